@@ -1,0 +1,36 @@
+# Quick start: `make run` (the main job) and `make test` (the whole test suite).
+# Each creates .venv from nothing but Python 3.11 and the package registries.
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_TEST := $(VENV)/.installed-test
+
+.PHONY: run test bench venv clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@ $(STAMP_RUN)
+
+venv: $(STAMP_TEST)
+
+run: $(STAMP_RUN)
+	$(BIN)/plugin-host run --frames 20
+
+test: $(STAMP_TEST)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP_TEST)
+	$(BIN)/python bench/bench_model.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

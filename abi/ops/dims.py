@@ -1,0 +1,185 @@
+"""Arithmetic on dims that may be symbolic.
+
+A dim is an ``int`` (a fixed size) or a ``str`` (a symbolic size: a name such as ``"batch"``
+or an expression a shape rule built from names, such as ``"(H-1)//2+1"``). Expressions are
+never parsed or evaluated; they are only compared for equality, so every function here builds
+them deterministically from its arguments and folds what it can into ints.
+
+Comparisons are three-valued: two dims are *known equal* (same int, or the same string), *known
+different* (two different ints), or *undecided* (anything involving a symbol that is not the
+same string). Shape rules refuse only what is known different; undecided cases are checked at
+run time, when the tensors have real shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+__all__ = ["Dim", "is_static", "known_equal", "known_different", "add", "mul", "floordiv",
+           "product", "total", "broadcast", "window_out", "pool_out", "transposed_out",
+           "slice_len"]
+
+Dim = int | str
+
+
+def is_static(d: Dim) -> bool:
+    """True when ``d`` is a fixed size."""
+    return type(d) is int
+
+
+def known_equal(a: Dim, b: Dim) -> bool:
+    """True when ``a`` and ``b`` are certainly the same size (equal ints or identical strings)."""
+    return a == b
+
+
+def known_different(a: Dim, b: Dim) -> bool:
+    """True only when both are fixed sizes and they differ; undecided cases give False."""
+    return type(a) is int and type(b) is int and a != b
+
+
+def _term(d: Dim) -> str:
+    """``d`` as an operand of ``*`` or ``//``: names and ints bare, expressions parenthesized."""
+    text = str(d)
+    if type(d) is int and d >= 0 or text.isidentifier():
+        return text
+    return f"({text})"
+
+
+def add(a: Dim, b: Dim) -> Dim:
+    """``a + b``; an int when both are ints."""
+    if type(a) is int and type(b) is int:
+        return a + b
+    if type(a) is int:
+        a, b = b, a
+    if type(b) is int:
+        if b == 0:
+            return a
+        return f"{a}+{b}" if b > 0 else f"{a}-{-b}"
+    return f"{a}+{b}"
+
+
+def mul(a: Dim, b: Dim) -> Dim:
+    """``a * b``; an int when both are ints (multiplying by 1 keeps the symbol)."""
+    if type(a) is int and type(b) is int:
+        return a * b
+    if b == 1:
+        return a
+    if a == 1:
+        return b
+    if a == 0 or b == 0:
+        return 0
+    return f"{_term(a)}*{_term(b)}"
+
+
+def floordiv(a: Dim, b: Dim) -> Dim:
+    """``a // b``; an int when both are ints."""
+    if type(a) is int and type(b) is int:
+        return a // b
+    if b == 1:
+        return a
+    return f"{_term(a)}//{_term(b)}"
+
+
+def product(dims: Iterable[Dim]) -> Dim:
+    """The product of ``dims``; fixed factors are folded into one leading int."""
+    const, symbols = 1, []
+    for d in dims:
+        if type(d) is int:
+            const *= d
+        else:
+            symbols.append(d)
+    if not symbols or const == 0:
+        return const
+    if const == 1 and len(symbols) == 1:
+        return symbols[0]
+    return "*".join(([str(const)] if const != 1 else []) + [_term(s) for s in symbols])
+
+
+def total(dims: Iterable[Dim]) -> Dim:
+    """The sum of ``dims``; fixed terms are folded into one trailing int."""
+    const, symbols = 0, []
+    for d in dims:
+        if type(d) is int:
+            const += d
+        else:
+            symbols.append(d)
+    if not symbols:
+        return const
+    result: Dim = "+".join(str(s) for s in symbols)
+    return add(result, const)
+
+
+def broadcast(a: Dim, b: Dim) -> Dim | None:
+    """The numpy broadcast of two dims, or None when two fixed sizes cannot broadcast.
+
+    With one symbolic side and a fixed size ``n != 1`` the result is ``n`` (the symbol must be
+    1 or ``n``, which only the run-time check can confirm).
+    """
+    if a == b:
+        return a
+    if a == 1:
+        return b
+    if b == 1:
+        return a
+    if type(a) is int and type(b) is int:
+        return None
+    if type(a) is int:
+        return a
+    if type(b) is int:
+        return b
+    return f"broadcast({a},{b})"
+
+
+def window_out(size: Dim, kernel: Dim, stride: int, pad_before: int, pad_after: int,
+               dilation: int) -> Dim:
+    """Output length of a sliding window (convolution, floor-mode pooling).
+
+    ``floor((size + pad_before + pad_after - dilation*(kernel-1) - 1) / stride) + 1``; may be
+    ``<= 0`` for fixed sizes (the caller refuses that).
+    """
+    if type(kernel) is not int:
+        return f"window({size},{kernel},{stride},{pad_before},{pad_after},{dilation})"
+    shift = pad_before + pad_after - dilation * (kernel - 1) - 1
+    if type(size) is int:
+        return (size + shift) // stride + 1
+    if stride == 1:
+        return add(size, shift + 1)
+    return add(floordiv(add(size, shift), stride), 1)
+
+
+def pool_out(size: Dim, kernel: int, stride: int, pad_before: int, pad_after: int,
+             dilation: int, ceil_mode: bool) -> Dim:
+    """Output length of a pooling window, torch's rule (generalized to asymmetric padding).
+
+    Floor mode is :func:`window_out`. Ceil mode rounds up, then drops the last window when it
+    would start in the trailing padding (``(out - 1) * stride >= size + pad_before``).
+    """
+    if not ceil_mode:
+        return window_out(size, kernel, stride, pad_before, pad_after, dilation)
+    if type(size) is not int:
+        return f"ceilwindow({size},{kernel},{stride},{pad_before},{pad_after},{dilation})"
+    span = size + pad_before + pad_after - dilation * (kernel - 1) - 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + pad_before:
+        out -= 1
+    return out
+
+
+def transposed_out(size: Dim, kernel: Dim, stride: int, padding: int, output_padding: int,
+                   dilation: int) -> Dim:
+    """Output length of a transposed convolution (torch semantics).
+
+    ``(size - 1)*stride - 2*padding + dilation*(kernel - 1) + output_padding + 1``.
+    """
+    if type(kernel) is not int:
+        return (f"transposed({size},{kernel},{stride},{padding},{output_padding},"
+                f"{dilation})")
+    shift = -stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+    return add(mul(size, stride), shift)
+
+
+def slice_len(size: Dim, start: int, end: int, step: int) -> Dim:
+    """Length of ``range(size)[start:end:step]`` with ONNX/Python clamping of start and end."""
+    if type(size) is int:
+        return len(range(*slice(start, end, step).indices(size)))
+    return f"slice({size},{start},{end},{step})"

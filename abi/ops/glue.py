@@ -1,0 +1,368 @@
+"""The glue ops: element-wise math, broadcasting arithmetic, and shape plumbing between layers.
+
+Broadcasting and matmul follow numpy; flatten follows torch; slice follows ONNX (clamped
+starts/ends, which is also Python's slicing); axes may be negative wherever an axis is taken.
+"""
+
+from __future__ import annotations
+
+from abi.errors import ContractError, ShapeError
+from abi.ops import dims
+from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_numeric,
+                           need_rank, need_same_dtype)
+from abi.ops.table import AttrSpec, OpDef, all_of, each_at_least, non_empty
+from abi.spec import TensorType
+
+__all__ = ["OPS"]
+
+
+# --- element-wise ------------------------------------------------------------------------------
+
+
+def _same(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    return [inputs[0]]
+
+
+def _numeric_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    need_numeric(op.name, "x", inputs[0])
+    return [inputs[0]]
+
+
+def _float_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    need_float(op.name, "x", inputs[0])
+    return [inputs[0]]
+
+
+def _broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
+    r = max(len(a), len(b))
+    pa, pb = (1,) * (r - len(a)) + tuple(a), (1,) * (r - len(b)) + tuple(b)
+    out = []
+    for i, (x, y) in enumerate(zip(pa, pb)):
+        d = dims.broadcast(x, y)
+        if d is None:
+            raise ShapeError(f"{op}: shapes {fmt(a)} and {fmt(b)} do not broadcast (aligned from "
+                             f"the right, axis {i - r} is {x} vs {y})", where=op,
+                             expected=a, got=b)
+        out.append(d)
+    return tuple(out)
+
+
+def _binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    a, b = inputs
+    n = op.name
+    check = need_float if n == "div" else need_numeric
+    check(n, "a", a)
+    check(n, "b", b)
+    need_same_dtype(n, [("a", a), ("b", b)])
+    return [TensorType(_broadcast_shapes(n, a.shape, b.shape), a.dtype)]
+
+
+def _matmul(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    a, b = inputs
+    n = op.name
+    need_rank(n, "a", a, at_least=1)
+    need_rank(n, "b", b, at_least=1)
+    need_numeric(n, "a", a)
+    need_numeric(n, "b", b)
+    need_same_dtype(n, [("a", a), ("b", b)])
+    sa = a.shape if len(a.shape) > 1 else (1, *a.shape)
+    sb = b.shape if len(b.shape) > 1 else (*b.shape, 1)
+    need_dim(n, f"the contracted dim of b shape {fmt(b.shape)}", sb[-2], sa[-1],
+             f"a shape {fmt(a.shape)}: a[..., M, K] @ b[..., K, N]")
+    batch = _broadcast_shapes(n, sa[:-2], sb[:-2])
+    out = batch + ((sa[-2],) if len(a.shape) > 1 else ()) + ((sb[-1],) if len(b.shape) > 1
+                                                             else ())
+    return [TensorType(out, a.dtype)]
+
+
+def _clip(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    need_numeric(op.name, "x", x)
+    lo, hi = attrs["min"], attrs["max"]
+    if lo is not None and hi is not None and lo > hi:
+        raise ContractError(f"{op.name}: min={lo} is greater than max={hi}", op=op.name)
+    return [x]
+
+
+def _softmax(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    need_float(op.name, "x", x)
+    need_rank(op.name, "x", x, at_least=1)
+    need_axis(op.name, attrs["axis"], len(x.shape))
+    return [x]
+
+
+def _cast(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    return [TensorType(inputs[0].shape, attrs["dtype"])]
+
+
+def _mean(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    need_float(n, "x", x)
+    r = len(x.shape)
+    axes = [need_axis(n, a, r, "axes") for a in attrs["axes"]]
+    if len(set(axes)) != len(axes):
+        raise ContractError(f"{n}: attribute 'axes' {list(attrs['axes'])} names an axis twice "
+                            f"(rank {r})", op=n, attribute="axes")
+    if attrs["keepdim"]:
+        shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    else:
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    return [TensorType(shape, x.dtype)]
+
+
+# --- shape plumbing ----------------------------------------------------------------------------
+
+
+def _concat(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    n = op.name
+    first = inputs[0]
+    r = need_rank(n, "inputs[0]", first, at_least=1)
+    axis = need_axis(n, attrs["axis"], r)
+    need_same_dtype(n, [(f"inputs[{i}]", t) for i, t in enumerate(inputs)])
+    for i, t in enumerate(inputs[1:], 1):
+        if len(t.shape) != r or any(dims.known_different(a, b) for j, (a, b)
+                                    in enumerate(zip(t.shape, first.shape)) if j != axis):
+            raise ShapeError(f"{n}: inputs[{i}] shape {fmt(t.shape)} must match inputs[0] shape "
+                             f"{fmt(first.shape)} on every axis but {axis}", where=n,
+                             expected=first.shape, got=t.shape)
+    shape = list(first.shape)
+    shape[axis] = dims.total(t.shape[axis] for t in inputs)
+    return [TensorType(tuple(shape), first.dtype)]
+
+
+def _reshape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    target = attrs["shape"]
+    numel = dims.product(x.shape)
+    known = dims.product(d for d in target if d != -1)
+    if -1 in target:
+        if known == 0:
+            raise ShapeError(f"{n}: shape {fmt(target)} has -1 next to a 0 dim; the -1 is "
+                             f"ambiguous", where=n, got=target)
+        if type(numel) is int and numel % known:
+            raise ShapeError(f"{n}: cannot reshape x shape {fmt(x.shape)} ({numel} elements) to "
+                             f"{fmt(target)}: {numel} is not a multiple of {known}", where=n,
+                             expected=target, got=x.shape)
+        fill = dims.floordiv(numel, known)
+        shape = tuple(fill if d == -1 else d for d in target)
+    else:
+        if type(numel) is int and numel != known:
+            raise ShapeError(f"{n}: cannot reshape x shape {fmt(x.shape)} ({numel} elements) to "
+                             f"{fmt(target)} ({known} elements)", where=n, expected=target,
+                             got=x.shape)
+        shape = target
+    return [TensorType(tuple(shape), x.dtype)]
+
+
+def _flatten(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    shape = x.shape if x.shape else (1,)  # torch treats a scalar as shape (1,)
+    r = len(shape)
+    start = need_axis(n, attrs["start_dim"], r, "start_dim")
+    end = need_axis(n, attrs["end_dim"], r, "end_dim")
+    if start > end:
+        raise ContractError(f"{n}: start_dim {attrs['start_dim']} comes after end_dim "
+                            f"{attrs['end_dim']} for rank {r}", op=n)
+    out = (*shape[:start], dims.product(shape[start:end + 1]), *shape[end + 1:])
+    return [TensorType(out, x.dtype)]
+
+
+def _transpose(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    perm = attrs["perm"]
+    if sorted(perm) != list(range(len(x.shape))):
+        raise ContractError(f"{op.name}: perm {list(perm)} is not a permutation of the "
+                            f"{len(x.shape)} axes of x shape {fmt(x.shape)}", op=op.name,
+                            attribute="perm")
+    return [TensorType(tuple(x.shape[p] for p in perm), x.dtype)]
+
+
+def _slice(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    r = len(x.shape)
+    starts, ends = attrs["starts"], attrs["ends"]
+    axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(len(starts)))
+    steps = attrs["steps"] if attrs["steps"] is not None else (1,) * len(starts)
+    need_attr_len(n, attrs, ("ends", "axes", "steps"), len(starts), "'starts'")
+    axes = [need_axis(n, a, r, "axes") for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ContractError(f"{n}: attribute 'axes' {list(attrs['axes'])} names an axis twice",
+                            op=n, attribute="axes")
+    if 0 in steps:
+        raise ContractError(f"{n}: attribute 'steps' {list(steps)} contains 0", op=n,
+                            attribute="steps")
+    shape = list(x.shape)
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        shape[a] = dims.slice_len(shape[a], s, e, st)
+    return [TensorType(tuple(shape), x.dtype)]
+
+
+def _split(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    need_rank(n, "x", x, at_least=1)
+    axis = need_axis(n, attrs["axis"], len(x.shape))
+    sizes = attrs["sizes"]
+    need_dim(n, f"the sum of sizes {list(sizes)}", sum(sizes), x.shape[axis],
+             f"it must equal dim {axis} of x shape {fmt(x.shape)}")
+    out = []
+    for size in sizes:
+        shape = list(x.shape)
+        shape[axis] = size
+        out.append(TensorType(tuple(shape), x.dtype))
+    return out
+
+
+def _pad(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    pads, mode = attrs["pads"], attrs["mode"]
+    need_attr_len(n, attrs, ("pads",), len(x.shape), f"x shape {fmt(x.shape)} has "
+                  f"{len(x.shape)} axes and")
+    shape = []
+    for i, (d, (before, after)) in enumerate(zip(x.shape, pads)):
+        if type(d) is int and mode == "reflect" and max(before, after) >= d:
+            raise ShapeError(f"{n}: reflect padding ({before}, {after}) on axis {i} must be "
+                             f"smaller than the dim, which is {d} (x shape {fmt(x.shape)})",
+                             where=n, got=x.shape)
+        if d == 0 and mode == "edge" and (before or after):
+            raise ShapeError(f"{n}: edge padding on axis {i} needs a non-empty dim (x shape "
+                             f"{fmt(x.shape)})", where=n, got=x.shape)
+        shape.append(dims.add(d, before + after))
+    return [TensorType(tuple(shape), x.dtype)]
+
+
+def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    r = need_rank(n, "x", x, one_of=(3, 4))
+    need_float(n, "x", x)
+    spatial = r - 2
+    need_attr_len(n, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
+                  f"x shape {fmt(x.shape)} has {spatial} spatial axes and")
+    kernel, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
+    dilation = attrs.get("dilation") or (1,) * spatial
+    out = []
+    for i in range(spatial):
+        k, (pb, pa) = kernel[i], padding[i]
+        if max(pb, pa) > k // 2:
+            raise ContractError(f"{n}: padding {list(padding[i])} on spatial axis {i} must be "
+                                f"at most half the kernel size {k} (<= {k // 2})", op=n,
+                                attribute="padding")
+        size = x.shape[2 + i]
+        o = dims.pool_out(size, k, stride[i], pb, pa, dilation[i], attrs["ceil_mode"])
+        if type(o) is int and o < 1:
+            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is {size} (+ "
+                             f"padding {pb}+{pa}), smaller than the window "
+                             f"{dilation[i]}*({k}-1)+1; output size would be {o}", where=n,
+                             got=x.shape)
+        out.append(o)
+    return [TensorType((*x.shape[:2], *out), x.dtype)]
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+_POSITIVE_INTS = all_of(non_empty, each_at_least(1))
+_AXIS = AttrSpec("int")
+
+
+def _unary(name: str, rule, doc: str, attrs: dict | None = None) -> OpDef:
+    return OpDef(name, 1, ("x",), ("y",), attrs or {}, rule, doc=doc)
+
+
+def _binary_op(name: str, symbol: str, dtypes_doc: str) -> OpDef:
+    return OpDef(name, 1, ("a", "b"), ("y",), {}, _binary, doc=f"""\
+Element-wise a {symbol} b with numpy broadcasting; a and b share one dtype ({dtypes_doc}), which
+is the output's.""")
+
+
+OPS: tuple[OpDef, ...] = (
+    _unary("identity", _same, "Returns x unchanged (any dtype)."),
+    _unary("relu", _numeric_unary, "max(x, 0), element-wise; x numeric (not bool)."),
+    _unary("sigmoid", _float_unary, "1 / (1 + exp(-x)), element-wise; x float."),
+    _unary("tanh", _float_unary, "tanh(x), element-wise; x float."),
+    _unary("gelu", _float_unary, """\
+GELU, element-wise; x float. approximate='none' is x * Phi(x) (erf), 'tanh' is torch's tanh
+approximation.""", {"approximate": AttrSpec("enum:none|tanh", "none")}),
+    _binary_op("add", "+", "numeric"),
+    _binary_op("sub", "-", "numeric"),
+    _binary_op("mul", "*", "numeric"),
+    _binary_op("div", "/", "float: integer division would change the dtype"),
+    OpDef("matmul", 1, ("a", "b"), ("y",), {}, _matmul, doc="""\
+numpy matmul: a (..., M, K) @ b (..., K, N) -> (broadcast(...), M, N); a 1-D a is (1, K) and a
+1-D b is (K, 1), with that axis removed from the result. Same numeric dtype."""),
+    OpDef("concat", 1, ("inputs*",), ("y",), {"axis": _AXIS}, _concat, doc="""\
+Concatenate one or more tensors along axis; all share rank, dtype and every other dim."""),
+    OpDef("reshape", 1, ("x",), ("y",), {"shape": AttrSpec("shape")}, _reshape, doc="""\
+Reshape x (C order) to shape; one entry may be -1 (inferred); 0 is a literal empty dim. The
+element count must not change."""),
+    OpDef("flatten", 1, ("x",), ("y",), {
+        "start_dim": AttrSpec("int", 1),
+        "end_dim": AttrSpec("int", -1),
+    }, _flatten, doc="""\
+torch.flatten: merge axes start_dim..end_dim (inclusive, negative allowed) into one; a scalar
+is treated as shape (1,)."""),
+    OpDef("transpose", 1, ("x",), ("y",), {"perm": AttrSpec("ints")}, _transpose, doc="""\
+Permute axes: output axis i is input axis perm[i]; perm is a permutation of range(rank)."""),
+    OpDef("slice", 1, ("x",), ("y",), {
+        "starts": AttrSpec("ints", check=non_empty),
+        "ends": AttrSpec("ints"),
+        "axes": AttrSpec("ints", None),
+        "steps": AttrSpec("ints", None),
+    }, _slice, doc="""\
+ONNX Slice: for each (start, end, axis, step), x[..., start:end:step, ...] on that axis, with
+negative starts/ends counted from the end and both clamped to the dim (Python's slicing rule).
+axes defaults to 0..len(starts)-1, steps to 1; steps may be negative, never 0."""),
+    OpDef("split", 1, ("x",), ("outputs*",), {
+        "axis": _AXIS,
+        "sizes": AttrSpec("ints", check=all_of(non_empty, each_at_least(0))),
+    }, _split, doc="""\
+Split x along axis into len(sizes) tensors of those sizes; sizes must sum to the dim."""),
+    OpDef("pad", 1, ("x",), ("y",), {
+        "pads": AttrSpec("pads"),
+        "mode": AttrSpec("enum:constant|reflect|edge", "constant"),
+        "value": AttrSpec("float", 0.0),
+    }, _pad, doc="""\
+Pad every axis by pads[i] = [before, after] (one pair per axis, natural order). constant fills
+with value; reflect mirrors without repeating the edge (pads < dim, as torch); edge repeats the
+edge (numpy's 'edge', torch's 'replicate')."""),
+    OpDef("cast", 1, ("x",), ("y",), {"dtype": AttrSpec("dtype")}, _cast, doc="""\
+Convert x to dtype (numpy astype semantics: float to int truncates toward zero)."""),
+    OpDef("clip", 1, ("x",), ("y",), {
+        "min": AttrSpec("float", None),
+        "max": AttrSpec("float", None),
+    }, _clip, doc="""\
+Clamp x to [min, max]; either bound may be None (absent); min <= max when both are given."""),
+    OpDef("softmax", 1, ("x",), ("y",), {"axis": AttrSpec("int", -1)}, _softmax, doc="""\
+exp(x - max) / sum(exp(x - max)) along axis; x float."""),
+    OpDef("mean", 1, ("x",), ("y",), {
+        "axes": AttrSpec("ints", check=non_empty),
+        "keepdim": AttrSpec("bool", False),
+    }, _mean, doc="""\
+Mean over axes (non-empty, distinct; negative allowed); keepdim keeps them as size 1."""),
+    OpDef("max_pool", 1, ("x",), ("y",), {
+        "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
+        "stride": AttrSpec("ints", check=_POSITIVE_INTS),
+        "padding": AttrSpec("pads"),
+        "dilation": AttrSpec("ints", check=_POSITIVE_INTS),
+        "ceil_mode": AttrSpec("bool", False),
+    }, _pool, doc="""\
+Max pooling over 1 or 2 spatial axes of x (N, C, L) or (N, C, H, W), torch semantics;
+padding is one [before, after] pair per spatial axis (implicit -inf), each at most
+kernel_size // 2. Output length floor((L + before + after - dilation*(k-1) - 1)/stride) + 1,
+or with ceil_mode rounded up unless the last window would start in the trailing padding."""),
+    OpDef("avg_pool", 1, ("x",), ("y",), {
+        "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
+        "stride": AttrSpec("ints", check=_POSITIVE_INTS),
+        "padding": AttrSpec("pads"),
+        "count_include_pad": AttrSpec("bool", True),
+        "ceil_mode": AttrSpec("bool", False),
+    }, _pool, doc="""\
+Average pooling over 1 or 2 spatial axes, torch semantics; padding as max_pool (zeros, counted
+in the divisor when count_include_pad). Output length as max_pool with dilation 1."""),
+)

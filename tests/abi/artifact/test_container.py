@@ -1,0 +1,144 @@
+"""The container: header, signature block, the mapped reader, atomic writes (abi only)."""
+
+import os
+
+import pytest
+
+from abi.artifact import (ALIGNMENT, HEADER_SIZE, MAGIC, ArtifactFile, Limits, SignatureEntry,
+                          align, atomic_write, decode_signatures, encode, encode_signatures,
+                          file_prefix, layout, parse_header, signed_message)
+from abi.errors import ArtifactError, ArtifactFormatError
+
+KEY_A, KEY_B = "0" * 31 + "a", "1" * 32
+
+
+def _file(tmp_path, manifest=b"\x80", signatures=(), section=b""):
+    block = encode_signatures(signatures)
+    path = tmp_path / "x.pha"
+    path.write_bytes(file_prefix(manifest, block, len(section)) + section)
+    return path
+
+
+def test_layout_and_header_round_trip():
+    h = layout(100, 20, 128)
+    assert h.tensor_offset == align(HEADER_SIZE + 120) == 192
+    assert h.file_size == 320
+    raw = h.pack()
+    assert len(raw) == HEADER_SIZE and raw[:8] == MAGIC
+    assert parse_header(raw, 320) == h
+
+
+def test_header_must_match_the_file_size():
+    raw = layout(100, 20, 128).pack()
+    with pytest.raises(ArtifactFormatError, match="truncated"):
+        parse_header(raw, 319)
+    with pytest.raises(ArtifactFormatError, match="trailing bytes"):
+        parse_header(raw, 321)
+
+
+def test_header_caps():
+    raw = layout(100, 20, 128).pack()
+    with pytest.raises(ArtifactFormatError, match="manifest length 100 is outside"):
+        parse_header(raw, 320, Limits(max_manifest_bytes=99))
+    with pytest.raises(ArtifactFormatError, match="signature block length 20 is outside"):
+        parse_header(raw, 320, Limits(max_signature_block_bytes=19))
+    with pytest.raises(ArtifactFormatError, match="multiple of 64"):
+        parse_header(layout(100, 20, 100).pack(), align(184) + 100)
+
+
+def test_every_header_bit_is_checked():
+    """A flipped header bit is refused here, or it moves the manifest / signature-block
+    boundary, which the signature check and the canonical decoder then refuse (the loader
+    tests flip every header byte of a real file)."""
+    h = layout(100, 20, 128)
+    raw = h.pack()
+    for i in range(HEADER_SIZE):
+        for bit in range(8):
+            mutant = bytearray(raw)
+            mutant[i] ^= 1 << bit
+            try:
+                got = parse_header(bytes(mutant), h.file_size)
+            except ArtifactFormatError:
+                continue
+            assert (got.manifest_length, got.signatures_length) != (100, 20), (i, bit)
+            assert got.tensor_offset == h.tensor_offset and i in range(16, 32), (i, bit)
+
+
+def test_signature_block_is_canonical():
+    entries = [SignatureEntry(KEY_B, b"\1" * 64), SignatureEntry(KEY_A, b"\2" * 64)]
+    block = encode_signatures(entries)
+    assert [e.key_id for e in decode_signatures(block)] == [KEY_A, KEY_B]
+    with pytest.raises(ArtifactFormatError, match="signs twice"):
+        encode_signatures([entries[0], entries[0]])
+    for bad, fragment in (
+            (encode([{"key_id": KEY_B, "signature": b"\1" * 64},
+                     {"key_id": KEY_A, "signature": b"\1" * 64}]), "out of order"),
+            (encode([{"key_id": KEY_A, "signature": b"\1" * 64}] * 2), "repeated"),
+            (encode([{"key_id": KEY_A.upper(), "signature": b"\1" * 64}]), "lowercase hex"),
+            (encode([{"key_id": KEY_A, "signature": b"\1" * 63}]), "64 bytes"),
+            (encode([{"key_id": KEY_A, "signature": "x" * 64}]), "64 bytes"),
+            (encode([{"key_id": KEY_A, "signature": b"\1" * 64, "x": 1}]), "exactly"),
+            (encode({"key_id": KEY_A}), "expected a list"),
+            (encode([[]] * 33), "exceed the cap of 32")):
+        with pytest.raises(ArtifactFormatError, match=fragment):
+            decode_signatures(bad)
+
+
+def test_signed_message_has_a_context_prefix():
+    assert signed_message(b"abc").endswith(b"abc")
+    assert signed_message(b"abc") != b"abc"
+
+
+def test_reader_maps_the_file_and_exposes_unverified_parts(tmp_path):
+    section = bytes(range(64)) * 2
+    path = _file(tmp_path, manifest=encode({"a": 1}),
+                 signatures=[SignatureEntry(KEY_A, b"\3" * 64)], section=section)
+    with ArtifactFile(path) as f:
+        assert f.unverified_manifest_bytes == encode({"a": 1})
+        assert f.unverified_signatures()[0].key_id == KEY_A
+        view = f.section()
+        assert bytes(view) == section and view.readonly
+        view.release()
+        assert f.header.tensor_offset % ALIGNMENT == 0
+
+
+def test_reader_refuses_before_mapping(tmp_path):
+    path = tmp_path / "small"
+    path.write_bytes(b"x" * 10)
+    with pytest.raises(ArtifactFormatError, match="shorter than the 64-byte header"):
+        ArtifactFile(path)
+    with pytest.raises(ArtifactFormatError, match="file size cap"):
+        ArtifactFile(_file(tmp_path), Limits(max_file_bytes=64))
+    with pytest.raises(ArtifactError, match="cannot open"):
+        ArtifactFile(tmp_path / "missing")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ArtifactFormatError, match="not a regular file"):
+        ArtifactFile(fifo)
+
+
+def test_reader_refuses_nonzero_padding_before_the_section(tmp_path):
+    path = _file(tmp_path, section=bytes(64))
+    data = bytearray(path.read_bytes())
+    with ArtifactFile(path) as f:
+        assert f.header.tensor_offset > f.header.padding_offset
+        last_pad = f.header.tensor_offset - 1
+    data[last_pad] = 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(ArtifactFormatError, match="padding"):
+        ArtifactFile(path)
+
+
+def test_atomic_write_replaces_or_keeps(tmp_path):
+    path = tmp_path / "f"
+    atomic_write(path, lambda f: f.write(b"one"))
+    assert path.read_bytes() == b"one"
+
+    def fail(f):
+        f.write(b"partial")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(path, fail)
+    assert path.read_bytes() == b"one"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

@@ -1,0 +1,220 @@
+"""Shape rules of the glue ops: good cases against numpy/torch, symbolic dims, refusals."""
+
+import numpy as np
+import pytest
+import torch
+
+from abi.errors import ContractError, DTypeError, OpError, ShapeError
+from abi.ops import glue
+from abi.ops.table import TensorType, get_op, infer_shapes
+
+T = TensorType
+f32, f16, i64 = "float32", "float16", "int64"
+
+
+def infer(op, inputs, attrs=None):
+    return infer_shapes(get_op(op), inputs, attrs or {})
+
+
+def tt(a):
+    return T(tuple(a.shape), str(a.dtype).removeprefix("torch."))
+
+
+def z(*shape, dtype=np.float32):
+    return np.zeros(shape, dtype)
+
+
+# (op, numpy inputs, attrs, numpy/torch reference producing the output(s))
+GOOD = [
+    ("identity", [z(2, 3, dtype=np.bool_)], {}, lambda a: a),
+    ("relu", [z(2, 3, dtype=np.int32)], {}, lambda a: np.maximum(a, 0)),
+    ("sigmoid", [z(2, 3)], {}, lambda a: 1 / (1 + np.exp(-a))),
+    ("tanh", [z(4, dtype=np.float16)], {}, np.tanh),
+    ("gelu", [z(2, 3)], {"approximate": "tanh"},
+     lambda a: torch.nn.functional.gelu(torch.from_numpy(a), approximate="tanh").numpy()),
+    ("add", [z(2, 1, 4), z(3, 1)], {}, np.add),
+    ("sub", [z(5, dtype=np.int64), z(2, 1, dtype=np.int64)], {}, np.subtract),
+    ("mul", [z(1), z(2, 3)], {}, np.multiply),
+    ("div", [z(2, 3), np.ones((), np.float32)], {}, np.divide),
+    ("matmul", [z(2, 1, 3, 4), z(5, 4, 6)], {}, np.matmul),
+    ("matmul", [z(4), z(3, 4, 6)], {}, np.matmul),
+    ("matmul", [z(3, 4), z(4)], {}, np.matmul),
+    ("matmul", [z(4), z(4)], {}, np.matmul),
+    ("concat", [z(1, 512), z(1, 32)], {"axis": 1}, lambda *a: np.concatenate(a, axis=1)),
+    ("concat", [z(2, 3), z(4, 3), z(0, 3)], {"axis": -2},
+     lambda *a: np.concatenate(a, axis=-2)),
+    ("reshape", [z(2, 3, 4)], {"shape": [4, -1]}, lambda a: a.reshape(4, -1)),
+    ("reshape", [z(2, 0, 4)], {"shape": [0, 5]}, lambda a: a.reshape(0, 5)),
+    ("flatten", [z(1, 32, 8, 16)], {}, lambda a: torch.flatten(torch.from_numpy(a), 1)),
+    ("flatten", [z()], {"start_dim": 0}, lambda a: torch.flatten(torch.from_numpy(a))),
+    ("transpose", [z(1, 3, 4, 5)], {"perm": [0, 2, 3, 1]},
+     lambda a: np.transpose(a, (0, 2, 3, 1))),
+    ("slice", [z(5, 6, 7)], {"starts": [1, 100], "ends": [-1, -100], "axes": [2, 0],
+                             "steps": [2, -1]},
+     lambda a: a[100:-100:-1, :, 1:-1:2]),
+    ("slice", [z(5, 6, 7)], {"starts": [-100], "ends": [100], "axes": [0], "steps": [-1]},
+     lambda a: a[-100:100:-1]),
+    ("split", [z(4, 10)], {"axis": 1, "sizes": [3, 0, 7]},
+     lambda a: tuple(np.split(a, [3, 3], axis=1))),
+    ("pad", [z(2, 3, 4)], {"pads": [[0, 0], [1, 2], [2, 3]], "mode": "reflect"},
+     lambda a: np.pad(a, [(0, 0), (1, 2), (2, 3)], mode="reflect")),
+    ("cast", [z(2, 3)], {"dtype": "float16"}, lambda a: a.astype(np.float16)),
+    ("clip", [z(2, 3, dtype=np.int8)], {"min": 0, "max": 5}, lambda a: np.clip(a, 0, 5)),
+    ("softmax", [z(2, 3)], {"axis": 0}, lambda a: np.exp(a) / np.exp(a).sum(0, keepdims=True)),
+    ("mean", [z(2, 3, 4, 5)], {"axes": [-1, 1]}, lambda a: a.mean(axis=(-1, 1))),
+    ("mean", [z(2, 3, 4, 5)], {"axes": [2, 3], "keepdim": True},
+     lambda a: a.mean(axis=(2, 3), keepdims=True)),
+    ("max_pool", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
+                                   "padding": [[1, 1], [0, 0]], "dilation": [1, 1]},
+     lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0))),
+    ("avg_pool", [z(1, 2, 7)], {"kernel_size": [3], "stride": [2], "padding": [[1, 1]],
+                                "ceil_mode": True},
+     lambda a: torch.nn.functional.avg_pool1d(torch.from_numpy(a), 3, 2, 1, ceil_mode=True)),
+]
+
+
+@pytest.mark.parametrize("case", GOOD, ids=[c[0] for c in GOOD])
+def test_good_inputs_match_the_reference(case):
+    op, arrays, attrs, reference = case
+    expected = reference(*arrays)
+    expected = [tt(np.asarray(e) if not isinstance(e, torch.Tensor) else e)
+                for e in (expected if isinstance(expected, tuple) else (expected,))]
+    assert infer(op, [tt(a) for a in arrays], attrs) == expected
+
+
+def test_every_glue_op_has_a_good_case_and_a_refusal():
+    names = {op.name for op in glue.OPS}
+    assert {c[0] for c in GOOD} == names
+    assert {c[0] for c in REFUSALS} == names
+
+
+def test_symbolic_dims():
+    assert infer("add", [T(("N", 3), f32), T((3,), f32)]) == [T(("N", 3), f32)]
+    assert infer("mul", [T(("N", 1), f32), T((1, 4), f32)]) == [T(("N", 4), f32)]
+    assert infer("matmul", [T(("B", "M", 4), f32), T((4, 6), f32)]) == [T(("B", "M", 6), f32)]
+    assert infer("concat", [T(("N", 512), f32), T(("N", 32), f32)], {"axis": 1}) == [
+        T(("N", 544), f32)]
+    assert infer("concat", [T(("a", 3), f32), T(("b", 3), f32), T((2, 3), f32)],
+                 {"axis": 0}) == [T(("a+b+2", 3), f32)]
+    assert infer("flatten", [T(("N", 32, 4, 8), f32)]) == [T(("N", 1024), f32)]
+    assert infer("flatten", [T(("N", 32, "H", "W"), f32)]) == [T(("N", "32*H*W"), f32)]
+    assert infer("reshape", [T(("N", 64), f32)], {"shape": [-1, 8]}) == [
+        T(("(64*N)//8", 8), f32)]
+    assert infer("transpose", [T(("N", "C", "H", "W"), f32)], {"perm": [0, 2, 3, 1]}) == [
+        T(("N", "H", "W", "C"), f32)]
+    assert infer("pad", [T(("N", "H"), f32)], {"pads": [[0, 0], [1, 1]]}) == [
+        T(("N", "H+2"), f32)]
+    assert infer("slice", [T(("N", 10), f32)], {"starts": [2], "ends": [5], "axes": [1]}) == [
+        T(("N", 3), f32)]
+    assert infer("split", [T(("N", 10), f32)], {"axis": 0, "sizes": [1, 2]}) == [
+        T((1, 10), f32), T((2, 10), f32)]
+    pool = {"kernel_size": [3, 3], "stride": [2, 2], "padding": [[1, 1], [1, 1]],
+            "dilation": [1, 1]}
+    assert infer("max_pool", [T(("N", 8, "H", 16), f32)], pool) == [
+        T(("N", 8, "(H-1)//2+1", 8), f32)]
+    assert infer("mean", [T(("N", 8, "H", "W"), f32)], {"axes": [2, 3]}) == [T(("N", 8), f32)]
+
+
+# --- refusals ---------------------------------------------------------------------------------
+
+POOL = {"kernel_size": [3], "stride": [1], "padding": [[1, 1]], "dilation": [1]}
+APOOL = {"kernel_size": [3], "stride": [1], "padding": [[1, 1]]}
+
+REFUSALS = [
+    ("identity", [], {}, ContractError, "identity: missing required input 'x'"),
+    ("relu", [T((2,), "bool")], {}, DTypeError, "relu: x must be a numeric tensor, got bool"),
+    ("sigmoid", [T((2,), i64)], {}, DTypeError,
+     "sigmoid: x must be a float tensor (float16, float32, float64), got int64"),
+    ("tanh", [T((2,), "uint8")], {}, DTypeError, "tanh: x must be a float tensor"),
+    ("gelu", [T((2,), f32)], {"approximate": "erf"}, OpError,
+     "op 'gelu' v1: attribute 'approximate' must be one of 'none', 'tanh', got 'erf'"),
+    ("add", [T((2, 3), f32), T((4,), f32)], {}, ShapeError,
+     "add: shapes (2, 3) and (4,) do not broadcast (aligned from the right, axis -1 is 3 vs 4)"),
+    ("sub", [T((2, 3), f32), T((3,), f16)], {}, DTypeError,
+     "sub: b must have the dtype of a (float32), got float16"),
+    ("mul", [T((2,), "bool"), T((2,), "bool")], {}, DTypeError, "mul: a must be a numeric"),
+    ("div", [T((2,), i64), T((2,), i64)], {}, DTypeError, "div: a must be a float tensor"),
+    ("matmul", [T((2, 3), f32), T((4, 5), f32)], {}, ShapeError,
+     "matmul: the contracted dim of b shape (4, 5) must be 3, got 4 (a shape (2, 3): "
+     "a[..., M, K] @ b[..., K, N])"),
+    ("matmul", [T((2, 2, 3), f32), T((3, 3, 4), f32)], {}, ShapeError,
+     "matmul: shapes (2,) and (3,) do not broadcast"),
+    ("matmul", [T((), f32), T((3,), f32)], {}, ShapeError, "matmul: a must have rank >= 1"),
+    ("concat", [T((2, 3), f32), T((2, 4), f32)], {"axis": 0}, ShapeError,
+     "concat: inputs[1] shape (2, 4) must match inputs[0] shape (2, 3) on every axis but 0"),
+    ("concat", [T((2, 3), f32), T((2, 3, 1), f32)], {"axis": 0}, ShapeError, "inputs[1] shape"),
+    ("concat", [T((2, 3), f32)], {"axis": 2}, ContractError,
+     "concat: attribute 'axis' is 2, out of range for rank 2 (valid: -2..1)"),
+    ("concat", [T((2, 3), f32), T((2, 3), i64)], {"axis": 0}, DTypeError,
+     "concat: inputs[1] must have the dtype of inputs[0] (float32), got int64"),
+    ("concat", [T((2,), f32)], {}, OpError, "missing required attribute 'axis'"),
+    ("reshape", [T((2, 3), f32)], {"shape": [4, 2]}, ShapeError,
+     "reshape: cannot reshape x shape (2, 3) (6 elements) to (4, 2) (8 elements)"),
+    ("reshape", [T((2, 3), f32)], {"shape": [4, -1]}, ShapeError,
+     "reshape: cannot reshape x shape (2, 3) (6 elements) to (4, -1): 6 is not a multiple of 4"),
+    ("reshape", [T((2, 0), f32)], {"shape": [0, -1]}, ShapeError, "the -1 is ambiguous"),
+    ("flatten", [T((2, 3, 4), f32)], {"start_dim": 2, "end_dim": 1}, ContractError,
+     "flatten: start_dim 2 comes after end_dim 1 for rank 3"),
+    ("flatten", [T((2, 3), f32)], {"start_dim": 2}, ContractError,
+     "flatten: attribute 'start_dim' is 2, out of range for rank 2"),
+    ("transpose", [T((2, 3, 4), f32)], {"perm": [0, 2, 2]}, ContractError,
+     "transpose: perm [0, 2, 2] is not a permutation of the 3 axes of x shape (2, 3, 4)"),
+    ("transpose", [T((2, 3), f32)], {"perm": [1, 0, 2]}, ContractError, "not a permutation"),
+    ("slice", [T((5, 6), f32)], {"starts": [0], "ends": [2], "steps": [0]}, ContractError,
+     "slice: attribute 'steps' [0] contains 0"),
+    ("slice", [T((5, 6), f32)], {"starts": [0, 0], "ends": [2, 2], "axes": [1, -1]},
+     ContractError, "slice: attribute 'axes' [1, -1] names an axis twice"),
+    ("slice", [T((5, 6), f32)], {"starts": [0, 1], "ends": [2]}, ContractError,
+     "slice: attribute 'ends' has 1 entries but 'starts' needs 2"),
+    ("slice", [T((5, 6), f32)], {"starts": [0], "ends": [2], "axes": [2]}, ContractError,
+     "slice: attribute 'axes' is 2, out of range for rank 2"),
+    ("split", [T((4, 10), f32)], {"axis": 1, "sizes": [3, 4]}, ShapeError,
+     "split: the sum of sizes [3, 4] must be 10, got 7 (it must equal dim 1 of x shape (4, 10))"),
+    ("split", [T((4, 10), f32)], {"axis": 1, "sizes": [3, -1]}, OpError, "entry >= 0"),
+    ("pad", [T((2, 3), f32)], {"pads": [[1, 1]]}, ContractError,
+     "pad: attribute 'pads' has 1 entries but x shape (2, 3) has 2 axes and needs 2"),
+    ("pad", [T((2, 3), f32)], {"pads": [[0, 0], [3, 0]], "mode": "reflect"}, ShapeError,
+     "pad: reflect padding (3, 0) on axis 1 must be smaller than the dim, which is 3"),
+    ("pad", [T((2, 0), f32)], {"pads": [[0, 0], [1, 0]], "mode": "edge"}, ShapeError,
+     "pad: edge padding on axis 1 needs a non-empty dim"),
+    ("cast", [T((2,), f32)], {"dtype": "bfloat16"}, OpError,
+     "op 'cast' v1: attribute 'dtype' must be an ABI dtype name"),
+    ("clip", [T((2,), f32)], {"min": 1.0, "max": 0.0}, ContractError,
+     "clip: min=1.0 is greater than max=0.0"),
+    ("clip", [T((2,), "bool")], {}, DTypeError, "clip: x must be a numeric tensor"),
+    ("softmax", [T((2, 3), i64)], {}, DTypeError, "softmax: x must be a float tensor"),
+    ("softmax", [T((2, 3), f32)], {"axis": -3}, ContractError,
+     "softmax: attribute 'axis' is -3, out of range for rank 2 (valid: -2..1)"),
+    ("softmax", [T((), f32)], {}, ShapeError, "softmax: x must have rank >= 1, got rank 0"),
+    ("mean", [T((2, 3), f32)], {"axes": [1, -1]}, ContractError,
+     "mean: attribute 'axes' [1, -1] names an axis twice (rank 2)"),
+    ("mean", [T((2, 3), i64)], {"axes": [0]}, DTypeError, "mean: x must be a float tensor"),
+    ("max_pool", [T((1, 2, 3, 4, 5), f32)], POOL, ShapeError,
+     "max_pool: x must have rank 3 or 4, got rank 5"),
+    ("max_pool", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,
+     "max_pool: padding [2, 2] on spatial axis 0 must be at most half the kernel size 3 (<= 1)"),
+    ("max_pool", [T((1, 2, 2), f32)], {**POOL, "kernel_size": [5], "padding": [[0, 0]]},
+     ShapeError, "max_pool: spatial axis 0 of x shape (1, 2, 2) is 2 (+ padding 0+0), smaller "
+                 "than the window 1*(5-1)+1; output size would be -2"),
+    ("max_pool", [T((1, 2, 9, 9), f32)], POOL, ContractError,
+     "max_pool: attribute 'kernel_size' has 1 entries but x shape (1, 2, 9, 9) has 2 spatial "
+     "axes and needs 2"),
+    ("max_pool", [T((1, 2, 9), i64)], POOL, DTypeError, "max_pool: x must be a float tensor"),
+    ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "dilation": [1]}, OpError,
+     "unknown attribute 'dilation'"),
+    ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "kernel_size": [1]}, ContractError,
+     "avg_pool: padding [1, 1] on spatial axis 0 must be at most half the kernel size 1"),
+    ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "stride": [0]}, OpError,
+     "attribute 'stride' must have every entry >= 1"),
+]
+
+
+@pytest.mark.parametrize("op, inputs, attrs, error, text", REFUSALS,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(REFUSALS)])
+def test_refusals(op, inputs, attrs, error, text):
+    with pytest.raises(error) as info:
+        infer(op, inputs, attrs)
+    message = str(info.value)
+    assert text in message
+    assert message.startswith(f"{op}: ") or message.startswith(f"op '{op}' v1: ")
+    assert "\n" not in message

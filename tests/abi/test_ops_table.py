@@ -1,0 +1,252 @@
+"""abi.ops.table: the registry, attribute normalization, input plumbing; abi.ops.dims."""
+
+import pytest
+
+from abi.errors import ContractError, DTypeError, OpError, ShapeError
+from abi.ops import dims
+from abi.ops.table import (REQUIRED, AttrSpec, OpDef, TensorType, at_least, get_op,
+                           infer_shapes, known_ops, normalize_attrs)
+
+T = TensorType
+
+LAYER_OPS = {"conv", "conv_transpose", "batchnorm", "linear", "lstm_cell", "group_norm",
+             "instance_norm", "layer_norm", "layer_norm2d", "rms_norm", "embedding"}
+GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", "div", "matmul",
+            "concat", "reshape", "flatten", "transpose", "slice", "split", "pad", "cast", "clip",
+            "softmax", "mean", "max_pool", "avg_pool"}
+
+
+# --- registry ---------------------------------------------------------------------------------
+
+
+def test_known_ops_is_the_whole_table():
+    ops = known_ops()
+    assert set(ops) == LAYER_OPS | GLUE_OPS
+    assert all(versions == [1] for versions in ops.values())
+    ops["conv"].append(99)  # a copy: the table is not mutable through it
+    assert known_ops()["conv"] == [1]
+
+
+def test_every_op_is_documented_and_well_formed():
+    for name in known_ops():
+        op = get_op(name)
+        assert op.name == name and op.version == 1 and len(op.doc) > 20, name
+        assert all(isinstance(a, AttrSpec) for a in op.attrs.values())
+
+
+def test_get_op():
+    assert get_op("conv") is get_op("conv", 1)
+    assert get_op("conv").inputs == ("x", "weight", "bias?")
+    assert get_op("lstm_cell").outputs == ("h_next", "c_next")
+    assert not any(get_op(n).atomic for n in known_ops()), "no built-in op uses atomics"
+    assert str(get_op("conv")) == "conv v1"
+
+
+def test_get_op_unknown_name():
+    with pytest.raises(OpError) as info:
+        get_op("convv")
+    message = str(info.value)
+    assert "unknown op 'convv' (did you mean 'conv'?)" in message
+    assert "known ops:" in message and "conv_transpose" in message and "matmul" in message
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", 1.0])
+def test_get_op_unknown_version(version):
+    with pytest.raises(OpError) as info:
+        get_op("conv", version)
+    assert f"op 'conv' has no version {version!r}; known versions: 1" in str(info.value)
+
+
+def test_opdef_attrs_are_read_only():
+    with pytest.raises(TypeError):
+        get_op("conv").attrs["groups"] = AttrSpec("int")
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    (dict(name="bad name"), "bad op name"),
+    (dict(version=0), "version must be an int >= 1"),
+    (dict(inputs=("x?", "y")), "required input 'y' after an optional one"),
+    (dict(inputs=("xs*", "y")), "variadic input must be the only one"),
+    (dict(inputs=("x??",)), "bad input name"),
+    (dict(outputs=("y?",)), "outputs cannot be optional"),
+    (dict(outputs=()), "needs at least one output"),
+    (dict(attrs={"a": "int"}), "bad attribute 'a'"),
+    (dict(infer=None), "infer must be callable"),
+])
+def test_opdef_is_validated_at_definition(kwargs, text):
+    base = dict(name="op", version=1, inputs=("x",), outputs=("y",), attrs={},
+                infer=lambda op, i, a: i)
+    with pytest.raises(ValueError, match=text.replace("(", r"\(").replace("?", r"\?")
+                       .replace("*", r"\*")):
+        OpDef(**{**base, **kwargs})
+
+
+# --- attributes -------------------------------------------------------------------------------
+
+
+def test_attr_spec_kinds_and_defaults():
+    assert AttrSpec("int").default is REQUIRED and AttrSpec("int").required
+    assert AttrSpec("ints", [1, 2]).default == (1, 2)
+    assert AttrSpec("pads", [[1, 2]]).default == ((1, 2),)
+    assert AttrSpec("enum:a|b", "a").default == "a"
+    with pytest.raises(ValueError, match="unknown kind 'long'"):
+        AttrSpec("long")
+    with pytest.raises(ValueError, match="unknown kind"):
+        AttrSpec("enum:a||b")
+    with pytest.raises(ValueError, match="default must be >= 1, got 0"):
+        AttrSpec("int", 0, at_least(1))
+
+
+def test_normalize_fills_defaults_and_canonicalizes():
+    conv = get_op("conv")
+    attrs = normalize_attrs(conv, {"stride": [2, 2], "padding": [[1, 1], [0, 1]],
+                                   "dilation": (1, 1)})
+    assert attrs == {"stride": (2, 2), "padding": ((1, 1), (0, 1)), "dilation": (1, 1),
+                     "groups": 1}
+    assert normalize_attrs(conv, attrs) == attrs  # idempotent
+    assert normalize_attrs(get_op("clip"), {"min": 0}) == {"min": 0.0, "max": None}
+    assert normalize_attrs(get_op("relu"), None) == {}
+    assert normalize_attrs(get_op("gelu"), {}) == {"approximate": "none"}
+    assert normalize_attrs(get_op("reshape"), {"shape": [2, -1, 0]}) == {"shape": (2, -1, 0)}
+    assert normalize_attrs(get_op("cast"), {"dtype": "float16"}) == {"dtype": "float16"}
+
+
+CONV_OK = {"stride": [1], "padding": [[0, 0]], "dilation": [1]}
+
+
+@pytest.mark.parametrize("op, attrs, texts", [
+    ("conv", {**CONV_OK, "strides": [1]}, ["unknown attribute 'strides' (did you mean 'stride'?)",
+                                           "known: stride, padding, dilation, groups"]),
+    ("relu", {"alpha": 0.1}, ["unknown attribute 'alpha'; known: none"]),
+    ("conv", {"padding": [[0, 0]]}, ["missing required attribute 'stride' (ints)",
+                                     "missing required attribute 'dilation' (ints)"]),
+    ("conv", {**CONV_OK, "groups": 1.5}, ["attribute 'groups' must be an int, got 1.5 (float)"]),
+    ("conv", {**CONV_OK, "groups": True}, ["attribute 'groups' must be an int, got True (bool)"]),
+    ("conv", {**CONV_OK, "groups": 0}, ["attribute 'groups' must be >= 1, got 0"]),
+    ("conv", {**CONV_OK, "stride": [0]}, ["attribute 'stride' must have every entry >= 1"]),
+    ("conv", {**CONV_OK, "stride": 2}, ["attribute 'stride' must be a list of ints, got 2"]),
+    ("conv", {**CONV_OK, "stride": ["2"]}, ["attribute 'stride' must be a list of ints"]),
+    ("conv", {**CONV_OK, "padding": [1, 1]}, ["attribute 'padding' must be a list of [before, "
+                                              "after] pairs of ints >= 0"]),
+    ("conv", {**CONV_OK, "padding": [[-1, 0]]}, ["attribute 'padding' must be a list of"]),
+    ("batchnorm", {"eps": 0.0}, ["attribute 'eps' must be > 0.0, got 0.0"]),
+    ("batchnorm", {"eps": float("nan")}, ["attribute 'eps' must be a number, got nan"]),
+    ("batchnorm", {"eps": "1e-5"}, ["attribute 'eps' must be a float, got '1e-5' (str)"]),
+    ("batchnorm", {"momentum": 1.5}, ["attribute 'momentum' must be in [0.0, 1.0], got 1.5"]),
+    ("batchnorm", {"track_running_stats": 1}, ["attribute 'track_running_stats' must be a bool"]),
+    ("gelu", {"approximate": "erf"}, ["attribute 'approximate' must be one of 'none', 'tanh', "
+                                      "got 'erf'"]),
+    ("reshape", {"shape": [-1, -1]}, ["attribute 'shape' must be a list of ints >= 0 with at "
+                                      "most one -1"]),
+    ("reshape", {"shape": [-2]}, ["at most one -1"]),
+    ("cast", {"dtype": "float"}, ["attribute 'dtype' must be an ABI dtype name"]),
+    ("clip", {"min": [0.0]}, ["attribute 'min' must be a float"]),
+    ("mean", {"axes": []}, ["attribute 'axes' must not be empty"]),
+    ("layer_norm", {"normalized_shape": [0]}, ["must have every entry >= 1"]),
+    ("pad", {"pads": [[0, 0]], "value": "zero"}, ["attribute 'value' must be a float"]),
+])
+def test_normalize_refusals(op, attrs, texts):
+    opdef = get_op(op)
+    with pytest.raises(OpError) as info:
+        normalize_attrs(opdef, attrs)
+    message = str(info.value)
+    assert message.startswith(f"op '{op}' v1: ")
+    for text in texts:
+        assert text in message
+
+
+def test_normalize_reports_every_bad_attribute():
+    with pytest.raises(OpError) as info:
+        normalize_attrs(get_op("conv"), {"stride": [0], "groups": "2", "bogus": 1})
+    assert len(info.value.context["problems"]) == 5  # bogus, stride, padding, dilation, groups
+
+
+def test_normalize_refuses_a_non_mapping():
+    with pytest.raises(OpError, match="attributes must be a mapping, got list"):
+        normalize_attrs(get_op("relu"), [("a", 1)])
+
+
+# --- input plumbing ---------------------------------------------------------------------------
+
+X = T((1, 4, 8), "float32")
+W = T((2, 4, 3), "float32")
+
+
+def test_optional_inputs_may_be_omitted_or_none():
+    conv = get_op("conv")
+    expected = [T((1, 2, 6), "float32")]
+    assert infer_shapes(conv, [X, W], CONV_OK) == expected
+    assert infer_shapes(conv, [X, W, None], CONV_OK) == expected
+    assert infer_shapes(conv, (X, W, T((2,), "float32")), CONV_OK) == expected
+
+
+def test_plain_tuples_are_accepted_as_tensor_types():
+    out = infer_shapes(get_op("relu"), [((2, "n"), "float32")], {})
+    assert out == [T((2, "n"), "float32")] and isinstance(out[0], TensorType)
+
+
+@pytest.mark.parametrize("inputs, text", [
+    ([X], "conv: missing required input 'weight' (inputs: x, weight, bias?)"),
+    ([X, None], "conv: missing required input 'weight'"),
+    ([None, W], "conv: missing required input 'x'"),
+    ([X, W, T((2,), "float32"), X], "conv: takes at most 3 input(s) (x, weight, bias?), got 4"),
+])
+def test_missing_and_extra_inputs(inputs, text):
+    with pytest.raises(ContractError) as info:
+        infer_shapes(get_op("conv"), inputs, CONV_OK)
+    assert text in str(info.value)
+
+
+def test_variadic_inputs():
+    concat = get_op("concat")
+    with pytest.raises(ContractError, match="concat: needs at least one input"):
+        infer_shapes(concat, [], {"axis": 0})
+    with pytest.raises(ContractError, match="concat: input 1 is missing"):
+        infer_shapes(concat, [X, None], {"axis": 0})
+
+
+@pytest.mark.parametrize("bad, error, text", [
+    ("x", ContractError, "input 'x' must be a TensorType(shape, dtype), got str"),
+    (T((1, -2), "float32"), ShapeError, "input 'x' has a malformed shape (1, -2)"),
+    (T((1, ""), "float32"), ShapeError, "malformed shape"),
+    (T((1, 2.0), "float32"), ShapeError, "malformed shape"),
+    (T((1,), "f32"), DTypeError, "relu: input 'x': unknown dtype 'f32'"),
+])
+def test_malformed_tensor_types(bad, error, text):
+    with pytest.raises(error) as info:
+        infer_shapes(get_op("relu"), [bad], {})
+    assert text in str(info.value)
+
+
+def test_infer_shapes_normalizes_attrs_first():
+    with pytest.raises(OpError, match="missing required attribute 'stride'"):
+        infer_shapes(get_op("conv"), [X, W], {"padding": [[0, 0]], "dilation": [1]})
+
+
+# --- dims -------------------------------------------------------------------------------------
+
+
+def test_dims_arithmetic():
+    assert dims.add(2, 3) == 5 and dims.add("H", 0) == "H" and dims.add("H", -1) == "H-1"
+    assert dims.add(2, "H") == "H+2" and dims.add("a", "b") == "a+b"
+    assert dims.mul("H", 1) == "H" and dims.mul("H", 0) == 0 and dims.mul("H-1", 2) == "(H-1)*2"
+    assert dims.floordiv("H-1", 2) == "(H-1)//2" and dims.floordiv(7, 2) == 3
+    assert dims.product([2, "H", 3, "W"]) == "6*H*W" and dims.product([2, 3]) == 6
+    assert dims.product([0, "H"]) == 0 and dims.product(["H"]) == "H"
+    assert dims.total([2, "a", 3]) == "a+5" and dims.total([1, 2]) == 3
+
+
+def test_dims_comparisons_are_three_valued():
+    assert dims.known_different(2, 3) and not dims.known_different("H", 3)
+    assert not dims.known_different("H", "W") and dims.known_equal("H", "H")
+    assert dims.broadcast(1, 5) == 5 and dims.broadcast("n", 1) == "n"
+    assert dims.broadcast("n", 5) == 5 and dims.broadcast(3, 5) is None
+    assert dims.broadcast("a", "a") == "a" and dims.broadcast("a", "b") == "broadcast(a,b)"
+
+
+def test_window_expressions_are_deterministic():
+    assert dims.window_out("H", 3, 2, 1, 1, 1) == "(H-1)//2+1"
+    assert dims.window_out("H", 3, 1, 1, 1, 1) == "H"
+    assert dims.window_out(128, 3, 2, 1, 1, 1) == 64
+    assert dims.transposed_out("H", 4, 2, 1, 0, 1) == "H*2"
+    assert dims.slice_len(10, -3, 100, 1) == 3 and dims.slice_len("n", 0, 2, 1) == "slice(n,0,2,1)"
