@@ -1,0 +1,1 @@
+"""Benchmarks: each compares the project against a named peer in one run and prints the ratio."""

@@ -1,0 +1,194 @@
+"""Build an unsigned artifact from a Graph: golden vectors, manifest, tensor section, one file.
+
+The golden outputs are computed here by running the graph through the executor on the
+reference backend (``numpy`` unless another is given), so every artifact carries the numbers
+an acceptance run on the target backend must reproduce within the declared tolerances.
+
+The result is checked with the same code a loader uses before it is written, so a builder bug
+cannot produce a file the host would refuse. Building is deterministic: the same graph, seed
+and options give the same bytes (unless the latency is left to be measured).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from abi import dtypes
+from abi.artifact import (DEFAULT_LIMITS, Limits, Manifest, ResetConditions, check_compatible,
+                          check_manifest, decode, derive_roles, encode, encode_signatures,
+                          file_prefix, golden_tensor_name, make_manifest, plan_tensors,
+                          atomic_write, write_section)
+
+from .. import __version__
+from ..backend import Backend
+from ..errors import ArtifactFormatError, UsageError
+from ..executor import Executor
+from ..graph import Graph
+
+__all__ = ["build_artifact", "DEFAULT_TOLERANCE", "REFERENCE_BACKEND"]
+
+#: (rtol, atol) for every output unless given.
+DEFAULT_TOLERANCE = (1e-4, 1e-5)
+#: The backend golden outputs are computed on unless another is given.
+REFERENCE_BACKEND = "numpy"
+
+Progress = Callable[[str], None]
+
+
+def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = None,
+                   version: str = "0.1.0", backends: Sequence[str] = (REFERENCE_BACKEND,),
+                   reference_backend: Backend | None = None,
+                   tolerances: Mapping[str, tuple[float, float]] | tuple[float, float]
+                   = DEFAULT_TOLERANCE,
+                   reset: ResetConditions = ResetConditions(), latency_ms: float | None = None,
+                   golden_inputs: Sequence[Mapping[str, np.ndarray]] | None = None,
+                   golden_cases: int = 2, seed: int = 0,
+                   expires: int | datetime | None = None, limits: Limits = DEFAULT_LIMITS,
+                   progress: Progress | None = None) -> Manifest:
+    """Write ``graph`` as an unsigned artifact at ``path``; return its (checked) manifest.
+
+    ``name`` defaults to the graph's name; ``version`` is ``MAJOR.MINOR.PATCH``; ``backends``
+    are the target backends. ``tolerances`` is one ``(rtol, atol)`` for every output or a
+    mapping per output name. ``reset`` declares the recurrent-state reset conditions.
+    ``latency_ms`` is the declared worst case; when None it is measured on the reference
+    backend (twice the slowest golden run, rounded up to 0.1 ms). ``golden_inputs`` are the
+    reference inputs (every graph input, state included; a state input left out is zero);
+    when None, ``golden_cases`` cases are drawn from ``seed`` (case 0 with zero state).
+    ``expires`` is a Unix time or an aware datetime.
+    """
+    say = progress or (lambda message: None)
+    name = graph.name if name is None else name
+    if reference_backend is None:
+        from ..plugins import get_backend, get_plugin_manager
+
+        reference_backend = get_backend(get_plugin_manager(), REFERENCE_BACKEND)
+
+    say(f"running {graph.name!r} on the reference backend {reference_backend.name!r}")
+    executor = Executor(graph, reference_backend)
+    cases = (_given_inputs(graph, golden_inputs) if golden_inputs is not None
+             else _drawn_inputs(graph, executor.index_inputs, golden_cases, seed))
+    golden, slowest = [], 0.0
+    for inputs in cases:
+        executor.run(inputs)  # warm-up, then the timed run
+        start = time.perf_counter()
+        outputs = executor.run(inputs)
+        slowest = max(slowest, time.perf_counter() - start)
+        golden.append((inputs, {s.name: np.array(outputs[s.name]) for s in graph.outputs}))
+    if latency_ms is None:
+        latency_ms = max(0.1, math.ceil(slowest * 2e4) / 10)
+
+    roles = derive_roles(graph.to_dict())
+    items: list[tuple[str, str, np.ndarray]] = [(k, roles[k], np.asarray(a))
+                                                for k, a in graph.tensors.items()]
+    for i, (inputs, outputs) in enumerate(golden):
+        items += [(golden_tensor_name(i, "input", s.name), "golden", inputs[s.name])
+                  for s in graph.inputs]
+        items += [(golden_tensor_name(i, "output", s.name), "golden", outputs[s.name])
+                  for s in graph.outputs]
+    if len(items) > limits.max_tensors:
+        raise UsageError(f"{len(items)} tensors exceed the cap of {limits.max_tensors}")
+    say(f"hashing {len(items)} tensors")
+    entries, length = plan_tensors(items)
+
+    manifest = make_manifest(
+        name=name, version=version, graph=graph.to_dict(), entries=entries,
+        section_length=length, backends=list(backends),
+        tolerances=_tolerances(graph, tolerances), reset=reset, latency_ms=float(latency_ms),
+        golden_backend=reference_backend.name, golden_cases=len(golden),
+        builder=f"plugin-host {__version__}", expires=_unix(expires))
+    manifest_bytes = encode(manifest, where="manifest")
+    if len(manifest_bytes) > limits.max_manifest_bytes:
+        raise ArtifactFormatError(f"{len(manifest_bytes)} bytes exceed the cap of "
+                                  f"{limits.max_manifest_bytes}", where="manifest")
+    try:  # the loader's own checks, so nothing unloadable is ever written
+        checked = check_manifest(decode(manifest_bytes, limits=limits.manifest_decode_limits()),
+                                 limits=limits)
+        check_compatible(checked)
+    except ArtifactFormatError as exc:
+        raise UsageError(f"cannot build artifact {name!r}: {exc}") from None
+
+    prefix = file_prefix(manifest_bytes, encode_signatures([]), length)
+    arrays = [a for _, _, a in items]
+
+    def write(f: Any) -> None:
+        f.write(prefix)
+        write_section(f, entries, arrays, length)
+
+    say(f"writing {path}")
+    atomic_write(path, write)
+    return checked
+
+
+def _tolerances(graph: Graph, given: Any) -> dict[str, tuple[float, float]]:
+    names = [s.name for s in graph.outputs]
+    if isinstance(given, Mapping):
+        missing = [n for n in names if n not in given]
+        extra = [k for k in given if k not in names]
+        if missing or extra:
+            raise UsageError(f"tolerances: missing outputs {missing}, unknown outputs {extra}")
+        table = {n: tuple(given[n]) for n in names}
+    else:
+        table = {n: tuple(given) for n in names}
+    for n, t in table.items():
+        if len(t) != 2 or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+                                  for v in t):
+            raise UsageError(f"tolerance for output {n!r} must be (rtol, atol), finite and "
+                             f">= 0, got {t}")
+    return {n: (float(t[0]), float(t[1])) for n, t in table.items()}
+
+
+def _unix(expires: int | datetime | None) -> int | None:
+    if expires is None:
+        return None
+    if isinstance(expires, datetime):
+        if expires.tzinfo is None:
+            raise UsageError("expires: give an aware datetime (with a time zone)")
+        return int(expires.timestamp())
+    if type(expires) is not int or expires < 0:
+        raise UsageError(f"expires must be a Unix time (int >= 0), got {expires!r}")
+    return expires
+
+
+def _given_inputs(graph: Graph, given: Sequence[Mapping[str, np.ndarray]]
+                  ) -> list[dict[str, np.ndarray]]:
+    if not given:
+        raise UsageError("golden_inputs: give at least one case")
+    cases = []
+    for case in given:
+        inputs = dict(case)
+        for spec in graph.inputs:
+            if spec.name in graph.state and spec.name not in inputs:
+                inputs[spec.name] = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
+        cases.append(inputs)
+    return cases
+
+
+def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,
+                  seed: int) -> list[dict[str, np.ndarray]]:
+    if type(count) is not int or count < 1:
+        raise UsageError(f"golden_cases must be an int >= 1, got {count!r}")
+    rng = np.random.default_rng(seed)
+    cases = []
+    for case in range(count):
+        inputs = {}
+        for spec in graph.inputs:
+            shape = tuple(d if type(d) is int else 1 for d in spec.shape)
+            dtype = dtypes.to_numpy(spec.dtype)
+            if spec.name in graph.state and case == 0:
+                value = np.zeros(shape, dtype)
+            elif dtype.kind == "b":
+                value = rng.integers(0, 2, size=shape).astype(dtype)
+            elif dtype.kind in "iu":
+                value = rng.integers(0, index_inputs.get(spec.name, 2), size=shape).astype(dtype)
+            else:
+                scale = 0.5 if spec.name in graph.state else 1.0
+                value = (scale * rng.standard_normal(shape)).astype(dtype)
+            inputs[spec.name] = value
+        cases.append(inputs)
+    return cases

@@ -1,0 +1,67 @@
+"""What the executor needs from an inference backend.
+
+A backend is provided by an inference-hardware plugin (the built-in one is
+``plugins.numpy_backend``). It declares what it supports and turns each node of a graph into a
+prepared kernel once, at load; the executor then calls the kernels per frame. A backend that
+cannot run a node says so at load: there is no silent fallback to another backend.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from abi import TensorType
+from abi.errors import BackendError
+
+from .graph import Graph, Node
+
+#: A prepared kernel: called with the node's non-constant inputs in positional order, returns
+#: the node's outputs as a tuple.
+Kernel = Callable[..., tuple[np.ndarray, ...]]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    #: A short unique name, e.g. ``"numpy"``.
+    name: str
+
+    def supported_ops(self) -> Mapping[str, frozenset[int]]:
+        """Op name -> the op versions this backend can run."""
+
+    def supported_dtypes(self) -> frozenset[str]:
+        """ABI dtype names this backend computes in."""
+
+    def prepare(self, node: Node, consts: Sequence[np.ndarray | None],
+                types: Sequence[TensorType | None]) -> Kernel:
+        """Prepare ``node``.
+
+        ``consts[i]`` is the constant array bound to input ``i`` (a weight or frozen state), or
+        ``None`` when input ``i`` is computed at run time or omitted; ``types[i]`` is input
+        ``i``'s inferred type (``None`` when omitted). Raise :class:`BackendError` when the node
+        cannot be run.
+        """
+
+
+def unsupported(backend: Backend, graph: Graph) -> list[str]:
+    """Every reason ``backend`` cannot run ``graph`` (empty when it can)."""
+    problems = []
+    ops = backend.supported_ops()
+    dtypes = backend.supported_dtypes()
+    for node in graph.nodes:
+        if node.version not in ops.get(node.op, ()):
+            have = sorted(ops.get(node.op, ()))
+            problems.append(f"node {node.name!r}: op {node.op} v{node.version} is not supported"
+                            + (f" (this backend has versions {have})" if have else ""))
+    used = {t.dtype for t in graph.types.values()}
+    for dtype in sorted(used - set(dtypes)):
+        problems.append(f"dtype {dtype} is not supported")
+    return problems
+
+
+def require_support(backend: Backend, graph: Graph) -> None:
+    problems = unsupported(backend, graph)
+    if problems:
+        raise BackendError(f"backend {backend.name!r} cannot run model {graph.name!r}: "
+                           + "; ".join(problems), backend=backend.name, problems=problems)

@@ -1,0 +1,5 @@
+"""The verbs of the ``plugin-host`` command, one module per group; each has ``register(verbs)``."""
+
+from . import artifact, run
+
+COMMANDS = (run, artifact)

@@ -1,0 +1,365 @@
+"""The integrator's artifact verbs: keygen, build, sign, verify, inspect, infer.
+
+Each verb exits 0 on success; a refusal is a PluginHostError, which ``plugin_host.cli``
+prints as one line on stderr with exit status 1. Progress goes to stderr only on a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import zipfile
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendError, UsageError
+from .common import Formatter
+
+_STATE_HELP = ("directory of the rollback state (highest accepted version per artifact name); "
+               "default $XDG_STATE_HOME/plugin-host, else ~/.local/state/plugin-host")
+
+
+def register(verbs) -> None:
+    p = verbs.add_parser(
+        "keygen", formatter_class=Formatter, help="create an Ed25519 signing key pair",
+        description="Create an Ed25519 key pair as PEM files: DIR/NAME.key (private, mode "
+                    "0600, unencrypted: keep it safe) and DIR/NAME.pub (public, for --trust). "
+                    "Prints the key id (first 16 bytes of SHA-256 of the public key, hex). "
+                    "Existing files are never overwritten.",
+        epilog="example:\n  plugin-host keygen --out keys/\n  "
+               "plugin-host keygen --out keys/ --name release-2")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the key files")
+    p.add_argument("--name", default="signing", help="file name stem (default: signing)")
+    p.set_defaults(func=_cmd_keygen)
+
+    p = verbs.add_parser(
+        "build", formatter_class=Formatter, help="build an unsigned artifact",
+        description="Build an unsigned artifact: the model's graph, weights and running "
+                    "statistics, op versions, tensor ABI, golden inputs and outputs computed "
+                    "on the numpy reference backend, tolerances, state contract and latency. "
+                    "Sign it with 'plugin-host sign' before a host will load it.",
+        epilog="example:\n  plugin-host build --demo --out demo.pha\n  "
+               "plugin-host build --demo --out demo.pha --seed 3 --version 1.2.0 "
+               "--tolerance 1e-4,1e-5 --latency-ms 40 --expires 2027-01-01T00:00:00Z")
+    p.add_argument("--demo", action="store_true",
+                   help="build the benchmark model of the design (random weights)")
+    p.add_argument("--out", required=True, metavar="FILE", help="artifact file to write")
+    p.add_argument("--seed", type=int, default=0, help="seed for weights and golden inputs")
+    p.add_argument("--name", default=None, help="artifact name (default: the model's name)")
+    p.add_argument("--version", default="0.1.0", help="semantic version MAJOR.MINOR.PATCH "
+                   "(default: 0.1.0)")
+    p.add_argument("--tolerance", default=None, metavar="RTOL,ATOL",
+                   help="numerical tolerance for every output (default: 1e-4,1e-5)")
+    p.add_argument("--latency-ms", type=float, default=None,
+                   help="declared worst-case latency (default: 2x the slowest golden run)")
+    p.add_argument("--expires", default=None, metavar="WHEN",
+                   help="expiry as ISO 8601 with a zone (2027-01-01T00:00:00Z) or Unix seconds")
+    p.add_argument("--backend", action="append", default=None, metavar="NAME",
+                   help="target backend (repeatable; default: numpy)")
+    p.add_argument("--golden-cases", type=int, default=2, help="golden cases (default: 2)")
+    p.set_defaults(func=_cmd_build)
+
+    p = verbs.add_parser(
+        "sign", formatter_class=Formatter, help="add a signature to an artifact",
+        description="Check the artifact's format, manifest and every tensor hash, then add an "
+                    "Ed25519 signature over its manifest (a signature by the same key is "
+                    "renewed; others are kept). The file is replaced atomically.",
+        epilog="example:\n  plugin-host sign demo.pha --key keys/signing.key")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--key", required=True, metavar="KEY", help="private key PEM (mode 0600)")
+    p.set_defaults(func=_cmd_sign)
+
+    p = verbs.add_parser(
+        "verify", formatter_class=Formatter, help="verify an artifact against trusted keys",
+        description="Verify an artifact exactly as the host does before loading it: size "
+                    "caps, header, signatures against the trusted keys (revocation, k-of-n "
+                    "threshold), manifest, host ABI and op versions, audits of atomic ops, "
+                    "target backend, expiry, rollback, every tensor hash and padding byte. "
+                    "Read-only: the rollback state is checked, not updated (infer records).",
+        epilog="example:\n  plugin-host verify demo.pha --trust keys/signing.pub\n  "
+               "plugin-host verify demo.pha --trust a.pub b.pub c.pub --threshold 2")
+    _trust_arguments(p)
+    p.set_defaults(func=_cmd_verify)
+
+    p = verbs.add_parser(
+        "inspect", formatter_class=Formatter, help="show an artifact's manifest (unverified)",
+        description="Show the manifest without tensor bytes: ABI version, ops and op "
+                    "versions, tensor hashes, signatures with key ids, tolerances, state "
+                    "contract, golden cases, provenance. The format is checked; signatures "
+                    "and tensor bytes are NOT verified (use verify).",
+        epilog="example:\n  plugin-host inspect demo.pha\n  plugin-host inspect demo.pha --json")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.set_defaults(func=_cmd_inspect)
+
+    p = verbs.add_parser(
+        "infer", formatter_class=Formatter, help="verify an artifact and run it once",
+        description="Verify the artifact (as verify does, and record its version as "
+                    "accepted), run it once through the executor on the inputs in IN.npz "
+                    "(arrays by input name; recurrent state may be given, else zero) and write "
+                    "every output by name to OUT.npz. A bad input (name, shape, dtype, "
+                    "Embedding index) is refused naming the input.",
+        epilog="example:\n  plugin-host infer demo.pha --trust keys/signing.pub "
+               "--inputs in.npz --out out.npz")
+    _trust_arguments(p)
+    p.add_argument("--inputs", required=True, metavar="IN.npz", help="input arrays by name")
+    p.add_argument("--out", required=True, metavar="OUT.npz", help="file for the outputs")
+    p.add_argument("--backend", default=None, metavar="NAME",
+                   help="backend to run on (default: the artifact's first available target)")
+    p.set_defaults(func=_cmd_infer)
+
+
+def _trust_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--trust", required=True, nargs="+", metavar="PUBKEY",
+                   help="trusted public key PEM files (there is no default trust)")
+    p.add_argument("--threshold", type=int, default=1, metavar="K",
+                   help="valid signatures required from the trusted keys (default: 1)")
+    p.add_argument("--revoke", action="append", default=[], metavar="KEY_ID",
+                   help="refuse any artifact signed by this key id (repeatable)")
+    p.add_argument("--audited-op", action="append", default=[], metavar="OP:VERSION",
+                   help="an atomic op with a recorded audit (repeatable)")
+    p.add_argument("--state-dir", default=None, metavar="DIR", help=_STATE_HELP)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _progress():
+    if sys.stderr.isatty():
+        return lambda message: print(f"... {message}", file=sys.stderr, flush=True)
+    return None
+
+
+def _plugin_manager():
+    from ..plugins import get_plugin_manager
+
+    return get_plugin_manager()
+
+
+def _load(args: argparse.Namespace, pm, *, record: bool):
+    from ..artifacts import RollbackStore, TrustStore, default_state_dir, load_verified
+    from ..plugins import backends
+
+    trust = TrustStore(default_threshold=args.threshold)
+    for path in args.trust:
+        trust.add_key_file(path)
+    for key_id in args.revoke:
+        trust.revoke(key_id)
+    audited = []
+    for item in args.audited_op:
+        op, _, version = item.rpartition(":")
+        if not op or not version.isdigit():
+            raise UsageError(f"--audited-op {item!r}: expected OP:VERSION, e.g. scatter_add:1")
+        audited.append((op, int(version)))
+    state_dir = args.state_dir or default_state_dir()
+    available = set(backends(pm))
+    chosen = getattr(args, "backend", None)
+    if chosen is not None:
+        if chosen not in available:
+            raise BackendError(f"no backend named {chosen!r}; available: "
+                               f"{', '.join(sorted(available)) or 'none'}", backend=chosen)
+        available = {chosen}  # the artifact must target it
+    return load_verified(args.file, trust=trust, rollback=RollbackStore(state_dir),
+                         backends=available, audited_ops=audited, record=record)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+# --- verbs -------------------------------------------------------------------------------------
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from ..artifacts import write_keypair
+
+    private, public, kid = write_keypair(args.out, name=args.name)
+    print(f"private key: {private} (mode 0600)")
+    print(f"public key:  {public}")
+    print(f"key id:      {kid}")
+    return 0
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from ..artifacts import build_artifact
+    from ..artifacts.build import DEFAULT_TOLERANCE
+    from ..plugins import get_backend, model_builders
+
+    if not args.demo:
+        raise UsageError("nothing to build: pass --demo (the benchmark model)")
+    tolerance = DEFAULT_TOLERANCE
+    if args.tolerance is not None:
+        try:
+            rtol, atol = (float(v) for v in args.tolerance.split(","))
+        except ValueError:
+            raise UsageError(f"--tolerance {args.tolerance!r}: expected RTOL,ATOL, e.g. "
+                             f"1e-4,1e-5") from None
+        tolerance = (rtol, atol)
+    progress = _progress()
+    pm = _plugin_manager()
+    builders = model_builders(pm)
+    if "demo" not in builders:
+        raise UsageError(f"no model builder named 'demo'; available: {sorted(builders)}")
+    if progress:
+        progress(f"building the demo model (seed {args.seed})")
+    graph = builders["demo"](args.seed)
+    manifest = build_artifact(
+        graph, args.out, name=args.name, version=args.version,
+        backends=args.backend or ["numpy"], reference_backend=get_backend(pm, "numpy"),
+        tolerances=tolerance, latency_ms=args.latency_ms, golden_cases=args.golden_cases,
+        seed=args.seed, expires=_parse_expiry(args.expires), progress=progress)
+    weights = sum(e.nbytes for e in manifest.tensors if e.role != "golden")
+    print(f"built {args.out}: {manifest.name} {manifest.version} (unsigned), "
+          f"{len(manifest.graph['nodes'])} nodes, {len(manifest.tensors)} tensors "
+          f"({_mb(weights)} weights and state), {len(manifest.golden)} golden case(s), "
+          f"latency {manifest.latency_ms:g} ms, root digest {manifest.root_digest[:16]}...")
+    return 0
+
+
+def _parse_expiry(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--expires {text!r}: expected ISO 8601 with a zone, e.g. "
+                         f"2027-01-01T00:00:00Z, or Unix seconds") from None
+    if when.tzinfo is None:
+        raise UsageError(f"--expires {text!r}: give a time zone (e.g. a trailing Z)")
+    return int(when.timestamp())
+
+
+def _cmd_sign(args: argparse.Namespace) -> int:
+    from ..artifacts import load_private_key, read_manifest_unverified, sign_artifact
+
+    kid = sign_artifact(args.file, load_private_key(args.key))
+    count = len(read_manifest_unverified(args.file)["signatures"])
+    print(f"signed {args.file} with key {kid} ({count} signature(s))")
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    loaded = _load(args, _plugin_manager(), record=False)
+    m = loaded.manifest
+    print(f"verified {args.file}: {m.name} {m.version}, signed by "
+          f"{', '.join(loaded.signers)} ({len(loaded.signers)} of threshold "
+          f"{args.threshold}), {len(m.tensors)} tensors ({_mb(m.section_length)}) hashed, "
+          f"root digest {m.root_digest[:16]}..., backend(s) {', '.join(loaded.backends)}")
+    return 0
+
+
+def _cmd_infer(args: argparse.Namespace) -> int:
+    from ..executor import Executor
+    from ..plugins import get_backend
+
+    pm = _plugin_manager()
+    loaded = _load(args, pm, record=True)
+    name = loaded.backends[0]  # available here and targeted by the artifact (--backend if given)
+    executor = Executor(loaded.graph, get_backend(pm, name))
+    outputs = executor.run(_read_npz(args.inputs))
+    _write_npz(args.out, outputs)
+    shown = ", ".join(f"{k} {v.dtype}{tuple(v.shape)}" for k, v in outputs.items())
+    print(f"ran {loaded.name} {loaded.version} on {name}: wrote {shown} to {args.out}")
+    return 0
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not isinstance(data, np.lib.npyio.NpzFile):  # pragma: no cover - np.load of .npy
+                raise ValueError("not an .npz archive")
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot read inputs {path}: {reason}") from None
+    except AttributeError:
+        raise UsageError(f"cannot read inputs {path}: not an .npz archive") from None
+
+
+def _write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
+    from abi.artifact import atomic_write
+
+    try:
+        atomic_write(path, lambda f: np.savez(f, **arrays))
+    except OSError as exc:
+        raise UsageError(f"cannot write outputs {path}: {exc.strerror}") from None
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from ..artifacts import read_manifest_unverified
+
+    info = read_manifest_unverified(args.file)
+    if args.json:
+        print(json.dumps(info, indent=1, sort_keys=True))
+        return 0
+    print(_describe(info))
+    return 0
+
+
+def _describe(info: dict[str, Any]) -> str:
+    m = info["manifest"]
+    g = m["graph"]
+    lines = [f"{info['path']}: artifact {m['name']} {m['version']} (UNVERIFIED: format checked, "
+             f"signatures and tensor bytes not; use verify)",
+             f"  host ABI version   {m['abi_version']}",
+             f"  target backends    {', '.join(m['backends'])}",
+             f"  expires            {_when(m['expires'])}",
+             f"  worst-case latency {m['latency_ms']:g} ms",
+             f"  provenance         {m['provenance']['builder']}, source digest "
+             f"{m['provenance']['source_digest']}",
+             f"  manifest sha256    {info['manifest_sha256']}",
+             f"  root digest        {m['root_digest']}",
+             f"  signatures         {len(info['signatures'])}"]
+    lines += [f"    key id {s['key_id']}" for s in info["signatures"]]
+    lines.append("  inputs")
+    lines += [f"    {_spec(s)}" for s in g["inputs"]]
+    lines.append("  outputs (tolerance)")
+    for s in g["outputs"]:
+        t = m["tolerances"][s["name"]]
+        lines.append(f"    {_spec(s)}  rtol {t['rtol']:g} atol {t['atol']:g}")
+    reset = m["state_contract"]["reset"]
+    pairs = m["state_contract"]["pairs"]
+    lines.append("  recurrent state    " + (", ".join(f"{k} <- {v}" for k, v in pairs.items())
+                                            or "none"))
+    gap = reset["frame_gap_ms"]
+    conditions = ([f"frame gap > {gap:g} ms"] if gap is not None else []) + [
+        k.replace("_", " ") for k in ("camera_restart", "timestamp_backwards", "artifact_swap",
+                                      "explicit") if reset[k]]
+    lines.append(f"  reset on           {', '.join(conditions) or 'nothing'}")
+    lines.append(f"  nodes              {len(g['nodes'])}")
+    for n in g["nodes"]:
+        attrs = ", ".join(f"{k}={v}" for k, v in n["attrs"].items())
+        atomic = "  ATOMIC" if n["atomic"] else ""
+        lines.append(f"    {n['name']}: {n['op']} v{n['version']}"
+                     + (f" ({attrs})" if attrs else "") + atomic)
+    if m["layers"]:
+        lines.append("  normalization layers")
+        for entry in m["layers"]:
+            extra = "" if entry["momentum"] is None else f" momentum={entry['momentum']:g}"
+            lines.append(f"    {entry['node']}: {entry['op']} eps={entry['eps']:g}{extra} "
+                         f"affine={entry['affine']} state={entry['state']}")
+    golden = m["golden"]
+    lines.append(f"  golden cases       {len(golden['cases'])} (reference backend "
+                 f"{golden['reference_backend']})")
+    lines.append(f"  tensors            {len(m['tensors'])}, section "
+                 f"{m['tensor_section']['length']} bytes")
+    for t in m["tensors"]:
+        lines.append(f"    {t['name']}  {t['role']} {t['dtype']} {tuple(t['shape'])} "
+                     f"@{t['offset']} sha256 {t['sha256']}")
+    return "\n".join(lines)
+
+
+def _spec(s: dict[str, Any]) -> str:
+    return f"{s['name']}: {s['dtype']} {tuple(s['shape'])} {s['layout']}"
+
+
+def _when(t: int | None) -> str:
+    if t is None:
+        return "never"
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

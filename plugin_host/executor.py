@@ -1,0 +1,158 @@
+"""Run a checked graph on a backend under the tensor ABI.
+
+Load time (``Executor(graph, backend)``): the graph's shape contracts were checked when it was
+built; here the backend must declare support for every op and dtype (fail closed), each node is
+prepared once, and the plan is compiled to slot indices so that the per-call path does no
+lookups by name.
+
+Every call (:meth:`Executor.run`):
+
+1. the inputs are checked against the input TensorSpecs — every problem reported at once;
+2. every Embedding index that comes from an input is validated before any compute;
+3. the prepared kernels run in order;
+4. the outputs are checked against the output TensorSpecs, with the symbolic dims the inputs
+   bound;
+5. recurrent state (e.g. an LSTMCell's ``h, c``) is carried to the next call.
+
+Recurrent state belongs to the executor. A caller normally supplies only the feed inputs
+(``graph.feed_inputs``); it may pass a state input explicitly to override the held value for
+that call. :meth:`Executor.reset` zeroes the state and counts the reset by reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Mapping
+
+import numpy as np
+
+from abi import Signature, check_indices, dtypes
+from abi.errors import GraphError, PluginHostError
+
+from .backend import Backend, require_support
+from .graph import Graph
+
+log = logging.getLogger(__name__)
+
+#: Ops that pass their input's values through unchanged, so an Embedding index reached
+#: through them from a graph input is still validated at entry.
+_VALUE_PRESERVING = frozenset({"identity", "reshape", "flatten"})
+
+
+class Executor:
+    def __init__(self, graph: Graph, backend: Backend) -> None:
+        require_support(backend, graph)
+        self.graph = graph
+        self.backend = backend
+        self._in_sig = Signature(graph.inputs, where="inputs")
+        self._out_sig = Signature(graph.outputs, where="outputs")
+        self._state_specs = {s.name: s for s in graph.inputs if s.name in graph.state}
+        self._state: dict[str, np.ndarray] = {}
+        self.resets = 0
+        self.resets_by_reason: collections.Counter[str] = collections.Counter()
+        self.calls = 0
+        self._zero_state()
+        self._compile()
+
+    # -- load time ------------------------------------------------------------------------------
+
+    def _compile(self) -> None:
+        graph = self.graph
+        slot: dict[str, int] = {}
+        for spec in graph.inputs:
+            slot[spec.name] = len(slot)
+        self._n_inputs = len(slot)
+        self._input_names = [s.name for s in graph.inputs]
+        plan = []
+        for node in graph.nodes:
+            consts = [graph.tensors.get(t) if t is not None else None for t in node.inputs]
+            types = [graph.types[t] if t is not None else None for t in node.inputs]
+            try:
+                kernel = self.backend.prepare(node, consts, types)
+            except PluginHostError:
+                raise
+            except Exception as exc:  # a backend bug must still name the node
+                raise GraphError(f"backend {self.backend.name!r} failed to prepare "
+                                 f"{node.op}: {type(exc).__name__}: {exc}", node=node.name) from exc
+            dyn = []
+            for t, c in zip(node.inputs, consts):
+                if t is not None and c is None:
+                    dyn.append(slot[t])
+            outs = []
+            for t in node.outputs:
+                slot[t] = len(slot)
+                outs.append(slot[t])
+            plan.append((kernel, tuple(dyn), tuple(outs), node))
+        self._plan = plan
+        self._n_slots = len(slot)
+        self._output_slots = [(s.name, slot[s.name]) for s in graph.outputs]
+        self._index_checks = self._entry_index_checks()
+        #: graph input -> vocabulary size, for every input that indexes an Embedding
+        self.index_inputs = {name: vocab for name, vocab, _ in self._index_checks}
+
+    def _entry_index_checks(self) -> list[tuple[str, int, str]]:
+        """(graph input, vocab size, description) for every Embedding fed from an input."""
+        producer = {t: n for n in self.graph.nodes for t in n.outputs}
+        inputs = {s.name for s in self.graph.inputs}
+        checks = []
+        for node in self.graph.nodes:
+            if node.op != "embedding":
+                continue
+            source = node.inputs[0]
+            while source in producer and producer[source].op in _VALUE_PRESERVING:
+                source = producer[source].inputs[0]
+            if source in inputs:
+                vocab = self.graph.types[node.inputs[1]].shape[0]
+                checks.append((source, int(vocab), f"input {source!r} (Embedding {node.name!r})"))
+        return checks
+
+    # -- per call -------------------------------------------------------------------------------
+
+    def run(self, inputs: Mapping[str, np.ndarray], *,
+            layouts: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+        """Run one inference; returns every graph output by name."""
+        feed = dict(inputs)
+        for name, value in self._state.items():
+            feed.setdefault(name, value)
+        bindings = self._in_sig.check(feed, layouts)
+        for name, vocab, where in self._index_checks:
+            check_indices(feed[name], vocab, where)
+
+        values: list = [None] * self._n_slots
+        for i, name in enumerate(self._input_names):
+            values[i] = feed[name]
+        for kernel, dyn, outs, node in self._plan:
+            try:
+                results = kernel(*[values[i] for i in dyn])
+            except PluginHostError as exc:
+                exc.context.setdefault("node", node.name)
+                raise
+            for s, r in zip(outs, results):
+                values[s] = r
+        outputs = {name: values[s] for name, s in self._output_slots}
+        self._out_sig.check(outputs, bindings=bindings)
+        for src, dst in self.graph.state.items():
+            self._state[src] = np.array(outputs[dst], copy=True)
+        self.calls += 1
+        return outputs
+
+    __call__ = run
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """A copy of the recurrent state that the next call will use."""
+        return {k: v.copy() for k, v in self._state.items()}
+
+    def _zero_state(self) -> None:
+        for name, spec in self._state_specs.items():
+            self._state[name] = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
+
+    def reset(self, reason: str = "explicit") -> None:
+        """Zero the recurrent state; counted in ``resets`` and ``resets_by_reason``."""
+        self._zero_state()
+        self.resets += 1
+        self.resets_by_reason[reason] += 1
+        log.info("recurrent state reset (%s); %d reset(s) so far", reason, self.resets)

@@ -1,0 +1,71 @@
+"""The built-in inference backend: numpy on the CPU, over the kernels of ``plugins.nn``.
+
+It is registered through the ``plugin_host_add_backends`` hook like any third-party backend.
+It supports every op of the op table at version 1 in float32 (and the integer dtypes for
+indices and shape ops), and prepares each node once: weights are reshaped for BLAS and
+inference BatchNorm is folded into one scale and shift per channel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from abi import TensorType
+from abi.errors import BackendError
+from plugin_host.hooks import hookimpl
+
+from . import glue, layers
+
+_Factory = Callable[..., Callable[..., Any]]
+
+#: op name -> factory(attrs, consts, types, where) returning fn(*dynamic inputs) -> array|tuple
+FACTORIES: dict[str, _Factory] = {**layers.FACTORIES}
+for _op, _fn in {
+    "relu": glue.relu, "sigmoid": glue.sigmoid, "tanh": glue.tanh, "gelu": glue.gelu,
+    "softmax": glue.softmax, "clip": glue.clip, "identity": glue.identity,
+    "add": glue.add, "sub": glue.sub, "mul": glue.mul, "div": glue.div,
+    "matmul": glue.matmul, "mean": glue.mean, "cast": glue.cast, "concat": glue.concat,
+    "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,
+    "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
+    "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
+}.items():
+    FACTORIES[_op] = layers.generic(_fn)
+
+DTYPES = frozenset({"float32", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
+                    "uint64", "bool"})
+
+
+class NumpyBackend:
+    """numpy kernels; float32 compute."""
+
+    name = "numpy"
+
+    def supported_ops(self) -> Mapping[str, frozenset[int]]:
+        return {op: frozenset({1}) for op in FACTORIES}
+
+    def supported_dtypes(self) -> frozenset[str]:
+        return DTYPES
+
+    def prepare(self, node, consts: Sequence[np.ndarray | None],
+                types: Sequence[TensorType | None]):
+        factory = FACTORIES.get(node.op)
+        if factory is None or node.version != 1:
+            raise BackendError(f"numpy backend: op {node.op} v{node.version} is not supported",
+                               node=node.name)
+        fn = factory(dict(node.attrs), list(consts), list(types), f"node {node.name!r}")
+        multi = len(node.outputs) > 1
+
+        if multi:
+            return fn
+
+        def kernel(*dyn):
+            return (fn(*dyn),)
+
+        return kernel
+
+
+@hookimpl
+def plugin_host_add_backends():
+    return [NumpyBackend()]

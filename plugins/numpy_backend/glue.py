@@ -1,0 +1,183 @@
+"""numpy kernels for the glue ops of the op table (activations, arithmetic, shape ops, pooling).
+
+Each function takes the op's tensors positionally and its attributes as keywords, and returns
+one array (the backend wraps it into the tuple the executor expects; ``split`` returns a tuple
+itself). Shapes and attributes were checked by the op table's shape rules at load, so these
+kernels do not re-validate them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abi import dtypes
+
+
+# --- activations -------------------------------------------------------------------------------
+
+def relu(x):
+    return np.maximum(x, 0, dtype=x.dtype)
+
+
+def sigmoid(x):
+    # the tanh form never overflows, unlike 1 / (1 + exp(-x)) for large negative x
+    return (0.5 * (1.0 + np.tanh(0.5 * x))).astype(x.dtype, copy=False)
+
+
+def tanh(x):
+    return np.tanh(x)
+
+
+def _erf(x):
+    # Abramowitz & Stegun 7.1.26 refined (max abs error 1.5e-7), computed in float64
+    x64 = x.astype(np.float64)
+    s = np.sign(x64)
+    a = np.abs(x64)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
+                                                                         + t * 1.061405429))))
+    return s * (1.0 - poly * np.exp(-a * a))
+
+
+def gelu(x, *, approximate):
+    if approximate == "tanh":
+        inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x * x * x)
+        return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
+    return (0.5 * x * (1 + _erf(x / np.sqrt(2)))).astype(x.dtype, copy=False)
+
+
+def softmax(x, *, axis):
+    shifted = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def clip(x, *, min=None, max=None):  # noqa: A002 - the op's attribute names
+    return np.clip(x, min, max).astype(x.dtype, copy=False)
+
+
+def identity(x):
+    return x
+
+
+# --- arithmetic --------------------------------------------------------------------------------
+
+def add(a, b):
+    return np.add(a, b)
+
+
+def sub(a, b):
+    return np.subtract(a, b)
+
+
+def mul(a, b):
+    return np.multiply(a, b)
+
+
+def div(a, b):
+    return np.divide(a, b).astype(np.result_type(a, b), copy=False)
+
+
+def matmul(a, b):
+    return np.matmul(a, b)
+
+
+def mean(x, *, axes, keepdim):
+    return x.mean(axis=tuple(axes) if axes else None, keepdims=keepdim).astype(x.dtype, copy=False)
+
+
+def cast(x, *, dtype):
+    return x.astype(dtypes.to_numpy(dtype))
+
+
+# --- shape ops ---------------------------------------------------------------------------------
+
+def concat(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+def reshape(x, *, shape):
+    return x.reshape(shape)
+
+
+def flatten(x, *, start_dim, end_dim):
+    nd = x.ndim
+    start = start_dim % nd if nd else 0
+    end = end_dim % nd if nd else 0
+    return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1:])
+
+
+def transpose(x, *, perm):
+    return np.transpose(x, perm)
+
+
+def slice_(x, *, starts, ends, axes=None, steps=None):
+    axes = list(axes) if axes else list(range(len(starts)))
+    steps = list(steps) if steps else [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[a] = slice(s, e, st)
+    return x[tuple(index)]
+
+
+def split(x, *, axis, sizes):
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(np.split(x, bounds, axis=axis))
+
+
+def pad(x, *, pads, mode, value):
+    width = [(0, 0)] * (x.ndim - len(pads)) + [tuple(p) for p in pads]
+    if mode == "constant":
+        return np.pad(x, width, mode="constant", constant_values=value)
+    return np.pad(x, width, mode=mode)
+
+
+# --- pooling -----------------------------------------------------------------------------------
+
+def _windows(x, kernel, stride, dilation, out):
+    """A strided view (N, C, *out, *kernel) of ``x`` (already padded)."""
+    nsp = len(kernel)
+    strides = x.strides
+    shape = x.shape[:2] + tuple(out) + tuple(kernel)
+    view_strides = (strides[:2] + tuple(strides[2 + i] * stride[i] for i in range(nsp))
+                    + tuple(strides[2 + i] * dilation[i] for i in range(nsp)))
+    return np.lib.stride_tricks.as_strided(x, shape, view_strides, writeable=False)
+
+
+def _pool_geometry(shape, kernel, stride, padding, dilation, ceil_mode):
+    out, extra = [], []
+    for i, (k, s, (pb, pa), d) in enumerate(zip(kernel, stride, padding, dilation)):
+        length = shape[2 + i] + pb + pa - d * (k - 1) - 1
+        n = (-(-length // s) if ceil_mode else length // s) + 1
+        if ceil_mode and (n - 1) * s >= shape[2 + i] + pb:
+            n -= 1  # torch: the last window must start inside the input or left padding
+        out.append(n)
+        extra.append(max(0, (n - 1) * s + d * (k - 1) + 1 - (shape[2 + i] + pb + pa)))
+    return out, extra
+
+
+def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
+    out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = np.pad(x, width, mode="constant", constant_values=fill)
+    win = _windows(xp, kernel_size, stride, dilation, out)
+    return win.max(axis=tuple(range(-len(kernel_size), 0)))
+
+
+def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):
+    nsp = len(kernel_size)
+    dilation = [1] * nsp
+    out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
+    xp = np.pad(x, width)
+    axes = tuple(range(-nsp, 0))
+    total = _windows(xp, kernel_size, stride, dilation, out).sum(axis=axes)
+    # divisor: real elements, plus explicit padding when count_include_pad (never the ceil extra)
+    mask = np.zeros((1, 1) + xp.shape[2:], dtype=x.dtype)
+    inner = tuple(slice(pb, pb + n) for (pb, _), n in zip(padding, x.shape[2:]))
+    if count_include_pad:
+        inner = tuple(slice(0, pb + n + pa) for (pb, pa), n in zip(padding, x.shape[2:]))
+    mask[(0, 0) + inner] = 1
+    count = _windows(mask, kernel_size, stride, dilation, out).sum(axis=axes)
+    return (total / count).astype(x.dtype, copy=False)

@@ -1,0 +1,154 @@
+"""The numpy backend's glue kernels, run through the builder and executor, against torch."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plugin_host.builder import GraphBuilder
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+
+RNG = np.random.default_rng(0)
+
+
+def run_op(op, arrays, layout="ANY", **attrs):
+    """Build a one-node graph for ``op`` over ``arrays`` and run it; returns the outputs."""
+    b = GraphBuilder(op)
+    names = []
+    for i, a in enumerate(arrays):
+        dtype = str(a.dtype)
+        names.append(b.input(f"in{i}", a.shape, dtype, layout))
+    result = b.op(op, *names, name="n", **attrs)
+    results = result if isinstance(result, tuple) else (result,)
+    for i, r in enumerate(results):
+        b.output(r, f"out{i}", layout)
+    ex = Executor(b.build(), NumpyBackend())
+    out = ex.run({f"in{i}": a for i, a in enumerate(arrays)})
+    return [out[f"out{i}"] for i in range(len(results))]
+
+
+def t(a):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+X = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32) * 4
+
+
+@pytest.mark.parametrize("op,ref", [
+    ("relu", torch.relu), ("sigmoid", torch.sigmoid), ("tanh", torch.tanh),
+])
+def test_activations(op, ref):
+    (y,) = run_op(op, [X])
+    np.testing.assert_allclose(y, ref(t(X)).numpy(), rtol=1e-5, atol=1e-6)
+    assert y.dtype == np.float32
+
+
+def test_sigmoid_extremes_do_not_overflow():
+    x = np.array([-1e4, -100, 0, 100, 1e4], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("sigmoid", [x])
+    np.testing.assert_allclose(y, torch.sigmoid(t(x)).numpy(), atol=1e-7)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(approximate):
+    (y,) = run_op("gelu", [X], approximate=approximate)
+    np.testing.assert_allclose(y, TF.gelu(t(X), approximate=approximate).numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_softmax(axis):
+    (y,) = run_op("softmax", [X * 10], axis=axis)
+    np.testing.assert_allclose(y, torch.softmax(t(X * 10), dim=axis).numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_clip():
+    (y,) = run_op("clip", [X], min=-1.0, max=2.0)
+    np.testing.assert_array_equal(y, torch.clamp(t(X), -1.0, 2.0).numpy())
+
+
+@pytest.mark.parametrize("op,ref", [
+    ("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div),
+])
+def test_binary_broadcast(op, ref):
+    b = RNG.uniform(0.5, 2.0, (3, 1, 7)).astype(np.float32)
+    (y,) = run_op(op, [X, b])
+    np.testing.assert_allclose(y, ref(t(X), t(b)).numpy(), rtol=1e-6)
+
+
+def test_matmul_batched():
+    a = RNG.standard_normal((2, 1, 4, 5)).astype(np.float32)
+    b = RNG.standard_normal((3, 5, 6)).astype(np.float32)
+    (y,) = run_op("matmul", [a, b])
+    np.testing.assert_allclose(y, torch.matmul(t(a), t(b)).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_mean_and_cast():
+    (y,) = run_op("mean", [X], axes=[2, 3], keepdim=True)
+    np.testing.assert_allclose(y, t(X).mean(dim=(2, 3), keepdim=True).numpy(), rtol=1e-5, atol=1e-6)
+    (z,) = run_op("cast", [X], dtype="int64")
+    np.testing.assert_array_equal(z, t(X).to(torch.int64).numpy())
+
+
+def test_shape_ops():
+    (y,) = run_op("flatten", [X], start_dim=1, end_dim=2)
+    assert y.shape == torch.flatten(t(X), 1, 2).shape
+    (y,) = run_op("reshape", [X], shape=[2, -1])
+    np.testing.assert_array_equal(y, t(X).reshape(2, -1).numpy())
+    (y,) = run_op("transpose", [X], perm=[0, 2, 3, 1])
+    np.testing.assert_array_equal(y, t(X).permute(0, 2, 3, 1).numpy())
+    (y,) = run_op("concat", [X, X[:, :1]], axis=1)
+    np.testing.assert_array_equal(y, torch.cat([t(X), t(X[:, :1])], dim=1).numpy())
+    (y,) = run_op("slice", [X], starts=[1, 0], ends=[5, 6], axes=[2, 3], steps=[2, 3])
+    np.testing.assert_array_equal(y, X[:, :, 1:5:2, 0:6:3])
+    parts = run_op("split", [X], axis=3, sizes=[2, 5])
+    for got, want in zip(parts, torch.split(t(X), [2, 5], dim=3)):
+        np.testing.assert_array_equal(got, want.numpy())
+    (y,) = run_op("identity", [X])
+    np.testing.assert_array_equal(y, X)
+
+
+@pytest.mark.parametrize("mode,torch_mode", [("constant", "constant"), ("reflect", "reflect"),
+                                             ("edge", "replicate")])
+def test_pad(mode, torch_mode):
+    attrs = dict(pads=[[0, 0], [0, 0], [1, 2], [0, 3]], mode=mode, value=0.0)
+    (y,) = run_op("pad", [X], **attrs)
+    np.testing.assert_array_equal(y, TF.pad(t(X), (0, 3, 1, 2), mode=torch_mode).numpy())
+
+
+pool_params = st.tuples(
+    st.integers(1, 3), st.integers(1, 3),            # kernel h, w
+    st.integers(1, 3), st.integers(1, 3),            # stride h, w
+    st.integers(0, 1), st.integers(0, 1),            # padding (<= kernel // 2 checked below)
+    st.booleans(),                                   # ceil_mode
+    st.integers(5, 9), st.integers(5, 9),            # input h, w
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pool_params, st.integers(1, 2), st.integers(1, 2))
+def test_max_pool_matches_torch(p, dh, dw):
+    kh, kw, sh, sw, ph, pw, ceil, h, w = p
+    ph, pw = min(ph, kh // 2), min(pw, kw // 2)
+    x = RNG.standard_normal((1, 2, h, w)).astype(np.float32)
+    (y,) = run_op("max_pool", [x], layout="NCHW", kernel_size=[kh, kw], stride=[sh, sw],
+                  padding=[[ph, ph], [pw, pw]], dilation=[dh, dw], ceil_mode=ceil)
+    ref = TF.max_pool2d(t(x), (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode=ceil)
+    np.testing.assert_array_equal(y, ref.numpy())
+
+
+@settings(max_examples=40, deadline=None)
+@given(pool_params, st.booleans())
+def test_avg_pool_matches_torch(p, include_pad):
+    kh, kw, sh, sw, ph, pw, ceil, h, w = p
+    ph, pw = min(ph, kh // 2), min(pw, kw // 2)
+    x = RNG.standard_normal((1, 2, h, w)).astype(np.float32)
+    (y,) = run_op("avg_pool", [x], layout="NCHW", kernel_size=[kh, kw], stride=[sh, sw],
+                  padding=[[ph, ph], [pw, pw]], count_include_pad=include_pad, ceil_mode=ceil)
+    ref = TF.avg_pool2d(t(x), (kh, kw), (sh, sw), (ph, pw), ceil_mode=ceil,
+                        count_include_pad=include_pad)
+    np.testing.assert_allclose(y, ref.numpy(), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,214 @@
+"""The artifact verbs of the plugin-host command: keygen, build, sign, verify, inspect, infer."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plugin_host.cli import main
+from plugins.demo_model import demo_inputs
+
+VERBS = ("keygen", "build", "sign", "verify", "inspect", "infer")
+
+
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path, monkeypatch):
+    """Keep the default rollback state out of the real home directory."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _refusal(capsys, *argv) -> str:
+    code, out, err = _run(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, (code, err)
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """keygen x2 and build --demo once for the module (the demo build takes about a second)."""
+    root = tmp_path_factory.mktemp("cli")
+    assert main(["keygen", "--out", str(root / "keys")]) == 0
+    assert main(["keygen", "--out", str(root / "keys"), "--name", "second"]) == 0
+    assert main(["build", "--demo", "--out", str(root / "demo.pha"), "--version", "1.1.0",
+                 "--latency-ms", "40", "--tolerance", "1e-4,1e-5"]) == 0
+    return root
+
+
+@pytest.fixture
+def ws(workspace, tmp_path) -> Path:
+    for item in workspace.iterdir():
+        target = tmp_path / item.name
+        if item.is_dir():
+            shutil.copytree(item, target)
+        else:
+            shutil.copy2(item, target)
+    return tmp_path
+
+
+def test_every_verb_has_help_with_an_example(capsys):
+    for verb in VERBS:
+        with pytest.raises(SystemExit) as info:
+            main([verb, "--help"])
+        assert info.value.code == 0
+        out = capsys.readouterr().out
+        assert "example:" in out and f"plugin-host {verb}" in out, verb
+
+
+def test_help_through_the_console_script():
+    out = subprocess.run([sys.executable, "-m", "plugin_host.cli", "verify", "--help"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "--trust" in out and "example" in out
+
+
+def test_keygen_writes_a_0600_private_key(tmp_path, capsys):
+    code, out, _ = _run(capsys, "keygen", "--out", tmp_path / "k")
+    assert code == 0 and "key id:" in out
+    assert os.stat(tmp_path / "k" / "signing.key").st_mode & 0o777 == 0o600
+    assert "-----BEGIN PUBLIC KEY-----" in (tmp_path / "k" / "signing.pub").read_text()
+    assert "already exists" in _refusal(capsys, "keygen", "--out", tmp_path / "k")
+
+
+def test_sign_verify_inspect(ws, capsys):
+    art, keys = ws / "demo.pha", ws / "keys"
+    line = _refusal(capsys, "verify", art, "--trust", keys / "signing.pub",
+                    "--state-dir", ws / "state")
+    assert "no signature" in line
+    code, out, _ = _run(capsys, "sign", art, "--key", keys / "signing.key")
+    assert code == 0 and "1 signature(s)" in out
+    code, out, _ = _run(capsys, "verify", art, "--trust", keys / "signing.pub",
+                        "--state-dir", ws / "state")
+    assert code == 0 and "verified" in out and "demo 1.1.0" in out
+    assert not (ws / "state" / "rollback.json").exists()  # verify does not record
+
+    code, out, _ = _run(capsys, "inspect", art)
+    assert code == 0
+    for fragment in ("UNVERIFIED", "host ABI version   1", "vision.0.bn: batchnorm v1",
+                     "rtol 0.0001 atol 1e-05", "h <- h_next", "frame gap > 150 ms",
+                     "sha256 ", "key id ", "golden cases       2"):
+        assert fragment in out, fragment
+    code, out, _ = _run(capsys, "inspect", art, "--json")
+    info = json.loads(out)
+    assert info["manifest"]["name"] == "demo" and len(info["signatures"]) == 1
+    assert info["manifest"]["tolerances"]["plan"] == {"atol": 1e-5, "rtol": 1e-4}
+    assert info["manifest"]["latency_ms"] == 40.0
+
+
+def test_verify_refusals_are_one_line(ws, capsys):
+    art, keys = ws / "demo.pha", ws / "keys"
+    assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
+    capsys.readouterr()
+    assert "not in the trust store" in _refusal(capsys, "verify", art, "--trust",
+                                                keys / "second.pub")
+    assert "needs 2 of 2" in _refusal(capsys, "verify", art, "--trust", keys / "signing.pub",
+                                      keys / "second.pub", "--threshold", "2")
+    kid = json.loads(_run(capsys, "inspect", art, "--json")[1])["signatures"][0]["key_id"]
+    assert "revoked" in _refusal(capsys, "verify", art, "--trust", keys / "signing.pub",
+                                 "--revoke", kid)
+    data = bytearray(art.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    art.write_bytes(bytes(data))
+    line = _refusal(capsys, "verify", art, "--trust", keys / "signing.pub")
+    assert "SHA-256 mismatch" in line
+    assert "cannot read public key" in _refusal(capsys, "verify", art, "--trust",
+                                                ws / "missing.pub")
+    assert "cannot open artifact" in _refusal(capsys, "verify", ws / "missing.pha", "--trust",
+                                              keys / "signing.pub")
+
+
+def test_sign_refusals(ws, capsys):
+    os.chmod(ws / "keys" / "signing.key", 0o644)
+    assert "chmod 600" in _refusal(capsys, "sign", ws / "demo.pha", "--key",
+                                   ws / "keys" / "signing.key")
+    (ws / "junk.pha").write_bytes(b"not an artifact at all, not at all" * 3)
+    assert "magic" in _refusal(capsys, "sign", ws / "junk.pha", "--key",
+                               ws / "keys" / "second.key")
+
+
+def test_build_options_and_refusals(tmp_path, capsys):
+    assert "pass --demo" in _refusal(capsys, "build", "--out", tmp_path / "x.pha")
+    assert "RTOL,ATOL" in _refusal(capsys, "build", "--demo", "--out", tmp_path / "x.pha",
+                                   "--tolerance", "big")
+    assert "time zone" in _refusal(capsys, "build", "--demo", "--out", tmp_path / "x.pha",
+                                   "--expires", "2030-01-01T00:00:00")
+    assert "semantic version" in _refusal(capsys, "build", "--demo", "--out",
+                                          tmp_path / "x.pha", "--version", "1.0")
+    assert not (tmp_path / "x.pha").exists()
+
+
+def test_infer_runs_and_refuses_bad_inputs(ws, capsys):
+    art, keys, state = ws / "demo.pha", ws / "keys", ws / "state"
+    assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
+    feed = demo_inputs(np.random.default_rng(3))
+    np.savez(ws / "in.npz", **feed)
+    code, out, _ = _run(capsys, "infer", art, "--trust", keys / "signing.pub", "--inputs",
+                        ws / "in.npz", "--out", ws / "out.npz", "--state-dir", state)
+    assert code == 0 and "plan float32(1, 66)" in out
+    with np.load(ws / "out.npz") as result:
+        assert sorted(result.files) == ["c_next", "h_next", "plan"]
+        assert result["plan"].shape == (1, 66) and np.isfinite(result["plan"]).all()
+    assert json.loads((state / "rollback.json").read_text())["artifacts"]["demo"]["version"] \
+        == "1.1.0"
+
+    bad = dict(feed, desire=np.array([11]))
+    np.savez(ws / "bad.npz", **bad)
+    line = _refusal(capsys, "infer", art, "--trust", keys / "signing.pub", "--inputs",
+                    ws / "bad.npz", "--out", ws / "o.npz", "--state-dir", state)
+    assert "'desire'" in line and "=11" in line
+    wrong = dict(feed, img=feed["img"][:, :6])
+    np.savez(ws / "wrong.npz", **wrong)
+    line = _refusal(capsys, "infer", art, "--trust", keys / "signing.pub", "--inputs",
+                    ws / "wrong.npz", "--out", ws / "o.npz", "--state-dir", state)
+    assert "'img'" in line and "expected 12, got 6" in line
+    (ws / "junk.npz").write_bytes(b"junk")
+    assert "cannot read inputs" in _refusal(capsys, "infer", art, "--trust",
+                                            keys / "signing.pub", "--inputs", ws / "junk.npz",
+                                            "--out", ws / "o.npz", "--state-dir", state)
+    line = _refusal(capsys, "infer", art, "--trust", keys / "signing.pub", "--inputs",
+                    ws / "in.npz", "--out", ws / "o.npz", "--backend", "tpu", "--state-dir", state)
+    assert "no backend named 'tpu'" in line and "numpy" in line
+    assert not (ws / "o.npz").exists()
+
+
+def test_infer_records_and_then_refuses_a_rollback(ws, capsys, tmp_path):
+    keys, state = ws / "keys", ws / "state"
+    older = ws / "older.pha"
+    assert main(["build", "--demo", "--out", str(older), "--version", "1.0.9",
+                 "--latency-ms", "40", "--golden-cases", "1"]) == 0
+    for art in (ws / "demo.pha", older):
+        assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
+    np.savez(ws / "in.npz", **demo_inputs(np.random.default_rng(0)))
+    capsys.readouterr()
+    assert _run(capsys, "infer", ws / "demo.pha", "--trust", keys / "signing.pub", "--inputs",
+                ws / "in.npz", "--out", ws / "out.npz", "--state-dir", state)[0] == 0
+    line = _refusal(capsys, "verify", older, "--trust", keys / "signing.pub", "--state-dir",
+                    state)
+    assert "1.0.9 is older than the accepted 1.1.0" in line
+    (state / "rollback.json").write_text("{broken")
+    assert "corrupt" in _refusal(capsys, "verify", ws / "demo.pha", "--trust",
+                                 keys / "signing.pub", "--state-dir", state)
+
+
+def test_default_state_dir_follows_xdg_state_home(ws, capsys, monkeypatch, tmp_path):
+    keys = ws / "keys"
+    assert main(["sign", str(ws / "demo.pha"), "--key", str(keys / "signing.key")]) == 0
+    np.savez(ws / "in.npz", **demo_inputs(np.random.default_rng(0)))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    capsys.readouterr()
+    assert _run(capsys, "infer", ws / "demo.pha", "--trust", keys / "signing.pub", "--inputs",
+                ws / "in.npz", "--out", ws / "out.npz")[0] == 0
+    assert (tmp_path / "xdg" / "plugin-host" / "rollback.json").exists()

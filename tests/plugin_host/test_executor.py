@@ -1,0 +1,251 @@
+"""The executor: ABI checks on every call, Embedding validation at entry, state carry and reset."""
+
+import numpy as np
+import pytest
+import torch
+
+from abi.errors import ABIError, BackendError, IndexRangeError
+from bench.torch_demo import torch_demo
+from plugin_host.builder import GraphBuilder
+from plugin_host.executor import Executor
+from plugins import nn
+from plugins.demo_model import build_demo_graph, demo_inputs
+from plugins.numpy_backend import NumpyBackend
+
+
+@pytest.fixture(scope="module")
+def demo_graph():
+    return build_demo_graph(seed=3)
+
+
+@pytest.fixture
+def executor(demo_graph):
+    return Executor(demo_graph, NumpyBackend())
+
+
+@pytest.fixture
+def inputs():
+    return demo_inputs(np.random.default_rng(7))
+
+
+class CountingBackend(NumpyBackend):
+    """The numpy backend, counting kernel calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def prepare(self, node, consts, types):
+        kernel = super().prepare(node, consts, types)
+
+        def counted(*args):
+            self.calls += 1
+            return kernel(*args)
+        return counted
+
+
+# --- numbers ---------------------------------------------------------------------------------
+
+
+def test_demo_matches_torch_over_several_steps(demo_graph, executor):
+    model = torch_demo(demo_graph)
+    rng = np.random.default_rng(11)
+    h = torch.zeros(1, 512)
+    c = torch.zeros(1, 512)
+    for _ in range(3):
+        feed = demo_inputs(rng)
+        out = executor.run(feed)
+        with torch.no_grad():
+            plan, h, c = model(torch.from_numpy(feed["img"]), torch.from_numpy(feed["desire"]), h, c)
+        np.testing.assert_allclose(out["plan"], plan.numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(out["h_next"], h.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(out["c_next"], c.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_state_is_carried_and_reset(executor, inputs):
+    first = executor.run(inputs)
+    assert np.abs(executor.state["h"]).sum() > 0
+    np.testing.assert_array_equal(executor.state["h"], first["h_next"])
+    second = executor.run(inputs)
+    assert not np.allclose(first["plan"], second["plan"]), "state must influence the output"
+    executor.reset("frame gap")
+    assert executor.resets == 1 and executor.resets_by_reason["frame gap"] == 1
+    assert not executor.state["h"].any() and not executor.state["c"].any()
+    again = executor.run(inputs)
+    np.testing.assert_array_equal(again["plan"], first["plan"])
+
+
+def test_explicit_state_overrides_held_state(executor, inputs):
+    executor.run(inputs)
+    zeros = {"h": np.zeros((1, 512), np.float32), "c": np.zeros((1, 512), np.float32)}
+    a = executor.run({**inputs, **zeros})
+    executor.reset()
+    b = executor.run(inputs)
+    np.testing.assert_array_equal(a["plan"], b["plan"])
+
+
+def test_returned_state_cannot_corrupt_held_state(executor, inputs):
+    out = executor.run(inputs)
+    held = executor.state["h"].copy()
+    out["h_next"][:] = 1e9
+    np.testing.assert_array_equal(executor.state["h"], held)
+
+
+def test_weights_are_read_only(demo_graph):
+    w = demo_graph.tensors["vision.0.conv.weight"]
+    with pytest.raises(ValueError):
+        w[0, 0, 0, 0] = 1.0
+    assert not demo_graph.tensors["vision.0.bn.running_var"].flags.writeable
+
+
+def test_inputs_not_modified(executor, inputs):
+    before = {k: v.copy() for k, v in inputs.items()}
+    executor.run(inputs)
+    for k in inputs:
+        np.testing.assert_array_equal(inputs[k], before[k])
+
+
+# --- ABI refusals ----------------------------------------------------------------------------
+
+
+def test_every_input_problem_reported_at_once(executor):
+    bad = {
+        "img": np.zeros((1, 12, 64, 256), np.float64),   # dim 2 and dtype wrong
+        "desir": np.zeros((1,), np.int64),                # misspelled: desire missing
+    }
+    with pytest.raises(ABIError) as info:
+        executor.run(bad)
+    text = str(info.value)
+    problems = info.value.problems
+    assert len(problems) >= 4, problems
+    assert "img" in text and "128" in text and "64" in text
+    assert "float32" in text and "float64" in text
+    assert "desire" in text and "desir" in text
+
+
+def test_wrong_rank_named(executor, inputs):
+    with pytest.raises(ABIError) as info:
+        executor.run({**inputs, "img": inputs["img"][0]})
+    assert "img" in str(info.value) and "rank" in str(info.value)
+
+
+def test_layout_declared_by_caller_is_checked(executor, inputs):
+    with pytest.raises(ABIError) as info:
+        executor.run(inputs, layouts={"img": "NHWC"})
+    assert "NHWC" in str(info.value) and "NCHW" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [-1, 8, 1000])
+def test_embedding_index_refused_before_any_compute(demo_graph, inputs, bad):
+    backend = CountingBackend()
+    executor = Executor(demo_graph, backend)
+    with pytest.raises(IndexRangeError) as info:
+        executor.run({**inputs, "desire": np.array([bad], np.int64)})
+    assert backend.calls == 0, "no kernel may run before the indices are validated"
+    assert info.value.values == [bad] and info.value.positions == [(0,)]
+    assert str(bad) in str(info.value) and "desire" in str(info.value)
+    assert executor.calls == 0 and not executor.state["h"].any()
+
+
+def test_embedding_float_indices_refused(executor, inputs):
+    with pytest.raises(ABIError) as info:
+        executor.run({**inputs, "desire": np.array([1.0], np.float64)})
+    assert "desire" in str(info.value) and "int64" in str(info.value)
+
+
+def test_embedding_fed_through_reshape_is_checked_at_entry():
+    b = GraphBuilder("reshaped")
+    ids = b.input("ids", (2, 3), "int64", "ANY")
+    flat = b.op("reshape", ids, shape=[6])
+    b.output(b.layer("emb", nn.Embedding(5, 4), flat), "y", "NC")
+    backend = CountingBackend()
+    ex = Executor(b.build(), backend)
+    assert ex.index_inputs == {"ids": 5}
+    idx = np.array([[0, 1, 2], [3, 9, -2]], np.int64)
+    with pytest.raises(IndexRangeError) as info:
+        ex.run({"ids": idx})
+    assert backend.calls == 0
+    assert info.value.positions == [(1, 1), (1, 2)] and info.value.values == [9, -2]
+
+
+def test_embedding_on_computed_indices_checked_at_the_node():
+    b = GraphBuilder("computed")
+    ids = b.input("ids", (3,), "int64", "N")
+    shifted = b.op("add", ids, b.constant("offset", np.array([5], np.int64)))
+    b.output(b.layer("emb", nn.Embedding(6, 2), shifted), "y", "NC")
+    ex = Executor(b.build(), NumpyBackend())
+    assert ex.index_inputs == {}
+    ex.run({"ids": np.array([0, 0, 0], np.int64)})
+    with pytest.raises(IndexRangeError) as info:
+        ex.run({"ids": np.array([0, 1, 0], np.int64)})
+    assert info.value.values == [6] and "emb" in str(info.value)
+
+
+def test_symbolic_batch_dims_and_conflicts():
+    b = GraphBuilder("sym")
+    x = b.input("x", ("batch", 4), "float32", "NC")
+    ids = b.input("ids", ("batch",), "int64", "N")
+    y = b.op("concat", b.layer("fc", nn.Linear(4, 3), x), b.layer("e", nn.Embedding(5, 2), ids),
+             axis=1)
+    b.output(y, "y", "NC")
+    ex = Executor(b.build(), NumpyBackend())
+    for n in (1, 3):
+        out = ex.run({"x": np.ones((n, 4), np.float32), "ids": np.zeros((n,), np.int64)})
+        assert out["y"].shape == (n, 5)
+    with pytest.raises(ABIError) as info:
+        ex.run({"x": np.ones((2, 4), np.float32), "ids": np.zeros((3,), np.int64)})
+    assert "batch" in str(info.value)
+
+
+# --- outputs and backends --------------------------------------------------------------------
+
+
+class LyingBackend(NumpyBackend):
+    """Returns a plan of the wrong shape: the executor must catch it."""
+
+    def prepare(self, node, consts, types):
+        kernel = super().prepare(node, consts, types)
+        if node.name == "plan":
+            return lambda *a: (np.zeros((1, 65), np.float32),)
+        return kernel
+
+
+def test_outputs_are_checked(demo_graph, inputs):
+    ex = Executor(demo_graph, LyingBackend())
+    with pytest.raises(ABIError) as info:
+        ex.run(inputs)
+    assert "plan" in str(info.value) and "66" in str(info.value) and "65" in str(info.value)
+    assert info.value.where == "outputs"
+
+
+class NoLstmBackend(NumpyBackend):
+    name = "no-lstm"
+
+    def supported_ops(self):
+        ops = dict(super().supported_ops())
+        del ops["lstm_cell"]
+        return ops
+
+
+def test_backend_without_an_op_refused_at_load(demo_graph):
+    with pytest.raises(BackendError) as info:
+        Executor(demo_graph, NoLstmBackend())
+    assert "lstm" in str(info.value) and "no-lstm" in str(info.value)
+
+
+class Float16OnlyBackend(NumpyBackend):
+    name = "f16"
+
+    def supported_dtypes(self):
+        return frozenset({"float16", "int64"})
+
+
+def test_backend_without_a_dtype_refused_at_load(demo_graph):
+    with pytest.raises(BackendError, match="float32"):
+        Executor(demo_graph, Float16OnlyBackend())
+
+
+def test_non_array_input_refused(executor, inputs):
+    with pytest.raises(ABIError) as info:
+        executor.run({**inputs, "img": inputs["img"].tolist()})
+    assert "img" in str(info.value)
+

@@ -1,0 +1,106 @@
+"""Graphs fail at build or load, naming the node, never at the first call."""
+
+import numpy as np
+import pytest
+
+from abi import TensorSpec
+from abi.errors import GraphError
+from plugin_host.builder import GraphBuilder
+from plugin_host.graph import Graph, Node
+from plugins import nn
+from plugins.demo_model import build_demo_graph
+
+
+def test_demo_graph_shapes():
+    g = build_demo_graph(seed=0)
+    assert [s.name for s in g.inputs] == ["img", "desire", "h", "c"]
+    assert [(s.name, tuple(s.shape)) for s in g.outputs] == [
+        ("plan", (1, 66)), ("h_next", (1, 512)), ("c_next", (1, 512))]
+    assert dict(g.state) == {"h": "h_next", "c": "c_next"}
+    assert [s.name for s in g.feed_inputs] == ["img", "desire"]
+    assert g.types["fc"].shape == (1, 512)
+    for key in ("vision.3.bn.running_mean", "vision.3.bn.num_batches_tracked",
+                "lstm.weight_ih", "desire_emb.weight", "ln.bias", "plan.weight"):
+        assert key in g.tensors
+    assert g.tensors["lstm.weight_ih"].shape == (2048, 544)
+
+
+def test_builder_names_the_node_with_a_bad_linear():
+    b = GraphBuilder("bad")
+    x = b.input("x", (1, 10), "float32", "NC")
+    with pytest.raises(GraphError) as info:
+        b.layer("head", nn.Linear(11, 3), x)
+    assert info.value.node == "head"
+    assert "head" in str(info.value) and "10" in str(info.value) and "11" in str(info.value)
+
+
+def test_builder_names_the_node_with_bad_conv_channels():
+    b = GraphBuilder("bad")
+    x = b.input("x", (1, 3, 8, 8), "float32", "NCHW")
+    with pytest.raises(GraphError) as info:
+        b.layer("stem", nn.Conv2d(4, 8, 3), x)
+    assert info.value.node == "stem"
+
+
+def test_builder_refuses_undefined_input_and_unknown_op():
+    b = GraphBuilder("bad")
+    with pytest.raises(GraphError, match="nowhere"):
+        b.op("relu", "nowhere", name="r")
+    x = b.input("x", (2,), "float32", "N")
+    with pytest.raises(GraphError) as info:
+        b.op("frobnicate", x, name="f")
+    assert info.value.node == "f" and "frobnicate" in str(info.value)
+
+
+def test_builder_refuses_bad_attrs():
+    b = GraphBuilder("bad")
+    x = b.input("x", (2, 3), "float32", "NC")
+    with pytest.raises(GraphError) as info:
+        b.op("softmax", x, name="sm", axis="last")
+    assert info.value.node == "sm" and "axis" in str(info.value)
+    with pytest.raises(GraphError):
+        b.op("relu", x, name="r2", negative_slope=0.1)
+
+
+def test_unpaired_state_refused():
+    b = GraphBuilder("bad")
+    h = b.state("h", (1, 4), "float32", "NC")
+    b.output(b.op("relu", h), "y", "NC")
+    with pytest.raises(GraphError, match="state"):
+        b.build()
+
+
+def _tiny(**overrides):
+    x = TensorSpec("x", (1, 4), "float32", "NC")
+    y = TensorSpec("y", (1, 2), "float32", "NC")
+    parts = dict(
+        inputs=[x], outputs=[y],
+        nodes=[Node("fc", "linear", 1, ("x", "fc.weight", None), ("y",), {})],
+        tensors={"fc.weight": np.ones((2, 4), np.float32)})
+    parts.update(overrides)
+    return Graph("tiny", **parts)
+
+
+def test_graph_loaded_from_parts_is_checked():
+    assert _tiny().types["y"].shape == (1, 2)
+    with pytest.raises(GraphError) as info:
+        _tiny(tensors={"fc.weight": np.ones((2, 5), np.float32)})
+    assert info.value.node == "fc"
+    with pytest.raises(GraphError, match="not defined before"):
+        _tiny(nodes=[Node("fc", "linear", 1, ("z", "fc.weight", None), ("y",), {})])
+    with pytest.raises(GraphError, match="not produced"):
+        _tiny(outputs=[TensorSpec("w", (1, 2), "float32", "NC")])
+    with pytest.raises(GraphError, match="declared"):
+        _tiny(outputs=[TensorSpec("y", (1, 3), "float32", "NC")])
+    with pytest.raises(GraphError, match="version|v9"):
+        _tiny(nodes=[Node("fc", "linear", 9, ("x", "fc.weight", None), ("y",), {})])
+
+
+def test_graph_refuses_duplicates_and_bad_state():
+    node = Node("fc", "linear", 1, ("x", "fc.weight", None), ("y",), {})
+    with pytest.raises(GraphError, match="duplicate"):
+        _tiny(nodes=[node, Node("fc", "relu", 1, ("y",), ("z",), {})])
+    with pytest.raises(GraphError, match="twice"):
+        _tiny(nodes=[node, Node("r", "relu", 1, ("y",), ("y",), {})])
+    with pytest.raises(GraphError, match="state"):
+        _tiny(state={"x": "y"})
