@@ -44,6 +44,24 @@ class Backend(Protocol):
         """
 
 
+@runtime_checkable
+class FusingBackend(Backend, Protocol):
+    """A backend that runs some chains of nodes as one kernel (e.g. conv -> batchnorm -> relu).
+
+    The executor asks for the chains and checks each one before it accepts it: the nodes are
+    consecutive in the graph's order, each node's only run-time input besides constants is the
+    previous node's single output, and no intermediate output is read by anything else or is a
+    graph output. So a fused chain can never hide or leak a tensor the ABI would see.
+    """
+
+    def fuse(self, graph: Graph) -> Sequence[Sequence[str]]:
+        """Chains of node names (two or more each) this backend wants to run as one kernel."""
+
+    def prepare_chain(self, nodes: Sequence[Node], consts: Sequence[Sequence[np.ndarray | None]],
+                      types: Sequence[Sequence[TensorType | None]]) -> Kernel:
+        """A kernel taking the first node's run-time inputs, returning the last node's outputs."""
+
+
 def unsupported(backend: Backend, graph: Graph) -> list[str]:
     """Every reason ``backend`` cannot run ``graph`` (empty when it can)."""
     problems = []

@@ -28,10 +28,10 @@ from typing import Mapping
 import numpy as np
 
 from abi import Signature, check_indices, dtypes
-from abi.errors import GraphError, PluginHostError
+from abi.errors import BackendError, GraphError, PluginHostError
 
-from .backend import Backend, require_support
-from .graph import Graph
+from .backend import Backend, FusingBackend, require_support
+from .graph import Graph, Node
 
 log = logging.getLogger(__name__)
 
@@ -62,34 +62,75 @@ class Executor:
         slot: dict[str, int] = {}
         for spec in graph.inputs:
             slot[spec.name] = len(slot)
-        self._n_inputs = len(slot)
         self._input_names = [s.name for s in graph.inputs]
+        chains = self._chains()
         plan = []
-        for node in graph.nodes:
-            consts = [graph.tensors.get(t) if t is not None else None for t in node.inputs]
-            types = [graph.types[t] if t is not None else None for t in node.inputs]
+        position = 0
+        while position < len(graph.nodes):
+            group = chains.get(graph.nodes[position].name) or [graph.nodes[position]]
+            position += len(group)
+            consts = [[graph.tensors.get(t) if t is not None else None for t in n.inputs]
+                      for n in group]
+            types = [[graph.types[t] if t is not None else None for t in n.inputs] for n in group]
             try:
-                kernel = self.backend.prepare(node, consts, types)
+                if len(group) == 1:
+                    kernel = self.backend.prepare(group[0], consts[0], types[0])
+                else:
+                    kernel = self.backend.prepare_chain(group, consts, types)
             except PluginHostError:
                 raise
             except Exception as exc:  # a backend bug must still name the node
                 raise GraphError(f"backend {self.backend.name!r} failed to prepare "
-                                 f"{node.op}: {type(exc).__name__}: {exc}", node=node.name) from exc
-            dyn = []
-            for t, c in zip(node.inputs, consts):
-                if t is not None and c is None:
-                    dyn.append(slot[t])
+                                 f"{group[0].op}: {type(exc).__name__}: {exc}",
+                                 node=group[0].name) from exc
+            first, last = group[0], group[-1]
+            dyn = tuple(slot[t] for t, c in zip(first.inputs, consts[0])
+                        if t is not None and c is None)
             outs = []
-            for t in node.outputs:
+            for t in last.outputs:
                 slot[t] = len(slot)
                 outs.append(slot[t])
-            plan.append((kernel, tuple(dyn), tuple(outs), node))
+            label = first.name if len(group) == 1 else "+".join(n.name for n in group)
+            plan.append((kernel, dyn, tuple(outs), label))
         self._plan = plan
         self._n_slots = len(slot)
         self._output_slots = [(s.name, slot[s.name]) for s in graph.outputs]
         self._index_checks = self._entry_index_checks()
         #: graph input -> vocabulary size, for every input that indexes an Embedding
         self.index_inputs = {name: vocab for name, vocab, _ in self._index_checks}
+        #: the fused chains in use, as lists of node names
+        self.fused = [[n.name for n in c] for c in chains.values()]
+
+    def _chains(self) -> dict[str, list[Node]]:
+        """The backend's fused chains, each checked; keyed by the chain's first node."""
+        if not isinstance(self.backend, FusingBackend):
+            return {}
+        graph = self.graph
+        order = {n.name: i for i, n in enumerate(graph.nodes)}
+        graph_outputs = {s.name for s in graph.outputs}
+        chains: dict[str, list[Node]] = {}
+        claimed: set[str] = set()
+        for names in self.backend.fuse(graph):
+            where = f"backend {self.backend.name!r} fused chain {list(names)}"
+            if len(names) < 2 or any(n not in order for n in names):
+                raise BackendError(f"{where}: needs two or more existing nodes")
+            start = order[names[0]]
+            nodes = graph.nodes[start:start + len(names)]
+            if [n.name for n in nodes] != list(names) or claimed & set(names):
+                raise BackendError(f"{where}: not consecutive, or overlaps another chain")
+            for prev, node in zip(nodes, nodes[1:]):
+                runtime = [t for t in node.inputs if t is not None and t not in graph.tensors]
+                if len(prev.outputs) != 1 or runtime != [prev.outputs[0]]:
+                    raise BackendError(f"{where}: {node.name!r} must read exactly the previous "
+                                       "node's single output and constants")
+                inner = prev.outputs[0]
+                readers = {n.name for n, _ in graph.consumers(inner)}
+                if inner in graph_outputs or readers != {node.name}:
+                    raise BackendError(f"{where}: intermediate {inner!r} is read outside the "
+                                       "chain or is a graph output")
+            claimed |= set(names)
+            chains[names[0]] = nodes
+        return chains
 
     def _entry_index_checks(self) -> list[tuple[str, int, str]]:
         """(graph input, vocab size, description) for every Embedding fed from an input."""
@@ -122,11 +163,11 @@ class Executor:
         values: list = [None] * self._n_slots
         for i, name in enumerate(self._input_names):
             values[i] = feed[name]
-        for kernel, dyn, outs, node in self._plan:
+        for kernel, dyn, outs, label in self._plan:
             try:
                 results = kernel(*[values[i] for i in dyn])
             except PluginHostError as exc:
-                exc.context.setdefault("node", node.name)
+                exc.context.setdefault("node", label)
                 raise
             for s, r in zip(outs, results):
                 values[s] = r

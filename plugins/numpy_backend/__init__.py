@@ -3,7 +3,8 @@
 It is registered through the ``plugin_host_add_backends`` hook like any third-party backend.
 It supports every op of the op table at version 1 in float32 (and the integer dtypes for
 indices and shape ops), and prepares each node once: weights are reshaped for BLAS and
-inference BatchNorm is folded into one scale and shift per channel.
+inference BatchNorm is folded into one scale and shift per channel. Chains conv -> BatchNorm
+[-> ReLU] run as one conv with the BatchNorm folded into its weights (``fuse``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ class NumpyBackend:
             return (fn(*dyn),)
 
         return kernel
+
+
+    def fuse(self, graph):
+        return layers.conv_chains(graph)
+
+    def prepare_chain(self, nodes, consts, types):
+        where = "node " + "+".join(repr(n.name) for n in nodes)
+        return layers.conv_chain(nodes, consts, types, where)
 
 
 @hookimpl

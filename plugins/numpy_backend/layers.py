@@ -139,3 +139,68 @@ FACTORIES = {
     "layer_norm2d": generic(F.layer_norm2d),
     "rms_norm": generic(F.rms_norm),
 }
+
+
+# --- fused chains ------------------------------------------------------------------------------
+
+
+def _const_bn(node, graph) -> bool:
+    """An inference BatchNorm whose parameters and running statistics are all constants."""
+    return (node.op == "batchnorm" and node.attrs["track_running_stats"]
+            and all(t is None or t in graph.tensors for t in node.inputs[1:]))
+
+
+def conv_chains(graph) -> list[list[str]]:
+    """conv -> batchnorm [-> relu] and conv -> relu chains with constant parameters.
+
+    Only candidates: the executor checks that each intermediate is read by the next node only.
+    """
+    chains = []
+    nodes = graph.nodes
+    for i, node in enumerate(nodes):
+        if node.op != "conv" or not all(t is None or t in graph.tensors for t in node.inputs[1:]):
+            continue
+        chain = [node.name]
+        rest = nodes[i + 1:i + 3]
+        if rest and _const_bn(rest[0], graph) and rest[0].inputs[0] == node.outputs[0]:
+            chain.append(rest[0].name)
+            rest = rest[1:]
+        if rest and rest[0].op == "relu" and rest[0].inputs[0] == nodes[i + len(chain) - 1].outputs[0]:
+            chain.append(rest[0].name)
+        if len(chain) > 1 and all(len(graph.consumers(nodes[i + k].outputs[0])) == 1
+                                  for k in range(len(chain) - 1)):
+            chains.append(chain)
+    return chains
+
+
+def conv_chain(nodes, consts, types, where):
+    """One conv with inference BatchNorm folded into its weight and bias, ReLU applied in place.
+
+    BatchNorm(conv(x)) = conv(x) * s + (beta - mean * s) with s = gamma / sqrt(var + eps), so
+    the conv weight is scaled by s per output channel and the bias becomes
+    (bias - mean) * s + beta. Computed in float64, stored float32.
+    """
+    conv, rest = nodes[0], list(nodes[1:])
+    weight = consts[0][1].astype(np.float64)
+    bias = (np.zeros(weight.shape[0]) if consts[0][2] is None
+            else consts[0][2].astype(np.float64))
+    if rest and rest[0].op == "batchnorm":
+        gamma, beta, mean, var = (None if c is None else c.astype(np.float64)
+                                  for c in consts[1][1:5])
+        scale = 1.0 / np.sqrt(var + rest[0].attrs["eps"])
+        if gamma is not None:
+            scale = scale * gamma
+        weight = weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
+        bias = (bias - mean) * scale + (0.0 if beta is None else beta)
+        rest = rest[1:]
+    run = F.make_conv(weight.astype(np.float32), bias.astype(np.float32), where=where,
+                      **dict(conv.attrs))
+    if not rest:
+        return lambda x: (run(x),)
+
+    def run_relu(x):
+        y = run(x)
+        np.maximum(y, 0, out=y)
+        return (y,)
+
+    return run_relu
