@@ -249,3 +249,53 @@ def test_non_array_input_refused(executor, inputs):
         executor.run({**inputs, "img": inputs["img"].tolist()})
     assert "img" in str(info.value)
 
+
+
+# --- fused chains ----------------------------------------------------------------------------
+
+
+class PlainBackend(NumpyBackend):
+    """The numpy backend without fusion (no fuse/prepare_chain)."""
+
+    fuse = None
+    prepare_chain = None
+
+
+def test_fused_and_plain_agree(demo_graph, inputs):
+    fused = Executor(demo_graph, NumpyBackend())
+    assert ["vision.0.conv", "vision.0.bn", "relu_3"] in fused.fused
+    plain = Executor(demo_graph, PlainBackend())
+    assert plain.fused == []
+    a, b = fused.run(inputs), plain.run(inputs)
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-5)
+
+
+class BadChainBackend(NumpyBackend):
+    def __init__(self, chain):
+        self.chain = chain
+
+    def fuse(self, graph):
+        return [self.chain]
+
+
+@pytest.mark.parametrize("chain,why", [
+    (["vision.0.conv", "vision.1.conv"], "not consecutive"),
+    (["lstm", "plan"], "single output"),           # lstm has two outputs
+    (["vision.0.conv"], "two or more"),
+    (["vision.0.conv", "nope"], "two or more"),
+    (["ln", "lstm"], "exactly the previous"),      # lstm also reads h and c
+])
+def test_executor_refuses_unsafe_chains(demo_graph, chain, why):
+    with pytest.raises(BackendError, match=why):
+        Executor(demo_graph, BadChainBackend(chain))
+
+
+def test_executor_refuses_chain_hiding_a_shared_intermediate():
+    b = GraphBuilder("shared")
+    x = b.input("x", (1, 4), "float32", "NC")
+    y = b.op("relu", x, name="r")
+    b.output(b.op("add", b.op("tanh", y, name="t"), y, name="a"), "z", "NC")
+    graph = b.build()
+    with pytest.raises(BackendError, match="intermediate"):
+        Executor(graph, BadChainBackend(["r", "t"]))
