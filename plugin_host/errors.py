@@ -4,6 +4,8 @@ Import errors from here in host code; plugin authors may import the same classes
 ``abi.errors`` without depending on the host.
 """
 
+from typing import Any, Sequence
+
 from abi.errors import (  # noqa: F401  (re-exported)
     ABIError,
     ArtifactError,
@@ -32,6 +34,12 @@ __all__ = [
     "OpError",
     "PluginError",
     "PluginHostError",
+    # policy and capabilities
+    "AuditLogError",
+    "CapabilityDenied",
+    "CapabilityError",
+    "PolicyError",
+    "PolicyProblem",
     "ShapeError",
     "UsageError",
     # artifacts (the format-level ones come from abi.errors)
@@ -58,6 +66,82 @@ class UsageError(PluginHostError):
 
 class PluginError(PluginHostError):
     """A plugin is missing, misbehaves, or conflicts with another (e.g. two backends, one name)."""
+
+
+# --- policy and capabilities -------------------------------------------------------------------
+
+
+class PolicyProblem:
+    """One problem in a policy file: where it is (file, line, key path) and what is wrong.
+
+    ``key`` is the TOML key path as a string (``plugin[1].capabilities``; ``""`` for the file
+    itself). ``str()`` is the one line ``FILE:LINE: KEY: message`` that ``policy check`` prints.
+    """
+
+    __slots__ = ("file", "line", "key", "message")
+
+    def __init__(self, file: str, line: int, key: str, message: str) -> None:
+        self.file, self.line, self.key, self.message = file, line, key, message
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"PolicyProblem({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PolicyProblem) and (self.file, self.line, self.key, self.message)
+                == (other.file, other.line, other.key, other.message))
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.line, self.key, self.message))
+
+
+class PolicyError(PluginHostError, ValueError):
+    """A policy file was refused; ``problems`` lists every problem found (all at once).
+
+    Each problem names the file, the line and the key. ``str()`` is one line: the problem
+    itself when there is one, else a count followed by every problem joined with ``"; "``.
+    """
+
+    def __init__(self, problems: Sequence[PolicyProblem], *, path: str | None = None) -> None:
+        self.problems = list(problems)
+        self.path = path if path is not None else (self.problems[0].file if self.problems
+                                                    else None)
+        if len(self.problems) == 1:
+            message = str(self.problems[0])
+        else:
+            message = (f"{len(self.problems)} problems in policy {self.path}: "
+                       + "; ".join(str(p) for p in self.problems))
+        super().__init__(message, path=self.path, problems=self.problems)
+
+
+class CapabilityError(PluginHostError):
+    """A capability could not be used: a bad argument, a closed capability, a bus failure."""
+
+    def __init__(self, message: str, *, plugin: str | None = None,
+                 capability: str | None = None, **context: Any) -> None:
+        super().__init__(message, plugin=plugin, capability=capability, **context)
+        self.plugin, self.capability = plugin, capability
+
+
+class CapabilityDenied(CapabilityError, PermissionError):
+    """A plugin used (or asked for) a capability its policy does not grant it.
+
+    ``plugin``, ``capability`` and ``policy`` (the policy file, with the line of the rule that
+    decided when there is one) say who, what and by whose rule; ``reason`` says why.
+    """
+
+    def __init__(self, *, plugin: str, capability: str, policy: str, reason: str) -> None:
+        message = (f"plugin {plugin!r} may not use {capability!r} (policy {policy}): {reason}")
+        super().__init__(message, plugin=plugin, capability=capability, policy=policy,
+                         reason=reason)
+        self.policy, self.reason = policy, reason
+
+
+class AuditLogError(PluginHostError):
+    """The audit log cannot be written; the action it would have recorded is refused."""
 
 
 # --- artifacts: authority ----------------------------------------------------------------------

@@ -66,7 +66,15 @@ def _canonical(value: Any, path: str, depth: int) -> Any:
     if depth > 64:
         raise ArtifactFormatError("nested deeper than 64 levels", where=path)
     t = type(value)
-    if value is None or t is bool or t is str or t is bytes:
+    if value is None or t is bool or t is bytes:
+        return value
+    if t is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ArtifactFormatError("str is not valid Unicode (lone surrogate)",
+                                          where=path) from None
         return value
     if t is int:
         if not _INT_MIN <= value <= _UINT_MAX:
@@ -83,8 +91,9 @@ def _canonical(value: Any, path: str, depth: int) -> Any:
             if type(key) is not str:
                 raise ArtifactFormatError(f"map key {key!r} is a {type(key).__name__}, not a "
                                           f"str", where=path)
-        return {k: _canonical(value[k], f"{path}.{k}", depth + 1)
-                for k in sorted(value, key=lambda k: k.encode("utf-8"))}
+            _canonical(key, f"{path} (a key)", depth + 1)
+        # sorted() on str is code-point order, which equals the UTF-8 byte order
+        return {k: _canonical(value[k], f"{path}.{k}", depth + 1) for k in sorted(value)}
     raise ArtifactFormatError(f"a {t.__name__} cannot be encoded (only nil, bool, int, float, "
                               f"str, bytes, list, dict)", where=path)
 
@@ -149,20 +158,22 @@ class _Reader:
         self.items += 1
         if self.items > self.limits.max_items:
             raise self.fail(f"more than {self.limits.max_items} values")
-        if self.pos >= len(self.data):
+        data, pos = self.data, self.pos
+        if pos >= len(data):
             raise self.fail("truncated: a value is missing")
-        b = self.data[self.pos]
-        self.pos += 1
+        b = data[pos]
+        self.pos = pos + 1
+        # the frequent single-byte headers first
         if b <= 0x7F:
             return b
-        if b >= 0xE0:
-            return b - 0x100
-        if 0x80 <= b <= 0x8F:
-            return self.map(b & 0x0F, depth)
-        if 0x90 <= b <= 0x9F:
-            return self.array(b & 0x0F, depth)
         if 0xA0 <= b <= 0xBF:
             return self.str(b & 0x1F)
+        if b <= 0x8F:
+            return self.map(b & 0x0F, depth)
+        if b <= 0x9F:
+            return self.array(b & 0x0F, depth)
+        if b >= 0xE0:
+            return b - 0x100
         if b == 0xC0:
             return None
         if b == 0xC2:
@@ -195,9 +206,13 @@ class _Reader:
         raise self.fail(f"invalid type byte 0x{b:02x}")
 
     def str(self, n: int) -> str:
-        raw = self.take(self.length(n, 1, "str"))
+        start = self.pos
+        end = start + n
+        if end > len(self.data) or n > self.limits.max_length:
+            self.take(self.length(n, 1, "str"))  # raises with the reason
+        self.pos = end
         try:
-            return raw.decode("utf-8")
+            return self.data[start:end].decode("utf-8")
         except UnicodeDecodeError:
             raise self.fail("str is not valid UTF-8") from None
 
@@ -212,21 +227,20 @@ class _Reader:
             raise self.fail(f"nested deeper than {self.limits.max_depth} levels")
         n = self.length(n, 2, "map")
         out: dict[str, Any] = {}
-        previous: bytes | None = None
+        previous: str | None = None
         for _ in range(n):
             start = self.pos
             key = self.value(depth + 1)
             if type(key) is not str:
                 self.pos = start
                 raise self.fail(f"map key is a {type(key).__name__}, not a str")
-            raw = key.encode("utf-8")
-            if previous is not None and raw <= previous:
+            # code-point order is UTF-8 byte order, so str comparison is the canonical order
+            if previous is not None and key <= previous:
                 self.pos = start
-                if raw == previous:
+                if key == previous:
                     raise self.fail(f"duplicate map key {_short(key)}")
-                raise self.fail(f"map keys not sorted ({_short(key)} after "
-                                f"{_short(previous.decode('utf-8'))})")
-            previous = raw
+                raise self.fail(f"map keys not sorted ({_short(key)} after {_short(previous)})")
+            previous = key
             out[key] = self.value(depth + 1)
         return out
 

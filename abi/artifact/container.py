@@ -33,10 +33,11 @@ import mmap
 import os
 import stat
 import struct
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from abi.artifact import canonical
 from abi.errors import ArtifactError, ArtifactFormatError
@@ -44,7 +45,7 @@ from abi.errors import ArtifactError, ArtifactFormatError
 __all__ = ["MAGIC", "FORMAT_VERSION", "HEADER_SIZE", "ALIGNMENT", "SIGNED_CONTEXT", "Limits",
            "DEFAULT_LIMITS", "Header", "SignatureEntry", "align", "layout", "parse_header",
            "encode_signatures", "decode_signatures", "signed_message", "file_prefix",
-           "ArtifactFile", "atomic_write", "is_key_id"]
+           "ArtifactFile", "atomic_write", "copy_chunks", "is_key_id"]
 
 MAGIC = b"\x89PHART\r\n"
 FORMAT_VERSION = 1
@@ -56,6 +57,9 @@ SIGNED_CONTEXT = b"plugin-host artifact manifest v1\x00"
 
 _HEADER = struct.Struct("<8sIIQQQQ16s")
 assert _HEADER.size == HEADER_SIZE
+
+#: madvise(2) option that prefaults a range (Linux 5.14+; not in Python 3.11's mmap module).
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else 0)
 
 KEY_ID_HEX = 32  # hex digits: the first 16 bytes of SHA-256 of the raw public key
 SIGNATURE_BYTES = 64  # Ed25519
@@ -307,6 +311,23 @@ class ArtifactFile:
             exc.path = self.path
             raise
 
+    def populate(self) -> None:
+        """Map every page of the tensor section in one system call before it is hashed.
+
+        Hashing then runs on both cores without contending page faults. Linux 5.14+
+        (``MADV_POPULATE_READ``); elsewhere a no-op, and pages fault in as they are read.
+        Call it only after the signatures and the manifest were verified, so an unverified
+        file is never paged in.
+        """
+        h = self.header
+        if self.map is None or not h.tensor_length or not _MADV_POPULATE_READ:
+            return
+        start = h.tensor_offset // mmap.PAGESIZE * mmap.PAGESIZE
+        try:
+            self.map.madvise(_MADV_POPULATE_READ, start, self.size - start)
+        except (OSError, ValueError):  # an older kernel: the faults happen while hashing
+            pass
+
     def section(self) -> memoryview:
         """A read-only memoryview of the tensor section (release it when done)."""
         h = self.header
@@ -368,7 +389,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
-def copy_chunks(f: Any, view: memoryview | Sequence[int], chunk: int = 8 * 2**20) -> None:
-    """Write ``view`` to ``f`` in chunks (no full copy in memory)."""
+def copy_chunks(f: Any, view: memoryview, chunk: int = 8 * 2**20) -> None:
+    """Write ``view`` to ``f`` in chunks (never a full copy in memory)."""
     for start in range(0, len(view), chunk):
         f.write(view[start:start + chunk])

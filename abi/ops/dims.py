@@ -13,6 +13,7 @@ run time, when the tensors have real shapes.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Iterable
 
 __all__ = ["Dim", "is_static", "known_equal", "known_different", "add", "mul", "floordiv",
@@ -20,6 +21,17 @@ __all__ = ["Dim", "is_static", "known_equal", "known_different", "add", "mul", "
            "slice_len"]
 
 Dim = int | str
+
+#: Longest expression kept as text. A longer one (a hostile graph can double an expression's
+#: length with each self-concat) is replaced by a fixed-length name derived from its SHA-256,
+#: which still compares equal exactly when the expressions are equal.
+MAX_EXPRESSION = 200
+
+
+def _cap(d: Dim) -> Dim:
+    if type(d) is str and len(d) > MAX_EXPRESSION:
+        return "expr_" + hashlib.sha256(d.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return d
 
 
 def is_static(d: Dim) -> bool:
@@ -54,8 +66,8 @@ def add(a: Dim, b: Dim) -> Dim:
     if type(b) is int:
         if b == 0:
             return a
-        return f"{a}+{b}" if b > 0 else f"{a}-{-b}"
-    return f"{a}+{b}"
+        return _cap(f"{a}+{b}" if b > 0 else f"{a}-{-b}")
+    return _cap(f"{a}+{b}")
 
 
 def mul(a: Dim, b: Dim) -> Dim:
@@ -68,7 +80,7 @@ def mul(a: Dim, b: Dim) -> Dim:
         return b
     if a == 0 or b == 0:
         return 0
-    return f"{_term(a)}*{_term(b)}"
+    return _cap(f"{_term(a)}*{_term(b)}")
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
@@ -77,7 +89,7 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         return a // b
     if b == 1:
         return a
-    return f"{_term(a)}//{_term(b)}"
+    return _cap(f"{_term(a)}//{_term(b)}")
 
 
 def product(dims: Iterable[Dim]) -> Dim:
@@ -92,7 +104,7 @@ def product(dims: Iterable[Dim]) -> Dim:
         return const
     if const == 1 and len(symbols) == 1:
         return symbols[0]
-    return "*".join(([str(const)] if const != 1 else []) + [_term(s) for s in symbols])
+    return _cap("*".join(([str(const)] if const != 1 else []) + [_term(s) for s in symbols]))
 
 
 def total(dims: Iterable[Dim]) -> Dim:
@@ -105,7 +117,7 @@ def total(dims: Iterable[Dim]) -> Dim:
             symbols.append(d)
     if not symbols:
         return const
-    result: Dim = "+".join(str(s) for s in symbols)
+    result: Dim = _cap("+".join(str(s) for s in symbols))
     return add(result, const)
 
 
@@ -127,7 +139,7 @@ def broadcast(a: Dim, b: Dim) -> Dim | None:
         return a
     if type(b) is int:
         return b
-    return f"broadcast({a},{b})"
+    return _cap(f"broadcast({a},{b})")
 
 
 def window_out(size: Dim, kernel: Dim, stride: int, pad_before: int, pad_after: int,
@@ -138,7 +150,7 @@ def window_out(size: Dim, kernel: Dim, stride: int, pad_before: int, pad_after: 
     ``<= 0`` for fixed sizes (the caller refuses that).
     """
     if type(kernel) is not int:
-        return f"window({size},{kernel},{stride},{pad_before},{pad_after},{dilation})"
+        return _cap(f"window({size},{kernel},{stride},{pad_before},{pad_after},{dilation})")
     shift = pad_before + pad_after - dilation * (kernel - 1) - 1
     if type(size) is int:
         return (size + shift) // stride + 1
@@ -157,7 +169,7 @@ def pool_out(size: Dim, kernel: int, stride: int, pad_before: int, pad_after: in
     if not ceil_mode:
         return window_out(size, kernel, stride, pad_before, pad_after, dilation)
     if type(size) is not int:
-        return f"ceilwindow({size},{kernel},{stride},{pad_before},{pad_after},{dilation})"
+        return _cap(f"ceilwindow({size},{kernel},{stride},{pad_before},{pad_after},{dilation})")
     span = size + pad_before + pad_after - dilation * (kernel - 1) - 1
     out = -(-span // stride) + 1
     if (out - 1) * stride >= size + pad_before:
@@ -182,4 +194,4 @@ def slice_len(size: Dim, start: int, end: int, step: int) -> Dim:
     """Length of ``range(size)[start:end:step]`` with ONNX/Python clamping of start and end."""
     if type(size) is int:
         return len(range(*slice(start, end, step).indices(size)))
-    return f"slice({size},{start},{end},{step})"
+    return _cap(f"slice({size},{start},{end},{step})")

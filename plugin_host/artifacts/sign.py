@@ -14,9 +14,8 @@ import stat
 from typing import Any
 
 from abi.artifact import (DEFAULT_LIMITS, ArtifactFile, Limits, SignatureEntry, atomic_write,
-                          check_manifest, decode, encode_signatures, file_prefix, signed_message,
-                          verify_section)
-from abi.artifact.container import copy_chunks
+                          check_manifest, copy_chunks, decode, encode_signatures, file_prefix,
+                          signed_message, verify_section)
 
 from ..errors import ArtifactError, ArtifactFormatError
 from .keys import Ed25519PrivateKey, key_id

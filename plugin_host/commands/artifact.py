@@ -295,8 +295,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from ..artifacts import read_manifest_unverified
 
     info = read_manifest_unverified(args.file)
-    if args.json:
-        print(json.dumps(info, indent=1, sort_keys=True))
+    if args.json:  # bin values (only in a hostile manifest) print as hex
+        print(json.dumps(info, indent=1, sort_keys=True,
+                         default=lambda v: v.hex() if isinstance(v, bytes) else repr(v)))
         return 0
     print(_describe(info))
     return 0
@@ -341,8 +342,8 @@ def _describe(info: dict[str, Any]) -> str:
     if m["layers"]:
         lines.append("  normalization layers")
         for entry in m["layers"]:
-            extra = "" if entry["momentum"] is None else f" momentum={entry['momentum']:g}"
-            lines.append(f"    {entry['node']}: {entry['op']} eps={entry['eps']:g}{extra} "
+            extra = "" if entry["momentum"] is None else f" momentum={entry['momentum']}"
+            lines.append(f"    {entry['node']}: {entry['op']} eps={entry['eps']}{extra} "
                          f"affine={entry['affine']} state={entry['state']}")
     golden = m["golden"]
     lines.append(f"  golden cases       {len(golden['cases'])} (reference backend "
@@ -362,4 +363,7 @@ def _spec(s: dict[str, Any]) -> str:
 def _when(t: int | None) -> str:
     if t is None:
         return "never"
-    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"Unix time {t} (beyond the calendar)"

@@ -250,3 +250,16 @@ def test_window_expressions_are_deterministic():
     assert dims.window_out(128, 3, 2, 1, 1, 1) == 64
     assert dims.transposed_out("H", 4, 2, 1, 0, 1) == "H*2"
     assert dims.slice_len(10, -3, 100, 1) == 3 and dims.slice_len("n", 0, 2, 1) == "slice(n,0,2,1)"
+
+
+def test_symbolic_expressions_stay_bounded():
+    # each self-concat doubles an uncapped expression; a hostile graph could chain dozens
+    d = "n"
+    for _ in range(40):
+        d = dims.total([d, d])
+    assert isinstance(d, str) and len(d) <= dims.MAX_EXPRESSION
+    e = "n"
+    for _ in range(40):
+        e = dims.total([e, e])
+    assert d == e  # the same expression still compares equal
+    assert dims.total(["m", "m"]) != d

@@ -45,7 +45,8 @@ def test_keys_are_sorted_by_utf8_bytes():
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), {1: 2}, {b"k": 1}, object(),
-                                   2**64, -(2**63) - 1, {"a": {1.5: 0}}])
+                                   2**64, -(2**63) - 1, {"a": {1.5: 0}}, "\ud800",
+                                   {"\udfff": 1}])
 def test_encode_refuses(value):
     with pytest.raises(ArtifactFormatError):
         encode(value)

@@ -212,3 +212,23 @@ def test_default_state_dir_follows_xdg_state_home(ws, capsys, monkeypatch, tmp_p
     assert _run(capsys, "infer", ws / "demo.pha", "--trust", keys / "signing.pub", "--inputs",
                 ws / "in.npz", "--out", ws / "out.npz")[0] == 0
     assert (tmp_path / "xdg" / "plugin-host" / "rollback.json").exists()
+
+
+def test_inspect_survives_a_hostile_manifest(tmp_path, capsys, tamper, key_c, _tiny_template):
+    """inspect reads unverified files: odd-but-schema-valid values must print, not crash."""
+    path = tmp_path / "odd.pha"
+    shutil.copyfile(_tiny_template, path)
+
+    def odd(m):
+        bn = next(n for n in m["graph"]["nodes"] if n["op"] == "batchnorm")
+        bn["attrs"].update(eps="tiny", momentum=[1, 2], blob=b"\x00\xff")
+        m["expires"] = 2**63 - 1
+        m["graph"]["nodes"][0]["name"] = "x" * 200
+
+    tamper.rewrite_manifest(path, odd, key_c)
+    code, out, _ = _run(capsys, "inspect", path)
+    assert code == 0 and "eps=tiny" in out and "beyond the calendar" in out
+    code, out, _ = _run(capsys, "inspect", path, "--json")
+    nodes = json.loads(out)["manifest"]["graph"]["nodes"]
+    assert code == 0
+    assert next(n for n in nodes if n["op"] == "batchnorm")["attrs"]["blob"] == "00ff"
