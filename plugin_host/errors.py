@@ -35,6 +35,7 @@ __all__ = [
     "PluginError",
     "PluginHostError",
     # policy and capabilities
+    "ArtifactNotAllowedError",
     "AuditLogError",
     "CapabilityDenied",
     "CapabilityError",
@@ -57,6 +58,13 @@ __all__ = [
     "ThresholdError",
     "UnauditedOpError",
     "UntrustedKeyError",
+    # the sandbox worker
+    "ProtectionUnavailableError",
+    "SandboxError",
+    "SandboxProtocolError",
+    "WorkerCallError",
+    "WorkerDiedError",
+    "WorkerTimeoutError",
 ]
 
 
@@ -144,6 +152,11 @@ class AuditLogError(PluginHostError):
     """The audit log cannot be written; the action it would have recorded is refused."""
 
 
+class ArtifactNotAllowedError(ArtifactError):
+    """The policy does not allow this artifact: its name is not an ``[[artifact]]``, the file
+    holds another artifact than the rule names, or its version is below ``min_version``."""
+
+
 # --- artifacts: authority ----------------------------------------------------------------------
 # The format-level artifact errors (ArtifactFormatError, TensorHashError,
 # IncompatibleArtifactError) live in abi.errors and are re-exported above.
@@ -192,3 +205,57 @@ class KeyFileError(PluginHostError):
 
 class GoldenMismatchError(ArtifactError):
     """A backend's outputs on the artifact's golden inputs differ beyond the declared tolerance."""
+
+
+# --- the sandbox worker ------------------------------------------------------------------------
+
+
+class SandboxError(PluginHostError):
+    """The sandbox worker could not be started or failed while serving (see the subclasses)."""
+
+
+class ProtectionUnavailableError(SandboxError):
+    """A protection the sandbox requirements name is not in force, so the worker was refused
+    before any plugin code ran in it. ``protection`` names it (``seccomp``, ``landlock``,
+    ``netns``, ``no_new_privs``, ``uid``, ``rlimits``); ``missing`` maps every
+    missing protection to the reason."""
+
+    def __init__(self, message: str, *, protection: str, missing: dict | None = None,
+                 **context) -> None:
+        super().__init__(message, protection=protection, missing=dict(missing or {}), **context)
+        self.protection = protection
+        self.missing = dict(missing or {})
+
+
+class WorkerDiedError(SandboxError):
+    """The worker died (crash, signal, resource limit) before answering a call.
+
+    ``pid``, ``returncode`` (negative: the signal number) and ``during`` (what the host was
+    waiting for) say what happened. The host has restarted the worker (or will at the next
+    call) and reset the recurrent state with reason ``"worker restart"``.
+    """
+
+    def __init__(self, message: str, *, pid: int | None = None, returncode: int | None = None,
+                 during: str | None = None, **context) -> None:
+        super().__init__(message, pid=pid, returncode=returncode, during=during, **context)
+        self.pid, self.returncode, self.during = pid, returncode, during
+
+
+class WorkerTimeoutError(WorkerDiedError):
+    """A call took longer than the per-call timeout; the worker was killed and restarted."""
+
+
+class SandboxProtocolError(SandboxError):
+    """A malformed control message: the worker sent one (it is then killed and restarted), or
+    the worker refused one the host sent."""
+
+
+class WorkerCallError(SandboxError):
+    """Code in the worker (a plugin's kernel) raised an exception outside the project's error
+    tree. ``remote_type`` is its class name, ``errno`` its errno for an OSError (else None),
+    ``remote_traceback`` the worker's traceback text (untrusted, length-capped)."""
+
+    def __init__(self, message: str, *, remote_type: str, errno: int | None = None,
+                 remote_traceback: str = "", **context) -> None:
+        super().__init__(message, remote_type=remote_type, errno=errno, **context)
+        self.remote_type, self.errno, self.remote_traceback = remote_type, errno, remote_traceback

@@ -1,5 +1,5 @@
 """The verbs of the ``plugin-host`` command, one module per group; each has ``register(verbs)``."""
 
-from . import artifact, run
+from . import artifact, policy, run
 
-COMMANDS = (run, artifact)
+COMMANDS = (run, artifact, policy)

@@ -1,0 +1,128 @@
+"""``plugin-host policy check FILE``: validate a policy file.
+
+Exit 0 and a summary of what the policy allows on stdout; or exit 1 with one line per problem
+on stderr, each ``FILE:LINE: KEY: message``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import PolicyError, PolicyProblem
+from .common import EXIT_REFUSED, Formatter
+
+
+def register(verbs) -> None:
+    policy = verbs.add_parser(
+        "policy", formatter_class=Formatter, help="work with policy files",
+        description="Policy files say which plugins may load, which capabilities each holds, "
+                    "which artifacts and keys are trusted, what the sandbox must enforce.",
+        epilog="example:\n  plugin-host policy check policies/demo.toml")
+    sub = policy.add_subparsers(dest="policy_verb", metavar="ACTION", required=True)
+    check = sub.add_parser(
+        "check", formatter_class=Formatter, help="validate a policy file",
+        description="Validate a policy file: TOML syntax, every key and type, kinds and "
+                    "capabilities, default deny and deny-beats-allow, the rule that a "
+                    "model-layer or inference-hardware plugin never holds can.send, "
+                    "panda.safety or control.publish, audits of custom kernels, thresholds. "
+                    "Prints what the policy allows, or one line per problem (FILE:LINE: KEY: "
+                    "message) and exits 1.",
+        epilog="example:\n  plugin-host policy check policies/demo.toml\n"
+               "  plugin-host policy check policies/device.toml --check-files --check-plugins")
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--check-files", action="store_true",
+                       help="also read every trusted key file and require every artifact file")
+    check.add_argument("--check-plugins", action="store_true",
+                       help="also require exactly one installed entry point per allowed plugin "
+                            "(nothing is imported)")
+    check.add_argument("--state-dir", default=None, metavar="DIR",
+                       help="what ${STATE_DIR} expands to (default: $XDG_STATE_HOME/"
+                            "plugin-host, else ~/.local/state/plugin-host)")
+    check.set_defaults(func=_cmd_check)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ..policy import load_policy
+
+    try:
+        policy = load_policy(args.file, state_dir=args.state_dir)
+    except PolicyError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_REFUSED
+    problems: list[PolicyProblem] = []
+    if args.check_files:
+        problems += _check_files(policy)
+    if args.check_plugins:
+        problems += _check_plugins(policy)
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return EXIT_REFUSED
+    for line in _summary(policy):
+        print(line)
+    return 0
+
+
+def _check_files(policy) -> list[PolicyProblem]:
+    from ..artifacts import load_public_key
+    from ..errors import KeyFileError
+
+    out = []
+    for key in policy.trust.keys:
+        try:
+            load_public_key(key.file)
+        except KeyFileError as exc:
+            out.append(PolicyProblem(policy.path, key.line, f"trust.key[{key.index}].file",
+                                     str(exc)))
+    for art in policy.artifacts:
+        if not art.file.is_file():
+            out.append(PolicyProblem(policy.path, art.line, f"artifact[{art.index}].file",
+                                     f"no artifact file at {art.file}"))
+    return out
+
+
+def _check_plugins(policy) -> list[PolicyProblem]:
+    from importlib.metadata import entry_points
+
+    from ..plugins import ENTRY_POINT_GROUP
+
+    names: dict[str, int] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        names[ep.name] = names.get(ep.name, 0) + 1
+    out = []
+    for rule in policy.allowed_plugins():
+        count = names.get(rule.name, 0)
+        if count != 1:
+            what = "no installed package provides" if count == 0 else f"{count} packages provide"
+            out.append(PolicyProblem(policy.path, rule.line, f"plugin[{rule.index}].name",
+                                     f"{what} the entry point {rule.name!r} in the group "
+                                     f"{ENTRY_POINT_GROUP!r}"))
+    return out
+
+
+def _summary(policy) -> list[str]:
+    lines = [f"{policy.path}: ok"]
+    for rule in policy.plugins:
+        if not policy.is_allowed(rule.name):
+            lines.append(f"  plugin {rule.name} ({rule.kind}): denied, never imported")
+            continue
+        granted = sorted(policy.granted(rule.name))
+        extra = f"; kernels: {', '.join(sorted(rule.kernels))}" if rule.kernels else ""
+        lines.append(f"  plugin {rule.name} ({rule.kind}): "
+                     f"{', '.join(granted) if granted else 'no capabilities'}{extra}")
+    for art in policy.artifacts:
+        version = ".".join(map(str, art.min_version)) if art.min_version else "any"
+        k = policy.trust.thresholds.get(art.name, policy.trust.default_threshold)
+        lines.append(f"  artifact {art.name}: {art.file} on {art.backend}, version >= {version}, "
+                     f"{k} signature(s), acceptance "
+                     f"{'required' if art.acceptance_required else 'not required'}")
+    lines.append(f"  trust: {len(policy.trust.keys)} key(s), {len(policy.trust.revoked)} "
+                 f"revoked")
+    if policy.audited_ops:
+        lines.append("  audited ops: " + ", ".join(f"{a.op} v{a.version}"
+                                                  for a in policy.audited_ops))
+    lines.append("  sandbox requires: " + (", ".join(sorted(policy.sandbox.require)) or "nothing"))
+    lines.append(f"  audit log: {policy.audit.log}")
+    return lines

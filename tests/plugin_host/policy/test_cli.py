@@ -1,0 +1,68 @@
+"""``plugin-host policy check``: exit 0 with a summary, or 1 with one line per problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plugin_host.artifacts import write_keypair
+from plugin_host.cli import main
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("name", ["demo.toml", "device.example.toml"])
+def test_shipped_policies_pass(name, capsys, tmp_path):
+    assert main(["policy", "check", str(REPO / "policies" / name),
+                 "--state-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith(f"{REPO / 'policies' / name}: ok") and out.err == ""
+
+
+def test_installed_command_passes_on_the_demo_policy():
+    # the README's command, exactly, through the installed entry point
+    result = subprocess.run([str(Path(sys.executable).parent / "plugin-host"), "policy", "check",
+                             "policies/demo.toml"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "plugin numpy_backend (inference-hardware): no capabilities" in result.stdout
+
+
+def test_one_line_per_problem(capsys, tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('format = 1\n\n[[plugin]]\nname = "nn"\nkind = "model-layer"\n'
+                    'capabilities = ["can.send", "control.publish"]\n\n[limits]\nopen_files = 0\n')
+    assert main(["policy", "check", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"{path}:6: plugin[0].capabilities: plugin 'nn' is a model-layer plugin and can never "
+        f"hold 'can.send': its code runs in the sandbox worker, which never gets can.send, "
+        f"control.publish, panda.safety",
+        f"{path}:6: plugin[0].capabilities: plugin 'nn' is a model-layer plugin and can never "
+        f"hold 'control.publish': its code runs in the sandbox worker, which never gets "
+        f"can.send, control.publish, panda.safety",
+        f"{path}:9: limits.open_files: must be at least 1, got 0",
+    ]
+
+
+def test_missing_file(capsys, tmp_path):
+    assert main(["policy", "check", str(tmp_path / "nope.toml")]) == 1
+    assert "cannot read the policy file" in capsys.readouterr().err
+
+
+def test_check_files_and_plugins(capsys, tmp_path):
+    demo = str(REPO / "policies" / "demo.toml")
+    assert main(["policy", "check", demo, "--state-dir", str(tmp_path), "--check-files"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "trust.key[0].file" in err[0] and "artifact[0].file" in err[1]
+    write_keypair(tmp_path / "demo")
+    (tmp_path / "demo" / "demo.pha").write_bytes(b"")
+    assert main(["policy", "check", demo, "--state-dir", str(tmp_path), "--check-files",
+                 "--check-plugins"]) == 0
+    device = str(REPO / "policies" / "device.example.toml")
+    assert main(["policy", "check", device, "--check-plugins"]) == 1
+    err = capsys.readouterr().err
+    assert "no installed package provides the entry point 'road_camera'" in err
+    assert "numpy_backend" not in err
