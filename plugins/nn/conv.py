@@ -32,6 +32,17 @@ GEMM accumulation (numpy's matmul has no ``beta``, so every tap costs an extra p
 output, and ``K = C`` GEMMs are slow for few channels); splitting the gather over two Python
 threads (the hand-off costs more than it saves while BLAS's own threads spin); two concurrent
 half-size GEMMs (OpenBLAS serializes them).
+
+Within the whole benchmark model (whose 17 MB of linear and LSTM weights stream through the
+caches every step) the im2col matrices of all convs share one per-thread scratch buffer
+(:func:`_scratch`): 3.6 MB instead of 7.8 MB, about -0.1 to -0.2 ms per step when the machine
+is quiet. Also tried there and dropped: gathering and multiplying in L2-sized bands of output
+rows (0.98 -> 0.83 ms for the first layer in isolation with cold caches, but slower in the
+model, and much slower when another process competes for the cores: every band is one more
+BLAS thread hand-off); a conv chain writing its ReLU straight into the next conv's padded
+buffer to save that conv's copy (no gain in the model: the write into the colder buffer cost
+what the copy saved); sharing the padded input buffers too, re-zeroing their borders on every
+call (no measurable gain).
 """
 
 from __future__ import annotations
@@ -167,19 +178,41 @@ def _check_input(x: Any, nd: int, channels: int, where: str, wshape: tuple[int, 
     return x
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(size: int) -> np.ndarray:
+    """This thread's im2col memory, shared by every prepared conv: >= ``size`` float32s.
+
+    One buffer for all layers rather than one per layer and input shape: a model's convs run
+    one after another, so the next layer's im2col reuses memory that is still in cache, and
+    the model's footprint shrinks by all but the largest im2col (benchmark model: 7.8 MB ->
+    3.6 MB), which leaves more of the last-level cache to the large linear and LSTM weights.
+    """
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < size:
+        buf = _SCRATCH.buf = np.empty(size, np.float32)
+    return buf
+
+
 class _ConvPlan:
     """What one prepared conv needs for one input shape: geometry and work buffers.
 
     Built on the first call with that shape (which also validates it) and kept per thread, so
-    a repeated call does no shape arithmetic and allocates only its output.
+    a repeated call does no shape arithmetic and allocates only its output. The im2col matrix
+    lives in the thread's shared scratch memory (:func:`_scratch`); :meth:`bind`, called before
+    each gather, points the views at it and rewrites its bias column of ones (another conv may
+    have used the memory since; 6 us for the benchmark's largest, 8192 rows). A plan still
+    bound to an outgrown scratch buffer keeps it alive until its next call rebinds.
     """
 
     __slots__ = ("out_shape", "pixels", "interior", "padded", "padded_view", "cols",
-                 "cols_taps", "cols_gemm")
+                 "cols_taps", "cols_gemm", "scratch", "shape", "kg", "has_bias", "groups",
+                 "taps_shape")
 
     def __init__(self, x_shape: tuple[int, ...], out_sp: tuple[int, ...],
                  pads: Pads, groups: int, kg: int, has_bias: bool,
-                 taps_shape: tuple[int, ...], out_ch: int, pointwise: bool) -> None:
+                 taps_shape: tuple[int, ...], out_ch: int) -> None:
         n, spatial = x_shape[0], x_shape[2:]
         lead = (n,) + out_sp
         self.out_shape = lead + (out_ch,)
@@ -188,19 +221,29 @@ class _ConvPlan:
                                                zip(pads, spatial))
         self.padded: np.ndarray | None = None
         self.padded_view: np.ndarray | None = None
-        if pointwise:  # the input is the GEMM operand: no buffers
-            return
-        self.cols = np.empty(lead + (groups, kg + has_bias), np.float32)
-        if has_bias:
+        self.scratch: np.ndarray | None = None
+        self.shape = lead + (groups, kg + has_bias)
+        self.kg, self.has_bias, self.groups, self.taps_shape = kg, has_bias, groups, taps_shape
+
+    def bind(self) -> None:
+        """Point ``cols``, ``cols_taps`` and ``cols_gemm`` at the scratch; write the ones."""
+        size = prod(self.shape)
+        buf = _scratch(size)
+        kg, groups = self.kg, self.groups
+        if buf is not self.scratch:
+            self.scratch = buf
+            self.cols = buf[:size].reshape(self.shape)
+            lead = self.shape[:-2]
+            # a view (copy=False raises rather than copy): the gather writes straight into cols
+            self.cols_taps = np.reshape(self.cols[..., :kg], lead + (groups,) + self.taps_shape,
+                                        copy=False)
+            rows = prod(lead)
+            if groups == 1:
+                self.cols_gemm = self.cols.reshape(rows, self.shape[-1])
+            else:  # (G, rows, Kg + 1): each group's matrix, rows strided by G * (Kg + 1)
+                self.cols_gemm = self.cols.reshape(rows, groups, self.shape[-1]).transpose(1, 0, 2)
+        if self.has_bias:
             self.cols[..., kg] = 1.0
-        # a view (copy=False raises rather than copy): the gather writes straight into cols
-        self.cols_taps = np.reshape(self.cols[..., :kg], lead + (groups,) + taps_shape,
-                                    copy=False)
-        rows = prod(lead)
-        if groups == 1:
-            self.cols_gemm = self.cols.reshape(rows, kg + has_bias)
-        else:  # (G, rows, Kg + 1): each group's matrix, rows strided by G * (Kg + 1)
-            self.cols_gemm = self.cols.reshape(rows, groups, kg + has_bias).transpose(1, 0, 2)
 
 
 def make_conv(weight: np.ndarray, bias: np.ndarray | None, *, stride: Sequence[int],
@@ -265,8 +308,7 @@ def make_conv(weight: np.ndarray, bias: np.ndarray | None, *, stride: Sequence[i
                              f"smaller than the dilated kernel {shape_str(kernel)} "
                              f"(dilation {list(dil)}); output would be {shape_str(out_sp)}",
                              where=where, expected="spatial >= dilated kernel", got=x.shape)
-        return _ConvPlan(x.shape, out_sp, pads, groups, kg, has_bias, taps_shape, out_ch,
-                         pointwise)
+        return _ConvPlan(x.shape, out_sp, pads, groups, kg, has_bias, taps_shape, out_ch)
 
     def run(x: np.ndarray) -> np.ndarray:
         if not isinstance(x, np.ndarray) or x.dtype != FLOAT32:
@@ -295,6 +337,7 @@ def make_conv(weight: np.ndarray, bias: np.ndarray | None, *, stride: Sequence[i
             view = p.padded_view
         else:  # channels-last already and nothing to pad: gather straight from the input
             view = _im2col_view(xh, p.out_shape[1:-1], kernel, strides, dil, groups, cg)
+        p.bind()
         np.copyto(p.cols_taps, view)
         if groups == 1:
             y = np.matmul(p.cols_gemm, wm[0])

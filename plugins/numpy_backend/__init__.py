@@ -4,7 +4,8 @@ It is registered through the ``plugin_host_add_backends`` hook like any third-pa
 It supports every op of the op table at version 1 in float32 (and the integer dtypes for
 indices and shape ops), and prepares each node once: weights are reshaped for BLAS and
 inference BatchNorm is folded into one scale and shift per channel. Chains conv -> BatchNorm
-[-> ReLU] run as one conv with the BatchNorm folded into its weights (``fuse``).
+[-> ReLU] run as one conv with the BatchNorm folded into its weights, and [flatten ->] linear
+[-> ReLU] as one GEMV with the flatten folded into the weight's column order (``fuse``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from abi import TensorType
+from abi import TensorType, get_op
 from abi.errors import BackendError
 from plugin_host.hooks import hookimpl
 
@@ -38,6 +39,13 @@ DTYPES = frozenset({"float32", "int64", "int32", "int16", "int8", "uint8", "uint
                     "uint64", "bool"})
 
 
+def _padded(node, consts, types):
+    """``consts`` and ``types`` extended with None for trailing optional inputs left out."""
+    opdef = get_op(node.op, node.version)
+    missing = 0 if opdef.variadic_inputs else len(opdef.inputs) - len(consts)
+    return list(consts) + [None] * missing, list(types) + [None] * missing
+
+
 class NumpyBackend:
     """numpy kernels; float32 compute."""
 
@@ -55,7 +63,8 @@ class NumpyBackend:
         if factory is None or node.version != 1:
             raise BackendError(f"numpy backend: op {node.op} v{node.version} is not supported",
                                node=node.name)
-        fn = factory(dict(node.attrs), list(consts), list(types), f"node {node.name!r}")
+        consts, types = _padded(node, consts, types)
+        fn = factory(dict(node.attrs), consts, types, f"node {node.name!r}")
         multi = len(node.outputs) > 1
 
         if multi:
@@ -68,11 +77,15 @@ class NumpyBackend:
 
 
     def fuse(self, graph):
-        return layers.conv_chains(graph)
+        return layers.conv_chains(graph) + layers.dense_chains(graph)
 
     def prepare_chain(self, nodes, consts, types):
         where = "node " + "+".join(repr(n.name) for n in nodes)
-        return layers.conv_chain(nodes, consts, types, where)
+        padded = [_padded(n, c, t) for n, c, t in zip(nodes, consts, types)]
+        consts, types = [c for c, _ in padded], [t for _, t in padded]
+        if nodes[0].op == "conv":
+            return layers.conv_chain(nodes, consts, types, where)
+        return layers.dense_chain(nodes, consts, types, where)
 
 
 @hookimpl

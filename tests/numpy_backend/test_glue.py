@@ -152,3 +152,18 @@ def test_avg_pool_matches_torch(p, include_pad):
     ref = TF.avg_pool2d(t(x), (kh, kw), (sh, sw), (ph, pw), ceil_mode=ceil,
                         count_include_pad=include_pad)
     np.testing.assert_allclose(y, ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_conv_without_bias_input_fused_and_plain():
+    # a conv node may leave out its optional bias entirely (shorter input list)
+    b = GraphBuilder("nobias")
+    x = b.input("x", (1, 2, 5, 5), "float32", "NCHW")
+    w = b.constant("w", RNG.standard_normal((3, 2, 3, 3)).astype(np.float32))
+    y = b.op("relu", b.op("conv", x, w, name="c", stride=[1, 1], padding=[[1, 1], [1, 1]],
+                          dilation=[1, 1]))
+    b.output(y, "y", "NCHW")
+    ex = Executor(b.build(), NumpyBackend())
+    assert ex.fused == [["c", y]]
+    xv = RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    ref = torch.relu(TF.conv2d(t(xv), t(ex.graph.tensors["w"].copy()), padding=1)).numpy()
+    np.testing.assert_allclose(ex.run({"x": xv})["y"], ref, rtol=1e-5, atol=1e-5)
