@@ -1,0 +1,185 @@
+"""The sandbox's overhead: the demo artifact through SandboxedExecutor vs the same backend's
+Executor in the calling process.
+
+Builds the design's benchmark model as a signed artifact (an ephemeral key), then times one
+inference per call on the same inputs and prints the medians, the overhead and the ratio, for
+two ways of handing the inputs over: copied into the shared input region on every call
+(``run(arrays)``), and written once into the region's input buffers (``input_buffers()``, the
+zero-copy frame path: what a camera writing into shared memory gets). Target (DESIGN.md,
+"Targets"): overhead <= max(5 % of the in-process median, 150 us).
+
+The overhead is what the host adds: the input ABI and Embedding checks on the host, the copy
+(first way only), one control message each way, copying the outputs out and checking them,
+and two processes' caches instead of one. The worker runs the same executor on the same
+backend with the same number of BLAS threads.
+
+Each side runs in its own child process (two OpenBLAS pools spinning in one process on a
+2-core machine would measure their contention, not the sandbox), kept alive for the whole run;
+the parent asks them in turn for a block of timed calls, many rounds, with a pause between
+blocks so that one side's idle BLAS threads have stopped spinning before the other is timed.
+Fine interleaving keeps a machine whose load drifts from favouring either side.
+
+    .venv/bin/python bench/bench_sandbox.py [--runs 20] [--rounds 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SEED_WEIGHTS, SEED_INPUTS = 0, 1
+#: seconds between blocks: OpenBLAS threads spin for about 0.1 s after their last call
+PAUSE = 0.25
+
+
+def _inputs() -> dict[str, np.ndarray]:
+    from plugins.demo_model import demo_inputs
+
+    feed = demo_inputs(np.random.default_rng(SEED_INPUTS))
+    state = {n: np.zeros((1, 512), np.float32) for n in ("h", "c")}
+    return {**feed, **state}  # state passed explicitly: every call computes the same step
+
+
+def _trust(pub: str):
+    from plugin_host.artifacts import TrustStore
+
+    trust = TrustStore()
+    trust.add_key_file(pub)
+    return trust
+
+
+def _inproc(artifact: str, pub: str):
+    from plugin_host.artifacts import load_verified
+    from plugin_host.executor import Executor
+    from plugins.numpy_backend import NumpyBackend
+
+    loaded = load_verified(artifact, trust=_trust(pub), rollback=None, backends={"numpy"})
+    executor = Executor(loaded.graph, NumpyBackend())
+    inputs = _inputs()
+    return (lambda: executor.run(inputs)), (lambda: None)
+
+
+def _sandbox(artifact: str, pub: str):
+    from plugin_host.sandbox import SandboxedExecutor
+
+    sandboxed = SandboxedExecutor(artifact, trust=_trust(pub), backend="numpy")
+    inputs = _inputs()
+    return (lambda: sandboxed.run(inputs)), sandboxed.close
+
+
+def _zero_copy(artifact: str, pub: str):
+    """The frame path: the inputs are written into the shared region once (as a camera writes
+    its frame into a shared buffer) and handed over without a copy."""
+    from plugin_host.sandbox import SandboxedExecutor
+
+    sandboxed = SandboxedExecutor(artifact, trust=_trust(pub), backend="numpy")
+    inputs = _inputs()
+    buffers = sandboxed.input_buffers()
+    for name, buffer in buffers.items():
+        buffer[...] = inputs[name]
+    inputs.update(buffers)
+    return (lambda: sandboxed.run(inputs)), sandboxed.close
+
+
+SIDES = {"inproc": _inproc, "sandbox": _sandbox, "zero-copy": _zero_copy}
+
+
+def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
+    """Serve blocks: read a count on stdin, answer with that many timings (ms) as JSON."""
+    call, close = SIDES[side](artifact, pub)
+    try:
+        for _ in range(warmup):
+            call()
+        print("ready", flush=True)
+        for line in sys.stdin:
+            runs = int(line)
+            call()  # one untimed call: caches and threads after the pause
+            samples = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                call()
+                samples.append((time.perf_counter() - t) * 1e3)
+            print(json.dumps(samples), flush=True)
+    finally:
+        close()
+
+
+def _build(directory: Path) -> tuple[str, str]:
+    from plugin_host.artifacts import build_artifact, generate_key, sign_artifact, write_keypair
+    from plugins.demo_model import build_demo_graph
+    from plugins.numpy_backend import NumpyBackend
+
+    key = generate_key()
+    _, pub, _ = write_keypair(directory, key)
+    artifact = directory / "demo.pha"
+    build_artifact(build_demo_graph(seed=SEED_WEIGHTS), artifact, version="1.0.0",
+                   reference_backend=NumpyBackend(), latency_ms=200.0, golden_cases=1)
+    sign_artifact(artifact, key)
+    return str(artifact), str(pub)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="timed calls per block")
+    parser.add_argument("--rounds", type=int, default=12, help="blocks per side, alternating")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--child", nargs=3, metavar=("SIDE", "ARTIFACT", "PUB"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child, args.warmup)
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
+        artifact, pub = _build(Path(tmp))
+        children = {}
+        for side in SIDES:
+            child = subprocess.Popen([sys.executable, __file__, "--warmup", str(args.warmup),
+                                      "--child", side, artifact, pub], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+            children[side] = child
+            if child.stdout.readline().strip() != "ready":
+                raise SystemExit(f"the {side} child failed to start")
+            time.sleep(PAUSE)
+        samples: dict[str, list[float]] = {side: [] for side in SIDES}
+        try:
+            for _ in range(args.rounds):
+                for side, child in children.items():
+                    child.stdin.write(f"{args.runs}\n")
+                    child.stdin.flush()
+                    samples[side] += json.loads(child.stdout.readline())
+                    time.sleep(PAUSE)
+        finally:
+            for child in children.values():
+                child.stdin.close()
+                child.wait(timeout=30)
+    inproc = statistics.median(samples["inproc"])
+    allowed_ms = max(0.05 * inproc, 0.150)
+    print(f"demo model, numpy backend, {args.rounds} alternating blocks x {args.runs} calls "
+          f"per side")
+    print(f"  Executor in-process                 : median {inproc:8.3f} ms")
+    labels = {"sandbox": "SandboxedExecutor, inputs copied", "zero-copy":
+              "SandboxedExecutor, input buffers"}
+    for side, label in labels.items():
+        median = statistics.median(samples[side])
+        overhead = median - inproc
+        verdict = "met" if overhead <= allowed_ms else "NOT met"
+        print(f"  {label:36s}: median {median:8.3f} ms, overhead {overhead * 1e3:+6.0f} us "
+              f"({overhead / inproc * 100:+.1f} %), ratio {median / inproc:.3f}; target "
+              f"<= {allowed_ms * 1e3:.0f} us {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,867 @@
+"""The host side: :class:`SandboxedExecutor`, an executor whose kernels run in a sandbox worker.
+
+It has the call surface of :class:`~plugin_host.executor.Executor` (``run``, ``reset``,
+``state``, ``resets``, ``resets_by_reason``, ``calls``, ``index_inputs``) plus ``restarts``,
+``protections``, ``audit_events`` and ``close``. What happens where:
+
+* **host, once**: ``load_verified`` on an open descriptor of the artifact (signatures, trust,
+  thresholds, compatibility, rollback, every hash); the same descriptor is then passed to the
+  worker, which pins the manifest to what the host verified and re-hashes the tensors;
+* **host, every call** (cheap, before anything is sent): the inputs against the ABI
+  (``Signature.check``: names, shapes, dtypes, layouts, symbolic dims) and every Embedding
+  index, so a bad input never reaches the worker; then the inputs are copied into the shared
+  input region (which the worker can only read), one control message goes out, one comes back;
+  the outputs are copied out of the output region and checked against the output specs with
+  the inputs' bindings (the worker is not trusted to have done it);
+* **worker, every call**: the executor's own checks again, the kernels, state.
+
+Recurrent state lives in the worker's executor; the host mirrors it from the outputs (so
+``state`` needs no round trip). If the worker dies (crash, signal, rlimit, timeout, malformed
+message), the call raises :class:`~plugin_host.errors.WorkerDiedError` (or
+``WorkerTimeoutError`` / ``SandboxProtocolError``), the recurrent state is reset with reason
+``"worker restart"`` (the state lived in the dead worker; no contract allows resuming from a
+guess), and a new worker is started before the error propagates - immediately the first time,
+with a doubling back-off when failures follow each other without a successful call. The call
+is **not** retried: a call that crashed the worker may crash it again, and a retry would run on
+reset state without the caller knowing.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+import plugin_host
+from abi import Signature, check_indices, dtypes
+from abi.spec import MAX_RANK
+
+from ..errors import (ArtifactError, ArtifactFormatError, PluginHostError,
+                      ProtectionUnavailableError, SandboxError, SandboxProtocolError,
+                      WorkerDiedError, WorkerTimeoutError)
+from ..executor import _VALUE_PRESERVING
+from ..graph import Graph
+from . import confine, ipc, remote
+from .config import DEFAULT_PRELOAD, Protections, SandboxLimits, SandboxRequirements
+
+__all__ = ["SandboxedExecutor", "entry_index_checks"]
+
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from plugin_host.sandbox.worker import main; main(sys.argv[2:])")
+_PROJECT_ROOT = str(Path(plugin_host.__file__).resolve().parent.parent)
+_MAX_REGION = 2**31
+_SIGNAL_HINTS = {
+    signal.SIGXCPU: "CPU time limit (RLIMIT_CPU)",
+    signal.SIGSEGV: "memory fault",
+    signal.SIGBUS: "memory fault",
+    signal.SIGSYS: "seccomp killed it",
+    signal.SIGXFSZ: "file size limit",
+}
+
+
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtypes.from_numpy(dtype)
+    return name
+
+
+def entry_index_checks(graph: Graph) -> list[tuple[str, int, str]]:
+    """(graph input, vocabulary size, description) for every Embedding fed from an input,
+    through value-preserving ops: the same checks the executor makes at entry."""
+    producer = {t: n for n in graph.nodes for t in n.outputs}
+    inputs = {s.name for s in graph.inputs}
+    checks = []
+    for node in graph.nodes:
+        if node.op != "embedding":
+            continue
+        source = node.inputs[0]
+        while source in producer and producer[source].op in _VALUE_PRESERVING:
+            source = producer[source].inputs[0]
+        if source in inputs:
+            vocab = graph.types[node.inputs[1]].shape[0]
+            checks.append((source, int(vocab), f"input {source!r} (Embedding {node.name!r})"))
+    return checks
+
+
+def _describe_exit(returncode: int | None, killed_by_host: str | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            sig = signal.Signals(-returncode)
+            name = sig.name
+        except ValueError:
+            sig, name = None, f"signal {-returncode}"
+        if killed_by_host:
+            return f"killed by the host ({killed_by_host})"
+        hint = _SIGNAL_HINTS.get(sig) if sig is not None else None
+        return f"killed by {name}" + (f" ({hint})" if hint else "")
+    return f"exited with status {returncode}"
+
+
+class _Worker:
+    """One worker process and the host's end of its channel."""
+
+    def __init__(self, proc: subprocess.Popen, chan: ipc.Channel) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.chan = chan
+        self.regions: dict[str, ipc.Region] = {}
+
+    def stderr_text(self) -> str:
+        """What the worker wrote to stderr before its channel was up (start-up failures)."""
+        if self.proc.stderr is None:
+            return ""
+        try:
+            os.set_blocking(self.proc.stderr.fileno(), False)
+            data = self.proc.stderr.read(8192) or b""
+        except (OSError, ValueError):
+            data = b""
+        return data.decode("utf-8", "replace").strip()
+
+    def stop(self, grace: float = 0.0) -> int | None:
+        """End the process (SIGKILL after ``grace`` seconds) and reap it; its return code."""
+        if grace > 0:
+            try:
+                return self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+            return None
+
+    def close(self) -> None:
+        self.chan.close()
+        for region in self.regions.values():
+            region.close()
+        self.regions.clear()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+
+def _kill_all(live: set) -> None:
+    for worker in list(live):
+        try:
+            worker.stop()
+            worker.close()
+        except Exception:
+            pass
+    live.clear()
+
+
+class SandboxedExecutor:
+    """Run a signed artifact's model in a sandbox worker, with the Executor's call surface.
+
+    Parameters
+    ----------
+    artifact_path:
+        The artifact file. It is opened once; that descriptor is verified here and handed to
+        the worker.
+    trust, rollback, audited_ops:
+        As for :func:`plugin_host.artifacts.load_verified` (``rollback=None`` skips rollback
+        protection deliberately).
+    backend:
+        Name of the inference backend the worker runs (provided by a plugin of
+        ``backend_plugins`` or of ``plugin_modules``).
+    backend_plugins:
+        Entry-point names (group ``plugin_host``) of the installed inference-hardware plugins
+        the worker loads, as trusted code, before it confines itself. No other entry point is
+        imported in the worker (cameras, sinks and control plugins never are).
+    plugin_modules:
+        Import paths of model-layer / backend plugins to register in the worker's plugin
+        manager. They are imported only inside the worker, after it is confined; never here.
+    kernel_overrides:
+        ``{op: plugin}``: the one plugin (by import path) allowed to replace the backend's
+        kernel for ``op`` (the policy's ``kernels``). Any other replacement is refused at load.
+    requirements, limits:
+        :class:`SandboxRequirements` (a missing required protection refuses to start, with
+        :class:`~plugin_host.errors.ProtectionUnavailableError`) and :class:`SandboxLimits`.
+    preload_modules:
+        Extra standard-library modules to import before confinement (see
+        :data:`~plugin_host.sandbox.config.DEFAULT_PRELOAD`).
+    read_paths:
+        Extra paths the worker may read (Landlock allowlist), e.g. a plugin's data files.
+    env:
+        Extra environment variables for the worker (plugin configuration); nothing else of the
+        host's environment is passed on.
+    on_audit:
+        Called with each audit event the worker's tripwire reports (``{"pid", "event",
+        "args", "time"}``), e.g. to append it to the host's audit log. Events are also logged
+        and kept in ``audit_events``.
+    log:
+        Logger for start-up reports, audit events, deaths and restarts.
+    """
+
+    def __init__(self, artifact_path: str | os.PathLike, *, trust, backend: str = "numpy",
+                 backend_plugins: Iterable[str] = ("numpy_backend",),
+                 plugin_modules: Iterable[str] = (),
+                 kernel_overrides: Mapping[str, str] | None = None,
+                 requirements: SandboxRequirements = SandboxRequirements(),
+                 limits: SandboxLimits = SandboxLimits(),
+                 audited_ops: Iterable[tuple[str, int]] = (), rollback=None,
+                 preload_modules: Iterable[str] = (), read_paths: Iterable[str] = (),
+                 env: Mapping[str, str] | None = None,
+                 on_audit: Callable[[dict[str, Any]], None] | None = None,
+                 log: logging.Logger | None = None) -> None:
+        from ..artifacts import load_verified
+
+        self.log = log or logging.getLogger("plugin_host.sandbox")
+        self.requirements = requirements
+        self.limits = limits
+        self.backend = backend
+        self.backend_plugins = tuple(str(p) for p in backend_plugins)
+        self.plugin_modules = tuple(str(m) for m in plugin_modules)
+        self.kernel_overrides = dict(kernel_overrides or {})
+        self._preload = list(dict.fromkeys([*DEFAULT_PRELOAD, *preload_modules]))
+        self._read_paths = [os.path.realpath(p) for p in read_paths]
+        self._env = {str(k): str(v) for k, v in (env or {}).items()}
+        self._audit_sink = on_audit
+        self._lock = threading.RLock()
+        self._live: set[_Worker] = set()
+        self._finalizer = weakref.finalize(self, _kill_all, self._live)
+        self._worker: _Worker | None = None
+        self._closed = False
+        self._failures = 0
+        self._next_id = 0
+        self.path = os.fspath(artifact_path)
+
+        self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                raise ArtifactFormatError("not a regular file", where="file", path=self.path)
+            try:
+                self.artifact = load_verified(f"/proc/self/fd/{self._fd}", trust=trust,
+                                              rollback=rollback, backends={backend},
+                                              audited_ops=audited_ops)
+            except ArtifactError as exc:
+                exc.path = self.path
+                exc.context["path"] = self.path
+                raise
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+        graph = self.graph = self.artifact.graph
+        self.manifest = self.artifact.manifest
+        self._in_sig = Signature(graph.inputs, where="inputs")
+        self._out_sig = Signature(graph.outputs, where="outputs")
+        self._out_names = frozenset(s.name for s in graph.outputs)
+        self._state_specs = {s.name: s for s in graph.inputs if s.name in graph.state}
+        self._placeholders = {}
+        for name, spec in self._state_specs.items():
+            zeros = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
+            zeros.flags.writeable = False
+            self._placeholders[name] = zeros
+        self._index_checks = entry_index_checks(graph)
+        #: graph input -> vocabulary size, for every input that indexes an Embedding
+        self.index_inputs = {name: vocab for name, vocab, _ in self._index_checks}
+        self._state: dict[str, np.ndarray] = {}
+        self.resets = 0
+        self.resets_by_reason: collections.Counter[str] = collections.Counter()
+        self.calls = 0
+        self.restarts = 0
+        #: suspicious events the workers' audit hooks reported (most recent last)
+        self.audit_events: collections.deque[dict[str, Any]] = collections.deque(maxlen=1000)
+        self.protections: Protections | None = None
+        self.fused: list[list[str]] = []
+        self.last_worker_seconds: float | None = None
+        self._buffers: dict[str, tuple[np.ndarray, int]] = {}
+        self._buffers_end = 0
+        self._out_cache: tuple | None = None
+        static = all(type(d) is int for spec in graph.outputs for d in spec.shape)
+        self._static_out_bytes = self._output_bytes({}) if static else 0
+        self.call_timeout = (limits.call_timeout if limits.call_timeout is not None
+                             else max(2.0, 20 * self.manifest.latency_ms / 1000))
+        self._zero_state()
+        try:
+            self._worker = self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    _sleep = staticmethod(time.sleep)
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's pid (None between a death and the restart)."""
+        return self._worker.pid if self._worker is not None else None
+
+    def _blas_threads(self) -> int:
+        if self.limits.blas_threads is not None:
+            return self.limits.blas_threads
+        try:
+            return max(1, int(os.environ.get("OPENBLAS_NUM_THREADS", "")))
+        except ValueError:
+            return len(os.sched_getaffinity(0))
+
+    def _bootstrap(self) -> dict[str, Any]:
+        limits = self.limits
+        return {
+            "op": "bootstrap", "host_pid": os.getpid(),
+            "sys_path": [p for p in sys.path if p and os.path.isabs(p)],
+            "preload": self._preload, "backend_plugins": list(self.backend_plugins),
+            "plugin_modules": list(self.plugin_modules),
+            "kernel_overrides": self.kernel_overrides, "backend": self.backend,
+            "manifest_sha256": self.artifact.manifest_sha256,
+            "root_digest": self.manifest.root_digest, "rlimits": limits.rlimits(),
+            "uid": limits.uid, "gid": limits.gid, "blas_threads": self._blas_threads(),
+            "max_message": limits.max_message,
+            "max_region": min(_MAX_REGION, limits.address_space),
+            "read_paths": self._read_paths, "audit_per_event": 20,
+        }
+
+    def _start(self) -> _Worker:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {"OPENBLAS_NUM_THREADS": "1", "LC_ALL": "C.UTF-8", **self._env}
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(child.fileno()),
+                 str(self._fd)],
+                pass_fds=(child.fileno(), self._fd), close_fds=True, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd="/",
+                start_new_session=True)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        worker = _Worker(proc, ipc.Channel(parent, self.limits.max_message))
+        self._live.add(worker)
+        self._buffers, self._buffers_end = {}, 0  # they belonged to the old worker's region
+        try:
+            self._handshake(worker)
+        except BaseException:
+            self._discard(worker)
+            raise
+        return worker
+
+    def _handshake(self, worker: _Worker) -> None:
+        timeout = self.limits.start_timeout
+        try:
+            worker.chan.send(self._bootstrap())
+        except OSError as exc:
+            raise self._start_failure(worker, f"channel: {exc}") from None
+        confined = self._expect(worker, "confined", timeout, during="start-up")
+        report = confined.get("report")
+        if type(report) is not dict:
+            raise SandboxProtocolError("the worker's protection report is malformed")
+        try:
+            observed = confine.observe(worker.pid)
+        except OSError as exc:
+            raise self._start_failure(worker, f"cannot inspect /proc/{worker.pid}: {exc}")
+        protections = self._protections(worker.pid, report, observed)
+        missing = protections.missing(self.requirements, self.limits)
+        if missing:
+            first = next(iter(missing))
+            self.log.error("sandbox worker %d refused: %s", worker.pid,
+                           "; ".join(f"{k}: {v}" for k, v in missing.items()))
+            raise ProtectionUnavailableError(
+                f"required sandbox protection(s) not in force: "
+                + "; ".join(f"{k} ({v})" for k, v in missing.items()),
+                protection=first, missing=missing)
+        self.log.info("sandbox worker %d for %s %s: %s", worker.pid, self.manifest.name,
+                      self.manifest.version, protections.summary())
+        try:
+            worker.chan.send({"op": "go"})
+        except OSError as exc:
+            raise self._start_failure(worker, f"channel: {exc}") from None
+        ready = self._expect(worker, "ready", timeout, during="start-up")
+        self.protections = protections
+        fused = ready.get("fused")
+        self.fused = [list(map(str, c)) for c in fused] if type(fused) is list else []
+        if worker.proc.stderr is not None:
+            worker.proc.stderr.close()
+            worker.proc.stderr = None
+        in_bytes = self._static_bytes(self.graph.inputs)
+        self._region(worker, "in", in_bytes)
+        self._region(worker, "out", self._static_bytes(self.graph.outputs))
+
+    @staticmethod
+    def _static_bytes(specs) -> int:
+        total = 0
+        for spec in specs:
+            n = dtypes.to_numpy(spec.dtype).itemsize
+            for d in spec.shape:
+                n *= d if type(d) is int else 1
+            total = ipc.align(total + n)
+        return total
+
+    def _protections(self, pid: int, report: dict[str, Any], seen: dict[str, Any]) -> Protections:
+        problems = {str(k): str(v)[:300] for k, v in dict(report.get("problems") or {}).items()}
+        threads = seen["threads"]
+        seccomp = bool(threads) and all(t["seccomp"] == 2 for t in threads)
+        nnp = bool(threads) and all(t["no_new_privs"] for t in threads)
+        uids, gids = seen["uids"], seen["gids"]
+        if len(set(uids)) != 1 or len(set(gids)) != 1:
+            problems.setdefault("uid", f"mixed ids: uids {uids}, gids {gids}")
+        uid = max(uids) if len(set(uids)) == 1 else 0
+        gid = max(gids) if len(set(gids)) == 1 else 0
+        if any(t["uid"] != uid for t in threads):
+            problems.setdefault("uid", "threads run with different uids")
+            uid = 0
+        host_netns = os.stat("/proc/self/ns/net").st_ino
+        netns = seen["netns"] != host_netns and report.get("netns") == seen["netns"]
+        landlock_abi = report.get("landlock_abi")
+        landlock_abi = landlock_abi if type(landlock_abi) is int else 0
+
+        def strs(key: str) -> tuple[str, ...]:
+            value = report.get(key)
+            return tuple(str(v) for v in value) if type(value) is list else ()
+
+        instructions = report.get("seccomp_instructions")
+        return Protections(
+            pid=pid, seccomp=seccomp and seen["seccomp"] == 2,
+            seccomp_instructions=instructions if type(instructions) is int else 0,
+            landlock_abi=landlock_abi, landlock_read_only=strs("landlock_read_only"),
+            landlock_scopes=strs("landlock_scopes"),
+            landlock_net_denied=strs("landlock_net_denied"), netns=netns,
+            no_new_privs=nnp and seen["no_new_privs"], uid=uid, gid=gid,
+            groups=tuple(seen["groups"]), capabilities=seen["cap_effective"] | seen["cap_permitted"],
+            rlimits=dict(seen["rlimits"]), fds=dict(seen["fds"]), threads=len(threads),
+            audit_hook=report.get("audit_hook") is True, problems=problems)
+
+    def _start_failure(self, worker: _Worker, why: str) -> SandboxError:
+        rc = worker.stop(grace=0.5)
+        detail = worker.stderr_text()
+        text = f"sandbox worker {worker.pid} failed to start: {why}; {_describe_exit(rc, None)}"
+        if detail:
+            text += f"; stderr: {detail[-1500:]}"
+        return WorkerDiedError(text, pid=worker.pid, returncode=rc, during="start-up")
+
+    def _discard(self, worker: _Worker) -> int | None:
+        rc = worker.stop()
+        worker.close()
+        self._live.discard(worker)
+        if self._worker is worker:
+            self._worker = None
+        return rc
+
+    def close(self) -> None:
+        """Stop the worker (asking first, then SIGKILL) and release everything."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            worker, self._worker = self._worker, None
+            if worker is not None:
+                try:
+                    worker.chan.send({"op": "exit"})
+                except (OSError, SandboxError):
+                    pass
+                worker.stop(grace=1.0)
+                worker.close()
+                self._live.discard(worker)
+            _kill_all(self._live)
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> SandboxedExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    def _expect(self, worker: _Worker, op: str, timeout: float, *, during: str,
+                call_id: int | None = None) -> dict[str, Any]:
+        """The next message ``op`` from ``worker`` (audit events are handled on the way).
+
+        Start-up failures raise here; during calls a death, timeout or protocol violation
+        goes through :meth:`_failed`.
+        """
+        deadline = time.monotonic() + timeout
+        chan = worker.chan
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not chan.poll(remaining):
+                if during == "start-up":
+                    raise self._start_failure(worker, f"no answer within {timeout:g} s")
+                raise self._failed(worker, during, timeout=timeout)
+            try:
+                message, _ = chan.recv()
+            except SandboxProtocolError as exc:
+                if during == "start-up":
+                    raise self._start_failure(worker, str(exc))
+                raise self._failed(worker, during, protocol=str(exc))
+            except OSError as exc:
+                message = None
+                if during == "start-up":
+                    raise self._start_failure(worker, f"channel: {exc}")
+            if message is None:
+                if during == "start-up":
+                    raise self._start_failure(worker, "it closed its channel")
+                raise self._failed(worker, during)
+            kind = message["op"]
+            if kind == "audit":
+                self._on_audit(worker, message)
+                continue
+            if kind == "failed" and during == "start-up":
+                rc = worker.stop(grace=1.0)
+                error = remote.rebuild(message.get("error"), during="start-up")
+                stage = remote._text(message.get("stage", "?"), 40)
+                if isinstance(error, PluginHostError):
+                    error.message = f"sandbox worker start-up ({stage}): {error.message}"
+                    error.args = (error.message,)
+                    error.context.setdefault("stage", stage)
+                    error.context.setdefault("returncode", rc)
+                raise error
+            if (call_id is not None and type(message.get("id")) is int
+                    and message["id"] < call_id and kind != "audit"):
+                continue  # the late answer to a call abandoned earlier (e.g. Ctrl-C)
+            if kind == "error":  # the worker refused a message
+                if call_id is not None and message.get("id") == call_id:
+                    raise remote.rebuild(message.get("error"), during=during)
+                self.log.warning("sandbox worker %d refused a message: %s", worker.pid,
+                                 remote._text(str(message.get("error"))[:300]))
+                continue
+            if kind != op or (call_id is not None and message.get("id") != call_id):
+                reason = f"expected {op!r}" + (f" for call {call_id}" if call_id else "") + \
+                         f", got {remote._text(kind, 40)!r}"
+                if during == "start-up":
+                    raise self._start_failure(worker, reason)
+                raise self._failed(worker, during, protocol=reason)
+            return message
+
+    def _request(self, worker: _Worker, message: dict[str, Any], reply: str, *,
+                 during: str) -> dict[str, Any]:
+        """Send ``message`` with a fresh id and wait for the reply ``reply`` to it."""
+        self._next_id += 1
+        message["id"] = self._next_id
+        self._send(worker, message, during=during)
+        return self._expect(worker, reply, self.call_timeout, during=during,
+                            call_id=self._next_id)
+
+    def _send(self, worker: _Worker, message: dict[str, Any], *, during: str,
+              fds: Iterable[int] = ()) -> None:
+        try:
+            worker.chan.send(message, fds)
+        except (BrokenPipeError, ConnectionError):  # the worker is gone
+            raise self._failed(worker, during) from None
+
+    def _on_audit(self, worker: _Worker, message: dict[str, Any]) -> None:
+        event = remote._text(message.get("event", "?"), 80)
+        raw = message.get("args")
+        args = [remote._text(a, 200) for a in raw[:6]] if type(raw) is list else []
+        record = {"pid": worker.pid, "event": event, "args": args, "time": time.time()}
+        self.audit_events.append(record)
+        self.log.warning("sandbox worker %d audit: %s %s", worker.pid, event, " ".join(args))
+        if self._audit_sink is not None:
+            try:
+                self._audit_sink(dict(record))
+            except Exception:  # a broken sink must not break the call
+                self.log.exception("on_audit failed")
+
+    def _failed(self, worker: _Worker, during: str, *, timeout: float | None = None,
+                protocol: str | None = None) -> SandboxError:
+        """The worker died or must die: reap it, reset state, restart; the error to raise."""
+        killed_by_host = (f"call timeout of {timeout:g} s" if timeout is not None else
+                          f"protocol violation: {protocol}" if protocol is not None else None)
+        rc = worker.stop(grace=0.0 if killed_by_host else 0.5)
+        pid = worker.pid
+        worker.close()
+        self._live.discard(worker)
+        if self._worker is worker:
+            self._worker = None
+        how = _describe_exit(rc, killed_by_host)
+        self._failures += 1
+        self._reset_state("worker restart", tell_worker=False)
+        self.log.warning("sandbox worker %d %s during %s; recurrent state reset", pid, how,
+                         during)
+        restarted = ""
+        try:
+            self._worker = self._restart()
+            restarted = f"; restarted as pid {self._worker.pid}"
+        except PluginHostError as exc:
+            self.log.error("sandbox worker could not be restarted: %s", exc)
+            restarted = f"; restart failed ({exc}), retried at the next call"
+        text = f"sandbox worker {pid} {how} during {during}{restarted}; recurrent state reset"
+        if protocol is not None:
+            return SandboxProtocolError(text, pid=pid, returncode=rc, during=during)
+        cls = WorkerTimeoutError if timeout is not None else WorkerDiedError
+        return cls(text, pid=pid, returncode=rc, during=during)
+
+    def _restart(self) -> _Worker:
+        if self._failures > 1:
+            delay = min(self.limits.max_backoff,
+                        self.limits.restart_backoff * 2 ** (self._failures - 2))
+            self.log.info("sandbox worker restart in %.2f s (failure %d in a row)", delay,
+                          self._failures)
+            self._sleep(delay)
+        worker = self._start()
+        self.restarts += 1
+        self.log.warning("sandbox worker restarted as pid %d (%d restart(s) so far)",
+                         worker.pid, self.restarts)
+        return worker
+
+    def _live_worker(self) -> _Worker:
+        if self._closed:
+            raise SandboxError("this SandboxedExecutor is closed")
+        worker = self._worker
+        if worker is not None and worker.proc.poll() is not None:
+            raise self._failed(worker, "idle")
+        if worker is None:
+            self._worker = worker = self._restart()
+        return worker
+
+    def _region(self, worker: _Worker, kind: str, needed: int) -> ipc.Region:
+        region = worker.regions.get(kind)
+        if region is not None and region.size >= needed:
+            return region
+        size = max(needed, 2 * region.size if region is not None else 0)
+        if size > min(_MAX_REGION, self.limits.address_space):
+            raise SandboxError(f"a call needs {needed} bytes of shared {kind}put memory, over "
+                               f"the limit")
+        new = ipc.Region(size, name=f"plugin-host-{kind}", worker_writable=kind == "out")
+        self._next_id += 1
+        call_id = self._next_id
+        try:
+            self._send(worker, {"op": "region", "kind": kind, "id": call_id}, fds=[new.fd],
+                       during="region")
+        except BaseException:
+            new.close()
+            raise
+        new.forget_fd()
+        try:
+            self._expect(worker, "region", self.call_timeout, during="region", call_id=call_id)
+        except BaseException:
+            new.close()
+            raise
+        if region is not None:
+            region.close()
+        worker.regions[kind] = new
+        return new
+
+    # -- per call ---------------------------------------------------------------------------------
+
+    def run(self, inputs: Mapping[str, np.ndarray], *,
+            layouts: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+        """Run one inference in the worker; returns every graph output by name (host copies)."""
+        with self._lock:
+            feed = dict(inputs)
+            check = feed
+            if any(name not in feed for name in self._placeholders):
+                check = {**self._placeholders, **feed}
+            bindings = self._in_sig.check(check, layouts)
+            for name, vocab, where in self._index_checks:
+                check_indices(check[name], vocab, where)
+            worker = self._live_worker()
+
+            placed, end = self._place(feed)
+            region = worker.regions.get("in")
+            if self._region(worker, "in", end) is not region:  # grown: buffers are gone
+                self._buffers, self._buffers_end = {}, 0
+                placed, end = self._place(feed)
+            region = worker.regions["in"]
+            specs = []
+            for name, array, at, copy in placed:
+                if copy and array.size:
+                    np.copyto(region.view(array.dtype, array.shape, at), array)
+                specs.append([name, _dtype_name(array.dtype), list(array.shape), at])
+            out_bytes = self._static_out_bytes or self._output_bytes(bindings)
+            if out_bytes > worker.regions["out"].size:
+                self._region(worker, "out", out_bytes)
+            message: dict[str, Any] = {"op": "run", "in": specs}
+            if layouts:
+                message["layouts"] = dict(layouts)
+            reply = self._request(worker, message, "result", during="run")
+            while reply.get("ok") is False and type(reply.get("grow")) is int:
+                self._region(worker, "out", reply["grow"])
+                reply = self._request(worker, {"op": "collect"}, "result", during="run")
+            self._failures = 0  # the worker answered: it is healthy
+            if reply.get("ok") is not True:
+                raise remote.rebuild(reply.get("error"), during="run")
+            outputs = self._outputs(worker, reply, bindings)
+            us = reply.get("us")
+            #: the worker's own time for the last call (executor + writing outputs), seconds
+            self.last_worker_seconds = us / 1e6 if type(us) is int else None
+            for src, dst in self.graph.state.items():
+                self._state[src] = np.array(outputs[dst], copy=True)
+            self.calls += 1
+            return outputs
+
+    __call__ = run
+
+    def _place(self, feed: Mapping[str, np.ndarray]) -> tuple[list, int]:
+        """Where each input goes in the input region: a buffer from :meth:`input_buffers`
+        stays where it is (no copy); everything else is copied after the buffers."""
+        placed, end = [], self._buffers_end
+        for name, array in feed.items():
+            buffer = self._buffers.get(name)
+            if buffer is not None and array is buffer[0]:
+                placed.append((name, array, buffer[1], False))
+                continue
+            placed.append((name, array, end, True))
+            end = ipc.align(end + array.nbytes)
+        return placed, end
+
+    def input_buffers(self, dims: Mapping[str, int] | None = None,
+                      names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """Writable arrays in the shared input region, for zero-copy calls.
+
+        One per input in ``names`` (default: every feed input, i.e. not the recurrent state),
+        shaped by its spec, with symbolic dims taken from ``dims``. Fill them and pass them
+        to :meth:`run`: an input that *is* its buffer is not copied (the worker reads it
+        where it is, read-only). A new call of this method, a region that had to grow, or a
+        worker restart retires the previous buffers (passing one then simply copies it).
+        Do not write a buffer while a call is running.
+        """
+        dims = dict(dims or {})
+        wanted = set(names) if names is not None else {
+            s.name for s in self.graph.inputs if s.name not in self._state_specs}
+        with self._lock:
+            worker = self._live_worker()
+            layout, end = [], 0
+            for spec in self.graph.inputs:
+                if spec.name not in wanted:
+                    continue
+                try:
+                    shape = tuple(d if type(d) is int else int(dims[d]) for d in spec.shape)
+                except KeyError as exc:
+                    raise SandboxError(f"input {spec.name!r} has the symbolic dim "
+                                       f"{exc.args[0]!r}: give its size in dims") from None
+                dtype = dtypes.to_numpy(spec.dtype)
+                layout.append((spec.name, shape, dtype, end))
+                end = ipc.align(end + dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
+            self._buffers, self._buffers_end = {}, 0
+            region = self._region(worker, "in", end)
+            self._buffers = {name: (region.view(dtype, shape, at), at)
+                             for name, shape, dtype, at in layout}
+            self._buffers_end = end
+            return {name: view for name, (view, _) in self._buffers.items()}
+
+    def _output_bytes(self, bindings: Mapping[str, int]) -> int:
+        total = 0
+        for spec in self.graph.outputs:
+            n = dtypes.to_numpy(spec.dtype).itemsize
+            for d in spec.shape:
+                n *= d if type(d) is int else bindings.get(d, 1)
+            total = ipc.align(total + n)
+        return total
+
+    def _outputs(self, worker: _Worker, reply: dict[str, Any],
+                 bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
+        region = worker.regions["out"]
+        items = reply.get("out")
+        cached = self._out_cache
+        if (cached is not None and cached[0] is region and cached[1] == items
+                and cached[2] == bindings):
+            # the very layout checked on an earlier call: copy out of the same views
+            return {name: view.copy() for name, view in cached[3]}
+        outputs: dict[str, np.ndarray] = {}
+        try:
+            if type(items) is not list:
+                raise ValueError("'out' must be a list")
+            for item in items:
+                if (type(item) is not list or len(item) != 4 or type(item[0]) is not str
+                        or type(item[1]) is not str or type(item[2]) is not list
+                        or type(item[3]) is not int):
+                    raise ValueError("each output is [name, dtype, shape, offset]")
+                name, dtype_name, shape, offset = item
+                if name not in self._out_names or name in outputs:
+                    raise ValueError(f"unexpected or repeated output {name[:60]!r}")
+                if dtype_name not in dtypes.DTYPES:
+                    raise ValueError(f"output {name!r}: unknown dtype")
+                if len(shape) > MAX_RANK or any(type(d) is not int or d < 0 for d in shape):
+                    raise ValueError(f"output {name!r}: bad shape")
+                dtype = dtypes.to_numpy(dtype_name)
+                count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                if offset < 0 or offset % ipc.ALIGN or offset + count * dtype.itemsize > region.size:
+                    raise ValueError(f"output {name!r}: outside the output region")
+                outputs[name] = (region.view(dtype, tuple(shape), offset).copy() if count
+                                 else np.zeros(shape, dtype))
+        except ValueError as exc:
+            raise self._failed(worker, "run", protocol=f"malformed result: {exc}")
+        self._out_sig.check(outputs, bindings=bindings)
+        views = [(name, region.view(a.dtype, a.shape, offset)) for (name, _, _, offset), a
+                 in zip(items, outputs.values())]
+        self._out_cache = (region, items, dict(bindings), views)
+        return outputs
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """A copy of the recurrent state that the next call will use."""
+        return {k: v.copy() for k, v in self._state.items()}
+
+    def _zero_state(self) -> None:
+        for name, spec in self._state_specs.items():
+            self._state[name] = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
+
+    def _reset_state(self, reason: str, *, tell_worker: bool) -> None:
+        self._zero_state()
+        self.resets += 1
+        self.resets_by_reason[reason] += 1
+        self.log.info("recurrent state reset (%s); %d reset(s) so far", reason, self.resets)
+        if tell_worker and self._worker is not None:
+            self._request(self._worker, {"op": "reset", "reason": reason}, "reset",
+                          during="reset")
+
+    def reset(self, reason: str = "explicit") -> None:
+        """Zero the recurrent state; counted in ``resets`` and ``resets_by_reason``."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("this SandboxedExecutor is closed")
+            self._reset_state(reason, tell_worker=True)
+
+    def check_golden(self) -> None:
+        """Acceptance in the sandbox: run every golden case of the artifact (state inputs given
+        explicitly) and compare with the declared tolerances; GoldenMismatchError otherwise.
+        The recurrent state is reset afterwards (reason ``"acceptance"``)."""
+        from ..errors import GoldenMismatchError
+
+        with self._lock:
+            for i, (inputs, want) in enumerate(self.artifact.golden_cases()):
+                got = self.run(dict(inputs))
+                for name, expected in want.items():
+                    tol = self.manifest.tolerances[name]
+                    actual = np.asarray(got[name])
+                    if actual.dtype.kind in "fc":
+                        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+                        bad = ~(diff <= tol.atol + tol.rtol * np.abs(expected.astype(np.float64)))
+                    else:
+                        diff = (actual != expected).astype(np.float64)
+                        bad = diff > 0
+                    if bad.any():
+                        raise GoldenMismatchError(
+                            f"golden case {i}: output {name!r} on backend {self.backend!r} in "
+                            f"the sandbox differs from the reference in {int(bad.sum())} of "
+                            f"{bad.size} element(s) (max |diff| {float(np.nanmax(diff)):.3g}; "
+                            f"rtol {tol.rtol:g}, atol {tol.atol:g})", path=self.path, case=i,
+                            output=name)
+            self.reset("acceptance")
+
+    def ping(self) -> float:
+        """Round trip to the worker, in seconds (a health check)."""
+        with self._lock:
+            worker = self._live_worker()
+            start = time.perf_counter()
+            self._request(worker, {"op": "ping"}, "pong", during="ping")
+            return time.perf_counter() - start

@@ -1,0 +1,236 @@
+"""The channel between the host and its sandbox worker, and the shared memory tensors cross.
+
+**Control messages** are msgpack maps over a ``SOCK_SEQPACKET`` unix socket pair: the kernel
+keeps message boundaries, so one ``send`` is one message (atomic even when several worker
+threads send), and a message longer than the cap is detected (``MSG_TRUNC``) instead of
+being split. Every message has an ``"op"`` (str). Decoding refuses anything that is not a map
+with str keys, ext types, and anything over the cap: a malformed message is a
+:class:`~plugin_host.errors.SandboxProtocolError`, never a crash. Descriptors travel only from
+the host to the worker (``SCM_RIGHTS``); the host reads without a control buffer, so any
+descriptor the worker tries to send it is discarded by the kernel (and the message refused).
+
+**Tensors** never go through the socket and are never pickled. They cross in two shared
+memory regions (memfd) created by the host:
+
+* the *input* region: the host maps it read-write and writes the call's inputs; then it seals
+  the memfd against growing, shrinking and any future writable mapping
+  (``F_SEAL_FUTURE_WRITE``) and hands the worker a *read-only* descriptor. The worker can only
+  map it read-only, and ``mprotect`` cannot make that mapping writable;
+* the *output* region: sealed against resizing only (so the worker cannot truncate it under
+  the host's mapping); the worker maps it read-write and writes the outputs, the host maps it
+  read-only and copies them out.
+
+A region grows by replacing it with a bigger one (sent with a ``region`` message).
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import mmap
+import os
+import select
+import socket
+from typing import Any, Iterable, Mapping
+
+import msgpack
+import numpy as np
+
+from ..errors import SandboxProtocolError
+
+__all__ = ["ALIGN", "Channel", "Region", "align", "map_region", "pack", "unpack", "require"]
+
+ALIGN = 64
+PAGE = mmap.PAGESIZE
+
+F_ADD_SEALS = 1033
+F_SEAL_SEAL = 0x0001
+F_SEAL_SHRINK = 0x0002
+F_SEAL_GROW = 0x0004
+F_SEAL_FUTURE_WRITE = 0x0010
+
+_MAX_FDS = 4
+
+
+def align(n: int, alignment: int = ALIGN) -> int:
+    return -(-n // alignment) * alignment
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise ValueError(f"ext type {code} is not allowed")
+
+
+def pack(message: Mapping[str, Any]) -> bytes:
+    return msgpack.packb(message, use_bin_type=True)
+
+
+def unpack(data: bytes | memoryview) -> dict[str, Any]:
+    """Decode one message; SandboxProtocolError unless it is a map with a str ``op``."""
+    try:
+        n = max(len(data), 1)  # no length inside a message can exceed the message
+        value = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
+                                max_str_len=n, max_bin_len=n, max_array_len=n, max_map_len=n,
+                                max_ext_len=n, ext_hook=_no_ext, timestamp=0)
+    except Exception as exc:
+        raise SandboxProtocolError(f"undecodable message ({len(data)} bytes): "
+                                   f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    if type(value) is not dict or type(value.get("op")) is not str:
+        raise SandboxProtocolError(f"a message must be a map with a str 'op', got "
+                                   f"{type(value).__name__}")
+    return value
+
+
+def require(message: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    """``message[key]`` if it has type ``kind`` (bool is never an int), else a protocol error."""
+    value = message.get(key)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if type(value) not in kinds:
+        raise SandboxProtocolError(f"message {message.get('op')!r}: field {key!r} must be "
+                                   f"{' or '.join(k.__name__ for k in kinds)}, got "
+                                   f"{type(value).__name__}")
+    return value
+
+
+class Channel:
+    """One end of the socket pair, with the message cap."""
+
+    def __init__(self, sock: socket.socket, max_message: int) -> None:
+        self.sock = sock
+        self.max_message = int(max_message)
+        self._buffer = bytearray(self.max_message + 1)
+        self._poll = select.poll()
+        self._poll.register(sock.fileno(), select.POLLIN)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: Mapping[str, Any], fds: Iterable[int] = ()) -> None:
+        data = pack(message)
+        if len(data) > self.max_message:
+            raise SandboxProtocolError(f"message {message.get('op')!r} of {len(data)} bytes "
+                                       f"exceeds the cap of {self.max_message}")
+        fds = list(fds)
+        if fds:
+            self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                        array.array("i", fds))])
+        else:
+            self.sock.send(data)
+
+    def send_raw(self, data: bytes) -> None:
+        """Send bytes as one message, unchecked (tests of the peer's refusals)."""
+        self.sock.send(data)
+
+    def poll(self, timeout: float | None) -> bool:
+        """True when a message (or end of file) is waiting; waits at most ``timeout`` s."""
+        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        return bool(self._poll.poll(ms))
+
+    def recv(self, *, accept_fds: bool = False) -> tuple[dict[str, Any] | None, list[int]]:
+        """One message and the descriptors that came with it; ``(None, [])`` at end of file
+        (an empty message counts as end of file). Blocks until something arrives."""
+        ancsize = socket.CMSG_SPACE(_MAX_FDS * 4) if accept_fds else 0
+        if len(self._buffer) != self.max_message + 1:
+            self._buffer = bytearray(self.max_message + 1)
+        n, ancdata, flags, _ = self.sock.recvmsg_into([self._buffer], ancsize)
+        data = memoryview(self._buffer)[:n]
+        fds: list[int] = []
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+        try:
+            if flags & socket.MSG_CTRUNC:
+                raise SandboxProtocolError("a message carried descriptors that were not "
+                                           "expected (discarded)")
+            if flags & socket.MSG_TRUNC or len(data) > self.max_message:
+                raise SandboxProtocolError(f"a message exceeded the cap of {self.max_message} "
+                                           "bytes")
+            if not n:
+                if fds:
+                    raise SandboxProtocolError("descriptors without a message")
+                return None, []
+            return unpack(data), fds
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# --- shared memory -------------------------------------------------------------------------------
+
+
+class Region:
+    """A shared memory region created by the host (memfd, page-rounded).
+
+    ``worker_writable=False`` (inputs): mapped read-write here, sealed with
+    ``F_SEAL_FUTURE_WRITE`` and shared as a read-only descriptor. ``True`` (outputs): mapped
+    read-only here, the worker gets a read-write descriptor. Both are sealed against
+    shrinking and growing. ``fd`` is the descriptor to send; :meth:`forget_fd` closes it once
+    sent.
+    """
+
+    def __init__(self, size: int, *, name: str, worker_writable: bool) -> None:
+        self.size = max(PAGE, align(int(size), PAGE))
+        self.worker_writable = worker_writable
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, self.size)
+            prot = mmap.PROT_READ if worker_writable else mmap.PROT_READ | mmap.PROT_WRITE
+            self.map = mmap.mmap(fd, self.size, mmap.MAP_SHARED, prot)
+            seals = F_SEAL_SHRINK | F_SEAL_GROW
+            if not worker_writable:
+                seals |= F_SEAL_FUTURE_WRITE
+            fcntl.fcntl(fd, F_ADD_SEALS, seals | F_SEAL_SEAL)
+            if not worker_writable:
+                try:
+                    ro = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:  # no /proc: the seal alone keeps the worker from writing
+                    pass
+                else:
+                    os.close(fd)
+                    fd = ro
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd: int | None = fd
+
+    def forget_fd(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def view(self, dtype: np.dtype, shape: tuple[int, ...], offset: int) -> np.ndarray:
+        count = 1
+        for d in shape:
+            count *= d
+        if count == 0:
+            return np.zeros(shape, dtype)
+        return np.frombuffer(self.map, dtype=dtype, count=count, offset=offset).reshape(shape)
+
+    def close(self) -> None:
+        self.forget_fd()
+        try:
+            self.map.close()
+        except BufferError:  # views still alive: freed with the last of them
+            pass
+
+
+def map_region(fd: int, *, writable: bool, max_size: int) -> mmap.mmap:
+    """Worker side: map a region received from the host and close the descriptor."""
+    try:
+        size = os.fstat(fd).st_size
+        if not 0 < size <= max_size:
+            raise SandboxProtocolError(f"a shared region of {size} bytes is outside "
+                                       f"(0, {max_size}]")
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
+    finally:
+        os.close(fd)
