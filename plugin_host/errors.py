@@ -58,6 +58,16 @@ __all__ = [
     "ThresholdError",
     "UnauditedOpError",
     "UntrustedKeyError",
+    # frames and cameras
+    "CameraConfigError",
+    "CameraError",
+    "FrameError",
+    "FrameFormatError",
+    "FrameOverwrittenError",
+    "LeaseError",
+    "LeaseReleasedError",
+    "PoolClosedError",
+    "ReplayFormatError",
     # the sandbox worker
     "ProtectionUnavailableError",
     "SandboxError",
@@ -259,3 +269,83 @@ class WorkerCallError(SandboxError):
                  remote_traceback: str = "", **context) -> None:
         super().__init__(message, remote_type=remote_type, errno=errno, **context)
         self.remote_type, self.errno, self.remote_traceback = remote_type, errno, remote_traceback
+
+
+# --- frames and cameras ------------------------------------------------------------------------
+
+
+class FrameError(PluginHostError):
+    """The frame path refused something: a lease misused, a frame overwritten, a bad layout,
+    a camera that cannot start, a hostile recording (see the subclasses)."""
+
+
+class FrameFormatError(FrameError, ValueError):
+    """Frame metadata or a frame layout is malformed: unknown format, sizes out of range,
+    strides shorter than a row, planes overlapping or outside the buffer, wrong types."""
+
+
+class LeaseError(FrameError):
+    """A lease on a frame buffer was used against the ownership rules."""
+
+
+class LeaseReleasedError(LeaseError):
+    """A lease was used or released after it was released (``operation`` says which:
+    ``"release"`` for a double release, else the method that was called). ``camera``,
+    ``frame_id`` and ``slot`` name the frame."""
+
+    def __init__(self, message: str, *, operation: str, camera: str | None = None,
+                 frame_id: int | None = None, slot: int | None = None) -> None:
+        super().__init__(message, operation=operation, camera=camera, frame_id=frame_id,
+                         slot=slot)
+        self.operation, self.camera, self.frame_id, self.slot = operation, camera, frame_id, slot
+
+
+class FrameOverwrittenError(FrameError):
+    """A frame's buffer was refilled while the frame was in use: the slot's generation id in
+    shared memory is no longer the frame's (``expected``: the frame's generation, ``got``: the
+    slot's now; ``writing``: the slot was being refilled at the check). The bytes read from it
+    may be a mix of two frames and must be discarded."""
+
+    def __init__(self, message: str, *, camera: str | None = None, frame_id: int | None = None,
+                 slot: int | None = None, expected: int | None = None, got: int | None = None,
+                 writing: bool = False) -> None:
+        super().__init__(message, camera=camera, frame_id=frame_id, slot=slot,
+                         expected=expected, got=got, writing=writing)
+        self.camera, self.frame_id, self.slot = camera, frame_id, slot
+        self.expected, self.got, self.writing = expected, got, writing
+
+
+class PoolClosedError(FrameError):
+    """A frame pool was used after it was closed (a camera stopped or restarted)."""
+
+
+class CameraError(FrameError):
+    """A camera failed to start, produce or stop; ``camera`` names it."""
+
+    def __init__(self, message: str, *, camera: str | None = None, **context: Any) -> None:
+        super().__init__(message, camera=camera, **context)
+        self.camera = camera
+
+
+class CameraConfigError(CameraError, ValueError):
+    """A camera plugin's configuration (its ``[plugin.config]`` table or command-line
+    options) is invalid: an unknown key, a wrong type, a value out of range."""
+
+
+class ReplayFormatError(FrameError, ValueError):
+    """A recorded-frames file was refused: bad magic or version, a size over its cap, a
+    non-canonical or malformed metadata map, a record that disagrees with the file's layout,
+    frame ids or timestamps out of order, a checksum mismatch, a truncated or trailing record.
+    ``path`` is the file, ``offset`` the byte offset of the part refused, ``where`` names it."""
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None,
+                 where: str | None = None) -> None:
+        text = message
+        if where:
+            text = f"{where}: {text}"
+        if offset is not None:
+            text = f"at byte {offset}: {text}"
+        if path:
+            text = f"{path}: {text}"
+        super().__init__(text, path=path, offset=offset, where=where)
+        self.path, self.offset, self.where = path, offset, where

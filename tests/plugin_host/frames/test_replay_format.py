@@ -1,0 +1,182 @@
+"""The recorded-frames file: round trip, and every hostile or damaged file refused with a typed
+error before anything large is allocated."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import msgpack
+import numpy as np
+import pytest
+
+from abi.artifact import canonical
+from plugin_host.errors import ReplayFormatError
+from plugin_host.frames import FrameLayout, ReplayLimits, ReplayReader, ReplayWriter
+
+LAYOUT = FrameLayout.create("NV12", 4, 2, stride_align=1)  # 12 bytes a frame
+
+
+def frame_bytes(i: int) -> bytes:
+    return bytes((i * 16 + k) % 256 for k in range(LAYOUT.nbytes))
+
+
+def write(path, n=3, layout=LAYOUT, start=10):
+    with ReplayWriter(path, layout, camera="road", source="synthetic") as w:
+        for i in range(n):
+            w.write(start + i, 1_000 + 50 * i, 1_010 + 50 * i, frame_bytes(i))
+    return path
+
+
+def test_round_trip(tmp_path):
+    path = write(tmp_path / "a.phf")
+    with ReplayReader(path) as r:
+        assert (r.camera, r.source, r.layout, len(r)) == ("road", "synthetic", LAYOUT, 3)
+        assert [(i.frame_id, i.timestamp_sof, i.timestamp_eof) for i in r.records] == \
+            [(10, 1000, 1010), (11, 1050, 1060), (12, 1100, 1110)]
+        assert [data for _, data in r] == [frame_bytes(i) for i in range(3)]
+        buf = np.zeros(64, np.uint8)
+        r.read_into(1, buf)
+        assert bytes(buf[:12]) == frame_bytes(1)
+        r.verify()
+
+
+def test_the_writer_never_leaves_a_half_file(tmp_path):
+    path = tmp_path / "a.phf"
+    with pytest.raises(RuntimeError):
+        with ReplayWriter(path, LAYOUT, camera="road") as w:
+            w.write(0, 0, 0, frame_bytes(0))
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []
+    write(path)
+    with pytest.raises(ReplayFormatError, match="already exists"):
+        ReplayWriter(path, LAYOUT, camera="road")
+
+
+@pytest.mark.parametrize("frame_id, sof, eof, data, match", [
+    (5, 100, 110, frame_bytes(0), "does not follow"),      # id not increasing
+    (20, 10, 20, frame_bytes(0), "does not follow"),       # sof going backwards
+    (20, 200, 100, frame_bytes(0), "sof <= eof"),
+    (20, 200, 300, b"short", "bytes, the layout needs"),
+])
+def test_the_writer_refuses_what_the_reader_would(tmp_path, frame_id, sof, eof, data, match):
+    w = ReplayWriter(tmp_path / "a.phf", LAYOUT, camera="road")
+    w.write(10, 100, 110, frame_bytes(0))
+    with pytest.raises(ReplayFormatError, match=match):
+        w.write(frame_id, sof, eof, data)
+    w.abort()
+
+
+# --- hostile files ---------------------------------------------------------------------------
+
+
+def header(meta: bytes, *, magic=b"\x89PHFRM\r\n", version=1, crc=None, reserved=bytes(12),
+           meta_len=None):
+    return struct.pack("<8sIII12s", magic, version, len(meta) if meta_len is None else meta_len,
+                       zlib.crc32(meta) if crc is None else crc, reserved) + meta
+
+
+FILE_META = {"camera": "road", "source": "", **LAYOUT.to_dict()}
+LAYOUT_META = {k: v for k, v in LAYOUT.to_dict().items() if k != "nbytes"}
+
+
+def record(frame_id=0, sof=0, eof=0, data=None, *, meta=None, crc=None, magic=b"PHFR",
+           meta_len=None, data_len=None):
+    data = frame_bytes(frame_id) if data is None else data
+    unsigned = {"frame_id": frame_id, "timestamp_sof": sof, "timestamp_eof": eof, **LAYOUT_META}
+    if meta is None:
+        crc = zlib.crc32(data, zlib.crc32(canonical.encode(unsigned))) if crc is None else crc
+        meta = canonical.encode({**unsigned, "crc32": crc})
+    return struct.pack("<4sIQ", magic, len(meta) if meta_len is None else meta_len,
+                       len(data) if data_len is None else data_len) + meta + data
+
+
+GOOD_HEAD = header(canonical.encode(FILE_META))
+
+HOSTILE = {
+    "empty": (b"", "truncated"),
+    "bad magic": (header(canonical.encode(FILE_META), magic=b"\x89PHART\r\n"), "bad magic"),
+    "version 2": (header(canonical.encode(FILE_META), version=2), "version 2"),
+    "reserved bytes": (header(canonical.encode(FILE_META), reserved=b"\x01" + bytes(11)),
+                       "reserved"),
+    "huge metadata length": (header(b"", meta_len=2**32 - 1), "outside"),
+    "metadata crc": (header(canonical.encode(FILE_META), crc=1), "CRC-32 mismatch"),
+    "non-canonical metadata": (header(msgpack.packb(dict(reversed(FILE_META.items())))),
+                               "bad metadata"),
+    "metadata not a map": (header(canonical.encode([1, 2])), "must be a map"),
+    "unknown key": (header(canonical.encode({**FILE_META, "extra": 1})), "exactly the keys"),
+    "bad layout": (header(canonical.encode({**FILE_META, "strides": [1, 4]})), "stride"),
+    "frame too big": (header(canonical.encode({**FILE_META, "width": 16384, "height": 16384,
+                                               "strides": [16384, 16384],
+                                               "offsets": [0, 16384 * 16384],
+                                               "nbytes": 16384 * 16384 * 3 // 2})), "nbytes"),
+    "truncated record header": (GOOD_HEAD + record()[:10], "truncated"),
+    "record magic": (GOOD_HEAD + record(magic=b"XXXX"), "bad record magic"),
+    "huge record metadata": (GOOD_HEAD + record(meta_len=2**31), "outside"),
+    "huge data length": (GOOD_HEAD + record(data_len=2**62), "differs from the frame size"),
+    "truncated data": (GOOD_HEAD + record()[:-1], "truncated"),
+    "trailing bytes": (GOOD_HEAD + record() + b"\x00", "truncated"),
+    "ids not increasing": (GOOD_HEAD + record(3) + record(3), "does not increase"),
+    "timestamps backwards": (GOOD_HEAD + record(1, 500, 500) + record(2, 400, 400),
+                             "goes backwards"),
+    "eof before sof": (GOOD_HEAD + record(1, 500, 400), "before timestamp_sof"),
+    "record layout differs": (GOOD_HEAD + record(meta=canonical.encode({
+        "frame_id": 0, "timestamp_sof": 0, "timestamp_eof": 0, "crc32": 0,
+        **{**LAYOUT_META, "strides": [4, 4], "offsets": [0, 9]}})), "differs from the file"),
+    "negative id": (GOOD_HEAD + record(meta=canonical.encode({
+        "frame_id": -1, "timestamp_sof": 0, "timestamp_eof": 0, "crc32": 0, **LAYOUT_META})),
+        "frame_id must be"),
+    "missing key": (GOOD_HEAD + record(meta=canonical.encode({
+        "frame_id": 1, "timestamp_sof": 0, "timestamp_eof": 0, **LAYOUT_META})),
+        "exactly the keys"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_files_are_refused_at_open(tmp_path, name):
+    data, match = HOSTILE[name]
+    path = tmp_path / "x.phf"
+    path.write_bytes(data)
+    with pytest.raises(ReplayFormatError, match=match) as info:
+        ReplayReader(path)
+    assert info.value.path == str(path)
+
+
+def test_a_data_checksum_mismatch_is_refused_when_read(tmp_path):
+    path = tmp_path / "x.phf"
+    path.write_bytes(GOOD_HEAD + record(0, crc=123))
+    with ReplayReader(path) as r:  # structure is fine: the data is checked when read
+        with pytest.raises(ReplayFormatError, match="CRC-32 mismatch in frame 0") as info:
+            r.read(0)
+        assert info.value.offset == len(GOOD_HEAD)
+        with pytest.raises(ReplayFormatError):
+            r.verify()
+
+
+def test_every_single_changed_byte_is_refused(tmp_path):
+    """Flip each byte of a small file (two ways): open + verify must refuse every mutant."""
+    good = write(tmp_path / "good.phf", n=2).read_bytes()
+    path = tmp_path / "m.phf"
+    accepted = []
+    for pos in range(len(good)):
+        for mask in (0x01, 0x80):
+            mutant = bytearray(good)
+            mutant[pos] ^= mask
+            path.write_bytes(mutant)
+            try:
+                with ReplayReader(path) as r:
+                    r.verify()
+            except ReplayFormatError:
+                continue
+            accepted.append((pos, mask))
+    assert accepted == []
+
+
+def test_caps_are_configurable(tmp_path):
+    path = write(tmp_path / "a.phf", n=3)
+    with pytest.raises(ReplayFormatError, match="more than 2 frames"):
+        ReplayReader(path, limits=ReplayLimits(max_frames=2))
+    with pytest.raises(ReplayFormatError, match="nbytes"):
+        ReplayReader(path, limits=ReplayLimits(max_frame_bytes=8))
+    with pytest.raises(ReplayFormatError, match="cannot open"):
+        ReplayReader(tmp_path / "missing.phf")
