@@ -1,4 +1,5 @@
-"""The audit log: one JSON object per line for every capability grant, use and denial.
+"""The audit log: one JSON object per line for every capability grant, use and denial, and
+every sandbox worker's start, refusal, death, restart and tripwire event.
 
 Each record is ``{"time", "plugin", "capability", "action", "detail"}``: ``time`` is UTC ISO 8601
 with microseconds, ``action`` one of :data:`ACTIONS`, ``detail`` a JSON object (what was sent,
@@ -7,7 +8,8 @@ with a single ``write(2)`` of one complete line, so records from several threads
 never interleave, and a crash loses nothing already written (optionally ``fsync`` per line,
 which also survives a power cut). A record is written *before* the action it records runs; if
 it cannot be written, :class:`~plugin_host.errors.AuditLogError` is raised and the action does
-not happen (fail closed).
+not happen (fail closed). A sandbox worker's start is recorded before any plugin code runs in
+it; its death, restart and tripwire events are recorded as the host notices them.
 """
 
 from __future__ import annotations
@@ -21,10 +23,19 @@ from typing import Any, Iterator, Mapping
 
 from .errors import AuditLogError
 
-__all__ = ["ACTIONS", "AuditLog", "read_audit_log"]
+__all__ = ["ACTIONS", "CAPABILITY_ACTIONS", "SANDBOX_ACTIONS", "AuditLog", "read_audit_log"]
+
+#: What a capability record can say happened.
+CAPABILITY_ACTIONS = ("grant", "use", "deny", "fail", "revoke")
+
+#: What a sandbox record (``plugin`` and ``capability`` both ``"sandbox"``) can say happened:
+#: a worker started (``detail``: pid, artifact, the protections in force), was refused (a
+#: required protection missing), died, was restarted, or its audit hook tripped (``tripwire``:
+#: the event and its arguments). See :func:`plugin_host.sandbox.policy.audit_sinks`.
+SANDBOX_ACTIONS = ("start", "refuse", "died", "restart", "tripwire")
 
 #: What a record can say happened.
-ACTIONS = ("grant", "use", "deny", "fail", "revoke")
+ACTIONS = CAPABILITY_ACTIONS + SANDBOX_ACTIONS
 
 #: The longest line written; a detail that would exceed it is truncated (and says so).
 MAX_LINE_BYTES = 16 * 1024

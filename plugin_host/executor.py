@@ -40,6 +40,29 @@ log = logging.getLogger(__name__)
 _VALUE_PRESERVING = frozenset({"identity", "reshape", "flatten"})
 
 
+def entry_index_checks(graph: Graph) -> list[tuple[str, int, str]]:
+    """``(graph input, vocabulary size, description)`` for every Embedding whose indices come
+    from a graph input, directly or through value-preserving ops (:data:`_VALUE_PRESERVING`).
+
+    These are the index checks the executor makes at entry, before any compute; the sandbox's
+    host side makes the same checks before a call reaches its worker. The description names
+    the input and the Embedding node, as error messages do.
+    """
+    producer = {t: n for n in graph.nodes for t in n.outputs}
+    inputs = {s.name for s in graph.inputs}
+    checks = []
+    for node in graph.nodes:
+        if node.op != "embedding":
+            continue
+        source = node.inputs[0]
+        while source in producer and producer[source].op in _VALUE_PRESERVING:
+            source = producer[source].inputs[0]
+        if source in inputs:
+            vocab = graph.types[node.inputs[1]].shape[0]
+            checks.append((source, int(vocab), f"input {source!r} (Embedding {node.name!r})"))
+    return checks
+
+
 class Executor:
     def __init__(self, graph: Graph, backend: Backend) -> None:
         require_support(backend, graph)
@@ -95,7 +118,7 @@ class Executor:
         self._plan = plan
         self._n_slots = len(slot)
         self._output_slots = [(s.name, slot[s.name]) for s in graph.outputs]
-        self._index_checks = self._entry_index_checks()
+        self._index_checks = entry_index_checks(graph)
         #: graph input -> vocabulary size, for every input that indexes an Embedding
         self.index_inputs = {name: vocab for name, vocab, _ in self._index_checks}
         #: the fused chains in use, as lists of node names
@@ -131,22 +154,6 @@ class Executor:
             claimed |= set(names)
             chains[names[0]] = nodes
         return chains
-
-    def _entry_index_checks(self) -> list[tuple[str, int, str]]:
-        """(graph input, vocab size, description) for every Embedding fed from an input."""
-        producer = {t: n for n in self.graph.nodes for t in n.outputs}
-        inputs = {s.name for s in self.graph.inputs}
-        checks = []
-        for node in self.graph.nodes:
-            if node.op != "embedding":
-                continue
-            source = node.inputs[0]
-            while source in producer and producer[source].op in _VALUE_PRESERVING:
-                source = producer[source].inputs[0]
-            if source in inputs:
-                vocab = self.graph.types[node.inputs[1]].shape[0]
-                checks.append((source, int(vocab), f"input {source!r} (Embedding {node.name!r})"))
-        return checks
 
     # -- per call -------------------------------------------------------------------------------
 

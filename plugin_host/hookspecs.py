@@ -75,10 +75,13 @@ def plugin_host_add_kernels(backend):
     """Return ``{op name: factory}``: kernels this plugin provides for the backend ``backend``.
 
     ``backend`` is the backend's name. A factory has the numpy backend's factory signature
-    ``factory(attrs, consts, types, where) -> fn``. Every op of the op table already has a
-    kernel in the backend, so a kernel here replaces one: it is accepted only for ops the
-    policy lists in the plugin's ``kernels`` (each with an ``[[audited_op]]``), and two plugins
-    providing one op is an error.
+    ``factory(attrs, consts, types, where) -> fn``. The kernel rule (enforced in one place,
+    ``plugin_host.sandbox.kernels.accept_kernels``): a kernel for an op is accepted only when
+    the op is listed in this plugin's ``kernels`` in the policy (each with an
+    ``[[audited_op]]``; without a policy, in the explicit ``kernel_overrides`` of the
+    SandboxedExecutor), whether it adds an op the backend lacks or replaces one the backend
+    has. Anything else refuses the load with a PluginError naming the plugin and the op; two
+    plugins providing one op is an error too.
 
     Implemented by model-layer plugins; called only inside the sandbox worker. Not
     ``firstresult``: every plugin's mapping is collected. Not ``historic``.

@@ -343,26 +343,31 @@ class LoadedPlugins:
         return [topic.connect(sink) for _, sink in self.sinks()]
 
     def kernels(self, backend: str) -> dict[str, Any]:
-        """``{op: factory}`` from the model-layer plugins for ``backend``.
+        """``{op: factory}`` from the model-layer plugins for ``backend`` (a backend name).
 
-        A plugin may provide a kernel only for an op its policy lists in ``kernels`` (every op
-        already has a kernel in the backend, so each is a replacement); two plugins for one op
-        is an error.
+        The kernel rule of :func:`plugin_host.sandbox.kernels.accept_kernels` (the one
+        implementation): a plugin's kernel for an op is accepted only when the policy lists
+        the op in that plugin's ``kernels``, whether it adds an op the backend lacks or
+        replaces one; anything else, and two plugins for one op, is a PluginError naming the
+        plugin and the op. (A model runs these kernels only in the sandbox worker.)
         """
-        found: dict[str, tuple[str, Any]] = {}
-        for name in self._implementers("plugin_host_add_kernels"):
+        from .sandbox.kernels import accept_kernels
+
+        implementers = self._implementers("plugin_host_add_kernels")
+        allowed: dict[str, set[str]] = {}
+        for name in implementers:
             rule = self.policy.plugin(name)
             assert rule is not None
-            for provided in self._call(name, "plugin_host_add_kernels", backend=backend):
-                for op, factory in dict(provided).items():
-                    if op not in rule.kernels:
-                        raise PluginError(f"plugin {name!r} provides a kernel for op {op!r}, "
-                                          f"which policy {self.policy.where(rule.line)} does not "
-                                          f"list in its kernels", plugin=name)
-                    if op in found:
-                        raise PluginError(f"plugins {found[op][0]!r} and {name!r} both provide "
-                                          f"a kernel for op {op!r}", plugin=name)
-                    found[op] = (name, factory)
+            for op in rule.kernels:
+                allowed.setdefault(op, set()).add(name)
+        provided = ((name, mapping) for name in implementers
+                    for mapping in self._call(name, "plugin_host_add_kernels", backend=backend))
+
+        def where(name: str) -> str:
+            rule = self.policy.plugin(name)
+            return f"policy {self.policy.where(rule.line if rule else 0)}"
+
+        found = accept_kernels(provided, allowed, where=where)
         return {op: factory for op, (_, factory) in found.items()}
 
     def verify_artifact(self, manifest: Any, path: str) -> None:

@@ -19,16 +19,38 @@ Typical use::
     loaded.graph  # a Graph whose tensors are read-only views of the mapped file
 """
 
-from .build import DEFAULT_TOLERANCE, REFERENCE_BACKEND, build_artifact
-from .keys import (generate_key, key_id, load_private_key, load_public_key, write_keypair)
-from .load import VerifiedArtifact, load_verified, read_manifest_unverified
-from .rollback import RollbackStore, default_state_dir
-from .sign import sign_artifact
-from .trust import SIGNER_ROLE, TrustedKey, TrustStore
+import importlib
+from typing import Any
+
+#: name -> submodule, imported on first use (PEP 562): ``plugin_host.artifacts.pinned`` (the
+#: sandbox worker's loader) must not pull in the signing and trust code (and cryptography)
+_EXPORTS = {
+    "build_artifact": "build", "DEFAULT_TOLERANCE": "build", "REFERENCE_BACKEND": "build",
+    "generate_key": "keys", "key_id": "keys", "load_private_key": "keys",
+    "load_public_key": "keys", "write_keypair": "keys",
+    "VerifiedArtifact": "load", "load_verified": "load", "read_manifest_unverified": "load",
+    "load_pinned": "pinned",
+    "RollbackStore": "rollback", "default_state_dir": "rollback",
+    "sign_artifact": "sign",
+    "SIGNER_ROLE": "trust", "TrustedKey": "trust", "TrustStore": "trust",
+}
 
 __all__ = [
     "build_artifact", "sign_artifact", "load_verified", "read_manifest_unverified",
     "VerifiedArtifact", "TrustStore", "TrustedKey", "SIGNER_ROLE", "RollbackStore",
     "default_state_dir", "generate_key", "key_id", "load_private_key", "load_public_key",
-    "write_keypair", "DEFAULT_TOLERANCE", "REFERENCE_BACKEND",
+    "write_keypair", "DEFAULT_TOLERANCE", "REFERENCE_BACKEND", "load_pinned",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -7,7 +7,9 @@ prints as one line on stderr with exit status 1. Progress goes to stderr only on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import zipfile
 from datetime import datetime, timezone
@@ -98,25 +100,41 @@ def register(verbs) -> None:
     p = verbs.add_parser(
         "infer", formatter_class=Formatter, help="verify an artifact and run it once",
         description="Verify the artifact (as verify does, and record its version as "
-                    "accepted), run it once through the executor on the inputs in IN.npz "
+                    "accepted), run it once in a sandbox worker on the inputs in IN.npz "
                     "(arrays by input name; recurrent state may be given, else zero) and write "
                     "every output by name to OUT.npz. A bad input (name, shape, dtype, "
-                    "Embedding index) is refused naming the input.",
+                    "Embedding index) is refused naming the input, before it reaches the "
+                    "worker. With --policy, trust, thresholds, revoked keys, audited ops, the "
+                    "sandbox's required protections and limits, the artifact size cap and the "
+                    "plugins loaded in the worker come from the policy (and the worker's "
+                    "events go to its audit log); without one, every sandbox protection is "
+                    "required, the limits are the defaults and only the built-in backends "
+                    "are loaded.",
         epilog="example:\n  plugin-host infer demo.pha --trust keys/signing.pub "
-               "--inputs in.npz --out out.npz")
-    _trust_arguments(p)
+               "--inputs in.npz --out out.npz\n  "
+               "plugin-host infer demo.pha --policy policies/demo.toml --inputs in.npz "
+               "--out out.npz")
+    _trust_arguments(p, policy=True)
     p.add_argument("--inputs", required=True, metavar="IN.npz", help="input arrays by name")
     p.add_argument("--out", required=True, metavar="OUT.npz", help="file for the outputs")
     p.add_argument("--backend", default=None, metavar="NAME",
-                   help="backend to run on (default: the artifact's first available target)")
+                   help="backend to run on (default: the artifact's first available target; "
+                        "with --policy, the backend of the policy's [[artifact]] of that name, "
+                        "else the artifact's first target)")
+    p.add_argument("--policy", default=None, metavar="FILE",
+                   help="policy file: trust, audited ops, sandbox requirements and limits, "
+                        "allowed plugins and the audit log come from it (excludes --trust, "
+                        "--threshold, --revoke, --audited-op)")
     p.set_defaults(func=_cmd_infer)
 
 
-def _trust_arguments(p: argparse.ArgumentParser) -> None:
+def _trust_arguments(p: argparse.ArgumentParser, *, policy: bool = False) -> None:
+    """The trust flags; ``policy``: a --policy may replace them (so --trust is optional)."""
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--trust", required=True, nargs="+", metavar="PUBKEY",
-                   help="trusted public key PEM files (there is no default trust)")
-    p.add_argument("--threshold", type=int, default=1, metavar="K",
+    p.add_argument("--trust", required=not policy, nargs="+", metavar="PUBKEY",
+                   help="trusted public key PEM files (there is no default trust)"
+                        + ("; required without --policy" if policy else ""))
+    p.add_argument("--threshold", type=int, default=None if policy else 1, metavar="K",
                    help="valid signatures required from the trusted keys (default: 1)")
     p.add_argument("--revoke", action="append", default=[], metavar="KEY_ID",
                    help="refuse any artifact signed by this key id (repeatable)")
@@ -140,11 +158,11 @@ def _plugin_manager():
     return get_plugin_manager()
 
 
-def _load(args: argparse.Namespace, pm, *, record: bool):
-    from ..artifacts import RollbackStore, TrustStore, default_state_dir, load_verified
-    from ..plugins import backends
+def _trust(args: argparse.Namespace):
+    """The trust store and audited ops the trust flags describe."""
+    from ..artifacts import TrustStore
 
-    trust = TrustStore(default_threshold=args.threshold)
+    trust = TrustStore(default_threshold=args.threshold if args.threshold is not None else 1)
     for path in args.trust:
         trust.add_key_file(path)
     for key_id in args.revoke:
@@ -155,7 +173,13 @@ def _load(args: argparse.Namespace, pm, *, record: bool):
         if not op or not version.isdigit():
             raise UsageError(f"--audited-op {item!r}: expected OP:VERSION, e.g. scatter_add:1")
         audited.append((op, int(version)))
-    state_dir = args.state_dir or default_state_dir()
+    return trust, audited
+
+
+def _available_backends(args: argparse.Namespace, pm) -> set[str]:
+    """The backends of ``pm`` (only ``--backend`` when given, which must be one of them)."""
+    from ..plugins import backends
+
     available = set(backends(pm))
     chosen = getattr(args, "backend", None)
     if chosen is not None:
@@ -163,8 +187,17 @@ def _load(args: argparse.Namespace, pm, *, record: bool):
             raise BackendError(f"no backend named {chosen!r}; available: "
                                f"{', '.join(sorted(available)) or 'none'}", backend=chosen)
         available = {chosen}  # the artifact must target it
+    return available
+
+
+def _load(args: argparse.Namespace, pm, *, record: bool):
+    from ..artifacts import RollbackStore, default_state_dir, load_verified
+
+    trust, audited = _trust(args)
+    state_dir = args.state_dir or default_state_dir()
     return load_verified(args.file, trust=trust, rollback=RollbackStore(state_dir),
-                         backends=available, audited_ops=audited, record=record)
+                         backends=_available_backends(args, pm), audited_ops=audited,
+                         record=record)
 
 
 def _mb(n: int) -> str:
@@ -255,18 +288,99 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
-    from ..executor import Executor
-    from ..plugins import get_backend
+    """Verify, then run once in a sandbox worker (never in this process)."""
+    from ..artifacts import RollbackStore, default_state_dir
+    from ..sandbox import SandboxedExecutor
 
-    pm = _plugin_manager()
-    loaded = _load(args, pm, record=True)
-    name = loaded.backends[0]  # available here and targeted by the artifact (--backend if given)
-    executor = Executor(loaded.graph, get_backend(pm, name))
-    outputs = executor.run(_read_npz(args.inputs))
+    state_dir = args.state_dir or default_state_dir()
+    progress = _progress()
+    with contextlib.ExitStack() as stack:
+        if args.policy is None:
+            options = _infer_defaults(args)
+        else:
+            options = _infer_policy(args, stack)
+        inputs = _read_npz(args.inputs)
+        if progress:
+            progress(f"verifying {args.file} and starting a sandbox worker")
+        ex = stack.enter_context(SandboxedExecutor(
+            args.file, rollback=RollbackStore(state_dir), **options))
+        outputs = ex.run(inputs)
+        pid, protections = ex.pid, ex.protections
     _write_npz(args.out, outputs)
     shown = ", ".join(f"{k} {v.dtype}{tuple(v.shape)}" for k, v in outputs.items())
-    print(f"ran {loaded.name} {loaded.version} on {name}: wrote {shown} to {args.out}")
+    in_force = ", ".join(protections.in_force(options["limits"])) if protections else "none"
+    print(f"ran {ex.manifest.name} {ex.manifest.version} on {options['backend']} in sandbox "
+          f"worker {pid} ({in_force}): wrote {shown} to {args.out}")
     return 0
+
+
+def _infer_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """SandboxedExecutor options without a policy: the trust flags, the built-in backends
+    (their names are read here from the built-in plugins; their kernels run in the worker),
+    every protection required, the default limits, no model-layer plugins."""
+    from ..sandbox import SandboxLimits, SandboxRequirements
+
+    if not args.trust:
+        raise UsageError("give the trusted keys with --trust, or a policy with --policy")
+    trust, audited = _trust(args)
+    pm = _plugin_manager()
+    available = _available_backends(args, pm)
+    backend = args.backend or _first_target(args.file, available)
+    backend_plugins = [impl.plugin_name
+                       for impl in pm.hook.plugin_host_add_backends.get_hookimpls()]
+    return {"trust": trust, "audited_ops": audited, "backend": backend,
+            "backend_plugins": backend_plugins, "requirements": SandboxRequirements(),
+            "limits": SandboxLimits()}
+
+
+def _infer_policy(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, Any]:
+    """SandboxedExecutor options from ``--policy`` (see sandbox_config_from_policy); the
+    worker's events go to the policy's audit log. No plugin is imported in this process."""
+    from ..audit import AuditLog
+    from ..policy import load_policy
+    from ..sandbox import audit_sinks, sandbox_config_from_policy
+
+    given = [flag for flag, value in (("--trust", args.trust), ("--threshold", args.threshold),
+                                      ("--revoke", args.revoke),
+                                      ("--audited-op", args.audited_op)) if value]
+    if given:
+        raise UsageError(f"{', '.join(given)}: with --policy, trust and audited ops come from "
+                         f"the policy")
+    state_dir = os.path.abspath(args.state_dir) if args.state_dir else None  # not the policy's
+    policy = load_policy(args.policy, state_dir=state_dir)
+    backend = args.backend
+    if backend is None:
+        name = _unverified_manifest(args.file).get("name")
+        rule = policy.artifact(name) if isinstance(name, str) else None
+        backend = rule.backend if rule is not None else _first_target(args.file, None)
+    config = sandbox_config_from_policy(policy)
+    trust = policy.trust_store()
+    log = stack.enter_context(AuditLog(policy.audit.log, fsync=policy.audit.fsync))
+    return {"trust": trust, "audited_ops": policy.audited_op_pairs(backend),
+            "backend": backend, "artifact_limits": policy.limits.artifact_limits(),
+            **config.executor_kwargs(), **audit_sinks(log)}
+
+
+def _unverified_manifest(path: str) -> dict[str, Any]:
+    """The manifest as the file claims it, only to pick a default backend: the verification
+    that follows is what counts (a lie there is refused)."""
+    from ..artifacts import read_manifest_unverified
+
+    return read_manifest_unverified(path)["manifest"]
+
+
+def _first_target(path: str, available: set[str] | None) -> str:
+    """The artifact's first target backend, among ``available`` when given. When none fits,
+    an available backend, so that verification refuses the artifact with its own message
+    (no target backend available); without ``available`` the worker decides."""
+    unverified_targets = [b for b in _unverified_manifest(path).get("backends") or ()
+                          if isinstance(b, str)]
+    for name in unverified_targets:
+        if available is None or name in available:
+            return name
+    if available:
+        return sorted(available)[0]
+    return unverified_targets[0] if unverified_targets else "numpy"
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:

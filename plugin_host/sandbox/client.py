@@ -51,12 +51,11 @@ from abi.spec import MAX_RANK
 from ..errors import (ArtifactError, ArtifactFormatError, PluginHostError,
                       ProtectionUnavailableError, SandboxError, SandboxProtocolError,
                       WorkerDiedError, WorkerTimeoutError)
-from ..executor import _VALUE_PRESERVING
-from ..graph import Graph
+from ..executor import entry_index_checks
 from . import confine, ipc, remote
 from .config import DEFAULT_PRELOAD, Protections, SandboxLimits, SandboxRequirements
 
-__all__ = ["SandboxedExecutor", "entry_index_checks"]
+__all__ = ["SandboxedExecutor"]
 
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from plugin_host.sandbox.worker import main; main(sys.argv[2:])")
@@ -79,24 +78,6 @@ def _dtype_name(dtype: np.dtype) -> str:
     if name is None:
         name = _DTYPE_NAMES[dtype] = dtypes.from_numpy(dtype)
     return name
-
-
-def entry_index_checks(graph: Graph) -> list[tuple[str, int, str]]:
-    """(graph input, vocabulary size, description) for every Embedding fed from an input,
-    through value-preserving ops: the same checks the executor makes at entry."""
-    producer = {t: n for n in graph.nodes for t in n.outputs}
-    inputs = {s.name for s in graph.inputs}
-    checks = []
-    for node in graph.nodes:
-        if node.op != "embedding":
-            continue
-        source = node.inputs[0]
-        while source in producer and producer[source].op in _VALUE_PRESERVING:
-            source = producer[source].inputs[0]
-        if source in inputs:
-            vocab = graph.types[node.inputs[1]].shape[0]
-            checks.append((source, int(vocab), f"input {source!r} (Embedding {node.name!r})"))
-    return checks
 
 
 def _describe_exit(returncode: int | None, killed_by_host: str | None) -> str:
@@ -210,6 +191,16 @@ class SandboxedExecutor:
         Called with each audit event the worker's tripwire reports (``{"pid", "event",
         "args", "time"}``), e.g. to append it to the host's audit log. Events are also logged
         and kept in ``audit_events``.
+    on_event:
+        Called as ``on_event(kind, detail)`` with the worker's lifecycle events: ``"start"``
+        (pid, artifact, the protections in force), ``"refuse"`` (a required protection is
+        missing; the worker is not used), ``"died"`` (pid, how, during which step) and
+        ``"restart"`` (the new pid, restarts so far). A sink that raises on ``"start"``
+        refuses the start (an event that cannot be recorded does not happen); on the others
+        its error is logged and ignored, so the call's own error propagates.
+    artifact_limits:
+        Size caps for verifying the artifact (``abi.artifact.Limits``; a policy's
+        ``artifact_max_mb``); default the reader's caps.
     log:
         Logger for start-up reports, audit events, deaths and restarts.
     """
@@ -224,6 +215,8 @@ class SandboxedExecutor:
                  preload_modules: Iterable[str] = (), read_paths: Iterable[str] = (),
                  env: Mapping[str, str] | None = None,
                  on_audit: Callable[[dict[str, Any]], None] | None = None,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None,
+                 artifact_limits=None,
                  log: logging.Logger | None = None) -> None:
         from ..artifacts import load_verified
 
@@ -238,6 +231,7 @@ class SandboxedExecutor:
         self._read_paths = [os.path.realpath(p) for p in read_paths]
         self._env = {str(k): str(v) for k, v in (env or {}).items()}
         self._audit_sink = on_audit
+        self._event_sink = on_event
         self._lock = threading.RLock()
         self._live: set[_Worker] = set()
         self._finalizer = weakref.finalize(self, _kill_all, self._live)
@@ -254,7 +248,9 @@ class SandboxedExecutor:
             try:
                 self.artifact = load_verified(f"/proc/self/fd/{self._fd}", trust=trust,
                                               rollback=rollback, backends={backend},
-                                              audited_ops=audited_ops)
+                                              audited_ops=audited_ops,
+                                              **({"limits": artifact_limits}
+                                                 if artifact_limits is not None else {}))
             except ArtifactError as exc:
                 exc.path = self.path
                 exc.context["path"] = self.path
@@ -379,12 +375,15 @@ class SandboxedExecutor:
             first = next(iter(missing))
             self.log.error("sandbox worker %d refused: %s", worker.pid,
                            "; ".join(f"{k}: {v}" for k, v in missing.items()))
+            self._event("refuse", {"pid": worker.pid, "missing": dict(missing)}, strict=False)
             raise ProtectionUnavailableError(
                 f"required sandbox protection(s) not in force: "
                 + "; ".join(f"{k} ({v})" for k, v in missing.items()),
                 protection=first, missing=missing)
         self.log.info("sandbox worker %d for %s %s: %s", worker.pid, self.manifest.name,
                       self.manifest.version, protections.summary())
+        self._event("start", {"pid": worker.pid, "protections": protections.summary(),
+                              "in_force": protections.in_force(self.limits)}, strict=True)
         try:
             worker.chan.send({"op": "go"})
         except OSError as exc:
@@ -565,6 +564,19 @@ class SandboxedExecutor:
         except (BrokenPipeError, ConnectionError):  # the worker is gone
             raise self._failed(worker, during) from None
 
+    def _event(self, kind: str, detail: dict[str, Any], *, strict: bool) -> None:
+        """Hand a lifecycle event to ``on_event`` (see the class docstring)."""
+        if self._event_sink is None:
+            return
+        detail = {"artifact": self.manifest.name, "version": self.manifest.version, **detail}
+        if strict:
+            self._event_sink(kind, detail)
+            return
+        try:
+            self._event_sink(kind, detail)
+        except Exception:  # a broken sink must not hide the error being raised
+            self.log.exception("on_event failed")
+
     def _on_audit(self, worker: _Worker, message: dict[str, Any]) -> None:
         event = remote._text(message.get("event", "?"), 80)
         raw = message.get("args")
@@ -594,6 +606,8 @@ class SandboxedExecutor:
         self._reset_state("worker restart", tell_worker=False)
         self.log.warning("sandbox worker %d %s during %s; recurrent state reset", pid, how,
                          during)
+        self._event("died", {"pid": pid, "how": how, "during": during, "returncode": rc},
+                    strict=False)
         restarted = ""
         try:
             self._worker = self._restart()
@@ -618,6 +632,7 @@ class SandboxedExecutor:
         self.restarts += 1
         self.log.warning("sandbox worker restarted as pid %d (%d restart(s) so far)",
                          worker.pid, self.restarts)
+        self._event("restart", {"pid": worker.pid, "restarts": self.restarts}, strict=False)
         return worker
 
     def _live_worker(self) -> _Worker:

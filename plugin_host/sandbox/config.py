@@ -173,6 +173,12 @@ class Protections:
                 out["rlimits"] = ", ".join(wrong)
         return out
 
+    def in_force(self, limits: SandboxLimits) -> list[str]:
+        """The protections in force, by their policy names (:attr:`SandboxRequirements.NAMES`),
+        judged as the default requirements judge them (``rlimits``: those of ``limits``)."""
+        missing = self.missing(SandboxRequirements(), limits)
+        return [name for name in SandboxRequirements.NAMES if name not in missing]
+
     def summary(self) -> str:
         """One line for the log."""
         parts = [f"seccomp filter ({self.seccomp_instructions} insns)" if self.seccomp

@@ -1,21 +1,28 @@
-"""Model-layer kernels merged into a backend, inside the worker.
+"""Model-layer kernels: the one rule that accepts them, and merging them into a backend.
 
-``plugin_host_add_kernels(backend)`` is called (only here, in the confined worker) on every
-registered plugin; each returns ``{op: factory}`` with the numpy backend's factory signature
-``factory(attrs, consts, types, where) -> fn(*runtime inputs)``. The result is a backend that
-runs those ops with the plugins' kernels and everything else with the chosen backend:
+``plugin_host_add_kernels(backend)`` is called (for a model, only in the confined worker) on
+every registered plugin; each returns ``{op: factory}`` with the numpy backend's factory
+signature ``factory(attrs, consts, types, where) -> fn(*runtime inputs)``.
 
-* an op the backend already runs may be replaced only when ``overrides`` maps it to that very
-  plugin (the policy's ``kernels`` list); otherwise loading stops with a PluginError naming the
-  plugin and the op. An op the backend lacks may be added (it must be in the op table);
-* two plugins providing one op is an error;
-* the backend's fused chains that contain a replaced op are dropped whole, so a fused kernel
-  can never skip a plugin's node (and a plugin's node never lands inside a fused chain).
+**The kernel rule** (:func:`accept_kernels`, the only place it is enforced; the worker's
+:func:`merge_kernels` and :meth:`plugin_host.plugins.LoadedPlugins.kernels` both call it): a
+plugin's kernel for an op is accepted only when that op is listed for that very plugin in
+``allowed`` (``{op: plugin}``: with a policy, the ``kernels`` list of the plugin's
+``[[plugin]]`` table, see :func:`plugin_host.sandbox.policy.sandbox_config_from_policy`;
+without one, the explicit ``kernel_overrides``), whether it adds an op the backend lacks or
+replaces one the backend has. Anything else refuses the whole load with a PluginError naming
+the plugin and the op; so does an op outside the op table, a factory that is not callable,
+and two plugins providing one op.
+
+:func:`merge_kernels` returns a backend that runs the accepted ops with the plugins' kernels
+and everything else with the chosen backend. The backend's fused chains that contain a
+replaced op are dropped whole, so a fused kernel can never skip a plugin's node (and a
+plugin's node never lands inside a fused chain).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import pluggy
 
@@ -26,7 +33,7 @@ from ..backend import Backend, FusingBackend
 from ..errors import PluginError
 from ..graph import Graph
 
-__all__ = ["merge_kernels"]
+__all__ = ["accept_kernels", "merge_kernels"]
 
 
 class _Merged:
@@ -85,55 +92,80 @@ class _MergedFusing(_Merged):
         return self.base.prepare_chain(nodes, consts, types)
 
 
-def merge_kernels(pm: pluggy.PluginManager, backend: Backend,
-                  overrides: Mapping[str, str]) -> Backend:
-    """``backend`` with the kernels every registered plugin provides for it.
+def accept_kernels(provided: Iterable[tuple[str, Any]],
+                   allowed: Mapping[str, str | Collection[str]], *,
+                   where: str | Callable[[str], str] = "the kernel overrides"
+                   ) -> dict[str, tuple[str, Callable[..., Any]]]:
+    """``{op: (plugin, factory)}`` for the kernels ``provided``, checked against the kernel rule.
 
-    ``overrides`` maps an op the backend already has to the one plugin (its registered name)
-    allowed to replace it. Returns ``backend`` itself when no plugin provides kernels.
+    ``provided`` yields ``(plugin name, what its plugin_host_add_kernels returned)``;
+    ``allowed`` maps each op to the plugin (or plugins) that may provide a kernel for it;
+    ``where`` names where that list comes from, for messages (a string, or a function of the
+    plugin name: its policy file and line). Raises :class:`~plugin_host.errors.PluginError`
+    naming the plugin and the op.
     """
     table = known_ops()
-    base_ops = backend.supported_ops()
     found: dict[str, tuple[str, Callable[..., Any]]] = {}
-    versions: dict[str, frozenset[int]] = {}
-    hook = pm.hook.plugin_host_add_kernels
-    for impl in hook.get_hookimpls():
-        plugin = impl.plugin_name
-        args = {"backend": backend}
-        try:
-            provided = impl.function(**{a: args[a] for a in impl.argnames if a in args})
-        except PluginHostError:
-            raise
-        except Exception as exc:
-            raise PluginError(f"plugin {plugin!r}: plugin_host_add_kernels failed: "
-                              f"{type(exc).__name__}: {exc}", plugin=plugin) from exc
-        if provided is None:
+    for plugin, kernels in provided:
+        if kernels is None:
             continue
-        if not isinstance(provided, Mapping):
+        if not isinstance(kernels, Mapping):
             raise PluginError(f"plugin {plugin!r}: plugin_host_add_kernels must return a "
-                              f"mapping of op name to factory, got {type(provided).__name__}",
+                              f"mapping of op name to factory, got {type(kernels).__name__}",
                               plugin=plugin)
-        for op, factory in provided.items():
+        for op, factory in kernels.items():
             if type(op) is not str or op not in table:
                 raise PluginError(f"plugin {plugin!r} provides a kernel for {op!r}, which is not "
                                   f"an op of the op table", plugin=plugin)
             if not callable(factory):
                 raise PluginError(f"plugin {plugin!r}: the kernel factory for op {op!r} is not "
-                                  f"callable", plugin=plugin)
+                                  f"callable", plugin=plugin, op=op)
             if op in found:
                 raise PluginError(f"plugins {found[op][0]!r} and {plugin!r} both provide a "
-                                  f"kernel for op {op!r}", plugin=plugin)
-            if op in base_ops and overrides.get(op) != plugin:
-                allowed = overrides.get(op)
+                                  f"kernel for op {op!r}", plugin=plugin, op=op)
+            listed = allowed.get(op)
+            listed = (listed,) if isinstance(listed, str) else tuple(sorted(listed or ()))
+            if plugin not in listed:
+                source = where(plugin) if callable(where) else where
+                others = ", ".join(repr(p) for p in listed)
                 raise PluginError(
-                    f"plugin {plugin!r} provides a kernel for op {op!r}, which backend "
-                    f"{backend.name!r} already runs; replacing it needs the op listed for this "
-                    f"plugin in the kernel overrides"
-                    + (f" (it is listed for {allowed!r})" if allowed else ""), plugin=plugin,
-                    op=op)
+                    f"plugin {plugin!r} provides a kernel for op {op!r}, which {source} does "
+                    f"not list for it" + (f" (it is listed for {others})" if others else "")
+                    + "; a model-layer plugin may provide kernels only for the ops listed for "
+                    "it", plugin=plugin, op=op)
             found[op] = (plugin, factory)
-            versions[op] = frozenset(base_ops.get(op, ())) or frozenset(table[op])
+    return found
+
+
+def merge_kernels(pm: pluggy.PluginManager, backend: Backend,
+                  overrides: Mapping[str, str]) -> Backend:
+    """``backend`` with the kernels every registered plugin provides for it.
+
+    ``overrides`` is ``{op: plugin}`` (registered names): the kernel rule's list (see
+    :func:`accept_kernels`). The hook gets the backend's name. Returns ``backend`` itself when
+    no plugin provides kernels.
+    """
+    table = known_ops()
+    base_ops = backend.supported_ops()
+    found = accept_kernels(_provided(pm, backend.name), overrides)
     if not found:
         return backend
+    versions = {op: frozenset(base_ops.get(op, ())) or frozenset(table[op]) for op in found}
     cls = _MergedFusing if isinstance(backend, FusingBackend) else _Merged
     return cls(backend, found, versions)
+
+
+def _provided(pm: pluggy.PluginManager, backend: str) -> Iterator[tuple[str, Any]]:
+    """``(plugin name, returned mapping)`` for every implementation of plugin_host_add_kernels,
+    in registration order; a plugin that raises is refused naming it."""
+    for impl in pm.hook.plugin_host_add_kernels.get_hookimpls():
+        plugin = impl.plugin_name
+        args = {"backend": backend}
+        try:
+            kernels = impl.function(**{a: args[a] for a in impl.argnames if a in args})
+        except PluginHostError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"plugin {plugin!r}: plugin_host_add_kernels failed: "
+                              f"{type(exc).__name__}: {exc}", plugin=plugin) from exc
+        yield plugin, kernels

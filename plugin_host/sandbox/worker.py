@@ -11,7 +11,7 @@ artifact the host verified. In order:
    ``backend_plugins`` (entry points; never the host-side kinds such as cameras), the standard
    library modules to preload; locate (without importing) the model-layer plugin modules;
 5. the artifact, from the descriptor: manifest pinned to the SHA-256 the host verified, every
-   tensor hashed again, graph over read-only views of the map (``loader.py``);
+   tensor hashed again, graph over read-only views of the map (``plugin_host/artifacts/pinned.py``);
 6. confinement, while still single-threaded (OpenBLAS was started with one thread): build the
    Landlock ruleset (as root, so every allowed path can be opened), drop to the unprivileged
    uid/gid with no groups and no capabilities, parent-death signal, ``no_new_privs``,
@@ -44,7 +44,7 @@ from abi.spec import MAX_RANK
 
 from ..errors import PluginError, SandboxProtocolError
 from . import audit, confine, ipc, landlock, remote, seccomp
-from .loader import load_pinned
+from ..artifacts.pinned import load_pinned
 
 __all__ = ["main"]
 

@@ -299,3 +299,16 @@ def test_executor_refuses_chain_hiding_a_shared_intermediate():
     graph = b.build()
     with pytest.raises(BackendError, match="intermediate"):
         Executor(graph, BadChainBackend(["r", "t"]))
+
+
+def test_entry_index_checks_is_public_and_shared_with_the_sandbox(demo_graph):
+    import plugin_host.sandbox as sandbox
+    import plugin_host.sandbox.client as client
+    from plugin_host.executor import entry_index_checks
+
+    assert entry_index_checks(demo_graph) == [
+        ("desire", 8, "input 'desire' (Embedding 'desire_emb')")]
+    assert Executor(demo_graph, NumpyBackend()).index_inputs == {"desire": 8}
+    # one implementation: the sandbox's host side uses the executor's
+    assert client.entry_index_checks is entry_index_checks
+    assert sandbox.entry_index_checks is entry_index_checks

@@ -232,3 +232,114 @@ def test_inspect_survives_a_hostile_manifest(tmp_path, capsys, tamper, key_c, _t
     nodes = json.loads(out)["manifest"]["graph"]["nodes"]
     assert code == 0
     assert next(n for n in nodes if n["op"] == "batchnorm")["attrs"]["blob"] == "00ff"
+
+
+# --- infer runs the model in a sandbox worker --------------------------------------------------
+
+
+def _ran_in(out: str) -> tuple[int, list[str]]:
+    """The worker pid and the protections in force that infer reports."""
+    head = out.split("in sandbox worker ", 1)[1]
+    pid, rest = head.split(" (", 1)
+    return int(pid), rest.split(")", 1)[0].split(", ")
+
+
+def test_infer_runs_the_kernels_in_a_sandbox_worker(ws, capsys, monkeypatch):
+    """Not in-process: the CLI's own Executor and backend kernels are booby-trapped, and the
+    run still succeeds, in a worker with another pid and every protection in force."""
+    from plugin_host.executor import Executor
+    from plugin_host.sandbox import SandboxRequirements
+    from plugins.numpy_backend import NumpyBackend
+
+    def trap(*args, **kwargs):
+        raise AssertionError("a model ran in the CLI's process")
+
+    monkeypatch.setattr(Executor, "run", trap)
+    monkeypatch.setattr(NumpyBackend, "prepare", trap)
+    art, keys = ws / "demo.pha", ws / "keys"
+    assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
+    np.savez(ws / "in.npz", **demo_inputs(np.random.default_rng(3)))
+    code, out, err = _run(capsys, "infer", art, "--trust", keys / "signing.pub", "--inputs",
+                          ws / "in.npz", "--out", ws / "out.npz", "--state-dir", ws / "state")
+    assert code == 0, err
+    pid, in_force = _ran_in(out)
+    assert pid != os.getpid()
+    assert in_force == list(SandboxRequirements.NAMES)  # without a policy: all required
+    with np.load(ws / "out.npz") as result:
+        assert np.isfinite(result["plan"]).all()
+
+
+def _policy_file(ws: Path, *, require: str = '["seccomp", "landlock", "netns", "no_new_privs", '
+                 '"uid", "rlimits"]', memory_mb: int = 4096) -> Path:
+    path = ws / "policy.toml"
+    path.write_text(f"""format = 1
+[audit]
+log = "${{POLICY_DIR}}/audit.jsonl"
+[trust]
+default_threshold = 1
+[[trust.key]]
+file = "keys/signing.pub"
+roles = ["artifact"]
+[[plugin]]
+name = "numpy_backend"
+kind = "inference-hardware"
+[[plugin]]
+name = "demo_model"
+kind = "model-layer"
+[sandbox]
+require = {require}
+[limits]
+memory_mb = {memory_mb}
+call_timeout_ms = 5000
+""")
+    return path
+
+
+def test_infer_with_a_policy(ws, capsys):
+    from plugin_host.audit import read_audit_log
+
+    art, keys, state = ws / "demo.pha", ws / "keys", ws / "state"
+    assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
+    feed = demo_inputs(np.random.default_rng(3))
+    np.savez(ws / "in.npz", **feed)
+    policy = _policy_file(ws)
+    code, out, err = _run(capsys, "infer", art, "--policy", policy, "--inputs", ws / "in.npz",
+                          "--out", ws / "out.npz", "--state-dir", state)
+    assert code == 0, err
+    pid, in_force = _ran_in(out)
+    assert pid != os.getpid() and "seccomp" in in_force
+    assert json.loads((state / "rollback.json").read_text())["artifacts"]["demo"]["version"] \
+        == "1.1.0"
+    starts = [r for r in read_audit_log(ws / "audit.jsonl") if r["action"] == "start"]
+    assert [r["detail"]["pid"] for r in starts] == [pid]
+    assert starts[0]["plugin"] == "sandbox" and "rlimits AS=4096M" in \
+        starts[0]["detail"]["protections"]
+
+    # the policy's limits reach the worker (units converted)
+    _policy_file(ws, memory_mb=3072)
+    assert _run(capsys, "infer", art, "--policy", policy, "--inputs", ws / "in.npz", "--out",
+                ws / "out.npz", "--state-dir", state)[0] == 0
+    starts = [r for r in read_audit_log(ws / "audit.jsonl") if r["action"] == "start"]
+    assert "rlimits AS=3072M" in starts[-1]["detail"]["protections"]
+
+    bad = dict(feed, desire=np.array([11]))
+    np.savez(ws / "bad.npz", **bad)
+    line = _refusal(capsys, "infer", art, "--policy", policy, "--inputs", ws / "bad.npz",
+                    "--out", ws / "o.npz", "--state-dir", state)
+    assert "'desire'" in line and "=11" in line
+    line = _refusal(capsys, "infer", art, "--policy", policy, "--trust", keys / "signing.pub",
+                    "--inputs", ws / "in.npz", "--out", ws / "o.npz", "--state-dir", state)
+    assert "--trust" in line and "come from the policy" in line
+    # trust comes from the policy: a key it does not list is not trusted
+    (keys / "signing.pub").write_bytes((keys / "second.pub").read_bytes())
+    line = _refusal(capsys, "infer", art, "--policy", policy, "--inputs", ws / "in.npz",
+                    "--out", ws / "o.npz", "--state-dir", state)
+    assert "key" in line.lower()
+    assert not (ws / "o.npz").exists()
+
+
+def test_infer_needs_trust_or_a_policy(ws, capsys):
+    np.savez(ws / "in.npz", **demo_inputs(np.random.default_rng(3)))
+    line = _refusal(capsys, "infer", ws / "demo.pha", "--inputs", ws / "in.npz", "--out",
+                    ws / "o.npz", "--state-dir", ws / "state")
+    assert "--trust" in line and "--policy" in line

@@ -1,4 +1,6 @@
-"""The worker's side of artifact loading: from the descriptor the host verified, zero-copy.
+"""Loading an artifact from an open descriptor, pinned to digests a verifier already checked.
+
+Used by the sandbox worker (``plugin_host.sandbox.worker``), zero-copy.
 
 The host runs the full :func:`plugin_host.artifacts.load_verified` (signatures, trust,
 thresholds, compatibility, expiry, rollback, hashes) on an open descriptor and passes that
