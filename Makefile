@@ -24,13 +24,18 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 venv: $(STAMP_TEST)
 
 run: $(STAMP_RUN)
-	$(BIN)/plugin-host run --frames 20
+	$(BIN)/plugin-host run --policy policies/demo.toml --duration 10
 
 test: $(STAMP_TEST)
 	$(BIN)/python -m pytest -q
 
+# Every benchmark under bench/, each printing its ratio to its target (DESIGN.md "Targets"):
+# numpy backend vs torch eager, artifact hashing vs hashlib, RSS growth on load vs tensor
+# bytes, sandbox worker vs in-process executor.
+BENCHES := bench_model bench_verify bench_load_rss bench_sandbox
+
 bench: $(STAMP_TEST)
-	$(BIN)/python bench/bench_model.py
+	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py; done
 
 # The full hostile-input run: 10,000 mutants of a signed artifact, each refused with a typed
 # error (the default test suite runs 300). FUZZ_SEED=N picks another sequence.

@@ -1,98 +1,109 @@
-"""``plugin-host run``: run a model on synthetic frames (the daemon arrives with the camera path)."""
+"""``plugin-host run``: the host daemon (see :mod:`plugin_host.daemon`)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-import time
 
-import numpy as np
-
-from abi import dtypes
-from abi.errors import PluginHostError
-
-from .common import EXIT_INTERRUPTED, Formatter, percentile
+from ..errors import UsageError
+from .common import EXIT_INTERRUPTED, Formatter
 
 
 def register(verbs) -> None:
     run = verbs.add_parser(
-        "run", formatter_class=Formatter, help="run the demo model on synthetic frames",
-        description="Run the benchmark model of the design through the executor on synthetic "
-                    "frames and print its outputs and timings. Stops after --frames frames, "
-                    "after --duration seconds, or on Ctrl-C.",
-        epilog="example:\n  plugin-host run --frames 20\n  plugin-host run --duration 10")
-    run.add_argument("--model", default="demo", help="model builder to run (default: demo)")
-    run.add_argument("--backend", default="numpy", help="inference backend (default: numpy)")
-    run.add_argument("--frames", type=int, default=20, help="frames to run (default: 20)")
+        "run", formatter_class=Formatter, help="the host daemon: camera frames through the "
+                                               "sandboxed artifact",
+        description="Run the host daemon under a policy: load and verify the allowed plugins "
+                    "and the artifact, take frames from the camera plugin, run the artifact on "
+                    "each frame in the sandbox worker, publish the outputs on the model topic "
+                    "and enforce the artifact's contract (state resets, deadline). Structured "
+                    "log lines (JSON, one per event) go to stderr or --log. Stops after "
+                    "--duration seconds or --frames frames (exit 0, summary printed), on "
+                    "SIGTERM (exit 0) or Ctrl-C (exit 130). On first use of the demo policy "
+                    "its key and artifact are created in the state folder.",
+        epilog="example:\n  plugin-host run --policy policies/demo.toml --duration 10\n"
+               "  plugin-host run --policy device.toml --camera road --log /var/log/ph.jsonl")
+    run.add_argument("--policy", required=True, help="the policy file (TOML)")
     run.add_argument("--duration", type=float, default=None,
-                     help="stop after this many seconds instead of a frame count")
-    run.add_argument("--seed", type=int, default=0, help="seed for weights and frames")
+                     help="stop after this many seconds (default: run until stopped)")
+    run.add_argument("--frames", type=int, default=None,
+                     help="stop after this many frames have run")
+    run.add_argument("--state-dir", default=None,
+                     help="the state folder (${STATE_DIR} in the policy, rollback state); "
+                          "default $XDG_STATE_HOME/plugin-host or ~/.local/state/plugin-host")
+    run.add_argument("--camera", default=None, help="the camera to use when there are several")
+    run.add_argument("--artifact", default=None,
+                     help="the [[artifact]] to run when the policy allows several")
+    run.add_argument("--log", default=None, metavar="FILE",
+                     help="append the structured log here instead of stderr")
+    run.add_argument("--log-frames", action="store_true", help="one log line per frame")
+    run.add_argument("--stats-interval", type=float, default=1.0,
+                     help="seconds between 'stats' log lines (default 1)")
     run.set_defaults(func=_cmd_run)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..executor import Executor
-    from ..plugins import get_backend, get_plugin_manager, model_builders
+    from ..artifacts import default_state_dir
+    from ..daemon import Daemon, DaemonOptions, EventLog
+    from ..daemon.events import LogHandler
+    from ..policy import load_policy
 
-    pm = get_plugin_manager()
-    builders = model_builders(pm)
-    if args.model not in builders:
-        raise PluginHostError(f"no model builder named {args.model!r}; available: "
-                              f"{sorted(builders)}")
-    t0 = time.perf_counter()
-    graph = builders[args.model](args.seed)
-    executor = Executor(graph, get_backend(pm, args.backend))
-    print(f"loaded {graph.name!r}: {len(graph.nodes)} nodes, "
-          f"{sum(a.nbytes for a in graph.tensors.values()) / 1e6:.1f} MB of weights, "
-          f"backend {args.backend!r}, in {(time.perf_counter() - t0) * 1e3:.0f} ms", flush=True)
-    print("inputs:  " + ", ".join(f"{s.name} {s.dtype}{tuple(s.shape)} {s.layout}"
-                                  for s in graph.inputs))
-    print("outputs: " + ", ".join(f"{s.name} {s.dtype}{tuple(s.shape)}" for s in graph.outputs))
-
-    rng = np.random.default_rng(args.seed)
-    feed_specs = graph.feed_inputs
-    latencies: list[float] = []
-    deadline = None if args.duration is None else time.monotonic() + args.duration
-    frame = 0
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError(f"--duration must be positive, got {args.duration}")
+    if args.frames is not None and args.frames <= 0:
+        raise UsageError(f"--frames must be positive, got {args.frames}")
+    if args.stats_interval <= 0:
+        raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
+    state_dir = args.state_dir or default_state_dir()
+    policy = load_policy(args.policy, state_dir=state_dir)
+    stream = open(args.log, "a", encoding="utf-8") if args.log else None
+    events = EventLog(stream)
+    handler = LogHandler(events)
+    root = logging.getLogger("plugin_host")
+    root.addHandler(handler)
     try:
-        while (frame < args.frames) if deadline is None else (time.monotonic() < deadline):
-            inputs = _synthetic_inputs(feed_specs, executor.index_inputs, rng)
-            start = time.perf_counter()
-            outputs = executor.run(inputs)
-            latencies.append((time.perf_counter() - start) * 1e3)
-            first = outputs[graph.outputs[0].name].ravel()
-            print(f"frame {frame:4d}  {latencies[-1]:7.2f} ms  "
-                  f"{graph.outputs[0].name}[:4] = {np.array2string(first[:4], precision=4)}",
-                  flush=True)
-            frame += 1
-    except KeyboardInterrupt:
+        daemon = Daemon(policy, state_dir=state_dir, events=events,
+                        say=lambda text: print(text, flush=True),
+                        options=DaemonOptions(duration=args.duration, frames=args.frames,
+                                              camera=args.camera, artifact=args.artifact,
+                                              stats_interval=args.stats_interval,
+                                              log_frames=args.log_frames))
+        daemon.load()
+        print(f"running artifact {daemon.artifact_name!r} on camera {daemon.camera.name!r} "
+              f"({daemon.camera.layout.describe()}); "
+              + (f"stopping after {args.duration:g} s" if args.duration else
+                 "SIGTERM or Ctrl-C stops"), flush=True)
+        summary = daemon.run()
+        events.emit("summary", **summary)
+        print(format_summary(summary), flush=True)
+    finally:
+        root.removeHandler(handler)
+        if stream is not None:
+            stream.close()
+    if summary["stop_reason"] == "SIGINT":
         print("interrupted", file=sys.stderr)
-        _summary(latencies, executor)
         return EXIT_INTERRUPTED
-    _summary(latencies, executor)
     return 0
 
 
-def _synthetic_inputs(specs, index_inputs, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random inputs matching ``specs`` (symbolic dims as 1); valid indices for Embeddings."""
-    inputs = {}
-    for spec in specs:
-        shape = tuple(d if isinstance(d, int) else 1 for d in spec.shape)
-        dtype = dtypes.to_numpy(spec.dtype)
-        if dtype.kind in "iub":
-            high = index_inputs.get(spec.name, 2)
-            inputs[spec.name] = rng.integers(0, high, size=shape).astype(dtype)
-        else:
-            inputs[spec.name] = rng.standard_normal(shape).astype(dtype)
-    return inputs
+def _ms(p: dict) -> str:
+    if p["p50"] is None:
+        return "n/a"
+    return f"p50 {p['p50']:.2f} ms, p99 {p['p99']:.2f} ms, max {p['max']:.2f} ms"
 
 
-def _summary(latencies: list[float], executor) -> None:
-    if not latencies:
-        print("no frames run")
-        return
-    print(f"{len(latencies)} frames: latency p50 {percentile(latencies, 50):.2f} ms, "
-          f"p99 {percentile(latencies, 99):.2f} ms, max {max(latencies):.2f} ms; "
-          f"state resets {executor.resets}")
-
-
+def format_summary(s: dict) -> str:
+    """The summary the daemon prints when it stops."""
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(s["resets_by_reason"].items()))
+    camera = ", ".join(f"{k} {v}" for k, v in sorted(s["camera_dropped"].items()))
+    return (f"summary: {s['seconds']:.1f} s, stopped by {s['stop_reason']}\n"
+            f"  frames in {s['frames_in']}, frames run {s['frames_run']}, dropped "
+            f"{s['dropped']} (frame drop {s['frame_drop_perc']:.1f} % filtered"
+            + (f"; camera: {camera}" if camera else "") + ")\n"
+            f"  deadline misses {s['deadline_misses']} (declared worst case "
+            f"{s['latency_ms']:g} ms), resets {s['resets']}"
+            + (f" ({reasons})" if reasons else "") + f", worker restarts "
+            f"{s['worker_restarts']}, leases outstanding at stop {s['leaks_at_stop']}\n"
+            f"  latency (model execution) {_ms(s['model_execution_ms'])}\n"
+            f"  frame age at publish {_ms(s['frame_age_ms'])}")

@@ -68,8 +68,10 @@ def test_shipped_policies_load(name, tmp_path):
 def test_demo_policy_lists_the_builtins_and_grants_them_nothing(tmp_path):
     policy = load_policy(REPO / "policies" / "demo.toml", state_dir=tmp_path)
     assert [(p.name, p.kind) for p in policy.plugins] == [
-        ("numpy_backend", "inference-hardware"), ("demo_model", "model-layer")]
-    assert all(policy.granted(p.name) == frozenset() for p in policy.plugins)
+        ("numpy_backend", "inference-hardware"), ("demo_model", "model-layer"),
+        ("synthetic", "camera")]
+    assert policy.granted("numpy_backend") == policy.granted("demo_model") == frozenset()
+    assert policy.granted("synthetic") == frozenset({"camera.publish"})  # the daemon's camera
     assert policy.trust.keys[0].file == tmp_path / "demo" / "signing.pub"
     assert policy.artifact("demo").file == tmp_path / "demo" / "demo.pha"
     assert policy.can.interface == "virtual"

@@ -1,0 +1,124 @@
+"""The daemon end to end: first use, --duration, SIGTERM, a worker killed mid-frame."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from plugin_host.daemon import Daemon, DaemonOptions, EventLog
+from plugin_host.policy import load_policy
+
+from .conftest import DEMO_POLICY
+
+PLUGIN_HOST = [sys.executable, "-m", "plugin_host.cli"]
+
+
+def _cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*PLUGIN_HOST, *args], capture_output=True, text=True, timeout=120,
+                          **kwargs)
+
+
+def test_first_use_creates_key_and_artifact_and_says_so(tmp_path):
+    policy = tmp_path / "demo.toml"
+    shutil.copy(DEMO_POLICY, policy)
+    state = tmp_path / "state"
+    proc = _cli("run", "--policy", str(policy), "--state-dir", str(state), "--frames", "3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"first use: created the demo signing key {state / 'demo' / 'signing.key'}" \
+        in proc.stdout
+    assert f"built and signed the demo artifact {state / 'demo' / 'demo.pha'}" in proc.stdout
+    assert (state / "demo" / "signing.key").stat().st_mode & 0o777 == 0o600
+    assert "frames run 3" in proc.stdout
+    again = _cli("run", "--policy", str(policy), "--state-dir", str(state), "--frames", "1")
+    assert again.returncode == 0 and "first use" not in again.stdout
+
+
+def test_duration_stops_with_exit_0_and_a_summary(demo_state):
+    policy, state = demo_state
+    start = time.monotonic()
+    proc = _cli("run", "--policy", str(policy), "--state-dir", str(state), "--duration", "3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.monotonic() - start < 60
+    out = proc.stdout
+    assert "summary:" in out and "stopped by duration" in out
+    for word in ("frames in", "frames run", "dropped", "deadline misses", "resets",
+                 "p50", "p99", "max", "leases outstanding at stop 0"):
+        assert word in out, word
+    # structured log: one JSON object per line on stderr
+    import json
+
+    lines = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    kinds = [line["event"] for line in lines]
+    assert kinds[0] == "start" and "loaded" in kinds and kinds[-1] == "summary"
+    summary = lines[-1]
+    assert summary["frames_run"] >= 20  # 3 s at 20 Hz, minus start-up and slack
+    assert summary["leaks_at_stop"] == 0 and summary["leases_outstanding"] == 0
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_signal_stops_cleanly_without_leaked_leases(demo_state, sig, code):
+    policy, state = demo_state
+    proc = subprocess.Popen([*PLUGIN_HOST, "run", "--policy", str(policy), "--state-dir",
+                             str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("running artifact"), line
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, err[-2000:]
+    assert f"stopped by {sig.name}" in out
+    assert "leases outstanding at stop 0" in out
+    assert '"event":"camera_stop","camera":"road","leases_outstanding":0' in err
+
+
+def test_worker_killed_mid_frame_restarts_resets_and_leaks_nothing(demo_state):
+    policy_path, state = demo_state
+    policy = load_policy(policy_path, state_dir=state)
+    lines: list[str] = []
+
+    class Sink:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    daemon = Daemon(policy, state_dir=state, events=EventLog(Sink()), say=lambda _: None,
+                    options=DaemonOptions(frames=12))
+    daemon.load()
+    ex = daemon.executor
+    original = ex.run
+    calls = {"n": 0}
+    first_pid = ex.pid
+
+    def run_and_kill(inputs):
+        calls["n"] += 1
+        if calls["n"] == 5:  # SIGKILL the worker while this call is in flight
+            pid = ex.pid
+            threading.Timer(0.001, os.kill, (pid, signal.SIGKILL)).start()
+            # make sure the kill lands while the call waits for the worker
+            time.sleep(0.05)
+        return original(inputs)
+
+    ex.run = run_and_kill
+    summary = daemon.run()
+    assert summary["worker_restarts"] == 1 and ex.pid != first_pid
+    assert summary["resets_by_reason"].get("worker restart") == 1
+    assert summary["not_run"] == 1 and summary["frames_run"] == 12
+    assert summary["leaks_at_stop"] == 0 and summary["leases_outstanding"] == 0
+    assert daemon.camera.pool.stats()["leases_outstanding"] == 0
+    assert any('"event":"worker_died"' in line for line in lines)
