@@ -9,7 +9,8 @@ artifact the host verified. In order:
 3. rlimits (address space, CPU, open files, tasks; no core dumps, no file size);
 4. trusted imports: numpy, the executor, the installed inference-hardware plugins named in
    ``backend_plugins`` (entry points; never the host-side kinds such as cameras), the standard
-   library modules to preload; locate (without importing) the model-layer plugin modules;
+   library modules to preload; locate and read (without running) the model-layer plugins'
+   sources, since file permissions may hide them after the uid drop (``sources.py``);
 5. the artifact, from the descriptor: manifest pinned to the SHA-256 the host verified, every
    tensor hashed again, graph over read-only views of the map (``plugin_host/artifacts/pinned.py``);
 6. confinement, while still single-threaded (OpenBLAS was started with one thread): build the
@@ -19,8 +20,9 @@ artifact the host verified. In order:
    the audit hook (``audit.py``);
 7. report what is in force (``confined``) and wait: the host checks the report against
    ``/proc/<pid>`` and the requirements, and answers ``go`` or kills the worker;
-8. only now import the model-layer plugins, so not even their import-time code runs
-   unconfined; merge their kernels into the backend, build the executor; ``ready``;
+8. only now import the model-layer plugins (from the sources read in step 4), so not even
+   their import-time code runs unconfined; merge their kernels into the backend, build the
+   executor; ``ready``;
 9. serve: ``region`` (a new shared memory region), ``run``, ``collect``, ``reset``, ``ping``,
    ``exit``. A malformed message gets an error reply; the worker keeps serving.
 """
@@ -43,7 +45,7 @@ from abi import dtypes
 from abi.spec import MAX_RANK
 
 from ..errors import PluginError, SandboxProtocolError
-from . import audit, confine, ipc, landlock, remote, seccomp
+from . import audit, confine, ipc, landlock, remote, seccomp, sources
 from ..artifacts.pinned import load_pinned
 
 __all__ = ["main"]
@@ -212,6 +214,9 @@ class Worker:
         if where:
             raise ImportError("; ".join(f"plugin module {k!r}: {v}" for k, v in where.items()))
         read_only += [p for p in ipc.require(boot, "read_paths", list) if type(p) is str]
+        # read (never run) the plugins' sources now: after the uid drop, file permissions may
+        # hide the tree (a checkout under a root-only folder); see sources.py
+        plugin_sources = sources.collect_sources(plugin_modules)
         lap("imports")
 
         self.stage = "artifact"
@@ -277,6 +282,7 @@ class Worker:
             os._exit(0)
 
         self.stage = "plugins"
+        sources.install(plugin_sources)
         for name in plugin_modules:
             try:
                 module = importlib.import_module(name)

@@ -361,3 +361,27 @@ def test_close_stops_the_worker(redteam_artifact, sandbox_trust):
     with pytest.raises(SandboxError, match="closed"):
         ex.run(frames(1)[0])
     ex.close()  # idempotent
+
+
+def test_plugins_under_a_root_only_folder_still_import(tmp_path, monkeypatch, redteam_artifact,
+                                                       sandbox_trust, redteam_graph):
+    # after the uid drop, file permissions hide a tree under a 0700 root folder (as a checkout
+    # in a mktemp -d folder is); the worker reads plugin sources before it drops, never runs them
+    hidden = tmp_path / "private"
+    hidden.mkdir(mode=0o700)
+    (hidden / "hidden_layers.py").write_text(
+        "import numpy as np\n"
+        "from plugin_host.hooks import hookimpl\n"
+        "@hookimpl\n"
+        "def plugin_host_add_kernels(backend):\n"
+        "    return {'relu': lambda attrs, consts, types, where: np.abs}\n")
+    os.chmod(tmp_path, 0o700)
+    monkeypatch.syspath_prepend(str(hidden))
+    x = -np.abs(np.random.default_rng(0).standard_normal((1, 16))).astype(np.float32)
+    feed = {"x": x, "ids": np.array([1], np.int64)}
+    expected = Executor(redteam_graph, NumpyBackend()).run(feed)["y"]
+    with SandboxedExecutor(redteam_artifact, trust=sandbox_trust,
+                           plugin_modules=["hidden_layers"],
+                           kernel_overrides={"relu": "hidden_layers"}) as sx:
+        got = sx.run(feed)["y"]
+    assert not np.allclose(got, expected), "the hidden plugin's kernel (abs, not relu) ran"
