@@ -50,6 +50,9 @@ from ..artifacts.pinned import load_pinned
 
 __all__ = ["main"]
 
+#: The project's own packages: a plugin may import any of their modules after confinement.
+HOST_PACKAGES = ("abi", "plugin_host", "plugins")
+
 _BLAS_SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_",
                  "scipy_openblas_set_num_threads", "openblas_set_num_threads64_")
 
@@ -216,7 +219,7 @@ class Worker:
         read_only += [p for p in ipc.require(boot, "read_paths", list) if type(p) is str]
         # read (never run) the plugins' sources now: after the uid drop, file permissions may
         # hide the tree (a checkout under a root-only folder); see sources.py
-        plugin_sources = sources.collect_sources(plugin_modules)
+        plugin_sources = sources.collect_sources(plugin_modules + list(HOST_PACKAGES))
         lap("imports")
 
         self.stage = "artifact"

@@ -371,6 +371,7 @@ def test_plugins_under_a_root_only_folder_still_import(tmp_path, monkeypatch, re
     hidden.mkdir(mode=0o700)
     (hidden / "hidden_layers.py").write_text(
         "import numpy as np\n"
+        "import plugin_host.builder  # a host module the worker has not imported itself\n"
         "from plugin_host.hooks import hookimpl\n"
         "@hookimpl\n"
         "def plugin_host_add_kernels(backend):\n"
