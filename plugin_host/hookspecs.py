@@ -98,8 +98,11 @@ def plugin_host_add_cameras(config):
     """Return a list of camera objects (frame sources owning their buffer pools).
 
     ``config`` is the plugin's own configuration (as in :func:`plugin_host_configure`). Each
-    camera has a unique ``name``; it publishes frames through the ``camera.publish``
-    capability in ``config["capabilities"]``.
+    camera has a unique ``name`` and follows :class:`plugin_host.frames.Camera`: it owns its
+    frame pool, and consumers take frames through its subscriptions (``recv(timeout)`` returns
+    a lease). A camera plugin holding the ``camera.publish`` capability (in
+    ``config["capabilities"]``) announces each camera's start and stop on the ``camera`` topic;
+    frames themselves never pass through a topic.
 
     Implemented by camera plugins; runs in the host process. Called once per camera plugin
     with its own config. Not ``firstresult``: every plugin's list is collected; two cameras with
