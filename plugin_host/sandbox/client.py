@@ -15,6 +15,11 @@ It has the call surface of :class:`~plugin_host.executor.Executor` (``run``, ``r
   the inputs' bindings (the worker is not trusted to have done it);
 * **worker, every call**: the executor's own checks again, the kernels, state.
 
+Camera frames travel without a copy: :meth:`SandboxedExecutor.attach_pool` hands the worker a
+camera pool's read-only descriptor (once per pool id and worker), and
+:meth:`SandboxedExecutor.handoff` sends one frame's metadata only; the worker finds the planes
+in its read-only mapping of the pool (see ``worker.py``).
+
 Recurrent state lives in the worker's executor; the host mirrors it from the outputs (so
 ``state`` needs no round trip). If the worker dies (crash, signal, rlimit, timeout, malformed
 message), the call raises :class:`~plugin_host.errors.WorkerDiedError` (or
@@ -48,7 +53,7 @@ import plugin_host
 from abi import Signature, check_indices, dtypes
 from abi.spec import MAX_RANK
 
-from ..errors import (ArtifactError, ArtifactFormatError, PluginHostError,
+from ..errors import (ArtifactError, ArtifactFormatError, FrameFormatError, PluginHostError,
                       ProtectionUnavailableError, SandboxError, SandboxProtocolError,
                       WorkerDiedError, WorkerTimeoutError)
 from ..executor import entry_index_checks
@@ -126,6 +131,8 @@ class _Worker:
         self.pid = proc.pid
         self.chan = chan
         self.regions: dict[str, ipc.Region] = {}
+        #: the id of the frame pool this worker has mapped (``attach_pool``), or None
+        self.pool_id: str | None = None
 
     def stderr_text(self) -> str:
         """What the worker wrote to stderr before its channel was up (start-up failures)."""
@@ -255,6 +262,8 @@ class SandboxedExecutor:
         self._audit_sink = on_audit
         self._event_sink = on_event
         self._lock = threading.RLock()
+        #: (read-only descriptor owned here, pool id) of the attached frame pool, or None
+        self._pool: tuple[int, str] | None = None
         self._live: set[_Worker] = set()
         self._finalizer = weakref.finalize(self, _kill_all, self._live)
         self._worker: _Worker | None = None
@@ -503,6 +512,9 @@ class SandboxedExecutor:
                 os.close(self._fd)
             except OSError:
                 pass
+            if self._pool is not None:
+                os.close(self._pool[0])
+                self._pool = None
 
     def __enter__(self) -> SandboxedExecutor:
         return self
@@ -573,11 +585,11 @@ class SandboxedExecutor:
             return message
 
     def _request(self, worker: _Worker, message: dict[str, Any], reply: str, *,
-                 during: str) -> dict[str, Any]:
+                 during: str, fds: Iterable[int] = ()) -> dict[str, Any]:
         """Send ``message`` with a fresh id and wait for the reply ``reply`` to it."""
         self._next_id += 1
         message["id"] = self._next_id
-        self._send(worker, message, during=during)
+        self._send(worker, message, during=during, fds=fds)
         return self._expect(worker, reply, self.call_timeout, during=during,
                             call_id=self._next_id)
 
@@ -898,28 +910,96 @@ class SandboxedExecutor:
         """Acceptance in the sandbox: run every golden case of the artifact (state inputs given
         explicitly) and compare with the declared tolerances; GoldenMismatchError otherwise.
         The recurrent state is reset afterwards (reason ``"acceptance"``)."""
-        from ..errors import GoldenMismatchError
-
         with self._lock:
-            for i, (inputs, want) in enumerate(self.artifact.golden_cases()):
-                got = self.run(dict(inputs))
-                for name, expected in want.items():
-                    tol = self.manifest.tolerances[name]
-                    actual = np.asarray(got[name])
-                    if actual.dtype.kind in "fc":
-                        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-                        bad = ~(diff <= tol.atol + tol.rtol * np.abs(expected.astype(np.float64)))
-                    else:
-                        diff = (actual != expected).astype(np.float64)
-                        bad = diff > 0
-                    if bad.any():
-                        raise GoldenMismatchError(
-                            f"golden case {i}: output {name!r} on backend {self.backend!r} in "
-                            f"the sandbox differs from the reference in {int(bad.sum())} of "
-                            f"{bad.size} element(s) (max |diff| {float(np.nanmax(diff)):.3g}; "
-                            f"rtol {tol.rtol:g}, atol {tol.atol:g})", path=self.path, case=i,
-                            output=name)
+            for i, (inputs, _) in enumerate(self.artifact.golden_cases()):
+                self.artifact.compare_golden(i, self.run(dict(inputs)),
+                                             where=f"on backend {self.backend!r} in the sandbox")
             self.reset("acceptance")
+
+    # -- camera frames ----------------------------------------------------------------------------
+
+    def attach_pool(self, pool: Any, pool_id: str | None = None) -> None:
+        """Give the worker read-only access to a camera's frame pool, for :meth:`handoff`.
+
+        ``pool`` is a :class:`~plugin_host.frames.FramePool` (its read-only ``fd`` and ``id``
+        are used) or a pool descriptor with its ``pool_id``. The descriptor is duplicated
+        (the executor owns its copy) and sent to the worker once per pool id, and again to a
+        restarted worker before its first hand-off; the worker maps it ``PROT_READ`` (it can
+        never write the pool: the memfd is sealed and the descriptor ``O_RDONLY``), checks the
+        pool header and that it is the announced pool, and forgets the previous pool's
+        mapping. Attaching the pool already attached does nothing.
+
+        A new pool id (a camera restart) does **not** reset the recurrent state here: deciding
+        that is the daemon's contract (its reset conditions), not the executor's.
+        """
+        if isinstance(pool, int) and not isinstance(pool, bool):
+            if type(pool_id) is not str or not pool_id:
+                raise SandboxError("attach_pool(fd, pool_id): the pool id is a non-empty str")
+            fd, pid = pool, pool_id
+        else:
+            fd, pid = pool.fd, pool.id
+            if pool_id is not None and pool_id != pid:
+                raise SandboxError(f"pool {pid!r} is not pool {pool_id!r}")
+        with self._lock:
+            if self._closed:
+                raise SandboxError("this SandboxedExecutor is closed")
+            if self._pool is not None and self._pool[1] == pid:
+                return
+            mine = os.dup(fd)  # non-inheritable
+            old, self._pool = self._pool, (mine, pid)
+            if old is not None:
+                os.close(old[0])
+            try:
+                self._attach(self._live_worker())
+            except BaseException:
+                if self._pool is not None and self._pool[0] == mine:
+                    self._pool = None
+                    os.close(mine)
+                raise
+
+    def _attach(self, worker: _Worker) -> None:
+        """Send the attached pool's descriptor to ``worker`` and wait for its mapping."""
+        fd, pool_id = self._pool  # type: ignore[misc]
+        worker.pool_id = None
+        reply = self._request(worker, {"op": "pool", "pool_id": pool_id}, "pool",
+                              during="attach_pool", fds=[fd])
+        if reply.get("ok") is not True:
+            raise remote.rebuild(reply.get("error"), during="attach_pool")
+        worker.pool_id = pool_id
+
+    def handoff(self, frame: Any) -> dict[str, int]:
+        """Hand one frame of the attached pool to the worker, by its metadata only.
+
+        ``frame`` is a :class:`~plugin_host.frames.Frame` (or its ``to_dict()``, sent as is:
+        the worker validates it with ``Frame.from_dict``). The worker locates the frame's
+        planes in its read-only mapping of the pool (no copy), reads the first and last 16
+        bytes of each plane's first and last rows, then re-checks the slot's generation, and
+        answers ``{"frame_id": ..., "crc": ...}`` (CRC-32 of those bytes, planes in layout
+        order). Malformed metadata raises ``FrameFormatError``, a frame of another pool or a
+        missing pool ``FrameError``, a slot refilled meanwhile ``FrameOverwrittenError``; the
+        worker keeps serving. The caller keeps its lease on the frame for the call.
+        """
+        meta = frame.to_dict() if hasattr(frame, "to_dict") else frame
+        with self._lock:
+            if self._pool is None:
+                raise SandboxError("no frame pool attached (attach_pool first)")
+            worker = self._worker
+            if worker is None or self._closed or _exited(worker.pid):
+                worker = self._live_worker()
+            if worker.pool_id != self._pool[1]:  # a restarted worker, or a new pool
+                self._attach(worker)
+            try:
+                reply = self._request(worker, {"op": "handoff", "frame": meta}, "handoff",
+                                      during="handoff")
+            except (OverflowError, TypeError) as exc:  # not msgpack-able: nothing was sent
+                raise FrameFormatError(f"frame metadata cannot be sent: {exc}") from None
+            self._failures = 0
+            if reply.get("ok") is not True:
+                raise remote.rebuild(reply.get("error"), during="handoff")
+            frame_id, crc = reply.get("frame_id"), reply.get("crc")
+            if type(frame_id) is not int or type(crc) is not int:
+                raise self._failed(worker, "handoff", protocol="malformed handoff reply")
+            return {"frame_id": frame_id, "crc": crc}
 
     def ping(self) -> float:
         """Round trip to the worker, in seconds (a health check)."""

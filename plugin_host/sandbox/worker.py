@@ -24,6 +24,9 @@ artifact the host verified. In order:
    their import-time code runs unconfined; merge their kernels into the backend, build the
    executor; ``ready``;
 9. serve: ``region`` (a new shared memory region), ``run``, ``collect``, ``reset``, ``ping``,
+   ``pool`` (a camera's frame pool: a read-only descriptor, mapped ``PROT_READ``; a new pool id
+   replaces the previous mapping), ``handoff`` (a frame's metadata: validated, its planes
+   located zero-copy in the pool mapping, a few bytes read, the generation checked after use),
    ``exit``. A malformed message gets an error reply; the worker keeps serving.
 """
 
@@ -36,6 +39,7 @@ import os
 import socket
 import sys
 import time
+import zlib
 from typing import Any
 
 import numpy as np
@@ -44,7 +48,9 @@ import pluggy
 from abi import dtypes
 from abi.spec import MAX_RANK
 
-from ..errors import PluginError, SandboxProtocolError
+from ..errors import FrameError, PluginError, SandboxProtocolError
+from ..frames.frame import Frame
+from ..frames.pool import PoolReader, map_pool
 from . import audit, confine, ipc, landlock, remote, seccomp, sources
 from ..artifacts.pinned import load_pinned
 
@@ -153,6 +159,8 @@ class Worker:
         self.executor = None
         self.in_map = None
         self.out_map = None
+        #: the attached camera frame pool, mapped read-only (``pool`` messages)
+        self.pool: PoolReader | None = None
         self.pending: dict[str, np.ndarray] | None = None
         self.auditor = None
         # the last call's input views and output destinations, reused while nothing changes
@@ -328,6 +336,10 @@ class Worker:
                 elif op == "reset":
                     self.executor.reset(str(ipc.require(message, "reason", str)))
                     reply = {"op": "reset", "ok": True}
+                elif op == "handoff":
+                    reply = self._handoff(message)
+                elif op == "pool":
+                    reply = self._pool(message, fds)
                 elif op == "ping":
                     reply = {"op": "pong"}
                 elif op == "exit":
@@ -369,6 +381,48 @@ class Worker:
             except BufferError:  # a kernel kept a view: the old map lives as long as it does
                 pass
         return {"op": "region", "ok": True, "kind": kind, "size": len(mapped)}
+
+    def _pool(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Map a camera's frame pool read-only; it replaces the previous pool's mapping."""
+        pool_id = ipc.require(message, "pool_id", str)
+        if len(fds) != 1:
+            raise SandboxProtocolError("a pool message carries one descriptor")
+        fd = fds.pop()  # map_pool closes it
+        try:
+            with self.auditor.quiet():
+                reader = map_pool(fd, close_fd=True)  # PROT_READ, header checked
+            if reader.pool_id != pool_id:
+                reader.close()
+                raise FrameError(f"the descriptor holds pool {reader.pool_id[:40]!r}, not the "
+                                 f"announced {pool_id[:40]!r}")
+        except Exception as exc:
+            return {"op": "pool", "ok": False, "error": remote.describe(exc,
+                                                                         with_traceback=False)}
+        old, self.pool = self.pool, reader
+        if old is not None:
+            old.close()  # a view a kernel kept keeps the old mapping alive, read-only
+        return {"op": "pool", "ok": True, "pool_id": reader.pool_id, "buffers": reader.buffers}
+
+    def _handoff(self, message: dict[str, Any]) -> dict[str, Any]:
+        """One frame handed over by its metadata only: validate it, locate its planes in the
+        pool mapping (no copy), read a few bytes of each (first and last 16 bytes of its first
+        and last rows, CRC-32 in plane order), then check the generation: the answer is only
+        given for bytes of the very frame announced."""
+        call_id = ipc.require(message, "id", int)
+        try:
+            if self.pool is None:
+                raise FrameError("no frame pool attached")
+            frame = Frame.from_dict(message.get("frame"))  # FrameFormatError if malformed
+            crc = 0
+            for plane in self.pool.planes(frame).values():  # validated against the pool
+                crc = zlib.crc32(np.ascontiguousarray(plane[0].reshape(-1)[:16]), crc)
+                crc = zlib.crc32(np.ascontiguousarray(plane[-1].reshape(-1)[-16:]), crc)
+            self.pool.check(frame)  # FrameOverwrittenError if refilled meanwhile
+        except Exception as exc:
+            return {"op": "handoff", "id": call_id, "ok": False,
+                    "error": remote.describe(exc, with_traceback=False)}
+        return {"op": "handoff", "id": call_id, "ok": True, "frame_id": frame.frame_id,
+                "crc": crc}
 
     def _inputs(self, specs: Any) -> dict[str, np.ndarray]:
         if type(specs) is not list:
