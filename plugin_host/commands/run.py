@@ -40,6 +40,13 @@ def register(verbs) -> None:
     run.add_argument("--log-frames", action="store_true", help="one log line per frame")
     run.add_argument("--stats-interval", type=float, default=1.0,
                      help="seconds between 'stats' log lines (default 1)")
+    run.add_argument("--metrics", default=None, metavar="ADDR",
+                     help="serve /status (JSON) and /metrics (Prometheus text format) over "
+                          "HTTP at 127.0.0.1:PORT, [::1]:PORT, localhost:PORT or unix:PATH "
+                          "(loopback only; port 0 picks a free port, logged as 'metrics')")
+    run.add_argument("--swap-poll", type=float, default=1.0, metavar="SECONDS",
+                     help="check the artifact file for a new version this often and swap it "
+                          "in once verified (0: only on SIGHUP; default 1)")
     run.set_defaults(func=_cmd_run)
 
 
@@ -53,6 +60,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--duration must be positive, got {args.duration}")
     if args.frames is not None and args.frames <= 0:
         raise UsageError(f"--frames must be positive, got {args.frames}")
+    if args.swap_poll < 0:
+        raise UsageError(f"--swap-poll must be 0 or positive, got {args.swap_poll}")
     if args.stats_interval <= 0:
         raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
     state_dir = args.state_dir or default_state_dir()
@@ -68,7 +77,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         options=DaemonOptions(duration=args.duration, frames=args.frames,
                                               camera=args.camera, artifact=args.artifact,
                                               stats_interval=args.stats_interval,
-                                              log_frames=args.log_frames))
+                                              log_frames=args.log_frames,
+                                              metrics=args.metrics,
+                                              swap_poll=args.swap_poll or None))
         daemon.load()
         print(f"running artifact {daemon.artifact_name!r} on camera {daemon.camera.name!r} "
               f"({daemon.camera.layout.describe()}); "

@@ -129,6 +129,13 @@ class StateContract:
                 self._emit("reset_disabled", {"reason": kind, **detail})
         return reason
 
+    def carry_from(self, other: "StateContract") -> None:
+        """Continue after ``other``'s last frame (a swapped-in artifact's contract: gaps and
+        restarts are still detected across the swap)."""
+        self._last = other._last
+        self._pending.extend(other._pending)
+        other._pending.clear()
+
     def forget(self) -> None:
         """Drop the previous frame (the state was reset for another reason, e.g. a worker
         restart): the next frame is compared with nothing."""

@@ -26,6 +26,16 @@ released, the outputs and the frame's statistics published on the ``model`` topi
 that dies costs that frame (the executor restarts it and resets the state; counted as a reset
 ``worker restart``).
 
+Between frames (:meth:`Daemon._poll_swap`): the artifact hot-swap. When the artifact file
+changed (checked every ``swap_poll`` s) or on SIGHUP (:meth:`Daemon.request_swap`), a
+long-lived swap thread runs step 3 again on the file with a new worker beside the running
+one (the thread outlives the workers it starts: the sandbox's ``PR_SET_PDEATHSIG`` is tied to
+the starting thread); once ready, the frame loop switches to it between two frames, records
+the version, and the contract resets the state (``artifact swap``) before the next frame; the
+old executor is closed on its own thread. A refused file is logged (``swap_refused``) and the
+running artifact stays. With ``metrics`` set, :mod:`~plugin_host.daemon.metrics` serves
+``/metrics`` and ``/status`` on loopback from a thread.
+
 Stop: ``--duration`` / ``--frames`` reached, SIGTERM or SIGINT (a flag checked between frames,
 never an exception in the middle of a call), or the camera failing. Then the subscription and
 the camera stop (every lease returned; any still outstanding is reported), the worker is
@@ -35,8 +45,10 @@ closed and the plugins are unconfigured.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import os
+import queue
 import signal
 import threading
 import time
@@ -48,9 +60,19 @@ from ..errors import (FrameOverwrittenError, PluginHostError, SandboxError, Work
 from .contract import Deadline, StateContract
 from .events import EventLog
 from .feed import ModelFeed
+from .metrics import AGE_BUCKETS_S, LATENCY_BUCKETS_S, Histogram
 from .stats import FrameReport, FrameStats
 
 __all__ = ["Daemon", "DaemonOptions", "WORKER_RESTART"]
+
+
+def _file_signature(path: Any) -> tuple[int, ...] | None:
+    """What changes when a file is replaced or rewritten (None: it does not exist)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 WORKER_RESTART = "worker restart"
 
@@ -59,8 +81,11 @@ WORKER_RESTART = "worker restart"
 class DaemonOptions:
     """``duration`` (s) / ``frames`` (frames run): stop by itself; ``camera`` / ``artifact``:
     which one when the policy provides several; ``stats_interval`` (s): a ``stats`` event;
-    ``log_frames``: one ``frame`` event per frame; ``metrics``: reserved for the status and
-    Prometheus endpoint (not implemented yet; must stay None)."""
+    ``log_frames``: one ``frame`` event per frame; ``swap_poll`` (s): how often the artifact
+    file is checked for a new version to swap in (None: only on SIGHUP / :meth:`request_swap`);
+    ``metrics``: where to serve ``/status`` and
+    ``/metrics`` (``127.0.0.1:PORT``, ``[::1]:PORT``, ``localhost:PORT`` or ``unix:PATH``;
+    loopback only, see :mod:`~plugin_host.daemon.metrics`)."""
 
     duration: float | None = None
     frames: int | None = None
@@ -69,6 +94,7 @@ class DaemonOptions:
     stats_interval: float = 1.0
     log_frames: bool = False
     metrics: str | None = None
+    swap_poll: float | None = 1.0
     recv_timeout: float = 0.05
 
 
@@ -104,6 +130,20 @@ class Daemon:
         self._restarts_seen = 0
         self._pool_id: str | None = None
         self._sinks: list[Any] = []
+        #: guards what a metrics scrape reads (taken around each frame's bookkeeping)
+        self._lock = threading.Lock()
+        self.model_hist = Histogram(LATENCY_BUCKETS_S)
+        self.age_hist = Histogram(AGE_BUCKETS_S)
+        self.artifact_swaps = 0
+        self.artifact_swaps_refused = 0
+        self._swap_requested: str | None = None
+        self._swap_ready: tuple[Any, Any] | None = None
+        self._swap_thread: threading.Thread | None = None
+        self._swap_queue: queue.Queue[str | None] = queue.Queue()
+        self._swap_busy = threading.Event()
+        self._swap_seen: Any = None
+        self._next_swap_poll = 0.0
+        self._closers: list[threading.Thread] = []
 
     # -- start-up ---------------------------------------------------------------------------------
 
@@ -118,12 +158,15 @@ class Daemon:
     def _load(self) -> None:
         from ..artifacts import RollbackStore
         from ..plugins import load_plugins
-        from ..policy import HOST_KINDS, load_allowed_artifact
-        from ..sandbox import SandboxedExecutor
-        from ..sandbox.policy import audit_sinks, sandbox_config_from_policy
+        from ..policy import HOST_KINDS
+        from ..sandbox.policy import sandbox_config_from_policy
         from .demo_setup import ensure_demo_artifact
 
         policy = self.policy
+        if self.options.metrics:  # a bad address is refused before anything starts
+            from .metrics import parse_address
+
+            parse_address(self.options.metrics)
         self.events.emit("start", policy=policy.path, state_dir=str(self.state_dir),
                          pid=os.getpid())
         ensure_demo_artifact(policy, self.state_dir, self.say)
@@ -133,15 +176,8 @@ class Daemon:
         self.camera = self._pick_camera(self.plugins.cameras())
         self._sinks = self.plugins.connect_sinks()
 
-        rule = self._pick_artifact()
-        rollback = RollbackStore(self.state_dir)
-        checked = load_allowed_artifact(policy, rule.name, rollback=rollback,
-                                        available_backends={rule.backend},
-                                        plugins=self.plugins, record=False)
-        digest = checked.manifest_sha256
-        close = getattr(checked, "close", None)
-        if close is not None:
-            close()
+        rule = self._rule = self._pick_artifact()
+        rollback = self._rollback = RollbackStore(self.state_dir)
         sandbox = sandbox_config_from_policy(policy).executor_kwargs()
         if sandbox["limits"].blas_threads is None:
             # one core stays with the camera and the host: with every core to BLAS, the
@@ -149,19 +185,11 @@ class Daemon:
             # p99 108 ms and 23 deadline misses in 10 s, against p99 14 ms and none)
             sandbox["limits"] = dataclasses.replace(
                 sandbox["limits"], blas_threads=max(1, len(os.sched_getaffinity(0)) - 1))
-        self.executor = ex = SandboxedExecutor(
-            rule.file, trust=policy.trust_store(), backend=rule.backend,
-            audited_ops=policy.audited_op_pairs(rule.backend), rollback=None,
-            artifact_limits=policy.limits.artifact_limits(), **sandbox,
-            **audit_sinks(self.plugins.broker.audit))
-        if ex.artifact.manifest_sha256 != digest:
-            raise PluginHostError(f"artifact {rule.file} changed while it was loaded "
-                                  f"(manifest {digest[:16]}... checked, "
-                                  f"{ex.artifact.manifest_sha256[:16]}... handed to the "
-                                  f"worker); refusing to run either")
+        self._sandbox_kwargs = sandbox
+        self._swap_seen = _file_signature(rule.file)
+        self.executor = ex = self._open_executor()
+        digest = ex.artifact.manifest_sha256
         manifest = ex.manifest
-        if rule.acceptance_required:
-            ex.check_golden()
         rollback.accept(manifest.name, manifest.version, digest)
         self.artifact_name = manifest.name
         self.publisher = f"artifact:{manifest.name}"
@@ -177,8 +205,163 @@ class Daemon:
         self.deadline = Deadline(manifest.latency_ms)
         rate = float(getattr(self.camera, "rate", 20.0) or 20.0)
         self.stats = FrameStats(1.0 / rate)
-        if self.options.metrics:  # the endpoint is not built yet (metrics.py)
-            raise PluginHostError("the metrics endpoint is not implemented yet")
+        if self.options.metrics:
+            from .metrics import MetricsServer
+
+            self.metrics_server = MetricsServer(self, self.options.metrics)
+            self.events.emit("metrics", address=self.metrics_server.address,
+                             paths=["/metrics", "/status"])
+
+    def _open_executor(self) -> Any:
+        """The policy's checks on the artifact file, then a new sandbox worker on it (the very
+        manifest checked), then acceptance when required; not yet recorded as accepted."""
+        from ..policy import load_allowed_artifact
+        from ..sandbox import SandboxedExecutor
+        from ..sandbox.policy import audit_sinks
+
+        policy, rule = self.policy, self._rule
+        checked = load_allowed_artifact(policy, rule.name, rollback=self._rollback,
+                                        available_backends={rule.backend},
+                                        plugins=self.plugins, record=False)
+        digest = checked.manifest_sha256
+        close = getattr(checked, "close", None)
+        if close is not None:
+            close()
+        ex = SandboxedExecutor(
+            rule.file, trust=policy.trust_store(), backend=rule.backend,
+            audited_ops=policy.audited_op_pairs(rule.backend), rollback=None,
+            artifact_limits=policy.limits.artifact_limits(), **self._sandbox_kwargs,
+            **audit_sinks(self.plugins.broker.audit))
+        try:
+            if ex.artifact.manifest_sha256 != digest:
+                raise PluginHostError(f"artifact {rule.file} changed while it was loaded "
+                                      f"(manifest {digest[:16]}... checked, "
+                                      f"{ex.artifact.manifest_sha256[:16]}... handed to the "
+                                      f"worker); refusing to run either")
+            if rule.acceptance_required:
+                ex.check_golden()
+        except BaseException:
+            ex.close()
+            raise
+        return ex
+
+    # -- artifact hot-swap ------------------------------------------------------------------------
+
+    def request_swap(self, why: str = "requested") -> None:
+        """Re-verify the artifact file and swap it in if it holds another accepted artifact
+        (thread- and signal-safe: acted on between frames)."""
+        self._swap_requested = why
+
+    def _poll_swap(self, now: float) -> None:
+        """Between frames: switch to a prepared executor, or start preparing one when the
+        file changed (every ``swap_poll`` s) or a swap was requested (SIGHUP)."""
+        if self._swap_ready is not None:
+            self._switch()
+        why, self._swap_requested = self._swap_requested, None
+        poll = self.options.swap_poll
+        if why is None and poll and now >= self._next_swap_poll:
+            self._next_swap_poll = now + poll
+            if _file_signature(self._rule.file) != self._swap_seen:
+                why = "file changed"
+        if why is None:
+            return
+        if self._swap_busy.is_set():
+            self._swap_requested = why  # after the one in progress
+            return
+        self._swap_seen = _file_signature(self._rule.file)
+        self.events.emit("swap_check", why=why, file=str(self._rule.file))
+        self._swap_busy.set()
+        if self._swap_thread is None:
+            # one long-lived thread: the sandbox sets PR_SET_PDEATHSIG in the worker, which
+            # fires when the *thread* that started it exits, so the thread that starts a new
+            # worker must outlive it (it stops in close(), after every executor is closed)
+            self._swap_thread = threading.Thread(target=self._swap_loop,
+                                                 name="plugin-host-swap", daemon=True)
+            self._swap_thread.start()
+        self._swap_queue.put(why)
+
+    def _swap_loop(self) -> None:
+        while True:
+            why = self._swap_queue.get()
+            if why is None:
+                return
+            try:
+                self._prepare_swap(why)
+            except BaseException as exc:  # never leave the loop with a swap "in progress"
+                self.events.emit("swap_refused", why=why, error=f"{type(exc).__name__}: {exc}")
+            finally:
+                self._swap_busy.clear()
+
+    def _prepare_swap(self, why: str) -> None:
+        """On the swap thread: verify the new file and start its worker beside the old one."""
+        old = self.executor
+        kept = {"kept": old.manifest.name, "kept_version": old.manifest.version}
+        try:
+            ex = self._open_executor()
+        except Exception as exc:  # refused: the running artifact stays
+            with self._lock:
+                self.artifact_swaps_refused += 1
+            self.events.emit("swap_refused", why=why, file=str(self._rule.file),
+                             error=f"{type(exc).__name__}: {exc}", **kept)
+            return
+        if ex.artifact.manifest_sha256 == old.artifact.manifest_sha256:
+            ex.close()
+            self.events.emit("swap_unchanged", why=why, file=str(self._rule.file), **kept)
+            return
+        try:
+            feed = ModelFeed(ex.graph, ex.index_inputs, self.camera.layout)
+        except Exception as exc:
+            ex.close()
+            with self._lock:
+                self.artifact_swaps_refused += 1
+            self.events.emit("swap_refused", why=why, file=str(self._rule.file),
+                             error=f"{type(exc).__name__}: {exc}", **kept)
+            return
+        with self._lock:
+            if not self._closed:
+                self._swap_ready = (ex, feed)
+                return
+        ex.close()
+
+    def _switch(self) -> None:
+        """On the frame loop, between two frames: the prepared executor takes over; the old
+        one is closed on a thread of its own."""
+        ex, feed = self._swap_ready
+        self._swap_ready = None
+        old = self.executor
+        manifest = ex.manifest
+        digest = ex.artifact.manifest_sha256
+        try:
+            self._rollback.accept(manifest.name, manifest.version, digest)
+        except Exception as exc:  # e.g. a higher version accepted meanwhile
+            ex.close()
+            with self._lock:
+                self.artifact_swaps_refused += 1
+            self.events.emit("swap_refused", why="rollback", error=f"{type(exc).__name__}: "
+                             f"{exc}", kept=old.manifest.name, kept_version=old.manifest.version)
+            return
+        contract = StateContract(manifest.reset, on_event=self._contract_event)
+        contract.carry_from(self.contract)
+        contract.artifact_swapped(f"{old.manifest.name} {old.manifest.version}",
+                                  f"{manifest.name} {manifest.version}")
+        with self._lock:
+            self.executor = ex
+            self.feed = feed
+            self.contract = contract
+            self.deadline.latency_ms = float(manifest.latency_ms)
+            self._buffers = None
+            self._restarts_seen = ex.restarts
+            self.artifact_swaps += 1
+        self.artifact_name = manifest.name
+        self.publisher = f"artifact:{manifest.name}"
+        self.events.emit("artifact_swapped", old=old.manifest.name,
+                         old_version=old.manifest.version, new=manifest.name,
+                         version=manifest.version, manifest_sha256=digest,
+                         signers=list(ex.artifact.signers), worker_pid=ex.pid,
+                         latency_ms=manifest.latency_ms, reset=manifest.reset.to_dict())
+        closer = threading.Thread(target=old.close, name="plugin-host-close-old", daemon=True)
+        closer.start()
+        self._closers.append(closer)
 
     def _pick_camera(self, cameras: list[Any]) -> Any:
         names = [c.name for c in cameras]
@@ -233,6 +416,8 @@ class Daemon:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 handlers[sig] = signal.signal(
                     sig, lambda signum, _f: self.request_stop(signal.Signals(signum).name))
+            handlers[signal.SIGHUP] = signal.signal(
+                signal.SIGHUP, lambda _s, _f: self.request_swap("SIGHUP"))
         try:
             self._run()
         finally:
@@ -263,6 +448,7 @@ class Daemon:
             if now >= next_stats:
                 self._emit_stats()
                 next_stats = now + opts.stats_interval
+            self._poll_swap(now)
             timeout = opts.recv_timeout if end is None else max(0.0, min(opts.recv_timeout,
                                                                           end - now))
             lease = self.subscription.recv(timeout=timeout)
@@ -287,7 +473,8 @@ class Daemon:
             reason = self.contract.check(frame)
             if reason is not None:
                 ex.reset(reason)
-                self.resets[reason] += 1
+                with self._lock:
+                    self.resets[reason] += 1
                 self.feed.reset()
             buffers = self._input_buffers()
             self.feed.fill(buffers, lease.planes())
@@ -309,9 +496,12 @@ class Daemon:
                     lease.release()
                 except FrameOverwrittenError:
                     pass
-        miss = self.deadline.observe(took)
         age = max(0.0, (time.monotonic_ns() - frame.timestamp_eof) / 1e9)
-        stats.ran(took, age)
+        with self._lock:
+            miss = self.deadline.observe(took)
+            stats.ran(took, age)
+            self.model_hist.observe(took)
+            self.age_hist.observe(age)
         report = FrameReport(frame.frame_id, dropped, stats.frame_drop_perc, took * 1e3,
                              age * 1e3, miss)
         self.last_report = report
@@ -336,7 +526,8 @@ class Daemon:
         return self._buffers
 
     def _worker_died(self, exc: SandboxError, frame: Any) -> None:
-        self.resets[WORKER_RESTART] += 1
+        with self._lock:
+            self.resets[WORKER_RESTART] += 1
         self.contract.forget()
         self.feed.reset()
         self._buffers = None
@@ -356,6 +547,43 @@ class Daemon:
                          deadline_misses=self.deadline.misses, resets=sum(self.resets.values()),
                          leases_outstanding=pool.get("leases_outstanding"),
                          worker_restarts=self.executor.restarts)
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """What the metrics endpoint reads, taken consistently (any thread)."""
+        ex = self.executor
+        protections: dict[str, bool] = {}
+        if ex is not None and getattr(ex, "protections", None) is not None:
+            from ..sandbox.config import SandboxRequirements
+
+            on = set(ex.protections.in_force(ex.limits))
+            protections = {name: name in on for name in SandboxRequirements.NAMES}
+        artifact = None
+        if ex is not None and getattr(ex, "manifest", None) is not None:
+            artifact = {"name": ex.manifest.name, "version": ex.manifest.version,
+                        "manifest_sha256": ex.artifact.manifest_sha256}
+        camera = self.camera
+        pool = camera.pool.stats() if camera is not None and camera.pool is not None else None
+        with self._lock:
+            summary = self.summary() if getattr(self, "stats", None) is not None else {}
+            return {**summary, "summary": summary,
+                    "frames_in": summary.get("frames_in", 0),
+                    "frames_run": summary.get("frames_run", 0),
+                    "dropped": summary.get("dropped", 0),
+                    "not_run": summary.get("not_run", 0),
+                    "frame_drop_perc": summary.get("frame_drop_perc", 0.0),
+                    "deadline_misses": summary.get("deadline_misses", 0),
+                    "latency_ms": summary.get("latency_ms", 0.0),
+                    "resets_by_reason": dict(self.resets),
+                    "worker_restarts": ex.restarts if ex is not None else 0,
+                    "artifact_swaps": self.artifact_swaps,
+                    "artifact_swaps_refused": self.artifact_swaps_refused,
+                    "model_hist": copy.deepcopy(self.model_hist),
+                    "age_hist": copy.deepcopy(self.age_hist),
+                    "pool": pool, "protections": protections, "artifact": artifact,
+                    "camera": camera.name if camera is not None else None,
+                    "worker_pid": ex.pid if ex is not None else None,
+                    "running": self.started_at is not None and not self._closed,
+                    "seconds": summary.get("seconds", 0.0)}
 
     # -- stop -------------------------------------------------------------------------------------
 
@@ -391,8 +619,19 @@ class Daemon:
             self.events.emit("camera_stop", camera=self.camera.name,
                              leases_outstanding=len(self.leaks_at_stop))
         self._buffers = None
+        deadline = time.monotonic() + 60
+        while self._swap_busy.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)  # a swap being prepared: let it finish, then close its executor
+        if self._swap_ready is not None:
+            self._swap_ready[0].close()
+            self._swap_ready = None
         if self.executor is not None:
             self.executor.close()
+        for closer in self._closers:
+            closer.join(timeout=30)
+        if self._swap_thread is not None:
+            self._swap_queue.put(None)
+            self._swap_thread.join(timeout=10)
         for sink in self._sinks:
             sink.close()
         if self.plugins is not None:
