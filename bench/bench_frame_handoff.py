@@ -18,9 +18,7 @@ so that a machine whose load drifts favours neither side.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +28,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.alternate import alternate, serve_blocks  # noqa: E402
 
 SIZES = {"1928x1208": (1928, 1208), "64x32": (64, 32)}
 BUFFERS = 4
@@ -64,18 +64,7 @@ def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
         n += 1
 
     try:
-        for _ in range(warmup):
-            call()
-        print("ready", flush=True)
-        for line in sys.stdin:
-            runs = int(line)
-            call()  # one untimed call after the pause
-            samples = []
-            for _ in range(runs):
-                t = time.perf_counter()
-                call()
-                samples.append((time.perf_counter() - t) * 1e6)
-            print(json.dumps(samples), flush=True)
+        serve_blocks(call, warmup=warmup, scale=1e6)
     finally:
         sandboxed.close()
         pool.close()
@@ -112,28 +101,10 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-handoff-") as tmp:
         artifact, pub = _build(Path(tmp))
-        children = {}
-        try:
-            for side in SIZES:
-                child = subprocess.Popen([sys.executable, __file__, "--warmup", str(args.warmup),
-                                          "--child", side, artifact, pub],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         text=True)
-                children[side] = child
-                if child.stdout.readline().strip() != "ready":
-                    raise SystemExit(f"the {side} child failed to start")
-            samples: dict[str, list[float]] = {side: [] for side in SIZES}
-            for _ in range(args.rounds):
-                for side, child in children.items():
-                    time.sleep(PAUSE)
-                    child.stdin.write(f"{args.runs}\n")
-                    child.stdin.flush()
-                    samples[side] += json.loads(child.stdout.readline())
-        finally:
-            for child in children.values():
-                if child.stdin:
-                    child.stdin.close()
-                child.wait(timeout=30)
+        samples = alternate(
+            lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
+                          side, artifact, pub],
+            SIZES, rounds=args.rounds, runs=args.runs, pause=PAUSE)
     big, tiny = (statistics.median(samples[s]) for s in SIZES)
     p99 = {s: float(np.percentile(samples[s], 99)) for s in SIZES}
     ratio = big / tiny

@@ -25,18 +25,17 @@ Fine interleaving keeps a machine whose load drifts from favouring either side.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.alternate import alternate, serve_blocks  # noqa: E402
 
 SEED_WEIGHTS, SEED_INPUTS = 0, 1
 #: seconds between blocks: OpenBLAS threads spin for about 0.1 s after their last call
@@ -96,21 +95,10 @@ SIDES = {"inproc": _inproc, "sandbox": _sandbox, "zero-copy": _zero_copy}
 
 
 def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
-    """Serve blocks: read a count on stdin, answer with that many timings (ms) as JSON."""
+    """Serve blocks of timed calls (ms) to the parent (bench/alternate.py)."""
     call, close = SIDES[side](artifact, pub)
     try:
-        for _ in range(warmup):
-            call()
-        print("ready", flush=True)
-        for line in sys.stdin:
-            runs = int(line)
-            call()  # one untimed call: caches and threads after the pause
-            samples = []
-            for _ in range(runs):
-                t = time.perf_counter()
-                call()
-                samples.append((time.perf_counter() - t) * 1e3)
-            print(json.dumps(samples), flush=True)
+        serve_blocks(call, warmup=warmup, scale=1e3)
     finally:
         close()
 
@@ -143,27 +131,10 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         artifact, pub = _build(Path(tmp))
-        children = {}
-        for side in SIDES:
-            child = subprocess.Popen([sys.executable, __file__, "--warmup", str(args.warmup),
-                                      "--child", side, artifact, pub], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-            children[side] = child
-            if child.stdout.readline().strip() != "ready":
-                raise SystemExit(f"the {side} child failed to start")
-            time.sleep(PAUSE)
-        samples: dict[str, list[float]] = {side: [] for side in SIDES}
-        try:
-            for _ in range(args.rounds):
-                for side, child in children.items():
-                    child.stdin.write(f"{args.runs}\n")
-                    child.stdin.flush()
-                    samples[side] += json.loads(child.stdout.readline())
-                    time.sleep(PAUSE)
-        finally:
-            for child in children.values():
-                child.stdin.close()
-                child.wait(timeout=30)
+        samples = alternate(
+            lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
+                          side, artifact, pub],
+            SIDES, rounds=args.rounds, runs=args.runs, pause=PAUSE)
     inproc = statistics.median(samples["inproc"])
     allowed_ms = max(0.05 * inproc, 0.150)
     print(f"demo model, numpy backend, {args.rounds} alternating blocks x {args.runs} calls "
