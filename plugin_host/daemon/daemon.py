@@ -29,8 +29,8 @@ that dies costs that frame (the executor restarts it and resets the state; count
 Between frames (:meth:`Daemon._poll_swap`): the artifact hot-swap. When the artifact file
 changed (checked every ``swap_poll`` s) or on SIGHUP (:meth:`Daemon.request_swap`), a
 long-lived swap thread runs step 3 again on the file with a new worker beside the running
-one (the thread outlives the workers it starts: the sandbox's ``PR_SET_PDEATHSIG`` is tied to
-the starting thread); once ready, the frame loop switches to it between two frames, records
+one (the sandbox starts every worker from its own long-lived thread, so the worker's
+``PR_SET_PDEATHSIG`` does not depend on which thread asked); once ready, the frame loop switches to it between two frames, records
 the version, and the contract resets the state (``artifact swap``) before the next frame; the
 old executor is closed on its own thread. A refused file is logged (``swap_refused``) and the
 running artifact stays. With ``metrics`` set, :mod:`~plugin_host.daemon.metrics` serves
@@ -272,9 +272,8 @@ class Daemon:
         self.events.emit("swap_check", why=why, file=str(self._rule.file))
         self._swap_busy.set()
         if self._swap_thread is None:
-            # one long-lived thread: the sandbox sets PR_SET_PDEATHSIG in the worker, which
-            # fires when the *thread* that started it exits, so the thread that starts a new
-            # worker must outlive it (it stops in close(), after every executor is closed)
+            # one long-lived thread that verifies and starts new artifacts off the frame loop
+            # (it stops in close(), after every executor is closed)
             self._swap_thread = threading.Thread(target=self._swap_loop,
                                                  name="plugin-host-swap", daemon=True)
             self._swap_thread.start()

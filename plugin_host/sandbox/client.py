@@ -34,6 +34,7 @@ reset state without the caller knowing.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import os
 import signal
@@ -121,6 +122,18 @@ def _exited(pid: int) -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except OSError:  # reaped already (ECHILD) or unknown: let the full check decide
         return True
+
+
+#: Workers are started from this one thread. The worker arms PR_SET_PDEATHSIG, which Linux
+#: ties to the *thread* that started it, not the process: a worker started from a short-lived
+#: thread (a restart inside a caller's thread, a hot-swap) would be killed when that thread
+#: ends. The pool's single thread lives as long as the host process.
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                 thread_name_prefix="sandbox-spawner")
+
+
+def _spawn(*args: Any, **kwargs: Any) -> subprocess.Popen:
+    return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
 
 
 class _Worker:
@@ -367,7 +380,7 @@ class SandboxedExecutor:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"OPENBLAS_NUM_THREADS": "1", "LC_ALL": "C.UTF-8", **self._env}
         try:
-            proc = subprocess.Popen(
+            proc = _spawn(
                 [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(child.fileno()),
                  str(self._fd)],
                 pass_fds=(child.fileno(), self._fd), close_fds=True, stdin=subprocess.DEVNULL,

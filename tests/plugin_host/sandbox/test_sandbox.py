@@ -386,3 +386,23 @@ def test_plugins_under_a_root_only_folder_still_import(tmp_path, monkeypatch, re
                            kernel_overrides={"relu": "hidden_layers"}) as sx:
         got = sx.run(feed)["y"]
     assert not np.allclose(got, expected), "the hidden plugin's kernel (abs, not relu) ran"
+
+
+def test_a_worker_started_from_a_short_lived_thread_survives_it(redteam_artifact, sandbox_trust):
+    # the worker's parent-death signal follows the thread that started it; workers are started
+    # from the sandbox's own long-lived thread, so a caller's thread may come and go
+    import threading
+
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault(
+        "sx", SandboxedExecutor(redteam_artifact, trust=sandbox_trust)))
+    t.start()
+    t.join()
+    sx = box["sx"]
+    try:
+        pid = sx.pid
+        out = sx.run({"x": np.ones((1, 16), np.float32), "ids": np.array([1], np.int64)})
+        assert out["y"].shape == (1, 8)
+        assert sx.pid == pid and sx.restarts == 0
+    finally:
+        sx.close()
