@@ -346,9 +346,11 @@ class ReplayWriter:
         self._file.write(_RECORD_HEADER.pack(RECORD_MAGIC, len(meta), len(view)))
         self._file.write(meta)
         self._file.write(view)
+        # bytes first: close() keeps exactly self.bytes, so a record cut short by Ctrl-C
+        # between the writes above is dropped, never kept truncated
+        self.bytes += _RECORD_HEADER.size + len(meta) + len(view)
         self._last = (int(frame_id), int(timestamp_sof))
         self.frames += 1
-        self.bytes += _RECORD_HEADER.size + len(meta) + len(view)
 
     def write_lease(self, lease: Any) -> None:
         """Append the frame a lease holds (its bytes straight from the pool, no copy)."""
@@ -359,12 +361,13 @@ class ReplayWriter:
         self.write(f.frame_id, f.timestamp_sof, f.timestamp_eof, lease.buffer())
 
     def close(self) -> None:
-        """Flush, fsync and rename the file into place."""
+        """Flush, cut off any record left incomplete, fsync and rename the file into place."""
         if self._file is None:
             return
         f, self._file = self._file, None
         try:
             f.flush()
+            f.truncate(self.bytes)
             os.fsync(f.fileno())
         finally:
             f.close()

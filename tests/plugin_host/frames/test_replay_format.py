@@ -180,3 +180,35 @@ def test_caps_are_configurable(tmp_path):
         ReplayReader(path, limits=ReplayLimits(max_frame_bytes=8))
     with pytest.raises(ReplayFormatError, match="cannot open"):
         ReplayReader(tmp_path / "missing.phf")
+
+
+def test_a_record_cut_short_is_dropped_on_close(tmp_path, monkeypatch):
+    # Ctrl-C can land between the writes of one record; the file must end at the last whole one
+    import numpy as np
+
+    from plugin_host.frames import FrameLayout
+    from plugin_host.frames.replay_format import ReplayReader, ReplayWriter
+
+    layout = FrameLayout.create("GRAY", 8, 4)
+    writer = ReplayWriter(tmp_path / "cut.phf", layout, camera="c", source="test")
+    data = np.zeros(layout.nbytes, np.uint8)
+    writer.write(1, 10, 20, data)
+    real_write = writer._file.write
+    calls = []
+
+    def interrupted(chunk):
+        calls.append(len(chunk))
+        if len(calls) == 2:  # after the record header, before its metadata and bytes
+            raise KeyboardInterrupt
+        return real_write(chunk)
+
+    monkeypatch.setattr(writer._file, "write", interrupted)
+    try:
+        writer.write(2, 30, 40, data)
+    except KeyboardInterrupt:
+        pass
+    monkeypatch.undo()
+    writer.close()
+    with ReplayReader(tmp_path / "cut.phf") as reader:
+        assert len(reader) == 1
+        reader.verify()
