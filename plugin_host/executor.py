@@ -63,19 +63,46 @@ def entry_index_checks(graph: Graph) -> list[tuple[str, int, str]]:
     return checks
 
 
-class Executor:
+class RecurrentState:
+    """The recurrent state a model carries between calls, and the count of its resets.
+
+    Shared by the in-process :class:`Executor` and the sandbox's host side, which mirrors the
+    worker's state; each adds what a reset means for it.
+    """
+
+    def _init_state(self, graph: Graph) -> None:
+        self._state_specs = {s.name: s for s in graph.inputs if s.name in graph.state}
+        self._state: dict[str, np.ndarray] = {}
+        self.resets = 0
+        self.resets_by_reason: collections.Counter[str] = collections.Counter()
+        self._zero_state()
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """A copy of the recurrent state that the next call will use."""
+        return {k: v.copy() for k, v in self._state.items()}
+
+    def _zero_state(self) -> None:
+        for name, spec in self._state_specs.items():
+            self._state[name] = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
+
+    def _count_reset(self, reason: str, logger: logging.Logger) -> None:
+        """Zero the state and count the reset by reason."""
+        self._zero_state()
+        self.resets += 1
+        self.resets_by_reason[reason] += 1
+        logger.info("recurrent state reset (%s); %d reset(s) so far", reason, self.resets)
+
+
+class Executor(RecurrentState):
     def __init__(self, graph: Graph, backend: Backend) -> None:
         require_support(backend, graph)
         self.graph = graph
         self.backend = backend
         self._in_sig = Signature(graph.inputs, where="inputs")
         self._out_sig = Signature(graph.outputs, where="outputs")
-        self._state_specs = {s.name: s for s in graph.inputs if s.name in graph.state}
-        self._state: dict[str, np.ndarray] = {}
-        self.resets = 0
-        self.resets_by_reason: collections.Counter[str] = collections.Counter()
+        self._init_state(graph)
         self.calls = 0
-        self._zero_state()
         self._compile()
 
     # -- load time ------------------------------------------------------------------------------
@@ -189,18 +216,6 @@ class Executor:
 
     # -- state ----------------------------------------------------------------------------------
 
-    @property
-    def state(self) -> dict[str, np.ndarray]:
-        """A copy of the recurrent state that the next call will use."""
-        return {k: v.copy() for k, v in self._state.items()}
-
-    def _zero_state(self) -> None:
-        for name, spec in self._state_specs.items():
-            self._state[name] = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
-
     def reset(self, reason: str = "explicit") -> None:
         """Zero the recurrent state; counted in ``resets`` and ``resets_by_reason``."""
-        self._zero_state()
-        self.resets += 1
-        self.resets_by_reason[reason] += 1
-        log.info("recurrent state reset (%s); %d reset(s) so far", reason, self.resets)
+        self._count_reset(reason, log)

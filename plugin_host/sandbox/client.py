@@ -57,7 +57,7 @@ from abi.spec import MAX_RANK
 from ..errors import (ArtifactError, ArtifactFormatError, FrameFormatError, PluginHostError,
                       ProtectionUnavailableError, SandboxError, SandboxProtocolError,
                       WorkerDiedError, WorkerTimeoutError)
-from ..executor import entry_index_checks
+from ..executor import RecurrentState, entry_index_checks
 from . import confine, ipc, remote
 from .config import DEFAULT_PRELOAD, Protections, SandboxLimits, SandboxRequirements
 
@@ -194,7 +194,7 @@ def _kill_all(live: set) -> None:
     live.clear()
 
 
-class SandboxedExecutor:
+class SandboxedExecutor(RecurrentState):
     """Run a signed artifact's model in a sandbox worker, with the Executor's call surface.
 
     Parameters
@@ -308,7 +308,7 @@ class SandboxedExecutor:
         self._in_sig = Signature(graph.inputs, where="inputs")
         self._out_sig = Signature(graph.outputs, where="outputs")
         self._out_names = frozenset(s.name for s in graph.outputs)
-        self._state_specs = {s.name: s for s in graph.inputs if s.name in graph.state}
+        self._init_state(graph)
         self._placeholders = {}
         for name, spec in self._state_specs.items():
             zeros = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
@@ -317,9 +317,6 @@ class SandboxedExecutor:
         self._index_checks = entry_index_checks(graph)
         #: graph input -> vocabulary size, for every input that indexes an Embedding
         self.index_inputs = {name: vocab for name, vocab, _ in self._index_checks}
-        self._state: dict[str, np.ndarray] = {}
-        self.resets = 0
-        self.resets_by_reason: collections.Counter[str] = collections.Counter()
         self.calls = 0
         self.restarts = 0
         #: suspicious events the workers' audit hooks reported (most recent last)
@@ -336,7 +333,6 @@ class SandboxedExecutor:
         self._static_out_bytes = self._output_bytes({}) if static else 0
         self.call_timeout = (limits.call_timeout if limits.call_timeout is not None
                              else max(2.0, 20 * self.manifest.latency_ms / 1000))
-        self._zero_state()
         try:
             self._worker = self._start()
         except BaseException:
@@ -894,20 +890,8 @@ class SandboxedExecutor:
 
     # -- state ------------------------------------------------------------------------------------
 
-    @property
-    def state(self) -> dict[str, np.ndarray]:
-        """A copy of the recurrent state that the next call will use."""
-        return {k: v.copy() for k, v in self._state.items()}
-
-    def _zero_state(self) -> None:
-        for name, spec in self._state_specs.items():
-            self._state[name] = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
-
     def _reset_state(self, reason: str, *, tell_worker: bool) -> None:
-        self._zero_state()
-        self.resets += 1
-        self.resets_by_reason[reason] += 1
-        self.log.info("recurrent state reset (%s); %d reset(s) so far", reason, self.resets)
+        self._count_reset(reason, self.log)
         if tell_worker and self._worker is not None:
             self._request(self._worker, {"op": "reset", "reason": reason}, "reset",
                           during="reset")
