@@ -9,8 +9,8 @@ Prometheus endpoint, ``metrics.py``, is still to come.)
 
 from .contract import Deadline, StateContract
 from .daemon import Daemon, DaemonOptions
-from .events import EventLog
+from .events import EventLog, LineSink
 from .stats import FirstOrderFilter, FrameStats
 
-__all__ = ["Daemon", "DaemonOptions", "StateContract", "Deadline", "EventLog", "FrameStats",
-           "FirstOrderFilter"]
+__all__ = ["Daemon", "DaemonOptions", "StateContract", "Deadline", "EventLog", "LineSink",
+           "FrameStats", "FirstOrderFilter"]

@@ -20,7 +20,7 @@ import time
 from datetime import datetime, timezone
 from typing import IO, Any
 
-__all__ = ["EventLog", "LogHandler"]
+__all__ = ["EventLog", "LineSink", "LogHandler"]
 
 
 def _default(value: Any) -> Any:
@@ -29,6 +29,19 @@ def _default(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     return str(value)
+
+
+class LineSink:
+    """A stream that keeps what is written to it in ``lines`` (for embedding and tests)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+
+    def flush(self) -> None:
+        pass
 
 
 class EventLog:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog
+from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.policy import load_policy
 
 from .conftest import DEMO_POLICY
@@ -88,16 +88,10 @@ def test_signal_stops_cleanly_without_leaked_leases(demo_state, sig, code):
 def test_worker_killed_mid_frame_restarts_resets_and_leaks_nothing(demo_state):
     policy_path, state = demo_state
     policy = load_policy(policy_path, state_dir=state)
-    lines: list[str] = []
+    sink = LineSink()
+    lines = sink.lines
 
-    class Sink:
-        def write(self, text):
-            lines.append(text)
-
-        def flush(self):
-            pass
-
-    daemon = Daemon(policy, state_dir=state, events=EventLog(Sink()), say=lambda _: None,
+    daemon = Daemon(policy, state_dir=state, events=EventLog(sink), say=lambda _: None,
                     options=DaemonOptions(frames=12))
     daemon.load()
     ex = daemon.executor

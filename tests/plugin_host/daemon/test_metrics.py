@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog
+from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.daemon.metrics import parse_address
 from plugin_host.errors import PluginHostError
 from plugin_host.policy import load_policy
@@ -68,17 +68,11 @@ def _get(metrics, path: str, unix: str | None = None) -> tuple[int, str]:
 
 def _daemon(demo_state, metrics: str, **opts) -> tuple[Daemon, list[str]]:
     policy_path, state = demo_state
-    lines: list[str] = []
-
-    class Sink:
-        def write(self, text):
-            lines.append(text)
-
-        def flush(self):
-            pass
+    sink = LineSink()
+    lines = sink.lines
 
     daemon = Daemon(load_policy(policy_path, state_dir=state), state_dir=state,
-                    events=EventLog(Sink()), say=lambda _: None,
+                    events=EventLog(sink), say=lambda _: None,
                     options=DaemonOptions(metrics=metrics, **opts))
     return daemon, lines
 

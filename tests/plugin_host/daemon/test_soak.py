@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog
+from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.policy import load_policy
 
 SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "5"))
@@ -31,18 +31,12 @@ def _rss(pid: int | str) -> int:
 
 def test_soak_rss_and_leases_stay_flat(demo_state):
     policy_path, state = demo_state
-    lines: list[str] = []
-
-    class Sink:
-        def write(self, text):
-            lines.append(text)
-
-        def flush(self):
-            pass
+    sink = LineSink()
+    lines = sink.lines
 
     warmup = min(2.0, SOAK_SECONDS * 0.3)
     daemon = Daemon(load_policy(policy_path, state_dir=state), state_dir=state,
-                    events=EventLog(Sink()), say=lambda _: None,
+                    events=EventLog(sink), say=lambda _: None,
                     options=DaemonOptions(duration=SOAK_SECONDS + warmup, stats_interval=60))
     daemon.load()
     result: dict = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog
+from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.policy import load_policy
 
 
@@ -41,17 +41,11 @@ def _build(path: Path, state: Path, version: str, seed: int) -> None:
 
 
 def _start(policy_path: Path, state: Path):
-    lines: list[str] = []
-
-    class Sink:
-        def write(self, text):
-            lines.append(text)
-
-        def flush(self):
-            pass
+    sink = LineSink()
+    lines = sink.lines
 
     daemon = Daemon(load_policy(policy_path, state_dir=state), state_dir=state,
-                    events=EventLog(Sink()), say=lambda _: None,
+                    events=EventLog(sink), say=lambda _: None,
                     options=DaemonOptions(duration=60.0, swap_poll=0.2))
     daemon.load()
     result: dict = {}
