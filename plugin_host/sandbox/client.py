@@ -54,10 +54,11 @@ import plugin_host
 from abi import Signature, check_indices, dtypes
 from abi.spec import MAX_RANK
 
-from ..errors import (ArtifactError, ArtifactFormatError, FrameFormatError, PluginHostError,
-                      ProtectionUnavailableError, SandboxError, SandboxProtocolError,
-                      WorkerDiedError, WorkerTimeoutError)
+from ..errors import (ArtifactError, ArtifactFormatError, FrameError, FrameFormatError,
+                      PluginHostError, ProtectionUnavailableError, SandboxError,
+                      SandboxProtocolError, WorkerDiedError, WorkerTimeoutError)
 from ..executor import RecurrentState, entry_index_checks
+from ..frames.frame import Frame
 from . import confine, ipc, remote
 from .config import DEFAULT_PRELOAD, Protections, SandboxLimits, SandboxRequirements
 
@@ -146,6 +147,8 @@ class _Worker:
         self.regions: dict[str, ipc.Region] = {}
         #: the id of the frame pool this worker has mapped (``attach_pool``), or None
         self.pool_id: str | None = None
+        #: the input this worker makes from frames (``feed_frames``), or None
+        self.feed: str | None = None
 
     def stderr_text(self) -> str:
         """What the worker wrote to stderr before its channel was up (start-up failures)."""
@@ -327,8 +330,15 @@ class SandboxedExecutor(RecurrentState):
         self._buffers: dict[str, tuple[np.ndarray, int]] = {}
         self._buffers_end = 0
         self._out_cache: tuple | None = None
-        #: (inputs' layout, packed head) of the last run message
+        #: (inputs' layout, packed head) of the last msgpack run message
         self._run_head: tuple | None = None
+        #: (inputs' names, dtypes and shapes, bindings) of the last full input check
+        self._checked_key: tuple | None = None
+        self._checked_bindings: dict[str, int] = {}
+        #: the input the worker makes from camera frames (``feed_frames``), and its stand-in
+        #: for the host-side checks
+        self._frame_input: str | None = None
+        self._frame_placeholder: dict[str, np.ndarray] = {}
         static = all(type(d) is int for spec in graph.outputs for d in spec.shape)
         self._static_out_bytes = self._output_bytes({}) if static else 0
         self.call_timeout = (limits.call_timeout if limits.call_timeout is not None
@@ -390,6 +400,7 @@ class SandboxedExecutor(RecurrentState):
         worker = _Worker(proc, ipc.Channel(parent, self.limits.max_message))
         self._live.add(worker)
         self._buffers, self._buffers_end = {}, 0  # they belonged to the old worker's region
+        self._run_head = self._out_cache = None  # what the old worker knew
         try:
             self._handshake(worker)
         except BaseException:
@@ -578,7 +589,11 @@ class SandboxedExecutor(RecurrentState):
                 raise error
             if (call_id is not None and type(message.get("id")) is int
                     and message["id"] < call_id and kind != "audit"):
-                continue  # the late answer to a call abandoned earlier (e.g. Ctrl-C)
+                # the late answer to a call abandoned earlier (e.g. Ctrl-C): its outputs'
+                # places may be new to us, so ask for them again on the next call
+                if kind == "result":
+                    self._out_cache = None
+                continue
             if kind == "error":  # the worker refused a message
                 if call_id is not None and message.get("id") == call_id:
                     raise remote.rebuild(message.get("error"), during=during)
@@ -602,12 +617,12 @@ class SandboxedExecutor(RecurrentState):
         return self._expect(worker, reply, self.call_timeout, during=during,
                             call_id=self._next_id)
 
-    def _request_packed(self, worker: _Worker, head: bytes, reply: str, *,
+    def _request_binary(self, worker: _Worker, op: int, frame: tuple | None, reply: str, *,
                         during: str) -> dict[str, Any]:
-        """:meth:`_request` for a message packed by :func:`ipc.pack_head`."""
+        """:meth:`_request` for a binary ``RUN`` or ``HANDOFF`` (see ``ipc.py``)."""
         self._next_id += 1
         try:
-            worker.chan.send_packed(head + ipc.pack_id(self._next_id))
+            worker.chan.send_packed(ipc.pack_call(op, self._next_id, frame))
         except (BrokenPipeError, ConnectionError):  # the worker is gone
             raise self._failed(worker, during) from None
         return self._expect(worker, reply, self.call_timeout, during=during,
@@ -732,20 +747,22 @@ class SandboxedExecutor(RecurrentState):
     # -- per call ---------------------------------------------------------------------------------
 
     def run(self, inputs: Mapping[str, np.ndarray], *,
-            layouts: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
-        """Run one inference in the worker; returns every graph output by name (host copies)."""
+            layouts: Mapping[str, str] | None = None, frame: Any = None
+            ) -> dict[str, np.ndarray]:
+        """Run one inference in the worker; returns every graph output by name (host copies).
+
+        ``frame``: a :class:`~plugin_host.frames.Frame` of the attached pool (``attach_pool``)
+        that the worker makes into the input chosen with :meth:`feed_frames`, from its
+        read-only mapping of the pool (``inputs`` then holds the other inputs). The caller
+        keeps its lease on the frame for the call.
+        """
         with self._lock:
             feed = dict(inputs)
-            check = feed
-            if any(name not in feed for name in self._placeholders):
-                check = {**self._placeholders, **feed}
-            bindings = self._in_sig.check(check, layouts)
-            for name, vocab, where in self._index_checks:
-                if not _indices_in_range(check[name], vocab):
-                    check_indices(check[name], vocab, where)  # the full check; raises
+            bindings = self._check_inputs(feed, layouts, frame is not None)
             worker = self._worker
             if worker is None or self._closed or _exited(worker.pid):
                 worker = self._live_worker()
+            fields = self._frame_fields(worker, frame) if frame is not None else None
 
             placed, end = self._place(feed)
             region = worker.regions.get("in")
@@ -762,22 +779,34 @@ class SandboxedExecutor(RecurrentState):
             out_bytes = self._static_out_bytes or self._output_bytes(bindings)
             if out_bytes > worker.regions["out"].size:
                 self._region(worker, "out", out_bytes)
-            if layouts:
-                specs = [[name, _dtype_name(dt), list(shape), at] for name, dt, shape, at in key]
-                reply = self._request(worker, {"op": "run", "in": specs,
-                                               "layouts": dict(layouts)}, "result", during="run")
-            else:
-                # the same inputs' layout as the last call (the steady state): the message
-                # is packed once and only the call id changes
+            try:
                 head = self._run_head
-                if head is None or head[0] != key:
+                if (not layouts and head is not None and head[0] == key
+                        and self._out_cache is not None):
+                    # the steady state: the same inputs' places as the last call, and the
+                    # outputs' places known: one binary message each way
+                    reply = self._request_binary(worker, ipc.RUN, fields, "result",
+                                                 during="run")
+                else:
                     specs = [[name, _dtype_name(dt), list(shape), at]
                              for name, dt, shape, at in key]
-                    head = self._run_head = (key, ipc.pack_head({"op": "run", "in": specs}))
-                reply = self._request_packed(worker, head[1], "result", during="run")
-            while reply.get("ok") is False and type(reply.get("grow")) is int:
-                self._region(worker, "out", reply["grow"])
-                reply = self._request(worker, {"op": "collect"}, "result", during="run")
+                    message: dict[str, Any] = {"op": "run", "in": specs}
+                    if layouts:
+                        message["layouts"] = dict(layouts)
+                    if fields is not None:
+                        message["frame"] = list(fields)
+                    if self._out_cache is None:
+                        message["full"] = True
+                    self._run_head = None
+                    reply = self._request(worker, message, "result", during="run")
+                    if not layouts:
+                        self._run_head = (key, None)
+                while reply.get("ok") is False and type(reply.get("grow")) is int:
+                    self._region(worker, "out", reply["grow"])
+                    reply = self._request(worker, {"op": "collect"}, "result", during="run")
+            except BaseException:
+                self._run_head = None  # the worker may not have taken these places
+                raise
             self._failures = 0  # the worker answered: it is healthy
             if reply.get("ok") is not True:
                 raise remote.rebuild(reply.get("error"), during="run")
@@ -789,6 +818,44 @@ class SandboxedExecutor(RecurrentState):
                 self._state[src] = outputs[dst].copy()
             self.calls += 1
             return outputs
+
+    def _check_inputs(self, feed: dict[str, Any], layouts: Mapping[str, str] | None,
+                      framed: bool) -> dict[str, int]:
+        """The host-side input checks; the symbolic dims' bindings.
+
+        The ABI check (names, dtypes, shapes, layouts) runs in full whenever the inputs'
+        names, dtypes or shapes differ from the last call's; the same ones again (the steady
+        state) cannot fail it, so its result is reused. Embedding indices are values: they are
+        checked on every call.
+        """
+        try:
+            key = (framed, *[(n, a.dtype, a.shape) for n, a in feed.items()])
+        except AttributeError:  # not arrays: the full check says what is wrong
+            key = None
+        if layouts or key is None or key != self._checked_key:
+            check = feed
+            if framed:
+                if self._frame_input is None:
+                    raise SandboxError("a frame was given but no input is made from frames "
+                                       "(feed_frames first)")
+                if self._frame_input in feed:
+                    raise SandboxError(f"input {self._frame_input!r} is made from the frame; "
+                                       f"do not pass it too")
+                check = {**self._frame_placeholder, **feed}
+            if any(name not in check for name in self._placeholders):
+                check = {**self._placeholders, **check}
+            bindings = self._in_sig.check(check, layouts)
+            self._checked_key = None if layouts else key
+            self._checked_bindings = bindings
+        else:
+            bindings, check = self._checked_bindings, feed
+        for name, vocab, where in self._index_checks:
+            array = check.get(name)
+            if array is None:
+                array = self._placeholders.get(name, self._frame_placeholder.get(name))
+            if not _indices_in_range(array, vocab):
+                check_indices(array, vocab, where)  # the full check; raises
+        return bindings
 
     __call__ = run
 
@@ -852,8 +919,16 @@ class SandboxedExecutor(RecurrentState):
     def _outputs(self, worker: _Worker, reply: dict[str, Any],
                  bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
         region = worker.regions["out"]
-        items = reply.get("out")
         cached = self._out_cache
+        if reply.get("same") is True:  # a binary result: where the last result said
+            if cached is None or cached[0] is not region:
+                raise self._failed(worker, "run", protocol="a result 'where the last one "
+                                   "was' with no earlier result")
+            if cached[2] != bindings:
+                self._out_sig.check({name: view for name, view in cached[3]},
+                                    bindings=bindings)
+            return {name: view.copy() for name, view in cached[3]}
+        items = reply.get("out")
         if (cached is not None and cached[0] is region and cached[1] == items
                 and cached[2] == bindings):
             # the very layout checked on an earlier call: copy out of the same views
@@ -967,16 +1042,17 @@ class SandboxedExecutor(RecurrentState):
     def handoff(self, frame: Any) -> dict[str, int]:
         """Hand one frame of the attached pool to the worker, by its metadata only.
 
-        ``frame`` is a :class:`~plugin_host.frames.Frame` (or its ``to_dict()``, sent as is:
-        the worker validates it with ``Frame.from_dict``). The worker locates the frame's
-        planes in its read-only mapping of the pool (no copy), reads the first and last 16
-        bytes of each plane's first and last rows, then re-checks the slot's generation, and
-        answers ``{"frame_id": ..., "crc": ...}`` (CRC-32 of those bytes, planes in layout
-        order). Malformed metadata raises ``FrameFormatError``, a frame of another pool or a
-        missing pool ``FrameError``, a slot refilled meanwhile ``FrameOverwrittenError``; the
-        worker keeps serving. The caller keeps its lease on the frame for the call.
+        ``frame`` is a :class:`~plugin_host.frames.Frame` of the attached pool (sent as its
+        slot, generation, id and timestamps: the worker takes the rest from the pool's
+        header) or a ``Frame.to_dict()`` (sent as is: the worker validates it with
+        ``Frame.from_dict``). The worker locates the frame's planes in its read-only mapping
+        of the pool (no copy), reads the first and last 16 bytes of each plane's first and
+        last rows, then re-checks the slot's generation, and answers ``{"frame_id": ...,
+        "crc": ...}`` (CRC-32 of those bytes, planes in layout order). Malformed metadata
+        raises ``FrameFormatError``, a frame of another pool or a missing pool ``FrameError``,
+        a slot refilled meanwhile ``FrameOverwrittenError``; the worker keeps serving. The
+        caller keeps its lease on the frame for the call.
         """
-        meta = frame.to_dict() if hasattr(frame, "to_dict") else frame
         with self._lock:
             if self._pool is None:
                 raise SandboxError("no frame pool attached (attach_pool first)")
@@ -985,18 +1061,77 @@ class SandboxedExecutor(RecurrentState):
                 worker = self._live_worker()
             if worker.pool_id != self._pool[1]:  # a restarted worker, or a new pool
                 self._attach(worker)
-            try:
-                reply = self._request(worker, {"op": "handoff", "frame": meta}, "handoff",
-                                      during="handoff")
-            except (OverflowError, TypeError) as exc:  # not msgpack-able: nothing was sent
-                raise FrameFormatError(f"frame metadata cannot be sent: {exc}") from None
+            if isinstance(frame, Frame):
+                reply = self._request_binary(worker, ipc.HANDOFF, self._frame_fields(
+                    worker, frame), "handoff", during="handoff")
+                frame_id = frame.frame_id
+            else:
+                try:
+                    reply = self._request(worker, {"op": "handoff", "frame": frame}, "handoff",
+                                          during="handoff")
+                except (OverflowError, TypeError) as exc:  # not msgpack-able: nothing sent
+                    raise FrameFormatError(f"frame metadata cannot be sent: {exc}") from None
+                frame_id = reply.get("frame_id")
             self._failures = 0
             if reply.get("ok") is not True:
                 raise remote.rebuild(reply.get("error"), during="handoff")
-            frame_id, crc = reply.get("frame_id"), reply.get("crc")
+            crc = reply.get("crc")
             if type(frame_id) is not int or type(crc) is not int:
                 raise self._failed(worker, "handoff", protocol="malformed handoff reply")
             return {"frame_id": frame_id, "crc": crc}
+
+    def _frame_fields(self, worker: _Worker, frame: Any) -> tuple[int, int, int, int, int]:
+        """What travels of ``frame`` (a Frame of the attached pool); (re-)attaches the pool
+        and the frame feed to ``worker`` where it lacks them (a restarted worker)."""
+        if self._pool is None:
+            raise SandboxError("no frame pool attached (attach_pool first)")
+        if not isinstance(frame, Frame):
+            raise FrameFormatError(f"expected a Frame, got {type(frame).__name__}")
+        if frame.pool_id != self._pool[1]:
+            raise FrameError(f"{frame} belongs to pool {frame.pool_id}, not to the attached "
+                             f"pool {self._pool[1]} (the camera restarted?)")
+        if worker.pool_id != self._pool[1]:
+            self._attach(worker)
+        if worker.feed != self._frame_input:
+            self._send_feed(worker)
+        return (frame.slot, frame.generation, frame.frame_id, frame.timestamp_sof,
+                frame.timestamp_eof)
+
+    def feed_frames(self, input_name: str | None) -> None:
+        """Make the graph input ``input_name`` in the worker from the frame given to
+        :meth:`run` (``None``: stop).
+
+        The input must be a ``float32 (1, 12, h, w)`` two-frame YUV stack of a ``2w x 2h``
+        model frame; the worker converts each NV12 frame from its read-only mapping of the
+        attached pool (the only copy of the frame), keeps the previous frame's half for the
+        next call (forgotten on every state reset) and refuses a frame whose slot was
+        refilled while it was read (``FrameOverwrittenError``). See ``frame_feed.py``.
+        """
+        from .frame_feed import image_input_problem
+
+        with self._lock:
+            if input_name is not None:
+                spec = next((s for s in self.graph.inputs if s.name == input_name), None)
+                if spec is None or input_name in self._state_specs:
+                    raise SandboxError(f"model {self.graph.name!r} has no input "
+                                       f"{input_name!r} to make from frames")
+                problem = image_input_problem(spec)
+                if problem:
+                    raise SandboxError(f"model {self.graph.name!r}: {problem}")
+                zeros = np.zeros(tuple(spec.shape), np.float32)
+                zeros.flags.writeable = False
+                self._frame_placeholder = {input_name: zeros}
+            else:
+                self._frame_placeholder = {}
+            self._frame_input = input_name
+            self._checked_key = None
+            self._send_feed(self._live_worker())
+
+    def _send_feed(self, worker: _Worker) -> None:
+        worker.feed = None
+        self._request(worker, {"op": "feed", "input": self._frame_input}, "feed",
+                      during="feed_frames")
+        worker.feed = self._frame_input
 
     def ping(self) -> float:
         """Round trip to the worker, in seconds (a health check)."""

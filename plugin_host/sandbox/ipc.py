@@ -21,6 +21,21 @@ memory regions (memfd) created by the host:
   read-only and copies them out.
 
 A region grows by replacing it with a bigger one (sent with a ``region`` message).
+
+**The per-call hot path** uses fixed-size binary messages instead of msgpack maps (a msgpack
+map starts with a byte in ``0x80-0x8f``, ``0xde`` or ``0xdf``; a binary message starts with
+its op byte below and has exactly its struct's size, else it is refused):
+
+* ``RUN`` (host -> worker): run again with the inputs where the last msgpack ``run`` put
+  them, optionally with one camera frame of the attached pool (slot, generation, frame id and
+  timestamps: the pool's header gives the rest);
+* ``HANDOFF`` (host -> worker): one frame of the attached pool, by the same fields;
+* ``RESULT`` (worker -> host): the call succeeded and the outputs are where the last msgpack
+  ``result`` put them (the host re-uses the views it checked then), with the worker's time;
+* ``HANDED`` (worker -> host): a hand-off succeeded, with its CRC.
+
+:func:`unpack` turns either kind into the same dict a msgpack message would give, so the
+receiving code has one path; anything unusual (an error, a new layout) goes as msgpack.
 """
 
 from __future__ import annotations
@@ -31,6 +46,7 @@ import mmap
 import os
 import select
 import socket
+import struct
 from typing import Any, Iterable, Mapping
 
 import msgpack
@@ -38,7 +54,8 @@ import numpy as np
 
 from ..errors import SandboxProtocolError
 
-__all__ = ["ALIGN", "Channel", "Region", "align", "map_region", "pack", "unpack", "require"]
+__all__ = ["ALIGN", "Channel", "Region", "align", "map_region", "pack", "unpack", "require",
+           "pack_call", "pack_answer"]
 
 ALIGN = 64
 PAGE = mmap.PAGESIZE
@@ -74,25 +91,57 @@ def pack(message: Mapping[str, Any]) -> bytes:
     return msgpack.packb(message, use_bin_type=True)
 
 
-def pack_head(message: Mapping[str, Any]) -> bytes:
-    """``message`` (str keys, at most 14 entries, no ``"id"``) packed as the start of a map
-    that ends with the key ``"id"``: ``pack_head(m) + pack_id(n)`` decodes exactly as
-    ``pack({**m, "id": n})``. For a message sent again and again with a new id."""
-    if len(message) > 14 or "id" in message:
-        raise ValueError("pack_head takes at most 14 entries and no 'id'")
-    parts = [bytes([0x80 | (len(message) + 1)])]
-    for key, value in message.items():
-        parts.append(msgpack.packb(str(key), use_bin_type=True))
-        parts.append(msgpack.packb(value, use_bin_type=True))
-    parts.append(msgpack.packb("id", use_bin_type=True))
-    return b"".join(parts)
+# --- binary messages (see the module docstring) ------------------------------------------------
+
+RUN, HANDOFF, RESULT, HANDED = 0x01, 0x02, 0x11, 0x12
+#: op, has a frame, frame slot, call id, frame generation, frame id, start and end of frame
+_CALL = struct.Struct("<B?xxIQQQQQ")
+#: op, value (the worker's microseconds, or a CRC-32), call id
+_ANSWER = struct.Struct("<BxxxIQ")
+_NO_FRAME = (0, 0, 0, 0, 0)
 
 
-pack_id = msgpack.packb
+def pack_call(op: int, call_id: int, frame: tuple[int, int, int, int, int] | None = None
+              ) -> bytes:
+    """A ``RUN`` or ``HANDOFF``; ``frame`` is ``(slot, generation, frame_id, timestamp_sof,
+    timestamp_eof)``."""
+    slot, generation, frame_id, sof, eof = frame if frame is not None else _NO_FRAME
+    return _CALL.pack(op, frame is not None, slot, call_id, generation, frame_id, sof, eof)
+
+
+def pack_answer(op: int, call_id: int, value: int) -> bytes:
+    """A ``RESULT`` (``value``: the worker's microseconds) or ``HANDED`` (a CRC-32)."""
+    return _ANSWER.pack(op, min(max(value, 0), 0xFFFFFFFF), call_id)
+
+
+def _unpack_binary(data: bytes | memoryview) -> dict[str, Any]:
+    op = data[0]
+    if op in (RUN, HANDOFF):
+        if len(data) != _CALL.size:
+            raise SandboxProtocolError(f"a binary call is {_CALL.size} bytes, got {len(data)}")
+        _, has_frame, slot, call_id, generation, frame_id, sof, eof = _CALL.unpack(data)
+        frame = (slot, generation, frame_id, sof, eof) if has_frame else None
+        if op == HANDOFF:
+            if frame is None:
+                raise SandboxProtocolError("a binary handoff without a frame")
+            return {"op": "handoff", "id": call_id, "frame": frame}
+        return {"op": "run", "id": call_id, "again": True, "frame": frame}
+    if len(data) != _ANSWER.size:
+        raise SandboxProtocolError(f"a binary answer is {_ANSWER.size} bytes, got {len(data)}")
+    _, value, call_id = _ANSWER.unpack(data)
+    if op == RESULT:
+        return {"op": "result", "id": call_id, "ok": True, "same": True, "us": value}
+    return {"op": "handoff", "id": call_id, "ok": True, "crc": value}
+
+
+_BINARY = frozenset({RUN, HANDOFF, RESULT, HANDED})
 
 
 def unpack(data: bytes | memoryview) -> dict[str, Any]:
-    """Decode one message; SandboxProtocolError unless it is a map with a str ``op``."""
+    """Decode one message (msgpack, or binary: see the module docstring);
+    SandboxProtocolError unless it is a map with a str ``op``."""
+    if data and data[0] in _BINARY:
+        return _unpack_binary(data)
     try:
         n = max(len(data), 1)  # no length inside a message can exceed the message
         value = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
@@ -144,7 +193,7 @@ class Channel:
             self.sock.send(data)
 
     def send_packed(self, data: bytes) -> None:
-        """Send one message packed already (:func:`pack_head`), with the cap."""
+        """Send one message packed already (a binary message), with the cap."""
         if len(data) > self.max_message:
             raise SandboxProtocolError(f"a message of {len(data)} bytes exceeds the cap of "
                                        f"{self.max_message}")

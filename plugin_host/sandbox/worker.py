@@ -27,7 +27,10 @@ artifact the host verified. In order:
    ``pool`` (a camera's frame pool: a read-only descriptor, mapped ``PROT_READ``; a new pool id
    replaces the previous mapping), ``handoff`` (a frame's metadata: validated, its planes
    located zero-copy in the pool mapping, a few bytes read, the generation checked after use),
-   ``exit``. A malformed message gets an error reply; the worker keeps serving.
+   ``feed`` (make one image input from the attached pool's frames: ``frame_feed.py``; a
+   ``run`` then names a frame), ``exit``. The steady-state ``run`` and ``handoff`` and their
+   answers are fixed-size binary messages (``ipc.py``). A malformed message gets an error
+   reply; the worker keeps serving.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from ..errors import FrameError, PluginError, SandboxProtocolError
 from ..frames.frame import Frame
 from ..frames.pool import PoolReader, map_pool
 from . import audit, confine, ipc, landlock, remote, seccomp, sources
+from .frame_feed import FrameFeed, frame_of
 from ..artifacts.pinned import load_pinned
 
 __all__ = ["main"]
@@ -161,6 +165,8 @@ class Worker:
         self.out_map = None
         #: the attached camera frame pool, mapped read-only (``pool`` messages)
         self.pool: PoolReader | None = None
+        #: the image input made from the pool's frames (``feed`` messages), or None
+        self.frame_feed: FrameFeed | None = None
         self.pending: dict[str, np.ndarray] | None = None
         self.auditor = None
         # the last call's input views and output destinations, reused while nothing changes
@@ -214,7 +220,8 @@ class Worker:
         for name in ipc.require(boot, "preload", list):
             importlib.import_module(name)
         from ..executor import Executor
-        from ..plugins import get_backend, get_plugin_manager
+        from ..backend import start_confined
+        from ..plugins import backends, get_backend, get_plugin_manager
         from .kernels import merge_kernels
 
         pm = get_plugin_manager(load_entrypoints=False)
@@ -271,6 +278,8 @@ class Worker:
         threads = ipc.require(boot, "blas_threads", int)
         if blas is not None and threads > 1:
             blas(threads)
+        # a backend whose runtime starts threads as it loads starts it now (backend.py)
+        start_confined(backends(pm).get(ipc.require(boot, "backend", str)))
         self.auditor = audit.install(self.chan.send,
                                      per_event=ipc.require(boot, "audit_per_event", int))
         lap("confined")
@@ -329,15 +338,25 @@ class Worker:
             try:
                 if op == "run":
                     reply = self._run(message)
+                    if type(reply) is bytes:  # the steady state: a binary answer
+                        chan.send_packed(reply)
+                        continue
                 elif op == "region":
                     reply = self._region(message, fds)
                 elif op == "collect":
                     reply = self._collect(message)
                 elif op == "reset":
                     self.executor.reset(str(ipc.require(message, "reason", str)))
+                    if self.frame_feed is not None:
+                        self.frame_feed.reset()
                     reply = {"op": "reset", "ok": True}
                 elif op == "handoff":
                     reply = self._handoff(message)
+                    if type(reply) is bytes:
+                        chan.send_packed(reply)
+                        continue
+                elif op == "feed":
+                    reply = self._set_feed(message)
                 elif op == "pool":
                     reply = self._pool(message, fds)
                 elif op == "ping":
@@ -403,26 +422,43 @@ class Worker:
             old.close()  # a view a kernel kept keeps the old mapping alive, read-only
         return {"op": "pool", "ok": True, "pool_id": reader.pool_id, "buffers": reader.buffers}
 
-    def _handoff(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _handoff(self, message: dict[str, Any]) -> dict[str, Any] | bytes:
         """One frame handed over by its metadata only: validate it, locate its planes in the
         pool mapping (no copy), read a few bytes of each (first and last 16 bytes of its first
         and last rows, CRC-32 in plane order), then check the generation: the answer is only
         given for bytes of the very frame announced."""
         call_id = ipc.require(message, "id", int)
+        fields = message.get("frame")
         try:
-            if self.pool is None:
-                raise FrameError("no frame pool attached")
-            frame = Frame.from_dict(message.get("frame"))  # FrameFormatError if malformed
+            frame = frame_of(self.pool, fields)
             crc = 0
-            for plane in self.pool.planes(frame).values():  # validated against the pool
+            for plane in self.pool.planes(frame).values():  # type: ignore[union-attr]
                 crc = zlib.crc32(np.ascontiguousarray(plane[0].reshape(-1)[:16]), crc)
                 crc = zlib.crc32(np.ascontiguousarray(plane[-1].reshape(-1)[-16:]), crc)
-            self.pool.check(frame)  # FrameOverwrittenError if refilled meanwhile
+            self.pool.check(frame)  # type: ignore[union-attr]  # FrameOverwrittenError
+        except SandboxProtocolError:
+            raise
         except Exception as exc:
             return {"op": "handoff", "id": call_id, "ok": False,
                     "error": remote.describe(exc, with_traceback=False)}
+        if type(fields) is tuple:
+            return ipc.pack_answer(ipc.HANDED, call_id, crc)
         return {"op": "handoff", "id": call_id, "ok": True, "frame_id": frame.frame_id,
                 "crc": crc}
+
+    def _set_feed(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``input``: the graph input to make from frames (None: stop doing so)."""
+        name = message.get("input")
+        if name is None:
+            self.frame_feed = None
+            return {"op": "feed", "ok": True}
+        if type(name) is not str:
+            raise SandboxProtocolError("'input' must be a str or None")
+        spec = next((s for s in self.executor.graph.inputs if s.name == name), None)
+        if spec is None or name in self.executor.graph.state:
+            raise SandboxProtocolError(f"no feed input {name[:60]!r} in the graph")
+        self.frame_feed = FrameFeed(spec)
+        return {"op": "feed", "ok": True, "input": name}
 
     def _inputs(self, specs: Any) -> dict[str, np.ndarray]:
         if type(specs) is not list:
@@ -431,6 +467,7 @@ class Worker:
             raise SandboxProtocolError("no input region")
         if specs == self._feed_key:
             return dict(self._feed)
+        self._feed_key, self._feed = None, {}  # a refused layout is never run "again"
         size = len(self.in_map)
         feed: dict[str, np.ndarray] = {}
         for item in specs:
@@ -458,32 +495,57 @@ class Worker:
         self._feed_key, self._feed = specs, feed
         return dict(feed)
 
-    def _run(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, message: dict[str, Any]) -> dict[str, Any] | bytes:
         call_id = ipc.require(message, "id", int)
-        feed = self._inputs(message.get("in"))
-        layouts = message.get("layouts")
-        if layouts is not None and (type(layouts) is not dict
-                                    or any(type(v) is not str for v in layouts.values())):
-            raise SandboxProtocolError("'layouts' must map names to str")
+        if message.get("again") is True:
+            if self._feed_key is None:
+                raise SandboxProtocolError("a binary run before any msgpack run")
+            feed = dict(self._feed)
+            layouts = None
+        else:
+            feed = self._inputs(message.get("in"))
+            if message.get("full") is True:  # the host wants the outputs' places again
+                self._out_key = None
+            layouts = message.get("layouts")
+            if layouts is not None and (type(layouts) is not dict
+                                        or any(type(v) is not str for v in layouts.values())):
+                raise SandboxProtocolError("'layouts' must map names to str")
         self.pending = None
         start = time.perf_counter()
         try:
+            fields = message.get("frame")
+            if fields is not None:
+                if self.frame_feed is None:
+                    raise FrameError("a frame was sent but no input is fed from frames")
+                feed[self.frame_feed.name] = self.frame_feed.fill(
+                    self.pool, frame_of(self.pool, fields))  # type: ignore[arg-type]
             outputs = self.executor.run(feed, layouts=layouts)
+        except SandboxProtocolError:
+            raise
         except Exception as exc:
             return {"op": "result", "id": call_id, "ok": False, "error": remote.describe(exc)}
         finally:
             del feed
         reply = self._write_outputs(call_id, outputs)
-        reply["us"] = int((time.perf_counter() - start) * 1e6)
+        us = int((time.perf_counter() - start) * 1e6)
+        if reply is None:  # the outputs went where the last result said
+            return ipc.pack_answer(ipc.RESULT, call_id, us)
+        reply["us"] = us
         return reply
 
     def _collect(self, message: dict[str, Any]) -> dict[str, Any]:
         call_id = ipc.require(message, "id", int)
         if self.pending is None:
             raise SandboxProtocolError("nothing to collect")
-        return self._write_outputs(call_id, self.pending)
+        reply = self._write_outputs(call_id, self.pending)
+        if reply is None:
+            raise SandboxProtocolError("nothing to collect")  # cannot happen: a grown region
+        return reply
 
-    def _write_outputs(self, call_id: int, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    def _write_outputs(self, call_id: int, outputs: dict[str, np.ndarray]
+                       ) -> dict[str, Any] | None:
+        """Write the outputs into the output region; the ``result`` reply giving where, or
+        None when they went exactly where the last reply said (the host knows)."""
         arrays = [np.asarray(a) for a in outputs.values()]
         key = [(name, a.dtype, a.shape) for name, a in zip(outputs, arrays)]
         if key == self._out_key:
@@ -491,7 +553,7 @@ class Worker:
             for dst, array in zip(targets, arrays):
                 if dst is not None:
                     np.copyto(dst, array)
-            return {"op": "result", "id": call_id, "ok": True, "out": out}
+            return None
         placed = []
         offset = 0
         for name, array in outputs.items():

@@ -137,3 +137,26 @@ def test_the_seccomp_program_checks_the_architecture_first_and_allows_by_default
     assert 1234 in compared  # kill/tgkill only to itself
     for insn in prog:  # every jump lands inside the program
         assert insn.jt < len(prog) and insn.jf < len(prog)
+
+
+def test_binary_calls_and_answers_decode_to_the_same_dicts():
+    assert ipc.unpack(ipc.pack_call(ipc.RUN, 5)) == {"op": "run", "id": 5, "again": True,
+                                                     "frame": None}
+    frame = (2, 7, 41, 1000, 2000)
+    assert ipc.unpack(ipc.pack_call(ipc.RUN, 6, frame))["frame"] == frame
+    assert ipc.unpack(ipc.pack_call(ipc.HANDOFF, 8, frame)) == {"op": "handoff", "id": 8,
+                                                                "frame": frame}
+    assert ipc.unpack(ipc.pack_answer(ipc.RESULT, 9, 1234)) == {
+        "op": "result", "id": 9, "ok": True, "same": True, "us": 1234}
+    assert ipc.unpack(ipc.pack_answer(ipc.HANDED, 10, 0xDEADBEEF))["crc"] == 0xDEADBEEF
+
+
+@pytest.mark.parametrize("data, why", [
+    (ipc.pack_call(ipc.RUN, 1) + b"\x00", "binary call is 48 bytes"),
+    (ipc.pack_call(ipc.RUN, 1)[:-1], "binary call is 48 bytes"),
+    (ipc.pack_answer(ipc.RESULT, 1, 0)[:-2], "binary answer is 16 bytes"),
+    (ipc.pack_call(ipc.HANDOFF, 1)[:1] + b"\x00" * 47, "handoff without a frame"),
+])
+def test_malformed_binary_messages_are_refused(data, why):
+    with pytest.raises(SandboxProtocolError, match=why):
+        ipc.unpack(data)

@@ -19,7 +19,7 @@ from plugin_host.errors import (GoldenMismatchError, PluginError, ProtectionUnav
                                 SandboxProtocolError, TensorHashError, UntrustedKeyError,
                                 WorkerCallError, WorkerDiedError)
 from plugin_host.executor import Executor
-from plugin_host.sandbox import SandboxedExecutor, SandboxLimits, SandboxRequirements
+from plugin_host.sandbox import SandboxedExecutor, SandboxLimits, SandboxRequirements, ipc
 from plugin_host.sandbox.landlock import abi_version
 from plugins.numpy_backend import NumpyBackend
 
@@ -193,6 +193,20 @@ def test_bad_inputs_never_reach_the_worker(sx, monkeypatch):
     assert "input 'ids' (Embedding 'emb')" in str(bad.value)
 
 
+def test_the_steady_state_input_check_still_sees_a_changed_input(sx):
+    good = frames(2)
+    sx.run(good[0])
+    sx.run(good[1])  # the same names, dtypes and shapes: the check's result is reused
+    with pytest.raises(ABIError, match="dtype expected float32"):
+        sx.run({**good[0], "x": good[0]["x"].astype(np.float64)})
+    with pytest.raises(ABIError, match="dim 1 expected 16, got 15"):
+        sx.run({**good[0], "x": np.zeros((1, 15), np.float32)})
+    with pytest.raises(IndexRangeError):  # values are checked on every call
+        sx.run({**good[0], "ids": np.array([9], np.int64)})
+    sx.run(good[0])
+    assert sx.restarts == 0
+
+
 def test_kernel_errors_arrive_with_their_type_and_context(redteam_artifact, sandbox_trust):
     with SandboxedExecutor(redteam_artifact, trust=sandbox_trust, plugin_modules=[FAULTY],
                            kernel_overrides={"relu": FAULTY}) as ex:
@@ -261,6 +275,10 @@ def test_malformed_messages_to_the_worker_are_refused(fresh):
                b"\x82\xa2op\xa3run\xa2id\xa1x",              # run with a str id
                b"\x82\xa2op\xa3run\xa2id\x05",              # run without inputs
                b"\xd4\x01\x00",                             # an ext type
+               ipc.pack_call(ipc.RUN, 7),                   # binary "run again", no run yet
+               ipc.pack_call(ipc.RUN, 7)[:-1],              # a binary call one byte short
+               ipc.pack_call(ipc.HANDOFF, 7)[:40] + b"\x00" * 8,  # a handoff, no frame
+               ipc.pack_answer(ipc.RESULT, 7, 0),           # the worker's own answer
                b"\x00" * (fresh.limits.max_message + 10)]   # over the cap
     for data in garbage:
         chan.send_raw(data)

@@ -1,0 +1,174 @@
+"""A model input made from camera frames inside the worker: ``feed_frames`` + ``run(frame=)``.
+
+The worker converts each NV12 frame from its read-only mapping of the pool into the two-frame
+YUV stack (previous, current), so the frame's bytes never cross the channel. The graph here
+echoes its image input (``identity``), so each test compares the stack the worker built with
+the one the host-side reference conversion builds from the same planes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from plugin_host.artifacts import build_artifact, sign_artifact
+from plugin_host.builder import GraphBuilder
+from plugin_host.errors import (FrameError, FrameOverwrittenError, SandboxError,
+                                WorkerDiedError)
+from plugin_host.frames import FrameLayout, FramePool, nv12_to_yuv6
+from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
+from plugin_host.sandbox.landlock import abi_version
+from plugins.numpy_backend import NumpyBackend
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the worker drops from root to an unprivileged "
+                                                 "uid and unshares its network: run as root"),
+    pytest.mark.skipif(abi_version() < 6, reason="this kernel has no Landlock ABI 6"),
+]
+
+H, W = 8, 16  # the image input is (1, 12, H, W): a 2W x 2H model frame
+
+
+@pytest.fixture(scope="module")
+def echo_artifact(tmp_path_factory, sandbox_key):
+    """img (1, 12, H, W) and gain (1,) -> echo = img, mean = mean(img) * gain; recurrent
+    state h (1, 1) += mean, so a reset is visible too."""
+    b = GraphBuilder("echo")
+    img = b.input("img", (1, 12, H, W), "float32", "NCHW")
+    gain = b.input("gain", (1,), "float32", "N")
+    h = b.state("h", (1, 1), "float32", "NC")
+    b.output(b.op("identity", img, name="echo"), "echo", "NCHW")
+    m = b.op("mul", b.op("mean", img, name="avg", axes=[1, 2, 3]), gain,
+             name="scaled")
+    b.output(b.op("identity", m, name="mean_out"), "mean", "N")
+    b.output(b.op("add", h, b.op("reshape", m, name="m2", shape=[1, 1]), name="acc"), "h_next",
+             "NC", state_of="h")
+    path = tmp_path_factory.mktemp("echo") / "echo.pha"
+    build_artifact(b.build(), path, version="1.0.0", reference_backend=NumpyBackend(),
+                   latency_ms=50.0)
+    sign_artifact(path, sandbox_key)
+    return path
+
+
+@pytest.fixture
+def sx(echo_artifact, sandbox_trust):
+    with SandboxedExecutor(echo_artifact, trust=sandbox_trust,
+                           limits=SandboxLimits(call_timeout=20)) as executor:
+        yield executor
+
+
+@pytest.fixture
+def pool():
+    p = FramePool(FrameLayout.create("NV12", 64, 40), 3, camera="road")
+    yield p
+    p.close()
+
+
+def produce(pool: FramePool, seed: int, frame_id: int):
+    rng = np.random.default_rng(seed)
+    writer = pool.begin_frame()
+    for plane in writer.planes.values():
+        plane[...] = rng.integers(0, 256, plane.shape, dtype=np.uint8)
+    return writer.commit(frame_id, time.monotonic_ns())
+
+
+def yuv6(pool: FramePool, frame) -> np.ndarray:
+    with pool.lease(frame) as lease:
+        planes = lease.planes()
+        return nv12_to_yuv6(planes["Y"], planes["UV"], width=2 * W, height=2 * H)
+
+
+def stack(previous: np.ndarray, current: np.ndarray) -> np.ndarray:
+    return np.concatenate([previous, current])[None]
+
+
+GAIN = {"gain": np.array([2.0], np.float32)}
+
+
+def test_the_worker_builds_the_two_frame_stack(sx, pool):
+    sx.attach_pool(pool)
+    sx.feed_frames("img")
+    first = produce(pool, 1, 1)
+    out = sx.run(GAIN, frame=first)
+    one = yuv6(pool, first)
+    np.testing.assert_array_equal(out["echo"], stack(one, one))  # no previous: itself twice
+    np.testing.assert_allclose(out["mean"], [2 * one.mean()], rtol=1e-5)
+    for i in range(2, 6):  # the steady state (binary messages) keeps stacking
+        frame = produce(pool, i, i)
+        out = sx.run(GAIN, frame=frame)
+        now = yuv6(pool, frame)
+        np.testing.assert_array_equal(out["echo"], stack(one, now))
+        one = now
+    assert sx.calls == 5 and sx.restarts == 0
+
+
+def test_a_reset_forgets_the_previous_frame(sx, pool):
+    sx.attach_pool(pool)
+    sx.feed_frames("img")
+    sx.run(GAIN, frame=produce(pool, 1, 1))
+    sx.reset("frame gap")
+    frame = produce(pool, 2, 2)
+    out = sx.run(GAIN, frame=frame)
+    now = yuv6(pool, frame)
+    np.testing.assert_array_equal(out["echo"], stack(now, now))
+    np.testing.assert_allclose(out["h_next"], [[2 * now.mean()]], rtol=1e-5)  # state reset too
+
+
+def test_an_overwritten_frame_is_refused_and_the_stack_kept(sx, pool):
+    sx.attach_pool(pool)
+    sx.feed_frames("img")
+    first = produce(pool, 1, 1)
+    one = yuv6(pool, first)
+    sx.run(GAIN, frame=first)
+    stale = produce(pool, 2, 2)
+    for i in range(3, 3 + pool.buffers):  # no lease held: the ring reuses stale's slot
+        produce(pool, i, i)
+    with pytest.raises(FrameOverwrittenError):
+        sx.run(GAIN, frame=stale)
+    frame = produce(pool, 9, 9)
+    out = sx.run(GAIN, frame=frame)  # stacked on `first`: the refused frame left no trace
+    np.testing.assert_array_equal(out["echo"], stack(one, yuv6(pool, frame)))
+    assert sx.restarts == 0
+
+
+def test_misuse_is_refused_on_the_host(sx, pool, tmp_path):
+    frame = produce(pool, 1, 1)
+    with pytest.raises(SandboxError, match="feed_frames first"):
+        sx.run(GAIN, frame=frame)
+    with pytest.raises(SandboxError, match="no input 'nope'"):
+        sx.feed_frames("nope")
+    with pytest.raises(SandboxError, match="float32"):
+        sx.feed_frames("gain")
+    sx.feed_frames("img")
+    with pytest.raises(SandboxError, match="attach_pool first"):
+        sx.run(GAIN, frame=frame)
+    sx.attach_pool(pool)
+    with pytest.raises(SandboxError, match="made from the frame"):
+        sx.run({**GAIN, "img": np.zeros((1, 12, H, W), np.float32)}, frame=frame)
+    other = FramePool(FrameLayout.create("NV12", 64, 40), 2, camera="road")
+    try:
+        with pytest.raises(FrameError, match="not to the attached pool"):
+            sx.run(GAIN, frame=produce(other, 1, 1))
+    finally:
+        other.close()
+    sx.feed_frames(None)  # back to plain inputs
+    out = sx.run({**GAIN, "img": np.ones((1, 12, H, W), np.float32)})
+    assert out["echo"].min() == 1.0
+
+
+def test_a_restarted_worker_gets_the_pool_and_the_feed_again(sx, pool):
+    sx.attach_pool(pool)
+    sx.feed_frames("img")
+    sx.run(GAIN, frame=produce(pool, 1, 1))
+    os.kill(sx.pid, signal.SIGKILL)
+    with pytest.raises(WorkerDiedError):
+        sx.run(GAIN, frame=produce(pool, 2, 2))
+    frame = produce(pool, 3, 3)
+    out = sx.run(GAIN, frame=frame)  # re-attached, re-fed, no previous frame
+    now = yuv6(pool, frame)
+    np.testing.assert_array_equal(out["echo"], stack(now, now))
+    assert sx.restarts == 1 and sx.resets_by_reason["worker restart"] == 1
