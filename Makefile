@@ -32,8 +32,10 @@ test: $(STAMP_TEST)
 # Every benchmark under bench/, each printing its ratio to its target (DESIGN.md "Targets"):
 # numpy backend vs torch eager, artifact hashing vs hashlib, RSS growth on load vs tensor
 # bytes, sandbox worker vs in-process executor, a full-size camera frame handed to the worker
-# vs a tiny one.
-BENCHES := bench_model bench_verify bench_load_rss bench_sandbox bench_frame_handoff
+# vs a tiny one, the onnxruntime backend through the host vs bare onnxruntime, three cameras at
+# 20 Hz through the daemon vs one camera.
+BENCHES := bench_model bench_verify bench_load_rss bench_sandbox bench_frame_handoff bench_onnxruntime \
+	bench_cameras
 
 bench: $(STAMP_TEST)
 	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py; done
@@ -43,12 +45,13 @@ bench: $(STAMP_TEST)
 fuzz: $(STAMP_TEST)
 	FUZZ_MUTANTS=10000 $(BIN)/python -m pytest tests/plugin_host/artifacts/test_fuzz.py -q -s
 
-# The daemon's soak test for 10 minutes (the default suite runs it for 5 s): host and worker
-# RSS and the pool's leases must stay flat, frames must keep flowing. SOAK_SECONDS=N overrides.
+# The daemon's soak test for 10 minutes (the default suite runs it for 5 s), one camera and
+# three matched cameras (full size here): host and worker RSS and the pools' leases must stay
+# flat, frames must keep flowing. SOAK_SECONDS=N overrides.
 SOAK_SECONDS ?= 600
 
 soak: $(STAMP_TEST)
-	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest tests/plugin_host/daemon/test_soak.py -q -s
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_CAMERA_SIZE=1928x1208 $(BIN)/python -m pytest tests/plugin_host/daemon/test_soak.py -q -s
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -4,6 +4,10 @@ A backend is provided by an inference-hardware plugin (the built-in one is
 ``plugins.numpy_backend``). It declares what it supports and turns each node of a graph into a
 prepared kernel once, at load; the executor then calls the kernels per frame. A backend that
 cannot run a node says so at load: there is no silent fallback to another backend.
+
+A backend that compiles a whole graph at once (e.g. one onnxruntime session) implements
+:class:`GraphBackend` instead of being called node by node; the executor still does every ABI
+check, Embedding index validation at entry and recurrent-state handling around it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from .graph import Graph, Node
 #: A prepared kernel: called with the node's non-constant inputs in positional order, returns
 #: the node's outputs as a tuple.
 Kernel = Callable[..., tuple[np.ndarray, ...]]
+
+#: A prepared whole graph: called with every graph input by name (feed inputs and recurrent
+#: state), returns every graph output by name.
+GraphKernel = Callable[[Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 
 
 @runtime_checkable
@@ -60,6 +68,43 @@ class FusingBackend(Backend, Protocol):
     def prepare_chain(self, nodes: Sequence[Node], consts: Sequence[Sequence[np.ndarray | None]],
                       types: Sequence[Sequence[TensorType | None]]) -> Kernel:
         """A kernel taking the first node's run-time inputs, returning the last node's outputs."""
+
+
+@runtime_checkable
+class GraphBackend(Backend, Protocol):
+    """A backend that runs a whole graph as one prepared unit.
+
+    The executor calls :meth:`prepare_graph` once at load, after :func:`require_support`, and
+    then calls the returned :data:`GraphKernel` once per frame, with inputs that passed the ABI
+    checks and the Embedding index checks at entry (``entry_index_checks``). The kernel must
+    not skip or approximate a node: a node it cannot express is a BackendError naming the node,
+    raised by :meth:`prepare_graph`. Indices computed inside the graph are the kernel's to
+    validate (:func:`abi.check_indices`), as a per-node backend's Embedding kernel does.
+    """
+
+    def prepare_graph(self, graph: Graph, checked_indices: frozenset[str]) -> GraphKernel:
+        """The whole of ``graph`` (its constants are ``graph.tensors``) as one kernel.
+
+        ``checked_indices`` are the graph inputs the executor validates as Embedding indices
+        before every call.
+        """
+
+
+def provides(backend: object, *methods: str) -> bool:
+    """Whether ``backend`` has every one of ``methods`` (e.g. ``"fuse", "prepare_chain"`` for a
+    :class:`FusingBackend`). Used instead of ``isinstance`` on the runtime-checkable protocols,
+    whose check calls ``sys._getframe``: in the sandbox worker that trips the audit hook."""
+    return all(callable(getattr(backend, m, None)) for m in methods)
+
+
+def start_confined(backend: object) -> None:
+    """Call the backend's optional ``start()``: in the sandbox worker, once, after Landlock,
+    seccomp and the uid drop are in force and before the audit tripwire and any plugin code.
+    A backend whose runtime starts threads as it loads (onnxruntime) loads it there, since the
+    worker must be single-threaded until Landlock is applied."""
+    start = getattr(backend, "start", None)
+    if callable(start):
+        start()
 
 
 def unsupported(backend: Backend, graph: Graph) -> list[str]:

@@ -33,6 +33,9 @@ __all__ = [
     "IndexRangeError",
     "OpError",
     "PluginError",
+    "ModelImportError",
+    "ModelFileError",
+    "UnsupportedModelError",
     "PluginHostError",
     # policy and capabilities
     "ArtifactNotAllowedError",
@@ -49,6 +52,10 @@ __all__ = [
     "ExpiredArtifactError",
     "GoldenMismatchError",
     "IncompatibleArtifactError",
+    "AcceptanceError",
+    "AcceptanceFailedError",
+    "AcceptanceMismatchError",
+    "AcceptanceRecordError",
     "KeyFileError",
     "RevokedKeyError",
     "RollbackError",
@@ -84,6 +91,24 @@ class UsageError(PluginHostError):
 
 class PluginError(PluginHostError):
     """A plugin is missing, misbehaves, or conflicts with another (e.g. two backends, one name)."""
+
+
+class ModelImportError(PluginHostError, ValueError):
+    """A foreign model (an ONNX file) cannot be imported; ``node``/``op`` name the culprit."""
+
+    def __init__(self, message: str, *, node: str | None = None, op: str | None = None,
+                 **context: Any) -> None:
+        where = f"node {node!r} ({op}): " if node is not None else (f"{op}: " if op else "")
+        super().__init__(where + message, node=node, op=op, **context)
+        self.node, self.op = node, op
+
+
+class UnsupportedModelError(ModelImportError):
+    """The model uses an op, attribute, dtype or construct the importer does not map."""
+
+
+class ModelFileError(ModelImportError):
+    """The model file is malformed, too large, or refers to data outside its folder."""
 
 
 # --- policy and capabilities -------------------------------------------------------------------
@@ -215,6 +240,29 @@ class KeyFileError(PluginHostError):
 
 class GoldenMismatchError(ArtifactError):
     """A backend's outputs on the artifact's golden inputs differ beyond the declared tolerance."""
+
+
+class AcceptanceError(ArtifactError):
+    """An artifact has no valid acceptance record for a backend (see the subclasses; a record
+    signed by an untrusted or revoked key, or with a bad signature, raises UntrustedKeyError,
+    RevokedKeyError or SignatureError). ``path`` is the record, ``artifact`` and ``backend``
+    say for what."""
+
+
+class AcceptanceRecordError(AcceptanceError):
+    """An acceptance record file is missing, over its size cap, or malformed (not canonical
+    msgpack, wrong schema); ``where`` names the part refused."""
+
+
+class AcceptanceMismatchError(AcceptanceError):
+    """A valid acceptance record for something else: another artifact (digest, name, version),
+    another backend, or another host major version. ``field``, ``expected`` and ``got`` say
+    what differs."""
+
+
+class AcceptanceFailedError(AcceptanceError):
+    """Acceptance failed: a golden output beyond its tolerance or the latency over the budget
+    (raised by the run, and by a record that says it failed)."""
 
 
 # --- the sandbox worker ------------------------------------------------------------------------

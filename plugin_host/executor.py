@@ -9,7 +9,8 @@ Every call (:meth:`Executor.run`):
 
 1. the inputs are checked against the input TensorSpecs — every problem reported at once;
 2. every Embedding index that comes from an input is validated before any compute;
-3. the prepared kernels run in order;
+3. the prepared kernels run in order (or, on a :class:`~plugin_host.backend.GraphBackend`,
+   the one prepared whole-graph kernel runs);
 4. the outputs are checked against the output TensorSpecs, with the symbolic dims the inputs
    bound;
 5. recurrent state (e.g. an LSTMCell's ``h, c``) is carried to the next call.
@@ -30,7 +31,7 @@ import numpy as np
 from abi import Signature, check_indices, dtypes
 from abi.errors import BackendError, GraphError, PluginHostError
 
-from .backend import Backend, FusingBackend, require_support
+from .backend import Backend, provides, require_support
 from .graph import Graph, Node
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,16 @@ class Executor(RecurrentState):
 
     def _compile(self) -> None:
         graph = self.graph
+        self._index_checks = entry_index_checks(graph)
+        #: graph input -> vocabulary size, for every input that indexes an Embedding
+        self.index_inputs = {name: vocab for name, vocab, _ in self._index_checks}
+        #: the whole-graph kernel of a GraphBackend (None: the node-by-node plan runs)
+        self._whole = None
+        #: True when the backend runs the whole graph as one kernel (a GraphBackend)
+        self.whole_graph = provides(self.backend, "prepare_graph")
+        if self.whole_graph:
+            self._compile_whole()
+            return
         slot: dict[str, int] = {}
         for spec in graph.inputs:
             slot[spec.name] = len(slot)
@@ -145,15 +156,25 @@ class Executor(RecurrentState):
         self._plan = plan
         self._n_slots = len(slot)
         self._output_slots = [(s.name, slot[s.name]) for s in graph.outputs]
-        self._index_checks = entry_index_checks(graph)
-        #: graph input -> vocabulary size, for every input that indexes an Embedding
-        self.index_inputs = {name: vocab for name, vocab, _ in self._index_checks}
         #: the fused chains in use, as lists of node names
         self.fused = [[n.name for n in c] for c in chains.values()]
 
+    def _compile_whole(self) -> None:
+        """Load time on a GraphBackend: one kernel for the whole graph; nothing is fused."""
+        try:
+            self._whole = self.backend.prepare_graph(self.graph, frozenset(self.index_inputs))
+        except PluginHostError:
+            raise
+        except Exception as exc:  # a backend bug must still be a typed refusal
+            raise BackendError(f"backend {self.backend.name!r} failed to prepare model "
+                               f"{self.graph.name!r}: {type(exc).__name__}: {exc}",
+                               backend=self.backend.name) from exc
+        self._plan = []
+        self.fused = []
+
     def _chains(self) -> dict[str, list[Node]]:
         """The backend's fused chains, each checked; keyed by the chain's first node."""
-        if not isinstance(self.backend, FusingBackend):
+        if not provides(self.backend, "fuse", "prepare_chain"):
             return {}
         graph = self.graph
         order = {n.name: i for i, n in enumerate(graph.nodes)}
@@ -194,18 +215,21 @@ class Executor(RecurrentState):
         for name, vocab, where in self._index_checks:
             check_indices(feed[name], vocab, where)
 
-        values: list = [None] * self._n_slots
-        for i, name in enumerate(self._input_names):
-            values[i] = feed[name]
-        for kernel, dyn, outs, label in self._plan:
-            try:
-                results = kernel(*[values[i] for i in dyn])
-            except PluginHostError as exc:
-                exc.context.setdefault("node", label)
-                raise
-            for s, r in zip(outs, results):
-                values[s] = r
-        outputs = {name: values[s] for name, s in self._output_slots}
+        if self._whole is not None:
+            outputs = dict(self._whole(feed))
+        else:
+            values: list = [None] * self._n_slots
+            for i, name in enumerate(self._input_names):
+                values[i] = feed[name]
+            for kernel, dyn, outs, label in self._plan:
+                try:
+                    results = kernel(*[values[i] for i in dyn])
+                except PluginHostError as exc:
+                    exc.context.setdefault("node", label)
+                    raise
+                for s, r in zip(outs, results):
+                    values[s] = r
+            outputs = {name: values[s] for name, s in self._output_slots}
         self._out_sig.check(outputs, bindings=bindings)
         for src, dst in self.graph.state.items():
             self._state[src] = np.array(outputs[dst], copy=True)

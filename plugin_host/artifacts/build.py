@@ -2,7 +2,10 @@
 
 The golden outputs are computed here by running the graph through the executor on the
 reference backend (``numpy`` unless another is given), so every artifact carries the numbers
-an acceptance run on the target backend must reproduce within the declared tolerances.
+an acceptance run on the target backend must reproduce within the declared tolerances. A caller
+with an external reference (the ONNX importer uses onnxruntime) passes ``golden_outputs`` and
+names that reference; the graph still runs on the reference backend (latency, and a check that
+it runs at all).
 
 The result is checked with the same code a loader uses before it is written, so a builder bug
 cannot produce a file the host would refuse. Building is deterministic: the same graph, seed
@@ -49,6 +52,8 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
                    reset: ResetConditions = ResetConditions(), latency_ms: float | None = None,
                    golden_inputs: Sequence[Mapping[str, np.ndarray]] | None = None,
                    golden_cases: int = 2, seed: int = 0,
+                   golden_outputs: Sequence[Mapping[str, np.ndarray]] | None = None,
+                   reference: str | None = None,
                    expires: int | datetime | None = None, limits: Limits = DEFAULT_LIMITS,
                    progress: Progress | None = None) -> Manifest:
     """Write ``graph`` as an unsigned artifact at ``path``; return its (checked) manifest.
@@ -60,6 +65,10 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
     backend (twice the slowest golden run, rounded up to 0.1 ms). ``golden_inputs`` are the
     reference inputs (every graph input, state included; a state input left out is zero);
     when None, ``golden_cases`` cases are drawn from ``seed`` (case 0 with zero state).
+    ``golden_outputs`` are reference outputs computed elsewhere, one mapping per golden input
+    case with every graph output (same dtype and shape as the graph's); ``reference`` names who
+    computed them (stored as the golden reference, e.g. ``"onnxruntime"``; default the
+    reference backend's name).
     ``expires`` is a Unix time or an aware datetime.
     """
     say = progress or (lambda message: None)
@@ -80,6 +89,8 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
         outputs = executor.run(inputs)
         slowest = max(slowest, time.perf_counter() - start)
         golden.append((inputs, {s.name: np.array(outputs[s.name]) for s in graph.outputs}))
+    if golden_outputs is not None:
+        golden = _given_outputs(graph, golden, golden_outputs)
     if latency_ms is None:
         latency_ms = max(0.1, math.ceil(slowest * 2e4) / 10)
 
@@ -100,7 +111,7 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
         name=name, version=version, graph=graph.to_dict(), entries=entries,
         section_length=length, backends=list(backends),
         tolerances=_tolerances(graph, tolerances), reset=reset, latency_ms=float(latency_ms),
-        golden_backend=reference_backend.name, golden_cases=len(golden),
+        golden_backend=reference or reference_backend.name, golden_cases=len(golden),
         builder=f"plugin-host {__version__}", expires=_unix(expires))
     manifest_bytes = encode(manifest, where="manifest")
     if len(manifest_bytes) > limits.max_manifest_bytes:
@@ -153,6 +164,28 @@ def _unix(expires: int | datetime | None) -> int | None:
     if type(expires) is not int or expires < 0:
         raise UsageError(f"expires must be a Unix time (int >= 0), got {expires!r}")
     return expires
+
+
+def _given_outputs(graph: Graph, computed: list, given: Sequence[Mapping[str, np.ndarray]]
+                   ) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    """The golden cases with the caller's reference outputs, checked against the graph's."""
+    if len(given) != len(computed):
+        raise UsageError(f"golden_outputs: {len(given)} case(s) for {len(computed)} input "
+                         f"case(s)")
+    cases = []
+    for i, ((inputs, ours), theirs) in enumerate(zip(computed, given)):
+        if set(theirs) != set(ours):
+            raise UsageError(f"golden_outputs[{i}]: outputs {sorted(theirs)}, the graph has "
+                             f"{sorted(ours)}")
+        outputs = {}
+        for name, mine in ours.items():
+            ref = np.asarray(theirs[name])
+            if ref.dtype != mine.dtype or ref.shape != mine.shape:
+                raise UsageError(f"golden_outputs[{i}][{name!r}] is {ref.dtype} {ref.shape}, the "
+                                 f"graph produces {mine.dtype} {mine.shape}")
+            outputs[name] = np.array(ref)
+        cases.append((inputs, outputs))
+    return cases
 
 
 def _given_inputs(graph: Graph, given: Sequence[Mapping[str, np.ndarray]]

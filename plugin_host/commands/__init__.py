@@ -1,5 +1,5 @@
 """The verbs of the ``plugin-host`` command, one module per group; each has ``register(verbs)``."""
 
-from . import artifact, policy, record, run
+from . import accept, artifact, policy, record, run
 
-COMMANDS = (run, artifact, policy, record)
+COMMANDS = (run, artifact, accept, policy, record)

@@ -45,9 +45,28 @@ def register(verbs) -> None:
                     "Sign it with 'plugin-host sign' before a host will load it.",
         epilog="example:\n  plugin-host build --demo --out demo.pha\n  "
                "plugin-host build --demo --out demo.pha --seed 3 --version 1.2.0 "
-               "--tolerance 1e-4,1e-5 --latency-ms 40 --expires 2027-01-01T00:00:00Z")
-    p.add_argument("--demo", action="store_true",
-                   help="build the benchmark model of the design (random weights)")
+               "--tolerance 1e-4,1e-5 --latency-ms 40 --expires 2027-01-01T00:00:00Z\n  "
+               "plugin-host build --onnx model.onnx --out model.pha --state h=h_next "
+               "--state c=c_next --rtol 1e-4 --atol 1e-5")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--demo", action="store_true",
+                        help="build the benchmark model of the design (random weights)")
+    source.add_argument("--onnx", default=None, metavar="MODEL.onnx",
+                        help="import an ONNX model; golden outputs computed with onnxruntime "
+                             "(see 'Importing ONNX models' in README.md)")
+    p.add_argument("--state", action="append", default=[], metavar="IN=OUT",
+                   help="with --onnx: output OUT is the next value of recurrent-state input IN "
+                        "(repeatable)")
+    p.add_argument("--layout", action="append", default=[], metavar="NAME=LAYOUT",
+                   help="with --onnx: layout of an input or output (repeatable; default by "
+                        "rank: NCHW, NCL, NC, N)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="relative tolerance for every output (overrides --tolerance's)")
+    p.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance for every output (overrides --tolerance's)")
+    p.add_argument("--allow-external-data", action="store_true",
+                   help="with --onnx: read external tensor data, only from files inside the "
+                        "model's folder (refused by default)")
     p.add_argument("--out", required=True, metavar="FILE", help="artifact file to write")
     p.add_argument("--seed", type=int, default=0, help="seed for weights and golden inputs")
     p.add_argument("--name", default=None, help="artifact name (default: the model's name)")
@@ -222,8 +241,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from ..artifacts.build import DEFAULT_TOLERANCE
     from ..plugins import get_backend, model_builders
 
-    if not args.demo:
-        raise UsageError("nothing to build: pass --demo (the benchmark model)")
+    if not args.demo and args.onnx is None:
+        raise UsageError("nothing to build: pass --demo (the benchmark model) or --onnx MODEL")
     tolerance = DEFAULT_TOLERANCE
     if args.tolerance is not None:
         try:
@@ -232,7 +251,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
             raise UsageError(f"--tolerance {args.tolerance!r}: expected RTOL,ATOL, e.g. "
                              f"1e-4,1e-5") from None
         tolerance = (rtol, atol)
+    tolerance = (tolerance[0] if args.rtol is None else args.rtol,
+                 tolerance[1] if args.atol is None else args.atol)
     progress = _progress()
+    if args.onnx is not None:
+        from ..onnx_import.command import build_onnx
+        return build_onnx(args, tolerance, _parse_expiry(args.expires), progress)
+    if args.state or args.layout or args.allow_external_data:
+        raise UsageError("--state, --layout and --allow-external-data go with --onnx")
     pm = _plugin_manager()
     builders = model_builders(pm)
     if "demo" not in builders:
@@ -299,11 +325,21 @@ def _cmd_infer(args: argparse.Namespace) -> int:
             options = _infer_defaults(args)
         else:
             options = _infer_policy(args, stack)
+        policy = options.pop("policy", None)
         inputs = _read_npz(args.inputs)
         if progress:
             progress(f"verifying {args.file} and starting a sandbox worker")
+        rollback = RollbackStore(state_dir)
+        # with a policy, the version is recorded only once the acceptance rule is met too
         ex = stack.enter_context(SandboxedExecutor(
-            args.file, rollback=RollbackStore(state_dir), **options))
+            args.file, rollback=rollback if policy is None else None, **options))
+        if policy is not None:  # acceptance_required: a valid record for this backend
+            from ..policy import require_acceptance
+
+            m = ex.manifest
+            rollback.check(m.name, m.version, ex.artifact.manifest_sha256)
+            require_acceptance(policy, ex.artifact, backend=options["backend"], file=args.file)
+            rollback.accept(m.name, m.version, ex.artifact.manifest_sha256)
         outputs = ex.run(inputs)
         pid, protections = ex.pid, ex.protections
     _write_npz(args.out, outputs)
@@ -356,7 +392,7 @@ def _infer_policy(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict
     config = sandbox_config_from_policy(policy)
     trust = policy.trust_store()
     log = stack.enter_context(AuditLog(policy.audit.log, fsync=policy.audit.fsync))
-    return {"trust": trust, "audited_ops": policy.audited_op_pairs(backend),
+    return {"trust": trust, "audited_ops": policy.audited_op_pairs(backend), "policy": policy,
             "backend": backend, "artifact_limits": policy.limits.artifact_limits(),
             **config.executor_kwargs(), **audit_sinks(log)}
 

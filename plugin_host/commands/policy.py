@@ -125,4 +125,6 @@ def _summary(policy) -> list[str]:
                                                   for a in policy.audited_ops))
     lines.append("  sandbox requires: " + (", ".join(sorted(policy.sandbox.require)) or "nothing"))
     lines.append(f"  audit log: {policy.audit.log}")
+    lines.append("  cameras: " + (", ".join(policy.cameras.use) or "the one provided")
+                 + f", matched within {policy.cameras.max_skew_ms:g} ms")
     return lines

@@ -32,7 +32,9 @@ def register(verbs) -> None:
     run.add_argument("--state-dir", default=None,
                      help="the state folder (${STATE_DIR} in the policy, rollback state); "
                           "default $XDG_STATE_HOME/plugin-host or ~/.local/state/plugin-host")
-    run.add_argument("--camera", default=None, help="the camera to use when there are several")
+    run.add_argument("--camera", default=None,
+                     help="run on this one camera only (default: the policy's [cameras] use, "
+                          "or the one camera it provides)")
     run.add_argument("--artifact", default=None,
                      help="the [[artifact]] to run when the policy allows several")
     run.add_argument("--log", default=None, metavar="FILE",
@@ -81,8 +83,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                               metrics=args.metrics,
                                               swap_poll=args.swap_poll or None))
         daemon.load()
-        print(f"running artifact {daemon.artifact_name!r} on camera {daemon.camera.name!r} "
-              f"({daemon.camera.layout.describe()}); "
+        cams = ", ".join(f"{c.name!r} ({c.layout.describe()})" for c in daemon.cameras)
+        print(f"running artifact {daemon.artifact_name!r} on camera"
+              f"{'s' if len(daemon.cameras) > 1 else ''} {cams}"
+              + (f", matched within {daemon.max_skew_ms:g} ms" if len(daemon.cameras) > 1
+                 else "") + "; "
               + (f"stopping after {args.duration:g} s" if args.duration else
                  "SIGTERM or Ctrl-C stops"), flush=True)
         summary = daemon.run()
@@ -117,4 +122,18 @@ def format_summary(s: dict) -> str:
             + (f" ({reasons})" if reasons else "") + f", worker restarts "
             f"{s['worker_restarts']}, leases outstanding at stop {s['leaks_at_stop']}\n"
             f"  latency (model execution) {_ms(s['model_execution_ms'])}\n"
-            f"  frame age at publish {_ms(s['frame_age_ms'])}")
+            f"  frame age at publish {_ms(s['frame_age_ms'])}"
+            + (_per_camera(s) if len(s.get("cameras", {})) > 1 else ""))
+
+
+def _per_camera(s: dict) -> str:
+    """The summary's per-camera lines (several cameras)."""
+    lines = [f"\n  matched sets {s['matched_sets']} (max skew {s['max_skew_ms']:g} ms), "
+             f"unmatched frames {s['unmatched']}"]
+    for name, c in s["cameras"].items():
+        lines.append(f"\n  camera {name}: frames in {c['frames_in']}, run {c['frames_run']}, "
+                     f"dropped {c['dropped']} (unmatched {c['unmatched']}, frame drop "
+                     f"{c['frame_drop_perc']:.1f} % filtered), deadline misses "
+                     f"{c['deadline_misses']}, resets {c['resets']}, worker restarts "
+                     f"{c['worker_restarts']}, model {_ms(c['model_execution_ms'])}")
+    return "".join(lines)

@@ -1,16 +1,18 @@
 """The host daemon: ``plugin-host run --policy FILE``.
 
-``daemon.py`` is the main loop (:class:`Daemon`); ``contract.py`` the artifact's state-reset
-conditions and deadline; ``feed.py`` camera frames to model inputs; ``stats.py`` per-frame
+``daemon.py`` is the main loop (:class:`Daemon`); ``stream.py`` one camera's model stream
+(its own worker, state, contract and statistics; one per camera); ``contract.py`` the
+artifact's state-reset conditions and deadline; ``feed.py`` camera frames to model inputs; ``stats.py`` per-frame
 statistics (openpilot's filtered frame-drop percentage); ``events.py`` the structured log;
-``demo_setup.py`` the first-use creation of the demo key and artifact. (The status and
-Prometheus endpoint, ``metrics.py``, is still to come.)
+``demo_setup.py`` the first-use creation of the demo key and artifact; ``metrics.py`` the
+status and Prometheus endpoint.
 """
 
 from .contract import Deadline, StateContract
 from .daemon import Daemon, DaemonOptions
 from .events import EventLog, LineSink
 from .stats import FirstOrderFilter, FrameStats
+from .stream import CameraStream
 
-__all__ = ["Daemon", "DaemonOptions", "StateContract", "Deadline", "EventLog", "LineSink",
-           "FrameStats", "FirstOrderFilter"]
+__all__ = ["Daemon", "DaemonOptions", "CameraStream", "StateContract", "Deadline", "EventLog",
+           "LineSink", "FrameStats", "FirstOrderFilter"]

@@ -1,4 +1,4 @@
-"""The host daemon: frames from a camera plugin, the artifact in the sandbox, outputs on the
+"""The host daemon: frames from camera plugins, the artifact in the sandbox, outputs on the
 model topic, the artifact's contract enforced, until told to stop.
 
 Start-up, in order (everything checked before the first frame; any refusal stops here):
@@ -7,39 +7,52 @@ Start-up, in order (everything checked before the first frame; any refusal stops
    (:mod:`~plugin_host.daemon.demo_setup`);
 2. the host-side plugins the policy allows (cameras, sinks, control) are loaded and configured
    with their capabilities (:func:`~plugin_host.plugins.load_plugins`); the sinks are connected
-   to the model topic;
+   to the model topic; the cameras are picked: ``--camera``, else the policy's
+   ``[cameras] use``, else the one camera provided;
 3. the artifact: :func:`~plugin_host.policy.load_allowed_artifact` (trust, thresholds, backend,
    audited ops, size caps, name, ``min_version``, rollback, the plugins' checks; not yet
-   recorded), then :class:`~plugin_host.sandbox.SandboxedExecutor` verifies the descriptor it
-   hands to the worker, which must hold the very manifest checked in step 3 (same SHA-256);
-   acceptance (golden cases in the sandbox) when the policy requires it; only then is the
-   version recorded as accepted (rollback state);
-4. the model's inputs are matched with the camera (:class:`~plugin_host.daemon.feed.ModelFeed`);
-5. the camera starts.
+   recorded), then one :class:`~plugin_host.sandbox.SandboxedExecutor` per camera, each of which
+   verifies the descriptor it hands to its worker, which must hold the very manifest checked in
+   step 3 (same SHA-256); acceptance (golden cases in each sandbox) when the policy requires
+   it; only then is the version recorded as accepted (rollback state);
+4. the model's inputs are matched with each camera (:class:`~plugin_host.daemon.feed.ModelFeed`);
+5. the cameras start.
 
-Per frame (:meth:`Daemon._frame`): the newest frame's lease (conflated subscription: a slow
-model skips frames, never queues them), the contract (:class:`StateContract`: reset before the
+Several cameras (:class:`~plugin_host.daemon.stream.CameraStream`): every camera has its own
+stream (its own worker, hence its own recurrent state, contract, deadline and statistics).
+:class:`~plugin_host.frames.FrameSync` matches the cameras' newest frames by
+``timestamp_sof`` within ``[cameras] max_skew_ms`` (default 10 ms, as openpilot); a frame that
+can no longer be matched is released and counted as dropped (``out_of_sync`` in its pool,
+``unmatched`` in its stream). The cameras of a matched set run at the same time, each on a
+thread of its own stream (so a stream's executor is always called from the same thread, and
+the workers share the cores); the next set waits until the whole set is done. Each camera's
+outputs are then published on the ``model`` topic, in the policy's order, tagged with the
+camera and the set's number. One camera is the same path with sets of one, run on the frame
+loop's thread.
+
+Per frame (:meth:`CameraStream.run`): the contract (:class:`StateContract`: reset before the
 frame on a gap, a camera restart, time going backwards, an explicit request), NV12 to the
 model input in the shared input region, the generation check (a frame overwritten while
 converted is not run), the sandboxed call, the deadline (:class:`Deadline`), the lease
 released, the outputs and the frame's statistics published on the ``model`` topic. A worker
-that dies costs that frame (the executor restarts it and resets the state; counted as a reset
-``worker restart``).
+that dies costs that frame of that camera (the executor restarts it and resets the state;
+counted as a reset ``worker restart``).
 
 Between frames (:meth:`Daemon._poll_swap`): the artifact hot-swap. When the artifact file
 changed (checked every ``swap_poll`` s) or on SIGHUP (:meth:`Daemon.request_swap`), a
-long-lived swap thread runs step 3 again on the file with a new worker beside the running
-one (the sandbox starts every worker from its own long-lived thread, so the worker's
-``PR_SET_PDEATHSIG`` does not depend on which thread asked); once ready, the frame loop switches to it between two frames, records
-the version, and the contract resets the state (``artifact swap``) before the next frame; the
-old executor is closed on its own thread. A refused file is logged (``swap_refused``) and the
-running artifact stays. With ``metrics`` set, :mod:`~plugin_host.daemon.metrics` serves
-``/metrics`` and ``/status`` on loopback from a thread.
+long-lived swap thread runs step 3 again on the file with new workers (one per camera) beside
+the running ones (the sandbox starts every worker from its own long-lived thread, so the
+worker's ``PR_SET_PDEATHSIG`` does not depend on which thread asked); once ready, the frame
+loop switches every stream to them between two sets, records the version, and each contract
+resets the state (``artifact swap``) before the next frame; the old executors are closed on
+threads of their own. A refused file is logged (``swap_refused``) and the running artifact
+stays. With ``metrics`` set, :mod:`~plugin_host.daemon.metrics` serves ``/metrics`` and
+``/status`` on loopback from a thread.
 
-Stop: ``--duration`` / ``--frames`` reached, SIGTERM or SIGINT (a flag checked between frames,
-never an exception in the middle of a call), or the camera failing. Then the subscription and
-the camera stop (every lease returned; any still outstanding is reported), the worker is
-closed and the plugins are unconfigured.
+Stop: ``--duration`` / ``--frames`` reached, SIGTERM or SIGINT (a flag checked between sets,
+never an exception in the middle of a call), or a camera failing. Then the matcher, the
+subscriptions and the cameras stop (every lease returned; any still outstanding is reported),
+the workers are closed and the plugins are unconfigured.
 """
 
 from __future__ import annotations
@@ -52,16 +65,19 @@ import queue
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import (FrameOverwrittenError, PluginHostError, SandboxError, WorkerDiedError)
-from .contract import Deadline, StateContract
+import numpy as np
+
+from ..errors import PluginHostError, PolicyError, PolicyProblem
 from .events import EventLog
 from .feed import ModelFeed
 from .metrics import AGE_BUCKETS_S, LATENCY_BUCKETS_S, Histogram
-from .stats import FrameReport, FrameStats
+from .stats import percentiles
+from .stream import WORKER_RESTART, CameraStream
 
 __all__ = ["Daemon", "DaemonOptions", "WORKER_RESTART"]
 
@@ -74,18 +90,17 @@ def _file_signature(path: Any) -> tuple[int, ...] | None:
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
-WORKER_RESTART = "worker restart"
-
 
 @dataclass
 class DaemonOptions:
-    """``duration`` (s) / ``frames`` (frames run): stop by itself; ``camera`` / ``artifact``:
-    which one when the policy provides several; ``stats_interval`` (s): a ``stats`` event;
-    ``log_frames``: one ``frame`` event per frame; ``swap_poll`` (s): how often the artifact
-    file is checked for a new version to swap in (None: only on SIGHUP / :meth:`request_swap`);
-    ``metrics``: where to serve ``/status`` and
-    ``/metrics`` (``127.0.0.1:PORT``, ``[::1]:PORT``, ``localhost:PORT`` or ``unix:PATH``;
-    loopback only, see :mod:`~plugin_host.daemon.metrics`)."""
+    """``duration`` (s) / ``frames`` (frames run, by every camera): stop by itself;
+    ``camera``: run on this one camera only (overrides the policy's ``[cameras] use``);
+    ``artifact``: which one when the policy allows several; ``stats_interval`` (s): a
+    ``stats`` event; ``log_frames``: one ``frame`` event per frame; ``swap_poll`` (s): how
+    often the artifact file is checked for a new version to swap in (None: only on SIGHUP /
+    :meth:`request_swap`); ``metrics``: where to serve ``/status`` and ``/metrics``
+    (``127.0.0.1:PORT``, ``[::1]:PORT``, ``localhost:PORT`` or ``unix:PATH``; loopback only,
+    see :mod:`~plugin_host.daemon.metrics`)."""
 
     duration: float | None = None
     frames: int | None = None
@@ -103,7 +118,10 @@ class Daemon:
 
     ``state_dir`` is what the policy's ``${STATE_DIR}`` expands to (the rollback state lives
     there too); ``events`` receives the structured log; ``say`` prints the human lines (the
-    first-use message, the summary).
+    first-use message, the summary). ``streams`` holds one
+    :class:`~plugin_host.daemon.stream.CameraStream` per camera, in the policy's order;
+    ``camera``, ``executor``, ``stats`` and ``contract`` are the first stream's (the only one
+    with one camera).
     """
 
     def __init__(self, policy: Any, *, state_dir: str | os.PathLike,
@@ -115,29 +133,27 @@ class Daemon:
         self.events = events or EventLog()
         self.say = say
         self.plugins: Any = None
-        self.executor: Any = None
-        self.camera: Any = None
-        self.subscription: Any = None
+        self.cameras: list[Any] = []
+        self.streams: list[CameraStream] = []
+        self.sync: Any = None
+        self.max_skew_ms = float(getattr(getattr(policy, "cameras", None), "max_skew_ms",
+                                         10.0))
+        self.matched_sets = 0
+        #: one thread per stream when there are several (each stream's calls on its own)
+        self._runners: list[ThreadPoolExecutor] = []
         self.metrics_server: Any = None
-        self.resets: collections.Counter[str] = collections.Counter()
         self.stop_reason: str | None = None
         self.leaks_at_stop: list[Any] = []
         self.started_at: float | None = None
-        self.last_report: FrameReport | None = None
         self._stop = threading.Event()
         self._closed = False
-        self._buffers: dict[str, Any] | None = None
-        self._restarts_seen = 0
-        self._pool_id: str | None = None
         self._sinks: list[Any] = []
         #: guards what a metrics scrape reads (taken around each frame's bookkeeping)
         self._lock = threading.Lock()
-        self.model_hist = Histogram(LATENCY_BUCKETS_S)
-        self.age_hist = Histogram(AGE_BUCKETS_S)
         self.artifact_swaps = 0
         self.artifact_swaps_refused = 0
         self._swap_requested: str | None = None
-        self._swap_ready: tuple[Any, Any] | None = None
+        self._swap_ready: list[tuple[Any, Any]] | None = None
         self._swap_thread: threading.Thread | None = None
         self._swap_queue: queue.Queue[str | None] = queue.Queue()
         self._swap_busy = threading.Event()
@@ -145,10 +161,40 @@ class Daemon:
         self._next_swap_poll = 0.0
         self._closers: list[threading.Thread] = []
 
+    # -- the first stream (the only one with one camera) ------------------------------------------
+
+    @property
+    def camera(self) -> Any:
+        return self.cameras[0] if self.cameras else None
+
+    @property
+    def executor(self) -> Any:
+        return self.streams[0].executor if self.streams else None
+
+    @property
+    def stats(self) -> Any:
+        return self.streams[0].stats if self.streams else None
+
+    @property
+    def contract(self) -> Any:
+        return self.streams[0].contract if self.streams else None
+
+    @property
+    def last_report(self) -> Any:
+        return self.streams[0].last_report if self.streams else None
+
+    @property
+    def resets(self) -> collections.Counter[str]:
+        """Resets of every stream, by reason."""
+        total: collections.Counter[str] = collections.Counter()
+        for stream in self.streams:
+            total.update(stream.resets)
+        return total
+
     # -- start-up ---------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Steps 1-4 of the module docstring; the camera is not started yet."""
+        """Steps 1-4 of the module docstring; the cameras are not started yet."""
         try:
             self._load()
         except BaseException:
@@ -173,21 +219,30 @@ class Daemon:
 
         self.plugins = load_plugins(policy, kinds=HOST_KINDS)
         self.events.emit("plugins", loaded=self.plugins.names)
-        self.camera = self._pick_camera(self.plugins.cameras())
+        self.cameras = self._pick_cameras(self.plugins.cameras())
         self._sinks = self.plugins.connect_sinks()
 
         rule = self._rule = self._pick_artifact()
         rollback = self._rollback = RollbackStore(self.state_dir)
         sandbox = sandbox_config_from_policy(policy).executor_kwargs()
         if sandbox["limits"].blas_threads is None:
-            # one core stays with the camera and the host: with every core to BLAS, the
+            # one core stays with the cameras and the host: with every core to BLAS, the
             # worker's threads and the camera thread preempt each other (measured on 2 cores:
             # p99 108 ms and 23 deadline misses in 10 s, against p99 14 ms and none)
             sandbox["limits"] = dataclasses.replace(
                 sandbox["limits"], blas_threads=max(1, len(os.sched_getaffinity(0)) - 1))
         self._sandbox_kwargs = sandbox
         self._swap_seen = _file_signature(rule.file)
-        self.executor = ex = self._open_executor()
+        executors = self._open_executors(len(self.cameras))
+        try:
+            for camera, ex in zip(self.cameras, executors):
+                self.streams.append(CameraStream(camera, ex, emit=self.events.emit,
+                                                 lock=self._lock))
+        except BaseException:
+            for ex in executors[len(self.streams):]:
+                ex.close()
+            raise
+        ex = executors[0]
         digest = ex.artifact.manifest_sha256
         manifest = ex.manifest
         rollback.accept(manifest.name, manifest.version, digest)
@@ -198,13 +253,10 @@ class Daemon:
                          backend=rule.backend, latency_ms=manifest.latency_ms,
                          reset=manifest.reset.to_dict(), acceptance=rule.acceptance_required,
                          worker_pid=ex.pid, protections=ex.protections.summary()
-                         if ex.protections else None)
-
-        self.feed = ModelFeed(ex.graph, ex.index_inputs, self.camera.layout)
-        self.contract = StateContract(manifest.reset, on_event=self._contract_event)
-        self.deadline = Deadline(manifest.latency_ms)
-        rate = float(getattr(self.camera, "rate", 20.0) or 20.0)
-        self.stats = FrameStats(1.0 / rate)
+                         if ex.protections else None,
+                         cameras=[c.name for c in self.cameras],
+                         worker_pids=[e.pid for e in executors],
+                         max_skew_ms=self.max_skew_ms)
         if self.options.metrics:
             from .metrics import MetricsServer
 
@@ -212,9 +264,10 @@ class Daemon:
             self.events.emit("metrics", address=self.metrics_server.address,
                              paths=["/metrics", "/status"])
 
-    def _open_executor(self) -> Any:
-        """The policy's checks on the artifact file, then a new sandbox worker on it (the very
-        manifest checked), then acceptance when required; not yet recorded as accepted."""
+    def _open_executors(self, count: int) -> list[Any]:
+        """The policy's checks on the artifact file, then ``count`` new sandbox workers on it
+        (each on the very manifest checked), then acceptance in each when required; not yet
+        recorded as accepted."""
         from ..policy import load_allowed_artifact
         from ..sandbox import SandboxedExecutor
         from ..sandbox.policy import audit_sinks
@@ -224,26 +277,34 @@ class Daemon:
                                         available_backends={rule.backend},
                                         plugins=self.plugins, record=False)
         digest = checked.manifest_sha256
+        if rule.acceptance_required:  # a valid signed acceptance record for this backend
+            from ..policy import require_acceptance
+
+            require_acceptance(policy, checked, backend=rule.backend)
         close = getattr(checked, "close", None)
         if close is not None:
             close()
-        ex = SandboxedExecutor(
-            rule.file, trust=policy.trust_store(), backend=rule.backend,
-            audited_ops=policy.audited_op_pairs(rule.backend), rollback=None,
-            artifact_limits=policy.limits.artifact_limits(), **self._sandbox_kwargs,
-            **audit_sinks(self.plugins.broker.audit))
+        opened: list[Any] = []
         try:
-            if ex.artifact.manifest_sha256 != digest:
-                raise PluginHostError(f"artifact {rule.file} changed while it was loaded "
-                                      f"(manifest {digest[:16]}... checked, "
-                                      f"{ex.artifact.manifest_sha256[:16]}... handed to the "
-                                      f"worker); refusing to run either")
-            if rule.acceptance_required:
-                ex.check_golden()
+            for _ in range(count):
+                ex = SandboxedExecutor(
+                    rule.file, trust=policy.trust_store(), backend=rule.backend,
+                    audited_ops=policy.audited_op_pairs(rule.backend), rollback=None,
+                    artifact_limits=policy.limits.artifact_limits(), **self._sandbox_kwargs,
+                    **audit_sinks(self.plugins.broker.audit))
+                opened.append(ex)
+                if ex.artifact.manifest_sha256 != digest:
+                    raise PluginHostError(
+                        f"artifact {rule.file} changed while it was loaded (manifest "
+                        f"{digest[:16]}... checked, {ex.artifact.manifest_sha256[:16]}... "
+                        f"handed to the worker); refusing to run either")
+                if rule.acceptance_required:
+                    ex.check_golden()
         except BaseException:
-            ex.close()
+            for ex in opened:
+                ex.close()
             raise
-        return ex
+        return opened
 
     # -- artifact hot-swap ------------------------------------------------------------------------
 
@@ -253,7 +314,7 @@ class Daemon:
         self._swap_requested = why
 
     def _poll_swap(self, now: float) -> None:
-        """Between frames: switch to a prepared executor, or start preparing one when the
+        """Between frames: switch to prepared executors, or start preparing them when the
         file changed (every ``swap_poll`` s) or a swap was requested (SIGHUP)."""
         if self._swap_ready is not None:
             self._switch()
@@ -291,65 +352,66 @@ class Daemon:
             finally:
                 self._swap_busy.clear()
 
+    def _refuse_swap(self, why: str, exc: BaseException, kept: dict) -> None:
+        with self._lock:
+            self.artifact_swaps_refused += 1
+        self.events.emit("swap_refused", why=why, file=str(self._rule.file),
+                         error=f"{type(exc).__name__}: {exc}", **kept)
+
     def _prepare_swap(self, why: str) -> None:
-        """On the swap thread: verify the new file and start its worker beside the old one."""
+        """On the swap thread: verify the new file and start its workers (one per camera)
+        beside the old ones."""
         old = self.executor
         kept = {"kept": old.manifest.name, "kept_version": old.manifest.version}
         try:
-            ex = self._open_executor()
+            executors = self._open_executors(len(self.streams))
         except Exception as exc:  # refused: the running artifact stays
-            with self._lock:
-                self.artifact_swaps_refused += 1
-            self.events.emit("swap_refused", why=why, file=str(self._rule.file),
-                             error=f"{type(exc).__name__}: {exc}", **kept)
+            self._refuse_swap(why, exc, kept)
             return
-        if ex.artifact.manifest_sha256 == old.artifact.manifest_sha256:
-            ex.close()
+        if executors[0].artifact.manifest_sha256 == old.artifact.manifest_sha256:
+            for ex in executors:
+                ex.close()
             self.events.emit("swap_unchanged", why=why, file=str(self._rule.file), **kept)
             return
         try:
-            feed = ModelFeed(ex.graph, ex.index_inputs, self.camera.layout)
+            ready = [(ex, ModelFeed(ex.graph, ex.index_inputs, stream.camera.layout))
+                     for ex, stream in zip(executors, self.streams)]
         except Exception as exc:
-            ex.close()
-            with self._lock:
-                self.artifact_swaps_refused += 1
-            self.events.emit("swap_refused", why=why, file=str(self._rule.file),
-                             error=f"{type(exc).__name__}: {exc}", **kept)
+            for ex in executors:
+                ex.close()
+            self._refuse_swap(why, exc, kept)
             return
         with self._lock:
             if not self._closed:
-                self._swap_ready = (ex, feed)
+                self._swap_ready = ready
                 return
-        ex.close()
+        for ex in executors:
+            ex.close()
 
     def _switch(self) -> None:
-        """On the frame loop, between two frames: the prepared executor takes over; the old
-        one is closed on a thread of its own."""
-        ex, feed = self._swap_ready
-        self._swap_ready = None
+        """On the frame loop, between two sets: the prepared executors take over; the old
+        ones are closed on threads of their own."""
+        ready, self._swap_ready = self._swap_ready, None
+        assert ready is not None
         old = self.executor
+        ex = ready[0][0]
         manifest = ex.manifest
         digest = ex.artifact.manifest_sha256
         try:
             self._rollback.accept(manifest.name, manifest.version, digest)
         except Exception as exc:  # e.g. a higher version accepted meanwhile
-            ex.close()
+            for new, _ in ready:
+                new.close()
             with self._lock:
                 self.artifact_swaps_refused += 1
             self.events.emit("swap_refused", why="rollback", error=f"{type(exc).__name__}: "
                              f"{exc}", kept=old.manifest.name, kept_version=old.manifest.version)
             return
-        contract = StateContract(manifest.reset, on_event=self._contract_event)
-        contract.carry_from(self.contract)
-        contract.artifact_swapped(f"{old.manifest.name} {old.manifest.version}",
-                                  f"{manifest.name} {manifest.version}")
+        old_name = f"{old.manifest.name} {old.manifest.version}"
+        new_name = f"{manifest.name} {manifest.version}"
+        olds = [stream.switch(new, feed, old_name, new_name)
+                for stream, (new, feed) in zip(self.streams, ready)]
         with self._lock:
-            self.executor = ex
-            self.feed = feed
-            self.contract = contract
-            self.deadline.latency_ms = float(manifest.latency_ms)
-            self._buffers = None
-            self._restarts_seen = ex.restarts
             self.artifact_swaps += 1
         self.artifact_name = manifest.name
         self.publisher = f"artifact:{manifest.name}"
@@ -357,28 +419,46 @@ class Daemon:
                          old_version=old.manifest.version, new=manifest.name,
                          version=manifest.version, manifest_sha256=digest,
                          signers=list(ex.artifact.signers), worker_pid=ex.pid,
+                         worker_pids=[new.pid for new, _ in ready],
                          latency_ms=manifest.latency_ms, reset=manifest.reset.to_dict())
-        closer = threading.Thread(target=old.close, name="plugin-host-close-old", daemon=True)
-        closer.start()
-        self._closers.append(closer)
+        for previous in olds:
+            closer = threading.Thread(target=previous.close, name="plugin-host-close-old",
+                                      daemon=True)
+            closer.start()
+            self._closers.append(closer)
 
-    def _pick_camera(self, cameras: list[Any]) -> Any:
+    # -- which cameras, which artifact ------------------------------------------------------------
+
+    def _pick_cameras(self, cameras: list[Any]) -> list[Any]:
+        """``--camera``, else the policy's ``[cameras] use`` (in its order), else the one
+        camera provided."""
         names = [c.name for c in cameras]
+        by_name = {c.name: c for c in cameras}
         if not cameras:
             raise PluginHostError(f"policy {self.policy.path} allows no camera plugin that "
                                   f"provides a camera; the daemon needs one (e.g. the built-in "
                                   f"'synthetic', kind camera)")
         wanted = self.options.camera
-        if wanted is None:
-            if len(cameras) > 1:
-                raise PluginHostError(f"the policy provides {len(cameras)} cameras "
-                                      f"({', '.join(names)}): choose one with --camera")
-            return cameras[0]
-        for camera in cameras:
-            if camera.name == wanted:
-                return camera
-        raise PluginHostError(f"no camera named {wanted!r}; the policy provides: "
-                              f"{', '.join(names)}")
+        if wanted is not None:
+            if wanted not in by_name:
+                raise PluginHostError(f"no camera named {wanted!r}; the policy provides: "
+                                      f"{', '.join(names)}")
+            return [by_name[wanted]]
+        settings = getattr(self.policy, "cameras", None)
+        use = tuple(getattr(settings, "use", ()) or ())
+        if use:
+            unknown = [n for n in use if n not in by_name]
+            if unknown:
+                raise PolicyError([PolicyProblem(
+                    self.policy.path, settings.use_line, "cameras.use",
+                    f"no camera named {', '.join(repr(n) for n in unknown)}; the allowed "
+                    f"camera plugins provide: {', '.join(names)}")])
+            return [by_name[n] for n in use]
+        if len(cameras) > 1:
+            raise PluginHostError(f"the policy provides {len(cameras)} cameras "
+                                  f"({', '.join(names)}): list the ones to run in [cameras] "
+                                  f"use, or choose one with --camera")
+        return cameras
 
     def _pick_artifact(self) -> Any:
         rules = self.policy.artifacts
@@ -398,17 +478,19 @@ class Daemon:
     # -- running ----------------------------------------------------------------------------------
 
     def request_stop(self, reason: str) -> None:
-        """Stop after the frame in progress (thread- and signal-safe)."""
+        """Stop after the set in progress (thread- and signal-safe)."""
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stop.set()
 
     def request_reset(self, why: str = "requested") -> None:
-        """An explicit state reset before the next frame (the contract's ``explicit``)."""
-        self.contract.request_reset(why)
+        """An explicit state reset of every stream before its next frame (the contract's
+        ``explicit``)."""
+        for stream in self.streams:
+            stream.contract.request_reset(why)
 
     def run(self) -> dict[str, Any]:
-        """Start the camera and process frames until a stop; returns the summary. Installs
+        """Start the cameras and process frames until a stop; returns the summary. Installs
         SIGTERM/SIGINT handlers while running when called on the main thread."""
         handlers = {}
         if threading.current_thread() is threading.main_thread():
@@ -423,16 +505,27 @@ class Daemon:
             for sig, old in handlers.items():
                 signal.signal(sig, old)
             self.close()
-        return self.summary()  # after the stop: the pool's counters are final
+        return self.summary()  # after the stop: the pools' counters are final
+
+    def _frames_run(self) -> int:
+        """Frames run by every camera (the slowest stream's count)."""
+        return min(stream.stats.frames_run for stream in self.streams)
 
     def _run(self) -> None:
+        from ..frames import FrameSync
+
         opts = self.options
-        self.subscription = self.camera.subscribe("daemon", conflate=True)
-        self.camera.start()
-        self.events.emit("camera_start", camera=self.camera.name,
-                         layout=self.camera.layout.describe(),
-                         pool_id=self.camera.pool.id if self.camera.pool else None,
-                         rate=getattr(self.camera, "rate", None))
+        subscriptions = {}
+        for stream in self.streams:
+            stream.subscription = stream.camera.subscribe("daemon", conflate=True)
+            subscriptions[stream.name] = stream.subscription
+        self.sync = FrameSync(subscriptions, max_skew_ms=self.max_skew_ms)
+        for camera in self.cameras:
+            camera.start()
+            self.events.emit("camera_start", camera=camera.name,
+                             layout=camera.layout.describe(),
+                             pool_id=camera.pool.id if camera.pool else None,
+                             rate=getattr(camera, "rate", None))
         self.started_at = time.monotonic()
         end = None if opts.duration is None else self.started_at + opts.duration
         next_stats = self.started_at + opts.stats_interval
@@ -441,7 +534,7 @@ class Daemon:
             if end is not None and now >= end:
                 self.request_stop("duration")
                 break
-            if opts.frames is not None and self.stats.frames_run >= opts.frames:
+            if opts.frames is not None and self._frames_run() >= opts.frames:
                 self.request_stop("frames")
                 break
             if now >= next_stats:
@@ -450,102 +543,75 @@ class Daemon:
             self._poll_swap(now)
             timeout = opts.recv_timeout if end is None else max(0.0, min(opts.recv_timeout,
                                                                           end - now))
-            lease = self.subscription.recv(timeout=timeout)
-            if lease is None:
-                if getattr(self.camera, "finished", None) is not None and \
-                        self.camera.finished.is_set():
-                    error = getattr(self.camera, "error", None)
-                    self.request_stop("camera stopped")
-                    if error is not None:
-                        raise PluginHostError(f"camera {self.camera.name!r} failed: {error}")
+            group = self.sync.recv(timeout=timeout)
+            self._count_unmatched()
+            if group is None:
+                for camera in self.cameras:
+                    finished = getattr(camera, "finished", None)
+                    if finished is not None and finished.is_set():
+                        error = getattr(camera, "error", None)
+                        self.request_stop("camera stopped")
+                        if error is not None:
+                            raise PluginHostError(f"camera {camera.name!r} failed: {error}")
                 continue
-            self._frame(lease)
+            self._frame_set(group)
 
-    def _frame(self, lease: Any) -> None:
-        ex, stats = self.executor, self.stats
-        frame = lease.frame
+    def _count_unmatched(self) -> None:
+        unmatched = self.sync.unmatched
+        if unmatched:
+            with self._lock:
+                for stream in self.streams:
+                    stream.unmatched = unmatched.get(stream.name, 0)
+
+    def _frame_set(self, group: dict[str, Any]) -> None:
+        """One matched set: each camera's frame through its stream, in the policy's order."""
+        with self._lock:
+            self.matched_sets += 1
+        set_id = self.matched_sets
         try:
-            if frame.pool_id != self._pool_id:
-                self._pool_id = frame.pool_id
-                stats.restart()
-            dropped = stats.gap(frame.frame_id)
-            reason = self.contract.check(frame)
-            if reason is not None:
-                ex.reset(reason)
-                with self._lock:
-                    self.resets[reason] += 1
-                self.feed.reset()
-            buffers = self._input_buffers()
-            self.feed.fill(buffers, lease.planes())
-            lease.check()  # the bytes converted were this frame's
-            start = time.perf_counter()
-            outputs = ex.run(buffers)
-            took = time.perf_counter() - start
-        except WorkerDiedError as exc:
-            stats.not_run += 1
-            self._worker_died(exc, frame)
-            return
-        except FrameOverwrittenError as exc:
-            stats.not_run += 1
-            self.events.emit("frame_overwritten", frame_id=frame.frame_id, error=str(exc))
-            return
+            frames = [group[stream.name].frame for stream in self.streams]
+            if len(self.streams) == 1:
+                results = [self.streams[0].run(group.pop(self.streams[0].name))]
+            else:
+                if not self._runners:
+                    self._runners = [ThreadPoolExecutor(1, f"plugin-host-{stream.name}")
+                                     for stream in self.streams]
+                futures = [runner.submit(stream.run, group.pop(stream.name))
+                           for runner, stream in zip(self._runners, self.streams)]
+                results = [f.result() for f in _all_done(futures)]
+            for stream, frame, result in zip(self.streams, frames, results):
+                if result is None:
+                    continue
+                report, outputs = result
+                self.plugins.broker.topics["model"].publish(self.publisher, {
+                    "camera": frame.camera, "set_id": set_id,
+                    "timestamp_sof": frame.timestamp_sof,
+                    "timestamp_eof": frame.timestamp_eof, "outputs": outputs,
+                    **report.to_dict()})
+                if self.options.log_frames:
+                    self.events.emit("frame", camera=stream.name, set_id=set_id,
+                                     **report.to_dict())
         finally:
-            if not lease.released:
-                try:
+            for lease in group.values():  # only after a bug: never keep a lease
+                if not lease.released:
                     lease.release()
-                except FrameOverwrittenError:
-                    pass
-        age = max(0.0, (time.monotonic_ns() - frame.timestamp_eof) / 1e9)
-        with self._lock:
-            miss = self.deadline.observe(took)
-            stats.ran(took, age)
-            self.model_hist.observe(took)
-            self.age_hist.observe(age)
-        report = FrameReport(frame.frame_id, dropped, stats.frame_drop_perc, took * 1e3,
-                             age * 1e3, miss)
-        self.last_report = report
-        self.plugins.broker.topics["model"].publish(self.publisher, {
-            "camera": frame.camera, "timestamp_sof": frame.timestamp_sof,
-            "timestamp_eof": frame.timestamp_eof, "outputs": outputs, **report.to_dict()})
-        if miss:
-            self.events.emit("deadline_miss", frame_id=frame.frame_id,
-                             model_execution_ms=round(took * 1e3, 3),
-                             latency_ms=self.deadline.latency_ms, misses=self.deadline.misses)
-        if self.options.log_frames:
-            self.events.emit("frame", **report.to_dict())
-
-    def _input_buffers(self) -> dict[str, Any]:
-        """The shared input buffers, taken again after a worker restart (the old ones belonged
-        to the dead worker's region)."""
-        ex = self.executor
-        if self._buffers is None or ex.restarts != self._restarts_seen:
-            self._buffers = ex.input_buffers()
-            self._restarts_seen = ex.restarts
-            self.feed.prepare(self._buffers)
-        return self._buffers
-
-    def _worker_died(self, exc: SandboxError, frame: Any) -> None:
-        with self._lock:
-            self.resets[WORKER_RESTART] += 1
-        self.contract.forget()
-        self.feed.reset()
-        self._buffers = None
-        self.events.emit("worker_died", frame_id=frame.frame_id, error=str(exc),
-                         restarts=self.executor.restarts, reset=WORKER_RESTART)
-
-    def _contract_event(self, kind: str, detail: dict) -> None:
-        self.events.emit(kind, **detail)
 
     def _emit_stats(self) -> None:
-        s = self.stats
-        pool = self.camera.pool.stats() if self.camera.pool is not None else {}
-        self.events.emit("stats", frames_in=s.frames_in, frames_run=s.frames_run,
-                         dropped=s.dropped, frame_drop_perc=round(s.frame_drop_perc, 3),
-                         model_execution_ms=round(s.model_ms[-1], 3) if s.model_ms else None,
-                         frame_age_ms=round(s.age_ms[-1], 3) if s.age_ms else None,
-                         deadline_misses=self.deadline.misses, resets=sum(self.resets.values()),
-                         leases_outstanding=pool.get("leases_outstanding"),
-                         worker_restarts=self.executor.restarts)
+        s = self.summary()
+        extra = {}
+        if len(self.streams) > 1:
+            extra["cameras"] = {name: {k: c[k] for k in ("frames_in", "frames_run", "dropped",
+                                                         "unmatched", "frame_drop_perc")}
+                                for name, c in s["cameras"].items()}
+        last = self.streams[0].stats
+        self.events.emit("stats", frames_in=s["frames_in"], frames_run=s["frames_run"],
+                         dropped=s["dropped"], frame_drop_perc=s["frame_drop_perc"],
+                         model_execution_ms=round(last.model_ms[-1], 3) if last.model_ms
+                         else None,
+                         frame_age_ms=round(last.age_ms[-1], 3) if last.age_ms else None,
+                         deadline_misses=s["deadline_misses"], resets=s["resets"],
+                         leases_outstanding=s["leases_outstanding"],
+                         worker_restarts=s["worker_restarts"], **extra)
 
     def metrics_snapshot(self) -> dict[str, Any]:
         """What the metrics endpoint reads, taken consistently (any thread)."""
@@ -560,10 +626,9 @@ class Daemon:
         if ex is not None and getattr(ex, "manifest", None) is not None:
             artifact = {"name": ex.manifest.name, "version": ex.manifest.version,
                         "manifest_sha256": ex.artifact.manifest_sha256}
-        camera = self.camera
-        pool = camera.pool.stats() if camera is not None and camera.pool is not None else None
+        pools = {c.name: c.pool.stats() for c in self.cameras if c.pool is not None}
         with self._lock:
-            summary = self.summary() if getattr(self, "stats", None) is not None else {}
+            summary = self.summary() if self.streams else {}
             return {**summary, "summary": summary,
                     "frames_in": summary.get("frames_in", 0),
                     "frames_run": summary.get("frames_run", 0),
@@ -573,59 +638,95 @@ class Daemon:
                     "deadline_misses": summary.get("deadline_misses", 0),
                     "latency_ms": summary.get("latency_ms", 0.0),
                     "resets_by_reason": dict(self.resets),
-                    "worker_restarts": ex.restarts if ex is not None else 0,
+                    "worker_restarts": summary.get("worker_restarts", 0),
                     "artifact_swaps": self.artifact_swaps,
                     "artifact_swaps_refused": self.artifact_swaps_refused,
-                    "model_hist": copy.deepcopy(self.model_hist),
-                    "age_hist": copy.deepcopy(self.age_hist),
-                    "pool": pool, "protections": protections, "artifact": artifact,
-                    "camera": camera.name if camera is not None else None,
+                    "model_hist": _merged([s.model_hist for s in self.streams],
+                                          LATENCY_BUCKETS_S),
+                    "age_hist": _merged([s.age_hist for s in self.streams], AGE_BUCKETS_S),
+                    "pool": _merge_pools(list(pools.values())) if pools else None,
+                    "pools": pools, "protections": protections, "artifact": artifact,
+                    "camera": self.camera.name if self.camera is not None else None,
+                    "cameras": summary.get("cameras", {}),
                     "worker_pid": ex.pid if ex is not None else None,
+                    "worker_pids": {s.name: s.executor.pid for s in self.streams},
                     "running": self.started_at is not None and not self._closed,
                     "seconds": summary.get("seconds", 0.0)}
 
     # -- stop -------------------------------------------------------------------------------------
 
     def summary(self) -> dict[str, Any]:
-        s = self.stats.summary()
-        pool = self.camera.pool.stats() if self.camera is not None and self.camera.pool else {}
-        return {**s, "deadline_misses": self.deadline.misses,
-                "latency_ms": self.deadline.latency_ms,
-                "resets": sum(self.resets.values()), "resets_by_reason": dict(self.resets),
-                "worker_restarts": self.executor.restarts if self.executor else 0,
-                "camera_dropped": dict(pool.get("dropped", {})),
-                "camera_produced": pool.get("produced"),
-                "leases_outstanding": pool.get("leases_outstanding"),
+        """Totals over every camera (``frame_drop_perc``: the worst camera's; percentiles over
+        every camera's frames) and, under ``cameras``, each camera's own."""
+        per = {stream.name: stream.summary() for stream in self.streams}
+        parts = list(per.values())
+
+        def total(key: str) -> int:
+            return sum(p[key] or 0 for p in parts)
+
+        model = np.concatenate([np.asarray(s.stats.model_ms, np.float64)
+                                for s in self.streams]) if self.streams else np.empty(0)
+        age = np.concatenate([np.asarray(s.stats.age_ms, np.float64)
+                              for s in self.streams]) if self.streams else np.empty(0)
+        camera_dropped: collections.Counter[str] = collections.Counter()
+        for p in parts:
+            camera_dropped.update(p["camera_dropped"])
+        produced = [p["camera_produced"] for p in parts if p["camera_produced"] is not None]
+        outstanding = [p["leases_outstanding"] for p in parts
+                       if p["leases_outstanding"] is not None]
+        return {"frames_in": total("frames_in"), "frames_run": total("frames_run"),
+                "dropped": total("dropped"), "gap_dropped": total("gap_dropped"),
+                "not_run": total("not_run"), "unmatched": total("unmatched"),
+                "frame_drop_perc": max((p["frame_drop_perc"] for p in parts), default=0.0),
+                "model_execution_ms": percentiles(model, max(
+                    (s.stats.max_model_ms for s in self.streams), default=None)),
+                "frame_age_ms": percentiles(age, max(
+                    (s.stats.max_age_ms for s in self.streams), default=None)),
+                "deadline_misses": total("deadline_misses"),
+                "latency_ms": self.streams[0].deadline.latency_ms if self.streams else 0.0,
+                "resets": total("resets"), "resets_by_reason": dict(self.resets),
+                "worker_restarts": total("worker_restarts"),
+                "camera_dropped": dict(camera_dropped),
+                "camera_produced": sum(produced) if produced else None,
+                "leases_outstanding": sum(outstanding) if outstanding else None,
                 "leaks_at_stop": len(self.leaks_at_stop),
+                "matched_sets": self.matched_sets, "max_skew_ms": self.max_skew_ms,
+                "cameras": per,
                 "seconds": round(time.monotonic() - self.started_at, 3)
                 if self.started_at is not None else 0.0,
                 "stop_reason": self.stop_reason}
 
     def close(self) -> None:
-        """Stop the camera (every lease back), close the worker, unconfigure the plugins.
+        """Stop the cameras (every lease back), close the workers, unconfigure the plugins.
         Safe to call more than once and after a failed start."""
         if self._closed:
             return
         self._closed = True
         if self.metrics_server is not None:
             self.metrics_server.close()
-        if self.subscription is not None:
-            self.subscription.close()
-        if self.camera is not None:
-            self.leaks_at_stop = list(self.camera.stop())
-            for report in self.leaks_at_stop:
-                self.events.emit("lease_leaked", report=str(report))
-            self.events.emit("camera_stop", camera=self.camera.name,
-                             leases_outstanding=len(self.leaks_at_stop))
-        self._buffers = None
+        for runner in self._runners:
+            runner.shutdown(wait=True)
+        if self.sync is not None:
+            self.sync.close()  # frames held while waiting for their partners
+        for stream in self.streams:
+            if stream.subscription is not None:
+                stream.subscription.close()
+        for camera in self.cameras:
+            leaks = list(camera.stop())
+            self.leaks_at_stop.extend(leaks)
+            for report in leaks:
+                self.events.emit("lease_leaked", camera=camera.name, report=str(report))
+            self.events.emit("camera_stop", camera=camera.name,
+                             leases_outstanding=len(leaks))
         deadline = time.monotonic() + 60
         while self._swap_busy.is_set() and time.monotonic() < deadline:
-            time.sleep(0.01)  # a swap being prepared: let it finish, then close its executor
+            time.sleep(0.01)  # a swap being prepared: let it finish, then close its executors
         if self._swap_ready is not None:
-            self._swap_ready[0].close()
+            for ex, _ in self._swap_ready:
+                ex.close()
             self._swap_ready = None
-        if self.executor is not None:
-            self.executor.close()
+        for stream in self.streams:
+            stream.executor.close()
         for closer in self._closers:
             closer.join(timeout=30)
         if self._swap_thread is not None:
@@ -636,3 +737,40 @@ class Daemon:
         if self.plugins is not None:
             self.plugins.unconfigure()
         self.events.emit("stop", reason=self.stop_reason)
+
+
+def _all_done(futures: list[Any]) -> list[Any]:
+    """``futures`` once every one has finished (a failure raises only after all are done:
+    each releases its own lease)."""
+    for f in futures:
+        f.exception()
+    return futures
+
+
+def _merged(hists: list[Histogram], bounds: tuple[float, ...]) -> Histogram:
+    """One histogram holding every stream's observations (a copy)."""
+    out = Histogram(bounds)
+    for h in hists:
+        out.counts = [a + b for a, b in zip(out.counts, h.counts)]
+        out.sum += h.sum
+        out.count += h.count
+    return out
+
+
+def _merge_pools(pools: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several pools' counters as one (numbers summed, counters merged); one pool as is."""
+    if len(pools) == 1:
+        return copy.deepcopy(pools[0])
+    out: dict[str, Any] = {}
+    for stats in pools:
+        for key, value in stats.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float, dict)):
+                continue
+            if isinstance(value, dict):
+                merged = out.setdefault(key, {})
+                for k, v in value.items():
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        merged[k] = merged.get(k, 0) + v
+            else:
+                out[key] = out.get(key, 0) + value
+    return out

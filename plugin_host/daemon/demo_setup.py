@@ -1,4 +1,4 @@
-"""First use of the demo policy: create its signing key and its artifact.
+"""First use of the demo policy: create its signing key, its artifact and its acceptance record.
 
 ``plugin-host run --policy policies/demo.toml`` must work right after installing, so when the
 policy allows an artifact named ``demo`` whose file does not exist yet, and that file and the
@@ -8,9 +8,15 @@ files"), the daemon creates them there before loading anything:
 - ``<dir>/signing.key`` (mode 0600) and ``signing.pub``: a new Ed25519 key pair, where ``<dir>``
   is the folder of the policy's ``[[trust.key]] file``, named after it;
 - ``<dir>/demo.pha``: the benchmark model (``plugin-host build --demo``, seed 0, version
-  :data:`DEMO_VERSION`, declared worst-case latency :data:`DEMO_LATENCY_MS`), signed with it.
+  :data:`DEMO_VERSION`, declared worst-case latency :data:`DEMO_LATENCY_MS`), signed with it;
+- when the policy requires acceptance and the record is missing (also for a demo artifact made
+  before records existed): acceptance on the rule's backend through a sandbox worker run under
+  the policy (``plugin-host accept``: golden cases, latency), the record
+  (``demo.pha.accept-<backend>``, or the rule's ``acceptance``) signed with the demo key, which
+  the demo policy trusts for the ``acceptance`` role too, and its report beside it. When only
+  the latency failed (a busy development machine), it tries once more, saying so.
 
-It says so on stdout, naming both files. Nothing is created outside the state folder (an
+It says so on stdout, naming the files. Nothing is created outside the state folder (an
 integrator's files are never written) and nothing existing is overwritten; a missing artifact
 with an existing public key but no private key next to it is refused (the demo cannot sign).
 Everything else about the files (signature, trust, rollback) is then checked as for any
@@ -23,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from ..errors import PluginHostError
+from ..errors import AcceptanceFailedError, PluginHostError
 
 __all__ = ["ensure_demo_artifact", "DEMO_NAME", "DEMO_VERSION", "DEMO_LATENCY_MS"]
 
@@ -43,8 +49,57 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def ensure_demo_artifact(policy, state_dir: str | os.PathLike,
                          say: Callable[[str], None] = print) -> bool:
-    """Create the demo key and artifact if ``policy`` needs them (see the module); True when
-    something was created."""
+    """Create the demo key, artifact and acceptance record if ``policy`` needs them (see the
+    module); True when something was created."""
+    created = _ensure_artifact(policy, state_dir, say)
+    return _ensure_acceptance(policy, state_dir, say) or created
+
+
+def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str], None]) -> bool:
+    """Accept the demo artifact on its backend (in a sandbox worker under the policy) and
+    write the record signed by the demo key, when required and missing."""
+    rule = policy.artifact(DEMO_NAME)
+    if rule is None or not rule.acceptance_required or not Path(rule.file).exists():
+        return False
+    record = rule.acceptance_record()
+    state = Path(state_dir)
+    keys = [k for k in policy.trust.keys if "acceptance" in k.roles]
+    if record.exists() or not keys or not _inside(record, state) or not _inside(rule.file, state):
+        return False  # not the demo layout: the normal refusal names what is missing
+    private = Path(keys[0].file).with_suffix(".key")
+    if not _inside(private, state) or not private.exists():
+        return False
+    from ..artifacts import load_private_key
+    from ..artifacts.acceptance import accept_artifact
+    from ..sandbox import sandbox_config_from_policy
+
+    options = {"trust": policy.trust_store(),
+               "audited_ops": policy.audited_op_pairs(rule.backend),
+               "artifact_limits": policy.limits.artifact_limits(),
+               **sandbox_config_from_policy(policy).executor_kwargs()}
+    say(f"first use: accepting {rule.file} on backend {rule.backend!r} in a sandbox worker "
+        f"(golden cases, latency)")
+    keys = [load_private_key(private)]
+    try:
+        result, written = accept_artifact(rule.file, backend=rule.backend,
+                                          executor_options=options, keys=keys, out=record)
+    except AcceptanceFailedError as exc:
+        failed = exc.context.get("result")
+        if failed is None or not failed.numerics_passed:
+            raise
+        # only the latency: a busy development machine; the demo tries once more (a device's
+        # acceptance is `plugin-host accept`, which never retries)
+        say(f"first use: acceptance latency p99 {failed.p99_ms:.1f} ms over the declared "
+            f"{failed.budget_ms:g} ms (a busy machine?); trying once more")
+        result, written = accept_artifact(rule.file, backend=rule.backend,
+                                          executor_options=options, keys=keys, out=record)
+    say(f"first use: acceptance passed (p99 {result.p99_ms:.2f} ms of the declared "
+        f"{result.budget_ms:g} ms over {result.runs} runs); wrote the record {record}, signed "
+        f"with {private}, and the report {written['html']}")
+    return True
+
+
+def _ensure_artifact(policy, state_dir: str | os.PathLike, say: Callable[[str], None]) -> bool:
     rule = policy.artifact(DEMO_NAME)
     if rule is None or Path(rule.file).exists():
         return False

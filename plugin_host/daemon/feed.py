@@ -11,9 +11,10 @@ The daemon feeds models whose inputs it can make from one NV12 camera:
 - the recurrent state, which the executor carries.
 
 Anything else is refused at load with the input's name, shape and dtype, and so is a camera
-that does not deliver NV12. Per frame, :meth:`ModelFeed.fill` writes the current frame's six
-channels straight into the executor's shared input buffer (after moving the previous frame's
-six into the first half), so the only copy of the frame is the conversion itself.
+that does not deliver NV12. The image is made in the sandbox worker, from the camera's pool
+mapped read-only there (``SandboxedExecutor.feed_frames``, ``plugin_host/sandbox/
+frame_feed.py``), so the only copy of the frame is the conversion itself; the index inputs are
+written into the executor's shared input buffers (:meth:`ModelFeed.prepare`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ import numpy as np
 from abi import dtypes
 
 from ..errors import PluginHostError
-from ..frames import nv12_to_yuv6
+from ..sandbox.frame_feed import image_input_problem
 
 __all__ = ["ModelFeed"]
 
 
 class ModelFeed:
-    """Fills a model's input buffers from NV12 frames (see the module docstring)."""
+    """Which of a model's inputs a camera makes, checked at load (see the module docstring)."""
 
     def __init__(self, graph: Any, index_inputs: Mapping[str, int], layout: Any) -> None:
         state = set(graph.state)
@@ -40,8 +41,7 @@ class ModelFeed:
             if spec.name in state:
                 continue
             shape = tuple(spec.shape)
-            if (spec.dtype == "float32" and len(shape) == 4 and shape[:2] == (1, 12)
-                    and all(type(d) is int and d > 0 for d in shape[2:]) and image is None):
+            if image is None and image_input_problem(spec) is None:
                 image = spec
             elif spec.name in index_inputs and dtypes.to_numpy(spec.dtype).kind in "iu":
                 indices.append(spec.name)
@@ -58,24 +58,8 @@ class ModelFeed:
         self.image = image.name
         self.indices = tuple(indices)
         self.height, self.width = 2 * image.shape[2], 2 * image.shape[3]
-        self._have_previous = False
-
-    def reset(self) -> None:
-        """The next frame is stacked with itself (after a state reset, a restart, a gap)."""
-        self._have_previous = False
 
     def prepare(self, buffers: Mapping[str, np.ndarray]) -> None:
-        """New buffers (after ``input_buffers()``): index inputs zeroed, no previous frame."""
+        """New buffers (after ``input_buffers()``): index inputs zeroed."""
         for name in self.indices:
             buffers[name][...] = 0
-        self.reset()
-
-    def fill(self, buffers: Mapping[str, np.ndarray], planes: Mapping[str, np.ndarray]) -> None:
-        img = buffers[self.image]
-        if self._have_previous:
-            img[0, :6] = img[0, 6:]
-        nv12_to_yuv6(planes["Y"], planes["UV"], width=self.width, height=self.height,
-                     out=img[0, 6:])
-        if not self._have_previous:
-            img[0, :6] = img[0, 6:]
-            self._have_previous = True

@@ -8,8 +8,10 @@ authentication, so it never listens beyond the machine.
 
 ``GET /metrics``: the text exposition format (version 0.0.4), see :func:`render`.
 ``GET /status``: one JSON object (the daemon's summary so far, the artifact, the protections
-in force, the camera's pool counters). A small daemon thread serves them; it reads the
-daemon's counters under the daemon's lock, so a scrape never sees half a frame's update.
+in force, the cameras' pool counters). With several cameras the unlabelled counters are totals
+over the cameras and the ``..._stream_...`` families break them down by ``camera``. A small
+daemon thread serves them; it reads the daemon's counters under the daemon's lock, so a scrape
+never sees half a frame's update.
 """
 
 from __future__ import annotations
@@ -183,13 +185,65 @@ def render(daemon: Any) -> str:
         metric(f"{p}_artifact_info", "gauge", "The artifact running (always 1).",
                [(f'{{name="{_esc(art["name"])}",version="{_esc(art["version"])}",'
                  f'manifest_sha256="{_esc(art["manifest_sha256"])}"}}', 1)])
+    _per_camera(metric, p, snap)
     metric(f"{p}_uptime_seconds", "gauge", "Seconds since the camera started.",
            [("", f"{snap['seconds']:.3f}")])
     metric(f"{p}_resident_memory_bytes", "gauge", "Resident memory, by process.",
-           [('{process="host"}', _rss_bytes()),
-            ('{process="worker"}', _rss_bytes(snap["worker_pid"]) if snap["worker_pid"]
-             else None)])
+           [('{process="host"}', _rss_bytes()), *_worker_rss(snap)])
     return "\n".join(out) + "\n"
+
+
+def _worker_rss(snap: dict[str, Any]) -> list[tuple[str, Any]]:
+    pids = snap.get("worker_pids") or {}
+    if len(pids) <= 1:
+        pid = snap["worker_pid"]
+        return [('{process="worker"}', _rss_bytes(pid) if pid else None)]
+    return [(f'{{process="worker",camera="{_esc(name)}"}}', _rss_bytes(pid) if pid else None)
+            for name, pid in pids.items()]
+
+
+def _per_camera(metric: Any, p: str, snap: dict[str, Any]) -> None:
+    """Each camera stream's counters, labelled ``camera`` (one stream: one sample each)."""
+    cams = snap.get("cameras") or {}
+    metric(f"{p}_matched_sets_total", "counter",
+           "Sets of frames matched across the cameras (one camera: its frames).",
+           [("", snap.get("matched_sets", 0))])
+    metric(f"{p}_max_skew_seconds", "gauge",
+           "Frames of the cameras within this of each other form one matched set.",
+           [("", f"{snap.get('max_skew_ms', 0.0) / 1e3:.9g}")])
+
+    def each(key: str) -> list[tuple[str, Any]]:
+        return [(f'{{camera="{_esc(name)}"}}', c[key]) for name, c in cams.items()]
+
+    for key, kind, help_ in (
+            ("frames_in", "counter", "Frames received, by camera."),
+            ("frames_run", "counter", "Frames the artifact ran on, by camera."),
+            ("dropped", "counter", "Frames that did not run, by camera."),
+            ("unmatched", "counter",
+             "Frames dropped because no frame of the other cameras matched, by camera."),
+            ("deadline_misses", "counter", "Deadline misses, by camera."),
+            ("worker_restarts", "counter", "Sandbox worker restarts, by camera."),
+            ("leases_outstanding", "gauge", "Frame leases not yet released, by camera.")):
+        suffix = "" if kind == "gauge" else "_total"
+        name = {"frames_in": "frames_in", "frames_run": "frames_run",
+                "dropped": "frames_dropped", "unmatched": "frames_unmatched"}.get(key, key)
+        metric(f"{p}_stream_{name}{suffix}", kind, help_, each(key))
+    metric(f"{p}_stream_frame_drop_percent", "gauge",
+           "Filtered frame drop percentage, by camera.",
+           [(f'{{camera="{_esc(n)}"}}', f"{c['frame_drop_perc']:.6g}") for n, c in cams.items()])
+    metric(f"{p}_stream_resets_total", "counter", "Recurrent state resets, by camera and reason.",
+           [(f'{{camera="{_esc(n)}",reason="{_esc(r)}"}}', k) for n, c in cams.items()
+            for r, k in sorted(c["resets_by_reason"].items())])
+    samples = []
+    for n, c in cams.items():
+        q = c["model_execution_ms"]
+        for label, key in (("0.5", "p50"), ("0.99", "p99")):
+            if q[key] is not None:
+                samples.append((f'{{camera="{_esc(n)}",quantile="{label}"}}',
+                                f"{q[key] / 1e3:.9g}"))
+    metric(f"{p}_stream_model_execution_seconds", "summary",
+           "Host wall time of one sandboxed call, by camera (recent frames' quantiles).",
+           samples)
 
 
 def status(daemon: Any) -> dict[str, Any]:
@@ -197,6 +251,8 @@ def status(daemon: Any) -> dict[str, Any]:
     snap = daemon.metrics_snapshot()
     return {"pid": os.getpid(), "running": snap["running"], "artifact": snap["artifact"],
             "camera": snap["camera"], "worker_pid": snap["worker_pid"],
+            "cameras": list(snap.get("cameras") or {}), "worker_pids": snap.get("worker_pids"),
+            "pools": snap.get("pools"),
             "protections": snap["protections"], "pool": snap["pool"],
             "artifact_swaps": snap["artifact_swaps"],
             "artifact_swaps_refused": snap["artifact_swaps_refused"],

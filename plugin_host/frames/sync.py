@@ -10,7 +10,10 @@ frames only get newer — is released, counted as dropped (``out_of_sync``) in i
 
 Use conflating subscriptions for a live model (each camera's newest frame) or queued ones to
 process every frame. Frames not yet matched when ``recv`` times out stay held for the next call;
-:meth:`FrameSync.close` releases them.
+:meth:`FrameSync.close` releases them. With a conflating subscription the newest frame wins
+there too: a held frame is replaced by a newer one of its camera as soon as one is waiting
+(released, counted ``conflated`` in its pool and in :attr:`FrameSync.superseded`), so a camera
+whose partner stalls never has a frame held for longer than about a frame period.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class FrameSync:
         self.max_skew_ns = int(max_skew_ms * 1e6)
         self.matched = 0
         self.unmatched: Counter[str] = Counter()
+        self.superseded: Counter[str] = Counter()
         self._heads: dict[str, Lease] = {}
 
     def recv(self, timeout: float | None = None) -> dict[str, Lease] | None:
@@ -57,6 +61,13 @@ class FrameSync:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             for name, sub in self.subscriptions.items():
+                held = self._heads.get(name)
+                if held is not None and getattr(sub, "conflate", False):
+                    newer = sub.recv(0)
+                    if newer is not None:  # the newest frame wins (see the module docstring)
+                        self.superseded[name] += 1
+                        self._heads[name] = newer
+                        _drop(held, "conflated")
                 while name not in self._heads:
                     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                     lease = sub.recv(remaining)
@@ -76,6 +87,7 @@ class FrameSync:
 
     def stats(self) -> dict:
         return {"matched": self.matched, "unmatched": dict(self.unmatched),
+                "superseded": dict(self.superseded),
                 "max_skew_ms": self.max_skew_ns / 1e6, "held": sorted(self._heads)}
 
     def close(self) -> None:

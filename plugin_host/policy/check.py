@@ -11,7 +11,9 @@ every problem. The checks:
   ``[[audited_op]]`` on record (a custom kernel is unaudited code on the inference path);
 - every ``[[audited_op]]`` names an op and version this host's op table knows;
 - thresholds can be met: each k is at most the number of keys trusted for ``artifact``; a
-  per-artifact threshold names a listed ``[[artifact]]``; an artifact list needs a trusted key.
+  per-artifact threshold names a listed ``[[artifact]]``; an artifact list needs a trusted key;
+- ``[cameras] use`` needs an allowed ``camera`` plugin to provide the cameras (whether each
+  name exists is known only once the plugins are loaded: the daemon checks it at start-up).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def check_policy(policy: m.Policy, problem: Report, *, incomplete: Collection[st
     _audited_ops(policy, problem)
     if not {"trust", "artifact"} & set(incomplete):
         _thresholds(policy, problem)
+    if "plugin" not in incomplete:
+        _cameras(policy, problem)
 
 
 def _unique_names(policy: m.Policy, problem: Report) -> None:
@@ -127,3 +131,9 @@ def _thresholds(policy: m.Policy, problem: Report) -> None:
         elif k > signers:
             problem(key, f"threshold {k} for {name!r} can never be met: only {signers} key(s) "
                          f"are trusted with the 'artifact' role")
+
+
+def _cameras(policy: m.Policy, problem: Report) -> None:
+    if policy.cameras.use and not policy.allowed_plugins({"camera"}):
+        problem(("cameras", "use"), f"lists camera(s) {', '.join(policy.cameras.use)} but no "
+                                    f"allowed [[plugin]] of kind 'camera' provides cameras")

@@ -13,7 +13,8 @@ comments; README "Policy files" describes it)::
     [audit]        log = PATH, fsync = BOOL
     [trust]        default_threshold = K, revoked = [KEY_ID, ...], thresholds = {NAME = K}
     [[trust.key]]  file = PATH, roles = ["artifact"], label = STR
-    [[artifact]]   name, file = PATH, backend, min_version = "X.Y.Z", acceptance_required
+    [[artifact]]   name, file = PATH, backend, min_version = "X.Y.Z", acceptance_required,
+                   acceptance = PATH (the acceptance record; default FILE.accept-BACKEND)
     [[plugin]]     name, kind, capabilities = [...], deny = [...], kernels = [OP, ...],
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
@@ -22,6 +23,7 @@ comments; README "Policy files" describes it)::
     [deny]         plugins = [...], capabilities = [...]
     [can]          interface = "virtual" | "socketcan", channel, bitrate
     [panda]        provider = "simulated", allowed_modes = [...]
+    [cameras]      use = [CAMERA, ...], max_skew_ms = MS (the daemon's cameras)
 
 Paths may use ``${STATE_DIR}`` and ``${POLICY_DIR}``; relative paths are relative to the
 policy file's directory.
@@ -246,7 +248,8 @@ class _Reader:
 
     def policy(self, raw: dict) -> m.Policy | None:
         top = self.table((), raw, ("format", "audit", "trust", "artifact", "plugin",
-                                   "audited_op", "sandbox", "limits", "deny", "can", "panda"),
+                                   "audited_op", "sandbox", "limits", "deny", "can", "panda",
+                                   "cameras"),
                          required=("format",))
         assert top is not None
         fmt = self.get(raw, ("format",), int)
@@ -267,6 +270,7 @@ class _Reader:
             deny=self.deny(raw.get("deny", {})),
             can=self.can(raw.get("can", {})),
             panda=self.panda(raw.get("panda", {})),
+            cameras=self.cameras(raw.get("cameras", {})),
         )
 
     def audit(self, raw: Any) -> m.AuditSettings:
@@ -322,8 +326,8 @@ class _Reader:
 
     def artifact(self, i: int, t: dict) -> m.ArtifactRule | None:
         key = ("artifact", i)
-        self.table(key, t, ("name", "file", "backend", "min_version", "acceptance_required"),
-                   required=("name", "file", "backend"))
+        self.table(key, t, ("name", "file", "backend", "min_version", "acceptance_required",
+                            "acceptance"), required=("name", "file", "backend"))
         name = self.get(t, key + ("name",), str, check=_name_check("artifact name"))
         file = self.path_value(t, key + ("file",))
         backend = self.get(t, key + ("backend",), str, check=_non_empty)
@@ -336,11 +340,12 @@ class _Reader:
                 self.problem(key + ("min_version",), f"{raw_version!r} is not a semantic "
                                                      f"version MAJOR.MINOR.PATCH")
         acceptance = self.get(t, key + ("acceptance_required",), bool, default=True)
+        record = self.path_value(t, key + ("acceptance",)) if "acceptance" in t else None
         if name is None or file is None or backend is None:
             return None
         return m.ArtifactRule(name=name, file=file, backend=backend, min_version=min_version,
                               acceptance_required=bool(acceptance) if acceptance is not None
-                              else True, line=self.line(key), index=i)
+                              else True, line=self.line(key), index=i, acceptance=record)
 
     def plugin(self, i: int, t: dict) -> m.PluginRule | None:
         key = ("plugin", i)
@@ -440,6 +445,22 @@ class _Reader:
                                allowed_modes=d.allowed_modes if modes is None
                                else frozenset(modes), line=self.locator.exact(key) or 0)
 
+    def cameras(self, raw: Any) -> m.CameraSettings:
+        key = ("cameras",)
+        t = self.table(key, raw, ("use", "max_skew_ms"))
+        if t is None:
+            return m.CameraSettings()
+        use = self.str_list(t, key + ("use",), what="camera name", pattern=_NAME) or []
+        if t.get("use") == []:
+            self.problem(key + ("use",), "must list at least one camera (or leave it out: "
+                                         "the one camera the policy provides)")
+        skew = self.get(t, key + ("max_skew_ms",), float, default=m.DEFAULT_MAX_SKEW_MS,
+                        check=_non_negative)
+        return m.CameraSettings(use=tuple(use),
+                                max_skew_ms=m.DEFAULT_MAX_SKEW_MS if skew is None else skew,
+                                line=self.locator.exact(key) or 0,
+                                use_line=self.line(key + ("use",)) if "use" in t else 0)
+
 
 # --- small value checks ----------------------------------------------------------------------
 
@@ -460,6 +481,10 @@ def _at_least(low: int) -> Callable[[Any], str | None]:
 
 def _positive(v: Any) -> str | None:
     return None if v > 0 and v == v and v != float("inf") else f"must be a positive number, got {v}"
+
+
+def _non_negative(v: Any) -> str | None:
+    return None if 0 <= v < float("inf") else f"must be 0 or a positive number, got {v}"
 
 
 def _non_empty(v: str) -> str | None:

@@ -30,7 +30,8 @@ __all__ = [
     "PROTECTIONS", "ROLES", "CAN_INTERFACES", "PANDA_PROVIDERS", "SAFETY_MODES",
     "DEFAULT_SAFETY_MODES", "AuditSettings", "TrustKey", "TrustPolicy", "ArtifactRule",
     "PluginRule", "AuditedOp", "SandboxRequirements", "Limits", "DenyRules", "CanSettings",
-    "PandaSettings", "Decision", "Policy", "expand_path", "freeze_table",
+    "PandaSettings", "CameraSettings", "DEFAULT_MAX_SKEW_MS", "Decision", "Policy",
+    "expand_path", "freeze_table",
 ]
 
 #: The policy file format this host reads (the top-level ``format`` key).
@@ -54,8 +55,9 @@ SANDBOX_FORBIDDEN = frozenset({"can.send", "panda.safety", "control.publish"})
 #: Protections of the sandbox worker a policy can require (``[sandbox] require``).
 PROTECTIONS = ("seccomp", "landlock", "netns", "no_new_privs", "uid", "rlimits")
 
-#: Roles a trusted key can hold. ``artifact``: its signatures on artifacts count.
-ROLES = ("artifact",)
+#: Roles a trusted key can hold. ``artifact``: its signatures on artifacts count;
+#: ``acceptance``: its signatures on acceptance records count (``plugin-host accept``).
+ROLES = ("artifact", "acceptance")
 
 #: python-can interfaces the ``can.send`` capability may use.
 CAN_INTERFACES = ("virtual", "socketcan")
@@ -140,6 +142,18 @@ class ArtifactRule:
     acceptance_required: bool = True
     line: int = 0
     index: int = 0
+    #: the acceptance record's file (``acceptance``); None: ``<file>.accept-<backend>``
+    acceptance: Path | None = None
+
+    def acceptance_record(self, backend: str | None = None, file: Any = None) -> Path:
+        """Where the acceptance record for ``backend`` (default: the rule's) of the artifact
+        ``file`` (default: the rule's) is: ``acceptance`` when set and both are the rule's,
+        else ``<file>.accept-<backend>`` beside the artifact."""
+        backend = self.backend if backend is None else backend
+        same = backend == self.backend and (file is None or Path(file) == Path(self.file))
+        if self.acceptance is not None and same:
+            return self.acceptance
+        return Path(f"{os.fspath(self.file if file is None else file)}.accept-{backend}")
 
 
 @dataclass(frozen=True)
@@ -244,6 +258,27 @@ class PandaSettings:
     line: int = 0
 
 
+#: ``[cameras] max_skew_ms`` when absent: openpilot's limit for frames of two cameras to
+#: count as one moment (the same value as :data:`plugin_host.frames.sync.DEFAULT_MAX_SKEW_MS`).
+DEFAULT_MAX_SKEW_MS = 10.0
+
+
+@dataclass(frozen=True)
+class CameraSettings:
+    """``[cameras]``: which cameras the daemon runs the model on, and how they are matched.
+
+    ``use``: camera names (as the camera plugins name them), in order; empty: the one camera
+    the allowed camera plugins provide. ``max_skew_ms``: frames of the listed cameras whose
+    ``timestamp_sof`` lie within this of each other form one matched set; a frame that cannot
+    be matched is dropped and counted. ``use_line``: where ``use`` is (for messages).
+    """
+
+    use: tuple[str, ...] = ()
+    max_skew_ms: float = DEFAULT_MAX_SKEW_MS
+    line: int = 0
+    use_line: int = 0
+
+
 @dataclass(frozen=True)
 class Decision:
     """Whether a plugin may hold a capability, and the rule that decided (for messages)."""
@@ -268,6 +303,7 @@ class Policy:
     deny: DenyRules = DenyRules()
     can: CanSettings = CanSettings()
     panda: PandaSettings = PandaSettings()
+    cameras: CameraSettings = CameraSettings()
     format: int = FORMAT
 
     # -- plugins ------------------------------------------------------------------------------

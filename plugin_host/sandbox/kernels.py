@@ -29,7 +29,7 @@ import pluggy
 from abi import get_op, known_ops
 from abi.errors import PluginHostError
 
-from ..backend import Backend, FusingBackend
+from ..backend import Backend, provides
 from ..errors import PluginError
 from ..graph import Graph
 
@@ -151,7 +151,7 @@ def merge_kernels(pm: pluggy.PluginManager, backend: Backend,
     if not found:
         return backend
     versions = {op: frozenset(base_ops.get(op, ())) or frozenset(table[op]) for op in found}
-    cls = _MergedFusing if isinstance(backend, FusingBackend) else _Merged
+    cls = _MergedFusing if provides(backend, "fuse", "prepare_chain") else _Merged
     return cls(backend, found, versions)
 
 

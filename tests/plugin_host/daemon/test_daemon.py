@@ -1,15 +1,13 @@
-"""The daemon end to end: first use, --duration, SIGTERM, a worker killed mid-frame."""
+"""The daemon end to end: first use, --duration, SIGTERM, a worker killed mid-call."""
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +15,7 @@ from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.policy import load_policy
 
 from .conftest import DEMO_POLICY
+from .worker_kill import kill_during_call
 
 PLUGIN_HOST = [sys.executable, "-m", "plugin_host.cli"]
 
@@ -53,8 +52,6 @@ def test_duration_stops_with_exit_0_and_a_summary(demo_state):
                  "p50", "p99", "max", "leases outstanding at stop 0"):
         assert word in out, word
     # structured log: one JSON object per line on stderr
-    import json
-
     lines = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     kinds = [line["event"] for line in lines]
     assert kinds[0] == "start" and "loaded" in kinds and kinds[-1] == "summary"
@@ -85,7 +82,7 @@ def test_signal_stops_cleanly_without_leaked_leases(demo_state, sig, code):
     assert '"event":"camera_stop","camera":"road","leases_outstanding":0' in err
 
 
-def test_worker_killed_mid_frame_restarts_resets_and_leaks_nothing(demo_state):
+def test_worker_killed_mid_call_restarts_resets_and_leaks_nothing(demo_state):
     policy_path, state = demo_state
     policy = load_policy(policy_path, state_dir=state)
     sink = LineSink()
@@ -95,24 +92,22 @@ def test_worker_killed_mid_frame_restarts_resets_and_leaks_nothing(demo_state):
                     options=DaemonOptions(frames=12))
     daemon.load()
     ex = daemon.executor
-    original = ex.run
-    calls = {"n": 0}
     first_pid = ex.pid
-
-    def run_and_kill(inputs):
-        calls["n"] += 1
-        if calls["n"] == 5:  # SIGKILL the worker while this call is in flight
-            pid = ex.pid
-            threading.Timer(0.001, os.kill, (pid, signal.SIGKILL)).start()
-            # make sure the kill lands while the call waits for the worker
-            time.sleep(0.05)
-        return original(inputs)
-
-    ex.run = run_and_kill
+    kill = kill_during_call(ex, after=5, on_next=lambda: (daemon.camera.pool.stats(), ex.pid))
     summary = daemon.run()
-    assert summary["worker_restarts"] == 1 and ex.pid != first_pid
+    # the worker was running the call when SIGKILL arrived, and that call failed
+    assert kill.killed_pid == first_pid and kill.raised
+    pool, new_pid = kill.on_next
+    assert summary["worker_restarts"] == 1 and new_pid not in (None, first_pid)
     assert summary["resets_by_reason"].get("worker restart") == 1
-    assert summary["not_run"] == 1 and summary["frames_run"] == 12
+    died = [json.loads(line) for line in lines if '"event":"worker_died"' in line]
+    assert len(died) == 1 and died[0]["reset"] == "worker restart"
+    assert died[0]["camera"] == "road"
+    # frames flow again: the killed frame is the only one not run
+    assert summary["not_run"] == 1 and summary["frames_run"] == 12 and kill.after_kill >= 7
+    # back to normal on the next call: the killed frame's lease was returned (at most this
+    # frame and one queued by the conflating subscription are leased), nothing leaked
+    assert pool["leases_outstanding"] <= 2 and pool["leaks"] == 0
     assert summary["leaks_at_stop"] == 0 and summary["leases_outstanding"] == 0
-    assert daemon.camera.pool.stats()["leases_outstanding"] == 0
-    assert any('"event":"worker_died"' in line for line in lines)
+    stats = daemon.camera.pool.stats()
+    assert stats["leases_outstanding"] == 0 and stats["leaks"] == 0

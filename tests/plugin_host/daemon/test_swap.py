@@ -40,6 +40,19 @@ def _build(path: Path, state: Path, version: str, seed: int) -> None:
     sign_artifact(path, load_private_key(state / "demo" / "signing.key"))
 
 
+def _accept(path: Path, state: Path, artifact: Path) -> None:
+    """Acceptance of ``path`` on numpy, its record written where the policy looks for
+    ``artifact``'s (``plugin-host accept --out``)."""
+    from plugin_host.artifacts import TrustStore, load_private_key, load_public_key
+    from plugin_host.artifacts.acceptance import accept_artifact
+
+    trust = TrustStore()
+    trust.add_key(load_public_key(state / "demo" / "signing.pub"))
+    accept_artifact(path, backend="numpy", executor_options={"trust": trust}, runs=20,
+                    keys=[load_private_key(state / "demo" / "signing.key")],
+                    out=f"{artifact}.accept-numpy")
+
+
 def _start(policy_path: Path, state: Path):
     sink = LineSink()
     lines = sink.lines
@@ -76,6 +89,7 @@ def test_new_version_swapped_in_with_at_most_one_frame_dropped(own_state, tmp_pa
         old_pid = old_ex.pid
         _wait(lambda: daemon.stats.frames_run >= 10)
         dropped_before = daemon.stats.dropped
+        _accept(new, state, artifact)  # the policy requires the new version's record too
         os.replace(new, artifact)  # atomically, as an updater would
         _wait(lambda: daemon.artifact_swaps == 1)
         run_at_swap = daemon.stats.frames_run

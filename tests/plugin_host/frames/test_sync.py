@@ -86,3 +86,30 @@ def test_a_list_of_subscriptions_is_keyed_by_name(cams):
     assert sorted(sync.subscriptions) == ["road", "wide"]
     with pytest.raises(ValueError):
         FrameSync([])
+
+
+def test_with_conflation_a_held_frame_gives_way_to_its_cameras_newer_one():
+    pools = {name: FramePool(FrameLayout.create("GRAY", 8, 2), 6, camera=name)
+             for name in ("road", "wide")}
+    subs = {name: Subscription(name, conflate=True) for name in pools}
+    cams = (pools, subs)
+    try:
+        sync = FrameSync(subs)
+        emit(cams, "road", 0, 100.0)
+        assert sync.recv(0) is None             # wide stalls: road's frame is held
+        emit(cams, "road", 1, 150.0)
+        emit(cams, "road", 2, 200.0)            # conflated in the subscription: 1 dropped
+        assert sync.recv(0) is None
+        assert sync.stats()["held"] == ["road"]
+        assert pools["road"].stats()["leases_outstanding"] == 1  # only the newest is held
+        assert sync.superseded == {"road": 1} and sync.unmatched == {}
+        assert pools["road"].stats()["dropped"] == {"conflated": 2}
+        emit(cams, "wide", 0, 201.0)
+        group = sync.recv(0)
+        assert {k: v.frame.frame_id for k, v in group.items()} == {"road": 2, "wide": 0}
+        for lease in group.values():
+            lease.release()
+        assert all(p.stats()["leases_outstanding"] == 0 for p in pools.values())
+    finally:
+        for pool in pools.values():
+            pool.close()

@@ -1,0 +1,238 @@
+"""The onnxruntime backend through the host vs bare onnxruntime on the same ONNX model.
+
+Builds the design's benchmark model as a signed artifact (an ephemeral key) targeting the
+onnxruntime backend, then times one inference per call on the same inputs:
+
+* ``host``: the real path, SandboxedExecutor with ``backend="onnxruntime"`` (what the daemon
+  and ``plugin-host infer`` use): host-side ABI and Embedding checks, the inputs copied into
+  the shared region, one message each way, the worker's executor checking the ABI again and
+  running the backend's one session, outputs copied out and checked;
+* ``bare``: onnxruntime alone, ``InferenceSession.run`` on the same ONNX model (the backend's
+  conversion of the same verified graph: same weights, same nodes) with the same session
+  options (threads, sequential, all optimizations, no spinning);
+* breakdown: ``host-zero-copy``, the host with the inputs written once into the shared
+  region's input buffers (the frame path: no copy per call); ``inproc``, the Executor on the
+  onnxruntime backend in the calling process (no sandbox); ``bare-spin`` and ``host-spin``,
+  the same with onnxruntime's intra-op threads spin-waiting between calls (onnxruntime's
+  default, which the backend turns off: a spinning worker competes with the host process for
+  the two cores; see the README).
+
+Last, the spinning question at the daemon's real pace: one call every 50 ms (20 Hz) through
+the host with and without spinning, printing the median and the worker's CPU time per frame
+(``/proc/<pid>/stat``): back-to-back calls favour spinning, but between frames a spinning pool
+keeps burning a core that the host's cameras and IPC need.
+
+Target (issue 6, DESIGN.md "Targets"): the host's median at most 1.05x bare onnxruntime's.
+
+Each side runs in its own child process, kept alive for the whole run; the parent asks them in
+turn for blocks of timed calls with a pause between blocks (bench/alternate.py), so drift in
+the machine's load falls on every side alike.
+
+    .venv/bin/python bench/bench_onnxruntime.py [--runs 20] [--rounds 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.alternate import alternate, serve_blocks  # noqa: E402
+
+SEED_WEIGHTS, SEED_INPUTS = 0, 1
+#: seconds between blocks: a spinning onnxruntime pool spins for a while after its last call
+PAUSE = 0.25
+TARGET = 1.05
+
+
+def _inputs() -> dict[str, np.ndarray]:
+    from plugins.demo_model import demo_inputs
+
+    feed = demo_inputs(np.random.default_rng(SEED_INPUTS))
+    state = {n: np.zeros((1, 512), np.float32) for n in ("h", "c")}
+    return {**feed, **state}  # state passed explicitly: every call computes the same step
+
+
+def _verified_graph(artifact: str, pub: str):
+    from plugin_host.artifacts import TrustStore, load_verified
+
+    trust = TrustStore()
+    trust.add_key_file(pub)
+    return load_verified(artifact, trust=trust, rollback=None, backends={"onnxruntime"}).graph
+
+
+def _bare(artifact: str, pub: str, *, spinning: bool = False):
+    from plugin_host.executor import entry_index_checks
+    from plugins.onnxruntime_backend import convert, session
+
+    graph = _verified_graph(artifact, pub)
+    model, _ = convert.to_onnx(
+        graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
+        outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
+        consts=graph.tensors, types=graph.types,
+        checked_indices=frozenset(name for name, _, _ in entry_index_checks(graph)))
+    ort = session.load()
+    sess = ort.InferenceSession(model.SerializeToString(),
+                                session.session_options(spinning=spinning),
+                                providers=["CPUExecutionProvider"])
+    inputs = _inputs()
+    return (lambda: sess.run(None, inputs)), (lambda: None)
+
+
+def _inproc(artifact: str, pub: str):
+    from plugin_host.executor import Executor
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    executor = Executor(_verified_graph(artifact, pub), OnnxruntimeBackend())
+    inputs = _inputs()
+    return (lambda: executor.run(inputs)), (lambda: None)
+
+
+def _host(artifact: str, pub: str, *, spinning: bool = False):
+    from plugin_host.artifacts import TrustStore
+    from plugin_host.sandbox import SandboxedExecutor
+
+    trust = TrustStore()
+    trust.add_key_file(pub)
+    sandboxed = SandboxedExecutor(artifact, trust=trust, backend="onnxruntime",
+                                  backend_plugins=("onnxruntime_backend",),
+                                  env={"PLUGIN_HOST_ORT_SPIN": "1" if spinning else "0"})
+    inputs = _inputs()
+    return (lambda: sandboxed.run(inputs)), sandboxed.close
+
+
+def _host_zero_copy(artifact: str, pub: str):
+    """The frame path: inputs written once into the shared region's input buffers (as a
+    camera writes its frame into shared memory), handed over without a copy."""
+    from plugin_host.artifacts import TrustStore
+    from plugin_host.sandbox import SandboxedExecutor
+
+    trust = TrustStore()
+    trust.add_key_file(pub)
+    sandboxed = SandboxedExecutor(artifact, trust=trust, backend="onnxruntime",
+                                  backend_plugins=("onnxruntime_backend",))
+    inputs = _inputs()
+    buffers = sandboxed.input_buffers()
+    for name, buffer in buffers.items():
+        buffer[...] = inputs[name]
+    inputs.update(buffers)
+    return (lambda: sandboxed.run(inputs)), sandboxed.close
+
+
+SIDES = {"host": _host, "bare": _bare, "inproc": _inproc, "host-zero-copy": _host_zero_copy,
+         "bare-spin": lambda a, p: _bare(a, p, spinning=True),
+         "host-spin": lambda a, p: _host(a, p, spinning=True)}
+
+
+def _cadence(artifact: str, pub: str, *, frames: int, period: float) -> dict[str, tuple]:
+    """Spinning at the daemon's real pace: one call every ``period`` s (20 Hz), as cameras
+    drive it. ``{"spin"|"no spin": (median ms, worker CPU ms per frame)}``."""
+    import os
+    import time
+
+    from plugin_host.artifacts import TrustStore
+    from plugin_host.sandbox import SandboxedExecutor
+
+    def worker_cpu(pid: int) -> float:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    trust = TrustStore()
+    trust.add_key_file(pub)
+    inputs = _inputs()
+    result = {}
+    for label, spin in (("no spin", "0"), ("spin", "1")):
+        with SandboxedExecutor(artifact, trust=trust, backend="onnxruntime",
+                               backend_plugins=("onnxruntime_backend",),
+                               env={"PLUGIN_HOST_ORT_SPIN": spin}) as sandboxed:
+            for _ in range(5):
+                sandboxed.run(inputs)
+            before, times = worker_cpu(sandboxed.pid), []
+            for _ in range(frames):
+                time.sleep(period)
+                start = time.perf_counter()
+                sandboxed.run(inputs)
+                times.append((time.perf_counter() - start) * 1e3)
+            used = (worker_cpu(sandboxed.pid) - before) / frames * 1e3
+            result[label] = (statistics.median(times), used)
+    return result
+
+
+def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
+    """Serve blocks of timed calls (ms) to the parent (bench/alternate.py)."""
+    call, close = SIDES[side](artifact, pub)
+    try:
+        serve_blocks(call, warmup=warmup, scale=1e3)
+    finally:
+        close()
+
+
+def _build(directory: Path) -> tuple[str, str]:
+    from plugin_host.artifacts import build_artifact, generate_key, sign_artifact, write_keypair
+    from plugins.demo_model import build_demo_graph
+    from plugins.numpy_backend import NumpyBackend
+
+    key = generate_key()
+    _, pub, _ = write_keypair(directory, key)
+    artifact = directory / "demo.pha"
+    build_artifact(build_demo_graph(seed=SEED_WEIGHTS), artifact, version="1.0.0",
+                   backends=["onnxruntime"], reference_backend=NumpyBackend(),
+                   latency_ms=200.0, golden_cases=1)
+    sign_artifact(artifact, key)
+    return str(artifact), str(pub)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="timed calls per block")
+    parser.add_argument("--rounds", type=int, default=12, help="blocks per side, alternating")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--frames", type=int, default=60, help="calls at 20 Hz, per setting")
+    parser.add_argument("--child", nargs=3, metavar=("SIDE", "ARTIFACT", "PUB"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child, args.warmup)
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="bench-onnxruntime-") as tmp:
+        artifact, pub = _build(Path(tmp))
+        samples = alternate(
+            lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
+                          side, artifact, pub],
+            SIDES, rounds=args.rounds, runs=args.runs, pause=PAUSE)
+        cadence = _cadence(artifact, pub, frames=args.frames, period=0.05)
+    medians = {side: statistics.median(s) for side, s in samples.items()}
+    bare = medians["bare"]
+    print(f"demo model on onnxruntime (CPU), {args.rounds} alternating blocks x {args.runs} "
+          f"calls per side")
+    labels = {"bare": "bare onnxruntime (InferenceSession.run)",
+              "host": "host: SandboxedExecutor, onnxruntime",
+              "host-zero-copy": "breakdown: host, inputs in shared buffers",
+              "inproc": "breakdown: Executor in-process",
+              "bare-spin": "breakdown: bare onnxruntime, spinning",
+              "host-spin": "breakdown: host, worker spinning"}
+    for side, label in labels.items():
+        median = medians[side]
+        line = (f"  {label:40s}: median {median:7.3f} ms, ratio {median / bare:.3f} "
+                f"({(median - bare) * 1e3:+5.0f} us)")
+        if side == "host":
+            line += f"; target <= {TARGET:.2f}x {'met' if median <= TARGET * bare else 'NOT met'}"
+        print(line)
+    print(f"  at 20 Hz ({args.frames} frames, one call per 50 ms, as the daemon runs it):")
+    for label, (median, used) in cadence.items():
+        print(f"    host, worker {label:8s}: median {median:7.3f} ms, worker CPU {used:6.2f} ms "
+              f"per frame ({used / 50 * 100:.0f} % of a core)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Import ONNX models as unsigned artifacts: ``plugin-host build --onnx MODEL.onnx --out FILE``.
+
+Seams, one module each: :mod:`.reader` (size caps, parsing, structure checks, external data),
+:mod:`.fold` (constant folding with numpy), :mod:`.ops` (the op mapping table),
+:mod:`.patterns` (ONNX chains with no glue op, recognized during the walk: RMSNorm),
+:mod:`.fusion` (glue chains recognized as a layer after the walk: LSTMCell, GroupNorm),
+:mod:`.convert` (the walk that builds the Graph and its ABI), :mod:`.reference` (golden outputs
+from onnxruntime), :mod:`.build` (the artifact) and :mod:`.command` (the ``--onnx`` option).
+"""
+
+from .build import DEFAULT_ONNX_TOLERANCE, build_onnx_artifact, import_onnx
+from .convert import ImportedModel, onnx_to_graph
+from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
+
+__all__ = ["DEFAULT_ONNX_TOLERANCE", "DEFAULT_READ_LIMITS", "ImportedModel", "ReadLimits",
+           "build_onnx_artifact", "import_onnx", "onnx_to_graph", "parse_model", "read_model"]

@@ -1,0 +1,116 @@
+"""Build an unsigned artifact from an ONNX file: read, import, reference outputs, assemble.
+
+The golden outputs come from onnxruntime (:mod:`.reference`), the reference for ONNX semantics.
+Before anything is written, the imported graph runs on the numpy backend on the same golden
+inputs and must reproduce the reference within the declared tolerance of every output, so an
+import that changes the numbers is refused at build time, not discovered at acceptance.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from abi.artifact import Manifest
+
+from ..artifacts.build import _drawn_inputs, build_artifact
+from ..errors import ModelImportError
+from ..executor import Executor
+from .convert import ImportedModel, onnx_to_graph
+from .reader import DEFAULT_READ_LIMITS, ReadLimits, read_model
+from .reference import REFERENCE, run_reference
+
+__all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
+
+#: (rtol, atol) per output unless given: numpy and onnxruntime sum in different orders, so
+#: float32 results differ by about 1e-6 relative on the benchmark model; this leaves a margin.
+DEFAULT_ONNX_TOLERANCE = (1e-4, 1e-5)
+
+Tolerances = Mapping[str, tuple[float, float]] | tuple[float, float]
+
+
+def import_onnx(path: str | os.PathLike, *, name: str | None = None,
+                state: Mapping[str, str] | None = None,
+                layouts: Mapping[str, str] | None = None, allow_external_data: bool = False,
+                limits: ReadLimits = DEFAULT_READ_LIMITS) -> ImportedModel:
+    """Read and import ``path``: the Graph, its ABI names' ONNX names and the checked proto.
+
+    ``state`` maps recurrent-state inputs to the outputs that feed them (``{"h": "h_next"}``);
+    ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``).
+    """
+    model = read_model(path, allow_external_data=allow_external_data, limits=limits)
+    return onnx_to_graph(model, name=name or _model_name(path), layouts=layouts, state=state,
+                         limits=limits)
+
+
+def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
+                        name: str | None = None, version: str = "0.1.0",
+                        state: Mapping[str, str] | None = None,
+                        layouts: Mapping[str, str] | None = None,
+                        tolerances: Tolerances = DEFAULT_ONNX_TOLERANCE,
+                        golden_cases: int = 2, seed: int = 0,
+                        backends: Sequence[str] = ("numpy",), latency_ms: float | None = None,
+                        expires=None, allow_external_data: bool = False,
+                        limits: ReadLimits = DEFAULT_READ_LIMITS, reference_backend=None,
+                        progress: Callable[[str], None] | None = None) -> Manifest:
+    """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
+
+    Golden outputs are computed with onnxruntime and stored with ``"onnxruntime"`` as the
+    reference; ``tolerances`` is one ``(rtol, atol)`` or one per output name. The other options
+    are :func:`~plugin_host.artifacts.build_artifact`'s. Raises ModelFileError for a malformed
+    file, UnsupportedModelError naming the node and op for what cannot be mapped, and
+    ModelImportError when the imported graph does not reproduce onnxruntime's outputs.
+    """
+    say = progress or (lambda message: None)
+    say(f"reading {path}")
+    imported = import_onnx(path, name=name, state=state, layouts=layouts,
+                                  allow_external_data=allow_external_data, limits=limits)
+    graph = imported.graph
+    if reference_backend is None:
+        from ..plugins import get_backend, get_plugin_manager
+
+        reference_backend = get_backend(get_plugin_manager(), "numpy")
+    executor = Executor(graph, reference_backend)
+    cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed)
+    say(f"computing {len(cases)} golden case(s) with {REFERENCE}")
+    reference = run_reference(imported.model, imported.onnx_inputs, imported.onnx_outputs, cases)
+    table = tolerances if isinstance(tolerances, Mapping) else {
+        s.name: tuple(tolerances) for s in graph.outputs}
+    for i, (inputs, want) in enumerate(zip(cases, reference)):
+        got = executor.run(dict(inputs))
+        for spec in graph.outputs:
+            _compare(i, spec.name, got[spec.name], want[spec.name],
+                     *table.get(spec.name, DEFAULT_ONNX_TOLERANCE))
+    return build_artifact(graph, out, name=name or graph.name, version=version,
+                          backends=backends, reference_backend=reference_backend,
+                          tolerances=tolerances, latency_ms=latency_ms, golden_inputs=cases,
+                          golden_outputs=reference, reference=REFERENCE, seed=seed,
+                          expires=expires, progress=progress)
+
+
+def _compare(case: int, name: str, got: np.ndarray, want: np.ndarray, rtol: float,
+             atol: float) -> None:
+    if got.shape != want.shape or got.dtype != want.dtype:
+        raise ModelImportError(f"output {name!r}: the imported graph gives {got.dtype} "
+                               f"{got.shape}, onnxruntime {want.dtype} {want.shape}")
+    if got.dtype.kind == "f":
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        bad = ~(diff <= atol + rtol * np.abs(want.astype(np.float64)))
+    else:
+        diff = (got != want).astype(np.float64)
+        bad = diff > 0
+    if bad.any():
+        raise ModelImportError(f"golden case {case}: output {name!r} of the imported graph "
+                               f"differs from onnxruntime in {int(bad.sum())} of {bad.size} "
+                               f"element(s) (max |diff| {float(np.nanmax(diff)):.3g}; rtol "
+                               f"{rtol:g}, atol {atol:g}); widen --rtol/--atol if that is "
+                               f"expected, else this is an import bug")
+
+
+def _model_name(path: str | os.PathLike) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(path).stem).lstrip("_.-")
+    return stem[:128] or "model"

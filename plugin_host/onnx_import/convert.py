@@ -1,0 +1,418 @@
+"""Turn a checked ONNX ModelProto into a :class:`~plugin_host.graph.Graph`.
+
+The :class:`Importer` walks the ONNX nodes in order. A node whose inputs are all known at
+import time is folded (:mod:`.fold`); a node matching a known decomposition starts a pattern
+(:mod:`.patterns`); every other node goes through the op mapping table (:mod:`.ops`), which
+emits nodes of the ABI's op table. Every emitted node runs its shape rule at once, so a mapping
+that breaks a layer contract fails at the ONNX node that caused it, naming that node and its op.
+
+The ABI comes from the ONNX graph: input and output names, shapes (``dim_param`` becomes a
+symbolic dim) and dtypes, with a layout guessed from rank (NCHW for 4-D, NCL for 3-D, NC for
+2-D, N for 1-D) unless the caller gives one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from abi import TensorSpec, TensorType, dtypes, get_op, infer_shapes, normalize_attrs
+from abi.errors import PluginHostError
+
+from ..errors import ModelFileError, UnsupportedModelError
+from ..graph import Graph, Node
+from .fold import FOLDERS, fold
+from .reader import DEFAULT_READ_LIMITS, ONNX_DTYPES, ReadLimits, to_array
+
+__all__ = ["Importer", "ImportedModel", "onnx_to_graph", "DEFAULT_LAYOUTS"]
+
+#: Layout by rank for inputs and outputs the caller does not name.
+DEFAULT_LAYOUTS = {0: "SCALAR", 1: "N", 2: "NC", 3: "NCL", 4: "NCHW", 5: "NCDHW"}
+
+#: Folded ops whose result is still "that initializer" for naming (reshaped, cast, transposed).
+_SAME_VALUES = frozenset({"Identity", "Transpose", "Cast", "CastLike", "Reshape", "Unsqueeze",
+                          "Squeeze", "Flatten"})
+_BAD_CHARS = re.compile(r"[^A-Za-z0-9_.:/-]")
+_DIM = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+@dataclass
+class ImportedModel:
+    """The graph, how its ABI names map back to the ONNX model's, and the checked model."""
+
+    graph: Graph
+    model: Any = None                                          # the onnx.ModelProto
+    onnx_inputs: dict[str, str] = field(default_factory=dict)   # ABI name -> ONNX name
+    onnx_outputs: dict[str, str] = field(default_factory=dict)  # ABI name -> ONNX name
+    opset: int = 0
+
+
+def attributes(node, limits: ReadLimits) -> dict[str, Any]:
+    """A NodeProto's attributes as Python values (tensors as numpy arrays)."""
+    import onnx
+
+    A = onnx.AttributeProto
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type == A.INT:
+            out[a.name] = int(a.i)
+        elif a.type == A.FLOAT:  # shortest decimal of the float32 (1e-05, not 9.99...e-06)
+            out[a.name] = float(str(np.float32(a.f)))
+        elif a.type == A.STRING:
+            out[a.name] = a.s.decode("utf-8", "replace")
+        elif a.type == A.INTS:
+            out[a.name] = [int(v) for v in a.ints]
+        elif a.type == A.FLOATS:
+            out[a.name] = [float(str(np.float32(v))) for v in a.floats]
+        elif a.type == A.TENSOR:
+            out[a.name] = to_array(a.t, limits)
+        else:
+            raise UnsupportedModelError(f"attribute {a.name!r} of type "
+                                        f"{A.AttributeType.Name(a.type)} is not supported",
+                                        node=node.name or node.output[0], op=node.op_type)
+    return out
+
+
+class Importer:
+    """State of one import: known constants, emitted nodes and tensors, names in use."""
+
+    def __init__(self, model, *, limits: ReadLimits = DEFAULT_READ_LIMITS) -> None:
+        self.model = model
+        self.limits = limits
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                          0)
+        self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
+        self.origin: dict[str, str] = {}           # ONNX constant -> name it descends from
+        self.values: dict[str, str] = {}           # ONNX name -> graph tensor name
+        self.types: dict[str, TensorType] = {}     # graph tensor name -> type
+        self.nodes: list[Node] = []
+        self.tensors: dict[str, np.ndarray] = {}   # graph constants
+        self.const_names: dict[int, tuple] = {}    # id(array) -> (graph constant name, array)
+        self.names: set[str] = set()
+        self.node = None                           # the ONNX node being mapped
+        self.skip: set[int] = set()                # ONNX nodes consumed by a pattern
+        self.consumers: dict[str, list[int]] = {}
+        self.graph_outputs = {o.name for o in model.graph.output}
+        self.onnx_output_names: set[str] = set()
+        for i, n in enumerate(model.graph.node):
+            for t in n.input:
+                if t:
+                    self.consumers.setdefault(t, []).append(i)
+
+    # -- errors -----------------------------------------------------------------------------
+
+    @property
+    def node_name(self) -> str:
+        n = self.node
+        return (n.name or (n.output[0] if n.output else "?")) if n is not None else "?"
+
+    def unsupported(self, message: str) -> UnsupportedModelError:
+        return UnsupportedModelError(message, node=self.node_name,
+                                     op=self.node.op_type if self.node is not None else None)
+
+    # -- names ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _sanitized(onnx_name: str) -> str:
+        base = _BAD_CHARS.sub("_", onnx_name).lstrip("/")[:200] or "t"
+        if not (base[0].isalpha() or base[0] == "_"):
+            base = "_" + base  # "0.weight" (an nn.Sequential key) becomes "_0.weight"
+        return base
+
+    def fresh(self, onnx_name: str) -> str:
+        """A valid, unused graph name derived from ``onnx_name``."""
+        base = self._sanitized(onnx_name)
+        name, n = base, 1
+        while name in self.names:
+            n += 1
+            name = f"{base}_{n}"
+        self.names.add(name)
+        return name
+
+    # -- values -----------------------------------------------------------------------------
+
+    def is_const(self, name: str) -> bool:
+        return name in self.consts
+
+    def const(self, name: str, what: str = "input") -> np.ndarray:
+        if name not in self.consts:
+            raise self.unsupported(f"{what} {name!r} must be a constant (known at import), but "
+                                   f"it is computed at run time")
+        return self.consts[name]
+
+    def set_const(self, name: str, value: np.ndarray, origin: str | None = None) -> None:
+        if value.dtype.kind not in "biuf" or dtypes.from_numpy(value.dtype) not in dtypes.DTYPES:
+            raise self.unsupported(f"value {name!r} has dtype {value.dtype}, not an ABI dtype")
+        self.consts[name] = value
+        self.origin[name] = origin or name
+
+    def type_of(self, name: str) -> TensorType:
+        if name in self.consts:
+            a = self.consts[name]
+            return TensorType(a.shape, dtypes.from_numpy(a.dtype))
+        if name not in self.values:
+            raise ModelFileError(f"tensor {name!r} is used before it is defined",
+                                 node=self.node_name)
+        return self.types[self.values[name]]
+
+    def static_shape(self, name: str) -> tuple[int, ...]:
+        shape = self.type_of(name).shape
+        if not all(type(d) is int for d in shape):
+            raise self.unsupported(f"tensor {name!r} needs a static shape here, got {shape}")
+        return tuple(shape)
+
+    def tensor(self, name: str) -> str:
+        """The graph tensor for ONNX value ``name`` (a constant is added to the graph)."""
+        if name in self.values:
+            return self.values[name]
+        return self.add_constant(self.const(name), self.origin.get(name, name))
+
+    def add_constant(self, array: np.ndarray, origin: str) -> str:
+        """Add ``array`` as a graph constant named after ``origin`` (reused when identical)."""
+        array = np.ascontiguousarray(array)
+        known = self.const_names.get(id(array))
+        if known is not None and known[1] is array:
+            return known[0]
+        name = self.fresh(origin)
+        self.tensors[name] = array
+        self.types[name] = TensorType(array.shape, dtypes.from_numpy(array.dtype))
+        self.const_names[id(array)] = (name, array)
+        return name
+
+    # -- emission ---------------------------------------------------------------------------
+
+    def emit(self, op: str, inputs: Sequence[str | None], outputs: Sequence[str | None],
+             attrs: Mapping[str, Any] | None = None, *, suffix: str = "") -> list[str]:
+        """Add one ABI node; ``outputs`` are ONNX names to bind (None: an internal tensor).
+
+        Returns the graph tensor names of the outputs.
+        """
+        node_name = self.fresh(self.node_name + suffix)
+        try:
+            opdef = get_op(op)
+            attrs = normalize_attrs(opdef, dict(attrs or {}))
+            out_types = infer_shapes(opdef, [None if t is None else self.types[t]
+                                             for t in inputs], attrs)
+        except PluginHostError as exc:
+            raise self.unsupported(f"maps to {op}, which refuses it: {exc}") from None
+        if len(out_types) != len(outputs):
+            raise self.unsupported(f"maps to {op} with {len(out_types)} output(s), the node has "
+                                   f"{len(outputs)}")
+        names = []
+        for i, (o, t) in enumerate(zip(outputs, out_types)):
+            g = self.fresh(o if o else f"{node_name}.{i}")
+            self.types[g] = t
+            if o:
+                self.values[o] = g
+            names.append(g)
+        self.nodes.append(Node(node_name, op, opdef.version, tuple(inputs), tuple(names), attrs))
+        return names
+
+    def alias(self, onnx_name: str, graph_name: str) -> None:
+        self.values[onnx_name] = graph_name
+
+    # -- the walk ---------------------------------------------------------------------------
+
+    def run(self, *, name: str, layouts: Mapping[str, str], state: Mapping[str, str]
+            ) -> ImportedModel:
+        from . import ops, patterns
+
+        g = self.model.graph
+        for t in g.initializer:
+            self.set_const(t.name, to_array(t, self.limits))
+        specs, onnx_inputs = [], {}
+        for vi in g.input:
+            if vi.name in self.consts:
+                continue  # an initializer listed as an input (old IR): a constant here
+            g_name = self.fresh(vi.name)
+            spec = self._spec(vi, g_name, layouts, "input")
+            self.values[vi.name] = g_name
+            self.types[g_name] = TensorType(spec.shape, spec.dtype)
+            specs.append(spec)
+            onnx_inputs[g_name] = vi.name
+        for i, node in enumerate(g.node):  # constant subgraphs first: patterns look ahead
+            if node.op_type == "Constant" or (node.op_type in FOLDERS and node.input and all(
+                    t == "" or t in self.consts for t in node.input)):
+                self.node = node
+                self._map(node, {}, {}, i)
+                self.skip.add(i)
+        for i, node in enumerate(g.node):
+            if i in self.skip:
+                continue
+            self.node = node
+            self._map(node, ops.MAPPERS, patterns.PATTERNS, i)
+        self.node = None
+        from .fusion import fuse
+
+        keep = {self.values[o.name] for o in g.output if o.name in self.values}
+        self.nodes = fuse(self.nodes, self.tensors, self.types, keep, self.fresh)
+        outputs, onnx_outputs = self._outputs(layouts)
+        unknown = [k for k in layouts if k not in onnx_inputs and k not in onnx_outputs]
+        if unknown:
+            raise UnsupportedModelError(f"layouts given for unknown tensors {unknown}; inputs: "
+                                        f"{sorted(onnx_inputs)}, outputs: {sorted(onnx_outputs)}")
+        for src, dst in state.items():
+            if src not in onnx_inputs or dst not in onnx_outputs:
+                raise UnsupportedModelError(
+                    f"state {src}={dst}: {src!r} must be a graph input and {dst!r} a graph "
+                    f"output; inputs: {sorted(onnx_inputs)}, outputs: {sorted(onnx_outputs)}")
+        used = {t for n in self.nodes for t in n.inputs if t}
+        tensors = {k: v for k, v in self.tensors.items() if k in used}
+        try:
+            graph = Graph(name, inputs=specs, outputs=outputs, nodes=self.nodes,
+                          tensors=tensors, state=dict(state))
+        except PluginHostError as exc:
+            raise UnsupportedModelError(f"the imported graph is refused: {exc}") from None
+        return ImportedModel(graph, self.model, onnx_inputs, onnx_outputs, self.opset)
+
+    def _map(self, node, mappers, patterns, index: int) -> None:
+        op = node.op_type
+        attrs = attributes(node, self.limits)
+        ins = list(node.input)
+        if op == "Constant":
+            return self._constant(node, attrs)
+        if op == "Shape" and ins and ins[0] not in self.consts:
+            shape = np.array(self.static_shape(ins[0]), dtype=np.int64)
+            start, end = attrs.get("start", 0), attrs.get("end", None)
+            return self.set_const(node.output[0], shape[start:end])
+        try:
+            self._dispatch(node, op, attrs, ins, mappers, patterns, index)
+        except (IndexError, KeyError, ValueError, TypeError, ArithmeticError) as exc:
+            if isinstance(exc, PluginHostError):
+                raise
+            # a node the checker let through but whose shape no mapper expects (hostile input)
+            raise ModelFileError(f"malformed node: {type(exc).__name__}: {exc}",
+                                 node=self.node_name, op=op) from None
+
+    def _dispatch(self, node, op: str, attrs: dict, ins: list, mappers, patterns,
+                  index: int) -> None:
+        if op in patterns and patterns[op](self, node, attrs, index):
+            return
+        if op in FOLDERS and ins and all(t == "" or t in self.consts for t in ins):
+            values = [self.consts[t] if t else None for t in ins]
+            try:
+                results = fold(op, values, attrs, outputs=len(node.output),
+                               cap=self.limits.max_tensor_elements)
+            except (ModelFileError, UnsupportedModelError) as exc:
+                raise type(exc)(exc.message, node=self.node_name, op=op) from None
+            origin = self.origin.get(ins[0]) if op in _SAME_VALUES else None
+            for o, r in zip(node.output, results):
+                if o:
+                    self.set_const(o, r, origin)
+            return
+        mapper = mappers.get(op)
+        if mapper is None and op in FOLDERS:
+            runtime = [t for t in ins if t and t not in self.consts]
+            raise self.unsupported(f"op {op!r} is supported only on constant inputs (folded at "
+                                   f"import), but {runtime} are computed at run time")
+        if mapper is None:
+            raise self.unsupported(f"op {op!r} is not supported (supported: "
+                                   f"{', '.join(sorted(mappers))}; on constants also "
+                                   f"{', '.join(sorted(set(FOLDERS) - set(mappers)))})")
+        for t in ins:
+            if t and t not in self.consts and t not in self.values:
+                raise ModelFileError(f"input {t!r} is used before it is defined",
+                                     node=self.node_name, op=op)
+        mapper(self, node, attrs)
+
+    def _constant(self, node, attrs: dict) -> None:
+        if "value" in attrs:
+            value = attrs["value"]
+        elif "value_float" in attrs:
+            value = np.array(attrs["value_float"], np.float32)
+        elif "value_floats" in attrs:
+            value = np.array(attrs["value_floats"], np.float32)
+        elif "value_int" in attrs:
+            value = np.array(attrs["value_int"], np.int64)
+        elif "value_ints" in attrs:
+            value = np.array(attrs["value_ints"], np.int64)
+        else:
+            raise self.unsupported(f"Constant with attributes {sorted(attrs)} is not supported")
+        self.set_const(node.output[0], value)
+
+    def _spec(self, vi, abi_name: str, layouts: Mapping[str, str], what: str,
+              ttype: TensorType | None = None) -> TensorSpec:
+        t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if t is None:
+            raise UnsupportedModelError(f"graph {what} {vi.name!r} is not a tensor")
+        dtype = ONNX_DTYPES.get(t.elem_type)
+        if dtype is None:
+            raise UnsupportedModelError(f"graph {what} {vi.name!r} has ONNX element type "
+                                        f"{t.elem_type}, not an ABI dtype")
+        if ttype is not None:
+            declared = [d.dim_value if d.HasField("dim_value") else None
+                        for d in t.shape.dim] if t.HasField("shape") else None
+            if ttype.dtype != dtype or declared is not None and (
+                    len(declared) != len(ttype.shape) or any(
+                        type(g) is int and d is not None and g != d
+                        for g, d in zip(ttype.shape, declared))):
+                raise ModelFileError(f"graph {what} {vi.name!r} is declared {dtype} "
+                                     f"{tuple(declared or ())} but computes to {ttype.dtype} "
+                                     f"{tuple(ttype.shape)}")
+            # an expression our shape rules built ("(64*batch)//64") is not a valid spec dim:
+            # take the model's own name for it, else a fresh one
+            params = [d.dim_param if t.HasField("shape") and _DIM.fullmatch(d.dim_param)
+                      else None for d in t.shape.dim]
+            stem = re.sub(r"\W", "_", abi_name)
+            shape = tuple(g if type(g) is int or _DIM.fullmatch(g) else
+                          (params[j] if j < len(params) and params[j] else f"{stem}_d{j}")
+                          for j, g in enumerate(ttype.shape))
+        else:
+            if not t.HasField("shape"):
+                raise UnsupportedModelError(f"graph {what} {vi.name!r} has no shape")
+            stem = re.sub(r"\W", "_", abi_name)
+            shape = tuple(d.dim_value if d.HasField("dim_value") else
+                          (d.dim_param if _DIM.fullmatch(d.dim_param) else f"{stem}_d{j}")
+                          for j, d in enumerate(t.shape.dim))
+        layout = layouts.get(abi_name, DEFAULT_LAYOUTS.get(len(shape), "ANY"))
+        if dtype in dtypes.INT_DTYPES and len(shape) == 1 and abi_name not in layouts:
+            layout = "N"
+        try:
+            return TensorSpec(abi_name, shape, dtype, layout)
+        except PluginHostError as exc:
+            raise UnsupportedModelError(f"graph {what} {vi.name!r}: {exc}") from None
+
+    def _outputs(self, layouts: Mapping[str, str]) -> tuple[list[TensorSpec], dict[str, str]]:
+        specs, names = [], {}
+        produced = {t for n in self.nodes for t in n.outputs}
+        for vi in self.model.graph.output:
+            if vi.name in self.onnx_output_names:
+                raise UnsupportedModelError(f"graph output {vi.name!r} is listed twice")
+            self.onnx_output_names.add(vi.name)
+            if vi.name not in self.consts and vi.name not in self.values:
+                raise ModelFileError(f"graph output {vi.name!r} is not produced by any node")
+            g_name = self.tensor(vi.name)
+            wanted = self._sanitized(vi.name)
+            if g_name != wanted and g_name in produced and g_name not in names:
+                new = self.fresh(vi.name)  # an aliased value: give it the output's name
+                self.nodes = [Node(n.name, n.op, n.version, n.inputs,
+                                   tuple(new if t == g_name else t for t in n.outputs), n.attrs)
+                              if g_name in n.outputs else
+                              Node(n.name, n.op, n.version,
+                                   tuple(new if t == g_name else t for t in n.inputs),
+                                   n.outputs, n.attrs) for n in self.nodes]
+                self.types[new] = self.types[g_name]
+                self.values = {k: new if v == g_name else v for k, v in self.values.items()}
+                produced.add(new)
+                g_name = new
+            if g_name not in produced or g_name in names:  # an input, constant or duplicate
+                self.node = None
+                out = self.fresh(vi.name)
+                self.nodes.append(Node(self.fresh(f"{out}.identity"), "identity", 1,
+                                       (g_name,), (out,), {}))
+                self.types[out] = self.types[g_name]
+                g_name = out
+            specs.append(self._spec(vi, g_name, layouts, "output", self.types[g_name]))
+            names[g_name] = vi.name
+        return specs, names
+
+
+def onnx_to_graph(model, *, name: str, layouts: Mapping[str, str] | None = None,
+                  state: Mapping[str, str] | None = None,
+                  limits: ReadLimits = DEFAULT_READ_LIMITS) -> ImportedModel:
+    """Import a checked ModelProto (see :func:`~.reader.read_model`) as a Graph."""
+    return Importer(model, limits=limits).run(name=name, layouts=dict(layouts or {}),
+                                              state=dict(state or {}))

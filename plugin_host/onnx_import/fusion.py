@@ -1,0 +1,218 @@
+"""Glue chains recognized as one layer op, after the walk (on the ABI nodes, not the ONNX ones).
+
+torch writes ``nn.LSTMCell`` and ``nn.GroupNorm`` as chains of ops the ABI also has as glue
+ops, so the walk maps them one to one and the numbers are already right. Recognizing the chain
+gives the artifact the layer itself (``lstm_cell``, ``group_norm``) with its weights under the
+layer's names, as ``plugins/demo_model.py`` builds it. A chain is replaced only when it matches
+exactly and none of its intermediate tensors is read outside it or is a graph output; otherwise
+the glue ops stay.
+
+LSTMCell: ``linear(x, W_ih, b_ih)``, ``linear(h, W_hh, b_hh)``, ``add``, ``split`` into four
+equal parts on axis 1 (gates i, f, g, o), ``sigmoid``/``sigmoid``/``tanh``/``sigmoid``,
+``c' = f*c + i*g``, ``h' = o*tanh(c')``.
+
+Linear on a 3-D input: ``linear`` without bias (from MatMul) then ``add`` of a ``(out,)``
+constant.
+
+GroupNorm: ``reshape(x, (N, G, -1))``, ``instance_norm`` with unit scale and zero shift,
+``reshape`` back to x's shape, ``mul`` by a ``(C, 1, ...)`` weight, ``add`` a ``(C, 1, ...)``
+bias.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ..graph import Node
+
+__all__ = ["fuse"]
+
+
+class _Nodes:
+    """The node list with producer/consumer lookups."""
+
+    def __init__(self, nodes: list[Node], tensors: dict, types: dict, keep: Iterable[str]):
+        self.nodes, self.tensors, self.types = nodes, tensors, types
+        self.keep = set(keep)  # tensors read from outside the node list (graph outputs)
+        self.producer = {t: n for n in nodes for t in n.outputs}
+        self.readers: dict[str, list[Node]] = {}
+        for n in nodes:
+            for t in n.inputs:
+                if t:
+                    self.readers.setdefault(t, []).append(n)
+
+    def made_by(self, tensor: str | None, op: str) -> Node | None:
+        n = self.producer.get(tensor) if tensor else None
+        return n if n is not None and n.op == op else None
+
+    def private(self, tensor: str, *users: Node) -> bool:
+        """Read only by ``users`` and not a graph output."""
+        return tensor not in self.keep and {id(n) for n in self.readers.get(tensor, [])} <= \
+            {id(u) for u in users}
+
+    def replace(self, chain: list[Node], fused: Node) -> None:
+        """Put ``fused`` where the last node of ``chain`` was and drop the chain."""
+        gone = {id(n) for n in chain}
+        last = max(self.nodes.index(n) for n in chain)
+        out = []
+        for i, n in enumerate(self.nodes):
+            if i == last:
+                out.append(fused)
+            if id(n) not in gone:
+                out.append(n)
+        self.nodes[:] = out
+
+
+def _lstm(g: _Nodes, split: Node, fresh) -> bool:
+    gates = split.outputs
+    sizes = split.attrs["sizes"]
+    if len(gates) != 4 or split.attrs["axis"] != 1 or len(set(sizes)) != 1:
+        return False
+    add = g.made_by(split.inputs[0], "add")
+    if add is None or not g.private(split.inputs[0], split):
+        return False
+    lin = [g.made_by(t, "linear") for t in add.inputs]
+    if None in lin or not all(g.private(t, add) for t in add.inputs):
+        return False
+    acts = []
+    for t, op in zip(gates, ("sigmoid", "sigmoid", "tanh", "sigmoid")):
+        users = g.readers.get(t, [])
+        if len(users) != 1 or users[0].op != op or not g.private(t, users[0]):
+            return False
+        acts.append(users[0])
+    i, f, gg, o = (a.outputs[0] for a in acts)
+    mul_f = next((n for n in g.readers.get(f, []) if n.op == "mul"), None)
+    mul_i = next((n for n in g.readers.get(i, []) if n.op == "mul" and gg in n.inputs), None)
+    if mul_f is None or mul_i is None:
+        return False
+    c = next(t for t in mul_f.inputs if t != f)
+    add_c = [n for n in g.readers.get(mul_f.outputs[0], []) if n.op == "add"]
+    if len(add_c) != 1 or set(add_c[0].inputs) != {mul_f.outputs[0], mul_i.outputs[0]} or \
+            not g.private(mul_f.outputs[0], add_c[0]) or not g.private(mul_i.outputs[0], add_c[0]):
+        return False
+    c_next = add_c[0].outputs[0]
+    tanh_c = next((n for n in g.readers.get(c_next, []) if n.op == "tanh"), None)
+    if tanh_c is None or not g.private(tanh_c.outputs[0], *g.readers.get(tanh_c.outputs[0], [])):
+        return False
+    mul_h = g.readers.get(tanh_c.outputs[0], [])
+    if len(mul_h) != 1 or mul_h[0].op != "mul" or set(mul_h[0].inputs) != {o, tanh_c.outputs[0]}:
+        return False
+    mul_h = mul_h[0]
+    if not (g.private(i, mul_i) and g.private(gg, mul_i) and g.private(f, mul_f)
+            and g.private(o, mul_h)):
+        return False
+    hidden = sizes[0]
+    # which linear reads x and which reads h: W_hh is (4h, h); prefer the name when both fit
+    shapes = [g.types[n.inputs[1]].shape for n in lin]
+    order = [0, 1]
+    fits = [s == (4 * hidden, hidden) for s in shapes]
+    if fits == [True, False] or (all(fits) and str(lin[0].inputs[1]).endswith("weight_hh")):
+        order = [1, 0]
+    ih, hh = lin[order[0]], lin[order[1]]
+    if g.types[hh.inputs[1]].shape != (4 * hidden, hidden):
+        return False
+    chain = [*lin, add, split, *acts, mul_f, mul_i, add_c[0], tanh_c, mul_h]
+    # c' must not be read between its add and the final mul by a node outside the chain
+    at = g.nodes.index(add_c[0])
+    end = g.nodes.index(mul_h)
+    inside = {id(n) for n in chain}
+    if any(c_next in n.inputs and id(n) not in inside for n in g.nodes[at:end]):
+        return False
+    stem = str(ih.inputs[1])
+    name = stem[: -len(".weight_ih")] if stem.endswith(".weight_ih") else f"{split.name}.lstm"
+    fused = Node(fresh(name), "lstm_cell", 1,
+                 (ih.inputs[0], hh.inputs[0], c, ih.inputs[1], hh.inputs[1], ih.inputs[2],
+                  hh.inputs[2]), (mul_h.outputs[0], c_next), {})
+    g.replace(chain, fused)
+    return True
+
+
+def _group_norm(g: _Nodes, norm: Node, fresh) -> bool:
+    first = g.made_by(norm.inputs[0], "reshape")
+    if first is None or not g.private(norm.inputs[0], norm):
+        return False
+    x = first.inputs[0]
+    shape, grouped = g.types[x].shape, g.types[norm.inputs[0]].shape
+    if len(shape) < 3 or len(grouped) != 3 or grouped[0] != shape[0]:
+        return False
+    groups, channels = grouped[1], shape[1]
+    scale, shift = (g.tensors.get(t) if t else None for t in norm.inputs[1:3])
+    if scale is None or shift is None or not (np.all(scale == 1) and np.all(shift == 0)):
+        return False
+    back = g.readers.get(norm.outputs[0], [])
+    if len(back) != 1 or back[0].op != "reshape" or g.types[back[0].outputs[0]].shape != shape \
+            or not g.private(norm.outputs[0], back[0]):
+        return False
+    back = back[0]
+    mul = g.readers.get(back.outputs[0], [])
+    if len(mul) != 1 or mul[0].op != "mul" or not g.private(back.outputs[0], mul[0]):
+        return False
+    mul = mul[0]
+    add = g.readers.get(mul.outputs[0], [])
+    if len(add) != 1 or add[0].op != "add" or not g.private(mul.outputs[0], add[0]):
+        return False
+    add = add[0]
+    per_channel = (channels,) + (1,) * (len(shape) - 2)
+    w = next((t for t in mul.inputs if t != back.outputs[0]), None)
+    b = next((t for t in add.inputs if t != mul.outputs[0]), None)
+    wv, bv = g.tensors.get(w), g.tensors.get(b)
+    if wv is None or bv is None or wv.shape != per_channel or bv.shape != per_channel:
+        return False
+    chain = [first, norm, back, mul, add]
+    name = w[: -len(".weight")] if w.endswith(".weight") else f"{norm.name}.group_norm"
+    if not g.private(w, mul) or not g.private(b, add):
+        return False
+    weight = _reshaped_constant(g, w, wv.reshape(channels))
+    bias = _reshaped_constant(g, b, bv.reshape(channels))
+    g.replace(chain, Node(fresh(name), "group_norm", 1, (x, weight, bias), add.outputs,
+                          {"num_groups": groups, "eps": norm.attrs["eps"]}))
+    return True
+
+
+def _linear_bias(g: _Nodes, lin: Node, fresh) -> bool:
+    """``linear(x, W)`` then ``add`` of a constant ``(out,)``: one linear with that bias
+    (torch exports a Linear on a 3-D input as MatMul + Add)."""
+    if lin.inputs[2] is not None:
+        return False
+    y = lin.outputs[0]
+    users = g.readers.get(y, [])
+    if len(users) != 1 or users[0].op != "add" or not g.private(y, users[0]):
+        return False
+    add = users[0]
+    bias = next((t for t in add.inputs if t != y), None)
+    value = g.tensors.get(bias)
+    w = g.tensors.get(lin.inputs[1])
+    if value is None or w is None or value.shape != (w.shape[0],) or value.dtype != w.dtype \
+            or g.types[add.outputs[0]].shape != g.types[y].shape:
+        return False
+    g.replace([lin, add], Node(lin.name, "linear", 1, (lin.inputs[0], lin.inputs[1], bias),
+                               add.outputs, lin.attrs))
+    return True
+
+
+def _reshaped_constant(g: _Nodes, name: str, array: np.ndarray) -> str:
+    """Re-point constant ``name`` at ``array`` (its only reader is being replaced)."""
+    from abi import TensorType, dtypes
+
+    g.tensors[name] = np.ascontiguousarray(array)
+    g.types[name] = TensorType(array.shape, dtypes.from_numpy(array.dtype))
+    return name
+
+
+def fuse(nodes: list[Node], tensors: dict, types: dict, graph_outputs: Iterable[str],
+         fresh) -> list[Node]:
+    """``nodes`` with every recognized chain replaced by its layer op."""
+    g = _Nodes(list(nodes), tensors, types, graph_outputs)
+    changed = True
+    while changed:
+        changed = False
+        for node in list(g.nodes):
+            if node.op == "split" and _lstm(g, node, fresh) or \
+                    node.op == "instance_norm" and _group_norm(g, node, fresh) or \
+                    node.op == "linear" and _linear_bias(g, node, fresh):
+                g = _Nodes(g.nodes, tensors, types, graph_outputs)
+                changed = True
+                break
+    return g.nodes

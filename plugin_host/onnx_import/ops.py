@@ -1,0 +1,491 @@
+"""The op mapping table: each supported ONNX op and the ABI node(s) it becomes.
+
+One function per ONNX op, registered in :data:`MAPPERS`. A mapper reads the node's attributes,
+refuses any value it does not map exactly (``imp.unsupported`` names the node and the op), and
+emits nodes of the ABI op table through ``imp.emit``. Layers come out as layer ops wherever
+torch's export of a layer has a one-node form (Conv, ConvTranspose, BatchNormalization, Gemm
+and MatMul on a constant weight as Linear, the normalizations, Gather on a constant table as
+Embedding); everything else maps onto the glue ops one to one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from abi import dtypes
+
+from .fold import onnx_slice, reshape_target, split_sizes
+from .reader import ONNX_DTYPES
+
+__all__ = ["MAPPERS"]
+
+Mapper = Callable[[Any, Any, dict], None]
+MAPPERS: dict[str, Mapper] = {}
+
+
+def maps(*names: str):
+    def register(f: Mapper) -> Mapper:
+        for n in names:
+            MAPPERS[n] = f
+        return f
+    return register
+
+
+def _only(imp, attrs: dict, allowed: dict[str, Any]) -> None:
+    """Refuse any attribute not in ``allowed``; ``allowed[k]`` is the one value it may have
+    (``...``: any value)."""
+    for k, v in attrs.items():
+        if k not in allowed:
+            raise imp.unsupported(f"attribute {k}={v!r} is not supported")
+        want = allowed[k]
+        if want is not ... and v != want:
+            raise imp.unsupported(f"attribute {k}={v!r} is not supported (only {want!r})")
+
+
+def _opt(node, i: int) -> str | None:
+    return node.input[i] if len(node.input) > i and node.input[i] else None
+
+
+def _one_output(imp, node, ops: str = "") -> None:
+    extra = [o for o in node.output[1:] if o and (o in imp.consumers or o in imp.graph_outputs)]
+    if extra:
+        raise imp.unsupported(f"optional output(s) {extra} are not supported{ops}")
+
+
+# --- element-wise --------------------------------------------------------------------------------
+
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Identity": "identity"}
+
+
+@maps(*_UNARY)
+def _unary(imp, node, attrs):
+    _only(imp, attrs, {})
+    imp.emit(_UNARY[node.op_type], [imp.tensor(node.input[0])], [node.output[0]])
+
+
+@maps("Gelu")
+def _gelu(imp, node, attrs):
+    _only(imp, attrs, {"approximate": ...})
+    imp.emit("gelu", [imp.tensor(node.input[0])], [node.output[0]],
+             {"approximate": attrs.get("approximate", "none")})
+
+
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+
+
+@maps(*_BINARY)
+def _binary(imp, node, attrs):
+    _only(imp, attrs, {})
+    imp.emit(_BINARY[node.op_type], [imp.tensor(node.input[0]), imp.tensor(node.input[1])],
+             [node.output[0]])
+
+
+@maps("Softmax")
+def _softmax(imp, node, attrs):
+    _only(imp, attrs, {"axis": ...})
+    imp.emit("softmax", [imp.tensor(node.input[0])], [node.output[0]],
+             {"axis": attrs.get("axis", -1)})
+
+
+@maps("Clip")
+def _clip(imp, node, attrs):
+    _only(imp, attrs, {})
+    bounds = {}
+    for i, key in ((1, "min"), (2, "max")):
+        t = _opt(node, i)
+        bounds[key] = None if t is None else float(imp.const(t, key).reshape(()))
+    imp.emit("clip", [imp.tensor(node.input[0])], [node.output[0]], bounds)
+
+
+@maps("Cast", "CastLike")
+def _cast(imp, node, attrs):
+    _only(imp, attrs, {"to": ..., "saturate": ...})
+    if node.op_type == "CastLike":
+        to = imp.type_of(node.input[1]).dtype
+    else:
+        to = ONNX_DTYPES.get(attrs["to"])
+        if to is None:
+            raise imp.unsupported(f"cast to ONNX element type {attrs['to']} (not an ABI dtype)")
+    if imp.is_const(node.input[0]):  # CastLike of a constant to a run-time value's dtype
+        imp.set_const(node.output[0], imp.const(node.input[0]).astype(dtypes.to_numpy(to)),
+                      imp.origin.get(node.input[0]))
+        return
+    x = imp.tensor(node.input[0])
+    if imp.types[x].dtype == to:  # exporters cast to the dtype a value already has
+        imp.alias(node.output[0], x)
+        return
+    imp.emit("cast", [x], [node.output[0]], {"dtype": to})
+
+
+# --- layers --------------------------------------------------------------------------------------
+
+
+def _pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dilations) -> list:
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        pads = attrs.get("pads", [0] * (2 * spatial)) if auto == "NOTSET" else [0] * 2 * spatial
+        if len(pads) != 2 * spatial:
+            raise imp.unsupported(f"pads {pads} must have {2 * spatial} entries")
+        return [[pads[i], pads[i + spatial]] for i in range(spatial)]
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise imp.unsupported(f"auto_pad={auto!r} is not supported")
+    out = []
+    for i in range(spatial):
+        size = shape[2 + i]
+        if type(size) is not int:
+            raise imp.unsupported(f"auto_pad={auto} needs a static spatial size, got {shape}")
+        need = max((-(-size // strides[i]) - 1) * strides[i] + (kernel[i] - 1) * dilations[i]
+                   + 1 - size, 0)
+        small, big = need // 2, need - need // 2
+        out.append([small, big] if auto == "SAME_UPPER" else [big, small])
+    return out
+
+
+@maps("Conv")
+def _conv(imp, node, attrs):
+    _only(imp, attrs, {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
+                       "pads": ..., "strides": ...})
+    x, w = node.input[0], node.input[1]
+    shape, wshape = imp.type_of(x).shape, imp.type_of(w).shape
+    spatial = len(shape) - 2
+    if spatial < 1:
+        raise imp.unsupported(f"input {x!r} has shape {shape}; Conv needs (N, C, *spatial)")
+    kernel = attrs.get("kernel_shape", list(wshape[2:]))
+    if list(kernel) != list(wshape[2:]):
+        raise imp.unsupported(f"kernel_shape {kernel} differs from the weight's {wshape[2:]}")
+    strides = attrs.get("strides", [1] * spatial)
+    dilations = attrs.get("dilations", [1] * spatial)
+    bias = _opt(node, 2)
+    imp.emit("conv", [imp.tensor(x), imp.tensor(w), bias and imp.tensor(bias)], [node.output[0]],
+             {"stride": strides, "dilation": dilations, "groups": attrs.get("group", 1),
+              "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)})
+
+
+@maps("ConvTranspose")
+def _conv_transpose(imp, node, attrs):
+    _only(imp, attrs, {"auto_pad": "NOTSET", "dilations": ..., "group": ..., "kernel_shape": ...,
+                       "pads": ..., "strides": ..., "output_padding": ...})
+    x, w = node.input[0], node.input[1]
+    wshape = imp.type_of(w).shape
+    spatial = len(wshape) - 2
+    if list(attrs.get("kernel_shape", wshape[2:])) != list(wshape[2:]):
+        raise imp.unsupported(f"kernel_shape {attrs['kernel_shape']} differs from the weight's "
+                              f"{wshape[2:]}")
+    pads = attrs.get("pads", [0] * (2 * spatial))
+    if pads[:spatial] != pads[spatial:]:
+        raise imp.unsupported(f"asymmetric pads {pads} (conv_transpose pads both sides equally)")
+    bias = _opt(node, 2)
+    imp.emit("conv_transpose", [imp.tensor(x), imp.tensor(w), bias and imp.tensor(bias)],
+             [node.output[0]],
+             {"stride": attrs.get("strides", [1] * spatial), "padding": pads[:spatial],
+              "output_padding": attrs.get("output_padding", [0] * spatial),
+              "dilation": attrs.get("dilations", [1] * spatial), "groups": attrs.get("group", 1)})
+
+
+@maps("BatchNormalization")
+def _batchnorm(imp, node, attrs):
+    _only(imp, attrs, {"epsilon": ..., "momentum": ..., "training_mode": 0, "spatial": 1})
+    _one_output(imp, node, " (training-mode outputs)")
+    x, scale, bias, mean, var = node.input[:5]
+    # ONNX momentum weighs the old running value; torch's (the ABI's) weighs the new batch value
+    imp.emit("batchnorm", [imp.tensor(x), imp.tensor(scale), imp.tensor(bias), imp.tensor(mean),
+                           imp.tensor(var), None], [node.output[0]],
+             {"eps": attrs.get("epsilon", 1e-5),
+              "momentum": round(1.0 - attrs.get("momentum", 0.9), 7)})
+
+
+def _linear(imp, x: str, weight: np.ndarray, origin: str, bias: np.ndarray | None,
+            bias_origin: str, out: str | None) -> str:
+    w = imp.add_constant(weight, origin)
+    b = None if bias is None else imp.add_constant(bias, bias_origin)
+    return imp.emit("linear", [x, w, b], [out])[0]
+
+
+def _scalar(imp, value: float, like: str, origin: str) -> str:
+    return imp.add_constant(np.asarray(value, dtypes.to_numpy(imp.types[like].dtype)), origin)
+
+
+@maps("Gemm")
+def _gemm(imp, node, attrs):
+    _only(imp, attrs, {"alpha": ..., "beta": ..., "transA": ..., "transB": ...})
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    a, b, c = node.input[0], node.input[1], _opt(node, 2)
+    x = imp.tensor(a)
+    if attrs.get("transA", 0):
+        x = imp.emit("transpose", [x], [None], {"perm": [1, 0]}, suffix=".transA")[0]
+    if imp.is_const(b) and imp.const(b).dtype.kind == "f":
+        bm = imp.const(b)
+        weight = bm if attrs.get("transB", 0) else np.ascontiguousarray(bm.T)  # (N, K)
+        if alpha != 1.0:
+            weight = (weight * alpha).astype(weight.dtype)
+        n, bias, bias_origin = weight.shape[0], None, ""
+        cv = imp.consts.get(c) if c else None
+        if cv is not None and cv.shape in ((), (1,), (n,), (1, n), (1, 1)):
+            bias = (cv if beta == 1.0 and cv.shape == (n,) else
+                    np.broadcast_to(cv.reshape(-1) * np.asarray(beta, cv.dtype), (n,)).copy())
+            bias_origin, c = imp.origin.get(node.input[2], node.input[2]), None
+        y = _linear(imp, x, weight, imp.origin.get(b, b), bias, bias_origin,
+                    node.output[0] if c is None else None)
+    else:
+        w = imp.tensor(b)
+        if attrs.get("transB", 0):
+            w = imp.emit("transpose", [w], [None], {"perm": [1, 0]}, suffix=".transB")[0]
+        last = c is None and alpha == 1.0
+        y = imp.emit("matmul", [x, w], [node.output[0] if last else None])[0]
+        if alpha != 1.0:
+            k = _scalar(imp, alpha, y, f"{imp.node_name}.alpha")
+            y = imp.emit("mul", [y, k], [None if c else node.output[0]], suffix=".alpha")[0]
+    if c is None:
+        return
+    cc = imp.tensor(c)
+    if beta != 1.0:
+        cc = imp.emit("mul", [cc, _scalar(imp, beta, cc, f"{imp.node_name}.beta")], [None],
+                      suffix=".beta")[0]
+    imp.emit("add", [y, cc], [node.output[0]], suffix=".bias")
+
+
+@maps("MatMul")
+def _matmul(imp, node, attrs):
+    _only(imp, attrs, {})
+    a, b = node.input[0], node.input[1]
+    if imp.is_const(b) and imp.const(b).ndim == 2 and imp.const(b).dtype.kind == "f" \
+            and not imp.is_const(a):
+        bm = imp.const(b)
+        _linear(imp, imp.tensor(a), np.ascontiguousarray(bm.T), imp.origin.get(b, b), None, "",
+                node.output[0])
+        return
+    imp.emit("matmul", [imp.tensor(a), imp.tensor(b)], [node.output[0]])
+
+
+@maps("Gather")
+def _gather(imp, node, attrs):
+    _only(imp, attrs, {"axis": ...})
+    data, idx = node.input[0], node.input[1]
+    if not imp.is_const(data) or imp.const(data).ndim != 2 or attrs.get("axis", 0) != 0 \
+            or imp.const(data).dtype.kind != "f":
+        raise imp.unsupported("only a Gather on axis 0 of a constant 2-D float table "
+                              "(an Embedding) is supported on run-time values")
+    table = imp.const(data)
+    imp.emit("embedding", [imp.tensor(idx), imp.add_constant(table, imp.origin.get(data, data))],
+             [node.output[0]])
+
+
+@maps("LayerNormalization")
+def _layer_norm(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
+    _one_output(imp, node)
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    axis = attrs.get("axis", -1) % max(len(shape), 1)
+    normalized = list(shape[axis:])
+    if not all(type(d) is int for d in normalized):
+        raise imp.unsupported(f"normalized dims {normalized} of {x!r} must be static")
+    params = []
+    for i, what in ((1, "scale"), (2, "bias")):
+        t = _opt(node, i)
+        if t is None:
+            params.append(None)
+            continue
+        v = imp.const(t, what)
+        if list(v.shape) != normalized:
+            v = np.ascontiguousarray(np.broadcast_to(v, normalized))
+        params.append(imp.add_constant(v, imp.origin.get(t, t)))
+    imp.emit("layer_norm", [imp.tensor(x), *params], [node.output[0]],
+             {"normalized_shape": normalized, "eps": attrs.get("epsilon", 1e-5)})
+
+
+@maps("InstanceNormalization")
+def _instance_norm(imp, node, attrs):
+    _only(imp, attrs, {"epsilon": ...})
+    imp.emit("instance_norm", [imp.tensor(t) for t in node.input[:3]], [node.output[0]],
+             {"eps": attrs.get("epsilon", 1e-5)})
+
+
+@maps("GroupNormalization")
+def _group_norm(imp, node, attrs):
+    _only(imp, attrs, {"epsilon": ..., "num_groups": ..., "stash_type": 1})
+    x, scale, bias = node.input[:3]
+    groups = attrs["num_groups"]
+    channels = imp.static_shape(x)[1]
+    params = []
+    for t in (scale, bias):
+        v = imp.const(t)
+        if v.shape == (groups,) and groups != channels:  # opset 18: one value per group
+            v = np.repeat(v, channels // groups)
+        params.append(imp.add_constant(v, imp.origin.get(t, t)))
+    imp.emit("group_norm", [imp.tensor(x), *params], [node.output[0]],
+             {"num_groups": groups, "eps": attrs.get("epsilon", 1e-5)})
+
+
+@maps("RMSNormalization")
+def _rms_norm(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
+    x = node.input[0]
+    rank = len(imp.type_of(x).shape)
+    if attrs.get("axis", -1) % rank != rank - 1:
+        raise imp.unsupported(f"axis={attrs['axis']}: only the last axis is supported")
+    imp.emit("rms_norm", [imp.tensor(x), imp.tensor(node.input[1])], [node.output[0]],
+             {"eps": attrs.get("epsilon", 1e-5)})
+
+
+# --- shape plumbing ------------------------------------------------------------------------------
+
+
+@maps("Concat")
+def _concat(imp, node, attrs):
+    _only(imp, attrs, {"axis": ...})
+    imp.emit("concat", [imp.tensor(t) for t in node.input], [node.output[0]],
+             {"axis": attrs["axis"]})
+
+
+def _reshape_to(imp, node, x: str, shape: list) -> None:
+    symbolic = [d for d in shape if type(d) is not int]
+    if len(symbolic) > 1 or (symbolic and -1 in shape):
+        raise imp.unsupported(f"output shape {shape} has more than one run-time dim")
+    imp.emit("reshape", [imp.tensor(x)], [node.output[0]],
+             {"shape": [-1 if type(d) is not int else d for d in shape]})
+
+
+@maps("Reshape")
+def _reshape(imp, node, attrs):
+    _only(imp, attrs, {"allowzero": ...})
+    x = node.input[0]
+    target = reshape_target(imp.const(node.input[1], "shape"), imp.type_of(x).shape,
+                            attrs.get("allowzero", 0))
+    _reshape_to(imp, node, x, target)
+
+
+@maps("Flatten")
+def _flatten(imp, node, attrs):
+    _only(imp, attrs, {"axis": ...})
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    axis = attrs.get("axis", 1) % (len(shape) + 1)
+    if axis == 1:
+        imp.emit("flatten", [imp.tensor(x)], [node.output[0]], {"start_dim": 1, "end_dim": -1})
+        return
+    s = imp.static_shape(x)
+    _reshape_to(imp, node, x, [int(np.prod(s[:axis])), int(np.prod(s[axis:]))])
+
+
+@maps("Unsqueeze", "Squeeze")
+def _squeeze(imp, node, attrs):
+    _only(imp, attrs, {"axes": ...})
+    x = node.input[0]
+    shape = list(imp.type_of(x).shape)
+    axes = _opt(node, 1)
+    axes = imp.const(axes, "axes") if axes else attrs.get("axes")
+    if node.op_type == "Unsqueeze":
+        rank = len(shape) + len(np.atleast_1d(axes))
+        for a in sorted(int(v) % rank for v in np.atleast_1d(axes)):
+            shape.insert(a, 1)
+    else:
+        drop = ({i for i, d in enumerate(shape) if d == 1} if axes is None
+                else {int(v) % len(shape) for v in np.atleast_1d(axes)})
+        if any(shape[i] != 1 for i in drop):
+            raise imp.unsupported(f"squeezing axes {sorted(drop)} of shape {shape} (not size 1)")
+        shape = [d for i, d in enumerate(shape) if i not in drop]
+    _reshape_to(imp, node, x, shape)
+
+
+@maps("Transpose")
+def _transpose(imp, node, attrs):
+    _only(imp, attrs, {"perm": ...})
+    rank = len(imp.type_of(node.input[0]).shape)
+    imp.emit("transpose", [imp.tensor(node.input[0])], [node.output[0]],
+             {"perm": attrs.get("perm", list(range(rank))[::-1])})
+
+
+@maps("Slice")
+def _slice(imp, node, attrs):
+    _only(imp, attrs, {})
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    starts, ends = imp.const(node.input[1], "starts"), imp.const(node.input[2], "ends")
+    axes = imp.const(_opt(node, 3), "axes") if _opt(node, 3) else None
+    steps = imp.const(_opt(node, 4), "steps") if _opt(node, 4) else None
+    sliced = onnx_slice([d if type(d) is int else 2 ** 62 for d in shape], starts, ends, axes,
+                        steps)
+    imp.emit("slice", [imp.tensor(x)], [node.output[0]],
+             {"starts": [s for _, s, _, _ in sliced], "ends": [e for _, _, e, _ in sliced],
+              "axes": [a for a, _, _, _ in sliced], "steps": [st for _, _, _, st in sliced]})
+
+
+@maps("Split")
+def _split(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "num_outputs": ...})
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    axis = attrs.get("axis", 0) % len(shape)
+    given = imp.const(_opt(node, 1), "split") if _opt(node, 1) else None
+    if given is None and type(shape[axis]) is not int:
+        raise imp.unsupported(f"splitting a run-time dim of {shape} without sizes")
+    sizes = split_sizes(shape[axis], given, attrs.get("num_outputs"), len(node.output))
+    imp.emit("split", [imp.tensor(x)], list(node.output), {"axis": axis, "sizes": sizes})
+
+
+@maps("ReduceMean")
+def _reduce_mean(imp, node, attrs):
+    _only(imp, attrs, {"axes": ..., "keepdims": ..., "noop_with_empty_axes": 0})
+    x = node.input[0]
+    axes = _opt(node, 1)
+    axes = imp.const(axes, "axes") if axes else attrs.get("axes")
+    if axes is None:
+        axes = list(range(len(imp.type_of(x).shape)))
+    imp.emit("mean", [imp.tensor(x)], [node.output[0]],
+             {"axes": [int(a) for a in np.atleast_1d(axes)],
+              "keepdim": bool(attrs.get("keepdims", 1))})
+
+
+@maps("GlobalAveragePool")
+def _global_avg(imp, node, attrs):
+    _only(imp, attrs, {})
+    rank = len(imp.type_of(node.input[0]).shape)
+    imp.emit("mean", [imp.tensor(node.input[0])], [node.output[0]],
+             {"axes": list(range(2, rank)), "keepdim": True})
+
+
+@maps("MaxPool", "AveragePool")
+def _pool(imp, node, attrs):
+    _only(imp, attrs, {"auto_pad": "NOTSET", "kernel_shape": ..., "strides": ..., "pads": ...,
+                       "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
+                       "storage_order": 0})
+    _one_output(imp, node, " (MaxPool indices)")
+    kernel = attrs["kernel_shape"]
+    spatial = len(kernel)
+    pads = _pads(imp, attrs, spatial, None, kernel, None, None)
+    common = {"kernel_size": kernel, "stride": attrs.get("strides", [1] * spatial),
+              "padding": pads, "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+    if node.op_type == "MaxPool":
+        op, extra = "max_pool", {"dilation": attrs.get("dilations", [1] * spatial)}
+    else:
+        if attrs.get("dilations", [1] * spatial) != [1] * spatial:
+            raise imp.unsupported(f"dilations {attrs['dilations']} on AveragePool")
+        op, extra = "avg_pool", {"count_include_pad": bool(attrs.get("count_include_pad", 0))}
+    imp.emit(op, [imp.tensor(node.input[0])], [node.output[0]], {**common, **extra})
+
+
+@maps("Pad")
+def _pad(imp, node, attrs):
+    _only(imp, attrs, {"mode": ...})
+    mode = attrs.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge)")
+    x = node.input[0]
+    rank = len(imp.type_of(x).shape)
+    pads = [int(v) for v in imp.const(node.input[1], "pads")]
+    value = _opt(node, 2)
+    value = 0.0 if value is None else float(imp.const(value, "constant_value").reshape(()))
+    axes = _opt(node, 3)
+    axes = (list(range(rank)) if axes is None else
+            [int(a) % rank for a in imp.const(axes, "axes")])
+    if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):
+        raise imp.unsupported(f"pads {pads} must be {2 * len(axes)} values >= 0 (cropping by "
+                              f"negative pads is not supported)")
+    pairs = [[0, 0] for _ in range(rank)]
+    for i, a in enumerate(axes):
+        pairs[a] = [pads[i], pads[i + len(axes)]]
+    imp.emit("pad", [imp.tensor(x)], [node.output[0]],
+             {"pads": pairs, "mode": mode, "value": value})

@@ -1,0 +1,125 @@
+"""Decompositions recognized as one layer op.
+
+Some exporters write a layer as a chain of primitive ops the ABI has no glue op for. torch's
+default exporter writes ``nn.RMSNorm`` as ``Pow(x, 2) -> ReduceMean(last axis, keepdims) ->
+Add(eps) -> Sqrt -> Reciprocal -> Mul(x, .) [-> Mul(weight)]``; :func:`rms_norm` folds that
+chain into one ``rms_norm`` node. A pattern function returns False when the chain does not match
+exactly (the node is then mapped on its own, and refused if it has no mapping), and only
+matches when every intermediate value feeds the next node alone and is not a graph output.
+
+``SplitToSequence`` read only through ``SequenceAt`` at constant positions (torch's dynamo
+exporter without its optimizer writes ``chunk`` so) becomes one ``split``.
+
+Decompositions made of ops that do have glue ops (torch's LSTMCell and GroupNorm) are mapped one
+to one during the walk and recognized afterwards, in :mod:`.fusion`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["PATTERNS"]
+
+
+def _next(imp, tensor: str, op: str):
+    """``(index, node)`` of the only consumer of ``tensor`` when it is an ``op`` node."""
+    users = imp.consumers.get(tensor, [])
+    if len(users) != 1 or tensor in imp.graph_outputs:
+        return None
+    node = imp.model.graph.node[users[0]]
+    return (users[0], node) if node.op_type == op else None
+
+
+def _scalar(imp, name: str) -> float | None:
+    v = imp.consts.get(name)
+    return float(v.reshape(())) if v is not None and v.size == 1 else None
+
+
+def _other(node, tensor: str) -> str | None:
+    ins = list(node.input)
+    if len(ins) != 2 or tensor not in ins:
+        return None
+    return ins[1] if ins[0] == tensor else ins[0]
+
+
+def rms_norm(imp, pow_node, attrs: dict, index: int) -> bool:
+    x = pow_node.input[0]
+    if x in imp.consts or _scalar(imp, pow_node.input[1]) != 2.0:
+        return False
+    rank = len(imp.type_of(x).shape)
+    chain = []
+    mean = _next(imp, pow_node.output[0], "ReduceMean")
+    if mean is None:
+        return False
+    chain.append(mean[0])
+    m = mean[1]
+    axes = (imp.consts.get(m.input[1]) if len(m.input) > 1 and m.input[1] else
+            next((list(a.ints) for a in m.attribute if a.name == "axes"), None))
+    keep = next((a.i for a in m.attribute if a.name == "keepdims"), 1)
+    if axes is None or [int(a) % rank for a in np.atleast_1d(axes)] != [rank - 1] or not keep:
+        return False
+    add = _next(imp, m.output[0], "Add")
+    if add is None:
+        return False
+    eps = _scalar(imp, _other(add[1], m.output[0]) or "")
+    sqrt = _next(imp, add[1].output[0], "Sqrt")
+    if eps is None or eps <= 0 or sqrt is None:
+        return False
+    chain += [add[0], sqrt[0]]
+    recip = _next(imp, sqrt[1].output[0], "Reciprocal")
+    if recip is None:
+        return False
+    chain.append(recip[0])
+    scale = _next(imp, recip[1].output[0], "Mul")
+    if scale is None or _other(scale[1], recip[1].output[0]) != x:
+        return False
+    chain.append(scale[0])
+    out, weight = scale[1].output[0], None
+    affine = _next(imp, out, "Mul")
+    if affine is not None:
+        w = _other(affine[1], out)
+        if w in imp.consts and imp.consts[w].shape == imp.type_of(x).shape[-1:]:
+            chain.append(affine[0])
+            out, weight = affine[1].output[0], w
+    imp.emit("rms_norm", [imp.tensor(x), weight and imp.tensor(weight)], [out], {"eps": eps},
+             suffix=".rms_norm")
+    imp.skip.update(chain)
+    return True
+
+
+def split_to_sequence(imp, node, attrs: dict, index: int) -> bool:
+    """``SplitToSequence`` read only by ``SequenceAt`` with constant positions: one ``split``."""
+    x = node.input[0]
+    seq = node.output[0]
+    users = imp.consumers.get(seq, [])
+    if x in imp.consts or seq in imp.graph_outputs or not users or \
+            not set(attrs) <= {"axis", "keepdims"} or attrs.get("keepdims", 1) != 1:
+        return False
+    shape = imp.type_of(x).shape
+    axis = attrs.get("axis", 0) % len(shape)
+    sizes = imp.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if sizes is None or sizes.ndim > 1 or type(shape[axis]) is not int:
+        return False
+    if sizes.ndim == 0:  # one chunk size: equal parts, the last one smaller
+        dim, step = shape[axis], int(sizes)
+        if step < 1:
+            return False
+        sizes = np.array([min(step, dim - i) for i in range(0, dim, step)])
+    outputs: list[str | None] = [None] * len(sizes)
+    for u in users:
+        at = imp.model.graph.node[u]
+        pos = imp.consts.get(at.input[1]) if at.op_type == "SequenceAt" else None
+        if pos is None or pos.size != 1 or outputs[int(pos.reshape(())) % len(sizes)]:
+            return False
+        outputs[int(pos.reshape(())) % len(sizes)] = at.output[0]
+    imp.emit("split", [imp.tensor(x)], outputs, {"axis": axis, "sizes": [int(v) for v in sizes]})
+    imp.skip.update(users)
+    return True
+
+
+Pattern = Callable[[Any, Any, dict, int], bool]
+
+#: ONNX op that starts a pattern -> the pattern function.
+PATTERNS: dict[str, Pattern] = {"Pow": rms_norm, "SplitToSequence": split_to_sequence}

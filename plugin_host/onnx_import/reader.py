@@ -1,0 +1,205 @@
+"""Read an ONNX file as hostile input: size caps first, then parse, then check the structure.
+
+Nothing is trusted before it is checked. The file size is capped before a byte is read;
+protobuf parsing errors and onnx's checker become :class:`ModelFileError`; tensors are turned
+into numpy arrays only after their element count and byte length agree with their dims and are
+under the caps. External data (weights stored beside the model) is refused unless the caller
+allows it, and then it must be a plain relative file inside the model's own folder, read at the
+declared offset and length and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelFileError, UnsupportedModelError
+
+__all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "read_model", "parse_model", "to_array",
+           "ONNX_DTYPES", "OPSETS"]
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Caps applied before anything is allocated."""
+
+    max_file_bytes: int = 1 << 30          # the .onnx file itself
+    max_external_bytes: int = 2 << 30      # all external data together
+    max_tensor_elements: int = 1 << 28     # one tensor (initializer, Constant, folded value)
+    max_nodes: int = 100_000
+    max_initializers: int = 100_000
+
+
+DEFAULT_READ_LIMITS = ReadLimits()
+
+#: Default-domain opsets this importer maps (torch 2.x exports 17 to 20; 23 adds RMSNormalization).
+OPSETS = range(13, 24)
+
+#: ONNX TensorProto element types the ABI has, by their ONNX enum value.
+ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+               7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
+               13: "uint64"}
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
+        from ..errors import UsageError
+        raise UsageError("ONNX import needs the 'onnx' package: pip install "
+                         "'plugin-host[onnx]'") from None
+    return onnx
+
+
+def read_model(path: str | os.PathLike, *, allow_external_data: bool = False,
+               limits: ReadLimits = DEFAULT_READ_LIMITS):
+    """The checked ``onnx.ModelProto`` in ``path`` (external data resolved into memory)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise ModelFileError(f"{path}: not a regular file")
+        if size > limits.max_file_bytes:
+            raise ModelFileError(f"{path}: {size} bytes exceed the cap of "
+                                 f"{limits.max_file_bytes}")
+        with open(path, "rb") as f:
+            data = f.read(limits.max_file_bytes + 1)
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_model(data, where=str(path), folder=path.parent if allow_external_data else None,
+                       limits=limits)
+
+
+def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None,
+                limits: ReadLimits = DEFAULT_READ_LIMITS):
+    """Parse and check serialized model bytes. ``folder`` allows external data inside it."""
+    onnx = _onnx()
+    from google.protobuf.message import DecodeError
+
+    if len(data) > limits.max_file_bytes:
+        raise ModelFileError(f"{where}: {len(data)} bytes exceed the cap of "
+                             f"{limits.max_file_bytes}")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ModelFileError(f"{where}: not an ONNX model (protobuf: {exc})") from None
+    g = model.graph
+    if not model.ir_version or not g.node or not g.output:
+        raise ModelFileError(f"{where}: not an ONNX model (no IR version, nodes or outputs)")
+    if len(g.node) > limits.max_nodes or len(g.initializer) > limits.max_initializers:
+        raise ModelFileError(f"{where}: {len(g.node)} nodes / {len(g.initializer)} initializers "
+                             f"exceed the caps {limits.max_nodes} / {limits.max_initializers}")
+    opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    version = opsets.get("ai.onnx")
+    if version not in OPSETS:
+        raise UnsupportedModelError(f"{where}: default-domain opset {version} is not supported "
+                                    f"(supported: {OPSETS.start}..{OPSETS.stop - 1})")
+    for node in g.node:
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported",
+                                        node=node.name or node.output[0], op=node.op_type)
+    _resolve_external(model, where, folder, limits)
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelFileError(f"{where}: the ONNX checker refuses the model: {first}") from None
+    return model
+
+
+def _external_tensors(model):
+    onnx = _onnx()
+    for t in model.graph.initializer:
+        yield t
+    for node in model.graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                yield a.t
+
+
+def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits) -> None:
+    onnx = _onnx()
+    total = 0
+    for t in _external_tensors(model):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        if folder is None:
+            raise ModelFileError(f"{where}: tensor {t.name!r} keeps its data in an external file; "
+                                 f"external data is refused (allow it explicitly to read it "
+                                 f"from the model's folder)")
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        rel = Path(location)
+        if not location or rel.is_absolute() or ".." in rel.parts:
+            raise ModelFileError(f"{where}: tensor {t.name!r}: external location {location!r} "
+                                 f"must be a relative path inside the model's folder")
+        base = folder.resolve()
+        target = (base / rel).resolve()
+        if base not in target.parents or not target.is_file():
+            raise ModelFileError(f"{where}: tensor {t.name!r}: external file {location!r} is "
+                                 f"not a regular file inside {base}")
+        dtype = ONNX_DTYPES.get(t.data_type)
+        if dtype is None:
+            raise UnsupportedModelError(f"tensor {t.name!r}: ONNX element type {t.data_type} "
+                                        f"is not an ABI dtype")
+        nbytes = _count(t.dims, t.name, limits) * np.dtype(dtype).itemsize
+        try:
+            offset = int(info.get("offset", "0"))
+            length = int(info.get("length", str(nbytes)))
+        except ValueError:
+            raise ModelFileError(f"{where}: tensor {t.name!r}: bad external offset/length") \
+                from None
+        total += length
+        if length != nbytes or offset < 0 or total > limits.max_external_bytes:
+            raise ModelFileError(f"{where}: tensor {t.name!r}: external length {length} at "
+                                 f"offset {offset} does not match its {nbytes} bytes or exceeds "
+                                 f"the cap")
+        with open(target, "rb") as f:
+            f.seek(offset)
+            raw = f.read(length)
+        if len(raw) != length:
+            raise ModelFileError(f"{where}: tensor {t.name!r}: external file {location!r} ends "
+                                 f"before offset {offset} + {length}")
+        t.raw_data = raw
+        del t.external_data[:]
+        t.data_location = onnx.TensorProto.DEFAULT
+
+
+def _count(dims, name: str, limits: ReadLimits) -> int:
+    if any(d < 0 for d in dims):
+        raise ModelFileError(f"tensor {name!r}: negative dim in {list(dims)}")
+    n = math.prod(dims)
+    if n > limits.max_tensor_elements:
+        raise ModelFileError(f"tensor {name!r}: {n} elements exceed the cap of "
+                             f"{limits.max_tensor_elements}")
+    return n
+
+
+def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS) -> np.ndarray:
+    """A TensorProto as a numpy array, after checking its dtype, count and byte length."""
+    onnx = _onnx()
+    dtype = ONNX_DTYPES.get(t.data_type)
+    if dtype is None:
+        name = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in \
+            onnx.TensorProto.DataType.values() else str(t.data_type)
+        known = ", ".join(sorted(set(ONNX_DTYPES.values())))
+        raise UnsupportedModelError(f"tensor {t.name!r} has element type {name}, which is not "
+                                    f"an ABI dtype ({known})")
+    n = _count(t.dims, t.name, limits)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raise ModelFileError(f"tensor {t.name!r}: unresolved external data")
+    if t.HasField("raw_data") and len(t.raw_data) != n * np.dtype(dtype).itemsize:
+        raise ModelFileError(f"tensor {t.name!r}: {len(t.raw_data)} raw bytes for dims "
+                             f"{list(t.dims)} of {dtype} (expected {n * np.dtype(dtype).itemsize})")
+    try:
+        array = onnx.numpy_helper.to_array(t)
+    except (ValueError, TypeError) as exc:
+        raise ModelFileError(f"tensor {t.name!r}: cannot decode: {exc}") from None
+    if array.size != n:
+        raise ModelFileError(f"tensor {t.name!r}: {array.size} values for dims {list(t.dims)}")
+    return np.ascontiguousarray(array.astype(dtype, copy=False)).reshape(tuple(t.dims))

@@ -1,0 +1,409 @@
+"""Our graph (op table ops) as an in-memory ONNX model, built with ``onnx.helper``.
+
+Each op of the table becomes one ONNX op or a short decomposition into ONNX ops (opset
+:data:`OPSET`), with the same numbers as the numpy backend within float32 rounding. ONNX node
+names are ``<our node name>/<k>``, so anything onnxruntime says about a node names ours.
+
+What cannot be expressed is refused here, at load, with a BackendError naming the node (never
+approximated): an op missing from :data:`CONVERTERS` (the executor refuses it even earlier,
+from ``supported_ops``), or one onnxruntime refuses when the session is created.
+
+Embedding indices that come from a graph input are validated by the executor at entry. An
+Embedding whose indices are computed inside the graph gets a guard instead: its indices are
+clipped into range for the Gather (so onnxruntime never wraps a negative index or fails on its
+own), and are also returned as an extra output that the backend checks after the run with
+:func:`abi.check_indices`, refusing the call exactly as the numpy backend's kernel does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from abi import TensorType, dtypes
+from abi.errors import BackendError
+
+#: The ONNX opset the models are built for (LayerNormalization needs 17; Split with
+#: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18).
+OPSET = 18
+
+
+def onnx_dtype(name: str) -> int:
+    """The ONNX element type of an ABI dtype name."""
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtypes.to_numpy(name)))
+
+
+class Emitter:
+    """Collects the ONNX nodes and initializers of one model."""
+
+    def __init__(self, consts: Mapping[str, np.ndarray], types: Mapping[str, TensorType]):
+        self.consts = consts
+        self.types = types
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: dict[str, onnx.TensorProto] = {}
+        self.prefix = ""
+        self._count = 0
+        #: (indices tensor, vocab, description) of the guarded Embeddings
+        self.guards: list[tuple[str, int, str]] = []
+
+    def value(self, name: str | None) -> str:
+        """An input name for an ONNX node; a constant becomes an initializer on first use."""
+        if name is None:
+            return ""
+        if name in self.consts and name not in self.initializers:
+            self.initializers[name] = numpy_helper.from_array(np.asarray(self.consts[name]), name)
+        return name
+
+    def const(self, array: Any, dtype: Any = np.float32) -> str:
+        """A new initializer holding ``array``."""
+        self._count += 1
+        name = f"{self.prefix}/c{self._count}"
+        self.initializers[name] = numpy_helper.from_array(np.asarray(array, dtype=dtype), name)
+        return name
+
+    def op(self, op_type: str, inputs: Sequence[str | None], outputs: Sequence[str] | int = 1,
+           **attrs: Any) -> list[str]:
+        """Append one ONNX node; ``outputs`` are names, or a count of fresh names."""
+        if isinstance(outputs, int):
+            outputs = [self.fresh() for _ in range(outputs)]
+        self._count += 1
+        inputs = [self.value(i) if i is not None else "" for i in inputs]
+        while inputs and inputs[-1] == "":
+            inputs.pop()
+        self.nodes.append(helper.make_node(op_type, inputs, list(outputs),
+                                           name=f"{self.prefix}/{self._count}", **attrs))
+        return list(outputs)
+
+    def fresh(self) -> str:
+        """A new tensor name."""
+        self._count += 1
+        return f"{self.prefix}/t{self._count}"
+
+    def array(self, name: str | None) -> np.ndarray | None:
+        """The constant array bound to ``name``, or None when it is computed at run time."""
+        return None if name is None else self.consts.get(name)
+
+
+Converter = Callable[[Emitter, Any, list, list, dict], None]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _per_channel(e: Emitter, name: str, rank: int) -> str:
+    """``name`` (C,) reshaped to broadcast over axis 1 of a rank-``rank`` tensor."""
+    shape = (1, -1) + (1,) * (rank - 2)
+    const = e.array(name)
+    if const is not None:
+        return e.const(np.asarray(const).reshape(shape), const.dtype)
+    return e.op("Reshape", [name, e.const(shape, np.int64)])[0]
+
+
+def _affine(e: Emitter, y: str, weight: str | None, bias: str | None, rank: int,
+            out: str) -> None:
+    """``y * weight + bias`` per channel (axis 1) into ``out``."""
+    if weight is not None:
+        y = e.op("Mul", [y, _per_channel(e, weight, rank)])[0]
+    if bias is not None:
+        y = e.op("Add", [y, _per_channel(e, bias, rank)])[0]
+    e.op("Identity", [y], [out])
+
+
+def _normalize_last(e: Emitter, x: str, eps: float) -> str:
+    """``(x - mean) / sqrt(var + eps)`` over the last axis (biased variance)."""
+    axes = e.const([-1], np.int64)
+    mean = e.op("ReduceMean", [x, axes], keepdims=1)[0]
+    d = e.op("Sub", [x, mean])[0]
+    var = e.op("ReduceMean", [e.op("Mul", [d, d])[0], axes], keepdims=1)[0]
+    std = e.op("Sqrt", [e.op("Add", [var, e.const(eps)])[0]])[0]
+    return e.op("Mul", [d, e.op("Reciprocal", [std])[0]])[0]
+
+
+def _pads(pairs) -> list[int]:
+    """Our ``[[before, after], ...]`` as ONNX ``[befores..., afters...]``."""
+    return [int(p[0]) for p in pairs] + [int(p[1]) for p in pairs]
+
+
+# --- layers ------------------------------------------------------------------------------------
+
+
+def conv(e, node, ins, outs, a):
+    e.op("Conv", ins[:3], outs, strides=list(a["stride"]), dilations=list(a["dilation"]),
+         pads=_pads(a["padding"]), group=a["groups"])
+
+
+def conv_transpose(e, node, ins, outs, a):
+    e.op("ConvTranspose", ins[:3], outs, strides=list(a["stride"]),
+         dilations=list(a["dilation"]), pads=list(a["padding"]) * 2,
+         output_padding=list(a["output_padding"]), group=a["groups"])
+
+
+def batchnorm(e, node, ins, outs, a):
+    x, weight, bias, mean, var = (ins + [None] * 6)[:5]
+    rank = len(e.types[x].shape)
+    if a["track_running_stats"]:
+        channels = e.types[mean].shape[0]
+        if weight is None or bias is None:
+            if not isinstance(channels, int):
+                raise BackendError(f"onnxruntime backend: node {node.name!r}: batchnorm without "
+                                   f"affine parameters needs a fixed channel count",
+                                   node=node.name)
+            weight = weight or e.const(np.ones(channels))
+            bias = bias or e.const(np.zeros(channels))
+        e.op("BatchNormalization", [x, weight, bias, mean, var], outs, epsilon=a["eps"])
+        return
+    # inference with the batch's own statistics (biased variance), as the numpy kernel
+    axes = e.const([0] + list(range(2, rank)), np.int64)
+    m = e.op("ReduceMean", [x, axes], keepdims=1)[0]
+    d = e.op("Sub", [x, m])[0]
+    v = e.op("ReduceMean", [e.op("Mul", [d, d])[0], axes], keepdims=1)[0]
+    std = e.op("Sqrt", [e.op("Add", [v, e.const(a["eps"])])[0]])[0]
+    y = e.op("Mul", [d, e.op("Reciprocal", [std])[0]])[0]
+    _affine(e, y, weight, bias, rank, outs[0])
+
+
+def group_norm(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    grouped = e.op("Reshape", [x, e.const([0, a["num_groups"], -1], np.int64)])[0]
+    y = _normalize_last(e, grouped, a["eps"])
+    y = e.op("Reshape", [y, e.op("Shape", [x])[0]])[0]
+    _affine(e, y, weight, bias, len(e.types[x].shape), outs[0])
+
+
+def instance_norm(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    flat = e.op("Reshape", [x, e.const([0, 0, -1], np.int64)])[0]
+    y = _normalize_last(e, flat, a["eps"])
+    y = e.op("Reshape", [y, e.op("Shape", [x])[0]])[0]
+    _affine(e, y, weight, bias, len(e.types[x].shape), outs[0])
+
+
+def _layer_norm_onnx(e, x, weight, bias, normalized, eps, out):
+    if weight is None:
+        weight = e.const(np.ones(normalized))
+    e.op("LayerNormalization", [x, weight, bias], [out], axis=-len(normalized), epsilon=eps)
+
+
+def layer_norm(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    _layer_norm_onnx(e, x, weight, bias, list(a["normalized_shape"]), a["eps"], outs[0])
+
+
+def layer_norm2d(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    nhwc = e.op("Transpose", [x], perm=[0, 2, 3, 1])[0]
+    y = e.fresh()
+    _layer_norm_onnx(e, nhwc, weight, bias, list(a["normalized_shape"]), a["eps"], y)
+    e.op("Transpose", [y], outs, perm=[0, 3, 1, 2])
+
+
+def rms_norm(e, node, ins, outs, a):
+    x, weight = (ins + [None] * 2)[:2]
+    ms = e.op("ReduceMean", [e.op("Mul", [x, x])[0], e.const([-1], np.int64)], keepdims=1)[0]
+    inv = e.op("Reciprocal", [e.op("Sqrt", [e.op("Add", [ms, e.const(a["eps"])])[0]])[0]])[0]
+    y = e.op("Mul", [x, inv])[0]
+    if weight is not None:
+        y = e.op("Mul", [y, weight])[0]
+    e.op("Identity", [y], outs)
+
+
+def linear(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    if len(e.types[x].shape) == 2:
+        e.op("Gemm", [x, weight, bias], outs, transB=1)
+        return
+    w = e.array(weight)
+    wt = (e.const(np.ascontiguousarray(w.T), w.dtype) if w is not None
+          else e.op("Transpose", [weight], perm=[1, 0])[0])
+    if bias is None:
+        e.op("MatMul", [x, wt], outs)
+    else:
+        e.op("Add", [e.op("MatMul", [x, wt])[0], bias], outs)
+
+
+def lstm_cell(e, node, ins, outs, a):
+    x, h, c, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 7)[:7]
+    weights = [e.array(n) for n in (w_ih, w_hh)]
+    biases = [n for n in (b_ih, b_hh) if n is not None]
+    if all(w is not None for w in weights) and all(e.array(n) is not None for n in biases):
+        # constants: one GEMM over [x, h] with the weights side by side and the biases summed
+        w = np.concatenate(weights, axis=1)
+        bias = sum((e.array(n) for n in biases), np.zeros(w.shape[0], w.dtype))
+        xh = e.op("Concat", [x, h], axis=1)[0]
+        gates = e.op("Gemm", [xh, e.const(w, w.dtype), e.const(bias, w.dtype)], transB=1)[0]
+    else:
+        gates = e.op("Add", [e.op("Gemm", [x, w_ih, b_ih], transB=1)[0],
+                             e.op("Gemm", [h, w_hh, b_hh], transB=1)[0]])[0]
+    i, f, g, o = e.op("Split", [gates], 4, axis=1, num_outputs=4)
+    i, f, o = (e.op("Sigmoid", [t])[0] for t in (i, f, o))
+    g = e.op("Tanh", [g])[0]
+    c_next = e.op("Add", [e.op("Mul", [f, c])[0], e.op("Mul", [i, g])[0]], [outs[1]])[0]
+    e.op("Mul", [o, e.op("Tanh", [c_next])[0]], [outs[0]])
+
+
+def embedding(e, node, ins, outs, a, *, checked: bool = True):
+    idx, weight = ins[:2]
+    vocab = e.types[weight].shape[0]
+    if checked:
+        e.op("Gather", [weight, idx], outs, axis=0)
+        return
+    e.guards.append((idx, int(vocab), f"node {node.name!r}"))
+    dtype = dtypes.to_numpy(e.types[idx].dtype)
+    safe = e.op("Clip", [idx, e.const(0, dtype), e.const(vocab - 1, dtype)])[0]
+    e.op("Gather", [weight, safe], outs, axis=0)
+
+
+# --- glue --------------------------------------------------------------------------------------
+
+
+def _simple(op_type: str, **fixed: Any) -> Converter:
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, ins, outs, **fixed)
+    return convert
+
+
+def gelu(e, node, ins, outs, a):
+    x = ins[0]
+    if a["approximate"] == "tanh":
+        cube = e.op("Mul", [e.op("Mul", [x, x])[0], x])[0]
+        inner = e.op("Add", [x, e.op("Mul", [cube, e.const(0.044715)])[0]])[0]
+        t = e.op("Tanh", [e.op("Mul", [inner, e.const(math.sqrt(2 / math.pi))])[0]])[0]
+    else:
+        t = e.op("Erf", [e.op("Mul", [x, e.const(1 / math.sqrt(2))])[0]])[0]
+    half_x = e.op("Mul", [x, e.const(0.5)])[0]
+    e.op("Mul", [half_x, e.op("Add", [t, e.const(1.0)])[0]], outs)
+
+
+def _scalar(e, x, value):
+    return e.const(value, dtypes.to_numpy(e.types[x].dtype))
+
+
+def clip(e, node, ins, outs, a):
+    x = ins[0]
+    lo = _scalar(e, x, a["min"]) if a["min"] is not None else None
+    hi = _scalar(e, x, a["max"]) if a["max"] is not None else None
+    e.op("Clip", [x, lo, hi], outs)
+
+
+def mean(e, node, ins, outs, a):
+    e.op("ReduceMean", [ins[0], e.const(list(a["axes"]), np.int64)], outs,
+         keepdims=int(a["keepdim"]))
+
+
+def cast(e, node, ins, outs, a):
+    e.op("Cast", ins, outs, to=onnx_dtype(a["dtype"]))
+
+
+def reshape(e, node, ins, outs, a):
+    e.op("Reshape", [ins[0], e.const(list(a["shape"]), np.int64)], outs, allowzero=1)
+
+
+def flatten(e, node, ins, outs, a):
+    x = ins[0]
+    out = e.types[outs[0]].shape
+    if all(isinstance(d, int) for d in out):
+        e.op("Reshape", [x, e.const(list(out), np.int64)], outs, allowzero=1)
+        return
+    rank = len(e.types[x].shape)
+    start, end = a["start_dim"] % rank, a["end_dim"] % rank
+    head = e.op("Shape", [x], end=start)[0]
+    tail = e.op("Shape", [x], start=end + 1)[0]
+    shape = e.op("Concat", [head, e.const([-1], np.int64), tail], axis=0)[0]
+    e.op("Reshape", [x, shape], outs)
+
+
+def slice_(e, node, ins, outs, a):
+    n = len(a["starts"])
+    axes = a["axes"] if a["axes"] is not None else range(n)
+    steps = a["steps"] if a["steps"] is not None else [1] * n
+    e.op("Slice", [ins[0], *(e.const(list(v), np.int64) for v in (a["starts"], a["ends"],
+                                                                  axes, steps))], outs)
+
+
+def split(e, node, ins, outs, a):
+    e.op("Split", [ins[0], e.const(list(a["sizes"]), np.int64)], outs, axis=a["axis"])
+
+
+def pad(e, node, ins, outs, a):
+    x = ins[0]
+    value = _scalar(e, x, a["value"]) if a["mode"] == "constant" else None
+    e.op("Pad", [x, e.const(_pads(a["pads"]), np.int64), value], outs, mode=a["mode"])
+
+
+def max_pool(e, node, ins, outs, a):
+    spatial = len(a["kernel_size"])
+    e.op("MaxPool", ins, outs, kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
+         pads=_pads(a["padding"]), dilations=list(a.get("dilation") or [1] * spatial),
+         ceil_mode=int(a["ceil_mode"]))
+
+
+def avg_pool(e, node, ins, outs, a):
+    e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
+         strides=list(a["stride"]), pads=_pads(a["padding"]),
+         count_include_pad=int(a["count_include_pad"]), ceil_mode=int(a["ceil_mode"]))
+
+
+#: op name (version 1) -> converter(emitter, node, input names, output names, attrs)
+CONVERTERS: dict[str, Converter] = {
+    "conv": conv, "conv_transpose": conv_transpose, "batchnorm": batchnorm,
+    "group_norm": group_norm, "instance_norm": instance_norm, "layer_norm": layer_norm,
+    "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "linear": linear,
+    "lstm_cell": lstm_cell, "embedding": embedding,
+    "identity": _simple("Identity"), "relu": _simple("Relu"), "sigmoid": _simple("Sigmoid"),
+    "tanh": _simple("Tanh"), "gelu": gelu, "softmax": lambda e, n, i, o, a: e.op(
+        "Softmax", i, o, axis=a["axis"]),
+    "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
+    "matmul": _simple("MatMul"), "mean": mean, "cast": cast, "clip": clip,
+    "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
+    "reshape": reshape, "flatten": flatten,
+    "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
+    "slice": slice_, "split": split, "pad": pad, "max_pool": max_pool, "avg_pool": avg_pool,
+}
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
+            outputs: Sequence[tuple[str, TensorType]], nodes: Sequence[Any],
+            consts: Mapping[str, np.ndarray], types: Mapping[str, TensorType],
+            checked_indices: frozenset[str] = frozenset()) -> tuple[onnx.ModelProto, list]:
+    """``(model, guards)``: the ONNX model of ``nodes`` and its Embedding guards.
+
+    ``inputs``/``outputs`` are the model's run-time inputs and outputs with their types;
+    ``consts`` the constant tensors; ``types`` every tensor's type; ``checked_indices`` the
+    tensors whose values are validated as Embedding indices before the model runs. Each guard
+    ``(tensor, vocab, description)`` is an extra output after ``outputs``.
+    """
+    e = Emitter(consts, types)
+    for node in nodes:
+        convert = CONVERTERS.get(node.op)
+        if convert is None or node.version != 1:
+            raise BackendError(f"onnxruntime backend: node {node.name!r}: op {node.op} "
+                               f"v{node.version} cannot be expressed in ONNX here",
+                               node=node.name, op=node.op)
+        e.prefix = node.name
+        ins = list(node.inputs)
+        if node.op == "embedding":
+            embedding(e, node, ins, list(node.outputs), dict(node.attrs),
+                      checked=ins[0] in checked_indices)
+        else:
+            convert(e, node, ins, list(node.outputs), dict(node.attrs))
+
+    def info(tname: str, ttype: TensorType) -> onnx.ValueInfoProto:
+        shape = [d if isinstance(d, int) else str(d) for d in ttype.shape]
+        return helper.make_tensor_value_info(tname, onnx_dtype(ttype.dtype), shape)
+
+    guard_outputs = [info(t, types[t]) for t, _, _ in e.guards]
+    graph = helper.make_graph(
+        e.nodes, name, [info(n, t) for n, t in inputs],
+        [info(n, t) for n, t in outputs] + guard_outputs,
+        initializer=list(e.initializers.values()))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="plugin-host")
+    model.ir_version = min(model.ir_version, 10)
+    return model, e.guards

@@ -1,0 +1,155 @@
+"""One onnxruntime CPU session for a converted model, and the call that runs it.
+
+Session options (:func:`session_options`):
+
+* ``intra_op_num_threads`` = the cores this process may run on (``sched_getaffinity``; in the
+  sandbox worker, the worker's), ``inter_op_num_threads`` = 1, sequential execution: the graph
+  is a chain, so parallelism is inside each op;
+* every graph optimization on (constant folding, Conv+BatchNorm+ReLU and MatMul+Add fusion,
+  weight pre-packing), done once at load;
+* the intra-op threads do not spin-wait between calls (``session.intra_op.allow_spinning`` 0):
+  a spinning pool keeps the worker's threads busy after each call and steals the core the
+  host needs for cameras and IPC (README, "The onnxruntime backend", has the measurement);
+* onnxruntime's own log at errors only (warnings would go to the worker's stderr).
+
+onnxruntime is imported on first use, not with this module: its C extension starts a thread
+as it loads, and the sandbox worker must still be single-threaded when it applies Landlock
+(after it imported the backend plugins). :func:`preload` loads, before confinement and
+without starting anything, the shared libraries that import needs from outside the Python
+prefix, which the confined worker can no longer open; the import itself then only reads the
+package under the Python prefix (allowed read-only) and starts its thread under the sandbox.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import re
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from abi import check_indices
+from abi.errors import BackendError
+
+#: Libraries the onnxruntime extension links that live outside the Python prefix.
+_SYSTEM_LIBRARIES = ("libdl.so.2", "librt.so.1")
+_preloaded: list[ctypes.CDLL] = []
+
+
+def available() -> bool:
+    """Whether onnxruntime is installed (found without importing it)."""
+    try:
+        return importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def preload() -> None:
+    """Load onnxruntime's non-Python dependencies without importing it (no thread starts)."""
+    if _preloaded or not available():
+        return
+    for name in _SYSTEM_LIBRARIES:
+        try:
+            _preloaded.append(ctypes.CDLL(name))
+        except OSError:  # not on this system: the extension does not need it either
+            pass
+    spec = importlib.util.find_spec("onnxruntime")
+    for folder in spec.submodule_search_locations or ():
+        shared = os.path.join(folder, "capi", "libonnxruntime_providers_shared.so")
+        if os.path.exists(shared):
+            _preloaded.append(ctypes.CDLL(shared, mode=ctypes.RTLD_GLOBAL))
+
+
+def load() -> Any:
+    """The onnxruntime module, imported on first use."""
+    import onnxruntime
+
+    return onnxruntime
+
+
+_ort = load
+
+
+#: spin-wait in the intra-op pool between calls (see the module docstring)
+ALLOW_SPINNING = os.environ.get("PLUGIN_HOST_ORT_SPIN", "0") == "1"
+
+
+def threads() -> int:
+    """The cores this process may run on (``PLUGIN_HOST_ORT_THREADS`` overrides)."""
+    override = os.environ.get("PLUGIN_HOST_ORT_THREADS", "")
+    if override.isdigit() and int(override) > 0:
+        return int(override)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except OSError:
+        return 1
+
+
+def session_options(*, spinning: bool | None = None):
+    """The options of every session (see the module docstring)."""
+    ort = _ort()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads()
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    spin = ALLOW_SPINNING if spinning is None else spinning
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    return so
+
+
+def _our_node(model: onnx.ModelProto, message: str) -> str | None:
+    """The node of ours that an onnxruntime message is about (ONNX names are ours + /k)."""
+    for node in model.graph.node:
+        if re.search(re.escape(node.name) + r"(?!\d)", message):
+            return node.name.rsplit("/", 1)[0]
+    return None
+
+
+def create_session(model: onnx.ModelProto, *, where: str,
+                   spinning: bool | None = None):
+    """A CPU InferenceSession for ``model``; a BackendError naming the node if refused."""
+    ort = _ort()
+    try:
+        return ort.InferenceSession(model.SerializeToString(), session_options(spinning=spinning),
+                                    providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own exception types (Fail, InvalidGraph, ...)
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        node = _our_node(model, str(exc))
+        at = f"node {node!r}" if node else where
+        raise BackendError(f"onnxruntime backend: {at}: onnxruntime refused the model: "
+                           f"{message}", backend="onnxruntime", node=node) from None
+
+
+class GraphSession:
+    """Run a converted model: ``{input name: array}`` -> ``{output name: array}``.
+
+    ``guards`` are the Embedding guards of :func:`convert.to_onnx`; their indices come back as
+    extra outputs and are checked here, after the run and before anything is returned.
+    """
+
+    def __init__(self, model: onnx.ModelProto, input_names: Sequence[str],
+                 output_names: Sequence[str], guards: Sequence[tuple[str, int, str]], *,
+                 where: str) -> None:
+        self.session = create_session(model, where=where)
+        self.where = where
+        self._inputs = list(input_names)
+        self._outputs = list(output_names)
+        self._fetch = self._outputs + [t for t, _, _ in guards]
+        self._guards = [(len(self._outputs) + k, vocab, desc)
+                        for k, (_, vocab, desc) in enumerate(guards)]
+
+    def __call__(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            values = self.session.run(self._fetch, {n: feed[n] for n in self._inputs})
+        except Exception as exc:  # the ABI checks ran before; this is onnxruntime's refusal
+            raise BackendError(f"onnxruntime backend: {self.where}: the run failed: "
+                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                               backend="onnxruntime") from None
+        for position, vocab, desc in self._guards:
+            check_indices(values[position], vocab, desc)
+        return dict(zip(self._outputs, values))

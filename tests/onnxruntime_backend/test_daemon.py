@@ -1,0 +1,36 @@
+"""The daemon with a policy whose [[artifact]] runs on the onnxruntime backend: first use
+builds the demo artifact for onnxruntime, accepts it there in a sandbox worker, and runs
+camera frames through it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def onnxruntime_policy(directory: Path) -> Path:
+    """The demo policy with backend = "onnxruntime" and the backend plugin allowed."""
+    text = (ROOT / "policies" / "demo.toml").read_text()
+    text, n = re.subn(r'(\[\[artifact\]\][^\[]*?backend = )"numpy"', r'\1"onnxruntime"', text,
+                      flags=re.S)
+    assert n == 1, "the demo policy's [[artifact]] changed: update this test"
+    text += ('\n[[plugin]]\nname = "onnxruntime_backend"\nkind = "inference-hardware"\n'
+             'capabilities = []\n')
+    policy = directory / "ort.toml"
+    policy.write_text(text)
+    return policy
+
+
+def test_daemon_runs_frames_on_onnxruntime(tmp_path):
+    policy, state = onnxruntime_policy(tmp_path), tmp_path / "state"
+    proc = subprocess.run([sys.executable, "-m", "plugin_host.cli", "run", "--policy",
+                           str(policy), "--state-dir", str(state), "--frames", "5"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "on backend 'onnxruntime'" in proc.stdout  # accepted on the backend it runs on
+    assert (state / "demo" / "demo.pha.accept-onnxruntime").exists()
+    assert "frames run 5" in proc.stdout

@@ -1,0 +1,329 @@
+"""Every op the onnxruntime backend supports gives the numpy backend's outputs, through the
+executor, within float32 tolerance; what it cannot express is refused at load naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from abi.errors import BackendError, GraphError, IndexRangeError
+from plugin_host.builder import GraphBuilder
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend, convert
+
+RNG = np.random.default_rng(0)
+
+
+def f32(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def single(op, x_shape, *consts, in_dtype="float32", feed=None, **attrs):
+    """A graph ``y = op(x, *consts)`` and a feed for it."""
+    b = GraphBuilder(op)
+    x = b.input("x", x_shape, in_dtype, "ANY")
+    names = [b.constant(f"c{i}", c) if c is not None else None for i, c in enumerate(consts)]
+    out = b.op(op, x, *names, name="node", **attrs)
+    outs = out if isinstance(out, tuple) else (out,)
+    for i, t in enumerate(outs):
+        b.output(t, f"y{i}", "ANY")
+    if feed is None:
+        concrete = tuple(3 if isinstance(d, str) else d for d in x_shape)
+        feed = {"x": f32(*concrete) if in_dtype == "float32" else
+                RNG.integers(-5, 5, concrete).astype(in_dtype)}
+    return b.build(), feed
+
+
+def lstm():
+    b = GraphBuilder("lstm")
+    x = b.input("x", (2, 6), "float32", "NC")
+    h = b.state("h", (2, 4), "float32", "NC")
+    c = b.state("c", (2, 4), "float32", "NC")
+    w = [b.constant(n, f32(*s, scale=0.5)) for n, s in
+         (("w_ih", (16, 6)), ("w_hh", (16, 4)), ("b_ih", (16,)))]
+    h2, c2 = b.op("lstm_cell", x, h, c, *w, name="node")
+    b.output(h2, "h_next", "NC", state_of="h")
+    b.output(c2, "c_next", "NC", state_of="c")
+    return b.build(), {"x": f32(2, 6), "h": f32(2, 4), "c": f32(2, 4)}
+
+
+def lstm_runtime_weights():
+    b = GraphBuilder("lstm_rt")
+    x = b.input("x", (1, 3), "float32", "NC")
+    h = b.input("h", (1, 2), "float32", "NC")
+    c = b.input("c", (1, 2), "float32", "NC")
+    w_ih = b.input("w_ih", (8, 3), "float32", "ANY")
+    w_hh = b.constant("w_hh", f32(8, 2))
+    h2, c2 = b.op("lstm_cell", x, h, c, w_ih, w_hh, None, b.constant("b_hh", f32(8)),
+                  name="node")
+    b.output(h2, "h2", "NC")
+    b.output(c2, "c2", "NC")
+    return b.build(), {"x": f32(1, 3), "h": f32(1, 2), "c": f32(1, 2), "w_ih": f32(8, 3)}
+
+
+def embedding_at_entry():
+    b = GraphBuilder("emb")
+    idx = b.input("idx", (2, 3), "int64", "ANY")
+    b.output(b.op("embedding", idx, b.constant("w", f32(7, 4)), name="node"), "y", "ANY")
+    return b.build(), {"idx": RNG.integers(0, 7, (2, 3))}
+
+
+def embedding_computed():
+    """Indices computed inside the graph (idx + 1): the backend's own guard checks them."""
+    b = GraphBuilder("emb_in_graph")
+    idx = b.input("idx", (4,), "int64", "N")
+    shifted = b.op("add", idx, b.constant("one", np.ones(4, np.int64)), name="shift")
+    b.output(b.op("embedding", shifted, b.constant("w", f32(6, 3)), name="node"), "y", "ANY")
+    return b.build(), {"idx": np.array([0, 2, 4, 1])}
+
+
+def binary(op, a_shape, b_shape, dtype="float32"):
+    b = GraphBuilder(op)
+    a = b.input("a", a_shape, dtype, "ANY")
+    c = b.input("b", b_shape, dtype, "ANY")
+    b.output(b.op(op, a, c, name="node"), "y", "ANY")
+    if dtype == "float32":
+        feed = {"a": f32(*a_shape), "b": f32(*b_shape) + (3.0 if op == "div" else 0.0)}
+    else:
+        feed = {"a": RNG.integers(-9, 9, a_shape).astype(dtype),
+                "b": RNG.integers(-9, 9, b_shape).astype(dtype)}
+    return b.build(), feed
+
+
+def concat():
+    b = GraphBuilder("concat")
+    xs = [b.input(f"x{i}", (2, n, 3), "float32", "ANY") for i, n in enumerate((1, 4, 2))]
+    b.output(b.op("concat", *xs, axis=1, name="node"), "y", "ANY")
+    return b.build(), {f"x{i}": f32(2, n, 3) for i, n in enumerate((1, 4, 2))}
+
+
+PAD1 = [[1, 1], [1, 1]]
+
+#: case id -> () -> (graph, feed); every supported op appears in at least one case
+CASES = {
+    "conv2d": lambda: single("conv", (1, 4, 9, 8), f32(6, 2, 3, 3), f32(6), stride=[2, 1],
+                             padding=[[0, 1], [1, 2]], dilation=[1, 2], groups=2),
+    "conv1d_no_bias": lambda: single("conv", (2, 3, 11), f32(5, 3, 4), stride=[1],
+                                     padding=[[1, 2]], dilation=[1]),
+    "conv_transpose": lambda: single("conv_transpose", (1, 4, 5, 6), f32(4, 3, 3, 3), f32(6),
+                                     stride=[2, 2], padding=[1, 0], output_padding=[1, 0],
+                                     dilation=[1, 2], groups=2),
+    "batchnorm": lambda: single("batchnorm", (2, 3, 4, 5), f32(3), f32(3), f32(3),
+                                np.abs(f32(3)) + 0.5, np.array(10), eps=1e-3),
+    "batchnorm_no_affine": lambda: single("batchnorm", (2, 3, 4), None, None, f32(3),
+                                          np.abs(f32(3)) + 0.5),
+    "batchnorm_batch_stats": lambda: single("batchnorm", (4, 3, 5), f32(3), f32(3),
+                                            track_running_stats=False),
+    "group_norm": lambda: single("group_norm", (2, 6, 3, 2), f32(6), f32(6), num_groups=3),
+    "instance_norm": lambda: single("instance_norm", (2, 3, 7)),
+    "layer_norm": lambda: single("layer_norm", (2, 3, 4, 5), f32(4, 5), f32(4, 5),
+                                 normalized_shape=[4, 5]),
+    "layer_norm_no_affine": lambda: single("layer_norm", (3, 8), normalized_shape=[8]),
+    "layer_norm2d": lambda: single("layer_norm2d", (2, 5, 3, 4), f32(5), f32(5),
+                                   normalized_shape=[5]),
+    "rms_norm": lambda: single("rms_norm", (2, 3, 8), f32(8), eps=1e-5),
+    "linear": lambda: single("linear", (2, 8), f32(5, 8), f32(5)),
+    "linear_rank3": lambda: single("linear", (2, 3, 8), f32(5, 8)),
+    "linear_batch_dim": lambda: single("linear", ("batch", 8), f32(5, 8), f32(5)),
+    "lstm_cell": lstm,
+    "lstm_cell_runtime_weights": lstm_runtime_weights,
+    "embedding": embedding_at_entry,
+    "embedding_in_graph": embedding_computed,
+    "identity": lambda: single("identity", (2, 3)),
+    "relu": lambda: single("relu", (2, 3, 4)),
+    "sigmoid": lambda: single("sigmoid", (2, 5), feed={"x": f32(2, 5, scale=30)}),
+    "tanh": lambda: single("tanh", (4, 3)),
+    "gelu": lambda: single("gelu", (3, 7), feed={"x": f32(3, 7, scale=3)}),
+    "gelu_tanh": lambda: single("gelu", (3, 7), approximate="tanh"),
+    "softmax": lambda: single("softmax", (2, 3, 4), axis=1),
+    "clip": lambda: single("clip", (3, 4), min=-0.5, max=0.25),
+    "clip_min_only": lambda: single("clip", (3, 4), min=0.1),
+    "add": lambda: binary("add", (2, 1, 4), (3, 1)),
+    "add_int64": lambda: binary("add", (2, 3), (3,), "int64"),
+    "mul_int32": lambda: binary("mul", (2, 3), (2, 3), "int32"),
+    "sub": lambda: binary("sub", (4,), (2, 4)),
+    "mul": lambda: binary("mul", (2, 3), (2, 3)),
+    "div": lambda: binary("div", (2, 3), (1, 3)),
+    "matmul": lambda: binary("matmul", (2, 3, 4), (4, 5)),
+    "matmul_1d": lambda: binary("matmul", (4,), (3, 4, 2)),
+    "mean": lambda: single("mean", (2, 3, 4), axes=[0, -1], keepdim=True),
+    "mean_drop": lambda: single("mean", (2, 3, 4), axes=[1]),
+    "cast_to_int32": lambda: single("cast", (3, 4), dtype="int32",
+                                    feed={"x": f32(3, 4, scale=5)}),
+    "cast_to_float": lambda: single("cast", (3, 4), in_dtype="int64", dtype="float32"),
+    "concat": concat,
+    "reshape": lambda: single("reshape", (2, 3, 4), shape=[4, -1]),
+    "flatten": lambda: single("flatten", (2, 3, 4, 5), start_dim=1, end_dim=2),
+    "flatten_batch_dim": lambda: single("flatten", ("batch", 3, 4), start_dim=1),
+    "transpose": lambda: single("transpose", (2, 3, 4), perm=[2, 0, 1]),
+    "slice": lambda: single("slice", (5, 6, 7), starts=[4, -2, 1], ends=[0, 100, -1],
+                           axes=[0, 2, 1], steps=[-2, 1, 2]),
+    "split": lambda: single("split", (2, 7), axis=1, sizes=[3, 0, 4]),
+    "pad_constant": lambda: single("pad", (2, 3, 4), pads=[[0, 0], [1, 2], [3, 0]],
+                                   value=1.5),
+    "pad_reflect": lambda: single("pad", (1, 3, 4), pads=[[0, 0], [2, 1], [1, 3]],
+                                  mode="reflect"),
+    "pad_edge": lambda: single("pad", (1, 2, 3), pads=[[0, 0], [0, 0], [2, 2]], mode="edge"),
+    "max_pool": lambda: single("max_pool", (1, 2, 7, 8), kernel_size=[3, 2], stride=[2, 2],
+                               padding=[[1, 1], [0, 1]], dilation=[1, 2], ceil_mode=True),
+    "max_pool1d": lambda: single("max_pool", (2, 3, 9), kernel_size=[2], stride=[2],
+                                 padding=[[0, 0]], dilation=[1]),
+    "avg_pool": lambda: single("avg_pool", (1, 2, 7, 6), kernel_size=[3, 3], stride=[2, 2],
+                               padding=PAD1, count_include_pad=False),
+    "avg_pool_count_pad": lambda: single("avg_pool", (1, 2, 5, 5), kernel_size=[2, 2],
+                                         stride=[1, 2], padding=PAD1),
+    "avg_pool_ceil": lambda: single("avg_pool", (1, 2, 6, 7), kernel_size=[3, 3], stride=[2, 2],
+                                    padding=PAD1, ceil_mode=True),
+}
+
+
+def assert_same(graph, feed, *, rtol=1e-4, atol=1e-5):
+    want = Executor(graph, NumpyBackend()).run(feed)
+    ex = Executor(graph, OnnxruntimeBackend())
+    assert ex.whole_graph  # one onnxruntime session, not node by node
+    got = ex.run(feed)
+    assert set(got) == set(want)
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype, name
+        assert got[name].shape == value.shape, name
+        np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_op_matches_numpy_backend(case):
+    graph, feed = CASES[case]()
+    assert_same(graph, feed)
+
+
+def test_cases_cover_every_supported_op():
+    covered = set()
+    for make in CASES.values():
+        covered |= {n.op for n in make()[0].nodes}
+    assert covered == set(OnnxruntimeBackend().supported_ops()) == set(convert.CONVERTERS)
+
+
+def test_symbolic_batch_dim_takes_other_sizes():
+    graph, _ = CASES["flatten_batch_dim"]()
+    for batch in (1, 5):
+        assert_same(graph, {"x": f32(batch, 3, 4)})
+
+
+def test_embedding_out_of_range_refused_at_entry():
+    graph, feed = embedding_at_entry()
+    ex = Executor(graph, OnnxruntimeBackend())
+    bad = np.array([[0, 7, 1], [-1, 2, 3]])
+    with pytest.raises(IndexRangeError) as info:
+        ex.run({"idx": bad})
+    assert info.value.context["positions"] == [(0, 1), (1, 0)]
+    assert info.value.context["values"] == [7, -1]
+    assert ex.calls == 0
+
+
+@pytest.mark.parametrize("idx", [[0, 5, 1, 2], [-2, 0, 0, 0]])
+def test_embedding_computed_in_graph_refused_by_the_guard(idx):
+    """idx + 1 out of [0, 6) is refused like the numpy backend's kernel refuses it, never
+    wrapped (onnxruntime's Gather takes -1 as the last row) and never an onnxruntime error."""
+    graph, _ = embedding_computed()
+    feed = {"idx": np.array(idx)}
+    with pytest.raises(IndexRangeError) as want:
+        Executor(graph, NumpyBackend()).run(feed)
+    with pytest.raises(IndexRangeError) as got:
+        Executor(graph, OnnxruntimeBackend()).run(feed)
+    assert "'node'" in str(got.value)
+    for key in ("positions", "values", "vocab_size"):
+        assert got.value.context[key] == want.value.context[key]
+
+
+def test_op_without_converter_refused_naming_the_node(monkeypatch):
+    """An op the backend does not declare is refused at load, naming the node."""
+    monkeypatch.delitem(convert.CONVERTERS, "gelu")
+    graph, _ = single("gelu", (2, 3))
+    with pytest.raises(BackendError, match=r"node 'node': op gelu v1 is not supported"):
+        Executor(graph, OnnxruntimeBackend())
+
+
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+def test_pooling_windows_match_over_random_configurations(op):
+    """ceil_mode, asymmetric padding, count_include_pad and dilation are where torch's and
+    ONNX's pooling rules could part; 40 seeded random 1-D and 2-D configurations each."""
+    rng = np.random.default_rng(7)
+    checked = 0
+    while checked < 40:
+        spatial = int(rng.integers(1, 3))
+        size = [int(rng.integers(2, 10)) for _ in range(spatial)]
+        kernel = [int(rng.integers(1, min(s, 4) + 1)) for s in size]
+        attrs = dict(kernel_size=kernel, stride=[int(rng.integers(1, 4)) for _ in size],
+                     padding=[[int(rng.integers(0, k // 2 + 1)) for _ in range(2)]
+                              for k in kernel], ceil_mode=bool(rng.integers(2)))
+        if op == "max_pool":
+            attrs["dilation"] = [int(rng.integers(1, 3)) for _ in size]
+        else:
+            attrs["count_include_pad"] = bool(rng.integers(2))
+        try:
+            graph, feed = single(op, (1, 2, *size), **attrs)
+        except GraphError:  # a window larger than the padded input: not a valid config
+            continue
+        assert_same(graph, feed, rtol=1e-5, atol=1e-6)
+        checked += 1
+
+
+def test_unsupported_dtype_refused():
+    graph, _ = single("relu", (2, 3), in_dtype="uint8")
+    with pytest.raises(BackendError, match="dtype uint8 is not supported"):
+        Executor(graph, OnnxruntimeBackend())
+
+
+class NodeByNode:
+    """The backend without its whole-graph protocol, as when model-layer plugins replace some
+    ops' kernels (plugin_host.sandbox.kernels) and the executor prepares node by node."""
+
+    def __init__(self):
+        self._inner = OnnxruntimeBackend()
+        self.name = self._inner.name
+
+    def supported_ops(self):
+        return self._inner.supported_ops()
+
+    def supported_dtypes(self):
+        return self._inner.supported_dtypes()
+
+    def prepare(self, node, consts, types):
+        return self._inner.prepare(node, consts, types)
+
+
+def square():
+    b = GraphBuilder("square")
+    x = b.input("x", (2, 3), "float32", "ANY")
+    b.output(b.op("mul", x, x, name="node"), "y", "ANY")
+    return b.build(), {"x": f32(2, 3)}
+
+
+@pytest.mark.parametrize("make", [CASES["lstm_cell"], CASES["split"],
+                                  CASES["embedding_in_graph"], CASES["conv2d"], square])
+def test_node_by_node_matches_numpy_backend(make):
+    graph, feed = make()
+    ex = Executor(graph, NodeByNode())
+    assert not ex.whole_graph
+    want = Executor(graph, NumpyBackend()).run(feed)
+    for name, value in ex.run(feed).items():
+        np.testing.assert_allclose(value, want[name], rtol=1e-4, atol=1e-5)
+
+
+def test_onnxruntime_refusing_the_model_names_our_node():
+    """A model onnxruntime refuses at session creation (here an attribute it rejects) is a
+    BackendError naming our node, from the ONNX node name ``<our node>/<k>``."""
+    from onnx import TensorProto, helper
+
+    from plugins.onnxruntime_backend import session
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="vision.0.pool/3",
+                            kernel_shape=[2, 2], strides=[0, 0])
+    model = helper.make_model(helper.make_graph([node], "bad", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", convert.OPSET)])
+    model.ir_version = 10
+    with pytest.raises(BackendError, match=r"node 'vision.0.pool': onnxruntime refused") as info:
+        session.create_session(model, where="model 'bad'")
+    assert info.value.context["node"] == "vision.0.pool"

@@ -1,0 +1,113 @@
+"""The onnxruntime backend in the confined sandbox worker: through SandboxedExecutor, through
+``plugin-host infer --backend onnxruntime``, and chosen by a policy's [[artifact]] backend."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plugin_host.artifacts import TrustStore, build_artifact, generate_key, sign_artifact
+from plugin_host.cli import main
+from plugin_host.executor import Executor
+from plugin_host.sandbox import SandboxedExecutor
+from plugins.demo_model import build_demo_graph, demo_inputs
+from plugins.numpy_backend import NumpyBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+
+
+@pytest.fixture(scope="module")
+def signed_demo(tmp_path_factory):
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path_factory.mktemp("ort") / "demo.pha"
+    build_artifact(build_demo_graph(1), path, version="1.0.0", backends=["onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=50.0, golden_cases=1)
+    sign_artifact(path, key)
+    return path, trust
+
+
+def test_sandboxed_executor_on_onnxruntime(signed_demo):
+    path, trust = signed_demo
+    local = Executor(build_demo_graph(1), NumpyBackend())
+    rng = np.random.default_rng(0)
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        p = ex.protections
+        assert p.seccomp and p.landlock_abi >= 6 and p.netns and p.no_new_privs
+        assert p.uid != 0 and not p.problems
+        first = demo_inputs(rng)
+        for feed in (first, demo_inputs(rng)):  # the worker's executor carries h, c
+            got, want = ex.run(feed), local.run(feed)
+            for name in want:
+                np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL)
+        ex.reset("explicit")
+        local.reset("explicit")
+        np.testing.assert_allclose(ex.run(first)["plan"], local.run(first)["plan"], rtol=RTOL,
+                                   atol=ATOL)
+        # onnxruntime loads confined but before the audit tripwire: no false alarm
+        assert list(ex.audit_events) == []
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_build_and_infer_on_onnxruntime(tmp_path, capsys):
+    keys, art = tmp_path / "keys", tmp_path / "demo.pha"
+    assert main(["keygen", "--out", str(keys)]) == 0
+    assert main(["build", "--demo", "--out", str(art), "--backend", "onnxruntime",
+                 "--backend", "numpy", "--latency-ms", "40"]) == 0
+    assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
+    np.savez(tmp_path / "in.npz", **demo_inputs(np.random.default_rng(5)))
+    results = {}
+    for backend in ("onnxruntime", "numpy"):
+        out_file = tmp_path / f"{backend}.npz"
+        code, out, err = _run(capsys, "infer", art, "--trust", keys / "signing.pub",
+                              "--inputs", tmp_path / "in.npz", "--out", out_file,
+                              "--backend", backend, "--state-dir", tmp_path / backend)
+        assert code == 0, err
+        assert f"on {backend} in sandbox worker" in out and "seccomp" in out
+        with np.load(out_file) as f:
+            results[backend] = {k: f[k] for k in f.files}
+    for name, want in results["numpy"].items():
+        np.testing.assert_allclose(results["onnxruntime"][name], want, rtol=RTOL, atol=ATOL)
+
+
+def test_infer_with_a_policy_whose_artifact_runs_on_onnxruntime(tmp_path, capsys):
+    """The policy path the daemon uses: [[artifact]] backend = "onnxruntime", the backend
+    plugin allowed as inference-hardware; no --backend flag."""
+    state = tmp_path / "state"
+    assert main(["keygen", "--out", str(state / "demo")]) == 0
+    art = state / "demo" / "demo.pha"
+    assert main(["build", "--demo", "--out", str(art), "--backend", "onnxruntime"]) == 0
+    assert main(["sign", str(art), "--key", str(state / "demo" / "signing.key")]) == 0
+    text = (ROOT / "policies" / "demo.toml").read_text()
+    text, n = re.subn(r'(\[\[artifact\]\][^\[]*?backend = )"numpy"', r'\1"onnxruntime"', text,
+                      flags=re.S)
+    assert n == 1
+    # acceptance on onnxruntime is `plugin-host accept`'s to test; here only the backend choice
+    text, n = re.subn(r"acceptance_required = true", "acceptance_required = false", text)
+    assert n == 1
+    text += ('\n[[plugin]]\nname = "onnxruntime_backend"\nkind = "inference-hardware"\n'
+             'capabilities = []\n')
+    policy = tmp_path / "ort.toml"
+    policy.write_text(text)
+    np.savez(tmp_path / "in.npz", **demo_inputs(np.random.default_rng(6)))
+    code, out, err = _run(capsys, "infer", art, "--policy", policy, "--inputs",
+                          tmp_path / "in.npz", "--out", tmp_path / "out.npz", "--state-dir",
+                          state)
+    assert code == 0, err
+    assert "on onnxruntime in sandbox worker" in out

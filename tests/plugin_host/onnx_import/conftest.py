@@ -1,0 +1,94 @@
+"""Helpers of the ONNX import tests: export a torch module with either exporter, import it,
+load the artifact with the project's loader and compare it with onnxruntime run here."""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch")
+
+from plugin_host.artifacts import (TrustStore, generate_key, load_verified,  # noqa: E402
+                                   sign_artifact)
+from plugin_host.executor import Executor  # noqa: E402
+from plugin_host.onnx_import import build_onnx_artifact  # noqa: E402
+from plugins.numpy_backend import NumpyBackend  # noqa: E402
+
+#: (id, dynamo, do_constant_folding, optimize): both exporters; the unfolded/unoptimized
+#: variants keep BatchNormalization as its own node.
+EXPORTERS = [
+    pytest.param(False, True, True, id="legacy"),
+    pytest.param(False, False, True, id="legacy-nofold"),
+    pytest.param(True, True, True, id="dynamo"),
+    pytest.param(True, False, False, id="dynamo-noopt"),
+]
+
+
+def export(module, args, path: Path, *, dynamo: bool, fold: bool = True, optimize: bool = True,
+           input_names=None, output_names=None) -> Path:
+    """``module`` (eval mode) exported to ``path`` with torch's legacy or dynamo exporter."""
+    module.eval()
+    names = {"input_names": input_names, "output_names": output_names}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        if dynamo:
+            program = torch.onnx.export(module, tuple(args), dynamo=True, optimize=optimize,
+                                        do_constant_folding=fold, verbose=False, **names)
+            onnx.save(program.model_proto, path)
+        else:
+            buffer = io.BytesIO()
+            torch.onnx.export(module, tuple(args), buffer, dynamo=False,
+                              do_constant_folding=fold, **names)
+            path.write_bytes(buffer.getvalue())
+    return path
+
+
+@pytest.fixture(scope="session")
+def signer():
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    return key, trust
+
+
+def import_and_load(model: Path, out: Path, signer, **options):
+    """Build the artifact from ``model``, sign it and load it with ``load_verified``."""
+    key, trust = signer
+    manifest = build_onnx_artifact(model, out, latency_ms=options.pop("latency_ms", 100.0),
+                                   **options)
+    sign_artifact(out, key)
+    return manifest, load_verified(out, trust=trust, rollback=None, backends={"numpy"})
+
+
+def onnxruntime_outputs(model: Path, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The reference: onnxruntime's CPU provider with its default options."""
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feed)))
+
+
+def assert_close(loaded, name: str, got: np.ndarray, want: np.ndarray) -> None:
+    """``got`` equals ``want`` within the tolerance the artifact declares for output ``name``."""
+    tol = loaded.manifest.tolerances[name]
+    assert got.shape == want.shape and got.dtype == want.dtype, (name, got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=tol.rtol, atol=tol.atol, err_msg=name)
+
+
+def check_against_onnxruntime(model: Path, loaded, feeds: list[dict[str, np.ndarray]]) -> None:
+    """Run fresh inputs through the loaded artifact (numpy backend, in-process executor) and
+    through onnxruntime; every output must agree within the artifact's tolerance."""
+    executor = Executor(loaded.graph, NumpyBackend())
+    for feed in feeds:
+        got = executor.run(dict(feed))
+        want = onnxruntime_outputs(model, feed)
+        assert set(want) == {s.name for s in loaded.graph.outputs}
+        for name, value in want.items():
+            assert_close(loaded, name, got[name], value)

@@ -1,0 +1,137 @@
+"""The artifact side: `plugin-host build --onnx`, golden vectors from onnxruntime stored under
+that name, per-output tolerances, the self-check against onnxruntime, and build_artifact's
+externally computed golden outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.artifacts import build_artifact, read_manifest_unverified
+from plugin_host.cli import main
+from plugin_host.errors import ModelImportError, UsageError
+from plugin_host.onnx_import import build as onnx_build
+from plugin_host.onnx_import import build_onnx_artifact
+from plugins.numpy_backend import NumpyBackend
+
+from .conftest import assert_close, export, import_and_load, onnxruntime_outputs, torch
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 3, 3, padding=1)
+        self.fc = torch.nn.Linear(3 * 4 * 4, 5)
+
+    def forward(self, x, h):
+        y = torch.relu(self.conv(x)).flatten(1)
+        h_next = torch.tanh(self.fc(y) + h)
+        return torch.softmax(h_next, dim=-1), h_next
+
+
+@pytest.fixture(scope="module")
+def net_onnx(tmp_path_factory):
+    path = tmp_path_factory.mktemp("net") / "net.onnx"
+    return export(_Net(), [torch.randn(1, 2, 4, 4), torch.zeros(1, 5)], path, dynamo=False,
+                  input_names=["x", "h"], output_names=["probs", "h_next"])
+
+
+def test_golden_outputs_are_onnxruntimes(net_onnx, tmp_path, signer):
+    manifest, loaded = import_and_load(net_onnx, tmp_path / "n.pha", signer,
+                                       state={"h": "h_next"}, golden_cases=3,
+                                       tolerances={"probs": (1e-5, 1e-6), "h_next": (1e-4, 1e-5)})
+    assert manifest.golden_backend == "onnxruntime" and len(manifest.golden) == 3
+    assert (manifest.tolerances["probs"].rtol, manifest.tolerances["probs"].atol) == (1e-5, 1e-6)
+    for inputs, outputs in loaded.golden_cases():
+        want = onnxruntime_outputs(net_onnx, dict(inputs))
+        for name, value in want.items():  # (default options fuse and thread: not bitwise)
+            assert_close(loaded, name, outputs[name], value)
+    assert np.all(loaded.golden_cases()[0][0]["h"] == 0)  # case 0 starts from zero state
+    loaded.check_golden(NumpyBackend())
+
+
+def test_import_that_disagrees_with_onnxruntime_is_refused(net_onnx, tmp_path, monkeypatch):
+    real = onnx_build.run_reference
+
+    def skewed(*args):
+        cases = real(*args)
+        for case in cases:
+            case["probs"] = case["probs"] + np.float32(1e-3)
+        return cases
+
+    monkeypatch.setattr(onnx_build, "run_reference", skewed)
+    with pytest.raises(ModelImportError, match=r"output 'probs'.*differs from onnxruntime"):
+        build_onnx_artifact(net_onnx, tmp_path / "n.pha", state={"h": "h_next"})
+    assert not (tmp_path / "n.pha").exists()
+
+
+def test_build_artifact_checks_given_golden_outputs(tiny_graph, tmp_path):
+    inputs = [{"x": np.ones((1, 4), np.float32), "ids": np.array([1])}]
+    with pytest.raises(UsageError, match="golden_outputs"):
+        build_artifact(tiny_graph, tmp_path / "t.pha", reference_backend=NumpyBackend(),
+                       golden_inputs=inputs, golden_outputs=[{"y": np.zeros((1, 3))}],
+                       reference="elsewhere", latency_ms=1.0)
+    good = {"y": np.full((1, 3), 7, np.float32), "h_next": np.zeros((1, 3), np.float32)}
+    m = build_artifact(tiny_graph, tmp_path / "t.pha", reference_backend=NumpyBackend(),
+                       golden_inputs=[{"x": np.ones((1, 4), np.float32),
+                                       "ids": np.array([1])}],
+                       golden_outputs=[good], reference="elsewhere", latency_ms=1.0)
+    assert m.golden_backend == "elsewhere"
+
+
+@pytest.fixture
+def tiny_graph():
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("tiny")
+    x = b.input("x", (1, 4), "float32", "NC")
+    b.input("ids", (1,), "int64", "N")
+    h = b.state("h", (1, 3), "float32", "NC")
+    w = b.constant("w", np.ones((4, 3), np.float32))
+    y = b.op("matmul", x, w)
+    b.output(y, "y", "NC")
+    b.output(b.op("tanh", h), "h_next", "NC", state_of="h")
+    return b.build()
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_builds_from_onnx(net_onnx, tmp_path, capsys):
+    out = tmp_path / "n.pha"
+    code, text, err = _run(capsys, "build", "--onnx", net_onnx, "--out", out, "--state",
+                           "h=h_next", "--rtol", "2e-4", "--atol", "3e-6", "--layout",
+                           "h_next=ANY", "--version", "1.2.3")
+    assert code == 0, err
+    assert "from onnxruntime" in text and "conv" in text
+    m = read_manifest_unverified(out)["manifest"]
+    assert m["version"] == "1.2.3" and m["golden"]["reference_backend"] == "onnxruntime"
+    assert m["tolerances"]["probs"] == {"rtol": 2e-4, "atol": 3e-6}
+    assert m["tolerances"]["h_next"] == {"rtol": 2e-4, "atol": 3e-6}
+    assert {s["name"]: s["layout"] for s in m["graph"]["outputs"]}["h_next"] == "ANY"
+    assert m["graph"]["state"] == {"h": "h_next"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--state", "h"], "--state 'h': expected IN=OUT"),
+    (["--state", "h=nope"], "state h=nope"),
+    (["--layout", "x=NC"], "graph input 'x'"),
+    (["--demo"], "not allowed with argument"),
+])
+def test_cli_refusals_are_one_line(net_onnx, tmp_path, capsys, argv, message):
+    try:
+        code, _, err = _run(capsys, "build", "--onnx", net_onnx, "--out", tmp_path / "n.pha",
+                            *argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code, err = exc.code, capsys.readouterr().err
+    assert code != 0 and message in err and "Traceback" not in err
+
+
+def test_cli_refuses_garbage_file(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00garbage" * 10)
+    code, _, err = _run(capsys, "build", "--onnx", bad, "--out", tmp_path / "x.pha")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "not an ONNX model" in err

@@ -1,0 +1,125 @@
+"""Glue ops and the shape arithmetic exporters emit around them: Shape/Gather/Unsqueeze/Concat
+chains feeding Reshape are folded at import (nothing of them reaches the graph); Slice, Split,
+Transpose, Concat, Flatten, activations and pooling map onto the glue ops. Both exporters."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from plugin_host.onnx_import import import_onnx
+
+from .conftest import EXPORTERS, check_against_onnxruntime, export, import_and_load, torch
+
+F = torch.nn.functional
+
+
+class _Glue(torch.nn.Module):
+    def forward(self, x):
+        n = x.size(0)
+        a, b = x[:, 1:3], x[:, ::2]                    # Slice
+        y = torch.cat([a, b], dim=1)                    # Concat
+        y = y.view(n, y.size(1), -1)                    # Shape/Gather/Unsqueeze/Concat/Reshape
+        y = y.transpose(1, 2).unsqueeze(1).squeeze(1)   # Transpose, Unsqueeze, Squeeze
+        p, q = y.chunk(2, dim=-1)                       # Split
+        z = F.gelu(p) * torch.sigmoid(q) - torch.tanh(q) / 2.0
+        z = torch.softmax(z.flatten(1), dim=-1)         # Flatten, Softmax
+        pooled = F.max_pool2d(x, 2) + F.avg_pool2d(x, 3, stride=1, padding=1)[:, :, ::2, ::2]
+        return z, torch.clamp(pooled, -1.0, 1.0).mean(dim=(2, 3))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_glue_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    x = torch.randn(2, 4, 6, 6)
+    model = export(_Glue(), [x], tmp_path / "g.onnx", dynamo=dynamo, fold=fold,
+                   optimize=optimize, input_names=["x"], output_names=["z", "pooled"])
+    _, loaded = import_and_load(model, tmp_path / "g.pha", signer)
+    ops = {n.op for n in loaded.graph.nodes}
+    assert {"slice", "concat", "reshape", "transpose", "gelu", "softmax",
+            "max_pool", "avg_pool", "clip", "mean"} <= ops, ops
+    assert not loaded.graph.tensors or all(a.dtype.kind == "f" for a in
+                                           loaded.graph.tensors.values())  # no shape math left
+    rng = np.random.default_rng(1)
+    check_against_onnxruntime(model, loaded, [{"x": rng.standard_normal((2, 4, 6, 6))
+                                               .astype(np.float32)} for _ in range(2)])
+
+
+def test_shape_arithmetic_is_folded(tmp_path):
+    class View(torch.nn.Module):
+        def forward(self, x):
+            return x.view(x.size(0), x.size(1) * x.size(2), -1)
+
+    model = export(View(), [torch.randn(2, 3, 4, 5)], tmp_path / "v.onnx", dynamo=False,
+                   fold=False, input_names=["x"], output_names=["y"])
+    import onnx
+    exported = [n.op_type for n in onnx.load(model).graph.node]
+    assert {"Unsqueeze", "Concat"} <= set(exported)  # the exporter did emit shape math
+    imported = import_onnx(model)
+    assert [n.op for n in imported.graph.nodes] == ["reshape"]
+    assert imported.graph.nodes[0].attrs["shape"] == (2, 12, -1)
+
+
+class _Batched(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Linear(64, 5)
+        self.emb = torch.nn.Embedding(6, 5)
+
+    def forward(self, x, ids):
+        return torch.relu(self.fc(torch.flatten(self.conv(x), 1))) + self.emb(ids)
+
+
+def _export_batched(args, path, dynamo: bool) -> None:
+    if dynamo:
+        batch = torch.export.Dim("batch")
+        program = torch.onnx.export(_Batched().eval(), args, dynamo=True, verbose=False,
+                                    input_names=["x", "ids"], output_names=["y"],
+                                    dynamic_shapes=({0: batch}, {0: batch}))
+        program.save(str(path))
+    else:
+        torch.onnx.export(_Batched().eval(), args, str(path), dynamo=False,
+                          input_names=["x", "ids"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "ids": {0: "batch"},
+                                        "y": {0: "batch"}})
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_symbolic_batch_dim_is_kept(dynamo, tmp_path, signer):
+    args = (torch.randn(2, 3, 4, 4), torch.tensor([1, 2]))
+    path = tmp_path / "b.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _export_batched(args, path, dynamo)
+    _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
+    assert [s.shape for s in loaded.graph.inputs] == [("batch", 3, 4, 4), ("batch",)]
+    assert loaded.graph.outputs[0].shape == ("batch", 5)
+    rng = np.random.default_rng(3)
+    check_against_onnxruntime(path, loaded, [
+        {"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32),
+         "ids": rng.integers(0, 6, n).astype(np.int64)} for n in (1, 5)])
+
+
+def test_weights_in_constant_nodes(tmp_path, signer):
+    """Weights stored as Constant nodes (not initializers) are tensors of the artifact too."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w, "w")),
+             helper.make_node("Constant", [], ["b"], value=numpy_helper.from_array(b, "b")),
+             helper.make_node("MatMul", ["x", "w"], ["xw"], name="fc"),
+             helper.make_node("Add", ["xw", "b"], ["y"], name="fc_bias")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [2, 4])],
+                              [helper.make_tensor_value_info("y", 1, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "c.onnx")
+    manifest, loaded = import_and_load(tmp_path / "c.onnx", tmp_path / "c.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["linear"]  # MatMul + Add: one Linear
+    np.testing.assert_array_equal(loaded.graph.tensors["w"], w.T)  # Linear stores (out, in)
+    assert {e.name: e.role for e in manifest.tensors}["b"] == "weight"
+    check_against_onnxruntime(tmp_path / "c.onnx", loaded,
+                              [{"x": rng.standard_normal((2, 4)).astype(np.float32)}])
