@@ -110,6 +110,8 @@ def _indices_in_range(array: Any, vocab: int) -> bool:
     decides (and raises), so this shortcut can only skip a check that would pass."""
     if type(array) is not np.ndarray or array.dtype.kind not in "iu" or not 0 < array.size <= 8:
         return False
+    if array.size == 1:
+        return 0 <= array.item() < vocab
     for value in array.ravel().tolist():
         if not 0 <= value < vocab:
             return False
@@ -760,7 +762,9 @@ class SandboxedExecutor(RecurrentState):
             feed = dict(inputs)
             bindings = self._check_inputs(feed, layouts, frame is not None)
             worker = self._worker
-            if worker is None or self._closed or _exited(worker.pid):
+            # a worker that died since the last call is found when the call is sent (the
+            # socket's peer is gone) or answered (end of file): no liveness syscall per call
+            if worker is None or self._closed:
                 worker = self._live_worker()
             fields = self._frame_fields(worker, frame) if frame is not None else None
 
