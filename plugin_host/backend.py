@@ -98,10 +98,14 @@ def provides(backend: object, *methods: str) -> bool:
 
 
 def start_confined(backend: object) -> None:
-    """Call the backend's optional ``start()``: in the sandbox worker, once, after Landlock,
-    seccomp and the uid drop are in force and before the audit tripwire and any plugin code.
-    A backend whose runtime starts threads as it loads (onnxruntime) loads it there, since the
-    worker must be single-threaded until Landlock is applied."""
+    """Call the backend's optional ``start()``: in the sandbox worker, once, right after
+    Landlock is in force (and the capability bounding set emptied, ``no_new_privs`` set), still
+    as root and before the uid drop, seccomp, the audit tripwire and any plugin code. A backend
+    whose runtime starts threads as it loads (onnxruntime) loads it there: Landlock must be
+    applied while the worker is single-threaded, and after the uid drop the runtime's files may
+    be unreadable (a checkout under a folder only root can read). Its threads inherit
+    Landlock, the bounding set and ``no_new_privs``; the uid drop and seccomp (``TSYNC``) then
+    reach every thread."""
     start = getattr(backend, "start", None)
     if callable(start):
         start()

@@ -13,10 +13,13 @@ artifact the host verified. In order:
    sources, since file permissions may hide them after the uid drop (``sources.py``);
 5. the artifact, from the descriptor: manifest pinned to the SHA-256 the host verified, every
    tensor hashed again, graph over read-only views of the map (``plugin_host/artifacts/pinned.py``);
-6. confinement, while still single-threaded (OpenBLAS was started with one thread): build the
-   Landlock ruleset (as root, so every allowed path can be opened), drop to the unprivileged
-   uid/gid with no groups and no capabilities, parent-death signal, ``no_new_privs``,
-   Landlock, seccomp (``TSYNC``); then start the BLAS threads, which inherit all of it; then
+6. confinement: while still single-threaded (OpenBLAS was started with one thread), build
+   the Landlock ruleset (as root, so every allowed path can be opened), empty the capability
+   bounding set, ``no_new_privs``, Landlock; then the backend's ``start()`` (a runtime such as
+   onnxruntime starts a thread as it loads: it loads here, confined by Landlock and still able
+   to read its files); drop to the unprivileged uid/gid with no groups and no capabilities
+   (glibc changes every thread's ids), parent-death signal, seccomp (``TSYNC``: every thread,
+   and ``no_new_privs`` with it); then start the BLAS threads, which inherit all of it; then
    the audit hook (``audit.py``);
 7. report what is in force (``confined``) and wait: the host checks the report against
    ``/proc/<pid>`` and the requirements, and answers ``go`` or kills the worker;
@@ -253,13 +256,10 @@ class Worker:
                 ruleset.allow_list(path)
         except landlock.LandlockError as exc:
             problems["landlock"] = exc.strerror or str(exc)
-        try:
-            confine.drop_privileges(ipc.require(boot, "uid", int), ipc.require(boot, "gid", int))
-        except OSError as exc:
-            problems["uid"] = f"dropping privileges: {exc.strerror or exc}"
-        confine.set_parent_death_signal()
-        if os.getppid() != host_pid:  # the host died before the death signal was armed
-            os._exit(4)
+        # still single-threaded: what every thread must inherit, then Landlock (as root,
+        # CAP_SYS_ADMIN would do; no_new_privs is set first so that a non-root host works too)
+        if os.geteuid() == 0:
+            confine.drop_capability_bounding_set()
         try:
             confine.set_no_new_privs()
         except OSError as exc:
@@ -270,16 +270,25 @@ class Worker:
                 result = ruleset.restrict()
             except landlock.LandlockError as exc:
                 problems["landlock"] = exc.strerror or str(exc)
+        # a backend whose runtime starts a thread as it loads (onnxruntime) loads it now:
+        # under Landlock, and before the uid drop, since its files may lie under a folder
+        # only root can read (backend.py, start_confined); the thread inherits the above
+        start_confined(backends(pm).get(ipc.require(boot, "backend", str)))
+        try:  # glibc applies the id changes to every thread
+            confine.drop_privileges(ipc.require(boot, "uid", int), ipc.require(boot, "gid", int))
+        except OSError as exc:
+            problems["uid"] = f"dropping privileges: {exc.strerror or exc}"
+        confine.set_parent_death_signal()
+        if os.getppid() != host_pid:  # the host died before the death signal was armed
+            os._exit(4)
         instructions = 0
-        try:
+        try:  # TSYNC: every thread, and no_new_privs with it
             instructions = seccomp.install()
         except (seccomp.FilterError, OSError) as exc:
             problems["seccomp"] = exc.strerror or str(exc)
         threads = ipc.require(boot, "blas_threads", int)
         if blas is not None and threads > 1:
             blas(threads)
-        # a backend whose runtime starts threads as it loads starts it now (backend.py)
-        start_confined(backends(pm).get(ipc.require(boot, "backend", str)))
         self.auditor = audit.install(self.chan.send,
                                      per_event=ipc.require(boot, "audit_per_event", int))
         lap("confined")

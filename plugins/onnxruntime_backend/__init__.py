@@ -51,8 +51,8 @@ class OnnxruntimeBackend:
     name = NAME
 
     def start(self) -> None:
-        """Import onnxruntime (see ``session.py``); the sandbox worker calls this once it is
-        confined, before the audit tripwire (``plugin_host.backend.start_confined``)."""
+        """Import onnxruntime (see ``session.py``); the sandbox worker calls this right after
+        Landlock, before the uid drop (``plugin_host.backend.start_confined``)."""
         if _MISSING is None:
             session.load()
 
