@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.alternate import alternate, serve_blocks  # noqa: E402
+from bench.fixtures import signed_artifact, trust_store  # noqa: E402
 
 SIZES = {"1928x1208": (1928, 1208), "64x32": (64, 32)}
 BUFFERS = 4
@@ -40,12 +41,10 @@ TARGET_RATIO = 1.2
 
 def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
     """Serve blocks: read a count on stdin, answer with that many timings (us) as JSON."""
-    from plugin_host.artifacts import TrustStore
     from plugin_host.frames import FrameLayout, FramePool
     from plugin_host.sandbox import SandboxedExecutor
 
-    trust = TrustStore()
-    trust.add_key_file(pub)
+    trust = trust_store(pub)
     width, height = SIZES[side]
     pool = FramePool(FrameLayout.create("NV12", width, height), BUFFERS, camera=side)
     frames = []
@@ -72,19 +71,11 @@ def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
 
 def _build(directory: Path) -> tuple[str, str]:
     """A minimal signed artifact (the hand-off does not run the model)."""
-    from plugin_host.artifacts import build_artifact, generate_key, sign_artifact, write_keypair
     from plugin_host.builder import GraphBuilder
-    from plugins.numpy_backend import NumpyBackend
 
-    key = generate_key()
-    _, pub, _ = write_keypair(directory, key)
     b = GraphBuilder("handoff")
     b.output(b.op("relu", b.input("x", (1, 4), "float32", "NC"), name="act"), "y", "NC")
-    artifact = directory / "handoff.pha"
-    build_artifact(b.build(), artifact, version="1.0.0", reference_backend=NumpyBackend(),
-                   latency_ms=1.0)
-    sign_artifact(artifact, key)
-    return str(artifact), str(pub)
+    return signed_artifact(directory, b.build(), name="handoff.pha", latency_ms=1.0)
 
 
 def main() -> int:

@@ -45,27 +45,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.alternate import alternate, serve_blocks  # noqa: E402
+from bench.fixtures import demo_step_inputs as _inputs  # noqa: E402
+from bench.fixtures import signed_demo, trust_store  # noqa: E402
 
-SEED_WEIGHTS, SEED_INPUTS = 0, 1
 #: seconds between blocks: a spinning onnxruntime pool spins for a while after its last call
 PAUSE = 0.25
 TARGET = 1.05
 
 
-def _inputs() -> dict[str, np.ndarray]:
-    from plugins.demo_model import demo_inputs
-
-    feed = demo_inputs(np.random.default_rng(SEED_INPUTS))
-    state = {n: np.zeros((1, 512), np.float32) for n in ("h", "c")}
-    return {**feed, **state}  # state passed explicitly: every call computes the same step
-
-
 def _verified_graph(artifact: str, pub: str):
-    from plugin_host.artifacts import TrustStore, load_verified
+    from plugin_host.artifacts import load_verified
 
-    trust = TrustStore()
-    trust.add_key_file(pub)
-    return load_verified(artifact, trust=trust, rollback=None, backends={"onnxruntime"}).graph
+    return load_verified(artifact, trust=trust_store(pub), rollback=None, backends={"onnxruntime"}).graph
 
 
 def _bare(artifact: str, pub: str, *, spinning: bool = False):
@@ -96,11 +87,9 @@ def _inproc(artifact: str, pub: str):
 
 
 def _host(artifact: str, pub: str, *, spinning: bool = False):
-    from plugin_host.artifacts import TrustStore
     from plugin_host.sandbox import SandboxedExecutor
 
-    trust = TrustStore()
-    trust.add_key_file(pub)
+    trust = trust_store(pub)
     sandboxed = SandboxedExecutor(artifact, trust=trust, backend="onnxruntime",
                                   backend_plugins=("onnxruntime_backend",),
                                   env={"PLUGIN_HOST_ORT_SPIN": "1" if spinning else "0"})
@@ -111,11 +100,9 @@ def _host(artifact: str, pub: str, *, spinning: bool = False):
 def _host_zero_copy(artifact: str, pub: str):
     """The frame path: inputs written once into the shared region's input buffers (as a
     camera writes its frame into shared memory), handed over without a copy."""
-    from plugin_host.artifacts import TrustStore
     from plugin_host.sandbox import SandboxedExecutor
 
-    trust = TrustStore()
-    trust.add_key_file(pub)
+    trust = trust_store(pub)
     sandboxed = SandboxedExecutor(artifact, trust=trust, backend="onnxruntime",
                                   backend_plugins=("onnxruntime_backend",))
     inputs = _inputs()
@@ -137,7 +124,6 @@ def _cadence(artifact: str, pub: str, *, frames: int, period: float) -> dict[str
     import os
     import time
 
-    from plugin_host.artifacts import TrustStore
     from plugin_host.sandbox import SandboxedExecutor
 
     def worker_cpu(pid: int) -> float:
@@ -145,8 +131,7 @@ def _cadence(artifact: str, pub: str, *, frames: int, period: float) -> dict[str
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    trust = TrustStore()
-    trust.add_key_file(pub)
+    trust = trust_store(pub)
     inputs = _inputs()
     result = {}
     for label, spin in (("no spin", "0"), ("spin", "1")):
@@ -175,21 +160,6 @@ def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
         close()
 
 
-def _build(directory: Path) -> tuple[str, str]:
-    from plugin_host.artifacts import build_artifact, generate_key, sign_artifact, write_keypair
-    from plugins.demo_model import build_demo_graph
-    from plugins.numpy_backend import NumpyBackend
-
-    key = generate_key()
-    _, pub, _ = write_keypair(directory, key)
-    artifact = directory / "demo.pha"
-    build_artifact(build_demo_graph(seed=SEED_WEIGHTS), artifact, version="1.0.0",
-                   backends=["onnxruntime"], reference_backend=NumpyBackend(),
-                   latency_ms=200.0, golden_cases=1)
-    sign_artifact(artifact, key)
-    return str(artifact), str(pub)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20, help="timed calls per block")
@@ -204,7 +174,7 @@ def main() -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench-onnxruntime-") as tmp:
-        artifact, pub = _build(Path(tmp))
+        artifact, pub = signed_demo(Path(tmp), backends=["onnxruntime"])
         samples = alternate(
             lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
                           side, artifact, pub],

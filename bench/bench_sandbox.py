@@ -36,26 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.alternate import alternate, serve_blocks  # noqa: E402
+from bench.fixtures import demo_step_inputs as _inputs  # noqa: E402
+from bench.fixtures import signed_demo, trust_store as _trust  # noqa: E402
 
-SEED_WEIGHTS, SEED_INPUTS = 0, 1
 #: seconds between blocks: OpenBLAS threads spin for about 0.1 s after their last call
 PAUSE = 0.25
-
-
-def _inputs() -> dict[str, np.ndarray]:
-    from plugins.demo_model import demo_inputs
-
-    feed = demo_inputs(np.random.default_rng(SEED_INPUTS))
-    state = {n: np.zeros((1, 512), np.float32) for n in ("h", "c")}
-    return {**feed, **state}  # state passed explicitly: every call computes the same step
-
-
-def _trust(pub: str):
-    from plugin_host.artifacts import TrustStore
-
-    trust = TrustStore()
-    trust.add_key_file(pub)
-    return trust
 
 
 def _inproc(artifact: str, pub: str):
@@ -103,20 +88,6 @@ def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
         close()
 
 
-def _build(directory: Path) -> tuple[str, str]:
-    from plugin_host.artifacts import build_artifact, generate_key, sign_artifact, write_keypair
-    from plugins.demo_model import build_demo_graph
-    from plugins.numpy_backend import NumpyBackend
-
-    key = generate_key()
-    _, pub, _ = write_keypair(directory, key)
-    artifact = directory / "demo.pha"
-    build_artifact(build_demo_graph(seed=SEED_WEIGHTS), artifact, version="1.0.0",
-                   reference_backend=NumpyBackend(), latency_ms=200.0, golden_cases=1)
-    sign_artifact(artifact, key)
-    return str(artifact), str(pub)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20, help="timed calls per block")
@@ -130,7 +101,7 @@ def main() -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
-        artifact, pub = _build(Path(tmp))
+        artifact, pub = signed_demo(Path(tmp))
         samples = alternate(
             lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
                           side, artifact, pub],
