@@ -79,7 +79,8 @@ def register(verbs) -> None:
     p.add_argument("--expires", default=None, metavar="WHEN",
                    help="expiry as ISO 8601 with a zone (2027-01-01T00:00:00Z) or Unix seconds")
     p.add_argument("--backend", action="append", default=None, metavar="NAME",
-                   help="target backend (repeatable; default: numpy)")
+                   help="target backend (repeatable; default: numpy, and with --onnx numpy "
+                        "and onnxruntime)")
     p.add_argument("--golden-cases", type=int, default=2, help="golden cases (default: 2)")
     p.set_defaults(func=_cmd_build)
 

@@ -30,7 +30,7 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
         state=parse_pairs(args.state, "--state", "IN=OUT, e.g. h=h_next"),
         layouts=parse_pairs(args.layout, "--layout", "NAME=LAYOUT, e.g. img=NCHW"),
         tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
-        backends=args.backend or ["numpy"], latency_ms=args.latency_ms, expires=expires,
+        backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms, expires=expires,
         allow_external_data=args.allow_external_data, progress=progress)
     weights = sum(e.nbytes for e in manifest.tensors if e.role != "golden")
     ops = sorted({n["op"] for n in manifest.graph["nodes"]})
