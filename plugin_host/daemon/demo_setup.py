@@ -71,7 +71,8 @@ def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str]
         return False
     from ..artifacts import load_private_key
     from ..artifacts.acceptance import accept_artifact
-    from ..sandbox import sandbox_config_from_policy
+    from ..audit import AuditLog
+    from ..sandbox import audit_sinks, sandbox_config_from_policy
 
     options = {"trust": policy.trust_store(),
                "audited_ops": policy.audited_op_pairs(rule.backend),
@@ -80,19 +81,22 @@ def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str]
     say(f"first use: accepting {rule.file} on backend {rule.backend!r} in a sandbox worker "
         f"(golden cases, latency)")
     keys = [load_private_key(private)]
-    try:
-        result, written = accept_artifact(rule.file, backend=rule.backend,
-                                          executor_options=options, keys=keys, out=record)
-    except AcceptanceFailedError as exc:
-        failed = exc.context.get("result")
-        if failed is None or not failed.numerics_passed:
-            raise
-        # only the latency: a busy development machine; the demo tries once more (a device's
-        # acceptance is `plugin-host accept`, which never retries)
-        say(f"first use: acceptance latency p99 {failed.p99_ms:.1f} ms over the declared "
-            f"{failed.budget_ms:g} ms (a busy machine?); trying once more")
-        result, written = accept_artifact(rule.file, backend=rule.backend,
-                                          executor_options=options, keys=keys, out=record)
+    # the acceptance worker's start, protections and any tripwire go to the audit log too
+    with AuditLog(policy.audit.log, fsync=policy.audit.fsync) as log:
+        options.update(audit_sinks(log))
+        try:
+            result, written = accept_artifact(rule.file, backend=rule.backend,
+                                              executor_options=options, keys=keys, out=record)
+        except AcceptanceFailedError as exc:
+            failed = exc.context.get("result")
+            if failed is None or not failed.numerics_passed:
+                raise
+            # only the latency: a busy development machine; the demo tries once more (a
+            # device's acceptance is `plugin-host accept`, which never retries)
+            say(f"first use: acceptance latency p99 {failed.p99_ms:.1f} ms over the declared "
+                f"{failed.budget_ms:g} ms (a busy machine?); trying once more")
+            result, written = accept_artifact(rule.file, backend=rule.backend,
+                                              executor_options=options, keys=keys, out=record)
     say(f"first use: acceptance passed (p99 {result.p99_ms:.2f} ms of the declared "
         f"{result.budget_ms:g} ms over {result.runs} runs); wrote the record {record}, signed "
         f"with {private}, and the report {written['html']}")

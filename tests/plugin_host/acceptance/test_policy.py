@@ -4,6 +4,7 @@ role."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -144,6 +145,10 @@ def test_the_daemon_refuses_without_a_record_and_first_use_creates_one(tmp_path)
     record = state / "demo" / "demo.pha.accept-numpy"
     assert any("acceptance passed" in s and str(record) in s for s in said)
     assert record.exists() and Path(f"{record}.html").exists()
+    audit = load_policy(policy_path, state_dir=state).audit.log  # the acceptance worker's
+    starts = [r for r in map(json.loads, Path(audit).read_text().splitlines())
+              if r["plugin"] == "sandbox" and r["action"] == "start"]
+    assert starts and starts[0]["detail"]["artifact"] == "demo"
 
     def load():
         daemon = Daemon(load_policy(policy_path, state_dir=state), state_dir=state,
