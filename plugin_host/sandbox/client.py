@@ -334,6 +334,9 @@ class SandboxedExecutor(RecurrentState):
         self._out_cache: tuple | None = None
         #: (inputs' layout, packed head) of the last msgpack run message
         self._run_head: tuple | None = None
+        #: (framed, ((name, buffer), ...), bindings): the input buffers of the last call, when
+        #: it passed nothing else (``_run_again``); None otherwise
+        self._fast: tuple | None = None
         #: (inputs' names, dtypes and shapes, bindings) of the last full input check
         self._checked_key: tuple | None = None
         self._checked_bindings: dict[str, int] = {}
@@ -402,7 +405,7 @@ class SandboxedExecutor(RecurrentState):
         worker = _Worker(proc, ipc.Channel(parent, self.limits.max_message))
         self._live.add(worker)
         self._buffers, self._buffers_end = {}, 0  # they belonged to the old worker's region
-        self._run_head = self._out_cache = None  # what the old worker knew
+        self._run_head = self._out_cache = self._fast = None  # what the old worker knew
         try:
             self._handshake(worker)
         except BaseException:
@@ -594,7 +597,7 @@ class SandboxedExecutor(RecurrentState):
                 # the late answer to a call abandoned earlier (e.g. Ctrl-C): its outputs'
                 # places may be new to us, so ask for them again on the next call
                 if kind == "result":
-                    self._out_cache = None
+                    self._out_cache = self._fast = None
                 continue
             if kind == "error":  # the worker refused a message
                 if call_id is not None and message.get("id") == call_id:
@@ -759,6 +762,15 @@ class SandboxedExecutor(RecurrentState):
         keeps its lease on the frame for the call.
         """
         with self._lock:
+            fast = self._fast
+            if (fast is not None and layouts is None and (frame is not None) is fast[0]
+                    and len(inputs) == len(fast[1]) and self._worker is not None):
+                for name, array in fast[1]:
+                    if inputs.get(name) is not array:
+                        break
+                else:
+                    return self._run_again(inputs, frame, fast[2])
+            self._fast = None
             feed = dict(inputs)
             bindings = self._check_inputs(feed, layouts, frame is not None)
             worker = self._worker
@@ -815,6 +827,11 @@ class SandboxedExecutor(RecurrentState):
             if reply.get("ok") is not True:
                 raise remote.rebuild(reply.get("error"), during="run")
             outputs = self._outputs(worker, reply, bindings)
+            if not layouts and all(not copy for _, _, _, copy in placed):
+                # every input was one of the input buffers: the next call with these very
+                # buffers (and nothing else) can skip straight to the binary message
+                self._fast = (frame is not None,
+                              tuple((name, array) for name, array, _, _ in placed), bindings)
             us = reply.get("us")
             #: the worker's own time for the last call (executor + writing outputs), seconds
             self.last_worker_seconds = us / 1e6 if type(us) is int else None
@@ -822,6 +839,35 @@ class SandboxedExecutor(RecurrentState):
                 self._state[src] = outputs[dst].copy()
             self.calls += 1
             return outputs
+
+    def _run_again(self, inputs: Mapping[str, np.ndarray], frame: Any,
+                   bindings: dict[str, int]) -> dict[str, np.ndarray]:
+        """:meth:`run` with exactly the input buffers of the last call (the zero-copy steady
+        state): their names, dtypes, shapes and places were checked then; only the Embedding
+        index values are checked again before the binary message goes out."""
+        worker = self._worker
+        for name, vocab, where in self._index_checks:
+            array = inputs.get(name)
+            if array is None:
+                array = self._placeholders.get(name, self._frame_placeholder.get(name))
+            if not _indices_in_range(array, vocab):
+                check_indices(array, vocab, where)  # the full check; raises
+        try:
+            fields = self._frame_fields(worker, frame) if frame is not None else None
+            reply = self._request_binary(worker, ipc.RUN, fields, "result", during="run")
+        except BaseException:
+            self._run_head = self._fast = None
+            raise
+        self._failures = 0
+        if reply.get("ok") is not True:
+            raise remote.rebuild(reply.get("error"), during="run")
+        outputs = self._outputs(worker, reply, bindings)
+        us = reply.get("us")
+        self.last_worker_seconds = us / 1e6 if type(us) is int else None
+        for src, dst in self.graph.state.items():
+            self._state[src] = outputs[dst].copy()
+        self.calls += 1
+        return outputs
 
     def _check_inputs(self, feed: dict[str, Any], layouts: Mapping[str, str] | None,
                       framed: bool) -> dict[str, int]:
@@ -904,7 +950,7 @@ class SandboxedExecutor(RecurrentState):
                 dtype = dtypes.to_numpy(spec.dtype)
                 layout.append((spec.name, shape, dtype, end))
                 end = ipc.align(end + dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
-            self._buffers, self._buffers_end = {}, 0
+            self._buffers, self._buffers_end, self._fast = {}, 0, None
             region = self._region(worker, "in", end)
             self._buffers = {name: (region.view(dtype, shape, at), at)
                              for name, shape, dtype, at in layout}
@@ -1128,7 +1174,7 @@ class SandboxedExecutor(RecurrentState):
             else:
                 self._frame_placeholder = {}
             self._frame_input = input_name
-            self._checked_key = None
+            self._checked_key = self._fast = None
             self._send_feed(self._live_worker())
 
     def _send_feed(self, worker: _Worker) -> None:

@@ -207,6 +207,36 @@ def test_the_steady_state_input_check_still_sees_a_changed_input(sx):
     assert sx.restarts == 0
 
 
+def test_input_buffers_again_and_again_match_the_in_process_executor(fresh, redteam_graph):
+    """The zero-copy steady state (the same buffers every call: only a binary message goes
+    out) and every way out of it give the in-process executor's outputs and state."""
+    local = Executor(redteam_graph, NumpyBackend())
+    inputs = frames(8, seed=3)
+    buffers = fresh.input_buffers()
+
+    def step(feed):
+        assert_same(fresh.run(feed), local.run({k: np.array(v) for k, v in feed.items()}))
+
+    for feed in inputs[:3]:
+        for name, buffer in buffers.items():
+            buffer[...] = feed[name]
+        step(buffers)                                   # the same buffers: the steady state
+    step({**buffers, "x": inputs[3]["x"]})              # one input copied instead
+    buffers["ids"][...] = 9                             # values are checked on every call
+    with pytest.raises(IndexRangeError):
+        fresh.run(buffers)
+    buffers["ids"][...] = inputs[4]["ids"]
+    step(buffers)
+    old = buffers
+    buffers = fresh.input_buffers()                     # the old ones are retired: copied
+    step({name: np.array(inputs[5][name]) for name in old} | {"x": old["x"]})
+    for name, buffer in buffers.items():
+        buffer[...] = inputs[6][name]
+    step(buffers)
+    step(buffers)
+    assert fresh.restarts == 0
+
+
 def test_kernel_errors_arrive_with_their_type_and_context(redteam_artifact, sandbox_trust):
     with SandboxedExecutor(redteam_artifact, trust=sandbox_trust, plugin_modules=[FAULTY],
                            kernel_overrides={"relu": FAULTY}) as ex:
