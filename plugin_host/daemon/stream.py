@@ -176,7 +176,7 @@ class CameraStream:
                 "deadline_misses": self.deadline.misses,
                 "resets": sum(self.resets.values()), "resets_by_reason": dict(self.resets),
                 "worker_restarts": self.executor.restarts,
-                "worker_pid": self.executor.pid,
+                "worker_pid": getattr(self.executor, "last_pid", self.executor.pid),
                 "camera_dropped": dict(pool.get("dropped", {})),
                 "camera_produced": pool.get("produced"),
                 "leases_outstanding": pool.get("leases_outstanding")}

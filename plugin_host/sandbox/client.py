@@ -329,6 +329,7 @@ class SandboxedExecutor(RecurrentState):
         self.protections: Protections | None = None
         self.fused: list[list[str]] = []
         self.last_worker_seconds: float | None = None
+        self.last_pid: int | None = None
         self._buffers: dict[str, tuple[np.ndarray, int]] = {}
         self._buffers_end = 0
         self._out_cache: tuple | None = None
@@ -403,6 +404,8 @@ class SandboxedExecutor(RecurrentState):
         finally:
             child.close()
         worker = _Worker(proc, ipc.Channel(parent, self.limits.max_message))
+        #: the newest worker's pid, kept after it ends (``pid`` is None then): for summaries
+        self.last_pid = worker.pid
         self._live.add(worker)
         self._buffers, self._buffers_end = {}, 0  # they belonged to the old worker's region
         self._run_head = self._out_cache = self._fast = None  # what the old worker knew

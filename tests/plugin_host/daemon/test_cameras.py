@@ -55,6 +55,8 @@ def test_three_cameras_matched_each_with_its_own_worker_and_report(demo_state):
         assert cam["frames_run"] >= 12, (name, cam)
         assert cam["dropped"] == cam["gap_dropped"] + cam["not_run"]
         assert cam["model_execution_ms"]["p50"] > 0
+    pids = [cam["worker_pid"] for cam in summary["cameras"].values()]
+    assert all(type(pid) is int for pid in pids) and len(set(pids)) == 3  # kept after the stop
     assert summary["frames_run"] == sum(c["frames_run"] for c in summary["cameras"].values())
     assert summary["cameras"]["wide"]["resets_by_reason"] == {"explicit": 1}
     assert summary["cameras"]["road"]["resets_by_reason"] == {}
