@@ -67,7 +67,7 @@ def svg_histogram(result: Any, *, width: int = 720, height: int = 340) -> str:
     """The latency histogram as a standalone SVG document (p50, p99, max and the budget drawn
     as vertical lines; the budget is noted at the edge when it is far off the scale)."""
     counts, edges = histogram(result.samples_us)
-    left, right, top_pad, bottom = 60, 20, 40, 50
+    left, right, top_pad, bottom = 60, 20, 56, 50
     pw, ph = width - left - right, height - top_pad - bottom
     esc = html.escape
     title = (f"{result.name} {result.version} on {result.backend}: host round-trip latency")
@@ -112,15 +112,20 @@ def svg_histogram(result: Any, *, width: int = 720, height: int = 340) -> str:
     parts.append(f'<text x="{left - 8}" y="{base}" text-anchor="end">0</text>')
     markers = [("p50", result.p50_ms, "#2a9d3f"), ("p99", result.p99_ms, "#e08a00"),
                ("max", result.max_ms, "#7a3fa0"), ("budget", result.budget_ms, "#c62828")]
-    for n, (label, ms, color) in enumerate(markers):
-        if lo <= ms <= hi:
+    legend_x = left
+    for label, ms, color in markers:
+        on_scale = lo <= ms <= hi
+        if on_scale:
             parts.append(f'<line x1="{x(ms):.2f}" y1="{top_pad}" x2="{x(ms):.2f}" y2="{base}" '
                          f'stroke="{color}" stroke-width="2" stroke-dasharray="5,3"/>')
-            parts.append(f'<text x="{x(ms) + 3:.2f}" y="{top_pad + 12 + 14 * n}" '
-                         f'fill="{color}">{label} {ms:.3g}</text>')
-        else:
-            parts.append(f'<text x="{left + pw}" y="{top_pad + 12 + 14 * n}" text-anchor="end" '
-                         f'fill="{color}">{label} {ms:.3g} ms (off scale)</text>')
+        # a legend row between the title and the plot: labels never cover a bar or each other
+        text = f"{label} {ms:.3g} ms" + ("" if on_scale else " (off scale)")
+        dash = "" if on_scale else ' stroke-dasharray="2,2"'
+        parts.append(f'<line x1="{legend_x}" y1="{top_pad - 12}" x2="{legend_x + 14}" '
+                     f'y2="{top_pad - 12}" stroke="{color}" stroke-width="2"{dash}/>')
+        parts.append(f'<text x="{legend_x + 18}" y="{top_pad - 8}" fill="{color}">'
+                     f'{esc(text)}</text>')
+        legend_x += 18 + 7 * len(text) + 16
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
