@@ -8,15 +8,24 @@ falls on every side alike; the samples of all blocks are pooled per side.
 Child: ``serve_blocks(call, scale)`` -- warm up, print ``ready``, then answer each block size
 read from stdin with that many timings (seconds * ``scale``) as one JSON line.
 Parent: ``alternate(command_for_side, sides, rounds, runs, pause)`` -> samples per side.
+
+A benchmark script whose sides are built from a signed artifact uses the three helpers below:
+``side_parser`` (its options plus the hidden ``--child SIDE ARTIFACT PUB``), ``serve_side``
+(the child: build the side, serve its blocks, clean up) and ``alternate_script`` (the parent:
+run the script itself once per side as the children).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
+
+#: A side: ``make(artifact, pub) -> (call, close)``.
+SideFactory = Callable[[str, str], tuple[Callable[[], object], Callable[[], object]]]
 
 
 def serve_blocks(call: Callable[[], object], *, warmup: int, scale: float) -> None:
@@ -59,3 +68,37 @@ def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str]
             if child.stdin:
                 child.stdin.close()
             child.wait(timeout=30)
+
+
+def side_parser(description: str, *, runs: int, rounds: int, warmup: int
+                ) -> argparse.ArgumentParser:
+    """The options every alternating benchmark has (a script adds its own)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", type=int, default=runs, help="timed calls per block")
+    parser.add_argument("--rounds", type=int, default=rounds,
+                        help="blocks per side, alternating")
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--child", nargs=3, metavar=("SIDE", "ARTIFACT", "PUB"),
+                        help=argparse.SUPPRESS)
+    return parser
+
+
+def serve_side(sides: Mapping[str, SideFactory], child: list[str], *, warmup: int,
+               scale: float) -> None:
+    """The child process: build side ``child[0]`` from the artifact and key ``child[1:]``
+    and serve its blocks (timings in seconds * ``scale``)."""
+    side, artifact, pub = child
+    call, close = sides[side](artifact, pub)
+    try:
+        serve_blocks(call, warmup=warmup, scale=scale)
+    finally:
+        close()
+
+
+def alternate_script(script: str, args: argparse.Namespace, sides: Iterable[str],
+                     artifact: str, pub: str, *, pause: float) -> dict[str, list[float]]:
+    """The parent: ``script`` run once per side as its child, blocks alternating."""
+    return alternate(
+        lambda side: [sys.executable, script, "--warmup", str(args.warmup), "--child", side,
+                      artifact, pub],
+        sides, rounds=args.rounds, runs=args.runs, pause=pause)

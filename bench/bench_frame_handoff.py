@@ -17,7 +17,6 @@ so that a machine whose load drifts favours neither side.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.alternate import alternate, serve_blocks  # noqa: E402
+from bench.alternate import alternate_script, serve_side, side_parser  # noqa: E402
 from bench.fixtures import signed_artifact, trust_store  # noqa: E402
 
 SIZES = {"1928x1208": (1928, 1208), "64x32": (64, 32)}
@@ -39,12 +38,11 @@ TARGET_US = 50.0
 TARGET_RATIO = 1.2
 
 
-def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
-    """Serve blocks: read a count on stdin, answer with that many timings (us) as JSON."""
+def _side(side: str, artifact: str, pub: str):
+    """Hand-offs of the frames of a pool of camera ``side``'s size, in turn."""
     from plugin_host.frames import FrameLayout, FramePool
     from plugin_host.sandbox import SandboxedExecutor
 
-    trust = trust_store(pub)
     width, height = SIZES[side]
     pool = FramePool(FrameLayout.create("NV12", width, height), BUFFERS, camera=side)
     frames = []
@@ -53,7 +51,7 @@ def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
         writer.planes["Y"][...] = i + 1
         writer.planes["UV"][...] = 128 + i
         frames.append(writer.commit(i, time.monotonic_ns()))
-    sandboxed = SandboxedExecutor(artifact, trust=trust, backend="numpy")
+    sandboxed = SandboxedExecutor(artifact, trust=trust_store(pub), backend="numpy")
     sandboxed.attach_pool(pool)
     n = 0
 
@@ -62,11 +60,14 @@ def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
         sandboxed.handoff(frames[n % BUFFERS])
         n += 1
 
-    try:
-        serve_blocks(call, warmup=warmup, scale=1e6)
-    finally:
+    def close() -> None:
         sandboxed.close()
         pool.close()
+
+    return call, close
+
+
+SIDES = {side: (lambda a, p, side=side: _side(side, a, p)) for side in SIZES}
 
 
 def _build(directory: Path) -> tuple[str, str]:
@@ -79,23 +80,14 @@ def _build(directory: Path) -> tuple[str, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=200, help="timed hand-offs per block")
-    parser.add_argument("--rounds", type=int, default=20, help="blocks per side, alternating")
-    parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--child", nargs=3, metavar=("SIDE", "ARTIFACT", "PUB"),
-                        help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = side_parser(__doc__.split("\n\n")[0], runs=200, rounds=20, warmup=200).parse_args()
     if args.child:
-        _child(*args.child, args.warmup)
+        serve_side(SIDES, args.child, warmup=args.warmup, scale=1e6)
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench-handoff-") as tmp:
         artifact, pub = _build(Path(tmp))
-        samples = alternate(
-            lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
-                          side, artifact, pub],
-            SIZES, rounds=args.rounds, runs=args.runs, pause=PAUSE)
+        samples = alternate_script(__file__, args, SIZES, artifact, pub, pause=PAUSE)
     big, tiny = (statistics.median(samples[s]) for s in SIZES)
     p99 = {s: float(np.percentile(samples[s], 99)) for s in SIZES}
     ratio = big / tiny

@@ -33,18 +33,15 @@ the machine's load falls on every side alike.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.alternate import alternate, serve_blocks  # noqa: E402
+from bench.alternate import alternate_script, serve_side, side_parser  # noqa: E402
 from bench.fixtures import demo_step_inputs as _inputs  # noqa: E402
 from bench.fixtures import signed_demo, trust_store  # noqa: E402
 
@@ -151,38 +148,22 @@ def _cadence(artifact: str, pub: str, *, frames: int, period: float) -> dict[str
     return result
 
 
-def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
-    """Serve blocks of timed calls (ms) to the parent (bench/alternate.py)."""
-    call, close = SIDES[side](artifact, pub)
-    try:
-        serve_blocks(call, warmup=warmup, scale=1e3)
-    finally:
-        close()
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20, help="timed calls per block")
-    parser.add_argument("--rounds", type=int, default=12, help="blocks per side, alternating")
-    parser.add_argument("--warmup", type=int, default=10)
+    parser = side_parser(__doc__.split("\n\n")[0], runs=20, rounds=12, warmup=10)
     parser.add_argument("--frames", type=int, default=60, help="calls at 20 Hz, per setting")
     parser.add_argument("--spin", action="store_true",
                         help="also time the spinning sides and the 20 Hz spinning comparison "
                              "(a spinning side's idle threads can slow the other sides)")
-    parser.add_argument("--child", nargs=3, metavar=("SIDE", "ARTIFACT", "PUB"),
-                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(*args.child, args.warmup)
+        serve_side(SIDES, args.child, warmup=args.warmup, scale=1e3)
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench-onnxruntime-") as tmp:
         artifact, pub = signed_demo(Path(tmp), backends=["onnxruntime"])
-        samples = alternate(
-            lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
-                          side, artifact, pub],
-            [s for s in SIDES if args.spin or not s.endswith("-spin")],
-            rounds=args.rounds, runs=args.runs, pause=PAUSE)
+        samples = alternate_script(
+            __file__, args, [s for s in SIDES if args.spin or not s.endswith("-spin")],
+            artifact, pub, pause=PAUSE)
         cadence = _cadence(artifact, pub, frames=args.frames, period=0.05) if args.spin else {}
     medians = {side: statistics.median(s) for side, s in samples.items()}
     bare = medians["bare"]

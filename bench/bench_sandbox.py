@@ -24,18 +24,15 @@ Fine interleaving keeps a machine whose load drifts from favouring either side.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.alternate import alternate, serve_blocks  # noqa: E402
+from bench.alternate import alternate_script, serve_side, side_parser  # noqa: E402
 from bench.fixtures import demo_step_inputs as _inputs  # noqa: E402
 from bench.fixtures import signed_demo, trust_store as _trust  # noqa: E402
 
@@ -79,33 +76,15 @@ def _zero_copy(artifact: str, pub: str):
 SIDES = {"inproc": _inproc, "sandbox": _sandbox, "zero-copy": _zero_copy}
 
 
-def _child(side: str, artifact: str, pub: str, warmup: int) -> None:
-    """Serve blocks of timed calls (ms) to the parent (bench/alternate.py)."""
-    call, close = SIDES[side](artifact, pub)
-    try:
-        serve_blocks(call, warmup=warmup, scale=1e3)
-    finally:
-        close()
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20, help="timed calls per block")
-    parser.add_argument("--rounds", type=int, default=12, help="blocks per side, alternating")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--child", nargs=3, metavar=("SIDE", "ARTIFACT", "PUB"),
-                        help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = side_parser(__doc__.split("\n\n")[0], runs=20, rounds=12, warmup=5).parse_args()
     if args.child:
-        _child(*args.child, args.warmup)
+        serve_side(SIDES, args.child, warmup=args.warmup, scale=1e3)
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
         artifact, pub = signed_demo(Path(tmp))
-        samples = alternate(
-            lambda side: [sys.executable, __file__, "--warmup", str(args.warmup), "--child",
-                          side, artifact, pub],
-            SIDES, rounds=args.rounds, runs=args.runs, pause=PAUSE)
+        samples = alternate_script(__file__, args, SIDES, artifact, pub, pause=PAUSE)
     inproc = statistics.median(samples["inproc"])
     allowed_ms = max(0.05 * inproc, 0.150)
     print(f"demo model, numpy backend, {args.rounds} alternating blocks x {args.runs} calls "
