@@ -57,7 +57,6 @@ class ModelFeed:
                                   f"got {layout.format} ({layout.describe()})")
         self.image = image.name
         self.indices = tuple(indices)
-        self.height, self.width = 2 * image.shape[2], 2 * image.shape[3]
 
     def prepare(self, buffers: Mapping[str, np.ndarray]) -> None:
         """New buffers (after ``input_buffers()``): index inputs zeroed."""

@@ -52,7 +52,6 @@ import numpy as np
 
 import plugin_host
 from abi import Signature, check_indices, dtypes
-from abi.spec import MAX_RANK
 
 from ..errors import (ArtifactError, ArtifactFormatError, FrameError, FrameFormatError,
                       PluginHostError, ProtectionUnavailableError, SandboxError,
@@ -438,7 +437,7 @@ class SandboxedExecutor(RecurrentState):
                            "; ".join(f"{k}: {v}" for k, v in missing.items()))
             self._event("refuse", {"pid": worker.pid, "missing": dict(missing)}, strict=False)
             raise ProtectionUnavailableError(
-                f"required sandbox protection(s) not in force: "
+                "required sandbox protection(s) not in force: "
                 + "; ".join(f"{k} ({v})" for k, v in missing.items()),
                 protection=first, missing=missing)
         self.log.info("sandbox worker %d for %s %s: %s", worker.pid, self.manifest.name,
@@ -826,22 +825,28 @@ class SandboxedExecutor(RecurrentState):
             except BaseException:
                 self._run_head = None  # the worker may not have taken these places
                 raise
-            self._failures = 0  # the worker answered: it is healthy
-            if reply.get("ok") is not True:
-                raise remote.rebuild(reply.get("error"), during="run")
-            outputs = self._outputs(worker, reply, bindings)
+            outputs = self._answered(worker, reply, bindings)
             if not layouts and all(not copy for _, _, _, copy in placed):
                 # every input was one of the input buffers: the next call with these very
                 # buffers (and nothing else) can skip straight to the binary message
                 self._fast = (frame is not None,
                               tuple((name, array) for name, array, _, _ in placed), bindings)
-            us = reply.get("us")
-            #: the worker's own time for the last call (executor + writing outputs), seconds
-            self.last_worker_seconds = us / 1e6 if type(us) is int else None
-            for src, dst in self.graph.state.items():
-                self._state[src] = outputs[dst].copy()
-            self.calls += 1
             return outputs
+
+    def _answered(self, worker: _Worker, reply: dict[str, Any],
+                  bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
+        """A call's reply: the outputs (checked), the mirrored state, the counters."""
+        self._failures = 0  # the worker answered: it is healthy
+        if reply.get("ok") is not True:
+            raise remote.rebuild(reply.get("error"), during="run")
+        outputs = self._outputs(worker, reply, bindings)
+        us = reply.get("us")
+        #: the worker's own time for the last call (executor + writing outputs), seconds
+        self.last_worker_seconds = us / 1e6 if type(us) is int else None
+        for src, dst in self.graph.state.items():
+            self._state[src] = outputs[dst].copy()
+        self.calls += 1
+        return outputs
 
     def _run_again(self, inputs: Mapping[str, np.ndarray], frame: Any,
                    bindings: dict[str, int]) -> dict[str, np.ndarray]:
@@ -849,28 +854,23 @@ class SandboxedExecutor(RecurrentState):
         state): their names, dtypes, shapes and places were checked then; only the Embedding
         index values are checked again before the binary message goes out."""
         worker = self._worker
-        for name, vocab, where in self._index_checks:
-            array = inputs.get(name)
-            if array is None:
-                array = self._placeholders.get(name, self._frame_placeholder.get(name))
-            if not _indices_in_range(array, vocab):
-                check_indices(array, vocab, where)  # the full check; raises
+        self._check_index_values(inputs)
         try:
             fields = self._frame_fields(worker, frame) if frame is not None else None
             reply = self._request_binary(worker, ipc.RUN, fields, "result", during="run")
         except BaseException:
             self._run_head = self._fast = None
             raise
-        self._failures = 0
-        if reply.get("ok") is not True:
-            raise remote.rebuild(reply.get("error"), during="run")
-        outputs = self._outputs(worker, reply, bindings)
-        us = reply.get("us")
-        self.last_worker_seconds = us / 1e6 if type(us) is int else None
-        for src, dst in self.graph.state.items():
-            self._state[src] = outputs[dst].copy()
-        self.calls += 1
-        return outputs
+        return self._answered(worker, reply, bindings)
+
+    def _check_index_values(self, inputs: Mapping[str, Any]) -> None:
+        """Every Embedding index input in range (those left out: their stand-ins)."""
+        for name, vocab, where in self._index_checks:
+            array = inputs.get(name)
+            if array is None:
+                array = self._placeholders.get(name, self._frame_placeholder.get(name))
+            if not _indices_in_range(array, vocab):
+                check_indices(array, vocab, where)  # the full check; raises
 
     def _check_inputs(self, feed: dict[str, Any], layouts: Mapping[str, str] | None,
                       framed: bool) -> dict[str, int]:
@@ -902,12 +902,7 @@ class SandboxedExecutor(RecurrentState):
             self._checked_bindings = bindings
         else:
             bindings, check = self._checked_bindings, feed
-        for name, vocab, where in self._index_checks:
-            array = check.get(name)
-            if array is None:
-                array = self._placeholders.get(name, self._frame_placeholder.get(name))
-            if not _indices_in_range(array, vocab):
-                check_indices(array, vocab, where)  # the full check; raises
+        self._check_index_values(check)
         return bindings
 
     __call__ = run
@@ -989,26 +984,14 @@ class SandboxedExecutor(RecurrentState):
         outputs: dict[str, np.ndarray] = {}
         try:
             if type(items) is not list:
-                raise ValueError("'out' must be a list")
+                raise SandboxProtocolError("'out' must be a list")
             for item in items:
-                if (type(item) is not list or len(item) != 4 or type(item[0]) is not str
-                        or type(item[1]) is not str or type(item[2]) is not list
-                        or type(item[3]) is not int):
-                    raise ValueError("each output is [name, dtype, shape, offset]")
-                name, dtype_name, shape, offset = item
+                name, dtype, shape, offset, count = ipc.placement(item, "output", region.size)
                 if name not in self._out_names or name in outputs:
-                    raise ValueError(f"unexpected or repeated output {name[:60]!r}")
-                if dtype_name not in dtypes.DTYPES:
-                    raise ValueError(f"output {name!r}: unknown dtype")
-                if len(shape) > MAX_RANK or any(type(d) is not int or d < 0 for d in shape):
-                    raise ValueError(f"output {name!r}: bad shape")
-                dtype = dtypes.to_numpy(dtype_name)
-                count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-                if offset < 0 or offset % ipc.ALIGN or offset + count * dtype.itemsize > region.size:
-                    raise ValueError(f"output {name!r}: outside the output region")
-                outputs[name] = (region.view(dtype, tuple(shape), offset).copy() if count
+                    raise SandboxProtocolError(f"unexpected or repeated output {name[:60]!r}")
+                outputs[name] = (region.view(dtype, shape, offset).copy() if count
                                  else np.zeros(shape, dtype))
-        except ValueError as exc:
+        except SandboxProtocolError as exc:
             raise self._failed(worker, "run", protocol=f"malformed result: {exc}")
         self._out_sig.check(outputs, bindings=bindings)
         views = [(name, region.view(a.dtype, a.shape, offset)) for (name, _, _, offset), a

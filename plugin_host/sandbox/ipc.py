@@ -52,10 +52,13 @@ from typing import Any, Iterable, Mapping
 import msgpack
 import numpy as np
 
+from abi import dtypes
+from abi.spec import MAX_RANK
+
 from ..errors import SandboxProtocolError
 
 __all__ = ["ALIGN", "Channel", "Region", "align", "map_region", "pack", "unpack", "require",
-           "pack_call", "pack_answer"]
+           "pack_call", "pack_answer", "placement"]
 
 ALIGN = 64
 PAGE = mmap.PAGESIZE
@@ -89,6 +92,31 @@ def _no_ext(code: int, data: bytes) -> Any:
 
 def pack(message: Mapping[str, Any]) -> bytes:
     return msgpack.packb(message, use_bin_type=True)
+
+
+# --- tensor places -------------------------------------------------------------------------------
+
+
+def placement(item: Any, kind: str, region_size: int) -> tuple[str, np.dtype, tuple, int, int]:
+    """One ``[name, dtype, shape, offset]`` of a ``run`` (``kind`` "input") or ``result``
+    ("output"), checked against the region it points into: ``(name, numpy dtype, shape,
+    offset, element count)``. The peer is not trusted: SandboxProtocolError otherwise."""
+    if (type(item) is not list or len(item) != 4 or type(item[0]) is not str
+            or type(item[1]) is not str or type(item[2]) is not list
+            or type(item[3]) is not int):
+        raise SandboxProtocolError(f"each {kind} is [name, dtype, shape, offset]")
+    name, dtype_name, shape, offset = item
+    if dtype_name not in dtypes.DTYPES:
+        raise SandboxProtocolError(f"{kind} {name[:60]!r}: unknown dtype")
+    if len(shape) > MAX_RANK or any(type(d) is not int or d < 0 for d in shape):
+        raise SandboxProtocolError(f"{kind} {name[:60]!r}: bad shape")
+    dtype = dtypes.to_numpy(dtype_name)
+    count = 1
+    for d in shape:
+        count *= d
+    if offset < 0 or offset % ALIGN or offset + count * dtype.itemsize > region_size:
+        raise SandboxProtocolError(f"{kind} {name[:60]!r}: outside the {kind} region")
+    return name, dtype, tuple(shape), offset, count
 
 
 # --- binary messages (see the module docstring) ------------------------------------------------

@@ -52,10 +52,8 @@ import numpy as np
 import pluggy
 
 from abi import dtypes
-from abi.spec import MAX_RANK
 
 from ..errors import FrameError, PluginError, SandboxProtocolError
-from ..frames.frame import Frame
 from ..frames.pool import PoolReader, map_pool
 from . import audit, confine, ipc, landlock, remote, seccomp, sources
 from .frame_feed import FrameFeed, frame_of
@@ -480,21 +478,7 @@ class Worker:
         size = len(self.in_map)
         feed: dict[str, np.ndarray] = {}
         for item in specs:
-            if (type(item) is not list or len(item) != 4 or type(item[0]) is not str
-                    or type(item[1]) is not str or type(item[2]) is not list
-                    or type(item[3]) is not int):
-                raise SandboxProtocolError("each input is [name, dtype, shape, offset]")
-            name, dtype_name, shape, offset = item
-            if dtype_name not in dtypes.DTYPES:
-                raise SandboxProtocolError(f"input {name[:60]!r}: unknown dtype")
-            if len(shape) > MAX_RANK or any(type(d) is not int or d < 0 for d in shape):
-                raise SandboxProtocolError(f"input {name[:60]!r}: bad shape")
-            dtype = dtypes.to_numpy(dtype_name)
-            count = 1
-            for d in shape:
-                count *= d
-            if offset < 0 or offset % ipc.ALIGN or offset + count * dtype.itemsize > size:
-                raise SandboxProtocolError(f"input {name[:60]!r}: outside the input region")
+            name, dtype, shape, offset, count = ipc.placement(item, "input", size)
             if count == 0:
                 view = np.empty(shape, dtype)
                 view.flags.writeable = False
