@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.alternate import alternate_script, serve_side, side_parser  # noqa: E402
 from bench.fixtures import demo_step_inputs as _inputs  # noqa: E402
-from bench.fixtures import signed_demo, trust_store  # noqa: E402
+from bench.fixtures import in_input_buffers, signed_demo, trust_store  # noqa: E402
 
 #: seconds between blocks: a spinning onnxruntime pool spins for a while after its last call
 PAUSE = 0.25
@@ -102,11 +102,7 @@ def _host_zero_copy(artifact: str, pub: str):
     trust = trust_store(pub)
     sandboxed = SandboxedExecutor(artifact, trust=trust, backend="onnxruntime",
                                   backend_plugins=("onnxruntime_backend",))
-    inputs = _inputs()
-    buffers = sandboxed.input_buffers()
-    for name, buffer in buffers.items():
-        buffer[...] = inputs[name]
-    inputs.update(buffers)
+    inputs = in_input_buffers(sandboxed)
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 

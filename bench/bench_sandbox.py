@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.alternate import alternate_script, serve_side, side_parser  # noqa: E402
 from bench.fixtures import demo_step_inputs as _inputs  # noqa: E402
-from bench.fixtures import signed_demo, trust_store as _trust  # noqa: E402
+from bench.fixtures import in_input_buffers, signed_demo, trust_store as _trust  # noqa: E402
 
 #: seconds between blocks: OpenBLAS threads spin for about 0.1 s after their last call
 PAUSE = 0.25
@@ -65,11 +65,7 @@ def _zero_copy(artifact: str, pub: str):
     from plugin_host.sandbox import SandboxedExecutor
 
     sandboxed = SandboxedExecutor(artifact, trust=_trust(pub), backend="numpy")
-    inputs = _inputs()
-    buffers = sandboxed.input_buffers()
-    for name, buffer in buffers.items():
-        buffer[...] = inputs[name]
-    inputs.update(buffers)
+    inputs = in_input_buffers(sandboxed)
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 

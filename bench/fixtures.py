@@ -50,3 +50,13 @@ def demo_step_inputs() -> dict[str, np.ndarray]:
     feed = demo_inputs(np.random.default_rng(SEED_INPUTS))
     state = {n: np.zeros((1, 512), np.float32) for n in ("h", "c")}
     return {**feed, **state}
+
+
+def in_input_buffers(sandboxed) -> dict[str, np.ndarray]:
+    """:func:`demo_step_inputs` written once into ``sandboxed``'s shared input buffers (as a
+    camera writes its frame into shared memory): passing them to ``run`` copies nothing."""
+    inputs = demo_step_inputs()
+    buffers = sandboxed.input_buffers()
+    for name, buffer in buffers.items():
+        buffer[...] = inputs[name]
+    return {**inputs, **buffers}
