@@ -803,8 +803,7 @@ class SandboxedExecutor(RecurrentState):
                         and self._out_cache is not None):
                     # the steady state: the same inputs' places as the last call, and the
                     # outputs' places known: one binary message each way
-                    reply = self._request_binary(worker, ipc.RUN, fields, "result",
-                                                 during="run")
+                    reply = self._run_binary(worker, fields)
                 else:
                     specs = [[name, _dtype_name(dt), list(shape), at]
                              for name, dt, shape, at in key]
@@ -819,7 +818,8 @@ class SandboxedExecutor(RecurrentState):
                     reply = self._request(worker, message, "result", during="run")
                     if not layouts:
                         self._run_head = (key, None)
-                while reply.get("ok") is False and type(reply.get("grow")) is int:
+                while (type(reply) is dict and reply.get("ok") is False
+                       and type(reply.get("grow")) is int):
                     self._region(worker, "out", reply["grow"])
                     reply = self._request(worker, {"op": "collect"}, "result", during="run")
             except BaseException:
@@ -833,14 +833,38 @@ class SandboxedExecutor(RecurrentState):
                               tuple((name, array) for name, array, _, _ in placed), bindings)
             return outputs
 
-    def _answered(self, worker: _Worker, reply: dict[str, Any],
+    def _run_binary(self, worker: _Worker, fields: tuple | None) -> dict[str, Any] | int:
+        """Send a binary ``RUN`` (the steady state) and wait for its answer: the worker's
+        microseconds (int) when it is the binary ``RESULT`` (the outputs are where the last
+        result put them), else the reply as :meth:`_expect` gives it."""
+        self._next_id += 1
+        call_id = self._next_id
+        chan = worker.chan
+        try:
+            chan.send_packed(ipc.pack_call(ipc.RUN, call_id, fields))
+        except (BrokenPipeError, ConnectionError):  # the worker is gone
+            raise self._failed(worker, "run") from None
+        us = chan.recv_result(call_id, self.call_timeout)
+        if us is not None:
+            return us
+        if not chan.poll(0):  # nothing came in time
+            raise self._failed(worker, "run", timeout=self.call_timeout)
+        return self._expect(worker, "result", self.call_timeout, during="run",
+                            call_id=call_id)
+
+    def _answered(self, worker: _Worker, reply: dict[str, Any] | int,
                   bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
-        """A call's reply: the outputs (checked), the mirrored state, the counters."""
+        """A call's reply (or the worker's microseconds from a binary ``RESULT``): the
+        outputs (checked), the mirrored state, the counters."""
         self._failures = 0  # the worker answered: it is healthy
-        if reply.get("ok") is not True:
-            raise remote.rebuild(reply.get("error"), during="run")
-        outputs = self._outputs(worker, reply, bindings)
-        us = reply.get("us")
+        if type(reply) is int:
+            us = reply
+            outputs = self._outputs_again(worker, bindings)
+        else:
+            if reply.get("ok") is not True:
+                raise remote.rebuild(reply.get("error"), during="run")
+            outputs = self._outputs(worker, reply, bindings)
+            us = reply.get("us")
         #: the worker's own time for the last call (executor + writing outputs), seconds
         self.last_worker_seconds = us / 1e6 if type(us) is int else None
         for src, dst in self.graph.state.items():
@@ -857,7 +881,7 @@ class SandboxedExecutor(RecurrentState):
         self._check_index_values(inputs)
         try:
             fields = self._frame_fields(worker, frame) if frame is not None else None
-            reply = self._request_binary(worker, ipc.RUN, fields, "result", during="run")
+            reply = self._run_binary(worker, fields)
         except BaseException:
             self._run_head = self._fast = None
             raise
@@ -966,16 +990,10 @@ class SandboxedExecutor(RecurrentState):
 
     def _outputs(self, worker: _Worker, reply: dict[str, Any],
                  bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
+        if reply.get("same") is True:  # a binary result: where the last result said
+            return self._outputs_again(worker, bindings)
         region = worker.regions["out"]
         cached = self._out_cache
-        if reply.get("same") is True:  # a binary result: where the last result said
-            if cached is None or cached[0] is not region:
-                raise self._failed(worker, "run", protocol="a result 'where the last one "
-                                   "was' with no earlier result")
-            if cached[2] != bindings:
-                self._out_sig.check({name: view for name, view in cached[3]},
-                                    bindings=bindings)
-            return {name: view.copy() for name, view in cached[3]}
         items = reply.get("out")
         if (cached is not None and cached[0] is region and cached[1] == items
                 and cached[2] == bindings):
@@ -998,6 +1016,18 @@ class SandboxedExecutor(RecurrentState):
                  in zip(items, outputs.values())]
         self._out_cache = (region, items, dict(bindings), views)
         return outputs
+
+    def _outputs_again(self, worker: _Worker, bindings: Mapping[str, int]
+                       ) -> dict[str, np.ndarray]:
+        """The outputs of a binary ``RESULT``: copied from the views the last full result
+        gave (checked then; checked again only if the symbolic dims' bindings changed)."""
+        cached = self._out_cache
+        if cached is None or cached[0] is not worker.regions["out"]:
+            raise self._failed(worker, "run", protocol="a result 'where the last one was' "
+                               "with no earlier result")
+        if cached[2] != bindings:
+            self._out_sig.check({name: view for name, view in cached[3]}, bindings=bindings)
+        return {name: view.copy() for name, view in cached[3]}
 
     # -- state ------------------------------------------------------------------------------------
 

@@ -35,7 +35,9 @@ its op byte below and has exactly its struct's size, else it is refused):
 * ``HANDED`` (worker -> host): a hand-off succeeded, with its CRC.
 
 :func:`unpack` turns either kind into the same dict a msgpack message would give, so the
-receiving code has one path; anything unusual (an error, a new layout) goes as msgpack.
+receiving code has one path; anything unusual (an error, a new layout) goes as msgpack. The
+host's per-call receive (:meth:`Channel.recv_result`) takes the ``RESULT`` it waits for as
+bare values, without a dict; any other message stays for :meth:`Channel.recv`.
 """
 
 from __future__ import annotations
@@ -200,10 +202,23 @@ class Channel:
 
     def __init__(self, sock: socket.socket, max_message: int) -> None:
         self.sock = sock
-        self.max_message = int(max_message)
-        self._buffer = bytearray(self.max_message + 1)
+        self.max_message = max_message
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
+        #: a message :meth:`recv_result` received but did not take: ``(length, flags)`` of
+        #: what is in the buffer, decoded by the next :meth:`recv`
+        self._held: tuple[int, int] | None = None
+
+    @property
+    def max_message(self) -> int:
+        """The cap on one message's bytes (the receive buffer holds one byte more, so that a
+        longer message is seen as such)."""
+        return self._max_message
+
+    @max_message.setter
+    def max_message(self, value: int) -> None:
+        self._max_message = int(value)
+        self._buffer = bytearray(self._max_message + 1)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -233,21 +248,45 @@ class Channel:
 
     def poll(self, timeout: float | None) -> bool:
         """True when a message (or end of file) is waiting; waits at most ``timeout`` s."""
+        if self._held is not None:
+            return True
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(self._poll.poll(ms))
+
+    def recv_result(self, call_id: int, timeout: float) -> int | None:
+        """The host's per-call receive, with as little work as can be: when the next message
+        (waited for at most ``timeout`` s) is the binary ``RESULT`` of ``call_id``, its value
+        (the worker's microseconds), else None. A message that is not that one stays for
+        the next :meth:`recv`, which decodes and checks it as any other; None with nothing
+        waiting (``poll`` False) means the time ran out."""
+        if not self.poll(timeout):
+            return None
+        buffer = self._buffer
+        try:
+            n, _, flags, _ = self.sock.recvmsg_into([buffer], 0)
+        except ConnectionError:  # the peer is gone: the next recv says so (end of file)
+            self._held = (0, 0)
+            return None
+        if n == _ANSWER.size and not flags and buffer[0] == RESULT:
+            op, value, answered = _ANSWER.unpack_from(buffer)
+            if answered == call_id:
+                return value
+        self._held = (n, flags)
+        return None
 
     def recv(self, *, accept_fds: bool = False) -> tuple[dict[str, Any] | None, list[int]]:
         """One message and the descriptors that came with it; ``(None, [])`` at end of file
         (an empty message counts as end of file). Blocks until something arrives."""
-        ancsize = _ANCSIZE if accept_fds else 0
-        if len(self._buffer) != self.max_message + 1:
-            self._buffer = bytearray(self.max_message + 1)
-        n, ancdata, flags, _ = self.sock.recvmsg_into([self._buffer], ancsize)
-        data = memoryview(self._buffer)[:n]
         fds: list[int] = []
-        for level, kind, payload in ancdata:
-            if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
-                fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+        if self._held is not None:  # left by recv_result (which takes no descriptors)
+            (n, flags), self._held = self._held, None
+        else:
+            ancsize = _ANCSIZE if accept_fds else 0
+            n, ancdata, flags, _ = self.sock.recvmsg_into([self._buffer], ancsize)
+            for level, kind, payload in ancdata:
+                if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
+                    fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+        data = memoryview(self._buffer)[:n]
         try:
             if flags & _MSG_CTRUNC:
                 raise SandboxProtocolError("a message carried descriptors that were not "

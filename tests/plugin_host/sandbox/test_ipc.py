@@ -151,6 +151,30 @@ def test_binary_calls_and_answers_decode_to_the_same_dicts():
     assert ipc.unpack(ipc.pack_answer(ipc.HANDED, 10, 0xDEADBEEF))["crc"] == 0xDEADBEEF
 
 
+def test_the_per_call_receive_takes_only_its_own_binary_result(pair):
+    left, right = pair
+    left.send_packed(ipc.pack_answer(ipc.RESULT, 7, 3210))
+    assert right.recv_result(7, 1.0) == 3210
+    # anything else stays for recv(), which decodes and checks it as usual
+    left.send({"op": "audit", "event": "x"})
+    left.send_packed(ipc.pack_answer(ipc.RESULT, 8, 1))
+    assert right.recv_result(8, 1.0) is None
+    assert right.poll(0)
+    assert right.recv()[0] == {"op": "audit", "event": "x"}
+    assert right.recv_result(8, 1.0) == 1
+    left.send_packed(ipc.pack_answer(ipc.RESULT, 6, 5))  # a late answer to an earlier call
+    assert right.recv_result(9, 1.0) is None
+    assert right.recv()[0]["id"] == 6
+    left.send_raw(ipc.pack_answer(ipc.RESULT, 9, 5)[:-1])  # one byte short
+    assert right.recv_result(9, 1.0) is None
+    with pytest.raises(SandboxProtocolError, match="16 bytes"):
+        right.recv()
+    assert right.recv_result(9, 0.05) is None and not right.poll(0)  # nothing came
+    left.close()
+    assert right.recv_result(9, 1.0) is None
+    assert right.recv() == (None, [])
+
+
 @pytest.mark.parametrize("data, why", [
     (ipc.pack_call(ipc.RUN, 1) + b"\x00", "binary call is 48 bytes"),
     (ipc.pack_call(ipc.RUN, 1)[:-1], "binary call is 48 bytes"),
