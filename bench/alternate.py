@@ -7,7 +7,8 @@ falls on every side alike; the samples of all blocks are pooled per side.
 
 Child: ``serve_blocks(call, scale)`` -- warm up, print ``ready``, then answer each block size
 read from stdin with that many timings (seconds * ``scale``) as one JSON line.
-Parent: ``alternate(command_for_side, sides, rounds, runs, pause)`` -> samples per side.
+Parent: ``alternate(command_for_side, sides, rounds, runs, pause, generations)`` -> samples
+per side; with ``generations`` > 1 the children are started afresh that many times.
 
 A benchmark script whose sides are built from a signed artifact uses the three helpers below:
 ``side_parser`` (its options plus the hidden ``--child SIDE ARTIFACT PUB``), ``serve_side``
@@ -44,8 +45,27 @@ def serve_blocks(call: Callable[[], object], *, warmup: int, scale: float) -> No
 
 
 def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str], *,
-              rounds: int, runs: int, pause: float) -> dict[str, list[float]]:
+              rounds: int, runs: int, pause: float, generations: int = 1
+              ) -> dict[str, list[float]]:
+    """``rounds`` blocks of ``runs`` calls per side, alternating. The rounds are shared out
+    over ``generations`` sets of fresh children: a process's own luck (where its arrays and
+    code landed, which of them got huge pages) then counts for no side more than the rest."""
     sides = list(sides)
+    samples: dict[str, list[float]] = {side: [] for side in sides}
+    generations = max(1, min(generations, rounds))
+    for generation in range(generations):
+        share = rounds // generations + (generation < rounds % generations)
+        _alternate_once(command_for_side, sides, samples, rounds=share, runs=runs,
+                        pause=pause)
+        if generations > 1:
+            print(f"  generation {generation + 1}/{generations} done", file=sys.stderr,
+                  flush=True)
+    return samples
+
+
+def _alternate_once(command_for_side: Callable[[str], list[str]], sides: list[str],
+                    samples: dict[str, list[float]], *, rounds: int, runs: int,
+                    pause: float) -> None:
     children: dict[str, subprocess.Popen] = {}
     try:
         for side in sides:
@@ -55,14 +75,12 @@ def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str]
             if child.stdout.readline().strip() != "ready":
                 raise SystemExit(f"the {side} child failed to start")
             time.sleep(pause)
-        samples: dict[str, list[float]] = {side: [] for side in sides}
         for _ in range(rounds):
             for side, child in children.items():
                 child.stdin.write(f"{runs}\n")
                 child.stdin.flush()
                 samples[side] += json.loads(child.stdout.readline())
                 time.sleep(pause)
-        return samples
     finally:
         for child in children.values():
             if child.stdin:
@@ -70,13 +88,15 @@ def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str]
             child.wait(timeout=30)
 
 
-def side_parser(description: str, *, runs: int, rounds: int, warmup: int
-                ) -> argparse.ArgumentParser:
+def side_parser(description: str, *, runs: int, rounds: int, warmup: int,
+                generations: int = 1) -> argparse.ArgumentParser:
     """The options every alternating benchmark has (a script adds its own)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--runs", type=int, default=runs, help="timed calls per block")
     parser.add_argument("--rounds", type=int, default=rounds,
                         help="blocks per side, alternating")
+    parser.add_argument("--generations", type=int, default=generations,
+                        help="fresh child processes this many times, the rounds shared out")
     parser.add_argument("--warmup", type=int, default=warmup)
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "ARTIFACT", "PUB"),
                         help=argparse.SUPPRESS)
@@ -101,4 +121,5 @@ def alternate_script(script: str, args: argparse.Namespace, sides: Iterable[str]
     return alternate(
         lambda side: [sys.executable, script, "--warmup", str(args.warmup), "--child", side,
                       artifact, pub],
-        sides, rounds=args.rounds, runs=args.runs, pause=pause)
+        sides, rounds=args.rounds, runs=args.runs, pause=pause,
+        generations=args.generations)

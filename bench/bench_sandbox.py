@@ -73,7 +73,8 @@ SIDES = {"inproc": _inproc, "sandbox": _sandbox, "zero-copy": _zero_copy}
 
 
 def main() -> int:
-    args = side_parser(__doc__.split("\n\n")[0], runs=20, rounds=12, warmup=5).parse_args()
+    args = side_parser(__doc__.split("\n\n")[0], runs=20, rounds=16, warmup=5,
+                       generations=4).parse_args()
     if args.child:
         serve_side(SIDES, args.child, warmup=args.warmup, scale=1e3)
         return 0
@@ -84,7 +85,7 @@ def main() -> int:
     inproc = statistics.median(samples["inproc"])
     allowed_ms = max(0.05 * inproc, 0.150)
     print(f"demo model, numpy backend, {args.rounds} alternating blocks x {args.runs} calls "
-          f"per side")
+          f"per side, children started afresh {args.generations} times")
     print(f"  Executor in-process                 : median {inproc:8.3f} ms")
     labels = {"sandbox": "SandboxedExecutor, inputs copied", "zero-copy":
               "SandboxedExecutor, input buffers"}

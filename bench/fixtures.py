@@ -54,9 +54,10 @@ def demo_step_inputs() -> dict[str, np.ndarray]:
 
 def in_input_buffers(sandboxed) -> dict[str, np.ndarray]:
     """:func:`demo_step_inputs` written once into ``sandboxed``'s shared input buffers (as a
-    camera writes its frame into shared memory): passing them to ``run`` copies nothing."""
+    camera writes its frame into shared memory), the explicit state included: passing them
+    to ``run`` copies nothing, and the call takes the steady state's shortest path."""
     inputs = demo_step_inputs()
-    buffers = sandboxed.input_buffers()
+    buffers = sandboxed.input_buffers(names=inputs)
     for name, buffer in buffers.items():
         buffer[...] = inputs[name]
-    return {**inputs, **buffers}
+    return buffers
