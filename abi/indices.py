@@ -13,8 +13,19 @@ import numpy as np
 from .errors import DTypeError, IndexRangeError
 
 
+#: up to this many indices are checked as Python ints (numpy's reductions cost more)
+_FEW = 8
+
+
 def check_indices(idx: np.ndarray, vocab_size: int, where: str) -> None:
     """Refuse a non-integer ``idx`` or one with any value outside ``[0, vocab_size)``."""
+    if type(idx) is np.ndarray and 0 < idx.size <= _FEW and idx.dtype.kind in "iu":
+        # one or a few indices, the common case (a step's token): no numpy reductions
+        if idx.size == 1:
+            if 0 <= idx.item() < vocab_size:
+                return
+        elif all(0 <= value < vocab_size for value in idx.ravel().tolist()):
+            return
     if not isinstance(idx, np.ndarray) or idx.dtype.kind not in "iu":
         got = idx.dtype if isinstance(idx, np.ndarray) else type(idx).__name__
         raise DTypeError(f"{where}: indices have dtype {got}, expected an integer dtype",

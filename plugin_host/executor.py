@@ -208,10 +208,37 @@ class Executor(RecurrentState):
     def run(self, inputs: Mapping[str, np.ndarray], *,
             layouts: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
         """Run one inference; returns every graph output by name."""
+        feed = self._with_state(inputs)
+        return self._run(feed, self._in_sig.check(feed, layouts))
+
+    def check_inputs(self, inputs: Mapping[str, np.ndarray],
+                     layouts: Mapping[str, str] | None = None) -> dict[str, int]:
+        """The ABI check :meth:`run` makes of ``inputs`` (names, dtypes, shapes, layouts;
+        the recurrent state fills in for state inputs left out): the symbolic dims'
+        bindings, or the ABI error."""
+        return self._in_sig.check(self._with_state(inputs), layouts)
+
+    def run_checked(self, inputs: Mapping[str, np.ndarray], bindings: Mapping[str, int]
+                    ) -> dict[str, np.ndarray]:
+        """:meth:`run` without its ABI check of the inputs, for a caller that made it
+        (:meth:`check_inputs`, which gave ``bindings``) on these very arrays or on arrays of
+        the same names, dtypes and shapes: the sandbox worker, whose inputs are fixed views
+        of shared memory the host checks. Everything else is as in :meth:`run`: the
+        Embedding index values are checked, and so are the outputs."""
+        return self._run(self._with_state(inputs), bindings)
+
+    def _with_state(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``inputs`` as a dict of its own, the recurrent state filling in for state inputs
+        left out."""
         feed = dict(inputs)
         for name, value in self._state.items():
             feed.setdefault(name, value)
-        bindings = self._in_sig.check(feed, layouts)
+        return feed
+
+    def _run(self, feed: dict[str, np.ndarray], bindings: Mapping[str, int]
+             ) -> dict[str, np.ndarray]:
+        """One inference on ``feed`` (a dict of its own, the state filled in), its ABI
+        checked already: the index values, the kernels, the outputs' check, the state."""
         for name, vocab, where in self._index_checks:
             check_indices(feed[name], vocab, where)
 

@@ -102,21 +102,6 @@ def _describe_exit(returncode: int | None, killed_by_host: str | None) -> str:
     return f"exited with status {returncode}"
 
 
-def _indices_in_range(array: Any, vocab: int) -> bool:
-    """True only if ``array`` is a small integer ndarray whose every value is in
-    ``[0, vocab)`` (one or a few Embedding indices: the common case, checked without numpy's
-    reductions). False means "not shown": the caller runs the full ``check_indices``, which
-    decides (and raises), so this shortcut can only skip a check that would pass."""
-    if type(array) is not np.ndarray or array.dtype.kind not in "iu" or not 0 < array.size <= 8:
-        return False
-    if array.size == 1:
-        return 0 <= array.item() < vocab
-    for value in array.ravel().tolist():
-        if not 0 <= value < vocab:
-            return False
-    return True
-
-
 def _exited(pid: int) -> bool:
     """Whether the worker may have exited (a zombie, or already reaped): without reaping it,
     so that the full liveness check (``Popen.poll`` in ``_live_worker``) still sees it."""
@@ -893,8 +878,7 @@ class SandboxedExecutor(RecurrentState):
             array = inputs.get(name)
             if array is None:
                 array = self._placeholders.get(name, self._frame_placeholder.get(name))
-            if not _indices_in_range(array, vocab):
-                check_indices(array, vocab, where)  # the full check; raises
+            check_indices(array, vocab, where)
 
     def _check_inputs(self, feed: dict[str, Any], layouts: Mapping[str, str] | None,
                       framed: bool) -> dict[str, int]:

@@ -312,3 +312,20 @@ def test_entry_index_checks_is_public_and_shared_with_the_sandbox(demo_graph):
     # one implementation: the sandbox's host side uses the executor's
     assert client.entry_index_checks is entry_index_checks
     assert sandbox.entry_index_checks is entry_index_checks
+
+
+def test_run_checked_is_run_after_its_own_abi_check(demo_graph, inputs):
+    """check_inputs + run_checked (the sandbox worker's steady state) give run's outputs and
+    state; the index values and the outputs are still checked by run_checked."""
+    one, two = Executor(demo_graph, NumpyBackend()), Executor(demo_graph, NumpyBackend())
+    bindings = two.check_inputs(inputs)
+    for _ in range(2):
+        want, got = one.run(inputs), two.run_checked(inputs, bindings)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+    for name in one.state:
+        np.testing.assert_array_equal(two.state[name], one.state[name])
+    with pytest.raises(ABIError):
+        two.check_inputs({**inputs, "img": inputs["img"][..., :-1]})
+    with pytest.raises(IndexRangeError):
+        two.run_checked({**inputs, "desire": np.array([99], np.int64)}, bindings)

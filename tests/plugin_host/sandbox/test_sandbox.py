@@ -237,6 +237,25 @@ def test_input_buffers_again_and_again_match_the_in_process_executor(fresh, redt
     assert fresh.restarts == 0
 
 
+def test_the_worker_checks_index_values_itself_in_the_steady_state(fresh, monkeypatch):
+    """The worker reuses its ABI check while its input views stay the same, but checks the
+    Embedding index values on every call itself: a host that skipped its check (or a value
+    written into the buffer after it) is still refused, by the worker."""
+    buffers = fresh.input_buffers()
+    for name, buffer in buffers.items():
+        buffer[...] = frames(1)[0][name]
+    fresh.run(buffers)
+    fresh.run(buffers)                                  # the binary steady state
+    monkeypatch.setattr(fresh, "_check_index_values", lambda inputs: None)
+    buffers["ids"][...] = -1
+    with pytest.raises(IndexRangeError) as info:
+        fresh.run(buffers)
+    assert info.value.values == [-1]
+    assert fresh.pid == fresh.last_pid and fresh.restarts == 0  # refused, not crashed
+    buffers["ids"][...] = 2
+    fresh.run(buffers)
+
+
 def test_kernel_errors_arrive_with_their_type_and_context(redteam_artifact, sandbox_trust):
     with SandboxedExecutor(redteam_artifact, trust=sandbox_trust, plugin_modules=[FAULTY],
                            kernel_overrides={"relu": FAULTY}) as ex:
