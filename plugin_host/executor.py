@@ -84,8 +84,9 @@ class RecurrentState:
         return {k: v.copy() for k, v in self._state.items()}
 
     def _zero_state(self) -> None:
-        for name, spec in self._state_specs.items():
-            self._state[name] = np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
+        # a new dict, not the old one changed: the sandbox's mirror may be a shared one
+        self._state = {name: np.zeros(spec.shape, dtypes.to_numpy(spec.dtype))
+                       for name, spec in self._state_specs.items()}
 
     def _count_reset(self, reason: str, logger: logging.Logger) -> None:
         """Zero the state and count the reset by reason."""

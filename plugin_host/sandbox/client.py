@@ -852,8 +852,9 @@ class SandboxedExecutor(RecurrentState):
             us = reply.get("us")
         #: the worker's own time for the last call (executor + writing outputs), seconds
         self.last_worker_seconds = us / 1e6 if type(us) is int else None
-        for src, dst in self.graph.state.items():
-            self._state[src] = outputs[dst].copy()
+        # the mirrored state: views of the state outputs where the worker wrote them (they
+        # stay the worker's state until its next answer; ``state`` copies them under the lock)
+        self._state = self._out_cache[4]  # type: ignore[index]
         self.calls += 1
         return outputs
 
@@ -998,7 +999,9 @@ class SandboxedExecutor(RecurrentState):
         self._out_sig.check(outputs, bindings=bindings)
         views = [(name, region.view(a.dtype, a.shape, offset)) for (name, _, _, offset), a
                  in zip(items, outputs.values())]
-        self._out_cache = (region, items, dict(bindings), views)
+        by_name = dict(views)
+        state = {src: by_name[dst] for src, dst in self.graph.state.items()}
+        self._out_cache = (region, items, dict(bindings), views, state)
         return outputs
 
     def _outputs_again(self, worker: _Worker, bindings: Mapping[str, int]
@@ -1014,6 +1017,13 @@ class SandboxedExecutor(RecurrentState):
         return {name: view.copy() for name, view in cached[3]}
 
     # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """A copy of the recurrent state that the next call will use (taken between calls:
+        the mirror is a view of the output region, which a running call writes)."""
+        with self._lock:
+            return RecurrentState.state.fget(self)  # type: ignore[attr-defined]
 
     def _reset_state(self, reason: str, *, tell_worker: bool) -> None:
         self._count_reset(reason, self.log)

@@ -71,6 +71,32 @@ def test_outputs_and_state_match_the_in_process_executor(sx, redteam_graph):
     assert sx.index_inputs == local.index_inputs == {"ids": 5}
 
 
+def test_the_state_mirror_is_not_changed_through_outputs_or_copies(fresh, redteam_graph):
+    """The host's mirror of the state is a view of the output region: what run returns and
+    what ``state`` returns are copies, and changing them changes neither the mirror nor the
+    next call; the next answer moves the mirror on."""
+    local = Executor(redteam_graph, NumpyBackend())
+    buffers = fresh.input_buffers()
+    steps = frames(3, seed=11)
+    for name, buffer in buffers.items():
+        buffer[...] = steps[0][name]
+    for _ in range(2):  # the second call is the binary steady state
+        out = fresh.run(buffers)
+        assert_same(out, local.run(steps[0]))
+    out["h_next"][...] = 7.0
+    fresh.state["h"][...] = 9.0
+    assert_same(fresh.state, local.state)
+    for name, buffer in buffers.items():
+        buffer[...] = steps[1][name]
+    assert_same(fresh.run(buffers), local.run(steps[1]))
+    assert_same(fresh.state, local.state)
+    fresh.reset("test")
+    local.reset("test")
+    assert not any(v.any() for v in fresh.state.values())
+    assert_same(fresh.run(buffers), local.run(steps[1]))
+    assert_same(fresh.state, local.state)
+
+
 def test_reset_zeroes_the_state_in_the_worker_too(sx, redteam_graph):
     local = Executor(redteam_graph, NumpyBackend())
     inputs = frames(1, seed=3)[0]
