@@ -197,6 +197,15 @@ def require(message: Mapping[str, Any], key: str, kind: type | tuple[type, ...])
     return value
 
 
+def _descriptors(ancdata: list) -> list[int]:
+    """The descriptors that came with a message (``SCM_RIGHTS``)."""
+    fds: list[int] = []
+    for level, kind, payload in ancdata:
+        if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
+            fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+    return fds
+
+
 class Channel:
     """One end of the socket pair, with the message cap."""
 
@@ -205,9 +214,9 @@ class Channel:
         self.max_message = max_message
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
-        #: a message :meth:`recv_result` received but did not take: ``(length, flags)`` of
-        #: what is in the buffer, decoded by the next :meth:`recv`
-        self._held: tuple[int, int] | None = None
+        #: a message :meth:`recv_result` or :meth:`recv_call` received but did not take:
+        #: ``(length, flags, descriptors)`` of what is in the buffer, for the next :meth:`recv`
+        self._held: tuple[int, int, list[int]] | None = None
 
     @property
     def max_message(self) -> int:
@@ -265,29 +274,41 @@ class Channel:
         try:
             n, _, flags, _ = self.sock.recvmsg_into([buffer], 0)
         except ConnectionError:  # the peer is gone: the next recv says so (end of file)
-            self._held = (0, 0)
+            self._held = (0, 0, [])
             return None
         if n == _ANSWER.size and not flags and buffer[0] == RESULT:
             op, value, answered = _ANSWER.unpack_from(buffer)
             if answered == call_id:
                 return value
-        self._held = (n, flags)
+        self._held = (n, flags, [])
+        return None
+
+    def recv_call(self) -> tuple[int, tuple[int, int, int, int, int] | None] | None:
+        """The worker's per-call receive, the counterpart of :meth:`recv_result`: blocks
+        for the next message; a well-formed binary ``RUN`` comes back as ``(call id, frame
+        fields or None)``, anything else (None here) stays, with its descriptors, for the
+        next :meth:`recv`."""
+        buffer = self._buffer
+        n, ancdata, flags, _ = self.sock.recvmsg_into([buffer], _ANCSIZE)
+        if n == _CALL.size and not ancdata and not flags and buffer[0] == RUN:
+            _, framed, slot, call_id, generation, frame_id, sof, eof = _CALL.unpack_from(buffer)
+            return call_id, ((slot, generation, frame_id, sof, eof) if framed else None)
+        self._held = (n, flags, _descriptors(ancdata))
         return None
 
     def recv(self, *, accept_fds: bool = False) -> tuple[dict[str, Any] | None, list[int]]:
         """One message and the descriptors that came with it; ``(None, [])`` at end of file
         (an empty message counts as end of file). Blocks until something arrives."""
-        fds: list[int] = []
-        if self._held is not None:  # left by recv_result (which takes no descriptors)
-            (n, flags), self._held = self._held, None
+        if self._held is not None:  # left by recv_result or recv_call
+            (n, flags, fds), self._held = self._held, None
         else:
             ancsize = _ANCSIZE if accept_fds else 0
             n, ancdata, flags, _ = self.sock.recvmsg_into([self._buffer], ancsize)
-            for level, kind, payload in ancdata:
-                if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
-                    fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+            fds = _descriptors(ancdata)
         data = memoryview(self._buffer)[:n]
         try:
+            if fds and not accept_fds:
+                flags |= _MSG_CTRUNC  # as the kernel says when it had nowhere to put them
             if flags & _MSG_CTRUNC:
                 raise SandboxProtocolError("a message carried descriptors that were not "
                                            "expected (discarded)")

@@ -337,10 +337,20 @@ class Worker:
     def serve(self) -> None:
         chan = self.chan
         while True:
+            call = None
             try:
+                call = chan.recv_call()
+                if call is not None:  # the steady state: a binary RUN
+                    reply = self._run_again(*call)
+                    if type(reply) is bytes:  # and a binary answer
+                        chan.send_packed(reply)
+                    else:
+                        reply["id"] = call[0]
+                        chan.send(reply)
+                    continue
                 message, fds = chan.recv(accept_fds=True)
             except SandboxProtocolError as exc:
-                self._reply_error(None, exc)
+                self._reply_error(call[0] if call is not None else None, exc)
                 continue
             if message is None:
                 return
@@ -493,24 +503,32 @@ class Worker:
         return dict(feed)
 
     def _run(self, message: dict[str, Any]) -> dict[str, Any] | bytes:
+        """A msgpack ``run`` (or a binary one decoded into a dict)."""
         call_id = ipc.require(message, "id", int)
         if message.get("again") is True:
-            if self._feed_key is None:
-                raise SandboxProtocolError("a binary run before any msgpack run")
-            feed = dict(self._feed)
-            layouts = None
-        else:
-            feed = self._inputs(message.get("in"))
-            if message.get("full") is True:  # the host wants the outputs' places again
-                self._out_key = None
-            layouts = message.get("layouts")
-            if layouts is not None and (type(layouts) is not dict
-                                        or any(type(v) is not str for v in layouts.values())):
-                raise SandboxProtocolError("'layouts' must map names to str")
+            return self._run_again(call_id, message.get("frame"))
+        feed = self._inputs(message.get("in"))
+        if message.get("full") is True:  # the host wants the outputs' places again
+            self._out_key = None
+        layouts = message.get("layouts")
+        if layouts is not None and (type(layouts) is not dict
+                                    or any(type(v) is not str for v in layouts.values())):
+            raise SandboxProtocolError("'layouts' must map names to str")
+        return self._execute(call_id, feed, layouts, message.get("frame"))
+
+    def _run_again(self, call_id: int, fields: tuple | None) -> dict[str, Any] | bytes:
+        """A binary ``RUN``: the inputs where the last msgpack run put them."""
+        if self._feed_key is None:
+            raise SandboxProtocolError("a binary run before any msgpack run")
+        return self._execute(call_id, dict(self._feed), None, fields)
+
+    def _execute(self, call_id: int, feed: dict[str, np.ndarray],
+                 layouts: dict[str, str] | None, fields: Any) -> dict[str, Any] | bytes:
+        """Run the executor on ``feed`` (plus the frame ``fields`` name, if any) and write
+        the outputs: the reply, binary when the outputs went where the last result said."""
         self.pending = None
         start = time.perf_counter()
         try:
-            fields = message.get("frame")
             fed = None
             if fields is not None:
                 fed = self.frame_feed
@@ -554,11 +572,11 @@ class Worker:
                        ) -> dict[str, Any] | None:
         """Write the outputs into the output region; the ``result`` reply giving where, or
         None when they went exactly where the last reply said (the host knows)."""
-        arrays = [np.asarray(a) for a in outputs.values()]
-        key = [(name, a.dtype, a.shape) for name, a in zip(outputs, arrays)]
+        # the executor checked the outputs: arrays of their specs' dtypes and ranks
+        key = [(name, a.dtype, a.shape) for name, a in outputs.items()]
         if key == self._out_key:
             targets, out = self._out_plan
-            for dst, array in zip(targets, arrays):
+            for dst, array in zip(targets, outputs.values()):
                 if dst is not None:
                     np.copyto(dst, array)
             return None

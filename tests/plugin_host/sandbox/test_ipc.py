@@ -175,6 +175,34 @@ def test_the_per_call_receive_takes_only_its_own_binary_result(pair):
     assert right.recv() == (None, [])
 
 
+def test_the_workers_per_call_receive_takes_only_a_binary_run(pair, tmp_path):
+    left, right = pair
+    frame = (2, 7, 41, 1000, 2000)
+    left.send_packed(ipc.pack_call(ipc.RUN, 5))
+    left.send_packed(ipc.pack_call(ipc.RUN, 6, frame))
+    assert right.recv_call() == (5, None)
+    assert right.recv_call() == (6, frame)
+    with open(tmp_path / "f", "wb") as f:  # a message with a descriptor stays, with it
+        left.send({"op": "region", "kind": "in"}, fds=[f.fileno()])
+        left.send({"op": "region", "kind": "in"}, fds=[f.fileno()])
+    assert right.recv_call() is None
+    message, fds = right.recv(accept_fds=True)
+    assert message["op"] == "region" and len(fds) == 1
+    os.close(fds[0])
+    before = set(os.listdir("/proc/self/fd"))
+    assert right.recv_call() is None
+    with pytest.raises(SandboxProtocolError, match="descriptors"):
+        right.recv()  # not expected here: refused, and the descriptor closed
+    assert set(os.listdir("/proc/self/fd")) <= before
+    left.send_raw(ipc.pack_call(ipc.RUN, 7)[:-1])  # one byte short
+    assert right.recv_call() is None
+    with pytest.raises(SandboxProtocolError, match="48 bytes"):
+        right.recv()
+    left.send_packed(ipc.pack_answer(ipc.RESULT, 8, 1))  # not a call: left for recv()
+    assert right.recv_call() is None
+    assert right.recv()[0]["op"] == "result"
+
+
 @pytest.mark.parametrize("data, why", [
     (ipc.pack_call(ipc.RUN, 1) + b"\x00", "binary call is 48 bytes"),
     (ipc.pack_call(ipc.RUN, 1)[:-1], "binary call is 48 bytes"),
