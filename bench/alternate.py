@@ -2,8 +2,9 @@
 
 Each side runs in its own long-lived child process (two thread pools in one process slow each
 other down on two cores, and a side's caches should be its own). The parent asks the children
-in turn for blocks of timed calls, pausing between blocks, so that drift in the machine's load
-falls on every side alike; the samples of all blocks are pooled per side.
+in turn for blocks of timed calls, in a new order every round, pausing between blocks, so that
+drift in the machine's load falls on every side alike; the samples of all blocks are pooled
+per side.
 
 Child: ``serve_blocks(call, scale)`` -- warm up, print ``ready``, then answer each block size
 read from stdin with that many timings (seconds * ``scale``) as one JSON line.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import time
@@ -75,8 +77,12 @@ def _alternate_once(command_for_side: Callable[[str], list[str]], sides: list[st
             if child.stdout.readline().strip() != "ready":
                 raise SystemExit(f"the {side} child failed to start")
             time.sleep(pause)
-        for _ in range(rounds):
-            for side, child in children.items():
+        for round_ in range(rounds):
+            # a new order every round: the block after the parent's own work, or after one
+            # particular side, favours no side
+            order = list(children.items())
+            random.Random(round_).shuffle(order)
+            for side, child in order:
                 child.stdin.write(f"{runs}\n")
                 child.stdin.flush()
                 samples[side] += json.loads(child.stdout.readline())
