@@ -36,6 +36,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import logging
+import operator
 import os
 import signal
 import socket
@@ -319,8 +320,9 @@ class SandboxedExecutor(RecurrentState):
         self._out_cache: tuple | None = None
         #: (inputs' layout, packed head) of the last msgpack run message
         self._run_head: tuple | None = None
-        #: (framed, ((name, buffer), ...), bindings): the input buffers of the last call, when
-        #: it passed nothing else (``_run_again``); None otherwise
+        #: the input buffers of the last call, when it passed nothing else (``_run_again``):
+        #: (framed, names, buffers, bindings, the index inputs' values as flat memoryviews
+        #: ``[(view, vocab, name, where)]``, or None to check them with numpy); None otherwise
         self._fast: tuple | None = None
         #: (inputs' names, dtypes and shapes, bindings) of the last full input check
         self._checked_key: tuple | None = None
@@ -751,12 +753,9 @@ class SandboxedExecutor(RecurrentState):
         with self._lock:
             fast = self._fast
             if (fast is not None and layouts is None and (frame is not None) is fast[0]
-                    and len(inputs) == len(fast[1]) and self._worker is not None):
-                for name, array in fast[1]:
-                    if inputs.get(name) is not array:
-                        break
-                else:
-                    return self._run_again(inputs, frame, fast[2])
+                    and len(inputs) == len(fast[1]) and self._worker is not None
+                    and all(map(operator.is_, map(inputs.get, fast[1]), fast[2]))):
+                return self._run_again(inputs, frame, fast)
             self._fast = None
             feed = dict(inputs)
             bindings = self._check_inputs(feed, layouts, frame is not None)
@@ -814,8 +813,9 @@ class SandboxedExecutor(RecurrentState):
             if not layouts and all(not copy for _, _, _, copy in placed):
                 # every input was one of the input buffers: the next call with these very
                 # buffers (and nothing else) can skip straight to the binary message
-                self._fast = (frame is not None,
-                              tuple((name, array) for name, array, _, _ in placed), bindings)
+                self._fast = (frame is not None, tuple(name for name, _, _, _ in placed),
+                              tuple(array for _, array, _, _ in placed), bindings,
+                              self._index_views(feed))
             return outputs
 
     def _run_binary(self, worker: _Worker, fields: tuple | None) -> dict[str, Any] | int:
@@ -858,13 +858,19 @@ class SandboxedExecutor(RecurrentState):
         self.calls += 1
         return outputs
 
-    def _run_again(self, inputs: Mapping[str, np.ndarray], frame: Any,
-                   bindings: dict[str, int]) -> dict[str, np.ndarray]:
+    def _run_again(self, inputs: Mapping[str, np.ndarray], frame: Any, fast: tuple
+                   ) -> dict[str, np.ndarray]:
         """:meth:`run` with exactly the input buffers of the last call (the zero-copy steady
         state): their names, dtypes, shapes and places were checked then; only the Embedding
         index values are checked again before the binary message goes out."""
-        worker = self._worker
-        self._check_index_values(inputs)
+        worker, bindings, views = self._worker, fast[3], fast[4]
+        if views is None:
+            self._check_index_values(inputs)
+        else:  # the values as Python ints, straight from the buffers
+            for view, vocab, name, where in views:
+                for value in view:
+                    if not 0 <= value < vocab:
+                        check_indices(inputs[name], vocab, where)  # raises, naming them
         try:
             fields = self._frame_fields(worker, frame) if frame is not None else None
             reply = self._run_binary(worker, fields)
@@ -872,6 +878,21 @@ class SandboxedExecutor(RecurrentState):
             self._run_head = self._fast = None
             raise
         return self._answered(worker, reply, bindings)
+
+    def _index_views(self, feed: Mapping[str, np.ndarray]) -> list | None:
+        """The Embedding index inputs of ``feed`` as flat memoryviews of their values, for
+        :meth:`_run_again`; None unless every one is a C-contiguous integer array of a
+        native byte order (then numpy checks them)."""
+        views = []
+        for name, vocab, where in self._index_checks:
+            array = feed.get(name)
+            if (type(array) is not np.ndarray or array.dtype.kind not in "iu"
+                    or not array.dtype.isnative or not array.flags.c_contiguous
+                    or not array.size):
+                return None
+            views.append((memoryview(array).cast("B").cast(array.dtype.char), vocab, name,
+                          where))
+        return views
 
     def _check_index_values(self, inputs: Mapping[str, Any]) -> None:
         """Every Embedding index input in range (those left out: their stand-ins)."""

@@ -281,7 +281,7 @@ class Channel:
         (the worker's microseconds), else None. A message that is not that one stays for
         the next :meth:`recv`, which decodes and checks it as any other; None with nothing
         waiting (``poll`` False) means the time ran out."""
-        if not self.poll(timeout):
+        if self._held is not None or not self.poll(timeout):
             return None
         buffer = self._buffer
         try:
