@@ -15,9 +15,7 @@ onnxruntime backend, then times one inference per call on the same inputs:
 * breakdown: ``inproc``, the Executor on the onnxruntime backend in the calling process (no
   sandbox); ``bare-spin`` and ``host-spin``, the same with onnxruntime's intra-op threads
   spin-waiting between calls (onnxruntime's default, which the backend turns off: a spinning
-  pool competes with the host process for the two cores; see the README). The sandbox
-  worker's own polling for back-to-back calls (``spin_us``, on by default) is another thing:
-  one thread, and only while calls follow its answers closely.
+  pool competes with the host process for the two cores; see the README).
 
 Last, the spinning question at the daemon's real pace: one call every 50 ms (20 Hz) through
 the host with and without spinning, printing the median and the worker's CPU time per frame

@@ -263,10 +263,8 @@ def accept_artifact(path: str | os.PathLike, *, backend: str, executor_options: 
     ops, plugins, requirements, limits ...), run the acceptance, and write the report (unless
     ``report`` is false) and, with ``keys``, the signed record at ``out`` (default
     ``<path>.accept-<backend>``). ``rollback``, a RollbackStore, is checked, never updated.
-    Limits without ``blas_threads`` get the daemon's choice (all cores but one), and the
-    worker never polls between calls (``spin_us`` 0: at a camera's pace it sleeps between
-    frames, and waking it is part of every call), so the latency measured is the latency
-    the daemon will see.
+    Limits without ``blas_threads`` get the daemon's choice (all cores but one), so the
+    latency measured is the latency the daemon will see.
 
     Returns ``(result, files written by kind)``; a failed acceptance raises
     AcceptanceFailedError after writing (the record then says it failed).
@@ -279,10 +277,9 @@ def accept_artifact(path: str | os.PathLike, *, backend: str, executor_options: 
     out = os.fspath(out) if out is not None else default_record_path(path, backend)
     options = dict(executor_options)
     limits = options.get("limits") or SandboxLimits()
-    threads = limits.blas_threads  # as the daemon runs it: one core stays with the host
-    if threads is None:
-        threads = max(1, len(os.sched_getaffinity(0)) - 1)
-    options["limits"] = dataclasses.replace(limits, blas_threads=threads, spin_us=0)
+    if limits.blas_threads is None:  # as the daemon runs it: one core stays with the host
+        options["limits"] = dataclasses.replace(
+            limits, blas_threads=max(1, len(os.sched_getaffinity(0)) - 1))
     say(f"verifying {os.fspath(path)} and starting a sandbox worker on {backend!r}")
     with SandboxedExecutor(path, backend=backend, rollback=None, **options) as ex:
         m = ex.manifest

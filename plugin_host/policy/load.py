@@ -19,8 +19,7 @@ comments; README "Policy files" describes it)::
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
     [sandbox]      require = [PROTECTION, ...]
-    [limits]       memory_mb, cpu_seconds, open_files, call_timeout_ms, artifact_max_mb,
-                   spin_us
+    [limits]       memory_mb, cpu_seconds, open_files, call_timeout_ms, artifact_max_mb
     [deny]         plugins = [...], capabilities = [...]
     [can]          interface = "virtual" | "socketcan", channel, bitrate
     [panda]        provider = "simulated", allowed_modes = [...]
@@ -395,7 +394,7 @@ class _Reader:
     def limits(self, raw: Any) -> m.Limits:
         key = ("limits",)
         t = self.table(key, raw, ("memory_mb", "cpu_seconds", "open_files", "call_timeout_ms",
-                                  "artifact_max_mb", "spin_us"))
+                                  "artifact_max_mb"))
         if t is None:
             return m.Limits()
         d = m.Limits()
@@ -406,8 +405,6 @@ class _Reader:
         v = self.get(t, key + ("call_timeout_ms",), float, default=d.call_timeout_ms,
                      check=_positive)
         values["call_timeout_ms"] = d.call_timeout_ms if v is None else float(v)
-        v = self.get(t, key + ("spin_us",), int, default=d.spin_us, check=_in_range(0, 100_000))
-        values["spin_us"] = d.spin_us if v is None else v
         return m.Limits(**values, line=self.locator.exact(key) or 0)
 
     def deny(self, raw: Any) -> m.DenyRules:
@@ -480,10 +477,6 @@ def _names(kinds: tuple) -> str:
 
 def _at_least(low: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= low else f"must be at least {low}, got {v}"
-
-
-def _in_range(low: int, high: int) -> Callable[[Any], str | None]:
-    return lambda v: None if low <= v <= high else f"must be {low} to {high}, got {v}"
 
 
 def _positive(v: Any) -> str | None:

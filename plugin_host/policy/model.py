@@ -213,9 +213,7 @@ class Limits:
     """``[limits]``: resource limits of the sandbox worker and size caps.
 
     ``memory_mb`` (address space), ``cpu_seconds`` (CPU time per worker life), ``open_files``,
-    ``call_timeout_ms`` (one inference call), ``artifact_max_mb`` (largest artifact file),
-    ``spin_us`` (how long the worker polls for a call that follows its answer closely
-    instead of sleeping: :class:`~plugin_host.sandbox.SandboxLimits`; 0 turns it off).
+    ``call_timeout_ms`` (one inference call), ``artifact_max_mb`` (largest artifact file).
     """
 
     memory_mb: int = 4096
@@ -223,7 +221,6 @@ class Limits:
     open_files: int = 64
     call_timeout_ms: float = 1000.0
     artifact_max_mb: int = 1024
-    spin_us: int = 500
     line: int = 0
 
     def artifact_limits(self):

@@ -369,7 +369,7 @@ class SandboxedExecutor(RecurrentState):
             "manifest_sha256": self.artifact.manifest_sha256,
             "root_digest": self.manifest.root_digest, "rlimits": limits.rlimits(),
             "uid": limits.uid, "gid": limits.gid, "blas_threads": self._blas_threads(),
-            "max_message": limits.max_message, "spin_us": limits.spin_us,
+            "max_message": limits.max_message,
             "max_region": min(_MAX_REGION, limits.address_space),
             "read_paths": self._read_paths, "audit_per_event": 20,
         }

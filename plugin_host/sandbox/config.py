@@ -74,12 +74,6 @@ class SandboxLimits:
     ``restart_backoff`` is the delay before a restart that follows another failure without a
     successful call in between (doubling each time, at most ``max_backoff``); the first
     restart is immediate. ``max_message`` caps one control message, either way.
-    ``spin_us``: after answering a call, the worker polls its channel for the next one for
-    up to this long (microseconds) instead of going to sleep, but only while the host's
-    calls have been following its answers within that time (back-to-back calls: a replay,
-    acceptance's latency runs, a benchmark). Waking a sleeping worker costs tens of
-    microseconds on a virtual machine whose idle CPUs halt; a camera-paced daemon (a call
-    every 50 ms) never spins. 0 turns it off.
     """
 
     address_space: int = 4 * 2**30
@@ -94,7 +88,6 @@ class SandboxLimits:
     restart_backoff: float = 0.1
     max_backoff: float = 5.0
     max_message: int = 64 * 2**10
-    spin_us: int = 500
 
     def rlimits(self) -> dict[str, int]:
         """The rlimits the worker sets (soft = hard, except CPU: hard = soft + 1)."""

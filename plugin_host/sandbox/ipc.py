@@ -49,7 +49,6 @@ import os
 import select
 import socket
 import struct
-import time
 from typing import Any, Iterable, Mapping
 
 import msgpack
@@ -262,18 +261,6 @@ class Channel:
             return True
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
         return bool(self._poll.poll(ms))
-
-    def spin(self, seconds: float) -> bool:
-        """Poll (without sleeping) for up to ``seconds`` until a message (or end of file) is
-        waiting: True if one came in time."""
-        if self._held is not None:
-            return True
-        poll, clock = self._poll.poll, time.perf_counter
-        end = clock() + seconds
-        while not poll(0):
-            if clock() >= end:
-                return False
-        return True
 
     def recv_result(self, call_id: int, timeout: float) -> int | None:
         """The host's per-call receive, with as little work as can be: when the next message

@@ -192,7 +192,6 @@ class Worker:
         if boot is None or boot.get("op") != "bootstrap":
             raise SandboxProtocolError("expected the bootstrap message")
         self.chan.max_message = ipc.require(boot, "max_message", int)
-        self.spin = max(0, ipc.require(boot, "spin_us", int)) / 1e6
         self.max_region = ipc.require(boot, "max_region", int)
         host_pid = ipc.require(boot, "host_pid", int)
         sock_fd = self.chan.fileno()
@@ -337,20 +336,14 @@ class Worker:
 
     def serve(self) -> None:
         chan = self.chan
-        spin, answered, spinning = self.spin, 0.0, False
         while True:
             call = None
-            if spinning:  # the host has been calling again right after each answer
-                spinning = chan.spin(spin)
             try:
                 call = chan.recv_call()
                 if call is not None:  # the steady state: a binary RUN
-                    if spin:
-                        spinning = time.perf_counter() - answered < spin
                     reply = self._run_again(*call)
                     if type(reply) is bytes:  # and a binary answer
                         chan.send_packed(reply)
-                        answered = time.perf_counter()
                     else:
                         reply["id"] = call[0]
                         chan.send(reply)

@@ -265,26 +265,3 @@ def test_the_record_is_canonical_and_bound_to_the_host_version(accepted):
     body_bytes, signatures = read_record(files["record"])
     assert len(signatures) == 1 and encode(decode(body_bytes)) == body_bytes
     assert os.path.getsize(files["record"]) < MAX_RECORD_BYTES
-
-
-def test_acceptance_measures_latency_as_the_daemon_runs_the_worker(tmp_path, signer, trust,
-                                                                   monkeypatch):
-    """One core stays with the host, and the worker never polls between calls (at a
-    camera's pace it sleeps between frames), whatever limits the caller passed."""
-    import plugin_host.sandbox as sandbox
-    from plugin_host.sandbox import SandboxLimits
-
-    seen = []
-
-    class Spy(SandboxedExecutor):
-        def __init__(self, *args, **kwargs):
-            seen.append(kwargs["limits"])
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(sandbox, "SandboxedExecutor", Spy)
-    path = build_signed(tmp_path / "small.pha", signer)
-    for limits in (None, SandboxLimits(spin_us=800, blas_threads=1)):
-        options = {"trust": trust} | ({"limits": limits} if limits else {})
-        accept_artifact(path, backend="numpy", executor_options=options, keys=[], runs=5)
-    assert [(x.spin_us, x.blas_threads) for x in seen] == [
-        (0, max(1, len(os.sched_getaffinity(0)) - 1)), (0, 1)]

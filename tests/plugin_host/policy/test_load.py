@@ -348,8 +348,6 @@ def test_bad_min_version():
      "unknown protection 'apparmor'"),
     ("[limits]\nmemory_mb = 0\n", "limits.memory_mb", "at least 1"),
     ("[limits]\ncall_timeout_ms = -5.0\n", "limits.call_timeout_ms", "positive"),
-    ("[limits]\nspin_us = -1\n", "limits.spin_us", "must be 0 to 100000"),
-    ("[limits]\nspin_us = 2.5\n", "limits.spin_us", "integer"),
     ('[can]\ninterface = "pcan"\n', "can.interface", "unknown CAN interface 'pcan'"),
     ('[panda]\nprovider = "usb"\n', "panda.provider", "unknown panda provider 'usb'"),
     ('[panda]\nallowed_modes = ["silent", "yolo"]\n', "panda.allowed_modes",

@@ -175,18 +175,6 @@ def test_the_per_call_receive_takes_only_its_own_binary_result(pair):
     assert right.recv() == (None, [])
 
 
-def test_spin_polls_until_a_message_or_the_time_is_up(pair):
-    import time
-
-    left, right = pair
-    start = time.perf_counter()
-    assert right.spin(0.02) is False
-    assert 0.02 <= time.perf_counter() - start < 1.0
-    left.send_packed(ipc.pack_call(ipc.RUN, 1))
-    assert right.spin(5.0) is True
-    assert right.recv_call() == (1, None)
-
-
 def test_the_workers_per_call_receive_takes_only_a_binary_run(pair, tmp_path):
     left, right = pair
     frame = (2, 7, 41, 1000, 2000)

@@ -38,7 +38,7 @@ def test_requirements_limits_and_plugins_come_from_the_policy():
                   {"name": "synthetic", "kind": "camera"},
                   extra=RELU_AUDIT + '[sandbox]\nrequire = ["seccomp", "landlock"]\n'
                         '[limits]\nmemory_mb = 512\ncpu_seconds = 30\nopen_files = 32\n'
-                        'call_timeout_ms = 250\nspin_us = 0\n')
+                        'call_timeout_ms = 250\n')
     config = sandbox_config_from_policy(pol)
     requirements, limits, backend_plugins, plugin_modules, overrides = config
     assert isinstance(config, SandboxConfig)
@@ -46,7 +46,6 @@ def test_requirements_limits_and_plugins_come_from_the_policy():
     assert requirements.seccomp and requirements.landlock_abi and not requirements.netns
     assert (limits.address_space, limits.cpu_seconds, limits.open_files) == (512 * 2**20, 30, 32)
     assert limits.call_timeout == pytest.approx(0.25)
-    assert limits.spin_us == 0 and SandboxLimits().spin_us == 500
     assert limits.tasks == SandboxLimits().tasks  # not in a policy: the default
     assert backend_plugins == ("numpy_backend",)  # cameras never reach the worker
     assert plugin_modules == ("plugins.demo_model",)  # the entry point's module, not imported
