@@ -9,7 +9,9 @@ per side.
 Child: ``serve_blocks(call, scale)`` -- warm up, print ``ready``, then answer each block size
 read from stdin with that many timings (seconds * ``scale``) as one JSON line.
 Parent: ``alternate(command_for_side, sides, rounds, runs, pause, generations)`` -> samples
-per side; with ``generations`` > 1 the children are started afresh that many times.
+per side (a :class:`Samples`, which also keeps each round's block medians: :func:`paired`
+gives a side's per-round difference to another side, which drift between rounds cannot move);
+with ``generations`` > 1 the children are started afresh that many times.
 
 A benchmark script whose sides are built from a signed artifact uses the three helpers below:
 ``side_parser`` (its options plus the hidden ``--child SIDE ARTIFACT PUB``), ``serve_side``
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -46,14 +49,28 @@ def serve_blocks(call: Callable[[], object], *, warmup: int, scale: float) -> No
         print(json.dumps(samples), flush=True)
 
 
+class Samples(dict):
+    """side -> every timing of that side, pooled; ``rounds``: for each round, side -> the
+    median of that side's block in the round."""
+
+    def __init__(self, sides: Iterable[str]) -> None:
+        super().__init__((side, []) for side in sides)
+        self.rounds: list[dict[str, float]] = []
+
+
+def paired(samples: Samples, side: str, base: str) -> list[float]:
+    """Per round, the median of ``side``'s block minus that of ``base``'s block (the blocks
+    of one round run within a second or two of each other)."""
+    return [r[side] - r[base] for r in samples.rounds]
+
+
 def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str], *,
-              rounds: int, runs: int, pause: float, generations: int = 1
-              ) -> dict[str, list[float]]:
+              rounds: int, runs: int, pause: float, generations: int = 1) -> Samples:
     """``rounds`` blocks of ``runs`` calls per side, alternating. The rounds are shared out
     over ``generations`` sets of fresh children: a process's own luck (where its arrays and
     code landed, which of them got huge pages) then counts for no side more than the rest."""
     sides = list(sides)
-    samples: dict[str, list[float]] = {side: [] for side in sides}
+    samples = Samples(sides)
     generations = max(1, min(generations, rounds))
     for generation in range(generations):
         share = rounds // generations + (generation < rounds % generations)
@@ -66,8 +83,7 @@ def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str]
 
 
 def _alternate_once(command_for_side: Callable[[str], list[str]], sides: list[str],
-                    samples: dict[str, list[float]], *, rounds: int, runs: int,
-                    pause: float) -> None:
+                    samples: Samples, *, rounds: int, runs: int, pause: float) -> None:
     children: dict[str, subprocess.Popen] = {}
     try:
         for side in sides:
@@ -82,11 +98,15 @@ def _alternate_once(command_for_side: Callable[[str], list[str]], sides: list[st
             # particular side, favours no side
             order = list(children.items())
             random.Random(round_).shuffle(order)
+            medians = {}
             for side, child in order:
                 child.stdin.write(f"{runs}\n")
                 child.stdin.flush()
-                samples[side] += json.loads(child.stdout.readline())
+                block = json.loads(child.stdout.readline())
+                samples[side] += block
+                medians[side] = statistics.median(block)
                 time.sleep(pause)
+            samples.rounds.append(medians)
     finally:
         for child in children.values():
             if child.stdin:
@@ -122,7 +142,7 @@ def serve_side(sides: Mapping[str, SideFactory], child: list[str], *, warmup: in
 
 
 def alternate_script(script: str, args: argparse.Namespace, sides: Iterable[str],
-                     artifact: str, pub: str, *, pause: float) -> dict[str, list[float]]:
+                     artifact: str, pub: str, *, pause: float) -> Samples:
     """The parent: ``script`` run once per side as its child, blocks alternating."""
     return alternate(
         lambda side: [sys.executable, script, "--warmup", str(args.warmup), "--child", side,
