@@ -1,0 +1,44 @@
+"""The benchmarks' timing harness (bench/alternate.py): every side's blocks are pooled, each
+round's block medians are kept for paired differences, the order changes from round to round,
+and the rounds are shared out over fresh sets of children."""
+
+from __future__ import annotations
+
+import sys
+
+from bench.alternate import alternate, paired
+
+#: a child that serves blocks of constant "timings", adds how many blocks it has served (to
+#: see the children started afresh), and notes its name in a shared log as it serves
+CHILD = """
+import json, sys
+value, name, log = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+print("ready", flush=True)
+served = 0
+for line in sys.stdin:
+    served += 1
+    with open(log, "a") as f:
+        f.write(name)
+    print(json.dumps([value] * int(line) + [served * 1000.0]), flush=True)
+"""
+
+
+def test_blocks_are_pooled_paired_by_round_and_ordered_anew(tmp_path):
+    log = tmp_path / "order"
+    values = {"a": 1.0, "b": 3.0, "c": 2.0}
+    samples = alternate(
+        lambda side: [sys.executable, "-c", CHILD, str(values[side]), side, str(log)],
+        list(values), rounds=8, runs=4, pause=0.0, generations=2)
+    for side, value in values.items():
+        assert len(samples[side]) == 8 * 5
+        assert samples[side].count(value) == 8 * 4
+        # fresh children for the second generation: each served blocks 1-4 twice
+        assert sorted(t for t in samples[side] if t >= 1000) == [
+            n * 1e3 for n in (1, 1, 2, 2, 3, 3, 4, 4)]
+    assert len(samples.rounds) == 8
+    assert paired(samples, "b", "a") == [2.0] * 8
+    assert paired(samples, "c", "b") == [-1.0] * 8
+    served = log.read_text()
+    orders = {served[i:i + 3] for i in range(0, len(served), 3)}
+    assert all(sorted(order) == ["a", "b", "c"] for order in orders)
+    assert len(orders) >= 2  # not the same order every round
