@@ -8,20 +8,23 @@ It has the call surface of :class:`~plugin_host.executor.Executor` (``run``, ``r
   thresholds, compatibility, rollback, every hash); the same descriptor is then passed to the
   worker, which pins the manifest to what the host verified and re-hashes the tensors;
 * **host, every call** (cheap, before anything is sent): the inputs against the ABI
-  (``Signature.check``: names, shapes, dtypes, layouts, symbolic dims) and every Embedding
-  index, so a bad input never reaches the worker; then the inputs are copied into the shared
-  input region (which the worker can only read), one control message goes out, one comes back;
-  the outputs are copied out of the output region and checked against the output specs with
-  the inputs' bindings (the worker is not trusted to have done it);
-* **worker, every call**: the executor's own checks again, the kernels, state.
+  (``Signature.check``: names, shapes, dtypes, layouts, symbolic dims; its result reused while
+  the inputs' names, dtypes and shapes stay the last call's) and every Embedding index value,
+  so a bad input never reaches the worker; then the inputs are copied into the shared input
+  region (which the worker can only read; input buffers are not copied), one control message
+  goes out, one comes back; the outputs are copied out of the output region, checked against
+  the output specs with the inputs' bindings whenever their places are new (the worker is not
+  trusted to have done it);
+* **worker, every call**: the executor's ABI check again on a new layout, the Embedding index
+  values always, the kernels, the output check, state.
 
 Camera frames travel without a copy: :meth:`SandboxedExecutor.attach_pool` hands the worker a
 camera pool's read-only descriptor (once per pool id and worker), and
 :meth:`SandboxedExecutor.handoff` sends one frame's metadata only; the worker finds the planes
 in its read-only mapping of the pool (see ``worker.py``).
 
-Recurrent state lives in the worker's executor; the host mirrors it from the outputs (so
-``state`` needs no round trip). If the worker dies (crash, signal, rlimit, timeout, malformed
+Recurrent state lives in the worker's executor; the host mirrors it as views of the state
+outputs in the output region (so ``state`` needs no round trip). If the worker dies (crash, signal, rlimit, timeout, malformed
 message), the call raises :class:`~plugin_host.errors.WorkerDiedError` (or
 ``WorkerTimeoutError`` / ``SandboxProtocolError``), the recurrent state is reset with reason
 ``"worker restart"`` (the state lived in the dead worker; no contract allows resuming from a

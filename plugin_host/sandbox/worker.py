@@ -524,8 +524,9 @@ class Worker:
 
     def _execute(self, call_id: int, feed: dict[str, np.ndarray],
                  layouts: dict[str, str] | None, fields: Any) -> dict[str, Any] | bytes:
-        """Run the executor on ``feed`` (plus the frame ``fields`` name, if any) and write
-        the outputs: the reply, binary when the outputs went where the last result said."""
+        """Run the executor on ``feed`` (plus the input made from the frame that ``fields``
+        names, if any) and write the outputs: the reply, binary when the outputs went where
+        the last result said."""
         self.pending = None
         start = time.perf_counter()
         try:
