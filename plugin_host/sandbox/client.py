@@ -24,9 +24,10 @@ camera pool's read-only descriptor (once per pool id and worker), and
 in its read-only mapping of the pool (see ``worker.py``).
 
 Recurrent state lives in the worker's executor; the host mirrors it as views of the state
-outputs in the output region (so ``state`` needs no round trip). If the worker dies (crash, signal, rlimit, timeout, malformed
-message), the call raises :class:`~plugin_host.errors.WorkerDiedError` (or
-``WorkerTimeoutError`` / ``SandboxProtocolError``), the recurrent state is reset with reason
+outputs in the output region (so ``state`` needs no round trip). If the worker dies (crash,
+signal, rlimit, timeout, malformed message), the call raises
+:class:`~plugin_host.errors.WorkerDiedError` (or ``WorkerTimeoutError`` /
+``SandboxProtocolError``), the recurrent state is reset with reason
 ``"worker restart"`` (the state lived in the dead worker; no contract allows resuming from a
 guess), and a new worker is started before the error propagates - immediately the first time,
 with a doubling back-off when failures follow each other without a successful call. The call
@@ -324,8 +325,7 @@ class SandboxedExecutor(RecurrentState):
         #: (inputs' layout, packed head) of the last msgpack run message
         self._run_head: tuple | None = None
         #: the input buffers of the last call, when it passed nothing else (``_run_again``):
-        #: (framed, names, buffers, bindings, the index inputs' values as flat memoryviews
-        #: ``[(view, vocab, name, where)]``, or None to check them with numpy); None otherwise
+        #: (framed, names, buffers, bindings); None otherwise
         self._fast: tuple | None = None
         #: (inputs' names, dtypes and shapes, bindings) of the last full input check
         self._checked_key: tuple | None = None
@@ -615,15 +615,25 @@ class SandboxedExecutor(RecurrentState):
                             call_id=self._next_id)
 
     def _request_binary(self, worker: _Worker, op: int, frame: tuple | None, reply: str, *,
-                        during: str) -> dict[str, Any]:
-        """:meth:`_request` for a binary ``RUN`` or ``HANDOFF`` (see ``ipc.py``)."""
+                        during: str) -> dict[str, Any] | int:
+        """:meth:`_request` for a binary ``RUN`` or ``HANDOFF`` (see ``ipc.py``). The binary
+        ``RESULT`` answering a ``RUN`` (the steady state) comes back as the worker's
+        microseconds (int), taken without a dict (``Channel.recv_result``); anything else as
+        :meth:`_expect` gives it."""
         self._next_id += 1
+        call_id = self._next_id
+        chan = worker.chan
         try:
-            worker.chan.send_packed(ipc.pack_call(op, self._next_id, frame))
+            chan.send_packed(ipc.pack_call(op, call_id, frame))
         except (BrokenPipeError, ConnectionError):  # the worker is gone
             raise self._failed(worker, during) from None
-        return self._expect(worker, reply, self.call_timeout, during=during,
-                            call_id=self._next_id)
+        if op == ipc.RUN:
+            us = chan.recv_result(call_id, self.call_timeout)
+            if us is not None:
+                return us
+            if not chan.poll(0):  # nothing came in time
+                raise self._failed(worker, during, timeout=self.call_timeout)
+        return self._expect(worker, reply, self.call_timeout, during=during, call_id=call_id)
 
     def _send(self, worker: _Worker, message: dict[str, Any], *, during: str,
               fds: Iterable[int] = ()) -> None:
@@ -790,7 +800,7 @@ class SandboxedExecutor(RecurrentState):
                         and self._out_cache is not None):
                     # the steady state: the same inputs' places as the last call, and the
                     # outputs' places known: one binary message each way
-                    reply = self._run_binary(worker, fields)
+                    reply = self._request_binary(worker, ipc.RUN, fields, "result", during="run")
                 else:
                     specs = [[name, _dtype_name(dt), list(shape), at]
                              for name, dt, shape, at in key]
@@ -817,28 +827,8 @@ class SandboxedExecutor(RecurrentState):
                 # every input was one of the input buffers: the next call with these very
                 # buffers (and nothing else) can skip straight to the binary message
                 self._fast = (frame is not None, tuple(name for name, _, _, _ in placed),
-                              tuple(array for _, array, _, _ in placed), bindings,
-                              self._index_views(feed))
+                              tuple(array for _, array, _, _ in placed), bindings)
             return outputs
-
-    def _run_binary(self, worker: _Worker, fields: tuple | None) -> dict[str, Any] | int:
-        """Send a binary ``RUN`` (the steady state) and wait for its answer: the worker's
-        microseconds (int) when it is the binary ``RESULT`` (the outputs are where the last
-        result put them), else the reply as :meth:`_expect` gives it."""
-        self._next_id += 1
-        call_id = self._next_id
-        chan = worker.chan
-        try:
-            chan.send_packed(ipc.pack_call(ipc.RUN, call_id, fields))
-        except (BrokenPipeError, ConnectionError):  # the worker is gone
-            raise self._failed(worker, "run") from None
-        us = chan.recv_result(call_id, self.call_timeout)
-        if us is not None:
-            return us
-        if not chan.poll(0):  # nothing came in time
-            raise self._failed(worker, "run", timeout=self.call_timeout)
-        return self._expect(worker, "result", self.call_timeout, during="run",
-                            call_id=call_id)
 
     def _answered(self, worker: _Worker, reply: dict[str, Any] | int,
                   bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
@@ -866,36 +856,15 @@ class SandboxedExecutor(RecurrentState):
         """:meth:`run` with exactly the input buffers of the last call (the zero-copy steady
         state): their names, dtypes, shapes and places were checked then; only the Embedding
         index values are checked again before the binary message goes out."""
-        worker, bindings, views = self._worker, fast[3], fast[4]
-        if views is None:
-            self._check_index_values(inputs)
-        else:  # the values as Python ints, straight from the buffers
-            for view, vocab, name, where in views:
-                for value in view:
-                    if not 0 <= value < vocab:
-                        check_indices(inputs[name], vocab, where)  # raises, naming them
+        worker, bindings = self._worker, fast[3]
+        self._check_index_values(inputs)
         try:
             fields = self._frame_fields(worker, frame) if frame is not None else None
-            reply = self._run_binary(worker, fields)
+            reply = self._request_binary(worker, ipc.RUN, fields, "result", during="run")
         except BaseException:
             self._run_head = self._fast = None
             raise
         return self._answered(worker, reply, bindings)
-
-    def _index_views(self, feed: Mapping[str, np.ndarray]) -> list | None:
-        """The Embedding index inputs of ``feed`` as flat memoryviews of their values, for
-        :meth:`_run_again`; None unless every one is a C-contiguous integer array of a
-        native byte order (then numpy checks them)."""
-        views = []
-        for name, vocab, where in self._index_checks:
-            array = feed.get(name)
-            if (type(array) is not np.ndarray or array.dtype.kind not in "iu"
-                    or not array.dtype.isnative or not array.flags.c_contiguous
-                    or not array.size):
-                return None
-            views.append((memoryview(array).cast("B").cast(array.dtype.char), vocab, name,
-                          where))
-        return views
 
     def _check_index_values(self, inputs: Mapping[str, Any]) -> None:
         """Every Embedding index input in range (those left out: their stand-ins)."""
