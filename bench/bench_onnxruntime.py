@@ -12,6 +12,12 @@ onnxruntime backend, then times one inference per call on the same inputs:
   options (threads, sequential, all optimizations, no spinning);
 * ``host-zero-copy``: the host with the inputs written once into the shared region's input
   buffers (the frame path: no copy per call), also held to the target;
+* ``host-colocated``: that, with co-location (``SandboxLimits.cpu = "auto"``: the calling
+  thread and the worker's main thread pinned to one CPU, the worker's onnxruntime pool to the
+  other; ``plugin_host/sandbox/placement.py``), also held to the target;
+* ``floor``: bare onnxruntime in a plain child process, woken by one socket message and
+  answering with one (no sandbox, no checks, no shared memory): what crossing a process
+  boundary at all costs on this machine, for reading the sides above;
 * breakdown: ``inproc``, the Executor on the onnxruntime backend in the calling process (no
   sandbox); ``bare-spin`` and ``host-spin``, the same with onnxruntime's intra-op threads
   spin-waiting between calls (onnxruntime's default, which the backend turns off: a spinning
@@ -34,6 +40,7 @@ side alike.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -75,6 +82,41 @@ def _bare(artifact: str, pub: str, *, spinning: bool = False):
     return (lambda: sess.run(None, inputs)), (lambda: None)
 
 
+def _floor(artifact: str, pub: str):
+    """Bare onnxruntime in a plain child process (this script, ``--bare-peer``), one byte
+    each way over a socketpair per call."""
+    import socket
+    import subprocess
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    child = subprocess.Popen([sys.executable, __file__, "--bare-peer", str(theirs.fileno()),
+                              artifact, pub], pass_fds=(theirs.fileno(),))
+    theirs.close()
+    if ours.recv(16) != b"ready":
+        raise SystemExit("the floor's child failed to start")
+
+    def call() -> None:
+        ours.send(b"c")
+        ours.recv(16)
+
+    def close() -> None:
+        ours.close()
+        child.wait(timeout=30)
+
+    return call, close
+
+
+def _serve_bare_peer(fd: int, artifact: str, pub: str) -> None:
+    import socket
+
+    call, _ = _bare(artifact, pub)
+    sock = socket.socket(fileno=fd)
+    sock.send(b"ready")
+    while sock.recv(16):
+        call()
+        sock.send(b"r")
+
+
 def _inproc(artifact: str, pub: str):
     from plugin_host.executor import Executor
     from plugins.onnxruntime_backend import OnnxruntimeBackend
@@ -107,7 +149,19 @@ def _host_zero_copy(artifact: str, pub: str):
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 
+def _host_colocated(artifact: str, pub: str):
+    """``host-zero-copy`` with co-location (``SandboxLimits.cpu = "auto"``)."""
+    from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
+
+    sandboxed = SandboxedExecutor(artifact, trust=trust_store(pub), backend="onnxruntime",
+                                  backend_plugins=("onnxruntime_backend",),
+                                  limits=SandboxLimits(cpu="auto"))
+    inputs = in_input_buffers(sandboxed)
+    return (lambda: sandboxed.run(inputs)), sandboxed.close
+
+
 SIDES = {"host": _host, "bare": _bare, "inproc": _inproc, "host-zero-copy": _host_zero_copy,
+         "host-colocated": _host_colocated, "floor": _floor,
          "bare-spin": lambda a, p: _bare(a, p, spinning=True),
          "host-spin": lambda a, p: _host(a, p, spinning=True)}
 
@@ -152,7 +206,13 @@ def main() -> int:
     parser.add_argument("--spin", action="store_true",
                         help="also time the spinning sides and the 20 Hz spinning comparison "
                              "(a spinning side's idle threads can slow the other sides)")
+    parser.add_argument("--bare-peer", nargs=3, metavar=("FD", "ARTIFACT", "PUB"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_peer:
+        fd, artifact, pub = args.bare_peer
+        _serve_bare_peer(int(fd), artifact, pub)
+        return 0
     if args.child:
         serve_side(SIDES, args.child, warmup=args.warmup, scale=1e3)
         return 0
@@ -170,6 +230,8 @@ def main() -> int:
     labels = {"bare": "bare onnxruntime (InferenceSession.run)",
               "host": "host: SandboxedExecutor, onnxruntime",
               "host-zero-copy": "host, inputs in shared buffers",
+              "host-colocated": "host, shared buffers, co-located",
+              "floor": "floor: bare, in a child process",
               "inproc": "breakdown: Executor in-process",
               "bare-spin": "breakdown: bare onnxruntime, spinning",
               "host-spin": "breakdown: host, worker spinning"}
@@ -179,7 +241,7 @@ def main() -> int:
         median = medians[side]
         line = (f"  {label:40s}: median {median:7.3f} ms, ratio {median / bare:.3f} "
                 f"({(median - bare) * 1e3:+5.0f} us)")
-        if side in ("host", "host-zero-copy"):
+        if side in ("host", "host-zero-copy", "host-colocated"):
             line += f"; target <= {TARGET:.2f}x {'met' if median <= TARGET * bare else 'NOT met'}"
         print(line)
     if cadence:

@@ -13,6 +13,11 @@ The overhead is what the host adds: the input ABI and Embedding checks on the ho
 and two processes' caches instead of one. The worker runs the same executor on the same
 backend with the same number of BLAS threads.
 
+The third side, ``colocated``, is the input-buffer path with co-location
+(``SandboxLimits.cpu = "auto"``, ``plugin_host/sandbox/placement.py``): the calling thread and
+the worker's main thread pinned to one CPU, the worker's BLAS thread to the other, so that
+neither hand-off wakes an idle CPU.
+
 Each side runs in its own child process (two OpenBLAS pools spinning in one process on a
 2-core machine would measure their contention, not the sandbox); the parent asks them for a
 block of timed calls each, in a new order every round, many rounds, with a pause between
@@ -73,7 +78,18 @@ def _zero_copy(artifact: str, pub: str):
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 
-SIDES = {"inproc": _inproc, "sandbox": _sandbox, "zero-copy": _zero_copy}
+def _colocated(artifact: str, pub: str):
+    """The frame path with co-location (``SandboxLimits.cpu = "auto"``)."""
+    from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
+
+    sandboxed = SandboxedExecutor(artifact, trust=_trust(pub), backend="numpy",
+                                  limits=SandboxLimits(cpu="auto"))
+    inputs = in_input_buffers(sandboxed)
+    return (lambda: sandboxed.run(inputs)), sandboxed.close
+
+
+SIDES = {"inproc": _inproc, "sandbox": _sandbox, "zero-copy": _zero_copy,
+         "colocated": _colocated}
 
 
 def main() -> int:
@@ -92,7 +108,7 @@ def main() -> int:
           f"per side, children started afresh {args.generations} times")
     print(f"  Executor in-process                 : median {inproc:8.3f} ms")
     labels = {"sandbox": "SandboxedExecutor, inputs copied", "zero-copy":
-              "SandboxedExecutor, input buffers"}
+              "SandboxedExecutor, input buffers", "colocated": "input buffers, co-located"}
     for side, label in labels.items():
         median = statistics.median(samples[side])
         overhead = median - inproc

@@ -19,7 +19,7 @@ comments; README "Policy files" describes it)::
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
     [sandbox]      require = [PROTECTION, ...]
-    [limits]       memory_mb, cpu_seconds, open_files, call_timeout_ms, artifact_max_mb
+    [limits]       memory_mb, cpu_seconds, open_files, call_timeout_ms, artifact_max_mb, cpu
     [deny]         plugins = [...], capabilities = [...]
     [can]          interface = "virtual" | "socketcan", channel, bitrate
     [panda]        provider = "simulated", allowed_modes = [...]
@@ -394,7 +394,7 @@ class _Reader:
     def limits(self, raw: Any) -> m.Limits:
         key = ("limits",)
         t = self.table(key, raw, ("memory_mb", "cpu_seconds", "open_files", "call_timeout_ms",
-                                  "artifact_max_mb"))
+                                  "artifact_max_mb", "cpu"))
         if t is None:
             return m.Limits()
         d = m.Limits()
@@ -405,6 +405,7 @@ class _Reader:
         v = self.get(t, key + ("call_timeout_ms",), float, default=d.call_timeout_ms,
                      check=_positive)
         values["call_timeout_ms"] = d.call_timeout_ms if v is None else float(v)
+        values["cpu"] = self.get(t, key + ("cpu",), (int, str), default=None, check=_cpu)
         return m.Limits(**values, line=self.locator.exact(key) or 0)
 
     def deny(self, raw: Any) -> m.DenyRules:
@@ -477,6 +478,12 @@ def _names(kinds: tuple) -> str:
 
 def _at_least(low: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= low else f"must be at least {low}, got {v}"
+
+
+def _cpu(v: Any) -> str | None:
+    if type(v) is str:
+        return None if v == "auto" else f"must be a CPU number or 'auto', got {v!r}"
+    return None if v >= 0 else f"must be a CPU number (0 or more) or 'auto', got {v}"
 
 
 def _positive(v: Any) -> str | None:

@@ -213,7 +213,10 @@ class Limits:
     """``[limits]``: resource limits of the sandbox worker and size caps.
 
     ``memory_mb`` (address space), ``cpu_seconds`` (CPU time per worker life), ``open_files``,
-    ``call_timeout_ms`` (one inference call), ``artifact_max_mb`` (largest artifact file).
+    ``call_timeout_ms`` (one inference call), ``artifact_max_mb`` (largest artifact file),
+    ``cpu`` (co-location: the CPU number, or ``"auto"``, that the worker's main thread and the
+    threads calling it share; absent: the kernel places them; see
+    ``plugin_host/sandbox/placement.py``).
     """
 
     memory_mb: int = 4096
@@ -221,6 +224,7 @@ class Limits:
     open_files: int = 64
     call_timeout_ms: float = 1000.0
     artifact_max_mb: int = 1024
+    cpu: int | str | None = None
     line: int = 0
 
     def artifact_limits(self):

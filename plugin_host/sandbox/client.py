@@ -63,7 +63,7 @@ from ..errors import (ArtifactError, ArtifactFormatError, FrameError, FrameForma
                       SandboxProtocolError, WorkerDiedError, WorkerTimeoutError)
 from ..executor import RecurrentState, entry_index_checks
 from ..frames.frame import Frame
-from . import confine, ipc, remote
+from . import confine, ipc, placement, remote
 from .config import DEFAULT_PRELOAD, Protections, SandboxLimits, SandboxRequirements
 
 __all__ = ["SandboxedExecutor"]
@@ -140,6 +140,8 @@ class _Worker:
         self.pool_id: str | None = None
         #: the input this worker makes from frames (``feed_frames``), or None
         self.feed: str | None = None
+        #: its threads were placed after its first call (``SandboxLimits.cpu``)
+        self.placed_after_run = False
 
     def stderr_text(self) -> str:
         """What the worker wrote to stderr before its channel was up (start-up failures)."""
@@ -259,6 +261,10 @@ class SandboxedExecutor(RecurrentState):
         self.log = log or logging.getLogger("plugin_host.sandbox")
         self.requirements = requirements
         self.limits = limits
+        #: the CPU the calls' threads share (``SandboxLimits.cpu``), or None
+        self.cpu = placement.resolve_cpu(limits.cpu, where="limits.cpu")
+        self._cpus = placement.usable_cpus()
+        self._pinned_threads: set[int] = set()
         self.backend = backend
         self.backend_plugins = tuple(str(p) for p in backend_plugins)
         self.plugin_modules = tuple(str(m) for m in plugin_modules)
@@ -403,7 +409,34 @@ class SandboxedExecutor(RecurrentState):
         except BaseException:
             self._discard(worker)
             raise
+        self._colocate(worker)
         return worker
+
+    def _colocate(self, worker: _Worker) -> None:
+        """Co-location (``SandboxLimits.cpu``, see ``placement.py``): the worker's main thread
+        onto the calls' CPU, its other threads off it. Done at start and again after the
+        first call (a runtime may start its threads lazily). A refusal (EPERM) is logged once;
+        placement is about speed, never about protection."""
+        if self.cpu is None:
+            return
+        try:
+            placement.pin_worker(worker.pid, self.cpu, self._cpus)
+        except OSError as exc:
+            self._placement_failed(f"cannot place worker {worker.pid}'s threads: {exc}")
+
+    def _pin_caller(self) -> None:
+        ident = threading.get_ident()
+        if ident not in self._pinned_threads:
+            self._pinned_threads.add(ident)
+            try:
+                placement.pin_thread(self.cpu)  # type: ignore[arg-type]
+            except OSError as exc:
+                self._placement_failed(f"cannot pin the calling thread: {exc}")
+
+    def _placement_failed(self, why: str) -> None:
+        if not getattr(self, "_placement_warned", False):
+            self._placement_warned = True
+            self.log.warning("sandbox: co-location on CPU %s is not in force: %s", self.cpu, why)
 
     def _handshake(self, worker: _Worker) -> None:
         timeout = self.limits.start_timeout
@@ -763,6 +796,8 @@ class SandboxedExecutor(RecurrentState):
         read-only mapping of the pool (``inputs`` then holds the other inputs). The caller
         keeps its lease on the frame for the call.
         """
+        if self.cpu is not None:
+            self._pin_caller()
         with self._lock:
             fast = self._fast
             if (fast is not None and layouts is None and (frame is not None) is fast[0]
@@ -823,6 +858,9 @@ class SandboxedExecutor(RecurrentState):
                 self._run_head = None  # the worker may not have taken these places
                 raise
             outputs = self._answered(worker, reply, bindings)
+            if self.cpu is not None and not worker.placed_after_run:
+                worker.placed_after_run = True
+                self._colocate(worker)
             if not layouts and all(not copy for _, _, _, copy in placed):
                 # every input was one of the input buffers: the next call with these very
                 # buffers (and nothing else) can skip straight to the binary message

@@ -71,6 +71,9 @@ class SandboxLimits:
     latency: ``max(2 s, 20 x latency_ms)``. ``start_timeout`` bounds the worker's start-up.
     ``blas_threads``: OpenBLAS threads in the worker (None: the host's usable cores).
     ``uid``/``gid``: the unprivileged identity the worker runs as when the host is root.
+    ``cpu``: co-location (``placement.py``): the worker's main thread and every thread that
+    calls ``run`` are pinned to this CPU, the worker's other threads to the rest; ``"auto"``
+    picks the last CPU this process may use; None (default) leaves placement to the kernel.
     ``restart_backoff`` is the delay before a restart that follows another failure without a
     successful call in between (doubling each time, at most ``max_backoff``); the first
     restart is immediate. ``max_message`` caps one control message, either way.
@@ -83,6 +86,7 @@ class SandboxLimits:
     call_timeout: float | None = None
     start_timeout: float = 30.0
     blas_threads: int | None = None
+    cpu: int | str | None = None
     uid: int = NOBODY
     gid: int = NOBODY
     restart_backoff: float = 0.1

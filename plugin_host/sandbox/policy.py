@@ -11,8 +11,8 @@ SandboxedExecutor      from the policy
                        protections; an empty list requires none
 ``limits``             ``[limits]``: ``memory_mb`` x 2**20 -> ``address_space`` (bytes),
                        ``cpu_seconds`` -> ``cpu_seconds``, ``open_files`` -> ``open_files``,
-                       ``call_timeout_ms`` / 1000 -> ``call_timeout`` (seconds); the rest are the
-                       :class:`SandboxLimits` defaults
+                       ``call_timeout_ms`` / 1000 -> ``call_timeout`` (seconds), ``cpu`` ->
+                       ``cpu``; the rest are the :class:`SandboxLimits` defaults
 ``backend_plugins``    the allowed ``inference-hardware`` plugins (entry-point names; the worker
                        imports them as trusted code before it confines itself)
 ``plugin_modules``     the module of each allowed ``model-layer`` plugin's entry point (imported
@@ -61,7 +61,7 @@ def sandbox_limits(limits: Limits) -> SandboxLimits:
     """The worker's :class:`SandboxLimits` from a policy's ``[limits]``, with units converted."""
     return SandboxLimits(address_space=limits.memory_mb * 2**20, cpu_seconds=limits.cpu_seconds,
                          open_files=limits.open_files,
-                         call_timeout=limits.call_timeout_ms / 1000)
+                         call_timeout=limits.call_timeout_ms / 1000, cpu=limits.cpu)
 
 
 def sandbox_config_from_policy(policy: Policy) -> SandboxConfig:
