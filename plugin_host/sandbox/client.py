@@ -330,8 +330,8 @@ class SandboxedExecutor(RecurrentState):
         self._out_cache: tuple | None = None
         #: (inputs' layout, packed head) of the last msgpack run message
         self._run_head: tuple | None = None
-        #: the input buffers of the last call, when it passed nothing else (``_run_again``):
-        #: (framed, names, buffers, bindings); None otherwise
+        #: the input buffers of the last call, when it passed nothing else: (framed, names,
+        #: buffers, the steady call :meth:`_steady_call` made for them); None otherwise
         self._fast: tuple | None = None
         #: (inputs' names, dtypes and shapes, bindings) of the last full input check
         self._checked_key: tuple | None = None
@@ -803,7 +803,7 @@ class SandboxedExecutor(RecurrentState):
             if (fast is not None and layouts is None and (frame is not None) is fast[0]
                     and len(inputs) == len(fast[1]) and self._worker is not None
                     and all(map(operator.is_, map(inputs.get, fast[1]), fast[2]))):
-                return self._run_again(inputs, frame, fast)
+                return fast[3](frame)
             self._fast = None
             feed = dict(inputs)
             bindings = self._check_inputs(feed, layouts, frame is not None)
@@ -864,8 +864,9 @@ class SandboxedExecutor(RecurrentState):
             if not layouts and all(not copy for _, _, _, copy in placed):
                 # every input was one of the input buffers: the next call with these very
                 # buffers (and nothing else) can skip straight to the binary message
-                self._fast = (frame is not None, tuple(name for name, _, _, _ in placed),
-                              tuple(array for _, array, _, _ in placed), bindings)
+                arrays = {name: array for name, array, _, _ in placed}
+                self._fast = (frame is not None, tuple(arrays), tuple(arrays.values()),
+                              self._steady_call(worker, arrays, bindings))
             return outputs
 
     def _answered(self, worker: _Worker, reply: dict[str, Any] | int,
@@ -889,20 +890,72 @@ class SandboxedExecutor(RecurrentState):
         self.calls += 1
         return outputs
 
-    def _run_again(self, inputs: Mapping[str, np.ndarray], frame: Any, fast: tuple
-                   ) -> dict[str, np.ndarray]:
-        """:meth:`run` with exactly the input buffers of the last call (the zero-copy steady
-        state): their names, dtypes, shapes and places were checked then; only the Embedding
-        index values are checked again before the binary message goes out."""
-        worker, bindings = self._worker, fast[3]
-        self._check_index_values(inputs)
-        try:
-            fields = self._frame_fields(worker, frame) if frame is not None else None
-            reply = self._request_binary(worker, ipc.RUN, fields, "result", during="run")
-        except BaseException:
-            self._run_head = self._fast = None
-            raise
-        return self._answered(worker, reply, bindings)
+    def _steady_call(self, worker: _Worker, buffers: Mapping[str, np.ndarray],
+                     bindings: Mapping[str, int]) -> Callable[[Any], dict[str, np.ndarray]]:
+        """The zero-copy steady state as one function: :meth:`run` with exactly ``buffers``
+        (the input buffers of the call that just passed every check, and nothing else) goes
+        straight here. Their names, dtypes, shapes and places were checked then; the Embedding
+        index values are checked again on every call, before the binary ``RUN`` goes out; a
+        binary ``RESULT`` means the outputs lie where the last checked result put them.
+
+        It is what ``_request_binary``, ``Channel.recv_result`` and ``_answered`` do for such
+        a call, with every lookup made once here: the host's share of a call runs on caches
+        the model has just emptied, where each Python frame and attribute costs several times
+        its warm price. Anything else that arrives (an error, an audit event, a late answer,
+        end of file) goes the general path, :meth:`_expect`."""
+        chan, cached = worker.chan, self._out_cache
+        assert cached is not None and cached[0] is worker.regions["out"]
+        views, state = cached[3], cached[4]
+        checks = []
+        for name, vocab, where in self._index_checks:
+            array = buffers.get(name)
+            if array is None:  # a stand-in (state or frame input): constant zeros, checked
+                check_indices(self._placeholders.get(name, self._frame_placeholder.get(name)),
+                              vocab, where)
+            else:
+                checks.append((array, vocab, where))
+        send, recv_into, poll = chan.sock.send, chan.sock.recvmsg_into, chan.poll
+        buffer = chan._buffer
+        into = [buffer]
+        pack, run_op = ipc._CALL.pack, ipc.RUN
+        unpack, answer_size, result_op = ipc._ANSWER.unpack_from, ipc._ANSWER.size, ipc.RESULT
+        timeout = self.call_timeout
+
+        def call(frame: Any) -> dict[str, np.ndarray]:
+            for array, vocab, where in checks:
+                check_indices(array, vocab, where)
+            try:
+                framed, fields = ((False, ipc._NO_FRAME) if frame is None
+                                  else (True, self._frame_fields(worker, frame)))
+                self._next_id = call_id = self._next_id + 1
+                slot, generation, frame_id, sof, eof = fields
+                try:
+                    send(pack(run_op, framed, slot, call_id, generation, frame_id, sof, eof))
+                except (BrokenPipeError, ConnectionError):  # the worker is gone
+                    raise self._failed(worker, "run") from None
+                if chan._held is None and poll(timeout):
+                    try:
+                        n, _, flags, _ = recv_into(into, 0)
+                    except ConnectionError:  # the peer is gone: the next recv says so (EOF)
+                        n, flags = 0, 0
+                    if n == answer_size and not flags and buffer[0] == result_op:
+                        _, us, answered = unpack(buffer)
+                        if answered == call_id:
+                            self._failures = 0
+                            self.last_worker_seconds = us / 1e6
+                            self._state = state
+                            self.calls += 1
+                            return {name: view.copy() for name, view in views}
+                    chan._held = (n, flags, [])  # for the general path's recv
+                elif not poll(0):
+                    raise self._failed(worker, "run", timeout=timeout)
+                reply = self._expect(worker, "result", timeout, during="run", call_id=call_id)
+            except BaseException:
+                self._run_head = self._fast = None
+                raise
+            return self._answered(worker, reply, bindings)
+
+        return call
 
     def _check_index_values(self, inputs: Mapping[str, Any]) -> None:
         """Every Embedding index input in range (those left out: their stand-ins)."""

@@ -20,6 +20,7 @@ from plugin_host.errors import (GoldenMismatchError, PluginError, ProtectionUnav
                                 WorkerCallError, WorkerDiedError)
 from plugin_host.executor import Executor
 from plugin_host.sandbox import SandboxedExecutor, SandboxLimits, SandboxRequirements, ipc
+from plugin_host.sandbox import client
 from plugin_host.sandbox.landlock import abi_version
 from plugins.numpy_backend import NumpyBackend
 
@@ -272,7 +273,7 @@ def test_the_worker_checks_index_values_itself_in_the_steady_state(fresh, monkey
         buffer[...] = frames(1)[0][name]
     fresh.run(buffers)
     fresh.run(buffers)                                  # the binary steady state
-    monkeypatch.setattr(fresh, "_check_index_values", lambda inputs: None)
+    monkeypatch.setattr(client, "check_indices", lambda *args: None)  # the host's check
     buffers["ids"][...] = -1
     with pytest.raises(IndexRangeError) as info:
         fresh.run(buffers)
@@ -280,6 +281,26 @@ def test_the_worker_checks_index_values_itself_in_the_steady_state(fresh, monkey
     assert fresh.pid == fresh.last_pid and fresh.restarts == 0  # refused, not crashed
     buffers["ids"][...] = 2
     fresh.run(buffers)
+
+
+def test_a_worker_killed_in_the_steady_state_is_restarted(fresh, redteam_graph):
+    """The zero-copy steady call (one binary message each way) finds a dead worker as any
+    call does: WorkerDiedError, state reset, a new worker; the retired buffers then go by
+    copy and the results are the in-process executor's."""
+    buffers = fresh.input_buffers()
+    feed = frames(1, seed=5)[0]
+    for name, buffer in buffers.items():
+        buffer[...] = feed[name]
+    fresh.run(buffers)
+    fresh.run(buffers)                                  # the binary steady state
+    pid = fresh.pid
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerDiedError) as info:
+        fresh.run(buffers)
+    assert info.value.pid == pid
+    assert fresh.restarts == 1 and fresh.resets_by_reason["worker restart"] == 1
+    local = Executor(redteam_graph, NumpyBackend())
+    assert_same(fresh.run(buffers), local.run(feed))
 
 
 def test_kernel_errors_arrive_with_their_type_and_context(redteam_artifact, sandbox_trust):
