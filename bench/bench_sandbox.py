@@ -13,6 +13,11 @@ The overhead is what the host adds: the input ABI and Embedding checks on the ho
 and two processes' caches instead of one. The worker runs the same executor on the same
 backend with the same number of BLAS threads.
 
+The target is about the design's data path (DESIGN.md, "Data path of one frame"): the
+inputs already lie in shared memory, as a camera's frame does, so the input-buffer sides are
+the ones it judges. The copied side is held to the same number and shown for what copying a
+1.5 MB input on every call adds.
+
 The third side, ``colocated``, is the input-buffer path with co-location
 (``SandboxLimits.cpu = "auto"``, ``plugin_host/sandbox/placement.py``): the calling thread and
 the worker's main thread pinned to one CPU, the worker's BLAS thread to the other, so that
@@ -109,6 +114,7 @@ def main() -> int:
     print(f"  Executor in-process                 : median {inproc:8.3f} ms")
     labels = {"sandbox": "SandboxedExecutor, inputs copied", "zero-copy":
               "SandboxedExecutor, input buffers", "colocated": "input buffers, co-located"}
+    verdicts = {}
     for side, label in labels.items():
         median = statistics.median(samples[side])
         overhead = median - inproc
@@ -123,6 +129,9 @@ def main() -> int:
         print(f"  {'':36s}  per round: overhead {judged * 1e3:+6.0f} us (quartiles "
               f"{q1 * 1e3:+.0f} to {q3 * 1e3:+.0f}); target <= {allowed_ms * 1e3:.0f} us "
               f"{verdict}")
+        verdicts[side] = verdict
+    print(f"target on the design's data path (inputs in shared memory, default placement): "
+          f"{verdicts['zero-copy']}")
     return 0
 
 
