@@ -32,7 +32,9 @@ artifact the host verified. In order:
    located zero-copy in the pool mapping, a few bytes read, the generation checked after use),
    ``feed`` (make one image input from the attached pool's frames: ``frame_feed.py``; a
    ``run`` then names a frame), ``exit``. The steady-state ``run`` and ``handoff`` and their
-   answers are fixed-size binary messages (``ipc.py``). A malformed message gets an error
+   answers are fixed-size binary messages (``ipc.py``); once a run's inputs, ABI check and
+   output places are known, binary runs on them are served in one loop of their own
+   (``_serve_steady``) until any other message comes. A malformed message gets an error
    reply; the worker keeps serving.
 """
 
@@ -339,7 +341,11 @@ class Worker:
         while True:
             call = None
             try:
-                call = chan.recv_call()
+                checked = self._feed_checked
+                if checked is not None and checked[0] is None and self._out_key is not None:
+                    call = self._serve_steady()  # returns with what it does not serve
+                else:
+                    call = chan.recv_call()
                 if call is not None:  # the steady state: a binary RUN
                     reply = self._run_again(*call)
                     if type(reply) is bytes:  # and a binary answer
@@ -394,6 +400,57 @@ class Worker:
             if type(message.get("id")) is int:
                 reply["id"] = message["id"]
             chan.send(reply)
+
+    def _serve_steady(self) -> tuple[int, tuple | None] | None:
+        """Serve binary ``RUN`` calls on the inputs, ABI check and output places of the last
+        run (no frame), one after another, until a message comes that is anything else: a
+        framed ``RUN`` is returned as ``recv_call`` would; any other message is left held
+        for ``recv``. Each call is what ``recv_call``, ``_run_again``, ``_execute`` and
+        ``_write_outputs`` do for it, with every lookup made once: the worker's share of a
+        call runs on caches the model has just emptied. The Embedding index values and the
+        outputs are checked on every call (``run_checked``), and the outputs' names, dtypes
+        and shapes must be the ones whose places the host knows, or the general path writes
+        them and says where."""
+        chan, executor = self.chan, self.executor
+        feed, bindings = self._feed, self._feed_checked[1]  # type: ignore[index]
+        key, (targets, _) = self._out_key, self._out_plan
+        recv_into, send = chan.sock.recvmsg_into, chan.sock.send
+        buffer = chan._buffer
+        into = [buffer]
+        unpack, call_size, run_op, ancsize = ipc._CALL.unpack_from, ipc._CALL.size, ipc.RUN, \
+            ipc._ANCSIZE
+        answer, result_op = ipc._ANSWER.pack, ipc.RESULT
+        clock = time.perf_counter
+        while True:
+            n, ancdata, flags, _ = recv_into(into, ancsize)
+            if n != call_size or ancdata or flags or buffer[0] != run_op:
+                chan._held = (n, flags, ipc._descriptors(ancdata))
+                return None
+            _, framed, slot, call_id, generation, frame_id, sof, eof = unpack(buffer)
+            if framed:
+                return call_id, (slot, generation, frame_id, sof, eof)
+            self.pending = None
+            start = clock()
+            try:
+                outputs = executor.run_checked(feed, bindings)
+            except SandboxProtocolError as exc:  # as serve() answers one: an error reply
+                self._reply_error(call_id, exc)
+                continue
+            except Exception as exc:
+                chan.send({"op": "result", "id": call_id, "ok": False,
+                           "error": remote.describe(exc)})
+                continue
+            if [(name, a.dtype, a.shape) for name, a in outputs.items()] != key:
+                reply = self._write_outputs(call_id, outputs)  # new places: the host is told
+                if reply is None:  # cannot happen: the key differs
+                    raise SandboxProtocolError("outputs changed but were written in place")
+                reply["us"] = int((clock() - start) * 1e6)
+                chan.send(reply)
+                return None  # the next message goes the general path
+            for dst, array in zip(targets, outputs.values()):
+                if dst is not None:
+                    np.copyto(dst, array)
+            send(answer(result_op, min(int((clock() - start) * 1e6), 0xFFFFFFFF), call_id))
 
     def _reply_error(self, call_id: Any, exc: BaseException) -> None:
         self.chan.send({"op": "error", "id": call_id if type(call_id) is int else None,
