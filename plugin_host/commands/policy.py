@@ -124,6 +124,9 @@ def _summary(policy) -> list[str]:
         lines.append("  audited ops: " + ", ".join(f"{a.op} v{a.version}"
                                                   for a in policy.audited_ops))
     lines.append("  sandbox requires: " + (", ".join(sorted(policy.sandbox.require)) or "nothing"))
+    if policy.limits.cpu is not None:
+        lines.append(f"  co-location: the inference thread and the worker's main thread on CPU "
+                     f"{policy.limits.cpu}")
     lines.append(f"  audit log: {policy.audit.log}")
     lines.append("  cameras: " + (", ".join(policy.cameras.use) or "the one provided")
                  + f", matched within {policy.cameras.max_skew_ms:g} ms")

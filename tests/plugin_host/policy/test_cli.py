@@ -30,6 +30,18 @@ def test_installed_command_passes_on_the_demo_policy():
     assert "plugin numpy_backend (inference-hardware): no capabilities" in result.stdout
 
 
+def test_the_summary_names_co_location_only_when_asked_for(capsys, tmp_path):
+    demo = (REPO / "policies" / "demo.toml").read_text()
+    assert main(["policy", "check", str(REPO / "policies" / "demo.toml"),
+                 "--state-dir", str(tmp_path)]) == 0
+    assert "co-location" not in capsys.readouterr().out
+    path = tmp_path / "colocated.toml"
+    path.write_text(demo.replace("[limits]\n", '[limits]\ncpu = "auto"\n', 1))
+    assert main(["policy", "check", str(path), "--state-dir", str(tmp_path)]) == 0
+    assert ("co-location: the inference thread and the worker's main thread on CPU auto"
+            in capsys.readouterr().out)
+
+
 def test_one_line_per_problem(capsys, tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text('format = 1\n\n[[plugin]]\nname = "nn"\nkind = "model-layer"\n'
