@@ -265,6 +265,7 @@ class SandboxedExecutor(RecurrentState):
         self.cpu = placement.resolve_cpu(limits.cpu, where="limits.cpu")
         self._cpus = placement.usable_cpus()
         self._pinned_threads: set[int] = set()
+        self._placement_warned = False
         self.backend = backend
         self.backend_plugins = tuple(str(p) for p in backend_plugins)
         self.plugin_modules = tuple(str(m) for m in plugin_modules)
@@ -434,7 +435,7 @@ class SandboxedExecutor(RecurrentState):
                 self._placement_failed(f"cannot pin the calling thread: {exc}")
 
     def _placement_failed(self, why: str) -> None:
-        if not getattr(self, "_placement_warned", False):
+        if not self._placement_warned:
             self._placement_warned = True
             self.log.warning("sandbox: co-location on CPU %s is not in force: %s", self.cpu, why)
 
