@@ -17,7 +17,9 @@ onnxruntime backend, then times one inference per call on the same inputs:
   other; ``plugin_host/sandbox/placement.py``), also held to the target;
 * ``floor``: bare onnxruntime in a plain child process, woken by one socket message and
   answering with one (no sandbox, no checks, no shared memory): what crossing a process
-  boundary at all costs on this machine, for reading the sides above;
+  boundary at all costs on this machine, for reading the sides above; ``floor-colocated``:
+  the same with the child's main thread and the calling thread on one CPU and the child's
+  onnxruntime pool on the other (what ``host-colocated`` should be read against);
 * breakdown: ``inproc``, the Executor on the onnxruntime backend in the calling process (no
   sandbox); ``bare-spin`` and ``host-spin``, the same with onnxruntime's intra-op threads
   spin-waiting between calls (onnxruntime's default, which the backend turns off: a spinning
@@ -82,9 +84,10 @@ def _bare(artifact: str, pub: str, *, spinning: bool = False):
     return (lambda: sess.run(None, inputs)), (lambda: None)
 
 
-def _floor(artifact: str, pub: str):
+def _floor(artifact: str, pub: str, *, colocate: bool = False):
     """Bare onnxruntime in a plain child process (this script, ``--bare-peer``), one byte
-    each way over a socketpair per call."""
+    each way over a socketpair per call; ``colocate``: placed as ``SandboxLimits(cpu="auto")``
+    places a worker and its caller."""
     import socket
     import subprocess
 
@@ -94,6 +97,12 @@ def _floor(artifact: str, pub: str):
     theirs.close()
     if ours.recv(16) != b"ready":
         raise SystemExit("the floor's child failed to start")
+    if colocate:  # the child's session (and its thread pool) exists once it said ready
+        from plugin_host.sandbox import placement
+
+        cpus = placement.usable_cpus()
+        placement.pin_worker(child.pid, max(cpus), cpus)
+        placement.pin_thread(max(cpus))
 
     def call() -> None:
         ours.send(b"c")
@@ -162,6 +171,7 @@ def _host_colocated(artifact: str, pub: str):
 
 SIDES = {"host": _host, "bare": _bare, "inproc": _inproc, "host-zero-copy": _host_zero_copy,
          "host-colocated": _host_colocated, "floor": _floor,
+         "floor-colocated": lambda a, p: _floor(a, p, colocate=True),
          "bare-spin": lambda a, p: _bare(a, p, spinning=True),
          "host-spin": lambda a, p: _host(a, p, spinning=True)}
 
@@ -232,6 +242,7 @@ def main() -> int:
               "host-zero-copy": "host, inputs in shared buffers",
               "host-colocated": "host, shared buffers, co-located",
               "floor": "floor: bare, in a child process",
+              "floor-colocated": "floor, co-located",
               "inproc": "breakdown: Executor in-process",
               "bare-spin": "breakdown: bare onnxruntime, spinning",
               "host-spin": "breakdown: host, worker spinning"}
