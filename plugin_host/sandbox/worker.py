@@ -404,53 +404,27 @@ class Worker:
     def _serve_steady(self) -> tuple[int, tuple | None] | None:
         """Serve binary ``RUN`` calls on the inputs, ABI check and output places of the last
         run (no frame), one after another, until a message comes that is anything else: a
-        framed ``RUN`` is returned as ``recv_call`` would; any other message is left held
-        for ``recv``. Each call is what ``recv_call``, ``_run_again``, ``_execute`` and
-        ``_write_outputs`` do for it, with every lookup made once: the worker's share of a
-        call runs on caches the model has just emptied. The Embedding index values and the
-        outputs are checked on every call (``run_checked``), and the outputs' names, dtypes
-        and shapes must be the ones whose places the host knows, or the general path writes
-        them and says where."""
-        chan, executor = self.chan, self.executor
-        feed, bindings = self._feed, self._feed_checked[1]  # type: ignore[index]
-        key, (targets, _) = self._out_key, self._out_plan
-        recv_into, send = chan.sock.recvmsg_into, chan.sock.send
-        buffer = chan._buffer
-        into = [buffer]
-        unpack, call_size, run_op, ancsize = ipc._CALL.unpack_from, ipc._CALL.size, ipc.RUN, \
-            ipc._ANCSIZE
-        answer, result_op = ipc._ANSWER.pack, ipc.RESULT
-        clock = time.perf_counter
+        framed ``RUN`` is returned as ``recv_call`` gives it; any other message is left held
+        for ``recv``. Each call goes through :meth:`_execute` on the fed views themselves
+        (``run_checked`` copies what it feeds the kernels); outputs whose names, dtypes or
+        shapes differ from the known places are written and announced there, and the general
+        path takes over after that answer."""
+        chan, feed = self.chan, self._feed
         while True:
-            n, ancdata, flags, _ = recv_into(into, ancsize)
-            if n != call_size or ancdata or flags or buffer[0] != run_op:
-                chan._held = (n, flags, ipc._descriptors(ancdata))
-                return None
-            _, framed, slot, call_id, generation, frame_id, sof, eof = unpack(buffer)
-            if framed:
-                return call_id, (slot, generation, frame_id, sof, eof)
-            self.pending = None
-            start = clock()
+            call = chan.recv_call()
+            if call is None or call[1] is not None:
+                return call
             try:
-                outputs = executor.run_checked(feed, bindings)
+                reply = self._execute(call[0], feed, None, None)
             except SandboxProtocolError as exc:  # as serve() answers one: an error reply
-                self._reply_error(call_id, exc)
+                self._reply_error(call[0], exc)
                 continue
-            except Exception as exc:
-                chan.send({"op": "result", "id": call_id, "ok": False,
-                           "error": remote.describe(exc)})
+            if type(reply) is bytes:  # the outputs went where the host knows
+                chan.send_packed(reply)
                 continue
-            if [(name, a.dtype, a.shape) for name, a in outputs.items()] != key:
-                reply = self._write_outputs(call_id, outputs)  # new places: the host is told
-                if reply is None:  # cannot happen: the key differs
-                    raise SandboxProtocolError("outputs changed but were written in place")
-                reply["us"] = int((clock() - start) * 1e6)
-                chan.send(reply)
-                return None  # the next message goes the general path
-            for dst, array in zip(targets, outputs.values()):
-                if dst is not None:
-                    np.copyto(dst, array)
-            send(answer(result_op, min(int((clock() - start) * 1e6), 0xFFFFFFFF), call_id))
+            chan.send(reply)
+            if reply.get("ok") is True:  # new places: the next call goes the general path
+                return None
 
     def _reply_error(self, call_id: Any, exc: BaseException) -> None:
         self.chan.send({"op": "error", "id": call_id if type(call_id) is int else None,
