@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from plugin_host.artifacts import TrustStore, generate_key
 from plugin_host.errors import (GoldenMismatchError, PluginError, ProtectionUnavailableError,
                                 SandboxError,
                                 SandboxProtocolError, TensorHashError, UntrustedKeyError,
-                                WorkerCallError, WorkerDiedError)
+                                WorkerCallError, WorkerDiedError, WorkerTimeoutError)
 from plugin_host.executor import Executor
 from plugin_host.sandbox import SandboxedExecutor, SandboxLimits, SandboxRequirements, ipc
 from plugin_host.sandbox import client
@@ -283,16 +284,24 @@ def test_the_worker_checks_index_values_itself_in_the_steady_state(fresh, monkey
     fresh.run(buffers)
 
 
+def in_the_steady_state(executor, seed):
+    """One frame written into ``executor``'s input buffers and run twice: the second call
+    is the zero-copy steady call (one binary message each way). (buffers, the frame)."""
+    buffers = executor.input_buffers()
+    feed = frames(1, seed=seed)[0]
+    for name, buffer in buffers.items():
+        buffer[...] = feed[name]
+    executor.run(buffers)
+    executor.run(buffers)
+    assert executor._fast is not None
+    return buffers, feed
+
+
 def test_a_worker_killed_in_the_steady_state_is_restarted(fresh, redteam_graph):
     """The zero-copy steady call (one binary message each way) finds a dead worker as any
     call does: WorkerDiedError, state reset, a new worker; the retired buffers then go by
     copy and the results are the in-process executor's."""
-    buffers = fresh.input_buffers()
-    feed = frames(1, seed=5)[0]
-    for name, buffer in buffers.items():
-        buffer[...] = feed[name]
-    fresh.run(buffers)
-    fresh.run(buffers)                                  # the binary steady state
+    buffers, feed = in_the_steady_state(fresh, seed=5)
     pid = fresh.pid
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerDiedError) as info:
@@ -301,6 +310,27 @@ def test_a_worker_killed_in_the_steady_state_is_restarted(fresh, redteam_graph):
     assert fresh.restarts == 1 and fresh.resets_by_reason["worker restart"] == 1
     local = Executor(redteam_graph, NumpyBackend())
     assert_same(fresh.run(buffers), local.run(feed))
+
+
+def test_a_worker_that_stops_answering_in_the_steady_state_hits_the_call_timeout(
+        redteam_artifact, sandbox_trust, redteam_graph):
+    """The steady call waits for its answer inside the receive (SO_RCVTIMEO, no poll): a
+    worker that never answers (stopped here) still costs exactly the call timeout, then is
+    killed and replaced, and the next call is answered as usual."""
+    limits = SandboxLimits(call_timeout=0.5)
+    with SandboxedExecutor(redteam_artifact, trust=sandbox_trust, limits=limits) as ex:
+        buffers, feed = in_the_steady_state(ex, seed=6)
+        pid = ex.pid
+        os.kill(pid, signal.SIGSTOP)
+        start = time.monotonic()
+        with pytest.raises(WorkerTimeoutError) as info:
+            ex.run(buffers)
+        waited = time.monotonic() - start
+        assert info.value.pid == pid and "call timeout" in str(info.value)
+        assert 0.45 <= waited < 10
+        assert ex.restarts == 1 and ex.pid != pid
+        local = Executor(redteam_graph, NumpyBackend())
+        assert_same(ex.run(buffers), local.run(feed))
 
 
 def test_kernel_errors_arrive_with_their_type_and_context(redteam_artifact, sandbox_trust):
