@@ -25,7 +25,13 @@ onnxruntime backend, then times one inference per call on the same inputs:
   spin-waiting between calls (onnxruntime's default, which the backend turns off: a spinning
   pool competes with the host process for the two cores; see the README).
 
-Last, the spinning question at the daemon's real pace: one call every 50 ms (20 Hz) through
+Then, for reading the ratios: the host's time per call on the input-buffer path split in two,
+with default placement and co-located: the worker's own time (its executor with the model's
+run, and writing the outputs; ``last_worker_seconds``) and everything outside it (the host's
+share, both switches between the processes, the worker's receive and answer), against the
+5 % the target leaves.
+
+With ``--spin``, last, the spinning question at the daemon's real pace: one call every 50 ms (20 Hz) through
 the host with and without spinning, printing the median and the worker's CPU time per frame
 (``/proc/<pid>/stat``): back-to-back calls favour spinning, but between frames a spinning pool
 keeps burning a core that the host's cameras and IPC need.
@@ -176,6 +182,38 @@ SIDES = {"host": _host, "bare": _bare, "inproc": _inproc, "host-zero-copy": _hos
          "host-spin": lambda a, p: _host(a, p, spinning=True)}
 
 
+def _split(artifact: str, pub: str, *, calls: int) -> dict[str, tuple[float, float]]:
+    """Where the host's time goes, on the input-buffer path: per call, the worker's own time
+    (``last_worker_seconds``: its executor, the model's run included, and writing the
+    outputs) and the rest (the host's share, both switches, the worker's receive and
+    answer). Medians in ms, ``{"default"|"co-located": (worker, outside)}``, in blocks
+    with pauses as the sides above."""
+    import time
+
+    from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
+
+    result = {}
+    for label, limits in (("default", SandboxLimits()), ("co-located", SandboxLimits(cpu="auto"))):
+        with SandboxedExecutor(artifact, trust=trust_store(pub), backend="onnxruntime",
+                               backend_plugins=("onnxruntime_backend",),
+                               limits=limits) as sandboxed:
+            inputs = in_input_buffers(sandboxed)
+            for _ in range(10):
+                sandboxed.run(inputs)
+            worker, outside = [], []
+            for block in range(0, calls, 40):
+                time.sleep(PAUSE)
+                sandboxed.run(inputs)
+                for _ in range(min(40, calls - block)):
+                    start = time.perf_counter()
+                    sandboxed.run(inputs)
+                    wall = time.perf_counter() - start
+                    worker.append(sandboxed.last_worker_seconds * 1e3)
+                    outside.append(wall * 1e3 - worker[-1])
+            result[label] = (statistics.median(worker), statistics.median(outside))
+    return result
+
+
 def _cadence(artifact: str, pub: str, *, frames: int, period: float) -> dict[str, tuple]:
     """Spinning at the daemon's real pace: one call every ``period`` s (20 Hz), as cameras
     drive it. ``{"spin"|"no spin": (median ms, worker CPU ms per frame)}``."""
@@ -213,6 +251,8 @@ def main() -> int:
     parser = side_parser(__doc__.split("\n\n")[0], runs=20, rounds=16, warmup=10,
                          generations=4)
     parser.add_argument("--frames", type=int, default=60, help="calls at 20 Hz, per setting")
+    parser.add_argument("--split", type=int, default=400,
+                        help="calls per placement for the split of the host's time")
     parser.add_argument("--spin", action="store_true",
                         help="also time the spinning sides and the 20 Hz spinning comparison "
                              "(a spinning side's idle threads can slow the other sides)")
@@ -232,6 +272,7 @@ def main() -> int:
         samples = alternate_script(
             __file__, args, [s for s in SIDES if args.spin or not s.endswith("-spin")],
             artifact, pub, pause=PAUSE)
+        split = _split(artifact, pub, calls=args.split)
         cadence = _cadence(artifact, pub, frames=args.frames, period=0.05) if args.spin else {}
     medians = {side: statistics.median(s) for side, s in samples.items()}
     bare = medians["bare"]
@@ -255,6 +296,11 @@ def main() -> int:
         if side in ("host", "host-zero-copy", "host-colocated"):
             line += f"; target <= {TARGET:.2f}x {'met' if median <= TARGET * bare else 'NOT met'}"
         print(line)
+    print(f"  the host's time per call, input buffers ({args.split} calls each; the target "
+          f"leaves {(TARGET - 1) * bare * 1e3:.0f} us above bare):")
+    for label, (worker, outside) in split.items():
+        print(f"    {label:10s}: the worker's own {worker:6.3f} ms (bare {(worker - bare) * 1e3:+4.0f} "
+              f"us), outside it {outside * 1e3:4.0f} us (host, both switches)")
     if cadence:
         print(f"  at 20 Hz ({args.frames} frames, one call per 50 ms, as the daemon runs it):")
     for label, (median, used) in cadence.items():
