@@ -36,7 +36,9 @@ the host with and without spinning, printing the median and the worker's CPU tim
 (``/proc/<pid>/stat``): back-to-back calls favour spinning, but between frames a spinning pool
 keeps burning a core that the host's cameras and IPC need.
 
-Target (issue 6, DESIGN.md "Targets"): the host's median at most 1.05x bare onnxruntime's.
+Target (issue 6): the host's median at most 1.05x bare onnxruntime's. DESIGN.md's general rule
+for host overhead, at most +5 % or +150 us whichever is larger, is printed beside it for the
+input-buffer sides.
 
 Each side runs in its own child process; the parent asks them in turn for blocks of timed
 calls with a pause between blocks, and starts the children afresh several times
@@ -64,6 +66,9 @@ from bench.fixtures import in_input_buffers, signed_demo, trust_store  # noqa: E
 #: seconds between blocks: a spinning onnxruntime pool spins for a while after its last call
 PAUSE = 0.25
 TARGET = 1.05
+#: DESIGN.md "Targets": host overhead at most +5 % or +150 us, whichever is larger (the
+#: rule bench_sandbox judges by); printed beside the issue's 1.05x for reference
+DESIGN_FLOOR_MS = 0.150
 
 
 def _verified_graph(artifact: str, pub: str):
@@ -295,6 +300,10 @@ def main() -> int:
                 f"({(median - bare) * 1e3:+5.0f} us)")
         if side in ("host", "host-zero-copy", "host-colocated"):
             line += f"; target <= {TARGET:.2f}x {'met' if median <= TARGET * bare else 'NOT met'}"
+            if side != "host":  # DESIGN.md's general host-overhead rule, for reference
+                allowed = max((TARGET - 1) * bare, DESIGN_FLOOR_MS)
+                line += (f"; <= +max(5 %, 150 us) "
+                         f"{'met' if median - bare <= allowed else 'NOT met'}")
         print(line)
     print(f"  the host's time per call, input buffers ({args.split} calls each; the target "
           f"leaves {(TARGET - 1) * bare * 1e3:.0f} us above bare):")
