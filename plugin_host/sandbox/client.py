@@ -261,6 +261,11 @@ class SandboxedExecutor(RecurrentState):
         self.log = log or logging.getLogger("plugin_host.sandbox")
         self.requirements = requirements
         self.limits = limits
+        for name in ("call_timeout", "start_timeout"):
+            value = getattr(limits, name)
+            if value is not None and not (type(value) in (int, float) and 0 < value < 1e6):
+                raise SandboxError(f"limits.{name} must be a positive number of seconds "
+                                   f"(below 1e6), not {value!r}", where=f"limits.{name}")
         #: the CPU the calls' threads share (``SandboxLimits.cpu``), or None
         self.cpu = placement.resolve_cpu(limits.cpu, where="limits.cpu")
         self._cpus = placement.usable_cpus()

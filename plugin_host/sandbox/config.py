@@ -69,6 +69,8 @@ class SandboxLimits:
     ``call_timeout`` (seconds) bounds each call on the host side; the worker is killed and
     restarted when it is exceeded. None derives it from the artifact's declared worst-case
     latency: ``max(2 s, 20 x latency_ms)``. ``start_timeout`` bounds the worker's start-up.
+    Both are positive numbers of seconds (below 1e6); anything else (0, infinity, NaN, a
+    string) is refused by ``SandboxedExecutor`` with a SandboxError naming the setting.
     ``blas_threads``: OpenBLAS threads in the worker (None: the host's usable cores).
     ``uid``/``gid``: the unprivileged identity the worker runs as when the host is root.
     ``cpu``: co-location (``placement.py``): the worker's main thread and every thread that

@@ -284,6 +284,19 @@ def test_the_worker_checks_index_values_itself_in_the_steady_state(fresh, monkey
     fresh.run(buffers)
 
 
+@pytest.mark.parametrize("limits", [
+    SandboxLimits(call_timeout=float("inf")), SandboxLimits(call_timeout=float("nan")),
+    SandboxLimits(call_timeout=0), SandboxLimits(call_timeout=-1.0),
+    SandboxLimits(call_timeout="2"), SandboxLimits(start_timeout=0)])
+def test_a_timeout_that_is_not_a_positive_number_is_refused_by_name(
+        redteam_artifact, sandbox_trust, limits):
+    """A timeout bounds a wait on the worker: one that cannot (not a positive, finite number)
+    is refused before anything starts, naming the setting."""
+    name = "call_timeout" if limits.call_timeout is not None else "start_timeout"
+    with pytest.raises(SandboxError, match=f"limits.{name} must be a positive number"):
+        SandboxedExecutor(redteam_artifact, trust=sandbox_trust, limits=limits)
+
+
 def in_the_steady_state(executor, seed):
     """One frame written into ``executor``'s input buffers and run twice: the second call
     is the zero-copy steady call (one binary message each way). (buffers, the frame)."""
