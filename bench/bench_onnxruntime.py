@@ -31,10 +31,10 @@ run, and writing the outputs; ``last_worker_seconds``) and everything outside it
 share, both switches between the processes, the worker's receive and answer), against the
 5 % the target leaves.
 
-With ``--spin``, last, the spinning question at the daemon's real pace: one call every 50 ms (20 Hz) through
-the host with and without spinning, printing the median and the worker's CPU time per frame
-(``/proc/<pid>/stat``): back-to-back calls favour spinning, but between frames a spinning pool
-keeps burning a core that the host's cameras and IPC need.
+With ``--spin``, last, the spinning question at the daemon's real pace: one call every 50 ms
+(20 Hz) through the host with and without spinning, printing the median and the worker's CPU
+time per frame (``/proc/<pid>/stat``): back-to-back calls favour spinning, but between frames
+a spinning pool keeps burning a core that the host's cameras and IPC need.
 
 Target (issue 6): the host's median at most 1.05x bare onnxruntime's. DESIGN.md's general rule
 for host overhead, at most +5 % or +150 us whichever is larger, is printed beside it for the
@@ -74,7 +74,8 @@ DESIGN_FLOOR_MS = 0.150
 def _verified_graph(artifact: str, pub: str):
     from plugin_host.artifacts import load_verified
 
-    return load_verified(artifact, trust=trust_store(pub), rollback=None, backends={"onnxruntime"}).graph
+    return load_verified(artifact, trust=trust_store(pub), rollback=None,
+                         backends={"onnxruntime"}).graph
 
 
 def _bare(artifact: str, pub: str, *, spinning: bool = False):
@@ -198,7 +199,8 @@ def _split(artifact: str, pub: str, *, calls: int) -> dict[str, tuple[float, flo
     from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
 
     result = {}
-    for label, limits in (("default", SandboxLimits()), ("co-located", SandboxLimits(cpu="auto"))):
+    placements = (("default", SandboxLimits()), ("co-located", SandboxLimits(cpu="auto")))
+    for label, limits in placements:
         with SandboxedExecutor(artifact, trust=trust_store(pub), backend="onnxruntime",
                                backend_plugins=("onnxruntime_backend",),
                                limits=limits) as sandboxed:
@@ -308,8 +310,9 @@ def main() -> int:
     print(f"  the host's time per call, input buffers ({args.split} calls each; the target "
           f"leaves {(TARGET - 1) * bare * 1e3:.0f} us above bare):")
     for label, (worker, outside) in split.items():
-        print(f"    {label:10s}: the worker's own {worker:6.3f} ms (bare {(worker - bare) * 1e3:+4.0f} "
-              f"us), outside it {outside * 1e3:4.0f} us (host, both switches)")
+        print(f"    {label:10s}: the worker's own {worker:6.3f} ms "
+              f"(bare {(worker - bare) * 1e3:+4.0f} us), "
+              f"outside it {outside * 1e3:4.0f} us (host, both switches)")
     if cadence:
         print(f"  at 20 Hz ({args.frames} frames, one call per 50 ms, as the daemon runs it):")
     for label, (median, used) in cadence.items():

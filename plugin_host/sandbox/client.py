@@ -263,7 +263,8 @@ class SandboxedExecutor(RecurrentState):
         self.limits = limits
         for name in ("call_timeout", "start_timeout"):
             value = getattr(limits, name)
-            if value is not None and not (type(value) in (int, float) and 0 < value < 1e6):
+            if value is not None and not (isinstance(value, (int, float))
+                                          and not isinstance(value, bool) and 0 < value < 1e6):
                 raise SandboxError(f"limits.{name} must be a positive number of seconds "
                                    f"(below 1e6), not {value!r}", where=f"limits.{name}")
         #: the CPU the calls' threads share (``SandboxLimits.cpu``), or None

@@ -287,7 +287,8 @@ def test_the_worker_checks_index_values_itself_in_the_steady_state(fresh, monkey
 @pytest.mark.parametrize("limits", [
     SandboxLimits(call_timeout=float("inf")), SandboxLimits(call_timeout=float("nan")),
     SandboxLimits(call_timeout=0), SandboxLimits(call_timeout=-1.0),
-    SandboxLimits(call_timeout="2"), SandboxLimits(start_timeout=0)])
+    SandboxLimits(call_timeout="2"), SandboxLimits(call_timeout=True),
+    SandboxLimits(start_timeout=0)])
 def test_a_timeout_that_is_not_a_positive_number_is_refused_by_name(
         redteam_artifact, sandbox_trust, limits):
     """A timeout bounds a wait on the worker: one that cannot (not a positive, finite number)
