@@ -921,16 +921,12 @@ class SandboxedExecutor(RecurrentState):
                               vocab, where)
             else:
                 checks.append((array, vocab, where))
-        send, recv_into = chan.sock.send, chan.sock.recvmsg_into
+        send, recv_into, poll = chan.sock.send, chan.sock.recvmsg_into, chan.poll
         buffer = chan._buffer
         into = [buffer]
         pack, run_op = ipc._CALL.pack, ipc.RUN
         unpack, answer_size, result_op = ipc._ANSWER.unpack_from, ipc._ANSWER.size, ipc.RESULT
         timeout = self.call_timeout
-        # the answer is waited for in the receive itself, bounded by the call timeout: one
-        # system call where a poll and then a receive were two (each costs several
-        # microseconds on the caches the model has just emptied)
-        chan.set_receive_timeout(timeout)
 
         def call(frame: Any) -> dict[str, np.ndarray]:
             for array, vocab, where in checks:
@@ -944,11 +940,13 @@ class SandboxedExecutor(RecurrentState):
                     send(pack(run_op, framed, slot, call_id, generation, frame_id, sof, eof))
                 except (BrokenPipeError, ConnectionError):  # the worker is gone
                     raise self._failed(worker, "run") from None
-                if chan._held is None:
+                # the wait is a poll, then the receive: a blocking receive under SO_RCVTIMEO
+                # saved one system call (about 4 us a call) but a signal handler restarts
+                # the kernel's timer, so a stream of signals could hold a hung call open;
+                # poll's remaining time is recomputed after each signal (PEP 475)
+                if chan._held is None and poll(timeout):
                     try:
                         n, _, flags, _ = recv_into(into, 0)
-                    except BlockingIOError:  # nothing within the call timeout
-                        raise self._failed(worker, "run", timeout=timeout) from None
                     except ConnectionError:  # the peer is gone: the next recv says so (EOF)
                         n, flags = 0, 0
                     if n == answer_size and not flags and buffer[0] == result_op:
@@ -960,6 +958,8 @@ class SandboxedExecutor(RecurrentState):
                             self.calls += 1
                             return {name: view.copy() for name, view in views}
                     chan._held = (n, flags, [])  # for the general path's recv
+                elif not poll(0):
+                    raise self._failed(worker, "run", timeout=timeout)
                 reply = self._expect(worker, "result", timeout, during="run", call_id=call_id)
             except BaseException:
                 self._run_head = self._fast = None

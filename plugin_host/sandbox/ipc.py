@@ -255,16 +255,6 @@ class Channel:
         """Send bytes as one message, unchecked (tests of the peer's refusals)."""
         self.sock.send(data)
 
-    def set_receive_timeout(self, seconds: float) -> None:
-        """Bound every blocking receive on this end to ``seconds`` (``SO_RCVTIMEO``, at
-        least a millisecond): one that waits longer raises BlockingIOError. A receive after
-        :meth:`poll` said a message is waiting never waits, so this only matters where a
-        caller receives without polling first (the host's steady call)."""
-        seconds = max(0.001, float(seconds))
-        whole = int(seconds)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
-                             struct.pack("@ll", whole, int((seconds - whole) * 1e6)))
-
     def poll(self, timeout: float | None) -> bool:
         """True when a message (or end of file) is waiting; waits at most ``timeout`` s."""
         if self._held is not None:

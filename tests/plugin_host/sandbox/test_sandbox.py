@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import signal
+import threading
 import time
 
 import numpy as np
@@ -328,20 +329,40 @@ def test_a_worker_killed_in_the_steady_state_is_restarted(fresh, redteam_graph):
 
 def test_a_worker_that_stops_answering_in_the_steady_state_hits_the_call_timeout(
         redteam_artifact, sandbox_trust, redteam_graph):
-    """The steady call waits for its answer inside the receive (SO_RCVTIMEO, no poll): a
-    worker that never answers (stopped here) still costs exactly the call timeout, then is
-    killed and replaced, and the next call is answered as usual."""
+    """A worker that never answers a steady call (stopped here) costs the call timeout,
+    even while signals keep interrupting the host's wait (a handler runs on each): it is
+    then killed and replaced, and the next call is answered."""
     limits = SandboxLimits(call_timeout=0.5)
     with SandboxedExecutor(redteam_artifact, trust=sandbox_trust, limits=limits) as ex:
         buffers, feed = in_the_steady_state(ex, seed=6)
         pid = ex.pid
         os.kill(pid, signal.SIGSTOP)
+        interrupts = []
+
+        def handler(signum, frame):
+            interrupts.append(signum)
+            if len(interrupts) > 300:  # six seconds of signals: the wait lost its bound
+                raise AssertionError("the call outlived its timeout under signals")
+
+        def signaller(target, done):  # a signal to the calling thread every 20 ms
+            while not done.wait(0.02):
+                signal.pthread_kill(target, signal.SIGUSR1)
+
+        previous = signal.signal(signal.SIGUSR1, handler)
+        done = threading.Event()
+        thread = threading.Thread(target=signaller, args=(threading.get_ident(), done))
+        thread.start()
         start = time.monotonic()
-        with pytest.raises(WorkerTimeoutError) as info:
-            ex.run(buffers)
+        try:
+            with pytest.raises(WorkerTimeoutError) as info:
+                ex.run(buffers)
+        finally:
+            done.set()
+            thread.join()
+            signal.signal(signal.SIGUSR1, previous)
         waited = time.monotonic() - start
         assert info.value.pid == pid and "call timeout" in str(info.value)
-        assert 0.45 <= waited < 10
+        assert 0.45 <= waited < 5 and len(interrupts) >= 10
         assert ex.restarts == 1 and ex.pid != pid
         local = Executor(redteam_graph, NumpyBackend())
         assert_same(ex.run(buffers), local.run(feed))
