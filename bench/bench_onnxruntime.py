@@ -158,31 +158,21 @@ def _host(artifact: str, pub: str, *, spinning: bool = False):
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 
-def _host_zero_copy(artifact: str, pub: str):
+def _host_zero_copy(artifact: str, pub: str, *, colocate: bool = False):
     """The frame path: inputs written once into the shared region's input buffers (as a
-    camera writes its frame into shared memory), handed over without a copy."""
-    from plugin_host.sandbox import SandboxedExecutor
-
-    trust = trust_store(pub)
-    sandboxed = SandboxedExecutor(artifact, trust=trust, backend="onnxruntime",
-                                  backend_plugins=("onnxruntime_backend",))
-    inputs = in_input_buffers(sandboxed)
-    return (lambda: sandboxed.run(inputs)), sandboxed.close
-
-
-def _host_colocated(artifact: str, pub: str):
-    """``host-zero-copy`` with co-location (``SandboxLimits.cpu = "auto"``)."""
+    camera writes its frame into shared memory), handed over without a copy; ``colocate``:
+    with co-location (``SandboxLimits.cpu = "auto"``)."""
     from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
 
     sandboxed = SandboxedExecutor(artifact, trust=trust_store(pub), backend="onnxruntime",
                                   backend_plugins=("onnxruntime_backend",),
-                                  limits=SandboxLimits(cpu="auto"))
+                                  limits=SandboxLimits(cpu="auto" if colocate else None))
     inputs = in_input_buffers(sandboxed)
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 
 SIDES = {"host": _host, "bare": _bare, "inproc": _inproc, "host-zero-copy": _host_zero_copy,
-         "host-colocated": _host_colocated, "floor": _floor,
+         "host-colocated": lambda a, p: _host_zero_copy(a, p, colocate=True), "floor": _floor,
          "floor-colocated": lambda a, p: _floor(a, p, colocate=True),
          "bare-spin": lambda a, p: _bare(a, p, spinning=True),
          "host-spin": lambda a, p: _host(a, p, spinning=True)}

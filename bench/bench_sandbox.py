@@ -73,28 +73,20 @@ def _sandbox(artifact: str, pub: str):
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 
-def _zero_copy(artifact: str, pub: str):
+def _zero_copy(artifact: str, pub: str, *, colocate: bool = False):
     """The frame path: the inputs are written into the shared region once (as a camera writes
-    its frame into a shared buffer) and handed over without a copy."""
-    from plugin_host.sandbox import SandboxedExecutor
-
-    sandboxed = SandboxedExecutor(artifact, trust=_trust(pub), backend="numpy")
-    inputs = in_input_buffers(sandboxed)
-    return (lambda: sandboxed.run(inputs)), sandboxed.close
-
-
-def _colocated(artifact: str, pub: str):
-    """The frame path with co-location (``SandboxLimits.cpu = "auto"``)."""
+    its frame into a shared buffer) and handed over without a copy; ``colocate``: with
+    co-location (``SandboxLimits.cpu = "auto"``)."""
     from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
 
     sandboxed = SandboxedExecutor(artifact, trust=_trust(pub), backend="numpy",
-                                  limits=SandboxLimits(cpu="auto"))
+                                  limits=SandboxLimits(cpu="auto" if colocate else None))
     inputs = in_input_buffers(sandboxed)
     return (lambda: sandboxed.run(inputs)), sandboxed.close
 
 
 SIDES = {"inproc": _inproc, "sandbox": _sandbox, "zero-copy": _zero_copy,
-         "colocated": _colocated}
+         "colocated": lambda a, p: _zero_copy(a, p, colocate=True)}
 
 
 def main() -> int:

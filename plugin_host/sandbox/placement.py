@@ -55,7 +55,7 @@ def resolve_cpu(cpu: int | str | None, *, where: str = "cpu") -> int | None:
                            where=where)
     if cpu not in usable:
         raise SandboxError(f"{where} = {cpu}: this process may only run on CPU(s) "
-                           f"{_ranges(usable)}", where=where)
+                           f"{_listed(usable)}", where=where)
     return cpu
 
 
@@ -89,5 +89,5 @@ def _threads(pid: int) -> Iterable[int]:
         return []
 
 
-def _ranges(cpus: set[int]) -> str:
+def _listed(cpus: set[int]) -> str:
     return ", ".join(str(c) for c in sorted(cpus))
