@@ -7,11 +7,13 @@ drift in the machine's load falls on every side alike; the samples of all blocks
 per side.
 
 Child: ``serve_blocks(call, scale)`` -- warm up, print ``ready``, then answer each block size
-read from stdin with that many timings (seconds * ``scale``) as one JSON line.
-Parent: ``alternate(command_for_side, sides, rounds, runs, pause, generations)`` -> samples
-per side (a :class:`Samples`, which also keeps each round's block medians: :func:`paired`
-gives a side's per-round difference to another side, which drift between rounds cannot move);
-with ``generations`` > 1 the children are started afresh that many times.
+read from stdin (``N``, or ``N PERIOD`` for a paced block: a sleep of PERIOD s before each
+call) with that many timings (seconds * ``scale``) as one JSON line.
+Parent: ``alternate(command_for_side, sides, rounds, runs, pause, generations, period)`` ->
+samples per side (a :class:`Samples`, which also keeps each round's block medians:
+:func:`paired` gives a side's per-round difference to another side, which drift between rounds
+cannot move); with ``generations`` > 1 the children are started afresh that many times;
+``period`` > 0 asks for paced blocks.
 
 A benchmark script whose sides are built from a signed artifact uses the three helpers below:
 ``side_parser`` (its options plus the hidden ``--child SIDE ARTIFACT PUB``), ``serve_side``
@@ -39,10 +41,14 @@ def serve_blocks(call: Callable[[], object], *, warmup: int, scale: float) -> No
         call()
     print("ready", flush=True)
     for line in sys.stdin:
-        runs = int(line)
-        call()  # one untimed call: caches and threads after the pause
+        runs, _, period = line.partition(" ")
+        runs, period = int(runs), float(period or 0)
+        if not period:
+            call()  # one untimed call: caches and threads after the pause
         samples = []
         for _ in range(runs):
+            if period:
+                time.sleep(period)
             t = time.perf_counter()
             call()
             samples.append((time.perf_counter() - t) * scale)
@@ -65,17 +71,20 @@ def paired(samples: Samples, side: str, base: str) -> list[float]:
 
 
 def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str], *,
-              rounds: int, runs: int, pause: float, generations: int = 1) -> Samples:
+              rounds: int, runs: int, pause: float, generations: int = 1,
+              period: float = 0.0) -> Samples:
     """``rounds`` blocks of ``runs`` calls per side, alternating. The rounds are shared out
     over ``generations`` sets of fresh children: a process's own luck (where its arrays and
-    code landed, which of them got huge pages) then counts for no side more than the rest."""
+    code landed, which of them got huge pages) then counts for no side more than the rest.
+    ``period``: paced blocks, each call ``period`` s after the end of the one before (a
+    daemon's pace: caches and idle CPUs gone cold between calls); 0, back to back."""
     sides = list(sides)
     samples = Samples(sides)
     generations = max(1, min(generations, rounds))
     for generation in range(generations):
         share = rounds // generations + (generation < rounds % generations)
         _alternate_once(command_for_side, sides, samples, rounds=share, runs=runs,
-                        pause=pause)
+                        pause=pause, period=period)
         if generations > 1:
             print(f"  generation {generation + 1}/{generations} done", file=sys.stderr,
                   flush=True)
@@ -83,7 +92,8 @@ def alternate(command_for_side: Callable[[str], list[str]], sides: Iterable[str]
 
 
 def _alternate_once(command_for_side: Callable[[str], list[str]], sides: list[str],
-                    samples: Samples, *, rounds: int, runs: int, pause: float) -> None:
+                    samples: Samples, *, rounds: int, runs: int, pause: float,
+                    period: float) -> None:
     children: dict[str, subprocess.Popen] = {}
     try:
         for side in sides:
@@ -100,7 +110,7 @@ def _alternate_once(command_for_side: Callable[[str], list[str]], sides: list[st
             random.Random(round_).shuffle(order)
             medians = {}
             for side, child in order:
-                child.stdin.write(f"{runs}\n")
+                child.stdin.write(f"{runs} {period}\n" if period else f"{runs}\n")
                 child.stdin.flush()
                 block = json.loads(child.stdout.readline())
                 samples[side] += block
@@ -142,10 +152,12 @@ def serve_side(sides: Mapping[str, SideFactory], child: list[str], *, warmup: in
 
 
 def alternate_script(script: str, args: argparse.Namespace, sides: Iterable[str],
-                     artifact: str, pub: str, *, pause: float) -> Samples:
-    """The parent: ``script`` run once per side as its child, blocks alternating."""
+                     artifact: str, pub: str, *, pause: float, period: float = 0.0,
+                     rounds: int | None = None) -> Samples:
+    """The parent: ``script`` run once per side as its child, blocks alternating (``rounds``:
+    instead of ``args.rounds``; ``period``: paced blocks, see :func:`alternate`)."""
     return alternate(
         lambda side: [sys.executable, script, "--warmup", str(args.warmup), "--child", side,
                       artifact, pub],
-        sides, rounds=args.rounds, runs=args.runs, pause=pause,
-        generations=args.generations)
+        sides, rounds=args.rounds if rounds is None else rounds, runs=args.runs, pause=pause,
+        generations=args.generations, period=period)

@@ -5,6 +5,7 @@ and the rounds are shared out over fresh sets of children."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from bench.alternate import alternate, paired
 
@@ -42,3 +43,33 @@ def test_blocks_are_pooled_paired_by_round_and_ordered_anew(tmp_path):
     orders = {served[i:i + 3] for i in range(0, len(served), 3)}
     assert all(sorted(order) == ["a", "b", "c"] for order in orders)
     assert len(orders) >= 2  # not the same order every round
+
+
+#: a child serving blocks through the real ``serve_blocks``; every call notes when it began
+SERVING_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from bench.alternate import serve_blocks
+log = open(sys.argv[1], "a")
+serve_blocks(lambda: log.write(f"{time.monotonic()}\\n") and log.flush(), warmup=1, scale=1.0)
+"""
+
+
+def _calls(log) -> list[float]:
+    return [float(line) for line in log.read_text().split()]
+
+
+def test_a_paced_block_sleeps_before_every_call_and_adds_no_untimed_one(tmp_path):
+    root = str(Path(__file__).resolve().parents[2])
+    back_to_back, paced = tmp_path / "back-to-back", tmp_path / "paced"
+    for log, period in ((back_to_back, 0.0), (paced, 0.03)):
+        samples = alternate(lambda side: [sys.executable, "-c", SERVING_CHILD, str(log), root],
+                            ["only"], rounds=2, runs=3, pause=0.0, period=period)
+        assert len(samples["only"]) == 2 * 3
+    # warm-up, then per block one untimed call and three timed ones, back to back
+    assert len(_calls(back_to_back)) == 1 + 2 * (1 + 3)
+    calls = _calls(paced)
+    assert len(calls) == 1 + 2 * 3
+    # every call of a paced block begins at least a period after the one before
+    for block in (calls[1:4], calls[4:7]):
+        assert all(later - earlier >= 0.03 for earlier, later in zip(block, block[1:]))
