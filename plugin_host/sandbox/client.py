@@ -270,7 +270,8 @@ class SandboxedExecutor(RecurrentState):
         #: the CPU the calls' threads share (``SandboxLimits.cpu``), or None
         self.cpu = placement.resolve_cpu(limits.cpu, where="limits.cpu")
         self._cpus = placement.usable_cpus()
-        self._pinned_threads: set[int] = set()
+        #: threading ident -> native id of each thread this executor pinned (released on close)
+        self._pinned_threads: dict[int, int] = {}
         self._placement_warned = False
         self.backend = backend
         self.backend_plugins = tuple(str(p) for p in backend_plugins)
@@ -433,10 +434,14 @@ class SandboxedExecutor(RecurrentState):
 
     def _pin_caller(self) -> None:
         ident = threading.get_ident()
-        if ident not in self._pinned_threads:
-            self._pinned_threads.add(ident)
+        if ident in self._pinned_threads:
+            return
+        with self._lock:  # not while close releases the pins
+            if ident in self._pinned_threads or self._closed:
+                return
+            self._pinned_threads[ident] = 0
             try:
-                placement.pin_thread(self.cpu)  # type: ignore[arg-type]
+                self._pinned_threads[ident] = placement.pin_thread(self.cpu)  # type: ignore
             except OSError as exc:
                 self._placement_failed(f"cannot pin the calling thread: {exc}")
 
@@ -572,6 +577,10 @@ class SandboxedExecutor(RecurrentState):
             if self._pool is not None:
                 os.close(self._pool[0])
                 self._pool = None
+            pinned, self._pinned_threads = self._pinned_threads, {}
+            for tid in pinned.values():
+                if tid:  # 0: the pin was refused
+                    placement.release_thread(tid)
 
     def __enter__(self) -> SandboxedExecutor:
         return self

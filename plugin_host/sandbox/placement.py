@@ -11,24 +11,33 @@ never queue behind the main thread. ``bench/bench_sandbox.py`` and
 ``bench/bench_onnxruntime.py`` measure both placements.
 
 The host sets the worker's affinities from outside (the worker's seccomp filter is not asked
-to allow it); a worker that changes them back only slows itself down.
+to allow it); a worker that changes them back only slows itself down. A calling thread gets
+its own affinity back when the last executor that pinned it closes (``release_thread``), so a
+program that made and closed executors does not stay on one CPU.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Iterable
 
 from ..errors import SandboxError
 
-__all__ = ["AUTO", "usable_cpus", "resolve_cpu", "pin_worker", "pin_thread"]
+__all__ = ["AUTO", "OFF", "usable_cpus", "resolve_cpu", "pin_worker", "pin_thread",
+           "release_thread"]
 
 #: ``cpu = "auto"`` in a policy: the last CPU this process may run on (the first ones are
 #: where the kernel tends to put interrupts)
 AUTO = "auto"
+#: ``cpu = "off"`` in a policy: no co-location, the kernel places the threads
+OFF = "off"
 
 
 _host_cpus: frozenset[int] | None = None
+#: native thread id -> [its affinity before the first pin, how many pins hold it]
+_pinned: dict[int, list] = {}
+_pinned_lock = threading.Lock()
 
 
 def usable_cpus() -> set[int]:
@@ -76,10 +85,38 @@ def pin_worker(pid: int, cpu: int, cpus: set[int]) -> dict[int, set[int]]:
     return placed
 
 
-def pin_thread(cpu: int) -> None:
-    """The calling thread onto ``cpu``."""
+def pin_thread(cpu: int) -> int:
+    """The calling thread onto ``cpu``; returns its native id, for :func:`release_thread`
+    (one release for each pin). OSError (EPERM) propagates, and then nothing is held."""
     usable_cpus()  # taken before the first pin
-    os.sched_setaffinity(0, {cpu})
+    tid = threading.get_native_id()
+    with _pinned_lock:
+        held = _pinned.get(tid)
+        before = held[0] if held else os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {cpu})
+        if held:
+            held[1] += 1
+        else:
+            _pinned[tid] = [before, 1]
+    return tid
+
+
+def release_thread(tid: int) -> None:
+    """One pin of thread ``tid`` (a :func:`pin_thread` result) released; the last one gives
+    the thread back the affinity it had before the first. A thread that has ended is
+    forgotten."""
+    with _pinned_lock:
+        held = _pinned.get(tid)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] > 0:
+            return
+        del _pinned[tid]
+        try:
+            os.sched_setaffinity(tid, held[0])
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _threads(pid: int) -> Iterable[int]:

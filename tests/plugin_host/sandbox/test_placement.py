@@ -114,6 +114,54 @@ def test_calling_thread_and_worker_main_share_the_cpu_and_the_rest_keep_off(
     assert sorted(os.sched_getaffinity(0)) == CPUS
 
 
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to tell the affinities apart")
+def test_a_pinned_thread_gets_its_own_affinity_back_after_the_last_release():
+    def pins():
+        os.sched_setaffinity(0, {CPUS[0]})  # the thread's own choice, not all CPUs
+        seen = []
+        first = placement.pin_thread(CPUS[-1])
+        second = placement.pin_thread(CPUS[-1])  # a second executor on the same thread
+        assert first == second == threading.get_native_id()
+        seen.append(os.sched_getaffinity(0))
+        placement.release_thread(first)
+        seen.append(os.sched_getaffinity(0))  # still held by the second
+        placement.release_thread(second)
+        seen.append(os.sched_getaffinity(0))
+        placement.release_thread(second)  # one release too many: nothing happens
+        seen.append(os.sched_getaffinity(0))
+        return seen
+
+    seen, _ = in_thread(pins)
+    assert seen == [{CPUS[-1]}, {CPUS[-1]}, {CPUS[0]}, {CPUS[0]}]
+    placement.release_thread(2**22 + 12345)  # never pinned, or ended: nothing to do
+
+
+@needs_worker
+@pytest.mark.skipif(len(CPUS) < 2, reason="co-location needs two CPUs to show")
+def test_closing_the_executors_gives_the_calling_thread_its_cpus_back(redteam_artifact,
+                                                                      sandbox_trust):
+    def calls():
+        limits = SandboxLimits(cpu=CPUS[-1])
+        first = SandboxedExecutor(redteam_artifact, trust=sandbox_trust, limits=limits)
+        second = SandboxedExecutor(redteam_artifact, trust=sandbox_trust, limits=limits)
+        seen = []
+        try:
+            first.run(inputs())
+            second.run(inputs())  # a hot swap: the new executor before the old one closes
+            seen.append(os.sched_getaffinity(0))
+            first.close()
+            seen.append(os.sched_getaffinity(0))
+            second.run(inputs())
+        finally:
+            first.close()
+            second.close()
+        seen.append(os.sched_getaffinity(0))
+        return seen
+
+    seen, _ = in_thread(calls)
+    assert seen == [{CPUS[-1]}, {CPUS[-1]}, set(CPUS)]
+
+
 @needs_worker
 def test_without_a_cpu_nothing_is_pinned(redteam_artifact, sandbox_trust):
     with SandboxedExecutor(redteam_artifact, trust=sandbox_trust) as sx:
