@@ -124,9 +124,15 @@ def _summary(policy) -> list[str]:
         lines.append("  audited ops: " + ", ".join(f"{a.op} v{a.version}"
                                                   for a in policy.audited_ops))
     lines.append("  sandbox requires: " + (", ".join(sorted(policy.sandbox.require)) or "nothing"))
-    if policy.limits.cpu is not None:
+    cpu = policy.limits.cpu
+    if cpu == "off":
+        lines.append("  co-location: off (the kernel places the inference threads)")
+    elif cpu == "auto":
+        lines.append("  co-location: the inference thread and the worker's main thread on the "
+                     "last CPU (auto; off when the daemon runs several cameras)")
+    else:
         lines.append(f"  co-location: the inference thread and the worker's main thread on CPU "
-                     f"{policy.limits.cpu}")
+                     f"{cpu}")
     lines.append(f"  audit log: {policy.audit.log}")
     lines.append("  cameras: " + (", ".join(policy.cameras.use) or "the one provided")
                  + f", matched within {policy.cameras.max_skew_ms:g} ms")

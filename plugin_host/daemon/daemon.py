@@ -28,7 +28,8 @@ thread of its own stream (so a stream's executor is always called from the same 
 the workers share the cores); the next set waits until the whole set is done. Each camera's
 outputs are then published on the ``model`` topic, in the policy's order, tagged with the
 camera and the set's number. One camera is the same path with sets of one, run on the frame
-loop's thread.
+loop's thread. Co-location (``[limits] cpu``) applies as the policy says, except that its
+default, ``"auto"``, is off with several cameras: their workers would all queue on one CPU.
 
 Per frame (:meth:`CameraStream.run`): the contract (:class:`StateContract`: reset before the
 frame on a gap, a camera restart, time going backwards, an explicit request), NV12 to the
@@ -205,6 +206,7 @@ class Daemon:
         from ..artifacts import RollbackStore
         from ..plugins import load_plugins
         from ..policy import HOST_KINDS
+        from ..sandbox import placement
         from ..sandbox.policy import sandbox_config_from_policy
         from .demo_setup import ensure_demo_artifact
 
@@ -231,6 +233,11 @@ class Daemon:
             # p99 108 ms and 23 deadline misses in 10 s, against p99 14 ms and none)
             sandbox["limits"] = dataclasses.replace(
                 sandbox["limits"], blas_threads=max(1, len(os.sched_getaffinity(0)) - 1))
+        if policy.limits.cpu == placement.AUTO and len(self.cameras) > 1:
+            # several workers' main threads and callers on one CPU queue behind each other
+            # (measured, three cameras on onnxruntime at 20 Hz: p50 9.4-11.3 ms and 125-314
+            # deadline misses in 15 s, against 7.6-7.8 ms and 17-37 unplaced; README)
+            sandbox["limits"] = dataclasses.replace(sandbox["limits"], cpu=None)
         self._sandbox_kwargs = sandbox
         self._swap_seen = _file_signature(rule.file)
         executors = self._open_executors(len(self.cameras))
@@ -255,7 +262,7 @@ class Daemon:
                          worker_pid=ex.pid, protections=ex.protections.summary()
                          if ex.protections else None,
                          cameras=[c.name for c in self.cameras],
-                         worker_pids=[e.pid for e in executors],
+                         worker_pids=[e.pid for e in executors], cpu=ex.cpu,
                          max_skew_ms=self.max_skew_ms)
         if self.options.metrics:
             from .metrics import MetricsServer

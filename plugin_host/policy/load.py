@@ -405,7 +405,7 @@ class _Reader:
         v = self.get(t, key + ("call_timeout_ms",), float, default=d.call_timeout_ms,
                      check=_positive)
         values["call_timeout_ms"] = d.call_timeout_ms if v is None else float(v)
-        values["cpu"] = self.get(t, key + ("cpu",), (int, str), default=None, check=_cpu)
+        values["cpu"] = self.get(t, key + ("cpu",), (int, str), default=d.cpu, check=_cpu)
         return m.Limits(**values, line=self.locator.exact(key) or 0)
 
     def deny(self, raw: Any) -> m.DenyRules:
@@ -482,8 +482,9 @@ def _at_least(low: int) -> Callable[[Any], str | None]:
 
 def _cpu(v: Any) -> str | None:
     if type(v) is str:
-        return None if v == "auto" else f"must be a CPU number or 'auto', got {v!r}"
-    return None if v >= 0 else f"must be a CPU number (0 or more) or 'auto', got {v}"
+        return None if v in ("auto", "off") else \
+            f"must be a CPU number, 'auto' or 'off', got {v!r}"
+    return None if v >= 0 else f"must be a CPU number (0 or more), 'auto' or 'off', got {v}"
 
 
 def _positive(v: Any) -> str | None:

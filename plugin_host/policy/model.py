@@ -214,9 +214,10 @@ class Limits:
 
     ``memory_mb`` (address space), ``cpu_seconds`` (CPU time per worker life), ``open_files``,
     ``call_timeout_ms`` (one inference call), ``artifact_max_mb`` (largest artifact file),
-    ``cpu`` (co-location: the CPU number, or ``"auto"``, that the worker's main thread and the
-    threads calling it share; absent: the kernel places them; see
-    ``plugin_host/sandbox/placement.py``).
+    ``cpu`` (co-location, ``plugin_host/sandbox/placement.py``: the CPU number that the
+    worker's main thread and the threads calling it share; ``"auto"``, the default: the last
+    CPU the host may use, except in a daemon that runs several cameras, where placement is
+    left to the kernel; ``"off"``: always left to the kernel).
     """
 
     memory_mb: int = 4096
@@ -224,7 +225,7 @@ class Limits:
     open_files: int = 64
     call_timeout_ms: float = 1000.0
     artifact_max_mb: int = 1024
-    cpu: int | str | None = None
+    cpu: int | str = "auto"
     line: int = 0
 
     def artifact_limits(self):

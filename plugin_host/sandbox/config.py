@@ -75,7 +75,9 @@ class SandboxLimits:
     ``uid``/``gid``: the unprivileged identity the worker runs as when the host is root.
     ``cpu``: co-location (``placement.py``): the worker's main thread and every thread that
     calls ``run`` are pinned to this CPU, the worker's other threads to the rest; ``"auto"``
-    picks the last CPU this process may use; None (default) leaves placement to the kernel.
+    picks the last CPU this process may use; None (default here; a policy's default is
+    ``"auto"``) leaves placement to the kernel. A pinned calling thread gets its affinity back
+    when the last executor that pinned it closes.
     ``restart_backoff`` is the delay before a restart that follows another failure without a
     successful call in between (doubling each time, at most ``max_backoff``); the first
     restart is immediate. ``max_message`` caps one control message, either way.

@@ -12,7 +12,8 @@ SandboxedExecutor      from the policy
 ``limits``             ``[limits]``: ``memory_mb`` x 2**20 -> ``address_space`` (bytes),
                        ``cpu_seconds`` -> ``cpu_seconds``, ``open_files`` -> ``open_files``,
                        ``call_timeout_ms`` / 1000 -> ``call_timeout`` (seconds), ``cpu`` ->
-                       ``cpu``; the rest are the :class:`SandboxLimits` defaults
+                       ``cpu`` (``"off"`` -> None); the rest are the :class:`SandboxLimits`
+                       defaults (the daemon turns ``"auto"`` off when it runs several cameras)
 ``backend_plugins``    the allowed ``inference-hardware`` plugins (entry-point names; the worker
                        imports them as trusted code before it confines itself)
 ``plugin_modules``     the module of each allowed ``model-layer`` plugin's entry point (imported
@@ -34,6 +35,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 from ..errors import PluginError
 from ..policy import Policy
 from ..policy.model import Limits
+from . import placement
 from .config import SandboxLimits, SandboxRequirements
 
 __all__ = ["SandboxConfig", "sandbox_config_from_policy", "sandbox_limits", "audit_sinks"]
@@ -61,7 +63,8 @@ def sandbox_limits(limits: Limits) -> SandboxLimits:
     """The worker's :class:`SandboxLimits` from a policy's ``[limits]``, with units converted."""
     return SandboxLimits(address_space=limits.memory_mb * 2**20, cpu_seconds=limits.cpu_seconds,
                          open_files=limits.open_files,
-                         call_timeout=limits.call_timeout_ms / 1000, cpu=limits.cpu)
+                         call_timeout=limits.call_timeout_ms / 1000,
+                         cpu=None if limits.cpu == placement.OFF else limits.cpu)
 
 
 def sandbox_config_from_policy(policy: Policy) -> SandboxConfig:

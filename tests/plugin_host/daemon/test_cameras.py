@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 
 import pytest
 
@@ -42,6 +43,9 @@ def test_three_cameras_matched_each_with_its_own_worker_and_report(demo_state):
     assert [s.name for s in daemon.streams] == ["road", "wide", "driver"]
     pids = [s.executor.pid for s in daemon.streams]
     assert len(set(pids)) == 3  # one sandbox worker, hence one recurrent state, per camera
+    # the policy's default co-location ("auto") is off: three workers would queue on one CPU
+    assert [s.executor.cpu for s in daemon.streams] == [None] * 3
+    assert _events(lines, "loaded")[0]["cpu"] is None
     messages = []
     daemon.plugins.broker.topics["model"].connect(messages.append)
     daemon.streams[1].contract.request_reset("test")  # one camera's state only
@@ -176,10 +180,15 @@ def test_unknown_camera_in_the_policy_is_refused_with_file_line_key(demo_state):
 def test_camera_option_runs_one_camera_of_several(demo_state):
     policy_path, state = demo_state
     policy = multi_camera_policy(policy_path, THREE, name="one_of_three.toml")
-    daemon, _ = _daemon(policy, state, frames=3, camera="driver")
+    daemon, lines = _daemon(policy, state, frames=3, camera="driver")
+    cpus = os.sched_getaffinity(0)
     daemon.load()
+    # one camera runs: the policy's default co-location ("auto") is in force
+    last = max(cpus)
+    assert daemon.streams[0].executor.cpu == last and _events(lines, "loaded")[0]["cpu"] == last
     summary = daemon.run()
     assert list(summary["cameras"]) == ["driver"] and summary["frames_run"] >= 3
+    assert os.sched_getaffinity(0) == cpus  # the frame loop's thread is given its CPUs back
 
 
 def test_artifact_swap_switches_every_camera_between_two_sets(own_state, tmp_path):

@@ -30,16 +30,20 @@ def test_installed_command_passes_on_the_demo_policy():
     assert "plugin numpy_backend (inference-hardware): no capabilities" in result.stdout
 
 
-def test_the_summary_names_co_location_only_when_asked_for(capsys, tmp_path):
+def test_the_summary_says_where_co_location_puts_the_inference_thread(capsys, tmp_path):
     demo = (REPO / "policies" / "demo.toml").read_text()
     assert main(["policy", "check", str(REPO / "policies" / "demo.toml"),
                  "--state-dir", str(tmp_path)]) == 0
-    assert "co-location" not in capsys.readouterr().out
-    path = tmp_path / "colocated.toml"
-    path.write_text(demo.replace("[limits]\n", '[limits]\ncpu = "auto"\n', 1))
-    assert main(["policy", "check", str(path), "--state-dir", str(tmp_path)]) == 0
-    assert ("co-location: the inference thread and the worker's main thread on CPU auto"
-            in capsys.readouterr().out)
+    assert ("co-location: the inference thread and the worker's main thread on the last CPU "
+            "(auto; off when the daemon runs several cameras)" in capsys.readouterr().out)
+    for value, line in (('"off"', "co-location: off (the kernel places the inference threads)"),
+                        ("1", "co-location: the inference thread and the worker's main thread "
+                              "on CPU 1")):
+        path = tmp_path / "placed.toml"
+        assert demo.count('\ncpu = "auto"') == 1
+        path.write_text(demo.replace('\ncpu = "auto"', f"\ncpu = {value}", 1))
+        assert main(["policy", "check", str(path), "--state-dir", str(tmp_path)]) == 0
+        assert line in capsys.readouterr().out
 
 
 def test_one_line_per_problem(capsys, tmp_path):

@@ -47,7 +47,7 @@ def test_requirements_limits_and_plugins_come_from_the_policy():
     assert (limits.address_space, limits.cpu_seconds, limits.open_files) == (512 * 2**20, 30, 32)
     assert limits.call_timeout == pytest.approx(0.25)
     assert limits.tasks == SandboxLimits().tasks  # not in a policy: the default
-    assert limits.cpu is None  # no co-location unless asked for
+    assert limits.cpu == "auto"  # co-location unless the policy says "off"
     assert backend_plugins == ("numpy_backend",)  # cameras never reach the worker
     assert plugin_modules == ("plugins.demo_model",)  # the entry point's module, not imported
     assert overrides == {"relu": "plugins.demo_model"}
@@ -119,7 +119,7 @@ def test_an_unrecordable_start_does_not_happen(redteam_artifact, sandbox_trust):
 
 
 def test_co_location_comes_from_the_policy():
-    for value, want in (('"auto"', "auto"), ("0", 0)):
+    for value, want in (('"auto"', "auto"), ("0", 0), ('"off"', None)):
         pol = _policy({"name": "numpy_backend", "kind": "inference-hardware"},
                       extra=f"[limits]\ncpu = {value}\n")
         assert sandbox_config_from_policy(pol).limits.cpu == want
