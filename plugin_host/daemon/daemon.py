@@ -235,8 +235,8 @@ class Daemon:
                 sandbox["limits"], blas_threads=max(1, len(os.sched_getaffinity(0)) - 1))
         if policy.limits.cpu == placement.AUTO and len(self.cameras) > 1:
             # several workers' main threads and callers on one CPU queue behind each other
-            # (measured, three cameras on onnxruntime at 20 Hz: p50 9.4-11.3 ms and 125-314
-            # deadline misses in 15 s, against 7.6-7.8 ms and 17-37 unplaced; README)
+            # (measured, three cameras on onnxruntime at 20 Hz, 15-22 s: p50 7.5-11.3 ms and
+            # 44-314 deadline misses, against 7.1-7.9 ms and 10-37 unplaced; README)
             sandbox["limits"] = dataclasses.replace(sandbox["limits"], cpu=None)
         self._sandbox_kwargs = sandbox
         self._swap_seen = _file_signature(rule.file)
