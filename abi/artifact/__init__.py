@@ -16,8 +16,8 @@ from abi.artifact.container import (ALIGNMENT, DEFAULT_LIMITS, FORMAT_VERSION, H
                                     decode_signatures,
                                     encode_signatures, file_prefix, is_key_id, layout,
                                     parse_header, signed_message)
-from abi.artifact.manifest import (GoldenCase, Manifest, ResetConditions, Tolerance,
-                                   check_compatible, check_graph_dict, check_manifest,
+from abi.artifact.manifest import (MAX_GOLDEN_CASES, GoldenCase, Manifest, ResetConditions,
+                                   Tolerance, check_compatible, check_graph_dict, check_manifest,
                                    derive_roles, golden_tensor_name, graph_digest,
                                    layers_summary, make_manifest, parse_version)
 from abi.artifact.tensors import (ROLES, TensorEntry, plan_tensors, root_digest, tensor_views,
@@ -37,5 +37,5 @@ __all__ = [
     # the manifest
     "Manifest", "ResetConditions", "Tolerance", "GoldenCase", "check_manifest",
     "check_graph_dict", "check_compatible", "make_manifest", "graph_digest", "derive_roles",
-    "layers_summary", "golden_tensor_name", "parse_version",
+    "layers_summary", "golden_tensor_name", "parse_version", "MAX_GOLDEN_CASES",
 ]

@@ -54,7 +54,8 @@ from abi.spec import MAX_RANK, TensorSpec
 __all__ = ["MANIFEST_KEYS", "GRAPH_KEYS", "NODE_KEYS", "NORM_OPS", "STATE_PORTS",
            "ResetConditions", "Tolerance", "GoldenCase", "Manifest", "parse_version",
            "check_manifest", "check_graph_dict", "graph_digest", "derive_roles",
-           "layers_summary", "golden_tensor_name", "make_manifest", "check_compatible"]
+           "layers_summary", "golden_tensor_name", "make_manifest", "check_compatible",
+           "MAX_GOLDEN_CASES"]
 
 MANIFEST_KEYS = ("abi_version", "backends", "expires", "golden", "graph", "latency_ms", "layers",
                  "name", "provenance", "root_digest", "state_contract", "tensor_section",
@@ -78,7 +79,7 @@ _OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _CONSTANT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,255}")
 _VERSION = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_MAX_GOLDEN_CASES = 64
+MAX_GOLDEN_CASES = 64
 _MAX_BACKENDS = 16
 
 
@@ -405,7 +406,7 @@ def _check_golden(value: Any, graph: Mapping[str, Any], golden: list[TensorEntry
                   ) -> tuple[str, tuple[GoldenCase, ...]]:
     g = _map(value, "golden", ("cases", "reference_backend"))
     backend = _str(g["reference_backend"], "golden.reference_backend", _BACKEND_NAME)
-    cases = _list(g["cases"], "golden.cases", 1, _MAX_GOLDEN_CASES)
+    cases = _list(g["cases"], "golden.cases", 1, MAX_GOLDEN_CASES)
     inputs = [TensorSpec.from_dict(s) for s in graph["inputs"]]
     outputs = [TensorSpec.from_dict(s) for s in graph["outputs"]]
     expected_entries: list[tuple[str, TensorSpec]] = []

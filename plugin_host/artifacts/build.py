@@ -23,7 +23,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from abi import dtypes
-from abi.artifact import (DEFAULT_LIMITS, Limits, Manifest, ResetConditions, check_compatible,
+from abi.artifact import (DEFAULT_LIMITS, MAX_GOLDEN_CASES, Limits, Manifest, ResetConditions,
+                          check_compatible,
                           check_manifest, decode, derive_roles, encode, encode_signatures,
                           file_prefix, golden_tensor_name, make_manifest, plan_tensors,
                           atomic_write, write_section)
@@ -77,6 +78,7 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
     """
     say = progress or (lambda message: None)
     name = graph.name if name is None else name
+    check_output_path(path)
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
 
@@ -138,8 +140,21 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
         write_section(f, entries, arrays, length)
 
     say(f"writing {path}")
-    atomic_write(path, write)
+    try:
+        atomic_write(path, write)
+    except OSError as exc:
+        raise UsageError(f"cannot write artifact {path}: {exc.strerror}") from None
     return checked
+
+
+def check_output_path(path: str | os.PathLike, what: str = "artifact") -> None:
+    """UsageError, before any work, when ``path`` cannot be written as a new file: a folder, or
+    in a folder that does not exist."""
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {what} {os.fspath(path)}: it is a folder")
+    folder = os.path.dirname(os.fspath(path)) or "."
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {what} {os.fspath(path)}: no folder {folder}")
 
 
 def _tolerances(graph: Graph, given: Any) -> dict[str, tuple[float, float]]:
@@ -208,10 +223,18 @@ def _given_inputs(graph: Graph, given: Sequence[Mapping[str, np.ndarray]]
     return cases
 
 
+def check_seed(seed: Any) -> None:
+    """UsageError unless ``seed`` is an int >= 0 (what numpy's generators take)."""
+    if type(seed) is not int or seed < 0:
+        raise UsageError(f"seed must be an int >= 0, got {seed!r}")
+
+
 def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,
                   seed: int) -> list[dict[str, np.ndarray]]:
-    if type(count) is not int or count < 1:
-        raise UsageError(f"golden_cases must be an int >= 1, got {count!r}")
+    if type(count) is not int or not 1 <= count <= MAX_GOLDEN_CASES:
+        raise UsageError(f"golden_cases must be an int from 1 to {MAX_GOLDEN_CASES}, "
+                         f"got {count!r}")
+    check_seed(seed)
     rng = np.random.default_rng(seed)
     cases = []
     for case in range(count):

@@ -72,7 +72,11 @@ class RollbackStore:
                 return
             state[name] = {"version": version, "manifest_sha256": manifest_sha256}
             payload = json.dumps({"format": 1, "artifacts": state}, indent=1, sort_keys=True)
-            atomic_write(self.path, lambda f: f.write(payload.encode() + b"\n"), mode=0o600)
+            try:
+                atomic_write(self.path, lambda f: f.write(payload.encode() + b"\n"), mode=0o600)
+            except OSError as exc:
+                raise StateFileError(f"cannot write the rollback state {self.path}: "
+                                     f"{exc.strerror}") from None
 
     # -- internals ------------------------------------------------------------------------------
 

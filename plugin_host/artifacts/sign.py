@@ -17,7 +17,7 @@ from abi.artifact import (DEFAULT_LIMITS, ArtifactFile, Limits, SignatureEntry, 
                           check_manifest, copy_chunks, decode, encode_signatures, file_prefix,
                           signed_message, verify_section)
 
-from ..errors import ArtifactError, ArtifactFormatError
+from ..errors import ArtifactError, ArtifactFormatError, UsageError
 from .keys import Ed25519PrivateKey, key_id
 
 __all__ = ["sign_artifact"]
@@ -69,5 +69,9 @@ def sign_artifact(path: str | os.PathLike, private_key: Ed25519PrivateKey, *,
             finally:
                 section.release()
 
-        atomic_write(path, write, mode=mode)
+        try:
+            atomic_write(path, write, mode=mode)
+        except OSError as exc:
+            raise UsageError(f"cannot write the signed artifact {path}: {exc.strerror}") \
+                from None
     return kid

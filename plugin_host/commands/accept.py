@@ -12,7 +12,7 @@ import sys
 
 from ..errors import AcceptanceFailedError, UsageError
 from .artifact import _infer_defaults, _infer_policy, _progress, _trust_arguments
-from .common import Formatter
+from .common import Formatter, state_folder
 
 
 def register(verbs) -> None:
@@ -56,7 +56,7 @@ def register(verbs) -> None:
 
 
 def _cmd_accept(args: argparse.Namespace) -> int:
-    from ..artifacts import RollbackStore, default_state_dir, load_private_key
+    from ..artifacts import RollbackStore, load_private_key
     from ..artifacts.acceptance import DEFAULT_RUNS, accept_artifact
     from ..artifacts.acceptance_report import text_histogram
 
@@ -74,7 +74,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
                    else _infer_policy(args, stack))
         options.pop("policy", None)  # acceptance is what creates the record a policy needs
         backend = options.pop("backend")
-        state_dir = args.state_dir or default_state_dir()
+        state_dir = state_folder(args.state_dir)
         try:
             result, written = accept_artifact(
                 args.file, backend=backend, executor_options=options, keys=keys, out=args.out,
@@ -92,8 +92,6 @@ def _cmd_accept(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     """``--check``: the artifact verified (no worker, rollback not consulted) and its record
     verified with the policy's keys, as the daemon would."""
-    import os
-
     from ..artifacts import load_verified
     from ..artifacts.acceptance_record import default_record_path, verify_record
     from ..policy import load_policy
@@ -103,7 +101,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                          "come from it")
     if args.trust or args.key:
         raise UsageError("--check takes no --trust or --key: keys come from the policy")
-    state_dir = os.path.abspath(args.state_dir) if args.state_dir else None
+    state_dir = state_folder(args.state_dir, default=False)
     policy = load_policy(args.policy, state_dir=state_dir)
     trust = policy.trust_store()
     loaded = load_verified(args.file, trust=trust, rollback=None, backends={args.backend},

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 import zipfile
 from datetime import datetime, timezone
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, UsageError
-from .common import Formatter
+from .common import Formatter, state_folder
 
 _STATE_HELP = ("directory of the rollback state (highest accepted version per artifact name); "
                "default $XDG_STATE_HOME/plugin-host, else ~/.local/state/plugin-host")
@@ -81,7 +80,7 @@ def register(verbs) -> None:
     p.add_argument("--backend", action="append", default=None, metavar="NAME",
                    help="target backend (repeatable; default: numpy, and with --onnx numpy "
                         "and onnxruntime)")
-    p.add_argument("--golden-cases", type=int, default=2, help="golden cases (default: 2)")
+    p.add_argument("--golden-cases", type=int, default=2, help="golden cases, 1 to 64 (default: 2)")
     p.set_defaults(func=_cmd_build)
 
     p = verbs.add_parser(
@@ -211,10 +210,10 @@ def _available_backends(args: argparse.Namespace, pm) -> set[str]:
 
 
 def _load(args: argparse.Namespace, pm, *, record: bool):
-    from ..artifacts import RollbackStore, default_state_dir, load_verified
+    from ..artifacts import RollbackStore, load_verified
 
     trust, audited = _trust(args)
-    state_dir = args.state_dir or default_state_dir()
+    state_dir = state_folder(args.state_dir)
     return load_verified(args.file, trust=trust, rollback=RollbackStore(state_dir),
                          backends=_available_backends(args, pm), audited_ops=audited,
                          record=record)
@@ -239,11 +238,18 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from ..artifacts import build_artifact
-    from ..artifacts.build import DEFAULT_TOLERANCE
+    from ..artifacts.build import (DEFAULT_TOLERANCE, MAX_GOLDEN_CASES, check_output_path,
+                                   check_seed)
     from ..plugins import get_backend, model_builders
 
     if not args.demo and args.onnx is None:
         raise UsageError("nothing to build: pass --demo (the benchmark model) or --onnx MODEL")
+    # refused before any work: the build and its golden runs can take a while
+    check_output_path(args.out)
+    check_seed(args.seed)
+    if not 1 <= args.golden_cases <= MAX_GOLDEN_CASES:
+        raise UsageError(f"--golden-cases must be from 1 to {MAX_GOLDEN_CASES}, "
+                         f"got {args.golden_cases}")
     tolerance = DEFAULT_TOLERANCE
     if args.tolerance is not None:
         try:
@@ -316,10 +322,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_infer(args: argparse.Namespace) -> int:
     """Verify, then run once in a sandbox worker (never in this process)."""
-    from ..artifacts import RollbackStore, default_state_dir
+    from ..artifacts import RollbackStore
     from ..sandbox import SandboxedExecutor
 
-    state_dir = args.state_dir or default_state_dir()
+    state_dir = state_folder(args.state_dir)
     progress = _progress()
     with contextlib.ExitStack() as stack:
         if args.policy is None:
@@ -383,7 +389,7 @@ def _infer_policy(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict
     if given:
         raise UsageError(f"{', '.join(given)}: with --policy, trust and audited ops come from "
                          f"the policy")
-    state_dir = os.path.abspath(args.state_dir) if args.state_dir else None  # not the policy's
+    state_dir = state_folder(args.state_dir, default=False)
     policy = load_policy(args.policy, state_dir=state_dir)
     backend = args.backend
     if backend is None:

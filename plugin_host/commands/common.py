@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -14,6 +16,22 @@ EXIT_INTERRUPTED = 130
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the examples in each verb's epilog as written."""
+
+
+def state_folder(given: str | None, *, default: bool = True) -> Path | None:
+    """``--state-dir`` as an absolute path: a relative one is relative to the working folder
+    (not to the policy file's, as the policy's own relative paths are). Not given: the default
+    state folder, or None when ``default`` is false (the policy then uses its own default).
+    A path that exists and is not a folder is a UsageError."""
+    from ..artifacts import default_state_dir
+    from ..errors import UsageError
+
+    if given is None:
+        return default_state_dir() if default else None
+    path = Path(os.path.abspath(given))
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--state-dir {given}: not a folder")
+    return path
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from ..errors import PolicyError, PolicyProblem
-from .common import EXIT_REFUSED, Formatter
+from .common import EXIT_REFUSED, Formatter, state_folder
 
 
 def register(verbs) -> None:
@@ -46,7 +46,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..policy import load_policy
 
     try:
-        policy = load_policy(args.file, state_dir=args.state_dir)
+        policy = load_policy(args.file, state_dir=state_folder(args.state_dir, default=False))
     except PolicyError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)

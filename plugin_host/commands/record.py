@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from ..errors import CameraError, CapabilityDenied, PluginError, PluginHostError, UsageError
 from ..policy.model import freeze_table
-from .common import EXIT_INTERRUPTED, Formatter
+from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 _EXAMPLES = """\
 examples:
@@ -134,7 +134,7 @@ def _make_cameras(args: argparse.Namespace, plugin: str):
     else:
         from ..policy import load_policy
 
-        policy = load_policy(args.policy, state_dir=args.state_dir)
+        policy = load_policy(args.policy, state_dir=state_folder(args.state_dir, default=False))
         rule = policy.plugin(plugin)
         if rule is None or not policy.is_allowed(plugin) or rule.kind != "camera":
             raise UsageError(f"policy {policy.path} does not allow a camera plugin named "

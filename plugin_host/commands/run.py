@@ -7,7 +7,7 @@ import logging
 import sys
 
 from ..errors import UsageError
-from .common import EXIT_INTERRUPTED, Formatter
+from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 
 def register(verbs) -> None:
@@ -53,7 +53,6 @@ def register(verbs) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..artifacts import default_state_dir
     from ..daemon import Daemon, DaemonOptions, EventLog
     from ..daemon.events import LogHandler
     from ..policy import load_policy
@@ -66,9 +65,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--swap-poll must be 0 or positive, got {args.swap_poll}")
     if args.stats_interval <= 0:
         raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
-    state_dir = args.state_dir or default_state_dir()
+    state_dir = state_folder(args.state_dir)
     policy = load_policy(args.policy, state_dir=state_dir)
-    stream = open(args.log, "a", encoding="utf-8") if args.log else None
+    try:
+        stream = open(args.log, "a", encoding="utf-8") if args.log else None
+    except OSError as exc:
+        raise UsageError(f"--log {args.log}: cannot open: {exc.strerror}") from None
     events = EventLog(stream)
     handler = LogHandler(events)
     root = logging.getLogger("plugin_host")

@@ -323,6 +323,8 @@ class MetricsServer:
             old = os.umask(0o177)
             try:
                 self.server = _UnixServer(str(path), _Handler)
+            except OSError as exc:
+                raise PluginHostError(f"--metrics {spec}: cannot listen: {exc}") from None
             finally:
                 os.umask(old)
             self._unix_path = path

@@ -150,6 +150,52 @@ def test_build_options_and_refusals(tmp_path, capsys):
     assert not (tmp_path / "x.pha").exists()
 
 
+@pytest.mark.parametrize("extra, fragment", [
+    (("--seed", "-1"), "seed must be an int >= 0, got -1"),
+    (("--golden-cases", "0"), "--golden-cases must be from 1 to 64, got 0"),
+    (("--golden-cases", "65"), "--golden-cases must be from 1 to 64, got 65"),
+])
+def test_build_refuses_bad_numbers_before_any_work(tmp_path, capsys, extra, fragment):
+    assert fragment in _refusal(capsys, "build", "--demo", "--out", tmp_path / "x.pha", *extra)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_build_refuses_an_output_it_cannot_write_before_any_work(tmp_path, capsys,
+                                                                  monkeypatch):
+    (tmp_path / "folder").mkdir()
+    assert "cannot write artifact" in _refusal(capsys, "build", "--demo", "--out",
+                                               tmp_path / "folder")
+    assert f"no folder {tmp_path / 'missing'}" in _refusal(
+        capsys, "build", "--demo", "--out", tmp_path / "missing" / "x.pha")
+    assert f"no folder {tmp_path / 'missing'}" in _refusal(
+        capsys, "build", "--onnx", tmp_path / "model.onnx", "--out",
+        tmp_path / "missing" / "x.pha")
+    # a write that fails late (a full disk, say) is one line too, and leaves nothing behind
+    def full(path, write, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("plugin_host.artifacts.build.atomic_write", full)
+    line = _refusal(capsys, "build", "--demo", "--out", tmp_path / "x.pha")
+    assert f"cannot write artifact {tmp_path / 'x.pha'}: No space left on device" in line
+    assert not (tmp_path / "x.pha").exists()
+
+
+def test_sign_and_the_rollback_state_refuse_a_failed_write_in_one_line(ws, capsys,
+                                                                        monkeypatch):
+    from plugin_host.artifacts import RollbackStore
+    from plugin_host.errors import StateFileError
+
+    def full(path, write, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("plugin_host.artifacts.sign.atomic_write", full)
+    assert "cannot write the signed artifact" in _refusal(
+        capsys, "sign", ws / "demo.pha", "--key", ws / "keys" / "signing.key")
+    monkeypatch.setattr("plugin_host.artifacts.rollback.atomic_write", full)
+    with pytest.raises(StateFileError, match="cannot write the rollback state .*No space"):
+        RollbackStore(ws / "state").accept("demo", "1.0.0", "ab" * 32)
+
+
 def test_infer_runs_and_refuses_bad_inputs(ws, capsys):
     art, keys, state = ws / "demo.pha", ws / "keys", ws / "state"
     assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
