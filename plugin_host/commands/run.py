@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 
 from ..errors import UsageError
 from .common import EXIT_INTERRUPTED, Formatter, state_folder
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM before the daemon runs frames (it handles SIGTERM itself from then on): a stop
+    asked for, not an interruption; unwinds the start-up like Ctrl-C does."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated()
 
 
 def register(verbs) -> None:
@@ -53,10 +64,6 @@ def register(verbs) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..daemon import Daemon, DaemonOptions, EventLog
-    from ..daemon.events import LogHandler
-    from ..policy import load_policy
-
     if args.duration is not None and args.duration <= 0:
         raise UsageError(f"--duration must be positive, got {args.duration}")
     if args.frames is not None and args.frames <= 0:
@@ -65,6 +72,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--swap-poll must be 0 or positive, got {args.swap_poll}")
     if args.stats_interval <= 0:
         raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main else None
+    try:
+        return _run(args)
+    except _Terminated:
+        print("stopped by SIGTERM", file=sys.stderr)
+        return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..daemon import Daemon, DaemonOptions, EventLog
+    from ..daemon.events import LogHandler
+    from ..policy import load_policy
+
     state_dir = state_folder(args.state_dir)
     policy = load_policy(args.policy, state_dir=state_dir)
     try:
@@ -84,15 +108,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                               log_frames=args.log_frames,
                                               metrics=args.metrics,
                                               swap_poll=args.swap_poll or None))
-        daemon.load()
-        cams = ", ".join(f"{c.name!r} ({c.layout.describe()})" for c in daemon.cameras)
-        print(f"running artifact {daemon.artifact_name!r} on camera"
-              f"{'s' if len(daemon.cameras) > 1 else ''} {cams}"
-              + (f", matched within {daemon.max_skew_ms:g} ms" if len(daemon.cameras) > 1
-                 else "") + "; "
-              + (f"stopping after {args.duration:g} s" if args.duration else
-                 "SIGTERM or Ctrl-C stops"), flush=True)
-        summary = daemon.run()
+        try:
+            daemon.load()
+            cams = ", ".join(f"{c.name!r} ({c.layout.describe()})" for c in daemon.cameras)
+            print(f"running artifact {daemon.artifact_name!r} on camera"
+                  f"{'s' if len(daemon.cameras) > 1 else ''} {cams}"
+                  + (f", matched within {daemon.max_skew_ms:g} ms" if len(daemon.cameras) > 1
+                     else "") + "; "
+                  + (f"stopping after {args.duration:g} s" if args.duration else
+                     "SIGTERM or Ctrl-C stops"), flush=True)
+            summary = daemon.run()
+        except BaseException:  # a stop between the load and the run: workers, cameras closed
+            daemon.close()
+            raise
         events.emit("summary", **summary)
         print(format_summary(summary), flush=True)
     finally:

@@ -60,26 +60,47 @@ def test_duration_stops_with_exit_0_and_a_summary(demo_state):
     assert summary["leaks_at_stop"] == 0 and summary["leases_outstanding"] == 0
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
-def test_signal_stops_cleanly_without_leaked_leases(demo_state, sig, code):
-    policy, state = demo_state
+def _signalled(policy, state, sig, *, after: str, wait: float = 0.0) -> tuple[int, str, str]:
+    """``run`` in a child process, sent ``sig`` once its first stdout line starts with
+    ``after`` (and ``wait`` s more); its exit status, stdout and stderr."""
     proc = subprocess.Popen([*PLUGIN_HOST, "run", "--policy", str(policy), "--state-dir",
                              str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         line = proc.stdout.readline()
-        assert line.startswith("running artifact"), line
-        time.sleep(1.0)
+        assert line.startswith(after), line
+        time.sleep(wait)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == code, err[-2000:]
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_signal_stops_cleanly_without_leaked_leases(demo_state, sig, code):
+    policy, state = demo_state
+    returncode, out, err = _signalled(policy, state, sig, after="running artifact", wait=1.0)
+    assert returncode == code, err[-2000:]
     assert f"stopped by {sig.name}" in out
     assert "leases outstanding at stop 0" in out
     assert '"event":"camera_stop","camera":"road","leases_outstanding":0' in err
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_a_signal_during_start_up_stops_it_too(tmp_path, sig, code):
+    """SIGTERM while the first use builds the demo artifact: a stop asked for (exit 0, as
+    once frames run), where Ctrl-C is an interruption (130); one line, no traceback."""
+    policy = tmp_path / "demo.toml"
+    shutil.copy(DEMO_POLICY, policy)
+    returncode, out, err = _signalled(policy, tmp_path / "state", sig,
+                                      after="first use: created the demo signing key")
+    assert returncode == code, err[-2000:]
+    assert "running artifact" not in out and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("stopped by SIGTERM" if sig == signal.SIGTERM
+                                            else "interrupted")
 
 
 def test_worker_killed_mid_call_restarts_resets_and_leaks_nothing(demo_state):
