@@ -23,13 +23,14 @@ that call. :meth:`Executor.reset` zeroes the state and counts the reset by reaso
 from __future__ import annotations
 
 import collections
+import collections.abc
 import logging
 from typing import Mapping
 
 import numpy as np
 
 from abi import Signature, check_indices, dtypes
-from abi.errors import BackendError, GraphError, PluginHostError
+from abi.errors import ABIError, BackendError, GraphError, PluginHostError
 
 from .backend import Backend, provides, require_support
 from .graph import Graph, Node
@@ -231,6 +232,9 @@ class Executor(RecurrentState):
     def _with_state(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """``inputs`` as a dict of its own, the recurrent state filling in for state inputs
         left out."""
+        if type(inputs) is not dict and not isinstance(inputs, collections.abc.Mapping):
+            raise ABIError([f"expected a mapping of input name to numpy.ndarray, got "
+                            f"{type(inputs).__name__}"])
         feed = dict(inputs)
         for name, value in self._state.items():
             feed.setdefault(name, value)

@@ -80,7 +80,8 @@ def register(verbs) -> None:
     p.add_argument("--backend", action="append", default=None, metavar="NAME",
                    help="target backend (repeatable; default: numpy, and with --onnx numpy "
                         "and onnxruntime)")
-    p.add_argument("--golden-cases", type=int, default=2, help="golden cases, 1 to 64 (default: 2)")
+    p.add_argument("--golden-cases", type=int, default=2,
+                   help="golden cases, 1 to 64 (default: 2)")
     p.set_defaults(func=_cmd_build)
 
     p = verbs.add_parser(

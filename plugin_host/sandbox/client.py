@@ -38,6 +38,7 @@ reset state without the caller knowing.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import concurrent.futures
 import logging
 import operator
@@ -58,7 +59,7 @@ import numpy as np
 import plugin_host
 from abi import Signature, check_indices, dtypes
 
-from ..errors import (ArtifactError, ArtifactFormatError, FrameError, FrameFormatError,
+from ..errors import (ABIError, ArtifactError, ArtifactFormatError, FrameError, FrameFormatError,
                       PluginHostError, ProtectionUnavailableError, SandboxError,
                       SandboxProtocolError, WorkerDiedError, WorkerTimeoutError)
 from ..executor import RecurrentState, entry_index_checks
@@ -812,6 +813,9 @@ class SandboxedExecutor(RecurrentState):
         read-only mapping of the pool (``inputs`` then holds the other inputs). The caller
         keeps its lease on the frame for the call.
         """
+        if type(inputs) is not dict and not isinstance(inputs, collections.abc.Mapping):
+            raise ABIError([f"expected a mapping of input name to numpy.ndarray, got "
+                            f"{type(inputs).__name__}"])
         if self.cpu is not None:
             self._pin_caller()
         with self._lock:

@@ -329,3 +329,10 @@ def test_run_checked_is_run_after_its_own_abi_check(demo_graph, inputs):
         two.check_inputs({**inputs, "img": inputs["img"][..., :-1]})
     with pytest.raises(IndexRangeError):
         two.run_checked({**inputs, "desire": np.array([99], np.int64)}, bindings)
+
+
+@pytest.mark.parametrize("given", [[1], ("img",), "img", None, 3])
+def test_inputs_that_are_not_a_mapping_are_an_abi_error(executor, given):
+    with pytest.raises(ABIError, match="expected a mapping of input name to numpy.ndarray, "
+                                       f"got {type(given).__name__}"):
+        executor.run(given)

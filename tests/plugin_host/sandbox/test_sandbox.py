@@ -585,3 +585,19 @@ def test_a_worker_started_from_a_short_lived_thread_survives_it(redteam_artifact
         assert sx.pid == pid and sx.restarts == 0
     finally:
         sx.close()
+
+
+def test_inputs_that_are_not_a_mapping_are_an_abi_error_and_the_worker_goes_on(fresh):
+    buffers = fresh.input_buffers()
+    for name, value in frames(1)[0].items():
+        buffers[name][...] = value
+    want = fresh.run(buffers)  # input buffers: the steady state's fast path is set up
+    fresh.reset()
+    pid = fresh.pid
+    # a list as long as the inputs reached the fast path's lookups before
+    for given in ([1], ["x", "ids"], "xy", None):
+        with pytest.raises(ABIError, match="expected a mapping of input name to "
+                                           f"numpy.ndarray, got {type(given).__name__}"):
+            fresh.run(given)
+    assert fresh.pid == pid
+    assert_same(fresh.run(buffers), want)
