@@ -261,6 +261,9 @@ def status(daemon: Any) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "plugin-host-daemon"
+    #: seconds a client may stay silent before its connection is closed: a client that
+    #: connects and sends nothing must not hold a serving thread for ever
+    timeout = 10
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         daemon = self.server.daemon  # type: ignore[attr-defined]

@@ -183,3 +183,23 @@ def test_cli_refuses_a_non_loopback_address_before_starting(demo_state):
     assert proc.returncode != 0
     assert "0.0.0.0 is not a loopback address" in proc.stderr
     assert '"event":"loaded"' not in proc.stderr
+
+
+def test_a_silent_client_is_disconnected_and_the_endpoint_keeps_serving(monkeypatch):
+    from plugin_host.daemon import metrics
+
+    idle = metrics._Handler.timeout  # the default: a silent client is dropped at all
+    assert isinstance(idle, (int, float)) and 0 < idle <= 60
+    monkeypatch.setattr(metrics._Handler, "timeout", 0.3)  # the same, quicker
+    server = metrics.MetricsServer(None, "127.0.0.1:0")
+    try:
+        silent = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        silent.sendall(b"GET /metr")  # and then nothing more
+        start = time.monotonic()
+        assert silent.recv(1024) == b""  # closed by the server, not by our 5 s timeout
+        assert time.monotonic() - start < 4
+        silent.close()
+        code, _ = _get(server, "/elsewhere")
+        assert code == 404
+    finally:
+        server.close()
