@@ -154,6 +154,13 @@ class ArtifactError(PluginHostError):
         super().__init__(message, path=path, **context)
         self.path = path
 
+    def __str__(self) -> str:
+        """The message, after the file's path when it is known and not named already."""
+        path = self.path
+        if path and str(path) not in self.message:
+            return f"{path}: {self.message}"
+        return self.message
+
 
 class ArtifactFormatError(ArtifactError, ValueError):
     """The bytes are not a well-formed artifact.

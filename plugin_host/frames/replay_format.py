@@ -307,13 +307,18 @@ class ReplayWriter:
         if not camera or len(camera) > _MAX_NAME or len(source) > _MAX_NAME:
             raise ReplayFormatError(f"camera and source must be 1 and 0 .. {_MAX_NAME} "
                                     f"characters", path=str(path))
+        if self.path.is_dir():
+            raise ReplayFormatError("is a folder", path=str(path))
         if not overwrite and self.path.exists():
             raise ReplayFormatError("already exists (refusing to overwrite)", path=str(path))
         meta = canonical.encode({"camera": camera, "source": source,
                                  **layout.to_dict()})
         self._layout_meta = {k: v for k, v in layout.to_dict().items() if k != "nbytes"}
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".partial",
-                                   dir=self.path.parent if str(self.path.parent) else ".")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".partial",
+                                       dir=self.path.parent if str(self.path.parent) else ".")
+        except OSError as exc:
+            raise ReplayFormatError(f"cannot create: {exc.strerror}", path=str(path)) from None
         self._tmp = Path(tmp)
         os.fchmod(fd, 0o644)  # mkstemp makes it 0600; a recording is not a secret
         self._file: BinaryIO | None = os.fdopen(fd, "wb")
@@ -343,9 +348,13 @@ class ReplayWriter:
                     "timestamp_eof": int(timestamp_eof), **self._layout_meta}
         crc = zlib.crc32(view, zlib.crc32(canonical.encode(unsigned)))
         meta = canonical.encode({**unsigned, "crc32": crc})
-        self._file.write(_RECORD_HEADER.pack(RECORD_MAGIC, len(meta), len(view)))
-        self._file.write(meta)
-        self._file.write(view)
+        try:
+            self._file.write(_RECORD_HEADER.pack(RECORD_MAGIC, len(meta), len(view)))
+            self._file.write(meta)
+            self._file.write(view)
+        except OSError as exc:  # a full disk: what was written whole is kept by close()
+            raise ReplayFormatError(f"cannot write frame {frame_id}: {exc.strerror}",
+                                    path=str(self.path)) from None
         # bytes first: close() keeps exactly self.bytes, so a record cut short by Ctrl-C
         # between the writes above is dropped, never kept truncated
         self.bytes += _RECORD_HEADER.size + len(meta) + len(view)
@@ -366,12 +375,17 @@ class ReplayWriter:
             return
         f, self._file = self._file, None
         try:
-            f.flush()
-            f.truncate(self.bytes)
-            os.fsync(f.fileno())
-        finally:
-            f.close()
-        os.replace(self._tmp, self.path)
+            try:
+                f.flush()
+                f.truncate(self.bytes)
+                os.fsync(f.fileno())
+            finally:
+                f.close()
+            os.replace(self._tmp, self.path)
+        except OSError as exc:
+            self._tmp.unlink(missing_ok=True)
+            raise ReplayFormatError(f"cannot write: {exc.strerror}", path=str(self.path)) \
+                from None
 
     def abort(self) -> None:
         """Discard what was written."""

@@ -142,3 +142,13 @@ def test_atomic_write_replaces_or_keeps(tmp_path):
         atomic_write(path, fail)
     assert path.read_bytes() == b"one"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_an_artifact_refusal_names_its_file_once():
+    error = ArtifactFormatError("magic is wrong", where="header")
+    assert str(error) == "header: magic is wrong"  # no file known yet
+    error.path = "/models/a.pha"  # a loader adds it on the way out
+    assert str(error) == "/models/a.pha: header: magic is wrong"
+    assert error.message == "header: magic is wrong"
+    named = ArtifactError("cannot open artifact /models/a.pha: gone", path="/models/a.pha")
+    assert str(named) == "cannot open artifact /models/a.pha: gone"

@@ -190,7 +190,9 @@ def test_header_fields(tiny_artifact, trust):
         mutant[offset] ^= 0x40
         tiny_artifact.write_bytes(bytes(mutant))
         message = str(_refused(ArtifactFormatError, tiny_artifact, trust))
-        assert message.startswith("header: ") and what in message, (offset, message)
+        # the refusal names the file, then the part
+        assert message.startswith(f"{tiny_artifact}: header: ") and what in message, \
+            (offset, message)
 
 
 def test_resigned_manifest_with_inconsistent_tensor_table(tiny_artifact, trust, key_a, tamper):

@@ -97,7 +97,12 @@ def test_a_signal_during_start_up_stops_it_too(tmp_path, sig, code):
     shutil.copy(DEMO_POLICY, policy)
     returncode, out, err = _signalled(policy, tmp_path / "state", sig,
                                       after="first use: created the demo signing key")
-    assert returncode == code, err[-2000:]
+    # Ctrl-C: exit status 130, or death by SIGINT, which a shell reports as 130 too: CPython
+    # 3.11 run as `python -m` (as here) ends by SIGINT when a KeyboardInterrupt passed
+    # through an exec() of a string on its way, even one caught later (seen with a
+    # three-line module); the console script exits 130.
+    assert returncode in ((code,) if sig == signal.SIGTERM else (code, -signal.SIGINT)), \
+        err[-2000:]
     assert "running artifact" not in out and "Traceback" not in err
     assert err.strip().splitlines()[-1] == ("stopped by SIGTERM" if sig == signal.SIGTERM
                                             else "interrupted")

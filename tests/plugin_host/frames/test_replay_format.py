@@ -53,6 +53,36 @@ def test_the_writer_never_leaves_a_half_file(tmp_path):
         ReplayWriter(path, LAYOUT, camera="road")
 
 
+def test_the_writer_refuses_a_place_it_cannot_write_in_one_typed_error(tmp_path,
+                                                                       monkeypatch):
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ReplayFormatError, match="is a folder"):
+        ReplayWriter(tmp_path / "folder", LAYOUT, camera="road", overwrite=True)
+    with pytest.raises(ReplayFormatError, match="cannot create: No such file or directory"):
+        ReplayWriter(tmp_path / "missing" / "a.phf", LAYOUT, camera="road")
+    # a full disk while writing, or while closing: typed, and no partial file is left
+    writer = ReplayWriter(tmp_path / "a.phf", LAYOUT, camera="road")
+    writer.write(0, 0, 0, frame_bytes(0))
+    real = writer._file
+
+    class Full:
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    writer._file = Full()
+    with pytest.raises(ReplayFormatError, match="cannot write frame 1: No space left"):
+        writer.write(1, 1, 1, frame_bytes(1))
+    writer._file = real
+    monkeypatch.setattr("plugin_host.frames.replay_format.os.fsync",
+                        lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(ReplayFormatError, match="cannot write: No space left"):
+        writer.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+
+
 @pytest.mark.parametrize("frame_id, sof, eof, data, match", [
     (5, 100, 110, frame_bytes(0), "does not follow"),      # id not increasing
     (20, 10, 20, frame_bytes(0), "does not follow"),       # sof going backwards
