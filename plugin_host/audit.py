@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .errors import AuditLogError
+from .files import open_regular_append
 
 __all__ = ["ACTIONS", "CAPABILITY_ACTIONS", "SANDBOX_ACTIONS", "AuditLog", "read_audit_log"]
 
@@ -50,8 +51,7 @@ class AuditLog:
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                                           | os.O_CLOEXEC, 0o600)
+            self._fd: int | None = open_regular_append(self.path, 0o600)
         except OSError as exc:
             raise AuditLogError(f"cannot open the audit log {self.path}: {exc.strerror}",
                                 path=str(self.path)) from None

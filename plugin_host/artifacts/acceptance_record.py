@@ -21,7 +21,6 @@ version and finally the verdict. It raises at the first failure and never return
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -32,6 +31,7 @@ from abi.artifact import DecodeLimits, atomic_write, decode, encode, is_key_id
 from .. import __version__
 from ..errors import (AcceptanceFailedError, AcceptanceMismatchError, AcceptanceRecordError,
                       ArtifactFormatError, RevokedKeyError, SignatureError, UntrustedKeyError)
+from ..files import NotARegularFile, open_regular
 from .keys import Ed25519PrivateKey, key_id
 
 __all__ = ["ACCEPTANCE_ROLE", "FORMAT_NAME", "FORMAT_VERSION", "MAX_RECORD_BYTES",
@@ -121,13 +121,13 @@ def read_record(path: str | os.PathLike) -> tuple[bytes, list[tuple[str, bytes]]
     but NOT verified (nothing in the body is decoded)."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise _bad(path, "not a regular file")
+        with open_regular(path) as f:
             data = f.read(MAX_RECORD_BYTES + 1)
     except FileNotFoundError:
         raise AcceptanceRecordError(f"no acceptance record at {path}", path=path,
                                     where="file") from None
+    except NotARegularFile:
+        raise _bad(path, "not a regular file") from None
     except OSError as exc:
         raise _bad(path, f"cannot read it: {exc.strerror}") from None
     if len(data) > MAX_RECORD_BYTES:

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ..errors import KeyFileError
+from ..files import open_regular
 
 __all__ = ["Ed25519PrivateKey", "Ed25519PublicKey", "generate_key", "key_id",
            "load_private_key", "load_public_key", "write_keypair", "MAX_KEY_FILE_BYTES"]
@@ -42,9 +43,7 @@ def key_id(key: Ed25519PublicKey | Ed25519PrivateKey) -> str:
 
 def _read(path: str | os.PathLike, what: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise KeyFileError(f"{what} {path}: not a regular file")
+        with open_regular(path) as f:
             data = f.read(MAX_KEY_FILE_BYTES + 1)
     except OSError as exc:
         raise KeyFileError(f"cannot read {what} {path}: {exc.strerror}") from None

@@ -428,8 +428,10 @@ def _first_target(path: str, available: set[str] | None) -> str:
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
+    from ..files import open_regular
+
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with open_regular(path) as f, np.load(f, allow_pickle=False) as data:
             if not isinstance(data, np.lib.npyio.NpzFile):  # pragma: no cover - np.load of .npy
                 raise ValueError("not an .npz archive")
             return {k: data[k] for k in data.files}

@@ -52,6 +52,7 @@ from abi.artifact import canonical
 from abi.errors import ArtifactFormatError
 
 from ..errors import FrameFormatError, ReplayFormatError
+from ..files import open_regular
 from .frame import MAX_FRAME_BYTES, FrameLayout
 
 __all__ = ["FILE_MAGIC", "RECORD_MAGIC", "VERSION", "ReplayLimits", "RecordInfo",
@@ -117,7 +118,7 @@ class ReplayReader:
         self.path = str(path)
         self.limits = limits
         try:
-            self._file: BinaryIO = open(path, "rb")
+            self._file: BinaryIO = open_regular(path)
         except OSError as exc:
             raise ReplayFormatError(f"cannot open: {exc.strerror}", path=self.path) from None
         try:

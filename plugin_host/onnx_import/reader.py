@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
+from ..files import open_regular
 
 __all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "read_model", "parse_model", "to_array",
            "ONNX_DTYPES", "OPSETS"]
@@ -66,7 +67,7 @@ def read_model(path: str | os.PathLike, *, allow_external_data: bool = False,
         if size > limits.max_file_bytes:
             raise ModelFileError(f"{path}: {size} bytes exceed the cap of "
                                  f"{limits.max_file_bytes}")
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             data = f.read(limits.max_file_bytes + 1)
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -159,7 +160,7 @@ def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits
             raise ModelFileError(f"{where}: tensor {t.name!r}: external length {length} at "
                                  f"offset {offset} does not match its {nbytes} bytes or exceeds "
                                  f"the cap")
-        with open(target, "rb") as f:
+        with open_regular(target) as f:
             f.seek(offset)
             raw = f.read(length)
         if len(raw) != length:

@@ -42,6 +42,7 @@ from abi.artifact import parse_version
 from abi.errors import ArtifactFormatError
 
 from ..errors import PolicyError, PolicyProblem
+from ..files import open_regular
 from . import model as m
 from .locate import Locator, format_key
 
@@ -62,7 +63,7 @@ def load_policy(path: str | os.PathLike, *, state_dir: str | os.PathLike | None 
     problem. ``state_dir`` overrides what ``${STATE_DIR}`` expands to."""
     name = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             data = f.read(MAX_POLICY_BYTES + 1)
     except OSError as exc:
         raise PolicyError([PolicyProblem(name, 0, "", f"cannot read the policy file: "
