@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 
 from ..errors import UsageError
+from ..files import open_regular_append
 from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 
@@ -91,8 +93,9 @@ def _run(args: argparse.Namespace) -> int:
 
     state_dir = state_folder(args.state_dir)
     policy = load_policy(args.policy, state_dir=state_dir)
-    try:
-        stream = open(args.log, "a", encoding="utf-8") if args.log else None
+    try:  # a regular file only: never wait on a FIFO (files.py)
+        stream = os.fdopen(open_regular_append(args.log, 0o644), "a", encoding="utf-8") \
+            if args.log else None
     except OSError as exc:
         raise UsageError(f"--log {args.log}: cannot open: {exc.strerror}") from None
     events = EventLog(stream)

@@ -1,10 +1,13 @@
 """The plugin-host command: run, exit codes, one-line refusals."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from plugin_host.cli import main
+
+from .test_files import no_hang
 
 
 def test_run_needs_a_policy(capsys):
@@ -43,6 +46,11 @@ def test_run_refuses_a_log_or_state_folder_it_cannot_use(capsys, tmp_path):
     line = _one_line(capsys, ["run", "--policy", demo, "--frames", "1", "--state-dir",
                               str(tmp_path / "state"), "--log", str(tmp_path)])
     assert line == f"plugin-host run: --log {tmp_path}: cannot open: Is a directory"
+    os.mkfifo(tmp_path / "fifo")  # refused at once, not waited on
+    with no_hang():
+        line = _one_line(capsys, ["run", "--policy", demo, "--frames", "1", "--state-dir",
+                                  str(tmp_path / "state"), "--log", str(tmp_path / "fifo")])
+    assert line == f"plugin-host run: --log {tmp_path / 'fifo'}: cannot open: not a regular file"
 
 
 def test_a_relative_state_dir_is_relative_to_the_working_folder(capsys, tmp_path,
