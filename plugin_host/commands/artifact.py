@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import zipfile
 from datetime import datetime, timezone
@@ -427,6 +428,11 @@ def _first_target(path: str, available: set[str] | None) -> str:
     return unverified_targets[0] if unverified_targets else "numpy"
 
 
+#: the most bytes ``--inputs`` may hold once decompressed (an .npz of zeros compresses a
+#: thousandfold: its arrays are sized from their headers before any is read)
+MAX_INPUT_BYTES = 2**30
+
+
 def _read_npz(path: str) -> dict[str, np.ndarray]:
     from ..files import open_regular
 
@@ -434,12 +440,28 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
         with open_regular(path) as f, np.load(f, allow_pickle=False) as data:
             if not isinstance(data, np.lib.npyio.NpzFile):  # pragma: no cover - np.load of .npy
                 raise ValueError("not an .npz archive")
+            total = sum(_npy_bytes(data.zip, member) for member in data.zip.namelist())
+            if total > MAX_INPUT_BYTES:
+                raise ValueError(f"its arrays hold {total} bytes, more than the cap of "
+                                 f"{MAX_INPUT_BYTES}")
             return {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UsageError(f"cannot read inputs {path}: {reason}") from None
     except AttributeError:
         raise UsageError(f"cannot read inputs {path}: not an .npz archive") from None
+
+
+def _npy_bytes(archive: zipfile.ZipFile, member: str) -> int:
+    """The bytes the array stored as ``member`` holds, from its .npy header alone."""
+    with archive.open(member) as fp:
+        version = np.lib.format.read_magic(fp)
+        read = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read is None:
+            raise ValueError(f"{member}: .npy format {version[0]}.{version[1]} is not read here")
+        shape, _, dtype = read(fp)
+    return math.prod(shape) * dtype.itemsize
 
 
 def _write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:

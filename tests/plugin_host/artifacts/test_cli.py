@@ -389,3 +389,25 @@ def test_infer_needs_trust_or_a_policy(ws, capsys):
     line = _refusal(capsys, "infer", ws / "demo.pha", "--inputs", ws / "in.npz", "--out",
                     ws / "o.npz", "--state-dir", ws / "state")
     assert "--trust" in line and "--policy" in line
+
+
+def test_inputs_are_sized_from_their_headers_before_any_is_read(tmp_path):
+    """An .npz whose array declares 2 GiB (a compressed run of zeros would be a few MB) is
+    refused from its .npy header, before numpy allocates it; an ordinary one still reads."""
+    import io
+    import zipfile
+
+    from plugin_host.commands.artifact import MAX_INPUT_BYTES, _read_npz
+    from plugin_host.errors import UsageError
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (2, 2**28)})
+    bomb = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("img.npy", header.getvalue() + bytes(64))  # the data cut short
+    with pytest.raises(UsageError, match=f"hold {2**31} bytes, more than the cap of "
+                                         f"{MAX_INPUT_BYTES}"):
+        _read_npz(str(bomb))
+    np.savez_compressed(tmp_path / "ok.npz", img=np.ones((1, 3), np.float32))
+    assert _read_npz(str(tmp_path / "ok.npz"))["img"].tolist() == [[1.0, 1.0, 1.0]]
