@@ -401,10 +401,11 @@ class _Reader:
         d = m.Limits()
         values = {}
         for name in ("memory_mb", "cpu_seconds", "open_files", "artifact_max_mb"):
-            v = self.get(t, key + (name,), int, default=getattr(d, name), check=_at_least(1))
+            v = self.get(t, key + (name,), int, default=getattr(d, name),
+                         check=_between(1, _LIMIT_MAX[name]))
             values[name] = getattr(d, name) if v is None else v
         v = self.get(t, key + ("call_timeout_ms",), float, default=d.call_timeout_ms,
-                     check=_positive)
+                     check=_call_timeout)
         values["call_timeout_ms"] = d.call_timeout_ms if v is None else float(v)
         values["cpu"] = self.get(t, key + ("cpu",), (int, str), default=d.cpu, check=_cpu)
         return m.Limits(**values, line=self.locator.exact(key) or 0)
@@ -477,6 +478,21 @@ def _names(kinds: tuple) -> str:
                         float: "a number", list: "an array"}.get(k, k.__name__) for k in kinds)
 
 
+#: the largest value of each integer [limits] key: what the kernel takes (open files: its
+#: default fs.nr_open) or what fits the sandbox's own limits (a call timeout below 1e6 s)
+_LIMIT_MAX = {"memory_mb": 2**40, "cpu_seconds": 2**40, "open_files": 2**20,
+              "artifact_max_mb": 2**40}
+
+
+def _between(low: int, high: int) -> Callable[[Any], str | None]:
+    return lambda v: None if low <= v <= high else f"must be from {low} to {high}, got {v}"
+
+
+def _call_timeout(v: Any) -> str | None:
+    return None if 0 < v < 1e9 else \
+        f"must be a positive number of milliseconds below 1e9, got {v}"
+
+
 def _at_least(low: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= low else f"must be at least {low}, got {v}"
 
@@ -486,10 +502,6 @@ def _cpu(v: Any) -> str | None:
         return None if v in ("auto", "off") else \
             f"must be a CPU number, 'auto' or 'off', got {v!r}"
     return None if v >= 0 else f"must be a CPU number (0 or more), 'auto' or 'off', got {v}"
-
-
-def _positive(v: Any) -> str | None:
-    return None if v > 0 and v == v and v != float("inf") else f"must be a positive number, got {v}"
 
 
 def _non_negative(v: Any) -> str | None:

@@ -543,6 +543,11 @@ class SandboxedExecutor(RecurrentState):
         rc = worker.stop(grace=0.5)
         detail = worker.stderr_text()
         text = f"sandbox worker {worker.pid} failed to start: {why}; {_describe_exit(rc, None)}"
+        if rc == ipc.START_FAILED:  # its start-up failed and even the report of it did
+            text += (f" (start-up failed and could not say why, as when memory runs out: the "
+                     f"worker's address space is limited to "
+                     f"{self.limits.address_space / 2**20:g} MiB: SandboxLimits.address_space, "
+                     f"a policy's [limits] memory_mb)")
         if detail:
             text += f"; stderr: {detail[-1500:]}"
         return WorkerDiedError(text, pid=worker.pid, returncode=rc, during="start-up")

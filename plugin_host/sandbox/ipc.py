@@ -59,9 +59,11 @@ from abi.spec import MAX_RANK
 
 from ..errors import SandboxProtocolError
 
-__all__ = ["ALIGN", "Channel", "Region", "align", "map_region", "pack", "unpack", "require",
-           "pack_call", "pack_answer", "placement"]
+__all__ = ["ALIGN", "START_FAILED", "Channel", "Region", "align", "map_region", "pack",
+           "unpack", "require", "pack_call", "pack_answer", "placement"]
 
+#: the worker's exit status when its start-up failed (after trying to report why)
+START_FAILED = 3
 ALIGN = 64
 PAGE = mmap.PAGESIZE
 

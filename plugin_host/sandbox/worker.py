@@ -651,7 +651,7 @@ def main(argv: list[str] | None = None) -> None:
             chan.send({"op": "failed", "stage": worker.stage, "error": remote.describe(exc)})
         except Exception:
             pass
-        os._exit(3)
+        os._exit(ipc.START_FAILED)
     try:
         worker.serve()
     finally:

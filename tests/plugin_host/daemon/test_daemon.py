@@ -108,6 +108,26 @@ def test_a_signal_during_start_up_stops_it_too(tmp_path, sig, code):
                                             else "interrupted")
 
 
+def test_a_call_timeout_below_the_artifacts_worst_case_is_refused_at_load(demo_state):
+    """Every call the artifact's contract allows would be cut off and the worker restarted,
+    frame after frame: refused before any worker starts, naming the key and both numbers."""
+    from plugin_host.errors import PolicyError
+
+    policy_path, state = demo_state
+    text = policy_path.read_text()
+    assert text.count("\ncall_timeout_ms = 1000 ") == 1
+    tight = policy_path.with_name("tight.toml")
+    tight.write_text(text.replace("\ncall_timeout_ms = 1000 ", "\ncall_timeout_ms = 39 "))
+    daemon = Daemon(load_policy(tight, state_dir=state), state_dir=state,
+                    events=EventLog(LineSink()), say=lambda _: None,
+                    options=DaemonOptions(frames=1))
+    with pytest.raises(PolicyError) as info:
+        daemon.load()
+    assert ("limits.call_timeout_ms: 39 ms is below the declared worst-case latency of "
+            "artifact 'demo' (40 ms)") in str(info.value)
+    assert daemon.streams == []
+
+
 def test_worker_killed_mid_call_restarts_resets_and_leaks_nothing(demo_state):
     policy_path, state = demo_state
     policy = load_policy(policy_path, state_dir=state)

@@ -59,7 +59,7 @@ def test_one_line_per_problem(capsys, tmp_path):
         f"{path}:6: plugin[0].capabilities: plugin 'nn' is a model-layer plugin and can never "
         f"hold 'control.publish': its code runs in the sandbox worker, which never gets "
         f"can.send, control.publish, panda.safety",
-        f"{path}:9: limits.open_files: must be at least 1, got 0",
+        f"{path}:9: limits.open_files: must be from 1 to 1048576, got 0",
     ]
 
 

@@ -346,7 +346,12 @@ def test_bad_min_version():
 @pytest.mark.parametrize("extra, key, fragment", [
     ('[sandbox]\nrequire = ["seccomp", "apparmor"]\n', "sandbox.require",
      "unknown protection 'apparmor'"),
-    ("[limits]\nmemory_mb = 0\n", "limits.memory_mb", "at least 1"),
+    ("[limits]\nmemory_mb = 0\n", "limits.memory_mb", "from 1 to 1099511627776"),
+    ("[limits]\nopen_files = 100000000\n", "limits.open_files",
+     "from 1 to 1048576, got 100000000"),
+    ("[limits]\ncall_timeout_ms = 1e300\n", "limits.call_timeout_ms", "below 1e9, got 1e+300"),
+    ("[limits]\ncall_timeout_ms = nan\n", "limits.call_timeout_ms",
+     "positive number of milliseconds"),
     ("[limits]\ncall_timeout_ms = -5.0\n", "limits.call_timeout_ms", "positive"),
     ("[limits]\ncpu = -1\n", "limits.cpu", "CPU number (0 or more), 'auto' or 'off'"),
     ('[limits]\ncpu = "fast"\n', "limits.cpu", "CPU number, 'auto' or 'off', got 'fast'"),

@@ -601,3 +601,15 @@ def test_inputs_that_are_not_a_mapping_are_an_abi_error_and_the_worker_goes_on(f
             fresh.run(given)
     assert fresh.pid == pid
     assert_same(fresh.run(buffers), want)
+
+
+def test_a_worker_that_cannot_even_report_its_failed_start_up_is_explained(redteam_artifact,
+                                                                          sandbox_trust):
+    """64 MiB of address space: the worker's imports run out of memory, and so does its
+    report of that; the host says what such an exit usually means and names the limit."""
+    with pytest.raises(WorkerDiedError) as info:
+        SandboxedExecutor(redteam_artifact, trust=sandbox_trust,
+                          limits=SandboxLimits(address_space=64 * 2**20))
+    text = str(info.value)
+    assert "failed to start: it closed its channel; exited with status 3" in text
+    assert "could not say why, as when memory runs out" in text and "64 MiB" in text
