@@ -32,7 +32,9 @@ def register(verbs) -> None:
                "  plugin-host policy check policies/device.toml --check-files --check-plugins")
     check.add_argument("file", metavar="FILE")
     check.add_argument("--check-files", action="store_true",
-                       help="also read every trusted key file and require every artifact file")
+                       help="also read every trusted key file and every artifact's manifest "
+                            "(its format; a call timeout below its worst-case latency is a "
+                            "problem)")
     check.add_argument("--check-plugins", action="store_true",
                        help="also require exactly one installed entry point per allowed plugin "
                             "(nothing is imported)")
@@ -66,8 +68,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_files(policy) -> list[PolicyProblem]:
-    from ..artifacts import load_public_key
-    from ..errors import KeyFileError
+    from ..artifacts import load_public_key, read_manifest_unverified
+    from ..errors import ArtifactError, KeyFileError
 
     out = []
     for key in policy.trust.keys:
@@ -76,10 +78,24 @@ def _check_files(policy) -> list[PolicyProblem]:
         except KeyFileError as exc:
             out.append(PolicyProblem(policy.path, key.line, f"trust.key[{key.index}].file",
                                      str(exc)))
+    timeout = policy.limits.call_timeout_ms
     for art in policy.artifacts:
+        key = f"artifact[{art.index}].file"
         if not art.file.is_file():
-            out.append(PolicyProblem(policy.path, art.line, f"artifact[{art.index}].file",
+            out.append(PolicyProblem(policy.path, art.line, key,
                                      f"no artifact file at {art.file}"))
+            continue
+        try:  # the format only: signatures and trust are the daemon's to check at load
+            worst = read_manifest_unverified(
+                art.file, limits=policy.limits.artifact_limits())["manifest"]["latency_ms"]
+        except ArtifactError as exc:
+            out.append(PolicyProblem(policy.path, art.line, key, str(exc)))
+            continue
+        if timeout < worst:  # as the daemon refuses at load
+            out.append(PolicyProblem(
+                policy.path, policy.limits.line, "limits.call_timeout_ms",
+                f"{timeout:g} ms is below the declared worst-case latency of artifact "
+                f"{art.name!r} ({worst:g} ms): calls the artifact allows would be cut off"))
     return out
 
 

@@ -74,9 +74,24 @@ def test_check_files_and_plugins(capsys, tmp_path):
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "trust.key[0].file" in err[0] and "artifact[0].file" in err[1]
     write_keypair(tmp_path / "demo")
-    (tmp_path / "demo" / "demo.pha").write_bytes(b"")
+    artifact = tmp_path / "demo" / "demo.pha"
+    artifact.write_bytes(b"")  # not an artifact: its format is read, not its signatures
+    assert main(["policy", "check", demo, "--state-dir", str(tmp_path), "--check-files"]) == 1
+    assert f"artifact[0].file: {artifact}: file: " in capsys.readouterr().err
+    assert main(["build", "--demo", "--out", str(artifact), "--latency-ms", "40"]) == 0
     assert main(["policy", "check", demo, "--state-dir", str(tmp_path), "--check-files",
                  "--check-plugins"]) == 0
+    # a call timeout the artifact's declared worst case cannot fit in, as the daemon refuses
+    text = Path(demo).read_text()
+    assert text.count("\ncall_timeout_ms = 1000 ") == 1
+    tight = tmp_path / "tight.toml"
+    tight.write_text(text.replace("\ncall_timeout_ms = 1000 ", "\ncall_timeout_ms = 39 ")
+                     .replace("${POLICY_DIR}", str(REPO / "policies")))
+    capsys.readouterr()
+    assert main(["policy", "check", str(tight), "--state-dir", str(tmp_path),
+                 "--check-files"]) == 1
+    assert ("limits.call_timeout_ms: 39 ms is below the declared worst-case latency of "
+            "artifact 'demo' (40 ms)") in capsys.readouterr().err
     device = str(REPO / "policies" / "device.example.toml")
     assert main(["policy", "check", device, "--check-plugins"]) == 1
     err = capsys.readouterr().err
