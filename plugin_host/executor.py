@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import logging
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -63,6 +63,14 @@ def entry_index_checks(graph: Graph) -> list[tuple[str, int, str]]:
             vocab = graph.types[node.inputs[1]].shape[0]
             checks.append((source, int(vocab), f"input {source!r} (Embedding {node.name!r})"))
     return checks
+
+
+def check_mapping(inputs: Any) -> None:
+    """The ABIError ``Signature.check`` gives for inputs that are not a mapping of name to
+    array, raised before anything else touches them (a dict costs one comparison)."""
+    if type(inputs) is not dict and not isinstance(inputs, collections.abc.Mapping):
+        raise ABIError([f"expected a mapping of input name to numpy.ndarray, got "
+                        f"{type(inputs).__name__}"])
 
 
 class RecurrentState:
@@ -232,9 +240,7 @@ class Executor(RecurrentState):
     def _with_state(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """``inputs`` as a dict of its own, the recurrent state filling in for state inputs
         left out."""
-        if type(inputs) is not dict and not isinstance(inputs, collections.abc.Mapping):
-            raise ABIError([f"expected a mapping of input name to numpy.ndarray, got "
-                            f"{type(inputs).__name__}"])
+        check_mapping(inputs)
         feed = dict(inputs)
         for name, value in self._state.items():
             feed.setdefault(name, value)

@@ -147,14 +147,14 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
     return checked
 
 
-def check_output_path(path: str | os.PathLike, what: str = "artifact") -> None:
-    """UsageError, before any work, when ``path`` cannot be written as a new file: a folder, or
-    in a folder that does not exist."""
+def check_output_path(path: str | os.PathLike) -> None:
+    """UsageError, before any work, when ``path`` cannot be written as a new artifact file: a
+    folder, or in a folder that does not exist."""
     if os.path.isdir(path):
-        raise UsageError(f"cannot write {what} {os.fspath(path)}: it is a folder")
+        raise UsageError(f"cannot write artifact {os.fspath(path)}: it is a folder")
     folder = os.path.dirname(os.fspath(path)) or "."
     if not os.path.isdir(folder):
-        raise UsageError(f"cannot write {what} {os.fspath(path)}: no folder {folder}")
+        raise UsageError(f"cannot write artifact {os.fspath(path)}: no folder {folder}")
 
 
 def _tolerances(graph: Graph, given: Any) -> dict[str, tuple[float, float]]:
@@ -223,6 +223,13 @@ def _given_inputs(graph: Graph, given: Sequence[Mapping[str, np.ndarray]]
     return cases
 
 
+def check_golden_cases(count: Any, name: str = "golden_cases") -> None:
+    """UsageError unless ``count`` is an int from 1 to the manifest's cap; ``name`` is what
+    the message calls it (the command line's option)."""
+    if type(count) is not int or not 1 <= count <= MAX_GOLDEN_CASES:
+        raise UsageError(f"{name} must be from 1 to {MAX_GOLDEN_CASES}, got {count!r}")
+
+
 def check_seed(seed: Any) -> None:
     """UsageError unless ``seed`` is an int >= 0 (what numpy's generators take)."""
     if type(seed) is not int or seed < 0:
@@ -231,9 +238,7 @@ def check_seed(seed: Any) -> None:
 
 def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,
                   seed: int) -> list[dict[str, np.ndarray]]:
-    if type(count) is not int or not 1 <= count <= MAX_GOLDEN_CASES:
-        raise UsageError(f"golden_cases must be an int from 1 to {MAX_GOLDEN_CASES}, "
-                         f"got {count!r}")
+    check_golden_cases(count)
     check_seed(seed)
     rng = np.random.default_rng(seed)
     cases = []

@@ -240,7 +240,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from ..artifacts import build_artifact
-    from ..artifacts.build import (DEFAULT_TOLERANCE, MAX_GOLDEN_CASES, check_output_path,
+    from ..artifacts.build import (DEFAULT_TOLERANCE, check_golden_cases, check_output_path,
                                    check_seed)
     from ..plugins import get_backend, model_builders
 
@@ -249,9 +249,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     # refused before any work: the build and its golden runs can take a while
     check_output_path(args.out)
     check_seed(args.seed)
-    if not 1 <= args.golden_cases <= MAX_GOLDEN_CASES:
-        raise UsageError(f"--golden-cases must be from 1 to {MAX_GOLDEN_CASES}, "
-                         f"got {args.golden_cases}")
+    check_golden_cases(args.golden_cases, "--golden-cases")
     tolerance = DEFAULT_TOLERANCE
     if args.tolerance is not None:
         try:

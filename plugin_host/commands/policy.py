@@ -78,7 +78,6 @@ def _check_files(policy) -> list[PolicyProblem]:
         except KeyFileError as exc:
             out.append(PolicyProblem(policy.path, key.line, f"trust.key[{key.index}].file",
                                      str(exc)))
-    timeout = policy.limits.call_timeout_ms
     for art in policy.artifacts:
         key = f"artifact[{art.index}].file"
         if not art.file.is_file():
@@ -91,11 +90,9 @@ def _check_files(policy) -> list[PolicyProblem]:
         except ArtifactError as exc:
             out.append(PolicyProblem(policy.path, art.line, key, str(exc)))
             continue
-        if timeout < worst:  # as the daemon refuses at load
-            out.append(PolicyProblem(
-                policy.path, policy.limits.line, "limits.call_timeout_ms",
-                f"{timeout:g} ms is below the declared worst-case latency of artifact "
-                f"{art.name!r} ({worst:g} ms): calls the artifact allows would be cut off"))
+        problem = policy.call_timeout_problem(art.name, worst)  # as the daemon refuses
+        if problem is not None:
+            out.append(problem)
     return out
 
 

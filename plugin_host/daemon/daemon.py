@@ -284,16 +284,12 @@ class Daemon:
                                         available_backends={rule.backend},
                                         plugins=self.plugins, record=False)
         digest = checked.manifest_sha256
-        worst = checked.manifest.latency_ms
-        if policy.limits.call_timeout_ms < worst:  # every call within the contract cut off
+        problem = policy.call_timeout_problem(rule.name, checked.manifest.latency_ms)
+        if problem is not None:
             close = getattr(checked, "close", None)
             if close is not None:
                 close()
-            raise PolicyError([PolicyProblem(
-                policy.path, policy.limits.line, "limits.call_timeout_ms",
-                f"{policy.limits.call_timeout_ms:g} ms is below the declared worst-case "
-                f"latency of artifact {rule.name!r} ({worst:g} ms): calls the artifact allows "
-                f"would be cut off and the worker restarted")])
+            raise PolicyError([problem])
         if rule.acceptance_required:  # a valid signed acceptance record for this backend
             from ..policy import require_acceptance
 

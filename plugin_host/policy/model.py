@@ -368,6 +368,21 @@ class Policy:
                 return rule
         return None
 
+    def call_timeout_problem(self, artifact: str, worst_ms: float):
+        """The PolicyProblem when ``[limits] call_timeout_ms`` is below ``worst_ms``, the
+        declared worst-case latency of ``artifact`` (every call the artifact allows could be
+        cut off and its worker restarted), else None. The daemon refuses it at load,
+        ``policy check --check-files`` reports it."""
+        from ..errors import PolicyProblem
+
+        timeout = self.limits.call_timeout_ms
+        if timeout >= worst_ms:
+            return None
+        return PolicyProblem(self.path, self.limits.line, "limits.call_timeout_ms",
+                             f"{timeout:g} ms is below the declared worst-case latency of "
+                             f"artifact {artifact!r} ({worst_ms:g} ms): calls the artifact "
+                             f"allows would be cut off and the worker restarted")
+
     def audited_op_pairs(self, backend: str | None = None) -> frozenset[tuple[str, int]]:
         """``(op, version)`` pairs with a recorded audit (for ``load_verified``'s
         ``audited_ops``); restricted to audits valid on ``backend`` when given."""

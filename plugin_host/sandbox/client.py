@@ -38,7 +38,6 @@ reset state without the caller knowing.
 from __future__ import annotations
 
 import collections
-import collections.abc
 import concurrent.futures
 import logging
 import operator
@@ -59,10 +58,10 @@ import numpy as np
 import plugin_host
 from abi import Signature, check_indices, dtypes
 
-from ..errors import (ABIError, ArtifactError, ArtifactFormatError, FrameError, FrameFormatError,
+from ..errors import (ArtifactError, ArtifactFormatError, FrameError, FrameFormatError,
                       PluginHostError, ProtectionUnavailableError, SandboxError,
                       SandboxProtocolError, WorkerDiedError, WorkerTimeoutError)
-from ..executor import RecurrentState, entry_index_checks
+from ..executor import RecurrentState, check_mapping, entry_index_checks
 from ..frames.frame import Frame
 from . import confine, ipc, placement, remote
 from .config import DEFAULT_PRELOAD, Protections, SandboxLimits, SandboxRequirements
@@ -818,9 +817,7 @@ class SandboxedExecutor(RecurrentState):
         read-only mapping of the pool (``inputs`` then holds the other inputs). The caller
         keeps its lease on the frame for the call.
         """
-        if type(inputs) is not dict and not isinstance(inputs, collections.abc.Mapping):
-            raise ABIError([f"expected a mapping of input name to numpy.ndarray, got "
-                            f"{type(inputs).__name__}"])
+        check_mapping(inputs)
         if self.cpu is not None:
             self._pin_caller()
         with self._lock:
