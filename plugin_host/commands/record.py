@@ -28,6 +28,7 @@ examples:
   plugin-host record --camera replay --set file=road.phf --set pace=fast --frames 50 \\
       --out first50.phf
   plugin-host record --camera my_cameras:wide --policy device.toml --frames 20 --out wide.phf
+  plugin-host record --salvage .road.phf.k2x9w1qe.partial --out road.phf
 
 The file: a 32-byte header (magic \\x89PHFRM\\r\\n, version 1) and canonical msgpack camera
 metadata, then one record per frame (frame_id, timestamp_sof, timestamp_eof, layout, CRC-32,
@@ -41,14 +42,20 @@ def register(verbs) -> None:
         description="Start a camera plugin's camera, record its next N frames with their "
                     "frame ids and timestamps into a recorded-frames file for the replay "
                     "camera, and print a summary (frames, bytes, frames the camera dropped). "
-                    "The file appears only when complete; Ctrl-C keeps the frames recorded so "
-                    "far. Progress is shown on a terminal.",
+                    "The file appears only when complete; Ctrl-C or SIGTERM keeps the frames "
+                    "recorded so far. A recording killed outright (a crash, SIGKILL, power "
+                    "loss) leaves its frames in a hidden .FILE.*.partial beside FILE: "
+                    "--salvage keeps its whole frames. Progress is shown on a terminal.",
         epilog=_EXAMPLES)
-    p.add_argument("--camera", required=True, metavar="PLUGIN[:CAMERA]",
+    p.add_argument("--camera", metavar="PLUGIN[:CAMERA]",
                    help="camera plugin (entry-point name), and which of its cameras when it "
-                        "provides several")
-    p.add_argument("--frames", type=int, required=True, metavar="N", help="frames to record")
+                        "provides several (required unless --salvage)")
+    p.add_argument("--frames", type=int, metavar="N",
+                   help="frames to record (required unless --salvage)")
     p.add_argument("--out", required=True, metavar="FILE", help="file to write")
+    p.add_argument("--salvage", metavar="PARTIAL",
+                   help="instead of recording: write the whole frames of PARTIAL, a recording "
+                        "that was cut off, to FILE (PARTIAL is left as it is)")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument("--width", type=int, default=None, help="frame width (config key width)")
     p.add_argument("--height", type=int, default=None, help="frame height (config key height)")
@@ -167,13 +174,27 @@ def _make_cameras(args: argparse.Namespace, plugin: str):
     return provided, cleanup
 
 
+_CAMERA_OPTIONS = ("camera", "frames", "width", "height", "format", "rate", "settings",
+                   "policy", "state_dir")
+
+
 def _cmd_record(args: argparse.Namespace) -> int:
     from ..frames import ReplayWriter
 
+    if args.salvage is not None:
+        given = [f"--{name.replace('_', '-')}" for name in _CAMERA_OPTIONS
+                 if getattr(args, name) not in (None, [])]
+        if given:
+            raise UsageError(f"--salvage takes only --out and --force, not {', '.join(given)}")
+        return _salvage(args)
+    missing = [f"--{name}" for name in ("camera", "frames") if getattr(args, name) is None]
+    if missing:
+        raise UsageError(f"{' and '.join(missing)} required (or --salvage PARTIAL)")
     if args.frames < 1:
         raise UsageError(f"--frames must be at least 1, got {args.frames}")
     if not args.force and os.path.exists(args.out):
         raise UsageError(f"{args.out} already exists (use --force to overwrite it)")
+    _note_leftovers(args.out)
     plugin, _, wanted = args.camera.partition(":")
     cameras, cleanup = _make_cameras(args, plugin)
     try:
@@ -263,4 +284,44 @@ def _record(args: argparse.Namespace, plugin: str, camera: Any, writer_type: Any
     if interrupted:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    return 0
+
+
+def _partials(out: str) -> list[str]:
+    """The ``.partial`` files that recordings to ``out`` left behind (killed outright)."""
+    folder, name = os.path.split(out)
+    try:
+        entries = os.listdir(folder or ".")
+    except OSError:
+        return []
+    return sorted(os.path.join(folder, e) for e in entries
+                  if e.startswith(f".{name}.") and e.endswith(".partial"))
+
+
+def _note_leftovers(out: str) -> None:
+    for path in _partials(out):
+        print(f"note: {path} is left from a recording to {out} that was killed before it "
+              f"finished; 'plugin-host record --salvage {path} --out FILE' keeps its frames",
+              file=sys.stderr)
+
+
+def _salvage(args: argparse.Namespace) -> int:
+    from ..frames import salvage
+
+    if not args.force and os.path.exists(args.out):
+        raise UsageError(f"{args.out} already exists (use --force to overwrite it)")
+    def show(done: int, total: int) -> None:
+        print(f"\rchecking {args.salvage}: {100 * done // max(total, 1)} %", end="",
+              file=sys.stderr, flush=True)
+
+    progress = show if sys.stderr.isatty() else None
+    try:
+        kept = salvage(args.salvage, args.out, overwrite=args.force, progress=progress)
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)
+    print(f"salvaged {kept.frames} frame(s), frame ids {kept.first_id}..{kept.last_id}, "
+          f"{kept.kept_bytes / 1e6:.1f} MB, to {args.out}"
+          + (f"; dropped the last {kept.dropped_bytes} byte(s): {kept.reason}"
+             if kept.reason is not None else "; the file was whole"))
     return 0

@@ -14,7 +14,8 @@ from .convert import (MODEL_HEIGHT, MODEL_WIDTH, FrameStacker, nearest_indices, 
 from .frame import FORMATS, MAX_DIM, MAX_FRAME_BYTES, Frame, FrameLayout, Plane, plane_array
 from .pool import FramePool, Lease, LeakReport, PoolReader, SlotWriter, map_pool
 from .queue import Subscription
-from .replay_format import RecordInfo, ReplayLimits, ReplayReader, ReplayWriter
+from .replay_format import (RecordInfo, ReplayLimits, ReplayReader, ReplayWriter, Salvaged,
+                            salvage)
 from .sync import DEFAULT_MAX_SKEW_MS, FrameSync
 
 __all__ = [
@@ -24,6 +25,6 @@ __all__ = [
     "FORMATS", "MAX_DIM", "MAX_FRAME_BYTES", "Frame", "FrameLayout", "Plane", "plane_array",
     "FramePool", "Lease", "LeakReport", "PoolReader", "SlotWriter", "map_pool",
     "Subscription",
-    "RecordInfo", "ReplayLimits", "ReplayReader", "ReplayWriter",
+    "RecordInfo", "ReplayLimits", "ReplayReader", "ReplayWriter", "Salvaged", "salvage",
     "DEFAULT_MAX_SKEW_MS", "FrameSync",
 ]

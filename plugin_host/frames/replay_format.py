@@ -46,7 +46,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 from abi.artifact import canonical
 from abi.errors import ArtifactFormatError
@@ -56,7 +56,7 @@ from ..files import open_regular
 from .frame import MAX_FRAME_BYTES, FrameLayout
 
 __all__ = ["FILE_MAGIC", "RECORD_MAGIC", "VERSION", "ReplayLimits", "RecordInfo",
-           "ReplayReader", "ReplayWriter"]
+           "ReplayReader", "ReplayWriter", "Salvaged", "salvage"]
 
 FILE_MAGIC = b"\x89PHFRM\r\n"
 RECORD_MAGIC = b"PHFR"
@@ -70,6 +70,7 @@ _RECORD_KEYS = frozenset({"frame_id", "timestamp_sof", "timestamp_eof", "format"
 _LAYOUT_KEYS = ("format", "width", "height", "strides", "offsets")
 _U64 = 2**64 - 1
 _MAX_NAME = 256
+_COPY_CHUNK = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,21 @@ class ReplayReader:
     ``camera``, ``source``, ``layout`` come from the file metadata; ``records`` is the index
     (``len(reader)`` frames). Read a frame's bytes with :meth:`read_into` (into a buffer, e.g.
     a pool slot: no intermediate copy) or :meth:`read`.
+
+    ``salvage=True`` (what :func:`salvage` uses) also checks every frame's CRC at open and
+    indexes the records up to the first that fails any check, instead of refusing the file;
+    ``progress(done, total)`` is then called with the bytes walked after each record.
     """
 
-    def __init__(self, path: str | os.PathLike, *, limits: ReplayLimits = ReplayLimits()) -> None:
+    def __init__(self, path: str | os.PathLike, *, limits: ReplayLimits = ReplayLimits(),
+                 salvage: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.path = str(path)
         self.limits = limits
+        #: salvage mode (see :func:`salvage`): why the records from ``end`` on were not kept,
+        #: or None when every record was whole
+        self.dropped: ReplayFormatError | None = None
+        self._salvage, self._progress = salvage, progress
         try:
             self._file: BinaryIO = open_regular(path)
         except OSError as exc:
@@ -188,42 +199,62 @@ class ReplayReader:
         self._first_record = offset + meta_len
 
     def _index(self) -> list[RecordInfo]:
+        """Every record's header and metadata checked, in order. In salvage mode the walk
+        also checks each frame's CRC and stops at the first record that fails a check: the
+        records before it are the index, ``end`` is where they stop, ``dropped`` says why."""
         records: list[RecordInfo] = []
-        offset, nbytes, limits = self._first_record, self.layout.nbytes, self.limits
-        previous: RecordInfo | None = None
+        offset = self._first_record
+        buf = bytearray(self.layout.nbytes) if self._salvage else None
         while offset < self.size:
-            where = f"record {len(records)}"
-            if len(records) >= limits.max_frames:
-                raise self._fail(f"more than {limits.max_frames} frames", offset, where)
-            magic, meta_len, data_len = _RECORD_HEADER.unpack(
-                self._pread(offset, _RECORD_HEADER.size, where))
-            if magic != RECORD_MAGIC:
-                raise self._fail("bad record magic", offset, where)
-            if not 0 < meta_len <= limits.max_record_meta:
-                raise self._fail(f"metadata length {meta_len} outside "
-                                 f"[1, {limits.max_record_meta}]", offset + 4, where)
-            if data_len != nbytes:
-                raise self._fail(f"data length {data_len} differs from the frame size {nbytes}",
-                                 offset + 8, where)
-            meta_at = offset + _RECORD_HEADER.size
-            data_at = meta_at + meta_len
-            if data_at + data_len > self.size:
-                raise self._fail(f"truncated: the record needs {data_at + data_len - offset} "
-                                 f"bytes, {self.size - offset} left", offset, where)
-            meta = self._decode(self._pread(meta_at, meta_len, where), meta_at, where,
-                                limits.max_record_meta)
-            info = self._record(meta, len(records), offset, meta_at, data_at, where)
-            if previous is not None:
-                if info.frame_id <= previous.frame_id:
-                    raise self._fail(f"frame_id {info.frame_id} does not increase (previous "
-                                     f"{previous.frame_id})", meta_at, where)
-                if info.timestamp_sof < previous.timestamp_sof:
-                    raise self._fail(f"timestamp_sof {info.timestamp_sof} goes backwards "
-                                     f"(previous {previous.timestamp_sof})", meta_at, where)
+            previous = records[-1] if records else None
+            if buf is None:
+                info = self._walk(len(records), offset, previous)
+            else:
+                try:
+                    info = self._walk(len(records), offset, previous)
+                    self._check_crc(info, buf)
+                except ReplayFormatError as exc:
+                    self.dropped = exc
+                    break
             records.append(info)
-            previous = info
-            offset = data_at + data_len
+            offset = info.data_offset + self.layout.nbytes
+            if self._progress is not None:
+                self._progress(offset, self.size)
+        #: where the indexed records end (the file's size, unless salvage dropped a tail)
+        self.end = offset
         return records
+
+    def _walk(self, index: int, offset: int, previous: RecordInfo | None) -> RecordInfo:
+        """The record at ``offset``: its header and metadata checked (not its data)."""
+        where, nbytes, limits = f"record {index}", self.layout.nbytes, self.limits
+        if index >= limits.max_frames:
+            raise self._fail(f"more than {limits.max_frames} frames", offset, where)
+        magic, meta_len, data_len = _RECORD_HEADER.unpack(
+            self._pread(offset, _RECORD_HEADER.size, where))
+        if magic != RECORD_MAGIC:
+            raise self._fail("bad record magic", offset, where)
+        if not 0 < meta_len <= limits.max_record_meta:
+            raise self._fail(f"metadata length {meta_len} outside "
+                             f"[1, {limits.max_record_meta}]", offset + 4, where)
+        if data_len != nbytes:
+            raise self._fail(f"data length {data_len} differs from the frame size {nbytes}",
+                             offset + 8, where)
+        meta_at = offset + _RECORD_HEADER.size
+        data_at = meta_at + meta_len
+        if data_at + data_len > self.size:
+            raise self._fail(f"truncated: the record needs {data_at + data_len - offset} "
+                             f"bytes, {self.size - offset} left", offset, where)
+        meta = self._decode(self._pread(meta_at, meta_len, where), meta_at, where,
+                            limits.max_record_meta)
+        info = self._record(meta, index, offset, meta_at, data_at, where)
+        if previous is not None:
+            if info.frame_id <= previous.frame_id:
+                raise self._fail(f"frame_id {info.frame_id} does not increase (previous "
+                                 f"{previous.frame_id})", meta_at, where)
+            if info.timestamp_sof < previous.timestamp_sof:
+                raise self._fail(f"timestamp_sof {info.timestamp_sof} goes backwards "
+                                 f"(previous {previous.timestamp_sof})", meta_at, where)
+        return info
 
     def _record(self, meta: dict[str, Any], index: int, offset: int, meta_at: int,
                 data_at: int, where: str) -> RecordInfo:
@@ -256,15 +287,17 @@ class ReplayReader:
     def read_into(self, index: int, buffer: Any) -> RecordInfo:
         """Read frame ``index``'s bytes into ``buffer`` (writable, at least ``nbytes`` long;
         e.g. a pool slot) and check its CRC-32 (ReplayFormatError on a mismatch)."""
-        info = self.records[index]
+        return self._check_crc(self.records[index], buffer)
+
+    def _check_crc(self, info: RecordInfo, buffer: Any) -> RecordInfo:
         view = memoryview(buffer).cast("B")[:self.layout.nbytes]
         got = os.preadv(self._file.fileno(), [view], info.data_offset)
         if got != len(view):
             raise self._fail("truncated frame data (the file changed since it was opened?)",
-                             info.data_offset, f"record {index}")
+                             info.data_offset, f"record {info.index}")
         if zlib.crc32(view, info._meta_crc) != info.crc32:
             raise self._fail(f"CRC-32 mismatch in frame {info.frame_id}", info.offset,
-                             f"record {index}")
+                             f"record {info.index}")
         return info
 
     def read(self, index: int) -> bytes:
@@ -403,3 +436,73 @@ class ReplayWriter:
             self.close()
         else:
             self.abort()
+
+
+@dataclass(frozen=True)
+class Salvaged:
+    """What :func:`salvage` kept: frames and their ids, bytes kept and dropped, and why the
+    tail was dropped (None when the file was whole)."""
+
+    frames: int
+    first_id: int | None
+    last_id: int | None
+    kept_bytes: int
+    dropped_bytes: int
+    reason: str | None
+
+
+def salvage(source: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
+            limits: ReplayLimits = ReplayLimits(),
+            progress: Callable[[int, int], None] | None = None) -> Salvaged:
+    """Keep the whole frames of a recording that was cut off, e.g. the ``.partial`` file a
+    recording killed mid-way (crash, SIGKILL, power loss) leaves beside its ``--out``.
+
+    The file header must be whole; then every record is checked as the reader checks it, and
+    its data against its CRC-32, up to the first record that fails: that record and everything
+    after it is the torn tail. The records before it are written to ``out`` (a temporary name,
+    fsync, rename: ``out`` never holds a half-written file), which the reader then opens like
+    any recording. ``source`` is left as it is. A ``ReplayFormatError`` when the header is not
+    whole or no frame is, or ``out`` cannot be written (or exists, without ``overwrite``).
+    ``progress(done, total)`` is called with bytes checked."""
+    out = Path(out)
+    if out.is_dir():
+        raise ReplayFormatError("is a folder", path=str(out))
+    if not overwrite and out.exists():
+        raise ReplayFormatError("already exists (refusing to overwrite)", path=str(out))
+    with ReplayReader(source, limits=limits, salvage=True, progress=progress) as reader:
+        if not reader.records:
+            why = (f": {reader.dropped}" if reader.dropped is not None
+                   else " (the file ends after its header)")
+            raise ReplayFormatError(f"no whole frame to salvage{why}", path=reader.path)
+        end, size = reader.end, reader.size
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".salvage",
+                                       dir=out.parent if str(out.parent) else ".")
+        except OSError as exc:
+            raise ReplayFormatError(f"cannot create: {exc.strerror}", path=str(out)) from None
+        try:
+            os.fchmod(fd, 0o644)
+            done = 0
+            while done < end:
+                chunk = os.pread(reader._file.fileno(), min(_COPY_CHUNK, end - done), done)
+                if not chunk:
+                    raise ReplayFormatError("the file shrank while it was copied",
+                                            path=reader.path)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+                done += len(chunk)
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            os.replace(tmp, out)
+        except OSError as exc:
+            raise ReplayFormatError(f"cannot write: {exc.strerror}", path=str(out)) from None
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        records = reader.records
+        return Salvaged(len(records), records[0].frame_id, records[-1].frame_id, end,
+                        size - end, None if reader.dropped is None else str(reader.dropped))

@@ -136,3 +136,81 @@ def test_interrupted_it_keeps_the_frames_recorded_so_far(tmp_path):
         assert len(reader) > 0
         reader.verify()
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_killed_outright_its_frames_are_salvaged(tmp_path):
+    """SIGKILL (as a crash, an OOM kill or a power loss) leaves the hidden partial file; the
+    next recording to the same name points at it, and --salvage keeps its whole frames."""
+    import signal
+    import subprocess
+
+    out = tmp_path / "long.phf"
+    proc = subprocess.Popen([sys.executable, "-m", "plugin_host.cli", "record", "--camera",
+                             "synthetic", *SMALL, "--frames", "1000000", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            partials = list(tmp_path.glob(".long.phf.*.partial"))
+            if partials and partials[0].stat().st_size > 20_000:  # a few dozen frames
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=20)
+    finally:
+        proc.kill()
+    [partial] = tmp_path.glob(".long.phf.*.partial")
+    assert not out.exists()
+
+    again = subprocess.run([sys.executable, "-m", "plugin_host.cli", "record", "--camera",
+                            "synthetic", *SMALL, "--frames", "2", "--out", str(out)],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert (f"note: {partial} is left from a recording to {out} that was killed before it "
+            f"finished; 'plugin-host record --salvage {partial} --out FILE' keeps its frames"
+            in again.stderr)
+
+    saved = tmp_path / "saved.phf"
+    done = subprocess.run([sys.executable, "-m", "plugin_host.cli", "record", "--salvage",
+                           str(partial), "--out", str(saved)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with ReplayReader(saved) as reader:
+        reader.verify()
+        ids = [info.frame_id for info in reader.records]
+    assert len(ids) > 10 and ids == list(range(ids[0], ids[0] + len(ids)))
+    assert done.stdout.startswith(f"salvaged {len(ids)} frame(s), frame ids {ids[0]}..{ids[-1]}")
+    assert partial.exists()  # left for its owner to delete
+
+
+def test_salvage_refusals_and_progress(tmp_path, capsys, monkeypatch):
+    partial = tmp_path / ".a.phf.x.partial"
+    assert main(["record", "--camera", "synthetic", *SMALL, "--frames", "3",
+                 "--out", str(partial)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "a.phf"
+
+    def refused(*argv: str) -> str:
+        assert main(["record", *argv]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("plugin-host record: "), err
+        return err
+
+    assert "--salvage takes only --out and --force, not --camera" in refused(
+        "--salvage", str(partial), "--out", str(out), "--camera", "synthetic")
+    assert "not --frames, --policy" in refused(
+        "--salvage", str(partial), "--out", str(out), "--frames", "2", "--policy", "p.toml")
+    out.write_bytes(b"precious")
+    assert "already exists (use --force to overwrite it)" in refused(
+        "--salvage", str(partial), "--out", str(out))
+    assert out.read_bytes() == b"precious"
+    assert "--camera and --frames required (or --salvage PARTIAL)" in refused("--out", str(out))
+    assert "nope: cannot open" in refused("--salvage", str(tmp_path / "nope"), "--out",
+                                          str(out), "--force")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["record", "--salvage", str(partial), "--out", str(out), "--force"]) == 0
+    captured = capsys.readouterr()
+    assert f"\rchecking {partial}: 100 %" in captured.err
+    assert captured.out.endswith("; the file was whole\n")
+    with ReplayReader(out) as reader:
+        assert len(reader) == 3

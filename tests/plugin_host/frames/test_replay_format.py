@@ -12,7 +12,8 @@ import pytest
 
 from abi.artifact import canonical
 from plugin_host.errors import ReplayFormatError
-from plugin_host.frames import FrameLayout, ReplayLimits, ReplayReader, ReplayWriter
+from plugin_host.frames import (FrameLayout, ReplayLimits, ReplayReader, ReplayWriter,
+                                 salvage)
 
 LAYOUT = FrameLayout.create("NV12", 4, 2, stride_align=1)  # 12 bytes a frame
 
@@ -242,3 +243,81 @@ def test_a_record_cut_short_is_dropped_on_close(tmp_path, monkeypatch):
     with ReplayReader(tmp_path / "cut.phf") as reader:
         assert len(reader) == 1
         reader.verify()
+
+
+# -- salvage: the whole frames of a recording that was cut off -----------------------------------
+
+def _record_ends(path) -> list[int]:
+    with ReplayReader(path) as r:
+        return [info.data_offset + r.layout.nbytes for info in r.records]
+
+
+def test_salvage_keeps_every_whole_frame_wherever_the_file_was_cut(tmp_path):
+    whole = write(tmp_path / "whole.phf", n=3).read_bytes()
+    ends = _record_ends(tmp_path / "whole.phf")
+    first_record = ends[0] - (ends[1] - ends[0])
+    for cut in range(first_record, len(whole)):
+        torn, out = tmp_path / "torn.partial", tmp_path / "out.phf"
+        torn.write_bytes(whole[:cut])
+        kept_frames = sum(end <= cut for end in ends)
+        if kept_frames == 0:
+            why = "ends after its header" if cut == first_record else ": .*truncated"
+            with pytest.raises(ReplayFormatError, match=f"no whole frame to salvage.*{why}"):
+                salvage(torn, out, overwrite=True)
+            continue
+        kept = salvage(torn, out, overwrite=True)
+        kept_bytes = max(end for end in ends if end <= cut)
+        assert (kept.frames, kept.first_id, kept.last_id) == (kept_frames, 10,
+                                                            9 + kept_frames), cut
+        assert (kept.kept_bytes, kept.dropped_bytes) == (kept_bytes, cut - kept_bytes)
+        assert (kept.reason is None) == (cut == kept_bytes)
+        assert out.read_bytes() == whole[:kept_bytes]
+        with ReplayReader(out) as r:
+            r.verify()
+        assert torn.read_bytes() == whole[:cut]  # the source is left as it was
+    assert not list(tmp_path.glob("*.salvage"))
+
+
+def test_salvage_drops_a_tail_that_was_never_written_or_is_damaged(tmp_path):
+    path = write(tmp_path / "a.phf", n=3)
+    ends = _record_ends(path)
+    size = ends[-1] - ends[-2]
+    with open(path, "ab") as f:  # the file grew but its last blocks were never written
+        f.write(bytes(size))
+    kept = salvage(path, tmp_path / "b.phf")
+    assert (kept.frames, kept.dropped_bytes) == (3, size)
+    assert "record 3" in kept.reason and "bad record magic" in kept.reason
+    data = bytearray(path.read_bytes()[:ends[-1]])
+    data[ends[1] - 1] ^= 0xFF  # the last byte of frame 1's data
+    path.write_bytes(bytes(data))
+    kept = salvage(path, tmp_path / "c.phf")
+    assert (kept.frames, kept.last_id, kept.dropped_bytes) == (1, 10, ends[-1] - ends[0])
+    assert "CRC-32 mismatch in frame 11" in kept.reason
+
+
+def test_salvage_refuses_a_file_it_cannot_read_or_a_place_it_must_not_write(tmp_path):
+    path = write(tmp_path / "a.phf")
+    (tmp_path / "junk").write_bytes(b"\x89PHFRM\r\n" + bytes(100))
+    with pytest.raises(ReplayFormatError, match="junk.*format version 0"):
+        salvage(tmp_path / "junk", tmp_path / "b.phf")
+    with pytest.raises(ReplayFormatError, match="cannot open"):
+        salvage(tmp_path / "missing", tmp_path / "b.phf")
+    (tmp_path / "b.phf").write_bytes(b"precious")
+    with pytest.raises(ReplayFormatError, match="already exists"):
+        salvage(path, tmp_path / "b.phf")
+    assert (tmp_path / "b.phf").read_bytes() == b"precious"
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ReplayFormatError, match="is a folder"):
+        salvage(path, tmp_path / "dir", overwrite=True)
+    with pytest.raises(ReplayFormatError, match="cannot create"):
+        salvage(path, tmp_path / "nowhere" / "b.phf")
+
+
+def test_salvage_shows_its_progress(tmp_path):
+    path = write(tmp_path / "a.phf", n=4)
+    seen = []
+    salvage(path, tmp_path / "b.phf", progress=lambda done, total: seen.append((done, total)))
+    size = path.stat().st_size
+    assert len(seen) == 4 and all(total == size for _, total in seen)
+    assert [done for done, _ in seen] == sorted({done for done, _ in seen})
+    assert seen[-1] == (size, size)
