@@ -18,6 +18,9 @@ It has the call surface of :class:`~plugin_host.executor.Executor` (``run``, ``r
 * **worker, every call**: the executor's ABI check again on a new layout, the Embedding index
   values always, the kernels, the output check, state.
 
+The handle on one worker process (starting it, stopping and reaping it, saying how it ended)
+is :class:`~plugin_host.sandbox.process.Worker`, in ``process.py``.
+
 Camera frames travel without a copy: :meth:`SandboxedExecutor.attach_pool` hands the worker a
 camera pool's read-only descriptor (once per pool id and worker), and
 :meth:`SandboxedExecutor.handoff` sends one frame's metadata only; the worker finds the planes
@@ -38,11 +41,9 @@ reset state without the caller knowing.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import logging
 import operator
 import os
-import signal
 import socket
 import stat
 import subprocess
@@ -50,12 +51,10 @@ import sys
 import threading
 import time
 import weakref
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-import plugin_host
 from abi import Signature, check_indices, dtypes
 
 from ..errors import (ArtifactError, ArtifactFormatError, FrameError, FrameFormatError,
@@ -65,20 +64,11 @@ from ..executor import RecurrentState, check_mapping, entry_index_checks
 from ..frames.frame import Frame
 from . import confine, ipc, placement, remote
 from .config import DEFAULT_PRELOAD, Protections, SandboxLimits, SandboxRequirements
+from .process import BOOT, PROJECT_ROOT, Worker, describe_exit, exited, kill_all, spawn
 
 __all__ = ["SandboxedExecutor"]
 
-_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
-         "from plugin_host.sandbox.worker import main; main(sys.argv[2:])")
-_PROJECT_ROOT = str(Path(plugin_host.__file__).resolve().parent.parent)
 _MAX_REGION = 2**31
-_SIGNAL_HINTS = {
-    signal.SIGXCPU: "CPU time limit (RLIMIT_CPU)",
-    signal.SIGSEGV: "memory fault",
-    signal.SIGBUS: "memory fault",
-    signal.SIGSYS: "seccomp killed it",
-    signal.SIGXFSZ: "file size limit",
-}
 
 
 _DTYPE_NAMES: dict[np.dtype, str] = {}
@@ -89,105 +79,6 @@ def _dtype_name(dtype: np.dtype) -> str:
     if name is None:
         name = _DTYPE_NAMES[dtype] = dtypes.from_numpy(dtype)
     return name
-
-
-def _describe_exit(returncode: int | None, killed_by_host: str | None) -> str:
-    if returncode is None:
-        return "did not exit"
-    if returncode < 0:
-        try:
-            sig = signal.Signals(-returncode)
-            name = sig.name
-        except ValueError:
-            sig, name = None, f"signal {-returncode}"
-        if killed_by_host:
-            return f"killed by the host ({killed_by_host})"
-        hint = _SIGNAL_HINTS.get(sig) if sig is not None else None
-        return f"killed by {name}" + (f" ({hint})" if hint else "")
-    return f"exited with status {returncode}"
-
-
-def _exited(pid: int) -> bool:
-    """Whether the worker may have exited (a zombie, or already reaped): without reaping it,
-    so that the full liveness check (``Popen.poll`` in ``_live_worker``) still sees it."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except OSError:  # reaped already (ECHILD) or unknown: let the full check decide
-        return True
-
-
-#: Workers are started from this one thread. The worker arms PR_SET_PDEATHSIG, which Linux
-#: ties to the *thread* that started it, not the process: a worker started from a short-lived
-#: thread (a restart inside a caller's thread, a hot-swap) would be killed when that thread
-#: ends. The pool's single thread lives as long as the host process.
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1,
-                                                 thread_name_prefix="sandbox-spawner")
-
-
-def _spawn(*args: Any, **kwargs: Any) -> subprocess.Popen:
-    return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
-
-
-class _Worker:
-    """One worker process and the host's end of its channel."""
-
-    def __init__(self, proc: subprocess.Popen, chan: ipc.Channel) -> None:
-        self.proc = proc
-        self.pid = proc.pid
-        self.chan = chan
-        self.regions: dict[str, ipc.Region] = {}
-        #: the id of the frame pool this worker has mapped (``attach_pool``), or None
-        self.pool_id: str | None = None
-        #: the input this worker makes from frames (``feed_frames``), or None
-        self.feed: str | None = None
-        #: its threads were placed after its first call (``SandboxLimits.cpu``)
-        self.placed_after_run = False
-
-    def stderr_text(self) -> str:
-        """What the worker wrote to stderr before its channel was up (start-up failures)."""
-        if self.proc.stderr is None:
-            return ""
-        try:
-            os.set_blocking(self.proc.stderr.fileno(), False)
-            data = self.proc.stderr.read(8192) or b""
-        except (OSError, ValueError):
-            data = b""
-        return data.decode("utf-8", "replace").strip()
-
-    def stop(self, grace: float = 0.0) -> int | None:
-        """End the process (SIGKILL after ``grace`` seconds) and reap it; its return code."""
-        if grace > 0:
-            try:
-                return self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            return self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-            return None
-
-    def close(self) -> None:
-        self.chan.close()
-        for region in self.regions.values():
-            region.close()
-        self.regions.clear()
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
-
-
-def _kill_all(live: set) -> None:
-    for worker in list(live):
-        try:
-            worker.stop()
-            worker.close()
-        except Exception:
-            pass
-    live.clear()
 
 
 class SandboxedExecutor(RecurrentState):
@@ -285,9 +176,9 @@ class SandboxedExecutor(RecurrentState):
         self._lock = threading.RLock()
         #: (read-only descriptor owned here, pool id) of the attached frame pool, or None
         self._pool: tuple[int, str] | None = None
-        self._live: set[_Worker] = set()
-        self._finalizer = weakref.finalize(self, _kill_all, self._live)
-        self._worker: _Worker | None = None
+        self._live: set[Worker] = set()
+        self._finalizer = weakref.finalize(self, kill_all, self._live)
+        self._worker: Worker | None = None
         self._closed = False
         self._failures = 0
         self._next_id = 0
@@ -391,12 +282,12 @@ class SandboxedExecutor(RecurrentState):
             "read_paths": self._read_paths, "audit_per_event": 20,
         }
 
-    def _start(self) -> _Worker:
+    def _start(self) -> Worker:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"OPENBLAS_NUM_THREADS": "1", "LC_ALL": "C.UTF-8", **self._env}
         try:
-            proc = _spawn(
-                [sys.executable, "-I", "-c", _BOOT, _PROJECT_ROOT, str(child.fileno()),
+            proc = spawn(
+                [sys.executable, "-I", "-c", BOOT, PROJECT_ROOT, str(child.fileno()),
                  str(self._fd)],
                 pass_fds=(child.fileno(), self._fd), close_fds=True, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd="/",
@@ -406,7 +297,7 @@ class SandboxedExecutor(RecurrentState):
             raise
         finally:
             child.close()
-        worker = _Worker(proc, ipc.Channel(parent, self.limits.max_message))
+        worker = Worker(proc, ipc.Channel(parent, self.limits.max_message))
         #: the newest worker's pid, kept after it ends (``pid`` is None then): for summaries
         self.last_pid = worker.pid
         self._live.add(worker)
@@ -420,7 +311,7 @@ class SandboxedExecutor(RecurrentState):
         self._colocate(worker)
         return worker
 
-    def _colocate(self, worker: _Worker) -> None:
+    def _colocate(self, worker: Worker) -> None:
         """Co-location (``SandboxLimits.cpu``, see ``placement.py``): the worker's main thread
         onto the calls' CPU, its other threads off it. Done at start and again after the
         first call (a runtime may start its threads lazily). A refusal (EPERM) is logged once;
@@ -450,7 +341,7 @@ class SandboxedExecutor(RecurrentState):
             self._placement_warned = True
             self.log.warning("sandbox: co-location on CPU %s is not in force: %s", self.cpu, why)
 
-    def _handshake(self, worker: _Worker) -> None:
+    def _handshake(self, worker: Worker) -> None:
         timeout = self.limits.start_timeout
         try:
             worker.chan.send(self._bootstrap())
@@ -538,10 +429,10 @@ class SandboxedExecutor(RecurrentState):
             rlimits=dict(seen["rlimits"]), fds=dict(seen["fds"]), threads=len(threads),
             audit_hook=report.get("audit_hook") is True, problems=problems)
 
-    def _start_failure(self, worker: _Worker, why: str) -> SandboxError:
+    def _start_failure(self, worker: Worker, why: str) -> SandboxError:
         rc = worker.stop(grace=0.5)
         detail = worker.stderr_text()
-        text = f"sandbox worker {worker.pid} failed to start: {why}; {_describe_exit(rc, None)}"
+        text = f"sandbox worker {worker.pid} failed to start: {why}; {describe_exit(rc, None)}"
         if rc == ipc.START_FAILED:  # its start-up failed and even the report of it did
             text += (f" (start-up failed and could not say why, as when memory runs out: the "
                      f"worker's address space is limited to "
@@ -551,7 +442,7 @@ class SandboxedExecutor(RecurrentState):
             text += f"; stderr: {detail[-1500:]}"
         return WorkerDiedError(text, pid=worker.pid, returncode=rc, during="start-up")
 
-    def _discard(self, worker: _Worker) -> int | None:
+    def _discard(self, worker: Worker) -> int | None:
         rc = worker.stop()
         worker.close()
         self._live.discard(worker)
@@ -574,7 +465,7 @@ class SandboxedExecutor(RecurrentState):
                 worker.stop(grace=1.0)
                 worker.close()
                 self._live.discard(worker)
-            _kill_all(self._live)
+            kill_all(self._live)
             try:
                 os.close(self._fd)
             except OSError:
@@ -595,7 +486,7 @@ class SandboxedExecutor(RecurrentState):
 
     # -- messages ---------------------------------------------------------------------------------
 
-    def _expect(self, worker: _Worker, op: str, timeout: float, *, during: str,
+    def _expect(self, worker: Worker, op: str, timeout: float, *, during: str,
                 call_id: int | None = None) -> dict[str, Any]:
         """The next message ``op`` from ``worker`` (audit events are handled on the way).
 
@@ -659,7 +550,7 @@ class SandboxedExecutor(RecurrentState):
                 raise self._failed(worker, during, protocol=reason)
             return message
 
-    def _request(self, worker: _Worker, message: dict[str, Any], reply: str, *,
+    def _request(self, worker: Worker, message: dict[str, Any], reply: str, *,
                  during: str, fds: Iterable[int] = ()) -> dict[str, Any]:
         """Send ``message`` with a fresh id and wait for the reply ``reply`` to it."""
         self._next_id += 1
@@ -668,7 +559,7 @@ class SandboxedExecutor(RecurrentState):
         return self._expect(worker, reply, self.call_timeout, during=during,
                             call_id=self._next_id)
 
-    def _request_binary(self, worker: _Worker, op: int, frame: tuple | None, reply: str, *,
+    def _request_binary(self, worker: Worker, op: int, frame: tuple | None, reply: str, *,
                         during: str) -> dict[str, Any] | int:
         """:meth:`_request` for a binary ``RUN`` or ``HANDOFF`` (see ``ipc.py``). The binary
         ``RESULT`` answering a ``RUN`` (the steady state) comes back as the worker's
@@ -689,7 +580,7 @@ class SandboxedExecutor(RecurrentState):
                 raise self._failed(worker, during, timeout=self.call_timeout)
         return self._expect(worker, reply, self.call_timeout, during=during, call_id=call_id)
 
-    def _send(self, worker: _Worker, message: dict[str, Any], *, during: str,
+    def _send(self, worker: Worker, message: dict[str, Any], *, during: str,
               fds: Iterable[int] = ()) -> None:
         try:
             worker.chan.send(message, fds)
@@ -709,7 +600,7 @@ class SandboxedExecutor(RecurrentState):
         except Exception:  # a broken sink must not hide the error being raised
             self.log.exception("on_event failed")
 
-    def _on_audit(self, worker: _Worker, message: dict[str, Any]) -> None:
+    def _on_audit(self, worker: Worker, message: dict[str, Any]) -> None:
         event = remote._text(message.get("event", "?"), 80)
         raw = message.get("args")
         args = [remote._text(a, 200) for a in raw[:6]] if type(raw) is list else []
@@ -722,7 +613,7 @@ class SandboxedExecutor(RecurrentState):
             except Exception:  # a broken sink must not break the call
                 self.log.exception("on_audit failed")
 
-    def _failed(self, worker: _Worker, during: str, *, timeout: float | None = None,
+    def _failed(self, worker: Worker, during: str, *, timeout: float | None = None,
                 protocol: str | None = None) -> SandboxError:
         """The worker died or must die: reap it, reset state, restart; the error to raise."""
         killed_by_host = (f"call timeout of {timeout:g} s" if timeout is not None else
@@ -733,7 +624,7 @@ class SandboxedExecutor(RecurrentState):
         self._live.discard(worker)
         if self._worker is worker:
             self._worker = None
-        how = _describe_exit(rc, killed_by_host)
+        how = describe_exit(rc, killed_by_host)
         self._failures += 1
         self._reset_state("worker restart", tell_worker=False)
         self.log.warning("sandbox worker %d %s during %s; recurrent state reset", pid, how,
@@ -753,7 +644,7 @@ class SandboxedExecutor(RecurrentState):
         cls = WorkerTimeoutError if timeout is not None else WorkerDiedError
         return cls(text, pid=pid, returncode=rc, during=during)
 
-    def _restart(self) -> _Worker:
+    def _restart(self) -> Worker:
         if self._failures > 1:
             delay = min(self.limits.max_backoff,
                         self.limits.restart_backoff * 2 ** (self._failures - 2))
@@ -767,7 +658,7 @@ class SandboxedExecutor(RecurrentState):
         self._event("restart", {"pid": worker.pid, "restarts": self.restarts}, strict=False)
         return worker
 
-    def _live_worker(self) -> _Worker:
+    def _live_worker(self) -> Worker:
         if self._closed:
             raise SandboxError("this SandboxedExecutor is closed")
         worker = self._worker
@@ -777,7 +668,7 @@ class SandboxedExecutor(RecurrentState):
             self._worker = worker = self._restart()
         return worker
 
-    def _region(self, worker: _Worker, kind: str, needed: int) -> ipc.Region:
+    def _region(self, worker: Worker, kind: str, needed: int) -> ipc.Region:
         region = worker.regions.get(kind)
         if region is not None and region.size >= needed:
             return region
@@ -891,7 +782,7 @@ class SandboxedExecutor(RecurrentState):
                               self._steady_call(worker, arrays, bindings))
             return outputs
 
-    def _answered(self, worker: _Worker, reply: dict[str, Any] | int,
+    def _answered(self, worker: Worker, reply: dict[str, Any] | int,
                   bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
         """A call's reply (or the worker's microseconds from a binary ``RESULT``): the
         outputs (checked), the mirrored state, the counters."""
@@ -912,7 +803,7 @@ class SandboxedExecutor(RecurrentState):
         self.calls += 1
         return outputs
 
-    def _steady_call(self, worker: _Worker, buffers: Mapping[str, np.ndarray],
+    def _steady_call(self, worker: Worker, buffers: Mapping[str, np.ndarray],
                      bindings: Mapping[str, int]) -> Callable[[Any], dict[str, np.ndarray]]:
         """The zero-copy steady state as one function: :meth:`run` with exactly ``buffers``
         (the input buffers of the call that just passed every check, and nothing else) goes
@@ -1083,7 +974,7 @@ class SandboxedExecutor(RecurrentState):
             total = ipc.align(total + n)
         return total
 
-    def _outputs(self, worker: _Worker, reply: dict[str, Any],
+    def _outputs(self, worker: Worker, reply: dict[str, Any],
                  bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
         if reply.get("same") is True:  # a binary result: where the last result said
             return self._outputs_again(worker, bindings)
@@ -1114,7 +1005,7 @@ class SandboxedExecutor(RecurrentState):
         self._out_cache = (region, items, dict(bindings), views, state)
         return outputs
 
-    def _outputs_again(self, worker: _Worker, bindings: Mapping[str, int]
+    def _outputs_again(self, worker: Worker, bindings: Mapping[str, int]
                        ) -> dict[str, np.ndarray]:
         """The outputs of a binary ``RESULT``: copied from the views the last full result
         gave (checked then; checked again only if the symbolic dims' bindings changed)."""
@@ -1199,7 +1090,7 @@ class SandboxedExecutor(RecurrentState):
                     os.close(mine)
                 raise
 
-    def _attach(self, worker: _Worker) -> None:
+    def _attach(self, worker: Worker) -> None:
         """Send the attached pool's descriptor to ``worker`` and wait for its mapping."""
         fd, pool_id = self._pool  # type: ignore[misc]
         worker.pool_id = None
@@ -1227,7 +1118,7 @@ class SandboxedExecutor(RecurrentState):
             if self._pool is None:
                 raise SandboxError("no frame pool attached (attach_pool first)")
             worker = self._worker
-            if worker is None or self._closed or _exited(worker.pid):
+            if worker is None or self._closed or exited(worker.pid):
                 worker = self._live_worker()
             if worker.pool_id != self._pool[1]:  # a restarted worker, or a new pool
                 self._attach(worker)
@@ -1250,7 +1141,7 @@ class SandboxedExecutor(RecurrentState):
                 raise self._failed(worker, "handoff", protocol="malformed handoff reply")
             return {"frame_id": frame_id, "crc": crc}
 
-    def _frame_fields(self, worker: _Worker, frame: Any) -> tuple[int, int, int, int, int]:
+    def _frame_fields(self, worker: Worker, frame: Any) -> tuple[int, int, int, int, int]:
         """What travels of ``frame`` (a Frame of the attached pool); (re-)attaches the pool
         and the frame feed to ``worker`` where it lacks them (a restarted worker)."""
         if self._pool is None:
@@ -1297,7 +1188,7 @@ class SandboxedExecutor(RecurrentState):
             self._checked_key = self._fast = None
             self._send_feed(self._live_worker())
 
-    def _send_feed(self, worker: _Worker) -> None:
+    def _send_feed(self, worker: Worker) -> None:
         worker.feed = None
         self._request(worker, {"op": "feed", "input": self._frame_input}, "feed",
                       during="feed_frames")
