@@ -425,7 +425,8 @@ class SandboxedExecutor(RecurrentState):
             landlock_scopes=strs("landlock_scopes"),
             landlock_net_denied=strs("landlock_net_denied"), netns=netns,
             no_new_privs=nnp and seen["no_new_privs"], uid=uid, gid=gid,
-            groups=tuple(seen["groups"]), capabilities=seen["cap_effective"] | seen["cap_permitted"],
+            groups=tuple(seen["groups"]),
+            capabilities=seen["cap_effective"] | seen["cap_permitted"],
             rlimits=dict(seen["rlimits"]), fds=dict(seen["fds"]), threads=len(threads),
             audit_hook=report.get("audit_hook") is True, problems=problems)
 
