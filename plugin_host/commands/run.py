@@ -153,7 +153,8 @@ def format_summary(s: dict) -> str:
             f"  deadline misses {s['deadline_misses']} (declared worst case "
             f"{s['latency_ms']:g} ms), resets {s['resets']}"
             + (f" ({reasons})" if reasons else "") + f", worker restarts "
-            f"{s['worker_restarts']}, leases outstanding at stop {s['leaks_at_stop']}\n"
+            f"{s['worker_restarts']}, leases outstanding at stop {s['leaks_at_stop']}"
+            + (f", camera stalls {s['stalls']}" if s.get("stalls") else "") + "\n"
             f"  latency (model execution) {_ms(s['model_execution_ms'])}\n"
             f"  frame age at publish {_ms(s['frame_age_ms'])}"
             + (_per_camera(s) if len(s.get("cameras", {})) > 1 else ""))
@@ -168,5 +169,7 @@ def _per_camera(s: dict) -> str:
                      f"dropped {c['dropped']} (unmatched {c['unmatched']}, frame drop "
                      f"{c['frame_drop_perc']:.1f} % filtered), deadline misses "
                      f"{c['deadline_misses']}, resets {c['resets']}, worker restarts "
-                     f"{c['worker_restarts']}, model {_ms(c['model_execution_ms'])}")
+                     f"{c['worker_restarts']}"
+                     + (f", stalls {c['stalls']}" if c.get("stalls") else "")
+                     + f", model {_ms(c['model_execution_ms'])}")
     return "".join(lines)

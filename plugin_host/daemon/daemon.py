@@ -39,7 +39,12 @@ released, the outputs and the frame's statistics published on the ``model`` topi
 that dies costs that frame of that camera (the executor restarts it and resets the state;
 counted as a reset ``worker restart``).
 
-Between frames (:meth:`Daemon._poll_swap`): the artifact hot-swap. When the artifact file
+Between frames, each camera's pulse (:meth:`CameraStream.watch`): a camera that produces no
+frame for ``[cameras] stall_ms`` (default: 1 s or five frame periods, the longer) is reported
+once (``camera_stalled``), and again when its frames come back (``camera_resumed``); the
+daemon keeps waiting for it (a camera that *fails* stops the daemon, below).
+
+Also between frames (:meth:`Daemon._poll_swap`): the artifact hot-swap. When the artifact file
 changed (checked every ``swap_poll`` s) or on SIGHUP (:meth:`Daemon.request_swap`), a
 long-lived swap thread runs step 3 again on the file with new workers (one per camera) beside
 the running ones (the sandbox starts every worker from its own long-lived thread, so the
@@ -74,6 +79,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import PluginHostError, PolicyError, PolicyProblem
+from ..policy.model import stall_seconds
 from .events import EventLog
 from .feed import ModelFeed
 from .metrics import AGE_BUCKETS_S, LATENCY_BUCKETS_S, Histogram
@@ -137,6 +143,8 @@ class Daemon:
         self.cameras: list[Any] = []
         self.streams: list[CameraStream] = []
         self.sync: Any = None
+        #: ``[cameras] stall_ms`` (None: from each camera's rate, ``stall_seconds``)
+        self.stall_ms = getattr(getattr(policy, "cameras", None), "stall_ms", None)
         self.max_skew_ms = float(getattr(getattr(policy, "cameras", None), "max_skew_ms",
                                          10.0))
         self.matched_sets = 0
@@ -542,8 +550,12 @@ class Daemon:
         self.started_at = time.monotonic()
         end = None if opts.duration is None else self.started_at + opts.duration
         next_stats = self.started_at + opts.stats_interval
+        stall_s = [stall_seconds(self.stall_ms, getattr(s.camera, "rate", None))
+                   for s in self.streams]
         while not self._stop.is_set():
             now = time.monotonic()
+            for stream, stall in zip(self.streams, stall_s):
+                stream.watch(now, stall)
             if end is not None and now >= end:
                 self.request_stop("duration")
                 break
@@ -614,7 +626,8 @@ class Daemon:
         extra = {}
         if len(self.streams) > 1:
             extra["cameras"] = {name: {k: c[k] for k in ("frames_in", "frames_run", "dropped",
-                                                         "unmatched", "frame_drop_perc")}
+                                                         "unmatched", "frame_drop_perc",
+                                                         "stalls")}
                                 for name, c in s["cameras"].items()}
         last = self.streams[0].stats
         self.events.emit("stats", frames_in=s["frames_in"], frames_run=s["frames_run"],
@@ -624,7 +637,7 @@ class Daemon:
                          frame_age_ms=round(last.age_ms[-1], 3) if last.age_ms else None,
                          deadline_misses=s["deadline_misses"], resets=s["resets"],
                          leases_outstanding=s["leases_outstanding"],
-                         worker_restarts=s["worker_restarts"], **extra)
+                         worker_restarts=s["worker_restarts"], stalls=s["stalls"], **extra)
 
     def metrics_snapshot(self) -> dict[str, Any]:
         """What the metrics endpoint reads, taken consistently (any thread)."""
@@ -699,6 +712,7 @@ class Daemon:
                 "latency_ms": self.streams[0].deadline.latency_ms if self.streams else 0.0,
                 "resets": total("resets"), "resets_by_reason": dict(self.resets),
                 "worker_restarts": total("worker_restarts"),
+                "stalls": total("stalls"),
                 "camera_dropped": dict(camera_dropped),
                 "camera_produced": sum(produced) if produced else None,
                 "leases_outstanding": sum(outstanding) if outstanding else None,

@@ -223,11 +223,16 @@ def _per_camera(metric: Any, p: str, snap: dict[str, Any]) -> None:
              "Frames dropped because no frame of the other cameras matched, by camera."),
             ("deadline_misses", "counter", "Deadline misses, by camera."),
             ("worker_restarts", "counter", "Sandbox worker restarts, by camera."),
+            ("stalls", "counter",
+             "Times the camera produced no frame for the stall time, by camera."),
             ("leases_outstanding", "gauge", "Frame leases not yet released, by camera.")):
         suffix = "" if kind == "gauge" else "_total"
         name = {"frames_in": "frames_in", "frames_run": "frames_run",
                 "dropped": "frames_dropped", "unmatched": "frames_unmatched"}.get(key, key)
         metric(f"{p}_stream_{name}{suffix}", kind, help_, each(key))
+    metric(f"{p}_stream_stalled", "gauge",
+           "1 while the camera has produced no frame for the stall time, by camera.",
+           [(f'{{camera="{_esc(n)}"}}', int(c["stalled"])) for n, c in cams.items()])
     metric(f"{p}_stream_frame_drop_percent", "gauge",
            "Filtered frame drop percentage, by camera.",
            [(f'{{camera="{_esc(n)}"}}', f"{c['frame_drop_perc']:.6g}") for n, c in cams.items()])

@@ -66,6 +66,11 @@ class CameraStream:
         self._pool_id: str | None = None
         #: (executor, pool id) the pool and the frame feed were last set up for
         self._attached: tuple[Any, str] | None = None
+        #: times the camera went silent for the stall time (:meth:`watch`)
+        self.stalls = 0
+        #: while stalled: when its last frame came (monotonic s); else None
+        self.stalled_since: float | None = None
+        self._heard: tuple[Any, int, float] | None = None  # (pool, produced, when)
 
     # -- per frame --------------------------------------------------------------------------------
 
@@ -162,6 +167,32 @@ class CameraStream:
             self._restarts_seen = ex.restarts
         return old
 
+    # -- the camera's pulse ---------------------------------------------------------------------
+
+    def watch(self, now: float, stall_s: float) -> None:
+        """Note whether the camera produced a frame since the last look (its pool's
+        ``produced`` counter; a restarted camera has a new pool); after ``stall_s`` seconds
+        without one, a ``camera_stalled`` event (once), and ``camera_resumed`` when frames
+        come again. Called by the daemon's frame loop, at least every ``recv_timeout``."""
+        pool = self.camera.pool
+        produced = pool.produced if pool is not None else 0
+        heard = self._heard
+        if heard is None or heard[0] is not pool or heard[1] != produced:
+            if self.stalled_since is not None:
+                silent = now - self.stalled_since
+                with self._lock:
+                    self.stalled_since = None
+                self._emit("camera_resumed", camera=self.name, silent_ms=round(silent * 1e3),
+                           frames_produced=produced)
+            self._heard = (pool, produced, now)
+        elif self.stalled_since is None and now - heard[2] >= stall_s:
+            with self._lock:
+                self.stalled_since = heard[2]
+                self.stalls += 1
+            self._emit("camera_stalled", camera=self.name,
+                       silent_ms=round((now - heard[2]) * 1e3), stall_ms=round(stall_s * 1e3),
+                       frames_produced=produced)
+
     # -- reporting --------------------------------------------------------------------------------
 
     @property
@@ -176,6 +207,7 @@ class CameraStream:
                 "deadline_misses": self.deadline.misses,
                 "resets": sum(self.resets.values()), "resets_by_reason": dict(self.resets),
                 "worker_restarts": self.executor.restarts,
+                "stalls": self.stalls, "stalled": self.stalled_since is not None,
                 "worker_pid": getattr(self.executor, "last_pid", self.executor.pid),
                 "camera_dropped": dict(pool.get("dropped", {})),
                 "camera_produced": pool.get("produced"),

@@ -23,7 +23,8 @@ comments; README "Policy files" describes it)::
     [deny]         plugins = [...], capabilities = [...]
     [can]          interface = "virtual" | "socketcan", channel, bitrate
     [panda]        provider = "simulated", allowed_modes = [...]
-    [cameras]      use = [CAMERA, ...], max_skew_ms = MS (the daemon's cameras)
+    [cameras]      use = [CAMERA, ...], max_skew_ms = MS, stall_ms = MS (the daemon's
+                   cameras)
 
 Paths may use ``${STATE_DIR}`` and ``${POLICY_DIR}``; relative paths are relative to the
 policy file's directory.
@@ -450,7 +451,7 @@ class _Reader:
 
     def cameras(self, raw: Any) -> m.CameraSettings:
         key = ("cameras",)
-        t = self.table(key, raw, ("use", "max_skew_ms"))
+        t = self.table(key, raw, ("use", "max_skew_ms", "stall_ms"))
         if t is None:
             return m.CameraSettings()
         use = self.str_list(t, key + ("use",), what="camera name", pattern=_NAME) or []
@@ -459,8 +460,10 @@ class _Reader:
                                          "the one camera the policy provides)")
         skew = self.get(t, key + ("max_skew_ms",), float, default=m.DEFAULT_MAX_SKEW_MS,
                         check=_non_negative)
+        stall = self.get(t, key + ("stall_ms",), float, default=None, check=_stall_ms)
         return m.CameraSettings(use=tuple(use),
                                 max_skew_ms=m.DEFAULT_MAX_SKEW_MS if skew is None else skew,
+                                stall_ms=stall,
                                 line=self.locator.exact(key) or 0,
                                 use_line=self.line(key + ("use",)) if "use" in t else 0)
 
@@ -502,6 +505,11 @@ def _cpu(v: Any) -> str | None:
         return None if v in ("auto", "off") else \
             f"must be a CPU number, 'auto' or 'off', got {v!r}"
     return None if v >= 0 else f"must be a CPU number (0 or more), 'auto' or 'off', got {v}"
+
+
+def _stall_ms(v: Any) -> str | None:
+    return None if 0 < v <= 3.6e6 else \
+        f"must be a positive number of milliseconds up to 3600000 (an hour), got {v}"
 
 
 def _non_negative(v: Any) -> str | None:

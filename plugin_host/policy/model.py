@@ -268,6 +268,14 @@ class PandaSettings:
 DEFAULT_MAX_SKEW_MS = 10.0
 
 
+def stall_seconds(stall_ms: float | None, rate: float | None) -> float:
+    """How long a camera may go without a frame before it is reported stalled: ``stall_ms``
+    when the policy sets it, else 1 s or five frame periods at ``rate`` (Hz), the longer."""
+    if stall_ms is not None:
+        return stall_ms / 1e3
+    return max(1.0, 5.0 / rate) if rate else 1.0
+
+
 @dataclass(frozen=True)
 class CameraSettings:
     """``[cameras]``: which cameras the daemon runs the model on, and how they are matched.
@@ -275,11 +283,14 @@ class CameraSettings:
     ``use``: camera names (as the camera plugins name them), in order; empty: the one camera
     the allowed camera plugins provide. ``max_skew_ms``: frames of the listed cameras whose
     ``timestamp_sof`` lie within this of each other form one matched set; a frame that cannot
-    be matched is dropped and counted. ``use_line``: where ``use`` is (for messages).
+    be matched is dropped and counted. ``stall_ms``: a camera that produces no frame for this
+    long is reported stalled (None: :func:`stall_seconds`'s default from its rate).
+    ``use_line``: where ``use`` is (for messages).
     """
 
     use: tuple[str, ...] = ()
     max_skew_ms: float = DEFAULT_MAX_SKEW_MS
+    stall_ms: float | None = None
     line: int = 0
     use_line: int = 0
 

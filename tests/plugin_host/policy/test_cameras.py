@@ -9,6 +9,7 @@ import pytest
 
 from plugin_host.errors import PolicyError
 from plugin_host.policy import CameraSettings, parse_policy
+from plugin_host.policy.model import stall_seconds
 from plugin_host.frames.sync import DEFAULT_MAX_SKEW_MS
 
 PATH = "/etc/ph/policy.toml"
@@ -53,10 +54,24 @@ def test_cameras_read_in_order_with_their_line():
     ("max_skew_ms = inf", f"{PATH}:10: cameras.max_skew_ms: must be 0 or a positive number"),
     ('max_skew_ms = "10"', f"{PATH}:10: cameras.max_skew_ms: must be a number, got a string"),
     ("skew = 3", f"{PATH}:10: cameras.skew: unknown key 'skew'"),
+    ("stall_ms = 0", f"{PATH}:10: cameras.stall_ms: must be a positive number of milliseconds"),
+    ("stall_ms = nan", f"{PATH}:10: cameras.stall_ms: must be a positive number of"),
+    ("stall_ms = 3600001", f"{PATH}:10: cameras.stall_ms: must be a positive number of"),
+    ('stall_ms = "1s"', f"{PATH}:10: cameras.stall_ms: must be a number, got a string"),
 ])
 def test_every_refusal_names_file_line_and_key(section, want):
     found = problems(BASE + f"\n[cameras]\n{section}\n")
     assert len(found) == 1 and found[0].startswith(want), found
+
+
+def test_the_stall_time_is_the_policys_or_follows_the_cameras_rate():
+    assert parse_policy(BASE, path=PATH).cameras.stall_ms is None
+    policy = parse_policy(BASE + "\n[cameras]\nstall_ms = 250\n", path=PATH)
+    assert policy.cameras.stall_ms == 250.0
+    assert stall_seconds(250.0, 20.0) == 0.25 and stall_seconds(250.0, None) == 0.25
+    assert stall_seconds(None, 20.0) == 1.0  # at least a second...
+    assert stall_seconds(None, 2.0) == 2.5  # ...or five frame periods of a slow camera
+    assert stall_seconds(None, None) == 1.0 and stall_seconds(None, 0) == 1.0
 
 
 def test_cameras_without_a_camera_plugin_are_refused():
