@@ -108,14 +108,19 @@ def register(verbs) -> None:
     p.set_defaults(func=_cmd_verify)
 
     p = verbs.add_parser(
-        "inspect", formatter_class=Formatter, help="show an artifact's manifest (unverified)",
+        "inspect", formatter_class=Formatter,
+        help="show an artifact's manifest (unverified), or what a recording holds",
         description="Show the manifest without tensor bytes: ABI version, ops and op "
                     "versions, tensor hashes, signatures with key ids, tolerances, state "
                     "contract, golden cases, provenance. The format is checked; signatures "
-                    "and tensor bytes are NOT verified (use verify).",
-        epilog="example:\n  plugin-host inspect demo.pha\n  plugin-host inspect demo.pha --json")
+                    "and tensor bytes are NOT verified (use verify). Given a recording "
+                    "(plugin-host record), show its camera, layout, frames, frame-id gaps, "
+                    "time span, frame rate and exposure, from its checked index.",
+        epilog="example:\n  plugin-host inspect demo.pha\n  plugin-host inspect demo.pha --json"
+               "\n  plugin-host inspect road.phf")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the manifest (or the recording's summary) as JSON")
     p.set_defaults(func=_cmd_inspect)
 
     p = verbs.add_parser(
@@ -471,15 +476,64 @@ def _write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
         raise UsageError(f"cannot write outputs {path}: {exc.strerror}") from None
 
 
+def _is_recording(path: str) -> bool:
+    """Whether ``path`` starts with the recorded-frames magic (any failure: not known to)."""
+    from ..files import open_regular
+    from ..frames.replay_format import FILE_MAGIC
+
+    try:
+        with open_regular(path) as f:
+            return f.read(len(FILE_MAGIC)) == FILE_MAGIC
+    except OSError:
+        return False
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from ..artifacts import read_manifest_unverified
 
+    if _is_recording(args.file):
+        return _inspect_recording(args)
     info = read_manifest_unverified(args.file)
     if args.json:  # bin values (only in a hostile manifest) print as hex
         print(json.dumps(info, indent=1, sort_keys=True,
                          default=lambda v: v.hex() if isinstance(v, bytes) else repr(v)))
         return 0
     print(_describe(info))
+    return 0
+
+
+def _inspect_recording(args: argparse.Namespace) -> int:
+    from ..frames import FrameLayout, ReplayReader
+
+    with ReplayReader(args.file) as reader:
+        info = reader.summary()
+    if args.json:
+        print(json.dumps(info, indent=1, sort_keys=True))
+        return 0
+    layout = FrameLayout.from_dict(info["layout"])
+    n = info["frames"]
+    lines = [f"{args.file}: recording of camera {info['camera']!r}"
+             + (f" (plugin {info['source']})" if info["source"] else "")
+             + " (format and index checked; frame data not checked against its CRCs)",
+             f"  layout    {layout.describe()}, {layout.nbytes} bytes a frame (strides "
+             f"{list(layout.strides)}, offsets {list(layout.offsets)})"]
+    if n:
+        gaps = ("no gaps" if not info["gaps"] else
+                f"{info['missing_ids']} id(s) missing in {info['gaps']} gap(s), the largest "
+                f"{info['largest_gap']}")
+        lines.append(f"  frames    {n}, ids {info['first_id']}..{info['last_id']}, {gaps}")
+    else:
+        lines.append("  frames    none")
+    if info["span_s"]:
+        interval = info["interval_ms"]
+        lines.append(f"  time      {info['span_s']:.3f} s from the first frame's start to the "
+                     f"last's, {info['rate_hz']:.2f} frames/s (interval median "
+                     f"{interval['median']:.2f} ms, max {interval['max']:.2f} ms)")
+    if info["exposure_ms"] is not None:
+        lines.append(f"  exposure  median {info['exposure_ms']:.3f} ms (timestamp_eof - "
+                     f"timestamp_sof)")
+    lines.append(f"  file      {info['file_bytes']} bytes")
+    print("\n".join(lines))
     return 0
 
 

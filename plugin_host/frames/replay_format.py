@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
+import numpy as np
+
 from abi.artifact import canonical
 from abi.errors import ArtifactFormatError
 
@@ -148,8 +150,16 @@ class ReplayReader:
     def _pread(self, offset: int, n: int, where: str) -> bytes:
         data = os.pread(self._file.fileno(), n, offset)
         if len(data) != n:
-            raise self._fail(f"truncated: {n} bytes needed, {len(data)} left", offset, where)
+            raise self._fail(f"truncated: {n} bytes needed, {len(data)} left"
+                             + self._cut_off_hint(where), offset, where)
         return data
+
+    def _cut_off_hint(self, where: str) -> str:
+        """For a record cut short: how to keep the frames before it (not said when salvaging)."""
+        if self._salvage or not where.startswith("record"):
+            return ""
+        return (" (a recording cut off? 'plugin-host record --salvage FILE --out NEW' keeps its "
+                "whole frames)")
 
     def _decode(self, data: bytes, offset: int, where: str, max_bytes: int) -> dict[str, Any]:
         try:
@@ -243,7 +253,8 @@ class ReplayReader:
         data_at = meta_at + meta_len
         if data_at + data_len > self.size:
             raise self._fail(f"truncated: the record needs {data_at + data_len - offset} "
-                             f"bytes, {self.size - offset} left", offset, where)
+                             f"bytes, {self.size - offset} left" + self._cut_off_hint(where),
+                             offset, where)
         meta = self._decode(self._pread(meta_at, meta_len, where), meta_at, where,
                             limits.max_record_meta)
         info = self._record(meta, index, offset, meta_at, data_at, where)
@@ -315,6 +326,32 @@ class ReplayReader:
     def __iter__(self) -> Iterator[tuple[RecordInfo, bytes]]:
         for i in range(len(self.records)):
             yield self.records[i], self.read(i)
+
+    def summary(self) -> dict[str, Any]:
+        """What the index says of the recording (no frame data is read): camera, source,
+        layout, frames, first and last frame id, ids missing and in how many gaps (the
+        largest), seconds from the first ``timestamp_sof`` to the last, frames per second
+        over that span, the median and largest interval between frames and the median
+        exposure (``eof - sof``) in ms, and the file's bytes. Unknowns (no frames, one frame)
+        are None."""
+        records = self.records
+        sofs = np.array([r.timestamp_sof for r in records], np.float64)
+        gaps = [b.frame_id - a.frame_id - 1 for a, b in zip(records, records[1:])
+                if b.frame_id != a.frame_id + 1]
+        span = (sofs[-1] - sofs[0]) / 1e9 if len(records) > 1 else None
+        intervals = np.diff(sofs) / 1e6
+        exposure = np.array([r.timestamp_eof - r.timestamp_sof for r in records], np.float64)
+        return {"camera": self.camera, "source": self.source, "layout": self.layout.to_dict(),
+                "frames": len(records),
+                "first_id": records[0].frame_id if records else None,
+                "last_id": records[-1].frame_id if records else None,
+                "missing_ids": sum(gaps), "gaps": len(gaps), "largest_gap": max(gaps, default=0),
+                "span_s": span,
+                "rate_hz": (len(records) - 1) / span if span else None,
+                "interval_ms": ({"median": float(np.median(intervals)),
+                                 "max": float(intervals.max())} if len(intervals) else None),
+                "exposure_ms": float(np.median(exposure)) / 1e6 if len(exposure) else None,
+                "file_bytes": self.size}
 
     def close(self) -> None:
         self._file.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -214,3 +215,23 @@ def test_salvage_refusals_and_progress(tmp_path, capsys, monkeypatch):
     assert captured.out.endswith("; the file was whole\n")
     with ReplayReader(out) as reader:
         assert len(reader) == 3
+
+
+def test_inspect_shows_what_a_recording_holds(tmp_path, capsys):
+    out = tmp_path / "road.phf"
+    assert main(["record", "--camera", "synthetic", *SMALL, "--frames", "4",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == (f"{out}: recording of camera 'synthetic' (plugin synthetic) (format and "
+                       f"index checked; frame data not checked against its CRCs)")
+    assert text[1].startswith("  layout    32x16 NV12, 1536 bytes a frame")
+    assert text[2] == "  frames    4, ids 0..3, no gaps"
+    assert text[3].startswith("  time      0.015 s from the first frame's start to the last's")
+    assert main(["inspect", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["frames"], info["first_id"], info["last_id"]) == (4, 0, 3)
+    out.write_bytes(out.read_bytes()[:-1])
+    assert main(["inspect", str(out)]) == 1
+    assert "'plugin-host record --salvage FILE --out NEW' keeps" in capsys.readouterr().err

@@ -321,3 +321,33 @@ def test_salvage_shows_its_progress(tmp_path):
     assert len(seen) == 4 and all(total == size for _, total in seen)
     assert [done for done, _ in seen] == sorted({done for done, _ in seen})
     assert seen[-1] == (size, size)
+
+
+def test_the_summary_tells_frames_gaps_rate_and_exposure_from_the_index(tmp_path):
+    path = tmp_path / "g.phf"
+    with ReplayWriter(path, LAYOUT, camera="road", source="synthetic") as w:
+        for frame_id, sof in [(10, 0), (11, 50_000_000), (13, 150_000_000), (17, 350_000_000)]:
+            w.write(frame_id, sof, sof + 8_000_000, frame_bytes(frame_id))
+    with ReplayReader(path) as r:
+        s = r.summary()
+    assert (s["camera"], s["source"], s["frames"], s["first_id"], s["last_id"]) == \
+        ("road", "synthetic", 4, 10, 17)
+    assert (s["missing_ids"], s["gaps"], s["largest_gap"]) == (4, 2, 3)
+    assert s["span_s"] == 0.35 and abs(s["rate_hz"] - 3 / 0.35) < 1e-9
+    assert s["interval_ms"] == {"median": 100.0, "max": 200.0}
+    assert s["exposure_ms"] == 8.0 and s["file_bytes"] == path.stat().st_size
+    assert FrameLayout.from_dict(s["layout"]) == LAYOUT
+    one = write(tmp_path / "one.phf", n=1)
+    with ReplayReader(one) as r:
+        s = r.summary()
+    assert (s["frames"], s["span_s"], s["rate_hz"], s["interval_ms"]) == (1, None, None, None)
+
+
+def test_a_cut_off_recording_is_refused_with_the_way_to_salvage_it(tmp_path):
+    path = write(tmp_path / "a.phf")
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.raises(ReplayFormatError, match=r"record 2: truncated.*'plugin-host record "
+                                                r"--salvage FILE --out NEW' keeps"):
+        ReplayReader(path)
+    kept = salvage(path, tmp_path / "b.phf")  # the reason it gives does not repeat the hint
+    assert "truncated" in kept.reason and "--salvage" not in kept.reason
