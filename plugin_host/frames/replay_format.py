@@ -50,7 +50,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
-from abi.artifact import canonical
+from abi.artifact import atomic_write, canonical
 from abi.errors import ArtifactFormatError
 
 from ..errors import FrameFormatError, ReplayFormatError
@@ -507,39 +507,27 @@ def salvage(source: str | os.PathLike, out: str | os.PathLike, *, overwrite: boo
     if not overwrite and out.exists():
         raise ReplayFormatError("already exists (refusing to overwrite)", path=str(out))
     with ReplayReader(source, limits=limits, salvage=True, progress=progress) as reader:
+        dropped = reader.dropped
+        reason = None if dropped is None else str(dropped).removeprefix(f"{reader.path}: ")
         if not reader.records:
-            why = (f": {reader.dropped}" if reader.dropped is not None
-                   else " (the file ends after its header)")
+            why = f": {reason}" if reason is not None else " (the file ends after its header)"
             raise ReplayFormatError(f"no whole frame to salvage{why}", path=reader.path)
-        end, size = reader.end, reader.size
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".salvage",
-                                       dir=out.parent if str(out.parent) else ".")
-        except OSError as exc:
-            raise ReplayFormatError(f"cannot create: {exc.strerror}", path=str(out)) from None
-        try:
-            os.fchmod(fd, 0o644)
+        end, size, fd = reader.end, reader.size, reader._file.fileno()
+
+        def copy(f: BinaryIO) -> None:  # the kept prefix, a chunk at a time
             done = 0
             while done < end:
-                chunk = os.pread(reader._file.fileno(), min(_COPY_CHUNK, end - done), done)
+                chunk = os.pread(fd, min(_COPY_CHUNK, end - done), done)
                 if not chunk:
                     raise ReplayFormatError("the file shrank while it was copied",
                                             path=reader.path)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view):]
+                f.write(chunk)
                 done += len(chunk)
-            os.fsync(fd)
-            os.close(fd)
-            fd = -1
-            os.replace(tmp, out)
+
+        try:
+            atomic_write(out, copy)
         except OSError as exc:
             raise ReplayFormatError(f"cannot write: {exc.strerror}", path=str(out)) from None
-        finally:
-            if fd >= 0:
-                os.close(fd)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         records = reader.records
         return Salvaged(len(records), records[0].frame_id, records[-1].frame_id, end,
-                        size - end, None if reader.dropped is None else str(reader.dropped))
+                        size - end, reason)
