@@ -6,11 +6,11 @@ starts/ends, which is also Python's slicing); axes may be negative wherever an a
 
 from __future__ import annotations
 
-from abi.errors import ContractError, ShapeError
+from abi.errors import ContractError, DTypeError, ShapeError
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_numeric,
                            need_rank, need_same_dtype)
-from abi.ops.table import AttrSpec, OpDef, all_of, each_at_least, non_empty
+from abi.ops.table import AttrSpec, OpDef, all_of, between, each_at_least, non_empty
 from abi.spec import TensorType
 
 __all__ = ["OPS"]
@@ -33,6 +33,14 @@ def _float_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [inputs[0]]
 
 
+def _signed_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    if x.dtype.startswith("uint") or x.dtype == "bool":
+        raise DTypeError(f"{op.name}: x must be a signed integer or float tensor, got {x.dtype}",
+                         where=op.name, expected="signed", got=x.dtype)
+    return [x]
+
+
 def _broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
     r = max(len(a), len(b))
     pa, pb = (1,) * (r - len(a)) + tuple(a), (1,) * (r - len(b)) + tuple(b)
@@ -50,11 +58,23 @@ def _broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
 def _binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     a, b = inputs
     n = op.name
-    check = need_float if n == "div" else need_numeric
+    check = need_float if n in ("div", "pow") else need_numeric
     check(n, "a", a)
     check(n, "b", b)
     need_same_dtype(n, [("a", a), ("b", b)])
     return [TensorType(_broadcast_shapes(n, a.shape, b.shape), a.dtype)]
+
+
+def _prelu(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, slope = inputs
+    need_float(op.name, "x", x)
+    need_float(op.name, "slope", slope)
+    need_same_dtype(op.name, [("x", x), ("slope", slope)])
+    if _broadcast_shapes(op.name, x.shape, slope.shape) != tuple(x.shape):
+        raise ShapeError(f"{op.name}: slope shape {fmt(slope.shape)} must broadcast to x's "
+                         f"shape {fmt(x.shape)} (aligned from the right)", where=op.name,
+                         expected=x.shape, got=slope.shape)
+    return [x]
 
 
 def _matmul(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -268,6 +288,7 @@ def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 # --- the table ---------------------------------------------------------------------------------
 
 _POSITIVE_INTS = all_of(non_empty, each_at_least(1))
+_FINITE = between(-1e30, 1e30)
 _AXIS = AttrSpec("int")
 
 
@@ -289,10 +310,41 @@ OPS: tuple[OpDef, ...] = (
     _unary("gelu", _float_unary, """\
 GELU, element-wise; x float. approximate='none' is x * Phi(x) (erf), 'tanh' is torch's tanh
 approximation.""", {"approximate": AttrSpec("enum:none|tanh", "none")}),
+    _unary("elu", _float_unary, """\
+x where x > 0, else alpha * (exp(x) - 1), element-wise; x float.""",
+           {"alpha": AttrSpec("float", 1.0, check=_FINITE)}),
+    _unary("leaky_relu", _float_unary, """\
+x where x >= 0, else alpha * x, element-wise; x float (torch's default alpha is 0.01, as
+ONNX's).""", {"alpha": AttrSpec("float", 0.01, check=_FINITE)}),
+    _unary("hard_sigmoid", _float_unary, """\
+max(0, min(1, alpha * x + beta)), element-wise; x float. ONNX's defaults (0.2, 0.5); torch's
+Hardsigmoid is alpha 1/6.""", {"alpha": AttrSpec("float", 0.2, check=_FINITE),
+                               "beta": AttrSpec("float", 0.5, check=_FINITE)}),
+    _unary("hard_swish", _float_unary, """\
+x * max(0, min(1, x / 6 + 1 / 2)), element-wise; x float (torch's Hardswish, ONNX HardSwish)."""),
+    _unary("softplus", _float_unary, """\
+log(1 + exp(x)), element-wise, computed without overflow; x float."""),
+    _unary("exp", _float_unary, "exp(x), element-wise; x float."),
+    _unary("log", _float_unary, """\
+Natural log, element-wise; x float (-inf at 0, nan below, as IEEE)."""),
+    _unary("sqrt", _float_unary, "Square root, element-wise; x float (nan below 0, as IEEE)."),
+    _unary("reciprocal", _float_unary, "1 / x, element-wise; x float (inf at 0, as IEEE)."),
+    _unary("erf", _float_unary, "The error function, element-wise; x float."),
+    _unary("abs", _numeric_unary, "|x|, element-wise; x numeric (not bool)."),
+    _unary("neg", _signed_unary, "-x, element-wise; x a signed integer or float."),
+    OpDef("prelu", 1, ("x", "slope"), ("y",), {}, _prelu, doc="""\
+x where x >= 0, else slope * x, element-wise; slope (one dtype with x, float) broadcasts to x's
+shape (torch's PReLU: one slope per channel, shape (C, 1, 1) for NCHW, or a single one)."""),
     _binary_op("add", "+", "numeric"),
     _binary_op("sub", "-", "numeric"),
     _binary_op("mul", "*", "numeric"),
     _binary_op("div", "/", "float: integer division would change the dtype"),
+    _binary_op("pow", "** (a to the power b)", "float: nan for a negative a and a fractional b"),
+    OpDef("max", 1, ("a", "b"), ("y",), {}, _binary, doc="""\
+Element-wise maximum of a and b with numpy broadcasting; one numeric dtype (nan wins, as
+numpy.maximum, ONNX Max and torch.maximum)."""),
+    OpDef("min", 1, ("a", "b"), ("y",), {}, _binary, doc="""\
+Element-wise minimum of a and b with numpy broadcasting; one numeric dtype (nan wins)."""),
     OpDef("matmul", 1, ("a", "b"), ("y",), {}, _matmul, doc="""\
 numpy matmul: a (..., M, K) @ b (..., K, N) -> (broadcast(...), M, N); a 1-D a is (1, K) and a
 1-D b is (K, 1), with that axis removed from the result. Same numeric dtype."""),

@@ -27,6 +27,11 @@ FACTORIES: dict[str, _Factory] = {**layers.FACTORIES}
 for _op, _fn in {
     "relu": glue.relu, "sigmoid": glue.sigmoid, "tanh": glue.tanh, "gelu": glue.gelu,
     "softmax": glue.softmax, "clip": glue.clip, "identity": glue.identity,
+    "elu": glue.elu, "leaky_relu": glue.leaky_relu, "hard_sigmoid": glue.hard_sigmoid,
+    "hard_swish": glue.hard_swish, "softplus": glue.softplus, "exp": glue.exp,
+    "log": glue.log, "sqrt": glue.sqrt, "reciprocal": glue.reciprocal, "erf": glue.erf,
+    "abs": glue.abs_, "neg": glue.neg, "prelu": glue.prelu, "pow": glue.pow_,
+    "max": glue.maximum, "min": glue.minimum,
     "add": glue.add, "sub": glue.sub, "mul": glue.mul, "div": glue.div,
     "matmul": glue.matmul, "mean": glue.mean, "cast": glue.cast, "concat": glue.concat,
     "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,

@@ -8,6 +8,8 @@ kernels do not re-validate them.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from abi import dtypes
@@ -44,6 +46,71 @@ def gelu(x, *, approximate):
         inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x * x * x)
         return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
     return (0.5 * x * (1 + _erf(x / np.sqrt(2)))).astype(x.dtype, copy=False)
+
+
+def elu(x, *, alpha):
+    negative = alpha * np.expm1(np.minimum(x, 0))  # exp of the negative part only: no overflow
+    return np.where(x > 0, x, negative).astype(x.dtype, copy=False)
+
+
+def leaky_relu(x, *, alpha):
+    return np.where(x >= 0, x, x * np.asarray(alpha, x.dtype))
+
+
+def hard_sigmoid(x, *, alpha, beta):
+    return np.clip(x * np.asarray(alpha, x.dtype) + np.asarray(beta, x.dtype), 0, 1,
+                   dtype=x.dtype)
+
+
+def hard_swish(x):
+    return x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1,
+                       dtype=x.dtype)
+
+
+def _ieee(fn):
+    """``fn`` with IEEE results (inf, nan) and no warnings, as onnxruntime and torch give."""
+    @functools.wraps(fn)
+    def kernel(*args):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            return fn(*args)
+    return kernel
+
+
+@_ieee
+def softplus(x):
+    return np.logaddexp(np.asarray(0, x.dtype), x)  # log(exp(0) + exp(x)), never overflows
+
+
+@_ieee
+def erf(x):
+    return _erf(x).astype(x.dtype, copy=False)
+
+
+exp = _ieee(np.exp)
+log = _ieee(np.log)
+sqrt = _ieee(np.sqrt)
+reciprocal = _ieee(np.reciprocal)
+pow_ = _ieee(np.power)
+
+
+def abs_(x):
+    return np.abs(x)
+
+
+def neg(x):
+    return np.negative(x)
+
+
+def prelu(x, slope):
+    return np.where(x >= 0, x, x * slope)
+
+
+def maximum(a, b):
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    return np.minimum(a, b)
 
 
 def softmax(x, *, axis):

@@ -289,6 +289,13 @@ def clip(e, node, ins, outs, a):
     e.op("Clip", [x, lo, hi], outs)
 
 
+def _alpha(op_type: str, *names: str) -> Converter:
+    """An ONNX activation whose float attributes are the op's of the same names."""
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, ins, outs, **{name: float(a[name]) for name in names})
+    return convert
+
+
 def mean(e, node, ins, outs, a):
     e.op("ReduceMean", [ins[0], e.const(list(a["axes"]), np.int64)], outs,
          keepdims=int(a["keepdim"]))
@@ -356,6 +363,12 @@ CONVERTERS: dict[str, Converter] = {
     "identity": _simple("Identity"), "relu": _simple("Relu"), "sigmoid": _simple("Sigmoid"),
     "tanh": _simple("Tanh"), "gelu": gelu, "softmax": lambda e, n, i, o, a: e.op(
         "Softmax", i, o, axis=a["axis"]),
+    "elu": _alpha("Elu", "alpha"), "leaky_relu": _alpha("LeakyRelu", "alpha"),
+    "hard_sigmoid": _alpha("HardSigmoid", "alpha", "beta"), "hard_swish": _simple("HardSwish"),
+    "softplus": _simple("Softplus"), "exp": _simple("Exp"), "log": _simple("Log"),
+    "sqrt": _simple("Sqrt"), "reciprocal": _simple("Reciprocal"), "erf": _simple("Erf"),
+    "abs": _simple("Abs"), "neg": _simple("Neg"), "prelu": _simple("PRelu"),
+    "pow": _simple("Pow"), "max": _simple("Max"), "min": _simple("Min"),
     "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
     "matmul": _simple("MatMul"), "mean": mean, "cast": cast, "clip": clip,
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),

@@ -46,6 +46,64 @@ def test_activations(op, ref):
     assert y.dtype == np.float32
 
 
+EXTREMES = np.array([-1e4, -100, -20, -1, -1e-3, 0, 1e-3, 1, 20, 88, 100, 1e4], np.float32)
+
+
+@pytest.mark.parametrize("op, attrs, ref", [
+    ("elu", {}, TF.elu),
+    ("elu", {"alpha": 0.3}, lambda x: TF.elu(x, alpha=0.3)),
+    ("leaky_relu", {}, TF.leaky_relu),
+    ("leaky_relu", {"alpha": 0.2}, lambda x: TF.leaky_relu(x, 0.2)),
+    ("hard_sigmoid", {"alpha": 1 / 6, "beta": 0.5}, TF.hardsigmoid),
+    ("hard_sigmoid", {}, lambda x: torch.clamp(0.2 * x + 0.5, 0, 1)),
+    ("hard_swish", {}, TF.hardswish),
+    ("softplus", {}, TF.softplus),
+    ("exp", {}, torch.exp),
+    ("log", {}, torch.log),
+    ("sqrt", {}, torch.sqrt),
+    ("reciprocal", {}, torch.reciprocal),
+    ("erf", {}, torch.erf),
+    ("abs", {}, torch.abs),
+    ("neg", {}, torch.neg),
+])
+def test_more_activations_match_torch_also_at_the_extremes(op, attrs, ref):
+    for x in (X, EXTREMES):
+        with np.errstate(all="raise"):  # IEEE results, not warnings
+            (y,) = run_op(op, [x], **attrs)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, ref(t(x)).numpy(), rtol=2e-6, atol=2e-7,
+                                   equal_nan=True, err_msg=f"{op} {attrs}")
+
+
+@pytest.mark.parametrize("op, ref", [("pow", torch.pow), ("max", torch.maximum),
+                                     ("min", torch.minimum)])
+def test_binary_math_broadcasts_as_torch(op, ref):
+    a = np.abs(X) + 0.5 if op == "pow" else X
+    b = (RNG.standard_normal((5, 1)) * 2).astype(np.float32)
+    (y,) = run_op(op, [a, b])
+    np.testing.assert_allclose(y, ref(t(a), t(b)).numpy(), rtol=2e-6, atol=1e-6)
+    x = np.array([-2.0, 0.0, np.nan, 4.0], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op(op, [x, np.array([0.5, -1.0, 1.0, np.nan], np.float32)])
+    np.testing.assert_allclose(y, ref(t(x), torch.tensor([0.5, -1.0, 1.0, np.nan])).numpy(),
+                               equal_nan=True)
+
+
+def test_prelu_has_one_slope_per_channel_as_torch():
+    slope = RNG.uniform(0, 0.5, (3, 1, 1)).astype(np.float32)
+    (y,) = run_op("prelu", [X, slope])
+    np.testing.assert_allclose(y, TF.prelu(t(X), t(slope.reshape(3))).numpy(), rtol=1e-6)
+    (y,) = run_op("prelu", [X, np.array([0.25], np.float32)])
+    np.testing.assert_allclose(y, TF.prelu(t(X), torch.tensor([0.25])).numpy(), rtol=1e-6)
+
+
+def test_integer_abs_and_neg_keep_their_dtype():
+    x = np.array([-3, 0, 5], np.int64)
+    assert run_op("abs", [x])[0].tolist() == [3, 0, 5]
+    (y,) = run_op("neg", [x])
+    assert y.tolist() == [3, 0, -5] and y.dtype == np.int64
+
+
 def test_sigmoid_extremes_do_not_overflow():
     x = np.array([-1e4, -100, 0, 100, 1e4], np.float32)
     with np.errstate(all="raise"):

@@ -85,6 +85,8 @@ def binary(op, a_shape, b_shape, dtype="float32"):
     b.output(b.op(op, a, c, name="node"), "y", "ANY")
     if dtype == "float32":
         feed = {"a": f32(*a_shape), "b": f32(*b_shape) + (3.0 if op == "div" else 0.0)}
+        if op == "pow":  # a positive base: a real power for any exponent
+            feed["a"] = np.abs(feed["a"]) + np.float32(0.1)
     else:
         feed = {"a": RNG.integers(-9, 9, a_shape).astype(dtype),
                 "b": RNG.integers(-9, 9, b_shape).astype(dtype)}
@@ -139,6 +141,28 @@ CASES = {
     "softmax": lambda: single("softmax", (2, 3, 4), axis=1),
     "clip": lambda: single("clip", (3, 4), min=-0.5, max=0.25),
     "clip_min_only": lambda: single("clip", (3, 4), min=0.1),
+    "elu": lambda: single("elu", (3, 7), feed={"x": f32(3, 7, scale=4)}),
+    "elu_alpha": lambda: single("elu", (3, 7), alpha=0.3),
+    "leaky_relu": lambda: single("leaky_relu", (2, 5)),
+    "leaky_relu_alpha": lambda: single("leaky_relu", (2, 5), alpha=0.2),
+    "hard_sigmoid": lambda: single("hard_sigmoid", (3, 6), feed={"x": f32(3, 6, scale=5)}),
+    "hard_sigmoid_torch": lambda: single("hard_sigmoid", (3, 6), alpha=1 / 6, beta=0.5,
+                                         feed={"x": f32(3, 6, scale=5)}),
+    "hard_swish": lambda: single("hard_swish", (3, 6), feed={"x": f32(3, 6, scale=5)}),
+    "softplus": lambda: single("softplus", (3, 6), feed={"x": f32(3, 6, scale=30)}),
+    "exp": lambda: single("exp", (2, 4)),
+    "log": lambda: single("log", (2, 4), feed={"x": np.abs(f32(2, 4)) + 0.1}),
+    "sqrt": lambda: single("sqrt", (2, 4), feed={"x": np.abs(f32(2, 4))}),
+    "reciprocal": lambda: single("reciprocal", (2, 4), feed={"x": np.abs(f32(2, 4)) + 0.1}),
+    "erf": lambda: single("erf", (3, 5), feed={"x": f32(3, 5, scale=2)}),
+    "abs": lambda: single("abs", (2, 3)),
+    "abs_int64": lambda: single("abs", (2, 3), in_dtype="int64"),
+    "neg": lambda: single("neg", (2, 3)),
+    "neg_int32": lambda: single("neg", (2, 3), in_dtype="int32"),
+    "prelu": lambda: single("prelu", (2, 3, 4, 4), np.abs(f32(3, 1, 1)) * 0.2),
+    "pow": lambda: binary("pow", (2, 3), (3,)),
+    "max": lambda: binary("max", (2, 1, 4), (3, 1)),
+    "min_int64": lambda: binary("min", (2, 3), (3,), "int64"),
     "add": lambda: binary("add", (2, 1, 4), (3, 1)),
     "add_int64": lambda: binary("add", (2, 3), (3,), "int64"),
     "mul_int32": lambda: binary("mul", (2, 3), (2, 3), "int32"),
