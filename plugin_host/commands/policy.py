@@ -148,5 +148,7 @@ def _summary(policy) -> list[str]:
                      f"{cpu}")
     lines.append(f"  audit log: {policy.audit.log}")
     lines.append("  cameras: " + (", ".join(policy.cameras.use) or "the one provided")
-                 + f", matched within {policy.cameras.max_skew_ms:g} ms")
+                 + f", matched within {policy.cameras.max_skew_ms:g} ms, stalled after "
+                 + (f"{policy.cameras.stall_ms:g} ms" if policy.cameras.stall_ms is not None
+                    else "1 s or five frame periods") + " without a frame")
     return lines

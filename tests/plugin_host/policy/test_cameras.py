@@ -84,13 +84,15 @@ def test_cameras_without_a_camera_plugin_are_refused():
 
 def test_policy_check_prints_and_refuses_the_cameras(tmp_path):
     good = tmp_path / "good.toml"
-    good.write_text(BASE + '\n[cameras]\nuse = ["road", "wide"]\nmax_skew_ms = 5\n')
+    good.write_text(BASE + '\n[cameras]\nuse = ["road", "wide"]\nmax_skew_ms = 5\n'
+                    'stall_ms = 250\n')
     bad = tmp_path / "bad.toml"
     bad.write_text(BASE + '\n[cameras]\nuse = ["road"]\nmax_skew_ms = -2\n')
     cli = [sys.executable, "-m", "plugin_host.cli", "policy", "check"]
     ok = subprocess.run([*cli, str(good)], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
-    assert "cameras: road, wide, matched within 5 ms" in ok.stdout
+    assert ("cameras: road, wide, matched within 5 ms, stalled after 250 ms without a frame"
+            in ok.stdout)
     refused = subprocess.run([*cli, str(bad)], capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert f"{bad}:11: cameras.max_skew_ms: must be 0 or a positive number" in refused.stderr \
