@@ -381,17 +381,19 @@ class SandboxedExecutor(RecurrentState):
         if worker.proc.stderr is not None:
             worker.proc.stderr.close()
             worker.proc.stderr = None
-        in_bytes = self._static_bytes(self.graph.inputs)
+        in_bytes = self._layout_bytes(self.graph.inputs)
         self._region(worker, "in", in_bytes)
-        self._region(worker, "out", self._static_bytes(self.graph.outputs))
+        self._region(worker, "out", self._layout_bytes(self.graph.outputs))
 
     @staticmethod
-    def _static_bytes(specs) -> int:
+    def _layout_bytes(specs, bindings: Mapping[str, int] | None = None) -> int:
+        """Bytes of ``specs`` laid out one after another, each aligned; a symbolic dim counts
+        as its binding, else 1."""
         total = 0
         for spec in specs:
             n = dtypes.to_numpy(spec.dtype).itemsize
             for d in spec.shape:
-                n *= d if type(d) is int else 1
+                n *= d if type(d) is int else (bindings or {}).get(d, 1)
             total = ipc.align(total + n)
         return total
 
@@ -967,13 +969,7 @@ class SandboxedExecutor(RecurrentState):
             return {name: view for name, (view, _) in self._buffers.items()}
 
     def _output_bytes(self, bindings: Mapping[str, int]) -> int:
-        total = 0
-        for spec in self.graph.outputs:
-            n = dtypes.to_numpy(spec.dtype).itemsize
-            for d in spec.shape:
-                n *= d if type(d) is int else bindings.get(d, 1)
-            total = ipc.align(total + n)
-        return total
+        return self._layout_bytes(self.graph.outputs, bindings)
 
     def _outputs(self, worker: Worker, reply: dict[str, Any],
                  bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
