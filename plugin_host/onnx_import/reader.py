@@ -89,6 +89,7 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ModelFileError(f"{where}: not an ONNX model (protobuf: {exc})") from None
+    _check_text(model, where)
     g = model.graph
     if not model.ir_version or not g.node or not g.output:
         raise ModelFileError(f"{where}: not an ONNX model (no IR version, nodes or outputs)")
@@ -103,72 +104,122 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
     for node in g.node:
         if node.domain not in ("", "ai.onnx"):
             raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported",
-                                        node=node.name or node.output[0], op=node.op_type)
+                                        node=_node_name(node), op=node.op_type)
     _resolve_external(model, where, folder, limits)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelFileError(f"{where}: the ONNX checker refuses the model: {first}") from None
+        text = " ".join(str(exc).split()) or type(exc).__name__  # its lines, as one
+        if len(text) > 400:
+            text = text[:400] + "..."
+        raise ModelFileError(f"{where}: the ONNX checker refuses the model: {text}") from None
     return model
 
 
+def _node_name(node) -> str:
+    return node.name or (node.output[0] if node.output else "?")
+
+
 def _external_tensors(model):
+    """(what to call it, TensorProto) of every tensor that may keep its data outside."""
     onnx = _onnx()
     for t in model.graph.initializer:
-        yield t
+        yield repr(t.name), t
     for node in model.graph.node:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.TENSOR:
-                yield a.t
+                yield repr(a.t.name) if a.t.name else \
+                    f"{a.name!r} of node {_node_name(node)!r}", a.t
 
 
 def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits) -> None:
     onnx = _onnx()
     total = 0
-    for t in _external_tensors(model):
+    for name, t in _external_tensors(model):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
         if folder is None:
-            raise ModelFileError(f"{where}: tensor {t.name!r} keeps its data in an external file; "
+            raise ModelFileError(f"{where}: tensor {name} keeps its data in an external file; "
                                  f"external data is refused (allow it explicitly to read it "
                                  f"from the model's folder)")
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
+        shown = _shown(location)
         rel = Path(location)
-        if not location or rel.is_absolute() or ".." in rel.parts:
-            raise ModelFileError(f"{where}: tensor {t.name!r}: external location {location!r} "
+        if not location or "\0" in location or rel.is_absolute() or ".." in rel.parts:
+            raise ModelFileError(f"{where}: tensor {name}: external location {shown} "
                                  f"must be a relative path inside the model's folder")
-        base = folder.resolve()
-        target = (base / rel).resolve()
-        if base not in target.parents or not target.is_file():
-            raise ModelFileError(f"{where}: tensor {t.name!r}: external file {location!r} is "
+        try:
+            base = folder.resolve()
+            target = (base / rel).resolve()
+            inside = base in target.parents and target.is_file()
+        except (OSError, RuntimeError) as exc:  # too long, a symlink loop, no permission
+            raise ModelFileError(f"{where}: tensor {name}: external file {shown} cannot be "
+                                 f"resolved: {_reason(exc)}") from None
+        if not inside:
+            raise ModelFileError(f"{where}: tensor {name}: external file {shown} is "
                                  f"not a regular file inside {base}")
         dtype = ONNX_DTYPES.get(t.data_type)
         if dtype is None:
-            raise UnsupportedModelError(f"tensor {t.name!r}: ONNX element type {t.data_type} "
+            raise UnsupportedModelError(f"tensor {name}: ONNX element type {t.data_type} "
                                         f"is not an ABI dtype")
         nbytes = _count(t.dims, t.name, limits) * np.dtype(dtype).itemsize
         try:
             offset = int(info.get("offset", "0"))
             length = int(info.get("length", str(nbytes)))
         except ValueError:
-            raise ModelFileError(f"{where}: tensor {t.name!r}: bad external offset/length") \
+            raise ModelFileError(f"{where}: tensor {name}: bad external offset/length") \
                 from None
         total += length
         if length != nbytes or offset < 0 or total > limits.max_external_bytes:
-            raise ModelFileError(f"{where}: tensor {t.name!r}: external length {length} at "
+            raise ModelFileError(f"{where}: tensor {name}: external length {length} at "
                                  f"offset {offset} does not match its {nbytes} bytes or exceeds "
                                  f"the cap")
-        with open_regular(target) as f:
-            f.seek(offset)
-            raw = f.read(length)
+        try:
+            with open_regular(target) as f:
+                raw = b""  # a file too short for the range (no seek past 2**63 either)
+                if offset + length <= os.fstat(f.fileno()).st_size:
+                    f.seek(offset)
+                    raw = f.read(length)
+        except OSError as exc:
+            raise ModelFileError(f"{where}: tensor {name}: cannot read external file "
+                                 f"{shown}: {_reason(exc)}") from None
         if len(raw) != length:
-            raise ModelFileError(f"{where}: tensor {t.name!r}: external file {location!r} ends "
+            raise ModelFileError(f"{where}: tensor {name}: external file {shown} ends "
                                  f"before offset {offset} + {length}")
         t.raw_data = raw
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a message, cut to about ``limit`` characters."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RuntimeError):  # pathlib's word for ELOOP before Python 3.13
+        return "a symbolic link loop"
+    return exc.strerror or type(exc).__name__ if isinstance(exc, OSError) else str(exc)
+
+
+def _check_text(message, where: str, path: str = "model") -> None:
+    """ModelFileError naming the field when a string field is not valid UTF-8: protobuf hands
+    such a field over as bytes, which no name or attribute check downstream expects."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    for field, value in message.ListFields():
+        at = f"{path}.{field.name}"
+        if field.type == FieldDescriptor.TYPE_STRING:
+            for i, v in enumerate([value] if isinstance(value, (str, bytes)) else value):
+                if not isinstance(v, str):
+                    index = "" if isinstance(value, (str, bytes)) else f"[{i}]"
+                    raise ModelFileError(f"{where}: {at}{index} is not valid UTF-8 "
+                                         f"({bytes(v)[:40]!r})")
+        elif field.message_type is not None:
+            single = hasattr(value, "ListFields")
+            for i, v in enumerate([value] if single else value):
+                _check_text(v, where, at if single else f"{at}[{i}]")
 
 
 def _count(dims, name: str, limits: ReadLimits) -> int:
@@ -196,7 +247,8 @@ def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS) -> np.ndarray:
         raise ModelFileError(f"tensor {t.name!r}: unresolved external data")
     if t.HasField("raw_data") and len(t.raw_data) != n * np.dtype(dtype).itemsize:
         raise ModelFileError(f"tensor {t.name!r}: {len(t.raw_data)} raw bytes for dims "
-                             f"{list(t.dims)} of {dtype} (expected {n * np.dtype(dtype).itemsize})")
+                             f"{list(t.dims)} of {dtype} (expected "
+                             f"{n * np.dtype(dtype).itemsize})")
     try:
         array = onnx.numpy_helper.to_array(t)
     except (ValueError, TypeError) as exc:
