@@ -13,6 +13,7 @@ symbolic dim) and dtypes, with a layout guessed from rank (NCHW for 4-D, NCL for
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -92,6 +93,7 @@ class Importer:
         self.tensors: dict[str, np.ndarray] = {}   # graph constants
         self.const_names: dict[int, tuple] = {}    # id(array) -> (graph constant name, array)
         self.names: set[str] = set()
+        self.suffixes: dict[str, int] = {}         # base name -> last suffix fresh() gave it
         self.node = None                           # the ONNX node being mapped
         self.skip: set[int] = set()                # ONNX nodes consumed by a pattern
         self.consumers: dict[str, list[int]] = {}
@@ -125,10 +127,13 @@ class Importer:
     def fresh(self, onnx_name: str) -> str:
         """A valid, unused graph name derived from ``onnx_name``."""
         base = self._sanitized(onnx_name)
-        name, n = base, 1
-        while name in self.names:
-            n += 1
-            name = f"{base}_{n}"
+        name = base
+        if name in self.names:  # names are never freed: the next free suffix is past the last
+            n = self.suffixes.get(base, 1)
+            while name in self.names:
+                n += 1
+                name = f"{base}_{n}"
+            self.suffixes[base] = n
         self.names.add(name)
         return name
 
@@ -201,6 +206,8 @@ class Importer:
         if len(out_types) != len(outputs):
             raise self.unsupported(f"maps to {op} with {len(out_types)} output(s), the node has "
                                    f"{len(outputs)}")
+        for t in out_types:  # the executor allocates them: refuse a bomb before it runs
+            self.check_size(f"its {op} output", t.shape)
         names = []
         for i, (o, t) in enumerate(zip(outputs, out_types)):
             g = self.fresh(o if o else f"{node_name}.{i}")
@@ -210,6 +217,16 @@ class Importer:
             names.append(g)
         self.nodes.append(Node(node_name, op, opdef.version, tuple(inputs), tuple(names), attrs))
         return names
+
+    def check_size(self, what: str, shape: Sequence) -> None:
+        """ModelFileError when a value of ``shape`` (a symbolic dim counted as 1, as golden
+        inputs are drawn) would have more elements than the tensor cap."""
+        n = math.prod(d for d in shape if type(d) is int)
+        if n > self.limits.max_tensor_elements:
+            node = self.node_name if self.node is not None else None
+            raise ModelFileError(f"{what} of shape {tuple(shape)} would have {n} elements, above "
+                                 f"the cap of {self.limits.max_tensor_elements}", node=node,
+                                 op=self.node.op_type if self.node is not None else None)
 
     def alias(self, onnx_name: str, graph_name: str) -> None:
         self.values[onnx_name] = graph_name
@@ -229,6 +246,7 @@ class Importer:
                 continue  # an initializer listed as an input (old IR): a constant here
             g_name = self.fresh(vi.name)
             spec = self._spec(vi, g_name, layouts, "input")
+            self.check_size(f"graph input {vi.name!r}", spec.shape)
             self.values[vi.name] = g_name
             self.types[g_name] = TensorType(spec.shape, spec.dtype)
             specs.append(spec)

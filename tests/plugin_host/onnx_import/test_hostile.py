@@ -6,6 +6,7 @@ wrong rank, dtype or range."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +108,36 @@ def test_a_checker_message_keeps_the_node_it_names(tmp_path):
     with pytest.raises(ModelFileError, match=r"topologically sorted, however input 'a' of "
                                              r"node: name: late OpType: Relu is not output"):
         import_onnx(_save(tmp_path / "m.onnx", model))
+
+
+# --- sizes -----------------------------------------------------------------------------------
+
+
+def test_a_graph_input_past_the_tensor_cap_is_refused_before_inputs_are_drawn(tmp_path):
+    path = _save(tmp_path / "m.onnx", _model([helper.make_node("Relu", ["x"], ["y"])],
+                                             [_vi("x", shape=(1, 2**40))],
+                                             [_vi("y", shape=(1, 2**40))]))
+    with pytest.raises(ModelFileError, match=r"graph input 'x' of shape \(1, 1099511627776\) "
+                                             r"would have 1099511627776 elements, above the cap"):
+        import_onnx(path)
+
+
+def test_a_computed_value_past_the_tensor_cap_is_refused_at_its_node(tmp_path):
+    pads = _ints("pads", [0, 2**30, 0, 2**30])
+    path = _save(tmp_path / "m.onnx", _model(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], name="wide")], [_vi("x")],
+        [_vi("y", shape=None)], [pads]))
+    with pytest.raises(ModelFileError, match=r"node 'wide' \(Pad\): its pad output of shape "
+                                             r"\(1, 2147483652\) would have 2147483652 elements"):
+        import_onnx(path)
+
+
+def test_many_nodes_of_one_name_import_in_linear_time(tmp_path):
+    n = 20_000
+    nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"],
+                              ["y" if i == n - 1 else f"t{i}"], name="same") for i in range(n)]
+    path = _save(tmp_path / "m.onnx", _model(nodes, [_vi("x")], [_vi("y")]))
+    started = time.perf_counter()
+    imported = import_onnx(path)
+    assert len(imported.graph.nodes) == n
+    assert time.perf_counter() - started < 15  # quadratic naming took minutes
