@@ -73,7 +73,8 @@ def attributes(node, limits: ReadLimits) -> dict[str, Any]:
         else:
             raise UnsupportedModelError(f"attribute {a.name!r} of type "
                                         f"{A.AttributeType.Name(a.type)} is not supported",
-                                        node=node.name or node.output[0], op=node.op_type)
+                                        node=node.name or (node.output[0] if node.output
+                                                           else "?"), op=node.op_type)
     return out
 
 
@@ -288,6 +289,20 @@ class Importer:
 
     def _map(self, node, mappers, patterns, index: int) -> None:
         op = node.op_type
+        try:
+            self._dispatch(node, op, mappers, patterns, index)
+        except (ModelFileError, UnsupportedModelError) as exc:
+            if exc.node is not None:
+                raise
+            raise type(exc)(exc.message, node=self.node_name, op=op) from None  # say where
+        except (IndexError, KeyError, ValueError, TypeError, ArithmeticError) as exc:
+            if isinstance(exc, PluginHostError):
+                raise
+            # a node the checker let through but whose shape no mapper expects (hostile input)
+            raise ModelFileError(f"malformed node: {type(exc).__name__}: {exc}",
+                                 node=self.node_name, op=op) from None
+
+    def _dispatch(self, node, op: str, mappers, patterns, index: int) -> None:
         attrs = attributes(node, self.limits)
         ins = list(node.input)
         if op == "Constant":
@@ -296,17 +311,6 @@ class Importer:
             shape = np.array(self.static_shape(ins[0]), dtype=np.int64)
             start, end = attrs.get("start", 0), attrs.get("end", None)
             return self.set_const(node.output[0], shape[start:end])
-        try:
-            self._dispatch(node, op, attrs, ins, mappers, patterns, index)
-        except (IndexError, KeyError, ValueError, TypeError, ArithmeticError) as exc:
-            if isinstance(exc, PluginHostError):
-                raise
-            # a node the checker let through but whose shape no mapper expects (hostile input)
-            raise ModelFileError(f"malformed node: {type(exc).__name__}: {exc}",
-                                 node=self.node_name, op=op) from None
-
-    def _dispatch(self, node, op: str, attrs: dict, ins: list, mappers, patterns,
-                  index: int) -> None:
         if op in patterns and patterns[op](self, node, attrs, index):
             return
         if op in FOLDERS and ins and all(t == "" or t in self.consts for t in ins):

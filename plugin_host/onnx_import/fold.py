@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from .reader import ONNX_DTYPES
 
-__all__ = ["FOLDERS", "fold", "onnx_slice"]
+__all__ = ["FOLDERS", "fold", "onnx_slice", "int_vector", "one_value", "axis_in"]
 
 Arrays = Sequence["np.ndarray | None"]
 Folder = Callable[[Arrays, dict, int], list]
@@ -30,13 +30,42 @@ def _need(n: int, cap: int, what: str) -> None:
         raise ModelFileError(f"{what} would have {n} elements, above the cap of {cap}")
 
 
+def int_vector(value: Any, what: str, *, scalar_ok: bool = False) -> list[int]:
+    """``value`` (a constant input or an attribute) as a list of ints; ModelFileError unless it
+    is a 1-D integer tensor (or a single integer where ``scalar_ok``)."""
+    a = np.asarray(value)
+    if a.ndim == 0 and scalar_ok:
+        a = a.reshape(1)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise ModelFileError(f"{what} must be a 1-D integer tensor, got {a.dtype} of shape "
+                             f"{a.shape}")
+    return [int(v) for v in a]
+
+
+def one_value(value: Any, what: str) -> np.ndarray:
+    """``value`` as a 0-d array; ModelFileError unless it holds exactly one value."""
+    a = np.asarray(value)
+    if a.size != 1 or a.dtype.kind not in "biuf":
+        raise ModelFileError(f"{what} must be one number, got {a.dtype} of shape {a.shape}")
+    return a.reshape(())
+
+
+def axis_in(axis: Any, rank: int, what: str = "axis") -> int:
+    """ONNX ``axis`` (``-rank <= axis < rank``) as ``0..rank-1``; ModelFileError otherwise."""
+    if type(axis) is not int and not isinstance(axis, np.integer):
+        raise ModelFileError(f"{what} must be an integer, got {axis!r}")
+    if not -rank <= axis < rank:
+        raise ModelFileError(f"{what} {axis} is out of range for rank {rank}")
+    return int(axis) % rank
+
+
 def _axes(value: Any, rank: int) -> list[int]:
-    return [int(a) % rank for a in np.atleast_1d(value)] if rank else []
+    return [axis_in(a, rank, "axes") for a in int_vector(value, "axes", scalar_ok=True)]
 
 
 def _unsqueeze(ins: Arrays, a: dict, cap: int) -> list:
     x, axes = ins[0], ins[1] if len(ins) > 1 and ins[1] is not None else a.get("axes")
-    out_rank = x.ndim + len(np.atleast_1d(axes))
+    out_rank = x.ndim + len(int_vector(axes, "axes", scalar_ok=True))
     y = x
     for ax in sorted(_axes(axes, out_rank)):
         y = np.expand_dims(y, ax)
@@ -53,7 +82,7 @@ def _squeeze(ins: Arrays, a: dict, cap: int) -> list:
 
 def reshape_target(shape: Sequence[int], in_shape: Sequence[int], allowzero: int) -> list[int]:
     """ONNX Reshape's target with 0 ("copy this dim") resolved against ``in_shape``."""
-    target = [int(d) for d in shape]
+    target = int_vector(shape, "shape")
     if not allowzero:
         target = [in_shape[i] if d == 0 and i < len(in_shape) else d for i, d in enumerate(target)]
     return target
@@ -68,12 +97,18 @@ def onnx_slice(shape: Sequence[int], starts, ends, axes, steps) -> list[tuple[in
     """ONNX Slice's ``(axis, start, end, step)`` per sliced axis, clamped to the static dims so
     that Python slicing gives the same result (ONNX uses INT64_MAX/MIN for "to the end")."""
     rank = len(shape)
-    axes = list(range(len(starts))) if axes is None else [int(x) % rank for x in axes]
-    steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
+    starts, ends = int_vector(starts, "starts"), int_vector(ends, "ends")
+    axes = list(range(len(starts))) if axes is None else [
+        axis_in(x, rank, "axes") for x in int_vector(axes, "axes")]
+    steps = [1] * len(starts) if steps is None else int_vector(steps, "steps")
+    if not len(starts) == len(ends) == len(axes) == len(steps) or len(set(axes)) != len(axes):
+        raise ModelFileError(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} must "
+                             f"have one entry per sliced axis, each axis once")
+    if 0 in steps:
+        raise ModelFileError(f"steps {steps}: a step of 0")
     out = []
     for ax, s, e, st in zip(axes, starts, ends, steps):
         d = shape[ax]
-        s, e = int(s), int(e)
         start, stop, step = slice(s, e, st).indices(d)
         if st < 0 and stop < 0:
             stop = -d - 1   # Python's "before index 0", spelled so that Python slicing agrees
@@ -94,18 +129,40 @@ def _slice(ins: Arrays, a: dict, cap: int) -> list:
 def split_sizes(dim: int, given: Any, num_outputs: int | None, outputs: int) -> list[int]:
     """ONNX Split's sizes: the ``split`` input, else ``num_outputs`` (last part may be smaller)."""
     if given is not None:
-        return [int(v) for v in np.atleast_1d(given)]
+        sizes = int_vector(given, "split", scalar_ok=True)
+        if any(v < 0 for v in sizes) or type(dim) is int and sum(sizes) != dim:
+            raise ModelFileError(f"split sizes {sizes} must be >= 0 and add up to the dim {dim}")
+        return sizes
     n = num_outputs or outputs
+    if type(n) is not int or n < 1:
+        raise ModelFileError(f"num_outputs {n!r} must be an integer >= 1")
     part = -(-dim // n)
     return [min(part, dim - i * part) for i in range(n)]
 
 
 def _split(ins: Arrays, a: dict, cap: int) -> list:
     x = ins[0]
-    axis = int(a.get("axis", 0)) % x.ndim
+    axis = axis_in(a.get("axis", 0), x.ndim)
     sizes = split_sizes(x.shape[axis], ins[1] if len(ins) > 1 else None,
                         a.get("num_outputs"), a["_outputs"])
     return list(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+def _perm(perm: Any, rank: int) -> list[int] | None:
+    if perm is not None and sorted(int_vector(perm, "perm")) != list(range(rank)):
+        raise ModelFileError(f"perm {perm} is not a permutation of the {rank} axes")
+    return perm
+
+
+def _gather(ins: Arrays, a: dict, cap: int) -> list:
+    data, indices = ins
+    if indices.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+    axis = axis_in(a.get("axis", 0), data.ndim)
+    if indices.size and not (-data.shape[axis] <= indices.min() and
+                             indices.max() < data.shape[axis]):
+        raise ModelFileError(f"indices outside [-{data.shape[axis]}, {data.shape[axis]})")
+    return [np.take(data, indices, axis=axis)]
 
 
 def _div(ins: Arrays, a: dict, cap: int) -> list:
@@ -116,23 +173,27 @@ def _div(ins: Arrays, a: dict, cap: int) -> list:
 
 
 def _constant_of_shape(ins: Arrays, a: dict, cap: int) -> list:
-    shape = [int(d) for d in ins[0]]
+    shape = int_vector(ins[0], "shape")
+    if any(d < 0 for d in shape):
+        raise ModelFileError(f"shape {shape} has a negative dim")
     _need(math.prod(shape), cap, "ConstantOfShape")
-    value = a.get("value", np.zeros(1, np.float32))
-    return [np.full(shape, value.reshape(-1)[0], value.dtype)]
+    value = one_value(a.get("value", np.zeros(1, np.float32)), "value")
+    return [np.full(shape, value, value.dtype)]
 
 
 def _expand(ins: Arrays, a: dict, cap: int) -> list:
-    x, shape = ins[0], [int(d) for d in ins[1]]
+    x, shape = ins[0], int_vector(ins[1], "shape")
     out = np.broadcast_shapes(x.shape, tuple(shape))
     _need(math.prod(out), cap, "Expand")
     return [np.array(np.broadcast_to(x, out))]
 
 
 def _range(ins: Arrays, a: dict, cap: int) -> list:
-    start, limit, delta = (np.asarray(v).reshape(()) for v in ins)
-    if delta == 0:
-        raise ModelFileError("Range with delta 0")
+    start, limit, delta = (one_value(v, what) for v, what in zip(ins, ("start", "limit",
+                                                                        "delta")))
+    if delta == 0 or not all(np.isfinite(v) for v in (start, limit, delta)):
+        raise ModelFileError(f"Range from {start} to {limit} by {delta}: the delta must not be 0 "
+                             f"and all three must be finite")
     n = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     _need(n, cap, "Range")
     return [np.arange(start, limit, delta, dtype=start.dtype)]
@@ -164,10 +225,10 @@ FOLDERS: dict[str, Folder] = {
     "Squeeze": _squeeze,
     "Reshape": _reshape,
     "Flatten": lambda ins, a, cap: [ins[0].reshape(
-        math.prod(ins[0].shape[:int(a.get("axis", 1)) % (ins[0].ndim + 1)]), -1)],
-    "Transpose": lambda ins, a, cap: [np.transpose(ins[0], a.get("perm"))],
-    "Concat": lambda ins, a, cap: [np.concatenate(ins, axis=int(a["axis"]))],
-    "Gather": lambda ins, a, cap: [np.take(ins[0], ins[1], axis=int(a.get("axis", 0)))],
+        math.prod(ins[0].shape[:axis_in(a.get("axis", 1), ins[0].ndim + 1)]), -1)],
+    "Transpose": lambda ins, a, cap: [np.transpose(ins[0], _perm(a.get("perm"), ins[0].ndim))],
+    "Concat": lambda ins, a, cap: [np.concatenate(ins, axis=axis_in(a["axis"], ins[0].ndim))],
+    "Gather": _gather,
     "Slice": _slice,
     "Split": _split,
     "Cast": _cast,
@@ -194,12 +255,18 @@ FOLDERS: dict[str, Folder] = {
 }
 
 
+#: Input positions that may be empty ("") in a folded op.
+_OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,)}
+
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                            "Where"})
 
 
 def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> list[np.ndarray]:
     """Evaluate ``op`` on constant ``inputs``; the caller names the node in errors."""
+    missing = [i for i, x in enumerate(inputs) if x is None and i not in _OPTIONAL.get(op, ())]
+    if missing:
+        raise ModelFileError(f"input(s) {missing} are empty, but {op} requires them")
     try:
         if op in _BROADCASTING:  # (2**20, 1) + (1, 2**20) must not allocate 2**40 elements
             shape = np.broadcast_shapes(*(np.shape(x) for x in inputs if x is not None))

@@ -16,7 +16,7 @@ import numpy as np
 
 from abi import dtypes
 
-from .fold import onnx_slice, reshape_target, split_sizes
+from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
 
 __all__ = ["MAPPERS"]
@@ -42,6 +42,13 @@ def _only(imp, attrs: dict, allowed: dict[str, Any]) -> None:
         want = allowed[k]
         if want is not ... and v != want:
             raise imp.unsupported(f"attribute {k}={v!r} is not supported (only {want!r})")
+
+
+def _few(values: list, shown: int = 8) -> str:
+    """A list for a message: at most ``shown`` entries and the count."""
+    if len(values) <= shown:
+        return str(values)
+    return f"[{', '.join(map(str, values[:shown]))}, ... ({len(values)} values)]"
 
 
 def _opt(node, i: int) -> str | None:
@@ -95,7 +102,7 @@ def _clip(imp, node, attrs):
     bounds = {}
     for i, key in ((1, "min"), (2, "max")):
         t = _opt(node, i)
-        bounds[key] = None if t is None else float(imp.const(t, key).reshape(()))
+        bounds[key] = None if t is None else float(one_value(imp.const(t, key), key))
     imp.emit("clip", [imp.tensor(node.input[0])], [node.output[0]], bounds)
 
 
@@ -131,6 +138,9 @@ def _pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dilations) -> 
         return [[pads[i], pads[i + spatial]] for i in range(spatial)]
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise imp.unsupported(f"auto_pad={auto!r} is not supported")
+    if not len(kernel) == len(strides) == len(dilations) == spatial or min(strides) < 1:
+        raise imp.unsupported(f"auto_pad={auto} with kernel {kernel}, strides {strides} and "
+                              f"dilations {dilations}: one value >= 1 per spatial dim needed")
     out = []
     for i in range(spatial):
         size = shape[2 + i]
@@ -278,7 +288,7 @@ def _layer_norm(imp, node, attrs):
     _one_output(imp, node)
     x = node.input[0]
     shape = imp.type_of(x).shape
-    axis = attrs.get("axis", -1) % max(len(shape), 1)
+    axis = axis_in(attrs.get("axis", -1), len(shape))
     normalized = list(shape[axis:])
     if not all(type(d) is int for d in normalized):
         raise imp.unsupported(f"normalized dims {normalized} of {x!r} must be static")
@@ -290,7 +300,11 @@ def _layer_norm(imp, node, attrs):
             continue
         v = imp.const(t, what)
         if list(v.shape) != normalized:
-            v = np.ascontiguousarray(np.broadcast_to(v, normalized))
+            try:
+                v = np.ascontiguousarray(np.broadcast_to(v, normalized))
+            except ValueError:
+                raise imp.unsupported(f"{what} {t!r} of shape {v.shape} does not broadcast to "
+                                      f"the normalized dims {normalized}") from None
         params.append(imp.add_constant(v, imp.origin.get(t, t)))
     imp.emit("layer_norm", [imp.tensor(x), *params], [node.output[0]],
              {"normalized_shape": normalized, "eps": attrs.get("epsilon", 1e-5)})
@@ -309,6 +323,8 @@ def _group_norm(imp, node, attrs):
     x, scale, bias = node.input[:3]
     groups = attrs["num_groups"]
     channels = imp.static_shape(x)[1]
+    if type(groups) is not int or groups < 1 or channels % groups:
+        raise imp.unsupported(f"num_groups={groups!r} must divide the {channels} channels")
     params = []
     for t in (scale, bias):
         v = imp.const(t)
@@ -324,7 +340,7 @@ def _rms_norm(imp, node, attrs):
     _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
     x = node.input[0]
     rank = len(imp.type_of(x).shape)
-    if attrs.get("axis", -1) % rank != rank - 1:
+    if axis_in(attrs.get("axis", -1), rank) != rank - 1:
         raise imp.unsupported(f"axis={attrs['axis']}: only the last axis is supported")
     imp.emit("rms_norm", [imp.tensor(x), imp.tensor(node.input[1])], [node.output[0]],
              {"eps": attrs.get("epsilon", 1e-5)})
@@ -362,7 +378,7 @@ def _flatten(imp, node, attrs):
     _only(imp, attrs, {"axis": ...})
     x = node.input[0]
     shape = imp.type_of(x).shape
-    axis = attrs.get("axis", 1) % (len(shape) + 1)
+    axis = axis_in(attrs.get("axis", 1), len(shape) + 1)
     if axis == 1:
         imp.emit("flatten", [imp.tensor(x)], [node.output[0]], {"start_dim": 1, "end_dim": -1})
         return
@@ -377,13 +393,16 @@ def _squeeze(imp, node, attrs):
     shape = list(imp.type_of(x).shape)
     axes = _opt(node, 1)
     axes = imp.const(axes, "axes") if axes else attrs.get("axes")
+    axes = None if axes is None else int_vector(axes, "axes", scalar_ok=True)
     if node.op_type == "Unsqueeze":
-        rank = len(shape) + len(np.atleast_1d(axes))
-        for a in sorted(int(v) % rank for v in np.atleast_1d(axes)):
+        if axes is None:
+            raise imp.unsupported("Unsqueeze without axes")
+        rank = len(shape) + len(axes)
+        for a in sorted(axis_in(v, rank, "axes") for v in axes):
             shape.insert(a, 1)
     else:
         drop = ({i for i, d in enumerate(shape) if d == 1} if axes is None
-                else {int(v) % len(shape) for v in np.atleast_1d(axes)})
+                else {axis_in(v, len(shape), "axes") for v in axes})
         if any(shape[i] != 1 for i in drop):
             raise imp.unsupported(f"squeezing axes {sorted(drop)} of shape {shape} (not size 1)")
         shape = [d for i, d in enumerate(shape) if i not in drop]
@@ -418,7 +437,7 @@ def _split(imp, node, attrs):
     _only(imp, attrs, {"axis": ..., "num_outputs": ...})
     x = node.input[0]
     shape = imp.type_of(x).shape
-    axis = attrs.get("axis", 0) % len(shape)
+    axis = axis_in(attrs.get("axis", 0), len(shape))
     given = imp.const(_opt(node, 1), "split") if _opt(node, 1) else None
     if given is None and type(shape[axis]) is not int:
         raise imp.unsupported(f"splitting a run-time dim of {shape} without sizes")
@@ -435,7 +454,7 @@ def _reduce_mean(imp, node, attrs):
     if axes is None:
         axes = list(range(len(imp.type_of(x).shape)))
     imp.emit("mean", [imp.tensor(x)], [node.output[0]],
-             {"axes": [int(a) for a in np.atleast_1d(axes)],
+             {"axes": int_vector(axes, "axes", scalar_ok=True),
               "keepdim": bool(attrs.get("keepdims", 1))})
 
 
@@ -475,15 +494,16 @@ def _pad(imp, node, attrs):
         raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge)")
     x = node.input[0]
     rank = len(imp.type_of(x).shape)
-    pads = [int(v) for v in imp.const(node.input[1], "pads")]
+    pads = int_vector(imp.const(node.input[1], "pads"), "pads")
     value = _opt(node, 2)
-    value = 0.0 if value is None else float(imp.const(value, "constant_value").reshape(()))
+    value = 0.0 if value is None else float(one_value(imp.const(value, "constant_value"),
+                                                      "constant_value"))
     axes = _opt(node, 3)
     axes = (list(range(rank)) if axes is None else
-            [int(a) % rank for a in imp.const(axes, "axes")])
+            [axis_in(a, rank, "axes") for a in int_vector(imp.const(axes, "axes"), "axes")])
     if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):
-        raise imp.unsupported(f"pads {pads} must be {2 * len(axes)} values >= 0 (cropping by "
-                              f"negative pads is not supported)")
+        raise imp.unsupported(f"pads {_few(pads)} must be {2 * len(axes)} values >= 0 (cropping "
+                              f"by negative pads is not supported)")
     pairs = [[0, 0] for _ in range(rank)]
     for i, a in enumerate(axes):
         pairs[a] = [pads[i], pads[i + len(axes)]]

@@ -58,7 +58,8 @@ def rms_norm(imp, pow_node, attrs: dict, index: int) -> bool:
     axes = (imp.consts.get(m.input[1]) if len(m.input) > 1 and m.input[1] else
             next((list(a.ints) for a in m.attribute if a.name == "axes"), None))
     keep = next((a.i for a in m.attribute if a.name == "keepdims"), 1)
-    if axes is None or [int(a) % rank for a in np.atleast_1d(axes)] != [rank - 1] or not keep:
+    if axes is None or not keep or np.asarray(axes).dtype.kind not in "iu" or \
+            [int(a) for a in np.atleast_1d(axes)] not in ([rank - 1], [-1]):
         return False
     add = _next(imp, m.output[0], "Add")
     if add is None:
@@ -98,20 +99,29 @@ def split_to_sequence(imp, node, attrs: dict, index: int) -> bool:
             not set(attrs) <= {"axis", "keepdims"} or attrs.get("keepdims", 1) != 1:
         return False
     shape = imp.type_of(x).shape
-    axis = attrs.get("axis", 0) % len(shape)
+    axis = attrs.get("axis", 0)
+    if type(axis) is not int or not -len(shape) <= axis < len(shape):
+        return False
+    axis %= len(shape)
     sizes = imp.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
-    if sizes is None or sizes.ndim > 1 or type(shape[axis]) is not int:
+    if sizes is None or sizes.ndim > 1 or sizes.dtype.kind not in "iu" or \
+            type(shape[axis]) is not int:
         return False
     if sizes.ndim == 0:  # one chunk size: equal parts, the last one smaller
         dim, step = shape[axis], int(sizes)
         if step < 1:
             return False
         sizes = np.array([min(step, dim - i) for i in range(0, dim, step)])
+    if (sizes < 0).any() or int(sizes.sum()) != shape[axis]:
+        return False
     outputs: list[str | None] = [None] * len(sizes)
     for u in users:
         at = imp.model.graph.node[u]
-        pos = imp.consts.get(at.input[1]) if at.op_type == "SequenceAt" else None
-        if pos is None or pos.size != 1 or outputs[int(pos.reshape(())) % len(sizes)]:
+        pos = imp.consts.get(at.input[1]) if at.op_type == "SequenceAt" and \
+            len(at.input) > 1 else None
+        if pos is None or pos.size != 1 or pos.dtype.kind not in "iu" or \
+                not -len(sizes) <= int(pos.reshape(())) < len(sizes) or \
+                outputs[int(pos.reshape(())) % len(sizes)]:
             return False
         outputs[int(pos.reshape(())) % len(sizes)] = at.output[0]
     imp.emit("split", [imp.tensor(x)], outputs, {"axis": axis, "sizes": [int(v) for v in sizes]})

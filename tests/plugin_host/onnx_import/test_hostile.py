@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin_host.errors import ModelFileError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
 from .conftest import onnx
@@ -141,3 +141,95 @@ def test_many_nodes_of_one_name_import_in_linear_time(tmp_path):
     imported = import_onnx(path)
     assert len(imported.graph.nodes) == n
     assert time.perf_counter() - started < 15  # quadratic naming took minutes
+
+
+# --- constant inputs and attributes ----------------------------------------------------------
+
+
+def _raw_int64(dims, nbytes):
+    t = onnx.TensorProto(data_type=TP.INT64, raw_data=bytes(nbytes))
+    t.dims.extend(dims)
+    return t
+
+
+def _slice(starts, steps=None):
+    inits = [starts, _ints("ends", [3]), _ints("axes", [1])] + ([steps] if steps else [])
+    ins = ["x", "starts", "ends", "axes"] + (["steps"] if steps else [])
+    return [helper.make_node("Slice", ins, ["y"], name="cut")], inits
+
+
+CASES = {
+    "slice-0d-starts": (*_slice(helper.make_tensor("starts", TP.INT64, [], [1])), None, (1, 4),
+                        r"node 'cut' \(Slice\): starts must be a 1-D integer tensor, got int64 "
+                        r"of shape \(\)"),
+    "slice-step-0": (*_slice(_ints("starts", [1]), _ints("steps", [0])), None, (1, 4),
+                     r"node 'cut' \(Slice\): steps \[0\]: a step of 0"),
+    "reshape-float-shape": (
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
+        [helper.make_tensor("s", TP.FLOAT, [2], [2.0, 2.0])], None, (1, 4),
+        r"node 'rs' \(Reshape\): shape must be a 1-D integer tensor, got float32"),
+    "folded-split-sizes": (
+        [helper.make_node("Split", ["k", "sizes"], ["a", "b"], name="sp"),
+         helper.make_node("Add", ["x", "a"], ["y"])],
+        [helper.make_tensor("k", TP.FLOAT, [4], [1.0] * 4), _ints("sizes", [3, 3])], None,
+        (1, 4), r"node 'sp' \(Split\): split sizes \[3, 3\] must be >= 0 and add up to the "
+                r"dim 4"),
+    "split-axis": (
+        [helper.make_node("Split", ["x", "sizes"], ["a", "y"], name="sp", axis=5)],
+        [_ints("sizes", [2, 2])], None, (1, 4),
+        r"node 'sp' \(Split\): axis 5 is out of range for rank 2"),
+    "clip-min-not-scalar": (
+        [helper.make_node("Clip", ["x", "lo"], ["y"], name="clip")],
+        [helper.make_tensor("lo", TP.FLOAT, [2], [0.0, 1.0])], None, (1, 4),
+        r"node 'clip' \(Clip\): min must be one number, got float32 of shape \(2,\)"),
+    "folded-concat-empty-input": (
+        [helper.make_node("Concat", ["", "k"], ["c"], name="cat", axis=0),
+         helper.make_node("Add", ["x", "c"], ["y"])],
+        [helper.make_tensor("k", TP.FLOAT, [4], [1.0] * 4)], None, (1, 4),
+        r"node 'cat' \(Concat\): input\(s\) \[0\] are empty, but Concat requires them"),
+    "folded-transpose-perm": (
+        [helper.make_node("Transpose", ["k"], ["c"], name="tr", perm=[1, 1]),
+         helper.make_node("Add", ["x", "c"], ["y"])],
+        [helper.make_tensor("k", TP.FLOAT, [1, 4], [1.0] * 4)], None, (1, 4),
+        r"node 'tr' \(Transpose\): perm \[1, 1\] is not a permutation of the 2 axes"),
+    "folded-range-nan": (
+        [helper.make_node("Range", ["a", "b", "d"], ["c"], name="rg"),
+         helper.make_node("Add", ["x", "c"], ["y"])],
+        [helper.make_tensor(n, TP.FLOAT, [], [v]) for n, v in
+         (("a", 0.0), ("b", float("nan")), ("d", 1.0))], None, (1, 4),
+        r"node 'rg' \(Range\): Range from 0.0 to nan by 1.0: .* must be finite"),
+    "unsqueeze-float-axes": (
+        [helper.make_node("Unsqueeze", ["x", "ax"], ["y"], name="un")],
+        [helper.make_tensor("ax", TP.FLOAT, [1], [0.0])], None, (1, 4),
+        r"node 'un' \(Unsqueeze\): axes must be a 1-D integer tensor, got float32"),
+    "layer-norm-scale": (
+        [helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln")],
+        [helper.make_tensor("s", TP.FLOAT, [3], [1.0] * 3)], None, (1, 4),
+        r"node 'ln' \(LayerNormalization\): scale 's' of shape \(3,\) does not broadcast to the "
+        r"normalized dims \[4\]"),
+    "group-norm-groups-0": (
+        [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
+                          num_groups=0)],
+        [helper.make_tensor(n, TP.FLOAT, [0], []) for n in "sb"], None, (1, 2, 3),
+        r"node 'gn' \(GroupNormalization\): num_groups=0 must divide the 2 channels"),
+    "pad-long-pads": (
+        [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")],
+        [_ints("pads", [1] * 1000)], None, (1, 4),
+        r"node 'pad' \(Pad\): pads \[1, 1, 1, 1, 1, 1, 1, 1, \.\.\. \(1000 values\)\] must be 4 "
+        r"values >= 0"),
+    "constant-bad-bytes": (
+        [helper.make_node("Constant", [], ["c"], name="k", value=_raw_int64([1], 16)),
+         helper.make_node("Add", ["x", "c"], ["y"])], [], None, (1, 4),
+        r"node 'k' \(Constant\): tensor '': 16 raw bytes for dims \[1\] of int64"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_a_malformed_constant_input_or_attribute_is_named(tmp_path, case):
+    nodes, inits, out_shape, x_shape, message = CASES[case]
+    opset = 21 if case.startswith("group-norm") else 17
+    path = _save(tmp_path / "m.onnx", _model(nodes, [_vi("x", shape=x_shape)],
+                                             [_vi("y", shape=out_shape)], inits, opset=opset))
+    with pytest.raises((ModelFileError, UnsupportedModelError), match=message) as info:
+        import_onnx(path)
+    assert "\n" not in str(info.value) and "Error:" not in str(info.value)
