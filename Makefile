@@ -40,10 +40,15 @@ BENCHES := bench_model bench_verify bench_load_rss bench_sandbox bench_frame_han
 bench: $(STAMP_TEST)
 	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py; done
 
-# The full hostile-input run: 10,000 mutants of a signed artifact, each refused with a typed
-# error (the default test suite runs 300). FUZZ_SEED=N picks another sequence.
+# The full hostile-input runs: 10,000 mutants of a signed artifact, each refused with a typed
+# error (the default test suite runs 300); then 5,000 byte-level mutants of small ONNX models and
+# every structure-aware one (about 9,000), each built into a loadable artifact or refused with a
+# typed error by the ONNX importer (the suite runs 300 and 600). FUZZ_SEED=N picks another
+# sequence.
 fuzz: $(STAMP_TEST)
 	FUZZ_MUTANTS=10000 $(BIN)/python -m pytest tests/plugin_host/artifacts/test_fuzz.py -q -s
+	FUZZ_ONNX_MUTANTS=5000 FUZZ_ONNX_STRUCTURAL=all \
+		$(BIN)/python -m pytest tests/plugin_host/onnx_import/test_fuzz.py -q -s
 
 # The daemon's soak test for 10 minutes (the default suite runs it for 5 s), one camera and
 # three matched cameras (full size here): host and worker RSS and the pools' leases must stay

@@ -1,0 +1,871 @@
+"""Hostile input: mutants of small valid ONNX models, each through ``build_onnx_artifact``.
+
+Every mutant either builds an artifact that is then signed here and read back with
+:func:`load_verified` (its golden cases re-run on numpy), or is refused with a
+:class:`~abi.errors.PluginHostError` subclass whose message is one line and is not a generic
+exception's text. Anything else (another exception, a crash of the process, a hang, an
+allocation past the address-space limit) fails the test, naming the mutant.
+
+The seeds are two tiny models exported from torch with the legacy exporter (milliseconds):
+``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
+Softmax) and ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
+MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip). Two kinds of mutants:
+
+- byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
+  insertions, duplicated and deleted spans; ``FUZZ_ONNX_MUTANTS`` of them (default 300);
+- structure-aware, made through the onnx protobuf API: a dim set to 0, negative or 2**40, an
+  element type changed, raw_data of the wrong length, typed data fields in place of raw_data,
+  an initializer removed, duplicated or renamed, a node input naming no tensor, a duplicated
+  output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
+  an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
+  with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
+  The catalogue (about 9,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  drawn (default 600, ``all`` for every one).
+
+The mutants run in one child process under an address-space limit (a huge allocation fails
+there as a MemoryError instead of swapping the machine), each with a time budget; a crash or a
+hang of the child names the mutant it was on. ``make fuzz`` runs 5,000 byte-level mutants and
+every structural one. ``FUZZ_SEED`` changes the sequence; ``FUZZ_ONNX_ONLY=s12,b40`` reruns
+mutants by the ids a failure prints.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+MUTANTS = int(os.environ.get("FUZZ_ONNX_MUTANTS", "300"))
+STRUCTURAL = os.environ.get("FUZZ_ONNX_STRUCTURAL", "600")
+SEED = int(os.environ.get("FUZZ_SEED", "20240603"))
+ONLY = [s for s in os.environ.get("FUZZ_ONNX_ONLY", "").split(",") if s]
+#: Per mutant; the tiny models build in about 15 ms.
+MAX_SECONDS_PER_MUTANT = 5.0
+#: The child is killed when a mutant has not finished by then (a hang outside Python).
+KILL_AFTER_SECONDS = 60.0
+#: RLIMIT_AS of the child: room for onnxruntime and the caps' largest legal value, no more.
+ADDRESS_SPACE = 6 * 2**30
+#: A refusal that is a generic exception's text wrapped, not a description of the problem.
+GENERIC = re.compile(r"\b(IndexError|KeyError|TypeError|AttributeError|ValueError|"
+                     r"ZeroDivisionError|OverflowError|RecursionError|MemoryError|UnicodeError|"
+                     r"DecodeError)\b|index out of range|object is not|unhashable|0-d array|"
+                     r"0-dimensional arrays|unsized object|can't concat|C int|NaN to integer|"
+                     r"Traceback")
+
+A, TP = onnx.AttributeProto, onnx.TensorProto
+helper = onnx.helper
+
+Edit = Callable[[Any], "dict | None"]  # mutates a ModelProto in place; may return options
+
+
+class _Hang(BaseException):
+    """Raised by the alarm: never caught as a refusal."""
+
+
+# --- structure-aware mutations -------------------------------------------------------------------
+
+_HUGE = 2**40
+_DTYPES = [0, TP.UINT8, TP.INT32, TP.INT64, TP.STRING, TP.FLOAT16, TP.DOUBLE, TP.COMPLEX64,
+           TP.BFLOAT16, 999]
+_ODD_NAMES = ["", " ", "a\nb", "a\x00b", "\u00e9\u20ac\U0001F600", "../../x", "x" * 5000, "0",
+              "/", "a'b\"c", "\u202eevil"]
+_SWAPS = ["Conv", "ConvTranspose", "Gemm", "MatMul", "Relu", "Softmax", "Reshape", "Concat",
+          "Gather", "Transpose", "Split", "Slice", "BatchNormalization", "MaxPool",
+          "AveragePool", "Pad", "Flatten", "Unsqueeze", "Squeeze", "LayerNormalization",
+          "GroupNormalization", "InstanceNormalization", "Expand", "ConstantOfShape", "Range",
+          "Cast", "Clip", "ReduceMean", "GlobalAveragePool", "Shape", "Constant", "Identity",
+          "Pow", "Where", "If", "Sin", ""]
+#: Attributes added to every node (whether its op has them or not): name -> values.
+_ADDED = {
+    "axis": [7, -9, _HUGE], "perm": [[0, 0], [5, 1], []], "kernel_shape": [[_HUGE, _HUGE]],
+    "strides": [[0, 0], [_HUGE, 1]], "pads": [[-1] * 4, [_HUGE] * 4, [1, 1]],
+    "group": [0, -1, 7, _HUGE], "dilations": [[0, 0], [-1, -1]],
+    "auto_pad": ["SAME_UPPER", "bogus"], "transA": [1], "transB": [7], "alpha": [float("nan")],
+    "epsilon": [-1.0], "allowzero": [1], "to": [16, 8], "keepdims": [0], "ceil_mode": [1],
+    "mode": ["wrap"], "num_outputs": [0, 3], "bogus": [1], "output_shape": [[1, 1]],
+    "output_padding": [[_HUGE, 0]], "num_groups": [0, 5], "start": [-_HUGE], "end": [_HUGE],
+}
+
+
+def _values_for(a) -> list[tuple[str, Any]]:
+    """(label, new value) for attribute ``a``: huge, negative, empty, of the wrong type."""
+    if a.type == A.INT:
+        same = [0, -1, _HUGE, -2**62, 2**63 - 1]
+    elif a.type == A.INTS:
+        n = len(a.ints)
+        same = [[], [0] * n, [-1] * n, [_HUGE] * n, [1] * (n + 1), [_HUGE] + list(a.ints[1:])]
+    elif a.type == A.FLOAT:
+        same = [float("nan"), float("inf"), -1.0, 0.0, 1e30]
+    elif a.type == A.FLOATS:
+        same = [[], [float("nan")] * len(a.floats)]
+    elif a.type == A.STRING:
+        same = ["", "bogus", "\x00"]
+    else:
+        same = []
+    wrong = [1, 1.5, "x", [1, 1], [1.5], helper.make_tensor("t", TP.FLOAT, [2], [1.0, 2.0])]
+    return [(repr(v) if not hasattr(v, "dims") else "a tensor", v) for v in same + wrong]
+
+
+def _tensor_edits(t) -> list[tuple[str, Callable[[Any], None]]]:
+    """Edits of one TensorProto (an initializer or a Constant's value)."""
+    edits: list[tuple[str, Callable[[Any], None]]] = []
+    for j in range(len(t.dims)):
+        for v in (0, -1, _HUGE):
+            edits.append((f"dims[{j}] = {v}", lambda x, j=j, v=v: x.dims.__setitem__(j, v)))
+    edits += [("dims + [1]", lambda x: x.dims.append(1)),
+              ("dims[:-1]", lambda x: x.dims.__delitem__(-1) if x.dims else x.dims.append(2)),
+              ("dims = []", lambda x: x.ClearField("dims")),
+              ("dims = [2**31, 2**31, 2**31]", lambda x: (x.ClearField("dims"),
+                                                        x.dims.extend([2**31] * 3)))]
+    for d in _DTYPES:
+        if d != t.data_type:
+            edits.append((f"data_type = {d}", lambda x, d=d: setattr(x, "data_type", d)))
+    if t.HasField("raw_data"):
+        edits += [("raw_data[:-1]", lambda x: setattr(x, "raw_data", x.raw_data[:-1])),
+                  ("raw_data[:-4]", lambda x: setattr(x, "raw_data", x.raw_data[:-4])),
+                  ("raw_data + 4 bytes", lambda x: setattr(x, "raw_data", x.raw_data + b"\0" * 4)),
+                  ("raw_data empty", lambda x: setattr(x, "raw_data", b"")),
+                  ("typed field in place of raw_data", lambda x: _to_typed(x, "right")),
+                  ("wrong typed field in place of raw_data", lambda x: _to_typed(x, "wrong")),
+                  ("typed field besides raw_data", lambda x: _to_typed(x, "both")),
+                  ("typed field one value short", lambda x: _to_typed(x, "short"))]
+        if t.data_type == TP.INT64:
+            for v in (0, -1, _HUGE, -2**62):
+                edits.append((f"values = {v}", lambda x, v=v: setattr(
+                    x, "raw_data", np.full(len(x.raw_data) // 8, v, "<i8").tobytes())))
+        elif t.data_type == TP.FLOAT:
+            for v in (np.nan, np.inf, 3e38):
+                edits.append((f"values[0] = {v}", lambda x, v=v: setattr(
+                    x, "raw_data", np.float32(v).tobytes() + x.raw_data[4:])))
+    edits.append(("data_location EXTERNAL without a location",
+                  lambda x: setattr(x, "data_location", TP.EXTERNAL)))
+    edits.append(("segment set", lambda x: (setattr(x.segment, "begin", 0),
+                                             setattr(x.segment, "end", _HUGE))))
+    return edits
+
+
+def _to_typed(t, how: str) -> None:
+    """Move raw_data to the element type's typed field (or the wrong one, or both, or short)."""
+    dtype = {TP.FLOAT: "<f4", TP.INT64: "<i8", TP.INT32: "<i4", TP.DOUBLE: "<f8"}.get(
+        t.data_type, "<f4")
+    values = np.frombuffer(t.raw_data[:len(t.raw_data) // np.dtype(dtype).itemsize
+                                      * np.dtype(dtype).itemsize], dtype)
+    field = {TP.FLOAT: "float_data", TP.INT64: "int64_data", TP.DOUBLE: "double_data"}.get(
+        t.data_type, "int32_data")
+    if how == "wrong":
+        field = "int64_data" if field != "int64_data" else "float_data"
+    if how != "both":
+        t.ClearField("raw_data")
+    if how == "short":
+        values = values[:-1]
+    getattr(t, field).extend(values.astype(float if field.startswith(("float", "double"))
+                                           else np.int64).tolist())
+
+
+def _external(t, location: str, *, allow: bool = True, offset: str | None = "0",
+              length: str | None = None, extra: dict | None = None,
+              files: dict | None = None) -> dict:
+    """Move ``t``'s raw_data to ``weights.bin`` beside the model and point at ``location``."""
+    raw = t.raw_data
+    t.ClearField("raw_data")
+    t.data_location = TP.EXTERNAL
+    entries = {"location": location, "offset": offset,
+               "length": str(len(raw)) if length is None else length, **(extra or {})}
+    for k, v in entries.items():
+        if v is not None:
+            e = t.external_data.add()
+            e.key, e.value = k, v
+    inside = {"weights.bin": raw, "sub": "dir", "link.bin": ("link", "../outside.bin"),
+              "loop.bin": ("link", "loop.bin"), "fifo.bin": "fifo"}
+    return {"allow_external": allow, "files": {**inside, **(files or {})},
+            "outside": {"outside.bin": raw}}
+
+
+_LOCATIONS = ["../outside.bin", "../../etc/passwd", "/etc/passwd", "/dev/zero", "missing.bin",
+              "", "sub", "link.bin", "loop.bin", "fifo.bin", "weights.bin\x00x",
+              "sub/../weights.bin", "./weights.bin", "mutant.onnx", "x" * 5000]
+
+
+def _external_edits(t) -> list[tuple[str, Callable[[Any], dict]]]:
+    edits: list[tuple[str, Callable[[Any], dict]]] = [
+        ("external data, not allowed", lambda x: _external(x, "weights.bin", allow=False)),
+        ("external data, allowed", lambda x: _external(x, "weights.bin"))]
+    for loc in _LOCATIONS:
+        edits.append((f"external location {loc[:40]!r}", lambda x, loc=loc: _external(x, loc)))
+    for off in ("-1", "x", str(2**70), "1", "99999", None, " 0", "0x10"):
+        edits.append((f"external offset {off!r}", lambda x, off=off: _external(
+            x, "weights.bin", offset=off)))
+    for length in ("0", "-5", str(2**62), "1", "x", str(2**70)):
+        edits.append((f"external length {length!r}", lambda x, n=length: _external(
+            x, "weights.bin", length=n)))
+    edits += [("external key 'checksum'", lambda x: _external(
+                  x, "weights.bin", extra={"checksum": "00"})),
+              ("external key repeated", lambda x: _external(
+                  x, "weights.bin", extra={"location ": "b"})),
+              ("external data of bfloat16", lambda x: (
+                  setattr(x, "data_type", TP.BFLOAT16), _external(x, "weights.bin"))[1]),
+              ("external data, dims 2**40", lambda x: (
+                  x.dims.__setitem__(0, _HUGE), _external(x, "weights.bin"))[1])]
+    return edits
+
+
+def _rename(m, old: str, new: str) -> None:
+    """Rename tensor ``old`` everywhere it appears."""
+    g = m.graph
+    for n in g.node:
+        for seq in (n.input, n.output):
+            for i, name in enumerate(seq):
+                if name == old:
+                    seq[i] = new
+    for seq in (g.input, g.output, g.value_info, g.initializer):
+        for v in seq:
+            if v.name == old:
+                v.name = new
+
+
+def _value_info_edits(vi) -> list[tuple[str, Callable[[Any], None]]]:
+    edits: list[tuple[str, Callable[[Any], None]]] = [
+        ("no type", lambda v: v.ClearField("type")),
+        ("no shape", lambda v: v.type.tensor_type.ClearField("shape")),
+        ("a sequence type", lambda v: (v.ClearField("type"), setattr(
+            v.type.sequence_type.elem_type.tensor_type, "elem_type", TP.FLOAT))),
+        ("rank + 1", lambda v: v.type.tensor_type.shape.dim.add().__setattr__("dim_value", 1)),
+        ("rank 0", lambda v: v.type.tensor_type.shape.ClearField("dim"))]
+    for d in _DTYPES:
+        edits.append((f"elem_type {d}", lambda v, d=d: setattr(
+            v.type.tensor_type, "elem_type", d)))
+    for j in range(len(vi.type.tensor_type.shape.dim)):
+        for value in (0, -1, _HUGE, 2**31):
+            edits.append((f"dim {j} = {value}", lambda v, j=j, value=value: setattr(
+                v.type.tensor_type.shape.dim[j], "dim_value", value)))
+        for param in ("", "a b", "1x", "N" * 300, "batch"):
+            edits.append((f"dim {j} = {param[:12]!r}", lambda v, j=j, p=param: setattr(
+                v.type.tensor_type.shape.dim[j], "dim_param", p)))
+    return edits
+
+
+def _nodes_edit(count: int, name: str | None) -> Edit:
+    """The model with a chain of ``count`` Identity nodes before its first node's input."""
+    def edit(m):
+        g = m.graph
+        first = g.input[0].name
+        nodes = [helper.make_node("Identity", [first if i == 0 else f"chain{i - 1}"],
+                                  [f"chain{i}"], name=name if name is not None else "")
+                 for i in range(count)]
+        for n in g.node:
+            for i, t in enumerate(n.input):
+                if t == first:
+                    n.input[i] = f"chain{count - 1}"
+        old = list(g.node)
+        del g.node[:]
+        g.node.extend(nodes + old)
+    return edit
+
+
+def _nested_if(depth: int) -> Edit:
+    """An If whose then-branch is an If ... ``depth`` deep (each else-branch one Identity)."""
+    def edit(m):
+        elem = m.graph.output[0].type.tensor_type.elem_type
+
+        def branch(level: int, node) -> Any:
+            return helper.make_graph([node], f"b{level}", [], [
+                helper.make_tensor_value_info(f"deep{level}", elem, None)])
+
+        body = None
+        for level in range(depth):
+            leaf = branch(level, helper.make_node("Identity", ["deep_in"], [f"deep{level}"]))
+            body = leaf if body is None else branch(level, helper.make_node(
+                "If", ["cond"], [f"deep{level}"], then_branch=body, else_branch=leaf))
+        m.graph.node.append(helper.make_node("If", ["cond"], ["deep_out"], then_branch=body,
+                                             else_branch=body))
+        m.graph.initializer.append(helper.make_tensor("cond", TP.BOOL, [], [True]))
+        m.graph.initializer.append(helper.make_tensor("deep_in", TP.FLOAT, [1], [1.0]))
+    return edit
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field."""
+    key, n, varint = (number << 3) | 2, len(payload), b""
+    while True:
+        varint += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+        n >>= 7
+        if not n:
+            break
+    return bytes([key]) + varint + payload
+
+
+def _deeper_than_protobuf_allows(m) -> dict:
+    """The model's bytes with a node whose graph attribute nests 300 graphs deep (protobuf's
+    own serializer refuses to write that; a hostile file need not)."""
+    graph = b""
+    for _ in range(300):  # GraphProto.node (1) -> NodeProto.attribute (5) -> .g (6)
+        graph = _field(1, _field(5, _field(1, b"g") + _field(6, graph) + b"\x20\x05"))
+    return {"replace": m.SerializeToString() + _field(7, graph)}
+
+
+def _catalogue(name: str, model) -> list[tuple[str, Edit]]:
+    """Every structure-aware mutation of ``model``: (label, edit)."""
+    out: list[tuple[str, Edit]] = []
+    g = model.graph
+
+    def add(label: str, edit: Edit) -> None:
+        out.append((f"{name}: {label}", edit))
+
+    # tensors: initializers and Constant values
+    tensors: list[tuple[str, Callable]] = [
+        (f"initializer {t.name!r}", lambda m, k=k: m.graph.initializer[k])
+        for k, t in enumerate(g.initializer)]
+    for i, n in enumerate(g.node):
+        for k, a in enumerate(n.attribute):
+            if n.op_type == "Constant" and a.type == A.TENSOR:
+                tensors.append((f"Constant {n.output[0]!r} value",
+                                lambda m, i=i, k=k: m.graph.node[i].attribute[k].t))
+    for what, get in tensors:
+        for label, edit in _tensor_edits(get(model)):
+            add(f"{what} {label}", lambda m, get=get, edit=edit: edit(get(m)))
+        if get(model).HasField("raw_data"):
+            for label, edit in _external_edits(get(model)):
+                add(f"{what} {label}", lambda m, get=get, edit=edit: edit(get(m)))
+    inputs = [v.name for v in g.input]
+    for k, t in enumerate(g.initializer):
+        other = g.initializer[(k + 1) % len(g.initializer)].name
+        add(f"initializer {t.name!r} removed", lambda m, k=k: m.graph.initializer.__delitem__(k))
+        add(f"initializer {t.name!r} duplicated",
+            lambda m, k=k: m.graph.initializer.append(m.graph.initializer[k]))
+        add(f"initializer {t.name!r} renamed", lambda m, k=k: setattr(
+            m.graph.initializer[k], "name", "renamed"))
+        add(f"initializer {t.name!r} renamed to {other!r}", lambda m, k=k, o=other: setattr(
+            m.graph.initializer[k], "name", o))
+        add(f"initializer {t.name!r} renamed to input {inputs[0]!r}",
+            lambda m, k=k, o=inputs[0]: setattr(m.graph.initializer[k], "name", o))
+        add(f"initializer {t.name!r} also a graph input", lambda m, k=k: m.graph.input.append(
+            helper.make_tensor_value_info(m.graph.initializer[k].name, TP.FLOAT, [1])))
+        add(f"initializer {t.name!r} as a sparse initializer", lambda m, k=k: _sparse(m, k))
+
+    # nodes
+    produced = [o for n in g.node for o in n.output]
+    for i, n in enumerate(g.node):
+        where = f"node {i} ({n.op_type} {n.name or n.output[0]!r})"
+        later = next((o for m_ in g.node[i + 1:] for o in m_.output), None)
+        for j in range(len(n.input)):
+            for new in ["nope", "", n.output[0], later, inputs[0], g.initializer[0].name
+                        if g.initializer else None]:
+                if new is not None:
+                    add(f"{where} input {j} = {new!r}", lambda m, i=i, j=j, v=new: m.graph.node[
+                        i].input.__setitem__(j, v))
+        add(f"{where} last input dropped", lambda m, i=i: m.graph.node[i].input.__delitem__(-1)
+            if m.graph.node[i].input else None)
+        add(f"{where} extra input", lambda m, i=i: m.graph.node[i].input.append(
+            m.graph.node[i].input[0] if m.graph.node[i].input else "nope"))
+        add(f"{where} four extra inputs", lambda m, i=i: m.graph.node[i].input.extend(
+            [inputs[0]] * 4))
+        add(f"{where} output duplicated", lambda m, i=i: m.graph.node[i].output.append(
+            m.graph.node[i].output[0]))
+        add(f"{where} extra output", lambda m, i=i: m.graph.node[i].output.append("extra_out"))
+        if i:
+            add(f"{where} output = previous node's", lambda m, i=i: m.graph.node[i].output
+                .__setitem__(0, m.graph.node[i - 1].output[0]))
+        add(f"{where} output = input {inputs[0]!r}", lambda m, i=i: m.graph.node[i].output
+            .__setitem__(0, inputs[0]))
+        add(f"{where} output = ''", lambda m, i=i: m.graph.node[i].output.__setitem__(0, ""))
+        add(f"{where} no outputs", lambda m, i=i: m.graph.node[i].ClearField("output"))
+        for op in _SWAPS:
+            if op != n.op_type:
+                add(f"{where} op -> {op!r}", lambda m, i=i, op=op: setattr(
+                    m.graph.node[i], "op_type", op))
+        for domain in ("com.example", "ai.onnx.ml", "ai.onnx"):
+            add(f"{where} domain {domain!r}", lambda m, i=i, d=domain: setattr(
+                m.graph.node[i], "domain", d))
+        for odd in _ODD_NAMES:
+            add(f"{where} name {odd[:12]!r}", lambda m, i=i, v=odd: setattr(
+                m.graph.node[i], "name", v))
+        add(f"{where} removed", lambda m, i=i: m.graph.node.__delitem__(i))
+        add(f"{where} duplicated", lambda m, i=i: m.graph.node.insert(i + 1, m.graph.node[i]))
+        add(f"{where} moved last", lambda m, i=i: (m.graph.node.append(m.graph.node[i]),
+                                                    m.graph.node.__delitem__(i)))
+        for k, a in enumerate(n.attribute):
+            if n.op_type == "Constant":
+                continue
+            at = f"{where} attribute {a.name}"
+            add(f"{at} removed", lambda m, i=i, k=k: m.graph.node[i].attribute.__delitem__(k))
+            add(f"{at} repeated", lambda m, i=i, k=k: m.graph.node[i].attribute.append(
+                m.graph.node[i].attribute[k]))
+            add(f"{at} type INTS, value INT", lambda m, i=i, k=k: setattr(
+                m.graph.node[i].attribute[k], "type", A.INTS if m.graph.node[i].attribute[
+                    k].type != A.INTS else A.INT))
+            for label, value in _values_for(a):
+                add(f"{at} = {label}", lambda m, i=i, k=k, v=value: m.graph.node[i].attribute[
+                    k].CopyFrom(helper.make_attribute(m.graph.node[i].attribute[k].name, v)))
+        names = {a.name for a in n.attribute}
+        for attr, values in _ADDED.items():
+            if attr in names or n.op_type == "Constant":
+                continue
+            for value in values:
+                add(f"{where} added {attr}={value!r}", lambda m, i=i, a=attr, v=value: m.graph
+                    .node[i].attribute.append(helper.make_attribute(a, v)))
+        if i:
+            add(f"{where} swapped with the previous node", lambda m, i=i: _swap(m, i))
+        add(f"{where} reads its own output (a cycle)", lambda m, i=i: m.graph.node[i].input
+            .append(m.graph.node[i].output[0]))
+    if len(g.node) > 2:
+        add("a two-node cycle", lambda m: m.graph.node[0].input.__setitem__(
+            0, m.graph.node[1].output[0]))
+
+    # graph inputs and outputs
+    for k, vi in enumerate(g.input):
+        for label, edit in _value_info_edits(vi):
+            add(f"input {vi.name!r} {label}", lambda m, k=k, e=edit: e(m.graph.input[k]))
+        add(f"input {vi.name!r} removed", lambda m, k=k: m.graph.input.__delitem__(k))
+        add(f"input {vi.name!r} duplicated", lambda m, k=k: m.graph.input.append(
+            m.graph.input[k]))
+        add(f"input {vi.name!r} renamed", lambda m, k=k: setattr(m.graph.input[k], "name",
+                                                                 "renamed"))
+    for k, vi in enumerate(g.output):
+        for label, edit in _value_info_edits(vi):
+            add(f"output {vi.name!r} {label}", lambda m, k=k, e=edit: e(m.graph.output[k]))
+        add(f"output {vi.name!r} duplicated", lambda m, k=k: m.graph.output.append(
+            m.graph.output[k]))
+        for other in [inputs[0], g.initializer[0].name if g.initializer else None, "nope",
+                      produced[0]]:
+            if other is not None:
+                add(f"output {vi.name!r} renamed {other!r}", lambda m, k=k, o=other: setattr(
+                    m.graph.output[k], "name", o))
+    add("no outputs", lambda m: m.graph.ClearField("output"))
+    add("no inputs", lambda m: m.graph.ClearField("input"))
+    add("no nodes", lambda m: m.graph.ClearField("node"))
+    add("no initializers", lambda m: m.graph.ClearField("initializer"))
+    add("only the first node", lambda m: m.graph.node.__delitem__(slice(1, None)))
+    for t in produced[:-1]:
+        add(f"value_info {t!r} of a wrong shape", lambda m, t=t: m.graph.value_info.append(
+            helper.make_tensor_value_info(t, TP.FLOAT, [7, 7, 7])))
+        add(f"value_info {t!r} of a wrong type", lambda m, t=t: m.graph.value_info.append(
+            helper.make_tensor_value_info(t, TP.INT8, None)))
+        add(f"intermediate {t!r} also an output", lambda m, t=t: m.graph.output.append(
+            helper.make_tensor_value_info(t, TP.FLOAT, None)))
+
+    # names: a tensor renamed everywhere
+    subjects = [inputs[0], g.initializer[0].name if g.initializer else None, produced[0],
+                g.output[0].name]
+    for old in [s for s in subjects if s]:
+        for new in _ODD_NAMES + [s for s in subjects if s and s != old]:
+            add(f"tensor {old!r} renamed {new[:12]!r} everywhere",
+                lambda m, o=old, n=new: _rename(m, o, n))
+
+    # the model
+    for version in (None, 0, 1, 12, 24, 999, -1):
+        add(f"default opset {version}", lambda m, v=version: _opset(m, v))
+    add("default opset twice", lambda m: m.opset_import.append(helper.make_opsetid("", 13)))
+    add("opsets '' and 'ai.onnx'", lambda m: m.opset_import.append(
+        helper.make_opsetid("ai.onnx", 13)))
+    add("a custom-domain opset", lambda m: m.opset_import.append(
+        helper.make_opsetid("com.example", 1)))
+    for ir in (0, 1, 3, 999, -1):
+        add(f"ir_version {ir}", lambda m, v=ir: setattr(m, "ir_version", v))
+    add("a 1 MB doc_string", lambda m: setattr(m.graph, "doc_string", "d" * 2**20))
+    add("10,000 metadata entries", lambda m: [m.metadata_props.add() for _ in range(10_000)])
+    add("a local function called", _local_function)
+    add("If nested 30 deep", _nested_if(30))
+    add("If nested 3 deep", _nested_if(3))
+    add("graphs nested 300 deep", _deeper_than_protobuf_allows)
+    add("100,001 Identity nodes", _nodes_edit(100_001, None))
+    add("20,000 Identity nodes of one name", _nodes_edit(20_000, "same"))
+    add("5,000 unnamed Identity nodes", _nodes_edit(5_000, ""))
+    add("a training_info", lambda m: m.training_info.add().algorithm.CopyFrom(m.graph))
+    return out
+
+
+def _sparse(m, k: int) -> None:
+    t = m.graph.initializer[k]
+    s = m.graph.sparse_initializer.add()
+    s.values.CopyFrom(t)
+    s.values.ClearField("dims")
+    s.values.dims.append(1)
+    s.indices.CopyFrom(helper.make_tensor(t.name + "_idx", TP.INT64, [1], [_HUGE]))
+    s.dims.extend(t.dims)
+    del m.graph.initializer[k]
+
+
+def _swap(m, i: int) -> None:
+    a, b = type(m.graph.node[i])(), type(m.graph.node[i])()
+    a.CopyFrom(m.graph.node[i])
+    b.CopyFrom(m.graph.node[i - 1])
+    m.graph.node[i - 1].CopyFrom(a)
+    m.graph.node[i].CopyFrom(b)
+
+
+def _opset(m, version: int | None) -> None:
+    keep = [o for o in m.opset_import if o.domain not in ("", "ai.onnx")]
+    del m.opset_import[:]
+    m.opset_import.extend(keep)
+    if version is not None:
+        m.opset_import.append(helper.make_opsetid("", version))
+
+
+def _local_function(m) -> None:
+    f = helper.make_function("local", "F", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["b"])],
+                             [helper.make_opsetid("", 17)])
+    m.functions.append(f)
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    out = m.graph.output[0].name
+    for n in m.graph.node:
+        for i, t in enumerate(n.output):
+            if t == out:
+                n.output[i] = "before_f"
+    m.graph.node.append(helper.make_node("F", ["before_f"], [out], domain="local"))
+
+
+# --- byte-level mutations ------------------------------------------------------------------------
+
+
+def _byte_mutant(data: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
+    b = bytearray(data)
+    kind = int(rng.integers(6))
+    if kind == 0:
+        n = 1 if rng.random() < 0.6 else int(rng.integers(2, 9))
+        for _ in range(n):
+            b[int(rng.integers(len(b)))] ^= 1 << int(rng.integers(8))
+        return f"{n} bit flip(s)", bytes(b)
+    if kind == 1:
+        i = int(rng.integers(len(b)))
+        b[i] = int(rng.choice([0, 0xFF, 0x7F, 0x80, int(rng.integers(256))]))
+        return f"byte {i} overwritten", bytes(b)
+    if kind == 2:
+        n = int(rng.integers(len(b)))
+        return f"truncated to {n}", bytes(b[:n])
+    if kind == 3:
+        i, n = int(rng.integers(len(b) + 1)), int(rng.integers(1, 17))
+        b[i:i] = rng.bytes(n)
+        return f"{n} random bytes inserted at {i}", bytes(b)
+    i = int(rng.integers(len(b)))
+    n = int(rng.integers(1, min(256, len(b) - i) + 1))
+    if kind == 4:
+        j = int(rng.integers(len(b) + 1))
+        b[j:j] = b[i:i + n]
+        return f"span {i}+{n} duplicated at {j}", bytes(b)
+    del b[i:i + n]
+    return f"span {i}+{n} deleted", bytes(b)
+
+
+# --- the child: every mutant through the builder -------------------------------------------------
+
+
+def _mutants(seeds: dict[str, bytes], config: dict) -> Iterator[tuple[str, str, bytes, dict]]:
+    """(id, label, file bytes, options) of every mutant of this run, in order."""
+    models = {k: onnx.ModelProto.FromString(v) for k, v in seeds.items()}
+    catalogue = [(label, seed, edit) for seed, model in models.items()
+                 for label, edit in _catalogue(seed, model)]
+    only = set(config["only"])
+    chosen = range(len(catalogue))
+    if config["structural"] != "all":
+        n = min(int(config["structural"]), len(catalogue))
+        chosen = sorted(np.random.default_rng(config["seed"]).choice(len(catalogue), n,
+                                                                     replace=False).tolist())
+    yield "count", f"{len(catalogue)} structural mutations in the catalogue", b"", {}
+    for i in chosen:
+        mid = f"s{i}"
+        if only and mid not in only:
+            continue
+        label, seed, edit = catalogue[i]
+        model = onnx.ModelProto()
+        model.CopyFrom(models[seed])
+        try:
+            options = edit(model)
+            options = options if isinstance(options, dict) else {}
+            data = options.pop("replace", None) or model.SerializeToString()
+        except Exception as exc:  # noqa: BLE001 - not expressible in protobuf: no mutant
+            yield mid, f"{label} (skipped: {exc})", b"", {"skip": True}
+            continue
+        yield mid, label, data, options
+    names = sorted(seeds)
+    for i in range(config["mutants"]):
+        mid = f"b{i}"
+        if only and mid not in only:
+            continue
+        rng = np.random.default_rng([config["seed"], i])
+        seed = names[int(rng.integers(len(names)))]
+        label, data = _byte_mutant(seeds[seed], rng)
+        yield mid, f"{seed}: {label}", data, {}
+
+
+def _lay_out(folder: Path, data: bytes, options: dict) -> Path:
+    """Write the mutant as ``folder/model/mutant.onnx`` with its side files."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    inner = folder / "model"
+    inner.mkdir(parents=True)
+    for name, content in options.get("outside", {}).items():
+        (folder / name).write_bytes(content)
+    for name, content in options.get("files", {}).items():
+        if content == "dir":
+            (inner / name).mkdir()
+        elif content == "fifo":
+            os.mkfifo(inner / name)
+        elif isinstance(content, tuple):
+            (inner / name).symlink_to(content[1])
+        else:
+            (inner / name).write_bytes(content)
+    path = inner / "mutant.onnx"
+    path.write_bytes(data)
+    return path
+
+
+def _check_built(out: Path, key, trust) -> None:
+    from plugin_host.artifacts import load_verified, sign_artifact
+    from plugins.numpy_backend import NumpyBackend
+
+    sign_artifact(out, key)
+    loaded = load_verified(out, trust=trust, rollback=None, backends={"numpy", "onnxruntime"})
+    loaded.check_golden(NumpyBackend())
+
+
+def _on_alarm(signum, frame):
+    raise _Hang("the mutant did not finish within the alarm")
+
+
+def child(config_path: str) -> None:
+    """Run every mutant of the configuration; one JSON line per event on the original stdout."""
+    config = json.loads(Path(config_path).read_text())
+    resource.setrlimit(resource.RLIMIT_AS, (config["address_space"],) * 2)
+    report = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything a library prints goes to stderr, not into the report
+    from abi.errors import PluginHostError
+    from plugin_host.artifacts import TrustStore, generate_key
+    from plugin_host.onnx_import import build_onnx_artifact
+
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    seeds = {k: Path(v).read_bytes() for k, v in config["seeds"].items()}
+    work = Path(config["work"])
+    failures = work / "failures"
+    signal.signal(signal.SIGALRM, _on_alarm)
+
+    def send(**record):
+        report.write(json.dumps(record) + "\n")
+
+    for mid, label, data, options in _mutants(seeds, config):
+        if mid == "count" or options.get("skip"):
+            send(note=label)
+            continue
+        send(start=mid, label=label)
+        path = _lay_out(work / "current", data, options)
+        out = work / "current" / "out.pha"
+        record = {"id": mid}
+        signal.setitimer(signal.ITIMER_REAL, MAX_SECONDS_PER_MUTANT * 4)
+        t0 = time.perf_counter()
+        try:
+            build_onnx_artifact(path, out, backends=("numpy", "onnxruntime"),
+                                allow_external_data=options.get("allow_external", False))
+            _check_built(out, key, trust)
+            record.update(outcome="built")
+        except PluginHostError as exc:
+            message = str(exc)
+            record.update(outcome="refused", error=type(exc).__name__, message=message[:300])
+            if not message or "\n" in message or len(message) > 2000 or GENERIC.search(message):
+                record.update(outcome="failed", why="refusal message is not one clear line")
+        except BaseException as exc:  # noqa: BLE001 - every other way out is the finding
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            record.update(outcome="failed", error=type(exc).__name__, message=str(exc)[:300],
+                          why="not a PluginHostError",
+                          trace=traceback.format_exc(limit=-6)[-3000:])
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        record["seconds"] = round(time.perf_counter() - t0, 4)
+        record["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        if record["outcome"] != "failed" and record["seconds"] > MAX_SECONDS_PER_MUTANT:
+            record.update(outcome="failed", why=f"took {record['seconds']} s")
+        if record["outcome"] == "failed":
+            shutil.copytree(work / "current", failures / mid, symlinks=True,
+                            ignore=shutil.ignore_patterns("fifo.bin"))
+        send(**record)
+    send(done=True, maxrss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+# --- the parent: seeds, the child, the verdict ---------------------------------------------------
+
+
+def _export_seeds(folder: Path) -> dict[str, str]:
+    from .conftest import export, torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 3, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(3)
+            self.emb = torch.nn.Embedding(5, 2)
+            self.fc = torch.nn.Linear(3 * 2 * 2 + 4, 4)
+
+        def forward(self, x, ids):
+            y = torch.relu(self.bn(self.conv(x)))
+            y = torch.nn.functional.max_pool2d(y, 2).reshape(1, -1)
+            e = self.emb(ids).reshape(1, -1)
+            return torch.softmax(self.fc(torch.cat([y, e], 1)), -1)
+
+    class Glue(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = torch.nn.ConvTranspose2d(2, 2, 2, stride=2)
+            self.norm = torch.nn.LayerNorm(16)
+            self.proj = torch.nn.Linear(16, 8)
+
+        def forward(self, x):
+            y = torch.nn.functional.avg_pool2d(self.up(x), 2)
+            y = torch.nn.functional.pad(y, (1, 1, 1, 1))[:, :, 1:5, 1:5].reshape(1, 2, 16)
+            a, b = self.proj(self.norm(y)).split([4, 4], dim=-1)
+            y = torch.tanh(a * torch.sigmoid(b)).mean(-1, keepdim=True)
+            return torch.clamp(y, 0.0, 1.0)
+
+    torch.manual_seed(0)
+    net = export(Net(), [torch.randn(1, 2, 4, 4), torch.tensor([[1, 3]])], folder / "net.onnx",
+                 dynamo=False, fold=False, input_names=["x", "ids"], output_names=["y"])
+    glue = export(Glue(), [torch.randn(1, 2, 4, 4)], folder / "glue.onnx", dynamo=False,
+                  input_names=["x"], output_names=["y"])
+    return {"net": str(net), "glue": str(glue)}
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory) -> dict[str, str]:
+    return _export_seeds(tmp_path_factory.mktemp("onnx-seeds"))
+
+
+def _run_child(seeds: dict[str, str], work: Path, *, mutants: int, structural: str,
+               only: list[str]) -> tuple[list[dict], list[str], dict]:
+    """Run the child; (result records, notes, its closing record). A crash or hang of the
+    child becomes a failed record of the mutant it was on. Each record has its label."""
+    work.mkdir(parents=True, exist_ok=True)
+    config = work / "config.json"
+    config.write_text(json.dumps({"seeds": seeds, "work": str(work), "seed": SEED,
+                                  "mutants": mutants, "structural": structural, "only": only,
+                                  "address_space": ADDRESS_SPACE}))
+    code = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location('onnx_fuzz_child', sys.argv[1])\n"
+            "module = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(module)\n"
+            "module.child(sys.argv[2])\n")
+    stderr = open(work / "child.stderr", "wb")
+    proc = subprocess.Popen([sys.executable, "-c", code, __file__, str(config)],
+                            stdout=subprocess.PIPE, stderr=stderr, cwd=Path(__file__).parents[3])
+    records, notes, current, done, labels = [], [], None, {}, {}
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    buffer = b""
+    last = time.monotonic()
+    try:
+        while True:
+            if not selector.select(timeout=1.0):
+                if time.monotonic() - last > KILL_AFTER_SECONDS:
+                    proc.kill()
+                    records.append({"id": current["start"], "outcome": "failed",
+                                    "why": f"hung: no answer in {KILL_AFTER_SECONDS} s"})
+                    break
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            last = time.monotonic()
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                record = json.loads(line)
+                if "start" in record:
+                    current = record
+                    labels[record["start"]] = record["label"]
+                elif "note" in record:
+                    notes.append(record["note"])
+                elif "done" in record:
+                    done = record
+                else:
+                    records.append(record)
+        code = proc.wait(timeout=30)
+        if not done and not (records and records[-1].get("why", "").startswith("hung")):
+            on = current["start"] if current and (not records or records[-1]["id"] !=
+                                                  current["start"]) else "?"
+            records.append({"id": on, "outcome": "failed",
+                            "why": f"the child died (exit {code}) during this mutant" if on != "?"
+                            else f"the child died (exit {code}) between mutants"})
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        stderr.close()
+    if records and records[-1]["outcome"] == "failed" and not done and current:
+        shutil.copytree(work / "current", work / "failures" / current["start"], symlinks=True,
+                        dirs_exist_ok=True, ignore=shutil.ignore_patterns("fifo.bin"))
+    for r in records:
+        r["label"] = labels.get(r["id"], "?")
+    return records, notes, done
+
+
+def _verdict(records: list[dict], work: Path) -> list[str]:
+    failed = [r for r in records if r["outcome"] == "failed"]
+    lines = []
+    for r in failed[:40]:
+        lines.append(f"{r['id']} ({r['label']}): {r['why']}: "
+                     f"{r.get('error', '')}: {r.get('message', '')}")
+        if r.get("trace"):
+            lines.append("    " + r["trace"].strip().replace("\n", "\n    "))
+    if failed:
+        ids = ",".join(r["id"] for r in failed[:8])
+        lines.append(f"{len(failed)} failure(s); mutants saved under {work / 'failures'}; rerun "
+                     f"with FUZZ_SEED={SEED} FUZZ_ONNX_ONLY={ids} (and FUZZ_ONNX_STRUCTURAL=all "
+                     f"for s-ids outside the default draw)")
+    return lines
+
+
+def test_the_seed_models_build(seeds, tmp_path):
+    from plugin_host.artifacts import TrustStore, generate_key
+    from plugin_host.onnx_import import build_onnx_artifact
+
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    for name, path in seeds.items():
+        m = build_onnx_artifact(path, tmp_path / f"{name}.pha", backends=("numpy", "onnxruntime"))
+        assert m.golden_backend == "onnxruntime"
+        _check_built(tmp_path / f"{name}.pha", key, trust)
+    ops = {n.op_type for p in seeds.values() for n in onnx.load(p).graph.node}
+    assert {"Conv", "BatchNormalization", "Gemm", "Gather", "Reshape", "Concat",
+            "ConvTranspose", "LayerNormalization", "Split", "Pad"} <= ops, ops
+
+
+def test_every_mutant_builds_or_is_refused_with_a_typed_error(seeds, tmp_path):
+    started = time.perf_counter()
+    records, notes, done = _run_child(seeds, tmp_path / "work", mutants=MUTANTS,
+                                      structural=STRUCTURAL, only=ONLY)
+    total = time.perf_counter() - started
+    log = tmp_path / "work" / "child.stderr"
+    outcomes = collections.Counter(r["outcome"] for r in records)
+    errors = collections.Counter(r.get("error", "") for r in records
+                                 if r["outcome"] == "refused")
+    slowest = max((r.get("seconds", 0.0) for r in records), default=0.0)
+    kinds = collections.Counter(r["id"][0] for r in records)
+    print(f"\nONNX fuzz: {len(records)} mutants ({kinds['s']} structural, {kinds['b']} "
+          f"byte-level; {'; '.join(notes[:1])}) in {total:.1f} s, slowest {slowest:.2f} s, "
+          f"child peak RSS {done.get('maxrss_kib', 0) / 1024:.0f} MiB")
+    print("  outcomes: " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
+    print("  refusals: " + ", ".join(f"{k} {v}" for k, v in errors.most_common()))
+    lines = _verdict(records, tmp_path / "work")
+    if lines and log.exists():
+        lines.append("child stderr (tail): " + log.read_text(errors="replace")[-1500:])
+    assert not lines, "\n".join(lines)
+    assert done, "the child did not finish"
+    if not ONLY:
+        assert outcomes["refused"] > 0 and outcomes["built"] > 0, outcomes
