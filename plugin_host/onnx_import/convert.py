@@ -51,6 +51,13 @@ class ImportedModel:
     opset: int = 0
 
 
+def _finite(value: Any) -> bool:
+    """False for a float attribute (or one in a list) that is inf or nan."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return all(map(_finite, value)) if isinstance(value, (list, tuple)) else True
+
+
 def attributes(node, limits: ReadLimits) -> dict[str, Any]:
     """A NodeProto's attributes as Python values (tensors as numpy arrays)."""
     import onnx
@@ -204,6 +211,9 @@ class Importer:
                                              for t in inputs], attrs)
         except PluginHostError as exc:
             raise self.unsupported(f"maps to {op}, which refuses it: {exc}") from None
+        infinite = {k: v for k, v in attrs.items() if not _finite(v)}
+        if infinite:  # the artifact's manifest stores finite numbers only
+            raise self.unsupported(f"maps to {op} with {infinite}, which is not finite")
         if len(out_types) != len(outputs):
             raise self.unsupported(f"maps to {op} with {len(out_types)} output(s), the node has "
                                    f"{len(outputs)}")

@@ -10,6 +10,7 @@ Embedding); everything else maps onto the glue ops one to one.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -102,7 +103,9 @@ def _clip(imp, node, attrs):
     bounds = {}
     for i, key in ((1, "min"), (2, "max")):
         t = _opt(node, i)
-        bounds[key] = None if t is None else float(one_value(imp.const(t, key), key))
+        value = None if t is None else float(one_value(imp.const(t, key), key))
+        # an infinite bound on its own side is no bound (torch.clamp(x, max=inf) exports so)
+        bounds[key] = None if value == (-math.inf if key == "min" else math.inf) else value
     imp.emit("clip", [imp.tensor(node.input[0])], [node.output[0]], bounds)
 
 

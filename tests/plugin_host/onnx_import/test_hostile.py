@@ -1,8 +1,8 @@
 """Hostile ONNX files the fuzzer (test_fuzz.py) found mishandled, each refused now with a typed
 error naming what was wrong and where: external data that cannot be resolved or read, string
 fields that are not UTF-8, checker messages cut mid-sentence, graph inputs and computed values
-past the tensor cap, a flood of same-named nodes, and constant inputs or attributes of the
-wrong rank, dtype or range."""
+past the tensor cap, a flood of same-named nodes, constant inputs or attributes of the
+wrong rank, dtype or range, and attributes that are not finite."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
-from plugin_host.onnx_import import import_onnx
+from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 
 from .conftest import onnx
 
@@ -233,3 +233,27 @@ def test_a_malformed_constant_input_or_attribute_is_named(tmp_path, case):
     with pytest.raises((ModelFileError, UnsupportedModelError), match=message) as info:
         import_onnx(path)
     assert "\n" not in str(info.value) and "Error:" not in str(info.value)
+
+
+# --- numbers the artifact cannot store -------------------------------------------------------
+
+
+def test_a_clip_bound_of_infinity_is_no_bound(tmp_path):
+    bounds = [helper.make_tensor(n, TP.FLOAT, [], [v]) for n, v in (("lo", 0.0),
+                                                                     ("hi", float("inf")))]
+    path = _save(tmp_path / "m.onnx", _model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                                             [_vi("x")], [_vi("y")], bounds))
+    m = build_onnx_artifact(path, tmp_path / "m.pha")  # was refused: "attrs.max: float inf"
+    assert [n["attrs"] for n in m.graph["nodes"]] == [{"min": 0.0, "max": None}]
+
+
+def test_an_infinite_attribute_is_refused_at_its_node(tmp_path):
+    stats = [helper.make_tensor(n, TP.FLOAT, [2], [1.0, 1.0]) for n in "sbmv"]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
+                            epsilon=float("inf"))
+    path = _save(tmp_path / "m.onnx", _model([node], [_vi("x", shape=(1, 2, 3))],
+                                             [_vi("y", shape=(1, 2, 3))], stats))
+    with pytest.raises(UnsupportedModelError, match=r"node 'bn' \(BatchNormalization\): maps to "
+                                                    r"batchnorm with \{'eps': inf\}, which is "
+                                                    r"not finite"):
+        import_onnx(path)
