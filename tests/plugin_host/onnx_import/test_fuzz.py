@@ -1,10 +1,11 @@
 """Hostile input: mutants of small valid ONNX models, each through ``build_onnx_artifact``.
 
 Every mutant either builds an artifact that is then signed here and read back with
-:func:`load_verified` (its golden cases re-run on numpy), or is refused with a
-:class:`~abi.errors.PluginHostError` subclass whose message is one line and is not a generic
-exception's text. Anything else (another exception, a crash of the process, a hang, an
-allocation past the address-space limit) fails the test, naming the mutant.
+:func:`load_verified` (its golden cases re-run on numpy), or is refused by the importer with a
+:class:`~plugin_host.errors.ModelImportError` (a :class:`~abi.errors.PluginHostError`) whose
+message is one line and is not a generic exception's text. Anything else (another exception,
+a refusal by a later stage, a crash of the process, a hang, an allocation past the
+address-space limit) fails the test, naming the mutant.
 
 The seeds are two tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
@@ -647,6 +648,7 @@ def child(config_path: str) -> None:
     os.dup2(2, 1)  # anything a library prints goes to stderr, not into the report
     from abi.errors import PluginHostError
     from plugin_host.artifacts import TrustStore, generate_key
+    from plugin_host.errors import ModelImportError
     from plugin_host.onnx_import import build_onnx_artifact
 
     key = generate_key()
@@ -680,6 +682,8 @@ def child(config_path: str) -> None:
             record.update(outcome="refused", error=type(exc).__name__, message=message[:300])
             if not message or "\n" in message or len(message) > 2000 or GENERIC.search(message):
                 record.update(outcome="failed", why="refusal message is not one clear line")
+            elif not isinstance(exc, ModelImportError):  # a later stage caught what it let by
+                record.update(outcome="failed", why="refused after the import, not by it")
         except BaseException as exc:  # noqa: BLE001 - every other way out is the finding
             if isinstance(exc, KeyboardInterrupt):
                 raise
