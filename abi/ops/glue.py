@@ -65,6 +65,43 @@ def _binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(_broadcast_shapes(n, a.shape, b.shape), a.dtype)]
 
 
+def _compare(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    a, b = inputs
+    n = op.name
+    if n != "equal":
+        need_numeric(n, "a", a)
+        need_numeric(n, "b", b)
+    need_same_dtype(n, [("a", a), ("b", b)])
+    return [TensorType(_broadcast_shapes(n, a.shape, b.shape), "bool")]
+
+
+def _need_bool(op: str, name: str, t: TensorType) -> None:
+    if t.dtype != "bool":
+        raise DTypeError(f"{op}: {name} must be a bool tensor, got {t.dtype}", where=op,
+                         expected="bool", got=t.dtype)
+
+
+def _not(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    _need_bool(op.name, "x", inputs[0])
+    return [inputs[0]]
+
+
+def _logical(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    a, b = inputs
+    _need_bool(op.name, "a", a)
+    _need_bool(op.name, "b", b)
+    return [TensorType(_broadcast_shapes(op.name, a.shape, b.shape), "bool")]
+
+
+def _where(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    cond, a, b = inputs
+    n = op.name
+    _need_bool(n, "cond", cond)
+    need_same_dtype(n, [("a", a), ("b", b)])
+    shape = _broadcast_shapes(n, _broadcast_shapes(n, cond.shape, a.shape), b.shape)
+    return [TensorType(shape, a.dtype)]
+
+
 def _prelu(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, slope = inputs
     need_float(op.name, "x", x)
@@ -330,6 +367,10 @@ Natural log, element-wise; x float (-inf at 0, nan below, as IEEE)."""),
     _unary("sqrt", _float_unary, "Square root, element-wise; x float (nan below 0, as IEEE)."),
     _unary("reciprocal", _float_unary, "1 / x, element-wise; x float (inf at 0, as IEEE)."),
     _unary("erf", _float_unary, "The error function, element-wise; x float."),
+    _unary("floor", _float_unary, "The largest integer <= x, element-wise; x float."),
+    _unary("ceil", _float_unary, "The smallest integer >= x, element-wise; x float."),
+    _unary("round", _float_unary, """\
+x rounded to the nearest integer, halves to even (numpy, torch and ONNX alike); x float."""),
     _unary("abs", _numeric_unary, "|x|, element-wise; x numeric (not bool)."),
     _unary("neg", _signed_unary, "-x, element-wise; x a signed integer or float."),
     OpDef("prelu", 1, ("x", "slope"), ("y",), {}, _prelu, doc="""\
@@ -345,6 +386,19 @@ Element-wise maximum of a and b with numpy broadcasting; one numeric dtype (nan 
 numpy.maximum, ONNX Max and torch.maximum)."""),
     OpDef("min", 1, ("a", "b"), ("y",), {}, _binary, doc="""\
 Element-wise minimum of a and b with numpy broadcasting; one numeric dtype (nan wins)."""),
+    *(OpDef(name, 1, ("a", "b"), ("y",), {}, _compare, doc=f"""\
+Element-wise a {symbol} b with numpy broadcasting, as a bool tensor; a and b share one dtype
+({'any' if name == 'equal' else 'numeric'}).""") for name, symbol in (
+        ("equal", "=="), ("greater", ">"), ("greater_equal", ">="), ("less", "<"),
+        ("less_equal", "<="))),
+    OpDef("not", 1, ("x",), ("y",), {}, _not, doc="Element-wise logical not of a bool x."),
+    OpDef("and", 1, ("a", "b"), ("y",), {}, _logical, doc="""\
+Element-wise logical and of bool a and b, with numpy broadcasting."""),
+    OpDef("or", 1, ("a", "b"), ("y",), {}, _logical, doc="""\
+Element-wise logical or of bool a and b, with numpy broadcasting."""),
+    OpDef("where", 1, ("cond", "a", "b"), ("y",), {}, _where, doc="""\
+a where cond else b, element-wise, with numpy broadcasting of all three; cond bool, a and b one
+dtype (the output's)."""),
     OpDef("matmul", 1, ("a", "b"), ("y",), {}, _matmul, doc="""\
 numpy matmul: a (..., M, K) @ b (..., K, N) -> (broadcast(...), M, N); a 1-D a is (1, K) and a
 1-D b is (K, 1), with that axis removed from the result. Same numeric dtype."""),

@@ -30,8 +30,11 @@ for _op, _fn in {
     "elu": glue.elu, "leaky_relu": glue.leaky_relu, "hard_sigmoid": glue.hard_sigmoid,
     "hard_swish": glue.hard_swish, "softplus": glue.softplus, "exp": glue.exp,
     "log": glue.log, "sqrt": glue.sqrt, "reciprocal": glue.reciprocal, "erf": glue.erf,
-    "abs": glue.abs_, "neg": glue.neg, "prelu": glue.prelu, "pow": glue.pow_,
-    "max": glue.maximum, "min": glue.minimum,
+    "abs": np.abs, "neg": np.negative, "prelu": glue.prelu, "pow": glue.pow_,
+    "max": np.maximum, "min": np.minimum, "equal": np.equal, "greater": np.greater,
+    "greater_equal": np.greater_equal, "less": np.less, "less_equal": np.less_equal,
+    "not": np.logical_not, "and": np.logical_and, "or": np.logical_or, "where": np.where,
+    "floor": np.floor, "ceil": np.ceil, "round": np.round,  # numpy's round: halves to even
     "add": glue.add, "sub": glue.sub, "mul": glue.mul, "div": glue.div,
     "matmul": glue.matmul, "mean": glue.mean, "cast": glue.cast, "concat": glue.concat,
     "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,

@@ -93,24 +93,8 @@ reciprocal = _ieee(np.reciprocal)
 pow_ = _ieee(np.power)
 
 
-def abs_(x):
-    return np.abs(x)
-
-
-def neg(x):
-    return np.negative(x)
-
-
 def prelu(x, slope):
     return np.where(x >= 0, x, x * slope)
-
-
-def maximum(a, b):
-    return np.maximum(a, b)
-
-
-def minimum(a, b):
-    return np.minimum(a, b)
 
 
 def softmax(x, *, axis):

@@ -89,6 +89,36 @@ def test_binary_math_broadcasts_as_torch(op, ref):
                                equal_nan=True)
 
 
+@pytest.mark.parametrize("op, ref", [
+    ("equal", torch.eq), ("greater", torch.gt), ("greater_equal", torch.ge),
+    ("less", torch.lt), ("less_equal", torch.le)])
+def test_comparisons_give_bool_as_torch(op, ref):
+    a = np.round(X)
+    b = np.round(RNG.standard_normal((5, 1)) * 3).astype(np.float32)
+    (y,) = run_op(op, [a, b])
+    assert y.dtype == np.bool_
+    np.testing.assert_array_equal(y, ref(t(a), t(b)).numpy())
+
+
+def test_and_or_floor_ceil_round_as_torch():
+    a, b = X > 0, X < 2
+    np.testing.assert_array_equal(run_op("and", [a, b])[0], torch.logical_and(t(a), t(b)))
+    np.testing.assert_array_equal(run_op("or", [a, b])[0], torch.logical_or(t(a), t(b)))
+    halves = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -3.7], np.float32)
+    for op, ref in (("floor", torch.floor), ("ceil", torch.ceil), ("round", torch.round)):
+        for x in (X, halves):
+            np.testing.assert_array_equal(run_op(op, [x])[0], ref(t(x)).numpy())
+
+
+def test_not_and_where_as_torch():
+    cond = X > 0
+    (y,) = run_op("not", [cond])
+    np.testing.assert_array_equal(y, torch.logical_not(t(cond)).numpy())
+    other = np.float32(-1.5) * np.ones((7,), np.float32)
+    (y,) = run_op("where", [cond, X, other])
+    np.testing.assert_array_equal(y, torch.where(t(cond), t(X), t(other)).numpy())
+
+
 def test_prelu_has_one_slope_per_channel_as_torch():
     slope = RNG.uniform(0, 0.5, (3, 1, 1)).astype(np.float32)
     (y,) = run_op("prelu", [X, slope])

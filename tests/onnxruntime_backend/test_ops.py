@@ -93,6 +93,29 @@ def binary(op, a_shape, b_shape, dtype="float32"):
     return b.build(), feed
 
 
+def not_where():
+    """where(not(a > b), a, b): a bool tensor inside the graph, through both ops."""
+    b = GraphBuilder("not_where")
+    x = b.input("a", (2, 3), "float32", "ANY")
+    y = b.input("b", (3,), "float32", "ANY")
+    keep = b.op("not", b.op("greater", x, y, name="cmp"), name="node")
+    b.output(b.op("where", keep, x, y, name="pick"), "y", "ANY")
+    b.output(keep, "mask", "ANY")
+    return b.build(), {"a": f32(2, 3), "b": f32(3)}
+
+
+def logic():
+    """(a > 0 and b > 0) or a > b: and, or on computed bool tensors."""
+    b = GraphBuilder("logic")
+    x = b.input("a", (2, 3), "float32", "ANY")
+    y = b.input("b", (3,), "float32", "ANY")
+    zero = b.constant("zero", np.zeros((), np.float32))
+    both = b.op("and", b.op("greater", x, zero, name="gx"), b.op("greater", y, zero, name="gy"),
+                name="node")
+    b.output(b.op("or", both, b.op("greater", x, y, name="gxy"), name="either"), "y", "ANY")
+    return b.build(), {"a": f32(2, 3), "b": f32(3)}
+
+
 def concat():
     b = GraphBuilder("concat")
     xs = [b.input(f"x{i}", (2, n, 3), "float32", "ANY") for i, n in enumerate((1, 4, 2))]
@@ -163,6 +186,18 @@ CASES = {
     "pow": lambda: binary("pow", (2, 3), (3,)),
     "max": lambda: binary("max", (2, 1, 4), (3, 1)),
     "min_int64": lambda: binary("min", (2, 3), (3,), "int64"),
+    "equal": lambda: binary("equal", (2, 3), (3,), "int64"),
+    "greater": lambda: binary("greater", (2, 1, 4), (3, 1)),
+    "greater_equal": lambda: binary("greater_equal", (2, 3), (2, 3), "int32"),
+    "less": lambda: binary("less", (4,), (2, 4)),
+    "less_equal": lambda: binary("less_equal", (2, 3), (2, 3), "int64"),
+    "not": not_where,
+    "and": logic, "or": logic,
+    "floor": lambda: single("floor", (3, 4), feed={"x": f32(3, 4, scale=4)}),
+    "ceil": lambda: single("ceil", (3, 4), feed={"x": f32(3, 4, scale=4)}),
+    "round": lambda: single("round", (2, 4), feed={"x": np.array(
+        [[-2.5, -1.5, -0.5, 0.5], [1.5, 2.5, 0.49, -3.7]], np.float32)}),
+    "where": not_where,
     "add": lambda: binary("add", (2, 1, 4), (3, 1)),
     "add_int64": lambda: binary("add", (2, 3), (3,), "int64"),
     "mul_int32": lambda: binary("mul", (2, 3), (2, 3), "int32"),
