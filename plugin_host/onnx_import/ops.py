@@ -64,13 +64,79 @@ def _one_output(imp, node, ops: str = "") -> None:
 
 # --- element-wise --------------------------------------------------------------------------------
 
-_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Identity": "identity"}
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Identity": "identity",
+          "HardSwish": "hard_swish", "Softplus": "softplus", "Exp": "exp", "Log": "log",
+          "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Erf": "erf", "Abs": "abs", "Neg": "neg",
+          "Not": "not", "Floor": "floor", "Ceil": "ceil", "Round": "round"}
 
 
 @maps(*_UNARY)
 def _unary(imp, node, attrs):
     _only(imp, attrs, {})
     imp.emit(_UNARY[node.op_type], [imp.tensor(node.input[0])], [node.output[0]])
+
+
+#: ONNX activation -> (ABI op, {attribute: ONNX's default}); the attributes keep their names
+_ALPHA = {"Elu": ("elu", {"alpha": 1.0}), "LeakyRelu": ("leaky_relu", {"alpha": 0.01}),
+          "HardSigmoid": ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5})}
+
+
+@maps(*_ALPHA)
+def _alpha(imp, node, attrs):
+    op, defaults = _ALPHA[node.op_type]
+    _only(imp, attrs, dict.fromkeys(defaults, ...))
+    imp.emit(op, [imp.tensor(node.input[0])], [node.output[0]],
+             {k: float(attrs.get(k, v)) for k, v in defaults.items()})
+
+
+@maps("Where")
+def _where(imp, node, attrs):
+    _only(imp, attrs, {})
+    imp.emit("where", [imp.tensor(n) for n in node.input[:3]], [node.output[0]])
+
+
+@maps("PRelu")
+def _prelu(imp, node, attrs):
+    _only(imp, attrs, {})
+    imp.emit("prelu", [imp.tensor(node.input[0]), imp.tensor(node.input[1])],
+             [node.output[0]])
+
+
+@maps("Pow")
+def _pow(imp, node, attrs):
+    """a ** b; a constant exponent of another dtype (exporters write ``x ** 2`` with an int64
+    or float64 2) takes the base's, as onnxruntime computes it."""
+    _only(imp, attrs, {})
+    base = imp.tensor(node.input[0])
+    exponent = node.input[1]
+    want = imp.types[base].dtype
+    if imp.is_const(exponent) and imp.type_of(exponent).dtype != want:
+        value = imp.const(exponent, "exponent")
+        cast = value.astype(dtypes.to_numpy(want))
+        if not np.array_equal(cast, value):
+            raise imp.unsupported(f"exponent {value.tolist()!r:.60} is not exact in {want}")
+        exponent_t = imp.add_constant(cast, imp.origin.get(exponent, exponent))
+    else:
+        exponent_t = imp.tensor(exponent)
+    imp.emit("pow", [base, exponent_t], [node.output[0]])
+
+
+@maps("Max", "Min")
+def _extremum(imp, node, attrs):
+    """ONNX's variadic Max/Min as a chain of the binary ops (one input: the input itself)."""
+    _only(imp, attrs, {})
+    names = [n for n in node.input if n]
+    if not names:
+        raise imp.unsupported("needs at least one input")
+    op = node.op_type.lower()
+    if len(names) == 1:
+        imp.emit("identity", [imp.tensor(names[0])], [node.output[0]])
+        return
+    y = imp.tensor(names[0])
+    for i, name in enumerate(names[1:], start=1):
+        last = i == len(names) - 1
+        [y] = imp.emit(op, [y, imp.tensor(name)], [node.output[0] if last else None],
+                       suffix="" if last else f"/{i}")
 
 
 @maps("Gelu")
@@ -80,7 +146,9 @@ def _gelu(imp, node, attrs):
              {"approximate": attrs.get("approximate", "none")})
 
 
-_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "equal",
+           "Greater": "greater", "GreaterOrEqual": "greater_equal", "Less": "less",
+           "LessOrEqual": "less_equal", "And": "and", "Or": "or"}
 
 
 @maps(*_BINARY)

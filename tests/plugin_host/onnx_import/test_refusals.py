@@ -43,10 +43,11 @@ def test_unsupported_op_names_node_and_op(tmp_path):
 
 
 def test_op_supported_only_on_constants_says_so(tmp_path):
-    two = helper.make_tensor("two", TP.FLOAT, [], [2.0])
-    path = _save(tmp_path / "m.onnx", [helper.make_node("Pow", ["x", "two"], ["y"], name="sq")],
-                 [_vi("x")], [_vi("y")], [two])
-    with pytest.raises(UnsupportedModelError, match=r"node 'sq' \(Pow\).*constant inputs"):
+    shape = helper.make_tensor("shape", TP.INT64, [2], [2, 4])
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Expand", ["x", "shape"], ["y"],
+                                                        name="wide")],
+                 [_vi("x")], [_vi("y")], [shape])
+    with pytest.raises(UnsupportedModelError, match=r"node 'wide' \(Expand\).*constant inputs"):
         import_onnx(path)
 
 
