@@ -49,6 +49,7 @@ fuzz: $(STAMP_TEST)
 	FUZZ_MUTANTS=10000 $(BIN)/python -m pytest tests/plugin_host/artifacts/test_fuzz.py -q -s
 	FUZZ_ONNX_MUTANTS=5000 FUZZ_ONNX_STRUCTURAL=all \
 		$(BIN)/python -m pytest tests/plugin_host/onnx_import/test_fuzz.py -q -s
+	FUZZ_POLICY_MUTANTS=5000 $(BIN)/python -m pytest tests/plugin_host/policy/test_fuzz.py -q
 
 # The daemon's soak test for 10 minutes (the default suite runs it for 5 s), one camera and
 # three matched cameras (full size here): host and worker RSS and the pools' leases must stay

@@ -5,8 +5,8 @@ Mutations: character flips, deletions, insertions and duplicated spans of the TO
 structured ones: every key path of a parsed policy in turn given a value of another kind
 (ints at and past their bounds, inf and nan, empty and huge strings, path escapes, arrays,
 tables, booleans, datetimes), removed, or joined by an unknown key, written back as TOML.
-Each parse is guarded by an alarm. ``FUZZ_MUTANTS`` (default 300) sets how many of the text
-mutants each file gets; ``make fuzz`` runs more. ``FUZZ_SEED`` changes the sequence.
+Each parse is guarded by an alarm. ``FUZZ_POLICY_MUTANTS`` (default 300) sets how many of the
+text mutants each file gets; ``make fuzz`` runs more. ``FUZZ_SEED`` changes the sequence.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from plugin_host.policy import parse_policy
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICIES = [ROOT / "policies" / "demo.toml", ROOT / "policies" / "device.example.toml"]
-MUTANTS = int(os.environ.get("FUZZ_MUTANTS", "300"))
+MUTANTS = int(os.environ.get("FUZZ_POLICY_MUTANTS", "300"))
 SEED = int(os.environ.get("FUZZ_SEED", "20261130"))
 MAX_SECONDS = 5
 
