@@ -125,9 +125,11 @@ def _pow(imp, node, attrs):
 def _extremum(imp, node, attrs):
     """ONNX's variadic Max/Min as a chain of the binary ops (one input: the input itself)."""
     _only(imp, attrs, {})
-    names = [n for n in node.input if n]
-    if not names:
-        raise imp.unsupported("needs at least one input")
+    names = list(node.input)
+    if not names or not all(names):
+        raise imp.unsupported(f"inputs {names!r:.80}: needs one or more, none of them empty "
+                              f"(an empty name omits an optional input; {node.op_type} has "
+                              f"none)")
     op = node.op_type.lower()
     if len(names) == 1:
         imp.emit("identity", [imp.tensor(names[0])], [node.output[0]])

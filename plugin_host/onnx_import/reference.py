@@ -1,48 +1,293 @@
 """Golden outputs from the reference implementation of ONNX semantics: onnxruntime's CPU provider.
 
 Graph optimizations are off so that the reference computes what the file says, node by node.
+
+The model is hostile input and onnxruntime is native code: some malformed models that pass
+every check before it crash it (a segmentation fault) or keep it busy for ever. So it runs in
+a child process of its own (:class:`ReferenceProcess`; one per builder process, started on
+first use and kept for the next build), with ``no_new_privs``, no core dumps, no file writes,
+and the parent's death as its own. A crash of the child is a
+:class:`~plugin_host.errors.ModelImportError` naming the signal, a run past
+:data:`TIMEOUT_S` one naming the time, and the next build starts a new child.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import io
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import ModelImportError, UsageError
 
-__all__ = ["REFERENCE", "run_reference"]
+__all__ = ["REFERENCE", "TIMEOUT_S", "ReferenceProcess", "run_reference"]
 
 #: The name stored in the artifact as the golden reference.
 REFERENCE = "onnxruntime"
+#: The longest a reference run of all the golden cases may take.
+TIMEOUT_S = 600.0
+
+_LENGTH = struct.Struct("<Q")
+_MAX_ANSWER = 2**34  # outputs of 64 cases of a large model fit; a lying length is refused
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from plugin_host.onnx_import.reference import serve; serve()")
 
 
-def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str],
-                  cases: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
-    """Run every case (keyed by ABI input name) on onnxruntime; outputs keyed by ABI name."""
-    try:
-        import onnxruntime as ort
-    except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
-        raise UsageError("ONNX import computes golden vectors with onnxruntime: pip install "
-                         "'plugin-host[onnx]'") from None
+def _pack(arrays: Mapping[str, np.ndarray]) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _unpack(data: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def _read_exactly(stream: Any, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+# --- the child -----------------------------------------------------------------------------------
+
+
+def _harden() -> None:
+    """What the child gives up before it reads a model (each step best effort, none needed
+    for correctness): it dies with its parent, gains no privileges, dumps no core, writes no
+    file."""
+    import resource
+
+    from ..sandbox import confine
+
+    for step in (confine.set_parent_death_signal, confine.set_no_new_privs):
+        try:
+            step()
+        except OSError:
+            pass
+    for limit in (resource.RLIMIT_CORE, resource.RLIMIT_FSIZE):
+        try:
+            resource.setrlimit(limit, (0, 0))
+        except (OSError, ValueError):
+            pass
+
+
+def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]:
+    """(status, payload) for one request: b"O" and the outputs, or b"E" and why not."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = 1
     options.log_severity_level = 3
     try:
-        session = ort.InferenceSession(model.SerializeToString(), options,
+        session = ort.InferenceSession(request.pop("__model__").tobytes(), options,
                                        providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors
-        raise ModelImportError(f"onnxruntime cannot load the model: "
-                               f"{str(exc).splitlines()[0][:300]}") from None
-    names = list(onnx_outputs)
-    results = []
-    for case in cases:
-        feed = {onnx_inputs[k]: v for k, v in case.items()}
+        return b"E", f"onnxruntime cannot load the model: {_first_line(exc)}".encode()
+    inputs, fetch = _names(request.pop("__inputs__")), _names(request.pop("__outputs__"))
+    out = {}
+    for case in range(int(request.pop("__cases__"))):
+        feed = {name: request[f"{case}/{k}"] for k, name in enumerate(inputs)
+                if f"{case}/{k}" in request}
         try:
-            values = session.run([onnx_outputs[n] for n in names], feed)
+            values = session.run(fetch, feed)
         except Exception as exc:
-            raise ModelImportError(f"onnxruntime cannot run the model: "
-                                   f"{str(exc).splitlines()[0][:300]}") from None
-        results.append({n: np.asarray(v) for n, v in zip(names, values)})
-    return results
+            return b"E", f"onnxruntime cannot run the model: {_first_line(exc)}".encode()
+        for j, value in enumerate(values):
+            out[f"{case}/{j}"] = np.asarray(value)
+    return b"O", _pack(out)
+
+
+def _encoded(names: Sequence[str]) -> np.ndarray:
+    """Names as JSON bytes (any character survives; npz keys would not carry them)."""
+    return np.frombuffer(json.dumps(list(names)).encode(), np.uint8)
+
+
+def _names(array: np.ndarray) -> list[str]:
+    return json.loads(array.tobytes().decode())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+def serve() -> None:
+    """The child's loop: a length-prefixed npz request on stdin, a status byte and a
+    length-prefixed answer on stdout, until stdin closes."""
+    _harden()
+    import onnxruntime as ort
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        head = _read_exactly(stdin, _LENGTH.size)
+        if head is None:
+            return
+        data = _read_exactly(stdin, _LENGTH.unpack(head)[0])
+        if data is None:
+            return
+        status, payload = _answer_one(ort, _unpack(data))
+        stdout.write(status + _LENGTH.pack(len(payload)) + payload)
+        stdout.flush()
+
+
+# --- the parent ----------------------------------------------------------------------------------
+
+
+def _describe(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class _Gone(Exception):
+    """The child could not take the request (it had ended)."""
+
+
+class ReferenceProcess:
+    """The child that runs onnxruntime for this process's builds (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen:
+        from ..sandbox.process import PROJECT_ROOT
+
+        return subprocess.Popen([sys.executable, "-I", "-c", _BOOT, PROJECT_ROOT],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, close_fds=True)
+
+    def close(self) -> None:
+        """End the child (the next run starts a new one)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def run(self, model_bytes: bytes, fetch: Sequence[str],
+            cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S
+            ) -> list[dict[str, np.ndarray]]:
+        """Every case (keyed by ONNX input name) through onnxruntime; outputs by ONNX name."""
+        inputs = sorted({name for case in cases for name in case})
+        request = {"__model__": np.frombuffer(model_bytes, np.uint8),
+                   "__inputs__": _encoded(inputs), "__outputs__": _encoded(fetch),
+                   "__cases__": np.array(len(cases))}
+        for i, case in enumerate(cases):
+            for k, name in enumerate(inputs):
+                if name in case:
+                    request[f"{i}/{k}"] = case[name]
+        data = _pack(request)
+        with self._lock:
+            for attempt in (1, 2):
+                if self._proc is None or self._proc.poll() is not None:
+                    self._proc = self._start()
+                try:
+                    status, payload = self._exchange(self._proc, data, timeout)
+                    break
+                except _Gone:  # gone before it read the request: not the model's doing
+                    self.close()
+                    if attempt == 2:
+                        raise ModelImportError("the onnxruntime reference process could not "
+                                               "be started") from None
+                except ModelImportError:
+                    self.close()
+                    raise
+        if status == b"E":
+            raise ModelImportError(payload.decode("utf-8", "replace"))
+        outputs = _unpack(payload)
+        return [{name: outputs[f"{i}/{j}"] for j, name in enumerate(fetch)}
+                for i in range(len(cases))]
+
+    def _exchange(self, proc: subprocess.Popen, data: bytes, timeout: float
+                  ) -> tuple[bytes, bytes]:
+        assert proc.stdin is not None and proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        try:
+            proc.stdin.write(_LENGTH.pack(len(data)))
+            proc.stdin.write(data)
+            proc.stdin.flush()
+        except OSError:  # a broken pipe: the child ended before it had the whole request
+            raise _Gone from None
+        fd = proc.stdout.fileno()
+        buffer = bytearray()
+        need = 1 + _LENGTH.size
+        while len(buffer) < need:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                proc.kill()
+                raise ModelImportError(f"onnxruntime did not finish the reference run in "
+                                       f"{timeout:g} s (stopped)")
+            chunk = os.read(fd, max(need - len(buffer), 1 << 20))
+            if not chunk:
+                raise self._died(proc)
+            buffer += chunk
+            if len(buffer) >= 1 + _LENGTH.size and need == 1 + _LENGTH.size:
+                size = _LENGTH.unpack_from(buffer, 1)[0]
+                if size > _MAX_ANSWER or buffer[:1] not in (b"O", b"E"):
+                    proc.kill()
+                    raise ModelImportError("the onnxruntime reference process answered "
+                                           "nonsense (stopped)")
+                need += size
+        return bytes(buffer[:1]), bytes(buffer[1 + _LENGTH.size:need])
+
+    @staticmethod
+    def _died(proc: subprocess.Popen) -> ModelImportError:
+        try:
+            returncode = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            returncode = proc.wait()
+        return ModelImportError(f"onnxruntime crashed on the model ({_describe(returncode)}): "
+                                f"it is malformed in a way the checks before it did not catch")
+
+
+_PROCESS = ReferenceProcess()
+
+
+def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str],
+                  cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S
+                  ) -> list[dict[str, np.ndarray]]:
+    """Run every case (keyed by ABI input name) on onnxruntime, in the reference process;
+    outputs keyed by ABI name."""
+    try:
+        import importlib.util
+
+        found = importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:  # pragma: no cover - the onnx extra is part of the test setup
+        raise UsageError("ONNX import computes golden vectors with onnxruntime: pip install "
+                         "'plugin-host[onnx]'")
+    names = list(onnx_outputs)
+    fetch = [onnx_outputs[n] for n in names]
+    feeds = [{onnx_inputs[k]: np.ascontiguousarray(v) for k, v in case.items()}
+             for case in cases]
+    results = _PROCESS.run(model.SerializeToString(), fetch, feeds, timeout=timeout)
+    return [{n: result[onnx_outputs[n]] for n in names} for result in results]

@@ -1,0 +1,100 @@
+"""The onnxruntime reference runs in a child process: a model that crashes onnxruntime or keeps
+it busy is a typed refusal of the build, never the builder's own death or hang, and the next
+build gets a new child."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelImportError
+from plugin_host.onnx_import import reference
+
+from .conftest import onnx
+
+#: a stand-in for onnxruntime meeting a hostile model: reads the request, then dies or stalls
+_BAD_CHILD = """\
+import os, signal, struct, sys, time
+n = struct.unpack('<Q', sys.stdin.buffer.read(8))[0]
+sys.stdin.buffer.read(n)
+if sys.argv[1] == 'crash':
+    os.kill(os.getpid(), signal.SIGSEGV)
+time.sleep(600)
+"""
+
+
+class _Scripted(reference.ReferenceProcess):
+    """The reference process, its first child replaced by ``_BAD_CHILD`` in ``mode``."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode, self.started = mode, 0
+
+    def _start(self) -> subprocess.Popen:
+        self.started += 1
+        if self.started > 1:
+            return super()._start()
+        return subprocess.Popen([sys.executable, "-c", _BAD_CHILD, self.mode],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def _model(x: str = "x", y: str = "y") -> bytes:
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [helper.make_node("Relu", [x], [y], name="r")], "g",
+        [helper.make_tensor_value_info(x, onnx.TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info(y, onnx.TensorProto.FLOAT, [2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]) \
+        .SerializeToString()
+
+
+CASES = [{"x": np.array([-1.0, 2.0], np.float32)}, {"x": np.array([3.0, -4.0], np.float32)}]
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("crash", r"onnxruntime crashed on the model \(killed by SIGSEGV\)"),
+    ("stall", r"onnxruntime did not finish the reference run in 0.5 s"),
+])
+def test_a_crash_or_a_stall_is_a_typed_refusal_and_the_next_run_works(mode, message):
+    process = _Scripted(mode)
+    try:
+        with pytest.raises(ModelImportError, match=message):
+            process.run(_model(), ["y"], CASES, timeout=0.5)
+        out = process.run(_model(), ["y"], CASES)  # a new child, the real one
+    finally:
+        process.close()
+    assert process.started == 2
+    assert [o["y"].tolist() for o in out] == [[0.0, 2.0], [3.0, 0.0]]
+
+
+def test_a_refusal_by_onnxruntime_is_its_first_line_and_the_child_stays():
+    process = reference.ReferenceProcess()
+    try:
+        with pytest.raises(ModelImportError, match="onnxruntime cannot load the model: "):
+            process.run(b"not a model", ["y"], CASES)
+        first = process._proc
+        with pytest.raises(ModelImportError, match="onnxruntime cannot run the model: "):
+            process.run(_model(), ["y"], [{"x": np.zeros(3, np.float64)}])
+        assert process._proc is first and first.poll() is None  # one child for every build
+        status = open(f"/proc/{first.pid}/status").read()
+        limits = open(f"/proc/{first.pid}/limits").read()
+        assert "NoNewPrivs:\t1" in status
+        assert [line.split()[-3:-1] for line in limits.splitlines()
+                if line.startswith(("Max core file size", "Max file size"))] == [["0", "0"]] * 2
+        assert process.run(_model(), ["y"], CASES)[1]["y"].tolist() == [3.0, 0.0]
+    finally:
+        process.close()
+    assert first.poll() is not None  # closed: the child has ended
+
+
+def test_any_name_crosses_to_the_child_and_back():
+    x, y = "in/0\x00é", "../out/1\x00"
+    process = reference.ReferenceProcess()
+    try:
+        out = process.run(_model(x, y), [y], [{x: case["x"]} for case in CASES])
+    finally:
+        process.close()
+    assert [o[y].tolist() for o in out] == [[0.0, 2.0], [3.0, 0.0]]
