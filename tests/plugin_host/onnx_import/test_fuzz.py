@@ -7,10 +7,12 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are two tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are three tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
-Softmax) and ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
-MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip). Two kinds of mutants:
+Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
+MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip) and ``math`` (Elu, LeakyRelu,
+HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round).
+Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
   insertions, duplicated and deleted spans; ``FUZZ_ONNX_MUTANTS`` of them (default 300);
@@ -20,7 +22,7 @@ MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip). Two kinds of mutants
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
   an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 9,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 13,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -737,12 +739,26 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             y = torch.tanh(a * torch.sigmoid(b)).mean(-1, keepdim=True)
             return torch.clamp(y, 0.0, 1.0)
 
+    class Math(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.prelu = torch.nn.PReLU(2)
+
+        def forward(self, x):
+            f = torch.nn.functional
+            a = f.elu(x, 0.5) + f.leaky_relu(x, 0.1) + f.hardsigmoid(x) + self.prelu(x)
+            b = torch.sqrt(torch.abs(x) + 1.0) * torch.log(f.softplus(x) + 1.0)
+            c = torch.where(x > 0.0, torch.pow(x, 2.0), torch.maximum(torch.exp(-x), x))
+            return torch.round(a * 4.0) / 4.0 + b - torch.minimum(c, torch.erf(x))
+
     torch.manual_seed(0)
+    math_ = export(Math(), [torch.randn(1, 2, 4, 4)], folder / "math.onnx", dynamo=False,
+                   input_names=["x"], output_names=["y"])
     net = export(Net(), [torch.randn(1, 2, 4, 4), torch.tensor([[1, 3]])], folder / "net.onnx",
                  dynamo=False, fold=False, input_names=["x", "ids"], output_names=["y"])
     glue = export(Glue(), [torch.randn(1, 2, 4, 4)], folder / "glue.onnx", dynamo=False,
                   input_names=["x"], output_names=["y"])
-    return {"net": str(net), "glue": str(glue)}
+    return {"net": str(net), "glue": str(glue), "math": str(math_)}
 
 
 @pytest.fixture(scope="module")
