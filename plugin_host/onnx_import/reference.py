@@ -5,8 +5,9 @@ Graph optimizations are off so that the reference computes what the file says, n
 The model is hostile input and onnxruntime is native code: some malformed models that pass
 every check before it crash it (a segmentation fault) or keep it busy for ever. So it runs in
 a child process of its own (:class:`ReferenceProcess`; one per builder process, started on
-first use and kept for the next build), with ``no_new_privs``, no core dumps, no file writes,
-and the parent's death as its own. A crash of the child is a
+first use and kept for the next build), with ``no_new_privs``, the sandbox worker's seccomp
+filter (no socket, no new process, no ptrace, ...), no core dumps, no file writes, and the
+parent's death as its own. A crash of the child is a
 :class:`~plugin_host.errors.ModelImportError` naming the signal, a run past
 :data:`TIMEOUT_S` one naming the time, and the next build starts a new child.
 """
@@ -131,6 +132,13 @@ def serve() -> None:
     length-prefixed answer on stdout, until stdin closes."""
     _harden()
     import onnxruntime as ort
+
+    from ..sandbox import seccomp
+
+    try:  # the sandbox worker's filter: no sockets, processes, ptrace... (onnxruntime runs so)
+        seccomp.install()
+    except (seccomp.FilterError, OSError):  # another architecture: the process boundary stays
+        pass
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:

@@ -81,7 +81,7 @@ def test_a_refusal_by_onnxruntime_is_its_first_line_and_the_child_stays():
         assert process._proc is first and first.poll() is None  # one child for every build
         status = open(f"/proc/{first.pid}/status").read()
         limits = open(f"/proc/{first.pid}/limits").read()
-        assert "NoNewPrivs:\t1" in status
+        assert "NoNewPrivs:\t1" in status and "Seccomp:\t2" in status  # filter mode
         assert [line.split()[-3:-1] for line in limits.splitlines()
                 if line.startswith(("Max core file size", "Max file size"))] == [["0", "0"]] * 2
         assert process.run(_model(), ["y"], CASES)[1]["y"].tolist() == [3.0, 0.0]
