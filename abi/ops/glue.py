@@ -153,20 +153,27 @@ def _cast(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(inputs[0].shape, attrs["dtype"])]
 
 
-def _mean(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+def _reduce(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    """mean (float), sum, amax, amin (numeric) over ``axes``; argmax over ``axis`` (int64)."""
     x = inputs[0]
     n = op.name
-    need_float(n, "x", x)
+    (need_float if n == "mean" else need_numeric)(n, "x", x)
     r = len(x.shape)
-    axes = [need_axis(n, a, r, "axes") for a in attrs["axes"]]
+    if n == "argmax":
+        axes = [need_axis(n, attrs["axis"], r)]
+    else:
+        axes = [need_axis(n, a, r, "axes") for a in attrs["axes"]]
     if len(set(axes)) != len(axes):
         raise ContractError(f"{n}: attribute 'axes' {list(attrs['axes'])} names an axis twice "
                             f"(rank {r})", op=n, attribute="axes")
+    if n in ("amax", "amin", "argmax") and any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"{n}: x shape {fmt(x.shape)} is empty along a reduced axis (the "
+                         f"{n} of nothing is undefined)", where=n, got=x.shape)
     if attrs["keepdim"]:
         shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     else:
         shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    return [TensorType(shape, x.dtype)]
+    return [TensorType(shape, "int64" if n == "argmax" else x.dtype)]
 
 
 # --- shape plumbing ----------------------------------------------------------------------------
@@ -449,8 +456,24 @@ exp(x - max) / sum(exp(x - max)) along axis; x float."""),
     OpDef("mean", 1, ("x",), ("y",), {
         "axes": AttrSpec("ints", check=non_empty),
         "keepdim": AttrSpec("bool", False),
-    }, _mean, doc="""\
+    }, _reduce, doc="""\
 Mean over axes (non-empty, distinct; negative allowed); keepdim keeps them as size 1."""),
+    *(OpDef(name, 1, ("x",), ("y",), {
+        "axes": AttrSpec("ints", check=non_empty),
+        "keepdim": AttrSpec("bool", False),
+    }, _reduce, doc=f"""\
+{what} over axes (non-empty, distinct; negative allowed); keepdim keeps them as size 1; x
+numeric, the output of its dtype{extra}.""") for name, what, extra in (
+        ("sum", "Sum", " (numpy's sum, kept in that dtype)"),
+        ("amax", "Maximum", "; an axis of size 0 is refused"),
+        ("amin", "Minimum", "; an axis of size 0 is refused"))),
+    OpDef("argmax", 1, ("x",), ("y",), {
+        "axis": AttrSpec("int", 0),
+        "keepdim": AttrSpec("bool", False),
+    }, _reduce, doc="""\
+The index of the largest value along axis, int64 (the first one on ties, as numpy, torch and
+ONNX with select_last_index=0); keepdim keeps the axis as size 1; x numeric; an axis of size 0
+is refused."""),
     OpDef("max_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),

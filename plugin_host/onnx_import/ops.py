@@ -518,17 +518,28 @@ def _split(imp, node, attrs):
     imp.emit("split", [imp.tensor(x)], list(node.output), {"axis": axis, "sizes": sizes})
 
 
-@maps("ReduceMean")
-def _reduce_mean(imp, node, attrs):
+_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "ReduceMin": "amin"}
+
+
+@maps(*_REDUCE)
+def _reduce(imp, node, attrs):
+    """Axes from the input (newer opsets) or the attribute; none given: every axis."""
     _only(imp, attrs, {"axes": ..., "keepdims": ..., "noop_with_empty_axes": 0})
     x = node.input[0]
     axes = _opt(node, 1)
     axes = imp.const(axes, "axes") if axes else attrs.get("axes")
-    if axes is None:
+    if axes is None or not np.size(axes):
         axes = list(range(len(imp.type_of(x).shape)))
-    imp.emit("mean", [imp.tensor(x)], [node.output[0]],
+    imp.emit(_REDUCE[node.op_type], [imp.tensor(x)], [node.output[0]],
              {"axes": int_vector(axes, "axes", scalar_ok=True),
               "keepdim": bool(attrs.get("keepdims", 1))})
+
+
+@maps("ArgMax")
+def _argmax(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "keepdims": ..., "select_last_index": 0})
+    imp.emit("argmax", [imp.tensor(node.input[0])], [node.output[0]],
+             {"axis": attrs.get("axis", 0), "keepdim": bool(attrs.get("keepdims", 1))})
 
 
 @maps("GlobalAveragePool")

@@ -37,6 +37,7 @@ for _op, _fn in {
     "floor": np.floor, "ceil": np.ceil, "round": np.round,  # numpy's round: halves to even
     "add": glue.add, "sub": glue.sub, "mul": glue.mul, "div": glue.div,
     "matmul": glue.matmul, "mean": glue.mean, "cast": glue.cast, "concat": glue.concat,
+    "sum": glue.sum_, "amax": glue.amax, "amin": glue.amin, "argmax": glue.argmax,
     "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from abi import dtypes
+from abi.errors import ShapeError
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -135,6 +136,32 @@ def matmul(a, b):
 
 def mean(x, *, axes, keepdim):
     return x.mean(axis=tuple(axes) if axes else None, keepdims=keepdim).astype(x.dtype, copy=False)
+
+
+def _over(x, axes, op):
+    """``axes`` as numpy takes them; a typed refusal for an empty one (a symbolic dim bound
+    to 0 at run time) where ``op`` has no value for nothing."""
+    if any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"{op}: x shape {x.shape} is empty along a reduced axis", where=op,
+                         got=x.shape)
+    return tuple(axes)
+
+
+def sum_(x, *, axes, keepdim):
+    return x.sum(axis=tuple(axes), keepdims=keepdim).astype(x.dtype, copy=False)
+
+
+def amax(x, *, axes, keepdim):
+    return x.max(axis=_over(x, axes, "amax"), keepdims=keepdim)
+
+
+def amin(x, *, axes, keepdim):
+    return x.min(axis=_over(x, axes, "amin"), keepdims=keepdim)
+
+
+def argmax(x, *, axis, keepdim):
+    _over(x, [axis], "argmax")
+    return np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
 
 
 def cast(x, *, dtype):

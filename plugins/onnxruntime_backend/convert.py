@@ -296,9 +296,16 @@ def _alpha(op_type: str, *names: str) -> Converter:
     return convert
 
 
-def mean(e, node, ins, outs, a):
-    e.op("ReduceMean", [ins[0], e.const(list(a["axes"]), np.int64)], outs,
-         keepdims=int(a["keepdim"]))
+def _reduce(op_type: str) -> Converter:
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, [ins[0], e.const(list(a["axes"]), np.int64)], outs,
+             keepdims=int(a["keepdim"]))
+    return convert
+
+
+def argmax(e, node, ins, outs, a):
+    e.op("ArgMax", ins, outs, axis=int(a["axis"]), keepdims=int(a["keepdim"]),
+         select_last_index=0)
 
 
 def cast(e, node, ins, outs, a):
@@ -375,7 +382,9 @@ CONVERTERS: dict[str, Converter] = {
     "and": _simple("And"), "or": _simple("Or"), "floor": _simple("Floor"),
     "ceil": _simple("Ceil"), "round": _simple("Round"),
     "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
-    "matmul": _simple("MatMul"), "mean": mean, "cast": cast, "clip": clip,
+    "matmul": _simple("MatMul"), "mean": _reduce("ReduceMean"), "cast": cast, "clip": clip,
+    "sum": _reduce("ReduceSum"), "amax": _reduce("ReduceMax"), "amin": _reduce("ReduceMin"),
+    "argmax": argmax,
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),

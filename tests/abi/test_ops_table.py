@@ -16,7 +16,8 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "softmax", "mean", "max_pool", "avg_pool", "elu", "leaky_relu", "hard_sigmoid",
             "hard_swish", "softplus", "exp", "log", "sqrt", "reciprocal", "erf", "abs", "neg",
             "prelu", "pow", "max", "min", "equal", "greater", "greater_equal", "less",
-            "less_equal", "not", "where", "and", "or", "floor", "ceil", "round"}
+            "less_equal", "not", "where", "and", "or", "floor", "ceil", "round", "sum", "amax",
+            "amin", "argmax"}
 
 
 # --- registry ---------------------------------------------------------------------------------

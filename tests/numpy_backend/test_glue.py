@@ -110,6 +110,35 @@ def test_and_or_floor_ceil_round_as_torch():
             np.testing.assert_array_equal(run_op(op, [x])[0], ref(t(x)).numpy())
 
 
+def test_reductions_and_argmax_as_torch():
+    (y,) = run_op("sum", [X], axes=[1, -1], keepdim=True)
+    np.testing.assert_allclose(y, t(X).sum(dim=(1, 3), keepdim=True).numpy(), rtol=1e-5,
+                               atol=1e-5)
+    (y,) = run_op("amax", [X], axes=[0, 2])
+    np.testing.assert_array_equal(y, t(X).amax(dim=(0, 2)).numpy())
+    (y,) = run_op("amin", [X], axes=[3])
+    np.testing.assert_array_equal(y, t(X).amin(dim=3).numpy())
+    ties = np.array([[1, 3, 3], [2, 2, 0]], np.int64)
+    for x, axis in ((X, 1), (ties, 1), (ties, 0)):
+        (y,) = run_op("argmax", [x], axis=axis, keepdim=True)
+        assert y.dtype == np.int64
+        np.testing.assert_array_equal(y, torch.argmax(t(x), dim=axis, keepdim=True).numpy())
+    ints = np.arange(12, dtype=np.int32).reshape(3, 4)
+    (y,) = run_op("sum", [ints], axes=[0])
+    assert y.dtype == np.int32 and y.tolist() == [12, 15, 18, 21]
+
+
+def test_a_max_over_a_dim_bound_to_zero_at_run_time_is_a_typed_refusal():
+    from abi.errors import ShapeError
+
+    b = GraphBuilder("empty")
+    x = b.input("x", ("n", 3), "float32", "ANY")
+    b.output(b.op("amax", x, name="m", axes=[0]), "y", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    with pytest.raises(ShapeError, match=r"amax: x shape \(0, 3\) is empty along a reduced"):
+        ex.run({"x": np.zeros((0, 3), np.float32)})
+
+
 def test_not_and_where_as_torch():
     cond = X > 0
     (y,) = run_op("not", [cond])

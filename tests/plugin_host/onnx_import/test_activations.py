@@ -70,6 +70,25 @@ def test_comparisons_not_and_where_match_onnxruntime(dynamo, fold, optimize, tmp
         for _ in range(3)])
 
 
+class _Reductions(torch.nn.Module):
+    def forward(self, x):
+        s = x.sum(dim=(1, 3)) + x.amax(dim=(1, 3)) - x.amin(dim=(1, 3))
+        return s, x.argmax(dim=1), x.sum(dim=-1, keepdim=True).argmax(dim=2, keepdim=True)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_reductions_and_argmax_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    model = export(_Reductions(), [torch.randn(2, 3, 4, 5)], tmp_path / "r.onnx",
+                   dynamo=dynamo, fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["s", "idx", "idx2"])
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert {"sum", "amax", "amin", "argmax"} <= {n.op for n in loaded.graph.nodes}
+    assert {s.name: s.dtype for s in loaded.graph.outputs}["idx"] == "int64"
+    rng = np.random.default_rng(9)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((2, 3, 4, 5)).astype(np.float32)} for _ in range(3)])
+
+
 def _single(tmp_path, op_type, inputs, attrs=None, consts=(), opset=18, dtype=None):
     """A one-node ONNX model of ``op_type`` over float32 inputs ``x`` (and ``y``)."""
     helper = onnx.helper
