@@ -310,6 +310,7 @@ def _salvage(args: argparse.Namespace) -> int:
 
     if not args.force and os.path.exists(args.out):
         raise UsageError(f"{args.out} already exists (use --force to overwrite it)")
+
     def show(done: int, total: int) -> None:
         print(f"\rchecking {args.salvage}: {100 * done // max(total, 1)} %", end="",
               file=sys.stderr, flush=True)

@@ -72,18 +72,13 @@ def _harden() -> None:
     """What the child gives up before it reads a model (each step best effort, none needed
     for correctness): it dies with its parent, gains no privileges, dumps no core, writes no
     file."""
-    import resource
-
     from ..sandbox import confine
 
-    for step in (confine.set_parent_death_signal, confine.set_no_new_privs):
+    steps = (confine.set_parent_death_signal, confine.set_no_new_privs,
+             lambda: confine.set_rlimits({"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 0}))
+    for step in steps:
         try:
             step()
-        except OSError:
-            pass
-    for limit in (resource.RLIMIT_CORE, resource.RLIMIT_FSIZE):
-        try:
-            resource.setrlimit(limit, (0, 0))
         except (OSError, ValueError):
             pass
 

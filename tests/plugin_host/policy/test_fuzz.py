@@ -90,14 +90,7 @@ def _replaced(raw: Any, path: tuple, new: Any, *, delete: bool = False) -> Any:
     if not path:
         return new
     head, rest = path[0], path[1:]
-    if isinstance(raw, dict):
-        out = dict(raw)
-        if delete and not rest:
-            del out[head]
-        else:
-            out[head] = _replaced(raw[head], rest, new, delete=delete)
-        return out
-    out = list(raw)
+    out = dict(raw) if isinstance(raw, dict) else list(raw)
     if delete and not rest:
         del out[head]
     else:
