@@ -256,6 +256,6 @@ def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,
             else:
                 scale = 0.5 if spec.name in graph.state else 1.0
                 value = (scale * rng.standard_normal(shape)).astype(dtype)
-            inputs[spec.name] = value
+            inputs[spec.name] = np.asarray(value)  # rng draws a numpy scalar for shape ()
         cases.append(inputs)
     return cases

@@ -100,8 +100,10 @@ class Importer:
         self.nodes: list[Node] = []
         self.tensors: dict[str, np.ndarray] = {}   # graph constants
         self.const_names: dict[int, tuple] = {}    # id(array) -> (graph constant name, array)
-        self.names: set[str] = set()
-        self.suffixes: dict[str, int] = {}         # base name -> last suffix fresh() gave it
+        # tensor names and node names are two namespaces, as in the Graph and in ONNX: a node
+        # named like its output ("y" computing "y") leaves the output its ONNX name
+        self.names: dict[bool, set[str]] = {False: set(), True: set()}
+        self.suffixes: dict[tuple, int] = {}       # (node?, base) -> last suffix fresh() gave it
         self.node = None                           # the ONNX node being mapped
         self.skip: set[int] = set()                # ONNX nodes consumed by a pattern
         self.consumers: dict[str, list[int]] = {}
@@ -132,18 +134,21 @@ class Importer:
             base = "_" + base  # "0.weight" (an nn.Sequential key) becomes "_0.weight"
         return base
 
-    def fresh(self, onnx_name: str) -> str:
-        """A valid, unused graph name derived from ``onnx_name``."""
-        base = self._sanitized(onnx_name)
+    def fresh(self, onnx_name: str, *, node: bool = False) -> str:
+        """A valid, unused tensor name (a node name with ``node``) derived from ``onnx_name``."""
+        base, names = self._sanitized(onnx_name), self.names[node]
         name = base
-        if name in self.names:  # names are never freed: the next free suffix is past the last
-            n = self.suffixes.get(base, 1)
-            while name in self.names:
+        if name in names:  # names are never freed: the next free suffix is past the last
+            n = self.suffixes.get((node, base), 1)
+            while name in names:
                 n += 1
                 name = f"{base}_{n}"
-            self.suffixes[base] = n
-        self.names.add(name)
+            self.suffixes[(node, base)] = n
+        names.add(name)
         return name
+
+    def fresh_node(self, onnx_name: str) -> str:
+        return self.fresh(onnx_name, node=True)
 
     # -- values -----------------------------------------------------------------------------
 
@@ -185,7 +190,7 @@ class Importer:
 
     def add_constant(self, array: np.ndarray, origin: str) -> str:
         """Add ``array`` as a graph constant named after ``origin`` (reused when identical)."""
-        array = np.ascontiguousarray(array)
+        array = np.require(array, requirements="C")  # keeps 0-d (ascontiguousarray: 1-d)
         known = self.const_names.get(id(array))
         if known is not None and known[1] is array:
             return known[0]
@@ -203,7 +208,7 @@ class Importer:
 
         Returns the graph tensor names of the outputs.
         """
-        node_name = self.fresh(self.node_name + suffix)
+        node_name = self.fresh_node(self.node_name + suffix)
         try:
             opdef = get_op(op)
             attrs = normalize_attrs(opdef, dict(attrs or {}))
@@ -277,7 +282,7 @@ class Importer:
         from .fusion import fuse
 
         keep = {self.values[o.name] for o in g.output if o.name in self.values}
-        self.nodes = fuse(self.nodes, self.tensors, self.types, keep, self.fresh)
+        self.nodes = fuse(self.nodes, self.tensors, self.types, keep, self.fresh_node)
         outputs, onnx_outputs = self._outputs(layouts)
         unknown = [k for k in layouts if k not in onnx_inputs and k not in onnx_outputs]
         if unknown:
@@ -433,7 +438,7 @@ class Importer:
             if g_name not in produced or g_name in names:  # an input, constant or duplicate
                 self.node = None
                 out = self.fresh(vi.name)
-                self.nodes.append(Node(self.fresh(f"{out}.identity"), "identity", 1,
+                self.nodes.append(Node(self.fresh_node(f"{out}.identity"), "identity", 1,
                                        (g_name,), (out,), {}))
                 self.types[out] = self.types[g_name]
                 g_name = out

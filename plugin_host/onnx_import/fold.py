@@ -280,7 +280,7 @@ def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> lis
         raise ModelFileError(f"cannot evaluate on its constant inputs: {exc}") from None
     out = []
     for r in results:
-        r = np.ascontiguousarray(r)
+        r = np.require(r, requirements="C")  # a 0-d result stays 0-d
         _need(r.size, cap, "a folded value")
         out.append(r)
     return out

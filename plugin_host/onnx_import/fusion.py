@@ -196,7 +196,7 @@ def _reshaped_constant(g: _Nodes, name: str, array: np.ndarray) -> str:
     """Re-point constant ``name`` at ``array`` (its only reader is being replaced)."""
     from abi import TensorType, dtypes
 
-    g.tensors[name] = np.ascontiguousarray(array)
+    g.tensors[name] = np.require(array, requirements="C")
     g.types[name] = TensorType(array.shape, dtypes.from_numpy(array.dtype))
     return name
 

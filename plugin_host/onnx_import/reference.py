@@ -290,7 +290,7 @@ def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[s
                          "'plugin-host[onnx]'")
     names = list(onnx_outputs)
     fetch = [onnx_outputs[n] for n in names]
-    feeds = [{onnx_inputs[k]: np.ascontiguousarray(v) for k, v in case.items()}
+    feeds = [{onnx_inputs[k]: np.require(v, requirements="C") for k, v in case.items()}
              for case in cases]
     results = _PROCESS.run(model.SerializeToString(), fetch, feeds, timeout=timeout)
     return [{n: result[onnx_outputs[n]] for n in names} for result in results]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from abi import TensorType, get_op
+from abi import TensorType, get_op, infer_shapes
 from abi.errors import BackendError
 from plugin_host.hooks import hookimpl
 
@@ -55,6 +55,14 @@ def _padded(node, consts, types):
     return list(consts) + [None] * missing, list(types) + [None] * missing
 
 
+def _zero_d_arrays(fn, multi: bool):
+    """``fn`` returning arrays: numpy gives a 0-d result as a numpy scalar (``np.add`` of
+    two 0-d arrays, a sum over every axis), which is not an ``ndarray``."""
+    if multi:
+        return lambda *dyn: tuple(np.asarray(r) for r in fn(*dyn))
+    return lambda *dyn: np.asarray(fn(*dyn))
+
+
 class NumpyBackend:
     """numpy kernels; float32 compute."""
 
@@ -75,6 +83,9 @@ class NumpyBackend:
         consts, types = _padded(node, consts, types)
         fn = factory(dict(node.attrs), consts, types, f"node {node.name!r}")
         multi = len(node.outputs) > 1
+        if any(not t.shape for t in infer_shapes(get_op(node.op, node.version), types,
+                                                  node.attrs)):
+            fn = _zero_d_arrays(fn, multi)
 
         if multi:
             return fn

@@ -393,3 +393,18 @@ def test_onnxruntime_refusing_the_model_names_our_node():
     with pytest.raises(BackendError, match=r"node 'vision.0.pool': onnxruntime refused") as info:
         session.create_session(model, where="model 'bad'")
     assert info.value.context["node"] == "vision.0.pool"
+
+
+@pytest.mark.parametrize("graph, feed", [
+    single("sum", (2, 3), axes=[0, 1]),
+    single("amax", (4,), axes=[0]),
+    single("argmax", (5,), axis=0),
+    single("exp", (), feed={"x": np.array(0.5, np.float32)}),
+    single("add", (), np.array(2.0, np.float32), feed={"x": np.array(-1.5, np.float32)}),
+], ids=["sum_all", "amax_all", "argmax_1d", "exp_0d", "add_0d"])
+def test_zero_d_results_are_arrays(graph, feed):
+    """A 0-d result is a 0-d ndarray on both backends: numpy computes it as a numpy scalar,
+    which the executor's output check refuses."""
+    assert_same(graph, feed)
+    got = Executor(graph, NumpyBackend()).run(feed)["y0"]
+    assert type(got) is np.ndarray and got.shape == ()

@@ -123,3 +123,37 @@ def test_weights_in_constant_nodes(tmp_path, signer):
     assert {e.name: e.role for e in manifest.tensors}["b"] == "weight"
     check_against_onnxruntime(tmp_path / "c.onnx", loaded,
                               [{"x": rng.standard_normal((2, 4)).astype(np.float32)}])
+
+
+def test_scalar_values_stay_scalars(tmp_path, signer):
+    """A 0-d value stays 0-d: a folded Gather of one dim (the chain torch's legacy exporter
+    writes before an LSTM), a 0-d constant, a 0-d graph input and output. numpy's
+    ``ascontiguousarray`` makes them 1-d, which broke the Concat after the Unsqueeze."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(
+            np.array(value), name))
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             const("one", np.int64(1)), const("zero", np.array([0], np.int64)),
+             const("minus_one", np.array([-1], np.int64)), const("two", np.float32(2.0)),
+             helper.make_node("Gather", ["shape", "one"], ["dim"]),
+             helper.make_node("Unsqueeze", ["dim", "zero"], ["dims"]),
+             helper.make_node("Concat", ["minus_one", "dims"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["rows"], name="rows"),
+             helper.make_node("Add", ["s", "two"], ["t"], name="t")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                     helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [8, 3]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "s.onnx")
+    _, loaded = import_and_load(tmp_path / "s.onnx", tmp_path / "s.pha", signer)
+    assert [o.shape for o in loaded.graph.outputs] == [(8, 3), ()]
+    rng = np.random.default_rng(0)
+    check_against_onnxruntime(tmp_path / "s.onnx", loaded, [
+        {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "s": np.array(v, np.float32)}
+        for v in (0.5, -3.0)])
