@@ -58,6 +58,11 @@ def _finite(value: Any) -> bool:
     return all(map(_finite, value)) if isinstance(value, (list, tuple)) else True
 
 
+def _called(node) -> str:
+    """How messages name an ONNX node: its name, else its first output."""
+    return node.name or (node.output[0] if node.output else "?")
+
+
 def attributes(node, limits: ReadLimits) -> dict[str, Any]:
     """A NodeProto's attributes as Python values (tensors as numpy arrays)."""
     import onnx
@@ -118,8 +123,7 @@ class Importer:
 
     @property
     def node_name(self) -> str:
-        n = self.node
-        return (n.name or (n.output[0] if n.output else "?")) if n is not None else "?"
+        return _called(self.node) if self.node is not None else "?"
 
     def unsupported(self, message: str) -> UnsupportedModelError:
         return UnsupportedModelError(message, node=self.node_name,
@@ -346,14 +350,29 @@ class Importer:
             raise self.unsupported(f"op {op!r} is supported only on constant inputs (folded at "
                                    f"import), but {runtime} are computed at run time")
         if mapper is None:
-            raise self.unsupported(f"op {op!r} is not supported (supported: "
-                                   f"{', '.join(sorted(mappers))}; on constants also "
-                                   f"{', '.join(sorted(set(FOLDERS) - set(mappers)))})")
+            raise self.unsupported(f"op {op!r} is not supported{self._also_unsupported(op, mappers, patterns)} "
+                                   f"(supported: {', '.join(sorted(mappers))}; on constants "
+                                   f"also {', '.join(sorted(set(FOLDERS) - set(mappers)))})")
         for t in ins:
             if t and t not in self.consts and t not in self.values:
                 raise ModelFileError(f"input {t!r} is used before it is defined",
                                      node=self.node_name, op=op)
         mapper(self, node, attrs)
+
+    def _also_unsupported(self, op: str, mappers, patterns, shown: int = 8) -> str:
+        """The model's other op types that no mapping takes, so that one build names them all:
+        ``; nor are Cos (2 nodes, first 'node_cos'), Mod (1 node, 'm')``."""
+        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape"}
+        found: dict[str, list] = {}
+        for node in self.model.graph.node:
+            if node.op_type not in known and node.op_type != op:
+                found.setdefault(node.op_type, [0, _called(node)])[0] += 1
+        if not found:
+            return ""
+        parts = [f"{t} ({n} node{'s, first' if n > 1 else ','} {name!r})"
+                 for t, (n, name) in list(found.items())[:shown]]
+        more = f" and {len(found) - shown} more op type(s)" if len(found) > shown else ""
+        return f"; nor are {', '.join(parts)}{more} elsewhere in the model"
 
     def _constant(self, node, attrs: dict) -> None:
         if "value" in attrs:

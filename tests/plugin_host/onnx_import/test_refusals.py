@@ -51,6 +51,34 @@ def test_op_supported_only_on_constants_says_so(tmp_path):
         import_onnx(path)
 
 
+def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
+    """One build names all the op types no mapping takes, not only the first: an integrator
+    learns the whole list at once."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="act"),
+             helper.make_node("Hardmax", ["r"], ["h"], name="hard"),
+             helper.make_node("Trilu", ["h"], ["t"]),  # unnamed: named by its output
+             helper.make_node("Hardmax", ["t"], ["h2"], name="hard2"),
+             helper.make_node("Range", ["s", "s", "s"], ["y"], name="r")]  # folds: not listed
+    path = _save(tmp_path / "m.onnx", nodes, [_vi("x"), _vi("s", shape=())], [_vi("y")])
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(path)
+    message = str(info.value)
+    assert message.startswith("node 'hard' (Hardmax): op 'Hardmax' is not supported; nor are "
+                              "Trilu (1 node, 't') elsewhere in the model (supported: "), message
+    assert "Range" not in message.split("(supported:")[0]
+
+    many = [helper.make_node(op, ["x"], [f"y{i}"], name=f"n{i}")
+            for i, op in enumerate(["Hardmax", "Det", "Trilu", "NonZero", "Unique", "Shrink",
+                                    "IsNaN", "Bernoulli", "Multinomial", "Hardmax", "Det",
+                                    "EyeLike", "IsInf"])]
+    path = _save(tmp_path / "many.onnx", many, [_vi("x")], [_vi(f"y{i}") for i in range(13)])
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(path)
+    head = str(info.value).split("(supported:")[0]
+    assert "Det (2 nodes, first 'n1')" in head and "and 2 more op type(s)" in head, head
+
+
+
 def test_unsupported_attribute_names_it(tmp_path):
     x = _vi("x", shape=(2, 3, 4, 4))
     stats = [helper.make_tensor(n, TP.FLOAT, [3], [1.0, 1.0, 1.0])
