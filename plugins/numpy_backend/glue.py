@@ -71,9 +71,9 @@ def hard_swish(x):
 def _ieee(fn):
     """``fn`` with IEEE results (inf, nan) and no warnings, as onnxruntime and torch give."""
     @functools.wraps(fn)
-    def kernel(*args):
+    def kernel(*args, **attrs):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            return fn(*args)
+            return fn(*args, **attrs)
     return kernel
 
 
@@ -114,18 +114,22 @@ def identity(x):
 
 # --- arithmetic --------------------------------------------------------------------------------
 
+@_ieee
 def add(a, b):
     return np.add(a, b)
 
 
+@_ieee
 def sub(a, b):
     return np.subtract(a, b)
 
 
+@_ieee
 def mul(a, b):
     return np.multiply(a, b)
 
 
+@_ieee
 def div(a, b):
     return np.divide(a, b).astype(np.result_type(a, b), copy=False)
 
@@ -134,6 +138,7 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
+@_ieee
 def mean(x, *, axes, keepdim):
     return x.mean(axis=tuple(axes) if axes else None, keepdims=keepdim).astype(x.dtype, copy=False)
 
@@ -147,6 +152,7 @@ def _over(x, axes, op):
     return tuple(axes)
 
 
+@_ieee
 def sum_(x, *, axes, keepdim):
     return x.sum(axis=tuple(axes), keepdims=keepdim).astype(x.dtype, copy=False)
 

@@ -284,3 +284,27 @@ def test_conv_without_bias_input_fused_and_plain():
     xv = RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)
     ref = torch.relu(TF.conv2d(t(xv), t(ex.graph.tensors["w"].copy()), padding=1)).numpy()
     np.testing.assert_allclose(ex.run({"x": xv})["y"], ref, rtol=1e-5, atol=1e-5)
+
+
+#: EXTREMES with the values IEEE defines a result for: infinities, nan, signed zeros, the largest
+SPECIAL = np.concatenate([EXTREMES, np.array([np.inf, -np.inf, np.nan, -0.0, 3e38, -3e38, 1e30],
+                                             np.float32)])
+
+
+@pytest.mark.parametrize("op, ref", [("add", torch.add), ("sub", torch.sub),
+                                     ("mul", torch.mul), ("div", torch.div)])
+def test_arithmetic_gives_ieee_results_without_warnings(op, ref):
+    a = SPECIAL
+    for b in (a, a[::-1].copy(), np.roll(a, 5)):  # inf - inf, 3e38 + 3e38, 0 * inf, x / 0
+        with np.errstate(all="raise"):
+            (y,) = run_op(op, [a, b])
+        np.testing.assert_allclose(y, ref(t(a), t(b)).numpy(), rtol=1e-6, equal_nan=True)
+
+
+def test_sum_and_mean_give_ieee_results_without_warnings():
+    x = np.stack([SPECIAL, np.roll(SPECIAL, 3), np.full_like(SPECIAL, 3e38)])
+    with np.errstate(all="raise"):
+        (s,) = run_op("sum", [x], axes=[1])
+        (m,) = run_op("mean", [x], axes=[1])
+    np.testing.assert_allclose(s, t(x).sum(dim=1).numpy(), rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(m, t(x).mean(dim=1).numpy(), rtol=1e-6, equal_nan=True)
