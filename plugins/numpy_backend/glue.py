@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from abi import dtypes
-from abi.errors import ShapeError
+from abi.errors import DomainError, ShapeError
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -92,6 +92,8 @@ log = _ieee(np.log)
 sqrt = _ieee(np.sqrt)
 reciprocal = _ieee(np.reciprocal)
 pow_ = _ieee(np.power)
+sin = _ieee(np.sin)
+cos = _ieee(np.cos)
 
 
 def prelu(x, slope):
@@ -102,6 +104,14 @@ def softmax(x, *, axis):
     shifted = x - x.max(axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / e.sum(axis=axis, keepdims=True)
+
+
+@_ieee
+def log_softmax(x, *, axis):
+    # initial=-inf: an axis of size 0 gives an empty result, not numpy's ValueError
+    shifted = x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    return (shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(
+        x.dtype, copy=False)
 
 
 def clip(x, *, min=None, max=None):  # noqa: A002 - the op's attribute names
@@ -134,6 +144,18 @@ def div(a, b):
     return np.divide(a, b).astype(np.result_type(a, b), copy=False)
 
 
+@_ieee
+def _mod(a, b, fmod):
+    return np.fmod(a, b) if fmod else np.remainder(a, b)
+
+
+def mod(a, b, *, fmod):
+    if a.dtype.kind in "iu" and not np.all(b):
+        raise DomainError(f"mod: integer modulo by zero: b has {b.size - np.count_nonzero(b)} "
+                          f"zero(s)", where="mod")
+    return _mod(a, b, fmod)
+
+
 def matmul(a, b):
     return np.matmul(a, b)
 
@@ -157,6 +179,11 @@ def sum_(x, *, axes, keepdim):
     return x.sum(axis=tuple(axes), keepdims=keepdim).astype(x.dtype, copy=False)
 
 
+@_ieee
+def prod(x, *, axes, keepdim):
+    return x.prod(axis=tuple(axes), keepdims=keepdim).astype(x.dtype, copy=False)
+
+
 def amax(x, *, axes, keepdim):
     return x.max(axis=_over(x, axes, "amax"), keepdims=keepdim)
 
@@ -168,6 +195,11 @@ def amin(x, *, axes, keepdim):
 def argmax(x, *, axis, keepdim):
     _over(x, [axis], "argmax")
     return np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
+
+
+def argmin(x, *, axis, keepdim):
+    _over(x, [axis], "argmin")
+    return np.argmin(x, axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
 
 
 def cast(x, *, dtype):
