@@ -65,6 +65,15 @@ def _binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(_broadcast_shapes(n, a.shape, b.shape), a.dtype)]
 
 
+def _mod(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    [y] = _binary(op, inputs, attrs)
+    if y.dtype.startswith("float") and not attrs["fmod"]:
+        raise ContractError(f"{op.name}: fmod=False (the floor modulus, Python's %) takes "
+                            f"integer a and b, got {y.dtype}; a float modulus is fmod=True "
+                            f"(C's fmod), as ONNX Mod", op=op.name, attribute="fmod")
+    return [y]
+
+
 def _compare(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     a, b = inputs
     n = op.name
@@ -154,26 +163,28 @@ def _cast(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 
 def _reduce(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    """mean (float), sum, amax, amin (numeric) over ``axes``; argmax over ``axis`` (int64)."""
+    """mean (float), sum, prod, amax, amin (numeric) over ``axes``; argmax, argmin over
+    ``axis`` (int64)."""
     x = inputs[0]
     n = op.name
+    arg = n in ("argmax", "argmin")
     (need_float if n == "mean" else need_numeric)(n, "x", x)
     r = len(x.shape)
-    if n == "argmax":
+    if arg:
         axes = [need_axis(n, attrs["axis"], r)]
     else:
         axes = [need_axis(n, a, r, "axes") for a in attrs["axes"]]
     if len(set(axes)) != len(axes):
         raise ContractError(f"{n}: attribute 'axes' {list(attrs['axes'])} names an axis twice "
                             f"(rank {r})", op=n, attribute="axes")
-    if n in ("amax", "amin", "argmax") and any(x.shape[a] == 0 for a in axes):
+    if n in ("amax", "amin", "argmax", "argmin") and any(x.shape[a] == 0 for a in axes):
         raise ShapeError(f"{n}: x shape {fmt(x.shape)} is empty along a reduced axis (the "
                          f"{n} of nothing is undefined)", where=n, got=x.shape)
     if attrs["keepdim"]:
         shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     else:
         shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-    return [TensorType(shape, "int64" if n == "argmax" else x.dtype)]
+    return [TensorType(shape, "int64" if arg else x.dtype)]
 
 
 # --- shape plumbing ----------------------------------------------------------------------------
@@ -380,6 +391,11 @@ Natural log, element-wise; x float (-inf at 0, nan below, as IEEE)."""),
 x rounded to the nearest integer, halves to even (numpy, torch and ONNX alike); x float."""),
     _unary("abs", _numeric_unary, "|x|, element-wise; x numeric (not bool)."),
     _unary("neg", _signed_unary, "-x, element-wise; x a signed integer or float."),
+    _unary("sin", _float_unary, "sin(x), element-wise, x in radians; x float (nan at +-inf)."),
+    _unary("cos", _float_unary, "cos(x), element-wise, x in radians; x float (nan at +-inf)."),
+    _unary("sign", _numeric_unary, """\
+-1, 0 or 1 by the sign of x, element-wise, in x's dtype; x numeric (not bool). nan gives nan,
+as numpy and ONNX Sign (torch.sign gives 0 there)."""),
     OpDef("prelu", 1, ("x", "slope"), ("y",), {}, _prelu, doc="""\
 x where x >= 0, else slope * x, element-wise; slope (one dtype with x, float) broadcasts to x's
 shape (torch's PReLU: one slope per channel, shape (C, 1, 1) for NCHW, or a single one)."""),
@@ -388,6 +404,11 @@ shape (torch's PReLU: one slope per channel, shape (C, 1, 1) for NCHW, or a sing
     _binary_op("mul", "*", "numeric"),
     _binary_op("div", "/", "float: integer division would change the dtype"),
     _binary_op("pow", "** (a to the power b)", "float: nan for a negative a and a fractional b"),
+    OpDef("mod", 1, ("a", "b"), ("y",), {"fmod": AttrSpec("bool", False)}, _mod, doc="""\
+Element-wise remainder of a / b with numpy broadcasting, one numeric dtype (the output's), as
+ONNX Mod. fmod=True is C's fmod, the sign of a (torch.fmod); fmod=False the floor modulus,
+the sign of b (Python's %, torch.remainder), for integers only. An integer b of 0 is refused
+at run time (DomainError; onnxruntime refuses it too); a float one gives nan, as IEEE."""),
     OpDef("max", 1, ("a", "b"), ("y",), {}, _binary, doc="""\
 Element-wise maximum of a and b with numpy broadcasting; one numeric dtype (nan wins, as
 numpy.maximum, ONNX Max and torch.maximum)."""),
@@ -453,6 +474,9 @@ Convert x to dtype (numpy astype semantics: float to int truncates toward zero).
 Clamp x to [min, max]; either bound may be None (absent); min <= max when both are given."""),
     OpDef("softmax", 1, ("x",), ("y",), {"axis": AttrSpec("int", -1)}, _softmax, doc="""\
 exp(x - max) / sum(exp(x - max)) along axis; x float."""),
+    OpDef("log_softmax", 1, ("x",), ("y",), {"axis": AttrSpec("int", -1)}, _softmax, doc="""\
+log(softmax(x)) along axis, computed as x - max - log(sum(exp(x - max))) (no overflow, no
+log of 0 for finite x); x float."""),
     OpDef("mean", 1, ("x",), ("y",), {
         "axes": AttrSpec("ints", check=non_empty),
         "keepdim": AttrSpec("bool", False),
@@ -465,6 +489,7 @@ Mean over axes (non-empty, distinct; negative allowed); keepdim keeps them as si
 {what} over axes (non-empty, distinct; negative allowed); keepdim keeps them as size 1; x
 numeric, the output of its dtype{extra}.""") for name, what, extra in (
         ("sum", "Sum", " (numpy's sum, kept in that dtype)"),
+        ("prod", "Product", " (numpy's prod, kept in that dtype; 1 over an axis of size 0)"),
         ("amax", "Maximum", "; an axis of size 0 is refused"),
         ("amin", "Minimum", "; an axis of size 0 is refused"))),
     OpDef("argmax", 1, ("x",), ("y",), {
@@ -474,6 +499,12 @@ numeric, the output of its dtype{extra}.""") for name, what, extra in (
 The index of the largest value along axis, int64 (the first one on ties, as numpy, torch and
 ONNX with select_last_index=0); keepdim keeps the axis as size 1; x numeric; an axis of size 0
 is refused."""),
+    OpDef("argmin", 1, ("x",), ("y",), {
+        "axis": AttrSpec("int", 0),
+        "keepdim": AttrSpec("bool", False),
+    }, _reduce, doc="""\
+The index of the smallest value along axis, int64 (the first one on ties); otherwise as
+argmax."""),
     OpDef("max_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),

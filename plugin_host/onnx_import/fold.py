@@ -210,6 +210,19 @@ def _cast_like(ins: Arrays, a: dict, cap: int) -> list:
     return [ins[0].astype(ins[1].dtype)]
 
 
+def _reduce_prod(ins: Arrays, a: dict, cap: int) -> list:
+    """ReduceProd (torch's legacy exporter writes Shape -> ReduceProd for a count of elements):
+    axes from the input or the attribute; none: every axis, or none with noop_with_empty_axes."""
+    x = ins[0]
+    axes = ins[1] if len(ins) > 1 and ins[1] is not None else a.get("axes")
+    if axes is None or not np.size(axes):
+        if a.get("noop_with_empty_axes", 0):
+            return [x]
+        axes = list(range(x.ndim))
+    return [np.prod(x, axis=tuple(_axes(axes, x.ndim)), keepdims=bool(a.get("keepdims", 1)))
+            .astype(x.dtype)]
+
+
 def _binary(f: Callable) -> Folder:
     return lambda ins, a, cap: [np.asarray(f(ins[0], ins[1])).astype(
         np.result_type(ins[0], ins[1]) if f not in (np.equal, np.less, np.greater) else bool)]
@@ -252,11 +265,13 @@ FOLDERS: dict[str, Folder] = {
     "ConstantOfShape": _constant_of_shape,
     "Expand": _expand,
     "Range": _range,
+    "ReduceProd": _reduce_prod,
 }
 
 
 #: Input positions that may be empty ("") in a folded op.
-_OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,)}
+_OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
+             "ReduceProd": (1,)}
 
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                            "Where"})

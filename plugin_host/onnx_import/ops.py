@@ -67,7 +67,8 @@ def _one_output(imp, node, ops: str = "") -> None:
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Identity": "identity",
           "HardSwish": "hard_swish", "Softplus": "softplus", "Exp": "exp", "Log": "log",
           "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Erf": "erf", "Abs": "abs", "Neg": "neg",
-          "Not": "not", "Floor": "floor", "Ceil": "ceil", "Round": "round"}
+          "Not": "not", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sin": "sin",
+          "Cos": "cos", "Sign": "sign"}
 
 
 @maps(*_UNARY)
@@ -87,6 +88,60 @@ def _alpha(imp, node, attrs):
     _only(imp, attrs, dict.fromkeys(defaults, ...))
     imp.emit(op, [imp.tensor(node.input[0])], [node.output[0]],
              {k: float(attrs.get(k, v)) for k, v in defaults.items()})
+
+
+def _finite_attr(imp, attrs: dict, name: str, default: float) -> float:
+    value = float(attrs.get(name, default))
+    if not math.isfinite(value):
+        raise imp.unsupported(f"attribute {name}={value} is not finite")
+    return value
+
+
+@maps("Selu")
+def _selu(imp, node, attrs):
+    """gamma * elu(x, alpha)."""
+    _only(imp, attrs, {"alpha": ..., "gamma": ...})
+    gamma = _finite_attr(imp, attrs, "gamma", 1.05070102214813232421875)
+    [e] = imp.emit("elu", [imp.tensor(node.input[0])], [None],
+                   {"alpha": float(attrs.get("alpha", 1.67326319217681884765625))}, suffix="/elu")
+    imp.emit("mul", [e, _scalar(imp, gamma, e, f"{imp.node_name}.gamma")], [node.output[0]])
+
+
+@maps("Celu")
+def _celu(imp, node, attrs):
+    """x where x > 0, else alpha * elu(x / alpha) (x / alpha could overflow for x > 0)."""
+    _only(imp, attrs, {"alpha": ...})
+    alpha = _finite_attr(imp, attrs, "alpha", 1.0)
+    if alpha <= 0:
+        raise imp.unsupported(f"attribute alpha={alpha} must be > 0")
+    x = imp.tensor(node.input[0])
+    a = _scalar(imp, alpha, x, f"{imp.node_name}.alpha")
+    [scaled] = imp.emit("div", [x, a], [None], suffix="/scale")
+    [e] = imp.emit("elu", [scaled], [None], {"alpha": 1.0}, suffix="/elu")
+    [negative] = imp.emit("mul", [e, a], [None], suffix="/negative")
+    [positive] = imp.emit("greater", [x, _scalar(imp, 0.0, x, f"{imp.node_name}.zero")], [None],
+                          suffix="/positive")
+    imp.emit("where", [positive, x, negative], [node.output[0]])
+
+
+@maps("Mish")
+def _mish(imp, node, attrs):
+    """x * tanh(softplus(x))."""
+    _only(imp, attrs, {})
+    x = imp.tensor(node.input[0])
+    [sp] = imp.emit("softplus", [x], [None], suffix="/softplus")
+    [t] = imp.emit("tanh", [sp], [None], suffix="/tanh")
+    imp.emit("mul", [x, t], [node.output[0]])
+
+
+@maps("Mod")
+def _mod(imp, node, attrs):
+    _only(imp, attrs, {"fmod": ...})
+    fmod = attrs.get("fmod", 0)
+    if fmod not in (0, 1):
+        raise imp.unsupported(f"attribute fmod={fmod!r} must be 0 or 1")
+    imp.emit("mod", [imp.tensor(node.input[0]), imp.tensor(node.input[1])], [node.output[0]],
+             {"fmod": bool(fmod)})
 
 
 @maps("Where")
@@ -160,11 +215,11 @@ def _binary(imp, node, attrs):
              [node.output[0]])
 
 
-@maps("Softmax")
+@maps("Softmax", "LogSoftmax")
 def _softmax(imp, node, attrs):
     _only(imp, attrs, {"axis": ...})
-    imp.emit("softmax", [imp.tensor(node.input[0])], [node.output[0]],
-             {"axis": attrs.get("axis", -1)})
+    imp.emit("log_softmax" if node.op_type == "LogSoftmax" else "softmax",
+             [imp.tensor(node.input[0])], [node.output[0]], {"axis": attrs.get("axis", -1)})
 
 
 @maps("Clip")
@@ -518,27 +573,74 @@ def _split(imp, node, attrs):
     imp.emit("split", [imp.tensor(x)], list(node.output), {"axis": axis, "sizes": sizes})
 
 
-_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "ReduceMin": "amin"}
+_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "ReduceMin": "amin",
+           "ReduceProd": "prod"}
 
 
-@maps(*_REDUCE)
-def _reduce(imp, node, attrs):
-    """Axes from the input (newer opsets) or the attribute; none given: every axis."""
+def _reduction(imp, node, attrs) -> tuple[str, dict]:
+    """The input tensor and the ``axes``/``keepdim`` attributes of an ONNX Reduce*: axes from
+    the input (newer opsets) or the attribute; none given: every axis."""
     _only(imp, attrs, {"axes": ..., "keepdims": ..., "noop_with_empty_axes": 0})
     x = node.input[0]
     axes = _opt(node, 1)
     axes = imp.const(axes, "axes") if axes else attrs.get("axes")
     if axes is None or not np.size(axes):
         axes = list(range(len(imp.type_of(x).shape)))
-    imp.emit(_REDUCE[node.op_type], [imp.tensor(x)], [node.output[0]],
-             {"axes": int_vector(axes, "axes", scalar_ok=True),
-              "keepdim": bool(attrs.get("keepdims", 1))})
+    return imp.tensor(x), {"axes": int_vector(axes, "axes", scalar_ok=True),
+                           "keepdim": bool(attrs.get("keepdims", 1))}
 
 
-@maps("ArgMax")
-def _argmax(imp, node, attrs):
+@maps(*_REDUCE)
+def _reduce(imp, node, attrs):
+    x, reduce = _reduction(imp, node, attrs)
+    imp.emit(_REDUCE[node.op_type], [x], [node.output[0]], reduce)
+
+
+@maps("ReduceL1", "ReduceL2", "ReduceSumSquare")
+def _reduce_norm(imp, node, attrs):
+    """sum(abs(x)), sqrt(sum(x * x)) and sum(x * x), as onnxruntime computes them (x * x is
+    inf from about 1.8e19 in float32 there too)."""
+    x, reduce = _reduction(imp, node, attrs)
+    if node.op_type == "ReduceL1":
+        [y] = imp.emit("abs", [x], [None], suffix="/abs")
+    else:
+        [y] = imp.emit("mul", [x, x], [None], suffix="/square")
+    if node.op_type != "ReduceL2":
+        imp.emit("sum", [y], [node.output[0]], reduce)
+        return
+    [y] = imp.emit("sum", [y], [None], reduce, suffix="/sum")
+    imp.emit("sqrt", [y], [node.output[0]])
+
+
+@maps("ReduceLogSumExp")
+def _reduce_log_sum_exp(imp, node, attrs):
+    """m + log(sum(exp(x - m))), m the max over the axes or 0 where that is infinite (as
+    torch.logsumexp and onnxruntime: -inf when all are -inf, inf when one is inf)."""
+    x, reduce = _reduction(imp, node, attrs)
+    dtype = imp.types[x].dtype
+    if not dtype.startswith("float"):
+        raise imp.unsupported(f"input of dtype {dtype}: needs a float tensor")
+
+    def step(op, inputs, name, attrs=None):
+        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
+
+    m = step("amax", [x], "max", {**reduce, "keepdim": True})
+    big = _scalar(imp, float(np.finfo(dtypes.to_numpy(dtype)).max), x, f"{imp.node_name}.max")
+    infinite = step("greater", [step("abs", [m], "abs"), big], "infinite")
+    m = step("where", [infinite, _scalar(imp, 0.0, x, f"{imp.node_name}.zero"), m], "shift")
+    s = step("sum", [step("exp", [step("sub", [x, m], "sub")], "exp")], "sum", reduce)
+    if not reduce["keepdim"]:  # m's reduced axes are of size 1: their max drops them
+        m = step("amax", [m], "squeeze", reduce)
+    imp.emit("add", [step("log", [s], "log"), m], [node.output[0]])
+
+
+_ARG = {"ArgMax": "argmax", "ArgMin": "argmin"}
+
+
+@maps(*_ARG)
+def _arg(imp, node, attrs):
     _only(imp, attrs, {"axis": ..., "keepdims": ..., "select_last_index": 0})
-    imp.emit("argmax", [imp.tensor(node.input[0])], [node.output[0]],
+    imp.emit(_ARG[node.op_type], [imp.tensor(node.input[0])], [node.output[0]],
              {"axis": attrs.get("axis", 0), "keepdim": bool(attrs.get("keepdims", 1))})
 
 

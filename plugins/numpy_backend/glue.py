@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from abi import dtypes
-from abi.errors import ShapeError
+from abi.errors import DomainError, ShapeError
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -71,9 +71,9 @@ def hard_swish(x):
 def _ieee(fn):
     """``fn`` with IEEE results (inf, nan) and no warnings, as onnxruntime and torch give."""
     @functools.wraps(fn)
-    def kernel(*args):
+    def kernel(*args, **attrs):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            return fn(*args)
+            return fn(*args, **attrs)
     return kernel
 
 
@@ -92,6 +92,8 @@ log = _ieee(np.log)
 sqrt = _ieee(np.sqrt)
 reciprocal = _ieee(np.reciprocal)
 pow_ = _ieee(np.power)
+sin = _ieee(np.sin)
+cos = _ieee(np.cos)
 
 
 def prelu(x, slope):
@@ -104,6 +106,14 @@ def softmax(x, *, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+@_ieee
+def log_softmax(x, *, axis):
+    # initial=-inf: an axis of size 0 gives an empty result, not numpy's ValueError
+    shifted = x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    return (shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(
+        x.dtype, copy=False)
+
+
 def clip(x, *, min=None, max=None):  # noqa: A002 - the op's attribute names
     return np.clip(x, min, max).astype(x.dtype, copy=False)
 
@@ -114,26 +124,43 @@ def identity(x):
 
 # --- arithmetic --------------------------------------------------------------------------------
 
+@_ieee
 def add(a, b):
     return np.add(a, b)
 
 
+@_ieee
 def sub(a, b):
     return np.subtract(a, b)
 
 
+@_ieee
 def mul(a, b):
     return np.multiply(a, b)
 
 
+@_ieee
 def div(a, b):
     return np.divide(a, b).astype(np.result_type(a, b), copy=False)
+
+
+@_ieee
+def _mod(a, b, fmod):
+    return np.fmod(a, b) if fmod else np.remainder(a, b)
+
+
+def mod(a, b, *, fmod):
+    if a.dtype.kind in "iu" and not np.all(b):
+        raise DomainError(f"mod: integer modulo by zero: b has {b.size - np.count_nonzero(b)} "
+                          f"zero(s)", where="mod")
+    return _mod(a, b, fmod)
 
 
 def matmul(a, b):
     return np.matmul(a, b)
 
 
+@_ieee
 def mean(x, *, axes, keepdim):
     return x.mean(axis=tuple(axes) if axes else None, keepdims=keepdim).astype(x.dtype, copy=False)
 
@@ -147,8 +174,14 @@ def _over(x, axes, op):
     return tuple(axes)
 
 
+@_ieee
 def sum_(x, *, axes, keepdim):
     return x.sum(axis=tuple(axes), keepdims=keepdim).astype(x.dtype, copy=False)
+
+
+@_ieee
+def prod(x, *, axes, keepdim):
+    return x.prod(axis=tuple(axes), keepdims=keepdim).astype(x.dtype, copy=False)
 
 
 def amax(x, *, axes, keepdim):
@@ -162,6 +195,11 @@ def amin(x, *, axes, keepdim):
 def argmax(x, *, axis, keepdim):
     _over(x, [axis], "argmax")
     return np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
+
+
+def argmin(x, *, axis, keepdim):
+    _over(x, [axis], "argmin")
+    return np.argmin(x, axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
 
 
 def cast(x, *, dtype):

@@ -303,9 +303,11 @@ def _reduce(op_type: str) -> Converter:
     return convert
 
 
-def argmax(e, node, ins, outs, a):
-    e.op("ArgMax", ins, outs, axis=int(a["axis"]), keepdims=int(a["keepdim"]),
-         select_last_index=0)
+def _arg(op_type: str) -> Converter:
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, ins, outs, axis=int(a["axis"]), keepdims=int(a["keepdim"]),
+             select_last_index=0)
+    return convert
 
 
 def cast(e, node, ins, outs, a):
@@ -384,7 +386,11 @@ CONVERTERS: dict[str, Converter] = {
     "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
     "matmul": _simple("MatMul"), "mean": _reduce("ReduceMean"), "cast": cast, "clip": clip,
     "sum": _reduce("ReduceSum"), "amax": _reduce("ReduceMax"), "amin": _reduce("ReduceMin"),
-    "argmax": argmax,
+    "argmax": _arg("ArgMax"),
+    "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"),
+    "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
+    "argmin": _arg("ArgMin"), "prod": _reduce("ReduceProd"),
+    "mod": lambda e, n, i, o, a: e.op("Mod", i, o, fmod=int(a["fmod"])),
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),

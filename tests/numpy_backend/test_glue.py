@@ -284,3 +284,109 @@ def test_conv_without_bias_input_fused_and_plain():
     xv = RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)
     ref = torch.relu(TF.conv2d(t(xv), t(ex.graph.tensors["w"].copy()), padding=1)).numpy()
     np.testing.assert_allclose(ex.run({"x": xv})["y"], ref, rtol=1e-5, atol=1e-5)
+
+
+#: EXTREMES with the values IEEE defines a result for: infinities, nan, signed zeros, the largest
+SPECIAL = np.concatenate([EXTREMES, np.array([np.inf, -np.inf, np.nan, -0.0, 3e38, -3e38, 1e30],
+                                             np.float32)])
+
+
+@pytest.mark.parametrize("op, ref", [("sin", torch.sin), ("cos", torch.cos),
+                                     ("sign", torch.sign)])
+def test_sin_cos_sign_as_torch_also_at_the_extremes(op, ref):
+    for x in (X, SPECIAL):
+        with np.errstate(all="raise"):
+            (y,) = run_op(op, [x])
+        assert y.dtype == np.float32
+        want = ref(t(x)).numpy()
+        if op == "sign":  # nan stays nan, as numpy and ONNX Sign; torch.sign gives 0
+            assert np.isnan(y[np.isnan(x)]).all()
+            want = np.where(np.isnan(x), np.nan, want)
+        np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-6, equal_nan=True, err_msg=op)
+    ints = np.array([[-7, 0, 3], [np.iinfo(np.int32).min, np.iinfo(np.int32).max, -1]], np.int32)
+    (y,) = run_op("sign", [ints])
+    assert y.dtype == np.int32 and (y == torch.sign(t(ints)).numpy()).all()
+
+
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_log_softmax_as_torch_also_at_the_extremes(axis):
+    rows = np.array([[-np.inf, -np.inf, -np.inf], [np.inf, 1, 2], [np.nan, 1, 2],
+                     [-np.inf, 1, 2], [3e38, -3e38, 0], [1e30, -1e30, 5], [0, -104, -200],
+                     [88, 89, 90]], np.float32)
+    for x in (X, rows):
+        with np.errstate(all="raise"):
+            (y,) = run_op("log_softmax", [x], axis=axis)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, torch.log_softmax(t(x), dim=axis).numpy(), rtol=2e-6,
+                                   atol=2e-6, equal_nan=True)
+
+
+def test_argmin_takes_the_first_index_on_ties_as_torch():
+    ties = np.array([[3, 1, 1], [2, 2, 2], [0, 5, 0]], np.int64)
+    for x, axis in ((X, 1), (X, -1), (ties, 1), (ties, 0)):
+        (y,) = run_op("argmin", [x], axis=axis)
+        assert y.dtype == np.int64
+        np.testing.assert_array_equal(y, torch.argmin(t(x), dim=axis).numpy())
+
+
+def test_prod_as_torch_overflowing_as_its_dtype():
+    (y,) = run_op("prod", [X], axes=[1, -1], keepdim=True)
+    np.testing.assert_allclose(y, t(X).prod(dim=3, keepdim=True).prod(dim=1, keepdim=True),
+                               rtol=1e-5)
+    big = np.array([[3e38, 2.0, 1.0], [-1e30, 1e30, 0.5], [np.inf, 0.0, 1.0]], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("prod", [big], axes=[1])
+    np.testing.assert_array_equal(y, t(big).prod(dim=1).numpy())  # inf, -inf, nan
+    ints = np.array([[1 << 20, 1 << 15, 3], [-7, 6, 5]], np.int32)  # 2**35 * 3 wraps in int32
+    (y,) = run_op("prod", [ints], axes=[1])
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, t(ints).prod(dim=1).to(torch.int32).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integer_mod_as_torch_fmod_and_remainder(dtype):
+    low = np.iinfo(dtype).min
+    a = np.array([7, -7, 7, -7, low, low, 0, 5], dtype)
+    b = np.array([3, 3, -3, -3, -1, 7, -4, 5], dtype)
+    for fmod, ref in ((True, torch.fmod), (False, torch.remainder)):
+        with np.errstate(all="raise"):
+            (y,) = run_op("mod", [a, b], fmod=fmod)
+        assert y.dtype == dtype
+        np.testing.assert_array_equal(y, ref(t(a), t(b)).numpy(), err_msg=str(fmod))
+
+
+def test_integer_mod_by_zero_is_a_typed_refusal_not_a_warning():
+    from abi.errors import DomainError
+
+    with np.errstate(all="raise"), pytest.raises(DomainError, match="mod: integer modulo by "
+                                                                    "zero: b has 2 zero"):
+        run_op("mod", [np.arange(4), np.array([1, 0, 2, 0])], fmod=False)
+
+
+def test_float_fmod_as_torch_also_at_the_extremes():
+    for a, b in ((X, np.float32(1.5) + X[:, :, :1]), (SPECIAL, SPECIAL[::-1].copy()),
+                 (SPECIAL, np.roll(SPECIAL, 7)), (SPECIAL, np.zeros_like(SPECIAL))):
+        with np.errstate(all="raise"):
+            (y,) = run_op("mod", [a, b], fmod=True)
+        want = torch.fmod(t(a), t(b)).numpy()
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=0, equal_nan=True)
+        assert (np.signbit(y) == np.signbit(want))[~np.isnan(want)].all()
+
+
+@pytest.mark.parametrize("op, ref", [("add", torch.add), ("sub", torch.sub),
+                                     ("mul", torch.mul), ("div", torch.div)])
+def test_arithmetic_gives_ieee_results_without_warnings(op, ref):
+    a = SPECIAL
+    for b in (a, a[::-1].copy(), np.roll(a, 5)):  # inf - inf, 3e38 + 3e38, 0 * inf, x / 0
+        with np.errstate(all="raise"):
+            (y,) = run_op(op, [a, b])
+        np.testing.assert_allclose(y, ref(t(a), t(b)).numpy(), rtol=1e-6, equal_nan=True)
+
+
+def test_sum_and_mean_give_ieee_results_without_warnings():
+    x = np.stack([SPECIAL, np.roll(SPECIAL, 3), np.full_like(SPECIAL, 3e38)])
+    with np.errstate(all="raise"):
+        (s,) = run_op("sum", [x], axes=[1])
+        (m,) = run_op("mean", [x], axes=[1])
+    np.testing.assert_allclose(s, t(x).sum(dim=1).numpy(), rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(m, t(x).mean(dim=1).numpy(), rtol=1e-6, equal_nan=True)

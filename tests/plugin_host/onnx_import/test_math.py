@@ -1,0 +1,309 @@
+"""Element-wise math and reductions beyond the first set import from both exporters and match
+onnxruntime: Sin, Cos, Sign, LogSoftmax, ArgMin, ReduceProd (folded on constants), Mod as their
+glue ops; Selu, Celu, Mish, ReduceL1, ReduceL2, ReduceSumSquare and ReduceLogSumExp as
+decompositions into glue ops, which match onnxruntime at the float32 extremes too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import BackendError, DomainError, UnsupportedModelError
+from plugin_host.executor import Executor
+from plugin_host.onnx_import import import_onnx
+from plugin_host.onnx_import.fold import fold as fold_constants
+from plugin_host.onnx_import.ops import MAPPERS
+from plugins.numpy_backend import NumpyBackend
+
+from .conftest import (EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
+
+F = torch.nn.functional
+helper, TP = onnx.helper, onnx.TensorProto
+
+#: float32 values where a formula can lose: huge, tiny, signed zeros, infinities, nan
+EXTREMES = np.array([-np.inf, -3e38, -1e30, -1e4, -100, -88, -20, -1, -1e-3, -1e-30, -0.0, 0.0,
+                     1e-30, 1e-3, 1, 20, 88, 100, 1e4, 1e30, 3e38, np.inf, np.nan], np.float32)
+
+
+def _ops(loaded) -> set[str]:
+    return {n.op for n in loaded.graph.nodes}
+
+
+def _feeds(shape, seed, scales=(1, 4, 30)):
+    rng = np.random.default_rng(seed)
+    return [{"x": (rng.standard_normal(shape) * s).astype(np.float32)} for s in scales]
+
+
+class _Elementwise(torch.nn.Module):
+    def forward(self, x):
+        return torch.sin(x) + torch.cos(x) * torch.sign(x), F.log_softmax(x, dim=1)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_sin_cos_sign_and_log_softmax_match_onnxruntime(dynamo, fold, optimize, tmp_path,
+                                                        signer):
+    model = export(_Elementwise(), [torch.randn(2, 5, 3)], tmp_path / "e.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"], output_names=["trig", "lsm"])
+    _, loaded = import_and_load(model, tmp_path / "e.pha", signer)
+    assert {"sin", "cos", "sign", "log_softmax"} <= _ops(loaded)
+    feeds = _feeds((2, 5, 3), 1) + [{"x": np.resize(EXTREMES, (2, 5, 3))}]
+    check_against_onnxruntime(model, loaded, feeds)
+
+
+class _Reductions(torch.nn.Module):
+    def forward(self, x):
+        return (torch.argmin(x, dim=1), x.argmin(dim=-1, keepdim=True), torch.prod(x, dim=2),
+                x.prod(dim=0, keepdim=True), x.var(dim=1),
+                torch.logsumexp(x, dim=1), torch.logsumexp(x, dim=(0, 2), keepdim=True))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_argmin_prod_var_and_logsumexp_match_onnxruntime(dynamo, fold, optimize, tmp_path,
+                                                         signer):
+    names = ["amin1", "amin2", "prod2", "prod0", "var", "lse1", "lse02"]
+    model = export(_Reductions(), [torch.randn(3, 4, 5)], tmp_path / "r.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"], output_names=names)
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert {"argmin", "prod", "amax", "exp", "log"} <= _ops(loaded)
+    assert {s.name: s.dtype for s in loaded.graph.outputs}["amin1"] == "int64"
+    ties = np.zeros((3, 4, 5), np.float32)
+    ties[:, 1:3] = -1.0  # argmin's first index on ties
+    lse = np.full((3, 4, 5), -np.inf, np.float32)
+    lse[0, 0, 0], lse[1, :, 1], lse[2, 2, :] = np.inf, 3e38, 1e30
+    check_against_onnxruntime(model, loaded, _feeds((3, 4, 5), 2, (0.5, 1, 4)) + [
+        {"x": ties}, {"x": lse}])
+
+
+def test_var_from_the_legacy_exporter_folds_its_element_count(tmp_path):
+    """Shape -> Gather -> ReduceProd: the count of the reduced elements, known at import."""
+    class Var(torch.nn.Module):
+        def forward(self, x):
+            return x.var(dim=1)
+
+    model = export(Var(), [torch.randn(2, 6, 3)], tmp_path / "v.onnx", dynamo=False,
+                   input_names=["x"], output_names=["y"])
+    assert "ReduceProd" in {n.op_type for n in onnx.load(model).graph.node}
+    assert "prod" not in {n.op for n in import_onnx(model).graph.nodes}
+
+
+class _Norms(torch.nn.Module):
+    def forward(self, x):
+        return (torch.linalg.vector_norm(x, dim=1), torch.linalg.vector_norm(x, ord=1, dim=-1),
+                torch.linalg.vector_norm(x, dim=(0, 2), keepdim=True))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_vector_norms_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    model = export(_Norms(), [torch.randn(2, 4, 3)], tmp_path / "n.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"], output_names=["l2", "l1",
+                                                                                  "l2k"])
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    assert {"abs", "sum", "sqrt"} <= _ops(loaded)
+    check_against_onnxruntime(model, loaded, _feeds((2, 4, 3), 3) + [
+        {"x": np.resize(EXTREMES, (2, 4, 3))}])
+
+
+@pytest.mark.skipif("Expand" not in MAPPERS,
+                    reason="F.normalize expands the norm with Expand on a run-time value")
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_normalize_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    class Normalize(torch.nn.Module):
+        def forward(self, x):
+            return F.normalize(x, dim=1)
+
+    model = export(Normalize(), [torch.randn(2, 4, 3)], tmp_path / "n.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"], output_names=["y"])
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    assert "sqrt" in _ops(loaded)
+    check_against_onnxruntime(model, loaded, _feeds((2, 4, 3), 4))
+
+
+class _Modulus(torch.nn.Module):
+    def forward(self, x, n):
+        return torch.fmod(x, 1.5), torch.fmod(n, 3), torch.remainder(n, -4), torch.remainder(
+            x, 0.75)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_fmod_and_remainder_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    n = torch.arange(-6, 6).reshape(3, 4)
+    model = export(_Modulus(), [torch.randn(3, 4), n], tmp_path / "m.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x", "n"],
+                   output_names=["fx", "fn", "rn", "rx"])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    mods = [n.attrs["fmod"] for n in loaded.graph.nodes if n.op == "mod"]
+    assert sorted(mods) == [False, True, True], mods  # float remainder: Div, Floor, Mul, Sub
+    rng = np.random.default_rng(6)
+    check_against_onnxruntime(model, loaded, [
+        {"x": (rng.standard_normal((3, 4)) * s).astype(np.float32),
+         "n": rng.integers(-50, 50, (3, 4))} for s in (1, 10)])
+
+
+class _Activations(torch.nn.Module):
+    def forward(self, x):
+        return F.selu(x), F.celu(x), F.celu(x, alpha=0.3), F.mish(x)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_selu_celu_mish_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    model = export(_Activations(), [torch.randn(2, 7)], tmp_path / "a.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["selu", "celu", "celu3", "mish"])
+    _, loaded = import_and_load(model, tmp_path / "a.pha", signer)
+    assert {"elu", "softplus", "tanh", "mul"} <= _ops(loaded)
+    check_against_onnxruntime(model, loaded, _feeds((2, 7), 7) + [
+        {"x": np.resize(EXTREMES, (2, 7))}, {"x": np.resize(EXTREMES[7:], (2, 7))}])
+
+
+# --- one node at a time: every attribute, the extremes -------------------------------------
+
+
+def _model(tmp_path, node, x_shape=(4, 6), elem=TP.FLOAT, inits=(), opset=18, name="m"):
+    """A model of ``node``: its inputs not in ``inits`` are run-time ones of shape ``x_shape``."""
+    out = TP.INT64 if node.op_type == "ArgMin" else elem
+    known = {t.name for t in inits}
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, elem, x_shape)
+                                            for n in node.input if n not in known],
+                              [helper.make_tensor_value_info("y", out, None)], list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = onnx.shape_inference.infer_shapes(model)  # the output's shape
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _axes(*values):
+    return helper.make_tensor("axes", TP.INT64, [len(values)], list(values))
+
+
+_EXTREME_ROWS = np.stack([np.resize(np.roll(EXTREMES, 5 * i), 6) for i in range(4)])
+_EXTREME_ROWS[1, :] = -np.inf  # a row of -inf: logsumexp's -inf, not nan
+_EXTREME_ROWS[2, :3] = 3e38    # a sum that overflows
+
+
+@pytest.mark.parametrize("op_type, attrs, axes, opset", [
+    ("Selu", {}, None, 18),
+    ("Selu", {"alpha": 0.5, "gamma": 2.0}, None, 18),
+    ("Celu", {}, None, 18),
+    ("Celu", {"alpha": 2.5}, None, 18),
+    ("Mish", {}, None, 18),
+    ("LogSoftmax", {"axis": 0}, None, 18),
+    ("LogSoftmax", {}, None, 13),
+    ("ReduceL1", {}, (1,), 18),
+    ("ReduceL2", {"keepdims": 0}, (0,), 18),
+    ("ReduceL2", {"axes": [-1], "keepdims": 1}, None, 13),
+    ("ReduceSumSquare", {"keepdims": 0}, (), 18),
+    ("ReduceSumSquare", {"noop_with_empty_axes": 0}, None, 18),
+    ("ReduceLogSumExp", {"keepdims": 0}, (1,), 18),
+    ("ReduceLogSumExp", {}, (0, 1), 18),
+    ("ReduceLogSumExp", {"axes": [0], "keepdims": 0}, None, 13),
+    ("ReduceProd", {"keepdims": 0}, (1,), 18),
+])
+def test_one_node_matches_onnxruntime_at_the_extremes(op_type, attrs, axes, opset, tmp_path,
+                                                      signer):
+    inputs, inits = ["x"], []
+    if axes is not None:
+        inputs.append("axes")
+        inits.append(_axes(*axes))
+    model = _model(tmp_path, helper.make_node(op_type, inputs, ["y"], name="node", **attrs),
+                   inits=inits, opset=opset)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    rng = np.random.default_rng(8)
+    feeds = [{"x": (rng.standard_normal((4, 6)) * s).astype(np.float32)} for s in (1, 10, 100)]
+    feeds += [{"x": _EXTREME_ROWS}, {"x": _EXTREME_ROWS[::-1].copy()},
+              {"x": _EXTREME_ROWS.T.reshape(4, 6).copy()}]
+    check_against_onnxruntime(model, loaded, feeds)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("elem", [TP.INT64, TP.INT32])
+def test_integer_mod_matches_onnxruntime_and_refuses_a_zero_divisor(fmod, elem, tmp_path,
+                                                                    signer):
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    d = np.array([3, -3, 7, -1], dtype)
+    node = helper.make_node("Mod", ["x", "d"], ["y"], name="node", fmod=fmod)
+    model = _model(tmp_path, node, x_shape=(2, 4), elem=elem,
+                   inits=[onnx.numpy_helper.from_array(d, "d")])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    check_against_onnxruntime(model, loaded, [
+        {"x": np.array([[7, -7, 7, -7], [low, high, -1, low]], dtype)},
+        {"x": np.arange(-12, 12, 3, dtype=dtype).reshape(2, 4)}])
+
+    # a divisor computed at run time: 0 is refused, by onnxruntime as by the numpy kernel
+    model = _model(tmp_path, node, x_shape=(2, 4), elem=elem, name="runtime")
+    executor = Executor(import_onnx(model).graph, NumpyBackend())
+    feed = {"x": np.arange(-4, 4, dtype=dtype).reshape(2, 4), "d": np.resize(d[::-1], (2, 4))}
+    np.testing.assert_array_equal(executor.run(dict(feed))["y"],
+                                  onnxruntime_outputs(model, feed)["y"])
+    feed["d"][1, 2] = 0
+    with pytest.raises(Exception, match="Integer modulo by zero"):
+        onnxruntime_outputs(model, feed)
+    with pytest.raises(DomainError, match=r"mod: integer modulo by zero: b has 1 zero"):
+        executor.run(feed)
+
+
+def test_float_fmod_matches_onnxruntime_at_the_extremes(tmp_path, signer):
+    model = _model(tmp_path, helper.make_node("Mod", ["x", "d"], ["y"], name="node", fmod=1),
+                   x_shape=(23,))
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    check_against_onnxruntime(model, loaded, [
+        {"x": EXTREMES, "d": d} for d in (EXTREMES[::-1].copy(), np.roll(EXTREMES, 3))])
+
+
+@pytest.mark.parametrize("op_type, attrs, opset, elem, message", [
+    ("Mod", {"fmod": 0}, 18, TP.FLOAT, "fmod=False (the floor modulus, Python's %) takes "
+                                       "integer a and b, got float32"),
+    ("Mod", {"fmod": 2}, 18, TP.INT64, "attribute fmod=2 must be 0 or 1"),
+    ("ArgMin", {"select_last_index": 1}, 18, TP.FLOAT, "select_last_index=1 is not supported"),
+    ("Celu", {"alpha": 0.0}, 18, TP.FLOAT, "attribute alpha=0.0 must be > 0"),
+    ("Selu", {"gamma": float("inf")}, 18, TP.FLOAT, "attribute gamma=inf is not finite"),
+    ("ReduceLogSumExp", {"noop_with_empty_axes": 1}, 18, TP.FLOAT,
+     "noop_with_empty_axes=1 is not supported"),
+    ("ReduceLogSumExp", {}, 18, TP.INT64, "input of dtype int64: needs a float tensor"),
+    ("ReduceL2", {}, 18, TP.INT32, "maps to sqrt, which refuses it"),
+    ("Sin", {}, 18, TP.INT64, "sin: x must be a float tensor"),
+])
+def test_a_value_the_mapping_cannot_take_names_the_node(op_type, attrs, opset, elem, message,
+                                                        tmp_path):
+    inputs = ["x", "d"] if op_type == "Mod" else ["x"]
+    inits = [helper.make_tensor("d", elem, [], [2])] if op_type == "Mod" else []
+    model = _model(tmp_path, helper.make_node(op_type, inputs, ["y"], name="node", **attrs),
+                   elem=elem, inits=inits, opset=opset)
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert f"node 'node' ({op_type})" in str(info.value) and message in str(info.value), \
+        str(info.value)
+
+
+def test_onnxruntime_backend_refuses_an_integer_modulo_by_zero_at_run_time(tmp_path, signer):
+    pytest.importorskip("plugins.onnxruntime_backend")
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _model(tmp_path, helper.make_node("Mod", ["x", "d"], ["y"], name="node"),
+                   x_shape=(2,), elem=TP.INT64)
+    executor = Executor(import_onnx(model).graph, OnnxruntimeBackend())
+    x = np.array([4, -9], np.int64)
+    assert executor.run({"x": x, "d": np.array([3, 5])})["y"].tolist() == [1, 1]
+    with pytest.raises(BackendError, match="Integer modulo by zero"):
+        executor.run({"x": x, "d": np.array([0, 5])})
+
+
+@pytest.mark.parametrize("attrs, axes", [({}, None), ({"keepdims": 0}, (0, -1)), ({}, (1,)),
+                                         ({"noop_with_empty_axes": 1}, ()),
+                                         ({"keepdims": 0, "axes": [1]}, None)])
+def test_reduce_prod_on_constants_folds_as_onnxruntime_computes_it(attrs, axes, tmp_path):
+    x = np.arange(-3, 21, dtype=np.int64).reshape(2, 3, 4)
+    opset = 13 if "axes" in attrs else 18
+    inputs, inits = ["x"], []
+    if axes is not None:
+        inputs.append("axes")
+        inits.append(_axes(*axes))
+    node = helper.make_node("ReduceProd", inputs, ["y"], name="node", **attrs)
+    model = _model(tmp_path, node, x_shape=x.shape, elem=TP.INT64, inits=inits, opset=opset)
+    want = onnxruntime_outputs(model, {"x": x})["y"]
+    values = [x] if axes is None else [x, np.array(axes, np.int64)]
+    [got] = fold_constants("ReduceProd", values, attrs, outputs=1, cap=1000)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
