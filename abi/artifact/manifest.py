@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from abi import dtypes
 from abi.artifact import canonical
 from abi.artifact.container import ALIGNMENT, DEFAULT_LIMITS, Limits, align
@@ -110,10 +112,31 @@ class ResetConditions:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Allowed difference per output element: ``|got - want| <= atol + rtol * |want|``."""
+    """Allowed difference per output element: ``|got - want| <= atol + rtol * |want|``.
+
+    A nan where the reference has nan, and an infinity where it has the same infinity, agree
+    (as ``numpy.testing.assert_allclose`` and ``torch.testing.assert_close`` with
+    ``equal_nan``); integer and bool outputs must be equal.
+    """
 
     rtol: float
     atol: float
+
+    def mismatches(self, got: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(|got - want|, outside)`` for arrays of one shape: the float64 difference (0 where
+        they agree exactly, nan and infinities included; inf where only one is nan) and the
+        mask of elements outside the tolerance."""
+        if got.dtype.kind == "f" or want.dtype.kind == "f":
+            g, w = got.astype(np.float64), want.astype(np.float64)
+            same = (g == w) | (np.isnan(g) & np.isnan(w))
+            with np.errstate(invalid="ignore", over="ignore"):
+                diff = np.abs(g - w)
+                diff = np.where(same, 0.0, np.where(np.isnan(diff), np.inf, diff))
+                # an infinite reference allows nothing but itself (rtol * inf would allow all)
+                outside = ~(same | (np.isfinite(w) & (diff <= self.atol + self.rtol * np.abs(w))))
+            return diff, outside
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        return diff, got != want
 
 
 @dataclass(frozen=True)

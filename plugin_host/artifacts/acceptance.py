@@ -202,20 +202,11 @@ def run_acceptance(executor: Any, *, runs: int = DEFAULT_RUNS, warmup: int | Non
 
 
 def _errors(actual: np.ndarray, expected: np.ndarray, tol: Any) -> tuple[float, int]:
-    """(largest |actual - expected|, elements outside the tolerance); exact for integers."""
+    """(largest |actual - expected|, elements outside the tolerance): ``Tolerance.mismatches``."""
     if actual.shape != expected.shape:
         return math.inf, int(expected.size)
-    if actual.dtype.kind in "fc":
-        a, e = actual.astype(np.float64), expected.astype(np.float64)
-        diff = np.abs(a - e)
-        bad = ~(diff <= tol.atol + tol.rtol * np.abs(e))
-    else:
-        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-        bad = actual != expected
-    if diff.size == 0:
-        return 0.0, 0
-    top = float(np.nanmax(diff)) if not np.isnan(diff).all() else math.inf
-    return (top if math.isfinite(top) else math.inf), int(bad.sum())
+    diff, bad = tol.mismatches(actual, expected)
+    return (float(diff.max()) if diff.size else 0.0), int(bad.sum())
 
 
 def record_body(result: AcceptanceResult) -> dict[str, Any]:

@@ -105,17 +105,12 @@ class VerifiedArtifact:
         for name, expected in want.items():
             tol = self.manifest.tolerances[name]
             actual = np.asarray(outputs[name])
-            if actual.dtype.kind in "fc":
-                diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-                bad = ~(diff <= tol.atol + tol.rtol * np.abs(expected.astype(np.float64)))
-            else:
-                diff = (actual != expected).astype(np.float64)
-                bad = diff > 0
+            diff, bad = tol.mismatches(actual, expected)
             if bad.any():
                 raise GoldenMismatchError(
                     f"golden case {case}: output {name!r} {where} differs from the reference in "
                     f"{int(bad.sum())} of {bad.size} element(s) (max |diff| "
-                    f"{float(np.nanmax(diff)):.3g}; rtol {tol.rtol:g}, atol {tol.atol:g})",
+                    f"{float(diff.max(initial=0.0)):.3g}; rtol {tol.rtol:g}, atol {tol.atol:g})",
                     path=self.path, case=case, output=name)
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from abi.artifact import Manifest
+from abi.artifact import Manifest, Tolerance
 
 from ..artifacts.build import _drawn_inputs, build_artifact
 from ..errors import ModelImportError
@@ -97,16 +97,11 @@ def _compare(case: int, name: str, got: np.ndarray, want: np.ndarray, rtol: floa
     if got.shape != want.shape or got.dtype != want.dtype:
         raise ModelImportError(f"output {name!r}: the imported graph gives {got.dtype} "
                                f"{got.shape}, onnxruntime {want.dtype} {want.shape}")
-    if got.dtype.kind == "f":
-        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        bad = ~(diff <= atol + rtol * np.abs(want.astype(np.float64)))
-    else:
-        diff = (got != want).astype(np.float64)
-        bad = diff > 0
+    diff, bad = Tolerance(rtol, atol).mismatches(got, want)
     if bad.any():
         raise ModelImportError(f"golden case {case}: output {name!r} of the imported graph "
                                f"differs from onnxruntime in {int(bad.sum())} of {bad.size} "
-                               f"element(s) (max |diff| {float(np.nanmax(diff)):.3g}; rtol "
+                               f"element(s) (max |diff| {float(diff.max(initial=0.0)):.3g}; rtol "
                                f"{rtol:g}, atol {atol:g}); widen --rtol/--atol if that is "
                                f"expected, else this is an import bug")
 

@@ -135,3 +135,32 @@ def test_cli_refuses_garbage_file(tmp_path, capsys):
     bad.write_bytes(b"\x00garbage" * 10)
     code, _, err = _run(capsys, "build", "--onnx", bad, "--out", tmp_path / "x.pha")
     assert code == 1 and len(err.strip().splitlines()) == 1 and "not an ONNX model" in err
+
+
+class _Log(torch.nn.Module):
+    def forward(self, x):
+        return torch.log(x) * 2.0, torch.sqrt(x) + 1.0
+
+
+def test_outputs_that_are_nan_where_onnxruntimes_are_build(tmp_path, signer, monkeypatch):
+    """log and sqrt of the drawn (normal) golden inputs give nan where onnxruntime gives nan:
+    that agrees, the artifact builds and its golden check passes on load. A nan where
+    onnxruntime has a number is still a mismatch."""
+    model = export(_Log(), [torch.rand(2, 8) + 0.5], tmp_path / "log.onnx", dynamo=False,
+                   input_names=["x"], output_names=["log2", "root"])
+    manifest, loaded = import_and_load(model, tmp_path / "log.pha", signer, golden_cases=3)
+    golden = [outputs for _, outputs in loaded.golden_cases()]
+    assert all(np.isnan(g["log2"]).any() and np.isnan(g["root"]).any() for g in golden)
+    loaded.check_golden(NumpyBackend())
+
+    real = onnx_build.run_reference
+
+    def numbered(*args):
+        cases = real(*args)
+        for case in cases:
+            case["root"] = np.nan_to_num(case["root"], nan=1.0)
+        return cases
+
+    monkeypatch.setattr(onnx_build, "run_reference", numbered)
+    with pytest.raises(ModelImportError, match=r"output 'root'.*differs.*max \|diff\| inf"):
+        build_onnx_artifact(model, tmp_path / "bad.pha")
