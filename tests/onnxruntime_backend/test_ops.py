@@ -246,6 +246,9 @@ CASES = {
     "resize_bilinear": lambda: single("resize", (1, 2, 5, 6), size=[3, 9], mode="linear"),
     "resize_linear1d": lambda: single("resize", (2, 3, 6), size=[4], mode="linear",
                                       coordinate_mode="align_corners"),
+    "resize_run_time_spatial": lambda: single("resize", (1, 2, "h", "w"), size=[5, 4],
+                                              mode="linear",
+                                              coordinate_mode="pytorch_half_pixel"),
 }
 
 
@@ -278,6 +281,12 @@ def test_symbolic_batch_dim_takes_other_sizes():
     graph, _ = CASES["flatten_batch_dim"]()
     for batch in (1, 5):
         assert_same(graph, {"x": f32(batch, 3, 4)})
+
+
+def test_resize_over_run_time_spatial_dims_takes_other_sizes():
+    graph, _ = CASES["resize_run_time_spatial"]()
+    for h, w in ((1, 1), (7, 2), (4, 9)):
+        assert_same(graph, {"x": f32(1, 2, h, w)})
 
 
 def test_embedding_out_of_range_refused_at_entry():
