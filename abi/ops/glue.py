@@ -6,6 +6,8 @@ starts/ends, which is also Python's slicing); axes may be negative wherever an a
 
 from __future__ import annotations
 
+import numpy as np
+
 from abi.errors import ContractError, DTypeError, ShapeError
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_numeric,
@@ -13,7 +15,7 @@ from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, 
 from abi.ops.table import AttrSpec, OpDef, all_of, between, each_at_least, non_empty
 from abi.spec import TensorType
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "scaled_size"]
 
 
 # --- element-wise ------------------------------------------------------------------------------
@@ -340,11 +342,47 @@ def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType((*x.shape[:2], *out), x.dtype)]
 
 
+def scaled_size(length: int, scale: float) -> int:
+    """ONNX Resize's output length for a scale: floor(length * scale), computed in float32 as
+    onnxruntime does (the scale is a float32 value)."""
+    return int(np.floor(np.float32(length) * np.float32(scale)))
+
+
+def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    r = need_rank(n, "x", x, one_of=(3, 4))
+    need_float(n, "x", x)
+    spatial = x.shape[2:]
+    need_attr_len(n, attrs, ("size", "scales"), r - 2, f"x shape {fmt(x.shape)} has {r - 2} "
+                  f"spatial axes and")
+    for i, d in enumerate(spatial):
+        if d == 0:
+            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is empty; there "
+                             f"is nothing to sample from", where=n, got=x.shape)
+    scales = attrs["scales"]
+    if scales is not None:
+        for i, (d, s, out) in enumerate(zip(spatial, scales, attrs["size"])):
+            if type(d) is not int:
+                raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is symbolic; "
+                                 f"with scales the output size would depend on it (give size "
+                                 f"alone)", where=n, got=x.shape)
+            if scaled_size(d, s) != out:
+                raise ContractError(f"{n}: size {out} on spatial axis {i} is not floor({d} * "
+                                    f"{s}) = {scaled_size(d, s)}", op=n, attribute="size")
+    return [TensorType((*x.shape[:2], *attrs["size"]), x.dtype)]
+
+
 # --- the table ---------------------------------------------------------------------------------
 
 _POSITIVE_INTS = all_of(non_empty, each_at_least(1))
 _FINITE = between(-1e30, 1e30)
 _AXIS = AttrSpec("int")
+
+
+def _scales(v) -> str | None:
+    return None if all(0 < s <= 1e9 for s in v) else f"must have every entry in (0, 1e9], got " \
+        f"{list(v)}"
 
 
 def _unary(name: str, rule, doc: str, attrs: dict | None = None) -> OpDef:
@@ -505,6 +543,25 @@ is refused."""),
     }, _reduce, doc="""\
 The index of the smallest value along axis, int64 (the first one on ties); otherwise as
 argmax."""),
+    OpDef("resize", 1, ("x",), ("y",), {
+        "size": AttrSpec("ints", check=_POSITIVE_INTS),
+        "scales": AttrSpec("floats", None, check=_scales),
+        "mode": AttrSpec("enum:nearest|linear", "nearest"),
+        "coordinate_mode": AttrSpec("enum:half_pixel|pytorch_half_pixel|align_corners|"
+                                    "asymmetric", "half_pixel"),
+        "nearest_mode": AttrSpec("enum:floor|ceil|round_prefer_floor|round_prefer_ceil",
+                                 "round_prefer_floor"),
+    }, _resize, doc="""\
+ONNX Resize (torch's interpolate / Upsample) of the 1 or 2 spatial axes of x (N, C, L) or
+(N, C, H, W), float, to size (one length per spatial axis, each >= 1); the output is
+(N, C, *size). Output position o on an axis maps to the input coordinate given by
+coordinate_mode with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0
+where the output length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1;
+asymmetric o / s. s is scales (float32, one per spatial axis, > 0; then each size must be
+floor(in * s) and the spatial dims static) or, without scales, out / in. mode nearest takes the
+input element at that coordinate rounded by nearest_mode (floor, ceil, round with halves down or
+up), clamped into the input; linear interpolates between the two neighbours along each axis
+(the coordinate clamped into [0, in - 1]; bilinear for 2 spatial axes)."""),
     OpDef("max_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),

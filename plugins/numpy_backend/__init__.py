@@ -45,6 +45,7 @@ for _op, _fn in {
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
 }.items():
     FACTORIES[_op] = layers.generic(_fn)
+FACTORIES["resize"] = glue.make_resize
 
 DTYPES = frozenset({"float32", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
                     "uint64", "bool"})

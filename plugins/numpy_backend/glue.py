@@ -297,3 +297,78 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):
     mask[(0, 0) + inner] = 1
     count = _windows(mask, kernel_size, stride, dilation, out).sum(axis=axes)
     return (total / count).astype(x.dtype, copy=False)
+
+
+# --- resize ------------------------------------------------------------------------------------
+
+def _resize_coordinates(out: int, length: int, scale, coordinate_mode: str) -> np.ndarray:
+    """The input coordinate of each output position along one axis, in float32 as onnxruntime
+    computes it (scale: the given float32 scale, or out / length)."""
+    o = np.arange(out, dtype=np.float32)
+    s = np.float32(scale) if scale is not None else np.float32(out) / np.float32(length)
+    if coordinate_mode == "asymmetric":
+        return o / s
+    if coordinate_mode == "align_corners":
+        if out == 1:
+            return np.zeros(1, np.float32)
+        return o * np.float32(length - 1) / np.float32(out - 1)
+    if coordinate_mode == "pytorch_half_pixel" and out == 1:
+        return np.zeros(1, np.float32)
+    return (o + np.float32(0.5)) / s - np.float32(0.5)
+
+
+def _resize_axis(out: int, length: int, scale, attrs: dict):
+    """What one axis gathers: (indices,) for nearest; (i0, i1, w0, w1) for linear."""
+    c = _resize_coordinates(out, length, scale, attrs["coordinate_mode"])
+    if attrs["mode"] == "nearest":
+        floor = np.floor(c)
+        frac = c - floor
+        how = attrs["nearest_mode"]
+        index = {"floor": floor, "ceil": np.ceil(c), "round_prefer_floor": floor + (frac > 0.5),
+                 "round_prefer_ceil": floor + (frac >= 0.5)}[how]
+        return (np.clip(index, 0, length - 1).astype(np.intp),)
+    c = np.clip(c, np.float32(0), np.float32(length - 1))
+    i0 = np.floor(c).astype(np.intp)
+    i1 = np.minimum(i0 + 1, length - 1)
+    w0 = (i1 - c).astype(np.float32)  # onnxruntime's weights: the distance to the other one
+    w1 = (c - i0).astype(np.float32)
+    edge = i0 == i1
+    w0[edge] = w1[edge] = 0.5
+    return i0, i1, w0, w1
+
+
+def _resize_plan(spatial, attrs: dict) -> list:
+    if any(d == 0 for d in spatial):
+        raise ShapeError(f"resize: spatial dims {tuple(spatial)} of x include 0; there is "
+                         f"nothing to sample from", where="resize", got=tuple(spatial))
+    scales = attrs["scales"] or (None,) * len(spatial)
+    return [_resize_axis(o, d, s, attrs) for o, d, s in zip(attrs["size"], spatial, scales)]
+
+
+def _resize_apply(x, plan, mode: str):
+    if mode == "nearest":
+        index = np.ix_(*(p[0] for p in plan))
+        return x[(slice(None), slice(None), *index)]
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # inf * 0: nan (IEEE)
+        for axis, (i0, i1, w0, w1) in reversed(list(enumerate(plan, start=2))):
+            shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+            a = np.take(x, i0, axis=axis) * w0.astype(x.dtype).reshape(shape)
+            b = np.take(x, i1, axis=axis) * w1.astype(x.dtype).reshape(shape)
+            x = a + b
+    return x
+
+
+def make_resize(attrs, consts, types, where):
+    """A resize kernel; the gather indices and weights are computed here when the spatial dims
+    are static, else once per input shape."""
+    attrs = dict(attrs)
+    spatial = types[0].shape[2:]
+    if all(type(d) is int for d in spatial):
+        plan = _resize_plan(spatial, attrs)
+        return lambda x: _resize_apply(x, plan, attrs["mode"])
+
+    @functools.lru_cache(maxsize=8)
+    def plan_for(shape):
+        return _resize_plan(shape, attrs)
+
+    return lambda x: _resize_apply(x, plan_for(x.shape[2:]), attrs["mode"])

@@ -318,6 +318,17 @@ def reshape(e, node, ins, outs, a):
     e.op("Reshape", [ins[0], e.const(list(a["shape"]), np.int64)], outs, allowzero=1)
 
 
+def resize(e, node, ins, outs, a):
+    """Resize of the spatial axes alone (``axes``), so a symbolic batch needs no Shape."""
+    spatial = len(a["size"])
+    if a["scales"] is not None:
+        given = ["", e.const(list(a["scales"]))]
+    else:
+        given = ["", "", e.const(list(a["size"]), np.int64)]
+    e.op("Resize", [ins[0], *given], outs, axes=list(range(2, 2 + spatial)), mode=a["mode"],
+         coordinate_transformation_mode=a["coordinate_mode"], nearest_mode=a["nearest_mode"])
+
+
 def flatten(e, node, ins, outs, a):
     x = ins[0]
     out = e.types[outs[0]].shape
@@ -395,6 +406,7 @@ CONVERTERS: dict[str, Converter] = {
     "reshape": reshape, "flatten": flatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
     "slice": slice_, "split": split, "pad": pad, "max_pool": max_pool, "avg_pool": avg_pool,
+    "resize": resize,
 }
 
 

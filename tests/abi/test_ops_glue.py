@@ -110,6 +110,11 @@ GOOD = [
     ("mean", [z(2, 3, 4, 5)], {"axes": [-1, 1]}, lambda a: a.mean(axis=(-1, 1))),
     ("mean", [z(2, 3, 4, 5)], {"axes": [2, 3], "keepdim": True},
      lambda a: a.mean(axis=(2, 3), keepdims=True)),
+    ("resize", [z(2, 3, 4, 5)], {"size": [6, 7], "scales": [1.5, 1.5], "mode": "linear"},
+     lambda a: torch.nn.functional.interpolate(torch.from_numpy(a), scale_factor=1.5,
+                                               mode="bilinear")),
+    ("resize", [z(1, 2, 9)], {"size": [4]},
+     lambda a: torch.nn.functional.interpolate(torch.from_numpy(a), size=4)),
     ("max_pool", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
                                    "padding": [[1, 1], [0, 0]], "dilation": [1, 1]},
      lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0))),
@@ -159,6 +164,9 @@ def test_symbolic_dims():
     assert infer("max_pool", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32)]
     assert infer("mean", [T(("N", 8, "H", "W"), f32)], {"axes": [2, 3]}) == [T(("N", 8), f32)]
+    assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
+                 ) == [T(("N", 3, 8, 10), f32)]
+    assert infer("resize", [T(("N", 3, "L"), f32)], {"size": [7]}) == [T(("N", 3, 7), f32)]
 
 
 # --- refusals ---------------------------------------------------------------------------------
@@ -296,6 +304,23 @@ REFUSALS = [
     ("mean", [T((2, 3), f32)], {"axes": [1, -1]}, ContractError,
      "mean: attribute 'axes' [1, -1] names an axis twice (rank 2)"),
     ("mean", [T((2, 3), i64)], {"axes": [0]}, DTypeError, "mean: x must be a float tensor"),
+    ("resize", [T((2, 3), f32)], {"size": [4]}, ShapeError,
+     "resize: x must have rank 3 or 4, got rank 2"),
+    ("resize", [T((1, 2, 4), i64)], {"size": [4]}, DTypeError, "resize: x must be a float"),
+    ("resize", [T((1, 2, 4, 4), f32)], {"size": [8]}, ContractError,
+     "resize: attribute 'size' has 1 entries but x shape (1, 2, 4, 4) has 2 spatial axes"),
+    ("resize", [T((1, 2, 5), f32)], {"size": [8], "scales": [1.5]}, ContractError,
+     "resize: size 8 on spatial axis 0 is not floor(5 * 1.5) = 7"),
+    ("resize", [T((1, 2, "L"), f32)], {"size": [8], "scales": [2.0]}, ShapeError,
+     "resize: spatial axis 0 of x shape (1, 2, L) is symbolic; with scales"),
+    ("resize", [T((1, 2, 0, 3), f32)], {"size": [2, 2]}, ShapeError,
+     "resize: spatial axis 0 of x shape (1, 2, 0, 3) is empty"),
+    ("resize", [T((1, 2, 3), f32)], {"size": [0]}, OpError,
+     "attribute 'size' must have every entry >= 1, got [0]"),
+    ("resize", [T((1, 2, 3), f32)], {"size": [3], "scales": [-1.0]}, OpError,
+     "attribute 'scales' must have every entry in (0, 1e9], got [-1.0]"),
+    ("resize", [T((1, 2, 3), f32)], {"size": [3], "mode": "cubic"}, OpError,
+     "attribute 'mode' must be one of 'nearest', 'linear', got 'cubic'"),
     ("max_pool", [T((1, 2, 3, 4, 5), f32)], POOL, ShapeError,
      "max_pool: x must have rank 3 or 4, got rank 5"),
     ("max_pool", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,

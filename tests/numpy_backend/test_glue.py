@@ -128,6 +128,75 @@ def test_reductions_and_argmax_as_torch():
     assert y.dtype == np.int32 and y.tolist() == [12, 15, 18, 21]
 
 
+# torch's interpolate modes as resize attributes (ONNX Resize as torch's exporters write them)
+RESIZE_MODES = {
+    ("nearest", None): {"mode": "nearest", "coordinate_mode": "asymmetric",
+                        "nearest_mode": "floor"},
+    ("nearest-exact", None): {"mode": "nearest", "coordinate_mode": "half_pixel",
+                              "nearest_mode": "round_prefer_ceil"},
+    ("linear", False): {"mode": "linear", "coordinate_mode": "half_pixel"},
+    ("linear", True): {"mode": "linear", "coordinate_mode": "align_corners"},
+}
+
+
+def _interpolate(x, mode, align_corners, **how):
+    torch_mode = {"linear": ("linear", "bilinear")[x.ndim - 3]}.get(mode, mode)
+    return TF.interpolate(t(x), mode=torch_mode, align_corners=align_corners, **how).numpy()
+
+
+@pytest.mark.parametrize("mode, align_corners", sorted(RESIZE_MODES, key=str))
+@pytest.mark.parametrize("factor", [2.0, 3.0, 1.5, 1.7, 0.5, 0.75, 0.4])
+def test_resize_by_scale_as_torch(mode, align_corners, factor):
+    from abi.ops.glue import scaled_size
+
+    for x in (X, X[:, :, 1]):
+        size = [scaled_size(d, factor) for d in x.shape[2:]]
+        (y,) = run_op("resize", [x], size=size, scales=[factor] * len(size),
+                      **RESIZE_MODES[mode, align_corners])
+        want = _interpolate(x, mode, align_corners, scale_factor=factor)
+        assert y.dtype == np.float32 and y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode, align_corners", sorted(RESIZE_MODES, key=str))
+@pytest.mark.parametrize("size", [(9, 14), (3, 4), (1, 1), (5, 7), (2, 13)])
+def test_resize_to_a_size_as_torch(mode, align_corners, size):
+    for x in (X, X[:, :, 1]):
+        size = list(size[-(x.ndim - 2):])
+        (y,) = run_op("resize", [x], size=size, **RESIZE_MODES[mode, align_corners])
+        want = _interpolate(x, mode, align_corners, size=size)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode, align_corners", sorted(RESIZE_MODES, key=str))
+def test_resize_at_the_extremes_as_torch(mode, align_corners):
+    big = np.finfo(np.float32).max
+    x = np.array([[[-big, big, np.inf, 1.0, -np.inf, 0.0, np.nan, 1e-45, -big, -big]]],
+                 np.float32)
+    for factor in (2.0, 0.5, 1.5):
+        size = [int(x.shape[2] * factor)]
+        with np.errstate(all="raise"):  # IEEE results, not warnings
+            (y,) = run_op("resize", [x], size=size, scales=[factor],
+                          **RESIZE_MODES[mode, align_corners])
+        want = _interpolate(x, mode, align_corners, scale_factor=factor)
+        np.testing.assert_allclose(y, want, rtol=1e-5, equal_nan=True)
+
+
+def test_resize_over_symbolic_spatial_dims():
+    b = GraphBuilder("resize")
+    x = b.input("x", ("n", 3, "h", "w"), "float32", "ANY")
+    b.output(b.op("resize", x, name="r", size=[6, 4], mode="linear"), "y", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    for shape in ((1, 3, 5, 7), (2, 3, 2, 9), (1, 3, 5, 7)):
+        a = RNG.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(ex.run({"x": a})["y"], _interpolate(a, "linear", False,
+                                                                         size=(6, 4)),
+                                   rtol=1e-5, atol=1e-5)
+    from abi.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"resize: spatial dims \(0, 7\) of x include 0"):
+        ex.run({"x": np.zeros((1, 3, 0, 7), np.float32)})
+
+
 def test_a_max_over_a_dim_bound_to_zero_at_run_time_is_a_typed_refusal():
     from abi.errors import ShapeError
 

@@ -261,6 +261,14 @@ CASES = {
                                          stride=[1, 2], padding=PAD1),
     "avg_pool_ceil": lambda: single("avg_pool", (1, 2, 6, 7), kernel_size=[3, 3], stride=[2, 2],
                                     padding=PAD1, ceil_mode=True),
+    "resize_nearest": lambda: single("resize", ("n", 2, 4, 5), size=[8, 7], scales=[2.0, 1.5],
+                                     coordinate_mode="asymmetric", nearest_mode="floor"),
+    "resize_bilinear": lambda: single("resize", (1, 2, 5, 6), size=[3, 9], mode="linear"),
+    "resize_linear1d": lambda: single("resize", (2, 3, 6), size=[4], mode="linear",
+                                      coordinate_mode="align_corners"),
+    "resize_run_time_spatial": lambda: single("resize", (1, 2, "h", "w"), size=[5, 4],
+                                              mode="linear",
+                                              coordinate_mode="pytorch_half_pixel"),
 }
 
 
@@ -293,6 +301,12 @@ def test_symbolic_batch_dim_takes_other_sizes():
     graph, _ = CASES["flatten_batch_dim"]()
     for batch in (1, 5):
         assert_same(graph, {"x": f32(batch, 3, 4)})
+
+
+def test_resize_over_run_time_spatial_dims_takes_other_sizes():
+    graph, _ = CASES["resize_run_time_spatial"]()
+    for h, w in ((1, 1), (7, 2), (4, 9)):
+        assert_same(graph, {"x": f32(1, 2, h, w)})
 
 
 def test_embedding_out_of_range_refused_at_entry():
@@ -352,6 +366,30 @@ def test_pooling_windows_match_over_random_configurations(op):
             continue
         assert_same(graph, feed, rtol=1e-5, atol=1e-6)
         checked += 1
+
+
+def test_resize_matches_over_random_configurations():
+    """Every mode, coordinate mode and nearest mode, by scales or by size, up and down, 1-D and
+    2-D: 60 seeded random configurations."""
+    from abi.ops.glue import scaled_size
+
+    rng = np.random.default_rng(11)
+    coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
+    nearest = ["floor", "ceil", "round_prefer_floor", "round_prefer_ceil"]
+    for _ in range(60):
+        shape = [int(rng.integers(1, 9)) for _ in range(int(rng.integers(1, 3)))]
+        attrs = dict(mode=str(rng.choice(["nearest", "linear"])),
+                     coordinate_mode=str(rng.choice(coordinate)),
+                     nearest_mode=str(rng.choice(nearest)))
+        if rng.integers(2):
+            scales = [float(rng.choice([0.5, 0.6, 0.75, 1.0, 1.5, 1.7, 2.0, 3.0])) for _ in shape]
+            size = [scaled_size(d, s) for d, s in zip(shape, scales)]
+            if min(size) < 1:
+                continue
+            attrs.update(size=size, scales=scales)
+        else:
+            attrs.update(size=[int(rng.integers(1, 12)) for _ in shape])
+        assert_same(*single("resize", (2, 3, *shape), **attrs), rtol=1e-5, atol=1e-6)
 
 
 def test_unsupported_dtype_refused():

@@ -1,0 +1,319 @@
+"""Upsampling and pixel shuffling imported from ONNX: Resize (torch's interpolate and Upsample)
+as the resize op, DepthToSpace and SpaceToDepth (torch's pixel_shuffle; pixel_unshuffle is
+exported as Reshape and Transpose) as reshape -> transpose -> reshape; compared with
+onnxruntime. What the mapping cannot take is refused naming the node and the attribute."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.onnx_import import import_onnx
+
+from .conftest import (EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx,
+                       torch)
+
+F = torch.nn.functional
+helper, TP = onnx.helper, onnx.TensorProto
+RNG = np.random.default_rng(5)
+BIG = np.finfo(np.float32).max
+
+
+def _feeds(shape, nonfinite=True):
+    """Random inputs, and one with float32 extremes (and infinities and nan) spread in."""
+    feeds = [{"x": (RNG.standard_normal(shape) * 3).astype(np.float32)} for _ in range(2)]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    special = [BIG, -BIG, 1e-45, -0.0, 1e30] + ([np.inf, -np.inf, np.nan] if nonfinite else [])
+    flat = x.reshape(-1)
+    flat[RNG.choice(flat.size, size=len(special), replace=False)] = special
+    return feeds + [{"x": x}]
+
+
+class _Up2d(torch.nn.Module):
+    """What torch's exporters write as Resize: each mode, by scale and by size, up and down."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Upsample(scale_factor=(2, 3))
+        self.up_bilinear = torch.nn.Upsample(scale_factor=2.5, mode="bilinear")
+
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=2, mode="nearest"),
+                F.interpolate(x, scale_factor=1.5, mode="nearest"),
+                F.interpolate(x, scale_factor=0.5, mode="nearest"),
+                F.interpolate(x, size=(7, 3), mode="nearest"),
+                F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=False),
+                F.interpolate(x, scale_factor=0.6, mode="bilinear", align_corners=True),
+                F.interpolate(x, size=(3, 8), mode="bilinear"),
+                F.interpolate(x, size=(9, 11), mode="bilinear", align_corners=True),
+                self.up(x), self.up_bilinear(x))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_interpolate_and_upsample_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    names = [f"y{i}" for i in range(10)]
+    model = export(_Up2d(), [torch.randn(2, 3, 5, 6)], tmp_path / "u.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"], output_names=names)
+    _, loaded = import_and_load(model, tmp_path / "u.pha", signer)
+    resized = [n for n in loaded.graph.nodes if n.op == "resize"]
+    assert len(resized) == 10
+    assert {(n.attrs["mode"], n.attrs["coordinate_mode"]) for n in resized} == {
+        ("nearest", "asymmetric"), ("linear", "half_pixel"), ("linear", "align_corners")}
+    assert {s.name: s.shape for s in loaded.graph.outputs}["y1"] == (2, 3, 7, 9)
+    check_against_onnxruntime(model, loaded, _feeds((2, 3, 5, 6)))
+
+
+class _Up1d(torch.nn.Module):
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=2.5, mode="nearest"),
+                F.interpolate(x, size=4, mode="nearest"))
+
+
+class _Linear1d(torch.nn.Module):
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=2.5, mode="linear"),
+                F.interpolate(x, size=4, mode="linear", align_corners=True))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_one_dimensional_resize_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    modules = [_Up1d()] + ([] if dynamo else [_Linear1d()])  # dynamo: linear as GatherND
+    for i, module in enumerate(modules):
+        model = export(module, [torch.randn(2, 3, 6)], tmp_path / f"l{i}.onnx", dynamo=dynamo,
+                       fold=fold, optimize=optimize, input_names=["x"], output_names=["a", "b"])
+        _, loaded = import_and_load(model, tmp_path / f"l{i}.pha", signer)
+        assert [n.op for n in loaded.graph.nodes] == ["resize", "resize"]
+        # onnxruntime's linear over (N, C, L) weighs the neighbouring channels by 0, so an inf
+        # or nan there spreads (0 * inf); torch and the numpy backend keep channels apart
+        check_against_onnxruntime(model, loaded, _feeds((2, 3, 6), nonfinite=i == 0))
+
+
+def _export_batched(module, args, path, dynamo: bool) -> None:
+    if dynamo:
+        program = torch.onnx.export(module.eval(), args, dynamo=True, verbose=False,
+                                    input_names=["x"], output_names=["y"],
+                                    dynamic_shapes=({0: torch.export.Dim("batch")},))
+        program.save(str(path))
+    else:
+        torch.onnx.export(module.eval(), args, str(path), dynamo=False, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"},
+                                                            "y": {0: "batch"}})
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_symbolic_batch_dim_passes_through_resize(dynamo, tmp_path, signer):
+    module = torch.nn.Sequential(torch.nn.Upsample(scale_factor=2, mode="bilinear"),
+                                 torch.nn.Upsample(scale_factor=1.5))
+    path = tmp_path / "b.onnx"
+    args = (torch.randn(2, 3, 4, 5),)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _export_batched(module, args, path, dynamo)
+    _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
+    assert loaded.graph.inputs[0].shape == ("batch", 3, 4, 5)
+    assert loaded.graph.outputs[0].shape == ("batch", 3, 12, 15)
+    check_against_onnxruntime(path, loaded, [{"x": RNG.standard_normal((n, 3, 4, 5))
+                                              .astype(np.float32)} for n in (1, 4)])
+
+
+class _Shuffle(torch.nn.Module):
+    def forward(self, x):
+        return F.pixel_shuffle(x, 2), F.pixel_unshuffle(x, 2), F.pixel_shuffle(x, 1)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_pixel_shuffle_and_unshuffle_match_onnxruntime(dynamo, fold, optimize, tmp_path,
+                                                       signer):
+    model = export(_Shuffle(), [torch.randn(2, 8, 4, 6)], tmp_path / "s.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["up", "down", "same"])
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    assert {n.op for n in loaded.graph.nodes} <= {"reshape", "transpose", "identity"}
+    assert {s.name: s.shape for s in loaded.graph.outputs} == {
+        "up": (2, 2, 8, 12), "down": (2, 32, 2, 3), "same": (2, 8, 4, 6)}
+    check_against_onnxruntime(model, loaded, _feeds((2, 8, 4, 6)))
+
+
+# --- ONNX models written with onnx.helper: what torch does not write, and the refusals -----------
+
+
+def _model(tmp_path, op_type, x_shape, consts=(), inputs=None, attrs=None, opset=18,
+           runtime=()):
+    """A one-node model of ``op_type`` named ``node`` over ``x`` (float32) with the constant
+    inputs ``consts`` (name -> array) and run-time inputs ``runtime`` (name -> shape)."""
+    inits = [onnx.numpy_helper.from_array(np.asarray(v), name) for name, v in dict(consts)
+             .items()]
+    node = helper.make_node(op_type, inputs or ["x", *dict(consts)], ["y"], name="node",
+                            **(attrs or {}))
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, list(x_shape))] +
+        [helper.make_tensor_value_info(n, e, list(s)) for n, (e, s) in dict(runtime).items()],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [None] * len(x_shape))],
+        initializer=inits)
+    path = tmp_path / f"{op_type}.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString())
+    return path
+
+
+SCALES = np.array([1, 1, 1.5, 0.75], np.float32)
+
+
+@pytest.mark.parametrize("attrs, given", [
+    ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+      "nearest_mode": "round_prefer_ceil"}, "scales"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "pytorch_half_pixel"}, "scales"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "align_corners",
+      "nearest_mode": "ceil"}, "sizes"),
+    ({}, "sizes"),  # ONNX's defaults: nearest, half_pixel, round_prefer_floor
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, "sizes"),
+    ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, "scales"),
+    ({"mode": "linear", "axes": [3, 2]}, "axes"),
+])
+def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, attrs, given):
+    sizes = np.array([2, 3, 1, 9], np.int64)  # a length-1 output: pytorch_half_pixel's case
+    consts = {"scales": {"roi": np.zeros(0, np.float32), "scales": SCALES},
+              "sizes": {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                        "sizes": sizes},
+              "axes": {"roi": np.zeros(0, np.float32), "scales": np.array([2.0, 0.5],
+                                                                           np.float32)}}[given]
+    model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs=attrs)
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["resize"]
+    check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
+
+
+def test_resize_to_sizes_takes_run_time_spatial_dims(tmp_path, signer):
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+              "sizes": np.array([1, 3, 6, 8], np.int64)}
+    model = _model(tmp_path, "Resize", (1, 3, "h", "w"), consts, attrs={"mode": "linear"})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert loaded.graph.outputs[0].shape == (1, 3, 6, 8)
+    check_against_onnxruntime(model, loaded, [{"x": RNG.standard_normal((1, 3, h, w))
+                                               .astype(np.float32)} for h, w in
+                                              ((4, 4), (2, 9), (12, 3), (4, 4))])
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_matches_onnxruntime(tmp_path, signer, mode):
+    model = _model(tmp_path, "DepthToSpace", (2, 18, 2, 3), attrs={"blocksize": 3,
+                                                                   "mode": mode})
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["reshape", "transpose", "reshape"]
+    assert loaded.graph.outputs[0].shape == (2, 2, 6, 9)
+    check_against_onnxruntime(model, loaded, _feeds((2, 18, 2, 3)))
+
+
+def test_space_to_depth_matches_onnxruntime(tmp_path, signer):
+    model = _model(tmp_path, "SpaceToDepth", (2, 3, 4, 6), attrs={"blocksize": 2})
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["reshape", "transpose", "reshape"]
+    assert loaded.graph.outputs[0].shape == (2, 12, 2, 3)
+    check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
+
+
+def _resize(attrs=None, consts=None, **kw):
+    return ("Resize", (1, 3, 4, 4), {"roi": np.zeros(0, np.float32),
+                                     "scales": np.array([1, 1, 2, 2], np.float32)}
+            if consts is None else consts, attrs or {}, kw)
+
+
+@pytest.mark.parametrize("case, error, message", [
+    (_resize({"mode": "cubic"}), UnsupportedModelError,
+     "attribute mode='cubic' is not supported (only nearest, linear)"),
+    (_resize({"mode": "linear", "antialias": 1}), UnsupportedModelError,
+     "attribute antialias=1 is not supported (only 0)"),
+    (_resize({"exclude_outside": 1}), UnsupportedModelError,
+     "attribute exclude_outside=1 is not supported"),
+    (_resize({"coordinate_transformation_mode": "tf_crop_and_resize",
+              "extrapolation_value": 1.0}), UnsupportedModelError,
+     "attribute coordinate_transformation_mode='tf_crop_and_resize' is not supported"),
+    (_resize({"coordinate_transformation_mode": "half_pixel_symmetric"}, opset=19),
+     UnsupportedModelError, "coordinate_transformation_mode='half_pixel_symmetric'"),
+    (_resize({"nearest_mode": "nearest"}), UnsupportedModelError,
+     "attribute nearest_mode='nearest' is not supported"),
+    (_resize({"keep_aspect_ratio_policy": "not_larger"}), UnsupportedModelError,
+     "attribute keep_aspect_ratio_policy='not_larger' is not supported (only 'stretch')"),
+    (_resize(consts={"roi": np.zeros(0, np.float32)}, inputs=["x", "roi", "s"],
+             runtime={"s": (TP.FLOAT, [4])}), UnsupportedModelError,
+     "scales 's' must be a constant (known at import), but it is computed at run time"),
+    (_resize(consts={}, inputs=["x", "", "", "sz"], runtime={"sz": (TP.INT64, [4])}),
+     UnsupportedModelError, "sizes 'sz' must be a constant"),
+    (_resize(consts={"roi": np.zeros(0, np.float32),
+                     "scales": np.array([1, 2, 2, 2], np.float32)}), UnsupportedModelError,
+     "scales [1.0, 2.0, 2.0, 2.0] does not keep the batch and channel axes"),
+    (_resize(consts={"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                     "sizes": np.array([2, 3, 8, 8], np.int64)}), UnsupportedModelError,
+     "sizes [2, 3, 8, 8] does not keep the batch and channel axes"),
+    (_resize(consts={"roi": np.zeros(0, np.float32), "scales": SCALES,
+                     "sizes": np.array([1, 3, 8, 8], np.int64)}), UnsupportedModelError,
+     "needs exactly one of the scales and sizes inputs"),
+    (_resize(consts={"roi": np.zeros(0, np.float32),
+                     "scales": np.array([1, 1, 0, 2], np.float32)}), UnsupportedModelError,
+     "scales [1.0, 1.0, 0.0, 2.0] must be in (0, 1e9]"),
+    (_resize(consts={"roi": np.zeros(0, np.float32),
+                     "scales": np.array([1, 1, 0.1, 2], np.float32)}), UnsupportedModelError,
+     "maps to resize, which refuses it: op 'resize' v1: attribute 'size' must have every "
+     "entry >= 1, got [0, 8]"),
+    (_resize(consts={"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                     "sizes": np.array([1, 3, 10 ** 6, 10 ** 6], np.int64)}), ModelFileError,
+     "its resize output of shape (1, 3, 1000000, 1000000) would have 3000000000000 elements"),
+    (("Resize", (1, 3, 2, 2, 2), {"roi": np.zeros(0, np.float32),
+                                  "scales": np.ones(5, np.float32)}, {}, {}),
+     UnsupportedModelError, "input shape [1, 3, 2, 2, 2]: only (N, C, L) and (N, C, H, W)"),
+    (("Resize", (1, 3, "h", 4), {"roi": np.zeros(0, np.float32),
+                                 "scales": np.zeros(0, np.float32),
+                                 "sizes": np.array([8], np.int64)}, {"axes": [3]}, {}),
+     UnsupportedModelError, "sizes [8] leave a run-time spatial dim of input shape"),
+    (("Resize", (1, 3, "h", 4), {"roi": np.zeros(0, np.float32),
+                                 "scales": np.array([1, 1, 2, 2], np.float32)}, {}, {}),
+     UnsupportedModelError, "scales on the run-time spatial dims of input shape"),
+    (("DepthToSpace", (1, 8, 2, 2), {}, {"blocksize": 2, "mode": "XYZ"}, {}),
+     UnsupportedModelError, "attribute mode='XYZ' is not supported (only DCR, CRD)"),
+    (("DepthToSpace", (1, 6, 2, 2), {}, {"blocksize": 2}, {}), UnsupportedModelError,
+     "6 channels are not a multiple of blocksize^2 = 4"),
+    (("DepthToSpace", (1, 8, 2, 2), {}, {"blocksize": 0}, {}), UnsupportedModelError,
+     "attribute blocksize=0 must be an integer >= 1"),
+    (("SpaceToDepth", (1, 2, 4, 5), {}, {"blocksize": 2}, {}), UnsupportedModelError,
+     "spatial dims 4x5 are not multiples of blocksize 2"),
+    (("SpaceToDepth", (1, 2, "h", 4), {}, {"blocksize": 2}, {}), UnsupportedModelError,
+     "input shape [1, 2, 'h', 4]: needs (N, C, H, W) with C, H, W static"),
+])
+def test_what_resize_and_depth_to_space_refuse_names_node_and_value(tmp_path, case, error,
+                                                                    message):
+    op_type, shape, consts, attrs, kw = case
+    path = _model(tmp_path, op_type, shape, consts, attrs=attrs, **kw)
+    with pytest.raises(error) as info:
+        import_onnx(path)
+    assert type(info.value) is error
+    text = str(info.value)
+    assert f"node 'node' ({op_type})" in text and message in text, text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_bicubic_exported_by_torch_is_refused(dynamo, fold, optimize, tmp_path):
+    class Bicubic(torch.nn.Module):
+        def forward(self, x):
+            return F.interpolate(x, scale_factor=2, mode="bicubic")
+
+    model = export(Bicubic(), [torch.randn(1, 2, 3, 3)], tmp_path / "c.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize)
+    with pytest.raises(UnsupportedModelError, match=r"\(Resize\): attribute mode='cubic' is "
+                                                    r"not supported"):
+        import_onnx(model)
+
+
+def test_antialiased_bilinear_exported_by_torch_is_refused(tmp_path):
+    """Only the dynamo exporter writes it (the legacy one has no symbolic for it)."""
+    class Smooth(torch.nn.Module):
+        def forward(self, x):
+            return F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True)
+
+    model = export(Smooth(), [torch.randn(1, 2, 4, 6)], tmp_path / "a.onnx", dynamo=True)
+    with pytest.raises(UnsupportedModelError, match=r"\(Resize\): attribute (antialias=1|"
+                                                    r"exclude_outside=1) is not supported"):
+        import_onnx(model)
