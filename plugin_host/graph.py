@@ -12,6 +12,7 @@ Naming follows tinygrad's state dicts: a layer's tensors are ``<layer name>.<par
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,6 +24,12 @@ from abi import TensorSpec, TensorType, dtypes, get_op, infer_shapes, normalize_
 from abi.errors import GraphError, PluginHostError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+
+#: The most elements a node may compute into one value (1 GiB of float32), symbolic dims counted
+#: as 1: a graph whose shapes ask for more (a resize or pad to 10**10 elements, in a hostile
+#: artifact or a builder's typo) is refused when it is built or loaded, before a backend
+#: prepares it or the executor allocates. The ONNX importer's default cap is the same.
+MAX_VALUE_ELEMENTS = 1 << 28
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,11 @@ class Graph:
                 raise GraphError(f"{node.op} produces {len(out_types)} output(s) but the node "
                                  f"names {len(node.outputs)}", node=node.name)
             for tname, ttype in zip(node.outputs, out_types):
+                n = math.prod(d for d in ttype.shape if isinstance(d, int))
+                if n > MAX_VALUE_ELEMENTS:
+                    raise GraphError(f"output {tname!r} {tuple(ttype.shape)} would hold {n} "
+                                     f"elements, above the {MAX_VALUE_ELEMENTS} one value may "
+                                     f"hold", node=node.name)
                 self._define(types, tname, ttype, f"output of node {node.name!r}")
         self._check_outputs(types)
         self._check_state()

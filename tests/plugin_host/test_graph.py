@@ -104,3 +104,23 @@ def test_graph_refuses_duplicates_and_bad_state():
         _tiny(nodes=[node, Node("r", "relu", 1, ("y",), ("y",), {})])
     with pytest.raises(GraphError, match="state"):
         _tiny(state={"x": "y"})
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("resize", {"size": [100000, 100000]}),
+    ("pad", {"pads": [[0, 0], [0, 0], [0, 0], [0, 1 << 28]]}),
+])
+def test_a_node_output_above_the_value_cap_is_refused_before_anything_allocates(op, attrs):
+    b = GraphBuilder("bomb")
+    x = b.input("x", ("batch", 1, 2, 2), "float32", "ANY")  # symbolic dims count as 1
+    with pytest.raises(GraphError, match=r"above the 268435456 one value may hold") as info:
+        b.op(op, x, name="big", **attrs)
+        b.build()
+    assert info.value.node == "big"
+
+
+def test_a_value_at_the_cap_is_allowed():
+    b = GraphBuilder("edge")
+    x = b.input("x", (1, 4), "float32", "ANY")
+    b.output(b.op("pad", x, name="wide", pads=[[0, 0], [0, (1 << 28) - 4]]), "y", "ANY")
+    assert b.build().types["y"].shape == (1, 1 << 28)

@@ -241,6 +241,21 @@ def test_resigned_graph_that_breaks_a_shape_contract(tiny_artifact, trust, key_a
     assert err.node == "fc.matmul"
 
 
+def test_resigned_graph_with_a_node_output_too_large_to_allocate(tiny_artifact, trust, key_a,
+                                                                   tamper):
+    """A node that would compute 10**10 elements (40 GB) is refused at load, naming it; no
+    backend prepares it and nothing allocates."""
+    def bomb(m):
+        m["graph"]["nodes"].append({"name": "bomb", "op": "pad", "version": 1,
+                                    "inputs": ["recur"], "outputs": ["bomb"],
+                                    "attrs": {"mode": "constant", "pads": [[0, 0], [0, 10**10]],
+                                              "value": 0.0}, "atomic": False})
+
+    tamper.rewrite_manifest(tiny_artifact, bomb, key_a)
+    err = _refused(GraphError, tiny_artifact, trust)
+    assert err.node == "bomb" and "10000000003 elements" in str(err)
+
+
 # --- compatibility -----------------------------------------------------------------------------
 
 
