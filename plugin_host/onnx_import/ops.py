@@ -10,6 +10,7 @@ Embedding); everything else maps onto the glue ops one to one.
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any, Callable
 
@@ -593,3 +594,7 @@ def _pad(imp, node, attrs):
         pairs[a] = [pads[i], pads[i + len(axes)]]
     imp.emit("pad", [imp.tensor(x)], [node.output[0]],
              {"pads": pairs, "mode": mode, "value": value})
+
+
+# LSTM and GRU (unrolled over time) live in their own module, which registers them here
+importlib.import_module(".recurrent", __package__)
