@@ -78,6 +78,8 @@ def attributes(node, limits: ReadLimits) -> dict[str, Any]:
             out[a.name] = a.s.decode("utf-8", "replace")
         elif a.type == A.INTS:
             out[a.name] = [int(v) for v in a.ints]
+        elif a.type == A.STRINGS:
+            out[a.name] = [s.decode("utf-8", "replace") for s in a.strings]
         elif a.type == A.FLOATS:
             out[a.name] = [float(str(np.float32(v))) for v in a.floats]
         elif a.type == A.TENSOR:
@@ -114,6 +116,7 @@ class Importer:
         self.consumers: dict[str, list[int]] = {}
         self.graph_outputs = {o.name for o in model.graph.output}
         self.onnx_output_names: set[str] = set()
+        self.unrolled = 0                          # recurrent steps written so far (capped)
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
@@ -326,7 +329,7 @@ class Importer:
         ins = list(node.input)
         if op == "Constant":
             return self._constant(node, attrs)
-        if op == "Shape" and ins and ins[0] not in self.consts:
+        if op == "Shape" and ins:  # of a run-time value or a folded one (dynamo: zeros)
             shape = np.array(self.static_shape(ins[0]), dtype=np.int64)
             start, end = attrs.get("start", 0), attrs.get("end", None)
             return self.set_const(node.output[0], shape[start:end])

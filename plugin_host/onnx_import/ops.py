@@ -10,6 +10,7 @@ Embedding); everything else maps onto the glue ops one to one.
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any, Callable
 
@@ -822,3 +823,7 @@ def _space_to_depth(imp, node, attrs):
         raise imp.unsupported(f"spatial dims {h}x{w} are not multiples of blocksize {b}")
     _rearrange(imp, node, [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4],
                [n, c * b * b, h // b, w // b])
+
+
+# LSTM and GRU (unrolled over time) live in their own module, which registers them here
+importlib.import_module(".recurrent", __package__)

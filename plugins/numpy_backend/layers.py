@@ -143,7 +143,7 @@ def lstm_cell(attrs, consts, types, where):
         h_next *= o
         return h_next, c_next
 
-    return run
+    return _binder(run, consts[:3], types[:3], {})  # h, c may be constants (a zero state)
 
 
 def layer_norm(attrs, consts, types, where):

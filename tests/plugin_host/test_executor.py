@@ -104,6 +104,27 @@ def test_inputs_not_modified(executor, inputs):
         np.testing.assert_array_equal(inputs[k], before[k])
 
 
+def test_lstm_cell_with_constant_state_runs_on_numpy():
+    """``lstm_cell`` with constant h and c (an unrolled LSTM's initial state) runs like one
+    with run-time state."""
+    torch.manual_seed(0)
+    cell = torch.nn.LSTMCell(6, 5)
+    b = GraphBuilder("cell")
+    x = b.input("x", (2, 6), "float32", "NC")
+    params = [b.constant(f"cell.{k}", v.detach().numpy()) for k, v in cell.state_dict().items()]
+    h0 = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
+    h, c = b.op("lstm_cell", x, b.constant("h0", h0), b.constant("c0", h0 * 2), *params,
+                name="cell")
+    b.output(h, "h", "NC")
+    b.output(c, "c", "NC")
+    x_value = np.random.default_rng(1).standard_normal((2, 6)).astype(np.float32)
+    got = Executor(b.build(), NumpyBackend()).run({"x": x_value})
+    with torch.no_grad():
+        want = cell(torch.from_numpy(x_value), (torch.from_numpy(h0), torch.from_numpy(h0 * 2)))
+    np.testing.assert_allclose(got["h"], want[0].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["c"], want[1].numpy(), rtol=1e-5, atol=1e-6)
+
+
 # --- ABI refusals ----------------------------------------------------------------------------
 
 

@@ -1,0 +1,273 @@
+"""ONNX LSTM and GRU, unrolled over a static sequence length.
+
+torch exports ``nn.LSTM`` and ``nn.GRU`` (every layer, every direction) as the ONNX sequence
+ops. The ABI has no sequence op: the importer writes one step per time step. An LSTM step is one
+``lstm_cell`` (the layer op, its weights converted once from ONNX's gate order i, o, f, c to
+the cell's i, f, g, o); a GRU step is glue ops (``linear``, ``add``, ``sigmoid``, ``tanh``,
+``mul``, ``sub``, ``split``) after ONNX's equations, ``linear_before_reset`` 0 or 1, its input
+projection computed once for the whole sequence. Every step reads the same weight constants,
+so the artifact holds one copy whatever the length. Steps are named after the node:
+``rnn/LSTM.t0``, ``rnn/LSTM.t1``, ... (``rnn/LSTM.reverse.t0`` for the reverse direction of a
+bidirectional one).
+
+Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)`` and 1
+``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
+needs a static batch). Refused, naming the node and what: peepholes (``P``), a
+``sequence_lens`` other than a constant equal to the sequence length, ``clip``, activations
+other than the defaults, ``input_forget=1``, a run-time sequence length, and more than
+:data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS` in the model (so a file cannot
+make the importer write millions of nodes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ops import _only, _opt, _scalar, maps
+
+__all__ = ["MAX_STEPS", "MAX_TOTAL_STEPS"]
+
+#: Time steps one LSTM/GRU node may unroll to, and all of a model's together (directions count).
+MAX_STEPS = 1024
+MAX_TOTAL_STEPS = 8192
+
+_GATES = {"LSTM": 4, "GRU": 3}
+_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
+_DIRECTIONS = {"forward": ("",), "reverse": (".reverse",), "bidirectional": ("", ".reverse")}
+
+
+def _dim(d) -> int:
+    """A reshape target entry: the dim, or -1 for a run-time one (the batch)."""
+    return d if type(d) is int else -1
+
+
+class _Rnn:
+    """What the LSTM and GRU mappers share: checks, time slicing, states and outputs."""
+
+    def __init__(self, imp, node, attrs: dict) -> None:
+        op = node.op_type
+        self.imp, self.node, self.op = imp, node, op
+        allowed = {"hidden_size": ..., "direction": ..., "layout": ..., "activations": ...,
+                   "input_forget": 0}
+        _only(imp, attrs, {**allowed, "linear_before_reset": ...} if op == "GRU" else allowed)
+        direction = attrs.get("direction", "forward")
+        if direction not in _DIRECTIONS:
+            raise imp.unsupported(f"attribute direction={direction!r} is not supported "
+                                  f"(forward, reverse, bidirectional)")
+        self.directions = _DIRECTIONS[direction]
+        d = len(self.directions)
+        acts = attrs.get("activations", _ACTIVATIONS[op] * d)
+        if acts != _ACTIVATIONS[op] * d:
+            raise imp.unsupported(f"attribute activations={acts!r} is not supported (only the "
+                                  f"defaults {_ACTIVATIONS[op] * d!r})")
+        self.layout = attrs.get("layout", 0)
+        if self.layout not in (0, 1):
+            raise imp.unsupported(f"attribute layout={self.layout!r} is not supported (0, 1)")
+        peep = _opt(node, 7) if op == "LSTM" else None
+        if peep:
+            raise imp.unsupported(f"peepholes (input P {peep!r}) are not supported")
+        x = node.input[0]
+        if imp.is_const(x):
+            raise imp.unsupported(f"input X {x!r} is a constant; only a run-time sequence is "
+                                  f"unrolled")
+        shape = imp.type_of(x).shape
+        if len(shape) != 3:
+            raise imp.unsupported(f"input X {x!r} has shape {shape}; {op} needs 3 dims")
+        self.steps = shape[self.layout]
+        self.batch = shape[1 - self.layout]
+        if type(self.steps) is not int:
+            raise imp.unsupported(f"sequence length {self.steps!r} of X {x!r} is known only at "
+                                  f"run time; only a static length is unrolled")
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise imp.unsupported(f"sequence length {self.steps} is outside 1..{MAX_STEPS} (the "
+                                  f"steps one node may unroll to)")
+        imp.unrolled += self.steps * d
+        if imp.unrolled > MAX_TOTAL_STEPS:
+            raise imp.unsupported(f"unrolling it brings the model to {imp.unrolled} recurrent "
+                                  f"steps, above the cap of {MAX_TOTAL_STEPS}")
+        lens = _opt(node, 4)
+        if lens and not (imp.is_const(lens) and np.all(imp.const(lens) == self.steps)):
+            raise imp.unsupported(f"sequence_lens {lens!r} is not supported (only absent or a "
+                                  f"constant equal to the sequence length {self.steps})")
+        gates = _GATES[op]
+        w, r = imp.const(node.input[1], "W"), imp.const(node.input[2], "R")
+        hidden = r.shape[-1] if r.ndim == 3 else None
+        if not hidden or attrs.get("hidden_size", hidden) != hidden or w.ndim != 3 or \
+                w.shape != (d, gates * hidden, shape[2]) or r.shape != (d, gates * hidden, hidden):
+            raise imp.unsupported(
+                f"W {w.shape} and R {r.shape} must be ({d}, {gates}*hidden, input) and "
+                f"({d}, {gates}*hidden, hidden) for X {shape}, direction={direction}, "
+                f"hidden_size={attrs.get('hidden_size')}")
+        b = imp.const(node.input[3], "B") if _opt(node, 3) else None
+        if b is not None and b.shape != (d, 2 * gates * hidden):
+            raise imp.unsupported(f"B {b.shape} must be ({d}, {2 * gates * hidden})")
+        if w.dtype.kind != "f" or r.dtype != w.dtype or b is not None and b.dtype != w.dtype:
+            raise imp.unsupported(f"W, R and B must be float of one dtype, got {w.dtype}, "
+                                  f"{r.dtype}, {None if b is None else b.dtype}")
+        self.hidden, self.w, self.r, self.b = hidden, w, r, b
+
+    def constant(self, array: np.ndarray, what: str) -> str:
+        return self.imp.add_constant(array, f"{self.imp.node_name}{what}")
+
+    def inputs(self, name: str, tag: str) -> list[str]:
+        """The time steps of ``name`` (X or a projection of it, ``(seq, batch, k)``, layout 1
+        ``(batch, seq, k)``) as ``(batch, k)`` values."""
+        imp, t = self.imp, self.layout
+        shape = imp.types[name].shape
+        rows = [_dim(shape[1 - t]), shape[2]]
+        if self.steps == 1:
+            return imp.emit("reshape", [name], [None], {"shape": rows}, suffix=tag)
+        parts = imp.emit("split", [name], [None] * self.steps,
+                         {"axis": t, "sizes": [1] * self.steps}, suffix=tag)
+        return [imp.emit("reshape", [p], [None], {"shape": rows}, suffix=f"{tag}.t{i}")[0]
+                for i, p in enumerate(parts)]
+
+    def initial(self, index: int, what: str) -> list[str]:
+        """The initial state per direction as ``(batch, hidden)`` values."""
+        imp, d, h = self.imp, len(self.directions), self.hidden
+        name = _opt(self.node, index)
+        want = (d, self.batch, h) if self.layout == 0 else (self.batch, d, h)
+        if name is None:
+            if type(self.batch) is not int:
+                raise imp.unsupported(f"{what} is absent (zeros) but the batch {self.batch!r} "
+                                      f"is known only at run time; give {what} as an input")
+            zeros = self.constant(np.zeros((self.batch, h), self.w.dtype), f".{what}")
+            return [zeros] * d
+        shape = imp.type_of(name).shape
+        if len(shape) != 3 or any(type(a) is int and type(b) is int and a != b
+                                  for a, b in zip(shape, want)):
+            raise imp.unsupported(f"{what} {name!r} has shape {shape}, not {want}")
+        if imp.is_const(name):
+            value = imp.const(name)
+            return [self.constant(np.ascontiguousarray(
+                value[i] if self.layout == 0 else value[:, i]), f"{s}.{what}")
+                for i, s in enumerate(self.directions)]
+        parts = [imp.tensor(name)]
+        if d == 2:
+            parts = imp.emit("split", parts, [None, None], {"axis": self.layout, "sizes": [1, 1]},
+                             suffix=f".{what}")
+        return [imp.emit("reshape", [p], [None], {"shape": [_dim(self.batch), h]},
+                         suffix=f"{s}.{what}")[0] for p, s in zip(parts, self.directions)]
+
+    def order(self, direction: str) -> list[int]:
+        return list(range(self.steps))[::-1 if direction else 1]
+
+    def outputs(self, ys: list[list[str]], finals: list[list[str]]) -> None:
+        """Bind Y ``(seq, dirs, batch, hidden)`` (layout 1: ``(batch, seq, dirs, hidden)``)
+        from each direction's per-step states in time order, and the final states (Y_h, Y_c:
+        ``(dirs, batch, hidden)``, layout 1 ``(batch, dirs, hidden)``); only those read."""
+        imp, node, t = self.imp, self.node, self.layout
+        wanted = [o if o and (o in imp.consumers or o in imp.graph_outputs) else None
+                  for o in list(node.output) + [None] * 3]
+        b, h = _dim(self.batch), self.hidden
+        if wanted[0]:
+            shape = [1, 1, b, h] if t == 0 else [b, 1, 1, h]
+            per_dir = []
+            for hs, s in zip(ys, self.directions):
+                steps = [imp.emit("reshape", [v], [None], {"shape": shape},
+                                  suffix=f"{s}.y.t{i}")[0] for i, v in enumerate(hs)]
+                per_dir.append(steps[0] if len(steps) == 1 else
+                               imp.emit("concat", steps, [None], {"axis": t}, suffix=f"{s}.y")[0])
+            self.join(per_dir, t + 1, wanted[0], ".y")
+        for k, states in enumerate(finals, start=1):
+            if wanted[k]:
+                shape = [1, b, h] if t == 0 else [b, 1, h]
+                tag = ".y_h" if k == 1 else ".y_c"
+                parts = [imp.emit("reshape", [v], [None], {"shape": shape}, suffix=f"{s}{tag}")[0]
+                         for v, s in zip(states, self.directions)]
+                self.join(parts, t, wanted[k], tag)
+
+    def join(self, parts: list[str], axis: int, out: str, tag: str) -> None:
+        if len(parts) == 1:
+            self.imp.alias(out, parts[0])
+        else:
+            self.imp.emit("concat", parts, [out], {"axis": axis}, suffix=tag)
+
+
+def _reorder(a: np.ndarray, hidden: int, blocks) -> np.ndarray:
+    """Gate blocks of ``hidden`` rows of ``a`` in the order ``blocks``."""
+    return np.ascontiguousarray(np.concatenate([a[k * hidden:(k + 1) * hidden] for k in blocks]))
+
+
+@maps("LSTM")
+def _lstm(imp, node, attrs):
+    rnn = _Rnn(imp, node, attrs)
+    h_dim = rnn.hidden
+    xs = rnn.inputs(imp.tensor(node.input[0]), ".x")
+    h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
+    ys, finals_h, finals_c = [], [], []
+    for d, s in enumerate(rnn.directions):
+        onnx_to_cell = (0, 2, 3, 1)  # ONNX gates i, o, f, c; lstm_cell's i, f, g(=c), o
+        w_ih = rnn.constant(_reorder(rnn.w[d], h_dim, onnx_to_cell), f"{s}.weight_ih")
+        w_hh = rnn.constant(_reorder(rnn.r[d], h_dim, onnx_to_cell), f"{s}.weight_hh")
+        b_ih = b_hh = None
+        if rnn.b is not None:
+            b_ih = rnn.constant(_reorder(rnn.b[d, :4 * h_dim], h_dim, onnx_to_cell),
+                                f"{s}.bias_ih")
+            b_hh = rnn.constant(_reorder(rnn.b[d, 4 * h_dim:], h_dim, onnx_to_cell),
+                                f"{s}.bias_hh")
+        h, c, hs = h0[d], c0[d], [None] * rnn.steps
+        for t in rnn.order(s):
+            h, c = imp.emit("lstm_cell", [xs[t], h, c, w_ih, w_hh, b_ih, b_hh], [None, None],
+                            suffix=f"{s}.t{t}")
+            hs[t] = h
+        ys.append(hs)
+        finals_h.append(h)
+        finals_c.append(c)
+    rnn.outputs(ys, [finals_h, finals_c])
+
+
+@maps("GRU")
+def _gru(imp, node, attrs):
+    rnn = _Rnn(imp, node, attrs)
+    hid = rnn.hidden
+    before_reset = attrs.get("linear_before_reset", 0)
+    if before_reset not in (0, 1):
+        raise imp.unsupported(f"attribute linear_before_reset={before_reset!r} is not supported")
+    x = imp.tensor(node.input[0])
+    h0 = rnn.initial(5, "initial_h")
+    one = _scalar(imp, 1.0, x, f"{imp.node_name}.one")
+    ys, finals = [], []
+    for d, s in enumerate(rnn.directions):
+        b = rnn.b[d] if rnn.b is not None else None
+        w_x = rnn.constant(rnn.w[d], f"{s}.weight_ih")
+        b_x = None if b is None else rnn.constant(b[:3 * hid], f"{s}.bias_ih")
+        # z, r and h input projections of every step at once: (seq, batch, 3*hidden)
+        xs = rnn.inputs(imp.emit("linear", [x, w_x, b_x], [None], suffix=f"{s}.x")[0], f"{s}.x")
+        r_d, rb = rnn.r[d], None if b is None else b[3 * hid:]
+        if before_reset:  # n = tanh(Wh x + Wbh + r * (Rh h + Rbh)): one linear over all of R
+            rw, rb, tags = [r_d], [rb], [""]
+        else:  # n = tanh(Wh x + Wbh + Rh (r * h) + Rbh): Rz, Rr apart from Rh
+            rw, tags = [r_d[:2 * hid], r_d[2 * hid:]], ["_zr", "_n"]
+            rb = [None, None] if rb is None else [rb[:2 * hid], rb[2 * hid:]]
+        w_h = [rnn.constant(w, f"{s}.weight_hh{k}") for w, k in zip(rw, tags)]
+        b_h = [None if v is None else rnn.constant(v, f"{s}.bias_hh{k}") for v, k in zip(rb, tags)]
+        h, hs = h0[d], [None] * rnn.steps
+        for t in rnn.order(s):
+            def step(op, inputs, attrs=None, n=1, _t=t):
+                out = imp.emit(op, inputs, [None] * n, attrs, suffix=f"{s}.t{_t}")
+                return out if n > 1 else out[0]
+
+            gx_zr, gx_n = step("split", [xs[t]], {"axis": 1, "sizes": [2 * hid, hid]}, 2)
+            if h in imp.tensors:  # a constant state (zeros when absent): so is its projection
+                gh = imp.tensors[h] @ rw[0].T + (0 if rb[0] is None else rb[0])
+                parts = np.split(gh, [2 * hid], axis=1) if before_reset else [gh]
+                gh_zr, *gh_n = [rnn.constant(p.astype(rw[0].dtype), f"{s}.t{t}.state")
+                                for p in parts]
+            else:
+                gh = step("linear", [h, w_h[0], b_h[0]])
+                gh_zr, *gh_n = (step("split", [gh], {"axis": 1, "sizes": [2 * hid, hid]}, 2)
+                                if before_reset else [gh])
+            z, r = step("split", [step("sigmoid", [step("add", [gx_zr, gh_zr])])],
+                        {"axis": 1, "sizes": [hid, hid]}, 2)
+            if before_reset:
+                reset = step("mul", [r, gh_n[0]])
+            else:
+                reset = step("linear", [step("mul", [r, h]), w_h[1], b_h[1]])
+            n = step("tanh", [step("add", [gx_n, reset])])
+            # h' = (1 - z) * n + z * h, as ONNX writes it
+            h = step("add", [step("mul", [step("sub", [one, z]), n]), step("mul", [z, h])])
+            hs[t] = h
+        ys.append(hs)
+        finals.append(h)
+    rnn.outputs(ys, [finals])

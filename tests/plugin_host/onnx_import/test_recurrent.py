@@ -1,0 +1,290 @@
+"""ONNX LSTM and GRU, unrolled over time: torch's nn.LSTM and nn.GRU exported with both
+exporters (batch_first or not, 1 and 2 layers, one and two directions, with and without initial
+states, sequence lengths 1 and 5) match onnxruntime; hand-written ones cover what torch never
+writes (layout 1, reverse, linear_before_reset=0, a constant sequence_lens); the weights are
+stored once whatever the length; state carried by the executor across calls continues the
+sequence; and what is not unrolled is refused naming the node and the attribute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import UnsupportedModelError
+from plugin_host.executor import Executor
+from plugin_host.onnx_import import import_onnx, recurrent
+from plugins.numpy_backend import NumpyBackend
+
+from .conftest import (EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
+
+nn = torch.nn
+helper, TP = onnx.helper, onnx.TensorProto
+INPUT, HIDDEN, BATCH = 7, 5, 2
+
+
+class _Rnn(nn.Module):
+    """``nn.LSTM`` or ``nn.GRU`` returning ``y`` and the final state(s) as separate outputs."""
+
+    def __init__(self, kind: str, batch_first: bool, layers: int, state: bool,
+                 bidirectional: bool = False):
+        super().__init__()
+        self.state = state
+        self.rnn = getattr(nn, kind)(INPUT, HIDDEN, num_layers=layers, batch_first=batch_first,
+                                     bidirectional=bidirectional)
+
+    def forward(self, x, *state):
+        if self.state:
+            y, final = self.rnn(x, state if len(state) > 1 else state[0])
+        else:
+            y, final = self.rnn(x)
+        return (y, *final) if isinstance(final, tuple) else (y, final)
+
+
+def _names(kind: str, state: bool) -> tuple[list[str], list[str]]:
+    outs = ["y", "h", "c"] if kind == "LSTM" else ["y", "h"]
+    return (["x", "h0", "c0"][:len(outs)] if state else ["x"]), outs
+
+
+def _shapes(kind, batch_first, layers, state, steps, dirs) -> list[tuple]:
+    x = (BATCH, steps, INPUT) if batch_first else (steps, BATCH, INPUT)
+    return [x] + [(layers * dirs, BATCH, HIDDEN)] * (len(_names(kind, state)[0]) - 1)
+
+
+def _feeds(names, shapes, rng) -> list[dict]:
+    """Three feeds: unit normal, small, and large enough to saturate every gate."""
+    return [{n: (rng.standard_normal(s) * scale).astype(np.float32)
+             for n, s in zip(names, shapes)} for scale in (1.0, 0.01, 40.0)]
+
+
+# (kind, batch_first, layers, initial state given, sequence length, bidirectional)
+CASES = [
+    ("LSTM", False, 1, False, 5, False),
+    ("LSTM", True, 2, True, 5, False),
+    ("LSTM", False, 2, True, 1, False),
+    ("LSTM", True, 1, False, 5, True),
+    ("GRU", False, 1, False, 5, False),
+    ("GRU", True, 2, True, 5, False),
+    ("GRU", True, 1, False, 1, False),
+    ("GRU", False, 2, True, 5, True),
+]
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "{}-bf{:d}-l{}-s{:d}-t{}{}".format(
+    *c[:5], "-bi" if c[5] else ""))
+def test_torch_rnn_matches_onnxruntime(case, dynamo, fold, optimize, tmp_path, signer):
+    kind, batch_first, layers, state, steps, bidirectional = case
+    torch.manual_seed(0)
+    module = _Rnn(kind, batch_first, layers, state, bidirectional)
+    dirs = 2 if bidirectional else 1
+    names, outs = _names(kind, state)
+    shapes = _shapes(kind, batch_first, layers, state, steps, dirs)
+    rng = np.random.default_rng(1)
+    args = [torch.from_numpy(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    model = export(module, args, tmp_path / "m.onnx", dynamo=dynamo, fold=fold,
+                   optimize=optimize, input_names=names, output_names=outs)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    nodes = loaded.graph.nodes
+    cells = [n for n in nodes if n.op == "lstm_cell"]
+    if kind == "LSTM":
+        assert len(cells) == steps * layers * dirs
+        assert {n.name.rsplit(".", 1)[1] for n in cells} == {f"t{t}" for t in range(steps)}
+        assert sum(n.name.endswith(".reverse.t0") for n in cells) == layers * (dirs - 1)
+    else:
+        assert not cells
+        assert sum(n.op == "tanh" for n in nodes) == steps * layers * dirs
+    check_against_onnxruntime(model, loaded, _feeds(names, shapes, rng))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_weights_are_stored_once_whatever_the_length(kind, tmp_path, signer):
+    sizes = {}
+    for steps in (2, 30):
+        torch.manual_seed(0)
+        module = _Rnn(kind, False, 1, False)
+        module.rnn = getattr(nn, kind)(96, 128)
+        x = torch.randn(steps, 1, 96)
+        model = export(module, [x], tmp_path / f"m{steps}.onnx", dynamo=False,
+                       input_names=["x"], output_names=_names(kind, False)[1])
+        path = tmp_path / f"m{steps}.pha"
+        _, loaded = import_and_load(model, path, signer, golden_cases=1)
+        params = sum(p.numel() * 4 for p in module.parameters())
+        stored = sum(a.nbytes for a in loaded.graph.tensors.values())
+        assert params <= stored < params + 4096, (steps, stored, params)
+        sizes[steps] = path.stat().st_size
+        if kind == "LSTM":  # every step reads the same four constants
+            cells = [n for n in loaded.graph.nodes if n.op == "lstm_cell"]
+            assert len(cells) == steps and len({n.inputs[3:] for n in cells}) == 1
+    # 28 more steps add nodes and longer golden vectors, not 28 more copies of the weights
+    assert sizes[30] - sizes[2] < params / 2, (sizes, params)
+
+
+class _Stateful(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(INPUT, HIDDEN, batch_first=True)
+
+    def forward(self, x, h0, c0):
+        y, (h, c) = self.lstm(x, (h0, c0))
+        return y, h, c
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_state_carried_between_calls_continues_the_sequence(dynamo, tmp_path, signer):
+    torch.manual_seed(0)
+    module = _Stateful().eval()
+    rng = np.random.default_rng(3)
+    chunks = [rng.standard_normal((1, 4, INPUT)).astype(np.float32) for _ in range(3)]
+    state = [torch.zeros(1, 1, HIDDEN), torch.zeros(1, 1, HIDDEN)]  # two tensors, not one twice
+    model = export(module, [torch.from_numpy(chunks[0]), *state], tmp_path / "s.onnx",
+                   dynamo=dynamo, input_names=["x", "h0", "c0"], output_names=["y", "h", "c"])
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer,
+                                state={"h0": "h", "c0": "c"})
+    assert [s.name for s in loaded.graph.feed_inputs] == ["x"]
+    executor = Executor(loaded.graph, NumpyBackend())
+    with torch.no_grad():
+        whole, _ = module.lstm(torch.from_numpy(np.concatenate(chunks, axis=1)))
+    for i, chunk in enumerate(chunks):
+        got = executor.run({"x": chunk})
+        np.testing.assert_allclose(got["y"], whole[:, 4 * i:4 * (i + 1)].numpy(), rtol=1e-4,
+                                   atol=1e-5, err_msg=f"call {i}")
+    np.testing.assert_allclose(executor.state["h0"][0], whole[:, -1].numpy(), rtol=1e-4,
+                               atol=1e-5)
+
+
+# --- hand-written models: what torch never writes, and the refusals ---------------------------
+
+
+def _rnn_model(path, op="LSTM", *, steps=3, batch=2, hidden=3, size=4, layout=0,
+               direction="forward", inputs=("X", "W", "R", "B"), seq_dim=None, extra=(),
+               outputs=("Y", "Y_h"), **attrs):
+    """One LSTM/GRU node with random weights; ``inputs`` names the node's inputs in order
+    ('' omits one), graph inputs for X and any initial state, initializers for the rest."""
+    rng = np.random.default_rng(0)
+    gates = 4 if op == "LSTM" else 3
+    dirs = 2 if direction == "bidirectional" else 1
+    seq = seq_dim or steps
+    x_shape = [seq, batch, size] if layout == 0 else [batch, seq, size]
+    state = [dirs, batch, hidden] if layout == 0 else [batch, dirs, hidden]
+    values = {"W": (dirs, gates * hidden, size), "R": (dirs, gates * hidden, hidden),
+              "B": (dirs, 2 * gates * hidden), "P": (dirs, 3 * hidden)}
+    inits = [helper.make_tensor(n, TP.FLOAT, s, rng.standard_normal(s).astype(np.float32)
+                                .ravel().tolist()) for n, s in values.items() if n in inputs]
+    inits += list(extra)
+    graph_inputs = [helper.make_tensor_value_info("X", TP.FLOAT, x_shape)]
+    graph_inputs += [helper.make_tensor_value_info(n, TP.FLOAT, state)
+                     for n in ("initial_h", "initial_c") if n in inputs]
+    y = [seq, dirs, batch, hidden] if layout == 0 else [batch, seq, dirs, hidden]
+    shapes = {"Y": y, "Y_h": state, "Y_c": state}
+    node_outputs = ["Y", "Y_h", "Y_c"][:3 if op == "LSTM" else 2]
+    node = helper.make_node(op, list(inputs), node_outputs, name="rnn", hidden_size=hidden,
+                            direction=direction, layout=layout, **attrs)
+    graph = helper.make_graph([node], "g", graph_inputs,
+                              [helper.make_tensor_value_info(o, TP.FLOAT, shapes[o])
+                               for o in outputs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("op, kwargs", [
+    ("LSTM", {"layout": 1, "outputs": ("Y", "Y_h", "Y_c")}),
+    ("LSTM", {"direction": "reverse", "outputs": ("Y", "Y_h", "Y_c")}),
+    ("LSTM", {"direction": "bidirectional", "layout": 1,
+              "inputs": ("X", "W", "R", "B", "", "initial_h", "initial_c")}),
+    ("LSTM", {"inputs": ("X", "W", "R", "", "lens"), "outputs": ("Y_h",)}),
+    ("GRU", {"layout": 1, "linear_before_reset": 1}),
+    ("GRU", {"direction": "reverse", "linear_before_reset": 0}),
+    ("GRU", {"direction": "bidirectional", "layout": 1, "linear_before_reset": 0,
+             "inputs": ("X", "W", "R", "B", "", "initial_h")}),
+    ("GRU", {"inputs": ("X", "W", "R"), "outputs": ("Y",),
+             "activations": ["Sigmoid", "Tanh"]}),
+    ("LSTM", {"batch": "n", "inputs": ("X", "W", "R", "B", "", "initial_h", "initial_c")}),
+    ("GRU", {"batch": "n", "direction": "bidirectional", "linear_before_reset": 1,
+             "inputs": ("X", "W", "R", "B", "", "initial_h")}),
+], ids=["lstm-layout1", "lstm-reverse", "lstm-bi-layout1-state", "lstm-lens-nobias",
+        "gru-layout1", "gru-reverse-lbr0", "gru-bi-layout1-lbr0-state", "gru-nobias-acts",
+        "lstm-runtime-batch", "gru-bi-runtime-batch"])
+def test_hand_written_rnn_matches_onnxruntime(op, kwargs, tmp_path, signer):
+    """onnxruntime runs no layout 1 (batch first) RNN: a layout-1 model is compared with its
+    layout-0 twin (same weights) on transposed inputs, the outputs transposed back."""
+    lens = helper.make_tensor("lens", TP.INT32, [2], [3, 3])
+    extra = [lens] if "lens" in kwargs.get("inputs", ()) else []
+    path = _rnn_model(tmp_path / "m.onnx", op, extra=extra, **kwargs)
+    rng = np.random.default_rng(5)
+    if kwargs.get("layout", 0) == 0:
+        _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+        assert all(type(d) is int for s in loaded.graph.inputs for d in s.shape) == \
+            ("batch" not in kwargs)
+        feeds = _feeds([s.name for s in loaded.graph.inputs],  # a run-time batch of 3
+                       [[d if type(d) is int else 3 for d in s.shape]
+                        for s in loaded.graph.inputs], rng)
+        check_against_onnxruntime(path, loaded, feeds)
+        return
+    graph = import_onnx(path).graph
+    twin = _rnn_model(tmp_path / "twin.onnx", op, extra=extra, **{**kwargs, "layout": 0})
+    executor = Executor(graph, NumpyBackend())
+    back = {"Y": (2, 0, 1, 3), "Y_h": (1, 0, 2), "Y_c": (1, 0, 2)}
+    for feed in _feeds([s.name for s in graph.inputs], [s.shape for s in graph.inputs], rng):
+        got = executor.run(dict(feed))
+        want = onnxruntime_outputs(twin, {k: v.transpose(1, 0, 2) for k, v in feed.items()})
+        assert set(got) == set(want)
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name], value.transpose(back[name]), rtol=1e-4,
+                                       atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"inputs": ("X", "W", "R", "B", "", "", "", "P")}, r"peepholes \(input P 'P'\)"),
+    ({"steps": recurrent.MAX_STEPS + 1}, rf"sequence length {recurrent.MAX_STEPS + 1} is "
+                                         rf"outside 1\.\.{recurrent.MAX_STEPS}"),
+    ({"seq_dim": "seq"}, r"sequence length 'seq' .* known only at run time"),
+    ({"clip": 3.0}, r"attribute clip=3\.0"),
+    ({"activations": ["Sigmoid", "Relu", "Tanh"]}, r"attribute activations=\['Sigmoid', "
+                                                   r"'Relu', 'Tanh'\]"),
+    ({"input_forget": 1}, r"attribute input_forget=1"),
+    ({"layout": 2}, r"attribute layout=2"),
+    ({"direction": "sideways"}, r"attribute direction='sideways'"),
+    ({"inputs": ("X", "W", "R", "B", "lens")}, r"sequence_lens 'lens'"),
+    ({"op": "GRU", "linear_before_reset": 2}, r"attribute linear_before_reset=2"),
+    ({"op": "GRU", "batch": "n"}, r"initial_h is absent \(zeros\) but the batch 'n'"),
+    ({"inputs": ("Xc", "W", "R")}, r"input X 'Xc' is a constant"),
+], ids=["peepholes", "too-long", "symbolic-length", "clip", "activations", "input-forget",
+        "layout", "direction", "lens-not-full", "linear-before-reset", "zeros-symbolic-batch",
+        "constant-x"])
+def test_refused_naming_node_and_attribute(kwargs, message, tmp_path):
+    kwargs = dict(kwargs)
+    op = kwargs.pop("op", "LSTM")
+    lens = helper.make_tensor("lens", TP.INT32, [2], [3, 2])
+    xc = helper.make_tensor("Xc", TP.FLOAT, [3, 2, 4], [0.5] * 24)
+    path = _rnn_model(tmp_path / "m.onnx", op, extra=[lens, xc], **kwargs)
+    with pytest.raises(UnsupportedModelError, match=message) as info:
+        import_onnx(path)
+    assert info.value.node == "rnn" and info.value.op == op
+    assert f"node 'rnn' ({op})" in str(info.value)
+
+
+def test_total_steps_of_a_model_are_capped(tmp_path, monkeypatch):
+    """Many nodes each under the per-node cap still cannot unroll without bound."""
+    monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 5)
+    path = _rnn_model(tmp_path / "m.onnx", direction="bidirectional")  # 2 x 3 steps
+    with pytest.raises(UnsupportedModelError, match=r"node 'rnn' \(LSTM\).* 6 recurrent steps, "
+                                                    r"above the cap of 5"):
+        import_onnx(path)
+    monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 6)
+    assert import_onnx(path).graph.nodes
+
+
+def test_onnxruntime_reference_is_what_torch_computes(tmp_path):
+    """The exported model itself is right (the comparisons above are against onnxruntime)."""
+    torch.manual_seed(0)
+    module = _Rnn("GRU", True, 2, False, True).eval()
+    x = torch.randn(BATCH, 5, INPUT)
+    model = export(module, [x], tmp_path / "m.onnx", dynamo=False, input_names=["x"],
+                   output_names=["y", "h"])
+    with torch.no_grad():
+        y, h = module(x)
+    got = onnxruntime_outputs(model, {"x": x.numpy()})
+    np.testing.assert_allclose(got["y"], y.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["h"], h.numpy(), rtol=1e-4, atol=1e-5)
