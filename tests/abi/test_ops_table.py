@@ -17,7 +17,7 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "hard_swish", "softplus", "exp", "log", "sqrt", "reciprocal", "erf", "abs", "neg",
             "prelu", "pow", "max", "min", "equal", "greater", "greater_equal", "less",
             "less_equal", "not", "where", "and", "or", "floor", "ceil", "round", "sum", "amax",
-            "amin", "argmax"}
+            "amin", "argmax", "gather", "expand", "tile"}
 
 
 # --- registry ---------------------------------------------------------------------------------
