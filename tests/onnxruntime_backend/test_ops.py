@@ -388,7 +388,7 @@ def square():
     return b.build(), {"x": f32(2, 3)}
 
 
-@pytest.mark.parametrize("make", [CASES["lstm_cell"], CASES["split"],
+@pytest.mark.parametrize("make", [CASES["lstm_cell"], CASES["split"], CASES["gather_2d_indices"],
                                   CASES["embedding_in_graph"], CASES["conv2d"], square])
 def test_node_by_node_matches_numpy_backend(make):
     graph, feed = make()
@@ -424,7 +424,8 @@ def test_onnxruntime_refusing_the_model_names_our_node():
     single("argmax", (5,), axis=0),
     single("exp", (), feed={"x": np.array(0.5, np.float32)}),
     single("add", (), np.array(2.0, np.float32), feed={"x": np.array(-1.5, np.float32)}),
-], ids=["sum_all", "amax_all", "argmax_1d", "exp_0d", "add_0d"])
+    single("gather", (4,), np.array(2)),
+], ids=["sum_all", "amax_all", "argmax_1d", "exp_0d", "add_0d", "gather_0d"])
 def test_zero_d_results_are_arrays(graph, feed):
     """A 0-d result is a 0-d ndarray on both backends: numpy computes it as a numpy scalar,
     which the executor's output check refuses."""
