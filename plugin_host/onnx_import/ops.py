@@ -388,7 +388,7 @@ def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: i
 
 @maps("GatherND")
 def _gather_nd(imp, node, attrs):
-    """GatherND with constant indices of one coordinate each (``indices[..., 1]``, as torch's
+    """GatherND with constant indices of one coordinate each (shape ``(..., 1)``, as torch's
     dynamo exporter writes ``x[:, [0, 2]]`` after moving that axis first): a gather on axis 0."""
     _only(imp, attrs, {"batch_dims": 0})
     data, idx = node.input[0], node.input[1]
