@@ -69,7 +69,7 @@ class DTypeError(PluginHostError, TypeError):
 
 
 class IndexRangeError(PluginHostError, IndexError):
-    """Embedding indices outside ``0 <= i < vocab_size``.
+    """Embedding (or gather: ``kind``) indices outside ``0 <= i < vocab_size``.
 
     ``positions`` are index tuples into the indices tensor, ``values`` the offending values at
     those positions (both truncated to the first few in the message, complete as attributes).
@@ -78,13 +78,13 @@ class IndexRangeError(PluginHostError, IndexError):
     MAX_LISTED = 8
 
     def __init__(self, *, where: str, vocab_size: int, positions: Sequence[tuple[int, ...]],
-                 values: Sequence[int]) -> None:
+                 values: Sequence[int], kind: str = "embedding") -> None:
         positions = [tuple(int(i) for i in p) for p in positions]
         values = [int(v) for v in values]
         shown = ", ".join(f"{p}={v}" for p, v in zip(positions[: self.MAX_LISTED], values))
         more = len(positions) - self.MAX_LISTED
         suffix = f" (and {more} more)" if more > 0 else ""
-        message = (f"{where}: {len(positions)} embedding index(es) outside [0, {vocab_size}): "
+        message = (f"{where}: {len(positions)} {kind} index(es) outside [0, {vocab_size}): "
                    f"{shown}{suffix}")
         super().__init__(message, where=where, vocab_size=vocab_size, positions=positions,
                          values=values)

@@ -1,4 +1,5 @@
-"""Validation of Embedding indices, the one check the ABI makes on tensor *values*.
+"""Validation of indices, the one check the ABI makes on tensor *values*: Embedding indices
+at run time, and the gather op's constant indices when a graph is built or loaded.
 
 tinygrad's default Embedding returns a zero vector for an out-of-range index and its atomic
 path clips the index instead; the two disagree, so neither behaviour is allowed here: every
@@ -17,8 +18,10 @@ from .errors import DTypeError, IndexRangeError
 _FEW = 8
 
 
-def check_indices(idx: np.ndarray, vocab_size: int, where: str) -> None:
-    """Refuse a non-integer ``idx`` or one with any value outside ``[0, vocab_size)``."""
+def check_indices(idx: np.ndarray, vocab_size: int, where: str,
+                  kind: str = "embedding") -> None:
+    """Refuse a non-integer ``idx`` or one with any value outside ``[0, vocab_size)``; ``kind``
+    names the indices in the message (the gather op's constant indices use this check too)."""
     if type(idx) is np.ndarray and 0 < idx.size <= _FEW and idx.dtype.kind in "iu":
         # one or a few indices, the common case (a step's token): no numpy reductions
         if idx.size == 1:
@@ -37,4 +40,4 @@ def check_indices(idx: np.ndarray, vocab_size: int, where: str) -> None:
     bad = (idx < 0) | (idx >= vocab_size)
     positions = [tuple(p) for p in np.argwhere(bad)]
     raise IndexRangeError(where=where, vocab_size=vocab_size, positions=positions,
-                          values=idx[bad].tolist())
+                          values=idx[bad].tolist(), kind=kind)

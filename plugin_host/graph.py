@@ -3,7 +3,8 @@
 A :class:`Graph` is plain data: the input and output :class:`~abi.TensorSpec` s, the nodes in
 execution order, the constant tensors (weights and frozen state such as BatchNorm running
 statistics) and the recurrent-state pairs. :meth:`Graph.check` runs every node's shape rule from
-the op table, so a model that breaks a layer contract fails here, before its first call, with a
+the op table (and its value rule on the constants it reads: the gather op's indices), so a model
+that breaks a layer contract fails here, before its first call, with a
 :class:`~abi.errors.GraphError` naming the node. The executor calls it; so does the builder.
 
 Naming follows tinygrad's state dicts: a layer's tensors are ``<layer name>.<parameter>``
@@ -22,6 +23,7 @@ import numpy as np
 
 from abi import TensorSpec, TensorType, dtypes, get_op, infer_shapes, normalize_attrs
 from abi.errors import GraphError, PluginHostError
+from abi.ops import check_values
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
 
@@ -132,7 +134,10 @@ class Graph:
                 else:
                     in_types.append(types[tname])
             try:
-                out_types = infer_shapes(get_op(node.op, node.version), in_types, dict(node.attrs))
+                opdef = get_op(node.op, node.version)
+                out_types = infer_shapes(opdef, in_types, dict(node.attrs))
+                check_values(opdef, in_types, [None if t is None else self.tensors.get(t)
+                                               for t in node.inputs], node.attrs)
             except PluginHostError as exc:
                 raise GraphError(str(exc), node=node.name) from None
             if len(out_types) != len(node.outputs):

@@ -5,8 +5,8 @@
 shape rules share.
 """
 
-from abi.ops.table import (ATTR_KINDS, REQUIRED, AttrSpec, OpDef, TensorType, get_op,
-                           infer_shapes, known_ops, normalize_attrs)
+from abi.ops.table import (ATTR_KINDS, REQUIRED, AttrSpec, OpDef, TensorType, check_values,
+                           get_op, infer_shapes, known_ops, normalize_attrs)
 
-__all__ = ["ATTR_KINDS", "REQUIRED", "AttrSpec", "OpDef", "TensorType", "get_op",
-           "infer_shapes", "known_ops", "normalize_attrs"]
+__all__ = ["ATTR_KINDS", "REQUIRED", "AttrSpec", "OpDef", "TensorType", "check_values",
+           "get_op", "infer_shapes", "known_ops", "normalize_attrs"]

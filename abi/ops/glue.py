@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from abi.errors import ContractError, DTypeError, ShapeError
+from abi.indices import check_indices
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_numeric,
                            need_rank, need_same_dtype)
@@ -295,6 +296,58 @@ def _split(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return out
 
 
+def _gather(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, idx = inputs
+    n = op.name
+    axis = need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
+    if idx.dtype != "int64":
+        raise DTypeError(f"{n}: indices must be an int64 tensor, got {idx.dtype}", where=n,
+                         expected="int64", got=idx.dtype)
+    if not dims.is_static(x.shape[axis]):
+        raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} is symbolic; the indices "
+                         f"are checked against a fixed dim", where=n, got=x.shape)
+    return [TensorType((*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]), x.dtype)]
+
+
+def _gather_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
+    """The indices are a constant of the graph, each in [0, dim): checked once, at load."""
+    x = inputs[0]
+    if consts[1] is None:
+        raise ContractError(f"{op.name}: indices must be a constant tensor of the graph, not a "
+                            f"value computed at run time", op=op.name)
+    axis = attrs["axis"] % len(x.shape)
+    check_indices(consts[1], x.shape[axis], f"{op.name}: axis {axis} of x shape "
+                  f"{fmt(x.shape)}", kind="gather")
+
+
+#: The most elements an expand or tile may produce (its fixed dims; a symbolic one counts as 1):
+#: these ops make a large tensor from a small one, so a graph cannot ask for 2**40 at load.
+MAX_EXPANDED = 1 << 31
+
+
+def _capped(op: str, x: TensorType, shape: tuple) -> list[TensorType]:
+    n = 1
+    for d in shape:
+        n *= d if type(d) is int else 1
+    if n > MAX_EXPANDED:
+        raise ShapeError(f"{op}: the output shape {fmt(shape)} would have {n} elements, above "
+                         f"the cap of {MAX_EXPANDED}", where=op, got=shape)
+    return [TensorType(shape, x.dtype)]
+
+
+def _expand(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    return _capped(op.name, x, _broadcast_shapes(op.name, x.shape, attrs["shape"]))
+
+
+def _tile(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    need_attr_len(n, attrs, ("repeats",), len(x.shape), f"x shape {fmt(x.shape)} has "
+                  f"{len(x.shape)} axes and")
+    return _capped(n, x, tuple(dims.mul(d, r) for d, r in zip(x.shape, attrs["repeats"])))
+
+
 def _pad(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
@@ -503,6 +556,22 @@ Split x along axis into len(sizes) tensors of those sizes; sizes must sum to the
 Pad every axis by pads[i] = [before, after] (one pair per axis, natural order). constant fills
 with value; reflect mirrors without repeating the edge (pads < dim, as torch); edge repeats the
 edge (numpy's 'edge', torch's 'replicate')."""),
+    OpDef("gather", 1, ("x", "indices"), ("y",), {"axis": AttrSpec("int", 0)}, _gather,
+          values=_gather_values, doc="""\
+ONNX Gather (numpy.take): y[..., j..., ...] = x[..., indices[j...], ...] along axis, y shape
+x.shape[:axis] + indices.shape + x.shape[axis+1:]; x of rank >= 1 and any dtype. indices is an
+int64 constant tensor of the graph (any rank, 0-d too), each in [0, dim) of a fixed dim
+(negative ones are normalized by whoever builds the graph): the graph checks them when it is
+built or loaded, so a kernel never reads out of bounds."""),
+    OpDef("expand", 1, ("x",), ("y",), {"shape": AttrSpec("ints", check=each_at_least(0))},
+          _expand, doc=f"""\
+ONNX Expand: x broadcast with shape, numpy's rule both ways (the result's rank is the larger
+one; a dim of 1 on either side takes the other's), so a 1 in shape keeps x's dim. At most
+{MAX_EXPANDED} elements (fixed dims; refused by the shape rule)."""),
+    OpDef("tile", 1, ("x",), ("y",), {"repeats": AttrSpec("ints", check=each_at_least(0))},
+          _tile, doc=f"""\
+ONNX Tile (torch's repeat with one entry per axis): x repeated repeats[i] times along axis i;
+one entry per axis of x; at most {MAX_EXPANDED} elements (fixed dims)."""),
     OpDef("cast", 1, ("x",), ("y",), {"dtype": AttrSpec("dtype")}, _cast, doc="""\
 Convert x to dtype (numpy astype semantics: float to int truncates toward zero)."""),
     OpDef("clip", 1, ("x",), ("y",), {

@@ -11,6 +11,11 @@ Shape rules (``OpDef.infer``) are called as ``infer(opdef, inputs, attrs)`` with
 padded to the declared count (None for an omitted optional input) and normalized attributes;
 they return one TensorType per output and raise ShapeError, DTypeError or ContractError with a
 one-line message that starts with the op's name. The caller (a graph) adds the node's name.
+
+An op that needs some input to be a constant of the graph, with checked values (the gather op's
+indices), also has a value rule (``OpDef.values``), which :func:`check_values` runs on the
+constant arrays bound to the node's inputs; a graph runs it, after the shape rule, whenever it
+is built or loaded.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from abi.errors import ContractError, OpError, ShapeError
 from abi.spec import TensorType
 
 __all__ = ["REQUIRED", "ATTR_KINDS", "AttrSpec", "OpDef", "TensorType", "get_op", "known_ops",
-           "normalize_attrs", "infer_shapes", "at_least", "greater_than", "between",
-           "each_at_least", "non_empty", "all_of"]
+           "normalize_attrs", "infer_shapes", "check_values", "at_least", "greater_than",
+           "between", "each_at_least", "non_empty", "all_of"]
 
 
 class _Required:
@@ -229,6 +234,9 @@ class AttrSpec:
 # --- op definitions ----------------------------------------------------------------------------
 
 Rule = Callable[["OpDef", list, dict], list]
+#: ``values(opdef, inputs, consts, attrs)``: ``consts[i]`` is the array bound to input ``i`` or
+#: None for a run-time one; returns nothing, raises as a shape rule does.
+ValueRule = Callable[["OpDef", list, list, dict], None]
 
 
 def _parse_ports(entries: Sequence[str], what: str, op: str) -> None:
@@ -254,7 +262,8 @@ class OpDef:
     ``inputs``/``outputs`` are names (``"bias?"`` optional, ``"inputs*"`` variadic), ``attrs``
     maps attribute names to :class:`AttrSpec`, ``infer`` is the shape rule, ``atomic`` marks ops
     whose kernels use atomics or custom kernels and need their own audit before a backend may
-    run them, ``doc`` says what the op computes.
+    run them, ``doc`` says what the op computes, ``values`` is the value rule (None: the op
+    takes any values, constant or not).
     """
 
     name: str
@@ -265,6 +274,7 @@ class OpDef:
     infer: Rule
     atomic: bool = False
     doc: str = field(default="", repr=False)
+    values: ValueRule | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if type(self.name) is not str or not self.name.isidentifier():
@@ -440,3 +450,19 @@ def infer_shapes(opdef: OpDef, inputs: Sequence[TensorType | None],
     if not opdef.variadic_outputs and len(outputs) != len(opdef.outputs):
         raise AssertionError(f"{opdef}: rule returned {len(outputs)} outputs")
     return outputs
+
+
+def check_values(opdef: OpDef, inputs: Sequence[TensorType | None],
+                 consts: Sequence[Any], attrs: Mapping[str, Any]) -> None:
+    """Run ``opdef``'s value rule, if it has one, after its shape rule accepted ``inputs``.
+
+    ``consts[i]`` is the constant array bound to input ``i`` (None for a run-time input or an
+    omitted optional one); ``attrs`` are normalized. Raises what the rule raises.
+    """
+    if opdef.values is None:
+        return
+    given, arrays = list(inputs), list(consts)
+    if not opdef.variadic_inputs:
+        given += [None] * (len(opdef.inputs) - len(given))
+        arrays += [None] * (len(opdef.inputs) - len(arrays))
+    opdef.values(opdef, given, arrays, dict(attrs))

@@ -5,8 +5,8 @@ transposed weights, ``Constant`` nodes and the like. Wherever every input of a n
 import time (an initializer, a Constant, an earlier folded value, or the static shape of a
 tensor for ``Shape``) the node is evaluated here and its outputs become constants; nothing of it
 reaches the artifact's graph. Only the ops in :data:`FOLDERS` fold; every result is capped in
-size, and ops that allocate from a value (ConstantOfShape, Expand, Range) are checked before
-they allocate.
+size, and ops that allocate from a value (ConstantOfShape, Expand, Tile, Range) are checked
+before they allocate.
 """
 
 from __future__ import annotations
@@ -188,6 +188,14 @@ def _expand(ins: Arrays, a: dict, cap: int) -> list:
     return [np.array(np.broadcast_to(x, out))]
 
 
+def _tile(ins: Arrays, a: dict, cap: int) -> list:
+    x, repeats = ins[0], int_vector(ins[1], "repeats")
+    if len(repeats) != x.ndim or any(r < 0 for r in repeats):
+        raise ModelFileError(f"repeats {repeats} must be {x.ndim} values >= 0, one per axis")
+    _need(math.prod(d * r for d, r in zip(x.shape, repeats)), cap, "Tile")
+    return [np.tile(x, repeats)]
+
+
 def _range(ins: Arrays, a: dict, cap: int) -> list:
     start, limit, delta = (one_value(v, what) for v, what in zip(ins, ("start", "limit",
                                                                         "delta")))
@@ -234,6 +242,8 @@ def _unary(f: Callable) -> Folder:
 
 FOLDERS: dict[str, Folder] = {
     "Identity": lambda ins, a, cap: [ins[0]],
+    "Shape": lambda ins, a, cap: [np.array(ins[0].shape[a.get("start", 0):a.get("end")],
+                                           np.int64)],  # Python's slice clamps as ONNX does
     "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze,
     "Reshape": _reshape,
@@ -264,6 +274,7 @@ FOLDERS: dict[str, Folder] = {
     "Tanh": _unary(np.tanh),
     "ConstantOfShape": _constant_of_shape,
     "Expand": _expand,
+    "Tile": _tile,
     "Range": _range,
     "ReduceProd": _reduce_prod,
 }

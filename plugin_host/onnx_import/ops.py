@@ -5,7 +5,8 @@ refuses any value it does not map exactly (``imp.unsupported`` names the node an
 emits nodes of the ABI op table through ``imp.emit``. Layers come out as layer ops wherever
 torch's export of a layer has a one-node form (Conv, ConvTranspose, BatchNormalization, Gemm
 and MatMul on a constant weight as Linear, the normalizations, Gather on a constant table as
-Embedding); everything else maps onto the glue ops one to one.
+Embedding); everything else maps onto the glue ops one to one (GatherND of single coordinates
+onto gather).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from abi import dtypes
 from abi.ops.glue import scaled_size
 
+from ..errors import ModelFileError
 from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
 
@@ -401,15 +403,57 @@ def _matmul(imp, node, attrs):
 
 @maps("Gather")
 def _gather(imp, node, attrs):
+    """Run-time indices into a constant 2-D float table: an Embedding (its indices validated
+    at entry); constant indices into a run-time value: ``gather``."""
     _only(imp, attrs, {"axis": ...})
     data, idx = node.input[0], node.input[1]
-    if not imp.is_const(data) or imp.const(data).ndim != 2 or attrs.get("axis", 0) != 0 \
-            or imp.const(data).dtype.kind != "f":
-        raise imp.unsupported("only a Gather on axis 0 of a constant 2-D float table "
-                              "(an Embedding) is supported on run-time values")
-    table = imp.const(data)
-    imp.emit("embedding", [imp.tensor(idx), imp.add_constant(table, imp.origin.get(data, data))],
-             [node.output[0]])
+    if imp.is_const(data) and imp.const(data).ndim == 2 and attrs.get("axis", 0) == 0 \
+            and imp.const(data).dtype.kind == "f":
+        table = imp.const(data)
+        imp.emit("embedding", [imp.tensor(idx),
+                               imp.add_constant(table, imp.origin.get(data, data))],
+                 [node.output[0]])
+        return
+    if not imp.is_const(idx):
+        raise imp.unsupported(f"indices {idx!r} are computed at run time: supported only for a "
+                              f"Gather on axis 0 of a constant 2-D float table (an Embedding); "
+                              f"any other Gather needs constant indices")
+    rank = len(imp.type_of(data).shape)
+    _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx),
+                 axis_in(attrs.get("axis", 0), rank))
+
+
+def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: int) -> None:
+    """``gather`` of constant ``indices`` along ``axis``: each checked against the dim (a
+    symbolic dim is refused) and a negative one counted from the end, as ONNX does."""
+    shape = imp.type_of(data).shape
+    dim = shape[axis]
+    if type(dim) is not int:
+        raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
+                              f"constant indices cannot be checked against it")
+    if indices.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+    values = indices.astype(np.int64)
+    bad = (values < -dim) | (values >= dim)
+    if bad.any():
+        raise ModelFileError(f"indices {_few(values[bad].tolist())} are outside [-{dim}, {dim}) "
+                             f"(axis {axis} of {data!r}, shape {shape})")
+    values = np.where(values < 0, values + dim, values)
+    imp.emit("gather", [imp.tensor(data), imp.add_constant(values, origin)], [node.output[0]],
+             {"axis": axis})
+
+
+@maps("GatherND")
+def _gather_nd(imp, node, attrs):
+    """GatherND with constant indices of one coordinate each (shape ``(..., 1)``, as torch's
+    dynamo exporter writes ``x[:, [0, 2]]`` after moving that axis first): a gather on axis 0."""
+    _only(imp, attrs, {"batch_dims": 0})
+    data, idx = node.input[0], node.input[1]
+    indices = imp.const(idx, "indices")
+    if indices.ndim < 1 or indices.shape[-1] != 1:
+        raise imp.unsupported(f"indices of shape {indices.shape}: only one coordinate per index "
+                              f"(a last dim of 1) maps onto gather")
+    _emit_gather(imp, node, data, indices[..., 0], imp.origin.get(idx, idx), 0)
 
 
 @maps("LayerNormalization")
@@ -537,6 +581,34 @@ def _squeeze(imp, node, attrs):
             raise imp.unsupported(f"squeezing axes {sorted(drop)} of shape {shape} (not size 1)")
         shape = [d for i, d in enumerate(shape) if i not in drop]
     _reshape_to(imp, node, x, shape)
+
+
+@maps("Expand")
+def _expand(imp, node, attrs):
+    """Constant shape; all ones of at most x's rank change nothing (the legacy exporter's
+    ``repeat`` writes one) and alias x."""
+    _only(imp, attrs, {})
+    x = node.input[0]
+    shape = int_vector(imp.const(node.input[1], "shape"), "shape")
+    imp.check_size("its Expand output", shape)  # before the shape rule multiplies it out
+    if set(shape) <= {1} and len(shape) <= len(imp.type_of(x).shape):
+        imp.alias(node.output[0], imp.tensor(x))
+        return
+    imp.emit("expand", [imp.tensor(x)], [node.output[0]], {"shape": shape})
+
+
+@maps("Tile")
+def _tile(imp, node, attrs):
+    _only(imp, attrs, {})
+    x = node.input[0]
+    repeats = int_vector(imp.const(node.input[1], "repeats"), "repeats")
+    shape = imp.type_of(x).shape
+    imp.check_size("its Tile output", [r * d if type(d) is int else r
+                                       for r, d in zip(repeats, shape)])
+    if set(repeats) <= {1} and len(repeats) == len(shape):
+        imp.alias(node.output[0], imp.tensor(x))
+        return
+    imp.emit("tile", [imp.tensor(x)], [node.output[0]], {"repeats": repeats})
 
 
 @maps("Transpose")

@@ -43,9 +43,11 @@ for _op, _fn in {
     "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
+    "expand": glue.expand, "tile": glue.tile,
 }.items():
     FACTORIES[_op] = layers.generic(_fn)
 FACTORIES["resize"] = glue.make_resize
+FACTORIES["gather"] = layers.gather  # prepared: its constant indices are checked at load
 
 DTYPES = frozenset({"float32", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
                     "uint64", "bool"})

@@ -241,6 +241,19 @@ def split(x, *, axis, sizes):
     return tuple(np.split(x, bounds, axis=axis))
 
 
+def expand(x, *, shape):
+    try:
+        out = np.broadcast_shapes(x.shape, tuple(shape))
+    except ValueError:  # a symbolic dim bound at run time to neither 1 nor the target
+        raise ShapeError(f"expand: x shape {x.shape} does not broadcast with {tuple(shape)}",
+                         where="expand", expected=tuple(shape), got=x.shape) from None
+    return np.array(np.broadcast_to(x, out), order="C")  # its own array, not a strided view
+
+
+def tile(x, *, repeats):
+    return np.tile(x, repeats)
+
+
 def pad(x, *, pads, mode, value):
     width = [(0, 0)] * (x.ndim - len(pads)) + [tuple(p) for p in pads]
     if mode == "constant":

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from abi import check_indices
+from abi.errors import BackendError
 from plugins.nn import functional as F
 from plugins.nn.norm import make_layer_norm
 
@@ -99,6 +100,21 @@ def embedding(attrs, consts, types, where):
 
     if consts[1] is None:
         return lambda idx, weight: run(idx, weight)
+    return run
+
+
+def gather(attrs, consts, types, where):
+    """np.take along ``axis`` with the graph's constant indices, checked again here, at
+    prepare, against x's dim: the kernel never reads out of bounds."""
+    indices = consts[1]
+    if indices is None:
+        raise BackendError(f"numpy backend: {where}: gather indices must be a constant")
+    axis = attrs["axis"] % len(types[0].shape)
+    check_indices(indices, types[0].shape[axis], f"{where}: gather axis {axis}", kind="gather")
+
+    def run(x):
+        return np.take(x, indices, axis=axis)
+
     return run
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from abi import TensorType, dtypes
+from abi import TensorType, check_indices, dtypes
 from abi.errors import BackendError
 
 #: The ONNX opset the models are built for (LayerNormalization needs 17; Split with
@@ -343,6 +343,26 @@ def flatten(e, node, ins, outs, a):
     e.op("Reshape", [x, shape], outs)
 
 
+def gather(e, node, ins, outs, a):
+    """ONNX Gather with the graph's constant indices, checked again here, at load."""
+    x, indices = ins[:2]
+    values = e.array(indices)
+    if values is None:
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: gather indices must be a "
+                           f"constant", node=node.name, op=node.op)
+    shape = e.types[x].shape
+    axis = a["axis"] % len(shape)
+    check_indices(values, shape[axis], f"node {node.name!r}: gather axis {axis}", kind="gather")
+    e.op("Gather", [x, indices], outs, axis=axis)
+
+
+def _ints_input(op_type: str, attr: str) -> Converter:
+    """An ONNX op whose second input is the op's int list attribute ``attr``."""
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, [ins[0], e.const(list(a[attr]), np.int64)], outs)
+    return convert
+
+
 def slice_(e, node, ins, outs, a):
     n = len(a["starts"])
     axes = a["axes"] if a["axes"] is not None else range(n)
@@ -407,6 +427,8 @@ CONVERTERS: dict[str, Converter] = {
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
     "slice": slice_, "split": split, "pad": pad, "max_pool": max_pool, "avg_pool": avg_pool,
     "resize": resize,
+    "gather": gather, "expand": _ints_input("Expand", "shape"),
+    "tile": _ints_input("Tile", "repeats"),
 }
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from abi.errors import ContractError, DTypeError, OpError, ShapeError
+from abi.errors import ContractError, DTypeError, IndexRangeError, OpError, ShapeError
 from abi.ops import glue
-from abi.ops.table import TensorType, get_op, infer_shapes
+from abi.ops.table import TensorType, check_values, get_op, infer_shapes
 
 T = TensorType
 f32, f16, i64 = "float32", "float16", "int64"
@@ -118,6 +118,13 @@ GOOD = [
     ("max_pool", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
                                    "padding": [[1, 1], [0, 0]], "dilation": [1, 1]},
      lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0))),
+    ("gather", [z(3, 4, 5), np.zeros((2, 3), np.int64)], {"axis": 1},
+     lambda a, i: torch.from_numpy(a)[:, torch.from_numpy(i)]),
+    ("gather", [z(3, 4, 5, dtype=np.int32), np.zeros((), np.int64)], {"axis": -1},
+     lambda a, i: torch.from_numpy(a)[..., 0]),
+    ("expand", [z(3, 1)], {"shape": [2, 1, 4]}, lambda a: torch.from_numpy(a).expand(2, 3, 4)),
+    ("expand", [z(3, 4, dtype=np.bool_)], {"shape": [1, 1]}, lambda a: a),  # ONNX: both ways
+    ("tile", [z(2, 1, 3)], {"repeats": [2, 3, 1]}, lambda a: torch.from_numpy(a).repeat(2, 3, 1)),
     ("avg_pool", [z(1, 2, 7)], {"kernel_size": [3], "stride": [2], "padding": [[1, 1]],
                                 "ceil_mode": True},
      lambda a: torch.nn.functional.avg_pool1d(torch.from_numpy(a), 3, 2, 1, ceil_mode=True)),
@@ -167,6 +174,11 @@ def test_symbolic_dims():
     assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
                  ) == [T(("N", 3, 8, 10), f32)]
     assert infer("resize", [T(("N", 3, "L"), f32)], {"size": [7]}) == [T(("N", 3, 7), f32)]
+    assert infer("gather", [T(("N", 4, "W"), f32), T((2, 2), i64)], {"axis": 1}) == [
+        T(("N", 2, 2, "W"), f32)]
+    assert infer("expand", [T(("N", 1, "W"), f32)], {"shape": [2, 1, 3, 1]}) == [
+        T((2, "N", 3, "W"), f32)]
+    assert infer("tile", [T(("N", 3), f32)], {"repeats": [2, 1]}) == [T(("N*2", 3), f32)]
 
 
 # --- refusals ---------------------------------------------------------------------------------
@@ -221,6 +233,24 @@ REFUSALS = [
     ("floor", [T((2,), i64)], {}, DTypeError, "floor: x must be a float tensor"),
     ("ceil", [T((2,), "bool")], {}, DTypeError, "ceil: x must be a float tensor"),
     ("round", [T((2,), "int32")], {}, DTypeError, "round: x must be a float tensor"),
+    ("gather", [T((2, 3), f32), T((2,), "int32")], {}, DTypeError,
+     "gather: indices must be an int64 tensor, got int32"),
+    ("gather", [T((2, "N"), f32), T((), i64)], {"axis": 1}, ShapeError,
+     "gather: axis 1 of x shape (2, N) is symbolic; the indices are checked against a fixed dim"),
+    ("gather", [T((), f32), T((), i64)], {}, ShapeError, "gather: x must have rank >= 1"),
+    ("gather", [T((2, 3), f32), T((), i64)], {"axis": 2}, ContractError,
+     "gather: attribute 'axis' is 2, out of range for rank 2"),
+    ("expand", [T((3, 4), f32)], {"shape": [2, 4]}, ShapeError,
+     "expand: shapes (3, 4) and (2, 4) do not broadcast"),
+    ("expand", [T(("N", 1), f32)], {"shape": [1 << 20, 1 << 20]}, ShapeError,
+     "expand: the output shape (1048576, 1048576) would have 1099511627776 elements, above the "
+     "cap of 2147483648"),
+    ("expand", [T((2,), f32)], {"shape": [-1]}, OpError,
+     "attribute 'shape' must have every entry >= 0"),
+    ("tile", [T((2, 3), f32)], {"repeats": [2]}, ContractError,
+     "tile: attribute 'repeats' has 1 entries but x shape (2, 3) has 2 axes and needs 2"),
+    ("tile", [T((4, 4), f32)], {"repeats": [1 << 15, 1 << 15]}, ShapeError,
+     "tile: the output shape (131072, 131072) would have 17179869184 elements, above the cap"),
     ("sum", [T((2,), "bool")], {"axes": [0]}, DTypeError, "sum: x must be a numeric tensor"),
     ("amax", [T((2, 0), f32)], {"axes": [1]}, ShapeError,
      "amax: x shape (2, 0) is empty along a reduced axis"),
@@ -350,3 +380,41 @@ def test_refusals(op, inputs, attrs, error, text):
     assert text in message
     assert message.startswith(f"{op}: ") or message.startswith(f"op '{op}' v1: ")
     assert "\n" not in message
+
+
+# --- value rules ------------------------------------------------------------------------------
+
+
+def _gather_values(indices, x_shape=(2, 4), axis=1):
+    check_values(get_op("gather"), [T(x_shape, f32), T(np.shape(indices), i64)],
+                 [None, None if indices is None else np.asarray(indices, np.int64)],
+                 {"axis": axis})
+
+
+def test_gather_value_rule_takes_indices_in_range():
+    _gather_values([[0, 3], [2, 1]])
+    _gather_values(1, axis=0)
+    _gather_values(np.zeros((0,), np.int64), x_shape=(2, 0))
+
+
+@pytest.mark.parametrize("indices, axis, text", [
+    ([0, 4], 1, "gather: axis 1 of x shape (2, 4): 1 gather index(es) outside [0, 4): (1,)=4"),
+    ([[-1, 0]], -1, "gather: axis 1 of x shape (2, 4): 1 gather index(es) outside [0, 4): "
+                    "(0, 0)=-1"),
+    (2, 0, "gather: axis 0 of x shape (2, 4): 1 gather index(es) outside [0, 2): ()=2"),
+])
+def test_gather_value_rule_refuses_an_index_out_of_range(indices, axis, text):
+    with pytest.raises(IndexRangeError) as info:
+        _gather_values(indices, axis=axis)
+    assert str(info.value) == text
+
+
+def test_gather_value_rule_refuses_run_time_indices():
+    with pytest.raises(ContractError, match=r"^gather: indices must be a constant tensor of the "
+                                            r"graph, not a value computed at run time$"):
+        check_values(get_op("gather"), [T((2, 4), f32), T((3,), i64)], [None, None], {"axis": 1})
+
+
+def test_only_gather_has_a_value_rule():
+    assert [op.name for op in glue.OPS if op.values is not None] == ["gather"]
+    check_values(get_op("add"), [T((2,), f32), T((2,), f32)], [None, None], {})  # no rule

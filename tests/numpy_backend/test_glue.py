@@ -208,6 +208,100 @@ def test_a_max_over_a_dim_bound_to_zero_at_run_time_is_a_typed_refusal():
         ex.run({"x": np.zeros((0, 3), np.float32)})
 
 
+def _gather_graph(x_shape, indices, axis, dtype="float32"):
+    b = GraphBuilder("gather")
+    x = b.input("x", x_shape, dtype, "ANY")
+    idx = b.constant("idx", np.asarray(indices, np.int64))
+    b.output(b.op("gather", x, idx, name="g", axis=axis), "y", "ANY")
+    return b.build()
+
+
+@pytest.mark.parametrize("indices, axis", [
+    (0, 1), (3, -1), ([2, 0, 2], 1), ([[1, 0], [0, 1]], 0), (np.zeros((0,), np.int64), 2),
+])
+def test_gather_as_torch_indexing(indices, axis):
+    x = np.concatenate([X, EXTREMES[:7].reshape(1, 1, 1, 7).repeat(3, 1).repeat(5, 2),
+                        np.full((1, 3, 5, 7), np.nan, np.float32)])
+    ex = Executor(_gather_graph(x.shape, indices, axis), NumpyBackend())
+    got = ex.run({"x": x})["y"]
+    want = torch.index_select(t(x), axis, t(np.asarray(indices, np.int64)).reshape(-1))
+    want = want.reshape(x.shape[:axis % 4] + np.shape(indices) + x.shape[axis % 4 + 1:])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want.numpy())  # nan and inf copied as they are
+
+
+def test_gather_keeps_integer_and_bool_dtypes():
+    for dtype in ("int64", "bool"):
+        x = RNG.integers(0, 2, (3, 4)).astype(dtype)
+        got = Executor(_gather_graph((3, 4), [3, 1], 1, dtype), NumpyBackend()).run({"x": x})
+        assert got["y"].dtype == dtype
+        np.testing.assert_array_equal(got["y"], t(x)[:, [3, 1]].numpy())
+
+
+@pytest.mark.parametrize("bad", [[0, 5], [-1], [[2], [7]]])
+def test_gather_index_out_of_range_refused_when_the_graph_is_built(bad):
+    from abi.errors import GraphError
+
+    with pytest.raises(GraphError, match=r"^node 'g': gather: axis 1 of x shape \(2, 5\): 1 "
+                                         r"gather index\(es\) outside \[0, 5\)"):
+        _gather_graph((2, 5), bad, 1)
+
+
+def test_gather_index_out_of_range_refused_when_an_artifact_graph_is_loaded():
+    """A hostile artifact: a valid graph description whose index constant is out of range."""
+    from abi.errors import GraphError
+    from plugin_host.graph import Graph
+
+    graph = _gather_graph((2, 5), [0, 4], 1)
+    Graph.from_dict(graph.to_dict(), {"idx": np.array([4, 0])})  # the honest tensor loads
+    with pytest.raises(GraphError, match=r"gather index\(es\) outside \[0, 5\): \(0,\)=9"):
+        Graph.from_dict(graph.to_dict(), {"idx": np.array([9, 0])})
+
+
+def test_gather_index_out_of_range_refused_at_prepare():
+    """The kernel checks the indices again: a graph that skipped its value rule cannot make it
+    read out of bounds."""
+    from abi import TensorType
+    from abi.errors import BackendError, IndexRangeError
+
+    graph = _gather_graph((2, 5), [0, 4], 1)
+    node = graph.nodes[0]
+    types = [TensorType((2, 5), "float32"), TensorType((2,), "int64")]
+    with pytest.raises(IndexRangeError, match=r"^node 'g': gather axis 1: 1 gather index\(es\) "
+                                              r"outside \[0, 5\): \(1,\)=5$"):
+        NumpyBackend().prepare(node, [None, np.array([0, 5])], types)
+    with pytest.raises(BackendError, match="gather indices must be a constant"):
+        NumpyBackend().prepare(node, [None, None], types)
+
+
+def test_expand_and_tile_as_torch():
+    x = np.concatenate([EXTREMES, [np.inf, -np.inf, np.nan]]).astype(np.float32).reshape(
+        3, 1, 5)
+    (y,) = run_op("expand", [x], shape=[2, 3, 4, 1])
+    np.testing.assert_array_equal(y, t(x).expand(2, 3, 4, 5).numpy())
+    assert y.flags.writeable and y.flags.c_contiguous
+    (y,) = run_op("expand", [x], shape=[1, 1])  # ONNX's bidirectional broadcast keeps x
+    np.testing.assert_array_equal(y, x)
+    (y,) = run_op("tile", [x], repeats=[2, 3, 1])
+    np.testing.assert_array_equal(y, t(x).repeat(2, 3, 1).numpy())
+    ints = np.arange(6, dtype=np.int64).reshape(2, 3)
+    (y,) = run_op("tile", [ints], repeats=[1, 0])
+    assert y.shape == (2, 0) and y.dtype == np.int64
+
+
+def test_expand_of_a_symbolic_dim_that_does_not_broadcast_is_a_typed_refusal():
+    from abi.errors import ShapeError
+
+    b = GraphBuilder("expand")
+    x = b.input("x", ("n", 3), "float32", "ANY")
+    b.output(b.op("expand", x, name="e", shape=[4, 3]), "y", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    assert ex.run({"x": np.ones((1, 3), np.float32)})["y"].shape == (4, 3)
+    with pytest.raises(ShapeError, match=r"expand: x shape \(2, 3\) does not broadcast with "
+                                         r"\(4, 3\)"):
+        ex.run({"x": np.ones((2, 3), np.float32)})
+
+
 def test_not_and_where_as_torch():
     cond = X > 0
     (y,) = run_op("not", [cond])

@@ -246,6 +246,15 @@ CASES = {
     "slice": lambda: single("slice", (5, 6, 7), starts=[4, -2, 1], ends=[0, 100, -1],
                            axes=[0, 2, 1], steps=[-2, 1, 2]),
     "split": lambda: single("split", (2, 7), axis=1, sizes=[3, 0, 4]),
+    "gather_scalar": lambda: single("gather", (2, 5, 3), np.array(4), axis=1),
+    "gather_2d_indices": lambda: single("gather", ("batch", 5, 3), np.array([[2, 0], [2, 4]]),
+                                        axis=-2),
+    "gather_int64": lambda: single("gather", (4, 3), np.array([3, 3, 0]), in_dtype="int64"),
+    "expand": lambda: single("expand", (3, 1), shape=[2, 1, 4]),
+    "expand_batch_dim": lambda: single("expand", ("batch", 1, 2), shape=[3, 1]),
+    "tile": lambda: single("tile", (2, 1, 3), repeats=[1, 4, 2]),
+    "tile_bool": lambda: single("tile", (2, 3), in_dtype="bool", repeats=[3, 1],
+                                feed={"x": RNG.integers(0, 2, (2, 3)).astype(bool)}),
     "pad_constant": lambda: single("pad", (2, 3, 4), pads=[[0, 0], [1, 2], [3, 0]],
                                    value=1.5),
     "pad_reflect": lambda: single("pad", (1, 3, 4), pads=[[0, 0], [2, 1], [1, 3]],
@@ -297,10 +306,24 @@ def test_cases_cover_every_supported_op():
     assert covered == set(OnnxruntimeBackend().supported_ops()) == set(convert.CONVERTERS)
 
 
-def test_symbolic_batch_dim_takes_other_sizes():
-    graph, _ = CASES["flatten_batch_dim"]()
+@pytest.mark.parametrize("case", ["flatten_batch_dim", "gather_2d_indices", "expand_batch_dim"])
+def test_symbolic_batch_dim_takes_other_sizes(case):
+    graph, _ = CASES[case]()
+    shape = graph.inputs[0].shape
     for batch in (1, 5):
-        assert_same(graph, {"x": f32(batch, 3, 4)})
+        assert_same(graph, {"x": f32(batch, *shape[1:])})
+
+
+def test_gather_index_out_of_range_refused_at_load():
+    """The converter checks the constant indices again: a graph that skipped its value rule
+    cannot make onnxruntime wrap a negative index or read past the dim."""
+    graph, _ = CASES["gather_scalar"]()
+    for bad in (np.array(5), np.array(-1)):
+        consts = {**graph.tensors, "c0": bad}
+        with pytest.raises(IndexRangeError, match=r"^node 'node': gather axis 1: 1 gather "
+                                                  r"index\(es\) outside \[0, 5\)"):
+            convert.to_onnx("g", inputs=[], outputs=[], nodes=graph.nodes, consts=consts,
+                            types=graph.types)
 
 
 def test_resize_over_run_time_spatial_dims_takes_other_sizes():
@@ -423,7 +446,7 @@ def square():
     return b.build(), {"x": f32(2, 3)}
 
 
-@pytest.mark.parametrize("make", [CASES["lstm_cell"], CASES["split"],
+@pytest.mark.parametrize("make", [CASES["lstm_cell"], CASES["split"], CASES["gather_2d_indices"],
                                   CASES["embedding_in_graph"], CASES["conv2d"], square])
 def test_node_by_node_matches_numpy_backend(make):
     graph, feed = make()
@@ -459,7 +482,8 @@ def test_onnxruntime_refusing_the_model_names_our_node():
     single("argmax", (5,), axis=0),
     single("exp", (), feed={"x": np.array(0.5, np.float32)}),
     single("add", (), np.array(2.0, np.float32), feed={"x": np.array(-1.5, np.float32)}),
-], ids=["sum_all", "amax_all", "argmax_1d", "exp_0d", "add_0d"])
+    single("gather", (4,), np.array(2)),
+], ids=["sum_all", "amax_all", "argmax_1d", "exp_0d", "add_0d", "gather_0d"])
 def test_zero_d_results_are_arrays(graph, feed):
     """A 0-d result is a 0-d ndarray on both backends: numpy computes it as a numpy scalar,
     which the executor's output check refuses."""

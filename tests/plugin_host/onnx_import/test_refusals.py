@@ -43,11 +43,11 @@ def test_unsupported_op_names_node_and_op(tmp_path):
 
 
 def test_op_supported_only_on_constants_says_so(tmp_path):
-    shape = helper.make_tensor("shape", TP.INT64, [2], [2, 4])
-    path = _save(tmp_path / "m.onnx", [helper.make_node("Expand", ["x", "shape"], ["y"],
+    path = _save(tmp_path / "m.onnx", [helper.make_node("ConstantOfShape", ["shape"], ["y"],
                                                         name="wide")],
-                 [_vi("x")], [_vi("y")], [shape])
-    with pytest.raises(UnsupportedModelError, match=r"node 'wide' \(Expand\).*constant inputs"):
+                 [_vi("shape", TP.INT64, (2,))], [_vi("y")])
+    with pytest.raises(UnsupportedModelError,
+                       match=r"node 'wide' \(ConstantOfShape\).*constant inputs"):
         import_onnx(path)
 
 

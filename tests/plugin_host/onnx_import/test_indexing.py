@@ -1,0 +1,225 @@
+"""torch's indexing and broadcasting idioms on run-time values (``x[:, 0]``, ``x[:, -1]``,
+``x[:, [0, 2]]``, ``expand``, ``repeat``, MultiheadAttention's q/k/v selection) import as the
+gather, expand and tile ops from both exporters and match onnxruntime; what they cannot map
+(run-time indices, an index out of range, a dim that is only known at run time) is refused
+naming the node."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.onnx_import import import_onnx
+
+from .conftest import EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx, torch
+
+helper, TP = onnx.helper, onnx.TensorProto
+
+#: float32 extremes and specials, copied through gather/expand/tile as they are
+EXTREMES = np.array([np.finfo(np.float32).max, np.finfo(np.float32).min, np.inf, -np.inf,
+                     np.nan, np.finfo(np.float32).tiny, -0.0, 1e-45], np.float32)
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+#: id -> (function of x, x's shape, the ops the import must give)
+IDIOMS = {
+    "select_0": (lambda x: x[:, 0], (3, 4, 5), {"gather"}),
+    "select_last": (lambda x: x[:, -1], (3, 4, 5), {"gather"}),
+    "select_list": (lambda x: x[:, [0, 2]], (3, 4, 5), {"gather"}),
+    "slice_then_select": (lambda x: x[..., 1:3][:, 0], (3, 4, 5), {"slice", "gather"}),
+    "expand": (lambda x: x.expand(2, 3, 4, 5), (3, 1, 5), {"expand"}),
+    "repeat": (lambda x: x.repeat(1, 2, 3), (3, 4, 5), {"tile"}),
+}
+
+
+def _feeds(shape, seed):
+    rng = np.random.default_rng(seed)
+    plain = [(rng.standard_normal(shape) * s).astype(np.float32) for s in (1, 1e4)]
+    specials = np.resize(EXTREMES, shape).astype(np.float32)
+    return [{"x": x} for x in (*plain, specials)]
+
+
+@pytest.mark.parametrize("idiom", sorted(IDIOMS))
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_indexing_idioms_match_onnxruntime(idiom, dynamo, fold, optimize, tmp_path, signer):
+    fn, shape, ops = IDIOMS[idiom]
+    model = export(_Fn(fn), [torch.randn(*shape)], tmp_path / "m.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"], output_names=["y"])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    got = {n.op for n in loaded.graph.nodes}
+    assert ops <= got, got
+    for node in loaded.graph.nodes:
+        if node.op == "gather":  # a negative index (x[:, -1]) is stored counted from the end
+            assert (loaded.graph.tensors[node.inputs[1]] >= 0).all()
+    check_against_onnxruntime(model, loaded, _feeds(shape, 7))
+
+
+@pytest.mark.parametrize("dynamo, optimize", [(True, True), (True, False)],
+                         ids=["dynamo", "dynamo-noopt"])
+def test_multihead_attention_batch_first_matches_onnxruntime(dynamo, optimize, tmp_path,
+                                                             signer):
+    torch.manual_seed(0)
+    attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    module = _Fn(lambda x: attention(x, x, x, need_weights=False)[0])
+    module.attention = attention  # a submodule, so that eval() reaches it
+    model = export(module, [torch.randn(2, 5, 8)], tmp_path / "mha.onnx", dynamo=dynamo,
+                   fold=optimize, optimize=optimize, input_names=["x"], output_names=["y"])
+    _, loaded = import_and_load(model, tmp_path / "mha.pha", signer)
+    assert [n.op for n in loaded.graph.nodes].count("gather") == 3  # q, k, v
+    rng = np.random.default_rng(2)
+    check_against_onnxruntime(model, loaded, [
+        {"x": (rng.standard_normal((2, 5, 8)) * s).astype(np.float32)} for s in (1, 30)])
+
+
+def test_a_symbolic_batch_dim_passes_through_gather(tmp_path, signer):
+    module = _Fn(lambda x: x[:, 0] + x[:, [1, 3]].sum(dim=1))
+    path = tmp_path / "b.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), (torch.randn(2, 4, 5),), str(path), dynamo=False,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
+    assert loaded.graph.outputs[0].shape == ("batch", 5)
+    rng = np.random.default_rng(4)
+    check_against_onnxruntime(path, loaded, [
+        {"x": rng.standard_normal((n, 4, 5)).astype(np.float32)} for n in (1, 6)])
+
+
+# --- refusals, built with onnx.helper ----------------------------------------------------------
+
+
+def _model(tmp_path, nodes, inputs, out_shape, inits=(), out_elem=TP.FLOAT):
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info("y", out_elem, list(out_shape))],
+                              list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _x(shape=(2, 4)):
+    return helper.make_tensor_value_info("x", TP.FLOAT, list(shape))
+
+
+def _ints(name, values, dims=None):
+    values = list(np.ravel(values))
+    return helper.make_tensor(name, TP.INT64, [len(values)] if dims is None else dims, values)
+
+
+def test_gather_with_run_time_indices_is_refused_naming_the_node(tmp_path):
+    idx = helper.make_tensor_value_info("i", TP.INT64, [3])
+    path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)],
+                  [_x(), idx], (2, 3))
+    with pytest.raises(UnsupportedModelError, match=r"node 'pick' \(Gather\): indices 'i' are "
+                                                    r"computed at run time"):
+        import_onnx(path)
+
+
+def test_gather_into_a_constant_with_run_time_indices_is_refused_unless_an_embedding(tmp_path):
+    """A constant 2-D float table on axis 0 stays an Embedding; on axis 1 it is refused."""
+    idx = helper.make_tensor_value_info("x", TP.INT64, [3])
+    table = helper.make_tensor("t", TP.FLOAT, [4, 5], np.arange(20, dtype=np.float32))
+    emb = _model(tmp_path, [helper.make_node("Gather", ["t", "x"], ["y"], name="emb")], [idx],
+                 (3, 5), [table])
+    assert [n.op for n in import_onnx(emb).graph.nodes] == ["embedding"]
+    path = _model(tmp_path, [helper.make_node("Gather", ["t", "x"], ["y"], name="cols",
+                                              axis=1)], [idx], (4, 3), [table])
+    with pytest.raises(UnsupportedModelError, match=r"node 'cols' \(Gather\): indices 'x' are "
+                                                    r"computed at run time"):
+        import_onnx(path)
+
+
+@pytest.mark.parametrize("indices, dims", [([0, 4], None), (-5, []), ([[1], [9]], [2, 1])])
+def test_gather_with_a_constant_index_out_of_range_is_refused(tmp_path, indices, dims):
+    path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)],
+                  [_x()], (2, *np.shape(indices)), [_ints("i", indices, dims)])
+    with pytest.raises(ModelFileError, match=r"node 'pick' \(Gather\): indices \[-?\d\] are "
+                                             r"outside \[-4, 4\) \(axis 1 of 'x'"):
+        import_onnx(path)
+
+
+def test_gather_on_a_symbolic_axis_is_refused(tmp_path):
+    path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick")],
+                  [_x(("n", 4))], (4,), [_ints("i", 0, [])])
+    with pytest.raises(UnsupportedModelError, match=r"node 'pick' \(Gather\): axis 0 of 'x' "
+                                                    r"\(shape \('n', 4\)\) is a run-time dim"):
+        import_onnx(path)
+
+
+@pytest.mark.parametrize("indices, dims, attrs, message", [
+    ([0, 1, 1, 0], [2, 2], {}, r"indices of shape \(2, 2\): only one coordinate per index"),
+    ([0, 1], [2, 1], {"batch_dims": 1}, r"attribute batch_dims=1 is not supported"),
+    ([0, 5], [2, 1], {}, r"indices \[5\] are outside \[-2, 2\)"),
+])
+def test_gather_nd_beyond_single_coordinates_is_refused(tmp_path, indices, dims, attrs,
+                                                        message):
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], name="nd", **attrs)
+    path = _model(tmp_path, [node], [_x()], (2, 4), [_ints("i", indices, dims)])
+    with pytest.raises((UnsupportedModelError, ModelFileError),
+                       match=r"node 'nd' \(GatherND\): " + message):
+        import_onnx(path)
+
+
+def test_gather_nd_with_run_time_indices_is_refused(tmp_path):
+    idx = helper.make_tensor_value_info("i", TP.INT64, [2, 1])
+    path = _model(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], name="nd")],
+                  [_x(), idx], (2, 4))
+    with pytest.raises(UnsupportedModelError, match=r"node 'nd' \(GatherND\): indices 'i' must "
+                                                    r"be a constant"):
+        import_onnx(path)
+
+
+@pytest.mark.parametrize("op_type, values", [
+    ("Expand", [1 << 20, 1 << 20]),
+    ("Tile", [1 << 20, 1 << 20]),
+])
+def test_expand_and_tile_bombs_are_refused_before_anything_allocates(tmp_path, op_type, values):
+    path = _model(tmp_path, [helper.make_node(op_type, ["x", "s"], ["y"], name="bomb")],
+                  [_x((1, 1))], (1 << 20, 1 << 20), [_ints("s", values)])
+    with pytest.raises(ModelFileError, match=rf"node 'bomb' \({op_type}\): its {op_type} output "
+                                             r"of shape .* would have 1099511627776 elements"):
+        import_onnx(path)
+
+
+def test_expand_and_tile_with_a_run_time_shape_are_refused(tmp_path):
+    shape = helper.make_tensor_value_info("s", TP.INT64, [2])
+    path = _model(tmp_path, [helper.make_node("Expand", ["x", "s"], ["y"], name="wide")],
+                  [_x((1, 4)), shape], (2, 4))
+    with pytest.raises(UnsupportedModelError, match=r"node 'wide' \(Expand\): shape 's' must be "
+                                                    r"a constant"):
+        import_onnx(path)
+
+
+def test_all_constant_expand_and_tile_still_fold(tmp_path):
+    """Constant inputs fold at import (Tile and Shape of a constant too); a bomb among them is
+    refused before numpy allocates."""
+    c = helper.make_tensor("c", TP.FLOAT, [1, 2], [1.0, 2.0])
+    nodes = [helper.make_node("Shape", ["c"], ["cs"]),
+             helper.make_node("Tile", ["c", "r"], ["t"]),
+             helper.make_node("Expand", ["t", "e"], ["big"]),
+             helper.make_node("Add", ["x", "big"], ["y"], name="add")]
+    inits = [c, _ints("r", [1, 2]), _ints("e", [2, 1])]
+    path = _model(tmp_path, nodes, [_x((2, 4))], (2, 4), inits)
+    imported = import_onnx(path)
+    assert [n.op for n in imported.graph.nodes] == ["add"]
+    np.testing.assert_array_equal(imported.graph.tensors[imported.graph.nodes[0].inputs[1]],
+                                  np.tile([[1.0, 2.0]], (2, 2)))
+    bomb = _model(tmp_path, [helper.make_node("Tile", ["c", "r"], ["t"], name="bomb"),
+                             helper.make_node("Add", ["x", "t"], ["y"])],
+                  [_x((2, 4))], (2, 4), [c, _ints("r", [1 << 20, 1 << 20])])
+    with pytest.raises(ModelFileError, match=r"node 'bomb' \(Tile\): Tile would have "
+                                             r"2199023255552 elements, above the cap"):
+        import_onnx(bomb)
