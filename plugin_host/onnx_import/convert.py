@@ -25,7 +25,8 @@ from abi.errors import PluginHostError
 
 from ..errors import ModelFileError, UnsupportedModelError
 from ..graph import Graph, Node
-from .fold import FOLDERS, fold
+from . import symbolic
+from .fold import FOLDERS, fold, int_vector
 from .reader import DEFAULT_READ_LIMITS, ONNX_DTYPES, ReadLimits, to_array
 
 __all__ = ["Importer", "ImportedModel", "onnx_to_graph", "DEFAULT_LAYOUTS"]
@@ -101,6 +102,7 @@ class Importer:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           0)
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
+        self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
         self.origin: dict[str, str] = {}           # ONNX constant -> name it descends from
         self.values: dict[str, str] = {}           # ONNX name -> graph tensor name
         self.types: dict[str, TensorType] = {}     # graph tensor name -> type
@@ -164,9 +166,24 @@ class Importer:
 
     def const(self, name: str, what: str = "input") -> np.ndarray:
         if name not in self.consts:
+            if name in self.sym:
+                raise self.unsupported(f"{what} {name!r} must be a constant (known at import), "
+                                       f"but it holds run-time dims: "
+                                       f"{symbolic.entries(self.sym[name])}")
             raise self.unsupported(f"{what} {name!r} must be a constant (known at import), but "
                                    f"it is computed at run time")
         return self.consts[name]
+
+    def shape_value(self, name: str, what: str) -> list:
+        """A 1-D integer input known at import as its entries: ints, and symbolic dims where it
+        was computed from a run-time shape (:mod:`.symbolic`)."""
+        if name in self.sym:
+            value = self.sym[name]
+            if value.ndim != 1:
+                raise ModelFileError(f"{what} must be a 1-D integer tensor, got shape "
+                                     f"{value.shape}")
+            return symbolic.entries(value)
+        return int_vector(self.const(name, what), what)
 
     def set_const(self, name: str, value: np.ndarray, origin: str | None = None) -> None:
         if value.dtype.kind not in "biuf" or dtypes.from_numpy(value.dtype) not in dtypes.DTYPES:
@@ -178,6 +195,8 @@ class Importer:
         if name in self.consts:
             a = self.consts[name]
             return TensorType(a.shape, dtypes.from_numpy(a.dtype))
+        if name in self.sym:
+            return TensorType(self.sym[name].shape, "int64")
         if name not in self.values:
             raise ModelFileError(f"tensor {name!r} is used before it is defined",
                                  node=self.node_name)
@@ -330,9 +349,11 @@ class Importer:
         if op == "Constant":
             return self._constant(node, attrs)
         if op == "Shape" and ins:  # of a run-time value or a folded one (dynamo: zeros)
-            shape = np.array(self.static_shape(ins[0]), dtype=np.int64)
-            start, end = attrs.get("start", 0), attrs.get("end", None)
-            return self.set_const(node.output[0], shape[start:end])
+            shape = self.type_of(ins[0]).shape
+            value = np.empty(len(shape), dtype=object)
+            value[:] = list(shape)
+            value = value[attrs.get("start", 0):attrs.get("end", None)]
+            return self._set_shape_value(node.output[0], value)
         if op in patterns and patterns[op](self, node, attrs, index):
             return
         if op in FOLDERS and ins and all(t == "" or t in self.consts for t in ins):
@@ -347,20 +368,43 @@ class Importer:
                 if o:
                     self.set_const(o, r, origin)
             return
+        if op in symbolic.OPS and mappers and any(t in self.sym for t in ins) and all(
+                t == "" or t in self.consts or t in self.sym for t in ins):
+            values = [self.sym.get(t, self.consts.get(t)) if t else None for t in ins]
+            try:
+                results = symbolic.evaluate(op, values, attrs, outputs=len(node.output),
+                                            cap=self.limits.max_tensor_elements)
+            except (ModelFileError, UnsupportedModelError) as exc:
+                raise type(exc)(exc.message, node=self.node_name, op=op) from None
+            for o, r in zip(node.output, results):
+                if o:
+                    self._set_shape_value(o, r)
+            return
         mapper = mappers.get(op)
         if mapper is None and op in FOLDERS:
             runtime = [t for t in ins if t and t not in self.consts]
+            dims = "".join(f"; {t!r} holds run-time dims {symbolic.entries(self.sym[t])}"
+                           for t in runtime if t in self.sym)
             raise self.unsupported(f"op {op!r} is supported only on constant inputs (folded at "
-                                   f"import), but {runtime} are computed at run time")
+                                   f"import), but {runtime} are computed at run time{dims}")
         if mapper is None:
-            raise self.unsupported(f"op {op!r} is not supported{self._also_unsupported(op, mappers, patterns)} "
-                                   f"(supported: {', '.join(sorted(mappers))}; on constants "
-                                   f"also {', '.join(sorted(set(FOLDERS) - set(mappers)))})")
+            others = self._also_unsupported(op, mappers, patterns)
+            raise self.unsupported(f"op {op!r} is not supported{others} (supported: "
+                                   f"{', '.join(sorted(mappers))}; on constants also "
+                                   f"{', '.join(sorted(set(FOLDERS) - set(mappers)))})")
         for t in ins:
-            if t and t not in self.consts and t not in self.values:
+            if t and t not in self.consts and t not in self.values and t not in self.sym:
                 raise ModelFileError(f"input {t!r} is used before it is defined",
                                      node=self.node_name, op=op)
         mapper(self, node, attrs)
+
+    def _set_shape_value(self, name: str, value: np.ndarray) -> None:
+        """A shape value: a constant when every entry is fixed, else a symbolic one."""
+        fixed = symbolic.resolved(value)
+        if fixed is not None:
+            self.set_const(name, fixed)
+        else:
+            self.sym[name] = value
 
     def _also_unsupported(self, op: str, mappers, patterns, shown: int = 8) -> str:
         """The model's other op types that no mapping takes, so that one build names them all:
@@ -441,6 +485,10 @@ class Importer:
             if vi.name in self.onnx_output_names:
                 raise UnsupportedModelError(f"graph output {vi.name!r} is listed twice")
             self.onnx_output_names.add(vi.name)
+            if vi.name in self.sym:
+                raise UnsupportedModelError(f"graph output {vi.name!r} is a shape holding "
+                                            f"run-time dims ({symbolic.entries(self.sym[vi.name])}"
+                                            f"), which the ABI's ops cannot compute")
             if vi.name not in self.consts and vi.name not in self.values:
                 raise ModelFileError(f"graph output {vi.name!r} is not produced by any node")
             g_name = self.tensor(vi.name)

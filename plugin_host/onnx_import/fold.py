@@ -81,8 +81,9 @@ def _squeeze(ins: Arrays, a: dict, cap: int) -> list:
 
 
 def reshape_target(shape: Sequence[int], in_shape: Sequence[int], allowzero: int) -> list[int]:
-    """ONNX Reshape's target with 0 ("copy this dim") resolved against ``in_shape``."""
-    target = int_vector(shape, "shape")
+    """ONNX Reshape's target with 0 ("copy this dim") resolved against ``in_shape``; ``shape``
+    is a constant, or a list of entries already read (ints and run-time dims)."""
+    target = list(shape) if isinstance(shape, list) else int_vector(shape, "shape")
     if not allowzero:
         target = [in_shape[i] if d == 0 and i < len(in_shape) else d for i, d in enumerate(target)]
     return target

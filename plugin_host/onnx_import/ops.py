@@ -21,6 +21,7 @@ from abi import dtypes
 from abi.ops.glue import scaled_size
 
 from ..errors import ModelFileError
+from . import symbolic
 from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
 
@@ -542,8 +543,15 @@ def _reshape_to(imp, node, x: str, shape: list) -> None:
 def _reshape(imp, node, attrs):
     _only(imp, attrs, {"allowzero": ...})
     x = node.input[0]
-    target = reshape_target(imp.const(node.input[1], "shape"), imp.type_of(x).shape,
+    in_shape = imp.type_of(x).shape
+    target = reshape_target(imp.shape_value(node.input[1], "shape"), in_shape,
                             attrs.get("allowzero", 0))
+    if any(type(d) is not int for d in target):  # computed from a run-time shape
+        written = symbolic.reshape_target(target, in_shape)
+        if written is None:
+            raise imp.unsupported(f"target shape {target} from input shape {in_shape} has more "
+                                  f"than one run-time dim")
+        target = written
     _reshape_to(imp, node, x, target)
 
 
@@ -782,15 +790,18 @@ def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None
     batch and channel axes must stay as they are."""
     scales, sizes = (_opt(node, i) for i in (2, 3))
     scales = imp.const(scales, "scales") if scales else None
-    sizes = imp.const(sizes, "sizes") if sizes else None
+    if sizes and sizes in imp.sym:  # from the input's shape: a run-time batch is kept
+        sizes = imp.sym[sizes]
+    else:
+        sizes = imp.const(sizes, "sizes") if sizes else None
     scales = None if scales is None or not scales.size else scales
     sizes = None if sizes is None or not sizes.size else sizes
     if (scales is None) == (sizes is None):
         raise imp.unsupported("needs exactly one of the scales and sizes inputs, non-empty")
     given = scales if sizes is None else sizes
     what = "scales" if sizes is None else "sizes"
-    if given.ndim != 1 or given.size != len(axes) or given.dtype.kind != ("f" if sizes is None
-                                                                         else "i"):
+    if given.ndim != 1 or given.size != len(axes) or given.dtype.kind not in (
+            "f" if sizes is None else "iO"):
         raise imp.unsupported(f"{what} {_few(given.ravel().tolist())} must be {len(axes)} "
                               f"{'floats' if sizes is None else 'integers'}, one per axis")
     full = [1.0] * len(shape) if sizes is None else list(shape)

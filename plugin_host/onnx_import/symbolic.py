@@ -1,0 +1,128 @@
+"""Shape arithmetic over run-time dims, evaluated at import.
+
+A model exported with a run-time batch (``dynamic_axes`` in torch's legacy exporter) computes
+its reshape targets from the input's shape: ``x.view(x.size(0), -1)`` becomes ``Shape -> Gather
+-> Unsqueeze -> Concat -> Reshape``. The shape holds a symbolic dim (``"batch"``), so the
+constant folder cannot evaluate it. Here such values are int64 vectors whose entries are ints
+or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index ops (Gather,
+Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast) move entries around with the
+folder's own code, and Mul, Add and Div combine them with the dims arithmetic. A value whose
+entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
+(Reshape's target, Resize's sizes, Expand's shape) read the entries; any other consumer sees a
+value computed at run time and refuses it, as before.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from abi.ops import dims
+
+from ..errors import ModelFileError, UnsupportedModelError
+from .fold import fold
+
+#: Ops evaluated on symbolic shape values (and constants).
+OPS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Identity", "Cast",
+                 "Mul", "Add", "Div"})
+
+_INT_CASTS = frozenset({6, 7})  # ONNX TensorProto.INT32, INT64
+
+
+def _entry(v):
+    """A numpy int as a Python int; a symbolic dim (str) as itself."""
+    return str(v) if isinstance(v, str) else int(v)  # numpy may hand back np.str_
+
+
+def _div(a, b):
+    """ONNX Div on int64: truncation; a symbolic dim is a size, never negative."""
+    if type(a) is int and type(b) is int:
+        if b == 0:
+            raise ModelFileError("integer division by zero in shape arithmetic")
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
+    if b == 0:
+        raise ModelFileError("integer division by zero in shape arithmetic")
+    return dims.floordiv(a, b)
+
+
+_ARITHMETIC = {"Mul": dims.mul, "Add": dims.add, "Div": _div}
+
+
+def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outputs: int,
+             cap: int) -> list[np.ndarray]:
+    """``op`` on ``values`` (int64 constants and object arrays of dims); object arrays out."""
+    if any(v is not None and v.dtype != object and v.dtype.kind not in "iu" for v in values):
+        raise UnsupportedModelError(f"{op} mixes a shape holding run-time dims with "
+                                    f"non-integer values")
+    if op == "Cast":
+        if attrs.get("to") not in _INT_CASTS:
+            raise UnsupportedModelError("a shape holding run-time dims cast to a non-integer "
+                                        "type")
+        return [values[0]]
+    if op in _ARITHMETIC:
+        fn = _ARITHMETIC[op]
+        a, b = values
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        if math.prod(shape) > cap:
+            raise ModelFileError(f"{op}'s broadcast result {shape} is above the {cap} element "
+                                 f"cap")
+        out = np.frompyfunc(lambda x, y: fn(_entry(x), _entry(y)), 2, 1)(
+            a.astype(object), b.astype(object))
+        return [_normalized(np.asarray(out, dtype=object))]
+    return [_normalized(r) for r in fold(op, list(values), attrs, outputs=outputs, cap=cap)]
+
+
+def _normalized(value: np.ndarray) -> np.ndarray:
+    """An object array of Python ints and symbolic dims (no numpy ints)."""
+    out = np.empty(value.size, dtype=object)
+    out[:] = [_entry(v) for v in value.reshape(-1)]
+    return out.reshape(value.shape)
+
+
+def resolved(value: np.ndarray) -> np.ndarray | None:
+    """``value`` as an int64 constant when none of its entries is symbolic, else None."""
+    entries = [_entry(v) for v in value.reshape(-1)]
+    if any(type(v) is str for v in entries):
+        return None
+    return np.array(entries, dtype=np.int64).reshape(value.shape)
+
+
+def entries(value: np.ndarray) -> list:
+    """The entries of a 1-D shape value: ints and symbolic dims."""
+    return [_entry(v) for v in value.reshape(-1)]
+
+
+def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
+    """A Reshape target holding symbolic dims as the ABI's ``reshape`` takes it (ints, at most
+    one -1), or None when it cannot be written so.
+
+    One symbolic entry becomes the -1 (a reshape keeps the element count, so it is inferred
+    right). Where the target's symbolic dims are exactly the input's (``x.view(x.size(0), -1)``)
+    the fixed parts must match: a -1 is then a fixed size, the input's fixed elements over the
+    target's, and without a -1 the fixed elements must be equal (ModelFileError otherwise).
+    """
+    target = list(target)
+    symbols = [d for d in target if type(d) is not int]
+    rest = list(in_shape)
+    for s in symbols:
+        if s not in rest:
+            break
+        rest.remove(s)
+    else:
+        if all(type(d) is int for d in rest):  # the symbols cancel: compare the fixed parts
+            numel = int(np.prod(rest, dtype=object))
+            known = int(np.prod([d for d in target if type(d) is int and d != -1],
+                                dtype=object))
+            if -1 in target and known > 0 and numel % known == 0:
+                target = [numel // known if d == -1 else d for d in target]
+                symbols = [d for d in target if type(d) is not int]
+            elif -1 in target or known != numel:
+                raise ModelFileError(f"cannot reshape {list(in_shape)} to {target}: the fixed "
+                                     f"dims hold {numel} elements per run-time one, the target "
+                                     f"{known}")
+    if len(symbols) > 1 or (symbols and -1 in target):
+        return None  # the ABI's reshape infers one dim; two run-time ones it cannot
+    return [-1 if type(d) is not int else d for d in target]

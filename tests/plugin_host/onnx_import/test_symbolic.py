@@ -1,0 +1,171 @@
+"""Shape arithmetic over a run-time batch: a model exported with a symbolic batch dim computes
+its reshape targets and resize sizes from ``x.shape`` (``Shape -> Gather -> Unsqueeze ->
+Concat``). The importer evaluates that chain with the batch kept symbolic, so the artifact
+takes any batch; what the ABI's ops cannot express is refused naming the node."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.onnx_import import import_onnx
+
+from .conftest import check_against_onnxruntime, import_and_load, onnx, torch
+
+F = torch.nn.functional
+
+
+class _View(torch.nn.Module):
+    def forward(self, x):
+        return x.view(x.size(0), -1) * 2.0
+
+
+class _Groups(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(x.shape[0], 2, -1).sum(-1)
+
+
+class _Tokens(torch.nn.Module):
+    def forward(self, x):
+        return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1, x.shape[1])
+
+
+class _Rows(torch.nn.Module):
+    out_dim = "rows"  # batch * 3
+
+    def forward(self, x):
+        return x.reshape(x.shape[0] * 3, 16) + 1.0
+
+
+class _Upsample(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 2, 1)
+
+    def forward(self, x):
+        return F.interpolate(self.conv(x), size=(6, 8), mode="bilinear")
+
+
+def _export(module, path, dynamo: bool):
+    x = torch.randn(2, 3, 4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            program = torch.onnx.export(module.eval(), (x,), dynamo=True, verbose=False,
+                                        input_names=["x"], output_names=["y"],
+                                        dynamic_shapes=({0: torch.export.Dim("batch")},))
+            program.save(str(path))
+        else:
+            torch.onnx.export(module.eval(), (x,), str(path), dynamo=False, input_names=["x"],
+                              output_names=["y"],
+                              dynamic_axes={"x": {0: "batch"},
+                                            "y": {0: getattr(module, "out_dim", "batch")}})
+    return path
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+@pytest.mark.parametrize("module", [_View, _Groups, _Tokens, _Rows, _Upsample],
+                         ids=["view", "groups", "tokens", "rows", "upsample"])
+def test_shapes_from_a_run_time_batch_import_and_take_any_batch(module, dynamo, tmp_path,
+                                                                 signer):
+    model = _export(module(), tmp_path / "m.onnx", dynamo)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert loaded.graph.inputs[0].shape == ("batch", 3, 4, 4)
+    rng = np.random.default_rng(0)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32)} for n in (1, 3, 5)])
+
+
+def _chain(tmp_path, tail, outputs):
+    """x (batch, 6, 4) -> Shape -> the nodes ``tail`` -> ``outputs``."""
+    helper, tp = onnx.helper, onnx.TensorProto
+
+    def ints(name, values):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, tp.INT64, [len(values)], values))
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]), ints("i0", [0]), ints("i1", [1]),
+             ints("minus", [-1]), ints("three", [3]),
+             helper.make_node("Gather", ["shape", "i0"], ["b"], axis=0),
+             helper.make_node("Gather", ["shape", "i1"], ["c"], axis=0), *tail]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", tp.FLOAT, ["batch", 6, 4])], outputs)
+    path = tmp_path / "c.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_arithmetic_on_run_time_and_fixed_dims(tmp_path, signer):
+    """(b, c * 4 // 2) with c fixed: the Mul and Div fold to 12, the batch stays the -1."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Mul", ["c", "three"], ["c3"]),
+            helper.make_node("Div", ["c3", "three"], ["c1"]),
+            helper.make_node("Mul", ["c1", "three"], ["c9"]),  # 18
+            helper.make_node("Concat", ["b", "c9"], ["target"], axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"], name="r")]
+    with pytest.raises(ModelFileError, match=r"cannot reshape \['batch', 6, 4\] to \['batch', "
+                       r"18\]: the fixed dims hold 24 elements per run-time one, the target 18"):
+        import_onnx(_chain(tmp_path, tail, [helper.make_tensor_value_info(
+            "y", tp.FLOAT, ["batch", 18])]))
+    tail[2] = helper.make_node("Mul", ["c1", "i1"], ["c9"])  # 6 * 1 ... * 4 // 6 below
+    tail.insert(3, helper.make_node("Concat", ["b", "minus", "c9"], ["t3"], axis=0))
+    tail[-1] = helper.make_node("Reshape", ["x", "t3"], ["y"], name="r")
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
+                                                                  ["batch", 4, 6])])
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    assert [n.attrs["shape"] for n in loaded.graph.nodes if n.op == "reshape"] == [(-1, 4, 6)]
+    rng = np.random.default_rng(1)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 4)])
+
+
+def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Mul", ["b", "three"], ["b3"]),
+            helper.make_node("Concat", ["b3", "minus"], ["target"], axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"], name="rows")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 8])])
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert info.value.node == "rows"
+    assert "['batch*3', -1]" in str(info.value) and "run-time dim" in str(info.value)
+
+
+def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(tmp_path):
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Concat", ["b", "c"], ["dims"], axis=0),
+            helper.make_node("ConstantOfShape", ["dims"], ["y"], name="zeros")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
+                                                                  ["batch", 6])])
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert info.value.node == "zeros" and "holds run-time dims ['batch', 6]" in str(info.value)
+
+
+def test_shape_arithmetic_is_capped_like_constant_folding(tmp_path):
+    """A hostile chain broadcasting the run-time shape against a large constant is refused
+    before it builds a huge object array."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    big = helper.make_tensor("big", tp.INT64, [1, 1 << 12], [1] * (1 << 12))
+    tail = [helper.make_node("Unsqueeze", ["shape", "i1"], ["col"]),  # (3, 1)
+            helper.make_node("Mul", ["col", "big"], ["y"], name="bomb")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.INT64, [3, 1 << 12])])
+    m = onnx.load(model)
+    m.graph.initializer.append(big)
+    onnx.save(m, model)
+    from plugin_host.onnx_import import ReadLimits
+    with pytest.raises(ModelFileError) as info:
+        import_onnx(model, limits=ReadLimits(max_tensor_elements=1 << 12))
+    assert info.value.node == "bomb" and "cap" in str(info.value)
+
+
+def test_a_shape_as_graph_output_is_refused_saying_why(tmp_path):
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Identity", ["shape"], ["y"])]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.INT64, [3])])
+    with pytest.raises(UnsupportedModelError, match=r"graph output 'y' is a shape holding "
+                       r"run-time dims \(\['batch', 6, 4\]\)"):
+        import_onnx(model)
