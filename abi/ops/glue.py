@@ -604,14 +604,14 @@ numeric, the output of its dtype{extra}.""") for name, what, extra in (
         "keepdim": AttrSpec("bool", False),
     }, _reduce, doc="""\
 The index of the largest value along axis, int64 (the first one on ties, as numpy, torch and
-ONNX with select_last_index=0); keepdim keeps the axis as size 1; x numeric; an axis of size 0
-is refused."""),
+ONNX with select_last_index=0; a nan counts as the largest, so the first nan wins, as in numpy
+and torch); keepdim keeps the axis as size 1; x numeric; an axis of size 0 is refused."""),
     OpDef("argmin", 1, ("x",), ("y",), {
         "axis": AttrSpec("int", 0),
         "keepdim": AttrSpec("bool", False),
     }, _reduce, doc="""\
-The index of the smallest value along axis, int64 (the first one on ties); otherwise as
-argmax."""),
+The index of the smallest value along axis, int64 (the first one on ties; a nan counts as
+the smallest, the first nan wins); otherwise as argmax."""),
     OpDef("resize", 1, ("x",), ("y",), {
         "size": AttrSpec("ints", check=_POSITIVE_INTS),
         "scales": AttrSpec("floats", None, check=_scales),

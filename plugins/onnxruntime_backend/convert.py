@@ -304,9 +304,18 @@ def _reduce(op_type: str) -> Converter:
 
 
 def _arg(op_type: str) -> Converter:
+    """ArgMax/ArgMin; on floats the first nan along the axis wins, as in numpy and torch
+    (onnxruntime's own kernel skips a nan unless it comes first)."""
     def convert(e, node, ins, outs, a):
-        e.op(op_type, ins, outs, axis=int(a["axis"]), keepdims=int(a["keepdim"]),
-             select_last_index=0)
+        keep = dict(axis=int(a["axis"]), keepdims=int(a["keepdim"]), select_last_index=0)
+        if e.types[ins[0]].dtype not in ("float32", "float16", "float64"):
+            e.op(op_type, ins, outs, **keep)
+            return
+        nan = e.op("Cast", e.op("IsNaN", ins), to=onnx.TensorProto.INT32)
+        first_nan = e.op("ArgMax", nan, **keep)
+        has_nan = e.op("Cast", e.op("ReduceMax", [nan[0], e.const([keep["axis"]], np.int64)],
+                                    keepdims=keep["keepdims"]), to=onnx.TensorProto.BOOL)
+        e.op("Where", has_nan + first_nan + e.op(op_type, ins, **keep), outs)
     return convert
 
 

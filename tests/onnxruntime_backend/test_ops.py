@@ -490,3 +490,19 @@ def test_zero_d_results_are_arrays(graph, feed):
     assert_same(graph, feed)
     got = Executor(graph, NumpyBackend()).run(feed)["y0"]
     assert type(got) is np.ndarray and got.shape == ()
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_arg_extremes_take_the_first_nan_on_both_backends(op, keepdim):
+    """numpy and torch take the first nan along the axis as the extreme; onnxruntime's own
+    kernel skips a nan unless it comes first. Both backends answer as torch does."""
+    torch = pytest.importorskip("torch")
+    nan = np.nan
+    x = np.array([[1, nan, 0, 2], [nan, 1, 0, 2], [1, 0, 2, nan], [3, 1, 4, 1],
+                  [nan, nan, 1, 0], [-np.inf, 1, np.inf, 0]], np.float32)
+    graph, _ = single(op, (6, 4), axis=1, keepdim=keepdim)
+    want = getattr(torch, op)(torch.from_numpy(x), dim=1, keepdim=keepdim).numpy()
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        got = Executor(graph, backend).run({"x": x})["y0"]
+        np.testing.assert_array_equal(got, want, err_msg=backend.name)
