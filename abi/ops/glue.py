@@ -367,6 +367,9 @@ def _pad(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(tuple(shape), x.dtype)]
 
 
+_EXTREME = "; nan if any reduced element is nan; an axis of size 0 is refused"
+
+
 def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
@@ -597,8 +600,7 @@ Mean over axes (non-empty, distinct; negative allowed); keepdim keeps them as si
 numeric, the output of its dtype{extra}.""") for name, what, extra in (
         ("sum", "Sum", " (numpy's sum, kept in that dtype)"),
         ("prod", "Product", " (numpy's prod, kept in that dtype; 1 over an axis of size 0)"),
-        ("amax", "Maximum", "; an axis of size 0 is refused"),
-        ("amin", "Minimum", "; an axis of size 0 is refused"))),
+        ("amax", "Maximum", _EXTREME), ("amin", "Minimum", _EXTREME))),
     OpDef("argmax", 1, ("x",), ("y",), {
         "axis": AttrSpec("int", 0),
         "keepdim": AttrSpec("bool", False),
@@ -638,10 +640,11 @@ up), clamped into the input; linear interpolates between the two neighbours alon
         "dilation": AttrSpec("ints", check=_POSITIVE_INTS),
         "ceil_mode": AttrSpec("bool", False),
     }, _pool, doc="""\
-Max pooling over 1 or 2 spatial axes of x (N, C, L) or (N, C, H, W), torch semantics;
-padding is one [before, after] pair per spatial axis (implicit -inf), each at most
-kernel_size // 2. Output length floor((L + before + after - dilation*(k-1) - 1)/stride) + 1,
-or with ceil_mode rounded up unless the last window would start in the trailing padding."""),
+Max pooling over 1 or 2 spatial axes of x (N, C, L) or (N, C, H, W), torch semantics (a
+window holding a nan gives nan); padding is one [before, after] pair per spatial axis
+(implicit -inf), each at most kernel_size // 2. Output length floor((L + before + after -
+dilation*(k-1) - 1)/stride) + 1, or with ceil_mode rounded up unless the last window would
+start in the trailing padding."""),
     OpDef("avg_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),

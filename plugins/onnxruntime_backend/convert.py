@@ -31,6 +31,8 @@ from abi.errors import BackendError
 #: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18).
 OPSET = 18
 
+_FLOATS = frozenset({"float16", "float32", "float64"})
+
 
 def onnx_dtype(name: str) -> int:
     """The ONNX element type of an ABI dtype name."""
@@ -308,7 +310,7 @@ def _arg(op_type: str) -> Converter:
     (onnxruntime's own kernel skips a nan unless it comes first)."""
     def convert(e, node, ins, outs, a):
         keep = dict(axis=int(a["axis"]), keepdims=int(a["keepdim"]), select_last_index=0)
-        if e.types[ins[0]].dtype not in ("float32", "float16", "float64"):
+        if e.types[ins[0]].dtype not in _FLOATS:
             e.op(op_type, ins, outs, **keep)
             return
         nan = e.op("Cast", e.op("IsNaN", ins), to=onnx.TensorProto.INT32)
@@ -403,6 +405,25 @@ def avg_pool(e, node, ins, outs, a):
          count_include_pad=int(a["count_include_pad"]), ceil_mode=int(a["ceil_mode"]))
 
 
+def _nan_wins(convert: Converter, over_mask: Converter) -> Converter:
+    """``convert`` with nan wherever its reduced axes or pooling window hold a nan, as numpy
+    and torch give (onnxruntime's ReduceMax/ReduceMin/MaxPool kernels skip a nan):
+    ``over_mask`` runs the same reduction, as a max, over the input's IsNaN mask."""
+    def wrapped(e, node, ins, outs, a):
+        dtype = e.types[ins[0]].dtype
+        if dtype not in _FLOATS:
+            convert(e, node, ins, outs, a)
+            return
+        mask = e.op("Cast", e.op("IsNaN", ins[:1]), to=onnx_dtype(dtype))
+        seen = [e.fresh()]
+        over_mask(e, node, mask + list(ins[1:]), seen, a)
+        plain = [e.fresh()]
+        convert(e, node, ins, plain, a)
+        e.op("Where", e.op("Cast", seen, to=onnx.TensorProto.BOOL)
+             + [e.const(np.nan, dtypes.to_numpy(dtype))] + plain, outs)
+    return wrapped
+
+
 #: op name (version 1) -> converter(emitter, node, input names, output names, attrs)
 CONVERTERS: dict[str, Converter] = {
     "conv": conv, "conv_transpose": conv_transpose, "batchnorm": batchnorm,
@@ -425,7 +446,8 @@ CONVERTERS: dict[str, Converter] = {
     "ceil": _simple("Ceil"), "round": _simple("Round"),
     "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
     "matmul": _simple("MatMul"), "mean": _reduce("ReduceMean"), "cast": cast, "clip": clip,
-    "sum": _reduce("ReduceSum"), "amax": _reduce("ReduceMax"), "amin": _reduce("ReduceMin"),
+    "sum": _reduce("ReduceSum"), "amax": _nan_wins(_reduce("ReduceMax"), _reduce("ReduceMax")),
+    "amin": _nan_wins(_reduce("ReduceMin"), _reduce("ReduceMax")),
     "argmax": _arg("ArgMax"),
     "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"),
     "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
@@ -434,7 +456,8 @@ CONVERTERS: dict[str, Converter] = {
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
-    "slice": slice_, "split": split, "pad": pad, "max_pool": max_pool, "avg_pool": avg_pool,
+    "slice": slice_, "split": split, "pad": pad, "max_pool": _nan_wins(max_pool, max_pool),
+    "avg_pool": avg_pool,
     "resize": resize,
     "gather": gather, "expand": _ints_input("Expand", "shape"),
     "tile": _ints_input("Tile", "repeats"),

@@ -506,3 +506,29 @@ def test_arg_extremes_take_the_first_nan_on_both_backends(op, keepdim):
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         got = Executor(graph, backend).run({"x": x})["y0"]
         np.testing.assert_array_equal(got, want, err_msg=backend.name)
+
+
+@pytest.mark.parametrize("op, shape, attrs, reference", [
+    ("amax", (6, 4), {"axes": [1]}, lambda t: t.amax(1)),
+    ("amin", (6, 4), {"axes": [1], "keepdim": True}, lambda t: t.amin(1, keepdim=True)),
+    ("amax", (6, 4), {"axes": [0, 1]}, lambda t: t.amax((0, 1))),
+    ("max_pool", (1, 1, 4, 6), {"kernel_size": [2, 2], "stride": [2, 2], "padding": PAD1,
+                                "dilation": [1, 1]},
+     lambda t: torch_f().max_pool2d(t, 2, 2, padding=1)),
+], ids=["amax", "amin_keepdim", "amax_all", "max_pool_padded"])
+def test_max_and_min_reductions_propagate_nan_on_both_backends(op, shape, attrs, reference):
+    """A nan in the reduced axes or the pooling window gives nan, as numpy and torch do;
+    onnxruntime's ReduceMax/ReduceMin/MaxPool kernels skip it."""
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[[1, 9, 14]] = np.nan
+    graph, _ = single(op, shape, **attrs)
+    want = reference(torch.from_numpy(x)).numpy()
+    assert np.isnan(want).any()
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        got = Executor(graph, backend).run({"x": x})["y0"]
+        np.testing.assert_array_equal(got, want, err_msg=backend.name)
+
+
+def torch_f():
+    return pytest.importorskip("torch").nn.functional
