@@ -285,10 +285,15 @@ def _scalar(e, x, value):
 
 
 def clip(e, node, ins, outs, a):
-    x = ins[0]
-    lo = _scalar(e, x, a["min"]) if a["min"] is not None else None
-    hi = _scalar(e, x, a["max"]) if a["max"] is not None else None
-    e.op("Clip", [x, lo, hi], outs)
+    """Clip with both bounds; one bound alone is Max or Min, since onnxruntime's Clip fills a
+    missing bound with the dtype's largest finite value and so clamps inf (numpy keeps it)."""
+    x, lo, hi = ins[0], a["min"], a["max"]
+    if lo is not None and hi is not None:
+        e.op("Clip", [x, _scalar(e, x, lo), _scalar(e, x, hi)], outs)
+    elif lo is not None or hi is not None:
+        e.op("Max" if hi is None else "Min", [x, _scalar(e, x, hi if lo is None else lo)], outs)
+    else:
+        e.op("Identity", [x], outs)
 
 
 def _alpha(op_type: str, *names: str) -> Converter:
