@@ -87,7 +87,7 @@ class NumpyBackend:
                                node=node.name)
         consts, types = _padded(node, consts, types)
         fn = factory(dict(node.attrs), consts, types, f"node {node.name!r}")
-        multi = len(node.outputs) > 1
+        multi = len(node.outputs) > 1 or get_op(node.op, node.version).variadic_outputs
         if any(not t.shape for t in infer_shapes(get_op(node.op, node.version), types,
                                                   node.attrs)):
             fn = _zero_d_arrays(fn, multi)

@@ -246,6 +246,7 @@ CASES = {
     "slice": lambda: single("slice", (5, 6, 7), starts=[4, -2, 1], ends=[0, 100, -1],
                            axes=[0, 2, 1], steps=[-2, 1, 2]),
     "split": lambda: single("split", (2, 7), axis=1, sizes=[3, 0, 4]),
+    "split_one": lambda: single("split", (2, 7), axis=1, sizes=[7]),  # ONNX Split, one output
     "gather_scalar": lambda: single("gather", (2, 5, 3), np.array(4), axis=1),
     "gather_2d_indices": lambda: single("gather", ("batch", 5, 3), np.array([[2, 0], [2, 4]]),
                                         axis=-2),
