@@ -7,11 +7,13 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are three tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are four tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip) and ``math`` (Elu, LeakyRelu,
-HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round).
+HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round)
+and ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
+LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin).
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
@@ -46,6 +48,7 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -751,14 +754,36 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             c = torch.where(x > 0.0, torch.pow(x, 2.0), torch.maximum(torch.exp(-x), x))
             return torch.round(a * 4.0) / 4.0 + b - torch.minimum(c, torch.erf(x))
 
+    class Shapes(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 4, 1)
+            self.lstm = torch.nn.LSTM(4, 3, batch_first=True)
+
+        def forward(self, x, h0, c0):
+            f = torch.nn.functional
+            y = f.pixel_shuffle(f.interpolate(self.conv(x), scale_factor=2.0, mode="bilinear"), 2)
+            y = f.log_softmax(y.view(y.size(0), 16, 16), -1)
+            out, _ = self.lstm(y[:, 0:3, 0:4], (h0, c0))
+            z = torch.sin(out[:, -1]) + y[:, 1, :3] * torch.linalg.vector_norm(out, dim=1)
+            return z.repeat(1, 2) + torch.argmin(y[:, 2], -1, keepdim=True).float()
+
     torch.manual_seed(0)
+    shapes = folder / "shapes.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Shapes().eval(), (torch.randn(1, 2, 4, 4), torch.zeros(1, 1, 3),
+                                            torch.zeros(1, 1, 3)), str(shapes), dynamo=False,
+                          input_names=["x", "h0", "c0"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "h0": {1: "batch"},
+                                        "c0": {1: "batch"}, "y": {0: "batch"}})
     math_ = export(Math(), [torch.randn(1, 2, 4, 4)], folder / "math.onnx", dynamo=False,
                    input_names=["x"], output_names=["y"])
     net = export(Net(), [torch.randn(1, 2, 4, 4), torch.tensor([[1, 3]])], folder / "net.onnx",
                  dynamo=False, fold=False, input_names=["x", "ids"], output_names=["y"])
     glue = export(Glue(), [torch.randn(1, 2, 4, 4)], folder / "glue.onnx", dynamo=False,
                   input_names=["x"], output_names=["y"])
-    return {"net": str(net), "glue": str(glue), "math": str(math_)}
+    return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes)}
 
 
 @pytest.fixture(scope="module")
