@@ -156,6 +156,7 @@ def mod(a, b, *, fmod):
     return _mod(a, b, fmod)
 
 
+@_ieee
 def matmul(a, b):
     return np.matmul(a, b)
 

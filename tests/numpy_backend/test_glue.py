@@ -273,6 +273,16 @@ def test_matmul_batched():
     np.testing.assert_allclose(y, torch.matmul(t(a), t(b)).numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_matmul_gives_ieee_results_without_warnings():
+    big = np.finfo(np.float32).max
+    a = np.array([[big, 1, 0, 0], [np.inf, 0, 1, 1], [1e-45, 2, -0.0, 3]], np.float32)
+    b = np.array([[2, 0], [1, 1], [-1, 2], [0.5, 3]], np.float32)  # big * 2, inf * 0
+    with np.errstate(all="raise"):
+        (y,) = run_op("matmul", [a, b])
+    np.testing.assert_allclose(y, torch.matmul(t(a), t(b)).numpy(), rtol=1e-6, equal_nan=True)
+    assert np.isinf(y[0, 0]) and np.isnan(y[1, 1])
+
+
 def test_mean_and_cast():
     (y,) = run_op("mean", [X], axes=[2, 3], keepdim=True)
     np.testing.assert_allclose(y, t(X).mean(dim=(2, 3), keepdim=True).numpy(), rtol=1e-5, atol=1e-6)
