@@ -18,6 +18,7 @@ import numpy as np
 from abi import dtypes
 from abi.ops.glue import scaled_size
 
+from .einsum import einsum
 from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
 
@@ -822,3 +823,6 @@ def _space_to_depth(imp, node, attrs):
         raise imp.unsupported(f"spatial dims {h}x{w} are not multiples of blocksize {b}")
     _rearrange(imp, node, [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4],
                [n, c * b * b, h // b, w // b])
+
+
+MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
