@@ -189,6 +189,13 @@ def _reduce(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(shape, "int64" if arg else x.dtype)]
 
 
+def _cumsum(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    need_numeric(op.name, "x", x)
+    need_axis(op.name, attrs["axis"], need_rank(op.name, "x", x, at_least=1))
+    return [x]
+
+
 # --- shape plumbing ----------------------------------------------------------------------------
 
 
@@ -543,6 +550,16 @@ is refused."""),
     }, _reduce, doc="""\
 The index of the smallest value along axis, int64 (the first one on ties); otherwise as
 argmax."""),
+    OpDef("cumsum", 1, ("x",), ("y",), {
+        "axis": AttrSpec("int"),
+        "exclusive": AttrSpec("bool", False),
+        "reverse": AttrSpec("bool", False),
+    }, _cumsum, doc="""\
+Running sum along axis (ONNX CumSum, torch.cumsum), accumulated in x's dtype from the first
+element on (integers wrap; float32 sums in float32, as onnxruntime; torch accumulates float32
+in float64 on the CPU, which differs where a partial sum overflows); exclusive leaves each
+element out of its own sum (the first is 0); reverse sums from the last element back; x
+numeric of rank >= 1."""),
     OpDef("resize", 1, ("x",), ("y",), {
         "size": AttrSpec("ints", check=_POSITIVE_INTS),
         "scales": AttrSpec("floats", None, check=_scales),

@@ -646,6 +646,29 @@ def _arg(imp, node, attrs):
              {"axis": attrs.get("axis", 0), "keepdim": bool(attrs.get("keepdims", 1))})
 
 
+def _flags(imp, attrs: dict, defaults: dict[str, int]) -> dict[str, bool]:
+    """0/1 attributes (``defaults``: name -> ONNX's default) as bools; another value is
+    refused."""
+    _only(imp, attrs, dict.fromkeys(defaults, ...))
+    out = {}
+    for name, default in defaults.items():
+        value = attrs.get(name, default)
+        if value not in (0, 1):
+            raise imp.unsupported(f"attribute {name}={value!r} must be 0 or 1")
+        out[name] = bool(value)
+    return out
+
+
+@maps("CumSum")
+def _cumsum(imp, node, attrs):
+    """torch.cumsum; the axis input must be a constant."""
+    flags = _flags(imp, attrs, {"exclusive": 0, "reverse": 0})
+    x = node.input[0]
+    axis = one_value(imp.const(node.input[1], "axis"), "axis").item()
+    axis_in(axis, len(imp.type_of(x).shape))
+    imp.emit("cumsum", [imp.tensor(x)], [node.output[0]], {"axis": axis, **flags})
+
+
 @maps("GlobalAveragePool")
 def _global_avg(imp, node, attrs):
     _only(imp, attrs, {})

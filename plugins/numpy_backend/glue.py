@@ -203,6 +203,17 @@ def argmin(x, *, axis, keepdim):
     return np.argmin(x, axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
 
 
+@_ieee
+def cumsum(x, *, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis, dtype=x.dtype)  # sequential, in x's dtype
+    if exclusive:  # shift by one: 0, x0, x0 + x1, ...
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis=axis)),
+                            np.take(y, range(y.shape[axis] - 1), axis=axis)], axis=axis)
+    return np.ascontiguousarray(np.flip(y, axis) if reverse else y)
+
+
 def cast(x, *, dtype):
     return x.astype(dtypes.to_numpy(dtype))
 

@@ -469,3 +469,48 @@ def test_sum_and_mean_give_ieee_results_without_warnings():
         (m,) = run_op("mean", [x], axes=[1])
     np.testing.assert_allclose(s, t(x).sum(dim=1).numpy(), rtol=1e-6, equal_nan=True)
     np.testing.assert_allclose(m, t(x).mean(dim=1).numpy(), rtol=1e-6, equal_nan=True)
+
+
+def _torch_cumsum(a, axis, exclusive, reverse):
+    """torch.cumsum in a's dtype, with flip for reverse and a shift by one for exclusive."""
+    x = t(a)
+    if reverse:
+        x = torch.flip(x, [axis])
+    y = torch.cumsum(x, axis, dtype=x.dtype)
+    if exclusive:
+        y = torch.cat([torch.zeros_like(y.narrow(axis, 0, 1)),
+                       y.narrow(axis, 0, y.shape[axis] - 1)], axis)
+    return (torch.flip(y, [axis]) if reverse else y).numpy()
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumsum_as_torch(axis, exclusive, reverse):
+    for a in (X[0], RNG.integers(-1000, 1000, (4, 6)), RNG.integers(-9, 9, (3, 5), np.int32)):
+        (y,) = run_op("cumsum", [a], axis=axis, exclusive=exclusive, reverse=reverse)
+        want = _torch_cumsum(a, axis, exclusive, reverse)
+        assert y.dtype == a.dtype and y.shape == a.shape
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(False, False), (True, True)])
+def test_cumsum_gives_ieee_results_without_warnings_as_torch(exclusive, reverse):
+    big = np.finfo(np.float32).max
+    # overflow to inf, inf - inf, nan, denormals; no partial sum comes back from beyond float32
+    # (torch accumulates float32 in float64 on the CPU, onnxruntime and this kernel in float32)
+    x = np.array([[big, big, 1, -1], [np.inf, -np.inf, 1, 2], [np.nan, 1, 2, 3],
+                  [1e-45, 1e-45, -0.0, -0.0], [-big, -1e38, 5, 0]], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("cumsum", [x], axis=1, exclusive=exclusive, reverse=reverse)
+    np.testing.assert_allclose(y, _torch_cumsum(x, 1, exclusive, reverse), rtol=1e-6,
+                               equal_nan=True)
+    if not reverse:
+        assert np.isinf(y[0, 1:]).all() and np.isnan(y[1, 2:]).all()
+
+
+def test_integer_cumsum_wraps_in_its_dtype():
+    a = np.array([2**31 - 1, 1, 5], np.int32)
+    (y,) = run_op("cumsum", [a], axis=0)
+    np.testing.assert_array_equal(y, _torch_cumsum(a, 0, False, False))
+    assert y.dtype == np.int32 and y[1] == -2**31
