@@ -18,6 +18,7 @@ import numpy as np
 from abi import dtypes
 from abi.ops.glue import scaled_size
 
+from ..errors import ModelFileError
 from .einsum import einsum
 from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
@@ -649,7 +650,6 @@ def _arg(imp, node, attrs):
 def _flags(imp, attrs: dict, defaults: dict[str, int]) -> dict[str, bool]:
     """0/1 attributes (``defaults``: name -> ONNX's default) as bools; another value is
     refused."""
-    _only(imp, attrs, dict.fromkeys(defaults, ...))
     out = {}
     for name, default in defaults.items():
         value = attrs.get(name, default)
@@ -662,11 +662,37 @@ def _flags(imp, attrs: dict, defaults: dict[str, int]) -> dict[str, bool]:
 @maps("CumSum")
 def _cumsum(imp, node, attrs):
     """torch.cumsum; the axis input must be a constant."""
+    _only(imp, attrs, {"exclusive": ..., "reverse": ...})
     flags = _flags(imp, attrs, {"exclusive": 0, "reverse": 0})
     x = node.input[0]
     axis = one_value(imp.const(node.input[1], "axis"), "axis").item()
     axis_in(axis, len(imp.type_of(x).shape))
     imp.emit("cumsum", [imp.tensor(x)], [node.output[0]], {"axis": axis, **flags})
+
+
+@maps("TopK")
+def _topk(imp, node, attrs):
+    """torch.topk: values and int64 indices; k must be a constant. sorted=0 leaves the order
+    open in ONNX: the sorted one is taken where the order cannot reach a graph output as it is
+    (onnxruntime's differs, so the build's comparison refuses a model whose outputs depend on
+    that order further down)."""
+    _only(imp, attrs, {"axis": ..., "largest": ..., "sorted": ...})
+    flags = _flags(imp, attrs, {"largest": 1, "sorted": 1})
+    direct = [o for o in node.output if o in imp.graph_outputs]
+    if not flags["sorted"] and direct:
+        raise imp.unsupported(f"sorted=0 with {direct} graph output(s): the order of an "
+                              f"unsorted result is onnxruntime's own (only the sorted one is "
+                              f"computed)")
+    x = node.input[0]
+    k = one_value(imp.const(node.input[1], "k"), "k").item()
+    if type(k) is not int or k < 0:
+        raise ModelFileError(f"k must be an integer >= 0, got {k!r}")
+    if k == 0:
+        raise imp.unsupported("k=0 (an empty result) is not supported")
+    axis = attrs.get("axis", -1)
+    axis_in(axis, len(imp.type_of(x).shape))
+    imp.emit("topk", [imp.tensor(x)], [o or None for o in node.output],
+             {"k": k, "axis": axis, "largest": flags["largest"]})
 
 
 @maps("GlobalAveragePool")

@@ -214,6 +214,22 @@ def cumsum(x, *, axis, exclusive, reverse):
     return np.ascontiguousarray(np.flip(y, axis) if reverse else y)
 
 
+def topk(x, *, k, axis, largest):
+    """Sorted by a stable sort, so equal values keep their order (lower index first); nan
+    counts as above every number, as onnxruntime."""
+    if k > x.shape[axis]:  # a symbolic dim bound smaller than k
+        raise ShapeError(f"topk: k={k} is larger than axis {axis} of x shape {x.shape}",
+                         where="topk", expected=k, got=x.shape)
+    if x.dtype.kind == "f" and largest:  # nan first, then descending
+        order = np.lexsort((np.negative(x), ~np.isnan(x)), axis=axis)
+    elif largest:  # ~x reverses the order of any integer without overflow (-x would not)
+        order = np.argsort(np.invert(x), axis=axis, kind="stable")
+    else:  # ascending, nan last
+        order = np.argsort(x, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis).astype(np.int64, copy=False)
+    return np.take_along_axis(x, indices, axis=axis), indices
+
+
 def cast(x, *, dtype):
     return x.astype(dtypes.to_numpy(dtype))
 

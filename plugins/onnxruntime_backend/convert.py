@@ -405,6 +405,8 @@ CONVERTERS: dict[str, Converter] = {
     "cumsum": lambda e, n, i, o, a: e.op("CumSum", [i[0], e.const(a["axis"], np.int64)], o,
                                          exclusive=int(a["exclusive"]),
                                          reverse=int(a["reverse"])),
+    "topk": lambda e, n, i, o, a: e.op("TopK", [i[0], e.const([a["k"]], np.int64)], o,
+                                       axis=a["axis"], largest=int(a["largest"]), sorted=1),
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),

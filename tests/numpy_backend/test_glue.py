@@ -7,6 +7,7 @@ import torch.nn.functional as TF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from abi.errors import ShapeError
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
@@ -514,3 +515,42 @@ def test_integer_cumsum_wraps_in_its_dtype():
     (y,) = run_op("cumsum", [a], axis=0)
     np.testing.assert_array_equal(y, _torch_cumsum(a, 0, False, False))
     assert y.dtype == np.int32 and y[1] == -2**31
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("axis, k", [(-1, 3), (0, 2), (1, 5), (2, 1)])
+def test_topk_as_torch(axis, k, largest):
+    distinct = RNG.permutation(2 * 5 * 7).reshape(2, 5, 7)  # no ties: indices are defined
+    for a in (distinct.astype(np.float32) / 7, distinct.astype(np.int32) - 30, distinct):
+        values, indices = run_op("topk", [a], k=k, axis=axis, largest=largest)
+        want = torch.topk(t(a), k, dim=axis, largest=largest)
+        assert values.dtype == a.dtype and indices.dtype == np.int64
+        np.testing.assert_array_equal(values, want.values.numpy())
+        np.testing.assert_array_equal(indices, want.indices.numpy())
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_ties_nan_and_integer_extremes_as_torch_stable_sort(largest):
+    """Equal values lower index first and nan above every number: torch's stable sort (what
+    onnxruntime's TopK gives, see the onnxruntime backend and import tests)."""
+    i32 = np.iinfo(np.int32)
+    for a in (np.array([[3, 1, 1, np.nan, -0.0, 0.0, np.nan, -np.inf, np.inf, 3]], np.float32),
+              np.array([[i32.min, 5, i32.max, 5, i32.min, -1, 0, i32.max]], np.int32),
+              RNG.integers(0, 3, (4, 9))):
+        k = a.shape[1] - 1
+        values, indices = run_op("topk", [a], k=k, largest=largest)
+        want = torch.sort(t(a), dim=-1, descending=largest, stable=True)
+        np.testing.assert_array_equal(values, want.values.numpy()[:, :k])
+        np.testing.assert_array_equal(indices, want.indices.numpy()[:, :k])
+
+
+def test_topk_k_above_a_run_time_dim_is_a_shape_error():
+    b = GraphBuilder("topk")
+    x = b.input("x", (2, "L"), "float32", "ANY")
+    values, indices = b.op("topk", x, name="n", k=3)
+    b.output(values, "v", "ANY")
+    b.output(indices, "i", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    assert ex.run({"x": np.ones((2, 3), np.float32)})["i"].tolist() == [[0, 1, 2]] * 2
+    with pytest.raises(ShapeError, match=r"topk: k=3 is larger than axis -1 of x shape \(2, 2\)"):
+        ex.run({"x": np.ones((2, 2), np.float32)})

@@ -240,6 +240,14 @@ CASES = {
                                                reverse=True),
     "cumsum_int32": lambda: single("cumsum", (4, 3), in_dtype="int32", axis=0, exclusive=True,
                                    feed={"x": np.array([[2**31 - 1, 0, -5]] * 4, np.int32)}),
+    "topk": lambda: single("topk", (3, 6, 2), k=4, axis=1),
+    "topk_smallest_ties_nan": lambda: single("topk", (2, 6), k=5, largest=False, feed={
+        "x": np.array([[3, 1, 1, np.nan, -0.0, 0.0], [np.nan, 2, np.inf, np.nan, 2, -np.inf]],
+                      np.float32)}),
+    "topk_largest_ties_nan": lambda: single("topk", (2, 6), k=6, feed={
+        "x": np.array([[3, 1, 1, np.nan, -0.0, 0.0], [np.nan, 2, np.inf, np.nan, 2, -np.inf]],
+                      np.float32)}),
+    "topk_int64": lambda: single("topk", (4, 5), in_dtype="int64", k=2, axis=0),
     "cast_to_int32": lambda: single("cast", (3, 4), dtype="int32",
                                     feed={"x": f32(3, 4, scale=5)}),
     "cast_to_float": lambda: single("cast", (3, 4), in_dtype="int64", dtype="float32"),

@@ -1,5 +1,6 @@
-"""CumSum (torch.cumsum) imported as cumsum, compared with onnxruntime; a run-time axis or an
-attribute value the op does not take is refused naming the node."""
+"""CumSum (torch.cumsum) and TopK (torch.topk) imported as cumsum and topk, compared with
+onnxruntime (ties and nan included for TopK); a run-time axis or k, or an attribute value the
+ops do not take, is refused naming the node."""
 
 from __future__ import annotations
 
@@ -109,3 +110,109 @@ def test_a_symbolic_batch_dim_passes_through_cumsum(tmp_path, signer):
 def test_what_cumsum_refuses_names_node_and_value(kw, error, message, tmp_path):
     path = _model(tmp_path, (3, 4), **kw)
     assert_refused(path, error, "node 'node' (CumSum)", message)
+
+
+# --- TopK ----------------------------------------------------------------------------------------
+
+
+class _TopK(torch.nn.Module):
+    def forward(self, x, i):
+        v0, i0 = torch.topk(x, 3)
+        v1, i1 = torch.topk(x, 2, dim=1, largest=False)
+        v2, i2 = torch.topk(i, 4, dim=0)
+        return v0, i0, v1, i1, v2, i2, torch.topk(x, 5, dim=-1).values.sum(-1)
+
+
+def _ties_and_nan(shape):
+    """Random floats, and floats from a few values (ties), nan, infinities and -0.0 spread in."""
+    feeds = [(RNG.standard_normal(shape) * 3).astype(np.float32)]
+    x = RNG.choice(np.array([1.0, 2.0, -0.0, 0.0, np.nan, np.inf, -np.inf, BIG], np.float32),
+                   size=shape)
+    return feeds + [x, np.where(RNG.random(shape) < 0.3, np.nan, feeds[0])]
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_torch_topk_matches_onnxruntime_ties_and_nan_included(dynamo, fold, optimize, tmp_path,
+                                                              signer):
+    shape = (5, 6, 7)
+    names = ["v0", "i0", "v1", "i1", "v2", "i2", "s"]
+    model = export(_TopK(), [torch.randn(*shape), torch.randint(-9, 9, shape)],
+                   tmp_path / "t.onnx", dynamo=dynamo, fold=fold, optimize=optimize,
+                   input_names=["x", "i"], output_names=names)
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert sum(n.op == "topk" for n in loaded.graph.nodes) == 4
+    shapes = {s.name: (s.shape, s.dtype) for s in loaded.graph.outputs}
+    assert shapes["i1"] == ((5, 2, 7), "int64") and shapes["v2"] == ((4, 6, 7), "int64")
+    check_against_onnxruntime(model, loaded, [
+        {"x": x, "i": RNG.integers(-3, 3, shape)} for x in _ties_and_nan(shape)])
+
+
+def _topk_model(tmp_path, x_shape, k, attrs=None, runtime_k=False, reduce=False):
+    """A TopK named ``node`` over ``x`` (k a constant unless ``runtime_k``); its outputs the
+    graph's, or with ``reduce`` the sum of all values (an order-independent use)."""
+    inputs = [helper.make_tensor_value_info("x", TP.FLOAT, list(x_shape))]
+    inits = []
+    if runtime_k:
+        inputs.append(helper.make_tensor_value_info("k", TP.INT64, [1]))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.asarray(k), "k"))
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="node", **(attrs or {}))]
+    if reduce:
+        nodes.append(helper.make_node("ReduceSum", ["v"], ["s"], keepdims=0))
+        outputs = [helper.make_tensor_value_info("s", TP.FLOAT, [])]
+    else:
+        outputs = [helper.make_tensor_value_info("v", TP.FLOAT, [None] * len(x_shape)),
+                   helper.make_tensor_value_info("i", TP.INT64, [None] * len(x_shape))]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=inits)
+    path = tmp_path / "topk.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("attrs", [{}, {"largest": 0}, {"axis": 0, "largest": 1, "sorted": 1},
+                                   {"axis": -2, "largest": 0}])
+def test_topk_attributes_match_onnxruntime(attrs, tmp_path, signer):
+    model = _topk_model(tmp_path, (4, 9), np.array([3]), attrs)
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["topk"]
+    check_against_onnxruntime(model, loaded, [{"x": x} for x in _ties_and_nan((4, 9))])
+
+
+def test_unsorted_topk_is_taken_sorted_where_the_order_does_not_matter(tmp_path, signer):
+    model = _topk_model(tmp_path, (3, 50), np.array([10]), {"sorted": 0}, reduce=True)
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["topk", "sum"]
+    check_against_onnxruntime(model, loaded, [{"x": RNG.standard_normal((3, 50))
+                                               .astype(np.float32)}])
+
+
+def test_a_symbolic_batch_dim_passes_through_topk(tmp_path, signer):
+    model = _topk_model(tmp_path, ("n", 6), np.array([2]))
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert [s.shape for s in loaded.graph.outputs] == [("n", 2), ("n", 2)]
+    check_against_onnxruntime(model, loaded, [{"x": RNG.standard_normal((n, 6))
+                                               .astype(np.float32)} for n in (1, 3)])
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"k": None, "runtime_k": True}, UnsupportedModelError,
+     "k 'k' must be a constant (known at import), but it is computed at run time"),
+    ({"k": np.array([9])}, UnsupportedModelError,
+     "maps to topk, which refuses it: topk: k=9 is larger than axis -1 of x shape (3, 4)"),
+    ({"k": np.array([0])}, UnsupportedModelError, "k=0 (an empty result) is not supported"),
+    ({"k": np.array([-1])}, ModelFileError, "k must be an integer >= 0, got -1"),
+    ({"k": np.array([1.0], np.float32)}, ModelFileError, "k must be an integer >= 0, got 1.0"),
+    ({"k": np.array([1, 2])}, ModelFileError, "k must be one number"),
+    ({"k": np.array([1]), "attrs": {"largest": 2}}, UnsupportedModelError,
+     "attribute largest=2 must be 0 or 1"),
+    ({"k": np.array([1]), "attrs": {"sorted": -1}}, UnsupportedModelError,
+     "attribute sorted=-1 must be 0 or 1"),
+    ({"k": np.array([1]), "attrs": {"sorted": 0}}, UnsupportedModelError,
+     "sorted=0 with ['v', 'i'] graph output(s): the order of an unsorted result is "
+     "onnxruntime's own"),
+    ({"k": np.array([1]), "attrs": {"axis": 2}}, ModelFileError,
+     "axis 2 is out of range for rank 2"),
+])
+def test_what_topk_refuses_names_node_and_value(kw, error, message, tmp_path):
+    assert_refused(_topk_model(tmp_path, (3, 4), **kw), error, "node 'node' (TopK)", message)
