@@ -13,7 +13,8 @@ from abi.indices import check_indices
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_numeric,
                            need_rank, need_same_dtype)
-from abi.ops.table import AttrSpec, OpDef, all_of, between, each_at_least, non_empty
+from abi.ops.table import (AttrSpec, OpDef, all_of, at_least, between, each_at_least,
+                            non_empty)
 from abi.spec import TensorType
 
 __all__ = ["OPS", "scaled_size"]
@@ -188,6 +189,26 @@ def _reduce(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     else:
         shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
     return [TensorType(shape, "int64" if arg else x.dtype)]
+
+
+def _cumsum(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    need_numeric(op.name, "x", x)
+    need_axis(op.name, attrs["axis"], need_rank(op.name, "x", x, at_least=1))
+    return [x]
+
+
+def _topk(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    need_numeric(n, "x", x)
+    axis = need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
+    k, size = attrs["k"], x.shape[axis]
+    if type(size) is int and k > size:
+        raise ShapeError(f"{n}: k={k} is larger than axis {attrs['axis']} of x shape "
+                         f"{fmt(x.shape)}", where=n, expected=k, got=x.shape)
+    shape = tuple(k if i == axis else d for i, d in enumerate(x.shape))
+    return [TensorType(shape, x.dtype), TensorType(shape, "int64")]
 
 
 # --- shape plumbing ----------------------------------------------------------------------------
@@ -614,6 +635,26 @@ and torch); keepdim keeps the axis as size 1; x numeric; an axis of size 0 is re
     }, _reduce, doc="""\
 The index of the smallest value along axis, int64 (the first one on ties; a nan counts as
 the smallest, the first nan wins); otherwise as argmax."""),
+    OpDef("cumsum", 1, ("x",), ("y",), {
+        "axis": AttrSpec("int"),
+        "exclusive": AttrSpec("bool", False),
+        "reverse": AttrSpec("bool", False),
+    }, _cumsum, doc="""\
+Running sum along axis (ONNX CumSum, torch.cumsum), accumulated in x's dtype from the first
+element on (integers wrap; float32 sums in float32, as onnxruntime; torch accumulates float32
+in float64 on the CPU, which differs where a partial sum overflows); exclusive leaves each
+element out of its own sum (the first is 0); reverse sums from the last element back; x
+numeric of rank >= 1."""),
+    OpDef("topk", 1, ("x",), ("values", "indices"), {
+        "k": AttrSpec("int", check=at_least(1)),
+        "axis": AttrSpec("int", -1),
+        "largest": AttrSpec("bool", True),
+    }, _topk, doc="""\
+The k largest (smallest without largest) values along axis and their int64 indices (ONNX
+TopK, torch.topk), sorted: largest first (smallest first), equal values by lower index first,
+nan above every number (as onnxruntime: first for largest, last for smallest; torch orders
+equal nans by index only for largest); -0.0 and 0.0 are equal. x numeric of rank >= 1; k >= 1
+and at most the axis' size (a run-time dim is checked when it is bound)."""),
     OpDef("resize", 1, ("x",), ("y",), {
         "size": AttrSpec("ints", check=_POSITIVE_INTS),
         "scales": AttrSpec("floats", None, check=_scales),

@@ -22,6 +22,7 @@ from abi.ops.glue import scaled_size
 
 from ..errors import ModelFileError
 from . import symbolic
+from .einsum import einsum
 from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
 
@@ -726,6 +727,54 @@ def _arg(imp, node, attrs):
              {"axis": attrs.get("axis", 0), "keepdim": bool(attrs.get("keepdims", 1))})
 
 
+def _flags(imp, attrs: dict, defaults: dict[str, int]) -> dict[str, bool]:
+    """0/1 attributes (``defaults``: name -> ONNX's default) as bools; another value is
+    refused."""
+    out = {}
+    for name, default in defaults.items():
+        value = attrs.get(name, default)
+        if value not in (0, 1):
+            raise imp.unsupported(f"attribute {name}={value!r} must be 0 or 1")
+        out[name] = bool(value)
+    return out
+
+
+@maps("CumSum")
+def _cumsum(imp, node, attrs):
+    """torch.cumsum; the axis input must be a constant."""
+    _only(imp, attrs, {"exclusive": ..., "reverse": ...})
+    flags = _flags(imp, attrs, {"exclusive": 0, "reverse": 0})
+    x = node.input[0]
+    axis = one_value(imp.const(node.input[1], "axis"), "axis").item()
+    axis_in(axis, len(imp.type_of(x).shape))
+    imp.emit("cumsum", [imp.tensor(x)], [node.output[0]], {"axis": axis, **flags})
+
+
+@maps("TopK")
+def _topk(imp, node, attrs):
+    """torch.topk: values and int64 indices; k must be a constant. sorted=0 leaves the order
+    open in ONNX: the sorted one is taken where the order cannot reach a graph output as it is
+    (onnxruntime's differs, so the build's comparison refuses a model whose outputs depend on
+    that order further down)."""
+    _only(imp, attrs, {"axis": ..., "largest": ..., "sorted": ...})
+    flags = _flags(imp, attrs, {"largest": 1, "sorted": 1})
+    direct = [o for o in node.output if o in imp.graph_outputs]
+    if not flags["sorted"] and direct:
+        raise imp.unsupported(f"sorted=0 with {direct} graph output(s): the order of an "
+                              f"unsorted result is onnxruntime's own (only the sorted one is "
+                              f"computed)")
+    x = node.input[0]
+    k = one_value(imp.const(node.input[1], "k"), "k").item()
+    if type(k) is not int or k < 0:
+        raise ModelFileError(f"k must be an integer >= 0, got {k!r}")
+    if k == 0:
+        raise imp.unsupported("k=0 (an empty result) is not supported")
+    axis = attrs.get("axis", -1)
+    axis_in(axis, len(imp.type_of(x).shape))
+    imp.emit("topk", [imp.tensor(x)], [o or None for o in node.output],
+             {"k": k, "axis": axis, "largest": flags["largest"]})
+
+
 @maps("GlobalAveragePool")
 def _global_avg(imp, node, attrs):
     _only(imp, attrs, {})
@@ -910,3 +959,4 @@ def _space_to_depth(imp, node, attrs):
 
 # LSTM and GRU (unrolled over time) live in their own module, which registers them here
 importlib.import_module(".recurrent", __package__)
+MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

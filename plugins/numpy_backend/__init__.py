@@ -40,6 +40,7 @@ for _op, _fn in {
     "sum": glue.sum_, "amax": glue.amax, "amin": glue.amin, "argmax": glue.argmax,
     "sin": glue.sin, "cos": glue.cos, "sign": np.sign, "log_softmax": glue.log_softmax,
     "argmin": glue.argmin, "prod": glue.prod, "mod": glue.mod,
+    "cumsum": glue.cumsum, "topk": glue.topk,
     "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,

@@ -156,6 +156,7 @@ def mod(a, b, *, fmod):
     return _mod(a, b, fmod)
 
 
+@_ieee
 def matmul(a, b):
     return np.matmul(a, b)
 
@@ -200,6 +201,33 @@ def argmax(x, *, axis, keepdim):
 def argmin(x, *, axis, keepdim):
     _over(x, [axis], "argmin")
     return np.argmin(x, axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
+
+
+@_ieee
+def cumsum(x, *, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis, dtype=x.dtype)  # sequential, in x's dtype
+    if exclusive:  # shift by one: 0, x0, x0 + x1, ...
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis=axis)),
+                            np.take(y, range(y.shape[axis] - 1), axis=axis)], axis=axis)
+    return np.ascontiguousarray(np.flip(y, axis) if reverse else y)
+
+
+def topk(x, *, k, axis, largest):
+    """Sorted by a stable sort, so equal values keep their order (lower index first); nan
+    counts as above every number, as onnxruntime."""
+    if k > x.shape[axis]:  # a symbolic dim bound smaller than k
+        raise ShapeError(f"topk: k={k} is larger than axis {axis} of x shape {x.shape}",
+                         where="topk", expected=k, got=x.shape)
+    if x.dtype.kind == "f" and largest:  # nan first, then descending
+        order = np.lexsort((np.negative(x), ~np.isnan(x)), axis=axis)
+    elif largest:  # ~x reverses the order of any integer without overflow (-x would not)
+        order = np.argsort(np.invert(x), axis=axis, kind="stable")
+    else:  # ascending, nan last
+        order = np.argsort(x, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis).astype(np.int64, copy=False)
+    return np.take_along_axis(x, indices, axis=axis), indices
 
 
 def cast(x, *, dtype):

@@ -78,6 +78,10 @@ GOOD = [
      lambda a: a.prod(axis=(0, 2)).astype(np.int32)),
     ("mod", [z(2, 1, dtype=np.int64), z(3, dtype=np.int64) + 1], {}, np.remainder),
     ("mod", [z(2, 3), z(3) + 1], {"fmod": True}, np.fmod),
+    ("cumsum", [z(2, 3, 4, dtype=np.int32)], {"axis": -2, "reverse": True},
+     lambda a: np.cumsum(a, axis=1, dtype=a.dtype)),
+    ("topk", [z(2, 5, 3)], {"k": 2, "axis": 1},
+     lambda a: tuple(torch.topk(torch.from_numpy(a), 2, dim=1))),
     ("add", [z(2, 1, 4), z(3, 1)], {}, np.add),
     ("sub", [z(5, dtype=np.int64), z(2, 1, dtype=np.int64)], {}, np.subtract),
     ("mul", [z(1), z(2, 3)], {}, np.multiply),
@@ -147,6 +151,7 @@ def test_every_glue_op_has_a_good_case_and_a_refusal():
 
 
 def test_symbolic_dims():
+    assert infer("topk", [T(("N", "L"), i64)], {"k": 3}) == [T(("N", 3), i64), T(("N", 3), i64)]
     assert infer("add", [T(("N", 3), f32), T((3,), f32)]) == [T(("N", 3), f32)]
     assert infer("mul", [T(("N", 1), f32), T((1, 4), f32)]) == [T(("N", 4), f32)]
     assert infer("matmul", [T(("B", "M", 4), f32), T((4, 6), f32)]) == [T(("B", "M", 6), f32)]
@@ -265,6 +270,19 @@ REFUSALS = [
      "log_softmax: attribute 'axis' is 2, out of range for rank 2"),
     ("argmin", [T((3, 0), f32)], {"axis": -1}, ShapeError,
      "argmin: x shape (3, 0) is empty along a reduced axis"),
+    ("cumsum", [T((2, 3), "bool")], {"axis": 0}, DTypeError,
+     "cumsum: x must be a numeric tensor, got bool"),
+    ("cumsum", [T((2, 3), f32)], {"axis": 2}, ContractError,
+     "cumsum: attribute 'axis' is 2, out of range for rank 2"),
+    ("cumsum", [T((), f32)], {"axis": 0}, ShapeError, "cumsum: x must have rank >= 1"),
+    ("cumsum", [T((2,), f32)], {}, OpError, "missing required attribute 'axis' (int)"),
+    ("topk", [T((2, 3), f32)], {"k": 4}, ShapeError,
+     "topk: k=4 is larger than axis -1 of x shape (2, 3)"),
+    ("topk", [T((2, 3), f32)], {"k": 0}, OpError, "attribute 'k' must be >= 1, got 0"),
+    ("topk", [T((2, 3), "bool")], {"k": 1}, DTypeError, "topk: x must be a numeric tensor"),
+    ("topk", [T((2, 3), f32)], {"k": 1, "axis": -3}, ContractError,
+     "topk: attribute 'axis' is -3, out of range for rank 2"),
+    ("topk", [T((), f32)], {"k": 1}, ShapeError, "topk: x must have rank >= 1"),
     ("prod", [T((2, 3), "bool")], {"axes": [0]}, DTypeError,
      "prod: x must be a numeric tensor, got bool"),
     ("mod", [T((2,), f32), T((2,), f32)], {}, ContractError,

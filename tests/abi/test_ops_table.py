@@ -19,7 +19,7 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "less_equal", "not", "where", "and", "or", "floor", "ceil", "round", "sum", "amax",
             "amin", "argmax", "sin", "cos", "sign", "log_softmax", "argmin", "prod", "mod",
             "resize",
-            "gather", "expand", "tile"}
+            "gather", "expand", "tile", "cumsum", "topk"}
 
 
 # --- registry ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import torch.nn.functional as TF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from abi.errors import ShapeError
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
@@ -367,6 +368,16 @@ def test_matmul_batched():
     np.testing.assert_allclose(y, torch.matmul(t(a), t(b)).numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_matmul_gives_ieee_results_without_warnings():
+    big = np.finfo(np.float32).max
+    a = np.array([[big, 1, 0, 0], [np.inf, 0, 1, 1], [1e-45, 2, -0.0, 3]], np.float32)
+    b = np.array([[2, 0], [1, 1], [-1, 2], [0.5, 3]], np.float32)  # big * 2, inf * 0
+    with np.errstate(all="raise"):
+        (y,) = run_op("matmul", [a, b])
+    np.testing.assert_allclose(y, torch.matmul(t(a), t(b)).numpy(), rtol=1e-6, equal_nan=True)
+    assert np.isinf(y[0, 0]) and np.isnan(y[1, 1])
+
+
 def test_mean_and_cast():
     (y,) = run_op("mean", [X], axes=[2, 3], keepdim=True)
     np.testing.assert_allclose(y, t(X).mean(dim=(2, 3), keepdim=True).numpy(), rtol=1e-5, atol=1e-6)
@@ -553,3 +564,87 @@ def test_sum_and_mean_give_ieee_results_without_warnings():
         (m,) = run_op("mean", [x], axes=[1])
     np.testing.assert_allclose(s, t(x).sum(dim=1).numpy(), rtol=1e-6, equal_nan=True)
     np.testing.assert_allclose(m, t(x).mean(dim=1).numpy(), rtol=1e-6, equal_nan=True)
+
+
+def _torch_cumsum(a, axis, exclusive, reverse):
+    """torch.cumsum in a's dtype, with flip for reverse and a shift by one for exclusive."""
+    x = t(a)
+    if reverse:
+        x = torch.flip(x, [axis])
+    y = torch.cumsum(x, axis, dtype=x.dtype)
+    if exclusive:
+        y = torch.cat([torch.zeros_like(y.narrow(axis, 0, 1)),
+                       y.narrow(axis, 0, y.shape[axis] - 1)], axis)
+    return (torch.flip(y, [axis]) if reverse else y).numpy()
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumsum_as_torch(axis, exclusive, reverse):
+    for a in (X[0], RNG.integers(-1000, 1000, (4, 6)), RNG.integers(-9, 9, (3, 5), np.int32)):
+        (y,) = run_op("cumsum", [a], axis=axis, exclusive=exclusive, reverse=reverse)
+        want = _torch_cumsum(a, axis, exclusive, reverse)
+        assert y.dtype == a.dtype and y.shape == a.shape
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(False, False), (True, True)])
+def test_cumsum_gives_ieee_results_without_warnings_as_torch(exclusive, reverse):
+    big = np.finfo(np.float32).max
+    # overflow to inf, inf - inf, nan, denormals; no partial sum comes back from beyond float32
+    # (torch accumulates float32 in float64 on the CPU, onnxruntime and this kernel in float32)
+    x = np.array([[big, big, 1, -1], [np.inf, -np.inf, 1, 2], [np.nan, 1, 2, 3],
+                  [1e-45, 1e-45, -0.0, -0.0], [-big, -1e38, 5, 0]], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("cumsum", [x], axis=1, exclusive=exclusive, reverse=reverse)
+    np.testing.assert_allclose(y, _torch_cumsum(x, 1, exclusive, reverse), rtol=1e-6,
+                               equal_nan=True)
+    if not reverse:
+        assert np.isinf(y[0, 1:]).all() and np.isnan(y[1, 2:]).all()
+
+
+def test_integer_cumsum_wraps_in_its_dtype():
+    a = np.array([2**31 - 1, 1, 5], np.int32)
+    (y,) = run_op("cumsum", [a], axis=0)
+    np.testing.assert_array_equal(y, _torch_cumsum(a, 0, False, False))
+    assert y.dtype == np.int32 and y[1] == -2**31
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("axis, k", [(-1, 3), (0, 2), (1, 5), (2, 1)])
+def test_topk_as_torch(axis, k, largest):
+    distinct = RNG.permutation(2 * 5 * 7).reshape(2, 5, 7)  # no ties: indices are defined
+    for a in (distinct.astype(np.float32) / 7, distinct.astype(np.int32) - 30, distinct):
+        values, indices = run_op("topk", [a], k=k, axis=axis, largest=largest)
+        want = torch.topk(t(a), k, dim=axis, largest=largest)
+        assert values.dtype == a.dtype and indices.dtype == np.int64
+        np.testing.assert_array_equal(values, want.values.numpy())
+        np.testing.assert_array_equal(indices, want.indices.numpy())
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_ties_nan_and_integer_extremes_as_torch_stable_sort(largest):
+    """Equal values lower index first and nan above every number: torch's stable sort (what
+    onnxruntime's TopK gives, see the onnxruntime backend and import tests)."""
+    i32 = np.iinfo(np.int32)
+    for a in (np.array([[3, 1, 1, np.nan, -0.0, 0.0, np.nan, -np.inf, np.inf, 3]], np.float32),
+              np.array([[i32.min, 5, i32.max, 5, i32.min, -1, 0, i32.max]], np.int32),
+              RNG.integers(0, 3, (4, 9))):
+        k = a.shape[1] - 1
+        values, indices = run_op("topk", [a], k=k, largest=largest)
+        want = torch.sort(t(a), dim=-1, descending=largest, stable=True)
+        np.testing.assert_array_equal(values, want.values.numpy()[:, :k])
+        np.testing.assert_array_equal(indices, want.indices.numpy()[:, :k])
+
+
+def test_topk_k_above_a_run_time_dim_is_a_shape_error():
+    b = GraphBuilder("topk")
+    x = b.input("x", (2, "L"), "float32", "ANY")
+    values, indices = b.op("topk", x, name="n", k=3)
+    b.output(values, "v", "ANY")
+    b.output(indices, "i", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    assert ex.run({"x": np.ones((2, 3), np.float32)})["i"].tolist() == [[0, 1, 2]] * 2
+    with pytest.raises(ShapeError, match=r"topk: k=3 is larger than axis -1 of x shape \(2, 2\)"):
+        ex.run({"x": np.ones((2, 2), np.float32)})

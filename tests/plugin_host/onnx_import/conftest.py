@@ -92,3 +92,16 @@ def check_against_onnxruntime(model: Path, loaded, feeds: list[dict[str, np.ndar
         assert set(want) == {s.name for s in loaded.graph.outputs}
         for name, value in want.items():
             assert_close(loaded, name, got[name], value)
+
+
+def assert_refused(model: Path, error: type, where: str, message: str) -> None:
+    """Importing ``model`` raises exactly ``error``: one line naming ``where`` (``node 'n'
+    (Op)``) and containing ``message``."""
+    from plugin_host.onnx_import import import_onnx
+
+    with pytest.raises(error) as info:
+        import_onnx(model)
+    assert type(info.value) is error
+    text = str(info.value)
+    assert where in text and message in text, text
+    assert "\n" not in text
