@@ -12,7 +12,10 @@ check, Embedding index validation at entry and recurrent-state handling around i
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
+import contextlib
+import contextvars
+from typing import Callable, Hashable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import runtime_checkable
 
 import numpy as np
 
@@ -88,6 +91,42 @@ class GraphBackend(Backend, Protocol):
         ``checked_indices`` are the graph inputs the executor validates as Embedding indices
         before every call.
         """
+
+
+_T = TypeVar("_T")
+
+#: The prepare pass under way in this thread: ``key -> (prepared value, its source arrays)``.
+_PASS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("prepare_pass", default=None)
+
+
+@contextlib.contextmanager
+def prepare_pass() -> Iterator[None]:
+    """One graph's load: the executor prepares every node inside it, so that nodes reading the
+    same constant tensors (an ONNX LSTM unrolled over time: one ``lstm_cell`` per step, all
+    reading the same weights) share what :func:`prepared_once` prepares from them. What the
+    pass holds is dropped when it ends; the kernels keep only what they use."""
+    token = _PASS.set({})
+    try:
+        yield
+    finally:
+        _PASS.reset(token)
+
+
+def prepared_once(tag: Hashable, sources: Sequence[np.ndarray | None],
+                  make: Callable[[], _T]) -> _T:
+    """``make()``, computed once per :func:`prepare_pass` for ``tag`` and the very same
+    ``sources`` (by identity: the executor gives every node the graph's one array per constant
+    tensor). ``tag`` must name everything else ``make`` depends on; its result must not be
+    changed by the kernels sharing it. The pass holds ``sources`` until it ends, so their ids
+    cannot be reused for other arrays meanwhile. Outside a pass: ``make()``."""
+    cache = _PASS.get()
+    if cache is None:
+        return make()
+    key = (tag, *(id(s) for s in sources))
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = (make(), tuple(sources))
+    return hit[0]
 
 
 def provides(backend: object, *methods: str) -> bool:

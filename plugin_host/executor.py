@@ -32,7 +32,7 @@ import numpy as np
 from abi import Signature, check_indices, dtypes
 from abi.errors import ABIError, BackendError, GraphError, PluginHostError
 
-from .backend import Backend, provides, require_support
+from .backend import Backend, prepare_pass, provides, require_support
 from .graph import Graph, Node
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,17 @@ class Executor(RecurrentState):
             slot[spec.name] = len(slot)
         self._input_names = [s.name for s in graph.inputs]
         chains = self._chains()
+        with prepare_pass():  # nodes reading the same constants share what is prepared of them
+            plan = self._prepare_plan(chains, slot)
+        self._plan = plan
+        self._n_slots = len(slot)
+        self._output_slots = [(s.name, slot[s.name]) for s in graph.outputs]
+        #: the fused chains in use, as lists of node names
+        self.fused = [[n.name for n in c] for c in chains.values()]
+
+    def _prepare_plan(self, chains: dict[str, list[Node]], slot: dict[str, int]) -> list:
+        """Each node (or fused chain) prepared, with its input and output slots."""
+        graph = self.graph
         plan = []
         position = 0
         while position < len(graph.nodes):
@@ -163,11 +174,7 @@ class Executor(RecurrentState):
                 outs.append(slot[t])
             label = first.name if len(group) == 1 else "+".join(n.name for n in group)
             plan.append((kernel, dyn, tuple(outs), label))
-        self._plan = plan
-        self._n_slots = len(slot)
-        self._output_slots = [(s.name, slot[s.name]) for s in graph.outputs]
-        #: the fused chains in use, as lists of node names
-        self.fused = [[n.name for n in c] for c in chains.values()]
+        return plan
 
     def _compile_whole(self) -> None:
         """Load time on a GraphBackend: one kernel for the whole graph; nothing is fused."""

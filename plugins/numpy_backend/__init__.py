@@ -6,6 +6,8 @@ indices and shape ops), and prepares each node once: weights are reshaped for BL
 inference BatchNorm is folded into one scale and shift per channel. Chains conv -> BatchNorm
 [-> ReLU] run as one conv with the BatchNorm folded into its weights, and [flatten ->] linear
 [-> ReLU] as one GEMV with the flatten folded into the weight's column order (``fuse``).
+``lstm_cell`` and ``linear`` nodes reading the same constants (an ONNX LSTM or GRU unrolled
+over time) share one prepared weight (``plugin_host.backend.prepared_once``).
 """
 
 from __future__ import annotations

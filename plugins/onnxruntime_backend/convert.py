@@ -49,6 +49,8 @@ class Emitter:
         self.initializers: dict[str, onnx.TensorProto] = {}
         self.prefix = ""
         self._count = 0
+        #: (transformation, source tensor names) -> the initializer holding its result
+        self._derived: dict[tuple, str] = {}
         #: (indices tensor, vocab, description) of the guarded Embeddings
         self.guards: list[tuple[str, int, str]] = []
 
@@ -65,6 +67,17 @@ class Emitter:
         self._count += 1
         name = f"{self.prefix}/c{self._count}"
         self.initializers[name] = numpy_helper.from_array(np.asarray(array, dtype=dtype), name)
+        return name
+
+    def derived(self, tag: str, sources: Sequence[str | None], make: Callable[[], Any],
+                dtype: Any = np.float32) -> str:
+        """An initializer holding ``make()``, a ``tag`` transformation of the constants
+        ``sources`` (names): one per model for the same tag and sources, whichever nodes use
+        it (an ONNX LSTM unrolled over time reads the same weights at every step)."""
+        key = (tag, *sources)
+        name = self._derived.get(key)
+        if name is None:
+            name = self._derived[key] = self.const(make(), dtype)
         return name
 
     def op(self, op_type: str, inputs: Sequence[str | None], outputs: Sequence[str] | int = 1,
@@ -219,8 +232,8 @@ def linear(e, node, ins, outs, a):
         e.op("Gemm", [x, weight, bias], outs, transB=1)
         return
     w = e.array(weight)
-    wt = (e.const(np.ascontiguousarray(w.T), w.dtype) if w is not None
-          else e.op("Transpose", [weight], perm=[1, 0])[0])
+    wt = (e.derived("transpose", [weight], lambda: np.ascontiguousarray(w.T), w.dtype)
+          if w is not None else e.op("Transpose", [weight], perm=[1, 0])[0])
     if bias is None:
         e.op("MatMul", [x, wt], outs)
     else:
@@ -232,11 +245,16 @@ def lstm_cell(e, node, ins, outs, a):
     weights = [e.array(n) for n in (w_ih, w_hh)]
     biases = [n for n in (b_ih, b_hh) if n is not None]
     if all(w is not None for w in weights) and all(e.array(n) is not None for n in biases):
-        # constants: one GEMM over [x, h] with the weights side by side and the biases summed
-        w = np.concatenate(weights, axis=1)
-        bias = sum((e.array(n) for n in biases), np.zeros(w.shape[0], w.dtype))
+        # constants: one GEMM over [x, h] with the weights side by side and the biases summed,
+        # one initializer each for all the cells reading the same constants
+        dtype, rows = weights[0].dtype, weights[0].shape[0]
+        w = e.derived("lstm_cell.weight", [w_ih, w_hh],
+                      lambda: np.concatenate(weights, axis=1), dtype)
+        # keyed by its size too: without biases, zeros are all it holds
+        bias = e.derived(f"lstm_cell.bias({rows})", biases, lambda: sum(
+            (e.array(n) for n in biases), np.zeros(rows, dtype)), dtype)
         xh = e.op("Concat", [x, h], axis=1)[0]
-        gates = e.op("Gemm", [xh, e.const(w, w.dtype), e.const(bias, w.dtype)], transB=1)[0]
+        gates = e.op("Gemm", [xh, w, bias], transB=1)[0]
     else:
         gates = e.op("Add", [e.op("Gemm", [x, w_ih, b_ih], transB=1)[0],
                              e.op("Gemm", [h, w_hh, b_hh], transB=1)[0]])[0]
