@@ -166,11 +166,29 @@ def _gather(ins: Arrays, a: dict, cap: int) -> list:
     return [np.take(data, indices, axis=axis)]
 
 
+def _no_integer_zero(op: str, y: np.ndarray) -> None:
+    if y.dtype.kind in "iu" and not y.all():
+        raise ModelFileError(f"integer {op} by zero in constant inputs")
+
+
 def _div(ins: Arrays, a: dict, cap: int) -> list:
     x, y = ins
     if x.dtype.kind in "iu":
+        _no_integer_zero("division", y)
         return [(np.trunc(x / y)).astype(x.dtype)]  # ONNX integer Div truncates
     return [x / y]
+
+
+def _mod(ins: Arrays, a: dict, cap: int) -> list:
+    """ONNX Mod: fmod=1 is C's fmod (the dividend's sign), fmod=0 the floor modulus (the
+    divisor's sign), which ONNX allows on integers only."""
+    x, y = ins
+    if x.dtype != y.dtype:
+        raise ModelFileError(f"Mod of {x.dtype} by {y.dtype}")
+    if a.get("fmod", 0) not in (0, 1) or (not a.get("fmod", 0) and x.dtype.kind == "f"):
+        raise ModelFileError(f"fmod={a.get('fmod', 0)!r} on {x.dtype} (floats need fmod=1)")
+    _no_integer_zero("modulo", y)
+    return [(np.fmod if a.get("fmod", 0) else np.mod)(x, y)]
 
 
 def _constant_of_shape(ins: Arrays, a: dict, cap: int) -> list:
@@ -261,6 +279,7 @@ FOLDERS: dict[str, Folder] = {
     "Sub": _binary(np.subtract),
     "Mul": _binary(np.multiply),
     "Div": _div,
+    "Mod": _mod,
     "Pow": lambda ins, a, cap: [np.power(ins[0], ins[1]).astype(ins[0].dtype)],
     "Equal": _binary(np.equal),
     "Less": _binary(np.less),
@@ -285,8 +304,8 @@ FOLDERS: dict[str, Folder] = {
 _OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
              "ReduceProd": (1,)}
 
-_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
-                           "Where"})
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less",
+                           "Greater", "Where"})
 
 
 def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> list[np.ndarray]:

@@ -157,3 +157,60 @@ def test_scalar_values_stay_scalars(tmp_path, signer):
     check_against_onnxruntime(tmp_path / "s.onnx", loaded, [
         {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "s": np.array(v, np.float32)}
         for v in (0.5, -3.0)])
+
+
+class _Unflatten(torch.nn.Module):
+    def forward(self, x):
+        return x.unflatten(1, (2, 3)) * 2.0
+
+
+def test_unflatten_folds_its_shape_arithmetic(tmp_path, signer):
+    """torch's legacy export of unflatten computes a Slice end with Mod on constants: Mod
+    folds, so nothing of it reaches the graph."""
+    model = export(_Unflatten(), [torch.randn(2, 6)], tmp_path / "u.onnx", dynamo=False,
+                   input_names=["x"], output_names=["y"])
+    _, loaded = import_and_load(model, tmp_path / "u.pha", signer)
+    assert {n.op for n in loaded.graph.nodes} == {"reshape", "mul"}
+    check_against_onnxruntime(model, loaded, [
+        {"x": np.random.default_rng(0).standard_normal((2, 6)).astype(np.float32)}])
+
+
+@pytest.mark.parametrize("x, y, fmod", [
+    ([7, -7, 7, -7, 0], [3, 3, -3, -3, 5], 0), ([7, -7, 7, -7, 0], [3, 3, -3, -3, 5], 1),
+    ([5.5, -5.5, 5.5, -0.0, 1e30], [2.0, 2.0, -2.0, 3.0, 7.0], 1)])
+def test_mod_of_constants_folds_as_onnxruntime_computes_it(x, y, fmod, tmp_path, signer):
+    import onnx
+    from onnx import helper, numpy_helper
+
+    dtype = np.float32 if isinstance(x[0], float) else np.int64
+    nodes = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(
+                 np.array(v, dtype), n)) for n, v in (("a", x), ("b", y))]
+    nodes += [helper.make_node("Mod", ["a", "b"], ["m"], fmod=fmod),
+              helper.make_node("Add", ["v", "m"], ["out"], name="out")]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("v", elem, [5])],
+                              [helper.make_tensor_value_info("out", elem, [5])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "m.onnx")
+    _, loaded = import_and_load(tmp_path / "m.onnx", tmp_path / "m.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["add"]  # the Mod folded
+    check_against_onnxruntime(tmp_path / "m.onnx", loaded, [{"v": np.arange(5).astype(dtype)}])
+
+
+@pytest.mark.parametrize("op", ["Div", "Mod"])
+def test_integer_division_of_constants_by_zero_is_refused(op, tmp_path):
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from plugin_host.errors import ModelFileError
+
+    nodes = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(
+                 np.array(v, np.int64), n)) for n, v in (("a", [4, 5]), ("b", [2, 0]))]
+    nodes += [helper.make_node(op, ["a", "b"], ["q"], name="q"),
+              helper.make_node("Add", ["v", "q"], ["out"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("v", 7, [2])],
+                              [helper.make_tensor_value_info("out", 7, [2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "z.onnx")
+    with pytest.raises(ModelFileError, match=r"node 'q' \(" + op + r"\).*by zero"):
+        import_onnx(tmp_path / "z.onnx")
