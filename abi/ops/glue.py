@@ -37,6 +37,11 @@ def _float_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [inputs[0]]
 
 
+def _float_predicate(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    need_float(op.name, "x", inputs[0])
+    return [TensorType(inputs[0].shape, "bool")]
+
+
 def _signed_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     if x.dtype.startswith("uint") or x.dtype == "bool":
@@ -511,6 +516,24 @@ x rounded to the nearest integer, halves to even (numpy, torch and ONNX alike); 
     _unary("sign", _numeric_unary, """\
 -1, 0 or 1 by the sign of x, element-wise, in x's dtype; x numeric (not bool). nan gives nan,
 as numpy and ONNX Sign (torch.sign gives 0 there)."""),
+    *(_unary(name, _float_unary, f"{what}, element-wise; x float{domain}.")
+      for name, what, domain in (
+          ("tan", "tan(x), x in radians", " (nan at +-inf)"),
+          ("atan", "arctan(x) in [-pi/2, pi/2]", ""),
+          ("asin", "arcsin(x) in [-pi/2, pi/2]", " (nan outside [-1, 1])"),
+          ("acos", "arccos(x) in [0, pi]", " (nan outside [-1, 1])"),
+          ("sinh", "sinh(x)", " (+-inf where it overflows)"),
+          ("cosh", "cosh(x)", " (inf where it overflows)"),
+          ("asinh", "arsinh(x)", ""),
+          ("acosh", "arcosh(x)", " (nan below 1)"),
+          ("atanh", "artanh(x)", " (+-inf at +-1, nan outside [-1, 1])"))),
+    _unary("isnan", _float_predicate, """\
+True where x is nan, element-wise, as a bool tensor of x's shape; x float (ONNX IsNaN)."""),
+    _unary("isinf", _float_predicate, """\
+True where x is +inf (if detect_positive) or -inf (if detect_negative), element-wise, as a bool
+tensor of x's shape; x float (ONNX IsInf; torch.isposinf / isneginf are one of the two).""",
+           {"detect_positive": AttrSpec("bool", True),
+            "detect_negative": AttrSpec("bool", True)}),
     OpDef("prelu", 1, ("x", "slope"), ("y",), {}, _prelu, doc="""\
 x where x >= 0, else slope * x, element-wise; slope (one dtype with x, float) broadcasts to x's
 shape (torch's PReLU: one slope per channel, shape (C, 1, 1) for NCHW, or a single one)."""),

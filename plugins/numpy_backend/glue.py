@@ -94,6 +94,25 @@ reciprocal = _ieee(np.reciprocal)
 pow_ = _ieee(np.power)
 sin = _ieee(np.sin)
 cos = _ieee(np.cos)
+tan = _ieee(np.tan)
+atan = _ieee(np.arctan)
+asin = _ieee(np.arcsin)
+acos = _ieee(np.arccos)
+sinh = _ieee(np.sinh)
+cosh = _ieee(np.cosh)
+asinh = _ieee(np.arcsinh)
+acosh = _ieee(np.arccosh)
+atanh = _ieee(np.arctanh)
+
+
+def isinf(x, *, detect_positive, detect_negative):
+    if detect_positive and detect_negative:
+        return np.isinf(x)
+    if detect_positive:
+        return np.isposinf(x)
+    if detect_negative:
+        return np.isneginf(x)
+    return np.zeros(x.shape, np.bool_)
 
 
 def prelu(x, slope):

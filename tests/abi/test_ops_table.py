@@ -19,7 +19,9 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "less_equal", "not", "where", "and", "or", "floor", "ceil", "round", "sum", "amax",
             "amin", "argmax", "sin", "cos", "sign", "log_softmax", "argmin", "prod", "mod",
             "resize",
-            "gather", "expand", "tile", "cumsum", "topk"}
+            "gather", "expand", "tile", "cumsum", "topk",
+            "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan",
+            "isinf"}
 
 
 # --- registry ---------------------------------------------------------------------------------

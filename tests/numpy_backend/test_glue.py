@@ -482,6 +482,42 @@ def test_sin_cos_sign_as_torch_also_at_the_extremes(op, ref):
     assert y.dtype == np.int32 and (y == torch.sign(t(ints)).numpy()).all()
 
 
+#: SPECIAL with the edges of the inverse functions' domains: +-1, just inside and outside them
+DOMAIN_EDGES = np.concatenate([SPECIAL, np.array(
+    [-2, -1.0000001, -1, -0.9999999, -0.5, 0.5, 0.9999999, 1, 1.0000001, 2, 1e-45, -1e-45],
+    np.float32)])
+
+
+@pytest.mark.parametrize("op, ref", [
+    ("tan", torch.tan), ("atan", torch.atan), ("asin", torch.asin), ("acos", torch.acos),
+    ("sinh", torch.sinh), ("cosh", torch.cosh), ("asinh", torch.asinh),
+    ("acosh", torch.acosh), ("atanh", torch.atanh)])
+def test_trigonometric_and_hyperbolic_as_torch_also_out_of_their_domain(op, ref):
+    """asin(2) and acosh(0) are nan, atanh(+-1) is +-inf, sinh(100) overflows to inf: IEEE
+    results, as torch gives, without a numpy warning."""
+    for x in (X, DOMAIN_EDGES):
+        with np.errstate(all="raise"):
+            (y,) = run_op(op, [x])
+        assert y.dtype == np.float32
+        want = ref(t(x)).numpy()
+        np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-6, equal_nan=True, err_msg=op)
+        assert (np.signbit(y) == np.signbit(want))[~np.isnan(want)].all(), op
+
+
+@pytest.mark.parametrize("op, attrs, ref", [
+    ("isnan", {}, torch.isnan), ("isinf", {}, torch.isinf),
+    ("isinf", {"detect_negative": False}, torch.isposinf),
+    ("isinf", {"detect_positive": False}, torch.isneginf),
+    ("isinf", {"detect_positive": False, "detect_negative": False},
+     lambda v: torch.zeros_like(v, dtype=torch.bool))])
+def test_isnan_and_isinf_as_torch(op, attrs, ref):
+    x = np.stack([DOMAIN_EDGES, DOMAIN_EDGES[::-1]])
+    with np.errstate(all="raise"):
+        (y,) = run_op(op, [x], **attrs)
+    assert y.dtype == np.bool_ and y.shape == x.shape
+    np.testing.assert_array_equal(y, ref(t(x)).numpy())
+
+
 @pytest.mark.parametrize("axis", [1, -1, 0])
 def test_log_softmax_as_torch_also_at_the_extremes(axis):
     rows = np.array([[-np.inf, -np.inf, -np.inf], [np.inf, 1, 2], [np.nan, 1, 2],

@@ -19,6 +19,15 @@ def f32(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
+def _across(low, high, shape=(3, 5)):
+    """Evenly spaced float32 values from low to high (both included), e.g. across a domain."""
+    return np.linspace(low, high, np.prod(shape), dtype=np.float32).reshape(shape)
+
+
+def _nan_inf():
+    return np.array([[np.nan, np.inf, -np.inf, 0.0], [3e38, -np.nan, -0.0, np.inf]], np.float32)
+
+
 def single(op, x_shape, *consts, in_dtype="float32", feed=None, **attrs):
     """A graph ``y = op(x, *consts)`` and a feed for it."""
     b = GraphBuilder(op)
@@ -235,6 +244,21 @@ CASES = {
                                      in_dtype="int32", fmod=True,
                                      feed={"x": np.array([[7, -7, 7, -7], [0, 4, -9, 2]],
                                                          np.int32)}),
+    "tan": lambda: single("tan", (3, 5), feed={"x": f32(3, 5, scale=10)}),
+    "atan": lambda: single("atan", (3, 5), feed={"x": f32(3, 5, scale=30)}),
+    "asin": lambda: single("asin", (3, 5), feed={"x": _across(-1.5, 1.5)}),
+    "acos": lambda: single("acos", (3, 5), feed={"x": _across(-1.5, 1.5)}),
+    "sinh": lambda: single("sinh", (3, 5), feed={"x": f32(3, 5, scale=30)}),
+    "cosh": lambda: single("cosh", (3, 5), feed={"x": f32(3, 5, scale=30)}),
+    "asinh": lambda: single("asinh", (3, 5), feed={"x": f32(3, 5, scale=1e3)}),
+    "acosh": lambda: single("acosh", (3, 5), feed={"x": _across(-1, 50)}),
+    "atanh": lambda: single("atanh", (3, 5), feed={"x": _across(-1.5, 1.5)}),
+    "isnan": lambda: single("isnan", (2, 4), feed={"x": _nan_inf()}),
+    "isinf": lambda: single("isinf", (2, 4), feed={"x": _nan_inf()}),
+    "isinf_positive": lambda: single("isinf", (2, 4), detect_negative=False,
+                                     feed={"x": _nan_inf()}),
+    "isinf_negative": lambda: single("isinf", (2, 4), detect_positive=False,
+                                     feed={"x": _nan_inf()}),
     "cumsum": lambda: single("cumsum", (2, 5, 3), axis=1),
     "cumsum_exclusive_reverse": lambda: single("cumsum", (2, 5), axis=-1, exclusive=True,
                                                reverse=True),
