@@ -451,6 +451,10 @@ def _grid_gather(xt, batch, iy, ix, size_h: int, size_w: int):
 def grid_sample(x, grid, *, mode, padding_mode, align_corners):
     """torch's grid_sample, 2-D: indices and weights for the whole grid at once, one gather per
     neighbour."""
+    if x.shape[0] != grid.shape[0]:  # run-time dims the shape rule could not compare
+        raise ShapeError(f"grid_sample: grid's batch dim {grid.shape[0]} is not x's "
+                         f"{x.shape[0]}", where="grid_sample", expected=x.shape[0],
+                         got=grid.shape[0])
     h, w = x.shape[2:]
     xt = x.transpose(0, 2, 3, 1)
     batch = np.arange(x.shape[0])[:, None, None]

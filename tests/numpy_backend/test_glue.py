@@ -262,6 +262,19 @@ def test_grid_sample_over_symbolic_dims():
                                    rtol=1e-5, atol=1e-5)
 
 
+def test_grid_sample_refuses_batch_dims_that_differ_at_run_time():
+    b = GraphBuilder("grid_sample")
+    x = b.input("x", ("n", 2, 3, 4), "float32", "ANY")
+    grid = b.input("grid", ("m", 5, 6, 2), "float32", "ANY")
+    b.output(b.op("grid_sample", x, grid, name="g"), "y", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    for n, m in ((1, 3), (3, 1)):
+        with pytest.raises(ShapeError, match=rf"grid_sample: grid's batch dim {m} is not x's "
+                                             rf"{n}"):
+            ex.run({"x": np.zeros((n, 2, 3, 4), np.float32),
+                    "grid": np.zeros((m, 5, 6, 2), np.float32)})
+
+
 def test_a_max_over_a_dim_bound_to_zero_at_run_time_is_a_typed_refusal():
     from abi.errors import ShapeError
 
