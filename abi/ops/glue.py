@@ -430,6 +430,14 @@ def scaled_size(length: int, scale: float) -> int:
     return int(np.floor(np.float32(length) * np.float32(scale)))
 
 
+def _need_spatial(n: str, x: TensorType) -> None:
+    """ShapeError when a spatial axis (after N and C) of x is empty: nothing to sample from."""
+    for i, d in enumerate(x.shape[2:]):
+        if d == 0:
+            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is empty; there "
+                             f"is nothing to sample from", where=n, got=x.shape)
+
+
 def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
@@ -438,10 +446,7 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     spatial = x.shape[2:]
     need_attr_len(n, attrs, ("size", "scales"), r - 2, f"x shape {fmt(x.shape)} has {r - 2} "
                   f"spatial axes and")
-    for i, d in enumerate(spatial):
-        if d == 0:
-            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is empty; there "
-                             f"is nothing to sample from", where=n, got=x.shape)
+    _need_spatial(n, x)
     scales = attrs["scales"]
     if scales is not None:
         for i, (d, s, out) in enumerate(zip(spatial, scales, attrs["size"])):
@@ -453,6 +458,21 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                 raise ContractError(f"{n}: size {out} on spatial axis {i} is not floor({d} * "
                                     f"{s}) = {scaled_size(d, s)}", op=n, attribute="size")
     return [TensorType((*x.shape[:2], *attrs["size"]), x.dtype)]
+
+
+def _grid_sample(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, grid = inputs
+    n = op.name
+    need_rank(n, "x", x, exact=4)
+    need_rank(n, "grid", grid, exact=4)
+    need_float(n, "x", x)
+    need_same_dtype(n, [("x", x), ("grid", grid)])
+    need_dim(n, "grid's last dim", grid.shape[3], 2, f"grid shape {fmt(grid.shape)}: an x and "
+             f"a y per output position")
+    need_dim(n, "grid's batch dim", grid.shape[0], x.shape[0], f"x shape {fmt(x.shape)}")
+    _need_spatial(n, x)
+    batch = x.shape[0] if dims.is_static(x.shape[0]) else grid.shape[0]
+    return [TensorType((batch, x.shape[1], *grid.shape[1:3]), x.dtype)]
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -697,6 +717,22 @@ floor(in * s) and the spatial dims static) or, without scales, out / in. mode ne
 input element at that coordinate rounded by nearest_mode (floor, ceil, round with halves down or
 up), clamped into the input; linear interpolates between the two neighbours along each axis
 (the coordinate clamped into [0, in - 1]; bilinear for 2 spatial axes)."""),
+    OpDef("grid_sample", 1, ("x", "grid"), ("y",), {
+        "mode": AttrSpec("enum:bilinear|nearest", "bilinear"),
+        "padding_mode": AttrSpec("enum:zeros|border|reflection", "zeros"),
+        "align_corners": AttrSpec("bool", False),
+    }, _grid_sample, doc="""\
+torch's grid_sample (ONNX GridSample) of x (N, C, H, W) at the positions in grid (N, Ho, Wo,
+2), both float of one dtype; the output is (N, C, Ho, Wo). grid[..., 0] is the x (width) and
+grid[..., 1] the y (height) coordinate, -1 and 1 the first and last pixel's centre with
+align_corners, their outer edges without. A position outside the input takes zeros, the
+nearest border pixel (border) or its mirror image at the edges (reflection, by pixel centres
+with align_corners, by edges without). mode bilinear weighs the 4 neighbours (one outside x
+counts as 0; one inside x with weight 0 still multiplies in, so an inf there gives nan),
+nearest takes the pixel at the position rounded half to even. As torch: a non-finite position
+(nan, +-inf, or one beyond float32 once scaled) gives nan in bilinear with zeros, 0 in nearest
+with zeros, and otherwise the first pixel of the axis (+inf or a huge positive the last, with
+border)."""),
     OpDef("max_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),

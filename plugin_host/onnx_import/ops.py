@@ -984,3 +984,26 @@ def _space_to_depth(imp, node, attrs):
 # LSTM and GRU (unrolled over time) live in their own module, which registers them here
 importlib.import_module(".recurrent", __package__)
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
+
+
+@maps("GridSample")
+def _grid_sample(imp, node, attrs):
+    """torch's grid_sample on (N, C, H, W): modes bilinear (opset 20 calls it linear) and
+    nearest, every padding mode; the grid a run-time value or a constant."""
+    _only(imp, attrs, {"mode": ..., "padding_mode": ..., "align_corners": ...})
+    mode = attrs.get("mode", "bilinear")
+    padding = attrs.get("padding_mode", "zeros")
+    align = attrs.get("align_corners", 0)
+    for name, value, known in (("mode", mode, ("bilinear", "linear", "nearest")),
+                               ("padding_mode", padding, ("zeros", "border", "reflection")),
+                               ("align_corners", align, (0, 1))):
+        if value not in known:
+            raise imp.unsupported(f"attribute {name}={value!r} is not supported (only "
+                                  f"{', '.join(map(str, known))})")
+    shape = list(imp.type_of(node.input[0]).shape)
+    if len(shape) != 4:
+        raise imp.unsupported(f"input shape {shape}: only (N, C, H, W) is sampled (not a "
+                              f"volumetric or other rank)")
+    imp.emit("grid_sample", [imp.tensor(n) for n in node.input[:2]], [node.output[0]],
+             {"mode": "nearest" if mode == "nearest" else "bilinear", "padding_mode": padding,
+              "align_corners": bool(align)})

@@ -50,6 +50,7 @@ for _op, _fn in {
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
     "expand": glue.expand, "tile": glue.tile,
+    "grid_sample": glue.grid_sample,
 }.items():
     FACTORIES[_op] = layers.generic(_fn)
 FACTORIES["resize"] = glue.make_resize

@@ -432,3 +432,62 @@ def make_resize(attrs, consts, types, where):
         return _resize_plan(shape, attrs)
 
     return lambda x: _resize_apply(x, plan_for(x.shape[2:]), attrs["mode"])
+
+
+# --- grid_sample -------------------------------------------------------------------------------
+
+def _grid_coordinate(g, size: int, padding_mode: str, align_corners: bool):
+    """Pixel coordinates along one axis from grid values ``g``, with torch's float arithmetic
+    (its vectorized CPU kernel): unnormalized, then reflected and/or clipped by padding_mode (a
+    nan clipped gives 0, as torch's clip does)."""
+    t = g.dtype.type
+    if align_corners:
+        c = (g + t(1)) * t((size - 1) / 2)
+    else:
+        c = (g + t(1)) * t(size / 2) - t(0.5)
+    if padding_mode == "reflection":
+        if align_corners and size == 1:
+            c = np.zeros_like(c)
+        else:
+            span = t(2 * (size - 1) if align_corners else 2 * size)
+            a = np.abs(c if align_corners else c + t(0.5))
+            extra = a - np.trunc(a / span) * span
+            c = np.minimum(extra, span - extra) - t(0 if align_corners else 0.5)
+    if padding_mode != "zeros":
+        c = np.where(np.isnan(c), t(0), np.clip(c, t(0), t(size - 1)))
+    return c
+
+
+def _grid_gather(xt, batch, iy, ix, size_h: int, size_w: int):
+    """``xt`` (N, H, W, C) at float pixel indices (iy, ix): 0 where an index is outside x
+    (nan too), without casting a non-finite float to an integer."""
+    inside = (iy >= 0) & (iy <= size_h - 1) & (ix >= 0) & (ix <= size_w - 1)
+    values = xt[batch, np.where(inside, iy, 0).astype(np.intp),
+                np.where(inside, ix, 0).astype(np.intp)]
+    return np.where(inside[..., None], values, xt.dtype.type(0))
+
+
+def grid_sample(x, grid, *, mode, padding_mode, align_corners):
+    """torch's grid_sample, 2-D: indices and weights for the whole grid at once, one gather per
+    neighbour."""
+    if x.shape[0] != grid.shape[0]:  # run-time dims the shape rule could not compare
+        raise ShapeError(f"grid_sample: grid's batch dim {grid.shape[0]} is not x's "
+                         f"{x.shape[0]}", where="grid_sample", expected=x.shape[0],
+                         got=grid.shape[0])
+    h, w = x.shape[2:]
+    xt = x.transpose(0, 2, 3, 1)
+    batch = np.arange(x.shape[0])[:, None, None]
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # IEEE results
+        cx = _grid_coordinate(grid[..., 0], w, padding_mode, align_corners)
+        cy = _grid_coordinate(grid[..., 1], h, padding_mode, align_corners)
+        if mode == "nearest":
+            y = _grid_gather(xt, batch, np.rint(cy), np.rint(cx), h, w)
+        else:
+            x0, y0 = np.floor(cx), np.floor(cy)
+            east, south = cx - x0, cy - y0
+            west, north = 1 - east, 1 - south
+            y = _grid_gather(xt, batch, y0, x0, h, w) * (north * west)[..., None]
+            y = y + _grid_gather(xt, batch, y0, x0 + 1, h, w) * (north * east)[..., None]
+            y = y + _grid_gather(xt, batch, y0 + 1, x0, h, w) * (south * west)[..., None]
+            y = y + _grid_gather(xt, batch, y0 + 1, x0 + 1, h, w) * (south * east)[..., None]
+    return np.ascontiguousarray(y.transpose(0, 3, 1, 2), dtype=x.dtype)

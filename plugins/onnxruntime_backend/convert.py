@@ -363,6 +363,12 @@ def resize(e, node, ins, outs, a):
          coordinate_transformation_mode=a["coordinate_mode"], nearest_mode=a["nearest_mode"])
 
 
+def grid_sample(e, node, ins, outs, a):
+    """GridSample as opset 16 names its modes (bilinear, nearest)."""
+    e.op("GridSample", ins, outs, mode=a["mode"], padding_mode=a["padding_mode"],
+         align_corners=int(a["align_corners"]))
+
+
 def flatten(e, node, ins, outs, a):
     x = ins[0]
     out = e.types[outs[0]].shape
@@ -492,7 +498,7 @@ CONVERTERS: dict[str, Converter] = {
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
     "slice": slice_, "split": split, "pad": pad, "max_pool": _nan_wins(max_pool, max_pool),
     "avg_pool": avg_pool,
-    "resize": resize,
+    "resize": resize, "grid_sample": grid_sample,
     "gather": gather, "expand": _ints_input("Expand", "shape"),
     "tile": _ints_input("Tile", "repeats"),
 }

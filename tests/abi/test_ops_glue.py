@@ -131,6 +131,14 @@ GOOD = [
                                                mode="bilinear")),
     ("resize", [z(1, 2, 9)], {"size": [4]},
      lambda a: torch.nn.functional.interpolate(torch.from_numpy(a), size=4)),
+    ("grid_sample", [z(2, 3, 4, 5), z(2, 6, 7, 2)], {"mode": "nearest"},
+     lambda a, g: torch.nn.functional.grid_sample(torch.from_numpy(a), torch.from_numpy(g),
+                                                  mode="nearest", align_corners=False)),
+    ("grid_sample", [z(1, 2, 1, 1, dtype=np.float64), z(1, 3, 1, 2, dtype=np.float64)],
+     {"padding_mode": "reflection", "align_corners": True},
+     lambda a, g: torch.nn.functional.grid_sample(torch.from_numpy(a), torch.from_numpy(g),
+                                                  padding_mode="reflection",
+                                                  align_corners=True)),
     ("max_pool", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
                                    "padding": [[1, 1], [0, 0]], "dilation": [1, 1]},
      lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0))),
@@ -191,6 +199,12 @@ def test_symbolic_dims():
     assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
                  ) == [T(("N", 3, 8, 10), f32)]
     assert infer("resize", [T(("N", 3, "L"), f32)], {"size": [7]}) == [T(("N", 3, 7), f32)]
+    assert infer("grid_sample", [T(("N", 3, "H", "W"), f32), T(("N", 6, 7, 2), f32)]) == [
+        T(("N", 3, 6, 7), f32)]
+    assert infer("grid_sample", [T(("N", 3, 4, 5), f32), T((2, "Ho", "Wo", 2), f32)]) == [
+        T((2, 3, "Ho", "Wo"), f32)]
+    assert infer("grid_sample", [T((2, 3, 4, 5), f32), T(("N", 6, 7, 2), f32)]) == [
+        T((2, 3, 6, 7), f32)]
     assert infer("gather", [T(("N", 4, "W"), f32), T((2, 2), i64)], {"axis": 1}) == [
         T(("N", 2, 2, "W"), f32)]
     assert infer("expand", [T(("N", 1, "W"), f32)], {"shape": [2, 1, 3, 1]}) == [
@@ -395,6 +409,24 @@ REFUSALS = [
      "attribute 'scales' must have every entry in (0, 1e9], got [-1.0]"),
     ("resize", [T((1, 2, 3), f32)], {"size": [3], "mode": "cubic"}, OpError,
      "attribute 'mode' must be one of 'nearest', 'linear', got 'cubic'"),
+    ("grid_sample", [T((1, 2, 3, 4, 5), f32), T((1, 2, 3, 4, 3), f32)], {}, ShapeError,
+     "grid_sample: x must have rank 4, got rank 5"),
+    ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 2), f32)], {}, ShapeError,
+     "grid_sample: grid must have rank 4, got rank 3"),
+    ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 7, 3), f32)], {}, ShapeError,
+     "grid_sample: grid's last dim must be 2, got 3 (grid shape (1, 6, 7, 3): an x and a y"),
+    ("grid_sample", [T((2, 2, 3, 4), f32), T((3, 6, 7, 2), f32)], {}, ShapeError,
+     "grid_sample: grid's batch dim must be 2, got 3 (x shape (2, 2, 3, 4))"),
+    ("grid_sample", [T((1, 2, 3, 4), i64), T((1, 6, 7, 2), i64)], {}, DTypeError,
+     "grid_sample: x must be a float tensor"),
+    ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 7, 2), f16)], {}, DTypeError,
+     "grid_sample: grid must have the dtype of x (float32), got float16"),
+    ("grid_sample", [T((1, 2, 0, 4), f32), T((1, 6, 7, 2), f32)], {}, ShapeError,
+     "grid_sample: spatial axis 0 of x shape (1, 2, 0, 4) is empty"),
+    ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 7, 2), f32)], {"mode": "bicubic"},
+     OpError, "attribute 'mode' must be one of 'bilinear', 'nearest', got 'bicubic'"),
+    ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 7, 2), f32)],
+     {"padding_mode": "constant"}, OpError, "attribute 'padding_mode' must be one of"),
     ("max_pool", [T((1, 2, 3, 4, 5), f32)], POOL, ShapeError,
      "max_pool: x must have rank 3 or 4, got rank 5"),
     ("max_pool", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,

@@ -18,7 +18,7 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "prelu", "pow", "max", "min", "equal", "greater", "greater_equal", "less",
             "less_equal", "not", "where", "and", "or", "floor", "ceil", "round", "sum", "amax",
             "amin", "argmax", "sin", "cos", "sign", "log_softmax", "argmin", "prod", "mod",
-            "resize",
+            "resize", "grid_sample",
             "gather", "expand", "tile", "cumsum", "topk",
             "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan",
             "isinf"}

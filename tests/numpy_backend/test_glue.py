@@ -198,6 +198,83 @@ def test_resize_over_symbolic_spatial_dims():
         ex.run({"x": np.zeros((1, 3, 0, 7), np.float32)})
 
 
+# --- grid_sample -------------------------------------------------------------------------------
+
+GRID_MODES = [(m, p, a) for m in ("bilinear", "nearest") for p in ("zeros", "border",
+                                                                    "reflection")
+              for a in (False, True)]
+
+
+def _grid_sample(x, grid, mode, padding_mode, align_corners):
+    return TF.grid_sample(t(x), t(grid), mode=mode, padding_mode=padding_mode,
+                          align_corners=align_corners).numpy()
+
+
+def _grids(n):
+    """Random positions partly outside [-1, 1], and a lattice through pixel centres, edges and
+    the halves between (nearest's ties)."""
+    lattice = np.linspace(-1.25, 1.25, 21, dtype=np.float32)
+    yield RNG.uniform(-1.6, 1.6, (n, 6, 8, 2)).astype(np.float32)
+    yield np.broadcast_to(np.stack(np.meshgrid(lattice, lattice), -1), (n, 21, 21, 2)).copy()
+
+
+@pytest.mark.parametrize("mode, padding_mode, align_corners", GRID_MODES)
+def test_grid_sample_as_torch(mode, padding_mode, align_corners):
+    for shape in ((2, 3, 5, 7), (1, 2, 1, 4), (2, 1, 3, 1), (1, 1, 1, 1), (1, 2, 4, 4)):
+        x = RNG.standard_normal(shape).astype(np.float32) * 4
+        for grid in _grids(shape[0]):
+            (y,) = run_op("grid_sample", [x, grid], mode=mode, padding_mode=padding_mode,
+                          align_corners=align_corners)
+            want = _grid_sample(x, grid, mode, padding_mode, align_corners)
+            assert y.dtype == np.float32 and y.shape == want.shape
+            np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode, padding_mode, align_corners", GRID_MODES)
+def test_grid_sample_at_the_extremes_as_torch(mode, padding_mode, align_corners):
+    """nan, +-inf, float32 extremes, huge and tiny values in the grid and in x: torch's results
+    (nan where torch gives nan), without numpy warnings."""
+    big = np.finfo(np.float32).max
+    values = np.array([np.nan, np.inf, -np.inf, big, -big, 3e38, 1e20, -1e20, 1e6, -0.0,
+                       1e-45, 1.0, -1.0, 0.25, 1.5, -7.0], np.float32)
+    grid = np.stack(np.meshgrid(values, values), -1)[None].repeat(2, axis=0)
+    x = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, big, -big, -0.0, 1e-45], np.float32)
+    x[1].reshape(-1)[RNG.permutation(x[1].size)[:20]] = np.resize(specials, 20)
+    with np.errstate(all="raise"):  # IEEE results, not warnings
+        (y,) = run_op("grid_sample", [x, grid], mode=mode, padding_mode=padding_mode,
+                      align_corners=align_corners)
+    want = _grid_sample(x, grid, mode, padding_mode, align_corners)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_grid_sample_over_symbolic_dims():
+    b = GraphBuilder("grid_sample")
+    x = b.input("x", ("n", 3, "h", "w"), "float32", "ANY")
+    grid = b.input("grid", ("n", "ho", "wo", 2), "float32", "ANY")
+    b.output(b.op("grid_sample", x, grid, name="g", padding_mode="border"), "y", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    for n, h, w, ho, wo in ((1, 5, 7, 3, 4), (3, 2, 9, 6, 1), (1, 5, 7, 3, 4)):
+        a = RNG.standard_normal((n, 3, h, w)).astype(np.float32)
+        g = RNG.uniform(-1.3, 1.3, (n, ho, wo, 2)).astype(np.float32)
+        np.testing.assert_allclose(ex.run({"x": a, "grid": g})["y"],
+                                   _grid_sample(a, g, "bilinear", "border", False),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_grid_sample_refuses_batch_dims_that_differ_at_run_time():
+    b = GraphBuilder("grid_sample")
+    x = b.input("x", ("n", 2, 3, 4), "float32", "ANY")
+    grid = b.input("grid", ("m", 5, 6, 2), "float32", "ANY")
+    b.output(b.op("grid_sample", x, grid, name="g"), "y", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    for n, m in ((1, 3), (3, 1)):
+        with pytest.raises(ShapeError, match=rf"grid_sample: grid's batch dim {m} is not x's "
+                                             rf"{n}"):
+            ex.run({"x": np.zeros((n, 2, 3, 4), np.float32),
+                    "grid": np.zeros((m, 5, 6, 2), np.float32)})
+
+
 def test_a_max_over_a_dim_bound_to_zero_at_run_time_is_a_typed_refusal():
     from abi.errors import ShapeError
 
