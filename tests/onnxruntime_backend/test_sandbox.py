@@ -111,3 +111,58 @@ def test_infer_with_a_policy_whose_artifact_runs_on_onnxruntime(tmp_path, capsys
                           state)
     assert code == 0, err
     assert "on onnxruntime in sandbox worker" in out
+
+
+def _new_ops_graph():
+    """The ops added for ONNX import, chained: grid_sample, resize, gather, topk, cumsum,
+    atan, isnan, cast, expand, log_softmax, einsum's matmul."""
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("new_ops")
+    x = b.input("x", (1, 2, 4, 4), "float32", "NCHW")
+    grid = b.input("grid", (1, 3, 3, 2), "float32", "ANY")
+    y = b.op("grid_sample", x, grid, name="warp", mode="bilinear", padding_mode="border",
+             align_corners=False)
+    y = b.op("resize", y, name="up", size=[6, 6], mode="linear", coordinate_mode="half_pixel")
+    rows = b.op("reshape", y, name="rows", shape=[2, 36])
+    picked = b.op("gather", rows, b.constant("idx", np.array([5, 0, 35], np.int64)),
+                  name="pick", axis=1)
+    values, indices = b.op("topk", rows, name="top", k=4, axis=1)
+    run = b.op("cumsum", b.op("atan", values, name="atan"), name="run", axis=1)
+    nan = b.op("cast", b.op("isnan", picked, name="nan"), name="nan_f", dtype="float32")
+    first = b.op("reshape", b.op("slice", nan, name="first_row", starts=[0], ends=[1],
+                                 axes=[0], steps=[1]), name="row", shape=[3])
+    gram = b.op("matmul", b.op("transpose", picked, name="t", perm=[1, 0]), picked,
+                name="gram")  # (3, 3)
+    soft = b.op("log_softmax", gram, name="soft", axis=-1)
+    b.output(run, "run", "ANY")
+    b.output(indices, "indices", "ANY")
+    b.output(b.op("add", soft, b.op("expand", first, name="wide", shape=[3, 3]), name="mix"),
+             "mix", "ANY")
+    return b.build()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
+def test_the_new_ops_run_in_the_confined_worker(backend, tmp_path):
+    """Each backend runs them under seccomp, Landlock and the rest with no system call or
+    file the worker's confinement refuses, and gives the in-process numpy results."""
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path / "new_ops.pha"
+    build_artifact(_new_ops_graph(), path, version="1.0.0", backends=["numpy", "onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=100.0, golden_cases=1)
+    sign_artifact(path, key)
+    local = Executor(_new_ops_graph(), NumpyBackend())
+    rng = np.random.default_rng(2)
+    feed = {"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32),
+            "grid": rng.uniform(-1.2, 1.2, (1, 3, 3, 2)).astype(np.float32)}
+    plugins = ("numpy_backend",) if backend == "numpy" else ("onnxruntime_backend",)
+    with SandboxedExecutor(path, trust=trust, backend=backend, backend_plugins=plugins) as ex:
+        p = ex.protections
+        assert p.seccomp and p.landlock_abi >= 6 and p.no_new_privs and not p.problems
+        got, want = ex.run(dict(feed)), local.run(dict(feed))
+        assert list(ex.audit_events) == []
+    assert set(got) == set(want) == {"run", "indices", "mix"}
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
