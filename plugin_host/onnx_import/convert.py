@@ -103,6 +103,7 @@ class Importer:
                           0)
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
         self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
+        self.dim_source: dict[str, tuple] = {}     # run-time dim -> (graph tensor, its axis)
         self.origin: dict[str, str] = {}           # ONNX constant -> name it descends from
         self.values: dict[str, str] = {}           # ONNX name -> graph tensor name
         self.types: dict[str, TensorType] = {}     # graph tensor name -> type
@@ -350,6 +351,9 @@ class Importer:
             return self._constant(node, attrs)
         if op == "Shape" and ins:  # of a run-time value or a folded one (dynamo: zeros)
             shape = self.type_of(ins[0]).shape
+            for axis, d in enumerate(shape):  # where each run-time dim can be read back
+                if type(d) is not int and ins[0] in self.values:
+                    self.dim_source.setdefault(d, (self.values[ins[0]], axis))
             value = np.empty(len(shape), dtype=object)
             value[:] = list(shape)
             value = value[attrs.get("start", 0):attrs.get("end", None)]

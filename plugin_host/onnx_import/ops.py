@@ -652,6 +652,45 @@ def _transpose(imp, node, attrs):
              {"perm": attrs.get("perm", list(range(rank))[::-1])})
 
 
+@maps("ConstantOfShape")
+def _constant_of_shape(imp, node, attrs):
+    """A shape holding run-time dims (``torch.zeros(x.size(0), 3)`` under a dynamic batch; a
+    constant shape was folded): ``where(mask, c, c)``, c the value over the fixed dims, and the
+    mask a bool tensor that carries each run-time dim, read back from the tensor its Shape was
+    taken of (``equal`` of a one-element-wide slice of it with itself)."""
+    _only(imp, attrs, {"value": ...})
+    dims = imp.shape_value(node.input[0], "shape")
+    value = one_value(attrs.get("value", np.zeros(1, np.float32)), "value")
+    if any(type(d) is int and d < 0 for d in dims):
+        raise ModelFileError(f"shape {dims} has a negative dim")
+    fixed = [d if type(d) is int else 1 for d in dims]
+    imp.check_size("its output", fixed)
+    mask = None
+    for axis, d in enumerate(dims):
+        if type(d) is int:
+            continue
+        if d not in imp.dim_source:
+            raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is not a dim of a tensor "
+                                  f"whose Shape the model takes")
+        source, at = imp.dim_source[d]
+        rank = len(imp.types[source].shape)
+        y = source
+        if rank > 1:
+            others = [a for a in range(rank) if a != at]
+            y = imp.emit("slice", [y], [None], {"starts": [0] * len(others),
+                                                "ends": [1] * len(others), "axes": others},
+                         suffix=f".{axis}.slice")[0]
+        y = imp.emit("reshape", [y], [None], {"shape": [1] * axis + [-1] + [1] * (
+            len(dims) - axis - 1)}, suffix=f".{axis}.dim")[0]
+        y = imp.emit("equal", [y, y], [None], suffix=f".{axis}.mask")[0]
+        mask = y if mask is None else imp.emit("or", [mask, y], [None],
+                                                suffix=f".{axis}.masks")[0]
+    if mask is None:  # not reached: a fixed shape is folded
+        raise imp.unsupported(f"shape {dims} is fixed but was not folded")
+    c = imp.add_constant(np.full(fixed, value, value.dtype), f"{imp.node_name}.value")
+    imp.emit("where", [mask, c, c], [node.output[0]])
+
+
 @maps("Slice")
 def _slice(imp, node, attrs):
     _only(imp, attrs, {})

@@ -43,11 +43,18 @@ def test_unsupported_op_names_node_and_op(tmp_path):
 
 
 def test_op_supported_only_on_constants_says_so(tmp_path):
-    path = _save(tmp_path / "m.onnx", [helper.make_node("ConstantOfShape", ["shape"], ["y"],
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Range", ["n", "n", "n"], ["y"],
+                                                        name="steps")],
+                 [_vi("n", TP.INT64, ())], [_vi("y", TP.INT64, (4,))])
+    with pytest.raises(UnsupportedModelError,
+                       match=r"node 'steps' \(Range\).*constant inputs"):
+        import_onnx(path)
+    path = _save(tmp_path / "c.onnx", [helper.make_node("ConstantOfShape", ["shape"], ["y"],
                                                         name="wide")],
                  [_vi("shape", TP.INT64, (2,))], [_vi("y")])
-    with pytest.raises(UnsupportedModelError,
-                       match=r"node 'wide' \(ConstantOfShape\).*constant inputs"):
+    with pytest.raises(UnsupportedModelError,  # neither folded nor read from a Shape
+                       match=r"node 'wide' \(ConstantOfShape\): shape 'shape' must be a "
+                             r"constant \(known at import\), but it is computed at run time"):
         import_onnx(path)
 
 

@@ -137,12 +137,13 @@ def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
 def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(tmp_path):
     helper, tp = onnx.helper, onnx.TensorProto
     tail = [helper.make_node("Concat", ["b", "c"], ["dims"], axis=0),
-            helper.make_node("ConstantOfShape", ["dims"], ["y"], name="zeros")]
+            helper.make_node("Tile", ["x", "dims"], ["y"], name="tiles")]
     model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
-                                                                  ["batch", 6])])
+                                                                  ["n", 24, 4])])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(model)
-    assert info.value.node == "zeros" and "holds run-time dims ['batch', 6]" in str(info.value)
+    assert info.value.node == "tiles" and "holds run-time dims: ['batch', 6]" in str(
+        info.value)
 
 
 def test_shape_arithmetic_is_capped_like_constant_folding(tmp_path):
@@ -169,3 +170,33 @@ def test_a_shape_as_graph_output_is_refused_saying_why(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"graph output 'y' is a shape holding "
                        r"run-time dims \(\['batch', 6, 4\]\)"):
         import_onnx(model)
+
+
+class _Zeros(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.zeros(x.shape[0], 3, 4, 4) + torch.full((x.shape[0], 1, 1, 4), 2.5)
+
+
+class _Recurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), 5)  # the usual way to start from zero state
+        out, _ = self.lstm(x.flatten(2)[:, :, :4], (h0, h0))
+        return out
+
+
+@pytest.mark.parametrize("module", [_Zeros, _Recurrent], ids=["zeros", "lstm_zero_state"])
+def test_constants_of_a_run_time_shape_take_any_batch(module, tmp_path, signer):
+    """torch.zeros / torch.full with a run-time batch (ConstantOfShape of a run-time shape)
+    become where(mask, c, c), the mask reading the batch back from the input."""
+    model = _export(module(), tmp_path / "z.onnx", dynamo=False)
+    _, loaded = import_and_load(model, tmp_path / "z.pha", signer)
+    assert "where" in {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(4)
+    feeds = [{"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32)} for n in (1, 3, 5)]
+    if module is _Zeros:
+        feeds[1]["x"][0, 0, 0, 0] = np.nan  # the mask is nan-blind: where(m, c, c) is c
+    check_against_onnxruntime(model, loaded, feeds)
