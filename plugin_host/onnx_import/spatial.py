@@ -1,0 +1,160 @@
+"""ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample) as ``resize``;
+DepthToSpace and SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose, reshape;
+GridSample (grid_sample) as ``grid_sample``. Registered in :data:`.ops.MAPPERS` on import.
+"""
+
+from __future__ import annotations
+
+from abi.ops.glue import scaled_size
+
+from .fold import axis_in
+from .ops import _few, _only, _opt, maps
+
+_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+_NEAREST_MODES = ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil")
+
+
+def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None]:
+    """``(size, scales)`` of the spatial axes from the constant scales or sizes input; the
+    batch and channel axes must stay as they are."""
+    scales, sizes = (_opt(node, i) for i in (2, 3))
+    scales = imp.const(scales, "scales") if scales else None
+    if sizes and sizes in imp.sym:  # from the input's shape: a run-time batch is kept
+        sizes = imp.sym[sizes]
+    else:
+        sizes = imp.const(sizes, "sizes") if sizes else None
+    scales = None if scales is None or not scales.size else scales
+    sizes = None if sizes is None or not sizes.size else sizes
+    if (scales is None) == (sizes is None):
+        raise imp.unsupported("needs exactly one of the scales and sizes inputs, non-empty")
+    given = scales if sizes is None else sizes
+    what = "scales" if sizes is None else "sizes"
+    if given.ndim != 1 or given.size != len(axes) or given.dtype.kind not in (
+            "f" if sizes is None else "iO"):
+        raise imp.unsupported(f"{what} {_few(given.ravel().tolist())} must be {len(axes)} "
+                              f"{'floats' if sizes is None else 'integers'}, one per axis")
+    full = [1.0] * len(shape) if sizes is None else list(shape)
+    for a, v in zip(axes, given.tolist()):
+        full[a] = v
+    if full[:2] != ([1.0, 1.0] if sizes is None else list(shape[:2])):
+        raise imp.unsupported(f"{what} {_few(given.tolist())} does not keep the batch and "
+                              f"channel axes of input shape {shape} as they are (only the "
+                              f"spatial axes may change)")
+    if sizes is not None:
+        if not all(type(d) is int for d in full[2:]):
+            raise imp.unsupported(f"sizes {_few(given.tolist())} leave a run-time spatial dim "
+                                  f"of input shape {shape}: the output size must be known")
+        return full[2:], None
+    bad = [s for s in full[2:] if not (0 < s <= 1e9)]
+    if bad:
+        raise imp.unsupported(f"scales {_few(given.tolist())} must be in (0, 1e9]")
+    spatial = shape[2:]
+    if not all(type(d) is int for d in spatial):
+        raise imp.unsupported(f"scales on the run-time spatial dims of input shape {shape}: "
+                              f"the output size must be known at import")
+    return [scaled_size(d, s) for d, s in zip(spatial, full[2:])], [float(s) for s in full[2:]]
+
+
+@maps("Resize")
+def _resize(imp, node, attrs):
+    """nearest and linear on 1 or 2 spatial axes, with constant scales or sizes."""
+    _only(imp, attrs, {"mode": ..., "coordinate_transformation_mode": ..., "nearest_mode": ...,
+                       "cubic_coeff_a": ..., "exclude_outside": 0, "antialias": 0,
+                       "extrapolation_value": ..., "keep_aspect_ratio_policy": "stretch",
+                       "axes": ...})
+    mode = attrs.get("mode", "nearest")
+    coordinate = attrs.get("coordinate_transformation_mode", "half_pixel")
+    nearest = attrs.get("nearest_mode", "round_prefer_floor")
+    for name, value, known in (("mode", mode, ("nearest", "linear")),
+                               ("coordinate_transformation_mode", coordinate,
+                                _RESIZE_COORDINATES), ("nearest_mode", nearest, _NEAREST_MODES)):
+        if value not in known:
+            raise imp.unsupported(f"attribute {name}={value!r} is not supported (only "
+                                  f"{', '.join(known)})")
+    x = node.input[0]
+    shape = list(imp.type_of(x).shape)
+    if len(shape) not in (3, 4):
+        raise imp.unsupported(f"input shape {shape}: only (N, C, L) and (N, C, H, W) resize")
+    axes = [axis_in(a, len(shape), "axes") for a in attrs.get("axes", range(len(shape)))]
+    if len(set(axes)) != len(axes):
+        raise imp.unsupported(f"attribute axes={attrs['axes']} names an axis twice")
+    size, scales = _resize_given(imp, node, shape, axes)
+    imp.check_size("its resize output", [*(d or 1 for d in shape[:2]), *size])
+    imp.emit("resize", [imp.tensor(x)], [node.output[0]],
+             {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
+              "nearest_mode": nearest})
+
+
+def _blocks(imp, node, attrs) -> tuple[int, list]:
+    """The block size and the (N, C, H, W) shape of DepthToSpace / SpaceToDepth's input (C, H
+    and W static)."""
+    b = attrs.get("blocksize")
+    shape = list(imp.type_of(node.input[0]).shape)
+    if len(shape) != 4 or not all(type(d) is int for d in shape[1:]):
+        raise imp.unsupported(f"input shape {shape}: needs (N, C, H, W) with C, H, W static")
+    if type(b) is not int or b < 1:
+        raise imp.unsupported(f"attribute blocksize={b!r} must be an integer >= 1")
+    return b, shape
+
+
+def _rearrange(imp, node, split: list, perm: list, merged: list) -> None:
+    """reshape to ``split``, transpose by ``perm``, reshape to ``merged``: no arithmetic."""
+    y = imp.emit("reshape", [imp.tensor(node.input[0])], [None],
+                 {"shape": [-1 if type(d) is not int else d for d in split]},
+                 suffix=".split")[0]
+    y = imp.emit("transpose", [y], [None], {"perm": perm}, suffix=".transpose")[0]
+    imp.emit("reshape", [y], [node.output[0]],
+             {"shape": [-1 if type(d) is not int else d for d in merged]})
+
+
+@maps("DepthToSpace")
+def _depth_to_space(imp, node, attrs):
+    """torch's pixel_shuffle (CRD) and the DCR layout, as reshape -> transpose -> reshape."""
+    _only(imp, attrs, {"blocksize": ..., "mode": ...})
+    b, (n, c, h, w) = _blocks(imp, node, attrs)
+    mode = attrs.get("mode", "DCR")
+    if c % (b * b):
+        raise imp.unsupported(f"{c} channels are not a multiple of blocksize^2 = {b * b}")
+    if mode == "DCR":
+        split, perm = [n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2]
+    elif mode == "CRD":
+        split, perm = [n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3]
+    else:
+        raise imp.unsupported(f"attribute mode={mode!r} is not supported (only DCR, CRD)")
+    _rearrange(imp, node, split, perm, [n, c // (b * b), h * b, w * b])
+
+
+@maps("SpaceToDepth")
+def _space_to_depth(imp, node, attrs):
+    """The inverse of DepthToSpace's DCR mode (ONNX's one layout; torch's pixel_unshuffle is
+    the CRD one, which its exporters write as Reshape and Transpose), as reshape -> transpose
+    -> reshape."""
+    _only(imp, attrs, {"blocksize": ...})
+    b, (n, c, h, w) = _blocks(imp, node, attrs)
+    if h % b or w % b:
+        raise imp.unsupported(f"spatial dims {h}x{w} are not multiples of blocksize {b}")
+    _rearrange(imp, node, [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4],
+               [n, c * b * b, h // b, w // b])
+
+
+@maps("GridSample")
+def _grid_sample(imp, node, attrs):
+    """torch's grid_sample on (N, C, H, W): modes bilinear (opset 20 calls it linear) and
+    nearest, every padding mode; the grid a run-time value or a constant."""
+    _only(imp, attrs, {"mode": ..., "padding_mode": ..., "align_corners": ...})
+    mode = attrs.get("mode", "bilinear")
+    padding = attrs.get("padding_mode", "zeros")
+    align = attrs.get("align_corners", 0)
+    for name, value, known in (("mode", mode, ("bilinear", "linear", "nearest")),
+                               ("padding_mode", padding, ("zeros", "border", "reflection")),
+                               ("align_corners", align, (0, 1))):
+        if value not in known:
+            raise imp.unsupported(f"attribute {name}={value!r} is not supported (only "
+                                  f"{', '.join(map(str, known))})")
+    shape = list(imp.type_of(node.input[0]).shape)
+    if len(shape) != 4:
+        raise imp.unsupported(f"input shape {shape}: only (N, C, H, W) is sampled (not a "
+                              f"volumetric or other rank)")
+    imp.emit("grid_sample", [imp.tensor(n) for n in node.input[:2]], [node.output[0]],
+             {"mode": "nearest" if mode == "nearest" else "bilinear", "padding_mode": padding,
+              "align_corners": bool(align)})
