@@ -38,13 +38,11 @@ def _entry(v):
 
 def _div(a, b):
     """ONNX Div on int64: truncation; a symbolic dim is a size, never negative."""
-    if type(a) is int and type(b) is int:
-        if b == 0:
-            raise ModelFileError("integer division by zero in shape arithmetic")
-        q = abs(a) // abs(b)
-        return q if (a >= 0) == (b > 0) else -q
     if b == 0:
         raise ModelFileError("integer division by zero in shape arithmetic")
+    if type(a) is int and type(b) is int:
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
     return dims.floordiv(a, b)
 
 
@@ -113,9 +111,8 @@ def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
         rest.remove(s)
     else:
         if all(type(d) is int for d in rest):  # the symbols cancel: compare the fixed parts
-            numel = int(np.prod(rest, dtype=object))
-            known = int(np.prod([d for d in target if type(d) is int and d != -1],
-                                dtype=object))
+            numel = math.prod(rest)
+            known = math.prod(d for d in target if type(d) is int and d != -1)
             if -1 in target and known > 0 and numel % known == 0:
                 target = [numel // known if d == -1 else d for d in target]
                 symbols = [d for d in target if type(d) is not int]
