@@ -417,3 +417,23 @@ def test_build_help_names_the_options(capsys):
     assert "--upcast-tolerance RTOL,ATOL" in out and "(default: 1e-2,1e-2)" in out
 
 
+
+
+def test_float16_in_a_subgraph_attribute_is_named_and_typed(tmp_path):
+    """A float16 Constant hidden in an If branch: refused naming the branch without the
+    option; with it, rewritten and then refused for the If itself (not mapped), each a typed
+    one-line error."""
+    branch = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], value=_half("cv", [2.0]), name="inner")],
+        "then", [], [_vi("c", TP.FLOAT, (1,))])
+    path = tmp_path / "if.onnx"
+    path.write_bytes(_model([helper.make_node("If", ["b"], ["y"], then_branch=branch,
+                                              else_branch=branch, name="if")],
+                            [_vi("b", TP.BOOL, (1,))], [_vi("y", TP.FLOAT, (1,))])
+                     .SerializeToString())
+    assert_refused(path, UnsupportedModelError, "float16 in node 'inner' (Constant) in node "
+                   "'if' (If), attribute 'else_branch', attribute 'value'", "--upcast-float16")
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(path, upcast_float16=True)
+    assert "node 'if' (If)" in str(info.value) and "float16" not in str(info.value)
+    assert "\n" not in str(info.value)
