@@ -18,10 +18,12 @@ import numpy as np
 from abi.artifact import Manifest, Tolerance
 
 from ..artifacts.build import _drawn_inputs, build_artifact
-from ..errors import ModelImportError
+from ..errors import ModelImportError, UnsupportedModelError
 from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
-from .reader import DEFAULT_READ_LIMITS, ReadLimits, read_model
+from .float16 import DEFAULT_UPCAST_TOLERANCE, compare_float16, find_float16
+from .float16 import upcast_float16 as upcast_float16_model
+from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 
 __all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
@@ -36,15 +38,30 @@ Tolerances = Mapping[str, tuple[float, float]] | tuple[float, float]
 def import_onnx(path: str | os.PathLike, *, name: str | None = None,
                 state: Mapping[str, str] | None = None,
                 layouts: Mapping[str, str] | None = None, allow_external_data: bool = False,
-                limits: ReadLimits = DEFAULT_READ_LIMITS) -> ImportedModel:
+                limits: ReadLimits = DEFAULT_READ_LIMITS,
+                upcast_float16: bool = False) -> ImportedModel:
     """Read and import ``path``: the Graph, its ABI names' ONNX names and the checked proto.
 
     ``state`` maps recurrent-state inputs to the outputs that feed them (``{"h": "h_next"}``);
     ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``).
+    A model with float16 anywhere is refused unless ``upcast_float16``; then it is rewritten
+    to float32 (:mod:`.float16`), checked again like a file, and imported with a float32 ABI
+    (``float16_model`` of the result keeps the original).
     """
     model = read_model(path, allow_external_data=allow_external_data, limits=limits)
-    return onnx_to_graph(model, name=name or _model_name(path), layouts=layouts, state=state,
-                         limits=limits)
+    original, place = None, find_float16(model)
+    if place is not None and not upcast_float16:
+        raise UnsupportedModelError(f"{path}: float16 in {place}: the backends compute in "
+                                    f"float32; import with --upcast-float16 "
+                                    f"(upcast_float16=True) to rewrite the model to float32")
+    if place is not None:
+        original, (upcast, _) = model, upcast_float16_model(model, limits)
+        model = parse_model(upcast.SerializeToString(), where=f"{path} upcast to float32",
+                            limits=limits)
+    imported = onnx_to_graph(model, name=name or _model_name(path), layouts=layouts,
+                             state=state, limits=limits)
+    imported.float16_model = original
+    return imported
 
 
 def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
@@ -56,7 +73,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         backends: Sequence[str] = ("numpy",), latency_ms: float | None = None,
                         expires=None, allow_external_data: bool = False,
                         limits: ReadLimits = DEFAULT_READ_LIMITS, reference_backend=None,
-                        progress: Callable[[str], None] | None = None) -> Manifest:
+                        progress: Callable[[str], None] | None = None,
+                        upcast_float16: bool = False,
+                        upcast_tolerance: tuple[float, float] = DEFAULT_UPCAST_TOLERANCE,
+                        report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
     Golden outputs are computed with onnxruntime and stored with ``"onnxruntime"`` as the
@@ -64,11 +84,18 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     are :func:`~plugin_host.artifacts.build_artifact`'s. Raises ModelFileError for a malformed
     file, UnsupportedModelError naming the node and op for what cannot be mapped, and
     ModelImportError when the imported graph does not reproduce onnxruntime's outputs.
+
+    ``upcast_float16`` imports a float16 model as float32 (see :func:`import_onnx`): golden
+    outputs are then the float32 model's, and the float16 original also runs on onnxruntime
+    on the same inputs; its largest deviation per output goes to ``report`` (and progress),
+    and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
+    When onnxruntime cannot run the float16 model, ``report`` is told so instead.
     """
     say = progress or (lambda message: None)
     say(f"reading {path}")
     imported = import_onnx(path, name=name, state=state, layouts=layouts,
-                                  allow_external_data=allow_external_data, limits=limits)
+                           allow_external_data=allow_external_data, limits=limits,
+                           upcast_float16=upcast_float16)
     graph = imported.graph
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
@@ -85,6 +112,16 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         for spec in graph.outputs:
             _compare(i, spec.name, got[spec.name], want[spec.name],
                      *table.get(spec.name, DEFAULT_ONNX_TOLERANCE))
+    if imported.float16_model is not None:
+        lines = ["upcast from float16: the artifact's ABI is float32"] + compare_float16(
+            imported.float16_model, imported.onnx_inputs, imported.onnx_outputs, cases,
+            reference, upcast_tolerance, say)
+    else:
+        lines = ["no float16 in the model: nothing upcast"] if upcast_float16 else []
+    for line in lines:
+        say(line)
+        if report is not None:
+            report(line)
     return build_artifact(graph, out, name=name or graph.name, version=version,
                           backends=backends, reference_backend=reference_backend,
                           tolerances=tolerances, latency_ms=latency_ms, golden_inputs=cases,

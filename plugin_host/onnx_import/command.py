@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from ..errors import UsageError
 from .build import build_onnx_artifact
+from .float16 import DEFAULT_UPCAST_TOLERANCE
 
 __all__ = ["build_onnx", "parse_pairs"]
 
@@ -23,15 +25,36 @@ def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
     return pairs
 
 
+def parse_upcast_tolerance(text: str | None, upcast: bool) -> tuple[float, float]:
+    """``--upcast-tolerance RTOL,ATOL`` as two finite non-negative floats (the default when
+    not given); UsageError otherwise, or when it comes without ``--upcast-float16``."""
+    if text is None:
+        return DEFAULT_UPCAST_TOLERANCE
+    if not upcast:
+        raise UsageError("--upcast-tolerance goes with --upcast-float16")
+    try:
+        rtol, atol = (float(v) for v in text.split(","))
+    except ValueError:
+        rtol = atol = math.nan
+    if not (math.isfinite(rtol) and math.isfinite(atol) and rtol >= 0 and atol >= 0):
+        raise UsageError(f"--upcast-tolerance {text!r}: expected RTOL,ATOL, two finite "
+                         f"non-negative numbers, e.g. 1e-2,1e-2")
+    return rtol, atol
+
+
 def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires,
                progress) -> int:
+    upcast_tolerance = parse_upcast_tolerance(args.upcast_tolerance, args.upcast_float16)
+    notes: list[str] = []
     manifest = build_onnx_artifact(
         args.onnx, args.out, name=args.name, version=args.version,
         state=parse_pairs(args.state, "--state", "IN=OUT, e.g. h=h_next"),
         layouts=parse_pairs(args.layout, "--layout", "NAME=LAYOUT, e.g. img=NCHW"),
         tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
         backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms, expires=expires,
-        allow_external_data=args.allow_external_data, progress=progress)
+        allow_external_data=args.allow_external_data, progress=progress,
+        upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
+        report=notes.append)
     weights = sum(e.nbytes for e in manifest.tensors if e.role != "golden")
     ops = sorted({n["op"] for n in manifest.graph["nodes"]})
     print(f"built {args.out}: {manifest.name} {manifest.version} (unsigned) from {args.onnx}, "
@@ -39,4 +62,6 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
           f"{weights / 1e6:.1f} MB weights and state, {len(manifest.golden)} golden case(s) "
           f"from {manifest.golden_backend}, tolerance rtol {tolerance[0]:g} atol "
           f"{tolerance[1]:g}, latency {manifest.latency_ms:g} ms")
+    for note in notes:
+        print(note)
     return 0

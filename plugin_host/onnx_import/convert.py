@@ -50,6 +50,7 @@ class ImportedModel:
     onnx_inputs: dict[str, str] = field(default_factory=dict)   # ABI name -> ONNX name
     onnx_outputs: dict[str, str] = field(default_factory=dict)  # ABI name -> ONNX name
     opset: int = 0
+    float16_model: Any = None  # the float16 original of a model upcast to float32
 
 
 def _finite(value: Any) -> bool:

@@ -45,6 +45,11 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: 
                7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
                13: "uint64"}
 
+#: Element types whose values ONNX keeps in int32_data when not raw, with the range there
+#: (float16 as its bit pattern); a value outside it would wrap silently when converted.
+_INT32_DATA_RANGE = {"bool": (0, 1), "int8": (-128, 127), "uint8": (0, 255),
+                     "int16": (-32768, 32767), "uint16": (0, 65535), "float16": (0, 65535)}
+
 
 def _onnx():
     try:
@@ -249,6 +254,13 @@ def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS) -> np.ndarray:
         raise ModelFileError(f"tensor {t.name!r}: {len(t.raw_data)} raw bytes for dims "
                              f"{list(t.dims)} of {dtype} (expected "
                              f"{n * np.dtype(dtype).itemsize})")
+    low, high = _INT32_DATA_RANGE.get(dtype, (None, None))
+    if low is not None and not t.HasField("raw_data") and len(t.int32_data):
+        data = np.asarray(t.int32_data, np.int64)
+        if data.min() < low or data.max() > high:
+            wrong = int(data[(data < low) | (data > high)][0])
+            raise ModelFileError(f"tensor {t.name!r}: int32_data value {wrong} is outside "
+                                 f"{low}..{high}, the range of {dtype} there")
     try:
         array = onnx.numpy_helper.to_array(t)
     except (ValueError, TypeError) as exc:

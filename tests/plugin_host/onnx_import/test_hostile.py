@@ -257,3 +257,21 @@ def test_an_infinite_attribute_is_refused_at_its_node(tmp_path):
                                                     r"batchnorm with \{'eps': inf\}, which is "
                                                     r"not finite"):
         import_onnx(path)
+
+
+@pytest.mark.parametrize("elem, values, message", [
+    (TP.INT8, [1, 300], "int32_data value 300 is outside -128..127, the range of int8"),
+    (TP.UINT16, [-1, 2], "int32_data value -1 is outside 0..65535, the range of uint16"),
+    (TP.BOOL, [0, 2], "int32_data value 2 is outside 0..1, the range of bool"),
+])
+def test_narrow_int32_data_does_not_wrap(tmp_path, elem, values, message):
+    """Types ONNX keeps in int32_data (bool, 8/16-bit ints; float16 bit patterns, see
+    test_float16.py) are refused when a value is outside their range, not wrapped into it."""
+    t = onnx.TensorProto(name="w", data_type=elem, dims=[2])
+    t.int32_data.extend(values)
+    path = _save(tmp_path / "narrow.onnx",
+                 _model([helper.make_node("Cast", ["w"], ["wf"], to=TP.FLOAT, name="c"),
+                         helper.make_node("Add", ["x", "wf"], ["y"], name="a")],
+                        [_vi("x", shape=(2,))], [_vi("y", shape=(2,))], [t]))
+    with pytest.raises(ModelFileError, match=f"tensor 'w': {message}"):
+        import_onnx(path)
