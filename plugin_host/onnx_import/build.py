@@ -21,8 +21,9 @@ from ..artifacts.build import _drawn_inputs, build_artifact
 from ..errors import ModelImportError
 from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
-from .reader import DEFAULT_READ_LIMITS, ReadLimits, read_model
+from .reader import DEFAULT_READ_LIMITS, ReadLimits, default_opset, read_model
 from .reference import REFERENCE, run_reference
+from .upgrade import upgrade_model
 
 __all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
 
@@ -41,10 +42,16 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
 
     ``state`` maps recurrent-state inputs to the outputs that feed them (``{"h": "h_next"}``);
     ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``).
+    A model of opset 7 to 12 is upgraded to 13 first (:mod:`.upgrade`); ``.original`` is then
+    the model as read.
     """
     model = read_model(path, allow_external_data=allow_external_data, limits=limits)
-    return onnx_to_graph(model, name=name or _model_name(path), layouts=layouts, state=state,
-                         limits=limits)
+    upgraded = upgrade_model(model, where=str(path), limits=limits)
+    imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
+                             state=state, limits=limits)
+    if upgraded is not model:
+        imported.original, imported.original_opset = model, default_opset(model) or 0
+    return imported
 
 
 def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
@@ -59,8 +66,9 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         progress: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
-    Golden outputs are computed with onnxruntime and stored with ``"onnxruntime"`` as the
-    reference; ``tolerances`` is one ``(rtol, atol)`` or one per output name. The other options
+    Golden outputs are computed with onnxruntime on the model as given (also when its opset
+    was upgraded for the import) and stored with ``"onnxruntime"`` as the reference;
+    ``tolerances`` is one ``(rtol, atol)`` or one per output name. The other options
     are :func:`~plugin_host.artifacts.build_artifact`'s. Raises ModelFileError for a malformed
     file, UnsupportedModelError naming the node and op for what cannot be mapped, and
     ModelImportError when the imported graph does not reproduce onnxruntime's outputs.
@@ -70,6 +78,9 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     imported = import_onnx(path, name=name, state=state, layouts=layouts,
                                   allow_external_data=allow_external_data, limits=limits)
     graph = imported.graph
+    if imported.original is not None:
+        say(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
+            f"version converter; the reference runs the model as given")
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
 
@@ -77,7 +88,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     executor = Executor(graph, reference_backend)
     cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed)
     say(f"computing {len(cases)} golden case(s) with {REFERENCE}")
-    reference = run_reference(imported.model, imported.onnx_inputs, imported.onnx_outputs, cases)
+    given = imported.original if imported.original is not None else imported.model
+    reference = run_reference(given, imported.onnx_inputs, imported.onnx_outputs, cases)
     table = tolerances if isinstance(tolerances, Mapping) else {
         s.name: tuple(tolerances) for s in graph.outputs}
     for i, (inputs, want) in enumerate(zip(cases, reference)):
