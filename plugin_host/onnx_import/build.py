@@ -63,7 +63,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         backends: Sequence[str] = ("numpy",), latency_ms: float | None = None,
                         expires=None, allow_external_data: bool = False,
                         limits: ReadLimits = DEFAULT_READ_LIMITS, reference_backend=None,
-                        progress: Callable[[str], None] | None = None) -> Manifest:
+                        progress: Callable[[str], None] | None = None,
+                        report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
     Golden outputs are computed with onnxruntime on the model as given (also when its opset
@@ -72,6 +73,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     are :func:`~plugin_host.artifacts.build_artifact`'s. Raises ModelFileError for a malformed
     file, UnsupportedModelError naming the node and op for what cannot be mapped, and
     ModelImportError when the imported graph does not reproduce onnxruntime's outputs.
+    ``report`` (and progress) is told when the model's opset was upgraded.
     """
     say = progress or (lambda message: None)
     say(f"reading {path}")
@@ -79,8 +81,11 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                                   allow_external_data=allow_external_data, limits=limits)
     graph = imported.graph
     if imported.original is not None:
-        say(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
-            f"version converter; the reference runs the model as given")
+        line = (f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
+                f"version converter; the reference runs the model as given")
+        say(line)
+        if report is not None:
+            report(line)
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
 

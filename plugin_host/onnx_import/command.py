@@ -25,13 +25,15 @@ def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
 
 def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires,
                progress) -> int:
+    notes: list[str] = []
     manifest = build_onnx_artifact(
         args.onnx, args.out, name=args.name, version=args.version,
         state=parse_pairs(args.state, "--state", "IN=OUT, e.g. h=h_next"),
         layouts=parse_pairs(args.layout, "--layout", "NAME=LAYOUT, e.g. img=NCHW"),
         tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
         backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms, expires=expires,
-        allow_external_data=args.allow_external_data, progress=progress)
+        allow_external_data=args.allow_external_data, progress=progress,
+        report=notes.append)
     weights = sum(e.nbytes for e in manifest.tensors if e.role != "golden")
     ops = sorted({n["op"] for n in manifest.graph["nodes"]})
     print(f"built {args.out}: {manifest.name} {manifest.version} (unsigned) from {args.onnx}, "
@@ -39,4 +41,6 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
           f"{weights / 1e6:.1f} MB weights and state, {len(manifest.golden)} golden case(s) "
           f"from {manifest.golden_backend}, tolerance rtol {tolerance[0]:g} atol "
           f"{tolerance[1]:g}, latency {manifest.latency_ms:g} ms")
+    for note in notes:
+        print(note)
     return 0

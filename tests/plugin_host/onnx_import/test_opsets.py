@@ -122,10 +122,13 @@ def test_a_torch_export_of_an_older_opset_builds_and_matches_onnxruntime(
     run = reference.run_reference
     monkeypatch.setattr(build, "run_reference",
                         lambda m, *a, **k: (given.append(_opset(m)), run(m, *a, **k))[1])
-    manifest, loaded = import_and_load(model, tmp_path / "m.pha", signer, progress=said.append)
+    notes: list[str] = []
+    manifest, loaded = import_and_load(model, tmp_path / "m.pha", signer, progress=said.append,
+                                       report=notes.append)
     assert given == [opset]  # the golden outputs are onnxruntime's on the model as given
-    assert f"opset {opset} upgraded to 13 with the ONNX version converter; the reference " \
-           f"runs the model as given" in said
+    assert notes == [f"opset {opset} upgraded to 13 with the ONNX version converter; the "
+                     f"reference runs the model as given"]
+    assert notes[0] in said
     assert manifest.golden_backend == "onnxruntime"
     check_against_onnxruntime(model, loaded, [{k: np.asarray(v) for k, v in f.items()}
                                               for f in feeds(opset)])
@@ -136,6 +139,18 @@ def test_a_torch_export_of_an_older_opset_builds_and_matches_onnxruntime(
                            "Pad", "Clip", "Softmax", "LogSoftmax"},
                 "sequence": {"Gather", "LSTM"}}[kind]
     assert expected <= ops, ops
+
+
+def test_the_command_line_summary_says_the_model_was_upgraded(tmp_path, capsys):
+    from plugin_host.cli import main
+
+    model = export(_Layers(), [torch.randn(1, 2, 4, 5)], tmp_path / "m.onnx", dynamo=False,
+                   opset=10)
+    assert main(["build", "--onnx", str(model), "--out", str(tmp_path / "m.pha")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"built {tmp_path / 'm.pha'}: m 0.1.0 (unsigned)"), lines
+    assert lines[1:] == ["opset 10 upgraded to 13 with the ONNX version converter; the "
+                         "reference runs the model as given"]
 
 
 def test_the_import_keeps_the_model_as_read_and_maps_the_upgrade(tmp_path):
