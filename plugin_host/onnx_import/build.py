@@ -23,8 +23,9 @@ from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
 from .float16 import DEFAULT_UPCAST_TOLERANCE, compare_float16, find_float16
 from .float16 import upcast_float16 as upcast_float16_model
-from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
+from .reader import DEFAULT_READ_LIMITS, ReadLimits, default_opset, parse_model, read_model
 from .reference import REFERENCE, run_reference
+from .upgrade import upgrade_model
 
 __all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
 
@@ -46,21 +47,25 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``).
     A model with float16 anywhere is refused unless ``upcast_float16``; then it is rewritten
     to float32 (:mod:`.float16`), checked again like a file, and imported with a float32 ABI
-    (``float16_model`` of the result keeps the original).
+    (``float16_model`` of the result keeps the original). A model of opset 7 to 12 is then
+    upgraded to 13 (:mod:`.upgrade`); ``.original`` is the model before the upgrade.
     """
     model = read_model(path, allow_external_data=allow_external_data, limits=limits)
-    original, place = None, find_float16(model)
+    float16_model, place = None, find_float16(model)
     if place is not None and not upcast_float16:
         raise UnsupportedModelError(f"{path}: float16 in {place}: the backends compute in "
                                     f"float32; import with --upcast-float16 "
                                     f"(upcast_float16=True) to rewrite the model to float32")
     if place is not None:
-        original, (upcast, _) = model, upcast_float16_model(model, limits)
+        float16_model, (upcast, _) = model, upcast_float16_model(model, limits)
         model = parse_model(upcast.SerializeToString(), where=f"{path} upcast to float32",
                             limits=limits)
-    imported = onnx_to_graph(model, name=name or _model_name(path), layouts=layouts,
+    upgraded = upgrade_model(model, where=str(path), limits=limits)
+    imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
                              state=state, limits=limits)
-    imported.float16_model = original
+    if upgraded is not model:
+        imported.original, imported.original_opset = model, default_opset(model) or 0
+    imported.float16_model = float16_model
     return imported
 
 
@@ -79,9 +84,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
-    Golden outputs are computed with onnxruntime and stored with ``"onnxruntime"`` as the
-    reference; ``tolerances`` is one ``(rtol, atol)`` or one per output name. The other options
-    are :func:`~plugin_host.artifacts.build_artifact`'s. Raises ModelFileError for a malformed
+    Golden outputs are computed with onnxruntime on the model as given (also when its opset
+    was upgraded for the import; after a float16 upcast, on its float32 rewrite) and stored
+    with ``"onnxruntime"`` as the reference; ``tolerances`` is one ``(rtol, atol)`` or one per
+    output name. The other options are :func:`~plugin_host.artifacts.build_artifact`'s. Raises ModelFileError for a malformed
     file, UnsupportedModelError naming the node and op for what cannot be mapped, and
     ModelImportError when the imported graph does not reproduce onnxruntime's outputs.
 
@@ -90,6 +96,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     on the same inputs; its largest deviation per output goes to ``report`` (and progress),
     and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
     When onnxruntime cannot run the float16 model, ``report`` is told so instead.
+    ``report`` (and progress) is also told when the model's opset was upgraded.
     """
     say = progress or (lambda message: None)
     say(f"reading {path}")
@@ -97,6 +104,12 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                            allow_external_data=allow_external_data, limits=limits,
                            upcast_float16=upcast_float16)
     graph = imported.graph
+    if imported.original is not None:
+        line = (f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
+                f"version converter; the reference runs the model as given")
+        say(line)
+        if report is not None:
+            report(line)
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
 
@@ -104,7 +117,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     executor = Executor(graph, reference_backend)
     cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed)
     say(f"computing {len(cases)} golden case(s) with {REFERENCE}")
-    reference = run_reference(imported.model, imported.onnx_inputs, imported.onnx_outputs, cases)
+    given = imported.original if imported.original is not None else imported.model
+    reference = run_reference(given, imported.onnx_inputs, imported.onnx_outputs, cases)
     table = tolerances if isinstance(tolerances, Mapping) else {
         s.name: tuple(tolerances) for s in graph.outputs}
     for i, (inputs, want) in enumerate(zip(cases, reference)):

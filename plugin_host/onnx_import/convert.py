@@ -27,7 +27,8 @@ from ..errors import ModelFileError, UnsupportedModelError
 from ..graph import Graph, Node
 from . import symbolic
 from .fold import FOLDERS, fold, int_vector
-from .reader import DEFAULT_READ_LIMITS, ONNX_DTYPES, ReadLimits, to_array
+from .reader import (DEFAULT_READ_LIMITS, ONNX_DTYPES, OPSETS, ReadLimits, default_opset,
+                     to_array)
 
 __all__ = ["Importer", "ImportedModel", "onnx_to_graph", "DEFAULT_LAYOUTS"]
 
@@ -43,7 +44,8 @@ _DIM = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 @dataclass
 class ImportedModel:
-    """The graph, how its ABI names map back to the ONNX model's, and the checked model."""
+    """The graph, how its ABI names map back to the ONNX model's, and the checked model (and,
+    for a model of an older opset, the model as read: the reference runs that one)."""
 
     graph: Graph
     model: Any = None                                          # the onnx.ModelProto
@@ -51,6 +53,8 @@ class ImportedModel:
     onnx_outputs: dict[str, str] = field(default_factory=dict)  # ABI name -> ONNX name
     opset: int = 0
     float16_model: Any = None  # the float16 original of a model upcast to float32
+    original: Any = None      # the ModelProto as read when ``model`` is its opset upgrade
+    original_opset: int = 0   # its opset then
 
 
 def _finite(value: Any) -> bool:
@@ -100,8 +104,7 @@ class Importer:
     def __init__(self, model, *, limits: ReadLimits = DEFAULT_READ_LIMITS) -> None:
         self.model = model
         self.limits = limits
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                          0)
+        self.opset = default_opset(model) or 0
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
         self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
         self.dim_source: dict[str, tuple] = {}     # run-time dim -> (graph tensor, its axis)
@@ -525,6 +528,12 @@ class Importer:
 def onnx_to_graph(model, *, name: str, layouts: Mapping[str, str] | None = None,
                   state: Mapping[str, str] | None = None,
                   limits: ReadLimits = DEFAULT_READ_LIMITS) -> ImportedModel:
-    """Import a checked ModelProto (see :func:`~.reader.read_model`) as a Graph."""
+    """Import a checked ModelProto (see :func:`~.reader.read_model`) of an opset in ``OPSETS``
+    (:func:`~.upgrade.upgrade_model` upgrades older ones) as a Graph."""
+    version = default_opset(model)
+    if version not in OPSETS:
+        raise UnsupportedModelError(f"default-domain opset {version} is not mapped (mapped: "
+                                    f"{OPSETS.start}..{OPSETS.stop - 1}); upgrade the model "
+                                    f"first (import_onnx does)")
     return Importer(model, limits=limits).run(name=name, layouts=dict(layouts or {}),
                                               state=dict(state or {}))

@@ -21,7 +21,7 @@ from ..errors import ModelFileError, UnsupportedModelError
 from ..files import open_regular
 
 __all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "read_model", "parse_model", "to_array",
-           "ONNX_DTYPES", "OPSETS"]
+           "ONNX_DTYPES", "OPSETS", "UPGRADED_OPSETS", "default_opset"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ DEFAULT_READ_LIMITS = ReadLimits()
 
 #: Default-domain opsets this importer maps (torch 2.x exports 17 to 20; 23 adds RMSNormalization).
 OPSETS = range(13, 24)
+#: Older default-domain opsets that are read and upgraded to ``OPSETS.start`` before the import
+#: (:mod:`.upgrade`); onnxruntime, the reference, runs them as they are.
+UPGRADED_OPSETS = range(7, 13)
 
 #: ONNX TensorProto element types the ABI has, by their ONNX enum value.
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -103,9 +106,11 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                              f"exceed the caps {limits.max_nodes} / {limits.max_initializers}")
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     version = opsets.get("ai.onnx")
-    if version not in OPSETS:
+    if version not in OPSETS and version not in UPGRADED_OPSETS:
         raise UnsupportedModelError(f"{where}: default-domain opset {version} is not supported "
-                                    f"(supported: {OPSETS.start}..{OPSETS.stop - 1})")
+                                    f"(supported: {UPGRADED_OPSETS.start}..{OPSETS.stop - 1}; "
+                                    f"{UPGRADED_OPSETS.start}..{UPGRADED_OPSETS.stop - 1} are "
+                                    f"upgraded to {OPSETS.start})")
     for node in g.node:
         if node.domain not in ("", "ai.onnx"):
             raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported",
@@ -119,6 +124,11 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
             text = text[:400] + "..."
         raise ModelFileError(f"{where}: the ONNX checker refuses the model: {text}") from None
     return model
+
+
+def default_opset(model) -> int | None:
+    """The model's default-domain opset version (None when it has none)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
 def _node_name(node) -> str:

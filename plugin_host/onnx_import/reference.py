@@ -1,6 +1,8 @@
 """Golden outputs from the reference implementation of ONNX semantics: onnxruntime's CPU provider.
 
 Graph optimizations are off so that the reference computes what the file says, node by node.
+The same child also upgrades models of older opsets with onnx's version converter
+(:meth:`ReferenceProcess.convert`), native code run on the same hostile input.
 
 The model is hostile input and onnxruntime is native code: some malformed models that pass
 every check before it crash it (a segmentation fault) or keep it busy for ever. So it runs in
@@ -9,11 +11,13 @@ first use and kept for the next build), with ``no_new_privs``, the sandbox worke
 filter (no socket, no new process, no ptrace, ...), no core dumps, no file writes, and the
 parent's death as its own. A crash of the child is a
 :class:`~plugin_host.errors.ModelImportError` naming the signal, a run past
-:data:`TIMEOUT_S` one naming the time, and the next build starts a new child.
+:data:`TIMEOUT_S` (an upgrade past :data:`CONVERT_TIMEOUT_S`) one naming the time, and the
+next build starts a new child.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
@@ -24,18 +28,21 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from ..errors import ModelImportError, UsageError
 
-__all__ = ["REFERENCE", "TIMEOUT_S", "ReferenceProcess", "run_reference"]
+__all__ = ["REFERENCE", "TIMEOUT_S", "CONVERT_TIMEOUT_S", "ConversionRefused",
+           "ReferenceProcess", "run_reference", "run_converter"]
 
 #: The name stored in the artifact as the golden reference.
 REFERENCE = "onnxruntime"
 #: The longest a reference run of all the golden cases may take.
 TIMEOUT_S = 600.0
+#: The longest an opset upgrade by the version converter may take.
+CONVERT_TIMEOUT_S = 120.0
 
 _LENGTH = struct.Struct("<Q")
 _MAX_ANSWER = 2**34  # outputs of 64 cases of a large model fit; a lying length is refused
@@ -84,7 +91,10 @@ def _harden() -> None:
 
 
 def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]:
-    """(status, payload) for one request: b"O" and the outputs, or b"E" and why not."""
+    """(status, payload) for one request: b"O" and the outputs (or the upgraded model), or
+    b"E" and why not."""
+    if "__convert__" in request:
+        return _convert(request.pop("__model__").tobytes(), int(request.pop("__convert__")))
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = 1
@@ -108,6 +118,23 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     return b"O", _pack(out)
 
 
+def _convert(data: bytes, target: int) -> tuple[bytes, bytes]:
+    """The serialized model upgraded to default-domain opset ``target`` by onnx's converter."""
+    try:
+        import onnx
+        from onnx import version_converter
+    except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
+        return b"E", b"the onnx package is missing in the reference process"
+    try:
+        model = onnx.ModelProto.FromString(data)
+        return b"O", version_converter.convert_version(model, target).SerializeToString()
+    except Exception as exc:  # the converter raises RuntimeError, ConvertError, ...
+        text = _first_line(exc)
+        if "failed: " in text:  # "/path/adapter.h:35: operator(): Assertion `...` failed: why"
+            text = text.rsplit("failed: ", 1)[1] or text
+        return b"E", text.encode()
+
+
 def _encoded(names: Sequence[str]) -> np.ndarray:
     """Names as JSON bytes (any character survives; npz keys would not carry them)."""
     return np.frombuffer(json.dumps(list(names)).encode(), np.uint8)
@@ -127,6 +154,10 @@ def serve() -> None:
     length-prefixed answer on stdout, until stdin closes."""
     _harden()
     import onnxruntime as ort
+    try:  # before the filter: the converter's native module is loaded while files may be read
+        importlib.import_module("onnx.version_converter")
+    except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
+        pass
 
     from ..sandbox import seccomp
 
@@ -162,6 +193,23 @@ def _describe(returncode: int | None) -> str:
 
 class _Gone(Exception):
     """The child could not take the request (it had ended)."""
+
+
+class ConversionRefused(Exception):
+    """The version converter refused the model; the text is its reason, one line."""
+
+
+class _Job(NamedTuple):
+    """Who does a request's work and what it is called in messages."""
+
+    who: str        # "onnxruntime"
+    task: str       # "the reference run"
+    process: str    # "the onnxruntime reference process"
+    max_answer: int
+
+
+_RUN = _Job("onnxruntime", "the reference run", "the onnxruntime reference process",
+            _MAX_ANSWER)
 
 
 class ReferenceProcess:
@@ -206,29 +254,46 @@ class ReferenceProcess:
             for k, name in enumerate(inputs):
                 if name in case:
                     request[f"{i}/{k}"] = case[name]
-        data = _pack(request)
-        with self._lock:
-            for attempt in (1, 2):
-                if self._proc is None or self._proc.poll() is not None:
-                    self._proc = self._start()
-                try:
-                    status, payload = self._exchange(self._proc, data, timeout)
-                    break
-                except _Gone:  # gone before it read the request: not the model's doing
-                    self.close()
-                    if attempt == 2:
-                        raise ModelImportError("the onnxruntime reference process could not "
-                                               "be started") from None
-                except ModelImportError:
-                    self.close()
-                    raise
+        status, payload = self._ask(_pack(request), timeout, _RUN)
         if status == b"E":
             raise ModelImportError(payload.decode("utf-8", "replace"))
         outputs = _unpack(payload)
         return [{name: outputs[f"{i}/{j}"] for j, name in enumerate(fetch)}
                 for i in range(len(cases))]
 
-    def _exchange(self, proc: subprocess.Popen, data: bytes, timeout: float
+    def convert(self, model_bytes: bytes, target: int, *, max_bytes: int,
+                timeout: float | None = None) -> bytes:
+        """The serialized model upgraded to default-domain opset ``target`` by onnx's version
+        converter: an answer past ``max_bytes`` is refused; ConversionRefused when the
+        converter refuses the model."""
+        job = _Job("the ONNX version converter", "the opset upgrade",
+                   "the reference process", max_bytes)
+        request = {"__model__": np.frombuffer(model_bytes, np.uint8),
+                   "__convert__": np.array(target)}
+        status, payload = self._ask(_pack(request), CONVERT_TIMEOUT_S if timeout is None
+                                    else timeout, job)
+        if status == b"E":
+            raise ConversionRefused(payload.decode("utf-8", "replace"))
+        return payload
+
+    def _ask(self, data: bytes, timeout: float, job: _Job) -> tuple[bytes, bytes]:
+        """(status, payload) of one request, starting a child when there is none."""
+        with self._lock:
+            for attempt in (1, 2):
+                if self._proc is None or self._proc.poll() is not None:
+                    self._proc = self._start()
+                try:
+                    return self._exchange(self._proc, data, timeout, job)
+                except _Gone:  # gone before it read the request: not the model's doing
+                    self.close()
+                    if attempt == 2:
+                        raise ModelImportError(f"{job.process} could not be started") from None
+                except ModelImportError:
+                    self.close()
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _exchange(self, proc: subprocess.Popen, data: bytes, timeout: float, job: _Job
                   ) -> tuple[bytes, bytes]:
         assert proc.stdin is not None and proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -245,29 +310,32 @@ class ReferenceProcess:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 proc.kill()
-                raise ModelImportError(f"onnxruntime did not finish the reference run in "
+                raise ModelImportError(f"{job.who} did not finish {job.task} in "
                                        f"{timeout:g} s (stopped)")
             chunk = os.read(fd, max(need - len(buffer), 1 << 20))
             if not chunk:
-                raise self._died(proc)
+                raise self._died(proc, job)
             buffer += chunk
             if len(buffer) >= 1 + _LENGTH.size and need == 1 + _LENGTH.size:
                 size = _LENGTH.unpack_from(buffer, 1)[0]
-                if size > _MAX_ANSWER or buffer[:1] not in (b"O", b"E"):
+                if buffer[:1] not in (b"O", b"E") or size > _MAX_ANSWER:
                     proc.kill()
-                    raise ModelImportError("the onnxruntime reference process answered "
-                                           "nonsense (stopped)")
+                    raise ModelImportError(f"{job.process} answered nonsense (stopped)")
+                if size > job.max_answer:
+                    proc.kill()
+                    raise ModelImportError(f"{job.who} answered {size} bytes, past the cap "
+                                           f"of {job.max_answer} (stopped)")
                 need += size
         return bytes(buffer[:1]), bytes(buffer[1 + _LENGTH.size:need])
 
     @staticmethod
-    def _died(proc: subprocess.Popen) -> ModelImportError:
+    def _died(proc: subprocess.Popen, job: _Job) -> ModelImportError:
         try:
             returncode = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
             returncode = proc.wait()
-        return ModelImportError(f"onnxruntime crashed on the model ({_describe(returncode)}): "
+        return ModelImportError(f"{job.who} crashed on the model ({_describe(returncode)}): "
                                 f"it is malformed in a way the checks before it did not catch")
 
 
@@ -294,3 +362,10 @@ def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[s
              for case in cases]
     results = _PROCESS.run(model.SerializeToString(), fetch, feeds, timeout=timeout)
     return [{n: result[onnx_outputs[n]] for n in names} for result in results]
+
+
+def run_converter(model_bytes: bytes, target: int, *, max_bytes: int,
+                  timeout: float | None = None) -> bytes:
+    """The serialized model upgraded to default-domain opset ``target`` by onnx's version
+    converter, in the reference process (see :meth:`ReferenceProcess.convert`)."""
+    return _PROCESS.convert(model_bytes, target, max_bytes=max_bytes, timeout=timeout)

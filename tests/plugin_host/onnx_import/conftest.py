@@ -32,8 +32,9 @@ EXPORTERS = [
 
 
 def export(module, args, path: Path, *, dynamo: bool, fold: bool = True, optimize: bool = True,
-           input_names=None, output_names=None) -> Path:
-    """``module`` (eval mode) exported to ``path`` with torch's legacy or dynamo exporter."""
+           input_names=None, output_names=None, opset: int | None = None) -> Path:
+    """``module`` (eval mode) exported to ``path`` with torch's legacy or dynamo exporter
+    (``opset``: the legacy exporter's opset_version, else its default)."""
     module.eval()
     names = {"input_names": input_names, "output_names": output_names}
     with warnings.catch_warnings():
@@ -46,7 +47,8 @@ def export(module, args, path: Path, *, dynamo: bool, fold: bool = True, optimiz
         else:
             buffer = io.BytesIO()
             torch.onnx.export(module, tuple(args), buffer, dynamo=False,
-                              do_constant_folding=fold, **names)
+                              do_constant_folding=fold, **names,
+                              **({"opset_version": opset} if opset else {}))
             path.write_bytes(buffer.getvalue())
     return path
 

@@ -437,3 +437,23 @@ def test_float16_in_a_subgraph_attribute_is_named_and_typed(tmp_path):
         import_onnx(path, upcast_float16=True)
     assert "node 'if' (If)" in str(info.value) and "float16" not in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_float16_model_of_an_older_opset_is_upcast_then_upgraded(tmp_path, signer):
+    """Upcast first, then upgrade: the reference runs the float32 rewrite at the opset as
+    given, and the float16 original is compared as given too."""
+    torch.manual_seed(0)
+    model = tmp_path / "old.onnx"
+    torch.onnx.export(_MLP().half(), (torch.randn(2, 8).half(),), str(model), dynamo=False,
+                      opset_version=11, input_names=["x"], output_names=["y"])
+    assert onnx.load(model).opset_import[0].version == 11
+    notes: list[str] = []
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, upcast_float16=True,
+                                report=notes.append)
+    assert notes[0].startswith("opset 11 upgraded to 13")
+    assert notes[1] == "upcast from float16: the artifact's ABI is float32"
+    assert len(notes) == 3 and "max |diff|" in notes[2]
+    assert {s.dtype for s in loaded.graph.inputs + loaded.graph.outputs} == {"float32"}
+    upcast = _saved_upcast(model)
+    assert onnx.load(upcast).opset_import[0].version == 11
+    check_against_onnxruntime(upcast, loaded, _feeds(loaded))

@@ -7,13 +7,15 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are four tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are five tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
-MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip) and ``math`` (Elu, LeakyRelu,
-HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round)
-and ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
-LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin).
+MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
+HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round),
+``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
+LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
+``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv, Resize-11,
+Split, Squeeze, Softmax over a middle axis, an LSTM).
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
@@ -24,7 +26,7 @@ Two kinds of mutants:
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
   an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 21,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 26,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -768,6 +770,20 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             z = torch.sin(out[:, -1]) + y[:, 1, :3] * torch.linalg.vector_norm(out, dim=1)
             return z.repeat(1, 2) + torch.argmin(y[:, 2], -1, keepdim=True).float()
 
+    class Legacy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
+            self.lstm = torch.nn.LSTM(8, 3, batch_first=True)
+
+        def forward(self, x):
+            f = torch.nn.functional
+            y = f.interpolate(self.conv(x), scale_factor=2.0, mode="nearest")
+            a, b = y.split([2, 2], dim=1)
+            seq = torch.softmax(a + b, 1)[:, :1].squeeze(1)  # (1, 6, 8)
+            out, _ = self.lstm(seq)
+            return out[:, -1]
+
     torch.manual_seed(0)
     shapes = folder / "shapes.onnx"
     with warnings.catch_warnings():
@@ -783,7 +799,10 @@ def _export_seeds(folder: Path) -> dict[str, str]:
                  dynamo=False, fold=False, input_names=["x", "ids"], output_names=["y"])
     glue = export(Glue(), [torch.randn(1, 2, 4, 4)], folder / "glue.onnx", dynamo=False,
                   input_names=["x"], output_names=["y"])
-    return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes)}
+    legacy = export(Legacy(), [torch.randn(1, 2, 3, 4)], folder / "legacy.onnx", dynamo=False,
+                    opset=11, input_names=["x"], output_names=["y"])
+    return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
+            "legacy": str(legacy)}
 
 
 @pytest.fixture(scope="module")
@@ -889,6 +908,10 @@ def test_the_seed_models_build(seeds, tmp_path):
     ops = {n.op_type for p in seeds.values() for n in onnx.load(p).graph.node}
     assert {"Conv", "BatchNormalization", "Gemm", "Gather", "Reshape", "Concat",
             "ConvTranspose", "LayerNormalization", "Split", "Pad"} <= ops, ops
+    legacy = onnx.load(seeds["legacy"])
+    assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
+    assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
+        n.op_type for n in legacy.graph.node}
 
 
 def test_every_mutant_builds_or_is_refused_with_a_typed_error(seeds, tmp_path):

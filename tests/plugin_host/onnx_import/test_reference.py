@@ -15,29 +15,37 @@ from plugin_host.onnx_import import reference
 
 from .conftest import onnx
 
-#: a stand-in for onnxruntime meeting a hostile model: reads the request, then dies or stalls
+#: a stand-in for onnxruntime (or the version converter) meeting a hostile model: reads the
+#: request, then dies, stalls or answers status O with the bytes of the file in argv[2] (and
+#: ends with its stdin)
 _BAD_CHILD = """\
 import os, signal, struct, sys, time
 n = struct.unpack('<Q', sys.stdin.buffer.read(8))[0]
 sys.stdin.buffer.read(n)
 if sys.argv[1] == 'crash':
     os.kill(os.getpid(), signal.SIGSEGV)
+if sys.argv[1] == 'answer':
+    data = open(sys.argv[2], 'rb').read()
+    sys.stdout.buffer.write(b'O' + struct.pack('<Q', len(data)) + data)
+    sys.stdout.buffer.flush()
+    sys.exit(sys.stdin.buffer.read() and 0)
 time.sleep(600)
 """
 
 
 class _Scripted(reference.ReferenceProcess):
-    """The reference process, its first child replaced by ``_BAD_CHILD`` in ``mode``."""
+    """The reference process, its first child replaced by ``_BAD_CHILD`` run with ``argv``
+    (``crash``, ``stall`` or ``answer FILE``)."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, *argv: str) -> None:
         super().__init__()
-        self.mode, self.started = mode, 0
+        self.argv, self.started = argv, 0
 
     def _start(self) -> subprocess.Popen:
         self.started += 1
         if self.started > 1:
             return super()._start()
-        return subprocess.Popen([sys.executable, "-c", _BAD_CHILD, self.mode],
+        return subprocess.Popen([sys.executable, "-c", _BAD_CHILD, *self.argv],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 

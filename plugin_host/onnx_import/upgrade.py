@@ -1,0 +1,112 @@
+"""Models of older default-domain opsets (7..12) upgraded to opset 13 before the import.
+
+The upgrade is onnx's version converter: native code run on hostile input, so it runs in the
+reference process (:meth:`.reference.ReferenceProcess.convert`: seccomp, no core dumps, a crash
+or a run past the time limit a typed refusal, a cap on the size of the answer), and the model
+it answers is parsed and checked by :func:`.reader.parse_model` like any file. The golden
+outputs still come from onnxruntime running the model as given (it runs older opsets), so a
+converter mistake shows as a mismatch at build time instead of being baked into the reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from ..errors import ModelFileError, ModelImportError, UnsupportedModelError
+from . import reference
+from .reader import DEFAULT_READ_LIMITS, OPSETS, ReadLimits, default_opset, parse_model
+
+__all__ = ["upgrade_model"]
+
+
+def upgrade_model(model, *, where: str = "model", limits: ReadLimits = DEFAULT_READ_LIMITS):
+    """``model`` itself when the importer maps its opset, else the model the version converter
+    makes of it at opset ``OPSETS.start``, checked like a file. UnsupportedModelError naming the
+    opset (and the node when the converter's reason points at one) when the converter refuses."""
+    version, target = default_opset(model), OPSETS.start
+    if version in OPSETS:
+        return model
+    try:
+        data = model.SerializeToString()
+    except ValueError as exc:  # protobuf cannot write 2 GiB and more
+        raise ModelFileError(f"{where}: too large to upgrade from opset {version}: "
+                             f"{exc}") from None
+    cap = limits.max_file_bytes + limits.max_external_bytes  # external data is inside now
+    try:
+        upgraded = reference.run_converter(data, target, max_bytes=cap)
+    except reference.ConversionRefused as exc:
+        reason = " ".join(str(exc).split())[:300] or "no reason given"
+        node = _culprit(model, reason)
+        raise UnsupportedModelError(
+            f"{where}: opset {version} cannot be upgraded to {target}: the ONNX version "
+            f"converter refuses it: {reason}",
+            **({"node": node.name or node.output[0], "op": node.op_type} if node else {})
+        ) from None
+    checked = parse_model(upgraded, where=f"{where} (upgraded from opset {version})",
+                          limits=dataclasses.replace(limits, max_file_bytes=cap))
+    got = default_opset(checked)
+    if got != target:
+        raise ModelImportError(f"{where}: the ONNX version converter answered a model of "
+                               f"opset {got}, not {target}")
+    if _interface(checked) != _interface(model):
+        raise ModelImportError(f"{where}: the ONNX version converter answered a model whose "
+                               f"inputs or outputs differ from the original's")
+    _keep_resize_coordinates(model, checked)
+    return checked
+
+
+def _keep_resize_coordinates(original, upgraded) -> None:
+    """Upsample (opsets 7 to 9) and Resize-10 sample at ``x_out / scale`` (asymmetric) and,
+    in onnxruntime, take the nearest pixel below when enlarging and above when shrinking; the
+    converter writes Resize-11 with neither attribute, whose defaults are half_pixel and
+    round_prefer_floor. Say them on the upgraded node (the one writing the same output)."""
+    import numpy as np
+    import onnx
+
+    old = {n.output[0]: n for n in original.graph.node
+           if n.op_type in ("Upsample", "Resize") and n.output and not any(
+               a.name == "coordinate_transformation_mode" for a in n.attribute)}
+    consts = {t.name: t for t in original.graph.initializer}
+    consts.update({n.output[0]: a.t for n in original.graph.node if n.op_type == "Constant"
+                   and n.output for a in n.attribute if a.name == "value"})
+    for node in upgraded.graph.node:
+        before = old.get(node.output[0]) if node.op_type == "Resize" and node.output else None
+        if before is None or any(a.name == "coordinate_transformation_mode"
+                                 for a in node.attribute):
+            continue
+        node.attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode",
+                                                         "asymmetric"))
+        scales = next((a.floats for a in before.attribute if a.name == "scales"), None)
+        if scales is None and len(before.input) > 1 and before.input[1] in consts:
+            try:
+                scales = onnx.numpy_helper.to_array(consts[before.input[1]])
+            except (ValueError, TypeError):  # checked later by the importer's own reading
+                scales = None
+        shrinking = scales is not None and len(scales) and bool(np.all(np.asarray(
+            scales, np.float64) <= 1.0))
+        if not any(a.name == "nearest_mode" for a in node.attribute):
+            node.attribute.append(onnx.helper.make_attribute(
+                "nearest_mode", "ceil" if shrinking else "floor"))
+
+
+def _interface(model) -> tuple:
+    """The names and element types of the graph's inputs and outputs."""
+    g = model.graph
+    return tuple((v.name, v.type.tensor_type.elem_type) for v in list(g.input) + list(g.output))
+
+
+def _culprit(model, reason: str):
+    """The first node the converter's reason points at: by its op type, an attribute it names
+    or a sparse tensor; None when it names none."""
+    ops = {a or b for a, b in re.findall(r"(?:\b[Ff]or |Op ')([A-Z]\w*)|\b([A-Z]\w*) "
+                                           r"(?:node|in opset)", reason)}
+    attribute = set(re.findall(r"[Aa]ttribute '?([A-Za-z_]\w*)", reason))
+    sparse = "sparse" in reason.lower()
+    for node in model.graph.node:
+        if not node.output and not node.name:
+            continue
+        if attribute & {a.name for a in node.attribute} or node.op_type in ops or (
+                sparse and any(a.HasField("sparse_tensor") for a in node.attribute)):
+            return node
+    return None
