@@ -443,9 +443,8 @@ def test_a_float16_model_of_an_older_opset_is_upcast_then_upgraded(tmp_path, sig
     """Upcast first, then upgrade: the reference runs the float32 rewrite at the opset as
     given, and the float16 original is compared as given too."""
     torch.manual_seed(0)
-    model = tmp_path / "old.onnx"
-    torch.onnx.export(_MLP().half(), (torch.randn(2, 8).half(),), str(model), dynamo=False,
-                      opset_version=11, input_names=["x"], output_names=["y"])
+    model = export(_MLP().half(), [torch.randn(2, 8).half()], tmp_path / "old.onnx",
+                   dynamo=False, opset=11, input_names=["x"], output_names=["y"])
     assert onnx.load(model).opset_import[0].version == 11
     notes: list[str] = []
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer, upcast_float16=True,
