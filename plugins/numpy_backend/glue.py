@@ -119,8 +119,10 @@ def prelu(x, slope):
     return np.where(x >= 0, x, x * slope)
 
 
+@_ieee
 def softmax(x, *, axis):
-    shifted = x - x.max(axis=axis, keepdims=True)
+    # initial=-inf: an axis of size 0 gives an empty result, not numpy's ValueError
+    shifted = x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     e = np.exp(shifted)
     return e / e.sum(axis=axis, keepdims=True)
 

@@ -424,6 +424,18 @@ def test_softmax(axis):
     np.testing.assert_allclose(y, torch.softmax(t(X * 10), dim=axis).numpy(), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_softmax_as_torch_at_the_extremes_without_warnings(axis):
+    rows = np.array([[-np.inf, -np.inf, -np.inf], [np.inf, 1, 2], [np.nan, 1, 2],
+                     [-np.inf, 1, 2], [3e38, -3e38, 0], [1e30, -1e30, 5], [0, -104, -200],
+                     [88, 89, 90]], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("softmax", [rows], axis=axis)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, torch.softmax(t(rows), dim=axis).numpy(), rtol=2e-6,
+                               atol=1e-7, equal_nan=True)
+
+
 def test_clip():
     (y,) = run_op("clip", [X], min=-1.0, max=2.0)
     np.testing.assert_array_equal(y, torch.clamp(t(X), -1.0, 2.0).numpy())
