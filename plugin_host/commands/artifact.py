@@ -60,6 +60,10 @@ def register(verbs) -> None:
     p.add_argument("--layout", action="append", default=[], metavar="NAME=LAYOUT",
                    help="with --onnx: layout of an input or output (repeatable; default by "
                         "rank: NCHW, NCL, NC, N)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                   help="with --onnx: fix the inputs' run-time dim NAME (its ONNX dim_param) "
+                        "to SIZE, as the device feeds it (repeatable; golden cases and the "
+                        "latency budget draw a dim left at run time at 1)")
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance for every output (overrides --tolerance's)")
     p.add_argument("--atol", type=float, default=None,
@@ -277,10 +281,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.onnx is not None:
         from ..onnx_import.command import build_onnx
         return build_onnx(args, tolerance, _parse_expiry(args.expires), progress)
-    if args.state or args.layout or args.allow_external_data or args.upcast_float16 \
-            or args.upcast_tolerance is not None:
-        raise UsageError("--state, --layout, --allow-external-data, --upcast-float16 and "
-                         "--upcast-tolerance go with --onnx")
+    if args.state or args.layout or args.dim or args.allow_external_data \
+            or args.upcast_float16 or args.upcast_tolerance is not None:
+        raise UsageError("--state, --layout, --dim, --allow-external-data, --upcast-float16 "
+                         "and --upcast-tolerance go with --onnx")
     pm = _plugin_manager()
     builders = model_builders(pm)
     if "demo" not in builders:

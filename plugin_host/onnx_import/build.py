@@ -23,6 +23,7 @@ from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
 from .float16 import DEFAULT_UPCAST_TOLERANCE, compare_float16, find_float16
 from .float16 import upcast_float16 as upcast_float16_model
+from .free_dims import fix_dims, run_time_dims
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, default_opset, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .upgrade import upgrade_model
@@ -40,17 +41,20 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
                 state: Mapping[str, str] | None = None,
                 layouts: Mapping[str, str] | None = None, allow_external_data: bool = False,
                 limits: ReadLimits = DEFAULT_READ_LIMITS,
-                upcast_float16: bool = False) -> ImportedModel:
+                upcast_float16: bool = False,
+                dims: Mapping[str, int] | None = None) -> ImportedModel:
     """Read and import ``path``: the Graph, its ABI names' ONNX names and the checked proto.
 
     ``state`` maps recurrent-state inputs to the outputs that feed them (``{"h": "h_next"}``);
-    ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``).
+    ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``);
+    ``dims`` fixes named run-time dims of the inputs (``{"h": 128}``, :mod:`.free_dims`).
     A model with float16 anywhere is refused unless ``upcast_float16``; then it is rewritten
     to float32 (:mod:`.float16`), checked again like a file, and imported with a float32 ABI
     (``float16_model`` of the result keeps the original). A model of opset 7 to 12 is then
     upgraded to 13 (:mod:`.upgrade`); ``.original`` is the model before the upgrade.
     """
-    model = read_model(path, allow_external_data=allow_external_data, limits=limits)
+    model = fix_dims(read_model(path, allow_external_data=allow_external_data, limits=limits),
+                     dims or {}, where=str(path))
     float16_model, place = None, find_float16(model)
     if place is not None and not upcast_float16:
         raise UnsupportedModelError(f"{path}: float16 in {place}: the backends compute in "
@@ -81,6 +85,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         progress: Callable[[str], None] | None = None,
                         upcast_float16: bool = False,
                         upcast_tolerance: tuple[float, float] = DEFAULT_UPCAST_TOLERANCE,
+                        dims: Mapping[str, int] | None = None,
                         report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
@@ -96,20 +101,28 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     on the same inputs; its largest deviation per output goes to ``report`` (and progress),
     and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
     When onnxruntime cannot run the float16 model, ``report`` is told so instead.
-    ``report`` (and progress) is also told when the model's opset was upgraded.
+    ``report`` (and progress) is also told when the model's opset was upgraded, and of each
+    input dim beyond the first that stays symbolic (``dims`` fixes them, see
+    :func:`import_onnx`).
     """
     say = progress or (lambda message: None)
-    say(f"reading {path}")
-    imported = import_onnx(path, name=name, state=state, layouts=layouts,
-                           allow_external_data=allow_external_data, limits=limits,
-                           upcast_float16=upcast_float16)
-    graph = imported.graph
-    if imported.original is not None:
-        line = (f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
-                f"version converter; the reference runs the model as given")
+
+    def tell(line: str) -> None:  # a line for the summary, shown as progress too
         say(line)
         if report is not None:
             report(line)
+
+    say(f"reading {path}")
+    imported = import_onnx(path, name=name, state=state, layouts=layouts,
+                           allow_external_data=allow_external_data, limits=limits,
+                           upcast_float16=upcast_float16, dims=dims)
+    graph = imported.graph
+    for where in run_time_dims(graph.inputs):
+        tell(f"{where} known only at run time: golden cases and the latency budget use size "
+             f"1 there; --dim NAME=SIZE fixes a dim to the size the device feeds")
+    if imported.original is not None:
+        tell(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
+             f"version converter; the reference runs the model as given")
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
 
@@ -133,9 +146,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     else:
         lines = ["no float16 in the model: nothing upcast"] if upcast_float16 else []
     for line in lines:
-        say(line)
-        if report is not None:
-            report(line)
+        tell(line)
     return build_artifact(graph, out, name=name or graph.name, version=version,
                           backends=backends, reference_backend=reference_backend,
                           tolerances=tolerances, latency_ms=latency_ms, golden_inputs=cases,

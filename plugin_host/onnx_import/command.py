@@ -8,6 +8,7 @@ import math
 from ..errors import UsageError
 from .build import build_onnx_artifact
 from .float16 import DEFAULT_UPCAST_TOLERANCE
+from .free_dims import parse_dims
 
 __all__ = ["build_onnx", "parse_pairs"]
 
@@ -54,6 +55,7 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
         backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms, expires=expires,
         allow_external_data=args.allow_external_data, progress=progress,
         upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
+        dims=parse_dims(parse_pairs(args.dim, "--dim", "NAME=SIZE, e.g. h=128")),
         report=notes.append)
     weights = sum(e.nbytes for e in manifest.tensors if e.role != "golden")
     ops = sorted({n["op"] for n in manifest.graph["nodes"]})

@@ -1,0 +1,82 @@
+"""Run-time dims fixed at build (``--dim h=128``), as onnxruntime's free-dimension overrides.
+
+An ONNX input dim declared by name (``dim_param``) is known only at run time. The artifact's
+ABI keeps it symbolic, and the golden cases and the latency budget are drawn with it at 1:
+right for a batch axis, next to nothing for an image's height and width or a sequence length
+(a 3x3 convolution of a 1x1 image reads one weight of nine). A sequence length known only at
+run time also keeps an LSTM from being unrolled. Fixing such a dim to the size the device
+feeds gives the ABI, the golden cases and the budget that size. The rewrite is on a copy of
+the checked proto: every tensor type of the graph (inputs, outputs, value_info) whose dim
+carries the name gets the size, as ONNX means one name to be one size.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from ..errors import UsageError
+
+__all__ = ["MAX_FIXED_DIM", "fix_dims", "parse_dims", "run_time_dims"]
+
+#: The largest size a dim may be fixed to (a value's element count has its own cap).
+MAX_FIXED_DIM = 1 << 20
+
+
+def parse_dims(pairs: Mapping[str, str]) -> dict[str, int]:
+    """``{"h": "128"}`` from ``--dim h=128`` as ints; UsageError for a size that is not one."""
+    dims = {}
+    for name, text in pairs.items():
+        try:
+            size = int(text, 10)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= MAX_FIXED_DIM:
+            raise UsageError(f"--dim {name}={text}: the size must be an integer from 1 to "
+                             f"{MAX_FIXED_DIM}")
+        dims[name] = size
+    return dims
+
+
+def _tensor_types(graph):
+    for vi in (*graph.input, *graph.output, *graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            yield vi, vi.type.tensor_type.shape.dim
+
+
+def fix_dims(model, dims: Mapping[str, int], *, where: str = "model"):
+    """A copy of ``model`` with each named dim in ``dims`` fixed to its size (``model`` itself
+    when ``dims`` is empty). UsageError naming the model's run-time dims when a name is not
+    one of an input's, or a size is out of range."""
+    if not dims:
+        return model
+    for name, size in dims.items():
+        if type(size) is not int or not 1 <= size <= MAX_FIXED_DIM:
+            raise UsageError(f"dim {name!r}: size {size!r} is not an integer from 1 to "
+                             f"{MAX_FIXED_DIM}")
+    inputs = {vi.name for vi in model.graph.input}
+    named = {d.dim_param for vi, shape in _tensor_types(model.graph) if vi.name in inputs
+             for d in shape if not d.HasField("dim_value") and d.dim_param}
+    unknown = sorted(set(dims) - named)
+    if unknown:
+        have = ", ".join(sorted(named)) or "none"
+        raise UsageError(f"{where}: no input has a run-time dim named "
+                         f"{', '.join(map(repr, unknown))} (the inputs' named run-time dims: "
+                         f"{have})")
+    fixed = type(model)()
+    fixed.CopyFrom(model)
+    for _, shape in _tensor_types(fixed.graph):
+        for d in shape:
+            if not d.HasField("dim_value") and d.dim_param in dims:
+                d.dim_value = dims[d.dim_param]  # dim_value and dim_param are one oneof
+    return fixed
+
+
+def run_time_dims(inputs: Sequence) -> list[str]:
+    """``"input 'x': 'h' (axis 2)"`` for each dim of the ABI's ``inputs`` (TensorSpecs) that
+    stays symbolic beyond the first axis (a batch axis is drawn at 1 by design)."""
+    notes = []
+    for spec in inputs:
+        dims = [f"{d!r} (axis {j})" for j, d in enumerate(spec.shape) if j and type(d) is not int]
+        if dims:
+            notes.append(f"input {spec.name!r}: {', '.join(dims)}")
+    return notes

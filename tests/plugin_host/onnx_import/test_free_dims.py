@@ -1,0 +1,152 @@
+"""Run-time dims fixed at build (``--dim NAME=SIZE``): the ABI, golden cases and latency budget
+take the size; a dim left at run time beyond the batch axis is named in the summary."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from plugin_host.cli import main
+from plugin_host.errors import UnsupportedModelError, UsageError
+from plugin_host.onnx_import import build_onnx_artifact
+from plugin_host.onnx_import.free_dims import MAX_FIXED_DIM, fix_dims
+
+from .conftest import check_against_onnxruntime, import_and_load, onnx, torch
+
+
+class _Conv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+class _Sequence(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 5, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def _export(module, shape, path, axes: dict[int, str], dynamo: bool):
+    torch.manual_seed(0)
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            shapes = {"x": {axis: torch.export.Dim(name) for axis, name in axes.items()}}
+            program = torch.onnx.export(module, (torch.randn(*shape),), dynamo=True,
+                                        verbose=False, input_names=["x"], output_names=["y"],
+                                        dynamic_shapes=shapes)
+            program.save(str(path))
+        else:
+            torch.onnx.export(module, (torch.randn(*shape),), str(path), dynamo=False,
+                              input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": axes, "y": axes})
+    return path
+
+
+def _feeds(shape, count=2):
+    rng = np.random.default_rng(3)
+    return [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(count)]
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_fixed_spatial_dims_reach_the_abi_and_the_golden_cases(dynamo, tmp_path, signer):
+    model = _export(_Conv(), (2, 3, 8, 8), tmp_path / "c.onnx",
+                    {0: "batch", 2: "h", 3: "w"}, dynamo)
+    notes: list[str] = []
+    _, loaded = import_and_load(model, tmp_path / "free.pha", signer, report=notes.append)
+    assert loaded.graph.inputs[0].shape == ("batch", 3, "h", "w")
+    assert notes == ["input 'x': 'h' (axis 2), 'w' (axis 3) known only at run time: golden "
+                     "cases and the latency budget use size 1 there; --dim NAME=SIZE fixes a "
+                     "dim to the size the device feeds"]
+    assert loaded.golden_cases()[0][0]["x"].shape == (1, 3, 1, 1)
+
+    notes.clear()
+    _, loaded = import_and_load(model, tmp_path / "fixed.pha", signer, report=notes.append,
+                                dims={"h": 24, "w": 40})
+    assert notes == []
+    assert loaded.graph.inputs[0].shape == ("batch", 3, 24, 40)
+    assert loaded.graph.outputs[0].shape == ("batch", 4, 24, 40)
+    assert loaded.golden_cases()[0][0]["x"].shape == (1, 3, 24, 40)
+    check_against_onnxruntime(model, loaded, _feeds((1, 3, 24, 40)))
+
+
+def test_a_fixed_sequence_length_lets_an_lstm_unroll(tmp_path, signer):
+    model = _export(_Sequence(), (1, 4, 6), tmp_path / "s.onnx", {1: "seq"}, dynamo=False)
+    with pytest.raises(UnsupportedModelError, match="sequence length 'seq'"):
+        build_onnx_artifact(model, tmp_path / "no.pha")
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer, dims={"seq": 7})
+    assert loaded.graph.inputs[0].shape == (1, 7, 6)
+    check_against_onnxruntime(model, loaded, _feeds((1, 7, 6)))
+
+
+def test_fixing_the_batch_dim_makes_the_abi_static(tmp_path, signer):
+    model = _export(_Conv(), (2, 3, 8, 8), tmp_path / "c.onnx", {0: "batch"}, dynamo=False)
+    _, loaded = import_and_load(model, tmp_path / "b.pha", signer, dims={"batch": 2})
+    assert loaded.graph.inputs[0].shape == (2, 3, 8, 8)
+    check_against_onnxruntime(model, loaded, _feeds((2, 3, 8, 8)))
+
+
+def test_an_unknown_name_or_a_bad_size_is_a_usage_error(tmp_path):
+    model = _export(_Conv(), (2, 3, 8, 8), tmp_path / "c.onnx",
+                    {0: "batch", 2: "h", 3: "w"}, dynamo=False)
+    with pytest.raises(UsageError) as info:
+        build_onnx_artifact(model, tmp_path / "x.pha", dims={"height": 8, "h": 8})
+    assert str(info.value).endswith("no input has a run-time dim named 'height' (the inputs' "
+                                    "named run-time dims: batch, h, w)")
+    proto = onnx.load(model)
+    for size in (0, -3, MAX_FIXED_DIM + 1, 2.0, True):
+        with pytest.raises(UsageError, match="is not an integer from 1 to"):
+            fix_dims(proto, {"h": size})
+    assert not (tmp_path / "x.pha").exists()
+
+
+def test_the_rewrite_leaves_the_model_as_read_alone(tmp_path):
+    model = onnx.load(_export(_Conv(), (2, 3, 8, 8), tmp_path / "c.onnx", {2: "h"}, False))
+    before = model.SerializeToString()
+    fixed = fix_dims(model, {"h": 5})
+    assert model.SerializeToString() == before and fix_dims(model, {}) is model
+    dims = fixed.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims] == [2, 3, 5, 8] and not dims[2].dim_param
+    assert fixed.graph.output[0].type.tensor_type.shape.dim[2].dim_value == 5
+
+
+@pytest.fixture
+def free_conv(tmp_path):
+    return _export(_Conv(), (1, 3, 8, 8), tmp_path / "c.onnx", {2: "h", 3: "w"}, dynamo=False)
+
+
+def test_cli_fixes_dims_and_names_those_left(free_conv, tmp_path, capsys):
+    assert main(["build", "--onnx", str(free_conv), "--out", str(tmp_path / "a.pha"),
+                 "--dim", "h=16"]) == 0
+    out = capsys.readouterr().out
+    assert "input 'x': 'w' (axis 3) known only at run time" in out and "'h'" not in out
+    assert main(["inspect", str(tmp_path / "a.pha")]) == 0
+    assert "x: float32 (1, 3, 16, 'w') NCHW" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dim", "h"], "--dim 'h': expected NAME=SIZE, e.g. h=128"),
+    (["--dim", "h=x"], "--dim h=x: the size must be an integer from 1 to 1048576"),
+    (["--dim", "h=0"], "--dim h=0: the size must be an integer from 1 to 1048576"),
+    (["--dim", "h=2", "--dim", "h=3"], "--dim h: given twice"),
+    (["--dim", "q=2"], "no input has a run-time dim named 'q'"),
+])
+def test_cli_bad_dims_are_usage_errors(free_conv, tmp_path, capsys, argv, message):
+    code = main(["build", "--onnx", str(free_conv), "--out", str(tmp_path / "a.pha"), *argv])
+    err = capsys.readouterr().err
+    assert code != 0 and message in err and "Traceback" not in err
+    assert not (tmp_path / "a.pha").exists()
+
+
+def test_cli_dim_goes_with_onnx(tmp_path, capsys):
+    assert main(["build", "--demo", "--out", str(tmp_path / "d.pha"), "--dim", "h=2"]) != 0
+    assert "--dim" in capsys.readouterr().err
