@@ -890,8 +890,10 @@ def _pad(imp, node, attrs):
              {"pads": pairs, "mode": mode, "value": value})
 
 
-# LSTM and GRU (unrolled over time) and the spatial resampling ops (Resize, DepthToSpace,
-# SpaceToDepth, GridSample) live in modules of their own, which register them here
+# LSTM and GRU (unrolled over time), the spatial resampling ops (Resize, DepthToSpace,
+# SpaceToDepth, GridSample) and the masks (Trilu, OneHot) live in modules of their own, which
+# register them here
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
+importlib.import_module(".masks", __package__)
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
