@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import UsageError
+from ..errors import ModelFileError, UsageError
 from .build import build_onnx_artifact
+from .reader import EXTERNAL_DATA_OPTION
 
 __all__ = ["build_onnx", "parse_pairs"]
 
@@ -25,13 +26,20 @@ def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
 
 def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires,
                progress) -> int:
-    manifest = build_onnx_artifact(
-        args.onnx, args.out, name=args.name, version=args.version,
-        state=parse_pairs(args.state, "--state", "IN=OUT, e.g. h=h_next"),
-        layouts=parse_pairs(args.layout, "--layout", "NAME=LAYOUT, e.g. img=NCHW"),
-        tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
-        backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms, expires=expires,
-        allow_external_data=args.allow_external_data, progress=progress)
+    try:
+        manifest = build_onnx_artifact(
+            args.onnx, args.out, name=args.name, version=args.version,
+            state=parse_pairs(args.state, "--state", "IN=OUT, e.g. h=h_next"),
+            layouts=parse_pairs(args.layout, "--layout", "NAME=LAYOUT, e.g. img=NCHW"),
+            tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
+            backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms,
+            expires=expires, allow_external_data=args.allow_external_data, progress=progress)
+    except ModelFileError as exc:
+        if exc.context.get("option") != EXTERNAL_DATA_OPTION:
+            raise
+        # the reader names the keyword argument; here the switch is the flag
+        raise ModelFileError(f"{exc.context['refused']} unless --allow-external-data is given "
+                             f"(then it is read from the model's folder only)") from None
     weights = sum(e.nbytes for e in manifest.tensors if e.role != "golden")
     ops = sorted({n["op"] for n in manifest.graph["nodes"]})
     print(f"built {args.out}: {manifest.name} {manifest.version} (unsigned) from {args.onnx}, "

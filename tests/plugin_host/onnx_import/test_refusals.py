@@ -167,8 +167,11 @@ def _external_model(tmp_path: Path, location: str) -> Path:
 
 def test_external_data_is_refused_by_default(tmp_path):
     (tmp_path / "w.bin").write_bytes(np.arange(12, dtype=np.float32).tobytes())
-    with pytest.raises(ModelFileError, match="external data is refused"):
+    with pytest.raises(ModelFileError) as info:
         import_onnx(_external_model(tmp_path, "w.bin"))
+    text = str(info.value)  # the API's own switch, not the command line's
+    assert "external data is refused unless allowed: allow_external_data=True reads" in text
+    assert "--allow" not in text and "\n" not in text
 
 
 def test_external_data_inside_the_folder_is_read(tmp_path):
