@@ -424,6 +424,11 @@ def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType((*x.shape[:2], *out), x.dtype)]
 
 
+def _pool_indices(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    [y] = _pool(op, inputs, attrs)
+    return [y, TensorType(y.shape, "int64")]
+
+
 def scaled_size(length: int, scale: float) -> int:
     """ONNX Resize's output length for a scale: floor(length * scale), computed in float32 as
     onnxruntime does (the scale is a float32 value)."""
@@ -478,6 +483,13 @@ def _grid_sample(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 # --- the table ---------------------------------------------------------------------------------
 
 _POSITIVE_INTS = all_of(non_empty, each_at_least(1))
+_MAX_POOL = {  # max_pool's attributes, and max_pool_with_indices'
+    "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
+    "stride": AttrSpec("ints", check=_POSITIVE_INTS),
+    "padding": AttrSpec("pads"),
+    "dilation": AttrSpec("ints", check=_POSITIVE_INTS),
+    "ceil_mode": AttrSpec("bool", False),
+}
 _FINITE = between(-1e30, 1e30)
 _AXIS = AttrSpec("int")
 
@@ -733,18 +745,17 @@ nearest takes the pixel at the position rounded half to even. As torch: a non-fi
 (nan, +-inf, or one beyond float32 once scaled) gives nan in bilinear with zeros, 0 in nearest
 with zeros, and otherwise the first pixel of the axis (+inf or a huge positive the last, with
 border)."""),
-    OpDef("max_pool", 1, ("x",), ("y",), {
-        "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
-        "stride": AttrSpec("ints", check=_POSITIVE_INTS),
-        "padding": AttrSpec("pads"),
-        "dilation": AttrSpec("ints", check=_POSITIVE_INTS),
-        "ceil_mode": AttrSpec("bool", False),
-    }, _pool, doc="""\
+    OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, _pool, doc="""\
 Max pooling over 1 or 2 spatial axes of x (N, C, L) or (N, C, H, W), torch semantics (a
 window holding a nan gives nan); padding is one [before, after] pair per spatial axis
 (implicit -inf), each at most kernel_size // 2. Output length floor((L + before + after -
 dilation*(k-1) - 1)/stride) + 1, or with ceil_mode rounded up unless the last window would
 start in the trailing padding."""),
+    OpDef("max_pool_with_indices", 1, ("x",), ("y", "indices"), _MAX_POOL, _pool_indices, doc="""\
+max_pool's y, and where each maximum was taken (torch's return_indices): an int64 tensor of y's
+shape holding the flat index h * W + w (1-D: l) of that element within its (n, c) plane of x,
+never a padded position. The first maximum in window order wins; a window holding a nan gives
+nan and the index of its last nan, as torch's CPU kernel (onnxruntime skips nans)."""),
     OpDef("avg_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),

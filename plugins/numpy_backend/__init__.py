@@ -49,6 +49,7 @@ for _op, _fn in {
     "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
+    "max_pool_with_indices": glue.max_pool_with_indices,
     "expand": glue.expand, "tile": glue.tile,
     "grid_sample": glue.grid_sample,
 }.items():

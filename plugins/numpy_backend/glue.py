@@ -341,6 +341,31 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
     return win.max(axis=tuple(range(-len(kernel_size), 0)))
 
 
+def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mode):
+    """max_pool and the flat index of each maximum in its (n, c) plane, as torch: the first
+    maximum in window order among the real (unpadded) elements, or the window's last nan."""
+    nsp = len(kernel_size)
+    out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
+    xp = np.pad(x, width, mode="constant", constant_values=-np.inf)
+    where = np.arange(int(np.prod(x.shape[2:])), dtype=np.int64).reshape((1, 1) + x.shape[2:])
+    where = np.pad(where, width, mode="constant", constant_values=-1)  # -1: padding
+    window = (int(np.prod(kernel_size)),)  # each window flat, in window order
+    values = _windows(xp, kernel_size, stride, dilation, out)
+    values = values.reshape(values.shape[:2 + nsp] + window)
+    index = _windows(where, kernel_size, stride, dilation, out)
+    index = np.broadcast_to(index.reshape(index.shape[:2 + nsp] + window), values.shape)
+    real = index >= 0
+    nan = np.isnan(values)
+    best = np.where(real, values, -np.inf)
+    top = np.where(nan, -np.inf, best).max(axis=-1, keepdims=True)
+    first = np.argmax(real & (best == top), axis=-1)
+    last_nan = values.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+    pick = np.where(nan.any(axis=-1), last_nan, first)[..., None]
+    y = np.take_along_axis(values, pick, axis=-1)[..., 0]
+    return y.astype(x.dtype, copy=False), np.take_along_axis(index, pick, axis=-1)[..., 0]
+
+
 def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):
     nsp = len(kernel_size)
     dilation = [1] * nsp

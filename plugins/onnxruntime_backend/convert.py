@@ -428,6 +428,30 @@ def max_pool(e, node, ins, outs, a):
          ceil_mode=int(a["ceil_mode"]))
 
 
+def max_pool_with_indices(e, node, ins, outs, a):
+    """MaxPool's Indices are flat over the whole tensor and skip nans: the index within the
+    (n, c) plane is Indices mod H*W, and a window holding a nan takes its last one, the max
+    over a float64 mask numbering each nan by its position + 1 (0 elsewhere)."""
+    x = ins[0]
+    y, flat = e.fresh(), e.fresh()
+    max_pool(e, node, ins, [y, flat], a)
+    spatial = e.op("Shape", [x], start=2)
+    [plane] = e.op("ReduceProd", spatial, keepdims=0)
+    index = e.op("Mod", [flat, plane])
+    one = e.const(1, np.int64)
+    position = e.op("Range", [one, e.op("Add", [plane, one])[0], one])
+    position = e.op("Reshape", e.op("Cast", position, to=onnx.TensorProto.DOUBLE)
+                    + e.op("Concat", [e.const([1, 1], np.int64), spatial[0]], axis=0))
+    numbered = e.op("Mul", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.DOUBLE)
+                    + position)
+    last = [e.fresh()]
+    max_pool(e, node, numbered, last, a)
+    seen = e.op("Greater", last + [e.const(0.0, np.float64)])
+    e.op("Where", seen + e.op("Sub", e.op("Cast", last, to=onnx.TensorProto.INT64) + [one])
+         + index, [outs[1]])
+    e.op("Where", seen + [e.const(np.nan, dtypes.to_numpy(e.types[x].dtype)), y], [outs[0]])
+
+
 def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
@@ -497,6 +521,7 @@ CONVERTERS: dict[str, Converter] = {
     "reshape": reshape, "flatten": flatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
     "slice": slice_, "split": split, "pad": pad, "max_pool": _nan_wins(max_pool, max_pool),
+    "max_pool_with_indices": max_pool_with_indices,
     "avg_pool": avg_pool,
     "resize": resize, "grid_sample": grid_sample,
     "gather": gather, "expand": _ints_input("Expand", "shape"),

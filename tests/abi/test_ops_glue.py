@@ -142,6 +142,11 @@ GOOD = [
     ("max_pool", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
                                    "padding": [[1, 1], [0, 0]], "dilation": [1, 1]},
      lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0))),
+    ("max_pool_with_indices", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
+                                                "padding": [[1, 1], [0, 0]],
+                                                "dilation": [1, 2], "ceil_mode": True},
+     lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0), (1, 2),
+                                              ceil_mode=True, return_indices=True)),
     ("gather", [z(3, 4, 5), np.zeros((2, 3), np.int64)], {"axis": 1},
      lambda a, i: torch.from_numpy(a)[:, torch.from_numpy(i)]),
     ("gather", [z(3, 4, 5, dtype=np.int32), np.zeros((), np.int64)], {"axis": -1},
@@ -195,6 +200,8 @@ def test_symbolic_dims():
             "dilation": [1, 1]}
     assert infer("max_pool", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32)]
+    assert infer("max_pool_with_indices", [T(("N", 8, "H", 16), f32)], pool) == [
+        T(("N", 8, "(H-1)//2+1", 8), f32), T(("N", 8, "(H-1)//2+1", 8), i64)]
     assert infer("mean", [T(("N", 8, "H", "W"), f32)], {"axes": [2, 3]}) == [T(("N", 8), f32)]
     assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
                  ) == [T(("N", 3, 8, 10), f32)]
@@ -438,6 +445,10 @@ REFUSALS = [
      "max_pool: attribute 'kernel_size' has 1 entries but x shape (1, 2, 9, 9) has 2 spatial "
      "axes and needs 2"),
     ("max_pool", [T((1, 2, 9), i64)], POOL, DTypeError, "max_pool: x must be a float tensor"),
+    ("max_pool_with_indices", [T((1, 2, 9), i64)], POOL, DTypeError,
+     "max_pool_with_indices: x must be a float tensor"),
+    ("max_pool_with_indices", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,
+     "max_pool_with_indices: padding [2, 2] on spatial axis 0 must be at most half the kernel"),
     ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "dilation": [1]}, OpError,
      "unknown attribute 'dilation'"),
     ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "kernel_size": [1]}, ContractError,

@@ -510,6 +510,42 @@ def test_max_pool_matches_torch(p, dh, dw):
 
 
 @settings(max_examples=40, deadline=None)
+@given(pool_params, st.integers(1, 2), st.integers(1, 2), st.integers(0, 3))
+def test_max_pool_with_indices_matches_torch(p, dh, dw, special):
+    """Values and indices as torch's, ties (a few distinct values), padding that would tie
+    with a row of -inf, and nan (the window's last one) included."""
+    kh, kw, sh, sw, ph, pw, ceil, h, w = p
+    ph, pw = min(ph, kh // 2), min(pw, kw // 2)
+    x = RNG.standard_normal((2, 3, h, w)).astype(np.float32)
+    if special == 1:  # ties
+        x = RNG.choice(np.array([-1.0, 0.0, 2.0], np.float32), size=x.shape)
+    elif special == 2:  # -inf everywhere but a few, float32 extremes
+        x = RNG.choice(np.array([-np.inf, -np.inf, np.finfo(np.float32).max,
+                                 -np.finfo(np.float32).max], np.float32), size=x.shape)
+    elif special == 3:  # nan, inf and a few of each
+        x = RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, -0.0], np.float32), size=x.shape)
+    (y, i) = run_op("max_pool_with_indices", [x], layout="NCHW", kernel_size=[kh, kw],
+                    stride=[sh, sw], padding=[[ph, ph], [pw, pw]], dilation=[dh, dw],
+                    ceil_mode=ceil)
+    ref, ref_i = TF.max_pool2d(t(x), (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode=ceil,
+                               return_indices=True)
+    np.testing.assert_array_equal(y, ref.numpy())
+    np.testing.assert_array_equal(i, ref_i.numpy())
+    assert i.dtype == np.int64
+
+
+def test_max_pool_with_indices_1d_matches_torch():
+    x = RNG.standard_normal((2, 3, 11)).astype(np.float32)
+    x[0, 0, :4] = [np.nan, 5.0, np.nan, 1.0]
+    x[1, 2, :] = -np.inf
+    (y, i) = run_op("max_pool_with_indices", [x], layout="NCL", kernel_size=[3], stride=[2],
+                    padding=[[1, 1]], dilation=[2], ceil_mode=True)
+    ref, ref_i = TF.max_pool1d(t(x), 3, 2, 1, 2, ceil_mode=True, return_indices=True)
+    np.testing.assert_array_equal(y, ref.numpy())
+    np.testing.assert_array_equal(i, ref_i.numpy())
+
+
+@settings(max_examples=40, deadline=None)
 @given(pool_params, st.booleans())
 def test_avg_pool_matches_torch(p, include_pad):
     kh, kw, sh, sw, ph, pw, ceil, h, w = p

@@ -316,6 +316,14 @@ CASES = {
                                padding=[[1, 1], [0, 1]], dilation=[1, 2], ceil_mode=True),
     "max_pool1d": lambda: single("max_pool", (2, 3, 9), kernel_size=[2], stride=[2],
                                  padding=[[0, 0]], dilation=[1]),
+    "max_pool_with_indices": lambda: single(
+        "max_pool_with_indices", ("n", 2, 7, 8), kernel_size=[3, 2], stride=[2, 2],
+        padding=[[1, 1], [0, 1]], dilation=[1, 2], ceil_mode=True,
+        feed={"x": RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, 1.0, 2.0, -0.0],
+                                       np.float32), (2, 2, 7, 8))}),
+    "max_pool_with_indices1d": lambda: single("max_pool_with_indices", (2, 3, 9),
+                                              kernel_size=[3], stride=[2], padding=[[1, 0]],
+                                              dilation=[1]),
     "avg_pool": lambda: single("avg_pool", (1, 2, 7, 6), kernel_size=[3, 3], stride=[2, 2],
                                padding=PAD1, count_include_pad=False),
     "avg_pool_count_pad": lambda: single("avg_pool", (1, 2, 5, 5), kernel_size=[2, 2],
@@ -426,7 +434,7 @@ def test_op_without_converter_refused_naming_the_node(monkeypatch):
         Executor(graph, OnnxruntimeBackend())
 
 
-@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool", "max_pool_with_indices"])
 def test_pooling_windows_match_over_random_configurations(op):
     """ceil_mode, asymmetric padding, count_include_pad and dilation are where torch's and
     ONNX's pooling rules could part; 40 seeded random 1-D and 2-D configurations each."""
@@ -439,7 +447,7 @@ def test_pooling_windows_match_over_random_configurations(op):
         attrs = dict(kernel_size=kernel, stride=[int(rng.integers(1, 4)) for _ in size],
                      padding=[[int(rng.integers(0, k // 2 + 1)) for _ in range(2)]
                               for k in kernel], ceil_mode=bool(rng.integers(2)))
-        if op == "max_pool":
+        if op != "avg_pool":
             attrs["dilation"] = [int(rng.integers(1, 3)) for _ in size]
         else:
             attrs["count_include_pad"] = bool(rng.integers(2))
