@@ -850,7 +850,10 @@ def _pool(imp, node, attrs):
     _only(imp, attrs, {"auto_pad": "NOTSET", "kernel_shape": ..., "strides": ..., "pads": ...,
                        "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
                        "storage_order": 0})
-    _one_output(imp, node, " (MaxPool indices)")
+    indices = node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and (
+        node.output[1] in imp.consumers or node.output[1] in imp.graph_outputs)
+    if not indices:
+        _one_output(imp, node)
     kernel = attrs["kernel_shape"]
     spatial = len(kernel)
     pads = _pads(imp, attrs, spatial, None, kernel, None, None)
@@ -862,7 +865,43 @@ def _pool(imp, node, attrs):
         if attrs.get("dilations", [1] * spatial) != [1] * spatial:
             raise imp.unsupported(f"dilations {attrs['dilations']} on AveragePool")
         op, extra = "avg_pool", {"count_include_pad": bool(attrs.get("count_include_pad", 0))}
+    if indices:
+        _pool_indices(imp, node, {**common, **extra})
+        return
     imp.emit(op, [imp.tensor(node.input[0])], [node.output[0]], {**common, **extra})
+
+
+def _pool_indices(imp, node, attrs: dict) -> None:
+    """MaxPool with its Indices output: ``max_pool_with_indices`` gives each index within its
+    (n, c) plane; ONNX's count over the whole tensor, so (n * C + c) * plane is added: a
+    constant, or with a run-time batch the running count of the (n, c) planes (``cumsum`` of
+    ones shaped like one index per plane)."""
+    shape = list(imp.type_of(node.input[0]).shape)
+    if not all(type(d) is int for d in shape[1:]):
+        raise imp.unsupported(f"input shape {shape}: MaxPool indices need the channel and "
+                              f"spatial dims static")
+    y, index = node.output[:2]
+    [_, plane_index] = imp.emit("max_pool_with_indices", [imp.tensor(node.input[0])],
+                                [y or None, None], attrs, suffix="/plane")
+    plane, channels, ones = math.prod(shape[2:]), shape[1], [1] * (len(shape) - 2)
+    if type(shape[0]) is int:
+        offset = imp.add_constant(np.arange(shape[0] * channels, dtype=np.int64).reshape(
+            shape[:2] + ones) * plane, f"{index}.offset")
+    else:
+        first = imp.emit("slice", [plane_index], [None], {
+            "starts": [0] * len(ones), "ends": ones, "axes": list(range(2, len(shape)))},
+            suffix="/first")[0]
+        [every] = imp.emit("equal", [first, first], [None], suffix="/every")  # int64: all true
+        [count] = imp.emit("cast", [every], [None], {"dtype": "int64"}, suffix="/one")
+        [count] = imp.emit("reshape", [count], [None], {"shape": [-1]}, suffix="/flat")
+        [count] = imp.emit("cumsum", [count], [None], {"axis": 0, "exclusive": True},
+                           suffix="/count")
+        [count] = imp.emit("mul", [count, imp.add_constant(np.array(plane, np.int64),
+                                                           f"{index}.plane")], [None],
+                           suffix="/offset")
+        [offset] = imp.emit("reshape", [count], [None], {"shape": [-1, channels, *ones]},
+                            suffix="/offsets")
+    imp.emit("add", [plane_index, offset], [index])
 
 
 @maps("Pad")
