@@ -908,8 +908,8 @@ def _pool_indices(imp, node, attrs: dict) -> None:
 def _pad(imp, node, attrs):
     _only(imp, attrs, {"mode": ...})
     mode = attrs.get("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
-        raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge)")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge, wrap)")
     x = node.input[0]
     rank = len(imp.type_of(x).shape)
     pads = int_vector(imp.const(node.input[1], "pads"), "pads")
@@ -925,8 +925,34 @@ def _pad(imp, node, attrs):
     pairs = [[0, 0] for _ in range(rank)]
     for i, a in enumerate(axes):
         pairs[a] = [pads[i], pads[i + len(axes)]]
+    if mode == "wrap":
+        _wrap(imp, node, pairs)
+        return
     imp.emit("pad", [imp.tensor(x)], [node.output[0]],
              {"pads": pairs, "mode": mode, "value": value})
+
+
+def _wrap(imp, node, pairs: list) -> None:
+    """Pad's wrap mode (torch's circular padding), axis by axis: the last ``before`` and the
+    first ``after`` entries of the axis concatenated around it; each pad at most the dim."""
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    y = imp.tensor(x)
+    padded = [a for a, (before, after) in enumerate(pairs) if before or after]
+    if not padded:
+        imp.emit("identity", [y], [node.output[0]])
+    for a in padded:
+        (before, after), d = pairs[a], shape[a]
+        if type(d) is not int or max(before, after) > d:
+            raise imp.unsupported(f"wrap pads {pairs[a]} on axis {a} of input shape "
+                                  f"{list(shape)}: each must be at most the dim, a static one")
+        parts = [imp.emit("slice", [y], [None], {"starts": [start], "ends": [end], "axes": [a]},
+                          suffix=f"/{a}.{side}")[0]
+                 for start, end, side, n in ((d - before, d, "before", before),
+                                             (0, after, "after", after)) if n]
+        parts.insert(1 if before else 0, y)
+        [y] = imp.emit("concat", parts, [node.output[0] if a == padded[-1] else None],
+                       {"axis": a}, suffix="" if a == padded[-1] else f"/{a}")
 
 
 # LSTM and GRU (unrolled over time), the spatial resampling ops (Resize, DepthToSpace,
