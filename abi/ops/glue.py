@@ -11,8 +11,8 @@ import numpy as np
 from abi.errors import ContractError, DTypeError, ShapeError
 from abi.indices import check_indices
 from abi.ops import dims
-from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_numeric,
-                           need_rank, need_same_dtype)
+from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_int,
+                           need_numeric, need_rank, need_same_dtype)
 from abi.ops.table import (AttrSpec, OpDef, all_of, at_least, between, each_at_least,
                             non_empty)
 from abi.spec import TensorType
@@ -81,6 +81,14 @@ def _mod(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                             f"integer a and b, got {y.dtype}; a float modulus is fmod=True "
                             f"(C's fmod), as ONNX Mod", op=op.name, attribute="fmod")
     return [y]
+
+
+def _int_div(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    a, b = inputs
+    need_int(op.name, "a", a)
+    need_int(op.name, "b", b)
+    need_same_dtype(op.name, [("a", a), ("b", b)])
+    return [TensorType(_broadcast_shapes(op.name, a.shape, b.shape), a.dtype)]
 
 
 def _compare(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -579,6 +587,11 @@ Element-wise remainder of a / b with numpy broadcasting, one numeric dtype (the 
 ONNX Mod. fmod=True is C's fmod, the sign of a (torch.fmod); fmod=False the floor modulus,
 the sign of b (Python's %, torch.remainder), for integers only. An integer b of 0 is refused
 at run time (DomainError; onnxruntime refuses it too); a float one gives nan, as IEEE."""),
+    OpDef("int_div", 1, ("a", "b"), ("y",), {}, _int_div, doc="""\
+Element-wise a / b of integers truncated toward zero, with numpy broadcasting; one integer dtype
+(the output's), as ONNX Div on integers and C (torch.div with rounding_mode='trunc'; torch's //
+floors, which its exporters write as this and a correction). A b of 0, and the one quotient
+that overflows (the dtype's minimum / -1), are refused at run time (DomainError)."""),
     OpDef("max", 1, ("a", "b"), ("y",), {}, _binary, doc="""\
 Element-wise maximum of a and b with numpy broadcasting; one numeric dtype (nan wins, as
 numpy.maximum, ONNX Max and torch.maximum)."""),

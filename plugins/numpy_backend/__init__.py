@@ -42,6 +42,7 @@ for _op, _fn in {
     "sum": glue.sum_, "amax": glue.amax, "amin": glue.amin, "argmax": glue.argmax,
     "sin": glue.sin, "cos": glue.cos, "sign": np.sign, "log_softmax": glue.log_softmax,
     "argmin": glue.argmin, "prod": glue.prod, "mod": glue.mod,
+    "int_div": glue.int_div,
     "tan": glue.tan, "atan": glue.atan, "asin": glue.asin, "acos": glue.acos,
     "sinh": glue.sinh, "cosh": glue.cosh, "asinh": glue.asinh, "acosh": glue.acosh,
     "atanh": glue.atanh, "isnan": np.isnan, "isinf": glue.isinf,

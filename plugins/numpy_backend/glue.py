@@ -175,6 +175,20 @@ def mod(a, b, *, fmod):
     return _mod(a, b, fmod)
 
 
+def int_div(a, b):
+    """Integer a / b truncated toward zero (numpy's // floors: one is added back where the
+    division is inexact and the signs differ)."""
+    zeros = b.size - np.count_nonzero(b)
+    if zeros:
+        raise DomainError(f"int_div: integer division by zero: b has {zeros} zero(s)",
+                          where="int_div")
+    if a.dtype.kind == "i" and np.any((a == np.iinfo(a.dtype).min) & (b == -1)):
+        raise DomainError(f"int_div: {np.iinfo(a.dtype).min} / -1 overflows {a.dtype}",
+                          where="int_div")
+    q = np.floor_divide(a, b)
+    return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+
+
 @_ieee
 def matmul(a, b):
     return np.matmul(a, b)

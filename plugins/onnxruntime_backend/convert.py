@@ -452,6 +452,18 @@ def max_pool_with_indices(e, node, ins, outs, a):
     e.op("Where", seen + [e.const(np.nan, dtypes.to_numpy(e.types[x].dtype)), y], [outs[0]])
 
 
+def int_div(e, node, ins, outs, a):
+    """ONNX Div truncates integers and refuses a zero divisor; the one overflowing quotient,
+    the minimum / -1, would trap the process, so there the divisor is made 0: refused too."""
+    x, y = ins
+    dtype = dtypes.to_numpy(e.types[x].dtype)
+    if dtype.kind == "i":
+        over = e.op("And", e.op("Equal", [x, e.const(np.iinfo(dtype).min, dtype)])
+                    + e.op("Equal", [y, e.const(-1, dtype)]))
+        y = e.op("Where", over + [e.const(0, dtype), y])[0]
+    e.op("Div", [x, y], outs)
+
+
 def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
@@ -506,6 +518,7 @@ CONVERTERS: dict[str, Converter] = {
     "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
     "argmin": _arg("ArgMin"), "prod": _reduce("ReduceProd"),
     "mod": lambda e, n, i, o, a: e.op("Mod", i, o, fmod=int(a["fmod"])),
+    "int_div": int_div,
     "tan": _simple("Tan"), "atan": _simple("Atan"), "asin": _simple("Asin"),
     "acos": _simple("Acos"), "sinh": _simple("Sinh"), "cosh": _simple("Cosh"),
     "asinh": _simple("Asinh"), "acosh": _simple("Acosh"), "atanh": _simple("Atanh"),

@@ -22,7 +22,8 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "gather", "expand", "tile", "cumsum", "topk",
             "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan",
             "isinf",
-            "max_pool_with_indices"}
+            "max_pool_with_indices",
+            "int_div"}
 
 
 # --- registry ---------------------------------------------------------------------------------

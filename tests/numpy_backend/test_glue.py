@@ -686,6 +686,39 @@ def test_integer_mod_by_zero_is_a_typed_refusal_not_a_warning():
         run_op("mod", [np.arange(4), np.array([1, 0, 2, 0])], fmod=False)
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_int_div_truncates_as_torch(dtype):
+    info = np.iinfo(dtype)
+    a = np.concatenate([RNG.integers(-50, 50, 40), [info.min, info.max, info.min + 1, -7, 7,
+                                                    -7, 7, 0, info.max, info.min]]).astype(dtype)
+    b = np.concatenate([RNG.choice([-9, -3, -2, -1, 1, 2, 3, 9], 40), [1, -1, -1, 2, 2, -2, -2,
+                                                                      5, info.min, 2]])
+    b = b.astype(dtype)
+    with np.errstate(all="raise"):
+        (y,) = run_op("int_div", [a, b])
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, torch.div(t(a), t(b), rounding_mode="trunc").numpy())
+    row = np.where(b[:10] == -1, 3, b[:10])  # broadcast over a's minimum: no overflow
+    with np.errstate(all="raise"):
+        (y,) = run_op("int_div", [a.reshape(5, 10), row])
+    np.testing.assert_array_equal(
+        y, torch.div(t(a.reshape(5, 10)), t(row), rounding_mode="trunc").numpy())
+
+
+@pytest.mark.parametrize("a, b, message", [
+    (np.array([4, 5, 6]), np.array([1, 0, 0]), "int_div: integer division by zero: b has 2 zero"),
+    (np.array([np.iinfo(np.int64).min, 5]), np.array([-1, 2]),
+     "int_div: -9223372036854775808 / -1 overflows int64"),
+    (np.array([np.iinfo(np.int32).min], np.int32), np.array([-1], np.int32),
+     "int_div: -2147483648 / -1 overflows int32"),
+])
+def test_int_div_refuses_zero_and_overflow_without_a_warning(a, b, message):
+    from abi.errors import DomainError
+
+    with np.errstate(all="raise"), pytest.raises(DomainError, match=message):
+        run_op("int_div", [a, b])
+
+
 def test_float_fmod_as_torch_also_at_the_extremes():
     for a, b in ((X, np.float32(1.5) + X[:, :, :1]), (SPECIAL, SPECIAL[::-1].copy()),
                  (SPECIAL, np.roll(SPECIAL, 7)), (SPECIAL, np.zeros_like(SPECIAL))):

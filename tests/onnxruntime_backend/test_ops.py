@@ -258,6 +258,12 @@ CASES = {
                                      in_dtype="int32", fmod=True,
                                      feed={"x": np.array([[7, -7, 7, -7], [0, 4, -9, 2]],
                                                          np.int32)}),
+    "int_div_int64": lambda: single("int_div", (2, 5), np.array([3, -3, 1, -1, 2**40]),
+                                    in_dtype="int64", feed={"x": np.array(
+                                        [[7, -7, 7, -7, -2**62], [2**63 - 1, -2**63, 0, 5, 9]])}),
+    "int_div_int32": lambda: single("int_div", (2, 4), np.array([-2, 3, 7, -1], np.int32),
+                                    in_dtype="int32", feed={"x": np.array(
+                                        [[7, -7, -2**31, 2**31 - 1], [0, 4, -9, 2]], np.int32)}),
     "tan": lambda: single("tan", (3, 5), feed={"x": f32(3, 5, scale=10)}),
     "atan": lambda: single("atan", (3, 5), feed={"x": f32(3, 5, scale=30)}),
     "asin": lambda: single("asin", (3, 5), feed={"x": _across(-1.5, 1.5)}),
@@ -359,6 +365,21 @@ def assert_same(graph, feed, *, rtol=1e-4, atol=1e-5):
         assert got[name].dtype == value.dtype, name
         assert got[name].shape == value.shape, name
         np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("divisor, message", [(0, "Integer division by zero"),
+                                              (-1, "Integer division by zero")])
+def test_int_div_by_zero_or_overflowing_is_refused_not_a_crash(divisor, message):
+    """ONNX Div refuses a zero divisor; the minimum / -1 would trap the process (SIGFPE), so
+    the conversion turns it into a zero divisor: refused as well, as the numpy kernel does."""
+    graph, _ = single("int_div", (3,), np.array([1, divisor, 2]), in_dtype="int64")
+    ex = Executor(graph, OnnxruntimeBackend())
+    feed = {"x": np.array([5, -2**63, 7])}
+    with pytest.raises(BackendError, match=message):
+        ex.run(feed)
+    feed["x"][1] = 6
+    if divisor:
+        assert ex.run(feed)["y0"].tolist() == [5, -6, 3]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
