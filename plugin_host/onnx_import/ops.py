@@ -229,9 +229,13 @@ _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "equ
 
 @maps(*_BINARY)
 def _binary(imp, node, attrs):
+    """One glue op each; a Div of integers truncates (torch's // and its integer
+    rounding_mode='trunc' division): ``int_div``."""
     _only(imp, attrs, {})
-    imp.emit(_BINARY[node.op_type], [imp.tensor(node.input[0]), imp.tensor(node.input[1])],
-             [node.output[0]])
+    op = _BINARY[node.op_type]
+    if op == "div" and imp.type_of(node.input[0]).dtype in dtypes.INT_DTYPES:
+        op = "int_div"
+    imp.emit(op, [imp.tensor(node.input[0]), imp.tensor(node.input[1])], [node.output[0]])
 
 
 @maps("Softmax", "LogSoftmax")
