@@ -343,6 +343,27 @@ def _gather(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType((*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]), x.dtype)]
 
 
+def _gather_elements(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, idx = inputs
+    n = op.name
+    rank = need_rank(n, "x", x, at_least=1)
+    axis = need_axis(n, attrs["axis"], rank)
+    if idx.dtype != "int64":
+        raise DTypeError(f"{n}: indices must be an int64 tensor, got {idx.dtype}", where=n,
+                         expected="int64", got=idx.dtype)
+    need_rank(n, "indices", idx, exact=rank)
+    if not dims.is_static(x.shape[axis]):
+        raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} is symbolic; the indices "
+                         f"are checked against a fixed dim", where=n, got=x.shape)
+    for d, (i, s) in enumerate(zip(idx.shape, x.shape)):
+        if d != axis and i != s and not (dims.is_static(i) and dims.is_static(s) and i <= s):
+            raise ShapeError(f"{n}: indices shape {fmt(idx.shape)} exceeds x shape "
+                             f"{fmt(x.shape)} on axis {d} (each axis but {axis} must be at "
+                             f"most x's, as torch.gather)", where=n, expected=x.shape,
+                             got=idx.shape)
+    return [TensorType(idx.shape, x.dtype)]
+
+
 def _gather_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
     """The indices are a constant of the graph, each in [0, dim): checked once, at load."""
     x = inputs[0]
@@ -655,6 +676,13 @@ x.shape[:axis] + indices.shape + x.shape[axis+1:]; x of rank >= 1 and any dtype.
 int64 constant tensor of the graph (any rank, 0-d too), each in [0, dim) of a fixed dim
 (negative ones are normalized by whoever builds the graph): the graph checks them when it is
 built or loaded, so a kernel never reads out of bounds."""),
+    OpDef("gather_elements", 1, ("x", "indices"), ("y",), {"axis": AttrSpec("int", 0)},
+          _gather_elements, doc="""\
+torch.gather and ONNX GatherElements: y[i, j, ...] = x[i, ..., indices[i, j, ...], ...] with
+the index replacing the position on axis; indices an int64 tensor of x's rank, a run-time value
+too, each axis but axis at most x's (y has indices' shape). Every index must be in [0, dim) of a
+fixed dim, checked at run time (IndexRangeError; torch refuses a negative one too, ONNX would
+count it from the end)."""),
     OpDef("expand", 1, ("x",), ("y",), {"shape": AttrSpec("ints", check=each_at_least(0))},
           _expand, doc=f"""\
 ONNX Expand: x broadcast with shape, numpy's rule both ways (the result's rank is the larger

@@ -14,6 +14,7 @@ import numpy as np
 
 from abi import dtypes
 from abi.errors import DomainError, ShapeError
+from abi.indices import check_indices
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -309,6 +310,19 @@ def expand(x, *, shape):
         raise ShapeError(f"expand: x shape {x.shape} does not broadcast with {tuple(shape)}",
                          where="expand", expected=tuple(shape), got=x.shape) from None
     return np.array(np.broadcast_to(x, out), order="C")  # its own array, not a strided view
+
+
+def gather_elements(x, indices, *, axis):
+    """np.take_along_axis of x cut to indices' extent on the other axes; every index checked
+    against the axis' dim first (IndexRangeError), so nothing is read out of bounds."""
+    axis %= x.ndim
+    check_indices(indices, x.shape[axis], f"gather_elements: axis {axis} of x shape "
+                  f"{x.shape}", kind="gather_elements")
+    if any(i > s for d, (i, s) in enumerate(zip(indices.shape, x.shape)) if d != axis):
+        raise ShapeError(f"gather_elements: indices shape {indices.shape} exceeds x shape "
+                         f"{x.shape} off axis {axis}", where="gather_elements")
+    cut = tuple(slice(None) if d == axis else slice(0, i) for d, i in enumerate(indices.shape))
+    return np.take_along_axis(x[cut], indices, axis=axis)
 
 
 def tile(x, *, repeats):

@@ -51,8 +51,9 @@ class Emitter:
         self._count = 0
         #: (transformation, source tensor names) -> the initializer holding its result
         self._derived: dict[tuple, str] = {}
-        #: (indices tensor, vocab, description) of the guarded Embeddings
-        self.guards: list[tuple[str, int, str]] = []
+        #: (indices tensor, dim, description, kind) of the guarded Embeddings and
+        #: gather_elements
+        self.guards: list[tuple[str, int, str, str]] = []
 
     def value(self, name: str | None) -> str:
         """An input name for an ONNX node; a constant becomes an initializer on first use."""
@@ -271,7 +272,7 @@ def embedding(e, node, ins, outs, a, *, checked: bool = True):
     if checked:
         e.op("Gather", [weight, idx], outs, axis=0)
         return
-    e.guards.append((idx, int(vocab), f"node {node.name!r}"))
+    e.guards.append((idx, int(vocab), f"node {node.name!r}", "embedding"))
     dtype = dtypes.to_numpy(e.types[idx].dtype)
     safe = e.op("Clip", [idx, e.const(0, dtype), e.const(vocab - 1, dtype)])[0]
     e.op("Gather", [weight, safe], outs, axis=0)
@@ -464,6 +465,19 @@ def int_div(e, node, ins, outs, a):
     e.op("Div", [x, y], outs)
 
 
+def gather_elements(e, node, ins, outs, a):
+    """GatherElements of the indices clipped to [0, dim - 1], guarded as an Embedding's are:
+    they come back as an extra output, checked after the run (onnxruntime would count a
+    negative index from the end)."""
+    x, idx = ins
+    axis = a["axis"] % len(e.types[x].shape)
+    dim = e.types[x].shape[axis]
+    e.guards.append((idx, int(dim), f"gather_elements: node {node.name!r}: axis {axis} of x",
+                     "gather_elements"))
+    safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
+    e.op("GatherElements", [x] + safe, outs, axis=axis)
+
+
 def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
@@ -519,6 +533,7 @@ CONVERTERS: dict[str, Converter] = {
     "argmin": _arg("ArgMin"), "prod": _reduce("ReduceProd"),
     "mod": lambda e, n, i, o, a: e.op("Mod", i, o, fmod=int(a["fmod"])),
     "int_div": int_div,
+    "gather_elements": gather_elements,
     "tan": _simple("Tan"), "atan": _simple("Atan"), "asin": _simple("Asin"),
     "acos": _simple("Acos"), "sinh": _simple("Sinh"), "cosh": _simple("Cosh"),
     "asinh": _simple("Asinh"), "acosh": _simple("Acosh"), "atanh": _simple("Atanh"),
@@ -575,7 +590,7 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
         shape = [d if isinstance(d, int) else str(d) for d in ttype.shape]
         return helper.make_tensor_value_info(tname, onnx_dtype(ttype.dtype), shape)
 
-    guard_outputs = [info(t, types[t]) for t, _, _ in e.guards]
+    guard_outputs = [info(t, types[t]) for t, *_ in e.guards]
     graph = helper.make_graph(
         e.nodes, name, [info(n, t) for n, t in inputs],
         [info(n, t) for n, t in outputs] + guard_outputs,

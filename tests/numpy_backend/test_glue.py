@@ -686,6 +686,32 @@ def test_integer_mod_by_zero_is_a_typed_refusal_not_a_warning():
         run_op("mod", [np.arange(4), np.array([1, 0, 2, 0])], fmod=False)
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_matches_torch(axis):
+    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, np.finfo(np.float32).max]
+    shape = [2, 3, 4]
+    shape[axis] = 6  # more indices than the axis holds, fewer elsewhere
+    idx = RNG.integers(0, x.shape[axis], shape)
+    with np.errstate(all="raise"):
+        (y,) = run_op("gather_elements", [x, idx], axis=axis)
+    np.testing.assert_array_equal(y, torch.gather(t(x), axis, t(idx)).numpy())
+    (y,) = run_op("gather_elements", [x.astype(np.int32), idx], axis=axis)  # any dtype
+    np.testing.assert_array_equal(y, torch.gather(t(x.astype(np.int32)), axis, t(idx)).numpy())
+
+
+@pytest.mark.parametrize("bad", [-1, 4])
+def test_gather_elements_refuses_an_index_out_of_range(bad):
+    from abi.errors import IndexRangeError
+
+    idx = np.zeros((2, 3), np.int64)
+    idx[1, 2] = bad
+    with pytest.raises(IndexRangeError, match=r"gather_elements: axis 1 of x shape \(2, 4\): 1 "
+                                              rf"gather_elements index\(es\) outside \[0, 4\): "
+                                              rf"\(1, 2\)={bad}"):
+        run_op("gather_elements", [np.zeros((2, 4), np.float32), idx], axis=1)
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 def test_int_div_truncates_as_torch(dtype):
     info = np.iinfo(dtype)

@@ -264,6 +264,11 @@ CASES = {
     "int_div_int32": lambda: single("int_div", (2, 4), np.array([-2, 3, 7, -1], np.int32),
                                     in_dtype="int32", feed={"x": np.array(
                                         [[7, -7, -2**31, 2**31 - 1], [0, 4, -9, 2]], np.int32)}),
+    "gather_elements": lambda: single("gather_elements", (3, 4), np.array(
+        [[3, 0, 3], [1, 1, 2]]), axis=1),
+    "gather_elements_int64": lambda: single("gather_elements", (3, 4, 2), np.array(
+        [[[0, 1]], [[2, 0]]]), in_dtype="int64", axis=-2,
+        feed={"x": np.arange(3 * 4 * 2).reshape(3, 4, 2)}),
     "tan": lambda: single("tan", (3, 5), feed={"x": f32(3, 5, scale=10)}),
     "atan": lambda: single("atan", (3, 5), feed={"x": f32(3, 5, scale=30)}),
     "asin": lambda: single("asin", (3, 5), feed={"x": _across(-1.5, 1.5)}),
@@ -365,6 +370,24 @@ def assert_same(graph, feed, *, rtol=1e-4, atol=1e-5):
         assert got[name].dtype == value.dtype, name
         assert got[name].shape == value.shape, name
         np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_gather_elements_index_out_of_range_is_the_numpy_error(bad):
+    """The run-time indices are guarded as an Embedding's: the same IndexRangeError as on
+    numpy, where onnxruntime would count -1 from the end."""
+    b = GraphBuilder("gather_elements")
+    x = b.input("x", (2, 5), "float32", "ANY")
+    i = b.input("i", (2, 3), "int64", "ANY")
+    b.output(b.op("gather_elements", x, i, name="node", axis=1), "y", "ANY")
+    graph = b.build()
+    feed = {"x": f32(2, 5), "i": np.array([[0, 4, 2], [1, bad, 3]])}
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=rf"1 gather_elements index\(es\) outside "
+                                                  rf"\[0, 5\): \(1, 1\)={bad}"):
+            Executor(graph, backend).run(dict(feed))
+    feed["i"][1, 1] = 0
+    assert_same(graph, feed)
 
 
 @pytest.mark.parametrize("divisor, message", [(0, "Integer division by zero"),
