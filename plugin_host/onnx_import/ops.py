@@ -485,6 +485,31 @@ def _gather_nd(imp, node, attrs):
     _emit_gather(imp, node, data, indices[..., 0], imp.origin.get(idx, idx), 0)
 
 
+@maps("GatherElements")
+def _gather_elements(imp, node, attrs):
+    """torch.gather, take_along_dim: ``gather_elements``, whose run-time indices are checked
+    against [0, dim) as they arrive (ONNX's negative ones would be refused there); constant
+    indices are checked and made non-negative here, int32 ones widened to int64."""
+    _only(imp, attrs, {"axis": ...})
+    x, idx = node.input[:2]
+    shape = imp.type_of(x).shape
+    axis = axis_in(attrs.get("axis", 0), len(shape), "axis")
+    if imp.is_const(idx) and type(shape[axis]) is int:
+        value, dim = imp.const(idx, "indices"), shape[axis]
+        if value.dtype.kind not in "iu" or value.size and not (
+                -dim <= value.min() and value.max() < dim):
+            raise imp.unsupported(f"constant indices {_few(value.ravel().tolist())} must be "
+                                  f"integers in [-{dim}, {dim}) for axis {axis} of shape "
+                                  f"{list(shape)}")
+        index = imp.add_constant(np.where(value < 0, value + dim, value).astype(np.int64),
+                                 imp.origin.get(idx, idx))
+    else:
+        index = imp.tensor(idx)
+        if imp.types[index].dtype != "int64":
+            [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+    imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]], {"axis": axis})
+
+
 @maps("LayerNormalization")
 def _layer_norm(imp, node, attrs):
     _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
