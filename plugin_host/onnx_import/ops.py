@@ -433,7 +433,8 @@ def _matmul(imp, node, attrs):
 @maps("Gather")
 def _gather(imp, node, attrs):
     """Run-time indices into a constant 2-D float table: an Embedding (its indices validated
-    at entry); constant indices into a run-time value: ``gather``."""
+    at entry); constant indices into a run-time value: ``gather``; run-time indices into a
+    run-time value: ``gather_elements``."""
     _only(imp, attrs, {"axis": ...})
     data, idx = node.input[0], node.input[1]
     if imp.is_const(data) and imp.const(data).ndim == 2 and attrs.get("axis", 0) == 0 \
@@ -443,13 +444,41 @@ def _gather(imp, node, attrs):
                                imp.add_constant(table, imp.origin.get(data, data))],
                  [node.output[0]])
         return
-    if not imp.is_const(idx):
-        raise imp.unsupported(f"indices {idx!r} are computed at run time: supported only for a "
-                              f"Gather on axis 0 of a constant 2-D float table (an Embedding); "
-                              f"any other Gather needs constant indices")
     rank = len(imp.type_of(data).shape)
-    _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx),
-                 axis_in(attrs.get("axis", 0), rank))
+    axis = axis_in(attrs.get("axis", 0), rank)
+    if not imp.is_const(idx):
+        _runtime_gather(imp, node, data, idx, list(imp.type_of(idx).shape), axis)
+        return
+    _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx), axis)
+
+
+def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int) -> None:
+    """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
+    computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
+    flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
+    output shape. Static shapes only; each index is checked against [0, dim) when it arrives
+    (a negative one, which ONNX counts from the end, is refused there)."""
+    shape = list(imp.type_of(data).shape)
+    if not all(type(d) is int for d in shape + where):
+        raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
+                              f"shapes (data {shape}, indices {where}) unless the data is a "
+                              f"constant 2-D float table (an Embedding)")
+    k = math.prod(where)
+    index = imp.tensor(idx)
+    if imp.types[index].dtype != "int64":
+        [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+    [index] = imp.emit("reshape", [index], [None],
+                       {"shape": [1] * axis + [k] + [1] * (len(shape) - axis - 1)},
+                       suffix="/along")
+    [index] = imp.emit("expand", [index], [None], {"shape": shape[:axis] + [k] + shape[
+        axis + 1:]}, suffix="/expand")
+    out = shape[:axis] + where + shape[axis + 1:]
+    last = len(where) == 1
+    [y] = imp.emit("gather_elements", [imp.tensor(data), index],
+                   [node.output[0] if last else None], {"axis": axis},
+                   suffix="" if last else "/gather")
+    if not last:
+        imp.emit("reshape", [y], [node.output[0]], {"shape": out})
 
 
 def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: int) -> None:
@@ -474,10 +503,18 @@ def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: i
 
 @maps("GatherND")
 def _gather_nd(imp, node, attrs):
-    """GatherND with constant indices of one coordinate each (shape ``(..., 1)``, as torch's
-    dynamo exporter writes ``x[:, [0, 2]]`` after moving that axis first): a gather on axis 0."""
+    """GatherND of indices of one coordinate each (shape ``(..., 1)``, as torch's dynamo
+    exporter writes ``x[:, [0, 2]]`` after moving that axis first, and ``x[i]`` for a tensor
+    ``i``): a Gather on axis 0 of the indices without their last axis."""
     _only(imp, attrs, {"batch_dims": 0})
     data, idx = node.input[0], node.input[1]
+    if not imp.is_const(idx):
+        where = list(imp.type_of(idx).shape)
+        if not where or where[-1] != 1:
+            raise imp.unsupported(f"indices of shape {where}: only one coordinate per index (a "
+                                  f"last dim of 1) maps onto a gather")
+        _runtime_gather(imp, node, data, idx, where[:-1], 0)
+        return
     indices = imp.const(idx, "indices")
     if indices.ndim < 1 or indices.shape[-1] != 1:
         raise imp.unsupported(f"indices of shape {indices.shape}: only one coordinate per index "

@@ -90,3 +90,45 @@ def test_a_run_time_index_out_of_range_is_refused_when_it_arrives(tmp_path):
 def test_what_gather_elements_refuses_names_node_and_value(idx, message, tmp_path):
     assert_refused(_model(tmp_path, (2, 4), idx, axis=1), UnsupportedModelError,
                    "node 'node' (GatherElements)", message)
+
+
+class _Selects(torch.nn.Module):
+    """Gather with run-time indices into a run-time value (and a constant 1-D lookup table)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.tensor([0.5, -1.0, 2.0, 8.0, -0.0]))
+
+    def forward(self, x, i, m, s):
+        return (torch.index_select(x, 1, i), x[m], x[:, s], self.table[m])
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_run_time_gather_indices_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    args = [torch.randn(3, 5), torch.tensor([4, 0, 4]), torch.tensor([[2, 0], [1, 1]]),
+            torch.tensor(3)]
+    model = export(_Selects(), args, tmp_path / "s.onnx", dynamo=dynamo, fold=fold,
+                   optimize=optimize, input_names=["x", "i", "m", "s"],
+                   output_names=["a", "b", "c", "d"])
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    assert "gather_elements" in {n.op for n in loaded.graph.nodes}
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    x[1, :3] = [np.nan, np.inf, -np.finfo(np.float32).max]
+    check_against_onnxruntime(model, loaded, [
+        {"x": x, "i": np.array([1, 2, 1]), "m": np.array([[1, 2], [0, 0]]), "s": np.array(0)},
+        {"x": -x, "i": np.array([4, 3, 0]), "m": np.array([[2, 2], [2, 1]]), "s": np.array(4)}])
+
+
+def test_run_time_gather_indices_need_static_shapes(tmp_path):
+    helper, TP = onnx.helper, onnx.TensorProto
+    node = helper.make_node("Gather", ["x", "i"], ["y"], name="node", axis=1)
+    graph = helper.make_graph([node], "g", [
+        helper.make_tensor_value_info("x", TP.FLOAT, ["n", 5]),
+        helper.make_tensor_value_info("i", TP.INT64, [3])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, ["n", 3])])
+    path = tmp_path / "g.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    assert_refused(path, UnsupportedModelError, "node 'node' (Gather)",
+                   "indices 'i' are computed at run time, which needs static shapes (data "
+                   "['n', 5], indices [3])")
