@@ -11,8 +11,8 @@ import numpy as np
 from abi.errors import ContractError, DTypeError, ShapeError
 from abi.indices import check_indices
 from abi.ops import dims
-from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_numeric,
-                           need_rank, need_same_dtype)
+from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_int,
+                           need_numeric, need_rank, need_same_dtype)
 from abi.ops.table import (AttrSpec, OpDef, all_of, at_least, between, each_at_least,
                             non_empty)
 from abi.spec import TensorType
@@ -81,6 +81,14 @@ def _mod(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                             f"integer a and b, got {y.dtype}; a float modulus is fmod=True "
                             f"(C's fmod), as ONNX Mod", op=op.name, attribute="fmod")
     return [y]
+
+
+def _int_div(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    a, b = inputs
+    need_int(op.name, "a", a)
+    need_int(op.name, "b", b)
+    need_same_dtype(op.name, [("a", a), ("b", b)])
+    return [TensorType(_broadcast_shapes(op.name, a.shape, b.shape), a.dtype)]
 
 
 def _compare(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -335,6 +343,27 @@ def _gather(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType((*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]), x.dtype)]
 
 
+def _gather_elements(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, idx = inputs
+    n = op.name
+    rank = need_rank(n, "x", x, at_least=1)
+    axis = need_axis(n, attrs["axis"], rank)
+    if idx.dtype != "int64":
+        raise DTypeError(f"{n}: indices must be an int64 tensor, got {idx.dtype}", where=n,
+                         expected="int64", got=idx.dtype)
+    need_rank(n, "indices", idx, exact=rank)
+    if not dims.is_static(x.shape[axis]):
+        raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} is symbolic; the indices "
+                         f"are checked against a fixed dim", where=n, got=x.shape)
+    for d, (i, s) in enumerate(zip(idx.shape, x.shape)):
+        if d != axis and i != s and not (dims.is_static(i) and dims.is_static(s) and i <= s):
+            raise ShapeError(f"{n}: indices shape {fmt(idx.shape)} exceeds x shape "
+                             f"{fmt(x.shape)} on axis {d} (each axis but {axis} must be at "
+                             f"most x's, as torch.gather)", where=n, expected=x.shape,
+                             got=idx.shape)
+    return [TensorType(idx.shape, x.dtype)]
+
+
 def _gather_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
     """The indices are a constant of the graph, each in [0, dim): checked once, at load."""
     x = inputs[0]
@@ -424,6 +453,11 @@ def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType((*x.shape[:2], *out), x.dtype)]
 
 
+def _pool_indices(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    [y] = _pool(op, inputs, attrs)
+    return [y, TensorType(y.shape, "int64")]
+
+
 def scaled_size(length: int, scale: float) -> int:
     """ONNX Resize's output length for a scale: floor(length * scale), computed in float32 as
     onnxruntime does (the scale is a float32 value)."""
@@ -478,6 +512,13 @@ def _grid_sample(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 # --- the table ---------------------------------------------------------------------------------
 
 _POSITIVE_INTS = all_of(non_empty, each_at_least(1))
+_MAX_POOL = {  # max_pool's attributes, and max_pool_with_indices'
+    "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
+    "stride": AttrSpec("ints", check=_POSITIVE_INTS),
+    "padding": AttrSpec("pads"),
+    "dilation": AttrSpec("ints", check=_POSITIVE_INTS),
+    "ceil_mode": AttrSpec("bool", False),
+}
 _FINITE = between(-1e30, 1e30)
 _AXIS = AttrSpec("int")
 
@@ -567,6 +608,11 @@ Element-wise remainder of a / b with numpy broadcasting, one numeric dtype (the 
 ONNX Mod. fmod=True is C's fmod, the sign of a (torch.fmod); fmod=False the floor modulus,
 the sign of b (Python's %, torch.remainder), for integers only. An integer b of 0 is refused
 at run time (DomainError; onnxruntime refuses it too); a float one gives nan, as IEEE."""),
+    OpDef("int_div", 1, ("a", "b"), ("y",), {}, _int_div, doc="""\
+Element-wise a / b of integers truncated toward zero, with numpy broadcasting; one integer dtype
+(the output's), as ONNX Div on integers and C (torch.div with rounding_mode='trunc'; torch's //
+floors, which its exporters write as this and a correction). A b of 0, and the one quotient
+that overflows (the dtype's minimum / -1), are refused at run time (DomainError)."""),
     OpDef("max", 1, ("a", "b"), ("y",), {}, _binary, doc="""\
 Element-wise maximum of a and b with numpy broadcasting; one numeric dtype (nan wins, as
 numpy.maximum, ONNX Max and torch.maximum)."""),
@@ -630,6 +676,13 @@ x.shape[:axis] + indices.shape + x.shape[axis+1:]; x of rank >= 1 and any dtype.
 int64 constant tensor of the graph (any rank, 0-d too), each in [0, dim) of a fixed dim
 (negative ones are normalized by whoever builds the graph): the graph checks them when it is
 built or loaded, so a kernel never reads out of bounds."""),
+    OpDef("gather_elements", 1, ("x", "indices"), ("y",), {"axis": AttrSpec("int", 0)},
+          _gather_elements, doc="""\
+torch.gather and ONNX GatherElements: y[i, j, ...] = x[i, ..., indices[i, j, ...], ...] with
+the index replacing the position on axis; indices an int64 tensor of x's rank, a run-time value
+too, each axis but axis at most x's (y has indices' shape). Every index must be in [0, dim) of a
+fixed dim, checked at run time (IndexRangeError; torch refuses a negative one too, ONNX would
+count it from the end)."""),
     OpDef("expand", 1, ("x",), ("y",), {"shape": AttrSpec("ints", check=each_at_least(0))},
           _expand, doc=f"""\
 ONNX Expand: x broadcast with shape, numpy's rule both ways (the result's rank is the larger
@@ -733,18 +786,17 @@ nearest takes the pixel at the position rounded half to even. As torch: a non-fi
 (nan, +-inf, or one beyond float32 once scaled) gives nan in bilinear with zeros, 0 in nearest
 with zeros, and otherwise the first pixel of the axis (+inf or a huge positive the last, with
 border)."""),
-    OpDef("max_pool", 1, ("x",), ("y",), {
-        "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
-        "stride": AttrSpec("ints", check=_POSITIVE_INTS),
-        "padding": AttrSpec("pads"),
-        "dilation": AttrSpec("ints", check=_POSITIVE_INTS),
-        "ceil_mode": AttrSpec("bool", False),
-    }, _pool, doc="""\
+    OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, _pool, doc="""\
 Max pooling over 1 or 2 spatial axes of x (N, C, L) or (N, C, H, W), torch semantics (a
 window holding a nan gives nan); padding is one [before, after] pair per spatial axis
 (implicit -inf), each at most kernel_size // 2. Output length floor((L + before + after -
 dilation*(k-1) - 1)/stride) + 1, or with ceil_mode rounded up unless the last window would
 start in the trailing padding."""),
+    OpDef("max_pool_with_indices", 1, ("x",), ("y", "indices"), _MAX_POOL, _pool_indices, doc="""\
+max_pool's y, and where each maximum was taken (torch's return_indices): an int64 tensor of y's
+shape holding the flat index h * W + w (1-D: l) of that element within its (n, c) plane of x,
+never a padded position. The first maximum in window order wins; a window holding a nan gives
+nan and the index of its last nan, as torch's CPU kernel (onnxruntime skips nans)."""),
     OpDef("avg_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..errors import UsageError
+from ..errors import ModelFileError, UsageError
 from .build import build_onnx_artifact
 from .float16 import DEFAULT_UPCAST_TOLERANCE
 from .free_dims import parse_dims
+from .reader import EXTERNAL_DATA_OPTION
 
 __all__ = ["build_onnx", "parse_pairs"]
 
@@ -47,16 +48,23 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
                progress) -> int:
     upcast_tolerance = parse_upcast_tolerance(args.upcast_tolerance, args.upcast_float16)
     notes: list[str] = []
-    manifest = build_onnx_artifact(
-        args.onnx, args.out, name=args.name, version=args.version,
-        state=parse_pairs(args.state, "--state", "IN=OUT, e.g. h=h_next"),
-        layouts=parse_pairs(args.layout, "--layout", "NAME=LAYOUT, e.g. img=NCHW"),
-        tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
-        backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms, expires=expires,
-        allow_external_data=args.allow_external_data, progress=progress,
-        upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
-        dims=parse_dims(parse_pairs(args.dim, "--dim", "NAME=SIZE, e.g. h=128")),
-        report=notes.append)
+    try:
+        manifest = build_onnx_artifact(
+            args.onnx, args.out, name=args.name, version=args.version,
+            state=parse_pairs(args.state, "--state", "IN=OUT, e.g. h=h_next"),
+            layouts=parse_pairs(args.layout, "--layout", "NAME=LAYOUT, e.g. img=NCHW"),
+            tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
+            backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms,
+            expires=expires, allow_external_data=args.allow_external_data, progress=progress,
+            upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
+            dims=parse_dims(parse_pairs(args.dim, "--dim", "NAME=SIZE, e.g. h=128")),
+            report=notes.append)
+    except ModelFileError as exc:
+        if exc.context.get("option") != EXTERNAL_DATA_OPTION:
+            raise
+        # the reader names the keyword argument; here the switch is the flag
+        raise ModelFileError(f"{exc.context['refused']} unless --allow-external-data is given "
+                             f"(then it is read from the model's folder only)") from None
     weights = sum(e.nbytes for e in manifest.tensors if e.role != "golden")
     ops = sorted({n["op"] for n in manifest.graph["nodes"]})
     print(f"built {args.out}: {manifest.name} {manifest.version} (unsigned) from {args.onnx}, "

@@ -12,7 +12,10 @@ dims of their own (matmul broadcasts the second operand over the leading ones), 
 (``mul``, broadcasting over size-1 dims) instead. A reshape or transpose that changes nothing is
 left out: ``bhqd,bhkd->bhqk`` is a transpose and a matmul.
 
-Refused (``UnsupportedModelError`` naming the node): an ellipsis, a label repeated within one
+An ellipsis becomes labels of its own, one per dim it covers (aligned from the right; dims
+that would broadcast against each other under it are refused).
+
+Refused (``UnsupportedModelError`` naming the node): a label repeated within one
 operand (a diagonal or trace), more than two operands, a run-time (symbolic) dim that would have
 to be merged with another dim or a reshape with more than one of them. Malformed
 (``ModelFileError``): a character that is not an ASCII letter, a label in the output that no
@@ -31,11 +34,50 @@ from ..errors import ModelFileError
 __all__ = ["einsum"]
 
 
-def _parse(imp, equation: str, operands: int) -> tuple[list[str], str]:
-    """The operand terms and the output term of ``equation`` (implicit output made explicit)."""
+def _spelled_out(imp, equation: str, eq: str, shapes: list) -> str:
+    """``eq`` with each ellipsis written as labels of its own (letters the equation does not
+    use), aligned from the right as numpy aligns them, and an implicit output made explicit:
+    the ellipsis labels, then the labels used once, sorted. Ellipsis dims that would broadcast
+    (1 against n) are refused: one label is one size here."""
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    counts = []
+    for t, shape in zip(terms, shapes):
+        if t.count("...") > 1 or "." in t.replace("...", "", 1):
+            raise ModelFileError(f"equation {equation!r}: {t!r} has a '.' outside one ellipsis")
+        counts.append(len(shape) - len(t) + 3 if "..." in t else 0)
+        if counts[-1] < 0:
+            raise ModelFileError(f"equation {equation!r}: an operand of shape {tuple(shape)} "
+                                 f"has fewer dims than the labels of {t!r}")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq]
+    n = max(counts)
+    ell = "".join(spare[:n])
+    if len(ell) < n:
+        raise imp.unsupported(f"equation {equation!r}: no letters left to spell its ellipsis")
+    for i, label in enumerate(ell):  # the operands' dims under each ellipsis label
+        dims = {shape[len(shape) - len(t.split("...")[1]) - n + i]
+                for t, shape, k in zip(terms, shapes, counts) if k >= n - i}
+        if len(dims) > 1:
+            raise imp.unsupported(f"equation {equation!r}: the ellipsis dims broadcast "
+                                  f"({' against '.join(map(str, sorted(dims, key=str)))}), "
+                                  f"which is not supported")
+    once = "".join(sorted(c for c in set(lhs) - set(",.") if lhs.count(c) == 1))
+    terms = [t.replace("...", ell[n - k:]) for t, k in zip(terms, counts)]
+    if arrow and "." in out.replace("...", "", 1):
+        raise ModelFileError(f"equation {equation!r}: the output has a '.' outside one ellipsis")
+    if arrow and n and "..." not in out:
+        raise imp.unsupported(f"equation {equation!r}: the output leaves out the ellipsis dims "
+                              f"(numpy refuses that too)")
+    return ",".join(terms) + "->" + (out.replace("...", ell) if arrow else ell + once)
+
+
+def _parse(imp, equation: str, shapes: list) -> tuple[list[str], str]:
+    """The operand terms and the output term of ``equation`` (implicit output made explicit,
+    an ellipsis spelled out) for operands of ``shapes``."""
+    operands = len(shapes)
     eq = equation.replace(" ", "")
-    if "..." in eq:
-        raise imp.unsupported(f"equation {equation!r}: an ellipsis ('...') is not supported")
+    if "." in eq:
+        eq = _spelled_out(imp, equation, eq, shapes)
     lhs, arrow, out = eq.partition("->")
     if "->" in out:
         raise ModelFileError(f"equation {equation!r} has more than one '->'")
@@ -169,7 +211,7 @@ def einsum(imp, node, attrs) -> None:
     if not all(names):
         raise ModelFileError(f"inputs {names!r:.80}: an empty input name (Einsum has no "
                              f"optional inputs)")
-    terms, out = _parse(imp, equation, len(names))
+    terms, out = _parse(imp, equation, [imp.type_of(n).shape for n in names])
     sizes = _sizes(imp, equation, names, terms)
     plan = _Plan(imp, node, equation, sizes)
     if len(terms) == 1:

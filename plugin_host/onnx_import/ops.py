@@ -229,9 +229,13 @@ _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "equ
 
 @maps(*_BINARY)
 def _binary(imp, node, attrs):
+    """One glue op each; a Div of integers truncates (torch's // and its integer
+    rounding_mode='trunc' division): ``int_div``."""
     _only(imp, attrs, {})
-    imp.emit(_BINARY[node.op_type], [imp.tensor(node.input[0]), imp.tensor(node.input[1])],
-             [node.output[0]])
+    op = _BINARY[node.op_type]
+    if op == "div" and imp.type_of(node.input[0]).dtype in dtypes.INT_DTYPES:
+        op = "int_div"
+    imp.emit(op, [imp.tensor(node.input[0]), imp.tensor(node.input[1])], [node.output[0]])
 
 
 @maps("Softmax", "LogSoftmax")
@@ -429,7 +433,8 @@ def _matmul(imp, node, attrs):
 @maps("Gather")
 def _gather(imp, node, attrs):
     """Run-time indices into a constant 2-D float table: an Embedding (its indices validated
-    at entry); constant indices into a run-time value: ``gather``."""
+    at entry); constant indices into a run-time value: ``gather``; run-time indices into a
+    run-time value: ``gather_elements``."""
     _only(imp, attrs, {"axis": ...})
     data, idx = node.input[0], node.input[1]
     if imp.is_const(data) and imp.const(data).ndim == 2 and attrs.get("axis", 0) == 0 \
@@ -439,13 +444,41 @@ def _gather(imp, node, attrs):
                                imp.add_constant(table, imp.origin.get(data, data))],
                  [node.output[0]])
         return
-    if not imp.is_const(idx):
-        raise imp.unsupported(f"indices {idx!r} are computed at run time: supported only for a "
-                              f"Gather on axis 0 of a constant 2-D float table (an Embedding); "
-                              f"any other Gather needs constant indices")
     rank = len(imp.type_of(data).shape)
-    _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx),
-                 axis_in(attrs.get("axis", 0), rank))
+    axis = axis_in(attrs.get("axis", 0), rank)
+    if not imp.is_const(idx):
+        _runtime_gather(imp, node, data, idx, list(imp.type_of(idx).shape), axis)
+        return
+    _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx), axis)
+
+
+def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int) -> None:
+    """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
+    computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
+    flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
+    output shape. Static shapes only; each index is checked against [0, dim) when it arrives
+    (a negative one, which ONNX counts from the end, is refused there)."""
+    shape = list(imp.type_of(data).shape)
+    if not all(type(d) is int for d in shape + where):
+        raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
+                              f"shapes (data {shape}, indices {where}) unless the data is a "
+                              f"constant 2-D float table (an Embedding)")
+    k = math.prod(where)
+    index = imp.tensor(idx)
+    if imp.types[index].dtype != "int64":
+        [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+    [index] = imp.emit("reshape", [index], [None],
+                       {"shape": [1] * axis + [k] + [1] * (len(shape) - axis - 1)},
+                       suffix="/along")
+    [index] = imp.emit("expand", [index], [None], {"shape": shape[:axis] + [k] + shape[
+        axis + 1:]}, suffix="/expand")
+    out = shape[:axis] + where + shape[axis + 1:]
+    last = len(where) == 1
+    [y] = imp.emit("gather_elements", [imp.tensor(data), index],
+                   [node.output[0] if last else None], {"axis": axis},
+                   suffix="" if last else "/gather")
+    if not last:
+        imp.emit("reshape", [y], [node.output[0]], {"shape": out})
 
 
 def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: int) -> None:
@@ -470,15 +503,48 @@ def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: i
 
 @maps("GatherND")
 def _gather_nd(imp, node, attrs):
-    """GatherND with constant indices of one coordinate each (shape ``(..., 1)``, as torch's
-    dynamo exporter writes ``x[:, [0, 2]]`` after moving that axis first): a gather on axis 0."""
+    """GatherND of indices of one coordinate each (shape ``(..., 1)``, as torch's dynamo
+    exporter writes ``x[:, [0, 2]]`` after moving that axis first, and ``x[i]`` for a tensor
+    ``i``): a Gather on axis 0 of the indices without their last axis."""
     _only(imp, attrs, {"batch_dims": 0})
     data, idx = node.input[0], node.input[1]
+    if not imp.is_const(idx):
+        where = list(imp.type_of(idx).shape)
+        if not where or where[-1] != 1:
+            raise imp.unsupported(f"indices of shape {where}: only one coordinate per index (a "
+                                  f"last dim of 1) maps onto a gather")
+        _runtime_gather(imp, node, data, idx, where[:-1], 0)
+        return
     indices = imp.const(idx, "indices")
     if indices.ndim < 1 or indices.shape[-1] != 1:
         raise imp.unsupported(f"indices of shape {indices.shape}: only one coordinate per index "
                               f"(a last dim of 1) maps onto gather")
     _emit_gather(imp, node, data, indices[..., 0], imp.origin.get(idx, idx), 0)
+
+
+@maps("GatherElements")
+def _gather_elements(imp, node, attrs):
+    """torch.gather, take_along_dim: ``gather_elements``, whose run-time indices are checked
+    against [0, dim) as they arrive (ONNX's negative ones would be refused there); constant
+    indices are checked and made non-negative here, int32 ones widened to int64."""
+    _only(imp, attrs, {"axis": ...})
+    x, idx = node.input[:2]
+    shape = imp.type_of(x).shape
+    axis = axis_in(attrs.get("axis", 0), len(shape), "axis")
+    if imp.is_const(idx) and type(shape[axis]) is int:
+        value, dim = imp.const(idx, "indices"), shape[axis]
+        if value.dtype.kind not in "iu" or value.size and not (
+                -dim <= value.min() and value.max() < dim):
+            raise imp.unsupported(f"constant indices {_few(value.ravel().tolist())} must be "
+                                  f"integers in [-{dim}, {dim}) for axis {axis} of shape "
+                                  f"{list(shape)}")
+        index = imp.add_constant(np.where(value < 0, value + dim, value).astype(np.int64),
+                                 imp.origin.get(idx, idx))
+    else:
+        index = imp.tensor(idx)
+        if imp.types[index].dtype != "int64":
+            [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+    imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]], {"axis": axis})
 
 
 @maps("LayerNormalization")
@@ -850,7 +916,10 @@ def _pool(imp, node, attrs):
     _only(imp, attrs, {"auto_pad": "NOTSET", "kernel_shape": ..., "strides": ..., "pads": ...,
                        "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
                        "storage_order": 0})
-    _one_output(imp, node, " (MaxPool indices)")
+    indices = node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and (
+        node.output[1] in imp.consumers or node.output[1] in imp.graph_outputs)
+    if not indices:
+        _one_output(imp, node)
     kernel = attrs["kernel_shape"]
     spatial = len(kernel)
     pads = _pads(imp, attrs, spatial, None, kernel, None, None)
@@ -862,15 +931,51 @@ def _pool(imp, node, attrs):
         if attrs.get("dilations", [1] * spatial) != [1] * spatial:
             raise imp.unsupported(f"dilations {attrs['dilations']} on AveragePool")
         op, extra = "avg_pool", {"count_include_pad": bool(attrs.get("count_include_pad", 0))}
+    if indices:
+        _pool_indices(imp, node, {**common, **extra})
+        return
     imp.emit(op, [imp.tensor(node.input[0])], [node.output[0]], {**common, **extra})
+
+
+def _pool_indices(imp, node, attrs: dict) -> None:
+    """MaxPool with its Indices output: ``max_pool_with_indices`` gives each index within its
+    (n, c) plane; ONNX's count over the whole tensor, so (n * C + c) * plane is added: a
+    constant, or with a run-time batch the running count of the (n, c) planes (``cumsum`` of
+    ones shaped like one index per plane)."""
+    shape = list(imp.type_of(node.input[0]).shape)
+    if not all(type(d) is int for d in shape[1:]):
+        raise imp.unsupported(f"input shape {shape}: MaxPool indices need the channel and "
+                              f"spatial dims static")
+    y, index = node.output[:2]
+    [_, plane_index] = imp.emit("max_pool_with_indices", [imp.tensor(node.input[0])],
+                                [y or None, None], attrs, suffix="/plane")
+    plane, channels, ones = math.prod(shape[2:]), shape[1], [1] * (len(shape) - 2)
+    if type(shape[0]) is int:
+        offset = imp.add_constant(np.arange(shape[0] * channels, dtype=np.int64).reshape(
+            shape[:2] + ones) * plane, f"{index}.offset")
+    else:
+        first = imp.emit("slice", [plane_index], [None], {
+            "starts": [0] * len(ones), "ends": ones, "axes": list(range(2, len(shape)))},
+            suffix="/first")[0]
+        [every] = imp.emit("equal", [first, first], [None], suffix="/every")  # int64: all true
+        [count] = imp.emit("cast", [every], [None], {"dtype": "int64"}, suffix="/one")
+        [count] = imp.emit("reshape", [count], [None], {"shape": [-1]}, suffix="/flat")
+        [count] = imp.emit("cumsum", [count], [None], {"axis": 0, "exclusive": True},
+                           suffix="/count")
+        [count] = imp.emit("mul", [count, imp.add_constant(np.array(plane, np.int64),
+                                                           f"{index}.plane")], [None],
+                           suffix="/offset")
+        [offset] = imp.emit("reshape", [count], [None], {"shape": [-1, channels, *ones]},
+                            suffix="/offsets")
+    imp.emit("add", [plane_index, offset], [index])
 
 
 @maps("Pad")
 def _pad(imp, node, attrs):
     _only(imp, attrs, {"mode": ...})
     mode = attrs.get("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
-        raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge)")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge, wrap)")
     x = node.input[0]
     rank = len(imp.type_of(x).shape)
     pads = int_vector(imp.const(node.input[1], "pads"), "pads")
@@ -886,12 +991,40 @@ def _pad(imp, node, attrs):
     pairs = [[0, 0] for _ in range(rank)]
     for i, a in enumerate(axes):
         pairs[a] = [pads[i], pads[i + len(axes)]]
+    if mode == "wrap":
+        _wrap(imp, node, pairs)
+        return
     imp.emit("pad", [imp.tensor(x)], [node.output[0]],
              {"pads": pairs, "mode": mode, "value": value})
 
 
-# LSTM and GRU (unrolled over time) and the spatial resampling ops (Resize, DepthToSpace,
-# SpaceToDepth, GridSample) live in modules of their own, which register them here
+def _wrap(imp, node, pairs: list) -> None:
+    """Pad's wrap mode (torch's circular padding), axis by axis: the last ``before`` and the
+    first ``after`` entries of the axis concatenated around it; each pad at most the dim."""
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    y = imp.tensor(x)
+    padded = [a for a, (before, after) in enumerate(pairs) if before or after]
+    if not padded:
+        imp.emit("identity", [y], [node.output[0]])
+    for a in padded:
+        (before, after), d = pairs[a], shape[a]
+        if type(d) is not int or max(before, after) > d:
+            raise imp.unsupported(f"wrap pads {pairs[a]} on axis {a} of input shape "
+                                  f"{list(shape)}: each must be at most the dim, a static one")
+        parts = [imp.emit("slice", [y], [None], {"starts": [start], "ends": [end], "axes": [a]},
+                          suffix=f"/{a}.{side}")[0]
+                 for start, end, side, n in ((d - before, d, "before", before),
+                                             (0, after, "after", after)) if n]
+        parts.insert(1 if before else 0, y)
+        [y] = imp.emit("concat", parts, [node.output[0] if a == padded[-1] else None],
+                       {"axis": a}, suffix="" if a == padded[-1] else f"/{a}")
+
+
+# LSTM and GRU (unrolled over time), the spatial resampling ops (Resize, DepthToSpace,
+# SpaceToDepth, GridSample) and the masks (Trilu, OneHot) live in modules of their own, which
+# register them here
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
+importlib.import_module(".masks", __package__)
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

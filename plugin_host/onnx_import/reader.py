@@ -20,8 +20,9 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from ..files import open_regular
 
-__all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "read_model", "parse_model", "to_array",
-           "ONNX_DTYPES", "OPSETS", "UPGRADED_OPSETS", "default_opset"]
+__all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "EXTERNAL_DATA_OPTION", "read_model",
+           "parse_model", "to_array", "ONNX_DTYPES", "OPSETS", "UPGRADED_OPSETS",
+           "default_opset"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class ReadLimits:
 
 
 DEFAULT_READ_LIMITS = ReadLimits()
+
+#: The keyword argument that reads external data; a refusal for want of it carries it as its
+#: ``option`` and the refusal itself as ``refused`` in the error's context.
+EXTERNAL_DATA_OPTION = "allow_external_data"
 
 #: Default-domain opsets this importer maps (torch 2.x exports 17 to 20; 23 adds RMSNormalization).
 OPSETS = range(13, 24)
@@ -153,10 +158,12 @@ def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits
     for name, t in _external_tensors(model):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        if folder is None:
-            raise ModelFileError(f"{where}: tensor {name} keeps its data in an external file; "
-                                 f"external data is refused (allow it explicitly to read it "
-                                 f"from the model's folder)")
+        if folder is None:  # the context lets a front end name its own switch (a CLI flag)
+            refused = (f"{where}: tensor {name} keeps its data in an external file; external "
+                       f"data is refused")
+            raise ModelFileError(f"{refused} unless allowed: {EXTERNAL_DATA_OPTION}=True reads "
+                                 f"it from the model's folder", refused=refused,
+                                 option=EXTERNAL_DATA_OPTION)
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
         shown = _shown(location)

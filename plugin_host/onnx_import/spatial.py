@@ -1,13 +1,14 @@
 """ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample) as ``resize``;
 DepthToSpace and SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose, reshape;
-GridSample (grid_sample) as ``grid_sample``. Registered in :data:`.ops.MAPPERS` on import.
+GridSample (grid_sample) as ``grid_sample``; Col2Im (F.fold) as the sum of its block positions
+spread over the image with pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
 """
 
 from __future__ import annotations
 
 from abi.ops.glue import scaled_size
 
-from .fold import axis_in
+from .fold import axis_in, int_vector
 from .ops import _few, _only, _opt, maps
 
 _RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
@@ -158,3 +159,75 @@ def _grid_sample(imp, node, attrs):
     imp.emit("grid_sample", [imp.tensor(n) for n in node.input[:2]], [node.output[0]],
              {"mode": "nearest" if mode == "nearest" else "bilinear", "padding_mode": padding,
               "align_corners": bool(align)})
+
+
+def _col2im_geometry(imp, node, attrs) -> tuple:
+    """(image (H, W), block (kh, kw), dilations, strides, pads [t, l, b, r], channels, output
+    (oh, ow)) of a 2-D Col2Im, every value checked."""
+    size = int_vector(imp.const(node.input[1], "image_shape"), "image_shape")
+    block = int_vector(imp.const(node.input[2], "block_shape"), "block_shape")
+    if len(size) != 2 or len(block) != 2:
+        raise imp.unsupported(f"image_shape {size} and block_shape {block}: only 2-D (F.fold)")
+    dil, stride = attrs.get("dilations", [1, 1]), attrs.get("strides", [1, 1])
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    if (len(dil), len(stride), len(pads)) != (2, 2, 4) or min(dil + stride + size + block) < 1 \
+            or min(pads) < 0:
+        raise imp.unsupported(f"dilations {dil}, strides {stride}, pads {pads}, image_shape "
+                              f"{size}, block_shape {block}: need 2, 2, 4, 2 and 2 values, "
+                              f"pads >= 0 and the rest >= 1")
+    shape = list(imp.type_of(node.input[0]).shape)
+    if len(shape) != 3 or not all(type(d) is int for d in shape[1:]):
+        raise imp.unsupported(f"input shape {shape}: needs (N, C * kh * kw, L) with the last two "
+                              f"static")
+    out = [(size[a] + pads[a] + pads[a + 2] - dil[a] * (block[a] - 1) - 1) // stride[a] + 1
+           for a in range(2)]
+    if shape[1] % (block[0] * block[1]) or min(out) < 1 or out[0] * out[1] != shape[2]:
+        raise imp.unsupported(f"input shape {shape}: needs C * {block[0]} * {block[1]} channels "
+                              f"and {out[0]} * {out[1]} blocks for image_shape {size}")
+    imp.check_size("its Col2Im output", [shape[0], shape[1], *size])
+    return size, block, dil, stride, pads, shape[1] // (block[0] * block[1]), out
+
+
+@maps("Col2Im")
+def _col2im(imp, node, attrs):
+    """torch's F.fold (2-D): the sum of the kh * kw block positions, each spread over the padded
+    image with the stride between its entries (reshape, zero pad, reshape) and moved to its
+    offset (zero pad, or a slice where the spread runs past the edge); the padding is cut off
+    at the end."""
+    _only(imp, attrs, {"dilations": ..., "pads": ..., "strides": ...})
+    (h, w), (kh, kw), dil, stride, pads, c, (oh, ow) = _col2im_geometry(imp, node, attrs)
+    n = imp.type_of(node.input[0]).shape[0]
+    n = n if type(n) is int else -1
+    canvas = [h + pads[0] + pads[2], w + pads[1] + pads[3]]
+    [x] = imp.emit("reshape", [imp.tensor(node.input[0])], [None],
+                   {"shape": [n, c, kh, kw, oh, ow]}, suffix="/blocks")
+    total = None
+    for i in range(kh):
+        for j in range(kw):
+            at = f"/{i}.{j}"
+            [y] = imp.emit("slice", [x], [None], {"starts": [i, j], "ends": [i + 1, j + 1],
+                                                  "axes": [2, 3]}, suffix=at)
+            if stride == [1, 1]:
+                [y] = imp.emit("reshape", [y], [None], {"shape": [n, c, oh, ow]},
+                               suffix=f"{at}.rows")
+            else:
+                [y] = imp.emit("reshape", [y], [None], {"shape": [n, c, oh, 1, ow, 1]},
+                               suffix=f"{at}.split")
+                [y] = imp.emit("pad", [y], [None], {"pads": [
+                    [0, 0], [0, 0], [0, 0], [0, stride[0] - 1], [0, 0], [0, stride[1] - 1]]},
+                    suffix=f"{at}.spread")
+                [y] = imp.emit("reshape", [y], [None], {
+                    "shape": [n, c, oh * stride[0], ow * stride[1]]}, suffix=f"{at}.rows")
+            offset = [i * dil[0], j * dil[1]]
+            room = [canvas[a] - offset[a] for a in range(2)]
+            spread = [oh * stride[0], ow * stride[1]]
+            if any(spread[a] > room[a] for a in range(2)):
+                [y] = imp.emit("slice", [y], [None], {"starts": [0, 0], "ends": room,
+                                                      "axes": [2, 3]}, suffix=f"{at}.fit")
+            [y] = imp.emit("pad", [y], [None], {"pads": [[0, 0], [0, 0]] + [
+                [offset[a], max(room[a] - spread[a], 0)] for a in range(2)]},
+                suffix=f"{at}.place")
+            total = y if total is None else imp.emit("add", [total, y], [None],
+                                                     suffix=f"{at}.sum")[0]
+    imp.emit("slice", [total], [node.output[0]], {
+        "starts": [pads[0], pads[1]], "ends": [pads[0] + h, pads[1] + w], "axes": [2, 3]})

@@ -42,6 +42,7 @@ for _op, _fn in {
     "sum": glue.sum_, "amax": glue.amax, "amin": glue.amin, "argmax": glue.argmax,
     "sin": glue.sin, "cos": glue.cos, "sign": np.sign, "log_softmax": glue.log_softmax,
     "argmin": glue.argmin, "prod": glue.prod, "mod": glue.mod,
+    "int_div": glue.int_div,
     "tan": glue.tan, "atan": glue.atan, "asin": glue.asin, "acos": glue.acos,
     "sinh": glue.sinh, "cosh": glue.cosh, "asinh": glue.asinh, "acosh": glue.acosh,
     "atanh": glue.atanh, "isnan": np.isnan, "isinf": glue.isinf,
@@ -49,7 +50,8 @@ for _op, _fn in {
     "reshape": glue.reshape, "flatten": glue.flatten, "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
-    "expand": glue.expand, "tile": glue.tile,
+    "max_pool_with_indices": glue.max_pool_with_indices,
+    "expand": glue.expand, "tile": glue.tile, "gather_elements": glue.gather_elements,
     "grid_sample": glue.grid_sample,
 }.items():
     FACTORIES[_op] = layers.generic(_fn)

@@ -14,6 +14,7 @@ import numpy as np
 
 from abi import dtypes
 from abi.errors import DomainError, ShapeError
+from abi.indices import check_indices
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -177,6 +178,20 @@ def mod(a, b, *, fmod):
     return _mod(a, b, fmod)
 
 
+def int_div(a, b):
+    """Integer a / b truncated toward zero (numpy's // floors: one is added back where the
+    division is inexact and the signs differ)."""
+    zeros = b.size - np.count_nonzero(b)
+    if zeros:
+        raise DomainError(f"int_div: integer division by zero: b has {zeros} zero(s)",
+                          where="int_div")
+    if a.dtype.kind == "i" and np.any((a == np.iinfo(a.dtype).min) & (b == -1)):
+        raise DomainError(f"int_div: {np.iinfo(a.dtype).min} / -1 overflows {a.dtype}",
+                          where="int_div")
+    q = np.floor_divide(a, b)
+    return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+
+
 @_ieee
 def matmul(a, b):
     return np.matmul(a, b)
@@ -299,6 +314,19 @@ def expand(x, *, shape):
     return np.array(np.broadcast_to(x, out), order="C")  # its own array, not a strided view
 
 
+def gather_elements(x, indices, *, axis):
+    """np.take_along_axis of x cut to indices' extent on the other axes; every index checked
+    against the axis' dim first (IndexRangeError), so nothing is read out of bounds."""
+    axis %= x.ndim
+    check_indices(indices, x.shape[axis], f"gather_elements: axis {axis} of x shape "
+                  f"{x.shape}", kind="gather_elements")
+    if any(i > s for d, (i, s) in enumerate(zip(indices.shape, x.shape)) if d != axis):
+        raise ShapeError(f"gather_elements: indices shape {indices.shape} exceeds x shape "
+                         f"{x.shape} off axis {axis}", where="gather_elements")
+    cut = tuple(slice(None) if d == axis else slice(0, i) for d, i in enumerate(indices.shape))
+    return np.take_along_axis(x[cut], indices, axis=axis)
+
+
 def tile(x, *, repeats):
     return np.tile(x, repeats)
 
@@ -341,6 +369,31 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
     xp = np.pad(x, width, mode="constant", constant_values=fill)
     win = _windows(xp, kernel_size, stride, dilation, out)
     return win.max(axis=tuple(range(-len(kernel_size), 0)))
+
+
+def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mode):
+    """max_pool and the flat index of each maximum in its (n, c) plane, as torch: the first
+    maximum in window order among the real (unpadded) elements, or the window's last nan."""
+    nsp = len(kernel_size)
+    out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
+    xp = np.pad(x, width, mode="constant", constant_values=-np.inf)
+    where = np.arange(int(np.prod(x.shape[2:])), dtype=np.int64).reshape((1, 1) + x.shape[2:])
+    where = np.pad(where, width, mode="constant", constant_values=-1)  # -1: padding
+    window = (int(np.prod(kernel_size)),)  # each window flat, in window order
+    values = _windows(xp, kernel_size, stride, dilation, out)
+    values = values.reshape(values.shape[:2 + nsp] + window)
+    index = _windows(where, kernel_size, stride, dilation, out)
+    index = np.broadcast_to(index.reshape(index.shape[:2 + nsp] + window), values.shape)
+    real = index >= 0
+    nan = np.isnan(values)
+    best = np.where(real, values, -np.inf)
+    top = np.where(nan, -np.inf, best).max(axis=-1, keepdims=True)
+    first = np.argmax(real & (best == top), axis=-1)
+    last_nan = values.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+    pick = np.where(nan.any(axis=-1), last_nan, first)[..., None]
+    y = np.take_along_axis(values, pick, axis=-1)[..., 0]
+    return y.astype(x.dtype, copy=False), np.take_along_axis(index, pick, axis=-1)[..., 0]
 
 
 def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):

@@ -51,8 +51,9 @@ class Emitter:
         self._count = 0
         #: (transformation, source tensor names) -> the initializer holding its result
         self._derived: dict[tuple, str] = {}
-        #: (indices tensor, vocab, description) of the guarded Embeddings
-        self.guards: list[tuple[str, int, str]] = []
+        #: (indices tensor, dim, description, kind) of the guarded Embeddings and
+        #: gather_elements
+        self.guards: list[tuple[str, int, str, str]] = []
 
     def value(self, name: str | None) -> str:
         """An input name for an ONNX node; a constant becomes an initializer on first use."""
@@ -271,7 +272,7 @@ def embedding(e, node, ins, outs, a, *, checked: bool = True):
     if checked:
         e.op("Gather", [weight, idx], outs, axis=0)
         return
-    e.guards.append((idx, int(vocab), f"node {node.name!r}"))
+    e.guards.append((idx, int(vocab), f"node {node.name!r}", "embedding"))
     dtype = dtypes.to_numpy(e.types[idx].dtype)
     safe = e.op("Clip", [idx, e.const(0, dtype), e.const(vocab - 1, dtype)])[0]
     e.op("Gather", [weight, safe], outs, axis=0)
@@ -428,6 +429,55 @@ def max_pool(e, node, ins, outs, a):
          ceil_mode=int(a["ceil_mode"]))
 
 
+def max_pool_with_indices(e, node, ins, outs, a):
+    """MaxPool's Indices are flat over the whole tensor and skip nans: the index within the
+    (n, c) plane is Indices mod H*W, and a window holding a nan takes its last one, the max
+    over a float64 mask numbering each nan by its position + 1 (0 elsewhere)."""
+    x = ins[0]
+    y, flat = e.fresh(), e.fresh()
+    max_pool(e, node, ins, [y, flat], a)
+    spatial = e.op("Shape", [x], start=2)
+    [plane] = e.op("ReduceProd", spatial, keepdims=0)
+    index = e.op("Mod", [flat, plane])
+    one = e.const(1, np.int64)
+    position = e.op("Range", [one, e.op("Add", [plane, one])[0], one])
+    position = e.op("Reshape", e.op("Cast", position, to=onnx.TensorProto.DOUBLE)
+                    + e.op("Concat", [e.const([1, 1], np.int64), spatial[0]], axis=0))
+    numbered = e.op("Mul", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.DOUBLE)
+                    + position)
+    last = [e.fresh()]
+    max_pool(e, node, numbered, last, a)
+    seen = e.op("Greater", last + [e.const(0.0, np.float64)])
+    e.op("Where", seen + e.op("Sub", e.op("Cast", last, to=onnx.TensorProto.INT64) + [one])
+         + index, [outs[1]])
+    e.op("Where", seen + [e.const(np.nan, dtypes.to_numpy(e.types[x].dtype)), y], [outs[0]])
+
+
+def int_div(e, node, ins, outs, a):
+    """ONNX Div truncates integers and refuses a zero divisor; the one overflowing quotient,
+    the minimum / -1, would trap the process, so there the divisor is made 0: refused too."""
+    x, y = ins
+    dtype = dtypes.to_numpy(e.types[x].dtype)
+    if dtype.kind == "i":
+        over = e.op("And", e.op("Equal", [x, e.const(np.iinfo(dtype).min, dtype)])
+                    + e.op("Equal", [y, e.const(-1, dtype)]))
+        y = e.op("Where", over + [e.const(0, dtype), y])[0]
+    e.op("Div", [x, y], outs)
+
+
+def gather_elements(e, node, ins, outs, a):
+    """GatherElements of the indices clipped to [0, dim - 1], guarded as an Embedding's are:
+    they come back as an extra output, checked after the run (onnxruntime would count a
+    negative index from the end)."""
+    x, idx = ins
+    axis = a["axis"] % len(e.types[x].shape)
+    dim = e.types[x].shape[axis]
+    e.guards.append((idx, int(dim), f"gather_elements: node {node.name!r}: axis {axis} of x",
+                     "gather_elements"))
+    safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
+    e.op("GatherElements", [x] + safe, outs, axis=axis)
+
+
 def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
@@ -482,6 +532,8 @@ CONVERTERS: dict[str, Converter] = {
     "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
     "argmin": _arg("ArgMin"), "prod": _reduce("ReduceProd"),
     "mod": lambda e, n, i, o, a: e.op("Mod", i, o, fmod=int(a["fmod"])),
+    "int_div": int_div,
+    "gather_elements": gather_elements,
     "tan": _simple("Tan"), "atan": _simple("Atan"), "asin": _simple("Asin"),
     "acos": _simple("Acos"), "sinh": _simple("Sinh"), "cosh": _simple("Cosh"),
     "asinh": _simple("Asinh"), "acosh": _simple("Acosh"), "atanh": _simple("Atanh"),
@@ -497,6 +549,7 @@ CONVERTERS: dict[str, Converter] = {
     "reshape": reshape, "flatten": flatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
     "slice": slice_, "split": split, "pad": pad, "max_pool": _nan_wins(max_pool, max_pool),
+    "max_pool_with_indices": max_pool_with_indices,
     "avg_pool": avg_pool,
     "resize": resize, "grid_sample": grid_sample,
     "gather": gather, "expand": _ints_input("Expand", "shape"),
@@ -537,7 +590,7 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
         shape = [d if isinstance(d, int) else str(d) for d in ttype.shape]
         return helper.make_tensor_value_info(tname, onnx_dtype(ttype.dtype), shape)
 
-    guard_outputs = [info(t, types[t]) for t, _, _ in e.guards]
+    guard_outputs = [info(t, types[t]) for t, *_ in e.guards]
     graph = helper.make_graph(
         e.nodes, name, [info(n, t) for n, t in inputs],
         [info(n, t) for n, t in outputs] + guard_outputs,

@@ -128,20 +128,20 @@ def create_session(model: onnx.ModelProto, *, where: str,
 class GraphSession:
     """Run a converted model: ``{input name: array}`` -> ``{output name: array}``.
 
-    ``guards`` are the Embedding guards of :func:`convert.to_onnx`; their indices come back as
+    ``guards`` are the index guards of :func:`convert.to_onnx`; their indices come back as
     extra outputs and are checked here, after the run and before anything is returned.
     """
 
     def __init__(self, model: onnx.ModelProto, input_names: Sequence[str],
-                 output_names: Sequence[str], guards: Sequence[tuple[str, int, str]], *,
+                 output_names: Sequence[str], guards: Sequence[tuple[str, int, str, str]], *,
                  where: str) -> None:
         self.session = create_session(model, where=where)
         self.where = where
         self._inputs = list(input_names)
         self._outputs = list(output_names)
-        self._fetch = self._outputs + [t for t, _, _ in guards]
-        self._guards = [(len(self._outputs) + k, vocab, desc)
-                        for k, (_, vocab, desc) in enumerate(guards)]
+        self._fetch = self._outputs + [t for t, *_ in guards]
+        self._guards = [(len(self._outputs) + k, vocab, desc, kind)
+                        for k, (_, vocab, desc, kind) in enumerate(guards)]
 
     def __call__(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
@@ -150,6 +150,6 @@ class GraphSession:
             raise BackendError(f"onnxruntime backend: {self.where}: the run failed: "
                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
                                backend="onnxruntime") from None
-        for position, vocab, desc in self._guards:
-            check_indices(values[position], vocab, desc)
+        for position, vocab, desc, kind in self._guards:
+            check_indices(values[position], vocab, desc, kind)
         return dict(zip(self._outputs, values))

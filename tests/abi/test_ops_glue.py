@@ -90,6 +90,8 @@ GOOD = [
      lambda a: a.prod(axis=(0, 2)).astype(np.int32)),
     ("mod", [z(2, 1, dtype=np.int64), z(3, dtype=np.int64) + 1], {}, np.remainder),
     ("mod", [z(2, 3), z(3) + 1], {"fmod": True}, np.fmod),
+    ("int_div", [z(2, 1, dtype=np.int32), z(3, dtype=np.int32) + 1], {},
+     lambda a, b: torch.div(torch.from_numpy(a), torch.from_numpy(b), rounding_mode="trunc")),
     ("cumsum", [z(2, 3, 4, dtype=np.int32)], {"axis": -2, "reverse": True},
      lambda a: np.cumsum(a, axis=1, dtype=a.dtype)),
     ("topk", [z(2, 5, 3)], {"k": 2, "axis": 1},
@@ -142,10 +144,17 @@ GOOD = [
     ("max_pool", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
                                    "padding": [[1, 1], [0, 0]], "dilation": [1, 1]},
      lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0))),
+    ("max_pool_with_indices", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
+                                                "padding": [[1, 1], [0, 0]],
+                                                "dilation": [1, 2], "ceil_mode": True},
+     lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0), (1, 2),
+                                              ceil_mode=True, return_indices=True)),
     ("gather", [z(3, 4, 5), np.zeros((2, 3), np.int64)], {"axis": 1},
      lambda a, i: torch.from_numpy(a)[:, torch.from_numpy(i)]),
     ("gather", [z(3, 4, 5, dtype=np.int32), np.zeros((), np.int64)], {"axis": -1},
      lambda a, i: torch.from_numpy(a)[..., 0]),
+    ("gather_elements", [z(3, 4, 5), np.zeros((2, 4, 3), np.int64)], {"axis": -1},
+     lambda a, i: torch.gather(torch.from_numpy(a), -1, torch.from_numpy(i))),
     ("expand", [z(3, 1)], {"shape": [2, 1, 4]}, lambda a: torch.from_numpy(a).expand(2, 3, 4)),
     ("expand", [z(3, 4, dtype=np.bool_)], {"shape": [1, 1]}, lambda a: a),  # ONNX: both ways
     ("tile", [z(2, 1, 3)], {"repeats": [2, 3, 1]}, lambda a: torch.from_numpy(a).repeat(2, 3, 1)),
@@ -195,6 +204,8 @@ def test_symbolic_dims():
             "dilation": [1, 1]}
     assert infer("max_pool", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32)]
+    assert infer("max_pool_with_indices", [T(("N", 8, "H", 16), f32)], pool) == [
+        T(("N", 8, "(H-1)//2+1", 8), f32), T(("N", 8, "(H-1)//2+1", 8), i64)]
     assert infer("mean", [T(("N", 8, "H", "W"), f32)], {"axes": [2, 3]}) == [T(("N", 8), f32)]
     assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
                  ) == [T(("N", 3, 8, 10), f32)]
@@ -329,6 +340,22 @@ REFUSALS = [
      "mod: fmod=False (the floor modulus, Python's %) takes integer a and b, got float32"),
     ("mod", [T((2,), i64), T((2,), "int32")], {"fmod": True}, DTypeError,
      "mod: b must have the dtype of a (int64), got int32"),
+    ("int_div", [T((2,), f32), T((2,), f32)], {}, DTypeError,
+     "int_div: a must be an integer tensor, got float32"),
+    ("int_div", [T((2,), i64), T((2,), "int32")], {}, DTypeError,
+     "int_div: b must have the dtype of a (int64), got int32"),
+    ("int_div", [T((2,), i64), T((3,), i64)], {}, ShapeError, "int_div: shapes (2,) and (3,) do "
+     "not broadcast"),
+    ("gather_elements", [T((3, 4), f32), T((3, 4), "int32")], {"axis": 0}, DTypeError,
+     "gather_elements: indices must be an int64 tensor, got int32"),
+    ("gather_elements", [T((3, 4), f32), T((3,), i64)], {"axis": 0}, ShapeError,
+     "gather_elements: indices must have rank 2"),
+    ("gather_elements", [T(("n", 4), f32), T((3, 4), i64)], {"axis": 0}, ShapeError,
+     "gather_elements: axis 0 of x shape (n, 4) is symbolic"),
+    ("gather_elements", [T((3, 4), f32), T((3, 5), i64)], {"axis": 0}, ShapeError,
+     "gather_elements: indices shape (3, 5) exceeds x shape (3, 4) on axis 1"),
+    ("gather_elements", [T((3, "n"), f32), T((3, "m"), i64)], {"axis": 0}, ShapeError,
+     "gather_elements: indices shape (3, m) exceeds x shape (3, n) on axis 1"),
     ("where", [T((2,), f32), T((2,), f32), T((2,), f32)], {}, DTypeError,
      "where: cond must be a bool tensor, got float32"),
     ("add", [T((2, 3), f32), T((4,), f32)], {}, ShapeError,
@@ -438,6 +465,10 @@ REFUSALS = [
      "max_pool: attribute 'kernel_size' has 1 entries but x shape (1, 2, 9, 9) has 2 spatial "
      "axes and needs 2"),
     ("max_pool", [T((1, 2, 9), i64)], POOL, DTypeError, "max_pool: x must be a float tensor"),
+    ("max_pool_with_indices", [T((1, 2, 9), i64)], POOL, DTypeError,
+     "max_pool_with_indices: x must be a float tensor"),
+    ("max_pool_with_indices", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,
+     "max_pool_with_indices: padding [2, 2] on spatial axis 0 must be at most half the kernel"),
     ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "dilation": [1]}, OpError,
      "unknown attribute 'dilation'"),
     ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "kernel_size": [1]}, ContractError,

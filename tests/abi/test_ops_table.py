@@ -21,7 +21,9 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "resize", "grid_sample",
             "gather", "expand", "tile", "cumsum", "topk",
             "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan",
-            "isinf"}
+            "isinf",
+            "max_pool_with_indices",
+            "int_div", "gather_elements"}
 
 
 # --- registry ---------------------------------------------------------------------------------

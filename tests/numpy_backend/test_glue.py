@@ -522,6 +522,42 @@ def test_max_pool_matches_torch(p, dh, dw):
 
 
 @settings(max_examples=40, deadline=None)
+@given(pool_params, st.integers(1, 2), st.integers(1, 2), st.integers(0, 3))
+def test_max_pool_with_indices_matches_torch(p, dh, dw, special):
+    """Values and indices as torch's, ties (a few distinct values), padding that would tie
+    with a row of -inf, and nan (the window's last one) included."""
+    kh, kw, sh, sw, ph, pw, ceil, h, w = p
+    ph, pw = min(ph, kh // 2), min(pw, kw // 2)
+    x = RNG.standard_normal((2, 3, h, w)).astype(np.float32)
+    if special == 1:  # ties
+        x = RNG.choice(np.array([-1.0, 0.0, 2.0], np.float32), size=x.shape)
+    elif special == 2:  # -inf everywhere but a few, float32 extremes
+        x = RNG.choice(np.array([-np.inf, -np.inf, np.finfo(np.float32).max,
+                                 -np.finfo(np.float32).max], np.float32), size=x.shape)
+    elif special == 3:  # nan, inf and a few of each
+        x = RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, -0.0], np.float32), size=x.shape)
+    (y, i) = run_op("max_pool_with_indices", [x], layout="NCHW", kernel_size=[kh, kw],
+                    stride=[sh, sw], padding=[[ph, ph], [pw, pw]], dilation=[dh, dw],
+                    ceil_mode=ceil)
+    ref, ref_i = TF.max_pool2d(t(x), (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode=ceil,
+                               return_indices=True)
+    np.testing.assert_array_equal(y, ref.numpy())
+    np.testing.assert_array_equal(i, ref_i.numpy())
+    assert i.dtype == np.int64
+
+
+def test_max_pool_with_indices_1d_matches_torch():
+    x = RNG.standard_normal((2, 3, 11)).astype(np.float32)
+    x[0, 0, :4] = [np.nan, 5.0, np.nan, 1.0]
+    x[1, 2, :] = -np.inf
+    (y, i) = run_op("max_pool_with_indices", [x], layout="NCL", kernel_size=[3], stride=[2],
+                    padding=[[1, 1]], dilation=[2], ceil_mode=True)
+    ref, ref_i = TF.max_pool1d(t(x), 3, 2, 1, 2, ceil_mode=True, return_indices=True)
+    np.testing.assert_array_equal(y, ref.numpy())
+    np.testing.assert_array_equal(i, ref_i.numpy())
+
+
+@settings(max_examples=40, deadline=None)
 @given(pool_params, st.booleans())
 def test_avg_pool_matches_torch(p, include_pad):
     kh, kw, sh, sw, ph, pw, ceil, h, w = p
@@ -660,6 +696,66 @@ def test_integer_mod_by_zero_is_a_typed_refusal_not_a_warning():
     with np.errstate(all="raise"), pytest.raises(DomainError, match="mod: integer modulo by "
                                                                     "zero: b has 2 zero"):
         run_op("mod", [np.arange(4), np.array([1, 0, 2, 0])], fmod=False)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_matches_torch(axis):
+    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, np.finfo(np.float32).max]
+    shape = [2, 3, 4]
+    shape[axis] = 6  # more indices than the axis holds, fewer elsewhere
+    idx = RNG.integers(0, x.shape[axis], shape)
+    with np.errstate(all="raise"):
+        (y,) = run_op("gather_elements", [x, idx], axis=axis)
+    np.testing.assert_array_equal(y, torch.gather(t(x), axis, t(idx)).numpy())
+    ints = RNG.integers(-2**31, 2**31, x.shape).astype(np.int32)  # any dtype
+    (y,) = run_op("gather_elements", [ints, idx], axis=axis)
+    np.testing.assert_array_equal(y, torch.gather(t(ints), axis, t(idx)).numpy())
+
+
+@pytest.mark.parametrize("bad", [-1, 4])
+def test_gather_elements_refuses_an_index_out_of_range(bad):
+    from abi.errors import IndexRangeError
+
+    idx = np.zeros((2, 3), np.int64)
+    idx[1, 2] = bad
+    with pytest.raises(IndexRangeError, match=r"gather_elements: axis 1 of x shape \(2, 4\): 1 "
+                                              rf"gather_elements index\(es\) outside \[0, 4\): "
+                                              rf"\(1, 2\)={bad}"):
+        run_op("gather_elements", [np.zeros((2, 4), np.float32), idx], axis=1)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_int_div_truncates_as_torch(dtype):
+    info = np.iinfo(dtype)
+    a = np.concatenate([RNG.integers(-50, 50, 40), [info.min, info.max, info.min + 1, -7, 7,
+                                                    -7, 7, 0, info.max, info.min]]).astype(dtype)
+    b = np.concatenate([RNG.choice([-9, -3, -2, -1, 1, 2, 3, 9], 40), [1, -1, -1, 2, 2, -2, -2,
+                                                                      5, info.min, 2]])
+    b = b.astype(dtype)
+    with np.errstate(all="raise"):
+        (y,) = run_op("int_div", [a, b])
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, torch.div(t(a), t(b), rounding_mode="trunc").numpy())
+    row = np.where(b[:10] == -1, 3, b[:10])  # broadcast over a's minimum: no overflow
+    with np.errstate(all="raise"):
+        (y,) = run_op("int_div", [a.reshape(5, 10), row])
+    np.testing.assert_array_equal(
+        y, torch.div(t(a.reshape(5, 10)), t(row), rounding_mode="trunc").numpy())
+
+
+@pytest.mark.parametrize("a, b, message", [
+    (np.array([4, 5, 6]), np.array([1, 0, 0]), "int_div: integer division by zero: b has 2 zero"),
+    (np.array([np.iinfo(np.int64).min, 5]), np.array([-1, 2]),
+     "int_div: -9223372036854775808 / -1 overflows int64"),
+    (np.array([np.iinfo(np.int32).min], np.int32), np.array([-1], np.int32),
+     "int_div: -2147483648 / -1 overflows int32"),
+])
+def test_int_div_refuses_zero_and_overflow_without_a_warning(a, b, message):
+    from abi.errors import DomainError
+
+    with np.errstate(all="raise"), pytest.raises(DomainError, match=message):
+        run_op("int_div", [a, b])
 
 
 def test_float_fmod_as_torch_also_at_the_extremes():

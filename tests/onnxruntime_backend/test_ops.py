@@ -258,6 +258,17 @@ CASES = {
                                      in_dtype="int32", fmod=True,
                                      feed={"x": np.array([[7, -7, 7, -7], [0, 4, -9, 2]],
                                                          np.int32)}),
+    "int_div_int64": lambda: single("int_div", (2, 5), np.array([3, -3, 1, -1, 2**40]),
+                                    in_dtype="int64", feed={"x": np.array(
+                                        [[7, -7, 7, -7, -2**62], [2**63 - 1, -2**63, 0, 5, 9]])}),
+    "int_div_int32": lambda: single("int_div", (2, 4), np.array([-2, 3, 7, -1], np.int32),
+                                    in_dtype="int32", feed={"x": np.array(
+                                        [[7, -7, -2**31, 2**31 - 1], [0, 4, -9, 2]], np.int32)}),
+    "gather_elements": lambda: single("gather_elements", (3, 4), np.array(
+        [[3, 0, 3], [1, 1, 2]]), axis=1),
+    "gather_elements_int64": lambda: single("gather_elements", (3, 4, 2), np.array(
+        [[[0, 1]], [[2, 0]]]), in_dtype="int64", axis=-2,
+        feed={"x": np.arange(3 * 4 * 2).reshape(3, 4, 2)}),
     "tan": lambda: single("tan", (3, 5), feed={"x": f32(3, 5, scale=10)}),
     "atan": lambda: single("atan", (3, 5), feed={"x": f32(3, 5, scale=30)}),
     "asin": lambda: single("asin", (3, 5), feed={"x": _across(-1.5, 1.5)}),
@@ -316,6 +327,14 @@ CASES = {
                                padding=[[1, 1], [0, 1]], dilation=[1, 2], ceil_mode=True),
     "max_pool1d": lambda: single("max_pool", (2, 3, 9), kernel_size=[2], stride=[2],
                                  padding=[[0, 0]], dilation=[1]),
+    "max_pool_with_indices": lambda: single(
+        "max_pool_with_indices", ("n", 2, 7, 8), kernel_size=[3, 2], stride=[2, 2],
+        padding=[[1, 1], [0, 1]], dilation=[1, 2], ceil_mode=True,
+        feed={"x": RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, 1.0, 2.0, -0.0],
+                                       np.float32), (2, 2, 7, 8))}),
+    "max_pool_with_indices1d": lambda: single("max_pool_with_indices", (2, 3, 9),
+                                              kernel_size=[3], stride=[2], padding=[[1, 0]],
+                                              dilation=[1]),
     "avg_pool": lambda: single("avg_pool", (1, 2, 7, 6), kernel_size=[3, 3], stride=[2, 2],
                                padding=PAD1, count_include_pad=False),
     "avg_pool_count_pad": lambda: single("avg_pool", (1, 2, 5, 5), kernel_size=[2, 2],
@@ -351,6 +370,39 @@ def assert_same(graph, feed, *, rtol=1e-4, atol=1e-5):
         assert got[name].dtype == value.dtype, name
         assert got[name].shape == value.shape, name
         np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_gather_elements_index_out_of_range_is_the_numpy_error(bad):
+    """The run-time indices are guarded as an Embedding's: the same IndexRangeError as on
+    numpy, where onnxruntime would count -1 from the end."""
+    b = GraphBuilder("gather_elements")
+    x = b.input("x", (2, 5), "float32", "ANY")
+    i = b.input("i", (2, 3), "int64", "ANY")
+    b.output(b.op("gather_elements", x, i, name="node", axis=1), "y", "ANY")
+    graph = b.build()
+    feed = {"x": f32(2, 5), "i": np.array([[0, 4, 2], [1, bad, 3]])}
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=rf"1 gather_elements index\(es\) outside "
+                                                  rf"\[0, 5\): \(1, 1\)={bad}"):
+            Executor(graph, backend).run(dict(feed))
+    feed["i"][1, 1] = 0
+    assert_same(graph, feed)
+
+
+@pytest.mark.parametrize("divisor, message", [(0, "Integer division by zero"),
+                                              (-1, "Integer division by zero")])
+def test_int_div_by_zero_or_overflowing_is_refused_not_a_crash(divisor, message):
+    """ONNX Div refuses a zero divisor; the minimum / -1 would trap the process (SIGFPE), so
+    the conversion turns it into a zero divisor: refused as well, as the numpy kernel does."""
+    graph, _ = single("int_div", (3,), np.array([1, divisor, 2]), in_dtype="int64")
+    ex = Executor(graph, OnnxruntimeBackend())
+    feed = {"x": np.array([5, -2**63, 7])}
+    with pytest.raises(BackendError, match=message):
+        ex.run(feed)
+    feed["x"][1] = 6
+    if divisor:
+        assert ex.run(feed)["y0"].tolist() == [5, -6, 3]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -426,7 +478,7 @@ def test_op_without_converter_refused_naming_the_node(monkeypatch):
         Executor(graph, OnnxruntimeBackend())
 
 
-@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool", "max_pool_with_indices"])
 def test_pooling_windows_match_over_random_configurations(op):
     """ceil_mode, asymmetric padding, count_include_pad and dilation are where torch's and
     ONNX's pooling rules could part; 40 seeded random 1-D and 2-D configurations each."""
@@ -439,7 +491,7 @@ def test_pooling_windows_match_over_random_configurations(op):
         attrs = dict(kernel_size=kernel, stride=[int(rng.integers(1, 4)) for _ in size],
                      padding=[[int(rng.integers(0, k // 2 + 1)) for _ in range(2)]
                               for k in kernel], ceil_mode=bool(rng.integers(2)))
-        if op == "max_pool":
+        if op != "avg_pool":
             attrs["dilation"] = [int(rng.integers(1, 3)) for _ in size]
         else:
             attrs["count_include_pad"] = bool(rng.integers(2))

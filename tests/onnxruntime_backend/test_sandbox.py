@@ -142,27 +142,53 @@ def _new_ops_graph():
     return b.build()
 
 
+def _index_ops_graph():
+    """The ops added with the second survey of torch idioms, chained: max_pool_with_indices,
+    gather_elements (reading the pooled values back by their indices) and int_div."""
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("index_ops")
+    x = b.input("x", (1, 2, 4, 4), "float32", "NCHW")
+    y, where = b.op("max_pool_with_indices", x, name="pool", kernel_size=[2, 2], stride=[2, 2],
+                    padding=[[0, 0], [0, 0]], dilation=[1, 1])
+    planes = b.op("reshape", x, name="planes", shape=[2, 16])
+    picked = b.op("gather_elements", planes, b.op("reshape", where, name="flat", shape=[2, 4]),
+                  name="pick", axis=1)
+    b.output(b.op("sub", picked, b.op("reshape", y, name="pooled", shape=[2, 4]), name="zero"),
+             "zero", "ANY")
+    b.output(b.op("int_div", where, b.constant("three", np.array(-3, np.int64)), name="row"),
+             "row", "ANY")
+    return b.build()
+
+
+def _feed(graph) -> dict:
+    rng = np.random.default_rng(2)
+    feed = {"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32)}
+    if graph is _new_ops_graph:
+        feed["grid"] = rng.uniform(-1.2, 1.2, (1, 3, 3, 2)).astype(np.float32)
+    return feed
+
+
+@pytest.mark.parametrize("graph", [_new_ops_graph, _index_ops_graph])
 @pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
-def test_the_new_ops_run_in_the_confined_worker(backend, tmp_path):
+def test_the_new_ops_run_in_the_confined_worker(backend, graph, tmp_path):
     """Each backend runs them under seccomp, Landlock and the rest with no system call or
     file the worker's confinement refuses, and gives the in-process numpy results."""
     key = generate_key()
     trust = TrustStore()
     trust.add_key(key.public_key())
     path = tmp_path / "new_ops.pha"
-    build_artifact(_new_ops_graph(), path, version="1.0.0", backends=["numpy", "onnxruntime"],
+    build_artifact(graph(), path, version="1.0.0", backends=["numpy", "onnxruntime"],
                    reference_backend=NumpyBackend(), latency_ms=100.0, golden_cases=1)
     sign_artifact(path, key)
-    local = Executor(_new_ops_graph(), NumpyBackend())
-    rng = np.random.default_rng(2)
-    feed = {"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32),
-            "grid": rng.uniform(-1.2, 1.2, (1, 3, 3, 2)).astype(np.float32)}
+    local = Executor(graph(), NumpyBackend())
+    feed = _feed(graph)
     plugins = ("numpy_backend",) if backend == "numpy" else ("onnxruntime_backend",)
     with SandboxedExecutor(path, trust=trust, backend=backend, backend_plugins=plugins) as ex:
         p = ex.protections
         assert p.seccomp and p.landlock_abi >= 6 and p.no_new_privs and not p.problems
         got, want = ex.run(dict(feed)), local.run(dict(feed))
         assert list(ex.audit_events) == []
-    assert set(got) == set(want) == {"run", "indices", "mix"}
+    assert set(got) == set(want) == {s.name for s in graph().outputs}
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)

@@ -14,7 +14,7 @@ from plugin_host.onnx_import import build as onnx_build
 from plugin_host.onnx_import import build_onnx_artifact
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import assert_close, export, import_and_load, onnxruntime_outputs, torch
+from .conftest import assert_close, export, import_and_load, onnx, onnxruntime_outputs, torch
 
 
 class _Net(torch.nn.Module):
@@ -128,6 +128,25 @@ def test_cli_refusals_are_one_line(net_onnx, tmp_path, capsys, argv, message):
     except SystemExit as exc:  # argparse's own usage errors
         code, err = exc.code, capsys.readouterr().err
     assert code != 0 and message in err and "Traceback" not in err
+
+
+def test_cli_names_the_flag_that_reads_external_data(tmp_path, capsys):
+    onnx.save(onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w"], ["y"])], "ext",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3])],
+        [onnx.numpy_helper.from_array(np.ones((4, 3), np.float32), "w")]),
+        opset_imports=[onnx.helper.make_opsetid("", 17)]), tmp_path / "ext.onnx",
+        save_as_external_data=True, all_tensors_to_one_file=True, location="ext.bin",
+        size_threshold=0)
+    code, _, err = _run(capsys, "build", "--onnx", tmp_path / "ext.onnx", "--out",
+                        tmp_path / "x.pha")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "external data is refused unless --allow-external-data is given" in err, err
+    assert "allow_external_data" not in err
+    code, text, err = _run(capsys, "build", "--onnx", tmp_path / "ext.onnx", "--out",
+                           tmp_path / "x.pha", "--allow-external-data")
+    assert code == 0 and "built" in text, err
 
 
 def test_cli_refuses_garbage_file(tmp_path, capsys):

@@ -54,6 +54,8 @@ TORCH_CASES = [
     ("ij->i", [(3, 4)], ["sum"]),
     ("bij,jk->bki", [(2, 3, 4), (4, 5)], ["matmul", "transpose"]),
     ("i,i->", [(7,)] * 2, ["reshape", "reshape", "matmul", "reshape"]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], ["matmul"]),
+    ("b...d,bd->b...", [(2, 3, 4, 5), (2, 5)], ["reshape", "reshape", "matmul", "reshape"]),
 ]
 
 
@@ -108,6 +110,13 @@ def _model(tmp_path, equation: str, shapes: list, dtype=TP.FLOAT):
     sizes = {c: d for t, s in zip(terms.split(","), shapes) for c, d in zip(t, s)}
     if not arrow:  # implicit: the labels used once, sorted
         out = "".join(sorted(c for c in sizes if terms.count(c) == 1))
+    if "..." in equation:  # the output's shape as numpy gives it, under labels of its own
+        try:
+            want = np.einsum(equation, *[np.zeros(s) for s in shapes]).shape
+        except ValueError:  # one numpy refuses: any shape will do
+            want = ()
+        out = "".join(chr(65 + i) for i in range(len(want)))
+        sizes = dict(zip(out, want))
     node = helper.make_node("Einsum", names, ["y"], name="node", equation=equation)
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info(n, dtype, list(s))
@@ -134,6 +143,11 @@ HELPER_CASES = [
     ("ijk->kji", [(2, 3, 4)]),
     ("ijk->j", [(2, 3, 4)]),
     ("ij,->ij", [(3, 4), ()]),                      # a scalar operand
+    ("...ij,jk", [(2, 3, 3, 4), (4, 5)]),           # implicit: the ellipsis first
+    ("i...->...", [(3, 2, 4)]),
+    ("...,...->...", [(2, 3), (2, 3)]),
+    ("a...c,...c->...a", [(2, 3, 4, 5), (3, 4, 5)]),
+    ("...ij->...", [(3, 4)]),                       # an ellipsis of no dims
 ]
 
 
@@ -189,8 +203,11 @@ def test_a_symbolic_batch_label_stays_its_own_dim(equation, shapes, tmp_path, si
     ("ii->i", [(3, 3)], UnsupportedModelError,
      "label(s) 'i' repeated within operand 'ii' (a diagonal or trace) are not supported"),
     ("ii", [(3, 3)], UnsupportedModelError, "repeated within operand 'ii'"),
-    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], UnsupportedModelError,
-     "an ellipsis ('...') is not supported"),
+    ("...ij,...jk->...ik", [(2, 3, 4), (1, 4, 5)], UnsupportedModelError,
+     "the ellipsis dims broadcast (1 against 2), which is not supported"),
+    ("i.j->ij", [(3, 4)], ModelFileError, "'i.j' has a '.' outside one ellipsis"),
+    ("ij...,j...->i", [(3, 4, 2), (4, 2)], UnsupportedModelError,
+     "the output leaves out the ellipsis dims"),
     ("ij,jk->ik", [("m", 4), (4, "n")], None, None),  # one run-time dim per reshape: fine
     ("ijk,kl->ijl", [("m", "p", 4), (4, 5)], None, None),  # i and j lead: not merged
     ("ijk,jkl->il", [(3, "m", 4), ("m", 4, 5)], UnsupportedModelError,

@@ -119,17 +119,18 @@ def _ints(name, values, dims=None):
     return helper.make_tensor(name, TP.INT64, [len(values)] if dims is None else dims, values)
 
 
-def test_gather_with_run_time_indices_is_refused_naming_the_node(tmp_path):
-    idx = helper.make_tensor_value_info("i", TP.INT64, [3])
+def test_gather_with_run_time_indices_of_a_run_time_shape_is_refused_naming_the_node(tmp_path):
+    idx = helper.make_tensor_value_info("i", TP.INT64, ["k"])
     path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)],
-                  [_x(), idx], (2, 3))
+                  [_x(), idx], (2, "k"))
     with pytest.raises(UnsupportedModelError, match=r"node 'pick' \(Gather\): indices 'i' are "
-                                                    r"computed at run time"):
+                                                    r"computed at run time, which needs static"):
         import_onnx(path)
 
 
-def test_gather_into_a_constant_with_run_time_indices_is_refused_unless_an_embedding(tmp_path):
-    """A constant 2-D float table on axis 0 stays an Embedding; on axis 1 it is refused."""
+def test_gather_into_a_constant_with_run_time_indices_is_an_embedding_on_axis_0(tmp_path):
+    """A constant 2-D float table on axis 0 stays an Embedding; on axis 1 it is a
+    gather_elements (its indices checked as they arrive)."""
     idx = helper.make_tensor_value_info("x", TP.INT64, [3])
     table = helper.make_tensor("t", TP.FLOAT, [4, 5], np.arange(20, dtype=np.float32))
     emb = _model(tmp_path, [helper.make_node("Gather", ["t", "x"], ["y"], name="emb")], [idx],
@@ -137,9 +138,8 @@ def test_gather_into_a_constant_with_run_time_indices_is_refused_unless_an_embed
     assert [n.op for n in import_onnx(emb).graph.nodes] == ["embedding"]
     path = _model(tmp_path, [helper.make_node("Gather", ["t", "x"], ["y"], name="cols",
                                               axis=1)], [idx], (4, 3), [table])
-    with pytest.raises(UnsupportedModelError, match=r"node 'cols' \(Gather\): indices 'x' are "
-                                                    r"computed at run time"):
-        import_onnx(path)
+    assert [n.op for n in import_onnx(path).graph.nodes] == ["reshape", "expand",
+                                                             "gather_elements"]
 
 
 @pytest.mark.parametrize("indices, dims", [([0, 4], None), (-5, []), ([[1], [9]], [2, 1])])
@@ -173,12 +173,12 @@ def test_gather_nd_beyond_single_coordinates_is_refused(tmp_path, indices, dims,
         import_onnx(path)
 
 
-def test_gather_nd_with_run_time_indices_is_refused(tmp_path):
-    idx = helper.make_tensor_value_info("i", TP.INT64, [2, 1])
+def test_gather_nd_with_run_time_indices_of_two_coordinates_is_refused(tmp_path):
+    idx = helper.make_tensor_value_info("i", TP.INT64, [2, 2])
     path = _model(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], name="nd")],
-                  [_x(), idx], (2, 4))
-    with pytest.raises(UnsupportedModelError, match=r"node 'nd' \(GatherND\): indices 'i' must "
-                                                    r"be a constant"):
+                  [_x(), idx], (2,))
+    with pytest.raises(UnsupportedModelError, match=r"node 'nd' \(GatherND\): indices of shape "
+                                                    r"\[2, 2\]: only one coordinate per index"):
         import_onnx(path)
 
 

@@ -1,0 +1,222 @@
+"""Trilu (torch's triu and tril, the causal mask of scaled_dot_product_attention) and OneHot
+(one_hot) imported as ``where`` over a constant mask, compared with onnxruntime; a Trilu of a
+constant folds; a run-time k or depth, and a shape or dtype the masks do not take, is refused
+naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelFileError, UnsupportedModelError
+
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
+                       import_and_load, onnx, torch)
+
+helper, TP = onnx.helper, onnx.TensorProto
+RNG = np.random.default_rng(23)
+BIG = np.finfo(np.float32).max
+F = torch.nn.functional
+
+
+def _floats(shape):
+    """Random inputs, and one with float32 extremes, infinities, nan and -0.0 spread in."""
+    feeds = [(RNG.standard_normal(shape) * 3).astype(np.float32) for _ in range(2)]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    flat = x.reshape(-1)
+    picks = RNG.choice(flat.size, size=7, replace=False)
+    flat[picks] = [BIG, -BIG, np.inf, -np.inf, np.nan, -0.0, 1e-45]
+    return feeds + [x]
+
+
+class _Triangles(torch.nn.Module):
+    def forward(self, x):
+        return torch.triu(x), torch.tril(x, -1), torch.triu(x, 2), torch.tril(x.transpose(1, 2))
+
+
+class _Causal(torch.nn.Module):
+    """Attention with the causal flag, and with a triu mask filled with -inf by hand."""
+
+    def forward(self, q, k, v):
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        scores = q @ k.transpose(-1, -2)
+        mask = torch.triu(torch.ones(q.size(-2), k.size(-2), dtype=torch.bool), 1)
+        return a, scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_torch_triu_and_tril_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    shape = (2, 4, 5)
+    model = export(_Triangles(), [torch.randn(*shape)], tmp_path / "t.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["y0", "y1", "y2", "y3"])
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert sum(n.op == "where" for n in loaded.graph.nodes) == 4
+    check_against_onnxruntime(model, loaded, [{"x": x} for x in _floats(shape)])
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_causal_attention_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    shape = (1, 2, 5, 8)
+    model = export(_Causal(), [torch.randn(*shape)] * 3, tmp_path / "a.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["q", "k", "v"],
+                   output_names=["a", "b"])
+    _, loaded = import_and_load(model, tmp_path / "a.pha", signer)
+    feeds = [{n: (RNG.standard_normal(shape) * s).astype(np.float32) for n in "qkv"}
+             for s in (1.0, 4.0)]
+    feeds[1]["v"].reshape(-1)[:3] = [BIG, -BIG, 1e-45]
+    check_against_onnxruntime(model, loaded, feeds)
+
+
+def _trilu_model(tmp_path, shape, k=None, upper=None, const_x=None, dtype=TP.FLOAT):
+    """A one-node Trilu named ``node`` of input ``x`` (or the constant ``const_x``); k an
+    initializer (None: omitted; "runtime": a graph input)."""
+    inputs, inits, names = [], [], ["x"]
+    if const_x is None:
+        inputs.append(helper.make_tensor_value_info("x", dtype, list(shape)))
+    else:
+        inits.append(onnx.numpy_helper.from_array(const_x, "x"))
+        inputs.append(helper.make_tensor_value_info("z", TP.FLOAT, [1]))
+    if isinstance(k, str):
+        inputs.append(helper.make_tensor_value_info("k", TP.INT64, []))
+        names.append("k")
+    elif k is not None:
+        inits.append(onnx.numpy_helper.from_array(np.asarray(k), "k"))
+        names.append("k")
+    attrs = {} if upper is None else {"upper": upper}
+    nodes = [helper.make_node("Trilu", names, ["t"], name="node", **attrs)]
+    out = "t"
+    if const_x is not None:  # a constant result added to a run-time value, so it is used
+        nodes.append(helper.make_node("Add", ["t", "z"], ["s"], name="add"))
+        out, shape = "s", const_x.shape
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info(out, dtype, list(shape))],
+                              initializer=inits)
+    path = tmp_path / "trilu.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("upper", [None, 0, 1])
+@pytest.mark.parametrize("k", [None, np.int64(0), np.int64(-2), np.int64(3), np.int64(99),
+                               np.int64(-99), np.int64(2**62), np.int64(-2**63)])
+def test_trilu_diagonals_match_onnxruntime(k, upper, tmp_path, signer):
+    model = _trilu_model(tmp_path, (3, 4, 5), k, upper)
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["where"]
+    check_against_onnxruntime(model, loaded, [{"x": x} for x in _floats((3, 4, 5))])
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(TP.INT64, np.int64), (TP.BOOL, np.bool_)])
+def test_trilu_of_integers_and_bools_matches_onnxruntime(dtype, np_dtype, tmp_path, signer):
+    model = _trilu_model(tmp_path, ("n", 4, 4), np.int64(1), 0, dtype=dtype)
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    check_against_onnxruntime(model, loaded, [
+        {"x": RNG.integers(-2**62, 2**62, (n, 4, 4)).astype(np_dtype)} for n in (1, 3)])
+
+
+@pytest.mark.parametrize("upper, k", [(1, np.int64(1)), (0, np.int64(-1)), (1, None)])
+def test_trilu_of_a_constant_folds(upper, k, tmp_path, signer):
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    model = _trilu_model(tmp_path, None, k, upper, const_x=x)
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["add"]
+    check_against_onnxruntime(model, loaded, [{"z": np.array([v], np.float32)}
+                                              for v in (0.0, -2.5)])
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"shape": (3, 4), "k": "runtime"}, UnsupportedModelError,
+     "k 'k' must be a constant (known at import), but it is computed at run time"),
+    ({"shape": (5,)}, UnsupportedModelError,
+     "input shape [5]: needs rank >= 2 with the last two dims static"),
+    ({"shape": (3, "n")}, UnsupportedModelError,
+     "input shape [3, 'n']: needs rank >= 2 with the last two dims static"),
+    ({"shape": (3, 4), "upper": 2}, UnsupportedModelError, "attribute upper=2 must be 0 or 1"),
+    ({"shape": (3, 4), "k": np.float32(1)}, ModelFileError, "k must be an integer, got float32"),
+    ({"shape": None, "k": np.int64(0), "const_x": np.zeros(3, np.float32)}, ModelFileError,
+     "Trilu of a rank-1 value"),
+])
+def test_what_trilu_refuses_names_node_and_value(kw, error, message, tmp_path):
+    assert_refused(_trilu_model(tmp_path, **kw), error, "node 'node' (Trilu)", message)
+
+
+# --- OneHot --------------------------------------------------------------------------------------
+
+
+class _OneHot(torch.nn.Module):
+    def forward(self, i):
+        return F.one_hot(i, 6).float() * 2, F.one_hot(i[0], 7)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_torch_one_hot_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    shape = (3, 5)
+    model = export(_OneHot(), [torch.randint(0, 6, shape)], tmp_path / "o.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["i"], output_names=["a", "b"])
+    _, loaded = import_and_load(model, tmp_path / "o.pha", signer)
+    check_against_onnxruntime(model, loaded, [{"i": RNG.integers(0, 6, shape)} for _ in "ab"])
+
+
+def _one_hot_model(tmp_path, shape, depth, values, axis=None, dtype=TP.INT64,
+                   runtime_depth=False):
+    inputs = [helper.make_tensor_value_info("i", dtype, list(shape))]
+    inits = [onnx.numpy_helper.from_array(np.asarray(values), "values")]
+    if runtime_depth:
+        inputs.append(helper.make_tensor_value_info("depth", TP.INT64, []))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.asarray(depth), "depth"))
+    attrs = {} if axis is None else {"axis": axis}
+    node = helper.make_node("OneHot", ["i", "depth", "values"], ["y"], name="node", **attrs)
+    out = onnx.helper.np_dtype_to_tensor_dtype(np.asarray(values).dtype)
+    rank = len(shape) + 1
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_tensor_value_info("y", out, [None] * rank)],
+                              initializer=inits)
+    path = tmp_path / "onehot.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -2, 2])
+@pytest.mark.parametrize("dtype, np_dtype", [(TP.INT64, np.int64), (TP.INT32, np.int32)])
+def test_one_hot_negative_and_out_of_range_indices_match_onnxruntime(axis, dtype, np_dtype,
+                                                                     tmp_path, signer):
+    values = np.array([-1.5, BIG], np.float32)
+    model = _one_hot_model(tmp_path, ("n", 4), np.array(5, np_dtype), values, axis, dtype)
+    _, loaded = import_and_load(model, tmp_path / "o.pha", signer)
+    edge = np.array([[-5, -1, 4, 5], [-6, 0, np.iinfo(np_dtype).max, np.iinfo(np_dtype).min],
+                     [2, -3, 3, 1]], np_dtype)
+    check_against_onnxruntime(model, loaded, [{"i": edge}, {"i": RNG.integers(
+        -7, 7, (1, 4)).astype(np_dtype)}])
+
+
+@pytest.mark.parametrize("depth, values", [  # combinations onnxruntime implements
+    (np.float32(3.0), np.array([0, 1], np.int32)),
+    (np.float32(4.0), np.array([1.0, 0.0], np.float32)),
+    (np.array([4], np.int32), np.array([1.0, -1.0], np.float32))])
+def test_one_hot_depth_and_values_dtypes_match_onnxruntime(depth, values, tmp_path, signer):
+    model = _one_hot_model(tmp_path, (2, 3), depth, values)
+    _, loaded = import_and_load(model, tmp_path / "o.pha", signer)
+    check_against_onnxruntime(model, loaded, [{"i": RNG.integers(-5, 5, (2, 3))}])
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"runtime_depth": True}, UnsupportedModelError,
+     "depth 'depth' must be a constant (known at import), but it is computed at run time"),
+    ({"depth": np.float32(2.5)}, UnsupportedModelError, "depth 2.5 must be a whole number"),
+    ({"depth": np.int64(0)}, UnsupportedModelError, "depth 0 must be in [1, "),
+    ({"values": np.array([0.0, 1.0, 2.0], np.float32)}, UnsupportedModelError,
+     "values of shape [3]: must be [off, on]"),
+    ({"dtype": TP.FLOAT}, UnsupportedModelError,
+     "indices of dtype float32: only int32 and int64 indices"),
+    ({"axis": 3}, ModelFileError, "axis 3 is out of range for rank 3"),
+    ({"shape": ("n", "m")}, UnsupportedModelError,
+     "indices of shape ['n', 'm'] have more than one run-time dim"),
+])
+def test_what_one_hot_refuses_names_node_and_value(kw, error, message, tmp_path):
+    args = {"shape": (2, 3), "depth": np.int64(4), "values": np.array([0.0, 1.0], np.float32),
+            **kw}
+    assert_refused(_one_hot_model(tmp_path, **args), error, "node 'node' (OneHot)", message)

@@ -1,0 +1,97 @@
+"""MaxPool's Indices output (torch's max_pool with return_indices) imported as
+max_pool_with_indices plus each (n, c) plane's offset, compared with onnxruntime, the batch
+static or a run-time dim; what the mapping cannot take is refused naming the node."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import UnsupportedModelError
+
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
+                       import_and_load, onnx, torch)
+
+helper, TP = onnx.helper, onnx.TensorProto
+RNG = np.random.default_rng(29)
+BIG = np.finfo(np.float32).max
+pool1d, pool2d = torch.nn.functional.max_pool1d, torch.nn.functional.max_pool2d
+
+
+def _floats(shape):
+    """Random inputs, a few repeated values (ties), and -inf rows with float32 extremes (no
+    nan: onnxruntime's MaxPool skips one, torch and max_pool_with_indices take it)."""
+    ties = RNG.choice(np.array([-1.0, 0.0, 2.0, -0.0], np.float32), size=shape)
+    edges = RNG.choice(np.array([-np.inf, -np.inf, BIG, -BIG, 1e-45], np.float32), size=shape)
+    return [(RNG.standard_normal(shape) * 3).astype(np.float32), ties, edges]
+
+
+class _Pools(torch.nn.Module):
+    def forward(self, x, s):
+        a, i = pool2d(x, 2, return_indices=True)
+        b, j = pool2d(x, (3, 2), (2, 1), (1, 1), dilation=(1, 2), return_indices=True)
+        c, k = pool1d(s, 3, 2, 1, return_indices=True)
+        return a, i, b * 2, j + 1, c, k
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_torch_max_pool_indices_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    shapes = {"x": (2, 3, 6, 7), "s": (2, 4, 9)}
+    model = export(_Pools(), [torch.randn(*shapes["x"]), torch.randn(*shapes["s"])],
+                   tmp_path / "p.onnx", dynamo=dynamo, fold=fold, optimize=optimize,
+                   input_names=["x", "s"], output_names=["a", "i", "b", "j", "c", "k"])
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert sum(n.op == "max_pool_with_indices" for n in loaded.graph.nodes) >= 3
+    xs, ss = _floats(shapes["x"]), _floats(shapes["s"])
+    check_against_onnxruntime(model, loaded, [{"x": x, "s": s} for x, s in zip(xs, ss)])
+
+
+def test_torch_max_pool_indices_with_a_run_time_batch(tmp_path, signer):
+    model = tmp_path / "p.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Pools(), (torch.randn(2, 3, 6, 7), torch.randn(2, 4, 9)), model,
+                          dynamo=False, input_names=["x", "s"],
+                          output_names=["a", "i", "b", "j", "c", "k"],
+                          dynamic_axes={"x": {0: "n"}, "s": {0: "n"}})
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert loaded.graph.inputs[0].shape[0] == "n"
+    check_against_onnxruntime(model, loaded, [
+        {"x": _floats((n, 3, 6, 7))[i], "s": _floats((n, 4, 9))[i]}
+        for i, n in enumerate((1, 3, 5))])
+
+
+def _model(tmp_path, shape, attrs=None, outputs=("y", "i")):
+    """One MaxPool named ``node`` over ``x`` with both outputs read."""
+    node = helper.make_node("MaxPool", ["x"], list(outputs), name="node",
+                            **{"kernel_shape": [2, 2], **(attrs or {})})
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [None] * 4),
+         helper.make_tensor_value_info("i", TP.INT64, [None] * 4)])
+    path = tmp_path / "pool.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2, 1], "pads": [1, 0, 1, 1]},
+                                   {"dilations": [2, 1], "strides": [1, 2]}])
+def test_onnx_max_pool_indices_with_a_run_time_batch_match_onnxruntime(attrs, tmp_path,
+                                                                       signer):
+    model = _model(tmp_path, ("n", 2, 5, 6), attrs)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    check_against_onnxruntime(model, loaded, [{"x": x} for n in (1, 4)
+                                              for x in _floats((n, 2, 5, 6))])
+
+
+@pytest.mark.parametrize("shape, attrs, message", [
+    ((1, "c", 4, 4), {}, "input shape [1, 'c', 4, 4]: MaxPool indices need the channel and "
+                         "spatial dims static"),
+    ((1, 2, 4, 4), {"storage_order": 1}, "attribute storage_order=1 is not supported"),
+])
+def test_what_max_pool_indices_refuse_names_node_and_value(shape, attrs, message, tmp_path):
+    assert_refused(_model(tmp_path, shape, attrs), UnsupportedModelError, "node 'node' (MaxPool)",
+                   message)
