@@ -143,7 +143,7 @@ def _new_ops_graph():
 
 
 def _index_ops_graph():
-    """The ops added with the second survey of torch idioms, chained: max_pool_with_indices,
+    """More index and integer ops, chained: max_pool_with_indices,
     gather_elements (reading the pooled values back by their indices) and int_div."""
     from plugin_host.builder import GraphBuilder
 
