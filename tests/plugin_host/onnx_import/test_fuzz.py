@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are five tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are six tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -15,7 +15,9 @@ HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp
 ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
 LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
 ``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv, Resize-11,
-Split, Squeeze, Softmax over a middle axis, an LSTM).
+Split, Squeeze, Softmax over a middle axis, an LSTM) and ``half`` (float16: Conv, LayerNorm,
+Gemm, Casts to float32 and back). Every mutant is built with ``upcast_float16=True``, so float16
+anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
@@ -26,7 +28,7 @@ Two kinds of mutants:
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
   an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 26,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 28,500) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -681,7 +683,8 @@ def child(config_path: str) -> None:
         t0 = time.perf_counter()
         try:
             build_onnx_artifact(path, out, backends=("numpy", "onnxruntime"),
-                                allow_external_data=options.get("allow_external", False))
+                                allow_external_data=options.get("allow_external", False),
+                                upcast_float16=True)
             _check_built(out, key, trust)
             record.update(outcome="built")
         except PluginHostError as exc:
@@ -770,6 +773,17 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             z = torch.sin(out[:, -1]) + y[:, 1, :3] * torch.linalg.vector_norm(out, dim=1)
             return z.repeat(1, 2) + torch.argmin(y[:, 2], -1, keepdim=True).float()
 
+    class Half(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 3, 3, padding=1)
+            self.norm = torch.nn.LayerNorm(4)
+            self.fc = torch.nn.Linear(12, 5)
+
+        def forward(self, x):
+            y = self.norm(torch.relu(self.conv(x)))[:, :, 0]
+            return torch.softmax(self.fc(y.reshape(1, 12)).float(), -1).half()
+
     class Legacy(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -801,8 +815,10 @@ def _export_seeds(folder: Path) -> dict[str, str]:
                   input_names=["x"], output_names=["y"])
     legacy = export(Legacy(), [torch.randn(1, 2, 3, 4)], folder / "legacy.onnx", dynamo=False,
                     opset=11, input_names=["x"], output_names=["y"])
+    half = export(Half().half(), [torch.randn(1, 2, 4, 4).half()], folder / "half.onnx",
+                  dynamo=False, input_names=["x"], output_names=["y"])
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
-            "legacy": str(legacy)}
+            "legacy": str(legacy), "half": str(half)}
 
 
 @pytest.fixture(scope="module")
@@ -902,7 +918,8 @@ def test_the_seed_models_build(seeds, tmp_path):
     trust = TrustStore()
     trust.add_key(key.public_key())
     for name, path in seeds.items():
-        m = build_onnx_artifact(path, tmp_path / f"{name}.pha", backends=("numpy", "onnxruntime"))
+        m = build_onnx_artifact(path, tmp_path / f"{name}.pha", backends=("numpy", "onnxruntime"),
+                                upcast_float16=name == "half")
         assert m.golden_backend == "onnxruntime"
         _check_built(tmp_path / f"{name}.pha", key, trust)
     ops = {n.op_type for p in seeds.values() for n in onnx.load(p).graph.node}
