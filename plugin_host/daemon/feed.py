@@ -2,10 +2,11 @@
 
 The daemon feeds models whose inputs it can make from one NV12 camera:
 
-- exactly one ``float32`` input of shape ``(1, 12, h, w)`` (``h``, ``w`` even): two stacked
-  YUV420 frames of a ``2w x 2h`` model frame, previous then current
+- exactly one ``float32`` or ``uint8`` input of shape ``(1, 12, h, w)``: two stacked YUV420
+  frames of a ``2w x 2h`` model frame, previous then current
   (:func:`plugin_host.frames.nv12_to_yuv6`; README "Frames and cameras"), as the demo model's
-  ``img``;
+  ``img`` (float32: the samples as floats; uint8: as they are, for a model that converts
+  inside, as openpilot's newer vision models do); never an input that indexes an Embedding;
 - any number of integer inputs that index an Embedding (the demo's ``desire``): fed index 0
   (no desire source exists yet);
 - the recurrent state, which the executor carries.
@@ -41,17 +42,18 @@ class ModelFeed:
             if spec.name in state:
                 continue
             shape = tuple(spec.shape)
-            if image is None and image_input_problem(spec) is None:
+            if image is None and spec.name not in index_inputs \
+                    and image_input_problem(spec) is None:
                 image = spec
             elif spec.name in index_inputs and dtypes.to_numpy(spec.dtype).kind in "iu":
                 indices.append(spec.name)
             else:
                 refused.append(f"{spec.name} {spec.dtype}{shape}")
         if image is None or refused:
-            what = ", ".join(refused) or "no float32 (1, 12, h, w) image input"
+            what = ", ".join(refused) or "no float32 or uint8 (1, 12, h, w) image input"
             raise PluginHostError(f"model {graph.name!r}: the daemon cannot make these inputs "
-                                  f"from a camera: {what} (it feeds one float32 (1, 12, h, w) "
-                                  f"two-frame YUV stack and Embedding indices)")
+                                  f"from a camera: {what} (it feeds one float32 or uint8 "
+                                  f"(1, 12, h, w) two-frame YUV stack and Embedding indices)")
         if layout.format != "NV12":
             raise PluginHostError(f"the daemon needs an NV12 camera for model {graph.name!r}, "
                                   f"got {layout.format} ({layout.describe()})")

@@ -15,7 +15,8 @@ channel  values (``Y``, ``U``, ``V``: the frame resized to the model size)
 ====== ==================================================================
 
 and the model input stacks the previous frame's six channels before the current frame's:
-``img[0, 0:6]`` = previous, ``img[0, 6:12]`` = current, shape ``(1, 12, H/2, W/2)`` float32.
+``img[0, 0:6]`` = previous, ``img[0, 6:12]`` = current, shape ``(1, 12, H/2, W/2)``, float32
+or uint8 (see below).
 For the demo model ``W x H = 512 x 256``, so ``img`` is ``(1, 12, 128, 256)``.
 
 **Resizing.** A camera frame (1928 x 1208 by default) is first resized to the model size with
@@ -29,9 +30,11 @@ no calibration, and nearest sampling needs no arithmetic on pixel values, so the
 exactly the camera's values (an identity when the sizes are equal). The sampling indices are
 computed once per size pair; each conversion is two gathers, no Python loop over pixels.
 
-Values are the raw 8-bit samples converted to float32 (0.0 .. 255.0), not normalized: the
-model's first layer is trained on that range, as openpilot's is. The functions take plain
-numpy arrays (the read-only views the sandbox worker maps), so they run on either side.
+Values are the raw 8-bit samples, not normalized: as float32 (0.0 .. 255.0) for a float32
+input, as they are for a uint8 one (openpilot's newer vision models take ``uint8`` and convert
+inside the model); the model's first layer is trained on that range, as openpilot's is. The
+functions take plain numpy arrays (the read-only views the sandbox worker maps), so they run
+on either side.
 """
 
 from __future__ import annotations
@@ -42,11 +45,19 @@ import numpy as np
 
 from ..errors import ShapeError
 
-__all__ = ["MODEL_WIDTH", "MODEL_HEIGHT", "nearest_indices", "nv12_to_yuv6", "stack_frames",
-           "FrameStacker"]
+__all__ = ["MODEL_WIDTH", "MODEL_HEIGHT", "IMAGE_DTYPES", "nearest_indices", "nv12_to_yuv6",
+           "stack_frames", "FrameStacker"]
 
 #: The demo model's frame size (luma pixels); its input channels are half of it each way.
 MODEL_WIDTH, MODEL_HEIGHT = 512, 256
+#: The element types an image input may have: the samples as floats, or as the bytes they are.
+IMAGE_DTYPES = (np.dtype(np.float32), np.dtype(np.uint8))
+
+
+def _check_out(out: np.ndarray, shape: tuple, where: str) -> None:
+    if out.shape != shape or out.dtype not in IMAGE_DTYPES:
+        raise ShapeError(f"out must be float32 or uint8 {shape}, got {out.dtype} {out.shape}",
+                         where=where, expected=shape, got=out.shape)
 
 
 @lru_cache(maxsize=64)
@@ -59,12 +70,14 @@ def nearest_indices(size_in: int, size_out: int) -> np.ndarray:
 
 
 def nv12_to_yuv6(y: np.ndarray, uv: np.ndarray, *, width: int = MODEL_WIDTH,
-                 height: int = MODEL_HEIGHT, out: np.ndarray | None = None) -> np.ndarray:
-    """Six channels ``(6, height/2, width/2)`` float32 from one NV12 frame (see the module).
+                 height: int = MODEL_HEIGHT, out: np.ndarray | None = None,
+                 dtype=np.float32) -> np.ndarray:
+    """Six channels ``(6, height/2, width/2)`` of ``dtype`` (float32 or uint8) from one NV12
+    frame (see the module).
 
     ``y`` is the ``(H, W)`` luma plane and ``uv`` the ``(H/2, W/2, 2)`` interleaved chroma
     plane (any strides, e.g. read-only pool views); ``width`` x ``height`` is the model's
-    frame size (even). ``out`` receives the result when given.
+    frame size (even). ``out`` (float32 or uint8) receives the result when given.
     """
     if y.ndim != 2 or uv.ndim != 3 or uv.shape[2] != 2:
         raise ShapeError(f"NV12 planes: expected Y (H, W) and UV (H/2, W/2, 2), got "
@@ -80,10 +93,8 @@ def nv12_to_yuv6(y: np.ndarray, uv: np.ndarray, *, width: int = MODEL_WIDTH,
                          where="nv12_to_yuv6", expected="even", got=(width, height))
     h2, w2 = height // 2, width // 2
     if out is None:
-        out = np.empty((6, h2, w2), dtype=np.float32)
-    elif out.shape != (6, h2, w2) or out.dtype != np.float32:
-        raise ShapeError(f"out must be float32 (6, {h2}, {w2}), got {out.dtype} {out.shape}",
-                         where="nv12_to_yuv6", expected=(6, h2, w2), got=out.shape)
+        out = np.empty((6, h2, w2), dtype=dtype)
+    _check_out(out, (6, h2, w2), "nv12_to_yuv6")
     rows = nearest_indices(h_in, height)
     cols = nearest_indices(w_in, width)
     # the four luma phases gathered straight from the source: no full-size intermediate
@@ -99,17 +110,16 @@ def nv12_to_yuv6(y: np.ndarray, uv: np.ndarray, *, width: int = MODEL_WIDTH,
 
 def stack_frames(previous: np.ndarray, current: np.ndarray, *,
                  out: np.ndarray | None = None) -> np.ndarray:
-    """``(1, 12, h, w)`` float32: ``previous`` (6, h, w) then ``current`` (6, h, w)."""
+    """``(1, 12, h, w)``: ``previous`` (6, h, w) then ``current`` (6, h, w), in ``out`` (float32
+    or uint8) or a new array, uint8 for uint8 frames, else float32."""
     if previous.shape != current.shape or previous.ndim != 3 or previous.shape[0] != 6:
         raise ShapeError(f"stack_frames: expected two (6, h, w) frames, got {previous.shape} "
                          f"and {current.shape}", where="stack_frames",
                          expected="(6, h, w) twice", got=(previous.shape, current.shape))
     shape = (1, 12) + previous.shape[1:]
     if out is None:
-        out = np.empty(shape, dtype=np.float32)
-    elif out.shape != shape or out.dtype != np.float32:
-        raise ShapeError(f"out must be float32 {shape}, got {out.dtype} {out.shape}",
-                         where="stack_frames", expected=shape, got=out.shape)
+        out = np.empty(shape, dtype=np.uint8 if current.dtype == np.uint8 else np.float32)
+    _check_out(out, shape, "stack_frames")
     out[0, :6] = previous
     out[0, 6:] = current
     return out
@@ -118,15 +128,18 @@ def stack_frames(previous: np.ndarray, current: np.ndarray, *,
 class FrameStacker:
     """Keeps the previous frame and produces the model's ``img`` for each new NV12 frame.
 
-    ``push(y, uv)`` returns ``(1, 12, height/2, width/2)`` float32: the previous frame's six
+    ``push(y, uv)`` returns ``(1, 12, height/2, width/2)`` of ``dtype`` (float32 or uint8): the
+    previous frame's six
     channels, then this frame's. The first frame after construction or :meth:`reset` (a
     camera restart, a frame gap: the previous frame is not the one before this one) is
     stacked with itself. The returned array is reused by the next push (copy it to keep it).
     """
 
-    def __init__(self, *, width: int = MODEL_WIDTH, height: int = MODEL_HEIGHT) -> None:
+    def __init__(self, *, width: int = MODEL_WIDTH, height: int = MODEL_HEIGHT,
+                 dtype=np.float32) -> None:
         self.width, self.height = width, height
-        self._img = np.zeros((1, 12, height // 2, width // 2), dtype=np.float32)
+        self._img = np.zeros((1, 12, height // 2, width // 2), dtype=dtype)
+        _check_out(self._img, self._img.shape, "FrameStacker")
         self._have_previous = False
 
     def reset(self) -> None:

@@ -1159,11 +1159,11 @@ class SandboxedExecutor(RecurrentState):
         """Make the graph input ``input_name`` in the worker from the frame given to
         :meth:`run` (``None``: stop).
 
-        The input must be a ``float32 (1, 12, h, w)`` two-frame YUV stack of a ``2w x 2h``
-        model frame; the worker converts each NV12 frame from its read-only mapping of the
-        attached pool (the only copy of the frame), keeps the previous frame's half for the
-        next call (forgotten on every state reset) and refuses a frame whose slot was
-        refilled while it was read (``FrameOverwrittenError``). See ``frame_feed.py``.
+        The input must be a ``(1, 12, h, w)`` float32 or uint8 two-frame YUV stack of a
+        ``2w x 2h`` model frame; the worker converts each NV12 frame from its read-only
+        mapping of the attached pool (the only copy of the frame), keeps the previous frame's
+        half for the next call (forgotten on every state reset) and refuses a frame whose slot
+        was refilled while it was read (``FrameOverwrittenError``). See ``frame_feed.py``.
         """
         from .frame_feed import image_input_problem
 
@@ -1176,7 +1176,7 @@ class SandboxedExecutor(RecurrentState):
                 problem = image_input_problem(spec)
                 if problem:
                     raise SandboxError(f"model {self.graph.name!r}: {problem}")
-                zeros = np.zeros(tuple(spec.shape), np.float32)
+                zeros = np.zeros(tuple(spec.shape), spec.dtype)
                 zeros.flags.writeable = False
                 self._frame_placeholder = {input_name: zeros}
             else:

@@ -1,7 +1,8 @@
 """Worker side: a model input made from camera frames, inside the sandbox.
 
-The daemon's models take one ``float32 (1, 12, h, w)`` input: two stacked YUV420 frames of a
-``2w x 2h`` model frame, previous then current (:func:`plugin_host.frames.nv12_to_yuv6`).
+The daemon's models take one ``(1, 12, h, w)`` float32 or uint8 input: two stacked YUV420
+frames of a ``2w x 2h`` model frame, previous then current
+(:func:`plugin_host.frames.nv12_to_yuv6`).
 With :meth:`SandboxedExecutor.feed_frames`, that input is made here, in the worker, straight
 from the camera pool it maps read-only: the host sends only the frame's slot, generation, id
 and timestamps, the worker converts the planes where they lie into a buffer of its own (the
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FrameError, FrameFormatError, SandboxProtocolError
-from ..frames.convert import nv12_to_yuv6
+from ..frames.convert import IMAGE_DTYPES, nv12_to_yuv6
 from ..frames.frame import Frame
 from ..frames.pool import PoolReader
 
@@ -32,10 +33,10 @@ _U64 = 2**64 - 1
 def image_input_problem(spec: Any) -> str | None:
     """Why ``spec`` cannot be made from frames (None when it can)."""
     shape = tuple(spec.shape)
-    if (spec.dtype == "float32" and len(shape) == 4 and shape[:2] == (1, 12)
-            and all(type(d) is int and d > 0 for d in shape[2:])):
+    if (spec.dtype in {d.name for d in IMAGE_DTYPES} and len(shape) == 4
+            and shape[:2] == (1, 12) and all(type(d) is int and d > 0 for d in shape[2:])):
         return None
-    return (f"input {spec.name!r} is {spec.dtype}{shape}; frames make a float32 "
+    return (f"input {spec.name!r} is {spec.dtype}{shape}; frames make a float32 or uint8 "
             f"(1, 12, h, w) two-frame YUV stack")
 
 
@@ -73,7 +74,7 @@ class FrameFeed:
         self.width, self.height = 2 * spec.shape[3], 2 * spec.shape[2]
         # two stacks, used in turn: the next frame is built in the other one, so a frame
         # refused half-way (overwritten) leaves the current stack as it was
-        self._stacks = [np.zeros(tuple(spec.shape), np.float32) for _ in range(2)]
+        self._stacks = [np.zeros(tuple(spec.shape), spec.dtype) for _ in range(2)]
         self._views = [a.view() for a in self._stacks]
         for view in self._views:
             view.flags.writeable = False  # what the kernels get

@@ -134,3 +134,36 @@ def test_bad_shapes_are_refused():
         nv12_to_yuv6(y, uv, width=4, height=2, out=np.empty((6, 2, 2), np.float32))
     with pytest.raises(ShapeError):
         stack_frames(np.zeros((6, 1, 2)), np.zeros((6, 2, 2)))
+
+
+def test_uint8_output_holds_the_same_samples_as_bytes():
+    y, uv = small_frame()
+    want = nv12_to_yuv6(y, uv, width=4, height=2)
+    got = nv12_to_yuv6(y, uv, width=4, height=2, dtype=np.uint8)
+    assert got.dtype == np.uint8 and got.shape == want.shape
+    np.testing.assert_array_equal(got.astype(np.float32), want)
+    out = np.empty((6, 1, 2), np.uint8)
+    assert nv12_to_yuv6(y, uv, width=4, height=2, out=out) is out
+    np.testing.assert_array_equal(out, got)
+    stacker = FrameStacker(width=4, height=2, dtype=np.uint8)
+    stacker.push(y, uv)
+    img = stacker.push(y + 1, uv + 1)
+    assert img.dtype == np.uint8
+    np.testing.assert_array_equal(img[0, :6], got)
+    np.testing.assert_array_equal(img[0, 6:], got + 1)
+    both = stack_frames(got, got + 1)
+    assert both.dtype == np.uint8 and both.shape == (1, 12, 1, 2)
+    assert stack_frames(got.astype(np.float64), got.astype(np.float64)).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.int8, np.float16])
+def test_other_output_dtypes_are_refused(dtype):
+    y, uv = small_frame()
+    with pytest.raises(ShapeError, match="out must be float32 or uint8"):
+        nv12_to_yuv6(y, uv, width=4, height=2, out=np.empty((6, 1, 2), dtype))
+    with pytest.raises(ShapeError, match="out must be float32 or uint8"):
+        nv12_to_yuv6(y, uv, width=4, height=2, dtype=dtype)
+    with pytest.raises(ShapeError, match="out must be float32 or uint8"):
+        stack_frames(np.zeros((6, 1, 2)), np.zeros((6, 1, 2)), out=np.empty((1, 12, 1, 2), dtype))
+    with pytest.raises(ShapeError, match="out must be float32 or uint8"):
+        FrameStacker(width=4, height=2, dtype=dtype)

@@ -172,3 +172,37 @@ def test_a_restarted_worker_gets_the_pool_and_the_feed_again(sx, pool):
     now = yuv6(pool, frame)
     np.testing.assert_array_equal(out["echo"], stack(now, now))
     assert sx.restarts == 1 and sx.resets_by_reason["worker restart"] == 1
+
+
+@pytest.fixture(scope="module")
+def bytes_artifact(tmp_path_factory, sandbox_key):
+    """img uint8 (1, 12, H, W) -> echo = img, scaled = float32(img) / 255 (a model that takes
+    the samples as bytes and converts inside, as openpilot's newer vision models do)."""
+    b = GraphBuilder("bytes")
+    img = b.input("img", (1, 12, H, W), "uint8", "NCHW")
+    b.output(b.op("identity", img, name="echo"), "echo", "NCHW")
+    scale = b.constant("scale", np.array([1 / 255], np.float32))
+    b.output(b.op("mul", b.op("cast", img, name="f", dtype="float32"), scale, name="s"),
+             "scaled", "NCHW")
+    path = tmp_path_factory.mktemp("bytes") / "bytes.pha"
+    build_artifact(b.build(), path, version="1.0.0", reference_backend=NumpyBackend(),
+                   latency_ms=50.0)
+    sign_artifact(path, sandbox_key)
+    return path
+
+
+def test_a_uint8_image_input_gets_the_samples_as_bytes(bytes_artifact, sandbox_trust, pool):
+    with SandboxedExecutor(bytes_artifact, trust=sandbox_trust,
+                           limits=SandboxLimits(call_timeout=20)) as sx:
+        sx.attach_pool(pool)
+        sx.feed_frames("img")
+        first = produce(pool, 1, 1)
+        one = yuv6(pool, first).astype(np.uint8)
+        out = sx.run({}, frame=first)
+        assert out["echo"].dtype == np.uint8
+        np.testing.assert_array_equal(out["echo"], stack(one, one))
+        frame = produce(pool, 2, 2)
+        out = sx.run({}, frame=frame)
+        now = yuv6(pool, frame)
+        np.testing.assert_array_equal(out["echo"], stack(one, now.astype(np.uint8)))
+        np.testing.assert_allclose(out["scaled"], stack(one, now) / np.float32(255), rtol=1e-6)
