@@ -35,7 +35,7 @@ if _MISSING is None:
 NAME = "onnxruntime"
 
 #: The ABI dtypes this backend computes in: float32 compute, integer indices and shape data.
-DTYPES = frozenset({"float32", "int64", "int32", "bool"})
+DTYPES = frozenset({"float32", "int64", "int32", "uint8", "bool"})
 
 
 def _require_runtime() -> None:
