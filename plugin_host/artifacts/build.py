@@ -30,12 +30,13 @@ from abi.artifact import (DEFAULT_LIMITS, MAX_GOLDEN_CASES, Limits, Manifest, Re
                           atomic_write, write_section)
 
 from .. import __version__
-from ..backend import Backend
-from ..errors import ArtifactFormatError, UsageError
+from ..backend import Backend, unsupported
+from ..errors import ArtifactFormatError, BackendError, UsageError
 from ..executor import Executor
 from ..graph import Graph
 
-__all__ = ["build_artifact", "DEFAULT_TOLERANCE", "REFERENCE_BACKEND"]
+__all__ = ["build_artifact", "target_problems", "describe_targets", "DEFAULT_TOLERANCE",
+           "REFERENCE_BACKEND"]
 
 #: (rtol, atol) for every output unless given.
 DEFAULT_TOLERANCE = (1e-4, 1e-5)
@@ -75,6 +76,9 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
     computed them (stored as the golden reference, e.g. ``"onnxruntime"``; default the
     reference backend's name).
     ``expires`` is a Unix time or an aware datetime.
+
+    A target backend installed here that cannot run the graph (an op or dtype it lacks) is a
+    BackendError before anything is written (see :func:`target_problems`).
     """
     say = progress or (lambda message: None)
     name = graph.name if name is None else name
@@ -83,6 +87,10 @@ def build_artifact(graph: Graph, path: str | os.PathLike, *, name: str | None = 
         from ..plugins import get_backend, get_plugin_manager
 
         reference_backend = get_backend(get_plugin_manager(), REFERENCE_BACKEND)
+    problems = target_problems(graph, backends, reference_backend)
+    if problems:
+        raise BackendError(f"cannot build {name!r}: {describe_targets(problems)}",
+                           backend=next(iter(problems)))
 
     say(f"running {graph.name!r} on the reference backend {reference_backend.name!r}")
     executor = Executor(graph, reference_backend)
@@ -234,6 +242,38 @@ def check_seed(seed: Any) -> None:
     """UsageError unless ``seed`` is an int >= 0 (what numpy's generators take)."""
     if type(seed) is not int or seed < 0:
         raise UsageError(f"seed must be an int >= 0, got {seed!r}")
+
+
+def target_problems(graph: Graph, backends: Sequence[str],
+                    reference: Backend | None = None) -> dict[str, list[str]]:
+    """Why each target backend installed here cannot run ``graph`` (empty when every one can),
+    so that no artifact is declared for a backend that would refuse it at load. A target not
+    installed here (a device's own backend, onnxruntime on a machine without it) is not
+    checked: acceptance on the device runs it. ``reference``, the backend instance the build
+    runs on, answers for its own name."""
+    from ..plugins import backends as installed, get_plugin_manager
+
+    available = installed(get_plugin_manager())
+    if reference is not None:
+        available[reference.name] = reference
+    found = {}
+    for target in dict.fromkeys(backends):
+        backend = available.get(target)
+        if backend is None:
+            continue
+        try:
+            reasons = unsupported(backend, graph)
+        except BackendError:  # registered, but its runtime is missing here
+            continue
+        if reasons:
+            found[target] = reasons
+    return found
+
+
+def describe_targets(problems: Mapping[str, list[str]]) -> str:
+    """:func:`target_problems`' answer as one line."""
+    return "; ".join(f"target backend {target!r} cannot run it: {', '.join(reasons)}"
+                     for target, reasons in problems.items())
 
 
 def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,

@@ -17,7 +17,7 @@ import numpy as np
 
 from abi.artifact import Manifest, Tolerance
 
-from ..artifacts.build import _drawn_inputs, build_artifact
+from ..artifacts.build import _drawn_inputs, build_artifact, describe_targets, target_problems
 from ..errors import ModelImportError, UnsupportedModelError
 from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
@@ -117,16 +117,21 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                            allow_external_data=allow_external_data, limits=limits,
                            upcast_float16=upcast_float16, dims=dims)
     graph = imported.graph
+    if reference_backend is None:
+        from ..plugins import get_backend, get_plugin_manager
+
+        reference_backend = get_backend(get_plugin_manager(), "numpy")
+    problems = target_problems(graph, backends, reference_backend)
+    if problems:  # before the reference runs: the model is fine, the target is not
+        hint = "" if reference_backend.name in problems else \
+            " (choose the targets with --backend)"
+        raise UnsupportedModelError(f"{path}: {describe_targets(problems)}{hint}")
     for where in run_time_dims(graph.inputs):
         tell(f"{where} known only at run time: golden cases and the latency budget use size "
              f"1 there; --dim NAME=SIZE fixes a dim to the size the device feeds")
     if imported.original is not None:
         tell(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
              f"version converter; the reference runs the model as given")
-    if reference_backend is None:
-        from ..plugins import get_backend, get_plugin_manager
-
-        reference_backend = get_backend(get_plugin_manager(), "numpy")
     executor = Executor(graph, reference_backend)
     cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed)
     say(f"computing {len(cases)} golden case(s) with {REFERENCE}")

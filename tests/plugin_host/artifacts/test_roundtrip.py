@@ -187,3 +187,29 @@ def test_a_loaded_file_replaced_by_rename_keeps_its_views(tiny_artifact, trust, 
     weights = np.array(loaded.graph.tensors["fc.weight"])
     sign_artifact(tiny_artifact, key_b)  # writes a new file and renames it over the old one
     assert np.array_equal(loaded.graph.tensors["fc.weight"], weights)
+
+
+def _int16_graph():
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("counts")
+    x = b.input("x", (1, 4), "int16", "NC")
+    b.output(b.op("cast", x, name="f", dtype="float32"), "y", "NC")
+    return b.build()
+
+
+def test_a_target_backend_installed_here_must_be_able_to_run_the_graph(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from abi.errors import BackendError
+
+    out = tmp_path / "counts.pha"
+    with pytest.raises(BackendError) as info:
+        build_artifact(_int16_graph(), out, backends=["numpy", "onnxruntime"],
+                       reference_backend=NumpyBackend(), latency_ms=10.0)
+    assert str(info.value) == ("cannot build 'counts': target backend 'onnxruntime' cannot run "
+                               "it: dtype int16 is not supported")
+    assert not out.exists()
+    # a target not installed here (a device's own backend) is left to acceptance there
+    m = build_artifact(_int16_graph(), out, backends=["numpy", "acme-npu"],
+                       reference_backend=NumpyBackend(), latency_ms=10.0)
+    assert m.backends == ("numpy", "acme-npu")

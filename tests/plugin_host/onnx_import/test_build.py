@@ -9,7 +9,7 @@ import pytest
 
 from plugin_host.artifacts import build_artifact, read_manifest_unverified
 from plugin_host.cli import main
-from plugin_host.errors import ModelImportError, UsageError
+from plugin_host.errors import ModelImportError, UnsupportedModelError, UsageError
 from plugin_host.onnx_import import build as onnx_build
 from plugin_host.onnx_import import build_onnx_artifact
 from plugins.numpy_backend import NumpyBackend
@@ -183,3 +183,21 @@ def test_outputs_that_are_nan_where_onnxruntimes_are_build(tmp_path, signer, mon
     monkeypatch.setattr(onnx_build, "run_reference", numbered)
     with pytest.raises(ModelImportError, match=r"output 'root'.*differs.*max \|diff\| inf"):
         build_onnx_artifact(model, tmp_path / "bad.pha")
+
+
+def test_a_target_backend_that_cannot_run_the_import_is_named_before_the_reference(tmp_path):
+    """int16 runs on numpy but not on onnxruntime: the default targets (both) are refused
+    naming onnxruntime and the dtype, as an import error; numpy alone builds."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TP.FLOAT, name="c")], "g",
+        [helper.make_tensor_value_info("x", TP.INT16, [1, 4])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, 4])])
+    model = tmp_path / "counts.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    with pytest.raises(UnsupportedModelError) as info:
+        build_onnx_artifact(model, tmp_path / "m.pha", backends=("numpy", "onnxruntime"))
+    assert str(info.value) == (f"{model}: target backend 'onnxruntime' cannot run it: dtype "
+                               f"int16 is not supported (choose the targets with --backend)")
+    assert not (tmp_path / "m.pha").exists()
+    build_onnx_artifact(model, tmp_path / "m.pha", backends=("numpy",))
