@@ -124,6 +124,7 @@ class Importer:
         self.graph_outputs = {o.name for o in model.graph.output}
         self.onnx_output_names: set[str] = set()
         self.unrolled = 0                          # recurrent steps written so far (capped)
+        self.fake_quantized: dict[str, str] = {}   # QuantizeLinear output in float32 -> dtype
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:

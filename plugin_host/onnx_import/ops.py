@@ -1027,4 +1027,5 @@ def _wrap(imp, node, pairs: list) -> None:
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".masks", __package__)
+importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
