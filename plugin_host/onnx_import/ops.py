@@ -25,10 +25,12 @@ from .einsum import einsum
 from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
 
-__all__ = ["MAPPERS"]
+__all__ = ["MAPPERS", "REFUSED"]
 
 Mapper = Callable[[Any, Any, dict], None]
 MAPPERS: dict[str, Mapper] = {}
+#: Ops refused with what to do instead (the refusal says it), from the modules that know why
+REFUSED: dict[str, str] = {}
 
 
 def maps(*names: str):

@@ -16,8 +16,9 @@ numbers onnxruntime computes for the quantized model (graph optimizations off). 
 
 Scales and zero points must be constants: per-tensor (one value) or per-axis (one value per
 entry of ``axis``, broadcast through a reshaped constant). A scale that is not a positive
-finite float32, a zero point of another dtype than the quantized values and blocked
-quantization (opset 21's ``block_size``) are refused, naming the node.
+finite float32, a zero point of another dtype than the quantized values, blocked quantization
+(opset 21's ``block_size``) and the operator-oriented quantized ops (QLinearConv, MatMulInteger,
+DynamicQuantizeLinear, com.microsoft's QLinear* ...) are refused, naming the node.
 """
 
 from __future__ import annotations
@@ -29,13 +30,28 @@ from abi import dtypes
 from ..errors import ModelFileError, UnsupportedModelError
 from . import fold as _fold
 from .fold import axis_in
-from .ops import maps
+from .ops import REFUSED, maps
 from .reader import ONNX_DTYPES
 
 #: The integer dtypes QuantizeLinear writes and DequantizeLinear reads (int32: DequantizeLinear
 #: only, the bias).
 QUANTIZED = ("int8", "uint8", "int16", "uint16")
 DEQUANTIZED = QUANTIZED + ("int32",)
+
+#: What to do instead of an operator-oriented quantized model.
+QDQ_HINT = ("an operator-oriented quantized op; quantize in QDQ format instead: "
+            "onnxruntime.quantization.quantize_static with quant_format=QuantFormat.QDQ, "
+            "which imports as float32 fake quantization")
+
+#: Operator-oriented quantized ops: integer kernels whose rounding the float32 backends do not
+#: reproduce (default domain, and com.microsoft's, which the reader refuses with this hint).
+OPERATOR_ORIENTED = frozenset({
+    "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear",
+    "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
+    "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearWhere",
+    "QLinearReduceMean", "QGemm", "QAttention", "QEmbedLayerNormalization",
+    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QOrderedMatMul"})
+
 
 def _axis(attrs: dict, op: str) -> int:
     """The ``axis`` attribute, after refusing the attributes and values not mapped."""
@@ -145,6 +161,7 @@ def _fold_dequantize(ins, attrs: dict, cap: int) -> list:
     return [y.astype(np.float32) * s]
 
 
+REFUSED.update(dict.fromkeys(OPERATOR_ORIENTED, QDQ_HINT))
 _fold.FOLDERS["QuantizeLinear"] = _fold_quantize
 _fold.FOLDERS["DequantizeLinear"] = _fold_dequantize
 _fold._OPTIONAL.update({"QuantizeLinear": (2,), "DequantizeLinear": (2,)})
