@@ -124,6 +124,7 @@ class Importer:
         self.graph_outputs = {o.name for o in model.graph.output}
         self.onnx_output_names: set[str] = set()
         self.unrolled = 0                          # recurrent steps written so far (capped)
+        self.fake_quantized: dict[str, str] = {}   # QuantizeLinear output in float32 -> dtype
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
@@ -396,7 +397,11 @@ class Importer:
             raise self.unsupported(f"op {op!r} is supported only on constant inputs (folded at "
                                    f"import), but {runtime} are computed at run time{dims}")
         if mapper is None:
+            from .ops import REFUSED
+
             others = self._also_unsupported(op, mappers, patterns)
+            if op in REFUSED:
+                others = f" ({REFUSED[op]}){others}"
             raise self.unsupported(f"op {op!r} is not supported{others} (supported: "
                                    f"{', '.join(sorted(mappers))}; on constants also "
                                    f"{', '.join(sorted(set(FOLDERS) - set(mappers)))})")

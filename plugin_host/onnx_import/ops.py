@@ -25,10 +25,12 @@ from .einsum import einsum
 from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
 from .reader import ONNX_DTYPES
 
-__all__ = ["MAPPERS"]
+__all__ = ["MAPPERS", "REFUSED"]
 
 Mapper = Callable[[Any, Any, dict], None]
 MAPPERS: dict[str, Mapper] = {}
+#: Ops refused with what to do instead (the refusal says it), from the modules that know why
+REFUSED: dict[str, str] = {}
 
 
 def maps(*names: str):
@@ -1027,4 +1029,5 @@ def _wrap(imp, node, pairs: list) -> None:
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".masks", __package__)
+importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

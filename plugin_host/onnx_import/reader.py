@@ -118,7 +118,8 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                     f"upgraded to {OPSETS.start})")
     for node in g.node:
         if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported",
+            raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported"
+                                        f"{_quantized_hint(node)}",
                                         node=_node_name(node), op=node.op_type)
     _resolve_external(model, where, folder, limits)
     try:
@@ -129,6 +130,13 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
             text = text[:400] + "..."
         raise ModelFileError(f"{where}: the ONNX checker refuses the model: {text}") from None
     return model
+
+
+def _quantized_hint(node) -> str:
+    """For com.microsoft's operator-oriented quantized ops (QLinearAdd ...): what to do."""
+    from .quantize import OPERATOR_ORIENTED, QDQ_HINT
+
+    return f" ({QDQ_HINT})" if node.op_type in OPERATOR_ORIENTED else ""
 
 
 def default_opset(model) -> int | None:

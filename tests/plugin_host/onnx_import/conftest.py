@@ -70,9 +70,14 @@ def import_and_load(model: Path, out: Path, signer, **options):
     return manifest, load_verified(out, trust=trust, rollback=None, backends={"numpy"})
 
 
-def onnxruntime_outputs(model: Path, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The reference: onnxruntime's CPU provider with its default options."""
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+def onnxruntime_outputs(model: Path, feed: dict[str, np.ndarray], *, optimized: bool = True
+                        ) -> dict[str, np.ndarray]:
+    """The reference: onnxruntime's CPU provider with its default options (``optimized=False``:
+    graph optimizations off, as the build's golden reference runs)."""
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feed)))
 
@@ -84,16 +89,21 @@ def assert_close(loaded, name: str, got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(got, want, rtol=tol.rtol, atol=tol.atol, err_msg=name)
 
 
-def check_against_onnxruntime(model: Path, loaded, feeds: list[dict[str, np.ndarray]]) -> None:
-    """Run fresh inputs through the loaded artifact (numpy backend, in-process executor) and
-    through onnxruntime; every output must agree within the artifact's tolerance."""
-    executor = Executor(loaded.graph, NumpyBackend())
+def check_against_onnxruntime(model: Path, loaded, feeds: list[dict[str, np.ndarray]], *,
+                              backend=None, optimized: bool = True) -> list[tuple[dict, dict]]:
+    """Run fresh inputs through the loaded artifact (numpy backend unless ``backend``,
+    in-process executor) and through onnxruntime (see :func:`onnxruntime_outputs`); every
+    output must agree within the artifact's tolerance. Returns (got, want) per feed."""
+    executor = Executor(loaded.graph, backend or NumpyBackend())
+    runs = []
     for feed in feeds:
         got = executor.run(dict(feed))
-        want = onnxruntime_outputs(model, feed)
+        want = onnxruntime_outputs(model, feed, optimized=optimized)
         assert set(want) == {s.name for s in loaded.graph.outputs}
         for name, value in want.items():
             assert_close(loaded, name, got[name], value)
+        runs.append((got, want))
+    return runs
 
 
 def assert_refused(model: Path, error: type, where: str, message: str) -> None:

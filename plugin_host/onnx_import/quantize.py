@@ -1,0 +1,249 @@
+"""Quantized models in QDQ format (onnxruntime's ``quantize_static``, TensorRT, the QAT
+exporters): QuantizeLinear and DequantizeLinear imported as float32 fake quantization, with the
+numbers onnxruntime computes for the quantized model (graph optimizations off). Registered in
+:data:`.ops.MAPPERS` (run-time inputs) and :data:`.fold.FOLDERS` (constant inputs) on import.
+
+- DequantizeLinear of a constant (the int8/uint8 weights, the int32 bias) folds to a float32
+  constant ``float32(int32(x) - int32(zero_point)) * scale``, onnxruntime's order of operations
+  (its int32 difference wraps, so does this one's); of a run-time value it is ``cast``, ``sub``,
+  ``mul`` (int32: ``sub`` in int32 before the cast).
+- QuantizeLinear is ``saturate(round_half_to_even(x / scale) + zero_point)``: ``div``,
+  ``round``, ``add``, ``clip`` to the integer type's range in float32 (exact: every value of
+  16 bits or fewer is a float32 integer), then ``cast``. onnxruntime turns nan into the type's
+  minimum; so does a ``where(isnan(x), -inf, x)`` before the division. Integers that only
+  DequantizeLinear reads (the activations of a QDQ model) stay float32: neither cast is
+  emitted, and backends without int8 tensors run the model.
+
+Scales and zero points must be constants: per-tensor (one value) or per-axis (one value per
+entry of ``axis``, broadcast through a reshaped constant). A scale that is not a positive
+finite float32, a zero point of another dtype than the quantized values, blocked quantization
+(opset 21's ``block_size``) and the operator-oriented quantized ops (QLinearConv, MatMulInteger,
+DynamicQuantizeLinear, com.microsoft's QLinear* ...) are refused, naming the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abi import dtypes
+
+from ..errors import ModelFileError, UnsupportedModelError
+from . import fold as _fold
+from .fold import axis_in
+from .ops import REFUSED, maps
+from .reader import ONNX_DTYPES
+
+#: The integer dtypes QuantizeLinear writes and DequantizeLinear reads (int32: DequantizeLinear
+#: only, the bias).
+QUANTIZED = ("int8", "uint8", "int16", "uint16")
+DEQUANTIZED = QUANTIZED + ("int32",)
+
+#: What to do instead of an operator-oriented quantized model.
+QDQ_HINT = ("an operator-oriented quantized op; quantize in QDQ format instead: "
+            "onnxruntime.quantization.quantize_static with quant_format=QuantFormat.QDQ, "
+            "which imports as float32 fake quantization")
+
+#: Operator-oriented quantized ops: integer kernels whose rounding the float32 backends do not
+#: reproduce (default domain, and com.microsoft's, which the reader refuses with this hint).
+OPERATOR_ORIENTED = frozenset({
+    "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear",
+    "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
+    "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearWhere",
+    "QLinearReduceMean", "QGemm", "QAttention", "QEmbedLayerNormalization",
+    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QOrderedMatMul"})
+
+
+def _axis(attrs: dict, op: str) -> int:
+    """The ``axis`` attribute, after refusing the attributes and values not mapped."""
+    allowed = {"axis", "block_size", "saturate", "output_dtype", "precision", "_outputs"}
+    if op == "DequantizeLinear":
+        allowed -= {"saturate", "precision"}
+    for k, v in attrs.items():
+        if k not in allowed:
+            raise UnsupportedModelError(f"attribute {k}={v!r} is not supported")
+    if attrs.get("block_size", 0):
+        raise UnsupportedModelError(f"attribute block_size={attrs['block_size']!r}: blocked "
+                                    f"quantization is not supported (per-tensor and per-axis "
+                                    f"are)")
+    if attrs.get("saturate", 1) not in (0, 1):  # float8 only: integers always saturate
+        raise UnsupportedModelError(f"attribute saturate={attrs['saturate']!r} must be 0 or 1")
+    # the precision of the arithmetic, DequantizeLinear's output type: 0 (the scale's) or float
+    for k in ("precision",) + (("output_dtype",) if op == "DequantizeLinear" else ()):
+        if attrs.get(k, 0) not in (0, 1):
+            raise UnsupportedModelError(f"attribute {k}={attrs[k]!r} is not supported (only "
+                                        f"float32, 1)")
+    return attrs.get("axis", 1)
+
+
+def _check_scale(scale: np.ndarray) -> None:
+    if scale.dtype != np.float32:
+        raise UnsupportedModelError(f"scale of dtype {scale.dtype}: only float32 scales are "
+                                    f"supported")
+    bad = scale[~(np.isfinite(scale) & (scale > 0))]
+    if bad.size:
+        raise ModelFileError(f"scale {bad.ravel()[:4].tolist()} (of {scale.size} value(s)) "
+                             f"must be positive and finite")
+
+
+def parameters(shape, scale: np.ndarray, zero_point: np.ndarray | None, axis: int,
+               dtype: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Scale and zero point checked against values of ``shape`` and ``dtype`` and shaped to
+    broadcast with them: per-tensor as 0-d arrays, per-axis as ``(C, 1, ...)`` from ``axis``.
+    ModelFileError for a malformed pair, UnsupportedModelError for what is not mapped."""
+    _check_scale(scale)
+    if zero_point is not None:
+        zp_dtype = dtypes.from_numpy(zero_point.dtype)
+        if zp_dtype != dtype:
+            raise ModelFileError(f"zero_point of dtype {zp_dtype} differs from the quantized "
+                                 f"values' {dtype}")
+        if zero_point.shape != scale.shape and not zero_point.size == scale.size == 1:
+            raise ModelFileError(f"zero_point of shape {list(zero_point.shape)} differs from "
+                                 f"the scale's {list(scale.shape)}")
+    if scale.ndim == 0 or scale.shape == (1,):
+        return scale.reshape(()), None if zero_point is None else zero_point.reshape(())
+    if scale.ndim != 1:
+        raise ModelFileError(f"scale of shape {list(scale.shape)}: must be one value, or 1-D "
+                             f"with one value per entry of the axis")
+    a = axis_in(axis, len(shape), "axis")
+    if shape[a] != scale.size:
+        raise ModelFileError(f"scale of shape {list(scale.shape)} does not match axis {axis} of "
+                             f"the values' shape {list(shape)} (needs {shape[a]} value(s))")
+    target = (scale.size,) + (1,) * (len(shape) - 1 - a)
+    return scale.reshape(target), None if zero_point is None else zero_point.reshape(target)
+
+
+def _range(dtype: str) -> tuple[float, float]:
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    return float(info.min), float(info.max)
+
+
+def _quantized_dtype(zero_point: np.ndarray | None, attrs: dict) -> str:
+    """The output dtype of a QuantizeLinear: its zero point's, else ``output_dtype``'s
+    (uint8 by default)."""
+    given = attrs.get("output_dtype", 0)
+    if zero_point is not None:
+        dtype = dtypes.from_numpy(zero_point.dtype)
+        if given and ONNX_DTYPES.get(given) != dtype:
+            raise ModelFileError(f"output_dtype {given} differs from the zero point's {dtype}")
+    else:
+        dtype = ONNX_DTYPES.get(given, "?") if given else "uint8"
+    if dtype not in QUANTIZED:
+        raise UnsupportedModelError(f"quantization to {dtype if dtype != '?' else given}: only "
+                                    f"{', '.join(QUANTIZED)} are supported")
+    return dtype
+
+
+def _fold_quantize(ins, attrs: dict, cap: int) -> list:
+    x, scale, zero_point = (list(ins) + [None])[:3]
+    axis = _axis(attrs, "QuantizeLinear")
+    dtype = _quantized_dtype(zero_point, attrs)
+    if x.dtype != np.float32:
+        raise UnsupportedModelError(f"input of dtype {x.dtype}: only float32 is quantized")
+    s, z = parameters(x.shape, scale, zero_point, axis, dtype)
+    lo, hi = _range(dtype)
+    y = np.round(np.where(np.isnan(x), np.float32(-np.inf), x) / s)
+    if z is not None:
+        y = y + z.astype(np.float32)
+    return [np.clip(y, lo, hi).astype(dtypes.to_numpy(dtype))]
+
+
+def _fold_dequantize(ins, attrs: dict, cap: int) -> list:
+    x, scale, zero_point = (list(ins) + [None])[:3]
+    axis = _axis(attrs, "DequantizeLinear")
+    dtype = dtypes.from_numpy(x.dtype)
+    if dtype not in DEQUANTIZED:
+        raise UnsupportedModelError(f"input of dtype {dtype}: only {', '.join(DEQUANTIZED)} are "
+                                    f"dequantized")
+    s, z = parameters(x.shape, scale, zero_point, axis, dtype)
+    y = x.astype(np.int32)
+    if z is not None:
+        y = y - z.astype(np.int32)  # wraps in int32, as onnxruntime's difference does
+    return [y.astype(np.float32) * s]
+
+
+REFUSED.update(dict.fromkeys(OPERATOR_ORIENTED, QDQ_HINT))
+_fold.FOLDERS["QuantizeLinear"] = _fold_quantize
+_fold.FOLDERS["DequantizeLinear"] = _fold_dequantize
+_fold._OPTIONAL.update({"QuantizeLinear": (2,), "DequantizeLinear": (2,)})
+
+
+def _constants(imp, node, x: str, dtype: str, axis: int) -> tuple[np.ndarray, np.ndarray | None]:
+    scale = imp.const(node.input[1], "scale")
+    zp = imp.const(node.input[2], "zero_point") if len(node.input) > 2 and node.input[2] \
+        else None
+    shape = imp.type_of(x).shape
+    if scale.ndim == 1 and scale.size > 1:
+        dim = shape[axis_in(axis, len(shape))]
+        if type(dim) is not int:
+            raise imp.unsupported(f"per-axis scale over the run-time dim {dim!r} of input "
+                                  f"shape {list(shape)}: the axis must be static")
+    return parameters(shape, scale, zp, axis, dtype)
+
+
+def _only_dequantized(imp, name: str) -> bool:
+    """True when every reader of ``name`` dequantizes it (its first input only) and it is no
+    graph output: then the integers can stay in float32, where they are exact."""
+    readers = [imp.model.graph.node[i] for i in imp.consumers.get(name, [])]
+    return name not in imp.graph_outputs and bool(readers) and all(
+        n.op_type == "DequantizeLinear" and list(n.input).count(name) == 1
+        and n.input[0] == name for n in readers)
+
+
+@maps("QuantizeLinear")
+def _quantize(imp, node, attrs):
+    """x / scale, rounded half to even, plus the zero point, clipped to the integer range and
+    cast to it; nan becomes -inf first (onnxruntime gives the type's minimum). When only
+    DequantizeLinear reads the result it stays float32 (no ``cast``): integers of 16 bits or
+    fewer are exact there, and the backends without integer tensors run it."""
+    axis = _axis(attrs, node.op_type)
+    x = node.input[0]
+    zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    dtype = _quantized_dtype(imp.const(zp_name, "zero_point") if zp_name else None, attrs)
+    t = imp.type_of(x)
+    if t.dtype != "float32":
+        raise imp.unsupported(f"input of dtype {t.dtype}: only float32 is quantized")
+    scale, zp = _constants(imp, node, x, dtype, axis)
+    out = node.output[0]
+    xt = imp.tensor(x)
+    [nan] = imp.emit("isnan", [xt], [None], suffix="/isnan")
+    low = imp.add_constant(np.array(-np.inf, np.float32), f"{out}.minus_inf")
+    [xt] = imp.emit("where", [nan, low, xt], [None], suffix="/nan")
+    [y] = imp.emit("div", [xt, imp.add_constant(scale, f"{out}.scale")], [None], suffix="/div")
+    [y] = imp.emit("round", [y], [None], suffix="/round")
+    # + 0.0 too: it turns round's -0.0 into the 0 an integer is
+    shift = np.zeros((), np.float32) if zp is None else zp.astype(np.float32)
+    [y] = imp.emit("add", [y, imp.add_constant(shift, f"{out}.zero_point")], [None],
+                   suffix="/zero_point")
+    lo, hi = _range(dtype)
+    if _only_dequantized(imp, out):
+        imp.emit("clip", [y], [out], {"min": lo, "max": hi})
+        imp.fake_quantized[out] = dtype
+        return
+    [y] = imp.emit("clip", [y], [None], {"min": lo, "max": hi}, suffix="/saturate")
+    imp.emit("cast", [y], [out], {"dtype": dtype})
+
+
+@maps("DequantizeLinear")
+def _dequantize(imp, node, attrs):
+    """(x - zero_point) * scale in float32: ``cast``, ``sub``, ``mul``; an int32 x subtracts
+    in int32 first (onnxruntime's order: its difference wraps); the float32 integers of a
+    QuantizeLinear (see there) are not cast."""
+    axis = _axis(attrs, node.op_type)
+    x = node.input[0]
+    dtype = imp.fake_quantized.get(x) or imp.type_of(x).dtype
+    if dtype not in DEQUANTIZED:
+        raise imp.unsupported(f"input of dtype {dtype}: only {', '.join(DEQUANTIZED)} are "
+                              f"dequantized")
+    scale, zp = _constants(imp, node, x, dtype, axis)
+    out = node.output[0]
+    y = imp.tensor(x)
+    shift = zp is not None and zp.any()
+    if shift and dtype == "int32":
+        [y] = imp.emit("sub", [y, imp.add_constant(zp, f"{out}.zero_point")], [None],
+                       suffix="/zero_point")
+    if x not in imp.fake_quantized:
+        [y] = imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/cast")
+    if shift and dtype != "int32":
+        [y] = imp.emit("sub", [y, imp.add_constant(zp.astype(np.float32), f"{out}.zero_point")],
+                       [None], suffix="/zero_point")
+    imp.emit("mul", [y, imp.add_constant(scale, f"{out}.scale")], [out])
