@@ -6,7 +6,8 @@ Seams, one module each: :mod:`.reader` (size caps, parsing, structure checks, ex
 :mod:`.fusion` (glue chains recognized as a layer after the walk: LSTMCell, GroupNorm),
 :mod:`.recurrent` (LSTM and GRU unrolled over a static sequence length), :mod:`.spatial`
 (Resize, DepthToSpace, SpaceToDepth, GridSample, Col2Im), :mod:`.masks` (Trilu and OneHot as
-``where`` over a mask), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
+``where`` over a mask), :mod:`.quantize` (QDQ models as float32 fake quantization),
+:mod:`.einsum` (Einsum as transpose, reshape and matmul),
 :mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.upgrade` (models of opsets 7 to
 12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float16`
 (float16 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at build),

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from .reader import ONNX_DTYPES
 
-__all__ = ["FOLDERS", "fold", "onnx_slice", "int_vector", "one_value", "axis_in"]
+__all__ = ["FOLDERS", "fold", "register", "onnx_slice", "int_vector", "one_value", "axis_in"]
 
 Arrays = Sequence["np.ndarray | None"]
 Folder = Callable[[Arrays, dict, int], list]
@@ -332,6 +332,15 @@ FOLDERS: dict[str, Folder] = {
 #: Input positions that may be empty ("") in a folded op.
 _OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
              "ReduceProd": (1,), "Trilu": (1,)}
+
+
+def register(op: str, folder: Folder, optional: tuple[int, ...] = ()) -> None:
+    """Fold ``op`` with ``folder`` (a module of its own mappings registers here); ``optional``
+    are the input positions that may be empty."""
+    FOLDERS[op] = folder
+    if optional:
+        _OPTIONAL[op] = optional
+
 
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less",
                            "Greater", "Where"})

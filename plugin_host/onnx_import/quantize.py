@@ -1,7 +1,7 @@
 """Quantized models in QDQ format (onnxruntime's ``quantize_static``, TensorRT, the QAT
 exporters): QuantizeLinear and DequantizeLinear imported as float32 fake quantization, with the
 numbers onnxruntime computes for the quantized model (graph optimizations off). Registered in
-:data:`.ops.MAPPERS` (run-time inputs) and :data:`.fold.FOLDERS` (constant inputs) on import.
+:data:`.ops.MAPPERS` (run-time inputs) and :func:`.fold.register` (constant inputs) on import.
 
 - DequantizeLinear of a constant (the int8/uint8 weights, the int32 bias) folds to a float32
   constant ``float32(int32(x) - int32(zero_point)) * scale``, onnxruntime's order of operations
@@ -28,8 +28,8 @@ import numpy as np
 from abi import dtypes
 
 from ..errors import ModelFileError, UnsupportedModelError
-from . import fold as _fold
 from .fold import axis_in
+from .fold import register as register_fold
 from .ops import REFUSED, maps
 from .reader import ONNX_DTYPES
 
@@ -162,9 +162,8 @@ def _fold_dequantize(ins, attrs: dict, cap: int) -> list:
 
 
 REFUSED.update(dict.fromkeys(OPERATOR_ORIENTED, QDQ_HINT))
-_fold.FOLDERS["QuantizeLinear"] = _fold_quantize
-_fold.FOLDERS["DequantizeLinear"] = _fold_dequantize
-_fold._OPTIONAL.update({"QuantizeLinear": (2,), "DequantizeLinear": (2,)})
+register_fold("QuantizeLinear", _fold_quantize, optional=(2,))
+register_fold("DequantizeLinear", _fold_dequantize, optional=(2,))
 
 
 def _constants(imp, node, x: str, dtype: str, axis: int) -> tuple[np.ndarray, np.ndarray | None]:
