@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are six tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are seven tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -16,7 +16,8 @@ HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp
 LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
 ``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv, Resize-11,
 Split, Squeeze, Softmax over a middle axis, an LSTM) and ``half`` (float16: Conv, LayerNorm,
-Gemm, Casts to float32 and back). Every mutant is built with ``upcast_float16=True``, so float16
+Gemm, Casts to float32 and back), and ``qdq`` (a conv net quantized by onnxruntime's
+quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights). Every mutant is built with ``upcast_float16=True``, so float16
 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
@@ -28,7 +29,7 @@ Two kinds of mutants:
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
   an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 28,500) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 31,500) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -818,7 +819,36 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     half = export(Half().half(), [torch.randn(1, 2, 4, 4).half()], folder / "half.onnx",
                   dynamo=False, input_names=["x"], output_names=["y"])
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
-            "legacy": str(legacy), "half": str(half)}
+            "legacy": str(legacy), "half": str(half), "qdq": _quantized_seed(folder)}
+
+
+def _quantized_seed(folder: Path) -> str:
+    """A small conv net quantized by onnxruntime's quantize_static (QDQ, per-channel int8)."""
+    from onnxruntime import quantization
+
+    from .conftest import export, torch
+
+    class Batches(quantization.CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(5)
+            self.batches = iter([{"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32)}
+                                 for _ in range(3)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(48, 4))
+    plain = export(net, [torch.randn(1, 2, 4, 4)], folder / "plain.onnx", dynamo=False,
+                   input_names=["x"], output_names=["y"])
+    path = folder / "qdq.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantization.quantize_static(str(plain), str(path), Batches(),
+                                     quant_format=quantization.QuantFormat.QDQ,
+                                     per_channel=True)
+    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -925,6 +955,8 @@ def test_the_seed_models_build(seeds, tmp_path):
     ops = {n.op_type for p in seeds.values() for n in onnx.load(p).graph.node}
     assert {"Conv", "BatchNormalization", "Gemm", "Gather", "Reshape", "Concat",
             "ConvTranspose", "LayerNormalization", "Split", "Pad"} <= ops, ops
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in
+                                                      onnx.load(seeds["qdq"]).graph.node}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
