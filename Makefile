@@ -43,9 +43,9 @@ bench: $(STAMP_TEST)
 # The full hostile-input runs: 10,000 mutants of a signed artifact, each refused with a typed
 # error (the default test suite runs 300); then 5,000 byte-level mutants of seven small ONNX
 # models (one of opset 11, one float16, one quantized) and every structure-aware one (about
-# 31,500), each built into a
-# loadable artifact or refused with a typed error by the ONNX importer (the suite runs 300 and
-# 600); then 5,000 mutants of each shipped policy file. FUZZ_SEED=N picks another sequence.
+# 31,500), each built into a loadable artifact or refused with a typed error by the ONNX
+# importer (the suite runs 300 and 600); then 5,000 mutants of each shipped policy file.
+# FUZZ_SEED=N picks another sequence.
 fuzz: $(STAMP_TEST)
 	FUZZ_MUTANTS=10000 $(BIN)/python -m pytest tests/plugin_host/artifacts/test_fuzz.py -q -s
 	FUZZ_ONNX_MUTANTS=5000 FUZZ_ONNX_STRUCTURAL=all \
