@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import re
 import resource
@@ -843,11 +844,13 @@ def _quantized_seed(folder: Path) -> str:
     plain = export(net, [torch.randn(1, 2, 4, 4)], folder / "plain.onnx", dynamo=False,
                    input_names=["x"], output_names=["y"])
     path = folder / "qdq.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)  # its advice to pre-process, on the root logger
+    try:
         quantization.quantize_static(str(plain), str(path), Batches(),
                                      quant_format=quantization.QuantFormat.QDQ,
                                      per_channel=True)
+    finally:
+        logging.disable(logging.NOTSET)
     return str(path)
 
 
