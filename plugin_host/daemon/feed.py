@@ -37,7 +37,7 @@ class ModelFeed:
 
     def __init__(self, graph: Any, index_inputs: Mapping[str, int], layout: Any) -> None:
         state = set(graph.state)
-        image, indices, refused = None, [], []
+        image, indices, refused, free = None, [], [], []
         for spec in graph.inputs:
             if spec.name in state:
                 continue
@@ -49,11 +49,16 @@ class ModelFeed:
                 indices.append(spec.name)
             else:
                 refused.append(f"{spec.name} {spec.dtype}{shape}")
+                free += [d for d in shape if type(d) is not int and d not in free]
         if image is None or refused:
             what = ", ".join(refused) or "no float32 or uint8 (1, 12, h, w) image input"
+            hint = (f"; dims {', '.join(map(repr, free))} are known only at run time: fix "
+                    f"them when building, e.g. build --onnx ... --dim {free[0]}=SIZE"
+                    if free else "")
             raise PluginHostError(f"model {graph.name!r}: the daemon cannot make these inputs "
                                   f"from a camera: {what} (it feeds one float32 or uint8 "
-                                  f"(1, 12, h, w) two-frame YUV stack and Embedding indices)")
+                                  f"(1, 12, h, w) two-frame YUV stack of a fixed size and "
+                                  f"Embedding indices{hint})")
         if layout.format != "NV12":
             raise PluginHostError(f"the daemon needs an NV12 camera for model {graph.name!r}, "
                                   f"got {layout.format} ({layout.describe()})")
