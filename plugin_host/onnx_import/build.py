@@ -24,7 +24,7 @@ from .convert import ImportedModel, onnx_to_graph
 from .float16 import DEFAULT_UPCAST_TOLERANCE, compare_float16, find_float16
 from .float16 import upcast_float16 as upcast_float16_model
 from .free_dims import fix_dims, run_time_dims
-from .reader import DEFAULT_READ_LIMITS, ReadLimits, default_opset, parse_model, read_model
+from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .upgrade import upgrade_model
 
@@ -68,7 +68,7 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
                              state=state, limits=limits)
     if upgraded is not model:
-        imported.original, imported.original_opset = model, default_opset(model) or 0
+        imported.original = model
     imported.float16_model = float16_model
     return imported
 

@@ -54,7 +54,11 @@ class ImportedModel:
     opset: int = 0
     float16_model: Any = None  # the float16 original of a model upcast to float32
     original: Any = None      # the ModelProto as read when ``model`` is its opset upgrade
-    original_opset: int = 0   # its opset then
+
+    @property
+    def original_opset(self) -> int:
+        """The opset of :attr:`original` (0 when the model was not upgraded)."""
+        return default_opset(self.original) or 0 if self.original is not None else 0
 
 
 def _finite(value: Any) -> bool:
