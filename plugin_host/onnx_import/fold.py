@@ -250,34 +250,6 @@ def _reduce_prod(ins: Arrays, a: dict, cap: int) -> list:
             .astype(x.dtype)]
 
 
-def triangle(shape: tuple, k: int, upper: bool) -> np.ndarray:
-    """The bool mask of the entries Trilu keeps in a (rows, cols) matrix: on and above
-    diagonal ``k`` if ``upper``, else on and below it (k clamped, which changes nothing)."""
-    rows, cols = shape
-    k = min(max(k, -rows - 1), cols + 1)
-    ones = np.ones((rows, cols), dtype=bool)
-    return np.triu(ones, k) if upper else np.tril(ones, k)
-
-
-def trilu_k(value, what: str = "k") -> int:
-    """Trilu's diagonal offset: one integer (ModelFileError otherwise)."""
-    k = one_value(value, what)
-    if k.dtype.kind not in "iu":
-        raise ModelFileError(f"{what} must be an integer, got {k.dtype}")
-    return int(k)
-
-
-def _trilu(ins: Arrays, a: dict, cap: int) -> list:
-    """Trilu: np.triu / np.tril over the last two axes (torch's triu, tril; the causal mask)."""
-    x = ins[0]
-    if x.ndim < 2 or a.get("upper", 1) not in (0, 1):
-        raise ModelFileError(f"Trilu of a rank-{x.ndim} value with upper={a.get('upper', 1)!r} "
-                             f"(needs rank >= 2 and upper 0 or 1)")
-    k = 0 if len(ins) < 2 or ins[1] is None else trilu_k(ins[1])
-    return [np.where(triangle(x.shape[-2:], k, bool(a.get("upper", 1))), x,
-                     np.zeros((), x.dtype))]
-
-
 def _binary(f: Callable) -> Folder:
     return lambda ins, a, cap: [np.asarray(f(ins[0], ins[1])).astype(
         np.result_type(ins[0], ins[1]) if f not in (np.equal, np.less, np.greater) else bool)]
@@ -325,13 +297,12 @@ FOLDERS: dict[str, Folder] = {
     "Tile": _tile,
     "Range": _range,
     "ReduceProd": _reduce_prod,
-    "Trilu": _trilu,
 }
 
 
 #: Input positions that may be empty ("") in a folded op.
 _OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
-             "ReduceProd": (1,), "Trilu": (1,)}
+             "ReduceProd": (1,)}
 
 
 def register(op: str, folder: Folder, optional: tuple[int, ...] = ()) -> None:

@@ -1,6 +1,7 @@
 """ONNX ops that select by position, written as ``where`` over a mask: Trilu (torch's triu and
 tril, and the causal mask of scaled_dot_product_attention under the legacy exporter) and
-OneHot (one_hot). Registered in :data:`.ops.MAPPERS` on import; a Trilu of a constant folds.
+OneHot (one_hot). Registered in :data:`.ops.MAPPERS` on import; a Trilu of a constant folds
+(:func:`.fold.register`).
 """
 
 from __future__ import annotations
@@ -9,8 +10,41 @@ import numpy as np
 
 from abi import dtypes
 
-from .fold import axis_in, one_value, triangle, trilu_k
+from ..errors import ModelFileError
+from .fold import axis_in, one_value
+from .fold import register as register_fold
 from .ops import _only, _opt, maps
+
+
+def triangle(shape: tuple, k: int, upper: bool) -> np.ndarray:
+    """The bool mask of the entries Trilu keeps in a (rows, cols) matrix: on and above
+    diagonal ``k`` if ``upper``, else on and below it (k clamped, which changes nothing)."""
+    rows, cols = shape
+    k = min(max(k, -rows - 1), cols + 1)
+    ones = np.ones((rows, cols), dtype=bool)
+    return np.triu(ones, k) if upper else np.tril(ones, k)
+
+
+def trilu_k(value, what: str = "k") -> int:
+    """Trilu's diagonal offset: one integer (ModelFileError otherwise)."""
+    k = one_value(value, what)
+    if k.dtype.kind not in "iu":
+        raise ModelFileError(f"{what} must be an integer, got {k.dtype}")
+    return int(k)
+
+
+def _fold_trilu(ins, a: dict, cap: int) -> list:
+    """Trilu: np.triu / np.tril over the last two axes (torch's triu, tril; the causal mask)."""
+    x = ins[0]
+    if x.ndim < 2 or a.get("upper", 1) not in (0, 1):
+        raise ModelFileError(f"Trilu of a rank-{x.ndim} value with upper={a.get('upper', 1)!r} "
+                             f"(needs rank >= 2 and upper 0 or 1)")
+    k = 0 if len(ins) < 2 or ins[1] is None else trilu_k(ins[1])
+    return [np.where(triangle(x.shape[-2:], k, bool(a.get("upper", 1))), x,
+                     np.zeros((), x.dtype))]
+
+
+register_fold("Trilu", _fold_trilu, optional=(1,))
 
 
 @maps("Trilu")
