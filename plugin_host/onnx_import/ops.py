@@ -454,6 +454,15 @@ def _gather(imp, node, attrs):
     _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx), axis)
 
 
+def _int64_indices(imp, idx: str) -> str:
+    """The graph tensor of run-time indices ``idx``, widened to int64 (``gather_elements``'
+    index dtype) when it is not."""
+    index = imp.tensor(idx)
+    if imp.types[index].dtype != "int64":
+        [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+    return index
+
+
 def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int) -> None:
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
     computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
@@ -466,9 +475,7 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int) -> N
                               f"shapes (data {shape}, indices {where}) unless the data is a "
                               f"constant 2-D float table (an Embedding)")
     k = math.prod(where)
-    index = imp.tensor(idx)
-    if imp.types[index].dtype != "int64":
-        [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+    index = _int64_indices(imp, idx)
     [index] = imp.emit("reshape", [index], [None],
                        {"shape": [1] * axis + [k] + [1] * (len(shape) - axis - 1)},
                        suffix="/along")
@@ -543,9 +550,7 @@ def _gather_elements(imp, node, attrs):
         index = imp.add_constant(np.where(value < 0, value + dim, value).astype(np.int64),
                                  imp.origin.get(idx, idx))
     else:
-        index = imp.tensor(idx)
-        if imp.types[index].dtype != "int64":
-            [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+        index = _int64_indices(imp, idx)
     imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]], {"axis": axis})
 
 
