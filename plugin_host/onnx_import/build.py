@@ -92,9 +92,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     Golden outputs are computed with onnxruntime on the model as given (also when its opset
     was upgraded for the import; after a float16 upcast, on its float32 rewrite) and stored
     with ``"onnxruntime"`` as the reference; ``tolerances`` is one ``(rtol, atol)`` or one per
-    output name. The other options are :func:`~plugin_host.artifacts.build_artifact`'s. Raises ModelFileError for a malformed
-    file, UnsupportedModelError naming the node and op for what cannot be mapped, and
-    ModelImportError when the imported graph does not reproduce onnxruntime's outputs.
+    output name. The other options are :func:`~plugin_host.artifacts.build_artifact`'s.
+    Raises ModelFileError for a malformed file, UnsupportedModelError naming the node and op
+    for what cannot be mapped, and ModelImportError when the imported graph does not
+    reproduce onnxruntime's outputs.
 
     ``upcast_float16`` imports a float16 model as float32 (see :func:`import_onnx`): golden
     outputs are then the float32 model's, and the float16 original also runs on onnxruntime

@@ -14,11 +14,12 @@ MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, Leaky
 HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round),
 ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
 LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
-``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv, Resize-11,
-Split, Squeeze, Softmax over a middle axis, an LSTM) and ``half`` (float16: Conv, LayerNorm,
-Gemm, Casts to float32 and back), and ``qdq`` (a conv net quantized by onnxruntime's
-quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights). Every mutant is built with ``upcast_float16=True``, so float16
-anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
+``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv,
+Resize-11, Split, Squeeze, Softmax over a middle axis, an LSTM), ``half`` (float16: Conv,
+LayerNorm, Gemm, Casts to float32 and back) and ``qdq`` (a conv net quantized by onnxruntime's
+quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights). Every mutant
+is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated element
+type) goes through the rewrite to float32.
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
