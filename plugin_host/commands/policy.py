@@ -130,7 +130,9 @@ def _summary(policy) -> list[str]:
         k = policy.trust.thresholds.get(art.name, policy.trust.default_threshold)
         lines.append(f"  artifact {art.name}: {art.file} on {art.backend}, version >= {version}, "
                      f"{k} signature(s), acceptance "
-                     f"{'required' if art.acceptance_required else 'not required'}")
+                     f"{'required' if art.acceptance_required else 'not required'}"
+                     + "".join(f"; fixed input {name} = {_value(fixed.value)}"
+                               for name, fixed in art.fixed_inputs.items()))
     lines.append(f"  trust: {len(policy.trust.keys)} key(s), {len(policy.trust.revoked)} "
                  f"revoked")
     if policy.audited_ops:
@@ -152,3 +154,10 @@ def _summary(policy) -> list[str]:
                  + (f"{policy.cameras.stall_ms:g} ms" if policy.cameras.stall_ms is not None
                     else "1 s or five frame periods") + " without a frame")
     return lines
+
+
+def _value(array) -> str:
+    """A fixed input's value as written, or its shape when it is long."""
+    if array.size <= 8:
+        return str(array.tolist()).replace("True", "true").replace("False", "false")
+    return f"an array of shape {array.shape}"

@@ -251,8 +251,8 @@ class Daemon:
         executors = self._open_executors(len(self.cameras))
         try:
             for camera, ex in zip(self.cameras, executors):
-                self.streams.append(CameraStream(camera, ex, emit=self.events.emit,
-                                                 lock=self._lock))
+                self.streams.append(CameraStream(camera, ex, self._feed(ex, camera),
+                                                 emit=self.events.emit, lock=self._lock))
         except BaseException:
             for ex in executors[len(self.streams):]:
                 ex.close()
@@ -271,7 +271,8 @@ class Daemon:
                          if ex.protections else None,
                          cameras=[c.name for c in self.cameras],
                          worker_pids=[e.pid for e in executors], cpu=ex.cpu,
-                         max_skew_ms=self.max_skew_ms)
+                         max_skew_ms=self.max_skew_ms,
+                         fixed_inputs=list(self.streams[0].feed.values))
         if self.options.metrics:
             from .metrics import MetricsServer
 
@@ -395,7 +396,7 @@ class Daemon:
             self.events.emit("swap_unchanged", why=why, file=str(self._rule.file), **kept)
             return
         try:
-            ready = [(ex, ModelFeed(ex.graph, ex.index_inputs, stream.camera.layout))
+            ready = [(ex, self._feed(ex, stream.camera))
                      for ex, stream in zip(executors, self.streams)]
         except Exception as exc:
             for ex in executors:
@@ -480,6 +481,11 @@ class Daemon:
                                   f"({', '.join(names)}): list the ones to run in [cameras] "
                                   f"use, or choose one with --camera")
         return cameras
+
+    def _feed(self, ex: Any, camera: Any) -> ModelFeed:
+        """Which of the model's inputs ``camera`` makes and which the policy fixes."""
+        return ModelFeed(ex.graph, ex.index_inputs, camera.layout,
+                         fixed=self._rule.fixed_inputs, source=self.policy.path)
 
     def _pick_artifact(self) -> Any:
         rules = self.policy.artifacts

@@ -41,15 +41,15 @@ class CameraStream:
     ``lock`` guards what a metrics scrape reads.
     """
 
-    def __init__(self, camera: Any, executor: Any, *, emit: Callable[..., None],
-                 lock: threading.Lock) -> None:
+    def __init__(self, camera: Any, executor: Any, feed: ModelFeed, *,
+                 emit: Callable[..., None], lock: threading.Lock) -> None:
         self.camera = camera
         self.name: str = camera.name
         self.executor = executor
         self._emit = emit
         self._lock = lock
         manifest = executor.manifest
-        self.feed = ModelFeed(executor.graph, executor.index_inputs, camera.layout)
+        self.feed = feed
         self.contract = StateContract(manifest.reset, on_event=self._contract_event)
         self.deadline = Deadline(manifest.latency_ms)
         rate = float(getattr(camera, "rate", 20.0) or 20.0)
@@ -132,7 +132,7 @@ class CameraStream:
         to the dead worker's region)."""
         ex = self.executor
         if self._buffers is None or ex.restarts != self._restarts_seen:
-            self._buffers = ex.input_buffers(names=self.feed.indices)
+            self._buffers = ex.input_buffers(names=self.feed.buffered)
             self._restarts_seen = ex.restarts
             self.feed.prepare(self._buffers)
         return self._buffers

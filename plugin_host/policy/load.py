@@ -14,7 +14,8 @@ comments; README "Policy files" describes it)::
     [trust]        default_threshold = K, revoked = [KEY_ID, ...], thresholds = {NAME = K}
     [[trust.key]]  file = PATH, roles = ["artifact"], label = STR
     [[artifact]]   name, file = PATH, backend, min_version = "X.Y.Z", acceptance_required,
-                   acceptance = PATH (the acceptance record; default FILE.accept-BACKEND)
+                   acceptance = PATH (the acceptance record; default FILE.accept-BACKEND),
+                   fixed_inputs = {INPUT = NUMBER | BOOL | [...], ...}
     [[plugin]]     name, kind, capabilities = [...], deny = [...], kernels = [OP, ...],
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
@@ -39,7 +40,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from abi.artifact import parse_version
+from abi.spec import MAX_RANK
 from abi.errors import ArtifactFormatError
 
 from ..errors import PolicyError, PolicyProblem
@@ -329,7 +333,7 @@ class _Reader:
     def artifact(self, i: int, t: dict) -> m.ArtifactRule | None:
         key = ("artifact", i)
         self.table(key, t, ("name", "file", "backend", "min_version", "acceptance_required",
-                            "acceptance"), required=("name", "file", "backend"))
+                            "acceptance", "fixed_inputs"), required=("name", "file", "backend"))
         name = self.get(t, key + ("name",), str, check=_name_check("artifact name"))
         file = self.path_value(t, key + ("file",))
         backend = self.get(t, key + ("backend",), str, check=_non_empty)
@@ -343,11 +347,32 @@ class _Reader:
                                                      f"version MAJOR.MINOR.PATCH")
         acceptance = self.get(t, key + ("acceptance_required",), bool, default=True)
         record = self.path_value(t, key + ("acceptance",)) if "acceptance" in t else None
+        fixed = self.fixed_inputs(t, key + ("fixed_inputs",))
         if name is None or file is None or backend is None:
             return None
         return m.ArtifactRule(name=name, file=file, backend=backend, min_version=min_version,
                               acceptance_required=bool(acceptance) if acceptance is not None
-                              else True, line=self.line(key), index=i, acceptance=record)
+                              else True, line=self.line(key), index=i, acceptance=record,
+                              fixed_inputs=fixed)
+
+    def fixed_inputs(self, t: dict, key: tuple) -> Any:
+        """``fixed_inputs``: a table of input name = value. The values are only checked for
+        form here; their shapes and dtypes are the artifact's, checked when it loads."""
+        raw = t.get(key[-1], {})
+        if not isinstance(raw, dict):
+            self.problem(key, f"must be a table of input name = value, got {_type(raw)}")
+            return MappingProxyType({})
+        out = {}
+        for name, value in raw.items():
+            if not name.strip():
+                self.problem(key, "an input name must not be empty")
+                continue
+            array = _input_value(value)
+            if isinstance(array, str):
+                self.problem(key + (name,), array)
+            else:
+                out[name] = m.FixedInput(array, self.line(key + (name,)))
+        return MappingProxyType(out)
 
     def plugin(self, i: int, t: dict) -> m.PluginRule | None:
         key = ("plugin", i)
@@ -469,6 +494,40 @@ class _Reader:
 
 
 # --- small value checks ----------------------------------------------------------------------
+
+
+def _input_value(value: Any) -> np.ndarray | str:
+    """A ``fixed_inputs`` value (a number, a boolean, or a rectangular array of arrays of
+    them) as a read-only array: bool, int64, or float64 when any element is a float. Returns
+    the problem as text instead when it is none of these."""
+    shape: list[int] = []
+    level = [value]
+    while type(level[0]) is list:
+        size = len(level[0])
+        if size == 0:
+            return "must hold at least one value (an empty array has no shape to feed)"
+        if any(type(v) is not list or len(v) != size for v in level):
+            return "must be rectangular: the arrays at one depth must all have one length"
+        shape.append(size)
+        if len(shape) > MAX_RANK:
+            return f"nests deeper than the ABI's largest rank, {MAX_RANK}"
+        level = [x for v in level for x in v]
+    kinds = {type(v) for v in level}
+    if list in kinds:
+        return "must be rectangular: the arrays at one depth must all have one length"
+    if not kinds <= {bool, int, float}:
+        odd = next(v for v in level if type(v) not in (bool, int, float))
+        return f"must hold numbers or booleans, got {_type(odd)}"
+    if bool in kinds and kinds != {bool}:
+        return "mixes booleans and numbers"
+    if int in kinds and any(type(v) is int and not -2**63 <= v < 2**63 for v in level):
+        return "holds an integer beyond the 64-bit range"
+    dtype = bool if kinds == {bool} else np.float64 if float in kinds else np.int64
+    array = np.array(level, dtype=dtype).reshape(shape)
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        return "must be finite (nan and inf are not inputs a model should be fed)"
+    array.flags.writeable = False
+    return array
 
 
 def _type(value: Any) -> str:

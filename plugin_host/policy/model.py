@@ -25,13 +25,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+import numpy as np
+
 __all__ = [
     "FORMAT", "KINDS", "SANDBOXED_KINDS", "HOST_KINDS", "CAPABILITIES", "SANDBOX_FORBIDDEN",
     "PROTECTIONS", "ROLES", "CAN_INTERFACES", "PANDA_PROVIDERS", "SAFETY_MODES",
-    "DEFAULT_SAFETY_MODES", "AuditSettings", "TrustKey", "TrustPolicy", "ArtifactRule",
-    "PluginRule", "AuditedOp", "SandboxRequirements", "Limits", "DenyRules", "CanSettings",
-    "PandaSettings", "CameraSettings", "DEFAULT_MAX_SKEW_MS", "Decision", "Policy",
-    "expand_path", "freeze_table",
+    "DEFAULT_SAFETY_MODES", "AuditSettings", "TrustKey", "TrustPolicy", "FixedInput",
+    "ArtifactRule", "PluginRule", "AuditedOp", "SandboxRequirements", "Limits", "DenyRules",
+    "CanSettings", "PandaSettings", "CameraSettings", "DEFAULT_MAX_SKEW_MS", "Decision",
+    "Policy", "expand_path", "freeze_table",
 ]
 
 #: The policy file format this host reads (the top-level ``format`` key).
@@ -132,6 +134,16 @@ class TrustPolicy:
 
 
 @dataclass(frozen=True)
+class FixedInput:
+    """One value of an ``[[artifact]]``'s ``fixed_inputs``: what the daemon feeds a model input
+    no camera makes, checked against the input's shape and dtype when the artifact loads."""
+
+    #: read-only; bool (TOML booleans), int64 (integers) or float64 (any float among them)
+    value: np.ndarray
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class ArtifactRule:
     """One ``[[artifact]]``: an artifact the host may load, and on what terms."""
 
@@ -144,6 +156,8 @@ class ArtifactRule:
     index: int = 0
     #: the acceptance record's file (``acceptance``); None: ``<file>.accept-<backend>``
     acceptance: Path | None = None
+    #: ``fixed_inputs``: input name -> the value the daemon feeds it on every frame
+    fixed_inputs: Mapping[str, FixedInput] = field(default_factory=lambda: MappingProxyType({}))
 
     def acceptance_record(self, backend: str | None = None, file: Any = None) -> Path:
         """Where the acceptance record for ``backend`` (default: the rule's) of the artifact

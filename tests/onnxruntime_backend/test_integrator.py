@@ -1,7 +1,8 @@
 """An integrator's path end to end, through the command line only: an ONNX model of their own
-(a uint8 camera image converted inside the model, as openpilot's newer vision models take it)
-built into an artifact, signed, accepted on a backend, and run by the daemon on camera frames
-under a policy that trusts their key and requires the acceptance record."""
+(a uint8 camera image converted inside the model, and a ``traffic_convention`` input no camera
+makes, as openpilot's vision models take them) built into an artifact, signed, accepted on a
+backend, and run by the daemon on camera frames under a policy that trusts their key, requires
+the acceptance record and fixes ``traffic_convention``."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Vision(torch.nn.Module):
-    """img uint8 (1, 12, 16, 32): two YUV frames of a 64 x 32 model frame, as bytes."""
+    """img uint8 (1, 12, 16, 32): two YUV frames of a 64 x 32 model frame, as bytes;
+    traffic_convention float32 (1, 2)."""
 
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(12, 4, 3, stride=2, padding=1)
-        self.head = torch.nn.Linear(4 * 8 * 16, 6)
+        self.head = torch.nn.Linear(4 * 8 * 16 + 2, 6)
 
-    def forward(self, img):
-        x = img.float() / 255.0 - 0.5
-        return self.head(torch.relu(self.conv(x)).flatten(1))
+    def forward(self, img, traffic_convention):
+        x = torch.relu(self.conv(img.float() / 255.0 - 0.5)).flatten(1)
+        return self.head(torch.cat([x, traffic_convention], dim=1))
 
 
 def _cli(*argv: str, timeout: float = 300) -> tuple[str, str]:
@@ -49,6 +51,8 @@ def _policy(folder: Path, artifact: Path, key: Path, backend: str) -> Path:
                       rf'name = "vision"\1"{artifact}"\2"{backend}"', text)
     assert n == 1, "the demo policy's [[artifact]] changed: update this test"
     text = text.replace("width = 1928", "width = 128").replace("height = 1208", "height = 64")
+    text = text.replace("# fixed_inputs = { speed = 0.0 }",
+                        "fixed_inputs = { traffic_convention = [1.0, 0.0] }")
     text += (f'\n[[plugin]]\nname = "{backend}_backend"\nkind = "inference-hardware"\n'
              f'capabilities = []\n') if backend != "numpy" else ""
     policy = folder / "vision.toml"
@@ -62,8 +66,10 @@ def test_an_onnx_model_with_a_uint8_image_runs_in_the_daemon(backend, tmp_path):
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(_Vision().eval(), (torch.zeros(1, 12, 16, 32, dtype=torch.uint8),),
-                          str(model), dynamo=False, input_names=["img"], output_names=["plan"])
+        torch.onnx.export(_Vision().eval(), (torch.zeros(1, 12, 16, 32, dtype=torch.uint8),
+                                             torch.zeros(1, 2)),
+                          str(model), dynamo=False, input_names=["img", "traffic_convention"],
+                          output_names=["plan"])
     keys, artifact = tmp_path / "keys", tmp_path / "vision.pha"
     _cli("keygen", "--out", str(keys))
     built, _ = _cli("build", "--onnx", str(model), "--out", str(artifact), "--version", "1.0.0",
@@ -80,3 +86,4 @@ def test_an_onnx_model_with_a_uint8_image_runs_in_the_daemon(backend, tmp_path):
     loaded = [e for e in map(json.loads, log.splitlines()) if e["event"] == "loaded"]
     assert len(loaded) == 1 and loaded[0]["artifact"] == "vision", log[-2000:]
     assert loaded[0]["backend"] == backend and loaded[0]["acceptance"] is True
+    assert loaded[0]["fixed_inputs"] == ["traffic_convention"]

@@ -18,8 +18,8 @@ def _graph(img_shape, img_dtype="float32", extra=None):
     img = b.input("img", img_shape, img_dtype, "NCHW")
     y = b.op("cast", img, name="f", dtype="float32")
     if extra is not None:
-        other = b.input(extra[0], extra[1], extra[2], "NC")
-        b.output(b.op("cast", other, name="g", dtype="float32"), "o", "NC")
+        other = b.input(extra[0], extra[1], extra[2], "ANY")
+        b.output(b.op("cast", other, name="g", dtype="float32"), "o", "ANY")
     b.output(b.op("identity", y, name="i"), "y", "NCHW")
     return b.build()
 
@@ -54,3 +54,105 @@ def test_another_input_or_camera_format_is_refused_naming_it():
         ModelFeed(_graph((1, 12, 16, 32), "float32", ("speed", (1, 1), "float32")), {}, NV12)
     with pytest.raises(PluginHostError, match="needs an NV12 camera"):
         ModelFeed(_graph((1, 12, 16, 32)), {}, FrameLayout.create("RGB", 64, 32))
+
+
+# --- fixed_inputs: values from the policy ----------------------------------------------------
+
+
+def _fixed(value, line=7):
+    import numpy as np
+
+    from plugin_host.policy.model import FixedInput
+
+    array = np.array(value)
+    array = array.astype(np.int64) if array.dtype.kind == "i" else array
+    return FixedInput(array, line)
+
+
+def _feed(extra, fixed, index_inputs=None):
+    return ModelFeed(_graph((1, 12, 16, 32), "float32", extra), index_inputs or {}, NV12,
+                     fixed=fixed, source="/etc/ph/policy.toml")
+
+
+def _refusal(extra, fixed, index_inputs=None) -> str:
+    with pytest.raises(PluginHostError) as info:
+        _feed(extra, fixed, index_inputs)
+    return str(info.value)
+
+
+def test_a_fixed_value_fills_its_input_by_broadcasting_and_is_written_at_prepare():
+    import numpy as np
+
+    feed = _feed(("traffic_convention", (1, 2), "float32"),
+                 {"traffic_convention": _fixed([1.0, 0.0])})
+    assert feed.image == "img" and feed.indices == ()
+    assert feed.buffered == ("traffic_convention",)
+    value = feed.values["traffic_convention"]
+    assert value.dtype == np.float32 and value.tolist() == [[1.0, 0.0]]
+    buffers = {"traffic_convention": np.full((1, 2), np.nan, np.float32)}
+    feed.prepare(buffers)
+    assert buffers["traffic_convention"].tolist() == [[1.0, 0.0]]
+    one = _feed(("speed", (2, 3), "float16"), {"speed": _fixed(12.5)})
+    assert one.values["speed"].dtype == np.float16 and (one.values["speed"] == 12.5).all()
+    assert one.values["speed"].shape == (2, 3)
+    ints = _feed(("count", (1, 2), "uint8"), {"count": _fixed(255)})
+    assert ints.values["count"].tolist() == [[255, 255]]
+    flags = _feed(("flag", (1,), "bool"), {"flag": _fixed([True])})
+    assert flags.values["flag"].tolist() == [True]
+
+
+def test_an_embedding_index_may_be_fixed_to_a_valid_row():
+    feed = _feed(("desire", (1,), "int64"), {"desire": _fixed(3)}, {"desire": 8})
+    assert feed.indices == () and feed.values["desire"].tolist() == [3]
+    text = _refusal(("desire", (1,), "int64"), {"desire": _fixed(8)}, {"desire": 8})
+    assert text == ("/etc/ph/policy.toml:7: fixed_inputs.desire holds 8, which is not an index "
+                    "of an Embedding of 8 rows (0 to 7) (input 'desire' is int64(1,))")
+    assert "holds -1" in _refusal(("desire", (1,), "int64"), {"desire": _fixed(-1)},
+                                  {"desire": 8})
+
+
+@pytest.mark.parametrize("extra, value, fragment", [
+    (("speed", (1, 2), "float32"), [1.0, 2.0, 3.0],
+     "has shape (3,), which does not fill (1, 2): give one value, or an array that broadcasts"),
+    (("speed", (1, 2), "float32"), [[1.0], [2.0]], "has shape (2, 1), which does not fill"),
+    (("speed", (1, 2), "float32"), True, "must be numbers, got booleans"),
+    (("speed", (1, 2), "float32"), 1e39, "holds a value beyond float32's range"),
+    (("speed", (1, 2), "float16"), 70000.0, "holds a value beyond float16's range"),
+    (("count", (1,), "int32"), 1.0, "must be integers, got floats"),
+    (("count", (1,), "int32"), False, "must be integers, got booleans"),
+    (("count", (1,), "uint8"), 256, "holds 256, which is not a value of uint8 (0 to 255)"),
+    (("count", (1,), "int8"), [-129], "holds -129, which is not a value of int8 (-128 to 127)"),
+    (("flag", (1,), "bool"), 1, "must be true or false"),
+    (("speed", (1, "n"), "float32"), 1.0,
+     "cannot be fed: dims 'n' are known only at run time; fix them when building, e.g. build "
+     "--onnx ... --dim n=SIZE"),
+])
+def test_a_value_that_does_not_fit_its_input_is_refused_naming_line_input_and_why(
+        extra, value, fragment):
+    text = _refusal(extra, {extra[0]: _fixed(value)})
+    assert text.startswith(f"/etc/ph/policy.toml:7: fixed_inputs.{extra[0]} ") and fragment in text
+    assert text.endswith(f"(input {extra[0]!r} is {extra[2]}{extra[1]})")
+
+
+def test_a_value_for_no_input_or_for_the_state_is_refused():
+    from plugin_host.builder import GraphBuilder
+
+    text = _refusal(("speed", (1, 1), "float32"), {"sped": _fixed(1.0, line=0),
+                                                     "speed": _fixed(1.0)})
+    assert text == ("/etc/ph/policy.toml: fixed_inputs.sped is not an input of model 'm' (its "
+                    "inputs: img, speed)")
+    b = GraphBuilder("r")
+    img = b.input("img", (1, 12, 16, 32), "float32", "NCHW")
+    h = b.state("h", (1, 4), "float32", "NC")
+    b.output(b.op("identity", img, name="i"), "y", "NCHW")
+    b.output(b.op("identity", h, name="j"), "h_next", "NC", state_of="h")
+    with pytest.raises(PluginHostError, match=r"policy.toml:7: fixed_inputs.h is the recurrent "
+                                              r"state, which the executor carries"):
+        ModelFeed(b.build(), {}, NV12, fixed={"h": _fixed(0.0)}, source="/etc/ph/policy.toml")
+
+
+def test_an_input_left_without_a_value_names_fixed_inputs():
+    text = _refusal(("speed", (1, 1), "float32"), {})
+    assert "speed float32(1, 1)" in text
+    assert text.endswith("any other input needs a value in the policy's fixed_inputs of this "
+                         "[[artifact]])")

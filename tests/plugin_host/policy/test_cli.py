@@ -22,6 +22,21 @@ def test_shipped_policies_pass(name, capsys, tmp_path):
     assert out.out.startswith(f"{REPO / 'policies' / name}: ok") and out.err == ""
 
 
+def test_the_summary_shows_fixed_inputs(capsys, tmp_path):
+    assert main(["policy", "check", str(REPO / "policies" / "device.example.toml")]) == 0
+    assert ("acceptance required; fixed input traffic_convention = [1.0, 0.0]\n"
+            in capsys.readouterr().out)
+    text = (REPO / "policies" / "demo.toml").read_text().replace(
+        "# fixed_inputs = { speed = 0.0 }",
+        "fixed_inputs = { flags = [true, false], big = [[0.5, 1.5, 2.5, 3.5, 4.5], "
+        "[0, 1, 2, 3, 4]] }")
+    policy = tmp_path / "demo.toml"
+    policy.write_text(text)
+    assert main(["policy", "check", str(policy), "--state-dir", str(tmp_path)]) == 0
+    assert ("acceptance required; fixed input flags = [true, false]; fixed input big = an "
+            "array of shape (2, 5)\n" in capsys.readouterr().out)
+
+
 def test_installed_command_passes_on_the_demo_policy():
     # the README's command, exactly, through the installed entry point
     result = subprocess.run([str(Path(sys.executable).parent / "plugin-host"), "policy", "check",

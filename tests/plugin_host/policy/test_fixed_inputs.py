@@ -1,0 +1,94 @@
+"""``fixed_inputs`` of an ``[[artifact]]``: values for model inputs no camera makes. Here the
+form is checked (the shapes and dtypes are the artifact's: ``tests/plugin_host/daemon/
+test_feed.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import PolicyError
+from plugin_host.policy import parse_policy
+
+BASE = '''\
+format = 1
+
+[[trust.key]]
+file = "keys/a.pub"
+roles = ["artifact"]
+
+[[artifact]]
+name = "driving"
+file = "driving.pha"
+backend = "numpy"
+'''
+
+
+def _load(text: str):
+    return parse_policy(text, path="/etc/ph/policy.toml", state_dir="/state")
+
+
+def _refused(extra: str) -> tuple[int, str, str]:
+    """(line, key, message) of the one problem of BASE + ``extra``."""
+    with pytest.raises(PolicyError) as info:
+        _load(BASE + extra)
+    problems = info.value.problems
+    assert len(problems) == 1, problems
+    return problems[0].line, problems[0].key, problems[0].message
+
+
+def test_values_load_as_read_only_arrays_with_their_lines():
+    text = BASE + ('fixed_inputs = { traffic_convention = [1.0, 0.0], desire = 3, '
+                   'flags = [[true, false]], mixed = [1, 2.5] }\n')
+    fixed = _load(text).artifact("driving").fixed_inputs
+    assert list(fixed) == ["traffic_convention", "desire", "flags", "mixed"]
+    tc = fixed["traffic_convention"].value
+    assert tc.dtype == np.float64 and tc.tolist() == [1.0, 0.0] and not tc.flags.writeable
+    assert fixed["desire"].value.dtype == np.int64 and fixed["desire"].value.shape == ()
+    assert fixed["flags"].value.dtype == np.bool_ and fixed["flags"].value.shape == (1, 2)
+    assert fixed["mixed"].value.dtype == np.float64
+    assert fixed["desire"].line == 11  # an inline table: the line of the key holding it
+
+
+def test_a_sub_table_gives_each_value_its_own_line():
+    text = BASE + "[artifact.fixed_inputs]\ntraffic_convention = [0.0, 1.0]\nspeed = 12.5\n"
+    fixed = _load(text).artifact("driving").fixed_inputs
+    assert fixed["traffic_convention"].line == 12 and fixed["speed"].line == 13
+    assert _load(BASE).artifact("driving").fixed_inputs == {}
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("[]", "at least one value"),
+    ("[[]]", "at least one value"),
+    ("[[1.0], [2.0, 3.0]]", "rectangular"),
+    ("[[1.0], 2.0]", "rectangular"),
+    ("[1.0, [2.0]]", "rectangular"),
+    ('"1.0"', "numbers or booleans, got a string"),
+    ('[{ a = 1 }]', "numbers or booleans, got a table"),
+    ("1979-05-27", "numbers or booleans, got date"),
+    ("[true, 1]", "mixes booleans and numbers"),
+    ("nan", "must be finite"),
+    ("[1.0, -inf]", "must be finite"),
+    ("99999999999999999999", "beyond the 64-bit range"),
+    ("[" * 65 + "1" + "]" * 65, "deeper than the ABI's largest rank, 64"),
+])
+def test_values_that_are_no_array_are_refused_naming_the_line_and_key(value, fragment):
+    line, key, message = _refused(f"fixed_inputs = {{ speed = {value} }}\n")
+    assert (line, key) == (11, "artifact[0].fixed_inputs.speed") and fragment in message
+
+
+def test_a_value_of_the_deepest_rank_loads():
+    text = BASE + "fixed_inputs = { deep = " + "[" * 64 + "1" + "]" * 64 + " }\n"
+    assert _load(text).artifact("driving").fixed_inputs["deep"].value.shape == (1,) * 64
+
+
+def test_not_a_table_or_an_empty_name_is_refused():
+    line, key, message = _refused("fixed_inputs = [1.0]\n")
+    assert key == "artifact[0].fixed_inputs" and "must be a table of input name = value" in message
+    line, key, message = _refused('fixed_inputs = { "" = 1.0 }\n')
+    assert line == 11 and "must not be empty" in message
+
+
+def test_a_typo_in_the_key_is_an_unknown_key():
+    line, key, message = _refused("fixed_input = { speed = 1.0 }\n")
+    assert key == "artifact[0].fixed_input" and "fixed_inputs" in message
