@@ -19,13 +19,25 @@ from plugin_host.policy import load_policy
 EMBEDDING = np.arange(32, dtype=np.float32).reshape(8, 4) / 8
 
 
-def _graph():
+def _build(path: Path, state: Path, version: str = "1.0.0", tc_width: int = 2) -> None:
+    """The 'driving' model, its traffic_convention ``(1, tc_width)``, signed with the demo
+    key of ``state``."""
+    from plugin_host.artifacts import build_artifact, load_private_key, sign_artifact
+    from plugin_host.plugins import get_backend, get_plugin_manager
+
+    build_artifact(_graph(tc_width), path, version=version, backends=["numpy"],
+                   reference_backend=get_backend(get_plugin_manager(), "numpy"),
+                   latency_ms=50.0)
+    sign_artifact(path, load_private_key(state / "demo" / "signing.key"))
+
+
+def _graph(tc_width: int):
     from plugins import nn
     from plugin_host.builder import GraphBuilder
 
     b = GraphBuilder("driving")
     img = b.input("img", (1, 12, 16, 32), "uint8", "NCHW")
-    tc = b.input("traffic_convention", (1, 2), "float32", "NC")
+    tc = b.input("traffic_convention", (1, tc_width), "float32", "NC")
     desire = b.input("desire", (1,), "int64", "N")
     emb = nn.Embedding(8, 4)
     emb.weight = EMBEDDING.copy()
@@ -38,18 +50,12 @@ def _graph():
 @pytest.fixture(scope="module")
 def driving(demo_state, tmp_path_factory) -> tuple[Path, Path, Path]:
     """(demo policy copy, state with the demo key, the signed 'driving' artifact)."""
-    from plugin_host.artifacts import build_artifact, load_private_key, sign_artifact
-    from plugin_host.plugins import get_backend, get_plugin_manager
-
     policy, state = demo_state
     folder = tmp_path_factory.mktemp("fixed")
     mine = folder / "state"
     shutil.copytree(state, mine)
     artifact = folder / "driving.pha"
-    build_artifact(_graph(), artifact, version="1.0.0", backends=["numpy"],
-                   reference_backend=get_backend(get_plugin_manager(), "numpy"),
-                   latency_ms=50.0)
-    sign_artifact(artifact, load_private_key(mine / "demo" / "signing.key"))
+    _build(artifact, mine)
     return policy, mine, artifact
 
 
@@ -71,11 +77,11 @@ def _policy(driving, fixed: str) -> Path:
     return out
 
 
-def _daemon(policy: Path, state: Path, frames: int = 4):
+def _daemon(policy: Path, state: Path, **options):
     sink = LineSink()
     daemon = Daemon(load_policy(policy, state_dir=state), state_dir=state,
                     events=EventLog(sink), say=lambda _: None,
-                    options=DaemonOptions(frames=frames, stats_interval=0.5))
+                    options=DaemonOptions(**{"frames": 4, "stats_interval": 0.5, **options}))
     return daemon, sink.lines
 
 
@@ -116,3 +122,45 @@ def test_a_value_that_does_not_fit_is_refused_naming_the_policy_line(driving):
     daemon.close()
     assert str(info.value).startswith(f"{policy}:{line}: fixed_inputs.desire holds 9, which is "
                                       f"not an index of an Embedding of 8 rows (0 to 7)")
+
+
+def test_a_new_version_the_value_does_not_fit_is_refused_and_the_old_kept(driving, tmp_path):
+    import os
+    import threading
+    import time
+
+    policy_src, state_src, artifact_src = driving
+    state, artifact = tmp_path / "state", tmp_path / "driving.pha"
+    shutil.copytree(state_src, state)
+    shutil.copy(artifact_src, artifact)
+    policy = _policy((policy_src, state, artifact),
+                     "fixed_inputs = { traffic_convention = [1.0, 0.5], desire = 3 }")
+    new = tmp_path / "new.pha"
+    _build(new, state, version="1.1.0", tc_width=3)
+    daemon, lines = _daemon(policy, state, frames=None, duration=60.0, swap_poll=0.2)
+    daemon.load()
+    thread = threading.Thread(target=daemon.run)
+    thread.start()
+
+    def wait(cond):
+        end = time.monotonic() + 30
+        while not cond():
+            assert time.monotonic() < end, "timed out"
+            time.sleep(0.02)
+
+    try:
+        old = daemon.executor
+        wait(lambda: daemon.stats.frames_run >= 3)
+        os.replace(new, artifact)
+        wait(lambda: daemon.artifact_swaps_refused == 1)
+        at_refusal = daemon.stats.frames_run
+        wait(lambda: daemon.stats.frames_run >= at_refusal + 3)  # frames keep flowing
+        assert daemon.executor is old
+    finally:
+        daemon.request_stop("test")
+        thread.join(timeout=60)
+    refused = [line for line in lines if '"event":"swap_refused"' in line]
+    assert len(refused) == 1 and '"kept_version":"1.0.0"' in refused[0]
+    assert ("fixed_inputs.traffic_convention has shape (2,), which does not fill (1, 3)"
+            in refused[0])
+    assert daemon.artifact_swaps == 0
