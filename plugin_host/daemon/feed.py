@@ -57,7 +57,7 @@ class ModelFeed:
                              f"{', '.join(names)})")
                 raise PluginHostError(f"{_where(source, fixed[name])}: fixed_inputs.{name} "
                                       f"{what}")
-        image, indices, refused, free = None, [], [], []
+        image, indices, refused, free, images = None, [], [], [], []
         self.values: dict[str, np.ndarray] = {}
         for spec in graph.inputs:
             if spec.name in state:
@@ -74,17 +74,21 @@ class ModelFeed:
             else:
                 refused.append(f"{spec.name} {spec.dtype}{shape}")
                 free += [d for d in shape if type(d) is not int and d not in free]
+                if image is not None and image_input_problem(spec) is None:
+                    images.append(spec.name)
         if image is None or refused:
             what = ", ".join(refused) or "no float32 or uint8 (1, 12, h, w) image input"
             hint = (f"; dims {', '.join(map(repr, free))} are known only at run time: fix "
                     f"them when building, e.g. build --onnx ... --dim {free[0]}=SIZE"
                     if free else "")
+            second = (f"; {', '.join(images)} would need a second camera's frames, but one "
+                      f"model run takes the frames of one camera" if images else "")
             give = ("; any other input needs a value in the policy's fixed_inputs of this "
-                    "[[artifact]]" if refused and not free else "")
+                    "[[artifact]]" if len(refused) > len(images) and not free else "")
             raise PluginHostError(f"model {graph.name!r}: the daemon cannot make these inputs "
                                   f"from a camera: {what} (it feeds one float32 or uint8 "
                                   f"(1, 12, h, w) two-frame YUV stack of a fixed size and "
-                                  f"Embedding indices{hint}{give})")
+                                  f"Embedding indices{hint}{second}{give})")
         if layout.format != "NV12":
             raise PluginHostError(f"the daemon needs an NV12 camera for model {graph.name!r}, "
                                   f"got {layout.format} ({layout.describe()})")

@@ -156,3 +156,20 @@ def test_an_input_left_without_a_value_names_fixed_inputs():
     assert "speed float32(1, 1)" in text
     assert text.endswith("any other input needs a value in the policy's fixed_inputs of this "
                          "[[artifact]])")
+
+
+def test_a_second_image_input_is_refused_as_needing_a_second_camera():
+    text = _refusal(("big_img", (1, 12, 16, 32), "uint8"), {})
+    assert text.endswith("and Embedding indices; big_img would need a second camera's frames, "
+                         "but one model run takes the frames of one camera)")
+    b = GraphBuilder("m")
+    for name, shape in (("img", (1, 12, 16, 32)), ("big_img", (1, 12, 16, 32)),
+                        ("speed", (1, 1))):
+        b.output(b.op("identity", b.input(name, shape, "float32", "ANY"), name=f"i_{name}"),
+                 f"o_{name}", "ANY")
+    with pytest.raises(PluginHostError) as info:
+        ModelFeed(b.build(), {}, NV12)
+    assert str(info.value).endswith(
+        "big_img would need a second camera's frames, but one model run takes the frames of "
+        "one camera; any other input needs a value in the policy's fixed_inputs of this "
+        "[[artifact]])")
