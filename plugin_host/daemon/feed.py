@@ -11,9 +11,7 @@ The daemon feeds models whose inputs it can make from one NV12 camera:
   (no desire source exists yet);
 - any input the policy gives a value for, in its ``[[artifact]]``'s ``fixed_inputs`` (such as
   openpilot's ``traffic_convention``): fed that value on every frame. A number fills the
-  input; an array fills it by numpy's broadcasting rules. The value must fit the input's dtype
-  (integers for an integer input, booleans for a bool one, in range, and a valid index for an
-  Embedding's) and shape; it may not name the recurrent state or an input the model lacks;
+  input; an array fills it by numpy's broadcasting rules (checked in ``fixed_inputs.py``);
 - the recurrent state, which the executor carries.
 
 Anything else is refused at load with the input's name, shape and dtype, and so is a camera
@@ -34,6 +32,7 @@ from abi import dtypes
 
 from ..errors import PluginHostError
 from ..sandbox.frame_feed import image_input_problem
+from .fixed_inputs import fixed_input_values
 
 __all__ = ["ModelFeed"]
 
@@ -48,25 +47,16 @@ class ModelFeed:
     def __init__(self, graph: Any, index_inputs: Mapping[str, int], layout: Any,
                  fixed: Mapping[str, Any] | None = None, source: str = "the policy") -> None:
         state = set(graph.state)
-        fixed = dict(fixed or {})
-        names = [s.name for s in graph.inputs if s.name not in state]
-        for name in fixed:
-            if name not in names:
-                what = ("is the recurrent state, which the executor carries" if name in state
-                        else f"is not an input of model {graph.name!r} (its inputs: "
-                             f"{', '.join(names)})")
-                raise PluginHostError(f"{_where(source, fixed[name])}: fixed_inputs.{name} "
-                                      f"{what}")
+        values, problems = fixed_input_values(graph, index_inputs, fixed or {})
+        if problems:
+            raise PluginHostError(problems[0].describe(source))
+        self.values: dict[str, np.ndarray] = values
         image, indices, refused, free, images = None, [], [], [], []
-        self.values: dict[str, np.ndarray] = {}
         for spec in graph.inputs:
-            if spec.name in state:
+            if spec.name in state or spec.name in values:
                 continue
             shape = tuple(spec.shape)
-            if spec.name in fixed:
-                self.values[spec.name] = _fixed_value(spec, fixed[spec.name],
-                                                      index_inputs.get(spec.name), source)
-            elif image is None and spec.name not in index_inputs \
+            if image is None and spec.name not in index_inputs \
                     and image_input_problem(spec) is None:
                 image = spec
             elif spec.name in index_inputs and dtypes.to_numpy(spec.dtype).kind in "iu":
@@ -108,48 +98,3 @@ class ModelFeed:
         for name, value in self.values.items():
             buffers[name][...] = value
 
-
-def _where(source: str, fixed: Any) -> str:
-    return f"{source}:{fixed.line}" if getattr(fixed, "line", 0) else source
-
-
-def _fixed_value(spec: Any, fixed: Any, vocab: int | None, source: str) -> np.ndarray:
-    """The policy's value for ``spec`` as an array of its shape and dtype, or a
-    PluginHostError naming the policy line, the input and what does not fit."""
-    value, shape = fixed.value, tuple(spec.shape)
-    dtype = dtypes.to_numpy(spec.dtype)
-
-    def refuse(why: str) -> PluginHostError:
-        return PluginHostError(f"{_where(source, fixed)}: fixed_inputs.{spec.name} {why} "
-                               f"(input {spec.name!r} is {spec.dtype}{shape})")
-
-    free = [d for d in shape if type(d) is not int]
-    if free:
-        raise refuse(f"cannot be fed: dims {', '.join(map(repr, free))} are known only at run "
-                     f"time; fix them when building, e.g. build --onnx ... --dim {free[0]}=SIZE")
-    if dtype.kind == "b" and value.dtype.kind != "b":
-        raise refuse("must be true or false")
-    if dtype.kind in "iu" and value.dtype.kind != "i":
-        got = "booleans" if value.dtype.kind == "b" else "floats"
-        raise refuse(f"must be integers, got {got}")
-    if dtype.kind == "f" and value.dtype.kind == "b":
-        raise refuse("must be numbers, got booleans")
-    if dtype.kind in "iu":
-        low, high = (0, vocab - 1) if vocab is not None else \
-            (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
-        bad = value[(value < low) | (value > high)]
-        if bad.size:
-            what = (f"an index of an Embedding of {vocab} rows" if vocab is not None
-                    else f"a value of {spec.dtype}")
-            raise refuse(f"holds {int(bad.flat[0])}, which is not {what} ({low} to {high})")
-    try:
-        filled = np.broadcast_to(value, shape)
-    except ValueError:
-        raise refuse(f"has shape {value.shape}, which does not fill {shape}: give one value, "
-                     f"or an array that broadcasts to the input's shape") from None
-    with np.errstate(over="ignore"):
-        out = np.ascontiguousarray(filled, dtype=dtype)
-    if dtype.kind == "f" and not np.isfinite(out).all():
-        raise refuse(f"holds a value beyond {spec.dtype}'s range")
-    out.flags.writeable = False
-    return out
