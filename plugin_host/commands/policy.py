@@ -33,8 +33,8 @@ def register(verbs) -> None:
     check.add_argument("file", metavar="FILE")
     check.add_argument("--check-files", action="store_true",
                        help="also read every trusted key file and every artifact's manifest "
-                            "(its format; a call timeout below its worst-case latency is a "
-                            "problem)")
+                            "(its format; a call timeout below its worst-case latency and a "
+                            "fixed_inputs value that does not fit its input are problems)")
     check.add_argument("--check-plugins", action="store_true",
                        help="also require exactly one installed entry point per allowed plugin "
                             "(nothing is imported)")
@@ -85,15 +85,46 @@ def _check_files(policy) -> list[PolicyProblem]:
                                      f"no artifact file at {art.file}"))
             continue
         try:  # the format only: signatures and trust are the daemon's to check at load
-            worst = read_manifest_unverified(
-                art.file, limits=policy.limits.artifact_limits())["manifest"]["latency_ms"]
+            manifest = read_manifest_unverified(
+                art.file, limits=policy.limits.artifact_limits())["manifest"]
         except ArtifactError as exc:
             out.append(PolicyProblem(policy.path, art.line, key, str(exc)))
             continue
-        problem = policy.call_timeout_problem(art.name, worst)  # as the daemon refuses
-        if problem is not None:
+        problem = policy.call_timeout_problem(art.name, manifest["latency_ms"])  # as the
+        if problem is not None:                                           # daemon refuses
             out.append(problem)
+        out += _fixed_input_problems(policy, art, manifest)
     return out
+
+
+def _fixed_input_problems(policy, art, manifest) -> list[PolicyProblem]:
+    """The daemon's checks of ``art``'s ``fixed_inputs`` against the artifact's inputs, made on
+    its graph description with stand-ins for the weights (nothing of them is read)."""
+    import numpy as np
+
+    from abi import dtypes
+    from abi.artifact import check_graph_dict
+
+    from ..daemon.fixed_inputs import fixed_input_values
+    from ..errors import PluginHostError
+    from ..executor import entry_index_checks
+    from ..graph import Graph
+
+    if not art.fixed_inputs:
+        return []
+    try:
+        described = check_graph_dict(manifest["graph"])
+        stand_ins = {c["name"]: np.broadcast_to(np.zeros((), dtypes.to_numpy(c["dtype"])),
+                                                c["shape"]) for c in described["constants"]}
+        graph = Graph.from_dict(described, stand_ins)
+    except PluginHostError as exc:
+        return [PolicyProblem(policy.path, art.line, f"artifact[{art.index}].file",
+                              f"{art.file}: the model's description: {exc}")]
+    index_inputs = {name: vocab for name, vocab, _ in entry_index_checks(graph)}
+    _, problems = fixed_input_values(graph, index_inputs, art.fixed_inputs)
+    return [PolicyProblem(policy.path, p.line or art.line,
+                          f"artifact[{art.index}].fixed_inputs.{p.name}", p.message)
+            for p in problems]
 
 
 def _check_plugins(policy) -> list[PolicyProblem]:

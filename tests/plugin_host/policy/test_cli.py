@@ -37,6 +37,33 @@ def test_the_summary_shows_fixed_inputs(capsys, tmp_path):
             "array of shape (2, 5)\n" in capsys.readouterr().out)
 
 
+def test_check_files_checks_fixed_inputs_against_the_artifact(capsys, tmp_path):
+    write_keypair(tmp_path / "demo")
+    assert main(["build", "--demo", "--out", str(tmp_path / "demo" / "demo.pha"),
+                 "--latency-ms", "40"]) == 0
+    text = (REPO / "policies" / "demo.toml").read_text()
+    policy = tmp_path / "demo.toml"
+    fixed = "[artifact.fixed_inputs]\ndesire = 9\nh = 0.0\nspeed = 1.5\n"
+    policy.write_text(text.replace("\n# --- plugins:", f"\n{fixed}\n# --- plugins:"))
+    lines = policy.read_text().splitlines()
+    capsys.readouterr()
+    args = ["policy", "check", str(policy), "--state-dir", str(tmp_path), "--check-files"]
+    assert main(args) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"{policy}:{lines.index('desire = 9') + 1}: artifact[0].fixed_inputs.desire: holds 9, "
+        f"which is not an index of an Embedding of 8 rows (0 to 7) (input 'desire' is "
+        f"int64(1,))",
+        f"{policy}:{lines.index('h = 0.0') + 1}: artifact[0].fixed_inputs.h: is the recurrent "
+        f"state, which the executor carries",
+        f"{policy}:{lines.index('speed = 1.5') + 1}: artifact[0].fixed_inputs.speed: is not an "
+        f"input of model 'demo' (its inputs: img, desire)"]
+    assert main(args[:-1]) == 0  # without --check-files, only the values' form is checked
+    policy.write_text(text.replace("\n# --- plugins:", "\nfixed_inputs = { desire = 7 }\n"
+                                   "# --- plugins:"))
+    assert main(args) == 0
+
+
 def test_installed_command_passes_on_the_demo_policy():
     # the README's command, exactly, through the installed entry point
     result = subprocess.run([str(Path(sys.executable).parent / "plugin-host"), "policy", "check",
