@@ -90,8 +90,9 @@ def _check_files(policy) -> list[PolicyProblem]:
         except ArtifactError as exc:
             out.append(PolicyProblem(policy.path, art.line, key, str(exc)))
             continue
-        problem = policy.call_timeout_problem(art.name, manifest["latency_ms"])  # as the
-        if problem is not None:                                           # daemon refuses
+        # what the daemon refuses at load
+        problem = policy.call_timeout_problem(art.name, manifest["latency_ms"])
+        if problem is not None:
             out.append(problem)
         out += _fixed_input_problems(policy, art, manifest)
     return out

@@ -97,4 +97,3 @@ class ModelFeed:
             buffers[name][...] = 0
         for name, value in self.values.items():
             buffers[name][...] = value
-
