@@ -164,7 +164,9 @@ def _summary(policy) -> list[str]:
                      f"{k} signature(s), acceptance "
                      f"{'required' if art.acceptance_required else 'not required'}"
                      + "".join(f"; fixed input {name} = {_value(fixed.value)}"
-                               for name, fixed in art.fixed_inputs.items()))
+                               for name, fixed in art.fixed_inputs.items())
+                     + "".join(f"; input {name} from camera {camera}"
+                               for name, camera in art.camera_inputs.items()))
     lines.append(f"  trust: {len(policy.trust.keys)} key(s), {len(policy.trust.revoked)} "
                  f"revoked")
     if policy.audited_ops:

@@ -7,11 +7,12 @@ Start-up, in order (everything checked before the first frame; any refusal stops
    (:mod:`~plugin_host.daemon.demo_setup`);
 2. the host-side plugins the policy allows (cameras, sinks, control) are loaded and configured
    with their capabilities (:func:`~plugin_host.plugins.load_plugins`); the sinks are connected
-   to the model topic; the cameras are picked: ``--camera``, else the policy's
-   ``[cameras] use``, else the one camera provided;
+   to the model topic; the cameras are picked: the artifact's ``camera_inputs``, else
+   ``--camera``, else the policy's ``[cameras] use``, else the one camera provided;
 3. the artifact: :func:`~plugin_host.policy.load_allowed_artifact` (trust, thresholds, backend,
    audited ops, size caps, name, ``min_version``, rollback, the plugins' checks; not yet
-   recorded), then one :class:`~plugin_host.sandbox.SandboxedExecutor` per camera, each of which
+   recorded), then one :class:`~plugin_host.sandbox.SandboxedExecutor` per camera (one in
+   all with ``camera_inputs``), each of which
    verifies the descriptor it hands to its worker, which must hold the very manifest checked in
    step 3 (same SHA-256); acceptance (golden cases in each sandbox) when the policy requires
    it; only then is the version recorded as accepted (rollback state);
@@ -30,6 +31,11 @@ outputs are then published on the ``model`` topic, in the policy's order, tagged
 camera and the set's number. One camera is the same path with sets of one, run on the frame
 loop's thread. Co-location (``[limits] cpu``) applies as the policy says, except that its
 default, ``"auto"``, is off with several cameras: their workers would all queue on one CPU.
+
+With the artifact's ``camera_inputs`` (a model taking an image of each of several cameras,
+as openpilot's vision model takes the road and the wide camera) the streams share one worker
+and one :class:`~plugin_host.daemon.joint.JointRun` runs the model once per matched set on
+every camera's frame, and its outputs are published once (``joint.py``).
 
 Per frame (:meth:`CameraStream.run`): the contract (:class:`StateContract`: reset before the
 frame on a gap, a camera restart, time going backwards, an explicit request), NV12 to the
@@ -82,6 +88,7 @@ from ..errors import PluginHostError, PolicyError, PolicyProblem
 from ..policy.model import stall_seconds
 from .events import EventLog
 from .feed import ModelFeed
+from .joint import JointRun
 from .metrics import AGE_BUCKETS_S, LATENCY_BUCKETS_S, Histogram
 from .stats import percentiles
 from .stream import WORKER_RESTART, CameraStream
@@ -150,6 +157,8 @@ class Daemon:
         self.matched_sets = 0
         #: one thread per stream when there are several (each stream's calls on its own)
         self._runners: list[ThreadPoolExecutor] = []
+        #: the run on every camera's frame together (an artifact's ``camera_inputs``), or None
+        self._joint: JointRun | None = None
         self.metrics_server: Any = None
         self.stop_reason: str | None = None
         self.leaks_at_stop: list[Any] = []
@@ -229,10 +238,10 @@ class Daemon:
 
         self.plugins = load_plugins(policy, kinds=HOST_KINDS)
         self.events.emit("plugins", loaded=self.plugins.names)
+        rule = self._rule = self._pick_artifact()
         self.cameras = self._pick_cameras(self.plugins.cameras())
         self._sinks = self.plugins.connect_sinks()
-
-        rule = self._rule = self._pick_artifact()
+        workers = 1 if rule.camera_inputs else len(self.cameras)
         rollback = self._rollback = RollbackStore(self.state_dir)
         sandbox = sandbox_config_from_policy(policy).executor_kwargs()
         if sandbox["limits"].blas_threads is None:
@@ -241,20 +250,27 @@ class Daemon:
             # p99 108 ms and 23 deadline misses in 10 s, against p99 14 ms and none)
             sandbox["limits"] = dataclasses.replace(
                 sandbox["limits"], blas_threads=max(1, len(os.sched_getaffinity(0)) - 1))
-        if policy.limits.cpu == placement.AUTO and len(self.cameras) > 1:
+        if policy.limits.cpu == placement.AUTO and workers > 1:
             # several workers' main threads and callers on one CPU queue behind each other
             # (measured, three cameras on onnxruntime at 20 Hz, 15-22 s: p50 7.5-11.3 ms and
             # 44-314 deadline misses, against 7.1-7.9 ms and 10-37 unplaced; README)
             sandbox["limits"] = dataclasses.replace(sandbox["limits"], cpu=None)
         self._sandbox_kwargs = sandbox
         self._swap_seen = _file_signature(rule.file)
-        executors = self._open_executors(len(self.cameras))
+        executors = self._open_executors(workers)
         try:
-            for camera, ex in zip(self.cameras, executors):
-                self.streams.append(CameraStream(camera, ex, self._feed(ex, camera),
-                                                 emit=self.events.emit, lock=self._lock))
+            if rule.camera_inputs:  # one worker, one run on every camera's frame of a set
+                feed = self._feed(executors[0], None)
+                self.streams.extend(CameraStream(camera, executors[0], feed,
+                                                 emit=self.events.emit, lock=self._lock)
+                                    for camera in self.cameras)
+                self._joint = JointRun(self.streams, self.events.emit)
+            else:
+                for camera, ex in zip(self.cameras, executors):
+                    self.streams.append(CameraStream(camera, ex, self._feed(ex, camera),
+                                                     emit=self.events.emit, lock=self._lock))
         except BaseException:
-            for ex in executors[len(self.streams):]:
+            for ex in executors[len(self.streams):] if not rule.camera_inputs else executors:
                 ex.close()
             raise
         ex = executors[0]
@@ -272,7 +288,8 @@ class Daemon:
                          cameras=[c.name for c in self.cameras],
                          worker_pids=[e.pid for e in executors], cpu=ex.cpu,
                          max_skew_ms=self.max_skew_ms,
-                         fixed_inputs=list(self.streams[0].feed.values))
+                         fixed_inputs=list(self.streams[0].feed.values),
+                         camera_inputs=dict(rule.camera_inputs))
         if self.options.metrics:
             from .metrics import MetricsServer
 
@@ -386,7 +403,7 @@ class Daemon:
         old = self.executor
         kept = {"kept": old.manifest.name, "kept_version": old.manifest.version}
         try:
-            executors = self._open_executors(len(self.streams))
+            executors = self._open_executors(len(self._executors()))
         except Exception as exc:  # refused: the running artifact stays
             self._refuse_swap(why, exc, kept)
             return
@@ -396,8 +413,11 @@ class Daemon:
             self.events.emit("swap_unchanged", why=why, file=str(self._rule.file), **kept)
             return
         try:
-            ready = [(ex, self._feed(ex, stream.camera))
-                     for ex, stream in zip(executors, self.streams)]
+            if self._joint is not None:
+                ready = [(executors[0], self._feed(executors[0], None))] * len(self.streams)
+            else:
+                ready = [(ex, self._feed(ex, stream.camera))
+                         for ex, stream in zip(executors, self.streams)]
         except Exception as exc:
             for ex in executors:
                 ex.close()
@@ -431,8 +451,8 @@ class Daemon:
             return
         old_name = f"{old.manifest.name} {old.manifest.version}"
         new_name = f"{manifest.name} {manifest.version}"
-        olds = [stream.switch(new, feed, old_name, new_name)
-                for stream, (new, feed) in zip(self.streams, ready)]
+        olds = list(dict.fromkeys(stream.switch(new, feed, old_name, new_name)
+                                  for stream, (new, feed) in zip(self.streams, ready)))
         with self._lock:
             self.artifact_swaps += 1
         self.artifact_name = manifest.name
@@ -441,7 +461,7 @@ class Daemon:
                          old_version=old.manifest.version, new=manifest.name,
                          version=manifest.version, manifest_sha256=digest,
                          signers=list(ex.artifact.signers), worker_pid=ex.pid,
-                         worker_pids=[new.pid for new, _ in ready],
+                         worker_pids=[new.pid for new in dict.fromkeys(n for n, _ in ready)],
                          latency_ms=manifest.latency_ms, reset=manifest.reset.to_dict())
         for previous in olds:
             closer = threading.Thread(target=previous.close, name="plugin-host-close-old",
@@ -460,6 +480,20 @@ class Daemon:
             raise PluginHostError(f"policy {self.policy.path} allows no camera plugin that "
                                   f"provides a camera; the daemon needs one (e.g. the built-in "
                                   f"'synthetic', kind camera)")
+        bound = list(self._rule.camera_inputs.values())
+        if bound:  # the artifact runs on these cameras' frames together
+            if self.options.camera is not None:
+                raise PluginHostError(f"artifact {self._rule.name!r} runs on the frames of "
+                                      f"{', '.join(bound)} together (its camera_inputs): "
+                                      f"--camera cannot choose one of them")
+            unknown = [n for n in bound if n not in by_name]
+            if unknown:
+                raise PolicyError([PolicyProblem(
+                    self.policy.path, self._rule.camera_inputs_line,
+                    f"artifact[{self._rule.index}].camera_inputs",
+                    f"no camera named {', '.join(repr(n) for n in unknown)}; the allowed "
+                    f"camera plugins provide: {', '.join(names)}")])
+            return [by_name[n] for n in bound]
         wanted = self.options.camera
         if wanted is not None:
             if wanted not in by_name:
@@ -483,9 +517,20 @@ class Daemon:
         return cameras
 
     def _feed(self, ex: Any, camera: Any) -> ModelFeed:
-        """Which of the model's inputs ``camera`` makes and which the policy fixes."""
-        return ModelFeed(ex.graph, ex.index_inputs, camera.layout,
-                         fixed=self._rule.fixed_inputs, source=self.policy.path)
+        """Which of the model's inputs ``camera`` makes (None: the cameras of the artifact's
+        ``camera_inputs``, each its input) and which the policy fixes."""
+        rule = self._rule
+        bound = None
+        if camera is None:
+            layouts = {c.name: c.layout for c in self.cameras}
+            bound = {name: (cam, layouts[cam]) for name, cam in rule.camera_inputs.items()}
+        return ModelFeed(ex.graph, ex.index_inputs, None if camera is None else camera.layout,
+                         fixed=rule.fixed_inputs, source=self.policy.path, bound=bound,
+                         bound_line=rule.camera_inputs_line)
+
+    def _executors(self) -> list[Any]:
+        """The streams' executors, each once (one for every stream in a joint run)."""
+        return list(dict.fromkeys(stream.executor for stream in self.streams))
 
     def _pick_artifact(self) -> Any:
         rules = self.policy.artifacts
@@ -601,6 +646,9 @@ class Daemon:
         set_id = self.matched_sets
         try:
             frames = [group[stream.name].frame for stream in self.streams]
+            if self._joint is not None:
+                self._publish_joint(set_id, frames, self._joint.run(group))
+                return
             if len(self.streams) == 1:
                 results = [self.streams[0].run(group.pop(self.streams[0].name))]
             else:
@@ -626,6 +674,23 @@ class Daemon:
             for lease in group.values():  # only after a bug: never keep a lease
                 if not lease.released:
                     lease.release()
+
+    def _publish_joint(self, set_id: int, frames: list[Any], result: Any) -> None:
+        """A joint run's outputs, once for the set: the first camera's report and timestamps,
+        and every camera's frame id."""
+        if result is None:
+            return
+        reports, outputs = result
+        first = frames[0]
+        self.plugins.broker.topics["model"].publish(self.publisher, {
+            "camera": first.camera, "set_id": set_id,
+            "frames": {f.camera: f.frame_id for f in frames},
+            "timestamp_sof": first.timestamp_sof, "timestamp_eof": first.timestamp_eof,
+            "outputs": outputs, **reports[0].to_dict()})
+        if self.options.log_frames:
+            for stream, report in zip(self.streams, reports):
+                self.events.emit("frame", camera=stream.name, set_id=set_id,
+                                 **report.to_dict())
 
     def _emit_stats(self) -> None:
         s = self.summary()
@@ -717,7 +782,7 @@ class Daemon:
                 "deadline_misses": total("deadline_misses"),
                 "latency_ms": self.streams[0].deadline.latency_ms if self.streams else 0.0,
                 "resets": total("resets"), "resets_by_reason": dict(self.resets),
-                "worker_restarts": total("worker_restarts"),
+                "worker_restarts": sum(ex.restarts for ex in self._executors()),
                 "stalls": total("stalls"),
                 "camera_dropped": dict(camera_dropped),
                 "camera_produced": sum(produced) if produced else None,
@@ -758,8 +823,8 @@ class Daemon:
             for ex, _ in self._swap_ready:
                 ex.close()
             self._swap_ready = None
-        for stream in self.streams:
-            stream.executor.close()
+        for ex in self._executors():
+            ex.close()
         for closer in self._closers:
             closer.join(timeout=30)
         if self._swap_thread is not None:

@@ -38,25 +38,37 @@ __all__ = ["ModelFeed"]
 
 
 class ModelFeed:
-    """Which of a model's inputs a camera makes, checked at load (see the module docstring).
+    """Which of a model's inputs the cameras make, checked at load (see the module docstring).
 
-    ``fixed`` holds the policy's ``fixed_inputs`` (name -> :class:`~plugin_host.policy.model.
-    FixedInput`), and ``source`` names the policy file in errors about them.
+    With one camera (``bound`` None) the model's one image input is found, and ``layout`` is
+    that camera's frame layout. With ``bound`` (the policy's ``camera_inputs``: image input ->
+    ``(camera name, layout)``; ``layout`` is then unused) each of those inputs is made from
+    its camera's frames, and no other input may be an image. ``fixed`` holds the policy's
+    ``fixed_inputs`` (name -> :class:`~plugin_host.policy.model.FixedInput`); ``source``
+    names the policy file in errors about either, ``bound_line`` the line of
+    ``camera_inputs``.
     """
 
     def __init__(self, graph: Any, index_inputs: Mapping[str, int], layout: Any,
-                 fixed: Mapping[str, Any] | None = None, source: str = "the policy") -> None:
+                 fixed: Mapping[str, Any] | None = None, source: str = "the policy",
+                 bound: Mapping[str, tuple[str, Any]] | None = None,
+                 bound_line: int = 0) -> None:
         state = set(graph.state)
         values, problems = fixed_input_values(graph, index_inputs, fixed or {})
         if problems:
             raise PluginHostError(problems[0].describe(source))
         self.values: dict[str, np.ndarray] = values
+        #: image input -> the camera whose frames make it (None: the stream's one camera)
+        self.images: dict[str, str | None] = {}
+        if bound:
+            where = f"{source}:{bound_line}" if bound_line else source
+            self.images = _bound_images(graph, bound, where)
         image, indices, refused, free, images = None, [], [], [], []
         for spec in graph.inputs:
-            if spec.name in state or spec.name in values:
+            if spec.name in state or spec.name in values or spec.name in self.images:
                 continue
             shape = tuple(spec.shape)
-            if image is None and spec.name not in index_inputs \
+            if not bound and image is None and spec.name not in index_inputs \
                     and image_input_problem(spec) is None:
                 image = spec
             elif spec.name in index_inputs and dtypes.to_numpy(spec.dtype).kind in "iu":
@@ -64,31 +76,47 @@ class ModelFeed:
             else:
                 refused.append(f"{spec.name} {spec.dtype}{shape}")
                 free += [d for d in shape if type(d) is not int and d not in free]
-                if image is not None and image_input_problem(spec) is None:
+                if (bound or image is not None) and image_input_problem(spec) is None:
                     images.append(spec.name)
-        if image is None or refused:
+        if (not bound and image is None) or refused:
             what = ", ".join(refused) or "no float32 or uint8 (1, 12, h, w) image input"
             hint = (f"; dims {', '.join(map(repr, free))} are known only at run time: fix "
                     f"them when building, e.g. build --onnx ... --dim {free[0]}=SIZE"
                     if free else "")
-            second = (f"; {', '.join(images)} would need a second camera's frames, but one "
-                      f"model run takes the frames of one camera" if images else "")
+            second = (f"; {', '.join(images)} would need a camera's frames too: name the "
+                      f"camera of every image input in the policy's camera_inputs of this "
+                      f"[[artifact]]" if images else "")
             give = ("; any other input needs a value in the policy's fixed_inputs of this "
                     "[[artifact]]" if len(refused) > len(images) and not free else "")
+            feeds = ("the images of camera_inputs" if bound else
+                     "one float32 or uint8 (1, 12, h, w) two-frame YUV stack of a fixed size")
             raise PluginHostError(f"model {graph.name!r}: the daemon cannot make these inputs "
-                                  f"from a camera: {what} (it feeds one float32 or uint8 "
-                                  f"(1, 12, h, w) two-frame YUV stack of a fixed size and "
-                                  f"Embedding indices{hint}{second}{give})")
-        if layout.format != "NV12":
-            raise PluginHostError(f"the daemon needs an NV12 camera for model {graph.name!r}, "
-                                  f"got {layout.format} ({layout.describe()})")
-        self.image = image.name
+                                  f"from a camera: {what} (it feeds {feeds} and Embedding "
+                                  f"indices{hint}{second}{give})")
+        if not bound:
+            if layout.format != "NV12":
+                raise PluginHostError(f"the daemon needs an NV12 camera for model "
+                                      f"{graph.name!r}, got {layout.format} "
+                                      f"({layout.describe()})")
+            self.images = {image.name: None}
         self.indices = tuple(indices)
 
     @property
+    def image(self) -> str:
+        """The first image input (the only one with one camera)."""
+        return next(iter(self.images))
+
+    @property
+    def joint(self) -> bool:
+        """True when the images are the frames of named cameras (``camera_inputs``), made
+        by the host into the shared input buffers; else the worker makes the one image."""
+        return None not in self.images.values()
+
+    @property
     def buffered(self) -> tuple[str, ...]:
-        """The inputs written into the shared input buffers: the indices and fixed values."""
-        return self.indices + tuple(self.values)
+        """The inputs written into the shared input buffers: the indices, the fixed values
+        and, with ``camera_inputs``, the images."""
+        return self.indices + tuple(self.values) + (tuple(self.images) if self.joint else ())
 
     def prepare(self, buffers: Mapping[str, np.ndarray]) -> None:
         """New buffers (after ``input_buffers(names=self.buffered)``): index inputs zeroed,
@@ -97,3 +125,27 @@ class ModelFeed:
             buffers[name][...] = 0
         for name, value in self.values.items():
             buffers[name][...] = value
+
+
+def _bound_images(graph: Any, bound: Mapping[str, tuple[str, Any]], where: str
+                  ) -> dict[str, str | None]:
+    """``camera_inputs`` checked: each an image input of the model, each camera NV12."""
+    state = set(graph.state)
+    specs = {s.name: s for s in graph.inputs if s.name not in state}
+    images: dict[str, str | None] = {}
+    for name, (camera, layout) in bound.items():
+        spec = specs.get(name)
+        if spec is None:
+            why = ("is the recurrent state, which the executor carries" if name in state
+                   else f"is not an input of model {graph.name!r} (its inputs: "
+                        f"{', '.join(specs)})")
+            raise PluginHostError(f"{where}: camera_inputs.{name} {why}")
+        problem = image_input_problem(spec)
+        if problem:
+            raise PluginHostError(f"{where}: camera_inputs.{name}: {problem}")
+        if layout.format != "NV12":
+            raise PluginHostError(f"{where}: camera_inputs.{name}: camera {camera!r} delivers "
+                                  f"{layout.format} ({layout.describe()}); images are made "
+                                  f"from NV12 frames")
+        images[name] = camera
+    return images

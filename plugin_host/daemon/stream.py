@@ -13,6 +13,11 @@ The frame itself never crosses to the worker: the camera's pool is attached to t
 (read-only), and the worker makes the image input from the frame where it lies
 (``SandboxedExecutor.feed_frames``; its previous frame for the two-frame stack is kept there
 and forgotten on every reset). Only the frame's slot, generation, id and timestamps are sent.
+
+A model that takes several cameras' frames in one run (an artifact's ``camera_inputs``) is run
+by :class:`~plugin_host.daemon.joint.JointRun` from the steps of :meth:`CameraStream.run`
+(``arrive``, ``reset``, ``input_buffers``, ``record``) on every camera's stream; there the
+streams share one executor.
 """
 
 from __future__ import annotations
@@ -77,19 +82,13 @@ class CameraStream:
     def run(self, lease: Any) -> tuple[FrameReport, dict[str, Any]] | None:
         """Run the model on ``lease``'s frame (released here whatever happens); returns the
         frame's report and the outputs, or None when the frame did not run."""
-        ex, stats = self.executor, self.stats
+        ex = self.executor
         frame = lease.frame
         try:
-            if frame.pool_id != self._pool_id:
-                self._pool_id = frame.pool_id
-                stats.restart()
-            dropped = stats.gap(frame.frame_id)
-            reason = self.contract.check(frame)
+            dropped, reason = self.arrive(frame)
             if reason is not None:
-                ex.reset(reason)  # the worker forgets the previous frame too
-                with self._lock:
-                    self.resets[reason] += 1
-            buffers = self._input_buffers()
+                self.reset(reason)  # the worker forgets the previous frame too
+            buffers = self.input_buffers()
             if self._attached != (ex, frame.pool_id):  # a new executor or a camera restart
                 ex.attach_pool(self.camera.pool)
                 ex.feed_frames(self.feed.image)
@@ -98,13 +97,12 @@ class CameraStream:
             outputs = ex.run(buffers, frame=frame)  # converted in the worker, then checked
             took = time.perf_counter() - start
         except WorkerDiedError as exc:
-            stats.not_run += 1
-            self._worker_died(exc, frame)
+            self.stats.not_run += 1
+            self.worker_died(exc, frame)
             return None
         except FrameOverwrittenError as exc:
-            stats.not_run += 1
-            self._emit("frame_overwritten", camera=self.name, frame_id=frame.frame_id,
-                       error=str(exc))
+            self.stats.not_run += 1
+            self.frame_overwritten(exc, frame)
             return None
         finally:
             if not lease.released:
@@ -112,9 +110,32 @@ class CameraStream:
                     lease.release()
                 except FrameOverwrittenError:
                     pass
-        age = max(0.0, (time.monotonic_ns() - frame.timestamp_eof) / 1e9)
+        return self.record(frame, dropped, took), outputs
+
+    # -- the steps of a run (also taken by a joint run: ``joint.py``) ----------------------------
+
+    def arrive(self, frame: Any) -> tuple[int, str | None]:
+        """A frame of this camera arrived: the frames dropped before it, and the contract's
+        reset reason (None: none)."""
+        if frame.pool_id != self._pool_id:
+            self._pool_id = frame.pool_id
+            self.stats.restart()
+        return self.stats.gap(frame.frame_id), self.contract.check(frame)
+
+    def reset(self, reason: str) -> None:
+        """Reset the recurrent state for ``reason``, counted."""
+        self.executor.reset(reason)
         with self._lock:
-            miss = self.deadline.observe(took)
+            self.resets[reason] += 1
+
+    def record(self, frame: Any, dropped: int, took: float, *, deadline: bool = True
+               ) -> FrameReport:
+        """The frame ran in ``took`` seconds: statistics, histograms, the deadline (unless
+        ``deadline`` is False: a joint run's is counted once) and the frame's report."""
+        age = max(0.0, (time.monotonic_ns() - frame.timestamp_eof) / 1e9)
+        stats = self.stats
+        with self._lock:
+            miss = self.deadline.observe(took) if deadline else False
             stats.ran(took, age)
             self.model_hist.observe(took)
             self.age_hist.observe(age)
@@ -125,9 +146,13 @@ class CameraStream:
             self._emit("deadline_miss", camera=self.name, frame_id=frame.frame_id,
                        model_execution_ms=round(took * 1e3, 3),
                        latency_ms=self.deadline.latency_ms, misses=self.deadline.misses)
-        return report, outputs
+        return report
 
-    def _input_buffers(self) -> dict[str, Any]:
+    def frame_overwritten(self, exc: FrameOverwrittenError, frame: Any) -> None:
+        self._emit("frame_overwritten", camera=self.name, frame_id=frame.frame_id,
+                   error=str(exc))
+
+    def input_buffers(self) -> dict[str, Any]:
         """The shared input buffers, taken again after a worker restart (the old ones belonged
         to the dead worker's region)."""
         ex = self.executor
@@ -137,7 +162,7 @@ class CameraStream:
             self.feed.prepare(self._buffers)
         return self._buffers
 
-    def _worker_died(self, exc: SandboxError, frame: Any) -> None:
+    def worker_died(self, exc: SandboxError, frame: Any) -> None:
         with self._lock:
             self.resets[WORKER_RESTART] += 1
         self.contract.forget()

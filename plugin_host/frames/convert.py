@@ -133,13 +133,16 @@ class FrameStacker:
     channels, then this frame's. The first frame after construction or :meth:`reset` (a
     camera restart, a frame gap: the previous frame is not the one before this one) is
     stacked with itself. The returned array is reused by the next push (copy it to keep it).
+    ``out`` (float32 or uint8, ``(1, 12, height/2, width/2)``) is where the stack is kept
+    when given, e.g. a model's input buffer; its ``dtype`` then is ``out``'s.
     """
 
     def __init__(self, *, width: int = MODEL_WIDTH, height: int = MODEL_HEIGHT,
-                 dtype=np.float32) -> None:
+                 dtype=np.float32, out: np.ndarray | None = None) -> None:
         self.width, self.height = width, height
-        self._img = np.zeros((1, 12, height // 2, width // 2), dtype=dtype)
-        _check_out(self._img, self._img.shape, "FrameStacker")
+        shape = (1, 12, height // 2, width // 2)
+        self._img = np.zeros(shape, dtype=dtype) if out is None else out
+        _check_out(self._img, shape, "FrameStacker")
         self._have_previous = False
 
     def reset(self) -> None:

@@ -13,7 +13,8 @@ every problem. The checks:
 - thresholds can be met: each k is at most the number of keys trusted for ``artifact``; a
   per-artifact threshold names a listed ``[[artifact]]``; an artifact list needs a trusted key;
 - ``[cameras] use`` needs an allowed ``camera`` plugin to provide the cameras (whether each
-  name exists is known only once the plugins are loaded: the daemon checks it at start-up).
+  name exists is known only once the plugins are loaded: the daemon checks it at start-up),
+  and, when given, lists the very cameras of each ``[[artifact]]``'s ``camera_inputs``.
 """
 
 from __future__ import annotations
@@ -137,3 +138,12 @@ def _cameras(policy: m.Policy, problem: Report) -> None:
     if policy.cameras.use and not policy.allowed_plugins({"camera"}):
         problem(("cameras", "use"), f"lists camera(s) {', '.join(policy.cameras.use)} but no "
                                     f"allowed [[plugin]] of kind 'camera' provides cameras")
+    use = set(policy.cameras.use)
+    for rule in policy.artifacts:
+        wanted = set(rule.camera_inputs.values())
+        if use and wanted and wanted != use:
+            problem(("cameras", "use"), f"lists {', '.join(sorted(use))}, but artifact "
+                                        f"{rule.name!r} runs on the frames of "
+                                        f"{', '.join(sorted(wanted))} together (its "
+                                        f"camera_inputs): list the same cameras, or leave "
+                                        f"use out")

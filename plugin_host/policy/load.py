@@ -15,7 +15,8 @@ comments; README "Policy files" describes it)::
     [[trust.key]]  file = PATH, roles = ["artifact"], label = STR
     [[artifact]]   name, file = PATH, backend, min_version = "X.Y.Z", acceptance_required,
                    acceptance = PATH (the acceptance record; default FILE.accept-BACKEND),
-                   fixed_inputs = {INPUT = NUMBER | BOOL | [...], ...}
+                   fixed_inputs = {INPUT = NUMBER | BOOL | [...], ...},
+                   camera_inputs = {INPUT = CAMERA, ...}
     [[plugin]]     name, kind, capabilities = [...], deny = [...], kernels = [OP, ...],
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
@@ -333,7 +334,8 @@ class _Reader:
     def artifact(self, i: int, t: dict) -> m.ArtifactRule | None:
         key = ("artifact", i)
         self.table(key, t, ("name", "file", "backend", "min_version", "acceptance_required",
-                            "acceptance", "fixed_inputs"), required=("name", "file", "backend"))
+                            "acceptance", "fixed_inputs", "camera_inputs"),
+                   required=("name", "file", "backend"))
         name = self.get(t, key + ("name",), str, check=_name_check("artifact name"))
         file = self.path_value(t, key + ("file",))
         backend = self.get(t, key + ("backend",), str, check=_non_empty)
@@ -348,12 +350,40 @@ class _Reader:
         acceptance = self.get(t, key + ("acceptance_required",), bool, default=True)
         record = self.path_value(t, key + ("acceptance",)) if "acceptance" in t else None
         fixed = self.fixed_inputs(t, key + ("fixed_inputs",))
+        cameras = self.camera_inputs(t, key + ("camera_inputs",))
+        for both in set(fixed) & set(cameras):
+            self.problem(key + ("fixed_inputs", both), f"input {both!r} is also in "
+                                                      f"camera_inputs: it has one source")
         if name is None or file is None or backend is None:
             return None
         return m.ArtifactRule(name=name, file=file, backend=backend, min_version=min_version,
                               acceptance_required=bool(acceptance) if acceptance is not None
                               else True, line=self.line(key), index=i, acceptance=record,
-                              fixed_inputs=fixed)
+                              fixed_inputs=fixed, camera_inputs=cameras,
+                              camera_inputs_line=self.line(key + ("camera_inputs",))
+                              if "camera_inputs" in t else 0)
+
+    def camera_inputs(self, t: dict, key: tuple) -> Any:
+        """``camera_inputs``: a table of image input name = camera name, each camera once."""
+        raw = t.get(key[-1], {})
+        if not isinstance(raw, dict):
+            self.problem(key, f"must be a table of input name = camera name, got {_type(raw)}")
+            return MappingProxyType({})
+        out: dict[str, str] = {}
+        for name, camera in raw.items():
+            if not name.strip():
+                self.problem(key, "an input name must not be empty")
+                continue
+            camera = self.get(raw, key + (name,), str, check=_name_check("camera name"))
+            if camera is None:
+                continue
+            if camera in out.values():
+                first = next(k for k, v in out.items() if v == camera)
+                self.problem(key + (name,), f"camera {camera!r} already makes input {first!r}: "
+                                            f"a camera's frames make one input")
+                continue
+            out[name] = camera
+        return MappingProxyType(out)
 
     def fixed_inputs(self, t: dict, key: tuple) -> Any:
         """``fixed_inputs``: a table of input name = value. The values are only checked for

@@ -158,6 +158,10 @@ class ArtifactRule:
     acceptance: Path | None = None
     #: ``fixed_inputs``: input name -> the value the daemon feeds it on every frame
     fixed_inputs: Mapping[str, FixedInput] = field(default_factory=lambda: MappingProxyType({}))
+    #: ``camera_inputs``: image input name -> the camera whose frames make it, in the file's
+    #: order; empty: the model's one image input, run on each camera of ``[cameras] use``
+    camera_inputs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    camera_inputs_line: int = 0
 
     def acceptance_record(self, backend: str | None = None, file: Any = None) -> Path:
         """Where the acceptance record for ``backend`` (default: the rule's) of the artifact

@@ -158,10 +158,11 @@ def test_an_input_left_without_a_value_names_fixed_inputs():
                          "[[artifact]])")
 
 
-def test_a_second_image_input_is_refused_as_needing_a_second_camera():
+def test_a_second_image_input_is_refused_naming_camera_inputs():
     text = _refusal(("big_img", (1, 12, 16, 32), "uint8"), {})
-    assert text.endswith("and Embedding indices; big_img would need a second camera's frames, "
-                         "but one model run takes the frames of one camera)")
+    assert text.endswith("and Embedding indices; big_img would need a camera's frames too: name "
+                         "the camera of every image input in the policy's camera_inputs of "
+                         "this [[artifact]])")
     b = GraphBuilder("m")
     for name, shape in (("img", (1, 12, 16, 32)), ("big_img", (1, 12, 16, 32)),
                         ("speed", (1, 1))):
@@ -170,6 +171,6 @@ def test_a_second_image_input_is_refused_as_needing_a_second_camera():
     with pytest.raises(PluginHostError) as info:
         ModelFeed(b.build(), {}, NV12)
     assert str(info.value).endswith(
-        "big_img would need a second camera's frames, but one model run takes the frames of "
-        "one camera; any other input needs a value in the policy's fixed_inputs of this "
-        "[[artifact]])")
+        "big_img would need a camera's frames too: name the camera of every image input in the "
+        "policy's camera_inputs of this [[artifact]]; any other input needs a value in the "
+        "policy's fixed_inputs of this [[artifact]])")

@@ -113,6 +113,20 @@ def test_the_stacker_puts_the_previous_frame_first():
     np.testing.assert_array_equal(both[0, 6:], a + 1)
 
 
+def test_the_stacker_keeps_its_stack_in_a_given_array():
+    y, uv = small_frame()
+    a = nv12_to_yuv6(y, uv, width=4, height=2, dtype=np.uint8)
+    out = np.full((1, 12, 1, 2), 7, np.uint8)  # e.g. a model's input buffer
+    stacker = FrameStacker(width=4, height=2, out=out)
+    assert stacker.push(y, uv) is out
+    np.testing.assert_array_equal(out[0, :6], a)
+    stacker.push(y + 1, uv + 1)
+    np.testing.assert_array_equal(out[0, :6], a)
+    np.testing.assert_array_equal(out[0, 6:], a + 1)
+    with pytest.raises(ShapeError, match=r"out must be float32 or uint8 \(1, 12, 1, 2\)"):
+        FrameStacker(width=4, height=2, out=np.zeros((1, 12, 2, 2), np.uint8))
+
+
 def test_the_demo_models_input_shape():
     rng = np.random.default_rng(3)
     y = rng.integers(0, 256, (1208, 1928), dtype=np.uint8)

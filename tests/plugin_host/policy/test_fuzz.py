@@ -1,5 +1,6 @@
-"""Hostile input: mutants of the shipped policy files must each load or be refused with a
-:class:`~plugin_host.errors.PolicyError` (``FILE:LINE: key: problem`` lines), nothing else.
+"""Hostile input: mutants of the shipped policy files (and of ``seeds/``, for keys the shipped
+files do not use) must each load or be refused with a :class:`~plugin_host.errors.PolicyError`
+(``FILE:LINE: key: problem`` lines), nothing else.
 
 Mutations: character flips, deletions, insertions and duplicated spans of the TOML text; and
 structured ones: every key path of a parsed policy in turn given a value of another kind
@@ -28,7 +29,8 @@ from plugin_host.errors import PolicyError
 from plugin_host.policy import parse_policy
 
 ROOT = Path(__file__).resolve().parents[3]
-POLICIES = [ROOT / "policies" / "demo.toml", ROOT / "policies" / "device.example.toml"]
+POLICIES = [ROOT / "policies" / "demo.toml", ROOT / "policies" / "device.example.toml",
+            Path(__file__).parent / "seeds" / "model_inputs.toml"]
 MUTANTS = int(os.environ.get("FUZZ_POLICY_MUTANTS", "300"))
 SEED = int(os.environ.get("FUZZ_SEED", "20261130"))
 MAX_SECONDS = 5

@@ -1,6 +1,6 @@
-"""``fixed_inputs`` of an ``[[artifact]]``: values for model inputs no camera makes. Here the
-form is checked (the shapes and dtypes are the artifact's: ``tests/plugin_host/daemon/
-test_feed.py``)."""
+"""``fixed_inputs`` and ``camera_inputs`` of an ``[[artifact]]``: values for model inputs no
+camera makes, and the camera of each image input. Here the form is checked (what fits the
+model is the artifact's: ``tests/plugin_host/daemon/test_feed.py``, ``test_joint.py``)."""
 
 from __future__ import annotations
 
@@ -92,3 +92,45 @@ def test_not_a_table_or_an_empty_name_is_refused():
 def test_a_typo_in_the_key_is_an_unknown_key():
     line, key, message = _refused("fixed_input = { speed = 1.0 }\n")
     assert key == "artifact[0].fixed_input" and "fixed_inputs" in message
+
+
+# --- camera_inputs ---------------------------------------------------------------------------
+
+
+def test_camera_inputs_load_in_order_with_their_line():
+    rule = _load(BASE + 'camera_inputs = { input_imgs = "road", big_input_imgs = "wide" }\n'
+                 ).artifact("driving")
+    assert list(rule.camera_inputs.items()) == [("input_imgs", "road"),
+                                                ("big_input_imgs", "wide")]
+    assert rule.camera_inputs_line == 11
+    assert _load(BASE).artifact("driving").camera_inputs == {}
+
+
+@pytest.mark.parametrize("value, key, fragment", [
+    ('["road"]', "artifact[0].camera_inputs", "must be a table of input name = camera name"),
+    ("{ img = 1 }", "artifact[0].camera_inputs.img", "must be a string"),
+    ('{ img = "no such/camera" }', "artifact[0].camera_inputs.img", "not a valid camera name"),
+    ('{ img = "road", big = "road" }', "artifact[0].camera_inputs.big",
+     "camera 'road' already makes input 'img': a camera's frames make one input"),
+    ('{ "" = "road" }', "artifact[0].camera_inputs", "must not be empty"),
+])
+def test_camera_inputs_that_are_malformed_are_refused(value, key, fragment):
+    line, got, message = _refused(f"camera_inputs = {value}\n")
+    assert (line, got) == (11, key) and fragment in message
+
+
+def test_an_input_in_both_tables_is_refused():
+    line, key, message = _refused('camera_inputs = { img = "road" }\n'
+                                  'fixed_inputs = { img = 0.0 }\n')
+    assert key == "artifact[0].fixed_inputs.img" and "also in camera_inputs" in message
+
+
+def test_cameras_use_must_list_the_cameras_of_camera_inputs():
+    extra = 'camera_inputs = { img = "road", big = "wide" }\n'
+    plugin = '[[plugin]]\nname = "synthetic"\nkind = "camera"\n'
+    _load(BASE + extra + plugin + '[cameras]\nuse = ["wide", "road"]\n')  # any order
+    _load(BASE + extra + plugin)  # or left out
+    line, key, message = _refused(extra + plugin + '[cameras]\nuse = ["road"]\n')
+    assert key == "cameras.use" and message == (
+        "lists road, but artifact 'driving' runs on the frames of road, wide together (its "
+        "camera_inputs): list the same cameras, or leave use out")
