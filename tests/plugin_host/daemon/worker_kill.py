@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from typing import Any
 
 from plugin_host.errors import WorkerDiedError
@@ -78,6 +79,35 @@ def kill_during_call(ex: Any, *, after: int = 3, on_next=None) -> KillDuringCall
             watcher.join()
             if killed:
                 result.killed_pid = killed[0]
+
+    ex.run = run
+    return result
+
+
+def kill_before_call(ex: Any, *, after: int = 3) -> KillDuringCall:
+    """Arm ``ex``: call ``after`` first kills the (idle) worker with SIGKILL and waits until it
+    is dead, then runs, so that call must fail and the host must restart the worker."""
+    original = ex.run
+    result = KillDuringCall()
+
+    def run(inputs, **kwargs):
+        result.calls += 1
+        if result.killed_pid is not None:
+            result.after_kill += 1
+            return original(inputs, **kwargs)
+        if result.calls < after:
+            return original(inputs, **kwargs)
+        pid = ex.pid
+        os.kill(pid, signal.SIGKILL)
+        result.killed_pid = pid
+        deadline = time.monotonic() + 10.0
+        while _state(pid) not in (None, "Z") and time.monotonic() < deadline:
+            time.sleep(0.001)
+        try:
+            return original(inputs, **kwargs)
+        except WorkerDiedError:
+            result.raised = True
+            raise
 
     ex.run = run
     return result
