@@ -14,10 +14,13 @@ where that is exact. Registered in :data:`.ops.MAPPERS` (run-time inputs) and
   int32. The constant B side is folded to ``B - b_zero_point``; A minus its zero point is an
   integer of at most 255 in magnitude, so each product is exact in float32 and so is every
   partial sum while it stays within 2**24. The import bounds that from the weights (255 times
-  the largest sum of |B - b_zero_point| over one output) and runs a float32 ``linear`` /
-  ``conv`` where the bound holds (in any summation order, on any backend); beyond it a
-  MatMulInteger runs as an int32 ``matmul`` (exact up to int32's range, as onnxruntime's) and a
-  ConvInteger is refused naming the node. The int32 result stays float32 when only Casts to
+  the largest sum of |B - b_zero_point| over one output) and runs one float32 ``linear`` /
+  ``conv`` where the bound holds (exact in any summation order, on any backend, at BLAS
+  speed). Beyond it the contracted axis (K; a conv's input channels) is split into as few
+  runs as keep each within the bound: a ``slice`` of A and a float32 ``linear`` / ``conv`` per
+  run, each result cast to int32 and the runs summed with int32 ``add`` (exact while the total
+  fits int32, as onnxruntime's; a wider sum, a grouped conv or a single input channel beyond
+  the bound is refused naming the node). The int32 result stays float32 when only Casts to
   float32 read it (``quantize_dynamic``'s form); otherwise it is cast to int32.
 """
 
@@ -226,14 +229,59 @@ def _shifted_weight(imp, node, axis: int, what: str) -> np.ndarray:
     return shifted - zp.astype(np.int32).reshape((-1,) + (1,) * (w.ndim - 1 - a))
 
 
-def _bound(shifted: np.ndarray, axis: int) -> int:
-    """The largest |partial sum| of one output: 255 times the largest sum of |w| over the
-    entries that make it (all axes but ``axis``)."""
-    if shifted.size == 0:
-        return 0
-    per = np.abs(shifted.astype(np.int64)).sum(
-        axis=tuple(i for i in range(shifted.ndim) if i != axis % shifted.ndim))
-    return 255 * int(per.max())
+def _reach(shifted: np.ndarray, inner: int, outer: int) -> np.ndarray:
+    """``reach[i, o]``: the most that entry ``i`` of the contracted axis ``inner`` can add to
+    output ``o`` (axis ``outer``): 255 times the sum of |w| over the rest (a conv's kernel)."""
+    w = np.moveaxis(np.abs(shifted.astype(np.int64)), (inner, outer), (0, 1))
+    return 255 * w.reshape(w.shape[0], w.shape[1], -1).sum(axis=2)
+
+
+def _runs(reach: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive runs of the contracted axis, as few as keep every output's sum within
+    :data:`EXACT` (greedy: each run as long as it can be)."""
+    runs, start, total = [], 0, np.zeros(reach.shape[1], np.int64)
+    for i, row in enumerate(reach):
+        if i > start and np.any(total + row > EXACT):
+            runs.append((start, i))
+            start, total = i, np.zeros_like(total)
+        total += row
+    return runs + [(start, reach.shape[0])]
+
+
+def _split(imp, node, reach: np.ndarray) -> list[tuple[int, int]]:
+    """The runs for ``reach``, after refusing what int32 or float32 cannot take exactly."""
+    if reach.size == 0:
+        return [(0, reach.shape[0])]
+    total = int(reach.sum(axis=0).max())
+    if total > INT32_MAX:
+        raise imp.unsupported(f"its sums reach {total} in magnitude, beyond int32: "
+                              f"onnxruntime's int32 accumulation would wrap")
+    if int(reach.max()) > EXACT:
+        raise imp.unsupported(f"one input channel's sums reach {int(reach.max())} in "
+                              f"magnitude, beyond the 2**24 float32 holds exactly")
+    return _runs(reach)
+
+
+def _sum_runs(imp, node, runs, emit_run) -> None:
+    """One run: its float32 result bound to the node's output (see :func:`_integer_output`);
+    several: each cast to int32 and summed in int32."""
+    if len(runs) == 1:
+        _integer_output(imp, node, emit_run(0, *runs[0]))
+        return
+    total = None
+    for i, (start, end) in enumerate(runs):
+        [y] = imp.emit("cast", [emit_run(i, start, end)], [None], {"dtype": "int32"},
+                       suffix=f"/run{i}_int32")
+        last = i == len(runs) - 1
+        total = y if total is None else imp.emit(
+            "add", [total, y], [node.output[0] if last else None], suffix=f"/sum{i}")[0]
+
+
+def _run_input(imp, x: str, axis: int, start: int, end: int, size: int, i: int) -> str:
+    if (start, end) == (0, size):
+        return x
+    return imp.emit("slice", [x], [None], {"starts": [start], "ends": [end], "axes": [axis]},
+                    suffix=f"/run{i}")[0]
 
 
 def _integer_output(imp, node, y: str) -> None:
@@ -252,32 +300,30 @@ def _integer_output(imp, node, y: str) -> None:
 @maps("MatMulInteger")
 def _matmul_integer(imp, node, attrs):
     """(A - a_zero_point) @ (B - b_zero_point), B a constant 2-D int8/uint8 with a per-tensor
-    or per-column zero point; a float32 ``linear`` where exact, else an int32 ``matmul``."""
+    or per-column zero point: float32 ``linear`` over runs of K that are exact (module doc)."""
     _only(imp, attrs, {})
     if len(imp.type_of(node.input[1]).shape) != 2:
         raise imp.unsupported(f"B of shape {list(imp.type_of(node.input[1]).shape)}: only a "
                               f"2-D constant B is supported")
     weight = _shifted_weight(imp, node, 1, "B")
-    bound = _bound(weight, 1)
-    if bound > INT32_MAX:
-        raise imp.unsupported(f"its sums reach {bound} in magnitude, beyond int32: onnxruntime's "
-                              f"int32 accumulation would wrap")
+    runs = _split(imp, node, _reach(weight, 0, 1))
     x = _shifted_input(imp, node, "A")
     origin = imp.origin.get(node.input[1], node.input[1])
-    if bound <= EXACT:
-        w = imp.add_constant(np.ascontiguousarray(weight.T).astype(np.float32), origin)
-        [y] = imp.emit("linear", [x, w, None], [None], suffix="/linear")
-        _integer_output(imp, node, y)
-        return
-    [x] = imp.emit("cast", [x], [None], {"dtype": "int32"}, suffix="/a_int32")
-    imp.emit("matmul", [x, imp.add_constant(weight, origin)], [node.output[0]])
+
+    def run(i, start, end):
+        w = np.ascontiguousarray(weight[start:end].T).astype(np.float32)
+        xs = _run_input(imp, x, -1, start, end, weight.shape[0], i)
+        return imp.emit("linear", [xs, imp.add_constant(w, origin), None], [None],
+                        suffix=f"/linear{i}" if len(runs) > 1 else "/linear")[0]
+
+    _sum_runs(imp, node, runs, run)
 
 
 @maps("ConvInteger")
 def _conv_integer(imp, node, attrs):
     """conv(X - x_zero_point, W - w_zero_point) in float32 (the zero point pads, so the padding
-    adds 0, as ``conv``'s), W constant with a per-tensor or per-output-channel zero point;
-    refused where the sums could leave float32's exact integers."""
+    adds 0, as ``conv``'s), W constant with a per-tensor or per-output-channel zero point, over
+    runs of input channels that are exact (module doc)."""
     _only(imp, attrs, {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
                        "pads": ..., "strides": ...})
     shape = imp.type_of(node.input[0]).shape
@@ -290,20 +336,26 @@ def _conv_integer(imp, node, attrs):
     if list(kernel) != list(weight.shape[2:]):
         raise imp.unsupported(f"kernel_shape {kernel} differs from the weight's "
                               f"{list(weight.shape[2:])}")
-    bound = _bound(weight, 0)
-    if bound > EXACT:
-        raise imp.unsupported(f"its sums reach {bound} in magnitude, beyond the 2**24 float32 "
-                              f"holds exactly (fewer input channels or a smaller kernel per "
-                              f"conv)")
+    group = attrs.get("group", 1)
+    runs = _split(imp, node, _reach(weight, 1, 0))
+    if len(runs) > 1 and group != 1:
+        raise imp.unsupported(f"group={group} with sums beyond the 2**24 float32 holds exactly: "
+                              f"only an ungrouped conv is split over its input channels")
     x = _shifted_input(imp, node, "X")
     strides = attrs.get("strides", [1] * spatial)
     dilations = attrs.get("dilations", [1] * spatial)
-    w = imp.add_constant(weight.astype(np.float32), imp.origin.get(node.input[1], node.input[1]))
-    [y] = imp.emit("conv", [x, w, None], [None],
-                   {"stride": strides, "dilation": dilations, "groups": attrs.get("group", 1),
-                    "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)},
-                   suffix="/conv")
-    _integer_output(imp, node, y)
+    conv = {"stride": strides, "dilation": dilations, "groups": group,
+            "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)}
+    origin = imp.origin.get(node.input[1], node.input[1])
+
+    def run(i, start, end):
+        w = imp.add_constant(np.ascontiguousarray(weight[:, start:end]).astype(np.float32),
+                             origin)
+        xs = _run_input(imp, x, 1, start, end, weight.shape[1], i)
+        return imp.emit("conv", [xs, w, None], [None], conv,
+                        suffix=f"/conv{i}" if len(runs) > 1 else "/conv")[0]
+
+    _sum_runs(imp, node, runs, run)
 
 
 def _fold_matmul_integer(ins, attrs: dict, cap: int) -> list:

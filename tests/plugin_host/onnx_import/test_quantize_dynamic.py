@@ -174,17 +174,22 @@ def _dq_matmul(tmp_path, b: np.ndarray, b_zp: np.ndarray | None, *, rows: int = 
 
 
 @pytest.mark.parametrize("backend", [None, OnnxruntimeBackend], ids=["numpy", "onnxruntime"])
-def test_sums_beyond_float32s_exact_integers_run_in_int32(backend, tmp_path, signer):
+def test_sums_beyond_float32s_exact_integers_run_in_exact_runs(backend, tmp_path, signer):
     """K = 600 weights of 255 - 0: sums reach 255 * 255 * 600 = 39,015,000 > 2**24, where a
-    float32 sum would round; the import runs an int32 matmul and matches to the bit."""
+    float32 sum would round; the import splits K into runs whose float32 sums are exact
+    (258, 258 and 84 rows: 255 * 255 * 258 <= 2**24), sums them in int32 and matches to the
+    bit."""
     k = 600
     b = np.full((k, 4), 255, np.uint8)
     b[:, 1] = RNG.integers(0, 256, k)
     b[::7, 2] = 0
     model = _dq_matmul(tmp_path, b, np.array(0, np.uint8))
     _, loaded = import_and_load(model, tmp_path / "mm.pha", signer)
-    mm = [n for n in loaded.graph.nodes if n.op == "matmul"]
-    assert len(mm) == 1 and loaded.graph.tensors[mm[0].inputs[1]].dtype == np.int32
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops.count("linear") == ops.count("slice") == 3
+    assert ops.count("add") == 1 + 2  # the zero point's, and the runs summed
+    assert [loaded.graph.tensors[n.inputs[1]].shape[1] for n in loaded.graph.nodes
+            if n.op == "linear"] == [258, 258, 84]
     x = (RNG.random((3, k)) * 10).astype(np.float32)
     x[:, ::3] = 10.0  # quantized to 255
     x[0, 0] = 0.0  # the range's low end: zero point 0
@@ -274,6 +279,25 @@ def test_a_conv_integer_on_plain_uint8_gives_its_int32(group, tmp_path, signer):
            exact=True)
 
 
+@pytest.mark.parametrize("backend", [None, OnnxruntimeBackend], ids=["numpy", "onnxruntime"])
+def test_a_conv_integer_beyond_float32s_exact_sums_runs_over_channel_runs(backend, tmp_path,
+                                                                          signer):
+    """64 input channels of 3 x 3 weights near -128: sums up to 255 * 128 * 576 > 2**24; the
+    import splits the channels into runs whose float32 sums are exact and adds them in
+    int32."""
+    w = RNG.integers(-128, -120, (2, 64, 3, 3)).astype(np.int8)
+    model = _integer_model(tmp_path, "ConvInteger", (1, 64, 5, 5), w, np.array(0, np.uint8),
+                           np.array(0, np.int8), (1, 2, 5, 5), pads=[1, 1, 1, 1])
+    _, loaded = import_and_load(model, tmp_path / "int.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops.count("conv") == ops.count("slice") == 2 and "add" in ops
+    a = RNG.integers(250, 256, (1, 64, 5, 5)).astype(np.uint8)
+    want = onnxruntime_outputs(model, {"a": a}, optimized=False)["y"]
+    assert np.abs(want).max() > 2 ** 24 and np.any(want % 2)
+    _check(model, loaded, [{"a": a}, {"a": np.full_like(a, 255)}], exact=True,
+           backend=backend and backend())
+
+
 def test_constant_integer_ops_fold_like_onnxruntime(tmp_path, signer):
     """DynamicQuantizeLinear and MatMulInteger of constants fold at import."""
     c = np.concatenate([RNG.standard_normal(10), [-4.0, 0.0]]).astype(np.float32).reshape(3, 4)
@@ -295,11 +319,19 @@ def test_constant_integer_ops_fold_like_onnxruntime(tmp_path, signer):
 # --- refused -------------------------------------------------------------------------------
 
 
-def test_a_conv_integer_beyond_float32s_exact_sums_is_refused(tmp_path):
-    w = np.full((2, 64, 3, 3), 127, np.int8)  # 255 * 127 * 576 = 18,653,760 > 2**24
-    model = _integer_model(tmp_path, "ConvInteger", (1, 64, 5, 5), w, None, None, (1, 2, 3, 3))
+def test_a_conv_integer_sum_one_channel_cannot_hold_is_refused(tmp_path):
+    w = np.full((1, 1, 259), 255, np.uint8)  # 255 * 255 * 259 = 16,841,475 > 2**24
+    model = _integer_model(tmp_path, "ConvInteger", (1, 1, 260), w, None, None, (1, 1, 2))
     assert_refused(model, UnsupportedModelError, "node 'n' (ConvInteger)",
-                   "its sums reach 18653760 in magnitude, beyond the 2**24")
+                   "one input channel's sums reach 16841475 in magnitude, beyond the 2**24")
+
+
+def test_a_grouped_conv_integer_beyond_float32s_exact_sums_is_refused(tmp_path):
+    w = np.full((2, 64, 3, 3), 127, np.int8)  # 255 * 127 * 576 = 18,653,760 > 2**24
+    model = _integer_model(tmp_path, "ConvInteger", (1, 128, 5, 5), w, None, None,
+                           (1, 2, 3, 3), group=2)
+    assert_refused(model, UnsupportedModelError, "node 'n' (ConvInteger)",
+                   "group=2 with sums beyond the 2**24 float32 holds exactly")
 
 
 def test_a_runtime_weight_is_refused(tmp_path):
