@@ -2,12 +2,14 @@
 with the default options, ``per_channel=True`` and int8 or uint8 weights, built and compared
 bit for bit with onnxruntime on the numpy and onnxruntime backends; hand-made
 DynamicQuantizeLinear nodes at the edges of its parameters (all zeros, all negative, the
-float32 extremes, infinities, ties at .5), MatMulInteger and ConvInteger on plain uint8
-inputs, per-column and per-channel zero points, sums beyond float32's exact integers, constant
-inputs folded; and what is refused, naming the node.
+float32 extremes, infinities, ties at .5), a run-time batch, MatMulInteger and ConvInteger on
+plain uint8 inputs, per-column zero points, sums beyond float32's exact integers (split into
+exact runs), constant inputs folded; and what is refused, naming the node.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -93,6 +95,25 @@ def test_a_quantized_transformer_encoder_layer_matches_onnxruntime(per_channel, 
     _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
     _check(path, loaded, _feeds(shape)[:4])
     _check(path, loaded, _feeds(shape)[:3], backend=OnnxruntimeBackend())
+
+
+@pytest.mark.parametrize("model", ["mlp", "convnet"])
+def test_a_runtime_batch_passes_through_the_dynamic_quantization(model, tmp_path, signer):
+    """min and max over a tensor of a run-time batch: the artifact takes any batch."""
+    make, shape, _ = _MODELS[model]
+    torch.manual_seed(3)
+    float_model = tmp_path / "float.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(make().eval(), (torch.randn(*shape),), str(float_model), dynamo=False,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    path = tmp_path / "dynamic.onnx"
+    quantization.quantize_dynamic(str(float_model), str(path))
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    assert loaded.graph.inputs[0].shape[0] == "batch"
+    _check(path, loaded, [{"x": RNG.standard_normal((n,) + shape[1:]).astype(np.float32)}
+                          for n in (1, 7)], exact=True)
 
 
 # --- hand-made DynamicQuantizeLinear -------------------------------------------------------
