@@ -17,8 +17,9 @@ numbers onnxruntime computes for the quantized model (graph optimizations off). 
 Scales and zero points must be constants: per-tensor (one value) or per-axis (one value per
 entry of ``axis``, broadcast through a reshaped constant). A scale that is not a positive
 finite float32, a zero point of another dtype than the quantized values, blocked quantization
-(opset 21's ``block_size``) and the operator-oriented quantized ops (QLinearConv, MatMulInteger,
-DynamicQuantizeLinear, com.microsoft's QLinear* ...) are refused, naming the node.
+(opset 21's ``block_size``) and the operator-oriented quantized ops (QLinearConv, QLinearMatMul,
+com.microsoft's QLinear* ...) are refused, naming the node. ``quantize_dynamic``'s ops
+(DynamicQuantizeLinear, MatMulInteger, ConvInteger) map in :mod:`.dynamic`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ QDQ_HINT = ("an operator-oriented quantized op; quantize in QDQ format instead: 
 #: Operator-oriented quantized ops: integer kernels whose rounding the float32 backends do not
 #: reproduce (default domain, and com.microsoft's, which the reader refuses with this hint).
 OPERATOR_ORIENTED = frozenset({
-    "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear",
+    "QLinearConv", "QLinearMatMul",
     "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
     "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearWhere",
     "QLinearReduceMean", "QGemm", "QAttention", "QEmbedLayerNormalization",

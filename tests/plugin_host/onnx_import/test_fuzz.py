@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are seven tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are eight tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -16,8 +16,10 @@ HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp
 LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
 ``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv,
 Resize-11, Split, Squeeze, Softmax over a middle axis, an LSTM), ``half`` (float16: Conv,
-LayerNorm, Gemm, Casts to float32 and back) and ``qdq`` (a conv net quantized by onnxruntime's
-quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights). Every mutant
+LayerNorm, Gemm, Casts to float32 and back), ``qdq`` (a conv net quantized by onnxruntime's
+quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) and ``dynamic``
+(the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
+MatMulInteger). Every mutant
 is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated element
 type) goes through the rewrite to float32.
 Two kinds of mutants:
@@ -30,7 +32,7 @@ Two kinds of mutants:
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
   an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 31,500) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 33,900) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -821,11 +823,12 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     half = export(Half().half(), [torch.randn(1, 2, 4, 4).half()], folder / "half.onnx",
                   dynamo=False, input_names=["x"], output_names=["y"])
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
-            "legacy": str(legacy), "half": str(half), "qdq": _quantized_seed(folder)}
+            "legacy": str(legacy), "half": str(half), **_quantized_seeds(folder)}
 
 
-def _quantized_seed(folder: Path) -> str:
-    """A small conv net quantized by onnxruntime's quantize_static (QDQ, per-channel int8)."""
+def _quantized_seeds(folder: Path) -> dict[str, str]:
+    """A small conv net quantized by onnxruntime's quantize_static (``qdq``: QDQ, per-channel
+    int8) and by its quantize_dynamic (``dynamic``: default options)."""
     from onnxruntime import quantization
 
     from .conftest import export, torch
@@ -844,15 +847,16 @@ def _quantized_seed(folder: Path) -> str:
                               torch.nn.Flatten(), torch.nn.Linear(48, 4))
     plain = export(net, [torch.randn(1, 2, 4, 4)], folder / "plain.onnx", dynamo=False,
                    input_names=["x"], output_names=["y"])
-    path = folder / "qdq.onnx"
+    path, dynamic = folder / "qdq.onnx", folder / "dynamic.onnx"
     logging.disable(logging.WARNING)  # its advice to pre-process, on the root logger
     try:
         quantization.quantize_static(str(plain), str(path), Batches(),
                                      quant_format=quantization.QuantFormat.QDQ,
                                      per_channel=True)
+        quantization.quantize_dynamic(str(plain), str(dynamic))
     finally:
         logging.disable(logging.NOTSET)
-    return str(path)
+    return {"qdq": str(path), "dynamic": str(dynamic)}
 
 
 @pytest.fixture(scope="module")
@@ -961,6 +965,8 @@ def test_the_seed_models_build(seeds, tmp_path):
             "ConvTranspose", "LayerNormalization", "Split", "Pad"} <= ops, ops
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in
                                                       onnx.load(seeds["qdq"]).graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= {
+        n.op_type for n in onnx.load(seeds["dynamic"]).graph.node}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {

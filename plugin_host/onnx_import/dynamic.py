@@ -1,0 +1,372 @@
+"""Dynamically quantized models (onnxruntime's ``quantize_dynamic``): DynamicQuantizeLinear,
+MatMulInteger and ConvInteger imported with onnxruntime's numbers, the integers held in float32
+where that is exact. Registered in :data:`.ops.MAPPERS` (run-time inputs) and
+:func:`.fold.register` (constant inputs) on import.
+
+- DynamicQuantizeLinear (uint8) computes onnxruntime's CPU kernel's parameters in float32:
+  ``min``/``max`` over the whole tensor widened to include 0, ``scale = (max - min) / 255``
+  (1 where max == min, i.e. all zeros), ``zero_point = round(max(0, min(255, 0 - min /
+  scale)))`` with C++'s std::min/std::max (a nan zero point gives 255, as there), then
+  ``saturate(round(x / scale) + zero_point)`` as QuantizeLinear (a nan quotient gives 0, as
+  MLAS's clamp). A nan in x is where the two part: onnxruntime's SIMD min/max keeps or drops
+  it depending on its position; here any nan makes the scale nan.
+- MatMulInteger and ConvInteger are ``(A - a_zero_point) x (B - b_zero_point)`` accumulated in
+  int32. The constant B side is folded to ``B - b_zero_point``; A minus its zero point is an
+  integer of at most 255 in magnitude, so each product is exact in float32 and so is every
+  partial sum while it stays within 2**24. The import bounds that from the weights (255 times
+  the largest sum of |B - b_zero_point| over one output) and runs one float32 ``linear`` /
+  ``conv`` where the bound holds (exact in any summation order, on any backend, at BLAS
+  speed). Beyond it the contracted axis (K; a conv's input channels) is split into as few
+  runs as keep each within the bound: a ``slice`` of A and a float32 ``linear`` / ``conv`` per
+  run, each result cast to int32 and the runs summed with int32 ``add`` (exact while the total
+  fits int32, as onnxruntime's; a wider sum, a grouped conv or a single input channel beyond
+  the bound is refused naming the node). The int32 result stays float32 when only Casts to
+  float32 read it (``quantize_dynamic``'s form); otherwise it is cast to int32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abi import dtypes
+
+from ..errors import ModelFileError
+from .fold import one_value
+from .fold import register as register_fold
+from .ops import _only, _pads, maps
+
+#: Every partial sum of integers at most this large is exact in float32.
+EXACT = 2 ** 24
+#: The int32 range onnxruntime accumulates in: a bound beyond it would wrap there.
+INT32_MAX = 2 ** 31 - 1
+_INTEGERS = ("int8", "uint8")
+
+
+# --- DynamicQuantizeLinear -------------------------------------------------------------------
+
+
+def _parameters(lo, hi):
+    """onnxruntime's scale and zero point (float32 0-d arrays) from the tensor's min and max,
+    the same operations in the same order."""
+    f = np.float32
+    lo, hi = np.minimum(lo, f(0)), np.maximum(hi, f(0))  # nan stays nan, as std::min(nan, 0)
+    scale = np.where(hi == lo, f(1), (hi - lo) / f(255)).astype(f)
+    zp = f(0) - lo / scale
+    zp = np.where(zp < f(255), zp, f(255))  # std::min(255, zp): a nan gives 255
+    zp = np.where(f(0) < zp, zp, f(0))
+    return scale, np.round(zp).astype(f)
+
+
+def _fold_dynamic(ins, attrs: dict, cap: int) -> list:
+    [x] = ins[:1]
+    _only_outputs(attrs)
+    if x.dtype != np.float32:
+        raise ModelFileError(f"input of dtype {x.dtype}: DynamicQuantizeLinear takes float32")
+    if x.size == 0:
+        raise ModelFileError("input is empty: its min and max are undefined")
+    scale, zp = _parameters(np.min(x), np.max(x))
+    y = x / scale
+    y = np.round(np.where(np.isnan(y), np.float32(-np.inf), y)) + zp
+    return [np.clip(y, 0, 255).astype(np.uint8), scale, zp.astype(np.uint8)]
+
+
+def _only_outputs(attrs: dict) -> None:
+    extra = {k: v for k, v in attrs.items() if k != "_outputs"}
+    if extra:
+        raise ModelFileError(f"DynamicQuantizeLinear has no attributes, got {extra}")
+
+
+def _read_only_by(imp, name: str, ops: tuple[str, ...]) -> bool:
+    """True when ``name`` is no graph output and every reader is one of ``ops``."""
+    readers = [imp.model.graph.node[i] for i in imp.consumers.get(name, [])]
+    return name not in imp.graph_outputs and all(n.op_type in ops for n in readers)
+
+
+_INTEGER_READERS = ("MatMulInteger", "ConvInteger", "DequantizeLinear")
+
+
+def _bind_integers(imp, y: str, out: str, dtype: str) -> None:
+    """Bind ONNX value ``out`` to float32 integers ``y``: as they are when only the integer ops
+    read them (they take float32 integers, :data:`imp.fake_quantized`), else cast."""
+    if not out:
+        return
+    if _read_only_by(imp, out, _INTEGER_READERS):
+        imp.alias(out, y)
+        imp.fake_quantized[out] = dtype
+    else:
+        imp.emit("cast", [y], [out], {"dtype": dtype}, suffix=f"/{dtype}")
+
+
+@maps("DynamicQuantizeLinear")
+def _dynamic_quantize(imp, node, attrs):
+    """uint8 quantization with parameters computed from the tensor at run time, in float32
+    glue ops (``amin``, ``amax``, ``min``, ``max``, ``sub``, ``div``, ``equal``, ``less``,
+    ``where``, ``round``, ``add``, ``clip``); see the module's doc."""
+    _only(imp, attrs, {})
+    x = node.input[0]
+    t = imp.type_of(x)
+    if t.dtype != "float32":
+        raise imp.unsupported(f"input of dtype {t.dtype}: only float32 is quantized")
+    if any(d == 0 for d in t.shape):
+        raise ModelFileError(f"input of shape {list(t.shape)} is empty: its min and max are "
+                             f"undefined", node=imp.node_name, op=node.op_type)
+    outs = (list(node.output) + ["", ""])[:3]
+    base = outs[0] or outs[1] or outs[2]
+    f = np.float32
+
+    def const(value, what):
+        return imp.add_constant(np.array(value, f), f"{base}.{what}")
+
+    def step(op, ins, suffix, a=None, out=None):
+        return imp.emit(op, ins, [out], a, suffix=f"/{suffix}")[0]
+
+    xt = imp.tensor(x)
+    zero = const(0.0, "zero")
+    if t.shape:
+        axes = {"axes": list(range(len(t.shape)))}
+        lo, hi = step("amin", [xt], "amin", axes), step("amax", [xt], "amax", axes)
+    else:
+        lo = hi = xt
+    lo, hi = step("min", [lo, zero], "min0"), step("max", [hi, zero], "max0")
+    flat = step("equal", [hi, lo], "flat")
+    spread = step("div", [step("sub", [hi, lo], "range"), const(255.0, "qrange")], "spread")
+    scale = step("where", [flat, const(1.0, "one"), spread], "scale", out=outs[1] or None)
+    zp = step("sub", [zero, step("div", [lo, scale], "lo_scaled")], "zp0")
+    top = const(255.0, "qmax")
+    zp = step("where", [step("less", [zp, top], "below"), zp, top], "zp_min")
+    zp = step("where", [step("less", [zero, zp], "above"), zp, zero], "zp_max")
+    zp = step("round", [zp], "zero_point")
+    y = step("div", [xt, scale], "div")
+    low = const(-np.inf, "minus_inf")
+    y = step("where", [step("isnan", [y], "isnan"), low, y], "nan")
+    y = step("add", [step("round", [y], "round"), zp], "shift")
+    y = step("clip", [y], "saturate", {"min": 0.0, "max": 255.0})
+    _bind_integers(imp, y, outs[0], "uint8")
+    _bind_integers(imp, zp, outs[2], "uint8")
+
+
+register_fold("DynamicQuantizeLinear", _fold_dynamic)
+
+
+# --- MatMulInteger, ConvInteger --------------------------------------------------------------
+
+
+def _zero_point(imp, node, i: int, dtype: str, what: str) -> str | np.ndarray | None:
+    """Input ``i`` (a zero point of ``dtype``): a constant array, a run-time graph tensor of
+    float32 integers, or None where absent."""
+    name = node.input[i] if len(node.input) > i and node.input[i] else None
+    if name is None:
+        return None
+    zt = imp.fake_quantized.get(name) or imp.type_of(name).dtype
+    if zt != dtype:
+        raise ModelFileError(f"{what} of dtype {zt} differs from the values' {dtype}",
+                             node=imp.node_name, op=node.op_type)
+    if imp.is_const(name):
+        return imp.const(name)
+    return _as_float(imp, name)
+
+
+def _as_float(imp, name: str) -> str:
+    """Run-time integers ``name`` as a float32 graph tensor (already so when fake)."""
+    t = imp.tensor(name)
+    if name in imp.fake_quantized:
+        return t
+    return imp.emit("cast", [t], [None], {"dtype": "float32"}, suffix="/float32")[0]
+
+
+def _integer_dtype(imp, node, name: str, what: str) -> str:
+    dtype = imp.fake_quantized.get(name) or imp.type_of(name).dtype
+    if dtype not in _INTEGERS:
+        raise imp.unsupported(f"{what} of dtype {dtype}: only int8 and uint8 are supported")
+    return dtype
+
+
+def _shifted_input(imp, node, what: str) -> str:
+    """A minus its zero point (a per-tensor one: onnxruntime's CPU kernels take no other) as
+    float32 integers in [-255, 255]."""
+    a = node.input[0]
+    dtype = _integer_dtype(imp, node, a, what)
+    zp = _zero_point(imp, node, 2, dtype, f"{what}'s zero point")
+    x = _as_float(imp, a)
+    if zp is None:
+        return x
+    if isinstance(zp, np.ndarray):
+        if zp.size != 1:
+            raise imp.unsupported(f"{what}'s zero point of shape {list(zp.shape)}: only one "
+                                  f"value (per tensor) is supported, as onnxruntime's kernel")
+        if not zp.any():
+            return x
+        zp = imp.add_constant(zp.reshape(()).astype(np.float32), f"{node.output[0]}.a_zero_point")
+    elif imp.types[zp].shape not in ((), (1,)):
+        raise imp.unsupported(f"{what}'s zero point of shape {list(imp.types[zp].shape)}: only "
+                              f"one value (per tensor) is supported")
+    return imp.emit("sub", [x, zp], [None], suffix="/a_zero_point")[0]
+
+
+def _shifted_weight(imp, node, axis: int, what: str) -> np.ndarray:
+    """The constant B (W) minus its zero point, as int32: per tensor, or one value per entry
+    of ``axis`` (B's columns, W's output channels)."""
+    b = node.input[1]
+    if not imp.is_const(b):
+        raise imp.unsupported(f"{what} {b!r} must be a constant (the quantized weights), but it "
+                              f"is computed at run time")
+    w = imp.const(b)
+    dtype = _integer_dtype(imp, node, b, what)
+    zp = _zero_point(imp, node, 3, dtype, f"{what}'s zero point")
+    shifted = w.astype(np.int32)
+    if zp is None:
+        return shifted
+    if not isinstance(zp, np.ndarray):
+        raise imp.unsupported(f"{what}'s zero point must be a constant, but it is computed at "
+                              f"run time")
+    if zp.size == 1:
+        return shifted - zp.reshape(()).astype(np.int32)
+    a = axis % w.ndim
+    if zp.ndim != 1 or zp.size != w.shape[a]:
+        raise ModelFileError(f"{what}'s zero point of shape {list(zp.shape)}: must be one value "
+                             f"or one per entry of axis {a} of {list(w.shape)}",
+                             node=imp.node_name, op=node.op_type)
+    return shifted - zp.astype(np.int32).reshape((-1,) + (1,) * (w.ndim - 1 - a))
+
+
+def _reach(shifted: np.ndarray, inner: int, outer: int) -> np.ndarray:
+    """``reach[i, o]``: the most that entry ``i`` of the contracted axis ``inner`` can add to
+    output ``o`` (axis ``outer``): 255 times the sum of |w| over the rest (a conv's kernel)."""
+    w = np.moveaxis(np.abs(shifted.astype(np.int64)), (inner, outer), (0, 1))
+    return 255 * w.reshape(w.shape[0], w.shape[1], -1).sum(axis=2)
+
+
+def _runs(reach: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive runs of the contracted axis, as few as keep every output's sum within
+    :data:`EXACT` (greedy: each run as long as it can be)."""
+    runs, start, total = [], 0, np.zeros(reach.shape[1], np.int64)
+    for i, row in enumerate(reach):
+        if i > start and np.any(total + row > EXACT):
+            runs.append((start, i))
+            start, total = i, np.zeros_like(total)
+        total += row
+    return runs + [(start, reach.shape[0])]
+
+
+def _split(imp, node, reach: np.ndarray) -> list[tuple[int, int]]:
+    """The runs for ``reach``, after refusing what int32 or float32 cannot take exactly."""
+    if reach.size == 0:
+        return [(0, reach.shape[0])]
+    total = int(reach.sum(axis=0).max())
+    if total > INT32_MAX:
+        raise imp.unsupported(f"its sums reach {total} in magnitude, beyond int32: "
+                              f"onnxruntime's int32 accumulation would wrap")
+    if int(reach.max()) > EXACT:
+        raise imp.unsupported(f"one input channel's sums reach {int(reach.max())} in "
+                              f"magnitude, beyond the 2**24 float32 holds exactly")
+    return _runs(reach)
+
+
+def _sum_runs(imp, node, runs, emit_run) -> None:
+    """One run: its float32 result bound to the node's output (see :func:`_integer_output`);
+    several: each cast to int32 and summed in int32."""
+    if len(runs) == 1:
+        _integer_output(imp, node, emit_run(0, *runs[0]))
+        return
+    total = None
+    for i, (start, end) in enumerate(runs):
+        [y] = imp.emit("cast", [emit_run(i, start, end)], [None], {"dtype": "int32"},
+                       suffix=f"/run{i}_int32")
+        last = i == len(runs) - 1
+        total = y if total is None else imp.emit(
+            "add", [total, y], [node.output[0] if last else None], suffix=f"/sum{i}")[0]
+
+
+def _run_input(imp, x: str, axis: int, start: int, end: int, size: int, i: int) -> str:
+    if (start, end) == (0, size):
+        return x
+    return imp.emit("slice", [x], [None], {"starts": [start], "ends": [end], "axes": [axis]},
+                    suffix=f"/run{i}")[0]
+
+
+def _integer_output(imp, node, y: str) -> None:
+    """Bind the int32 result held in float32 ``y``: as it is where only Casts to float32 read
+    it, else cast to int32 (exact: the bound keeps it an integer float32 holds)."""
+    out = node.output[0]
+    readers = [imp.model.graph.node[i] for i in imp.consumers.get(out, [])]
+    if out not in imp.graph_outputs and all(
+            n.op_type == "Cast" and any(a.name == "to" and a.i == 1 for a in n.attribute)
+            for n in readers):
+        imp.alias(out, y)
+        return
+    imp.emit("cast", [y], [out], {"dtype": "int32"}, suffix="/int32")
+
+
+@maps("MatMulInteger")
+def _matmul_integer(imp, node, attrs):
+    """(A - a_zero_point) @ (B - b_zero_point), B a constant 2-D int8/uint8 with a per-tensor
+    or per-column zero point: float32 ``linear`` over runs of K that are exact (module doc)."""
+    _only(imp, attrs, {})
+    if len(imp.type_of(node.input[1]).shape) != 2:
+        raise imp.unsupported(f"B of shape {list(imp.type_of(node.input[1]).shape)}: only a "
+                              f"2-D constant B is supported")
+    weight = _shifted_weight(imp, node, 1, "B")
+    runs = _split(imp, node, _reach(weight, 0, 1))
+    x = _shifted_input(imp, node, "A")
+    origin = imp.origin.get(node.input[1], node.input[1])
+
+    def run(i, start, end):
+        w = np.ascontiguousarray(weight[start:end].T).astype(np.float32)
+        xs = _run_input(imp, x, -1, start, end, weight.shape[0], i)
+        return imp.emit("linear", [xs, imp.add_constant(w, origin), None], [None],
+                        suffix=f"/linear{i}" if len(runs) > 1 else "/linear")[0]
+
+    _sum_runs(imp, node, runs, run)
+
+
+@maps("ConvInteger")
+def _conv_integer(imp, node, attrs):
+    """conv(X - x_zero_point, W - w_zero_point) in float32 (the zero point pads, so the padding
+    adds 0, as ``conv``'s), W constant with a per-tensor or per-output-channel zero point, over
+    runs of input channels that are exact (module doc)."""
+    _only(imp, attrs, {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
+                       "pads": ..., "strides": ...})
+    shape = imp.type_of(node.input[0]).shape
+    spatial = len(shape) - 2
+    if spatial < 1:
+        raise imp.unsupported(f"input of shape {list(shape)}; ConvInteger needs (N, C, "
+                              f"*spatial)")
+    weight = _shifted_weight(imp, node, 0, "W")
+    kernel = attrs.get("kernel_shape", list(weight.shape[2:]))
+    if list(kernel) != list(weight.shape[2:]):
+        raise imp.unsupported(f"kernel_shape {kernel} differs from the weight's "
+                              f"{list(weight.shape[2:])}")
+    group = attrs.get("group", 1)
+    runs = _split(imp, node, _reach(weight, 1, 0))
+    if len(runs) > 1 and group != 1:
+        raise imp.unsupported(f"group={group} with sums beyond the 2**24 float32 holds exactly: "
+                              f"only an ungrouped conv is split over its input channels")
+    x = _shifted_input(imp, node, "X")
+    strides = attrs.get("strides", [1] * spatial)
+    dilations = attrs.get("dilations", [1] * spatial)
+    conv = {"stride": strides, "dilation": dilations, "groups": group,
+            "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)}
+    origin = imp.origin.get(node.input[1], node.input[1])
+
+    def run(i, start, end):
+        w = imp.add_constant(np.ascontiguousarray(weight[:, start:end]).astype(np.float32),
+                             origin)
+        xs = _run_input(imp, x, 1, start, end, weight.shape[1], i)
+        return imp.emit("conv", [xs, w, None], [None], conv,
+                        suffix=f"/conv{i}" if len(runs) > 1 else "/conv")[0]
+
+    _sum_runs(imp, node, runs, run)
+
+
+def _fold_matmul_integer(ins, attrs: dict, cap: int) -> list:
+    a, b, azp, bzp = (list(ins) + [None, None])[:4]
+    for v, what in ((a, "A"), (b, "B")):
+        if dtypes.from_numpy(v.dtype) not in _INTEGERS:
+            raise ModelFileError(f"{what} of dtype {v.dtype}: MatMulInteger takes int8/uint8")
+    x = a.astype(np.int64) - (0 if azp is None else one_value(azp, "a_zero_point"))
+    w = b.astype(np.int64) - (0 if bzp is None else bzp.astype(np.int64))
+    y = np.matmul(x, w)
+    return [y.astype(np.int32)]  # wraps as onnxruntime's int32 sums would
+
+
+register_fold("MatMulInteger", _fold_matmul_integer, optional=(2, 3))
