@@ -1,8 +1,15 @@
-"""Fixtures of the daemon tests: a copy of the demo policy with its own state folder."""
+"""Fixtures of the daemon tests: a copy of the demo policy with its own state folder, test
+models signed with its key, a quiet daemon whose event lines a test reads, and a daemon run in
+a thread while a test changes things under it."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,6 +32,49 @@ def demo_state(tmp_path_factory) -> tuple[Path, Path]:
     return policy, state
 
 
+def build_signed(graph, path: Path, state: Path, version: str = "1.0.0") -> None:
+    """``graph`` built into the artifact ``path`` for numpy (worst case 50 ms) and signed with
+    the demo key of ``state``."""
+    from plugin_host.artifacts import build_artifact, load_private_key, sign_artifact
+    from plugin_host.plugins import get_backend, get_plugin_manager
+
+    build_artifact(graph, path, version=version, backends=["numpy"],
+                   reference_backend=get_backend(get_plugin_manager(), "numpy"),
+                   latency_ms=50.0)
+    sign_artifact(path, load_private_key(state / "demo" / "signing.key"))
+
+
+def point_at(text: str, name: str, artifact: Path, extra: str) -> str:
+    """The demo policy's ``text`` with its [[artifact]] renamed ``name``, read from
+    ``artifact``, no acceptance record required, and ``extra`` as its last lines."""
+    text, n = re.subn(r'name = "demo"(\s*file = )"[^"]*"', rf'name = "{name}"\1"{artifact}"',
+                      text)
+    assert n == 1, "the demo policy's [[artifact]] changed: update point_at"
+    text, n = re.subn("acceptance_required = true", "acceptance_required = false", text)
+    assert n == 1, "the demo policy's acceptance_required changed: update point_at"
+    text, n = re.subn(r"\n# --- plugins", f"\n{extra}\n\n# --- plugins", text)
+    assert n == 1, "the demo policy's plugin section changed: update point_at"
+    return text
+
+
+def quiet_daemon(policy: Path, state: Path, **options):
+    """``(daemon, its event lines)``: nothing printed, stats every 0.5 s, ``options`` as
+    DaemonOptions."""
+    from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
+    from plugin_host.policy import load_policy
+
+    sink = LineSink()
+    daemon = Daemon(load_policy(policy, state_dir=state), state_dir=state,
+                    events=EventLog(sink), say=lambda _: None,
+                    options=DaemonOptions(**{"stats_interval": 0.5, **options}))
+    return daemon, sink.lines
+
+
+def events(lines: list[str], kind: str) -> list[dict]:
+    """The events of ``kind`` among the daemon's event ``lines``."""
+    return [json.loads(line) for line in lines if f'"event":"{kind}"' in line]
+
+
 def multi_camera_policy(policy: Path, cameras: list[dict], *, use: list[str] | None = None,
                         max_skew_ms: float = 10.0, width: int = 512, height: int = 256,
                         name: str = "cameras.toml") -> Path:
@@ -32,8 +82,6 @@ def multi_camera_policy(policy: Path, cameras: list[dict], *, use: list[str] | N
     ``cameras`` (each a table of the plugin's keys, e.g. ``{"name": "wide", "phase_ms": 5}``)
     at ``width`` x ``height`` NV12 20 Hz, and whose ``[cameras]`` runs ``use`` (default: all)
     matched within ``max_skew_ms``."""
-    import re
-
     text = policy.read_text()
     entries = ", ".join("{" + ", ".join(f"{k} = {v!r}" if not isinstance(v, str)
                                         else f'{k} = "{v}"' for k, v in c.items()) + "}"
@@ -52,3 +100,26 @@ def multi_camera_policy(policy: Path, cameras: list[dict], *, use: list[str] | N
     out = policy.parent / name
     out.write_text(text)
     return out
+
+
+def wait_until(cond, timeout: float = 30.0) -> None:
+    """Poll ``cond()`` every 20 ms until it is true; fail the test after ``timeout`` s."""
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"timed out after {timeout} s"
+        time.sleep(0.02)
+
+
+@contextmanager
+def running(daemon):
+    """Run the loaded ``daemon`` in a thread for the ``with`` block; yields the dict that gets
+    its summary once it has stopped (asked to stop on leaving the block)."""
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(daemon.run()), name="test-daemon")
+    thread.start()
+    try:
+        yield result
+    finally:
+        daemon.request_stop("test")
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the daemon did not stop within 60 s of being asked"

@@ -10,12 +10,10 @@ import os
 
 import pytest
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.daemon.metrics import render
 from plugin_host.errors import PolicyError
-from plugin_host.policy import load_policy
 
-from .conftest import multi_camera_policy
+from .conftest import events, multi_camera_policy, quiet_daemon, running, wait_until
 from .test_metrics import parse_text_format
 from .test_swap import _accept, _build, own_state  # noqa: F401 (a fixture)
 from .worker_kill import kill_during_call
@@ -23,29 +21,17 @@ from .worker_kill import kill_during_call
 THREE = [{"name": "road"}, {"name": "wide"}, {"name": "driver"}]
 
 
-def _daemon(policy, state, **options):
-    sink = LineSink()
-    daemon = Daemon(load_policy(policy, state_dir=state), state_dir=state,
-                    events=EventLog(sink), say=lambda _: None,
-                    options=DaemonOptions(stats_interval=0.5, **options))
-    return daemon, sink.lines
-
-
-def _events(lines, kind):
-    return [json.loads(line) for line in lines if f'"event":"{kind}"' in line]
-
-
 def test_three_cameras_matched_each_with_its_own_worker_and_report(demo_state):
     policy_path, state = demo_state
     policy = multi_camera_policy(policy_path, THREE)
-    daemon, lines = _daemon(policy, state, frames=12)
+    daemon, lines = quiet_daemon(policy, state, frames=12)
     daemon.load()
     assert [s.name for s in daemon.streams] == ["road", "wide", "driver"]
     pids = [s.executor.pid for s in daemon.streams]
     assert len(set(pids)) == 3  # one sandbox worker, hence one recurrent state, per camera
     # the policy's default co-location ("auto") is off: three workers would queue on one CPU
     assert [s.executor.cpu for s in daemon.streams] == [None] * 3
-    assert _events(lines, "loaded")[0]["cpu"] is None
+    assert events(lines, "loaded")[0]["cpu"] is None
     messages = []
     daemon.plugins.broker.topics["model"].connect(messages.append)
     daemon.streams[1].contract.request_reset("test")  # one camera's state only
@@ -85,7 +71,7 @@ def test_three_cameras_matched_each_with_its_own_worker_and_report(demo_state):
     assert summary["leaks_at_stop"] == 0 and summary["leases_outstanding"] == 0
     for camera in daemon.cameras:
         assert camera.pool is None or camera.pool.stats()["leases_outstanding"] == 0
-    stats = _events(lines, "stats")
+    stats = events(lines, "stats")
     assert not stats or set(stats[-1]["cameras"]) == {"road", "wide", "driver"}
 
 
@@ -108,10 +94,10 @@ def _wrap_once(run, hook, call=3):
                                                             (5.0, 2.0, False)])
 def test_the_sync_limit_decides_which_frames_match(demo_state, phase_ms, max_skew_ms, matched):
     policy_path, state = demo_state
-    policy = multi_camera_policy(policy_path, [{"name": "road"},
-                                               {"name": "wide", "phase_ms": phase_ms}],
-                                 max_skew_ms=max_skew_ms, name=f"sync{phase_ms}-{max_skew_ms}.toml")
-    daemon, _ = _daemon(policy, state, duration=1.5)
+    cameras = [{"name": "road"}, {"name": "wide", "phase_ms": phase_ms}]
+    policy = multi_camera_policy(policy_path, cameras, max_skew_ms=max_skew_ms,
+                                 name=f"sync{phase_ms}-{max_skew_ms}.toml")
+    daemon, _ = quiet_daemon(policy, state, duration=1.5)
     daemon.load()
     messages = []
     daemon.plugins.broker.topics["model"].connect(messages.append)
@@ -140,7 +126,7 @@ def test_the_sync_limit_decides_which_frames_match(demo_state, phase_ms, max_ske
 def test_worker_killed_mid_call_in_one_stream_the_others_go_on(demo_state):
     policy_path, state = demo_state
     policy = multi_camera_policy(policy_path, THREE[:2])
-    daemon, lines = _daemon(policy, state, frames=10)
+    daemon, lines = quiet_daemon(policy, state, frames=10)
     daemon.load()
     wide = daemon.streams[1]
     road_pid, wide_pid = daemon.streams[0].executor.pid, wide.executor.pid
@@ -159,7 +145,7 @@ def test_worker_killed_mid_call_in_one_stream_the_others_go_on(demo_state):
     # (road may see a frame gap: its frames wait while wide's worker restarts)
     assert "worker restart" not in cams["road"]["resets_by_reason"]
     assert cams["wide"]["not_run"] == 1 and cams["wide"]["frames_run"] >= 10
-    died = _events(lines, "worker_died")
+    died = events(lines, "worker_died")
     assert [d["camera"] for d in died] == ["wide"]
     assert summary["leaks_at_stop"] == 0 and summary["leases_outstanding"] == 0
 
@@ -168,67 +154,51 @@ def test_unknown_camera_in_the_policy_is_refused_with_file_line_key(demo_state):
     policy_path, state = demo_state
     policy = multi_camera_policy(policy_path, THREE[:2], use=["road", "rear"],
                                  name="unknown.toml")
-    daemon, lines = _daemon(policy, state, frames=1)
+    daemon, lines = quiet_daemon(policy, state, frames=1)
     with pytest.raises(PolicyError) as info:
         daemon.load()
     text = str(info.value)
     assert f"{policy}:" in text and "cameras.use" in text and "'rear'" in text
     assert "road, wide" in text
-    assert not _events(lines, "loaded")
+    assert not events(lines, "loaded")
 
 
 def test_camera_option_runs_one_camera_of_several(demo_state):
     policy_path, state = demo_state
     policy = multi_camera_policy(policy_path, THREE, name="one_of_three.toml")
-    daemon, lines = _daemon(policy, state, frames=3, camera="driver")
+    daemon, lines = quiet_daemon(policy, state, frames=3, camera="driver")
     cpus = os.sched_getaffinity(0)
     daemon.load()
     # one camera runs: the policy's default co-location ("auto") is in force
     last = max(cpus)
-    assert daemon.streams[0].executor.cpu == last and _events(lines, "loaded")[0]["cpu"] == last
+    assert daemon.streams[0].executor.cpu == last and events(lines, "loaded")[0]["cpu"] == last
     summary = daemon.run()
     assert list(summary["cameras"]) == ["driver"] and summary["frames_run"] >= 3
     assert os.sched_getaffinity(0) == cpus  # the frame loop's thread is given its CPUs back
 
 
 def test_artifact_swap_switches_every_camera_between_two_sets(own_state, tmp_path):
-    import os
-    import threading
-    import time
-
     policy_path, state = own_state
     policy = multi_camera_policy(policy_path, THREE[:2], name="swap_cameras.toml")
     artifact = state / "demo" / "demo.pha"
     new = tmp_path / "demo-1.1.0.pha"
     _build(new, state, "1.1.0", seed=1)
-    daemon, lines = _daemon(policy, state, duration=60.0, swap_poll=0.2)
+    daemon, lines = quiet_daemon(policy, state, duration=60.0, swap_poll=0.2)
     daemon.load()
     olds = [s.executor for s in daemon.streams]
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(daemon.run()))
-    thread.start()
-
-    def wait(cond, timeout=60.0):
-        end = time.monotonic() + timeout
-        while not cond():
-            assert time.monotonic() < end, "timed out"
-            time.sleep(0.02)
-    try:
-        wait(lambda: daemon._frames_run() >= 5)
+    with running(daemon) as result:
+        wait_until(lambda: daemon._frames_run() >= 5, 60.0)
         _accept(new, state, artifact)
         os.replace(new, artifact)
-        wait(lambda: daemon.artifact_swaps == 1)
+        wait_until(lambda: daemon.artifact_swaps == 1, 60.0)
         at_swap = daemon._frames_run()
-        wait(lambda: daemon._frames_run() >= at_swap + 5)
+        wait_until(lambda: daemon._frames_run() >= at_swap + 5, 60.0)
         versions = [s.executor.manifest.version for s in daemon.streams]
         fresh = [s.executor not in olds for s in daemon.streams]
-    finally:
-        daemon.request_stop("test")
-        thread.join(timeout=60)
     assert versions == ["1.1.0", "1.1.0"] and all(fresh)
     for name in ("road", "wide"):
         assert result["cameras"][name]["resets_by_reason"].get("artifact swap") == 1, name
-    swapped = _events(lines, "artifact_swapped")
+    swapped = events(lines, "artifact_swapped")
     assert len(swapped) == 1 and len(set(swapped[0]["worker_pids"])) == 2
     assert result["leaks_at_stop"] == 0 and result["worker_restarts"] == 0
 

@@ -5,30 +5,17 @@ fit, naming the policy line."""
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.errors import PluginHostError
-from plugin_host.policy import load_policy
+
+from .conftest import build_signed, events, point_at, quiet_daemon, running, wait_until
 
 EMBEDDING = np.arange(32, dtype=np.float32).reshape(8, 4) / 8
-
-
-def _build(path: Path, state: Path, version: str = "1.0.0", tc_width: int = 2) -> None:
-    """The 'driving' model, its traffic_convention ``(1, tc_width)``, signed with the demo
-    key of ``state``."""
-    from plugin_host.artifacts import build_artifact, load_private_key, sign_artifact
-    from plugin_host.plugins import get_backend, get_plugin_manager
-
-    build_artifact(_graph(tc_width), path, version=version, backends=["numpy"],
-                   reference_backend=get_backend(get_plugin_manager(), "numpy"),
-                   latency_ms=50.0)
-    sign_artifact(path, load_private_key(state / "demo" / "signing.key"))
 
 
 def _graph(tc_width: int):
@@ -55,7 +42,7 @@ def driving(demo_state, tmp_path_factory) -> tuple[Path, Path, Path]:
     mine = folder / "state"
     shutil.copytree(state, mine)
     artifact = folder / "driving.pha"
-    _build(artifact, mine)
+    build_signed(_graph(2), artifact, mine)
     return policy, mine, artifact
 
 
@@ -63,14 +50,7 @@ def _policy(driving, fixed: str) -> Path:
     """The demo policy pointed at the 'driving' artifact (no acceptance record), a 128 x 64
     camera, and ``fixed`` as the artifact's last lines."""
     policy, _, artifact = driving
-    text = policy.read_text()
-    text, n = re.subn(r'name = "demo"(\s*file = )"[^"]*"', rf'name = "driving"\1"{artifact}"',
-                      text)
-    assert n == 1, "the demo policy's [[artifact]] changed: update this test"
-    text, n = re.subn(r"acceptance_required = true", "acceptance_required = false", text)
-    assert n == 1
-    text, n = re.subn(r"\n# --- plugins", f"\n{fixed}\n\n# --- plugins", text)
-    assert n == 1, "the demo policy's plugin section changed: update this test"
+    text = point_at(policy.read_text(), "driving", artifact, fixed)
     text = text.replace("width = 1928", "width = 128").replace("height = 1208", "height = 64")
     out = artifact.parent / f"policy-{abs(hash(fixed))}.toml"
     out.write_text(text)
@@ -78,11 +58,7 @@ def _policy(driving, fixed: str) -> Path:
 
 
 def _daemon(policy: Path, state: Path, **options):
-    sink = LineSink()
-    daemon = Daemon(load_policy(policy, state_dir=state), state_dir=state,
-                    events=EventLog(sink), say=lambda _: None,
-                    options=DaemonOptions(**{"frames": 4, "stats_interval": 0.5, **options}))
-    return daemon, sink.lines
+    return quiet_daemon(policy, state, **{"frames": 4, **options})
 
 
 def test_fixed_values_reach_the_model_on_every_frame(driving):
@@ -126,8 +102,6 @@ def test_a_value_that_does_not_fit_is_refused_naming_the_policy_line(driving):
 
 def test_a_new_version_the_value_does_not_fit_is_refused_and_the_old_kept(driving, tmp_path):
     import os
-    import threading
-    import time
 
     policy_src, state_src, artifact_src = driving
     state, artifact = tmp_path / "state", tmp_path / "driving.pha"
@@ -136,31 +110,19 @@ def test_a_new_version_the_value_does_not_fit_is_refused_and_the_old_kept(drivin
     policy = _policy((policy_src, state, artifact),
                      "fixed_inputs = { traffic_convention = [1.0, 0.5], desire = 3 }")
     new = tmp_path / "new.pha"
-    _build(new, state, version="1.1.0", tc_width=3)
+    build_signed(_graph(3), new, state, version="1.1.0")
     daemon, lines = _daemon(policy, state, frames=None, duration=60.0, swap_poll=0.2)
     daemon.load()
-    thread = threading.Thread(target=daemon.run)
-    thread.start()
-
-    def wait(cond):
-        end = time.monotonic() + 30
-        while not cond():
-            assert time.monotonic() < end, "timed out"
-            time.sleep(0.02)
-
-    try:
+    with running(daemon):
         old = daemon.executor
-        wait(lambda: daemon.stats.frames_run >= 3)
+        wait_until(lambda: daemon.stats.frames_run >= 3)
         os.replace(new, artifact)
-        wait(lambda: daemon.artifact_swaps_refused == 1)
+        wait_until(lambda: daemon.artifact_swaps_refused == 1)
         at_refusal = daemon.stats.frames_run
-        wait(lambda: daemon.stats.frames_run >= at_refusal + 3)  # frames keep flowing
+        wait_until(lambda: daemon.stats.frames_run >= at_refusal + 3)  # frames keep flowing
         assert daemon.executor is old
-    finally:
-        daemon.request_stop("test")
-        thread.join(timeout=60)
-    refused = [line for line in lines if '"event":"swap_refused"' in line]
-    assert len(refused) == 1 and '"kept_version":"1.0.0"' in refused[0]
+    refused = events(lines, "swap_refused")
+    assert len(refused) == 1 and refused[0]["kept_version"] == "1.0.0"
     assert ("fixed_inputs.traffic_convention has shape (2,), which does not fill (1, 3)"
-            in refused[0])
+            in refused[0]["error"])
     assert daemon.artifact_swaps == 0

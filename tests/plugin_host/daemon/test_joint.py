@@ -4,21 +4,19 @@ worker, one run per matched set, each image made from its own camera's frame."""
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.errors import PluginHostError, PolicyError
 from plugin_host.frames.convert import nv12_to_yuv6
 from plugin_host.policy import load_policy
 from plugins.cameras.synthetic import synthetic_pattern
 
-from .conftest import multi_camera_policy
+from .conftest import (build_signed, events, multi_camera_policy, point_at, quiet_daemon, running,
+                       wait_until)
 
 CAMERAS = [{"name": "road"}, {"name": "wide", "width": 256, "height": 128}]
 
@@ -35,16 +33,6 @@ def _graph():
     return b.build()
 
 
-def _build(path: Path, state: Path, version: str = "1.0.0") -> None:
-    from plugin_host.artifacts import build_artifact, load_private_key, sign_artifact
-    from plugin_host.plugins import get_backend, get_plugin_manager
-
-    build_artifact(_graph(), path, version=version, backends=["numpy"],
-                   reference_backend=get_backend(get_plugin_manager(), "numpy"),
-                   latency_ms=50.0)
-    sign_artifact(path, load_private_key(state / "demo" / "signing.key"))
-
-
 @pytest.fixture(scope="module")
 def vision(demo_state, tmp_path_factory) -> tuple[Path, Path, Path]:
     """(demo policy copy, state with the demo key, the signed 'vision' artifact)."""
@@ -53,7 +41,7 @@ def vision(demo_state, tmp_path_factory) -> tuple[Path, Path, Path]:
     mine = folder / "state"
     shutil.copytree(state, mine)
     artifact = folder / "vision.pha"
-    _build(artifact, mine)
+    build_signed(_graph(), artifact, mine)
     return policy, mine, artifact
 
 
@@ -62,23 +50,13 @@ def _policy(vision, inputs: str, *, use: list[str] | None = None, name: str) -> 
     the 'vision' artifact (no acceptance record) with ``inputs`` as its camera_inputs."""
     policy, _, artifact = vision
     path = multi_camera_policy(policy, CAMERAS, use=use, width=128, height=64, name=name)
-    text = path.read_text()
-    text, n = re.subn(r'name = "demo"(\s*file = )"[^"]*"', rf'name = "vision"\1"{artifact}"',
-                      text)
-    assert n == 1, "the demo policy's [[artifact]] changed: update this test"
-    text = text.replace("acceptance_required = true", "acceptance_required = false", 1)
-    text, n = re.subn(r"\n# --- plugins", f"\ncamera_inputs = {inputs}\n\n# --- plugins", text)
-    assert n == 1, "the demo policy's plugin section changed: update this test"
+    text = point_at(path.read_text(), "vision", artifact, f"camera_inputs = {inputs}")
     path.write_text(text)
     return path
 
 
 def _daemon(policy: Path, state: Path, **options):
-    sink = LineSink()
-    daemon = Daemon(load_policy(policy, state_dir=state), state_dir=state,
-                    events=EventLog(sink), say=lambda _: None,
-                    options=DaemonOptions(**{"frames": 5, "stats_interval": 0.5, **options}))
-    return daemon, sink.lines
+    return quiet_daemon(policy, state, **{"frames": 5, **options})
 
 
 def _current(layout, frame_id: int) -> np.ndarray:
@@ -118,7 +96,7 @@ def test_each_image_is_made_from_its_own_cameras_frame_in_one_worker(vision):
         before = road if previous is None else previous
         assert np.array_equal(outputs["img_out"][0, :6], before)
         previous = road
-    loaded = [json.loads(line) for line in lines if '"event":"loaded"' in line]
+    loaded = events(lines, "loaded")
     assert loaded[0]["cameras"] == ["road", "wide"] and len(loaded[0]["worker_pids"]) == 1
 
 
@@ -195,13 +173,11 @@ def test_a_worker_killed_restarts_once_for_every_camera(vision):
         assert summary["cameras"][camera]["not_run"] == 1
         assert summary["cameras"][camera]["frames_run"] >= 8
     assert summary["leaks_at_stop"] == 0 and summary["leases_outstanding"] == 0
-    assert len([line for line in lines if '"event":"worker_died"' in line]) == 1
+    assert len(events(lines, "worker_died")) == 1
 
 
 def test_a_new_version_is_swapped_in_for_every_camera_at_once(vision, tmp_path):
     import os
-    import threading
-    import time
 
     policy_src, state_src, artifact_src = vision
     state, artifact = tmp_path / "state", tmp_path / "vision.pha"
@@ -210,31 +186,19 @@ def test_a_new_version_is_swapped_in_for_every_camera_at_once(vision, tmp_path):
     policy = _policy((policy_src, state, artifact), '{ img = "road", big_img = "wide" }',
                      name="swap.toml")
     new = tmp_path / "new.pha"
-    _build(new, state, version="1.1.0")
+    build_signed(_graph(), new, state, version="1.1.0")
     daemon, lines = _daemon(policy, state, frames=None, duration=60.0, swap_poll=0.2)
     daemon.load()
-    thread = threading.Thread(target=daemon.run)
-    thread.start()
-
-    def wait(cond):
-        end = time.monotonic() + 30
-        while not cond():
-            assert time.monotonic() < end, "timed out"
-            time.sleep(0.02)
-
-    try:
+    with running(daemon):
         old = daemon.executor
-        wait(lambda: daemon.stats.frames_run >= 3)
+        wait_until(lambda: daemon.stats.frames_run >= 3)
         os.replace(new, artifact)
-        wait(lambda: daemon.artifact_swaps == 1)
+        wait_until(lambda: daemon.artifact_swaps == 1)
         at_swap = daemon.stats.frames_run
-        wait(lambda: daemon.stats.frames_run >= at_swap + 3)
+        wait_until(lambda: daemon.stats.frames_run >= at_swap + 3)
         ex = daemon.executor
         assert ex is not old and ex.manifest.version == "1.1.0"
         assert all(s.executor is ex for s in daemon.streams)
-        wait(lambda: old.pid is None)  # the old worker is closed
-    finally:
-        daemon.request_stop("test")
-        thread.join(timeout=60)
-    swapped = [json.loads(line) for line in lines if '"event":"artifact_swapped"' in line]
+        wait_until(lambda: old.pid is None)  # the old worker is closed
+    swapped = events(lines, "artifact_swapped")
     assert len(swapped) == 1 and len(swapped[0]["worker_pids"]) == 1

@@ -4,17 +4,14 @@ fails verification is refused and the running artifact kept, with the reason log
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
-from plugin_host.policy import load_policy
+from .conftest import events, quiet_daemon, running, wait_until
 
 
 @pytest.fixture
@@ -53,29 +50,11 @@ def _accept(path: Path, state: Path, artifact: Path) -> None:
                     out=f"{artifact}.accept-numpy")
 
 
-def _start(policy_path: Path, state: Path):
-    sink = LineSink()
-    lines = sink.lines
-
-    daemon = Daemon(load_policy(policy_path, state_dir=state), state_dir=state,
-                    events=EventLog(sink), say=lambda _: None,
-                    options=DaemonOptions(duration=60.0, swap_poll=0.2))
+def _started(policy_path: Path, state: Path):
+    """(loaded daemon that polls for a new artifact every 0.2 s, its event lines)."""
+    daemon, lines = quiet_daemon(policy_path, state, duration=60.0, swap_poll=0.2)
     daemon.load()
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(daemon.run()))
-    thread.start()
-    return daemon, thread, result, lines
-
-
-def _wait(cond, timeout=30.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
-
-
-def _events(lines: list[str], kind: str) -> list[dict]:
-    return [json.loads(line) for line in lines if f'"event":"{kind}"' in line]
+    return daemon, lines
 
 
 def test_new_version_swapped_in_with_at_most_one_frame_dropped(own_state, tmp_path):
@@ -83,32 +62,29 @@ def test_new_version_swapped_in_with_at_most_one_frame_dropped(own_state, tmp_pa
     artifact = state / "demo" / "demo.pha"
     new = tmp_path / "demo-1.1.0.pha"
     _build(new, state, "1.1.0", seed=1)
-    daemon, thread, result, lines = _start(policy_path, state)
-    try:
+    daemon, lines = _started(policy_path, state)
+    with running(daemon) as result:
         old_ex = daemon.executor
         old_pid = old_ex.pid
-        _wait(lambda: daemon.stats.frames_run >= 10)
+        wait_until(lambda: daemon.stats.frames_run >= 10)
         dropped_before = daemon.stats.dropped
         _accept(new, state, artifact)  # the policy requires the new version's record too
         os.replace(new, artifact)  # atomically, as an updater would
-        _wait(lambda: daemon.artifact_swaps == 1)
+        wait_until(lambda: daemon.artifact_swaps == 1)
         run_at_swap = daemon.stats.frames_run
-        _wait(lambda: daemon.stats.frames_run >= run_at_swap + 10)
+        wait_until(lambda: daemon.stats.frames_run >= run_at_swap + 10)
         dropped_across = daemon.stats.dropped - dropped_before
         assert daemon.executor is not old_ex and daemon.executor.manifest.version == "1.1.0"
-        _wait(lambda: old_ex.pid is None or not Path(f"/proc/{old_pid}").exists(), 30)
-    finally:
-        daemon.request_stop("test")
-        thread.join(timeout=60)
+        wait_until(lambda: old_ex.pid is None or not Path(f"/proc/{old_pid}").exists(), 30)
     assert dropped_across <= 1, dropped_across
     assert result["resets_by_reason"].get("artifact swap") == 1
     assert result["worker_restarts"] == 0 and result["leaks_at_stop"] == 0
-    swapped = _events(lines, "artifact_swapped")
+    swapped = events(lines, "artifact_swapped")
     assert len(swapped) == 1 and swapped[0]["old_version"] == "1.0.0" \
         and swapped[0]["version"] == "1.1.0"
-    resets = [e for e in _events(lines, "reset") if e["reason"] == "artifact swap"]
+    resets = [e for e in events(lines, "reset") if e["reason"] == "artifact swap"]
     assert len(resets) == 1
-    assert not _events(lines, "swap_refused")
+    assert not events(lines, "swap_refused")
     from plugin_host.artifacts import RollbackStore
 
     assert RollbackStore(state).accepted("demo")["version"] == "1.1.0"
@@ -130,19 +106,16 @@ def test_bad_new_file_refused_and_old_kept(own_state, tmp_path, bad):
         new.write_bytes(b"not an artifact at all\n" * 100)
     else:
         _build(new, state, "0.5.0", seed=3)  # above min_version, below 1.0.0: a rollback
-    daemon, thread, result, lines = _start(policy_path, state)
-    try:
+    daemon, lines = _started(policy_path, state)
+    with running(daemon) as result:
         old_ex = daemon.executor
-        _wait(lambda: daemon.stats.frames_run >= 5)
+        wait_until(lambda: daemon.stats.frames_run >= 5)
         os.replace(new, artifact)
-        _wait(lambda: daemon.artifact_swaps_refused == 1)
+        wait_until(lambda: daemon.artifact_swaps_refused == 1)
         run_at_refusal = daemon.stats.frames_run
-        _wait(lambda: daemon.stats.frames_run >= run_at_refusal + 5)  # frames keep flowing
+        wait_until(lambda: daemon.stats.frames_run >= run_at_refusal + 5)  # frames keep flowing
         assert daemon.executor is old_ex and daemon.executor.manifest.version == "1.0.0"
-    finally:
-        daemon.request_stop("test")
-        thread.join(timeout=60)
-    refused = _events(lines, "swap_refused")
+    refused = events(lines, "swap_refused")
     assert len(refused) == 1 and refused[0]["kept_version"] == "1.0.0"
     assert refused[0]["error"] and refused[0]["why"] == "file changed"
     assert daemon.artifact_swaps == 0
@@ -155,16 +128,13 @@ def test_bad_new_file_refused_and_old_kept(own_state, tmp_path, bad):
 
 def test_request_swap_with_the_same_file_changes_nothing(own_state):
     policy_path, state = own_state
-    daemon, thread, result, lines = _start(policy_path, state)
-    try:
+    daemon, lines = _started(policy_path, state)
+    with running(daemon):
         old_ex = daemon.executor
-        _wait(lambda: daemon.stats.frames_run >= 3)
+        wait_until(lambda: daemon.stats.frames_run >= 3)
         daemon.request_swap("SIGHUP")
-        _wait(lambda: _events(lines, "swap_unchanged"))
+        wait_until(lambda: events(lines, "swap_unchanged"))
         assert daemon.executor is old_ex
-    finally:
-        daemon.request_stop("test")
-        thread.join(timeout=60)
     assert daemon.artifact_swaps == 0 and daemon.artifact_swaps_refused == 0
 
 
