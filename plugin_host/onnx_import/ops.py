@@ -1029,11 +1029,12 @@ def _wrap(imp, node, pairs: list) -> None:
 
 
 # LSTM and GRU (unrolled over time), the spatial resampling ops (Resize, DepthToSpace,
-# SpaceToDepth, GridSample) and the masks (Trilu, OneHot) live in modules of their own, which
-# register them here
+# SpaceToDepth, GridSample), the masks (Trilu, OneHot) and the scatters (ScatterND,
+# ScatterElements) live in modules of their own, which register them here
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".masks", __package__)
+importlib.import_module(".scatter", __package__)
 importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

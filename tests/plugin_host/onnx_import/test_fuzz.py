@@ -11,7 +11,8 @@ The seeds are eight tiny models exported from torch with the legacy exporter (mi
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
-HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round),
+HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round,
+ScatterND),
 ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
 LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
 ``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv,
@@ -32,7 +33,7 @@ Two kinds of mutants:
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
   an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 33,900) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 38,700) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -762,6 +763,8 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             a = f.elu(x, 0.5) + f.leaky_relu(x, 0.1) + f.hardsigmoid(x) + self.prelu(x)
             b = torch.sqrt(torch.abs(x) + 1.0) * torch.log(f.softplus(x) + 1.0)
             c = torch.where(x > 0.0, torch.pow(x, 2.0), torch.maximum(torch.exp(-x), x))
+            a = a.clone()
+            a[:, 0] = b[:, 1] * 2.0  # a ScatterND
             return torch.round(a * 4.0) / 4.0 + b - torch.minimum(c, torch.erf(x))
 
     class Shapes(torch.nn.Module):
@@ -962,7 +965,7 @@ def test_the_seed_models_build(seeds, tmp_path):
         _check_built(tmp_path / f"{name}.pha", key, trust)
     ops = {n.op_type for p in seeds.values() for n in onnx.load(p).graph.node}
     assert {"Conv", "BatchNormalization", "Gemm", "Gather", "Reshape", "Concat",
-            "ConvTranspose", "LayerNormalization", "Split", "Pad"} <= ops, ops
+            "ConvTranspose", "LayerNormalization", "Split", "Pad", "ScatterND"} <= ops, ops
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in
                                                       onnx.load(seeds["qdq"]).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= {

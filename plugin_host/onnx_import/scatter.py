@@ -1,0 +1,217 @@
+"""ONNX's scatter ops with indices known at import: ScatterND (torch's legacy exporter writes it
+for an assignment into part of a tensor, ``y[:, 0] = x``), ScatterElements (the dynamo
+exporter's form of the same, and torch.scatter / scatter_add / scatter_reduce) and the old
+Scatter. Registered in :data:`.ops.MAPPERS` and, for constant inputs, :func:`.fold.register`
+on import.
+
+The constant indices say, for every element of the updates, which element of the output it
+goes to. That is worked out here, once, and written with the glue ops: the updates flattened
+(``reshape``), a ``gather`` with a constant index of the output's shape picking for every
+output element the update sent to it, and a ``where`` over the constant mask of the elements
+written, keeping the data elsewhere. With a reduction (``add``, ``mul``, ``max``, ``min``) the
+k-th update to reach an element is combined with what is there in round k (a ``gather``, the
+combination and a ``where`` per round), so updates combine in the order of the indices, as
+onnxruntime's kernel combines them; its max and min are C++'s ``std::max(update, value)`` and
+``std::min(update, value)``, written as ``less`` and ``where``: a nan already there gives way
+to the update, a nan update stays, and of two equal values (0 and -0) the update is kept.
+Without one, an element written twice is refused (ONNX
+leaves which update wins undefined). Indices computed at run time are refused, and so is a
+result whose constants (an index and a mask of the output's size per round) would be beyond the
+tensor cap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ModelFileError
+from .fold import _need, axis_in
+from .fold import register as register_fold
+from .ops import _few, _only, maps
+
+_REDUCTIONS = ("add", "mul", "max", "min")
+
+
+def combine(reduction: str, value: np.ndarray, update: np.ndarray) -> np.ndarray:
+    """One round of ``reduction`` in numpy, as onnxruntime's kernel and the emitted ops."""
+    if reduction == "add":
+        return value + update
+    if reduction == "mul":
+        return value * update
+    if reduction == "max":  # std::max(update, value): value only where update < value
+        return np.where(update < value, value, update)
+    return np.where(value < update, value, update)  # std::min(update, value)
+
+
+def _indices(value: np.ndarray, dims, what: str) -> np.ndarray:
+    """Integer ``value`` checked against ``dims`` (broadcast along its last axis for ScatterND,
+    one dim for ScatterElements), negative ones counted from the end, as int64."""
+    if value.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {value.dtype}")
+    idx = value.astype(np.int64)
+    dims = np.asarray(dims, dtype=np.int64)
+    bad = (idx < -dims) | (idx >= dims)
+    if bad.any():
+        raise ModelFileError(f"indices {_few(idx[bad].tolist())} are outside {what}")
+    return np.where(idx < 0, idx + dims, idx)
+
+
+def nd_targets(indices: np.ndarray, shape: tuple[int, ...], updates: tuple[int, ...]
+               ) -> np.ndarray:
+    """ScatterND: the flat output position of every update element, in the updates' order.
+    ``indices`` (..., k) address the first k dims of ``shape``; the updates must be of shape
+    ``indices.shape[:-1] + shape[k:]``."""
+    if indices.ndim < 1 or not 1 <= indices.shape[-1] <= len(shape):
+        raise ModelFileError(f"indices of shape {list(indices.shape)}: the last dim must be "
+                             f"between 1 and the data's rank {len(shape)}")
+    k = indices.shape[-1]
+    expected = tuple(indices.shape[:-1]) + tuple(shape[k:])
+    if tuple(updates) != expected:
+        raise ModelFileError(f"updates of shape {list(updates)} must be of shape "
+                             f"{list(expected)} (the indices' {list(indices.shape[:-1])} and "
+                             f"the data's dims after the first {k})")
+    idx = _indices(indices, shape[:k], f"the data's dims {list(shape[:k])}")
+    positions = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    return positions[tuple(np.moveaxis(idx, -1, 0))].reshape(-1)
+
+
+def element_targets(indices: np.ndarray, axis: int, shape: tuple[int, ...],
+                    updates: tuple[int, ...]) -> np.ndarray:
+    """ScatterElements: the flat output position of every update element (of the indices'
+    shape, each dim at most the data's but along ``axis``), in the updates' order."""
+    if tuple(updates) != tuple(indices.shape) or indices.ndim != len(shape):
+        raise ModelFileError(f"indices of shape {list(indices.shape)} and updates of shape "
+                             f"{list(updates)} must be of one shape, of the data's rank "
+                             f"{len(shape)}")
+    over = [d for d in range(len(shape)) if d != axis and indices.shape[d] > shape[d]]
+    if over:
+        raise ModelFileError(f"indices of shape {list(indices.shape)} exceed the data's shape "
+                             f"{list(shape)} on axis {over[0]}")
+    idx = _indices(indices, shape[axis], f"[-{shape[axis]}, {shape[axis]}) (axis {axis} of "
+                                         f"shape {list(shape)})")
+    grid = list(np.indices(indices.shape, dtype=np.int64, sparse=True))
+    grid[axis] = idx
+    return np.ravel_multi_index(np.broadcast_arrays(*grid), shape).reshape(-1)
+
+
+def rounds(targets: np.ndarray, size: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[(source, mask)]``, one per round: in round k, for every output element written more
+    than k times, ``source`` holds the flat position in the updates of its (k+1)-th update
+    (in the updates' order) and ``mask`` is True."""
+    if not targets.size:
+        return []
+    order = np.argsort(targets, kind="stable")
+    t = targets[order]
+    starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+    rank = np.arange(t.size) - np.repeat(starts, np.diff(np.r_[starts, t.size]))
+    out = []
+    for k in range(int(rank.max()) + 1):
+        pick = rank == k
+        source = np.zeros(size, dtype=np.int64)
+        mask = np.zeros(size, dtype=bool)
+        source[t[pick]] = order[pick]
+        mask[t[pick]] = True
+        out.append((source, mask))
+    return out
+
+
+def _reduction(attrs: dict, op: str) -> str:
+    value = attrs.get("reduction", b"none")
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    if value != "none" and value not in _REDUCTIONS:
+        raise ModelFileError(f"{op}: reduction {value!r} is not one of none, add, mul, max, min")
+    return value
+
+
+def _twice(targets: np.ndarray, shape: tuple[int, ...]) -> str:
+    values, counts = np.unique(targets, return_counts=True)
+    where = [[int(i) for i in np.unravel_index(int(v), shape)] for v in values[counts > 1][:3]]
+    return (f"the indices write output element(s) {', '.join(map(str, where))} more than once "
+            f"with reduction 'none', where ONNX leaves the result undefined")
+
+
+def _targets(op: str, data_shape, idx: np.ndarray, updates_shape, attrs: dict) -> np.ndarray:
+    if op == "ScatterND":
+        return nd_targets(idx, tuple(data_shape), tuple(updates_shape))
+    axis = axis_in(attrs.get("axis", 0), len(data_shape), "axis")
+    return element_targets(idx, axis, tuple(data_shape), tuple(updates_shape))
+
+
+def _fold(op: str):
+    def fold(ins, a: dict, cap: int) -> list:
+        data, idx, updates = ins
+        if data.dtype != updates.dtype:
+            raise ModelFileError(f"{op}: updates of dtype {updates.dtype} into data of "
+                                 f"{data.dtype}")
+        reduction = _reduction(a, op)
+        targets = _targets(op, data.shape, idx, updates.shape, a)
+        per_round = rounds(targets, data.size)
+        if reduction == "none" and len(per_round) > 1:
+            raise ModelFileError(_twice(targets, data.shape))
+        _need(len(per_round) * data.size, cap, f"{op}'s rounds")
+        out, values = data.reshape(-1), updates.reshape(-1)
+        for source, mask in per_round:
+            update = values[source]
+            if reduction != "none":
+                update = combine(reduction, out, update)
+            out = np.where(mask, update, out)
+        return [out.reshape(data.shape)]
+    return fold
+
+
+for _op in ("ScatterND", "ScatterElements", "Scatter"):
+    register_fold(_op, _fold("ScatterND" if _op == "ScatterND" else "ScatterElements"))
+
+
+@maps("ScatterND", "ScatterElements", "Scatter")
+def _scatter(imp, node, attrs):
+    """See the module docstring: rounds of ``gather`` and ``where`` with constant indices."""
+    op = "ScatterND" if node.op_type == "ScatterND" else "ScatterElements"
+    _only(imp, attrs, {"reduction": ...} if op == "ScatterND" else
+          {"reduction": ..., "axis": ...})
+    if len(node.input) < 3 or not all(node.input[:3]):
+        raise imp.unsupported(f"inputs {list(node.input)!r:.80}: needs data, indices and "
+                              f"updates")
+    data, idx, updates = node.input[:3]
+    if not imp.is_const(idx):
+        raise imp.unsupported(f"indices {idx!r} are computed at run time: only indices known at "
+                              f"import (an assignment into fixed positions, e.g. y[:, 0] = x) "
+                              f"map onto gather and where")
+    reduction = _reduction(attrs, node.op_type)
+    shape = imp.static_shape(data)
+    updates_shape = imp.static_shape(updates)
+    data_type, updates_type = imp.type_of(data).dtype, imp.type_of(updates).dtype
+    if data_type != updates_type:
+        raise ModelFileError(f"updates of dtype {updates_type} into data of {data_type}")
+    imp.check_size("its output", shape)
+    targets = _targets(op, shape, imp.const(idx, "indices"), updates_shape, attrs)
+    size = math.prod(shape)
+    per_round = rounds(targets, size)
+    if reduction == "none" and len(per_round) > 1:
+        raise imp.unsupported(_twice(targets, shape))
+    if len(per_round) * size > imp.limits.max_tensor_elements:
+        raise imp.unsupported(f"{len(per_round)} round(s) of constant indices and masks of the "
+                              f"output's {size} elements would be beyond the cap of "
+                              f"{imp.limits.max_tensor_elements} elements")
+    out = node.output[0]
+    if not per_round:  # nothing written
+        imp.emit("identity", [imp.tensor(data)], [out])
+        return
+    [flat] = imp.emit("reshape", [imp.tensor(updates)], [None],
+                      {"shape": [math.prod(updates_shape)]}, suffix="/flat")
+    y = imp.tensor(data)
+    for k, (source, mask) in enumerate(per_round):
+        last = k == len(per_round) - 1
+        [g] = imp.emit("gather", [flat, imp.add_constant(source.reshape(shape),
+                                                         f"{out}.source{k}")],
+                       [None], {"axis": 0}, suffix=f"/gather{k}")
+        if reduction in ("add", "mul"):
+            [g] = imp.emit(reduction, [y, g], [None], suffix=f"/{reduction}{k}")
+        elif reduction != "none":  # std::max(update, value), std::min(update, value)
+            pair = [g, y] if reduction == "max" else [y, g]
+            [keep] = imp.emit("less", pair, [None], suffix=f"/{reduction}{k}.less")
+            [g] = imp.emit("where", [keep, y, g], [None], suffix=f"/{reduction}{k}")
+        [y] = imp.emit("where", [imp.add_constant(mask.reshape(shape), f"{out}.mask{k}"), g, y],
+                       [out if last else None], suffix="" if last else f"/round{k}")
