@@ -1,22 +1,23 @@
-"""ONNX LSTM and GRU, unrolled over a static sequence length.
+"""ONNX LSTM, GRU and RNN, unrolled over a static sequence length.
 
-torch exports ``nn.LSTM`` and ``nn.GRU`` (every layer, every direction) as the ONNX sequence
-ops. The ABI has no sequence op: the importer writes one step per time step. An LSTM step is one
-``lstm_cell`` (the layer op, its weights converted once from ONNX's gate order i, o, f, c to
-the cell's i, f, g, o); a GRU step is glue ops (``linear``, ``add``, ``sigmoid``, ``tanh``,
-``mul``, ``sub``, ``split``) after ONNX's equations, ``linear_before_reset`` 0 or 1, its input
-projection computed once for the whole sequence. Every step reads the same weight constants,
-so the artifact holds one copy whatever the length. Steps are named after the node:
-``rnn/LSTM.t0``, ``rnn/LSTM.t1``, ... (``rnn/LSTM.reverse.t0`` for the reverse direction of a
-bidirectional one).
+torch exports ``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` (every layer, every direction) as the ONNX
+sequence ops. The ABI has no sequence op: the importer writes one step per time step. An LSTM
+step is one ``lstm_cell`` (the layer op, its weights converted once from ONNX's gate order i,
+o, f, c to the cell's i, f, g, o); a GRU step is glue ops (``linear``, ``add``, ``sigmoid``,
+``tanh``, ``mul``, ``sub``, ``split``) after ONNX's equations, ``linear_before_reset`` 0 or 1,
+its input projection computed once for the whole sequence; an RNN step is ``tanh`` or ``relu``
+(torch's ``nonlinearity``) of that projection plus a ``linear`` of the state. Every step reads
+the same weight constants, so the artifact holds one copy whatever the length. Steps are named
+after the node: ``rnn/LSTM.t0``, ``rnn/LSTM.t1``, ... (``rnn/LSTM.reverse.t0`` for the reverse
+direction of a bidirectional one).
 
 Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)`` and 1
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
 needs a static batch). Refused, naming the node and what: peepholes (``P``), a
 ``sequence_lens`` other than a constant equal to the sequence length, ``clip``, activations
-other than the defaults, ``input_forget=1``, a run-time sequence length, and more than
-:data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS` in the model (so a file cannot
-make the importer write millions of nodes).
+other than the defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1``, a run-time
+sequence length, and more than :data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS`
+in the model (so a file cannot make the importer write millions of nodes).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ __all__ = ["MAX_STEPS", "MAX_TOTAL_STEPS"]
 MAX_STEPS = 1024
 MAX_TOTAL_STEPS = 8192
 
-_GATES = {"LSTM": 4, "GRU": 3}
-_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
+#: An RNN's activation (torch's nonlinearity) -> the ABI op
+_RNN_ACTIVATIONS = {"Tanh": "tanh", "Relu": "relu"}
 _DIRECTIONS = {"forward": ("",), "reverse": (".reverse",), "bidirectional": ("", ".reverse")}
 
 
@@ -57,9 +60,16 @@ class _Rnn:
         self.directions = _DIRECTIONS[direction]
         d = len(self.directions)
         acts = attrs.get("activations", _ACTIVATIONS[op] * d)
-        if acts != _ACTIVATIONS[op] * d:
+        if op == "RNN":  # one per direction, each Tanh or Relu
+            if not (isinstance(acts, list) and len(acts) == d
+                    and all(a in _RNN_ACTIVATIONS for a in acts)):
+                raise imp.unsupported(f"attribute activations={acts!r} is not supported (one "
+                                      f"per direction, each Tanh or Relu)")
+        elif acts != _ACTIVATIONS[op] * d:
             raise imp.unsupported(f"attribute activations={acts!r} is not supported (only the "
                                   f"defaults {_ACTIVATIONS[op] * d!r})")
+        #: the activations, one list per direction
+        self.activations = [acts[i * len(acts) // d:(i + 1) * len(acts) // d] for i in range(d)]
         self.layout = attrs.get("layout", 0)
         if self.layout not in (0, 1):
             raise imp.unsupported(f"attribute layout={self.layout!r} is not supported (0, 1)")
@@ -267,6 +277,40 @@ def _gru(imp, node, attrs):
             n = step("tanh", [step("add", [gx_n, reset])])
             # h' = (1 - z) * n + z * h, as ONNX writes it
             h = step("add", [step("mul", [step("sub", [one, z]), n]), step("mul", [z, h])])
+            hs[t] = h
+        ys.append(hs)
+        finals.append(h)
+    rnn.outputs(ys, [finals])
+
+
+@maps("RNN")
+def _rnn(imp, node, attrs):
+    """h' = f(W x + Wb + R h + Rb), f tanh or relu: the input projection of every step at
+    once, then per step a ``linear`` of the state (a constant for a constant state), ``add``
+    and the activation."""
+    rnn = _Rnn(imp, node, attrs)
+    hid = rnn.hidden
+    x = imp.tensor(node.input[0])
+    h0 = rnn.initial(5, "initial_h")
+    ys, finals = [], []
+    for d, s in enumerate(rnn.directions):
+        act = _RNN_ACTIVATIONS[rnn.activations[d][0]]
+        b = rnn.b[d] if rnn.b is not None else None
+        w_x = rnn.constant(rnn.w[d], f"{s}.weight_ih")
+        b_x = None if b is None else rnn.constant(b[:hid], f"{s}.bias_ih")
+        xs = rnn.inputs(imp.emit("linear", [x, w_x, b_x], [None], suffix=f"{s}.x")[0], f"{s}.x")
+        r_d, rb = rnn.r[d], None if b is None else b[hid:]
+        w_h = rnn.constant(r_d, f"{s}.weight_hh")
+        b_h = None if rb is None else rnn.constant(rb, f"{s}.bias_hh")
+        h, hs = h0[d], [None] * rnn.steps
+        for t in rnn.order(s):
+            if h in imp.tensors:  # a constant state (zeros when absent): so is its projection
+                gh = imp.tensors[h] @ r_d.T + (0 if rb is None else rb)
+                gh = rnn.constant(gh.astype(r_d.dtype), f"{s}.t{t}.state")
+            else:
+                [gh] = imp.emit("linear", [h, w_h, b_h], [None], suffix=f"{s}.t{t}.h")
+            [pre] = imp.emit("add", [xs[t], gh], [None], suffix=f"{s}.t{t}.add")
+            [h] = imp.emit(act, [pre], [None], suffix=f"{s}.t{t}")
             hs[t] = h
         ys.append(hs)
         finals.append(h)

@@ -1,4 +1,5 @@
-"""ONNX LSTM and GRU, unrolled over time: torch's nn.LSTM and nn.GRU exported with both
+"""ONNX LSTM, GRU and RNN, unrolled over time: torch's nn.LSTM, nn.GRU and nn.RNN (tanh and
+relu) exported with both
 exporters (batch_first or not, 1 and 2 layers, one and two directions, with and without initial
 states, sequence lengths 1 and 5) match onnxruntime; hand-written ones cover what torch never
 writes (layout 1, reverse, linear_before_reset=0, a constant sequence_lens); the weights are
@@ -24,14 +25,17 @@ INPUT, HIDDEN, BATCH = 7, 5, 2
 
 
 class _Rnn(nn.Module):
-    """``nn.LSTM`` or ``nn.GRU`` returning ``y`` and the final state(s) as separate outputs."""
+    """``nn.LSTM``, ``nn.GRU`` or ``nn.RNN`` (``RNN-relu``: its relu nonlinearity) returning
+    ``y`` and the final state(s) as separate outputs."""
 
     def __init__(self, kind: str, batch_first: bool, layers: int, state: bool,
                  bidirectional: bool = False):
         super().__init__()
         self.state = state
-        self.rnn = getattr(nn, kind)(INPUT, HIDDEN, num_layers=layers, batch_first=batch_first,
-                                     bidirectional=bidirectional)
+        extra = {"nonlinearity": "relu"} if kind == "RNN-relu" else {}
+        self.rnn = getattr(nn, kind.split("-")[0])(INPUT, HIDDEN, num_layers=layers,
+                                                   batch_first=batch_first,
+                                                   bidirectional=bidirectional, **extra)
 
     def forward(self, x, *state):
         if self.state:
@@ -67,6 +71,9 @@ CASES = [
     ("GRU", True, 2, True, 5, False),
     ("GRU", True, 1, False, 1, False),
     ("GRU", False, 2, True, 5, True),
+    ("RNN", False, 1, False, 5, False),
+    ("RNN", True, 2, True, 1, False),
+    ("RNN-relu", True, 2, True, 5, True),
 ]
 
 
@@ -93,11 +100,12 @@ def test_torch_rnn_matches_onnxruntime(case, dynamo, fold, optimize, tmp_path, s
         assert sum(n.name.endswith(".reverse.t0") for n in cells) == layers * (dirs - 1)
     else:
         assert not cells
-        assert sum(n.op == "tanh" for n in nodes) == steps * layers * dirs
+        act = "relu" if kind == "RNN-relu" else "tanh"
+        assert sum(n.op == act for n in nodes) == steps * layers * dirs
     check_against_onnxruntime(model, loaded, _feeds(names, shapes, rng))
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
 def test_weights_are_stored_once_whatever_the_length(kind, tmp_path, signer):
     sizes = {}
     for steps in (2, 30):
@@ -159,10 +167,10 @@ def test_state_carried_between_calls_continues_the_sequence(dynamo, tmp_path, si
 def _rnn_model(path, op="LSTM", *, steps=3, batch=2, hidden=3, size=4, layout=0,
                direction="forward", inputs=("X", "W", "R", "B"), seq_dim=None, extra=(),
                outputs=("Y", "Y_h"), **attrs):
-    """One LSTM/GRU node with random weights; ``inputs`` names the node's inputs in order
+    """One LSTM/GRU/RNN node with random weights; ``inputs`` names the node's inputs in order
     ('' omits one), graph inputs for X and any initial state, initializers for the rest."""
     rng = np.random.default_rng(0)
-    gates = 4 if op == "LSTM" else 3
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
     dirs = 2 if direction == "bidirectional" else 1
     seq = seq_dim or steps
     x_shape = [seq, batch, size] if layout == 0 else [batch, seq, size]
@@ -203,9 +211,15 @@ def _rnn_model(path, op="LSTM", *, steps=3, batch=2, hidden=3, size=4, layout=0,
     ("LSTM", {"batch": "n", "inputs": ("X", "W", "R", "B", "", "initial_h", "initial_c")}),
     ("GRU", {"batch": "n", "direction": "bidirectional", "linear_before_reset": 1,
              "inputs": ("X", "W", "R", "B", "", "initial_h")}),
+    ("RNN", {"layout": 1}),
+    ("RNN", {"direction": "reverse", "inputs": ("X", "W", "R"), "activations": ["Relu"]}),
+    ("RNN", {"direction": "bidirectional", "activations": ["Tanh", "Relu"],
+             "inputs": ("X", "W", "R", "B", "", "initial_h")}),
+    ("RNN", {"batch": "n", "inputs": ("X", "W", "R", "B", "", "initial_h")}),
 ], ids=["lstm-layout1", "lstm-reverse", "lstm-bi-layout1-state", "lstm-lens-nobias",
         "gru-layout1", "gru-reverse-lbr0", "gru-bi-layout1-lbr0-state", "gru-nobias-acts",
-        "lstm-runtime-batch", "gru-bi-runtime-batch"])
+        "lstm-runtime-batch", "gru-bi-runtime-batch", "rnn-layout1", "rnn-reverse-relu-nobias",
+        "rnn-bi-tanh-relu-state", "rnn-runtime-batch"])
 def test_hand_written_rnn_matches_onnxruntime(op, kwargs, tmp_path, signer):
     """onnxruntime runs no layout 1 (batch first) RNN: a layout-1 model is compared with its
     layout-0 twin (same weights) on transposed inputs, the outputs transposed back."""
@@ -250,9 +264,15 @@ def test_hand_written_rnn_matches_onnxruntime(op, kwargs, tmp_path, signer):
     ({"op": "GRU", "linear_before_reset": 2}, r"attribute linear_before_reset=2"),
     ({"op": "GRU", "batch": "n"}, r"initial_h is absent \(zeros\) but the batch 'n'"),
     ({"inputs": ("Xc", "W", "R")}, r"input X 'Xc' is a constant"),
+    ({"op": "RNN", "activations": ["Sigmoid"]}, r"attribute activations=\['Sigmoid'\] is not "
+                                                r"supported \(one per direction, each Tanh or "
+                                                r"Relu\)"),
+    ({"op": "RNN", "direction": "bidirectional", "activations": ["Tanh"]},
+     r"attribute activations=\['Tanh'\]"),
+    ({"op": "RNN", "clip": 1.0}, r"attribute clip=1\.0"),
 ], ids=["peepholes", "too-long", "symbolic-length", "clip", "activations", "input-forget",
         "layout", "direction", "lens-not-full", "linear-before-reset", "zeros-symbolic-batch",
-        "constant-x"])
+        "constant-x", "rnn-activation", "rnn-activations-per-direction", "rnn-clip"])
 def test_refused_naming_node_and_attribute(kwargs, message, tmp_path):
     kwargs = dict(kwargs)
     op = kwargs.pop("op", "LSTM")
