@@ -1,7 +1,8 @@
 """ONNX ops that select by position, written as ``where`` over a mask: Trilu (torch's triu and
 tril, and the causal mask of scaled_dot_product_attention under the legacy exporter) and
-OneHot (one_hot). Registered in :data:`.ops.MAPPERS` on import; a Trilu of a constant folds
-(:func:`.fold.register`).
+OneHot (one_hot); and EyeLike (torch.diagonal and torch.eye-like masks from the dynamo
+exporter), whose output depends only on its input's shape: a constant. Registered in
+:data:`.ops.MAPPERS` on import; a Trilu or EyeLike of a constant folds (:func:`.fold.register`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..errors import ModelFileError
 from .fold import axis_in, one_value
 from .fold import register as register_fold
 from .ops import _only, _opt, maps
+from .reader import ONNX_DTYPES
 
 
 def triangle(shape: tuple, k: int, upper: bool) -> np.ndarray:
@@ -111,3 +113,34 @@ def _one_hot(imp, node, attrs):
     off, on = (imp.add_constant(np.array(v, dtype=pair.dtype), f"{out}.{what}")
                for v, what in zip(pair, ("off", "on")))
     imp.emit("where", [hit, on, off], [out])
+
+
+def _eye(shape: tuple, attrs: dict, like: np.dtype) -> np.ndarray:
+    """EyeLike's value: ones on diagonal ``k`` of a 2-D ``shape``, of ``dtype`` (an ONNX
+    element type; absent: the input's)."""
+    if len(shape) != 2:
+        raise ModelFileError(f"EyeLike needs a 2-D input, got shape {list(shape)}")
+    k = attrs.get("k", 0)
+    if type(k) is not int:
+        raise ModelFileError(f"attribute k={k!r} must be an integer")
+    code = attrs.get("dtype")
+    if code is None:
+        dtype = like
+    elif code in ONNX_DTYPES:
+        dtype = dtypes.to_numpy(ONNX_DTYPES[code])
+    else:
+        raise ModelFileError(f"attribute dtype={code!r} is not an ABI dtype")
+    return np.eye(*shape, k=max(min(k, shape[1]), -shape[0]), dtype=dtype)
+
+
+register_fold("EyeLike", lambda ins, a, cap: [_eye(ins[0].shape, a, ins[0].dtype)])
+
+
+@maps("EyeLike")
+def _eye_like(imp, node, attrs):
+    """A constant: ones on diagonal k of the input's static 2-D shape."""
+    _only(imp, attrs, {"dtype": ..., "k": ...})
+    shape = imp.static_shape(node.input[0])
+    imp.check_size("its output", shape)
+    imp.set_const(node.output[0], _eye(shape, attrs,
+                                       dtypes.to_numpy(imp.type_of(node.input[0]).dtype)))

@@ -1,7 +1,7 @@
 """Trilu (torch's triu and tril, the causal mask of scaled_dot_product_attention) and OneHot
-(one_hot) imported as ``where`` over a constant mask, compared with onnxruntime; a Trilu of a
-constant folds; a run-time k or depth, and a shape or dtype the masks do not take, is refused
-naming the node."""
+(one_hot) imported as ``where`` over a constant mask, and EyeLike (torch.diagonal from the
+dynamo exporter) as a constant, compared with onnxruntime; a Trilu of a constant folds; a
+run-time k or depth, and a shape or dtype the masks do not take, is refused naming the node."""
 
 from __future__ import annotations
 
@@ -220,3 +220,56 @@ def test_what_one_hot_refuses_names_node_and_value(kw, error, message, tmp_path)
     args = {"shape": (2, 3), "depth": np.int64(4), "values": np.array([0.0, 1.0], np.float32),
             **kw}
     assert_refused(_one_hot_model(tmp_path, **args), error, "node 'node' (OneHot)", message)
+
+
+class _Diagonals(torch.nn.Module):
+    def forward(self, x):
+        return torch.diagonal(x), torch.diagonal(x, 1), torch.diagonal(x, -2)
+
+
+def test_torch_diagonal_from_the_dynamo_exporter_matches_onnxruntime(tmp_path, signer):
+    model = export(_Diagonals(), [torch.randn(4, 5)], tmp_path / "d.onnx", dynamo=True,
+                   input_names=["x"], output_names=["d0", "d1", "d2"])
+    assert "EyeLike" in {n.op_type for n in onnx.load(model).graph.node}
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer)
+    assert "EyeLike" not in {n.op for n in loaded.graph.nodes}
+    check_against_onnxruntime(model, loaded, [{"x": x} for x in _floats((4, 5))])
+
+
+def _eye_model(tmp_path, shape, *, const: bool = False, **attrs):
+    """``y = EyeLike(x) (as float32) + z``; x a graph input of ``shape`` or a constant."""
+    inputs = [helper.make_tensor_value_info("z", TP.FLOAT, [3, 4])]
+    inits = []
+    if const:
+        inits.append(onnx.numpy_helper.from_array(np.ones(shape, np.float32), "x"))
+    else:
+        inputs.append(helper.make_tensor_value_info("x", TP.FLOAT, list(shape)))
+    nodes = [helper.make_node("EyeLike", ["x"], ["e"], name="node", **attrs),
+             helper.make_node("Cast", ["e"], ["f"], name="cast", to=TP.FLOAT),
+             helper.make_node("Add", ["f", "z"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info("y", TP.FLOAT, [3, 4])],
+                              initializer=inits)
+    path = tmp_path / "eye.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("const", [False, True])
+@pytest.mark.parametrize("attrs", [{}, {"k": 1}, {"k": -2}, {"k": 9}, {"k": -9},
+                                   {"dtype": TP.INT64, "k": 2}, {"dtype": TP.INT32}])
+def test_eye_like_matches_onnxruntime(attrs, const, tmp_path, signer):
+    model = _eye_model(tmp_path, (3, 4), const=const, **attrs)
+    _, loaded = import_and_load(model, tmp_path / "e.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["add"]  # the eye is a constant
+    feeds = [{"z": z} for z in _floats((3, 4))]
+    if not const:
+        for feed in feeds:
+            feed["x"] = RNG.standard_normal((3, 4)).astype(np.float32)
+    check_against_onnxruntime(model, loaded, feeds)
+
+
+def test_eye_like_of_a_run_time_shape_is_refused_naming_the_node(tmp_path):
+    assert_refused(_eye_model(tmp_path, ("n", 4)), UnsupportedModelError,
+                   "node 'node' (EyeLike)", "needs a static shape here, got ('n', 4)")
