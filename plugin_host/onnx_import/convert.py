@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from abi import TensorSpec, TensorType, dtypes, get_op, infer_shapes, normalize_attrs
+from abi.ops import dims as dim_math
 from abi.errors import PluginHostError
 
 from ..errors import ModelFileError, UnsupportedModelError
@@ -367,6 +368,13 @@ class Importer:
             value[:] = list(shape)
             value = value[attrs.get("start", 0):attrs.get("end", None)]
             return self._set_shape_value(node.output[0], value)
+        if op == "Size" and ins:  # x.numel(): the product of the dims, run-time ones included
+            count: Any = 1
+            for d in self.type_of(ins[0]).shape:
+                count = dim_math.mul(count, d)
+            value = np.empty((), dtype=object)
+            value[()] = count
+            return self._set_shape_value(node.output[0], value)
         if op in patterns and patterns[op](self, node, attrs, index):
             return
         if op in FOLDERS and ins and all(t == "" or t in self.consts for t in ins):
@@ -426,7 +434,7 @@ class Importer:
     def _also_unsupported(self, op: str, mappers, patterns, shown: int = 8) -> str:
         """The model's other op types that no mapping takes, so that one build names them all:
         ``; nor are Cos (2 nodes, first 'node_cos'), Mod (1 node, 'm')``."""
-        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape"}
+        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size"}
         found: dict[str, list] = {}
         for node in self.model.graph.node:
             if node.op_type not in known and node.op_type != op:

@@ -6,7 +6,9 @@ its reshape targets from the input's shape: ``x.view(x.size(0), -1)`` becomes ``
 constant folder cannot evaluate it. Here such values are int64 vectors whose entries are ints
 or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index ops (Gather,
 Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast) move entries around with the
-folder's own code, and Mul, Add and Div combine them with the dims arithmetic. A value whose
+folder's own code, and Mul, Add and Div combine them with the dims arithmetic, as does
+ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape ->
+ReduceProd``; a Size node gives the same value). A value whose
 entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
 (Reshape's target, Resize's sizes, Expand's shape) read the entries; any other consumer sees a
 value computed at run time and refuses it, as before.
@@ -26,7 +28,7 @@ from .fold import fold
 
 #: Ops evaluated on symbolic shape values (and constants).
 OPS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Identity", "Cast",
-                 "Mul", "Add", "Div"})
+                 "Mul", "Add", "Div", "ReduceProd"})
 
 _INT_CASTS = frozenset({6, 7})  # ONNX TensorProto.INT32, INT64
 
@@ -60,6 +62,8 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
             raise UnsupportedModelError("a shape holding run-time dims cast to a non-integer "
                                         "type")
         return [values[0]]
+    if op == "ReduceProd":
+        return [_product(values, attrs)]
     if op in _ARITHMETIC:
         fn = _ARITHMETIC[op]
         a, b = values
@@ -71,6 +75,24 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
             a.astype(object), b.astype(object))
         return [_normalized(np.asarray(out, dtype=object))]
     return [_normalized(r) for r in fold(op, list(values), attrs, outputs=outputs, cap=cap)]
+
+
+def _product(values: Sequence[np.ndarray | None], attrs: dict) -> np.ndarray:
+    """ReduceProd of a whole 1-D shape value (its element count), with or without keepdims."""
+    x = values[0]
+    axes = values[1] if len(values) > 1 and values[1] is not None else attrs.get("axes")
+    if axes is not None and not np.size(axes) and attrs.get("noop_with_empty_axes", 0):
+        return x
+    if x.ndim != 1 or (axes is not None and any(int(a) not in (0, -1)
+                                                for a in np.ravel(axes))):
+        raise UnsupportedModelError("ReduceProd of a shape holding run-time dims: only the "
+                                    "product of a whole 1-D shape is evaluated")
+    count = 1
+    for v in x:
+        count = dims.mul(count, _entry(v))
+    out = np.empty((1,) if attrs.get("keepdims", 1) else (), dtype=object)
+    out[...] = count
+    return out
 
 
 def _normalized(value: np.ndarray) -> np.ndarray:

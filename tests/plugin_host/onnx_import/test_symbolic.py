@@ -40,6 +40,15 @@ class _Rows(torch.nn.Module):
         return x.reshape(x.shape[0] * 3, 16) + 1.0
 
 
+class _Numel(torch.nn.Module):
+    """x.numel() (Shape -> ReduceProd from the legacy exporter) in a reshape target."""
+
+    out_dim = "rows"  # batch * 3
+
+    def forward(self, x):
+        return x.reshape(x.numel() // 16, 16) * 3.0
+
+
 class _Upsample(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -67,8 +76,8 @@ def _export(module, path, dynamo: bool):
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
-@pytest.mark.parametrize("module", [_View, _Groups, _Tokens, _Rows, _Upsample],
-                         ids=["view", "groups", "tokens", "rows", "upsample"])
+@pytest.mark.parametrize("module", [_View, _Groups, _Tokens, _Rows, _Numel, _Upsample],
+                         ids=["view", "groups", "tokens", "rows", "numel", "upsample"])
 def test_shapes_from_a_run_time_batch_import_and_take_any_batch(module, dynamo, tmp_path,
                                                                  signer):
     model = _export(module(), tmp_path / "m.onnx", dynamo)
@@ -120,6 +129,32 @@ def test_arithmetic_on_run_time_and_fixed_dims(tmp_path, signer):
     rng = np.random.default_rng(1)
     check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 4)])
+
+
+@pytest.mark.parametrize("count", ["Size", "ReduceProd", "ReduceProd-axes"])
+def test_the_element_count_of_a_run_time_shape(count, tmp_path, signer):
+    """Size(x), ReduceProd(Shape(x)) and ReduceProd over axes [0]: batch * 24; divided by 6
+    it gives the (batch * 4, 6) reshape target."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    six = helper.make_node("Constant", [], ["six"], value=helper.make_tensor(
+        "six", tp.INT64, [1], [6]))
+    if count == "Size":
+        first = [helper.make_node("Size", ["x"], ["n0"]),
+                 helper.make_node("Unsqueeze", ["n0", "i0"], ["n"])]
+    else:
+        first = [helper.make_node("ReduceProd", ["shape"], ["n"], keepdims=1,
+                                  **({"axes": [0]} if count.endswith("axes") else {}))]
+    tail = [six, *first,
+            helper.make_node("Div", ["n", "six"], ["rows"]),
+            helper.make_node("Concat", ["rows", "six"], ["target"], axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"], name="r")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
+                                                                  ["rows", 6])])
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    assert [n.attrs["shape"] for n in loaded.graph.nodes if n.op == "reshape"] == [(-1, 6)]
+    rng = np.random.default_rng(2)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
 
 
 def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
