@@ -74,6 +74,27 @@ def _called(node) -> str:
     return node.name or (node.output[0] if node.output else "?")
 
 
+#: If branches inlined one inside another, at most (a file cannot make the import recurse
+#: without end)
+MAX_IF_DEPTH = 16
+
+
+def _branch_reads(node) -> set[str]:
+    """Every name the subgraphs of ``node`` (an If's branches) read or yield, nested ones
+    included: read by ``node`` as far as the consumers of a value go."""
+    import onnx
+
+    names: set[str] = set()
+    stack = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+    while stack:
+        g = stack.pop()
+        names.update(o.name for o in g.output)
+        for n in g.node:
+            names.update(t for t in n.input if t)
+            stack.extend(a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH)
+    return names
+
+
 def attributes(node, limits: ReadLimits) -> dict[str, Any]:
     """A NodeProto's attributes as Python values (tensors as numpy arrays)."""
     import onnx
@@ -130,10 +151,14 @@ class Importer:
         self.onnx_output_names: set[str] = set()
         self.unrolled = 0                          # recurrent steps written so far (capped)
         self.fake_quantized: dict[str, str] = {}   # QuantizeLinear output in float32 -> dtype
+        self.inlined = 0                           # nodes of If branches inlined so far
+        self.if_depth = 0                          # If branches being inlined, one in another
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
                     self.consumers.setdefault(t, []).append(i)
+            for t in _branch_reads(n):  # read inside an If branch: read by the If node
+                self.consumers.setdefault(t, []).append(i)
 
     # -- errors -----------------------------------------------------------------------------
 
@@ -355,6 +380,8 @@ class Importer:
                                  node=self.node_name, op=op) from None
 
     def _dispatch(self, node, op: str, mappers, patterns, index: int) -> None:
+        if op == "If":
+            return self._inline_if(node, mappers, index)
         attrs = attributes(node, self.limits)
         ins = list(node.input)
         if op == "Constant":
@@ -423,6 +450,61 @@ class Importer:
                                      node=self.node_name, op=op)
         mapper(self, node, attrs)
 
+    def _inline_if(self, node, mappers, index: int) -> None:
+        """An If whose condition is known at import (the legacy exporter's checks on static
+        shapes, such as ``Equal(Size(index), 0)``): the nodes of the branch it takes are
+        mapped in its place (patterns, which look ahead in the main graph, are not tried
+        there), its outputs become the If's. A condition computed at run time is refused."""
+        import onnx
+
+        cond = node.input[0] if node.input else ""
+        if cond not in self.consts:
+            raise self.unsupported(f"condition {cond!r} is computed at run time; only an If "
+                                   f"whose condition is known at import (a check on static "
+                                   f"shapes) is imported, as the branch it takes")
+        value = self.consts[cond]
+        if value.size != 1:
+            raise ModelFileError(f"condition {cond!r} has {value.size} elements; an If's "
+                                 f"condition is one value")
+        taken = "then_branch" if bool(value.reshape(-1)[0]) else "else_branch"
+        branch = {a.name: a for a in node.attribute}.get(taken)
+        if branch is None or branch.type != onnx.AttributeProto.GRAPH:
+            raise ModelFileError(f"the If has no graph attribute {taken!r}")
+        g = branch.g
+        outputs = [o for o in node.output]
+        if len(g.output) != len(outputs):
+            raise ModelFileError(f"{taken} yields {len(g.output)} value(s) for the If's "
+                                 f"{len(outputs)} output(s)")
+        self.inlined += len(g.node)
+        if self.inlined + len(self.model.graph.node) > self.limits.max_nodes:
+            raise ModelFileError(f"inlining {taken} brings the model to more than "
+                                 f"{self.limits.max_nodes} nodes, the cap")
+        if self.if_depth >= MAX_IF_DEPTH:
+            raise self.unsupported(f"If branches nested more than {MAX_IF_DEPTH} deep")
+        for t in g.initializer:
+            self.set_const(t.name, to_array(t, self.limits))
+        outer = self.node
+        self.if_depth += 1
+        try:
+            for sub in g.node:
+                self.node = sub
+                self._map(sub, mappers, {}, index)
+        finally:
+            self.if_depth -= 1
+            self.node = outer
+        for out, yielded in zip(outputs, g.output):
+            src = yielded.name
+            if not out:
+                continue
+            if src in self.consts:
+                self.set_const(out, self.consts[src], self.origin.get(src))
+            elif src in self.sym:
+                self.sym[out] = self.sym[src]
+            elif src in self.values:
+                self.alias(out, self.values[src])
+            else:
+                raise ModelFileError(f"{taken} output {src!r} is never computed")
+
     def _set_shape_value(self, name: str, value: np.ndarray) -> None:
         """A shape value: a constant when every entry is fixed, else a symbolic one."""
         fixed = symbolic.resolved(value)
@@ -434,7 +516,7 @@ class Importer:
     def _also_unsupported(self, op: str, mappers, patterns, shown: int = 8) -> str:
         """The model's other op types that no mapping takes, so that one build names them all:
         ``; nor are Cos (2 nodes, first 'node_cos'), Mod (1 node, 'm')``."""
-        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size"}
+        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size", "If"}
         found: dict[str, list] = {}
         for node in self.model.graph.node:
             if node.op_type not in known and node.op_type != op:

@@ -250,6 +250,18 @@ def _reduce_prod(ins: Arrays, a: dict, cap: int) -> list:
             .astype(x.dtype)]
 
 
+def _extremum(f: Callable, ins: Arrays) -> np.ndarray:
+    """ONNX's variadic Max / Min (torch's legacy exporter computes shapes with them, e.g. for
+    torch.diagonal): numpy's, which keeps a nan as onnxruntime does, of one dtype."""
+    if not ins or any(x is None for x in ins) or len({x.dtype for x in ins}) != 1:
+        raise ModelFileError(f"{'Max' if f is np.maximum else 'Min'} needs one or more inputs "
+                             f"of one dtype")
+    out = ins[0]
+    for x in ins[1:]:
+        out = f(out, x)
+    return np.asarray(out)
+
+
 def _binary(f: Callable) -> Folder:
     return lambda ins, a, cap: [np.asarray(f(ins[0], ins[1])).astype(
         np.result_type(ins[0], ins[1]) if f not in (np.equal, np.less, np.greater) else bool)]
@@ -286,6 +298,7 @@ FOLDERS: dict[str, Folder] = {
     "Greater": _binary(np.greater),
     "Where": lambda ins, a, cap: [np.where(ins[0], ins[1], ins[2])],
     "Neg": _unary(np.negative),
+    "Not": lambda ins, a, cap: [np.logical_not(ins[0])],
     "Sqrt": _unary(np.sqrt),
     "Reciprocal": _unary(np.reciprocal),
     "Abs": _unary(np.abs),
@@ -297,6 +310,8 @@ FOLDERS: dict[str, Folder] = {
     "Tile": _tile,
     "Range": _range,
     "ReduceProd": _reduce_prod,
+    "Max": lambda ins, a, cap: [_extremum(np.maximum, ins)],
+    "Min": lambda ins, a, cap: [_extremum(np.minimum, ins)],
 }
 
 
@@ -314,7 +329,7 @@ def register(op: str, folder: Folder, optional: tuple[int, ...] = ()) -> None:
 
 
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less",
-                           "Greater", "Where"})
+                           "Greater", "Where", "Max", "Min"})
 
 
 def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> list[np.ndarray]:

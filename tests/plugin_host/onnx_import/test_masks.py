@@ -1,6 +1,6 @@
 """Trilu (torch's triu and tril, the causal mask of scaled_dot_product_attention) and OneHot
-(one_hot) imported as ``where`` over a constant mask, and EyeLike (torch.diagonal from the
-dynamo exporter) as a constant, compared with onnxruntime; a Trilu of a constant folds; a
+(one_hot) imported as ``where`` over a constant mask, and EyeLike (torch.diagonal) as a
+constant, compared with onnxruntime; a Trilu of a constant folds; a
 run-time k or depth, and a shape or dtype the masks do not take, is refused naming the node."""
 
 from __future__ import annotations
@@ -227,10 +227,15 @@ class _Diagonals(torch.nn.Module):
         return torch.diagonal(x), torch.diagonal(x, 1), torch.diagonal(x, -2)
 
 
-def test_torch_diagonal_from_the_dynamo_exporter_matches_onnxruntime(tmp_path, signer):
-    model = export(_Diagonals(), [torch.randn(4, 5)], tmp_path / "d.onnx", dynamo=True,
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_torch_diagonal_matches_onnxruntime(dynamo, tmp_path, signer):
+    """The dynamo exporter writes EyeLike; the legacy one EyeLike inside an If on the static
+    shape (test_if.py)."""
+    model = export(_Diagonals(), [torch.randn(4, 5)], tmp_path / "d.onnx", dynamo=dynamo,
                    input_names=["x"], output_names=["d0", "d1", "d2"])
-    assert "EyeLike" in {n.op_type for n in onnx.load(model).graph.node}
+    assert "EyeLike" in {n.op_type for n in onnx.load(model).graph.node} | {
+        n.op_type for g in onnx.load(model).graph.node for a in g.attribute
+        if a.type == onnx.AttributeProto.GRAPH for n in a.g.node}
     _, loaded = import_and_load(model, tmp_path / "d.pha", signer)
     assert "EyeLike" not in {n.op for n in loaded.graph.nodes}
     check_against_onnxruntime(model, loaded, [{"x": x} for x in _floats((4, 5))])
