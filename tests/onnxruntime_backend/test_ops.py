@@ -496,11 +496,11 @@ def test_op_without_converter_refused_naming_the_node(monkeypatch):
 @pytest.mark.parametrize("op", ["max_pool", "avg_pool", "max_pool_with_indices"])
 def test_pooling_windows_match_over_random_configurations(op):
     """ceil_mode, asymmetric padding, count_include_pad and dilation are where torch's and
-    ONNX's pooling rules could part; 40 seeded random 1-D and 2-D configurations each."""
+    ONNX's pooling rules could part; 60 seeded random 1-D, 2-D and 3-D configurations each."""
     rng = np.random.default_rng(7)
-    checked = 0
-    while checked < 40:
-        spatial = int(rng.integers(1, 3))
+    checked, ranks = 0, set()
+    while checked < 60:
+        spatial = int(rng.integers(1, 4))
         size = [int(rng.integers(2, 10)) for _ in range(spatial)]
         kernel = [int(rng.integers(1, min(s, 4) + 1)) for s in size]
         attrs = dict(kernel_size=kernel, stride=[int(rng.integers(1, 4)) for _ in size],
@@ -516,6 +516,8 @@ def test_pooling_windows_match_over_random_configurations(op):
             continue
         assert_same(graph, feed, rtol=1e-5, atol=1e-6)
         checked += 1
+        ranks.add(spatial)
+    assert ranks == {1, 2, 3}
 
 
 def test_resize_matches_over_random_configurations():
