@@ -135,6 +135,26 @@ def test_onnx_pooling_over_three_spatial_axes_torch_cannot_write(op, attrs, tmp_
         {"x": (rng.standard_normal((n, 2, 2, 4, 5)) * 3).astype(np.float32)} for n in (1, 3)])
 
 
+class _Adaptive3d(torch.nn.Module):
+    def forward(self, x, s):
+        # the max over windows of 15, none of them all -inf: there onnxruntime gives -3.4e38,
+        # torch and the numpy backend -inf (the difference the README leaves)
+        return F.adaptive_avg_pool3d(x, (3, 5, 4)), F.adaptive_max_pool3d(s, (2, 1, 7))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS[:2])
+def test_adaptive_pooling_over_three_spatial_axes_matches_onnxruntime(dynamo, fold, optimize,
+                                                                      tmp_path, signer):
+    """The legacy exporter writes adaptive pooling whose output size divides the input as
+    AveragePool / MaxPool (the dynamo exporter has no 3-D adaptive_avg_pool but to size 1)."""
+    model = export(_Adaptive3d(), [torch.randn(*POOLS3D["x"]), torch.randn(*POOLS3D["s"])],
+                   tmp_path / "a.onnx", dynamo=dynamo, fold=fold, optimize=optimize,
+                   input_names=["x", "s"], output_names=["a", "b"])
+    _, loaded = import_and_load(model, tmp_path / "a.pha", signer)
+    assert sorted(n.op for n in loaded.graph.nodes) == ["avg_pool", "max_pool"]
+    check_against_onnxruntime(model, loaded, _pool3d_inputs(np.random.default_rng(9)))
+
+
 class _LocalResponseNorm(torch.nn.Module):
     """torch writes local_response_norm as a Pad and a 3-D AveragePool over the channels."""
 
