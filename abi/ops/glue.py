@@ -428,7 +428,7 @@ _EXTREME = "; nan if any reduced element is nan; an axis of size 0 is refused"
 def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
-    r = need_rank(n, "x", x, one_of=(3, 4))
+    r = need_rank(n, "x", x, one_of=(3, 4, 5))
     need_float(n, "x", x)
     spatial = r - 2
     need_attr_len(n, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
@@ -787,16 +787,17 @@ nearest takes the pixel at the position rounded half to even. As torch: a non-fi
 with zeros, and otherwise the first pixel of the axis (+inf or a huge positive the last, with
 border)."""),
     OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, _pool, doc="""\
-Max pooling over 1 or 2 spatial axes of x (N, C, L) or (N, C, H, W), torch semantics (a
-window holding a nan gives nan); padding is one [before, after] pair per spatial axis
-(implicit -inf), each at most kernel_size // 2. Output length floor((L + before + after -
-dilation*(k-1) - 1)/stride) + 1, or with ceil_mode rounded up unless the last window would
-start in the trailing padding."""),
+Max pooling over 1, 2 or 3 spatial axes of x (N, C, L), (N, C, H, W) or (N, C, D, H, W),
+torch semantics (a window holding a nan gives nan); padding is one [before, after] pair per
+spatial axis (implicit -inf), each at most kernel_size // 2. Output length floor((L + before +
+after - dilation*(k-1) - 1)/stride) + 1, or with ceil_mode rounded up unless the last window
+would start in the trailing padding."""),
     OpDef("max_pool_with_indices", 1, ("x",), ("y", "indices"), _MAX_POOL, _pool_indices, doc="""\
 max_pool's y, and where each maximum was taken (torch's return_indices): an int64 tensor of y's
-shape holding the flat index h * W + w (1-D: l) of that element within its (n, c) plane of x,
-never a padded position. The first maximum in window order wins; a window holding a nan gives
-nan and the index of its last nan, as torch's CPU kernel (onnxruntime skips nans)."""),
+shape holding the flat index h * W + w (1-D: l; 3-D: (d * H + h) * W + w) of that element
+within its (n, c) plane of x, never a padded position. The first maximum in window order wins;
+a window holding a nan gives nan and the index of its last nan, as torch's CPU kernel
+(onnxruntime skips nans)."""),
     OpDef("avg_pool", 1, ("x",), ("y",), {
         "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),
@@ -804,6 +805,6 @@ nan and the index of its last nan, as torch's CPU kernel (onnxruntime skips nans
         "count_include_pad": AttrSpec("bool", True),
         "ceil_mode": AttrSpec("bool", False),
     }, _pool, doc="""\
-Average pooling over 1 or 2 spatial axes, torch semantics; padding as max_pool (zeros, counted
-in the divisor when count_include_pad). Output length as max_pool with dilation 1."""),
+Average pooling over 1, 2 or 3 spatial axes, torch semantics; padding as max_pool (zeros,
+counted in the divisor when count_include_pad). Output length as max_pool with dilation 1."""),
 )

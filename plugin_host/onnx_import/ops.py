@@ -920,6 +920,9 @@ def _global_avg(imp, node, attrs):
 
 @maps("MaxPool", "AveragePool")
 def _pool(imp, node, attrs):
+    """``max_pool`` / ``avg_pool`` over the 1, 2 or 3 spatial axes (torch's pool1d/2d/3d, and
+    adaptive pooling to a size dividing the input as the legacy exporter writes it); MaxPool's
+    Indices, where read, by :func:`_pool_indices`."""
     _only(imp, attrs, {"auto_pad": "NOTSET", "kernel_shape": ..., "strides": ..., "pads": ...,
                        "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
                        "storage_order": 0})

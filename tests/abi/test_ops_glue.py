@@ -161,6 +161,21 @@ GOOD = [
     ("avg_pool", [z(1, 2, 7)], {"kernel_size": [3], "stride": [2], "padding": [[1, 1]],
                                 "ceil_mode": True},
      lambda a: torch.nn.functional.avg_pool1d(torch.from_numpy(a), 3, 2, 1, ceil_mode=True)),
+    ("avg_pool", [z(2, 3, 5, 6, 7)], {"kernel_size": [3, 2, 3], "stride": [2, 1, 2],
+                                      "padding": [[1, 1], [0, 0], [1, 1]], "ceil_mode": True},
+     lambda a: torch.nn.functional.avg_pool3d(torch.from_numpy(a), (3, 2, 3), (2, 1, 2),
+                                              (1, 0, 1), ceil_mode=True)),
+    ("max_pool", [z(1, 2, 5, 6, 7)], {"kernel_size": [2, 3, 2], "stride": [1, 2, 2],
+                                      "padding": [[1, 1], [1, 1], [0, 0]],
+                                      "dilation": [2, 1, 1], "ceil_mode": True},
+     lambda a: torch.nn.functional.max_pool3d(torch.from_numpy(a), (2, 3, 2), (1, 2, 2),
+                                              (1, 1, 0), (2, 1, 1), ceil_mode=True)),
+    ("max_pool_with_indices", [z(1, 2, 5, 6, 7)], {"kernel_size": [3, 3, 2],
+                                                   "stride": [2, 2, 2],
+                                                   "padding": [[1, 1], [0, 0], [1, 1]],
+                                                   "dilation": [1, 2, 1]},
+     lambda a: torch.nn.functional.max_pool3d(torch.from_numpy(a), (3, 3, 2), 2, (1, 0, 1),
+                                              (1, 2, 1), return_indices=True)),
 ]
 
 
@@ -206,6 +221,9 @@ def test_symbolic_dims():
         T(("N", 8, "(H-1)//2+1", 8), f32)]
     assert infer("max_pool_with_indices", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32), T(("N", 8, "(H-1)//2+1", 8), i64)]
+    pool3d = {"kernel_size": [2, 2, 2], "stride": [2, 2, 2], "padding": [[0, 0]] * 3}
+    assert infer("avg_pool", [T(("N", 8, "D", 6, 16), f32)], pool3d) == [
+        T(("N", 8, "(D-2)//2+1", 3, 8), f32)]
     assert infer("mean", [T(("N", 8, "H", "W"), f32)], {"axes": [2, 3]}) == [T(("N", 8), f32)]
     assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
                  ) == [T(("N", 3, 8, 10), f32)]
@@ -454,8 +472,18 @@ REFUSALS = [
      OpError, "attribute 'mode' must be one of 'bilinear', 'nearest', got 'bicubic'"),
     ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 7, 2), f32)],
      {"padding_mode": "constant"}, OpError, "attribute 'padding_mode' must be one of"),
-    ("max_pool", [T((1, 2, 3, 4, 5), f32)], POOL, ShapeError,
-     "max_pool: x must have rank 3 or 4, got rank 5"),
+    ("max_pool", [T((1, 2, 3, 4, 5, 6), f32)], POOL, ShapeError,
+     "max_pool: x must have rank 3 or 4 or 5, got rank 6"),
+    ("avg_pool", [T((1, 2, 3, 4, 5, 6), f32)], APOOL, ShapeError,
+     "avg_pool: x must have rank 3 or 4 or 5, got rank 6"),
+    ("max_pool", [T((1, 2, 5, 5, 5), f32)], {**POOL, "kernel_size": [3, 3]}, ContractError,
+     "max_pool: attribute 'kernel_size' has 2 entries but x shape (1, 2, 5, 5, 5) has 3 "
+     "spatial axes and needs 3"),
+    ("max_pool_with_indices", [T((1, 2, 5, 2, 5), f32)],
+     {"kernel_size": [3, 3, 3], "stride": [1, 1, 1], "padding": [[1, 1], [0, 0], [1, 1]],
+      "dilation": [1, 1, 1]}, ShapeError,
+     "max_pool_with_indices: spatial axis 1 of x shape (1, 2, 5, 2, 5) is 2 (+ padding 0+0), "
+     "smaller than the window 1*(3-1)+1; output size would be 0"),
     ("max_pool", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,
      "max_pool: padding [2, 2] on spatial axis 0 must be at most half the kernel size 3 (<= 1)"),
     ("max_pool", [T((1, 2, 2), f32)], {**POOL, "kernel_size": [5], "padding": [[0, 0]]},

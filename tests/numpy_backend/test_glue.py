@@ -570,6 +570,56 @@ def test_avg_pool_matches_torch(p, include_pad):
     np.testing.assert_allclose(y, ref.numpy(), rtol=1e-5, atol=1e-6)
 
 
+pool3d_params = st.tuples(
+    st.lists(st.integers(1, 3), min_size=3, max_size=3),   # kernel d, h, w
+    st.lists(st.integers(1, 3), min_size=3, max_size=3),   # stride
+    st.lists(st.integers(0, 1), min_size=3, max_size=3),   # padding (<= kernel // 2 below)
+    st.lists(st.integers(1, 2), min_size=3, max_size=3),   # dilation (max_pool only)
+    st.booleans(),                                         # ceil_mode
+    st.lists(st.integers(5, 8), min_size=3, max_size=3),   # input d, h, w
+    st.integers(0, 2),                                     # values: normal, ties, nan and inf
+)
+
+
+def _pool3d_case(p):
+    kernel, stride, pad, dilation, ceil, size, special = p
+    pad = [min(q, k // 2) for q, k in zip(pad, kernel)]
+    x = RNG.standard_normal((2, 3, *size)).astype(np.float32)
+    if special == 1:
+        x = RNG.choice(np.array([-1.0, 0.0, 2.0], np.float32), size=x.shape)
+    elif special == 2:
+        x = RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, -0.0, 3.0, -2.0], np.float32),
+                       size=x.shape)
+    attrs = dict(kernel_size=kernel, stride=stride, padding=[[q, q] for q in pad],
+                 ceil_mode=ceil)
+    return x, attrs, (kernel, stride, pad), dilation
+
+
+@settings(max_examples=40, deadline=None)
+@given(pool3d_params)
+def test_max_pool3d_with_and_without_indices_matches_torch(p):
+    """3 spatial axes: values as torch's max_pool3d, and its return_indices (flat over each
+    (n, c) volume, the window's last nan where it holds one)."""
+    x, attrs, args, dilation = _pool3d_case(p)
+    (y,) = run_op("max_pool", [x], layout="NCDHW", dilation=dilation, **attrs)
+    (v, i) = run_op("max_pool_with_indices", [x], layout="NCDHW", dilation=dilation, **attrs)
+    ref, ref_i = TF.max_pool3d(t(x), *args, dilation, ceil_mode=attrs["ceil_mode"],
+                               return_indices=True)
+    np.testing.assert_array_equal(y, ref.numpy())
+    np.testing.assert_array_equal(v, ref.numpy())
+    np.testing.assert_array_equal(i, ref_i.numpy())
+
+
+@settings(max_examples=40, deadline=None)
+@given(pool3d_params, st.booleans())
+def test_avg_pool3d_matches_torch(p, include_pad):
+    x, attrs, args, _ = _pool3d_case(p)
+    (y,) = run_op("avg_pool", [x], layout="NCDHW", count_include_pad=include_pad, **attrs)
+    ref = TF.avg_pool3d(t(x), *args, ceil_mode=attrs["ceil_mode"],
+                        count_include_pad=include_pad)
+    np.testing.assert_allclose(y, ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_conv_without_bias_input_fused_and_plain():
     # a conv node may leave out its optional bias entirely (shorter input list)
     b = GraphBuilder("nobias")

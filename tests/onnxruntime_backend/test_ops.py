@@ -335,6 +335,21 @@ CASES = {
     "max_pool_with_indices1d": lambda: single("max_pool_with_indices", (2, 3, 9),
                                               kernel_size=[3], stride=[2], padding=[[1, 0]],
                                               dilation=[1]),
+    "max_pool3d": lambda: single("max_pool", (2, 2, 5, 6, 7), kernel_size=[2, 3, 2],
+                                 stride=[1, 2, 2], padding=[[1, 1], [1, 0], [0, 1]],
+                                 dilation=[2, 1, 1], ceil_mode=True, feed={"x": RNG.choice(
+                                     np.array([np.nan, np.inf, -np.inf, 1.0, 2.0, -0.0],
+                                              np.float32), (2, 2, 5, 6, 7))}),
+    "max_pool_with_indices3d": lambda: single(
+        "max_pool_with_indices", ("n", 2, 5, 6, 7), kernel_size=[3, 2, 3], stride=[2, 1, 2],
+        padding=[[1, 1], [0, 1], [1, 0]], dilation=[1, 2, 1], ceil_mode=True,
+        feed={"x": RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, 1.0, 2.0, -0.0],
+                                       np.float32), (3, 2, 5, 6, 7))}),
+    "avg_pool3d": lambda: single("avg_pool", (2, 2, 5, 6, 7), kernel_size=[3, 2, 3],
+                                 stride=[2, 1, 2], padding=[[1, 1], [1, 0], [1, 1]],
+                                 count_include_pad=False, ceil_mode=True),
+    "avg_pool3d_count_pad": lambda: single("avg_pool", (1, 2, 4, 5, 6), kernel_size=[2, 3, 3],
+                                           stride=[2, 2, 1], padding=[[1, 0], [1, 1], [1, 1]]),
     "avg_pool": lambda: single("avg_pool", (1, 2, 7, 6), kernel_size=[3, 3], stride=[2, 2],
                                padding=PAD1, count_include_pad=False),
     "avg_pool_count_pad": lambda: single("avg_pool", (1, 2, 5, 5), kernel_size=[2, 2],
@@ -481,11 +496,11 @@ def test_op_without_converter_refused_naming_the_node(monkeypatch):
 @pytest.mark.parametrize("op", ["max_pool", "avg_pool", "max_pool_with_indices"])
 def test_pooling_windows_match_over_random_configurations(op):
     """ceil_mode, asymmetric padding, count_include_pad and dilation are where torch's and
-    ONNX's pooling rules could part; 40 seeded random 1-D and 2-D configurations each."""
+    ONNX's pooling rules could part; 60 seeded random 1-D, 2-D and 3-D configurations each."""
     rng = np.random.default_rng(7)
-    checked = 0
-    while checked < 40:
-        spatial = int(rng.integers(1, 3))
+    checked, ranks = 0, set()
+    while checked < 60:
+        spatial = int(rng.integers(1, 4))
         size = [int(rng.integers(2, 10)) for _ in range(spatial)]
         kernel = [int(rng.integers(1, min(s, 4) + 1)) for s in size]
         attrs = dict(kernel_size=kernel, stride=[int(rng.integers(1, 4)) for _ in size],
@@ -501,6 +516,8 @@ def test_pooling_windows_match_over_random_configurations(op):
             continue
         assert_same(graph, feed, rtol=1e-5, atol=1e-6)
         checked += 1
+        ranks.add(spatial)
+    assert ranks == {1, 2, 3}
 
 
 def test_resize_matches_over_random_configurations():

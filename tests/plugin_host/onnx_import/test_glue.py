@@ -46,6 +46,149 @@ def test_glue_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
                                                .astype(np.float32)} for _ in range(2)])
 
 
+class _Pools3d(torch.nn.Module):
+    """3-D pooling: average over x (nan, inf and extremes welcome), max over s (no nan:
+    onnxruntime's MaxPool skips one, torch and the numpy backend take it)."""
+
+    def forward(self, x, s):
+        a = F.avg_pool3d(x, 2)
+        b = F.avg_pool3d(x, (3, 2, 3), (2, 1, 2), (1, 1, 0), ceil_mode=True,
+                         count_include_pad=False)
+        c = torch.nn.AvgPool3d(3, 1, 1)(x)  # count_include_pad
+        # count_include_pad with ceil_mode: the windows past the padding count only it
+        c2 = torch.nn.AvgPool3d((3, 2, 3), (2, 1, 2), (1, 1, 0), ceil_mode=True)(x)
+        d = F.adaptive_avg_pool3d(x, 1)  # GlobalAveragePool (legacy) or ReduceMean (dynamo)
+        e = F.max_pool3d(s, 2)
+        f = F.max_pool3d(s, (2, 3, 2), (1, 2, 2), (1, 1, 0), dilation=(2, 1, 1),
+                         ceil_mode=True)
+        g = torch.nn.MaxPool3d(3, 2, 1, dilation=(1, 2, 1))(s)
+        h = F.adaptive_max_pool3d(s, 1)  # MaxPool of the whole volume (legacy) or ReduceMax
+        return a, b, c, c2, d, e, f, g, h
+
+
+OUTPUTS3D = ["a", "b", "c", "c2", "d", "e", "f", "g", "h"]
+POOLS3D = {"x": (2, 3, 6, 5, 8), "s": (2, 2, 6, 5, 7)}
+
+
+def _pool3d_inputs(rng):
+    """Random values; x with nan, +-inf, huge values that neither overflow a window's sum nor
+    cancel in it (the order of the sum would decide the result) and denormals; s with +-inf,
+    float32's max and min and ties, no nan."""
+    x, s = (rng.standard_normal(POOLS3D[k]).astype(np.float32) * 3 for k in ("x", "s"))
+    odd = rng.choice(np.array([np.nan, np.inf, -np.inf, 1e36, -1e30, 1e-45, 0.0, 2.0],
+                              np.float32), size=POOLS3D["x"])
+    big = np.finfo(np.float32).max
+    edges = rng.choice(np.array([-np.inf, -np.inf, np.inf, big, -big, 1e-45, -0.0, 2.0],
+                                np.float32), size=POOLS3D["s"])
+    ties = rng.choice(np.array([-1.0, 0.0, 2.0], np.float32), size=POOLS3D["s"])
+    return [{"x": x, "s": s}, {"x": odd, "s": edges}, {"x": x[::-1].copy(), "s": ties}]
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_pooling_over_three_spatial_axes_matches_onnxruntime(dynamo, fold, optimize, tmp_path,
+                                                              signer):
+    model = export(_Pools3d(), [torch.randn(*POOLS3D["x"]), torch.randn(*POOLS3D["s"])],
+                   tmp_path / "p.onnx", dynamo=dynamo, fold=fold, optimize=optimize,
+                   input_names=["x", "s"], output_names=OUTPUTS3D)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    pools = [n for n in loaded.graph.nodes if n.op in ("avg_pool", "max_pool")]
+    assert {n.op for n in pools} == {"avg_pool", "max_pool"}
+    assert len(pools) >= 6 and all(len(n.attrs["kernel_size"]) == 3 for n in pools)
+    check_against_onnxruntime(model, loaded, _pool3d_inputs(np.random.default_rng(5)))
+
+
+def test_pooling_over_three_spatial_axes_on_the_onnxruntime_backend(tmp_path, signer):
+    """The same glue ops run by the onnxruntime backend plugin (its MaxPool over the nan mask
+    included) agree with onnxruntime running the exported model."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = export(_Pools3d(), [torch.randn(*POOLS3D["x"]), torch.randn(*POOLS3D["s"])],
+                   tmp_path / "p.onnx", dynamo=False, input_names=["x", "s"],
+                   output_names=OUTPUTS3D)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    check_against_onnxruntime(model, loaded, _pool3d_inputs(np.random.default_rng(6)),
+                              backend=OnnxruntimeBackend())
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("AveragePool", {"count_include_pad": 0}), ("AveragePool", {"count_include_pad": 1}),
+    ("AveragePool", {"count_include_pad": 1, "ceil_mode": 1, "strides": [2, 2, 2]}),
+    ("MaxPool", {"ceil_mode": 1, "strides": [1, 2, 2], "dilations": [1, 1, 2]})])
+def test_onnx_pooling_over_three_spatial_axes_torch_cannot_write(op, attrs, tmp_path, signer):
+    """Asymmetric pads, and a depth smaller than the kernel that the padding makes up for
+    (torch's avg_pool3d refuses that input; onnxruntime pools it)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    shape = ("n", 2, 2, 4, 5)
+    node = helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=[3, 3, 2],
+                            pads=[1, 1, 0, 1, 0, 1], **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 5)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]),
+              tmp_path / "p.onnx")
+    _, loaded = import_and_load(tmp_path / "p.onnx", tmp_path / "p.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == [{"MaxPool": "max_pool"}.get(op, "avg_pool")]
+    rng = np.random.default_rng(8)
+    check_against_onnxruntime(tmp_path / "p.onnx", loaded, [
+        {"x": (rng.standard_normal((n, 2, 2, 4, 5)) * 3).astype(np.float32)} for n in (1, 3)])
+
+
+class _Adaptive3d(torch.nn.Module):
+    def forward(self, x, s):
+        # the max over windows of 15, none of them all -inf: there onnxruntime gives -3.4e38,
+        # torch and the numpy backend -inf (the difference the README leaves)
+        return F.adaptive_avg_pool3d(x, (3, 5, 4)), F.adaptive_max_pool3d(s, (2, 1, 7))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS[:2])
+def test_adaptive_pooling_over_three_spatial_axes_matches_onnxruntime(dynamo, fold, optimize,
+                                                                      tmp_path, signer):
+    """The legacy exporter writes adaptive pooling whose output size divides the input as
+    AveragePool / MaxPool (the dynamo exporter has no 3-D adaptive_avg_pool but to size 1)."""
+    model = export(_Adaptive3d(), [torch.randn(*POOLS3D["x"]), torch.randn(*POOLS3D["s"])],
+                   tmp_path / "a.onnx", dynamo=dynamo, fold=fold, optimize=optimize,
+                   input_names=["x", "s"], output_names=["a", "b"])
+    _, loaded = import_and_load(model, tmp_path / "a.pha", signer)
+    assert sorted(n.op for n in loaded.graph.nodes) == ["avg_pool", "max_pool"]
+    check_against_onnxruntime(model, loaded, _pool3d_inputs(np.random.default_rng(9)))
+
+
+class _LocalResponseNorm(torch.nn.Module):
+    """torch writes local_response_norm as a Pad and a 3-D AveragePool over the channels."""
+
+    def forward(self, x, v):
+        return (torch.nn.LocalResponseNorm(3, alpha=0.5, k=2.0)(x),
+                F.local_response_norm(v, 4, beta=0.6))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_local_response_norm(dynamo, fold, optimize, tmp_path, signer):
+    """Imports under the dynamo exporter and matches onnxruntime; the legacy exporter writes
+    its squeeze of the pooled channels as an If on the dim's size, which is refused."""
+    model = export(_LocalResponseNorm(), [torch.randn(2, 5, 4, 6), torch.randn(1, 6, 3, 4, 5)],
+                   tmp_path / "n.onnx", dynamo=dynamo, fold=fold, optimize=optimize,
+                   input_names=["x", "v"], output_names=["y", "w"])
+    if not dynamo:
+        from plugin_host.errors import UnsupportedModelError
+
+        from .conftest import assert_refused
+        assert_refused(model, UnsupportedModelError, "(If)", "attribute 'then_branch' of type "
+                                                             "GRAPH is not supported")
+        return
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    assert sum(n.op == "avg_pool" and len(n.attrs["kernel_size"]) == 3
+               for n in loaded.graph.nodes) == 2
+    rng = np.random.default_rng(7)
+    feeds = [{"x": (rng.standard_normal((2, 5, 4, 6)) * 3).astype(np.float32),
+              "v": (rng.standard_normal((1, 6, 3, 4, 5)) * 3).astype(np.float32)}]
+    feeds.append({k: np.where(rng.random(a.shape) < 0.1, np.float32(np.inf), a)
+                  for k, a in feeds[0].items()})
+    feeds[1]["x"][0, 1, 2, 3] = np.nan
+    check_against_onnxruntime(model, loaded, feeds)
+
+
 def test_shape_arithmetic_is_folded(tmp_path):
     class View(torch.nn.Module):
         def forward(self, x):

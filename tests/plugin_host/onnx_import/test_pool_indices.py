@@ -1,6 +1,6 @@
-"""MaxPool's Indices output (torch's max_pool with return_indices) imported as
-max_pool_with_indices plus each (n, c) plane's offset, compared with onnxruntime, the batch
-static or a run-time dim; what the mapping cannot take is refused naming the node."""
+"""MaxPool's Indices output (torch's max_pool with return_indices, 1 to 3 spatial axes)
+imported as max_pool_with_indices plus each (n, c) plane's offset, compared with onnxruntime,
+the batch static or a run-time dim; what the mapping cannot take is refused naming the node."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(29)
 BIG = np.finfo(np.float32).max
 pool1d, pool2d = torch.nn.functional.max_pool1d, torch.nn.functional.max_pool2d
+pool3d = torch.nn.functional.max_pool3d
 
 
 def _floats(shape):
@@ -64,13 +65,14 @@ def test_torch_max_pool_indices_with_a_run_time_batch(tmp_path, signer):
 
 
 def _model(tmp_path, shape, attrs=None, outputs=("y", "i")):
-    """One MaxPool named ``node`` over ``x`` with both outputs read."""
+    """One MaxPool named ``node`` over ``x`` with both outputs read (kernel 2 on each spatial
+    axis unless ``attrs`` say otherwise)."""
     node = helper.make_node("MaxPool", ["x"], list(outputs), name="node",
-                            **{"kernel_shape": [2, 2], **(attrs or {})})
+                            **{"kernel_shape": [2] * (len(shape) - 2), **(attrs or {})})
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TP.FLOAT, [None] * 4),
-         helper.make_tensor_value_info("i", TP.INT64, [None] * 4)])
+        [helper.make_tensor_value_info("y", TP.FLOAT, [None] * len(shape)),
+         helper.make_tensor_value_info("i", TP.INT64, [None] * len(shape))])
     path = tmp_path / "pool.onnx"
     path.write_bytes(helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
@@ -87,9 +89,56 @@ def test_onnx_max_pool_indices_with_a_run_time_batch_match_onnxruntime(attrs, tm
                                               for x in _floats((n, 2, 5, 6))])
 
 
+class _Pools3d(torch.nn.Module):
+    def forward(self, x):
+        a, i = pool3d(x, 2, return_indices=True)
+        b, j = pool3d(x, (3, 2, 3), (2, 1, 2), (1, 1, 0), dilation=(1, 2, 1), ceil_mode=True,
+                      return_indices=True)
+        c, k = torch.nn.MaxPool3d((2, 3, 2), 1, (1, 1, 0), return_indices=True)(x)
+        return a, i, b * 2, j + 1, c, k
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_torch_max_pool3d_indices_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    """3 spatial axes: the index within each (n, c) volume, (d * H + h) * W + w."""
+    shape = (2, 3, 5, 6, 7)
+    model = export(_Pools3d(), [torch.randn(*shape)], tmp_path / "p.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["a", "i", "b", "j", "c", "k"])
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert sum(n.op == "max_pool_with_indices" for n in loaded.graph.nodes) >= 3
+    check_against_onnxruntime(model, loaded, [{"x": x} for x in _floats(shape)])
+
+
+def test_torch_max_pool3d_indices_with_a_run_time_batch(tmp_path, signer):
+    model = tmp_path / "p.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Pools3d(), (torch.randn(2, 3, 5, 6, 7),), model, dynamo=False,
+                          input_names=["x"], output_names=["a", "i", "b", "j", "c", "k"],
+                          dynamic_axes={"x": {0: "n"}})
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert loaded.graph.inputs[0].shape[0] == "n"
+    check_against_onnxruntime(model, loaded, [
+        {"x": _floats((n, 3, 5, 6, 7))[i]} for i, n in enumerate((1, 3, 4))])
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0]},
+                                   {"kernel_shape": [3, 2, 2], "dilations": [1, 2, 1],
+                                    "ceil_mode": 1, "strides": [2, 2, 1]}])
+def test_onnx_max_pool3d_indices_with_a_run_time_batch_match_onnxruntime(attrs, tmp_path,
+                                                                         signer):
+    model = _model(tmp_path, ("n", 2, 4, 5, 6), attrs)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    check_against_onnxruntime(model, loaded, [{"x": x} for n in (1, 3)
+                                              for x in _floats((n, 2, 4, 5, 6))])
+
+
 @pytest.mark.parametrize("shape, attrs, message", [
     ((1, "c", 4, 4), {}, "input shape [1, 'c', 4, 4]: MaxPool indices need the channel and "
                          "spatial dims static"),
+    ((1, 2, 3, "h", 4), {}, "input shape [1, 2, 3, 'h', 4]: MaxPool indices need the channel "
+                            "and spatial dims static"),
     ((1, 2, 4, 4), {"storage_order": 1}, "attribute storage_order=1 is not supported"),
 ])
 def test_what_max_pool_indices_refuse_names_node_and_value(shape, attrs, message, tmp_path):
