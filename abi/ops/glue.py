@@ -780,8 +780,8 @@ cubic kernel with coefficient cubic_coeff_a (-0.75 as torch's bicubic, -0.5 as
 Catmull-Rom), those outside the input taking the nearest edge element, or with
 exclude_outside weighing 0 and the other weights divided by their sum (nearest and linear
 ignore both); W is interpolated first, then H, each sum float32 from 0 tap by tap, as
-onnxruntime. A cubic resize whose size equals every spatial dim gives x (onnxruntime copies
-it)."""),
+onnxruntime. Where size equals every spatial dim, y is x in every mode, whatever the scales
+(onnxruntime copies x)."""),
     OpDef("grid_sample", 1, ("x", "grid"), ("y",), {
         "mode": AttrSpec("enum:bilinear|nearest", "bilinear"),
         "padding_mode": AttrSpec("enum:zeros|border|reflection", "zeros"),

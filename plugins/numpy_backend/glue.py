@@ -487,13 +487,13 @@ def _resize_axis(out: int, length: int, scale, attrs: dict, last: bool):
 
 
 def _resize_plan(spatial, attrs: dict) -> list | None:
-    """Each axis' gather (see :func:`_resize_axis`); None when cubic keeps every spatial dim
-    (onnxruntime then copies x, where the zero weights of the neighbours would give nan next
-    to an infinity)."""
+    """Each axis' gather (see :func:`_resize_axis`); None when size keeps every spatial dim:
+    onnxruntime then copies x, whatever the scales (with scales such as 1.1 the coordinates
+    would move, and the zero weights of linear and cubic would give nan next to an inf)."""
     if any(d == 0 for d in spatial):
         raise ShapeError(f"resize: spatial dims {tuple(spatial)} of x include 0; there is "
                          f"nothing to sample from", where="resize", got=tuple(spatial))
-    if attrs["mode"] == "cubic" and tuple(attrs["size"]) == tuple(spatial):
+    if tuple(attrs["size"]) == tuple(spatial):
         return None
     scales = attrs["scales"] or (None,) * len(spatial)
     last = len(spatial) - 1

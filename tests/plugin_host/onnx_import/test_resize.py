@@ -174,6 +174,10 @@ SCALES = np.array([1, 1, 1.5, 0.75], np.float32)
     ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, "sizes"),
     ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, "scales"),
     ({"mode": "linear", "axes": [3, 2]}, "axes"),
+    ({"mode": "linear"}, "kept"),  # every size kept: onnxruntime copies x (an inf stays)
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+     "kept"),
+    ({"mode": "linear"}, "same sizes"),
 ])
 def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, attrs, given):
     sizes = np.array([2, 3, 1, 9], np.int64)  # a length-1 output: pytorch_half_pixel's case
@@ -181,7 +185,11 @@ def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, a
               "sizes": {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
                         "sizes": sizes},
               "axes": {"roi": np.zeros(0, np.float32), "scales": np.array([2.0, 0.5],
-                                                                           np.float32)}}[given]
+                                                                           np.float32)},
+              "kept": {"roi": np.zeros(0, np.float32),
+                       "scales": np.array([1, 1, 1.1, 1.1], np.float32)},
+              "same sizes": {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                             "sizes": np.array([2, 3, 4, 6], np.int64)}}[given]
     model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs=attrs)
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
     assert [n.op for n in loaded.graph.nodes] == ["resize"]
