@@ -11,7 +11,8 @@ from abi.errors import (ABIError, ArtifactError, ArtifactFormatError, BackendErr
                         ShapeError, SpecError, TensorHashError)
 from abi.indices import check_indices
 from abi.layouts import LAYOUTS, channel_axis, rank
-from abi.ops import AttrSpec, OpDef, get_op, infer_shapes, known_ops, normalize_attrs
+from abi.ops import (AttrSpec, OpDef, get_op, infer_shapes, known_ops, normalize_attrs,
+                     stored_attrs)
 from abi.spec import Signature, TensorSpec, TensorType
 
 from abi import artifact  # the file format (reads ABI_VERSION at call time, not import time)
@@ -26,7 +27,8 @@ __all__ = [
     # specs
     "TensorSpec", "TensorType", "Signature", "check_indices",
     # ops
-    "OpDef", "AttrSpec", "get_op", "known_ops", "normalize_attrs", "infer_shapes",
+    "OpDef", "AttrSpec", "get_op", "known_ops", "normalize_attrs", "stored_attrs",
+    "infer_shapes",
     # errors
     "PluginHostError", "ContractError", "ShapeError", "DomainError", "DTypeError",
     "IndexRangeError", "ABIError", "SpecError", "OpError", "GraphError", "BackendError",

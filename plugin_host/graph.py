@@ -21,7 +21,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from abi import TensorSpec, TensorType, dtypes, get_op, infer_shapes, normalize_attrs
+from abi import (TensorSpec, TensorType, dtypes, get_op, infer_shapes, normalize_attrs,
+                 stored_attrs)
 from abi.errors import GraphError, PluginHostError
 from abi.ops import check_values
 
@@ -195,7 +196,8 @@ class Graph:
         """The graph without tensor bytes, as plain msgpack/JSON-friendly data.
 
         ``{"name", "inputs", "outputs" (TensorSpec dicts), "nodes" (name, op, version, inputs,
-        outputs, attrs with defaults filled in, atomic), "constants" (name, dtype, shape, in
+        outputs, attrs with defaults filled in but for attributes added to an op later, see
+        :func:`abi.stored_attrs`, atomic), "constants" (name, dtype, shape, in
         order), "state" ({input: output})}``. :meth:`from_dict` rebuilds the graph from it and
         the constant arrays; artifacts store it in their manifest.
         """
@@ -205,7 +207,7 @@ class Graph:
             "outputs": [s.to_dict() for s in self.outputs],
             "nodes": [{"name": n.name, "op": n.op, "version": n.version,
                        "inputs": list(n.inputs), "outputs": list(n.outputs),
-                       "attrs": _plain(dict(n.attrs)),
+                       "attrs": _plain(stored_attrs(get_op(n.op, n.version), n.attrs)),
                        "atomic": get_op(n.op, n.version).atomic} for n in self.nodes],
             "constants": [{"name": k, "dtype": dtypes.from_numpy(a.dtype), "shape": list(a.shape)}
                           for k, a in self.tensors.items()],
@@ -218,9 +220,10 @@ class Graph:
 
         ``tensors`` must hold exactly the declared constants, each with its declared dtype and
         shape (they are used as given, e.g. read-only views of a mapped artifact). Node
-        attributes must be in normalized form (defaults filled in, as :meth:`to_dict` writes
-        them) and each node's atomic flag must match this host's op table. Then the graph's
-        own checks run. Raises GraphError (naming the node where there is one).
+        attributes must be in normalized form (defaults filled in but for attributes added to an
+        op later, as :meth:`to_dict` writes them) and each node's atomic flag must match this
+        host's op table. Then the graph's own checks run. Raises GraphError (naming the node
+        where there is one).
         """
         from abi.artifact import check_graph_dict, encode
 
@@ -248,7 +251,7 @@ class Graph:
         for n in g["nodes"]:
             try:
                 opdef = get_op(n["op"], n["version"])
-                normalized = _plain(normalize_attrs(opdef, n["attrs"]))
+                normalized = _plain(stored_attrs(opdef, normalize_attrs(opdef, n["attrs"])))
                 same = encode(normalized) == encode(n["attrs"])
             except PluginHostError as exc:
                 raise GraphError(str(exc), node=n["name"]) from None

@@ -6,7 +6,7 @@ shape rules share.
 """
 
 from abi.ops.table import (ATTR_KINDS, REQUIRED, AttrSpec, OpDef, TensorType, check_values,
-                           get_op, infer_shapes, known_ops, normalize_attrs)
+                           get_op, infer_shapes, known_ops, normalize_attrs, stored_attrs)
 
 __all__ = ["ATTR_KINDS", "REQUIRED", "AttrSpec", "OpDef", "TensorType", "check_values",
-           "get_op", "infer_shapes", "known_ops", "normalize_attrs"]
+           "get_op", "infer_shapes", "known_ops", "normalize_attrs", "stored_attrs"]

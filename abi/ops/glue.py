@@ -477,6 +477,9 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     n = op.name
     r = need_rank(n, "x", x, one_of=(3, 4))
     need_float(n, "x", x)
+    if attrs["mode"] == "cubic" and r != 4:
+        raise ShapeError(f"{n}: mode cubic needs x of rank 4 (N, C, H, W), as onnxruntime's "
+                         f"bicubic; got x shape {fmt(x.shape)}", where=n, got=x.shape)
     spatial = x.shape[2:]
     need_attr_len(n, attrs, ("size", "scales"), r - 2, f"x shape {fmt(x.shape)} has {r - 2} "
                   f"spatial axes and")
@@ -754,11 +757,13 @@ and at most the axis' size (a run-time dim is checked when it is bound)."""),
     OpDef("resize", 1, ("x",), ("y",), {
         "size": AttrSpec("ints", check=_POSITIVE_INTS),
         "scales": AttrSpec("floats", None, check=_scales),
-        "mode": AttrSpec("enum:nearest|linear", "nearest"),
+        "mode": AttrSpec("enum:nearest|linear|cubic", "nearest"),
         "coordinate_mode": AttrSpec("enum:half_pixel|pytorch_half_pixel|align_corners|"
                                     "asymmetric", "half_pixel"),
         "nearest_mode": AttrSpec("enum:floor|ceil|round_prefer_floor|round_prefer_ceil",
                                  "round_prefer_floor"),
+        "cubic_coeff_a": AttrSpec("float", -0.75, check=_FINITE, added=True),
+        "exclude_outside": AttrSpec("bool", False, added=True),
     }, _resize, doc="""\
 ONNX Resize (torch's interpolate / Upsample) of the 1 or 2 spatial axes of x (N, C, L) or
 (N, C, H, W), float, to size (one length per spatial axis, each >= 1); the output is
@@ -769,7 +774,14 @@ asymmetric o / s. s is scales (float32, one per spatial axis, > 0; then each siz
 floor(in * s) and the spatial dims static) or, without scales, out / in. mode nearest takes the
 input element at that coordinate rounded by nearest_mode (floor, ceil, round with halves down or
 up), clamped into the input; linear interpolates between the two neighbours along each axis
-(the coordinate clamped into [0, in - 1]; bilinear for 2 spatial axes)."""),
+(the coordinate clamped into [0, in - 1]; bilinear for 2 spatial axes); cubic (x (N, C, H, W)
+only, as onnxruntime's bicubic) weighs the 4 elements floor(c) - 1 .. floor(c) + 2 by Keys'
+cubic kernel with coefficient cubic_coeff_a (-0.75 as torch's bicubic, -0.5 as
+Catmull-Rom), those outside the input taking the nearest edge element, or with
+exclude_outside weighing 0 and the other weights divided by their sum (nearest and linear
+ignore both); W is interpolated first, then H, each sum float32 from 0 tap by tap, as
+onnxruntime. Where size equals every spatial dim, y is x in every mode, whatever the scales
+(onnxruntime copies x)."""),
     OpDef("grid_sample", 1, ("x", "grid"), ("y",), {
         "mode": AttrSpec("enum:bilinear|nearest", "bilinear"),
         "padding_mode": AttrSpec("enum:zeros|border|reflection", "zeros"),

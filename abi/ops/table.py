@@ -34,8 +34,8 @@ from abi.errors import ContractError, OpError, ShapeError
 from abi.spec import TensorType
 
 __all__ = ["REQUIRED", "ATTR_KINDS", "AttrSpec", "OpDef", "TensorType", "get_op", "known_ops",
-           "normalize_attrs", "infer_shapes", "check_values", "at_least", "greater_than",
-           "between", "each_at_least", "non_empty", "all_of"]
+           "normalize_attrs", "stored_attrs", "infer_shapes", "check_values", "at_least",
+           "greater_than", "between", "each_at_least", "non_empty", "all_of"]
 
 
 class _Required:
@@ -200,14 +200,20 @@ class AttrSpec:
     ``kind`` is one of :data:`ATTR_KINDS` or ``"enum:<a>|<b>|..."``. ``default`` is
     :data:`REQUIRED` (the attribute must be given), None (the attribute is optional and may be
     None) or a value of the kind. ``check(value)`` returns None or a phrase saying what is wrong.
+    ``added`` marks an attribute added to the op after artifacts were written with it: at its
+    default it is left out of the stored form (:func:`stored_attrs`), so those artifacts, which
+    do not have it, keep their normalized form.
     """
 
     kind: str
     default: Any = REQUIRED
     check: Check | None = None
+    added: bool = False
 
     def __post_init__(self) -> None:
         kind = self.kind
+        if self.added and (self.default is REQUIRED or self.default is None):
+            raise ValueError("AttrSpec: an added attribute needs a default value")
         if not (kind in ATTR_KINDS or (type(kind) is str and kind.startswith("enum:")
                                        and all(kind[5:].split("|")))):
             raise ValueError(f"AttrSpec: unknown kind {kind!r}; kinds: {', '.join(ATTR_KINDS)}, "
@@ -400,6 +406,13 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any] | None) -> dict[str, 
     if problems:
         raise OpError(f"{where}: " + "; ".join(problems), op=opdef.name, problems=problems)
     return out
+
+
+def stored_attrs(opdef: OpDef, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Normalized ``attrs`` as an artifact stores them: without the attributes added to the op
+    later (``AttrSpec.added``) that have their default."""
+    return {k: v for k, v in attrs.items()
+            if not (opdef.attrs[k].added and v == opdef.attrs[k].default)}
 
 
 def _check_tensor_type(op: OpDef, index: int, t: Any) -> TensorType:

@@ -58,24 +58,35 @@ def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None
 
 @maps("Resize")
 def _resize(imp, node, attrs):
-    """nearest and linear on 1 or 2 spatial axes, with constant scales or sizes."""
+    """nearest and linear on 1 or 2 spatial axes, cubic on 2 (onnxruntime has no other), with
+    constant scales or sizes."""
     _only(imp, attrs, {"mode": ..., "coordinate_transformation_mode": ..., "nearest_mode": ...,
-                       "cubic_coeff_a": ..., "exclude_outside": 0, "antialias": 0,
+                       "cubic_coeff_a": ..., "exclude_outside": ..., "antialias": 0,
                        "extrapolation_value": ..., "keep_aspect_ratio_policy": "stretch",
                        "axes": ...})
     mode = attrs.get("mode", "nearest")
     coordinate = attrs.get("coordinate_transformation_mode", "half_pixel")
     nearest = attrs.get("nearest_mode", "round_prefer_floor")
-    for name, value, known in (("mode", mode, ("nearest", "linear")),
+    for name, value, known in (("mode", mode, ("nearest", "linear", "cubic")),
                                ("coordinate_transformation_mode", coordinate,
                                 _RESIZE_COORDINATES), ("nearest_mode", nearest, _NEAREST_MODES)):
         if value not in known:
             raise imp.unsupported(f"attribute {name}={value!r} is not supported (only "
                                   f"{', '.join(known)})")
+    coeff = attrs.get("cubic_coeff_a", -0.75)
+    if type(coeff) is not float or not abs(coeff) <= 1e30:
+        raise imp.unsupported(f"attribute cubic_coeff_a={coeff!r} must be a finite float")
+    exclude = attrs.get("exclude_outside", 0)
+    if exclude not in (0, 1):
+        raise imp.unsupported(f"attribute exclude_outside={exclude!r} is not supported (only 0, "
+                              f"1)")
     x = node.input[0]
     shape = list(imp.type_of(x).shape)
     if len(shape) not in (3, 4):
         raise imp.unsupported(f"input shape {shape}: only (N, C, L) and (N, C, H, W) resize")
+    if mode == "cubic" and len(shape) != 4:
+        raise imp.unsupported(f"input shape {shape}: mode='cubic' needs (N, C, H, W) (bicubic; "
+                              f"onnxruntime has no other cubic)")
     axes = [axis_in(a, len(shape), "axes") for a in attrs.get("axes", range(len(shape)))]
     if len(set(axes)) != len(axes):
         raise imp.unsupported(f"attribute axes={attrs['axes']} names an axis twice")
@@ -83,7 +94,7 @@ def _resize(imp, node, attrs):
     imp.check_size("its resize output", [*(d or 1 for d in shape[:2]), *size])
     imp.emit("resize", [imp.tensor(x)], [node.output[0]],
              {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
-              "nearest_mode": nearest})
+              "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude)})
 
 
 def _blocks(imp, node, attrs) -> tuple[int, list]:

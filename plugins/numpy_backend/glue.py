@@ -432,8 +432,26 @@ def _resize_coordinates(out: int, length: int, scale, coordinate_mode: str) -> n
     return (o + np.float32(0.5)) / s - np.float32(0.5)
 
 
-def _resize_axis(out: int, length: int, scale, attrs: dict):
-    """What one axis gathers: (indices,) for nearest; (i0, i1, w0, w1) for linear."""
+def _cubic_weights(frac, a) -> list:
+    """onnxruntime's cubic (Keys) weights of the taps at floor - 1 .. floor + 2 for the
+    fractional parts ``frac`` of the coordinates, in float32 with its order of operations."""
+    a, one, two = np.float32(a), np.float32(1), np.float32(2)
+    d = np.abs(frac)
+
+    def near(t):  # |t| <= 1
+        return ((a + two) * t - (a + np.float32(3))) * t * t + one
+
+    def far(t):  # 1 < |t| < 2
+        return ((a * t - np.float32(5) * a) * t + np.float32(8) * a) * t - np.float32(4) * a
+
+    return [far(d + one), near(d), near(one - d), far(two - d)]
+
+
+def _resize_axis(out: int, length: int, scale, attrs: dict, last: bool):
+    """What one axis gathers: (indices,) for nearest; (i0, i1, w0, w1) for linear; for cubic
+    (taps, weights, divisor): 4 rows of indices clamped into the input and their weights, and
+    the sum of the weights that exclude_outside divides the innermost axis' weights by (folded
+    into them here) or the other axis' products by (divisor; None without exclude_outside)."""
     c = _resize_coordinates(out, length, scale, attrs["coordinate_mode"])
     if attrs["mode"] == "nearest":
         floor = np.floor(c)
@@ -442,6 +460,22 @@ def _resize_axis(out: int, length: int, scale, attrs: dict):
         index = {"floor": floor, "ceil": np.ceil(c), "round_prefer_floor": floor + (frac > 0.5),
                  "round_prefer_ceil": floor + (frac >= 0.5)}[how]
         return (np.clip(index, 0, length - 1).astype(np.intp),)
+    if attrs["mode"] == "cubic":
+        floor = np.floor(c)
+        first = floor.astype(np.intp) - 1
+        taps = first + np.arange(4, dtype=np.intp)[:, None]
+        weights = np.stack(_cubic_weights(c - floor, attrs["cubic_coeff_a"]))
+        divisor = None
+        if attrs["exclude_outside"]:
+            weights[(taps < 0) | (taps >= length)] = 0
+            total = np.zeros(out, np.float32)
+            for w in weights:  # summed one tap after the other, as onnxruntime
+                total += w
+            if last:
+                weights = weights / total
+            else:
+                divisor = total
+        return np.clip(taps, 0, length - 1), weights, divisor
     c = np.clip(c, np.float32(0), np.float32(length - 1))
     i0 = np.floor(c).astype(np.intp)
     i1 = np.minimum(i0 + 1, length - 1)
@@ -452,21 +486,41 @@ def _resize_axis(out: int, length: int, scale, attrs: dict):
     return i0, i1, w0, w1
 
 
-def _resize_plan(spatial, attrs: dict) -> list:
+def _resize_plan(spatial, attrs: dict) -> list | None:
+    """Each axis' gather (see :func:`_resize_axis`); None when size keeps every spatial dim:
+    onnxruntime then copies x, whatever the scales (with scales such as 1.1 the coordinates
+    would move, and the zero weights of linear and cubic would give nan next to an inf)."""
     if any(d == 0 for d in spatial):
         raise ShapeError(f"resize: spatial dims {tuple(spatial)} of x include 0; there is "
                          f"nothing to sample from", where="resize", got=tuple(spatial))
+    if tuple(attrs["size"]) == tuple(spatial):
+        return None
     scales = attrs["scales"] or (None,) * len(spatial)
-    return [_resize_axis(o, d, s, attrs) for o, d, s in zip(attrs["size"], spatial, scales)]
+    last = len(spatial) - 1
+    return [_resize_axis(o, d, s, attrs, i == last)
+            for i, (o, d, s) in enumerate(zip(attrs["size"], spatial, scales))]
 
 
 def _resize_apply(x, plan, mode: str):
+    if plan is None:
+        return x.copy()
     if mode == "nearest":
         index = np.ix_(*(p[0] for p in plan))
         return x[(slice(None), slice(None), *index)]
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # inf * 0: nan (IEEE)
-        for axis, (i0, i1, w0, w1) in reversed(list(enumerate(plan, start=2))):
+        for axis, step in reversed(list(enumerate(plan, start=2))):
             shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+            if mode == "cubic":  # the innermost axis first, each sum from 0 tap by tap
+                taps, weights, divisor = step
+                y = np.zeros(x.shape[:axis] + taps.shape[1:] + x.shape[axis + 1:], x.dtype)
+                for tap, w in zip(taps, weights):
+                    term = np.take(x, tap, axis=axis) * w.astype(x.dtype).reshape(shape)
+                    if divisor is not None:
+                        term /= divisor.astype(x.dtype).reshape(shape)
+                    y += term
+                x = y
+                continue
+            i0, i1, w0, w1 = step
             a = np.take(x, i0, axis=axis) * w0.astype(x.dtype).reshape(shape)
             b = np.take(x, i1, axis=axis) * w1.astype(x.dtype).reshape(shape)
             x = a + b

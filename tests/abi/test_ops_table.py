@@ -5,7 +5,7 @@ import pytest
 from abi.errors import ContractError, DTypeError, OpError, ShapeError
 from abi.ops import dims
 from abi.ops.table import (REQUIRED, AttrSpec, OpDef, TensorType, at_least, get_op,
-                           infer_shapes, known_ops, normalize_attrs)
+                           infer_shapes, known_ops, normalize_attrs, stored_attrs)
 
 T = TensorType
 
@@ -119,6 +119,19 @@ def test_normalize_fills_defaults_and_canonicalizes():
     assert normalize_attrs(get_op("gelu"), {}) == {"approximate": "none"}
     assert normalize_attrs(get_op("reshape"), {"shape": [2, -1, 0]}) == {"shape": (2, -1, 0)}
     assert normalize_attrs(get_op("cast"), {"dtype": "float16"}) == {"dtype": "float16"}
+
+
+def test_attributes_added_later_are_stored_only_off_their_default():
+    op = OpDef("late", 1, ("x",), ("y",), {"old": AttrSpec("int", 1),
+                                           "new": AttrSpec("float", 0.5, added=True)},
+               lambda op, inputs, attrs: inputs, doc="x")
+    full = normalize_attrs(op, {})
+    assert full == {"old": 1, "new": 0.5}
+    assert stored_attrs(op, full) == {"old": 1}  # as artifacts written before "new" have it
+    assert normalize_attrs(op, stored_attrs(op, full)) == full
+    assert stored_attrs(op, normalize_attrs(op, {"new": 2})) == {"old": 1, "new": 2.0}
+    with pytest.raises(ValueError, match="an added attribute needs a default value"):
+        AttrSpec("int", added=True)
 
 
 CONV_OK = {"stride": [1], "padding": [[0, 0]], "dilation": [1]}

@@ -198,6 +198,26 @@ def test_resize_over_symbolic_spatial_dims():
         ex.run({"x": np.zeros((1, 3, 0, 7), np.float32)})
 
 
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("how", [{"scale_factor": 2.0}, {"scale_factor": 0.5},
+                                 {"scale_factor": 1.7}, {"size": [9, 14]}, {"size": [1, 1]},
+                                 {"size": [2, 13]}])
+def test_cubic_resize_as_torch_bicubic(align_corners, how):
+    """torch's bicubic: the same Keys weights (a = -0.75) and taps clamped into x."""
+    from abi.ops.glue import scaled_size
+
+    attrs = {"mode": "cubic", "coordinate_mode": ("half_pixel", "align_corners")[align_corners]}
+    if "size" in how:
+        attrs["size"] = how["size"]
+    else:
+        attrs["size"] = [scaled_size(d, how["scale_factor"]) for d in X.shape[2:]]
+        attrs["scales"] = [how["scale_factor"]] * 2
+    (y,) = run_op("resize", [X], **attrs)
+    want = TF.interpolate(t(X), mode="bicubic", align_corners=align_corners, **how).numpy()
+    assert y.dtype == np.float32 and y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
 # --- grid_sample -------------------------------------------------------------------------------
 
 GRID_MODES = [(m, p, a) for m in ("bilinear", "nearest") for p in ("zeros", "border",

@@ -1,7 +1,8 @@
-"""Upsampling and pixel shuffling imported from ONNX: Resize (torch's interpolate and Upsample)
-as the resize op, DepthToSpace and SpaceToDepth (torch's pixel_shuffle; pixel_unshuffle is
-exported as Reshape and Transpose) as reshape -> transpose -> reshape; compared with
-onnxruntime. What the mapping cannot take is refused naming the node and the attribute."""
+"""Upsampling and pixel shuffling imported from ONNX: Resize (torch's interpolate and Upsample,
+nearest, linear and bicubic) as the resize op, DepthToSpace and SpaceToDepth (torch's
+pixel_shuffle; pixel_unshuffle is exported as Reshape and Transpose) as reshape -> transpose
+-> reshape; compared with onnxruntime (cubic to the last bit). What the mapping cannot take is
+refused naming the node and the attribute."""
 
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def _export_batched(module, args, path, dynamo: bool) -> None:
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
 def test_a_symbolic_batch_dim_passes_through_resize(dynamo, tmp_path, signer):
     module = torch.nn.Sequential(torch.nn.Upsample(scale_factor=2, mode="bilinear"),
-                                 torch.nn.Upsample(scale_factor=1.5))
+                                 torch.nn.Upsample(scale_factor=1.5),
+                                 torch.nn.Upsample(scale_factor=0.5, mode="bicubic"))
     path = tmp_path / "b.onnx"
     args = (torch.randn(2, 3, 4, 5),)
     with warnings.catch_warnings():
@@ -114,7 +116,7 @@ def test_a_symbolic_batch_dim_passes_through_resize(dynamo, tmp_path, signer):
         _export_batched(module, args, path, dynamo)
     _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
     assert loaded.graph.inputs[0].shape == ("batch", 3, 4, 5)
-    assert loaded.graph.outputs[0].shape == ("batch", 3, 12, 15)
+    assert loaded.graph.outputs[0].shape == ("batch", 3, 6, 7)
     check_against_onnxruntime(path, loaded, [{"x": RNG.standard_normal((n, 3, 4, 5))
                                               .astype(np.float32)} for n in (1, 4)])
 
@@ -172,6 +174,10 @@ SCALES = np.array([1, 1, 1.5, 0.75], np.float32)
     ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, "sizes"),
     ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, "scales"),
     ({"mode": "linear", "axes": [3, 2]}, "axes"),
+    ({"mode": "linear"}, "kept"),  # every size kept: onnxruntime copies x (an inf stays)
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+     "kept"),
+    ({"mode": "linear"}, "same sizes"),
 ])
 def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, attrs, given):
     sizes = np.array([2, 3, 1, 9], np.int64)  # a length-1 output: pytorch_half_pixel's case
@@ -179,22 +185,107 @@ def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, a
               "sizes": {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
                         "sizes": sizes},
               "axes": {"roi": np.zeros(0, np.float32), "scales": np.array([2.0, 0.5],
-                                                                           np.float32)}}[given]
+                                                                           np.float32)},
+              "kept": {"roi": np.zeros(0, np.float32),
+                       "scales": np.array([1, 1, 1.1, 1.1], np.float32)},
+              "same sizes": {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                             "sizes": np.array([2, 3, 4, 6], np.int64)}}[given]
     model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs=attrs)
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
     assert [n.op for n in loaded.graph.nodes] == ["resize"]
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
 
 
-def test_resize_to_sizes_takes_run_time_spatial_dims(tmp_path, signer):
+def _assert_bit_exact(runs) -> None:
+    """The numpy backend's outputs are onnxruntime's, bit for bit (nan where it has nan)."""
+    for got, want in runs:
+        for name, value in want.items():
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+class _Bicubic(torch.nn.Module):
+    """torch's bicubic interpolate and Upsample, up and down, by scale and by size."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Upsample(scale_factor=(1.5, 2), mode="bicubic", align_corners=True)
+
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=2, mode="bicubic"),
+                F.interpolate(x, scale_factor=0.5, mode="bicubic"),
+                F.interpolate(x, scale_factor=1.7, mode="bicubic", align_corners=True),
+                F.interpolate(x, size=(3, 8), mode="bicubic"),
+                F.interpolate(x, size=(9, 2), mode="bicubic", align_corners=True),
+                F.interpolate(x, size=(1, 1), mode="bicubic"),
+                self.up(x))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_bicubic_exported_by_torch_matches_onnxruntime(dynamo, fold, optimize, tmp_path,
+                                                       signer):
+    names = [f"y{i}" for i in range(7)]
+    model = export(_Bicubic(), [torch.randn(2, 3, 5, 6)], tmp_path / "c.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"], output_names=names)
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    resized = [n for n in loaded.graph.nodes if n.op == "resize"]
+    assert len(resized) == 7
+    assert {(n.attrs["mode"], n.attrs["coordinate_mode"], n.attrs["cubic_coeff_a"],
+             n.attrs["exclude_outside"]) for n in resized} == {
+        ("cubic", "half_pixel", -0.75, False), ("cubic", "align_corners", -0.75, False)}
+    assert {s.name: s.shape for s in loaded.graph.outputs}["y2"] == (2, 3, 8, 10)
+    _assert_bit_exact(check_against_onnxruntime(model, loaded, _feeds((2, 3, 5, 6))))
+
+
+CUBIC_SCALES = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1.5, 0.6], np.float32)}
+CUBIC_SIZES = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+               "sizes": np.array([2, 3, 1, 9], np.int64)}
+
+
+@pytest.mark.parametrize("coordinate", ["pytorch_half_pixel", "half_pixel", "align_corners",
+                                        "asymmetric"])
+@pytest.mark.parametrize("attrs, consts", [
+    ({}, CUBIC_SCALES),
+    ({}, CUBIC_SIZES),  # a length-1 output: pytorch_half_pixel's case
+    ({"exclude_outside": 1}, CUBIC_SCALES),
+    ({"exclude_outside": 1, "cubic_coeff_a": -0.5}, CUBIC_SIZES),
+    ({"cubic_coeff_a": -0.5}, {"roi": np.zeros(0, np.float32),
+                               "scales": np.array([1, 1, 3, 2.5], np.float32)}),
+    ({"axes": [3]}, {"roi": np.zeros(0, np.float32), "scales": np.array([0.75], np.float32)}),
+    ({}, {"roi": np.zeros(0, np.float32),  # every size kept: onnxruntime copies x
+          "scales": np.array([1, 1, 1.1, 1.1], np.float32)}),
+])
+def test_cubic_matches_onnxruntime_bit_for_bit(tmp_path, signer, coordinate, attrs, consts):
+    model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts,
+                   attrs={"mode": "cubic", "coordinate_transformation_mode": coordinate,
+                          **attrs})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["resize"]
+    _assert_bit_exact(check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6))))
+
+
+def test_cubic_on_the_onnxruntime_backend_matches_onnxruntime(tmp_path, signer):
+    """The resize glue op run by the onnxruntime backend plugin: its Resize carries the cubic
+    coefficient and exclude_outside."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _model(tmp_path, "Resize", (2, 3, 4, 6), CUBIC_SIZES,
+                   attrs={"mode": "cubic", "coordinate_transformation_mode": "half_pixel",
+                          "exclude_outside": 1, "cubic_coeff_a": -0.5})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    _assert_bit_exact(check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)),
+                                                backend=OnnxruntimeBackend()))
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_to_sizes_takes_run_time_spatial_dims(tmp_path, signer, mode):
     consts = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
               "sizes": np.array([1, 3, 6, 8], np.int64)}
-    model = _model(tmp_path, "Resize", (1, 3, "h", "w"), consts, attrs={"mode": "linear"})
+    model = _model(tmp_path, "Resize", (1, 3, "h", "w"), consts, attrs={"mode": mode})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
     assert loaded.graph.outputs[0].shape == (1, 3, 6, 8)
     check_against_onnxruntime(model, loaded, [{"x": RNG.standard_normal((1, 3, h, w))
                                                .astype(np.float32)} for h, w in
-                                              ((4, 4), (2, 9), (12, 3), (4, 4))])
+                                              ((4, 4), (2, 9), (12, 3), (4, 4), (6, 8))])
 
 
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
@@ -222,12 +313,17 @@ def _resize(attrs=None, consts=None, **kw):
 
 
 @pytest.mark.parametrize("case, error, message", [
-    (_resize({"mode": "cubic"}), UnsupportedModelError,
-     "attribute mode='cubic' is not supported (only nearest, linear)"),
+    (_resize({"mode": "area"}), UnsupportedModelError,
+     "attribute mode='area' is not supported (only nearest, linear, cubic)"),
     (_resize({"mode": "linear", "antialias": 1}), UnsupportedModelError,
      "attribute antialias=1 is not supported (only 0)"),
-    (_resize({"exclude_outside": 1}), UnsupportedModelError,
-     "attribute exclude_outside=1 is not supported"),
+    (_resize({"mode": "cubic", "exclude_outside": 2}), UnsupportedModelError,
+     "attribute exclude_outside=2 is not supported (only 0, 1)"),
+    (_resize({"mode": "cubic", "cubic_coeff_a": float("nan")}), UnsupportedModelError,
+     "attribute cubic_coeff_a=nan must be a finite float"),
+    (("Resize", (1, 3, 4), {"roi": np.zeros(0, np.float32),
+                            "scales": np.array([1, 1, 2], np.float32)}, {"mode": "cubic"}, {}),
+     UnsupportedModelError, "input shape [1, 3, 4]: mode='cubic' needs (N, C, H, W)"),
     (_resize({"coordinate_transformation_mode": "tf_crop_and_resize",
               "extrapolation_value": 1.0}), UnsupportedModelError,
      "attribute coordinate_transformation_mode='tf_crop_and_resize' is not supported"),
@@ -292,19 +388,6 @@ def test_what_resize_and_depth_to_space_refuse_names_node_and_value(tmp_path, ca
     text = str(info.value)
     assert f"node 'node' ({op_type})" in text and message in text, text
     assert "\n" not in text
-
-
-@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
-def test_bicubic_exported_by_torch_is_refused(dynamo, fold, optimize, tmp_path):
-    class Bicubic(torch.nn.Module):
-        def forward(self, x):
-            return F.interpolate(x, scale_factor=2, mode="bicubic")
-
-    model = export(Bicubic(), [torch.randn(1, 2, 3, 3)], tmp_path / "c.onnx", dynamo=dynamo,
-                   fold=fold, optimize=optimize)
-    with pytest.raises(UnsupportedModelError, match=r"\(Resize\): attribute mode='cubic' is "
-                                                    r"not supported"):
-        import_onnx(model)
 
 
 def test_antialiased_bilinear_exported_by_torch_is_refused(tmp_path):
