@@ -403,7 +403,8 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     xp = np.pad(x, width)
     axes = tuple(range(-nsp, 0))
-    total = _windows(xp, kernel_size, stride, dilation, out).sum(axis=axes)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: nan, as IEEE and torch
+        total = _windows(xp, kernel_size, stride, dilation, out).sum(axis=axes)
     # divisor: real elements, plus explicit padding when count_include_pad (never the ceil extra)
     mask = np.zeros((1, 1) + xp.shape[2:], dtype=x.dtype)
     inner = tuple(slice(pb, pb + n) for (pb, _), n in zip(padding, x.shape[2:]))
