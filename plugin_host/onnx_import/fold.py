@@ -262,6 +262,21 @@ def _extremum(f: Callable, ins: Arrays) -> np.ndarray:
     return np.asarray(out)
 
 
+def _sum_mean(op: str, ins: Arrays) -> np.ndarray:
+    """ONNX's variadic Sum / Mean: the inputs added in order, of one dtype; Mean then scaled by
+    1/count in that dtype (onnxruntime's order and rounding)."""
+    if not ins or any(x is None for x in ins) or len({x.dtype for x in ins}) != 1:
+        raise ModelFileError(f"{op} needs one or more inputs of one dtype")
+    out = ins[0]
+    for x in ins[1:]:
+        out = np.add(out, x)
+    if op == "Mean" and len(ins) > 1:
+        if out.dtype.kind != "f":
+            raise ModelFileError(f"Mean of {out.dtype} inputs (needs float)")
+        out = out * (out.dtype.type(1) / out.dtype.type(len(ins)))
+    return np.asarray(out, ins[0].dtype)
+
+
 def _binary(f: Callable) -> Folder:
     return lambda ins, a, cap: [np.asarray(f(ins[0], ins[1])).astype(
         np.result_type(ins[0], ins[1]) if f not in (np.equal, np.less, np.greater) else bool)]
@@ -312,6 +327,8 @@ FOLDERS: dict[str, Folder] = {
     "ReduceProd": _reduce_prod,
     "Max": lambda ins, a, cap: [_extremum(np.maximum, ins)],
     "Min": lambda ins, a, cap: [_extremum(np.minimum, ins)],
+    "Sum": lambda ins, a, cap: [_sum_mean("Sum", ins)],
+    "Mean": lambda ins, a, cap: [_sum_mean("Mean", ins)],
 }
 
 
@@ -329,7 +346,7 @@ def register(op: str, folder: Folder, optional: tuple[int, ...] = ()) -> None:
 
 
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less",
-                           "Greater", "Where", "Max", "Min"})
+                           "Greater", "Where", "Max", "Min", "Sum", "Mean"})
 
 
 def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> list[np.ndarray]:
