@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from .reader import ONNX_DTYPES
 
-__all__ = ["FOLDERS", "fold", "register", "onnx_slice", "int_vector", "one_value", "axis_in"]
+__all__ = ["FOLDERS", "fold", "register", "onnx_slice", "int_vector", "one_value", "axis_in",
+           "flatten_axis"]
 
 Arrays = Sequence["np.ndarray | None"]
 Folder = Callable[[Arrays, dict, int], list]
@@ -57,6 +58,16 @@ def axis_in(axis: Any, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < rank:
         raise ModelFileError(f"{what} {axis} is out of range for rank {rank}")
     return int(axis) % rank
+
+
+def flatten_axis(axis: Any, rank: int) -> int:
+    """ONNX Flatten's ``axis`` (``-rank <= axis <= rank``, a negative one counted back from
+    ``rank``) as ``0..rank``; ModelFileError otherwise."""
+    if type(axis) is not int and not isinstance(axis, np.integer):
+        raise ModelFileError(f"axis must be an integer, got {axis!r}")
+    if not -rank <= axis <= rank:
+        raise ModelFileError(f"axis {axis} is out of range for Flatten of rank {rank}")
+    return int(axis) + rank if axis < 0 else int(axis)
 
 
 def _axes(value: Any, rank: int) -> list[int]:
@@ -294,7 +305,7 @@ FOLDERS: dict[str, Folder] = {
     "Squeeze": _squeeze,
     "Reshape": _reshape,
     "Flatten": lambda ins, a, cap: [ins[0].reshape(
-        math.prod(ins[0].shape[:axis_in(a.get("axis", 1), ins[0].ndim + 1)]), -1)],
+        math.prod(ins[0].shape[:flatten_axis(a.get("axis", 1), ins[0].ndim)]), -1)],
     "Transpose": lambda ins, a, cap: [np.transpose(ins[0], _perm(a.get("perm"), ins[0].ndim))],
     "Concat": lambda ins, a, cap: [np.concatenate(ins, axis=axis_in(a["axis"], ins[0].ndim))],
     "Gather": _gather,

@@ -22,7 +22,8 @@ from abi import dtypes
 from ..errors import ModelFileError
 from . import symbolic
 from .einsum import einsum
-from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
+from .fold import (axis_in, flatten_axis, int_vector, one_value, onnx_slice, reshape_target,
+                   split_sizes)
 from .reader import ONNX_DTYPES
 
 __all__ = ["MAPPERS", "REFUSED"]
@@ -703,7 +704,7 @@ def _flatten(imp, node, attrs):
     _only(imp, attrs, {"axis": ...})
     x = node.input[0]
     shape = imp.type_of(x).shape
-    axis = axis_in(attrs.get("axis", 1), len(shape) + 1)
+    axis = flatten_axis(attrs.get("axis", 1), len(shape))
     if axis == 1:
         imp.emit("flatten", [imp.tensor(x)], [node.output[0]], {"start_dim": 1, "end_dim": -1})
         return

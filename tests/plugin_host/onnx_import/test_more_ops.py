@@ -4,7 +4,8 @@ hand-written one-node model compared with onnxruntime over every attribute varia
 with nan, inf, -0.0 and float32 extremes; where onnxruntime's nan result follows its vector
 lanes (Hardmax, GlobalMaxPool) the nan inputs are compared with torch instead. All-constant
 Sum, Mean and the element-wise activations fold; a training Dropout, a read Dropout mask and
-inputs the mappings do not take are refused naming the node."""
+inputs the mappings do not take are refused naming the node. Also: an opset-11 Hardmax keeps
+its 2-D meaning through the upgrade, and Flatten counts a negative axis back from the rank."""
 
 from __future__ import annotations
 
@@ -313,3 +314,29 @@ def test_the_onnxruntime_backend_runs_the_same_glue_ops(op, inputs, attrs, tmp_p
     check_against_onnxruntime(model, loaded, _feeds(inputs, 3, nan=nan),
                               backend=OnnxruntimeBackend())
 
+
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -2])
+@pytest.mark.parametrize("batch", ["static", "symbolic"])
+def test_an_opset_11_hardmax_over_the_flattened_trailing_axes(axis, batch, tmp_path, signer):
+    """Before opset 13 Hardmax took the input as 2-D (the axes before ``axis`` one dim, the
+    rest the other; default 1); the version converter keeps the node as it is, the upgrade
+    rewrites it to keep that meaning."""
+    shape = (2, 3, 4)
+    model = _model(tmp_path, "Hardmax", {"x": ("n", 3, 4) if batch == "symbolic" else shape},
+                   opset=11, **({} if axis is None else {"axis": axis}))
+    if batch == "symbolic" and axis in (0, 2):  # rows of a run-time length: not mapped
+        assert_refused(model, UnsupportedModelError, "node 'node/Flatten' (Flatten)",
+                       "needs a static shape here")
+        return
+    _check(tmp_path, signer, model, _feeds({"x": shape}, 3, nan=False, ties=True))
+
+
+@pytest.mark.parametrize("axis", [-3, -2, -1, 0, 1, 2, 3])
+@pytest.mark.parametrize("const", [False, True])
+def test_flatten_counts_a_negative_axis_back_from_the_rank(axis, const, tmp_path, signer):
+    """Flatten's axis -k is rank - k (its range is [-rank, rank]), mapped and folded."""
+    shape = (2, 3, 4)
+    x = _values(shape) if const else shape
+    model = _model(tmp_path, "Flatten", {"x": x}, axis=axis)
+    feeds = [{"z": np.zeros((), np.float32)}] if const else _feeds({"x": shape})
+    _check(tmp_path, signer, model, feeds)
