@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from .reader import ONNX_DTYPES
 
-__all__ = ["FOLDERS", "fold", "register", "onnx_slice", "int_vector", "one_value", "axis_in"]
+__all__ = ["FOLDERS", "fold", "register", "onnx_slice", "int_vector", "one_value", "axis_in",
+           "flatten_axis"]
 
 Arrays = Sequence["np.ndarray | None"]
 Folder = Callable[[Arrays, dict, int], list]
@@ -57,6 +58,16 @@ def axis_in(axis: Any, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < rank:
         raise ModelFileError(f"{what} {axis} is out of range for rank {rank}")
     return int(axis) % rank
+
+
+def flatten_axis(axis: Any, rank: int) -> int:
+    """ONNX Flatten's ``axis`` (``-rank <= axis <= rank``, a negative one counted back from
+    ``rank``) as ``0..rank``; ModelFileError otherwise."""
+    if type(axis) is not int and not isinstance(axis, np.integer):
+        raise ModelFileError(f"axis must be an integer, got {axis!r}")
+    if not -rank <= axis <= rank:
+        raise ModelFileError(f"axis {axis} is out of range for Flatten of rank {rank}")
+    return int(axis) + rank if axis < 0 else int(axis)
 
 
 def _axes(value: Any, rank: int) -> list[int]:
@@ -262,6 +273,21 @@ def _extremum(f: Callable, ins: Arrays) -> np.ndarray:
     return np.asarray(out)
 
 
+def _sum_mean(op: str, ins: Arrays) -> np.ndarray:
+    """ONNX's variadic Sum / Mean: the inputs added in order, of one dtype; Mean then scaled by
+    1/count in that dtype (onnxruntime's order and rounding)."""
+    if not ins or any(x is None for x in ins) or len({x.dtype for x in ins}) != 1:
+        raise ModelFileError(f"{op} needs one or more inputs of one dtype")
+    out = ins[0]
+    for x in ins[1:]:
+        out = np.add(out, x)
+    if op == "Mean" and len(ins) > 1:
+        if out.dtype.kind != "f":
+            raise ModelFileError(f"Mean of {out.dtype} inputs (needs float)")
+        out = out * (out.dtype.type(1) / out.dtype.type(len(ins)))
+    return np.asarray(out, ins[0].dtype)
+
+
 def _binary(f: Callable) -> Folder:
     return lambda ins, a, cap: [np.asarray(f(ins[0], ins[1])).astype(
         np.result_type(ins[0], ins[1]) if f not in (np.equal, np.less, np.greater) else bool)]
@@ -279,7 +305,7 @@ FOLDERS: dict[str, Folder] = {
     "Squeeze": _squeeze,
     "Reshape": _reshape,
     "Flatten": lambda ins, a, cap: [ins[0].reshape(
-        math.prod(ins[0].shape[:axis_in(a.get("axis", 1), ins[0].ndim + 1)]), -1)],
+        math.prod(ins[0].shape[:flatten_axis(a.get("axis", 1), ins[0].ndim)]), -1)],
     "Transpose": lambda ins, a, cap: [np.transpose(ins[0], _perm(a.get("perm"), ins[0].ndim))],
     "Concat": lambda ins, a, cap: [np.concatenate(ins, axis=axis_in(a["axis"], ins[0].ndim))],
     "Gather": _gather,
@@ -312,6 +338,8 @@ FOLDERS: dict[str, Folder] = {
     "ReduceProd": _reduce_prod,
     "Max": lambda ins, a, cap: [_extremum(np.maximum, ins)],
     "Min": lambda ins, a, cap: [_extremum(np.minimum, ins)],
+    "Sum": lambda ins, a, cap: [_sum_mean("Sum", ins)],
+    "Mean": lambda ins, a, cap: [_sum_mean("Mean", ins)],
 }
 
 
@@ -329,7 +357,7 @@ def register(op: str, folder: Folder, optional: tuple[int, ...] = ()) -> None:
 
 
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less",
-                           "Greater", "Where", "Max", "Min"})
+                           "Greater", "Where", "Max", "Min", "Sum", "Mean"})
 
 
 def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> list[np.ndarray]:

@@ -22,7 +22,8 @@ from abi import dtypes
 from ..errors import ModelFileError
 from . import symbolic
 from .einsum import einsum
-from .fold import axis_in, int_vector, one_value, onnx_slice, reshape_target, split_sizes
+from .fold import (axis_in, flatten_axis, int_vector, one_value, onnx_slice, reshape_target,
+                   split_sizes)
 from .reader import ONNX_DTYPES
 
 __all__ = ["MAPPERS", "REFUSED"]
@@ -215,6 +216,52 @@ def _extremum(imp, node, attrs):
         last = i == len(names) - 1
         [y] = imp.emit(op, [y, imp.tensor(name)], [node.output[0] if last else None],
                        suffix="" if last else f"/{i}")
+
+
+@maps("Sum", "Mean")
+def _sum_mean(imp, node, attrs):
+    """ONNX's variadic Sum / Mean (broadcasting) as a chain of ``add`` in input order, as
+    onnxruntime adds them; Mean (float inputs only) then ``mul`` by 1/count in x's dtype, as
+    onnxruntime scales (it does not divide). One input: the input itself."""
+    _only(imp, attrs, {})
+    names = list(node.input)
+    if not names or not all(names):
+        raise imp.unsupported(f"inputs {names!r:.80}: needs one or more, none of them empty "
+                              f"(an empty name omits an optional input; {node.op_type} has "
+                              f"none)")
+    dtype = imp.type_of(names[0]).dtype
+    mean = node.op_type == "Mean" and len(names) > 1
+    if mean and not dtype.startswith("float"):
+        raise imp.unsupported(f"inputs of dtype {dtype}: Mean needs float tensors")
+    if len(names) == 1:
+        imp.emit("identity", [imp.tensor(names[0])], [node.output[0]])
+        return
+    y = imp.tensor(names[0])
+    for i, name in enumerate(names[1:], start=1):
+        last = i == len(names) - 1 and not mean
+        [y] = imp.emit("add", [y, imp.tensor(name)], [node.output[0] if last else None],
+                       suffix="" if last else f"/{i}")
+    if mean:
+        scale = np.asarray(1, dtypes.to_numpy(dtype)) / np.asarray(len(names),
+                                                                    dtypes.to_numpy(dtype))
+        imp.emit("mul", [y, imp.add_constant(scale, f"{imp.node_name}.scale")],
+                 [node.output[0]])
+
+
+@maps("Dropout")
+def _dropout(imp, node, attrs):
+    """Inference: the input itself (ratio is ignored). training_mode must be absent or a
+    constant false; the mask output may not be read."""
+    _only(imp, attrs, {"seed": ...})
+    training = _opt(node, 2)
+    if training is not None:
+        if not imp.is_const(training):
+            raise imp.unsupported(f"training_mode {training!r} is computed at run time (only "
+                                  f"inference, a constant false, is supported)")
+        if bool(one_value(imp.const(training, "training_mode"), "training_mode")):
+            raise imp.unsupported("training_mode is true (only inference is supported)")
+    _one_output(imp, node, " (the mask of an inference Dropout)")
+    imp.emit("identity", [imp.tensor(node.input[0])], [node.output[0]])
 
 
 @maps("Gelu")
@@ -657,7 +704,7 @@ def _flatten(imp, node, attrs):
     _only(imp, attrs, {"axis": ...})
     x = node.input[0]
     shape = imp.type_of(x).shape
-    axis = axis_in(attrs.get("axis", 1), len(shape) + 1)
+    axis = flatten_axis(attrs.get("axis", 1), len(shape))
     if axis == 1:
         imp.emit("flatten", [imp.tensor(x)], [node.output[0]], {"start_dim": 1, "end_dim": -1})
         return
@@ -918,6 +965,19 @@ def _global_avg(imp, node, attrs):
              {"axes": list(range(2, rank)), "keepdim": True})
 
 
+@maps("GlobalMaxPool")
+def _global_max(imp, node, attrs):
+    """``amax`` over every spatial axis, keepdim. A nan in a plane gives nan, as torch and as
+    ``max_pool``; onnxruntime's kernel starts from the lowest finite float and its nan result
+    depends on vector lanes, so a plane of only -inf gives -inf here and -3.4e38 there."""
+    _only(imp, attrs, {})
+    rank = len(imp.type_of(node.input[0]).shape)
+    if rank < 3:
+        raise imp.unsupported(f"input of rank {rank}: needs (N, C, *spatial)")
+    imp.emit("amax", [imp.tensor(node.input[0])], [node.output[0]],
+             {"axes": list(range(2, rank)), "keepdim": True})
+
+
 @maps("MaxPool", "AveragePool")
 def _pool(imp, node, attrs):
     """``max_pool`` / ``avg_pool`` over the 1, 2 or 3 spatial axes (torch's pool1d/2d/3d, and
@@ -1040,4 +1100,5 @@ importlib.import_module(".masks", __package__)
 importlib.import_module(".scatter", __package__)
 importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
+importlib.import_module(".activations", __package__)  # Softsign, Shrink, Hardmax, ...
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

@@ -53,6 +53,7 @@ def upgrade_model(model, *, where: str = "model", limits: ReadLimits = DEFAULT_R
         raise ModelImportError(f"{where}: the ONNX version converter answered a model whose "
                                f"inputs or outputs differ from the original's")
     _keep_resize_coordinates(model, checked)
+    _keep_hardmax_rows(model, checked)
     return checked
 
 
@@ -88,6 +89,46 @@ def _keep_resize_coordinates(original, upgraded) -> None:
         if not any(a.name == "nearest_mode" for a in node.attribute):
             node.attribute.append(onnx.helper.make_attribute(
                 "nearest_mode", "ceil" if shrinking else "floor"))
+
+
+def _keep_hardmax_rows(original, upgraded) -> None:
+    """Hardmax before opset 13 takes its input as 2-D, the dims from ``axis`` (default 1) on
+    as one row; the converter keeps the node as it is, which at opset 13 means the one axis.
+    Write it as the converter writes Softmax: ``Flatten`` at the axis, Hardmax over the last
+    axis and ``Reshape`` back to the input's ``Shape`` (the node keeps its name)."""
+    import onnx
+
+    old = {n.output[0]: n for n in original.graph.node if n.op_type == "Hardmax" and n.output}
+    graph = upgraded.graph
+    if not any(n.op_type == "Hardmax" and n.output and n.output[0] in old for n in graph.node):
+        return
+    taken = {v for n in graph.node for v in [*n.input, *n.output, n.name]}
+    taken |= {t.name for t in graph.initializer} | {v.name for v in graph.input}
+
+    def fresh(name: str) -> str:
+        out, i = name, 0
+        while out in taken:
+            i += 1
+            out = f"{name}.{i}"
+        taken.add(out)
+        return out
+
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "Hardmax" or not node.output or node.output[0] not in old:
+            nodes.append(node)
+            continue
+        axis = next((a.i for a in old[node.output[0]].attribute if a.name == "axis"), 1)
+        x, y = node.input[0], node.output[0]
+        base = node.name or y
+        shape, flat, rows = fresh(f"{base}/shape"), fresh(f"{base}/flat"), fresh(f"{base}/rows")
+        make = onnx.helper.make_node
+        nodes += [make("Shape", [x], [shape], name=fresh(f"{base}/Shape")),
+                  make("Flatten", [x], [flat], name=fresh(f"{base}/Flatten"), axis=axis),
+                  make("Hardmax", [flat], [rows], name=node.name or y, axis=-1),
+                  make("Reshape", [rows, shape], [y], name=fresh(f"{base}/Reshape"))]
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def _interface(model) -> tuple:

@@ -62,22 +62,24 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
     """One build names all the op types no mapping takes, not only the first: an integrator
     learns the whole list at once."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="act"),
-             helper.make_node("Hardmax", ["r"], ["h"], name="hard"),
+             helper.make_node("Bernoulli", ["r"], ["h"], name="coin"),
              helper.make_node("Det", ["h"], ["t"]),  # unnamed: named by its output
-             helper.make_node("Hardmax", ["t"], ["h2"], name="hard2"),
+             helper.make_node("Bernoulli", ["t"], ["h2"], name="coin2"),
              helper.make_node("Range", ["s", "s", "s"], ["y"], name="r")]  # folds: not listed
     path = _save(tmp_path / "m.onnx", nodes, [_vi("x"), _vi("s", shape=())], [_vi("y")])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
     message = str(info.value)
-    assert message.startswith("node 'hard' (Hardmax): op 'Hardmax' is not supported; nor are "
+    assert message.startswith("node 'coin' (Bernoulli): op 'Bernoulli' is not supported; nor are "
                               "Det (1 node, 't') elsewhere in the model (supported: "), message
     assert "Range" not in message.split("(supported:")[0]
 
-    many = [helper.make_node(op, ["x"], [f"y{i}"], name=f"n{i}")
-            for i, op in enumerate(["Hardmax", "Det", "Softsign", "NonZero", "Unique", "Shrink",
-                                    "RandomUniformLike", "Bernoulli", "Multinomial", "Hardmax",
-                                    "Det", "MeanVarianceNormalization", "RandomNormalLike"])]
+    many = [helper.make_node(op, ["x", "x"] if op == "Compress" else ["x"], [f"y{i}"],
+                             name=f"n{i}")
+            for i, op in enumerate(["HammingWindow", "Det", "BlackmanWindow", "NonZero",
+                                    "Unique", "Compress", "RandomUniformLike", "Bernoulli",
+                                    "Multinomial", "HammingWindow", "Det", "DFT",
+                                    "RandomNormalLike"])]
     path = _save(tmp_path / "many.onnx", many, [_vi("x")], [_vi(f"y{i}") for i in range(13)])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
