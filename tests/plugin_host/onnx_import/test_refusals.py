@@ -77,7 +77,7 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
     many = [helper.make_node(op, ["x"], [f"y{i}"], name=f"n{i}")
             for i, op in enumerate(["Hardmax", "Det", "Softsign", "NonZero", "Unique", "Shrink",
                                     "RandomUniformLike", "Bernoulli", "Multinomial", "Hardmax",
-                                    "Det", "MeanVarianceNormalization", "RandomNormalLike"])]
+                                    "Det", "GlobalLpPool", "RandomNormalLike"])]
     path = _save(tmp_path / "many.onnx", many, [_vi("x")], [_vi(f"y{i}") for i in range(13)])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
