@@ -1038,6 +1038,7 @@ importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".masks", __package__)
 importlib.import_module(".scatter", __package__)
+importlib.import_module(".norms", __package__)  # LRN, LpNormalization, MVN
 importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
