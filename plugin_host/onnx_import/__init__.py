@@ -4,15 +4,19 @@ Seams, one module each: :mod:`.reader` (size caps, parsing, structure checks, ex
 :mod:`.fold` (constant folding with numpy), :mod:`.ops` (the op mapping table),
 :mod:`.patterns` (ONNX chains with no glue op, recognized during the walk: RMSNorm),
 :mod:`.fusion` (glue chains recognized as a layer after the walk: LSTMCell, GroupNorm),
-:mod:`.recurrent` (LSTM and GRU unrolled over a static sequence length), :mod:`.spatial`
+:mod:`.recurrent` (LSTM, GRU and RNN unrolled over a static sequence length), :mod:`.spatial`
 (Resize, DepthToSpace, SpaceToDepth, GridSample, Col2Im), :mod:`.masks` (Trilu and OneHot as
-``where`` over a mask), :mod:`.quantize` (QDQ models as float32 fake quantization),
-:mod:`.einsum` (Einsum as transpose, reshape and matmul),
+``where`` over a mask, EyeLike as a constant), :mod:`.scatter` (ScatterND and ScatterElements
+with constant indices as gather and where), :mod:`.norms` (LRN, LpNormalization,
+MeanVarianceNormalization), :mod:`.activations` (Softsign, ThresholdedRelu, Shrink, Hardmax),
+:mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's
+integer ops), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
 :mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.upgrade` (models of opsets 7 to
 12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float16`
 (float16 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at build),
-:mod:`.convert` (the walk that builds the Graph and its ABI), :mod:`.reference` (golden outputs
-from onnxruntime), :mod:`.build` (the artifact) and :mod:`.command` (the ``--onnx`` option).
+:mod:`.convert` (the walk that builds the Graph and its ABI, If of a known condition inlined),
+:mod:`.reference` (golden outputs from onnxruntime), :mod:`.build` (the artifact) and
+:mod:`.command` (the ``--onnx`` option).
 """
 
 from .build import DEFAULT_ONNX_TOLERANCE, build_onnx_artifact, import_onnx

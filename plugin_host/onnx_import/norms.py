@@ -1,0 +1,169 @@
+"""ONNX normalizations that exporters other than torch's write as one node (tf2onnx, keras2onnx,
+caffe2 and older toolchains): LRN, LpNormalization and MeanVarianceNormalization, each mapped
+onto glue ops as onnxruntime's CPU kernels compute them, down to their handling of zero norms,
+nan and inf. Registered in :data:`.ops.MAPPERS` on import.
+
+torch writes ``F.local_response_norm`` as a Pad and a 3-D AveragePool instead, which map one to
+one (:mod:`.ops`); an LRN node maps here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ModelFileError
+from .fold import axis_in, int_vector
+from .ops import _only, _scalar, maps
+
+#: ONNX's default MeanVarianceNormalization axes: per channel, over batch and space
+MVN_AXES = (0, 2, 3)
+
+
+def _float32_input(imp, node) -> tuple[str, list]:
+    """The node's input and its shape; a dtype other than float32 is refused (onnxruntime has
+    float32 kernels only for LRN and MeanVarianceNormalization, and the host's backends
+    compute floats in float32)."""
+    x = node.input[0]
+    t = imp.type_of(x)
+    if t.dtype != "float32":
+        raise imp.unsupported(f"input {x!r} of dtype {t.dtype}: only float32 is supported")
+    return x, list(t.shape)
+
+
+def _float_attr(imp, attrs: dict, name: str, default: float, positive: bool) -> float:
+    """A float attribute, refused unless finite (and > 0 where ``positive``)."""
+    value = attrs.get(name, default)
+    if type(value) is not float:
+        raise ModelFileError(f"attribute {name}={value!r} must be a float")
+    if not math.isfinite(value) or positive and value <= 0:
+        raise imp.unsupported(f"attribute {name}={value} must be finite"
+                              f"{' and > 0 (as onnxruntime requires)' if positive else ''}")
+    return value
+
+
+def lrn_order(channels: int, size: int) -> list[int]:
+    """Where each term of onnxruntime's running LRN sum sits in ``[bias, t, -t]`` along the
+    channels, t the scaled squares zero-padded to ``channels + size - 1`` (``(size - 1) // 2``
+    before): bias, the first ``size`` of t (the first channel's window), then for each next
+    channel c the head t[c + size - 1] and the tail -t[c - 1]. The running sum of the terms
+    in this order, read at ``size + 2 * c``, is channel c's sum."""
+    width = channels + size  # bias and t
+    order = [0] + [1 + p for p in range(size)]
+    for c in range(1, channels):
+        order += [1 + c + size - 1, width + 1 + c - 1]
+    return order
+
+
+@maps("LRN")
+def _lrn(imp, node, attrs):
+    """y = x * (bias + alpha / size * square_sum) ** -beta, square_sum over the channels
+    c - (size - 1) // 2 .. c + size // 2 (zero beyond the edges). onnxruntime takes an odd
+    size, alpha and beta > 0 and an (N, C, H, W) input, and sums the window as a running sum
+    down the channels (add the head, subtract the tail, in float32): a non-finite square, once
+    it leaves the window, leaves nan behind in every later channel, and a large one leaves
+    its rounding error. The same running sum is built here as one ``cumsum`` over the terms
+    laid out in its order (:func:`lrn_order`, a constant ``gather``), so the results are
+    onnxruntime's (up to its pow's last bits). The channel dim must be static."""
+    _only(imp, attrs, {"size": ..., "alpha": ..., "beta": ..., "bias": ...})
+    if "size" not in attrs:
+        raise ModelFileError("attribute size is required")
+    size = attrs["size"]
+    if type(size) is not int:
+        raise ModelFileError(f"attribute size={size!r} must be an integer")
+    if size < 1 or size % 2 == 0:
+        raise imp.unsupported(f"attribute size={size}: onnxruntime, the reference, computes LRN "
+                              f"for an odd size >= 1 only")
+    alpha = _float_attr(imp, attrs, "alpha", 1e-4, True)
+    beta = _float_attr(imp, attrs, "beta", 0.75, True)
+    bias = _float_attr(imp, attrs, "bias", 1.0, False)
+    x, shape = _float32_input(imp, node)
+    if len(shape) != 4:
+        raise imp.unsupported(f"input shape {shape}: onnxruntime computes LRN of an (N, C, H, W) "
+                              f"input only")
+    channels = shape[1]
+    if type(channels) is not int or channels < 1:
+        raise imp.unsupported(f"input shape {shape}: the channel dim must be static and >= 1")
+    imp.check_size("its running-sum terms", [shape[0], 2 * (channels + size), *shape[2:]])
+    out = node.output[0]
+
+    def step(op, inputs, name, op_attrs=None):
+        return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
+
+    x_t = imp.tensor(x)
+    scale = np.float32(alpha) / np.float32(size)  # as onnxruntime: in float32
+    terms = step("mul", [step("mul", [x_t, x_t], "square"),
+                         _scalar(imp, scale, x_t, f"{out}.alpha_over_size")], "scaled")
+    pre = (size - 1) // 2
+    spatial = [[0, 0], [0, 0]]
+    if size > 1:
+        terms = step("pad", [terms], "window", {
+            "pads": [[0, 0], [pre, size - 1 - pre], *spatial], "mode": "constant",
+            "value": 0.0})
+    terms = step("pad", [terms], "bias", {"pads": [[0, 0], [1, 0], *spatial],
+                                          "mode": "constant", "value": bias})
+    both = step("concat", [terms, step("neg", [terms], "negated")], "terms", {"axis": 1})
+    order = imp.add_constant(np.asarray(lrn_order(channels, size), np.int64), f"{out}.order")
+    sums = step("cumsum", [step("gather", [both, order], "ordered", {"axis": 1})], "running",
+                {"axis": 1})
+    sums = step("slice", [sums], "sums", {"starts": [size], "ends": [size + 2 * channels - 1],
+                                           "axes": [1], "steps": [2]})
+    power = step("pow", [sums, _scalar(imp, np.float32(-beta), x_t, f"{out}.neg_beta")], "pow")
+    imp.emit("mul", [x_t, power], [out])
+
+
+@maps("LpNormalization")
+def _lp_norm(imp, node, attrs):
+    """x / norm along axis, norm the L1 (p=1) or L2 (p=2) norm; a zero norm gives zeros
+    (onnxruntime's guard: ``where``), a nan one nans. The L2 norm is sqrt(sum(x * x)) as
+    onnxruntime forms it, without rescaling: an entry from about 1.8e19 makes it inf (the
+    line's finite entries give 0), and a line whose squares all underflow (entries below
+    about 2.6e-23) gives zeros. float32 on the host's backends; onnxruntime has float64 too."""
+    _only(imp, attrs, {"axis": ..., "p": ...})
+    p = attrs.get("p", 2)
+    if p not in (1, 2):
+        raise imp.unsupported(f"attribute p={p!r}: only the L1 and L2 norms (p 1 or 2) are "
+                              f"defined")
+    x = node.input[0]
+    t = imp.type_of(x)
+    if not t.dtype.startswith("float"):
+        raise imp.unsupported(f"input {x!r} of dtype {t.dtype}: needs a float tensor")
+    axis = axis_in(attrs.get("axis", -1), len(t.shape))
+    out = node.output[0]
+
+    def step(op, inputs, name, op_attrs=None):
+        return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
+
+    x_t = imp.tensor(x)
+    parts = step("abs", [x_t], "abs") if p == 1 else step("mul", [x_t, x_t], "square")
+    norm = step("sum", [parts], "sum", {"axes": [axis], "keepdim": True})
+    if p == 2:
+        norm = step("sqrt", [norm], "norm")
+    zero = _scalar(imp, 0.0, x_t, f"{out}.zero")
+    imp.emit("where", [step("equal", [norm, zero], "zero_norm"), zero,
+                       step("div", [x_t, norm], "divided")], [out])
+
+
+@maps("MeanVarianceNormalization")
+def _mean_variance_norm(imp, node, attrs):
+    """(x - mean) / sqrt(mean((x - mean) ** 2)) over ``axes`` (default [0, 2, 3]), with no
+    epsilon, as onnxruntime computes it: a constant slice gives 0 / 0, nan. An axis out of
+    range is refused (onnxruntime skips it; the ONNX function it stands for would not), as
+    is an empty axes list (onnxruntime refuses it at run time)."""
+    _only(imp, attrs, {"axes": ...})
+    x, shape = _float32_input(imp, node)
+    given = attrs.get("axes", list(MVN_AXES))
+    axes = sorted({axis_in(a, len(shape), "axes") for a in int_vector(given, "axes")})
+    if not axes:
+        raise imp.unsupported("attribute axes=[]: no axis to normalize over")
+    out = node.output[0]
+
+    def step(op, inputs, name, op_attrs=None):
+        return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
+
+    reduce = {"axes": axes, "keepdim": True}
+    x_t = imp.tensor(x)
+    centered = step("sub", [x_t, step("mean", [x_t], "mean", reduce)], "centered")
+    variance = step("mean", [step("mul", [centered, centered], "square")], "variance", reduce)
+    imp.emit("div", [centered, step("sqrt", [variance], "std")], [out])
