@@ -110,6 +110,9 @@ def onnx_slice(shape: Sequence[int], starts, ends, axes, steps) -> list[tuple[in
     that Python slicing gives the same result (ONNX uses INT64_MAX/MIN for "to the end")."""
     rank = len(shape)
     starts, ends = int_vector(starts, "starts"), int_vector(ends, "ends")
+    if axes is None and len(starts) > rank:
+        raise ModelFileError(f"starts {starts} slice {len(starts)} axes of a rank-{rank} value "
+                             f"(shape {list(shape)})")
     axes = list(range(len(starts))) if axes is None else [
         axis_in(x, rank, "axes") for x in int_vector(axes, "axes")]
     steps = [1] * len(starts) if steps is None else int_vector(steps, "steps")

@@ -164,6 +164,16 @@ CASES = {
                         r"of shape \(\)"),
     "slice-step-0": (*_slice(_ints("starts", [1]), _ints("steps", [0])), None, (1, 4),
                      r"node 'cut' \(Slice\): steps \[0\]: a step of 0"),
+    "slice-more-starts-than-axes": (  # no axes input: one start per axis, from the first
+        [helper.make_node("Slice", ["x", "starts", "ends"], ["y"], name="cut")],
+        [_ints("starts", [0, 0, 0]), _ints("ends", [1, 1, 1])], None, (1, 4),
+        r"node 'cut' \(Slice\): starts \[0, 0, 0\] slice 3 axes of a rank-2 value"),
+    "folded-slice-more-starts-than-axes": (
+        [helper.make_node("Slice", ["k", "starts", "ends"], ["c"], name="cut"),
+         helper.make_node("Add", ["x", "c"], ["y"])],
+        [helper.make_tensor("k", TP.FLOAT, [4], [1.0] * 4), _ints("starts", [0, 0]),
+         _ints("ends", [1, 1])], None, (1, 4),
+        r"node 'cut' \(Slice\): starts \[0, 0\] slice 2 axes of a rank-1 value"),
     "reshape-float-shape": (
         [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
         [helper.make_tensor("s", TP.FLOAT, [2], [2.0, 2.0])], None, (1, 4),
