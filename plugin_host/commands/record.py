@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 import tomllib
 from types import MappingProxyType
@@ -219,7 +221,38 @@ def _cmd_record(args: argparse.Namespace) -> int:
         cleanup()
 
 
+class _StopAsked:
+    """Ctrl-C or SIGTERM while recording: a flag the loop checks between frames, so the frame
+    being written is finished and the camera's locks are never left held by an exception
+    raised in the middle (a second signal interrupts at once)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.event.set()
+
+    def __enter__(self) -> "_StopAsked":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
 def _record(args: argparse.Namespace, plugin: str, camera: Any, writer_type: Any) -> int:
+    with _StopAsked() as stop:
+        return _record_until(args, plugin, camera, writer_type, stop.event)
+
+
+def _record_until(args: argparse.Namespace, plugin: str, camera: Any, writer_type: Any,
+                  stop: threading.Event) -> int:
     progress = sys.stderr.isatty()
     sub = camera.subscribe("record", maxlen=max(1, int(getattr(camera, "buffers", 4))))
     writer = None
@@ -232,6 +265,8 @@ def _record(args: argparse.Namespace, plugin: str, camera: Any, writer_type: Any
         camera.start()
         last_frame = time.monotonic()
         while writer.frames < args.frames:
+            if stop.is_set():
+                raise KeyboardInterrupt
             lease = sub.recv(0.2)
             if lease is None:
                 error = getattr(camera, "error", None)
