@@ -198,24 +198,35 @@ def _pow(imp, node, attrs):
     imp.emit("pow", [base, exponent_t], [node.output[0]])
 
 
-@maps("Max", "Min")
-def _extremum(imp, node, attrs):
-    """ONNX's variadic Max/Min as a chain of the binary ops (one input: the input itself)."""
-    _only(imp, attrs, {})
+def _variadic(imp, node) -> list[str]:
+    """The inputs of a variadic op (Max, Min, Sum, Mean): one or more, none empty."""
     names = list(node.input)
     if not names or not all(names):
         raise imp.unsupported(f"inputs {names!r:.80}: needs one or more, none of them empty "
                               f"(an empty name omits an optional input; {node.op_type} has "
                               f"none)")
-    op = node.op_type.lower()
+    return names
+
+
+def _chain(imp, node, names: list[str], op: str, *, bind: bool = True) -> str:
+    """``names`` folded left with the binary ``op``, in input order (one input: the input
+    itself); the result bound to the node's output unless ``bind`` is False."""
+    out = node.output[0] if bind else None
     if len(names) == 1:
-        imp.emit("identity", [imp.tensor(names[0])], [node.output[0]])
-        return
+        return imp.emit("identity", [imp.tensor(names[0])], [out])[0]
     y = imp.tensor(names[0])
     for i, name in enumerate(names[1:], start=1):
-        last = i == len(names) - 1
-        [y] = imp.emit(op, [y, imp.tensor(name)], [node.output[0] if last else None],
+        last = i == len(names) - 1 and bind
+        [y] = imp.emit(op, [y, imp.tensor(name)], [out if last else None],
                        suffix="" if last else f"/{i}")
+    return y
+
+
+@maps("Max", "Min")
+def _extremum(imp, node, attrs):
+    """ONNX's variadic Max/Min as a chain of the binary ops (one input: the input itself)."""
+    _only(imp, attrs, {})
+    _chain(imp, node, _variadic(imp, node), node.op_type.lower())
 
 
 @maps("Sum", "Mean")
@@ -224,23 +235,12 @@ def _sum_mean(imp, node, attrs):
     onnxruntime adds them; Mean (float inputs only) then ``mul`` by 1/count in x's dtype, as
     onnxruntime scales (it does not divide). One input: the input itself."""
     _only(imp, attrs, {})
-    names = list(node.input)
-    if not names or not all(names):
-        raise imp.unsupported(f"inputs {names!r:.80}: needs one or more, none of them empty "
-                              f"(an empty name omits an optional input; {node.op_type} has "
-                              f"none)")
+    names = _variadic(imp, node)
     dtype = imp.type_of(names[0]).dtype
     mean = node.op_type == "Mean" and len(names) > 1
     if mean and not dtype.startswith("float"):
         raise imp.unsupported(f"inputs of dtype {dtype}: Mean needs float tensors")
-    if len(names) == 1:
-        imp.emit("identity", [imp.tensor(names[0])], [node.output[0]])
-        return
-    y = imp.tensor(names[0])
-    for i, name in enumerate(names[1:], start=1):
-        last = i == len(names) - 1 and not mean
-        [y] = imp.emit("add", [y, imp.tensor(name)], [node.output[0] if last else None],
-                       suffix="" if last else f"/{i}")
+    y = _chain(imp, node, names, "add", bind=not mean)
     if mean:
         scale = np.asarray(1, dtypes.to_numpy(dtype)) / np.asarray(len(names),
                                                                     dtypes.to_numpy(dtype))
