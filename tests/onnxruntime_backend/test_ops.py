@@ -528,8 +528,6 @@ def test_pooling_windows_match_over_random_configurations(op):
 def test_resize_matches_over_random_configurations():
     """Every mode, coordinate mode and nearest mode, by scales or by size, up and down, 1-D and
     2-D: 60 seeded random configurations."""
-    from abi.ops.glue import scaled_size
-
     rng = np.random.default_rng(11)
     coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
     nearest = ["floor", "ceil", "round_prefer_floor", "round_prefer_ceil"]
@@ -538,23 +536,29 @@ def test_resize_matches_over_random_configurations():
         attrs = dict(mode=str(rng.choice(["nearest", "linear"])),
                      coordinate_mode=str(rng.choice(coordinate)),
                      nearest_mode=str(rng.choice(nearest)))
-        if rng.integers(2):
-            scales = [float(rng.choice([0.5, 0.6, 0.75, 1.0, 1.5, 1.7, 2.0, 3.0])) for _ in shape]
-            size = [scaled_size(d, s) for d, s in zip(shape, scales)]
-            if min(size) < 1:
-                continue
-            attrs.update(size=size, scales=scales)
-        else:
-            attrs.update(size=[int(rng.integers(1, 12)) for _ in shape])
+        given = _random_output(rng, shape)
+        if given is None:
+            continue
+        attrs.update(given)
         assert_same(*single("resize", (2, 3, *shape), **attrs), rtol=1e-5, atol=1e-6)
+
+
+def _random_output(rng, shape) -> dict | None:
+    """A resize's output for ``shape``: by scales (None when one rounds to an empty axis) or
+    by size, drawn from ``rng``."""
+    from abi.ops.glue import scaled_size
+
+    if rng.integers(2):
+        scales = [float(rng.choice([0.5, 0.6, 0.75, 1.0, 1.5, 1.7, 2.0, 3.0])) for _ in shape]
+        size = [scaled_size(d, s) for d, s in zip(shape, scales)]
+        return None if min(size) < 1 else {"size": size, "scales": scales}
+    return {"size": [int(rng.integers(1, 12)) for _ in shape]}
 
 
 def test_cubic_resize_matches_over_random_configurations():
     """cubic over (N, C, H, W) in every coordinate mode, with and without exclude_outside,
     other coefficients, by scales or by size, up and down: 30 seeded random configurations,
     equal to the last bit."""
-    from abi.ops.glue import scaled_size
-
     rng = np.random.default_rng(12)
     coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
     for _ in range(30):
@@ -562,14 +566,10 @@ def test_cubic_resize_matches_over_random_configurations():
         attrs = dict(mode="cubic", coordinate_mode=str(rng.choice(coordinate)),
                      cubic_coeff_a=float(rng.choice([-0.75, -0.5, -1.0])),
                      exclude_outside=bool(rng.integers(2)))
-        if rng.integers(2):
-            scales = [float(rng.choice([0.5, 0.6, 0.75, 1.0, 1.5, 1.7, 2.0, 3.0])) for _ in shape]
-            size = [scaled_size(d, s) for d, s in zip(shape, scales)]
-            if min(size) < 1:
-                continue
-            attrs.update(size=size, scales=scales)
-        else:
-            attrs.update(size=[int(rng.integers(1, 12)) for _ in shape])
+        given = _random_output(rng, shape)
+        if given is None:
+            continue
+        attrs.update(given)
         assert_same(*single("resize", (2, 3, *shape), **attrs), rtol=0, atol=0)  # bit for bit
 
 

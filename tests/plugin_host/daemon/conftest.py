@@ -5,6 +5,7 @@ a thread while a test changes things under it."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import threading
@@ -108,6 +109,16 @@ def wait_until(cond, timeout: float = 30.0) -> None:
     while not cond():
         assert time.monotonic() < end, f"timed out after {timeout} s"
         time.sleep(0.02)
+
+
+def replace_while_running(daemon, new: Path, artifact: Path, until, frames: int = 3) -> None:
+    """With ``daemon`` running: once ``frames`` frames have run, ``new`` replaces ``artifact``
+    (atomically, as an updater would); then wait for ``until()`` and ``frames`` frames more."""
+    wait_until(lambda: daemon.stats.frames_run >= frames)
+    os.replace(new, artifact)
+    wait_until(until)
+    at = daemon.stats.frames_run
+    wait_until(lambda: daemon.stats.frames_run >= at + frames)  # frames keep flowing
 
 
 @contextmanager

@@ -13,7 +13,8 @@ import pytest
 
 from plugin_host.errors import PluginHostError
 
-from .conftest import build_signed, events, point_at, quiet_daemon, running, wait_until
+from .conftest import (build_signed, events, point_at, quiet_daemon, replace_while_running,
+                       running)
 
 EMBEDDING = np.arange(32, dtype=np.float32).reshape(8, 4) / 8
 
@@ -101,8 +102,6 @@ def test_a_value_that_does_not_fit_is_refused_naming_the_policy_line(driving):
 
 
 def test_a_new_version_the_value_does_not_fit_is_refused_and_the_old_kept(driving, tmp_path):
-    import os
-
     policy_src, state_src, artifact_src = driving
     state, artifact = tmp_path / "state", tmp_path / "driving.pha"
     shutil.copytree(state_src, state)
@@ -115,11 +114,7 @@ def test_a_new_version_the_value_does_not_fit_is_refused_and_the_old_kept(drivin
     daemon.load()
     with running(daemon):
         old = daemon.executor
-        wait_until(lambda: daemon.stats.frames_run >= 3)
-        os.replace(new, artifact)
-        wait_until(lambda: daemon.artifact_swaps_refused == 1)
-        at_refusal = daemon.stats.frames_run
-        wait_until(lambda: daemon.stats.frames_run >= at_refusal + 3)  # frames keep flowing
+        replace_while_running(daemon, new, artifact, lambda: daemon.artifact_swaps_refused == 1)
         assert daemon.executor is old
     refused = events(lines, "swap_refused")
     assert len(refused) == 1 and refused[0]["kept_version"] == "1.0.0"

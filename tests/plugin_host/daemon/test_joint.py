@@ -15,8 +15,8 @@ from plugin_host.frames.convert import nv12_to_yuv6
 from plugin_host.policy import load_policy
 from plugins.cameras.synthetic import synthetic_pattern
 
-from .conftest import (build_signed, events, multi_camera_policy, point_at, quiet_daemon, running,
-                       wait_until)
+from .conftest import (build_signed, events, multi_camera_policy, point_at, quiet_daemon,
+                       replace_while_running, running, wait_until)
 
 CAMERAS = [{"name": "road"}, {"name": "wide", "width": 256, "height": 128}]
 
@@ -177,8 +177,6 @@ def test_a_worker_killed_restarts_once_for_every_camera(vision):
 
 
 def test_a_new_version_is_swapped_in_for_every_camera_at_once(vision, tmp_path):
-    import os
-
     policy_src, state_src, artifact_src = vision
     state, artifact = tmp_path / "state", tmp_path / "vision.pha"
     shutil.copytree(state_src, state)
@@ -191,11 +189,7 @@ def test_a_new_version_is_swapped_in_for_every_camera_at_once(vision, tmp_path):
     daemon.load()
     with running(daemon):
         old = daemon.executor
-        wait_until(lambda: daemon.stats.frames_run >= 3)
-        os.replace(new, artifact)
-        wait_until(lambda: daemon.artifact_swaps == 1)
-        at_swap = daemon.stats.frames_run
-        wait_until(lambda: daemon.stats.frames_run >= at_swap + 3)
+        replace_while_running(daemon, new, artifact, lambda: daemon.artifact_swaps == 1)
         ex = daemon.executor
         assert ex is not old and ex.manifest.version == "1.1.0"
         assert all(s.executor is ex for s in daemon.streams)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import events, quiet_daemon, running, wait_until
+from .conftest import events, quiet_daemon, replace_while_running, running, wait_until
 
 
 @pytest.fixture
@@ -109,11 +109,8 @@ def test_bad_new_file_refused_and_old_kept(own_state, tmp_path, bad):
     daemon, lines = _started(policy_path, state)
     with running(daemon) as result:
         old_ex = daemon.executor
-        wait_until(lambda: daemon.stats.frames_run >= 5)
-        os.replace(new, artifact)
-        wait_until(lambda: daemon.artifact_swaps_refused == 1)
-        run_at_refusal = daemon.stats.frames_run
-        wait_until(lambda: daemon.stats.frames_run >= run_at_refusal + 5)  # frames keep flowing
+        replace_while_running(daemon, new, artifact, lambda: daemon.artifact_swaps_refused == 1,
+                              frames=5)
         assert daemon.executor is old_ex and daemon.executor.manifest.version == "1.0.0"
     refused = events(lines, "swap_refused")
     assert len(refused) == 1 and refused[0]["kept_version"] == "1.0.0"

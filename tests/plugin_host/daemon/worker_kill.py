@@ -40,9 +40,10 @@ class KillDuringCall:
         self.on_next: Any = None
 
 
-def kill_during_call(ex: Any, *, after: int = 3, on_next=None) -> KillDuringCall:
-    """Arm ``ex`` (see the module docstring); ``on_next()`` runs on the first call after the
-    kill (e.g. to sample the pool's counters once the worker is back)."""
+def _arm(ex: Any, after: int, on_next, attempt) -> KillDuringCall:
+    """Wrap ``ex.run``: calls before ``after`` and after the kill pass through (``on_next()``
+    runs on the first call after it); from call ``after`` on, ``attempt(original, inputs,
+    kwargs, result)`` makes the call and tries to kill the worker."""
     original = ex.run
     result = KillDuringCall()
 
@@ -55,6 +56,17 @@ def kill_during_call(ex: Any, *, after: int = 3, on_next=None) -> KillDuringCall
             return original(inputs, **kwargs)
         if result.calls < after:
             return original(inputs, **kwargs)
+        return attempt(original, inputs, kwargs, result)
+
+    ex.run = run
+    return result
+
+
+def kill_during_call(ex: Any, *, after: int = 3, on_next=None) -> KillDuringCall:
+    """Arm ``ex`` (see the module docstring); ``on_next()`` runs on the first call after the
+    kill (e.g. to sample the pool's counters once the worker is back)."""
+
+    def attempt(original, inputs, kwargs, result):
         pid = ex.pid
         done = threading.Event()
         killed: list[int] = []
@@ -80,23 +92,14 @@ def kill_during_call(ex: Any, *, after: int = 3, on_next=None) -> KillDuringCall
             if killed:
                 result.killed_pid = killed[0]
 
-    ex.run = run
-    return result
+    return _arm(ex, after, on_next, attempt)
 
 
-def kill_before_call(ex: Any, *, after: int = 3) -> KillDuringCall:
+def kill_before_call(ex: Any, *, after: int = 3, on_next=None) -> KillDuringCall:
     """Arm ``ex``: call ``after`` first kills the (idle) worker with SIGKILL and waits until it
     is dead, then runs, so that call must fail and the host must restart the worker."""
-    original = ex.run
-    result = KillDuringCall()
 
-    def run(inputs, **kwargs):
-        result.calls += 1
-        if result.killed_pid is not None:
-            result.after_kill += 1
-            return original(inputs, **kwargs)
-        if result.calls < after:
-            return original(inputs, **kwargs)
+    def attempt(original, inputs, kwargs, result):
         pid = ex.pid
         os.kill(pid, signal.SIGKILL)
         result.killed_pid = pid
@@ -109,5 +112,4 @@ def kill_before_call(ex: Any, *, after: int = 3) -> KillDuringCall:
             result.raised = True
             raise
 
-    ex.run = run
-    return result
+    return _arm(ex, after, on_next, attempt)
