@@ -296,14 +296,52 @@ def _softmax(imp, node, attrs):
 
 @maps("Clip")
 def _clip(imp, node, attrs):
+    """Clip as onnxruntime computes it, ``std::max(x, lo)`` then ``std::min(y, hi)``, a
+    missing bound of a float x being the dtype's largest finite value (so onnxruntime turns
+    an infinite x into it; an infinite bound on its own side given explicitly, as in
+    torch.clamp(x, max=inf), is no bound). Constant bounds: ``clip``. A bound computed at run
+    time (torch.clamp(x, min=t) with a tensor ``t`` under the legacy exporter), one value of
+    x's dtype as onnxruntime requires: ``where(less(x, lo), lo, x)``, then
+    ``where(less(hi, y), hi, y)``. So a lower bound above the upper one gives the upper one,
+    a nan x stays nan and a nan bound is no bound (torch would give nan there)."""
     _only(imp, attrs, {})
-    bounds = {}
+    dtype = dtypes.to_numpy(imp.type_of(node.input[0]).dtype)
+    largest = float(np.finfo(dtype).max) if dtype.kind == "f" else None
+    bounds: dict[str, Any] = {}
     for i, key in ((1, "min"), (2, "max")):
         t = _opt(node, i)
-        value = None if t is None else float(one_value(imp.const(t, key), key))
-        # an infinite bound on its own side is no bound (torch.clamp(x, max=inf) exports so)
-        bounds[key] = None if value == (-math.inf if key == "min" else math.inf) else value
-    imp.emit("clip", [imp.tensor(node.input[0])], [node.output[0]], bounds)
+        if t is None:
+            bounds[key] = None if largest is None else (-largest if key == "min" else largest)
+        elif imp.is_const(t):
+            value = float(one_value(imp.const(t, key), key))
+            infinite = value == (-math.inf if key == "min" else math.inf)
+            bounds[key] = None if infinite else value
+        else:
+            bounds[key] = _runtime_bound(imp, node, t, key)
+    if not any(type(b) is str for b in bounds.values()):
+        imp.emit("clip", [imp.tensor(node.input[0])], [node.output[0]], bounds)
+        return
+    y, steps = imp.tensor(node.input[0]), [(k, b) for k, b in bounds.items() if b is not None]
+    for i, (key, bound) in enumerate(steps):
+        out = node.output[0] if i == len(steps) - 1 else None
+        suffix = "" if out is not None else f"/{key}"
+        if type(bound) is not str:
+            [y] = imp.emit("clip", [y], [out], {"min": None, "max": None, key: bound},
+                           suffix=suffix)
+            continue
+        [beyond] = imp.emit("less", [y, bound] if key == "min" else [bound, y], [None],
+                            suffix=f"/{key}/beyond")
+        [y] = imp.emit("where", [beyond, bound, y], [out], suffix=suffix)
+
+
+def _runtime_bound(imp, node, name: str, key: str) -> str:
+    """Clip's bound ``name``, computed at run time: one value of the input's dtype."""
+    x_type, bound = imp.type_of(node.input[0]), imp.type_of(name)
+    if bound.dtype != x_type.dtype or not all(type(d) is int for d in bound.shape) \
+            or math.prod(bound.shape) != 1:
+        raise imp.unsupported(f"{key} {name!r} ({bound.dtype}, shape {list(bound.shape)}) must "
+                              f"be one value of the input's dtype {x_type.dtype}")
+    return imp.tensor(name)
 
 
 @maps("Cast", "CastLike")

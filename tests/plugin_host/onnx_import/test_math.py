@@ -164,7 +164,7 @@ def _model(tmp_path, node, x_shape=(4, 6), elem=TP.FLOAT, inits=(), opset=18, na
     out = TP.INT64 if node.op_type == "ArgMin" else elem
     known = {t.name for t in inits}
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, elem, x_shape)
-                                            for n in node.input if n not in known],
+                                            for n in node.input if n and n not in known],
                               [helper.make_tensor_value_info("y", out, None)], list(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model = onnx.shape_inference.infer_shapes(model)  # the output's shape
@@ -358,3 +358,85 @@ def test_integer_div_refuses_a_zero_divisor_and_an_overflow_at_run_time(d, messa
             onnxruntime_outputs(model, bad)
     with pytest.raises(DomainError, match=message):
         executor.run(bad)
+
+
+class _ClampByTensor(torch.nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, min=x.mean(), max=2.0), torch.clamp(x, max=x.amax(dim=(0, 1, 2)) / 2)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_clamp_by_a_computed_bound_matches_onnxruntime(dynamo, fold, optimize, tmp_path,
+                                                       signer):
+    """torch.clamp with a tensor bound: the legacy exporter writes a Clip whose bound is
+    computed at run time; it becomes ``max`` / ``min`` glue ops."""
+    model = export(_ClampByTensor(), [torch.randn(2, 5, 3)], tmp_path / "c.onnx",
+                   dynamo=dynamo, fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["low", "high"])
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    feeds = _feeds((2, 5, 3), 3) + [{"x": np.resize(EXTREMES[:-1], (2, 5, 3))}]
+    check_against_onnxruntime(model, loaded, feeds)
+
+
+def _clip_model(tmp_path, inputs: list[str], bound_shape=()) -> object:
+    names = ["x"] + inputs
+    nodes = [helper.make_node("Clip", ["x", *[n if n in inputs else "" for n in ("lo", "hi")]],
+                              ["y"], name="clip")]
+    while nodes[0].input[-1] == "":
+        nodes[0].input.pop()
+    vis = [helper.make_tensor_value_info(n, TP.FLOAT, [2, 6] if n == "x" else list(bound_shape))
+           for n in names]
+    graph = helper.make_graph(nodes, "g", vis, [helper.make_tensor_value_info("y", TP.FLOAT,
+                                                                                [2, 6])])
+    path = tmp_path / "clip.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+                     .SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("inputs", [["lo", "hi"], ["lo"], ["hi"]])
+def test_clip_with_run_time_bounds_matches_onnxruntime_on_both_backends(inputs, tmp_path,
+                                                                        signer):
+    """A lower bound above the upper one gives the upper one, and a nan bound or a nan x
+    give what onnxruntime gives, on the numpy and onnxruntime backends."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _clip_model(tmp_path, inputs)
+    _, loaded = import_and_load(model, tmp_path / "clip.pha", signer)
+    assert {"less", "where"} <= _ops(loaded) and ("clip" in _ops(loaded)) == (len(inputs) == 1)
+    x = np.array([[-np.inf, -2, -0.0, 0.0, 0.5, np.nan], [1, 2, 3, 1e30, np.inf, -1]],
+                 np.float32)
+    bounds = [(-1.0, 1.0), (1.0, -1.0), (np.nan, 1.0), (-1.0, np.nan), (0.0, 0.0),
+              (-np.inf, np.inf)]
+    feeds = [{"x": x, **{n: np.array(v, np.float32) for n, v in zip(("lo", "hi"), pair)
+                         if n in inputs}} for pair in bounds]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_clip_with_a_run_time_bound_of_several_values_is_refused(tmp_path):
+    model = _clip_model(tmp_path, ["lo"], bound_shape=(2,))
+    with pytest.raises(UnsupportedModelError, match=r"node 'clip' \(Clip\): min 'lo' "
+                                                    r"\(float32, shape \[2\]\) must be one value"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("bounds", [("lo", ""), ("", "hi"), ("lo", "hi"), ("", "")])
+def test_a_missing_clip_bound_clamps_infinities_as_onnxruntime_does(bounds, tmp_path, signer):
+    """onnxruntime fills a missing bound with the dtype's largest finite value, so an
+    infinite x comes out finite there; an explicit infinite bound is no bound."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    inits = [helper.make_tensor("lo", TP.FLOAT, [], [-np.inf]),
+             helper.make_tensor("hi", TP.FLOAT, [], [np.inf])]
+    inputs = ["x", *bounds]
+    while inputs[-1] == "":
+        inputs.pop()
+    model = _model(tmp_path, helper.make_node("Clip", inputs, ["y"], name="node"),
+                   inits=[t for t in inits if t.name in bounds], opset=13)
+    _, loaded = import_and_load(model, tmp_path / "clip.pha", signer)
+    feeds = [{"x": np.resize(EXTREMES, (4, 6))}]
+    for backend in (None, OnnxruntimeBackend()):
+        [(got, want)] = check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    assert np.isneginf(want["y"]).any() == ("lo" in bounds)
+    assert np.isposinf(want["y"]).any() == ("hi" in bounds)
