@@ -331,6 +331,12 @@ FOLDERS: dict[str, Folder] = {
     "Sqrt": _unary(np.sqrt),
     "Reciprocal": _unary(np.reciprocal),
     "Abs": _unary(np.abs),
+    # exact in any implementation (Round: halves to even, as ONNX): shape and index arithmetic
+    # (the dynamo exporter's adaptive pooling windows) folds through them
+    "Floor": _unary(np.floor),
+    "Ceil": _unary(np.ceil),
+    "Round": _unary(np.rint),
+    "Sign": _unary(np.sign),
     "Relu": _unary(lambda x: np.maximum(x, 0)),
     "Sigmoid": _unary(lambda x: 1 / (1 + np.exp(-x))),
     "Tanh": _unary(np.tanh),

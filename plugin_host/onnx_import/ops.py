@@ -599,7 +599,10 @@ def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: i
 def _gather_nd(imp, node, attrs):
     """GatherND of indices of one coordinate each (shape ``(..., 1)``, as torch's dynamo
     exporter writes ``x[:, [0, 2]]`` after moving that axis first, and ``x[i]`` for a tensor
-    ``i``): a Gather on axis 0 of the indices without their last axis."""
+    ``i``): a Gather on axis 0 of the indices without their last axis. Constant indices of k
+    coordinates (the dynamo exporter's adaptive_avg_pool2d to a size that does not divide the
+    input, ``x[rows, cols]``): the data's first k axes (static) flattened into one, and a
+    Gather on it of each index's flat position."""
     _only(imp, attrs, {"batch_dims": 0})
     data, idx = node.input[0], node.input[1]
     if not imp.is_const(idx):
@@ -610,10 +613,50 @@ def _gather_nd(imp, node, attrs):
         _runtime_gather(imp, node, data, idx, where[:-1], 0)
         return
     indices = imp.const(idx, "indices")
-    if indices.ndim < 1 or indices.shape[-1] != 1:
-        raise imp.unsupported(f"indices of shape {indices.shape}: only one coordinate per index "
-                              f"(a last dim of 1) maps onto gather")
-    _emit_gather(imp, node, data, indices[..., 0], imp.origin.get(idx, idx), 0)
+    if indices.ndim < 1 or indices.shape[-1] < 1:
+        raise imp.unsupported(f"indices of shape {indices.shape}: GatherND needs indices with "
+                              f"one or more coordinates in their last dim")
+    if indices.shape[-1] == 1:
+        _emit_gather(imp, node, data, indices[..., 0], imp.origin.get(idx, idx), 0)
+        return
+    flat, positions = _flat_coordinates(imp, node, data, indices)
+    try:
+        _emit_gather(imp, node, flat, positions, imp.origin.get(idx, idx), 0)
+    finally:
+        del imp.values[flat]  # a name of this node's only
+
+
+def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, np.ndarray]:
+    """GatherND's constant ``indices`` of k coordinates: ``data`` with its first k axes
+    reshaped into one (bound to a name of the node's), and each index's position along it."""
+    k, shape = indices.shape[-1], list(imp.type_of(data).shape)
+    if k > len(shape):
+        raise ModelFileError(f"indices of {k} coordinates into {data!r} of rank {len(shape)}")
+    lead, rest = shape[:k], shape[k:]
+    if not all(type(d) is int for d in lead):
+        raise imp.unsupported(f"axes 0-{k - 1} of {data!r} (shape {shape}) include a run-time "
+                              f"dim: the constant indices cannot be checked against it")
+    if sum(type(d) is not int for d in rest) > 1:
+        raise imp.unsupported(f"{data!r} (shape {shape}) has more than one run-time dim after "
+                              f"the indexed axes")
+    if indices.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+    values, dims = indices.astype(np.int64), np.array(lead, np.int64)
+    bad = (values < -dims) | (values >= dims)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ModelFileError(f"index {values[at[:-1]].tolist()} is outside shape {lead} of "
+                             f"{data!r} (coordinate {at[-1]}: {int(values[at])})")
+    flat = np.ravel_multi_index(tuple(np.moveaxis(np.where(values < 0, values + dims, values),
+                                                  -1, 0)), lead).astype(np.int64)
+    [y] = imp.emit("reshape", [imp.tensor(data)], [None],
+                   {"shape": [math.prod(lead)] + [d if type(d) is int else -1 for d in rest]},
+                   suffix="/flatten")
+    name = f"{node.output[0]}/flat"
+    while name in imp.values or name in imp.consts or name in imp.sym:  # no model's name
+        name += "_"
+    imp.alias(name, y)
+    return name, flat
 
 
 @maps("GatherElements")

@@ -37,6 +37,12 @@ IDIOMS = {
     "select_0": (lambda x: x[:, 0], (3, 4, 5), {"gather"}),
     "select_last": (lambda x: x[:, -1], (3, 4, 5), {"gather"}),
     "select_list": (lambda x: x[:, [0, 2]], (3, 4, 5), {"gather"}),
+    # the dynamo exporter: GatherND of two coordinates per index
+    "select_pairs": (lambda x: x[[0, 2, -1], [1, -4, 0]], (3, 4, 5), {"gather"}),
+    # the dynamo exporter only (the legacy one refuses this size): windows picked by a
+    # GatherND of two coordinates, computed by Range, Floor, Sign, ... on constants
+    "adaptive_pool": (lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (5, 3)),
+                      (2, 3, 16, 7), {"gather", "mean"}),
     "slice_then_select": (lambda x: x[..., 1:3][:, 0], (3, 4, 5), {"slice", "gather"}),
     "expand": (lambda x: x.expand(2, 3, 4, 5), (3, 1, 5), {"expand"}),
     "repeat": (lambda x: x.repeat(1, 2, 3), (3, 4, 5), {"tile"}),
@@ -54,6 +60,8 @@ def _feeds(shape, seed):
 @pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
 def test_indexing_idioms_match_onnxruntime(idiom, dynamo, fold, optimize, tmp_path, signer):
     fn, shape, ops = IDIOMS[idiom]
+    if idiom == "adaptive_pool" and not dynamo:
+        pytest.skip("torch's legacy exporter refuses an output size that does not divide")
     model = export(_Fn(fn), [torch.randn(*shape)], tmp_path / "m.onnx", dynamo=dynamo,
                    fold=fold, optimize=optimize, input_names=["x"], output_names=["y"])
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
@@ -159,17 +167,44 @@ def test_gather_on_a_symbolic_axis_is_refused(tmp_path):
         import_onnx(path)
 
 
+def test_gather_nd_of_several_coordinates_matches_onnxruntime(tmp_path, signer):
+    """Constant indices of 2 and of 3 (every axis: single elements) coordinates, negative
+    ones among them, into a (3, 4, 5) tensor, on both backends."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3, 4, 5])
+    for k, indices, out in ((2, [[[0, 1], [2, -1]], [[-3, 0], [1, 3]]], (2, 2, 5)),
+                            (3, [[2, 3, 4], [-1, -4, -5], [0, 2, 1]], (3,))):
+        path = _model(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], name="nd")],
+                      [x], out, [_ints("i", indices, list(np.shape(indices)))])
+        _, loaded = import_and_load(path, tmp_path / f"nd{k}.pha", signer)
+        assert [n.op for n in loaded.graph.nodes] == ["reshape", "gather"]
+        for backend in (None, OnnxruntimeBackend()):
+            check_against_onnxruntime(path, loaded, _feeds((3, 4, 5), k), backend=backend)
+
+
 @pytest.mark.parametrize("indices, dims, attrs, message", [
-    ([0, 1, 1, 0], [2, 2], {}, r"indices of shape \(2, 2\): only one coordinate per index"),
+    ([0, 1, 1, 0], [1, 4], {}, r"indices of 4 coordinates into 'x' of rank 2"),
     ([0, 1], [2, 1], {"batch_dims": 1}, r"attribute batch_dims=1 is not supported"),
     ([0, 5], [2, 1], {}, r"indices \[5\] are outside \[-2, 2\)"),
+    ([0, 1, 2, 0], [2, 2], {}, r"index \[2, 0\] is outside shape \[2, 4\] of 'x' "
+                               r"\(coordinate 0: 2\)"),
+    ([1, -5], [1, 2], {}, r"index \[1, -5\] is outside shape \[2, 4\] of 'x' "
+                          r"\(coordinate 1: -5\)"),
 ])
-def test_gather_nd_beyond_single_coordinates_is_refused(tmp_path, indices, dims, attrs,
-                                                        message):
+def test_gather_nd_it_cannot_map_is_refused(tmp_path, indices, dims, attrs, message):
     node = helper.make_node("GatherND", ["x", "i"], ["y"], name="nd", **attrs)
     path = _model(tmp_path, [node], [_x()], (2, 4), [_ints("i", indices, dims)])
     with pytest.raises((UnsupportedModelError, ModelFileError),
                        match=r"node 'nd' \(GatherND\): " + message):
+        import_onnx(path)
+
+
+def test_gather_nd_of_two_coordinates_over_a_run_time_dim_is_refused(tmp_path):
+    path = _model(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], name="nd")],
+                  [_x(("n", 4))], (1,), [_ints("i", [0, 1], [1, 2])])
+    with pytest.raises(UnsupportedModelError, match=r"node 'nd' \(GatherND\): axes 0-1 of 'x' "
+                                                    r"\(shape \['n', 4\]\) include a run-time"):
         import_onnx(path)
 
 
