@@ -978,6 +978,36 @@ def _global_max(imp, node, attrs):
              {"axes": list(range(2, rank)), "keepdim": True})
 
 
+@maps("GlobalLpPool")
+def _global_lp(imp, node, attrs):
+    """(sum |x|^p)^(1/p) over every spatial axis, keepdim, as onnxruntime's kernel: ``abs``,
+    ``pow`` by p, ``sum``, ``pow`` by 1/p (formed in float32, as there); p=1 needs no ``pow``.
+    An inf gives inf and a nan nan; a sum that overflows gives inf there too. 1, 2 or 3
+    spatial axes of a float input; p an integer >= 1."""
+    _only(imp, attrs, {"p": ...})
+    p = attrs.get("p", 2)
+    if type(p) is not int or p < 1:
+        raise imp.unsupported(f"attribute p={p!r}: only an integer p >= 1 is supported")
+    x = node.input[0]
+    t = imp.type_of(x)
+    if not 3 <= len(t.shape) <= 5:
+        raise imp.unsupported(f"input of shape {list(t.shape)}: needs (N, C, *spatial) with 1, "
+                              f"2 or 3 spatial axes")
+    if not t.dtype.startswith("float"):
+        raise imp.unsupported(f"input {x!r} of dtype {t.dtype}: needs a float tensor")
+    out = node.output[0]
+    x_t = imp.tensor(x)
+    [y] = imp.emit("abs", [x_t], [None], suffix="/abs")
+    if p > 1:
+        [y] = imp.emit("pow", [y, _scalar(imp, float(p), x_t, f"{out}.p")], [None],
+                       suffix="/pow")
+    reduce = {"axes": list(range(2, len(t.shape))), "keepdim": True}
+    [y] = imp.emit("sum", [y], [None if p > 1 else out], reduce, suffix="/sum" if p > 1 else "")
+    if p > 1:
+        root = np.float32(1) / np.float32(p)
+        imp.emit("pow", [y, _scalar(imp, float(root), x_t, f"{out}.root")], [out])
+
+
 @maps("MaxPool", "AveragePool")
 def _pool(imp, node, attrs):
     """``max_pool`` / ``avg_pool`` over the 1, 2 or 3 spatial axes (torch's pool1d/2d/3d, and
