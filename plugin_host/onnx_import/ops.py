@@ -1125,8 +1125,8 @@ def _wrap(imp, node, pairs: list) -> None:
 # SpaceToDepth, GridSample), the masks (Trilu, OneHot, EyeLike), the scatters (ScatterND,
 # ScatterElements), the normalizations other exporters write (LRN, LpNormalization,
 # MeanVarianceNormalization), the quantized models' ops, the activations beyond the ones
-# here (Softsign, ThresholdedRelu, Shrink, Hardmax) and the spectral ops (window functions;
-# Compress) live in modules of their own, which register them here
+# here (Softsign, ThresholdedRelu, Shrink, Hardmax) and the spectral ops (window functions,
+# DFT, STFT; Compress) live in modules of their own, which register them here
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".masks", __package__)
@@ -1135,5 +1135,5 @@ importlib.import_module(".norms", __package__)
 importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
 importlib.import_module(".activations", __package__)
-importlib.import_module(".signal", __package__)  # Compress, window functions
+importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
