@@ -1059,6 +1059,36 @@ def _global_max(imp, node, attrs):
              {"axes": list(range(2, rank)), "keepdim": True})
 
 
+@maps("GlobalLpPool")
+def _global_lp(imp, node, attrs):
+    """(sum |x|^p)^(1/p) over every spatial axis, keepdim, as onnxruntime's kernel: ``abs``,
+    ``pow`` by p, ``sum``, ``pow`` by 1/p (formed in float32, as there); p=1 needs no ``pow``.
+    An inf gives inf and a nan nan; a sum that overflows gives inf there too. 1, 2 or 3
+    spatial axes of a float input; p an integer >= 1."""
+    _only(imp, attrs, {"p": ...})
+    p = attrs.get("p", 2)
+    if type(p) is not int or p < 1:
+        raise imp.unsupported(f"attribute p={p!r}: only an integer p >= 1 is supported")
+    x = node.input[0]
+    t = imp.type_of(x)
+    if not 3 <= len(t.shape) <= 5:
+        raise imp.unsupported(f"input of shape {list(t.shape)}: needs (N, C, *spatial) with 1, "
+                              f"2 or 3 spatial axes")
+    if not t.dtype.startswith("float"):
+        raise imp.unsupported(f"input {x!r} of dtype {t.dtype}: needs a float tensor")
+    out = node.output[0]
+    x_t = imp.tensor(x)
+    [y] = imp.emit("abs", [x_t], [None], suffix="/abs")
+    if p > 1:
+        [y] = imp.emit("pow", [y, _scalar(imp, float(p), x_t, f"{out}.p")], [None],
+                       suffix="/pow")
+    reduce = {"axes": list(range(2, len(t.shape))), "keepdim": True}
+    [y] = imp.emit("sum", [y], [None if p > 1 else out], reduce, suffix="/sum" if p > 1 else "")
+    if p > 1:
+        root = np.float32(1) / np.float32(p)
+        imp.emit("pow", [y, _scalar(imp, float(root), x_t, f"{out}.root")], [out])
+
+
 @maps("MaxPool", "AveragePool")
 def _pool(imp, node, attrs):
     """``max_pool`` / ``avg_pool`` over the 1, 2 or 3 spatial axes (torch's pool1d/2d/3d, and
@@ -1175,9 +1205,9 @@ def _wrap(imp, node, pairs: list) -> None:
 # LSTM, GRU and RNN (unrolled over time), the spatial resampling ops (Resize, DepthToSpace,
 # SpaceToDepth, GridSample), the masks (Trilu, OneHot, EyeLike), the scatters (ScatterND,
 # ScatterElements), the normalizations other exporters write (LRN, LpNormalization,
-# MeanVarianceNormalization), the quantized models' ops and the activations beyond the ones
-# here (Softsign, ThresholdedRelu, Shrink, Hardmax) live in modules of their own, which
-# register them here
+# MeanVarianceNormalization), the quantized models' ops, the activations beyond the ones
+# here (Softsign, ThresholdedRelu, Shrink, Hardmax) and the spectral ops (window functions,
+# DFT, STFT; Compress) live in modules of their own, which register them here
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".masks", __package__)
@@ -1186,4 +1216,5 @@ importlib.import_module(".norms", __package__)
 importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
 importlib.import_module(".activations", __package__)
+importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

@@ -1,8 +1,8 @@
-"""LRN, LpNormalization and MeanVarianceNormalization (as tf2onnx, keras2onnx, caffe2 and older
-toolchains write them: one node each) imported onto glue ops and compared with onnxruntime on
-every attribute variant, with nan, inf, -0.0, float32 extremes, zero and constant slices;
-what onnxruntime refuses (an even LRN size, a p other than 1 or 2, ...) and what the import
-cannot map (a run-time channel dim) is refused naming the node."""
+"""LRN, LpNormalization, MeanVarianceNormalization and GlobalLpPool (as tf2onnx, keras2onnx,
+caffe2 and older toolchains write them: one node each) imported onto glue ops and compared with
+onnxruntime on every attribute variant, with nan, inf, -0.0, float32 extremes, zero and
+constant slices; what onnxruntime refuses (an even LRN size, a p other than 1 or 2, ...) and
+what the import cannot map (a run-time channel dim) is refused naming the node."""
 
 from __future__ import annotations
 
@@ -271,6 +271,66 @@ def test_mean_variance_normalization_refusals_name_the_node(tmp_path):
                           dtype=TP.DOUBLE), UnsupportedModelError, where,
                    "input 'x' of dtype float64: only float32 is supported")
 
+
+
+# --- GlobalLpPool ------------------------------------------------------------------------------
+
+
+def _global_lp_model(tmp_path, shape, *, dtype=TP.FLOAT, **attrs):
+    """A GlobalLpPool named ``node`` of ``x`` (``shape``) to ``y`` (the spatial dims 1)."""
+    node = helper.make_node("GlobalLpPool", ["x"], ["y"], name="node", **attrs)
+    out = list(shape[:2]) + [1] * (len(shape) - 2)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", dtype,
+                                                                          list(shape))],
+                              [helper.make_tensor_value_info("y", dtype, out)])
+    path = tmp_path / "GlobalLpPool.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+def _global_lp_feeds(shape):
+    """:func:`_floats`, plus one whose (n, c) planes hold, in turn: zeros, -0.0, one inf, one
+    -inf, one nan, all 1e20 (|x|^p overflows for p >= 2), all 1e-30 (underflows) and ordinary
+    values."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    planes = x.reshape(-1, int(np.prod(shape[2:])))  # a view
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e20, 1e-30]
+    for plane, value in zip(planes, specials):
+        if value in (0.0, 1e20, 1e-30):
+            plane[:] = value
+        else:
+            plane[-1] = value
+    return _floats(shape) + [x]
+
+
+@pytest.mark.parametrize("p", [None, 1, 2, 3, 4])
+@pytest.mark.parametrize("shape", [(2, 4, 7), (2, 4, 3, 5), (1, 4, 2, 3, 2)])
+def test_global_lp_pool_matches_onnxruntime(shape, p, tmp_path, signer):
+    model = _global_lp_model(tmp_path, shape, **({} if p is None else {"p": p}))
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    assert _ops(loaded).count("pow") == (0 if p == 1 else 2) and "sum" in _ops(loaded)
+    check_against_onnxruntime(model, loaded, [{"x": x} for x in _global_lp_feeds(shape)])
+
+
+def test_global_lp_pool_with_run_time_dims_matches_onnxruntime(tmp_path, signer):
+    model = _global_lp_model(tmp_path, ("n", 3, "h", "w"), p=3)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    check_against_onnxruntime(model, loaded, [{"x": x} for shape in ((1, 3, 2, 5), (3, 3, 4, 1))
+                                              for x in _global_lp_feeds(shape)])
+
+
+def test_global_lp_pool_refusals_name_the_node(tmp_path):
+    where = "node 'node' (GlobalLpPool)"
+    for p in (0, -2):
+        assert_refused(_global_lp_model(tmp_path, (1, 2, 3), p=p), UnsupportedModelError, where,
+                       f"attribute p={p}: only an integer p >= 1 is supported")
+    assert_refused(_global_lp_model(tmp_path, (2, 3)), UnsupportedModelError, where,
+                   "input of shape [2, 3]: needs (N, C, *spatial) with 1, 2 or 3 spatial axes")
+    assert_refused(_global_lp_model(tmp_path, (1, 2, 2, 2, 2, 2)), UnsupportedModelError, where,
+                   "input of shape [1, 2, 2, 2, 2, 2]: needs (N, C, *spatial)")
+    assert_refused(_global_lp_model(tmp_path, (1, 2, 3), dtype=TP.INT32), UnsupportedModelError,
+                   where, "input 'x' of dtype int32: needs a float tensor")
 
 
 @pytest.mark.parametrize("op, shape, attrs, feeds", [

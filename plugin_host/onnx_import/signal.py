@@ -1,0 +1,318 @@
+"""Spectral ops and Compress, with everything that decides a shape known at import: Compress of
+a constant condition (tf2onnx's boolean-mask indexing) as a constant-index ``gather``; the
+window functions HannWindow, HammingWindow and BlackmanWindow (torch.hann_window and the like
+under the dynamo exporter) as constants; DFT (torch.fft.fft and rfft under the dynamo
+exporter) as a ``matmul`` by constant cos and sin matrices; STFT (torch.stft) as a constant
+``gather`` of the frames, the window's ``mul`` and the same DFT. Registered in
+:data:`.ops.MAPPERS` and, for constant inputs, :func:`.fold.register` on import.
+
+The matrices are built in float64 and stored in the input's dtype. A float32 DFT by matmul is
+not bit for bit onnxruntime's FFT: onnxruntime's own transform of a length that is not a power
+of two drifts from the exact one by up to about 70 * length * eps * max|x| (measured to length
+1000), the matmul by far less, so the build's tolerance for a DFT output must grow with the
+signal length.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from abi import dtypes
+
+from ..errors import ModelFileError
+from .fold import _need, axis_in, one_value
+from .fold import register as register_fold
+from .ops import _flags, _only, _opt, maps
+from .reader import ONNX_DTYPES
+
+# --- Compress ------------------------------------------------------------------------------------
+
+
+def compress_indices(condition: np.ndarray, dim: int) -> np.ndarray:
+    """The int64 positions Compress keeps along an axis of ``dim`` entries: where the 1-D
+    ``condition`` is true; a shorter condition drops the rest (ONNX), and entries past the dim
+    are ignored (as onnxruntime does)."""
+    cond = np.asarray(condition)
+    if cond.ndim != 1 or cond.dtype != np.bool_:
+        raise ModelFileError(f"condition must be a 1-D bool tensor, got {cond.dtype} of shape "
+                             f"{list(cond.shape)}")
+    return np.flatnonzero(cond[:dim]).astype(np.int64)
+
+
+def _fold_compress(ins, a: dict, cap: int) -> list:
+    x, cond = ins
+    axis = a.get("axis")
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = axis_in(axis, x.ndim)
+    return [np.take(x, compress_indices(cond, x.shape[axis]), axis=axis)]
+
+
+register_fold("Compress", _fold_compress)
+
+
+@maps("Compress")
+def _compress(imp, node, attrs):
+    """A constant condition: ``gather`` of the kept positions along ``axis``, or of the input
+    flattened (``reshape``) without one. The axis (without one: every dim) must be static; a
+    condition computed at run time, or one that keeps nothing, is refused."""
+    _only(imp, attrs, {"axis": ...})
+    x, cond = node.input[0], node.input[1]
+    if not imp.is_const(cond):
+        raise imp.unsupported(f"condition {cond!r} is computed at run time: the output's shape "
+                              f"would depend on its values (only a constant condition is "
+                              f"supported)")
+    shape = list(imp.type_of(x).shape)
+    axis = attrs.get("axis")
+    if axis is None:
+        if not all(type(d) is int for d in shape):
+            raise imp.unsupported(f"input shape {shape}: Compress without an axis flattens the "
+                                  f"input, which needs every dim static")
+        dim = math.prod(shape)
+    else:
+        axis = axis_in(axis, len(shape))
+        dim = shape[axis]
+        if type(dim) is not int:
+            raise imp.unsupported(f"axis {axis} of input shape {shape} is a run-time dim: the "
+                                  f"condition cannot be checked against it")
+    index = compress_indices(imp.const(cond, "condition"), dim)
+    if not index.size:
+        raise imp.unsupported(f"condition {cond!r} keeps nothing: an empty output is not "
+                              f"supported")
+    data = imp.tensor(x)
+    if axis is None:
+        [data] = imp.emit("reshape", [data], [None], {"shape": [dim]}, suffix="/flatten")
+        axis = 0
+    imp.emit("gather", [data, imp.add_constant(index, f"{node.output[0]}.index")],
+             [node.output[0]], {"axis": axis})
+
+
+# --- window functions ----------------------------------------------------------------------------
+
+
+def _cosine_sum_coefficients(op: str) -> tuple[float, float, float]:
+    """a0, a1, a2 of ``a0 - a1 cos(t) + a2 cos(2t)``, formed in float32 as onnxruntime forms
+    them (Blackman's a0 as (1 - 0.16) / 2, one float32 step above 0.42)."""
+    f = np.float32
+    if op == "HannWindow":
+        return 0.5, 0.5, 0.0
+    if op == "HammingWindow":
+        a0 = f(25 / 46)
+        return float(a0), float(f(1) - a0), 0.0
+    alpha = f(0.16)
+    return float((f(1) - alpha) / f(2)), 0.5, float(alpha / f(2))
+
+
+def window(op: str, size, attrs: dict, cap: int) -> np.ndarray:
+    """HannWindow, HammingWindow or BlackmanWindow of ``size`` (one integer >= 1): the cosine
+    sum in float64 over ``size`` (periodic) or ``size - 1`` (symmetric) steps, cast to
+    ``output_datatype`` as onnxruntime computes it (a symmetric window of size 1 is 0 / 0:
+    nan, as there; an integer dtype truncates)."""
+    n = one_value(size, "size")
+    if n.dtype.kind not in "iu":
+        raise ModelFileError(f"size must be an integer, got {n.dtype}")
+    n = int(n)
+    periodic = attrs.get("periodic", 1)
+    if periodic not in (0, 1):
+        raise ModelFileError(f"attribute periodic={periodic!r} must be 0 or 1")
+    code = attrs.get("output_datatype", 1)
+    dtype = ONNX_DTYPES.get(code)
+    if dtype is None or dtype == "bool":
+        raise ModelFileError(f"attribute output_datatype={code!r} is not a numeric ABI dtype")
+    if n < 1:
+        raise ModelFileError(f"size {n}: a window needs a size >= 1")
+    _need(n, cap, op)
+    steps = n if periodic else n - 1
+    if steps == 0 and dtype not in ("float32", "float64", "float16"):
+        raise ModelFileError(f"a symmetric window of size 1 is nan (0 / 0), which {dtype} "
+                             f"cannot hold")
+    a0, a1, a2 = _cosine_sum_coefficients(op)
+    with np.errstate(all="ignore"):
+        step = 2 * np.pi / steps if steps else np.nan
+        t = step * np.arange(n, dtype=np.float64)
+        values = a0 - a1 * np.cos(t) + (a2 * np.cos(2 * t) if a2 else 0.0)
+    return values.astype(dtypes.to_numpy(dtype))
+
+
+for _op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
+    register_fold(_op, lambda ins, a, cap, op=_op: [window(op, ins[0], a, cap)])
+
+
+# --- DFT and STFT --------------------------------------------------------------------------------
+
+
+def dft_matrices(length: int, signal: int, bins: int, inverse: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of 2 pi k j / length for bins k < ``bins`` and samples j < ``signal`` (the
+    zero padding past the signal contributes nothing and has no column), in float64; k * j is
+    reduced modulo ``length`` first, exactly, so large lengths keep their precision. The
+    inverse transform's matrices carry its 1 / length."""
+    k = np.arange(bins, dtype=np.int64)[:, None]
+    j = np.arange(signal, dtype=np.int64)[None, :]
+    theta = (2 * np.pi / length) * ((k * j) % length)
+    scale = 1.0 / length if inverse else 1.0
+    return np.cos(theta) * scale, np.sin(theta) * scale
+
+
+def _dft_on_axis(imp, node, x: str, shape: list, axis: int, length: int, inverse: bool,
+                 onesided: bool, out: str, stem: str) -> None:
+    """The DFT of graph tensor ``x`` (real: last dim 1, complex: 2) along ``axis`` (static,
+    not the last) to ``length`` bins (half and one with ``onesided``), bound to ``out``. The
+    signal is cut to ``length`` by a ``slice``; a shorter one is zero-padded implicitly (the
+    matrices have no columns past it). With the signal axis second to last, A = cos @ x and
+    B = sin @ x are [..., bins, c]; real x gives ``concat(A, -B)`` (inverse: ``(A, B)``),
+    complex x ``A + (B_imag, -B_real)`` (inverse: ``(-B_imag, B_real)``) by a ``gather`` of
+    B's two columns swapped and a ``mul`` by the constant signs."""
+    rank, c, n = len(shape), shape[-1], shape[axis]
+    bins = length // 2 + 1 if onesided else length
+    m = min(n, length)
+    imp.check_size("its DFT cos and sin matrices", [2, bins, m])
+    dtype = dtypes.to_numpy(imp.types[x].dtype)
+
+    def step(op, inputs, name, op_attrs=None, bind=None):
+        return imp.emit(op, inputs, [bind], op_attrs, suffix="" if bind else f"/{name}")[0]
+
+    if n > length:
+        x = step("slice", [x], "truncate", {"starts": [0], "ends": [length], "axes": [axis]})
+    perm = None
+    if axis != rank - 2:
+        perm = [d for d in range(rank - 1) if d != axis] + [axis, rank - 1]
+        x = step("transpose", [x], "to_last", {"perm": perm})
+    cos, sin = dft_matrices(length, m, bins, inverse)
+    a = step("matmul", [imp.add_constant(cos.astype(dtype), f"{stem}.cos"), x], "cos")
+    b = step("matmul", [imp.add_constant(sin.astype(dtype), f"{stem}.sin"), x], "sin")
+    final = out if perm is None else None
+    if c == 1:
+        if not inverse:
+            b = step("neg", [b], "neg")
+        y = step("concat", [a, b], "complex", {"axis": -1}, bind=final)
+    else:
+        swapped = step("gather", [b, imp.add_constant(np.array([1, 0], np.int64),
+                                                      f"{stem}.swap")], "swap", {"axis": -1})
+        signs = np.array([-1, 1] if inverse else [1, -1], dtype)
+        signed = step("mul", [swapped, imp.add_constant(signs, f"{stem}.signs")], "signs")
+        y = step("add", [a, signed], "complex", bind=final)
+    if perm is not None:
+        step("transpose", [y], "back", {"perm": list(np.argsort(perm))}, bind=out)
+
+
+def _signal_type(imp, name: str) -> tuple[list, str]:
+    """The shape and dtype of a DFT / STFT signal: float, last dim a static 1 or 2."""
+    t = imp.type_of(name)
+    shape = list(t.shape)
+    if t.dtype not in ("float32", "float64"):
+        raise imp.unsupported(f"input {name!r} of dtype {t.dtype}: needs float32 or float64")
+    if len(shape) < 2 or shape[-1] not in (1, 2):
+        raise imp.unsupported(f"input shape {shape}: the last dim must be 1 (real) or 2 "
+                              f"(complex)")
+    return shape, t.dtype
+
+
+def _positive_constant(imp, node, i: int, what: str) -> int | None:
+    """Optional input ``i``: one integer >= 1 known at import (absent: None)."""
+    name = _opt(node, i)
+    if name is None:
+        return None
+    value = one_value(imp.const(name, what), what)
+    if value.dtype.kind not in "iu":
+        raise ModelFileError(f"{what} must be an integer, got {value.dtype}")
+    if int(value) < 1:
+        raise imp.unsupported(f"{what} {int(value)} must be >= 1")
+    return int(value)
+
+
+@maps("DFT")
+def _dft(imp, node, attrs):
+    """DFT-17 (``axis`` an attribute, default 1) and DFT-20 (``axis`` a constant input,
+    default -2); ``dft_length`` a constant (absent: the signal's length), ``inverse``, and
+    ``onesided`` for a real forward transform (onnxruntime refuses it on a complex input or
+    with ``inverse``). The signal axis must be static; see :func:`_dft_on_axis`."""
+    opset20 = imp.opset >= 20
+    _only(imp, attrs, {"inverse": ..., "onesided": ..., **({} if opset20 else {"axis": ...})})
+    flags = _flags(imp, attrs, {"inverse": 0, "onesided": 0})
+    x = node.input[0]
+    shape, _ = _signal_type(imp, x)
+    rank = len(shape)
+    if opset20:
+        given = _opt(node, 2)
+        axis = -2 if given is None else one_value(imp.const(given, "axis"), "axis")
+        if np.asarray(axis).dtype.kind not in "iu":
+            raise ModelFileError(f"axis must be an integer, got {np.asarray(axis).dtype}")
+        axis = int(axis)
+    else:
+        axis = attrs.get("axis", 1)
+    axis = axis_in(axis, rank, "axis")
+    if axis == rank - 1:
+        raise ModelFileError(f"axis {axis} is the last dim of input shape {shape}, which holds "
+                             f"the real and imaginary parts")
+    n = shape[axis]
+    if type(n) is not int:
+        raise imp.unsupported(f"axis {axis} of input shape {shape} is a run-time dim: the "
+                              f"signal length must be static")
+    length = _positive_constant(imp, node, 1, "dft_length") or n
+    if flags["onesided"] and (shape[-1] == 2 or flags["inverse"]):
+        why = " and ".join(w for w, on in (("inverse=1", flags["inverse"]),
+                                           ("complex input", shape[-1] == 2)) if on)
+        raise imp.unsupported(f"onesided=1 with {why}: only a real forward transform is "
+                              f"one-sided (onnxruntime refuses it too)")
+    _dft_on_axis(imp, node, imp.tensor(x), shape, axis, length, flags["inverse"],
+                 flags["onesided"], node.output[0], node.output[0])
+
+
+@maps("STFT")
+def _stft(imp, node, attrs):
+    """signal [batch, length, 1 or 2], frame_step and frame_length constants, window absent,
+    a constant or a run-time [frame_length] value, ``onesided`` (real signal only): the frames
+    as one constant ``gather`` along the length ([batch, frames, frame_length, c]), a ``mul``
+    by the window, and the DFT of each frame (:func:`_dft_on_axis`), [batch, frames, bins,
+    2]."""
+    _only(imp, attrs, {"onesided": ...})
+    onesided = _flags(imp, attrs, {"onesided": 1})["onesided"]
+    x = node.input[0]
+    shape, dtype = _signal_type(imp, x)
+    if len(shape) != 3:
+        raise imp.unsupported(f"signal shape {shape}: needs [batch, length, 1 or 2]")
+    total = shape[1]
+    if type(total) is not int:
+        raise imp.unsupported(f"signal shape {shape}: the signal length must be static")
+    hop = _positive_constant(imp, node, 1, "frame_step")
+    if hop is None:
+        raise ModelFileError("frame_step is required")
+    win = _opt(node, 2)
+    width = _positive_constant(imp, node, 3, "frame_length")
+    if win is not None:
+        wshape = list(imp.type_of(win).shape)
+        if len(wshape) != 1 or type(wshape[0]) is not int:
+            raise imp.unsupported(f"window of shape {wshape}: needs one static dim")
+        if width is not None and width != wshape[0]:
+            raise ModelFileError(f"frame_length {width} differs from the window's length "
+                                 f"{wshape[0]}")
+        width = wshape[0]
+    if width is None:
+        raise ModelFileError("STFT needs a window or a frame_length")
+    if width > total:
+        raise imp.unsupported(f"frame_length {width} is longer than the signal ({total})")
+    if onesided and shape[-1] == 2:
+        raise imp.unsupported("onesided=1 with a complex signal: only a real signal gives a "
+                              "one-sided transform")
+    frames = (total - width) // hop + 1
+    imp.check_size("its frame index", [frames, width])
+    out = node.output[0]
+    index = np.arange(frames, dtype=np.int64)[:, None] * hop + np.arange(width)[None, :]
+    [y] = imp.emit("gather", [imp.tensor(x), imp.add_constant(index, f"{out}.frames")], [None],
+                   {"axis": 1}, suffix="/frames")
+    if win is not None:
+        if imp.is_const(win):
+            w = imp.add_constant(imp.const(win).reshape(width, 1).astype(
+                dtypes.to_numpy(dtype)), imp.origin.get(win, win))
+        else:
+            if imp.type_of(win).dtype != dtype:
+                raise imp.unsupported(f"window {win!r} of dtype {imp.type_of(win).dtype}: "
+                                      f"the signal is {dtype}")
+            [w] = imp.emit("reshape", [imp.tensor(win)], [None], {"shape": [width, 1]},
+                           suffix="/window")
+        [y] = imp.emit("mul", [y, w], [None], suffix="/windowed")
+    _dft_on_axis(imp, node, y, [shape[0], frames, width, shape[-1]], 2, width, False,
+                 onesided, out, out)
