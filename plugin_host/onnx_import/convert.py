@@ -309,6 +309,19 @@ class Importer:
     def alias(self, onnx_name: str, graph_name: str) -> None:
         self.values[onnx_name] = graph_name
 
+    def bind(self, onnx_name: str, src: str, what: str) -> None:
+        """ONNX value ``onnx_name`` becomes what ``src`` holds (a constant, a shape value or a
+        graph tensor): a subgraph's output or input; ModelFileError if ``src`` was never
+        computed (``what`` names it)."""
+        if src in self.consts:
+            self.set_const(onnx_name, self.consts[src], self.origin.get(src))
+        elif src in self.sym:
+            self.sym[onnx_name] = self.sym[src]
+        elif src in self.values:
+            self.alias(onnx_name, self.values[src])
+        else:
+            raise ModelFileError(f"{what} {src!r} is never computed")
+
     # -- the walk ---------------------------------------------------------------------------
 
     def run(self, *, name: str, layouts: Mapping[str, str], state: Mapping[str, str]
@@ -483,27 +496,24 @@ class Importer:
             raise self.unsupported(f"If branches nested more than {MAX_IF_DEPTH} deep")
         for t in g.initializer:
             self.set_const(t.name, to_array(t, self.limits))
+        self.inline(g.node, mappers, index)
+        for out, yielded in zip(outputs, g.output):
+            if out:
+                self.bind(out, yielded.name, f"{taken} output")
+
+    def inline(self, nodes, mappers, index: int, *, depth: int = 1) -> None:
+        """Map ``nodes`` in order in the place of the node being mapped (the nodes of a
+        subgraph, ``depth`` levels further in, or glue nodes written for it); patterns, which
+        look ahead in the main graph, are not tried there."""
         outer = self.node
-        self.if_depth += 1
+        self.if_depth += depth
         try:
-            for sub in g.node:
+            for sub in nodes:
                 self.node = sub
                 self._map(sub, mappers, {}, index)
         finally:
-            self.if_depth -= 1
+            self.if_depth -= depth
             self.node = outer
-        for out, yielded in zip(outputs, g.output):
-            src = yielded.name
-            if not out:
-                continue
-            if src in self.consts:
-                self.set_const(out, self.consts[src], self.origin.get(src))
-            elif src in self.sym:
-                self.sym[out] = self.sym[src]
-            elif src in self.values:
-                self.alias(out, self.values[src])
-            else:
-                raise ModelFileError(f"{taken} output {src!r} is never computed")
 
     def _set_shape_value(self, name: str, value: np.ndarray) -> None:
         """A shape value: a constant when every entry is fixed, else a symbolic one."""
