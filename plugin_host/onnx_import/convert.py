@@ -74,14 +74,14 @@ def _called(node) -> str:
     return node.name or (node.output[0] if node.output else "?")
 
 
-#: If branches inlined one inside another, at most (a file cannot make the import recurse
-#: without end)
+#: If branches and Loop bodies (:mod:`.loop`) inlined one inside another, at most (a file
+#: cannot make the import recurse without end)
 MAX_IF_DEPTH = 16
 
 
 def _branch_reads(node) -> set[str]:
-    """Every name the subgraphs of ``node`` (an If's branches) read or yield, nested ones
-    included: read by ``node`` as far as the consumers of a value go."""
+    """Every name the subgraphs of ``node`` (an If's branches, a Loop's body) read or yield,
+    nested ones included: read by ``node`` as far as the consumers of a value go."""
     import onnx
 
     names: set[str] = set()
@@ -151,8 +151,10 @@ class Importer:
         self.onnx_output_names: set[str] = set()
         self.unrolled = 0                          # recurrent steps written so far (capped)
         self.fake_quantized: dict[str, str] = {}   # QuantizeLinear output in float32 -> dtype
-        self.inlined = 0                           # nodes of If branches inlined so far
-        self.if_depth = 0                          # If branches being inlined, one in another
+        self.inlined = 0                           # nodes of If branches, Loop bodies so far
+        self.if_depth = 0                          # subgraphs being inlined, one in another
+        self.loop_iterations = 0                   # Loop iterations unrolled so far (capped)
+        self.loop_names: set[str] = set()          # stems of unrolled Loops' names
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
@@ -395,6 +397,10 @@ class Importer:
     def _dispatch(self, node, op: str, mappers, patterns, index: int) -> None:
         if op == "If":
             return self._inline_if(node, mappers, index)
+        if op == "Loop":
+            from .loop import unroll
+
+            return unroll(self, node, mappers, index)
         attrs = attributes(node, self.limits)
         ins = list(node.input)
         if op == "Constant":
@@ -526,7 +532,8 @@ class Importer:
     def _also_unsupported(self, op: str, mappers, patterns, shown: int = 8) -> str:
         """The model's other op types that no mapping takes, so that one build names them all:
         ``; nor are Cos (2 nodes, first 'node_cos'), Mod (1 node, 'm')``."""
-        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size", "If"}
+        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size",
+                                                                "If", "Loop"}
         found: dict[str, list] = {}
         for node in self.model.graph.node:
             if node.op_type not in known and node.op_type != op:
