@@ -1,10 +1,12 @@
 """Loop with a trip count and condition known at import (torch.jit.script's loops under the
-legacy exporter, tf2onnx's) unrolled, compared with onnxruntime: carried values and scan
-outputs, a body reading outer values and holding initializers, a Loop and an If nested in a
-body, early exits computed from the iteration number, a while loop, zero iterations and a
-scripted torch module. A run-time trip count, condition or condition output, a loop without
-end, loops beyond the iteration cap, the node cap or the nesting cap, and malformed bodies are
-refused naming the node."""
+legacy exporter, torch's while_loop under the dynamo one, tf2onnx's) unrolled, compared with
+onnxruntime: carried values and scan outputs, a body reading outer values and holding
+initializers, a Loop and an If nested in a body, early exits computed from the iteration
+number, a while loop, zero iterations and scripted torch modules (a literal ``range(3)`` the
+exporter unrolls itself; a list appended to in the loop writes sequence ops, refused). A
+run-time trip count, condition or condition output, a loop without end, loops beyond the
+iteration cap, the node cap or the nesting cap, and malformed bodies are refused naming the
+node."""
 
 from __future__ import annotations
 
@@ -42,8 +44,9 @@ def _body(nodes, inputs, outputs, *, inits=(), name="body", ranks=(0, 0)):
     return helper.make_graph(nodes, name, ins, outs, initializer=list(inits))
 
 
-def _save(tmp_path, nodes, outputs, *, name="m", inits=(), check=True):
-    graph = helper.make_graph(nodes, "g", [_vi("x")], outputs, initializer=list(inits))
+def _save(tmp_path, nodes, outputs, *, name="m", inits=(), check=True, x_shape=SHAPE):
+    graph = helper.make_graph(nodes, "g", [_vi("x", shape=x_shape)], outputs,
+                              initializer=list(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     if check:
         onnx.checker.check_model(model, full_check=True)
@@ -265,6 +268,52 @@ def test_a_scripted_for_loop_from_the_legacy_exporter(fold, tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds())
 
 
+class _ScriptedRange3(torch.nn.Module):
+    def forward(self, x):
+        y = x
+        for i in range(3):
+            y = torch.tanh(y * 2 + x[i])
+        return y
+
+
+class _ScriptedList(torch.nn.Module):
+    def forward(self, x):
+        rows = []
+        for i in range(x.size(0)):
+            rows.append(torch.relu(x[i]) * i)
+        return torch.stack(rows)
+
+
+def _scripted(module, path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.script is deprecated
+        scripted = torch.jit.script(module)
+    return export(scripted, [torch.randn(*SHAPE)], path, dynamo=False, input_names=["x"],
+                  output_names=["y"])
+
+
+def test_a_scripted_loop_of_a_literal_count_is_unrolled_by_the_exporter(tmp_path, signer):
+    """``for i in range(3)``: the legacy exporter unrolls it itself (no Loop is written)."""
+    model = _scripted(_ScriptedRange3(), tmp_path / "r.onnx")
+    assert "Loop" not in {n.op_type for n in onnx.load(model).graph.node}
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert _ops(loaded).count("tanh") == 3
+    check_against_onnxruntime(model, loaded, _feeds())
+
+
+def test_a_scripted_loop_appending_to_a_list_is_refused_for_the_sequence_ops(tmp_path):
+    """A list built in the loop becomes SequenceEmpty, SequenceInsert in the body and
+    ConcatFromSequence: the sequence ops are refused (before the Loop is reached)."""
+    model = _scripted(_ScriptedList(), tmp_path / "l.onnx")
+    assert {"Loop", "SequenceEmpty", "ConcatFromSequence"} <= {
+        n.op_type for n in onnx.load(model).graph.node}
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    text = str(info.value)
+    assert "(SequenceEmpty): op 'SequenceEmpty' is not supported; nor are ConcatFromSequence" \
+        in text and "Loop" not in text.split(" (supported: ")[0], text
+
+
 class _WhileLoop(torch.nn.Module):
     """torch's while_loop over a counter: the dynamo exporter writes a Loop without a trip
     count, the counter a carried value, the condition output ``counter + 1 < 3``."""
@@ -315,10 +364,17 @@ RULE = "only a Loop whose trip count and condition are known at import"
 
 
 def _run_time(tmp_path, what: str):
-    """A Loop whose trip count, condition or condition output comes from x's values."""
+    """A Loop whose trip count (of x's values, or x.size(0) of a run-time batch), condition
+    or condition output is computed at run time."""
     nodes = _counting(3, True)
     loop_node = nodes[-4]
     body = loop_node.attribute[0].g
+    shape = SHAPE
+    if what == "dims":  # x.size(0) of a run-time batch
+        shape = ("batch", SHAPE[1])
+        nodes[:0] = [helper.make_node("Shape", ["x"], ["shape"]), _const("first", np.int64(0)),
+                     helper.make_node("Gather", ["shape", "first"], ["batch"])]
+        loop_node.input[0] = "batch"
     nodes[:0] = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
                  _const("zero", np.float32(0.0)),
                  helper.make_node("Greater", ["total", "zero"], ["positive"]),
@@ -327,13 +383,15 @@ def _run_time(tmp_path, what: str):
         loop_node.input[0] = "n"
     elif what == "condition":
         loop_node.input[1] = "positive"
-    else:
+    elif what == "output":
         body.node[-1].CopyFrom(helper.make_node("Identity", ["positive"], ["co"]))
-    return _save(tmp_path, nodes, [_vi("y"), _vi("rows", shape=("n", *SHAPE))])
+    return _save(tmp_path, nodes, [_vi("y", shape=shape), _vi("rows", shape=("n", *shape))],
+                 x_shape=shape)
 
 
 @pytest.mark.parametrize("what, message", [
     ("trip count", f"trip count 'n' is computed at run time; {RULE}"),
+    ("dims", f"trip count 'batch' is computed at run time (it holds run-time dims); {RULE}"),
     ("condition", f"condition 'positive' is computed at run time; {RULE}"),
     ("output", f"the body's condition output 'loop.i0/co' of iteration 0 is computed at run "
                f"time; {RULE}"),
