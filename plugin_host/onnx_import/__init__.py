@@ -17,6 +17,7 @@ cos and sin matrices),
 12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float16`
 (float16 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at build),
 :mod:`.convert` (the walk that builds the Graph and its ABI, If of a known condition inlined),
+:mod:`.loop` (Loop of a trip count and condition known at import, unrolled),
 :mod:`.reference` (golden outputs from onnxruntime), :mod:`.build` (the artifact) and
 :mod:`.command` (the ``--onnx`` option).
 """

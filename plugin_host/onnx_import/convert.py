@@ -74,14 +74,14 @@ def _called(node) -> str:
     return node.name or (node.output[0] if node.output else "?")
 
 
-#: If branches inlined one inside another, at most (a file cannot make the import recurse
-#: without end)
+#: If branches and Loop bodies (:mod:`.loop`) inlined one inside another, at most (a file
+#: cannot make the import recurse without end)
 MAX_IF_DEPTH = 16
 
 
 def _branch_reads(node) -> set[str]:
-    """Every name the subgraphs of ``node`` (an If's branches) read or yield, nested ones
-    included: read by ``node`` as far as the consumers of a value go."""
+    """Every name the subgraphs of ``node`` (an If's branches, a Loop's body) read or yield,
+    nested ones included: read by ``node`` as far as the consumers of a value go."""
     import onnx
 
     names: set[str] = set()
@@ -151,8 +151,10 @@ class Importer:
         self.onnx_output_names: set[str] = set()
         self.unrolled = 0                          # recurrent steps written so far (capped)
         self.fake_quantized: dict[str, str] = {}   # QuantizeLinear output in float32 -> dtype
-        self.inlined = 0                           # nodes of If branches inlined so far
-        self.if_depth = 0                          # If branches being inlined, one in another
+        self.inlined = 0                           # nodes of If branches, Loop bodies so far
+        self.if_depth = 0                          # subgraphs being inlined, one in another
+        self.loop_iterations = 0                   # Loop iterations unrolled so far (capped)
+        self.loop_names: set[str] = set()          # stems of unrolled Loops' names
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
@@ -309,6 +311,19 @@ class Importer:
     def alias(self, onnx_name: str, graph_name: str) -> None:
         self.values[onnx_name] = graph_name
 
+    def bind(self, onnx_name: str, src: str, what: str) -> None:
+        """ONNX value ``onnx_name`` becomes what ``src`` holds (a constant, a shape value or a
+        graph tensor): a subgraph's output or input; ModelFileError if ``src`` was never
+        computed (``what`` names it)."""
+        if src in self.consts:
+            self.set_const(onnx_name, self.consts[src], self.origin.get(src))
+        elif src in self.sym:
+            self.sym[onnx_name] = self.sym[src]
+        elif src in self.values:
+            self.alias(onnx_name, self.values[src])
+        else:
+            raise ModelFileError(f"{what} {src!r} is never computed")
+
     # -- the walk ---------------------------------------------------------------------------
 
     def run(self, *, name: str, layouts: Mapping[str, str], state: Mapping[str, str]
@@ -382,6 +397,10 @@ class Importer:
     def _dispatch(self, node, op: str, mappers, patterns, index: int) -> None:
         if op == "If":
             return self._inline_if(node, mappers, index)
+        if op == "Loop":
+            from .loop import unroll
+
+            return unroll(self, node, mappers, index)
         attrs = attributes(node, self.limits)
         ins = list(node.input)
         if op == "Constant":
@@ -483,27 +502,24 @@ class Importer:
             raise self.unsupported(f"If branches nested more than {MAX_IF_DEPTH} deep")
         for t in g.initializer:
             self.set_const(t.name, to_array(t, self.limits))
+        self.inline(g.node, mappers, index)
+        for out, yielded in zip(outputs, g.output):
+            if out:
+                self.bind(out, yielded.name, f"{taken} output")
+
+    def inline(self, nodes, mappers, index: int, *, depth: int = 1) -> None:
+        """Map ``nodes`` in order in the place of the node being mapped (the nodes of a
+        subgraph, ``depth`` levels further in, or glue nodes written for it); patterns, which
+        look ahead in the main graph, are not tried there."""
         outer = self.node
-        self.if_depth += 1
+        self.if_depth += depth
         try:
-            for sub in g.node:
+            for sub in nodes:
                 self.node = sub
                 self._map(sub, mappers, {}, index)
         finally:
-            self.if_depth -= 1
+            self.if_depth -= depth
             self.node = outer
-        for out, yielded in zip(outputs, g.output):
-            src = yielded.name
-            if not out:
-                continue
-            if src in self.consts:
-                self.set_const(out, self.consts[src], self.origin.get(src))
-            elif src in self.sym:
-                self.sym[out] = self.sym[src]
-            elif src in self.values:
-                self.alias(out, self.values[src])
-            else:
-                raise ModelFileError(f"{taken} output {src!r} is never computed")
 
     def _set_shape_value(self, name: str, value: np.ndarray) -> None:
         """A shape value: a constant when every entry is fixed, else a symbolic one."""
@@ -516,7 +532,8 @@ class Importer:
     def _also_unsupported(self, op: str, mappers, patterns, shown: int = 8) -> str:
         """The model's other op types that no mapping takes, so that one build names them all:
         ``; nor are Cos (2 nodes, first 'node_cos'), Mod (1 node, 'm')``."""
-        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size", "If"}
+        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size",
+                                                                "If", "Loop"}
         found: dict[str, list] = {}
         for node in self.model.graph.node:
             if node.op_type not in known and node.op_type != op:

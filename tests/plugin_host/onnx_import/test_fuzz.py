@@ -107,7 +107,7 @@ _SWAPS = ["Conv", "ConvTranspose", "Gemm", "MatMul", "Relu", "Softmax", "Reshape
           "AveragePool", "Pad", "Flatten", "Unsqueeze", "Squeeze", "LayerNormalization",
           "GroupNormalization", "InstanceNormalization", "Expand", "ConstantOfShape", "Range",
           "Cast", "Clip", "ReduceMean", "GlobalAveragePool", "Shape", "Constant", "Identity",
-          "Pow", "Where", "If", "Sin", ""]
+          "Pow", "Where", "If", "Loop", "Sin", ""]
 #: Attributes added to every node (whether its op has them or not): name -> values.
 _ADDED = {
     "axis": [7, -9, _HUGE], "perm": [[0, 0], [5, 1], []], "kernel_shape": [[_HUGE, _HUGE]],
@@ -316,6 +316,30 @@ def _nested_if(depth: int) -> Edit:
     return edit
 
 
+def _nested_loop(depth: int, trips: int) -> Edit:
+    """A Loop of ``trips`` iterations whose body is such a Loop ... ``depth`` deep, the
+    innermost an Identity of the carried value (``trips ** depth`` iterations unrolled)."""
+    def edit(m):
+        def body(level: int, node) -> Any:
+            return helper.make_graph([node, helper.make_node("Identity", ["trips"],
+                                                             [f"cond{level}"])], f"l{level}", [
+                helper.make_tensor_value_info(f"it{level}", TP.INT64, []),
+                helper.make_tensor_value_info(f"cin{level}", TP.BOOL, []),
+                helper.make_tensor_value_info(f"v{level}", TP.FLOAT, None)], [
+                helper.make_tensor_value_info(f"cond{level}", TP.BOOL, None),
+                helper.make_tensor_value_info(f"loop{level}", TP.FLOAT, None)])
+
+        g = body(0, helper.make_node("Identity", ["v0"], ["loop0"]))
+        for level in range(1, depth):
+            g = body(level, helper.make_node("Loop", ["trips", "", f"v{level}"],
+                                             [f"loop{level}"], body=g))
+        m.graph.node.append(helper.make_node("Loop", ["trips", "", "deep_in"], ["deep_out"],
+                                             body=g))
+        m.graph.initializer.append(helper.make_tensor("trips", TP.INT64, [], [trips]))
+        m.graph.initializer.append(helper.make_tensor("deep_in", TP.FLOAT, [1], [1.0]))
+    return edit
+
+
 def _field(number: int, payload: bytes) -> bytes:
     """One length-delimited protobuf field."""
     key, n, varint = (number << 3) | 2, len(payload), b""
@@ -499,6 +523,10 @@ def _catalogue(name: str, model) -> list[tuple[str, Edit]]:
     add("a local function called", _local_function)
     add("If nested 30 deep", _nested_if(30))
     add("If nested 3 deep", _nested_if(3))
+    add("Loop nested 30 deep", _nested_loop(30, 1))
+    add("Loop nested 3 deep of 2 iterations", _nested_loop(3, 2))
+    add("Loop nested 12 deep of 2 iterations", _nested_loop(12, 2))
+    add("Loop of 2^62 iterations", _nested_loop(1, 2**62))
     add("graphs nested 300 deep", _deeper_than_protobuf_allows)
     add("100,001 Identity nodes", _nodes_edit(100_001, None))
     add("20,000 Identity nodes of one name", _nodes_edit(20_000, "same"))
