@@ -1,14 +1,19 @@
 """Import ONNX models as unsigned artifacts: ``plugin-host build --onnx MODEL.onnx --out FILE``.
 
 Seams, one module each: :mod:`.reader` (size caps, parsing, structure checks, external data),
-:mod:`.fold` (constant folding with numpy), :mod:`.ops` (the op mapping table),
+:mod:`.fold` (constant folding with numpy), :mod:`.ops` (the op mapping table: its registry,
+shared helpers and the element-wise ops), by kind :mod:`.layers` (Conv, ConvTranspose,
+BatchNormalization, Gemm, MatMul), :mod:`.gather` (Gather, GatherND, GatherElements),
+:mod:`.shapes` (Concat, Reshape, Slice, Split, Pad, ...), :mod:`.reduce` (reductions, ArgMax,
+CumSum, TopK), :mod:`.pool` (pooling),
 :mod:`.patterns` (ONNX chains with no glue op, recognized during the walk: RMSNorm),
 :mod:`.fusion` (glue chains recognized as a layer after the walk: LSTMCell, GroupNorm),
 :mod:`.recurrent` (LSTM, GRU and RNN unrolled over a static sequence length), :mod:`.spatial`
 (Resize, DepthToSpace, SpaceToDepth, GridSample, Col2Im), :mod:`.masks` (Trilu and OneHot as
 ``where`` over a mask, EyeLike as a constant), :mod:`.scatter` (ScatterND and ScatterElements
-with constant indices as gather and where), :mod:`.norms` (LRN, LpNormalization,
-MeanVarianceNormalization), :mod:`.activations` (Softsign, ThresholdedRelu, Shrink, Hardmax),
+with constant indices as gather and where), :mod:`.norms` (the layer set's
+normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activations`
+(Softsign, ThresholdedRelu, Shrink, Hardmax),
 :mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's
 integer ops), :mod:`.einsum` (Einsum as transpose, reshape and matmul), :mod:`.signal` (Compress
 of a constant condition, the window functions as constants, DFT and STFT as matmul by constant

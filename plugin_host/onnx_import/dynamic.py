@@ -33,7 +33,8 @@ from abi import dtypes
 from ..errors import ModelFileError
 from .fold import one_value
 from .fold import register as register_fold
-from .ops import _only, _pads, maps
+from .layers import _pads
+from .ops import _only, maps
 
 #: Every partial sum of integers at most this large is exact in float32.
 EXACT = 2 ** 24

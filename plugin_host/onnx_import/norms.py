@@ -1,10 +1,12 @@
-"""ONNX normalizations that exporters other than torch's write as one node (tf2onnx, keras2onnx,
-caffe2 and older toolchains): LRN, LpNormalization and MeanVarianceNormalization, each mapped
-onto glue ops as onnxruntime's CPU kernels compute them, down to their handling of zero norms,
-nan and inf. Registered in :data:`.ops.MAPPERS` on import.
+"""ONNX's normalizations. The layer set's: LayerNormalization, InstanceNormalization,
+GroupNormalization and RMSNormalization (``layer_norm``, ``instance_norm``, ``group_norm``,
+``rms_norm``). And those that exporters other than torch's write as one node (tf2onnx,
+keras2onnx, caffe2 and older toolchains): LRN, LpNormalization and MeanVarianceNormalization,
+each mapped onto glue ops as onnxruntime's CPU kernels compute them, down to their handling of
+zero norms, nan and inf. Registered in :data:`.ops.MAPPERS` on import.
 
 torch writes ``F.local_response_norm`` as a Pad and a 3-D AveragePool instead, which map one to
-one (:mod:`.ops`); an LRN node maps here.
+one (:mod:`.shapes`, :mod:`.pool`); an LRN node maps here.
 """
 
 from __future__ import annotations
@@ -15,7 +17,76 @@ import numpy as np
 
 from ..errors import ModelFileError
 from .fold import axis_in, int_vector
-from .ops import _only, _scalar, maps
+from .ops import _one_output, _only, _opt, _scalar, maps
+
+# --- the layer set's normalizations --------------------------------------------------------------
+
+
+@maps("LayerNormalization")
+def _layer_norm(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
+    _one_output(imp, node)
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    axis = axis_in(attrs.get("axis", -1), len(shape))
+    normalized = list(shape[axis:])
+    if not all(type(d) is int for d in normalized):
+        raise imp.unsupported(f"normalized dims {normalized} of {x!r} must be static")
+    params = []
+    for i, what in ((1, "scale"), (2, "bias")):
+        t = _opt(node, i)
+        if t is None:
+            params.append(None)
+            continue
+        v = imp.const(t, what)
+        if list(v.shape) != normalized:
+            try:
+                v = np.ascontiguousarray(np.broadcast_to(v, normalized))
+            except ValueError:
+                raise imp.unsupported(f"{what} {t!r} of shape {v.shape} does not broadcast to "
+                                      f"the normalized dims {normalized}") from None
+        params.append(imp.add_constant(v, imp.origin.get(t, t)))
+    imp.emit("layer_norm", [imp.tensor(x), *params], [node.output[0]],
+             {"normalized_shape": normalized, "eps": attrs.get("epsilon", 1e-5)})
+
+
+@maps("InstanceNormalization")
+def _instance_norm(imp, node, attrs):
+    _only(imp, attrs, {"epsilon": ...})
+    imp.emit("instance_norm", [imp.tensor(t) for t in node.input[:3]], [node.output[0]],
+             {"eps": attrs.get("epsilon", 1e-5)})
+
+
+@maps("GroupNormalization")
+def _group_norm(imp, node, attrs):
+    _only(imp, attrs, {"epsilon": ..., "num_groups": ..., "stash_type": 1})
+    x, scale, bias = node.input[:3]
+    groups = attrs["num_groups"]
+    channels = imp.static_shape(x)[1]
+    if type(groups) is not int or groups < 1 or channels % groups:
+        raise imp.unsupported(f"num_groups={groups!r} must divide the {channels} channels")
+    params = []
+    for t in (scale, bias):
+        v = imp.const(t)
+        if v.shape == (groups,) and groups != channels:  # opset 18: one value per group
+            v = np.repeat(v, channels // groups)
+        params.append(imp.add_constant(v, imp.origin.get(t, t)))
+    imp.emit("group_norm", [imp.tensor(x), *params], [node.output[0]],
+             {"num_groups": groups, "eps": attrs.get("epsilon", 1e-5)})
+
+
+@maps("RMSNormalization")
+def _rms_norm(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
+    x = node.input[0]
+    rank = len(imp.type_of(x).shape)
+    if axis_in(attrs.get("axis", -1), rank) != rank - 1:
+        raise imp.unsupported(f"axis={attrs['axis']}: only the last axis is supported")
+    imp.emit("rms_norm", [imp.tensor(x), imp.tensor(node.input[1])], [node.output[0]],
+             {"eps": attrs.get("epsilon", 1e-5)})
+
+
+# --- the other exporters' normalizations ---------------------------------------------------------
 
 #: ONNX's default MeanVarianceNormalization axes: per channel, over batch and space
 MVN_AXES = (0, 2, 3)

@@ -1,0 +1,179 @@
+"""ONNX's gathers: Gather (on a constant 2-D float table at run-time indices an Embedding,
+whose indices the executor validates at entry; constant indices a ``gather``; run-time ones a
+``gather_elements``), GatherND (constant indices of one or more coordinates; run-time ones of
+one) and GatherElements. Registered in :data:`.ops.MAPPERS` on import."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ModelFileError
+from .fold import axis_in
+from .ops import _few, _only, maps
+
+
+@maps("Gather")
+def _gather(imp, node, attrs):
+    """Run-time indices into a constant 2-D float table: an Embedding (its indices validated
+    at entry); constant indices into a run-time value: ``gather``; run-time indices into a
+    run-time value: ``gather_elements``."""
+    _only(imp, attrs, {"axis": ...})
+    data, idx = node.input[0], node.input[1]
+    if imp.is_const(data) and imp.const(data).ndim == 2 and attrs.get("axis", 0) == 0 \
+            and imp.const(data).dtype.kind == "f":
+        table = imp.const(data)
+        imp.emit("embedding", [imp.tensor(idx),
+                               imp.add_constant(table, imp.origin.get(data, data))],
+                 [node.output[0]])
+        return
+    rank = len(imp.type_of(data).shape)
+    axis = axis_in(attrs.get("axis", 0), rank)
+    if not imp.is_const(idx):
+        _runtime_gather(imp, node, data, idx, list(imp.type_of(idx).shape), axis)
+        return
+    _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx), axis)
+
+
+def _int64_indices(imp, idx: str) -> str:
+    """The graph tensor of run-time indices ``idx``, widened to int64 (``gather_elements``'
+    index dtype) when it is not."""
+    index = imp.tensor(idx)
+    if imp.types[index].dtype != "int64":
+        [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+    return index
+
+
+def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int) -> None:
+    """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
+    computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
+    flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
+    output shape. Static shapes only; each index is checked against [0, dim) when it arrives
+    (a negative one, which ONNX counts from the end, is refused there)."""
+    shape = list(imp.type_of(data).shape)
+    if not all(type(d) is int for d in shape + where):
+        raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
+                              f"shapes (data {shape}, indices {where}) unless the data is a "
+                              f"constant 2-D float table (an Embedding)")
+    k = math.prod(where)
+    index = _int64_indices(imp, idx)
+    [index] = imp.emit("reshape", [index], [None],
+                       {"shape": [1] * axis + [k] + [1] * (len(shape) - axis - 1)},
+                       suffix="/along")
+    [index] = imp.emit("expand", [index], [None], {"shape": shape[:axis] + [k] + shape[
+        axis + 1:]}, suffix="/expand")
+    out = shape[:axis] + where + shape[axis + 1:]
+    last = len(where) == 1
+    [y] = imp.emit("gather_elements", [imp.tensor(data), index],
+                   [node.output[0] if last else None], {"axis": axis},
+                   suffix="" if last else "/gather")
+    if not last:
+        imp.emit("reshape", [y], [node.output[0]], {"shape": out})
+
+
+def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: int) -> None:
+    """``gather`` of constant ``indices`` along ``axis``: each checked against the dim (a
+    symbolic dim is refused) and a negative one counted from the end, as ONNX does."""
+    shape = imp.type_of(data).shape
+    dim = shape[axis]
+    if type(dim) is not int:
+        raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
+                              f"constant indices cannot be checked against it")
+    if indices.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+    values = indices.astype(np.int64)
+    bad = (values < -dim) | (values >= dim)
+    if bad.any():
+        raise ModelFileError(f"indices {_few(values[bad].tolist())} are outside [-{dim}, {dim}) "
+                             f"(axis {axis} of {data!r}, shape {shape})")
+    values = np.where(values < 0, values + dim, values)
+    imp.emit("gather", [imp.tensor(data), imp.add_constant(values, origin)], [node.output[0]],
+             {"axis": axis})
+
+
+@maps("GatherND")
+def _gather_nd(imp, node, attrs):
+    """GatherND of indices of one coordinate each (shape ``(..., 1)``, as torch's dynamo
+    exporter writes ``x[:, [0, 2]]`` after moving that axis first, and ``x[i]`` for a tensor
+    ``i``): a Gather on axis 0 of the indices without their last axis. Constant indices of k
+    coordinates (the dynamo exporter's adaptive_avg_pool2d to a size that does not divide the
+    input, ``x[rows, cols]``): the data's first k axes (static) flattened into one, and a
+    Gather on it of each index's flat position."""
+    _only(imp, attrs, {"batch_dims": 0})
+    data, idx = node.input[0], node.input[1]
+    if not imp.is_const(idx):
+        where = list(imp.type_of(idx).shape)
+        if not where or where[-1] != 1:
+            raise imp.unsupported(f"indices of shape {where}: only one coordinate per index (a "
+                                  f"last dim of 1) maps onto a gather")
+        _runtime_gather(imp, node, data, idx, where[:-1], 0)
+        return
+    indices = imp.const(idx, "indices")
+    if indices.ndim < 1 or indices.shape[-1] < 1:
+        raise imp.unsupported(f"indices of shape {indices.shape}: GatherND needs indices with "
+                              f"one or more coordinates in their last dim")
+    if indices.shape[-1] == 1:
+        _emit_gather(imp, node, data, indices[..., 0], imp.origin.get(idx, idx), 0)
+        return
+    flat, positions = _flat_coordinates(imp, node, data, indices)
+    try:
+        _emit_gather(imp, node, flat, positions, imp.origin.get(idx, idx), 0)
+    finally:
+        del imp.values[flat]  # a name of this node's only
+
+
+def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, np.ndarray]:
+    """GatherND's constant ``indices`` of k coordinates: ``data`` with its first k axes
+    reshaped into one (bound to a name of the node's), and each index's position along it."""
+    k, shape = indices.shape[-1], list(imp.type_of(data).shape)
+    if k > len(shape):
+        raise ModelFileError(f"indices of {k} coordinates into {data!r} of rank {len(shape)}")
+    lead, rest = shape[:k], shape[k:]
+    if not all(type(d) is int for d in lead):
+        raise imp.unsupported(f"axes 0-{k - 1} of {data!r} (shape {shape}) include a run-time "
+                              f"dim: the constant indices cannot be checked against it")
+    if sum(type(d) is not int for d in rest) > 1:
+        raise imp.unsupported(f"{data!r} (shape {shape}) has more than one run-time dim after "
+                              f"the indexed axes")
+    if indices.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+    values, dims = indices.astype(np.int64), np.array(lead, np.int64)
+    bad = (values < -dims) | (values >= dims)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ModelFileError(f"index {values[at[:-1]].tolist()} is outside shape {lead} of "
+                             f"{data!r} (coordinate {at[-1]}: {int(values[at])})")
+    flat = np.ravel_multi_index(tuple(np.moveaxis(np.where(values < 0, values + dims, values),
+                                                  -1, 0)), lead).astype(np.int64)
+    [y] = imp.emit("reshape", [imp.tensor(data)], [None],
+                   {"shape": [math.prod(lead)] + [d if type(d) is int else -1 for d in rest]},
+                   suffix="/flatten")
+    name = f"{node.output[0]}/flat"
+    while name in imp.values or name in imp.consts or name in imp.sym:  # no model's name
+        name += "_"
+    imp.alias(name, y)
+    return name, flat
+
+
+@maps("GatherElements")
+def _gather_elements(imp, node, attrs):
+    """torch.gather, take_along_dim: ``gather_elements``, whose run-time indices are checked
+    against [0, dim) as they arrive (ONNX's negative ones would be refused there); constant
+    indices are checked and made non-negative here, int32 ones widened to int64."""
+    _only(imp, attrs, {"axis": ...})
+    x, idx = node.input[:2]
+    shape = imp.type_of(x).shape
+    axis = axis_in(attrs.get("axis", 0), len(shape), "axis")
+    if imp.is_const(idx) and type(shape[axis]) is int:
+        value, dim = imp.const(idx, "indices"), shape[axis]
+        if value.dtype.kind not in "iu" or value.size and not (
+                -dim <= value.min() and value.max() < dim):
+            raise imp.unsupported(f"constant indices {_few(value.ravel().tolist())} must be "
+                                  f"integers in [-{dim}, {dim}) for axis {axis} of shape "
+                                  f"{list(shape)}")
+        index = imp.add_constant(np.where(value < 0, value + dim, value).astype(np.int64),
+                                 imp.origin.get(idx, idx))
+    else:
+        index = _int64_indices(imp, idx)
+    imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]], {"axis": axis})

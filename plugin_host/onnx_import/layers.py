@@ -1,0 +1,149 @@
+"""ONNX ops that become the layer set's ops: Conv, ConvTranspose (``conv``,
+``conv_transpose``, their pads from ``auto_pad`` or explicit), BatchNormalization
+(``batchnorm``), Gemm and MatMul (``linear`` on a constant weight, else ``matmul``).
+Registered in :data:`.ops.MAPPERS` on import."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ops import _one_output, _only, _opt, _scalar, maps
+
+
+# --- layers --------------------------------------------------------------------------------------
+
+
+def _pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dilations) -> list:
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        pads = attrs.get("pads", [0] * (2 * spatial)) if auto == "NOTSET" else [0] * 2 * spatial
+        if len(pads) != 2 * spatial:
+            raise imp.unsupported(f"pads {pads} must have {2 * spatial} entries")
+        return [[pads[i], pads[i + spatial]] for i in range(spatial)]
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise imp.unsupported(f"auto_pad={auto!r} is not supported")
+    if not len(kernel) == len(strides) == len(dilations) == spatial or min(strides) < 1:
+        raise imp.unsupported(f"auto_pad={auto} with kernel {kernel}, strides {strides} and "
+                              f"dilations {dilations}: one value >= 1 per spatial dim needed")
+    out = []
+    for i in range(spatial):
+        size = shape[2 + i]
+        if type(size) is not int:
+            raise imp.unsupported(f"auto_pad={auto} needs a static spatial size, got {shape}")
+        need = max((-(-size // strides[i]) - 1) * strides[i] + (kernel[i] - 1) * dilations[i]
+                   + 1 - size, 0)
+        small, big = need // 2, need - need // 2
+        out.append([small, big] if auto == "SAME_UPPER" else [big, small])
+    return out
+
+
+@maps("Conv")
+def _conv(imp, node, attrs):
+    _only(imp, attrs, {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
+                       "pads": ..., "strides": ...})
+    x, w = node.input[0], node.input[1]
+    shape, wshape = imp.type_of(x).shape, imp.type_of(w).shape
+    spatial = len(shape) - 2
+    if spatial < 1:
+        raise imp.unsupported(f"input {x!r} has shape {shape}; Conv needs (N, C, *spatial)")
+    kernel = attrs.get("kernel_shape", list(wshape[2:]))
+    if list(kernel) != list(wshape[2:]):
+        raise imp.unsupported(f"kernel_shape {kernel} differs from the weight's {wshape[2:]}")
+    strides = attrs.get("strides", [1] * spatial)
+    dilations = attrs.get("dilations", [1] * spatial)
+    bias = _opt(node, 2)
+    imp.emit("conv", [imp.tensor(x), imp.tensor(w), bias and imp.tensor(bias)], [node.output[0]],
+             {"stride": strides, "dilation": dilations, "groups": attrs.get("group", 1),
+              "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)})
+
+
+@maps("ConvTranspose")
+def _conv_transpose(imp, node, attrs):
+    _only(imp, attrs, {"auto_pad": "NOTSET", "dilations": ..., "group": ..., "kernel_shape": ...,
+                       "pads": ..., "strides": ..., "output_padding": ...})
+    x, w = node.input[0], node.input[1]
+    wshape = imp.type_of(w).shape
+    spatial = len(wshape) - 2
+    if list(attrs.get("kernel_shape", wshape[2:])) != list(wshape[2:]):
+        raise imp.unsupported(f"kernel_shape {attrs['kernel_shape']} differs from the weight's "
+                              f"{wshape[2:]}")
+    pads = attrs.get("pads", [0] * (2 * spatial))
+    if pads[:spatial] != pads[spatial:]:
+        raise imp.unsupported(f"asymmetric pads {pads} (conv_transpose pads both sides equally)")
+    bias = _opt(node, 2)
+    imp.emit("conv_transpose", [imp.tensor(x), imp.tensor(w), bias and imp.tensor(bias)],
+             [node.output[0]],
+             {"stride": attrs.get("strides", [1] * spatial), "padding": pads[:spatial],
+              "output_padding": attrs.get("output_padding", [0] * spatial),
+              "dilation": attrs.get("dilations", [1] * spatial), "groups": attrs.get("group", 1)})
+
+
+@maps("BatchNormalization")
+def _batchnorm(imp, node, attrs):
+    _only(imp, attrs, {"epsilon": ..., "momentum": ..., "training_mode": 0, "spatial": 1})
+    _one_output(imp, node, " (training-mode outputs)")
+    x, scale, bias, mean, var = node.input[:5]
+    # ONNX momentum weighs the old running value; torch's (the ABI's) weighs the new batch value
+    imp.emit("batchnorm", [imp.tensor(x), imp.tensor(scale), imp.tensor(bias), imp.tensor(mean),
+                           imp.tensor(var), None], [node.output[0]],
+             {"eps": attrs.get("epsilon", 1e-5),
+              "momentum": round(1.0 - attrs.get("momentum", 0.9), 7)})
+
+
+def _linear(imp, x: str, weight: np.ndarray, origin: str, bias: np.ndarray | None,
+            bias_origin: str, out: str | None) -> str:
+    w = imp.add_constant(weight, origin)
+    b = None if bias is None else imp.add_constant(bias, bias_origin)
+    return imp.emit("linear", [x, w, b], [out])[0]
+
+
+@maps("Gemm")
+def _gemm(imp, node, attrs):
+    _only(imp, attrs, {"alpha": ..., "beta": ..., "transA": ..., "transB": ...})
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    a, b, c = node.input[0], node.input[1], _opt(node, 2)
+    x = imp.tensor(a)
+    if attrs.get("transA", 0):
+        x = imp.emit("transpose", [x], [None], {"perm": [1, 0]}, suffix=".transA")[0]
+    if imp.is_const(b) and imp.const(b).dtype.kind == "f":
+        bm = imp.const(b)
+        weight = bm if attrs.get("transB", 0) else np.ascontiguousarray(bm.T)  # (N, K)
+        if alpha != 1.0:
+            weight = (weight * alpha).astype(weight.dtype)
+        n, bias, bias_origin = weight.shape[0], None, ""
+        cv = imp.consts.get(c) if c else None
+        if cv is not None and cv.shape in ((), (1,), (n,), (1, n), (1, 1)):
+            bias = (cv if beta == 1.0 and cv.shape == (n,) else
+                    np.broadcast_to(cv.reshape(-1) * np.asarray(beta, cv.dtype), (n,)).copy())
+            bias_origin, c = imp.origin.get(node.input[2], node.input[2]), None
+        y = _linear(imp, x, weight, imp.origin.get(b, b), bias, bias_origin,
+                    node.output[0] if c is None else None)
+    else:
+        w = imp.tensor(b)
+        if attrs.get("transB", 0):
+            w = imp.emit("transpose", [w], [None], {"perm": [1, 0]}, suffix=".transB")[0]
+        last = c is None and alpha == 1.0
+        y = imp.emit("matmul", [x, w], [node.output[0] if last else None])[0]
+        if alpha != 1.0:
+            k = _scalar(imp, alpha, y, f"{imp.node_name}.alpha")
+            y = imp.emit("mul", [y, k], [None if c else node.output[0]], suffix=".alpha")[0]
+    if c is None:
+        return
+    cc = imp.tensor(c)
+    if beta != 1.0:
+        cc = imp.emit("mul", [cc, _scalar(imp, beta, cc, f"{imp.node_name}.beta")], [None],
+                      suffix=".beta")[0]
+    imp.emit("add", [y, cc], [node.output[0]], suffix=".bias")
+
+
+@maps("MatMul")
+def _matmul(imp, node, attrs):
+    _only(imp, attrs, {})
+    a, b = node.input[0], node.input[1]
+    if imp.is_const(b) and imp.const(b).ndim == 2 and imp.const(b).dtype.kind == "f" \
+            and not imp.is_const(a):
+        bm = imp.const(b)
+        _linear(imp, imp.tensor(a), np.ascontiguousarray(bm.T), imp.origin.get(b, b), None, "",
+                node.output[0])
+        return
+    imp.emit("matmul", [imp.tensor(a), imp.tensor(b)], [node.output[0]])

@@ -1,0 +1,125 @@
+"""ONNX's pooling: GlobalAveragePool, GlobalMaxPool, GlobalLpPool, MaxPool (its Indices output
+too) and AveragePool over 1, 2 or 3 spatial axes. Registered in :data:`.ops.MAPPERS` on
+import."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .layers import _pads
+from .ops import _one_output, _only, _scalar, maps
+
+
+@maps("GlobalAveragePool")
+def _global_avg(imp, node, attrs):
+    _only(imp, attrs, {})
+    rank = len(imp.type_of(node.input[0]).shape)
+    imp.emit("mean", [imp.tensor(node.input[0])], [node.output[0]],
+             {"axes": list(range(2, rank)), "keepdim": True})
+
+
+@maps("GlobalMaxPool")
+def _global_max(imp, node, attrs):
+    """``amax`` over every spatial axis, keepdim. A nan in a plane gives nan, as torch and as
+    ``max_pool``; onnxruntime's kernel starts from the lowest finite float and its nan result
+    depends on vector lanes, so a plane of only -inf gives -inf here and -3.4e38 there."""
+    _only(imp, attrs, {})
+    rank = len(imp.type_of(node.input[0]).shape)
+    if rank < 3:
+        raise imp.unsupported(f"input of rank {rank}: needs (N, C, *spatial)")
+    imp.emit("amax", [imp.tensor(node.input[0])], [node.output[0]],
+             {"axes": list(range(2, rank)), "keepdim": True})
+
+
+@maps("GlobalLpPool")
+def _global_lp(imp, node, attrs):
+    """(sum |x|^p)^(1/p) over every spatial axis, keepdim, as onnxruntime's kernel: ``abs``,
+    ``pow`` by p, ``sum``, ``pow`` by 1/p (formed in float32, as there); p=1 needs no ``pow``.
+    An inf gives inf and a nan nan; a sum that overflows gives inf there too. 1, 2 or 3
+    spatial axes of a float input; p an integer >= 1."""
+    _only(imp, attrs, {"p": ...})
+    p = attrs.get("p", 2)
+    if type(p) is not int or p < 1:
+        raise imp.unsupported(f"attribute p={p!r}: only an integer p >= 1 is supported")
+    x = node.input[0]
+    t = imp.type_of(x)
+    if not 3 <= len(t.shape) <= 5:
+        raise imp.unsupported(f"input of shape {list(t.shape)}: needs (N, C, *spatial) with 1, "
+                              f"2 or 3 spatial axes")
+    if not t.dtype.startswith("float"):
+        raise imp.unsupported(f"input {x!r} of dtype {t.dtype}: needs a float tensor")
+    out = node.output[0]
+    x_t = imp.tensor(x)
+    [y] = imp.emit("abs", [x_t], [None], suffix="/abs")
+    if p > 1:
+        [y] = imp.emit("pow", [y, _scalar(imp, float(p), x_t, f"{out}.p")], [None],
+                       suffix="/pow")
+    reduce = {"axes": list(range(2, len(t.shape))), "keepdim": True}
+    [y] = imp.emit("sum", [y], [None if p > 1 else out], reduce, suffix="/sum" if p > 1 else "")
+    if p > 1:
+        root = np.float32(1) / np.float32(p)
+        imp.emit("pow", [y, _scalar(imp, float(root), x_t, f"{out}.root")], [out])
+
+
+@maps("MaxPool", "AveragePool")
+def _pool(imp, node, attrs):
+    """``max_pool`` / ``avg_pool`` over the 1, 2 or 3 spatial axes (torch's pool1d/2d/3d, and
+    adaptive pooling to a size dividing the input as the legacy exporter writes it); MaxPool's
+    Indices, where read, by :func:`_pool_indices`."""
+    _only(imp, attrs, {"auto_pad": "NOTSET", "kernel_shape": ..., "strides": ..., "pads": ...,
+                       "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
+                       "storage_order": 0})
+    indices = node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and (
+        node.output[1] in imp.consumers or node.output[1] in imp.graph_outputs)
+    if not indices:
+        _one_output(imp, node)
+    kernel = attrs["kernel_shape"]
+    spatial = len(kernel)
+    pads = _pads(imp, attrs, spatial, None, kernel, None, None)
+    common = {"kernel_size": kernel, "stride": attrs.get("strides", [1] * spatial),
+              "padding": pads, "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+    if node.op_type == "MaxPool":
+        op, extra = "max_pool", {"dilation": attrs.get("dilations", [1] * spatial)}
+    else:
+        if attrs.get("dilations", [1] * spatial) != [1] * spatial:
+            raise imp.unsupported(f"dilations {attrs['dilations']} on AveragePool")
+        op, extra = "avg_pool", {"count_include_pad": bool(attrs.get("count_include_pad", 0))}
+    if indices:
+        _pool_indices(imp, node, {**common, **extra})
+        return
+    imp.emit(op, [imp.tensor(node.input[0])], [node.output[0]], {**common, **extra})
+
+
+def _pool_indices(imp, node, attrs: dict) -> None:
+    """MaxPool with its Indices output: ``max_pool_with_indices`` gives each index within its
+    (n, c) plane; ONNX's count over the whole tensor, so (n * C + c) * plane is added: a
+    constant, or with a run-time batch the running count of the (n, c) planes (``cumsum`` of
+    ones shaped like one index per plane)."""
+    shape = list(imp.type_of(node.input[0]).shape)
+    if not all(type(d) is int for d in shape[1:]):
+        raise imp.unsupported(f"input shape {shape}: MaxPool indices need the channel and "
+                              f"spatial dims static")
+    y, index = node.output[:2]
+    [_, plane_index] = imp.emit("max_pool_with_indices", [imp.tensor(node.input[0])],
+                                [y or None, None], attrs, suffix="/plane")
+    plane, channels, ones = math.prod(shape[2:]), shape[1], [1] * (len(shape) - 2)
+    if type(shape[0]) is int:
+        offset = imp.add_constant(np.arange(shape[0] * channels, dtype=np.int64).reshape(
+            shape[:2] + ones) * plane, f"{index}.offset")
+    else:
+        first = imp.emit("slice", [plane_index], [None], {
+            "starts": [0] * len(ones), "ends": ones, "axes": list(range(2, len(shape)))},
+            suffix="/first")[0]
+        [every] = imp.emit("equal", [first, first], [None], suffix="/every")  # int64: all true
+        [count] = imp.emit("cast", [every], [None], {"dtype": "int64"}, suffix="/one")
+        [count] = imp.emit("reshape", [count], [None], {"shape": [-1]}, suffix="/flat")
+        [count] = imp.emit("cumsum", [count], [None], {"axis": 0, "exclusive": True},
+                           suffix="/count")
+        [count] = imp.emit("mul", [count, imp.add_constant(np.array(plane, np.int64),
+                                                           f"{index}.plane")], [None],
+                           suffix="/offset")
+        [offset] = imp.emit("reshape", [count], [None], {"shape": [-1, channels, *ones]},
+                            suffix="/offsets")
+    imp.emit("add", [plane_index, offset], [index])

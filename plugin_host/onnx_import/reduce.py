@@ -1,0 +1,120 @@
+"""ONNX's reductions and scans: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd,
+ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp, ArgMax, ArgMin, CumSum and TopK.
+Registered in :data:`.ops.MAPPERS` on import."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abi import dtypes
+
+from ..errors import ModelFileError
+from .fold import axis_in, int_vector, one_value
+from .ops import _flags, _only, _opt, _scalar, maps
+
+
+_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "ReduceMin": "amin",
+           "ReduceProd": "prod"}
+
+
+def _reduction(imp, node, attrs) -> tuple[str, dict]:
+    """The input tensor and the ``axes``/``keepdim`` attributes of an ONNX Reduce*: axes from
+    the input (newer opsets) or the attribute; none given: every axis."""
+    _only(imp, attrs, {"axes": ..., "keepdims": ..., "noop_with_empty_axes": 0})
+    x = node.input[0]
+    axes = _opt(node, 1)
+    axes = imp.const(axes, "axes") if axes else attrs.get("axes")
+    if axes is None or not np.size(axes):
+        axes = list(range(len(imp.type_of(x).shape)))
+    return imp.tensor(x), {"axes": int_vector(axes, "axes", scalar_ok=True),
+                           "keepdim": bool(attrs.get("keepdims", 1))}
+
+
+@maps(*_REDUCE)
+def _reduce(imp, node, attrs):
+    x, reduce = _reduction(imp, node, attrs)
+    imp.emit(_REDUCE[node.op_type], [x], [node.output[0]], reduce)
+
+
+@maps("ReduceL1", "ReduceL2", "ReduceSumSquare")
+def _reduce_norm(imp, node, attrs):
+    """sum(abs(x)), sqrt(sum(x * x)) and sum(x * x), as onnxruntime computes them (x * x is
+    inf from about 1.8e19 in float32 there too)."""
+    x, reduce = _reduction(imp, node, attrs)
+    if node.op_type == "ReduceL1":
+        [y] = imp.emit("abs", [x], [None], suffix="/abs")
+    else:
+        [y] = imp.emit("mul", [x, x], [None], suffix="/square")
+    if node.op_type != "ReduceL2":
+        imp.emit("sum", [y], [node.output[0]], reduce)
+        return
+    [y] = imp.emit("sum", [y], [None], reduce, suffix="/sum")
+    imp.emit("sqrt", [y], [node.output[0]])
+
+
+@maps("ReduceLogSumExp")
+def _reduce_log_sum_exp(imp, node, attrs):
+    """m + log(sum(exp(x - m))), m the max over the axes or 0 where that is infinite (as
+    torch.logsumexp and onnxruntime: -inf when all are -inf, inf when one is inf)."""
+    x, reduce = _reduction(imp, node, attrs)
+    dtype = imp.types[x].dtype
+    if not dtype.startswith("float"):
+        raise imp.unsupported(f"input of dtype {dtype}: needs a float tensor")
+
+    def step(op, inputs, name, attrs=None):
+        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
+
+    m = step("amax", [x], "max", {**reduce, "keepdim": True})
+    big = _scalar(imp, float(np.finfo(dtypes.to_numpy(dtype)).max), x, f"{imp.node_name}.max")
+    infinite = step("greater", [step("abs", [m], "abs"), big], "infinite")
+    m = step("where", [infinite, _scalar(imp, 0.0, x, f"{imp.node_name}.zero"), m], "shift")
+    s = step("sum", [step("exp", [step("sub", [x, m], "sub")], "exp")], "sum", reduce)
+    if not reduce["keepdim"]:  # m's reduced axes are of size 1: their max drops them
+        m = step("amax", [m], "squeeze", reduce)
+    imp.emit("add", [step("log", [s], "log"), m], [node.output[0]])
+
+
+_ARG = {"ArgMax": "argmax", "ArgMin": "argmin"}
+
+
+@maps(*_ARG)
+def _arg(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "keepdims": ..., "select_last_index": 0})
+    imp.emit(_ARG[node.op_type], [imp.tensor(node.input[0])], [node.output[0]],
+             {"axis": attrs.get("axis", 0), "keepdim": bool(attrs.get("keepdims", 1))})
+
+
+@maps("CumSum")
+def _cumsum(imp, node, attrs):
+    """torch.cumsum; the axis input must be a constant."""
+    _only(imp, attrs, {"exclusive": ..., "reverse": ...})
+    flags = _flags(imp, attrs, {"exclusive": 0, "reverse": 0})
+    x = node.input[0]
+    axis = one_value(imp.const(node.input[1], "axis"), "axis").item()
+    axis_in(axis, len(imp.type_of(x).shape))
+    imp.emit("cumsum", [imp.tensor(x)], [node.output[0]], {"axis": axis, **flags})
+
+
+@maps("TopK")
+def _topk(imp, node, attrs):
+    """torch.topk: values and int64 indices; k must be a constant. sorted=0 leaves the order
+    open in ONNX: the sorted one is taken where the order cannot reach a graph output as it is
+    (onnxruntime's differs, so the build's comparison refuses a model whose outputs depend on
+    that order further down)."""
+    _only(imp, attrs, {"axis": ..., "largest": ..., "sorted": ...})
+    flags = _flags(imp, attrs, {"largest": 1, "sorted": 1})
+    direct = [o for o in node.output if o in imp.graph_outputs]
+    if not flags["sorted"] and direct:
+        raise imp.unsupported(f"sorted=0 with {direct} graph output(s): the order of an "
+                              f"unsorted result is onnxruntime's own (only the sorted one is "
+                              f"computed)")
+    x = node.input[0]
+    k = one_value(imp.const(node.input[1], "k"), "k").item()
+    if type(k) is not int or k < 0:
+        raise ModelFileError(f"k must be an integer >= 0, got {k!r}")
+    if k == 0:
+        raise imp.unsupported("k=0 (an empty result) is not supported")
+    axis = attrs.get("axis", -1)
+    axis_in(axis, len(imp.type_of(x).shape))
+    imp.emit("topk", [imp.tensor(x)], [o or None for o in node.output],
+             {"k": k, "axis": axis, "largest": flags["largest"]})

@@ -1,0 +1,237 @@
+"""ONNX's shape plumbing: Concat, Reshape, Flatten, Squeeze / Unsqueeze, Expand, Tile,
+Transpose, ConstantOfShape, Slice, Split, and Pad (constant, reflect, edge, and wrap as slices
+and concats). Registered in :data:`.ops.MAPPERS` on import."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelFileError
+from . import symbolic
+from .fold import (axis_in, flatten_axis, int_vector, one_value, onnx_slice, reshape_target,
+                   split_sizes)
+from .ops import _few, _only, _opt, maps
+
+
+# --- shape plumbing ------------------------------------------------------------------------------
+
+
+@maps("Concat")
+def _concat(imp, node, attrs):
+    _only(imp, attrs, {"axis": ...})
+    imp.emit("concat", [imp.tensor(t) for t in node.input], [node.output[0]],
+             {"axis": attrs["axis"]})
+
+
+def _reshape_to(imp, node, x: str, shape: list) -> None:
+    symbolic = [d for d in shape if type(d) is not int]
+    if len(symbolic) > 1 or (symbolic and -1 in shape):
+        raise imp.unsupported(f"output shape {shape} has more than one run-time dim")
+    imp.emit("reshape", [imp.tensor(x)], [node.output[0]],
+             {"shape": [-1 if type(d) is not int else d for d in shape]})
+
+
+@maps("Reshape")
+def _reshape(imp, node, attrs):
+    _only(imp, attrs, {"allowzero": ...})
+    x = node.input[0]
+    in_shape = imp.type_of(x).shape
+    target = reshape_target(imp.shape_value(node.input[1], "shape"), in_shape,
+                            attrs.get("allowzero", 0))
+    if any(type(d) is not int for d in target):  # computed from a run-time shape
+        written = symbolic.reshape_target(target, in_shape)
+        if written is None:
+            raise imp.unsupported(f"target shape {target} from input shape {in_shape} has more "
+                                  f"than one run-time dim")
+        target = written
+    _reshape_to(imp, node, x, target)
+
+
+@maps("Flatten")
+def _flatten(imp, node, attrs):
+    _only(imp, attrs, {"axis": ...})
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    axis = flatten_axis(attrs.get("axis", 1), len(shape))
+    if axis == 1:
+        imp.emit("flatten", [imp.tensor(x)], [node.output[0]], {"start_dim": 1, "end_dim": -1})
+        return
+    s = imp.static_shape(x)
+    _reshape_to(imp, node, x, [int(np.prod(s[:axis])), int(np.prod(s[axis:]))])
+
+
+@maps("Unsqueeze", "Squeeze")
+def _squeeze(imp, node, attrs):
+    _only(imp, attrs, {"axes": ...})
+    x = node.input[0]
+    shape = list(imp.type_of(x).shape)
+    axes = _opt(node, 1)
+    axes = imp.const(axes, "axes") if axes else attrs.get("axes")
+    axes = None if axes is None else int_vector(axes, "axes", scalar_ok=True)
+    if node.op_type == "Unsqueeze":
+        if axes is None:
+            raise imp.unsupported("Unsqueeze without axes")
+        rank = len(shape) + len(axes)
+        for a in sorted(axis_in(v, rank, "axes") for v in axes):
+            shape.insert(a, 1)
+    else:
+        drop = ({i for i, d in enumerate(shape) if d == 1} if axes is None
+                else {axis_in(v, len(shape), "axes") for v in axes})
+        if any(shape[i] != 1 for i in drop):
+            raise imp.unsupported(f"squeezing axes {sorted(drop)} of shape {shape} (not size 1)")
+        shape = [d for i, d in enumerate(shape) if i not in drop]
+    _reshape_to(imp, node, x, shape)
+
+
+@maps("Expand")
+def _expand(imp, node, attrs):
+    """Constant shape; all ones of at most x's rank change nothing (the legacy exporter's
+    ``repeat`` writes one) and alias x."""
+    _only(imp, attrs, {})
+    x = node.input[0]
+    shape = int_vector(imp.const(node.input[1], "shape"), "shape")
+    imp.check_size("its Expand output", shape)  # before the shape rule multiplies it out
+    if set(shape) <= {1} and len(shape) <= len(imp.type_of(x).shape):
+        imp.alias(node.output[0], imp.tensor(x))
+        return
+    imp.emit("expand", [imp.tensor(x)], [node.output[0]], {"shape": shape})
+
+
+@maps("Tile")
+def _tile(imp, node, attrs):
+    _only(imp, attrs, {})
+    x = node.input[0]
+    repeats = int_vector(imp.const(node.input[1], "repeats"), "repeats")
+    shape = imp.type_of(x).shape
+    imp.check_size("its Tile output", [r * d if type(d) is int else r
+                                       for r, d in zip(repeats, shape)])
+    if set(repeats) <= {1} and len(repeats) == len(shape):
+        imp.alias(node.output[0], imp.tensor(x))
+        return
+    imp.emit("tile", [imp.tensor(x)], [node.output[0]], {"repeats": repeats})
+
+
+@maps("Transpose")
+def _transpose(imp, node, attrs):
+    _only(imp, attrs, {"perm": ...})
+    rank = len(imp.type_of(node.input[0]).shape)
+    imp.emit("transpose", [imp.tensor(node.input[0])], [node.output[0]],
+             {"perm": attrs.get("perm", list(range(rank))[::-1])})
+
+
+@maps("ConstantOfShape")
+def _constant_of_shape(imp, node, attrs):
+    """A shape holding run-time dims (``torch.zeros(x.size(0), 3)`` under a dynamic batch; a
+    constant shape was folded): ``where(mask, c, c)``, c the value over the fixed dims, and the
+    mask a bool tensor that carries each run-time dim, read back from the tensor its Shape was
+    taken of (``equal`` of a one-element-wide slice of it with itself)."""
+    _only(imp, attrs, {"value": ...})
+    dims = imp.shape_value(node.input[0], "shape")
+    value = one_value(attrs.get("value", np.zeros(1, np.float32)), "value")
+    if any(type(d) is int and d < 0 for d in dims):
+        raise ModelFileError(f"shape {dims} has a negative dim")
+    fixed = [d if type(d) is int else 1 for d in dims]
+    imp.check_size("its output", fixed)
+    mask = None
+    for axis, d in enumerate(dims):
+        if type(d) is int:
+            continue
+        if d not in imp.dim_source:
+            raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is not a dim of a tensor "
+                                  f"whose Shape the model takes")
+        source, at = imp.dim_source[d]
+        rank = len(imp.types[source].shape)
+        y = source
+        if rank > 1:
+            others = [a for a in range(rank) if a != at]
+            y = imp.emit("slice", [y], [None], {"starts": [0] * len(others),
+                                                "ends": [1] * len(others), "axes": others},
+                         suffix=f".{axis}.slice")[0]
+        y = imp.emit("reshape", [y], [None], {"shape": [1] * axis + [-1] + [1] * (
+            len(dims) - axis - 1)}, suffix=f".{axis}.dim")[0]
+        y = imp.emit("equal", [y, y], [None], suffix=f".{axis}.mask")[0]
+        mask = y if mask is None else imp.emit("or", [mask, y], [None],
+                                                suffix=f".{axis}.masks")[0]
+    if mask is None:  # not reached: a fixed shape is folded
+        raise imp.unsupported(f"shape {dims} is fixed but was not folded")
+    c = imp.add_constant(np.full(fixed, value, value.dtype), f"{imp.node_name}.value")
+    imp.emit("where", [mask, c, c], [node.output[0]])
+
+
+@maps("Slice")
+def _slice(imp, node, attrs):
+    _only(imp, attrs, {})
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    starts, ends = imp.const(node.input[1], "starts"), imp.const(node.input[2], "ends")
+    axes = imp.const(_opt(node, 3), "axes") if _opt(node, 3) else None
+    steps = imp.const(_opt(node, 4), "steps") if _opt(node, 4) else None
+    sliced = onnx_slice([d if type(d) is int else 2 ** 62 for d in shape], starts, ends, axes,
+                        steps)
+    imp.emit("slice", [imp.tensor(x)], [node.output[0]],
+             {"starts": [s for _, s, _, _ in sliced], "ends": [e for _, _, e, _ in sliced],
+              "axes": [a for a, _, _, _ in sliced], "steps": [st for _, _, _, st in sliced]})
+
+
+@maps("Split")
+def _split(imp, node, attrs):
+    _only(imp, attrs, {"axis": ..., "num_outputs": ...})
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    axis = axis_in(attrs.get("axis", 0), len(shape))
+    given = imp.const(_opt(node, 1), "split") if _opt(node, 1) else None
+    if given is None and type(shape[axis]) is not int:
+        raise imp.unsupported(f"splitting a run-time dim of {shape} without sizes")
+    sizes = split_sizes(shape[axis], given, attrs.get("num_outputs"), len(node.output))
+    imp.emit("split", [imp.tensor(x)], list(node.output), {"axis": axis, "sizes": sizes})
+
+
+@maps("Pad")
+def _pad(imp, node, attrs):
+    _only(imp, attrs, {"mode": ...})
+    mode = attrs.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge, wrap)")
+    x = node.input[0]
+    rank = len(imp.type_of(x).shape)
+    pads = int_vector(imp.const(node.input[1], "pads"), "pads")
+    value = _opt(node, 2)
+    value = 0.0 if value is None else float(one_value(imp.const(value, "constant_value"),
+                                                      "constant_value"))
+    axes = _opt(node, 3)
+    axes = (list(range(rank)) if axes is None else
+            [axis_in(a, rank, "axes") for a in int_vector(imp.const(axes, "axes"), "axes")])
+    if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):
+        raise imp.unsupported(f"pads {_few(pads)} must be {2 * len(axes)} values >= 0 (cropping "
+                              f"by negative pads is not supported)")
+    pairs = [[0, 0] for _ in range(rank)]
+    for i, a in enumerate(axes):
+        pairs[a] = [pads[i], pads[i + len(axes)]]
+    if mode == "wrap":
+        _wrap(imp, node, pairs)
+        return
+    imp.emit("pad", [imp.tensor(x)], [node.output[0]],
+             {"pads": pairs, "mode": mode, "value": value})
+
+
+def _wrap(imp, node, pairs: list) -> None:
+    """Pad's wrap mode (torch's circular padding), axis by axis: the last ``before`` and the
+    first ``after`` entries of the axis concatenated around it; each pad at most the dim."""
+    x = node.input[0]
+    shape = imp.type_of(x).shape
+    y = imp.tensor(x)
+    padded = [a for a, (before, after) in enumerate(pairs) if before or after]
+    if not padded:
+        imp.emit("identity", [y], [node.output[0]])
+    for a in padded:
+        (before, after), d = pairs[a], shape[a]
+        if type(d) is not int or max(before, after) > d:
+            raise imp.unsupported(f"wrap pads {pairs[a]} on axis {a} of input shape "
+                                  f"{list(shape)}: each must be at most the dim, a static one")
+        parts = [imp.emit("slice", [y], [None], {"starts": [start], "ends": [end], "axes": [a]},
+                          suffix=f"/{a}.{side}")[0]
+                 for start, end, side, n in ((d - before, d, "before", before),
+                                             (0, after, "after", after)) if n]
+        parts.insert(1 if before else 0, y)
+        [y] = imp.emit("concat", parts, [node.output[0] if a == padded[-1] else None],
+                       {"axis": a}, suffix="" if a == padded[-1] else f"/{a}")
