@@ -1207,7 +1207,8 @@ def _wrap(imp, node, pairs: list) -> None:
 # ScatterElements), the normalizations other exporters write (LRN, LpNormalization,
 # MeanVarianceNormalization), the quantized models' ops, the activations beyond the ones
 # here (Softsign, ThresholdedRelu, Shrink, Hardmax) and the spectral ops (window functions,
-# DFT, STFT; Compress) live in modules of their own, which register them here
+# DFT, STFT; Compress) and the bit operations (BitwiseAnd/Or/Xor/Not, BitShift, the logical Xor)
+# live in modules of their own, which register them here
 importlib.import_module(".recurrent", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".masks", __package__)
@@ -1217,4 +1218,5 @@ importlib.import_module(".quantize", __package__)  # QDQ models: fake quantizati
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
 importlib.import_module(".activations", __package__)
 importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
+importlib.import_module(".bitwise", __package__)  # Bitwise*, BitShift, Xor
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
