@@ -83,12 +83,27 @@ def _mod(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [y]
 
 
-def _int_div(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+def _int_binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    """int_div and the bitwise ops: a and b of one integer dtype (the output's), broadcast."""
     a, b = inputs
     need_int(op.name, "a", a)
     need_int(op.name, "b", b)
     need_same_dtype(op.name, [("a", a), ("b", b)])
     return [TensorType(_broadcast_shapes(op.name, a.shape, b.shape), a.dtype)]
+
+
+def _int_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    need_int(op.name, "x", inputs[0])
+    return [inputs[0]]
+
+
+def _bit_shift(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    for name, t in zip(("a", "b"), inputs):
+        if not t.dtype.startswith("uint"):
+            raise DTypeError(f"{op.name}: {name} must be an unsigned integer tensor (uint8, "
+                             f"uint16, uint32, uint64), got {t.dtype}", where=op.name,
+                             expected="unsigned integer", got=t.dtype)
+    return _int_binary(op, inputs, attrs)
 
 
 def _compare(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -611,11 +626,26 @@ Element-wise remainder of a / b with numpy broadcasting, one numeric dtype (the 
 ONNX Mod. fmod=True is C's fmod, the sign of a (torch.fmod); fmod=False the floor modulus,
 the sign of b (Python's %, torch.remainder), for integers only. An integer b of 0 is refused
 at run time (DomainError; onnxruntime refuses it too); a float one gives nan, as IEEE."""),
-    OpDef("int_div", 1, ("a", "b"), ("y",), {}, _int_div, doc="""\
+    OpDef("int_div", 1, ("a", "b"), ("y",), {}, _int_binary, doc="""\
 Element-wise a / b of integers truncated toward zero, with numpy broadcasting; one integer dtype
 (the output's), as ONNX Div on integers and C (torch.div with rounding_mode='trunc'; torch's //
 floors, which its exporters write as this and a correction). A b of 0, and the one quotient
 that overflows (the dtype's minimum / -1), are refused at run time (DomainError)."""),
+    *(OpDef(f"bitwise_{name}", 1, ("a", "b"), ("y",), {}, _int_binary, doc=f"""\
+Element-wise bitwise {name} of a and b (a {symbol} b) with numpy broadcasting; one integer dtype,
+signed or unsigned (the output's), as ONNX Bitwise{name.capitalize()} and torch's {symbol} on
+integer tensors (two's complement for the signed ones).""") for name, symbol in (
+        ("and", "&"), ("or", "|"), ("xor", "^"))),
+    _unary("bitwise_not", _int_unary, """\
+Element-wise bitwise complement ~x of an integer x (signed: -x - 1; unsigned: the maximum -
+x), as ONNX BitwiseNot and torch's ~ on integer tensors."""),
+    OpDef("bit_shift", 1, ("a", "b"), ("y",), {"direction": AttrSpec("enum:left|right")},
+          _bit_shift, doc="""\
+Element-wise a << b (direction='left') or a >> b ('right') with numpy broadcasting; a and b one
+UNSIGNED integer dtype (the output's), as ONNX BitShift (a signed shift is not an op: torch's
+arithmetic >> of a signed tensor is written by its exporter from this and a sign mask). Bits
+shifted out are lost; a shift b >= the bit width of the dtype gives 0, as onnxruntime and
+torch.bitwise_left_shift / bitwise_right_shift (C leaves it undefined)."""),
     OpDef("max", 1, ("a", "b"), ("y",), {}, _binary, doc="""\
 Element-wise maximum of a and b with numpy broadcasting; one numeric dtype (nan wins, as
 numpy.maximum, ONNX Max and torch.maximum)."""),

@@ -17,7 +17,8 @@ normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activat
 :mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's
 integer ops), :mod:`.einsum` (Einsum as transpose, reshape and matmul), :mod:`.signal` (Compress
 of a constant condition, the window functions as constants, DFT and STFT as matmul by constant
-cos and sin matrices),
+cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot and
+BitShift as the bitwise glue ops, the logical Xor as ``not(equal)``),
 :mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.upgrade` (models of opsets 7 to
 12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float16`
 (float16 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at build),

@@ -357,16 +357,21 @@ _OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
              "ReduceProd": (1,)}
 
 
-def register(op: str, folder: Folder, optional: tuple[int, ...] = ()) -> None:
+#: Ops whose result has the broadcast shape of their inputs: capped before they run.
+_BROADCASTING = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less", "Greater", "Where",
+                 "Max", "Min", "Sum", "Mean"}
+
+
+def register(op: str, folder: Folder, optional: tuple[int, ...] = (), *,
+             broadcasting: bool = False) -> None:
     """Fold ``op`` with ``folder`` (a module of its own mappings registers here); ``optional``
-    are the input positions that may be empty."""
+    are the input positions that may be empty; ``broadcasting``: the result has the broadcast
+    shape of the inputs, which is checked against the cap before the folder runs."""
     FOLDERS[op] = folder
     if optional:
         _OPTIONAL[op] = optional
-
-
-_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less",
-                           "Greater", "Where", "Max", "Min", "Sum", "Mean"})
+    if broadcasting:
+        _BROADCASTING.add(op)
 
 
 def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> list[np.ndarray]:

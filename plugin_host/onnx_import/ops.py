@@ -395,8 +395,9 @@ def _widened_for_a_test(imp, node, dtype: str, to: str) -> bool:
 # pooling ops; then LSTM, GRU and RNN (unrolled over time), the spatial resampling ops (Resize,
 # DepthToSpace, SpaceToDepth, GridSample), the masks (Trilu, OneHot, EyeLike), the scatters
 # (ScatterND, ScatterElements), the quantized models' ops, the activations beyond the ones here
-# (Softsign, ThresholdedRelu, Shrink, Hardmax) and the spectral ops (window functions, DFT,
-# STFT; Compress): each module registers its mappers here
+# (Softsign, ThresholdedRelu, Shrink, Hardmax), the spectral ops (window functions, DFT,
+# STFT; Compress) and the bit operations (BitwiseAnd/Or/Xor/Not, BitShift, the logical Xor):
+# each module registers its mappers here
 importlib.import_module(".layers", __package__)
 importlib.import_module(".gather", __package__)
 importlib.import_module(".norms", __package__)
@@ -411,4 +412,5 @@ importlib.import_module(".quantize", __package__)  # QDQ models: fake quantizati
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
 importlib.import_module(".activations", __package__)
 importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
+importlib.import_module(".bitwise", __package__)  # Bitwise*, BitShift, Xor
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

@@ -43,6 +43,8 @@ for _op, _fn in {
     "sin": glue.sin, "cos": glue.cos, "sign": np.sign, "log_softmax": glue.log_softmax,
     "argmin": glue.argmin, "prod": glue.prod, "mod": glue.mod,
     "int_div": glue.int_div,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor, "bitwise_not": np.invert, "bit_shift": glue.bit_shift,
     "tan": glue.tan, "atan": glue.atan, "asin": glue.asin, "acos": glue.acos,
     "sinh": glue.sinh, "cosh": glue.cosh, "asinh": glue.asinh, "acosh": glue.acosh,
     "atanh": glue.atanh, "isnan": np.isnan, "isinf": glue.isinf,

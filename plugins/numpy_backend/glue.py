@@ -192,6 +192,14 @@ def int_div(a, b):
     return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
 
 
+def bit_shift(a, b, *, direction):
+    """a << b or a >> b of unsigned integers; a shift by the bit width or more gives 0 (numpy's
+    shifts do too, but that is not written down: the mask makes it so)."""
+    shift = np.left_shift if direction == "left" else np.right_shift
+    inside = b < a.dtype.itemsize * 8
+    return np.where(inside, shift(a, np.where(inside, b, 0)), np.zeros((), a.dtype))
+
+
 @_ieee
 def matmul(a, b):
     return np.matmul(a, b)

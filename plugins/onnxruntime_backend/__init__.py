@@ -34,8 +34,10 @@ if _MISSING is None:
 
 NAME = "onnxruntime"
 
-#: The ABI dtypes this backend computes in: float32 compute, integer indices and shape data.
-DTYPES = frozenset({"float32", "int64", "int32", "uint8", "bool"})
+#: The ABI dtypes this backend computes in: float32 compute, integer indices and shape data;
+#: uint64 for the bit patterns an exported arithmetic >> of int64 shifts (ONNX BitShift takes
+#: unsigned integers only).
+DTYPES = frozenset({"float32", "int64", "int32", "uint8", "uint64", "bool"})
 
 
 def _require_runtime() -> None:

@@ -939,3 +939,76 @@ def test_topk_k_above_a_run_time_dim_is_a_shape_error():
     assert ex.run({"x": np.ones((2, 3), np.float32)})["i"].tolist() == [[0, 1, 2]] * 2
     with pytest.raises(ShapeError, match=r"topk: k=3 is larger than axis -1 of x shape \(2, 2\)"):
         ex.run({"x": np.ones((2, 2), np.float32)})
+
+
+def _extremes(dtype, n=30):
+    """Random integers of ``dtype`` with its minimum, maximum, 0, 1 and -1 (or max - 1)."""
+    info = np.iinfo(dtype)
+    edges = [info.min, info.max, 0, 1, info.max - 1, info.min + 1] + ([-1] if info.min else [])
+    wide = RNG.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+    return np.concatenate([np.array(edges, dtype), wide])
+
+
+def _onnxruntime_op(op_type, arrays, **attrs):
+    """One ONNX node run by onnxruntime: the reference where torch lacks the dtype."""
+    import onnxruntime as ort
+    from onnx import helper
+
+    names = [f"x{i}" for i in range(len(arrays))]
+    elem = helper.np_dtype_to_tensor_dtype(arrays[0].dtype)  # the output's too
+    info = [helper.make_tensor_value_info(n, elem, a.shape) for n, a in zip(names, arrays)]
+    graph = helper.make_graph([helper.make_node(op_type, names, ["y"], **attrs)], "g", info,
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, dict(zip(names, arrays)))[0]
+
+
+_INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", _INT_DTYPES)
+def test_bitwise_ops_match_torch_at_the_dtype_extremes(dtype):
+    a = _extremes(dtype)
+    b = _extremes(dtype)[::-1].copy()
+    for op, ref in (("bitwise_and", torch.bitwise_and), ("bitwise_or", torch.bitwise_or),
+                    ("bitwise_xor", torch.bitwise_xor)):
+        (y,) = run_op(op, [a, b])
+        assert y.dtype == dtype
+        np.testing.assert_array_equal(y, ref(t(a), t(b)).numpy(), err_msg=op)
+        (y,) = run_op(op, [a.reshape(-1, 1), b[:5]])  # broadcast
+        np.testing.assert_array_equal(y, ref(t(a.reshape(-1, 1)), t(b[:5])).numpy(), err_msg=op)
+    (y,) = run_op("bitwise_not", [a])
+    assert y.dtype == dtype
+    if dtype in (np.uint16, np.uint32, np.uint64):  # torch has no ~ of these
+        np.testing.assert_array_equal(y, _onnxruntime_op("BitwiseNot", [a]))
+    else:
+        np.testing.assert_array_equal(y, torch.bitwise_not(t(a)).numpy())
+
+
+def test_bit_shift_of_uint8_matches_torch_for_every_value_and_shift():
+    a = np.repeat(np.arange(256, dtype=np.uint8), 256)
+    b = np.tile(np.arange(256, dtype=np.uint8), 256)
+    for direction, ref in (("left", torch.bitwise_left_shift),
+                           ("right", torch.bitwise_right_shift)):
+        (y,) = run_op("bit_shift", [a, b], direction=direction)
+        assert y.dtype == np.uint8
+        np.testing.assert_array_equal(y, ref(t(a), t(b)).numpy(), err_msg=direction)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("direction", ["left", "right"])
+def test_bit_shift_matches_onnxruntime_at_and_beyond_the_bit_width(dtype, direction):
+    width = np.iinfo(dtype).bits
+    a = _extremes(dtype, 10)
+    shifts = np.array([0, 1, width - 1, width, width + 1, 2 * width, np.iinfo(dtype).max],
+                      dtype)
+    aa, bb = a.reshape(-1, 1), shifts
+    (y,) = run_op("bit_shift", [aa, bb], direction=direction)
+    want = _onnxruntime_op("BitShift", [np.broadcast_to(aa, (len(a), len(shifts))).copy(),
+                                        np.broadcast_to(bb, (len(a), len(shifts))).copy()],
+                           direction=direction.upper())
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, want)
+    assert not y[:, 3:].any()  # a shift by the width or more gives 0

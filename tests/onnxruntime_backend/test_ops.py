@@ -116,6 +116,31 @@ def binary(op, a_shape, b_shape, dtype="float32"):
     return b.build(), feed
 
 
+def _int_extremes(dtype, n=24):
+    """Integers of ``dtype``: its minimum, maximum, 0, 1, max - 1, min + 1, then random ones."""
+    info = np.iinfo(dtype)
+    edges = np.array([info.min, info.max, 0, 1, info.max - 1, info.min + 1], dtype)
+    return np.concatenate([edges, RNG.integers(info.min, info.max, n - 6, dtype, True)])
+
+
+def bits(op, dtype, **attrs):
+    """``op`` over a (n, 1) and b (1, m) of one integer dtype at its extremes; a shift's b
+    holds 0, 1, width - 1, width, width + 1 and the dtype's maximum."""
+    b = GraphBuilder(op)
+    x = b.input("a", (24, 1), dtype, "ANY")
+    inputs = [x]
+    width = np.iinfo(dtype).bits
+    other = (np.array([0, 1, width - 1, width, width + 1, np.iinfo(dtype).max], dtype)
+             if op == "bit_shift" else _int_extremes(dtype, 8))
+    if op != "bitwise_not":
+        inputs.append(b.input("b", (1, len(other)), dtype, "ANY"))
+    b.output(b.op(op, *inputs, name="node", **attrs), "y", "ANY")
+    feed = {"a": _int_extremes(dtype).reshape(24, 1)}
+    if len(inputs) == 2:
+        feed["b"] = other.reshape(1, -1)
+    return b.build(), feed
+
+
 def not_where():
     """where(not(a > b), a, b): a bool tensor inside the graph, through both ops."""
     b = GraphBuilder("not_where")
@@ -264,6 +289,12 @@ CASES = {
     "int_div_int32": lambda: single("int_div", (2, 4), np.array([-2, 3, 7, -1], np.int32),
                                     in_dtype="int32", feed={"x": np.array(
                                         [[7, -7, -2**31, 2**31 - 1], [0, 4, -9, 2]], np.int32)}),
+    "bitwise_and": lambda: bits("bitwise_and", "int64"),
+    "bitwise_or": lambda: bits("bitwise_or", "uint8"),
+    "bitwise_xor": lambda: bits("bitwise_xor", "int32"),
+    "bitwise_not": lambda: bits("bitwise_not", "int32"),
+    "bit_shift_left": lambda: bits("bit_shift", "uint8", direction="left"),
+    "bit_shift_right": lambda: bits("bit_shift", "uint64", direction="right"),
     "gather_elements": lambda: single("gather_elements", (3, 4), np.array(
         [[3, 0, 3], [1, 1, 2]]), axis=1),
     "gather_elements_int64": lambda: single("gather_elements", (3, 4, 2), np.array(
@@ -423,6 +454,23 @@ def test_int_div_by_zero_or_overflowing_is_refused_not_a_crash(divisor, message)
     feed["x"][1] = 6
     if divisor:
         assert ex.run(feed)["y0"].tolist() == [5, -6, 3]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "uint64"])
+def test_bitwise_ops_give_the_numpy_backend_bits_in_every_integer_dtype(dtype):
+    """Exact, at the extremes of each integer dtype the backend takes (the tolerance of
+    assert_same is for floats); a shift by the bit width or more gives 0 on both."""
+    cases = [bits(op, dtype) for op in ("bitwise_and", "bitwise_or", "bitwise_xor",
+                                        "bitwise_not")]
+    if dtype.startswith("uint"):
+        cases += [bits("bit_shift", dtype, direction=d) for d in ("left", "right")]
+    for graph, feed in cases:
+        want = Executor(graph, NumpyBackend()).run(dict(feed))["y"]
+        got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+        assert got.dtype == want.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, want, err_msg=graph.nodes[0].op)
+        if graph.nodes[0].op == "bit_shift":
+            assert not got[:, 3:].any()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
