@@ -232,7 +232,7 @@ class _Body:
         imp.inline(g.node, mappers, index)
         names = [v.name for v in g.output]
         for name in names:
-            if name not in imp.consts and name not in imp.sym and name not in imp.values:
+            if not any(name in d for d in (imp.consts, imp.sym, imp.values, imp.seqs)):
                 raise ModelFileError(f"body output {name!r} of iteration {k} is never computed")
         return names
 
@@ -264,6 +264,11 @@ def unroll(imp, node, mappers, index: int) -> None:
         names = copies.iteration(k, cond_in, carried, mappers, index)
         cond_in, carried = names[0], names[1:1 + n]
         for parts, name in zip(scans, names[1 + n:]):
+            if name in imp.seqs:
+                from .sequence import ONLY_HERE
+
+                raise imp.unsupported(f"scan output {name!r} of iteration {k} is a sequence; "
+                                      f"{ONLY_HERE}")
             parts.append(name)
         k += 1
         if limit is None or k < limit:  # onnxruntime reads it whether or not cond is given

@@ -411,4 +411,5 @@ importlib.import_module(".quantize", __package__)  # QDQ models: fake quantizati
 importlib.import_module(".dynamic", __package__)  # quantize_dynamic's integer ops
 importlib.import_module(".activations", __package__)
 importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
+importlib.import_module(".sequence", __package__)  # sequences known at import, as lists
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own
