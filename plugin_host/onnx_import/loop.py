@@ -10,8 +10,9 @@ in nested subgraphs too) to ``<loop>.i<k>/<name>`` (a nested Loop's prefix befor
 one's: ``inner.i0/outer.i1/x``); names of the outer scope stay. Iteration k's number is a
 constant int64, its condition a constant bool (of rank 1 where the body declares so, as
 onnxruntime feeds them), its carried values the previous iteration's (constants stay
-constants, so shape arithmetic folds). The Loop's outputs are the last carried values and
-each scan output stacked on a new axis 0 (Unsqueeze and Concat, folded when constant).
+constants, so shape arithmetic folds; a sequence stays a list, :mod:`.sequence`). The
+Loop's outputs are the last carried values and each scan output stacked on a new axis 0
+(Unsqueeze and Concat, folded when constant).
 
 The loop stops as onnxruntime runs it: after M iterations (M absent: no bound), or once the
 condition is false: the ``cond`` input before the first, then each iteration's condition

@@ -19,20 +19,10 @@ from plugin_host.onnx_import import onnx_to_graph
 
 from .conftest import (assert_refused, check_against_onnxruntime, export, import_and_load, onnx,
                        torch)
+from .test_loop import SHAPE, _const, _feeds, _ops, _save, _vi
 
 helper, TP = onnx.helper, onnx.TensorProto
-RNG = np.random.default_rng(5)
-SHAPE = (3, 4)
 ONLY_HERE = "a sequence is supported only within the import"
-
-
-def _const(name: str, value) -> onnx.NodeProto:
-    return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(
-        np.asarray(value), name))
-
-
-def _vi(name: str, dtype=TP.FLOAT, shape=SHAPE):
-    return helper.make_tensor_value_info(name, dtype, None if shape is None else list(shape))
 
 
 def _dims(name: str, rank: int = 2):
@@ -42,26 +32,6 @@ def _dims(name: str, rank: int = 2):
 
 def _seq_vi(name: str, dtype=TP.FLOAT):
     return helper.make_tensor_sequence_value_info(name, dtype, None)
-
-
-def _save(tmp_path, nodes, outputs, *, name="m", check=True, inputs=None):
-    graph = helper.make_graph(nodes, "g", inputs or [_vi("x")], outputs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    if check:
-        onnx.checker.check_model(model, full_check=True)
-    path = tmp_path / f"{name}.onnx"
-    path.write_bytes(model.SerializeToString())
-    return path
-
-
-def _feeds():
-    feeds = [{"x": RNG.standard_normal(SHAPE).astype(np.float32)} for _ in range(2)]
-    feeds[1]["x"].reshape(-1)[:3] = [np.inf, np.nan, -0.0]
-    return feeds
-
-
-def _ops(loaded) -> list[str]:
-    return [n.op for n in loaded.graph.nodes]
 
 
 def _three() -> list:
@@ -161,8 +131,8 @@ def test_concat_from_sequence_with_a_new_axis(tmp_path, signer):
 def test_a_sequence_of_constants_folds(tmp_path, signer):
     """Constants stay constants: the concatenation folds, only the Add reaches the graph; a
     sequence passed on by Identity is the same sequence."""
-    a, b = (RNG.standard_normal((1, 4)).astype(np.float32) for _ in range(2))
-    c = RNG.standard_normal((1, 4)).astype(np.float32)
+    a, b, c = (np.random.default_rng(k).standard_normal((1, 4)).astype(np.float32)
+               for k in range(3))
     nodes = [_const("a", a), _const("b", b), _const("c", c), _const("zero", np.int64(0)),
              helper.make_node("SequenceConstruct", ["a", "b"], ["seq"]),
              helper.make_node("SequenceInsert", ["seq", "c", "zero"], ["seq2"]),
@@ -278,7 +248,9 @@ def test_a_sequence_out_of_a_loop_as_a_graph_output_is_refused(tmp_path):
 
 def test_a_sequence_as_a_graph_input_is_refused(tmp_path):
     nodes = [helper.make_node("ConcatFromSequence", ["xs"], ["y"], name="cat", axis=0)]
-    model = _save(tmp_path, nodes, [_dims("y")], inputs=[_seq_vi("xs")])
+    graph = helper.make_graph(nodes, "g", [_seq_vi("xs")], [_dims("y")])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
     assert_refused(model, UnsupportedModelError, "node 'cat' (ConcatFromSequence)",
                    f"graph input 'xs' is a sequence; {ONLY_HERE}")
 
@@ -375,6 +347,5 @@ def test_a_split_not_known_at_import_is_refused(what, message, tmp_path):
     nodes += [helper.make_node("SplitToSequence", ["x", "sizes"] if what == "split" else ["x"],
                                ["seq"], name="split_seq"),
               helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0)]
-    x = _vi("x", shape=("batch", 4) if what == "dim" else (4, 4))
-    model = _save(tmp_path, nodes, [_dims("y")], inputs=[x])
+    model = _save(tmp_path, nodes, [_dims("y")], x_shape=("batch", 4) if what == "dim" else (4, 4))
     assert_refused(model, UnsupportedModelError, "node 'split_seq' (SplitToSequence)", message)
