@@ -24,6 +24,7 @@ BitShift as the bitwise glue ops, the logical Xor as ``not(equal)``),
 (float16 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at build),
 :mod:`.convert` (the walk that builds the Graph and its ABI, If of a known condition inlined),
 :mod:`.loop` (Loop of a trip count and condition known at import, unrolled),
+:mod:`.sequence` (sequences known at import, as lists of tensor names),
 :mod:`.reference` (golden outputs from onnxruntime), :mod:`.build` (the artifact) and
 :mod:`.command` (the ``--onnx`` option).
 """

@@ -136,6 +136,7 @@ class Importer:
         self.dim_source: dict[str, tuple] = {}     # run-time dim -> (graph tensor, its axis)
         self.origin: dict[str, str] = {}           # ONNX constant -> name it descends from
         self.values: dict[str, str] = {}           # ONNX name -> graph tensor name
+        self.seqs: dict[str, list[str]] = {}       # ONNX sequence -> its elements' ONNX names
         self.types: dict[str, TensorType] = {}     # graph tensor name -> type
         self.nodes: list[Node] = []
         self.tensors: dict[str, np.ndarray] = {}   # graph constants
@@ -204,6 +205,7 @@ class Importer:
 
     def const(self, name: str, what: str = "input") -> np.ndarray:
         if name not in self.consts:
+            self._not_a_sequence(name, what)
             if name in self.sym:
                 raise self.unsupported(f"{what} {name!r} must be a constant (known at import), "
                                        f"but it holds run-time dims: "
@@ -229,7 +231,25 @@ class Importer:
         self.consts[name] = value
         self.origin[name] = origin or name
 
+    def _not_a_sequence(self, name: str, what: str = "input") -> None:
+        """Refuse ``name`` where a tensor is wanted when it is a sequence (:mod:`.sequence`)."""
+        if name in self.seqs:
+            from .sequence import ONLY_HERE
+
+            raise self.unsupported(f"{what} {name!r} is a sequence of {len(self.seqs[name])} "
+                                   f"element(s) where a tensor is wanted; {ONLY_HERE}")
+
+    def set_seq(self, name: str, items: list[str]) -> None:
+        """ONNX value ``name`` becomes the sequence of ``items`` (ONNX names of its elements);
+        refused where it is a graph output."""
+        if name in self.graph_outputs:
+            from .sequence import ONLY_HERE
+
+            raise self.unsupported(f"graph output {name!r} is a sequence; {ONLY_HERE}")
+        self.seqs[name] = items
+
     def type_of(self, name: str) -> TensorType:
+        self._not_a_sequence(name)
         if name in self.consts:
             a = self.consts[name]
             return TensorType(a.shape, dtypes.from_numpy(a.dtype))
@@ -321,6 +341,8 @@ class Importer:
             self.sym[onnx_name] = self.sym[src]
         elif src in self.values:
             self.alias(onnx_name, self.values[src])
+        elif src in self.seqs:
+            self.set_seq(onnx_name, list(self.seqs[src]))
         else:
             raise ModelFileError(f"{what} {src!r} is never computed")
 
@@ -337,6 +359,13 @@ class Importer:
         for vi in g.input:
             if vi.name in self.consts:
                 continue  # an initializer listed as an input (old IR): a constant here
+            if vi.type.HasField("sequence_type"):
+                from .sequence import ONLY_HERE
+
+                users = self.consumers.get(vi.name)
+                raise UnsupportedModelError(f"graph input {vi.name!r} is a sequence; {ONLY_HERE}",
+                                            node=_called(g.node[users[0]]) if users else None,
+                                            op=g.node[users[0]].op_type if users else None)
             g_name = self.fresh(vi.name)
             spec = self._spec(vi, g_name, layouts, "input")
             self.check_size(f"graph input {vi.name!r}", spec.shape)
@@ -403,6 +432,16 @@ class Importer:
             return unroll(self, node, mappers, index)
         attrs = attributes(node, self.limits)
         ins = list(node.input)
+        if self.seqs and any(t in self.seqs for t in ins):
+            from .sequence import ONLY_HERE, READERS
+
+            if op == "Identity" and len(ins) == 1:
+                return self.bind(node.output[0], ins[0], "input")
+            if op not in READERS or ins[0] not in self.seqs or any(
+                    t in self.seqs for t in ins[1:]):
+                t = next(t for t in ins if t in self.seqs)
+                raise self.unsupported(f"input {t!r} is a sequence, which {op} does not take; "
+                                       f"{ONLY_HERE}")
         if op == "Constant":
             return self._constant(node, attrs)
         if op == "Shape" and ins:  # of a run-time value or a folded one (dynamo: zeros)
@@ -464,7 +503,7 @@ class Importer:
                                    f"{', '.join(sorted(mappers))}; on constants also "
                                    f"{', '.join(sorted(set(FOLDERS) - set(mappers)))})")
         for t in ins:
-            if t and t not in self.consts and t not in self.values and t not in self.sym:
+            if t and not any(t in d for d in (self.consts, self.values, self.sym, self.seqs)):
                 raise ModelFileError(f"input {t!r} is used before it is defined",
                                      node=self.node_name, op=op)
         mapper(self, node, attrs)

@@ -10,8 +10,9 @@ in nested subgraphs too) to ``<loop>.i<k>/<name>`` (a nested Loop's prefix befor
 one's: ``inner.i0/outer.i1/x``); names of the outer scope stay. Iteration k's number is a
 constant int64, its condition a constant bool (of rank 1 where the body declares so, as
 onnxruntime feeds them), its carried values the previous iteration's (constants stay
-constants, so shape arithmetic folds). The Loop's outputs are the last carried values and
-each scan output stacked on a new axis 0 (Unsqueeze and Concat, folded when constant).
+constants, so shape arithmetic folds; a sequence stays a list, :mod:`.sequence`). The
+Loop's outputs are the last carried values and each scan output stacked on a new axis 0
+(Unsqueeze and Concat, folded when constant).
 
 The loop stops as onnxruntime runs it: after M iterations (M absent: no bound), or once the
 condition is false: the ``cond`` input before the first, then each iteration's condition
@@ -232,7 +233,7 @@ class _Body:
         imp.inline(g.node, mappers, index)
         names = [v.name for v in g.output]
         for name in names:
-            if name not in imp.consts and name not in imp.sym and name not in imp.values:
+            if not any(name in d for d in (imp.consts, imp.sym, imp.values, imp.seqs)):
                 raise ModelFileError(f"body output {name!r} of iteration {k} is never computed")
         return names
 
@@ -264,6 +265,11 @@ def unroll(imp, node, mappers, index: int) -> None:
         names = copies.iteration(k, cond_in, carried, mappers, index)
         cond_in, carried = names[0], names[1:1 + n]
         for parts, name in zip(scans, names[1 + n:]):
+            if name in imp.seqs:
+                from .sequence import ONLY_HERE
+
+                raise imp.unsupported(f"scan output {name!r} of iteration {k} is a sequence; "
+                                      f"{ONLY_HERE}")
             parts.append(name)
         k += 1
         if limit is None or k < limit:  # onnxruntime reads it whether or not cond is given

@@ -340,6 +340,38 @@ def _nested_loop(depth: int, trips: int) -> Edit:
     return edit
 
 
+def _sequence_loop(trips: int, how: str = "") -> Edit:
+    """A list appended to in a Loop of ``trips`` iterations and concatenated after it (as
+    torch.jit.script's ``rows.append`` exports); ``how``: "output" (the sequence a graph
+    output), "erase" (erased at position ``trips``, past its end), "relu" (the sequence into
+    a Relu), "empty" (concatenated before the Loop, empty)."""
+    def edit(m):
+        body = helper.make_graph([
+            helper.make_node("SequenceInsert", ["seq_in", "deep_in"], ["seq_out"]),
+            helper.make_node("Identity", ["seq_c"], ["seq_co"])], "seq_body", [
+            helper.make_tensor_value_info("seq_i", TP.INT64, []),
+            helper.make_tensor_value_info("seq_c", TP.BOOL, []),
+            helper.make_tensor_sequence_value_info("seq_in", TP.FLOAT, None)], [
+            helper.make_tensor_value_info("seq_co", TP.BOOL, []),
+            helper.make_tensor_sequence_value_info("seq_out", TP.FLOAT, None)])
+        empty = helper.make_node("SequenceEmpty", [], ["seq_empty"])
+        loop = helper.make_node("Loop", ["trips", "", "seq_empty"], ["seq"], body=body)
+        read = {"output": [], "relu": [helper.make_node("Relu", ["seq"], ["deep_out"])],
+                "erase": [helper.make_node("SequenceErase", ["seq", "trips"], ["seq2"]),
+                          helper.make_node("ConcatFromSequence", ["seq2"], ["deep_out"],
+                                           axis=0)],
+                "empty": [helper.make_node("ConcatFromSequence", ["seq_empty"], ["deep_out"],
+                                           axis=0)]}.get(how, [helper.make_node(
+                                               "ConcatFromSequence", ["seq"], ["deep_out"],
+                                               axis=0, new_axis=1)])
+        m.graph.node.extend([empty, loop, *read])
+        if how == "output":
+            m.graph.output.append(helper.make_tensor_sequence_value_info("seq", TP.FLOAT, None))
+        m.graph.initializer.append(helper.make_tensor("trips", TP.INT64, [], [trips]))
+        m.graph.initializer.append(helper.make_tensor("deep_in", TP.FLOAT, [1], [1.0]))
+    return edit
+
+
 def _field(number: int, payload: bytes) -> bytes:
     """One length-delimited protobuf field."""
     key, n, varint = (number << 3) | 2, len(payload), b""
@@ -527,6 +559,10 @@ def _catalogue(name: str, model) -> list[tuple[str, Edit]]:
     add("Loop nested 3 deep of 2 iterations", _nested_loop(3, 2))
     add("Loop nested 12 deep of 2 iterations", _nested_loop(12, 2))
     add("Loop of 2^62 iterations", _nested_loop(1, 2**62))
+    add("a list appended to in a Loop of 3", _sequence_loop(3))
+    add("a list appended to in a Loop of 2^62", _sequence_loop(2**62))
+    for how in ("output", "erase", "relu", "empty"):
+        add(f"a list appended to in a Loop, {how}", _sequence_loop(2, how))
     add("graphs nested 300 deep", _deeper_than_protobuf_allows)
     add("100,001 Identity nodes", _nodes_edit(100_001, None))
     add("20,000 Identity nodes of one name", _nodes_edit(20_000, "same"))

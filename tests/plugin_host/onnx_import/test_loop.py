@@ -3,8 +3,8 @@ legacy exporter, torch's while_loop under the dynamo one, tf2onnx's) unrolled, c
 onnxruntime: carried values and scan outputs, a body reading outer values and holding
 initializers, a Loop and an If nested in a body, early exits computed from the iteration
 number, a while loop, zero iterations and scripted torch modules (a literal ``range(3)`` the
-exporter unrolls itself; a list appended to in the loop writes sequence ops, refused). A
-run-time trip count, condition or condition output, a loop without end, loops beyond the
+exporter unrolls itself; a list appended to in the loop, its sequence ops lists at import).
+A run-time trip count, condition or condition output, a loop without end, loops beyond the
 iteration cap, the node cap or the nesting cap, and malformed bodies are refused naming the
 node."""
 
@@ -301,17 +301,17 @@ def test_a_scripted_loop_of_a_literal_count_is_unrolled_by_the_exporter(tmp_path
     check_against_onnxruntime(model, loaded, _feeds())
 
 
-def test_a_scripted_loop_appending_to_a_list_is_refused_for_the_sequence_ops(tmp_path):
+def test_a_scripted_loop_appending_to_a_list(tmp_path, signer):
     """A list built in the loop becomes SequenceEmpty, SequenceInsert in the body and
-    ConcatFromSequence: the sequence ops are refused (before the Loop is reached)."""
+    ConcatFromSequence: the sequence, a carried value, is a list at import (:mod:`.sequence`);
+    the rows are stacked by one concat."""
     model = _scripted(_ScriptedList(), tmp_path / "l.onnx")
     assert {"Loop", "SequenceEmpty", "ConcatFromSequence"} <= {
         n.op_type for n in onnx.load(model).graph.node}
-    with pytest.raises(UnsupportedModelError) as info:
-        import_onnx(model)
-    text = str(info.value)
-    assert "(SequenceEmpty): op 'SequenceEmpty' is not supported; nor are ConcatFromSequence" \
-        in text and "Loop" not in text.split(" (supported: ")[0], text
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    ops = _ops(loaded)
+    assert ops.count("relu") == SHAPE[0] and ops.count("concat") == 1, ops
+    check_against_onnxruntime(model, loaded, _feeds())
 
 
 class _WhileLoop(torch.nn.Module):

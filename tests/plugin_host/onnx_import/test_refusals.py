@@ -79,7 +79,7 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
             for i, op in enumerate(["StringNormalizer", "Det", "ReverseSequence", "NonZero",
                                     "Unique", "NonMaxSuppression", "RandomUniformLike",
                                     "Bernoulli", "Multinomial", "StringNormalizer", "Det",
-                                    "SequenceLength", "RandomNormalLike"])]
+                                    "OptionalHasElement", "RandomNormalLike"])]
     path = _save(tmp_path / "many.onnx", many, [_vi("x")], [_vi(f"y{i}") for i in range(13)])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
