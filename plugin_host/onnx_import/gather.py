@@ -117,15 +117,13 @@ def _gather_nd(imp, node, attrs):
         _emit_gather(imp, node, data, indices[..., 0], imp.origin.get(idx, idx), 0)
         return
     flat, positions = _flat_coordinates(imp, node, data, indices)
-    try:
-        _emit_gather(imp, node, flat, positions, imp.origin.get(idx, idx), 0)
-    finally:
-        del imp.values[flat]  # a name of this node's only
+    imp.emit("gather", [flat, imp.add_constant(positions, imp.origin.get(idx, idx))],
+             [node.output[0]], {"axis": 0})
 
 
 def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, np.ndarray]:
-    """GatherND's constant ``indices`` of k coordinates: ``data`` with its first k axes
-    reshaped into one (bound to a name of the node's), and each index's position along it."""
+    """GatherND's constant ``indices`` of k coordinates, checked: the graph tensor of ``data``
+    with its first k axes reshaped into one, and each index's position along it."""
     k, shape = indices.shape[-1], list(imp.type_of(data).shape)
     if k > len(shape):
         raise ModelFileError(f"indices of {k} coordinates into {data!r} of rank {len(shape)}")
@@ -149,11 +147,7 @@ def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, n
     [y] = imp.emit("reshape", [imp.tensor(data)], [None],
                    {"shape": [math.prod(lead)] + [d if type(d) is int else -1 for d in rest]},
                    suffix="/flatten")
-    name = f"{node.output[0]}/flat"
-    while name in imp.values or name in imp.consts or name in imp.sym:  # no model's name
-        name += "_"
-    imp.alias(name, y)
-    return name, flat
+    return y, flat
 
 
 @maps("GatherElements")
