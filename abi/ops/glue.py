@@ -379,6 +379,22 @@ def _gather_elements(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(idx.shape, x.dtype)]
 
 
+def _scatter_elements(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, idx, updates = inputs
+    n = op.name
+    [index] = _gather_elements(op, [x, idx], attrs)
+    if updates.dtype != x.dtype:
+        raise DTypeError(f"{n}: updates must have x's dtype {x.dtype}, got {updates.dtype}",
+                         where=n, expected=x.dtype, got=updates.dtype)
+    if tuple(updates.shape) != tuple(index.shape):
+        raise ShapeError(f"{n}: updates shape {fmt(updates.shape)} is not the indices' shape "
+                         f"{fmt(idx.shape)}", where=n, expected=idx.shape, got=updates.shape)
+    if attrs["reduction"] != "none" and x.dtype == "bool":
+        raise DTypeError(f"{n}: reduction {attrs['reduction']!r} needs a numeric x, got bool",
+                         where=n, expected="numeric", got=x.dtype)
+    return [x]
+
+
 def _gather_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
     """The indices are a constant of the graph, each in [0, dim): checked once, at load."""
     x = inputs[0]
@@ -716,6 +732,18 @@ the index replacing the position on axis; indices an int64 tensor of x's rank, a
 too, each axis but axis at most x's (y has indices' shape). Every index must be in [0, dim) of a
 fixed dim, checked at run time (IndexRangeError; torch refuses a negative one too, ONNX would
 count it from the end)."""),
+    OpDef("scatter_elements", 1, ("x", "indices", "updates"), ("y",), {
+        "axis": AttrSpec("int", 0),
+        "reduction": AttrSpec("enum:none|add|mul|max|min", "none"),
+    }, _scatter_elements, doc="""\
+torch.scatter / scatter_reduce and ONNX ScatterElements: y is x with, for every position p of
+indices in row-major order, y[p with axis replaced by indices[p]] set to updates[p] (reduction
+none: of two updates to one element the later one stays), or combined with what is there: add,
+mul, max as (u < v ? v : u) and min as (v < u ? v : u) for the update u and the value v (so a
+nan value gives way to a number and a nan update stays, as onnxruntime's kernel). indices int64
+of x's rank, a run-time value too, each axis but axis at most x's; updates of the indices'
+shape and x's dtype (numeric with a reduction). Every index must be in [0, dim) of a fixed dim,
+checked at run time (IndexRangeError), so nothing is written out of bounds."""),
     OpDef("expand", 1, ("x",), ("y",), {"shape": AttrSpec("ints", check=each_at_least(0))},
           _expand, doc=f"""\
 ONNX Expand: x broadcast with shape, numpy's rule both ways (the result's rank is the larger

@@ -54,6 +54,7 @@ for _op, _fn in {
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
     "max_pool_with_indices": glue.max_pool_with_indices,
     "expand": glue.expand, "tile": glue.tile, "gather_elements": glue.gather_elements,
+    "scatter_elements": glue.scatter_elements,
     "grid_sample": glue.grid_sample,
 }.items():
     FACTORIES[_op] = layers.generic(_fn)

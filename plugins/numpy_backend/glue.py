@@ -335,6 +335,46 @@ def gather_elements(x, indices, *, axis):
     return np.take_along_axis(x[cut], indices, axis=axis)
 
 
+def scatter_elements(x, indices, updates, *, axis, reduction):
+    """x with updates written (or combined) at indices along axis, in the indices' row-major
+    order (the op's doc in abi/ops/glue.py); every index checked against the axis' dim first
+    (IndexRangeError), so nothing is written out of bounds."""
+    axis %= x.ndim
+    check_indices(indices, x.shape[axis], f"scatter_elements: axis {axis} of x shape "
+                  f"{x.shape}", kind="scatter_elements")
+    if any(i > s for d, (i, s) in enumerate(zip(indices.shape, x.shape)) if d != axis) \
+            or updates.shape != indices.shape:
+        raise ShapeError(f"scatter_elements: indices shape {indices.shape} and updates shape "
+                         f"{updates.shape} do not fit x shape {x.shape} off axis {axis}",
+                         where="scatter_elements")
+    y = np.array(x, order="C")
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = indices
+    target = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), x.shape).ravel()
+    values, flat = updates.ravel(), y.reshape(-1)
+    if reduction in ("add", "mul"):  # unbuffered, in order: the same sums as a loop
+        with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # IEEE results
+            (np.add if reduction == "add" else np.multiply).at(flat, target, values)
+        return y
+    order = np.argsort(target, kind="stable")  # each element's updates, in their order
+    ranked = target[order]
+    if reduction == "none":  # the last update to each element stays
+        last = np.r_[ranked[1:] != ranked[:-1], True] if target.size else []
+        flat[ranked[last]] = values[order[last]]
+        return y
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    occurrence = np.empty_like(target)
+    occurrence[order] = np.arange(target.size) - np.repeat(starts, np.diff(np.r_[starts,
+                                                                              target.size]))
+    for k in range(int(occurrence.max()) + 1 if target.size else 0):  # k-th update to reach
+        at, u = target[occurrence == k], values[occurrence == k]  # an element: round k
+        if reduction == "max":
+            flat[at] = np.where(u < flat[at], flat[at], u)
+        else:
+            flat[at] = np.where(flat[at] < u, flat[at], u)
+    return y
+
+
 def tile(x, *, repeats):
     return np.tile(x, repeats)
 

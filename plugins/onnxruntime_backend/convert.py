@@ -52,7 +52,7 @@ class Emitter:
         #: (transformation, source tensor names) -> the initializer holding its result
         self._derived: dict[tuple, str] = {}
         #: (indices tensor, dim, description, kind) of the guarded Embeddings and
-        #: gather_elements
+        #: gather_elements and scatter_elements
         self.guards: list[tuple[str, int, str, str]] = []
 
     def value(self, name: str | None) -> str:
@@ -480,6 +480,19 @@ def gather_elements(e, node, ins, outs, a):
     e.op("GatherElements", [x] + safe, outs, axis=axis)
 
 
+def scatter_elements(e, node, ins, outs, a):
+    """ScatterElements at the indices clipped to [0, dim - 1], guarded as gather_elements'
+    are (checked after the run, before anything is returned); onnxruntime's kernel applies the
+    updates in order, as the op defines."""
+    x, idx, updates = ins
+    axis = a["axis"] % len(e.types[x].shape)
+    dim = e.types[x].shape[axis]
+    e.guards.append((idx, int(dim), f"scatter_elements: node {node.name!r}: axis {axis} of x",
+                     "scatter_elements"))
+    safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
+    e.op("ScatterElements", [x, *safe, updates], outs, axis=axis, reduction=a["reduction"])
+
+
 def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
@@ -539,6 +552,7 @@ CONVERTERS: dict[str, Converter] = {
     "bitwise_xor": _simple("BitwiseXor"), "bitwise_not": _simple("BitwiseNot"),
     "bit_shift": lambda e, n, i, o, a: e.op("BitShift", i, o, direction=a["direction"].upper()),
     "gather_elements": gather_elements,
+    "scatter_elements": scatter_elements,
     "tan": _simple("Tan"), "atan": _simple("Atan"), "asin": _simple("Asin"),
     "acos": _simple("Acos"), "sinh": _simple("Sinh"), "cosh": _simple("Cosh"),
     "asinh": _simple("Asinh"), "acosh": _simple("Acosh"), "atanh": _simple("Atanh"),

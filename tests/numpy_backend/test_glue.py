@@ -795,6 +795,66 @@ def test_gather_elements_refuses_an_index_out_of_range(bad):
         run_op("gather_elements", [np.zeros((2, 4), np.float32), idx], axis=1)
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("reduction, torch_reduce", [("none", None), ("add", "sum"),
+                                                     ("mul", "prod"), ("max", "amax"),
+                                                     ("min", "amin")])
+def test_scatter_elements_matches_torch(axis, reduction, torch_reduce):
+    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    shape = [2, 3, 4]
+    shape[axis] = 6  # more updates than the axis holds: some elements get several
+    idx = RNG.integers(0, x.shape[axis], shape)
+    if reduction == "none":  # torch leaves which of two updates stays unspecified: none twice
+        cut = tuple(slice(None) if d == axis % 3 else slice(0, n) for d, n in enumerate(shape))
+        idx = np.argsort(RNG.random(x.shape), axis=axis)[cut]  # a permutation along axis
+        shape = list(idx.shape)
+    updates = RNG.standard_normal(shape).astype(np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("scatter_elements", [x, idx, updates], axis=axis, reduction=reduction)
+    if torch_reduce is None:
+        want = torch.scatter(t(x), axis, t(idx), t(updates))
+    else:
+        want = torch.scatter_reduce(t(x), axis, t(idx), t(updates), torch_reduce)
+    np.testing.assert_allclose(y, want.numpy(), rtol=1e-6, atol=0)
+    assert y.dtype == np.float32
+
+
+def test_scatter_elements_applies_updates_in_the_indices_order():
+    """Of two updates to one element the later stays; max and min compare each update with
+    what is there, so a nan there gives way and a nan update stays (onnxruntime's kernel; the
+    onnxruntime backend's tests compare the two bit for bit)."""
+    x = np.array([np.nan, 1.0, 2.0, -0.0], np.float32)
+    idx = np.array([0, 0, 1, 1, 2, 3, 3])
+    updates = np.array([5.0, 4.0, 7.0, np.nan, 1.0, 0.0, -0.0], np.float32)
+    (y,) = run_op("scatter_elements", [x, idx, updates], reduction="none")
+    assert y.tolist()[0] == 4.0 and np.isnan(y[1]) and y[2] == 1.0
+    assert np.signbit(y[3])
+    (y,) = run_op("scatter_elements", [x, idx, updates], reduction="max")
+    assert y[0] == 5.0 and np.isnan(y[1]) and y[2] == 2.0
+    assert np.signbit(y[3])  # equal values: the update is kept, the later one last
+    (y,) = run_op("scatter_elements", [x, idx, updates], reduction="min")
+    assert y[0] == 4.0 and np.isnan(y[1]) and y[2] == 1.0 and np.signbit(y[3])
+    (y,) = run_op("scatter_elements", [x[1:], idx[2:4] - 1, updates[:2]], reduction="add")
+    assert y.tolist() == [10.0, 2.0, -0.0]
+    ints = np.array([7, -3], np.int32)
+    (y,) = run_op("scatter_elements", [ints, np.array([1, 1, 0]),
+                                       np.array([2**30, 4, 9], np.int32)], reduction="mul")
+    assert y.dtype == np.int32 and y.tolist() == [63, 0]  # -3 * 2**32 wraps to 0
+
+
+@pytest.mark.parametrize("bad", [-1, 4])
+def test_scatter_elements_refuses_an_index_out_of_range(bad):
+    from abi.errors import IndexRangeError
+
+    idx = np.zeros((2, 3), np.int64)
+    idx[1, 2] = bad
+    with pytest.raises(IndexRangeError, match=r"scatter_elements: axis 1 of x shape \(2, 4\): "
+                                              rf"1 scatter_elements index\(es\) outside "
+                                              rf"\[0, 4\): \(1, 2\)={bad}"):
+        run_op("scatter_elements", [np.zeros((2, 4), np.float32), idx,
+                                    np.ones((2, 3), np.float32)], axis=1)
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 def test_int_div_truncates_as_torch(dtype):
     info = np.iinfo(dtype)

@@ -141,6 +141,29 @@ def bits(op, dtype, **attrs):
     return b.build(), feed
 
 
+def scatter(reduction="none", dtype="float32", x=None, idx=None, updates=None, axis=0):
+    """scatter_elements with its indices and updates graph inputs."""
+    b = GraphBuilder("scatter_elements")
+    names = [b.input(n, v.shape, str(v.dtype), "ANY")
+             for n, v in (("x", x), ("i", idx), ("u", updates))]
+    b.output(b.op("scatter_elements", *names, name="node", axis=axis, reduction=reduction),
+             "y", "ANY")
+    return b.build(), {"x": x, "i": idx, "u": updates}
+
+
+def scatter_random(reduction, dtype="float32", axis=1):
+    """Random indices along ``axis`` of a (3, 5) x, duplicates included; floats with nan, inf
+    and both zeros in x and the updates."""
+    shape = (3, 8) if axis == 1 else (7, 5)
+    if dtype == "float32":
+        pool = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, 3.0], np.float32)
+        x, updates = RNG.choice(pool, (3, 5)), RNG.choice(pool, shape)
+    else:
+        x, updates = (RNG.integers(-9, 9, s).astype(dtype) for s in ((3, 5), shape))
+    idx = RNG.integers(0, (3, 5)[axis], shape)
+    return scatter(reduction, dtype, x, idx, updates, axis)
+
+
 def not_where():
     """where(not(a > b), a, b): a bool tensor inside the graph, through both ops."""
     b = GraphBuilder("not_where")
@@ -300,6 +323,9 @@ CASES = {
     "gather_elements_int64": lambda: single("gather_elements", (3, 4, 2), np.array(
         [[[0, 1]], [[2, 0]]]), in_dtype="int64", axis=-2,
         feed={"x": np.arange(3 * 4 * 2).reshape(3, 4, 2)}),
+    "scatter_elements": lambda: scatter(x=f32(3, 4), idx=np.array([[2, 0, 1, 1]]),
+                                        updates=f32(1, 4)),
+    "scatter_elements_add_int64": lambda: scatter_random("add", "int64", axis=0),
     "tan": lambda: single("tan", (3, 5), feed={"x": f32(3, 5, scale=10)}),
     "atan": lambda: single("atan", (3, 5), feed={"x": f32(3, 5, scale=30)}),
     "asin": lambda: single("asin", (3, 5), feed={"x": _across(-1.5, 1.5)}),
@@ -435,6 +461,33 @@ def test_gather_elements_index_out_of_range_is_the_numpy_error(bad):
     feed = {"x": f32(2, 5), "i": np.array([[0, 4, 2], [1, bad, 3]])}
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         with pytest.raises(IndexRangeError, match=rf"1 gather_elements index\(es\) outside "
+                                                  rf"\[0, 5\): \(1, 1\)={bad}"):
+            Executor(graph, backend).run(dict(feed))
+    feed["i"][1, 1] = 0
+    assert_same(graph, feed)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
+def test_scatter_elements_gives_the_numpy_backend_bits(reduction, dtype):
+    """Bit for bit, duplicate indices, nan, inf and signed zeros included: onnxruntime's
+    kernel applies the updates in the indices' order, as the op and the numpy kernel do."""
+    for seed in range(6):
+        graph, feed = scatter_random(reduction, dtype, axis=seed % 2)
+        want = Executor(graph, NumpyBackend()).run(dict(feed))["y"]
+        got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+        assert got.dtype == want.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"),
+                                      want.view(f"u{want.itemsize}"), err_msg=str(seed))
+
+
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_scatter_elements_index_out_of_range_is_the_numpy_error(bad):
+    """Guarded as gather_elements' indices: nothing is returned, on either backend."""
+    graph, feed = scatter(x=f32(2, 5), idx=np.array([[0, 4, 2], [1, bad, 3]]),
+                          updates=f32(2, 3), axis=1)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=rf"1 scatter_elements index\(es\) outside "
                                                   rf"\[0, 5\): \(1, 1\)={bad}"):
             Executor(graph, backend).run(dict(feed))
     feed["i"][1, 1] = 0
