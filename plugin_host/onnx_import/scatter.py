@@ -1,11 +1,10 @@
-"""ONNX's scatter ops with indices known at import: ScatterND (torch's legacy exporter writes it
-for an assignment into part of a tensor, ``y[:, 0] = x``), ScatterElements (the dynamo
-exporter's form of the same, and torch.scatter / scatter_add / scatter_reduce) and the old
-Scatter. Registered in :data:`.ops.MAPPERS` and, for constant inputs, :func:`.fold.register`
-on import.
+"""ONNX's scatter ops: ScatterND (torch's legacy exporter writes it for an assignment into part
+of a tensor, ``y[:, 0] = x``), ScatterElements (the dynamo exporter's form of the same, and
+torch.scatter / scatter_add / scatter_reduce), the old Scatter, and MaxUnpool. Registered in
+:data:`.ops.MAPPERS` and, for constant inputs, :func:`.fold.register` on import.
 
-The constant indices say, for every element of the updates, which element of the output it
-goes to. That is worked out here, once, and written with the glue ops: the updates flattened
+Constant indices say, for every element of the updates, which element of the output it goes
+to. That is worked out here, once, and written with the glue ops: the updates flattened
 (``reshape``), a ``gather`` with a constant index of the output's shape picking for every
 output element the update sent to it, and a ``where`` over the constant mask of the elements
 written, keeping the data elsewhere. With a reduction (``add``, ``mul``, ``max``, ``min``) the
@@ -14,10 +13,13 @@ combination and a ``where`` per round), so updates combine in the order of the i
 onnxruntime's kernel combines them; its max and min are C++'s ``std::max(update, value)`` and
 ``std::min(update, value)``, written as ``less`` and ``where``: a nan already there gives way
 to the update, a nan update stays, and of two equal values (0 and -0) the update is kept.
-Without one, an element written twice is refused (ONNX
-leaves which update wins undefined). Indices computed at run time are refused, and so is a
-result whose constants (an index and a mask of the output's size per round) would be beyond the
-tensor cap.
+Without one, an element written twice is refused (ONNX leaves which update wins undefined), and
+so is a result whose constants (an index and a mask of the output's size per round) would be
+beyond the tensor cap.
+
+Indices computed at run time become the ABI's ``scatter_elements`` (:func:`_runtime_scatter`),
+which checks each index when it arrives and applies the updates in the indices' order, as
+onnxruntime does; MaxUnpool is one into zeros of the output's size (:func:`_max_unpool`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ import math
 
 import numpy as np
 
+from abi import dtypes
+
 from ..errors import ModelFileError
 from .fold import _need, axis_in
 from .fold import register as register_fold
+from .gather import _int64_indices
 from .ops import _few, _only, maps
 
 _REDUCTIONS = ("add", "mul", "max", "min")
@@ -175,11 +180,10 @@ def _scatter(imp, node, attrs):
         raise imp.unsupported(f"inputs {list(node.input)!r:.80}: needs data, indices and "
                               f"updates")
     data, idx, updates = node.input[:3]
-    if not imp.is_const(idx):
-        raise imp.unsupported(f"indices {idx!r} are computed at run time: only indices known at "
-                              f"import (an assignment into fixed positions, e.g. y[:, 0] = x) "
-                              f"map onto gather and where")
     reduction = _reduction(attrs, node.op_type)
+    if not imp.is_const(idx):
+        _runtime_scatter(imp, node, op, attrs, reduction)
+        return
     shape = imp.static_shape(data)
     updates_shape = imp.static_shape(updates)
     data_type, updates_type = imp.type_of(data).dtype, imp.type_of(updates).dtype
@@ -215,3 +219,98 @@ def _scatter(imp, node, attrs):
             [g] = imp.emit("where", [keep, y, g], [None], suffix=f"/{reduction}{k}")
         [y] = imp.emit("where", [imp.add_constant(mask.reshape(shape), f"{out}.mask{k}"), g, y],
                        [out if last else None], suffix="" if last else f"/round{k}")
+
+
+def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
+    """Indices computed at run time: ``scatter_elements``, which checks each index against
+    [0, dim) when it arrives (a negative one, which ONNX counts from the end, is refused there)
+    and applies the updates in the indices' order, as onnxruntime does (so of two updates to
+    one element without a reduction the later one stays). ScatterND's indices must be of one
+    coordinate each (a last dim of 1: ``y[i] = v``, max_unpool's flat positions): they are laid
+    along axis 0 and expanded over the data's other (static) dims."""
+    data, idx, updates = node.input[:3]
+    if imp.type_of(data).dtype != imp.type_of(updates).dtype:
+        raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
+                             f"{imp.type_of(data).dtype}")
+    shape = list(imp.type_of(data).shape)
+    index, values = _int64_indices(imp, idx), imp.tensor(updates)
+    axis = axis_in(attrs.get("axis", 0), len(shape), "axis") if op != "ScatterND" else 0
+    if type(shape[axis]) is not int:
+        raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
+                              f"run-time indices {idx!r} are checked against a fixed dim")
+    if op == "ScatterND":
+        where = list(imp.type_of(idx).shape)
+        if not where or where[-1] != 1:
+            raise imp.unsupported(f"indices {idx!r} of shape {where} are computed at run time: "
+                                  f"only one coordinate per index (a last dim of 1) maps onto "
+                                  f"scatter_elements (indices known at import may have more)")
+        shape, where = list(imp.static_shape(data)), list(imp.static_shape(idx))[:-1]
+        expected = where + shape[1:]
+        if list(imp.static_shape(updates)) != expected:
+            raise ModelFileError(f"updates of shape {list(imp.static_shape(updates))} must be "
+                                 f"of shape {expected} (the indices' {where} and the data's "
+                                 f"dims after the first)")
+        k, rest = math.prod(where), shape[1:]
+        [index] = imp.emit("reshape", [index], [None], {"shape": [k] + [1] * len(rest)},
+                           suffix="/along")
+        [index] = imp.emit("expand", [index], [None], {"shape": [k] + rest}, suffix="/expand")
+        [values] = imp.emit("reshape", [values], [None], {"shape": [k] + rest},
+                            suffix="/updates")
+    imp.emit("scatter_elements", [imp.tensor(data), index, values], [node.output[0]],
+             {"axis": axis, "reduction": reduction})
+
+
+def _unpool_shape(imp, node, attrs: dict, shape: list[int]) -> list[int]:
+    """MaxUnpool's output shape: its ``output_shape`` input (a constant) when given, else
+    ``(in - 1) * stride - pad_begin - pad_end + kernel`` on each spatial axis."""
+    spatial = len(shape) - 2
+    if len(node.input) > 2 and node.input[2]:
+        given = imp.const(node.input[2], "output_shape")
+        if given.dtype.kind not in "iu" or given.shape != (len(shape),) or (given < 1).any():
+            raise ModelFileError(f"output_shape {_few(given.ravel().tolist())} must be "
+                                 f"{len(shape)} integers >= 1 (one per dim of the input)")
+        return [int(d) for d in given]
+    kernel = attrs.get("kernel_shape")
+    strides = attrs.get("strides", [1] * spatial)
+    pads = attrs.get("pads", [0] * 2 * spatial)
+    for name, value, size, least in (("kernel_shape", kernel, spatial, 1),
+                                     ("strides", strides, spatial, 1),
+                                     ("pads", pads, 2 * spatial, 0)):
+        if not isinstance(value, list) or len(value) != size or not all(
+                type(v) is int and v >= least for v in value):
+            raise ModelFileError(f"attribute {name}={value!r} must be {size} integers >= "
+                                 f"{least} for input shape {shape}")
+    out = [(d - 1) * s - pads[a] - pads[a + spatial] + k
+           for a, (d, s, k) in enumerate(zip(shape[2:], strides, kernel))]
+    if min(out) < 1:
+        raise ModelFileError(f"the output's spatial dims {out} (from input shape {shape}, "
+                             f"kernel_shape {kernel}, strides {strides}, pads {pads}) must be "
+                             f">= 1")
+    return shape[:2] + out
+
+
+@maps("MaxUnpool")
+def _max_unpool(imp, node, attrs):
+    """torch's max_unpool1d/2d/3d (the inverse of MaxPool with Indices): zeros of the output's
+    size with X written at the flat positions I, a ``scatter_elements`` on the flattened
+    output, its run-time indices checked against the output's size when they arrive. Static
+    shapes."""
+    _only(imp, attrs, {"kernel_shape": ..., "strides": ..., "pads": ...})
+    x, idx = node.input[:2]
+    shape = list(imp.static_shape(x))
+    if len(shape) < 3:
+        raise imp.unsupported(f"input shape {shape}: needs (N, C, spatial...)")
+    if list(imp.static_shape(idx)) != shape:
+        raise ModelFileError(f"indices of shape {list(imp.static_shape(idx))} must be of the "
+                             f"input's shape {shape}")
+    out_shape = _unpool_shape(imp, node, attrs, shape)
+    imp.check_size("its output", out_shape)
+    total, out, dtype = math.prod(out_shape), node.output[0], imp.type_of(x).dtype
+    zero = imp.add_constant(np.zeros((), dtypes.to_numpy(dtype)), f"{out}.zero")
+    [base] = imp.emit("expand", [zero], [None], {"shape": [total]}, suffix="/zeros")
+    [index] = imp.emit("reshape", [_int64_indices(imp, idx)], [None], {"shape": [-1]},
+                       suffix="/indices")
+    [values] = imp.emit("reshape", [imp.tensor(x)], [None], {"shape": [-1]}, suffix="/values")
+    [y] = imp.emit("scatter_elements", [base, index, values], [None], {"axis": 0},
+                   suffix="/scatter")
+    imp.emit("reshape", [y], [out], {"shape": out_shape})

@@ -1,8 +1,8 @@
 """ScatterND, ScatterElements and Scatter with indices known at import (torch's ``y[:, 0] = x``,
 ``index_put``, scatter, scatter_add, scatter_reduce) imported as ``gather`` and ``where`` over
 constant indices and masks, compared with onnxruntime, reductions combined in the indices'
-order; all-constant ones fold; run-time indices, an element written twice without a reduction
-and malformed indices or updates are refused naming the node."""
+order; all-constant ones fold; an element written twice without a reduction and malformed
+indices or updates are refused naming the node. Run-time indices: test_scatter_runtime.py."""
 
 from __future__ import annotations
 
@@ -215,9 +215,6 @@ def test_an_all_constant_scatter_folds(op, tmp_path, signer):
 def _refusal_cases():
     i64 = np.int64
     return {
-        "runtime-indices": (dict(op="ScatterND", data=(4, 3), indices=np.zeros((2, 1), i64),
-                                 updates=(2, 3), const="runtime"),
-                            UnsupportedModelError, "computed at run time"),
         "twice-without-reduction": (dict(op="ScatterND", data=(4, 3),
                                          indices=np.array([[1], [2], [1]], i64), updates=(3, 3)),
                                     UnsupportedModelError,
@@ -254,13 +251,19 @@ def _refusal_cases():
     }
 
 
-@pytest.mark.parametrize("case", list(_refusal_cases()))
-def test_refusals_name_the_node(case, tmp_path):
-    args, error, message = _refusal_cases()[case]
+def assert_case_refused(case: tuple, tmp_path) -> None:
+    """A refusal case ``(model arguments with "op", error, message)``: its one-node model is
+    refused with ``error`` naming the node and saying ``message``."""
+    args, error, message = case
     op = args.pop("op")
     model = _model(tmp_path, op, args.pop("data"), args.pop("indices"), args.pop("updates"),
                    **args)
     assert_refused(model, error, f"node 'node' ({op})", message)
+
+
+@pytest.mark.parametrize("case", list(_refusal_cases()))
+def test_refusals_name_the_node(case, tmp_path):
+    assert_case_refused(_refusal_cases()[case], tmp_path)
 
 
 def test_a_scatter_whose_masks_exceed_the_cap_is_refused(tmp_path):
