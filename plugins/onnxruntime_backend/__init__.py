@@ -5,7 +5,9 @@ Registered through ``plugin_host_add_backends`` like the numpy backend, under th
 ONNX model (``convert.py``) and creates one InferenceSession for it (``session.py``); the
 executor keeps every ABI check, the Embedding index checks at entry and the recurrent state,
 as on any backend. It supports the ops of :data:`convert.CONVERTERS` at version 1 and the
-dtypes :data:`DTYPES`; anything else is refused at load naming the node, never run elsewhere.
+dtypes :data:`DTYPES` (float32, bool and the eight integer dtypes, int8 to uint64; an integer
+op onnxruntime has no kernel for in its dtype is computed in a wider one, ``widen.py``);
+anything else is refused at load naming the node, never run elsewhere.
 
 onnx and onnxruntime are optional dependencies (``pip install 'plugin-host[onnx]'``). onnx is
 imported with this module, which the sandbox worker does before it confines itself;
@@ -34,10 +36,11 @@ if _MISSING is None:
 
 NAME = "onnxruntime"
 
-#: The ABI dtypes this backend computes in: float32 compute, integer indices and shape data;
-#: uint64 for the bit patterns an exported arithmetic >> of int64 shifts (ONNX BitShift takes
-#: unsigned integers only).
-DTYPES = frozenset({"float32", "int64", "int32", "uint8", "uint64", "bool"})
+#: The ABI dtypes this backend computes in: float32 compute, bool, and every integer dtype
+#: (indices and shape data, camera samples, integer arithmetic and bits); an integer op that
+#: onnxruntime has no kernel for in the tensor's dtype runs in a wider one (``widen.py``).
+DTYPES = frozenset({"float32", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                    "uint32", "uint64"})
 
 
 def _require_runtime() -> None:

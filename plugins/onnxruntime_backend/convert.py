@@ -27,6 +27,8 @@ from onnx import helper, numpy_helper
 from abi import TensorType, check_indices, dtypes
 from abi.errors import BackendError
 
+from . import widen
+
 #: The ONNX opset the models are built for (LayerNormalization needs 17; Split with
 #: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18).
 OPSET = 18
@@ -267,13 +269,18 @@ def lstm_cell(e, node, ins, outs, a):
 
 
 def embedding(e, node, ins, outs, a, *, checked: bool = True):
+    """Gather of the weight's rows; indices of another integer dtype than ONNX Gather takes
+    (int32, int64) are Cast to int64 first (after the check, or before the clip)."""
     idx, weight = ins[:2]
     vocab = e.types[weight].shape[0]
+    given = idx
+    if e.types[idx].dtype not in ("int32", "int64"):
+        idx = e.op("Cast", [idx], to=onnx.TensorProto.INT64)[0]
     if checked:
         e.op("Gather", [weight, idx], outs, axis=0)
         return
-    e.guards.append((idx, int(vocab), f"node {node.name!r}", "embedding"))
-    dtype = dtypes.to_numpy(e.types[idx].dtype)
+    e.guards.append((given, int(vocab), f"node {node.name!r}", "embedding"))
+    dtype = np.int32 if e.types[given].dtype == "int32" else np.int64
     safe = e.op("Clip", [idx, e.const(0, dtype), e.const(vocab - 1, dtype)])[0]
     e.op("Gather", [weight, safe], outs, axis=0)
 
@@ -303,10 +310,34 @@ def _scalar(e, x, value):
     return e.const(value, dtypes.to_numpy(e.types[x].dtype))
 
 
+def _int_bounds(dtype: str, lo: float | None, hi: float | None):
+    """Clip's float bounds for an integer x, as the numpy kernel's float clip then ``astype``
+    gives them: ``(lo, hi)``, a bound every value of x passes dropped, the others truncated
+    toward zero (what ``astype`` does to the clipped value); None when a bound lies beyond the
+    dtype's range on the far side."""
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    if (lo is not None and lo > info.max) or (hi is not None and hi < info.min):
+        return None
+    lo = None if lo is None or lo <= info.min else math.trunc(lo)
+    hi = None if hi is None or hi >= info.max else math.trunc(hi)
+    return lo, hi
+
+
 def clip(e, node, ins, outs, a):
     """Clip with both bounds; one bound alone is Max or Min, since onnxruntime's Clip fills a
-    missing bound with the dtype's largest finite value and so clamps inf (numpy keeps it)."""
+    missing bound with the dtype's largest finite value and so clamps inf (numpy keeps it).
+    An integer x takes the bounds of :func:`_int_bounds`; a bound beyond its dtype's range on
+    the far side (every element would become a value the dtype lacks, which numpy's cast
+    turns into what the CPU gives) is refused."""
     x, lo, hi = ins[0], a["min"], a["max"]
+    dtype = e.types[x].dtype
+    if dtypes.is_int(dtype):
+        bounds = _int_bounds(dtype, lo, hi)
+        if bounds is None:
+            raise BackendError(f"onnxruntime backend: node {node.name!r}: clip of {dtype} to "
+                               f"[{lo}, {hi}] makes every element a value outside {dtype}",
+                               node=node.name, op=node.op)
+        lo, hi = bounds
     if lo is not None and hi is not None:
         e.op("Clip", [x, _scalar(e, x, lo), _scalar(e, x, hi)], outs)
     elif lo is not None or hi is not None:
@@ -327,6 +358,45 @@ def _reduce(op_type: str) -> Converter:
         e.op(op_type, [ins[0], e.const(list(a["axes"]), np.int64)], outs,
              keepdims=int(a["keepdim"]))
     return convert
+
+
+def prod(e, node, ins, outs, a):
+    """ReduceProd; of integers, whose products onnxruntime's ReduceProd saturates where numpy
+    wraps, a tree of Mul (which wraps) over the reduced axes moved last and flattened: each
+    step pads them to an even length with 1 and multiplies the halves (static reduced dims)."""
+    x = ins[0]
+    shape, dtype = e.types[x].shape, e.types[x].dtype
+    axes = sorted(ax % len(shape) for ax in a["axes"])
+    n = math.prod(shape[ax] if isinstance(shape[ax], int) else -1 for ax in axes)
+    if not dtypes.is_int(dtype) or 0 <= n <= 1:
+        _reduce("ReduceProd")(e, node, ins, outs, a)
+        return
+    if n < 0:
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: the integer prod over "
+                           f"axes {list(a['axes'])} of x shape {shape} needs static dims there",
+                           node=node.name, op=node.op)
+    kept = [ax for ax in range(len(shape)) if ax not in axes]
+    y = e.op("Transpose", [x], perm=kept + axes)[0]
+    keep = [0] * len(kept)  # Reshape's 0: the input's dim
+    y = e.op("Reshape", [y, e.const(keep + [n], np.int64)])[0]
+    while n > 1:
+        if n % 2:
+            y = e.op("Pad", [y, e.const([0] * len(kept) + [0] + [0] * len(kept) + [1],
+                                        np.int64), _scalar(e, x, 1)])[0]
+            n += 1
+        n //= 2
+        halves = e.op("Reshape", [y, e.const(keep + [2, n], np.int64)])[0]
+        y = e.op("Mul", [e.op("Gather", [halves, e.const(k, np.int64)], axis=len(kept))[0]
+                         for k in (0, 1)])[0]
+    out = [0] * len(kept)
+    if a["keepdim"]:
+        out = [0] * len(kept) + [1] * len(axes)
+        y = e.op("Reshape", [y, e.const(out, np.int64)])[0]
+        inverse = [(kept + axes).index(ax) for ax in range(len(shape))]
+        y = e.op("Transpose", [y], perm=inverse)[0]
+        e.op("Identity", [y], outs)
+        return
+    e.op("Reshape", [y, e.const(out, np.int64)], outs)
 
 
 def _arg(op_type: str) -> Converter:
@@ -545,7 +615,7 @@ CONVERTERS: dict[str, Converter] = {
     "argmax": _arg("ArgMax"),
     "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"),
     "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
-    "argmin": _arg("ArgMin"), "prod": _reduce("ReduceProd"),
+    "argmin": _arg("ArgMin"), "prod": prod,
     "mod": lambda e, n, i, o, a: e.op("Mod", i, o, fmod=int(a["fmod"])),
     "int_div": int_div,
     "bitwise_and": _simple("BitwiseAnd"), "bitwise_or": _simple("BitwiseOr"),
@@ -579,6 +649,22 @@ CONVERTERS: dict[str, Converter] = {
 # --- the model ---------------------------------------------------------------------------------
 
 
+def _elem_types(e: Emitter, graph_inputs: list, graph_outputs: list) -> dict[str, int]:
+    """The ONNX element type of every tensor of ``e``'s nodes, by ONNX type inference over
+    them with the initializers as inputs (their bytes are not copied); empty if inference
+    fails (nothing is widened then, and onnxruntime refuses what lacks a kernel)."""
+    known = graph_inputs + [helper.make_tensor_value_info(n, t.data_type, t.dims)
+                            for n, t in e.initializers.items()]
+    model = helper.make_model(helper.make_graph(e.nodes, "types", known, graph_outputs),
+                              opset_imports=[helper.make_opsetid("", OPSET)])
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
+        return {}
+    return {v.name: v.type.tensor_type.elem_type
+            for v in (*graph.input, *graph.value_info, *graph.output)}
+
+
 def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
             outputs: Sequence[tuple[str, TensorType]], nodes: Sequence[Any],
             consts: Mapping[str, np.ndarray], types: Mapping[str, TensorType],
@@ -609,11 +695,11 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
         shape = [d if isinstance(d, int) else str(d) for d in ttype.shape]
         return helper.make_tensor_value_info(tname, onnx_dtype(ttype.dtype), shape)
 
-    guard_outputs = [info(t, types[t]) for t, *_ in e.guards]
-    graph = helper.make_graph(
-        e.nodes, name, [info(n, t) for n, t in inputs],
-        [info(n, t) for n, t in outputs] + guard_outputs,
-        initializer=list(e.initializers.values()))
+    graph_inputs = [info(n, t) for n, t in inputs]
+    graph_outputs = [info(n, t) for n, t in outputs] + [info(t, types[t]) for t, *_ in e.guards]
+    nodes = widen.widen(e.nodes, _elem_types(e, graph_inputs, graph_outputs), OPSET)
+    graph = helper.make_graph(nodes, name, graph_inputs, graph_outputs,
+                              initializer=list(e.initializers.values()))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="plugin-host")
     model.ir_version = min(model.ir_version, 10)

@@ -192,3 +192,45 @@ def test_the_new_ops_run_in_the_confined_worker(backend, graph, tmp_path):
     assert set(got) == set(want) == {s.name for s in graph().outputs}
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+def _raw_plane_graph():
+    """A uint16 raw plane and int16 offsets: the offsets wrap-added in int16, clipped and
+    scaled in float32; max and matmul of int16, which onnxruntime computes in int32."""
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("raw_plane")
+    raw = b.input("raw", (1, 4, 6), "uint16", "ANY")
+    offsets = b.input("offsets", (4, 6), "int16", "ANY")
+    shifted = b.op("add", offsets, b.constant("bias", np.array(30000, np.int16)), name="shift")
+    peak = b.op("max", shifted, offsets, name="peak")
+    b.output(b.op("matmul", peak, b.constant("w", np.arange(-9, 9, dtype=np.int16).reshape(
+        6, 3)), name="mix"), "mixed", "ANY")
+    plane = b.op("cast", raw, name="to_float", dtype="float32")
+    b.output(b.op("mul", plane, b.constant("scale", np.array(1 / 65535, np.float32)),
+                  name="norm"), "plane", "ANY")
+    return b.build()
+
+
+def test_an_int16_artifact_runs_on_onnxruntime_in_the_confined_worker(tmp_path):
+    """Built for onnxruntime (the build checks the backend can run it), loaded and run by the
+    sandbox worker, with the in-process numpy backend's bits."""
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path / "raw_plane.pha"
+    build_artifact(_raw_plane_graph(), path, version="1.0.0", backends=["onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=100.0, golden_cases=1)
+    sign_artifact(path, key)
+    rng = np.random.default_rng(3)
+    feed = {"raw": rng.integers(0, 65536, (1, 4, 6)).astype(np.uint16),
+            "offsets": rng.integers(-32768, 32768, (4, 6)).astype(np.int16)}
+    want = Executor(_raw_plane_graph(), NumpyBackend()).run(dict(feed))
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        assert ex.protections.seccomp and not ex.protections.problems
+        got = ex.run(dict(feed))
+        assert list(ex.audit_events) == []
+    assert got["mixed"].dtype == np.int16
+    np.testing.assert_array_equal(got["mixed"], want["mixed"])
+    np.testing.assert_array_equal(got["plane"], want["plane"])
