@@ -14,7 +14,7 @@ from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import DTYPES, OnnxruntimeBackend, convert, widen
-from tests.onnxruntime_backend.test_ops import _int_extremes, bits
+from tests.onnxruntime_backend.test_ops import RNG, _int_extremes, bits, scatter
 
 NEW = ["int8", "int16", "uint16", "uint32"]
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -122,6 +122,9 @@ CASES = {
     "gather": lambda d: unary("gather", d, np.array([[3, 0], [3, 5]]), axis=1),
     "gather_elements": lambda d: unary("gather_elements", d, np.array([[3, 0, 5], [1, 1, 2]]),
                                        axis=1),
+    **{f"scatter_elements_{r}": (lambda r: lambda d: scatter(
+        r, d, x=limits(d, (3, 5)), idx=RNG.integers(0, 5, (3, 8)), updates=limits(d, (3, 8)),
+        axis=1))(r) for r in ("none", "add", "mul", "max", "min")},
     "expand": lambda d: unary("expand", d, x_shape=(4, 1), shape=[2, 4, 5]),
     "tile": lambda d: unary("tile", d, repeats=[2, 3]),
     "embedding_index": lambda d: _embedding(d, computed=False),
