@@ -12,7 +12,7 @@ The seeds are eight tiny models exported from torch with the legacy exporter (mi
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
 HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round,
-ScatterND),
+ScatterND, TopK and a ScatterElements at its run-time indices),
 ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
 LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
 ``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv,
@@ -829,7 +829,8 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             c = torch.where(x > 0.0, torch.pow(x, 2.0), torch.maximum(torch.exp(-x), x))
             a = a.clone()
             a[:, 0] = b[:, 1] * 2.0  # a ScatterND
-            return torch.round(a * 4.0) / 4.0 + b - torch.minimum(c, torch.erf(x))
+            top = torch.zeros_like(x).scatter(3, torch.topk(x, 2, dim=3).indices, 1.0)
+            return torch.round(a * 4.0) / 4.0 + b - torch.minimum(c, torch.erf(x)) * top
 
     class Shapes(torch.nn.Module):
         def __init__(self):
