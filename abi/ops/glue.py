@@ -506,7 +506,7 @@ def _need_spatial(n: str, x: TensorType) -> None:
 def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
-    r = need_rank(n, "x", x, one_of=(3, 4))
+    r = need_rank(n, "x", x, one_of=(3, 4, 5))
     need_float(n, "x", x)
     if attrs["mode"] == "cubic" and r != 4:
         raise ShapeError(f"{n}: mode cubic needs x of rank 4 (N, C, H, W), as onnxruntime's "
@@ -823,22 +823,21 @@ and at most the axis' size (a run-time dim is checked when it is bound)."""),
         "cubic_coeff_a": AttrSpec("float", -0.75, check=_FINITE, added=True),
         "exclude_outside": AttrSpec("bool", False, added=True),
     }, _resize, doc="""\
-ONNX Resize (torch's interpolate / Upsample) of the 1 or 2 spatial axes of x (N, C, L) or
-(N, C, H, W), float, to size (one length per spatial axis, each >= 1); the output is
-(N, C, *size). Output position o on an axis maps to the input coordinate given by
-coordinate_mode with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0
-where the output length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1;
-asymmetric o / s. s is scales (float32, one per spatial axis, > 0; then each size must be
-floor(in * s) and the spatial dims static) or, without scales, out / in. mode nearest takes the
-input element at that coordinate rounded by nearest_mode (floor, ceil, round with halves down or
-up), clamped into the input; linear interpolates between the two neighbours along each axis
-(the coordinate clamped into [0, in - 1]; bilinear for 2 spatial axes); cubic (x (N, C, H, W)
-only, as onnxruntime's bicubic) weighs the 4 elements floor(c) - 1 .. floor(c) + 2 by Keys'
-cubic kernel with coefficient cubic_coeff_a (-0.75 as torch's bicubic, -0.5 as
-Catmull-Rom), those outside the input taking the nearest edge element, or with
-exclude_outside weighing 0 and the other weights divided by their sum (nearest and linear
-ignore both); W is interpolated first, then H, each sum float32 from 0 tap by tap, as
-onnxruntime. Where size equals every spatial dim, y is x in every mode, whatever the scales
+ONNX Resize (torch's interpolate / Upsample) of the 1, 2 or 3 spatial axes of x (N, C, L), (N, C,
+H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1); the output is
+(N, C, *size). Output position o on an axis maps to the input coordinate given by coordinate_mode
+with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 where the output
+length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1; asymmetric o / s. s is
+scales (float32, one per spatial axis, > 0; then each size must be floor(in * s) and the spatial
+dims static) or, without scales, out / in. mode nearest takes the input element at that coordinate
+rounded by nearest_mode (floor, ceil, round with halves down or up), clamped into the input; linear
+interpolates between the two neighbours along each axis (the coordinate clamped into [0, in - 1];
+bilinear for 2 spatial axes, trilinear for 3); cubic (x (N, C, H, W) only, as onnxruntime's
+bicubic) weighs the 4 elements floor(c) - 1 .. floor(c) + 2 by Keys' cubic kernel with coefficient
+cubic_coeff_a (-0.75 as torch's bicubic, -0.5 as Catmull-Rom), those outside the input taking the
+nearest edge element, or with exclude_outside weighing 0 and the other weights divided by their sum
+(nearest and linear ignore both); W is interpolated first, then H, each sum float32 from 0 tap by
+tap, as onnxruntime. Where size equals every spatial dim, y is x in every mode, whatever the scales
 (onnxruntime copies x)."""),
     OpDef("grid_sample", 1, ("x", "grid"), ("y",), {
         "mode": AttrSpec("enum:bilinear|nearest", "bilinear"),

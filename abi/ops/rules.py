@@ -29,7 +29,8 @@ def need_rank(op: str, name: str, t: TensorType, *, exact: int | None = None,
     elif at_least is not None and r < at_least:
         expected = f"rank >= {at_least}"
     elif one_of is not None and r not in tuple(one_of):
-        expected = "rank " + " or ".join(map(str, one_of))
+        ranks = [str(k) for k in one_of]
+        expected = "rank " + (", ".join(ranks[:-1]) + " or " if len(ranks) > 1 else "") + ranks[-1]
     else:
         return r
     raise ShapeError(f"{op}: {name} must have {expected}, got rank {r} (shape {fmt(t.shape)})",

@@ -176,7 +176,7 @@ REFUSALS = [
     ("conv", [X4, T((32, 12, 3), f32)], CONV1, ShapeError,
      "conv: weight must have rank 4, got rank 3"),
     ("conv", [T((12, 8), f32), T((32, 12, 3), f32)], CONV1, ShapeError,
-     "conv: x must have rank 3 or 4 or 5, got rank 2"),
+     "conv: x must have rank 3, 4 or 5, got rank 2"),
     ("conv", [X4, T((32, 12, 3, 3), f32)], {**CONV1, "stride": [1]}, ContractError,
      "conv: attribute 'stride' has 1 entries but x shape (1, 12, 8, 8) has 2 spatial axes and "
      "needs 2"),

@@ -129,6 +129,9 @@ def test_reductions_and_argmax_as_torch():
     assert y.dtype == np.int32 and y.tolist() == [12, 15, 18, 21]
 
 
+#: (N, C, D, H, W): trilinear and 3-D nearest
+VOLUME = RNG.standard_normal((2, 3, 4, 3, 5)).astype(np.float32)
+
 # torch's interpolate modes as resize attributes (ONNX Resize as torch's exporters write them)
 RESIZE_MODES = {
     ("nearest", None): {"mode": "nearest", "coordinate_mode": "asymmetric",
@@ -141,7 +144,7 @@ RESIZE_MODES = {
 
 
 def _interpolate(x, mode, align_corners, **how):
-    torch_mode = {"linear": ("linear", "bilinear")[x.ndim - 3]}.get(mode, mode)
+    torch_mode = {"linear": ("linear", "bilinear", "trilinear")[x.ndim - 3]}.get(mode, mode)
     return TF.interpolate(t(x), mode=torch_mode, align_corners=align_corners, **how).numpy()
 
 
@@ -150,7 +153,7 @@ def _interpolate(x, mode, align_corners, **how):
 def test_resize_by_scale_as_torch(mode, align_corners, factor):
     from abi.ops.glue import scaled_size
 
-    for x in (X, X[:, :, 1]):
+    for x in (X, X[:, :, 1], VOLUME):
         size = [scaled_size(d, factor) for d in x.shape[2:]]
         (y,) = run_op("resize", [x], size=size, scales=[factor] * len(size),
                       **RESIZE_MODES[mode, align_corners])
@@ -162,10 +165,10 @@ def test_resize_by_scale_as_torch(mode, align_corners, factor):
 @pytest.mark.parametrize("mode, align_corners", sorted(RESIZE_MODES, key=str))
 @pytest.mark.parametrize("size", [(9, 14), (3, 4), (1, 1), (5, 7), (2, 13)])
 def test_resize_to_a_size_as_torch(mode, align_corners, size):
-    for x in (X, X[:, :, 1]):
-        size = list(size[-(x.ndim - 2):])
-        (y,) = run_op("resize", [x], size=size, **RESIZE_MODES[mode, align_corners])
-        want = _interpolate(x, mode, align_corners, size=size)
+    for x in (X, X[:, :, 1], VOLUME):
+        out = list(((3,) + size)[-(x.ndim - 2):])
+        (y,) = run_op("resize", [x], size=out, **RESIZE_MODES[mode, align_corners])
+        want = _interpolate(x, mode, align_corners, size=out)
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
 
 

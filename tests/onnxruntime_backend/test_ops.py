@@ -617,13 +617,13 @@ def test_pooling_windows_match_over_random_configurations(op):
 
 
 def test_resize_matches_over_random_configurations():
-    """Every mode, coordinate mode and nearest mode, by scales or by size, up and down, 1-D and
-    2-D: 60 seeded random configurations."""
+    """Every mode, coordinate mode and nearest mode, by scales or by size, up and down, 1-D,
+    2-D and 3-D: 60 seeded random configurations."""
     rng = np.random.default_rng(11)
     coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
     nearest = ["floor", "ceil", "round_prefer_floor", "round_prefer_ceil"]
     for _ in range(60):
-        shape = [int(rng.integers(1, 9)) for _ in range(int(rng.integers(1, 3)))]
+        shape = [int(rng.integers(1, 9)) for _ in range(int(rng.integers(1, 4)))]
         attrs = dict(mode=str(rng.choice(["nearest", "linear"])),
                      coordinate_mode=str(rng.choice(coordinate)),
                      nearest_mode=str(rng.choice(nearest)))
