@@ -531,16 +531,17 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 def _grid_sample(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, grid = inputs
     n = op.name
-    need_rank(n, "x", x, exact=4)
-    need_rank(n, "grid", grid, exact=4)
+    r = need_rank(n, "x", x, one_of=(4, 5))
+    need_rank(n, "grid", grid, exact=r)
     need_float(n, "x", x)
     need_same_dtype(n, [("x", x), ("grid", grid)])
-    need_dim(n, "grid's last dim", grid.shape[3], 2, f"grid shape {fmt(grid.shape)}: an x and "
-             f"a y per output position")
+    axes = "an x and a y" if r == 4 else "an x, a y and a z"
+    need_dim(n, "grid's last dim", grid.shape[-1], r - 2, f"grid shape {fmt(grid.shape)}: "
+             f"{axes} per output position")
     need_dim(n, "grid's batch dim", grid.shape[0], x.shape[0], f"x shape {fmt(x.shape)}")
     _need_spatial(n, x)
     batch = x.shape[0] if dims.is_static(x.shape[0]) else grid.shape[0]
-    return [TensorType((batch, x.shape[1], *grid.shape[1:3]), x.dtype)]
+    return [TensorType((batch, x.shape[1], *grid.shape[1:-1]), x.dtype)]
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -845,16 +846,17 @@ tap, as onnxruntime. Where size equals every spatial dim, y is x in every mode, 
         "align_corners": AttrSpec("bool", False),
     }, _grid_sample, doc="""\
 torch's grid_sample (ONNX GridSample) of x (N, C, H, W) at the positions in grid (N, Ho, Wo,
-2), both float of one dtype; the output is (N, C, Ho, Wo). grid[..., 0] is the x (width) and
-grid[..., 1] the y (height) coordinate, -1 and 1 the first and last pixel's centre with
-align_corners, their outer edges without. A position outside the input takes zeros, the
+2), or of x (N, C, D, H, W) at grid (N, Do, Ho, Wo, 3), both float of one dtype; the output is
+(N, C, Ho, Wo) or (N, C, Do, Ho, Wo). grid[..., 0] is the x (width), grid[..., 1] the y
+(height) and grid[..., 2] the z (depth) coordinate, -1 and 1 the first and last pixel's centre
+with align_corners, their outer edges without. A position outside the input takes zeros, the
 nearest border pixel (border) or its mirror image at the edges (reflection, by pixel centres
-with align_corners, by edges without). mode bilinear weighs the 4 neighbours (one outside x
-counts as 0; one inside x with weight 0 still multiplies in, so an inf there gives nan),
-nearest takes the pixel at the position rounded half to even. As torch: a non-finite position
-(nan, +-inf, or one beyond float32 once scaled) gives nan in bilinear with zeros, 0 in nearest
-with zeros, and otherwise the first pixel of the axis (+inf or a huge positive the last, with
-border)."""),
+with align_corners, by edges without). mode bilinear weighs the 4 neighbours (8 in a volume:
+trilinear; one outside x counts as 0; one inside x with weight 0 still multiplies in, so an inf
+there gives nan), nearest takes the pixel at the position rounded half to even. As torch: a
+non-finite position (nan, +-inf, or one beyond float32 once scaled) gives nan in bilinear with
+zeros, 0 in nearest with zeros, and otherwise the first pixel of the axis (+inf or a huge
+positive the last, with border)."""),
     OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, _pool, doc="""\
 Max pooling over 1, 2 or 3 spatial axes of x (N, C, L), (N, C, H, W) or (N, C, D, H, W),
 torch semantics (a window holding a nan gives nan); padding is one [before, after] pair per

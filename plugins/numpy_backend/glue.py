@@ -9,6 +9,8 @@ kernels do not re-validate them.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 
 import numpy as np
 
@@ -616,36 +618,42 @@ def _grid_coordinate(g, size: int, padding_mode: str, align_corners: bool):
     return c
 
 
-def _grid_gather(xt, batch, iy, ix, size_h: int, size_w: int):
-    """``xt`` (N, H, W, C) at float pixel indices (iy, ix): 0 where an index is outside x
-    (nan too), without casting a non-finite float to an integer."""
-    inside = (iy >= 0) & (iy <= size_h - 1) & (ix >= 0) & (ix <= size_w - 1)
-    values = xt[batch, np.where(inside, iy, 0).astype(np.intp),
-                np.where(inside, ix, 0).astype(np.intp)]
+def _grid_gather(xt, batch, index: list, sizes) -> np.ndarray:
+    """``xt`` (N, *spatial, C) at float pixel indices (one array per spatial axis, outermost
+    first): 0 where an index is outside x (nan too), without casting a non-finite float to an
+    integer."""
+    inside = np.logical_and.reduce([(i >= 0) & (i <= size - 1) for i, size in zip(index,
+                                                                                 sizes)])
+    values = xt[(batch, *(np.where(inside, i, 0).astype(np.intp) for i in index))]
     return np.where(inside[..., None], values, xt.dtype.type(0))
 
 
 def grid_sample(x, grid, *, mode, padding_mode, align_corners):
-    """torch's grid_sample, 2-D: indices and weights for the whole grid at once, one gather per
-    neighbour."""
+    """torch's grid_sample, 2-D or 3-D: indices and weights for the whole grid at once, one
+    gather per neighbour (the corners in order, outermost axis first; each weight the product
+    of the axes' weights, outermost first)."""
     if x.shape[0] != grid.shape[0]:  # run-time dims the shape rule could not compare
         raise ShapeError(f"grid_sample: grid's batch dim {grid.shape[0]} is not x's "
                          f"{x.shape[0]}", where="grid_sample", expected=x.shape[0],
                          got=grid.shape[0])
-    h, w = x.shape[2:]
-    xt = x.transpose(0, 2, 3, 1)
-    batch = np.arange(x.shape[0])[:, None, None]
+    sizes = x.shape[2:]
+    n = len(sizes)
+    xt = np.moveaxis(x, 1, -1)
+    batch = np.arange(x.shape[0]).reshape((-1,) + (1,) * n)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # IEEE results
-        cx = _grid_coordinate(grid[..., 0], w, padding_mode, align_corners)
-        cy = _grid_coordinate(grid[..., 1], h, padding_mode, align_corners)
+        coords = [_grid_coordinate(grid[..., n - 1 - a], size, padding_mode, align_corners)
+                  for a, size in enumerate(sizes)]  # grid's last dim: x, y(, z)
         if mode == "nearest":
-            y = _grid_gather(xt, batch, np.rint(cy), np.rint(cx), h, w)
+            y = _grid_gather(xt, batch, [np.rint(c) for c in coords], sizes)
         else:
-            x0, y0 = np.floor(cx), np.floor(cy)
-            east, south = cx - x0, cy - y0
-            west, north = 1 - east, 1 - south
-            y = _grid_gather(xt, batch, y0, x0, h, w) * (north * west)[..., None]
-            y = y + _grid_gather(xt, batch, y0, x0 + 1, h, w) * (north * east)[..., None]
-            y = y + _grid_gather(xt, batch, y0 + 1, x0, h, w) * (south * west)[..., None]
-            y = y + _grid_gather(xt, batch, y0 + 1, x0 + 1, h, w) * (south * east)[..., None]
-    return np.ascontiguousarray(y.transpose(0, 3, 1, 2), dtype=x.dtype)
+            low = [np.floor(c) for c in coords]
+            far = [c - f for c, f in zip(coords, low)]  # the weights of the upper neighbours
+            near = [1 - w for w in far]
+            y = None
+            for corner in itertools.product((0, 1), repeat=n):
+                weight = functools.reduce(operator.mul, [(far if k else near)[a]
+                                                         for a, k in enumerate(corner)])
+                term = _grid_gather(xt, batch, [f + k for f, k in zip(low, corner)], sizes)
+                term = term * weight[..., None]
+                y = term if y is None else y + term
+    return np.ascontiguousarray(np.moveaxis(y, -1, 1), dtype=x.dtype)

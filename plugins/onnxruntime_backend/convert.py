@@ -30,8 +30,9 @@ from abi.errors import BackendError
 from . import widen
 
 #: The ONNX opset the models are built for (LayerNormalization needs 17; Split with
-#: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18).
-OPSET = 18
+#: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18; GridSample of a
+#: volume is opset 20).
+OPSET = 20
 
 _FLOATS = frozenset({"float16", "float32", "float64"})
 
@@ -294,6 +295,16 @@ def _simple(op_type: str, **fixed: Any) -> Converter:
     return convert
 
 
+def relu(e, node, ins, outs, a):
+    """Relu; of integers Max(x, 0), which has a kernel for every integer dtype that Relu lacks
+    (onnxruntime's Relu takes int8 and int32 only, at opset 20)."""
+    x = ins[0]
+    if dtypes.is_int(e.types[x].dtype):
+        e.op("Max", [x, _scalar(e, x, 0)], outs)
+        return
+    e.op("Relu", ins, outs)
+
+
 def gelu(e, node, ins, outs, a):
     x = ins[0]
     if a["approximate"] == "tanh":
@@ -437,9 +448,9 @@ def resize(e, node, ins, outs, a):
 
 
 def grid_sample(e, node, ins, outs, a):
-    """GridSample as opset 16 names its modes (bilinear, nearest)."""
-    e.op("GridSample", ins, outs, mode=a["mode"], padding_mode=a["padding_mode"],
-         align_corners=int(a["align_corners"]))
+    """GridSample of 2 or 3 spatial axes; opset 20 names bilinear (and trilinear) linear."""
+    e.op("GridSample", ins, outs, mode={"bilinear": "linear"}.get(a["mode"], a["mode"]),
+         padding_mode=a["padding_mode"], align_corners=int(a["align_corners"]))
 
 
 def flatten(e, node, ins, outs, a):
@@ -594,7 +605,7 @@ CONVERTERS: dict[str, Converter] = {
     "group_norm": group_norm, "instance_norm": instance_norm, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "linear": linear,
     "lstm_cell": lstm_cell, "embedding": embedding,
-    "identity": _simple("Identity"), "relu": _simple("Relu"), "sigmoid": _simple("Sigmoid"),
+    "identity": _simple("Identity"), "relu": relu, "sigmoid": _simple("Sigmoid"),
     "tanh": _simple("Tanh"), "gelu": gelu, "softmax": lambda e, n, i, o, a: e.op(
         "Softmax", i, o, axis=a["axis"]),
     "elu": _alpha("Elu", "alpha"), "leaky_relu": _alpha("LeakyRelu", "alpha"),

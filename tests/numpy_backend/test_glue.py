@@ -254,6 +254,23 @@ def test_grid_sample_as_torch(mode, padding_mode, align_corners):
 
 
 @pytest.mark.parametrize("mode, padding_mode, align_corners", GRID_MODES)
+def test_volumetric_grid_sample_as_torch(mode, padding_mode, align_corners):
+    """x (N, C, D, H, W), grid (N, Do, Ho, Wo, 3): trilinear or nearest, positions partly
+    outside, and a lattice through voxel centres, edges and the halves between."""
+    lattice = np.linspace(-1.25, 1.25, 11, dtype=np.float32)
+    for shape in ((2, 3, 4, 5, 6), (1, 2, 1, 3, 1), (1, 1, 1, 1, 1)):
+        x = RNG.standard_normal(shape).astype(np.float32) * 4
+        for grid in (RNG.uniform(-1.6, 1.6, (shape[0], 3, 4, 5, 3)).astype(np.float32),
+                     np.broadcast_to(np.stack(np.meshgrid(lattice, lattice, lattice), -1),
+                                     (shape[0], 11, 11, 11, 3)).copy()):
+            (y,) = run_op("grid_sample", [x, grid], mode=mode, padding_mode=padding_mode,
+                          align_corners=align_corners)
+            want = _grid_sample(x, grid, mode, padding_mode, align_corners)
+            assert y.dtype == np.float32 and y.shape == want.shape
+            np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode, padding_mode, align_corners", GRID_MODES)
 def test_grid_sample_at_the_extremes_as_torch(mode, padding_mode, align_corners):
     """nan, +-inf, float32 extremes, huge and tiny values in the grid and in x: torch's results
     (nan where torch gives nan), without numpy warnings."""

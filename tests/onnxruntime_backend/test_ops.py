@@ -53,9 +53,9 @@ def grid_sample_run_time(**attrs):
     return b.build(), {"x": f32(2, 2, 4, 5), "grid": f32(2, 3, 6, 2, scale=0.8)}
 
 
-def grid(n, ho, wo):
-    """Sampling positions partly outside [-1, 1]."""
-    return RNG.uniform(-1.3, 1.3, (n, ho, wo, 2)).astype(np.float32)
+def grid(n, *out):
+    """Sampling positions partly outside [-1, 1], one per output position (2-D or 3-D)."""
+    return RNG.uniform(-1.3, 1.3, (n, *out, len(out))).astype(np.float32)
 
 
 def lstm():
@@ -666,14 +666,15 @@ def test_cubic_resize_matches_over_random_configurations():
 
 def test_grid_sample_matches_over_random_configurations():
     """Every mode, padding mode and align_corners, grids partly outside [-1, 1], 1-pixel axes
-    among them: 48 seeded random configurations."""
+    among them, images and volumes: 96 seeded random configurations."""
     rng = np.random.default_rng(12)
-    for i in range(48):
-        shape = (int(rng.integers(1, 3)), 2, *(int(rng.integers(1, 7)) for _ in range(2)))
+    for i in range(96):
+        spatial = 2 + i // 48
+        shape = (int(rng.integers(1, 3)), 2, *(int(rng.integers(1, 7)) for _ in range(spatial)))
         attrs = dict(mode=("bilinear", "nearest")[i % 2],
                      padding_mode=("zeros", "border", "reflection")[i // 2 % 3],
                      align_corners=bool(i // 6 % 2))
-        graph, _ = single("grid_sample", shape, grid(shape[0], *rng.integers(1, 6, 2)),
+        graph, _ = single("grid_sample", shape, grid(shape[0], *rng.integers(1, 6, spatial)),
                           **attrs)
         assert_same(graph, {"x": f32(*shape)}, rtol=1e-5, atol=1e-6)
 
@@ -687,7 +688,7 @@ def test_unsupported_dtype_refused():
 def test_uint8_images_move_and_convert_as_on_numpy():
     """uint8 is for camera samples taken as bytes: they move (reshape, transpose, slice,
     concat) and convert (cast) exactly as on numpy; an op onnxruntime has no kernel for in
-    the dtype nor in a wider one (relu of uint64) is refused at load naming our node, never
+    the dtype nor in a wider one (cumsum of uint64) is refused at load naming our node, never
     run elsewhere."""
     b = GraphBuilder("bytes")
     img = b.input("img", (1, 12, 4, 6), "uint8", "NCHW")
@@ -704,7 +705,7 @@ def test_uint8_images_move_and_convert_as_on_numpy():
     assert got["moved"].dtype == np.uint8 and got["samples"].dtype == np.float32
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
-    graph, _ = single("relu", (2, 3), in_dtype="uint64")
+    graph, _ = single("cumsum", (2, 3), in_dtype="uint64", axis=1)
     with pytest.raises(BackendError, match="node 'node': onnxruntime refused the model"):
         Executor(graph, OnnxruntimeBackend())
 
