@@ -120,6 +120,9 @@ def _resize(imp, node, attrs):
     if antialias and not all(type(d) is int for d in shape[2:]):
         raise imp.unsupported(f"attribute antialias=1 on input shape {shape}: the spatial dims "
                               f"must be static (the weights are built at import)")
+    if antialias and min(size) < 1:  # as the resize op refuses it
+        raise imp.unsupported(f"attribute antialias=1 with output spatial size {size}: every "
+                              f"entry must be >= 1 (an empty output is not supported)")
     if antialias and _antialias_weighs(mode, size, shape[2:]):
         emit_antialias(imp, node, x, shape, size, scales, mode, coordinate, coeff, bool(exclude))
         return

@@ -219,6 +219,10 @@ def _refused(tmp_path, shape=(1, 3, 8, 8), consts=None, attrs=None, **kw):
      "attribute antialias=1 on input shape [1, 3, 'h', 'w']: the spatial dims must be static"),
     ({"shape": (1, 3, 8), "consts": {"roi": ROI, "scales": np.array([1, 1, .5], np.float32)},
       "attrs": {"mode": "cubic"}}, "input shape [1, 3, 8]: mode='cubic' needs (N, C, H, W)"),
+    ({"consts": _scales(0.1, 0.5)}, "attribute antialias=1 with output spatial size [0, 4]: "
+     "every entry must be >= 1"),
+    ({"consts": _sizes(1, 3, 4, 0), "attrs": {"mode": "cubic"}},
+     "attribute antialias=1 with output spatial size [4, 0]: every entry must be >= 1"),
     ({"consts": {"roi": ROI}, "inputs": ["x", "roi", "s"], "runtime": {"s": (TP.FLOAT, [4])}},
      "scales 's' must be a constant (known at import), but it is computed at run time"),
 ])
@@ -252,3 +256,14 @@ def test_weights_above_the_tensor_cap_are_refused(tmp_path):
     assert NODE in text and "its antialias weights for axis 3 of shape (20, 40) would have " \
         "800 elements, above the cap of 700" in text, text
     import_onnx(model, limits=ReadLimits(max_tensor_elements=800))
+
+
+def test_filter_windows_above_the_tensor_cap_are_refused(tmp_path):
+    """A width of 40 shrunk to 1: a 1 x 40 matrix, but onnxruntime's window of 2 * 40 + 1
+    taps (the filter widened 40 times), which the weights are built in."""
+    model = _refused(tmp_path, (1, 1, 1, 40), _sizes(1, 1, 1, 1))
+    with pytest.raises(ModelFileError) as info:
+        import_onnx(model, limits=ReadLimits(max_tensor_elements=60))
+    text = str(info.value)
+    assert NODE in text and "its antialias filter windows for axis 3 of shape (1, 81) would " \
+        "have 81 elements, above the cap of 60" in text, text
