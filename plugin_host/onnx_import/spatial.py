@@ -1,4 +1,5 @@
-"""ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample) as ``resize``;
+"""ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample) as ``resize``, and
+antialiased as a ``matmul`` by constant weights per resized axis (:mod:`.antialias`);
 DepthToSpace and SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose, reshape;
 GridSample (grid_sample) as ``grid_sample``; Col2Im (F.fold) as the sum of its block positions
 spread over the image with pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from abi.ops.glue import scaled_size
 
+from .antialias import emit_antialias
 from .fold import axis_in, int_vector
 from .ops import _few, _only, _opt, maps
 
@@ -56,12 +58,29 @@ def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None
     return [scaled_size(d, s) for d, s in zip(spatial, full[2:])], [float(s) for s in full[2:]]
 
 
+def _antialias_weighs(mode: str, size: list, spatial: list) -> bool:
+    """Whether an antialiased Resize needs its own weights (:mod:`.antialias`) rather than the
+    ``resize`` op. onnxruntime widens its filter only along an axis that shrinks and copies an
+    axis whose size is kept (whatever its scale: the ``resize`` op is given scale 1 there).
+    Growing, its linear weights are the plain ones up to rounding, a tap past the edge moved
+    onto it or dropped giving the same edge value (so exclude_outside changes nothing, and
+    onnxruntime takes it on linear only with antialias); its cubic weights evaluate Keys'
+    kernel by another formula, which differs by up to about 2e-6 times the largest input
+    (cancelling in the outer lobes): past the build's tolerance on an output near 0 among
+    large inputs, so cubic always takes the weights."""
+    if mode == "cubic":
+        return list(size) != list(spatial)
+    return any(o < d for o, d in zip(size, spatial))
+
+
 @maps("Resize")
 def _resize(imp, node, attrs):
     """nearest and linear on 1 or 2 spatial axes, cubic on 2 (onnxruntime has no other), with
-    constant scales or sizes."""
+    constant scales or sizes; with antialias=1 (linear and cubic, as onnxruntime) a ``matmul``
+    by a constant weight matrix per resized axis (:mod:`.antialias`), or ``resize`` where that
+    gives the same (:func:`_antialias_weighs`)."""
     _only(imp, attrs, {"mode": ..., "coordinate_transformation_mode": ..., "nearest_mode": ...,
-                       "cubic_coeff_a": ..., "exclude_outside": ..., "antialias": 0,
+                       "cubic_coeff_a": ..., "exclude_outside": ..., "antialias": ...,
                        "extrapolation_value": ..., "keep_aspect_ratio_policy": "stretch",
                        "axes": ...})
     mode = attrs.get("mode", "nearest")
@@ -80,6 +99,12 @@ def _resize(imp, node, attrs):
     if exclude not in (0, 1):
         raise imp.unsupported(f"attribute exclude_outside={exclude!r} is not supported (only 0, "
                               f"1)")
+    antialias = attrs.get("antialias", 0)
+    if antialias not in (0, 1):
+        raise imp.unsupported(f"attribute antialias={antialias!r} is not supported (only 0, 1)")
+    if antialias and mode == "nearest":
+        raise imp.unsupported("attribute antialias=1 with mode='nearest' is not supported: "
+                              "onnxruntime refuses it (antialias only with linear and cubic)")
     x = node.input[0]
     shape = list(imp.type_of(x).shape)
     if len(shape) not in (3, 4):
@@ -92,6 +117,19 @@ def _resize(imp, node, attrs):
         raise imp.unsupported(f"attribute axes={attrs['axes']} names an axis twice")
     size, scales = _resize_given(imp, node, shape, axes)
     imp.check_size("its resize output", [*(d or 1 for d in shape[:2]), *size])
+    if antialias and not all(type(d) is int for d in shape[2:]):
+        raise imp.unsupported(f"attribute antialias=1 on input shape {shape}: the spatial dims "
+                              f"must be static (the weights are built at import)")
+    if antialias and min(size) < 1:  # as the resize op refuses it
+        raise imp.unsupported(f"attribute antialias=1 with output spatial size {size}: every "
+                              f"entry must be >= 1 (an empty output is not supported)")
+    if antialias and _antialias_weighs(mode, size, shape[2:]):
+        emit_antialias(imp, node, x, shape, size, scales, mode, coordinate, coeff, bool(exclude))
+        return
+    if antialias:  # linear, no axis shrinking: see _antialias_weighs
+        exclude = 0
+        if scales is not None:
+            scales = [1.0 if o == d else s for o, d, s in zip(size, shape[2:], scales)]
     imp.emit("resize", [imp.tensor(x)], [node.output[0]],
              {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
               "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude)})

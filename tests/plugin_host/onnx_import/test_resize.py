@@ -315,8 +315,6 @@ def _resize(attrs=None, consts=None, **kw):
 @pytest.mark.parametrize("case, error, message", [
     (_resize({"mode": "area"}), UnsupportedModelError,
      "attribute mode='area' is not supported (only nearest, linear, cubic)"),
-    (_resize({"mode": "linear", "antialias": 1}), UnsupportedModelError,
-     "attribute antialias=1 is not supported (only 0)"),
     (_resize({"mode": "cubic", "exclude_outside": 2}), UnsupportedModelError,
      "attribute exclude_outside=2 is not supported (only 0, 1)"),
     (_resize({"mode": "cubic", "cubic_coeff_a": float("nan")}), UnsupportedModelError,
@@ -389,14 +387,3 @@ def test_what_resize_and_depth_to_space_refuse_names_node_and_value(tmp_path, ca
     assert f"node 'node' ({op_type})" in text and message in text, text
     assert "\n" not in text
 
-
-def test_antialiased_bilinear_exported_by_torch_is_refused(tmp_path):
-    """Only the dynamo exporter writes it (the legacy one has no symbolic for it)."""
-    class Smooth(torch.nn.Module):
-        def forward(self, x):
-            return F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True)
-
-    model = export(Smooth(), [torch.randn(1, 2, 4, 6)], tmp_path / "a.onnx", dynamo=True)
-    with pytest.raises(UnsupportedModelError, match=r"\(Resize\): attribute (antialias=1|"
-                                                    r"exclude_outside=1) is not supported"):
-        import_onnx(model)
