@@ -75,8 +75,8 @@ def _antialias_weighs(mode: str, size: list, spatial: list) -> bool:
 
 @maps("Resize")
 def _resize(imp, node, attrs):
-    """nearest and linear on 1 or 2 spatial axes, cubic on 2 (onnxruntime has no other), with
-    constant scales or sizes; with antialias=1 (linear and cubic, as onnxruntime) a ``matmul``
+    """nearest and linear on 1, 2 or 3 spatial axes, cubic on 2 (onnxruntime has no other),
+    with constant scales or sizes; with antialias=1 (on 1 or 2 spatial axes) (linear and cubic, as onnxruntime) a ``matmul``
     by a constant weight matrix per resized axis (:mod:`.antialias`), or ``resize`` where that
     gives the same (:func:`_antialias_weighs`)."""
     _only(imp, attrs, {"mode": ..., "coordinate_transformation_mode": ..., "nearest_mode": ...,
@@ -107,8 +107,12 @@ def _resize(imp, node, attrs):
                               "onnxruntime refuses it (antialias only with linear and cubic)")
     x = node.input[0]
     shape = list(imp.type_of(x).shape)
-    if len(shape) not in (3, 4):
-        raise imp.unsupported(f"input shape {shape}: only (N, C, L) and (N, C, H, W) resize")
+    if len(shape) not in (3, 4, 5):
+        raise imp.unsupported(f"input shape {shape}: only (N, C, L), (N, C, H, W) and (N, C, D, "
+                              f"H, W) resize")
+    if antialias and len(shape) == 5:
+        raise imp.unsupported(f"attribute antialias=1 on input shape {shape}: antialias is "
+                              f"supported on 1 or 2 spatial axes")
     if mode == "cubic" and len(shape) != 4:
         raise imp.unsupported(f"input shape {shape}: mode='cubic' needs (N, C, H, W) (bicubic; "
                               f"onnxruntime has no other cubic)")
@@ -189,8 +193,9 @@ def _space_to_depth(imp, node, attrs):
 
 @maps("GridSample")
 def _grid_sample(imp, node, attrs):
-    """torch's grid_sample on (N, C, H, W): modes bilinear (opset 20 calls it linear) and
-    nearest, every padding mode; the grid a run-time value or a constant."""
+    """torch's grid_sample on (N, C, H, W) or a volume (N, C, D, H, W): modes bilinear
+    (trilinear on a volume; opset 20 calls it linear) and nearest, every padding mode; the grid
+    a run-time value or a constant."""
     _only(imp, attrs, {"mode": ..., "padding_mode": ..., "align_corners": ...})
     mode = attrs.get("mode", "bilinear")
     padding = attrs.get("padding_mode", "zeros")
@@ -202,9 +207,9 @@ def _grid_sample(imp, node, attrs):
             raise imp.unsupported(f"attribute {name}={value!r} is not supported (only "
                                   f"{', '.join(map(str, known))})")
     shape = list(imp.type_of(node.input[0]).shape)
-    if len(shape) != 4:
-        raise imp.unsupported(f"input shape {shape}: only (N, C, H, W) is sampled (not a "
-                              f"volumetric or other rank)")
+    if len(shape) not in (4, 5):
+        raise imp.unsupported(f"input shape {shape}: only (N, C, H, W) and (N, C, D, H, W) are "
+                              f"sampled")
     imp.emit("grid_sample", [imp.tensor(n) for n in node.input[:2]], [node.output[0]],
              {"mode": "nearest" if mode == "nearest" else "bilinear", "padding_mode": padding,
               "align_corners": bool(align)})

@@ -83,6 +83,35 @@ def test_nan_and_infinite_grid_positions_give_torch_results(dynamo, tmp_path, si
                                    equal_nan=True, err_msg=str(MODES[i]))
 
 
+class _EveryVolume(torch.nn.Module):
+    """grid_sample of a volume (N, C, D, H, W), trilinear and nearest, each padding mode and
+    align_corners, on a run-time grid (N, Do, Ho, Wo, 3)."""
+
+    def forward(self, x, grid):
+        return tuple(F.grid_sample(x, grid, mode=m, padding_mode=p, align_corners=a)
+                     for m, p, a in MODES)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS[2:])
+def test_volumetric_grid_sample_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    """The dynamo exporter writes opset 20's GridSample of a volume (the legacy one cannot
+    export it)."""
+    model = export(_EveryVolume(), [torch.randn(2, 3, 4, 5, 6),
+                                    torch.rand(2, 3, 4, 5, 3) * 2 - 1], tmp_path / "v.onnx",
+                   dynamo=dynamo, fold=fold, optimize=optimize, input_names=["x", "grid"],
+                   output_names=[f"y{i}" for i in range(len(MODES))])
+    _, loaded = import_and_load(model, tmp_path / "v.pha", signer)
+    assert sum(n.op == "grid_sample" for n in loaded.graph.nodes) == len(MODES)
+    assert {s.name: s.shape for s in loaded.graph.outputs}["y0"] == (2, 3, 3, 4, 5)
+    feeds = [{"x": (RNG.standard_normal((2, 3, 4, 5, 6)) * 3).astype(np.float32),
+              "grid": RNG.uniform(-1.4, 1.4, (2, 3, 4, 5, 3)).astype(np.float32)}
+             for _ in range(3)]
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
 class _Affine(torch.nn.Module):
     """A warp by a constant affine transform, the grid from affine_grid."""
 
@@ -179,8 +208,10 @@ def test_opset_16_grid_sample_on_a_constant_grid_matches_onnxruntime(tmp_path, s
     ({"attrs": {"mode": "cubic"}, "opset": 20}, "attribute mode='cubic' is not supported"),
     ({"attrs": {"padding_mode": "wrap"}}, "attribute padding_mode='wrap' is not supported"),
     ({"attrs": {"align_corners": 2}}, "attribute align_corners=2 is not supported (only 0, 1)"),
-    ({"x_shape": (1, 2, 3, 4, 5), "grid": (1, 2, 3, 4, 3), "opset": 20},
-     "input shape [1, 2, 3, 4, 5]: only (N, C, H, W) is sampled"),
+    ({"x_shape": (1, 2, 3), "grid": (1, 2, 1), "opset": 20},
+     "input shape [1, 2, 3]: only (N, C, H, W) and (N, C, D, H, W) are sampled"),
+    ({"x_shape": (2, 3, 4, 5, 6), "grid": (2, 4, 6, 5, 2), "opset": 20}, "grid_sample: grid's "
+     "last dim must be 3, got 2"),
     ({"grid": (3, 4, 6, 2)}, "maps to grid_sample, which refuses it: grid_sample: grid's batch "
      "dim must be 2, got 3"),
     ({"grid": (2, 4, 6, 2), "grid_type": TP.DOUBLE}, "grid_sample: grid must have the dtype "

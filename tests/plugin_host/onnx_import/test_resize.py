@@ -1,5 +1,5 @@
 """Upsampling and pixel shuffling imported from ONNX: Resize (torch's interpolate and Upsample,
-nearest, linear and bicubic) as the resize op, DepthToSpace and SpaceToDepth (torch's
+nearest, linear and bicubic, and trilinear and nearest over volumes) as the resize op, DepthToSpace and SpaceToDepth (torch's
 pixel_shuffle; pixel_unshuffle is exported as Reshape and Transpose) as reshape -> transpose
 -> reshape; compared with onnxruntime (cubic to the last bit). What the mapping cannot take is
 refused naming the node and the attribute."""
@@ -90,6 +90,32 @@ def test_one_dimensional_resize_matches_onnxruntime(dynamo, fold, optimize, tmp_
         # onnxruntime's linear over (N, C, L) weighs the neighbouring channels by 0, so an inf
         # or nan there spreads (0 * inf); torch and the numpy backend keep channels apart
         check_against_onnxruntime(model, loaded, _feeds((2, 3, 6), nonfinite=i == 0))
+
+
+class _Volume(torch.nn.Module):
+    """3-D upsampling as volumetric models write it: trilinear and nearest, by scale and to a
+    size, with and without align_corners."""
+
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=2.0, mode="trilinear"),
+                F.interpolate(x, size=(3, 7, 5), mode="trilinear", align_corners=True),
+                F.interpolate(x, scale_factor=(1.5, 2.0, 0.5), mode="nearest"),
+                torch.nn.Upsample(size=(6, 4, 9))(x))
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_volumetric_resize_matches_onnxruntime(dynamo, fold, optimize, tmp_path, signer):
+    model = export(_Volume(), [torch.randn(2, 3, 4, 5, 6)], tmp_path / "v.onnx", dynamo=dynamo,
+                   fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["a", "b", "c", "d"])
+    _, loaded = import_and_load(model, tmp_path / "v.pha", signer)
+    assert [n.op for n in loaded.graph.nodes].count("resize") == 4
+    assert {s.name: s.shape for s in loaded.graph.outputs} == {
+        "a": (2, 3, 8, 10, 12), "b": (2, 3, 3, 7, 5), "c": (2, 3, 6, 10, 3), "d": (2, 3, 6, 4, 9)}
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 5, 6)), backend=backend)
 
 
 def _export_batched(module, args, path, dynamo: bool) -> None:
@@ -355,9 +381,18 @@ def _resize(attrs=None, consts=None, **kw):
     (_resize(consts={"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
                      "sizes": np.array([1, 3, 10 ** 6, 10 ** 6], np.int64)}), ModelFileError,
      "its resize output of shape (1, 3, 1000000, 1000000) would have 3000000000000 elements"),
+    (("Resize", (1, 3, 2, 2, 2, 2), {"roi": np.zeros(0, np.float32),
+                                     "scales": np.ones(6, np.float32)}, {}, {}),
+     UnsupportedModelError, "input shape [1, 3, 2, 2, 2, 2]: only (N, C, L), (N, C, H, W) and "
+     "(N, C, D, H, W)"),
     (("Resize", (1, 3, 2, 2, 2), {"roi": np.zeros(0, np.float32),
-                                  "scales": np.ones(5, np.float32)}, {}, {}),
-     UnsupportedModelError, "input shape [1, 3, 2, 2, 2]: only (N, C, L) and (N, C, H, W)"),
+                                  "scales": np.array([1, 1, 2, 2, 2], np.float32)},
+      {"mode": "cubic"}, {}),
+     UnsupportedModelError, "mode='cubic' needs (N, C, H, W)"),
+    (("Resize", (1, 3, 2, 2, 2), {"roi": np.zeros(0, np.float32),
+                                  "scales": np.array([1, 1, 0.5, 0.5, 0.5], np.float32)},
+      {"mode": "linear", "antialias": 1}, {}),
+     UnsupportedModelError, "antialias is supported on 1 or 2 spatial axes"),
     (("Resize", (1, 3, "h", 4), {"roi": np.zeros(0, np.float32),
                                  "scales": np.zeros(0, np.float32),
                                  "sizes": np.array([8], np.int64)}, {"axes": [3]}, {}),
