@@ -1,16 +1,24 @@
 """ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample) as ``resize``, and
 antialiased as a ``matmul`` by constant weights per resized axis (:mod:`.antialias`);
 DepthToSpace and SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose, reshape;
-GridSample (grid_sample) as ``grid_sample``; Col2Im (F.fold) as the sum of its block positions
-spread over the image with pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
+GridSample (grid_sample) as ``grid_sample``; AffineGrid (affine_grid) as a ``matmul`` of a
+constant base grid by theta; Col2Im (F.fold) as the sum of its block positions spread over the
+image with pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from abi.ops.glue import scaled_size
 
+from ..errors import ModelFileError
+
 from .antialias import emit_antialias
-from .fold import axis_in, int_vector
+from .fold import _need, axis_in, int_vector
+from .fold import register as register_fold
 from .ops import _few, _only, _opt, maps
 
 _RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
@@ -213,6 +221,80 @@ def _grid_sample(imp, node, attrs):
     imp.emit("grid_sample", [imp.tensor(n) for n in node.input[:2]], [node.output[0]],
              {"mode": "nearest" if mode == "nearest" else "bilinear", "padding_mode": padding,
               "align_corners": bool(align)})
+
+
+def affine_base(size: list[int], align_corners: bool) -> np.ndarray:
+    """AffineGrid's base grid for spatial ``size`` ([H, W] or [D, H, W]): for every position,
+    row-major, its normalised coordinates x (width) first, then y (and z), then a 1, in float32
+    as onnxruntime computes them: d points from -1 to 1 (-1 + i * (2 / (d - 1)), the last
+    exactly 1; one point is 1), without align_corners then times (d - 1) and divided by d."""
+    f32 = np.float32
+    axes = []
+    for d in size:
+        c = np.arange(d, dtype=f32) * (f32(2) / f32(max(d - 1, 1))) + f32(-1)
+        c[-1] = f32(1)
+        if not align_corners:
+            c = c * f32(d - 1) / f32(d)
+        axes.append(c)
+    mesh = np.meshgrid(*axes, indexing="ij")
+    coords = [m.reshape(-1) for m in reversed(mesh)] + [np.ones(math.prod(size), f32)]
+    return np.stack(coords, axis=-1)
+
+
+def _affine_size(size: np.ndarray, theta_shape, align) -> list[int]:
+    """AffineGrid's checked ``size`` (N, C, H, W) or (N, C, D, H, W) for ``theta`` of shape
+    (N, 2, 3) or (N, 3, 4)."""
+    size = int_vector(size, "size")
+    spatial = len(size) - 2
+    if spatial not in (2, 3) or min(size) < 1:
+        raise ModelFileError(f"size {_few(size)} must be (N, C, H, W) or (N, C, D, H, W), each "
+                             f">= 1")
+    want = [size[0], spatial, spatial + 1]
+    if list(theta_shape) != want:
+        raise ModelFileError(f"theta of shape {list(theta_shape)} must be of shape {want} for "
+                             f"size {size}")
+    if align not in (0, 1):
+        raise ModelFileError(f"attribute align_corners={align!r} must be 0 or 1")
+    return size
+
+
+def _fold_affine_grid(ins, a: dict, cap: int) -> list:
+    theta, size = ins
+    if theta.dtype != np.float32:
+        raise ModelFileError(f"theta of dtype {theta.dtype}: only float32 is supported")
+    size = _affine_size(size, theta.shape, a.get("align_corners", 0))
+    _need(math.prod(size[:1] + size[2:]) * (len(size) - 2), cap, "AffineGrid's grid")
+    base = affine_base(size[2:], bool(a.get("align_corners", 0)))
+    grid = np.matmul(base, np.swapaxes(theta, 1, 2))
+    return [grid.reshape(size[:1] + size[2:] + [len(size) - 2]).astype(np.float32)]
+
+
+register_fold("AffineGrid", _fold_affine_grid)
+
+
+@maps("AffineGrid")
+def _affine_grid(imp, node, attrs):
+    """torch's affine_grid (spatial transformer networks; opset 20) of a run-time theta (N, 2, 3)
+    or (N, 3, 4) and a constant size: the constant base grid (one row per position: x, y(, z),
+    1) ``matmul`` theta transposed, reshaped to (N, H, W, 2) or (N, D, H, W, 3). A constant
+    theta folds."""
+    _only(imp, attrs, {"align_corners": ...})
+    theta = node.input[0]
+    if imp.type_of(theta).dtype != "float32":
+        raise imp.unsupported(f"theta {theta!r} of dtype {imp.type_of(theta).dtype}: only "
+                              f"float32 is supported")
+    size = _affine_size(imp.const(node.input[1], "size"), imp.static_shape(theta),
+                        attrs.get("align_corners", 0))
+    spatial = size[2:]
+    imp.check_size("its grid", size[:1] + spatial + [len(spatial)])
+    imp.check_size("its base grid", spatial + [len(spatial) + 1])
+    base = affine_base(spatial, bool(attrs.get("align_corners", 0)))
+    out = node.output[0]
+    [t] = imp.emit("transpose", [imp.tensor(theta)], [None], {"perm": [0, 2, 1]},
+                   suffix="/theta")
+    [g] = imp.emit("matmul", [imp.add_constant(base[None], f"{out}.base"), t], [None],
+                   suffix="/grid")
+    imp.emit("reshape", [g], [out], {"shape": size[:1] + spatial + [len(spatial)]})
 
 
 def _col2im_geometry(imp, node, attrs) -> tuple:

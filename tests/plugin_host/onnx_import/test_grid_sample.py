@@ -1,5 +1,6 @@
-"""GridSample (torch's grid_sample) imported from ONNX as the grid_sample op, with the grid a
-run-time input or a constant (a constant theta through affine_grid); compared with onnxruntime
+"""GridSample (torch's grid_sample) imported from ONNX as the grid_sample op, of images and of
+volumes, with the grid a run-time input or a constant (a constant theta through affine_grid),
+and AffineGrid of a run-time theta (a spatial transformer); compared with onnxruntime
 on finite values, and with torch on nan and infinite grid positions, where onnxruntime's
 GridSample differs from torch. What the mapping cannot take is refused naming the node."""
 
@@ -10,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from plugin_host.errors import UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
@@ -129,21 +130,53 @@ class _Affine(torch.nn.Module):
 def test_affine_grid_of_a_constant_theta(dynamo, fold, optimize, tmp_path, signer):
     """The dynamo exporter folds affine_grid (its optimizer: one grid_sample on a constant
     grid) or writes it as arithmetic on constants, which imports as glue ops computing the grid
-    (Pad does not fold at import). The legacy exporter writes ONNX AffineGrid, which is not
-    mapped (refused, naming it)."""
+    (Pad does not fold at import). The legacy exporter writes ONNX AffineGrid (opset 20), which
+    folds at import: one grid_sample on a constant grid."""
     model = export(_Affine(), [torch.randn(2, 3, 5, 7)], tmp_path / "a.onnx", dynamo=dynamo,
                    fold=fold, optimize=optimize, input_names=["x"], output_names=["y"])
-    if not dynamo:
-        with pytest.raises(UnsupportedModelError, match=r"\(AffineGrid\): op 'AffineGrid' is "
-                                                        r"not supported"):
-            import_onnx(model)
-        return
     _, loaded = import_and_load(model, tmp_path / "a.pha", signer)
     ops = [n.op for n in loaded.graph.nodes]
-    assert ops[-1:] == ["grid_sample"] and (ops == ["grid_sample"]) == optimize
+    assert ops[-1:] == ["grid_sample"] and (ops == ["grid_sample"]) == (optimize or not dynamo)
     assert set(ops) <= {"pad", "add", "reshape", "mul", "sum", "grid_sample"}
     assert loaded.graph.outputs[0].shape == (2, 3, 6, 8)
     feeds = [{"x": RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)} for _ in range(2)]
+    check_against_onnxruntime(model, loaded, feeds)
+
+
+class _Transformer(torch.nn.Module):
+    """A spatial transformer: theta predicted from the input (a run-time value), the grid from
+    affine_grid, of an image or (``volume``) of a volume, with and without align_corners."""
+
+    def __init__(self, volume: bool):
+        super().__init__()
+        self.volume = volume
+        n = 3 if volume else 2
+        self.loc = torch.nn.Linear(2 * (4 * 5 * 6 if volume else 5 * 6), n * (n + 1))
+        self.shape = (n, n + 1)
+
+    def forward(self, x):
+        theta = self.loc(x.flatten(1)).view(-1, *self.shape)
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        return (F.grid_sample(x, grid, padding_mode="border", align_corners=False),
+                F.affine_grid(theta, list(x.shape), align_corners=True))
+
+
+@pytest.mark.parametrize("volume", [False, True], ids=["image", "volume"])
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_affine_grid_of_a_run_time_theta_matches_onnxruntime(volume, dynamo, fold, optimize,
+                                                             tmp_path, signer):
+    """The legacy exporter writes AffineGrid: a matmul of the constant base grid by theta;
+    the dynamo one writes the same arithmetic in glue ops."""
+    shape = (2, 2, 4, 5, 6) if volume else (2, 2, 5, 6)
+    model = export(_Transformer(volume), [torch.randn(*shape)], tmp_path / "t.onnx",
+                   dynamo=dynamo, fold=fold, optimize=optimize, input_names=["x"],
+                   output_names=["y", "grid"])
+    if not dynamo:
+        assert "AffineGrid" in {n.op_type for n in onnx.load(model).graph.node}
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    assert {s.name: s.shape for s in loaded.graph.outputs}["grid"] == (
+        shape[:1] + shape[2:] + (len(shape) - 2,))
+    feeds = [{"x": RNG.standard_normal(shape).astype(np.float32)} for _ in range(3)]
     check_against_onnxruntime(model, loaded, feeds)
 
 
@@ -238,3 +271,78 @@ def test_bicubic_grid_sample_exported_by_torch_is_refused(dynamo, fold, optimize
     with pytest.raises(UnsupportedModelError, match=r"\(GridSample\): attribute mode='cubic' "
                                                     r"is not supported"):
         import_onnx(model)
+
+
+def _affine_model(tmp_path, theta_shape, size, attrs=None, const_theta=False):
+    """A one-node AffineGrid model named ``node`` (opset 20): theta a run-time input of
+    ``theta_shape`` (or a constant of it), size a constant (or, None, a run-time input)."""
+    inputs, inits = [], []
+    if const_theta:
+        inits.append(onnx.numpy_helper.from_array(np.zeros(theta_shape, np.float32), "theta"))
+    else:
+        inputs.append(helper.make_tensor_value_info("theta", TP.FLOAT, list(theta_shape)))
+    if size is None:
+        inputs.append(helper.make_tensor_value_info("size", TP.INT64, [4]))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.array(size, np.int64), "size"))
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["y"], name="node", **(attrs or {}))
+    rank = len(size) - 1 if size is not None and len(size) > 2 else 4
+    nodes, out = [node], "y"
+    if not inputs:  # an all-constant node: used by an Add to a graph input
+        inputs.append(helper.make_tensor_value_info("z", TP.FLOAT, [1] * rank))
+        nodes.append(helper.make_node("Add", ["y", "z"], ["s"], name="add"))
+        out = "s"
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(
+        out, TP.FLOAT, [None] * rank)], initializer=inits)
+    path = tmp_path / "ag.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 20)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    ({"theta_shape": (2, 2, 3), "size": None}, UnsupportedModelError,
+     "size"),
+    ({"theta_shape": (2, 2, 3), "size": [3, 1, 4, 5]}, ModelFileError,
+     "theta of shape [2, 2, 3] must be of shape [3, 2, 3] for size [3, 1, 4, 5]"),
+    ({"theta_shape": (2, 2, 3), "size": [2, 1, 4, 5, 6]}, ModelFileError,
+     "theta of shape [2, 2, 3] must be of shape [2, 3, 4]"),
+    ({"theta_shape": (2, 2, 3), "size": [2, 1, 4]}, ModelFileError,
+     "size [2, 1, 4] must be (N, C, H, W) or (N, C, D, H, W), each >= 1"),
+    ({"theta_shape": (2, 2, 3), "size": [2, 1, 0, 5]}, ModelFileError, "each >= 1"),
+    ({"theta_shape": (2, 2, 3), "size": [2, 1, 4, 5], "attrs": {"align_corners": 2}},
+     ModelFileError, "attribute align_corners=2 must be 0 or 1"),
+    ({"theta_shape": (2, 2, 3), "size": [2, 1, 4, 5], "const_theta": True,
+      "attrs": {"align_corners": 3}}, ModelFileError, "attribute align_corners=3 must be 0"),
+])
+def test_what_affine_grid_refuses_names_node_and_value(tmp_path, kw, error, message):
+    path = _affine_model(tmp_path, **kw)
+    with pytest.raises(error) as info:
+        import_onnx(path)
+    text = str(info.value)
+    assert type(info.value) is error and "node 'node' (AffineGrid)" in text and message in text, \
+        text
+
+
+def test_affine_grid_base_is_onnxruntime_s(tmp_path, signer):
+    """A constant theta folds at import to onnxruntime's grid (the identity transform: its
+    base grid), each size of 1 included, with and without align_corners."""
+    import onnxruntime as ort
+
+    from plugin_host.onnx_import.spatial import affine_base
+
+    for size in ([1, 1, 3, 4], [1, 1, 1, 5], [1, 1, 7, 10], [1, 1, 33, 2], [1, 1, 2, 1, 3],
+                 [1, 1, 5, 6, 7]):
+        for align in (0, 1):
+            n = len(size) - 2
+            theta = np.eye(n, n + 1, dtype=np.float32)[None]
+            node = helper.make_node("AffineGrid", ["theta", "size"], ["y"], align_corners=align)
+            graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info(
+                "y", TP.FLOAT, [None] * (n + 2))], initializer=[
+                onnx.numpy_helper.from_array(theta, "theta"),
+                onnx.numpy_helper.from_array(np.array(size, np.int64), "size")])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+            (want,) = ort.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"]).run(None, {})
+            got = affine_base(size[2:], bool(align))[:, :n].reshape(want.shape)
+            np.testing.assert_array_equal(got, want, err_msg=f"{size} {align}")
