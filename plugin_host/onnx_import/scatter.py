@@ -4,18 +4,16 @@ torch.scatter / scatter_add / scatter_reduce), the old Scatter, and MaxUnpool. R
 :data:`.ops.MAPPERS` and, for constant inputs, :func:`.fold.register` on import.
 
 Constant indices say, for every element of the updates, which element of the output it goes
-to. That is worked out here, once, and written with the glue ops: the updates flattened
-(``reshape``), a ``gather`` with a constant index of the output's shape picking for every
-output element the update sent to it, and a ``where`` over the constant mask of the elements
-written, keeping the data elsewhere. With a reduction (``add``, ``mul``, ``max``, ``min``) the
-k-th update to reach an element is combined with what is there in round k (a ``gather``, the
-combination and a ``where`` per round), so updates combine in the order of the indices, as
-onnxruntime's kernel combines them; its max and min are C++'s ``std::max(update, value)`` and
-``std::min(update, value)``, written as ``less`` and ``where``: a nan already there gives way
-to the update, a nan update stays, and of two equal values (0 and -0) the update is kept.
-Without one, an element written twice is refused (ONNX leaves which update wins undefined), and
-so is a result whose constants (an index and a mask of the output's size per round) would be
-beyond the tensor cap.
+to. That is worked out here, once (every index checked, negative ones counted from the end):
+the data and the updates are flattened (``reshape``) and the updates scattered at those
+constant flat positions (``scatter_elements`` on axis 0, which applies them in the updates'
+order, as onnxruntime's kernel, and checks the constant positions again at load), then the
+result takes the data's shape. With a reduction (``add``, ``mul``, ``max``, ``min``) the
+updates combine in that order; max and min are onnxruntime's ``std::max(update, value)`` and
+``std::min(update, value)``: a nan already there gives way to the update, a nan update stays,
+and of two equal values (0 and -0) the update is kept. Without one, an element written twice is
+refused (ONNX leaves which update wins undefined). Of constant data and updates the result
+folds (:func:`combine`, round by round, within the tensor cap).
 
 Indices computed at run time become the ABI's ``scatter_elements`` (:func:`_runtime_scatter`),
 which checks each index when it arrives and applies the updates in the indices' order, as
@@ -172,7 +170,8 @@ for _op in ("ScatterND", "ScatterElements", "Scatter"):
 
 @maps("ScatterND", "ScatterElements", "Scatter")
 def _scatter(imp, node, attrs):
-    """See the module docstring: rounds of ``gather`` and ``where`` with constant indices."""
+    """See the module docstring: ``scatter_elements`` at the constant flat positions of the
+    updates, or at run-time indices (:func:`_runtime_scatter`)."""
     op = "ScatterND" if node.op_type == "ScatterND" else "ScatterElements"
     _only(imp, attrs, {"reduction": ...} if op == "ScatterND" else
           {"reduction": ..., "axis": ...})
@@ -191,34 +190,19 @@ def _scatter(imp, node, attrs):
         raise ModelFileError(f"updates of dtype {updates_type} into data of {data_type}")
     imp.check_size("its output", shape)
     targets = _targets(op, shape, imp.const(idx, "indices"), updates_shape, attrs)
-    size = math.prod(shape)
-    per_round = rounds(targets, size)
-    if reduction == "none" and len(per_round) > 1:
+    if reduction == "none" and np.unique(targets).size < targets.size:
         raise imp.unsupported(_twice(targets, shape))
-    if len(per_round) * size > imp.limits.max_tensor_elements:
-        raise imp.unsupported(f"{len(per_round)} round(s) of constant indices and masks of the "
-                              f"output's {size} elements would be beyond the cap of "
-                              f"{imp.limits.max_tensor_elements} elements")
     out = node.output[0]
-    if not per_round:  # nothing written
+    if not targets.size:  # nothing written
         imp.emit("identity", [imp.tensor(data)], [out])
         return
-    [flat] = imp.emit("reshape", [imp.tensor(updates)], [None],
-                      {"shape": [math.prod(updates_shape)]}, suffix="/flat")
-    y = imp.tensor(data)
-    for k, (source, mask) in enumerate(per_round):
-        last = k == len(per_round) - 1
-        [g] = imp.emit("gather", [flat, imp.add_constant(source.reshape(shape),
-                                                         f"{out}.source{k}")],
-                       [None], {"axis": 0}, suffix=f"/gather{k}")
-        if reduction in ("add", "mul"):
-            [g] = imp.emit(reduction, [y, g], [None], suffix=f"/{reduction}{k}")
-        elif reduction != "none":  # std::max(update, value), std::min(update, value)
-            pair = [g, y] if reduction == "max" else [y, g]
-            [keep] = imp.emit("less", pair, [None], suffix=f"/{reduction}{k}.less")
-            [g] = imp.emit("where", [keep, y, g], [None], suffix=f"/{reduction}{k}")
-        [y] = imp.emit("where", [imp.add_constant(mask.reshape(shape), f"{out}.mask{k}"), g, y],
-                       [out if last else None], suffix="" if last else f"/round{k}")
+    [flat] = imp.emit("reshape", [imp.tensor(data)], [None], {"shape": [-1]}, suffix="/flat")
+    [values] = imp.emit("reshape", [imp.tensor(updates)], [None], {"shape": [-1]},
+                        suffix="/updates")
+    [y] = imp.emit("scatter_elements", [flat, imp.add_constant(targets, f"{out}.positions"),
+                                        values], [None], {"axis": 0, "reduction": reduction},
+                   suffix="/scatter")
+    imp.emit("reshape", [y], [out], {"shape": list(shape)})
 
 
 def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:

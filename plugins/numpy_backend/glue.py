@@ -349,28 +349,46 @@ def scatter_elements(x, indices, updates, *, axis, reduction):
         raise ShapeError(f"scatter_elements: indices shape {indices.shape} and updates shape "
                          f"{updates.shape} do not fit x shape {x.shape} off axis {axis}",
                          where="scatter_elements")
-    y = np.array(x, order="C")
+    return scatter_apply(x, updates, scatter_plan(indices, x.shape, axis, reduction), reduction)
+
+
+def scatter_plan(indices, shape, axis: int, reduction: str) -> tuple:
+    """Where scatter_elements' updates go, for indices already checked against x ``shape``:
+    reduction none, (the flat output positions, the flat update positions) of each element's
+    last update; add and mul, every update's flat output position (combined in order by the
+    ufunc's ``at``); max and min, one such pair per round, round k holding each element's k-th
+    update."""
     grid = list(np.indices(indices.shape, sparse=True))
     grid[axis] = indices
-    target = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), x.shape).ravel()
-    values, flat = updates.ravel(), y.reshape(-1)
-    if reduction in ("add", "mul"):  # unbuffered, in order: the same sums as a loop
-        with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # IEEE results
-            (np.add if reduction == "add" else np.multiply).at(flat, target, values)
-        return y
+    target = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), shape).ravel()
+    if reduction in ("add", "mul"):
+        return (target,)
     order = np.argsort(target, kind="stable")  # each element's updates, in their order
     ranked = target[order]
     if reduction == "none":  # the last update to each element stays
         last = np.r_[ranked[1:] != ranked[:-1], True] if target.size else []
-        flat[ranked[last]] = values[order[last]]
-        return y
+        return ((ranked[last], order[last]),)
     starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
     occurrence = np.empty_like(target)
     occurrence[order] = np.arange(target.size) - np.repeat(starts, np.diff(np.r_[starts,
                                                                               target.size]))
-    for k in range(int(occurrence.max()) + 1 if target.size else 0):  # k-th update to reach
-        at, u = target[occurrence == k], values[occurrence == k]  # an element: round k
-        if reduction == "max":
+    return tuple((target[occurrence == k], np.flatnonzero(occurrence == k))
+                 for k in range(int(occurrence.max()) + 1 if target.size else 0))
+
+
+def scatter_apply(x, updates, plan: tuple, reduction: str):
+    """scatter_elements by a :func:`scatter_plan`: a copy of x with the updates placed."""
+    y = np.array(x, order="C")
+    values, flat = updates.reshape(-1), y.reshape(-1)
+    if reduction in ("add", "mul"):  # unbuffered, in order: the same sums as a loop
+        with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # IEEE results
+            (np.add if reduction == "add" else np.multiply).at(flat, plan[0], values)
+        return y
+    for at, source in plan:  # none: one pair; max and min: round k, each element's k-th
+        u = values[source]
+        if reduction == "none":
+            flat[at] = u
+        elif reduction == "max":
             flat[at] = np.where(u < flat[at], flat[at], u)
         else:
             flat[at] = np.where(flat[at] < u, flat[at], u)

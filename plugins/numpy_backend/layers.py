@@ -122,6 +122,20 @@ def gather(attrs, consts, types, where):
     return run
 
 
+def scatter_elements(attrs, consts, types, where):
+    """glue.scatter_elements; with constant indices into x of a static shape, the indices
+    checked here, at prepare (IndexRangeError), and where each update goes worked out once."""
+    indices, shape = consts[1], types[0].shape
+    if indices is None or not all(type(d) is int for d in shape):
+        return generic(glue.scatter_elements)(attrs, consts, types, where)
+    axis, reduction = attrs["axis"] % len(shape), attrs["reduction"]
+    check_indices(indices, shape[axis], f"{where}: scatter_elements axis {axis}",
+                  kind="scatter_elements")
+    plan = glue.scatter_plan(indices, shape, axis, reduction)
+    return _binder(lambda x, _, u: glue.scatter_apply(x, u, plan, reduction), consts, types,
+                   {})
+
+
 def lstm_cell(attrs, consts, types, where):
     """LSTMCell with constant weights: one GEMV over ``[x, h]``, gates computed in place.
 

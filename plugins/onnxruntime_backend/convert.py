@@ -562,15 +562,20 @@ def gather_elements(e, node, ins, outs, a):
 
 
 def scatter_elements(e, node, ins, outs, a):
-    """ScatterElements at the indices clipped to [0, dim - 1], guarded as gather_elements'
-    are (checked after the run, before anything is returned); onnxruntime's kernel applies the
-    updates in order, as the op defines."""
+    """ScatterElements; onnxruntime's kernel applies the updates in order, as the op defines.
+    Constant indices are checked here, at load; run-time ones are clipped to [0, dim - 1] and
+    guarded as gather_elements' are (checked after the run, before anything is returned)."""
     x, idx, updates = ins
     axis = a["axis"] % len(e.types[x].shape)
     dim = e.types[x].shape[axis]
-    e.guards.append((idx, int(dim), f"scatter_elements: node {node.name!r}: axis {axis} of x",
-                     "scatter_elements"))
-    safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
+    where = f"scatter_elements: node {node.name!r}: axis {axis} of x"
+    values = e.array(idx)
+    if values is not None:
+        check_indices(values, int(dim), where, kind="scatter_elements")
+        safe = [idx]
+    else:
+        e.guards.append((idx, int(dim), where, "scatter_elements"))
+        safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
     e.op("ScatterElements", [x, *safe, updates], outs, axis=axis, reduction=a["reduction"])
 
 

@@ -1,7 +1,7 @@
 """ScatterND, ScatterElements and Scatter with indices known at import (torch's ``y[:, 0] = x``,
-``index_put``, scatter, scatter_add, scatter_reduce) imported as ``gather`` and ``where`` over
-constant indices and masks, compared with onnxruntime, reductions combined in the indices'
-order; all-constant ones fold; an element written twice without a reduction and malformed
+``index_put``, scatter, scatter_add, scatter_reduce) imported as ``scatter_elements`` at one
+constant flat position per update, compared with onnxruntime, reductions combined in the
+indices' order; all-constant ones fold; an element written twice without a reduction and malformed
 indices or updates are refused naming the node. Run-time indices: test_scatter_runtime.py."""
 
 from __future__ import annotations
@@ -266,13 +266,15 @@ def test_refusals_name_the_node(case, tmp_path):
     assert_case_refused(_refusal_cases()[case], tmp_path)
 
 
-def test_a_scatter_whose_masks_exceed_the_cap_is_refused(tmp_path):
-    from plugin_host.onnx_import import ReadLimits, import_onnx
-
+def test_a_scatter_stores_one_position_per_update(tmp_path, signer):
+    """Constant indices become one int64 flat position per update element: no constant of the
+    output's size, however large the output and however many updates reach one element."""
     model = _model(tmp_path, "ScatterND", (64, 64), np.array([[1], [1], [2]], np.int64),
                    (3, 64), reduction="add")
-    with pytest.raises(UnsupportedModelError) as info:
-        import_onnx(model, limits=ReadLimits(max_tensor_elements=8000))
-    assert "node 'node' (ScatterND)" in str(info.value)
-    assert "2 round(s) of constant indices and masks of the output's 4096 elements" \
-        in str(info.value)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["reshape", "reshape", "scatter_elements",
+                                                  "reshape"]
+    (positions,) = loaded.graph.tensors.values()
+    assert positions.dtype == np.int64 and positions.shape == (3 * 64,)
+    assert positions[:3].tolist() == [64, 65, 66] and positions[64] == 64
+    check_against_onnxruntime(model, loaded, _feeds(model))
