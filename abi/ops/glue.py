@@ -406,6 +406,17 @@ def _gather_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
                   f"{fmt(x.shape)}", kind="gather")
 
 
+def _element_index_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
+    """Constant indices (run-time ones are checked as they arrive) each in [0, dim): checked
+    once, at load."""
+    if consts[1] is None:
+        return
+    x = inputs[0]
+    axis = attrs["axis"] % len(x.shape)
+    check_indices(consts[1], x.shape[axis], f"{op.name}: axis {axis} of x shape "
+                  f"{fmt(x.shape)}", kind=op.name)
+
+
 #: The most elements an expand or tile may produce (its fixed dims; a symbolic one counts as 1):
 #: these ops make a large tensor from a small one, so a graph cannot ask for 2**40 at load.
 MAX_EXPANDED = 1 << 31
@@ -727,16 +738,16 @@ int64 constant tensor of the graph (any rank, 0-d too), each in [0, dim) of a fi
 (negative ones are normalized by whoever builds the graph): the graph checks them when it is
 built or loaded, so a kernel never reads out of bounds."""),
     OpDef("gather_elements", 1, ("x", "indices"), ("y",), {"axis": AttrSpec("int", 0)},
-          _gather_elements, doc="""\
+          _gather_elements, values=_element_index_values, doc="""\
 torch.gather and ONNX GatherElements: y[i, j, ...] = x[i, ..., indices[i, j, ...], ...] with
 the index replacing the position on axis; indices an int64 tensor of x's rank, a run-time value
 too, each axis but axis at most x's (y has indices' shape). Every index must be in [0, dim) of a
-fixed dim, checked at run time (IndexRangeError; torch refuses a negative one too, ONNX would
-count it from the end)."""),
+fixed dim, checked at run time (IndexRangeError; constant indices once, when the graph is built
+or loaded; torch refuses a negative one too, ONNX would count it from the end)."""),
     OpDef("scatter_elements", 1, ("x", "indices", "updates"), ("y",), {
         "axis": AttrSpec("int", 0),
         "reduction": AttrSpec("enum:none|add|mul|max|min", "none"),
-    }, _scatter_elements, doc="""\
+    }, _scatter_elements, values=_element_index_values, doc="""\
 torch.scatter / scatter_reduce and ONNX ScatterElements: y is x with, for every position p of
 indices in row-major order, y[p with axis replaced by indices[p]] set to updates[p] (reduction
 none: of two updates to one element the later one stays), or combined with what is there: add,
@@ -744,7 +755,8 @@ mul, max as (u < v ? v : u) and min as (v < u ? v : u) for the update u and the 
 nan value gives way to a number and a nan update stays, as onnxruntime's kernel). indices int64
 of x's rank, a run-time value too, each axis but axis at most x's; updates of the indices'
 shape and x's dtype (numeric with a reduction). Every index must be in [0, dim) of a fixed dim,
-checked at run time (IndexRangeError), so nothing is written out of bounds."""),
+checked at run time (IndexRangeError; constant indices once, when the graph is built or
+loaded), so nothing is written out of bounds."""),
     OpDef("expand", 1, ("x",), ("y",), {"shape": AttrSpec("ints", check=each_at_least(0))},
           _expand, doc=f"""\
 ONNX Expand: x broadcast with shape, numpy's rule both ways (the result's rank is the larger

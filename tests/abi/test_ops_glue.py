@@ -625,6 +625,24 @@ def test_gather_value_rule_refuses_run_time_indices():
         check_values(get_op("gather"), [T((2, 4), f32), T((3,), i64)], [None, None], {"axis": 1})
 
 
-def test_only_gather_has_a_value_rule():
-    assert [op.name for op in glue.OPS if op.values is not None] == ["gather"]
+@pytest.mark.parametrize("op", ["gather_elements", "scatter_elements"])
+def test_element_index_value_rule_checks_constant_indices_only(op):
+    """Constant indices are checked when the graph is built or loaded (a hostile artifact
+    with a bad one is refused there, whichever backend); run-time ones when they arrive."""
+    rule = get_op(op)
+    inputs = [T((2, 4), f32), T((2, 3), i64)] + ([T((2, 3), f32)] if op[0] == "s" else [])
+    good = np.array([[0, 3, 1], [2, 2, 0]], np.int64)
+    check_values(rule, inputs, [None, good, None], {"axis": 1, "reduction": "none"})
+    check_values(rule, inputs, [None, None, None], {"axis": 1, "reduction": "none"})
+    bad = good.copy()
+    bad[1, 2] = 4
+    with pytest.raises(IndexRangeError) as info:
+        check_values(rule, inputs, [None, bad, None], {"axis": 1, "reduction": "none"})
+    assert str(info.value) == (f"{op}: axis 1 of x shape (2, 4): 1 {op} index(es) outside "
+                               f"[0, 4): (1, 2)=4")
+
+
+def test_only_the_indexing_ops_have_a_value_rule():
+    assert [op.name for op in glue.OPS if op.values is not None] == [
+        "gather", "gather_elements", "scatter_elements"]
     check_values(get_op("add"), [T((2,), f32), T((2,), f32)], [None, None], {})  # no rule
