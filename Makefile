@@ -43,7 +43,7 @@ bench: $(STAMP_TEST)
 # The full hostile-input runs: 10,000 mutants of a signed artifact, each refused with a typed
 # error (the default test suite runs 300); then 5,000 byte-level mutants of eight small ONNX
 # models (one of opset 11, one float16, two quantized) and every structure-aware one (about
-# 39,000), each built into a loadable artifact or refused with a typed error by the ONNX
+# 40,000), each built into a loadable artifact or refused with a typed error by the ONNX
 # importer (the suite runs 300 and 600); then 5,000 mutants of each shipped policy file.
 # FUZZ_SEED=N picks another sequence.
 fuzz: $(STAMP_TEST)
