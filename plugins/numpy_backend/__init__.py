@@ -53,12 +53,13 @@ for _op, _fn in {
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,
     "max_pool": glue.max_pool, "avg_pool": glue.avg_pool,
     "max_pool_with_indices": glue.max_pool_with_indices,
-    "expand": glue.expand, "tile": glue.tile, "gather_elements": glue.gather_elements,
+    "expand": glue.expand, "tile": glue.tile,
     "grid_sample": glue.grid_sample,
 }.items():
     FACTORIES[_op] = layers.generic(_fn)
 FACTORIES["resize"] = glue.make_resize
 FACTORIES["gather"] = layers.gather  # prepared: its constant indices are checked at load
+FACTORIES["gather_elements"] = layers.gather_elements  # its index errors name the node
 FACTORIES["scatter_elements"] = layers.scatter_elements  # prepared for constant indices
 
 DTYPES = frozenset({"float32", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",

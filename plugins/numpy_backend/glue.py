@@ -324,11 +324,12 @@ def expand(x, *, shape):
     return np.array(np.broadcast_to(x, out), order="C")  # its own array, not a strided view
 
 
-def gather_elements(x, indices, *, axis):
+def gather_elements(x, indices, *, axis, where: str = ""):
     """np.take_along_axis of x cut to indices' extent on the other axes; every index checked
-    against the axis' dim first (IndexRangeError), so nothing is read out of bounds."""
+    against the axis' dim first (IndexRangeError, prefixed by ``where``), so nothing is read out
+    of bounds."""
     axis %= x.ndim
-    check_indices(indices, x.shape[axis], f"gather_elements: axis {axis} of x shape "
+    check_indices(indices, x.shape[axis], f"{where}gather_elements: axis {axis} of x shape "
                   f"{x.shape}", kind="gather_elements")
     if any(i > s for d, (i, s) in enumerate(zip(indices.shape, x.shape)) if d != axis):
         raise ShapeError(f"gather_elements: indices shape {indices.shape} exceeds x shape "
@@ -337,12 +338,12 @@ def gather_elements(x, indices, *, axis):
     return np.take_along_axis(x[cut], indices, axis=axis)
 
 
-def scatter_elements(x, indices, updates, *, axis, reduction):
+def scatter_elements(x, indices, updates, *, axis, reduction, where: str = ""):
     """x with updates written (or combined) at indices along axis, in the indices' row-major
     order (the op's doc in abi/ops/glue.py); every index checked against the axis' dim first
-    (IndexRangeError), so nothing is written out of bounds."""
+    (IndexRangeError, prefixed by ``where``), so nothing is written out of bounds."""
     axis %= x.ndim
-    check_indices(indices, x.shape[axis], f"scatter_elements: axis {axis} of x shape "
+    check_indices(indices, x.shape[axis], f"{where}scatter_elements: axis {axis} of x shape "
                   f"{x.shape}", kind="scatter_elements")
     if any(i > s for d, (i, s) in enumerate(zip(indices.shape, x.shape)) if d != axis) \
             or updates.shape != indices.shape:

@@ -122,12 +122,17 @@ def gather(attrs, consts, types, where):
     return run
 
 
+def gather_elements(attrs, consts, types, where):
+    """glue.gather_elements, its index errors naming the node."""
+    return _binder(glue.gather_elements, consts, types, {**attrs, "where": f"{where}: "})
+
+
 def scatter_elements(attrs, consts, types, where):
     """glue.scatter_elements; with constant indices into x of a static shape, the indices
     checked here, at prepare (IndexRangeError), and where each update goes worked out once."""
     indices, shape = consts[1], types[0].shape
     if indices is None or not all(type(d) is int for d in shape):
-        return generic(glue.scatter_elements)(attrs, consts, types, where)
+        return _binder(glue.scatter_elements, consts, types, {**attrs, "where": f"{where}: "})
     axis, reduction = attrs["axis"] % len(shape), attrs["reduction"]
     check_indices(indices, shape[axis], f"{where}: scatter_elements axis {axis}",
                   kind="scatter_elements")
