@@ -66,27 +66,12 @@ def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None
     return [scaled_size(d, s) for d, s in zip(spatial, full[2:])], [float(s) for s in full[2:]]
 
 
-def _antialias_weighs(mode: str, size: list, spatial: list) -> bool:
-    """Whether an antialiased Resize needs its own weights (:mod:`.antialias`) rather than the
-    ``resize`` op. onnxruntime widens its filter only along an axis that shrinks and copies an
-    axis whose size is kept (whatever its scale: the ``resize`` op is given scale 1 there).
-    Growing, its linear weights are the plain ones up to rounding, a tap past the edge moved
-    onto it or dropped giving the same edge value (so exclude_outside changes nothing, and
-    onnxruntime takes it on linear only with antialias); its cubic weights evaluate Keys'
-    kernel by another formula, which differs by up to about 2e-6 times the largest input
-    (cancelling in the outer lobes): past the build's tolerance on an output near 0 among
-    large inputs, so cubic always takes the weights."""
-    if mode == "cubic":
-        return list(size) != list(spatial)
-    return any(o < d for o, d in zip(size, spatial))
-
-
 @maps("Resize")
 def _resize(imp, node, attrs):
     """nearest and linear on 1, 2 or 3 spatial axes, cubic on 2 (onnxruntime has no other),
-    with constant scales or sizes; with antialias=1 (on 1 or 2 spatial axes) (linear and cubic, as onnxruntime) a ``matmul``
-    by a constant weight matrix per resized axis (:mod:`.antialias`), or ``resize`` where that
-    gives the same (:func:`_antialias_weighs`)."""
+    with constant scales or sizes; with antialias=1 (linear and cubic on 1 or 2 spatial axes,
+    as onnxruntime) onnxruntime's antialias windows along each axis whose size changes
+    (:mod:`.antialias`)."""
     _only(imp, attrs, {"mode": ..., "coordinate_transformation_mode": ..., "nearest_mode": ...,
                        "cubic_coeff_a": ..., "exclude_outside": ..., "antialias": ...,
                        "extrapolation_value": ..., "keep_aspect_ratio_policy": "stretch",
@@ -135,13 +120,11 @@ def _resize(imp, node, attrs):
     if antialias and min(size) < 1:  # as the resize op refuses it
         raise imp.unsupported(f"attribute antialias=1 with output spatial size {size}: every "
                               f"entry must be >= 1 (an empty output is not supported)")
-    if antialias and _antialias_weighs(mode, size, shape[2:]):
+    if antialias and list(size) != list(shape[2:]):
         emit_antialias(imp, node, x, shape, size, scales, mode, coordinate, coeff, bool(exclude))
         return
-    if antialias:  # linear, no axis shrinking: see _antialias_weighs
+    if antialias:  # every size kept: onnxruntime copies x, whatever the scales (as resize)
         exclude = 0
-        if scales is not None:
-            scales = [1.0 if o == d else s for o, d, s in zip(size, shape[2:], scales)]
     imp.emit("resize", [imp.tensor(x)], [node.output[0]],
              {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
               "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude)})

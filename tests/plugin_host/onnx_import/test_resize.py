@@ -1,8 +1,8 @@
 """Upsampling and pixel shuffling imported from ONNX: Resize (torch's interpolate and Upsample,
-nearest, linear and bicubic, and trilinear and nearest over volumes) as the resize op, DepthToSpace and SpaceToDepth (torch's
-pixel_shuffle; pixel_unshuffle is exported as Reshape and Transpose) as reshape -> transpose
--> reshape; compared with onnxruntime (cubic to the last bit). What the mapping cannot take is
-refused naming the node and the attribute."""
+nearest, linear and bicubic, and trilinear and nearest over volumes) as the resize op,
+DepthToSpace and SpaceToDepth (torch's pixel_shuffle; pixel_unshuffle is exported as Reshape and
+Transpose) as reshape -> transpose -> reshape; compared with onnxruntime (cubic to the last
+bit). What the mapping cannot take is refused naming the node and the attribute."""
 
 from __future__ import annotations
 

@@ -23,11 +23,17 @@ ROI = np.zeros(0, np.float32)
 NODE = "node 'node' (Resize)"
 
 
-def _feeds(shape):
-    """Finite inputs (a dense weight matrix spreads an inf or nan over its row): normal ones
-    and image-like ones in [0, 255]."""
-    return [{"x": (RNG.standard_normal(shape) * 3).astype(np.float32)},
-            {"x": RNG.uniform(0, 255, shape).astype(np.float32)}]
+def _feeds(shape, nonfinite: bool = True):
+    """Normal inputs, image-like ones in [0, 255], and (``nonfinite``) normal ones with an inf,
+    a -inf and a nan (a dense weight matrix would spread them over its rows)."""
+    feeds = [{"x": (RNG.standard_normal(shape) * 3).astype(np.float32)},
+             {"x": RNG.uniform(0, 255, shape).astype(np.float32)}]
+    if nonfinite:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        flat = x.reshape(-1)
+        flat[RNG.choice(flat.size, 3, replace=False)] = [np.inf, -np.inf, np.nan]
+        feeds.append({"x": x})
+    return feeds
 
 
 def _scales(*spatial):
@@ -38,7 +44,15 @@ def _sizes(*sizes):
     return {"roi": ROI, "scales": np.zeros(0, np.float32), "sizes": np.array(sizes, np.int64)}
 
 
-#: (id, input shape, constant inputs, extra attributes, matmuls expected)
+def _resampled_axes(loaded) -> int:
+    """How many axes the graph resamples tap by tap (gather, mul, where, add only; no dense
+    matmul): the distinct axes its gathers read along."""
+    ops = {n.op for n in loaded.graph.nodes}
+    assert ops <= {"gather", "mul", "where", "add"}, ops
+    return len({n.attrs["axis"] for n in loaded.graph.nodes if n.op == "gather"})
+
+
+#: (id, input shape, constant inputs, extra attributes, axes resampled)
 CASES = [
     ("both-down", (2, 3, 12, 16), _scales(0.5, 0.25), {}, 2),
     ("height-down", (2, 3, 12, 16), _scales(0.3, 1.0), {}, 1),
@@ -67,7 +81,7 @@ def test_shrinking_resize_is_a_matmul_per_axis_matching_onnxruntime(tmp_path, si
         "mode": mode, "antialias": 1, "coordinate_transformation_mode": coordinate,
         "exclude_outside": exclude, **attrs})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
-    assert [n.op for n in loaded.graph.nodes] == ["matmul"] * matmuls
+    assert _resampled_axes(loaded) == matmuls
     check_against_onnxruntime(model, loaded, _feeds(shape))
 
 
@@ -89,7 +103,7 @@ def test_one_dimensional_linear_resize_with_a_run_time_batch(tmp_path, signer, c
                                            "exclude_outside": exclude,
                                            "coordinate_transformation_mode": coordinate})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
-    assert [n.op for n in loaded.graph.nodes] == ["matmul"]
+    assert _resampled_axes(loaded) == 1
     assert loaded.graph.outputs[0].shape == ("n", 3, 5)
     check_against_onnxruntime(model, loaded, [f for n in (1, 4) for f in _feeds((n, 3, 17))])
 
@@ -98,32 +112,20 @@ GROWING = [_scales(2.5, 1.5), _scales(1.0, 3.0), _sizes(2, 3, 9, 6), _scales(2.9
 GROWING_IDS = ["up", "width-up", "sizes-up", "width-kept"]  # 6 * 1.1 is 6: a kept width
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
 @pytest.mark.parametrize("exclude", [0, 1])
 @pytest.mark.parametrize("consts", GROWING, ids=GROWING_IDS)
-def test_linear_with_no_axis_shrinking_emits_the_resize_op(tmp_path, signer, exclude, consts):
-    """antialias widens the filter only along an axis that shrinks; growing, onnxruntime's
-    linear antialias weights are its plain ones up to rounding. A kept axis is copied
-    whatever its scale (the resize op is given scale 1 there)."""
+def test_growing_takes_onnxruntime_s_antialias_windows(tmp_path, signer, mode, exclude,
+                                                       consts):
+    """Growing, onnxruntime's antialias windows are not its plain Resize's (linear reads 3
+    taps, one of weight 0, so an inf next to a window gives nan; its cubic weights differ by
+    rounding large enough to miss the tolerance near 0 among inputs up to 255): tap by tap
+    along each axis whose size changes, none along a kept one (copied whatever its scale)."""
     model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs={
-        "mode": "linear", "antialias": 1, "exclude_outside": exclude})
+        "mode": mode, "antialias": 1, "exclude_outside": exclude})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
-    assert [n.op for n in loaded.graph.nodes] == ["resize"]
-    check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
-
-
-@pytest.mark.parametrize("exclude", [0, 1])
-@pytest.mark.parametrize("consts", GROWING, ids=GROWING_IDS)
-def test_growing_cubic_takes_onnxruntime_s_antialias_weights(tmp_path, signer, exclude,
-                                                            consts):
-    """onnxruntime's antialias cubic weights differ from its plain cubic ones by rounding
-    large enough to miss the tolerance near 0 among inputs up to 255: a matmul per resized
-    axis (none for a kept one), as when shrinking."""
-    model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs={
-        "mode": "cubic", "antialias": 1, "exclude_outside": exclude})
-    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
-    kept = list(loaded.graph.outputs[0].shape[2:]) == [4, 6]
-    assert [n.op for n in loaded.graph.nodes] == ["resize"] if kept else ["matmul"] * (
-        1 + (loaded.graph.outputs[0].shape[3] != 6))
+    out = loaded.graph.outputs[0].shape[2:]
+    assert _resampled_axes(loaded) == (out[0] != 4) + (out[1] != 6)
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)) + [
         {"x": RNG.uniform(0, 255, (2, 3, 4, 6)).astype(np.float32)} for _ in range(6)])
 
@@ -136,15 +138,12 @@ def test_every_size_kept_copies_x(tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
 
 
-def test_no_axis_shrinking_on_the_onnxruntime_backend(tmp_path, signer):
-    """linear with exclude_outside=1 reaches onnxruntime's plain Resize without it (which
-    onnxruntime refuses on linear without antialias)."""
+def test_growing_on_the_onnxruntime_backend(tmp_path, signer):
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
     model = _model(tmp_path, "Resize", (2, 3, 4, 6), _scales(2.5, 1.5), attrs={
         "mode": "linear", "antialias": 1, "exclude_outside": 1})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
-    assert not loaded.graph.nodes[0].attrs["exclude_outside"]
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)), backend=OnnxruntimeBackend())
 
 
@@ -187,8 +186,8 @@ def test_interpolate_with_antialias_matches_onnxruntime(tmp_path, signer, mode, 
                    dynamo=dynamo, fold=fold, optimize=optimize, input_names=["x"],
                    output_names=names)
     _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
-    ops = sorted(n.op for n in loaded.graph.nodes)
-    assert ops == (["matmul"] * 6 + ["resize"] if mode == "bilinear" else ["matmul"] * 8), ops
+    ops = [n.op for n in loaded.graph.nodes]
+    assert set(ops) <= {"gather", "mul", "where", "add"}, ops
     assert {s.name: s.shape for s in loaded.graph.outputs} == {
         "a": (2, 3, 5, 7), "b": (2, 3, 3, 20), "c": (2, 3, 3, 4), "up": (2, 3, 24, 30)}
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 12, 16)))
@@ -247,15 +246,46 @@ def test_a_float64_input_is_refused(tmp_path):
 
 
 def test_weights_above_the_tensor_cap_are_refused(tmp_path):
-    """A (1, 3, 4, 40) input halved along its width: an 80-element output from a 20 x 40
-    weight matrix."""
-    model = _refused(tmp_path, (1, 3, 4, 40), _scales(1.0, 0.5))
+    """A (1, 3, 2, 400) input shrunk 20 times along its width: windows of 41 taps, past
+    MAX_TAPS, so a dense 20 x 400 weight matrix."""
+    model = _refused(tmp_path, (1, 3, 2, 400), _scales(1.0, 0.05))
     with pytest.raises(ModelFileError) as info:
-        import_onnx(model, limits=ReadLimits(max_tensor_elements=700))
+        import_onnx(model, limits=ReadLimits(max_tensor_elements=7999))
     text = str(info.value)
-    assert NODE in text and "its antialias weights for axis 3 of shape (20, 40) would have " \
-        "800 elements, above the cap of 700" in text, text
-    import_onnx(model, limits=ReadLimits(max_tensor_elements=800))
+    assert NODE in text and "its antialias weights for axis 3 of shape (20, 400) would have " \
+        "8000 elements, above the cap of 7999" in text, text
+    import_onnx(model, limits=ReadLimits(max_tensor_elements=8000))
+
+
+@pytest.mark.parametrize("mode, scale", [("linear", 0.05), ("cubic", 0.1)])
+def test_windows_past_max_taps_take_the_dense_matrix(tmp_path, signer, mode, scale):
+    from plugin_host.onnx_import.antialias import MAX_TAPS
+
+    model = _model(tmp_path, "Resize", (1, 2, 5, 200), _scales(1.0, scale), attrs={
+        "mode": mode, "antialias": 1})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["matmul"]
+    assert loaded.graph.tensors[loaded.graph.nodes[0].inputs[1]].shape[0] == 200 > MAX_TAPS
+    check_against_onnxruntime(model, loaded, _feeds((1, 2, 5, 200), nonfinite=False))
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
+def test_an_inf_or_nan_stays_within_its_windows(tmp_path, signer, mode, backend):
+    """Tap by tap, as onnxruntime: a non-finite input reaches only the outputs whose windows
+    hold it, the others stay finite."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _model(tmp_path, "Resize", (1, 2, 12, 16), _scales(0.5, 0.25), attrs={
+        "mode": mode, "antialias": 1})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    x = RNG.standard_normal((1, 2, 12, 16)).astype(np.float32)
+    x[0, 0, 3, 5], x[0, 1, 8, 0], x[0, 1, 0, 15] = np.nan, np.inf, -np.inf
+    (got, want), = check_against_onnxruntime(
+        model, loaded, [{"x": x}], backend=OnnxruntimeBackend() if backend != "numpy" else None)
+    (name,) = want
+    finite = np.isfinite(want[name])
+    assert (finite == np.isfinite(got[name])).all() and 0 < finite.sum() < finite.size
 
 
 def test_filter_windows_above_the_tensor_cap_are_refused(tmp_path):

@@ -180,7 +180,7 @@ def _unpool_model(tmp_path, shape, pool: dict, unpool: dict, output_shape=None, 
         inputs.append("shape")
     nodes.append(helper.make_node("MaxUnpool", inputs, ["y"], name="node", **unpool))
     out = list(declared or output_shape or shape[:2])
-    if declared is None and output_shape is None:  # MaxPool's output size, then MaxUnpool's default from it
+    if declared is None and output_shape is None:  # MaxPool's size, then MaxUnpool's from it
         for a, d in enumerate(shape[2:]):
             k, s = pool["kernel_shape"][a], pool.get("strides", [1] * spatial)[a]
             pads = pool.get("pads", [0] * 2 * spatial)
