@@ -6,6 +6,8 @@ starts/ends, which is also Python's slicing); axes may be negative wherever an a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from abi.errors import ContractError, DTypeError, ShapeError
@@ -519,6 +521,12 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     n = op.name
     r = need_rank(n, "x", x, one_of=(3, 4, 5))
     need_float(n, "x", x)
+    if attrs["antialias"] and (attrs["mode"] == "nearest" or r == 5):
+        raise ContractError(f"{n}: antialias needs mode linear or cubic over 1 or 2 spatial "
+                            f"axes (as onnxruntime); got mode {attrs['mode']} on x shape "
+                            f"{fmt(x.shape)}", op=n, attribute="antialias")
+    if attrs["antialias"]:
+        _antialias_windows(n, x, attrs)
     if attrs["mode"] == "cubic" and r != 4:
         raise ShapeError(f"{n}: mode cubic needs x of rank 4 (N, C, H, W), as onnxruntime's "
                          f"bicubic; got x shape {fmt(x.shape)}", where=n, got=x.shape)
@@ -537,6 +545,26 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                 raise ContractError(f"{n}: size {out} on spatial axis {i} is not floor({d} * "
                                     f"{s}) = {scaled_size(d, s)}", op=n, attribute="size")
     return [TensorType((*x.shape[:2], *attrs["size"]), x.dtype)]
+
+
+#: The most antialias weights a resize may hold along one axis: (output length) x (taps per
+#: window), the window widening as the axis shrinks (2 * ceil(support / scale) + 1 taps).
+MAX_ANTIALIAS_WEIGHTS = 1 << 26
+
+
+def _antialias_windows(n: str, x: TensorType, attrs: dict) -> None:
+    """ContractError when an axis' antialias weights would exceed MAX_ANTIALIAS_WEIGHTS."""
+    half = 1.0 if attrs["mode"] == "linear" else 2.0
+    scales = attrs["scales"] or (None,) * len(attrs["size"])
+    for i, (d, out, s) in enumerate(zip(x.shape[2:], attrs["size"], scales)):
+        if type(d) is not int or d == out:
+            continue
+        scale = s if s is not None else out / d
+        taps = 2 * math.ceil(half * max(1.0, 1.0 / scale)) + 1
+        if out * taps > MAX_ANTIALIAS_WEIGHTS:
+            raise ContractError(f"{n}: antialias on spatial axis {i} ({d} to {out}) needs "
+                                f"{out} windows of {taps} taps, over the cap of "
+                                f"{MAX_ANTIALIAS_WEIGHTS} weights", op=n, attribute="antialias")
 
 
 def _grid_sample(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -835,6 +863,7 @@ and at most the axis' size (a run-time dim is checked when it is bound)."""),
                                  "round_prefer_floor"),
         "cubic_coeff_a": AttrSpec("float", -0.75, check=_FINITE, added=True),
         "exclude_outside": AttrSpec("bool", False, added=True),
+        "antialias": AttrSpec("bool", False, added=True),
     }, _resize, doc="""\
 ONNX Resize (torch's interpolate / Upsample) of the 1, 2 or 3 spatial axes of x (N, C, L), (N, C,
 H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1); the output is
@@ -851,7 +880,12 @@ cubic_coeff_a (-0.75 as torch's bicubic, -0.5 as Catmull-Rom), those outside the
 nearest edge element, or with exclude_outside weighing 0 and the other weights divided by their sum
 (nearest and linear ignore both); W is interpolated first, then H, each sum float32 from 0 tap by
 tap, as onnxruntime. Where size equals every spatial dim, y is x in every mode, whatever the scales
-(onnxruntime copies x)."""),
+(onnxruntime copies x). antialias (linear and cubic over 1 or 2 spatial axes, as onnxruntime's
+Resize and torch's interpolate(..., antialias=True)): along each axis whose size changes, the
+filter (linear's triangle, cubic's Keys kernel) is widened by 1 / s where s < 1, each output
+reads its window of taps with onnxruntime's float32 weights (exclude_outside drops the taps past
+the edge, else they add to the edge tap; normalised to sum 1), summed tap after tap, W first,
+then H; an axis whose size is kept is copied, whatever its scale."""),
     OpDef("grid_sample", 1, ("x", "grid"), ("y",), {
         "mode": AttrSpec("enum:bilinear|nearest", "bilinear"),
         "padding_mode": AttrSpec("enum:zeros|border|reflection", "zeros"),

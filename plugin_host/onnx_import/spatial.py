@@ -1,9 +1,8 @@
-"""ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample) as ``resize``, and
-antialiased as a ``matmul`` by constant weights per resized axis (:mod:`.antialias`);
-DepthToSpace and SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose, reshape;
-GridSample (grid_sample) as ``grid_sample``; AffineGrid (affine_grid) as a ``matmul`` of a
-constant base grid by theta; Col2Im (F.fold) as the sum of its block positions spread over the
-image with pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
+"""ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample, antialiased too) as
+``resize``; DepthToSpace and SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose,
+reshape; GridSample (grid_sample) as ``grid_sample``; AffineGrid (affine_grid) as a ``matmul``
+of a constant base grid by theta; Col2Im (F.fold) as the sum of its block positions spread over
+the image with pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from abi.ops.glue import scaled_size
 
 from ..errors import ModelFileError
 
-from .antialias import emit_antialias
 from .fold import _need, axis_in, int_vector
 from .fold import register as register_fold
 from .ops import _few, _only, _opt, maps
@@ -69,9 +67,8 @@ def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None
 @maps("Resize")
 def _resize(imp, node, attrs):
     """nearest and linear on 1, 2 or 3 spatial axes, cubic on 2 (onnxruntime has no other),
-    with constant scales or sizes; with antialias=1 (linear and cubic on 1 or 2 spatial axes,
-    as onnxruntime) onnxruntime's antialias windows along each axis whose size changes
-    (:mod:`.antialias`)."""
+    with constant scales or sizes; antialias=1 (linear and cubic on 1 or 2 spatial axes, as
+    onnxruntime) as ``resize``'s antialias."""
     _only(imp, attrs, {"mode": ..., "coordinate_transformation_mode": ..., "nearest_mode": ...,
                        "cubic_coeff_a": ..., "exclude_outside": ..., "antialias": ...,
                        "extrapolation_value": ..., "keep_aspect_ratio_policy": "stretch",
@@ -120,14 +117,15 @@ def _resize(imp, node, attrs):
     if antialias and min(size) < 1:  # as the resize op refuses it
         raise imp.unsupported(f"attribute antialias=1 with output spatial size {size}: every "
                               f"entry must be >= 1 (an empty output is not supported)")
-    if antialias and list(size) != list(shape[2:]):
-        emit_antialias(imp, node, x, shape, size, scales, mode, coordinate, coeff, bool(exclude))
-        return
-    if antialias:  # every size kept: onnxruntime copies x, whatever the scales (as resize)
-        exclude = 0
+    if antialias and imp.type_of(x).dtype != "float32":
+        raise imp.unsupported(f"input {x!r} of dtype {imp.type_of(x).dtype}: antialias=1 needs "
+                              f"float32 (onnxruntime's Resize has no {imp.type_of(x).dtype})")
+    if antialias and list(size) == list(shape[2:]):  # onnxruntime copies x, as resize does
+        antialias = exclude = 0
     imp.emit("resize", [imp.tensor(x)], [node.output[0]],
              {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
-              "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude)})
+              "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude),
+              "antialias": bool(antialias)})
 
 
 def _blocks(imp, node, attrs) -> tuple[int, list]:

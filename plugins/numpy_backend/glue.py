@@ -18,6 +18,8 @@ from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
 
+from .antialias import antialias_taps
+
 
 # --- activations -------------------------------------------------------------------------------
 
@@ -556,8 +558,10 @@ def _resize_axis(out: int, length: int, scale, attrs: dict, last: bool):
     return i0, i1, w0, w1
 
 
-def _resize_plan(spatial, attrs: dict) -> list | None:
-    """Each axis' gather (see :func:`_resize_axis`); None when size keeps every spatial dim:
+def _resize_plan(spatial, attrs: dict) -> list | tuple | None:
+    """Each axis' gather (see :func:`_resize_axis`), or with antialias ``("antialias", [each
+    axis' windows (:func:`.antialias.antialias_taps`), None where kept])``; None when size
+    keeps every spatial dim:
     onnxruntime then copies x, whatever the scales (with scales such as 1.1 the coordinates
     would move, and the zero weights of linear and cubic would give nan next to an inf)."""
     if any(d == 0 for d in spatial):
@@ -566,14 +570,42 @@ def _resize_plan(spatial, attrs: dict) -> list | None:
     if tuple(attrs["size"]) == tuple(spatial):
         return None
     scales = attrs["scales"] or (None,) * len(spatial)
+    if attrs.get("antialias"):  # onnxruntime's windows per axis whose size changes
+        f32 = np.float32
+        return ("antialias", [None if o == d else antialias_taps(
+            d, o, f32(s) if s is not None else f32(o) / f32(d), attrs["mode"],
+            attrs["coordinate_mode"], attrs["cubic_coeff_a"], attrs["exclude_outside"])
+            for o, d, s in zip(attrs["size"], spatial, scales)])
     last = len(spatial) - 1
     return [_resize_axis(o, d, s, attrs, i == last)
             for i, (o, d, s) in enumerate(zip(attrs["size"], spatial, scales))]
 
 
+def _windows_apply(x, axis: int, start, count, weights):
+    """``x`` resampled along ``axis`` by antialias windows: tap after tap, each output's k-th
+    input times its weight, 0 past a shorter window (so an inf or nan outside it does not
+    reach the output), summed in tap order."""
+    shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+    y = None
+    for k in range(int(count.max())):
+        term = np.take(x, np.minimum(start + k, x.shape[axis] - 1), axis=axis)
+        term = term * weights[:, k].astype(x.dtype).reshape(shape)
+        inside = k < count
+        if not inside.all():
+            term = np.where(inside.reshape(shape), term, x.dtype.type(0))
+        y = term if y is None else y + term
+    return y
+
+
 def _resize_apply(x, plan, mode: str):
     if plan is None:
         return x.copy()
+    if isinstance(plan, tuple):  # antialias: the width first, then the height, as onnxruntime
+        with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # IEEE results
+            for axis, step in reversed(list(enumerate(plan[1], start=2))):
+                if step is not None:  # a kept axis is copied, whatever its scale
+                    x = _windows_apply(x, axis, *step)
+        return x
     if mode == "nearest":
         index = np.ix_(*(p[0] for p in plan))
         return x[(slice(None), slice(None), *index)]

@@ -444,7 +444,7 @@ def resize(e, node, ins, outs, a):
     e.op("Resize", [ins[0], *given], outs, axes=list(range(2, 2 + spatial)), mode=a["mode"],
          coordinate_transformation_mode=a["coordinate_mode"], nearest_mode=a["nearest_mode"],
          cubic_coeff_a=float(a["cubic_coeff_a"]),
-         exclude_outside=int(a["exclude_outside"]))
+         exclude_outside=int(a["exclude_outside"]), antialias=int(a["antialias"]))
 
 
 def grid_sample(e, node, ins, outs, a):

@@ -506,6 +506,16 @@ REFUSALS = [
     ("resize", [T((2, 3), f32)], {"size": [4]}, ShapeError,
      "resize: x must have rank 3, 4 or 5, got rank 2"),
     ("resize", [T((1, 2, 4), i64)], {"size": [4]}, DTypeError, "resize: x must be a float"),
+    ("resize", [T((1, 2, 4, 4), f32)], {"size": [2, 2], "antialias": True}, ContractError,
+     "resize: antialias needs mode linear or cubic over 1 or 2 spatial axes (as onnxruntime); "
+     "got mode nearest on x shape (1, 2, 4, 4)"),
+    ("resize", [T((1, 2, 4, 4, 4), f32)], {"size": [2, 2, 2], "mode": "linear",
+                                           "antialias": True}, ContractError,
+     "resize: antialias needs mode linear or cubic over 1 or 2 spatial axes"),
+    ("resize", [T((1, 1, 1 << 26), f32)], {"size": [1 << 20], "mode": "linear",
+                                           "antialias": True}, ContractError,
+     "resize: antialias on spatial axis 0 (67108864 to 1048576) needs 1048576 windows of 129 "
+     "taps, over the cap of 67108864 weights"),
     ("resize", [T((1, 2, 4, 4), f32)], {"size": [8]}, ContractError,
      "resize: attribute 'size' has 1 entries but x shape (1, 2, 4, 4) has 2 spatial axes"),
     ("resize", [T((1, 2, 5), f32)], {"size": [8], "scales": [1.5]}, ContractError,

@@ -172,6 +172,36 @@ def test_resize_to_a_size_as_torch(mode, align_corners, size):
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("size", [(2, 3), (5, 14), (11, 4), (9, 30), (1, 1)])
+def test_antialias_resize_as_torch(mode, size):
+    """torch's interpolate(..., antialias=True) as its exporter writes it (half_pixel,
+    exclude_outside; torch's bicubic antialias has a = -0.5): shrinking, growing, mixed, to 1;
+    (N, C, L) too. onnxruntime's own checks are in the ONNX import's tests."""
+    attrs = dict(mode=mode, coordinate_mode="half_pixel", exclude_outside=True, antialias=True,
+                 cubic_coeff_a=-0.5 if mode == "cubic" else -0.75)
+    torch_mode = {"linear": "bilinear", "cubic": "bicubic"}[mode]
+    (y,) = run_op("resize", [X], size=list(size), **attrs)
+    want = TF.interpolate(t(X), size=size, mode=torch_mode, antialias=True).numpy()
+    assert y.dtype == np.float32 and y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    if mode == "linear":
+        (y,) = run_op("resize", [X[:, :, 1]], size=list(size[1:]), **attrs)
+        want = TF.interpolate(t(X[:, :, 1:2]), size=(1, size[1]), mode="bilinear",
+                              antialias=True).numpy()[:, :, 0]  # (torch: 2-D only)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_antialias_keeps_an_inf_within_its_windows():
+    """An inf reaches only the outputs whose windows hold it (a weight of 0 past a window
+    would otherwise make nan everywhere)."""
+    x = np.zeros((1, 1, 1, 40), np.float32)
+    x[0, 0, 0, [3, 39]] = np.inf  # the last: where the shorter windows' spare taps point
+    with np.errstate(all="raise"):
+        (y,) = run_op("resize", [x], size=[1, 10], mode="linear", antialias=True)
+    assert np.isinf(y[0, 0, 0, [0, 1, 9]]).all() and (y[0, 0, 0, 2:8] == 0).all(), y
+
+
 @pytest.mark.parametrize("mode, align_corners", sorted(RESIZE_MODES, key=str))
 def test_resize_at_the_extremes_as_torch(mode, align_corners):
     big = np.finfo(np.float32).max

@@ -1,16 +1,15 @@
 """Antialiased Resize imported from ONNX (antialias=1: torch's interpolate(..., antialias=True)
-with bilinear and bicubic): a matmul by a constant weight matrix per resized axis when an axis
-shrinks, the resize op when none does; compared with onnxruntime. What the mapping cannot take
-is refused naming the node and the attribute."""
+with bilinear and bicubic) as the resize op's antialias (onnxruntime's windows: the numpy
+backend builds their weights, the onnxruntime backend runs its own Resize); compared with
+onnxruntime on both backends. What the mapping cannot take is refused naming the node and the
+attribute."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from plugin_host.errors import ModelFileError, UnsupportedModelError
-from plugin_host.onnx_import import import_onnx
-from plugin_host.onnx_import.reader import ReadLimits
+from plugin_host.errors import UnsupportedModelError
 
 from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
                        import_and_load, onnx, torch)
@@ -45,11 +44,11 @@ def _sizes(*sizes):
 
 
 def _resampled_axes(loaded) -> int:
-    """How many axes the graph resamples tap by tap (gather, mul, where, add only; no dense
-    matmul): the distinct axes its gathers read along."""
-    ops = {n.op for n in loaded.graph.nodes}
-    assert ops <= {"gather", "mul", "where", "add"}, ops
-    return len({n.attrs["axis"] for n in loaded.graph.nodes if n.op == "gather"})
+    """The graph is one ``resize`` with antialias: how many axes change size."""
+    (node,) = loaded.graph.nodes
+    assert node.op == "resize" and node.attrs["antialias"]
+    (x,), (y,) = loaded.graph.inputs, loaded.graph.outputs
+    return sum(a != b for a, b in zip(x.shape[2:], y.shape[2:]))
 
 
 #: (id, input shape, constant inputs, extra attributes, axes resampled)
@@ -74,7 +73,7 @@ CASES = [
                                         "asymmetric"])
 @pytest.mark.parametrize("exclude", [0, 1])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_shrinking_resize_is_a_matmul_per_axis_matching_onnxruntime(tmp_path, signer, mode,
+def test_shrinking_resize_matches_onnxruntime(tmp_path, signer, mode,
                                                                     coordinate, exclude, case):
     _, shape, consts, attrs, matmuls = case
     model = _model(tmp_path, "Resize", shape, consts, attrs={
@@ -134,7 +133,8 @@ def test_every_size_kept_copies_x(tmp_path, signer):
     model = _model(tmp_path, "Resize", (2, 3, 4, 6), _scales(1.1, 1.1), attrs={
         "mode": "cubic", "antialias": 1})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
-    assert [n.op for n in loaded.graph.nodes] == ["resize"]
+    (node,) = loaded.graph.nodes
+    assert node.op == "resize" and not node.attrs["antialias"]
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
 
 
@@ -187,7 +187,7 @@ def test_interpolate_with_antialias_matches_onnxruntime(tmp_path, signer, mode, 
                    output_names=names)
     _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
     ops = [n.op for n in loaded.graph.nodes]
-    assert set(ops) <= {"gather", "mul", "where", "add"}, ops
+    assert ops == ["resize"] * 4 and all(n.attrs["antialias"] for n in loaded.graph.nodes)
     assert {s.name: s.shape for s in loaded.graph.outputs} == {
         "a": (2, 3, 5, 7), "b": (2, 3, 3, 20), "c": (2, 3, 3, 4), "up": (2, 3, 24, 30)}
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 12, 16)))
@@ -245,28 +245,17 @@ def test_a_float64_input_is_refused(tmp_path):
                    "Resize has no float64)")
 
 
-def test_weights_above_the_tensor_cap_are_refused(tmp_path):
-    """A (1, 3, 2, 400) input shrunk 20 times along its width: windows of 41 taps, past
-    MAX_TAPS, so a dense 20 x 400 weight matrix."""
-    model = _refused(tmp_path, (1, 3, 2, 400), _scales(1.0, 0.05))
-    with pytest.raises(ModelFileError) as info:
-        import_onnx(model, limits=ReadLimits(max_tensor_elements=7999))
-    text = str(info.value)
-    assert NODE in text and "its antialias weights for axis 3 of shape (20, 400) would have " \
-        "8000 elements, above the cap of 7999" in text, text
-    import_onnx(model, limits=ReadLimits(max_tensor_elements=8000))
-
-
 @pytest.mark.parametrize("mode, scale", [("linear", 0.05), ("cubic", 0.1)])
-def test_windows_past_max_taps_take_the_dense_matrix(tmp_path, signer, mode, scale):
-    from plugin_host.onnx_import.antialias import MAX_TAPS
-
+def test_wide_windows_match_onnxruntime(tmp_path, signer, mode, scale):
+    """Shrinking 20 and 10 times: windows of 41 taps."""
     model = _model(tmp_path, "Resize", (1, 2, 5, 200), _scales(1.0, scale), attrs={
         "mode": mode, "antialias": 1})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
-    assert [n.op for n in loaded.graph.nodes] == ["matmul"]
-    assert loaded.graph.tensors[loaded.graph.nodes[0].inputs[1]].shape[0] == 200 > MAX_TAPS
-    check_against_onnxruntime(model, loaded, _feeds((1, 2, 5, 200), nonfinite=False))
+    assert _resampled_axes(loaded) == 1
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, _feeds((1, 2, 5, 200)), backend=backend)
 
 
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
@@ -288,12 +277,10 @@ def test_an_inf_or_nan_stays_within_its_windows(tmp_path, signer, mode, backend)
     assert (finite == np.isfinite(got[name])).all() and 0 < finite.sum() < finite.size
 
 
-def test_filter_windows_above_the_tensor_cap_are_refused(tmp_path):
-    """A width of 40 shrunk to 1: a 1 x 40 matrix, but onnxruntime's window of 2 * 40 + 1
-    taps (the filter widened 40 times), which the weights are built in."""
-    model = _refused(tmp_path, (1, 1, 1, 40), _sizes(1, 1, 1, 1))
-    with pytest.raises(ModelFileError) as info:
-        import_onnx(model, limits=ReadLimits(max_tensor_elements=60))
-    text = str(info.value)
-    assert NODE in text and "its antialias filter windows for axis 3 of shape (1, 81) would " \
-        "have 81 elements, above the cap of 60" in text, text
+def test_windows_over_the_weights_cap_are_refused(tmp_path):
+    """A long output of wide windows: 2**20 outputs of 129 taps each, over the resize op's
+    cap on an axis' antialias weights."""
+    model = _refused(tmp_path, (1, 1, 1, 2 ** 26), _sizes(1, 1, 1, 2 ** 20))
+    assert_refused(model, UnsupportedModelError, NODE, "antialias on spatial axis 1 (67108864 "
+                   "to 1048576) needs 1048576 windows of 129 taps, over the cap of 67108864 "
+                   "weights")
