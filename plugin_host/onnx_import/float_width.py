@@ -96,8 +96,9 @@ def find_float64(model) -> str | None:
 def float64_in_abi(model) -> str | None:
     """The first graph input or output of ``model`` that is float64 (``"input 'x'"``), or
     None: such a model cannot be imported as it is, whatever its nodes fold to."""
-    return next((place for place in _walk(model, _DOUBLE_WIDTH, None)
-                 if place.startswith(("input ", "output ")) and " in " not in place), None)
+    return next((f"{kind} {vi.name!r}" for kind, infos in (("input", model.graph.input),
+                                                            ("output", model.graph.output))
+                 for vi in infos if _type(vi.type, _DOUBLE_WIDTH, False)), None)
 
 
 def float64_computed(model) -> str | None:
