@@ -79,6 +79,14 @@ def register(verbs) -> None:
     p.add_argument("--upcast-tolerance", default=None, metavar="RTOL,ATOL",
                    help="with --upcast-float16: the largest deviation from the float16 model "
                         "accepted (default: 1e-2,1e-2)")
+    p.add_argument("--downcast-float64", action="store_true",
+                   help="with --onnx: import a float64 model as float32 (refused by default): "
+                        "inputs, outputs, weights, constants and casts become float32, values "
+                        "rounded, so does the artifact's ABI; the float64 model runs on "
+                        "onnxruntime too and its largest deviation per output is reported")
+    p.add_argument("--downcast-tolerance", default=None, metavar="RTOL,ATOL",
+                   help="with --downcast-float64: the largest deviation from the float64 model "
+                        "accepted (default: 1e-4,1e-5)")
     p.add_argument("--out", required=True, metavar="FILE", help="artifact file to write")
     p.add_argument("--seed", type=int, default=0, help="seed for weights and golden inputs")
     p.add_argument("--name", default=None, help="artifact name (default: the model's name)")
@@ -282,9 +290,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
         from ..onnx_import.command import build_onnx
         return build_onnx(args, tolerance, _parse_expiry(args.expires), progress)
     if args.state or args.layout or args.dim or args.allow_external_data \
-            or args.upcast_float16 or args.upcast_tolerance is not None:
-        raise UsageError("--state, --layout, --dim, --allow-external-data, --upcast-float16 "
-                         "and --upcast-tolerance go with --onnx")
+            or args.upcast_float16 or args.upcast_tolerance is not None \
+            or args.downcast_float64 or args.downcast_tolerance is not None:
+        raise UsageError("--state, --layout, --dim, --allow-external-data, --upcast-float16, "
+                         "--upcast-tolerance, --downcast-float64 and --downcast-tolerance go "
+                         "with --onnx")
     pm = _plugin_manager()
     builders = model_builders(pm)
     if "demo" not in builders:

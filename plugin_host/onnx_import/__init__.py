@@ -21,8 +21,9 @@ of a constant condition, the window functions as constants, DFT and STFT as matm
 cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot and
 BitShift as the bitwise glue ops, the logical Xor as ``not(equal)``),
 :mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.upgrade` (models of opsets 7 to
-12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float16`
-(float16 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at build),
+12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float_width`
+(float16 and float64 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at
+build),
 :mod:`.convert` (the walk that builds the Graph and its ABI, If of a known condition inlined),
 :mod:`.loop` (Loop of a trip count and condition known at import, unrolled),
 :mod:`.sequence` (sequences known at import, as lists of tensor names),

@@ -21,8 +21,11 @@ from ..artifacts.build import _drawn_inputs, build_artifact, describe_targets, t
 from ..errors import ModelImportError, UnsupportedModelError
 from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
-from .float16 import DEFAULT_UPCAST_TOLERANCE, compare_float16, find_float16
-from .float16 import upcast_float16 as upcast_float16_model
+from .float_width import (DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE, compare_float16,
+                          compare_float64, find_float16, find_float64, float64_computed,
+                          float64_in_abi)
+from .float_width import downcast_float64 as downcast_float64_model
+from .float_width import upcast_float16 as upcast_float16_model
 from .free_dims import fix_dims, run_time_dims
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
@@ -41,7 +44,7 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
                 state: Mapping[str, str] | None = None,
                 layouts: Mapping[str, str] | None = None, allow_external_data: bool = False,
                 limits: ReadLimits = DEFAULT_READ_LIMITS,
-                upcast_float16: bool = False,
+                upcast_float16: bool = False, downcast_float64: bool = False,
                 dims: Mapping[str, int] | None = None) -> ImportedModel:
     """Read and import ``path``: the Graph, its ABI names' ONNX names and the checked proto.
 
@@ -49,28 +52,53 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``);
     ``dims`` fixes named run-time dims of the inputs (``{"h": 128}``, :mod:`.free_dims`).
     A model with float16 anywhere is refused unless ``upcast_float16``; then it is rewritten
-    to float32 (:mod:`.float16`), checked again like a file, and imported with a float32 ABI
-    (``float16_model`` of the result keeps the original). A model of opset 7 to 12 is then
-    upgraded to 13 (:mod:`.upgrade`); ``.original`` is the model before the upgrade.
+    to float32 (:mod:`.float_width`), checked again like a file, and imported with a float32 ABI
+    (``float16_model`` of the result keeps the original). Likewise a model with float64 is
+    refused unless ``downcast_float64``: at once when a graph input or output is float64,
+    else when float64 is left in the imported graph (float64 constants that fold into float32
+    values, as torch's legacy exporter writes without constant folding, import as before).
+    With ``downcast_float64`` it is rewritten to float32 (:mod:`.float_width`), values rounded
+    (after the float16 upcast when there is both; ``float64_model`` keeps the model before the
+    downcast). A model of opset 7 to 12 is then upgraded to 13 (:mod:`.upgrade`);
+    ``.original`` is the model before the upgrade.
     """
     model = fix_dims(read_model(path, allow_external_data=allow_external_data, limits=limits),
                      dims or {}, where=str(path))
-    float16_model, place = None, find_float16(model)
-    if place is not None and not upcast_float16:
-        raise UnsupportedModelError(f"{path}: float16 in {place}: the backends compute in "
+    half, double = find_float16(model), find_float64(model)
+    if half is not None and not upcast_float16:
+        raise UnsupportedModelError(f"{path}: float16 in {half}: the backends compute in "
                                     f"float32; import with --upcast-float16 "
                                     f"(upcast_float16=True) to rewrite the model to float32")
-    if place is not None:
+    if double is not None and not downcast_float64 and float64_in_abi(model) is not None:
+        raise _float64_refused(path, float64_in_abi(model))
+    float16_model = float64_model = None
+    if half is not None:
         float16_model, (upcast, _) = model, upcast_float16_model(model, limits)
         model = parse_model(upcast.SerializeToString(), where=f"{path} upcast to float32",
+                            limits=limits)
+    if double is not None and downcast_float64:
+        float64_model, (downcast, _) = model, downcast_float64_model(model, limits)
+        model = parse_model(downcast.SerializeToString(), where=f"{path} downcast to float32",
                             limits=limits)
     upgraded = upgrade_model(model, where=str(path), limits=limits)
     imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
                              state=state, limits=limits)
+    wide = next((n for n, t in imported.graph.types.items() if t.dtype == "float64"), None)
+    if wide is not None and not downcast_float64:  # float64 that did not fold away
+        place = float64_computed(model) or "the model"
+        raise _float64_refused(path, f"{place} (the imported graph computes {wide!r} in "
+                                     f"float64)")
     if upgraded is not model:
         imported.original = model
-    imported.float16_model = float16_model
+    imported.float16_model, imported.float64_model = float16_model, float64_model
     return imported
+
+
+def _float64_refused(path, place: str) -> UnsupportedModelError:
+    return UnsupportedModelError(f"{path}: float64 in {place}: the backends compute in "
+                                 f"float32; import with --downcast-float64 "
+                                 f"(downcast_float64=True) to rewrite the model to float32 "
+                                 f"(values rounded; the build measures the deviation)")
 
 
 def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
@@ -85,12 +113,15 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         progress: Callable[[str], None] | None = None,
                         upcast_float16: bool = False,
                         upcast_tolerance: tuple[float, float] = DEFAULT_UPCAST_TOLERANCE,
+                        downcast_float64: bool = False,
+                        downcast_tolerance: tuple[float, float] = DEFAULT_DOWNCAST_TOLERANCE,
                         dims: Mapping[str, int] | None = None,
                         report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
     Golden outputs are computed with onnxruntime on the model as given (also when its opset
-    was upgraded for the import; after a float16 upcast, on its float32 rewrite) and stored
+    was upgraded for the import; after a float16 upcast or a float64 downcast, on its float32
+    rewrite) and stored
     with ``"onnxruntime"`` as the reference; ``tolerances`` is one ``(rtol, atol)`` or one per
     output name. The other options are :func:`~plugin_host.artifacts.build_artifact`'s.
     Raises ModelFileError for a malformed file, UnsupportedModelError naming the node and op
@@ -102,6 +133,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     on the same inputs; its largest deviation per output goes to ``report`` (and progress),
     and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
     When onnxruntime cannot run the float16 model, ``report`` is told so instead.
+    ``downcast_float64`` does the same for a float64 model (rewritten to float32, values
+    rounded), measured against ``downcast_tolerance``; with both, the float16 original (which
+    has the float64 too) is compared with the float32 model, and the float64 model that the
+    upcast gives is compared with it again for the downcast alone.
     ``report`` (and progress) is also told when the model's opset was upgraded, and of each
     input dim beyond the first that stays symbolic (``dims`` fixes them, see
     :func:`import_onnx`).
@@ -116,7 +151,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     say(f"reading {path}")
     imported = import_onnx(path, name=name, state=state, layouts=layouts,
                            allow_external_data=allow_external_data, limits=limits,
-                           upcast_float16=upcast_float16, dims=dims)
+                           upcast_float16=upcast_float16, downcast_float64=downcast_float64,
+                           dims=dims)
     graph = imported.graph
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
@@ -151,6 +187,12 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
             reference, upcast_tolerance, say)
     else:
         lines = ["no float16 in the model: nothing upcast"] if upcast_float16 else []
+    if imported.float64_model is not None:
+        lines += ["downcast from float64: the artifact's ABI is float32"] + compare_float64(
+            imported.float64_model, imported.onnx_inputs, imported.onnx_outputs, cases,
+            reference, downcast_tolerance, say)
+    elif downcast_float64:
+        lines.append("no float64 in the model: nothing downcast")
     for line in lines:
         tell(line)
     return build_artifact(graph, out, name=name or graph.name, version=version,

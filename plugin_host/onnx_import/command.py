@@ -7,7 +7,7 @@ import math
 
 from ..errors import ModelFileError, UsageError
 from .build import build_onnx_artifact
-from .float16 import DEFAULT_UPCAST_TOLERANCE
+from .float_width import DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE
 from .free_dims import parse_dims
 from .reader import EXTERNAL_DATA_OPTION
 
@@ -30,23 +30,38 @@ def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
 def parse_upcast_tolerance(text: str | None, upcast: bool) -> tuple[float, float]:
     """``--upcast-tolerance RTOL,ATOL`` as two finite non-negative floats (the default when
     not given); UsageError otherwise, or when it comes without ``--upcast-float16``."""
+    return _rewrite_tolerance(text, upcast, "--upcast-tolerance", "--upcast-float16",
+                              DEFAULT_UPCAST_TOLERANCE, "1e-2,1e-2")
+
+
+def parse_downcast_tolerance(text: str | None, downcast: bool) -> tuple[float, float]:
+    """``--downcast-tolerance RTOL,ATOL``, as :func:`parse_upcast_tolerance` for
+    ``--downcast-float64``."""
+    return _rewrite_tolerance(text, downcast, "--downcast-tolerance", "--downcast-float64",
+                              DEFAULT_DOWNCAST_TOLERANCE, "1e-4,1e-5")
+
+
+def _rewrite_tolerance(text: str | None, given: bool, flag: str, needs: str,
+                       default: tuple[float, float], example: str) -> tuple[float, float]:
     if text is None:
-        return DEFAULT_UPCAST_TOLERANCE
-    if not upcast:
-        raise UsageError("--upcast-tolerance goes with --upcast-float16")
+        return default
+    if not given:
+        raise UsageError(f"{flag} goes with {needs}")
     try:
         rtol, atol = (float(v) for v in text.split(","))
     except ValueError:
         rtol = atol = math.nan
     if not (math.isfinite(rtol) and math.isfinite(atol) and rtol >= 0 and atol >= 0):
-        raise UsageError(f"--upcast-tolerance {text!r}: expected RTOL,ATOL, two finite "
-                         f"non-negative numbers, e.g. 1e-2,1e-2")
+        raise UsageError(f"{flag} {text!r}: expected RTOL,ATOL, two finite non-negative "
+                         f"numbers, e.g. {example}")
     return rtol, atol
 
 
 def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires,
                progress) -> int:
     upcast_tolerance = parse_upcast_tolerance(args.upcast_tolerance, args.upcast_float16)
+    downcast_tolerance = parse_downcast_tolerance(args.downcast_tolerance,
+                                                  args.downcast_float64)
     notes: list[str] = []
     try:
         manifest = build_onnx_artifact(
@@ -57,6 +72,7 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
             backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms,
             expires=expires, allow_external_data=args.allow_external_data, progress=progress,
             upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
+            downcast_float64=args.downcast_float64, downcast_tolerance=downcast_tolerance,
             dims=parse_dims(parse_pairs(args.dim, "--dim", "NAME=SIZE, e.g. h=128")),
             report=notes.append)
     except ModelFileError as exc:

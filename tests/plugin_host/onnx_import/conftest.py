@@ -117,3 +117,28 @@ def assert_refused(model: Path, error: type, where: str, message: str) -> None:
     text = str(info.value)
     assert where in text and message in text, text
     assert "\n" not in text
+
+
+def float64_inside(model: Path) -> Path:
+    """``model`` rewritten in place with float32 graph inputs and outputs where it had float64:
+    each input cast to float64 under its old name, each output cast from it, so the nodes still
+    see float64 (a float64 input or output is refused before any node is imported)."""
+    proto = onnx.load(model)
+    g, helper, DOUBLE = proto.graph, onnx.helper, onnx.TensorProto.DOUBLE
+    casts, tails = [], []
+    for vi in [*g.input, *g.output]:
+        if vi.type.tensor_type.elem_type != DOUBLE:
+            continue
+        vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        old, new = vi.name, f"{vi.name}_f32"
+        vi.name = new
+        if any(vi is i for i in g.input):
+            casts.append(helper.make_node("Cast", [new], [old], to=DOUBLE, name=f"{old}_wide"))
+        else:
+            tails.append(helper.make_node("Cast", [old], [new], to=onnx.TensorProto.FLOAT,
+                                          name=f"{old}_narrow"))
+    nodes = [*casts, *g.node, *tails]
+    del g.node[:]
+    g.node.extend(nodes)
+    onnx.save(proto, model)
+    return model

@@ -16,8 +16,8 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx,
-                       torch)
+from .conftest import (EXPORTERS, check_against_onnxruntime, export, float64_inside,
+                       import_and_load, onnx, torch)
 
 F = torch.nn.functional
 helper, TP = onnx.helper, onnx.TensorProto
@@ -252,7 +252,7 @@ def test_opset_16_grid_sample_on_a_constant_grid_matches_onnxruntime(tmp_path, s
 ])
 def test_what_grid_sample_refuses_names_node_and_value(tmp_path, kw, message):
     kw = {"x_shape": (2, 3, 4, 5), "grid": (2, 4, 6, 2), **kw}
-    path = _model(tmp_path, kw.pop("x_shape"), **kw)
+    path = float64_inside(_model(tmp_path, kw.pop("x_shape"), **kw))
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
     text = str(info.value)
