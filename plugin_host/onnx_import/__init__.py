@@ -9,10 +9,10 @@ CumSum, TopK), :mod:`.pool` (pooling),
 :mod:`.patterns` (ONNX chains with no glue op, recognized during the walk: RMSNorm),
 :mod:`.fusion` (glue chains recognized as a layer after the walk: LSTMCell, GroupNorm),
 :mod:`.recurrent` (LSTM, GRU and RNN unrolled over a static sequence length), :mod:`.spatial`
-(Resize, DepthToSpace, SpaceToDepth, GridSample, Col2Im), :mod:`.antialias` (antialiased
-Resize as matmul by constant weight matrices), :mod:`.masks` (Trilu and OneHot as
-``where`` over a mask, EyeLike as a constant), :mod:`.scatter` (ScatterND and ScatterElements
-with constant indices as gather and where), :mod:`.norms` (the layer set's
+(Resize, antialiased too, DepthToSpace, SpaceToDepth, GridSample, AffineGrid, Col2Im),
+:mod:`.masks` (Trilu and OneHot as ``where`` over a mask, EyeLike as a constant),
+:mod:`.scatter` (ScatterND, ScatterElements, Scatter and MaxUnpool as ``scatter_elements``),
+:mod:`.norms` (the layer set's
 normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activations`
 (Softsign, ThresholdedRelu, Shrink, Hardmax),
 :mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's

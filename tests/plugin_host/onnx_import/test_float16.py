@@ -12,7 +12,7 @@ import pytest
 from plugin_host.cli import main
 from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
 from plugin_host.onnx_import import ReadLimits, build_onnx_artifact, import_onnx
-from plugin_host.onnx_import.float16 import find_float16, upcast_float16
+from plugin_host.onnx_import.float_width import find_float16, upcast_float16
 
 from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
                        import_and_load, onnx, onnxruntime_outputs, torch)
