@@ -1,7 +1,7 @@
 """ONNX's gathers: Gather (on a constant 2-D float table at run-time indices an Embedding,
 whose indices the executor validates at entry; constant indices a ``gather``; run-time ones a
-``gather_elements``), GatherND (constant indices of one or more coordinates; run-time ones of
-one) and GatherElements. Registered in :data:`.ops.MAPPERS` on import."""
+``gather_elements``), GatherND (indices of one or more coordinates, constant or computed at run
+time) and GatherElements. Registered in :data:`.ops.MAPPERS` on import."""
 
 from __future__ import annotations
 
@@ -45,19 +45,21 @@ def _int64_indices(imp, idx: str) -> str:
     return index
 
 
-def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int) -> None:
+def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
+                    graph: bool = False) -> None:
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
     computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
     flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
     output shape. Static shapes only; each index is checked against [0, dim) when it arrives
-    (a negative one, which ONNX counts from the end, is refused there)."""
-    shape = list(imp.type_of(data).shape)
+    (a negative one, which ONNX counts from the end, is refused there). ``graph``: ``data``
+    and ``idx`` are graph tensors already (``idx`` int64), not ONNX names."""
+    shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
     if not all(type(d) is int for d in shape + where):
         raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
                               f"shapes (data {shape}, indices {where}) unless the data is a "
                               f"constant 2-D float table (an Embedding)")
     k = math.prod(where)
-    index = _int64_indices(imp, idx)
+    index = idx if graph else _int64_indices(imp, idx)
     [index] = imp.emit("reshape", [index], [None],
                        {"shape": [1] * axis + [k] + [1] * (len(shape) - axis - 1)},
                        suffix="/along")
@@ -65,11 +67,59 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int) -> N
         axis + 1:]}, suffix="/expand")
     out = shape[:axis] + where + shape[axis + 1:]
     last = len(where) == 1
-    [y] = imp.emit("gather_elements", [imp.tensor(data), index],
+    [y] = imp.emit("gather_elements", [data if graph else imp.tensor(data), index],
                    [node.output[0] if last else None], {"axis": axis},
                    suffix="" if last else "/gather")
     if not last:
         imp.emit("reshape", [y], [node.output[0]], {"shape": out})
+
+
+def runtime_positions(imp, data: str, idx: str) -> tuple[str, str]:
+    """Run-time indices ``idx`` (ONNX, static shape ``(..., k)``) of k coordinates into
+    ``data``'s first k axes (static): the graph tensor of ``data`` with those axes reshaped
+    into one, and the int64 graph tensor of each index's position along it (shape: the
+    indices' without their last dim, flattened). Each coordinate is checked against [0, its
+    dim) when it arrives, on its own (a ``gather_elements`` from the constant ``arange`` of the
+    dim, which gives the coordinate back): a coordinate out of range could otherwise land on
+    another element's flat position. A negative one, which ONNX counts from the end, is
+    refused there, as every run-time index is."""
+    where = list(imp.type_of(idx).shape)
+    shape = list(imp.type_of(data).shape)
+    k = where[-1]
+    if not all(type(d) is int for d in where + shape):
+        raise imp.unsupported(f"indices {idx!r} of {k} coordinates are computed at run time, "
+                              f"which needs static shapes (data {shape}, indices {where})")
+    if k > len(shape):
+        raise ModelFileError(f"indices of {k} coordinates into {data!r} of rank {len(shape)}")
+    lead, rest, m = shape[:k], shape[k:], math.prod(where[:-1])
+    [index] = imp.emit("reshape", [_int64_indices(imp, idx)], [None], {"shape": [m, k]},
+                       suffix="/coordinates")
+    flat = None
+    for c, (dim, stride) in enumerate(zip(lead, _strides(lead))):
+        [coord] = imp.emit("gather", [index, imp.add_constant(np.array(c, np.int64),
+                                                              f"{imp.node_name}.c{c}")],
+                           [None], {"axis": 1}, suffix=f"/coordinate{c}")
+        [coord] = imp.emit("gather_elements", [imp.add_constant(
+            np.arange(dim, dtype=np.int64), f"{imp.node_name}.dim{c}"), coord], [None],
+            {"axis": 0}, suffix=f"/check{c}")
+        if stride != 1:
+            [coord] = imp.emit("mul", [coord, imp.add_constant(
+                np.array(stride, np.int64), f"{imp.node_name}.stride{c}")], [None],
+                suffix=f"/stride{c}")
+        flat = coord if flat is None else imp.emit("add", [flat, coord], [None],
+                                                   suffix=f"/position{c}")[0]
+    [values] = imp.emit("reshape", [imp.tensor(data)], [None],
+                        {"shape": [math.prod(lead)] + rest}, suffix="/flatten")
+    return values, flat
+
+
+def _strides(dims: list[int]) -> list[int]:
+    """Row-major strides of ``dims`` in elements."""
+    strides, step = [], 1
+    for d in reversed(dims):
+        strides.append(step)
+        step *= d
+    return strides[::-1]
 
 
 def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: int) -> None:
@@ -104,10 +154,14 @@ def _gather_nd(imp, node, attrs):
     data, idx = node.input[0], node.input[1]
     if not imp.is_const(idx):
         where = list(imp.type_of(idx).shape)
-        if not where or where[-1] != 1:
-            raise imp.unsupported(f"indices of shape {where}: only one coordinate per index (a "
-                                  f"last dim of 1) maps onto a gather")
-        _runtime_gather(imp, node, data, idx, where[:-1], 0)
+        if not where or where[-1] == 0:
+            raise imp.unsupported(f"indices of shape {where}: GatherND needs indices with one "
+                                  f"or more coordinates in their last dim")
+        if where[-1] == 1:
+            _runtime_gather(imp, node, data, idx, where[:-1], 0)
+            return
+        flat, positions = runtime_positions(imp, data, idx)
+        _runtime_gather(imp, node, flat, positions, where[:-1], 0, graph=True)
         return
     indices = imp.const(idx, "indices")
     if indices.ndim < 1 or indices.shape[-1] < 1:

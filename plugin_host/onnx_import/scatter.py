@@ -31,7 +31,7 @@ from abi import dtypes
 from ..errors import ModelFileError
 from .fold import _need, axis_in
 from .fold import register as register_fold
-from .gather import _int64_indices
+from .gather import _int64_indices, runtime_positions
 from .ops import _few, _only, maps
 
 _REDUCTIONS = ("add", "mul", "max", "min")
@@ -209,38 +209,53 @@ def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     """Indices computed at run time: ``scatter_elements``, which checks each index against
     [0, dim) when it arrives (a negative one, which ONNX counts from the end, is refused there)
     and applies the updates in the indices' order, as onnxruntime does (so of two updates to
-    one element without a reduction the later one stays). ScatterND's indices must be of one
-    coordinate each (a last dim of 1: ``y[i] = v``, max_unpool's flat positions): they are laid
-    along axis 0 and expanded over the data's other (static) dims."""
+    one element without a reduction the later one stays). ScatterND's indices of one coordinate
+    each (a last dim of 1: ``y[i] = v``, max_unpool's flat positions) are laid along axis 0 and
+    expanded over the data's other (static) dims; of k coordinates (``y[i, j] = v``), the
+    data's first k axes are flattened into one and each index becomes its position there
+    (:func:`.gather.runtime_positions`, which checks every coordinate on its own)."""
     data, idx, updates = node.input[:3]
     if imp.type_of(data).dtype != imp.type_of(updates).dtype:
         raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
                              f"{imp.type_of(data).dtype}")
     shape = list(imp.type_of(data).shape)
-    index, values = _int64_indices(imp, idx), imp.tensor(updates)
+    values = imp.tensor(updates)
     axis = axis_in(attrs.get("axis", 0), len(shape), "axis") if op != "ScatterND" else 0
     if type(shape[axis]) is not int:
         raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
                               f"run-time indices {idx!r} are checked against a fixed dim")
+    target = imp.tensor(data)
+    if op != "ScatterND" or list(imp.type_of(idx).shape)[-1:] == [1]:
+        index = _int64_indices(imp, idx)
     if op == "ScatterND":
         where = list(imp.type_of(idx).shape)
-        if not where or where[-1] != 1:
-            raise imp.unsupported(f"indices {idx!r} of shape {where} are computed at run time: "
-                                  f"only one coordinate per index (a last dim of 1) maps onto "
-                                  f"scatter_elements (indices known at import may have more)")
+        if not where or where[-1] == 0:
+            raise imp.unsupported(f"indices {idx!r} of shape {where}: ScatterND needs indices "
+                                  f"with one or more coordinates in their last dim")
+        coordinates = where[-1]
+        if type(coordinates) is not int or coordinates > len(shape):
+            raise ModelFileError(f"indices of {coordinates} coordinates into {data!r} of rank "
+                                 f"{len(shape)}")
         shape, where = list(imp.static_shape(data)), list(imp.static_shape(idx))[:-1]
-        expected = where + shape[1:]
+        expected = where + shape[coordinates:]
         if list(imp.static_shape(updates)) != expected:
             raise ModelFileError(f"updates of shape {list(imp.static_shape(updates))} must be "
                                  f"of shape {expected} (the indices' {where} and the data's "
-                                 f"dims after the first)")
-        k, rest = math.prod(where), shape[1:]
+                                 f"dims after the first {coordinates})")
+        if coordinates > 1:  # the first axes flattened into one, each index's position on it
+            target, index = runtime_positions(imp, data, idx)
+        k, rest = math.prod(where), shape[coordinates:]
         [index] = imp.emit("reshape", [index], [None], {"shape": [k] + [1] * len(rest)},
                            suffix="/along")
         [index] = imp.emit("expand", [index], [None], {"shape": [k] + rest}, suffix="/expand")
         [values] = imp.emit("reshape", [values], [None], {"shape": [k] + rest},
                             suffix="/updates")
-    imp.emit("scatter_elements", [imp.tensor(data), index, values], [node.output[0]],
+        if coordinates > 1:
+            [y] = imp.emit("scatter_elements", [target, index, values], [None],
+                           {"axis": 0, "reduction": reduction}, suffix="/scatter")
+            imp.emit("reshape", [y], [node.output[0]], {"shape": shape})
+            return
+    imp.emit("scatter_elements", [target, index, values], [node.output[0]],
              {"axis": axis, "reduction": reduction})
 
 

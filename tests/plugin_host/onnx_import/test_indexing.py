@@ -214,15 +214,6 @@ def test_gather_nd_of_two_coordinates_over_a_run_time_dim_is_refused(tmp_path):
         import_onnx(path)
 
 
-def test_gather_nd_with_run_time_indices_of_two_coordinates_is_refused(tmp_path):
-    idx = helper.make_tensor_value_info("i", TP.INT64, [2, 2])
-    path = _model(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], name="nd")],
-                  [_x(), idx], (2,))
-    with pytest.raises(UnsupportedModelError, match=r"node 'nd' \(GatherND\): indices of shape "
-                                                    r"\[2, 2\]: only one coordinate per index"):
-        import_onnx(path)
-
-
 @pytest.mark.parametrize("op_type, values", [
     ("Expand", [1 << 20, 1 << 20]),
     ("Tile", [1 << 20, 1 << 20]),

@@ -1,8 +1,9 @@
 """Scatters at indices computed at run time: ScatterElements, Scatter and ScatterND of one
-coordinate per index become ``scatter_elements``, MaxUnpool a ``scatter_elements`` into zeros of
-the output's size. Compared with onnxruntime on both backends (duplicate indices, nan and signed
-zeros included: the updates land in the indices' order on both); an index out of range is an
-IndexRangeError when it arrives; what cannot be mapped is refused naming the node."""
+coordinate per index (of several: test_nd_runtime.py) become ``scatter_elements``, MaxUnpool a
+``scatter_elements`` into zeros of the output's size. Compared with onnxruntime on both
+backends (duplicate indices, nan and signed zeros included: the updates land in the indices'
+order on both); an index out of range is an IndexRangeError when it arrives; what cannot be
+mapped is refused naming the node."""
 
 from __future__ import annotations
 
@@ -233,9 +234,6 @@ def test_an_index_out_of_range_is_refused_when_it_arrives(bad, backend, tmp_path
 def _refusal_cases():
     i64 = np.int64
     return {
-        "nd-two-coordinates": (dict(op="ScatterND", data=(4, 3), indices=np.zeros((2, 2), i64),
-                                    updates=(2,), const="runtime"),
-                               UnsupportedModelError, "only one coordinate per index"),
         "run-time-dim": (dict(op="ScatterElements", data=("n", 3), indices=np.zeros((2, 3), i64),
                               updates=(2, 3), const="runtime", axis=0),
                          UnsupportedModelError, "is a run-time dim: the run-time indices"),
