@@ -12,7 +12,8 @@ The seeds are eight tiny models exported from torch with the legacy exporter (mi
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
 HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp, Erf, Round,
-ScatterND, TopK and a ScatterElements at its run-time indices),
+ScatterND, TopK and a ScatterElements at its run-time indices, a ScatterND of two coordinates
+at ArgMax's run-time indices),
 ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
 LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
 ``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv,
@@ -830,7 +831,10 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             a = a.clone()
             a[:, 0] = b[:, 1] * 2.0  # a ScatterND
             top = torch.zeros_like(x).scatter(3, torch.topk(x, 2, dim=3).indices, 1.0)
-            return torch.round(a * 4.0) / 4.0 + b - torch.minimum(c, torch.erf(x)) * top
+            best = torch.zeros(4, 4)  # a ScatterND of two coordinates, at run-time indices
+            best[torch.arange(4), torch.argmax(x[0, 1], 1)] = 0.5
+            return (torch.round(a * 4.0) / 4.0 + b - torch.minimum(c, torch.erf(x)) * top
+                    + best)
 
     class Shapes(torch.nn.Module):
         def __init__(self):
@@ -1031,6 +1035,15 @@ def test_the_seed_models_build(seeds, tmp_path):
     ops = {n.op_type for p in seeds.values() for n in onnx.load(p).graph.node}
     assert {"Conv", "BatchNormalization", "Gemm", "Gather", "Reshape", "Concat",
             "ConvTranspose", "LayerNormalization", "Split", "Pad", "ScatterND"} <= ops, ops
+    math_ = onnx.load(seeds["math"]).graph  # a ScatterND at indices computed from ArgMax
+    made = {o: n for n in math_.node for o in n.output}
+
+    def ops_before(name: str) -> set[str]:
+        node = made.get(name)
+        return set() if node is None else {node.op_type}.union(*map(ops_before, node.input))
+
+    assert any(n.op_type == "ScatterND" and "ArgMax" in ops_before(n.input[1])
+               for n in math_.node)
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in
                                                       onnx.load(seeds["qdq"]).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= {
