@@ -228,6 +228,19 @@ def _cumsum(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [x]
 
 
+def _det(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    need_float(n, "x", x)
+    need_rank(n, "x", x, at_least=2)
+    rows, cols = x.shape[-2:]
+    if rows != cols or rows == 0:
+        raise ShapeError(f"{n}: x must be square matrices (its last two dims equal and not 0), "
+                         f"got shape {fmt(x.shape)}", where=n, expected="(..., n, n)",
+                         got=x.shape)
+    return [TensorType(tuple(x.shape[:-2]), x.dtype)]
+
+
 def _topk(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
@@ -843,6 +856,13 @@ element on (integers wrap; float32 sums in float32, as onnxruntime; torch accumu
 in float64 on the CPU, which differs where a partial sum overflows); exclusive leaves each
 element out of its own sum (the first is 0); reverse sums from the last element back; x
 numeric of rank >= 1."""),
+    OpDef("det", 1, ("x",), ("y",), {}, _det, doc="""\
+Determinant of each matrix over the last two axes (ONNX Det, torch.linalg.det): x float of
+shape (..., n, n), n >= 1 (a fixed dim or one symbol for both), y of shape (...). Computed by LU
+with partial pivoting (onnxruntime's Eigen in float32, numpy's LAPACK in float64), so backends
+agree within a float32 tolerance, not bit for bit. A matrix holding a nan or an infinity gives
+nan on every backend (LU of infinities gives nan or either infinity by the pivots' order:
+torch, numpy and onnxruntime disagree there)."""),
     OpDef("topk", 1, ("x",), ("values", "indices"), {
         "k": AttrSpec("int", check=at_least(1)),
         "axis": AttrSpec("int", -1),

@@ -116,6 +116,14 @@ def _isinf(imp, node, attrs):
     imp.emit("isinf", [imp.tensor(node.input[0])], [node.output[0]], detect)
 
 
+@maps("Det")
+def _det(imp, node, attrs):
+    """torch.linalg.det: ``det`` over the last two axes (a matrix holding a nan or an infinity
+    gives nan, where onnxruntime's LU gives nan or an infinity by the pivots)."""
+    _only(imp, attrs, {})
+    imp.emit("det", [imp.tensor(node.input[0])], [node.output[0]])
+
+
 #: ONNX activation -> (ABI op, {attribute: ONNX's default}); the attributes keep their names
 _ALPHA = {"Elu": ("elu", {"alpha": 1.0}), "LeakyRelu": ("leaky_relu", {"alpha": 0.01}),
           "HardSigmoid": ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5})}

@@ -262,6 +262,15 @@ def cumsum(x, *, axis, exclusive, reverse):
     return np.ascontiguousarray(np.flip(y, axis) if reverse else y)
 
 
+def det(x):
+    """LU with partial pivoting in float64 (LAPACK), rounded to x's dtype; nan for a matrix
+    holding a nan or an infinity (the ABI's rule: libraries disagree on LU of infinities, and
+    LAPACK's singularity check turns some nans into 0)."""
+    with np.errstate(all="ignore"):  # a determinant past float32's range rounds to inf
+        y = np.asarray(np.linalg.det(x.astype(np.float64)))
+        return np.where(np.isfinite(x).all(axis=(-2, -1)), y, np.nan).astype(x.dtype)
+
+
 def topk(x, *, k, axis, largest):
     """Sorted by a stable sort, so equal values keep their order (lower index first); nan
     counts as above every number, as onnxruntime."""

@@ -579,6 +579,17 @@ def scatter_elements(e, node, ins, outs, a):
     e.op("ScatterElements", [x, *safe, updates], outs, axis=axis, reduction=a["reduction"])
 
 
+def det(e, node, ins, outs, a):
+    """Det, nan where the matrix holds a nan or an infinity (the ABI's rule): |x| < inf is
+    False exactly there, and its minimum over the matrix picks Det or nan."""
+    [x] = ins
+    [finite] = e.op("Less", [*e.op("Abs", [x]), e.const(np.inf)])
+    [finite] = e.op("Cast", [finite], to=onnx.TensorProto.FLOAT)
+    [finite] = e.op("ReduceMin", [finite, e.const([-2, -1], np.int64)], keepdims=0)
+    [finite] = e.op("Cast", [finite], to=onnx.TensorProto.BOOL)
+    e.op("Where", [finite, *e.op("Det", [x]), e.const(np.nan)], outs)
+
+
 def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
@@ -638,7 +649,7 @@ CONVERTERS: dict[str, Converter] = {
     "bitwise_xor": _simple("BitwiseXor"), "bitwise_not": _simple("BitwiseNot"),
     "bit_shift": lambda e, n, i, o, a: e.op("BitShift", i, o, direction=a["direction"].upper()),
     "gather_elements": gather_elements,
-    "scatter_elements": scatter_elements,
+    "scatter_elements": scatter_elements, "det": det,
     "tan": _simple("Tan"), "atan": _simple("Atan"), "asin": _simple("Asin"),
     "acos": _simple("Acos"), "sinh": _simple("Sinh"), "cosh": _simple("Cosh"),
     "asinh": _simple("Asinh"), "acosh": _simple("Acosh"), "atanh": _simple("Atanh"),

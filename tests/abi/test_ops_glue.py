@@ -108,6 +108,8 @@ GOOD = [
      lambda a: np.cumsum(a, axis=1, dtype=a.dtype)),
     ("topk", [z(2, 5, 3)], {"k": 2, "axis": 1},
      lambda a: tuple(torch.topk(torch.from_numpy(a), 2, dim=1))),
+    ("det", [z(2, 4, 3, 3)], {}, lambda a: torch.linalg.det(torch.from_numpy(a))),
+    ("det", [z(1, 1)], {}, lambda a: torch.linalg.det(torch.from_numpy(a))),
     ("add", [z(2, 1, 4), z(3, 1)], {}, np.add),
     ("sub", [z(5, dtype=np.int64), z(2, 1, dtype=np.int64)], {}, np.subtract),
     ("mul", [z(1), z(2, 3)], {}, np.multiply),
@@ -226,6 +228,7 @@ def test_every_glue_op_has_a_good_case_and_a_refusal():
 
 def test_symbolic_dims():
     assert infer("topk", [T(("N", "L"), i64)], {"k": 3}) == [T(("N", 3), i64), T(("N", 3), i64)]
+    assert infer("det", [T(("N", "n", "n"), f32)]) == [T(("N",), f32)]
     assert infer("add", [T(("N", 3), f32), T((3,), f32)]) == [T(("N", 3), f32)]
     assert infer("mul", [T(("N", 1), f32), T((1, 4), f32)]) == [T(("N", 4), f32)]
     assert infer("matmul", [T(("B", "M", 4), f32), T((4, 6), f32)]) == [T(("B", "M", 6), f32)]
@@ -375,6 +378,12 @@ REFUSALS = [
      "cumsum: attribute 'axis' is 2, out of range for rank 2"),
     ("cumsum", [T((), f32)], {"axis": 0}, ShapeError, "cumsum: x must have rank >= 1"),
     ("cumsum", [T((2,), f32)], {}, OpError, "missing required attribute 'axis' (int)"),
+    ("det", [T((2, 3, 4), f32)], {}, ShapeError,
+     "det: x must be square matrices (its last two dims equal and not 0), got shape (2, 3, 4)"),
+    ("det", [T((0, 0), f32)], {}, ShapeError, "det: x must be square matrices"),
+    ("det", [T(("n", "m"), f32)], {}, ShapeError, "det: x must be square matrices"),
+    ("det", [T((3,), f32)], {}, ShapeError, "det: x must have rank >= 2"),
+    ("det", [T((3, 3), i64)], {}, DTypeError, "det: x must be a float tensor"),
     ("topk", [T((2, 3), f32)], {"k": 4}, ShapeError,
      "topk: k=4 is larger than axis -1 of x shape (2, 3)"),
     ("topk", [T((2, 3), f32)], {"k": 0}, OpError, "attribute 'k' must be >= 1, got 0"),

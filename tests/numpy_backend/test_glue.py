@@ -1001,6 +1001,35 @@ def test_integer_cumsum_wraps_in_its_dtype():
     assert y.dtype == np.int32 and y[1] == -2**31
 
 
+def _torch_det(x: np.ndarray) -> np.ndarray:
+    """torch.linalg.det in float64, rounded to float32 (the kernel's own precision)."""
+    return torch.linalg.det(t(x).double()).float().numpy()
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (6, 2, 2), (5, 3, 3), (2, 3, 4, 4), (7, 7),
+                                   (4, 12, 12)])
+def test_det_as_torch(shape):
+    x = (RNG.standard_normal(shape) * 2).astype(np.float32)
+    (y,) = run_op("det", [x])
+    assert y.shape == shape[:-2] and y.dtype == np.float32
+    np.testing.assert_allclose(y, _torch_det(x), rtol=1e-6, atol=1e-30)
+    # and within a float32 LU's error of torch's own float32 determinant
+    np.testing.assert_allclose(y, torch.linalg.det(t(x)).numpy(), rtol=1e-3, atol=1e-5)
+
+
+def test_det_of_singular_huge_and_non_finite_matrices():
+    """Singular: 0; beyond float32's range: an infinity, as torch's float64 one rounded; a nan
+    or an infinity anywhere in a matrix: nan (the ABI's rule), and no warning."""
+    big, nan, inf = 1e30, np.nan, np.inf
+    x = np.array([[[1, 2], [2, 4]], [[0, 0], [0, 0]], [[big, big], [big, -big]],
+                  [[nan, 1], [1, 1]], [[inf, 0], [0, 1]], [[1, -inf], [inf, 1]],
+                  [[3, 1], [1, 2]]], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("det", [x])
+    np.testing.assert_array_equal(y[:3], _torch_det(x[:3]))
+    assert y[2] == -np.inf and np.isnan(y[3:6]).all() and y[6] == np.float32(5)
+
+
 @pytest.mark.parametrize("largest", [True, False])
 @pytest.mark.parametrize("axis, k", [(-1, 3), (0, 2), (1, 5), (2, 1)])
 def test_topk_as_torch(axis, k, largest):

@@ -203,7 +203,7 @@ def test_the_cases_cover_every_integer_op():
                   "softplus", "exp", "log", "sqrt", "reciprocal", "erf", "prelu", "pow", "div",
                   "floor", "ceil", "round", "mean", "sin", "cos", "log_softmax", "tan", "atan",
                   "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf",
-                  "max_pool", "max_pool_with_indices", "avg_pool", "resize", "grid_sample",
+                  "max_pool", "max_pool_with_indices", "avg_pool", "resize", "grid_sample", "det",
                   "not", "and", "or"}
     covered = set()
     for case in CASES:

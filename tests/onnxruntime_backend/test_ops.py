@@ -347,6 +347,14 @@ CASES = {
     "cumsum_int32": lambda: single("cumsum", (4, 3), in_dtype="int32", axis=0, exclusive=True,
                                    feed={"x": np.array([[2**31 - 1, 0, -5]] * 4, np.int32)}),
     "topk": lambda: single("topk", (3, 6, 2), k=4, axis=1),
+    "det": lambda: single("det", (4, 3, 3)),
+    "det_symbolic_batch": lambda: single("det", ("n", 2, 6, 6)),
+    "det_matrix": lambda: single("det", (1, 1)),
+    # singular, beyond float32's range, nan and infinities (nan on both: the ABI's rule)
+    "det_extremes": lambda: single("det", (7, 2, 2), feed={"x": np.array(
+        [[[1, 2], [2, 4]], [[0, 0], [0, 0]], [[1e30, 1e30], [1e30, -1e30]],
+         [[np.nan, 1], [1, 1]], [[np.inf, 0], [0, 1]], [[1, -np.inf], [np.inf, 1]],
+         [[3, 1], [1, 2]]], np.float32)}),
     "topk_smallest_ties_nan": lambda: single("topk", (2, 6), k=5, largest=False, feed={
         "x": np.array([[3, 1, 1, np.nan, -0.0, 0.0], [np.nan, 2, np.inf, np.nan, 2, -np.inf]],
                       np.float32)}),

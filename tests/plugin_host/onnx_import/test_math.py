@@ -1,7 +1,8 @@
 """Element-wise math and reductions beyond the first set import from both exporters and match
 onnxruntime: Sin, Cos, Sign, LogSoftmax, ArgMin, ReduceProd (folded on constants), Mod as their
 glue ops; Selu, Celu, Mish, ReduceL1, ReduceL2, ReduceSumSquare and ReduceLogSumExp as
-decompositions into glue ops, which match onnxruntime at the float32 extremes too."""
+decompositions into glue ops, which match onnxruntime at the float32 extremes too; Det as
+``det``."""
 
 from __future__ import annotations
 
@@ -102,6 +103,49 @@ def test_vector_norms_match_onnxruntime(dynamo, fold, optimize, tmp_path, signer
     assert {"abs", "sum", "sqrt"} <= _ops(loaded)
     check_against_onnxruntime(model, loaded, _feeds((2, 4, 3), 3) + [
         {"x": np.resize(EXTREMES, (2, 4, 3))}])
+
+
+class _Det(torch.nn.Module):
+    """torch.linalg.det of a batch of 3x3 and of one 5x5 matrix (ONNX Det)."""
+
+    def forward(self, x, m):
+        return torch.linalg.det(x), torch.linalg.det(m)
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_det_matches_onnxruntime_on_both_backends(dynamo, fold, optimize, tmp_path, signer):
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = export(_Det(), [torch.randn(4, 3, 3), torch.randn(5, 5)], tmp_path / "d.onnx",
+                   dynamo=dynamo, fold=fold, optimize=optimize, input_names=["x", "m"],
+                   output_names=["d", "e"])
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer)
+    assert _ops(loaded) == {"det"}
+    singular = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], np.float32)
+    feeds = [{"x": x["x"], "m": m["x"]} for x, m in zip(_feeds((4, 3, 3), 3),
+                                                           _feeds((5, 5), 4))]
+    feeds.append({"x": np.stack([singular, np.eye(3, dtype=np.float32) * 1e13, -singular.T,
+                                 np.zeros((3, 3), np.float32)]),
+                  "m": np.diag(np.arange(1, 6)).astype(np.float32)})
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_det_of_a_matrix_holding_an_infinity_is_nan_on_both_backends(tmp_path, signer):
+    """Where onnxruntime's LU gives an infinity or nan by its pivots (torch and numpy disagree
+    with it and each other), the ABI's det gives nan on either backend."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = export(_Det(), [torch.randn(4, 3, 3), torch.randn(5, 5)], tmp_path / "d.onnx",
+                   dynamo=False, input_names=["x", "m"], output_names=["d", "e"])
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer)
+    x = np.stack([np.eye(3, dtype=np.float32)] * 4)
+    x[0, 0, 0], x[1, 1, 2], x[2, 2, 2], x[3, 0, 1] = np.inf, -np.inf, np.nan, 2.0
+    feed = {"x": x, "m": np.eye(5, dtype=np.float32)}
+    assert onnxruntime_outputs(model, feed)["d"][0] == np.inf  # onnxruntime itself
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        got = Executor(loaded.graph, backend).run(feed)["d"]
+        assert np.isnan(got[:3]).all() and got[3] == 1.0, got
 
 
 @pytest.mark.skipif("Expand" not in MAPPERS,

@@ -34,12 +34,12 @@ def _vi(name, elem=TP.FLOAT, shape=(1, 4)):
 
 def test_unsupported_op_names_node_and_op(tmp_path):
     path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["r"], name="act"),
-                                       helper.make_node("Det", ["r"], ["y"], name="wave")],
+                                       helper.make_node("Unique", ["r"], ["y"], name="wave")],
                  [_vi("x")], [_vi("y")])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
-    assert info.value.node == "wave" and info.value.op == "Det"
-    assert "node 'wave' (Det)" in str(info.value) and "not supported" in str(info.value)
+    assert info.value.node == "wave" and info.value.op == "Unique"
+    assert "node 'wave' (Unique)" in str(info.value) and "not supported" in str(info.value)
 
 
 def test_op_supported_only_on_constants_says_so(tmp_path):
@@ -63,7 +63,7 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
     learns the whole list at once."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="act"),
              helper.make_node("Bernoulli", ["r"], ["h"], name="coin"),
-             helper.make_node("Det", ["h"], ["t"]),  # unnamed: named by its output
+             helper.make_node("Unique", ["h"], ["t"]),  # unnamed: named by its output
              helper.make_node("Bernoulli", ["t"], ["h2"], name="coin2"),
              helper.make_node("Range", ["s", "s", "s"], ["y"], name="r")]  # folds: not listed
     path = _save(tmp_path / "m.onnx", nodes, [_vi("x"), _vi("s", shape=())], [_vi("y")])
@@ -71,20 +71,20 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
         import_onnx(path)
     message = str(info.value)
     assert message.startswith("node 'coin' (Bernoulli): op 'Bernoulli' is not supported; nor are "
-                              "Det (1 node, 't') elsewhere in the model (supported: "), message
+                              "Unique (1 node, 't') elsewhere in the model (supported: "), message
     assert "Range" not in message.split("(supported:")[0]
 
     many = [helper.make_node(op, ["x", "x"] if op in ("ReverseSequence", "NonMaxSuppression")
                              else ["x"], [f"y{i}"], name=f"n{i}")
-            for i, op in enumerate(["StringNormalizer", "Det", "ReverseSequence", "NonZero",
+            for i, op in enumerate(["StringNormalizer", "Unique", "ReverseSequence", "NonZero",
                                     "Unique", "NonMaxSuppression", "RandomUniformLike",
-                                    "Bernoulli", "Multinomial", "StringNormalizer", "Det",
+                                    "Bernoulli", "Multinomial", "StringNormalizer", "Unique",
                                     "OptionalHasElement", "RandomNormalLike"])]
     path = _save(tmp_path / "many.onnx", many, [_vi("x")], [_vi(f"y{i}") for i in range(13)])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
     head = str(info.value).split("(supported:")[0]
-    assert "Det (2 nodes, first 'n1')" in head and "and 2 more op type(s)" in head, head
+    assert "Unique (3 nodes, first 'n1')" in head and "and 1 more op type(s)" in head, head
 
 
 
