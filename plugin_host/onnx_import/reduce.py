@@ -1,5 +1,5 @@
 """ONNX's reductions and scans: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd,
-ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp, ArgMax, ArgMin, CumSum and TopK.
+ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and TopK.
 Registered in :data:`.ops.MAPPERS` on import."""
 
 from __future__ import annotations
@@ -36,20 +36,26 @@ def _reduce(imp, node, attrs):
     imp.emit(_REDUCE[node.op_type], [x], [node.output[0]], reduce)
 
 
-@maps("ReduceL1", "ReduceL2", "ReduceSumSquare")
-def _reduce_norm(imp, node, attrs):
-    """sum(abs(x)), sqrt(sum(x * x)) and sum(x * x), as onnxruntime computes them (x * x is
-    inf from about 1.8e19 in float32 there too)."""
+#: ONNX reduction -> (the element-wise op before the sum, the one after it)
+_AROUND_SUM = {"ReduceL1": ("abs", None), "ReduceL2": ("mul", "sqrt"),
+               "ReduceSumSquare": ("mul", None), "ReduceLogSum": (None, "log")}
+
+
+@maps(*_AROUND_SUM)
+def _reduce_around_sum(imp, node, attrs):
+    """sum(abs(x)), sqrt(sum(x * x)), sum(x * x) and log(sum(x)), as onnxruntime computes
+    them (x * x is inf from about 1.8e19 in float32 there too; the log of a negative sum is
+    nan)."""
     x, reduce = _reduction(imp, node, attrs)
-    if node.op_type == "ReduceL1":
-        [y] = imp.emit("abs", [x], [None], suffix="/abs")
-    else:
-        [y] = imp.emit("mul", [x, x], [None], suffix="/square")
-    if node.op_type != "ReduceL2":
+    before, after = _AROUND_SUM[node.op_type]
+    y = x
+    if before is not None:
+        [y] = imp.emit(before, [x] if before == "abs" else [x, x], [None], suffix=f"/{before}")
+    if after is None:
         imp.emit("sum", [y], [node.output[0]], reduce)
         return
     [y] = imp.emit("sum", [y], [None], reduce, suffix="/sum")
-    imp.emit("sqrt", [y], [node.output[0]])
+    imp.emit(after, [y], [node.output[0]])
 
 
 @maps("ReduceLogSumExp")

@@ -1,8 +1,8 @@
 """Element-wise math and reductions beyond the first set import from both exporters and match
 onnxruntime: Sin, Cos, Sign, LogSoftmax, ArgMin, ReduceProd (folded on constants), Mod as their
-glue ops; Selu, Celu, Mish, ReduceL1, ReduceL2, ReduceSumSquare and ReduceLogSumExp as
-decompositions into glue ops, which match onnxruntime at the float32 extremes too; Det as
-``det``."""
+glue ops; Selu, Celu, Mish, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and
+ReduceLogSumExp as decompositions into glue ops, which match onnxruntime at the float32
+extremes too; Det as ``det``."""
 
 from __future__ import annotations
 
@@ -239,6 +239,9 @@ _EXTREME_ROWS[2, :3] = 3e38    # a sum that overflows
     ("ReduceL2", {"axes": [-1], "keepdims": 1}, None, 13),
     ("ReduceSumSquare", {"keepdims": 0}, (), 18),
     ("ReduceSumSquare", {"noop_with_empty_axes": 0}, None, 18),
+    ("ReduceLogSum", {"keepdims": 0}, (1,), 18),
+    ("ReduceLogSum", {}, (0, 1), 18),
+    ("ReduceLogSum", {"axes": [0]}, None, 13),
     ("ReduceLogSumExp", {"keepdims": 0}, (1,), 18),
     ("ReduceLogSumExp", {}, (0, 1), 18),
     ("ReduceLogSumExp", {"axes": [0], "keepdims": 0}, None, 13),
