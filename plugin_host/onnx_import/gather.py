@@ -1,7 +1,7 @@
 """ONNX's gathers: Gather (on a constant 2-D float table at run-time indices an Embedding,
 whose indices the executor validates at entry; constant indices a ``gather``; run-time ones a
 ``gather_elements``), GatherND (indices of one or more coordinates, constant or computed at run
-time) and GatherElements. Registered in :data:`.ops.MAPPERS` on import."""
+time), GatherElements and ReverseSequence. Registered in :data:`.ops.MAPPERS` on import."""
 
 from __future__ import annotations
 
@@ -225,3 +225,57 @@ def _gather_elements(imp, node, attrs):
     else:
         index = _int64_indices(imp, idx)
     imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]], {"axis": axis})
+
+
+@maps("ReverseSequence")
+def _reverse_sequence(imp, node, attrs):
+    """ReverseSequence (tf2onnx's bidirectional RNNs): along ``time_axis``, each batch entry's
+    first ``sequence_lens[b]`` steps reversed and the rest kept, as a ``gather_elements`` at
+    source positions ``t < len ? len - 1 - t : t``. Constant lengths: those positions worked
+    out here; run-time ones: computed in the graph, each length first checked against
+    [0, T] (a ``gather_elements`` from the constant ``arange(T + 1)``), as onnxruntime
+    refuses one outside it. Static shapes."""
+    _only(imp, attrs, {"batch_axis": ..., "time_axis": ...})
+    x, lens = node.input[:2]
+    batch_axis, time_axis = attrs.get("batch_axis", 1), attrs.get("time_axis", 0)
+    if {batch_axis, time_axis} != {0, 1}:
+        raise ModelFileError(f"batch_axis={batch_axis!r} and time_axis={time_axis!r} must be "
+                             f"0 and 1, one each")
+    shape = list(imp.static_shape(x))
+    if len(shape) < 2:
+        raise ModelFileError(f"input {x!r} of shape {shape} needs rank >= 2")
+    steps, batch = shape[time_axis], shape[batch_axis]
+    if list(imp.static_shape(lens)) != [batch] or imp.type_of(lens).dtype not in (
+            "int64", "int32"):
+        raise ModelFileError(f"sequence_lens {lens!r} must be {batch} integers (one per batch "
+                             f"entry), got {imp.type_of(lens).dtype} of shape "
+                             f"{list(imp.type_of(lens).shape)}")
+    along_time = [steps if a == time_axis else 1 for a in range(len(shape))]
+    along_batch = [batch if a == batch_axis else 1 for a in range(len(shape))]
+    t = np.arange(steps, dtype=np.int64).reshape(along_time)
+    if imp.is_const(lens):
+        given = imp.const(lens, "sequence_lens").astype(np.int64)
+        if given.size and not (0 <= given.min() and given.max() <= steps):
+            raise ModelFileError(f"sequence_lens {_few(given.tolist())} must be in [0, "
+                                 f"{steps}] (axis {time_axis} of {x!r}, shape {shape})")
+        length = given.reshape(along_batch)
+        source = np.broadcast_to(np.where(t < length, length - 1 - t, t), shape)
+        index = imp.add_constant(np.ascontiguousarray(source), f"{node.output[0]}.source")
+        imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]],
+                 {"axis": time_axis})
+        return
+
+    def step(op, inputs, name, attrs=None):
+        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
+
+    def constant(value, name):
+        return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
+
+    length = step("gather_elements", [constant(np.arange(steps + 1), "lengths"),
+                                      _int64_indices(imp, lens)], "check", {"axis": 0})
+    length = step("reshape", [length], "along_batch", {"shape": along_batch})
+    t = constant(t, "steps")
+    back = step("sub", [step("sub", [length, t], "from_end"), constant(1, "one")], "back")
+    source = step("where", [step("less", [t, length], "inside"), back, t], "source")
+    source = step("expand", [source], "expand", {"shape": shape})
+    imp.emit("gather_elements", [imp.tensor(x), source], [node.output[0]], {"axis": time_axis})

@@ -74,9 +74,9 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
                               "Unique (1 node, 't') elsewhere in the model (supported: "), message
     assert "Range" not in message.split("(supported:")[0]
 
-    many = [helper.make_node(op, ["x", "x"] if op in ("ReverseSequence", "NonMaxSuppression")
+    many = [helper.make_node(op, ["x", "x"] if op == "NonMaxSuppression"
                              else ["x"], [f"y{i}"], name=f"n{i}")
-            for i, op in enumerate(["StringNormalizer", "Unique", "ReverseSequence", "NonZero",
+            for i, op in enumerate(["StringNormalizer", "Unique", "Optional", "NonZero",
                                     "Unique", "NonMaxSuppression", "RandomUniformLike",
                                     "Bernoulli", "Multinomial", "StringNormalizer", "Unique",
                                     "OptionalHasElement", "RandomNormalLike"])]

@@ -1,0 +1,93 @@
+"""ReverseSequence (as tf2onnx writes it for a bidirectional RNN over padded sequences): each
+batch entry's first ``sequence_lens[b]`` steps reversed, the rest kept, as a ``gather_elements``
+along the time axis. Compared with onnxruntime on both backends, lengths constant or computed at
+run time; a run-time length outside [0, T], which onnxruntime refuses, is an IndexRangeError
+naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from abi.errors import IndexRangeError
+from plugin_host.errors import ModelFileError
+from plugin_host.executor import Executor
+
+from .conftest import assert_refused, import_and_load, onnx
+from .test_scatter import _floats
+from .test_scatter_runtime import BACKENDS, _check
+
+helper, TP = onnx.helper, onnx.TensorProto
+RNG = np.random.default_rng(53)
+
+
+def _model(tmp_path, shape, *, lens=None, batch=None, **attrs):
+    """One ReverseSequence named ``node`` over a float32 input ``x`` of ``shape``; the lengths
+    a graph input ``lens`` of ``batch`` int64, or the initializer ``lens`` when given."""
+    inputs = [helper.make_tensor_value_info("x", TP.FLOAT, list(shape))]
+    inits = []
+    if lens is None:
+        inputs.append(helper.make_tensor_value_info("lens", TP.INT64, [batch]))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.asarray(lens, np.int64), "lens"))
+    graph = helper.make_graph(
+        [helper.make_node("ReverseSequence", ["x", "lens"], ["y"], name="node", **attrs)], "g",
+        inputs, [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))], initializer=inits)
+    path = tmp_path / "rs.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("shape, attrs", [
+    ((5, 3, 2), {}),                                   # (T, B, C): time 0, batch 1
+    ((3, 6, 4), {"batch_axis": 0, "time_axis": 1}),    # (B, T, C)
+    ((4, 2), {}),
+    ((2, 7, 3, 2), {"batch_axis": 0, "time_axis": 1}),
+], ids=["time-major", "batch-major", "rank-2", "rank-4"])
+def test_run_time_lengths_match_onnxruntime(shape, attrs, tmp_path, signer):
+    time_axis, batch_axis = attrs.get("time_axis", 0), attrs.get("batch_axis", 1)
+    steps, batch = shape[time_axis], shape[batch_axis]
+    model = _model(tmp_path, shape, batch=batch, **attrs)
+    feeds = [{"x": x, "lens": RNG.integers(0, steps + 1, batch).astype(np.int64)}
+             for x in _floats(shape, 4)]
+    feeds[0]["lens"][:] = 0  # nothing reversed
+    feeds[1]["lens"][:] = steps  # everything reversed
+    _check(model, tmp_path, signer, feeds, {"gather_elements"})
+
+
+def test_constant_lengths_are_one_gather_at_constant_positions(tmp_path, signer):
+    model = _model(tmp_path, (5, 4, 2), lens=[0, 5, 2, 1])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["gather_elements"]
+    _check(model, tmp_path, signer, [{"x": x} for x in _floats((5, 4, 2), 2)],
+           {"gather_elements"})
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("bad", [5, -1])
+def test_a_run_time_length_outside_the_steps_is_refused_when_it_arrives(bad, backend, tmp_path,
+                                                                         signer):
+    """onnxruntime refuses it too (``Invalid sequence length``); here it is the same
+    IndexRangeError on either backend, naming the node, and nothing is returned."""
+    model = _model(tmp_path, (4, 3), batch=3)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    executor = Executor(loaded.graph, BACKENDS[backend]())
+    x = _floats((4, 3), 1)[0]
+    executor.run({"x": x, "lens": np.array([4, 0, 2])})  # the ends of the range: fine
+    with pytest.raises(IndexRangeError, match=rf"node.*outside \[0, 5\): \(1,\)={bad}"):
+        executor.run({"x": x, "lens": np.array([1, bad, 2])})
+
+
+@pytest.mark.parametrize("shape, kwargs, message", [
+    ((4, 3), {"lens": [1, 5, 2]}, "sequence_lens [1, 5, 2] must be in [0, 4] (axis 0 of 'x'"),
+    ((4, 3), {"lens": [1, -1, 2]}, "sequence_lens [1, -1, 2] must be in [0, 4]"),
+    ((4, 3), {"lens": [1, 2]}, "sequence_lens 'lens' must be 3 integers (one per batch entry)"),
+    ((4, 3), {"batch": 3, "batch_axis": 0, "time_axis": 0},
+     "batch_axis=0 and time_axis=0 must be 0 and 1, one each"),
+    ((4, 3, 2), {"batch": 2, "batch_axis": 2, "time_axis": 0},
+     "batch_axis=2 and time_axis=0 must be 0 and 1"),
+], ids=["constant-too-long", "constant-negative", "lengths-shape", "same-axis", "axis-2"])
+def test_what_cannot_be_mapped_is_refused_naming_the_node(shape, kwargs, message, tmp_path):
+    assert_refused(_model(tmp_path, shape, **kwargs), ModelFileError,
+                   "node 'node' (ReverseSequence)", message)
