@@ -26,7 +26,7 @@ from .float_width import (DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE, 
                           float64_in_abi)
 from .float_width import downcast_float64 as downcast_float64_model
 from .float_width import upcast_float16 as upcast_float16_model
-from .free_dims import fix_dims, run_time_dims
+from .free_dims import fix_dims, run_time_dims, with_dims_hint
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .upgrade import upgrade_model
@@ -81,8 +81,14 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
         model = parse_model(downcast.SerializeToString(), where=f"{path} downcast to float32",
                             limits=limits)
     upgraded = upgrade_model(model, where=str(path), limits=limits)
-    imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
-                             state=state, limits=limits)
+    try:
+        imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
+                                 state=state, limits=limits)
+    except UnsupportedModelError as exc:  # one about a run-time dim: point at --dim
+        hinted = with_dims_hint(exc, upgraded)
+        if hinted is exc:
+            raise
+        raise hinted from None
     wide = next((n for n, t in imported.graph.types.items() if t.dtype == "float64"), None)
     if wide is not None and not downcast_float64:  # float64 that did not fold away
         place = float64_computed(model) or "the model"

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..errors import UsageError
+from ..errors import UnsupportedModelError, UsageError
 
-__all__ = ["MAX_FIXED_DIM", "fix_dims", "parse_dims", "run_time_dims"]
+__all__ = ["MAX_FIXED_DIM", "fix_dims", "named_dims", "parse_dims", "run_time_dims",
+           "with_dims_hint"]
 
 #: The largest size a dim may be fixed to (a value's element count has its own cap).
 MAX_FIXED_DIM = 1 << 20
@@ -53,9 +54,7 @@ def fix_dims(model, dims: Mapping[str, int], *, where: str = "model"):
         if type(size) is not int or not 1 <= size <= MAX_FIXED_DIM:
             raise UsageError(f"dim {name!r}: size {size!r} is not an integer from 1 to "
                              f"{MAX_FIXED_DIM}")
-    inputs = {vi.name for vi in model.graph.input}
-    named = {d.dim_param for vi, shape in _tensor_types(model.graph) if vi.name in inputs
-             for d in shape if not d.HasField("dim_value") and d.dim_param}
+    named = named_dims(model)
     unknown = sorted(set(dims) - named)
     if unknown:
         have = ", ".join(sorted(named)) or "none"
@@ -69,6 +68,34 @@ def fix_dims(model, dims: Mapping[str, int], *, where: str = "model"):
             if not d.HasField("dim_value") and d.dim_param in dims:
                 d.dim_value = dims[d.dim_param]  # dim_value and dim_param are one oneof
     return fixed
+
+
+def named_dims(model) -> set[str]:
+    """The names of the graph inputs' run-time dims (their ``dim_param``)."""
+    inputs = {vi.name for vi in model.graph.input}
+    return {d.dim_param for vi, shape in _tensor_types(model.graph) if vi.name in inputs
+            for d in shape if not d.HasField("dim_value") and d.dim_param}
+
+
+def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError:
+    """``error`` with a pointer to ``--dim`` when it is about a shape that holds one of the
+    inputs' named run-time dims (an index into a tensor of run-time batch, a shape computed
+    from it): fixed at build, those dims make such shapes constants. ``error`` itself when
+    it names none of them."""
+    text = str(error)
+    named = sorted(d for d in named_dims(model) if f"'{d}'" in text)
+    if not named:
+        return error
+    prefix = f"node {error.node!r} ({error.op}): " if error.node is not None else (
+        f"{error.op}: " if error.op else "")
+    message = text[len(prefix):] if text.startswith(prefix) else text
+    fix = " ".join(f"--dim {d}=SIZE" for d in named)
+    return UnsupportedModelError(
+        f"{message}; {', '.join(map(repr, named))} {'is a' if len(named) == 1 else 'are'} "
+        f"run-time dim{'s' if len(named) > 1 else ''} of the inputs: {fix} (dims= in the "
+        f"Python API) fixes {'it' if len(named) == 1 else 'them'} to the size the device "
+        f"feeds, and what is computed from {'it' if len(named) == 1 else 'them'} becomes "
+        f"constant", node=error.node, op=error.op)
 
 
 def run_time_dims(inputs: Sequence) -> list[str]:

@@ -1,5 +1,6 @@
 """Run-time dims fixed at build (``--dim NAME=SIZE``): the ABI, golden cases and latency budget
-take the size; a dim left at run time beyond the batch axis is named in the summary."""
+take the size; a dim left at run time beyond the batch axis is named in the summary, and a
+refusal about a shape holding one points at ``--dim``."""
 
 from __future__ import annotations
 
@@ -93,6 +94,43 @@ def test_fixing_the_batch_dim_makes_the_abi_static(tmp_path, signer):
     _, loaded = import_and_load(model, tmp_path / "b.pha", signer, dims={"batch": 2})
     assert loaded.graph.inputs[0].shape == (2, 3, 8, 8)
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 8, 8)))
+
+
+class _TopkMask(torch.nn.Module):
+    """A mask of each row's two largest: the legacy exporter expands zeros to the run-time
+    Shape of x."""
+
+    def forward(self, x):
+        return torch.zeros_like(x).scatter(1, torch.topk(x, 2, dim=1).indices, 1.0)
+
+
+def test_a_refusal_about_a_run_time_dim_points_at_dim(tmp_path, signer):
+    model = _export(_TopkMask(), (3, 6), tmp_path / "t.onnx", {0: "batch"}, dynamo=False)
+    with pytest.raises(UnsupportedModelError) as info:
+        build_onnx_artifact(model, tmp_path / "no.pha")
+    text = str(info.value)
+    assert info.value.op == "Expand" and text.startswith(f"node {info.value.node!r} (Expand): ")
+    assert "holds run-time dims: ['batch', 2]" in text
+    assert text.endswith("; 'batch' is a run-time dim of the inputs: --dim batch=SIZE (dims= in "
+                         "the Python API) fixes it to the size the device feeds, and what is "
+                         "computed from it becomes constant"), text
+    _, loaded = import_and_load(model, tmp_path / "b.pha", signer, dims={"batch": 3})
+    check_against_onnxruntime(model, loaded, _feeds((3, 6)))
+
+
+def test_a_refusal_about_anything_else_has_no_dim_hint(tmp_path):
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [helper.make_node("Unique", ["x"], ["y"], name="u")], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n"])])
+    path = tmp_path / "u.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    with pytest.raises(UnsupportedModelError) as info:
+        build_onnx_artifact(path, tmp_path / "no.pha")
+    assert "op 'Unique' is not supported" in str(info.value)
+    assert "--dim" not in str(info.value)
 
 
 def test_an_unknown_name_or_a_bad_size_is_a_usage_error(tmp_path):
