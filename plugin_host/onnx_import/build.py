@@ -16,6 +16,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from abi.artifact import Manifest, Tolerance
+from abi.errors import IndexRangeError, PluginHostError
 
 from ..artifacts.build import _drawn_inputs, build_artifact, describe_targets, target_problems
 from ..errors import ModelImportError, UnsupportedModelError
@@ -183,7 +184,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     table = tolerances if isinstance(tolerances, Mapping) else {
         s.name: tuple(tolerances) for s in graph.outputs}
     for i, (inputs, want) in enumerate(zip(cases, reference)):
-        got = executor.run(dict(inputs))
+        got = _golden_run(executor, inputs, i)
         for spec in graph.outputs:
             _compare(i, spec.name, got[spec.name], want[spec.name],
                      *table.get(spec.name, DEFAULT_ONNX_TOLERANCE))
@@ -206,6 +207,19 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                           tolerances=tolerances, latency_ms=latency_ms, golden_inputs=cases,
                           golden_outputs=reference, reference=REFERENCE, seed=seed,
                           expires=expires, progress=progress)
+
+
+def _golden_run(executor: Executor, inputs: Mapping[str, np.ndarray], case: int) -> dict:
+    """The imported graph on golden case ``case``; a refusal of a value the model computed
+    (an index onnxruntime took, as ONNX counts a negative one from the end) is the build's
+    ModelImportError, as any other disagreement with the reference is."""
+    try:
+        return executor.run(dict(inputs))
+    except PluginHostError as exc:
+        rule = (" (the ABI takes run-time indices in [0, dim) only; ONNX counts a negative "
+                "one from the end)") if isinstance(exc, IndexRangeError) else ""
+        raise ModelImportError(f"golden case {case}: onnxruntime runs the model, the imported "
+                               f"graph refuses it: {exc}{rule}") from None
 
 
 def _compare(case: int, name: str, got: np.ndarray, want: np.ndarray, rtol: float,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin_host.errors import (IndexRangeError, ModelFileError, PluginHostError,
+from plugin_host.errors import (IndexRangeError, ModelFileError, ModelImportError, PluginHostError,
                                 UnsupportedModelError)
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import ReadLimits, build_onnx_artifact, import_onnx
@@ -203,6 +203,26 @@ def test_embedding_gather_refuses_out_of_range_indices_at_entry(tmp_path, signer
         with pytest.raises(IndexRangeError) as info:
             executor.run({"ids": np.array(bad, np.int64)})
         assert "'ids'" in str(info.value) and info.value.vocab_size == 5
+
+
+def test_a_golden_case_the_imported_graph_refuses_is_a_build_refusal(tmp_path):
+    """GatherElements at ArgMax - 4: indices in [-4, -1], which onnxruntime counts from the
+    end and the ABI refuses at run time. The build says so, typed, and writes nothing."""
+    nodes = [helper.make_node("ArgMax", ["x"], ["a"], axis=1, keepdims=1, name="top"),
+             helper.make_node("Sub", ["a", "four"], ["i"], name="back"),
+             helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1, name="pick")]
+    four = onnx.numpy_helper.from_array(np.array(4, np.int64), "four")
+    path = _save(tmp_path / "neg.onnx", nodes, [_vi("x", shape=(3, 4))],
+                 [_vi("y", shape=(3, 1))], inits=[four])
+    with pytest.raises(ModelImportError) as info:
+        build_onnx_artifact(path, tmp_path / "neg.pha")
+    text = str(info.value)
+    assert text.startswith("golden case 0: onnxruntime runs the model, the imported graph "
+                           "refuses it: "), text
+    assert "node 'pick'" in text and "outside [0, 4)" in text
+    assert text.endswith("(the ABI takes run-time indices in [0, dim) only; ONNX counts a "
+                         "negative one from the end)")
+    assert not (tmp_path / "neg.pha").exists()
 
 
 def test_state_pair_must_name_an_input_and_an_output(linear_model, tmp_path):
