@@ -1,6 +1,6 @@
 """ONNX's shape plumbing: Concat, Reshape, Flatten, Squeeze / Unsqueeze, Expand, Tile,
-Transpose, ConstantOfShape, Slice, Split, and Pad (constant, reflect, edge, and wrap as slices
-and concats). Registered in :data:`.ops.MAPPERS` on import."""
+Transpose, ConstantOfShape, Slice, Split, Pad (constant, reflect, edge, and wrap as slices
+and concats) and CenterCropPad. Registered in :data:`.ops.MAPPERS` on import."""
 
 from __future__ import annotations
 
@@ -212,6 +212,48 @@ def _pad(imp, node, attrs):
         return
     imp.emit("pad", [imp.tensor(x)], [node.output[0]],
              {"pads": pairs, "mode": mode, "value": value})
+
+
+@maps("CenterCropPad")
+def _center_crop_pad(imp, node, attrs):
+    """CenterCropPad (opset 18; an image preprocessing graph's center crop): on each of
+    ``axes`` a window of the target size centred on the input, a ``slice`` from
+    floor((dim - size) / 2) where the size is smaller, a zero ``pad`` of floor((size - dim) / 2)
+    before where it is larger (as the ONNX reference and onnxruntime). The sizes a constant,
+    the axes' dims static."""
+    _only(imp, attrs, {"axes": ...})
+    x = node.input[0]
+    shape = list(imp.type_of(x).shape)
+    rank = len(shape)
+    sizes = int_vector(imp.const(node.input[1], "shape"), "shape")
+    given = attrs.get("axes")
+    axes = list(range(rank)) if given is None else [axis_in(a, rank, "axes") for a in given]
+    if len(sizes) != len(axes) or len(set(axes)) != len(axes) or min(sizes, default=1) < 1:
+        raise ModelFileError(f"shape {_few(sizes)} must be one size >= 1 for each of the axes "
+                             f"{axes} (distinct) of {x!r}, shape {shape}")
+    starts, ends, cropped = [], [], []
+    pairs = [[0, 0] for _ in range(rank)]
+    for a, size in zip(axes, sizes):
+        dim = shape[a]
+        if type(dim) is not int:
+            raise imp.unsupported(f"axis {a} of {x!r} (shape {shape}) is a run-time dim: the "
+                                  f"crop or pad is worked out from a fixed dim")
+        if size < dim:
+            starts.append((dim - size) // 2)
+            ends.append(starts[-1] + size)
+            cropped.append(a)
+        elif size > dim:
+            pairs[a] = [(size - dim) // 2, size - dim - (size - dim) // 2]
+    padded = any(before or after for before, after in pairs)
+    y, out = imp.tensor(x), node.output[0]
+    if cropped:
+        [y] = imp.emit("slice", [y], [None if padded else out],
+                       {"starts": starts, "ends": ends, "axes": cropped,
+                        "steps": [1] * len(cropped)}, suffix="/crop" if padded else "")
+    if padded:
+        imp.emit("pad", [y], [out], {"pads": pairs, "mode": "constant", "value": 0.0})
+    elif not cropped:
+        imp.emit("identity", [y], [out])
 
 
 def _wrap(imp, node, pairs: list) -> None:
