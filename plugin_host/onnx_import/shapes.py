@@ -86,15 +86,41 @@ def _squeeze(imp, node, attrs):
 @maps("Expand")
 def _expand(imp, node, attrs):
     """Constant shape; all ones of at most x's rank change nothing (the legacy exporter's
-    ``repeat`` writes one) and alias x."""
+    ``repeat`` writes one) and alias x. A shape holding run-time dims (``expand_as`` or a
+    scatter's value under a dynamic batch: ``Expand(v, Shape(x))``): x expanded over the
+    fixed dims, then ``where(mask, y, y)`` with the mask of :func:`_run_time_mask`, which
+    brings in each run-time dim; x's own dim there must be 1 or that same dim."""
     _only(imp, attrs, {})
     x = node.input[0]
+    if not imp.is_const(node.input[1]) and node.input[1] in imp.sym:
+        _expand_to_run_time_dims(imp, node, x, imp.shape_value(node.input[1], "shape"))
+        return
     shape = int_vector(imp.const(node.input[1], "shape"), "shape")
     imp.check_size("its Expand output", shape)  # before the shape rule multiplies it out
     if set(shape) <= {1} and len(shape) <= len(imp.type_of(x).shape):
         imp.alias(node.output[0], imp.tensor(x))
         return
     imp.emit("expand", [imp.tensor(x)], [node.output[0]], {"shape": shape})
+
+
+def _expand_to_run_time_dims(imp, node, x: str, dims: list) -> None:
+    if any(type(d) is int and d < 0 for d in dims):
+        raise ModelFileError(f"shape {dims} has a negative dim")
+    have = list(imp.type_of(x).shape)
+    rank = max(len(dims), len(have))
+    want = [1] * (rank - len(dims)) + list(dims)
+    have = [1] * (rank - len(have)) + have
+    for axis, (d, h) in enumerate(zip(want, have)):
+        if type(d) is not int and h not in (1, d):
+            raise imp.unsupported(f"expanding {x!r} (shape {imp.type_of(x).shape}) to {dims}: "
+                                  f"its axis {axis} ({h!r}) must be 1 or the run-time dim {d!r}")
+    fixed = [d if type(d) is int else 1 for d in want]
+    imp.check_size("its Expand output", fixed)
+    y = imp.tensor(x)
+    if any(f != 1 for f in fixed) or len(imp.types[y].shape) < rank:
+        [y] = imp.emit("expand", [y], [None], {"shape": fixed}, suffix="/fixed")
+    mask = _run_time_mask(imp, want)
+    imp.emit("where", [mask, y, y], [node.output[0]])
 
 
 @maps("Tile")
@@ -123,8 +149,7 @@ def _transpose(imp, node, attrs):
 def _constant_of_shape(imp, node, attrs):
     """A shape holding run-time dims (``torch.zeros(x.size(0), 3)`` under a dynamic batch; a
     constant shape was folded): ``where(mask, c, c)``, c the value over the fixed dims, and the
-    mask a bool tensor that carries each run-time dim, read back from the tensor its Shape was
-    taken of (``equal`` of a one-element-wide slice of it with itself)."""
+    mask that of :func:`_run_time_mask`."""
     _only(imp, attrs, {"value": ...})
     dims = imp.shape_value(node.input[0], "shape")
     value = one_value(attrs.get("value", np.zeros(1, np.float32)), "value")
@@ -132,6 +157,15 @@ def _constant_of_shape(imp, node, attrs):
         raise ModelFileError(f"shape {dims} has a negative dim")
     fixed = [d if type(d) is int else 1 for d in dims]
     imp.check_size("its output", fixed)
+    mask = _run_time_mask(imp, dims)
+    c = imp.add_constant(np.full(fixed, value, value.dtype), f"{imp.node_name}.value")
+    imp.emit("where", [mask, c, c], [node.output[0]])
+
+
+def _run_time_mask(imp, dims: list) -> str:
+    """A bool tensor of rank ``len(dims)`` that carries each run-time dim of ``dims`` on its
+    axis (1 on the others), read back from the tensor its Shape was taken of (``equal`` of a
+    one-element-wide slice of it with itself)."""
     mask = None
     for axis, d in enumerate(dims):
         if type(d) is int:
@@ -154,8 +188,7 @@ def _constant_of_shape(imp, node, attrs):
                                                 suffix=f".{axis}.masks")[0]
     if mask is None:  # not reached: a fixed shape is folded
         raise imp.unsupported(f"shape {dims} is fixed but was not folded")
-    c = imp.add_constant(np.full(fixed, value, value.dtype), f"{imp.node_name}.value")
-    imp.emit("where", [mask, c, c], [node.output[0]])
+    return mask
 
 
 @maps("Slice")

@@ -223,10 +223,28 @@ class _Recurrent(torch.nn.Module):
         return out
 
 
-@pytest.mark.parametrize("module", [_Zeros, _Recurrent], ids=["zeros", "lstm_zero_state"])
+class _ExpandAs(torch.nn.Module):
+    """expand_as(x) under a run-time batch: Expand(v, Shape(x))."""
+
+    def forward(self, x):
+        return torch.arange(4.0).expand_as(x) * x
+
+
+class _TopkMask(torch.nn.Module):
+    """A mask of each row's three largest: the legacy exporter expands the scattered 1.0 to
+    the run-time Shape of topk's indices."""
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return torch.zeros_like(x).scatter(1, torch.topk(x, 3, dim=1).indices, 1.0) * x
+
+
+@pytest.mark.parametrize("module", [_Zeros, _Recurrent, _ExpandAs, _TopkMask],
+                         ids=["zeros", "lstm_zero_state", "expand_as", "topk_mask"])
 def test_constants_of_a_run_time_shape_take_any_batch(module, tmp_path, signer):
     """torch.zeros / torch.full with a run-time batch (ConstantOfShape of a run-time shape)
-    become where(mask, c, c), the mask reading the batch back from the input."""
+    become where(mask, c, c), the mask reading the batch back from the input; an Expand to a
+    run-time shape the same over the value expanded on the fixed dims."""
     model = _export(module(), tmp_path / "z.onnx", dynamo=False)
     _, loaded = import_and_load(model, tmp_path / "z.pha", signer)
     assert "where" in {n.op for n in loaded.graph.nodes}
