@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import ModelFileError
 from .fold import axis_in
 from .ops import _few, _only, maps
+from .shapes import run_time_mask
 
 
 @maps("Gather")
@@ -54,24 +55,34 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     (a negative one, which ONNX counts from the end, is refused there). ``graph``: ``data``
     and ``idx`` are graph tensors already (``idx`` int64), not ONNX names."""
     shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
-    if not all(type(d) is int for d in shape + where):
+    out = shape[:axis] + where + shape[axis + 1:]
+    run_time = [d for d in shape if type(d) is not int]
+    if (not all(type(d) is int for d in where) or type(shape[axis]) is not int
+            or len(where) != 1 and len(run_time) > 1):
         raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
-                              f"shapes (data {shape}, indices {where}) unless the data is a "
-                              f"constant 2-D float table (an Embedding)")
+                              f"shapes (data {shape}, indices {where}; run-time dims of the "
+                              f"data are taken on its other axes, and with indices of rank 1 "
+                              f"or one of them) unless the data is a constant 2-D float "
+                              f"table (an Embedding)")
     k = math.prod(where)
+    data = data if graph else imp.tensor(data)
     index = idx if graph else _int64_indices(imp, idx)
     [index] = imp.emit("reshape", [index], [None],
                        {"shape": [1] * axis + [k] + [1] * (len(shape) - axis - 1)},
                        suffix="/along")
-    [index] = imp.emit("expand", [index], [None], {"shape": shape[:axis] + [k] + shape[
-        axis + 1:]}, suffix="/expand")
-    out = shape[:axis] + where + shape[axis + 1:]
+    spread = [k if a == axis else d if type(d) is int else 1 for a, d in enumerate(shape)]
+    [index] = imp.emit("expand", [index], [None], {"shape": spread}, suffix="/expand")
+    if run_time:  # over the data's run-time dims too: where(mask, index, index)
+        mask = run_time_mask(imp, [k if a == axis else d for a, d in enumerate(shape)],
+                             {d: (data, a) for a, d in enumerate(shape) if type(d) is not int})
+        [index] = imp.emit("where", [mask, index, index], [None], suffix="/over")
     last = len(where) == 1
-    [y] = imp.emit("gather_elements", [data if graph else imp.tensor(data), index],
+    [y] = imp.emit("gather_elements", [data, index],
                    [node.output[0] if last else None], {"axis": axis},
                    suffix="" if last else "/gather")
     if not last:
-        imp.emit("reshape", [y], [node.output[0]], {"shape": out})
+        imp.emit("reshape", [y], [node.output[0]],
+                 {"shape": [d if type(d) is int else -1 for d in out]})
 
 
 def runtime_positions(imp, data: str, idx: str) -> tuple[str, str]:

@@ -88,7 +88,7 @@ def _expand(imp, node, attrs):
     """Constant shape; all ones of at most x's rank change nothing (the legacy exporter's
     ``repeat`` writes one) and alias x. A shape holding run-time dims (``expand_as`` or a
     scatter's value under a dynamic batch: ``Expand(v, Shape(x))``): x expanded over the
-    fixed dims, then ``where(mask, y, y)`` with the mask of :func:`_run_time_mask`, which
+    fixed dims, then ``where(mask, y, y)`` with the mask of :func:`run_time_mask`, which
     brings in each run-time dim; x's own dim there must be 1 or that same dim."""
     _only(imp, attrs, {})
     x = node.input[0]
@@ -119,7 +119,7 @@ def _expand_to_run_time_dims(imp, node, x: str, dims: list) -> None:
     y = imp.tensor(x)
     if any(f != 1 for f in fixed) or len(imp.types[y].shape) < rank:
         [y] = imp.emit("expand", [y], [None], {"shape": fixed}, suffix="/fixed")
-    mask = _run_time_mask(imp, want)
+    mask = run_time_mask(imp, want)
     imp.emit("where", [mask, y, y], [node.output[0]])
 
 
@@ -149,7 +149,7 @@ def _transpose(imp, node, attrs):
 def _constant_of_shape(imp, node, attrs):
     """A shape holding run-time dims (``torch.zeros(x.size(0), 3)`` under a dynamic batch; a
     constant shape was folded): ``where(mask, c, c)``, c the value over the fixed dims, and the
-    mask that of :func:`_run_time_mask`."""
+    mask that of :func:`run_time_mask`."""
     _only(imp, attrs, {"value": ...})
     dims = imp.shape_value(node.input[0], "shape")
     value = one_value(attrs.get("value", np.zeros(1, np.float32)), "value")
@@ -157,23 +157,25 @@ def _constant_of_shape(imp, node, attrs):
         raise ModelFileError(f"shape {dims} has a negative dim")
     fixed = [d if type(d) is int else 1 for d in dims]
     imp.check_size("its output", fixed)
-    mask = _run_time_mask(imp, dims)
+    mask = run_time_mask(imp, dims)
     c = imp.add_constant(np.full(fixed, value, value.dtype), f"{imp.node_name}.value")
     imp.emit("where", [mask, c, c], [node.output[0]])
 
 
-def _run_time_mask(imp, dims: list) -> str:
+def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     """A bool tensor of rank ``len(dims)`` that carries each run-time dim of ``dims`` on its
-    axis (1 on the others), read back from the tensor its Shape was taken of (``equal`` of a
-    one-element-wide slice of it with itself)."""
+    axis (1 on the others), read back from a tensor that has it (``equal`` of a
+    one-element-wide slice of it with itself): the one in ``sources`` (dim -> (graph tensor,
+    axis)), else the tensor whose Shape the model took."""
     mask = None
     for axis, d in enumerate(dims):
         if type(d) is int:
             continue
-        if d not in imp.dim_source:
+        known = (sources or {}).get(d) or imp.dim_source.get(d)
+        if known is None:
             raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is not a dim of a tensor "
                                   f"whose Shape the model takes")
-        source, at = imp.dim_source[d]
+        source, at = known
         rank = len(imp.types[source].shape)
         y = source
         if rank > 1:

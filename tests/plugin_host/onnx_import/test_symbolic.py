@@ -239,6 +239,34 @@ class _TopkMask(torch.nn.Module):
         return torch.zeros_like(x).scatter(1, torch.topk(x, 3, dim=1).indices, 1.0) * x
 
 
+class _Pick(torch.nn.Module):
+    """Channels and rows by indices given as inputs, under a run-time batch: run-time
+    gathers along fixed axes of data whose batch is a run-time dim."""
+
+    def forward(self, x, i, j):
+        return x[:, i].sum(1) + x[:, :, j].sum(2)[:, :, None, :1]
+
+
+def test_run_time_indices_along_fixed_axes_take_any_batch(tmp_path, signer):
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = tmp_path / "p.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Pick().eval(), (torch.randn(2, 3, 4, 4), torch.tensor([2, 0]),
+                                           torch.tensor([[3, 1], [0, 0]])),
+                          str(model), dynamo=False, input_names=["x", "i", "j"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"},
+                                                            "y": {0: "batch"}})
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert loaded.graph.inputs[0].shape == ("batch", 3, 4, 4)
+    rng = np.random.default_rng(6)
+    feeds = [{"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32),
+              "i": rng.integers(0, 3, 2), "j": rng.integers(0, 4, (2, 2))} for n in (1, 3, 5)]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
 @pytest.mark.parametrize("module", [_Zeros, _Recurrent, _ExpandAs, _TopkMask],
                          ids=["zeros", "lstm_zero_state", "expand_as", "topk_mask"])
 def test_constants_of_a_run_time_shape_take_any_batch(module, tmp_path, signer):
