@@ -51,9 +51,12 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
     computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
     flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
-    output shape. Static shapes only; each index is checked against [0, dim) when it arrives
-    (a negative one, which ONNX counts from the end, is refused there). ``graph``: ``data``
-    and ``idx`` are graph tensors already (``idx`` int64), not ONNX names."""
+    output shape. The indices' shape and the data's dim on ``axis`` static; run-time dims of
+    the data on its other axes are brought to the expanded indices by ``where(mask, index,
+    index)`` (:func:`.shapes.run_time_mask`, read from the data). Each index is checked
+    against [0, dim) when it arrives (a negative one, which ONNX counts from the end, is
+    refused there). ``graph``: ``data`` and ``idx`` are graph tensors already (``idx``
+    int64), not ONNX names."""
     shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
     out = shape[:axis] + where + shape[axis + 1:]
     run_time = [d for d in shape if type(d) is not int]
