@@ -562,7 +562,11 @@ class Importer:
             self.node = outer
 
     def _set_shape_value(self, name: str, value: np.ndarray) -> None:
-        """A shape value: a constant when every entry is fixed, else a symbolic one."""
+        """A shape value: a constant when every entry is fixed (or a bool array, from
+        Equal), else a symbolic one."""
+        if value.dtype == bool:
+            self.set_const(name, value)
+            return
         fixed = symbolic.resolved(value)
         if fixed is not None:
             self.set_const(name, fixed)

@@ -5,10 +5,12 @@ its reshape targets from the input's shape: ``x.view(x.size(0), -1)`` becomes ``
 -> Unsqueeze -> Concat -> Reshape``. The shape holds a symbolic dim (``"batch"``), so the
 constant folder cannot evaluate it. Here such values are int64 vectors whose entries are ints
 or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index ops (Gather,
-Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast) move entries around with the
+Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast, Reshape) move entries around with the
 folder's own code, and Mul, Add and Div combine them with the dims arithmetic, as does
 ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape ->
-ReduceProd``; a Size node gives the same value). A value whose
+ReduceProd``; a Size node gives the same value). Equal is evaluated where it is known at import
+(a run-time dim is never negative), and Where picks entries by such a known condition: the
+legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so. A value whose
 entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
 (Reshape's target, Resize's sizes, Expand's shape) read the entries; any other consumer sees a
 value computed at run time and refuses it, as before.
@@ -28,7 +30,7 @@ from .fold import fold
 
 #: Ops evaluated on symbolic shape values (and constants).
 OPS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Identity", "Cast",
-                 "Mul", "Add", "Div", "ReduceProd"})
+                 "Mul", "Add", "Div", "ReduceProd", "Reshape", "Equal", "Where"})
 
 _INT_CASTS = frozenset({6, 7})  # ONNX TensorProto.INT32, INT64
 
@@ -53,10 +55,23 @@ _ARITHMETIC = {"Mul": dims.mul, "Add": dims.add, "Div": _div}
 
 def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outputs: int,
              cap: int) -> list[np.ndarray]:
-    """``op`` on ``values`` (int64 constants and object arrays of dims); object arrays out."""
-    if any(v is not None and v.dtype != object and v.dtype.kind not in "iu" for v in values):
+    """``op`` on ``values`` (int64 constants and object arrays of dims); object arrays out,
+    but a bool array from Equal (known at import: see :func:`_equal`)."""
+    condition = values[0] if op == "Where" else None
+    if condition is not None and condition.dtype != bool:
+        raise UnsupportedModelError("Where chooses between shape entries by a condition that "
+                                    "holds run-time dims")
+    if any(v is not None and v is not condition and v.dtype != object
+           and v.dtype.kind not in "iu" for v in values):
         raise UnsupportedModelError(f"{op} mixes a shape holding run-time dims with "
                                     f"non-integer values")
+    if op == "Equal":
+        return [_equal(*values)]
+    if op == "Where":
+        a, b = (v.astype(object) for v in values[1:])
+        if math.prod(np.broadcast_shapes(condition.shape, a.shape, b.shape)) > cap:
+            raise ModelFileError(f"Where's broadcast result is above the {cap} element cap")
+        return [_normalized(np.where(condition, a, b))]
     if op == "Cast":
         if attrs.get("to") not in _INT_CASTS:
             raise UnsupportedModelError("a shape holding run-time dims cast to a non-integer "
@@ -75,6 +90,23 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
             a.astype(object), b.astype(object))
         return [_normalized(np.asarray(out, dtype=object))]
     return [_normalized(r) for r in fold(op, list(values), attrs, outputs=outputs, cap=cap)]
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Equal of shape entries, where it is known at import: fixed sizes compare; a run-time dim
+    equals itself and never a negative number (a size is not negative: the legacy exporter's
+    ``expand(n, -1, -1)`` tests its target for -1). Anything else (``'batch' == 1``) is known
+    only at run time: UnsupportedModelError."""
+    def entry(x, y):
+        x, y = _entry(x), _entry(y)
+        if type(x) is int and type(y) is int or x == y:
+            return x == y
+        if type(x) is int and x < 0 or type(y) is int and y < 0:
+            return False
+        raise UnsupportedModelError(f"Equal of {x!r} and {y!r} in a shape holding run-time "
+                                    f"dims is known only at run time")
+    out = np.frompyfunc(entry, 2, 1)(a.astype(object), b.astype(object))
+    return np.asarray(out, dtype=bool)
 
 
 def _product(values: Sequence[np.ndarray | None], attrs: dict) -> np.ndarray:

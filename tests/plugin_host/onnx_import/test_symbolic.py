@@ -58,6 +58,20 @@ class _Upsample(torch.nn.Module):
         return F.interpolate(self.conv(x), size=(6, 8), mode="bilinear")
 
 
+class _ClsToken(torch.nn.Module):
+    """A class token before the patches, as a ViT writes it: ``cls.expand(x.shape[0], -1,
+    -1)``, which the legacy exporter spells as Reshape, Equal and Where over the shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, 3))
+        self.pos = torch.nn.Parameter(torch.randn(1, 17, 3))
+
+    def forward(self, x):
+        patches = x.flatten(2).transpose(1, 2)
+        return torch.cat([self.cls.expand(x.shape[0], -1, -1), patches], 1) + self.pos
+
+
 def _export(module, path, dynamo: bool):
     x = torch.randn(2, 3, 4, 4)
     with warnings.catch_warnings():
@@ -76,8 +90,10 @@ def _export(module, path, dynamo: bool):
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
-@pytest.mark.parametrize("module", [_View, _Groups, _Tokens, _Rows, _Numel, _Upsample],
-                         ids=["view", "groups", "tokens", "rows", "numel", "upsample"])
+@pytest.mark.parametrize("module", [_View, _Groups, _Tokens, _Rows, _Numel, _Upsample,
+                                    _ClsToken],
+                         ids=["view", "groups", "tokens", "rows", "numel", "upsample",
+                              "cls_token"])
 def test_shapes_from_a_run_time_batch_import_and_take_any_batch(module, dynamo, tmp_path,
                                                                  signer):
     model = _export(module(), tmp_path / "m.onnx", dynamo)
@@ -179,6 +195,28 @@ def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(tmp_path):
         import_onnx(model)
     assert info.value.node == "tiles" and "holds run-time dims: ['batch', 6]" in str(
         info.value)
+
+
+@pytest.mark.parametrize("other, message", [
+    ([1], "Equal of 'batch' and 1 in a shape holding run-time dims is known only at run time"),
+    ([-1], None),  # a size is never -1: known (False), and the model imports
+])
+def test_equal_of_a_run_time_dim_is_evaluated_where_it_is_known(other, message, tmp_path):
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Constant", [], ["other"], value=helper.make_tensor(
+                "other", tp.INT64, [1], other)),
+            helper.make_node("Equal", ["b", "other"], ["same"], name="eq"),
+            helper.make_node("Where", ["same", "i1", "b"], ["rows"]),
+            helper.make_node("Concat", ["rows", "minus"], ["target"], axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"], name="r")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
+                                                                  ["batch", 24])])
+    if message is None:
+        assert import_onnx(model).graph.outputs[0].shape == ("batch", 24)
+        return
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert info.value.node == "eq" and message in str(info.value)
 
 
 def test_shape_arithmetic_is_capped_like_constant_folding(tmp_path):
