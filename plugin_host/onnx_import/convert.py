@@ -489,6 +489,10 @@ class Importer:
             return
         mapper = mappers.get(op)
         if mapper is None and op in FOLDERS:
+            from .ops import ON_RUN_TIME_DIMS
+
+            if op in ON_RUN_TIME_DIMS and ON_RUN_TIME_DIMS[op](self, node, attrs):
+                return
             runtime = [t for t in ins if t and t not in self.consts]
             dims = "".join(f"; {t!r} holds run-time dims {symbolic.entries(self.sym[t])}"
                            for t in runtime if t in self.sym)

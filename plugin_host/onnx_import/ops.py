@@ -27,12 +27,15 @@ from .einsum import einsum
 from .fold import one_value
 from .reader import ONNX_DTYPES
 
-__all__ = ["MAPPERS", "REFUSED"]
+__all__ = ["MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
 
 Mapper = Callable[[Any, Any, dict], None]
 MAPPERS: dict[str, Mapper] = {}
 #: Ops refused with what to do instead (the refusal says it), from the modules that know why
 REFUSED: dict[str, str] = {}
+#: Ops otherwise folded only (constant inputs), taken where a run-time input is a dim known at
+#: import: each returns False where it does not apply (the node is then refused as before)
+ON_RUN_TIME_DIMS: dict[str, Callable[[Any, Any, dict], bool]] = {}
 
 
 def maps(*names: str):

@@ -10,7 +10,7 @@ from ..errors import ModelFileError
 from . import symbolic
 from .fold import (axis_in, flatten_axis, int_vector, one_value, onnx_slice, reshape_target,
                    split_sizes)
-from .ops import _few, _only, _opt, maps
+from .ops import ON_RUN_TIME_DIMS, _few, _only, _opt, maps
 
 
 # --- shape plumbing ------------------------------------------------------------------------------
@@ -160,6 +160,30 @@ def _constant_of_shape(imp, node, attrs):
     mask = run_time_mask(imp, dims)
     c = imp.add_constant(np.full(fixed, value, value.dtype), f"{imp.node_name}.value")
     imp.emit("where", [mask, c, c], [node.output[0]])
+
+
+def _range_to_a_dim(imp, node, attrs) -> bool:
+    """Range(0, d, 1) with d a run-time dim (``torch.arange(x.shape[1])`` under a dynamic
+    sequence length, e.g. the positions of a learned positional embedding): ones over d
+    (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`), their running sum, minus 1.
+    False for any other Range of run-time values, which is refused as before."""
+    start, limit, delta = (list(node.input) + ["", "", ""])[:3]
+    if not (imp.is_const(start) and imp.is_const(delta) and limit in imp.sym
+            and imp.sym[limit].ndim == 0):
+        return False
+    first, step, [d] = imp.const(start), imp.const(delta), symbolic.entries(imp.sym[limit])
+    if first.size != 1 or step.size != 1 or first.item() != 0 or step.item() != 1 or (
+            type(d) is not str or d not in imp.dim_source):
+        return False
+    _only(imp, attrs, {})
+    one = imp.add_constant(np.ones(1, first.dtype), f"{imp.node_name}.one")
+    [ones] = imp.emit("where", [run_time_mask(imp, [d]), one, one], [None], suffix="/ones")
+    [count] = imp.emit("cumsum", [ones], [None], {"axis": 0}, suffix="/count")
+    imp.emit("sub", [count, one], [node.output[0]])
+    return True
+
+
+ON_RUN_TIME_DIMS["Range"] = _range_to_a_dim
 
 
 def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:

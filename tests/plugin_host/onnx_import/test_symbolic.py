@@ -197,6 +197,63 @@ def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(tmp_path):
         info.value)
 
 
+class _Positions(torch.nn.Module):
+    """A learned positional embedding over a run-time sequence length, and each row's index
+    over the run-time batch: torch.arange to a run-time dim (Range(0, d, 1))."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Embedding(16, 4)
+
+    def forward(self, x):
+        rows = torch.arange(x.shape[0]).float()[:, None, None]
+        return x + self.pos(torch.arange(x.shape[1])) + rows
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_range_to_a_run_time_dim_takes_any_size(dynamo, tmp_path, signer):
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = tmp_path / "pos.onnx"
+    x = torch.randn(2, 5, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            torch.onnx.export(_Positions().eval(), (x,), dynamo=True, verbose=False,
+                              input_names=["x"], output_names=["y"],
+                              dynamic_shapes=({0: torch.export.Dim("batch"),
+                                               1: torch.export.Dim("seq", max=16)},)
+                              ).save(str(model))
+        else:
+            axes = {0: "batch", 1: "seq"}
+            torch.onnx.export(_Positions().eval(), (x,), str(model), dynamo=False,
+                              input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": axes, "y": axes})
+    _, loaded = import_and_load(model, tmp_path / "pos.pha", signer)
+    assert "cumsum" in {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(7)
+    feeds = [{"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
+             for b, n in ((1, 1), (3, 5), (2, 16))]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_another_range_of_a_run_time_dim_is_refused(tmp_path):
+    """Range(1, d, 1) has d - 1 entries: no dim of the graph, so it stays refused."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Squeeze", ["b", "i0"], ["n"]),
+            helper.make_node("Constant", [], ["start"], value=helper.make_tensor(
+                "start", tp.INT64, [], [1])),
+            helper.make_node("Constant", [], ["step"], value=helper.make_tensor(
+                "step", tp.INT64, [], [1])),
+            helper.make_node("Range", ["start", "n", "step"], ["y"], name="steps")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.INT64, ["m"])])
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert info.value.node == "steps" and "op 'Range' is supported only on constant inputs" in str(
+        info.value) and "holds run-time dims ['batch']" in str(info.value)
+
+
 @pytest.mark.parametrize("other, message", [
     ([1], "Equal of 'batch' and 1 in a shape holding run-time dims is known only at run time"),
     ([-1], None),  # a size is never -1: known (False), and the model imports
