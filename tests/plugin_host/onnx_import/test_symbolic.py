@@ -376,3 +376,16 @@ def test_constants_of_a_run_time_shape_take_any_batch(module, tmp_path, signer):
     if module is _Zeros:
         feeds[1]["x"][0, 0, 0, 0] = np.nan  # the mask is nan-blind: where(m, c, c) is c
     check_against_onnxruntime(model, loaded, feeds)
+
+
+@pytest.mark.parametrize("module", [_Zeros, _ExpandAs, _TopkMask, _ClsToken],
+                         ids=["zeros", "expand_as", "topk_mask", "cls_token"])
+def test_the_dynamo_exporter_s_forms_take_any_batch_too(module, tmp_path, signer):
+    """torch's default exporter writes these idioms with other ops (its own shape
+    arithmetic, ScatterElements at topk's indices); they import and take any batch."""
+    model = _export(module(), tmp_path / "d.onnx", dynamo=True)
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer)
+    assert loaded.graph.inputs[0].shape[0] == "batch"
+    rng = np.random.default_rng(5)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32)} for n in (1, 3, 5)])

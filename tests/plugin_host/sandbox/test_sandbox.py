@@ -17,8 +17,7 @@ from abi.artifact import ArtifactFile
 from abi.errors import ABIError, IndexRangeError, ShapeError
 from plugin_host.artifacts import TrustStore, generate_key
 from plugin_host.errors import (GoldenMismatchError, PluginError, ProtectionUnavailableError,
-                                SandboxError,
-                                SandboxProtocolError, TensorHashError, UntrustedKeyError,
+                                SandboxError, TensorHashError, UntrustedKeyError,
                                 WorkerCallError, WorkerDiedError, WorkerTimeoutError)
 from plugin_host.executor import Executor
 from plugin_host.sandbox import SandboxedExecutor, SandboxLimits, SandboxRequirements, ipc
