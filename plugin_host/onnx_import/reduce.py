@@ -1,6 +1,6 @@
 """ONNX's reductions and scans: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd,
-ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and TopK.
-Registered in :data:`.ops.MAPPERS` on import."""
+ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and
+TopK. Registered in :data:`.ops.MAPPERS` on import."""
 
 from __future__ import annotations
 
