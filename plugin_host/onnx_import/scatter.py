@@ -224,39 +224,38 @@ def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     if type(shape[axis]) is not int:
         raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
                               f"run-time indices {idx!r} are checked against a fixed dim")
-    target = imp.tensor(data)
-    if op != "ScatterND" or list(imp.type_of(idx).shape)[-1:] == [1]:
-        index = _int64_indices(imp, idx)
-    if op == "ScatterND":
-        where = list(imp.type_of(idx).shape)
-        if not where or where[-1] == 0:
-            raise imp.unsupported(f"indices {idx!r} of shape {where}: ScatterND needs indices "
-                                  f"with one or more coordinates in their last dim")
-        coordinates = where[-1]
-        if type(coordinates) is not int or coordinates > len(shape):
-            raise ModelFileError(f"indices of {coordinates} coordinates into {data!r} of rank "
-                                 f"{len(shape)}")
-        shape, where = list(imp.static_shape(data)), list(imp.static_shape(idx))[:-1]
-        expected = where + shape[coordinates:]
-        if list(imp.static_shape(updates)) != expected:
-            raise ModelFileError(f"updates of shape {list(imp.static_shape(updates))} must be "
-                                 f"of shape {expected} (the indices' {where} and the data's "
-                                 f"dims after the first {coordinates})")
-        if coordinates > 1:  # the first axes flattened into one, each index's position on it
-            target, index = runtime_positions(imp, data, idx)
-        k, rest = math.prod(where), shape[coordinates:]
-        [index] = imp.emit("reshape", [index], [None], {"shape": [k] + [1] * len(rest)},
-                           suffix="/along")
-        [index] = imp.emit("expand", [index], [None], {"shape": [k] + rest}, suffix="/expand")
-        [values] = imp.emit("reshape", [values], [None], {"shape": [k] + rest},
-                            suffix="/updates")
-        if coordinates > 1:
-            [y] = imp.emit("scatter_elements", [target, index, values], [None],
-                           {"axis": 0, "reduction": reduction}, suffix="/scatter")
-            imp.emit("reshape", [y], [node.output[0]], {"shape": shape})
-            return
-    imp.emit("scatter_elements", [target, index, values], [node.output[0]],
-             {"axis": axis, "reduction": reduction})
+    target, out = imp.tensor(data), node.output[0]
+    if op != "ScatterND":
+        imp.emit("scatter_elements", [target, _int64_indices(imp, idx), values], [out],
+                 {"axis": axis, "reduction": reduction})
+        return
+    where = list(imp.type_of(idx).shape)
+    if not where or where[-1] == 0:
+        raise imp.unsupported(f"indices {idx!r} of shape {where}: ScatterND needs indices "
+                              f"with one or more coordinates in their last dim")
+    coordinates = where[-1]
+    if type(coordinates) is not int or coordinates > len(shape):
+        raise ModelFileError(f"indices of {coordinates} coordinates into {data!r} of rank "
+                             f"{len(shape)}")
+    shape, where = list(imp.static_shape(data)), list(imp.static_shape(idx))[:-1]
+    expected = where + shape[coordinates:]
+    if list(imp.static_shape(updates)) != expected:
+        raise ModelFileError(f"updates of shape {list(imp.static_shape(updates))} must be "
+                             f"of shape {expected} (the indices' {where} and the data's "
+                             f"dims after the first {coordinates})")
+    flat = coordinates > 1  # the first axes merged into one, each index's position on it
+    target, index = (runtime_positions(imp, data, idx) if flat
+                     else (target, _int64_indices(imp, idx)))
+    k, rest = math.prod(where), shape[coordinates:]
+    [index] = imp.emit("reshape", [index], [None], {"shape": [k] + [1] * len(rest)},
+                       suffix="/along")
+    [index] = imp.emit("expand", [index], [None], {"shape": [k] + rest}, suffix="/expand")
+    [values] = imp.emit("reshape", [values], [None], {"shape": [k] + rest},
+                        suffix="/updates")
+    [y] = imp.emit("scatter_elements", [target, index, values], [None if flat else out],
+                   {"axis": 0, "reduction": reduction}, suffix="/scatter" if flat else "")
+    if flat:  # back to the data's shape
+        imp.emit("reshape", [y], [out], {"shape": shape})
 
 
 def _unpool_shape(imp, node, attrs: dict, shape: list[int]) -> list[int]:
