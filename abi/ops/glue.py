@@ -382,9 +382,6 @@ def _gather_elements(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
         raise DTypeError(f"{n}: indices must be an int64 tensor, got {idx.dtype}", where=n,
                          expected="int64", got=idx.dtype)
     need_rank(n, "indices", idx, exact=rank)
-    if not dims.is_static(x.shape[axis]):
-        raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} is symbolic; the indices "
-                         f"are checked against a fixed dim", where=n, got=x.shape)
     for d, (i, s) in enumerate(zip(idx.shape, x.shape)):
         if d != axis and i != s and not (dims.is_static(i) and dims.is_static(s) and i <= s):
             raise ShapeError(f"{n}: indices shape {fmt(idx.shape)} exceeds x shape "
@@ -398,6 +395,10 @@ def _scatter_elements(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, idx, updates = inputs
     n = op.name
     [index] = _gather_elements(op, [x, idx], attrs)
+    axis = attrs["axis"] % len(x.shape)
+    if not dims.is_static(x.shape[axis]):
+        raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} is symbolic; the indices "
+                         f"are checked against a fixed dim", where=n, got=x.shape)
     if updates.dtype != x.dtype:
         raise DTypeError(f"{n}: updates must have x's dtype {x.dtype}, got {updates.dtype}",
                          where=n, expected=x.dtype, got=updates.dtype)
@@ -423,11 +424,11 @@ def _gather_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
 
 def _element_index_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
     """Constant indices (run-time ones are checked as they arrive) each in [0, dim): checked
-    once, at load."""
-    if consts[1] is None:
-        return
+    once, at load; against a symbolic dim (gather_elements), on every call, as run-time ones."""
     x = inputs[0]
     axis = attrs["axis"] % len(x.shape)
+    if consts[1] is None or not dims.is_static(x.shape[axis]):
+        return
     check_indices(consts[1], x.shape[axis], f"{op.name}: axis {axis} of x shape "
                   f"{fmt(x.shape)}", kind=op.name)
 
@@ -782,9 +783,10 @@ built or loaded, so a kernel never reads out of bounds."""),
           _gather_elements, values=_element_index_values, doc="""\
 torch.gather and ONNX GatherElements: y[i, j, ...] = x[i, ..., indices[i, j, ...], ...] with
 the index replacing the position on axis; indices an int64 tensor of x's rank, a run-time value
-too, each axis but axis at most x's (y has indices' shape). Every index must be in [0, dim) of a
-fixed dim, checked at run time (IndexRangeError; constant indices once, when the graph is built
-or loaded; torch refuses a negative one too, ONNX would count it from the end)."""),
+too, each axis but axis at most x's (y has indices' shape). Every index must be in [0, dim),
+checked at run time (IndexRangeError; constant indices into a fixed dim once, when the graph is
+built or loaded; torch refuses a negative one too, ONNX would count it from the end). The dim on
+axis may be symbolic: the indices are then checked against the size the call gives it."""),
     OpDef("scatter_elements", 1, ("x", "indices", "updates"), ("y",), {
         "axis": AttrSpec("int", 0),
         "reduction": AttrSpec("enum:none|add|mul|max|min", "none"),

@@ -55,8 +55,9 @@ class Emitter:
         #: (transformation, source tensor names) -> the initializer holding its result
         self._derived: dict[tuple, str] = {}
         #: (indices tensor, dim, description, kind) of the guarded Embeddings and
-        #: gather_elements and scatter_elements
-        self.guards: list[tuple[str, int, str, str]] = []
+        #: gather_elements and scatter_elements; a symbolic dim is the name of the tensor
+        #: that holds its size when the call runs (shape (1,), int64)
+        self.guards: list[tuple[str, int | str, str, str]] = []
 
     def value(self, name: str | None) -> str:
         """An input name for an ONNX node; a constant becomes an initializer on first use."""
@@ -551,14 +552,30 @@ def int_div(e, node, ins, outs, a):
 def gather_elements(e, node, ins, outs, a):
     """GatherElements of the indices clipped to [0, dim - 1], guarded as an Embedding's are:
     they come back as an extra output, checked after the run (onnxruntime would count a
-    negative index from the end)."""
+    negative index from the end).
+
+    A symbolic dim on axis is read from x when the call runs (``Shape``) and comes back as an
+    extra output too, for the guard's check. x gets one more element on that axis (zero) and
+    the indices are clipped to [0, max(dim - 1, 0)], so the gather reads in bounds even from
+    an empty axis, where every index is refused after the run."""
     x, idx = ins
-    axis = a["axis"] % len(e.types[x].shape)
-    dim = e.types[x].shape[axis]
-    e.guards.append((idx, int(dim), f"gather_elements: node {node.name!r}: axis {axis} of x",
-                     "gather_elements"))
-    safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
-    e.op("GatherElements", [x] + safe, outs, axis=axis)
+    shape = e.types[x].shape
+    axis = a["axis"] % len(shape)
+    dim = shape[axis]
+    where = f"gather_elements: node {node.name!r}: axis {axis} of x"
+    if type(dim) is int:
+        e.guards.append((idx, int(dim), where, "gather_elements"))
+        safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
+        e.op("GatherElements", [x] + safe, outs, axis=axis)
+        return
+    [size] = e.op("Shape", [x], start=axis, end=axis + 1)
+    e.guards.append((idx, size, where, "gather_elements"))
+    [top] = e.op("Sub", [size, e.const([1], np.int64)])
+    [safe] = e.op("Max", [*e.op("Min", [idx, top]), e.const([0], np.int64)])
+    pads = [0] * (2 * len(shape))
+    pads[len(shape) + axis] = 1
+    [padded] = e.op("Pad", [x, e.const(pads, np.int64)])
+    e.op("GatherElements", [padded, safe], outs, axis=axis)
 
 
 def scatter_elements(e, node, ins, outs, a):
@@ -701,7 +718,8 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
     ``inputs``/``outputs`` are the model's run-time inputs and outputs with their types;
     ``consts`` the constant tensors; ``types`` every tensor's type; ``checked_indices`` the
     tensors whose values are validated as Embedding indices before the model runs. Each guard
-    ``(tensor, vocab, description)`` is an extra output after ``outputs``.
+    ``(tensor, vocab, description, kind)`` is an extra output after ``outputs``; a ``vocab``
+    that is a tensor name (a symbolic dim's size) is one more, after the guards' tensors.
     """
     e = Emitter(consts, types)
     for node in nodes:
@@ -724,6 +742,8 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
 
     graph_inputs = [info(n, t) for n, t in inputs]
     graph_outputs = [info(n, t) for n, t in outputs] + [info(t, types[t]) for t, *_ in e.guards]
+    graph_outputs += [info(dim, TensorType((1,), "int64")) for _, dim, *_ in e.guards
+                      if type(dim) is str]
     nodes = widen.widen(e.nodes, _elem_types(e, graph_inputs, graph_outputs), OPSET)
     graph = helper.make_graph(nodes, name, graph_inputs, graph_outputs,
                               initializer=list(e.initializers.values()))

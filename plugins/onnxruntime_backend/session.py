@@ -129,7 +129,8 @@ class GraphSession:
     """Run a converted model: ``{input name: array}`` -> ``{output name: array}``.
 
     ``guards`` are the index guards of :func:`convert.to_onnx`; their indices come back as
-    extra outputs and are checked here, after the run and before anything is returned.
+    extra outputs and are checked here, after the run and before anything is returned (a
+    symbolic dim's size, which the run reads from its tensor, comes back after them).
     """
 
     def __init__(self, model: onnx.ModelProto, input_names: Sequence[str],
@@ -140,16 +141,24 @@ class GraphSession:
         self._inputs = list(input_names)
         self._outputs = list(output_names)
         self._fetch = self._outputs + [t for t, *_ in guards]
-        self._guards = [(len(self._outputs) + k, vocab, desc, kind)
+        sizes = [vocab for _, vocab, *_ in guards if type(vocab) is str]
+        at = len(self._fetch)  # where the sizes of symbolic dims come back
+        #: (position of the indices, the dim or the position of its size, description, kind,
+        #: whether the dim is fixed)
+        self._guards = [(len(self._outputs) + k, at + sizes.index(vocab) if type(vocab) is str
+                         else vocab, desc, kind, type(vocab) is int)
                         for k, (_, vocab, desc, kind) in enumerate(guards)]
+        self._fetch += sizes
 
     def __call__(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
             values = self.session.run(self._fetch, {n: feed[n] for n in self._inputs})
         except Exception as exc:  # the ABI checks ran before; this is onnxruntime's refusal
+            text = str(exc).strip()
             raise BackendError(f"onnxruntime backend: {self.where}: the run failed: "
-                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                               f"{text.splitlines()[0] if text else repr(exc)}",
                                backend="onnxruntime") from None
-        for position, vocab, desc, kind in self._guards:
-            check_indices(values[position], vocab, desc, kind)
+        for position, vocab, desc, kind, fixed in self._guards:
+            check_indices(values[position], vocab if fixed else int(values[vocab][0]), desc,
+                          kind)
         return dict(zip(self._outputs, values))

@@ -272,6 +272,9 @@ def test_symbolic_dims():
     assert infer("expand", [T(("N", 1, "W"), f32)], {"shape": [2, 1, 3, 1]}) == [
         T((2, "N", 3, "W"), f32)]
     assert infer("tile", [T(("N", 3), f32)], {"repeats": [2, 1]}) == [T(("N*2", 3), f32)]
+    # gather_elements along a symbolic dim: its indices are checked when the call sizes it
+    assert infer("gather_elements", [T(("N", "L", 4), f32), T(("N", 2, 4), i64)],
+                 {"axis": 1}) == [T(("N", 2, 4), f32)]
 
 
 # --- refusals ---------------------------------------------------------------------------------
@@ -429,8 +432,9 @@ REFUSALS = [
      "gather_elements: indices must be an int64 tensor, got int32"),
     ("gather_elements", [T((3, 4), f32), T((3,), i64)], {"axis": 0}, ShapeError,
      "gather_elements: indices must have rank 2"),
-    ("gather_elements", [T(("n", 4), f32), T((3, 4), i64)], {"axis": 0}, ShapeError,
-     "gather_elements: axis 0 of x shape (n, 4) is symbolic"),
+    ("scatter_elements", [T(("n", 4), f32), T((3, 4), i64), T((3, 4), f32)], {"axis": 0},
+     ShapeError, "scatter_elements: axis 0 of x shape (n, 4) is symbolic; the indices are "
+     "checked against a fixed dim"),
     ("gather_elements", [T((3, 4), f32), T((3, 5), i64)], {"axis": 0}, ShapeError,
      "gather_elements: indices shape (3, 5) exceeds x shape (3, 4) on axis 1"),
     ("gather_elements", [T((3, "n"), f32), T((3, "m"), i64)], {"axis": 0}, ShapeError,
@@ -659,6 +663,17 @@ def test_element_index_value_rule_checks_constant_indices_only(op):
         check_values(rule, inputs, [None, bad, None], {"axis": 1, "reduction": "none"})
     assert str(info.value) == (f"{op}: axis 1 of x shape (2, 4): 1 {op} index(es) outside "
                                f"[0, 4): (1, 2)=4")
+
+
+def test_constant_indices_along_a_symbolic_dim_are_left_to_the_call():
+    """gather_elements' constant indices into a symbolic dim cannot be checked at load: the
+    value rule leaves them to the kernels, which check them against the size the call gives
+    (tests/onnxruntime_backend/test_ops.py runs both)."""
+    rule = get_op("gather_elements")
+    far = np.array([[7, 0, -1]], np.int64)
+    check_values(rule, [T((1, "L"), f32), T((1, 3), i64)], [None, far, None], {"axis": 1})
+    with pytest.raises(IndexRangeError):
+        check_values(rule, [T((1, 4), f32), T((1, 3), i64)], [None, far, None], {"axis": 1})
 
 
 def test_only_the_indexing_ops_have_a_value_rule():

@@ -3,6 +3,8 @@ executor, within float32 tolerance; what it cannot express is refused at load na
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -476,6 +478,44 @@ def test_run_time_index_out_of_range_is_the_numpy_error(op, bad):
             Executor(graph, backend).run(dict(feed))
     feed["i"][1, 1] = 0
     assert_same(graph, feed)
+
+
+def _along_symbolic(dtype: str, constant: np.ndarray | None = None):
+    """gather_elements along the symbolic dim 'T' of x (2, T), at run-time indices ``i``
+    (2, 3) or at the ``constant`` ones."""
+    b = GraphBuilder("along")
+    x = b.input("x", (2, "T"), dtype, "ANY")
+    i = b.constant("idx", constant) if constant is not None else b.input("i", (2, 3), "int64",
+                                                                         "ANY")
+    b.output(b.op("gather_elements", x, i, name="node", axis=1), "y", "ANY")
+    return b.build()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bool", "int16", "uint16", "uint64"])
+def test_gather_elements_along_a_symbolic_dim_is_checked_against_the_call_s_size(dtype):
+    """The dim is read from x when the call runs (Shape) and comes back beside the guarded
+    indices: the same values as numpy at every size, and the same IndexRangeError for an
+    index past the size this call gives, an empty axis included (x is padded by one element
+    there, so onnxruntime's own gather still reads in bounds; the bool and 16-bit dtypes
+    take the Pad of another dtype)."""
+    graph = _along_symbolic(dtype)
+    idx = np.array([[0, 2, 1], [2, 0, 2]])
+    for size in (3, 4, 9):
+        x = (RNG.standard_normal((2, size)) * 9).astype(dtype)
+        assert_same(graph, {"x": x, "i": idx})
+    for size, bad in ((2, "(0, 1)=2"), (0, "(0, 0)=0")):
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            with pytest.raises(IndexRangeError, match=rf"node 'node'.* outside \[0, {size}\): "
+                                                      rf"{re.escape(bad)}"):
+                Executor(graph, backend).run({"x": np.zeros((2, size), dtype), "i": idx})
+
+
+def test_constant_indices_along_a_symbolic_dim_are_checked_when_the_call_runs():
+    graph = _along_symbolic("float32", np.array([[0, 3, 1], [3, 3, 0]], np.int64))
+    assert_same(graph, {"x": f32(2, 4)})
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=r"node 'node'.* outside \[0, 3\): \(0, 1\)=3"):
+            Executor(graph, backend).run({"x": f32(2, 3)})
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])

@@ -194,6 +194,33 @@ def test_the_new_ops_run_in_the_confined_worker(backend, graph, tmp_path):
         np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
 
 
+def test_an_index_along_a_symbolic_dim_is_checked_in_the_confined_worker(tmp_path):
+    """The first entry along a run-time dim T (``x[:, 0]`` under a dynamic sequence length):
+    onnxruntime reads T from x inside the worker and the guard checks the index against it,
+    so T = 0 is the executor's IndexRangeError naming the node, as on numpy."""
+    from abi.errors import IndexRangeError
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("first")
+    x = b.input("x", (2, "T"), "float32", "ANY")
+    b.output(b.op("gather_elements", x, b.constant("zero", np.zeros((2, 1), np.int64)),
+                  name="first", axis=1), "y", "ANY")
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path / "first.pha"
+    build_artifact(b.build(), path, version="1.0.0", backends=["onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=100.0, golden_cases=1)
+    sign_artifact(path, key)
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        x = np.arange(10, dtype=np.float32).reshape(2, 5)
+        np.testing.assert_array_equal(ex.run({"x": x})["y"], x[:, :1])
+        with pytest.raises(IndexRangeError, match=r"node 'first'.* outside \[0, 0\)"):
+            ex.run({"x": np.zeros((2, 0), np.float32)})
+        np.testing.assert_array_equal(ex.run({"x": x[:, 3:]})["y"], x[:, 3:4])
+
+
 def _raw_plane_graph():
     """A uint16 raw plane and int16 offsets: the offsets wrap-added in int16, clipped and
     scaled in float32; max and matmul of int16, which onnxruntime computes in int32."""
