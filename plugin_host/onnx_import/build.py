@@ -180,7 +180,16 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed)
     say(f"computing {len(cases)} golden case(s) with {REFERENCE}")
     given = imported.original if imported.original is not None else imported.model
-    reference = run_reference(given, imported.onnx_inputs, imported.onnx_outputs, cases)
+    try:
+        reference = run_reference(given, imported.onnx_inputs, imported.onnx_outputs, cases)
+    except ModelImportError as exc:  # a model that needs a run-time dim above 1: say so
+        free = sorted({d for s in graph.inputs for d in s.shape if type(d) is not int})
+        if not free or "cannot run the model" not in str(exc):
+            raise
+        raise ModelImportError(
+            f"{exc}; the golden cases give the inputs' run-time dims size 1 "
+            f"({', '.join(map(repr, free))}): --dim NAME=SIZE (dims= in the Python API) fixes "
+            f"one to the size the device feeds") from None
     table = tolerances if isinstance(tolerances, Mapping) else {
         s.name: tuple(tolerances) for s in graph.outputs}
     for i, (inputs, want) in enumerate(zip(cases, reference)):

@@ -51,22 +51,23 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
     computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
     flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
-    output shape. The indices' shape and the data's dim on ``axis`` static; run-time dims of
-    the data on its other axes are brought to the expanded indices by ``where(mask, index,
-    index)`` (:func:`.shapes.run_time_mask`, read from the data). Each index is checked
-    against [0, dim) when it arrives (a negative one, which ONNX counts from the end, is
-    refused there). ``graph``: ``data`` and ``idx`` are graph tensors already (``idx``
-    int64), not ONNX names."""
+    output shape. The indices' shape static; run-time dims of the data on its other axes are
+    brought to the expanded indices by ``where(mask, index, index)``
+    (:func:`.shapes.run_time_mask`, read from the data). Each index is checked against [0,
+    dim) when it arrives, a run-time dim on ``axis`` against the size the call gives it (a
+    negative index, which ONNX counts from the end, is refused there). ``graph``: ``data``
+    and ``idx`` are graph tensors already (``idx`` int64), not ONNX names."""
     shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
     out = shape[:axis] + where + shape[axis + 1:]
-    run_time = [d for d in shape if type(d) is not int]
-    if (not all(type(d) is int for d in where) or type(shape[axis]) is not int
-            or len(where) != 1 and len(run_time) > 1):
+    run_time = [d for a, d in enumerate(shape) if a != axis and type(d) is not int]
+    if not all(type(d) is int for d in where):
         raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
-                              f"shapes (data {shape}, indices {where}; run-time dims of the "
-                              f"data are taken on its other axes, and with indices of rank 1 "
-                              f"or one of them) unless the data is a constant 2-D float "
-                              f"table (an Embedding)")
+                              f"indices (shape {where}; data {shape}) unless the data is a "
+                              f"constant 2-D float table (an Embedding)")
+    if len(where) != 1 and len(run_time) > 1:
+        raise imp.unsupported(f"indices {idx!r} of shape {where} are computed at run time, "
+                              f"which needs indices of rank 1 or data with at most one "
+                              f"run-time dim off axis {axis} (data {shape})")
     k = math.prod(where)
     data = data if graph else imp.tensor(data)
     index = idx if graph else _int64_indices(imp, idx)
@@ -137,15 +138,16 @@ def _strides(dims: list[int]) -> list[int]:
 
 
 def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: int) -> None:
-    """``gather`` of constant ``indices`` along ``axis``: each checked against the dim (a
-    symbolic dim is refused) and a negative one counted from the end, as ONNX does."""
+    """``gather`` of constant ``indices`` along ``axis``: each checked against the dim and a
+    negative one counted from the end, as ONNX does. Along a run-time dim (``x[:, 0]``,
+    ``x[:, -1]`` under a dynamic sequence length): :func:`_along_run_time_dim`."""
     shape = imp.type_of(data).shape
     dim = shape[axis]
-    if type(dim) is not int:
-        raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
-                              f"constant indices cannot be checked against it")
     if indices.dtype.kind not in "iu":
         raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+    if type(dim) is not int:
+        _along_run_time_dim(imp, node, data, indices.astype(np.int64), origin, axis)
+        return
     values = indices.astype(np.int64)
     bad = (values < -dim) | (values >= dim)
     if bad.any():
@@ -154,6 +156,38 @@ def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: i
     values = np.where(values < 0, values + dim, values)
     imp.emit("gather", [imp.tensor(data), imp.add_constant(values, origin)], [node.output[0]],
              {"axis": axis})
+
+
+def _along_run_time_dim(imp, node, data: str, values: np.ndarray, origin: str,
+                        axis: int) -> None:
+    """Constant indices along a run-time dim d: the run-time gather's ``gather_elements``,
+    whose indices are checked against d when the call gives it its size. A negative index
+    counts from the end there: d + index, with d the ``sum`` of ones over d (the ones are
+    ``where(mask, 1, 1)``, the mask of :func:`.shapes.run_time_mask`, read from the data)."""
+    x = imp.tensor(data)
+    index = _from_the_end(imp, x, axis, values, origin)
+    _runtime_gather(imp, node, x, index, list(values.shape), axis, graph=True)
+
+
+def _from_the_end(imp, x: str, axis: int, values: np.ndarray, origin: str) -> str:
+    """Constant int64 indices ``values`` along the run-time dim d on ``axis`` of the graph
+    tensor ``x``, a negative one counted from the end as ONNX does: d + index, with d the
+    ``sum`` of ones over d (``where(mask, 1, 1)``, the mask of
+    :func:`.shapes.run_time_mask`, read from ``x``). The graph tensor of the indices, of
+    ``values``' shape (at least (1,)); each is checked against d when the call runs."""
+    index = imp.add_constant(values, origin)
+    negative = values < 0
+    if not negative.any():
+        return index
+    dim = imp.types[x].shape[axis]
+    one = imp.add_constant(np.ones(1, np.int64), f"{imp.node_name}.one")
+    [ones] = imp.emit("where", [run_time_mask(imp, [dim], {dim: (x, axis)}), one, one], [None],
+                      suffix="/ones")
+    [size] = imp.emit("sum", [ones], [None], {"axes": [0], "keepdim": True}, suffix="/size")
+    [ends] = imp.emit("mul", [size, imp.add_constant(negative.astype(np.int64),
+                                                    f"{imp.node_name}.from_end")],
+                      [None], suffix="/from_end")
+    return imp.emit("add", [index, ends], [None], suffix="/index")[0]
 
 
 @maps("GatherND")
@@ -222,7 +256,8 @@ def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, n
 def _gather_elements(imp, node, attrs):
     """torch.gather, take_along_dim: ``gather_elements``, whose run-time indices are checked
     against [0, dim) as they arrive (ONNX's negative ones would be refused there); constant
-    indices are checked and made non-negative here, int32 ones widened to int64."""
+    indices are checked and made non-negative here (along a run-time dim, when the call runs:
+    :func:`_from_the_end`), int32 ones widened to int64."""
     _only(imp, attrs, {"axis": ...})
     x, idx = node.input[:2]
     shape = imp.type_of(x).shape
@@ -236,6 +271,12 @@ def _gather_elements(imp, node, attrs):
                                   f"{list(shape)}")
         index = imp.add_constant(np.where(value < 0, value + dim, value).astype(np.int64),
                                  imp.origin.get(idx, idx))
+    elif imp.is_const(idx):
+        value = imp.const(idx, "indices")
+        if value.dtype.kind not in "iu":
+            raise imp.unsupported(f"constant indices must be integers, got {value.dtype}")
+        index = _from_the_end(imp, imp.tensor(x), axis, value.astype(np.int64),
+                              imp.origin.get(idx, idx))
     else:
         index = _int64_indices(imp, idx)
     imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]], {"axis": axis})

@@ -190,7 +190,8 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     """A bool tensor of rank ``len(dims)`` that carries each run-time dim of ``dims`` on its
     axis (1 on the others), read back from a tensor that has it (``equal`` of a
     one-element-wide slice of it with itself): the one in ``sources`` (dim -> (graph tensor,
-    axis)), else the tensor whose Shape the model took."""
+    axis)), else the tensor whose Shape the model took. The slice of another run-time dim
+    of that tensor is summed away (its size is 1 only when the call gives the dim one)."""
     mask = None
     for axis, d in enumerate(dims):
         if type(d) is int:
@@ -207,6 +208,13 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
             y = imp.emit("slice", [y], [None], {"starts": [0] * len(others),
                                                 "ends": [1] * len(others), "axes": others},
                          suffix=f".{axis}.slice")[0]
+            free = [a for a in others if type(imp.types[source].shape[a]) is not int]
+            if free:
+                if imp.types[y].dtype == "bool":
+                    y = imp.emit("cast", [y], [None], {"dtype": "uint8"},
+                                 suffix=f".{axis}.numeric")[0]
+                y = imp.emit("sum", [y], [None], {"axes": free, "keepdim": True},
+                             suffix=f".{axis}.sum")[0]
         y = imp.emit("reshape", [y], [None], {"shape": [1] * axis + [-1] + [1] * (
             len(dims) - axis - 1)}, suffix=f".{axis}.dim")[0]
         y = imp.emit("equal", [y, y], [None], suffix=f".{axis}.mask")[0]

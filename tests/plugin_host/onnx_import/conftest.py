@@ -53,6 +53,17 @@ def export(module, args, path: Path, *, dynamo: bool, fold: bool = True, optimiz
     return path
 
 
+class Fn(torch.nn.Module):
+    """A module of one function of one input (``Fn(lambda x: x[:, -1])``)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
 @pytest.fixture(scope="session")
 def signer():
     key = generate_key()

@@ -96,21 +96,22 @@ def test_fixing_the_batch_dim_makes_the_abi_static(tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 8, 8)))
 
 
-class _ByFirstRow(torch.nn.Module):
-    """Every row times the first: a Gather at a constant index along the run-time batch,
-    which cannot be checked against it."""
+class _TiledByBatch(torch.nn.Module):
+    """Each row repeated batch times: a Tile by a run-time count, which the ABI's fixed
+    repeats cannot express."""
 
     def forward(self, x):
-        return x * x[[0]]
+        return x.repeat(1, x.shape[0])
 
 
 def test_a_refusal_about_a_run_time_dim_points_at_dim(tmp_path, signer):
-    model = _export(_ByFirstRow(), (3, 6), tmp_path / "t.onnx", {0: "batch"}, dynamo=False)
+    model = _export(_TiledByBatch(), (3, 6), tmp_path / "t.onnx", {0: "batch"}, dynamo=False)
     with pytest.raises(UnsupportedModelError) as info:
         build_onnx_artifact(model, tmp_path / "no.pha")
     text = str(info.value)
-    assert info.value.op == "Gather" and text.startswith(f"node {info.value.node!r} (Gather): ")
-    assert "axis 0 of 'x' (shape ('batch', 6)) is a run-time dim" in text
+    assert info.value.op == "Tile" and text.startswith(f"node {info.value.node!r} (Tile): ")
+    assert "must be a constant (known at import), but it holds run-time dims: [1, 'batch']" \
+        in text
     assert text.endswith("; 'batch' is a run-time dim of the inputs: --dim batch=SIZE (dims= in "
                          "the Python API) fixes it to the size the device feeds, and what is "
                          "computed from it becomes constant"), text

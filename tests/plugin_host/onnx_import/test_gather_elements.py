@@ -117,21 +117,3 @@ def test_run_time_gather_indices_match_onnxruntime(dynamo, fold, optimize, tmp_p
     check_against_onnxruntime(model, loaded, [
         {"x": x, "i": np.array([1, 2, 1]), "m": np.array([[1, 2], [0, 0]]), "s": np.array(0)},
         {"x": -x, "i": np.array([4, 3, 0]), "m": np.array([[2, 2], [2, 1]]), "s": np.array(4)}])
-
-
-def test_run_time_gather_indices_along_a_run_time_dim_are_refused(tmp_path):
-    """Along a fixed axis of data with a run-time dim it imports (test_symbolic.py); along
-    the run-time dim itself the indices could not be checked against a fixed size."""
-    helper, TP = onnx.helper, onnx.TensorProto
-    node = helper.make_node("Gather", ["x", "i"], ["y"], name="node", axis=0)
-    graph = helper.make_graph([node], "g", [
-        helper.make_tensor_value_info("x", TP.FLOAT, ["n", 5]),
-        helper.make_tensor_value_info("i", TP.INT64, [3])],
-        [helper.make_tensor_value_info("y", TP.FLOAT, [3, 5])])
-    path = tmp_path / "g.onnx"
-    path.write_bytes(helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
-    assert_refused(path, UnsupportedModelError, "node 'node' (Gather)",
-                   "indices 'i' are computed at run time, which needs static shapes (data "
-                   "['n', 5], indices [3]; run-time dims of the data are taken on its other "
-                   "axes")

@@ -1,0 +1,162 @@
+"""Indices along a run-time dim: a model exported with a dynamic sequence length takes its
+first or last step (``x[:, 0]``, ``x[:, -1]``), a step picked by a computed index, or
+gathers at run-time indices along that dim. Each becomes a ``gather_elements`` whose indices
+are checked against the size the call gives the dim (a negative constant one counted from
+the end there), on both backends; an index past that size is an IndexRangeError naming the
+node, as onnxruntime refuses it too."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from abi.errors import IndexRangeError
+from plugin_host.errors import ModelImportError, UnsupportedModelError
+from plugin_host.executor import Executor
+from plugin_host.onnx_import import build_onnx_artifact, import_onnx
+from plugins.numpy_backend import NumpyBackend
+
+from .conftest import (Fn, assert_refused, check_against_onnxruntime, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
+
+helper, TP = onnx.helper, onnx.TensorProto
+
+
+#: id -> a function of x (batch, seq, 4); each valid at seq 1 (the golden cases' size)
+IDIOMS = {
+    "ends": lambda x: x[:, 0] + x[:, -1] * 2,
+    "both_ends": lambda x: x[:, [-1, 0]],
+    "select": lambda x: x.select(1, -1),
+    "take_along": lambda x: x.gather(1, torch.zeros(1, 1, 4, dtype=torch.long).expand(
+        x.shape[0], 1, 4)),
+    "computed": lambda x: x[:, x[0, :, 0].argmax()],
+    "first_row": lambda x: x * x[[0]],  # along the run-time batch
+}
+
+
+def _export(fn, path, *, dynamo: bool):
+    x = torch.randn(2, 5, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            torch.onnx.export(Fn(fn).eval(), (x,), dynamo=True, verbose=False,
+                              input_names=["x"], output_names=["y"],
+                              dynamic_shapes=({0: torch.export.Dim("batch"),
+                                               1: torch.export.Dim("seq", max=16)},)
+                              ).save(str(path))
+        else:
+            torch.onnx.export(Fn(fn).eval(), (x,), str(path), dynamo=False,
+                              input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": {0: "batch", 1: "seq"}})
+    return path
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+@pytest.mark.parametrize("idiom", list(IDIOMS))
+def test_steps_of_a_run_time_sequence_take_any_length(idiom, dynamo, tmp_path, signer):
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _export(IDIOMS[idiom], tmp_path / "m.onnx", dynamo=dynamo)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert loaded.graph.inputs[0].shape == ("batch", "seq", 4)
+    assert "gather_elements" in {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(3)
+    feeds = [{"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
+             for b, n in ((1, 1), (3, 5), (2, 16))]
+    feeds[1]["x"][0, -1, 1:3] = [np.nan, -np.inf]  # off the column argmax reads
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_the_last_step_of_an_empty_sequence_is_refused_naming_the_node(tmp_path, signer):
+    """seq = 0: the last step's index is 0 - 1, outside [0, 0), on both backends (onnxruntime
+    refuses the original model there too)."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _export(IDIOMS["select"], tmp_path / "m.onnx", dynamo=False)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    [node] = [n.name for n in loaded.graph.nodes if n.op == "gather_elements"]
+    empty = {"x": np.zeros((2, 0, 4), np.float32)}
+    with pytest.raises(Exception, match="out of data bounds"):
+        onnxruntime_outputs(model, empty)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=rf"node '{node}'.* outside \[0, 0\): "
+                                                  r"\(0, 0, 0\)=-1"):
+            Executor(loaded.graph, backend).run(dict(empty))
+
+
+def _gather_model(tmp_path, x_shape, i_shape, y_shape, *, constant=None, op="Gather",
+                  axis=0):
+    """``op`` (Gather or GatherElements) of x at indices i, an input or ``constant``."""
+    node = helper.make_node(op, ["x", "i"], ["y"], name="node", axis=axis)
+    inputs = [helper.make_tensor_value_info("x", TP.FLOAT, x_shape)]
+    inits = []
+    if constant is None:
+        inputs.append(helper.make_tensor_value_info("i", TP.INT64, i_shape))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.asarray(constant, np.int64), "i"))
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_tensor_value_info("y", TP.FLOAT, y_shape)],
+                              initializer=inits)
+    path = tmp_path / "g.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+def test_run_time_indices_along_a_run_time_dim(tmp_path):
+    """x[i] with x of a run-time length n: each index checked against the n of the call."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _gather_model(tmp_path, ["n", 5], [3], [3, 5])
+    graph = import_onnx(model).graph
+    rng = np.random.default_rng(4)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(graph, backend)
+        for n in (1, 4, 9):
+            feed = {"x": rng.standard_normal((n, 5)).astype(np.float32),
+                    "i": rng.integers(0, n, 3)}
+            np.testing.assert_array_equal(executor.run(dict(feed))["y"],
+                                          onnxruntime_outputs(model, feed)["y"])
+        with pytest.raises(IndexRangeError, match=r"node.* outside \[0, 4\): \(1, 0\)=4"):
+            executor.run({"x": np.zeros((4, 5), np.float32), "i": np.array([0, 4, 1])})
+
+
+def test_negative_constant_indices_of_gather_elements_count_from_the_call_s_end(tmp_path):
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _gather_model(tmp_path, [2, "t"], None, [2, 2], constant=[[-1, 0], [0, -2]],
+                          op="GatherElements", axis=1)
+    graph = import_onnx(model).graph
+    rng = np.random.default_rng(5)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(graph, backend)
+        for t in (2, 3, 7):
+            feed = {"x": rng.standard_normal((2, t)).astype(np.float32)}
+            np.testing.assert_array_equal(executor.run(dict(feed))["y"],
+                                          onnxruntime_outputs(model, feed)["y"])
+        with pytest.raises(IndexRangeError, match=r"outside \[0, 1\): \(1, 1\)=-1"):
+            executor.run({"x": np.zeros((2, 1), np.float32)})
+
+
+def test_indices_of_rank_two_over_two_run_time_dims_are_refused(tmp_path):
+    model = _gather_model(tmp_path, ["b", "n", "c"], [2, 2], ["b", 2, 2, "c"], axis=1)
+    assert_refused(model, UnsupportedModelError, "node 'node' (Gather)",
+                   "indices 'i' of shape [2, 2] are computed at run time, which needs indices "
+                   "of rank 1 or data with at most one run-time dim off axis 1 (data ['b', "
+                   "'n', 'c'])")
+
+
+def test_a_step_the_golden_cases_cannot_reach_points_at_dim(tmp_path, signer):
+    """x[:, 2] needs seq > 2, and the golden cases give a run-time dim size 1: onnxruntime
+    refuses them, and the build says which dims and how to fix one. Fixed, it builds."""
+    model = _export(lambda x: x[:, 2], tmp_path / "m.onnx", dynamo=False)
+    with pytest.raises(ModelImportError, match=r"onnxruntime cannot run the model: .*; the "
+                       r"golden cases give the inputs' run-time dims size 1 \('batch', 'seq'\): "
+                       r"--dim NAME=SIZE"):
+        build_onnx_artifact(model, tmp_path / "m.pha", latency_ms=100.0)
+    assert not (tmp_path / "m.pha").exists()
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"seq": 5})
+    assert loaded.graph.inputs[0].shape == ("batch", 5, 4)
