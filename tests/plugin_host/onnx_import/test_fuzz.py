@@ -15,7 +15,8 @@ HardSigmoid, PRelu, Sqrt, Abs, Log, Softplus, Where, Greater, Pow, Max, Min, Exp
 ScatterND, TopK and a ScatterElements at its run-time indices, a ScatterND of two coordinates
 at ArgMax's run-time indices),
 ``shapes`` (a run-time batch: Shape arithmetic feeding Reshape, Resize, DepthToSpace,
-LogSoftmax, Slice, an LSTM unrolled over time, Gather, Sin, ReduceL2, Tile, ArgMin) and
+LogSoftmax, Slice, an LSTM unrolled over time, Gather, one at a constant index along the
+run-time batch, Sin, ReduceL2, Tile, ArgMin) and
 ``legacy`` (opset 11, upgraded to 13 by the version converter before the import: Conv,
 Resize-11, Split, Squeeze, Softmax over a middle axis, an LSTM), ``half`` (float16: Conv,
 LayerNorm, Gemm, Casts to float32 and back), ``qdq`` (a conv net quantized by onnxruntime's
@@ -848,6 +849,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             y = f.log_softmax(y.view(y.size(0), 16, 16), -1)
             out, _ = self.lstm(y[:, 0:3, 0:4], (h0, c0))
             z = torch.sin(out[:, -1]) + y[:, 1, :3] * torch.linalg.vector_norm(out, dim=1)
+            z = z + z[[-1]] * 0.5  # the last row: an index along the run-time batch
             return z.repeat(1, 2) + torch.argmin(y[:, 2], -1, keepdim=True).float()
 
     class Half(torch.nn.Module):
