@@ -313,6 +313,30 @@ def _flatten(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(out, x.dtype)]
 
 
+def _unflatten(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    axis = need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
+    sizes, dim = attrs["sizes"], x.shape[axis]
+    known = math.prod(s for s in sizes if s != -1)
+    if -1 in sizes:
+        if dims.is_static(dim) and dim % known:
+            raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} ({dim}) is not a "
+                             f"multiple of {known}, the sizes {list(sizes)} without the -1",
+                             where=n, expected=list(sizes), got=x.shape)
+        fill = dims.floordiv(dim, known)
+    elif dims.is_static(dim) and dim != known:
+        raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} ({dim}) cannot be split "
+                         f"into sizes {list(sizes)} ({known} elements)", where=n,
+                         expected=list(sizes), got=x.shape)
+    out = [fill if s == -1 else s for s in sizes]
+    return [TensorType((*x.shape[:axis], *out, *x.shape[axis + 1:]), x.dtype)]
+
+
+def _no_zero(v) -> str | None:
+    return None if all(x != 0 for x in v) else f"must have no 0 entry, got {list(v)}"
+
+
 def _transpose(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     perm = attrs["perm"]
@@ -748,6 +772,14 @@ element count must not change."""),
     }, _flatten, doc="""\
 torch.flatten: merge axes start_dim..end_dim (inclusive, negative allowed) into one; a scalar
 is treated as shape (1,)."""),
+    OpDef("unflatten", 1, ("x",), ("y",), {
+        "axis": AttrSpec("int", 0),
+        "sizes": AttrSpec("shape", check=all_of(non_empty, _no_zero)),
+    }, _unflatten, doc="""\
+torch.unflatten: axis (negative allowed) split into sizes (C order; each >= 1, or one -1,
+inferred); the inverse of flatten. A symbolic dim on axis can be split, which reshape's one
+-1 cannot do next to another symbolic dim: (N, L, 48) to (N, L, 3, 16). The dim must then be
+the sizes' product (a multiple of it with a -1) when the call runs, else ShapeError."""),
     OpDef("transpose", 1, ("x",), ("y",), {"perm": AttrSpec("ints")}, _transpose, doc="""\
 Permute axes: output axis i is input axis perm[i]; perm is a permutation of range(rank)."""),
     OpDef("slice", 1, ("x",), ("y",), {

@@ -308,6 +308,18 @@ def flatten(x, *, start_dim, end_dim):
     return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1:])
 
 
+def unflatten(x, *, axis, sizes):
+    """axis split into sizes; a dim that does not fit them (a symbolic one, known only now)
+    is a ShapeError, not numpy's ValueError."""
+    axis %= x.ndim
+    dim, known = x.shape[axis], int(np.prod([s for s in sizes if s != -1]))
+    if (dim % known if -1 in sizes else dim != known):
+        raise ShapeError(f"unflatten: axis {axis} of x shape {x.shape} ({dim}) does not split "
+                         f"into sizes {list(sizes)}", where="unflatten", expected=list(sizes),
+                         got=x.shape)
+    return x.reshape(x.shape[:axis] + tuple(sizes) + x.shape[axis + 1:])
+
+
 def transpose(x, *, perm):
     return np.transpose(x, perm)
 

@@ -454,6 +454,25 @@ def grid_sample(e, node, ins, outs, a):
          padding_mode=a["padding_mode"], align_corners=int(a["align_corners"]))
 
 
+def unflatten(e, node, ins, outs, a):
+    """Reshape to the dims before axis, the sizes and the dims after (read from x when any is
+    symbolic); a dim that does not split so is onnxruntime's refusal of the run."""
+    x = ins[0]
+    out = e.types[outs[0]].shape
+    if all(isinstance(d, int) for d in out):
+        e.op("Reshape", [x, e.const(list(out), np.int64)], outs, allowzero=1)
+        return
+    axis, sizes = a["axis"] % len(e.types[x].shape), list(a["sizes"])
+    split = [e.const(sizes, np.int64)]
+    if -1 in sizes:  # worked out here, so that the Reshape can take a 0 dim literally
+        k = sizes.index(-1)
+        fill = e.op("Div", [e.op("Shape", [x], start=axis, end=axis + 1)[0],
+                            e.const([math.prod(s for s in sizes if s != -1)], np.int64)])
+        split = [e.const(sizes[:k], np.int64), *fill, e.const(sizes[k + 1:], np.int64)]
+    parts = [e.op("Shape", [x], end=axis)[0], *split, e.op("Shape", [x], start=axis + 1)[0]]
+    e.op("Reshape", [x, e.op("Concat", parts, axis=0)[0]], outs, allowzero=1)
+
+
 def flatten(e, node, ins, outs, a):
     x = ins[0]
     out = e.types[outs[0]].shape
@@ -679,7 +698,7 @@ CONVERTERS: dict[str, Converter] = {
     "topk": lambda e, n, i, o, a: e.op("TopK", [i[0], e.const([a["k"]], np.int64)], o,
                                        axis=a["axis"], largest=int(a["largest"]), sorted=1),
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
-    "reshape": reshape, "flatten": flatten,
+    "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
     "slice": slice_, "split": split, "pad": pad, "max_pool": _nan_wins(max_pool, max_pool),
     "max_pool_with_indices": max_pool_with_indices,

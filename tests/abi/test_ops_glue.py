@@ -178,6 +178,8 @@ GOOD = [
      lambda a, i: torch.from_numpy(a)[:, torch.from_numpy(i)]),
     ("gather", [z(3, 4, 5, dtype=np.int32), np.zeros((), np.int64)], {"axis": -1},
      lambda a, i: torch.from_numpy(a)[..., 0]),
+    ("unflatten", [z(2, 12, 3)], {"axis": 1, "sizes": [3, -1]},
+     lambda a: torch.from_numpy(a).unflatten(1, (3, -1))),
     ("gather_elements", [z(3, 4, 5), np.zeros((2, 4, 3), np.int64)], {"axis": -1},
      lambda a, i: torch.gather(torch.from_numpy(a), -1, torch.from_numpy(i))),
     ("scatter_elements", [z(3, 4, 5), np.zeros((2, 4, 3), np.int64), z(2, 4, 3)],
@@ -272,6 +274,10 @@ def test_symbolic_dims():
     assert infer("expand", [T(("N", 1, "W"), f32)], {"shape": [2, 1, 3, 1]}) == [
         T((2, "N", 3, "W"), f32)]
     assert infer("tile", [T(("N", 3), f32)], {"repeats": [2, 1]}) == [T(("N*2", 3), f32)]
+    assert infer("unflatten", [T(("N", "L", 48), f32)], {"axis": 2, "sizes": [3, 16]}) == [
+        T(("N", "L", 3, 16), f32)]
+    assert infer("unflatten", [T(("N*2", 8), f32)], {"axis": 0, "sizes": [-1, 2]}) == [
+        T(("(N*2)//2", 2, 8), f32)]
     # gather_elements along a symbolic dim: its indices are checked when the call sizes it
     assert infer("gather_elements", [T(("N", "L", 4), f32), T(("N", 2, 4), i64)],
                  {"axis": 1}) == [T(("N", 2, 4), f32)]
@@ -432,6 +438,14 @@ REFUSALS = [
      "gather_elements: indices must be an int64 tensor, got int32"),
     ("gather_elements", [T((3, 4), f32), T((3,), i64)], {"axis": 0}, ShapeError,
      "gather_elements: indices must have rank 2"),
+    ("unflatten", [T((2, 10), f32)], {"axis": 1, "sizes": [3, -1]}, ShapeError,
+     "unflatten: axis 1 of x shape (2, 10) (10) is not a multiple of 3, the sizes [3, -1] "
+     "without the -1"),
+    ("unflatten", [T((2, 10), f32)], {"axis": -1, "sizes": [2, 4]}, ShapeError,
+     "unflatten: axis 1 of x shape (2, 10) (10) cannot be split into sizes [2, 4] (8 "
+     "elements)"),
+    ("unflatten", [T((2, 10), f32)], {"axis": 1, "sizes": [0, -1]}, OpError,
+     "attribute 'sizes' must have no 0 entry, got [0, -1]"),
     ("scatter_elements", [T(("n", 4), f32), T((3, 4), i64), T((3, 4), f32)], {"axis": 0},
      ShapeError, "scatter_elements: axis 0 of x shape (n, 4) is symbolic; the indices are "
      "checked against a fixed dim"),

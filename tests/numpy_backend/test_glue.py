@@ -549,6 +549,8 @@ def test_shape_ops():
     assert y.shape == torch.flatten(t(X), 1, 2).shape
     (y,) = run_op("reshape", [X], shape=[2, -1])
     np.testing.assert_array_equal(y, t(X).reshape(2, -1).numpy())
+    (y,) = run_op("unflatten", [X[..., :6]], axis=-1, sizes=[-1, 2])
+    np.testing.assert_array_equal(y, t(X[..., :6]).unflatten(-1, (-1, 2)).numpy())
     (y,) = run_op("transpose", [X], perm=[0, 2, 3, 1])
     np.testing.assert_array_equal(y, t(X).permute(0, 2, 3, 1).numpy())
     (y,) = run_op("concat", [X, X[:, :1]], axis=1)

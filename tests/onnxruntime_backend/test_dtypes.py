@@ -112,6 +112,7 @@ CASES = {
     "clip_beyond_the_range": lambda d: unary("clip", d, min=-1e12, max=1e12),
     "reshape": lambda d: unary("reshape", d, shape=[3, -1, 2]),
     "flatten": lambda d: unary("flatten", d, x_shape=(2, 3, 4), start_dim=1),
+    "unflatten": lambda d: unary("unflatten", d, x_shape=(2, 12), axis=1, sizes=[2, -1]),
     "transpose": lambda d: unary("transpose", d, perm=[1, 0]),
     "slice": lambda d: unary("slice", d, starts=[3, 1], ends=[0, 100], axes=[0, 1],
                              steps=[-2, 2]),

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from abi.errors import BackendError, GraphError, IndexRangeError
+from abi.errors import BackendError, GraphError, IndexRangeError, ShapeError
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
@@ -371,6 +371,10 @@ CASES = {
     "reshape": lambda: single("reshape", (2, 3, 4), shape=[4, -1]),
     "flatten": lambda: single("flatten", (2, 3, 4, 5), start_dim=1, end_dim=2),
     "flatten_batch_dim": lambda: single("flatten", ("batch", 3, 4), start_dim=1),
+    "unflatten": lambda: single("unflatten", (2, 12, 3), axis=1, sizes=[2, 3, 2]),
+    "unflatten_run_time": lambda: single("unflatten", ("n", "l", 12), axis=2, sizes=[3, -1]),
+    "unflatten_run_time_axis": lambda: single("unflatten", (2, "l", 3), axis=1, sizes=[2, 3],
+                                              feed={"x": f32(2, 6, 3)}),
     "transpose": lambda: single("transpose", (2, 3, 4), perm=[2, 0, 1]),
     "slice": lambda: single("slice", (5, 6, 7), starts=[4, -2, 1], ends=[0, 100, -1],
                            axes=[0, 2, 1], steps=[-2, 1, 2]),
@@ -478,6 +482,25 @@ def test_run_time_index_out_of_range_is_the_numpy_error(op, bad):
             Executor(graph, backend).run(dict(feed))
     feed["i"][1, 1] = 0
     assert_same(graph, feed)
+
+
+@pytest.mark.parametrize("sizes", [[-1, 3], [2, 3]])
+def test_unflatten_of_a_symbolic_dim_that_does_not_split_is_refused(sizes):
+    """Known only when the call runs: numpy's ShapeError, and onnxruntime's refusal of the
+    Reshape as a BackendError, on each backend; nothing is returned. (Summed over the split
+    axis: with a -1 its size is an expression, which a graph output cannot have.)"""
+    b = GraphBuilder("unflatten")
+    x = b.input("x", (2, "l"), "float32", "ANY")
+    b.output(b.op("sum", b.op("unflatten", x, name="node", axis=1, sizes=sizes), name="total",
+                  axes=[1]), "y", "ANY")
+    graph = b.build()
+    with pytest.raises(ShapeError, match=r"unflatten: axis 1 of x shape \(2, 7\) \(7\) does "
+                                         r"not split into sizes"):
+        Executor(graph, NumpyBackend()).run({"x": f32(2, 7)})
+    with pytest.raises(BackendError, match=r"onnxruntime backend: model 'unflatten': the run "
+                                           r"failed: .*Reshape"):
+        Executor(graph, OnnxruntimeBackend()).run({"x": f32(2, 7)})
+    assert_same(graph, {"x": f32(2, 6)})
 
 
 def _along_symbolic(dtype: str, constant: np.ndarray | None = None):
