@@ -16,6 +16,7 @@ from .fold import axis_in, one_value
 from .fold import register as register_fold
 from .ops import _only, _opt, maps
 from .reader import ONNX_DTYPES
+from .shapes import run_time_arange
 
 
 def triangle(shape: tuple, k: int, upper: bool) -> np.ndarray:
@@ -51,22 +52,34 @@ register_fold("Trilu", _fold_trilu, optional=(1,))
 
 @maps("Trilu")
 def _trilu(imp, node, attrs):
-    """``where(mask, x, 0)`` with the constant triangle mask over the last two axes, which
-    must be static; k a constant."""
+    """``where(mask, x, 0)`` with the triangle mask over the last two axes; k a constant.
+    Over fixed dims the mask is a constant; over run-time ones (the causal mask of a model
+    exported with a dynamic sequence length) it compares each column's position less its
+    row's with k, positions from :func:`.shapes.run_time_arange`."""
     _only(imp, attrs, {"upper": ...})
     upper = attrs.get("upper", 1)
     if upper not in (0, 1):
         raise imp.unsupported(f"attribute upper={upper!r} must be 0 or 1")
     x = node.input[0]
     t = imp.type_of(x)
-    if len(t.shape) < 2 or not all(type(d) is int for d in t.shape[-2:]):
-        raise imp.unsupported(f"input shape {list(t.shape)}: needs rank >= 2 with the last two "
-                              f"dims static")
+    if len(t.shape) < 2:
+        raise imp.unsupported(f"input shape {list(t.shape)}: needs rank >= 2")
     k = _opt(node, 1)
     k = 0 if k is None else trilu_k(imp.const(k, "k"))
-    mask = imp.add_constant(triangle(tuple(t.shape[-2:]), k, bool(upper)),
-                            f"{node.output[0]}.mask")
     zero = imp.add_constant(np.zeros((), dtypes.to_numpy(t.dtype)), f"{node.output[0]}.zero")
+    square = list(t.shape[-2:])
+    if all(type(d) is int for d in square):
+        mask = imp.add_constant(triangle(tuple(square), k, bool(upper)),
+                                f"{node.output[0]}.mask")
+    else:
+        y = imp.tensor(x)
+        sources = {d: (y, a) for a, d in enumerate(t.shape) if type(d) is not int}
+        rows = run_time_arange(imp, [square[0], 1], 0, sources)
+        cols = run_time_arange(imp, [1, square[1]], 1, sources)
+        [diagonal] = imp.emit("sub", [cols, rows], [None], suffix="/diagonal")
+        [mask] = imp.emit("greater_equal" if upper else "less_equal", [diagonal, (
+            imp.add_constant(np.array(k, np.int64), f"{node.output[0]}.k"))], [None],
+            suffix="/mask")
     imp.emit("where", [mask, imp.tensor(x), zero], [node.output[0]])
 
 

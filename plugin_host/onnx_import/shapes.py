@@ -24,11 +24,31 @@ def _concat(imp, node, attrs):
 
 
 def _reshape_to(imp, node, x: str, shape: list) -> None:
-    symbolic = [d for d in shape if type(d) is not int]
-    if len(symbolic) > 1 or (symbolic and -1 in shape):
-        raise imp.unsupported(f"output shape {shape} has more than one run-time dim")
+    free = [d for d in shape if type(d) is not int]
+    if len(free) > 1 or (free and -1 in shape):
+        steps = symbolic.regroup(imp.type_of(x).shape, shape)
+        if steps is None:
+            raise imp.unsupported(f"output shape {shape} has more than one run-time dim, and "
+                                  f"not as the input {list(imp.type_of(x).shape)} has them")
+        _regrouped(imp, node, x, steps)
+        return
     imp.emit("reshape", [imp.tensor(x)], [node.output[0]],
              {"shape": [-1 if type(d) is not int else d for d in shape]})
+
+
+def _regrouped(imp, node, x: str, steps: list) -> None:
+    """The ``flatten`` and ``unflatten`` steps of :func:`.symbolic.regroup` (none: x as it
+    is), the last one writing the node's output."""
+    if not steps:
+        imp.alias(node.output[0], imp.tensor(x))
+        return
+    y = imp.tensor(x)
+    for k, (op, axis, arg) in enumerate(steps):
+        last = k == len(steps) - 1
+        attrs = ({"start_dim": axis, "end_dim": arg} if op == "flatten"
+                 else {"axis": axis, "sizes": list(arg)})
+        [y] = imp.emit(op, [y], [node.output[0] if last else None], attrs,
+                       suffix="" if last else f"/{op}{k}")
 
 
 @maps("Reshape")
@@ -40,9 +60,14 @@ def _reshape(imp, node, attrs):
                             attrs.get("allowzero", 0))
     if any(type(d) is not int for d in target):  # computed from a run-time shape
         written = symbolic.reshape_target(target, in_shape)
-        if written is None:
-            raise imp.unsupported(f"target shape {target} from input shape {in_shape} has more "
-                                  f"than one run-time dim")
+        if written is None:  # (b, s, 48) to (b, s, 3, 16): flatten and unflatten
+            steps = symbolic.regroup(in_shape, target)
+            if steps is None:
+                raise imp.unsupported(f"target shape {target} from input shape {in_shape} has "
+                                      f"more than one run-time dim, and its fixed dims do not "
+                                      f"split or merge the input's between them")
+            _regrouped(imp, node, x, steps)
+            return
         target = written
     _reshape_to(imp, node, x, target)
 
@@ -176,14 +201,29 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
             type(d) is not str or d not in imp.dim_source):
         return False
     _only(imp, attrs, {})
-    one = imp.add_constant(np.ones(1, first.dtype), f"{imp.node_name}.one")
-    [ones] = imp.emit("where", [run_time_mask(imp, [d]), one, one], [None], suffix="/ones")
-    [count] = imp.emit("cumsum", [ones], [None], {"axis": 0}, suffix="/count")
-    imp.emit("sub", [count, one], [node.output[0]])
+    imp.alias(node.output[0], run_time_arange(imp, [d], 0, dtype=first.dtype))
     return True
 
 
 ON_RUN_TIME_DIMS["Range"] = _range_to_a_dim
+
+
+def run_time_arange(imp, dims: list, axis: int, sources: dict | None = None,
+                    dtype=np.int64) -> str:
+    """``arange(dims[axis])`` laid along ``axis`` of a tensor of rank ``len(dims)`` (1 on
+    the other axes): a constant for a fixed dim; for a run-time one, the running sum
+    (``cumsum``) of ones over it (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`,
+    ``sources`` as there), minus 1."""
+    shape = [1] * len(dims)
+    shape[axis] = d = dims[axis]
+    if type(d) is int:
+        return imp.add_constant(np.arange(d, dtype=dtype).reshape(shape),
+                                f"{imp.node_name}.arange{axis}")
+    one = imp.add_constant(np.ones([1] * len(dims), dtype), f"{imp.node_name}.one{axis}")
+    [ones] = imp.emit("where", [run_time_mask(imp, shape, sources), one, one], [None],
+                      suffix=f"/ones{axis}")
+    [count] = imp.emit("cumsum", [ones], [None], {"axis": axis}, suffix=f"/count{axis}")
+    return imp.emit("sub", [count, one], [None], suffix=f"/arange{axis}")[0]
 
 
 def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:

@@ -177,3 +177,52 @@ def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
     if len(symbols) > 1 or (symbols and -1 in target):
         return None  # the ABI's reshape infers one dim; two run-time ones it cannot
     return [-1 if type(d) is not int else d for d in target]
+
+
+def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]] | None:
+    """A Reshape from ``in_shape`` to ``target`` whose run-time dims are the input's, in the
+    same order (``(b, s, 48)`` to ``(b, s, 3, 16)``), as ``flatten`` and ``unflatten`` steps:
+    ``("flatten", start, end)`` and ``("unflatten", axis, sizes)``, in the order to apply them
+    (axes of the tensor as it is then). None when the run-time dims differ, or when a run of
+    fixed dims between two of them does not hold the target's run there (``(b, 6, s, 4)`` to
+    ``(b, 3, s, 8)`` moves elements across ``s``). A -1 in ``target`` is the fixed size its
+    run leaves (ModelFileError when that does not divide). No steps: the shape is unchanged.
+
+    Each run of fixed dims is flattened into one axis and unflattened into the target's; an
+    empty run (ones added or dropped) goes with the run-time dim beside it, which a flatten
+    with size-1 axes or an unflatten into ``[-1, 1, ...]`` keeps as it is."""
+    symbols_in = [i for i, d in enumerate(in_shape) if type(d) is not int]
+    symbols_out = [j for j, d in enumerate(target) if type(d) is not int]
+    if [in_shape[i] for i in symbols_in] != [target[j] for j in symbols_out]:
+        return None
+    edges_in = [-1, *symbols_in, len(in_shape)]
+    edges_out = [-1, *symbols_out, len(target)]
+    runs = [(edges_in[k] + 1, list(in_shape[edges_in[k] + 1:edges_in[k + 1]]),
+             list(target[edges_out[k] + 1:edges_out[k + 1]])) for k in range(len(edges_in) - 1)]
+    for k, (start, have, want) in enumerate(runs):
+        if -1 in want:
+            known = math.prod(d for d in want if d != -1)
+            if known == 0 or math.prod(have) % known:
+                raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the "
+                                     f"fixed dims {have} do not fill the -1 beside {want}")
+            runs[k] = (start, have, [math.prod(have) // known if d == -1 else d for d in want])
+    if any(math.prod(have) != math.prod(want) for _, have, want in runs):
+        return None
+    steps: list[tuple[str, int, object]] = []
+    for k in reversed(range(len(runs))):  # right to left: the axes to the left stay put
+        start, have, want = runs[k]
+        if have == want:
+            continue
+        if not have or not want:  # only ones: with the run-time dim on the left, else right
+            left = k > 0
+            at = start - 1 if left else start
+            if have:
+                steps.append(("flatten", at, start + len(have) - (1 if left else 0)))
+            if want:
+                steps.append(("unflatten", at, [-1, *want] if left else [*want, -1]))
+            continue
+        if len(have) > 1:
+            steps.append(("flatten", start, start + len(have) - 1))
+        if len(want) > 1:
+            steps.append(("unflatten", start, want))
+    return steps
