@@ -2,13 +2,15 @@
 
 A dim is an ``int`` (a fixed size) or a ``str`` (a symbolic size: a name such as ``"batch"``
 or an expression a shape rule built from names, such as ``"(H-1)//2+1"``). Expressions are
-never parsed or evaluated; they are only compared for equality, so every function here builds
-them deterministically from its arguments and folds what it can into ints.
+never evaluated; they are only compared for equality, so every function here builds them
+deterministically from its arguments and folds what it can into ints. Products and exact
+divisions of names and ints are read as products (:func:`as_product`): ``"batch*2"`` and
+``"2*batch"`` are the same size, and ``(16*batch)//8`` is written ``2*batch``.
 
-Comparisons are three-valued: two dims are *known equal* (same int, or the same string), *known
-different* (two different ints), or *undecided* (anything involving a symbol that is not the
-same string). Shape rules refuse only what is known different; undecided cases are checked at
-run time, when the tensors have real shapes.
+Comparisons are three-valued: two dims are *known equal* (same int, the same string, or the
+same product of the same names), *known different* (two different ints), or *undecided*
+(anything else involving a symbol). Shape rules refuse only what is known different;
+undecided cases are checked at run time, when the tensors have real shapes.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-__all__ = ["Dim", "is_static", "known_equal", "known_different", "add", "mul", "floordiv",
-           "product", "total", "broadcast", "window_out", "pool_out", "transposed_out",
-           "slice_len"]
+__all__ = ["Dim", "Product", "as_product", "is_static", "known_equal", "known_different", "add",
+           "mul", "floordiv", "product", "total", "broadcast", "window_out", "pool_out",
+           "transposed_out", "slice_len"]
 
 Dim = int | str
 
@@ -39,9 +41,79 @@ def is_static(d: Dim) -> bool:
     return type(d) is int
 
 
+#: a dim as a product: (coefficient, its symbolic names sorted, each as often as it occurs)
+Product = tuple[int, tuple[str, ...]]
+
+
+def as_product(d: Dim) -> Product:
+    """``d`` as a product: an int is ``(d, ())``; a name ``(1, (name,))``; a product and exact
+    division of names and ints, as this module writes them (``"batch*2"``, ``"2*batch"``,
+    ``"(16*batch)//8"``), their coefficient and names. Anything else (a sum, a division that
+    does not come out whole) is one name of its own, compared as written."""
+    if type(d) is int:
+        return d, ()
+    parsed = _product(str(d))
+    return parsed if parsed is not None else (1, (str(d),))
+
+
+def _top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside parentheses."""
+    parts, depth, start, k = [], 0, 0, 0
+    while k < len(text):
+        c = text[k]
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and text.startswith(sep, k):
+            parts.append(text[start:k])
+            start = k = k + len(sep)
+            continue
+        k += 1
+    return parts + [text[start:]]
+
+
+def _wrapped(text: str) -> bool:
+    """Whether ``text`` is one parenthesized expression, ``(...)``."""
+    depth = 0
+    for k, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0:
+            return k == len(text) - 1 and k > 0
+    return False
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _product(text: str) -> Product | None:
+    text = text.strip()
+    while _wrapped(text):
+        text = text[1:-1].strip()
+    quotient = _top_level(text, "//")
+    if len(quotient) == 2:
+        head, divisor = _product(quotient[0]), quotient[1].strip()
+        if head is None or not _digits(divisor) or int(divisor) == 0 or head[0] % int(divisor):
+            return None
+        return head[0] // int(divisor), head[1]
+    if len(quotient) > 2:
+        return None
+    coefficient, names = 1, []
+    for factor in (f.strip() for f in _top_level(text, "*")):
+        if _digits(factor):
+            coefficient *= int(factor)
+        elif factor.isidentifier():
+            names.append(factor)
+        elif _wrapped(factor) and (inner := _product(factor)) is not None:
+            coefficient *= inner[0]
+            names += inner[1]
+        else:
+            return None
+    return coefficient, tuple(sorted(names))
+
+
 def known_equal(a: Dim, b: Dim) -> bool:
-    """True when ``a`` and ``b`` are certainly the same size (equal ints or identical strings)."""
-    return a == b
+    """True when ``a`` and ``b`` are certainly the same size: equal ints, identical strings,
+    or the same product of the same names (``"batch*2"`` and ``"2*batch"``)."""
+    return a == b or type(a) is str and type(b) is str and as_product(a) == as_product(b)
 
 
 def known_different(a: Dim, b: Dim) -> bool:
@@ -84,11 +156,16 @@ def mul(a: Dim, b: Dim) -> Dim:
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
-    """``a // b``; an int when both are ints."""
+    """``a // b``; an int when both are ints; a product whose coefficient ``b`` divides, that
+    product divided (``(16*batch)//8`` is ``2*batch``: exact for any size)."""
     if type(a) is int and type(b) is int:
         return a // b
     if b == 1:
         return a
+    if type(b) is int and b > 0:
+        coefficient, names = as_product(a)
+        if coefficient % b == 0:
+            return product([coefficient // b, *names])
     return _cap(f"{_term(a)}//{_term(b)}")
 
 
@@ -127,7 +204,7 @@ def broadcast(a: Dim, b: Dim) -> Dim | None:
     With one symbolic side and a fixed size ``n != 1`` the result is ``n`` (the symbol must be
     1 or ``n``, which only the run-time check can confirm).
     """
-    if a == b:
+    if known_equal(a, b):
         return a
     if a == 1:
         return b

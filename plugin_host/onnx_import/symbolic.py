@@ -179,50 +179,84 @@ def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
     return [-1 if type(d) is not int else d for d in target]
 
 
-def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]] | None:
-    """A Reshape from ``in_shape`` to ``target`` whose run-time dims are the input's, in the
-    same order (``(b, s, 48)`` to ``(b, s, 3, 16)``), as ``flatten`` and ``unflatten`` steps:
-    ``("flatten", start, end)`` and ``("unflatten", axis, sizes)``, in the order to apply them
-    (axes of the tensor as it is then). None when the run-time dims differ, or when a run of
-    fixed dims between two of them does not hold the target's run there (``(b, 6, s, 4)`` to
-    ``(b, 3, s, 8)`` moves elements across ``s``). A -1 in ``target`` is the fixed size its
-    run leaves (ModelFileError when that does not divide). No steps: the shape is unchanged.
+Product = dims.Product
 
-    Each run of fixed dims is flattened into one axis and unflattened into the target's; an
-    empty run (ones added or dropped) goes with the run-time dim beside it, which a flatten
-    with size-1 axes or an unflatten into ``[-1, 1, ...]`` keeps as it is."""
-    symbols_in = [i for i, d in enumerate(in_shape) if type(d) is not int]
-    symbols_out = [j for j, d in enumerate(target) if type(d) is not int]
-    if [in_shape[i] for i in symbols_in] != [target[j] for j in symbols_out]:
+
+def _times(a: Product, b: Product) -> Product:
+    return a[0] * b[0], tuple(sorted(a[1] + b[1]))
+
+
+def _over(a: Product, b: Product) -> Product | None:
+    """``a / b`` when it is a product (b's coefficient divides a's, b's names are among
+    a's), else None."""
+    names = list(a[1])
+    for name in b[1]:
+        if name not in names:
+            return None
+        names.remove(name)
+    if b[0] == 0 or a[0] % b[0]:
         return None
-    edges_in = [-1, *symbols_in, len(in_shape)]
-    edges_out = [-1, *symbols_out, len(target)]
-    runs = [(edges_in[k] + 1, list(in_shape[edges_in[k] + 1:edges_in[k + 1]]),
-             list(target[edges_out[k] + 1:edges_out[k + 1]])) for k in range(len(edges_in) - 1)]
-    for k, (start, have, want) in enumerate(runs):
-        if -1 in want:
-            known = math.prod(d for d in want if d != -1)
-            if known == 0 or math.prod(have) % known:
-                raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the "
-                                     f"fixed dims {have} do not fill the -1 beside {want}")
-            runs[k] = (start, have, [math.prod(have) // known if d == -1 else d for d in want])
-    if any(math.prod(have) != math.prod(want) for _, have, want in runs):
+    return a[0] // b[0], tuple(names)
+
+
+def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]] | None:
+    """A Reshape from ``in_shape`` to ``target`` that keeps run-time dims apart, as
+    ``flatten`` and ``unflatten`` steps: ``("flatten", start, end)`` and ``("unflatten",
+    axis, sizes)``, in the order to apply them (axes of the tensor as it is then).
+
+    The dims are read as products (:func:`abi.ops.dims.as_product`) and cut into the fewest consecutive
+    groups whose products are equal on both sides: ``(b, s, 48)`` to ``(b, s, 3, 16)`` is
+    (b)(s)(48 | 3, 16); torch's MultiheadAttention's ``(s, b, 16)`` to ``(s, b*2, 8)`` is
+    (s)(b, 16 | b*2, 8). Each group that changes is flattened into one axis and unflattened
+    into the target's dims (at most one of them run-time: the unflatten's -1). None when no
+    such groups exist: run-time dims reordered (a transpose), or elements that would cross a
+    run-time dim (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``). A -1 in ``target`` is what the
+    others leave of the input (ModelFileError when that is not a product). No steps: the
+    shape is unchanged."""
+    have = [dims.as_product(d) for d in in_shape]
+    want = [None if d == -1 else dims.as_product(d) for d in target]
+    whole = (1, ())
+    for p in have:
+        whole = _times(whole, p)
+    rest = (1, ())
+    for p in want:
+        rest = rest if p is None else _times(rest, p)
+    if None in want:
+        fill = _over(whole, rest)
+        if fill is None or want.count(None) > 1:
+            raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the -1 "
+                                 f"is not a whole part of the input")
+        want = [fill if p is None else p for p in want]
+    elif rest != whole:
         return None
+    groups, i, j = [], 0, 0
+    while i < len(have) and j < len(want):
+        gi, gj, pi, pj = [i], [j], have[i], want[j]
+        i, j = i + 1, j + 1
+        while pi != pj:
+            if _over(pj, pi) is not None and i < len(have):
+                pi, i = _times(pi, have[i]), i + 1
+                gi.append(i - 1)
+            elif _over(pi, pj) is not None and j < len(want):
+                pj, j = _times(pj, want[j]), j + 1
+                gj.append(j - 1)
+            else:
+                return None
+        groups.append((gi, gj))
+    if any(p != (1, ()) for p in have[i:] + want[j:]) or not groups and (have or want):
+        return None
+    if groups:  # trailing ones join the last group
+        groups[-1][0].extend(range(i, len(have)))
+        groups[-1][1].extend(range(j, len(want)))
     steps: list[tuple[str, int, object]] = []
-    for k in reversed(range(len(runs))):  # right to left: the axes to the left stay put
-        start, have, want = runs[k]
-        if have == want:
+    for gi, gj in reversed(groups):  # right to left: the axes to the left stay put
+        if [have[k] for k in gi] == [want[k] for k in gj]:
             continue
-        if not have or not want:  # only ones: with the run-time dim on the left, else right
-            left = k > 0
-            at = start - 1 if left else start
-            if have:
-                steps.append(("flatten", at, start + len(have) - (1 if left else 0)))
-            if want:
-                steps.append(("unflatten", at, [-1, *want] if left else [*want, -1]))
-            continue
-        if len(have) > 1:
-            steps.append(("flatten", start, start + len(have) - 1))
-        if len(want) > 1:
-            steps.append(("unflatten", start, want))
+        if len(gi) > 1:
+            steps.append(("flatten", gi[0], gi[-1]))
+        if len(gj) > 1:
+            sizes = [want[k][0] if not want[k][1] else -1 for k in gj]
+            if sizes.count(-1) > 1:
+                return None
+            steps.append(("unflatten", gi[0], sizes))
     return steps

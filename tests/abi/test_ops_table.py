@@ -256,6 +256,12 @@ def test_dims_arithmetic():
     assert dims.add(2, "H") == "H+2" and dims.add("a", "b") == "a+b"
     assert dims.mul("H", 1) == "H" and dims.mul("H", 0) == 0 and dims.mul("H-1", 2) == "(H-1)*2"
     assert dims.floordiv("H-1", 2) == "(H-1)//2" and dims.floordiv(7, 2) == 3
+    # a product whose coefficient the divisor divides: that product divided, exactly
+    assert dims.floordiv("(16*N)//2", 8) == "N" and dims.floordiv("6*N*W", 4) == "(6*N*W)//4"
+    assert dims.floordiv(dims.mul("N", 6), 3) == "2*N"
+    assert dims.known_equal("N*2", "2*N") and dims.known_equal("(4*N)//2", "N*2")
+    assert not dims.known_equal("N*2", "N*3") and not dims.known_equal("N", "M")
+    assert dims.broadcast("2*N", "N*2") == "2*N"  # the same size, not broadcast(2*N,N*2)
     assert dims.product([2, "H", 3, "W"]) == "6*H*W" and dims.product([2, 3]) == 6
     assert dims.product([0, "H"]) == 0 and dims.product(["H"]) == "H"
     assert dims.total([2, "a", 3]) == "a+5" and dims.total([1, 2]) == 3
@@ -288,3 +294,13 @@ def test_symbolic_expressions_stay_bounded():
         e = dims.total([e, e])
     assert d == e  # the same expression still compares equal
     assert dims.total(["m", "m"]) != d
+
+
+@pytest.mark.parametrize("dim, product", [
+    ("batch", (1, ("batch",))), (6, (6, ())), ("batch*2", (2, ("batch",))),
+    ("2*batch", (2, ("batch",))), ("(16*batch)//8", (2, ("batch",))),
+    ("((16*b)//8)*s", (2, ("b", "s"))), ("s//2", (1, ("s//2",))), ("h+2", (1, ("h+2",))),
+    ("(a)(b)", (1, ("(a)(b)",))), ("(" * 90 + "b" + ")" * 90, (1, ("b",)))])
+def test_dims_read_the_products_their_arithmetic_writes(dim, product):
+    """Anything else is a name of its own: compared as written, as the ABI compares it."""
+    assert dims.as_product(dim) == product

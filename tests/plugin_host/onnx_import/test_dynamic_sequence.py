@@ -23,13 +23,18 @@ F = torch.nn.functional
     (["b", "s", 48], ["b", "s", 3, 2, 8], [("unflatten", 2, [3, 2, 8])]),
     (["b", "s", 2, 8], ["b", "s", 16], [("flatten", 2, 3)]),
     (["b", "s", 16], ["b", "s", 4, -1], [("unflatten", 2, [4, 4])]),
-    (["b", "s", 16], ["b", 1, "s", 16], [("unflatten", 0, [-1, 1])]),  # unsqueeze(1)
-    (["b", 1, "s", 16], ["b", "s", 16], [("flatten", 0, 1)]),
+    (["b", "s", 16], ["b", 1, "s", 16], [("unflatten", 1, [1, -1])]),  # unsqueeze(1)
+    (["b", 1, "s", 16], ["b", "s", 16], [("flatten", 1, 2)]),
     (["b", "s", 16], [1, "b", "s", 16], [("unflatten", 0, [1, -1])]),
     ([1, "b", "s", 16], ["b", "s", 16], [("flatten", 0, 1)]),
     ([2, 3, "b", "s", 16], [6, "b", "s", 2, 8, 1],
      [("unflatten", 4, [2, 8, 1]), ("flatten", 0, 1)]),
     (["b", "s", 16], ["b", "s", 16], []),
+    (["b", "s"], ["b", "s", 1], [("unflatten", 1, [-1, 1])]),
+    # torch's MultiheadAttention: the heads folded into the batch and back
+    (["s", "b", 16], ["s", "b*2", 8], [("flatten", 1, 2), ("unflatten", 1, [-1, 8])]),
+    (["s", "(16*b)//8", 8], ["s", "b", 16], [("flatten", 1, 2), ("unflatten", 1, [-1, 16])]),
+    (["b", 2, "s", 8], [-1, "s", 8], [("flatten", 0, 1)]),  # the -1 is b*2
     (["b", 6, "s", 4], ["b", 3, "s", 8], None),  # elements would cross s
     (["b", "s", 16], ["s", "b", 16], None),  # a transpose, not a reshape
 ])
@@ -38,8 +43,8 @@ def test_regroup_plans_flatten_and_unflatten_steps(in_shape, target, steps):
 
 
 def test_regroup_refuses_a_minus_one_that_does_not_divide():
-    with pytest.raises(ModelFileError, match=r"the fixed dims \[16\] do not fill the -1 beside "
-                                             r"\[3, -1\]"):
+    with pytest.raises(ModelFileError, match=r"cannot reshape \['b', 's', 16\] to \['b', 's', 3, "
+                                             r"-1\]: the -1 is not a whole part of the input"):
         regroup(["b", "s", 16], ["b", "s", 3, -1])
 
 
@@ -84,8 +89,9 @@ def _export(module, path, *, dynamo: bool):
     return path
 
 
-@pytest.mark.parametrize("mode, dynamo", [("mask", False), ("mask", True), ("sdpa", False)],
-                         ids=["mask-legacy", "mask-dynamo", "sdpa-legacy"])
+@pytest.mark.parametrize("mode, dynamo", [("mask", False), ("mask", True), ("sdpa", False),
+                                         ("sdpa", True)],
+                         ids=["mask-legacy", "mask-dynamo", "sdpa-legacy", "sdpa-dynamo"])
 def test_a_decoder_takes_any_batch_and_length(mode, dynamo, tmp_path, signer):
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
@@ -145,3 +151,35 @@ def test_a_reshape_that_moves_elements_across_a_run_time_dim_is_refused(tmp_path
                    "target shape ['b', 3, 's', 8] from input shape ('b', 6, 's', 4) has more "
                    "than one run-time dim, and its fixed dims do not split or merge the "
                    "input's between them")
+
+
+def test_multihead_attention_over_both_run_time_dims_is_refused_pointing_at_dim(tmp_path,
+                                                                                 signer):
+    """torch's MultiheadAttention merges the sequence and the batch into one axis and splits
+    them again, which no flatten or unflatten can do (one -1); fixing one of them imports."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(16, 2)
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=False)[0]
+
+    model = tmp_path / "m.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Attention().eval(), (torch.randn(5, 2, 16),), str(model), dynamo=False,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "seq", 1: "batch"},
+                                        "y": {0: "seq", 1: "batch"}})
+    with pytest.raises(UnsupportedModelError, match=r"\(Reshape\): target shape \['seq', "
+                       r"'batch', 16\] from input shape .* has more than one run-time dim.*"
+                       r"--dim batch=SIZE --dim seq=SIZE"):
+        import_and_load(model, tmp_path / "no.pha", signer)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"seq": 5})
+    rng = np.random.default_rng(10)
+    feeds = [{"x": rng.standard_normal((5, n, 16)).astype(np.float32)} for n in (1, 2, 4)]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)

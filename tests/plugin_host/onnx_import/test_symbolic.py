@@ -173,16 +173,32 @@ def test_the_element_count_of_a_run_time_shape(count, tmp_path, signer):
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
 
 
-def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
+def test_a_target_that_folds_fixed_dims_into_the_batch_is_a_flatten_and_unflatten(
+        tmp_path, signer):
+    """(batch, 6, 4) to (batch * 3, -1): the -1 is 8, and the three axes are flattened and
+    unflattened into (3 * batch, 8)."""
     helper, tp = onnx.helper, onnx.TensorProto
     tail = [helper.make_node("Mul", ["b", "three"], ["b3"]),
             helper.make_node("Concat", ["b3", "minus"], ["target"], axis=0),
             helper.make_node("Reshape", ["x", "target"], ["y"], name="rows")]
     model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 8])])
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["flatten", "unflatten"]
+    rng = np.random.default_rng(11)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 2, 5)])
+
+
+def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
+    """(batch, 6, 4) to (batch, batch): no grouping of the dims gives it."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Concat", ["b", "b"], ["target"], axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"], name="rows")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT, ["n", "n"])])
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(model)
     assert info.value.node == "rows"
-    assert "['batch*3', -1]" in str(info.value) and "run-time dim" in str(info.value)
+    assert "['batch', 'batch']" in str(info.value) and "run-time dim" in str(info.value)
 
 
 def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(tmp_path):
