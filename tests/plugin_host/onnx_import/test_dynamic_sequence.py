@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
 from plugin_host.onnx_import.symbolic import regroup
 
 from .conftest import Fn, assert_refused, check_against_onnxruntime, import_and_load, onnx, torch
@@ -183,3 +183,26 @@ def test_multihead_attention_over_both_run_time_dims_is_refused_pointing_at_dim(
     feeds = [{"x": rng.standard_normal((5, n, 16)).astype(np.float32)} for n in (1, 2, 4)]
     for backend in (None, OnnxruntimeBackend()):
         check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_a_golden_case_too_short_for_the_model_says_so(tmp_path, signer):
+    """max_pool1d(2) over a run-time length drawn at 1 for the golden cases: the window is
+    longer than the input, which torch refuses, ONNX sizes as 0 (the ABI too) and
+    onnxruntime as 1, so the outputs differ; the refusal says the golden length was 1 and
+    how to fix it, and with the length fixed the model builds."""
+    model = tmp_path / "p.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Fn(lambda x: F.max_pool1d(x.transpose(1, 2), 2).sum((1, 2))).eval(),
+                          (torch.randn(2, 6, 4),), str(model), dynamo=False,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch"}})
+    with pytest.raises(ModelImportError, match=r"golden case 0: output 'y' of the imported "
+                       r"graph differs from onnxruntime .*; the golden cases give the inputs' "
+                       r"run-time dims size 1 \('batch', 'seq'\), where a model may need more"):
+        import_and_load(model, tmp_path / "no.pha", signer)
+    assert not (tmp_path / "no.pha").exists()
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer, dims={"seq": 6})
+    rng = np.random.default_rng(12)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])

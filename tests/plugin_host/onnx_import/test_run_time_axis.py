@@ -154,8 +154,8 @@ def test_a_step_the_golden_cases_cannot_reach_points_at_dim(tmp_path, signer):
     refuses them, and the build says which dims and how to fix one. Fixed, it builds."""
     model = _export(lambda x: x[:, 2], tmp_path / "m.onnx", dynamo=False)
     with pytest.raises(ModelImportError, match=r"onnxruntime cannot run the model: .*; the "
-                       r"golden cases give the inputs' run-time dims size 1 \('batch', 'seq'\): "
-                       r"--dim NAME=SIZE"):
+                       r"golden cases give the inputs' run-time dims size 1 \('batch', 'seq'\), "
+                       r"where a model may need more: --dim NAME=SIZE"):
         build_onnx_artifact(model, tmp_path / "m.pha", latency_ms=100.0)
     assert not (tmp_path / "m.pha").exists()
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"seq": 5})
