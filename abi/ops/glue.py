@@ -419,10 +419,6 @@ def _scatter_elements(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, idx, updates = inputs
     n = op.name
     [index] = _gather_elements(op, [x, idx], attrs)
-    axis = attrs["axis"] % len(x.shape)
-    if not dims.is_static(x.shape[axis]):
-        raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} is symbolic; the indices "
-                         f"are checked against a fixed dim", where=n, got=x.shape)
     if updates.dtype != x.dtype:
         raise DTypeError(f"{n}: updates must have x's dtype {x.dtype}, got {updates.dtype}",
                          where=n, expected=x.dtype, got=updates.dtype)
@@ -448,7 +444,7 @@ def _gather_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
 
 def _element_index_values(op: OpDef, inputs: list, consts: list, attrs: dict) -> None:
     """Constant indices (run-time ones are checked as they arrive) each in [0, dim): checked
-    once, at load; against a symbolic dim (gather_elements), on every call, as run-time ones."""
+    once, at load; against a symbolic dim, on every call, as run-time ones."""
     x = inputs[0]
     axis = attrs["axis"] % len(x.shape)
     if consts[1] is None or not dims.is_static(x.shape[axis]):
@@ -829,9 +825,10 @@ none: of two updates to one element the later one stays), or combined with what 
 mul, max as (u < v ? v : u) and min as (v < u ? v : u) for the update u and the value v (so a
 nan value gives way to a number and a nan update stays, as onnxruntime's kernel). indices int64
 of x's rank, a run-time value too, each axis but axis at most x's; updates of the indices'
-shape and x's dtype (numeric with a reduction). Every index must be in [0, dim) of a fixed dim,
-checked at run time (IndexRangeError; constant indices once, when the graph is built or
-loaded), so nothing is written out of bounds."""),
+shape and x's dtype (numeric with a reduction). Every index must be in [0, dim), checked at run
+time (IndexRangeError; constant indices into a fixed dim once, when the graph is built or
+loaded), so nothing is written out of bounds. The dim on axis may be symbolic: the indices are
+then checked against the size the call gives it."""),
     OpDef("expand", 1, ("x",), ("y",), {"shape": AttrSpec("ints", check=each_at_least(0))},
           _expand, doc=f"""\
 ONNX Expand: x broadcast with shape, numpy's rule both ways (the result's rank is the larger

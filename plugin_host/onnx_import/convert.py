@@ -135,6 +135,7 @@ class Importer:
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
         self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
         self.dim_source: dict[str, tuple] = {}     # run-time dim -> (graph tensor, its axis)
+        self.spread: dict[str, np.ndarray] = {}    # ONNX name -> the constant it broadcasts
         self.origin: dict[str, str] = {}           # ONNX constant -> name it descends from
         self.values: dict[str, str] = {}           # ONNX name -> graph tensor name
         self.seqs: dict[str, list[str]] = {}       # ONNX sequence -> its elements' ONNX names

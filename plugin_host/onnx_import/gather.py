@@ -175,8 +175,13 @@ def _from_the_end(imp, x: str, axis: int, values: np.ndarray, origin: str) -> st
     ``sum`` of ones over d (``where(mask, 1, 1)``, the mask of
     :func:`.shapes.run_time_mask`, read from ``x``). The graph tensor of the indices, of
     ``values``' shape (at least (1,)); each is checked against d when the call runs."""
-    index = imp.add_constant(values, origin)
-    negative = values < 0
+    return counted_from_the_end(imp, x, axis, imp.add_constant(values, origin), values)
+
+
+def counted_from_the_end(imp, x: str, axis: int, index: str, values: np.ndarray) -> str:
+    """The graph tensor ``index`` (int64), whose values are the constant ``values``
+    broadcast, with d added where they are negative (:func:`_from_the_end`)."""
+    negative = np.asarray(values) < 0
     if not negative.any():
         return index
     dim = imp.types[x].shape[axis]
@@ -278,8 +283,28 @@ def _gather_elements(imp, node, attrs):
         index = _from_the_end(imp, imp.tensor(x), axis, value.astype(np.int64),
                               imp.origin.get(idx, idx))
     else:
-        index = _int64_indices(imp, idx)
+        index = spread_indices(imp, idx, imp.tensor(x), axis)
     imp.emit("gather_elements", [imp.tensor(x), index], [node.output[0]], {"axis": axis})
+
+
+def spread_indices(imp, idx: str, x: str, axis: int) -> str:
+    """Run-time indices ``idx`` (ONNX) for ``axis`` of the graph tensor ``x``, int64: those
+    that only broadcast a constant to a run-time shape (the dynamo exporter's ``y[:, -1] =
+    v`` expands -1 to the shape of v) have a negative value counted from the end of the dim,
+    as ONNX does, when that dim is a run-time one; any other is as computed."""
+    index = _int64_indices(imp, idx)
+    values = imp.spread.get(idx)
+    if values is None or values.dtype.kind not in "iu":
+        return index
+    dim = imp.types[x].shape[axis]
+    if type(dim) is int:  # a fixed dim: the constant's negatives made non-negative
+        if (values < -dim).any():
+            return index  # refused when it arrives, as any index out of range
+        [shift] = imp.emit("add", [index, imp.add_constant(
+            np.where(values < 0, dim, 0).astype(np.int64), f"{imp.node_name}.from_end")],
+            [None], suffix="/from_end")
+        return shift
+    return counted_from_the_end(imp, x, axis, index, values.astype(np.int64))
 
 
 @maps("ReverseSequence")

@@ -31,7 +31,7 @@ from abi import dtypes
 from ..errors import ModelFileError
 from .fold import _need, axis_in
 from .fold import register as register_fold
-from .gather import _int64_indices, runtime_positions
+from .gather import _int64_indices, runtime_positions, spread_indices
 from .ops import _few, _only, maps
 
 _REDUCTIONS = ("add", "mul", "max", "min")
@@ -207,7 +207,8 @@ def _scatter(imp, node, attrs):
 
 def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     """Indices computed at run time: ``scatter_elements``, which checks each index against
-    [0, dim) when it arrives (a negative one, which ONNX counts from the end, is refused there)
+    [0, dim) when it arrives (a run-time dim against the size the call gives it; a negative
+    index, which ONNX counts from the end, is refused there)
     and applies the updates in the indices' order, as onnxruntime does (so of two updates to
     one element without a reduction the later one stays). ScatterND's indices of one coordinate
     each (a last dim of 1: ``y[i] = v``, max_unpool's flat positions) are laid along axis 0 and
@@ -221,13 +222,14 @@ def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     shape = list(imp.type_of(data).shape)
     values = imp.tensor(updates)
     axis = axis_in(attrs.get("axis", 0), len(shape), "axis") if op != "ScatterND" else 0
-    if type(shape[axis]) is not int:
+    if type(shape[axis]) is not int and op == "ScatterND":
         raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
-                              f"run-time indices {idx!r} are checked against a fixed dim")
+                              f"run-time indices {idx!r} of ScatterND are checked against a "
+                              f"fixed dim")
     target, out = imp.tensor(data), node.output[0]
-    if op != "ScatterND":
-        imp.emit("scatter_elements", [target, _int64_indices(imp, idx), values], [out],
-                 {"axis": axis, "reduction": reduction})
+    if op != "ScatterND":  # along a run-time dim too: checked against the call's size
+        imp.emit("scatter_elements", [target, spread_indices(imp, idx, target, axis), values],
+                 [out], {"axis": axis, "reduction": reduction})
         return
     where = list(imp.type_of(idx).shape)
     if not where or where[-1] == 0:

@@ -146,6 +146,8 @@ def _expand_to_run_time_dims(imp, node, x: str, dims: list) -> None:
         [y] = imp.emit("expand", [y], [None], {"shape": fixed}, suffix="/fixed")
     mask = run_time_mask(imp, want)
     imp.emit("where", [mask, y, y], [node.output[0]])
+    if imp.is_const(x):  # its values are known, not its shape: an index read from the end
+        imp.spread[node.output[0]] = imp.const(x)
 
 
 @maps("Tile")

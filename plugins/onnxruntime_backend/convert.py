@@ -578,34 +578,51 @@ def gather_elements(e, node, ins, outs, a):
     the indices are clipped to [0, max(dim - 1, 0)], so the gather reads in bounds even from
     an empty axis, where every index is refused after the run."""
     x, idx = ins
-    shape = e.types[x].shape
-    axis = a["axis"] % len(shape)
-    dim = shape[axis]
+    axis = a["axis"] % len(e.types[x].shape)
+    dim = e.types[x].shape[axis]
     where = f"gather_elements: node {node.name!r}: axis {axis} of x"
     if type(dim) is int:
         e.guards.append((idx, int(dim), where, "gather_elements"))
         safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
         e.op("GatherElements", [x] + safe, outs, axis=axis)
         return
+    padded, safe, _ = _along_symbolic(e, x, idx, axis, where, "gather_elements")
+    e.op("GatherElements", [padded, safe], outs, axis=axis)
+
+
+def _along_symbolic(e, x: str, idx: str, axis: int, where: str, kind: str):
+    """For an index op along a symbolic dim of x: ``(x padded by one element on axis, the
+    indices clipped to [0, max(size - 1, 0)], the size)``, the size read from x when the call
+    runs (``Shape``) and the indices guarded against it. The pad lets onnxruntime's kernel
+    stay in bounds even on an empty axis, where every index is refused after the run."""
+    rank = len(e.types[x].shape)
     [size] = e.op("Shape", [x], start=axis, end=axis + 1)
-    e.guards.append((idx, size, where, "gather_elements"))
+    e.guards.append((idx, size, where, kind))
     [top] = e.op("Sub", [size, e.const([1], np.int64)])
     [safe] = e.op("Max", [*e.op("Min", [idx, top]), e.const([0], np.int64)])
-    pads = [0] * (2 * len(shape))
-    pads[len(shape) + axis] = 1
+    pads = [0] * (2 * rank)
+    pads[rank + axis] = 1
     [padded] = e.op("Pad", [x, e.const(pads, np.int64)])
-    e.op("GatherElements", [padded, safe], outs, axis=axis)
+    return padded, safe, size
 
 
 def scatter_elements(e, node, ins, outs, a):
     """ScatterElements; onnxruntime's kernel applies the updates in order, as the op defines.
     Constant indices are checked here, at load; run-time ones are clipped to [0, dim - 1] and
-    guarded as gather_elements' are (checked after the run, before anything is returned)."""
+    guarded as gather_elements' are (checked after the run, before anything is returned).
+    Along a symbolic dim, every index is guarded, into x padded by one (:func:`_along_symbolic`)
+    and the result cut back to the size."""
     x, idx, updates = ins
     axis = a["axis"] % len(e.types[x].shape)
     dim = e.types[x].shape[axis]
     where = f"scatter_elements: node {node.name!r}: axis {axis} of x"
     values = e.array(idx)
+    if type(dim) is not int:  # written into the padded x, which is then cut back to size
+        padded, safe, size = _along_symbolic(e, x, idx, axis, where, "scatter_elements")
+        [y] = e.op("ScatterElements", [padded, safe, updates], axis=axis,
+                   reduction=a["reduction"])
+        e.op("Slice", [y, e.const([0], np.int64), size, e.const([axis], np.int64)], outs)
+        return
     if values is not None:
         check_indices(values, int(dim), where, kind="scatter_elements")
         safe = [idx]

@@ -278,9 +278,12 @@ def test_symbolic_dims():
         T(("N", "L", 3, 16), f32)]
     assert infer("unflatten", [T(("N*2", 8), f32)], {"axis": 0, "sizes": [-1, 2]}) == [
         T(("N", 2, 8), f32)]
-    # gather_elements along a symbolic dim: its indices are checked when the call sizes it
+    # gather_elements and scatter_elements along a symbolic dim: the indices are checked when
+    # the call sizes it
     assert infer("gather_elements", [T(("N", "L", 4), f32), T(("N", 2, 4), i64)],
                  {"axis": 1}) == [T(("N", 2, 4), f32)]
+    assert infer("scatter_elements", [T(("N", "L", 4), f32), T(("N", 2, 4), i64),
+                                      T(("N", 2, 4), f32)], {"axis": 1}) == [T(("N", "L", 4), f32)]
 
 
 # --- refusals ---------------------------------------------------------------------------------
@@ -446,9 +449,6 @@ REFUSALS = [
      "elements)"),
     ("unflatten", [T((2, 10), f32)], {"axis": 1, "sizes": [0, -1]}, OpError,
      "attribute 'sizes' must have no 0 entry, got [0, -1]"),
-    ("scatter_elements", [T(("n", 4), f32), T((3, 4), i64), T((3, 4), f32)], {"axis": 0},
-     ShapeError, "scatter_elements: axis 0 of x shape (n, 4) is symbolic; the indices are "
-     "checked against a fixed dim"),
     ("gather_elements", [T((3, 4), f32), T((3, 5), i64)], {"axis": 0}, ShapeError,
      "gather_elements: indices shape (3, 5) exceeds x shape (3, 4) on axis 1"),
     ("gather_elements", [T((3, "n"), f32), T((3, "m"), i64)], {"axis": 0}, ShapeError,
@@ -457,8 +457,6 @@ REFUSALS = [
      DTypeError, "scatter_elements: indices must be an int64 tensor, got int32"),
     ("scatter_elements", [T((3, 4), f32), T((3, 5), i64), T((3, 5), f32)], {"axis": 0},
      ShapeError, "scatter_elements: indices shape (3, 5) exceeds x shape (3, 4) on axis 1"),
-    ("scatter_elements", [T(("n", 4), f32), T((3, 4), i64), T((3, 4), f32)], {"axis": 0},
-     ShapeError, "scatter_elements: axis 0 of x shape (n, 4) is symbolic"),
     ("scatter_elements", [T((3, 4), f32), T((2, 4), i64), T((2, 4), f16)], {"axis": 0},
      DTypeError, "scatter_elements: updates must have x's dtype float32, got float16"),
     ("scatter_elements", [T((3, 4), f32), T((2, 4), i64), T((2, 3), f32)], {"axis": 0},

@@ -503,42 +503,61 @@ def test_unflatten_of_a_symbolic_dim_that_does_not_split_is_refused(sizes):
     assert_same(graph, {"x": f32(2, 6)})
 
 
-def _along_symbolic(dtype: str, constant: np.ndarray | None = None):
-    """gather_elements along the symbolic dim 'T' of x (2, T), at run-time indices ``i``
-    (2, 3) or at the ``constant`` ones."""
+def _along_symbolic(op: str, dtype: str, constant: np.ndarray | None = None,
+                    reduction: str = "none"):
+    """``op`` (gather_elements, scatter_elements) along the symbolic dim 'T' of x (2, T), at
+    run-time indices ``i`` (2, 3) or at the ``constant`` ones; a scatter writes ``u``."""
     b = GraphBuilder("along")
     x = b.input("x", (2, "T"), dtype, "ANY")
     i = b.constant("idx", constant) if constant is not None else b.input("i", (2, 3), "int64",
                                                                          "ANY")
-    b.output(b.op("gather_elements", x, i, name="node", axis=1), "y", "ANY")
+    if op == "scatter_elements":
+        y = b.op(op, x, i, b.input("u", (2, 3), dtype, "ANY"), name="node", axis=1,
+                 reduction=reduction)
+    else:
+        y = b.op(op, x, i, name="node", axis=1)
+    b.output(y, "y", "ANY")
     return b.build()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bool", "int16", "uint16", "uint64"])
-def test_gather_elements_along_a_symbolic_dim_is_checked_against_the_call_s_size(dtype):
+def _along_feed(op: str, dtype: str, size: int, idx: np.ndarray | None) -> dict:
+    feed = {"x": (RNG.standard_normal((2, size)) * 9).astype(dtype)}
+    if op == "scatter_elements":
+        feed["u"] = (RNG.standard_normal((2, 3)) * 9).astype(dtype)
+    return feed if idx is None else {**feed, "i": idx}
+
+
+@pytest.mark.parametrize("op, reduction, dtype", [
+    (op, reduction, dtype) for op, reduction in (("gather_elements", "none"),
+                                                 ("scatter_elements", "none"),
+                                                 ("scatter_elements", "add"))
+    for dtype in ("float32", "bool", "int16", "uint16", "uint64")
+    if reduction == "none" or dtype != "bool"])  # a reduction needs a numeric x
+def test_an_index_op_along_a_symbolic_dim_is_checked_against_the_call_s_size(op, reduction,
+                                                                               dtype):
     """The dim is read from x when the call runs (Shape) and comes back beside the guarded
     indices: the same values as numpy at every size, and the same IndexRangeError for an
     index past the size this call gives, an empty axis included (x is padded by one element
-    there, so onnxruntime's own gather still reads in bounds; the bool and 16-bit dtypes
-    take the Pad of another dtype)."""
-    graph = _along_symbolic(dtype)
-    idx = np.array([[0, 2, 1], [2, 0, 2]])
+    there, so onnxruntime's own kernel stays in bounds, and a scatter's result is cut back
+    to the size; the bool and 16-bit dtypes take the Pad of another dtype)."""
+    graph = _along_symbolic(op, dtype, reduction=reduction)
+    idx = np.array([[0, 2, 2], [2, 0, 1]])
     for size in (3, 4, 9):
-        x = (RNG.standard_normal((2, size)) * 9).astype(dtype)
-        assert_same(graph, {"x": x, "i": idx})
+        assert_same(graph, _along_feed(op, dtype, size, idx))
     for size, bad in ((2, "(0, 1)=2"), (0, "(0, 0)=0")):
         for backend in (NumpyBackend(), OnnxruntimeBackend()):
             with pytest.raises(IndexRangeError, match=rf"node 'node'.* outside \[0, {size}\): "
                                                       rf"{re.escape(bad)}"):
-                Executor(graph, backend).run({"x": np.zeros((2, size), dtype), "i": idx})
+                Executor(graph, backend).run(_along_feed(op, dtype, size, idx))
 
 
-def test_constant_indices_along_a_symbolic_dim_are_checked_when_the_call_runs():
-    graph = _along_symbolic("float32", np.array([[0, 3, 1], [3, 3, 0]], np.int64))
-    assert_same(graph, {"x": f32(2, 4)})
+@pytest.mark.parametrize("op", ["gather_elements", "scatter_elements"])
+def test_constant_indices_along_a_symbolic_dim_are_checked_when_the_call_runs(op):
+    graph = _along_symbolic(op, "float32", np.array([[0, 3, 1], [3, 2, 0]], np.int64))
+    assert_same(graph, _along_feed(op, "float32", 4, None))
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         with pytest.raises(IndexRangeError, match=r"node 'node'.* outside \[0, 3\): \(0, 1\)=3"):
-            Executor(graph, backend).run({"x": f32(2, 3)})
+            Executor(graph, backend).run(_along_feed(op, "float32", 3, None))
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])

@@ -160,3 +160,63 @@ def test_a_step_the_golden_cases_cannot_reach_points_at_dim(tmp_path, signer):
     assert not (tmp_path / "m.pha").exists()
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"seq": 5})
     assert loaded.graph.inputs[0].shape == ("batch", 5, 4)
+
+
+def _set_last(x):
+    y = x.clone()
+    y[:, -1] = 0.0
+    return y
+
+
+def _first_from_last(x):
+    y = x.clone()
+    y[:, 0] = x[:, -1] * 2.0
+    return y
+
+
+def _add_at_argmax(x):
+    i = x[:, :, 0].argmax(1, keepdim=True)[:, :, None].expand(-1, 1, 4)
+    return x.scatter_add(1, i, torch.ones_like(i, dtype=x.dtype))
+
+
+#: id -> (a function of x (batch, seq, 4), the exporters it imports from)
+WRITES = {
+    "set_last": (_set_last, [True]),
+    "first_from_last": (_first_from_last, [True]),
+    "scatter": (lambda x: x.scatter(1, torch.zeros(x.shape[0], 1, 4, dtype=torch.long), 1.0),
+                [False, True]),
+    "add_at_argmax": (_add_at_argmax, [True]),
+}
+
+
+@pytest.mark.parametrize("idiom, dynamo", [(k, d) for k, (_, ds) in WRITES.items() for d in ds])
+def test_writes_along_a_run_time_sequence_take_any_length(idiom, dynamo, tmp_path, signer):
+    """A ScatterElements along the run-time dim, checked against the call's size; the dynamo
+    exporter's ``y[:, -1] = v`` expands the constant -1 to v's shape, which is counted from
+    the end of that size as ONNX does."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _export(WRITES[idiom][0], tmp_path / "w.onnx", dynamo=dynamo)
+    _, loaded = import_and_load(model, tmp_path / "w.pha", signer)
+    assert "scatter_elements" in {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(13)
+    feeds = [{"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
+             for b, n in ((1, 1), (3, 5), (2, 16))]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_a_constant_spread_to_a_run_time_shape_counts_from_the_end_of_a_fixed_dim(tmp_path,
+                                                                                 signer):
+    """``y[:, -1] = 0`` under a dynamic batch only: the -1 along the fixed length 6."""
+    model = tmp_path / "f.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Fn(_set_last).eval(), (torch.randn(2, 6, 4),), dynamo=True,
+                          verbose=False, input_names=["x"], output_names=["y"],
+                          dynamic_shapes=({0: torch.export.Dim("batch")},)).save(str(model))
+    _, loaded = import_and_load(model, tmp_path / "f.pha", signer)
+    rng = np.random.default_rng(14)
+    runs = check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((b, 6, 4)).astype(np.float32)} for b in (1, 3)])
+    assert not runs[1][0]["y"][:, -1].any() and runs[1][0]["y"][:, 0].all()

@@ -234,9 +234,10 @@ def test_an_index_out_of_range_is_refused_when_it_arrives(bad, backend, tmp_path
 def _refusal_cases():
     i64 = np.int64
     return {
-        "run-time-dim": (dict(op="ScatterElements", data=("n", 3), indices=np.zeros((2, 3), i64),
-                              updates=(2, 3), const="runtime", axis=0),
-                         UnsupportedModelError, "is a run-time dim: the run-time indices"),
+        "run-time-dim": (dict(op="ScatterND", data=("n", 3), indices=np.zeros((2, 1), i64),
+                              updates=(2, 3), const="runtime"),
+                         UnsupportedModelError, "is a run-time dim: the run-time indices "
+                         "'indices' of ScatterND are checked against a fixed dim"),
         "nd-updates-shape": (dict(op="ScatterND", data=(4, 3), indices=np.zeros((2, 1), i64),
                                   updates=(2, 2), const="runtime"),
                              ModelFileError, "updates of shape [2, 2] must be of shape [2, 3]"),
