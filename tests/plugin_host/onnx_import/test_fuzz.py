@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are eight tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are nine tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -22,7 +22,9 @@ Resize-11, Split, Squeeze, Softmax over a middle axis, an LSTM), ``half`` (float
 LayerNorm, Gemm, Casts to float32 and back), ``qdq`` (a conv net quantized by onnxruntime's
 quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) and ``dynamic``
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
-MatMulInteger). Every mutant
+MatMulInteger) and ``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal
+attention with a Trilu mask and Reshapes of the heads between the two run-time dims, the last
+step). Every mutant
 is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated element
 type) goes through the rewrite to float32.
 Two kinds of mutants:
@@ -877,7 +879,27 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             out, _ = self.lstm(seq)
             return out[:, -1]
 
+    class Sequence(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = torch.nn.Embedding(20, 8), torch.nn.Embedding(16, 8)
+            self.qk, self.head = torch.nn.Linear(8, 16), torch.nn.Linear(8, 5)
+
+        def forward(self, ids):
+            n, t = ids.shape
+            x = self.tok(ids) + self.pos(torch.arange(t))
+            q, k = self.qk(x).view(n, t, 2, 2, 4).permute(2, 0, 3, 1, 4)
+            s = q @ k.transpose(-1, -2) + torch.triu(torch.full((t, t), -1e4), 1)
+            a = torch.softmax(s, -1) @ x.view(n, t, 2, 4).transpose(1, 2)
+            return self.head(a.transpose(1, 2).reshape(n, t, 8)[:, -1])
+
     torch.manual_seed(0)
+    sequence = folder / "sequence.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Sequence().eval(), (torch.tensor([[1, 3, 5]]),), str(sequence),
+                          dynamo=False, input_names=["ids"], output_names=["y"],
+                          dynamic_axes={"ids": {0: "batch", 1: "seq"}, "y": {0: "batch"}})
     shapes = folder / "shapes.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -897,7 +919,8 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     half = export(Half().half(), [torch.randn(1, 2, 4, 4).half()], folder / "half.onnx",
                   dynamo=False, input_names=["x"], output_names=["y"])
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
-            "legacy": str(legacy), "half": str(half), **_quantized_seeds(folder)}
+            "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
+            **_quantized_seeds(folder)}
 
 
 def _quantized_seeds(folder: Path) -> dict[str, str]:
@@ -1024,7 +1047,7 @@ def _verdict(records: list[dict], work: Path) -> list[str]:
 
 def test_the_seed_models_build(seeds, tmp_path):
     from plugin_host.artifacts import TrustStore, generate_key
-    from plugin_host.onnx_import import build_onnx_artifact
+    from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 
     key = generate_key()
     trust = TrustStore()
@@ -1050,6 +1073,9 @@ def test_the_seed_models_build(seeds, tmp_path):
                                                       onnx.load(seeds["qdq"]).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= {
         n.op_type for n in onnx.load(seeds["dynamic"]).graph.node}
+    sequence = import_onnx(seeds["sequence"]).graph  # a batch and a length known at run time
+    assert sequence.inputs[0].shape == ("batch", "seq")
+    assert {"unflatten", "cumsum", "gather_elements"} <= {n.op for n in sequence.nodes}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
