@@ -288,10 +288,11 @@ def _gather_elements(imp, node, attrs):
 
 
 def spread_indices(imp, idx: str, x: str, axis: int) -> str:
-    """Run-time indices ``idx`` (ONNX) for ``axis`` of the graph tensor ``x``, int64: those
-    that only broadcast a constant to a run-time shape (the dynamo exporter's ``y[:, -1] =
-    v`` expands -1 to the shape of v) have a negative value counted from the end of the dim,
-    as ONNX does, when that dim is a run-time one; any other is as computed."""
+    """Run-time indices ``idx`` (ONNX) for ``axis`` of the graph tensor ``x``, int64. Those
+    that only spread a constant to a run-time shape (the dynamo exporter's ``y[:, -1] = v``
+    expands -1 to the shape of v) have their negative values counted from the end of the dim,
+    as ONNX does: the dim added in the graph when it is a run-time one, at import when it is
+    fixed. Any other run-time index is as computed (a negative one refused when it arrives)."""
     index = _int64_indices(imp, idx)
     values = imp.spread.get(idx)
     if values is None or values.dtype.kind not in "iu":
