@@ -53,7 +53,7 @@ def as_product(d: Dim) -> Product:
     if type(d) is int:
         return d, ()
     parsed = _product(str(d))
-    return parsed if parsed is not None else (1, (str(d),))
+    return parsed if parsed is not None else (1, (_unwrapped(str(d)),))
 
 
 def _top_level(text: str, sep: str) -> list[str]:
@@ -80,6 +80,14 @@ def _wrapped(text: str) -> bool:
     return False
 
 
+def _unwrapped(text: str) -> str:
+    """``text`` without the parentheses around all of it: the name it is as a dim."""
+    text = text.strip()
+    while _wrapped(text):
+        text = text[1:-1].strip()
+    return text
+
+
 def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
@@ -88,6 +96,8 @@ def _product(text: str) -> Product | None:
     text = text.strip()
     while _wrapped(text):
         text = text[1:-1].strip()
+    if len(_top_level(text, "+")) > 1 or len(_top_level(text, "-")) > 1:
+        return None  # a sum: one name of its own
     quotient = _top_level(text, "//")
     if len(quotient) == 2:
         head, divisor = _product(quotient[0]), quotient[1].strip()
@@ -102,9 +112,13 @@ def _product(text: str) -> Product | None:
             coefficient *= int(factor)
         elif factor.isidentifier():
             names.append(factor)
-        elif _wrapped(factor) and (inner := _product(factor)) is not None:
-            coefficient *= inner[0]
-            names += inner[1]
+        elif _wrapped(factor):  # a product in parentheses, or any other expression: a name
+            inner = _product(factor)
+            if inner is None:
+                names.append(_unwrapped(factor))
+            else:
+                coefficient *= inner[0]
+                names += inner[1]
         else:
             return None
     return coefficient, tuple(sorted(names))

@@ -300,7 +300,9 @@ def test_symbolic_expressions_stay_bounded():
     ("batch", (1, ("batch",))), (6, (6, ())), ("batch*2", (2, ("batch",))),
     ("2*batch", (2, ("batch",))), ("(16*batch)//8", (2, ("batch",))),
     ("((16*b)//8)*s", (2, ("b", "s"))), ("s//2", (1, ("s//2",))), ("h+2", (1, ("h+2",))),
-    ("(a)(b)", (1, ("(a)(b)",))), ("(" * 90 + "b" + ")" * 90, (1, ("b",)))])
+    ("(a)(b)", (1, ("(a)(b)",))), ("(" * 90 + "b" + ")" * 90, (1, ("b",))),
+    ("(h-1)//2+1", (1, ("(h-1)//2+1",))), ("(h+1)*2", (2, ("h+1",))),  # sums are names
+    ("((h-2)//2+1)*((w-2)//2+1)", (1, ("(h-2)//2+1", "(w-2)//2+1")))])
 def test_dims_read_the_products_their_arithmetic_writes(dim, product):
     """Anything else is a name of its own: compared as written, as the ABI compares it."""
     assert dims.as_product(dim) == product

@@ -35,6 +35,9 @@ F = torch.nn.functional
     (["s", "b", 16], ["s", "b*2", 8], [("flatten", 1, 2), ("unflatten", 1, [-1, 8])]),
     (["s", "(16*b)//8", 8], ["s", "b", 16], [("flatten", 1, 2), ("unflatten", 1, [-1, 16])]),
     (["b", 2, "s", 8], [-1, "s", 8], [("flatten", 0, 1)]),  # the -1 is b*2
+    # a conv's run-time output dims, flattened as tokens
+    (["b", 8, "(h-2)//2+1", "(w-2)//2+1"], ["b", 8, "((h-2)//2+1)*((w-2)//2+1)"],
+     [("flatten", 2, 3)]),
     (["b", 6, "s", 4], ["b", 3, "s", 8], None),  # elements would cross s
     (["b", "s", 16], ["s", "b", 16], None),  # a transpose, not a reshape
 ])
