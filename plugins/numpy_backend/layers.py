@@ -53,14 +53,21 @@ def _params_const(consts, types, first):
     return all(c is not None for c, t in zip(consts[first:], types[first:]) if t is not None)
 
 
+def _prepared(consts, types) -> bool:
+    """A layer whose kernel is prepared from its constant parameters: x (input 0) comes at
+    run time and every parameter is constant. A graph may also hold a layer of constants
+    only (an imported Gemm of two weights), which the generic kernel runs."""
+    return consts[0] is None and _params_const(consts, types, 1)
+
+
 def conv(attrs, consts, types, where):
-    if _params_const(consts, types, 1):
+    if _prepared(consts, types):
         return F.make_conv(consts[1], consts[2], **attrs)
     return generic(F.conv)(attrs, consts, types, where)
 
 
 def conv_transpose(attrs, consts, types, where):
-    if _params_const(consts, types, 1):
+    if _prepared(consts, types):
         return F.make_conv_transpose(consts[1], consts[2], **attrs)
     return generic(F.conv_transpose)(attrs, consts, types, where)
 
@@ -68,7 +75,7 @@ def conv_transpose(attrs, consts, types, where):
 def linear(attrs, consts, types, where):
     """With constant parameters, one prepared kernel (and one copy of the weight) for every
     node reading the same weight and bias: an ONNX GRU unrolled over time has one per step."""
-    if _params_const(consts, types, 1):
+    if _prepared(consts, types):
         weight, bias = consts[1], consts[2]
         return prepared_once("numpy.linear", (weight, bias), lambda: F.make_linear(weight, bias))
     return generic(F.linear)(attrs, consts, types, where)
@@ -76,7 +83,7 @@ def linear(attrs, consts, types, where):
 
 def batchnorm(attrs, consts, types, where):
     """Inference BatchNorm with constant running stats folds into ``x * scale + shift``."""
-    if not (attrs["track_running_stats"] and _params_const(consts, types, 1)):
+    if not (attrs["track_running_stats"] and _prepared(consts, types)):
         return generic(F.batchnorm)(attrs, consts, types, where)
     weight, bias, mean, var = consts[1:5]
     rank = len(types[0].shape)
@@ -98,13 +105,14 @@ def batchnorm(attrs, consts, types, where):
 def embedding(attrs, consts, types, where):
     vocab = types[1].shape[0]
 
-    def run(idx, weight=consts[1]):
+    def run(idx, weight):
         check_indices(idx, vocab, where)
         return weight[idx]
 
-    if consts[1] is None:
-        return lambda idx, weight: run(idx, weight)
-    return run
+    if consts[0] is None and consts[1] is not None:
+        weight = consts[1]
+        return lambda idx: run(idx, weight)
+    return _binder(run, consts, types, {})
 
 
 def gather(attrs, consts, types, where):
@@ -196,7 +204,7 @@ def _lstm_weights(w_ih, w_hh, b_ih, b_hh):
 
 
 def layer_norm(attrs, consts, types, where):
-    if _params_const(consts, types, 1):
+    if _prepared(consts, types):
         return make_layer_norm(consts[1], consts[2], where=where, **attrs)
     return generic(F.layer_norm)(attrs, consts, types, where)
 
@@ -233,7 +241,8 @@ def conv_chains(graph) -> list[list[str]]:
     chains = []
     nodes = graph.nodes
     for i, node in enumerate(nodes):
-        if node.op != "conv" or not all(t is None or t in graph.tensors for t in node.inputs[1:]):
+        if node.op != "conv" or node.inputs[0] in graph.tensors or not all(
+                t is None or t in graph.tensors for t in node.inputs[1:]):
             continue
         chain = [node.name]
         rest = nodes[i + 1:i + 3]
@@ -295,8 +304,8 @@ def dense_chains(graph) -> list[list[str]]:
 
     chains = []
     for i, node in enumerate(nodes):
-        if node.op != "linear" or not all(t is None or t in graph.tensors
-                                          for t in node.inputs[1:]):
+        if node.op != "linear" or node.inputs[0] in graph.tensors or not all(
+                t is None or t in graph.tensors for t in node.inputs[1:]):
             continue
         chain = [node.name]
         prev = nodes[i - 1] if i else None
