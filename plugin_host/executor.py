@@ -183,15 +183,11 @@ class Executor(RecurrentState):
         except PluginHostError:
             raise
         except Exception as exc:  # a backend bug must still be a typed refusal
-            raise self._failed("to prepare", exc) from exc
+            raise BackendError(f"backend {self.backend.name!r} failed to prepare model "
+                               f"{self.graph.name!r}: {type(exc).__name__}: {exc}",
+                               backend=self.backend.name) from exc
         self._plan = []
         self.fused = []
-
-    def _failed(self, doing: str, exc: Exception) -> BackendError:
-        """A whole-graph backend's own exception as the typed refusal of the model."""
-        return BackendError(f"backend {self.backend.name!r} failed {doing} model "
-                            f"{self.graph.name!r}: {type(exc).__name__}: {exc}",
-                            backend=self.backend.name)
 
     def _chains(self) -> dict[str, list[Node]]:
         """The backend's fused chains, each checked; keyed by the chain's first node."""
@@ -265,12 +261,7 @@ class Executor(RecurrentState):
             check_indices(feed[name], vocab, where)
 
         if self._whole is not None:
-            try:
-                outputs = dict(self._whole(feed))
-            except PluginHostError:
-                raise
-            except Exception as exc:  # a backend bug must still be a typed refusal
-                raise self._failed("running", exc) from exc
+            outputs = dict(self._whole(feed))
         else:
             values: list = [None] * self._n_slots
             for i, name in enumerate(self._input_names):
@@ -281,10 +272,6 @@ class Executor(RecurrentState):
                 except PluginHostError as exc:
                     exc.context.setdefault("node", label)
                     raise
-                except Exception as exc:  # a backend bug must still name the node
-                    raise BackendError(f"node {label!r}: backend {self.backend.name!r} failed: "
-                                       f"{type(exc).__name__}: {exc}", node=label,
-                                       backend=self.backend.name) from exc
                 for s, r in zip(outs, results):
                     values[s] = r
             outputs = {name: values[s] for name, s in self._output_slots}

@@ -238,48 +238,6 @@ def test_outputs_are_checked(demo_graph, inputs):
     assert info.value.where == "outputs"
 
 
-class CrashingBackend(NumpyBackend):
-    """A kernel with a bug: it raises what numpy raises, not the project's error."""
-
-    def prepare(self, node, consts, types):
-        kernel = super().prepare(node, consts, types)
-        if node.name == "plan":
-            def broken(*args):
-                raise ValueError("operands could not be broadcast together")
-            return broken
-        return kernel
-
-
-def test_a_kernel_s_own_exception_is_a_typed_refusal_naming_the_node(demo_graph, inputs):
-    """Never a bare traceback from a call: a backend bug is a BackendError naming the node
-    and the backend, with the original as its cause."""
-    ex = Executor(demo_graph, CrashingBackend())
-    with pytest.raises(BackendError, match=r"^node 'plan': backend 'numpy' failed: ValueError: "
-                                           r"operands could not be broadcast together$") as info:
-        ex.run(inputs)
-    assert info.value.context["node"] == "plan"
-    assert isinstance(info.value.__cause__, ValueError)
-
-
-class CrashingGraphBackend(NumpyBackend):
-    """A backend that runs the whole graph as one kernel, with a bug."""
-
-    name = "whole"
-
-    def prepare_graph(self, graph, checked_indices):
-        def run(feed):
-            raise RuntimeError("session lost")
-        return run
-
-
-def test_a_whole_graph_kernel_s_own_exception_is_a_typed_refusal(demo_graph, inputs):
-    ex = Executor(demo_graph, CrashingGraphBackend())
-    assert ex.whole_graph
-    with pytest.raises(BackendError, match=r"^backend 'whole' failed running model '.*': "
-                                           r"RuntimeError: session lost$"):
-        ex.run(inputs)
-
-
 class NoLstmBackend(NumpyBackend):
     name = "no-lstm"
 
