@@ -204,13 +204,14 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
     ``flatten`` and ``unflatten`` steps: ``("flatten", start, end)`` and ``("unflatten",
     axis, sizes)``, in the order to apply them (axes of the tensor as it is then).
 
-    The dims are read as products (:func:`abi.ops.dims.as_product`) and cut into the fewest consecutive
-    groups whose products are equal on both sides: ``(b, s, 48)`` to ``(b, s, 3, 16)`` is
-    (b)(s)(48 | 3, 16); torch's MultiheadAttention's ``(s, b, 16)`` to ``(s, b*2, 8)`` is
-    (s)(b, 16 | b*2, 8). Each group that changes is flattened into one axis and unflattened
-    into the target's dims (at most one of them run-time: the unflatten's -1). None when no
-    such groups exist: run-time dims reordered (a transpose), or elements that would cross a
-    run-time dim (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``). A -1 in ``target`` is what the
+    The dims are read as products (:func:`abi.ops.dims.as_product`) and cut into the fewest
+    consecutive groups whose products are equal on both sides: ``(b, s, 48)`` to ``(b, s, 3,
+    16)`` is (b)(s)(48 | 3, 16); torch's MultiheadAttention's ``(s, b, 16)`` to ``(s, b*2,
+    8)`` is (s)(b, 16 | b*2, 8). Each group that changes is flattened into one axis and
+    unflattened into the target's dims (at most one of them run-time: the unflatten's -1).
+    None when no such groups exist: run-time dims reordered (a transpose), elements that
+    would cross a run-time dim (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``), or one axis split
+    into two run-time dims (``(s*b, 16)`` to ``(s, b, 16)``). A -1 in ``target`` is what the
     others leave of the input (ModelFileError when that is not a product). No steps: the
     shape is unchanged."""
     have = [dims.as_product(d) for d in in_shape]
