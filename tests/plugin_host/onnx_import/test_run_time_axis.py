@@ -36,20 +36,24 @@ IDIOMS = {
 }
 
 
-def _export(fn, path, *, dynamo: bool):
-    x = torch.randn(2, 5, 4)
+def _export(fn, path, *, dynamo: bool, length: int | None = None):
+    """``fn`` of x (batch, seq, 4) exported with a run-time batch and, unless ``length``
+    fixes it, a run-time sequence length."""
+    x = torch.randn(2, length or 5, 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
+            dims = {0: torch.export.Dim("batch")}
+            if length is None:
+                dims[1] = torch.export.Dim("seq", max=16)
             torch.onnx.export(Fn(fn).eval(), (x,), dynamo=True, verbose=False,
                               input_names=["x"], output_names=["y"],
-                              dynamic_shapes=({0: torch.export.Dim("batch"),
-                                               1: torch.export.Dim("seq", max=16)},)
-                              ).save(str(path))
+                              dynamic_shapes=(dims,)).save(str(path))
         else:
             torch.onnx.export(Fn(fn).eval(), (x,), str(path), dynamo=False,
                               input_names=["x"], output_names=["y"],
-                              dynamic_axes={"x": {0: "batch", 1: "seq"}})
+                              dynamic_axes={"x": {0: "batch"} if length else
+                                            {0: "batch", 1: "seq"}})
     return path
 
 
@@ -209,12 +213,7 @@ def test_writes_along_a_run_time_sequence_take_any_length(idiom, dynamo, tmp_pat
 def test_a_constant_spread_to_a_run_time_shape_counts_from_the_end_of_a_fixed_dim(tmp_path,
                                                                                  signer):
     """``y[:, -1] = 0`` under a dynamic batch only: the -1 along the fixed length 6."""
-    model = tmp_path / "f.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Fn(_set_last).eval(), (torch.randn(2, 6, 4),), dynamo=True,
-                          verbose=False, input_names=["x"], output_names=["y"],
-                          dynamic_shapes=({0: torch.export.Dim("batch")},)).save(str(model))
+    model = _export(_set_last, tmp_path / "f.onnx", dynamo=True, length=6)
     _, loaded = import_and_load(model, tmp_path / "f.pha", signer)
     rng = np.random.default_rng(14)
     runs = check_against_onnxruntime(model, loaded, [
