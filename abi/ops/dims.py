@@ -124,6 +124,24 @@ def _product(text: str) -> Product | None:
     return coefficient, tuple(sorted(names))
 
 
+def product_times(a: Product, b: Product) -> Product:
+    """``a * b`` of two products."""
+    return a[0] * b[0], tuple(sorted(a[1] + b[1]))
+
+
+def product_over(a: Product, b: Product) -> Product | None:
+    """``a / b`` when it is a product (b's coefficient divides a's, b's names are among
+    a's), else None."""
+    names = list(a[1])
+    for name in b[1]:
+        if name not in names:
+            return None
+        names.remove(name)
+    if b[0] <= 0 or a[0] % b[0]:
+        return None
+    return a[0] // b[0], tuple(names)
+
+
 def known_equal(a: Dim, b: Dim) -> bool:
     """True when ``a`` and ``b`` are certainly the same size: equal ints, identical strings,
     or the same product of the same names (``"batch*2"`` and ``"2*batch"``)."""
@@ -170,16 +188,16 @@ def mul(a: Dim, b: Dim) -> Dim:
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
-    """``a // b``; an int when both are ints; a product whose coefficient ``b`` divides, that
-    product divided (``(16*batch)//8`` is ``2*batch``: exact for any size)."""
+    """``a // b``; an int when both are ints; a product that ``b`` divides (its coefficient
+    ``b``'s, its names among ``b``'s), that product divided: ``(16*batch)//8`` is
+    ``2*batch`` and ``(16*seq*batch)//(16*batch)`` is ``seq``, exact for any size."""
     if type(a) is int and type(b) is int:
         return a // b
     if b == 1:
         return a
-    if type(b) is int and b > 0:
-        coefficient, names = as_product(a)
-        if coefficient % b == 0:
-            return product([coefficient // b, *names])
+    quotient = product_over(as_product(a), as_product(b))
+    if quotient is not None:
+        return product([quotient[0], *quotient[1]])
     return _cap(f"{_term(a)}//{_term(b)}")
 
 

@@ -314,23 +314,58 @@ def _flatten(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 
 def _unflatten(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x = inputs[0]
+    x, like = inputs
     n = op.name
     axis = need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
-    sizes, dim = attrs["sizes"], x.shape[axis]
-    known = math.prod(s for s in sizes if s != -1)
+    sizes, dim = list(attrs["sizes"]), x.shape[axis]
+    given = _sizes_from_like(n, like, attrs["like_axes"], sizes)
+    if given is not None:  # each size that like gives is its dim there
+        sizes = [s if g is None else g for s, g in zip(sizes, given)]
+    if sum(s == -1 for s in sizes) > 1:
+        raise ContractError(f"{n}: sizes {list(attrs['sizes'])} leave more than one size to "
+                            f"infer (-1)", op=n, attribute="sizes")
+    known = dims.product(s for s in sizes if s != -1)
     if -1 in sizes:
-        if dims.is_static(dim) and dim % known:
+        if dims.is_static(dim) and dims.is_static(known) and dim % known:
             raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} ({dim}) is not a "
                              f"multiple of {known}, the sizes {list(sizes)} without the -1",
                              where=n, expected=list(sizes), got=x.shape)
         fill = dims.floordiv(dim, known)
-    elif dims.is_static(dim) and dim != known:
+    elif dims.is_static(dim) and dims.is_static(known) and dim != known:
         raise ShapeError(f"{n}: axis {axis} of x shape {fmt(x.shape)} ({dim}) cannot be split "
                          f"into sizes {list(sizes)} ({known} elements)", where=n,
                          expected=list(sizes), got=x.shape)
     out = [fill if s == -1 else s for s in sizes]
     return [TensorType((*x.shape[:axis], *out, *x.shape[axis + 1:]), x.dtype)]
+
+
+def _sizes_from_like(n: str, like: TensorType | None, like_axes, sizes: list) -> list | None:
+    """Per size, like's dim on the axis ``like_axes`` names there (None where it names
+    none, -1); None without ``like``. Both come together, ``like_axes`` one entry per size,
+    and a size like gives is written -1 in ``sizes``."""
+    if (like is None) != (like_axes is None):
+        raise ContractError(f"{n}: input 'like' and attribute 'like_axes' come together, got "
+                            f"{'only like' if like_axes is None else 'only like_axes'}", op=n,
+                            attribute="like_axes")
+    if like is None:
+        return None
+    if len(like_axes) != len(sizes):
+        raise ContractError(f"{n}: like_axes {list(like_axes)} must have one entry per size "
+                            f"{list(sizes)}", op=n, attribute="like_axes")
+    given = []
+    for k, a in enumerate(like_axes):
+        if a == -1:
+            given.append(None)
+            continue
+        if not 0 <= a < len(like.shape):
+            raise ContractError(f"{n}: like_axes[{k}] is {a}, not an axis of like shape "
+                                f"{fmt(like.shape)} (or -1: sizes[{k}] as written)", op=n,
+                                attribute="like_axes")
+        if sizes[k] != -1:
+            raise ContractError(f"{n}: sizes[{k}] is {sizes[k]} where like_axes[{k}] gives it "
+                                f"like's axis {a}; write -1 there", op=n, attribute="sizes")
+        given.append(like.shape[a])
+    return given
 
 
 def _no_zero(v) -> str | None:
@@ -768,14 +803,19 @@ element count must not change."""),
     }, _flatten, doc="""\
 torch.flatten: merge axes start_dim..end_dim (inclusive, negative allowed) into one; a scalar
 is treated as shape (1,)."""),
-    OpDef("unflatten", 1, ("x",), ("y",), {
+    OpDef("unflatten", 1, ("x", "like?"), ("y",), {
         "axis": AttrSpec("int", 0),
-        "sizes": AttrSpec("shape", check=all_of(non_empty, _no_zero)),
+        "sizes": AttrSpec("ints", check=all_of(non_empty, each_at_least(-1), _no_zero)),
+        "like_axes": AttrSpec("ints", None, check=each_at_least(-1)),
     }, _unflatten, doc="""\
 torch.unflatten: axis (negative allowed) split into sizes (C order; each >= 1, or one -1,
 inferred); the inverse of flatten. A symbolic dim on axis can be split, which reshape's one
--1 cannot do next to another symbolic dim: (N, L, 48) to (N, L, 3, 16). The dim must then be
-the sizes' product (a multiple of it with a -1) when the call runs, else ShapeError."""),
+-1 cannot do next to another symbolic dim: (N, L, 48) to (N, L, 3, 16). With like (any
+tensor; only its shape is read) and like_axes (one entry per size: an axis of like, or -1),
+a size is like's dim on that axis, written -1 in sizes: (L*N, 16) to (L, N, 16), two
+symbolic dims, from an x of shape (L, N, 16). At most one size is left to infer. The dim
+must be the sizes' product (a multiple of it with a -1) when the call runs, else
+ShapeError."""),
     OpDef("transpose", 1, ("x",), ("y",), {"perm": AttrSpec("ints")}, _transpose, doc="""\
 Permute axes: output axis i is input axis perm[i]; perm is a permutation of range(rank)."""),
     OpDef("slice", 1, ("x",), ("y",), {

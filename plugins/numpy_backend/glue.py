@@ -308,16 +308,21 @@ def flatten(x, *, start_dim, end_dim):
     return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1:])
 
 
-def unflatten(x, *, axis, sizes):
-    """axis split into sizes; a dim that does not fit them (a symbolic one, known only now)
-    is a ShapeError, not numpy's ValueError."""
+def unflatten(x, like=None, *, axis, sizes, like_axes=None):
+    """axis split into sizes (those ``like_axes`` names taken from like's shape); a dim that
+    does not fit them (a symbolic one, known only now) is a ShapeError, not numpy's
+    ValueError. The -1 is worked out here (0 when the other sizes hold no element), as the
+    onnxruntime backend works it out."""
+    if like is not None:
+        sizes = [s if a == -1 else like.shape[a] for s, a in zip(sizes, like_axes)]
     axis %= x.ndim
     dim, known = x.shape[axis], int(np.prod([s for s in sizes if s != -1]))
-    if (dim % known if -1 in sizes else dim != known):
+    wanted = [dim // max(known, 1) if s == -1 else s for s in sizes]
+    if int(np.prod(wanted)) != dim:
         raise ShapeError(f"unflatten: axis {axis} of x shape {x.shape} ({dim}) does not split "
                          f"into sizes {list(sizes)}", where="unflatten", expected=list(sizes),
                          got=x.shape)
-    return x.reshape(x.shape[:axis] + tuple(sizes) + x.shape[axis + 1:])
+    return x.reshape(x.shape[:axis] + tuple(wanted) + x.shape[axis + 1:])
 
 
 def transpose(x, *, perm):

@@ -455,20 +455,35 @@ def grid_sample(e, node, ins, outs, a):
 
 
 def unflatten(e, node, ins, outs, a):
-    """Reshape to the dims before axis, the sizes and the dims after (read from x when any is
-    symbolic); a dim that does not split so is onnxruntime's refusal of the run."""
-    x = ins[0]
+    """Reshape to the dims before axis, the sizes and the dims after (read from x, and from
+    like for the sizes it gives, when any is symbolic); a dim that does not split so is
+    onnxruntime's refusal of the run."""
+    x, like = ins[0], (ins[1] if len(ins) > 1 and ins[1] else None)
     out = e.types[outs[0]].shape
     if all(isinstance(d, int) for d in out):
         e.op("Reshape", [x, e.const(list(out), np.int64)], outs, allowzero=1)
         return
     axis, sizes = a["axis"] % len(e.types[x].shape), list(a["sizes"])
-    split = [e.const(sizes, np.int64)]
-    if -1 in sizes:  # worked out here, so that the Reshape can take a 0 dim literally
-        k = sizes.index(-1)
-        fill = e.op("Div", [e.op("Shape", [x], start=axis, end=axis + 1)[0],
-                            e.const([math.prod(s for s in sizes if s != -1)], np.int64)])
-        split = [e.const(sizes[:k], np.int64), *fill, e.const(sizes[k + 1:], np.int64)]
+    taken = a["like_axes"] if like is not None else [-1] * len(sizes)
+    split: list = [e.op("Shape", [like], start=t, end=t + 1)[0] if t != -1 else s
+                   for s, t in zip(sizes, taken)]
+    if -1 in split:  # worked out here, so that the Reshape can take a 0 dim literally
+        k = split.index(-1)
+        others = split[:k] + split[k + 1:]
+        fixed, read = math.prod(d for d in others if type(d) is int), [
+            d for d in others if type(d) is not int]
+        known = e.const([fixed], np.int64)
+        if read:  # the like sizes' product; at least 1, as the numpy backend divides
+            known = e.op("Max", [e.op("ReduceProd", [e.op("Concat", [known, *read], axis=0)[0]],
+                                      keepdims=1)[0], e.const([1], np.int64)])[0]
+        split[k] = e.op("Div", [e.op("Shape", [x], start=axis, end=axis + 1)[0], known])[0]
+    merged: list = []  # runs of fixed sizes as one constant each
+    for d in split:
+        if type(d) is int and merged and type(merged[-1]) is list:
+            merged[-1].append(d)
+        else:
+            merged.append([d] if type(d) is int else d)
+    split = [e.const(d, np.int64) if type(d) is list else d for d in merged]
     parts = [e.op("Shape", [x], end=axis)[0], *split, e.op("Shape", [x], start=axis + 1)[0]]
     e.op("Reshape", [x, e.op("Concat", parts, axis=0)[0]], outs, allowzero=1)
 

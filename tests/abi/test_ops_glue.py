@@ -180,6 +180,9 @@ GOOD = [
      lambda a, i: torch.from_numpy(a)[..., 0]),
     ("unflatten", [z(2, 12, 3)], {"axis": 1, "sizes": [3, -1]},
      lambda a: torch.from_numpy(a).unflatten(1, (3, -1))),
+    ("unflatten", [z(12, 3), z(4, 5, 3, dtype=np.uint8)],
+     {"axis": 0, "sizes": [-1, -1, -1], "like_axes": [0, -1, 2]},
+     lambda a, like: torch.from_numpy(a).unflatten(0, (4, -1, 3))),
     ("gather_elements", [z(3, 4, 5), np.zeros((2, 4, 3), np.int64)], {"axis": -1},
      lambda a, i: torch.gather(torch.from_numpy(a), -1, torch.from_numpy(i))),
     ("scatter_elements", [z(3, 4, 5), np.zeros((2, 4, 3), np.int64), z(2, 4, 3)],
@@ -278,6 +281,15 @@ def test_symbolic_dims():
         T(("N", "L", 3, 16), f32)]
     assert infer("unflatten", [T(("N*2", 8), f32)], {"axis": 0, "sizes": [-1, 2]}) == [
         T(("N", 2, 8), f32)]
+    # sizes like gives: (L*N, 16) back to (L, N, 16); a -1 left beside them is what they leave
+    assert infer("unflatten", [T(("L*N", 16), f32), T(("L", "N", 16), f32)],
+                 {"axis": 0, "sizes": [-1, -1], "like_axes": [0, 1]}) == [T(("L", "N", 16), f32)]
+    assert infer("unflatten", [T((3, "16*L*N"), f32), T(("N", "L"), "bool")],
+                 {"axis": 1, "sizes": [-1, -1, 8], "like_axes": [1, -1, -1]}) == [
+        T((3, "L", "2*N", 8), f32)]
+    # not known equal when the call runs (a sum): left to the call
+    assert infer("unflatten", [T(("L+1", 4), f32), T(("L", 1), f32)],
+                 {"axis": 0, "sizes": [-1, 1], "like_axes": [0, -1]}) == [T(("L", 1, 4), f32)]
     # gather_elements and scatter_elements along a symbolic dim: the indices are checked when
     # the call sizes it
     assert infer("gather_elements", [T(("N", "L", 4), f32), T(("N", 2, 4), i64)],
@@ -449,6 +461,37 @@ REFUSALS = [
      "elements)"),
     ("unflatten", [T((2, 10), f32)], {"axis": 1, "sizes": [0, -1]}, OpError,
      "attribute 'sizes' must have no 0 entry, got [0, -1]"),
+    ("unflatten", [T((2, 10), f32)], {"axis": 1, "sizes": [-1, -1]}, ContractError,
+     "unflatten: sizes [-1, -1] leave more than one size to infer (-1)"),
+    ("unflatten", [T((2, 10), f32), T((2, 5), f32)], {"axis": 1, "sizes": [-1, -1, -1],
+                                                     "like_axes": [0, -1, -1]}, ContractError,
+     "unflatten: sizes [-1, -1, -1] leave more than one size to infer (-1)"),
+    ("unflatten", [T((2, 10), f32), T((2, 5), f32)], {"axis": 1, "sizes": [2, 5]},
+     ContractError, "unflatten: input 'like' and attribute 'like_axes' come together, got "
+     "only like"),
+    ("unflatten", [T((2, 10), f32)], {"axis": 1, "sizes": [2, -1], "like_axes": [0, -1]},
+     ContractError, "unflatten: input 'like' and attribute 'like_axes' come together, got "
+     "only like_axes"),
+    ("unflatten", [T((2, 10), f32), T((2, 5), f32)], {"axis": 1, "sizes": [-1, 5],
+                                                     "like_axes": [0]}, ContractError,
+     "unflatten: like_axes [0] must have one entry per size [-1, 5]"),
+    ("unflatten", [T((2, 10), f32), T((2, 5), f32)], {"axis": 1, "sizes": [-1, 5],
+                                                     "like_axes": [2, -1]}, ContractError,
+     "unflatten: like_axes[0] is 2, not an axis of like shape (2, 5) (or -1: sizes[0] as "
+     "written)"),
+    ("unflatten", [T((2, 10), f32), T((2, 5), f32)], {"axis": 1, "sizes": [2, 5],
+                                                     "like_axes": [0, -1]}, ContractError,
+     "unflatten: sizes[0] is 2 where like_axes[0] gives it like's axis 0; write -1 there"),
+    ("unflatten", [T((2, 10), f32), T((2, 4), f32)], {"axis": 1, "sizes": [-1, -1],
+                                                     "like_axes": [0, 1]}, ShapeError,
+     "unflatten: axis 1 of x shape (2, 10) (10) cannot be split into sizes [2, 4] (8 "
+     "elements)"),
+    ("unflatten", [T((2, 10), f32), T((3,), f32)], {"axis": 1, "sizes": [-1, -1],
+                                                   "like_axes": [0, -1]}, ShapeError,
+     "unflatten: axis 1 of x shape (2, 10) (10) is not a multiple of 3, the sizes [3, -1] "
+     "without the -1"),
+    ("unflatten", [T((2, 10), f32)], {"axis": 1, "sizes": [2, -2]}, OpError,
+     "attribute 'sizes' must have every entry >= -1, got [2, -2]"),
     ("gather_elements", [T((3, 4), f32), T((3, 5), i64)], {"axis": 0}, ShapeError,
      "gather_elements: indices shape (3, 5) exceeds x shape (3, 4) on axis 1"),
     ("gather_elements", [T((3, "n"), f32), T((3, "m"), i64)], {"axis": 0}, ShapeError,

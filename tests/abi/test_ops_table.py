@@ -259,6 +259,9 @@ def test_dims_arithmetic():
     # a product whose coefficient the divisor divides: that product divided, exactly
     assert dims.floordiv("(16*N)//2", 8) == "N" and dims.floordiv("6*N*W", 4) == "(6*N*W)//4"
     assert dims.floordiv(dims.mul("N", 6), 3) == "2*N"
+    # by a product whose names are among the dividend's: (16*L*N)//(16*N) is L
+    assert dims.floordiv("16*L*N", "16*N") == "L" and dims.floordiv("N*L", "L*N") == 1
+    assert dims.floordiv("N", "L") == "N//L" and dims.floordiv("6*N", "4*N") == "(6*N)//(4*N)"
     assert dims.known_equal("N*2", "2*N") and dims.known_equal("(4*N)//2", "N*2")
     assert not dims.known_equal("N*2", "N*3") and not dims.known_equal("N", "M")
     assert dims.broadcast("2*N", "N*2") == "2*N"  # the same size, not broadcast(2*N,N*2)

@@ -551,6 +551,11 @@ def test_shape_ops():
     np.testing.assert_array_equal(y, t(X).reshape(2, -1).numpy())
     (y,) = run_op("unflatten", [X[..., :6]], axis=-1, sizes=[-1, 2])
     np.testing.assert_array_equal(y, t(X[..., :6]).unflatten(-1, (-1, 2)).numpy())
+    merged = X.reshape(-1, X.shape[-1])  # (N*C*H, W) back to (N, C, H, W): sizes read from X
+    (y,) = run_op("unflatten", [merged, X], axis=0, sizes=[-1, -1, -1], like_axes=[0, 1, 2])
+    np.testing.assert_array_equal(y, t(merged).unflatten(0, X.shape[:3]).numpy())
+    (y,) = run_op("unflatten", [merged, X], axis=0, sizes=[-1, -1, -1], like_axes=[0, -1, 2])
+    np.testing.assert_array_equal(y, t(merged).unflatten(0, (X.shape[0], -1, X.shape[2])).numpy())
     (y,) = run_op("transpose", [X], perm=[0, 2, 3, 1])
     np.testing.assert_array_equal(y, t(X).permute(0, 2, 3, 1).numpy())
     (y,) = run_op("concat", [X, X[:, :1]], axis=1)

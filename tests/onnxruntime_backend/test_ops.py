@@ -503,6 +503,34 @@ def test_unflatten_of_a_symbolic_dim_that_does_not_split_is_refused(sizes):
     assert_same(graph, {"x": f32(2, 6)})
 
 
+@pytest.mark.parametrize("sizes, like_axes", [([-1, -1], [0, 1]), ([-1, 2, -1], [0, -1, 1]),
+                                               ([-1, -1, 2], [0, -1, -1])],
+                         ids=["both", "with-a-fixed-size", "with-a-minus-one"])
+def test_unflatten_sizes_read_from_like(sizes, like_axes):
+    """An axis (m) split into sizes like's shape gives when the call runs (like (l, n)):
+    the same on both backends, an empty like too (a -1 beside a size like gives as 0 is 0
+    on both); a dim that does not split is refused on each (numpy's ShapeError,
+    onnxruntime's refusal of the Reshape)."""
+    b = GraphBuilder("unflatten")
+    x = b.input("x", ("m", 4), "float32", "ANY")
+    like = b.input("like", ("l", "n"), "bool", "ANY")
+    y = b.op("unflatten", x, like, name="node", axis=0, sizes=sizes, like_axes=like_axes)
+    if like_axes[1] == -1 and sizes[1] == -1:  # its size is an expression: summed away
+        y = b.op("sum", y, name="total", axes=[1])
+    b.output(y, "y", "ANY")
+    graph = b.build()
+    fixed = 2 if 2 in sizes else 1
+    for l, n in ((2, 3), (1, 1), (0, 3), (3, 0)):
+        assert_same(graph, {"x": f32(l * n * fixed, 4), "like": np.ones((l, n), bool)})
+    bad = {"x": f32(7, 4), "like": np.ones((2, 3), bool)}
+    with pytest.raises(ShapeError, match=r"unflatten: axis 0 of x shape \(7, 4\) \(7\) does "
+                                         r"not split into sizes"):
+        Executor(graph, NumpyBackend()).run(bad)
+    with pytest.raises(BackendError, match=r"onnxruntime backend: model 'unflatten': the run "
+                                           r"failed: .*Reshape"):
+        Executor(graph, OnnxruntimeBackend()).run(bad)
+
+
 def _along_symbolic(op: str, dtype: str, constant: np.ndarray | None = None,
                     reduction: str = "none"):
     """``op`` (gather_elements, scatter_elements) along the symbolic dim 'T' of x (2, T), at

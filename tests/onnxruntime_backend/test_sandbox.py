@@ -221,6 +221,33 @@ def test_an_index_along_a_symbolic_dim_is_checked_in_the_confined_worker(tmp_pat
         np.testing.assert_array_equal(ex.run({"x": x[:, 3:]})["y"], x[:, 3:4])
 
 
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
+def test_an_unflatten_reads_its_sizes_from_like_in_the_confined_worker(backend, tmp_path):
+    """(l*n, 4) back to (l, n, 4), l and n read from like's shape when the call runs: each
+    backend in the worker gives x reshaped at every size, an empty like too."""
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("split")
+    x = b.input("x", ("m", 4), "float32", "ANY")
+    like = b.input("like", ("l", "n"), "bool", "ANY")
+    b.output(b.op("unflatten", x, like, name="split", axis=0, sizes=[-1, -1],
+                  like_axes=[0, 1]), "y", "ANY")
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path / "split.pha"
+    build_artifact(b.build(), path, version="1.0.0", backends=["numpy", "onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=100.0, golden_cases=1)
+    sign_artifact(path, key)
+    plugins = ("numpy_backend",) if backend == "numpy" else ("onnxruntime_backend",)
+    with SandboxedExecutor(path, trust=trust, backend=backend, backend_plugins=plugins) as ex:
+        for l, n in ((2, 3), (3, 2), (0, 5)):
+            x = np.arange(l * n * 4, dtype=np.float32).reshape(l * n, 4)
+            got = ex.run({"x": x, "like": np.ones((l, n), bool)})["y"]
+            np.testing.assert_array_equal(got, x.reshape(l, n, 4))
+        assert list(ex.audit_events) == []
+
+
 def _raw_plane_graph():
     """A uint16 raw plane and int16 offsets: the offsets wrap-added in int16, clipped and
     scaled in float32; max and matmul of int16, which onnxruntime computes in int32."""
