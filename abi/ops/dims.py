@@ -16,6 +16,7 @@ undecided cases are checked at run time, when the tensors have real shapes.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Iterable
 
 __all__ = ["Dim", "Product", "as_product", "is_static", "known_equal", "known_different", "add",
@@ -49,11 +50,35 @@ def as_product(d: Dim) -> Product:
     """``d`` as a product: an int is ``(d, ())``; a name ``(1, (name,))``; a product and exact
     division of names and ints, as this module writes them (``"batch*2"``, ``"2*batch"``,
     ``"(16*batch)//8"``), their coefficient and names. Anything else (a sum, a division that
-    does not come out whole) is one name of its own, compared as written."""
+    does not come out whole) is one name of its own, compared as written, except that a floor
+    quotient of a name and ints is written one way (:func:`_atom`: a conv's ``(H-4)//4+1``
+    is ``H//4``)."""
     if type(d) is int:
         return d, ()
     parsed = _product(str(d))
-    return parsed if parsed is not None else (1, (_unwrapped(str(d)),))
+    return parsed if parsed is not None else (1, (_atom(str(d)),))
+
+
+#: ``(x+a)//s+b`` of a name x and ints: a conv's or a pool's output size
+_SHIFTED_QUOTIENT = re.compile(r"\(([A-Za-z_]\w*)([+-]\d+)?\)//(\d+)([+-]\d+)?|"
+                               r"([A-Za-z_]\w*)//(\d+)([+-]\d+)?")
+
+
+def _atom(text: str) -> str:
+    """``text`` as one name of a product, parentheses around it dropped, and a floor
+    quotient of a name plus ints written one way: ``(x+a)//s+b`` is ``(x+a+b*s)//s`` (exact
+    for integers), ``x//s`` when that sum is 0. So a conv's output size ``(H-4)//4+1`` and
+    an exporter's ``H//4`` are one name."""
+    text = _unwrapped(text)
+    match = _SHIFTED_QUOTIENT.fullmatch(text.replace(" ", ""))
+    if match is None:
+        return text
+    x, a, s, b = (match.group(1, 2, 3, 4) if match.group(1) is not None
+                  else (match.group(5), None, match.group(6), match.group(7)))
+    if int(s) == 0:
+        return text
+    shift = int(a or 0) + int(b or 0) * int(s)
+    return f"{x}//{s}" if shift == 0 else f"({x}{shift:+d})//{s}"
 
 
 def _top_level(text: str, sep: str) -> list[str]:
@@ -115,7 +140,7 @@ def _product(text: str) -> Product | None:
         elif _wrapped(factor):  # a product in parentheses, or any other expression: a name
             inner = _product(factor)
             if inner is None:
-                names.append(_unwrapped(factor))
+                names.append(_atom(factor))
             else:
                 coefficient *= inner[0]
                 names += inner[1]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from abi.ops import dims
+
 from ..errors import ModelFileError
 from . import symbolic
 from .fold import (axis_in, flatten_axis, int_vector, one_value, onnx_slice, reshape_target,
@@ -45,10 +47,57 @@ def _regrouped(imp, node, x: str, steps: list) -> None:
     y = imp.tensor(x)
     for k, (op, axis, arg) in enumerate(steps):
         last = k == len(steps) - 1
-        attrs = ({"start_dim": axis, "end_dim": arg} if op == "flatten"
-                 else {"axis": axis, "sizes": list(arg)})
-        [y] = imp.emit(op, [y], [node.output[0] if last else None], attrs,
+        ins, attrs = [y], {"start_dim": axis, "end_dim": arg}
+        if op == "unflatten":
+            like, attrs = _unflatten_sizes(imp, axis, arg)
+            ins += [like] if like else []
+        [y] = imp.emit(op, ins, [node.output[0] if last else None], attrs,
                        suffix="" if last else f"/{op}{k}")
+
+
+def _unflatten_sizes(imp, axis: int, sizes: list) -> tuple[str | None, dict]:
+    """An ``unflatten``'s ``like`` input (None: none) and attributes for ``sizes`` (ints and
+    run-time dims). One run-time dim is the -1 (the fixed sizes are never 0, so it is exact).
+    Two and more are each read from ``like`` when the call runs (``like_axes``), as a -1
+    beside another run-time size would be wrong when that size is 0: the tensor whose Shape
+    the model took when it has them all as its own dims (the input of torch's
+    MultiheadAttention, whose ``(seq*batch, 16)`` goes back to ``(seq, batch, 16)``), else a
+    mask built to carry each on its own axis (:func:`_sizes_mask`)."""
+    free = [k for k, d in enumerate(sizes) if type(d) is not int]
+    if len(free) <= 1:
+        return None, {"axis": axis, "sizes": [-1 if k in free else d
+                                              for k, d in enumerate(sizes)]}
+    found = {k: dim_source(imp, sizes[k]) for k in free}
+    sources = {None if f is None else f[0] for f in found.values()}
+    if len(sources) == 1 and None not in sources:
+        [like] = sources
+        at = {k: f[1] for k, f in found.items()}
+    else:
+        like = _sizes_mask(imp, [sizes[k] for k in free])
+        at = {k: n for n, k in enumerate(free)}
+    return like, {"axis": axis, "sizes": [-1 if k in free else d for k, d in enumerate(sizes)],
+                  "like_axes": [at.get(k, -1) for k in range(len(sizes))]}
+
+
+def _sizes_mask(imp, sizes: list) -> str:
+    """A bool tensor whose axis k has the run-time size ``sizes[k]``, a product of ints and
+    run-time dims (``2*seq``): per size, the :func:`run_time_mask` of its dims, expanded by
+    its int factor and flattened into one axis; the sizes' axes broadcast together."""
+    mask = None
+    for k, size in enumerate(sizes):
+        factor, names = dims.as_product(size)
+        y = run_time_mask(imp, [*names, factor])  # (n1, ..., 1): the factor expanded next
+        if factor != 1:
+            y = imp.emit("expand", [y], [None], {"shape": [1] * len(names) + [factor]},
+                         suffix=f".size{k}.factor")[0]
+        if len(names) + (factor != 1) > 1:
+            y = imp.emit("flatten", [y], [None], {"start_dim": 0, "end_dim": -1},
+                         suffix=f".size{k}.flat")[0]
+        y = imp.emit("reshape", [y], [None], {"shape": [1] * k + [-1] + [1] * (
+            len(sizes) - k - 1)}, suffix=f".size{k}")[0]
+        mask = y if mask is None else imp.emit("or", [mask, y], [None],
+                                                suffix=f".sizes{k}")[0]
+    return mask
 
 
 @maps("Reshape")
@@ -59,6 +108,14 @@ def _reshape(imp, node, attrs):
     target = reshape_target(imp.shape_value(node.input[1], "shape"), in_shape,
                             attrs.get("allowzero", 0))
     if any(type(d) is not int for d in target):  # computed from a run-time shape
+        counts = None if -1 in target else symbolic.counts_differ(in_shape, target)
+        if counts is not None:
+            raise imp.unsupported(
+                f"target shape {target} holds {counts[1]} elements and the input shape "
+                f"{in_shape} {counts[0]}, equal only at some sizes of the run-time dims: the "
+                f"exporter wrote a size it saw when tracing as a constant (torch's legacy "
+                f"exporter does so for MultiheadAttention under a dynamic length), and "
+                f"onnxruntime refuses this Reshape at the other sizes")
         written = symbolic.reshape_target(target, in_shape)
         if written is None:  # (b, s, 48) to (b, s, 3, 16): flatten and unflatten
             steps = symbolic.regroup(in_shape, target)
@@ -228,6 +285,21 @@ def run_time_arange(imp, dims: list, axis: int, sources: dict | None = None,
     return imp.emit("sub", [count, one], [None], suffix=f"/arange{axis}")[0]
 
 
+def dim_source(imp, d) -> tuple[str, int] | None:
+    """``(graph tensor, axis)`` of a tensor whose dim there is ``d``, written so or known
+    equal (``H//4`` and a conv's ``(H-4)//4+1``): one whose Shape the model took, else the
+    first of the graph so far that has it (the model may compute ``H//4`` from the input's
+    Shape, where the conv's output has it as a dim); None if none."""
+    if d in imp.dim_source:
+        return imp.dim_source[d]
+    found = next((v for k, v in imp.dim_source.items() if dims.known_equal(k, d)), None)
+    if found is None:
+        found = next(((name, axis) for name, t in imp.types.items()
+                      for axis, have in enumerate(t.shape)
+                      if type(have) is not int and dims.known_equal(have, d)), None)
+    return found
+
+
 def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     """A bool tensor of rank ``len(dims)`` that carries each run-time dim of ``dims`` on its
     axis (1 on the others), read back from a tensor that has it (``equal`` of a
@@ -238,7 +310,7 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     for axis, d in enumerate(dims):
         if type(d) is int:
             continue
-        known = (sources or {}).get(d) or imp.dim_source.get(d)
+        known = (sources or {}).get(d) or dim_source(imp, d)
         if known is None:
             raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is not a dim of a tensor "
                                   f"whose Shape the model takes")

@@ -147,6 +147,22 @@ def entries(value: np.ndarray) -> list:
     return [_entry(v) for v in value.reshape(-1)]
 
 
+def counts_differ(in_shape: Sequence, target: Sequence) -> tuple[dims.Dim, dims.Dim] | None:
+    """The element counts of ``in_shape`` and of ``target`` (no -1) when they are products of
+    different run-time dims, else None. Certain only where both are products of ints and
+    plain names (two such products of different names differ at some sizes); an expression
+    of another kind (a sum, a broadcast) may equal anything, so it never counts as
+    different. A target holding a size the exporter saw when tracing, written as a constant
+    where the model computes it from a run-time dim (torch's legacy exporter,
+    MultiheadAttention under a dynamic length), is such a target. Products of the same names
+    with different ints (``24*batch`` and ``18*batch``) are :func:`reshape_target`'s to
+    refuse: the file is wrong at every size but 0."""
+    a, b = dims.as_product(dims.product(in_shape)), dims.as_product(dims.product(target))
+    if a[1] == b[1] or not all(n.isidentifier() for n in a[1] + b[1]):
+        return None
+    return dims.product([a[0], *a[1]]), dims.product([b[0], *b[1]])
+
+
 def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
     """A Reshape target holding symbolic dims as the ABI's ``reshape`` takes it (ints, at most
     one -1), or None when it cannot be written so.
@@ -182,23 +198,6 @@ def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
 Product = dims.Product
 
 
-def _times(a: Product, b: Product) -> Product:
-    return a[0] * b[0], tuple(sorted(a[1] + b[1]))
-
-
-def _over(a: Product, b: Product) -> Product | None:
-    """``a / b`` when it is a product (b's coefficient divides a's, b's names are among
-    a's), else None."""
-    names = list(a[1])
-    for name in b[1]:
-        if name not in names:
-            return None
-        names.remove(name)
-    if b[0] == 0 or a[0] % b[0]:
-        return None
-    return a[0] // b[0], tuple(names)
-
-
 def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]] | None:
     """A Reshape from ``in_shape`` to ``target`` that keeps run-time dims apart, as
     ``flatten`` and ``unflatten`` steps: ``("flatten", start, end)`` and ``("unflatten",
@@ -208,22 +207,23 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
     consecutive groups whose products are equal on both sides: ``(b, s, 48)`` to ``(b, s, 3,
     16)`` is (b)(s)(48 | 3, 16); torch's MultiheadAttention's ``(s, b, 16)`` to ``(s, b*2,
     8)`` is (s)(b, 16 | b*2, 8). Each group that changes is flattened into one axis and
-    unflattened into the target's dims (at most one of them run-time: the unflatten's -1).
-    None when no such groups exist: run-time dims reordered (a transpose), elements that
-    would cross a run-time dim (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``), or one axis split
-    into two run-time dims (``(s*b, 16)`` to ``(s, b, 16)``). A -1 in ``target`` is what the
-    others leave of the input (ModelFileError when that is not a product). No steps: the
-    shape is unchanged."""
+    unflattened into the target's dims: ints, and one run-time dim as the -1, or two and more
+    as the dims themselves (``(s*b, 16)`` to ``(s, b, 16)``: ``[("unflatten", 0, ["s",
+    "b"])]``), which the importer reads from a tensor that has them. None when no such groups
+    exist: run-time dims reordered (a transpose), or elements that would cross a run-time dim
+    (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``). A -1 in ``target`` is what the others leave of
+    the input (ModelFileError when that is not a product). No steps: the shape is
+    unchanged."""
     have = [dims.as_product(d) for d in in_shape]
     want = [None if d == -1 else dims.as_product(d) for d in target]
     whole = (1, ())
     for p in have:
-        whole = _times(whole, p)
+        whole = dims.product_times(whole, p)
     rest = (1, ())
     for p in want:
-        rest = rest if p is None else _times(rest, p)
+        rest = rest if p is None else dims.product_times(rest, p)
     if None in want:
-        fill = _over(whole, rest)
+        fill = dims.product_over(whole, rest)
         if fill is None or want.count(None) > 1:
             raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the -1 "
                                  f"is not a whole part of the input")
@@ -235,11 +235,11 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
         gi, gj, pi, pj = [i], [j], have[i], want[j]
         i, j = i + 1, j + 1
         while pi != pj:
-            if _over(pj, pi) is not None and i < len(have):
-                pi, i = _times(pi, have[i]), i + 1
+            if dims.product_over(pj, pi) is not None and i < len(have):
+                pi, i = dims.product_times(pi, have[i]), i + 1
                 gi.append(i - 1)
-            elif _over(pi, pj) is not None and j < len(want):
-                pj, j = _times(pj, want[j]), j + 1
+            elif dims.product_over(pi, pj) is not None and j < len(want):
+                pj, j = dims.product_times(pj, want[j]), j + 1
                 gj.append(j - 1)
             else:
                 return None
@@ -256,8 +256,9 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
         if len(gi) > 1:
             steps.append(("flatten", gi[0], gi[-1]))
         if len(gj) > 1:
-            sizes = [want[k][0] if not want[k][1] else -1 for k in gj]
-            if sizes.count(-1) > 1:
-                return None
+            sizes = [target[k] if target[k] != -1 else dims.product([want[k][0], *want[k][1]])
+                     for k in gj]
+            if sum(type(d) is not int for d in sizes) == 1:  # the unflatten's -1
+                sizes = [d if type(d) is int else -1 for d in sizes]
             steps.append(("unflatten", gi[0], sizes))
     return steps

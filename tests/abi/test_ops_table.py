@@ -262,6 +262,11 @@ def test_dims_arithmetic():
     # by a product whose names are among the dividend's: (16*L*N)//(16*N) is L
     assert dims.floordiv("16*L*N", "16*N") == "L" and dims.floordiv("N*L", "L*N") == 1
     assert dims.floordiv("N", "L") == "N//L" and dims.floordiv("6*N", "4*N") == "(6*N)//(4*N)"
+    # a floor quotient of a name and ints read one way: (x+a)//s+b is (x+a+b*s)//s
+    assert dims.known_equal("(H-4)//4+1", "H//4") and dims.known_equal("(H-3)//2+1", "(H-1)//2")
+    assert dims.known_equal("((H-4)//4+1)*((W-4)//4+1)", "(W//4)*(H//4)")
+    assert dims.as_product("(H+2)//4+1") == (1, ("(H+6)//4",))
+    assert not dims.known_equal("(H-4)//4+1", "H//2") and not dims.known_equal("H//4", "H")
     assert dims.known_equal("N*2", "2*N") and dims.known_equal("(4*N)//2", "N*2")
     assert not dims.known_equal("N*2", "N*3") and not dims.known_equal("N", "M")
     assert dims.broadcast("2*N", "N*2") == "2*N"  # the same size, not broadcast(2*N,N*2)
@@ -304,8 +309,11 @@ def test_symbolic_expressions_stay_bounded():
     ("2*batch", (2, ("batch",))), ("(16*batch)//8", (2, ("batch",))),
     ("((16*b)//8)*s", (2, ("b", "s"))), ("s//2", (1, ("s//2",))), ("h+2", (1, ("h+2",))),
     ("(a)(b)", (1, ("(a)(b)",))), ("(" * 90 + "b" + ")" * 90, (1, ("b",))),
-    ("(h-1)//2+1", (1, ("(h-1)//2+1",))), ("(h+1)*2", (2, ("h+1",))),  # sums are names
-    ("((h-2)//2+1)*((w-2)//2+1)", (1, ("(h-2)//2+1", "(w-2)//2+1")))])
+    ("h-1", (1, ("h-1",))), ("(h+1)*2", (2, ("h+1",))),  # sums are names
+    # a conv's output sizes: a floor quotient of a name and ints, written one way
+    ("(h-1)//2+1", (1, ("(h+1)//2",))),
+    ("((h-2)//2+1)*((w-2)//2+1)", (1, ("h//2", "w//2")))])
 def test_dims_read_the_products_their_arithmetic_writes(dim, product):
-    """Anything else is a name of its own: compared as written, as the ABI compares it."""
+    """Anything else is a name of its own: compared as written (a floor quotient of a name
+    and ints as ``(x+c)//s``), as the ABI compares it."""
     assert dims.as_product(dim) == product

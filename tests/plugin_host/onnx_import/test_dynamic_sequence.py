@@ -7,14 +7,16 @@ length, on both backends."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
-from plugin_host.onnx_import.symbolic import regroup
+from plugin_host.onnx_import.symbolic import counts_differ, regroup
 
-from .conftest import Fn, assert_refused, check_against_onnxruntime, import_and_load, onnx, torch
+from .conftest import (Fn, assert_refused, check_against_onnxruntime, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 
@@ -38,11 +40,26 @@ F = torch.nn.functional
     # a conv's run-time output dims, flattened as tokens
     (["b", 8, "(h-2)//2+1", "(w-2)//2+1"], ["b", 8, "((h-2)//2+1)*((w-2)//2+1)"],
      [("flatten", 2, 3)]),
+    # back to the batch and length after a linear over (seq*batch, 16): each read at run time
+    (["s*b", 16], ["s", "b", 16], [("unflatten", 0, ["s", "b"])]),
+    (["b*s", 16], ["b", "s*2", 8], [("flatten", 0, 1), ("unflatten", 0, ["b", "s*2", 8])]),
     (["b", 6, "s", 4], ["b", 3, "s", 8], None),  # elements would cross s
     (["b", "s", 16], ["s", "b", 16], None),  # a transpose, not a reshape
 ])
 def test_regroup_plans_flatten_and_unflatten_steps(in_shape, target, steps):
     assert regroup(in_shape, target) == steps
+
+
+@pytest.mark.parametrize("in_shape, target, counts", [
+    (["seq", "batch", 16], [5, "batch*2", 8], ("16*batch*seq", "80*batch")),
+    (["seq", "batch", 16], ["seq", "batch*2", 8], None),
+    (["(16*b)//8", 8], ["b", 16], None),  # the same 16*b, written two ways
+    (["(H-4)//4+1", "W"], ["H//4", "W"], None),  # a conv's size, as an exporter writes it
+    (["s+1", 4], ["s", 4], None),  # a sum may equal anything: never "different"
+    (["b", 6, 4], ["b", 18], None),  # wrong at every size but 0: reshape_target's refusal
+])
+def test_counts_differ_only_where_sizes_exist_at_which_they_do(in_shape, target, counts):
+    assert counts_differ(in_shape, target) == counts
 
 
 def test_regroup_refuses_a_minus_one_that_does_not_divide():
@@ -156,34 +173,122 @@ def test_a_reshape_that_moves_elements_across_a_run_time_dim_is_refused(tmp_path
                    "input's between them")
 
 
-def test_multihead_attention_over_both_run_time_dims_is_refused_pointing_at_dim(tmp_path,
-                                                                                 signer):
-    """torch's MultiheadAttention merges the sequence and the batch into one axis and splits
-    them again, which no flatten or unflatten can do (one -1); fixing one of them imports."""
+class _Attention(torch.nn.Module):
+    def __init__(self, batch_first: bool = False):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(16, 2, batch_first=batch_first)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("batch_first", [False, True], ids=["seq-first", "batch-first"])
+def test_multihead_attention_takes_any_batch_and_length(batch_first, tmp_path, signer):
+    """The dynamo exporter's MultiheadAttention merges the batch and the length into one axis
+    for the output projection and splits it into the two run-time dims again: an unflatten
+    whose sizes are read from the input's shape when the call runs."""
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-    class Attention(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.attn = torch.nn.MultiheadAttention(16, 2)
+    model = tmp_path / "m.onnx"
+    length, batch = (1, 0) if batch_first else (0, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Attention(batch_first).eval(), (torch.randn(5, 2, 16),), dynamo=True,
+                          verbose=False, input_names=["x"], output_names=["y"],
+                          dynamic_shapes=({length: torch.export.Dim("seq", max=64),
+                                           batch: torch.export.Dim("batch", max=64)},)
+                          ).save(str(model), external_data=False)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    [split] = [n for n in loaded.graph.nodes
+               if n.op == "unflatten" and len(n.inputs) == 2]  # sizes read from a tensor
+    assert split.inputs[1] == "x" and sorted(split.attrs["like_axes"]) == [0, 1], split
+    rng = np.random.default_rng(11)
+    sizes = ((1, 1), (3, 5), (7, 2), (2, 33))
+    feeds = [{"x": rng.standard_normal((n, t, 16) if batch_first else (t, n, 16)).astype(
+        np.float32)} for t, n in sizes]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
 
-        def forward(self, x):
-            return self.attn(x, x, x, need_weights=False)[0]
+
+def test_a_length_the_legacy_exporter_traced_as_a_constant_is_refused_naming_it(tmp_path,
+                                                                                 signer):
+    """torch's legacy exporter writes MultiheadAttention's key and value reshapes with the
+    length it traced (5) as a constant, so onnxruntime itself refuses any other length. The
+    import says so at that Reshape; with the length fixed it imports and takes any batch."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
 
     model = tmp_path / "m.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Attention().eval(), (torch.randn(5, 2, 16),), str(model), dynamo=False,
-                          input_names=["x"], output_names=["y"],
+        torch.onnx.export(_Attention().eval(), (torch.randn(5, 2, 16),), str(model),
+                          dynamo=False, input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "seq", 1: "batch"},
                                         "y": {0: "seq", 1: "batch"}})
-    with pytest.raises(UnsupportedModelError, match=r"\(Reshape\): target shape \['seq', "
-                       r"'batch', 16\] from input shape .* has more than one run-time dim.*"
-                       r"--dim batch=SIZE --dim seq=SIZE"):
+    with pytest.raises(Exception, match="Reshape"):  # the model's own limit
+        onnxruntime_outputs(model, {"x": np.zeros((6, 2, 16), np.float32)})
+    with pytest.raises(UnsupportedModelError, match=r"\(Reshape\): target shape \[5, "
+                       r"'batch\*2', 8\] holds 80\*batch elements and the input shape "
+                       r"\('seq', 'batch', 16\) 16\*batch\*seq, equal only at some sizes of the "
+                       r"run-time dims: the exporter wrote a size it saw when tracing as a "
+                       r"constant .*--dim batch=SIZE --dim seq=SIZE"):
         import_and_load(model, tmp_path / "no.pha", signer)
+    assert not (tmp_path / "no.pha").exists()
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"seq": 5})
     rng = np.random.default_rng(10)
     feeds = [{"x": rng.standard_normal((5, n, 16)).astype(np.float32)} for n in (1, 2, 4)]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def _merged_and_split(tmp_path, target: list) -> Path:
+    """a (b, 16) and c (s, 16) broadcast to (b, s, 16), merged to (b*s, 16) and reshaped to
+    ``target``: ONNX nodes naming b (Shape of a), s (Shape of c) and ints."""
+    helper, TP = onnx.helper, onnx.TensorProto
+
+    def ints(name, value):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, TP.INT64, [len(value)], value))
+
+    nodes = [ints("ax0", [0]), ints("ax1", [1]), ints("merged", [-1, 16]), ints("two", [2]),
+             ints("eight", [8]), ints("sixteen", [16]),
+             helper.make_node("Unsqueeze", ["a", "ax1"], ["a3"]),
+             helper.make_node("Unsqueeze", ["c", "ax0"], ["c3"]),
+             helper.make_node("Add", ["a3", "c3"], ["t"]),
+             helper.make_node("Reshape", ["t", "merged"], ["f"]),
+             helper.make_node("Shape", ["a"], ["b"], end=1),
+             helper.make_node("Shape", ["c"], ["s"], end=1),
+             helper.make_node("Mul", ["s", "two"], ["s2"])]
+    parts = {"b": "b", "s": "s", "s*2": "s2", 8: "eight", 16: "sixteen"}
+    nodes += [helper.make_node("Concat", [parts[d] for d in target], ["target"], axis=0),
+              helper.make_node("Reshape", ["f", "target"], ["y"], name="split")]
+    graph = helper.make_graph(nodes, "g", [
+        helper.make_tensor_value_info("a", TP.FLOAT, ["b", 16]),
+        helper.make_tensor_value_info("c", TP.FLOAT, ["s", 16])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [f"y{k}" for k in range(len(target))])])
+    path = tmp_path / "split.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+@pytest.mark.parametrize("target, like_axes", [
+    (["b", "s", 16], [0, 1]),  # from two tensors
+    (["b", "s*2", 8], [0, 1, -1]),  # s*2 is no tensor's dim
+], ids=["two-sources", "a-product"])
+def test_an_axis_split_into_run_time_dims_no_one_tensor_has(target, like_axes, tmp_path,
+                                                            signer):
+    """Each run-time size is read from a mask built to carry it (an inferred -1 beside a
+    run-time size would be wrong when that size is 0: an empty batch is among the feeds)."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _merged_and_split(tmp_path, target)
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    [split] = [n for n in loaded.graph.nodes if n.op == "unflatten"]
+    assert list(split.attrs["like_axes"]) == like_axes
+    assert loaded.graph.types[split.inputs[1]].dtype == "bool"
+    rng = np.random.default_rng(13)
+    feeds = [{"a": rng.standard_normal((b, 16)).astype(np.float32),
+              "c": rng.standard_normal((s, 16)).astype(np.float32)}
+             for b, s in ((1, 1), (2, 3), (4, 1), (0, 2))]
     for backend in (None, OnnxruntimeBackend()):
         check_against_onnxruntime(model, loaded, feeds, backend=backend)
 

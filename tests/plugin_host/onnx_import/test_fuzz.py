@@ -891,7 +891,8 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             q, k = self.qk(x).view(n, t, 2, 2, 4).permute(2, 0, 3, 1, 4)
             s = q @ k.transpose(-1, -2) + torch.triu(torch.full((t, t), -1e4), 1)
             a = torch.softmax(s, -1) @ x.view(n, t, 2, 4).transpose(1, 2)
-            return self.head(a.transpose(1, 2).reshape(n, t, 8)[:, -1])
+            tokens = a.transpose(1, 2).reshape(n * t, 8)  # split back into both, below
+            return self.head(tokens).view(n, t, 5)[:, -1]
 
     torch.manual_seed(0)
     sequence = folder / "sequence.onnx"
@@ -1076,6 +1077,7 @@ def test_the_seed_models_build(seeds, tmp_path):
     sequence = import_onnx(seeds["sequence"]).graph  # a batch and a length known at run time
     assert sequence.inputs[0].shape == ("batch", "seq")
     assert {"unflatten", "cumsum", "gather_elements"} <= {n.op for n in sequence.nodes}
+    assert any(n.op == "unflatten" and len(n.inputs) == 2 for n in sequence.nodes)  # like
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
