@@ -276,8 +276,12 @@ def describe_targets(problems: Mapping[str, list[str]]) -> str:
                      for target, reasons in problems.items())
 
 
-def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,
-                  seed: int) -> list[dict[str, np.ndarray]]:
+def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int, seed: int, *,
+                  sizes: Mapping[str, Sequence[int]] | None = None,
+                  max_elements: int | None = None) -> list[dict[str, np.ndarray]]:
+    """``count`` golden cases of random inputs; a symbolic dim takes size 1, or in case k
+    the k-th of its ``sizes`` (cycling). UsageError for an input of more than
+    ``max_elements`` elements, before it is drawn."""
     check_golden_cases(count)
     check_seed(seed)
     rng = np.random.default_rng(seed)
@@ -285,7 +289,12 @@ def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,
     for case in range(count):
         inputs = {}
         for spec in graph.inputs:
-            shape = tuple(d if type(d) is int else 1 for d in spec.shape)
+            shape = tuple(d if type(d) is int else _drawn_size((sizes or {}).get(d, (1,)), case)
+                          for d in spec.shape)
+            if max_elements is not None and math.prod(shape) > max_elements:
+                raise UsageError(f"golden case {case}: input {spec.name!r} of shape {shape} "
+                                 f"would hold {math.prod(shape)} elements, over the cap of "
+                                 f"{max_elements}; draw its run-time dims smaller")
             dtype = dtypes.to_numpy(spec.dtype)
             if spec.name in graph.state and case == 0:
                 value = np.zeros(shape, dtype)
@@ -299,3 +308,7 @@ def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int,
             inputs[spec.name] = np.asarray(value)  # rng draws a numpy scalar for shape ()
         cases.append(inputs)
     return cases
+
+
+def _drawn_size(sizes: Sequence[int], case: int) -> int:
+    return sizes[case % len(sizes)]

@@ -63,7 +63,13 @@ def register(verbs) -> None:
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                    help="with --onnx: fix the inputs' run-time dim NAME (its ONNX dim_param) "
                         "to SIZE, as the device feeds it (repeatable; golden cases and the "
-                        "latency budget draw a dim left at run time at 1)")
+                        "latency budget draw a dim left at run time at 1, or at its "
+                        "--golden-dim sizes)")
+    p.add_argument("--golden-dim", action="append", default=[], metavar="NAME=SIZE[,SIZE...]",
+                   help="with --onnx: draw the inputs' run-time dim NAME at these sizes in the "
+                        "golden cases (case k takes the k-th, cycling; see --golden-cases) and "
+                        "so in the latency budget, keeping it run-time in the ABI (repeatable; "
+                        "default 1)")
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance for every output (overrides --tolerance's)")
     p.add_argument("--atol", type=float, default=None,
@@ -289,12 +295,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.onnx is not None:
         from ..onnx_import.command import build_onnx
         return build_onnx(args, tolerance, _parse_expiry(args.expires), progress)
-    if args.state or args.layout or args.dim or args.allow_external_data \
+    if args.state or args.layout or args.dim or args.golden_dim or args.allow_external_data \
             or args.upcast_float16 or args.upcast_tolerance is not None \
             or args.downcast_float64 or args.downcast_tolerance is not None:
-        raise UsageError("--state, --layout, --dim, --allow-external-data, --upcast-float16, "
-                         "--upcast-tolerance, --downcast-float64 and --downcast-tolerance go "
-                         "with --onnx")
+        raise UsageError("--state, --layout, --dim, --golden-dim, --allow-external-data, "
+                         "--upcast-float16, --upcast-tolerance, --downcast-float64 and "
+                         "--downcast-tolerance go with --onnx")
     pm = _plugin_manager()
     builders = model_builders(pm)
     if "demo" not in builders:

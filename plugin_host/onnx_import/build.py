@@ -27,7 +27,7 @@ from .float_width import (DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE, 
                           float64_in_abi)
 from .float_width import downcast_float64 as downcast_float64_model
 from .float_width import upcast_float16 as upcast_float16_model
-from .free_dims import fix_dims, run_time_dims, with_dims_hint
+from .free_dims import check_golden_dims, fix_dims, run_time_dims, with_dims_hint
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .upgrade import upgrade_model
@@ -123,6 +123,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         downcast_float64: bool = False,
                         downcast_tolerance: tuple[float, float] = DEFAULT_DOWNCAST_TOLERANCE,
                         dims: Mapping[str, int] | None = None,
+                        golden_dims: Mapping[str, Sequence[int]] | None = None,
                         report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
@@ -146,7 +147,9 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     upcast gives is compared with it again for the downcast alone.
     ``report`` (and progress) is also told when the model's opset was upgraded, and of each
     input dim beyond the first that stays symbolic (``dims`` fixes them, see
-    :func:`import_onnx`).
+    :func:`import_onnx`). ``golden_dims`` maps such a dim to the sizes the golden cases take
+    (``{"h": (64, 128)}``: case k the k-th, cycling; 1 for a dim not named), keeping it
+    symbolic in the ABI; the latency budget is measured on those cases.
     """
     say = progress or (lambda message: None)
 
@@ -170,17 +173,20 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         hint = "" if reference_backend.name in problems else \
             " (choose the targets with --backend)"
         raise UnsupportedModelError(f"{path}: {describe_targets(problems)}{hint}")
-    for where in run_time_dims(graph.inputs):
-        tell(f"{where} known only at run time: golden cases and the latency budget use size "
-             f"1 there; --dim NAME=SIZE fixes a dim to the size the device feeds")
+    golden = check_golden_dims(golden_dims or {}, graph.inputs, dims or {})
+    for where in run_time_dims(graph.inputs, golden):
+        tell(f"{where} known only at run time: golden cases and the latency budget take "
+             f"those sizes (--golden-dim NAME=SIZE,... sets them); --dim NAME=SIZE fixes a "
+             f"dim to the size the device feeds")
     if imported.original is not None:
         tell(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
              f"version converter; the reference runs the model as given")
     executor = Executor(graph, reference_backend)
-    cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed)
+    cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed, sizes=golden,
+                          max_elements=limits.max_tensor_elements)
     say(f"computing {len(cases)} golden case(s) with {REFERENCE}")
     given = imported.original if imported.original is not None else imported.model
-    hint = _size_one_hint(graph)
+    hint = _golden_sizes_hint(graph, golden)
     try:
         reference = run_reference(given, imported.onnx_inputs, imported.onnx_outputs, cases)
     except ModelImportError as exc:
@@ -220,16 +226,19 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                           expires=expires, progress=progress)
 
 
-def _size_one_hint(graph) -> str:
-    """For a refusal on the golden cases of a graph whose inputs have run-time dims: they
-    were drawn at size 1 there, which a model may not take (``x[:, 2]``; a pooling window
-    longer than the input, which onnxruntime and the ABI size differently). Else ""."""
+def _golden_sizes_hint(graph, golden: Mapping[str, Sequence[int]]) -> str:
+    """For a refusal on the golden cases of a graph whose inputs have run-time dims: the
+    sizes they were drawn at there (1 unless ``golden`` gives others), which a model may not
+    take (``x[:, 2]``; a 4x4 convolution of a 1x1 image; a pooling window longer than the
+    input, which onnxruntime and the ABI size differently). Else ""."""
     free = sorted({d for s in graph.inputs for d in s.shape if type(d) is not int})
     if not free:
         return ""
-    return (f"; the golden cases give the inputs' run-time dims size 1 "
-            f"({', '.join(map(repr, free))}), where a model may need more: --dim NAME=SIZE "
-            f"(dims= in the Python API) fixes one to the size the device feeds")
+    drawn = ", ".join(f"{d!r} {'/'.join(map(str, golden.get(d, (1,))))}" for d in free)
+    return (f"; the golden cases give the inputs' run-time dims the sizes {drawn}, where a "
+            f"model may need others: --golden-dim NAME=SIZE,... (golden_dims= in the Python "
+            f"API) draws them at other sizes and keeps them run-time, --dim NAME=SIZE (dims=) "
+            f"fixes one to the size the device feeds")
 
 
 def _golden_run(executor: Executor, inputs: Mapping[str, np.ndarray], case: int) -> dict:

@@ -8,7 +8,7 @@ import math
 from ..errors import ModelFileError, UsageError
 from .build import build_onnx_artifact
 from .float_width import DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE
-from .free_dims import parse_dims
+from .free_dims import parse_dims, parse_golden_dims
 from .reader import EXTERNAL_DATA_OPTION
 
 __all__ = ["build_onnx", "parse_pairs"]
@@ -74,6 +74,8 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
             upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
             downcast_float64=args.downcast_float64, downcast_tolerance=downcast_tolerance,
             dims=parse_dims(parse_pairs(args.dim, "--dim", "NAME=SIZE, e.g. h=128")),
+            golden_dims=parse_golden_dims(parse_pairs(args.golden_dim, "--golden-dim",
+                                                      "NAME=SIZE[,SIZE...], e.g. h=64,128")),
             report=notes.append)
     except ModelFileError as exc:
         if exc.context.get("option") != EXTERNAL_DATA_OPTION:

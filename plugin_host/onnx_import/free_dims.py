@@ -8,6 +8,11 @@ run time also keeps an LSTM from being unrolled. Fixing such a dim to the size t
 feeds gives the ABI, the golden cases and the budget that size. The rewrite is on a copy of
 the checked proto: every tensor type of the graph (inputs, outputs, value_info) whose dim
 carries the name gets the size, as ONNX means one name to be one size.
+
+A dim that must stay run-time can instead be drawn at other sizes for the golden cases
+(``--golden-dim h=64,128``): golden case k takes the k-th size, cycling, so the reference
+checks the import, and acceptance later checks the backend, at each of them; the latency
+budget covers the slowest.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from typing import Mapping, Sequence
 
 from ..errors import UnsupportedModelError, UsageError
 
-__all__ = ["MAX_FIXED_DIM", "fix_dims", "named_dims", "parse_dims", "run_time_dims",
-           "with_dims_hint"]
+__all__ = ["MAX_FIXED_DIM", "check_golden_dims", "fix_dims", "named_dims", "parse_dims",
+           "parse_golden_dims", "run_time_dims", "with_dims_hint"]
 
 #: The largest size a dim may be fixed to (a value's element count has its own cap).
 MAX_FIXED_DIM = 1 << 20
@@ -36,6 +41,45 @@ def parse_dims(pairs: Mapping[str, str]) -> dict[str, int]:
                              f"{MAX_FIXED_DIM}")
         dims[name] = size
     return dims
+
+
+def parse_golden_dims(pairs: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
+    """``{"h": "64,128"}`` from ``--golden-dim h=64,128`` as sizes; UsageError for a size
+    that is not an integer from 0 to :data:`MAX_FIXED_DIM`."""
+    golden = {}
+    for name, text in pairs.items():
+        try:
+            sizes = tuple(int(v, 10) for v in text.split(","))
+        except ValueError:
+            sizes = (-1,)
+        if not all(0 <= v <= MAX_FIXED_DIM for v in sizes):
+            raise UsageError(f"--golden-dim {name}={text}: expected sizes, integers from 0 "
+                             f"to {MAX_FIXED_DIM} separated by commas, e.g. {name}=64,128")
+        golden[name] = sizes
+    return golden
+
+
+def check_golden_dims(golden: Mapping[str, Sequence[int]], inputs: Sequence,
+                      fixed: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+    """``golden`` (dim name to the sizes its golden cases take) checked against the ABI's
+    ``inputs`` (TensorSpecs): each name one of their run-time dims, not one ``fixed`` at
+    build, each size an int from 0 to :data:`MAX_FIXED_DIM`; UsageError otherwise."""
+    free = {d for spec in inputs for d in spec.shape if type(d) is not int}
+    checked = {}
+    for name, sizes in golden.items():
+        sizes = tuple(sizes) if not isinstance(sizes, (str, bytes)) else ()
+        if not sizes or not all(type(v) is int and 0 <= v <= MAX_FIXED_DIM for v in sizes):
+            raise UsageError(f"golden dim {name!r}: sizes {list(sizes) or golden[name]!r} are "
+                             f"not one or more integers from 0 to {MAX_FIXED_DIM}")
+        if name in fixed:
+            raise UsageError(f"golden dim {name!r}: fixed at build to {fixed[name]} (--dim), "
+                             f"so it has no golden sizes of its own")
+        if name not in free:
+            have = ", ".join(map(repr, sorted(free))) or "none"
+            raise UsageError(f"golden dim {name!r}: no input has a run-time dim of that name "
+                             f"(the inputs' run-time dims: {have})")
+        checked[name] = sizes
+    return checked
 
 
 def _tensor_types(graph):
@@ -98,12 +142,17 @@ def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError
         f"constant", node=error.node, op=error.op)
 
 
-def run_time_dims(inputs: Sequence) -> list[str]:
-    """``"input 'x': 'h' (axis 2)"`` for each dim of the ABI's ``inputs`` (TensorSpecs) that
-    stays symbolic beyond the first axis (a batch axis is drawn at 1 by design)."""
+def run_time_dims(inputs: Sequence,
+                  golden: Mapping[str, Sequence[int]] | None = None) -> list[str]:
+    """``"input 'x': 'h' (axis 2, golden size 1)"`` for each dim of the ABI's ``inputs``
+    (TensorSpecs) that stays symbolic beyond the first axis (a batch axis is drawn at 1 by
+    design, unless ``golden`` says otherwise), with the sizes its golden cases take
+    (``golden``, else 1)."""
     notes = []
     for spec in inputs:
-        dims = [f"{d!r} (axis {j})" for j, d in enumerate(spec.shape) if j and type(d) is not int]
+        dims = [f"{d!r} (axis {j}, golden size {', '.join(map(str, (golden or {}).get(d, (1,))))})"
+                for j, d in enumerate(spec.shape)
+                if type(d) is not int and (j or d in (golden or {}))]
         if dims:
             notes.append(f"input {spec.name!r}: {', '.join(dims)}")
     return notes

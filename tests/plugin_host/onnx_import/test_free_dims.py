@@ -1,6 +1,7 @@
 """Run-time dims fixed at build (``--dim NAME=SIZE``): the ABI, golden cases and latency budget
 take the size; a dim left at run time beyond the batch axis is named in the summary, and a
-refusal about a shape holding one points at ``--dim``."""
+refusal about a shape holding one points at ``--dim``. Run-time dims drawn at other sizes for
+the golden cases (``--golden-dim NAME=SIZE,...``) stay run-time in the ABI."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from plugin_host.cli import main
-from plugin_host.errors import UnsupportedModelError, UsageError
+from plugin_host.errors import ModelImportError, UnsupportedModelError, UsageError
 from plugin_host.onnx_import import build_onnx_artifact
 from plugin_host.onnx_import.free_dims import MAX_FIXED_DIM, fix_dims
 
@@ -65,8 +66,9 @@ def test_fixed_spatial_dims_reach_the_abi_and_the_golden_cases(dynamo, tmp_path,
     notes: list[str] = []
     _, loaded = import_and_load(model, tmp_path / "free.pha", signer, report=notes.append)
     assert loaded.graph.inputs[0].shape == ("batch", 3, "h", "w")
-    assert notes == ["input 'x': 'h' (axis 2), 'w' (axis 3) known only at run time: golden "
-                     "cases and the latency budget use size 1 there; --dim NAME=SIZE fixes a "
+    assert notes == ["input 'x': 'h' (axis 2, golden size 1), 'w' (axis 3, golden size 1) "
+                     "known only at run time: golden cases and the latency budget take those "
+                     "sizes (--golden-dim NAME=SIZE,... sets them); --dim NAME=SIZE fixes a "
                      "dim to the size the device feeds"]
     assert loaded.golden_cases()[0][0]["x"].shape == (1, 3, 1, 1)
 
@@ -167,7 +169,8 @@ def test_cli_fixes_dims_and_names_those_left(free_conv, tmp_path, capsys):
     assert main(["build", "--onnx", str(free_conv), "--out", str(tmp_path / "a.pha"),
                  "--dim", "h=16"]) == 0
     out = capsys.readouterr().out
-    assert "input 'x': 'w' (axis 3) known only at run time" in out and "'h'" not in out
+    assert "input 'x': 'w' (axis 3, golden size 1) known only at run time" in out
+    assert "'h'" not in out
     assert main(["inspect", str(tmp_path / "a.pha")]) == 0
     assert "x: float32 (1, 3, 16, 'w') NCHW" in capsys.readouterr().out
 
@@ -178,6 +181,13 @@ def test_cli_fixes_dims_and_names_those_left(free_conv, tmp_path, capsys):
     (["--dim", "h=0"], "--dim h=0: the size must be an integer from 1 to 1048576"),
     (["--dim", "h=2", "--dim", "h=3"], "--dim h: given twice"),
     (["--dim", "q=2"], "no input has a run-time dim named 'q'"),
+    (["--golden-dim", "h"], "--golden-dim 'h': expected NAME=SIZE[,SIZE...], e.g. h=64,128"),
+    (["--golden-dim", "h=8,x"], "--golden-dim h=8,x: expected sizes, integers from 0 to "
+                                "1048576 separated by commas, e.g. h=64,128"),
+    (["--golden-dim", "h=-2"], "--golden-dim h=-2: expected sizes"),
+    (["--golden-dim", "h=2", "--golden-dim", "h=3"], "--golden-dim h: given twice"),
+    (["--golden-dim", "q=2"], "golden dim 'q': no input has a run-time dim of that name"),
+    (["--golden-dim", "h=2", "--dim", "h=3"], "golden dim 'h': fixed at build to 3 (--dim)"),
 ])
 def test_cli_bad_dims_are_usage_errors(free_conv, tmp_path, capsys, argv, message):
     code = main(["build", "--onnx", str(free_conv), "--out", str(tmp_path / "a.pha"), *argv])
@@ -189,3 +199,96 @@ def test_cli_bad_dims_are_usage_errors(free_conv, tmp_path, capsys, argv, messag
 def test_cli_dim_goes_with_onnx(tmp_path, capsys):
     assert main(["build", "--demo", "--out", str(tmp_path / "d.pha"), "--dim", "h=2"]) != 0
     assert "--dim" in capsys.readouterr().err
+
+
+class _Patches(torch.nn.Module):
+    """A 4x4 patch embedding over a run-time height and width, its tokens through a linear
+    layer and back to the patch grid: the grid's size is the conv's output size, which the
+    dynamo exporter computes as H//4 from the input's Shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.linear = torch.nn.Conv2d(3, 8, 4, 4), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.conv(x)
+        n, c, h, w = y.shape
+        return self.linear(y.flatten(2).transpose(1, 2)).reshape(n, h, w, c).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_golden_sizes_let_a_model_that_needs_them_keep_its_dims_run_time(dynamo, tmp_path,
+                                                                        signer):
+    """Drawn at 1, the golden image is smaller than the 4x4 kernel and the build is refused,
+    naming the sizes and --golden-dim; drawn at the sizes given (case k the k-th, cycling),
+    it builds with the height and width still run-time, and takes other sizes too."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = tmp_path / "p.onnx"
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            torch.onnx.export(_Patches().eval(), (torch.randn(2, 3, 16, 24),), dynamo=True,
+                              verbose=False, input_names=["x"], output_names=["y"],
+                              dynamic_shapes={"x": {0: torch.export.Dim("batch"),
+                                                    2: torch.export.Dim("H", min=4),
+                                                    3: torch.export.Dim("W", min=4)}}
+                              ).save(str(model))
+        else:  # the output's grid named apart: it is not the input's H and W
+            torch.onnx.export(_Patches().eval(), (torch.randn(2, 3, 16, 24),), str(model),
+                              dynamo=False, input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": {0: "batch", 2: "H", 3: "W"},
+                                            "y": {0: "batch", 2: "h", 3: "w"}})
+    with pytest.raises(ModelImportError, match=r"the golden cases give the inputs' run-time "
+                       r"dims the sizes 'H' 1, 'W' 1, 'batch' 1, where a model may need others: "
+                       r"--golden-dim NAME=SIZE,\.\.\. \(golden_dims= in the Python API\) draws "
+                       r"them at other sizes and keeps them run-time"):
+        import_and_load(model, tmp_path / "no.pha", signer)
+    notes: list[str] = []
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer, golden_cases=3,
+                                golden_dims={"H": (16, 24), "W": [12]}, report=notes.append)
+    assert loaded.graph.inputs[0].shape == ("batch", 3, "H", "W")
+    assert [case["x"].shape for case, _ in loaded.golden_cases()] == [
+        (1, 3, 16, 12), (1, 3, 24, 12), (1, 3, 16, 12)]
+    assert notes[0].startswith("input 'x': 'H' (axis 2, golden size 16, 24), 'W' (axis 3, "
+                               "golden size 12) known only at run time")
+    rng = np.random.default_rng(4)
+    feeds = [{"x": rng.standard_normal(shape).astype(np.float32)}
+             for shape in ((2, 3, 8, 12), (1, 3, 20, 4), (3, 3, 9, 13))]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_bad_golden_sizes_are_usage_errors(tmp_path):
+    model = _export(_Conv(), (2, 3, 8, 8), tmp_path / "c.onnx",
+                    {0: "batch", 2: "h", 3: "w"}, dynamo=False)
+    out = tmp_path / "x.pha"
+    for golden, dims, message in [
+            ({"height": (8,)}, None, "golden dim 'height': no input has a run-time dim of "
+                                     "that name (the inputs' run-time dims: 'batch', 'h', 'w')"),
+            ({"h": (8,)}, {"h": 8}, "golden dim 'h': fixed at build to 8 (--dim), so it has "
+                                    "no golden sizes of its own"),
+            ({"h": ()}, None, "golden dim 'h': sizes () are not one or more integers from 0"),
+            ({"h": (8, -1)}, None, "golden dim 'h': sizes [8, -1] are not one or more"),
+            ({"h": (2.0,)}, None, "golden dim 'h': sizes [2.0] are not one or more"),
+            ({"h": "8"}, None, "golden dim 'h': sizes '8' are not one or more"),
+            ({"h": (MAX_FIXED_DIM,), "w": (MAX_FIXED_DIM,)}, None,
+             f"golden case 0: input 'x' of shape (1, 3, {MAX_FIXED_DIM}, {MAX_FIXED_DIM}) would "
+             f"hold {3 * MAX_FIXED_DIM ** 2} elements, over the cap of")]:
+        with pytest.raises(UsageError) as info:
+            build_onnx_artifact(model, out, golden_dims=golden, dims=dims)
+        assert message in str(info.value)
+    assert not out.exists()
+
+
+def test_cli_draws_golden_cases_at_the_sizes_given(free_conv, tmp_path, capsys):
+    assert main(["build", "--onnx", str(free_conv), "--out", str(tmp_path / "a.pha"),
+                 "--golden-dim", "h=5,9", "--golden-dim", "w=7"]) == 0
+    out = capsys.readouterr().out
+    assert "input 'x': 'h' (axis 2, golden size 5, 9), 'w' (axis 3, golden size 7)" in out
+    assert main(["inspect", str(tmp_path / "a.pha")]) == 0
+    assert "x: float32 (1, 3, 'h', 'w') NCHW" in capsys.readouterr().out
+    assert main(["build", "--demo", "--out", str(tmp_path / "d.pha"), "--golden-dim",
+                 "h=2"]) != 0
+    assert "--golden-dim" in capsys.readouterr().err

@@ -155,13 +155,18 @@ def test_indices_of_rank_two_over_two_run_time_dims_are_refused(tmp_path):
 
 def test_a_step_the_golden_cases_cannot_reach_points_at_dim(tmp_path, signer):
     """x[:, 2] needs seq > 2, and the golden cases give a run-time dim size 1: onnxruntime
-    refuses them, and the build says which dims and how to fix one. Fixed, it builds."""
+    refuses them, and the build says which dims and how to draw or fix them. Drawn longer,
+    it builds with seq still run-time; fixed, it builds too."""
     model = _export(lambda x: x[:, 2], tmp_path / "m.onnx", dynamo=False)
     with pytest.raises(ModelImportError, match=r"onnxruntime cannot run the model: .*; the "
-                       r"golden cases give the inputs' run-time dims size 1 \('batch', 'seq'\), "
-                       r"where a model may need more: --dim NAME=SIZE"):
+                       r"golden cases give the inputs' run-time dims the sizes 'batch' 1, "
+                       r"'seq' 1, where a model may need others: --golden-dim NAME=SIZE,.*"
+                       r"--dim NAME=SIZE"):
         build_onnx_artifact(model, tmp_path / "m.pha", latency_ms=100.0)
     assert not (tmp_path / "m.pha").exists()
+    _, loaded = import_and_load(model, tmp_path / "g.pha", signer, golden_dims={"seq": (3, 7)})
+    assert loaded.graph.inputs[0].shape == ("batch", "seq", 4)
+    assert [case["x"].shape for case, _ in loaded.golden_cases()] == [(1, 3, 4), (1, 7, 4)]
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"seq": 5})
     assert loaded.graph.inputs[0].shape == ("batch", 5, 4)
 
