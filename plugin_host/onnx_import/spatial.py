@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from abi.ops import dims
 from abi.ops.glue import scaled_size
 
 from ..errors import ModelFileError
@@ -129,19 +130,29 @@ def _resize(imp, node, attrs):
 
 
 def _blocks(imp, node, attrs) -> tuple[int, list]:
-    """The block size and the (N, C, H, W) shape of DepthToSpace / SpaceToDepth's input (C, H
-    and W static)."""
+    """The block size and the (N, C, H, W) shape of DepthToSpace / SpaceToDepth's input (C
+    static)."""
     b = attrs.get("blocksize")
     shape = list(imp.type_of(node.input[0]).shape)
-    if len(shape) != 4 or not all(type(d) is int for d in shape[1:]):
-        raise imp.unsupported(f"input shape {shape}: needs (N, C, H, W) with C, H, W static")
+    if len(shape) != 4 or type(shape[1]) is not int:
+        raise imp.unsupported(f"input shape {shape}: needs (N, C, H, W) with C static")
     if type(b) is not int or b < 1:
         raise imp.unsupported(f"attribute blocksize={b!r} must be an integer >= 1")
     return b, shape
 
 
-def _rearrange(imp, node, split: list, perm: list, merged: list) -> None:
-    """reshape to ``split``, transpose by ``perm``, reshape to ``merged``: no arithmetic."""
+def _rearrange(imp, node, split: list, perm: list, merged: list, steps: list) -> None:
+    """reshape to ``split``, transpose by ``perm``, reshape to ``merged``: no arithmetic.
+    With H or W a run-time dim, which reshape's one -1 cannot keep apart from N, ``steps``
+    instead: ``(op, attrs)`` of ``unflatten`` (a run-time part its -1, checked when the call
+    runs), ``transpose`` and ``flatten``, in order."""
+    if any(type(d) is not int for d in split[1:]):
+        y = imp.tensor(node.input[0])
+        for k, (op, attrs) in enumerate(steps):
+            last = k == len(steps) - 1
+            y = imp.emit(op, [y], [node.output[0] if last else None], attrs,
+                         suffix="" if last else f".{op}{k}")[0]
+        return
     y = imp.emit("reshape", [imp.tensor(node.input[0])], [None],
                  {"shape": [-1 if type(d) is not int else d for d in split]},
                  suffix=".split")[0]
@@ -150,9 +161,14 @@ def _rearrange(imp, node, split: list, perm: list, merged: list) -> None:
              {"shape": [-1 if type(d) is not int else d for d in merged]})
 
 
+def _merge(start: int, end: int) -> tuple[str, dict]:
+    return "flatten", {"start_dim": start, "end_dim": end}
+
+
 @maps("DepthToSpace")
 def _depth_to_space(imp, node, attrs):
-    """torch's pixel_shuffle (CRD) and the DCR layout, as reshape -> transpose -> reshape."""
+    """torch's pixel_shuffle (CRD) and the DCR layout, as reshape -> transpose -> reshape
+    (H and W may be run-time dims)."""
     _only(imp, attrs, {"blocksize": ..., "mode": ...})
     b, (n, c, h, w) = _blocks(imp, node, attrs)
     mode = attrs.get("mode", "DCR")
@@ -164,20 +180,27 @@ def _depth_to_space(imp, node, attrs):
         split, perm = [n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3]
     else:
         raise imp.unsupported(f"attribute mode={mode!r} is not supported (only DCR, CRD)")
-    _rearrange(imp, node, split, perm, [n, c // (b * b), h * b, w * b])
+    _rearrange(imp, node, split, perm, [n, c // (b * b), dims.mul(h, b), dims.mul(w, b)], [
+        ("unflatten", {"axis": 1, "sizes": split[1:4]}), ("transpose", {"perm": perm}),
+        _merge(4, 5), _merge(2, 3)])
 
 
 @maps("SpaceToDepth")
 def _space_to_depth(imp, node, attrs):
     """The inverse of DepthToSpace's DCR mode (ONNX's one layout; torch's pixel_unshuffle is
     the CRD one, which its exporters write as Reshape and Transpose), as reshape -> transpose
-    -> reshape."""
+    -> reshape (H and W may be run-time dims, each then checked to be a multiple of the
+    blocksize when the call runs)."""
     _only(imp, attrs, {"blocksize": ...})
     b, (n, c, h, w) = _blocks(imp, node, attrs)
-    if h % b or w % b:
+    if type(h) is int and h % b or type(w) is int and w % b:
         raise imp.unsupported(f"spatial dims {h}x{w} are not multiples of blocksize {b}")
-    _rearrange(imp, node, [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4],
-               [n, c * b * b, h // b, w // b])
+    perm = [0, 3, 5, 1, 2, 4]
+    _rearrange(imp, node, [n, c, dims.floordiv(h, b), b, dims.floordiv(w, b), b], perm,
+               [n, c * b * b, dims.floordiv(h, b), dims.floordiv(w, b)], [
+                   ("unflatten", {"axis": 3, "sizes": [-1, b]}),
+                   ("unflatten", {"axis": 2, "sizes": [-1, b]}), ("transpose", {"perm": perm}),
+                   _merge(1, 3)])
 
 
 @maps("GridSample")

@@ -11,11 +11,14 @@ import warnings
 import numpy as np
 import pytest
 
+from abi.errors import BackendError, ShapeError
 from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
+from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx,
-                       torch)
+from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, export, import_and_load,
+                       onnx, onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 helper, TP = onnx.helper, onnx.TensorProto
@@ -163,6 +166,34 @@ def test_pixel_shuffle_and_unshuffle_match_onnxruntime(dynamo, fold, optimize, t
     assert {s.name: s.shape for s in loaded.graph.outputs} == {
         "up": (2, 2, 8, 12), "down": (2, 32, 2, 3), "same": (2, 8, 4, 6)}
     check_against_onnxruntime(model, loaded, _feeds((2, 8, 4, 6)))
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_pixel_shuffle_over_a_run_time_height_and_width(dynamo, tmp_path, signer):
+    """DepthToSpace (legacy) or its Reshape and Transpose form (dynamo) of an image whose
+    batch, height and width are all run-time."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    path = tmp_path / "p.onnx"
+    module = Fn(lambda x: F.pixel_shuffle(x, 2)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            torch.onnx.export(module, (torch.randn(2, 8, 4, 6),), dynamo=True, verbose=False,
+                              input_names=["x"], output_names=["y"], dynamic_shapes=(
+                                  {0: torch.export.Dim("batch"), 2: torch.export.Dim("h"),
+                                   3: torch.export.Dim("w")},)).save(str(path))
+        else:  # the output's dims named apart: they are twice the input's
+            torch.onnx.export(module, (torch.randn(2, 8, 4, 6),), str(path), dynamo=False,
+                              input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": {0: "batch", 2: "h", 3: "w"},
+                                            "y": {0: "batch", 2: "h2", 3: "w2"}})
+    _, loaded = import_and_load(path, tmp_path / "p.pha", signer)
+    assert loaded.graph.inputs[0].shape == ("batch", 8, "h", "w")
+    feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
+             for n, h, w in ((1, 1, 1), (3, 2, 5), (2, 7, 3))]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(path, loaded, feeds, backend=backend)
 
 
 # --- ONNX models written with onnx.helper: what torch does not write, and the refusals -----------
@@ -332,6 +363,37 @@ def test_space_to_depth_matches_onnxruntime(tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
 
 
+@pytest.mark.parametrize("op, channels, attrs", [
+    ("DepthToSpace", 18, {"blocksize": 3, "mode": "DCR"}),
+    ("DepthToSpace", 8, {"blocksize": 2, "mode": "CRD"}),
+    ("SpaceToDepth", 3, {"blocksize": 2})], ids=["d2s-DCR", "d2s-CRD", "s2d"])
+def test_depth_and_space_over_a_run_time_height_and_width(op, channels, attrs, tmp_path,
+                                                          signer):
+    """unflatten, transpose and flatten keep N, H and W run-time; SpaceToDepth of an H the
+    block does not divide is refused when the call runs on both backends, as onnxruntime
+    refuses it."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model = _model(tmp_path, op, ("n", channels, "h", "w"), attrs=attrs)
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer,
+                                golden_dims={"h": (4,), "w": (6,)})
+    assert {"unflatten", "transpose", "flatten"} == {n.op for n in loaded.graph.nodes}
+    sizes = ((1, 2, 4), (3, 6, 2), (2, 4, 8)) if op == "SpaceToDepth" else (
+        (1, 1, 1), (3, 2, 5), (2, 4, 1))
+    feeds = [{"x": RNG.standard_normal((n, channels, h, w)).astype(np.float32)}
+             for n, h, w in sizes]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    if op == "SpaceToDepth":
+        odd = {"x": np.zeros((1, 3, 3, 4), np.float32)}
+        with pytest.raises(Exception, match="SpaceToDepth"):
+            onnxruntime_outputs(model, odd)
+        with pytest.raises(ShapeError, match="does not split into sizes"):
+            Executor(loaded.graph, NumpyBackend()).run(odd)
+        with pytest.raises(BackendError, match="Reshape"):
+            Executor(loaded.graph, OnnxruntimeBackend()).run(odd)
+
+
 def _resize(attrs=None, consts=None, **kw):
     return ("Resize", (1, 3, 4, 4), {"roi": np.zeros(0, np.float32),
                                      "scales": np.array([1, 1, 2, 2], np.float32)}
@@ -408,8 +470,10 @@ def _resize(attrs=None, consts=None, **kw):
      "attribute blocksize=0 must be an integer >= 1"),
     (("SpaceToDepth", (1, 2, 4, 5), {}, {"blocksize": 2}, {}), UnsupportedModelError,
      "spatial dims 4x5 are not multiples of blocksize 2"),
-    (("SpaceToDepth", (1, 2, "h", 4), {}, {"blocksize": 2}, {}), UnsupportedModelError,
-     "input shape [1, 2, 'h', 4]: needs (N, C, H, W) with C, H, W static"),
+    (("SpaceToDepth", (1, "c", 4, 4), {}, {"blocksize": 2}, {}), UnsupportedModelError,
+     "input shape [1, 'c', 4, 4]: needs (N, C, H, W) with C static"),
+    (("SpaceToDepth", (1, 2, "h", 5), {}, {"blocksize": 2}, {}), UnsupportedModelError,
+     "spatial dims hx5 are not multiples of blocksize 2"),
 ])
 def test_what_resize_and_depth_to_space_refuse_names_node_and_value(tmp_path, case, error,
                                                                     message):
