@@ -147,6 +147,32 @@ def entries(value: np.ndarray) -> list:
     return [_entry(v) for v in value.reshape(-1)]
 
 
+def _around_the_fill(have: list, want: list, in_shape: Sequence, target: Sequence
+                     ) -> list[tuple[str, int, object]]:
+    """:func:`regroup`'s steps for a target whose -1 is no product of the input's dims
+    (``(b, 8, h, 1, w)`` to ``(b, 8, -1, 2, w)``: h/2, torch's pixel_unshuffle): the dims
+    equal on both sides from the left and from the right stay, and the rest of the input is
+    flattened into one axis and unflattened into the rest of the target, its -1 left to the
+    call (whose size must then divide, as onnxruntime's Reshape requires). ModelFileError when
+    the dims around the -1 are all fixed: they then do not divide."""
+    lo = 0
+    while lo < min(len(have), len(want)) and want[lo] is not None and have[lo] == want[lo]:
+        lo += 1
+    hi_have, hi_want = len(have), len(want)
+    while (hi_have > lo and hi_want > lo and want[hi_want - 1] is not None
+           and have[hi_have - 1] == want[hi_want - 1]):
+        hi_have, hi_want = hi_have - 1, hi_want - 1
+    if hi_have == lo or all(not p[1] for p in have[lo:hi_have]) and all(
+            p is None or not p[1] for p in want[lo:hi_want]):
+        raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the -1 is "
+                             f"not a whole part of the input")
+    steps: list[tuple[str, int, object]] = []
+    if hi_have - lo > 1:
+        steps.append(("flatten", lo, hi_have - 1))
+    steps.append(("unflatten", lo, list(target[lo:hi_want])))
+    return steps
+
+
 def counts_differ(in_shape: Sequence, target: Sequence) -> tuple[dims.Dim, dims.Dim] | None:
     """The element counts of ``in_shape`` and of ``target`` (no -1) when they are products of
     different run-time dims, else None. Certain only where both are products of ints and
@@ -224,6 +250,8 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
         rest = rest if p is None else dims.product_times(rest, p)
     if None in want:
         fill = dims.product_over(whole, rest)
+        if fill is None and want.count(None) == 1:
+            return _around_the_fill(have, want, in_shape, target)
         if fill is None or want.count(None) > 1:
             raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the -1 "
                                  f"is not a whole part of the input")

@@ -43,6 +43,9 @@ F = torch.nn.functional
     # back to the batch and length after a linear over (seq*batch, 16): each read at run time
     (["s*b", 16], ["s", "b", 16], [("unflatten", 0, ["s", "b"])]),
     (["b*s", 16], ["b", "s*2", 8], [("flatten", 0, 1), ("unflatten", 0, ["b", "s*2", 8])]),
+    # a -1 that is no product of the dims (h/2: pixel_unshuffle): left to the call
+    (["b", 8, "h", 1, "w"], ["b", 8, -1, 2, "w"], [("flatten", 2, 3), ("unflatten", 2, [-1, 2])]),
+    (["b", "h", "w"], [-1, 2, "w"], [("flatten", 0, 1), ("unflatten", 0, [-1, 2])]),
     (["b", 6, "s", 4], ["b", 3, "s", 8], None),  # elements would cross s
     (["b", "s", 16], ["s", "b", 16], None),  # a transpose, not a reshape
 ])

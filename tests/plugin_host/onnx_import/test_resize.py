@@ -168,14 +168,22 @@ def test_pixel_shuffle_and_unshuffle_match_onnxruntime(dynamo, fold, optimize, t
     check_against_onnxruntime(model, loaded, _feeds((2, 8, 4, 6)))
 
 
-@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
-def test_pixel_shuffle_over_a_run_time_height_and_width(dynamo, tmp_path, signer):
-    """DepthToSpace (legacy) or its Reshape and Transpose form (dynamo) of an image whose
-    batch, height and width are all run-time."""
+def _refused_everywhere(model, graph, feed, onnxruntime_says: str) -> None:
+    """An odd height the block does not divide: onnxruntime refuses the model (its message
+    naming ``onnxruntime_says``), the numpy backend's unflatten a ShapeError, the
+    onnxruntime backend's Reshape a BackendError."""
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-    path = tmp_path / "p.onnx"
-    module = Fn(lambda x: F.pixel_shuffle(x, 2)).eval()
+    with pytest.raises(Exception, match=onnxruntime_says):
+        onnxruntime_outputs(model, feed)
+    with pytest.raises(ShapeError, match="does not split into sizes"):
+        Executor(graph, NumpyBackend()).run(feed)
+    with pytest.raises(BackendError, match="Reshape"):
+        Executor(graph, OnnxruntimeBackend()).run(feed)
+
+
+def _export_spatial(module, path, dynamo: bool) -> None:
+    """``module`` of an (N, 8, H, W) image exported with a run-time batch, height and width."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
@@ -183,17 +191,49 @@ def test_pixel_shuffle_over_a_run_time_height_and_width(dynamo, tmp_path, signer
                               input_names=["x"], output_names=["y"], dynamic_shapes=(
                                   {0: torch.export.Dim("batch"), 2: torch.export.Dim("h"),
                                    3: torch.export.Dim("w")},)).save(str(path))
-        else:  # the output's dims named apart: they are twice the input's
+        else:  # the output's dims named apart: they are not the input's
             torch.onnx.export(module, (torch.randn(2, 8, 4, 6),), str(path), dynamo=False,
                               input_names=["x"], output_names=["y"],
                               dynamic_axes={"x": {0: "batch", 2: "h", 3: "w"},
-                                            "y": {0: "batch", 2: "h2", 3: "w2"}})
+                                            "y": {0: "batch", 2: "oh", 3: "ow"}})
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_pixel_shuffle_over_a_run_time_height_and_width(dynamo, tmp_path, signer):
+    """DepthToSpace (legacy) or its Reshape and Transpose form (dynamo) of an image whose
+    batch, height and width are all run-time."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    path = tmp_path / "p.onnx"
+    _export_spatial(Fn(lambda x: F.pixel_shuffle(x, 2)).eval(), path, dynamo)
     _, loaded = import_and_load(path, tmp_path / "p.pha", signer)
     assert loaded.graph.inputs[0].shape == ("batch", 8, "h", "w")
     feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
              for n, h, w in ((1, 1, 1), (3, 2, 5), (2, 7, 3))]
     for backend in (None, OnnxruntimeBackend()):
         check_against_onnxruntime(path, loaded, feeds, backend=backend)
+
+
+def test_pixel_unshuffle_over_a_run_time_height_and_width(tmp_path, signer):
+    """The legacy exporter's Reshape to (h//2, 2): a -1 that no product of the dims gives,
+    left to the call, which refuses an odd height on both backends as onnxruntime does. The
+    dynamo exporter computes h//2 as a value no tensor has as a dim: refused."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    path = tmp_path / "u.onnx"
+    _export_spatial(Fn(lambda x: F.pixel_unshuffle(x, 2)).eval(), path, dynamo=False)
+    _, loaded = import_and_load(path, tmp_path / "u.pha", signer,
+                                golden_dims={"h": (4, 2), "w": (6,)})
+    feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
+             for n, h, w in ((1, 2, 2), (3, 4, 6), (2, 8, 2))]
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(path, loaded, feeds, backend=backend)
+    _refused_everywhere(path, loaded.graph, {"x": np.zeros((1, 8, 3, 4), np.float32)},
+                        "Reshape")
+    _export_spatial(Fn(lambda x: F.pixel_unshuffle(x, 2)).eval(), path, dynamo=True)
+    with pytest.raises(UnsupportedModelError, match=r"run-time dim 'h//2' is not a dim of a "
+                                                    r"tensor"):
+        import_and_load(path, tmp_path / "d.pha", signer, golden_dims={"h": (4,), "w": (6,)})
 
 
 # --- ONNX models written with onnx.helper: what torch does not write, and the refusals -----------
@@ -385,13 +425,8 @@ def test_depth_and_space_over_a_run_time_height_and_width(op, channels, attrs, t
     for backend in (None, OnnxruntimeBackend()):
         check_against_onnxruntime(model, loaded, feeds, backend=backend)
     if op == "SpaceToDepth":
-        odd = {"x": np.zeros((1, 3, 3, 4), np.float32)}
-        with pytest.raises(Exception, match="SpaceToDepth"):
-            onnxruntime_outputs(model, odd)
-        with pytest.raises(ShapeError, match="does not split into sizes"):
-            Executor(loaded.graph, NumpyBackend()).run(odd)
-        with pytest.raises(BackendError, match="Reshape"):
-            Executor(loaded.graph, OnnxruntimeBackend()).run(odd)
+        _refused_everywhere(model, loaded.graph, {"x": np.zeros((1, 3, 3, 4), np.float32)},
+                            "SpaceToDepth")
 
 
 def _resize(attrs=None, consts=None, **kw):
