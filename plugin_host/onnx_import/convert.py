@@ -135,6 +135,10 @@ class Importer:
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
         self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
         self.dim_source: dict[str, tuple] = {}     # run-time dim -> (graph tensor, its axis)
+        # the run-time dims of the first dims_indexed tensors of self.types, as products ->
+        # (graph tensor, its axis): shapes.dim_source reads it and grows it
+        self.dims_index: dict[tuple, tuple] = {}
+        self.dims_indexed = 0
         self.spread: dict[str, np.ndarray] = {}    # ONNX name -> the constant it broadcasts
         self.origin: dict[str, str] = {}           # ONNX constant -> name it descends from
         self.values: dict[str, str] = {}           # ONNX name -> graph tensor name

@@ -4,6 +4,8 @@ and concats) and CenterCropPad. Registered in :data:`.ops.MAPPERS` on import."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from abi.ops import dims
@@ -293,11 +295,15 @@ def dim_source(imp, d) -> tuple[str, int] | None:
     Shape, where the conv's output has it as a dim); None if none."""
     if d in imp.dim_source:
         return imp.dim_source[d]
-    found = next((v for k, v in imp.dim_source.items() if dims.known_equal(k, d)), None)
-    if found is None:
-        found = next(((name, axis) for name, t in imp.types.items()
-                      for axis, have in enumerate(t.shape)
-                      if type(have) is not int and dims.known_equal(have, d)), None)
+    product = dims.as_product(d)
+    found = next((v for k, v in imp.dim_source.items() if dims.as_product(k) == product), None)
+    if found is None:  # the tensors defined since the last look join the index, once each
+        for name, t in itertools.islice(imp.types.items(), imp.dims_indexed, None):
+            for axis, have in enumerate(t.shape):
+                if type(have) is not int:
+                    imp.dims_index.setdefault(dims.as_product(have), (name, axis))
+        imp.dims_indexed = len(imp.types)
+        found = imp.dims_index.get(product)
     return found
 
 
