@@ -63,11 +63,14 @@ def check_golden_dims(golden: Mapping[str, Sequence[int]], inputs: Sequence,
                       fixed: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
     """``golden`` (dim name to the sizes its golden cases take) checked against the ABI's
     ``inputs`` (TensorSpecs): each name one of their run-time dims, not one ``fixed`` at
-    build, each size an int from 0 to :data:`MAX_FIXED_DIM`; UsageError otherwise."""
+    build, each size an int from 0 to :data:`MAX_FIXED_DIM` (one int alone is one size);
+    UsageError otherwise."""
     free = {d for spec in inputs for d in spec.shape if type(d) is not int}
     checked = {}
     for name, sizes in golden.items():
-        sizes = tuple(sizes) if not isinstance(sizes, (str, bytes)) else ()
+        if type(sizes) is int:
+            sizes = (sizes,)
+        sizes = tuple(sizes) if isinstance(sizes, (list, tuple)) else ()
         if not sizes or not all(type(v) is int and 0 <= v <= MAX_FIXED_DIM for v in sizes):
             raise UsageError(f"golden dim {name!r}: sizes {list(sizes) or golden[name]!r} are "
                              f"not one or more integers from 0 to {MAX_FIXED_DIM}")

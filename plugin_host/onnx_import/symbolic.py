@@ -221,9 +221,6 @@ def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
     return [-1 if type(d) is not int else d for d in target]
 
 
-Product = dims.Product
-
-
 def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]] | None:
     """A Reshape from ``in_shape`` to ``target`` that keeps run-time dims apart, as
     ``flatten`` and ``unflatten`` steps: ``("flatten", start, end)`` and ``("unflatten",
@@ -238,8 +235,8 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
     "b"])]``), which the importer reads from a tensor that has them. None when no such groups
     exist: run-time dims reordered (a transpose), or elements that would cross a run-time dim
     (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``). A -1 in ``target`` is what the others leave of
-    the input (ModelFileError when that is not a product). No steps: the shape is
-    unchanged."""
+    the input; when that is no product, :func:`_around_the_fill`'s steps. No steps: the shape
+    is unchanged."""
     have = [dims.as_product(d) for d in in_shape]
     want = [None if d == -1 else dims.as_product(d) for d in target]
     whole = (1, ())

@@ -247,7 +247,7 @@ def test_golden_sizes_let_a_model_that_needs_them_keep_its_dims_run_time(dynamo,
         import_and_load(model, tmp_path / "no.pha", signer)
     notes: list[str] = []
     _, loaded = import_and_load(model, tmp_path / "p.pha", signer, golden_cases=3,
-                                golden_dims={"H": (16, 24), "W": [12]}, report=notes.append)
+                                golden_dims={"H": (16, 24), "W": 12}, report=notes.append)
     assert loaded.graph.inputs[0].shape == ("batch", 3, "H", "W")
     assert [case["x"].shape for case, _ in loaded.golden_cases()] == [
         (1, 3, 16, 12), (1, 3, 24, 12), (1, 3, 16, 12)]
@@ -273,6 +273,8 @@ def test_bad_golden_sizes_are_usage_errors(tmp_path):
             ({"h": (8, -1)}, None, "golden dim 'h': sizes [8, -1] are not one or more"),
             ({"h": (2.0,)}, None, "golden dim 'h': sizes [2.0] are not one or more"),
             ({"h": "8"}, None, "golden dim 'h': sizes '8' are not one or more"),
+            ({"h": 2.5}, None, "golden dim 'h': sizes 2.5 are not one or more"),
+            ({"h": -1}, None, "golden dim 'h': sizes [-1] are not one or more"),
             ({"h": (MAX_FIXED_DIM,), "w": (MAX_FIXED_DIM,)}, None,
              f"golden case 0: input 'x' of shape (1, 3, {MAX_FIXED_DIM}, {MAX_FIXED_DIM}) would "
              f"hold {3 * MAX_FIXED_DIM ** 2} elements, over the cap of")]:
