@@ -76,6 +76,9 @@ class AcceptanceResult:
     sandbox: tuple[str, ...]
     time: int
     first_mismatch: str = ""
+    #: per golden case, its inputs' shapes as one label (``"x (1, 3, 16, 16)"``); the timed
+    #: calls cycle through the cases, call n (warm-up included) taking case n % cases
+    case_shapes: tuple[str, ...] = ()
 
     # -- latency statistics (ms) ------------------------------------------------------------------
 
@@ -105,6 +108,19 @@ class AcceptanceResult:
     @property
     def mean_ms(self) -> float:
         return float(np.mean(self.samples_us)) / 1000
+
+    def by_shape(self) -> list[tuple[str, int, float, float]]:
+        """``(input shapes, runs, p50 ms, max ms)`` per distinct shape label of the golden
+        cases, in the order they first come; empty when every case has the same shapes (the
+        latency above is then the one size's)."""
+        if len(set(self.case_shapes)) < 2:
+            return []
+        cases = len(self.case_shapes)
+        groups: dict[str, list[int]] = {}
+        for i, us in enumerate(self.samples_us):
+            groups.setdefault(self.case_shapes[(self.warmup + i) % cases], []).append(us)
+        return [(label, len(us), float(np.percentile(us, 50)) / 1000, max(us) / 1000)
+                for label, us in groups.items()]
 
     # -- verdicts ---------------------------------------------------------------------------------
 
@@ -198,7 +214,9 @@ def run_acceptance(executor: Any, *, runs: int = DEFAULT_RUNS, warmup: int | Non
         manifest_sha256=artifact.manifest_sha256, backend=executor.backend,
         golden_cases=len(cases), outputs=outputs, samples_us=tuple(samples), warmup=warmup,
         budget_ms=float(manifest.latency_ms), sandbox=in_force, time=int(time.time()),
-        first_mismatch=first_mismatch)
+        first_mismatch=first_mismatch, case_shapes=tuple(
+            ", ".join(f"{name} {tuple(np.shape(v))}" for name, v in sorted(inputs.items()))
+            for inputs, _ in cases))
 
 
 def _errors(actual: np.ndarray, expected: np.ndarray, tol: Any) -> tuple[float, int]:

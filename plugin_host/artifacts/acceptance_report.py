@@ -60,6 +60,8 @@ def text_histogram(result: Any, *, width: int = 40, bins: int = 12) -> str:
     lines.append(f"  p50 {result.p50_ms:.3f}  p99 {result.p99_ms:.3f}  max {result.max_ms:.3f}"
                  f"  budget {result.budget_ms:g}: p99 {verdict} budget"
                  + ("" if result.max_ms <= result.budget_ms else ", max over budget"))
+    for label, runs, p50, most in result.by_shape():
+        lines.append(f"  {label}: p50 {p50:.3f}  max {most:.3f} ({runs} runs)")
     return "\n".join(lines)
 
 
@@ -168,9 +170,20 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #999;padding:.2em .6em}
 <h2>Latency (host round trip through the sandbox worker)</h2>
 <p>{esc(_stats(result))}: p99 {"within" if result.latency_passed else "OVER"} the budget;
 mean {result.mean_ms:.3f} ms, min {result.min_ms:.3f} ms.</p>
-{svg}
+{_by_shape_table(result)}{svg}
 </body></html>
 """
+
+
+def _by_shape_table(result: Any) -> str:
+    """The latency per golden input shape, when the golden cases have more than one (a
+    run-time dim drawn at several sizes: ``build --golden-dim``); else ""."""
+    rows = "".join(f"<tr><td>{html.escape(label)}</td><td>{runs}</td><td>{p50:.3f}</td>"
+                   f"<td>{most:.3f}</td></tr>\n" for label, runs, p50, most in result.by_shape())
+    if not rows:
+        return ""
+    return ("<table><tr><th>golden inputs</th><th>runs</th><th>p50 ms</th><th>max ms</th>"
+            f"</tr>\n{rows}</table>\n")
 
 
 def write_report(record_path: str | os.PathLike, result: Any) -> dict[str, str]:
