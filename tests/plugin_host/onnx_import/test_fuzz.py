@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are nine tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are ten tiny models exported from torch with the legacy exporter (milliseconds):
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -24,7 +24,8 @@ quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) 
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
 MatMulInteger) and ``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal
 attention with a Trilu mask and Reshapes of the heads between the two run-time dims, the last
-step). Every mutant
+step, the tokens back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace,
+a Conv, the pixels as tokens through a Gemm and back to the grid). Every mutant
 is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated element
 type) goes through the rewrite to float32.
 Two kinds of mutants:
@@ -894,6 +895,25 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             tokens = a.transpose(1, 2).reshape(n * t, 8)  # split back into both, below
             return self.head(tokens).view(n, t, 5)[:, -1]
 
+    class Grid(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.fc = torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.conv(torch.nn.functional.pixel_shuffle(x, 2))  # (n, 4, 2h, 2w)
+            n, c, h, w = y.shape
+            tokens = self.fc(y.permute(0, 2, 3, 1).reshape(n * h * w, c))
+            return tokens.view(n, h, w, c).mean(-1)  # split back into all three
+
+    torch.manual_seed(0)
+    grid = folder / "grid.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Grid().eval(), (torch.randn(1, 8, 2, 3),), str(grid), dynamo=False,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch", 2: "h", 3: "w"},
+                                        "y": {0: "batch", 1: "gh", 2: "gw"}})
     torch.manual_seed(0)
     sequence = folder / "sequence.onnx"
     with warnings.catch_warnings():
@@ -921,6 +941,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
                   dynamo=False, input_names=["x"], output_names=["y"])
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
+            "grid": str(grid),
             **_quantized_seeds(folder)}
 
 
@@ -1078,6 +1099,9 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert sequence.inputs[0].shape == ("batch", "seq")
     assert {"unflatten", "cumsum", "gather_elements"} <= {n.op for n in sequence.nodes}
     assert any(n.op == "unflatten" and len(n.inputs) == 2 for n in sequence.nodes)  # like
+    grid = import_onnx(seeds["grid"]).graph  # a batch, height and width known at run time
+    assert grid.inputs[0].shape == ("batch", 8, "h", "w")
+    assert sum(n.op == "unflatten" for n in grid.nodes) >= 2  # the shuffle, the tokens back
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
