@@ -311,16 +311,16 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     """A bool tensor of rank ``len(dims)`` that carries each run-time dim of ``dims`` on its
     axis (1 on the others), read back from a tensor that has it (``equal`` of a
     one-element-wide slice of it with itself): the one in ``sources`` (dim -> (graph tensor,
-    axis)), else the tensor whose Shape the model took. The slice of another run-time dim
-    of that tensor is summed away (its size is 1 only when the call gives the dim one)."""
+    axis)), else :func:`dim_source`'s. The slice of another run-time dim of that tensor is
+    summed away (its size is 1 only when the call gives the dim one)."""
     mask = None
     for axis, d in enumerate(dims):
         if type(d) is int:
             continue
         known = (sources or {}).get(d) or dim_source(imp, d)
         if known is None:
-            raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is not a dim of a tensor "
-                                  f"whose Shape the model takes")
+            raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is a dim of no tensor of "
+                                  f"the graph so far, so it cannot be read when the call runs")
         source, at = known
         rank = len(imp.types[source].shape)
         y = source
