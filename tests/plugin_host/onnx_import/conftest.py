@@ -117,6 +117,14 @@ def check_against_onnxruntime(model: Path, loaded, feeds: list[dict[str, np.ndar
     return runs
 
 
+def check_on_both_backends(model: Path, loaded, feeds: list[dict[str, np.ndarray]]) -> None:
+    """:func:`check_against_onnxruntime` on the numpy backend, then on the onnxruntime one."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
 def assert_refused(model: Path, error: type, where: str, message: str) -> None:
     """Importing ``model`` raises exactly ``error``: one line naming ``where`` (``node 'n'
     (Op)``) and containing ``message``."""

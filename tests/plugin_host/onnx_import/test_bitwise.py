@@ -12,8 +12,8 @@ import pytest
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_against_onnxruntime, export, float64_inside,
-                       import_and_load, onnx, onnxruntime_outputs, torch)
+from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends, export,
+                       float64_inside, import_and_load, onnx, onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(18)
@@ -125,8 +125,7 @@ def test_torch_bitwise_ops_of_the_legacy_exporter_match_onnxruntime(fold, tmp_pa
     for feed in feeds:  # 2**63 as a float does not convert back to int64 (Pow, then Cast)
         feed["s"] %= 62
         feed["w"] %= 8  # torch's shift of a uint8 by 8 or more differs from BitShift's 0
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 # --- hand-built models ---------------------------------------------------------------------------

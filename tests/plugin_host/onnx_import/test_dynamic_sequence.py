@@ -15,8 +15,8 @@ import pytest
 from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
 from plugin_host.onnx_import.symbolic import counts_differ, regroup
 
-from .conftest import (Fn, assert_refused, check_against_onnxruntime, import_and_load, onnx,
-                       onnxruntime_outputs, torch)
+from .conftest import (Fn, assert_refused, check_against_onnxruntime, check_on_both_backends,
+                       import_and_load, onnx, onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 
@@ -116,8 +116,6 @@ def _export(module, path, *, dynamo: bool):
                                          ("sdpa", True)],
                          ids=["mask-legacy", "mask-dynamo", "sdpa-legacy", "sdpa-dynamo"])
 def test_a_decoder_takes_any_batch_and_length(mode, dynamo, tmp_path, signer):
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = _export(_Decoder(mode), tmp_path / "d.onnx", dynamo=dynamo)
     _, loaded = import_and_load(model, tmp_path / "d.pha", signer)
     assert loaded.graph.inputs[0].shape == ("batch", "seq")
@@ -126,8 +124,7 @@ def test_a_decoder_takes_any_batch_and_length(mode, dynamo, tmp_path, signer):
     assert mode != "sdpa" or {"unflatten", "flatten"} <= ops, ops  # the heads
     rng = np.random.default_rng(8)
     feeds = [{"ids": rng.integers(0, 50, (b, n))} for b, n in ((1, 1), (3, 5), (2, 32))]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 @pytest.mark.parametrize("fn", [
@@ -135,8 +132,6 @@ def test_a_decoder_takes_any_batch_and_length(mode, dynamo, tmp_path, signer):
     lambda x: torch.triu(x, -1) * 2.0], ids=["triu1", "tril", "tril-2", "triu-1"])
 def test_trilu_over_run_time_dims(fn, tmp_path, signer):
     """Over (batch, rows, cols), all three run-time, rows and cols of different sizes."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = tmp_path / "t.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -149,8 +144,7 @@ def test_trilu_over_run_time_dims(fn, tmp_path, signer):
     feeds = [{"x": rng.standard_normal(s).astype(np.float32)}
              for s in ((1, 1, 1), (2, 3, 6), (3, 7, 2))]
     feeds[1]["x"][0, 0, :2] = [np.nan, np.inf]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_a_reshape_that_moves_elements_across_a_run_time_dim_is_refused(tmp_path):
@@ -176,6 +170,16 @@ def test_a_reshape_that_moves_elements_across_a_run_time_dim_is_refused(tmp_path
                    "input's between them")
 
 
+def _refused_until_fixed(model: Path, tmp_path: Path, signer, error: type, match: str,
+                         dims: dict[str, int]):
+    """Building ``model`` is refused with ``error`` matching ``match`` and writes nothing;
+    with ``dims`` fixed it builds: the loaded artifact."""
+    with pytest.raises(error, match=match):
+        import_and_load(model, tmp_path / "no.pha", signer)
+    assert not (tmp_path / "no.pha").exists()
+    return import_and_load(model, tmp_path / "fixed.pha", signer, dims=dims)[1]
+
+
 class _Attention(torch.nn.Module):
     def __init__(self, batch_first: bool = False):
         super().__init__()
@@ -190,8 +194,6 @@ def test_multihead_attention_takes_any_batch_and_length(batch_first, tmp_path, s
     """The dynamo exporter's MultiheadAttention merges the batch and the length into one axis
     for the output projection and splits it into the two run-time dims again: an unflatten
     whose sizes are read from the input's shape when the call runs."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = tmp_path / "m.onnx"
     length, batch = (1, 0) if batch_first else (0, 1)
     with warnings.catch_warnings():
@@ -209,8 +211,7 @@ def test_multihead_attention_takes_any_batch_and_length(batch_first, tmp_path, s
     sizes = ((1, 1), (3, 5), (7, 2), (2, 33))
     feeds = [{"x": rng.standard_normal((n, t, 16) if batch_first else (t, n, 16)).astype(
         np.float32)} for t, n in sizes]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_a_length_the_legacy_exporter_traced_as_a_constant_is_refused_naming_it(tmp_path,
@@ -218,8 +219,6 @@ def test_a_length_the_legacy_exporter_traced_as_a_constant_is_refused_naming_it(
     """torch's legacy exporter writes MultiheadAttention's key and value reshapes with the
     length it traced (5) as a constant, so onnxruntime itself refuses any other length. The
     import says so at that Reshape; with the length fixed it imports and takes any batch."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = tmp_path / "m.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -229,18 +228,14 @@ def test_a_length_the_legacy_exporter_traced_as_a_constant_is_refused_naming_it(
                                         "y": {0: "seq", 1: "batch"}})
     with pytest.raises(Exception, match="Reshape"):  # the model's own limit
         onnxruntime_outputs(model, {"x": np.zeros((6, 2, 16), np.float32)})
-    with pytest.raises(UnsupportedModelError, match=r"\(Reshape\): target shape \[5, "
-                       r"'batch\*2', 8\] holds 80\*batch elements and the input shape "
-                       r"\('seq', 'batch', 16\) 16\*batch\*seq, equal only at some sizes of the "
-                       r"run-time dims: the exporter wrote a size it saw when tracing as a "
-                       r"constant .*--dim batch=SIZE --dim seq=SIZE"):
-        import_and_load(model, tmp_path / "no.pha", signer)
-    assert not (tmp_path / "no.pha").exists()
-    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"seq": 5})
+    loaded = _refused_until_fixed(
+        model, tmp_path, signer, UnsupportedModelError, r"\(Reshape\): target shape \[5, "
+        r"'batch\*2', 8\] holds 80\*batch elements and the input shape \('seq', 'batch', 16\) "
+        r"16\*batch\*seq, equal only at some sizes of the run-time dims: the exporter wrote a "
+        r"size it saw when tracing as a constant .*--dim batch=SIZE --dim seq=SIZE", {"seq": 5})
     rng = np.random.default_rng(10)
     feeds = [{"x": rng.standard_normal((5, n, 16)).astype(np.float32)} for n in (1, 2, 4)]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def _merged_and_split(tmp_path, target: list) -> Path:
@@ -281,8 +276,6 @@ def test_an_axis_split_into_run_time_dims_no_one_tensor_has(target, like_axes, t
                                                             signer):
     """Each run-time size is read from a mask built to carry it (an inferred -1 beside a
     run-time size would be wrong when that size is 0: an empty batch is among the feeds)."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = _merged_and_split(tmp_path, target)
     _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
     [split] = [n for n in loaded.graph.nodes if n.op == "unflatten"]
@@ -292,8 +285,7 @@ def test_an_axis_split_into_run_time_dims_no_one_tensor_has(target, like_axes, t
     feeds = [{"a": rng.standard_normal((b, 16)).astype(np.float32),
               "c": rng.standard_normal((s, 16)).astype(np.float32)}
              for b, s in ((1, 1), (2, 3), (4, 1), (0, 2))]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_a_golden_case_too_short_for_the_model_says_so(tmp_path, signer):
@@ -308,13 +300,10 @@ def test_a_golden_case_too_short_for_the_model_says_so(tmp_path, signer):
                           (torch.randn(2, 6, 4),), str(model), dynamo=False,
                           input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch"}})
-    with pytest.raises(ModelImportError, match=r"golden case 0: output 'y' of the imported "
-                       r"graph differs from onnxruntime .*; the golden cases give the inputs' "
-                       r"run-time dims the sizes 'batch' 1, 'seq' 1, where a model may need "
-                       r"others"):
-        import_and_load(model, tmp_path / "no.pha", signer)
-    assert not (tmp_path / "no.pha").exists()
-    _, loaded = import_and_load(model, tmp_path / "p.pha", signer, dims={"seq": 6})
+    loaded = _refused_until_fixed(
+        model, tmp_path, signer, ModelImportError, r"golden case 0: output 'y' of the imported "
+        r"graph differs from onnxruntime .*; the golden cases give the inputs' run-time dims "
+        r"the sizes 'batch' 1, 'seq' 1, where a model may need others", {"seq": 6})
     rng = np.random.default_rng(12)
     check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])

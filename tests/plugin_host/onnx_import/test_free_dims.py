@@ -15,7 +15,8 @@ from plugin_host.errors import ModelImportError, UnsupportedModelError, UsageErr
 from plugin_host.onnx_import import build_onnx_artifact
 from plugin_host.onnx_import.free_dims import MAX_FIXED_DIM, fix_dims
 
-from .conftest import check_against_onnxruntime, import_and_load, onnx, torch
+from .conftest import (check_against_onnxruntime, check_on_both_backends, import_and_load, onnx,
+                       torch)
 
 
 class _Conv(torch.nn.Module):
@@ -222,8 +223,6 @@ def test_golden_sizes_let_a_model_that_needs_them_keep_its_dims_run_time(dynamo,
     """Drawn at 1, the golden image is smaller than the 4x4 kernel and the build is refused,
     naming the sizes and --golden-dim; drawn at the sizes given (case k the k-th, cycling),
     it builds with the height and width still run-time, and takes other sizes too."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = tmp_path / "p.onnx"
     torch.manual_seed(0)
     with warnings.catch_warnings():
@@ -256,8 +255,7 @@ def test_golden_sizes_let_a_model_that_needs_them_keep_its_dims_run_time(dynamo,
     rng = np.random.default_rng(4)
     feeds = [{"x": rng.standard_normal(shape).astype(np.float32)}
              for shape in ((2, 3, 8, 12), (1, 3, 20, 4), (3, 3, 9, 13))]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_bad_golden_sizes_are_usage_errors(tmp_path):

@@ -16,8 +16,8 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (EXPORTERS, check_against_onnxruntime, export, float64_inside,
-                       import_and_load, onnx, torch)
+from .conftest import (EXPORTERS, check_against_onnxruntime, check_on_both_backends, export,
+                       float64_inside, import_and_load, onnx, torch)
 
 F = torch.nn.functional
 helper, TP = onnx.helper, onnx.TensorProto
@@ -107,10 +107,7 @@ def test_volumetric_grid_sample_matches_onnxruntime(dynamo, fold, optimize, tmp_
     feeds = [{"x": (RNG.standard_normal((2, 3, 4, 5, 6)) * 3).astype(np.float32),
               "grid": RNG.uniform(-1.4, 1.4, (2, 3, 4, 5, 3)).astype(np.float32)}
              for _ in range(3)]
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 class _Affine(torch.nn.Module):

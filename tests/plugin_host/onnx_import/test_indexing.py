@@ -14,8 +14,8 @@ from abi.errors import IndexRangeError
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
-from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, export, import_and_load, onnx,
-                       torch)
+from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, check_on_both_backends, export,
+                       import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 
@@ -176,8 +176,6 @@ def test_gather_on_a_symbolic_axis_is_checked_when_the_call_runs(tmp_path):
 def test_gather_nd_of_several_coordinates_matches_onnxruntime(tmp_path, signer):
     """Constant indices of 2 and of 3 (every axis: single elements) coordinates, negative
     ones among them, into a (3, 4, 5) tensor, on both backends."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     x = helper.make_tensor_value_info("x", TP.FLOAT, [3, 4, 5])
     for k, indices, out in ((2, [[[0, 1], [2, -1]], [[-3, 0], [1, 3]]], (2, 2, 5)),
                             (3, [[2, 3, 4], [-1, -4, -5], [0, 2, 1]], (3,))):
@@ -185,8 +183,7 @@ def test_gather_nd_of_several_coordinates_matches_onnxruntime(tmp_path, signer):
                       [x], out, [_ints("i", indices, list(np.shape(indices)))])
         _, loaded = import_and_load(path, tmp_path / f"nd{k}.pha", signer)
         assert [n.op for n in loaded.graph.nodes] == ["reshape", "gather"]
-        for backend in (None, OnnxruntimeBackend()):
-            check_against_onnxruntime(path, loaded, _feeds((3, 4, 5), k), backend=backend)
+        check_on_both_backends(path, loaded, _feeds((3, 4, 5), k))
 
 
 @pytest.mark.parametrize("indices, dims, attrs, message", [

@@ -16,8 +16,8 @@ from plugin_host.onnx_import.fold import fold as fold_constants
 from plugin_host.onnx_import.ops import MAPPERS
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx,
-                       onnxruntime_outputs, torch)
+from .conftest import (EXPORTERS, check_against_onnxruntime, check_on_both_backends, export,
+                       import_and_load, onnx, onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 helper, TP = onnx.helper, onnx.TensorProto
@@ -446,8 +446,6 @@ def test_clip_with_run_time_bounds_matches_onnxruntime_on_both_backends(inputs, 
                                                                         signer):
     """A lower bound above the upper one gives the upper one, and a nan bound or a nan x
     give what onnxruntime gives, on the numpy and onnxruntime backends."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = _clip_model(tmp_path, inputs)
     _, loaded = import_and_load(model, tmp_path / "clip.pha", signer)
     assert {"less", "where"} <= _ops(loaded) and ("clip" in _ops(loaded)) == (len(inputs) == 1)
@@ -457,8 +455,7 @@ def test_clip_with_run_time_bounds_matches_onnxruntime_on_both_backends(inputs, 
               (-np.inf, np.inf)]
     feeds = [{"x": x, **{n: np.array(v, np.float32) for n, v in zip(("lo", "hi"), pair)
                          if n in inputs}} for pair in bounds]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_clip_with_a_run_time_bound_of_several_values_is_refused(tmp_path):

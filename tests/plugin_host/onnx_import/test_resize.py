@@ -17,8 +17,8 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, export, import_and_load,
-                       onnx, onnxruntime_outputs, torch)
+from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, check_on_both_backends, export,
+                       import_and_load, onnx, onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 helper, TP = onnx.helper, onnx.TensorProto
@@ -115,10 +115,7 @@ def test_volumetric_resize_matches_onnxruntime(dynamo, fold, optimize, tmp_path,
     assert [n.op for n in loaded.graph.nodes].count("resize") == 4
     assert {s.name: s.shape for s in loaded.graph.outputs} == {
         "a": (2, 3, 8, 10, 12), "b": (2, 3, 3, 7, 5), "c": (2, 3, 6, 10, 3), "d": (2, 3, 6, 4, 9)}
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 5, 6)), backend=backend)
+    check_on_both_backends(model, loaded, _feeds((2, 3, 4, 5, 6)))
 
 
 def _export_batched(module, args, path, dynamo: bool) -> None:
@@ -202,32 +199,26 @@ def _export_spatial(module, path, dynamo: bool) -> None:
 def test_pixel_shuffle_over_a_run_time_height_and_width(dynamo, tmp_path, signer):
     """DepthToSpace (legacy) or its Reshape and Transpose form (dynamo) of an image whose
     batch, height and width are all run-time."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     path = tmp_path / "p.onnx"
     _export_spatial(Fn(lambda x: F.pixel_shuffle(x, 2)).eval(), path, dynamo)
     _, loaded = import_and_load(path, tmp_path / "p.pha", signer)
     assert loaded.graph.inputs[0].shape == ("batch", 8, "h", "w")
     feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
              for n, h, w in ((1, 1, 1), (3, 2, 5), (2, 7, 3))]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(path, loaded, feeds, backend=backend)
+    check_on_both_backends(path, loaded, feeds)
 
 
 def test_pixel_unshuffle_over_a_run_time_height_and_width(tmp_path, signer):
     """The legacy exporter's Reshape to (h//2, 2): a -1 that no product of the dims gives,
     left to the call, which refuses an odd height on both backends as onnxruntime does. The
     dynamo exporter computes h//2 as a value no tensor has as a dim: refused."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     path = tmp_path / "u.onnx"
     _export_spatial(Fn(lambda x: F.pixel_unshuffle(x, 2)).eval(), path, dynamo=False)
     _, loaded = import_and_load(path, tmp_path / "u.pha", signer,
                                 golden_dims={"h": (4, 2), "w": (6,)})
     feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
              for n, h, w in ((1, 2, 2), (3, 4, 6), (2, 8, 2))]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(path, loaded, feeds, backend=backend)
+    check_on_both_backends(path, loaded, feeds)
     _refused_everywhere(path, loaded.graph, {"x": np.zeros((1, 8, 3, 4), np.float32)},
                         "Reshape")
     _export_spatial(Fn(lambda x: F.pixel_unshuffle(x, 2)).eval(), path, dynamo=True)
@@ -412,8 +403,6 @@ def test_depth_and_space_over_a_run_time_height_and_width(op, channels, attrs, t
     """unflatten, transpose and flatten keep N, H and W run-time; SpaceToDepth of an H the
     block does not divide is refused when the call runs on both backends, as onnxruntime
     refuses it."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = _model(tmp_path, op, ("n", channels, "h", "w"), attrs=attrs)
     _, loaded = import_and_load(model, tmp_path / "d.pha", signer,
                                 golden_dims={"h": (4,), "w": (6,)})
@@ -422,8 +411,7 @@ def test_depth_and_space_over_a_run_time_height_and_width(op, channels, attrs, t
         (1, 1, 1), (3, 2, 5), (2, 4, 1))
     feeds = [{"x": RNG.standard_normal((n, channels, h, w)).astype(np.float32)}
              for n, h, w in sizes]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
     if op == "SpaceToDepth":
         _refused_everywhere(model, loaded.graph, {"x": np.zeros((1, 3, 3, 4), np.float32)},
                             "SpaceToDepth")

@@ -11,8 +11,9 @@ import pytest
 
 from plugin_host.errors import UnsupportedModelError
 
-from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
-                       float64_inside, import_and_load, onnx, torch)
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, float64_inside, import_and_load, onnx,
+                       torch)
 from .test_resize import _model
 
 F = torch.nn.functional
@@ -253,10 +254,7 @@ def test_wide_windows_match_onnxruntime(tmp_path, signer, mode, scale):
         "mode": mode, "antialias": 1})
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
     assert _resampled_axes(loaded) == 1
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, _feeds((1, 2, 5, 200)), backend=backend)
+    check_on_both_backends(model, loaded, _feeds((1, 2, 5, 200)))
 
 
 @pytest.mark.parametrize("mode", ["linear", "cubic"])

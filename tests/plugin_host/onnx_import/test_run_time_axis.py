@@ -18,8 +18,8 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (Fn, assert_refused, check_against_onnxruntime, import_and_load, onnx,
-                       onnxruntime_outputs, torch)
+from .conftest import (Fn, assert_refused, check_against_onnxruntime, check_on_both_backends,
+                       import_and_load, onnx, onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 
@@ -60,8 +60,6 @@ def _export(fn, path, *, dynamo: bool, length: int | None = None):
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
 @pytest.mark.parametrize("idiom", list(IDIOMS))
 def test_steps_of_a_run_time_sequence_take_any_length(idiom, dynamo, tmp_path, signer):
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = _export(IDIOMS[idiom], tmp_path / "m.onnx", dynamo=dynamo)
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
     assert loaded.graph.inputs[0].shape == ("batch", "seq", 4)
@@ -70,8 +68,7 @@ def test_steps_of_a_run_time_sequence_take_any_length(idiom, dynamo, tmp_path, s
     feeds = [{"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
              for b, n in ((1, 1), (3, 5), (2, 16))]
     feeds[1]["x"][0, -1, 1:3] = [np.nan, -np.inf]  # off the column argmax reads
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_the_last_step_of_an_empty_sequence_is_refused_naming_the_node(tmp_path, signer):
@@ -203,16 +200,13 @@ def test_writes_along_a_run_time_sequence_take_any_length(idiom, dynamo, tmp_pat
     """A ScatterElements along the run-time dim, checked against the call's size; the dynamo
     exporter's ``y[:, -1] = v`` expands the constant -1 to v's shape, which is counted from
     the end of that size as ONNX does."""
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = _export(WRITES[idiom][0], tmp_path / "w.onnx", dynamo=dynamo)
     _, loaded = import_and_load(model, tmp_path / "w.pha", signer)
     assert "scatter_elements" in {n.op for n in loaded.graph.nodes}
     rng = np.random.default_rng(13)
     feeds = [{"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
              for b, n in ((1, 1), (3, 5), (2, 16))]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_a_constant_spread_to_a_run_time_shape_counts_from_the_end_of_a_fixed_dim(tmp_path,

@@ -13,7 +13,8 @@ import pytest
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
-from .conftest import check_against_onnxruntime, import_and_load, onnx, torch
+from .conftest import (check_against_onnxruntime, check_on_both_backends, import_and_load, onnx,
+                       torch)
 
 F = torch.nn.functional
 
@@ -228,8 +229,6 @@ class _Positions(torch.nn.Module):
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
 def test_a_range_to_a_run_time_dim_takes_any_size(dynamo, tmp_path, signer):
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = tmp_path / "pos.onnx"
     x = torch.randn(2, 5, 4)
     with warnings.catch_warnings():
@@ -250,8 +249,7 @@ def test_a_range_to_a_run_time_dim_takes_any_size(dynamo, tmp_path, signer):
     rng = np.random.default_rng(7)
     feeds = [{"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
              for b, n in ((1, 1), (3, 5), (2, 16))]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 def test_another_range_of_a_run_time_dim_is_refused(tmp_path):
@@ -359,8 +357,6 @@ class _Pick(torch.nn.Module):
 
 
 def test_run_time_indices_along_fixed_axes_take_any_batch(tmp_path, signer):
-    from plugins.onnxruntime_backend import OnnxruntimeBackend
-
     model = tmp_path / "p.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -374,8 +370,7 @@ def test_run_time_indices_along_fixed_axes_take_any_batch(tmp_path, signer):
     rng = np.random.default_rng(6)
     feeds = [{"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32),
               "i": rng.integers(0, 3, 2), "j": rng.integers(0, 4, (2, 2))} for n in (1, 3, 5)]
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+    check_on_both_backends(model, loaded, feeds)
 
 
 @pytest.mark.parametrize("module", [_Zeros, _Recurrent, _ExpandAs, _TopkMask],
