@@ -6,6 +6,7 @@ starts/ends, which is also Python's slicing); axes may be negative wherever an a
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -577,6 +578,46 @@ def scaled_size(length: int, scale: float) -> int:
     return int(np.floor(np.float32(length) * np.float32(scale)))
 
 
+def scale_fraction(scale: float) -> tuple[int, int]:
+    """The float32 value of ``scale`` as an exact fraction ``(k, 2**m)``, lowest terms."""
+    k, q = float(np.float32(scale)).as_integer_ratio()
+    return k, q
+
+
+#: A symbolic spatial axis takes a scale only where onnxruntime's float32 floor(in * scale)
+#: is the exact floor for every length below this (scale 0.7 is not: 10 * 0.7 gives 7)
+EXACT_SCALED_BELOW = 1 << 16
+
+
+@functools.lru_cache(maxsize=256)
+def first_inexact_length(scale: float, below: int = EXACT_SCALED_BELOW) -> int | None:
+    """The least length under ``below`` whose float32 floor(length * scale) (onnxruntime's)
+    is not the exact floor of length * float32(scale), or None."""
+    k, q = scale_fraction(scale)
+    length = np.arange(1, below, dtype=np.int64)
+    wrong = np.flatnonzero(np.floor(length.astype(np.float32) * np.float32(scale))
+                           .astype(np.int64) != length * k // q)
+    return int(length[wrong[0]]) if wrong.size else None
+
+
+def scaled_dim(length: dims.Dim, scale: float) -> dims.Dim:
+    """floor(length * scale) of a dim that may be symbolic: ``(length*k)//2**m`` for the
+    float32 scale k / 2**m, exact; onnxruntime's float32 product gives the same size for
+    every length below EXACT_SCALED_BELOW where the resize rule accepts the scale (the numpy
+    backend refuses a call where the two differ)."""
+    if type(length) is int:
+        return scaled_size(length, scale)
+    k, q = scale_fraction(scale)
+    return dims.floordiv(dims.mul(length, k), q)
+
+
+def resolved_sizes(spatial, attrs: dict) -> list:
+    """resize's output lengths over ``spatial``: ``size``, each -1 as floor(in * scale)."""
+    scales = attrs["scales"]
+    return [scaled_dim(d, s) if o == -1 else o
+            for d, o, s in zip(spatial, attrs["size"], scales or [None] * len(spatial))]
+
+
 def _need_spatial(n: str, x: TensorType) -> None:
     """ShapeError when a spatial axis (after N and C) of x is empty: nothing to sample from."""
     for i, d in enumerate(x.shape[2:]):
@@ -604,16 +645,33 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                   f"spatial axes and")
     _need_spatial(n, x)
     scales = attrs["scales"]
+    if scales is None and -1 in attrs["size"]:
+        raise ContractError(f"{n}: size {list(attrs['size'])} has a -1 (floor(in * scale) when "
+                            f"the call runs) but no scales", op=n, attribute="size")
     if scales is not None:
         for i, (d, s, out) in enumerate(zip(spatial, scales, attrs["size"])):
-            if type(d) is not int:
+            if type(d) is not int and out != -1:
                 raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is symbolic; "
-                                 f"with scales the output size would depend on it (give size "
-                                 f"alone)", where=n, got=x.shape)
-            if scaled_size(d, s) != out:
+                                 f"with scales its size must be -1, floor(in * {s}) when the "
+                                 f"call runs (or give size alone)", where=n, got=x.shape)
+            if type(d) is int and out not in (-1, scaled_size(d, s)):
                 raise ContractError(f"{n}: size {out} on spatial axis {i} is not floor({d} * "
                                     f"{s}) = {scaled_size(d, s)}", op=n, attribute="size")
-    return [TensorType((*x.shape[:2], *attrs["size"]), x.dtype)]
+            inexact = first_inexact_length(s) if type(d) is not int else None
+            if inexact is not None:
+                raise ContractError(f"{n}: scale {s} on symbolic spatial axis {i}: float32 "
+                                    f"floor({inexact} * {s}) (onnxruntime's) is "
+                                    f"{scaled_size(inexact, s)}, not the exact "
+                                    f"{inexact * scale_fraction(s)[0] // scale_fraction(s)[1]}; "
+                                    f"a symbolic axis takes a scale whose float32 floor is exact "
+                                    f"below {EXACT_SCALED_BELOW} (or give size alone)", op=n,
+                                    attribute="scales")
+        for i, o in enumerate(resolved_sizes(spatial, attrs)):
+            if type(o) is int and o < 1:
+                raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} scaled by "
+                                 f"{scales[i]} has no element (floor gives {o})", where=n,
+                                 got=x.shape)
+    return [TensorType((*x.shape[:2], *resolved_sizes(spatial, attrs)), x.dtype)]
 
 
 #: The most antialias weights a resize may hold along one axis: (output length) x (taps per
@@ -625,7 +683,8 @@ def _antialias_windows(n: str, x: TensorType, attrs: dict) -> None:
     """ContractError when an axis' antialias weights would exceed MAX_ANTIALIAS_WEIGHTS."""
     half = 1.0 if attrs["mode"] == "linear" else 2.0
     scales = attrs["scales"] or (None,) * len(attrs["size"])
-    for i, (d, out, s) in enumerate(zip(x.shape[2:], attrs["size"], scales)):
+    for i, (d, out, s) in enumerate(zip(x.shape[2:], resolved_sizes(x.shape[2:], attrs),
+                                        scales)):
         if type(d) is not int or d == out:
             continue
         scale = s if s is not None else out / d
@@ -669,6 +728,12 @@ _AXIS = AttrSpec("int")
 def _scales(v) -> str | None:
     return None if all(0 < s <= 1e9 for s in v) else f"must have every entry in (0, 1e9], got " \
         f"{list(v)}"
+
+
+def _resize_sizes(v) -> str | None:
+    return None if all(x >= 1 or x == -1 for x in v) else (
+        f"must have every entry >= 1, or -1 for floor(in * scale) when the call runs, got "
+        f"{list(v)}")
 
 
 def _unary(name: str, rule, doc: str, attrs: dict | None = None) -> OpDef:
@@ -945,7 +1010,7 @@ nan above every number (as onnxruntime: first for largest, last for smallest; to
 equal nans by index only for largest); -0.0 and 0.0 are equal. x numeric of rank >= 1; k >= 1
 and at most the axis' size (a run-time dim is checked when it is bound)."""),
     OpDef("resize", 1, ("x",), ("y",), {
-        "size": AttrSpec("ints", check=_POSITIVE_INTS),
+        "size": AttrSpec("ints", check=all_of(non_empty, _resize_sizes)),
         "scales": AttrSpec("floats", None, check=_scales),
         "mode": AttrSpec("enum:nearest|linear|cubic", "nearest"),
         "coordinate_mode": AttrSpec("enum:half_pixel|pytorch_half_pixel|align_corners|"
@@ -957,12 +1022,15 @@ and at most the axis' size (a run-time dim is checked when it is bound)."""),
         "antialias": AttrSpec("bool", False, added=True),
     }, _resize, doc="""\
 ONNX Resize (torch's interpolate / Upsample) of the 1, 2 or 3 spatial axes of x (N, C, L), (N, C,
-H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1); the output is
-(N, C, *size). Output position o on an axis maps to the input coordinate given by coordinate_mode
-with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 where the output
+H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1, or -1 with
+scales: floor(in * s) when the call runs, the only size a symbolic spatial axis takes with scales;
+its dim is (in*k)//2**m for the float32 scale k / 2**m, and a symbolic axis takes only a scale
+whose float32 floor(in * s), onnxruntime's, is that exact floor for every in below 65536); the
+output is (N, C, *size). Output position o on an axis maps to the input coordinate given by
+coordinate_mode with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 where the output
 length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1; asymmetric o / s. s is
-scales (float32, one per spatial axis, > 0; then each size must be floor(in * s) and the spatial
-dims static) or, without scales, out / in. mode nearest takes the input element at that coordinate
+scales (float32, one per spatial axis, > 0; then each size must be floor(in * s) or -1) or,
+without scales, out / in. mode nearest takes the input element at that coordinate
 rounded by nearest_mode (floor, ceil, round with halves down or up), clamped into the input; linear
 interpolates between the two neighbours along each axis (the coordinate clamped into [0, in - 1];
 bilinear for 2 spatial axes, trilinear for 3); cubic (x (N, C, H, W) only, as onnxruntime's

@@ -58,11 +58,9 @@ def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None
     bad = [s for s in full[2:] if not (0 < s <= 1e9)]
     if bad:
         raise imp.unsupported(f"scales {_few(given.tolist())} must be in (0, 1e9]")
-    spatial = shape[2:]
-    if not all(type(d) is int for d in spatial):
-        raise imp.unsupported(f"scales on the run-time spatial dims of input shape {shape}: "
-                              f"the output size must be known at import")
-    return [scaled_size(d, s) for d, s in zip(spatial, full[2:])], [float(s) for s in full[2:]]
+    # a run-time spatial dim's size is floor(in * scale) when the call runs (-1)
+    return ([scaled_size(d, s) if type(d) is int else -1 for d, s in zip(shape[2:], full[2:])],
+            [float(s) for s in full[2:]])
 
 
 @maps("Resize")
@@ -111,7 +109,8 @@ def _resize(imp, node, attrs):
     if len(set(axes)) != len(axes):
         raise imp.unsupported(f"attribute axes={attrs['axes']} names an axis twice")
     size, scales = _resize_given(imp, node, shape, axes)
-    imp.check_size("its resize output", [*(d or 1 for d in shape[:2]), *size])
+    imp.check_size("its resize output", [*(d or 1 for d in shape[:2]),
+                                         *(d if d != -1 else "run-time" for d in size)])
     if antialias and not all(type(d) is int for d in shape[2:]):
         raise imp.unsupported(f"attribute antialias=1 on input shape {shape}: the spatial dims "
                               f"must be static (the weights are built at import)")

@@ -17,6 +17,7 @@ import numpy as np
 from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
+from abi.ops.glue import scale_fraction, scaled_size
 
 from .antialias import antialias_taps
 
@@ -593,9 +594,11 @@ def _resize_plan(spatial, attrs: dict) -> list | tuple | None:
     if any(d == 0 for d in spatial):
         raise ShapeError(f"resize: spatial dims {tuple(spatial)} of x include 0; there is "
                          f"nothing to sample from", where="resize", got=tuple(spatial))
-    if tuple(attrs["size"]) == tuple(spatial):
-        return None
     scales = attrs["scales"] or (None,) * len(spatial)
+    size = [o if o != -1 else _scaled(d, s) for o, d, s in zip(attrs["size"], spatial, scales)]
+    if tuple(size) == tuple(spatial):
+        return None
+    attrs = {**attrs, "size": size}
     if attrs.get("antialias"):  # onnxruntime's windows per axis whose size changes
         f32 = np.float32
         return ("antialias", [None if o == d else antialias_taps(
@@ -605,6 +608,18 @@ def _resize_plan(spatial, attrs: dict) -> list | tuple | None:
     last = len(spatial) - 1
     return [_resize_axis(o, d, s, attrs, i == last)
             for i, (o, d, s) in enumerate(zip(attrs["size"], spatial, scales))]
+
+
+def _scaled(length: int, scale: float) -> int:
+    """A -1 size: floor(length * scale) as onnxruntime computes it (float32), which must be the
+    exact floor the ABI's dim for it says ((length*k)//2**m)."""
+    got = scaled_size(length, scale)
+    k, q = scale_fraction(scale)
+    if got != length * k // q:
+        raise ShapeError(f"resize: floor({length} * {scale}) is {length * k // q}, but float32 "
+                         f"arithmetic (onnxruntime's) gives {got}; the output size would differ "
+                         f"from the ABI's", where="resize", got=(length,))
+    return got
 
 
 def _windows_apply(x, axis: int, start, count, weights):

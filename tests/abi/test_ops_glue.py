@@ -266,6 +266,14 @@ def test_symbolic_dims():
     assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
                  ) == [T(("N", 3, 8, 10), f32)]
     assert infer("resize", [T(("N", 3, "L"), f32)], {"size": [7]}) == [T(("N", 3, 7), f32)]
+    # -1 with scales: floor(in * scale) when the call runs, exact: (in*k)//2**m
+    assert infer("resize", [T(("N", 3, "H", "W", 5), f32)],
+                 {"size": [-1, -1, 7], "scales": [2.0, 0.375, 1.5]}) == [
+        T(("N", 3, "H*2", "(W*3)//8", 7), f32)]
+    assert infer("resize", [T(("N", 3, 4), f32)], {"size": [-1], "scales": [1.5]}) == [
+        T(("N", 3, 6), f32)]
+    assert infer("resize", [T(("N", 3, "L"), f32)], {"size": [-1], "scales": [0.5]}) == [
+        T(("N", 3, "L//2"), f32)]
     assert infer("grid_sample", [T(("N", 3, "H", "W"), f32), T(("N", 6, 7, 2), f32)]) == [
         T(("N", 3, 6, 7), f32)]
     assert infer("grid_sample", [T(("N", 3, 4, 5), f32), T((2, "Ho", "Wo", 2), f32)]) == [
@@ -589,11 +597,21 @@ REFUSALS = [
     ("resize", [T((1, 2, 5), f32)], {"size": [8], "scales": [1.5]}, ContractError,
      "resize: size 8 on spatial axis 0 is not floor(5 * 1.5) = 7"),
     ("resize", [T((1, 2, "L"), f32)], {"size": [8], "scales": [2.0]}, ShapeError,
-     "resize: spatial axis 0 of x shape (1, 2, L) is symbolic; with scales"),
+     "resize: spatial axis 0 of x shape (1, 2, L) is symbolic; with scales its size must be -1"),
+    ("resize", [T((1, 2, "L"), f32)], {"size": [-1]}, ContractError,
+     "resize: size [-1] has a -1 (floor(in * scale) when the call runs) but no scales"),
+    ("resize", [T((1, 2, "L"), f32)], {"size": [-1], "scales": [0.7]}, ContractError,
+     "resize: scale 0.7 on symbolic spatial axis 0: float32 floor(10 * 0.7) (onnxruntime's) is "
+     "7, not the exact 6; a symbolic axis takes a scale whose float32 floor is exact below "
+     "65536"),
+    ("resize", [T((1, 2, 1, 3), f32)], {"size": [-1, 3], "scales": [0.5, 1.0]}, ShapeError,
+     "resize: spatial axis 0 of x shape (1, 2, 1, 3) scaled by 0.5 has no element (floor gives "
+     "0)"),
     ("resize", [T((1, 2, 0, 3), f32)], {"size": [2, 2]}, ShapeError,
      "resize: spatial axis 0 of x shape (1, 2, 0, 3) is empty"),
     ("resize", [T((1, 2, 3), f32)], {"size": [0]}, OpError,
-     "attribute 'size' must have every entry >= 1, got [0]"),
+     "attribute 'size' must have every entry >= 1, or -1 for floor(in * scale) when the call "
+     "runs, got [0]"),
     ("resize", [T((1, 2, 3), f32)], {"size": [3], "scales": [-1.0]}, OpError,
      "attribute 'scales' must have every entry in (0, 1e9], got [-1.0]"),
     ("resize", [T((1, 2, 3), f32)], {"size": [3], "mode": "area"}, OpError,

@@ -231,6 +231,46 @@ def test_resize_over_symbolic_spatial_dims():
         ex.run({"x": np.zeros((1, 3, 0, 7), np.float32)})
 
 
+@pytest.mark.parametrize("mode, align_corners", sorted(RESIZE_MODES, key=str))
+def test_resize_by_scales_over_symbolic_spatial_dims_as_torch(mode, align_corners):
+    """size -1: floor(in * scale) when the call runs, at every input size."""
+    from plugins.numpy_backend.glue import make_resize
+    from abi.ops.glue import scaled_size
+
+    attrs = {"size": [-1, -1], "scales": [2.0, 1.5], **RESIZE_MODES[mode, align_corners]}
+    b = GraphBuilder("resize")
+    x = b.input("x", ("n", 3, "h", "w"), "float32", "ANY")
+    up = b.op("resize", x, name="r", **attrs)
+    b.output(b.op("mean", up, name="m", axes=[2, 3]), "y", "ANY")
+    graph = b.build()
+    kernel = make_resize(dict(graph.nodes[0].attrs), {}, [graph.types["x"]], "r")
+    for shape in ((1, 3, 1, 1), (2, 3, 5, 7), (1, 3, 4, 2)):
+        a = RNG.standard_normal(shape).astype(np.float32)
+        want = _interpolate(a, mode, align_corners, scale_factor=(2.0, 1.5))
+        got = kernel(a)
+        assert got.shape == (shape[0], 3, 2 * shape[2], scaled_size(shape[3], 1.5))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(Executor(graph, NumpyBackend()).run({"x": a})["y"],
+                                   want.mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
+
+
+def test_resize_refuses_a_length_whose_float32_floor_is_not_exact():
+    """floor(65921 * 255/128) in float32 (onnxruntime's size) is one more than the exact floor
+    the ABI's dim says: refused, not an output of another shape."""
+    from abi.errors import ShapeError
+    from plugins.numpy_backend.glue import make_resize
+    from abi.spec import TensorType
+
+    attrs = {"size": [-1], "scales": [255 / 128], "mode": "nearest",
+             "coordinate_mode": "asymmetric", "nearest_mode": "floor"}
+    kernel = make_resize(attrs, {}, [TensorType((1, 1, "L"), "float32")], "r")
+    assert kernel(np.ones((1, 1, 65920), np.float32)).shape == (1, 1, 65920 * 255 // 128)
+    with pytest.raises(ShapeError, match=r"resize: floor\(65921 \* 1.9921875\) is 131326, "
+                                         r"but float32 arithmetic \(onnxruntime's\) gives "
+                                         r"131327"):
+        kernel(np.ones((1, 1, 65921), np.float32))
+
+
 
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("how", [{"scale_factor": 2.0}, {"scale_factor": 0.5},

@@ -46,6 +46,16 @@ def single(op, x_shape, *consts, in_dtype="float32", feed=None, **attrs):
     return b.build(), feed
 
 
+def resize_by_scales_run_time():
+    """resize by scales of a run-time height and width (size -1: floor(in * scale) when the
+    call runs), then to a fixed size (a graph output's dims are names, not expressions)."""
+    b = GraphBuilder("resize")
+    x = b.input("x", ("n", 2, "h", "w"), "float32", "ANY")
+    up = b.op("resize", x, name="by_scales", size=[-1, -1], scales=[2.0, 0.75], mode="linear")
+    b.output(b.op("resize", up, name="node", size=[5, 4], mode="linear"), "y0", "ANY")
+    return b.build(), {"x": f32(2, 2, 3, 4)}
+
+
 def grid_sample_run_time(**attrs):
     """grid_sample with the grid a graph input (a symbolic batch and output size)."""
     b = GraphBuilder("grid_sample")
@@ -435,6 +445,7 @@ CASES = {
     "resize_run_time_spatial": lambda: single("resize", (1, 2, "h", "w"), size=[5, 4],
                                               mode="linear",
                                               coordinate_mode="pytorch_half_pixel"),
+    "resize_run_time_scales": lambda: resize_by_scales_run_time(),
     "resize_bicubic": lambda: single("resize", ("n", 2, 4, 5), size=[8, 12], scales=[2.0, 2.5],
                                      mode="cubic"),
     "resize_bicubic_exclude_outside": lambda: single(
@@ -461,6 +472,7 @@ def assert_same(graph, feed, *, rtol=1e-4, atol=1e-5):
         assert got[name].dtype == value.dtype, name
         assert got[name].shape == value.shape, name
         np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol, err_msg=name)
+    return got
 
 
 @pytest.mark.parametrize("bad", [-1, 5])
@@ -671,6 +683,16 @@ def test_resize_over_run_time_spatial_dims_takes_other_sizes():
     graph, _ = CASES["resize_run_time_spatial"]()
     for h, w in ((1, 1), (7, 2), (4, 9)):
         assert_same(graph, {"x": f32(1, 2, h, w)})
+
+
+def test_resize_by_scales_over_run_time_spatial_dims_takes_other_sizes():
+    """size -1: floor(in * scale) when the call runs, the ABI's (in*k)//2**m, on both
+    backends."""
+    graph, _ = CASES["resize_run_time_scales"]()
+    [up] = [n.outputs[0] for n in graph.nodes if n.name == "by_scales"]
+    assert graph.types[up].shape == ("n", 2, "h*2", "(w*3)//4")
+    for n, h, w in ((1, 1, 2), (2, 7, 3), (3, 4, 9)):
+        assert_same(graph, {"x": f32(n, 2, h, w)})
 
 
 def test_embedding_out_of_range_refused_at_entry():

@@ -208,6 +208,51 @@ def test_pixel_shuffle_over_a_run_time_height_and_width(dynamo, tmp_path, signer
     check_on_both_backends(path, loaded, feeds)
 
 
+@pytest.mark.parametrize("resize", [
+    lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+    lambda x: F.interpolate(x, scale_factor=0.5, mode="nearest"),
+    lambda x: F.interpolate(x, scale_factor=(1.5, 2), mode="bilinear"),
+    lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+    lambda x: F.interpolate(x, scale_factor=0.75, mode="bicubic"),
+], ids=["nearest2", "nearest0.5", "bilinear1.5x2", "bilinear2-corners", "bicubic0.75"])
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_scales_over_a_run_time_height_and_width(dynamo, resize, tmp_path, signer):
+    """interpolate by scale_factor of an image whose batch, height and width are all run-time:
+    the output size is floor(in * scale) when the call runs, as onnxruntime's; a height that
+    scales to no row gives an empty output, as onnxruntime does."""
+    path = tmp_path / "s.onnx"
+    _export_spatial(Fn(resize).eval(), path, dynamo)
+    _, loaded = import_and_load(path, tmp_path / "s.pha", signer, golden_dims={"h": 4, "w": 4})
+    assert loaded.graph.inputs[0].shape == ("batch", 8, "h", "w")
+    feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
+             for n, h, w in ((1, 2, 2), (3, 5, 7), (2, 8, 3), (1, 1, 3))]
+    check_on_both_backends(path, loaded, feeds)
+
+
+class _Decoder(torch.nn.Module):
+    """A U-Net's way up: upsampled by 2, concatenated with the skip, convolved."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.merge = torch.nn.Conv2d(16, 4, 3, padding=1)
+
+    def forward(self, x):
+        up = F.interpolate(torch.relu(self.down(x)), scale_factor=2, mode="bilinear")
+        return self.merge(torch.cat([up, x], 1))
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_decoder_upsampling_by_scale_over_a_run_time_image(dynamo, tmp_path, signer):
+    path = tmp_path / "d.onnx"
+    torch.manual_seed(0)
+    _export_spatial(_Decoder().eval(), path, dynamo)
+    _, loaded = import_and_load(path, tmp_path / "d.pha", signer, golden_dims={"h": 4, "w": 6})
+    feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
+             for n, h, w in ((1, 2, 2), (2, 6, 10), (1, 16, 4))]
+    check_on_both_backends(path, loaded, feeds)
+
+
 def test_pixel_unshuffle_over_a_run_time_height_and_width(tmp_path, signer):
     """The legacy exporter's Reshape to (h//2, 2): a -1 that no product of the dims gives,
     left to the call, which refuses an odd height on both backends as onnxruntime does. The
@@ -462,7 +507,7 @@ def _resize(attrs=None, consts=None, **kw):
     (_resize(consts={"roi": np.zeros(0, np.float32),
                      "scales": np.array([1, 1, 0.1, 2], np.float32)}), UnsupportedModelError,
      "maps to resize, which refuses it: op 'resize' v1: attribute 'size' must have every "
-     "entry >= 1, got [0, 8]"),
+     "entry >= 1, or -1 for floor(in * scale) when the call runs, got [0, 8]"),
     (_resize(consts={"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
                      "sizes": np.array([1, 3, 10 ** 6, 10 ** 6], np.int64)}), ModelFileError,
      "its resize output of shape (1, 3, 1000000, 1000000) would have 3000000000000 elements"),
@@ -483,8 +528,9 @@ def _resize(attrs=None, consts=None, **kw):
                                  "sizes": np.array([8], np.int64)}, {"axes": [3]}, {}),
      UnsupportedModelError, "sizes [8] leave a run-time spatial dim of input shape"),
     (("Resize", (1, 3, "h", 4), {"roi": np.zeros(0, np.float32),
-                                 "scales": np.array([1, 1, 2, 2], np.float32)}, {}, {}),
-     UnsupportedModelError, "scales on the run-time spatial dims of input shape"),
+                                 "scales": np.array([1, 1, 0.7, 2], np.float32)}, {}, {}),
+     UnsupportedModelError, "resize: scale 0.699999988079071 on symbolic spatial axis 0: "
+     "float32 floor(10 * 0.699999988079071) (onnxruntime's) is 7, not the exact 6"),
     (("DepthToSpace", (1, 8, 2, 2), {}, {"blocksize": 2, "mode": "XYZ"}, {}),
      UnsupportedModelError, "attribute mode='XYZ' is not supported (only DCR, CRD)"),
     (("DepthToSpace", (1, 6, 2, 2), {}, {"blocksize": 2}, {}), UnsupportedModelError,
