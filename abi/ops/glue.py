@@ -871,7 +871,7 @@ is treated as shape (1,)."""),
     OpDef("unflatten", 1, ("x", "like?"), ("y",), {
         "axis": AttrSpec("int", 0),
         "sizes": AttrSpec("ints", check=all_of(non_empty, each_at_least(-1), _no_zero)),
-        "like_axes": AttrSpec("ints", None, check=each_at_least(-1)),
+        "like_axes": AttrSpec("ints", None, check=each_at_least(-1), added=True),
     }, _unflatten, doc="""\
 torch.unflatten: axis (negative allowed) split into sizes (C order; each >= 1, or one -1,
 inferred); the inverse of flatten. A symbolic dim on axis can be split, which reshape's one

@@ -212,8 +212,8 @@ class AttrSpec:
 
     def __post_init__(self) -> None:
         kind = self.kind
-        if self.added and (self.default is REQUIRED or self.default is None):
-            raise ValueError("AttrSpec: an added attribute needs a default value")
+        if self.added and self.default is REQUIRED:
+            raise ValueError("AttrSpec: an added attribute needs a default (None too)")
         if not (kind in ATTR_KINDS or (type(kind) is str and kind.startswith("enum:")
                                        and all(kind[5:].split("|")))):
             raise ValueError(f"AttrSpec: unknown kind {kind!r}; kinds: {', '.join(ATTR_KINDS)}, "

@@ -132,8 +132,12 @@ def test_attributes_added_later_are_stored_only_off_their_default():
     assert stored_attrs(op, full) == {"old": 1}  # as artifacts written before "new" have it
     assert normalize_attrs(op, stored_attrs(op, full)) == full
     assert stored_attrs(op, normalize_attrs(op, {"new": 2})) == {"old": 1, "new": 2.0}
-    with pytest.raises(ValueError, match="an added attribute needs a default value"):
+    with pytest.raises(ValueError, match=r"an added attribute needs a default \(None too\)"):
         AttrSpec("int", added=True)
+    optional = OpDef("late", 1, ("x",), ("y",), {"new": AttrSpec("ints", None, added=True)},
+                     lambda op, inputs, attrs: inputs, doc="x")
+    assert stored_attrs(optional, normalize_attrs(optional, {})) == {}
+    assert stored_attrs(optional, normalize_attrs(optional, {"new": [1]})) == {"new": (1,)}
 
 
 CONV_OK = {"stride": [1], "padding": [[0, 0]], "dilation": [1]}

@@ -145,3 +145,14 @@ def test_a_description_written_before_an_attribute_was_added_still_loads():
     lin["attrs"]["exclude_outside"] = False  # the default written out: not the stored form
     with pytest.raises(GraphError, match="attributes are not in normalized form"):
         Graph.from_dict(description, {})
+
+
+def test_an_unflatten_written_before_like_axes_still_loads():
+    """unflatten's like_axes (with its like input) came after artifacts with unflatten nodes
+    were written: without like it is not stored, so those descriptions stay normalized."""
+    b = GraphBuilder("u")
+    x = b.input("x", ("n", 12), "float32", "ANY")
+    b.output(b.op("unflatten", x, name="split", axis=1, sizes=[3, 4]), "y", "ANY")
+    description = b.build().to_dict()
+    assert description["nodes"][0]["attrs"] == {"axis": 1, "sizes": [3, 4]}
+    assert Graph.from_dict(description, {}).nodes[0].attrs["like_axes"] is None
