@@ -611,11 +611,13 @@ def scaled_dim(length: dims.Dim, scale: float) -> dims.Dim:
     return dims.floordiv(dims.mul(length, k), q)
 
 
-def resolved_sizes(spatial, attrs: dict) -> list:
-    """resize's output lengths over ``spatial``: ``size``, each -1 as floor(in * scale)."""
-    scales = attrs["scales"]
-    return [scaled_dim(d, s) if o == -1 else o
-            for d, o, s in zip(spatial, attrs["size"], scales or [None] * len(spatial))]
+def resolved_sizes(spatial, attrs: dict, given: list | None = None) -> list:
+    """resize's output lengths over ``spatial``: ``size``, each -1 as the dim ``given`` has
+    there (like's), else as floor(in * scale)."""
+    scales, given = attrs["scales"], given or [None] * len(spatial)
+    return [g if g is not None else scaled_dim(d, s) if o == -1 else o
+            for d, o, s, g in zip(spatial, attrs["size"], scales or [None] * len(spatial),
+                                  given)]
 
 
 def _need_spatial(n: str, x: TensorType) -> None:
@@ -627,10 +629,15 @@ def _need_spatial(n: str, x: TensorType) -> None:
 
 
 def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x = inputs[0]
+    x, like = inputs
     n = op.name
     r = need_rank(n, "x", x, one_of=(3, 4, 5))
     need_float(n, "x", x)
+    given = _sizes_from_like(n, like, attrs["like_axes"], list(attrs["size"]))
+    if given is not None and (attrs["scales"] is not None or attrs["antialias"]):
+        raise ContractError(f"{n}: sizes read from like come without "
+                            f"{'scales' if attrs['scales'] is not None else 'antialias'}", op=n,
+                            attribute="like_axes")
     if attrs["antialias"] and (attrs["mode"] == "nearest" or r == 5):
         raise ContractError(f"{n}: antialias needs mode linear or cubic over 1 or 2 spatial "
                             f"axes (as onnxruntime); got mode {attrs['mode']} on x shape "
@@ -645,7 +652,8 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                   f"spatial axes and")
     _need_spatial(n, x)
     scales = attrs["scales"]
-    if scales is None and -1 in attrs["size"]:
+    if scales is None and any(o == -1 and g is None for o, g in zip(
+            attrs["size"], given or [None] * len(attrs["size"]))):
         raise ContractError(f"{n}: size {list(attrs['size'])} has a -1 (floor(in * scale) when "
                             f"the call runs) but no scales", op=n, attribute="size")
     if scales is not None:
@@ -671,7 +679,7 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                 raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} scaled by "
                                  f"{scales[i]} has no element (floor gives {o})", where=n,
                                  got=x.shape)
-    return [TensorType((*x.shape[:2], *resolved_sizes(spatial, attrs)), x.dtype)]
+    return [TensorType((*x.shape[:2], *resolved_sizes(spatial, attrs, given)), x.dtype)]
 
 
 #: The most antialias weights a resize may hold along one axis: (output length) x (taps per
@@ -1009,7 +1017,7 @@ TopK, torch.topk), sorted: largest first (smallest first), equal values by lower
 nan above every number (as onnxruntime: first for largest, last for smallest; torch orders
 equal nans by index only for largest); -0.0 and 0.0 are equal. x numeric of rank >= 1; k >= 1
 and at most the axis' size (a run-time dim is checked when it is bound)."""),
-    OpDef("resize", 1, ("x",), ("y",), {
+    OpDef("resize", 1, ("x", "like?"), ("y",), {
         "size": AttrSpec("ints", check=all_of(non_empty, _resize_sizes)),
         "scales": AttrSpec("floats", None, check=_scales),
         "mode": AttrSpec("enum:nearest|linear|cubic", "nearest"),
@@ -1020,13 +1028,18 @@ and at most the axis' size (a run-time dim is checked when it is bound)."""),
         "cubic_coeff_a": AttrSpec("float", -0.75, check=_FINITE, added=True),
         "exclude_outside": AttrSpec("bool", False, added=True),
         "antialias": AttrSpec("bool", False, added=True),
+        "like_axes": AttrSpec("ints", None, check=each_at_least(-1), added=True),
     }, _resize, doc="""\
 ONNX Resize (torch's interpolate / Upsample) of the 1, 2 or 3 spatial axes of x (N, C, L), (N, C,
 H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1, or -1 with
 scales: floor(in * s) when the call runs, the only size a symbolic spatial axis takes with scales;
 its dim is (in*k)//2**m for the float32 scale k / 2**m, and a symbolic axis takes only a scale
 whose float32 floor(in * s), onnxruntime's, is that exact floor for every in below 65536); the
-output is (N, C, *size). Output position o on an axis maps to the input coordinate given by
+output is (N, C, *size). With like (any tensor; only its shape is read) and like_axes (one
+entry per spatial axis: an axis of like, or -1), a size is like's dim on that axis, written -1 in
+size (torch's interpolate(x, size=skip.shape[2:]) over a symbolic image), without scales or
+antialias; a size of 0 that like gives is refused when the call runs (ShapeError; onnxruntime
+refuses it too). Output position o on an axis maps to the input coordinate given by
 coordinate_mode with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 where the output
 length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1; asymmetric o / s. s is
 scales (float32, one per spatial axis, > 0; then each size must be floor(in * s) or -1) or,

@@ -70,6 +70,18 @@ def _unflatten_sizes(imp, axis: int, sizes: list) -> tuple[str | None, dict]:
     if len(free) <= 1 and -1 not in sizes or not free:
         return None, {"axis": axis, "sizes": [-1 if k in free else d
                                               for k, d in enumerate(sizes)]}
+    like, like_axes = sizes_like(imp, sizes)
+    return like, {"axis": axis, "sizes": [-1 if k in free else d for k, d in enumerate(sizes)],
+                  "like_axes": like_axes}
+
+
+def sizes_like(imp, sizes: list) -> tuple[str, list[int]]:
+    """A tensor ``like`` that carries the run-time entries of ``sizes`` (ints and run-time
+    dims, one at least) as its own dims, and per entry the axis of ``like`` whose dim it is
+    (-1 for an int): a tensor that has them all (:func:`dim_source`), else a mask built to
+    carry each on its own axis (:func:`_sizes_mask`). What ``unflatten`` and ``resize`` read
+    their run-time sizes from when the call runs."""
+    free = [k for k, d in enumerate(sizes) if type(d) is not int]
     found = {k: dim_source(imp, sizes[k]) for k in free}
     sources = {None if f is None else f[0] for f in found.values()}
     if len(sources) == 1 and None not in sources:
@@ -78,8 +90,7 @@ def _unflatten_sizes(imp, axis: int, sizes: list) -> tuple[str | None, dict]:
     else:
         like = _sizes_mask(imp, [sizes[k] for k in free])
         at = {k: n for n, k in enumerate(free)}
-    return like, {"axis": axis, "sizes": [-1 if k in free else d for k, d in enumerate(sizes)],
-                  "like_axes": [at.get(k, -1) for k in range(len(sizes))]}
+    return like, [at.get(k, -1) for k in range(len(sizes))]
 
 
 def _sizes_mask(imp, sizes: list) -> str:

@@ -19,14 +19,16 @@ from ..errors import ModelFileError
 from .fold import _need, axis_in, int_vector
 from .fold import register as register_fold
 from .ops import _few, _only, _opt, maps
+from .shapes import sizes_like
 
 _RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
 _NEAREST_MODES = ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil")
 
 
 def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None]:
-    """``(size, scales)`` of the spatial axes from the constant scales or sizes input; the
-    batch and channel axes must stay as they are."""
+    """``(size, scales)`` of the spatial axes from the constant scales or sizes input (sizes
+    that hold run-time dims: those dims, as the input's shape gives them); the batch and
+    channel axes must stay as they are."""
     scales, sizes = (_opt(node, i) for i in (2, 3))
     scales = imp.const(scales, "scales") if scales else None
     if sizes and sizes in imp.sym:  # from the input's shape: a run-time batch is kept
@@ -51,9 +53,6 @@ def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None
                               f"channel axes of input shape {shape} as they are (only the "
                               f"spatial axes may change)")
     if sizes is not None:
-        if not all(type(d) is int for d in full[2:]):
-            raise imp.unsupported(f"sizes {_few(given.tolist())} leave a run-time spatial dim "
-                                  f"of input shape {shape}: the output size must be known")
         return full[2:], None
     bad = [s for s in full[2:] if not (0 < s <= 1e9)]
     if bad:
@@ -111,6 +110,15 @@ def _resize(imp, node, attrs):
     size, scales = _resize_given(imp, node, shape, axes)
     imp.check_size("its resize output", [*(d or 1 for d in shape[:2]),
                                          *(d if d != -1 else "run-time" for d in size)])
+    inputs, like = [imp.tensor(x)], {}
+    if not all(type(d) is int for d in size):  # run-time sizes: read from a tensor's shape
+        if antialias:
+            raise imp.unsupported(f"attribute antialias=1 to sizes {size}: the sizes must be "
+                                  f"known at import (the weights are built then)")
+        source, like_axes = sizes_like(imp, size)
+        inputs.append(source)
+        like = {"like_axes": like_axes}
+        size = [d if type(d) is int else -1 for d in size]
     if antialias and not all(type(d) is int for d in shape[2:]):
         raise imp.unsupported(f"attribute antialias=1 on input shape {shape}: the spatial dims "
                               f"must be static (the weights are built at import)")
@@ -122,10 +130,10 @@ def _resize(imp, node, attrs):
                               f"float32 (onnxruntime's Resize has no {imp.type_of(x).dtype})")
     if antialias and list(size) == list(shape[2:]):  # onnxruntime copies x, as resize does
         antialias = exclude = 0
-    imp.emit("resize", [imp.tensor(x)], [node.output[0]],
+    imp.emit("resize", inputs, [node.output[0]],
              {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
               "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude),
-              "antialias": bool(antialias)})
+              "antialias": bool(antialias), **like})
 
 
 def _blocks(imp, node, attrs) -> tuple[int, list]:

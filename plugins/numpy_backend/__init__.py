@@ -58,7 +58,7 @@ for _op, _fn in {
     "grid_sample": glue.grid_sample,
 }.items():
     FACTORIES[_op] = layers.generic(_fn)
-FACTORIES["resize"] = glue.make_resize
+FACTORIES["resize"] = layers.resize
 FACTORIES["gather"] = layers.gather  # prepared: its constant indices are checked at load
 FACTORIES["gather_elements"] = layers.gather_elements  # its index errors name the node
 FACTORIES["scatter_elements"] = layers.scatter_elements  # prepared for constant indices

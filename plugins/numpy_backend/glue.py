@@ -671,19 +671,32 @@ def _resize_apply(x, plan, mode: str):
 
 
 def make_resize(attrs, consts, types, where):
-    """A resize kernel; the gather indices and weights are computed here when the spatial dims
-    are static, else once per input shape."""
+    """A resize kernel of (x, like=None); the gather indices and weights are computed here
+    when the spatial dims are static and no size comes from like, else once per input shape
+    (and sizes like gives)."""
     attrs = dict(attrs)
-    spatial = types[0].shape[2:]
-    if all(type(d) is int for d in spatial):
+    spatial, mode = types[0].shape[2:], attrs["mode"]
+    like_axes = attrs.get("like_axes") if len(types) > 1 and types[1] is not None else None
+    if like_axes is None and all(type(d) is int for d in spatial):
         plan = _resize_plan(spatial, attrs)
-        return lambda x: _resize_apply(x, plan, attrs["mode"])
+        return lambda x, like=None: _resize_apply(x, plan, mode)
 
     @functools.lru_cache(maxsize=8)
-    def plan_for(shape):
-        return _resize_plan(shape, attrs)
+    def plan_for(shape, size=None):
+        return _resize_plan(shape, attrs if size is None else {**attrs, "size": size})
 
-    return lambda x: _resize_apply(x, plan_for(x.shape[2:]), attrs["mode"])
+    if like_axes is None:
+        return lambda x, like=None: _resize_apply(x, plan_for(x.shape[2:]), mode)
+    fixed = attrs["size"]
+
+    def resize_like(x, like):  # the sizes like gives, read from its shape on each call
+        size = tuple(s if a == -1 else like.shape[a] for s, a in zip(fixed, like_axes))
+        if 0 in size:  # onnxruntime refuses it too (a scale of 0)
+            raise ShapeError(f"resize: sizes {size} read from like shape {like.shape} include "
+                             f"0", where="resize", got=like.shape)
+        return _resize_apply(x, plan_for(x.shape[2:], size), mode)
+
+    return resize_like
 
 
 # --- grid_sample -------------------------------------------------------------------------------

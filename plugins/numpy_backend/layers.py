@@ -48,6 +48,14 @@ def generic(fn: Callable[..., Any]):
     return factory
 
 
+def resize(attrs, consts, types, where):
+    """resize's kernel (:func:`.glue.make_resize`), a constant x or like bound into it."""
+    kernel = glue.make_resize(attrs, consts, types, where)
+    if all(c is None for c in consts):  # x (and like) come when the call runs
+        return kernel
+    return _binder(kernel, consts, types, {})
+
+
 def _params_const(consts, types, first):
     """True when every present parameter input (from position ``first``) is constant."""
     return all(c is not None for c, t in zip(consts[first:], types[first:]) if t is not None)

@@ -436,10 +436,15 @@ def reshape(e, node, ins, outs, a):
 
 
 def resize(e, node, ins, outs, a):
-    """Resize of the spatial axes alone (``axes``), so a symbolic batch needs no Shape."""
-    spatial = len(a["size"])
+    """Resize of the spatial axes alone (``axes``), so a symbolic batch needs no Shape; the
+    sizes like gives are Shape slices of like, concatenated with the fixed ones."""
+    spatial, like = len(a["size"]), (ins[1] if len(ins) > 1 and ins[1] else None)
     if a["scales"] is not None:
         given = ["", e.const(list(a["scales"]))]
+    elif like is not None:
+        sizes = [e.op("Shape", [like], start=t, end=t + 1)[0] if t != -1 else
+                 e.const([s], np.int64) for s, t in zip(a["size"], a["like_axes"])]
+        given = ["", "", e.op("Concat", sizes, axis=0)[0] if spatial > 1 else sizes[0]]
     else:
         given = ["", "", e.const(list(a["size"]), np.int64)]
     e.op("Resize", [ins[0], *given], outs, axes=list(range(2, 2 + spatial)), mode=a["mode"],

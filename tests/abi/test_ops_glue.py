@@ -274,6 +274,9 @@ def test_symbolic_dims():
         T(("N", 3, 6), f32)]
     assert infer("resize", [T(("N", 3, "L"), f32)], {"size": [-1], "scales": [0.5]}) == [
         T(("N", 3, "L//2"), f32)]
+    # sizes that like gives: its dims there
+    assert infer("resize", [T(("N", 3, "H", "W"), f32), T(("N", 8, "h", "w"), f32)],
+                 {"size": [-1, 5], "like_axes": [3, -1]}) == [T(("N", 3, "w", 5), f32)]
     assert infer("grid_sample", [T(("N", 3, "H", "W"), f32), T(("N", 6, 7, 2), f32)]) == [
         T(("N", 3, 6, 7), f32)]
     assert infer("grid_sample", [T(("N", 3, 4, 5), f32), T((2, "Ho", "Wo", 2), f32)]) == [
@@ -600,6 +603,23 @@ REFUSALS = [
      "resize: spatial axis 0 of x shape (1, 2, L) is symbolic; with scales its size must be -1"),
     ("resize", [T((1, 2, "L"), f32)], {"size": [-1]}, ContractError,
      "resize: size [-1] has a -1 (floor(in * scale) when the call runs) but no scales"),
+    ("resize", [T((1, 2, "L"), f32), T(("n",), f32)], {"size": [-1, -1], "like_axes": [0, 0]},
+     ContractError, "resize: attribute 'size' has 2 entries but x shape (1, 2, L) has 1"),
+    ("resize", [T((1, 2, "L", 3), f32), T(("n",), f32)],
+     {"size": [-1, -1], "like_axes": [0, -1]}, ContractError,
+     "resize: size [-1, -1] has a -1 (floor(in * scale) when the call runs) but no scales"),
+    ("resize", [T((1, 2, "L"), f32), T(("n",), f32)], {"size": [4], "like_axes": [0]},
+     ContractError, "resize: sizes[0] is 4 where like_axes[0] gives it like's axis 0"),
+    ("resize", [T((1, 2, "L"), f32), T(("n",), f32)], {"size": [-1], "like_axes": [1]},
+     ContractError, "resize: like_axes[0] is 1, not an axis of like shape (n,)"),
+    ("resize", [T((1, 2, "L"), f32), T(("n",), f32)], {"size": [-1]}, ContractError,
+     "resize: input 'like' and attribute 'like_axes' come together, got only like"),
+    ("resize", [T((1, 2, "L"), f32), T(("n",), f32)],
+     {"size": [-1], "like_axes": [0], "scales": [2.0]}, ContractError,
+     "resize: sizes read from like come without scales"),
+    ("resize", [T((1, 2, 4), f32), T(("n",), f32)],
+     {"size": [-1], "like_axes": [0], "mode": "linear", "antialias": True}, ContractError,
+     "resize: sizes read from like come without antialias"),
     ("resize", [T((1, 2, "L"), f32)], {"size": [-1], "scales": [0.7]}, ContractError,
      "resize: scale 0.7 on symbolic spatial axis 0: float32 floor(10 * 0.7) (onnxruntime's) is "
      "7, not the exact 6; a symbolic axis takes a scale whose float32 floor is exact below "

@@ -56,6 +56,16 @@ def resize_by_scales_run_time():
     return b.build(), {"x": f32(2, 2, 3, 4)}
 
 
+def resize_like(mode="linear"):
+    """resize of (n, 2, 4, 5) to the height like's axis 1 gives at run time and width 7."""
+    b = GraphBuilder("resize")
+    x = b.input("x", ("n", 2, 4, 5), "float32", "ANY")
+    like = b.input("like", ("h", "k"), "float32", "ANY")
+    y = b.op("resize", x, like, name="node", size=[-1, 7], like_axes=[0, -1], mode=mode)
+    b.output(y, "y0", "ANY")
+    return b.build(), {"x": f32(2, 2, 4, 5), "like": f32(9, 3)}
+
+
 def grid_sample_run_time(**attrs):
     """grid_sample with the grid a graph input (a symbolic batch and output size)."""
     b = GraphBuilder("grid_sample")
@@ -446,6 +456,7 @@ CASES = {
                                               mode="linear",
                                               coordinate_mode="pytorch_half_pixel"),
     "resize_run_time_scales": lambda: resize_by_scales_run_time(),
+    "resize_like": lambda: resize_like(),
     "resize_bicubic": lambda: single("resize", ("n", 2, 4, 5), size=[8, 12], scales=[2.0, 2.5],
                                      mode="cubic"),
     "resize_bicubic_exclude_outside": lambda: single(
@@ -693,6 +704,22 @@ def test_resize_by_scales_over_run_time_spatial_dims_takes_other_sizes():
     assert graph.types[up].shape == ("n", 2, "h*2", "(w*3)//4")
     for n, h, w in ((1, 1, 2), (2, 7, 3), (3, 4, 9)):
         assert_same(graph, {"x": f32(n, 2, h, w)})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_to_sizes_like_gives_takes_other_sizes(mode):
+    """size -1 where like_axes names an axis of like: that dim when the call runs, on both
+    backends; a 0 there is refused on each, as onnxruntime refuses a scale of 0."""
+    graph, _ = resize_like(mode)
+    assert graph.outputs[0].shape == ("n", 2, "h", 7)
+    for n, h in ((1, 1), (2, 9), (3, 4)):
+        assert_same(graph, {"x": f32(n, 2, 4, 5), "like": f32(h, 2)})
+    empty = {"x": f32(1, 2, 4, 5), "like": f32(0, 2)}
+    with pytest.raises(ShapeError, match=r"resize: sizes \(0, 7\) read from like shape "
+                                         r"\(0, 2\) include 0"):
+        Executor(graph, NumpyBackend()).run(empty)
+    with pytest.raises(BackendError, match="the run failed"):
+        Executor(graph, OnnxruntimeBackend()).run(empty)
 
 
 def test_embedding_out_of_range_refused_at_entry():

@@ -253,6 +253,47 @@ def test_a_decoder_upsampling_by_scale_over_a_run_time_image(dynamo, tmp_path, s
     check_on_both_backends(path, loaded, feeds)
 
 
+class _Pyramid(torch.nn.Module):
+    """A feature pyramid's top-down step: the coarser map brought to the finer one's size
+    (``interpolate(c, size=x.shape[-2:])``), added to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.coarse = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.lateral = torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        return self.lateral(x) + F.interpolate(self.coarse(x), size=x.shape[-2:])
+
+
+class _Segmenter(torch.nn.Module):
+    """A segmentation head's last step: logits brought back to the image's size, bilinear."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Conv2d(8, 3, 3, stride=4, padding=1)
+
+    def forward(self, x):
+        return F.interpolate(self.head(x), size=x.shape[2:], mode="bilinear",
+                             align_corners=False)
+
+
+@pytest.mark.parametrize("module", [_Pyramid, _Segmenter], ids=["pyramid", "segmenter"])
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_sizes_from_a_run_time_shape(dynamo, module, tmp_path, signer):
+    """Resize to sizes the model takes from a tensor's shape over a run-time image: read from
+    that tensor's shape when the call runs (resize's like)."""
+    path = tmp_path / "p.onnx"
+    torch.manual_seed(0)
+    _export_spatial(module().eval(), path, dynamo)
+    _, loaded = import_and_load(path, tmp_path / "p.pha", signer, golden_dims={"h": 9, "w": 14})
+    [resize] = [n for n in loaded.graph.nodes if n.op == "resize"]
+    assert resize.attrs["size"] == (-1, -1) and len(resize.inputs) == 2
+    feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
+             for n, h, w in ((1, 9, 14), (2, 5, 7), (1, 16, 3), (2, 1, 1))]
+    check_on_both_backends(path, loaded, feeds)
+
+
 def test_pixel_unshuffle_over_a_run_time_height_and_width(tmp_path, signer):
     """The legacy exporter's Reshape to (h//2, 2): a -1 that no product of the dims gives,
     left to the call, which refuses an odd height on both backends as onnxruntime does. The
@@ -421,6 +462,19 @@ def test_resize_to_sizes_takes_run_time_spatial_dims(tmp_path, signer, mode):
                                               ((4, 4), (2, 9), (12, 3), (4, 4), (6, 8))])
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_of_some_axes_keeps_a_run_time_spatial_dim(tmp_path, signer, mode):
+    """Resize's axes=[3] to a fixed width: the run-time height is kept, read from x itself."""
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+              "sizes": np.array([8], np.int64)}
+    model = _model(tmp_path, "Resize", (1, 3, "h", 4), consts,
+                   attrs={"mode": mode, "axes": [3]})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    assert loaded.graph.outputs[0].shape[3] == 8
+    check_on_both_backends(model, loaded, [{"x": RNG.standard_normal((1, 3, h, 4))
+                                            .astype(np.float32)} for h in (1, 5, 2)])
+
+
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
 def test_depth_to_space_matches_onnxruntime(tmp_path, signer, mode):
     model = _model(tmp_path, "DepthToSpace", (2, 18, 2, 3), attrs={"blocksize": 3,
@@ -523,10 +577,6 @@ def _resize(attrs=None, consts=None, **kw):
                                   "scales": np.array([1, 1, 0.5, 0.5, 0.5], np.float32)},
       {"mode": "linear", "antialias": 1}, {}),
      UnsupportedModelError, "antialias is supported on 1 or 2 spatial axes"),
-    (("Resize", (1, 3, "h", 4), {"roi": np.zeros(0, np.float32),
-                                 "scales": np.zeros(0, np.float32),
-                                 "sizes": np.array([8], np.int64)}, {"axes": [3]}, {}),
-     UnsupportedModelError, "sizes [8] leave a run-time spatial dim of input shape"),
     (("Resize", (1, 3, "h", 4), {"roi": np.zeros(0, np.float32),
                                  "scales": np.array([1, 1, 0.7, 2], np.float32)}, {}, {}),
      UnsupportedModelError, "resize: scale 0.699999988079071 on symbolic spatial axis 0: "
