@@ -105,9 +105,16 @@ def _reshape(ins: Arrays, a: dict, cap: int) -> list:
     return [x.reshape(reshape_target(ins[1], x.shape, a.get("allowzero", 0)))]
 
 
-def onnx_slice(shape: Sequence[int], starts, ends, axes, steps) -> list[tuple[int, int, int, int]]:
+#: past any dim: ONNX's INT64_MAX and INT64_MIN ("to the end") along a run-time dim are cut
+#: to +-FAR, which the slice clamps to the dim when the call runs
+FAR = 2 ** 62
+
+
+def onnx_slice(shape: Sequence, starts, ends, axes, steps) -> list[tuple[int, int, int, int]]:
     """ONNX Slice's ``(axis, start, end, step)`` per sliced axis, clamped to the static dims so
-    that Python slicing gives the same result (ONNX uses INT64_MAX/MIN for "to the end")."""
+    that Python slicing gives the same result (ONNX uses INT64_MAX/MIN for "to the end"). Along
+    a run-time dim the start and end are kept as given (cut to +-FAR): ONNX counts a negative
+    one from the end and clamps both as Python slicing does, when the dim is known."""
     rank = len(shape)
     starts, ends = int_vector(starts, "starts"), int_vector(ends, "ends")
     if axes is None and len(starts) > rank:
@@ -124,6 +131,9 @@ def onnx_slice(shape: Sequence[int], starts, ends, axes, steps) -> list[tuple[in
     out = []
     for ax, s, e, st in zip(axes, starts, ends, steps):
         d = shape[ax]
+        if type(d) is not int:
+            out.append((ax, min(max(s, -FAR), FAR), min(max(e, -FAR), FAR), st))
+            continue
         start, stop, step = slice(s, e, st).indices(d)
         if st < 0 and stop < 0:
             stop = -d - 1   # Python's "before index 0", spelled so that Python slicing agrees

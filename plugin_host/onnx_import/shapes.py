@@ -365,8 +365,7 @@ def _slice(imp, node, attrs):
     starts, ends = imp.const(node.input[1], "starts"), imp.const(node.input[2], "ends")
     axes = imp.const(_opt(node, 3), "axes") if _opt(node, 3) else None
     steps = imp.const(_opt(node, 4), "steps") if _opt(node, 4) else None
-    sliced = onnx_slice([d if type(d) is int else 2 ** 62 for d in shape], starts, ends, axes,
-                        steps)
+    sliced = onnx_slice(shape, starts, ends, axes, steps)
     imp.emit("slice", [imp.tensor(x)], [node.output[0]],
              {"starts": [s for _, s, _, _ in sliced], "ends": [e for _, _, e, _ in sliced],
               "axes": [a for a, _, _, _ in sliced], "steps": [st for _, _, _, st in sliced]})

@@ -3,7 +3,8 @@ first or last step (``x[:, 0]``, ``x[:, -1]``), a step picked by a computed inde
 gathers at run-time indices along that dim. Each becomes a ``gather_elements`` whose indices
 are checked against the size the call gives the dim (a negative constant one counted from
 the end there), on both backends; an index past that size is an IndexRangeError naming the
-node, as onnxruntime refuses it too."""
+node, as onnxruntime refuses it too. A Slice's start or end counted from the end of a run-time
+dim (``x[:, 1:-1]``) is counted from the end of the size the call gives it."""
 
 from __future__ import annotations
 
@@ -69,6 +70,40 @@ def test_steps_of_a_run_time_sequence_take_any_length(idiom, dynamo, tmp_path, s
              for b, n in ((1, 1), (3, 5), (2, 16))]
     feeds[1]["x"][0, -1, 1:3] = [np.nan, -np.inf]  # off the column argmax reads
     check_on_both_backends(model, loaded, feeds)
+
+
+#: id -> a Slice (legacy) of x (batch, seq, 4) along the run-time length, from its end
+SLICES = {
+    "inner": lambda x: x[:, 1:-1],
+    "tail": lambda x: x[:, -3:],
+    "window": lambda x: x[:, -5:-2:2],
+    "reversed_by_two": lambda x: x.flip(1)[:, ::2],
+    "roll": lambda x: torch.roll(x, 2, 1),
+}
+
+
+@pytest.mark.parametrize("dynamo, idiom", [
+    (dynamo, idiom) for dynamo in (False, True) for idiom in SLICES
+    if not (dynamo and idiom == "roll")])  # the dynamo exporter's roll: refused, below
+def test_slices_counted_from_the_end_of_a_run_time_sequence(idiom, dynamo, tmp_path, signer):
+    """A Slice's negative start or end along a run-time dim counts from the end of the size
+    the call gives it, and clamps there, as onnxruntime: lengths shorter than the offsets
+    included (the golden cases draw 6 and 9)."""
+    path = _export(SLICES[idiom], tmp_path / "s.onnx", dynamo=dynamo)
+    _, loaded = import_and_load(path, tmp_path / "s.pha", signer,
+                                golden_dims={"seq": [6, 9]})
+    feeds = [{"x": np.random.default_rng(n).standard_normal((2, n, 4)).astype(np.float32)}
+             for n in (1, 2, 3, 7, 12)]
+    check_on_both_backends(path, loaded, feeds)
+
+
+def test_a_roll_along_a_run_time_sequence_from_the_dynamo_exporter_is_refused(tmp_path):
+    """The dynamo exporter takes torch.roll's shift modulo the length, a value computed from
+    a run-time dim: refused naming the node and the dim (the legacy exporter's form imports)."""
+    path = _export(SLICES["roll"], tmp_path / "r.onnx", dynamo=True)
+    with pytest.raises(UnsupportedModelError, match=r"\(Mod\): .* holds run-time dims: "
+                                                    r"\['seq'\]; 'seq' is a run-time dim"):
+        import_onnx(path)
 
 
 def test_the_last_step_of_an_empty_sequence_is_refused_naming_the_node(tmp_path, signer):
