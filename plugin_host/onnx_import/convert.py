@@ -39,6 +39,7 @@ DEFAULT_LAYOUTS = {0: "SCALAR", 1: "N", 2: "NC", 3: "NCL", 4: "NCHW", 5: "NCDHW"
 #: Folded ops whose result is still "that initializer" for naming (reshaped, cast, transposed).
 _SAME_VALUES = frozenset({"Identity", "Transpose", "Cast", "CastLike", "Reshape", "Unsqueeze",
                           "Squeeze", "Flatten"})
+_FLOAT = 1  # ONNX TensorProto.FLOAT
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.:/-]")
 _DIM = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -480,6 +481,10 @@ class Importer:
                 if o:
                     self.set_const(o, r, origin)
             return
+        if op == "Cast" and ins and ins[0] in self.sym and attrs.get("to") == _FLOAT:
+            from .shapes import shape_value_tensor  # a shape cast to float: computed at run time
+
+            return shape_value_tensor(self, self.sym[ins[0]], node.output[0], "float32")
         if op in symbolic.OPS and mappers and any(t in self.sym for t in ins) and all(
                 t == "" or t in self.consts or t in self.sym for t in ins):
             values = [self.sym.get(t, self.consts.get(t)) if t else None for t in ins]

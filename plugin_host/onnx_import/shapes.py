@@ -93,6 +93,34 @@ def sizes_like(imp, sizes: list) -> tuple[str, list[int]]:
     return like, [at.get(k, -1) for k in range(len(sizes))]
 
 
+def shape_value_tensor(imp, value: np.ndarray, out: str, dtype: str) -> None:
+    """ONNX value ``out`` becomes a graph tensor of ``dtype`` holding the shape value
+    ``value`` (ints and run-time dims), computed when the call runs: each run-time entry
+    (a product of ints and dims) is the element count of a mask that carries its dims
+    (:func:`run_time_mask`), summed in int64 (exact) and then cast. What a model that casts
+    its shape to float computes from (``x.std()``'s n - 1, a mean as a sum over a count)."""
+    parts = []
+    for k, entry in enumerate(value.reshape(-1).tolist()):
+        if type(entry) is int:
+            parts.append(imp.add_constant(np.array([entry], np.int64), f"{out}.{k}"))
+            continue
+        factor, names = dims.as_product(entry)
+        y = run_time_mask(imp, list(names))
+        y = imp.emit("cast", [y], [None], {"dtype": "int64"}, suffix=f".{k}.ones")[0]
+        y = imp.emit("sum", [y], [None], {"axes": list(range(len(names))), "keepdim": False},
+                     suffix=f".{k}.count")[0]
+        y = imp.emit("reshape", [y], [None], {"shape": [1]}, suffix=f".{k}.entry")[0]
+        if factor != 1:
+            y = imp.emit("mul", [y, imp.add_constant(np.array([factor], np.int64),
+                                                     f"{out}.{k}.factor")], [None],
+                         suffix=f".{k}.times")[0]
+        parts.append(y)
+    y = parts[0] if len(parts) == 1 else imp.emit("concat", parts, [None], {"axis": 0},
+                                                  suffix=".entries")[0]
+    y = imp.emit("reshape", [y], [None], {"shape": list(value.shape)}, suffix=".shape")[0]
+    imp.emit("cast", [y], [out], {"dtype": dtype}, suffix=".cast")
+
+
 def _sizes_mask(imp, sizes: list) -> str:
     """A bool tensor whose axis k has the run-time size ``sizes[k]``, a product of ints and
     run-time dims (``2*seq``): per size, the :func:`run_time_mask` of its dims, expanded by

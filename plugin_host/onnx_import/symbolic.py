@@ -12,8 +12,9 @@ ReduceProd``; a Size node gives the same value). Equal is evaluated where it is 
 (a run-time dim is never negative), and Where picks entries by such a known condition: the
 legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so. A value whose
 entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
-(Reshape's target, Resize's sizes, Expand's shape) read the entries; any other consumer sees a
-value computed at run time and refuses it, as before.
+(Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to float makes the
+value a run-time tensor (:func:`.shapes.shape_value_tensor`); any other consumer sees a value
+computed at run time and refuses it, as before.
 """
 
 from __future__ import annotations

@@ -105,6 +105,38 @@ def test_shapes_from_a_run_time_batch_import_and_take_any_batch(module, dynamo, 
         {"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32)} for n in (1, 3, 5)])
 
 
+class _StdOverBatch(torch.nn.Module):
+    """x.std(0): the unbiased variance divides by the batch size - 1, cast to float."""
+
+    def forward(self, x):
+        return x.std(0)
+
+
+class _MeanByCount(torch.nn.Module):
+    def forward(self, x):
+        return x.sum((0, 2)) / (x.shape[0] * x.shape[2])
+
+
+class _ScaledByBatch(torch.nn.Module):
+    def forward(self, x):
+        return x * x.shape[0] + x.numel()
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+@pytest.mark.parametrize("module", [_StdOverBatch, _MeanByCount, _ScaledByBatch],
+                         ids=["std", "mean_by_count", "scaled_by_batch"])
+def test_a_run_time_shape_cast_to_float_is_computed_when_the_call_runs(module, dynamo, tmp_path,
+                                                                       signer):
+    """A shape holding the run-time batch cast to float (a count a model divides or multiplies
+    by) is the element count of a mask that carries the batch, in int64, then cast."""
+    model = _export(module(), tmp_path / "m.onnx", dynamo)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_dims={"batch": 3})
+    assert "cast" in {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(4)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32)} for n in (1, 2, 7)])
+
+
 def _chain(tmp_path, tail, outputs):
     """x (batch, 6, 4) -> Shape -> the nodes ``tail`` -> ``outputs``."""
     helper, tp = onnx.helper, onnx.TensorProto
