@@ -28,10 +28,14 @@ def _pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dilations) -> 
     out = []
     for i in range(spatial):
         size = shape[2 + i]
-        if type(size) is not int:
-            raise imp.unsupported(f"auto_pad={auto} needs a static spatial size, got {shape}")
-        need = max((-(-size // strides[i]) - 1) * strides[i] + (kernel[i] - 1) * dilations[i]
-                   + 1 - size, 0)
+        if type(size) is not int and strides[i] != 1:
+            raise imp.unsupported(f"auto_pad={auto} with stride {strides[i]} needs a static "
+                                  f"spatial size (the padding depends on it), got {shape}")
+        if type(size) is not int:  # stride 1: (k - 1) * dilation, whatever the size
+            need = (kernel[i] - 1) * dilations[i]
+        else:
+            need = max((-(-size // strides[i]) - 1) * strides[i] + (kernel[i] - 1) *
+                       dilations[i] + 1 - size, 0)
         small, big = need // 2, need - need // 2
         out.append([small, big] if auto == "SAME_UPPER" else [big, small])
     return out

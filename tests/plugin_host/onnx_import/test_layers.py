@@ -4,10 +4,15 @@ declared tolerance, and each layer comes out as the ABI op (or glue chain) expec
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from .conftest import EXPORTERS, check_against_onnxruntime, export, import_and_load, torch
+from plugin_host.errors import UnsupportedModelError
+
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, import_and_load, onnx, torch)
 
 nn = torch.nn
 
@@ -244,3 +249,63 @@ def test_fused_lstm_cell_keeps_the_layer_names(tmp_path, signer):
     assert node.op == "lstm_cell" and node.name == "cell"
     assert node.inputs == ("x", "h", "c", "cell.weight_ih", "cell.weight_hh", "cell.bias_ih",
                            "cell.bias_hh")
+
+
+class _SameConv1d(nn.Module):
+    """A temporal conv with padding="same", which the legacy exporter writes as auto_pad."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 6, 5, padding="same")
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_same_padding_over_a_run_time_length(dynamo, tmp_path, signer):
+    """auto_pad SAME_UPPER at stride 1 pads k - 1 whatever the length: a run-time length
+    takes it (the dynamo exporter writes the pads out)."""
+    torch.manual_seed(0)
+    path = tmp_path / "s.onnx"
+    module, x = _SameConv1d().eval(), torch.randn(2, 4, 12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            torch.onnx.export(module, (x,), dynamo=True, verbose=False, input_names=["x"],
+                              output_names=["y"], dynamic_shapes=({0: torch.export.Dim("batch"),
+                                               2: torch.export.Dim("t")},)).save(str(path))
+        else:
+            torch.onnx.export(module, (x,), str(path), dynamo=False, input_names=["x"],
+                              output_names=["y"], dynamic_axes={"x": {0: "batch", 2: "t"}})
+    _, loaded = import_and_load(path, tmp_path / "s.pha", signer)
+    [conv] = [n for n in loaded.graph.nodes if n.op == "conv"]
+    assert conv.attrs["padding"] == ((2, 2),)
+    rng = np.random.default_rng(0)
+    check_on_both_backends(path, loaded, [{"x": rng.standard_normal((n, 4, t)).astype(
+        np.float32)} for n, t in ((1, 1), (2, 7), (3, 30))])
+
+
+@pytest.mark.parametrize("auto, stride, pads", [
+    ("SAME_UPPER", 1, ((1, 2),)), ("SAME_LOWER", 1, ((2, 1),)), ("SAME_UPPER", 2, None)])
+def test_auto_pad_over_a_run_time_length(auto, stride, pads, tmp_path, signer):
+    """An even kernel (4) pads one more after (SAME_UPPER) or before (SAME_LOWER); at stride 2
+    the padding depends on the length, so a run-time one is refused naming the node."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal(
+        (3, 2, 4)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", auto_pad=auto,
+                          strides=[stride])], "g",
+        [helper.make_tensor_value_info("x", tp.FLOAT, [1, 2, "t"])],
+        [helper.make_tensor_value_info("y", tp.FLOAT, [1, 3, None])], initializer=[w])
+    path = tmp_path / "c.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    if pads is None:
+        assert_refused(path, UnsupportedModelError, "node 'conv' (Conv)",
+                       f"auto_pad={auto} with stride 2 needs a static spatial size")
+        return
+    _, loaded = import_and_load(path, tmp_path / "c.pha", signer)
+    assert loaded.graph.nodes[0].attrs["padding"] == pads
+    check_on_both_backends(path, loaded, [{"x": np.random.default_rng(t).standard_normal(
+        (1, 2, t)).astype(np.float32)} for t in (1, 4, 9)])
