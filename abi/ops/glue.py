@@ -248,6 +248,8 @@ def _topk(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     need_numeric(n, "x", x)
     axis = need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
     k, size = attrs["k"], x.shape[axis]
+    if k == -1:  # every element of the axis: a sort
+        k = size
     if type(size) is int and k > size:
         raise ShapeError(f"{n}: k={k} is larger than axis {attrs['axis']} of x shape "
                          f"{fmt(x.shape)}", where=n, expected=k, got=x.shape)
@@ -738,6 +740,10 @@ def _scales(v) -> str | None:
         f"{list(v)}"
 
 
+def _topk_k(v) -> str | None:
+    return None if v >= 1 or v == -1 else f"must be >= 1, or -1 for the whole axis, got {v}"
+
+
 def _resize_sizes(v) -> str | None:
     return None if all(x >= 1 or x == -1 for x in v) else (
         f"must have every entry >= 1, or -1 for floor(in * scale) when the call runs, got "
@@ -1008,7 +1014,7 @@ agree within a float32 tolerance, not bit for bit. A matrix holding a nan or an 
 nan on every backend (LU of infinities gives nan or either infinity by the pivots' order:
 torch, numpy and onnxruntime disagree there)."""),
     OpDef("topk", 1, ("x",), ("values", "indices"), {
-        "k": AttrSpec("int", check=at_least(1)),
+        "k": AttrSpec("int", check=_topk_k),
         "axis": AttrSpec("int", -1),
         "largest": AttrSpec("bool", True),
     }, _topk, doc="""\
@@ -1016,7 +1022,8 @@ The k largest (smallest without largest) values along axis and their int64 indic
 TopK, torch.topk), sorted: largest first (smallest first), equal values by lower index first,
 nan above every number (as onnxruntime: first for largest, last for smallest; torch orders
 equal nans by index only for largest); -0.0 and 0.0 are equal. x numeric of rank >= 1; k >= 1
-and at most the axis' size (a run-time dim is checked when it is bound)."""),
+and at most the axis' size (a run-time dim is checked when it is bound), or -1: every element
+of the axis, a sort (torch.sort over a symbolic dim)."""),
     OpDef("resize", 1, ("x", "like?"), ("y",), {
         "size": AttrSpec("ints", check=all_of(non_empty, _resize_sizes)),
         "scales": AttrSpec("floats", None, check=_scales),

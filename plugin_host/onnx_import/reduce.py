@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from abi import dtypes
+from abi.ops import dims
 
 from ..errors import ModelFileError
+from . import symbolic
 from .fold import axis_in, int_vector, one_value
 from .ops import _flags, _only, _opt, _scalar, maps
 
@@ -115,12 +117,19 @@ def _topk(imp, node, attrs):
                               f"unsorted result is onnxruntime's own (only the sorted one is "
                               f"computed)")
     x = node.input[0]
+    axis = attrs.get("axis", -1)
+    size = imp.type_of(x).shape[axis_in(axis, len(imp.type_of(x).shape))]
+    given = imp.sym.get(node.input[1])
+    if given is not None and given.size == 1 and dims.known_equal(
+            symbolic.entries(given.reshape(-1))[0], size):
+        # k is the axis' run-time size (torch.sort over it): the whole axis
+        imp.emit("topk", [imp.tensor(x)], [o or None for o in node.output],
+                 {"k": -1, "axis": axis, "largest": flags["largest"]})
+        return
     k = one_value(imp.const(node.input[1], "k"), "k").item()
     if type(k) is not int or k < 0:
         raise ModelFileError(f"k must be an integer >= 0, got {k!r}")
     if k == 0:
         raise imp.unsupported("k=0 (an empty result) is not supported")
-    axis = attrs.get("axis", -1)
-    axis_in(axis, len(imp.type_of(x).shape))
     imp.emit("topk", [imp.tensor(x)], [o or None for o in node.output],
              {"k": k, "axis": axis, "largest": flags["largest"]})

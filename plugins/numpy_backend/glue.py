@@ -274,7 +274,9 @@ def det(x):
 
 def topk(x, *, k, axis, largest):
     """Sorted by a stable sort, so equal values keep their order (lower index first); nan
-    counts as above every number, as onnxruntime."""
+    counts as above every number, as onnxruntime; k = -1: the whole axis (a sort)."""
+    if k == -1:
+        k = x.shape[axis]
     if k > x.shape[axis]:  # a symbolic dim bound smaller than k
         raise ShapeError(f"topk: k={k} is larger than axis {axis} of x shape {x.shape}",
                          where="topk", expected=k, got=x.shape)

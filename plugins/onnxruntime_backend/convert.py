@@ -453,6 +453,15 @@ def resize(e, node, ins, outs, a):
          exclude_outside=int(a["exclude_outside"]), antialias=int(a["antialias"]))
 
 
+def topk(e, node, ins, outs, a):
+    """TopK, sorted; k = -1 (the whole axis, a sort) is the axis' size read from x's shape."""
+    k = e.const([a["k"]], np.int64)
+    if a["k"] == -1:
+        axis = a["axis"] % len(e.types[ins[0]].shape)
+        k = e.op("Shape", [ins[0]], start=axis, end=axis + 1)[0]
+    e.op("TopK", [ins[0], k], outs, axis=a["axis"], largest=int(a["largest"]), sorted=1)
+
+
 def grid_sample(e, node, ins, outs, a):
     """GridSample of 2 or 3 spatial axes; opset 20 names bilinear (and trilinear) linear."""
     e.op("GridSample", ins, outs, mode={"bilinear": "linear"}.get(a["mode"], a["mode"]),
@@ -732,8 +741,7 @@ CONVERTERS: dict[str, Converter] = {
     "cumsum": lambda e, n, i, o, a: e.op("CumSum", [i[0], e.const(a["axis"], np.int64)], o,
                                          exclusive=int(a["exclusive"]),
                                          reverse=int(a["reverse"])),
-    "topk": lambda e, n, i, o, a: e.op("TopK", [i[0], e.const([a["k"]], np.int64)], o,
-                                       axis=a["axis"], largest=int(a["largest"]), sorted=1),
+    "topk": topk,
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),

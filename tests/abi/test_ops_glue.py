@@ -233,6 +233,8 @@ def test_every_glue_op_has_a_good_case_and_a_refusal():
 
 def test_symbolic_dims():
     assert infer("topk", [T(("N", "L"), i64)], {"k": 3}) == [T(("N", 3), i64), T(("N", 3), i64)]
+    assert infer("topk", [T(("N", "L"), f32)], {"k": -1}) == [T(("N", "L"), f32),
+                                                              T(("N", "L"), i64)]
     assert infer("det", [T(("N", "n", "n"), f32)]) == [T(("N",), f32)]
     assert infer("add", [T(("N", 3), f32), T((3,), f32)]) == [T(("N", 3), f32)]
     assert infer("mul", [T(("N", 1), f32), T((1, 4), f32)]) == [T(("N", 4), f32)]
@@ -421,7 +423,8 @@ REFUSALS = [
     ("det", [T((3, 3), i64)], {}, DTypeError, "det: x must be a float tensor"),
     ("topk", [T((2, 3), f32)], {"k": 4}, ShapeError,
      "topk: k=4 is larger than axis -1 of x shape (2, 3)"),
-    ("topk", [T((2, 3), f32)], {"k": 0}, OpError, "attribute 'k' must be >= 1, got 0"),
+    ("topk", [T((2, 3), f32)], {"k": 0}, OpError,
+     "attribute 'k' must be >= 1, or -1 for the whole axis, got 0"),
     ("topk", [T((2, 3), "bool")], {"k": 1}, DTypeError, "topk: x must be a numeric tensor"),
     ("topk", [T((2, 3), f32)], {"k": 1, "axis": -3}, ContractError,
      "topk: attribute 'axis' is -3, out of range for rank 2"),

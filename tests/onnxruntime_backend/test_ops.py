@@ -384,6 +384,7 @@ CASES = {
         "x": np.array([[3, 1, 1, np.nan, -0.0, 0.0], [np.nan, 2, np.inf, np.nan, 2, -np.inf]],
                       np.float32)}),
     "topk_int64": lambda: single("topk", (4, 5), in_dtype="int64", k=2, axis=0),
+    "topk_sort": lambda: single("topk", ("n", 2, "m"), k=-1, largest=False),
     "cast_to_int32": lambda: single("cast", (3, 4), dtype="int32",
                                     feed={"x": f32(3, 4, scale=5)}),
     "cast_to_float": lambda: single("cast", (3, 4), in_dtype="int64", dtype="float32"),
@@ -720,6 +721,16 @@ def test_resize_to_sizes_like_gives_takes_other_sizes(mode):
         Executor(graph, NumpyBackend()).run(empty)
     with pytest.raises(BackendError, match="the run failed"):
         Executor(graph, OnnxruntimeBackend()).run(empty)
+
+
+def test_topk_of_the_whole_axis_sorts_any_length():
+    """k = -1: the whole axis, its run-time size read when the call runs, on both backends."""
+    graph, _ = CASES["topk_sort"]()
+    assert graph.outputs[0].shape == ("n", 2, "m")
+    for n, m in ((1, 1), (2, 7), (3, 0)):
+        x = f32(n, 2, m)
+        out = assert_same(graph, {"x": x})
+        np.testing.assert_array_equal(out["y0"], np.sort(x, axis=-1))
 
 
 def test_embedding_out_of_range_refused_at_entry():

@@ -1,16 +1,21 @@
 """CumSum (torch.cumsum) and TopK (torch.topk) imported as cumsum and topk, compared with
-onnxruntime (ties and nan included for TopK); a run-time axis or k, or an attribute value the
-ops do not take, is refused naming the node."""
+onnxruntime (ties and nan included for TopK); a k that is its axis' run-time size (torch.sort)
+is the whole axis; a run-time axis or any other run-time k, or an attribute value the ops do
+not take, is refused naming the node."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 
-from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
-                       import_and_load, onnx, torch)
+from plugin_host.onnx_import import import_onnx
+
+from .conftest import (EXPORTERS, Fn, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(17)
@@ -193,6 +198,48 @@ def test_a_symbolic_batch_dim_passes_through_topk(tmp_path, signer):
     assert [s.shape for s in loaded.graph.outputs] == [("n", 2), ("n", 2)]
     check_against_onnxruntime(model, loaded, [{"x": RNG.standard_normal((n, 6))
                                                .astype(np.float32)} for n in (1, 3)])
+
+
+class _SortRows(torch.nn.Module):
+    """torch.sort and argsort along a run-time length: TopK whose k is that length."""
+
+    def forward(self, x):
+        values, order = torch.sort(x, dim=1, descending=True)
+        return values * 2.0, torch.argsort(x, dim=1).float() + order.float()
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_sort_along_a_run_time_length(dynamo, tmp_path, signer):
+    """k is the axis' run-time size: the whole axis (topk's k = -1), on both backends."""
+    path = tmp_path / "s.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            torch.onnx.export(_SortRows(), (torch.randn(2, 5),), dynamo=True, verbose=False,
+                              input_names=["x"], output_names=["v", "i"], dynamic_shapes=(
+                                  {0: torch.export.Dim("n"), 1: torch.export.Dim("t")},)
+                              ).save(str(path))
+        else:
+            torch.onnx.export(_SortRows(), (torch.randn(2, 5),), str(path), dynamo=False,
+                              input_names=["x"], output_names=["v", "i"],
+                              dynamic_axes={"x": {0: "n", 1: "t"}})
+    _, loaded = import_and_load(path, tmp_path / "s.pha", signer, golden_dims={"t": 5})
+    assert {n.attrs["k"] for n in loaded.graph.nodes if n.op == "topk"} == {-1}
+    feeds = [{"x": RNG.permutation(n * t).reshape(n, t).astype(np.float32)}
+             for n, t in ((1, 1), (3, 4), (2, 17))]  # no ties: argsort's order is defined
+    check_on_both_backends(path, loaded, feeds)
+
+
+def test_topk_of_a_run_time_k_other_than_the_axis_size_is_refused(tmp_path):
+    """k = half the run-time length is a value known only when the call runs: refused."""
+    path = tmp_path / "h.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Fn(lambda x: torch.topk(x, x.shape[1] // 2, dim=1).values),
+                          (torch.randn(2, 6),), str(path), dynamo=False, input_names=["x"],
+                          dynamic_axes={"x": {0: "n", 1: "t"}})
+    with pytest.raises(UnsupportedModelError, match=r"\(TopK\): k .* holds run-time dims"):
+        import_onnx(path)
 
 
 @pytest.mark.parametrize("kw, error, message", [
