@@ -26,6 +26,11 @@ _Factory = Callable[..., Callable[..., Any]]
 
 #: op name -> factory(attrs, consts, types, where) returning fn(*dynamic inputs) -> array|tuple
 FACTORIES: dict[str, _Factory] = {**layers.FACTORIES}
+#: element-wise ops of several inputs, whose run-time shapes may not broadcast
+_BROADCASTING = frozenset({"add", "sub", "mul", "div", "pow", "max", "min", "equal", "greater",
+                           "greater_equal", "less", "less_equal", "and", "or", "where", "mod",
+                           "int_div", "bitwise_and", "bitwise_or", "bitwise_xor", "bit_shift",
+                           "prelu"})
 for _op, _fn in {
     "relu": glue.relu, "sigmoid": glue.sigmoid, "tanh": glue.tanh, "gelu": glue.gelu,
     "softmax": glue.softmax, "clip": glue.clip, "identity": glue.identity,
@@ -57,7 +62,7 @@ for _op, _fn in {
     "expand": glue.expand, "tile": glue.tile,
     "grid_sample": glue.grid_sample,
 }.items():
-    FACTORIES[_op] = layers.generic(_fn)
+    FACTORIES[_op] = (layers.broadcasting if _op in _BROADCASTING else layers.generic)(_fn)
 FACTORIES["resize"] = layers.resize
 FACTORIES["gather"] = layers.gather  # prepared: its constant indices are checked at load
 FACTORIES["gather_elements"] = layers.gather_elements  # its index errors name the node

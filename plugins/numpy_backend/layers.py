@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from abi import check_indices
-from abi.errors import BackendError
+from abi.errors import BackendError, ShapeError
 from plugin_host.backend import prepared_once
 from plugins.nn import functional as F
 from plugins.nn.norm import make_layer_norm
@@ -54,6 +54,28 @@ def resize(attrs, consts, types, where):
     if all(c is None for c in consts):  # x (and like) come when the call runs
         return kernel
     return _binder(kernel, consts, types, {})
+
+
+def broadcasting(fn: Callable[..., Any]):
+    """A factory for an element-wise op of several inputs: where an input has a run-time dim,
+    shapes the ABI could not check (two undecided dims) that do not broadcast when the call
+    runs are a ShapeError naming them, not numpy's ValueError."""
+    def factory(attrs, consts, types, where):
+        kernel = _binder(fn, consts, types, attrs)
+        if all(t is None or all(type(d) is int for d in t.shape) for t in types):
+            return kernel  # fixed shapes: the ABI's rule checked the broadcast
+
+        def checked(*dyn):
+            try:
+                return kernel(*dyn)
+            except ValueError as exc:
+                if "broadcast" not in str(exc):
+                    raise
+                shapes = ", ".join(str(tuple(np.shape(a))) for a in dyn)
+                raise ShapeError(f"{where}: inputs of shapes {shapes} do not broadcast",
+                                 where=where) from None
+        return checked
+    return factory
 
 
 def _params_const(consts, types, first):

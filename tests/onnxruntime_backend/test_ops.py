@@ -733,6 +733,30 @@ def test_topk_of_the_whole_axis_sorts_any_length():
         np.testing.assert_array_equal(out["y0"], np.sort(x, axis=-1))
 
 
+@pytest.mark.parametrize("op", ["add", "where", "greater"])
+def test_run_time_shapes_that_do_not_broadcast_are_refused_on_both_backends(op):
+    """Two run-time dims the ABI could not compare (broadcast(n,m)) that do not broadcast when
+    the call runs: a ShapeError naming the node on numpy (not numpy's ValueError), onnxruntime's
+    refusal on onnxruntime; equal sizes, or one of 1, run."""
+    b = GraphBuilder(op)
+    x, y = b.input("x", ("n", 2), "float32", "ANY"), b.input("y", ("m", 2), "float32", "ANY")
+    args = (b.op("less", x, x, name="cond"), x, y) if op == "where" else (x, y)
+    z = b.op(op, *args, name="node")
+    if op != "add":
+        z = b.op("cast", z, name="numeric", dtype="float32")
+    b.output(b.op("sum", z, name="total", axes=[0]), "z", "ANY")  # a named dim for the ABI
+    graph = b.build()
+    for n, m in ((3, 3), (1, 4), (5, 1)):
+        assert_same(graph, {"x": f32(n, 2), "y": f32(m, 2)})
+    bad = {"x": f32(2, 2), "y": f32(3, 2)}
+    with pytest.raises(ShapeError, match=r"inputs of shapes (\(2, 2\), )+\(3, 2\) do not "
+                                         r"broadcast") as info:
+        Executor(graph, NumpyBackend()).run(bad)
+    assert info.value.context["node"] == "node"
+    with pytest.raises(BackendError, match="the run failed"):
+        Executor(graph, OnnxruntimeBackend()).run(bad)
+
+
 def test_embedding_out_of_range_refused_at_entry():
     graph, feed = embedding_at_entry()
     ex = Executor(graph, OnnxruntimeBackend())
