@@ -20,8 +20,8 @@ import re
 from typing import Iterable
 
 __all__ = ["Dim", "Product", "as_product", "is_static", "known_equal", "known_different", "add",
-           "mul", "floordiv", "product", "total", "broadcast", "window_out", "pool_out",
-           "transposed_out", "slice_len"]
+           "mul", "floordiv", "product", "total", "broadcast", "broadcast_operands",
+           "window_out", "pool_out", "transposed_out", "slice_len"]
 
 Dim = int | str
 
@@ -59,25 +59,45 @@ def as_product(d: Dim) -> Product:
     return parsed if parsed is not None else (1, (_atom(str(d)),))
 
 
-#: ``(x+a)//s+b`` of a name x and ints: a conv's or a pool's output size
-_SHIFTED_QUOTIENT = re.compile(r"\(([A-Za-z_]\w*)([+-]\d+)?\)//(\d+)([+-]\d+)?|"
-                               r"([A-Za-z_]\w*)//(\d+)([+-]\d+)?")
+#: a name, and a sum of signed ints after an expression
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_TRAILING_INTS = re.compile(r"(.*?)((?:[+-]\d+)+)")
+
+
+def _quotient(text: str) -> tuple[str, int, int] | None:
+    """``text`` as ``(x + a) // s`` of a name x and ints (s >= 1), or None: a name plus ints,
+    and floor quotients of such by ints, nested too, with ints added after each
+    (``((H-1)//2+1-1)//2+1``, two stride-2 convs' output size, is ``(H+3)//4``): exact for
+    integers, as floor(floor(z / s) / t) is floor(z / (s * t))."""
+    text = _unwrapped(text)
+    tail = _TRAILING_INTS.fullmatch(text)
+    head, added = (tail.group(1), sum(int(v) for v in re.findall(r"[+-]\d+", tail.group(2)))
+                   ) if tail and tail.group(1) else (text, 0)
+    head = _unwrapped(head)
+    if _NAME.fullmatch(head):
+        return head, added, 1
+    parts = _top_level(head, "//")
+    if len(parts) != 2 or not _digits(parts[1]) or int(parts[1]) == 0:
+        return None
+    inner = _quotient(parts[0])
+    if inner is None:
+        return None
+    x, a, s = inner
+    s *= int(parts[1])
+    return x, a + added * s, s
 
 
 def _atom(text: str) -> str:
     """``text`` as one name of a product, parentheses around it dropped, and a floor
-    quotient of a name plus ints written one way: ``(x+a)//s+b`` is ``(x+a+b*s)//s`` (exact
-    for integers), ``x//s`` when that sum is 0. So a conv's output size ``(H-4)//4+1`` and
-    an exporter's ``H//4`` are one name."""
+    quotient of a name plus ints (:func:`_quotient`) written one way: ``(x+a)//s+b`` is
+    ``(x+a+b*s)//s`` (exact for integers), ``x//s`` when that sum is 0. So a conv's output
+    size ``(H-4)//4+1`` and an exporter's ``H//4`` are one name, and so are two stride-2
+    convs' ``((H-1)//2+1-1)//2+1`` and one stride-4 conv's ``(H-1)//4+1``."""
     text = _unwrapped(text)
-    match = _SHIFTED_QUOTIENT.fullmatch(text.replace(" ", ""))
-    if match is None:
+    quotient = _quotient(text.replace(" ", ""))
+    if quotient is None or quotient[2] == 1:
         return text
-    x, a, s, b = (match.group(1, 2, 3, 4) if match.group(1) is not None
-                  else (match.group(5), None, match.group(6), match.group(7)))
-    if int(s) == 0:
-        return text
-    shift = int(a or 0) + int(b or 0) * int(s)
+    x, shift, s = quotient
     return f"{x}//{s}" if shift == 0 else f"({x}{shift:+d})//{s}"
 
 
@@ -274,6 +294,16 @@ def broadcast(a: Dim, b: Dim) -> Dim | None:
     if type(b) is int:
         return b
     return _cap(f"broadcast({a},{b})")
+
+
+def broadcast_operands(d: Dim) -> tuple[Dim, Dim] | None:
+    """The two dims :func:`broadcast` left undecided in ``d`` (``broadcast(a,b)``), or None."""
+    if type(d) is not str or not (d.startswith("broadcast(") and d.endswith(")")):
+        return None
+    parts = _top_level(d[len("broadcast("):-1], ",")
+    if len(parts) != 2 or not _wrapped(d[len("broadcast"):]):
+        return None
+    return tuple(int(p) if _digits(p) else p for p in parts)  # type: ignore[return-value]
 
 
 def window_out(size: Dim, kernel: Dim, stride: int, pad_before: int, pad_after: int,

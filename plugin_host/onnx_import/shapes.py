@@ -150,6 +150,7 @@ def _reshape(imp, node, attrs):
     target = reshape_target(imp.shape_value(node.input[1], "shape"), in_shape,
                             attrs.get("allowzero", 0))
     if any(type(d) is not int for d in target):  # computed from a run-time shape
+        x, in_shape = _settled(imp, node, x, in_shape, target)
         counts = None if -1 in target else symbolic.counts_differ(in_shape, target)
         if counts is not None:
             raise imp.unsupported(
@@ -169,6 +170,29 @@ def _reshape(imp, node, attrs):
             return
         target = written
     _reshape_to(imp, node, x, target)
+
+
+def _settled(imp, node, x: str, shape, target: list) -> tuple[str, tuple]:
+    """``x`` with each dim that a broadcast of two run-time dims left undecided
+    (``broadcast(a,b)``: the dynamo exporter adds a feature pyramid's upsampled map, whose
+    height is ``((h-1)//2+1)//2*2``, to the finer one's ``h//2``, having checked them equal
+    when it traced) settled as the one of a and b the Reshape's target names: an ``unflatten``
+    of that axis into that dim, read from a tensor that has it (:func:`dim_source`), which
+    checks when the call runs that the axis has that size (as onnxruntime's Reshape refuses
+    it otherwise). ``(x, shape)`` unchanged where there is none to settle."""
+    for axis, d in enumerate(shape):
+        operands = dims.broadcast_operands(d)
+        named = [o for o in operands or () if type(o) is not int
+                 and any(dims.known_equal(o, t) for t in target)]
+        found = dim_source(imp, named[0]) if named else None
+        if found is None:
+            continue
+        source, at = found
+        settled = f"{node.output[0]}#settled{axis}"
+        imp.emit("unflatten", [imp.tensor(x), source], [settled],
+                 {"axis": axis, "sizes": [-1], "like_axes": [at]}, suffix=f".settle{axis}")
+        x, shape = settled, imp.type_of(settled).shape
+    return x, tuple(shape)
 
 
 @maps("Flatten")
@@ -227,17 +251,18 @@ def _expand(imp, node, attrs):
     imp.emit("expand", [imp.tensor(x)], [node.output[0]], {"shape": shape})
 
 
-def _expand_to_run_time_dims(imp, node, x: str, dims: list) -> None:
-    if any(type(d) is int and d < 0 for d in dims):
-        raise ModelFileError(f"shape {dims} has a negative dim")
+def _expand_to_run_time_dims(imp, node, x: str, target: list) -> None:
+    if any(type(d) is int and d < 0 for d in target):
+        raise ModelFileError(f"shape {target} has a negative dim")
     have = list(imp.type_of(x).shape)
-    rank = max(len(dims), len(have))
-    want = [1] * (rank - len(dims)) + list(dims)
+    rank = max(len(target), len(have))
+    want = [1] * (rank - len(target)) + list(target)
     have = [1] * (rank - len(have)) + have
     for axis, (d, h) in enumerate(zip(want, have)):
-        if type(d) is not int and h not in (1, d):
-            raise imp.unsupported(f"expanding {x!r} (shape {imp.type_of(x).shape}) to {dims}: "
-                                  f"its axis {axis} ({h!r}) must be 1 or the run-time dim {d!r}")
+        if type(d) is not int and h != 1 and not dims.known_equal(h, d):
+            raise imp.unsupported(f"expanding {x!r} (shape {imp.type_of(x).shape}) to "
+                                  f"{target}: its axis {axis} ({h!r}) must be 1 or the "
+                                  f"run-time dim {d!r}")
     fixed = [d if type(d) is int else 1 for d in want]
     imp.check_size("its Expand output", fixed)
     y = imp.tensor(x)
@@ -299,7 +324,7 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
         return False
     first, step, [d] = imp.const(start), imp.const(delta), symbolic.entries(imp.sym[limit])
     if first.size != 1 or step.size != 1 or first.item() != 0 or step.item() != 1 or (
-            type(d) is not str or d not in imp.dim_source):
+            type(d) is not str or dim_source(imp, d) is None):
         return False
     _only(imp, attrs, {})
     imp.alias(node.output[0], run_time_arange(imp, [d], 0, dtype=first.dtype))

@@ -1,5 +1,6 @@
 """abi.ops.table: the registry, attribute normalization, input plumbing; abi.ops.dims."""
 
+import numpy as np
 import pytest
 
 from abi.errors import ContractError, DTypeError, OpError, ShapeError
@@ -285,6 +286,30 @@ def test_dims_comparisons_are_three_valued():
     assert dims.broadcast(1, 5) == 5 and dims.broadcast("n", 1) == "n"
     assert dims.broadcast("n", 5) == 5 and dims.broadcast(3, 5) is None
     assert dims.broadcast("a", "a") == "a" and dims.broadcast("a", "b") == "broadcast(a,b)"
+    assert dims.broadcast_operands(dims.broadcast("(h-1)//2+1", "h*2")) == ("(h-1)//2+1",
+                                                                             "h*2")
+    assert dims.broadcast_operands("broadcast(a,3)") == ("a", 3)
+    assert dims.broadcast_operands("broadcast(a)") is None
+    assert dims.broadcast_operands("broadcast(a,b)*broadcast(c,d)") is None
+    assert dims.broadcast_operands("h") is None and dims.broadcast_operands(4) is None
+
+
+def test_nested_floor_quotients_are_one_name_and_keep_their_value():
+    """Convs' output sizes one after the other, ((H-1)//2+1-1)//2+1, read as one quotient of
+    H, (H+3)//4: the same name as one conv's, and the same value at every H."""
+    assert dims.known_equal("((H-1)//2+1-1)//2+1", "(H-1)//4+1")
+    assert dims.as_product("((H-1)//2+1-1)//2+1") == (1, ("(H+3)//4",))
+    assert dims.known_equal("(((H-1)//2+1)*2)", "2*((H+1)//2)")
+    assert not dims.known_equal("((H-1)//2+1-1)//2+1", "(H-1)//2+1")
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        d = "H"
+        for _ in range(rng.integers(1, 4)):
+            k, stride, pad = (int(v) for v in rng.integers(1, 5, size=3))
+            d = dims.window_out(d, k, stride, pad - 1, pad // 2, 1)
+        name = dims.as_product(d)[1][0]
+        for h in range(40, 300):
+            assert eval(d, {"H": h}) == eval(name, {"H": h}), (d, name, h)
 
 
 def test_window_expressions_are_deterministic():

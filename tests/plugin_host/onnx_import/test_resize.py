@@ -16,6 +16,7 @@ from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, check_on_both_backends, export,
                        import_and_load, onnx, onnxruntime_outputs, torch)
@@ -251,6 +252,61 @@ def test_a_decoder_upsampling_by_scale_over_a_run_time_image(dynamo, tmp_path, s
     feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
              for n, h, w in ((1, 2, 2), (2, 6, 10), (1, 16, 4))]
     check_on_both_backends(path, loaded, feeds)
+
+
+class _DetectionHead(torch.nn.Module):
+    """A detector's top-down step and head: the coarser map upsampled by 2 and added to the
+    finer one, whose height the dynamo exporter computes apart ((h-1)//2+1 there, the add's
+    ((h+3)//4)*2 here, equal where h fits), split into anchors and offset by a grid of
+    arange over that height and width."""
+
+    def __init__(self):
+        super().__init__()
+        self.fine = torch.nn.Conv2d(8, 4, 3, stride=2, padding=1)
+        self.coarse = torch.nn.Conv2d(4, 4, 3, stride=2, padding=1)
+        self.head = torch.nn.Conv2d(4, 6, 1)
+
+    def forward(self, x):
+        fine = self.fine(x)
+        y = self.head(fine + F.interpolate(self.coarse(fine), scale_factor=2))
+        b, _, h, w = y.shape
+        y = y.view(b, 2, 3, h, w).permute(0, 1, 3, 4, 2)
+        gy, gx = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+        return y[..., :2] + torch.stack((gx, gy), -1).float(), y[..., 2:].sigmoid()
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_detection_head_over_a_run_time_image(dynamo, tmp_path, signer):
+    """Imports from both exporters (the dynamo one's reshape settles the add's undecided
+    height as the finer map's, checked when the call runs); matches onnxruntime where the
+    image's size lets the maps add, and where it does not, each backend refuses the call as
+    onnxruntime does."""
+    path = tmp_path / "d.onnx"
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dims = {0: "batch", 2: "h", 3: "w"}
+        if dynamo:
+            torch.onnx.export(_DetectionHead().eval(), (torch.randn(2, 8, 32, 48),),
+                              dynamo=True, verbose=False, input_names=["x"],
+                              output_names=["xy", "p"], dynamic_shapes=(
+                                  {a: torch.export.Dim(n) for a, n in dims.items()},)
+                              ).save(str(path))
+        else:
+            torch.onnx.export(_DetectionHead().eval(), (torch.randn(2, 8, 32, 48),), str(path),
+                              dynamo=False, input_names=["x"], output_names=["xy", "p"],
+                              dynamic_axes={"x": dims})
+    _, loaded = import_and_load(path, tmp_path / "d.pha", signer,
+                                golden_dims={"h": 32, "w": 48})
+    feeds = [{"x": RNG.standard_normal((n, 8, h, w)).astype(np.float32)}
+             for n, h, w in ((1, 32, 48), (2, 16, 8), (1, 4, 12))]
+    check_on_both_backends(path, loaded, feeds)
+    odd = {"x": RNG.standard_normal((1, 8, 6, 8)).astype(np.float32)}  # 3 rows and 2 * 2
+    with pytest.raises(Exception):
+        onnxruntime_outputs(path, odd)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises((ShapeError, BackendError)):
+            Executor(loaded.graph, backend).run(odd)
 
 
 class _Pyramid(torch.nn.Module):
