@@ -16,7 +16,7 @@ from abi.indices import check_indices
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_int,
                            need_numeric, need_rank, need_same_dtype)
-from abi.ops.table import (AttrSpec, OpDef, all_of, at_least, between, each_at_least,
+from abi.ops.table import (AttrSpec, OpDef, all_of, between, each_at_least,
                             non_empty)
 from abi.spec import TensorType
 
@@ -1047,11 +1047,11 @@ entry per spatial axis: an axis of like, or -1), a size is like's dim on that ax
 size (torch's interpolate(x, size=skip.shape[2:]) over a symbolic image), without scales or
 antialias; a size of 0 that like gives is refused when the call runs (ShapeError; onnxruntime
 refuses it too). Output position o on an axis maps to the input coordinate given by
-coordinate_mode with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 where the output
-length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1; asymmetric o / s. s is
-scales (float32, one per spatial axis, > 0; then each size must be floor(in * s) or -1) or,
-without scales, out / in. mode nearest takes the input element at that coordinate
-rounded by nearest_mode (floor, ceil, round with halves down or up), clamped into the input; linear
+coordinate_mode with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0
+where the output length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1;
+asymmetric o / s. s is scales (float32, one per spatial axis, > 0; then each size must be
+floor(in * s) or -1) or, without scales, out / in. mode nearest takes the input element at that
+coordinate rounded by nearest_mode (floor, ceil, round with halves down or up), clamped into the input; linear
 interpolates between the two neighbours along each axis (the coordinate clamped into [0, in - 1];
 bilinear for 2 spatial axes, trilinear for 3); cubic (x (N, C, H, W) only, as onnxruntime's
 bicubic) weighs the 4 elements floor(c) - 1 .. floor(c) + 2 by Keys' cubic kernel with coefficient

@@ -174,8 +174,8 @@ def _reshape(imp, node, attrs):
 
 def _settled(imp, node, x: str, shape, target: list) -> tuple[str, tuple]:
     """``x`` with each dim that a broadcast of two run-time dims left undecided
-    (``broadcast(a,b)``: the dynamo exporter adds a feature pyramid's upsampled map, whose
-    height is ``((h-1)//2+1)//2*2``, to the finer one's ``h//2``, having checked them equal
+    (``broadcast(a,b)``: the dynamo exporter adds a feature pyramid's upsampled coarse map,
+    ``((h+3)//4)*2`` high, to the finer one, ``(h+1)//2`` high, having checked them equal
     when it traced) settled as the one of a and b the Reshape's target names: an ``unflatten``
     of that axis into that dim, read from a tensor that has it (:func:`dim_source`), which
     checks when the call runs that the axis has that size (as onnxruntime's Reshape refuses

@@ -455,10 +455,9 @@ def resize(e, node, ins, outs, a):
 
 def topk(e, node, ins, outs, a):
     """TopK, sorted; k = -1 (the whole axis, a sort) is the axis' size read from x's shape."""
-    k = e.const([a["k"]], np.int64)
-    if a["k"] == -1:
-        axis = a["axis"] % len(e.types[ins[0]].shape)
-        k = e.op("Shape", [ins[0]], start=axis, end=axis + 1)[0]
+    axis = a["axis"] % len(e.types[ins[0]].shape)
+    k = (e.op("Shape", [ins[0]], start=axis, end=axis + 1)[0] if a["k"] == -1 else
+         e.const([a["k"]], np.int64))
     e.op("TopK", [ins[0], k], outs, axis=a["axis"], largest=int(a["largest"]), sorted=1)
 
 
