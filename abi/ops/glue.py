@@ -582,8 +582,7 @@ def scaled_size(length: int, scale: float) -> int:
 
 def scale_fraction(scale: float) -> tuple[int, int]:
     """The float32 value of ``scale`` as an exact fraction ``(k, 2**m)``, lowest terms."""
-    k, q = float(np.float32(scale)).as_integer_ratio()
-    return k, q
+    return float(np.float32(scale)).as_integer_ratio()
 
 
 #: A symbolic spatial axis takes a scale only where onnxruntime's float32 floor(in * scale)
@@ -669,19 +668,20 @@ def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                                     f"{s}) = {scaled_size(d, s)}", op=n, attribute="size")
             inexact = first_inexact_length(s) if type(d) is not int else None
             if inexact is not None:
+                k, q = scale_fraction(s)
                 raise ContractError(f"{n}: scale {s} on symbolic spatial axis {i}: float32 "
                                     f"floor({inexact} * {s}) (onnxruntime's) is "
                                     f"{scaled_size(inexact, s)}, not the exact "
-                                    f"{inexact * scale_fraction(s)[0] // scale_fraction(s)[1]}; "
-                                    f"a symbolic axis takes a scale whose float32 floor is exact "
-                                    f"below {EXACT_SCALED_BELOW} (or give size alone)", op=n,
-                                    attribute="scales")
-        for i, o in enumerate(resolved_sizes(spatial, attrs)):
-            if type(o) is int and o < 1:
-                raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} scaled by "
-                                 f"{scales[i]} has no element (floor gives {o})", where=n,
-                                 got=x.shape)
-    return [TensorType((*x.shape[:2], *resolved_sizes(spatial, attrs, given)), x.dtype)]
+                                    f"{inexact * k // q}; a symbolic axis takes a scale whose "
+                                    f"float32 floor is exact below {EXACT_SCALED_BELOW} (or give "
+                                    f"size alone)", op=n, attribute="scales")
+    out = resolved_sizes(spatial, attrs, given)
+    for i, o in enumerate(out):
+        if scales is not None and type(o) is int and o < 1:  # a static axis scaled to nothing
+            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} scaled by "
+                             f"{scales[i]} has no element (floor gives {o})", where=n,
+                             got=x.shape)
+    return [TensorType((*x.shape[:2], *out), x.dtype)]
 
 
 #: The most antialias weights a resize may hold along one axis: (output length) x (taps per
@@ -1042,29 +1042,29 @@ H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1
 scales: floor(in * s) when the call runs, the only size a symbolic spatial axis takes with scales;
 its dim is (in*k)//2**m for the float32 scale k / 2**m, and a symbolic axis takes only a scale
 whose float32 floor(in * s), onnxruntime's, is that exact floor for every in below 65536); the
-output is (N, C, *size). With like (any tensor; only its shape is read) and like_axes (one
-entry per spatial axis: an axis of like, or -1), a size is like's dim on that axis, written -1 in
-size (torch's interpolate(x, size=skip.shape[2:]) over a symbolic image), without scales or
-antialias; a size of 0 that like gives is refused when the call runs (ShapeError; onnxruntime
-refuses it too). Output position o on an axis maps to the input coordinate given by
-coordinate_mode with scale s: half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0
-where the output length is 1; align_corners o * (in - 1) / (out - 1), 0 where out is 1;
-asymmetric o / s. s is scales (float32, one per spatial axis, > 0; then each size must be
-floor(in * s) or -1) or, without scales, out / in. mode nearest takes the input element at that
-coordinate rounded by nearest_mode (floor, ceil, round with halves down or up), clamped into the input; linear
-interpolates between the two neighbours along each axis (the coordinate clamped into [0, in - 1];
-bilinear for 2 spatial axes, trilinear for 3); cubic (x (N, C, H, W) only, as onnxruntime's
-bicubic) weighs the 4 elements floor(c) - 1 .. floor(c) + 2 by Keys' cubic kernel with coefficient
-cubic_coeff_a (-0.75 as torch's bicubic, -0.5 as Catmull-Rom), those outside the input taking the
-nearest edge element, or with exclude_outside weighing 0 and the other weights divided by their sum
-(nearest and linear ignore both); W is interpolated first, then H, each sum float32 from 0 tap by
-tap, as onnxruntime. Where size equals every spatial dim, y is x in every mode, whatever the scales
-(onnxruntime copies x). antialias (linear and cubic over 1 or 2 spatial axes, as onnxruntime's
-Resize and torch's interpolate(..., antialias=True)): along each axis whose size changes, the
-filter (linear's triangle, cubic's Keys kernel) is widened by 1 / s where s < 1, each output
-reads its window of taps with onnxruntime's float32 weights (exclude_outside drops the taps past
-the edge, else they add to the edge tap; normalised to sum 1), summed tap after tap, W first,
-then H; an axis whose size is kept is copied, whatever its scale."""),
+output is (N, C, *size). With like (any tensor; only its shape is read) and like_axes (one entry
+per spatial axis: an axis of like, or -1), a size is like's dim on that axis, written -1 in size
+(torch's interpolate(x, size=skip.shape[2:]) over a symbolic image), without scales or antialias; a
+size of 0 that like gives is refused when the call runs (ShapeError; onnxruntime refuses it too).
+Output position o on an axis maps to the input coordinate given by coordinate_mode with scale s:
+half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 where the output length is 1;
+align_corners o * (in - 1) / (out - 1), 0 where out is 1; asymmetric o / s. s is scales (float32,
+one per spatial axis, > 0; then each size must be floor(in * s) or -1) or, without scales, out /
+in. mode nearest takes the input element at that coordinate rounded by nearest_mode (floor, ceil,
+round with halves down or up), clamped into the input; linear interpolates between the two
+neighbours along each axis (the coordinate clamped into [0, in - 1]; bilinear for 2 spatial axes,
+trilinear for 3); cubic (x (N, C, H, W) only, as onnxruntime's bicubic) weighs the 4 elements
+floor(c) - 1 .. floor(c) + 2 by Keys' cubic kernel with coefficient cubic_coeff_a (-0.75 as torch's
+bicubic, -0.5 as Catmull-Rom), those outside the input taking the nearest edge element, or with
+exclude_outside weighing 0 and the other weights divided by their sum (nearest and linear ignore
+both); W is interpolated first, then H, each sum float32 from 0 tap by tap, as onnxruntime. Where
+size equals every spatial dim, y is x in every mode, whatever the scales (onnxruntime copies x).
+antialias (linear and cubic over 1 or 2 spatial axes, as onnxruntime's Resize and torch's
+interpolate(..., antialias=True)): along each axis whose size changes, the filter (linear's
+triangle, cubic's Keys kernel) is widened by 1 / s where s < 1, each output reads its window of
+taps with onnxruntime's float32 weights (exclude_outside drops the taps past the edge, else they
+add to the edge tap; normalised to sum 1), summed tap after tap, W first, then H; an axis whose
+size is kept is copied, whatever its scale."""),
     OpDef("grid_sample", 1, ("x", "grid"), ("y",), {
         "mode": AttrSpec("enum:bilinear|nearest", "bilinear"),
         "padding_mode": AttrSpec("enum:zeros|border|reflection", "zeros"),

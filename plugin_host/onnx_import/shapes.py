@@ -96,25 +96,18 @@ def sizes_like(imp, sizes: list) -> tuple[str, list[int]]:
 def shape_value_tensor(imp, value: np.ndarray, out: str, dtype: str) -> None:
     """ONNX value ``out`` becomes a graph tensor of ``dtype`` holding the shape value
     ``value`` (ints and run-time dims), computed when the call runs: each run-time entry
-    (a product of ints and dims) is the element count of a mask that carries its dims
-    (:func:`run_time_mask`), summed in int64 (exact) and then cast. What a model that casts
+    (a product of ints and dims) is the element count of a mask that long
+    (:func:`_sizes_mask`), summed in int64 (exact) and then cast. What a model that casts
     its shape to float computes from (``x.std()``'s n - 1, a mean as a sum over a count)."""
     parts = []
     for k, entry in enumerate(value.reshape(-1).tolist()):
         if type(entry) is int:
             parts.append(imp.add_constant(np.array([entry], np.int64), f"{out}.{k}"))
             continue
-        factor, names = dims.as_product(entry)
-        y = run_time_mask(imp, list(names))
-        y = imp.emit("cast", [y], [None], {"dtype": "int64"}, suffix=f".{k}.ones")[0]
-        y = imp.emit("sum", [y], [None], {"axes": list(range(len(names))), "keepdim": False},
-                     suffix=f".{k}.count")[0]
-        y = imp.emit("reshape", [y], [None], {"shape": [1]}, suffix=f".{k}.entry")[0]
-        if factor != 1:
-            y = imp.emit("mul", [y, imp.add_constant(np.array([factor], np.int64),
-                                                     f"{out}.{k}.factor")], [None],
-                         suffix=f".{k}.times")[0]
-        parts.append(y)
+        y = imp.emit("cast", [_sizes_mask(imp, [entry])], [None], {"dtype": "int64"},
+                     suffix=f".{k}.ones")[0]
+        parts.append(imp.emit("sum", [y], [None], {"axes": [0], "keepdim": True},
+                              suffix=f".{k}.count")[0])
     y = parts[0] if len(parts) == 1 else imp.emit("concat", parts, [None], {"axis": 0},
                                                   suffix=".entries")[0]
     y = imp.emit("reshape", [y], [None], {"shape": list(value.shape)}, suffix=".shape")[0]

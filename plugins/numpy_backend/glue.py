@@ -311,13 +311,18 @@ def flatten(x, *, start_dim, end_dim):
     return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1:])
 
 
+def sizes_from(like, sizes, like_axes) -> tuple:
+    """``sizes`` with each size that ``like_axes`` names (not -1) read from like's shape."""
+    return tuple(s if a == -1 else like.shape[a] for s, a in zip(sizes, like_axes))
+
+
 def unflatten(x, like=None, *, axis, sizes, like_axes=None):
     """axis split into sizes (those ``like_axes`` names taken from like's shape); a dim that
     does not fit them (a symbolic one, known only now) is a ShapeError, not numpy's
     ValueError. The -1 is worked out here (0 when the other sizes hold no element), as the
     onnxruntime backend works it out."""
     if like is not None:
-        sizes = [s if a == -1 else like.shape[a] for s, a in zip(sizes, like_axes)]
+        sizes = sizes_from(like, sizes, like_axes)
     axis %= x.ndim
     dim, known = x.shape[axis], int(np.prod([s for s in sizes if s != -1]))
     wanted = [dim // max(known, 1) if s == -1 else s for s in sizes]
@@ -692,7 +697,7 @@ def make_resize(attrs, consts, types, where):
     fixed = attrs["size"]
 
     def resize_like(x, like):  # the sizes like gives, read from its shape on each call
-        size = tuple(s if a == -1 else like.shape[a] for s, a in zip(fixed, like_axes))
+        size = sizes_from(like, fixed, like_axes)
         if 0 in size:  # onnxruntime refuses it too (a scale of 0)
             raise ShapeError(f"resize: sizes {size} read from like shape {like.shape} include "
                              f"0", where="resize", got=like.shape)

@@ -442,8 +442,8 @@ def resize(e, node, ins, outs, a):
     if a["scales"] is not None:
         given = ["", e.const(list(a["scales"]))]
     elif like is not None:
-        sizes = [e.op("Shape", [like], start=t, end=t + 1)[0] if t != -1 else
-                 e.const([s], np.int64) for s, t in zip(a["size"], a["like_axes"])]
+        sizes = [s if type(s) is str else e.const([s], np.int64)
+                 for s in _sizes_from(e, like, a["size"], a["like_axes"])]
         given = ["", "", e.op("Concat", sizes, axis=0)[0] if spatial > 1 else sizes[0]]
     else:
         given = ["", "", e.const(list(a["size"]), np.int64)]
@@ -467,6 +467,13 @@ def grid_sample(e, node, ins, outs, a):
          padding_mode=a["padding_mode"], align_corners=int(a["align_corners"]))
 
 
+def _sizes_from(e, like, sizes, like_axes) -> list:
+    """``sizes`` with each size that ``like_axes`` names (not -1) a Shape slice of like (a
+    tensor name; the other sizes stay ints)."""
+    return [e.op("Shape", [like], start=t, end=t + 1)[0] if t != -1 else s
+            for s, t in zip(sizes, like_axes)]
+
+
 def unflatten(e, node, ins, outs, a):
     """Reshape to the dims before axis, the sizes and the dims after (read from x, and from
     like for the sizes it gives, when any is symbolic); a dim that does not split so is
@@ -477,9 +484,7 @@ def unflatten(e, node, ins, outs, a):
         e.op("Reshape", [x, e.const(list(out), np.int64)], outs, allowzero=1)
         return
     axis, sizes = a["axis"] % len(e.types[x].shape), list(a["sizes"])
-    taken = a["like_axes"] if like is not None else [-1] * len(sizes)
-    split: list = [e.op("Shape", [like], start=t, end=t + 1)[0] if t != -1 else s
-                   for s, t in zip(sizes, taken)]
+    split = _sizes_from(e, like, sizes, a["like_axes"]) if like is not None else sizes
     if -1 in split:  # worked out here, so that the Reshape can take a 0 dim literally
         k = split.index(-1)
         others = split[:k] + split[k + 1:]
