@@ -252,16 +252,17 @@ def affine_base(size: list[int], align_corners: bool) -> np.ndarray:
     return np.stack(coords, axis=-1)
 
 
-def _affine_size(size: np.ndarray, theta_shape, align) -> list[int]:
+def _affine_size(size, theta_shape, align) -> list:
     """AffineGrid's checked ``size`` (N, C, H, W) or (N, C, D, H, W) for ``theta`` of shape
-    (N, 2, 3) or (N, 3, 4)."""
-    size = int_vector(size, "size")
+    (N, 2, 3) or (N, 3, 4); N may be a run-time dim, theta's own."""
+    size = list(size) if isinstance(size, list) else int_vector(size, "size")
     spatial = len(size) - 2
-    if spatial not in (2, 3) or min(size) < 1:
+    if spatial not in (2, 3) or min(d for d in size if type(d) is int) < 1:
         raise ModelFileError(f"size {_few(size)} must be (N, C, H, W) or (N, C, D, H, W), each "
                              f">= 1")
     want = [size[0], spatial, spatial + 1]
-    if list(theta_shape) != want:
+    if len(theta_shape) != 3 or not all(dims.known_equal(a, b)
+                                        for a, b in zip(theta_shape, want)):
         raise ModelFileError(f"theta of shape {list(theta_shape)} must be of shape {want} for "
                              f"size {size}")
     if align not in (0, 1):
@@ -286,16 +287,24 @@ register_fold("AffineGrid", _fold_affine_grid)
 @maps("AffineGrid")
 def _affine_grid(imp, node, attrs):
     """torch's affine_grid (spatial transformer networks; opset 20) of a run-time theta (N, 2, 3)
-    or (N, 3, 4) and a constant size: the constant base grid (one row per position: x, y(, z),
-    1) ``matmul`` theta transposed, reshaped to (N, H, W, 2) or (N, D, H, W, 3). A constant
-    theta folds."""
+    or (N, 3, 4) and a constant size, or one whose N is theta's run-time batch (the legacy
+    exporter's ``affine_grid(theta, (x.size(0), ...))``): the constant base grid (one row per
+    position: x, y(, z), 1) ``matmul`` theta transposed, reshaped to (N, H, W, 2) or (N, D,
+    H, W, 3). A constant theta folds."""
     _only(imp, attrs, {"align_corners": ...})
     theta = node.input[0]
     if imp.type_of(theta).dtype != "float32":
         raise imp.unsupported(f"theta {theta!r} of dtype {imp.type_of(theta).dtype}: only "
                               f"float32 is supported")
-    size = _affine_size(imp.const(node.input[1], "size"), imp.static_shape(theta),
-                        attrs.get("align_corners", 0))
+    given = imp.shape_value(node.input[1], "size")
+    batch = imp.type_of(theta).shape[:1]
+    if batch and type(batch[0]) is not int and type(given[0]) is int:
+        raise imp.unsupported(f"size {given}: its N is fixed, but theta's is the run-time dim "
+                              f"{batch[0]!r}")
+    if any(type(d) is not int for d in given[1:]):
+        raise imp.unsupported(f"size {given}: only the batch N may be a run-time dim (the "
+                              f"grid's spatial size must be known at import)")
+    size = _affine_size(given, imp.type_of(theta).shape, attrs.get("align_corners", 0))
     spatial = size[2:]
     imp.check_size("its grid", size[:1] + spatial + [len(spatial)])
     imp.check_size("its base grid", spatial + [len(spatial) + 1])
@@ -305,7 +314,8 @@ def _affine_grid(imp, node, attrs):
                    suffix="/theta")
     [g] = imp.emit("matmul", [imp.add_constant(base[None], f"{out}.base"), t], [None],
                    suffix="/grid")
-    imp.emit("reshape", [g], [out], {"shape": size[:1] + spatial + [len(spatial)]})
+    batch = size[0] if type(size[0]) is int else -1
+    imp.emit("reshape", [g], [out], {"shape": [batch] + spatial + [len(spatial)]})
 
 
 def _col2im_geometry(imp, node, attrs) -> tuple:

@@ -177,6 +177,25 @@ def test_affine_grid_of_a_run_time_theta_matches_onnxruntime(volume, dynamo, fol
     check_against_onnxruntime(model, loaded, feeds)
 
 
+@pytest.mark.parametrize("volume", [False, True], ids=["image", "volume"])
+def test_affine_grid_over_a_run_time_batch_takes_any_batch(volume, tmp_path, signer):
+    """Under a dynamic batch the legacy exporter's AffineGrid takes its size from x.shape:
+    its N is the run-time batch, theta's own, and the grid keeps it."""
+    shape = (2, 2, 4, 5, 6) if volume else (2, 2, 5, 6)
+    path = tmp_path / "b.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Transformer(volume).eval(), (torch.randn(*shape),), str(path),
+                          dynamo=False, input_names=["x"], output_names=["y", "grid"],
+                          dynamic_axes={"x": {0: "batch"}})
+    assert "AffineGrid" in {n.op_type for n in onnx.load(path).graph.node}
+    _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
+    assert {s.name: s.shape for s in loaded.graph.outputs}["grid"] == (
+        "batch",) + shape[2:] + (len(shape) - 2,)
+    check_on_both_backends(path, loaded, [
+        {"x": RNG.standard_normal((n,) + shape[1:]).astype(np.float32)} for n in (1, 3)])
+
+
 class _Warp(torch.nn.Module):
     def forward(self, x, grid):
         return F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection",
@@ -300,6 +319,8 @@ def _affine_model(tmp_path, theta_shape, size, attrs=None, const_theta=False):
 @pytest.mark.parametrize("kw, error, message", [
     ({"theta_shape": (2, 2, 3), "size": None}, UnsupportedModelError,
      "size"),
+    ({"theta_shape": ("n", 2, 3), "size": [2, 1, 4, 5]}, UnsupportedModelError,
+     "size [2, 1, 4, 5]: its N is fixed, but theta's is the run-time dim 'n'"),
     ({"theta_shape": (2, 2, 3), "size": [3, 1, 4, 5]}, ModelFileError,
      "theta of shape [2, 2, 3] must be of shape [3, 2, 3] for size [3, 1, 4, 5]"),
     ({"theta_shape": (2, 2, 3), "size": [2, 1, 4, 5, 6]}, ModelFileError,
