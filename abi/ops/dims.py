@@ -19,9 +19,10 @@ import hashlib
 import re
 from typing import Iterable
 
-__all__ = ["Dim", "Product", "as_product", "is_static", "known_equal", "known_different", "add",
-           "mul", "floordiv", "product", "total", "broadcast", "broadcast_operands",
-           "window_out", "pool_out", "transposed_out", "slice_len"]
+__all__ = ["Dim", "Product", "as_product", "as_sum", "is_static", "known_equal",
+           "known_different", "add", "sub", "mul", "floordiv", "product", "total",
+           "broadcast", "broadcast_operands", "window_out", "pool_out", "transposed_out",
+           "slice_len"]
 
 Dim = int | str
 
@@ -92,12 +93,15 @@ def _atom(text: str) -> str:
     quotient of a name plus ints (:func:`_quotient`) written one way: ``(x+a)//s+b`` is
     ``(x+a+b*s)//s`` (exact for integers), ``x//s`` when that sum is 0. So a conv's output
     size ``(H-4)//4+1`` and an exporter's ``H//4`` are one name, and so are two stride-2
-    convs' ``((H-1)//2+1-1)//2+1`` and one stride-4 conv's ``(H-1)//4+1``."""
+    convs' ``((H-1)//2+1-1)//2+1`` and one stride-4 conv's ``(H-1)//4+1``. A name plus
+    ints is the name plus their sum: a pad's ``h+2`` less a conv's 2, ``h+2-2``, is ``h``."""
     text = _unwrapped(text)
-    quotient = _quotient(text.replace(" ", ""))
-    if quotient is None or quotient[2] == 1:
+    parts = _quotient(text.replace(" ", ""))
+    if parts is None:
         return text
-    x, shift, s = quotient
+    x, shift, s = parts
+    if s == 1:  # a name plus ints, summed: h+2-2 is h
+        return x if shift == 0 else f"{x}{shift:+d}"
     return f"{x}//{s}" if shift == 0 else f"({x}{shift:+d})//{s}"
 
 
@@ -207,16 +211,53 @@ def _term(d: Dim) -> str:
 
 
 def add(a: Dim, b: Dim) -> Dim:
-    """``a + b``; an int when both are ints."""
+    """``a + b``; an int when both are ints; an int added to an expression that ends in ints
+    joins them (``h+2`` and -2 is ``h``)."""
     if type(a) is int and type(b) is int:
         return a + b
     if type(a) is int:
         a, b = b, a
     if type(b) is int:
+        tail = _TRAILING_INTS.fullmatch(str(a))
+        if tail and tail.group(1) and not tail.group(1).endswith(("+", "-", "*", "/", "(")):
+            a = tail.group(1)  # its ints and b as one: (h+2)-2 is h
+            b += sum(int(v) for v in re.findall(r"[+-]\d+", tail.group(2)))
         if b == 0:
             return a
         return _cap(f"{a}+{b}" if b > 0 else f"{a}-{-b}")
     return _cap(f"{a}+{b}")
+
+
+def sub(a: Dim, b: Dim) -> Dim:
+    """``a - b``; an int when both are ints (a shape value's entry, such as ``w - 1`` for a
+    linspace's step, may be negative; a dim is never)."""
+    if type(b) is int:
+        return add(a, -b)
+    if type(a) is int and a == 0:
+        return _cap(f"0-{_term(b)}")
+    return _cap(f"{a}-{_term(b)}")
+
+
+def as_sum(d: Dim) -> tuple[int, list[tuple[int, Dim]]]:
+    """``d`` as an int plus signed terms, split at its ``+`` and ``-`` outside parentheses
+    (what :func:`add` and :func:`sub` write): ``"w-2*h+1"`` is ``(1, [(1, "w"), (-1,
+    "2*h")])``. A term is a dim of no sum at its top (a product, a quotient, a name)."""
+    if type(d) is int:
+        return d, []
+    text = _unwrapped(str(d))
+    text = "0" + text if text.startswith("-") else text
+    const, terms, depth, start, sign = 0, [], 0, 0, 1
+    for k, c in enumerate(text + "+"):
+        depth += (c == "(") - (c == ")")
+        if depth or c not in "+-" or k == start:
+            continue
+        part = _unwrapped(text[start:k])
+        if _digits(part):
+            const += sign * int(part)
+        else:
+            terms.append((sign, part))
+        sign, start = (1 if c == "+" else -1), k + 1
+    return const, terms
 
 
 def mul(a: Dim, b: Dim) -> Dim:

@@ -126,6 +126,13 @@ def attributes(node, limits: ReadLimits) -> dict[str, Any]:
     return out
 
 
+def _names(entries) -> list[str]:
+    """The names of run-time dims in ``entries`` (dims and ints), sorted: ``w`` and ``h`` of
+    ``w-1`` and ``h//2`` (not the name of a rule, such as ``broadcast(``)."""
+    return sorted({n for e in entries if type(e) is str
+                   for n in re.findall(r"[A-Za-z_]\w*(?![\w(])", e)})
+
+
 class Importer:
     """State of one import: known constants, emitted nodes and tensors, names in use."""
 
@@ -135,6 +142,9 @@ class Importer:
         self.opset = default_opset(model) or 0
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
         self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
+        self.sym_float: dict[str, np.ndarray] = {}  # such a value cast to float -> the value
+        # a value computed at run time from such a value -> the run-time dims it reads
+        self.from_dims: dict[str, list[str]] = {}
         self.dim_source: dict[str, tuple] = {}     # run-time dim -> (graph tensor, its axis)
         # the run-time dims of the first dims_indexed tensors of self.types, as products ->
         # (graph tensor, its axis): shapes.dim_source reads it and grows it
@@ -214,11 +224,16 @@ class Importer:
         if name not in self.consts:
             self._not_a_sequence(name, what)
             if name in self.sym:
+                held = symbolic.entries(self.sym[name])
+                names = _names(held)
+                of = "" if names == sorted(set(e for e in held if type(e) is str)) else (
+                    f" (of {names})")
                 raise self.unsupported(f"{what} {name!r} must be a constant (known at import), "
-                                       f"but it holds run-time dims: "
-                                       f"{symbolic.entries(self.sym[name])}")
+                                       f"but it holds run-time dims: {held}{of}")
+            read = (f" from the run-time dims {self.from_dims[name]}"
+                    if name in self.from_dims else "")
             raise self.unsupported(f"{what} {name!r} must be a constant (known at import), but "
-                                   f"it is computed at run time")
+                                   f"it is computed at run time{read}")
         return self.consts[name]
 
     def shape_value(self, name: str, what: str) -> list:
@@ -274,8 +289,15 @@ class Importer:
         return tuple(shape)
 
     def tensor(self, name: str) -> str:
-        """The graph tensor for ONNX value ``name`` (a constant is added to the graph)."""
+        """The graph tensor for ONNX value ``name`` (a constant is added to the graph; a shape
+        value holding run-time dims becomes an int64 tensor computed when the call runs)."""
         if name in self.values:
+            return self.values[name]
+        if name in self.sym:
+            from .shapes import shape_value_tensor
+
+            shape_value_tensor(self, self.sym[name], name, "int64")
+            self.from_dims[name] = _names(symbolic.entries(self.sym[name]))
             return self.values[name]
         return self.add_constant(self.const(name), self.origin.get(name, name))
 
@@ -484,6 +506,7 @@ class Importer:
         if op == "Cast" and ins and ins[0] in self.sym and attrs.get("to") == _FLOAT:
             from .shapes import shape_value_tensor  # a shape cast to float: computed at run time
 
+            self.sym_float[node.output[0]] = self.sym[ins[0]]  # where a Range reads its dims
             return shape_value_tensor(self, self.sym[ins[0]], node.output[0], "float32")
         if op in symbolic.OPS and mappers and any(t in self.sym for t in ins) and all(
                 t == "" or t in self.consts or t in self.sym for t in ins):
@@ -491,12 +514,15 @@ class Importer:
             try:
                 results = symbolic.evaluate(op, values, attrs, outputs=len(node.output),
                                             cap=self.limits.max_tensor_elements)
+            except symbolic.LeftToTheCall:
+                results = None  # mapped below, its shape values read as tensors
             except (ModelFileError, UnsupportedModelError) as exc:
                 raise type(exc)(exc.message, node=self.node_name, op=op) from None
-            for o, r in zip(node.output, results):
+            for o, r in zip(node.output, results or ()):
                 if o:
                     self._set_shape_value(o, r)
-            return
+            if results is not None:
+                return
         mapper = mappers.get(op)
         if mapper is None and op in FOLDERS:
             from .ops import ON_RUN_TIME_DIMS
@@ -522,6 +548,10 @@ class Importer:
                 raise ModelFileError(f"input {t!r} is used before it is defined",
                                      node=self.node_name, op=op)
         mapper(self, node, attrs)
+        read = _names(d for t in ins if t in self.from_dims for d in self.from_dims[t])
+        for o in node.output if read else ():
+            if o in self.values:
+                self.from_dims[o] = read
 
     def _inline_if(self, node, mappers, index: int) -> None:
         """An If whose condition is known at import (the legacy exporter's checks on static

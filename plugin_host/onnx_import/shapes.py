@@ -95,23 +95,45 @@ def sizes_like(imp, sizes: list) -> tuple[str, list[int]]:
 
 def shape_value_tensor(imp, value: np.ndarray, out: str, dtype: str) -> None:
     """ONNX value ``out`` becomes a graph tensor of ``dtype`` holding the shape value
-    ``value`` (ints and run-time dims), computed when the call runs: each run-time entry
-    (a product of ints and dims) is the element count of a mask that long
-    (:func:`_sizes_mask`), summed in int64 (exact) and then cast. What a model that casts
-    its shape to float computes from (``x.std()``'s n - 1, a mean as a sum over a count)."""
+    ``value`` (ints and run-time dims), computed when the call runs (:func:`_entry_count`
+    per run-time entry), in int64 (exact) and then cast. What a model that casts its shape
+    to float computes from (``x.std()``'s n - 1, a mean as a sum over a count, a linspace's
+    step ``2 / (w - 1)``), and what any op that is not shape arithmetic reads a shape value
+    as (``max(w - 1, 1)``)."""
     parts = []
     for k, entry in enumerate(value.reshape(-1).tolist()):
         if type(entry) is int:
             parts.append(imp.add_constant(np.array([entry], np.int64), f"{out}.{k}"))
-            continue
-        y = imp.emit("cast", [_sizes_mask(imp, [entry])], [None], {"dtype": "int64"},
-                     suffix=f".{k}.ones")[0]
-        parts.append(imp.emit("sum", [y], [None], {"axes": [0], "keepdim": True},
-                              suffix=f".{k}.count")[0])
+        else:
+            parts.append(_entry_count(imp, entry, f".{k}"))
     y = parts[0] if len(parts) == 1 else imp.emit("concat", parts, [None], {"axis": 0},
                                                   suffix=".entries")[0]
-    y = imp.emit("reshape", [y], [None], {"shape": list(value.shape)}, suffix=".shape")[0]
+    shape = {"shape": list(value.shape)}
+    if dtype == "int64":
+        imp.emit("reshape", [y], [out], shape, suffix=".shape")
+        return
+    y = imp.emit("reshape", [y], [None], shape, suffix=".shape")[0]
     imp.emit("cast", [y], [out], {"dtype": dtype}, suffix=".cast")
+
+
+def _entry_count(imp, entry, suffix: str) -> str:
+    """A run-time dim's value as an int64 tensor of shape (1,): the element count of a mask
+    that long (:func:`_sizes_mask`) where the dim is a product of dims that tensors of the
+    graph have, else its terms' counts added (``w - 1``, ``w - 2*w1``: :func:`dims.as_sum`)."""
+    const, terms = dims.as_sum(entry)
+    _, names = dims.as_product(entry)
+    if (const == 0 and len(terms) == 1 and terms[0][0] == 1) or all(
+            dim_source(imp, n) is not None for n in names):
+        y = imp.emit("cast", [_sizes_mask(imp, [entry])], [None], {"dtype": "int64"},
+                     suffix=f"{suffix}.ones")[0]
+        return imp.emit("sum", [y], [None], {"axes": [0], "keepdim": True},
+                        suffix=f"{suffix}.count")[0]
+    y = imp.add_constant(np.array([const], np.int64), f"{imp.node_name}{suffix}.const")
+    for n, (sign, term) in enumerate(terms):
+        count = _entry_count(imp, term, f"{suffix}.{n}")
+        y = imp.emit("add" if sign > 0 else "sub", [y, count], [None],
+                     suffix=f"{suffix}.term{n}")[0]
+    return y
 
 
 def _sizes_mask(imp, sizes: list) -> str:
@@ -308,14 +330,16 @@ def _constant_of_shape(imp, node, attrs):
 
 def _range_to_a_dim(imp, node, attrs) -> bool:
     """Range(0, d, 1) with d a run-time dim (``torch.arange(x.shape[1])`` under a dynamic
-    sequence length, e.g. the positions of a learned positional embedding): ones over d
-    (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`), their running sum, minus 1.
+    sequence length, e.g. the positions of a learned positional embedding), or d cast to
+    float (``torch.arange(w, dtype=torch.float32)``, a detector's anchor points): ones over
+    d (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`), their running sum, minus 1.
     False for any other Range of run-time values, which is refused as before."""
     start, limit, delta = (list(node.input) + ["", "", ""])[:3]
-    if not (imp.is_const(start) and imp.is_const(delta) and limit in imp.sym
-            and imp.sym[limit].ndim == 0):
+    value = imp.sym.get(limit, imp.sym_float.get(limit))
+    if not (imp.is_const(start) and imp.is_const(delta) and value is not None
+            and value.ndim == 0):
         return False
-    first, step, [d] = imp.const(start), imp.const(delta), symbolic.entries(imp.sym[limit])
+    first, step, [d] = imp.const(start), imp.const(delta), symbolic.entries(value)
     if first.size != 1 or step.size != 1 or first.item() != 0 or step.item() != 1 or (
             type(d) is not str or dim_source(imp, d) is None):
         return False

@@ -6,15 +6,16 @@ its reshape targets from the input's shape: ``x.view(x.size(0), -1)`` becomes ``
 constant folder cannot evaluate it. Here such values are int64 vectors whose entries are ints
 or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index ops (Gather,
 Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast, Reshape) move entries around with the
-folder's own code, and Mul, Add and Div combine them with the dims arithmetic, as does
+folder's own code, and Mul, Add, Sub and Div combine them with the dims arithmetic, as does
 ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape ->
 ReduceProd``; a Size node gives the same value). Equal is evaluated where it is known at import
 (a run-time dim is never negative), and Where picks entries by such a known condition: the
 legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so. A value whose
 entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
-(Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to float makes the
-value a run-time tensor (:func:`.shapes.shape_value_tensor`); any other consumer sees a value
-computed at run time and refuses it, as before.
+(Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to float, or any
+other op that reads it as a tensor (Max, Less, a Sub with a float), makes the value a run-time
+tensor (:func:`.shapes.shape_value_tensor`), in int64, computed when the call runs; what needs
+a constant there (a Pad's pads, a Slice's starts) refuses it, naming its run-time dims.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .fold import fold
 
 #: Ops evaluated on symbolic shape values (and constants).
 OPS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Identity", "Cast",
-                 "Mul", "Add", "Div", "ReduceProd", "Reshape", "Equal", "Where"})
+                 "Mul", "Add", "Sub", "Div", "ReduceProd", "Reshape", "Equal", "Where"})
 
 _INT_CASTS = frozenset({6, 7})  # ONNX TensorProto.INT32, INT64
 
@@ -41,17 +42,35 @@ def _entry(v):
     return str(v) if isinstance(v, str) else int(v)  # numpy may hand back np.str_
 
 
+class LeftToTheCall(Exception):
+    """Raised by :func:`evaluate` where shape arithmetic would not be exact: the op is then
+    mapped as any other, its shape values read as tensors computed when the call runs."""
+
+
+def _maybe_negative(d) -> bool:
+    """Whether ``d`` may be negative: a negative int, or a dim less another (``h - 2*h1``).
+    A dim less an int (``h - 1``, a conv's size arithmetic) is taken as not negative, as at
+    any size a model with such a window runs at."""
+    if type(d) is int:
+        return d < 0
+    return any(sign < 0 for sign, _ in dims.as_sum(d)[1])
+
+
 def _div(a, b):
-    """ONNX Div on int64: truncation; a symbolic dim is a size, never negative."""
+    """ONNX Div on int64: truncation. A floor quotient of a dim is the same where the dim and
+    the divisor are not negative; with a dim less another (``(h - 2*h1) // 2``, which may be
+    negative) or a negative divisor it is left to the call (:class:`LeftToTheCall`)."""
     if b == 0:
         raise ModelFileError("integer division by zero in shape arithmetic")
     if type(a) is int and type(b) is int:
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b > 0) else -q
+    if _maybe_negative(a) or _maybe_negative(b):
+        raise LeftToTheCall
     return dims.floordiv(a, b)
 
 
-_ARITHMETIC = {"Mul": dims.mul, "Add": dims.add, "Div": _div}
+_ARITHMETIC = {"Mul": dims.mul, "Add": dims.add, "Sub": dims.sub, "Div": _div}
 
 
 def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outputs: int,

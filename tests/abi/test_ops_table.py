@@ -312,6 +312,39 @@ def test_nested_floor_quotients_are_one_name_and_keep_their_value():
             assert eval(d, {"H": h}) == eval(name, {"H": h}), (d, name, h)
 
 
+def test_a_difference_of_dims_reads_back_as_its_terms_and_keeps_its_value():
+    """sub writes what as_sum splits again: an int and signed terms whose sum is the value
+    (a linspace's ``w - 1``, a U-Net's ``h - 2*h1``)."""
+    assert dims.sub(7, 3) == 4 and dims.sub("w", 0) == "w" and dims.sub("w", 1) == "w-1"
+    assert dims.as_sum("w-1") == (-1, [(1, "w")])
+    assert dims.as_sum(dims.sub("h", dims.mul(2, "h1"))) == (0, [(1, "h"), (-1, "2*h1")])
+    assert dims.as_sum(dims.sub(0, "w")) == (0, [(-1, "w")])
+    assert dims.as_sum("(H-1)//2+1") == (1, [(1, "(H-1)//2")])  # the sum is outside the ()
+    assert dims.as_sum("slice(w,1,-1,1)-2") == (-2, [(1, "slice(w,1,-1,1)")])
+    assert dims.as_sum(5) == (5, [])
+    assert dims.add("h+2", -2) == "h" and dims.add("(h-1)//2+1", -1) == "(h-1)//2"
+    assert dims.add("h*2", -1) == "h*2-1" and dims.add("h-2*g", 3) == "h-2*g+3"
+    assert dims.known_equal("h+2-2", "h") and dims.known_equal("h+1-3", "h-2")
+    rng = np.random.default_rng(1)
+    sizes = ((1, 1), (5, 9), (40, 7))
+    for _ in range(300):
+        d, truth = "w", [w for w, _ in sizes]
+        for _ in range(rng.integers(1, 5)):
+            pick = rng.integers(0, 4)
+            other = [int(rng.integers(-3, 4)), "h", dims.mul(int(rng.integers(2, 4)), "w"),
+                     dims.window_out("h", 3, 2, 1, 1, 1)][pick]
+            values = [other if pick == 0 else eval(str(other), {"w": w, "h": h})
+                      for w, h in sizes]
+            minus = bool(rng.integers(0, 2))
+            d = dims.sub(d, other) if minus else dims.add(d, other)
+            truth = [t - v if minus else t + v for t, v in zip(truth, values)]
+        const, terms = dims.as_sum(d)
+        for (w, h), want in zip(sizes, truth):
+            names = {"w": w, "h": h}
+            assert eval(str(d), names) == want, (d, want)
+            assert const + sum(sign * eval(str(t), names) for sign, t in terms) == want
+
+
 def test_window_expressions_are_deterministic():
     assert dims.window_out("H", 3, 2, 1, 1, 1) == "(H-1)//2+1"
     assert dims.window_out("H", 3, 1, 1, 1, 1) == "H"

@@ -53,6 +53,35 @@ def export(module, args, path: Path, *, dynamo: bool, fold: bool = True, optimiz
     return path
 
 
+def export_dynamic(module, args, path: Path, *, dynamo: bool, names: list[str], dims: list,
+                   outputs=("y",), bounds: dict | None = None) -> Path:
+    """``module`` (eval mode) of inputs ``names`` exported to ``path`` with run-time dims:
+    per input an ``{axis: name}`` (empty: none); a name shared by inputs is one dim. The
+    dynamo exporter's ``Dim`` of a name takes ``bounds[name]`` ((min, max)) when given."""
+    module.eval()
+    made: dict = {}
+
+    def dim(name):
+        if name not in made:
+            low, high = (bounds or {}).get(name, (None, None))
+            made[name] = torch.export.Dim(name, **{k: v for k, v in (("min", low), ("max", high))
+                                                   if v is not None})
+        return made[name]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        if dynamo:
+            shapes = tuple({axis: dim(n) for axis, n in d.items()} or None for d in dims)
+            torch.onnx.export(module, tuple(args), dynamo=True, verbose=False, input_names=names,
+                              output_names=list(outputs), dynamic_shapes=shapes).save(str(path))
+        else:
+            torch.onnx.export(module, tuple(args), str(path), dynamo=False, input_names=names,
+                              output_names=list(outputs),
+                              dynamic_axes={n: d for n, d in zip(names, dims) if d})
+    return path
+
+
 class Fn(torch.nn.Module):
     """A module of one function of one input (``Fn(lambda x: x[:, -1])``)."""
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
-from plugin_host.onnx_import import import_onnx
+from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 
-from .conftest import (check_against_onnxruntime, check_on_both_backends, import_and_load, onnx,
-                       torch)
+from .conftest import (check_against_onnxruntime, check_on_both_backends, export_dynamic,
+                       import_and_load, onnx, torch)
 
 F = torch.nn.functional
 
@@ -180,6 +180,27 @@ def test_arithmetic_on_run_time_and_fixed_dims(tmp_path, signer):
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 4)])
 
 
+def test_a_quotient_of_a_difference_of_dims_truncates_as_onnx(tmp_path, signer):
+    """(1 - batch) / 2 in int64, cast to float: a difference may be negative, where ONNX's
+    Div truncates and a floor quotient would not, so the Div runs when the call does."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Constant", [], ["two"], value=helper.make_tensor(
+                "two", tp.INT64, [1], [2])),
+            helper.make_node("Sub", ["i1", "b"], ["less"]),
+            helper.make_node("Div", ["less", "two"], ["half"], name="half"),
+            helper.make_node("Cast", ["half"], ["scale"], to=tp.FLOAT),
+            helper.make_node("Mul", ["x", "scale"], ["y"])]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
+                                                                  ["batch", 6, 4])])
+    _, loaded = import_and_load(model, tmp_path / "q.pha", signer, golden_dims={"batch": 4})
+    assert "int_div" in {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(5)
+    feeds = [{"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 2, 4, 7)]
+    for got, want in check_against_onnxruntime(model, loaded, feeds):
+        n = len(want["y"])
+        assert np.array_equal(got["y"], feeds[[1, 2, 4, 7].index(n)]["x"] * -((n - 1) // 2))
+
+
 @pytest.mark.parametrize("count", ["Size", "ReduceProd", "ReduceProd-axes"])
 def test_the_element_count_of_a_run_time_shape(count, tmp_path, signer):
     """Size(x), ReduceProd(Shape(x)) and ReduceProd over axes [0]: batch * 24; divided by 6
@@ -234,16 +255,20 @@ def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
     assert "['batch', 'batch']" in str(info.value) and "run-time dim" in str(info.value)
 
 
-def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(tmp_path):
+@pytest.mark.parametrize("less, held", [(False, "['batch', 6]"),
+                                         (True, "['batch-1', 6] (of ['batch'])")])
+def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(less, held, tmp_path):
+    """The entries, and the dims an expression among them is of (``x.size(0) - 1``)."""
     helper, tp = onnx.helper, onnx.TensorProto
-    tail = [helper.make_node("Concat", ["b", "c"], ["dims"], axis=0),
+    tail = [helper.make_node("Sub", ["b", "i1"], ["b1"]),
+            helper.make_node("Concat", ["b1" if less else "b", "c"], ["dims"], axis=0),
             helper.make_node("Tile", ["x", "dims"], ["y"], name="tiles")]
     model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
                                                                   ["n", 24, 4])])
     with pytest.raises(UnsupportedModelError) as info:
-        import_onnx(model)
-    assert info.value.node == "tiles" and "holds run-time dims: ['batch', 6]" in str(
-        info.value)
+        build_onnx_artifact(model, tmp_path / "no.pha")
+    assert info.value.node == "tiles" and f"holds run-time dims: {held}; 'batch' is a " \
+        f"run-time dim of the inputs: --dim batch=SIZE" in str(info.value)
 
 
 class _Positions(torch.nn.Module):
@@ -282,6 +307,87 @@ def test_a_range_to_a_run_time_dim_takes_any_size(dynamo, tmp_path, signer):
     feeds = [{"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
              for b, n in ((1, 1), (3, 5), (2, 16))]
     check_on_both_backends(model, loaded, feeds)
+
+
+class _GridFromFlow(torch.nn.Module):
+    """A backward warp's sampling grid, as optical-flow models write it: the pixel grid over
+    the run-time height and width plus the flow, normalised to [-1, 1] by max(w - 1, 1) and
+    max(h - 1, 1): Range to the dims, and Sub, Max and a cast of the dims as numbers."""
+
+    def forward(self, flow):
+        h, w = flow.shape[-2:]
+        ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+        grid = torch.stack((xs, ys), 0).float()[None] + flow
+        return torch.stack((2.0 * grid[:, 0] / max(w - 1, 1) - 1.0,
+                            2.0 * grid[:, 1] / max(h - 1, 1) - 1.0), -1)
+
+
+class _Anchors(torch.nn.Module):
+    """A detector's anchor points, the cell centres of a run-time feature map, added to its
+    two channels: torch.arange to each dim in float32 (a Range to a dim cast to float)."""
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float32) + 0.5,
+                                torch.arange(w, dtype=torch.float32) + 0.5, indexing="ij")
+        return torch.stack((xx, yy), -1).view(-1, 2) + x.flatten(2).transpose(1, 2)
+
+
+class _CoordChannels(torch.nn.Module):
+    """CoordConv's two extra channels, each pixel's x and y in [-1, 1]: torch.linspace over
+    the run-time width and height (the legacy exporter: Range to the dim, times 2 / (w - 1);
+    the dynamo exporter fixes the dims it spans)."""
+
+    def forward(self, x):
+        b, _, h, w = x.shape
+        xs = torch.linspace(-1, 1, w).view(1, 1, 1, w).expand(b, 1, h, w)
+        ys = torch.linspace(-1, 1, h).view(1, 1, h, 1).expand(b, 1, h, w)
+        return torch.cat([x, xs, ys], 1)
+
+
+@pytest.mark.parametrize("module, dynamo", [
+    (_GridFromFlow, False), (_GridFromFlow, True), (_Anchors, False), (_Anchors, True),
+    (_CoordChannels, False)], ids=["grid-legacy", "grid-dynamo", "anchors-legacy",
+                                   "anchors-dynamo", "coords-legacy"])
+def test_run_time_dims_used_as_numbers_are_computed_when_the_call_runs(module, dynamo,
+                                                                       tmp_path, signer):
+    """A shape value that an op other than shape arithmetic reads (Max, a Sub with a float,
+    a Div after a cast) is an int64 tensor of the dims' values, computed when the call
+    runs; a difference of dims (w - 1) is its terms' values subtracted; a float Range to a
+    dim is the dim's running count."""
+    model = export_dynamic(module(), [torch.randn(2, 2, 6, 8)], tmp_path / "m.onnx",
+                           dynamo=dynamo, names=["x"], dims=[{0: "batch", 2: "h", 3: "w"}],
+                           bounds={"h": (2, 64), "w": (2, 64)})
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer,
+                                golden_dims={"h": [3, 7], "w": [5, 2]})
+    assert loaded.graph.inputs[0].shape == ("batch", 2, "h", "w")
+    rng = np.random.default_rng(12)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal(shape).astype(np.float32)}
+        for shape in ((1, 2, 2, 2), (3, 2, 5, 9), (2, 2, 16, 3))])
+
+
+class _PadToSkip(torch.nn.Module):
+    """A U-Net's up step padding the upsampled map to the skip connection's size: pads that
+    are differences of run-time dims."""
+
+    def forward(self, low, skip):
+        up = F.interpolate(low, scale_factor=2, mode="nearest")
+        dy, dx = skip.size(2) - up.size(2), skip.size(3) - up.size(3)
+        return torch.cat([skip, F.pad(up, [dx // 2, dx - dx // 2, dy // 2, dy - dy // 2])], 1)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_pads_computed_from_run_time_dims_are_refused_naming_them(dynamo, tmp_path):
+    path = export_dynamic(_PadToSkip(), [torch.randn(1, 2, 4, 5), torch.randn(1, 3, 9, 11)],
+                          tmp_path / "u.onnx", dynamo=dynamo, names=["low", "skip"],
+                          dims=[{2: "h1", 3: "w1"}, {2: "h", 3: "w"}],
+                          bounds={"h1": (2, 32), "w1": (2, 32), "h": (2, 64), "w": (2, 64)})
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(path)
+    text = str(info.value)
+    assert info.value.op == "Pad" and "pads" in text and "must be a constant" in text, text
+    assert "--dim h=SIZE --dim h1=SIZE --dim w=SIZE --dim w1=SIZE" in text, text
 
 
 def test_another_range_of_a_run_time_dim_is_refused(tmp_path):
@@ -432,3 +538,4 @@ def test_the_dynamo_exporter_s_forms_take_any_batch_too(module, tmp_path, signer
     rng = np.random.default_rng(5)
     check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32)} for n in (1, 3, 5)])
+
