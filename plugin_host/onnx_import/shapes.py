@@ -12,8 +12,8 @@ from abi.ops import dims
 
 from ..errors import ModelFileError
 from . import symbolic
-from .fold import (axis_in, flatten_axis, int_vector, one_value, onnx_slice, reshape_target,
-                   split_sizes)
+from .fold import (FAR, axis_in, flatten_axis, int_vector, one_value, onnx_slice,
+                   reshape_target, split_sizes)
 from .ops import ON_RUN_TIME_DIMS, _few, _only, _opt, maps
 
 
@@ -432,13 +432,41 @@ def _slice(imp, node, attrs):
     _only(imp, attrs, {})
     x = node.input[0]
     shape = imp.type_of(x).shape
-    starts, ends = imp.const(node.input[1], "starts"), imp.const(node.input[2], "ends")
+    starts = imp.const(node.input[1], "starts")
     axes = imp.const(_opt(node, 3), "axes") if _opt(node, 3) else None
     steps = imp.const(_opt(node, 4), "steps") if _opt(node, 4) else None
+    ends = (_ends_at_own_dims(imp, node.input[2], shape, axes, steps)
+            if node.input[2] in imp.sym else imp.const(node.input[2], "ends"))
     sliced = onnx_slice(shape, starts, ends, axes, steps)
+    # a run-time axis sliced whole (from 0 to the end by 1) keeps its dim as it is
+    sliced = [c for c in sliced if type(shape[c[0]]) is int or c[1:] != (0, FAR, 1)]
+    if not sliced:
+        imp.alias(node.output[0], imp.tensor(x))
+        return
     imp.emit("slice", [imp.tensor(x)], [node.output[0]],
              {"starts": [s for _, s, _, _ in sliced], "ends": [e for _, _, e, _ in sliced],
               "axes": [a for a, _, _, _ in sliced], "steps": [st for _, _, _, st in sliced]})
+
+
+def _ends_at_own_dims(imp, name: str, shape, axes, steps) -> np.ndarray:
+    """A Slice's ends holding run-time dims: an end that is the input's own dim along its
+    axis, with a positive step, slices to the end (:data:`.fold.FAR`). The legacy exporter's
+    scatter and scatter_add slice their source to the index's shape, ``Slice(src, 0,
+    Shape(index))``, which under a dynamic batch or length is the source's own. Any other
+    run-time end is refused, naming it."""
+    ends, rank = imp.shape_value(name, "ends"), len(shape)
+    axes = list(range(len(ends))) if axes is None else [
+        axis_in(a, rank, "axes") for a in int_vector(axes, "axes")]
+    steps = [1] * len(ends) if steps is None else int_vector(steps, "steps")
+    if not len(ends) == len(axes) == len(steps):
+        raise ModelFileError(f"ends {ends}, axes {axes} and steps {steps} must have one entry "
+                             f"per sliced axis")
+    for axis, end, step in zip(axes, ends, steps):
+        if type(end) is not int and not (step > 0 and dims.known_equal(end, shape[axis])):
+            raise imp.unsupported(f"ends {ends}: {end!r} along axis {axis} (of dim "
+                                  f"{shape[axis]!r}) is a run-time dim; an end must be a "
+                                  f"constant, or the input's own dim there with a positive step")
+    return np.array([e if type(e) is int else FAR for e in ends], np.int64)
 
 
 @maps("Split")

@@ -17,7 +17,7 @@ from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
-                       import_and_load, onnx, torch)
+                       export_dynamic, import_and_load, onnx, torch)
 from .test_scatter import _floats, _model, assert_case_refused
 
 helper, TP = onnx.helper, onnx.TensorProto
@@ -103,6 +103,29 @@ def test_torch_scatters_at_run_time_indices_match_onnxruntime(case, dynamo, fold
     model = export(module(), args, tmp_path / "m.onnx", dynamo=dynamo, fold=fold,
                    optimize=optimize, input_names=list(feeds[0]), output_names=names)
     _check(model, tmp_path, signer, feeds, ops)
+
+
+class _PillarsToGrid(torch.nn.Module):
+    """Point features summed into the cells of a flattened grid of 16 cells (a point
+    cloud's pillars scattered to a bird's-eye view), the batch and the point count run-time:
+    the legacy exporter slices the features to the index's shape, ``Slice(x, 0,
+    Shape(index))``, the features' own shape."""
+
+    def forward(self, x, cell):
+        grid = torch.zeros(x.shape[0], 16, x.shape[2])
+        return grid.scatter_add(1, cell.unsqueeze(-1).expand_as(x), x)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_scatter_add_of_a_run_time_number_of_points_takes_any_count(dynamo, tmp_path,
+                                                                      signer):
+    args = [torch.randn(2, 10, 4), torch.randint(0, 16, (2, 10))]
+    path = export_dynamic(_PillarsToGrid(), args, tmp_path / "p.onnx", dynamo=dynamo,
+                          names=["x", "cell"],
+                          dims=[{0: "batch", 1: "points"}] * 2)
+    feeds = [{"x": RNG.standard_normal((b, n, 4)).astype(np.float32),
+              "cell": RNG.integers(0, 16, (b, n))} for b, n in ((1, 1), (2, 7), (3, 40))]
+    _check(path, tmp_path, signer, feeds, {"scatter_elements"})
 
 
 def test_dynamo_scatter_reduce_without_self_matches_onnxruntime(tmp_path, signer):

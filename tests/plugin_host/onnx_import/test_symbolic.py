@@ -271,6 +271,33 @@ def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(less, held,
         f"run-time dim of the inputs: --dim batch=SIZE" in str(info.value)
 
 
+@pytest.mark.parametrize("end, axis, refused", [("b", 0, False), ("b", 1, True),
+                                                 ("c", 1, False)])
+def test_a_slice_to_a_run_time_end_is_its_own_dim_or_refused(end, axis, refused, tmp_path,
+                                                              signer):
+    """Slice(x, 0, end) along ``axis``: to the batch along the batch's own axis is the whole
+    axis; to the batch along another is refused naming it; a fixed end is an int."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Constant", [], ["zero"], value=helper.make_tensor(
+                "zero", tp.INT64, [1], [0])),
+            helper.make_node("Constant", [], ["axis"], value=helper.make_tensor(
+                "axis", tp.INT64, [1], [axis])),
+            helper.make_node("Slice", ["x", "zero", end, "axis"], ["y"], name="cut")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
+                                                                  ["batch", 6, 4])])
+    if refused:
+        with pytest.raises(UnsupportedModelError) as info:
+            import_onnx(model)
+        assert info.value.node == "cut" and "ends ['batch']: 'batch' along axis 1 (of dim 6) " \
+            "is a run-time dim; an end must be a constant, or the input's own dim there" in str(
+                info.value), str(info.value)
+        return
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    rng = np.random.default_rng(6)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
+
+
 class _Positions(torch.nn.Module):
     """A learned positional embedding over a run-time sequence length, and each row's index
     over the run-time batch: torch.arange to a run-time dim (Range(0, d, 1))."""
