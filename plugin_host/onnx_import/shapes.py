@@ -273,18 +273,26 @@ def _expand_to_run_time_dims(imp, node, x: str, target: list) -> None:
     rank = max(len(target), len(have))
     want = [1] * (rank - len(target)) + list(target)
     have = [1] * (rank - len(have)) + have
+    unsettled = []  # x's run-time dim there is 1 or the target's when the call runs
     for axis, (d, h) in enumerate(zip(want, have)):
         if type(d) is not int and h != 1 and not dims.known_equal(h, d):
-            raise imp.unsupported(f"expanding {x!r} (shape {imp.type_of(x).shape}) to "
-                                  f"{target}: its axis {axis} ({h!r}) must be 1 or the "
-                                  f"run-time dim {d!r}")
+            if type(h) is int:
+                raise imp.unsupported(f"expanding {x!r} (shape {imp.type_of(x).shape}) to "
+                                      f"{target}: its axis {axis} ({h!r}) must be 1 or the "
+                                      f"run-time dim {d!r}")
+            unsettled.append(axis)
     fixed = [d if type(d) is int else 1 for d in want]
     imp.check_size("its Expand output", fixed)
     y = imp.tensor(x)
     if any(f != 1 for f in fixed) or len(imp.types[y].shape) < rank:
         [y] = imp.emit("expand", [y], [None], {"shape": fixed}, suffix="/fixed")
     mask = run_time_mask(imp, want)
-    imp.emit("where", [mask, y, y], [node.output[0]])
+    [y] = imp.emit("where", [mask, y, y], [None if unsettled else node.output[0]])
+    for k, axis in enumerate(unsettled):  # x[:, :1] along a run-time t, expanded to p
+        source, at = dim_source(imp, want[axis])  # found: run_time_mask read it
+        [y] = imp.emit("unflatten", [y, source],
+                       [node.output[0] if k == len(unsettled) - 1 else None],
+                       {"axis": axis, "sizes": [-1], "like_axes": [at]}, suffix=f".settle{axis}")
     if imp.is_const(x):  # its values are known, not its shape: an index read from the end
         imp.spread[node.output[0]] = imp.const(x)
 

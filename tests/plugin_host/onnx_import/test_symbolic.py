@@ -10,11 +10,15 @@ import warnings
 import numpy as np
 import pytest
 
+from abi.errors import BackendError, ShapeError
 from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (check_against_onnxruntime, check_on_both_backends, export_dynamic,
-                       import_and_load, onnx, torch)
+                       import_and_load, onnx, onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 
@@ -566,3 +570,35 @@ def test_the_dynamo_exporter_s_forms_take_any_batch_too(module, tmp_path, signer
     check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((n, 3, 4, 4)).astype(np.float32)} for n in (1, 3, 5)])
 
+
+
+class _FirstToEach(torch.nn.Module):
+    """The first step of x (batch, t, 3) added to each of y's p steps: ``x[:, :1]`` (of size
+    min(t, 1) along the run-time t) expanded to the run-time p."""
+
+    def forward(self, x, y):
+        return x[:, :1].expand(-1, y.shape[1], -1) + y
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_an_expand_of_a_run_time_dim_that_is_one_when_the_call_runs(dynamo, tmp_path, signer):
+    """Expand meets a run-time dim that is not the target's: ``where`` broadcasts it when the
+    call runs, and an ``unflatten`` settles the axis as the target's dim. An empty x (t = 0)
+    does not broadcast: refused on both backends, as by onnxruntime."""
+    path = export_dynamic(_FirstToEach(), [torch.randn(2, 5, 3), torch.randn(2, 7, 3)],
+                          tmp_path / "e.onnx", dynamo=dynamo, names=["x", "y"],
+                          dims=[{0: "batch", 1: "t"}, {0: "batch", 1: "p"}], outputs=["z"])
+    _, loaded = import_and_load(path, tmp_path / "e.pha", signer)
+    assert loaded.graph.outputs[0].shape == ("batch", "p", 3)
+    rng = np.random.default_rng(13)
+    check_on_both_backends(path, loaded, [
+        {"x": rng.standard_normal((b, t, 3)).astype(np.float32),
+         "y": rng.standard_normal((b, p, 3)).astype(np.float32)}
+        for b, t, p in ((1, 1, 1), (2, 6, 3), (3, 2, 9))])
+    empty = {"x": np.zeros((1, 0, 3), np.float32), "y": np.ones((1, 4, 3), np.float32)}
+    with pytest.raises(Exception, match="Expand"):
+        onnxruntime_outputs(path, empty)
+    with pytest.raises(ShapeError, match="do not broadcast"):
+        Executor(loaded.graph, NumpyBackend()).run(empty)
+    with pytest.raises(BackendError, match="broadcast"):
+        Executor(loaded.graph, OnnxruntimeBackend()).run(empty)
