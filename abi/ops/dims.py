@@ -20,7 +20,7 @@ import re
 from typing import Iterable
 
 __all__ = ["Dim", "Product", "as_product", "as_sum", "is_static", "known_equal",
-           "known_different", "add", "sub", "mul", "floordiv", "product", "total",
+           "known_different", "add", "sub", "mul", "floordiv", "quotient", "product", "total",
            "broadcast", "broadcast_operands", "window_out", "pool_out", "transposed_out",
            "slice_len"]
 
@@ -65,7 +65,7 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 _TRAILING_INTS = re.compile(r"(.*?)((?:[+-]\d+)+)")
 
 
-def _quotient(text: str) -> tuple[str, int, int] | None:
+def quotient(text: str) -> tuple[str, int, int] | None:
     """``text`` as ``(x + a) // s`` of a name x and ints (s >= 1), or None: a name plus ints,
     and floor quotients of such by ints, nested too, with ints added after each
     (``((H-1)//2+1-1)//2+1``, two stride-2 convs' output size, is ``(H+3)//4``): exact for
@@ -80,7 +80,7 @@ def _quotient(text: str) -> tuple[str, int, int] | None:
     parts = _top_level(head, "//")
     if len(parts) != 2 or not _digits(parts[1]) or int(parts[1]) == 0:
         return None
-    inner = _quotient(parts[0])
+    inner = quotient(parts[0])
     if inner is None:
         return None
     x, a, s = inner
@@ -90,13 +90,13 @@ def _quotient(text: str) -> tuple[str, int, int] | None:
 
 def _atom(text: str) -> str:
     """``text`` as one name of a product, parentheses around it dropped, and a floor
-    quotient of a name plus ints (:func:`_quotient`) written one way: ``(x+a)//s+b`` is
+    quotient of a name plus ints (:func:`quotient`) written one way: ``(x+a)//s+b`` is
     ``(x+a+b*s)//s`` (exact for integers), ``x//s`` when that sum is 0. So a conv's output
     size ``(H-4)//4+1`` and an exporter's ``H//4`` are one name, and so are two stride-2
     convs' ``((H-1)//2+1-1)//2+1`` and one stride-4 conv's ``(H-1)//4+1``. A name plus
     ints is the name plus their sum: a pad's ``h+2`` less a conv's 2, ``h+2-2``, is ``h``."""
     text = _unwrapped(text)
-    parts = _quotient(text.replace(" ", ""))
+    parts = quotient(text.replace(" ", ""))
     if parts is None:
         return text
     x, shift, s = parts

@@ -60,14 +60,15 @@ def _regrouped(imp, node, x: str, steps: list) -> None:
 def _unflatten_sizes(imp, axis: int, sizes: list) -> tuple[str | None, dict]:
     """An ``unflatten``'s ``like`` input (None: none) and attributes for ``sizes`` (ints,
     run-time dims, and a -1 left to the call). One run-time dim is the -1 (the fixed sizes are
-    never 0, so it is exact). Two and more, or one beside a -1, are each read from ``like``
+    never 0, so it is exact). Two and more, one beside a -1, or one alone (an axis settled as
+    that dim: :func:`.symbolic.regroup`), are each read from ``like``
     when the call runs (``like_axes``), as a -1 beside another run-time size would be wrong
     when that size is 0: from a tensor that has them all as its own dims (:func:`dim_source`;
     the input of torch's MultiheadAttention, whose ``(seq*batch, 16)`` goes back to ``(seq,
     batch, 16)``), else from a mask built to carry each on its own axis
     (:func:`_sizes_mask`)."""
     free = [k for k, d in enumerate(sizes) if type(d) is not int]
-    if len(free) <= 1 and -1 not in sizes or not free:
+    if (len(free) <= 1 and -1 not in sizes and len(sizes) > 1) or not free:
         return None, {"axis": axis, "sizes": [-1 if k in free else d
                                               for k, d in enumerate(sizes)]}
     like, like_axes = sizes_like(imp, sizes)

@@ -241,6 +241,30 @@ def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:
     return [-1 if type(d) is not int else d for d in target]
 
 
+def _quotients_of(in_shape: Sequence, target: Sequence) -> dict[str, tuple[str, int]]:
+    """name x -> ``("x//s", s)`` for each run-time name x of ``in_shape`` that ``target``
+    divides by exactly one int s > 1 (``x//s``, as the exporters write it)."""
+    names = {n for d in in_shape for n in dims.as_product(d)[1]}
+    found: dict[str, set] = {}
+    for d in target:
+        if type(d) is not str:
+            continue
+        q = dims.as_product(d)
+        parts = dims.quotient(q[1][0]) if q[0] == 1 and len(q[1]) == 1 else None
+        if parts is not None and parts[1] == 0 and parts[2] > 1 and parts[0] in names:
+            found.setdefault(parts[0], set()).add((q[1][0], parts[2]))
+    return {x: next(iter(v)) for x, v in found.items() if len(v) == 1}
+
+
+def _split_product(p: dims.Product, split: dict[str, tuple[str, int]]) -> dims.Product:
+    """``p`` with each name x of ``split`` written as ``s * (x//s)``."""
+    coefficient, names = p
+    for n in names:
+        if n in split:
+            coefficient *= split[n][1]
+    return coefficient, tuple(sorted(split[n][0] if n in split else n for n in names))
+
+
 def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]] | None:
     """A Reshape from ``in_shape`` to ``target`` that keeps run-time dims apart, as
     ``flatten`` and ``unflatten`` steps: ``("flatten", start, end)`` and ``("unflatten",
@@ -256,9 +280,17 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
     exist: run-time dims reordered (a transpose), or elements that would cross a run-time dim
     (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``). A -1 in ``target`` is what the others leave of
     the input; when that is no product, :func:`_around_the_fill`'s steps. No steps: the shape
-    is unchanged."""
-    have = [dims.as_product(d) for d in in_shape]
-    want = [None if d == -1 else dims.as_product(d) for d in target]
+    is unchanged.
+
+    A floor quotient ``x//s`` on one side of a run-time dim x on the other (a Swin window
+    partition over a run-time height, ``(b, h, w, c)`` to ``(b, h//4, 4, w//4, 4, c)``, and
+    back) reads x as ``s * (x//s)``: the unflatten of x into ``(-1, s)`` refuses, when the
+    call runs, an x that s does not divide, as onnxruntime refuses the Reshape's element
+    count; the way back flattens ``(x//s, s)`` and settles the axis as x with an unflatten
+    that reads x from a tensor that has it."""
+    split = {**_quotients_of(target, in_shape), **_quotients_of(in_shape, target)}
+    have = [_split_product(dims.as_product(d), split) for d in in_shape]
+    want = [None if d == -1 else _split_product(dims.as_product(d), split) for d in target]
     whole = (1, ())
     for p in have:
         whole = dims.product_times(whole, p)
@@ -306,4 +338,7 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
             if sum(type(d) is not int for d in sizes) == 1:  # the unflatten's -1
                 sizes = [d if type(d) is int else -1 for d in sizes]
             steps.append(("unflatten", gi[0], sizes))
+        elif type(target[gj[0]]) is str and not dims.known_equal(
+                dims.product(in_shape[k] for k in gi), target[gj[0]]):
+            steps.append(("unflatten", gi[0], [target[gj[0]]]))  # settled as the target's
     return steps

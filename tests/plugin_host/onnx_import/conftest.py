@@ -154,6 +154,23 @@ def check_on_both_backends(model: Path, loaded, feeds: list[dict[str, np.ndarray
         check_against_onnxruntime(model, loaded, feeds, backend=backend)
 
 
+def refused_on_every_side(model: Path, graph, feed: dict[str, np.ndarray], *,
+                          onnxruntime_says: str, numpy_says: str, backend_says: str) -> None:
+    """A call that the model cannot take (a size it does not divide, shapes that do not
+    broadcast) is refused by onnxruntime (its message naming ``onnxruntime_says``), by the
+    numpy backend with a ShapeError (``numpy_says``) and by the onnxruntime backend with a
+    BackendError (``backend_says``)."""
+    from abi.errors import BackendError, ShapeError
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    with pytest.raises(Exception, match=onnxruntime_says):
+        onnxruntime_outputs(model, feed)
+    with pytest.raises(ShapeError, match=numpy_says):
+        Executor(graph, NumpyBackend()).run(dict(feed))
+    with pytest.raises(BackendError, match=backend_says):
+        Executor(graph, OnnxruntimeBackend()).run(dict(feed))
+
+
 def assert_refused(model: Path, error: type, where: str, message: str) -> None:
     """Importing ``model`` raises exactly ``error``: one line naming ``where`` (``node 'n'
     (Op)``) and containing ``message``."""
