@@ -14,7 +14,10 @@ Cast back. Cast between integers wraps (it keeps the low bits, as numpy's ``asty
   and modulus give quotients and remainders that fit (the one that does not, the minimum / -1,
   is refused before the Div: ``convert.int_div``);
 * an op that only moves values (:data:`MOVES`) may also go through the dtype of the same width
-  and the other signedness, a reinterpretation both ways (uint64's Where through int64).
+  and the other signedness, a reinterpretation both ways (uint64's Where through int64), and
+  bools through uint8 (onnxruntime has no bool Where: a ``where`` that picks between two
+  masks, as the importer writes a bool ConstantOfShape over run-time dims, casts 0 and 1
+  there and back).
 
 What has no wider dtype with a kernel (ReduceSum of uint64, ...) is left as it is, and
 onnxruntime refuses it when the session is created, naming the node.
@@ -75,7 +78,11 @@ def wider(op_type: str, dtype: str) -> str | None:
     is not an integer), else the narrowest one with a kernel holding every value of it (for
     :data:`MOVES`, one of the same width too); None when there is none."""
     kernels = INT_KERNELS.get(op_type)
-    if kernels is None or dtype not in _INTS or dtype in kernels:
+    if kernels is None or dtype in kernels:
+        return dtype
+    if dtype == "bool":  # moved as uint8's 0 and 1
+        return "uint8" if op_type in MOVES and "uint8" in kernels else dtype
+    if dtype not in _INTS:
         return dtype
     size = dtypes.to_numpy(dtype).itemsize
     for wide in _INTS:  # narrowest first, signed before unsigned
@@ -131,5 +138,5 @@ def widen(nodes: list[onnx.NodeProto], elem_types: Mapping[str, int],
 
 
 _CODES: dict[str, int] = {name: helper.np_dtype_to_tensor_dtype(dtypes.to_numpy(name))
-                          for name in _INTS}
+                          for name in (*_INTS, "bool")}
 _NAMES: dict[int, str] = {code: name for name, code in _CODES.items()}

@@ -288,12 +288,26 @@ def test_an_op_with_the_kernel_is_left_alone():
     ("Max", "uint16", "int32"), ("MatMul", "uint32", "uint32"), ("ReduceMax", "uint32", "int64"),
     ("Relu", "uint8", "int32"),
     ("Where", "uint64", "int64"), ("ReduceSum", "uint64", None), ("Add", "int8", "int8"),
-    ("MatMul", "float32", "float32"),
+    ("MatMul", "float32", "float32"), ("Where", "bool", "uint8"), ("Max", "bool", "bool"),
 ])
 def test_the_wider_dtype_holds_every_value_and_has_the_kernel(op_type, dtype, want):
     """The narrowest such dtype, signed first; a reinterpretation of the same width only for
     an op that moves values (Where); none for uint64 arithmetic."""
     assert widen.wider(op_type, dtype) == want
+
+
+def test_a_where_between_masks_goes_through_uint8():
+    """onnxruntime has no bool Where (probed here, so a version that adds one is noticed): a
+    ``where`` picking between two bool masks runs through uint8 and gives numpy's bits."""
+    assert not _probe("Where", "bool")
+    b = GraphBuilder("masks")
+    x = b.input("a", (4, 1), "float32", "ANY")
+    y = b.input("b", (1, 3), "float32", "ANY")
+    pick = b.op("greater", x, y, name="cmp")
+    b.output(b.op("where", pick, b.op("less", x, y, name="lt"), pick, name="node"), "y",
+             "ANY")
+    assert_bits(b.build(), {"a": RNG.standard_normal((4, 1)).astype(np.float32),
+                            "b": RNG.standard_normal((1, 3)).astype(np.float32)})
 
 
 @pytest.mark.parametrize("dtype", NEW)
