@@ -52,10 +52,11 @@ register_fold("Trilu", _fold_trilu, optional=(1,))
 
 @maps("Trilu")
 def _trilu(imp, node, attrs):
-    """``where(mask, x, 0)`` with the triangle mask over the last two axes; k a constant.
-    Over fixed dims the mask is a constant; over run-time ones (the causal mask of a model
-    exported with a dynamic sequence length) it compares each column's position less its
-    row's with k, positions from :func:`.shapes.run_time_arange`."""
+    """``where(mask, x, 0)`` with the triangle mask over the last two axes. Over fixed dims
+    and a constant k the mask is a constant; over run-time ones (the causal mask of a model
+    exported with a dynamic sequence length), or with k computed at run time (a decoder's
+    mask over its cached steps and the new ones, ``tril(p)`` for p cached), it compares each
+    column's position less its row's with k, positions from :func:`.shapes.run_time_arange`."""
     _only(imp, attrs, {"upper": ...})
     upper = attrs.get("upper", 1)
     if upper not in (0, 1):
@@ -65,10 +66,19 @@ def _trilu(imp, node, attrs):
     if len(t.shape) < 2:
         raise imp.unsupported(f"input shape {list(t.shape)}: needs rank >= 2")
     k = _opt(node, 1)
-    k = 0 if k is None else trilu_k(imp.const(k, "k"))
+    late = k is not None and not imp.is_const(k)  # computed when the call runs
+    if late:
+        kt = imp.type_of(k)
+        if kt.dtype != "int64" or kt.shape not in ((), (1,)):
+            raise imp.unsupported(f"k {k!r} of {kt.dtype} {list(kt.shape)}: a run-time k must "
+                                  f"be one int64")
+        [k_value] = imp.emit("reshape", [imp.tensor(k)], [None], {"shape": []}, suffix="/k")
+    else:
+        k = 0 if k is None else trilu_k(imp.const(k, "k"))
+        k_value = imp.add_constant(np.array(k, np.int64), f"{node.output[0]}.k")
     zero = imp.add_constant(np.zeros((), dtypes.to_numpy(t.dtype)), f"{node.output[0]}.zero")
     square = list(t.shape[-2:])
-    if all(type(d) is int for d in square):
+    if all(type(d) is int for d in square) and not late:
         mask = imp.add_constant(triangle(tuple(square), k, bool(upper)),
                                 f"{node.output[0]}.mask")
     else:
@@ -77,9 +87,8 @@ def _trilu(imp, node, attrs):
         rows = run_time_arange(imp, [square[0], 1], 0, sources)
         cols = run_time_arange(imp, [1, square[1]], 1, sources)
         [diagonal] = imp.emit("sub", [cols, rows], [None], suffix="/diagonal")
-        [mask] = imp.emit("greater_equal" if upper else "less_equal", [diagonal, (
-            imp.add_constant(np.array(k, np.int64), f"{node.output[0]}.k"))], [None],
-            suffix="/mask")
+        [mask] = imp.emit("greater_equal" if upper else "less_equal", [diagonal, k_value],
+                          [None], suffix="/mask")
     imp.emit("where", [mask, imp.tensor(x), zero], [node.output[0]])
 
 

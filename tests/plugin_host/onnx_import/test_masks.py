@@ -1,7 +1,8 @@
 """Trilu (torch's triu and tril, the causal mask of scaled_dot_product_attention) and OneHot
 (one_hot) imported as ``where`` over a constant mask, and EyeLike (torch.diagonal) as a
-constant, compared with onnxruntime; a Trilu of a constant folds; a
-run-time k or depth, and a shape or dtype the masks do not take, is refused naming the node."""
+constant, compared with onnxruntime; a Trilu of a constant folds, one of a run-time k compares
+positions with it; a run-time depth, and a shape or dtype the masks do not take, is refused
+naming the node."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 
-from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
-                       import_and_load, onnx, torch)
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, export_dynamic, import_and_load, onnx,
+                       torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(23)
@@ -70,7 +72,8 @@ def test_causal_attention_matches_onnxruntime(dynamo, fold, optimize, tmp_path, 
 
 def _trilu_model(tmp_path, shape, k=None, upper=None, const_x=None, dtype=TP.FLOAT):
     """A one-node Trilu named ``node`` of input ``x`` (or the constant ``const_x``); k an
-    initializer (None: omitted; "runtime": a graph input)."""
+    initializer (None: omitted; "runtime": a graph input, "runtime-pair": one of shape
+    [2])."""
     inputs, inits, names = [], [], ["x"]
     if const_x is None:
         inputs.append(helper.make_tensor_value_info("x", dtype, list(shape)))
@@ -78,7 +81,7 @@ def _trilu_model(tmp_path, shape, k=None, upper=None, const_x=None, dtype=TP.FLO
         inits.append(onnx.numpy_helper.from_array(const_x, "x"))
         inputs.append(helper.make_tensor_value_info("z", TP.FLOAT, [1]))
     if isinstance(k, str):
-        inputs.append(helper.make_tensor_value_info("k", TP.INT64, []))
+        inputs.append(helper.make_tensor_value_info("k", TP.INT64, [2] if "pair" in k else []))
         names.append("k")
     elif k is not None:
         inits.append(onnx.numpy_helper.from_array(np.asarray(k), "k"))
@@ -108,6 +111,54 @@ def test_trilu_diagonals_match_onnxruntime(k, upper, tmp_path, signer):
     check_against_onnxruntime(model, loaded, [{"x": x} for x in _floats((3, 4, 5))])
 
 
+@pytest.mark.parametrize("shape", [(3, 4, 5), ("n", "r", "c")], ids=["fixed", "run-time"])
+@pytest.mark.parametrize("upper", [0, 1])
+def test_a_run_time_k_matches_onnxruntime(shape, upper, tmp_path, signer):
+    """k given when the call runs: the mask compares each column's position less its row's
+    with it, over fixed dims or run-time ones, extreme k included."""
+    model = _trilu_model(tmp_path, shape, "runtime", upper)
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    feeds = [{"x": x, "k": np.array(k, np.int64)} for x, k in zip(
+        _floats((3, 4, 5)) * 2, (0, -2, 3, 2**62, -2**63, 99))]
+    if shape[0] == "n":
+        feeds.append({"x": _floats((2, 6, 1))[0], "k": np.array(-1, np.int64)})
+    check_on_both_backends(model, loaded, feeds)
+
+
+class _CachedDecoderStep(torch.nn.Module):
+    """One step of a decoder over its cached keys and values: the new t steps attend to the
+    p cached ones and causally to each other, ``ones(t, p + t).tril(p)`` (k = p, a run-time
+    dim)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x, past_k, past_v):
+        b, t, _ = x.shape
+        q, k, v = (y.view(b, t, 2, 4).transpose(1, 2) for y in self.qkv(x).chunk(3, -1))
+        k, v = torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)
+        p = past_k.shape[2]
+        mask = torch.ones(t, p + t, dtype=torch.bool).tril(p)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return y.transpose(1, 2).reshape(b, t, 8), k, v
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_cached_decoder_step_takes_any_past_and_new_length(dynamo, tmp_path, signer):
+    args = [torch.randn(1, 3, 8), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)]
+    model = export_dynamic(_CachedDecoderStep(), args, tmp_path / "d.onnx", dynamo=dynamo,
+                           names=["x", "past_k", "past_v"], outputs=["y", "k", "v"],
+                           dims=[{0: "b", 1: "t"}, {0: "b", 2: "p"}, {0: "b", 2: "p"}])
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer,
+                                golden_dims={"t": [1, 3], "p": [2, 6]})
+    feeds = [{"x": RNG.standard_normal((b, t, 8)).astype(np.float32),
+              "past_k": RNG.standard_normal((b, 2, p, 4)).astype(np.float32),
+              "past_v": RNG.standard_normal((b, 2, p, 4)).astype(np.float32)}
+             for b, t, p in ((1, 1, 1), (2, 4, 3), (1, 2, 9))]
+    check_on_both_backends(model, loaded, feeds)
+
+
 @pytest.mark.parametrize("dtype, np_dtype", [(TP.INT64, np.int64), (TP.BOOL, np.bool_)])
 def test_trilu_of_integers_and_bools_matches_onnxruntime(dtype, np_dtype, tmp_path, signer):
     model = _trilu_model(tmp_path, ("n", 4, 4), np.int64(1), 0, dtype=dtype)
@@ -127,8 +178,8 @@ def test_trilu_of_a_constant_folds(upper, k, tmp_path, signer):
 
 
 @pytest.mark.parametrize("kw, error, message", [
-    ({"shape": (3, 4), "k": "runtime"}, UnsupportedModelError,
-     "k 'k' must be a constant (known at import), but it is computed at run time"),
+    ({"shape": (3, 4), "k": "runtime-pair"}, UnsupportedModelError,
+     "k 'k' of int64 [2]: a run-time k must be one int64"),
     ({"shape": (5,)}, UnsupportedModelError, "input shape [5]: needs rank >= 2"),
     ({"shape": (3, 4), "upper": 2}, UnsupportedModelError, "attribute upper=2 must be 0 or 1"),
     ({"shape": (3, 4), "k": np.float32(1)}, ModelFileError, "k must be an integer, got float32"),
