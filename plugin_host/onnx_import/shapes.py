@@ -338,22 +338,31 @@ def _constant_of_shape(imp, node, attrs):
 
 
 def _range_to_a_dim(imp, node, attrs) -> bool:
-    """Range(0, d, 1) with d a run-time dim (``torch.arange(x.shape[1])`` under a dynamic
+    """Range(s, d, 1) with d a run-time dim (``torch.arange(x.shape[1])`` under a dynamic
     sequence length, e.g. the positions of a learned positional embedding), or d cast to
-    float (``torch.arange(w, dtype=torch.float32)``, a detector's anchor points): ones over
-    d (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`), their running sum, minus 1.
-    False for any other Range of run-time values, which is refused as before."""
+    float (``torch.arange(w, dtype=torch.float32)``, a detector's anchor points), s a whole
+    number whose d - s is a dim of a tensor of the graph (``torch.arange(1, t + 1)``): ones
+    over d - s (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`), their running
+    sum, minus 1, plus s. False for any other Range of run-time values, which is refused as
+    before."""
     start, limit, delta = (list(node.input) + ["", "", ""])[:3]
     value = imp.sym.get(limit, imp.sym_float.get(limit))
     if not (imp.is_const(start) and imp.is_const(delta) and value is not None
             and value.ndim == 0):
         return False
     first, step, [d] = imp.const(start), imp.const(delta), symbolic.entries(value)
-    if first.size != 1 or step.size != 1 or first.item() != 0 or step.item() != 1 or (
-            type(d) is not str or dim_source(imp, d) is None):
+    if first.size != 1 or step.size != 1 or step.item() != 1 or type(d) is not str or not (
+            np.isfinite(first.item()) and float(first.item()).is_integer()):
+        return False
+    length = dims.sub(d, int(first.item()))
+    if type(length) is not str or dim_source(imp, length) is None:
         return False
     _only(imp, attrs, {})
-    imp.alias(node.output[0], run_time_arange(imp, [d], 0, dtype=first.dtype))
+    y = run_time_arange(imp, [length], 0, dtype=first.dtype)
+    if first.item() != 0:
+        y = imp.emit("add", [y, imp.add_constant(first.reshape(()), f"{node.output[0]}.start")],
+                     [None], suffix="/start")[0]
+    imp.alias(node.output[0], y)
     return True
 
 

@@ -452,6 +452,28 @@ def test_pads_computed_from_run_time_dims_are_refused_naming_them(dynamo, tmp_pa
     assert "--dim h=SIZE --dim h1=SIZE --dim w=SIZE --dim w1=SIZE" in text, text
 
 
+class _RunningMean(torch.nn.Module):
+    """The running mean over a run-time length: the running sum over arange(1, t + 1) in
+    float32, and each step's position counted from 1 in int64."""
+
+    def forward(self, x):
+        t = x.shape[1]
+        mean = x.cumsum(1) / torch.arange(1, t + 1, dtype=torch.float32).view(1, -1, 1)
+        return mean * torch.arange(1, t + 1).view(1, -1, 1)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_range_from_an_offset_to_a_run_time_dim_plus_it(dynamo, tmp_path, signer):
+    """Range(1, t + 1, 1): t entries, arange(t) plus 1, in float32 and in int64."""
+    model = export_dynamic(_RunningMean(), [torch.randn(2, 5, 4)], tmp_path / "m.onnx",
+                           dynamo=dynamo, names=["x"], dims=[{0: "batch", 1: "seq"}])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    rng = np.random.default_rng(8)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((b, n, 4)).astype(np.float32)}
+        for b, n in ((1, 1), (3, 5), (2, 16))])
+
+
 def test_another_range_of_a_run_time_dim_is_refused(tmp_path):
     """Range(1, d, 1) has d - 1 entries: no dim of the graph, so it stays refused."""
     helper, tp = onnx.helper, onnx.TensorProto
