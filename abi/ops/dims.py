@@ -395,8 +395,19 @@ def transposed_out(size: Dim, kernel: Dim, stride: int, padding: int, output_pad
     return add(mul(size, stride), shift)
 
 
+#: An end at least this far runs to the end of any dim (what the importer writes for ONNX's
+#: "to the end").
+TO_THE_END = 2 ** 62
+
+
 def slice_len(size: Dim, start: int, end: int, step: int) -> Dim:
-    """Length of ``range(size)[start:end:step]`` with ONNX/Python clamping of start and end."""
+    """Length of ``range(size)[start:end:step]`` with ONNX/Python clamping of start and end.
+    Of a run-time size from a start >= 0 to the end by a step >= 1, the floor quotient
+    ``(size - start + step - 1) // step`` (``t-2`` for ``x[:, 2:]``, ``h//2`` for
+    ``x[:, 1::2]``): its value where the size is at least the start (below, the slice is
+    empty)."""
     if type(size) is int:
         return len(range(*slice(start, end, step).indices(size)))
+    if start >= 0 and step >= 1 and end >= TO_THE_END:
+        return floordiv(add(size, step - 1 - start), step)
     return _cap(f"slice({size},{start},{end},{step})")

@@ -355,7 +355,7 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
             np.isfinite(first.item()) and float(first.item()).is_integer()):
         return False
     length = dims.sub(d, int(first.item()))
-    if type(length) is not str or dim_source(imp, length) is None:
+    if type(length) is not str or not has_dim(imp, length):
         return False
     _only(imp, attrs, {})
     y = run_time_arange(imp, [length], 0, dtype=first.dtype)
@@ -406,6 +406,35 @@ def dim_source(imp, d) -> tuple[str, int] | None:
     return found
 
 
+def _derived(imp, d) -> tuple[str, int, int] | None:
+    """``(x, start, s)`` where the run-time dim ``d`` is a floor quotient ``(x+a)//s`` of a
+    dim x that a tensor has (``h//2``: ``interpolate(x, size=(h // 2, w // 2))``), or x less
+    an int (``t-2``: the dynamo exporter's ``x.unfold(1, 3, 1)``), with start = s - 1 - a >= 0:
+    ``range(x)[start::s]`` has d entries (where x is at least start). None otherwise."""
+    parts = dims.quotient(str(d)) if type(d) is str else None
+    if parts is None or parts[1:] == (0, 1) or dim_source(imp, parts[0]) is None:
+        return None
+    x, a, s = parts
+    return (x, s - 1 - a, s) if s - 1 - a >= 0 else None
+
+
+def has_dim(imp, d) -> bool:
+    """Whether :func:`run_time_mask` can carry the run-time dim ``d``."""
+    return dim_source(imp, d) is not None or _derived(imp, d) is not None
+
+
+def _derived_source(imp, d) -> tuple[str, int] | None:
+    """A 1-D tensor of the :func:`_derived` dim ``d``: the mask of x sliced from start by s."""
+    derived = _derived(imp, d)
+    if derived is None:
+        return None
+    x, start, s = derived
+    [y] = imp.emit("slice", [run_time_mask(imp, [x])], [None],
+                   {"starts": [start], "ends": [FAR], "axes": [0], "steps": [s]},
+                   suffix=f".{x}.from{start}.by{s}")
+    return y, 0
+
+
 def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     """A bool tensor of rank ``len(dims)`` that carries each run-time dim of ``dims`` on its
     axis (1 on the others), read back from a tensor that has it (``equal`` of a
@@ -416,7 +445,7 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     for axis, d in enumerate(dims):
         if type(d) is int:
             continue
-        known = (sources or {}).get(d) or dim_source(imp, d)
+        known = (sources or {}).get(d) or dim_source(imp, d) or _derived_source(imp, d)
         if known is None:
             raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is a dim of no tensor of "
                                   f"the graph so far, so it cannot be read when the call runs")

@@ -345,6 +345,22 @@ def test_a_difference_of_dims_reads_back_as_its_terms_and_keeps_its_value():
             assert const + sum(sign * eval(str(t), names) for sign, t in terms) == want
 
 
+def test_a_slice_to_the_end_of_a_run_time_dim_is_a_floor_quotient():
+    """From a start >= 0 by a step >= 1 to the end: (size - start + step - 1) // step, the
+    slice's length wherever the size is at least the start; a conv's output size by the
+    same stride compares equal; other slices keep their own name."""
+    far = dims.TO_THE_END
+    assert dims.slice_len("t", 2, far, 1) == "t-2" and dims.slice_len("h", 1, far, 2) == "h//2"
+    assert dims.known_equal(dims.slice_len("h", 0, far, 2), dims.window_out("h", 3, 2, 1, 1, 1))
+    assert dims.slice_len("t", -3, far, 1) == f"slice(t,-3,{far},1)"
+    assert dims.slice_len("t", 0, 5, 1) == "slice(t,0,5,1)"
+    for start in range(4):
+        for step in range(1, 5):
+            d = dims.slice_len("n", start, far, step)
+            for n in range(start, 40):
+                assert eval(d, {"n": n}) == len(range(n)[start::step]), (d, n)
+
+
 def test_window_expressions_are_deterministic():
     assert dims.window_out("H", 3, 2, 1, 1, 1) == "(H-1)//2+1"
     assert dims.window_out("H", 3, 1, 1, 1, 1) == "H"

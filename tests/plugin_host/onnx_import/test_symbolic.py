@@ -474,16 +474,54 @@ def test_a_range_from_an_offset_to_a_run_time_dim_plus_it(dynamo, tmp_path, sign
         for b, n in ((1, 1), (3, 5), (2, 16))])
 
 
-def test_another_range_of_a_run_time_dim_is_refused(tmp_path):
-    """Range(1, d, 1) has d - 1 entries: no dim of the graph, so it stays refused."""
+class _HalfSize(torch.nn.Module):
+    """A map brought to half its run-time size, interpolate(size=(h // 2, w // 2)), next to
+    every other row and column (x[:, :, 1::2, 1::2]), and the counts of the length less two
+    beside the rows (torch.arange(h - 2))."""
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        half = F.interpolate(x, size=(h // 2, w // 2), mode="bilinear", align_corners=False)
+        rows = torch.arange(h - 2).float().view(1, 1, -1, 1).expand(x.shape[0], 2, -1, w)
+        return half + x[:, :, 1::2, 1::2], torch.cat([x, rows], 2)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_sizes_that_are_quotients_or_differences_of_a_run_time_dim(dynamo, tmp_path, signer):
+    """h // 2 and h - 2, which no tensor of the model has as a dim, are read from a mask of h
+    sliced from 1 by 2 and from 2: the resize's sizes and the Range's length; the slice
+    x[:, :, 1::2] is h // 2 long by name too, so the sum keeps (h//2, w//2)."""
+    model = export_dynamic(_HalfSize(), [torch.randn(2, 2, 6, 8)], tmp_path / "m.onnx",
+                           dynamo=dynamo, names=["x"], outputs=["y", "z"],
+                           dims=[{0: "batch", 2: "h", 3: "w"}],
+                           bounds={"h": (4, 64), "w": (4, 64)})
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer,
+                                golden_dims={"h": [4, 7], "w": [9, 6]})
+    types = loaded.graph.check()
+    assert types[loaded.graph.outputs[0].name].shape == ("batch", 2, "h//2", "w//2")
+    rng = np.random.default_rng(14)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal(shape).astype(np.float32)}
+        for shape in ((1, 2, 4, 4), (3, 2, 9, 5), (2, 2, 16, 11))])
+
+
+@pytest.mark.parametrize("start, step", [(1, 1), (0, 2)])
+def test_a_range_to_a_dim_less_its_start_or_by_another_step(start, step, tmp_path, signer):
+    """Range(1, d, 1) has d - 1 entries: a mask of d sliced from 1 carries that length, and
+    the Range imports. Range(0, d, 2) stays refused, naming the dims."""
     helper, tp = onnx.helper, onnx.TensorProto
     tail = [helper.make_node("Squeeze", ["b", "i0"], ["n"]),
             helper.make_node("Constant", [], ["start"], value=helper.make_tensor(
-                "start", tp.INT64, [], [1])),
+                "start", tp.INT64, [], [start])),
             helper.make_node("Constant", [], ["step"], value=helper.make_tensor(
-                "step", tp.INT64, [], [1])),
+                "step", tp.INT64, [], [step])),
             helper.make_node("Range", ["start", "n", "step"], ["y"], name="steps")]
     model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.INT64, ["m"])])
+    if step == 1:
+        _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+        check_on_both_backends(model, loaded, [
+            {"x": np.zeros((n, 6, 4), np.float32)} for n in (1, 2, 7)])
+        return
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(model)
     assert info.value.node == "steps" and "op 'Range' is supported only on constant inputs" in str(
