@@ -386,7 +386,7 @@ def _transpose(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 
 def _slice(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x = inputs[0]
+    x, like = inputs[0], inputs[1] if len(inputs) > 1 else None
     n = op.name
     r = len(x.shape)
     starts, ends = attrs["starts"], attrs["ends"]
@@ -401,9 +401,54 @@ def _slice(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
         raise ContractError(f"{n}: attribute 'steps' {list(steps)} contains 0", op=n,
                             attribute="steps")
     shape = list(x.shape)
-    for a, s, e, st in zip(axes, starts, ends, steps):
-        shape[a] = dims.slice_len(shape[a], s, e, st)
+    bounds = _slice_bounds(n, x, like, attrs, axes, steps)
+    for k, (a, s, e, st) in enumerate(zip(axes, starts, ends, steps)):
+        if bounds is not None and (bounds[0][k] is not None or bounds[1][k] is not None):
+            start, end = bounds[0][k], bounds[1][k]
+            shape[a] = dims.sub(shape[a] if end is None else end, s if start is None else start)
+        else:
+            shape[a] = dims.slice_len(shape[a], s, e, st)
     return [TensorType(tuple(shape), x.dtype)]
+
+
+def _slice_bounds(n: str, x: TensorType, like: TensorType | None, attrs: dict, axes: list,
+                  steps) -> tuple[list, list] | None:
+    """Per sliced axis, the start and the end like gives (None where it gives none); None
+    without like. Checked: like and like_starts / like_ends come together, one entry per
+    sliced axis, each -1 or an axis of like; where like gives a bound, the written one is 0,
+    the axis symbolic, the step 1, and the other bound a start >= 0 or an end to the end."""
+    given = {k: attrs[k] for k in ("like_starts", "like_ends")}
+    if (like is None) != all(v is None for v in given.values()):
+        raise ContractError(f"{n}: input 'like' and attributes 'like_starts' / 'like_ends' come "
+                            f"together", op=n, attribute="like_starts")
+    if like is None:
+        return None
+    out = []
+    for key, written in (("like_starts", attrs["starts"]), ("like_ends", attrs["ends"])):
+        picks = given[key] if given[key] is not None else [-1] * len(axes)
+        if len(picks) != len(axes):
+            raise ContractError(f"{n}: {key} {list(picks)} must have one entry per sliced axis",
+                                op=n, attribute=key)
+        row = []
+        for k, a in enumerate(picks):
+            if a != -1 and not 0 <= a < len(like.shape):
+                raise ContractError(f"{n}: {key}[{k}] is {a}, not an axis of like shape "
+                                    f"{fmt(like.shape)} (or -1)", op=n, attribute=key)
+            if a != -1 and (written[k] != 0 or steps[k] != 1
+                            or dims.is_static(x.shape[axes[k]])):
+                raise ContractError(f"{n}: {key}[{k}] reads like's axis {a} for axis {axes[k]} "
+                                    f"of x shape {fmt(x.shape)}: needs a symbolic axis, step 1 "
+                                    f"and 0 written in its place", op=n, attribute=key)
+            row.append(None if a == -1 else like.shape[a])
+        out.append(row)
+    for k, (start, end) in enumerate(zip(*out)):
+        if (start is not None or end is not None) and (
+                (start is None and attrs["starts"][k] < 0)
+                or (end is None and attrs["ends"][k] < dims.TO_THE_END)):
+            raise ContractError(f"{n}: axis {axes[k]} takes a bound from like: its other bound "
+                                f"must be a start >= 0 or an end to the end", op=n,
+                                attribute="like_starts")
+    return out[0], out[1]
 
 
 def _split(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -897,15 +942,22 @@ must be the sizes' product (a multiple of it with a -1) when the call runs, else
 ShapeError."""),
     OpDef("transpose", 1, ("x",), ("y",), {"perm": AttrSpec("ints")}, _transpose, doc="""\
 Permute axes: output axis i is input axis perm[i]; perm is a permutation of range(rank)."""),
-    OpDef("slice", 1, ("x",), ("y",), {
+    OpDef("slice", 1, ("x", "like?"), ("y",), {
         "starts": AttrSpec("ints", check=non_empty),
         "ends": AttrSpec("ints"),
         "axes": AttrSpec("ints", None),
         "steps": AttrSpec("ints", None),
+        "like_starts": AttrSpec("ints", None, check=each_at_least(-1), added=True),
+        "like_ends": AttrSpec("ints", None, check=each_at_least(-1), added=True),
     }, _slice, doc="""\
 ONNX Slice: for each (start, end, axis, step), x[..., start:end:step, ...] on that axis, with
 negative starts/ends counted from the end and both clamped to the dim (Python's slicing rule).
-axes defaults to 0..len(starts)-1, steps to 1; steps may be negative, never 0."""),
+axes defaults to 0..len(starts)-1, steps to 1; steps may be negative, never 0. With like (any
+tensor; only its shape is read) and like_starts / like_ends (one entry per sliced axis: an
+axis of like, or -1), a start or end is like's dim on that axis when the call runs, written 0
+in starts / ends, on a symbolic axis sliced by 1, the other bound a start >= 0 or an end to
+the end (at least 2**62): x[:, :h//2] under a symbolic h, like a tensor h//2 long. The
+length is named end - start, its value where the end is at most the dim."""),
     OpDef("split", 1, ("x",), ("outputs*",), {
         "axis": _AXIS,
         "sizes": AttrSpec("ints", check=all_of(non_empty, each_at_least(0))),

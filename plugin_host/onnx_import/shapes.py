@@ -479,41 +479,89 @@ def _slice(imp, node, attrs):
     _only(imp, attrs, {})
     x = node.input[0]
     shape = imp.type_of(x).shape
-    starts = imp.const(node.input[1], "starts")
     axes = imp.const(_opt(node, 3), "axes") if _opt(node, 3) else None
     steps = imp.const(_opt(node, 4), "steps") if _opt(node, 4) else None
-    ends = (_ends_at_own_dims(imp, node.input[2], shape, axes, steps)
-            if node.input[2] in imp.sym else imp.const(node.input[2], "ends"))
+    late: dict[tuple[str, int], object] = {}  # (bound, k) -> a run-time dim like gives
+    if node.input[1] in imp.sym or node.input[2] in imp.sym:
+        starts, ends = _run_time_bounds(imp, node, shape, axes, steps, late)
+    else:
+        starts, ends = imp.const(node.input[1], "starts"), imp.const(node.input[2], "ends")
     sliced = onnx_slice(shape, starts, ends, axes, steps)
     # a run-time axis sliced whole (from 0 to the end by 1) keeps its dim as it is
-    sliced = [c for c in sliced if type(shape[c[0]]) is int or c[1:] != (0, FAR, 1)]
-    if not sliced:
+    kept = [k for k, c in enumerate(sliced) if type(shape[c[0]]) is int or c[1:] != (0, FAR, 1)
+            or ("starts", k) in late or ("ends", k) in late]
+    if not kept:
         imp.alias(node.output[0], imp.tensor(x))
         return
-    imp.emit("slice", [imp.tensor(x)], [node.output[0]],
+    sliced = [sliced[k] for k in kept]
+    ins, extra = [imp.tensor(x)], {}
+    if late:
+        order = list(late)
+        like, like_axes = sizes_like(imp, [late[key] for key in order])
+        at = dict(zip(order, like_axes))
+        ins.append(like)
+        extra = {f"like_{bound}": [at.get((bound, k), -1) for k in kept]
+                 for bound in ("starts", "ends")}
+    imp.emit("slice", ins, [node.output[0]],
              {"starts": [s for _, s, _, _ in sliced], "ends": [e for _, _, e, _ in sliced],
-              "axes": [a for a, _, _, _ in sliced], "steps": [st for _, _, _, st in sliced]})
+              "axes": [a for a, _, _, _ in sliced], "steps": [st for _, _, _, st in sliced],
+              **extra})
 
 
-def _ends_at_own_dims(imp, name: str, shape, axes, steps) -> np.ndarray:
-    """A Slice's ends holding run-time dims: an end that is the input's own dim along its
-    axis, with a positive step, slices to the end (:data:`.fold.FAR`). The legacy exporter's
-    scatter and scatter_add slice their source to the index's shape, ``Slice(src, 0,
-    Shape(index))``, which under a dynamic batch or length is the source's own. Any other
-    run-time end is refused, naming it."""
-    ends, rank = imp.shape_value(name, "ends"), len(shape)
-    axes = list(range(len(ends))) if axes is None else [
+def _reaches(end, d) -> bool:
+    """Whether ``end`` is at least the dim ``d`` at every size: d itself, or s times the
+    quotient ``(d+a)//s`` with a >= s - 1 (torch.chunk's last end, ``2*((h+1)//2)``)."""
+    if dims.known_equal(end, d):
+        return True
+    factor, names = dims.as_product(end)
+    parts = dims.quotient(names[0]) if len(names) == 1 else None
+    return (parts is not None and dims.known_equal(parts[0], d) and parts[2] == factor
+            and parts[1] >= factor - 1)
+
+
+def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, list]:
+    """A Slice's starts and ends holding run-time dims, as ints for :func:`onnx_slice`.
+
+    An end that is the input's own dim along its axis, with a positive step, slices to the
+    end (:data:`.fold.FAR`): the legacy exporter's scatter and scatter_add slice their source
+    to the index's shape, ``Slice(src, 0, Shape(index))``, under a dynamic batch or length the
+    source's own. Another run-time bound on a run-time axis sliced by 1, its other bound a
+    start >= 0 or an end to the end, is read when the call runs from a tensor that carries
+    it (:func:`sizes_like`; ``x[:, :, : h // 2]``, torch.chunk's parts, whose last end
+    reaches the dim: :func:`_reaches`), written 0 here and
+    recorded in ``late`` under ``(bound, k)``. Any other run-time bound is refused, naming
+    it."""
+    starts = (imp.shape_value(node.input[1], "starts") if node.input[1] in imp.sym
+              else int_vector(imp.const(node.input[1], "starts"), "starts"))
+    ends = (imp.shape_value(node.input[2], "ends") if node.input[2] in imp.sym
+            else int_vector(imp.const(node.input[2], "ends"), "ends"))
+    rank = len(shape)
+    axes = list(range(len(starts))) if axes is None else [
         axis_in(a, rank, "axes") for a in int_vector(axes, "axes")]
-    steps = [1] * len(ends) if steps is None else int_vector(steps, "steps")
-    if not len(ends) == len(axes) == len(steps):
-        raise ModelFileError(f"ends {ends}, axes {axes} and steps {steps} must have one entry "
-                             f"per sliced axis")
-    for axis, end, step in zip(axes, ends, steps):
-        if type(end) is not int and not (step > 0 and dims.known_equal(end, shape[axis])):
-            raise imp.unsupported(f"ends {ends}: {end!r} along axis {axis} (of dim "
-                                  f"{shape[axis]!r}) is a run-time dim; an end must be a "
-                                  f"constant, or the input's own dim there with a positive step")
-    return np.array([e if type(e) is int else FAR for e in ends], np.int64)
+    steps = [1] * len(starts) if steps is None else int_vector(steps, "steps")
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ModelFileError(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} "
+                             f"must have one entry per sliced axis")
+    starts, ends = list(starts), list(ends)
+    for k, (axis, start, end, step) in enumerate(zip(axes, starts, ends, steps)):
+        if type(end) is not int and step > 0 and _reaches(end, shape[axis]):
+            ends[k] = end = FAR
+        for bound, value, other, fine in (("starts", start, end, type(end) is int and end >= FAR),
+                                          ("ends", end, start, type(start) is int and start >= 0)):
+            if type(value) is int:
+                continue
+            if not (type(shape[axis]) is not int and step == 1 and fine
+                    and has_dim(imp, value)):
+                raise imp.unsupported(
+                    f"{bound} {starts if bound == 'starts' else ends}: {value!r} along axis "
+                    f"{axis} (of dim {shape[axis]!r}) is a run-time dim; "
+                    f"{'a start' if bound == 'starts' else 'an end'} must be a constant, an end "
+                    f"the input's own dim there with a positive step, or one a tensor of the "
+                    f"graph carries on a run-time axis sliced by 1 whose other bound is a start "
+                    f">= 0 or an end to the end")
+            late[(bound, k)] = value
+            (starts if bound == "starts" else ends)[k] = 0
+    return np.array(starts, np.int64), np.array(ends, np.int64)
 
 
 @maps("Split")

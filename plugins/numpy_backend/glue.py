@@ -337,7 +337,13 @@ def transpose(x, *, perm):
     return np.transpose(x, perm)
 
 
-def slice_(x, *, starts, ends, axes=None, steps=None):
+def slice_(x, like=None, *, starts, ends, axes=None, steps=None, like_starts=None,
+           like_ends=None):
+    """ONNX Slice; the starts and ends ``like_starts`` / ``like_ends`` name (not -1) read
+    from like's shape."""
+    if like is not None:
+        starts = sizes_from(like, starts, like_starts or [-1] * len(starts))
+        ends = sizes_from(like, ends, like_ends or [-1] * len(ends))
     axes = list(axes) if axes else list(range(len(starts)))
     steps = list(steps) if steps else [1] * len(starts)
     index = [slice(None)] * x.ndim

@@ -541,11 +541,21 @@ def _ints_input(op_type: str, attr: str) -> Converter:
 
 
 def slice_(e, node, ins, outs, a):
+    """Slice; the starts and ends like gives are Shape slices of like, concatenated with the
+    written ones."""
     n = len(a["starts"])
     axes = a["axes"] if a["axes"] is not None else range(n)
     steps = a["steps"] if a["steps"] is not None else [1] * n
-    e.op("Slice", [ins[0], *(e.const(list(v), np.int64) for v in (a["starts"], a["ends"],
-                                                                  axes, steps))], outs)
+    like = ins[1] if len(ins) > 1 and ins[1] else None
+    bounds = []
+    for key, written in (("like_starts", a["starts"]), ("like_ends", a["ends"])):
+        if like is None or a[key] is None:
+            bounds.append(e.const(list(written), np.int64))
+            continue
+        parts = [s if type(s) is str else e.const([s], np.int64)
+                 for s in _sizes_from(e, like, list(written), a[key])]
+        bounds.append(e.op("Concat", parts, axis=0)[0] if len(parts) > 1 else parts[0])
+    e.op("Slice", [ins[0], *bounds, *(e.const(list(v), np.int64) for v in (axes, steps))], outs)
 
 
 def split(e, node, ins, outs, a):

@@ -303,6 +303,13 @@ def test_symbolic_dims():
     # not known equal when the call runs (a sum): left to the call
     assert infer("unflatten", [T(("L+1", 4), f32), T(("L", 1), f32)],
                  {"axis": 0, "sizes": [-1, 1], "like_axes": [0, -1]}) == [T(("L", 1, 4), f32)]
+    # bounds like gives: the length is end - start, the dim where no end is given
+    assert infer("slice", [T(("N", "h", 3), f32), T(("h//2",), "bool")],
+                 {"starts": [0], "ends": [0], "axes": [1], "like_ends": [0]}) == [
+        T(("N", "h//2", 3), f32)]
+    assert infer("slice", [T(("N", "h", 3), f32), T(("(h+1)//2",), "bool")],
+                 {"starts": [0], "ends": [1 << 62], "axes": [1], "like_starts": [0]}) == [
+        T(("N", "h-((h+1)//2)", 3), f32)]
     # gather_elements and scatter_elements along a symbolic dim: the indices are checked when
     # the call sizes it
     assert infer("gather_elements", [T(("N", "L", 4), f32), T(("N", 2, 4), i64)],
@@ -480,6 +487,34 @@ REFUSALS = [
     ("unflatten", [T((2, 10), f32), T((2, 5), f32)], {"axis": 1, "sizes": [-1, -1, -1],
                                                      "like_axes": [0, -1, -1]}, ContractError,
      "unflatten: sizes [-1, -1, -1] leave more than one size to infer (-1)"),
+    ("slice", [T(("h", 3), f32), T(("k",), f32)], {"starts": [0], "ends": [0]}, ContractError,
+     "slice: input 'like' and attributes 'like_starts' / 'like_ends' come together"),
+    ("slice", [T(("h", 3), f32)], {"starts": [0], "ends": [0], "like_ends": [0]},
+     ContractError, "slice: input 'like' and attributes 'like_starts' / 'like_ends' come "
+     "together"),
+    ("slice", [T(("h", 3), f32), T(("k",), f32)], {"starts": [0], "ends": [0],
+                                                  "like_ends": [0, -1]}, ContractError,
+     "slice: like_ends [0, -1] must have one entry per sliced axis"),
+    ("slice", [T(("h", 3), f32), T(("k",), f32)], {"starts": [0], "ends": [0],
+                                                  "like_ends": [1]}, ContractError,
+     "slice: like_ends[0] is 1, not an axis of like shape (k,) (or -1)"),
+    ("slice", [T((6, 3), f32), T(("k",), f32)], {"starts": [0], "ends": [0],
+                                                 "like_ends": [0]}, ContractError,
+     "slice: like_ends[0] reads like's axis 0 for axis 0 of x shape (6, 3): needs a symbolic "
+     "axis, step 1 and 0 written in its place"),
+    ("slice", [T(("h", 3), f32), T(("k",), f32)], {"starts": [0], "ends": [0], "steps": [2],
+                                                  "like_ends": [0]}, ContractError,
+     "needs a symbolic axis, step 1 and 0 written in its place"),
+    ("slice", [T(("h", 3), f32), T(("k",), f32)], {"starts": [0], "ends": [5],
+                                                  "like_ends": [0]}, ContractError,
+     "needs a symbolic axis, step 1 and 0 written in its place"),
+    ("slice", [T(("h", 3), f32), T(("k",), f32)], {"starts": [-2], "ends": [0],
+                                                  "like_ends": [0]}, ContractError,
+     "slice: axis 0 takes a bound from like: its other bound must be a start >= 0 or an end "
+     "to the end"),
+    ("slice", [T(("h", 3), f32), T(("k",), f32)], {"starts": [0], "ends": [4],
+                                                  "like_starts": [0]}, ContractError,
+     "its other bound must be a start >= 0 or an end to the end"),
     ("unflatten", [T((2, 10), f32), T((2, 5), f32)], {"axis": 1, "sizes": [2, 5]},
      ContractError, "unflatten: input 'like' and attribute 'like_axes' come together, got "
      "only like"),

@@ -555,6 +555,22 @@ def test_unflatten_sizes_read_from_like(sizes, like_axes):
         Executor(graph, OnnxruntimeBackend()).run(bad)
 
 
+@pytest.mark.parametrize("bound", ["like_starts", "like_ends"])
+def test_slice_bounds_read_from_like(bound):
+    """x[k:] or x[:k] along a symbolic axis h, k like's dim when the call runs: the same on
+    both backends, a k of 0 or beyond h too (clamped, as Python slicing)."""
+    b = GraphBuilder("slice")
+    x = b.input("x", ("h", 3), "float32", "ANY")
+    like = b.input("like", ("k",), "bool", "ANY")
+    ends = [1 << 62] if bound == "like_starts" else [0]
+    y = b.op("slice", x, like, name="node", starts=[0], ends=ends, axes=[0],
+             **{bound: [0]})
+    b.output(b.op("sum", y, name="total", axes=[0]), "y", "ANY")
+    graph = b.build()
+    for h, k in ((5, 2), (5, 0), (5, 5), (3, 7), (0, 0)):
+        assert_same(graph, {"x": f32(h, 3), "like": np.ones(k, bool)})
+
+
 def _along_symbolic(op: str, dtype: str, constant: np.ndarray | None = None,
                     reduction: str = "none"):
     """``op`` (gather_elements, scatter_elements) along the symbolic dim 'T' of x (2, T), at

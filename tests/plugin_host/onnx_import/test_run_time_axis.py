@@ -97,6 +97,40 @@ def test_slices_counted_from_the_end_of_a_run_time_sequence(idiom, dynamo, tmp_p
     check_on_both_backends(path, loaded, feeds)
 
 
+#: id -> a Slice of x (batch, seq, 4) whose bounds are computed from the run-time length
+HALVES = {
+    "first_half": lambda x: x[:, : x.shape[1] // 2],
+    "second_half": lambda x: x[:, x.shape[1] // 2:],
+    "chunks": lambda x: torch.cat(x.chunk(2, 1)[::-1], 1),
+}
+
+
+@pytest.mark.parametrize("dynamo, idiom", [
+    (dynamo, idiom) for dynamo in (False, True) for idiom in HALVES
+    if not (dynamo and idiom == "chunks")])  # torch.export fixes the length chunk splits
+def test_slices_to_a_bound_computed_from_a_run_time_sequence(idiom, dynamo, tmp_path, signer):
+    """A start or end that is a quotient of the length (seq // 2, torch.chunk's
+    (seq + 1) // 2) is read when the call runs from a mask of the length sliced by 2; a
+    chunk's last end, 2 * ((seq + 1) // 2), reaches the end. Odd and even lengths, and 1."""
+    path = _export(HALVES[idiom], tmp_path / "h.onnx", dynamo=dynamo)
+    _, loaded = import_and_load(path, tmp_path / "h.pha", signer, golden_dims={"seq": [6, 9]})
+    assert any(n.op == "slice" and len(n.inputs) == 2 for n in loaded.graph.nodes)
+    feeds = [{"x": np.random.default_rng(n).standard_normal((2, n, 4)).astype(np.float32)}
+             for n in (1, 2, 3, 7, 12)]
+    check_on_both_backends(path, loaded, feeds)
+
+
+def test_a_center_crop_of_a_run_time_length_is_refused_naming_its_bounds(tmp_path):
+    """x[:, seq // 4 : seq - seq // 4]: the end, a difference, is no dim the graph carries,
+    and the start then has no end to the end beside it."""
+    path = _export(lambda x: x[:, x.shape[1] // 4: x.shape[1] - x.shape[1] // 4],
+                   tmp_path / "c.onnx", dynamo=False)
+    with pytest.raises(UnsupportedModelError, match=r"\(Slice\): starts \['seq//4'\]: "
+                                                    r"'seq//4' along axis 1 \(of dim 'seq'\) "
+                                                    r"is a run-time dim; a start must be"):
+        import_onnx(path)
+
+
 def test_a_roll_along_a_run_time_sequence_from_the_dynamo_exporter_is_refused(tmp_path):
     """The dynamo exporter takes torch.roll's shift modulo the length, a value computed from
     a run-time dim when the call runs, and slices there: refused naming the Slice and the dim
