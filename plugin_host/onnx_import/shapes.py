@@ -528,9 +528,8 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
     source's own. Another run-time bound on a run-time axis sliced by 1, its other bound a
     start >= 0 or an end to the end, is read when the call runs from a tensor that carries
     it (:func:`sizes_like`; ``x[:, :, : h // 2]``, torch.chunk's parts, whose last end
-    reaches the dim: :func:`_reaches`), written 0 here and
-    recorded in ``late`` under ``(bound, k)``. Any other run-time bound is refused, naming
-    it."""
+    reaches the dim: :func:`_reaches`), written 0 here and recorded in ``late`` under
+    ``(bound, k)``. Any other run-time bound is refused, naming it."""
     starts = (imp.shape_value(node.input[1], "starts") if node.input[1] in imp.sym
               else int_vector(imp.const(node.input[1], "starts"), "starts"))
     ends = (imp.shape_value(node.input[2], "ends") if node.input[2] in imp.sym
@@ -546,8 +545,8 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
     for k, (axis, start, end, step) in enumerate(zip(axes, starts, ends, steps)):
         if type(end) is not int and step > 0 and _reaches(end, shape[axis]):
             ends[k] = end = FAR
-        for bound, value, other, fine in (("starts", start, end, type(end) is int and end >= FAR),
-                                          ("ends", end, start, type(start) is int and start >= 0)):
+        for bound, value, fine in (("starts", start, type(end) is int and end >= FAR),
+                                   ("ends", end, type(start) is int and start >= 0)):
             if type(value) is int:
                 continue
             if not (type(shape[axis]) is not int and step == 1 and fine
