@@ -225,9 +225,8 @@ class Importer:
             self._not_a_sequence(name, what)
             if name in self.sym:
                 held = symbolic.entries(self.sym[name])
-                names = _names(held)
-                of = "" if names == sorted(set(e for e in held if type(e) is str)) else (
-                    f" (of {names})")
+                of = "" if all(type(e) is int or e.isidentifier() for e in held) else (
+                    f" (of {_names(held)})")
                 raise self.unsupported(f"{what} {name!r} must be a constant (known at import), "
                                        f"but it holds run-time dims: {held}{of}")
             read = (f" from the run-time dims {self.from_dims[name]}"

@@ -442,9 +442,7 @@ def resize(e, node, ins, outs, a):
     if a["scales"] is not None:
         given = ["", e.const(list(a["scales"]))]
     elif like is not None:
-        sizes = [s if type(s) is str else e.const([s], np.int64)
-                 for s in _sizes_from(e, like, a["size"], a["like_axes"])]
-        given = ["", "", e.op("Concat", sizes, axis=0)[0] if spatial > 1 else sizes[0]]
+        given = ["", "", _vector_from(e, like, a["size"], a["like_axes"])]
     else:
         given = ["", "", e.const(list(a["size"]), np.int64)]
     e.op("Resize", [ins[0], *given], outs, axes=list(range(2, 2 + spatial)), mode=a["mode"],
@@ -472,6 +470,14 @@ def _sizes_from(e, like, sizes, like_axes) -> list:
     tensor name; the other sizes stay ints)."""
     return [e.op("Shape", [like], start=t, end=t + 1)[0] if t != -1 else s
             for s, t in zip(sizes, like_axes)]
+
+
+def _vector_from(e, like, values, like_axes) -> str:
+    """A 1-D int64 tensor of ``values``, each one ``like_axes`` names read from like's shape
+    (:func:`_sizes_from`), the others constants."""
+    parts = [s if type(s) is str else e.const([s], np.int64)
+             for s in _sizes_from(e, like, list(values), like_axes)]
+    return e.op("Concat", parts, axis=0)[0] if len(parts) > 1 else parts[0]
 
 
 def unflatten(e, node, ins, outs, a):
@@ -547,14 +553,9 @@ def slice_(e, node, ins, outs, a):
     axes = a["axes"] if a["axes"] is not None else range(n)
     steps = a["steps"] if a["steps"] is not None else [1] * n
     like = ins[1] if len(ins) > 1 and ins[1] else None
-    bounds = []
-    for key, written in (("like_starts", a["starts"]), ("like_ends", a["ends"])):
-        if like is None or a[key] is None:
-            bounds.append(e.const(list(written), np.int64))
-            continue
-        parts = [s if type(s) is str else e.const([s], np.int64)
-                 for s in _sizes_from(e, like, list(written), a[key])]
-        bounds.append(e.op("Concat", parts, axis=0)[0] if len(parts) > 1 else parts[0])
+    bounds = [e.const(list(written), np.int64) if like is None or a[key] is None else
+              _vector_from(e, like, written, a[key])
+              for key, written in (("like_starts", a["starts"]), ("like_ends", a["ends"]))]
     e.op("Slice", [ins[0], *bounds, *(e.const(list(v), np.int64) for v in (axes, steps))], outs)
 
 
