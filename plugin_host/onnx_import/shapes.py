@@ -220,8 +220,7 @@ def _flatten(imp, node, attrs):
     if axis == 1:
         imp.emit("flatten", [imp.tensor(x)], [node.output[0]], {"start_dim": 1, "end_dim": -1})
         return
-    s = imp.static_shape(x)
-    _reshape_to(imp, node, x, [int(np.prod(s[:axis])), int(np.prod(s[axis:]))])
+    _reshape_to(imp, node, x, [dims.product(shape[:axis]), dims.product(shape[axis:])])
 
 
 @maps("Unsqueeze", "Squeeze")

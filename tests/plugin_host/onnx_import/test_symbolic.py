@@ -243,6 +243,29 @@ def test_a_target_that_folds_fixed_dims_into_the_batch_is_a_flatten_and_unflatte
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 2, 5)])
 
 
+@pytest.mark.parametrize("op, axis, opset", [("Flatten", 0, 17), ("Flatten", 2, 17),
+                                             ("Flatten", 3, 17), ("Flatten", 4, 17),
+                                             ("Softmax", 2, 11), ("LogSoftmax", 3, 11)])
+def test_flatten_at_any_axis_over_run_time_dims(op, axis, opset, tmp_path, signer):
+    """Flatten at an axis other than 1 of (batch, 3, h, 4): each side's product may hold a
+    run-time dim. The version converter writes a Softmax of opset 12 and below as Flatten at
+    its axis, Softmax over the last axis and Reshape back (PaddleOCR's recognizer)."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name="f", axis=axis)], "g",
+        [helper.make_tensor_value_info("x", tp.FLOAT, ["batch", 3, "h", 4])],
+        [helper.make_tensor_value_info("y", tp.FLOAT, ["rows", "cols"] if op == "Flatten"
+                                       else ["batch", 3, "h", 4])])
+    model = tmp_path / "f.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), model)
+    _, loaded = import_and_load(model, tmp_path / "f.pha", signer,
+                                golden_dims={"batch": [1, 2], "h": [2, 5]})
+    rng = np.random.default_rng(12)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((n, 3, h, 4)).astype(np.float32)}
+        for n, h in ((1, 1), (2, 5), (3, 2))])
+
+
 def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
     """(batch, 6, 4) to (batch, batch): no grouping of the dims gives it."""
     helper, tp = onnx.helper, onnx.TensorProto
