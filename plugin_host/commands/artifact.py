@@ -61,10 +61,10 @@ def register(verbs) -> None:
                    help="with --onnx: layout of an input or output (repeatable; default by "
                         "rank: NCHW, NCL, NC, N)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
-                   help="with --onnx: fix the inputs' run-time dim NAME (its ONNX dim_param) "
-                        "to SIZE, as the device feeds it (repeatable; golden cases and the "
-                        "latency budget draw a dim left at run time at 1, or at its "
-                        "--golden-dim sizes)")
+                   help="with --onnx: fix the inputs' run-time dim NAME (its ONNX dim_param, "
+                        "or INPUT_dAXIS for one without a name) to SIZE, as the device feeds "
+                        "it (repeatable; golden cases and the latency budget draw a dim left "
+                        "at run time at 1, or at its --golden-dim sizes)")
     p.add_argument("--golden-dim", action="append", default=[], metavar="NAME=SIZE[,SIZE...]",
                    help="with --onnx: draw the inputs' run-time dim NAME at these sizes in the "
                         "golden cases (case k takes the k-th, cycling; see --golden-cases) and "

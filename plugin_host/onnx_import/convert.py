@@ -28,6 +28,7 @@ from ..errors import ModelFileError, UnsupportedModelError
 from ..graph import Graph, Node
 from . import symbolic
 from .fold import FOLDERS, fold, int_vector
+from .names import DIM_NAME, dim_name, is_run_time, sanitized
 from .reader import (DEFAULT_READ_LIMITS, ONNX_DTYPES, OPSETS, ReadLimits, default_opset,
                      to_array)
 
@@ -40,8 +41,6 @@ DEFAULT_LAYOUTS = {0: "SCALAR", 1: "N", 2: "NC", 3: "NCL", 4: "NCHW", 5: "NCDHW"
 _SAME_VALUES = frozenset({"Identity", "Transpose", "Cast", "CastLike", "Reshape", "Unsqueeze",
                           "Squeeze", "Flatten"})
 _FLOAT = 1  # ONNX TensorProto.FLOAT
-_BAD_CHARS = re.compile(r"[^A-Za-z0-9_.:/-]")
-_DIM = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 @dataclass
@@ -192,16 +191,9 @@ class Importer:
 
     # -- names ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _sanitized(onnx_name: str) -> str:
-        base = _BAD_CHARS.sub("_", onnx_name).lstrip("/")[:200] or "t"
-        if not (base[0].isalpha() or base[0] == "_"):
-            base = "_" + base  # "0.weight" (an nn.Sequential key) becomes "_0.weight"
-        return base
-
     def fresh(self, onnx_name: str, *, node: bool = False) -> str:
         """A valid, unused tensor name (a node name with ``node``) derived from ``onnx_name``."""
-        base, names = self._sanitized(onnx_name), self.names[node]
+        base, names = sanitized(onnx_name), self.names[node]
         name = base
         if name in names:  # names are never freed: the next free suffix is past the last
             n = self.suffixes.get((node, base), 1)
@@ -657,7 +649,7 @@ class Importer:
             raise UnsupportedModelError(f"graph {what} {vi.name!r} has ONNX element type "
                                         f"{t.elem_type}, not an ABI dtype")
         if ttype is not None:
-            declared = [d.dim_value if d.HasField("dim_value") else None
+            declared = [None if is_run_time(d) else d.dim_value
                         for d in t.shape.dim] if t.HasField("shape") else None
             if ttype.dtype != dtype or declared is not None and (
                     len(declared) != len(ttype.shape) or any(
@@ -668,18 +660,16 @@ class Importer:
                                      f"{tuple(ttype.shape)}")
             # an expression our shape rules built ("(64*batch)//64") is not a valid spec dim:
             # take the model's own name for it, else a fresh one
-            params = [d.dim_param if t.HasField("shape") and _DIM.fullmatch(d.dim_param)
+            params = [d.dim_param if t.HasField("shape") and DIM_NAME.fullmatch(d.dim_param)
                       else None for d in t.shape.dim]
             stem = re.sub(r"\W", "_", abi_name)
-            shape = tuple(g if type(g) is int or _DIM.fullmatch(g) else
+            shape = tuple(g if type(g) is int or DIM_NAME.fullmatch(g) else
                           (params[j] if j < len(params) and params[j] else f"{stem}_d{j}")
                           for j, g in enumerate(ttype.shape))
         else:
             if not t.HasField("shape"):
                 raise UnsupportedModelError(f"graph {what} {vi.name!r} has no shape")
-            stem = re.sub(r"\W", "_", abi_name)
-            shape = tuple(d.dim_value if d.HasField("dim_value") else
-                          (d.dim_param if _DIM.fullmatch(d.dim_param) else f"{stem}_d{j}")
+            shape = tuple(dim_name(abi_name, j, d) if is_run_time(d) else d.dim_value
                           for j, d in enumerate(t.shape.dim))
         layout = layouts.get(abi_name, DEFAULT_LAYOUTS.get(len(shape), "ANY"))
         if dtype in dtypes.INT_DTYPES and len(shape) == 1 and abi_name not in layouts:
@@ -703,7 +693,7 @@ class Importer:
             if vi.name not in self.consts and vi.name not in self.values:
                 raise ModelFileError(f"graph output {vi.name!r} is not produced by any node")
             g_name = self.tensor(vi.name)
-            wanted = self._sanitized(vi.name)
+            wanted = sanitized(vi.name)
             if g_name != wanted and g_name in produced and g_name not in names:
                 new = self.fresh(vi.name)  # an aliased value: give it the output's name
                 self.nodes = [Node(n.name, n.op, n.version, n.inputs,

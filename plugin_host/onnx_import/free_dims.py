@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ..errors import UnsupportedModelError, UsageError
+from .names import dim_name, is_run_time, sanitized
 
 __all__ = ["MAX_FIXED_DIM", "check_golden_dims", "fix_dims", "named_dims", "parse_dims",
            "parse_golden_dims", "run_time_dims", "with_dims_hint"]
@@ -93,8 +94,10 @@ def _tensor_types(graph):
 
 def fix_dims(model, dims: Mapping[str, int], *, where: str = "model"):
     """A copy of ``model`` with each named dim in ``dims`` fixed to its size (``model`` itself
-    when ``dims`` is empty). UsageError naming the model's run-time dims when a name is not
-    one of an input's, or a size is out of range."""
+    when ``dims`` is empty). A name is an input dim's ``dim_param``, fixed wherever the model
+    carries it, or the name the ABI gives a dim without a usable one (``x_d2`` for a ``?``, a
+    ``-1`` or no name on axis 2 of input ``x``), fixed on that input. UsageError naming the
+    model's run-time dims when a name is neither, or a size is out of range."""
     if not dims:
         return model
     for name, size in dims.items():
@@ -102,7 +105,7 @@ def fix_dims(model, dims: Mapping[str, int], *, where: str = "model"):
             raise UsageError(f"dim {name!r}: size {size!r} is not an integer from 1 to "
                              f"{MAX_FIXED_DIM}")
     named = named_dims(model)
-    unknown = sorted(set(dims) - named)
+    unknown = sorted(set(dims) - named - _params(model))
     if unknown:
         have = ", ".join(sorted(named)) or "none"
         raise UsageError(f"{where}: no input has a run-time dim named "
@@ -110,18 +113,38 @@ def fix_dims(model, dims: Mapping[str, int], *, where: str = "model"):
                          f"{have})")
     fixed = type(model)()
     fixed.CopyFrom(model)
+    for d, name in _input_dims(fixed):  # before the dim_params are replaced by sizes
+        if name in dims:
+            d.dim_value = dims[name]  # dim_value and dim_param are one oneof
     for _, shape in _tensor_types(fixed.graph):
         for d in shape:
             if not d.HasField("dim_value") and d.dim_param in dims:
-                d.dim_value = dims[d.dim_param]  # dim_value and dim_param are one oneof
+                d.dim_value = dims[d.dim_param]
     return fixed
 
 
+def _input_dims(model):
+    """(dim, the ABI's name of it) for each run-time dim of the graph inputs that are not
+    initializers (an older exporter lists its weights as inputs too)."""
+    weights = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        t = vi.type.tensor_type
+        if vi.name in weights or not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+            continue
+        for j, d in enumerate(t.shape.dim):
+            if is_run_time(d):
+                yield d, dim_name(sanitized(vi.name), j, d)
+
+
+def _params(model) -> set[str]:
+    """The ``dim_param`` of each run-time dim of the graph inputs, names or not (``?``)."""
+    return {d.dim_param for d, _ in _input_dims(model) if d.dim_param}
+
+
 def named_dims(model) -> set[str]:
-    """The names of the graph inputs' run-time dims (their ``dim_param``)."""
-    inputs = {vi.name for vi in model.graph.input}
-    return {d.dim_param for vi, shape in _tensor_types(model.graph) if vi.name in inputs
-            for d in shape if not d.HasField("dim_value") and d.dim_param}
+    """The names of the graph inputs' run-time dims, as the ABI has them (see
+    :func:`.names.dim_name`)."""
+    return {name for _, name in _input_dims(model)}
 
 
 def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError:

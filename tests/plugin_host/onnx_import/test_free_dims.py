@@ -151,6 +151,45 @@ def test_an_unknown_name_or_a_bad_size_is_a_usage_error(tmp_path):
     assert not (tmp_path / "x.pha").exists()
 
 
+def _unnamed_dims_model(path, dims):
+    """A conv over an input whose run-time dims are written as converters write them when
+    they have no name for one: ``-1`` (paddle2onnx), ``?`` on two axes, a ``dim_param`` that is
+    not a name; the output's dims are ``-1`` too."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    rng = np.random.default_rng(4)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    x = helper.make_tensor_value_info("x.image", tp.FLOAT, dims)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x.image", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+        "g", [x], [helper.make_tensor_value_info("y", tp.FLOAT, [-1, 4, -1, -1])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+@pytest.mark.parametrize("dims", [[-1, 3, "?", "?"], [None, 3, "p2o.Dim.1", "p2o.Dim.2"]],
+                         ids=["minus-one-and-question-marks", "no-name-and-dotted-names"])
+def test_run_time_dims_without_a_usable_name_are_named_for_their_input_and_axis(
+        dims, tmp_path, signer):
+    """Each such dim is its own run-time dim named ``<input>_d<axis>`` in the ABI, and
+    ``--dim``, ``--golden-dim`` and the messages take that name."""
+    model = _unnamed_dims_model(tmp_path / "u.onnx", dims)
+    _, loaded = import_and_load(model, tmp_path / "a.pha", signer,
+                                golden_dims={"x_image_d0": [1, 2], "x_image_d2": [5, 3],
+                                             "x_image_d3": [4, 7]})
+    assert loaded.graph.inputs[0].shape == ("x_image_d0", 3, "x_image_d2", "x_image_d3")
+    rng = np.random.default_rng(5)
+    check_on_both_backends(model, loaded, [
+        {"x.image": rng.standard_normal(s).astype(np.float32)} for s in ((1, 3, 4, 9),
+                                                                         (3, 3, 6, 2))])
+    _, fixed = import_and_load(model, tmp_path / "b.pha", signer,
+                               dims={"x_image_d2": 5, "x_image_d3": 6})
+    assert fixed.graph.inputs[0].shape == ("x_image_d0", 3, 5, 6)
+    with pytest.raises(UsageError) as info:
+        build_onnx_artifact(model, tmp_path / "c.pha", dims={"h": 8})
+    assert str(info.value).endswith("no input has a run-time dim named 'h' (the inputs' named "
+                                    "run-time dims: x_image_d0, x_image_d2, x_image_d3)")
+
+
 def test_the_rewrite_leaves_the_model_as_read_alone(tmp_path):
     model = onnx.load(_export(_Conv(), (2, 3, 8, 8), tmp_path / "c.onnx", {2: "h"}, False))
     before = model.SerializeToString()
