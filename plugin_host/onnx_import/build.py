@@ -178,6 +178,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         tell(f"{where} known only at run time: golden cases and the latency budget take "
              f"those sizes (--golden-dim NAME=SIZE,... sets them); --dim NAME=SIZE fixes a "
              f"dim to the size the device feeds")
+    for note in imported.notes:
+        tell(note)
     if imported.original is not None:
         tell(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
              f"version converter; the reference runs the model as given")

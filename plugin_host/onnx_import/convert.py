@@ -56,6 +56,7 @@ class ImportedModel:
     float16_model: Any = None  # the float16 original of a model upcast to float32
     float64_model: Any = None  # the float64 model (after any upcast) downcast to float32
     original: Any = None      # the ModelProto as read when ``model`` is its opset upgrade
+    notes: list[str] = field(default_factory=list)  # for the build summary
 
     @property
     def original_opset(self) -> int:
@@ -172,6 +173,7 @@ class Importer:
         self.if_depth = 0                          # subgraphs being inlined, one in another
         self.loop_iterations = 0                   # Loop iterations unrolled so far (capped)
         self.loop_names: set[str] = set()          # stems of unrolled Loops' names
+        self.notes: list[str] = []                 # for the build summary
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
@@ -426,7 +428,8 @@ class Importer:
                           tensors=tensors, state=dict(state))
         except PluginHostError as exc:
             raise UnsupportedModelError(f"the imported graph is refused: {exc}") from None
-        return ImportedModel(graph, self.model, onnx_inputs, onnx_outputs, self.opset)
+        return ImportedModel(graph, self.model, onnx_inputs, onnx_outputs, self.opset,
+                             notes=self.notes)
 
     def _map(self, node, mappers, patterns, index: int) -> None:
         op = node.op_type
@@ -651,13 +654,19 @@ class Importer:
         if ttype is not None:
             declared = [None if is_run_time(d) else d.dim_value
                         for d in t.shape.dim] if t.HasField("shape") else None
-            if ttype.dtype != dtype or declared is not None and (
-                    len(declared) != len(ttype.shape) or any(
-                        type(g) is int and d is not None and g != d
-                        for g, d in zip(ttype.shape, declared))):
+            if ttype.dtype != dtype:
                 raise ModelFileError(f"graph {what} {vi.name!r} is declared {dtype} "
                                      f"{tuple(declared or ())} but computes to {ttype.dtype} "
                                      f"{tuple(ttype.shape)}")
+            if declared is not None and (len(declared) != len(ttype.shape) or any(
+                    type(g) is int and d is not None and g != d
+                    for g, d in zip(ttype.shape, declared))):
+                shown = tuple(d if d is not None else (dim.dim_param or "?")
+                              for d, dim in zip(declared, t.shape.dim))
+                self.notes.append(  # onnxruntime returns what the graph computes, as here
+                    f"graph {what} {vi.name!r} is declared {shown} but computes to "
+                    f"{tuple(ttype.shape)}: the ABI takes the computed shape, and the golden "
+                    f"cases check it against onnxruntime's")
             # an expression our shape rules built ("(64*batch)//64") is not a valid spec dim:
             # take the model's own name for it, else a fresh one
             params = [d.dim_param if t.HasField("shape") and DIM_NAME.fullmatch(d.dim_param)
@@ -708,7 +717,11 @@ class Importer:
                 g_name = new
             if g_name not in produced or g_name in names:  # an input, constant or duplicate
                 self.node = None
-                out = self.fresh(vi.name)
+                if g_name == wanted and g_name in self.tensors and g_name not in names:
+                    g_name = self._rename_constant(g_name)  # the output keeps the model's name
+                    out = wanted
+                else:
+                    out = self.fresh(vi.name)
                 self.nodes.append(Node(self.fresh_node(f"{out}.identity"), "identity", 1,
                                        (g_name,), (out,), {}))
                 self.types[out] = self.types[g_name]
@@ -716,6 +729,22 @@ class Importer:
             specs.append(self._spec(vi, g_name, layouts, "output", self.types[g_name]))
             names[g_name] = vi.name
         return specs, names
+
+    def _rename_constant(self, name: str) -> str:
+        """Give the constant ``name`` a fresh name (``<name>.value``) in the tensors and the
+        nodes reading it, freeing ``name`` for the graph output it is (a value folded at
+        import, an initializer listed as an output)."""
+        new = self.fresh(f"{name}.value")
+        array = self.tensors.pop(name)
+        self.tensors[new] = array
+        self.types[new] = self.types[name]
+        if self.const_names.get(id(array), (None,))[0] == name:
+            self.const_names[id(array)] = (new, array)
+        self.nodes = [n if name not in n.inputs else
+                      Node(n.name, n.op, n.version, tuple(new if t == name else t
+                                                          for t in n.inputs), n.outputs, n.attrs)
+                      for n in self.nodes]
+        return new
 
 
 def onnx_to_graph(model, *, name: str, layouts: Mapping[str, str] | None = None,

@@ -14,7 +14,8 @@ from plugin_host.onnx_import import build as onnx_build
 from plugin_host.onnx_import import build_onnx_artifact
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import assert_close, export, import_and_load, onnx, onnxruntime_outputs, torch
+from .conftest import (assert_close, check_against_onnxruntime, export, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
 
 
 class _Net(torch.nn.Module):
@@ -206,3 +207,25 @@ def test_a_target_backend_that_cannot_run_the_import_is_named_before_the_referen
                                f"int16 is not supported (choose the targets with --backend)")
     assert not (tmp_path / "m.pha").exists()
     build_onnx_artifact(model, tmp_path / "m.pha", backends=("numpy",))
+
+
+def test_an_output_declared_with_another_shape_takes_the_computed_one(tmp_path, signer):
+    """A converter that writes a graph output's shape wrong (a CRNN's (1, 'seqlen') for what
+    computes to (16, 1, 20)): onnxruntime returns the computed shape, so the ABI takes it and
+    the summary says so; a declared dtype that differs is still refused (test_bitwise)."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0, 2], name="t")], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, 16, 20])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, "seqlen"])])
+    model = tmp_path / "crnn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    said = []
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer, report=said.append)
+    assert loaded.graph.outputs[0].shape == (16, 1, 20)
+    assert said[0] == ("graph output 'y' is declared (1, 'seqlen') but computes to (16, 1, 20): "
+                       "the ABI takes the computed shape, and the golden cases check it "
+                       "against onnxruntime's")
+    rng = np.random.default_rng(6)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((1, 16, 20)).astype(np.float32)}])

@@ -11,7 +11,8 @@ import pytest
 
 from plugin_host.onnx_import import import_onnx
 
-from .conftest import EXPORTERS, check_against_onnxruntime, export, import_and_load, onnx, torch
+from .conftest import (EXPORTERS, check_against_onnxruntime, check_on_both_backends, export,
+                       import_and_load, onnx, torch)
 
 F = torch.nn.functional
 
@@ -261,6 +262,33 @@ def test_weights_in_constant_nodes(tmp_path, signer):
     assert {e.name: e.role for e in manifest.tensors}["b"] == "weight"
     check_against_onnxruntime(tmp_path / "c.onnx", loaded,
                               [{"x": rng.standard_normal((2, 4)).astype(np.float32)}])
+
+
+def test_outputs_folded_to_constants_keep_their_names(tmp_path, signer):
+    """A graph output that is a constant (an initializer listed as an output, such as a
+    detector's anchors, or a value folded at import) keeps the model's name in the ABI, also
+    where the constant is read by a node as well."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    anchors = rng.standard_normal((2, 3)).astype(np.float32)
+    nodes = [helper.make_node("Add", ["x", "anchors"], ["y"], name="offset"),
+             helper.make_node("Shape", ["x"], ["size"], name="size"),
+             helper.make_node("ReduceSum", ["size"], ["count"], name="count", keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", 1, [2, 3])],
+        [helper.make_tensor_value_info("y", 1, [2, 3]),
+         helper.make_tensor_value_info("anchors", 1, [2, 3]),
+         helper.make_tensor_value_info("size", 7, [2]),
+         helper.make_tensor_value_info("count", 7, [])],
+        [numpy_helper.from_array(anchors, "anchors")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "k.onnx")
+    _, loaded = import_and_load(tmp_path / "k.onnx", tmp_path / "k.pha", signer)
+    assert [s.name for s in loaded.graph.outputs] == ["y", "anchors", "size", "count"]
+    check_on_both_backends(tmp_path / "k.onnx", loaded,
+                           [{"x": rng.standard_normal((2, 3)).astype(np.float32)}])
 
 
 def test_scalar_values_stay_scalars(tmp_path, signer):
