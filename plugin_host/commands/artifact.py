@@ -65,6 +65,12 @@ def register(verbs) -> None:
                         "or INPUT_dAXIS for one without a name) to SIZE, as the device feeds "
                         "it (repeatable; golden cases and the latency budget draw a dim left "
                         "at run time at 1, or at its --golden-dim sizes)")
+    p.add_argument("--input-value", action="append", default=[],
+                   metavar="NAME=VALUE[,VALUE...]",
+                   help="with --onnx: fix graph input NAME to VALUE (one value fills it, else "
+                        "one per element), as the device always feeds it: the artifact has no "
+                        "such input, and what it decides (an If on a sample rate) is folded "
+                        "(repeatable)")
     p.add_argument("--golden-dim", action="append", default=[], metavar="NAME=SIZE[,SIZE...]",
                    help="with --onnx: draw the inputs' run-time dim NAME at these sizes in the "
                         "golden cases (case k takes the k-th, cycling; see --golden-cases) and "
@@ -295,12 +301,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.onnx is not None:
         from ..onnx_import.command import build_onnx
         return build_onnx(args, tolerance, _parse_expiry(args.expires), progress)
-    if args.state or args.layout or args.dim or args.golden_dim or args.allow_external_data \
-            or args.upcast_float16 or args.upcast_tolerance is not None \
+    if args.state or args.layout or args.dim or args.golden_dim or args.input_value \
+            or args.allow_external_data or args.upcast_float16 \
+            or args.upcast_tolerance is not None \
             or args.downcast_float64 or args.downcast_tolerance is not None:
-        raise UsageError("--state, --layout, --dim, --golden-dim, --allow-external-data, "
-                         "--upcast-float16, --upcast-tolerance, --downcast-float64 and "
-                         "--downcast-tolerance go with --onnx")
+        raise UsageError("--state, --layout, --dim, --golden-dim, --input-value, "
+                         "--allow-external-data, --upcast-float16, --upcast-tolerance, "
+                         "--downcast-float64 and --downcast-tolerance go with --onnx")
     pm = _plugin_manager()
     builders = model_builders(pm)
     if "demo" not in builders:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from .float_width import (DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE, 
                           float64_in_abi)
 from .float_width import downcast_float64 as downcast_float64_model
 from .float_width import upcast_float16 as upcast_float16_model
+from .fixed_inputs import describe, fix_inputs, with_inputs_hint
 from .free_dims import check_golden_dims, fix_dims, run_time_dims, with_dims_hint
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
@@ -46,12 +47,14 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
                 layouts: Mapping[str, str] | None = None, allow_external_data: bool = False,
                 limits: ReadLimits = DEFAULT_READ_LIMITS,
                 upcast_float16: bool = False, downcast_float64: bool = False,
-                dims: Mapping[str, int] | None = None) -> ImportedModel:
+                dims: Mapping[str, int] | None = None,
+                input_values: Mapping[str, Any] | None = None) -> ImportedModel:
     """Read and import ``path``: the Graph, its ABI names' ONNX names and the checked proto.
 
     ``state`` maps recurrent-state inputs to the outputs that feed them (``{"h": "h_next"}``);
     ``layouts`` overrides the layout guessed for an input or output (``{"img": "NCHW"}``);
-    ``dims`` fixes named run-time dims of the inputs (``{"h": 128}``, :mod:`.free_dims`).
+    ``dims`` fixes named run-time dims of the inputs (``{"h": 128}``, :mod:`.free_dims`);
+    ``input_values`` then fixes inputs to values (``{"sr": 16000}``, :mod:`.fixed_inputs`).
     A model with float16 anywhere is refused unless ``upcast_float16``; then it is rewritten
     to float32 (:mod:`.float_width`), checked again like a file, and imported with a float32 ABI
     (``float16_model`` of the result keeps the original). Likewise a model with float64 is
@@ -65,6 +68,7 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     """
     model = fix_dims(read_model(path, allow_external_data=allow_external_data, limits=limits),
                      dims or {}, where=str(path))
+    model = fix_inputs(model, input_values or {}, where=str(path))
     half, double = find_float16(model), find_float64(model)
     if half is not None and not upcast_float16:
         raise UnsupportedModelError(f"{path}: float16 in {half}: the backends compute in "
@@ -85,11 +89,14 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     try:
         imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
                                  state=state, limits=limits)
-    except UnsupportedModelError as exc:  # one about a run-time dim: point at --dim
+    except UnsupportedModelError as exc:  # point at --dim, or else at --input-value
         hinted = with_dims_hint(exc, upgraded)
+        if hinted is exc:
+            hinted = with_inputs_hint(exc, upgraded)
         if hinted is exc:
             raise
         raise hinted from None
+    imported.notes[:0] = describe(input_values or {}, model)
     wide = next((n for n, t in imported.graph.types.items() if t.dtype == "float64"), None)
     if wide is not None and not downcast_float64:  # float64 that did not fold away
         place = float64_computed(model) or "the model"
@@ -123,6 +130,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         downcast_float64: bool = False,
                         downcast_tolerance: tuple[float, float] = DEFAULT_DOWNCAST_TOLERANCE,
                         dims: Mapping[str, int] | None = None,
+                        input_values: Mapping[str, Any] | None = None,
                         golden_dims: Mapping[str, Sequence[int]] | None = None,
                         report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
@@ -147,7 +155,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     upcast gives is compared with it again for the downcast alone.
     ``report`` (and progress) is also told when the model's opset was upgraded, and of each
     input dim beyond the first that stays symbolic (``dims`` fixes them, see
-    :func:`import_onnx`). ``golden_dims`` maps such a dim to the sizes the golden cases take
+    :func:`import_onnx`), and of each input ``input_values`` fixes. ``golden_dims`` maps such a dim to the sizes the golden cases take
     (``{"h": (64, 128)}``: case k the k-th, cycling; 1 for a dim not named), keeping it
     symbolic in the ABI; the latency budget is measured on those cases.
     """
@@ -162,7 +170,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     imported = import_onnx(path, name=name, state=state, layouts=layouts,
                            allow_external_data=allow_external_data, limits=limits,
                            upcast_float16=upcast_float16, downcast_float64=downcast_float64,
-                           dims=dims)
+                           dims=dims, input_values=input_values)
     graph = imported.graph
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager

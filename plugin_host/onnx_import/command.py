@@ -8,6 +8,7 @@ import math
 from ..errors import ModelFileError, UsageError
 from .build import build_onnx_artifact
 from .float_width import DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE
+from .fixed_inputs import parse_input_values
 from .free_dims import parse_dims, parse_golden_dims
 from .reader import EXTERNAL_DATA_OPTION
 
@@ -74,6 +75,8 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
             upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
             downcast_float64=args.downcast_float64, downcast_tolerance=downcast_tolerance,
             dims=parse_dims(parse_pairs(args.dim, "--dim", "NAME=SIZE, e.g. h=128")),
+            input_values=parse_input_values(parse_pairs(
+                args.input_value, "--input-value", "NAME=VALUE[,VALUE...], e.g. sr=16000")),
             golden_dims=parse_golden_dims(parse_pairs(args.golden_dim, "--golden-dim",
                                                       "NAME=SIZE[,SIZE...], e.g. h=64,128")),
             report=notes.append)

@@ -147,6 +147,15 @@ def named_dims(model) -> set[str]:
     return {name for _, name in _input_dims(model)}
 
 
+def bare_message(error: UnsupportedModelError) -> str:
+    """``error``'s message without the ``node 'n' (Op):`` it starts with, so that a hint can
+    be added before the error is raised again naming the same node."""
+    text = str(error)
+    prefix = f"node {error.node!r} ({error.op}): " if error.node is not None else (
+        f"{error.op}: " if error.op else "")
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
 def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError:
     """``error`` with a pointer to ``--dim`` when it is about a shape that holds one of the
     inputs' named run-time dims (an index into a tensor of run-time batch, a shape computed
@@ -156,9 +165,7 @@ def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError
     named = sorted(d for d in named_dims(model) if f"'{d}'" in text)
     if not named:
         return error
-    prefix = f"node {error.node!r} ({error.op}): " if error.node is not None else (
-        f"{error.op}: " if error.op else "")
-    message = text[len(prefix):] if text.startswith(prefix) else text
+    message = bare_message(error)
     fix = " ".join(f"--dim {d}=SIZE" for d in named)
     return UnsupportedModelError(
         f"{message}; {', '.join(map(repr, named))} {'is a' if len(named) == 1 else 'are'} "
