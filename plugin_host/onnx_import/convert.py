@@ -174,6 +174,7 @@ class Importer:
         self.loop_iterations = 0                   # Loop iterations unrolled so far (capped)
         self.loop_names: set[str] = set()          # stems of unrolled Loops' names
         self.notes: list[str] = []                 # for the build summary
+        self.input_dims: set[str] = set()          # the graph inputs' run-time dims
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
@@ -395,6 +396,7 @@ class Importer:
             self.types[g_name] = TensorType(spec.shape, spec.dtype)
             specs.append(spec)
             onnx_inputs[g_name] = vi.name
+        self.input_dims = {d for spec in specs for d in spec.shape if type(d) is not int}
         for i, node in enumerate(g.node):  # constant subgraphs first: patterns look ahead
             if node.op_type == "Constant" or (node.op_type in FOLDERS and node.input and all(
                     t == "" or t in self.consts for t in node.input)):
@@ -660,7 +662,9 @@ class Importer:
                                      f"{tuple(ttype.shape)}")
             if declared is not None and (len(declared) != len(ttype.shape) or any(
                     type(g) is int and d is not None and g != d
-                    for g, d in zip(ttype.shape, declared))):
+                    for g, d in zip(ttype.shape, declared)) or any(
+                    dim.dim_param in self.input_dims and not dim_math.known_equal(
+                        g, dim.dim_param) for g, dim in zip(ttype.shape, t.shape.dim))):
                 shown = tuple(d if d is not None else (dim.dim_param or "?")
                               for d, dim in zip(declared, t.shape.dim))
                 self.notes.append(  # onnxruntime returns what the graph computes, as here
@@ -668,9 +672,10 @@ class Importer:
                     f"{tuple(ttype.shape)}: the ABI takes the computed shape, and the golden "
                     f"cases check it against onnxruntime's")
             # an expression our shape rules built ("(64*batch)//64") is not a valid spec dim:
-            # take the model's own name for it, else a fresh one
+            # take the model's own name for it, else a fresh one (not an input's dim, which
+            # is another size: a pool's output declared with its input's "h")
             params = [d.dim_param if t.HasField("shape") and DIM_NAME.fullmatch(d.dim_param)
-                      else None for d in t.shape.dim]
+                      and d.dim_param not in self.input_dims else None for d in t.shape.dim]
             stem = re.sub(r"\W", "_", abi_name)
             shape = tuple(g if type(g) is int or DIM_NAME.fullmatch(g) else
                           (params[j] if j < len(params) and params[j] else f"{stem}_d{j}")

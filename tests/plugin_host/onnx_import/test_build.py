@@ -229,3 +229,26 @@ def test_an_output_declared_with_another_shape_takes_the_computed_one(tmp_path, 
     rng = np.random.default_rng(6)
     check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((1, 16, 20)).astype(np.float32)}])
+
+
+def test_an_output_declared_with_an_input_dim_it_does_not_have_gets_a_name_of_its_own(
+        tmp_path, signer):
+    """An output declared with an input's run-time dim ('t') that it does not have (a pool
+    halves it): ONNX means one name to be one size, so the ABI names the output's dim afresh
+    instead of binding it to the input's, and the summary says what was declared."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    graph = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], strides=[2], name="p")],
+        "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, "t"])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, 3, "t"])])
+    model = tmp_path / "pool.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    said = []
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer, report=said.append,
+                                golden_dims={"t": [4, 7]})
+    assert loaded.graph.outputs[0].shape == (1, 3, "y_d2")
+    assert any(line.startswith("graph output 'y' is declared (1, 3, 't') but computes to "
+                               "(1, 3, ") for line in said), said
+    rng = np.random.default_rng(9)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((1, 3, t)).astype(np.float32)} for t in (2, 9)])
