@@ -27,17 +27,24 @@ def _pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dilations) -> 
                               f"dilations {dilations}: one value >= 1 per spatial dim needed")
     out = []
     for i in range(spatial):
-        size = shape[2 + i]
-        if type(size) is not int and strides[i] != 1:
-            raise imp.unsupported(f"auto_pad={auto} with stride {strides[i]} needs a static "
-                                  f"spatial size (the padding depends on it), got {shape}")
-        if type(size) is not int:  # stride 1: (k - 1) * dilation, whatever the size
-            need = (kernel[i] - 1) * dilations[i]
-        else:
-            need = max((-(-size // strides[i]) - 1) * strides[i] + (kernel[i] - 1) *
-                       dilations[i] + 1 - size, 0)
-        small, big = need // 2, need - need // 2
-        out.append([small, big] if auto == "SAME_UPPER" else [big, small])
+        size, stride, span = shape[2 + i], strides[i], (kernel[i] - 1) * dilations[i] + 1
+        if type(size) is int:
+            need = max((-(-size // stride) - 1) * stride + span - size, 0)
+            small, big = need // 2, need - need // 2
+            out.append([small, big] if auto == "SAME_UPPER" else [big, small])
+            continue
+        # a run-time size: the total pad depends on the size mod the stride, from span - stride
+        # to span - 1; where the pad before is the same for every size, pad span - 1 in all
+        # (the output is then ceil(size / stride), and no window reaches the extra pad after)
+        before = {need // 2 if auto == "SAME_UPPER" else need - need // 2
+                  for need in (max(span - stride + r, 0) for r in range(stride))}
+        if len(before) > 1:
+            raise imp.unsupported(f"auto_pad={auto} with kernel {kernel[i]}, stride {stride} "
+                                  f"and dilation {dilations[i]} pads {sorted(before)} before, "
+                                  f"by the size mod the stride, which needs a static spatial "
+                                  f"size, got {shape}")
+        [b] = before
+        out.append([b, span - 1 - b])
     return out
 
 

@@ -67,8 +67,9 @@ def _global_lp(imp, node, attrs):
 def _pool(imp, node, attrs):
     """``max_pool`` / ``avg_pool`` over the 1, 2 or 3 spatial axes (torch's pool1d/2d/3d, and
     adaptive pooling to a size dividing the input as the legacy exporter writes it); MaxPool's
-    Indices, where read, by :func:`_pool_indices`."""
-    _only(imp, attrs, {"auto_pad": "NOTSET", "kernel_shape": ..., "strides": ..., "pads": ...,
+    Indices, where read, by :func:`_pool_indices`. ``auto_pad`` (keras2onnx and tf2onnx write
+    SAME_UPPER) gives explicit pads as for Conv (:func:`.layers._pads`)."""
+    _only(imp, attrs, {"auto_pad": ..., "kernel_shape": ..., "strides": ..., "pads": ...,
                        "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
                        "storage_order": 0})
     indices = node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and (
@@ -77,8 +78,15 @@ def _pool(imp, node, attrs):
         _one_output(imp, node)
     kernel = attrs["kernel_shape"]
     spatial = len(kernel)
-    pads = _pads(imp, attrs, spatial, None, kernel, None, None)
-    common = {"kernel_size": kernel, "stride": attrs.get("strides", [1] * spatial),
+    strides = attrs.get("strides", [1] * spatial)
+    if attrs.get("auto_pad", "NOTSET").startswith("SAME") and any(
+            d != 1 for d in attrs.get("dilations", [])):
+        raise imp.unsupported(f"auto_pad={attrs['auto_pad']} with dilations "
+                              f"{attrs['dilations']}: onnxruntime pads a dilated pool by its "
+                              f"undilated kernel, ONNX by the dilated one; give explicit pads")
+    pads = _pads(imp, attrs, spatial, imp.type_of(node.input[0]).shape, kernel, strides,
+                 attrs.get("dilations", [1] * spatial))
+    common = {"kernel_size": kernel, "stride": strides,
               "padding": pads, "ceil_mode": bool(attrs.get("ceil_mode", 0))}
     if node.op_type == "MaxPool":
         op, extra = "max_pool", {"dilation": attrs.get("dilations", [1] * spatial)}

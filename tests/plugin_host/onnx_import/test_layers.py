@@ -287,10 +287,13 @@ def test_same_padding_over_a_run_time_length(dynamo, tmp_path, signer):
 
 
 @pytest.mark.parametrize("auto, stride, pads", [
-    ("SAME_UPPER", 1, ((1, 2),)), ("SAME_LOWER", 1, ((2, 1),)), ("SAME_UPPER", 2, None)])
+    ("SAME_UPPER", 1, ((1, 2),)), ("SAME_LOWER", 1, ((2, 1),)), ("SAME_UPPER", 2, ((1, 2),)),
+    ("SAME_LOWER", 2, None)])
 def test_auto_pad_over_a_run_time_length(auto, stride, pads, tmp_path, signer):
-    """An even kernel (4) pads one more after (SAME_UPPER) or before (SAME_LOWER); at stride 2
-    the padding depends on the length, so a run-time one is refused naming the node."""
+    """An even kernel (4) pads one more after (SAME_UPPER) or before (SAME_LOWER). At stride 2
+    the total pad is 2 or 3 by the length's parity: SAME_UPPER pads 1 before either way, so
+    it pads (1, 2), which no window reads past; SAME_LOWER pads 1 or 2 before, so a run-time
+    length is refused naming the node."""
     helper, tp = onnx.helper, onnx.TensorProto
     w = onnx.numpy_helper.from_array(np.random.default_rng(1).standard_normal(
         (3, 2, 4)).astype(np.float32), "w")
@@ -303,9 +306,10 @@ def test_auto_pad_over_a_run_time_length(auto, stride, pads, tmp_path, signer):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     if pads is None:
         assert_refused(path, UnsupportedModelError, "node 'conv' (Conv)",
-                       f"auto_pad={auto} with stride 2 needs a static spatial size")
+                       f"auto_pad={auto} with kernel 4, stride 2 and dilation 1 pads [1, 2] "
+                       f"before, by the size mod the stride, which needs a static spatial size")
         return
     _, loaded = import_and_load(path, tmp_path / "c.pha", signer)
     assert loaded.graph.nodes[0].attrs["padding"] == pads
     check_on_both_backends(path, loaded, [{"x": np.random.default_rng(t).standard_normal(
-        (1, 2, t)).astype(np.float32)} for t in (1, 4, 9)])
+        (1, 2, t)).astype(np.float32)} for t in (1, 4, 9, 10)])
