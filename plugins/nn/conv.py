@@ -15,7 +15,10 @@ im2col matrix ``(positions, taps * channels + 1)`` is gathered from it through o
 one float32 BLAS GEMM against the weight prepared as ``(taps * channels + 1, out)`` produces the
 output directly in channels-last memory. ``make_conv`` prepares the weight once and keeps the
 padded and im2col buffers between calls (per thread, per input shape), so a repeated call
-allocates only its output.
+allocates only its output. A depthwise conv (one channel per group, 16 channels or more:
+MobileNet's and EfficientNet's) skips the im2col, which for it is a batch of matrix-vector
+products, and adds up each tap's window of the padded input times that tap's weights, 2-4.5x
+faster (:func:`_depthwise`).
 
 Output memory layout: results have the logical ``(N, C_out, *spatial)`` shape, but their
 memory is channels-last (a transposed view of an ``(N, *spatial, C_out)`` array), like a
@@ -73,6 +76,9 @@ Pads = tuple[tuple[int, int], ...]
 _GEMM_TRANSPOSE_MAX_C = 64
 _GEMM_TRANSPOSE_MIN_ELEMENTS = 32768
 _CACHE_SHAPES = 4  # input shapes whose work buffers one prepared conv keeps per thread
+# Channels from which a depthwise conv runs tap by tap (:func:`_depthwise`): with fewer, each
+# tap's window has too short a contiguous run for numpy's loops, and im2col is faster.
+_DEPTHWISE_MIN_CHANNELS = 16
 
 
 @functools.lru_cache(maxsize=32)
@@ -208,7 +214,7 @@ class _ConvPlan:
 
     __slots__ = ("out_shape", "pixels", "interior", "padded", "padded_view", "cols",
                  "cols_taps", "cols_gemm", "scratch", "shape", "kg", "has_bias", "groups",
-                 "taps_shape")
+                 "taps_shape", "tap_slices", "product")
 
     def __init__(self, x_shape: tuple[int, ...], out_sp: tuple[int, ...],
                  pads: Pads, groups: int, kg: int, has_bias: bool,
@@ -224,6 +230,8 @@ class _ConvPlan:
         self.scratch: np.ndarray | None = None
         self.shape = lead + (groups, kg + has_bias)
         self.kg, self.has_bias, self.groups, self.taps_shape = kg, has_bias, groups, taps_shape
+        self.tap_slices: list | None = None  # a depthwise conv's window of each tap
+        self.product: np.ndarray | None = None  # and its buffer for one tap's products
 
     def bind(self) -> None:
         """Point ``cols``, ``cols_taps`` and ``cols_gemm`` at the scratch; write the ones."""
@@ -290,6 +298,11 @@ def make_conv(weight: np.ndarray, bias: np.ndarray | None, *, stride: Sequence[i
     pointwise = groups == 1 and all(k == 1 for k in kernel) and all(s == 1 for s in strides) \
         and all(p == (0, 0) for p in pads)
     w_point = wm[0, :kg]
+    # a depthwise conv (torch's groups=C, one output per channel): (taps, C) weights, one
+    # multiply-add per tap over the channels-last input
+    depthwise = cg == 1 and og == 1 and groups >= _DEPTHWISE_MIN_CHANNELS
+    w_taps = np.ascontiguousarray(weight.reshape(groups, -1).T)
+    kernel_taps = list(itertools.product(*(range(k) for k in kernel)))
     b_vec = None if bias is None else np.array(bias, dtype=np.float32)
     taps_shape = tuple(kernel) + (cg,)
     padded = any(p != (0, 0) for p in pads)
@@ -334,8 +347,13 @@ def make_conv(weight: np.ndarray, bias: np.ndarray | None, *, stride: Sequence[i
                 p.padded_view = _im2col_view(p.padded, p.out_shape[1:-1], kernel, strides, dil,
                                              groups, cg)
             _to_channels_last(p.padded[p.interior], x, xh)
+            if depthwise:
+                return _depthwise(p, p.padded, w_taps, b_vec, kernel_taps, strides, dil,
+                                  to_first)
             view = p.padded_view
         else:  # channels-last already and nothing to pad: gather straight from the input
+            if depthwise:
+                return _depthwise(p, xh, w_taps, b_vec, kernel_taps, strides, dil, to_first)
             view = _im2col_view(xh, p.out_shape[1:-1], kernel, strides, dil, groups, cg)
         p.bind()
         np.copyto(p.cols_taps, view)
@@ -349,6 +367,35 @@ def make_conv(weight: np.ndarray, bias: np.ndarray | None, *, stride: Sequence[i
     run.__doc__ = f"Prepared {where}: weight {shape_str(wshape)}, stride {list(strides)}, " \
                   f"padding {[list(p) for p in pads]}, dilation {list(dil)}, groups {groups}."
     return run
+
+
+def _depthwise(p: _ConvPlan, src: np.ndarray, w_taps: np.ndarray, bias: np.ndarray | None,
+               taps: list, strides: Sequence[int], dil: Sequence[int],
+               to_first: tuple[int, ...]) -> np.ndarray:
+    """A depthwise conv from channels-last ``src`` (N, *S, C), padded: each tap's window of
+    the input times its (C,) weights, added up in the channels-last output.
+
+    The im2col path makes it a batch of C matrix-vector products; this is 2-4.5x faster on
+    MobileNet's and EfficientNet's depthwise layers (3x3 and 5x5, 16 to 576 channels, 7x7 to
+    112x112 maps; measured one conv at a time), and on par from 64 channels of a 4x4 map. With
+    fewer than :data:`_DEPTHWISE_MIN_CHANNELS` channels, or a channel multiplier, it is slower,
+    and those keep the im2col path."""
+    if p.tap_slices is None:
+        p.tap_slices = [(slice(None),) + tuple(
+            slice(o * d, o * d + s * (n - 1) + 1, s)
+            for o, d, s, n in zip(offsets, dil, strides, p.out_shape[1:-1])) + (slice(None),)
+            for offsets in taps]
+        p.product = np.empty(p.out_shape, np.float32)
+    y, product = np.empty(p.out_shape, np.float32), p.product
+    for t, window in enumerate(p.tap_slices):
+        if t == 0:
+            np.multiply(src[window], w_taps[0], out=y)
+        else:
+            np.multiply(src[window], w_taps[t], out=product)
+            y += product
+    if bias is not None:
+        y += bias
+    return y.transpose(to_first)
 
 
 def _im2col_view(src: np.ndarray, out_sp: tuple[int, ...], kernel: Sequence[int],

@@ -133,6 +133,39 @@ def test_grouped_and_depthwise(rng):
         np.testing.assert_allclose(layer(x), ref, **TOL)
 
 
+@pytest.mark.parametrize("channels, kernel, stride, padding, dilation", [
+    (16, (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1)),    # MobileNet's strided depthwise layer
+    (32, (5, 5), (1, 1), ((2, 2), (2, 2)), (1, 1)),    # EfficientNet's 5x5
+    (24, (3, 3), (1, 2), ((0, 1), (2, 0)), (2, 1)),    # uneven pads, dilation, two strides
+    (20, (3,), (1,), ((0, 0),), (1,)),                 # 1-D, unpadded: read from the input
+    (16, (3, 3, 3), (1, 1, 1), ((1, 1),) * 3, (1, 1, 1))])
+def test_depthwise_runs_tap_by_tap_as_torch(channels, kernel, stride, padding, dilation, rng):
+    """A depthwise conv of 16 channels or more multiplies and adds each tap's window in turn
+    (conv.py's _depthwise): against torch, over inputs of either memory layout, repeated and
+    at two shapes (its plan and buffer are kept per shape), earlier outputs left alone."""
+    w = rng.standard_normal((channels, 1, *kernel), dtype=np.float32)
+    b = rng.standard_normal(channels, dtype=np.float32)
+    run = fn.make_conv(w, b, stride=stride, padding=padding, dilation=dilation, groups=channels)
+    f = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(kernel)]
+    pad = [p for pair in reversed(padding) for p in pair]
+    outs = []
+    for shape in ((2, channels, *[9] * len(kernel)), (1, channels, *[6] * len(kernel))) * 2:
+        x = rng.standard_normal(shape, dtype=np.float32)
+        last = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+        ref = f(F.pad(t(x), pad), t(w), t(b), stride=stride, dilation=dilation,
+                groups=channels).numpy()
+        for given in (x, np.moveaxis(last, -1, 1)):
+            y = run(given)
+            np.testing.assert_allclose(y, ref, **TOL)
+            outs.append((y, ref))
+    for y, ref in outs:
+        np.testing.assert_allclose(y, ref, **TOL)
+    without = fn.make_conv(w, None, stride=stride, padding=padding, dilation=dilation,
+                           groups=channels)
+    ref = f(F.pad(t(x), pad), t(w), None, stride=stride, dilation=dilation, groups=channels)
+    np.testing.assert_allclose(without(x), ref.numpy(), **TOL)
+
+
 def test_no_bias_and_pointwise(rng):
     layer = nn.Conv2d(8, 5, 1, bias=False)
     assert layer.bias is None and layer.abi_tensors() == {"weight": layer.weight, "bias": None}
