@@ -17,6 +17,7 @@ budget covers the slowest.
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 from ..errors import UnsupportedModelError, UsageError
@@ -158,11 +159,13 @@ def bare_message(error: UnsupportedModelError) -> str:
 
 def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError:
     """``error`` with a pointer to ``--dim`` when it is about a shape that holds one of the
-    inputs' named run-time dims (an index into a tensor of run-time batch, a shape computed
-    from it): fixed at build, those dims make such shapes constants. ``error`` itself when
-    it names none of them."""
+    inputs' named run-time dims, alone or in a dim computed from it (``'M1-2'``): an index
+    into a tensor of run-time batch, a shape computed from it. Fixed at build, those dims make
+    such shapes constants. ``error`` itself when it names none of them."""
     text = str(error)
-    named = sorted(d for d in named_dims(model) if f"'{d}'" in text)
+    quoted = {name for token in re.findall(r"'([^']*)'", text)
+              for name in re.findall(r"[A-Za-z_]\w*", token)}  # 'h' and 'h-2' name h
+    named = sorted(d for d in named_dims(model) if d in quoted)
     if not named:
         return error
     message = bare_message(error)

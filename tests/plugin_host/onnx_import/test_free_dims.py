@@ -122,6 +122,29 @@ def test_a_refusal_about_a_run_time_dim_points_at_dim(tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds((3, 6)))
 
 
+def test_a_refusal_about_a_dim_computed_from_a_run_time_one_points_at_it(tmp_path, signer):
+    """The refused shape holds 't-2' (a conv without padding), not 't' itself."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    w = onnx.numpy_helper.from_array(np.ones((3, 2, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+         helper.make_node("MaxPool", ["c"], ["y"], name="pool", auto_pad="SAME_LOWER",
+                          kernel_shape=[4], strides=[2])], "g",
+        [helper.make_tensor_value_info("x", tp.FLOAT, [1, 2, "t"])],
+        [helper.make_tensor_value_info("y", tp.FLOAT, [1, 3, "u"])], [w])
+    model = tmp_path / "p.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    with pytest.raises(UnsupportedModelError) as info:
+        build_onnx_artifact(model, tmp_path / "no.pha")
+    assert "got (1, 3, 't-2')" in str(info.value)
+    assert str(info.value).endswith("; 't' is a run-time dim of the inputs: --dim t=SIZE (dims= "
+                                    "in the Python API) fixes it to the size the device feeds, "
+                                    "and what is computed from it becomes constant")
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer, dims={"t": 9})
+    check_against_onnxruntime(model, loaded, [
+        {"x": np.random.default_rng(2).standard_normal((1, 2, 9)).astype(np.float32)}])
+
+
 def test_a_refusal_about_anything_else_has_no_dim_hint(tmp_path):
     helper = onnx.helper
     graph = helper.make_graph(
