@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from abi import dtypes
+from abi.ops import dims as dim_math
 
 from .einsum import einsum
 from .fold import one_value
@@ -196,8 +197,25 @@ def _mod(imp, node, attrs):
 
 @maps("Where")
 def _where(imp, node, attrs):
+    """``where``; a constant condition that picks one side everywhere (a switch fixed at
+    build with ``--input-value``) is that side, where the others broadcast into its shape."""
     _only(imp, attrs, {})
+    cond, a, b = node.input[:3]
+    picks = imp.const(cond, "condition") if imp.is_const(cond) else None
+    side = None if picks is None or not picks.size else (
+        a if picks.all() else b if not picks.any() else None)
+    if side is not None and not imp.is_const(side):
+        shape = imp.type_of(side).shape
+        if all(_broadcasts_into(imp.type_of(n).shape, shape) for n in (cond, a, b)):
+            imp.alias(node.output[0], imp.tensor(side))
+            return
     imp.emit("where", [imp.tensor(n) for n in node.input[:3]], [node.output[0]])
+
+
+def _broadcasts_into(small, big) -> bool:
+    """Whether ``small`` broadcasts to ``big`` leaving it as it is."""
+    return len(small) <= len(big) and all(
+        s == 1 or dim_math.known_equal(s, d) for s, d in zip(reversed(small), reversed(big)))
 
 
 @maps("PRelu")

@@ -61,7 +61,8 @@ def test_a_fixed_input_folds_what_it_decides(rate, on, factor, tmp_path, signer)
     _, loaded = import_and_load(model, tmp_path / "b.pha", signer,
                                 input_values={"sr": rate, "on": [on]}, report=said.append)
     assert [s.name for s in loaded.graph.inputs] == ["x"]
-    assert "equal" not in {n.op for n in loaded.graph.nodes}  # the If is its branch
+    assert not {"equal", "where"} & {n.op for n in loaded.graph.nodes}  # folded: the If is
+    # its branch, the switch its side
     assert said[0] == (f"input 'sr' fixed at build to {int(rate)} (--input-value): the artifact "
                        f"has no such input, and what it decides is folded at import")
     x = np.random.default_rng(7).standard_normal((1, 4)).astype(np.float32)
@@ -141,3 +142,26 @@ def test_cli_input_value(tmp_path, capsys):
                        (["--demo", "--input-value", "sr=1"], "go with --onnx")):
         assert main(["build", *argv, "--out", str(tmp_path / "c.pha")]) != 0
         assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cond, x_shape, folded", [
+    ([[True, True, True]], (2, 3), True), ([[False] * 3], (2, 3), True),
+    ([[True, False, True]], (2, 3), False),   # mixed: picked element by element
+    ([[True] * 3] * 2, (3,), False)])         # the condition widens x: not x itself
+def test_a_constant_condition_that_picks_one_side_is_that_side(cond, x_shape, folded, tmp_path,
+                                                               signer):
+    helper, tp = onnx.helper, onnx.TensorProto
+    graph = helper.make_graph(
+        [helper.make_node("Where", ["c", "x", "z"], ["y"], name="pick")], "g",
+        [helper.make_tensor_value_info("x", tp.FLOAT, list(x_shape)),
+         helper.make_tensor_value_info("z", tp.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", tp.FLOAT, ["a", "b"])],
+        [onnx.numpy_helper.from_array(np.array(cond), "c")])
+    model = tmp_path / "w.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    _, loaded = import_and_load(model, tmp_path / "w.pha", signer)
+    assert ("where" in {n.op for n in loaded.graph.nodes}) is not folded
+    rng = np.random.default_rng(3)
+    feed = {n: rng.standard_normal(x_shape).astype(np.float32) for n in ("x", "z")}
+    got = Executor(loaded.graph, NumpyBackend()).run(feed)
+    assert_close(loaded, "y", got["y"], onnxruntime_outputs(model, feed)["y"])
