@@ -44,6 +44,13 @@ QDQ_HINT = ("an operator-oriented quantized op; quantize in QDQ format instead: 
             "onnxruntime.quantization.quantize_static with quant_format=QuantFormat.QDQ, "
             "which imports as float32 fake quantization")
 
+#: What to do instead of com.microsoft's DynamicQuantizeLSTM, which onnxruntime's
+#: ``quantize_dynamic`` writes for every LSTM by default.
+LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden state at every "
+             "step, which the float32 backends do not reproduce; quantize_dynamic with "
+             "op_types_to_quantize=['MatMul'] leaves the LSTM in float32, and the rest "
+             "imports")
+
 #: Operator-oriented quantized ops: integer kernels whose rounding the float32 backends do not
 #: reproduce (default domain, and com.microsoft's, which the reader refuses with this hint).
 OPERATOR_ORIENTED = frozenset({

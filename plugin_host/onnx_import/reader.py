@@ -134,8 +134,10 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
 
 def _quantized_hint(node) -> str:
     """For com.microsoft's operator-oriented quantized ops (QLinearAdd ...): what to do."""
-    from .quantize import OPERATOR_ORIENTED, QDQ_HINT
+    from .quantize import LSTM_HINT, OPERATOR_ORIENTED, QDQ_HINT
 
+    if node.op_type == "DynamicQuantizeLSTM":
+        return f" ({LSTM_HINT})"
     return f" ({QDQ_HINT})" if node.op_type in OPERATOR_ORIENTED else ""
 
 
