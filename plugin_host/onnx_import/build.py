@@ -153,11 +153,12 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     rounded), measured against ``downcast_tolerance``; with both, the float16 original (which
     has the float64 too) is compared with the float32 model, and the float64 model that the
     upcast gives is compared with it again for the downcast alone.
-    ``report`` (and progress) is also told when the model's opset was upgraded, and of each
-    input dim beyond the first that stays symbolic (``dims`` fixes them, see
-    :func:`import_onnx`), and of each input ``input_values`` fixes. ``golden_dims`` maps such a dim to the sizes the golden cases take
-    (``{"h": (64, 128)}``: case k the k-th, cycling; 1 for a dim not named), keeping it
-    symbolic in the ABI; the latency budget is measured on those cases.
+    ``report`` (and progress) is also told of each input ``input_values`` fixes (see
+    :func:`import_onnx`), of a graph output declared with another shape than it computes,
+    when the model's opset was upgraded, and of each input dim beyond the first that stays
+    symbolic (``dims`` fixes them). ``golden_dims`` maps such a dim to the sizes the golden
+    cases take (``{"h": (64, 128)}``: case k the k-th, cycling; 1 for a dim not named),
+    keeping it symbolic in the ABI; the latency budget is measured on those cases.
     """
     say = progress or (lambda message: None)
 

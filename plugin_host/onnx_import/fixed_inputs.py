@@ -167,6 +167,6 @@ def with_inputs_hint(error: UnsupportedModelError, model) -> UnsupportedModelErr
         return error
     listed = ", ".join(f"--input-value {n}=VALUE" for n in names)
     return UnsupportedModelError(
-        f"{bare_message(error)}; if it is computed from an input the device always feeds the same value, "
-        f"{listed} (input_values= in the Python API) fixes it at build, and what it decides "
-        f"is folded", node=error.node, op=error.op)
+        f"{bare_message(error)}; if it is computed from an input the device always feeds "
+        f"the same value, {listed} (input_values= in the Python API) fixes it at build, and "
+        f"what it decides is folded", node=error.node, op=error.op)

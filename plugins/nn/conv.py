@@ -30,11 +30,12 @@ Why this layout (measured on the project's 2-core machine, benchmark conv shapes
 channels-last im2col has contiguous ``kernel_w * C`` runs, so the gather is 1.5-5x faster
 than the channels-first one (whose inner reads are strided by the conv stride), and the tall
 ``(positions, K) @ (K, out)`` GEMM is up to 30 % faster in OpenBLAS than ``(out, K) @ (K,
-positions)`` on the early, wide layers (on par on the late ones). Tried and dropped: channels-first im2col with either GEMM orientation; per-tap
-GEMM accumulation (numpy's matmul has no ``beta``, so every tap costs an extra pass over the
-output, and ``K = C`` GEMMs are slow for few channels); splitting the gather over two Python
-threads (the hand-off costs more than it saves while BLAS's own threads spin); two concurrent
-half-size GEMMs (OpenBLAS serializes them).
+positions)`` on the early, wide layers (on par on the late ones). Tried and dropped:
+channels-first im2col with either GEMM orientation; per-tap GEMM accumulation (numpy's matmul
+has no ``beta``, so every tap costs an extra pass over the output, and ``K = C`` GEMMs are
+slow for few channels); splitting the gather over two Python threads (the hand-off costs more
+than it saves while BLAS's own threads spin); two concurrent half-size GEMMs (OpenBLAS
+serializes them).
 
 Within the whole benchmark model (whose 17 MB of linear and LSTM weights stream through the
 caches every step) the im2col matrices of all convs share one per-thread scratch buffer
