@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from abi.ops.dims import TO_THE_END
+
 from .ops import _one_output, _only, _opt, _scalar, maps
 
 
@@ -70,23 +72,72 @@ def _conv(imp, node, attrs):
 
 @maps("ConvTranspose")
 def _conv_transpose(imp, node, attrs):
-    _only(imp, attrs, {"auto_pad": "NOTSET", "dilations": ..., "group": ..., "kernel_shape": ...,
-                       "pads": ..., "strides": ..., "output_padding": ...})
+    """``conv_transpose``, which pads both sides alike: pads that differ (tf2onnx's and
+    keras2onnx's ``padding="same"``, written as such pads, as ``auto_pad`` or as an
+    ``output_shape``) are the smaller pad on both sides and a ``slice`` of the extra off."""
+    _only(imp, attrs, {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
+                       "pads": ..., "strides": ..., "output_padding": ..., "output_shape": ...})
     x, w = node.input[0], node.input[1]
     wshape = imp.type_of(w).shape
     spatial = len(wshape) - 2
     if list(attrs.get("kernel_shape", wshape[2:])) != list(wshape[2:]):
         raise imp.unsupported(f"kernel_shape {attrs['kernel_shape']} differs from the weight's "
                               f"{wshape[2:]}")
-    pads = attrs.get("pads", [0] * (2 * spatial))
-    if pads[:spatial] != pads[spatial:]:
-        raise imp.unsupported(f"asymmetric pads {pads} (conv_transpose pads both sides equally)")
+    strides = attrs.get("strides", [1] * spatial)
+    dilations = attrs.get("dilations", [1] * spatial)
+    extra = attrs.get("output_padding", [0] * spatial)
+    pairs = _transpose_pads(imp, attrs, spatial, imp.type_of(x).shape, list(wshape[2:]),
+                            strides, dilations, extra)
+    common = [min(pair) for pair in pairs]
+    cut = [a for a, pair in enumerate(pairs) if pair[0] != pair[1]]
     bias = _opt(node, 2)
-    imp.emit("conv_transpose", [imp.tensor(x), imp.tensor(w), bias and imp.tensor(bias)],
-             [node.output[0]],
-             {"stride": attrs.get("strides", [1] * spatial), "padding": pads[:spatial],
-              "output_padding": attrs.get("output_padding", [0] * spatial),
-              "dilation": attrs.get("dilations", [1] * spatial), "groups": attrs.get("group", 1)})
+    [y] = imp.emit("conv_transpose", [imp.tensor(x), imp.tensor(w), bias and imp.tensor(bias)],
+                   [None if cut else node.output[0]],
+                   {"stride": strides, "padding": common, "output_padding": extra,
+                    "dilation": dilations, "groups": attrs.get("group", 1)},
+                   suffix="/padded" if cut else "")
+    if cut:
+        size = imp.types[y].shape
+        imp.emit("slice", [y], [node.output[0]], {
+            "starts": [pairs[a][0] - common[a] for a in cut],
+            "ends": [size[2 + a] - (pairs[a][1] - common[a]) if type(size[2 + a]) is int else
+                     -(pairs[a][1] - common[a]) or TO_THE_END for a in cut],
+            "axes": [2 + a for a in cut], "steps": [1] * len(cut)})
+
+
+def _transpose_pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dilations,
+                    extra) -> list[list[int]]:
+    """ConvTranspose's (before, after) pads per spatial axis: given, or from ``output_shape``
+    or ``auto_pad`` SAME (an output ``stride`` times the input) as ONNX and onnxruntime work
+    them out: the total that reaches the output size, split with the odd one after for
+    SAME_UPPER and before otherwise."""
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise imp.unsupported(f"auto_pad={auto!r} is not supported")
+    target = attrs.get("output_shape")
+    if target is None and auto in ("NOTSET", "VALID"):
+        pads = attrs.get("pads", [0] * (2 * spatial)) if auto == "NOTSET" else [0] * 2 * spatial
+        if len(pads) != 2 * spatial or min(pads, default=0) < 0:
+            raise imp.unsupported(f"pads {pads} must be {2 * spatial} values >= 0")
+        return [[pads[i], pads[i + spatial]] for i in range(spatial)]
+    sizes = list(shape[2:])
+    if not all(type(d) is int for d in sizes):
+        raise imp.unsupported(f"{'output_shape' if target is not None else 'auto_pad=' + auto} "
+                              f"needs static spatial sizes (the padding depends on them), got "
+                              f"{list(shape)}")
+    target = list(target)[-spatial:] if target is not None else [
+        d * s for d, s in zip(sizes, strides)]
+    if len(target) != spatial:
+        raise imp.unsupported(f"output_shape {attrs['output_shape']} needs {spatial} sizes")
+    pairs = []
+    for d, s, k, dil, e, out in zip(sizes, strides, kernel, dilations, extra, target):
+        total = s * (d - 1) + e + (k - 1) * dil + 1 - out
+        if total < 0:
+            raise imp.unsupported(f"output_shape {target} is larger than the transposed conv "
+                                  f"gives unpadded for input {list(shape)}")
+        small, big = total // 2, total - total // 2
+        pairs.append([small, big] if auto == "SAME_UPPER" else [big, small])
+    return pairs
 
 
 @maps("BatchNormalization")
