@@ -425,8 +425,8 @@ def _widened_for_a_test(imp, node, dtype: str, to: str) -> bool:
 # DepthToSpace, SpaceToDepth, GridSample), the masks (Trilu, OneHot, EyeLike), the scatters
 # (ScatterND, ScatterElements), the quantized models' ops, the activations beyond the ones here
 # (Softsign, ThresholdedRelu, Shrink, Hardmax), the spectral ops (window functions, DFT,
-# STFT; Compress), the bit operations (BitwiseAnd/Or/Xor/Not, BitShift, the logical Xor) and
-# the sequence ops (sequences known at import): each module registers its mappers here
+# STFT; Compress), the bit operations (BitwiseAnd/Or/Xor/Not, BitShift, the logical Xor), the
+# sequence ops (sequences known at import) and Attention: each module registers its mappers here
 importlib.import_module(".layers", __package__)
 importlib.import_module(".gather", __package__)
 importlib.import_module(".norms", __package__)
@@ -443,4 +443,5 @@ importlib.import_module(".activations", __package__)
 importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
 importlib.import_module(".bitwise", __package__)  # Bitwise*, BitShift, Xor
 importlib.import_module(".sequence", __package__)  # sequences known at import, as lists
+importlib.import_module(".attention", __package__)  # opset 23's Attention, decomposed
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

@@ -1,0 +1,159 @@
+"""ONNX's Attention (opset 23): torch's dynamo exporter writes ``scaled_dot_product_attention``
+(and so ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer``) as one Attention node at
+opset 23. Registered in :data:`.ops.MAPPERS` on import.
+
+The node becomes the ops it is made of, as the ONNX reference computes it: Q, K and V of rank 4
+(batch, heads, sequence, head size), or of rank 3 with ``q_num_heads`` and ``kv_num_heads``
+(``unflatten`` and ``transpose``); the cached keys and values before K and V (``concat``, also
+the ``present_*`` outputs); K's and V's heads repeated for grouped-query attention (``tile``);
+``matmul`` of Q by K transposed, times ``scale`` (1 / sqrt(head size) by default); the softcap
+(``tanh``); the mask added as a bias (a bool one as 0 / -inf through ``where``) and the causal
+bias, a constant aligned to the bottom right of the cache (a key j is seen from query i where
+j <= i + the cached length); ``softmax`` over the keys, a row the mask leaves no key to attend
+set to 0 (``amax`` of the bias, ``where``), as onnxruntime and the spec have it; ``matmul`` by
+V. Refused naming the node: the ``qk_matmul_output`` output, a softmax precision other than
+float32, a causal bias over a run-time sequence length (``--dim`` fixes it), and heads that
+do not divide.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ops import _only, _opt, maps
+
+_FLOAT = 1  # ONNX TensorProto.FLOAT
+
+
+@maps("Attention")
+def _attention(imp, node, attrs):
+    _only(imp, attrs, {"is_causal": ..., "kv_num_heads": ..., "q_num_heads": ...,
+                       "qk_matmul_output_mode": ..., "scale": ..., "softcap": ...,
+                       "softmax_precision": ...})
+    if len(node.output) > 3 and node.output[3]:
+        raise imp.unsupported("the qk_matmul_output output is not supported")
+    if attrs.get("softmax_precision", _FLOAT) != _FLOAT:
+        raise imp.unsupported(f"softmax_precision={attrs['softmax_precision']}: only float32 "
+                              f"(1) is supported")
+    causal = attrs.get("is_causal", 0)
+    if causal not in (0, 1):
+        raise imp.unsupported(f"attribute is_causal={causal!r} must be 0 or 1")
+    q_in, k_in, v_in = node.input[:3]
+    mask, past_k, past_v = _opt(node, 3), _opt(node, 4), _opt(node, 5)
+    if (past_k is None) != (past_v is None):
+        raise imp.unsupported("past_key and past_value must be given together")
+    ranks = [len(imp.type_of(t).shape) for t in (q_in, k_in, v_in)]
+    rank = ranks[0]
+    if rank not in (3, 4) or len(set(ranks)) > 1:
+        raise imp.unsupported(f"Q, K and V of ranks {ranks}: all 3 or all 4")
+    if imp.type_of(q_in).dtype != "float32":
+        raise imp.unsupported(f"Q of dtype {imp.type_of(q_in).dtype}: float32 is supported")
+    heads = (attrs.get("q_num_heads"), attrs.get("kv_num_heads"))
+    if rank == 3 and None in heads:
+        raise imp.unsupported("Q, K and V of rank 3 need q_num_heads and kv_num_heads")
+    q = _heads(imp, q_in, heads[0], "q") if rank == 3 else imp.tensor(q_in)
+    k = _heads(imp, k_in, heads[1], "k") if rank == 3 else imp.tensor(k_in)
+    v = _heads(imp, v_in, heads[1], "v") if rank == 3 else imp.tensor(v_in)
+    present = [o or None for o in list(node.output[1:3]) + [""] * (3 - len(node.output))][:2]
+    if past_k is not None:
+        [k] = imp.emit("concat", [imp.tensor(past_k), k], [present[0]], {"axis": 2},
+                       suffix="/present_key")
+        [v] = imp.emit("concat", [imp.tensor(past_v), v], [present[1]], {"axis": 2},
+                       suffix="/present_value")
+    else:
+        for name, t in zip(present, (k, v)):
+            if name:
+                imp.alias(name, t)
+    q_heads, kv_heads = imp.types[q].shape[1], imp.types[k].shape[1]
+    if q_heads != kv_heads:
+        k, v = (_repeat_heads(imp, t, q_heads, kv_heads, what) for t, what in
+                ((k, "k"), (v, "v")))
+    head_size = imp.types[q].shape[3]
+    if type(head_size) is not int or head_size < 1:
+        raise imp.unsupported(f"Q's head size {head_size!r} must be static")
+    scale = attrs.get("scale", 1.0 / math.sqrt(head_size))
+    [kt] = imp.emit("transpose", [k], [None], {"perm": [0, 1, 3, 2]}, suffix="/k_t")
+    [scores] = imp.emit("matmul", [q, kt], [None], suffix="/qk")
+    [scores] = imp.emit("mul", [scores, _const(imp, scale, "scale")], [None], suffix="/scaled")
+    softcap = attrs.get("softcap", 0.0)
+    if softcap > 0:
+        [scores] = imp.emit("div", [scores, _const(imp, softcap, "softcap")], [None],
+                            suffix="/capped")
+        [scores] = imp.emit("tanh", [scores], [None], suffix="/tanh")
+        [scores] = imp.emit("mul", [scores, _const(imp, softcap, "softcap")], [None],
+                            suffix="/softcap")
+    bias = None
+    if mask is not None:
+        bias = imp.tensor(mask)
+        if imp.types[bias].dtype == "bool":
+            [bias] = imp.emit("where", [bias, _const(imp, 0.0, "attend"),
+                                        _const(imp, -np.inf, "masked")], [None],
+                              suffix="/mask_bias")
+    if causal:
+        causal_bias = _causal(imp, scores, past_k)
+        bias = causal_bias if bias is None else imp.emit(
+            "add", [bias, causal_bias], [None], suffix="/bias")[0]
+    if bias is not None:
+        [scores] = imp.emit("add", [scores, bias], [None], suffix="/masked")
+    [weights] = imp.emit("softmax", [scores], [None], {"axis": -1}, suffix="/softmax")
+    if mask is not None:  # a row the mask leaves no key to attend is 0, as onnxruntime
+        rank_b = len(imp.types[bias].shape)
+        [top] = imp.emit("amax", [bias], [None], {"axes": [rank_b - 1], "keepdim": True},
+                         suffix="/row_max")
+        [none] = imp.emit("equal", [top, _const(imp, -np.inf, "masked")], [None],
+                          suffix="/row_masked")
+        [weights] = imp.emit("where", [none, _const(imp, 0.0, "attend"), weights], [None],
+                             suffix="/row_zero")
+    y = node.output[0]
+    [out] = imp.emit("matmul", [weights, v], [None if rank == 3 else y], suffix="/pv"
+                     if rank == 3 else "")
+    if rank == 3:
+        [out] = imp.emit("transpose", [out], [None], {"perm": [0, 2, 1, 3]}, suffix="/y_t")
+        imp.emit("flatten", [out], [y], {"start_dim": 2, "end_dim": 3})
+
+
+def _const(imp, value: float, name: str) -> str:
+    return imp.add_constant(np.asarray(value, np.float32), f"{imp.node_name}.{name}")
+
+
+def _heads(imp, x: str, heads: int, what: str) -> str:
+    """(batch, sequence, heads * size) as (batch, heads, sequence, size)."""
+    hidden = imp.type_of(x).shape[2]
+    if type(heads) is not int or heads < 1 or type(hidden) is not int or hidden % heads:
+        raise imp.unsupported(f"{what.upper()}'s hidden size {hidden!r} is not a multiple of "
+                              f"{heads!r} heads")
+    [split] = imp.emit("unflatten", [imp.tensor(x)], [None],
+                       {"axis": 2, "sizes": [heads, hidden // heads]}, suffix=f"/{what}_heads")
+    return imp.emit("transpose", [split], [None], {"perm": [0, 2, 1, 3]},
+                    suffix=f"/{what}_t")[0]
+
+
+def _repeat_heads(imp, x: str, q_heads, kv_heads, what: str) -> str:
+    """Each of K's or V's heads repeated for the Q heads it serves: [h0, h0, h1, h1, ...]."""
+    if type(q_heads) is not int or type(kv_heads) is not int or kv_heads < 1 \
+            or q_heads % kv_heads:
+        raise imp.unsupported(f"{q_heads!r} query heads are not a multiple of {kv_heads!r} "
+                              f"key and value heads")
+    repeats = q_heads // kv_heads
+    [x] = imp.emit("unflatten", [x], [None], {"axis": 1, "sizes": [kv_heads, 1]},
+                   suffix=f"/{what}_group")
+    [x] = imp.emit("tile", [x], [None], {"repeats": [1, 1, repeats, 1, 1]},
+                   suffix=f"/{what}_repeat")
+    return imp.emit("flatten", [x], [None], {"start_dim": 1, "end_dim": 2},
+                    suffix=f"/{what}_heads")[0]
+
+
+def _causal(imp, scores: str, past_key: str | None) -> str:
+    """The causal bias (queries, keys): 0 where key j <= query i + the cached length, else
+    -inf; a constant, so the lengths must be static."""
+    queries, keys = imp.types[scores].shape[2:]
+    cached = imp.type_of(past_key).shape[2] if past_key is not None else 0
+    if not all(type(d) is int for d in (queries, keys, cached)):
+        raise imp.unsupported(f"is_causal over run-time sequence lengths ({queries!r} "
+                              f"queries, {keys!r} keys): the causal bias is a constant of "
+                              f"static lengths")
+    seen = np.arange(keys)[None, :] <= np.arange(queries)[:, None] + cached
+    return imp.add_constant(np.where(seen, np.float32(0), np.float32(-np.inf)),
+                            f"{imp.node_name}.causal")

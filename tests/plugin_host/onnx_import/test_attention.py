@@ -1,0 +1,169 @@
+"""ONNX's Attention (opset 23), as torch's dynamo exporter writes scaled_dot_product_attention,
+MultiheadAttention and the transformer layers at opset 23, and hand-made nodes for what torch
+does not write (rank-3 inputs with head counts, a key and value cache, softcap, the present
+outputs): decomposed at import and compared with onnxruntime on both backends."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import UnsupportedModelError
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+
+from .conftest import assert_refused, check_on_both_backends, import_and_load, onnx, torch
+
+F = torch.nn.functional
+RNG = np.random.default_rng(23)
+
+
+def _f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+class _Call(torch.nn.Module):
+    def __init__(self, fn, **modules):
+        super().__init__()
+        self.fn = fn
+        for name, module in modules.items():
+            setattr(self, name, module)
+
+    def forward(self, *args):
+        return self.fn(self, *args)
+
+
+_TORCH = {
+    "plain": (lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v),
+              [(2, 2, 5, 8), (2, 2, 7, 8), (2, 2, 7, 4)]),
+    "causal": (lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+               [(2, 2, 5, 8)] * 3),
+    "causal-fewer-queries": (
+        lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        [(2, 2, 3, 8), (2, 2, 6, 8), (2, 2, 6, 8)]),
+    "scale": (lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
+              [(2, 2, 5, 8)] * 3),
+    "float-mask": (lambda s, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                   [(2, 2, 5, 8), (2, 2, 6, 8), (2, 2, 6, 8), (2, 1, 5, 6)]),
+    "bool-mask": (lambda s, q, k, v, m: F.scaled_dot_product_attention(q, k, v,
+                                                                        attn_mask=m > -1.5),
+                  [(2, 2, 5, 8), (2, 2, 6, 8), (2, 2, 6, 8), (2, 1, 5, 6)]),
+    "grouped-query": (lambda s, q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                         enable_gqa=True),
+                      [(2, 4, 5, 8), (2, 2, 5, 8), (2, 2, 5, 8)]),
+    "multihead": (lambda s, x: s.m(x, x, x, need_weights=False)[0], [(2, 5, 16)],
+                  {"m": lambda: torch.nn.MultiheadAttention(16, 2, batch_first=True)}),
+    "decoder-layer": (lambda s, x, mem: s.m(x, mem), [(2, 4, 16), (2, 6, 16)],
+                      {"m": lambda: torch.nn.TransformerDecoderLayer(
+                          16, 2, 32, dropout=0.0, batch_first=True)}),
+}
+
+
+@pytest.mark.parametrize("case", list(_TORCH))
+def test_torch_attention_at_opset_23_matches_onnxruntime(case, tmp_path, signer):
+    """Exported with a run-time batch; the batch 2 example and batches 1 and 3 are checked."""
+    fn, shapes, *modules = _TORCH[case]
+    torch.manual_seed(0)
+    module = _Call(fn, **{k: make() for k, make in (modules[0] if modules else {}).items()})
+    args = tuple(torch.from_numpy(_f32(*s)) for s in shapes)
+    names = [f"in{i}" for i in range(len(args))]
+    batch = torch.export.Dim("batch", min=1, max=8)
+    path = tmp_path / "a.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), args, dynamo=True, opset_version=23, verbose=False,
+                          input_names=names, output_names=["y"],
+                          dynamic_shapes=(tuple({0: batch} for _ in args),)).save(str(path))
+    assert "Attention" in {n.op_type for n in onnx.load(path).graph.node}
+    _, loaded = import_and_load(path, tmp_path / "a.pha", signer)
+    check_on_both_backends(path, loaded, [
+        {n: _f32(b, *s[1:]) for n, s in zip(names, shapes)} for b in (1, 2, 3)])
+
+
+def _node_model(path, shapes: dict, outputs: list, **attrs):
+    """One Attention node named "attn" over float32 inputs ``shapes`` (name -> shape, in the
+    node's input order; a "mask" ending in "?" is bool), opset 23."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    order = ["Q", "K", "V", "mask", "past_key", "past_value"]
+    ins = [n if n in shapes or n + "?" in shapes else "" for n in order]
+    while ins and not ins[-1]:
+        ins.pop()
+    values = [helper.make_tensor_value_info(n.rstrip("?"), tp.BOOL if n.endswith("?")
+                                            else tp.FLOAT, list(s)) for n, s in shapes.items()]
+    node = helper.make_node("Attention", ins, outputs, name="attn", **attrs)
+    rank = len(shapes["Q"])
+    graph = helper.make_graph([node], "g", values, [
+        helper.make_tensor_value_info(o, tp.FLOAT, [f"{o}{j}" for j in range(
+            rank if o == "y" else 4)]) for o in outputs if o])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), path)
+    return path
+
+
+def _feed(shapes: dict) -> dict:
+    return {n.rstrip("?"): (_f32(*s) > -1.0) if n.endswith("?") else _f32(*s)
+            for n, s in shapes.items()}
+
+
+@pytest.mark.parametrize("shapes, outputs, attrs", [
+    # rank 3, grouped-query: 4 query heads over 2 key/value heads of size 4
+    ({"Q": (2, 5, 16), "K": (2, 6, 8), "V": (2, 6, 12)}, ["y"],
+     {"q_num_heads": 4, "kv_num_heads": 2}),
+    # a cache: the present key and value, causal to the bottom right of it
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8), "past_key": (1, 2, 4, 8),
+      "past_value": (1, 2, 4, 8)}, ["y", "present_key", "present_value"], {"is_causal": 1}),
+    # softcap, a bool mask and the causal bias together
+    ({"Q": (2, 2, 4, 8), "K": (2, 2, 4, 8), "V": (2, 2, 4, 8), "mask?": (4, 4)}, ["y"],
+     {"softcap": 2.0, "is_causal": 1, "scale": 0.5}),
+    # the present outputs without a cache are K and V
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, 5, 8), "V": (1, 2, 5, 8)},
+     ["y", "present_key", "present_value"], {}),
+])
+def test_attention_nodes_match_onnxruntime(shapes, outputs, attrs, tmp_path, signer):
+    model = _node_model(tmp_path / "n.onnx", shapes, outputs, **attrs)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    check_on_both_backends(model, loaded, [_feed(shapes) for _ in range(2)])
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_a_row_the_mask_leaves_no_key_is_zero(causal, tmp_path, signer):
+    """As onnxruntime (and the spec): not the nan a softmax over -inf alone gives."""
+    shapes = {"Q": (1, 2, 3, 4), "K": (1, 2, 3, 4), "V": (1, 2, 3, 4), "mask?": (3, 3)}
+    model = _node_model(tmp_path / "n.onnx", shapes, ["y"], is_causal=causal)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    feed = _feed(shapes)
+    feed["mask"] = np.array([[False, True, True], [True, True, True], [False] * 3])
+    check_on_both_backends(model, loaded, [feed])
+    y = Executor(loaded.graph, NumpyBackend()).run(feed)["y"]
+    assert not y[0, :, 2].any() and (y[0, :, 0].any() != bool(causal))
+
+
+def test_attention_over_a_run_time_sequence(tmp_path, signer):
+    shapes = {"Q": (1, 2, "t", 8), "K": (1, 2, "s", 8), "V": (1, 2, "s", 8)}
+    model = _node_model(tmp_path / "n.onnx", shapes, ["y"])
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer,
+                                golden_dims={"t": [3, 1], "s": [2, 5]})
+    check_on_both_backends(model, loaded, [
+        _feed({"Q": (1, 2, t, 8), "K": (1, 2, s, 8), "V": (1, 2, s, 8)})
+        for t, s in ((1, 1), (4, 6))])
+
+
+@pytest.mark.parametrize("shapes, outputs, attrs, message", [
+    ({"Q": (1, 2, "t", 8), "K": (1, 2, "t", 8), "V": (1, 2, "t", 8)}, ["y"], {"is_causal": 1},
+     "is_causal over run-time sequence lengths ('t' queries, 't' keys)"),
+    ({"Q": (1, 3, 4, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8)}, ["y"], {},
+     "3 query heads are not a multiple of 2 key and value heads"),
+    ({"Q": (1, 4, 10), "K": (1, 4, 10), "V": (1, 4, 10)}, ["y"],
+     {"q_num_heads": 3, "kv_num_heads": 3}, "Q's hidden size 10 is not a multiple of 3 heads"),
+    ({"Q": (1, 4, 12), "K": (1, 4, 12), "V": (1, 4, 12)}, ["y"], {},
+     "Q, K and V of rank 3 need q_num_heads and kv_num_heads"),
+    ({"Q": (1, 2, 4, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8)}, ["y", "", "", "qk"], {},
+     "the qk_matmul_output output is not supported"),
+    ({"Q": (1, 2, 4, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8)}, ["y"],
+     {"softmax_precision": 11}, "softmax_precision=11: only float32 (1) is supported"),
+])
+def test_what_the_decomposition_does_not_take_is_refused(shapes, outputs, attrs, message,
+                                                         tmp_path):
+    model = _node_model(tmp_path / "n.onnx", shapes, outputs, **attrs)
+    assert_refused(model, UnsupportedModelError, "node 'attn' (Attention)", message)
