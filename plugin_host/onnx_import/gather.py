@@ -9,7 +9,10 @@ import math
 
 import numpy as np
 
+from abi.ops import dims as dim_math
+
 from ..errors import ModelFileError
+from . import symbolic
 from .fold import axis_in
 from .ops import _few, _only, maps
 from .shapes import run_time_mask
@@ -32,9 +35,116 @@ def _gather(imp, node, attrs):
     rank = len(imp.type_of(data).shape)
     axis = axis_in(attrs.get("axis", 0), rank)
     if not imp.is_const(idx):
+        if rank == 1 and _as_strided_view(imp, node, data, idx):
+            return
         _runtime_gather(imp, node, data, idx, list(imp.type_of(idx).shape), axis)
         return
     _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx), axis)
+
+
+def _as_strided_view(imp, node, data: str, idx: str) -> bool:
+    """torch's dynamo exporter writes ``aten.as_strided`` (ConvNeXt's average pool of a
+    channels-last map, under a run-time batch) as a Gather from the flattened input at indices
+    it computes from ``Range`` over the dims times the strides. Where those indices are the
+    row-major positions of their own shape, of as many elements as the input, the Gather is a
+    reshape of the input to that shape; True when so mapped."""
+    producers = _producers(imp)
+    flat = producers.get(data)
+    if flat is None or flat.op_type != "Reshape" or not imp.is_const(flat.input[1]) or \
+            imp.const(flat.input[1]).reshape(-1).tolist() != [-1]:
+        return False
+    affine = _affine(imp, producers, idx, 0)
+    if affine is None:
+        return False
+    shape, strides, offset = affine
+    kept = [(d, s) for d, s in zip(shape, strides) if d != 1]
+    expected = 1  # row-major: each stride the product of the dims after it
+    for i, (d, s) in enumerate(reversed(kept)):
+        if s != expected or (type(d) is not int and i != len(kept) - 1):
+            return False  # a run-time dim only as the outermost
+        expected *= d if type(d) is int else 1
+    source = imp.type_of(flat.input[0]).shape
+    if offset != 0 or not dim_math.known_equal(dim_math.product(d for d, _ in kept),
+                                               dim_math.product(source)):
+        return False
+    from .shapes import _reshape_to
+
+    _reshape_to(imp, node, flat.input[0], list(shape))
+    return True
+
+
+def _producers(imp) -> dict:
+    """ONNX output name -> the node of the main graph that writes it (built once)."""
+    found = getattr(imp, "_producers_of", None)
+    if found is None:
+        found = imp._producers_of = {o: n for n in imp.model.graph.node for o in n.output}
+    return found
+
+
+def _affine(imp, producers: dict, name: str, depth: int):
+    """Integer tensor ``name`` as ``offset + sum(coordinate_i * stride_i)`` over its shape:
+    (shape, strides, offset), shape entries ints or run-time dims; None when it is not one
+    (or not one this reads: Range from 0 by 1, Unsqueeze, Mul by a scalar, Add, an integer
+    Cast, constants)."""
+    if depth > 32:
+        return None
+    if imp.is_const(name):
+        a = imp.const(name)
+        if a.dtype.kind not in "iu" or a.size == 0 or a.size > (1 << 16):
+            return None
+        a = a.astype(np.int64)
+        offset = int(a.reshape(-1)[0])
+        strides = [int(a[tuple(1 if j == i else 0 for j in range(a.ndim))]) - offset
+                   if a.shape[i] > 1 else 0 for i in range(a.ndim)]
+        grid = offset + sum(np.arange(n).reshape([-1 if j == i else 1 for j in range(a.ndim)])
+                            * st for i, (n, st) in enumerate(zip(a.shape, strides)))
+        return (list(a.shape), strides, offset) if np.array_equal(a, grid) else None
+    node = producers.get(name)
+    if node is None:
+        return None
+    op, ins = node.op_type, list(node.input)
+    if op == "Range" and len(ins) == 3:
+        start, limit, delta = (imp.const(t) if imp.is_const(t) else None for t in ins)
+        end = imp.sym.get(ins[1])
+        if start is None or delta is None or start.size != 1 or delta.size != 1 or \
+                int(start.reshape(())) != 0 or int(delta.reshape(())) != 1:
+            return None
+        count = int(limit.reshape(())) if limit is not None and limit.size == 1 else (
+            symbolic.entries(end)[0] if end is not None and end.size == 1 else None)
+        return None if count is None else ([count], [1], 0)
+    if op == "Unsqueeze" and len(ins) == 2 and imp.is_const(ins[1]):
+        inner = _affine(imp, producers, ins[0], depth + 1)
+        if inner is None:
+            return None
+        shape, strides, offset = inner
+        rank = len(shape) + imp.const(ins[1]).size
+        for a in sorted(int(v) % rank for v in imp.const(ins[1]).reshape(-1)):
+            shape.insert(a, 1)
+            strides.insert(a, 0)
+        return shape, strides, offset
+    if op == "Cast" and ins:
+        return _affine(imp, producers, ins[0], depth + 1)
+    if op in ("Mul", "Add") and len(ins) == 2:
+        a, b = (_affine(imp, producers, t, depth + 1) for t in ins)
+        if a is None or b is None:
+            return None
+        if op == "Mul":
+            scalar = next((x for x in (a, b) if not x[0] or all(d == 1 for d in x[0])), None)
+            other = b if scalar is a else a
+            if scalar is None:
+                return None
+            k = scalar[2]
+            return other[0], [s * k for s in other[1]], other[2] * k
+        rank = max(len(a[0]), len(b[0]))
+        pad = [([1] * (rank - len(x[0])) + list(x[0]), [0] * (rank - len(x[1])) + list(x[1]))
+               for x in (a, b)]
+        shape = []
+        for da, db in zip(pad[0][0], pad[1][0]):
+            if da != 1 and db != 1 and not dim_math.known_equal(da, db):
+                return None
+            shape.append(db if da == 1 else da)
+        return shape, [sa + sb for sa, sb in zip(pad[0][1], pad[1][1])], a[2] + b[2]
+    return None
 
 
 def _int64_indices(imp, idx: str) -> str:

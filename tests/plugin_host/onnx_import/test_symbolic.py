@@ -712,3 +712,47 @@ def test_an_expand_of_a_run_time_dim_that_is_one_when_the_call_runs(dynamo, tmp_
                                                "y": np.ones((1, 4, 3), np.float32)},
                           onnxruntime_says="Expand", numpy_says="do not broadcast",
                           backend_says="broadcast")
+
+
+@pytest.mark.parametrize("strides, view", [((12, 4, 1), True), ((12, 1, 3), False)])
+def test_the_dynamo_exporters_as_strided_is_a_reshape_where_it_is_one(strides, view, tmp_path,
+                                                                      signer):
+    """aten.as_strided under a run-time batch (ConvNeXt's average pool of a channels-last
+    map), as the dynamo exporter writes it: a Gather from x flattened at positions computed
+    from Range over the batch times its stride, plus constant ones for the other axes. In
+    row-major order that is a reshape of x (batch, 6, 4) to (batch, 2, 3, 4); in another
+    order (a transpose) it is refused, naming the indices."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    inner = sum(np.arange(n).reshape([-1 if j == i else 1 for j in range(3)]) * s
+                for i, (n, s) in enumerate(zip((2, 3, 4), strides))).reshape(1, 2, 3, 4)
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(
+            np.asarray(value, np.int64), name))
+
+    nodes = [helper.make_node("Shape", ["x"], ["n"], start=0, end=1),
+             helper.make_node("Squeeze", ["n"], ["count"]), const("zero", 0), const("one", 1),
+             const("stride", 24), const("axes", [1, 2, 3]), const("inner", inner),
+             const("minus", [-1]), const("none", np.zeros((1, 1, 1, 1))),
+             helper.make_node("Range", ["zero", "count", "one"], ["rows"]),
+             helper.make_node("Mul", ["rows", "stride"], ["starts"]),
+             helper.make_node("Unsqueeze", ["starts", "axes"], ["starts4"]),
+             helper.make_node("Add", ["starts4", "inner"], ["at"]),
+             helper.make_node("Add", ["at", "none"], ["index"]),
+             helper.make_node("Reshape", ["x", "minus"], ["flat"]),
+             helper.make_node("Gather", ["flat", "index"], ["y"], name="as_strided", axis=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", tp.FLOAT, ["batch", 6, 4])], [helper.make_tensor_value_info(
+            "y", tp.FLOAT, ["batch", 2, 3, 4])])
+    model = tmp_path / "s.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    if not view:
+        with pytest.raises(UnsupportedModelError, match="indices 'index' are computed at run "
+                                                        "time"):
+            import_onnx(model)
+        return
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    assert "gather_elements" not in {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(14)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
