@@ -1,7 +1,8 @@
 """A layer whose input x is a constant of the graph (an imported Gemm of two weights, a hostile
-artifact): the prepared kernels (conv, linear, batchnorm, layer_norm, embedding, and the fused
-conv and dense chains) take x at run time, so such a layer runs the generic kernel. Each gives
-what the same layer gives with x fed at run time, and onnxruntime's result."""
+artifact): the prepared kernels (conv, linear, batchnorm, layer_norm, embedding, gather, and
+the fused conv and dense chains) take x at run time, so a node of constants only is computed
+once when it is prepared. Each gives what the same layer gives with x fed at run time, and
+onnxruntime's result."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ LAYERS = {
     "layer_norm": ("layer_norm", _f32(2, 5), [_f32(5), _f32(5)],
                    {"normalized_shape": [5], "eps": 1e-5}, None),
     "embedding": ("embedding", np.array([[1, 4], [0, 0]]), [_f32(5, 3)], {}, None),
+    # LeViT's attention biases: a constant table at constant indices (an unfolded GatherND)
+    "gather": ("gather", _f32(4, 3), [np.array([[2, 0], [3, 3]])], {"axis": 0}, None),
 }
 
 
