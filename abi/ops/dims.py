@@ -193,8 +193,22 @@ def product_over(a: Product, b: Product) -> Product | None:
 
 def known_equal(a: Dim, b: Dim) -> bool:
     """True when ``a`` and ``b`` are certainly the same size: equal ints, identical strings,
-    or the same product of the same names (``"batch*2"`` and ``"2*batch"``)."""
-    return a == b or type(a) is str and type(b) is str and as_product(a) == as_product(b)
+    the same product of the same names (``"batch*2"`` and ``"2*batch"``), or the same sum of
+    such products with like terms added up (``"batch+batch"`` and ``"2*batch"``)."""
+    if a == b or type(a) is str and type(b) is str and as_product(a) == as_product(b):
+        return True
+    return type(a) is str and type(b) is str and _grouped(a) == _grouped(b)
+
+
+def _grouped(d: Dim) -> tuple[int, dict]:
+    """``d`` as its int and its terms' coefficients by their names, like terms added up and
+    the ones that cancel left out (``"h+h-w+1"`` is ``(1, {("h",): 2, ("w",): -1})``)."""
+    const, terms = as_sum(d)
+    grouped: dict[tuple, int] = {}
+    for sign, term in terms:
+        coefficient, names = as_product(term)
+        grouped[names] = grouped.get(names, 0) + sign * coefficient
+    return const, {names: c for names, c in grouped.items() if c}
 
 
 def known_different(a: Dim, b: Dim) -> bool:
@@ -284,7 +298,28 @@ def floordiv(a: Dim, b: Dim) -> Dim:
     quotient = product_over(as_product(a), as_product(b))
     if quotient is not None:
         return product([quotient[0], *quotient[1]])
+    if type(b) is int and b > 0:
+        split = _sum_over(a, b)
+        if split is not None:
+            return split
     return _cap(f"{_term(a)}//{_term(b)}")
+
+
+def _sum_over(a: Dim, k: int) -> Dim | None:
+    """``a // k`` where ``a`` is ``k * S + c``, its terms' like ones added up (``batch+batch``
+    is ``2*batch``) each with a coefficient ``k`` divides: ``S + c // k``, exact for any
+    integer S (a chunk of a batch of two images concatenated: ``(batch+batch+1)//2`` is
+    ``batch``); None otherwise."""
+    if not as_sum(a)[1]:
+        return None
+    const, grouped = _grouped(a)
+    if any(c % k for c in grouped.values()):
+        return None
+    result: Dim = const // k
+    for names, c in grouped.items():
+        part = product([abs(c) // k, *names])
+        result = add(result, part) if c > 0 else sub(result, part)
+    return result
 
 
 def product(dims: Iterable[Dim]) -> Dim:

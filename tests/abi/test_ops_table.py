@@ -278,6 +278,13 @@ def test_dims_arithmetic():
     assert dims.product([2, "H", 3, "W"]) == "6*H*W" and dims.product([2, 3]) == 6
     assert dims.product([0, "H"]) == 0 and dims.product(["H"]) == "H"
     assert dims.total([2, "a", 3]) == "a+5" and dims.total([1, 2]) == 3
+    # a sum whose like terms, added up, the divisor divides: k*S + c is S + c//k (a chunk of two
+    # batches concatenated: (batch+batch+1)//2 is batch), exact for any integer S
+    assert dims.floordiv("batch+batch+1", 2) == "batch" and dims.floordiv("4*h-3", 2) == "2*h-2"
+    assert dims.floordiv("h+h+h", 3) == "h" and dims.floordiv("h-h+5", 2) == 2
+    assert dims.floordiv("2*h+w", 2) == "(2*h+w)//2"
+    assert dims.known_equal("batch+batch", "2*batch") and dims.known_equal("h+1", "1+h")
+    assert not dims.known_equal("h+h", "h") and not dims.known_equal("h+w", "h+1")
 
 
 def test_dims_comparisons_are_three_valued():
