@@ -299,8 +299,14 @@ def _expand_to_run_time_dims(imp, node, x: str, target: list) -> None:
 
 @maps("Tile")
 def _tile(imp, node, attrs):
+    """``tile``; repeats holding a run-time dim (RAFT's ``coords.repeat(batch, 1, 1, 1)``
+    under a run-time batch), each on an axis of size 1: the fixed repeats tiled, then
+    expanded to the run-time ones as Expand does."""
     _only(imp, attrs, {})
     x = node.input[0]
+    if not imp.is_const(node.input[1]) and node.input[1] in imp.sym:
+        _tile_by_run_time_dims(imp, node, x, imp.shape_value(node.input[1], "repeats"))
+        return
     repeats = int_vector(imp.const(node.input[1], "repeats"), "repeats")
     shape = imp.type_of(x).shape
     imp.check_size("its Tile output", [r * d if type(d) is int else r
@@ -309,6 +315,25 @@ def _tile(imp, node, attrs):
         imp.alias(node.output[0], imp.tensor(x))
         return
     imp.emit("tile", [imp.tensor(x)], [node.output[0]], {"repeats": repeats})
+
+
+def _tile_by_run_time_dims(imp, node, x: str, repeats: list) -> None:
+    shape = list(imp.type_of(x).shape)
+    if len(repeats) != len(shape):
+        raise ModelFileError(f"repeats {repeats} must have one entry per axis of {x!r} "
+                             f"(shape {shape})")
+    for axis, (r, d) in enumerate(zip(repeats, shape)):
+        if type(r) is not int and d != 1:
+            raise imp.unsupported(f"repeats {repeats}: the run-time repeat {r!r} of axis "
+                                  f"{axis} needs that axis of size 1 (shape {shape})")
+    fixed = [r if type(r) is int else 1 for r in repeats]
+    if any(r != 1 for r in fixed):
+        tiled = f"{node.output[0]}#tiled"
+        imp.emit("tile", [imp.tensor(x)], [tiled], {"repeats": fixed}, suffix="/fixed")
+        x = tiled
+    have = imp.type_of(x).shape
+    _expand_to_run_time_dims(imp, node, x, [h if type(r) is int else r
+                                            for r, h in zip(repeats, have)])
 
 
 @maps("Transpose")

@@ -100,8 +100,8 @@ def test_fixing_the_batch_dim_makes_the_abi_static(tmp_path, signer):
 
 
 class _TiledByBatch(torch.nn.Module):
-    """Each row repeated batch times: a Tile by a run-time count, which the ABI's fixed
-    repeats cannot express."""
+    """Each row repeated batch times: a Tile by a run-time count of an axis that is not 1,
+    which the ABI's fixed repeats cannot express (of an axis of 1 it is an expand)."""
 
     def forward(self, x):
         return x.repeat(1, x.shape[0])
@@ -113,8 +113,8 @@ def test_a_refusal_about_a_run_time_dim_points_at_dim(tmp_path, signer):
         build_onnx_artifact(model, tmp_path / "no.pha")
     text = str(info.value)
     assert info.value.op == "Tile" and text.startswith(f"node {info.value.node!r} (Tile): ")
-    assert "must be a constant (known at import), but it holds run-time dims: [1, 'batch']" \
-        in text
+    assert "repeats [1, 'batch']: the run-time repeat 'batch' of axis 1 needs that axis of " \
+        "size 1 (shape ['batch', 6])" in text
     assert text.endswith("; 'batch' is a run-time dim of the inputs: --dim batch=SIZE (dims= in "
                          "the Python API) fixes it to the size the device feeds, and what is "
                          "computed from it becomes constant"), text

@@ -756,3 +756,31 @@ def test_the_dynamo_exporters_as_strided_is_a_reshape_where_it_is_one(strides, v
     rng = np.random.default_rng(14)
     check_on_both_backends(model, loaded, [
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
+
+
+class _Siamese(torch.nn.Module):
+    """RAFT's forms under a run-time batch: two images concatenated along the batch, encoded
+    together and chunked back apart ((batch+batch+1)//2 is batch), and a coordinate grid of
+    batch 1 repeated to the batch (a Tile by a run-time dim)."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Conv2d(3, 2, 3, padding=1)
+        self.register_buffer("grid", torch.arange(2 * 4 * 5, dtype=torch.float32).reshape(
+            1, 2, 4, 5))
+
+    def forward(self, a, b):
+        f1, f2 = self.encoder(torch.cat([a, b], 0)).chunk(2, dim=0)
+        return f1 - f2 + self.grid.repeat(a.shape[0], 1, 1, 1)
+
+
+def test_a_batch_of_two_inputs_chunked_back_and_a_grid_repeated_to_the_batch(tmp_path, signer):
+    """The legacy exporter's forms (the dynamo exporter specializes this batch to the
+    example's)."""
+    torch.manual_seed(2)
+    path = export_dynamic(_Siamese(), [torch.randn(2, 3, 4, 5)] * 2, tmp_path / "s.onnx",
+                          dynamo=False, names=["a", "b"], dims=[{0: "batch"}] * 2)
+    _, loaded = import_and_load(path, tmp_path / "s.pha", signer, golden_dims={"batch": [1, 3]})
+    rng = np.random.default_rng(15)
+    check_on_both_backends(path, loaded, [
+        {n: rng.standard_normal((k, 3, 4, 5)).astype(np.float32) for n in "ab"} for k in (1, 4)])
