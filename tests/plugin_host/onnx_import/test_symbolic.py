@@ -278,20 +278,23 @@ def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
     assert "['batch', 'batch']" in str(info.value) and "run-time dim" in str(info.value)
 
 
-@pytest.mark.parametrize("less, held", [(False, "['batch', 6]"),
-                                         (True, "['batch-1', 6] (of ['batch'])")])
+@pytest.mark.parametrize("less, held", [(False, "['batch', 6, 0, 0, 0, 0]"),
+                                         (True, "['batch-1', 6, 0, 0, 0, 0] (of ['batch'])")])
 def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(less, held, tmp_path):
-    """The entries, and the dims an expression among them is of (``x.size(0) - 1``)."""
+    """The entries, and the dims an expression among them is of (``x.size(0) - 1``): pads
+    computed from the shape, which Pad needs constant."""
     helper, tp = onnx.helper, onnx.TensorProto
-    tail = [helper.make_node("Sub", ["b", "i1"], ["b1"]),
-            helper.make_node("Concat", ["b1" if less else "b", "c"], ["dims"], axis=0),
-            helper.make_node("Tile", ["x", "dims"], ["y"], name="tiles")]
+    zeros = helper.make_node("Constant", [], ["zeros"], value=helper.make_tensor(
+        "zeros", tp.INT64, [4], [0, 0, 0, 0]))
+    tail = [helper.make_node("Sub", ["b", "i1"], ["b1"]), zeros,
+            helper.make_node("Concat", ["b1" if less else "b", "c", "zeros"], ["dims"], axis=0),
+            helper.make_node("Pad", ["x", "dims"], ["y"], name="pads")]
     model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
-                                                                  ["n", 24, 4])])
+                                                                  ["n", 12, 4])])
     with pytest.raises(UnsupportedModelError) as info:
         build_onnx_artifact(model, tmp_path / "no.pha")
-    assert info.value.node == "tiles" and f"holds run-time dims: {held}; 'batch' is a " \
-        f"run-time dim of the inputs: --dim batch=SIZE" in str(info.value)
+    assert info.value.node == "pads" and f"holds run-time dims: {held}; 'batch' is a " \
+        f"run-time dim of the inputs: --dim batch=SIZE" in str(info.value), str(info.value)
 
 
 @pytest.mark.parametrize("end, axis, refused", [("b", 0, False), ("b", 1, True),
