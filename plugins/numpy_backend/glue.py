@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
 
 import numpy as np
@@ -305,10 +306,12 @@ def reshape(x, *, shape):
 
 
 def flatten(x, *, start_dim, end_dim):
+    """The axes from start_dim to end_dim as one, of their product: numpy cannot work a -1
+    out of an empty tensor (a batch of 0)."""
     nd = x.ndim
     start = start_dim % nd if nd else 0
     end = end_dim % nd if nd else 0
-    return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1:])
+    return x.reshape(x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:])
 
 
 def sizes_from(like, sizes, like_axes) -> tuple:

@@ -1187,3 +1187,13 @@ def test_bit_shift_matches_onnxruntime_at_and_beyond_the_bit_width(dtype, direct
     assert y.dtype == dtype
     np.testing.assert_array_equal(y, want)
     assert not y[:, 3:].any()  # a shift by the width or more gives 0
+
+
+def test_flatten_of_an_empty_batch():
+    """numpy cannot work a -1 out of an empty tensor: the flattened size is the product."""
+    b = GraphBuilder("flat")
+    x = b.input("x", ("batch", 3, 4), "float32", "ANY")
+    b.output(b.op("flatten", x, name="flat", start_dim=1, end_dim=-1), "y", "ANY")
+    run = Executor(b.build(), NumpyBackend()).run
+    assert run({"x": np.zeros((0, 3, 4), np.float32)})["y"].shape == (0, 12)
+    assert run({"x": np.ones((2, 3, 4), np.float32)})["y"].shape == (2, 12)
