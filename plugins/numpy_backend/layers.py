@@ -266,10 +266,12 @@ def _const_bn(node, graph) -> bool:
 def conv_chains(graph) -> list[list[str]]:
     """conv -> batchnorm [-> relu] and conv -> relu chains with constant parameters.
 
-    Only candidates: the executor checks that each intermediate is read by the next node only.
+    Only candidates: the executor checks that each intermediate is read by the next node only,
+    and is no graph output (a model whose output is the conv's, its ReLU read by nothing).
     """
     chains = []
     nodes = graph.nodes
+    outputs = {s.name for s in graph.outputs}
     for i, node in enumerate(nodes):
         if node.op != "conv" or node.inputs[0] in graph.tensors or not all(
                 t is None or t in graph.tensors for t in node.inputs[1:]):
@@ -282,6 +284,7 @@ def conv_chains(graph) -> list[list[str]]:
         if rest and rest[0].op == "relu" and rest[0].inputs[0] == nodes[i + len(chain) - 1].outputs[0]:
             chain.append(rest[0].name)
         if len(chain) > 1 and all(len(graph.consumers(nodes[i + k].outputs[0])) == 1
+                                  and nodes[i + k].outputs[0] not in outputs
                                   for k in range(len(chain) - 1)):
             chains.append(chain)
     return chains

@@ -61,3 +61,19 @@ def test_a_layer_of_constants_runs_as_with_x_at_run_time(case):
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         got = Executor(_graph(case, x_constant=True), backend).run({"shift": shift})["y"]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=backend.name)
+
+
+def test_a_conv_whose_output_is_a_graph_output_is_not_fused_with_its_relu():
+    """The numpy backend proposes conv -> relu as one chain only where the conv's output is
+    read by the relu alone and is no graph output (the executor refuses the chain otherwise:
+    a model whose output was renamed to the conv's, its relu read by nothing)."""
+    b = GraphBuilder("dead_relu")
+    x = b.input("x", (1, 2, 4, 4), "float32", "NCHW")
+    y = b.op("conv", x, b.constant("w", _f32(3, 2, 3, 3)), None, name="conv", **CONV)
+    b.op("relu", y, name="relu")
+    b.output(y, "y", "NCHW")
+    graph = b.build()
+    assert NumpyBackend().fuse(graph) == []
+    x_value = _f32(1, 2, 4, 4)
+    got = Executor(graph, NumpyBackend()).run({"x": x_value})["y"]
+    assert (got < 0).any()  # the conv's output, not the relu's
