@@ -121,6 +121,13 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
             raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported"
                                         f"{_quantized_hint(node)}",
                                         node=_node_name(node), op=node.op_type)
+    named: set[str] = set()
+    for node in g.node:  # onnxruntime refuses it too, once the import has spent its time
+        if node.name and node.name in named:
+            raise ModelFileError(f"{where}: two nodes are named {node.name!r}; onnxruntime "
+                                 f"refuses a model whose node names repeat",
+                                 node=node.name, op=node.op_type)
+        named.add(node.name)
     _resolve_external(model, where, folder, limits)
     try:
         onnx.checker.check_model(model)

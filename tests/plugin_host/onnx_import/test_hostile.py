@@ -132,15 +132,30 @@ def test_a_computed_value_past_the_tensor_cap_is_refused_at_its_node(tmp_path):
         import_onnx(path)
 
 
-def test_many_nodes_of_one_name_import_in_linear_time(tmp_path):
+def test_many_nodes_of_one_artifact_name_import_in_linear_time(tmp_path):
+    """20,000 node names that differ only in characters an artifact name cannot hold, so all
+    become "same_" and get suffixes."""
     n = 20_000
     nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"],
-                              ["y" if i == n - 1 else f"t{i}"], name="same") for i in range(n)]
+                              ["y" if i == n - 1 else f"t{i}"], name="same" + chr(0x4E00 + i))
+             for i in range(n)]
     path = _save(tmp_path / "m.onnx", _model(nodes, [_vi("x")], [_vi("y")]))
     started = time.perf_counter()
     imported = import_onnx(path)
     assert len(imported.graph.nodes) == n
     assert time.perf_counter() - started < 15  # quadratic naming took minutes
+
+
+def test_nodes_of_one_name_are_refused_before_the_import(tmp_path):
+    """onnxruntime refuses a model whose node names repeat; the reader says so at once, not
+    after importing 20,000 of them."""
+    nodes = [helper.make_node("Relu", ["x"], ["t"], name="same"),
+             helper.make_node("Relu", ["t"], ["y"], name="same")]
+    path = _save(tmp_path / "m.onnx", _model(nodes, [_vi("x")], [_vi("y")]))
+    with pytest.raises(ModelFileError) as info:
+        import_onnx(path)
+    assert info.value.node == "same" and str(info.value).endswith(
+        "two nodes are named 'same'; onnxruntime refuses a model whose node names repeat")
 
 
 # --- constant inputs and attributes ----------------------------------------------------------
