@@ -56,7 +56,7 @@ def _attention(imp, node, attrs):
     q = _heads(imp, q_in, heads[0], "q") if rank == 3 else imp.tensor(q_in)
     k = _heads(imp, k_in, heads[1], "k") if rank == 3 else imp.tensor(k_in)
     v = _heads(imp, v_in, heads[1], "v") if rank == 3 else imp.tensor(v_in)
-    present = [o or None for o in list(node.output[1:3]) + [""] * (3 - len(node.output))][:2]
+    present = [node.output[i] or None if len(node.output) > i else None for i in (1, 2)]
     if past_k is not None:
         [k] = imp.emit("concat", [imp.tensor(past_k), k], [present[0]], {"axis": 2},
                        suffix="/present_key")

@@ -28,7 +28,7 @@ from ..errors import ModelFileError, UnsupportedModelError
 from ..graph import Graph, Node
 from . import symbolic
 from .fold import FOLDERS, fold, int_vector
-from .names import DIM_NAME, dim_name, is_run_time, sanitized
+from .names import DIM_NAME, dim_name, is_run_time, sanitized, unnamed_dim
 from .reader import (DEFAULT_READ_LIMITS, ONNX_DTYPES, OPSETS, ReadLimits, default_opset,
                      to_array)
 
@@ -676,10 +676,9 @@ class Importer:
             # is another size: a pool's output declared with its input's "h")
             params = [d.dim_param if t.HasField("shape") and DIM_NAME.fullmatch(d.dim_param)
                       and d.dim_param not in self.input_dims else None for d in t.shape.dim]
-            stem = re.sub(r"\W", "_", abi_name)
             shape = tuple(g if type(g) is int or DIM_NAME.fullmatch(g) else
-                          (params[j] if j < len(params) and params[j] else f"{stem}_d{j}")
-                          for j, g in enumerate(ttype.shape))
+                          (params[j] if j < len(params) and params[j] else
+                           unnamed_dim(abi_name, j)) for j, g in enumerate(ttype.shape))
         else:
             if not t.HasField("shape"):
                 raise UnsupportedModelError(f"graph {what} {vi.name!r} has no shape")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DIM_NAME", "dim_name", "is_run_time", "sanitized"]
+__all__ = ["DIM_NAME", "dim_name", "is_run_time", "sanitized", "unnamed_dim"]
 
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.:/-]")
 
@@ -36,4 +36,10 @@ def dim_name(tensor: str, axis: int, dim) -> str:
     ``<tensor>_d<axis>`` (no name, ``?``, ``p2o.DynamicDimension.0``, a negative size)."""
     if not dim.HasField("dim_value") and DIM_NAME.fullmatch(dim.dim_param):
         return dim.dim_param
+    return unnamed_dim(tensor, axis)
+
+
+def unnamed_dim(tensor: str, axis: int) -> str:
+    """``<tensor>_d<axis>``: the name of a dim of graph input or output ``tensor`` that has no
+    name of its own to use."""
     return re.sub(r"\W", "_", tensor) + f"_d{axis}"
