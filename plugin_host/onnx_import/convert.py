@@ -313,8 +313,14 @@ class Importer:
              attrs: Mapping[str, Any] | None = None, *, suffix: str = "") -> list[str]:
         """Add one ABI node; ``outputs`` are ONNX names to bind (None: an internal tensor).
 
-        Returns the graph tensor names of the outputs.
+        Returns the graph tensor names of the outputs. An ``identity`` adds no node: its
+        output is its input under another name (a graph output gets its node in ``_outputs``).
         """
+        if op == "identity" and len(inputs) == 1 and inputs[0] is not None \
+                and len(outputs) == 1 and not attrs:
+            if outputs[0]:
+                self.alias(outputs[0], inputs[0])
+            return [inputs[0]]
         node_name = self.fresh_node(self.node_name + suffix)
         try:
             opdef = get_op(op)

@@ -181,6 +181,27 @@ def test_sum_and_mean_match_onnxruntime(op, case, tmp_path, signer):
         np.testing.assert_array_equal(got, onnxruntime_outputs(model, feed)["y"])
 
 
+# --- Identity ------------------------------------------------------------------------------------
+
+
+def test_identities_add_no_node_but_where_an_output_needs_its_own_name(tmp_path, signer):
+    """A chain of 500 Identity nodes (unnamed, as some exporters write them) before a Relu is
+    the Relu alone; an output that is an Identity of a graph input, or of another output, gets
+    the one node that gives it its own name."""
+    chain = [helper.make_node("Identity", ["x" if i == 0 else f"c{i - 1}"], [f"c{i}"])
+             for i in range(500)]
+    nodes = chain + [helper.make_node("Relu", ["c499"], ["y"], name="relu"),
+                     helper.make_node("Identity", ["x"], ["x_again"]),
+                     helper.make_node("Identity", ["y"], ["y_again"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info(o, TP.FLOAT, [2, 3])
+                               for o in ("y", "x_again", "y_again")])
+    model = tmp_path / "ids.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    loaded = _check(tmp_path, signer, model, _feeds({"x": (2, 3)}))
+    assert sorted(n.op for n in loaded.graph.nodes) == ["identity", "identity", "relu"]
+
+
 # --- Dropout -------------------------------------------------------------------------------------
 
 
