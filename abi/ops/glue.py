@@ -416,7 +416,8 @@ def _slice_bounds(n: str, x: TensorType, like: TensorType | None, attrs: dict, a
     """Per sliced axis, the start and the end like gives (None where it gives none); None
     without like. Checked: like and like_starts / like_ends come together, one entry per
     sliced axis, each -1 or an axis of like; where like gives a bound, the written one is 0,
-    the axis symbolic, the step 1, and the other bound a start >= 0 or an end to the end."""
+    the step 1, the other bound a start >= 0 or an end to the end, and the axis symbolic or
+    the bound an end."""
     given = {k: attrs[k] for k in ("like_starts", "like_ends")}
     if (like is None) != all(v is None for v in given.values()):
         raise ContractError(f"{n}: input 'like' and attributes 'like_starts' / 'like_ends' come "
@@ -434,11 +435,13 @@ def _slice_bounds(n: str, x: TensorType, like: TensorType | None, attrs: dict, a
             if a != -1 and not 0 <= a < len(like.shape):
                 raise ContractError(f"{n}: {key}[{k}] is {a}, not an axis of like shape "
                                     f"{fmt(like.shape)} (or -1)", op=n, attribute=key)
-            if a != -1 and (written[k] != 0 or steps[k] != 1
-                            or dims.is_static(x.shape[axes[k]])):
+            fixed = dims.is_static(x.shape[axes[k]])
+            if a != -1 and (written[k] != 0 or steps[k] != 1 or fixed and (
+                    key == "like_starts" or attrs["starts"][k] < 0)):
                 raise ContractError(f"{n}: {key}[{k}] reads like's axis {a} for axis {axes[k]} "
-                                    f"of x shape {fmt(x.shape)}: needs a symbolic axis, step 1 "
-                                    f"and 0 written in its place", op=n, attribute=key)
+                                    f"of x shape {fmt(x.shape)}: needs step 1 and 0 written in "
+                                    f"its place, and a symbolic axis or an end after a start "
+                                    f">= 0", op=n, attribute=key)
             row.append(None if a == -1 else like.shape[a])
         out.append(row)
     for k, (start, end) in enumerate(zip(*out)):
@@ -955,9 +958,11 @@ negative starts/ends counted from the end and both clamped to the dim (Python's 
 axes defaults to 0..len(starts)-1, steps to 1; steps may be negative, never 0. With like (any
 tensor; only its shape is read) and like_starts / like_ends (one entry per sliced axis: an
 axis of like, or -1), a start or end is like's dim on that axis when the call runs, written 0
-in starts / ends, on a symbolic axis sliced by 1, the other bound a start >= 0 or an end to
-the end (at least 2**62): x[:, :h//2] under a symbolic h, like a tensor h//2 long. The
-length is named end - start, its value where the end is at most the dim."""),
+in starts / ends, on an axis sliced by 1, the other bound a start >= 0 or an end to the end
+(at least 2**62): x[:, :h//2] under a symbolic h, like a tensor h//2 long. On a fixed axis
+only the end comes from like: a table's first n rows, table[:n] (BERT's position ids, sliced
+to a run-time sequence length). The length is named end - start, its value where the end
+is at most the dim (Python's slicing clamps a larger one, and so do both backends)."""),
     OpDef("split", 1, ("x",), ("outputs*",), {
         "axis": _AXIS,
         "sizes": AttrSpec("ints", check=all_of(non_empty, each_at_least(0))),

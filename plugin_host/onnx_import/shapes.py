@@ -549,11 +549,12 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
     An end that is the input's own dim along its axis, with a positive step, slices to the
     end (:data:`.fold.FAR`): the legacy exporter's scatter and scatter_add slice their source
     to the index's shape, ``Slice(src, 0, Shape(index))``, under a dynamic batch or length the
-    source's own. Another run-time bound on a run-time axis sliced by 1, its other bound a
-    start >= 0 or an end to the end, is read when the call runs from a tensor that carries
-    it (:func:`sizes_like`; ``x[:, :, : h // 2]``, torch.chunk's parts, whose last end
-    reaches the dim: :func:`_reaches`), written 0 here and recorded in ``late`` under
-    ``(bound, k)``. Any other run-time bound is refused, naming it."""
+    source's own. Another run-time bound on an axis sliced by 1, its other bound a start >= 0
+    or an end to the end, is read when the call runs from a tensor that carries it
+    (:func:`sizes_like`; ``x[:, :, : h // 2]``, torch.chunk's parts, whose last end reaches
+    the dim: :func:`_reaches`; on a fixed axis only an end, BERT's ``position_ids[:, :seq]``),
+    written 0 here and recorded in ``late`` under ``(bound, k)``. Any other run-time bound is
+    refused, naming it."""
     starts = (imp.shape_value(node.input[1], "starts") if node.input[1] in imp.sym
               else int_vector(imp.const(node.input[1], "starts"), "starts"))
     ends = (imp.shape_value(node.input[2], "ends") if node.input[2] in imp.sym
@@ -573,15 +574,16 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
                                    ("ends", end, type(start) is int and start >= 0)):
             if type(value) is int:
                 continue
-            if not (type(shape[axis]) is not int and step == 1 and fine
+            run_time_axis = type(shape[axis]) is not int
+            if not ((run_time_axis or bound == "ends") and step == 1 and fine
                     and has_dim(imp, value)):
                 raise imp.unsupported(
                     f"{bound} {starts if bound == 'starts' else ends}: {value!r} along axis "
                     f"{axis} (of dim {shape[axis]!r}) is a run-time dim; "
                     f"{'a start' if bound == 'starts' else 'an end'} must be a constant, an end "
                     f"the input's own dim there with a positive step, or one a tensor of the "
-                    f"graph carries on a run-time axis sliced by 1 whose other bound is a start "
-                    f">= 0 or an end to the end")
+                    f"graph carries on an axis sliced by 1 whose other bound is a start >= 0 or "
+                    f"an end to the end (on a fixed axis, only an end)")
             late[(bound, k)] = value
             (starts if bound == "starts" else ends)[k] = 0
     return np.array(starts, np.int64), np.array(ends, np.int64)

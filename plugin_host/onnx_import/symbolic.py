@@ -77,6 +77,9 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
              cap: int) -> list[np.ndarray]:
     """``op`` on ``values`` (int64 constants and object arrays of dims); object arrays out,
     but a bool array from Equal (known at import: see :func:`_equal`)."""
+    if op == "Slice" and any(v is not None and v.dtype == object and resolved(v) is None
+                             for v in values[1:]):
+        raise LeftToTheCall  # a length known at run time: a tensor's, not a shape's
     condition = values[0] if op == "Where" else None
     if condition is not None and condition.dtype != bool:
         raise UnsupportedModelError("Where chooses between shape entries by a condition that "

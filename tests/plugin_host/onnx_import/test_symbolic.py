@@ -10,11 +10,16 @@ import warnings
 import numpy as np
 import pytest
 
+from abi.errors import ABIError
 from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
+
 from .conftest import (check_against_onnxruntime, check_on_both_backends, export_dynamic,
-                       import_and_load, onnx, refused_on_every_side, torch)
+                       import_and_load, onnx, onnxruntime_outputs, refused_on_every_side, torch)
 
 F = torch.nn.functional
 
@@ -297,31 +302,44 @@ def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(less, held,
         f"run-time dim of the inputs: --dim batch=SIZE" in str(info.value), str(info.value)
 
 
-@pytest.mark.parametrize("end, axis, refused", [("b", 0, False), ("b", 1, True),
-                                                 ("c", 1, False)])
-def test_a_slice_to_a_run_time_end_is_its_own_dim_or_refused(end, axis, refused, tmp_path,
-                                                              signer):
-    """Slice(x, 0, end) along ``axis``: to the batch along the batch's own axis is the whole
-    axis; to the batch along another is refused naming it; a fixed end is an int."""
+@pytest.mark.parametrize("start, end, axis, shape, refused", [
+    ("zero", "b", 0, ["batch", 6, 4], False), ("zero", "b", 1, ["batch", "batch", 4], False),
+    ("zero", "c", 1, ["batch", 6, 4], False), ("b", "far", 1, ["batch", "n", 4], True)])
+def test_a_slice_to_a_run_time_end_is_its_own_dim_or_refused(start, end, axis, shape, refused,
+                                                              tmp_path, signer):
+    """Slice(x, start, end) along ``axis``: to the batch along the batch's own axis is the
+    whole axis; to the batch along a fixed axis is the first batch rows, past the axis refused
+    when the call runs; a fixed end is an int; a start at the batch along a fixed axis (a
+    length of 6 - batch) is refused naming it."""
     helper, tp = onnx.helper, onnx.TensorProto
     tail = [helper.make_node("Constant", [], ["zero"], value=helper.make_tensor(
                 "zero", tp.INT64, [1], [0])),
+            helper.make_node("Constant", [], ["far"], value=helper.make_tensor(
+                "far", tp.INT64, [1], [1 << 62])),
             helper.make_node("Constant", [], ["axis"], value=helper.make_tensor(
                 "axis", tp.INT64, [1], [axis])),
-            helper.make_node("Slice", ["x", "zero", end, "axis"], ["y"], name="cut")]
-    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
-                                                                  ["batch", 6, 4])])
+            helper.make_node("Slice", ["x", start, end, "axis"], ["y"], name="cut")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT, shape)])
     if refused:
         with pytest.raises(UnsupportedModelError) as info:
             import_onnx(model)
         text = str(info.value)
-        assert info.value.node == "cut" and "ends ['batch']: 'batch' along axis 1 (of dim 6) " \
-            "is a run-time dim; an end must be a constant, an end the input's own" in text, text
+        assert info.value.node == "cut" and "starts ['batch']: 'batch' along axis 1 (of dim " \
+            "6) is a run-time dim; a start must be a constant, an end the input's own" in text, \
+            text
         return
     _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    assert loaded.graph.outputs[0].shape == tuple(shape)
     rng = np.random.default_rng(6)
     check_on_both_backends(model, loaded, [
-        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3, 6)])
+    if shape[1] == "batch":  # 7 rows of 6: clamped to 6 as onnxruntime does, not the name's 7
+        feed = {"x": np.zeros((7, 6, 4), np.float32)}
+        assert onnxruntime_outputs(model, feed)["y"].shape == (7, 6, 4)
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            with pytest.raises(ABIError, match="symbolic dim 'batch' is 7 from the given "
+                                               "bindings but 6 from 'y' dim 1"):
+                Executor(loaded.graph, backend).run(dict(feed))
 
 
 class _Positions(torch.nn.Module):
