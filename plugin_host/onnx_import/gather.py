@@ -13,6 +13,7 @@ from abi.ops import dims as dim_math
 
 from ..errors import ModelFileError
 from . import symbolic
+from .convert import attributes
 from .fold import axis_in
 from .ops import _few, _only, maps
 from .shapes import run_time_mask
@@ -35,41 +36,75 @@ def _gather(imp, node, attrs):
     rank = len(imp.type_of(data).shape)
     axis = axis_in(attrs.get("axis", 0), rank)
     if not imp.is_const(idx):
-        if rank == 1 and _as_strided_view(imp, node, data, idx):
+        if _as_strided_view(imp, node, data, idx, axis):
             return
         _runtime_gather(imp, node, data, idx, list(imp.type_of(idx).shape), axis)
         return
     _emit_gather(imp, node, data, imp.const(idx), imp.origin.get(idx, idx), axis)
 
 
-def _as_strided_view(imp, node, data: str, idx: str) -> bool:
-    """torch's dynamo exporter writes ``aten.as_strided`` (ConvNeXt's average pool of a
-    channels-last map, under a run-time batch) as a Gather from the flattened input at indices
-    it computes from ``Range`` over the dims times the strides. Where those indices are the
-    row-major positions of their own shape, of as many elements as the input, the Gather is a
-    reshape of the input to that shape; True when so mapped."""
+def _as_strided_view(imp, node, data: str, idx: str, axis: int) -> bool:
+    """Run-time indices that are the row-major positions of their own shape, as many as the
+    data has along ``axis``: the Gather is a reshape of the data, the indices' shape in place
+    of the axis; True when so mapped. torch's dynamo exporter writes ``aten.as_strided``
+    (ConvNeXt's average pool of a channels-last map, under a run-time batch) as a Gather from
+    the flattened input at indices it computes from ``Range`` over the dims times the strides;
+    the legacy one writes advanced indexing by broadcast aranges (``mask[b[:, None], k]``,
+    the padding mask of transformers' attention, under a run-time batch and length) as a
+    Gather from the flattened tensor at ``b * seq + k``."""
+    source = list(imp.type_of(data).shape)
+    return _view(imp, node, data, _affine(imp, _producers(imp), idx, 0), source[:axis],
+                 source[axis:axis + 1], source[axis + 1:])
+
+
+def _coordinates_view(imp, node, data: str, idx: str) -> bool:
+    """GatherND's run-time indices of k coordinates, each the row-major position of its own
+    shape along one of the data's first k axes (the dynamo exporter's advanced indexing by
+    broadcast aranges, ``mask[b[:, None, None, None], k[None, None, None, :]]``: a Concat of
+    the two expanded to one shape): a reshape of the data, the indices' shape without its
+    last axis in place of the first k; True when so mapped."""
     producers = _producers(imp)
-    flat = producers.get(data)
-    if flat is None or flat.op_type != "Reshape" or not imp.is_const(flat.input[1]) or \
-            imp.const(flat.input[1]).reshape(-1).tolist() != [-1]:
+    concat = producers.get(idx)
+    rank = len(imp.type_of(idx).shape)
+    if concat is None or concat.op_type != "Concat" or \
+            attributes(concat, imp.limits).get("axis") not in (-1, rank - 1):
         return False
-    affine = _affine(imp, producers, idx, 0)
+    source = list(imp.type_of(data).shape)
+    k = len(concat.input)
+    if k > len(source):
+        return False
+    total = None
+    for i, part in enumerate(concat.input):
+        coordinate = _affine(imp, producers, part, 0)
+        if coordinate is None or coordinate[0][-1:] != [1]:
+            return False
+        scaled = _scaled(coordinate, dim_math.product(source[i + 1:k]))
+        total = scaled if total is None else _summed(total, scaled)
+        if total is None:
+            return False
+    shape, strides, offset = total
+    return _view(imp, node, data, (shape[:-1], strides[:-1], offset), [], source[:k],
+                 source[k:])
+
+
+def _view(imp, node, data: str, affine, before: list, axes: list, after: list) -> bool:
+    """Where ``affine`` (:func:`_affine`) is the row-major positions of its own shape, as many
+    as the ``axes`` of the data between ``before`` and ``after`` hold: the node's output as
+    the data reshaped to that shape in their place; True when so mapped."""
     if affine is None:
         return False
     shape, strides, offset = affine
     kept = [(d, s) for d, s in zip(shape, strides) if d != 1]
-    expected = 1  # row-major: each stride the product of the dims after it
-    for i, (d, s) in enumerate(reversed(kept)):
-        if s != expected or (type(d) is not int and i != len(kept) - 1):
-            return False  # a run-time dim only as the outermost
-        expected *= d if type(d) is int else 1
-    source = imp.type_of(flat.input[0]).shape
-    if offset != 0 or not dim_math.known_equal(dim_math.product(d for d, _ in kept),
-                                               dim_math.product(source)):
+    expected: object = 1  # row-major: each stride the product of the dims after it
+    for d, s in reversed(kept):
+        if not dim_math.known_equal(s, expected):
+            return False
+        expected = dim_math.mul(expected, d)
+    if offset != 0 or not dim_math.known_equal(expected, dim_math.product(axes)):
         return False
     from .shapes import _reshape_to
 
-    _reshape_to(imp, node, flat.input[0], list(shape))
+    _reshape_to(imp, node, data, before + list(shape) + after)
     return True
 
 
@@ -85,9 +120,13 @@ def _affine(imp, producers: dict, name: str, depth: int):
     """Integer tensor ``name`` as ``offset + sum(coordinate_i * stride_i)`` over its shape:
     (shape, strides, offset), shape entries ints or run-time dims; None when it is not one
     (or not one this reads: Range from 0 by 1, Unsqueeze, Mul by a scalar, Add, an integer
-    Cast, constants)."""
+    Cast, constants, a shape entry). Strides and offset are ints or run-time dims."""
     if depth > 32:
         return None
+    if name in imp.sym:  # a dim read from a shape: a scalar, stride 0
+        value = imp.sym[name]
+        return ([1] * value.ndim, [0] * value.ndim, symbolic.entries(value)[0]) \
+            if value.size == 1 else None
     if imp.is_const(name):
         a = imp.const(name)
         if a.dtype.kind not in "iu" or a.size == 0 or a.size > (1 << 16):
@@ -124,27 +163,45 @@ def _affine(imp, producers: dict, name: str, depth: int):
         return shape, strides, offset
     if op == "Cast" and ins:
         return _affine(imp, producers, ins[0], depth + 1)
+    if op == "Expand" and len(ins) == 2:
+        inner = _affine(imp, producers, ins[0], depth + 1)
+        target = imp.const(ins[1]).reshape(-1).tolist() if imp.is_const(ins[1]) else (
+            symbolic.entries(imp.sym[ins[1]]) if ins[1] in imp.sym else None)
+        return None if inner is None or target is None else \
+            _summed(inner, ([int(d) if type(d) is not str else d for d in target],
+                            [0] * len(target), 0))
     if op in ("Mul", "Add") and len(ins) == 2:
         a, b = (_affine(imp, producers, t, depth + 1) for t in ins)
         if a is None or b is None:
             return None
-        if op == "Mul":
-            scalar = next((x for x in (a, b) if not x[0] or all(d == 1 for d in x[0])), None)
-            other = b if scalar is a else a
-            if scalar is None:
-                return None
-            k = scalar[2]
-            return other[0], [s * k for s in other[1]], other[2] * k
-        rank = max(len(a[0]), len(b[0]))
-        pad = [([1] * (rank - len(x[0])) + list(x[0]), [0] * (rank - len(x[1])) + list(x[1]))
-               for x in (a, b)]
-        shape = []
-        for da, db in zip(pad[0][0], pad[1][0]):
-            if da != 1 and db != 1 and not dim_math.known_equal(da, db):
-                return None
-            shape.append(db if da == 1 else da)
-        return shape, [sa + sb for sa, sb in zip(pad[0][1], pad[1][1])], a[2] + b[2]
+        if op == "Add":
+            return _summed(a, b)
+        scalar = next((x for x in (a, b) if not x[0] or all(d == 1 for d in x[0])), None)
+        if scalar is None:
+            return None
+        other = b if scalar is a else a
+        return _scaled(other, scalar[2]) if len(other[0]) >= len(scalar[0]) else None
     return None
+
+
+def _scaled(affine, k):
+    """An :func:`_affine` tensor times ``k`` (an int or a run-time dim)."""
+    shape, strides, offset = affine
+    return shape, [dim_math.mul(s, k) for s in strides], dim_math.mul(offset, k)
+
+
+def _summed(a, b):
+    """The sum of two :func:`_affine` tensors, broadcast; None where their shapes do not."""
+    rank = max(len(a[0]), len(b[0]))
+    pad = [([1] * (rank - len(x[0])) + list(x[0]), [0] * (rank - len(x[1])) + list(x[1]))
+           for x in (a, b)]
+    shape = []
+    for da, db in zip(pad[0][0], pad[1][0]):
+        if da != 1 and db != 1 and not dim_math.known_equal(da, db):
+            return None
+        shape.append(db if da == 1 else da)
+    return (shape, [dim_math.add(sa, sb) for sa, sb in zip(pad[0][1], pad[1][1])],
+            dim_math.add(a[2], b[2]))
 
 
 def _int64_indices(imp, idx: str) -> str:
@@ -317,6 +374,8 @@ def _gather_nd(imp, node, attrs):
     data, idx = node.input[0], node.input[1]
     if not imp.is_const(idx):
         where = list(imp.type_of(idx).shape)
+        if _coordinates_view(imp, node, data, idx):
+            return
         if not where or where[-1] == 0:
             raise imp.unsupported(f"indices of shape {where}: GatherND needs indices with one "
                                   f"or more coordinates in their last dim")

@@ -342,6 +342,55 @@ def test_a_slice_to_a_run_time_end_is_its_own_dim_or_refused(start, end, axis, s
                 Executor(loaded.graph, backend).run(dict(feed))
 
 
+class _PaddedTokens(torch.nn.Module):
+    """A BERT-style encoder's run-time forms over a run-time batch and sequence length: the
+    position ids a buffer's first ``seq`` entries (``position_ids[:, :seq]``), and the padding
+    mask read by advanced indexing with broadcast aranges (``mask[b[:, None, None, None],
+    k[None, None, None, :]]``, as transformers' attention masks are made), which the legacy
+    exporter writes as a Gather from the flattened mask at ``b * seq + k``."""
+
+    def __init__(self, transposed: bool = False):
+        super().__init__()
+        self.transposed = transposed
+        self.words = torch.nn.Embedding(20, 8)
+        self.positions = torch.nn.Embedding(10, 8)
+        self.register_buffer("position_ids", torch.arange(10)[None])
+
+    def forward(self, ids, mask):
+        batch, seq = ids.shape
+        h = self.words(ids) + self.positions(self.position_ids[:, :seq])
+        b, k = torch.arange(batch)[:, None, None, None], torch.arange(seq)[None, None, None, :]
+        keep = mask.bool().t()[k, b] if self.transposed else mask.bool()[b, k]
+        scores = (h @ h.transpose(1, 2)).unsqueeze(1).masked_fill(~keep, -1e4)
+        return (scores.softmax(-1) @ h.unsqueeze(1)).squeeze(1)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_table_sliced_to_the_length_and_a_mask_read_by_aranges(dynamo, tmp_path, signer):
+    torch.manual_seed(3)
+    ids, mask = torch.randint(0, 20, (2, 5)), torch.ones(2, 5, dtype=torch.long)
+    mask[1, 3:] = 0
+    path = export_dynamic(_PaddedTokens(), [ids, mask], tmp_path / "t.onnx", dynamo=dynamo,
+                          names=["ids", "mask"], dims=[{0: "batch", 1: "seq"}] * 2,
+                          bounds={"seq": (2, 10)})
+    _, loaded = import_and_load(path, tmp_path / "t.pha", signer,
+                                golden_dims={"batch": [2, 1], "seq": [5, 3]})
+    assert "gather_elements" not in {n.op for n in loaded.graph.nodes}
+    with pytest.raises(UnsupportedModelError, match="computed at run time"):  # not a view
+        import_onnx(export_dynamic(_PaddedTokens(transposed=True), [ids, mask],
+                                   tmp_path / "k.onnx", dynamo=dynamo, names=["ids", "mask"],
+                                   dims=[{0: "batch", 1: "seq"}] * 2, bounds={"seq": (2, 10)}))
+    rng = np.random.default_rng(8)
+    feeds = [{"ids": rng.integers(0, 20, (n, s)), "mask": rng.integers(0, 2, (n, s))}
+             for n, s in ((1, 1), (3, 4), (2, 10))]
+    check_on_both_backends(path, loaded, feeds)
+    # 11 positions of a table of 10: its 10 rows, which the Add refuses, as onnxruntime does
+    refused_on_every_side(path, loaded.graph, {"ids": np.zeros((1, 11), np.int64),
+                                               "mask": np.ones((1, 11), np.int64)},
+                          onnxruntime_says="broadcast", numpy_says=r"inputs of shapes "
+                          r"\(1, 11, 8\), \(1, 10, 8\) do not broadcast", backend_says="Add")
+
+
 class _Positions(torch.nn.Module):
     """A learned positional embedding over a run-time sequence length, and each row's index
     over the run-time batch: torch.arange to a run-time dim (Range(0, d, 1))."""
