@@ -239,7 +239,14 @@ def add(a: Dim, b: Dim) -> Dim:
         if b == 0:
             return a
         return _cap(f"{a}+{b}" if b > 0 else f"{a}-{-b}")
-    return _cap(f"{a}+{b}")
+    return _fixed_or(_cap(f"{a}+{b}"))
+
+
+def _fixed_or(d: Dim) -> Dim:
+    """``d``, or the int it is where its terms cancel (``seq-seq`` is 0: GPT-Neo's mask rows
+    ``key_length - query_length`` of one length)."""
+    const, terms = _grouped(d)
+    return const if not terms else d
 
 
 def sub(a: Dim, b: Dim) -> Dim:
@@ -249,7 +256,7 @@ def sub(a: Dim, b: Dim) -> Dim:
         return add(a, -b)
     if type(a) is int and a == 0:
         return _cap(f"0-{_term(b)}")
-    return _cap(f"{a}-{_term(b)}")
+    return _fixed_or(_cap(f"{a}-{_term(b)}"))
 
 
 def as_sum(d: Dim) -> tuple[int, list[tuple[int, Dim]]]:

@@ -570,6 +570,8 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
     for k, (axis, start, end, step) in enumerate(zip(axes, starts, ends, steps)):
         if type(end) is not int and step > 0 and _reaches(end, shape[axis]):
             ends[k] = end = FAR
+        if type(start) is not int and step > 0 and dims.add(start, shape[axis]) == 0:
+            starts[k] = start = 0  # minus the dim: x[..., -d:] of d entries, Mamba's conv
         for bound, value, fine in (("starts", start, type(end) is int and end >= FAR),
                                    ("ends", end, type(start) is int and start >= 0)):
             if type(value) is int:

@@ -32,7 +32,8 @@ from .fold import fold
 
 #: Ops evaluated on symbolic shape values (and constants).
 OPS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Identity", "Cast",
-                 "Mul", "Add", "Sub", "Div", "ReduceProd", "Reshape", "Equal", "Where"})
+                 "Mul", "Add", "Sub", "Div", "Neg", "ReduceProd", "Reshape", "Equal",
+                 "Where"})
 
 _INT_CASTS = frozenset({6, 7})  # ONNX TensorProto.INT32, INT64
 
@@ -102,6 +103,9 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
         return [values[0]]
     if op == "ReduceProd":
         return [_product(values, attrs)]
+    if op == "Neg":  # x[..., -n:]: a start of minus a dim
+        out = np.frompyfunc(lambda x: dims.sub(0, _entry(x)), 1, 1)(values[0].astype(object))
+        return [_normalized(np.asarray(out, dtype=object))]
     if op in _ARITHMETIC:
         fn = _ARITHMETIC[op]
         a, b = values

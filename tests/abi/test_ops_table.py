@@ -285,6 +285,9 @@ def test_dims_arithmetic():
     assert dims.floordiv("2*h+w", 2) == "(2*h+w)//2"
     assert dims.known_equal("batch+batch", "2*batch") and dims.known_equal("h+1", "1+h")
     assert not dims.known_equal("h+h", "h") and not dims.known_equal("h+w", "h+1")
+    # a sum or difference whose terms cancel is the int it is (GPT-Neo's seq - seq)
+    assert dims.sub("seq", "seq") == 0 and dims.add("h+1", dims.sub(0, "h")) == 1
+    assert dims.sub("2*h", "h") == "2*h-h" and dims.sub("h", "w") == "h-w"
 
 
 def test_dims_comparisons_are_three_valued():

@@ -391,6 +391,39 @@ def test_a_table_sliced_to_the_length_and_a_mask_read_by_aranges(dynamo, tmp_pat
                           r"\(1, 11, 8\), \(1, 10, 8\) do not broadcast", backend_says="Add")
 
 
+class _CausalForms(torch.nn.Module):
+    """Two decoders' forms over a run-time length: GPT-Neo's causal mask, a constant table's
+    rows ``key_length - query_length`` to ``key_length`` (``seq - seq``, 0) and first
+    ``key_length`` columns; Mamba's causal conv, padded on both sides, cut to the first
+    ``seq`` steps and then the last ``seq`` (a start of minus the dim: all of it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 4, 4, padding=3, groups=4)
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16, dtype=torch.bool))[None])
+
+    def forward(self, x):
+        seq = x.shape[1]
+        h = self.conv(x.transpose(1, 2))[..., :seq][..., -seq:].transpose(1, 2)
+        scores = h @ h.transpose(1, 2)
+        causal = self.bias[:, seq - seq:seq, :seq]
+        return torch.where(causal, scores, -1e4).softmax(-1) @ h
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_causal_mask_cut_from_a_table_and_a_causal_conv_cut_to_the_length(dynamo, tmp_path,
+                                                                             signer):
+    torch.manual_seed(4)
+    path = export_dynamic(_CausalForms(), [torch.randn(2, 5, 4)], tmp_path / "c.onnx",
+                          dynamo=dynamo, names=["x"], dims=[{0: "batch", 1: "seq"}],
+                          bounds={"seq": (2, 16)})
+    _, loaded = import_and_load(path, tmp_path / "c.pha", signer,
+                                golden_dims={"batch": [2, 1], "seq": [5, 3]})
+    rng = np.random.default_rng(9)
+    check_on_both_backends(path, loaded, [
+        {"x": rng.standard_normal((n, s, 4)).astype(np.float32)} for n, s in ((1, 1), (3, 16))])
+
+
 class _Positions(torch.nn.Module):
     """A learned positional embedding over a run-time sequence length, and each row's index
     over the run-time batch: torch.arange to a run-time dim (Range(0, d, 1))."""
