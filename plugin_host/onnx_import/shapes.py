@@ -444,7 +444,34 @@ def _derived(imp, d) -> tuple[str, int, int] | None:
 
 def has_dim(imp, d) -> bool:
     """Whether :func:`run_time_mask` can carry the run-time dim ``d``."""
-    return dim_source(imp, d) is not None or _derived(imp, d) is not None
+    return dim_source(imp, d) is not None or _derived(imp, d) is not None or \
+        _summands(imp, d) is not None
+
+
+def _summands(imp, d) -> tuple[int, list] | None:
+    """``(c, [d1, d2, ...])`` where the run-time dim ``d`` is the sum ``d1 + d2 + ... + c``
+    of two or more dims that tensors carry (:func:`dim_source`, :func:`_derived`) and an int
+    c >= 0: a decoder's key length ``past+seq``, its cache's length and the new tokens'.
+    None otherwise."""
+    const, terms = dims.as_sum(d) if type(d) is str else (0, [])
+    if len(terms) < 2 or const < 0 or any(sign != 1 for sign, _ in terms):
+        return None
+    parts = [term for _, term in terms]
+    if any(dim_source(imp, t) is None and _derived(imp, t) is None for t in parts):
+        return None
+    return const, parts
+
+
+def _summed_source(imp, d) -> tuple[str, int] | None:
+    """A 1-D tensor of the :func:`_summands` dim ``d``: its parts' masks concatenated."""
+    found = _summands(imp, d)
+    if found is None:
+        return None
+    const, parts = found
+    masks = [run_time_mask(imp, [t]) for t in parts]
+    if const:
+        masks.append(imp.add_constant(np.ones(const, bool), f"{imp.node_name}.{d}.ones"))
+    return imp.emit("concat", masks, [None], {"axis": 0}, suffix=f".{d}.sum")[0], 0
 
 
 def _derived_source(imp, d) -> tuple[str, int] | None:
@@ -469,7 +496,8 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     for axis, d in enumerate(dims):
         if type(d) is int:
             continue
-        known = (sources or {}).get(d) or dim_source(imp, d) or _derived_source(imp, d)
+        known = (sources or {}).get(d) or dim_source(imp, d) or _derived_source(imp, d) or \
+            _summed_source(imp, d)
         if known is None:
             raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is a dim of no tensor of "
                                   f"the graph so far, so it cannot be read when the call runs")

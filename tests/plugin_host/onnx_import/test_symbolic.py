@@ -424,6 +424,69 @@ def test_a_causal_mask_cut_from_a_table_and_a_causal_conv_cut_to_the_length(dyna
         {"x": rng.standard_normal((n, s, 4)).astype(np.float32)} for n, s in ((1, 1), (3, 16))])
 
 
+class _Cached(torch.nn.Module):
+    """A streaming model's positions over its cache and the new steps, both of run-time
+    length, computed before anything concatenates them: ``torch.arange(past + seq)``, a sum
+    of two dims no tensor has yet."""
+
+    def forward(self, x, cache):
+        positions = torch.arange(cache.shape[1] + x.shape[1]).float()
+        return torch.cat([cache, x], 1) * positions[None, :, None]
+
+
+def test_a_range_to_a_sum_of_run_time_dims_that_no_tensor_has_yet(tmp_path, signer):
+    path = export_dynamic(_Cached(), [torch.randn(2, 3, 4), torch.randn(2, 5, 4)],
+                          tmp_path / "c.onnx", dynamo=False, names=["x", "cache"],
+                          dims=[{0: "batch", 1: "seq"}, {0: "batch", 1: "past"}])
+    _, loaded = import_and_load(path, tmp_path / "c.pha", signer,
+                                golden_dims={"seq": [3, 1], "past": [5, 2]})
+    rng = np.random.default_rng(10)
+    check_on_both_backends(path, loaded, [
+        {"x": rng.standard_normal((n, s, 4)).astype(np.float32),
+         "cache": rng.standard_normal((n, p, 4)).astype(np.float32)}
+        for n, s, p in ((1, 1, 1), (3, 2, 9))])
+
+
+class _CachedAttention(torch.nn.Module):
+    """One attention step of a decoder with a key-value cache, as transformers writes it:
+    the keys are the cache's and the new tokens', and the padding mask, of the cache's length
+    plus the new tokens', is read at ``arange(past + seq)`` by broadcast aranges."""
+
+    def __init__(self):
+        super().__init__()
+        self.words = torch.nn.Embedding(20, 8)
+
+    def forward(self, ids, mask, past):
+        h = self.words(ids)
+        keys = torch.cat([past, h], 1)
+        b = torch.arange(ids.shape[0])[:, None, None]
+        k = torch.arange(past.shape[1] + ids.shape[1])[None, None, :]
+        scores = (h @ keys.transpose(1, 2)).masked_fill(~mask.bool()[b, k], -1e4)
+        return scores.softmax(-1) @ keys
+
+
+def test_a_decoder_step_with_a_cache_imports_with_its_lengths_fixed(tmp_path, signer):
+    """With the cache's, the new tokens' and the mask's lengths at run time, the mask's is a
+    dim of its own to the ABI, which the model reads as the other two's sum: refused naming
+    the Gather, and the hint names the dims; with them fixed, as a device runs it, any batch."""
+    torch.manual_seed(5)
+    args = [torch.randint(0, 20, (2, 3)), torch.ones(2, 8, dtype=torch.long),
+            torch.randn(2, 5, 8)]
+    path = export_dynamic(_CachedAttention(), args, tmp_path / "d.onnx", dynamo=False,
+                          names=["ids", "mask", "past"],
+                          dims=[{0: "batch", 1: "seq"}, {0: "batch", 1: "total"},
+                                {0: "batch", 1: "past"}])
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(path)
+    assert info.value.op == "Gather" and "--dim past=SIZE" in str(info.value), str(info.value)
+    _, loaded = import_and_load(path, tmp_path / "d.pha", signer,
+                                dims={"past": 7, "seq": 1, "total": 8})
+    rng = np.random.default_rng(11)
+    check_on_both_backends(path, loaded, [
+        {"ids": rng.integers(0, 20, (n, 1)), "mask": rng.integers(0, 2, (n, 8)),
+         "past": rng.standard_normal((n, 7, 8)).astype(np.float32)} for n in (1, 3)])
+
+
 class _Positions(torch.nn.Module):
     """A learned positional embedding over a run-time sequence length, and each row's index
     over the run-time batch: torch.arange to a run-time dim (Range(0, d, 1))."""
