@@ -94,13 +94,14 @@ class PluginError(PluginHostError):
 
 
 class ModelImportError(PluginHostError, ValueError):
-    """A foreign model (an ONNX file) cannot be imported; ``node``/``op`` name the culprit."""
+    """A foreign model (an ONNX file) cannot be imported; ``node``/``op`` name the culprit,
+    ``detail`` is the message without them."""
 
     def __init__(self, message: str, *, node: str | None = None, op: str | None = None,
                  **context: Any) -> None:
         where = f"node {node!r} ({op}): " if node is not None else (f"{op}: " if op else "")
         super().__init__(where + message, node=node, op=op, **context)
-        self.node, self.op = node, op
+        self.node, self.op, self.detail = node, op, message
 
 
 class UnsupportedModelError(ModelImportError):

@@ -89,10 +89,8 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     try:
         imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
                                  state=state, limits=limits)
-    except UnsupportedModelError as exc:  # point at --dim, or else at --input-value
-        hinted = with_dims_hint(exc, upgraded)
-        if hinted is exc:
-            hinted = with_inputs_hint(exc, upgraded)
+    except UnsupportedModelError as exc:  # point at --dim and --input-value where they apply
+        hinted = with_inputs_hint(with_dims_hint(exc, upgraded), upgraded)
         if hinted is exc:
             raise
         raise hinted from None

@@ -559,19 +559,70 @@ class Importer:
         """An If whose condition is known at import (the legacy exporter's checks on static
         shapes, such as ``Equal(Size(index), 0)``): the nodes of the branch it takes are
         mapped in its place (patterns, which look ahead in the main graph, are not tried
-        there), its outputs become the If's. A condition computed at run time is refused."""
-        import onnx
-
+        there), its outputs become the If's. A condition computed at run time:
+        :meth:`_both_branches`."""
         cond = node.input[0] if node.input else ""
         if cond not in self.consts:
-            raise self.unsupported(f"condition {cond!r} is computed at run time; only an If "
-                                   f"whose condition is known at import (a check on static "
-                                   f"shapes) is imported, as the branch it takes")
+            return self._both_branches(node, mappers, index, cond)
         value = self.consts[cond]
         if value.size != 1:
             raise ModelFileError(f"condition {cond!r} has {value.size} elements; an If's "
                                  f"condition is one value")
         taken = "then_branch" if bool(value.reshape(-1)[0]) else "else_branch"
+        for out, yielded in zip(node.output, self._inline_branch(node, mappers, index, taken)):
+            if out:
+                self.bind(out, yielded, f"{taken} output")
+
+    def _both_branches(self, node, mappers, index: int, cond: str) -> None:
+        """An If whose condition is computed at run time (torch.jit.script's ``if p >= 0.5:``
+        on a score, openWakeWord's verifier): both branches are mapped and each output is a
+        ``where`` of the condition between the two, so both run on every call. Each output
+        must be a tensor of one dtype and shape in both branches, else refused naming it."""
+        if cond not in self.values or self.types[self.values[cond]].dtype != "bool":
+            raise self.unsupported(f"condition {cond!r} is computed at run time and is not a "
+                                   f"bool tensor")
+        shape = self.type_of(cond).shape
+        if math.prod(d if type(d) is int else 2 for d in shape) != 1:
+            raise ModelFileError(f"condition {cond!r} of shape {list(shape)} is not one value")
+        picked, name = {}, self.node_name
+        for taken in ("then_branch", "else_branch"):
+            try:
+                picked[taken] = [self._run_time_tensor(y, taken) for y in
+                                 self._inline_branch(node, mappers, index, taken)]
+            except UnsupportedModelError as exc:  # say which If made it run
+                raise UnsupportedModelError(
+                    f"{exc.detail} (in the {taken} of If {name!r}, whose condition {cond!r} "
+                    f"is computed at run time, so both branches are imported)",
+                    node=exc.node, op=exc.op) from None
+        when = self.tensor(cond)
+        if shape:
+            [when] = self.emit("reshape", [when], [None], {"shape": []}, suffix="/condition")
+        for k, (out, a, b) in enumerate(zip(node.output, picked["then_branch"],
+                                            picked["else_branch"])):
+            ta, tb = self.types[a], self.types[b]
+            if ta.dtype != tb.dtype or len(ta.shape) != len(tb.shape) or not all(
+                    dim_math.known_equal(x, y) for x, y in zip(ta.shape, tb.shape)):
+                raise self.unsupported(
+                    f"output {out!r} is {ta.dtype} {list(ta.shape)} from then_branch and "
+                    f"{tb.dtype} {list(tb.shape)} from else_branch; an If whose condition is "
+                    f"computed at run time needs one dtype and shape from both")
+            self.emit("where", [when, a, b], [out or None], suffix=f"/{k}")
+
+    def _run_time_tensor(self, name: str, taken: str) -> str:
+        """The graph tensor of branch output ``name`` (a constant becomes one)."""
+        if name in self.seqs or name in self.sym:
+            raise self.unsupported(f"{taken} yields {name!r}, a "
+                                   f"{'sequence' if name in self.seqs else 'shape value'}; an "
+                                   f"If whose condition is computed at run time yields tensors")
+        if name not in self.values and name not in self.consts:
+            raise ModelFileError(f"{taken} output {name!r} is never computed")
+        return self.tensor(name)
+
+    def _inline_branch(self, node, mappers, index: int, taken: str) -> list[str]:
+        """Map the nodes of If ``node``'s branch ``taken`` in its place; the ONNX names of what
+        it yields."""
+        import onnx
+
         branch = {a.name: a for a in node.attribute}.get(taken)
         if branch is None or branch.type != onnx.AttributeProto.GRAPH:
             raise ModelFileError(f"the If has no graph attribute {taken!r}")
@@ -589,9 +640,7 @@ class Importer:
         for t in g.initializer:
             self.set_const(t.name, to_array(t, self.limits))
         self.inline(g.node, mappers, index)
-        for out, yielded in zip(outputs, g.output):
-            if out:
-                self.bind(out, yielded.name, f"{taken} output")
+        return [yielded.name for yielded in g.output]
 
     def inline(self, nodes, mappers, index: int, *, depth: int = 1) -> None:
         """Map ``nodes`` in order in the place of the node being mapped (the nodes of a

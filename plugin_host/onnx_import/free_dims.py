@@ -151,10 +151,7 @@ def named_dims(model) -> set[str]:
 def bare_message(error: UnsupportedModelError) -> str:
     """``error``'s message without the ``node 'n' (Op):`` it starts with, so that a hint can
     be added before the error is raised again naming the same node."""
-    text = str(error)
-    prefix = f"node {error.node!r} ({error.op}): " if error.node is not None else (
-        f"{error.op}: " if error.op else "")
-    return text[len(prefix):] if text.startswith(prefix) else text
+    return error.detail
 
 
 def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError:

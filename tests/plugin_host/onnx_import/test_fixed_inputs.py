@@ -1,6 +1,7 @@
 """Graph inputs fixed at build (``--input-value NAME=VALUE``): the input becomes a constant of
-the model, an If on it folds to the branch it takes, the artifact has no such input, and the
-outputs are onnxruntime's on the model as given with that value fed."""
+the model, an If on it folds to the branch it takes (not fixed, both branches run), the
+artifact has no such input, and the outputs are onnxruntime's on the model as given with that
+value fed."""
 
 from __future__ import annotations
 
@@ -17,20 +18,23 @@ from plugins.numpy_backend import NumpyBackend
 from .conftest import assert_close, import_and_load, onnx, onnxruntime_outputs
 
 
-def _branchy(path, x_dims=(1, 4)):
-    """y = x * 2 where sr == 16000, else x * 3 (silero-vad's If on its sample rate), plus
-    y + bias where bias is a float32 input of three values, and a bool switch."""
+def _branchy(path, x_dims=(1, 4), *, wide_else: bool = False):
+    """y = x * 2 where sr == 16000, else x * 3 (silero-vad's If on its sample rate; with
+    ``wide_else``, x * 3 twice side by side: another shape), and a bool switch."""
     helper, tp = onnx.helper, onnx.TensorProto
 
-    def branch(name, factor):
+    def branch(name, factor, wide=False):
+        tail = [helper.make_node("Concat", [f"{name}_y", f"{name}_y"], [f"{name}_w"], axis=1)]
         return helper.make_graph(
-            [helper.make_node("Mul", ["x", f"{name}_k"], [f"{name}_y"])], name, [],
-            [helper.make_tensor_value_info(f"{name}_y", tp.FLOAT, list(x_dims))],
+            [helper.make_node("Mul", ["x", f"{name}_k"], [f"{name}_y"]), *tail[:wide]], name,
+            [], [helper.make_tensor_value_info(f"{name}_w" if wide else f"{name}_y", tp.FLOAT,
+                                               None)],
             [helper.make_tensor(f"{name}_k", tp.FLOAT, [], [factor])])
 
     nodes = [helper.make_node("Equal", ["sr", "rate16k"], ["is16k"], name="is16k"),
              helper.make_node("If", ["is16k"], ["scaled"], name="by_rate",
-                              then_branch=branch("then", 2.0), else_branch=branch("else", 3.0)),
+                              then_branch=branch("then", 2.0),
+                              else_branch=branch("else", 3.0, wide_else)),
              helper.make_node("Where", ["on", "scaled", "x"], ["y"], name="switch")]
     graph = helper.make_graph(
         nodes, "g",
@@ -43,10 +47,20 @@ def _branchy(path, x_dims=(1, 4)):
     return path
 
 
-def test_an_if_on_an_input_is_refused_pointing_at_input_value(tmp_path):
+def test_an_if_on_an_input_runs_both_branches_or_is_refused_pointing_at_input_value(
+        tmp_path, signer):
+    """Without --input-value, the If on sr runs both branches and picks one when the call
+    runs, as onnxruntime; branches of two shapes are refused, pointing at --input-value."""
     model = _branchy(tmp_path / "b.onnx")
+    _, loaded = import_and_load(model, tmp_path / "b.pha", signer)
+    assert {s.name for s in loaded.graph.inputs} == {"x", "sr", "on"}
+    x = np.random.default_rng(8).standard_normal((1, 4)).astype(np.float32)
+    for rate in (16000, 8000):
+        feed = {"x": x, "sr": np.array(rate), "on": np.array([True])}
+        got = Executor(loaded.graph, NumpyBackend()).run(dict(feed))
+        assert_close(loaded, "y", got["y"], onnxruntime_outputs(model, feed)["y"])
     with pytest.raises(UnsupportedModelError) as info:
-        build_onnx_artifact(model, tmp_path / "b.pha")
+        build_onnx_artifact(_branchy(tmp_path / "w.onnx", wide_else=True), tmp_path / "w.pha")
     assert info.value.node == "by_rate" and str(info.value).endswith(
         "; if it is computed from an input the device always feeds the same value, "
         "--input-value sr=VALUE, --input-value on=VALUE (input_values= in the Python API) "

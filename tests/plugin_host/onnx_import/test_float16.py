@@ -11,8 +11,10 @@ import pytest
 
 from plugin_host.cli import main
 from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import ReadLimits, build_onnx_artifact, import_onnx
 from plugin_host.onnx_import.float_width import find_float16, upcast_float16
+from plugins.numpy_backend import NumpyBackend
 
 from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
                        import_and_load, onnx, onnxruntime_outputs, torch)
@@ -421,8 +423,8 @@ def test_build_help_names_the_options(capsys):
 
 def test_float16_in_a_subgraph_attribute_is_named_and_typed(tmp_path):
     """A float16 Constant hidden in an If branch: refused naming the branch without the
-    option; with it, rewritten and then refused for the If itself (not mapped), each a typed
-    one-line error."""
+    option, a typed one-line error; with it, rewritten, and the If on its run-time condition
+    yields the constant either way."""
     branch = helper.make_graph(
         [helper.make_node("Constant", [], ["c"], value=_half("cv", [2.0]), name="inner")],
         "then", [], [_vi("c", TP.FLOAT, (1,))])
@@ -433,10 +435,10 @@ def test_float16_in_a_subgraph_attribute_is_named_and_typed(tmp_path):
                      .SerializeToString())
     assert_refused(path, UnsupportedModelError, "float16 in node 'inner' (Constant) in node "
                    "'if' (If), attribute 'else_branch', attribute 'value'", "--upcast-float16")
-    with pytest.raises(UnsupportedModelError) as info:
-        import_onnx(path, upcast_float16=True)
-    assert "node 'if' (If)" in str(info.value) and "float16" not in str(info.value)
-    assert "\n" not in str(info.value)
+    graph = import_onnx(path, upcast_float16=True).graph
+    for b in (True, False):
+        y = Executor(graph, NumpyBackend()).run({"b": np.array([b])})["y"]
+        assert y.dtype == np.float32 and y.tolist() == [2.0]
 
 
 def test_a_float16_model_of_an_older_opset_is_upcast_then_upgraded(tmp_path, signer):

@@ -1,9 +1,10 @@
 """If with a condition known at import (torch's legacy exporter writes such checks on static
 shapes, e.g. for torch.diagonal: test_masks.py) is imported as the branch it takes, compared
 with onnxruntime: branches reading outer values, holding initializers, nested, yielding constants;
-an outer value read only inside a branch still counts as read. A run-time condition, a
-condition of several values, nesting beyond the cap and a branch beyond the node cap are
-refused naming the node."""
+an outer value read only inside a branch still counts as read. A run-time condition runs both
+branches and picks between them with a ``where``. A condition of several values, branches of
+other shapes under a run-time condition, nesting beyond the cap and a branch beyond the node
+cap are refused naming the node."""
 
 from __future__ import annotations
 
@@ -118,17 +119,52 @@ def test_an_outer_value_read_only_inside_a_branch_is_computed(tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds((steps, 1, size))[:1])
 
 
-def test_a_run_time_condition_is_refused_naming_the_node(tmp_path):
-    then = _branch("then", [helper.make_node("Relu", ["x"], ["t"])], ["t"])
+def _run_time_if(tmp_path, then_nodes, then_out, *, cond_shape=(), inits=()):
+    """y = If(sum(x) > 0) then: ``then_nodes`` yielding ``then_out`` else: neg(x); the
+    condition of shape ``cond_shape`` (a 1-element one)."""
+    then = _branch("then", then_nodes, [then_out], inits)
     other = _branch("else", [helper.make_node("Neg", ["x"], ["e"])], ["e"])
-    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=1 if cond_shape else 0),
              _const("zero", np.float32(0.0)),
              helper.make_node("Greater", ["s", "zero"], ["c"]),
              helper.make_node("If", ["c"], ["y"], name="if", then_branch=then,
                               else_branch=other)]
-    assert_refused(_save(tmp_path, nodes, [_x()], [_y()]), UnsupportedModelError,
-                   "node 'if' (If)", "condition 'c' is computed at run time; only an If whose "
-                                     "condition is known at import")
+    return _save(tmp_path, nodes, [_x()], [_y()])
+
+
+@pytest.mark.parametrize("cond_shape", [(), (1, 1)])
+def test_a_run_time_condition_runs_both_branches_and_picks_one(cond_shape, tmp_path, signer):
+    """Both branches are mapped and y is a ``where`` of the condition between them: each
+    feed takes the branch its sum picks, as in onnxruntime; a constant yielded by a branch
+    is a tensor there."""
+    w = onnx.numpy_helper.from_array(np.full((3, 4), 2.0, np.float32), "w")
+    model = _run_time_if(tmp_path, [helper.make_node("Relu", ["x"], ["r"]),
+                                    helper.make_node("Mul", ["r", "w"], ["t"])], "t",
+                         cond_shape=cond_shape, inits=[w])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert "where" in {n.op for n in loaded.graph.nodes}
+    feeds = [{"x": np.abs(RNG.standard_normal((3, 4))).astype(np.float32) * sign}
+             for sign in (1, -1, 1, -1)]
+    check_against_onnxruntime(model, loaded, feeds)
+    constant = _run_time_if(tmp_path, [_const("t", np.full((3, 4), 5.0, np.float32))], "t")
+    _, loaded = import_and_load(constant, tmp_path / "c.pha", signer)
+    check_against_onnxruntime(constant, loaded, feeds)
+
+
+def test_run_time_branches_of_other_shapes_or_a_float_condition_are_refused(tmp_path):
+    model = _run_time_if(tmp_path, [_const("k", np.array([0, 2], np.int64)),
+                                    helper.make_node("Gather", ["x", "k"], ["t"])], "t")
+    assert_refused(model, UnsupportedModelError, "node 'if' (If)",
+                   "output 'y' is float32 [2, 4] from then_branch and float32 [3, 4] from "
+                   "else_branch; an If whose condition is computed at run time needs one dtype "
+                   "and shape from both")
+    then = _branch("then", [helper.make_node("Relu", ["x"], ["t"])], ["t"])
+    other = _branch("else", [helper.make_node("Neg", ["x"], ["e"])], ["e"])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["c"], keepdims=0),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=then,
+                              else_branch=other)]
+    assert_refused(_save(tmp_path, nodes, [_x()], [_y()], name="f"), UnsupportedModelError,
+                   "node 'if' (If)", "condition 'c' is computed at run time and is not a bool")
 
 
 def test_a_condition_of_several_values_is_refused(tmp_path):
