@@ -21,12 +21,20 @@ _REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "Reduc
 
 def _reduction(imp, node, attrs) -> tuple[str, dict]:
     """The input tensor and the ``axes``/``keepdim`` attributes of an ONNX Reduce*: axes from
-    the input (newer opsets) or the attribute; none given: every axis."""
-    _only(imp, attrs, {"axes": ..., "keepdims": ..., "noop_with_empty_axes": 0})
+    the input (newer opsets) or the attribute; none given: every axis, unless
+    ``noop_with_empty_axes`` (tf2onnx writes it beside given axes, which it does not change;
+    with none given, refused)."""
+    _only(imp, attrs, {"axes": ..., "keepdims": ..., "noop_with_empty_axes": ...})
     x = node.input[0]
     axes = _opt(node, 1)
     axes = imp.const(axes, "axes") if axes else attrs.get("axes")
     if axes is None or not np.size(axes):
+        if attrs.get("noop_with_empty_axes", 0) not in (0, 1):
+            raise imp.unsupported(f"attribute noop_with_empty_axes="
+                                  f"{attrs['noop_with_empty_axes']!r} must be 0 or 1")
+        if attrs.get("noop_with_empty_axes", 0):
+            raise imp.unsupported("noop_with_empty_axes=1 with no axes (no reduction) is not "
+                                  "supported")
         axes = list(range(len(imp.type_of(x).shape)))
     return imp.tensor(x), {"axes": int_vector(axes, "axes", scalar_ok=True),
                            "keepdim": bool(attrs.get("keepdims", 1))}
