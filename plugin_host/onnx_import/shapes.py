@@ -647,17 +647,44 @@ def _pad(imp, node, attrs):
     axes = _opt(node, 3)
     axes = (list(range(rank)) if axes is None else
             [axis_in(a, rank, "axes") for a in int_vector(imp.const(axes, "axes"), "axes")])
-    if len(pads) != 2 * len(axes) or any(p < 0 for p in pads):
-        raise imp.unsupported(f"pads {_few(pads)} must be {2 * len(axes)} values >= 0 (cropping "
-                              f"by negative pads is not supported)")
+    if len(pads) != 2 * len(axes):
+        raise ModelFileError(f"pads {_few(pads)} must be {2 * len(axes)} values, two per axis "
+                             f"of {axes}")
+    if mode not in ("constant", "edge") and any(p < 0 for p in pads):
+        raise imp.unsupported(f"pads {_few(pads)}: a negative pad (a crop) is supported with "
+                              f"mode 'constant' or 'edge', not {mode!r}")
     pairs = [[0, 0] for _ in range(rank)]
     for i, a in enumerate(axes):
         pairs[a] = [pads[i], pads[i + len(axes)]]
     if mode == "wrap":
         _wrap(imp, node, pairs)
         return
-    imp.emit("pad", [imp.tensor(x)], [node.output[0]],
-             {"pads": pairs, "mode": mode, "value": value})
+    y = _cropped(imp, x, pairs)
+    if not any(p > 0 for pair in pairs for p in pair):
+        imp.alias(node.output[0], y)
+        return
+    imp.emit("pad", [y], [node.output[0]],
+             {"pads": [[max(p, 0) for p in pair] for pair in pairs], "mode": mode,
+              "value": value})
+
+
+def _cropped(imp, x: str, pairs: list) -> str:
+    """The graph tensor of ``x`` with its negative pads cut off (``F.pad(x, (1, -1))``, kaldi
+    fbank's shift of the signal by one step): a ``slice`` of each such axis, a start from
+    the front and an end counted from the back; ``x`` itself where there are none. Cutting
+    a fixed dim to below 0 is refused, as onnxruntime refuses it."""
+    shape = imp.type_of(x).shape
+    cut = [(a, -min(before, 0), min(after, 0) or FAR) for a, (before, after) in enumerate(pairs)
+           if before < 0 or after < 0]
+    if not cut:
+        return imp.tensor(x)
+    for a, start, end in cut:
+        if type(shape[a]) is int and start - (0 if end == FAR else end) > shape[a]:
+            raise ModelFileError(f"pads {pairs[a]} on axis {a} cut more than its "
+                                 f"{shape[a]} entries")
+    return imp.emit("slice", [imp.tensor(x)], [None],
+                    {"starts": [c[1] for c in cut], "ends": [c[2] for c in cut],
+                     "axes": [c[0] for c in cut]}, suffix="/crop")[0]
 
 
 @maps("CenterCropPad")

@@ -241,7 +241,7 @@ CASES = {
         [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")],
         [_ints("pads", [1] * 1000)], None, (1, 4),
         r"node 'pad' \(Pad\): pads \[1, 1, 1, 1, 1, 1, 1, 1, \.\.\. \(1000 values\)\] must be 4 "
-        r"values >= 0"),
+        r"values, two per axis of \[0, 1\]"),
     "constant-bad-bytes": (
         [helper.make_node("Constant", [], ["c"], name="k", value=_raw_int64([1], 16)),
          helper.make_node("Add", ["x", "c"], ["y"])], [], None, (1, 4),
