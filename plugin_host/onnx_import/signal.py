@@ -271,9 +271,17 @@ def _stft(imp, node, attrs):
     _only(imp, attrs, {"onesided": ...})
     onesided = _flags(imp, attrs, {"onesided": 1})["onesided"]
     x = node.input[0]
-    shape, dtype = _signal_type(imp, x)
+    signal, t = imp.tensor(x), imp.type_of(x)
+    if len(t.shape) == 2 and t.dtype in ("float32", "float64"):  # [batch, length]: real, as
+        [signal] = imp.emit("reshape", [signal], [None],  # onnxruntime takes it (onnx-asr)
+                            {"shape": [-1 if type(d) is not int else d for d in t.shape] + [1]},
+                            suffix="/real")
+        shape, dtype = list(imp.types[signal].shape), t.dtype
+    else:
+        shape, dtype = _signal_type(imp, x)
     if len(shape) != 3:
-        raise imp.unsupported(f"signal shape {shape}: needs [batch, length, 1 or 2]")
+        raise imp.unsupported(f"signal shape {shape}: needs [batch, length, 1 or 2] (or "
+                              f"[batch, length], real)")
     total = shape[1]
     if type(total) is not int:
         raise imp.unsupported(f"signal shape {shape}: the signal length must be static")
@@ -301,7 +309,7 @@ def _stft(imp, node, attrs):
     imp.check_size("its frame index", [frames, width])
     out = node.output[0]
     index = np.arange(frames, dtype=np.int64)[:, None] * hop + np.arange(width)[None, :]
-    [y] = imp.emit("gather", [imp.tensor(x), imp.add_constant(index, f"{out}.frames")], [None],
+    [y] = imp.emit("gather", [signal, imp.add_constant(index, f"{out}.frames")], [None],
                    {"axis": 1}, suffix="/frames")
     if win is not None:
         if imp.is_const(win):

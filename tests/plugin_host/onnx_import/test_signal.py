@@ -426,6 +426,16 @@ def test_stft_matches_onnxruntime(kwargs, c, tmp_path, signer):
     check_against_onnxruntime(model, loaded, [{"x": f} for f in feeds])
 
 
+def test_stft_of_a_signal_without_its_last_axis_is_real(tmp_path, signer):
+    """[batch, length], as onnx-asr's preprocessors feed it and onnxruntime takes it: a real
+    signal."""
+    model = _stft_model(tmp_path, (2, 50), window=16)
+    feeds = [f[..., 0] for f in _signals((2, 50, 1))]
+    tol = _dft_tolerance(16, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer, tolerances=tol)
+    check_against_onnxruntime(model, loaded, [{"x": f} for f in feeds])
+
+
 def test_stft_with_a_run_time_window_matches_onnxruntime(tmp_path, signer):
     model = _stft_model(tmp_path, (1, 40, 1), window=12, runtime=("window",))
     x = RNG.standard_normal((1, 40, 1)).astype(np.float32)
@@ -466,8 +476,11 @@ def test_stft_refusals_name_the_node(tmp_path):
                    "STFT needs a window or a frame_length")
     assert_refused(_stft_model(tmp_path, (1, 40, 1), window=8, step=0), UnsupportedModelError,
                    where, "frame_step 0 must be >= 1")
+    assert_refused(_stft_model(tmp_path, (2, 40, 1, 1), window=8), UnsupportedModelError,
+                   where, "signal shape [2, 40, 1, 1]: needs [batch, length, 1 or 2] (or "
+                   "[batch, length], real)")
     assert_refused(_stft_model(tmp_path, (40, 1), window=8), UnsupportedModelError, where,
-                   "signal shape [40, 1]: needs [batch, length, 1 or 2]")
+                   "frame_length 8 is longer than the signal (1)")  # [batch 40, length 1]
     runtime_step = _stft_model(tmp_path, (1, 40, 1), window=8)
     model = onnx.load(runtime_step)
     del model.graph.initializer[0]  # the step, now a graph input
