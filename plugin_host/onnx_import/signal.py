@@ -273,7 +273,10 @@ def _stft(imp, node, attrs):
     x = node.input[0]
     signal, t = imp.tensor(x), imp.type_of(x)
     if len(t.shape) == 2 and t.dtype in ("float32", "float64"):  # [batch, length]: real, as
-        [signal] = imp.emit("reshape", [signal], [None],  # onnxruntime takes it (onnx-asr)
+        if type(t.shape[1]) is not int:  # onnxruntime takes it (onnx-asr)
+            raise imp.unsupported(f"signal shape {list(t.shape)}: the signal length must be "
+                                  f"static")
+        [signal] = imp.emit("reshape", [signal], [None],
                             {"shape": [-1 if type(d) is not int else d for d in t.shape] + [1]},
                             suffix="/real")
         shape, dtype = list(imp.types[signal].shape), t.dtype

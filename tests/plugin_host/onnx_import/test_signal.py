@@ -481,6 +481,8 @@ def test_stft_refusals_name_the_node(tmp_path):
                    "[batch, length], real)")
     assert_refused(_stft_model(tmp_path, (40, 1), window=8), UnsupportedModelError, where,
                    "frame_length 8 is longer than the signal (1)")  # [batch 40, length 1]
+    assert_refused(_stft_model(tmp_path, ("b", "n"), window=8), UnsupportedModelError, where,
+                   "signal shape ['b', 'n']: the signal length must be static")
     runtime_step = _stft_model(tmp_path, (1, 40, 1), window=8)
     model = onnx.load(runtime_step)
     del model.graph.initializer[0]  # the step, now a graph input
