@@ -16,7 +16,7 @@ from . import symbolic
 from .convert import attributes
 from .fold import axis_in
 from .ops import _few, _only, maps
-from .shapes import run_time_mask
+from .shapes import has_dim, run_time_mask, sizes_like
 
 
 @maps("Gather")
@@ -53,8 +53,16 @@ def _as_strided_view(imp, node, data: str, idx: str, axis: int) -> bool:
     the padding mask of transformers' attention, under a run-time batch and length) as a
     Gather from the flattened tensor at ``b * seq + k``."""
     source = list(imp.type_of(data).shape)
-    return _view(imp, node, data, _affine(imp, _producers(imp), idx, 0), source[:axis],
-                 source[axis:axis + 1], source[axis + 1:])
+    producers = _producers(imp)
+    affine = _affine(imp, producers, idx, 0)
+    if _view(imp, node, data, affine, source[:axis], source[axis:axis + 1], source[axis + 1:]):
+        return True
+    flat = producers.get(data)  # the legacy exporter's mask[b, k]: Flatten(mask), b*len + k
+    if axis != 0 or flat is None or flat.op_type != "Flatten" or flat.input[0] not in imp.values:
+        return False
+    unflat = list(imp.type_of(flat.input[0]).shape)
+    k = axis_in(attributes(flat, imp.limits).get("axis", 1), len(unflat) + 1)
+    return _sliced_view(imp, node, flat.input[0], k, affine, [dim_math.product(unflat[k:])])
 
 
 def _coordinates_view(imp, node, data: str, idx: str) -> bool:
@@ -82,9 +90,51 @@ def _coordinates_view(imp, node, data: str, idx: str) -> bool:
         total = scaled if total is None else _summed(total, scaled)
         if total is None:
             return False
-    shape, strides, offset = total
-    return _view(imp, node, data, (shape[:-1], strides[:-1], offset), [], source[:k],
-                 source[k:])
+    affine = (total[0][:-1], total[1][:-1], total[2])
+    return _view(imp, node, data, affine, [], source[:k], source[k:]) or \
+        _sliced_view(imp, node, data, k, affine, source[k:])
+
+
+def _sliced_view(imp, node, source: str, k: int, affine, after: list) -> bool:
+    """Where ``affine`` indexes the first k axes of ``source`` in their order, each from 0
+    over a length that is the axis' or shorter (``mask[b, k]`` with k over the cache's and
+    the new tokens' lengths, ``past+seq``, of a mask as long as its input says, ``total``; an
+    axis not indexed at 0): the node's output as the source sliced to those lengths and
+    reshaped to the indices' shape then ``after``; True when so mapped. A length past its
+    axis is clamped by the slice, and the reshape then refuses it when the call runs."""
+    if affine is None or affine[2] != 0 or k > len(imp.type_of(source).shape):
+        return False
+    shape, strides, _ = affine
+    dims = list(imp.type_of(source).shape)
+    steps = [dim_math.product(dims[j + 1:k]) for j in range(k)]
+    lengths, last = [1] * k, -1  # per source axis, the entries kept (not indexed: the first)
+    for d, stride in zip(shape, strides):
+        if d == 1:
+            continue
+        j = next((j for j in range(last + 1, k) if dim_math.known_equal(stride, steps[j])),
+                 None)
+        if j is None or type(d) is int and type(dims[j]) is int and d > dims[j]:
+            return False
+        lengths[j], last = d, j
+    cut = [(j, n) for j, n in enumerate(lengths) if not dim_math.known_equal(n, dims[j])]
+    if any(type(n) is not int and not has_dim(imp, n) for _, n in cut):
+        return False
+    y = imp.tensor(source)
+    if cut:
+        attrs = {"starts": [0] * len(cut), "ends": [n if type(n) is int else 0 for _, n in cut],
+                 "axes": [j for j, _ in cut]}
+        ins = [y]
+        if any(type(n) is not int for _, n in cut):
+            like, like_axes = sizes_like(imp, [n for _, n in cut])
+            ins.append(like)
+            attrs["like_ends"] = like_axes
+        [y] = imp.emit("slice", ins, [None], attrs, suffix="/view")
+    from .shapes import _reshape_to
+
+    kept = f"{node.output[0]}/kept"
+    imp.alias(kept, y)
+    _reshape_to(imp, node, kept, list(shape) + list(after))
+    return True
 
 
 def _view(imp, node, data: str, affine, before: list, axes: list, after: list) -> bool:

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from abi.errors import ABIError
+from abi.errors import ABIError, BackendError, ShapeError
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
@@ -465,26 +465,40 @@ class _CachedAttention(torch.nn.Module):
         return scores.softmax(-1) @ keys
 
 
-def test_a_decoder_step_with_a_cache_imports_with_its_lengths_fixed(tmp_path, signer):
-    """With the cache's, the new tokens' and the mask's lengths at run time, the mask's is a
-    dim of its own to the ABI, which the model reads as the other two's sum: refused naming
-    the Gather, and the hint names the dims; with them fixed, as a device runs it, any batch."""
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_decoder_step_with_a_cache_of_run_time_length(dynamo, tmp_path, signer):
+    """The mask's length is a dim of its own to the ABI (``total``), which the model reads as
+    the cache's and the new tokens' (``past+seq``): the mask sliced to that, then reshaped
+    (legacy: a Gather from the flattened mask at ``b * total + k``; dynamo: a GatherND of
+    ``(b, k)``). A longer mask reads its first entries, as onnxruntime does; a shorter one is
+    refused when the call runs. Fixed by --dim, it imports too."""
     torch.manual_seed(5)
     args = [torch.randint(0, 20, (2, 3)), torch.ones(2, 8, dtype=torch.long),
             torch.randn(2, 5, 8)]
-    path = export_dynamic(_CachedAttention(), args, tmp_path / "d.onnx", dynamo=False,
+    path = export_dynamic(_CachedAttention(), args, tmp_path / "d.onnx", dynamo=dynamo,
                           names=["ids", "mask", "past"],
                           dims=[{0: "batch", 1: "seq"}, {0: "batch", 1: "total"},
-                                {0: "batch", 1: "past"}])
-    with pytest.raises(UnsupportedModelError) as info:
-        import_onnx(path)
-    assert info.value.op == "Gather" and "--dim past=SIZE" in str(info.value), str(info.value)
-    _, loaded = import_and_load(path, tmp_path / "d.pha", signer,
-                                dims={"past": 7, "seq": 1, "total": 8})
+                                {0: "batch", 1: "past"}],
+                          bounds={"seq": (1, 16), "past": (1, 16), "total": (2, 32)})
+    _, loaded = import_and_load(path, tmp_path / "d.pha", signer, golden_dims={
+        "batch": [2, 1], "past": [5, 2], "seq": [3, 1], "total": [8, 3]})
+    assert "gather_elements" not in {n.op for n in loaded.graph.nodes}
     rng = np.random.default_rng(11)
-    check_on_both_backends(path, loaded, [
-        {"ids": rng.integers(0, 20, (n, 1)), "mask": rng.integers(0, 2, (n, 8)),
-         "past": rng.standard_normal((n, 7, 8)).astype(np.float32)} for n in (1, 3)])
+
+    def feed(n, past, seq, total):
+        return {"ids": rng.integers(0, 20, (n, seq)), "mask": rng.integers(0, 2, (n, total)),
+                "past": rng.standard_normal((n, past, 8)).astype(np.float32)}
+
+    check_on_both_backends(path, loaded, [feed(1, 7, 1, 8), feed(3, 2, 4, 6),
+                                          feed(2, 3, 2, 7)])  # the last: a longer mask
+    short = feed(2, 3, 2, 4)
+    with pytest.raises(ShapeError):
+        Executor(loaded.graph, NumpyBackend()).run(dict(short))
+    with pytest.raises(BackendError):
+        Executor(loaded.graph, OnnxruntimeBackend()).run(dict(short))
+    _, fixed = import_and_load(path, tmp_path / "f.pha", signer,
+                               dims={"past": 7, "seq": 1, "total": 8})
+    check_on_both_backends(path, fixed, [feed(n, 7, 1, 8) for n in (1, 3)])
 
 
 class _Positions(torch.nn.Module):
