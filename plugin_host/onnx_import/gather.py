@@ -61,7 +61,10 @@ def _as_strided_view(imp, node, data: str, idx: str, axis: int) -> bool:
     if axis != 0 or flat is None or flat.op_type != "Flatten" or flat.input[0] not in imp.values:
         return False
     unflat = list(imp.type_of(flat.input[0]).shape)
-    k = axis_in(attributes(flat, imp.limits).get("axis", 1), len(unflat) + 1)
+    k = attributes(flat, imp.limits).get("axis", 1)
+    k = k + len(unflat) if type(k) is int and k < 0 else k  # ONNX: -1 is the last axis
+    if type(k) is not int or not 0 <= k <= len(unflat):
+        return False
     return _sliced_view(imp, node, flat.input[0], k, affine, [dim_math.product(unflat[k:])])
 
 

@@ -501,6 +501,49 @@ def test_a_decoder_step_with_a_cache_of_run_time_length(dynamo, tmp_path, signer
     check_on_both_backends(path, fixed, [feed(n, 7, 1, 8) for n in (1, 3)])
 
 
+def test_a_mask_flattened_at_a_negative_axis_read_over_fewer_entries(tmp_path, signer):
+    """Flatten(mask, axis=-1) of a (batch, total, 2) mask, read at b * total + k for k below a
+    run-time seq <= total: the mask's first seq entries of each row."""
+    helper, tp = onnx.helper, onnx.TensorProto
+
+    def ints(name, values):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, tp.INT64, [len(values)], values))
+
+    nodes = [helper.make_node("Shape", ["mask"], ["ms"]), helper.make_node("Shape", ["ids"],
+                                                                            ["is"]),
+             ints("i0", [0]), ints("i1", [1]), ints("a123", [1, 2, 3]), ints("a012", [0, 1, 2]),
+             helper.make_node("Constant", [], ["zero"], value=helper.make_tensor(
+                 "zero", tp.INT64, [], [0])),
+             helper.make_node("Constant", [], ["one"], value=helper.make_tensor(
+                 "one", tp.INT64, [], [1])),
+             helper.make_node("Gather", ["ms", "i0"], ["b1"], axis=0),
+             helper.make_node("Gather", ["ms", "i1"], ["t1"], axis=0),
+             helper.make_node("Gather", ["is", "i1"], ["s1"], axis=0),
+             helper.make_node("Squeeze", ["b1"], ["b"]), helper.make_node("Squeeze", ["s1"],
+                                                                          ["s"]),
+             helper.make_node("Range", ["zero", "b", "one"], ["rb"]),
+             helper.make_node("Range", ["zero", "s", "one"], ["rk"]),
+             helper.make_node("Unsqueeze", ["rb", "a123"], ["ub"]),
+             helper.make_node("Unsqueeze", ["rk", "a012"], ["uk"]),
+             helper.make_node("Mul", ["ub", "t1"], ["rows"]),
+             helper.make_node("Add", ["rows", "uk"], ["at"]),
+             helper.make_node("Flatten", ["mask"], ["flat"], axis=-1),
+             helper.make_node("Gather", ["flat", "at"], ["y"], name="read", axis=0)]
+    graph = helper.make_graph(nodes, "g", [
+        helper.make_tensor_value_info("mask", tp.FLOAT, ["batch", "total", 2]),
+        helper.make_tensor_value_info("ids", tp.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", tp.FLOAT, ["batch", 1, 1, "seq", 2])])
+    path = tmp_path / "f.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    _, loaded = import_and_load(path, tmp_path / "f.pha", signer,
+                                golden_dims={"total": [6, 4], "seq": [4, 4]})
+    rng = np.random.default_rng(12)
+    check_on_both_backends(path, loaded, [
+        {"mask": rng.standard_normal((n, t, 2)).astype(np.float32),
+         "ids": np.zeros((n, q), np.int64)} for n, t, q in ((1, 3, 3), (3, 9, 2))])
+
+
 class _Positions(torch.nn.Module):
     """A learned positional embedding over a run-time sequence length, and each row's index
     over the run-time batch: torch.arange to a run-time dim (Range(0, d, 1))."""
