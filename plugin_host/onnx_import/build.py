@@ -17,6 +17,7 @@ import numpy as np
 
 from abi.artifact import Manifest, Tolerance
 from abi.errors import IndexRangeError, PluginHostError
+from abi.ops import dims as dim_math
 
 from ..artifacts.build import _drawn_inputs, build_artifact, describe_targets, target_problems
 from ..errors import ModelImportError, UnsupportedModelError
@@ -181,6 +182,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
             " (choose the targets with --backend)"
         raise UnsupportedModelError(f"{path}: {describe_targets(problems)}{hint}")
     golden = check_golden_dims(golden_dims or {}, graph.inputs, dims or {})
+    golden.update(_read_lengths(imported.reads, golden, golden_cases, tell))
     for where in run_time_dims(graph.inputs, golden):
         tell(f"{where} known only at run time: golden cases and the latency budget take "
              f"those sizes (--golden-dim NAME=SIZE,... sets them); --dim NAME=SIZE fixes a "
@@ -233,6 +235,26 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                           tolerances=tolerances, latency_ms=latency_ms, golden_inputs=cases,
                           golden_outputs=reference, reference=REFERENCE, seed=seed,
                           expires=expires, progress=progress)
+
+
+def _read_lengths(reads: Mapping[str, Any], golden: Mapping[str, Sequence[int]], cases: int,
+                  tell: Callable[[str], None]) -> dict[str, tuple[int, ...]]:
+    """Golden sizes for each input dim the graph reads over a sum of others (``total`` over
+    ``past+seq``, :attr:`.ImportedModel.reads`) that ``golden`` leaves out: that sum in each
+    case, so that the golden inputs are ones the model takes."""
+    out = {}
+    for name, length in reads.items():
+        const, terms = dim_math.as_sum(length)
+        if name in golden or not all(type(t) is str and t.isidentifier() for _, t in terms):
+            continue
+        sizes = tuple(const + sum(sign * golden.get(t, (1,))[case % len(golden.get(t, (1,)))]
+                                  for sign, t in terms) for case in range(max(cases, 1)))
+        if min(sizes) >= 0:
+            out[name] = sizes
+            tell(f"golden sizes of {name!r}: {'/'.join(map(str, sizes))}, as {length!r}, "
+                 f"the entries of it the model reads (--golden-dim {name}=SIZE,... sets "
+                 f"others)")
+    return out
 
 
 def _golden_sizes_hint(graph, golden: Mapping[str, Sequence[int]]) -> str:

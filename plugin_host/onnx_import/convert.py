@@ -57,6 +57,9 @@ class ImportedModel:
     float64_model: Any = None  # the float64 model (after any upcast) downcast to float32
     original: Any = None      # the ModelProto as read when ``model`` is its opset upgrade
     notes: list[str] = field(default_factory=list)  # for the build summary
+    #: input dim -> the length of it the graph reads, computed from other input dims (a mask
+    #: of length ``total`` read over ``past+seq``): the golden cases draw it that long
+    reads: dict[str, Any] = field(default_factory=dict)
 
     @property
     def original_opset(self) -> int:
@@ -174,6 +177,7 @@ class Importer:
         self.loop_iterations = 0                   # Loop iterations unrolled so far (capped)
         self.loop_names: set[str] = set()          # stems of unrolled Loops' names
         self.notes: list[str] = []                 # for the build summary
+        self.reads: dict[str, Any] = {}            # ImportedModel.reads
         self.input_dims: set[str] = set()          # the graph inputs' run-time dims
         for i, n in enumerate(model.graph.node):
             for t in n.input:
@@ -437,7 +441,7 @@ class Importer:
         except PluginHostError as exc:
             raise UnsupportedModelError(f"the imported graph is refused: {exc}") from None
         return ImportedModel(graph, self.model, onnx_inputs, onnx_outputs, self.opset,
-                             notes=self.notes)
+                             notes=self.notes, reads=self.reads)
 
     def _map(self, node, mappers, patterns, index: int) -> None:
         op = node.op_type

@@ -122,6 +122,9 @@ def _sliced_view(imp, node, source: str, k: int, affine, after: list) -> bool:
     cut = [(j, n) for j, n in enumerate(lengths) if not dim_math.known_equal(n, dims[j])]
     if any(type(n) is not int and not has_dim(imp, n) for _, n in cut):
         return False
+    for j, n in cut:  # an input's dim read over others' sum: golden cases draw it so
+        if type(n) is not int and type(dims[j]) is str and dims[j].isidentifier():
+            imp.reads.setdefault(dims[j], n)
     y = imp.tensor(source)
     if cut:
         attrs = {"starts": [0] * len(cut), "ends": [n if type(n) is int else 0 for _, n in cut],

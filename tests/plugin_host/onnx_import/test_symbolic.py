@@ -471,7 +471,8 @@ def test_a_decoder_step_with_a_cache_of_run_time_length(dynamo, tmp_path, signer
     the cache's and the new tokens' (``past+seq``): the mask sliced to that, then reshaped
     (legacy: a Gather from the flattened mask at ``b * total + k``; dynamo: a GatherND of
     ``(b, k)``). A longer mask reads its first entries, as onnxruntime does; a shorter one is
-    refused when the call runs. Fixed by --dim, it imports too."""
+    refused when the call runs. The golden cases draw the mask that long unless told
+    otherwise. Fixed by --dim, it imports too."""
     torch.manual_seed(5)
     args = [torch.randint(0, 20, (2, 3)), torch.ones(2, 8, dtype=torch.long),
             torch.randn(2, 5, 8)]
@@ -480,9 +481,12 @@ def test_a_decoder_step_with_a_cache_of_run_time_length(dynamo, tmp_path, signer
                           dims=[{0: "batch", 1: "seq"}, {0: "batch", 1: "total"},
                                 {0: "batch", 1: "past"}],
                           bounds={"seq": (1, 16), "past": (1, 16), "total": (2, 32)})
-    _, loaded = import_and_load(path, tmp_path / "d.pha", signer, golden_dims={
-        "batch": [2, 1], "past": [5, 2], "seq": [3, 1], "total": [8, 3]})
+    said = []
+    _, loaded = import_and_load(path, tmp_path / "d.pha", signer, report=said.append,
+                                golden_dims={"batch": [2, 1], "past": [5, 2], "seq": [3, 1]})
     assert "gather_elements" not in {n.op for n in loaded.graph.nodes}
+    assert "golden sizes of 'total': 8/3, as 'past+seq', the entries of it the model reads " \
+        "(--golden-dim total=SIZE,... sets others)" in said, said  # what onnxruntime takes
     rng = np.random.default_rng(11)
 
     def feed(n, past, seq, total):
