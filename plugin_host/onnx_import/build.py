@@ -247,8 +247,9 @@ def _read_lengths(reads: Mapping[str, Any], golden: Mapping[str, Sequence[int]],
         const, terms = dim_math.as_sum(length)
         if name in golden or not all(type(t) is str and t.isidentifier() for _, t in terms):
             continue
-        sizes = tuple(const + sum(sign * golden.get(t, (1,))[case % len(golden.get(t, (1,)))]
-                                  for sign, t in terms) for case in range(max(cases, 1)))
+        drawn = [(sign, golden.get(t, (1,))) for sign, t in terms]
+        sizes = tuple(const + sum(sign * d[case % len(d)] for sign, d in drawn)
+                      for case in range(max(cases, 1)))
         if min(sizes) >= 0:
             out[name] = sizes
             tell(f"golden sizes of {name!r}: {'/'.join(map(str, sizes))}, as {length!r}, "

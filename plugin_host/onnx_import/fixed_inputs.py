@@ -20,7 +20,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import UnsupportedModelError, UsageError
-from .free_dims import bare_message
 from .names import is_run_time
 from .reader import ONNX_DTYPES
 
@@ -167,6 +166,6 @@ def with_inputs_hint(error: UnsupportedModelError, model) -> UnsupportedModelErr
         return error
     listed = ", ".join(f"--input-value {n}=VALUE" for n in names)
     return UnsupportedModelError(
-        f"{bare_message(error)}; if it is computed from an input the device always feeds "
+        f"{error.detail}; if it is computed from an input the device always feeds "
         f"the same value, {listed} (input_values= in the Python API) fixes it at build, and "
         f"what it decides is folded", node=error.node, op=error.op)

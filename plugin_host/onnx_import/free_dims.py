@@ -148,12 +148,6 @@ def named_dims(model) -> set[str]:
     return {name for _, name in _input_dims(model)}
 
 
-def bare_message(error: UnsupportedModelError) -> str:
-    """``error``'s message without the ``node 'n' (Op):`` it starts with, so that a hint can
-    be added before the error is raised again naming the same node."""
-    return error.detail
-
-
 def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError:
     """``error`` with a pointer to ``--dim`` when it is about a shape that holds one of the
     inputs' named run-time dims, alone or in a dim computed from it (``'M1-2'``): an index
@@ -165,7 +159,7 @@ def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError
     named = sorted(d for d in named_dims(model) if d in quoted)
     if not named:
         return error
-    message = bare_message(error)
+    message = error.detail  # without "node 'n' (Op): ", which the new error adds again
     fix = " ".join(f"--dim {d}=SIZE" for d in named)
     return UnsupportedModelError(
         f"{message}; {', '.join(map(repr, named))} {'is a' if len(named) == 1 else 'are'} "
