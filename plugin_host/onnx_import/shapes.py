@@ -217,7 +217,7 @@ def _flatten(imp, node, attrs):
     x = node.input[0]
     shape = imp.type_of(x).shape
     axis = flatten_axis(attrs.get("axis", 1), len(shape))
-    if axis == 1:
+    if axis == 1 and len(shape) > 1:
         imp.emit("flatten", [imp.tensor(x)], [node.output[0]], {"start_dim": 1, "end_dim": -1})
         return
     _reshape_to(imp, node, x, [dims.product(shape[:axis]), dims.product(shape[axis:])])

@@ -352,11 +352,13 @@ def test_an_opset_11_hardmax_over_the_flattened_trailing_axes(axis, batch, tmp_p
     _check(tmp_path, signer, model, _feeds({"x": shape}, 3, nan=False, ties=True))
 
 
-@pytest.mark.parametrize("axis", [-3, -2, -1, 0, 1, 2, 3])
+@pytest.mark.parametrize("shape, axis", [((2, 3, 4), a) for a in (-3, -2, -1, 0, 1, 2, 3)]
+                         + [((5,), a) for a in (-1, 0, 1)])
 @pytest.mark.parametrize("const", [False, True])
-def test_flatten_counts_a_negative_axis_back_from_the_rank(axis, const, tmp_path, signer):
-    """Flatten's axis -k is rank - k (its range is [-rank, rank]), mapped and folded."""
-    shape = (2, 3, 4)
+def test_flatten_counts_a_negative_axis_back_from_the_rank(shape, axis, const, tmp_path,
+                                                           signer):
+    """Flatten's axis -k is rank - k (its range is [-rank, rank]), mapped and folded; a vector
+    flattened at axis 1 (its rank) is a column."""
     x = _values(shape) if const else shape
     model = _model(tmp_path, "Flatten", {"x": x}, axis=axis)
     feeds = [{"z": np.zeros((), np.float32)}] if const else _feeds({"x": shape})
