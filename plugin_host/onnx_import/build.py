@@ -29,7 +29,7 @@ from .float_width import (DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE, 
 from .float_width import downcast_float64 as downcast_float64_model
 from .float_width import upcast_float16 as upcast_float16_model
 from .fixed_inputs import describe, fix_inputs, with_inputs_hint
-from .free_dims import check_golden_dims, fix_dims, run_time_dims, with_dims_hint
+from .free_dims import check_golden_dims, dim_aliases, fix_dims, run_time_dims, with_dims_hint
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .upgrade import upgrade_model
@@ -181,7 +181,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         hint = "" if reference_backend.name in problems else \
             " (choose the targets with --backend)"
         raise UnsupportedModelError(f"{path}: {describe_targets(problems)}{hint}")
-    golden = check_golden_dims(golden_dims or {}, graph.inputs, dims or {})
+    golden = check_golden_dims(golden_dims or {}, graph.inputs, dims or {},
+                               dim_aliases(imported.model))
     golden.update(_read_lengths(imported.reads, golden, golden_cases, tell))
     for where in run_time_dims(graph.inputs, golden):
         tell(f"{where} known only at run time: golden cases and the latency budget take "

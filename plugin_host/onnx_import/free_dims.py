@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 from ..errors import UnsupportedModelError, UsageError
 from .names import dim_name, is_run_time, sanitized
 
-__all__ = ["MAX_FIXED_DIM", "check_golden_dims", "fix_dims", "named_dims", "parse_dims",
+__all__ = ["MAX_FIXED_DIM", "check_golden_dims", "dim_aliases", "fix_dims", "named_dims", "parse_dims",
            "parse_golden_dims", "run_time_dims", "with_dims_hint"]
 
 #: The largest size a dim may be fixed to (a value's element count has its own cap).
@@ -62,11 +62,14 @@ def parse_golden_dims(pairs: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
 
 
 def check_golden_dims(golden: Mapping[str, Sequence[int]], inputs: Sequence,
-                      fixed: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+                      fixed: Mapping[str, int],
+                      aliases: Mapping[str, Sequence[str]] | None = None
+                      ) -> dict[str, tuple[int, ...]]:
     """``golden`` (dim name to the sizes its golden cases take) checked against the ABI's
-    ``inputs`` (TensorSpecs): each name one of their run-time dims, not one ``fixed`` at
-    build, each size an int from 0 to :data:`MAX_FIXED_DIM` (one int alone is one size);
-    UsageError otherwise."""
+    ``inputs`` (TensorSpecs): each name one of their run-time dims, or a ``dim_param`` that
+    ``aliases`` (:func:`dim_aliases`) maps to some, not one ``fixed`` at build, each size an
+    int from 0 to :data:`MAX_FIXED_DIM` (one int alone is one size); UsageError otherwise.
+    The answer is keyed by the ABI's names."""
     free = {d for spec in inputs for d in spec.shape if type(d) is not int}
     checked = {}
     for name, sizes in golden.items():
@@ -79,12 +82,24 @@ def check_golden_dims(golden: Mapping[str, Sequence[int]], inputs: Sequence,
         if name in fixed:
             raise UsageError(f"golden dim {name!r}: fixed at build to {fixed[name]} (--dim), "
                              f"so it has no golden sizes of its own")
-        if name not in free:
+        names = (name,) if name in free else tuple((aliases or {}).get(name, (name,)))
+        if not all(n in free for n in names):
             have = ", ".join(map(repr, sorted(free))) or "none"
             raise UsageError(f"golden dim {name!r}: no input has a run-time dim of that name "
                              f"(the inputs' run-time dims: {have})")
-        checked[name] = sizes
+        checked.update(dict.fromkeys(names, sizes))
     return checked
+
+
+def dim_aliases(model) -> dict[str, tuple[str, ...]]:
+    """Each ``dim_param`` of the graph inputs' run-time dims that the ABI names otherwise
+    (``p2o.DynamicDimension.1`` is no name: ``x_d2``), mapped to the ABI's names of the dims
+    that carry it, so that ``--golden-dim`` takes it as ``--dim`` does."""
+    aliases: dict[str, tuple[str, ...]] = {}
+    for d, name in _input_dims(model):
+        if d.dim_param and d.dim_param != name and name not in aliases.get(d.dim_param, ()):
+            aliases[d.dim_param] = (*aliases.get(d.dim_param, ()), name)
+    return aliases
 
 
 def _tensor_types(graph):

@@ -213,6 +213,28 @@ def test_run_time_dims_without_a_usable_name_are_named_for_their_input_and_axis(
                                     "run-time dims: x_image_d0, x_image_d2, x_image_d3)")
 
 
+def test_golden_dims_take_a_dim_param_that_is_no_name_as_dims_do(tmp_path, signer):
+    """``--golden-dim p2o.Dim.1=...`` draws every ABI dim that carries that ``dim_param``
+    (here two axes of one input) at those sizes, as ``--dim p2o.Dim.1=...`` fixes them; the
+    ABI keeps its own names."""
+    model = _unnamed_dims_model(tmp_path / "u.onnx", [1, 3, "p2o.Dim.1", "p2o.Dim.1"])
+    _, loaded = import_and_load(model, tmp_path / "a.pha", signer,
+                                golden_dims={"p2o.Dim.1": [5, 3]})
+    assert loaded.graph.inputs[0].shape == (1, 3, "x_image_d2", "x_image_d3")
+    assert [case["x.image"].shape for case, _ in loaded.golden_cases()] == [(1, 3, 5, 5),
+                                                                            (1, 3, 3, 3)]
+    _, fixed = import_and_load(model, tmp_path / "b.pha", signer, dims={"p2o.Dim.1": 4})
+    assert fixed.graph.inputs[0].shape == (1, 3, 4, 4)
+    for golden, dims, message in [
+            ({"p2o.Dim.2": [5]}, None, "golden dim 'p2o.Dim.2': no input has a run-time dim "
+             "of that name (the inputs' run-time dims: 'x_image_d2', 'x_image_d3')"),
+            ({"p2o.Dim.1": [5]}, {"p2o.Dim.1": 4}, "golden dim 'p2o.Dim.1': fixed at build "
+             "to 4 (--dim)")]:
+        with pytest.raises(UsageError) as info:
+            build_onnx_artifact(model, tmp_path / "c.pha", golden_dims=golden, dims=dims)
+        assert message in str(info.value)
+
+
 def test_the_rewrite_leaves_the_model_as_read_alone(tmp_path):
     model = onnx.load(_export(_Conv(), (2, 3, 8, 8), tmp_path / "c.onnx", {2: "h"}, False))
     before = model.SerializeToString()
