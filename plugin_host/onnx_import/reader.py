@@ -111,6 +111,11 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                              f"exceed the caps {limits.max_nodes} / {limits.max_initializers}")
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     version = opsets.get("ai.onnx")
+    if version is None:
+        have = ", ".join(f"{d} {v}" for d, v in sorted(opsets.items())) or "none"
+        raise UnsupportedModelError(f"{where}: the model imports no default-domain (ai.onnx) "
+                                    f"opset, so none of its nodes is an ONNX operator this "
+                                    f"importer maps (its opset imports: {have})")
     if version not in OPSETS and version not in UPGRADED_OPSETS:
         raise UnsupportedModelError(f"{where}: default-domain opset {version} is not supported "
                                     f"(supported: {UPGRADED_OPSETS.start}..{OPSETS.stop - 1}; "
@@ -129,6 +134,7 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                  node=node.name, op=node.op_type)
         named.add(node.name)
     _resolve_external(model, where, folder, limits)
+    _initializers_as_ir4(model)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as exc:
@@ -137,6 +143,19 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
             text = text[:400] + "..."
         raise ModelFileError(f"{where}: the ONNX checker refuses the model: {text}") from None
     return model
+
+
+def _initializers_as_ir4(model) -> None:
+    """An IR version 3 model must list every initializer among the graph inputs; onnxruntime
+    reads one that does not as IR version 4 allows (an initializer is a constant, or an input's
+    default when listed), and so does this reader, by raising the model's IR version to 4.
+    onnxruntime's own example ``mul_1.onnx`` is such a model, and the version converter writes
+    one when it turns an attribute of an IR 3 model into an initializer (Pad's pads, from
+    opset 11)."""
+    if model.ir_version < 4:
+        inputs = {vi.name for vi in model.graph.input}
+        if any(t.name not in inputs for t in model.graph.initializer):
+            model.ir_version = 4
 
 
 def _quantized_hint(node) -> str:

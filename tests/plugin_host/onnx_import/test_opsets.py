@@ -169,9 +169,11 @@ def test_the_import_keeps_the_model_as_read_and_maps_the_upgrade(tmp_path):
 # --- models written with onnx.helper -------------------------------------------------------------
 
 
-def _save(path, nodes, inputs, outputs, inits=(), opset=12):
+def _save(path, nodes, inputs, outputs, inits=(), opset=12, ir_version=None):
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    if ir_version is not None:
+        model.ir_version = ir_version
     onnx.save(model, path)
     return path
 
@@ -221,6 +223,43 @@ def test_what_the_converter_cannot_upgrade_is_refused_naming_the_opset_and_node(
     assert_refused(model, UnsupportedModelError, "node 'bn' (BatchNormalization)",
                    "opset 8 cannot be upgraded to 13: the ONNX version converter refuses it: "
                    "Attribute spatial must have value 1")
+
+
+@pytest.mark.parametrize("case", ["weight", "pads"])
+def test_an_ir_3_model_whose_initializers_are_not_inputs_reads_as_onnxruntime_reads_it(
+        case, tmp_path, signer):
+    """IR version 3 lists every initializer among the graph inputs; onnxruntime runs a model
+    that does not (its own example mul_1.onnx), and the version converter writes one when it
+    makes Pad's pads attribute an initializer. Both were refused by the ONNX checker."""
+    if case == "weight":
+        w = helper.make_tensor("w", TP.FLOAT, [2, 4, 6], np.linspace(-2, 2, 48).tolist())
+        model = _save(tmp_path / "m.onnx", [helper.make_node("Mul", ["x", "w"], ["y"])],
+                      [_x()], [_y((1, 2, 4, 6))], [w], opset=7, ir_version=3)
+        refused = onnx.load(model)
+    else:
+        model = _save(tmp_path / "m.onnx", [helper.make_node(
+            "Pad", ["x"], ["y"], pads=[0, 0, 1, 2, 0, 1, 0, 3], value=1.5, name="pad")],
+            [_x()], [_y((1, 3, 5, 11))], opset=10, ir_version=3)
+        refused = onnx.version_converter.convert_version(onnx.load(model), 13)
+    with pytest.raises(onnx.checker.ValidationError, match="in initializer but not in graph"):
+        onnx.checker.check_model(refused)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    check_against_onnxruntime(model, loaded, _image_feeds((1, 2, 4, 6), "nonfinite"))
+
+
+def test_a_model_with_no_default_domain_opset_is_refused_naming_its_opsets(tmp_path):
+    """A scikit-learn conversion imports only ai.onnx.ml (onnxruntime's logreg_iris.onnx)."""
+    graph = helper.make_graph([helper.make_node("Normalizer", ["x"], ["y"], norm="L1",
+                                                domain="ai.onnx.ml")], "g", [_x((3, 2))],
+                              [_y((3, 2))])
+    model = tmp_path / "ml.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)]),
+              model)
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert str(info.value) == (f"{model}: the model imports no default-domain (ai.onnx) opset, "
+                               f"so none of its nodes is an ONNX operator this importer maps "
+                               f"(its opset imports: ai.onnx.ml 1)")
 
 
 @pytest.mark.parametrize("opset", [6, 1, 24, 25])
