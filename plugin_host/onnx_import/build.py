@@ -181,10 +181,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         hint = "" if reference_backend.name in problems else \
             " (choose the targets with --backend)"
         raise UnsupportedModelError(f"{path}: {describe_targets(problems)}{hint}")
-    golden = check_golden_dims(golden_dims or {}, graph.inputs, dims or {},
-                               dim_aliases(imported.model))
+    aliases = dim_aliases(imported.model)
+    golden = check_golden_dims(golden_dims or {}, graph.inputs, dims or {}, aliases)
     golden.update(_read_lengths(imported.reads, golden, golden_cases, tell))
-    for where in run_time_dims(graph.inputs, golden):
+    for where in run_time_dims(graph.inputs, golden, aliases):
         tell(f"{where} known only at run time: golden cases and the latency budget take "
              f"those sizes (--golden-dim NAME=SIZE,... sets them); --dim NAME=SIZE fixes a "
              f"dim to the size the device feeds")

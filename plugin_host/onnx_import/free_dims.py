@@ -184,17 +184,25 @@ def with_dims_hint(error: UnsupportedModelError, model) -> UnsupportedModelError
         f"constant", node=error.node, op=error.op)
 
 
-def run_time_dims(inputs: Sequence,
-                  golden: Mapping[str, Sequence[int]] | None = None) -> list[str]:
+def run_time_dims(inputs: Sequence, golden: Mapping[str, Sequence[int]] | None = None,
+                  aliases: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """``"input 'x': 'h' (axis 2, golden size 1)"`` for each dim of the ABI's ``inputs``
     (TensorSpecs) that stays symbolic beyond the first axis (a batch axis is drawn at 1 by
     design, unless ``golden`` says otherwise), with the sizes its golden cases take
-    (``golden``, else 1)."""
+    (``golden``, else 1), and the ``dim_param`` the model writes for it where that is not its
+    name (``aliases``, :func:`dim_aliases`: ``'x_d2' (axis 2, written 'p2o.Dim.1', ...)``)."""
+    golden = golden or {}
+    written = {abi: param for param, names in (aliases or {}).items() for abi in names}
+
+    def said(d, j):
+        as_written = f", written {written[d]!r}" if d in written else ""
+        sizes = ", ".join(map(str, golden.get(d, (1,))))
+        return f"{d!r} (axis {j}{as_written}, golden size {sizes})"
+
     notes = []
     for spec in inputs:
-        dims = [f"{d!r} (axis {j}, golden size {', '.join(map(str, (golden or {}).get(d, (1,))))})"
-                for j, d in enumerate(spec.shape)
-                if type(d) is not int and (j or d in (golden or {}))]
+        dims = [said(d, j) for j, d in enumerate(spec.shape)
+                if type(d) is not int and (j or d in golden)]
         if dims:
             notes.append(f"input {spec.name!r}: {', '.join(dims)}")
     return notes

@@ -218,8 +218,12 @@ def test_golden_dims_take_a_dim_param_that_is_no_name_as_dims_do(tmp_path, signe
     (here two axes of one input) at those sizes, as ``--dim p2o.Dim.1=...`` fixes them; the
     ABI keeps its own names."""
     model = _unnamed_dims_model(tmp_path / "u.onnx", [1, 3, "p2o.Dim.1", "p2o.Dim.1"])
+    notes = []
     _, loaded = import_and_load(model, tmp_path / "a.pha", signer,
-                                golden_dims={"p2o.Dim.1": [5, 3]})
+                                golden_dims={"p2o.Dim.1": [5, 3]}, report=notes.append)
+    assert notes[0].startswith("input 'x.image': 'x_image_d2' (axis 2, written 'p2o.Dim.1', "
+                               "golden size 5, 3), 'x_image_d3' (axis 3, written 'p2o.Dim.1', "
+                               "golden size 5, 3) known only at run time")
     assert loaded.graph.inputs[0].shape == (1, 3, "x_image_d2", "x_image_d3")
     assert [case["x.image"].shape for case, _ in loaded.golden_cases()] == [(1, 3, 5, 5),
                                                                             (1, 3, 3, 3)]
