@@ -23,8 +23,8 @@ from typing import Mapping, Sequence
 from ..errors import UnsupportedModelError, UsageError
 from .names import dim_name, is_run_time, sanitized
 
-__all__ = ["MAX_FIXED_DIM", "check_golden_dims", "dim_aliases", "fix_dims", "named_dims", "parse_dims",
-           "parse_golden_dims", "run_time_dims", "with_dims_hint"]
+__all__ = ["MAX_FIXED_DIM", "check_golden_dims", "dim_aliases", "fix_dims", "named_dims",
+           "parse_dims", "parse_golden_dims", "run_time_dims", "with_dims_hint"]
 
 #: The largest size a dim may be fixed to (a value's element count has its own cap).
 MAX_FIXED_DIM = 1 << 20
