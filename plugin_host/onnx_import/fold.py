@@ -303,7 +303,11 @@ def _sum_mean(op: str, ins: Arrays) -> np.ndarray:
 
 def _binary(f: Callable) -> Folder:
     return lambda ins, a, cap: [np.asarray(f(ins[0], ins[1])).astype(
-        np.result_type(ins[0], ins[1]) if f not in (np.equal, np.less, np.greater) else bool)]
+        np.result_type(ins[0], ins[1]) if f not in _COMPARISONS else bool)]
+
+
+_COMPARISONS = (np.equal, np.less, np.greater, np.less_equal, np.greater_equal, np.logical_and,
+                np.logical_or)
 
 
 def _unary(f: Callable) -> Folder:
@@ -335,6 +339,10 @@ FOLDERS: dict[str, Folder] = {
     "Equal": _binary(np.equal),
     "Less": _binary(np.less),
     "Greater": _binary(np.greater),
+    "LessOrEqual": _binary(np.less_equal),
+    "GreaterOrEqual": _binary(np.greater_equal),
+    "And": _binary(np.logical_and),
+    "Or": _binary(np.logical_or),
     "Where": lambda ins, a, cap: [np.where(ins[0], ins[1], ins[2])],
     "Neg": _unary(np.negative),
     "Not": lambda ins, a, cap: [np.logical_not(ins[0])],
@@ -368,8 +376,9 @@ _OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
 
 
 #: Ops whose result has the broadcast shape of their inputs: capped before they run.
-_BROADCASTING = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less", "Greater", "Where",
-                 "Max", "Min", "Sum", "Mean"}
+_BROADCASTING = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less", "Greater",
+                 "LessOrEqual", "GreaterOrEqual", "And", "Or", "Where", "Max", "Min", "Sum",
+                 "Mean"}
 
 
 def register(op: str, folder: Folder, optional: tuple[int, ...] = (), *,

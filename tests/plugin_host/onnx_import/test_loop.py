@@ -232,6 +232,33 @@ def test_the_iterations_onnxruntime_runs(limit, cond, stop, runs, tmp_path, sign
     assert got[0][1]["rows"].shape == (runs + 1, *SHAPE)
 
 
+def test_conditions_that_fold_through_and_or_and_comparisons(tmp_path, signer):
+    """tf2onnx writes a Keras LSTM or GRU as a Loop whose first condition is an And of Less
+    of constants and whose condition output is an And of comparisons of the iteration number
+    and a carried counter: they fold each iteration (they were refused as run-time values)."""
+    check = [helper.make_node("Cast", ["i"], ["f"], to=TP.FLOAT),
+             _const("one", np.float32(1.0)), _const("lim", np.float32(3.0)),
+             helper.make_node("Add", ["f", "one"], ["next"]),
+             helper.make_node("Less", ["next", "lim"], ["below"]),
+             helper.make_node("LessOrEqual", ["next", "lim"], ["le"]),
+             helper.make_node("GreaterOrEqual", ["next", "lim"], ["ge"]),
+             helper.make_node("Or", ["le", "ge"], ["either"]),
+             helper.make_node("And", ["below", "either"], ["co"])]
+    body = _body([helper.make_node("Add", ["v", "x"], ["v2"]),
+                  helper.make_node("Identity", ["v2"], ["s"])] + check,
+                 ["v"], [("v2", TP.FLOAT, SHAPE), ("s", TP.FLOAT, SHAPE)])
+    nodes = [_const("M", np.int64(10)), _const("z", np.float32(0.0)),
+             _const("ten", np.float32(10.0)),
+             helper.make_node("Less", ["z", "ten"], ["first"]),
+             helper.make_node("And", ["first", "first"], ["c"]),
+             helper.make_node("Loop", ["M", "c", "x"], ["y", "scan"], name="loop", body=body)]
+    model = _save(tmp_path, nodes, [_vi("y"), _vi("scan", shape=("n", *SHAPE))])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert _ops(loaded).count("add") == 3
+    got = check_against_onnxruntime(model, loaded, _feeds())
+    assert got[0][1]["scan"].shape == (3, *SHAPE)
+
+
 def test_a_scan_output_of_zero_iterations_without_a_static_shape_is_refused(tmp_path):
     nodes = _counting(0, None)
     body = nodes[-4].attribute[0].g
