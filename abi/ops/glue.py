@@ -1086,7 +1086,8 @@ of the axis, a sort (torch.sort over a symbolic dim)."""),
         "scales": AttrSpec("floats", None, check=_scales),
         "mode": AttrSpec("enum:nearest|linear|cubic", "nearest"),
         "coordinate_mode": AttrSpec("enum:half_pixel|pytorch_half_pixel|align_corners|"
-                                    "asymmetric", "half_pixel"),
+                                    "asymmetric|half_pixel_symmetric|tf_half_pixel_for_nn",
+                                    "half_pixel"),
         "nearest_mode": AttrSpec("enum:floor|ceil|round_prefer_floor|round_prefer_ceil",
                                  "round_prefer_floor"),
         "cubic_coeff_a": AttrSpec("float", -0.75, check=_FINITE, added=True),
@@ -1105,6 +1106,8 @@ per spatial axis: an axis of like, or -1), a size is like's dim on that axis, wr
 size of 0 that like gives is refused when the call runs (ShapeError; onnxruntime refuses it too).
 Output position o on an axis maps to the input coordinate given by coordinate_mode with scale s:
 half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 where the output length is 1;
+half_pixel_symmetric the same plus in / 2 * (1 - out / (s * in)) (centred where out is not s * in);
+tf_half_pixel_for_nn (o + 0.5) / s (TensorFlow's half-pixel centres, which tf2onnx writes);
 align_corners o * (in - 1) / (out - 1), 0 where out is 1; asymmetric o / s. s is scales (float32,
 one per spatial axis, > 0; then each size must be floor(in * s) or -1) or, without scales, out /
 in. mode nearest takes the input element at that coordinate rounded by nearest_mode (floor, ceil,

@@ -21,7 +21,8 @@ from .fold import register as register_fold
 from .ops import _few, _only, _opt, maps
 from .shapes import sizes_like
 
-_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                       "half_pixel_symmetric", "tf_half_pixel_for_nn")
 _NEAREST_MODES = ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil")
 
 

@@ -22,22 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .coordinates import resize_coordinates
+
 F32 = np.float32
 _SUPPORT = {"linear": F32(2.0), "cubic": F32(4.0)}
-
-
-def _coordinates(out: int, length: int, scale, coordinate: str) -> np.ndarray:
-    """onnxruntime's input coordinate of each of the ``out`` positions, in float32."""
-    o = np.arange(out, dtype=F32)
-    if coordinate == "asymmetric":
-        return o / scale
-    if coordinate == "align_corners":
-        if out == 1:
-            return np.zeros(1, F32)
-        return o * F32(length - 1) / F32(out - 1)
-    if coordinate == "pytorch_half_pixel" and out == 1:
-        return np.zeros(1, F32)
-    return (o + F32(0.5)) / scale - F32(0.5)
 
 
 def _filter(mode: str, t: np.ndarray, a) -> np.ndarray:
@@ -70,7 +58,7 @@ def antialias_taps(length: int, out: int, scale, mode: str, coordinate: str,
     inv = F32(1) / s if s >= F32(1) else F32(1)
     with np.errstate(all="ignore"):
         where = (np.arange(out, dtype=F32) if s == F32(1)
-                 else _coordinates(out, length, rscale, coordinate))
+                 else resize_coordinates(out, length, rscale, coordinate))
         center = F32(0.5) + where
         lo = np.floor(center - support + F32(0.5)).astype(np.int64)
         hi = np.floor(center + support + F32(0.5)).astype(np.int64)

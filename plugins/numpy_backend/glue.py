@@ -21,6 +21,7 @@ from abi.indices import check_indices
 from abi.ops.glue import scale_fraction, scaled_size
 
 from .antialias import antialias_taps
+from .coordinates import resize_coordinates
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -531,22 +532,6 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):
 
 # --- resize ------------------------------------------------------------------------------------
 
-def _resize_coordinates(out: int, length: int, scale, coordinate_mode: str) -> np.ndarray:
-    """The input coordinate of each output position along one axis, in float32 as onnxruntime
-    computes it (scale: the given float32 scale, or out / length)."""
-    o = np.arange(out, dtype=np.float32)
-    s = np.float32(scale) if scale is not None else np.float32(out) / np.float32(length)
-    if coordinate_mode == "asymmetric":
-        return o / s
-    if coordinate_mode == "align_corners":
-        if out == 1:
-            return np.zeros(1, np.float32)
-        return o * np.float32(length - 1) / np.float32(out - 1)
-    if coordinate_mode == "pytorch_half_pixel" and out == 1:
-        return np.zeros(1, np.float32)
-    return (o + np.float32(0.5)) / s - np.float32(0.5)
-
-
 def _cubic_weights(frac, a) -> list:
     """onnxruntime's cubic (Keys) weights of the taps at floor - 1 .. floor + 2 for the
     fractional parts ``frac`` of the coordinates, in float32 with its order of operations."""
@@ -567,7 +552,7 @@ def _resize_axis(out: int, length: int, scale, attrs: dict, last: bool):
     (taps, weights, divisor): 4 rows of indices clamped into the input and their weights, and
     the sum of the weights that exclude_outside divides the innermost axis' weights by (folded
     into them here) or the other axis' products by (divisor; None without exclude_outside)."""
-    c = _resize_coordinates(out, length, scale, attrs["coordinate_mode"])
+    c = resize_coordinates(out, length, scale, attrs["coordinate_mode"])
     if attrs["mode"] == "nearest":
         floor = np.floor(c)
         frac = c - floor

@@ -838,7 +838,8 @@ def test_resize_matches_over_random_configurations():
     """Every mode, coordinate mode and nearest mode, by scales or by size, up and down, 1-D,
     2-D and 3-D: 60 seeded random configurations."""
     rng = np.random.default_rng(11)
-    coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
+    coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                  "half_pixel_symmetric", "tf_half_pixel_for_nn"]
     nearest = ["floor", "ceil", "round_prefer_floor", "round_prefer_ceil"]
     for _ in range(60):
         shape = [int(rng.integers(1, 9)) for _ in range(int(rng.integers(1, 4)))]
@@ -869,7 +870,8 @@ def test_cubic_resize_matches_over_random_configurations():
     other coefficients, by scales or by size, up and down: 30 seeded random configurations,
     equal to the last bit."""
     rng = np.random.default_rng(12)
-    coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
+    coordinate = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                  "half_pixel_symmetric", "tf_half_pixel_for_nn"]
     for _ in range(30):
         shape = [int(rng.integers(1, 9)) for _ in range(2)]
         attrs = dict(mode="cubic", coordinate_mode=str(rng.choice(coordinate)),

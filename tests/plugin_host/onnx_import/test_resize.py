@@ -392,6 +392,13 @@ SCALES = np.array([1, 1, 1.5, 0.75], np.float32)
     ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
      "kept"),
     ({"mode": "linear"}, "same sizes"),
+    # TensorFlow's half-pixel centres (tf2onnx writes them for tf.image.resize's nearest)
+    ({"mode": "nearest", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "scales"),
+    ({"mode": "linear", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "sizes"),
+    # opset 19's centred half pixel: an offset where the size is not scale * length
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, "scales"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric"}, "sizes"),
+    ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel_symmetric"}, "odd scales"),
 ])
 def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, attrs, given):
     sizes = np.array([2, 3, 1, 9], np.int64)  # a length-1 output: pytorch_half_pixel's case
@@ -403,8 +410,10 @@ def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, a
               "kept": {"roi": np.zeros(0, np.float32),
                        "scales": np.array([1, 1, 1.1, 1.1], np.float32)},
               "same sizes": {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
-                             "sizes": np.array([2, 3, 4, 6], np.int64)}}[given]
-    model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs=attrs)
+                             "sizes": np.array([2, 3, 4, 6], np.int64)},
+              "odd scales": {"roi": np.zeros(0, np.float32),  # 4 * 1.3 and 6 * 0.7 round down
+                             "scales": np.array([1, 1, 1.3, 0.7], np.float32)}}[given]
+    model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs=attrs, opset=19)
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
     assert [n.op for n in loaded.graph.nodes] == ["resize"]
     check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
@@ -576,8 +585,6 @@ def _resize(attrs=None, consts=None, **kw):
     (_resize({"coordinate_transformation_mode": "tf_crop_and_resize",
               "extrapolation_value": 1.0}), UnsupportedModelError,
      "attribute coordinate_transformation_mode='tf_crop_and_resize' is not supported"),
-    (_resize({"coordinate_transformation_mode": "half_pixel_symmetric"}, opset=19),
-     UnsupportedModelError, "coordinate_transformation_mode='half_pixel_symmetric'"),
     (_resize({"nearest_mode": "nearest"}), UnsupportedModelError,
      "attribute nearest_mode='nearest' is not supported"),
     (_resize({"keep_aspect_ratio_policy": "not_larger"}), UnsupportedModelError,

@@ -71,7 +71,8 @@ CASES = [
 
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
 @pytest.mark.parametrize("coordinate", ["half_pixel", "pytorch_half_pixel", "align_corners",
-                                        "asymmetric"])
+                                        "asymmetric", "half_pixel_symmetric",
+                                        "tf_half_pixel_for_nn"])
 @pytest.mark.parametrize("exclude", [0, 1])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_shrinking_resize_matches_onnxruntime(tmp_path, signer, mode,
