@@ -8,14 +8,16 @@ or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index o
 Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast, Reshape) move entries around with the
 folder's own code, and Mul, Add, Sub and Div combine them with the dims arithmetic, as does
 ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape ->
-ReduceProd``; a Size node gives the same value). Equal is evaluated where it is known at import
+ReduceProd``; a Size node gives the same value). Max and Min are evaluated where known at import
+(of a dim and itself: tf2onnx's Einsum broadcasts its operands' batch dims so). Equal is evaluated where it is known at import
 (a run-time dim is never negative), and Where picks entries by such a known condition: the
 legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so. A value whose
 entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
 (Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to float, or any
-other op that reads it as a tensor (Max, Less, a Sub with a float), makes the value a run-time
-tensor (:func:`.shapes.shape_value_tensor`), in int64, computed when the call runs; what needs
-a constant there (a Pad's pads, a Slice's starts) refuses it, naming its run-time dims.
+other op that reads it as a tensor (Less, a Sub with a float, a Max not known at import), makes
+the value a run-time tensor (:func:`.shapes.shape_value_tensor`), in int64, computed when the
+call runs; what needs a constant there (a Pad's pads, a Slice's starts) refuses it, naming its
+run-time dims.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .fold import fold
 #: Ops evaluated on symbolic shape values (and constants).
 OPS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Identity", "Cast",
                  "Mul", "Add", "Sub", "Div", "Neg", "ReduceProd", "Reshape", "Equal",
-                 "Where"})
+                 "Where", "Max", "Min"})
 
 _INT_CASTS = frozenset({6, 7})  # ONNX TensorProto.INT32, INT64
 
@@ -71,7 +73,25 @@ def _div(a, b):
     return dims.floordiv(a, b)
 
 
-_ARITHMETIC = {"Mul": dims.mul, "Add": dims.add, "Sub": dims.sub, "Div": _div}
+def _extremum(larger: bool):
+    """Max (``larger``) or Min of two shape entries, where it is known at import: of ints, of
+    a dim and itself (tf2onnx's Einsum takes the Max of both operands' batch dims), of a dim
+    and an int at most 0 (a size is never negative); anything else (``max(batch, 2)``) is left
+    to the call (:class:`LeftToTheCall`)."""
+    def pick(a, b):
+        if type(a) is int and type(b) is int:
+            return max(a, b) if larger else min(a, b)
+        if a == b:
+            return a
+        for d, n in ((a, b), (b, a)):
+            if type(n) is int and n <= 0:
+                return d if larger else n
+        raise LeftToTheCall
+    return pick
+
+
+_ARITHMETIC = {"Mul": dims.mul, "Add": dims.add, "Sub": dims.sub, "Div": _div,
+               "Max": _extremum(True), "Min": _extremum(False)}
 
 
 def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outputs: int,
@@ -81,6 +101,9 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
     if op == "Slice" and any(v is not None and v.dtype == object and resolved(v) is None
                              for v in values[1:]):
         raise LeftToTheCall  # a length known at run time: a tensor's, not a shape's
+    if op in ("Max", "Min") and any(v.dtype != object and v.dtype.kind not in "iu"
+                                    for v in values):
+        raise LeftToTheCall  # of a float: a tensor, as before Max and Min were evaluated
     condition = values[0] if op == "Where" else None
     if condition is not None and condition.dtype != bool:
         raise UnsupportedModelError("Where chooses between shape entries by a condition that "
@@ -106,6 +129,11 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
     if op == "Neg":  # x[..., -n:]: a start of minus a dim
         out = np.frompyfunc(lambda x: dims.sub(0, _entry(x)), 1, 1)(values[0].astype(object))
         return [_normalized(np.asarray(out, dtype=object))]
+    if op in ("Max", "Min") and len(values) != 2:
+        if len(values) == 1:
+            return [_normalized(values[0])]
+        first = evaluate(op, values[:2], attrs, outputs=1, cap=cap)
+        return evaluate(op, [*first, *values[2:]], attrs, outputs=1, cap=cap)
     if op in _ARITHMETIC:
         fn = _ARITHMETIC[op]
         a, b = values

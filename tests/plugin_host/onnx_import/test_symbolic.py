@@ -800,6 +800,37 @@ def test_equal_of_a_run_time_dim_is_evaluated_where_it_is_known(other, message, 
     assert info.value.node == "eq" and message in str(info.value)
 
 
+@pytest.mark.parametrize("op, other, known", [
+    ("Max", "b", True),     # tf2onnx's Einsum: the Max of both operands' batch dims
+    ("Min", "b", True),
+    ("Max", "zero", True),  # a size is never negative: max(batch, 0) is the batch
+    ("Max", "three", False),  # max(batch, 3): known only when the call runs
+])
+def test_max_and_min_of_a_run_time_dim_are_evaluated_where_known(op, other, known, tmp_path,
+                                                                  signer):
+    """Known at import, the target stays shape arithmetic and the model takes any batch;
+    otherwise the Max is computed when the call runs, and the Reshape that needs the target
+    at import is refused naming the dim (Max and Min were never evaluated before)."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    tail = [helper.make_node("Constant", [], ["zero"], value=helper.make_tensor(
+                "zero", tp.INT64, [1], [0])),
+            helper.make_node(op, ["b", other, "b"], ["rows"], name="m"),
+            helper.make_node("Concat", ["rows", "minus"], ["target"], axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"], name="r")]
+    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
+                                                                  ["batch", 24])])
+    if not known:
+        with pytest.raises(UnsupportedModelError) as info:
+            import_onnx(model)
+        assert info.value.node == "r" and "['batch']" in str(info.value)
+        return
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert loaded.graph.outputs[0].shape == ("batch", 24)
+    rng = np.random.default_rng(3)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
+
+
 def test_shape_arithmetic_is_capped_like_constant_folding(tmp_path):
     """A hostile chain broadcasting the run-time shape against a large constant is refused
     before it builds a huge object array."""
