@@ -8,9 +8,9 @@ or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index o
 Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast, Reshape) move entries around with the
 folder's own code, and Mul, Add, Sub and Div combine them with the dims arithmetic, as does
 ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape ->
-ReduceProd``; a Size node gives the same value). Max and Min are evaluated where known at import
-(of a dim and itself: tf2onnx's Einsum broadcasts its operands' batch dims so). Equal is evaluated where it is known at import
-(a run-time dim is never negative), and Where picks entries by such a known condition: the
+ReduceProd``; a Size node gives the same value). Max and Min are evaluated where known at
+import (of a dim and itself: tf2onnx's Einsum broadcasts its operands' batch dims so), Equal
+too (a run-time dim is never negative), and Where picks entries by such a known condition: the
 legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so. A value whose
 entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
 (Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to float, or any
