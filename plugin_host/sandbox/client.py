@@ -81,6 +81,20 @@ def _dtype_name(dtype: np.dtype) -> str:
     return name
 
 
+#: OpenBLAS settings of the host that the worker does not take: it sets its own thread count
+_OWN_BLAS_SETTINGS = frozenset({"OPENBLAS_NUM_THREADS", "OPENBLAS_DEFAULT_NUM_THREADS"})
+
+
+def blas_environment() -> dict[str, str]:
+    """The host's ``OPENBLAS_*`` variables but the thread counts. OpenBLAS picks its kernels
+    when it loads, by ``OPENBLAS_CORETYPE`` where given, else by probing the CPU; a host that
+    pins the kernel set (for numbers that do not depend on which CPU the probe finds) must
+    have the worker pin the same one, else the two compute the same graph with different
+    kernels and their outputs differ in the last bits."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("OPENBLAS_") and k not in _OWN_BLAS_SETTINGS}
+
+
 class SandboxedExecutor(RecurrentState):
     """Run a signed artifact's model in a sandbox worker, with the Executor's call surface.
 
@@ -114,8 +128,10 @@ class SandboxedExecutor(RecurrentState):
     read_paths:
         Extra paths the worker may read (Landlock allowlist), e.g. a plugin's data files.
     env:
-        Extra environment variables for the worker (plugin configuration); nothing else of the
-        host's environment is passed on.
+        Extra environment variables for the worker (plugin configuration). Of the host's
+        environment only OpenBLAS's settings are passed on (:func:`blas_environment`: its
+        kernel choice and cache sizes, so that the worker computes with the host's kernels);
+        nothing else.
     on_audit:
         Called with each audit event the worker's tripwire reports (``{"pid", "event",
         "args", "time"}``), e.g. to append it to the host's audit log. Events are also logged
@@ -284,7 +300,8 @@ class SandboxedExecutor(RecurrentState):
 
     def _start(self) -> Worker:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {"OPENBLAS_NUM_THREADS": "1", "LC_ALL": "C.UTF-8", **self._env}
+        env = {**blas_environment(), "OPENBLAS_NUM_THREADS": "1", "LC_ALL": "C.UTF-8",
+               **self._env}
         try:
             proc = spawn(
                 [sys.executable, "-I", "-c", BOOT, PROJECT_ROOT, str(child.fileno()),

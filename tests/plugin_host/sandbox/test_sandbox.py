@@ -175,6 +175,25 @@ def test_protections_are_reported_logged_and_visible_in_proc(redteam_artifact, s
                for r in caplog.records)
 
 
+def test_the_worker_takes_the_hosts_openblas_kernel_choice_and_nothing_else(
+        redteam_artifact, sandbox_trust, redteam_graph, monkeypatch):
+    """A host that pins OpenBLAS's kernels (``OPENBLAS_CORETYPE``) has the worker pin the same
+    ones, so both compute a graph with one set of kernels; the thread count stays the
+    worker's own, and no other variable of the host's environment reaches it."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    monkeypatch.setenv("PLUGIN_HOST_TEST_SECRET", "not for the worker")
+    with SandboxedExecutor(redteam_artifact, trust=sandbox_trust, env={"PLUGIN_X": "1"}) as ex:
+        raw = open(f"/proc/{ex.pid}/environ", "rb").read()
+        got = ex.run(frames(1)[0])
+    env = dict(item.split(b"=", 1) for item in raw.split(b"\0") if item)
+    assert env[b"OPENBLAS_CORETYPE"] == b"Haswell" and env[b"OPENBLAS_NUM_THREADS"] == b"1"
+    assert env[b"PLUGIN_X"] == b"1" and b"PLUGIN_HOST_TEST_SECRET" not in env
+    assert {k for k in env if k.startswith(b"OPENBLAS_")} <= {
+        k.encode() for k in os.environ if k.startswith("OPENBLAS_")}
+    assert set(got) == {s.name for s in redteam_graph.outputs}
+
+
 def test_a_missing_required_protection_refuses_to_start(redteam_artifact, sandbox_trust):
     with pytest.raises(ProtectionUnavailableError) as info:
         SandboxedExecutor(redteam_artifact, trust=sandbox_trust,
