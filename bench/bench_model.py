@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,9 @@ def main() -> int:
     print(f"  torch {torch.__version__} eager:           median {torch_med:7.3f} ms")
     print(f"  ratio ours/torch: {ours_med / torch_med:.3f}  (target <= 1.0)")
     print(f"  largest output difference (plan, h, c): {diff:.3g}")
+    if os.environ.get("OPENBLAS_CORETYPE"):  # it decides numpy's matrix-product speed
+        print(f"  OpenBLAS kernels pinned by OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}"
+              f" in the environment (unset, OpenBLAS picks them by probing the CPU)")
     return 0
 
 
