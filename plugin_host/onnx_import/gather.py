@@ -14,9 +14,9 @@ from abi.ops import dims as dim_math
 from ..errors import ModelFileError
 from . import symbolic
 from .convert import attributes
-from .fold import axis_in
+from .fold import axis_in, flatten_axis
 from .ops import _few, _only, maps
-from .shapes import has_dim, run_time_mask, sizes_like
+from .shapes import _reshape_to, has_dim, run_time_mask, sizes_like
 
 
 @maps("Gather")
@@ -61,9 +61,9 @@ def _as_strided_view(imp, node, data: str, idx: str, axis: int) -> bool:
     if axis != 0 or flat is None or flat.op_type != "Flatten" or flat.input[0] not in imp.values:
         return False
     unflat = list(imp.type_of(flat.input[0]).shape)
-    k = attributes(flat, imp.limits).get("axis", 1)
-    k = k + len(unflat) if type(k) is int and k < 0 else k  # ONNX: -1 is the last axis
-    if type(k) is not int or not 0 <= k <= len(unflat):
+    try:  # ONNX: -1 is the last axis
+        k = flatten_axis(attributes(flat, imp.limits).get("axis", 1), len(unflat))
+    except ModelFileError:  # the Flatten itself is refused where it is mapped
         return False
     return _sliced_view(imp, node, flat.input[0], k, affine, [dim_math.product(unflat[k:])])
 
@@ -135,8 +135,6 @@ def _sliced_view(imp, node, source: str, k: int, affine, after: list) -> bool:
             ins.append(like)
             attrs["like_ends"] = like_axes
         [y] = imp.emit("slice", ins, [None], attrs, suffix="/view")
-    from .shapes import _reshape_to
-
     kept = f"{node.output[0]}/kept"
     imp.alias(kept, y)
     _reshape_to(imp, node, kept, list(shape) + list(after))
@@ -158,8 +156,6 @@ def _view(imp, node, data: str, affine, before: list, axes: list, after: list) -
         expected = dim_math.mul(expected, d)
     if offset != 0 or not dim_math.known_equal(expected, dim_math.product(axes)):
         return False
-    from .shapes import _reshape_to
-
     _reshape_to(imp, node, data, before + list(shape) + after)
     return True
 
