@@ -95,9 +95,28 @@ _ARG = {"ArgMax": "argmax", "ArgMin": "argmin"}
 
 @maps(*_ARG)
 def _arg(imp, node, attrs):
-    _only(imp, attrs, {"axis": ..., "keepdims": ..., "select_last_index": 0})
-    imp.emit(_ARG[node.op_type], [imp.tensor(node.input[0])], [node.output[0]],
-             {"axis": attrs.get("axis", 0), "keepdim": bool(attrs.get("keepdims", 1))})
+    """argmax/argmin; ``select_last_index=1`` (the last one on ties) is the first one of x
+    reversed along the axis, counted back from the axis' last index: ``size - 1 - i`` (an axis
+    whose size is only known when the call runs is refused)."""
+    _only(imp, attrs, {"axis": ..., "keepdims": ..., "select_last_index": ...})
+    last = _flags(imp, attrs, {"select_last_index": 0})["select_last_index"]
+    x, out = node.input[0], node.output[0]
+    axis = attrs.get("axis", 0)
+    reduce = {"axis": axis, "keepdim": bool(attrs.get("keepdims", 1))}
+    if not last:
+        imp.emit(_ARG[node.op_type], [imp.tensor(x)], [out], reduce)
+        return
+    shape = imp.type_of(x).shape
+    size = shape[axis_in(axis, len(shape))]
+    if not isinstance(size, int):
+        raise imp.unsupported(f"select_last_index=1 over axis {axis}, of a size known only "
+                              f"when the call runs ({size})")
+    [flipped] = imp.emit("slice", [imp.tensor(x)], [None],
+                         {"starts": [-1], "ends": [-size - 1], "axes": [axis], "steps": [-1]},
+                         suffix="/reverse")
+    [index] = imp.emit(_ARG[node.op_type], [flipped], [None], reduce, suffix="/reversed")
+    last_index = imp.add_constant(np.asarray(size - 1, np.int64), f"{imp.node_name}.last")
+    imp.emit("sub", [last_index, index], [out])
 
 
 @maps("CumSum")

@@ -205,7 +205,7 @@ def test_selu_celu_mish_match_onnxruntime(dynamo, fold, optimize, tmp_path, sign
 
 def _model(tmp_path, node, x_shape=(4, 6), elem=TP.FLOAT, inits=(), opset=18, name="m"):
     """A model of ``node``: its inputs not in ``inits`` are run-time ones of shape ``x_shape``."""
-    out = TP.INT64 if node.op_type == "ArgMin" else elem
+    out = TP.INT64 if node.op_type in ("ArgMax", "ArgMin") else elem
     known = {t.name for t in inits}
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, elem, x_shape)
                                             for n in node.input if n and n not in known],
@@ -301,11 +301,40 @@ def test_float_fmod_matches_onnxruntime_at_the_extremes(tmp_path, signer):
         {"x": EXTREMES, "d": d} for d in (EXTREMES[::-1].copy(), np.roll(EXTREMES, 3))])
 
 
+@pytest.mark.parametrize("op_type", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("axis, keepdims", [(0, 1), (1, 0), (-1, 1)])
+@pytest.mark.parametrize("elem", [TP.FLOAT, TP.INT32])
+def test_select_last_index_takes_the_last_tie_as_onnxruntime(op_type, axis, keepdims, elem,
+                                                             tmp_path, signer):
+    node = helper.make_node(op_type, ["x"], ["y"], name="node", axis=axis, keepdims=keepdims,
+                            select_last_index=1)
+    model = _model(tmp_path, node, x_shape=(5, 6), elem=elem)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert "slice" in _ops(loaded)
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    rng = np.random.default_rng(axis + 3 * keepdims)
+    ties = [{"x": rng.integers(-2, 3, (5, 6)).astype(dtype)} for _ in range(4)]
+    ties.append({"x": np.zeros((5, 6), dtype)})  # every entry a tie: the last index
+    want = onnxruntime_outputs(model, ties[-1])["y"]
+    assert np.all(want == (5 if axis == 0 else 6) - 1)
+    check_on_both_backends(model, loaded, ties)
+
+
+def test_select_last_index_over_a_run_time_axis_is_refused(tmp_path):
+    node = helper.make_node("ArgMax", ["x"], ["y"], name="node", axis=1, select_last_index=1)
+    model = _model(tmp_path, node, x_shape=(4, "n"))
+    with pytest.raises(UnsupportedModelError, match=r"node 'node' \(ArgMax\).*select_last_"
+                                                    r"index=1 over axis 1, of a size known "
+                                                    r"only when the call runs \(n\)"):
+        import_onnx(model)
+
+
 @pytest.mark.parametrize("op_type, attrs, opset, elem, message", [
     ("Mod", {"fmod": 0}, 18, TP.FLOAT, "fmod=False (the floor modulus, Python's %) takes "
                                        "integer a and b, got float32"),
     ("Mod", {"fmod": 2}, 18, TP.INT64, "attribute fmod=2 must be 0 or 1"),
-    ("ArgMin", {"select_last_index": 1}, 18, TP.FLOAT, "select_last_index=1 is not supported"),
+    ("ArgMin", {"select_last_index": 2}, 18, TP.FLOAT,
+     "attribute select_last_index=2 must be 0 or 1"),
     ("Celu", {"alpha": 0.0}, 18, TP.FLOAT, "attribute alpha=0.0 must be > 0"),
     ("Selu", {"gamma": float("inf")}, 18, TP.FLOAT, "attribute gamma=inf is not finite"),
     ("ReduceLogSumExp", {"noop_with_empty_axes": 1}, 18, TP.FLOAT,
