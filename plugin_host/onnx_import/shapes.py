@@ -445,7 +445,44 @@ def _derived(imp, d) -> tuple[str, int, int] | None:
 def has_dim(imp, d) -> bool:
     """Whether :func:`run_time_mask` can carry the run-time dim ``d``."""
     return dim_source(imp, d) is not None or _derived(imp, d) is not None or \
-        _summands(imp, d) is not None
+        _summands(imp, d) is not None or _factors(imp, d) is not None
+
+
+def _factors(imp, d) -> tuple[int, list] | None:
+    """``(k, [d1, d2, ...])`` where the run-time dim ``d`` is the product ``k * d1 * d2 * ...``
+    of two or more dims that tensors carry, one per name of ``d``, and an int k >= 1: a
+    detector's anchor count per level, a feature map's height times its width
+    (``torch.full((h * w, 1), stride)`` under a run-time image size). None otherwise."""
+    coefficient, names = dims.as_product(d) if type(d) is str else (1, ())
+    if len(names) < 2:
+        return None
+    parts = []
+    for name in names:
+        if dim_source(imp, name) is not None:  # else the index is now up to date
+            parts.append(name)
+            continue
+        found = next(((c, source) for (c, have), source in imp.dims_index.items()
+                      if have == (name,) and c > 0 and coefficient % c == 0), None)
+        if found is None:
+            return None
+        c, (tensor, axis) = found
+        coefficient //= c
+        parts.append(imp.types[tensor].shape[axis])
+    return coefficient, parts
+
+
+def _product_source(imp, d) -> tuple[str, int] | None:
+    """A 1-D tensor of the :func:`_factors` dim ``d``: the mask over its factors, one per
+    axis (and k entries on one more), flattened."""
+    found = _factors(imp, d)
+    if found is None:
+        return None
+    k, parts = found
+    mask = run_time_mask(imp, parts + ([k] if k > 1 else []))
+    if k > 1:
+        wide = imp.add_constant(np.zeros([1] * len(parts) + [k], bool), f"{imp.node_name}.{d}.k")
+        mask = imp.emit("or", [mask, wide], [None], suffix=f".{d}.times{k}")[0]
+    return imp.emit("reshape", [mask], [None], {"shape": [-1]}, suffix=f".{d}.product")[0], 0
 
 
 def _summands(imp, d) -> tuple[int, list] | None:
@@ -497,7 +534,7 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
         if type(d) is int:
             continue
         known = (sources or {}).get(d) or dim_source(imp, d) or _derived_source(imp, d) or \
-            _summed_source(imp, d)
+            _summed_source(imp, d) or _product_source(imp, d)
         if known is None:
             raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is a dim of no tensor of "
                                   f"the graph so far, so it cannot be read when the call runs")

@@ -622,19 +622,36 @@ class _CoordChannels(torch.nn.Module):
         return torch.cat([x, xs, ys], 1)
 
 
+class _StrideTable(torch.nn.Module):
+    """A detector's stride per anchor, a row per cell of each run-time feature map, as
+    ultralytics' YOLO heads write it: ``torch.full((h * w, 1), stride)``, a ConstantOfShape
+    of a product of run-time dims, which no tensor has as one dim; and of twice that."""
+
+    def forward(self, x):
+        levels = [x, F.max_pool2d(x, 2)]
+        strides = torch.cat([torch.full((f.shape[2] * f.shape[3], 1), 8.0 * 2 ** k)
+                             for k, f in enumerate(levels)])
+        feats = torch.cat([f.flatten(2) for f in levels], 2).transpose(1, 2)
+        twice = torch.full((2 * x.shape[2] * x.shape[3],), 3.0)
+        return feats * strides, x.flatten(2).repeat(1, 1, 2) * twice
+
+
 @pytest.mark.parametrize("module, dynamo", [
     (_GridFromFlow, False), (_GridFromFlow, True), (_Anchors, False), (_Anchors, True),
-    (_CoordChannels, False)], ids=["grid-legacy", "grid-dynamo", "anchors-legacy",
-                                   "anchors-dynamo", "coords-legacy"])
+    (_CoordChannels, False), (_StrideTable, False), (_StrideTable, True)],
+    ids=["grid-legacy", "grid-dynamo", "anchors-legacy", "anchors-dynamo", "coords-legacy",
+         "strides-legacy", "strides-dynamo"])
 def test_run_time_dims_used_as_numbers_are_computed_when_the_call_runs(module, dynamo,
                                                                        tmp_path, signer):
     """A shape value that an op other than shape arithmetic reads (Max, a Sub with a float,
     a Div after a cast) is an int64 tensor of the dims' values, computed when the call
     runs; a difference of dims (w - 1) is its terms' values subtracted; a float Range to a
-    dim is the dim's running count."""
+    dim is the dim's running count; a constant of a shape whose dim is a product of dims
+    (``h * w``, ``2 * h * w``) reads each factor from a tensor that has it."""
     model = export_dynamic(module(), [torch.randn(2, 2, 6, 8)], tmp_path / "m.onnx",
                            dynamo=dynamo, names=["x"], dims=[{0: "batch", 2: "h", 3: "w"}],
-                           bounds={"h": (2, 64), "w": (2, 64)})
+                           bounds={"h": (2, 64), "w": (2, 64)},
+                           outputs=("y", "z") if module is _StrideTable else ("y",))
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer,
                                 golden_dims={"h": [3, 7], "w": [5, 2]})
     assert loaded.graph.inputs[0].shape == ("batch", 2, "h", "w")
