@@ -65,6 +65,21 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 _TRAILING_INTS = re.compile(r"(.*?)((?:[+-]\d+)+)")
 
 
+def whole_quotient(d: Dim) -> tuple[str, int] | None:
+    """``(x, s)`` where ``d`` is one name of a product (:func:`as_product`) written ``x//s``,
+    x any expression (a product of dims: ``(h*w)//4``, a YOLO12 area attention's tokens per
+    area) and s an int > 1; None otherwise."""
+    if type(d) is not str:
+        return None
+    coefficient, names = as_product(d)
+    if coefficient != 1 or len(names) != 1:
+        return None
+    parts = _top_level(_unwrapped(names[0]), "//")
+    if len(parts) != 2 or not _digits(parts[1].strip()) or int(parts[1]) < 2:
+        return None
+    return _unwrapped(parts[0]), int(parts[1])
+
+
 def quotient(text: str) -> tuple[str, int, int] | None:
     """``text`` as ``(x + a) // s`` of a name x and ints (s >= 1), or None: a name plus ints,
     and floor quotients of such by ints, nested too, with ints added after each
@@ -98,11 +113,24 @@ def _atom(text: str) -> str:
     text = _unwrapped(text)
     parts = quotient(text.replace(" ", ""))
     if parts is None:
-        return text
+        return _product_quotient(text)
     x, shift, s = parts
     if s == 1:  # a name plus ints, summed: h+2-2 is h
         return x if shift == 0 else f"{x}{shift:+d}"
     return f"{x}//{s}" if shift == 0 else f"({x}{shift:+d})//{s}"
+
+
+def _product_quotient(text: str) -> str:
+    """A floor quotient of a product of names and ints by an int, ``(w*h)//4``, written one
+    way, its names sorted: ``(h*w)//4``; any other ``text`` as it is."""
+    parts = _top_level(text, "//")
+    if len(parts) != 2 or not _digits(parts[1].strip()):
+        return text
+    head = _product(parts[0])
+    if head is None or not head[1]:
+        return text
+    factors = ([str(head[0])] if head[0] != 1 else []) + [_term(n) for n in head[1]]
+    return f"({'*'.join(factors)})//{int(parts[1])}"
 
 
 def _top_level(text: str, sep: str) -> list[str]:

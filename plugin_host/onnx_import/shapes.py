@@ -30,11 +30,7 @@ def _concat(imp, node, attrs):
 def _reshape_to(imp, node, x: str, shape: list) -> None:
     free = [d for d in shape if type(d) is not int]
     if len(free) > 1 or (free and -1 in shape):
-        steps = symbolic.regroup(imp.type_of(x).shape, shape)
-        if steps is None:
-            raise imp.unsupported(f"output shape {shape} has more than one run-time dim, and "
-                                  f"not as the input {list(imp.type_of(x).shape)} has them")
-        _regrouped(imp, node, x, steps)
+        _regrouped(imp, node, x, symbolic.regroup(imp.type_of(x).shape, shape))
         return
     imp.emit("reshape", [imp.tensor(x)], [node.output[0]],
              {"shape": [-1 if type(d) is not int else d for d in shape]})
@@ -177,12 +173,7 @@ def _reshape(imp, node, attrs):
                 f"onnxruntime refuses this Reshape at the other sizes")
         written = symbolic.reshape_target(target, in_shape)
         if written is None:  # (b, s, 48) to (b, s, 3, 16): flatten and unflatten
-            steps = symbolic.regroup(in_shape, target)
-            if steps is None:
-                raise imp.unsupported(f"target shape {target} from input shape {in_shape} has "
-                                      f"more than one run-time dim, and its fixed dims do not "
-                                      f"split or merge the input's between them")
-            _regrouped(imp, node, x, steps)
+            _regrouped(imp, node, x, symbolic.regroup(in_shape, target))
             return
         target = written
     _reshape_to(imp, node, x, target)
@@ -436,7 +427,12 @@ def _derived(imp, d) -> tuple[str, int, int] | None:
     an int (``t-2``: the dynamo exporter's ``x.unfold(1, 3, 1)``), with start = s - 1 - a >= 0:
     ``range(x)[start::s]`` has d entries (where x is at least start). None otherwise."""
     parts = dims.quotient(str(d)) if type(d) is str else None
-    if parts is None or parts[1:] == (0, 1) or dim_source(imp, parts[0]) is None:
+    if parts is None:  # x//s of a product of dims x that tensors have: (h*w)//4
+        whole = dims.whole_quotient(d)
+        if whole is None or _factors(imp, whole[0]) is None:
+            return None
+        return whole[0], whole[1] - 1, whole[1]
+    if parts[1:] == (0, 1) or dim_source(imp, parts[0]) is None:
         return None
     x, a, s = parts
     return (x, s - 1 - a, s) if s - 1 - a >= 0 else None

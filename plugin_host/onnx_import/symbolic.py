@@ -202,14 +202,19 @@ def entries(value: np.ndarray) -> list:
     return [_entry(v) for v in value.reshape(-1)]
 
 
-def _around_the_fill(have: list, want: list, in_shape: Sequence, target: Sequence
-                     ) -> list[tuple[str, int, object]]:
-    """:func:`regroup`'s steps for a target whose -1 is no product of the input's dims
-    (``(b, 8, h, 1, w)`` to ``(b, 8, -1, 2, w)``: h/2, torch's pixel_unshuffle): the dims
-    equal on both sides from the left and from the right stay, and the rest of the input is
-    flattened into one axis and unflattened into the rest of the target, its -1 left to the
-    call (whose size must then divide, as onnxruntime's Reshape requires). ModelFileError when
-    the dims around the -1 are all fixed: they then do not divide."""
+def _through_one_axis(have: list, want: list, in_shape: Sequence, target: Sequence
+                      ) -> list[tuple[str, int, object]]:
+    """:func:`regroup`'s steps where the dims do not fall into groups of equal products: a
+    target whose -1 is no product of the input's dims (``(b, 8, h, 1, w)`` to ``(b, 8, -1,
+    2, w)``: h/2, torch's pixel_unshuffle), elements that cross a run-time dim (``(b, 6, s,
+    4)`` to ``(b, 3, s, 8)``), run-time dims reordered, or a count known equal only when the
+    call runs (YOLO12's area attention, ``(4*b, (h*w)//4, 2, 32)`` to ``(b, h, w, 64)``). The
+    dims equal on both sides from the left and from the right stay, and the rest of the input
+    is flattened into one axis and unflattened into the rest of the target (its run-time
+    sizes read from tensors that have them, a -1 left to the call): row-major, as a Reshape
+    is, and the unflatten refuses, when the call runs, a size that does not split, as
+    onnxruntime refuses the Reshape's element count. ModelFileError when the dims around a -1
+    are all fixed: they then do not divide."""
     lo = 0
     while lo < min(len(have), len(want)) and want[lo] is not None and have[lo] == want[lo]:
         lo += 1
@@ -217,8 +222,8 @@ def _around_the_fill(have: list, want: list, in_shape: Sequence, target: Sequenc
     while (hi_have > lo and hi_want > lo and want[hi_want - 1] is not None
            and have[hi_have - 1] == want[hi_want - 1]):
         hi_have, hi_want = hi_have - 1, hi_want - 1
-    if hi_have == lo or all(not p[1] for p in have[lo:hi_have]) and all(
-            p is None or not p[1] for p in want[lo:hi_want]):
+    if None in want and (hi_have == lo or all(not p[1] for p in have[lo:hi_have]) and all(
+            p is None or not p[1] for p in want[lo:hi_want])):
         raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the -1 is "
                              f"not a whole part of the input")
     steps: list[tuple[str, int, object]] = []
@@ -300,7 +305,7 @@ def _split_product(p: dims.Product, split: dict[str, tuple[str, int]]) -> dims.P
     return coefficient, tuple(sorted(split[n][0] if n in split else n for n in names))
 
 
-def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]] | None:
+def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object]]:
     """A Reshape from ``in_shape`` to ``target`` that keeps run-time dims apart, as
     ``flatten`` and ``unflatten`` steps: ``("flatten", start, end)`` and ``("unflatten",
     axis, sizes)``, in the order to apply them (axes of the tensor as it is then).
@@ -311,11 +316,10 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
     8)`` is (s)(b, 16 | b*2, 8). Each group that changes is flattened into one axis and
     unflattened into the target's dims: ints, and one run-time dim as the -1, or two and more
     as the dims themselves (``(s*b, 16)`` to ``(s, b, 16)``: ``[("unflatten", 0, ["s",
-    "b"])]``), which the importer reads from a tensor that has them. None when no such groups
-    exist: run-time dims reordered (a transpose), or elements that would cross a run-time dim
-    (``(b, 6, s, 4)`` to ``(b, 3, s, 8)``). A -1 in ``target`` is what the others leave of
-    the input; when that is no product, :func:`_around_the_fill`'s steps. No steps: the shape
-    is unchanged.
+    "b"])]``), which the importer reads from a tensor that has them. Where no such groups
+    exist, :func:`_through_one_axis`'s steps. A -1 in ``target`` is what the others leave of
+    the input; when that is no product, :func:`_through_one_axis`'s steps too. No steps: the
+    shape is unchanged.
 
     A floor quotient ``x//s`` on one side of a run-time dim x on the other (a Swin window
     partition over a run-time height, ``(b, h, w, c)`` to ``(b, h//4, 4, w//4, 4, c)``, and
@@ -335,13 +339,13 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
     if None in want:
         fill = dims.product_over(whole, rest)
         if fill is None and want.count(None) == 1:
-            return _around_the_fill(have, want, in_shape, target)
+            return _through_one_axis(have, want, in_shape, target)
         if fill is None or want.count(None) > 1:
             raise ModelFileError(f"cannot reshape {list(in_shape)} to {list(target)}: the -1 "
                                  f"is not a whole part of the input")
         want = [fill if p is None else p for p in want]
     elif rest != whole:
-        return None
+        return _through_one_axis(have, want, in_shape, target)
     groups, i, j = [], 0, 0
     while i < len(have) and j < len(want):
         gi, gj, pi, pj = [i], [j], have[i], want[j]
@@ -354,10 +358,10 @@ def regroup(in_shape: Sequence, target: Sequence) -> list[tuple[str, int, object
                 pj, j = dims.product_times(pj, want[j]), j + 1
                 gj.append(j - 1)
             else:
-                return None
+                return _through_one_axis(have, want, in_shape, target)
         groups.append((gi, gj))
     if any(p != (1, ()) for p in have[i:] + want[j:]) or not groups and (have or want):
-        return None
+        return _through_one_axis(have, want, in_shape, target)
     if groups:  # trailing ones join the last group
         groups[-1][0].extend(range(i, len(have)))
         groups[-1][1].extend(range(j, len(want)))

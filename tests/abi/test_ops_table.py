@@ -288,6 +288,14 @@ def test_dims_arithmetic():
     # a sum or difference whose terms cancel is the int it is (GPT-Neo's seq - seq)
     assert dims.sub("seq", "seq") == 0 and dims.add("h+1", dims.sub(0, "h")) == 1
     assert dims.sub("2*h", "h") == "2*h-h" and dims.sub("h", "w") == "h-w"
+    # a floor quotient of a product that does not come out whole is one name, its factors
+    # sorted (YOLO12's tokens per area, written (h*w)//4 and (w*h)//4 by the two exporters)
+    assert dims.known_equal("(w*h)//4", "(h*w)//4") and not dims.known_equal("(h*w)//4", "h*w")
+    assert dims.known_equal("(((H-1)//2+1)*W)//4", "(W*((H+1)//2))//4")
+    assert dims.whole_quotient("(w*h)//4") == ("h*w", 4)
+    assert dims.whole_quotient("(2*h*w)//4") == ("2*h*w", 4)
+    assert dims.whole_quotient("h*w") is None and dims.whole_quotient("h//4") == ("h", 4)
+    assert dims.whole_quotient(12) is None and dims.whole_quotient("(h*w)//1") is None
 
 
 def test_dims_comparisons_are_three_valued():

@@ -15,8 +15,8 @@ import pytest
 from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
 from plugin_host.onnx_import.symbolic import counts_differ, regroup
 
-from .conftest import (Fn, assert_refused, check_against_onnxruntime, check_on_both_backends,
-                       import_and_load, onnx, onnxruntime_outputs, torch)
+from .conftest import (Fn, check_against_onnxruntime, check_on_both_backends, import_and_load,
+                       onnx, onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 
@@ -46,8 +46,14 @@ F = torch.nn.functional
     # a -1 that is no product of the dims (h/2: pixel_unshuffle): left to the call
     (["b", 8, "h", 1, "w"], ["b", 8, -1, 2, "w"], [("flatten", 2, 3), ("unflatten", 2, [-1, 2])]),
     (["b", "h", "w"], [-1, 2, "w"], [("flatten", 0, 1), ("unflatten", 0, [-1, 2])]),
-    (["b", 6, "s", 4], ["b", 3, "s", 8], None),  # elements would cross s
-    (["b", "s", 16], ["s", "b", 16], None),  # a transpose, not a reshape
+    # no groups of equal products: what differs goes through one axis, row-major
+    (["b", 6, "s", 4], ["b", 3, "s", 8], [("flatten", 1, 3), ("unflatten", 1, [3, "s", 8])]),
+    (["b", "s", 16], ["s", "b", 16], [("flatten", 0, 1), ("unflatten", 0, ["s", "b"])]),
+    # YOLO12's area attention: the tokens split into 4 areas folded into the batch, and back
+    (["b", "h*w", 24], ["b*4", "(h*w)//4", 24],
+     [("flatten", 0, 1), ("unflatten", 0, ["b*4", "(h*w)//4"])]),
+    (["4*b", "(w*h)//4", 2, 12], ["b", "h", "w", 24],
+     [("flatten", 0, 3), ("unflatten", 0, ["b", "h", "w", 24])]),
 ])
 def test_regroup_plans_flatten_and_unflatten_steps(in_shape, target, steps):
     assert regroup(in_shape, target) == steps
@@ -147,27 +153,37 @@ def test_trilu_over_run_time_dims(fn, tmp_path, signer):
     check_on_both_backends(model, loaded, feeds)
 
 
-def test_a_reshape_that_moves_elements_across_a_run_time_dim_is_refused(tmp_path):
+def test_a_reshape_that_moves_elements_across_a_run_time_dim_matches_onnxruntime(tmp_path,
+                                                                                signer):
+    """``(b, 6, s, 4)`` to ``(b, 3, s, 8)`` and ``(b, s, 4)`` to ``(s, b, 4)`` (a reshape,
+    not a transpose): the axes that differ are flattened into one and unflattened into the
+    target's, the run-time sizes read from the input, as onnxruntime's row-major Reshape."""
     helper, TP = onnx.helper, onnx.TensorProto
     def ints(name, value):
         return helper.make_node("Constant", [], [name], value=helper.make_tensor(
             name, TP.INT64, [1], [value]))
 
     nodes = [helper.make_node("Shape", ["x"], ["shape"]), ints("i0", 0), ints("i2", 2),
-             ints("three", 3), ints("eight", 8),
+             ints("three", 3), ints("four", 4), ints("eight", 8),
              helper.make_node("Gather", ["shape", "i0"], ["b"], axis=0),
              helper.make_node("Gather", ["shape", "i2"], ["s"], axis=0),
              helper.make_node("Concat", ["b", "three", "s", "eight"], ["target"], axis=0),
-             helper.make_node("Reshape", ["x", "target"], ["y"], name="r")]
+             helper.make_node("Reshape", ["x", "target"], ["y"], name="r"),
+             helper.make_node("Concat", ["s", "b", "three", "eight"], ["swapped"], axis=0),
+             helper.make_node("Reshape", ["y", "swapped"], ["z"], name="r2")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", TP.FLOAT, ["b", 6, "s", 4])], [helper.make_tensor_value_info(
-            "y", TP.FLOAT, ["b", 3, "s", 8])])
+        "x", TP.FLOAT, ["b", 6, "s", 4])], [
+            helper.make_tensor_value_info("y", TP.FLOAT, ["b", 3, "s", 8]),
+            helper.make_tensor_value_info("z", TP.FLOAT, ["s", "b", 3, 8])])
     path = tmp_path / "r.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
-    assert_refused(path, UnsupportedModelError, "node 'r' (Reshape)",
-                   "target shape ['b', 3, 's', 8] from input shape ('b', 6, 's', 4) has more "
-                   "than one run-time dim, and its fixed dims do not split or merge the "
-                   "input's between them")
+    _, loaded = import_and_load(path, tmp_path / "r.pha", signer,
+                                golden_dims={"b": [2], "s": [3]})
+    assert [o.shape for o in loaded.graph.outputs] == [("b", 3, "s", 8), ("s", "b", 3, 8)]
+    rng = np.random.default_rng(3)
+    check_on_both_backends(path, loaded, [{"x": rng.standard_normal(shape).astype(np.float32)}
+                                          for shape in ((1, 6, 1, 4), (2, 6, 5, 4),
+                                                        (3, 6, 2, 4))])
 
 
 def _refused_until_fixed(model: Path, tmp_path: Path, signer, error: type, match: str,

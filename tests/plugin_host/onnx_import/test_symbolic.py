@@ -696,6 +696,47 @@ def test_windows_of_a_run_time_map_take_any_multiple_of_the_window(dynamo, tmp_p
                           backend_says="Reshape")
 
 
+class _Areas(torch.nn.Module):
+    """YOLO12's area attention: a map's h * w tokens split into 4 areas folded into the
+    batch, ``(b, h*w, c)`` to ``(b*4, (h*w)//4, c)``, attention within each, and back,
+    ``(b*4, (h*w)//4, c)`` to ``(b, h, w, c)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Conv2d(8, 24, 1)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        qkv = self.qkv(x).flatten(2).transpose(1, 2).reshape(b * 4, h * w // 4, c * 3)
+        b4, n, _ = qkv.shape
+        q, k, v = qkv.view(b4, n, 2, 12).permute(0, 2, 3, 1).split([4, 4, 4], dim=2)
+        y = v @ (q.transpose(-2, -1) @ k).softmax(-1).transpose(-2, -1)
+        y = y.permute(0, 3, 1, 2).reshape(b4 // 4, n * 4, c)
+        return y.reshape(b4 // 4, h, w, c).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_areas_of_a_run_time_map_take_any_map_of_a_multiple_of_four_cells(dynamo, tmp_path,
+                                                                          signer):
+    """``(h*w)//4`` tokens per area are read when the call runs (every fourth of the h * w
+    cells); a reshape whose dims fall into no groups of equal products goes through one axis.
+    A map of h * w cells that 4 does not divide is refused when the call runs, by
+    onnxruntime too."""
+    path = export_dynamic(_Areas(), [torch.randn(2, 8, 4, 6)], tmp_path / "a.onnx",
+                          dynamo=dynamo, names=["x"], dims=[{0: "batch", 2: "h", 3: "w"}],
+                          bounds={"h": (2, 64), "w": (2, 64)})
+    _, loaded = import_and_load(path, tmp_path / "a.pha", signer,
+                                golden_dims={"h": [4, 2], "w": [6, 2]})
+    assert loaded.graph.outputs[0].shape == ("batch", 8, "h", "w")
+    rng = np.random.default_rng(10)
+    check_on_both_backends(path, loaded, [
+        {"x": rng.standard_normal(shape).astype(np.float32)}
+        for shape in ((1, 8, 4, 6), (3, 8, 2, 2), (2, 8, 5, 4))])
+    refused_on_every_side(path, loaded.graph, {"x": np.zeros((1, 8, 3, 3), np.float32)},
+                          onnxruntime_says="Reshape", numpy_says="does not split into sizes",
+                          backend_says="Reshape")
+
+
 class _PadToSkip(torch.nn.Module):
     """A U-Net's up step padding the upsampled map to the skip connection's size: pads that
     are differences of run-time dims."""
