@@ -536,13 +536,28 @@ def _reverse_sequence(imp, node, attrs):
     source positions ``t < len ? len - 1 - t : t``. Constant lengths: those positions worked
     out here; run-time ones: computed in the graph, each length first checked against
     [0, T] (a ``gather_elements`` from the constant ``arange(T + 1)``), as onnxruntime
-    refuses one outside it. Static shapes."""
+    refuses one outside it. Static shapes, but for one length spread over a run-time batch
+    (tf2onnx's Keras ``Bidirectional(..., return_sequences=True)``, its lengths the Expand of
+    the time steps to the batch): a ``gather`` along time at those positions."""
     _only(imp, attrs, {"batch_axis": ..., "time_axis": ...})
     x, lens = node.input[:2]
     batch_axis, time_axis = attrs.get("batch_axis", 1), attrs.get("time_axis", 0)
     if {batch_axis, time_axis} != {0, 1}:
         raise ModelFileError(f"batch_axis={batch_axis!r} and time_axis={time_axis!r} must be "
                              f"0 and 1, one each")
+    spread = imp.spread.get(lens)
+    if spread is not None and spread.size and spread.dtype.kind in "iu" and (
+            spread == spread.reshape(-1)[0]).all() and len(imp.type_of(x).shape) >= 2 and \
+            type(steps := imp.type_of(x).shape[time_axis]) is int:
+        length = int(spread.reshape(-1)[0])
+        if not 0 <= length <= steps:
+            raise ModelFileError(f"sequence_lens {length} must be in [0, {steps}] (axis "
+                                 f"{time_axis} of {x!r}, shape {list(imp.type_of(x).shape)})")
+        t = np.arange(steps, dtype=np.int64)
+        source = imp.add_constant(np.where(t < length, length - 1 - t, t),
+                                  f"{node.output[0]}.source")
+        imp.emit("gather", [imp.tensor(x), source], [node.output[0]], {"axis": time_axis})
+        return
     shape = list(imp.static_shape(x))
     if len(shape) < 2:
         raise ModelFileError(f"input {x!r} of shape {shape} needs rank >= 2")

@@ -1,8 +1,8 @@
 """ReverseSequence (as tf2onnx writes it for a bidirectional RNN over padded sequences): each
 batch entry's first ``sequence_lens[b]`` steps reversed, the rest kept, as a ``gather_elements``
 along the time axis. Compared with onnxruntime on both backends, lengths constant or computed at
-run time; a run-time length outside [0, T], which onnxruntime refuses, is an IndexRangeError
-naming the node."""
+run time, or one length spread over a run-time batch (a ``gather`` along time); a run-time
+length outside [0, T], which onnxruntime refuses, is an IndexRangeError naming the node."""
 
 from __future__ import annotations
 
@@ -62,6 +62,46 @@ def test_constant_lengths_are_one_gather_at_constant_positions(tmp_path, signer)
     assert [n.op for n in loaded.graph.nodes] == ["gather_elements"]
     _check(model, tmp_path, signer, [{"x": x} for x in _floats((5, 4, 2), 2)],
            {"gather_elements"})
+
+
+def _spread_model(tmp_path, length: int, time_axis: int) -> object:
+    """As tf2onnx writes a Keras ``Bidirectional(..., return_sequences=True)`` under a run-time
+    batch: the lengths one constant expanded to the batch, read from x's Shape."""
+    batch_axis = 1 - time_axis
+    shape = [4, "batch", 3] if time_axis == 0 else ["batch", 4, 3]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "at"], ["batch"], axis=0),
+             helper.make_node("Expand", ["length", "batch"], ["lens"]),
+             helper.make_node("ReverseSequence", ["x", "lens"], ["y"], name="node",
+                              batch_axis=batch_axis, time_axis=time_axis)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TP.FLOAT, shape)],
+        initializer=[helper.make_tensor("at", TP.INT64, [1], [batch_axis]),
+                     helper.make_tensor("length", TP.INT64, [1], [length])])
+    path = tmp_path / "spread.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+@pytest.mark.parametrize("length", [4, 2, 0])
+@pytest.mark.parametrize("time_axis", [0, 1], ids=["time-major", "batch-major"])
+def test_one_length_over_a_run_time_batch_is_a_gather_along_time(length, time_axis, tmp_path,
+                                                                 signer):
+    model = _spread_model(tmp_path, length, time_axis)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert "gather" in {n.op for n in loaded.graph.nodes}
+    assert loaded.graph.inputs[0].shape[1 - time_axis] == "batch"
+    feeds = []
+    for batch in (1, 3, 5):
+        shape = (4, batch, 3) if time_axis == 0 else (batch, 4, 3)
+        feeds.append({"x": RNG.standard_normal(shape).astype(np.float32)})
+    _check(model, tmp_path, signer, feeds, {"gather"})
+
+
+def test_one_length_past_the_steps_over_a_run_time_batch_is_refused(tmp_path):
+    assert_refused(_spread_model(tmp_path, 5, 0), ModelFileError,
+                   "node 'node' (ReverseSequence)", "sequence_lens 5 must be in [0, 4] (axis 0")
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
