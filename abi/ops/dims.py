@@ -38,6 +38,16 @@ def _cap(d: Dim) -> Dim:
     return d
 
 
+def is_plain_name(name: str) -> bool:
+    """Whether ``name`` (one name of a product) is a plain dim name (``batch``), not an
+    expression (``broadcast(a,b)``, ``(h*w)//4``) nor one cut to a hashed name."""
+    return name.isidentifier() and _HASHED.fullmatch(name) is None
+
+
+#: what :func:`_cap` writes for an expression too long to keep
+_HASHED = re.compile(r"expr_[0-9a-f]{16}")
+
+
 def is_static(d: Dim) -> bool:
     """True when ``d`` is a fixed size."""
     return type(d) is int

@@ -243,10 +243,19 @@ def counts_differ(in_shape: Sequence, target: Sequence) -> tuple[dims.Dim, dims.
     MultiheadAttention under a dynamic length), is such a target. Products of the same names
     with different ints (``24*batch`` and ``18*batch``) are :func:`reshape_target`'s to
     refuse: the file is wrong at every size but 0."""
-    a, b = dims.as_product(dims.product(in_shape)), dims.as_product(dims.product(target))
-    if a[1] == b[1] or not all(n.isidentifier() for n in a[1] + b[1]):
+    a, b = _count(in_shape), _count(target)
+    if a[1] == b[1] or not all(dims.is_plain_name(n) for n in a[1] + b[1]):
         return None
     return dims.product([a[0], *a[1]]), dims.product([b[0], *b[1]])
+
+
+def _count(shape: Sequence) -> dims.Product:
+    """The element count of ``shape`` as a product, its dims' names kept whole however long
+    (a product written out as one dim may be cut to a hashed name)."""
+    count: dims.Product = (1, ())
+    for d in shape:
+        count = dims.product_times(count, dims.as_product(d))
+    return count
 
 
 def reshape_target(target: Sequence, in_shape: Sequence) -> list[int] | None:

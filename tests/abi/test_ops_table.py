@@ -296,6 +296,10 @@ def test_dims_arithmetic():
     assert dims.whole_quotient("(2*h*w)//4") == ("2*h*w", 4)
     assert dims.whole_quotient("h*w") is None and dims.whole_quotient("h//4") == ("h", 4)
     assert dims.whole_quotient(12) is None and dims.whole_quotient("(h*w)//1") is None
+    # a plain name, not an expression nor one too long to keep, cut to a hashed name
+    long = dims.product(["(h-1)//2+1"] * 40)
+    assert long.startswith("expr_") and not dims.is_plain_name(long)
+    assert dims.is_plain_name("batch") and not dims.is_plain_name("(h*w)//4")
 
 
 def test_dims_comparisons_are_three_valued():

@@ -59,6 +59,11 @@ def test_regroup_plans_flatten_and_unflatten_steps(in_shape, target, steps):
     assert regroup(in_shape, target) == steps
 
 
+#: a feature pyramid's dim, an upsampled coarse map's broadcast with the finer one's
+_LONG_H, _LONG_W = (f"broadcast(((((((({d}-2)//2-1)//2-1)//2-1)//2-1)//2+1)*2,((((({d}-2)//2-1)"
+                    f"//2-1)//2-1)//2-1)//2+1)" for d in ("height", "width"))
+
+
 @pytest.mark.parametrize("in_shape, target, counts", [
     (["seq", "batch", 16], [5, "batch*2", 8], ("16*batch*seq", "80*batch")),
     (["seq", "batch", 16], ["seq", "batch*2", 8], None),
@@ -66,6 +71,10 @@ def test_regroup_plans_flatten_and_unflatten_steps(in_shape, target, steps):
     (["(H-4)//4+1", "W"], ["H//4", "W"], None),  # a conv's size, as an exporter writes it
     (["s+1", 4], ["s", 4], None),  # a sum may equal anything: never "different"
     (["b", 6, 4], ["b", 18], None),  # wrong at every size but 0: reshape_target's refusal
+    # a GroupNorm after a feature pyramid's add (EfficientNet-FPN): the product of its two
+    # broadcast dims is too long to write out and gets a hashed name, yet the same product
+    (["b", 32, f"4*({_LONG_H})*({_LONG_W})"], ["b", 128, _LONG_H, _LONG_W], None),
+    (["expr_0123456789abcdef", 4], ["expr_fedcba9876543210", 4], None),  # opaque, not names
 ])
 def test_counts_differ_only_where_sizes_exist_at_which_they_do(in_shape, target, counts):
     assert counts_differ(in_shape, target) == counts
