@@ -310,6 +310,26 @@ _COMPARISONS = (np.equal, np.less, np.greater, np.less_equal, np.greater_equal, 
                 np.logical_or)
 
 
+def _clip(ins: Arrays, a: dict, cap: int) -> list:
+    """Clip as onnxruntime computes it: ``std::max(x, lo)`` then ``std::min(y, hi)``, each
+    bound one value, a missing one the dtype's lowest or largest value (an infinite float
+    becomes the largest finite one) (timm's "same" padding under the legacy exporter clips the
+    pads it computes from a static shape at 0)."""
+    x, bounds = ins[0], (list(ins[1:]) + [None, None])[:2]
+    for name, bound in zip(("min", "max"), bounds):
+        if bound is not None and bound.size != 1:
+            raise ModelFileError(f"{name} must be one value, got shape {list(bound.shape)}")
+    limits = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype) \
+        if x.dtype.kind in "iu" else None
+    if limits is not None:
+        bounds = [np.asarray(limits.min if k == 0 else limits.max, x.dtype) if b is None else b
+                  for k, b in enumerate(bounds)]
+    lo, hi = (None if b is None else b.reshape(()) for b in bounds)
+    y = x if lo is None else np.where(x < lo, lo, x)
+    y = y if hi is None else np.where(hi < y, hi, y)
+    return [np.asarray(y, x.dtype)]
+
+
 def _unary(f: Callable) -> Folder:
     return lambda ins, a, cap: [np.asarray(f(ins[0])).astype(ins[0].dtype)]
 
@@ -363,6 +383,7 @@ FOLDERS: dict[str, Folder] = {
     "Tile": _tile,
     "Range": _range,
     "ReduceProd": _reduce_prod,
+    "Clip": _clip,
     "Max": lambda ins, a, cap: [_extremum(np.maximum, ins)],
     "Min": lambda ins, a, cap: [_extremum(np.minimum, ins)],
     "Sum": lambda ins, a, cap: [_sum_mean("Sum", ins)],
@@ -372,7 +393,7 @@ FOLDERS: dict[str, Folder] = {
 
 #: Input positions that may be empty ("") in a folded op.
 _OPTIONAL = {"Slice": (3, 4), "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,),
-             "ReduceProd": (1,)}
+             "ReduceProd": (1,), "Clip": (1, 2)}
 
 
 #: Ops whose result has the broadcast shape of their inputs: capped before they run.

@@ -8,7 +8,9 @@ exactly (the node is then mapped on its own, and refused if it has no mapping), 
 matches when every intermediate value feeds the next node alone and is not a graph output.
 
 ``SplitToSequence`` read only through ``SequenceAt`` at constant positions (torch's dynamo
-exporter without its optimizer writes ``chunk`` so) becomes one ``split``.
+exporter without its optimizer writes ``chunk`` so) becomes one ``split``. A constant ``Pad``
+of -inf read by a ``MaxPool`` alone (timm's "same" max pooling) becomes one ``max_pool`` whose
+padding, implicitly -inf, holds the Pad's (:func:`padded_max_pool`).
 
 Decompositions made of ops that do have glue ops (torch's LSTMCell and GroupNorm) are mapped one
 to one during the walk and recognized afterwards, in :mod:`.fusion`.
@@ -19,6 +21,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+
+from .convert import attributes
 
 __all__ = ["PATTERNS"]
 
@@ -129,7 +133,52 @@ def split_to_sequence(imp, node, attrs: dict, index: int) -> bool:
     return True
 
 
+def padded_max_pool(imp, node, attrs: dict, index: int) -> bool:
+    """A constant Pad of -inf on the spatial axes read only by a MaxPool (timm's
+    ``MaxPool2dSame``, TensorFlow's "same" pooling in EfficientDet's BiFPN, as the legacy
+    exporter writes it): one ``max_pool`` whose padding, implicitly -inf, is the Pad's plus
+    the pool's own. Only where that padding is one the op takes (each side at most half the
+    kernel) and without ``ceil_mode`` (whose last window may start in the padding, which the
+    op leaves out and onnxruntime would read)."""
+    value = _scalar(imp, node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    pads = imp.consts.get(node.input[1]) if len(node.input) > 1 else None
+    x = node.input[0]
+    if attrs.get("mode", "constant") != "constant" or value != -np.inf or pads is None or \
+            pads.dtype.kind not in "iu" or (len(node.input) > 3 and node.input[3]) or \
+            x in imp.consts:
+        return False
+    shape = imp.type_of(x).shape
+    rank = len(shape)
+    pool = _next(imp, node.output[0], "MaxPool")
+    if pool is None or not 3 <= rank <= 5 or pads.shape != (2 * rank,):
+        return False
+    pool_attrs = attributes(pool[1], imp.limits)
+    spatial = rank - 2
+    kernel = pool_attrs.get("kernel_shape")
+    if len(pool[1].output) > 1 and pool[1].output[1] or kernel is None or \
+            len(kernel) != spatial or pool_attrs.get("ceil_mode", 0) or \
+            pool_attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or \
+            not set(pool_attrs) <= {"kernel_shape", "strides", "pads", "dilations", "ceil_mode",
+                                    "auto_pad", "storage_order"} or \
+            pool_attrs.get("storage_order", 0):
+        return False
+    before, after = [int(p) for p in pads[:rank]], [int(p) for p in pads[rank:]]
+    own = pool_attrs.get("pads", [0] * 2 * spatial)
+    if any(before[:2] + after[:2]) or min(before + after) < 0 or len(own) != 2 * spatial:
+        return False
+    padding = [[before[2 + i] + own[i], after[2 + i] + own[spatial + i]] for i in range(spatial)]
+    if any(max(pair) > k // 2 for pair, k in zip(padding, kernel)):
+        return False
+    imp.emit("max_pool", [imp.tensor(x)], [pool[1].output[0]],
+             {"kernel_size": list(kernel), "stride": pool_attrs.get("strides", [1] * spatial),
+              "padding": padding, "ceil_mode": False,
+              "dilation": pool_attrs.get("dilations", [1] * spatial)}, suffix=".max_pool")
+    imp.skip.add(pool[0])
+    return True
+
+
 Pattern = Callable[[Any, Any, dict, int], bool]
 
 #: ONNX op that starts a pattern -> the pattern function.
-PATTERNS: dict[str, Pattern] = {"Pow": rms_norm, "SplitToSequence": split_to_sequence}
+PATTERNS: dict[str, Pattern] = {"Pow": rms_norm, "SplitToSequence": split_to_sequence,
+                                "Pad": padded_max_pool}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin_host.errors import BackendError, DomainError, UnsupportedModelError
+from plugin_host.errors import BackendError, DomainError, ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugin_host.onnx_import.fold import fold as fold_constants
@@ -387,6 +387,35 @@ def test_reduce_prod_on_constants_folds_as_onnxruntime_computes_it(attrs, axes, 
     [got] = fold_constants("ReduceProd", values, attrs, outputs=1, cap=1000)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+_BOUNDS = [(0, None), (None, 1), (-1, 1), (2, -2), (None, None)]
+
+
+@pytest.mark.parametrize("elem, lo, hi", [(TP.INT64, *b) for b in _BOUNDS] + [
+    (TP.FLOAT, *b) for b in _BOUNDS + [(None, 1.5), (np.nan, 1.0), (-1.0, np.nan)]])
+def test_clip_on_constants_folds_as_onnxruntime_computes_it(elem, lo, hi, tmp_path):
+    """timm's "same" padding under the legacy exporter clips the pads it computes from a static
+    size at 0: folded, so a Pad reads them as constants. A missing bound is the dtype's lowest
+    or largest value, as onnxruntime takes it (an infinite float becomes the largest finite)."""
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    x = (EXTREMES if dtype.kind == "f" else np.arange(-5, 6)).astype(dtype)
+    bounds = [None if b is None else np.array(b, dtype) for b in (lo, hi)]
+    names = ["x"] + ["" if b is None else n for b, n in zip(bounds, ("lo", "hi"))]
+    inits = [onnx.numpy_helper.from_array(b, n) for b, n in zip(bounds, ("lo", "hi"))
+             if b is not None]
+    model = _model(tmp_path, helper.make_node("Clip", names, ["y"], name="node"),
+                   x_shape=x.shape, elem=elem, inits=inits)
+    want = onnxruntime_outputs(model, {"x": x})["y"]
+    [got] = fold_constants("Clip", [x, *bounds], {}, outputs=1, cap=1000)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_clip_on_constants_refuses_a_bound_of_more_than_one_value():
+    with pytest.raises(ModelFileError, match=r"max must be one value, got shape \[2\]"):
+        fold_constants("Clip", [np.zeros(3, np.float32), None, np.zeros(2, np.float32)], {},
+                       outputs=1, cap=1000)
 
 
 class _IntegerDivision(torch.nn.Module):

@@ -2,18 +2,22 @@
 Keras pool with padding="same", as in MTCNN's networks): explicit pads as for Conv, compared
 with onnxruntime on both backends; over a run-time size where the pad before does not depend
 on it; refused naming the node otherwise, and for a dilated pool, which onnxruntime pads by
-its undilated kernel against the ONNX spec."""
+its undilated kernel against the ONNX spec. A Pad of -inf read by a MaxPool alone (timm's
+"same" max pooling) is the pool's padding."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
 
 from plugin_host.errors import UnsupportedModelError
 
-from .conftest import assert_refused, check_on_both_backends, import_and_load, onnx
+from .conftest import assert_refused, check_on_both_backends, export, import_and_load, onnx, torch
+
+F = torch.nn.functional
 
 
 def _pool(path, op, size, **attrs):
@@ -74,3 +78,83 @@ def test_a_dilated_pool_with_same_padding_is_refused(tmp_path):
     assert_refused(model, UnsupportedModelError, "node 'pool' (MaxPool)",
                    "auto_pad=SAME_UPPER with dilations [2, 2]: onnxruntime pads a dilated pool "
                    "by its undilated kernel, ONNX by the dilated one; give explicit pads")
+
+
+class _SamePool(torch.nn.Module):
+    """TensorFlow's "same" max pooling as timm writes it (``MaxPool2dSame``, EfficientDet's
+    BiFPN): pads worked out from the input's size, ``max(..., 0)`` and all, then a Pad of
+    -inf and a pool with none of its own; and a "same" conv's zero pad before it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3, stride=2)
+
+    @staticmethod
+    def _same(x, k: int, s: int, value: float):
+        ih, iw = x.size()[-2:]
+        ph = max((math.ceil(ih / s) - 1) * s + k - ih, 0)
+        pw = max((math.ceil(iw / s) - 1) * s + k - iw, 0)
+        return F.pad(x, [pw // 2, pw - pw // 2, ph // 2, ph - ph // 2], value=value)
+
+    def forward(self, x):
+        y = self.conv(self._same(x, 3, 2, 0.0))
+        return F.max_pool2d(self._same(y, 3, 2, float("-inf")), 3, 2)
+
+
+@pytest.mark.parametrize("size", [(9, 12), (8, 7)])
+def test_a_pad_of_minus_infinity_before_a_max_pool_is_the_pool_s_padding(size, tmp_path,
+                                                                        signer):
+    """The pads the legacy exporter computes from a static size (Ceil, Clip, ...) fold; the
+    Pad of -inf joins the MaxPool's padding, which is implicitly -inf: one ``max_pool``."""
+    model = export(_SamePool(), [torch.randn(1, 2, *size)], tmp_path / "p.onnx", dynamo=False,
+                   input_names=["x"], output_names=["y"])
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops.count("pad") == 1 and ops[-1] == "max_pool", ops  # the conv's zero pad stays
+    pool = loaded.graph.nodes[-1]
+    assert max(max(pair) for pair in pool.attrs["padding"]) == 1
+    rng = np.random.default_rng(9)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((1, 2, *size)).astype(np.float32) * s} for s in (1, 100)])
+
+
+def _padded_pool(path, pad, consumers=1, **pool):
+    helper, tp = onnx.helper, onnx.TensorProto
+    nodes = [helper.make_node("Pad", ["x", "pads", "value"], ["p"], name="pad")]
+    nodes += [helper.make_node("MaxPool", ["p"], [f"y{i}"], name=f"pool{i}", kernel_shape=[3, 3],
+                               strides=[2, 2], **pool) for i in range(consumers)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", tp.FLOAT, [1, 2, 7, 9])],
+        [helper.make_tensor_value_info(f"y{i}", tp.FLOAT, None) for i in range(consumers)],
+        [helper.make_tensor("pads", tp.INT64, [8], pad),
+         helper.make_tensor("value", tp.FLOAT, [], [float("-inf")])])
+    model = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("pads, consumers, pool", [
+    ([0, 0, 0, 1, 0, 0, 1, 1], 1, {"pads": [1, 0, 0, 0]}),   # the two paddings added up
+    ([0, 0, 1, 1, 0, 0, 1, 1], 1, {"dilations": [1, 2]}),
+], ids=["with-own-pads", "dilated"])
+def test_a_padded_max_pool_matches_onnxruntime(pads, consumers, pool, tmp_path, signer):
+    model = _padded_pool(tmp_path / "p.onnx", pads, consumers, **pool)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["max_pool"]
+    rng = np.random.default_rng(10)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((1, 2, 7, 9)).astype(np.float32)} for _ in range(3)])
+
+
+@pytest.mark.parametrize("pads, consumers, pool", [
+    ([0, 0, 2, 0, 0, 0, 0, 0], 1, {}),                 # more than half the kernel
+    ([0, 0, 0, 1, 0, 0, 1, 1], 1, {"ceil_mode": 1}),    # a window may start in the padding
+    ([0, 0, 1, 1, 0, 0, 1, 1], 2, {}),                 # the padded value read twice
+    ([0, 1, 0, 0, 0, 0, 0, 0], 1, {}),                 # a channel padded
+], ids=["too-wide", "ceil-mode", "two-readers", "channels"])
+def test_a_pad_of_minus_infinity_the_pool_cannot_take_is_refused(pads, consumers, pool,
+                                                                 tmp_path):
+    assert_refused(_padded_pool(tmp_path / "p.onnx", pads, consumers, **pool),
+                   UnsupportedModelError, "node 'pad' (Pad)",
+                   "maps to pad with {'value': -inf}, which is not finite")
