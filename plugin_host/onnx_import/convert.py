@@ -179,6 +179,7 @@ class Importer:
         self.notes: list[str] = []                 # for the build summary
         self.reads: dict[str, Any] = {}            # ImportedModel.reads
         self.input_dims: set[str] = set()          # the graph inputs' run-time dims
+        self.output_dims: dict[str, Any] = {}      # an output dim_param -> the dim it names
         for i, n in enumerate(model.graph.node):
             for t in n.input:
                 if t:
@@ -732,12 +733,15 @@ class Importer:
                     f"cases check it against onnxruntime's")
             # an expression our shape rules built ("(64*batch)//64") is not a valid spec dim:
             # take the model's own name for it, else a fresh one (not an input's dim, which
-            # is another size: a pool's output declared with its input's "h")
+            # is another size: a pool's output declared with its input's "h"; nor one that
+            # names another size of an earlier output: torch's legacy exporter gives a
+            # detector's per-level outputs one dim_param)
             params = [d.dim_param if t.HasField("shape") and DIM_NAME.fullmatch(d.dim_param)
                       and d.dim_param not in self.input_dims else None for d in t.shape.dim]
             shape = tuple(g if type(g) is int or DIM_NAME.fullmatch(g) else
-                          (params[j] if j < len(params) and params[j] else
-                           unnamed_dim(abi_name, j)) for j, g in enumerate(ttype.shape))
+                          self._output_dim(params[j] if j < len(params) else None, g,
+                                           unnamed_dim(abi_name, j))
+                          for j, g in enumerate(ttype.shape))
         else:
             if not t.HasField("shape"):
                 raise UnsupportedModelError(f"graph {what} {vi.name!r} has no shape")
@@ -750,6 +754,13 @@ class Importer:
             return TensorSpec(abi_name, shape, dtype, layout)
         except PluginHostError as exc:
             raise UnsupportedModelError(f"graph {what} {vi.name!r}: {exc}") from None
+
+    def _output_dim(self, param: str | None, dim, fresh: str) -> str:
+        """The ABI name of an output's computed run-time ``dim``: the model's ``param`` for
+        it, unless that already names a dim not known equal to it, else ``fresh``."""
+        if not param or not dim_math.known_equal(self.output_dims.setdefault(param, dim), dim):
+            return fresh
+        return param
 
     def _outputs(self, layouts: Mapping[str, str]) -> tuple[list[TensorSpec], dict[str, str]]:
         specs, names = [], {}

@@ -252,3 +252,26 @@ def test_an_output_declared_with_an_input_dim_it_does_not_have_gets_a_name_of_it
     rng = np.random.default_rng(9)
     check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((1, 3, t)).astype(np.float32)} for t in (2, 9)])
+
+
+def test_outputs_declared_with_one_name_for_different_sizes_get_names_of_their_own(
+        tmp_path, signer):
+    """torch's legacy exporter names the run-time dims of a detector's per-level outputs
+    alike ('Conv_dim_2' for a map of h/2 and one of h/4): the first output takes the name,
+    the other, of another size, is named afresh, so no call binds one name to two sizes."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    pools = [helper.make_node("MaxPool", ["x"], [f"y{s}"], kernel_shape=[s], strides=[s],
+                              name=f"p{s}") for s in (2, 4)] + [
+        helper.make_node("MaxPool", ["x"], ["z"], kernel_shape=[2], strides=[2], name="q")]
+    graph = helper.make_graph(
+        pools, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, "t"])],
+        [helper.make_tensor_value_info(n, TP.FLOAT, [1, 3, "Conv_dim_2"])
+         for n in ("y2", "y4", "z")])
+    model = tmp_path / "levels.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    _, loaded = import_and_load(model, tmp_path / "l.pha", signer, golden_dims={"t": [8, 12]})
+    assert [o.shape for o in loaded.graph.outputs] == [
+        (1, 3, "Conv_dim_2"), (1, 3, "y4_d2"), (1, 3, "Conv_dim_2")]  # z is y2's size
+    rng = np.random.default_rng(10)
+    check_against_onnxruntime(model, loaded, [
+        {"x": rng.standard_normal((1, 3, t)).astype(np.float32)} for t in (4, 13)])
