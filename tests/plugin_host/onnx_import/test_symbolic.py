@@ -681,17 +681,27 @@ def test_windows_of_a_run_time_map_take_any_multiple_of_the_window(dynamo, tmp_p
     """``h // 4`` in a target splits h into (-1, 4); ``(h // 4, 4)`` back is flattened and
     settled as h. A height the window does not divide is refused when the call runs, by
     onnxruntime too."""
-    path = export_dynamic(_Windows(), [torch.randn(2, 8, 12, 3)], tmp_path / "w.onnx",
-                          dynamo=dynamo, names=["x"], dims=[{0: "batch", 1: "h", 2: "w"}],
-                          bounds={"h": (4, 64), "w": (4, 64)})
-    _, loaded = import_and_load(path, tmp_path / "w.pha", signer,
-                                golden_dims={"h": [8, 4], "w": [12, 16]})
-    assert loaded.graph.outputs[0].shape == ("batch", "h", "w", 3)
+    _split_map_checked(_Windows(), (2, 8, 12, 3), {0: "batch", 1: "h", 2: "w"}, 4,
+                       {"h": [8, 4], "w": [12, 16]}, ("batch", "h", "w", 3),
+                       [(1, 4, 4, 3), (3, 8, 20, 3), (2, 16, 4, 3)], (1, 6, 8, 3), dynamo,
+                       tmp_path, signer)
+
+
+def _split_map_checked(module, example: tuple, dims: dict, least: int, golden: dict,
+                       out_shape: tuple, shapes: list, bad_shape: tuple, dynamo: bool,
+                       tmp_path, signer) -> None:
+    """``module`` exported with the run-time ``dims`` (h and w at least ``least``), built
+    with ``golden`` sizes: its output shape is ``out_shape``, it matches onnxruntime on both
+    backends at ``shapes``, and an input of ``bad_shape``, which its windows or areas do not
+    split, is refused on every side."""
+    path = export_dynamic(module, [torch.randn(*example)], tmp_path / "m.onnx", dynamo=dynamo,
+                          names=["x"], dims=[dims], bounds={"h": (least, 64), "w": (least, 64)})
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer, golden_dims=golden)
+    assert loaded.graph.outputs[0].shape == out_shape
     rng = np.random.default_rng(9)
     check_on_both_backends(path, loaded, [
-        {"x": rng.standard_normal(shape).astype(np.float32)}
-        for shape in ((1, 4, 4, 3), (3, 8, 20, 3), (2, 16, 4, 3))])
-    refused_on_every_side(path, loaded.graph, {"x": np.zeros((1, 6, 8, 3), np.float32)},
+        {"x": rng.standard_normal(shape).astype(np.float32)} for shape in shapes])
+    refused_on_every_side(path, loaded.graph, {"x": np.zeros(bad_shape, np.float32)},
                           onnxruntime_says="Reshape", numpy_says="does not split into sizes",
                           backend_says="Reshape")
 
@@ -722,19 +732,10 @@ def test_areas_of_a_run_time_map_take_any_map_of_a_multiple_of_four_cells(dynamo
     cells); a reshape whose dims fall into no groups of equal products goes through one axis.
     A map of h * w cells that 4 does not divide is refused when the call runs, by
     onnxruntime too."""
-    path = export_dynamic(_Areas(), [torch.randn(2, 8, 4, 6)], tmp_path / "a.onnx",
-                          dynamo=dynamo, names=["x"], dims=[{0: "batch", 2: "h", 3: "w"}],
-                          bounds={"h": (2, 64), "w": (2, 64)})
-    _, loaded = import_and_load(path, tmp_path / "a.pha", signer,
-                                golden_dims={"h": [4, 2], "w": [6, 2]})
-    assert loaded.graph.outputs[0].shape == ("batch", 8, "h", "w")
-    rng = np.random.default_rng(10)
-    check_on_both_backends(path, loaded, [
-        {"x": rng.standard_normal(shape).astype(np.float32)}
-        for shape in ((1, 8, 4, 6), (3, 8, 2, 2), (2, 8, 5, 4))])
-    refused_on_every_side(path, loaded.graph, {"x": np.zeros((1, 8, 3, 3), np.float32)},
-                          onnxruntime_says="Reshape", numpy_says="does not split into sizes",
-                          backend_says="Reshape")
+    _split_map_checked(_Areas(), (2, 8, 4, 6), {0: "batch", 2: "h", 3: "w"}, 2,
+                       {"h": [4, 2], "w": [6, 2]}, ("batch", 8, "h", "w"),
+                       [(1, 8, 4, 6), (3, 8, 2, 2), (2, 8, 5, 4)], (1, 8, 3, 3), dynamo,
+                       tmp_path, signer)
 
 
 class _PadToSkip(torch.nn.Module):
