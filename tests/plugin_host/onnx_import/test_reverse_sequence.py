@@ -64,7 +64,7 @@ def test_constant_lengths_are_one_gather_at_constant_positions(tmp_path, signer)
            {"gather_elements"})
 
 
-def _spread_model(tmp_path, length: int, time_axis: int) -> object:
+def _spread_model(tmp_path, length: int, time_axis: int):
     """As tf2onnx writes a Keras ``Bidirectional(..., return_sequences=True)`` under a run-time
     batch: the lengths one constant expanded to the batch, read from x's Shape."""
     batch_axis = 1 - time_axis
