@@ -1,4 +1,4 @@
-"""ONNX's Attention (opset 23): torch's dynamo exporter writes ``scaled_dot_product_attention``
+"""ONNX's Attention (opsets 23 to 25): torch's dynamo exporter writes ``scaled_dot_product_attention``
 (and so ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer``) as one Attention node at
 opset 23. Registered in :data:`.ops.MAPPERS` on import.
 
@@ -7,13 +7,16 @@ The node becomes the ops it is made of, as the ONNX reference computes it: Q, K 
 (``unflatten`` and ``transpose``); the cached keys and values before K and V (``concat``, also
 the ``present_*`` outputs); K's and V's heads repeated for grouped-query attention (``tile``);
 ``matmul`` of Q by K transposed, times ``scale`` (1 / sqrt(head size) by default); the softcap
-(``tanh``); the mask added as a bias (a bool one as 0 / -inf through ``where``) and the causal
-bias, a constant aligned to the bottom right of the cache (a key j is seen from query i where
-j <= i + the cached length); ``softmax`` over the keys, a row the mask leaves no key to attend
+(``tanh``); the mask added as a bias (a bool one as 0 / -inf through ``where``) and the bias
+of the keys each query sees: the query at i sits at p = i + the cached length and sees key j
+where j <= p (causal, aligned to the bottom right of the cache) and p - left <= j <= p + right
+(opset 25's window), a constant of the static lengths; with opset 24's ``nonpad_kv_seqlen``
+(L valid keys per batch entry in a cache that is K and V themselves) computed when the call
+runs: j < L, and p = i + L - queries; ``softmax`` over the keys, a row left no key to attend
 set to 0 (``amax`` of the bias, ``where``), as onnxruntime and the spec have it; ``matmul`` by
 V. Refused naming the node: the ``qk_matmul_output`` output, a softmax precision other than
-float32, a causal bias over a run-time sequence length (``--dim`` fixes it), and heads that
-do not divide.
+float32, a causal bias or a window over a run-time sequence length (``--dim`` fixes it),
+heads that do not divide, and ``nonpad_kv_seqlen`` with a ``past_key``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import math
 
 import numpy as np
 
+from ..errors import ModelFileError
 from .ops import _only, _opt, maps
 
 _FLOAT = 1  # ONNX TensorProto.FLOAT
@@ -31,7 +35,8 @@ _FLOAT = 1  # ONNX TensorProto.FLOAT
 def _attention(imp, node, attrs):
     _only(imp, attrs, {"is_causal": ..., "kv_num_heads": ..., "q_num_heads": ...,
                        "qk_matmul_output_mode": ..., "scale": ..., "softcap": ...,
-                       "softmax_precision": ...})
+                       "softmax_precision": ..., "left_window_size": ...,
+                       "right_window_size": ...})
     if len(node.output) > 3 and node.output[3]:
         raise imp.unsupported("the qk_matmul_output output is not supported")
     if attrs.get("softmax_precision", _FLOAT) != _FLOAT:
@@ -40,10 +45,20 @@ def _attention(imp, node, attrs):
     causal = attrs.get("is_causal", 0)
     if causal not in (0, 1):
         raise imp.unsupported(f"attribute is_causal={causal!r} must be 0 or 1")
+    window = tuple(attrs.get(side, -1) for side in ("left_window_size", "right_window_size"))
+    for side, size in zip(("left_window_size", "right_window_size"), window):
+        if type(size) is not int or size < -1:
+            raise ModelFileError(f"attribute {side}={size!r} must be -1 (unbounded) or a "
+                                 f"number of positions >= 0")
     q_in, k_in, v_in = node.input[:3]
     mask, past_k, past_v = _opt(node, 3), _opt(node, 4), _opt(node, 5)
+    nonpad = _opt(node, 6)
     if (past_k is None) != (past_v is None):
         raise imp.unsupported("past_key and past_value must be given together")
+    if nonpad is not None and past_k is not None:
+        raise ModelFileError("nonpad_kv_seqlen cannot be combined with past_key and "
+                             "past_value (the cache is then K and V themselves), as the spec "
+                             "and onnxruntime have it")
     ranks = [len(imp.type_of(t).shape) for t in (q_in, k_in, v_in)]
     rank = ranks[0]
     if rank not in (3, 4) or len(set(ranks)) > 1:
@@ -91,14 +106,19 @@ def _attention(imp, node, attrs):
             [bias] = imp.emit("where", [bias, _const(imp, 0.0, "attend"),
                                         _const(imp, -np.inf, "masked")], [None],
                               suffix="/mask_bias")
-    if causal:
-        causal_bias = _causal(imp, scores, past_k)
-        bias = causal_bias if bias is None else imp.emit(
-            "add", [bias, causal_bias], [None], suffix="/bias")[0]
+    if nonpad is not None:
+        seen, empty_rows = _seen_run_time(imp, scores, nonpad, causal, window), True
+    elif causal or window != (-1, -1):
+        seen, empty_rows = _seen(imp, scores, past_k, causal, window)
+    else:
+        seen, empty_rows = None, False
+    if seen is not None:
+        bias = seen if bias is None else imp.emit("add", [bias, seen], [None],
+                                                  suffix="/bias")[0]
     if bias is not None:
         [scores] = imp.emit("add", [scores, bias], [None], suffix="/masked")
     [weights] = imp.emit("softmax", [scores], [None], {"axis": -1}, suffix="/softmax")
-    if mask is not None:  # a row the mask leaves no key to attend is 0, as onnxruntime
+    if mask is not None or empty_rows:  # a row left no key to attend is 0, as onnxruntime
         rank_b = len(imp.types[bias].shape)
         [top] = imp.emit("amax", [bias], [None], {"axes": [rank_b - 1], "keepdim": True},
                          suffix="/row_max")
@@ -145,15 +165,70 @@ def _repeat_heads(imp, x: str, q_heads, kv_heads, what: str) -> str:
                     suffix=f"/{what}_heads")[0]
 
 
-def _causal(imp, scores: str, past_key: str | None) -> str:
-    """The causal bias (queries, keys): 0 where key j <= query i + the cached length, else
-    -inf; a constant, so the lengths must be static."""
+def _seen(imp, scores: str, past_key: str | None, causal: int,
+          window: tuple[int, int]) -> tuple[str, bool]:
+    """The bias (queries, keys) of which keys each query sees, a constant of the static
+    lengths: 0 where seen, else -inf; and whether a query sees no key at all. The query at
+    ``i`` sits at position ``p = i +`` the cached length; it sees key ``j`` where ``j <= p``
+    (causal), ``j >= p - left`` and ``j <= p + right`` (the window's bounds, -1 none)."""
     queries, keys = imp.types[scores].shape[2:]
     cached = imp.type_of(past_key).shape[2] if past_key is not None else 0
     if not all(type(d) is int for d in (queries, keys, cached)):
-        raise imp.unsupported(f"is_causal over run-time sequence lengths ({queries!r} "
-                              f"queries, {keys!r} keys): the causal bias is a constant of "
-                              f"static lengths")
-    seen = np.arange(keys)[None, :] <= np.arange(queries)[:, None] + cached
-    return imp.add_constant(np.where(seen, np.float32(0), np.float32(-np.inf)),
-                            f"{imp.node_name}.causal")
+        what = "is_causal" if causal else "a window"
+        raise imp.unsupported(f"{what} over run-time sequence lengths ({queries!r} "
+                              f"queries, {keys!r} keys): the bias is a constant of static "
+                              f"lengths")
+    p, j = np.arange(queries)[:, None] + cached, np.arange(keys)[None, :]
+    seen = np.ones((queries, keys), bool)
+    left, right = window
+    if causal:
+        seen &= j <= p
+    if left >= 0:
+        seen &= j >= p - left
+    if right >= 0:
+        seen &= j <= p + right
+    bias = imp.add_constant(np.where(seen, np.float32(0), np.float32(-np.inf)),
+                            f"{imp.node_name}.causal" if window == (-1, -1)
+                            else f"{imp.node_name}.window")
+    return bias, bool(queries and keys and not seen.any(axis=1).all())
+
+
+def _seen_run_time(imp, scores: str, nonpad: str, causal: int,
+                   window: tuple[int, int]) -> str:
+    """:func:`_seen` for a cache of ``nonpad_kv_seqlen[b]`` valid keys per batch entry (an
+    input, so computed when the call runs), a bias (batch, 1, queries, keys): key ``j`` is
+    seen where ``j <`` that length, and the queries are its last ones, the query at ``i``
+    at ``p = i + length - queries``. Each length is first checked against [0, keys] (a
+    ``gather_elements`` from the constant ``arange(keys + 1)``), as onnxruntime refuses one
+    outside it."""
+    queries, keys = imp.types[scores].shape[2:]
+    if not all(type(d) is int for d in (queries, keys)):
+        raise imp.unsupported(f"nonpad_kv_seqlen over run-time sequence lengths ({queries!r} "
+                              f"queries, {keys!r} keys)")
+
+    def step(op, inputs, name, attrs=None):
+        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
+
+    def constant(value, name):
+        return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
+
+    lengths = step("gather_elements", [constant(np.arange(keys + 1), "nonpad_range"),
+                                       imp.tensor(nonpad)], "nonpad_check", {"axis": 0})
+    lengths = step("reshape", [lengths], "nonpad_b", {"shape": [-1, 1, 1, 1]})
+    j = constant(np.arange(keys).reshape(1, 1, 1, keys), "key_positions")
+    seen = step("less", [j, lengths], "valid_keys")
+    left, right = window
+    if causal or window != (-1, -1):
+        p = step("add", [constant(np.arange(queries).reshape(1, 1, queries, 1) - queries,
+                                  "query_offsets"), lengths], "query_positions")
+        bounds = [("less_equal", p, "causal")] if causal else []
+        if left >= 0:
+            bounds.append(("greater_equal", step("sub", [p, constant(left, "left")],
+                                                 "left_bound"), "left"))
+        if right >= 0:
+            bounds.append(("less_equal", step("add", [p, constant(right, "right")],
+                                              "right_bound"), "right"))
+        for op, bound, name in bounds:
+            seen = step("and", [seen, step(op, [j, bound], f"{name}_seen")], f"{name}_and")
+    return step("where", [seen, _const(imp, 0.0, "attend"), _const(imp, -np.inf, "masked")],
+                "seen_bias")

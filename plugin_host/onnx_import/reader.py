@@ -42,8 +42,10 @@ DEFAULT_READ_LIMITS = ReadLimits()
 #: ``option`` and the refusal itself as ``refused`` in the error's context.
 EXTERNAL_DATA_OPTION = "allow_external_data"
 
-#: Default-domain opsets this importer maps (torch 2.x exports 17 to 20; 23 adds RMSNormalization).
-OPSETS = range(13, 24)
+#: Default-domain opsets this importer maps (torch 2.x exports 17 to 20 by default, its dynamo
+#: exporter up to 25 on request; 23 adds RMSNormalization and Attention; 24 to 28 mostly add
+#: element types the ABI has none of).
+OPSETS = range(13, 29)
 #: Older default-domain opsets that are read and upgraded to ``OPSETS.start`` before the import
 #: (:mod:`.upgrade`); onnxruntime, the reference, runs them as they are.
 UPGRADED_OPSETS = range(7, 13)

@@ -1,7 +1,8 @@
 """ONNX's Attention (opset 23), as torch's dynamo exporter writes scaled_dot_product_attention,
 MultiheadAttention and the transformer layers at opset 23, and hand-made nodes for what torch
 does not write (rank-3 inputs with head counts, a key and value cache, softcap, the present
-outputs): decomposed at import and compared with onnxruntime on both backends."""
+outputs; opset 24's per-batch cache lengths, opset 25's sliding windows): decomposed at import
+and compared with onnxruntime on both backends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from plugin_host.errors import UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 
@@ -82,27 +83,29 @@ def test_torch_attention_at_opset_23_matches_onnxruntime(case, tmp_path, signer)
         {n: _f32(b, *s[1:]) for n, s in zip(names, shapes)} for b in (1, 2, 3)])
 
 
-def _node_model(path, shapes: dict, outputs: list, **attrs):
+def _node_model(path, shapes: dict, outputs: list, opset: int = 23, **attrs):
     """One Attention node named "attn" over float32 inputs ``shapes`` (name -> shape, in the
-    node's input order; a "mask" ending in "?" is bool), opset 23."""
+    node's input order; a "mask" ending in "?" is bool; "nonpad" is int64), opset 23."""
     helper, tp = onnx.helper, onnx.TensorProto
-    order = ["Q", "K", "V", "mask", "past_key", "past_value"]
+    order = ["Q", "K", "V", "mask", "past_key", "past_value", "nonpad"]
     ins = [n if n in shapes or n + "?" in shapes else "" for n in order]
     while ins and not ins[-1]:
         ins.pop()
-    values = [helper.make_tensor_value_info(n.rstrip("?"), tp.BOOL if n.endswith("?")
-                                            else tp.FLOAT, list(s)) for n, s in shapes.items()]
+    values = [helper.make_tensor_value_info(
+        n.rstrip("?"), tp.BOOL if n.endswith("?") else tp.INT64 if n == "nonpad" else tp.FLOAT,
+        list(s)) for n, s in shapes.items()]
     node = helper.make_node("Attention", ins, outputs, name="attn", **attrs)
     rank = len(shapes["Q"])
     graph = helper.make_graph([node], "g", values, [
         helper.make_tensor_value_info(o, tp.FLOAT, [f"{o}{j}" for j in range(
             rank if o == "y" else 4)]) for o in outputs if o])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), path)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
     return path
 
 
-def _feed(shapes: dict) -> dict:
-    return {n.rstrip("?"): (_f32(*s) > -1.0) if n.endswith("?") else _f32(*s)
+def _feed(shapes: dict, nonpad=None) -> dict:
+    return {n.rstrip("?"): (_f32(*s) > -1.0) if n.endswith("?") else
+            np.asarray(nonpad, np.int64) if n == "nonpad" else _f32(*s)
             for n, s in shapes.items()}
 
 
@@ -149,9 +152,109 @@ def test_attention_over_a_run_time_sequence(tmp_path, signer):
         for t, s in ((1, 1), (4, 6))])
 
 
+_WINDOWS = [(left, right, causal) for left in (-1, 0, 2) for right in (-1, 0, 1)
+            for causal in (0, 1) if (left, right) != (-1, -1)]
+
+
+@pytest.mark.parametrize("left, right, causal", _WINDOWS)
+@pytest.mark.parametrize("shapes", [
+    {"Q": (2, 2, 4, 8), "K": (2, 2, 6, 8), "V": (2, 2, 6, 4)},
+    # more queries than keys: with a window of no key to the right the last query sees none
+    {"Q": (1, 2, 5, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8), "mask": (5, 3)},
+    # a cache: queries at positions 3, 4 and 5
+    {"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8), "past_key": (1, 2, 3, 8),
+     "past_value": (1, 2, 3, 8)},
+], ids=["keys", "queries-past-keys", "cache"])
+def test_a_sliding_window_matches_onnxruntime(shapes, left, right, causal, tmp_path, signer):
+    """Opset 25: the query at position p sees keys p - left to p + right (-1: unbounded),
+    with is_causal also none after p; a query that sees no key gives zeros."""
+    outputs = ["y", "present_key", "present_value"] if "past_key" in shapes else ["y"]
+    model = _node_model(tmp_path / "n.onnx", shapes, outputs, opset=25, is_causal=causal,
+                        left_window_size=left, right_window_size=right)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    check_on_both_backends(model, loaded, [_feed(shapes) for _ in range(2)])
+    queries, keys = shapes["Q"][2], shapes["K"][2]
+    if "past_key" not in shapes:
+        p = np.arange(queries)  # no key to see from p - left on: zeros, else not
+        blind = (p - left > keys - 1) if left >= 0 else np.zeros(queries, bool)
+        y = Executor(loaded.graph, NumpyBackend()).run(_feed(shapes))["y"][0]
+        assert (~y.any(axis=(0, 2)) == blind).all()
+
+
+@pytest.mark.parametrize("lengths", [[4, 6], [0, 3], [6, 6]])
+@pytest.mark.parametrize("attrs", [{}, {"is_causal": 1}, {"left_window_size": 1},
+                                   {"is_causal": 1, "left_window_size": 2,
+                                    "right_window_size": 0}],
+                         ids=["padding", "causal", "window", "causal-window"])
+def test_per_batch_cache_lengths_match_onnxruntime(attrs, lengths, tmp_path, signer):
+    """Opset 24's nonpad_kv_seqlen (opset 25 with a window): the keys from each batch entry's
+    length on are padding, and the queries are the last of its cache (a causal query at i sits
+    at i + length - queries, so with 3 queries and length 0 every query sees no key: zeros)."""
+    shapes = {"Q": (2, 2, 3, 8), "K": (2, 2, 6, 8), "V": (2, 2, 6, 4), "nonpad": (2,)}
+    opset = 25 if any(k.endswith("window_size") for k in attrs) else 24
+    model = _node_model(tmp_path / "n.onnx", shapes, ["y"], opset=opset, **attrs)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    feeds = [_feed(shapes, lengths) for _ in range(2)]
+    check_on_both_backends(model, loaded, feeds)
+    if lengths[0] == 0:
+        assert not Executor(loaded.graph, NumpyBackend()).run(feeds[0])["y"][0].any()
+
+
+@pytest.mark.parametrize("shapes, attrs", [
+    ({"Q": ("b", 3, 16), "K": ("b", 5, 16), "V": ("b", 5, 16), "nonpad": ("b",)},
+     {"q_num_heads": 2, "kv_num_heads": 2, "is_causal": 1}),
+    ({"Q": ("b", 2, 3, 8), "K": ("b", 2, 5, 8), "V": ("b", 2, 5, 8), "mask?": (3, 5),
+      "nonpad": ("b",)}, {}),
+], ids=["rank-3-causal", "bool-mask"])
+def test_cache_lengths_over_a_run_time_batch(shapes, attrs, tmp_path, signer):
+    model = _node_model(tmp_path / "n.onnx", shapes, ["y"], opset=24, **attrs)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    check_on_both_backends(model, loaded, [
+        _feed({n: tuple(b if d == "b" else d for d in s) for n, s in shapes.items()},
+              lengths) for b, lengths in ((1, [2]), (3, [5, 0, 3]))])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
+@pytest.mark.parametrize("bad", [7, -1])
+def test_a_cache_length_outside_the_keys_is_refused_when_it_arrives(bad, backend, tmp_path,
+                                                                    signer):
+    """onnxruntime refuses it too; here it is an IndexRangeError naming the node on either
+    backend, and nothing is returned."""
+    from abi.errors import IndexRangeError
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    shapes = {"Q": (2, 2, 3, 8), "K": (2, 2, 6, 8), "V": (2, 2, 6, 8), "nonpad": (2,)}
+    model = _node_model(tmp_path / "n.onnx", shapes, ["y"], opset=24, is_causal=1)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    executor = Executor(loaded.graph, {"numpy": NumpyBackend,
+                                       "onnxruntime": OnnxruntimeBackend}[backend]())
+    executor.run(_feed(shapes, [0, 6]))  # the ends of the range: fine
+    with pytest.raises(IndexRangeError,
+                       match=rf"'attn/nonpad_check'.*outside \[0, 7\): \(1,\)={bad}"):
+        executor.run(_feed(shapes, [3, bad]))
+
+
+@pytest.mark.parametrize("shapes, attrs, message", [
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8), "past_key": (1, 2, 3, 8),
+      "past_value": (1, 2, 3, 8), "nonpad": (1,)}, {},
+     "nonpad_kv_seqlen cannot be combined with past_key and past_value"),
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8)}, {"left_window_size": -2},
+     "attribute left_window_size=-2 must be -1 (unbounded) or a number of positions >= 0"),
+], ids=["cache-and-lengths", "window"])
+def test_attention_inputs_the_spec_forbids_are_refused(shapes, attrs, message, tmp_path):
+    outputs = ["y", "pk", "pv"] if "past_key" in shapes else ["y"]
+    model = _node_model(tmp_path / "n.onnx", shapes, outputs, opset=25, **attrs)
+    assert_refused(model, ModelFileError, "node 'attn' (Attention)", message)
+
+
 @pytest.mark.parametrize("shapes, outputs, attrs, message", [
     ({"Q": (1, 2, "t", 8), "K": (1, 2, "t", 8), "V": (1, 2, "t", 8)}, ["y"], {"is_causal": 1},
      "is_causal over run-time sequence lengths ('t' queries, 't' keys)"),
+    ({"Q": (1, 2, "t", 8), "K": (1, 2, "t", 8), "V": (1, 2, "t", 8)}, ["y"],
+     {"left_window_size": 1, "opset": 25},
+     "a window over run-time sequence lengths ('t' queries, 't' keys)"),
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, "t", 8), "V": (1, 2, "t", 8), "nonpad": (1,)}, ["y"],
+     {"opset": 24}, "nonpad_kv_seqlen over run-time sequence lengths (3 queries, 't' keys)"),
     ({"Q": (1, 3, 4, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8)}, ["y"], {},
      "3 query heads are not a multiple of 2 key and value heads"),
     ({"Q": (1, 4, 10), "K": (1, 4, 10), "V": (1, 4, 10)}, ["y"],

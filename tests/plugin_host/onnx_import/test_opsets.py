@@ -1,10 +1,12 @@
 """Models of opsets 7 to 12 import: onnx's version converter upgrades them to opset 13 in the
 reference process, the upgrade is checked like any file, and the golden outputs come from
 onnxruntime running the model as given. What the converter refuses, a crash or a stall of it,
-and an answer that is not the model it was asked for are typed refusals; opsets outside 7..23
-are refused naming the range."""
+and an answer that is not the model it was asked for are typed refusals; opsets outside 7..28
+are refused naming the range. Models of opsets 13 to 28 import as they are."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -141,6 +143,60 @@ def test_a_torch_export_of_an_older_opset_builds_and_matches_onnxruntime(
     assert expected <= ops, ops
 
 
+class _Newer(torch.nn.Module):
+    """What torch's dynamo exporter writes as the ops opsets 24 and 25 newly list (Cast,
+    Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Pad, Shape, ConstantOfShape, TopK) and the
+    normalizations and attention opset 23 added."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3)
+        self.norm = torch.nn.RMSNorm(4)
+        self.attn = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+
+    def forward(self, x):
+        y = F.pad(self.conv(x), (1, 0, 0, 1), mode="reflect")
+        seq = self.norm(torch.flatten(y, 2).transpose(1, 2))
+        heads = seq.unflatten(2, (2, 2)).transpose(1, 2)
+        seq = seq + F.scaled_dot_product_attention(heads, heads, heads, is_causal=True
+                                                   ).transpose(1, 2).flatten(2)
+        seq = self.attn(seq, seq, seq, need_weights=False)[0]
+        top = torch.topk(seq.squeeze(0), 3, dim=0).values.unsqueeze(0)
+        return top.to(torch.int32).to(torch.float32) + top, torch.zeros(seq.shape[1]) + 1
+
+
+@pytest.mark.parametrize("opset", [24, 25])
+def test_a_torch_export_of_a_newer_opset_builds_and_matches_onnxruntime(opset, tmp_path,
+                                                                        signer):
+    """torch's dynamo exporter writes opsets 24 and 25 on request; they import as they are
+    (no upgrade or downgrade), the benchmark model's layers and the ops those opsets list."""
+    from bench.torch_demo import TorchDemo
+
+    torch.manual_seed(opset)
+    for name, module, args in [
+            ("demo", TorchDemo(), [torch.randn(1, 12, 128, 256), torch.tensor([3]),
+                                   torch.randn(1, 512), torch.randn(1, 512)]),
+            ("newer", _Newer(), [torch.randn(1, 2, 5, 6)])]:
+        path = tmp_path / f"{name}.onnx"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module.eval(), tuple(args), dynamo=True, opset_version=opset,
+                              verbose=False).save(str(path))
+        assert _opset(onnx.load(path)) == opset
+        ops = {n.op_type for n in onnx.load(path).graph.node}
+        assert {"Conv", "LayerNormalization", "Gemm", "Split"} <= ops if name == "demo" else \
+            {"Attention", "RMSNormalization", "TopK", "Cast", "Pad", "Transpose"} <= ops, ops
+        notes: list[str] = []
+        _, loaded = import_and_load(path, tmp_path / f"{name}.pha", signer, report=notes.append)
+        assert not any("upgraded" in note for note in notes), notes
+        names = [i.name for i in onnx.load(path).graph.input]
+        rng = np.random.default_rng(opset)
+        check_against_onnxruntime(path, loaded, [
+            {n: (np.asarray(a.numpy()) if a.dtype == torch.int64 else
+                 rng.standard_normal(a.shape).astype(np.float32)) for n, a in zip(names, args)}
+            for _ in range(2)])
+
+
 def test_the_command_line_summary_says_the_model_was_upgraded(tmp_path, capsys):
     from plugin_host.cli import main
 
@@ -161,7 +217,7 @@ def test_the_import_keeps_the_model_as_read_and_maps_the_upgrade(tmp_path):
     assert _opset(imported.model) == 13
     current = export(_Shapes(), [torch.randn(1, 2, 4, 5)], tmp_path / "n.onnx", dynamo=False)
     assert import_onnx(current).original is None
-    with pytest.raises(UnsupportedModelError, match=r"opset 11 is not mapped \(mapped: 13..23"
+    with pytest.raises(UnsupportedModelError, match=r"opset 11 is not mapped \(mapped: 13..28"
                        r"\); upgrade the model first"):
         onnx_to_graph(read_model(model), name="m")
 
@@ -262,14 +318,14 @@ def test_a_model_with_no_default_domain_opset_is_refused_naming_its_opsets(tmp_p
                                f"(its opset imports: ai.onnx.ml 1)")
 
 
-@pytest.mark.parametrize("opset", [6, 1, 24, 25])
+@pytest.mark.parametrize("opset", [6, 1, 29, 30])
 def test_opsets_outside_the_range_are_refused_naming_it(opset, tmp_path):
     model = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r")],
                   [_x()], [_y()], opset=opset)
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(model)
     assert str(info.value) == (f"{model}: default-domain opset {opset} is not supported "
-                               f"(supported: 7..23; 7..12 are upgraded to 13)")
+                               f"(supported: 7..28; 7..12 are upgraded to 13)")
 
 
 # --- the converter in the reference process ------------------------------------------------------
