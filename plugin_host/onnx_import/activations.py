@@ -1,8 +1,9 @@
 """ONNX activations other exporters write (tf2onnx, keras2onnx, older toolchains), as glue ops:
 Softsign (``x * (1 / (1 + |x|))``, onnxruntime's rounding), ThresholdedRelu (``where(x >
 alpha, x, 0)``), Shrink (``x + bias`` below ``-lambd``, ``x - bias`` above ``lambd``, else 0)
-and Hardmax (1 at the first maximum along the axis: ``equal(argmax, arange)`` cast to x's
-dtype). Registered in
+Hardmax (1 at the first maximum along the axis: ``equal(argmax, arange)`` cast to x's dtype),
+opset 24's Swish (``x * sigmoid(alpha * x)``) and opset 28's SwiGLU (``Swish(A) * B``).
+Registered in
 :data:`.ops.MAPPERS` on import; Softsign, ThresholdedRelu and Shrink of a constant fold
 (:func:`.fold.register`).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ModelFileError
 from .fold import axis_in
 from .fold import register as register_fold
 from .ops import _finite_attr, _only, _scalar, maps
@@ -118,3 +120,37 @@ def _hardmax_map(imp, node, attrs):
         f"{imp.node_name}.arange")
     [hit] = imp.emit("equal", [index, positions], [None], suffix="/equal")
     imp.emit("cast", [hit], [node.output[0]], {"dtype": imp.types[x].dtype})
+
+
+def _swish(imp, x: str, alpha: float, out: str | None, suffix: str = "") -> str:
+    """``x * sigmoid(alpha * x)`` (``alpha`` 1: ``x * sigmoid(x)``, as torch's SiLU)."""
+    gate = x
+    if alpha != 1.0:
+        [gate] = imp.emit("mul", [x, _scalar(imp, alpha, x, f"{imp.node_name}.alpha")], [None],
+                          suffix=f"/{suffix}alpha")
+    [sig] = imp.emit("sigmoid", [gate], [None], suffix=f"/{suffix}sigmoid")
+    return imp.emit("mul", [x, sig], [out], suffix=f"/{suffix}swish" if out is None else "")[0]
+
+
+@maps("Swish")
+def _swish_map(imp, node, attrs):
+    """Opset 24: ``x * sigmoid(alpha * x)``; alpha (default 1.0) finite, x a float tensor."""
+    _only(imp, attrs, {"alpha": ...})
+    _swish(imp, _float_input(imp, node), _finite_attr(imp, attrs, "alpha", 1.0),
+           node.output[0])
+
+
+@maps("SwiGLU")
+def _swiglu_map(imp, node, attrs):
+    """Opset 28: ``Swish(A) * B`` (Llama's gated MLP); A and B float tensors of one shape, as
+    the spec has it (no broadcasting)."""
+    _only(imp, attrs, {"alpha": ...})
+    alpha = _finite_attr(imp, attrs, "alpha", 1.0)
+    a, b = node.input[:2]
+    shapes = [list(imp.type_of(t).shape) for t in (a, b)]
+    if shapes[0] != shapes[1] or imp.type_of(a).dtype != imp.type_of(b).dtype:
+        raise ModelFileError(f"A {a!r} ({imp.type_of(a).dtype} {shapes[0]}) and B {b!r} "
+                             f"({imp.type_of(b).dtype} {shapes[1]}) must be of one dtype and "
+                             f"shape: SwiGLU does not broadcast")
+    gate = _swish(imp, _float_input(imp, node), alpha, None, "gate_")
+    imp.emit("mul", [gate, imp.tensor(b)], [node.output[0]])
