@@ -195,15 +195,20 @@ def _depth_to_space(imp, node, attrs):
 
 @maps("SpaceToDepth")
 def _space_to_depth(imp, node, attrs):
-    """The inverse of DepthToSpace's DCR mode (ONNX's one layout; torch's pixel_unshuffle is
-    the CRD one, which its exporters write as Reshape and Transpose), as reshape -> transpose
-    -> reshape (H and W may be run-time dims, each then checked to be a multiple of the
-    blocksize when the call runs)."""
-    _only(imp, attrs, {"blocksize": ...})
+    """The inverse of DepthToSpace's DCR mode (the one layout before opset 28; torch's
+    pixel_unshuffle is the CRD one, which its exporters write as Reshape and Transpose), or
+    from opset 28 of the ``mode`` given (CRD: the inverse of DepthToSpace's CRD), as reshape
+    -> transpose -> reshape (H and W may be run-time dims, each then checked to be a multiple
+    of the blocksize when the call runs)."""
+    _only(imp, attrs, {"blocksize": ..., "mode": ...})
     b, (n, c, h, w) = _blocks(imp, node, attrs)
     if type(h) is int and h % b or type(w) is int and w % b:
         raise imp.unsupported(f"spatial dims {h}x{w} are not multiples of blocksize {b}")
-    perm = [0, 3, 5, 1, 2, 4]
+    mode = attrs.get("mode", "DCR")
+    perms = {"DCR": [0, 3, 5, 1, 2, 4], "CRD": [0, 1, 3, 5, 2, 4]}
+    if mode not in perms:
+        raise imp.unsupported(f"attribute mode={mode!r} is not supported (only DCR, CRD)")
+    perm = perms[mode]
     _rearrange(imp, node, [n, c, dims.floordiv(h, b), b, dims.floordiv(w, b), b], perm,
                [n, c * b * b, dims.floordiv(h, b), dims.floordiv(w, b)], [
                    ("unflatten", {"axis": 3, "sizes": [-1, b]}),

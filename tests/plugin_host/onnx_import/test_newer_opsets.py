@@ -13,7 +13,7 @@ from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import assert_refused, check_on_both_backends, import_and_load, onnx
+from .conftest import assert_refused, check_on_both_backends, import_and_load
 from .test_more_ops import _feeds, _model
 
 BACKENDS = {"numpy": NumpyBackend, "onnxruntime": OnnxruntimeBackend}

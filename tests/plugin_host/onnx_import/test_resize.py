@@ -534,24 +534,30 @@ def test_depth_to_space_matches_onnxruntime(tmp_path, signer, mode):
     check_against_onnxruntime(model, loaded, _feeds((2, 18, 2, 3)))
 
 
-def test_space_to_depth_matches_onnxruntime(tmp_path, signer):
-    model = _model(tmp_path, "SpaceToDepth", (2, 3, 4, 6), attrs={"blocksize": 2})
+@pytest.mark.parametrize("mode", [None, "DCR", "CRD"])
+def test_space_to_depth_matches_onnxruntime(tmp_path, signer, mode):
+    """Opset 28 gave SpaceToDepth DepthToSpace's modes (DCR, the layout before, by default)."""
+    model = _model(tmp_path, "SpaceToDepth", (2, 3, 4, 6), opset=18 if mode is None else 28,
+                   attrs={"blocksize": 2, **({} if mode is None else {"mode": mode})})
     _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
     assert [n.op for n in loaded.graph.nodes] == ["reshape", "transpose", "reshape"]
     assert loaded.graph.outputs[0].shape == (2, 12, 2, 3)
-    check_against_onnxruntime(model, loaded, _feeds((2, 3, 4, 6)))
+    check_on_both_backends(model, loaded, _feeds((2, 3, 4, 6)))
 
 
 @pytest.mark.parametrize("op, channels, attrs", [
     ("DepthToSpace", 18, {"blocksize": 3, "mode": "DCR"}),
     ("DepthToSpace", 8, {"blocksize": 2, "mode": "CRD"}),
-    ("SpaceToDepth", 3, {"blocksize": 2})], ids=["d2s-DCR", "d2s-CRD", "s2d"])
+    ("SpaceToDepth", 3, {"blocksize": 2}),
+    ("SpaceToDepth", 3, {"blocksize": 2, "mode": "CRD"})],
+    ids=["d2s-DCR", "d2s-CRD", "s2d", "s2d-CRD"])
 def test_depth_and_space_over_a_run_time_height_and_width(op, channels, attrs, tmp_path,
                                                           signer):
     """unflatten, transpose and flatten keep N, H and W run-time; SpaceToDepth of an H the
     block does not divide is refused when the call runs on both backends, as onnxruntime
     refuses it."""
-    model = _model(tmp_path, op, ("n", channels, "h", "w"), attrs=attrs)
+    model = _model(tmp_path, op, ("n", channels, "h", "w"), attrs=attrs,
+                   opset=28 if op == "SpaceToDepth" and "mode" in attrs else 18)
     _, loaded = import_and_load(model, tmp_path / "d.pha", signer,
                                 golden_dims={"h": (4,), "w": (6,)})
     assert {"unflatten", "transpose", "flatten"} == {n.op for n in loaded.graph.nodes}
@@ -641,6 +647,8 @@ def _resize(attrs=None, consts=None, **kw):
      "input shape [1, 'c', 4, 4]: needs (N, C, H, W) with C static"),
     (("SpaceToDepth", (1, 2, "h", 5), {}, {"blocksize": 2}, {}), UnsupportedModelError,
      "spatial dims hx5 are not multiples of blocksize 2"),
+    (("SpaceToDepth", (1, 2, 4, 4), {}, {"blocksize": 2, "mode": "XYZ"}, {"opset": 28}),
+     UnsupportedModelError, "attribute mode='XYZ' is not supported (only DCR, CRD)"),
 ])
 def test_what_resize_and_depth_to_space_refuse_names_node_and_value(tmp_path, case, error,
                                                                     message):
