@@ -32,7 +32,8 @@ from ..errors import ModelFileError
 from .fold import _need, axis_in
 from .fold import register as register_fold
 from .gather import _int64_indices, runtime_positions, spread_indices
-from .ops import _few, _only, maps
+from .ops import _few, _only, _opt, maps
+from .shapes import run_time_mask
 
 _REDUCTIONS = ("add", "mul", "max", "min")
 
@@ -314,3 +315,78 @@ def _max_unpool(imp, node, attrs):
     [y] = imp.emit("scatter_elements", [base, index, values], [None], {"axis": 0},
                    suffix="/scatter")
     imp.emit("reshape", [y], [out], {"shape": out_shape})
+
+
+@maps("TensorScatter")
+def _tensor_scatter(imp, node, attrs):
+    """Opset 24's key-value cache update: ``past_cache`` with ``update`` written along the
+    sequence ``axis`` (default -2, never the batch's 0) from each batch entry's
+    ``write_indices[b]`` on (0 without the input), modulo the cache's length in ``circular``
+    mode: a ``scatter_elements`` along the axis at those positions, expanded to the update's
+    shape. Run-time write indices are checked when they arrive, as onnxruntime refuses them:
+    in ``linear`` mode each must be in [0, cache length - update length] (a
+    ``gather_elements`` from the constant ``arange`` of that range, which gives it back), in
+    ``circular`` mode at least 0 (a ``gather_elements`` from ``[0]`` at ``min(index, 0)``).
+    The two sequence lengths must be static."""
+    _only(imp, attrs, {"axis": ..., "mode": ...})
+    past, update = node.input[:2]
+    write = _opt(node, 2)
+    mode = attrs.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise ModelFileError(f"attribute mode={mode!r} must be 'linear' or 'circular'")
+    shape, along = list(imp.type_of(past).shape), list(imp.type_of(update).shape)
+    if imp.type_of(past).dtype != imp.type_of(update).dtype or len(shape) != len(along) or \
+            len(shape) < 2:
+        raise ModelFileError(f"update {update!r} ({imp.type_of(update).dtype} {along}) must be "
+                             f"of past_cache {past!r}'s dtype and rank "
+                             f"({imp.type_of(past).dtype} {shape}), at least 2")
+    axis = axis_in(attrs.get("axis", -2), len(shape), "axis")
+    if axis == 0:
+        raise ModelFileError("attribute axis is 0, the batch's: the sequence axis is another")
+    for a, (d, u) in enumerate(zip(shape, along)):
+        if a != axis and d != u:
+            raise ModelFileError(f"update {update!r} of shape {along} differs from past_cache "
+                                 f"{past!r} of shape {shape} on axis {a}, where only axis "
+                                 f"{axis} (the sequence) may")
+    length, steps = shape[axis], along[axis]
+    if type(length) is not int or type(steps) is not int:
+        raise imp.unsupported(f"sequence axis {axis} of run-time length (cache {length!r}, "
+                              f"update {steps!r}): the write positions need static lengths")
+    if steps > length:
+        raise ModelFileError(f"update {update!r} of {steps} steps along axis {axis} exceeds "
+                             f"the cache's {length}")
+
+    def step(op, inputs, name, attrs=None):
+        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
+
+    def constant(value, name):
+        return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
+
+    rank = len(shape)
+    positions = constant(np.arange(steps).reshape([steps if a == axis else 1
+                                                   for a in range(rank)]), "steps")
+    if write is not None:
+        if list(imp.type_of(write).shape) != [shape[0]]:
+            raise ModelFileError(f"write_indices {write!r} of shape "
+                                 f"{list(imp.type_of(write).shape)} must be of shape "
+                                 f"[{shape[0]!r}] (one per batch entry)")
+        start = _int64_indices(imp, write)
+        if mode == "linear":  # [0, length - steps]: the update fits from it
+            start = step("gather_elements", [constant(np.arange(length - steps + 1), "starts"),
+                                             start], "write_check", {"axis": 0})
+        else:  # at least 0: min(start, 0) must index [0]
+            below = step("min", [start, constant(0, "zero")], "below_zero")
+            check = step("gather_elements", [constant([0], "none"), below], "write_check",
+                         {"axis": 0})
+            start = step("add", [start, check], "checked")
+        start = step("reshape", [start], "per_batch", {"shape": [-1] + [1] * (rank - 1)})
+        positions = step("add", [start, positions], "positions")
+        if mode == "circular":
+            positions = step("mod", [positions, constant(length, "length")], "wrapped",
+                             {"fmod": False})
+    fixed = [d if type(d) is int else 1 for d in along]
+    positions = step("expand", [positions], "expand", {"shape": fixed})
+    if any(type(d) is not int for d in along):
+        positions = step("where", [run_time_mask(imp, along), positions, positions], "spread")
+    imp.emit("scatter_elements", [imp.tensor(past), positions, imp.tensor(update)],
+             [node.output[0]], {"axis": axis, "reduction": "none"})
