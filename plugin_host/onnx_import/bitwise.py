@@ -2,7 +2,8 @@
 ``&``, ``|``, ``^`` and ``~`` on integer tensors, opset 18) as ``bitwise_and``, ``bitwise_or``,
 ``bitwise_xor`` and ``bitwise_not``; BitShift (``<<`` and ``>>`` of unsigned integers; the
 dynamo exporter writes an arithmetic ``>>`` of a signed tensor as a shift of its bits cast to
-unsigned, a sign mask and a Where) as ``bit_shift``; and Xor, the logical one of bool tensors,
+unsigned, a sign mask and a Where) as ``bit_shift``, and opset 28's BitShift of signed
+integers through it (:func:`_signed_shift`); and Xor, the logical one of bool tensors,
 as ``not(equal(a, b))``, which is exact. Registered in :data:`.ops.MAPPERS` on import; each
 folds on constant inputs (:func:`.fold.register`), so shape arithmetic through them stays
 constant.
@@ -31,14 +32,21 @@ _BITWISE = {"BitwiseAnd": ("bitwise_and", np.bitwise_and),
 _TAKES = {**{op: (dtypes.INT_DTYPES, "integer tensors (int8 to int64, uint8 to uint64)")
              for op in _BITWISE},
           "BitShift": (frozenset(d for d in dtypes.INT_DTYPES if d.startswith("uint")),
-                       "unsigned integer tensors (uint8 to uint64), as ONNX: torch's exporters "
-                       "shift a signed tensor's bits cast to unsigned"),
+                       "unsigned integer tensors (uint8 to uint64) before opset 28, as ONNX: "
+                       "torch's exporters shift a signed tensor's bits cast to unsigned"),
           "Xor": (frozenset({"bool"}), "bool tensors (the integer one is BitwiseXor)")}
 
 
-def _check(op: str, named_dtypes) -> None:
-    """UnsupportedModelError unless every (input name, dtype) is one ``op`` takes, all one."""
+#: The opset from which BitShift takes signed integers too (an arithmetic right shift)
+SIGNED_SHIFTS = 28
+
+
+def _check(op: str, named_dtypes, opset: int = 0) -> None:
+    """UnsupportedModelError unless every (input name, dtype) is one ``op`` takes (at
+    ``opset``), all one."""
     takes, what = _TAKES[op]
+    if op == "BitShift" and opset >= SIGNED_SHIFTS:
+        takes, what = dtypes.INT_DTYPES, "integer tensors (int8 to int64, uint8 to uint64)"
     for name, dtype in named_dtypes:
         if dtype not in takes:
             raise UnsupportedModelError(f"input {name!r} has dtype {dtype}: {op} takes {what}")
@@ -57,7 +65,15 @@ def _direction(attrs: dict) -> str:
 
 
 def shift(a: np.ndarray, b: np.ndarray, direction: str) -> np.ndarray:
-    """a << b or a >> b of unsigned integers, 0 where b is the bit width or more."""
+    """a << b or a >> b of unsigned integers, 0 where b is the bit width or more; of signed
+    ones (opset 28) as :func:`_signed_shift` computes it in the graph."""
+    if a.dtype.kind == "i":
+        unsigned = np.dtype(f"u{a.dtype.itemsize}")
+        ua, ub = a.astype(unsigned), b.astype(unsigned)
+        if direction == "left":
+            return shift(ua, ub, "left").astype(a.dtype)
+        spread = np.invert(shift(np.invert(ua), ub, "right"))
+        return np.where(a < 0, spread, shift(ua, ub, "right")).astype(a.dtype)
     inside = b < a.dtype.itemsize * 8
     moved = (np.left_shift if direction == "left" else np.right_shift)(a, np.where(inside, b, 0))
     return np.where(inside, moved, np.zeros((), a.dtype)).astype(a.dtype)
@@ -65,7 +81,8 @@ def shift(a: np.ndarray, b: np.ndarray, direction: str) -> np.ndarray:
 
 def _fold(op: str):
     def folder(ins, a, cap):
-        _check(op, [(f"input {i}", dtypes.from_numpy(x.dtype)) for i, x in enumerate(ins)])
+        _check(op, [(f"input {i}", dtypes.from_numpy(x.dtype)) for i, x in enumerate(ins)],
+               a.get("_opset", 0))
         if op == "BitShift":
             return [shift(ins[0], ins[1], _direction(a))]
         if op == "Xor":
@@ -80,7 +97,7 @@ for _op in _TAKES:
 
 def _inputs(imp, node) -> list[str]:
     """The node's inputs as graph tensors, after checking their dtypes."""
-    _check(node.op_type, [(x, imp.type_of(x).dtype) for x in node.input])
+    _check(node.op_type, [(x, imp.type_of(x).dtype) for x in node.input], imp.opset)
     return [imp.tensor(x) for x in node.input]
 
 
@@ -93,8 +110,36 @@ def _bitwise(imp, node, attrs):
 @maps("BitShift")
 def _bit_shift(imp, node, attrs):
     _only(imp, attrs, {"direction": ...})
-    imp.emit("bit_shift", _inputs(imp, node), [node.output[0]],
-             {"direction": _direction(attrs)})
+    a, b = _inputs(imp, node)
+    if imp.types[a].dtype.startswith("uint"):
+        imp.emit("bit_shift", [a, b], [node.output[0]], {"direction": _direction(attrs)})
+    else:
+        _signed_shift(imp, node, a, b, _direction(attrs))
+
+
+def _signed_shift(imp, node, a: str, b: str, direction: str) -> None:
+    """Opset 28's BitShift of signed integers through the unsigned ``bit_shift`` of their bits
+    (``cast``, which wraps): a left shift is that of the bits, bits past the sign bit lost; a
+    right shift is arithmetic, ``~(~a >> b)`` where a is negative (the complement's logical
+    shift, complemented back, fills with ones). A shift b that is negative (a large unsigned
+    one) or the bit width or more gives -1 for a negative a shifted right and 0 otherwise, as
+    the spec and onnxruntime."""
+    dtype = imp.types[a].dtype
+
+    def step(op, inputs, name, attrs=None):
+        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
+
+    ua, ub = (step("cast", [t], f"{what}_bits", {"dtype": "u" + dtype})
+              for t, what in ((a, "a"), (b, "b")))
+    shifted = step("bit_shift", [ua, ub], "shift", {"direction": direction})
+    if direction == "right":
+        spread = step("bitwise_not", [step("bit_shift", [step("bitwise_not", [ua], "flip"), ub],
+                                           "flipped_shift", {"direction": "right"})],
+                      "sign_fill")
+        zero = imp.add_constant(np.zeros((), dtypes.to_numpy(dtype)), f"{imp.node_name}.zero")
+        shifted = step("where", [step("less", [a, zero], "negative"), spread, shifted],
+                       "arithmetic")
+    imp.emit("cast", [shifted], [node.output[0]], {"dtype": dtype})
 
 
 @maps("Xor")

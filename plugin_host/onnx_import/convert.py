@@ -502,7 +502,7 @@ class Importer:
             values = [self.consts[t] if t else None for t in ins]
             try:
                 results = fold(op, values, attrs, outputs=len(node.output),
-                               cap=self.limits.max_tensor_elements)
+                               cap=self.limits.max_tensor_elements, opset=self.opset)
             except (ModelFileError, UnsupportedModelError) as exc:
                 raise type(exc)(exc.message, node=self.node_name, op=op) from None
             origin = self.origin.get(ins[0]) if op in _SAME_VALUES else None

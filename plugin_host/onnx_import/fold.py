@@ -414,8 +414,11 @@ def register(op: str, folder: Folder, optional: tuple[int, ...] = (), *,
         _BROADCASTING.add(op)
 
 
-def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> list[np.ndarray]:
-    """Evaluate ``op`` on constant ``inputs``; the caller names the node in errors."""
+def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int,
+         opset: int = 0) -> list[np.ndarray]:
+    """Evaluate ``op`` on constant ``inputs``; the caller names the node in errors. A folder
+    finds the number of outputs as the attribute ``_outputs`` and the model's opset (0 when
+    not known) as ``_opset``."""
     missing = [i for i, x in enumerate(inputs) if x is None and i not in _OPTIONAL.get(op, ())]
     if missing:
         raise ModelFileError(f"input(s) {missing} are empty, but {op} requires them")
@@ -424,7 +427,7 @@ def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int) -> lis
             shape = np.broadcast_shapes(*(np.shape(x) for x in inputs if x is not None))
             _need(math.prod(shape), cap, f"{op}'s broadcast result")
         with np.errstate(all="ignore"):
-            results = FOLDERS[op](inputs, {**attrs, "_outputs": outputs}, cap)
+            results = FOLDERS[op](inputs, {**attrs, "_outputs": outputs, "_opset": opset}, cap)
     except (ModelFileError, UnsupportedModelError):
         raise
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,

@@ -131,7 +131,7 @@ def test_torch_bitwise_ops_of_the_legacy_exporter_match_onnxruntime(fold, tmp_pa
 # --- hand-built models ---------------------------------------------------------------------------
 
 
-def _model(tmp_path, op: str, dtype: str, a_shape, b_shape=None, **attrs):
+def _model(tmp_path, op: str, dtype: str, a_shape, b_shape=None, opset: int = 18, **attrs):
     """A one-node ``op`` named ``node`` of input ``a`` (and ``b`` with ``b_shape``) to ``y``."""
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     names = ["a"] if b_shape is None else ["a", "b"]
@@ -144,7 +144,7 @@ def _model(tmp_path, op: str, dtype: str, a_shape, b_shape=None, **attrs):
                               [helper.make_tensor_value_info("y", out, out_shape)])
     path = tmp_path / f"{op}_{dtype}.onnx"
     path.write_bytes(helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+        graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString())
     return path
 
 
@@ -193,6 +193,26 @@ def test_bit_shift_matches_onnxruntime_at_zero_the_width_and_beyond(dtype, direc
         _exact(model, loaded, feeds, backend=OnnxruntimeBackend())
 
 
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+@pytest.mark.parametrize("dtype", [d for d in INTS if not d.startswith("u")])
+def test_signed_bit_shift_of_opset_28_matches_onnxruntime(dtype, direction, tmp_path, signer):
+    """Opset 28: a right shift is arithmetic, a left one loses the bits past the sign bit; a
+    shift that is negative or the width or more gives -1 for a negative value shifted right,
+    else 0 (the spec, and onnxruntime)."""
+    width = np.iinfo(dtype).bits
+    model = _model(tmp_path, "BitShift", dtype, ("n", 1), (1, 9), opset=28,
+                   direction=direction)
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer)
+    shifts = np.array([[0, 1, width - 1, width, width + 1, -1, -width, np.iinfo(dtype).max,
+                        np.iinfo(dtype).min]], dtype)
+    feeds = [{"a": _extremes(dtype, n).reshape(n, 1), "b": shifts} for n in (20, 6)]
+    _exact(model, loaded, feeds)
+    _exact(model, loaded, feeds, backend=OnnxruntimeBackend())
+    got = check_against_onnxruntime(model, loaded, feeds)[0][0]["y"]
+    fill = np.where(feeds[0]["a"] < 0, -1, 0) if direction == "RIGHT" else 0
+    assert (got[:, 3:] == fill).all()  # shifts past the width or negative: the sign's fill
+
+
 def test_xor_of_bool_tensors_is_not_equal(tmp_path, signer):
     model = _model(tmp_path, "Xor", "bool", (2, "n"), (1, "n"))
     _, loaded = import_and_load(model, tmp_path / "x.pha", signer)
@@ -207,11 +227,11 @@ def test_xor_of_bool_tensors_is_not_equal(tmp_path, signer):
 # --- constants ----------------------------------------------------------------------------------
 
 
-def _save(tmp_path, nodes, inputs, outputs, initializers, name="c.onnx"):
+def _save(tmp_path, nodes, inputs, outputs, initializers, name="c.onnx", opset=18):
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=initializers)
     path = tmp_path / name
     path.write_bytes(helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+        graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString())
     return path
 
 
@@ -301,7 +321,26 @@ def test_bit_shift_of_a_signed_or_float_tensor_is_refused(tmp_path):
         assert_refused(_model(tmp_path, "BitShift", dtype, (2,), (2,), direction="LEFT"),
                        UnsupportedModelError, where,
                        f"input 'a' has dtype {dtype}: BitShift takes unsigned integer tensors "
-                       f"(uint8 to uint64), as ONNX")
+                       f"(uint8 to uint64) before opset 28, as ONNX")
+
+
+def test_signed_constants_of_opset_28_fold_to_onnxruntime_values(tmp_path, signer):
+    i = np.array([[-2**31, 2**31 - 1, -1, -5, 5, -6, 7, -8]], np.int32)
+    t = np.array([[1, 1, 31, 1, 2, 40, -1, 3]], np.int32)
+    inits = [onnx.numpy_helper.from_array(v, n) for n, v in (("i", i), ("t", t))]
+    nodes = [helper.make_node("BitShift", ["i", "t"], ["l"], direction="LEFT"),
+             helper.make_node("BitShift", ["i", "t"], ["r"], direction="RIGHT"),
+             helper.make_node("Add", ["l", "x"], ["y_l"]),
+             helper.make_node("Add", ["r", "x"], ["y_r"])]
+    model = _save(tmp_path, nodes, [helper.make_tensor_value_info("x", TP.INT32, [1, 8])],
+                  [helper.make_tensor_value_info(n, TP.INT32, [1, 8]) for n in ("y_l", "y_r")],
+                  inits, opset=28)
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    assert _ops(loaded) == ["add", "add"]
+    feed = {"x": np.zeros((1, 8), np.int32)}
+    _exact(model, loaded, [feed])
+    assert onnxruntime_outputs(model, feed)["y_r"].tolist() == [
+        [-2**30, 2**30 - 1, -1, -3, 1, -1, 0, -1]]
 
 
 def test_bitwise_ops_of_a_float_or_bool_tensor_are_refused(tmp_path):
