@@ -1,6 +1,7 @@
 """ONNX's Attention (opsets 23 to 25): torch's dynamo exporter writes
 ``scaled_dot_product_attention`` (and so ``nn.MultiheadAttention`` and
-``nn.TransformerEncoderLayer``) as one Attention node from opset 23. Registered in :data:`.ops.MAPPERS` on import.
+``nn.TransformerEncoderLayer``) as one Attention node from opset 23. Registered in
+:data:`.ops.MAPPERS` on import.
 
 The node becomes the ops it is made of, as the ONNX reference computes it: Q, K and V of rank 4
 (batch, heads, sequence, head size), or of rank 3 with ``q_num_heads`` and ``kv_num_heads``

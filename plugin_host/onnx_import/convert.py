@@ -30,7 +30,7 @@ from . import symbolic
 from .fold import FOLDERS, fold, int_vector
 from .names import DIM_NAME, dim_name, is_run_time, sanitized, unnamed_dim
 from .reader import (DEFAULT_READ_LIMITS, ONNX_DTYPES, OPSETS, ReadLimits, default_opset,
-                     to_array)
+                     element_type, to_array)
 
 __all__ = ["Importer", "ImportedModel", "onnx_to_graph", "DEFAULT_LAYOUTS"]
 
@@ -712,7 +712,7 @@ class Importer:
         dtype = ONNX_DTYPES.get(t.elem_type)
         if dtype is None:
             raise UnsupportedModelError(f"graph {what} {vi.name!r} has ONNX element type "
-                                        f"{t.elem_type}, not an ABI dtype")
+                                        f"{element_type(t.elem_type)}, not an ABI dtype")
         if ttype is not None:
             declared = [None if is_run_time(d) else d.dim_value
                         for d in t.shape.dim] if t.HasField("shape") else None

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
-from .reader import ONNX_DTYPES
+from .reader import ONNX_DTYPES, element_type
 
 __all__ = ["FOLDERS", "fold", "register", "onnx_slice", "int_vector", "one_value", "axis_in",
            "flatten_axis"]
@@ -253,7 +253,8 @@ def _range(ins: Arrays, a: dict, cap: int) -> list:
 def _cast(ins: Arrays, a: dict, cap: int) -> list:
     to = ONNX_DTYPES.get(a["to"])
     if to is None:
-        raise UnsupportedModelError(f"Cast to ONNX element type {a['to']} (not an ABI dtype)")
+        raise UnsupportedModelError(f"Cast to ONNX element type {element_type(a['to'])} (not "
+                                    f"an ABI dtype)")
     return [ins[0].astype(to)]
 
 

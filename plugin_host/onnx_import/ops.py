@@ -26,7 +26,7 @@ from abi.ops import dims as dim_math
 
 from .einsum import einsum
 from .fold import one_value
-from .reader import ONNX_DTYPES
+from .reader import ONNX_DTYPES, element_type
 
 __all__ = ["MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
 
@@ -392,13 +392,18 @@ def _runtime_bound(imp, node, name: str, key: str) -> str:
 
 @maps("Cast", "CastLike")
 def _cast(imp, node, attrs):
+    if "round_mode" in attrs:  # opset 24's
+        raise imp.unsupported(f"attribute round_mode={attrs['round_mode']!r}: it applies only "
+                              f"to a cast to float8e8m0, a dtype the ABI does not have "
+                              f"(onnxruntime refuses it on any other cast)")
     _only(imp, attrs, {"to": ..., "saturate": ...})
     if node.op_type == "CastLike":
         to = imp.type_of(node.input[1]).dtype
     else:
         to = ONNX_DTYPES.get(attrs["to"])
         if to is None:
-            raise imp.unsupported(f"cast to ONNX element type {attrs['to']} (not an ABI dtype)")
+            raise imp.unsupported(f"cast to ONNX element type {element_type(attrs['to'])} (not "
+                                  f"an ABI dtype)")
     if imp.is_const(node.input[0]):  # CastLike of a constant to a run-time value's dtype
         imp.set_const(node.output[0], imp.const(node.input[0]).astype(dtypes.to_numpy(to)),
                       imp.origin.get(node.input[0]))

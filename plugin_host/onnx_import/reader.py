@@ -55,6 +55,15 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: 
                7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
                13: "uint64"}
 
+def element_type(code: int) -> str:
+    """An ONNX element type as a message names it: its TensorProto name and number
+    (``INT2 (26)``), the number alone when ONNX has no name for it."""
+    try:
+        return f"{_onnx().TensorProto.DataType.Name(code)} ({code})"
+    except ValueError:
+        return str(code)
+
+
 #: Element types whose values ONNX keeps in int32_data when not raw, with the range there
 #: (float16 as its bit pattern); a value outside it would wrap silently when converted.
 _INT32_DATA_RANGE = {"bool": (0, 1), "int8": (-128, 127), "uint8": (0, 255),
@@ -221,8 +230,8 @@ def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits
                                  f"not a regular file inside {base}")
         dtype = ONNX_DTYPES.get(t.data_type)
         if dtype is None:
-            raise UnsupportedModelError(f"tensor {name}: ONNX element type {t.data_type} "
-                                        f"is not an ABI dtype")
+            raise UnsupportedModelError(f"tensor {name}: ONNX element type "
+                                        f"{element_type(t.data_type)} is not an ABI dtype")
         nbytes = _count(t.dims, t.name, limits) * np.dtype(dtype).itemsize
         try:
             offset = int(info.get("offset", "0"))

@@ -372,7 +372,7 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
     length = dims.sub(d, int(first.item()))
     if type(length) is not str or not has_dim(imp, length):
         return False
-    _only(imp, attrs, {})
+    _only(imp, attrs, {"stash_type": ...})  # opset 27's; it acts on float16 only
     y = run_time_arange(imp, [length], 0, dtype=first.dtype)
     if first.item() != 0:
         y = imp.emit("add", [y, imp.add_constant(first.reshape(()), f"{node.output[0]}.start")],

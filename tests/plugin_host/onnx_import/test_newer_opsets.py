@@ -181,3 +181,94 @@ def test_what_tensor_scatter_cannot_take_is_refused(past, update, write, attrs, 
                                                     tmp_path):
     model = _scatter_model(tmp_path, past, update, write, **attrs)
     assert_refused(model, error, "node 'node' (TensorScatter)", message)
+
+
+# --- what else opsets 24 to 28 changed -----------------------------------------------------------
+
+
+def test_a_range_over_a_run_time_dim_takes_opset_27s_stash_type(tmp_path, signer):
+    """``stash_type`` acts on float16 and bfloat16 only; a float32 Range to a run-time dim
+    (``arange(x.shape[1])``) imports as before."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1),
+             helper.make_node("Squeeze", ["s"], ["n"]),
+             helper.make_node("Cast", ["n"], ["nf"], to=tp.FLOAT),
+             helper.make_node("Range", ["zero", "nf", "one"], ["r"], stash_type=1, name="node"),
+             helper.make_node("Add", ["x", "r"], ["y"])]
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.float32), n)
+             for n, v in (("zero", 0.0), ("one", 1.0))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", tp.FLOAT,
+                                                                         [2, "k"])],
+                              [helper.make_tensor_value_info("y", tp.FLOAT, [2, "k"])],
+                              initializer=inits)
+    model = tmp_path / "r.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)]), model)
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    check_on_both_backends(model, loaded, [{"x": np.zeros((2, k), np.float32)} for k in (1, 7)])
+
+
+def _one_node(tmp_path, op: str, opset: int, inputs: dict, outputs: dict, **attrs):
+    """A one-node ``op`` named "node": ``inputs`` name -> shape (a float32 graph input) or
+    array (an initializer); ``outputs`` name -> (ONNX element type, shape)."""
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [helper.make_node(op, list(inputs), list(outputs), name="node", **attrs)], "g",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(s))
+         for n, s in inputs.items() if not isinstance(s, np.ndarray)],
+        [helper.make_tensor_value_info(n, e, list(s)) for n, (e, s) in outputs.items()],
+        initializer=[onnx.numpy_helper.from_array(v, n) for n, v in inputs.items()
+                     if isinstance(v, np.ndarray)])
+    model = tmp_path / "n.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), model)
+    return model
+
+
+@pytest.mark.parametrize("op", ["Cast", "CastLike"])
+def test_a_cast_with_opset_24s_round_mode_is_refused_naming_why(op, tmp_path):
+    inputs = {"x": (2, 3)} if op == "Cast" else {"x": (2, 3), "like": np.zeros(1, np.int32)}
+    attrs = {"to": onnx.TensorProto.INT32} if op == "Cast" else {}
+    model = _one_node(tmp_path, op, 24, inputs, {"y": (onnx.TensorProto.INT32, (2, 3))},
+                      round_mode="nearest", **attrs)
+    assert_refused(model, UnsupportedModelError, f"node 'node' ({op})",
+                   "attribute round_mode='nearest': it applies only to a cast to float8e8m0, a "
+                   "dtype the ABI does not have (onnxruntime refuses it on any other cast)")
+
+
+@pytest.mark.parametrize("op, opset, inputs, outputs, attrs", [
+    ("BitCast", 26, {"x": (2, 3)}, {"y": (onnx.TensorProto.INT32, (2, 3))},
+     {"to": onnx.TensorProto.INT32}),
+    ("CausalConvWithState", 27, {"x": (1, 4, 6), "w": np.ones((4, 1, 3), np.float32)},
+     {"y": (onnx.TensorProto.FLOAT, (1, 4, 6)), "state": (onnx.TensorProto.FLOAT, (1, 4, 2))},
+     {}),
+    ("LinearAttention", 27, {"q": (1, 2, 3, 4), "k": (1, 2, 3, 4), "v": (1, 2, 3, 4)},
+     {"y": (onnx.TensorProto.FLOAT, (1, 2, 3, 4)),
+      "state": (onnx.TensorProto.FLOAT, (1, 2, 4, 4))}, {"q_num_heads": 2, "kv_num_heads": 2}),
+])
+def test_the_new_ops_without_a_mapping_are_refused_naming_node_and_op(op, opset, inputs,
+                                                                       outputs, attrs, tmp_path):
+    """BitCast (a reinterpretation of the bits), and opset 27's recurrent-state ops."""
+    from plugin_host.onnx_import.ops import MAPPERS
+
+    assert op not in MAPPERS
+    model = _one_node(tmp_path, op, opset, inputs, outputs, **attrs)
+    with pytest.raises(UnsupportedModelError, match=rf"node 'node' \({op}\): op '{op}' is not "
+                                                    rf"supported"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("code, name", [(onnx.TensorProto.INT2, "INT2 (26)"),
+                                        (onnx.TensorProto.UINT2, "UINT2 (25)"),
+                                        (onnx.TensorProto.FLOAT8E8M0, "FLOAT8E8M0 (24)")])
+def test_the_element_types_newer_opsets_added_are_refused_by_name(code, name, tmp_path):
+    helper = onnx.helper
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="node")], "g",
+                              [helper.make_tensor_value_info("x", code, [4])],
+                              [helper.make_tensor_value_info("y", code, [4])])
+    model = tmp_path / "t.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)]), model)
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert str(info.value) == f"graph input 'x' has ONNX element type {name}, not an ABI dtype"
+    cast = _one_node(tmp_path, "Cast", 25, {"x": (4,)}, {"y": (code, (4,))}, to=code)
+    assert_refused(cast, UnsupportedModelError, "node 'node' (Cast)",
+                   f"cast to ONNX element type {name} (not an ABI dtype)")
