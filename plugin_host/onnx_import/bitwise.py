@@ -92,7 +92,8 @@ def _fold(op: str):
 
 
 for _op in _TAKES:
-    register_fold(_op, _fold(_op), broadcasting=_op != "BitwiseNot")
+    register_fold(_op, _fold(_op), broadcasting=_op != "BitwiseNot",
+                  by_opset=_op == "BitShift")
 
 
 def _inputs(imp, node) -> list[str]:

@@ -403,23 +403,30 @@ _BROADCASTING = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less", "Gre
                  "Mean"}
 
 
+#: Ops whose folder reads the model's opset (the attribute ``_opset``)
+_BY_OPSET: set[str] = set()
+
+
 def register(op: str, folder: Folder, optional: tuple[int, ...] = (), *,
-             broadcasting: bool = False) -> None:
+             broadcasting: bool = False, by_opset: bool = False) -> None:
     """Fold ``op`` with ``folder`` (a module of its own mappings registers here); ``optional``
     are the input positions that may be empty; ``broadcasting``: the result has the broadcast
-    shape of the inputs, which is checked against the cap before the folder runs."""
+    shape of the inputs, which is checked against the cap before the folder runs;
+    ``by_opset``: the folder reads the model's opset as the attribute ``_opset``."""
     FOLDERS[op] = folder
     if optional:
         _OPTIONAL[op] = optional
     if broadcasting:
         _BROADCASTING.add(op)
+    if by_opset:
+        _BY_OPSET.add(op)
 
 
 def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int,
          opset: int = 0) -> list[np.ndarray]:
     """Evaluate ``op`` on constant ``inputs``; the caller names the node in errors. A folder
-    finds the number of outputs as the attribute ``_outputs`` and the model's opset (0 when
-    not known) as ``_opset``."""
+    finds the number of outputs as the attribute ``_outputs`` and, registered ``by_opset``,
+    the model's opset (0 when not known) as ``_opset``."""
     missing = [i for i, x in enumerate(inputs) if x is None and i not in _OPTIONAL.get(op, ())]
     if missing:
         raise ModelFileError(f"input(s) {missing} are empty, but {op} requires them")
@@ -428,7 +435,8 @@ def fold(op: str, inputs: Arrays, attrs: dict, *, outputs: int, cap: int,
             shape = np.broadcast_shapes(*(np.shape(x) for x in inputs if x is not None))
             _need(math.prod(shape), cap, f"{op}'s broadcast result")
         with np.errstate(all="ignore"):
-            results = FOLDERS[op](inputs, {**attrs, "_outputs": outputs, "_opset": opset}, cap)
+            extra = {"_outputs": outputs, **({"_opset": opset} if op in _BY_OPSET else {})}
+            results = FOLDERS[op](inputs, {**attrs, **extra}, cap)
     except (ModelFileError, UnsupportedModelError):
         raise
     except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
