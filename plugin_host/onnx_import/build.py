@@ -32,6 +32,7 @@ from .fixed_inputs import describe, fix_inputs, with_inputs_hint
 from .free_dims import check_golden_dims, dim_aliases, fix_dims, run_time_dims, with_dims_hint
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
+from .saturation import explain as explain_saturation
 from .upgrade import upgrade_model
 
 __all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
@@ -214,6 +215,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                 _compare(i, spec.name, got[spec.name], want[spec.name],
                          *table.get(spec.name, DEFAULT_ONNX_TOLERANCE))
         except ModelImportError as exc:
+            saturated = explain_saturation(given, str(exc)) if "differs from" in str(exc) \
+                else None
+            if saturated is not None:
+                raise ModelImportError(saturated) from None
             if not hint:
                 raise
             raise ModelImportError(f"{exc}{hint}") from None
