@@ -1063,6 +1063,17 @@ element on (integers wrap; float32 sums in float32, as onnxruntime; torch accumu
 in float64 on the CPU, which differs where a partial sum overflows); exclusive leaves each
 element out of its own sum (the first is 0); reverse sums from the last element back; x
 numeric of rank >= 1."""),
+    OpDef("cumprod", 1, ("x",), ("y",), {
+        "axis": AttrSpec("int"),
+        "exclusive": AttrSpec("bool", False),
+        "reverse": AttrSpec("bool", False),
+    }, _cumsum, doc="""\
+Running product along axis (ONNX CumProd), multiplied in x's dtype one element after the
+other from the first on (integers wrap; float32 multiplies in float32, as onnxruntime: a
+partial product that overflows to inf stays inf, and a 0 after it gives nan, where a later
+factor would have brought it back; torch accumulates float32 in float64 on the CPU); exclusive
+leaves each element out of its own product (the first is 1); reverse multiplies from the last
+element back; x numeric of rank >= 1."""),
     OpDef("det", 1, ("x",), ("y",), {}, _det, doc="""\
 Determinant of each matrix over the last two axes (ONNX Det, torch.linalg.det): x float of
 shape (..., n, n), n >= 1 (a fixed dim or one symbol for both), y of shape (...). Computed by LU

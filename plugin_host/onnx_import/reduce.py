@@ -1,6 +1,6 @@
 """ONNX's reductions and scans: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd,
-ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum and
-TopK. Registered in :data:`.ops.MAPPERS` on import."""
+ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax, ArgMin, CumSum,
+CumProd and TopK. Registered in :data:`.ops.MAPPERS` on import."""
 
 from __future__ import annotations
 
@@ -119,15 +119,19 @@ def _arg(imp, node, attrs):
     imp.emit("sub", [last_index, index], [out])
 
 
-@maps("CumSum")
-def _cumsum(imp, node, attrs):
-    """torch.cumsum; the axis input must be a constant."""
+_RUNNING = {"CumSum": "cumsum", "CumProd": "cumprod"}
+
+
+@maps(*_RUNNING)
+def _running(imp, node, attrs):
+    """torch.cumsum, and CumProd (opset 26) alike; the axis input must be a constant."""
     _only(imp, attrs, {"exclusive": ..., "reverse": ...})
     flags = _flags(imp, attrs, {"exclusive": 0, "reverse": 0})
     x = node.input[0]
     axis = one_value(imp.const(node.input[1], "axis"), "axis").item()
     axis_in(axis, len(imp.type_of(x).shape))
-    imp.emit("cumsum", [imp.tensor(x)], [node.output[0]], {"axis": axis, **flags})
+    imp.emit(_RUNNING[node.op_type], [imp.tensor(x)], [node.output[0]],
+             {"axis": axis, **flags})
 
 
 @maps("TopK")

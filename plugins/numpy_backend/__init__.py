@@ -53,7 +53,7 @@ for _op, _fn in {
     "tan": glue.tan, "atan": glue.atan, "asin": glue.asin, "acos": glue.acos,
     "sinh": glue.sinh, "cosh": glue.cosh, "asinh": glue.asinh, "acosh": glue.acosh,
     "atanh": glue.atanh, "isnan": np.isnan, "isinf": glue.isinf,
-    "cumsum": glue.cumsum, "topk": glue.topk, "det": glue.det,
+    "cumsum": glue.cumsum, "cumprod": glue.cumprod, "topk": glue.topk, "det": glue.det,
     "reshape": glue.reshape, "flatten": glue.flatten, "unflatten": glue.unflatten,
     "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,

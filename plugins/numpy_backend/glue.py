@@ -265,6 +265,21 @@ def cumsum(x, *, axis, exclusive, reverse):
     return np.ascontiguousarray(np.flip(y, axis) if reverse else y)
 
 
+@_ieee
+def cumprod(x, *, axis, exclusive, reverse):
+    """Multiplied one element after the other in x's dtype (``np.cumprod`` with ``dtype``
+    accumulates so; integers wrap without a warning, float32 overflows to inf)."""
+    if reverse:
+        x = np.flip(x, axis)
+    y = np.cumprod(x, axis=axis, dtype=x.dtype)
+    if exclusive:  # shift by one: 1, x0, x0 * x1, ... (an empty axis stays empty)
+        ones = np.ones_like(x, shape=tuple(1 if i == axis % x.ndim else d
+                                           for i, d in enumerate(x.shape)))
+        y = np.concatenate([ones, y], axis=axis)
+        y = np.take(y, range(x.shape[axis]), axis=axis)
+    return np.ascontiguousarray(np.flip(y, axis) if reverse else y)
+
+
 def det(x):
     """LU with partial pivoting in float64 (LAPACK), rounded to x's dtype; nan for a matrix
     holding a nan or an infinity (the ABI's rule: libraries disagree on LU of infinities, and

@@ -687,6 +687,46 @@ def det(e, node, ins, outs, a):
     e.op("Where", [finite, *e.op("Det", [x]), e.const(np.nan)], outs)
 
 
+def cumprod(e, node, ins, outs, a):
+    """A Scan (opset 20 has no CumProd) whose state is the running product, ones of one
+    slice's shape at first (ConstantOfShape of x's shape read when the call runs): each step
+    multiplies it by the next slice and gives the product, or with ``exclusive`` the state
+    before; ``reverse`` scans and writes from the last slice back. Mul wraps integers and has
+    a kernel for all eight (:mod:`.widen` does not look into the body, and need not).
+
+    The axis is transposed to the front and back: onnxruntime's Scan along another axis dies
+    of a division by zero on an empty tensor. One slice of ones is appended to it and cut off
+    after, since onnxruntime's Scan fails on zero steps and the axis may be a run-time 0; with
+    ``reverse`` that slice is scanned first, and 1 * 1 leaves the state exactly 1."""
+    [x] = ins
+    rank = len(e.types[x].shape)
+    dtype = onnx_dtype(e.types[x].dtype)
+    axis = a["axis"] % rank
+    perm = [axis] + [i for i in range(rank) if i != axis]
+    front = e.op("Transpose", [x], perm=perm)[0] if axis else x
+    [init] = e.op("ConstantOfShape", e.op("Shape", [front], start=1),
+                  value=helper.make_tensor("one", dtype, [1], [1]))
+    [ones] = e.op("Unsqueeze", [init, e.const([0], np.int64)])
+    [padded] = e.op("Concat", [front, ones], axis=0)
+    state, row, new_state, row_out = e.fresh(), e.fresh(), e.fresh(), e.fresh()
+    body = helper.make_graph(
+        [helper.make_node("Mul", [state, row], [new_state], name=f"{e.prefix}/body/mul"),
+         helper.make_node("Identity", [state if a["exclusive"] else new_state], [row_out],
+                          name=f"{e.prefix}/body/out")],
+        f"{e.prefix}/body",
+        [helper.make_tensor_value_info(t, dtype, [None] * (rank - 1)) for t in (state, row)],
+        [helper.make_tensor_value_info(t, dtype, [None] * (rank - 1))
+         for t in (new_state, row_out)])
+    direction = [int(a["reverse"])]
+    [_, scanned] = e.op("Scan", [init, padded], 2, body=body, num_scan_inputs=1,
+                        scan_input_directions=direction, scan_output_directions=direction)
+    cut = [scanned, e.const([0], np.int64), e.const([-1], np.int64), e.const([0], np.int64)]
+    if not axis:
+        e.op("Slice", cut, outs)
+        return
+    e.op("Transpose", e.op("Slice", cut), outs, perm=[perm.index(i) for i in range(rank)])
+
+
 def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
@@ -756,7 +796,7 @@ CONVERTERS: dict[str, Converter] = {
     "cumsum": lambda e, n, i, o, a: e.op("CumSum", [i[0], e.const(a["axis"], np.int64)], o,
                                          exclusive=int(a["exclusive"]),
                                          reverse=int(a["reverse"])),
-    "topk": topk,
+    "cumprod": cumprod, "topk": topk,
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),

@@ -106,6 +106,10 @@ GOOD = [
      np.right_shift),
     ("cumsum", [z(2, 3, 4, dtype=np.int32)], {"axis": -2, "reverse": True},
      lambda a: np.cumsum(a, axis=1, dtype=a.dtype)),
+    ("cumprod", [z(2, 3, 4, dtype=np.int8)], {"axis": 0, "exclusive": True},
+     lambda a: np.cumprod(a, axis=0, dtype=a.dtype)),
+    ("cumprod", [z(5)], {"axis": -1, "reverse": True},
+     lambda a: torch.cumprod(torch.from_numpy(a), 0)),
     ("topk", [z(2, 5, 3)], {"k": 2, "axis": 1},
      lambda a: tuple(torch.topk(torch.from_numpy(a), 2, dim=1))),
     ("det", [z(2, 4, 3, 3)], {}, lambda a: torch.linalg.det(torch.from_numpy(a))),
@@ -236,6 +240,7 @@ def test_symbolic_dims():
     assert infer("topk", [T(("N", "L"), f32)], {"k": -1}) == [T(("N", "L"), f32),
                                                               T(("N", "L"), i64)]
     assert infer("det", [T(("N", "n", "n"), f32)]) == [T(("N",), f32)]
+    assert infer("cumprod", [T(("N", "L"), i64)], {"axis": 1}) == [T(("N", "L"), i64)]
     assert infer("add", [T(("N", 3), f32), T((3,), f32)]) == [T(("N", 3), f32)]
     assert infer("mul", [T(("N", 1), f32), T((1, 4), f32)]) == [T(("N", 4), f32)]
     assert infer("matmul", [T(("B", "M", 4), f32), T((4, 6), f32)]) == [T(("B", "M", 6), f32)]
@@ -426,6 +431,14 @@ REFUSALS = [
      "cumsum: attribute 'axis' is 2, out of range for rank 2"),
     ("cumsum", [T((), f32)], {"axis": 0}, ShapeError, "cumsum: x must have rank >= 1"),
     ("cumsum", [T((2,), f32)], {}, OpError, "missing required attribute 'axis' (int)"),
+    ("cumprod", [T((2, 3), "bool")], {"axis": 0}, DTypeError,
+     "cumprod: x must be a numeric tensor, got bool"),
+    ("cumprod", [T((2, 3), f32)], {"axis": -3}, ContractError,
+     "cumprod: attribute 'axis' is -3, out of range for rank 2"),
+    ("cumprod", [T((), i64)], {"axis": 0}, ShapeError, "cumprod: x must have rank >= 1"),
+    ("cumprod", [T((2,), f32)], {}, OpError, "missing required attribute 'axis' (int)"),
+    ("cumprod", [T((2,), f32)], {"axis": 0, "exclusive": 2}, OpError,
+     "attribute 'exclusive' must be a bool, got 2"),
     ("det", [T((2, 3, 4), f32)], {}, ShapeError,
      "det: x must be square matrices (its last two dims equal and not 0), got shape (2, 3, 4)"),
     ("det", [T((0, 0), f32)], {}, ShapeError, "det: x must be square matrices"),

@@ -1048,6 +1048,93 @@ def test_integer_cumsum_wraps_in_its_dtype():
     assert y.dtype == np.int32 and y[1] == -2**31
 
 
+def _sequential_cumprod(a, axis, exclusive, reverse):
+    """The running product one slice after the other in a's dtype (a reference apart from
+    np.cumprod): each slice times the product so far, 1 at first."""
+    x = np.moveaxis(a, axis, 0)
+    x = x[::-1] if reverse else x
+    product, rows = np.ones_like(x[0]), []
+    with np.errstate(all="ignore"):
+        for row in x:
+            before, product = product, product * row
+            rows.append(before if exclusive else product)
+    y = np.stack(rows) if rows else np.empty_like(x)
+    return np.moveaxis(y[::-1] if reverse else y, 0, axis)
+
+
+def assert_bits(got, want):
+    """Same dtype, shape and bits, -0.0 and infinities included; nan exactly where want has
+    nan (a nan's sign, which IEEE leaves open, is not compared)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan = np.isnan(want) if want.dtype.kind == "f" else np.zeros(want.shape, bool)
+    np.testing.assert_array_equal(np.isnan(got) if got.dtype.kind == "f" else nan, nan)
+    np.testing.assert_array_equal(got[~nan].view(f"u{got.itemsize}"),
+                                  want[~nan].view(f"u{want.itemsize}"))
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumprod_as_torch(axis, exclusive, reverse):
+    """torch.cumprod (float32 accumulated in float64: within a float32 rounding), flipped for
+    reverse and shifted by one for exclusive; and bit for bit the sequential product."""
+    for a in (X[0] / 4, RNG.integers(-9, 9, (4, 6)), RNG.integers(-3, 3, (3, 5), np.int32)):
+        (y,) = run_op("cumprod", [a], axis=axis, exclusive=exclusive, reverse=reverse)
+        x = torch.flip(t(a), [axis]) if reverse else t(a)
+        want = torch.cumprod(x, axis)
+        if exclusive:
+            want = torch.cat([torch.ones_like(want.narrow(axis, 0, 1)),
+                              want.narrow(axis, 0, want.shape[axis] - 1)], axis)
+        want = (torch.flip(want, [axis]) if reverse else want).numpy()
+        assert y.dtype == a.dtype and y.shape == a.shape
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-30)
+        assert_bits(y, _sequential_cumprod(a, axis, exclusive, reverse))
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumprod_multiplies_in_float32_one_after_the_other_without_warnings(exclusive, reverse):
+    """Overflow to inf that stays (torch's float64 product would come back), inf * 0 = nan,
+    -0.0, denormals that underflow to 0, nan: bit for bit the sequential float32 product."""
+    big = np.finfo(np.float32).max
+    x = np.array([[big, 10, 0.01, 1], [np.inf, 0, 2, 3], [np.nan, 1, 2, 3],
+                  [-0.0, 5, -1, 1e-45], [1e-45, 0.5, 1e30, 1e10], [-big, -2, -0.5, 1e-38],
+                  [3, -0.5, -np.inf, 2]], np.float32)
+    with np.errstate(all="raise"):
+        (y,) = run_op("cumprod", [x], axis=1, exclusive=exclusive, reverse=reverse)
+    assert_bits(y, _sequential_cumprod(x, 1, exclusive, reverse))
+    if not (exclusive or reverse):
+        assert (y[0, 1:] == np.inf).all() and np.isnan(y[1, 1:]).all() and y[4, 1] == 0
+        assert np.signbit(y[3, :2]).all() and not np.signbit(y[3, 2]) and y[6, 3] == np.inf
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32",
+                                   "int64", "uint64"])
+def test_integer_cumprod_wraps_in_its_dtype_without_warnings(dtype):
+    """The low bits of the exact product (Python's integers), as onnxruntime's Mul gives."""
+    info = np.iinfo(dtype)
+    step = 2 ** (info.bits // 4 + 1)  # its fifth power overflows
+    a = np.array([[info.max, 3, info.max, 7, 5], [info.min, -1 if info.min else 2, 9, 0, 11],
+                  [step] * 5], dtype)
+    for exclusive in (False, True):
+        with np.errstate(all="raise"):
+            (y,) = run_op("cumprod", [a], axis=1, exclusive=exclusive)
+        exact = np.ones((3, 1), object)
+        products = np.cumprod(np.concatenate([exact, a.astype(object)], axis=1), axis=1)
+        want = products[:, :-1] if exclusive else products[:, 1:]
+        wrapped = [[(int(v) - info.min) % 2**info.bits + info.min for v in r] for r in want]
+        np.testing.assert_array_equal(y, np.array(wrapped, dtype))
+        assert y.dtype == a.dtype
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 0), 1), ((0, 4), 1), ((0,), 0), ((2, 0, 3), -1)])
+def test_cumprod_of_an_empty_tensor_is_empty(shape, axis):
+    for exclusive in (False, True):
+        (y,) = run_op("cumprod", [np.zeros(shape, np.float32)], axis=axis, exclusive=exclusive,
+                      reverse=True)
+        assert y.shape == shape and y.dtype == np.float32
+
+
 def _torch_det(x: np.ndarray) -> np.ndarray:
     """torch.linalg.det in float64, rounded to float32 (the kernel's own precision)."""
     return torch.linalg.det(t(x).double()).float().numpy()

@@ -104,6 +104,9 @@ CASES = {
     "cumsum": lambda d: unary("cumsum", d, axis=1),
     "cumsum_exclusive_reverse": lambda d: unary("cumsum", d, axis=0, exclusive=True,
                                                 reverse=True),
+    "cumprod": lambda d: unary("cumprod", d, axis=1),
+    "cumprod_exclusive_reverse": lambda d: unary("cumprod", d, axis=0, exclusive=True,
+                                                 reverse=True),
     "topk": lambda d: unary("topk", d, k=4, axis=1),
     "topk_smallest": lambda d: unary("topk", d, k=3, axis=0, largest=False),
     "clip": lambda d: unary("clip", d, min=-3.5 if _signed(d) else 2.5, max=100.7),
@@ -335,6 +338,18 @@ def test_what_has_no_wider_kernel_is_refused_at_load_naming_the_node(op_type, dt
 def test_relu_of_every_integer_dtype_gives_the_numpy_backend_bits(dtype):
     """Converted to Max(x, 0): onnxruntime's Relu has no kernel for most integer dtypes."""
     assert_bits(*unary("relu", dtype))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_cumprod_of_every_integer_dtype_gives_the_numpy_backend_bits(dtype):
+    """A Scan of Mul, which has a kernel for all eight, so nothing is widened: the products
+    wrap in the dtype itself, exclusive and reverse too."""
+    for exclusive, reverse in ((False, False), (True, True)):
+        graph, feed = unary("cumprod", dtype, axis=1, exclusive=exclusive, reverse=reverse)
+        assert_bits(graph, feed)
+        model = _onnx_model(graph)
+        assert "Cast" not in {n.op_type for n in model.graph.node}
+        assert widen.wider("Mul", dtype) == dtype
 
 
 def test_the_backend_takes_every_integer_dtype():

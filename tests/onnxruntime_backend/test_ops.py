@@ -369,6 +369,14 @@ CASES = {
     "cumsum_int32": lambda: single("cumsum", (4, 3), in_dtype="int32", axis=0, exclusive=True,
                                    feed={"x": np.array([[2**31 - 1, 0, -5]] * 4, np.int32)}),
     "topk": lambda: single("topk", (3, 6, 2), k=4, axis=1),
+    "cumprod": lambda: single("cumprod", (2, 5, 3), axis=1),
+    "cumprod_exclusive_reverse": lambda: single("cumprod", (2, 5), axis=-1, exclusive=True,
+                                                reverse=True),
+    "cumprod_int32": lambda: single("cumprod", (4, 3), in_dtype="int32", axis=0, reverse=True,
+                                    feed={"x": np.array([[2**31 - 1, 3, -5]] * 4, np.int32)}),
+    "cumprod_symbolic_batch": lambda: single("cumprod", ("n", 4, 3), axis=-1, exclusive=True),
+    "cumprod_over_the_symbolic_dim": lambda: single("cumprod", ("n", 3), axis=0),
+    "cumprod_empty": lambda: single("cumprod", (3, 0, 2), axis=1, exclusive=True),
     "det": lambda: single("det", (4, 3, 3)),
     "det_symbolic_batch": lambda: single("det", ("n", 2, 6, 6)),
     "det_matrix": lambda: single("det", (1, 1)),
@@ -642,6 +650,66 @@ def test_scatter_elements_gives_the_numpy_backend_bits(reduction, dtype):
                                       want.view(f"u{want.itemsize}"), err_msg=str(seed))
 
 
+def _assert_same_bits(got, want, err_msg=""):
+    """Same dtype, shape and bits, -0.0 and infinities included; nan exactly where want has
+    nan (a nan's sign, which IEEE leaves open, is not compared: onnxruntime's Mul and numpy's
+    multiply each take it from either nan operand of a product, by their vector lanes)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, err_msg
+    nan = np.isnan(want) if want.dtype.kind == "f" else np.zeros(want.shape, bool)
+    np.testing.assert_array_equal(np.isnan(got) if got.dtype.kind == "f" else nan, nan,
+                                  err_msg=err_msg)
+    np.testing.assert_array_equal(got[~nan].view(f"u{got.itemsize}"),
+                                  want[~nan].view(f"u{want.itemsize}"), err_msg=err_msg)
+
+
+def _cumprod_values(dtype, shape):
+    """Floats: nan, infinities, signed zeros, extremes whose products overflow and denormals
+    that underflow, with factors that would bring a product back; integers: the dtype's
+    limits and small values, whose products wrap."""
+    if dtype == "float32":
+        pool = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38, 1e30, 1e-30, 1e-45,
+                         2.0, -0.5, 1.5, 1e-10], np.float32)
+        return RNG.choice(pool, shape)
+    small = np.arange(-3 if np.iinfo(dtype).min else 0, 4).astype(dtype)
+    return RNG.choice(np.concatenate([_int_extremes(dtype, 16), small]), shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumprod_gives_the_numpy_backend_bits(dtype, axis):
+    """A Scan over the axis multiplying in x's dtype, one slice after the other: bit for bit
+    the numpy kernel, integers wrapped and floats overflowing to inf (or nan at a 0) where a
+    later factor would have brought the product back, each exclusive and reverse."""
+    for exclusive in (False, True):
+        for reverse in (False, True):
+            graph, _ = single("cumprod", (4, 6, 5), in_dtype=dtype, axis=axis,
+                              exclusive=exclusive, reverse=reverse)
+            for _ in range(3):
+                feed = {"x": _cumprod_values(dtype, (4, 6, 5))}
+                want = Executor(graph, NumpyBackend()).run(dict(feed))["y0"]
+                got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y0"]
+                _assert_same_bits(got, want,
+                                  err_msg=f"exclusive={exclusive}, reverse={reverse}")
+
+
+def test_cumprod_takes_a_run_time_length_and_empty_tensors():
+    """The axis' length and another dim known only when the call runs, 0 included (Scan of
+    zero steps fails in onnxruntime, and along an inner axis dies of a division by zero on an
+    empty tensor: the axis is moved first and one slice of ones appended)."""
+    b = GraphBuilder("cumprod")
+    x = b.input("x", ("n", "t", 3), "float32", "ANY")
+    for i, (exclusive, reverse) in enumerate([(False, False), (True, True), (True, False)]):
+        b.output(b.op("cumprod", x, name=f"node{i}", axis=1, exclusive=exclusive,
+                      reverse=reverse), f"y{i}", "ANY")
+    graph = b.build()
+    for n, t in ((2, 5), (1, 1), (2, 0), (0, 4), (0, 0)):
+        feed = {"x": _cumprod_values("float32", (n, t, 3))}
+        want = Executor(graph, NumpyBackend()).run(dict(feed))
+        got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))
+        for name in want:
+            _assert_same_bits(got[name], want[name], err_msg=f"{name} of shape {(n, t, 3)}")
+
+
 @pytest.mark.parametrize("divisor, message", [(0, "Integer division by zero"),
                                               (-1, "Integer division by zero")])
 def test_int_div_by_zero_or_overflowing_is_refused_not_a_crash(divisor, message):
@@ -687,7 +755,8 @@ def test_cases_cover_every_supported_op():
     assert covered == set(OnnxruntimeBackend().supported_ops()) == set(convert.CONVERTERS)
 
 
-@pytest.mark.parametrize("case", ["flatten_batch_dim", "gather_2d_indices", "expand_batch_dim"])
+@pytest.mark.parametrize("case", ["flatten_batch_dim", "gather_2d_indices", "expand_batch_dim",
+                                  "cumprod_symbolic_batch", "cumprod_over_the_symbolic_dim"])
 def test_symbolic_batch_dim_takes_other_sizes(case):
     graph, _ = CASES[case]()
     shape = graph.inputs[0].shape

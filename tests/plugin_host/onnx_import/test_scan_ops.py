@@ -52,22 +52,23 @@ def test_torch_cumsum_matches_onnxruntime(dynamo, fold, optimize, tmp_path, sign
         {"x": x, "i": RNG.integers(-2**40, 2**40, shape)} for x in _floats(shape)])
 
 
-def _model(tmp_path, x_shape, axis, dtype=TP.FLOAT, attrs=None, runtime_axis=False):
-    """A one-node CumSum named ``node`` over ``x``; the axis a constant unless
-    ``runtime_axis``."""
+def _model(tmp_path, x_shape, axis, dtype=TP.FLOAT, attrs=None, runtime_axis=False,
+           op="CumSum", opset=18):
+    """A one-node ``op`` (CumSum, CumProd) named ``node`` over ``x`` (a str dim is
+    symbolic); the axis a constant unless ``runtime_axis`` (an int64 graph input)."""
     inputs = [helper.make_tensor_value_info("x", dtype, list(x_shape))]
     inits = []
     if runtime_axis:
         inputs.append(helper.make_tensor_value_info("axis", TP.INT64, []))
     else:
         inits.append(onnx.numpy_helper.from_array(np.asarray(axis), "axis"))
-    node = helper.make_node("CumSum", ["x", "axis"], ["y"], name="node", **(attrs or {}))
+    node = helper.make_node(op, ["x", "axis"], ["y"], name="node", **(attrs or {}))
     graph = helper.make_graph([node], "g", inputs,
                               [helper.make_tensor_value_info("y", dtype, list(x_shape))],
                               initializer=inits)
-    path = tmp_path / "cumsum.onnx"
+    path = tmp_path / f"{op.lower()}.onnx"
     path.write_bytes(helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+        graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString())
     return path
 
 
