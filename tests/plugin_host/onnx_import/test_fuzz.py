@@ -25,7 +25,9 @@ quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) 
 MatMulInteger) and ``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal
 attention with a Trilu mask and Reshapes of the heads between the two run-time dims, the last
 step, the tokens back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace,
-a Conv, the pixels as tokens through a Gemm and back to the grid). Every mutant
+a Conv, the pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26,
+written with onnx.helper: TensorScatter at run-time write indices, Attention with per-batch
+cache lengths and a window, CumProd). Every mutant
 is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated element
 type) goes through the rewrite to float32.
 Two kinds of mutants:
@@ -546,7 +548,7 @@ def _catalogue(name: str, model) -> list[tuple[str, Edit]]:
                 lambda m, o=old, n=new: _rename(m, o, n))
 
     # the model
-    for version in (None, 0, 1, 12, 24, 999, -1):
+    for version in (None, 0, 1, 12, 24, 28, 29, 999, -1):
         add(f"default opset {version}", lambda m, v=version: _opset(m, v))
     add("default opset twice", lambda m: m.opset_import.append(helper.make_opsetid("", 13)))
     add("opsets '' and 'ai.onnx'", lambda m: m.opset_import.append(
@@ -941,8 +943,34 @@ def _export_seeds(folder: Path) -> dict[str, str]:
                   dynamo=False, input_names=["x"], output_names=["y"])
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
-            "grid": str(grid),
+            "grid": str(grid), "newer": _newer_seed(folder),
             **_quantized_seeds(folder)}
+
+
+def _newer_seed(folder: Path) -> str:
+    """What opsets 24 to 26 added, written with onnx.helper at opset 26 (torch writes none of
+    it; onnxruntime 1.32 runs Swish at opset 24 only): a key-value cache updated by TensorScatter
+    at run-time write indices, read by an Attention with per-batch cache lengths, a causal
+    bound and a window, then CumProd."""
+    tp = onnx.TensorProto
+    f32 = [helper.make_tensor_value_info(n, tp.FLOAT, s) for n, s in (
+        ("q", [1, 2, 3, 4]), ("k", [1, 2, 6, 4]), ("v", [1, 2, 6, 4]), ("u", [1, 2, 2, 4]))]
+    ints = [helper.make_tensor_value_info(n, e, s) for n, e, s in (
+        ("lengths", tp.INT64, [1]), ("at", tp.INT64, [1]))]
+    nodes = [
+        helper.make_node("TensorScatter", ["k", "u", "at"], ["kc"], name="cache_k"),
+        helper.make_node("TensorScatter", ["v", "u", "at"], ["vc"], name="cache_v",
+                         mode="circular"),
+        helper.make_node("Attention", ["q", "kc", "vc", "", "", "", "lengths"], ["a"],
+                         name="attn", is_causal=1, left_window_size=2),
+        helper.make_node("CumProd", ["a", "axis"], ["y"], name="cumprod", reverse=1)]
+    inits = [onnx.numpy_helper.from_array(np.array(3, np.int64), "axis")]
+    graph = helper.make_graph(nodes, "newer", f32 + ints,
+                              [helper.make_tensor_value_info("y", tp.FLOAT, [1, 2, 3, 4])],
+                              inits)
+    path = folder / "newer.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)]), path)
+    return str(path)
 
 
 def _quantized_seeds(folder: Path) -> dict[str, str]:
@@ -972,7 +1000,10 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
         quantization.quantize_static(str(plain), str(path), Batches(),
                                      quant_format=quantization.QuantFormat.QDQ,
                                      per_channel=True)
-        quantization.quantize_dynamic(str(plain), str(dynamic))
+        # uint8 weights: onnxruntime's u8 x s8 kernel saturates on CPUs without VNNI, where
+        # the default int8 weights' build is refused (onnx_import/saturation.py)
+        quantization.quantize_dynamic(str(plain), str(dynamic),
+                                      weight_type=quantization.QuantType.QUInt8)
     finally:
         logging.disable(logging.NOTSET)
     return {"qdq": str(path), "dynamic": str(dynamic)}
@@ -1102,6 +1133,9 @@ def test_the_seed_models_build(seeds, tmp_path):
     grid = import_onnx(seeds["grid"]).graph  # a batch, height and width known at run time
     assert grid.inputs[0].shape == ("batch", 8, "h", "w")
     assert sum(n.op == "unflatten" for n in grid.nodes) >= 2  # the shuffle, the tokens back
+    newer = import_onnx(seeds["newer"]).graph  # opsets 24 to 28's ops, mapped
+    assert {"scatter_elements", "cumprod", "softmax", "gather_elements"} <= {
+        n.op for n in newer.nodes}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
