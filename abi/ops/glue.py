@@ -757,6 +757,9 @@ def _grid_sample(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, grid = inputs
     n = op.name
     r = need_rank(n, "x", x, one_of=(4, 5))
+    if r == 5 and attrs["mode"] == "cubic":
+        raise ShapeError(f"{n}: mode cubic needs x of rank 4 (N, C, H, W), as onnxruntime's "
+                         f"cubic; got x shape {fmt(x.shape)}", where=n, got=x.shape)
     need_rank(n, "grid", grid, exact=r)
     need_float(n, "x", x)
     need_same_dtype(n, [("x", x), ("grid", grid)])
@@ -1137,7 +1140,7 @@ taps with onnxruntime's float32 weights (exclude_outside drops the taps past the
 add to the edge tap; normalised to sum 1), summed tap after tap, W first, then H; an axis whose
 size is kept is copied, whatever its scale."""),
     OpDef("grid_sample", 1, ("x", "grid"), ("y",), {
-        "mode": AttrSpec("enum:bilinear|nearest", "bilinear"),
+        "mode": AttrSpec("enum:bilinear|nearest|cubic", "bilinear"),
         "padding_mode": AttrSpec("enum:zeros|border|reflection", "zeros"),
         "align_corners": AttrSpec("bool", False),
     }, _grid_sample, doc="""\
@@ -1152,7 +1155,13 @@ trilinear; one outside x counts as 0; one inside x with weight 0 still multiplie
 there gives nan), nearest takes the pixel at the position rounded half to even. As torch: a
 non-finite position (nan, +-inf, or one beyond float32 once scaled) gives nan in bilinear with
 zeros, 0 in nearest with zeros, and otherwise the first pixel of the axis (+inf or a huge
-positive the last, with border)."""),
+positive the last, with border). mode cubic (torch's bicubic; (N, C, H, W) only) weighs the 4x4
+taps from floor(position) - 1 by Keys' cubic convolution (a = -0.75) of their distance, in x's
+dtype as onnxruntime: each row along x, then the rows along y; the padding applies to each tap
+(zeros: a tap outside counts 0; border: clamped onto the edge; reflection: mirrored as above),
+not to the position, and every tap multiplies in (an inf at weight 0 gives nan). As
+onnxruntime, not torch (nan): a nan or infinite position, or one beyond 2**62 pixels once
+scaled, samples as -1 there (the axis' first edge)."""),
     OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, _pool, doc="""\
 Max pooling over 1, 2 or 3 spatial axes of x (N, C, L), (N, C, H, W) or (N, C, D, H, W),
 torch semantics (a window holding a nan gives nan); padding is one [before, after] pair per

@@ -219,13 +219,14 @@ def _space_to_depth(imp, node, attrs):
 @maps("GridSample")
 def _grid_sample(imp, node, attrs):
     """torch's grid_sample on (N, C, H, W) or a volume (N, C, D, H, W): modes bilinear
-    (trilinear on a volume; opset 20 calls it linear) and nearest, every padding mode; the grid
-    a run-time value or a constant."""
+    (trilinear on a volume; opset 20 calls it linear), nearest, and on (N, C, H, W) bicubic
+    (opset 20: cubic), every padding mode; the grid a run-time value or a constant."""
     _only(imp, attrs, {"mode": ..., "padding_mode": ..., "align_corners": ...})
     mode = attrs.get("mode", "bilinear")
     padding = attrs.get("padding_mode", "zeros")
     align = attrs.get("align_corners", 0)
-    for name, value, known in (("mode", mode, ("bilinear", "linear", "nearest")),
+    modes = ("bilinear", "linear", "nearest", "bicubic", "cubic")
+    for name, value, known in (("mode", mode, modes),
                                ("padding_mode", padding, ("zeros", "border", "reflection")),
                                ("align_corners", align, (0, 1))):
         if value not in known:
@@ -235,9 +236,13 @@ def _grid_sample(imp, node, attrs):
     if len(shape) not in (4, 5):
         raise imp.unsupported(f"input shape {shape}: only (N, C, H, W) and (N, C, D, H, W) are "
                               f"sampled")
+    cubic = mode in ("bicubic", "cubic")
+    if cubic and len(shape) == 5:
+        raise imp.unsupported(f"attribute mode={mode!r} on input shape {shape}: only "
+                              f"(N, C, H, W) is sampled cubic")
     imp.emit("grid_sample", [imp.tensor(n) for n in node.input[:2]], [node.output[0]],
-             {"mode": "nearest" if mode == "nearest" else "bilinear", "padding_mode": padding,
-              "align_corners": bool(align)})
+             {"mode": "cubic" if cubic else "nearest" if mode == "nearest" else "bilinear",
+              "padding_mode": padding, "align_corners": bool(align)})
 
 
 def affine_base(size: list[int], align_corners: bool) -> np.ndarray:

@@ -749,10 +749,77 @@ def _grid_gather(xt, batch, index: list, sizes) -> np.ndarray:
     return np.where(inside[..., None], values, xt.dtype.type(0))
 
 
+#: A cubic position (in pixels) beyond this magnitude, or nan, samples as the axis' first edge
+#: does, as onnxruntime's GridSample does (2 ** 62 itself is still taken as it is).
+_CUBIC_LIMIT = 2.0 ** 62
+
+
+def _cubic_taps(g, size: int, padding_mode: str, align_corners: bool):
+    """The 4 tap indices (int64, each clipped into x) and weights, and where each tap is inside
+    x, of cubic grid positions ``g`` along one axis, in onnxruntime's float arithmetic (the
+    dtype of g): its unnormalization, floor(position) - 1 as the first tap, its Keys weights
+    (a = -0.75) of the distance, and per tap padding (reflection by float arithmetic, as its
+    GsReflect)."""
+    t = g.dtype.type
+    low, high = (t(0), t(size - 1)) if align_corners else (t(-0.5), t(size - 0.5))
+    if align_corners:
+        c = (g + t(1)) / t(2) * t(size - 1)
+    else:
+        c = ((g + t(1)) * t(size) - t(1)) / t(2)
+    c = np.where(np.abs(c) <= _CUBIC_LIMIT, c, low)  # nan, inf, huge: the first edge
+    first = np.floor(c).astype(np.int64) - 1
+    d = np.abs(c - first.astype(g.dtype) - t(1))
+    a = t(-0.75)
+    u, s, v = d + t(1), t(1) - d, t(2) - d
+    weights = [((a * u - t(5) * a) * u + t(8) * a) * u - t(4) * a,
+               ((a + t(2)) * d - (a + t(3))) * d * d + t(1),
+               ((a + t(2)) * s - (a + t(3))) * s * s + t(1),
+               ((a * v - t(5) * a) * v + t(8) * a) * v - t(4) * a]
+    taps, inside = [], []
+    for k in range(4):
+        i = first + k
+        inside.append((i >= 0) & (i <= size - 1))
+        if padding_mode == "reflection" and high > low:  # one pixel with align_corners: 0
+            f = i.astype(g.dtype)
+            span = high - low
+            below, above = f < low, f > high
+            out = np.where(below, low - f, f - high)
+            n = np.trunc(out / span)
+            r = out - n * span
+            even = np.fmod(n, t(2)) == 0
+            f = np.where(below, np.where(even, low + r, high - r),
+                         np.where(above, np.where(even, high - r, low + r), f))
+            i = np.trunc(f).astype(np.int64)
+        taps.append(np.clip(i, 0, size - 1))  # border; zeros and reflection: already inside
+    return taps, weights, inside
+
+
+def _grid_sample_cubic(xt, batch, grid, padding_mode: str, align_corners: bool):
+    """cubic grid_sample of ``xt`` (N, H, W, C) at ``grid`` (N, Ho, Wo, 2) as onnxruntime's
+    GridSample: the 16 taps, each row weighed along x (left to right), then the rows along y
+    (top to bottom); a tap outside x counts 0 with zeros."""
+    h, w = xt.shape[1:3]
+    ys, wy, iny = _cubic_taps(grid[..., 1], h, padding_mode, align_corners)
+    xs, wx, inx = _cubic_taps(grid[..., 0], w, padding_mode, align_corners)
+    zero = xt.dtype.type(0)
+    y = None
+    for j in range(4):
+        row = None
+        for k in range(4):
+            p = xt[batch, ys[j], xs[k]]
+            if padding_mode == "zeros":
+                p = np.where((iny[j] & inx[k])[..., None], p, zero)
+            term = wx[k][..., None] * p
+            row = term if row is None else row + term
+        term = wy[j][..., None] * row
+        y = term if y is None else y + term
+    return y
+
+
 def grid_sample(x, grid, *, mode, padding_mode, align_corners):
     """torch's grid_sample, 2-D or 3-D: indices and weights for the whole grid at once, one
     gather per neighbour (the corners in order, outermost axis first; each weight the product
-    of the axes' weights, outermost first)."""
+    of the axes' weights, outermost first); cubic (2-D) as onnxruntime computes it."""
     if x.shape[0] != grid.shape[0]:  # run-time dims the shape rule could not compare
         raise ShapeError(f"grid_sample: grid's batch dim {grid.shape[0]} is not x's "
                          f"{x.shape[0]}", where="grid_sample", expected=x.shape[0],
@@ -762,9 +829,12 @@ def grid_sample(x, grid, *, mode, padding_mode, align_corners):
     xt = np.moveaxis(x, 1, -1)
     batch = np.arange(x.shape[0]).reshape((-1,) + (1,) * n)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # IEEE results
-        coords = [_grid_coordinate(grid[..., n - 1 - a], size, padding_mode, align_corners)
-                  for a, size in enumerate(sizes)]  # grid's last dim: x, y(, z)
-        if mode == "nearest":
+        coords = [] if mode == "cubic" else [
+            _grid_coordinate(grid[..., n - 1 - a], size, padding_mode, align_corners)
+            for a, size in enumerate(sizes)]  # grid's last dim: x, y(, z)
+        if mode == "cubic":
+            y = _grid_sample_cubic(xt, batch, grid, padding_mode, align_corners)
+        elif mode == "nearest":
             y = _grid_gather(xt, batch, [np.rint(c) for c in coords], sizes)
         else:
             low = [np.floor(c) for c in coords]

@@ -460,7 +460,8 @@ def topk(e, node, ins, outs, a):
 
 
 def grid_sample(e, node, ins, outs, a):
-    """GridSample of 2 or 3 spatial axes; opset 20 names bilinear (and trilinear) linear."""
+    """GridSample of 2 or 3 spatial axes; opset 20 names bilinear (and trilinear) linear, and
+    cubic (2-D only) cubic."""
     e.op("GridSample", ins, outs, mode={"bilinear": "linear"}.get(a["mode"], a["mode"]),
          padding_mode=a["padding_mode"], align_corners=int(a["align_corners"]))
 

@@ -718,7 +718,7 @@ REFUSALS = [
     ("grid_sample", [T((1, 2, 0, 4), f32), T((1, 6, 7, 2), f32)], {}, ShapeError,
      "grid_sample: spatial axis 0 of x shape (1, 2, 0, 4) is empty"),
     ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 7, 2), f32)], {"mode": "bicubic"},
-     OpError, "attribute 'mode' must be one of 'bilinear', 'nearest', got 'bicubic'"),
+     OpError, "attribute 'mode' must be one of 'bilinear', 'nearest', 'cubic', got 'bicubic'"),
     ("grid_sample", [T((1, 2, 3, 4), f32), T((1, 6, 7, 2), f32)],
      {"padding_mode": "constant"}, OpError, "attribute 'padding_mode' must be one of"),
     ("max_pool", [T((1, 2, 3, 4, 5, 6), f32)], POOL, ShapeError,

@@ -385,6 +385,90 @@ def test_grid_sample_refuses_batch_dims_that_differ_at_run_time():
                     "grid": np.zeros((m, 5, 6, 2), np.float32)})
 
 
+CUBIC_MODES = [(p, a) for p in ("zeros", "border", "reflection") for a in (False, True)]
+
+
+def _cubic_lattice(n, h, w):
+    """Positions through the pixel centres and edges of an (h, w) image with and without
+    align_corners, and the points a quarter between, inside and out."""
+    def axis(d):
+        return np.unique(np.concatenate([np.linspace(-1.5, 1.5, 4 * d + 1),
+                                         np.linspace(-1, 1, max(d, 2)),
+                                         (np.arange(-1, d + 2) * 2 + 1) / d - 1,
+                                         np.arange(-1, d + 2) * 2 / d - 1]).astype(np.float32))
+    gx, gy = np.meshgrid(axis(w), axis(h))
+    return np.broadcast_to(np.stack([gx, gy], -1), (n, *gx.shape, 2)).copy()
+
+
+@pytest.mark.parametrize("padding_mode, align_corners", CUBIC_MODES)
+def test_cubic_grid_sample_as_torch_bicubic(padding_mode, align_corners):
+    """mode cubic is torch's bicubic (onnxruntime's cubic gives the same) on finite grids:
+    random positions partly outside [-1, 1] and a lattice through pixel centres and edges,
+    1-pixel axes among the shapes."""
+    for shape in ((2, 3, 5, 7), (1, 2, 1, 4), (2, 1, 3, 1), (1, 1, 1, 1), (1, 2, 4, 4)):
+        x = RNG.standard_normal(shape).astype(np.float32) * 4
+        for grid in (RNG.uniform(-1.8, 1.8, (shape[0], 6, 8, 2)).astype(np.float32),
+                     _cubic_lattice(shape[0], *shape[2:])):
+            (y,) = run_op("grid_sample", [x, grid], mode="cubic", padding_mode=padding_mode,
+                          align_corners=align_corners)
+            want = _grid_sample(x, grid, "bicubic", padding_mode, align_corners)
+            assert y.dtype == np.float32 and y.shape == want.shape
+            np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)  # torch's rounding
+
+
+@pytest.mark.parametrize("padding_mode, align_corners", CUBIC_MODES)
+def test_cubic_grid_sample_at_the_extremes(padding_mode, align_corners):
+    """nan, +-inf, -0.0 and a denormal in x: torch's results at finite positions (every tap
+    multiplies in: an inf at weight 0 gives nan); a nan, infinite or huge position samples as
+    -1 there (onnxruntime's result, where torch gives nan); no numpy warnings. (Pixels near
+    the float32 limit would show the last bit in which torch's weights differ from
+    onnxruntime's: the onnxruntime backend's tests compare those with onnxruntime.)"""
+    big = np.finfo(np.float32).max
+    values = np.array([np.nan, np.inf, -np.inf, big, -big, 3e38, 1e20, -1e20, 1e6, -0.0,
+                       1e-45, 1.0, -1.0, 0.25, 1.5, -7.0], np.float32)
+    grid = np.stack(np.meshgrid(values, values), -1)[None].repeat(2, axis=0)
+    x = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45], np.float32)
+    x[1].reshape(-1)[RNG.permutation(x[1].size)[:20]] = np.resize(specials, 20)
+    with np.errstate(all="raise"):  # IEEE results, not warnings
+        (y,) = run_op("grid_sample", [x, grid], mode="cubic", padding_mode=padding_mode,
+                      align_corners=align_corners)
+    odd = ~(np.abs(grid) <= 1e6)  # beyond 2**62 pixels once scaled, nan or infinite
+    as_edge = np.where(odd, np.float32(-1), grid)
+    want = _grid_sample(x, as_edge, "bicubic", padding_mode, align_corners)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+    torch_says = _grid_sample(x, grid, "bicubic", padding_mode, align_corners)
+    infinite = ~(np.abs(grid[0]) <= 1e30).any(-1)  # nan, or infinite once scaled
+    assert np.isnan(torch_says[:, :, infinite]).all()
+
+
+def test_cubic_grid_sample_over_symbolic_dims():
+    b = GraphBuilder("grid_sample")
+    x = b.input("x", ("n", 3, "h", "w"), "float32", "ANY")
+    grid = b.input("grid", ("n", "ho", "wo", 2), "float32", "ANY")
+    b.output(b.op("grid_sample", x, grid, name="g", mode="cubic", padding_mode="reflection"),
+             "y", "ANY")
+    ex = Executor(b.build(), NumpyBackend())
+    for n, h, w, ho, wo in ((1, 5, 7, 3, 4), (3, 2, 9, 6, 1), (1, 5, 7, 3, 4)):
+        a = RNG.standard_normal((n, 3, h, w)).astype(np.float32)
+        g = RNG.uniform(-1.3, 1.3, (n, ho, wo, 2)).astype(np.float32)
+        np.testing.assert_allclose(ex.run({"x": a, "grid": g})["y"],
+                                   _grid_sample(a, g, "bicubic", "reflection", False),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_cubic_grid_sample_of_a_volume_is_refused():
+    from abi.errors import GraphError
+
+    b = GraphBuilder("grid_sample")
+    x = b.input("x", (1, 2, 3, 4, 5), "float32", "ANY")
+    grid = b.input("grid", (1, 2, 3, 4, 3), "float32", "ANY")
+    with pytest.raises(GraphError, match=r"node 'g': grid_sample: mode cubic needs x of rank 4 "
+                                         r"\(N, C, H, W\), as onnxruntime's cubic; got x "
+                                         r"shape \(1, 2, 3, 4, 5\)"):
+        b.op("grid_sample", x, grid, name="g", mode="cubic")
+
+
 def test_a_max_over_a_dim_bound_to_zero_at_run_time_is_a_typed_refusal():
     from abi.errors import ShapeError
 

@@ -479,6 +479,15 @@ CASES = {
                                                padding_mode="border"),
     "grid_sample_run_time_grid": lambda: grid_sample_run_time(align_corners=True),
     "grid_sample_run_time_reflection": lambda: grid_sample_run_time(padding_mode="reflection"),
+    "grid_sample_cubic": lambda: single("grid_sample", ("n", 2, 4, 5), grid(3, 6, 7),
+                                        mode="cubic"),
+    "grid_sample_cubic_border": lambda: single("grid_sample", (1, 2, 3, 6), grid(1, 5, 4),
+                                               mode="cubic", padding_mode="border",
+                                               align_corners=True),
+    "grid_sample_cubic_run_time_grid": lambda: grid_sample_run_time(
+        mode="cubic", padding_mode="border"),
+    "grid_sample_cubic_run_time_reflection": lambda: grid_sample_run_time(
+        mode="cubic", padding_mode="reflection", align_corners=True),
 }
 
 
@@ -968,6 +977,26 @@ def test_grid_sample_matches_over_random_configurations():
         assert_same(graph, {"x": f32(*shape)}, rtol=1e-5, atol=1e-6)
 
 
+def test_cubic_grid_sample_matches_over_random_configurations():
+    """mode cubic in every padding mode and align_corners, grids partly outside [-1, 1] and
+    through pixel centres and edges, 1-pixel axes among them: 48 seeded random
+    configurations, onnxruntime's arithmetic on both backends."""
+    rng = np.random.default_rng(13)
+    for i in range(48):
+        shape = (int(rng.integers(1, 3)), 2, *(int(rng.integers(1, 7)) for _ in range(2)))
+        attrs = dict(mode="cubic", padding_mode=("zeros", "border", "reflection")[i % 3],
+                     align_corners=bool(i // 3 % 2))
+        positions = grid(shape[0], *rng.integers(1, 6, 2))
+        if i % 4 == 0:  # pixel centres and edges of both conventions
+            w = shape[3]
+            exact = np.concatenate([np.arange(-1, w + 1) * 2 / w - 1,
+                                    (np.arange(-1, w + 1) * 2 + 1) / w - 1,
+                                    np.linspace(-1, 1, max(w, 2))]).astype(np.float32)
+            positions[..., 0] = np.resize(exact, positions.shape[:-1])
+        graph, _ = single("grid_sample", shape, positions, **attrs)
+        assert_same(graph, {"x": f32(*shape)}, rtol=1e-5, atol=1e-6)
+
+
 def test_unsupported_dtype_refused():
     graph, _ = single("relu", (2, 3), in_dtype="float16")
     with pytest.raises(BackendError, match="dtype float16 is not supported"):
@@ -1126,7 +1155,8 @@ ORDER_DEPENDENT = ("conv", "linear", "matmul", "lstm", "norm", "embedding_comput
 #: next to a position clamped onto an edge of x: torch multiplies the neighbours inside x by
 #: their weight 0 (nan) and leaves those outside out, onnxruntime picks its weight-0 neighbours
 #: otherwise (nan where torch is finite, and the reverse). Finite grids and pixels agree
-#: (test_grid_sample_matches_over_random_configurations).
+#: (test_grid_sample_matches_over_random_configurations). mode cubic follows onnxruntime on
+#: special values too, so its cases are not listed.
 GRID_SAMPLE_SPECIAL = ("grid_sample_border_edges", "grid_sample_run_time_grid",
                        "grid_sample_run_time_reflection")
 

@@ -2,7 +2,8 @@
 volumes, with the grid a run-time input or a constant (a constant theta through affine_grid),
 and AffineGrid of a run-time theta (a spatial transformer); compared with onnxruntime
 on finite values, and with torch on nan and infinite grid positions, where onnxruntime's
-GridSample differs from torch. What the mapping cannot take is refused naming the node."""
+GridSample differs from torch (bicubic: onnxruntime's results there, as the grid_sample op
+defines). What the mapping cannot take is refused naming the node."""
 
 from __future__ import annotations
 
@@ -108,6 +109,113 @@ def test_volumetric_grid_sample_matches_onnxruntime(dynamo, fold, optimize, tmp_
               "grid": RNG.uniform(-1.4, 1.4, (2, 3, 4, 5, 3)).astype(np.float32)}
              for _ in range(3)]
     check_on_both_backends(model, loaded, feeds)
+
+
+CUBIC = [(p, a) for p in ("zeros", "border", "reflection") for a in (False, True)]
+
+
+class _EveryBicubic(torch.nn.Module):
+    """grid_sample in mode bicubic, each padding mode and align_corners, on a run-time grid."""
+
+    def forward(self, x, grid):
+        return tuple(F.grid_sample(x, grid, mode="bicubic", padding_mode=p, align_corners=a)
+                     for p, a in CUBIC)
+
+
+def _cubic_feeds(shape, grid_shape):
+    """:func:`_feeds`, and grids whose x and y run through the pixel centres and edges of
+    x with and without align_corners (a few outside), in turn."""
+    feeds = _feeds(shape, grid_shape)
+    h, w = shape[2:]
+    for d, axis in ((w, 0), (h, 1)):
+        exact = np.concatenate([np.arange(-1, d + 2) * 2 / d - 1,
+                                (np.arange(-1, d + 2) * 2 + 1) / d - 1,
+                                np.linspace(-1, 1, d)]).astype(np.float32)
+        g = _grid(*grid_shape)
+        g[..., axis] = np.resize(exact, g.shape[:-1])
+        feeds.append({"x": (RNG.standard_normal(shape) * 3).astype(np.float32), "grid": g})
+    return feeds
+
+
+@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
+def test_bicubic_grid_sample_matches_onnxruntime_and_torch(dynamo, fold, optimize, tmp_path,
+                                                           signer):
+    """Both exporters write opset 20's GridSample mode cubic; it imports as grid_sample mode
+    cubic and gives onnxruntime's results on both backends, and torch's on finite grids."""
+    model = export(_EveryBicubic(), [torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2) * 2 - 1],
+                   tmp_path / "c.onnx", dynamo=dynamo, fold=fold, optimize=optimize,
+                   input_names=["x", "grid"], output_names=[f"y{i}" for i in range(6)])
+    assert {a.s for n in onnx.load(model).graph.node if n.op_type == "GridSample"
+            for a in n.attribute if a.name == "mode"} == {b"cubic"}
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    assert [(n.op, n.attrs["mode"], n.attrs["padding_mode"], n.attrs["align_corners"])
+            for n in loaded.graph.nodes] == [("grid_sample", "cubic", p, a) for p, a in CUBIC]
+    assert {s.name: s.shape for s in loaded.graph.outputs}["y0"] == (2, 3, 4, 6)
+    feeds = _cubic_feeds((2, 3, 5, 7), (2, 4, 6))
+    check_on_both_backends(model, loaded, feeds)
+    executor = Executor(loaded.graph, NumpyBackend())
+    for feed in feeds[:2] + feeds[3:]:  # not x of +-1e30: torch's weights round otherwise
+        got = executor.run(dict(feed))
+        want = _EveryBicubic()(torch.from_numpy(feed["x"]), torch.from_numpy(feed["grid"]))
+        for i, w in enumerate(want):
+            np.testing.assert_allclose(got[f"y{i}"], w.numpy(), rtol=1e-4, atol=1e-4,
+                                       err_msg=str(CUBIC[i]))
+
+
+@pytest.mark.parametrize("opset", [16, 19])
+def test_bicubic_grid_sample_of_opset_16_to_19_matches_onnxruntime(opset, tmp_path, signer):
+    """Before opset 20 the exporters name the mode bicubic."""
+    model = export(_EveryBicubic(), [torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2) * 2 - 1],
+                   tmp_path / "c.onnx", dynamo=False, opset=opset, input_names=["x", "grid"],
+                   output_names=[f"y{i}" for i in range(6)])
+    assert {a.s for n in onnx.load(model).graph.node if n.op_type == "GridSample"
+            for a in n.attribute if a.name == "mode"} == {b"bicubic"}
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    assert {n.attrs["mode"] for n in loaded.graph.nodes} == {"cubic"}
+    check_on_both_backends(model, loaded, _cubic_feeds((2, 3, 5, 7), (2, 4, 6)))
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_nan_and_infinite_bicubic_positions_give_onnxruntime_results(dynamo, tmp_path, signer):
+    """A nan, infinite or huge position samples as -1 there on both backends, as onnxruntime
+    does (torch gives nan at a nan or infinite one)."""
+    model = export(_EveryBicubic(), [torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2) * 2 - 1],
+                   tmp_path / "c.onnx", dynamo=dynamo, input_names=["x", "grid"],
+                   output_names=[f"y{i}" for i in range(6)])
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    x = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    grid = _grid(2, 4, 6)
+    grid.reshape(-1)[RNG.permutation(grid.size)[:24]] = np.resize(
+        np.array([np.nan, np.inf, -np.inf, 3e38, -3e38, 1e20], np.float32), 24)
+    check_on_both_backends(model, loaded, [{"x": x, "grid": grid}])
+    got = Executor(loaded.graph, NumpyBackend()).run({"x": x, "grid": grid})
+    edge = np.where(np.abs(grid) <= 1e6, grid, np.float32(-1))
+    want = _EveryBicubic()(torch.from_numpy(x), torch.from_numpy(edge))
+    for i, w in enumerate(want):
+        np.testing.assert_allclose(got[f"y{i}"], w.numpy(), rtol=1e-4, atol=1e-4,
+                                   err_msg=str(CUBIC[i]))
+
+
+class _BicubicWarp(torch.nn.Module):
+    def forward(self, x, grid):
+        return F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection",
+                             align_corners=False)
+
+
+def test_bicubic_grid_sample_over_a_run_time_batch(tmp_path, signer):
+    path = tmp_path / "b.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_BicubicWarp().eval(), (torch.randn(2, 3, 5, 7),
+                                                  torch.rand(2, 4, 6, 2)),
+                          str(path), dynamo=False, input_names=["x", "grid"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"},
+                                                            "grid": {0: "batch"}})
+    _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
+    assert loaded.graph.outputs[0].shape == ("batch", 3, 4, 6)
+    check_on_both_backends(path, loaded, [
+        {"x": RNG.standard_normal((n, 3, 5, 7)).astype(np.float32), "grid": _grid(n, 4, 6)}
+        for n in (1, 3)])
 
 
 class _Affine(torch.nn.Module):
@@ -237,7 +345,7 @@ def _model(tmp_path, x_shape, grid=None, attrs=None, opset=16, grid_type=TP.FLOA
     return path
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 def test_opset_16_grid_sample_on_a_constant_grid_matches_onnxruntime(tmp_path, signer, mode,
                                                                      padding_mode):
@@ -246,15 +354,20 @@ def test_opset_16_grid_sample_on_a_constant_grid_matches_onnxruntime(tmp_path, s
     _, loaded = import_and_load(path, tmp_path / "gs.pha", signer)
     (node,) = loaded.graph.nodes
     assert (node.op, node.attrs["mode"], node.attrs["align_corners"]) == (
-        "grid_sample", mode, True)
+        "grid_sample", {"bicubic": "cubic"}.get(mode, mode), True)
     check_against_onnxruntime(path, loaded, [
         {"x": RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)} for _ in range(2)])
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"attrs": {"mode": "bicubic"}}, "attribute mode='bicubic' is not supported (only "
-     "bilinear, linear, nearest)"),
-    ({"attrs": {"mode": "cubic"}, "opset": 20}, "attribute mode='cubic' is not supported"),
+    ({"attrs": {"mode": "area"}}, "attribute mode='area' is not supported (only "
+     "bilinear, linear, nearest, bicubic, cubic)"),
+    ({"attrs": {"mode": "cubic"}, "x_shape": (2, 3, 4, 5, 6), "grid": (2, 4, 6, 5, 3),
+      "opset": 20}, "attribute mode='cubic' on input shape [2, 3, 4, 5, 6]: only (N, C, H, W) "
+     "is sampled cubic"),
+    ({"attrs": {"mode": "bicubic"}, "x_shape": (1, 2, 3, 4, 5), "grid": (1, 2, 3, 4, 3)},
+     "attribute mode='bicubic' on input shape [1, 2, 3, 4, 5]: only (N, C, H, W) is sampled "
+     "cubic"),
     ({"attrs": {"padding_mode": "wrap"}}, "attribute padding_mode='wrap' is not supported"),
     ({"attrs": {"align_corners": 2}}, "attribute align_corners=2 is not supported (only 0, 1)"),
     ({"x_shape": (1, 2, 3), "grid": (1, 2, 1), "opset": 20},
@@ -274,19 +387,6 @@ def test_what_grid_sample_refuses_names_node_and_value(tmp_path, kw, message):
     text = str(info.value)
     assert "node 'node' (GridSample)" in text and message in text, text
     assert "\n" not in text
-
-
-@pytest.mark.parametrize("dynamo, fold, optimize", EXPORTERS)
-def test_bicubic_grid_sample_exported_by_torch_is_refused(dynamo, fold, optimize, tmp_path):
-    class Bicubic(torch.nn.Module):
-        def forward(self, x, grid):
-            return F.grid_sample(x, grid, mode="bicubic", align_corners=False)
-
-    model = export(Bicubic(), [torch.randn(1, 2, 3, 3), torch.rand(1, 2, 2, 2)],
-                   tmp_path / "c.onnx", dynamo=dynamo, fold=fold, optimize=optimize)
-    with pytest.raises(UnsupportedModelError, match=r"\(GridSample\): attribute mode='cubic' "
-                                                    r"is not supported"):
-        import_onnx(model)
 
 
 def _affine_model(tmp_path, theta_shape, size, attrs=None, const_theta=False):
