@@ -196,28 +196,6 @@ def test_nan_and_infinite_bicubic_positions_give_onnxruntime_results(dynamo, tmp
                                    err_msg=str(CUBIC[i]))
 
 
-class _BicubicWarp(torch.nn.Module):
-    def forward(self, x, grid):
-        return F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection",
-                             align_corners=False)
-
-
-def test_bicubic_grid_sample_over_a_run_time_batch(tmp_path, signer):
-    path = tmp_path / "b.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(_BicubicWarp().eval(), (torch.randn(2, 3, 5, 7),
-                                                  torch.rand(2, 4, 6, 2)),
-                          str(path), dynamo=False, input_names=["x", "grid"],
-                          output_names=["y"], dynamic_axes={"x": {0: "batch"},
-                                                            "grid": {0: "batch"}})
-    _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
-    assert loaded.graph.outputs[0].shape == ("batch", 3, 4, 6)
-    check_on_both_backends(path, loaded, [
-        {"x": RNG.standard_normal((n, 3, 5, 7)).astype(np.float32), "grid": _grid(n, 4, 6)}
-        for n in (1, 3)])
-
-
 class _Affine(torch.nn.Module):
     """A warp by a constant affine transform, the grid from affine_grid."""
 
@@ -305,22 +283,31 @@ def test_affine_grid_over_a_run_time_batch_takes_any_batch(volume, tmp_path, sig
 
 
 class _Warp(torch.nn.Module):
+    def __init__(self, mode: str, align_corners: bool):
+        super().__init__()
+        self.mode, self.align_corners = mode, align_corners
+
     def forward(self, x, grid):
-        return F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection",
-                             align_corners=True)
+        return F.grid_sample(x, grid, mode=self.mode, padding_mode="reflection",
+                             align_corners=self.align_corners)
 
 
-def test_a_symbolic_batch_dim_passes_through_grid_sample(tmp_path, signer):
+@pytest.mark.parametrize("mode, align_corners, both", [("bilinear", True, False),
+                                                       ("bicubic", False, True)])
+def test_a_symbolic_batch_dim_passes_through_grid_sample(mode, align_corners, both, tmp_path,
+                                                         signer):
     path = tmp_path / "b.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(_Warp().eval(), (torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2)),
+        torch.onnx.export(_Warp(mode, align_corners).eval(),
+                          (torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2)),
                           str(path), dynamo=False, input_names=["x", "grid"],
                           output_names=["y"], dynamic_axes={"x": {0: "batch"},
                                                             "grid": {0: "batch"}})
     _, loaded = import_and_load(path, tmp_path / "b.pha", signer)
     assert loaded.graph.outputs[0].shape == ("batch", 3, 4, 6)
-    check_against_onnxruntime(path, loaded, [
+    check = check_on_both_backends if both else check_against_onnxruntime
+    check(path, loaded, [
         {"x": RNG.standard_normal((n, 3, 5, 7)).astype(np.float32), "grid": _grid(n, 4, 6)}
         for n in (1, 3)])
 
