@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from ..errors import ModelFileError
+from .gather import checked_index
 from .ops import _only, _opt, maps
 
 _FLOAT = 1  # ONNX TensorProto.FLOAT
@@ -213,8 +214,7 @@ def _seen_run_time(imp, scores: str, nonpad: str, causal: int,
     def constant(value, name):
         return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
 
-    lengths = step("gather_elements", [constant(np.arange(keys + 1), "nonpad_range"),
-                                       imp.tensor(nonpad)], "nonpad_check", {"axis": 0})
+    lengths = checked_index(imp, imp.tensor(nonpad), keys + 1, "nonpad_range", "nonpad_check")
     lengths = step("reshape", [lengths], "nonpad_b", {"shape": [-1, 1, 1, 1]})
     j = constant(np.arange(keys).reshape(1, 1, 1, keys), "key_positions")
     seen = step("less", [j, lengths], "valid_keys")

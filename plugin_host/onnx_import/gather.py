@@ -265,6 +265,18 @@ def _int64_indices(imp, idx: str) -> str:
     return index
 
 
+def checked_index(imp, index: str, size: int, name: str, suffix: str) -> str:
+    """The int64 graph tensor ``index`` of values computed at run time, each checked against
+    [0, ``size``) when the call runs: a ``gather_elements`` from the constant ``arange(size)``
+    (named ``{node}.{name}``), which gives each value back, and refuses one outside with an
+    IndexRangeError naming the node (``{node}/{suffix}``). ReverseSequence's lengths,
+    Attention's cache lengths, TensorScatter's write positions and run-time coordinates are
+    checked so, where onnxruntime refuses them too."""
+    arange = imp.add_constant(np.arange(size, dtype=np.int64), f"{imp.node_name}.{name}")
+    return imp.emit("gather_elements", [arange, index], [None], {"axis": 0},
+                    suffix=f"/{suffix}")[0]
+
+
 def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
                     graph: bool = False) -> None:
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
@@ -333,9 +345,7 @@ def runtime_positions(imp, data: str, idx: str) -> tuple[str, str]:
         [coord] = imp.emit("gather", [index, imp.add_constant(np.array(c, np.int64),
                                                               f"{imp.node_name}.c{c}")],
                            [None], {"axis": 1}, suffix=f"/coordinate{c}")
-        [coord] = imp.emit("gather_elements", [imp.add_constant(
-            np.arange(dim, dtype=np.int64), f"{imp.node_name}.dim{c}"), coord], [None],
-            {"axis": 0}, suffix=f"/check{c}")
+        coord = checked_index(imp, coord, dim, f"dim{c}", f"check{c}")
         if stride != 1:
             [coord] = imp.emit("mul", [coord, imp.add_constant(
                 np.array(stride, np.int64), f"{imp.node_name}.stride{c}")], [None],
@@ -588,8 +598,7 @@ def _reverse_sequence(imp, node, attrs):
     def constant(value, name):
         return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
 
-    length = step("gather_elements", [constant(np.arange(steps + 1), "lengths"),
-                                      _int64_indices(imp, lens)], "check", {"axis": 0})
+    length = checked_index(imp, _int64_indices(imp, lens), steps + 1, "lengths", "check")
     length = step("reshape", [length], "along_batch", {"shape": along_batch})
     t = constant(t, "steps")
     back = step("sub", [step("sub", [length, t], "from_end"), constant(1, "one")], "back")

@@ -31,7 +31,7 @@ from abi import dtypes
 from ..errors import ModelFileError
 from .fold import _need, axis_in
 from .fold import register as register_fold
-from .gather import _int64_indices, runtime_positions, spread_indices
+from .gather import _int64_indices, checked_index, runtime_positions, spread_indices
 from .ops import _few, _only, _opt, maps
 from .shapes import run_time_mask
 
@@ -372,8 +372,7 @@ def _tensor_scatter(imp, node, attrs):
                                  f"[{shape[0]!r}] (one per batch entry)")
         start = _int64_indices(imp, write)
         if mode == "linear":  # [0, length - steps]: the update fits from it
-            start = step("gather_elements", [constant(np.arange(length - steps + 1), "starts"),
-                                             start], "write_check", {"axis": 0})
+            start = checked_index(imp, start, length - steps + 1, "starts", "write_check")
         else:  # at least 0: min(start, 0) must index [0]
             below = step("min", [start, constant(0, "zero")], "below_zero")
             check = step("gather_elements", [constant([0], "none"), below], "write_check",
