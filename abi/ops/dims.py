@@ -22,7 +22,7 @@ from typing import Iterable
 __all__ = ["Dim", "Product", "as_product", "as_sum", "is_static", "known_equal",
            "known_different", "add", "sub", "mul", "floordiv", "quotient", "product", "total",
            "broadcast", "broadcast_operands", "window_out", "pool_out", "transposed_out",
-           "slice_len"]
+           "slice_len", "slice_range"]
 
 Dim = int | str
 
@@ -480,14 +480,30 @@ def transposed_out(size: Dim, kernel: Dim, stride: int, padding: int, output_pad
 TO_THE_END = 2 ** 62
 
 
+def slice_range(size: int, start: int, end: int, step: int) -> range:
+    """The positions ONNX Slice takes along a dim of ``size`` from ``start`` to ``end`` by
+    ``step``: a negative start or end counted from the end, then both clamped, to [0, size]
+    by a positive step, by a negative one the start to [0, size - 1] and the end to
+    [-1, size - 1] (-1: before position 0). Python's slicing differs in one case, a negative
+    step from a start before the dim's first position: Python takes nothing, ONNX starts at
+    0 (``x[-5::-1]`` of 3 positions: ONNX takes position 0)."""
+    if start < 0:
+        start += size
+    if end < 0:
+        end += size
+    if step > 0:
+        return range(min(max(start, 0), size), min(max(end, 0), size), step)
+    return range(min(max(start, 0), size - 1), min(max(end, -1), size - 1), step)
+
+
 def slice_len(size: Dim, start: int, end: int, step: int) -> Dim:
-    """Length of ``range(size)[start:end:step]`` with ONNX/Python clamping of start and end.
+    """Length of ONNX Slice's positions (:func:`slice_range`) from start to end by step.
     Of a run-time size from a start >= 0 to the end by a step >= 1, the floor quotient
     ``(size - start + step - 1) // step`` (``t-2`` for ``x[:, 2:]``, ``h//2`` for
     ``x[:, 1::2]``): its value where the size is at least the start (below, the slice is
     empty)."""
     if type(size) is int:
-        return len(range(*slice(start, end, step).indices(size)))
+        return len(slice_range(size, start, end, step))
     if start >= 0 and step >= 1 and end >= TO_THE_END:
         return floordiv(add(size, step - 1 - start), step)
     return _cap(f"slice({size},{start},{end},{step})")

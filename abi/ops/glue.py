@@ -957,7 +957,9 @@ Permute axes: output axis i is input axis perm[i]; perm is a permutation of rang
         "like_ends": AttrSpec("ints", None, check=each_at_least(-1), added=True),
     }, _slice, doc="""\
 ONNX Slice: for each (start, end, axis, step), x[..., start:end:step, ...] on that axis, with
-negative starts/ends counted from the end and both clamped to the dim (Python's slicing rule).
+negative starts/ends counted from the end and both clamped to the dim, as ONNX clamps them
+(Python's slicing rule but for a negative step from a start before the dim's first position,
+which starts at 0 where Python takes nothing).
 axes defaults to 0..len(starts)-1, steps to 1; steps may be negative, never 0. With like (any
 tensor; only its shape is read) and like_starts / like_ends (one entry per sliced axis: an
 axis of like, or -1), a start or end is like's dim on that axis when the call runs, written 0

@@ -16,6 +16,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from abi.ops import dims as dim_math
+
 from ..errors import ModelFileError, UnsupportedModelError
 from .reader import ONNX_DTYPES, element_type
 
@@ -109,12 +111,24 @@ def _reshape(ins: Arrays, a: dict, cap: int) -> list:
 #: to +-FAR, which the slice clamps to the dim when the call runs
 FAR = 2 ** 62
 
+#: tf2onnx's "to the end" (TensorFlow's shapes are int32): a bound at or past INT32_MAX
+#: (INT32_MIN) along a run-time dim is taken as FAR (-FAR). Both clamp alike on every dim up to
+#: INT32_MAX.
+INT32_END = 2 ** 31 - 1
+
+
+def _far(bound: int) -> int:
+    """A Slice bound along a run-time dim: FAR from :data:`INT32_END` up, -FAR from INT32_MIN
+    down, else as given."""
+    return FAR if bound >= INT32_END else -FAR if bound <= -INT32_END - 1 else bound
+
 
 def onnx_slice(shape: Sequence, starts, ends, axes, steps) -> list[tuple[int, int, int, int]]:
     """ONNX Slice's ``(axis, start, end, step)`` per sliced axis, clamped to the static dims so
     that Python slicing gives the same result (ONNX uses INT64_MAX/MIN for "to the end"). Along
-    a run-time dim the start and end are kept as given (cut to +-FAR): ONNX counts a negative
-    one from the end and clamps both as Python slicing does, when the dim is known."""
+    a run-time dim the start and end are kept as given (cut to +-FAR; one at or past
+    INT32_MAX or INT32_MIN is +-FAR): ONNX counts a negative one from the end and clamps both as
+    Python slicing does, when the dim is known."""
     rank = len(shape)
     starts, ends = int_vector(starts, "starts"), int_vector(ends, "ends")
     if axes is None and len(starts) > rank:
@@ -128,16 +142,23 @@ def onnx_slice(shape: Sequence, starts, ends, axes, steps) -> list[tuple[int, in
                              f"have one entry per sliced axis, each axis once")
     if 0 in steps:
         raise ModelFileError(f"steps {steps}: a step of 0")
+    for e, st in zip(ends, steps):
+        if st < 0 and e in (INT32_END, 2 ** 63 - 1):
+            raise UnsupportedModelError(
+                f"ends {ends} with steps {steps}: an end of {e} by a negative step runs to the "
+                f"dim's first position in onnxruntime, the reference, but stops at its last "
+                f"in ONNX's Slice; write {-2 ** 63} (INT64_MIN) to run to the first")
     out = []
     for ax, s, e, st in zip(axes, starts, ends, steps):
         d = shape[ax]
         if type(d) is not int:
-            out.append((ax, min(max(s, -FAR), FAR), min(max(e, -FAR), FAR), st))
+            out.append((ax, _far(s), _far(e), st))
             continue
-        start, stop, step = slice(s, e, st).indices(d)
+        taken = dim_math.slice_range(d, s, e, st)
+        start, stop = taken.start, taken.stop
         if st < 0 and stop < 0:
-            stop = -d - 1   # Python's "before index 0", spelled so that Python slicing agrees
-        out.append((ax, start, stop, step))
+            stop = -d - 1   # "before index 0", spelled so that Python slicing agrees
+        out.append((ax, start, stop, st))
     return out
 
 

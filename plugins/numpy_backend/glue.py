@@ -359,7 +359,9 @@ def transpose(x, *, perm):
 def slice_(x, like=None, *, starts, ends, axes=None, steps=None, like_starts=None,
            like_ends=None):
     """ONNX Slice; the starts and ends ``like_starts`` / ``like_ends`` name (not -1) read
-    from like's shape."""
+    from like's shape. A negative step from a start before the dim's first position starts
+    at 0 (ONNX's clamp, :func:`abi.ops.dims.slice_range`), where Python's slicing takes
+    nothing."""
     if like is not None:
         starts = sizes_from(like, starts, like_starts or [-1] * len(starts))
         ends = sizes_from(like, ends, like_ends or [-1] * len(ends))
@@ -367,6 +369,8 @@ def slice_(x, like=None, *, starts, ends, axes=None, steps=None, like_starts=Non
     steps = list(steps) if steps else [1] * len(starts)
     index = [slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, axes, steps):
+        if st < 0 and s < -x.shape[a]:
+            s = 0
         index[a] = slice(s, e, st)
     return x[tuple(index)]
 
