@@ -24,6 +24,7 @@ import numpy as np
 from abi import dtypes
 from abi.ops import dims as dim_math
 
+from ..errors import ModelFileError
 from .einsum import einsum
 from .fold import one_value
 from .reader import ONNX_DTYPES, element_type
@@ -225,14 +226,22 @@ def _prelu(imp, node, attrs):
              [node.output[0]])
 
 
+#: Integer bases onnxruntime's Pow takes (it has no kernel for the narrower ones)
+INT_POW_BASES = ("int32", "int64")
+
+
 @maps("Pow")
 def _pow(imp, node, attrs):
     """a ** b; a constant exponent of another dtype (exporters write ``x ** 2`` with an int64
-    or float64 2) takes the base's, as onnxruntime computes it."""
+    or float64 2) takes the base's, as onnxruntime computes it. An integer base: see
+    :func:`_integer_pow`."""
     _only(imp, attrs, {})
     base = imp.tensor(node.input[0])
     exponent = node.input[1]
     want = imp.types[base].dtype
+    if want in dtypes.INT_DTYPES:
+        _integer_pow(imp, node, base, want)
+        return
     if imp.is_const(exponent) and imp.type_of(exponent).dtype != want:
         value = imp.const(exponent, "exponent")
         cast = value.astype(dtypes.to_numpy(want))
@@ -242,6 +251,58 @@ def _pow(imp, node, attrs):
     else:
         exponent_t = imp.tensor(exponent)
     imp.emit("pow", [base, exponent_t], [node.output[0]])
+
+
+def _integer_pow(imp, node, base: str, dtype: str) -> None:
+    """Pow of an int32 or int64 base (torch's ``x ** 2`` of an integer tensor) by a constant
+    exponent of one whole value ``e >= 0`` (any integer or float dtype; one value, of at most
+    the base's rank): the exact power, by ``mul`` (squares and products), 1 for ``e = 0``.
+    onnxruntime computes it in float64 and truncates: the two agree while the power fits
+    the dtype (int64: up to 2**53, float64's integers; past that onnxruntime rounds, and an
+    overflow, where this wraps, is the platform's conversion of an out-of-range float there).
+    A run-time, negative or fractional exponent, and a narrower base (onnxruntime has no
+    kernel for it), are refused."""
+    if dtype not in INT_POW_BASES:
+        raise imp.unsupported(f"base {node.input[0]!r} of dtype {dtype}: onnxruntime, the "
+                              f"reference, takes an integer Pow of int32 or int64 only")
+    name = node.input[1]
+    if not imp.is_const(name):
+        raise imp.unsupported(f"exponent {name!r} computed at run time of an integer base "
+                              f"{node.input[0]!r}: only a constant one is mapped (the "
+                              f"backends compute no float64, which onnxruntime's integer "
+                              f"Pow takes)")
+    value = imp.const(name, "exponent")
+    rank = len(imp.types[base].shape)
+    if value.dtype == np.bool_ or value.dtype.kind not in "iuf":
+        raise ModelFileError(f"exponent {name!r} of dtype {value.dtype}: Pow takes a number")
+    flat = value.reshape(-1)
+    if flat.size != 1 or value.ndim > rank:
+        raise imp.unsupported(f"exponent {name!r} of shape {list(value.shape)}: an integer "
+                              f"base's exponent must be one value, of rank at most "
+                              f"{rank}")
+    e = flat[0].item()
+    if not (math.isfinite(e) and e >= 0 and e == math.floor(e)):
+        raise imp.unsupported(f"exponent {e} of an integer base: only a whole exponent >= 0 "
+                              f"is mapped (onnxruntime truncates a fraction of a power, and "
+                              f"0 ** -1 is an out-of-range float to it)")
+    e = int(e)
+    if e == 0:
+        [same] = imp.emit("equal", [base, base], [None], suffix="/every")
+        imp.emit("cast", [same], [node.output[0]], {"dtype": dtype})
+        return
+    power, square, k = None, base, 0
+    while True:
+        if e >> k & 1:
+            last = e >> (k + 1) == 0
+            power = square if power is None else imp.emit(
+                "mul", [power, square], [node.output[0] if last else None],
+                suffix="" if last else f"/times{k}")[0]
+            if last:
+                break
+        [square] = imp.emit("mul", [square, square], [None], suffix=f"/square{k + 1}")
+        k += 1
+    if imp.values.get(node.output[0]) != power:  # x ** 1, or a power of 2: no last product
+        imp.alias(node.output[0], power)
 
 
 def _variadic(imp, node) -> list[str]:
