@@ -1,9 +1,12 @@
 """ONNX's normalizations. The layer set's: LayerNormalization, InstanceNormalization,
 GroupNormalization and RMSNormalization (``layer_norm``, ``instance_norm``, ``group_norm``,
-``rms_norm``). And those that exporters other than torch's write as one node (tf2onnx,
-keras2onnx, caffe2 and older toolchains): LRN, LpNormalization and MeanVarianceNormalization,
-each mapped onto glue ops as onnxruntime's CPU kernels compute them, down to their handling of
-zero norms, nan and inf. Registered in :data:`.ops.MAPPERS` on import.
+``rms_norm``); LayerNormalization's Mean and InvStdDev outputs, and RMSNormalization over more
+than the last axis or with a scale that broadcasts, in glue ops (``mean``, ``sqrt``, ...) as
+ONNX's definitions of the two compute them. And those that exporters other than torch's write
+as one node (tf2onnx, keras2onnx, caffe2 and older toolchains): LRN, LpNormalization and
+MeanVarianceNormalization, each mapped onto glue ops as onnxruntime's CPU kernels compute them,
+down to their handling of zero norms, nan and inf. Registered in :data:`.ops.MAPPERS` on
+import.
 
 torch writes ``F.local_response_norm`` as a Pad and a 3-D AveragePool instead, which map one to
 one (:mod:`.shapes`, :mod:`.pool`); an LRN node maps here.
@@ -17,15 +20,53 @@ import numpy as np
 
 from ..errors import ModelFileError
 from .fold import axis_in, int_vector
-from .ops import _one_output, _only, _opt, _scalar, maps
+from .ops import _only, _opt, _scalar, maps
 
 # --- the layer set's normalizations --------------------------------------------------------------
 
 
+def _step(imp, op: str, inputs: list, name: str, op_attrs: dict | None = None) -> str:
+    """One internal ABI node of the node being mapped (``suffix /name``); its output."""
+    return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
+
+
+def _wanted(imp, node, i: int) -> str | None:
+    """The node's output ``i`` if it is given and read by another node or a graph output,
+    else None."""
+    name = node.output[i] if len(node.output) > i else ""
+    return name if name and (name in imp.consumers or name in imp.graph_outputs) else None
+
+
+def _epsilon(imp, attrs: dict, like: str) -> str:
+    """The ``epsilon`` attribute (finite) as a float32 scalar constant."""
+    eps = _float_attr(imp, attrs, "epsilon", 1e-5, False)
+    return _scalar(imp, np.float32(eps), like, f"{imp.node_name}.epsilon")
+
+
+def _broadcasts(imp, what: str, name: str, shape: list, x_shape: list, axis: int) -> None:
+    """Refuse ``shape`` (of input ``name``) unless it broadcasts to the normalized dims
+    ``x_shape[axis:]`` (aligned at the end; each dim 1 or the same dim, a run-time one by its
+    name), leading dims of 1 up to x's rank included; one that would vary over the dims before
+    ``axis`` (onnxruntime takes it, the ONNX spec does not) is refused."""
+    normalized = x_shape[axis:]
+    lead = len(shape) - len(normalized)
+    if len(shape) > len(x_shape) or any(s != 1 for s in shape[:max(lead, 0)]) or any(
+            s != 1 and s != n for s, n in zip(reversed(shape), reversed(normalized))):
+        raise imp.unsupported(f"{what} {name!r} of shape {tuple(shape)} does not broadcast to "
+                              f"the normalized dims {normalized}")
+
+
 @maps("LayerNormalization")
 def _layer_norm(imp, node, attrs):
+    """``layer_norm`` over the dims from ``axis`` (static). The optional outputs Mean and
+    InvStdDev, where read or graph outputs, are computed beside it in float32 (``stash_type``
+    1, the only one taken; float16 and float64 models are imported as float32), their shape
+    x's with the normalized dims 1: ``mean`` (keepdim), then ``sub``, ``mul``, ``mean``,
+    ``add`` epsilon, ``sqrt``, ``reciprocal``; one named but read by nothing is not computed
+    (onnxruntime forms the variance as mean(x * x) - mean * mean in one pass over a short
+    slice; this two-pass one agrees with it within the default tolerance while the mean stays
+    below about a thousand times the spread, beyond which onnxruntime's rounding dominates)."""
     _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
-    _one_output(imp, node)
     x = node.input[0]
     shape = imp.type_of(x).shape
     axis = axis_in(attrs.get("axis", -1), len(shape))
@@ -48,6 +89,20 @@ def _layer_norm(imp, node, attrs):
         params.append(imp.add_constant(v, imp.origin.get(t, t)))
     imp.emit("layer_norm", [imp.tensor(x), *params], [node.output[0]],
              {"normalized_shape": normalized, "eps": attrs.get("epsilon", 1e-5)})
+    mean_out, inv_out = _wanted(imp, node, 1), _wanted(imp, node, 2)
+    if mean_out is None and inv_out is None:
+        return
+    x_t = imp.tensor(x)
+    reduce = {"axes": list(range(axis, len(shape))), "keepdim": True}
+    mean = imp.emit("mean", [x_t], [mean_out], reduce, suffix="/mean")[0]
+    if inv_out is None:
+        return
+    centered = _step(imp, "sub", [x_t, mean], "centered")
+    variance = _step(imp, "mean", [_step(imp, "mul", [centered, centered], "square")],
+                     "variance", reduce)
+    std = _step(imp, "sqrt", [_step(imp, "add", [variance, _epsilon(imp, attrs, x_t)],
+                                    "plus_epsilon")], "std")
+    imp.emit("reciprocal", [std], [inv_out], suffix="/inv_std_dev")
 
 
 @maps("InstanceNormalization")
@@ -77,13 +132,33 @@ def _group_norm(imp, node, attrs):
 
 @maps("RMSNormalization")
 def _rms_norm(imp, node, attrs):
+    """x / sqrt(mean(x * x) + epsilon) * scale, the mean over the dims from ``axis`` (negative
+    counted from the end; out of range: a ModelFileError naming the node), ``scale``
+    broadcasting to those dims. Over the last axis with one scale per entry: ``rms_norm``.
+    Otherwise glue ops, as ONNX's definition, in float32 (``stash_type`` 1, the only one
+    taken; float16 and float64 models are imported as float32): ``mul``, ``mean`` (keepdim),
+    ``add`` epsilon, ``sqrt``, ``div``, ``mul`` by the scale (a constant or a run-time input;
+    one that does not broadcast to the normalized dims is refused naming the node,
+    :func:`_broadcasts`)."""
     _only(imp, attrs, {"axis": ..., "epsilon": ..., "stash_type": 1})
-    x = node.input[0]
-    rank = len(imp.type_of(x).shape)
-    if axis_in(attrs.get("axis", -1), rank) != rank - 1:
-        raise imp.unsupported(f"axis={attrs['axis']}: only the last axis is supported")
-    imp.emit("rms_norm", [imp.tensor(x), imp.tensor(node.input[1])], [node.output[0]],
-             {"eps": attrs.get("epsilon", 1e-5)})
+    x, scale = node.input[0], node.input[1]
+    shape = list(imp.type_of(x).shape)
+    rank = len(shape)
+    axis = axis_in(attrs.get("axis", -1), rank)
+    scale_shape = list(imp.type_of(scale).shape)
+    if axis == rank - 1 and len(scale_shape) == 1 and (scale_shape[0] != 1 or shape[-1] == 1):
+        imp.emit("rms_norm", [imp.tensor(x), imp.tensor(scale)], [node.output[0]],
+                 {"eps": attrs.get("epsilon", 1e-5)})
+        return
+    _broadcasts(imp, "scale", scale, scale_shape, shape, axis)
+    x_t = imp.tensor(x)
+    reduce = {"axes": list(range(axis, rank)), "keepdim": True}
+    mean_square = _step(imp, "mean", [_step(imp, "mul", [x_t, x_t], "square")], "mean_square",
+                        reduce)
+    rms = _step(imp, "sqrt", [_step(imp, "add", [mean_square, _epsilon(imp, attrs, x_t)],
+                                    "plus_epsilon")], "rms")
+    normalized = _step(imp, "div", [x_t, rms], "normalized")
+    imp.emit("mul", [normalized, imp.tensor(scale)], [node.output[0]])
 
 
 # --- the other exporters' normalizations ---------------------------------------------------------
