@@ -11,7 +11,7 @@ from abi.ops import dims
 
 from ..errors import ModelFileError
 from . import symbolic
-from .fold import axis_in, int_vector, one_value
+from .fold import FAR, axis_in, int_vector, one_value
 from .ops import _flags, _only, _opt, _scalar, maps
 
 
@@ -96,8 +96,10 @@ _ARG = {"ArgMax": "argmax", "ArgMin": "argmin"}
 @maps(*_ARG)
 def _arg(imp, node, attrs):
     """argmax/argmin; ``select_last_index=1`` (the last one on ties) is the first one of x
-    reversed along the axis, counted back from the axis' last index: ``size - 1 - i`` (an axis
-    whose size is only known when the call runs is refused)."""
+    reversed along the axis, counted back from the axis' last index: ``size - 1 - i``. An
+    axis whose size is known only when the call runs is reversed to its far end (ONNX's
+    clamp), and its size counted when the call runs: the ``sum`` along it of ones
+    (``not(x < x)``, true for every value, nan included)."""
     _only(imp, attrs, {"axis": ..., "keepdims": ..., "select_last_index": ...})
     last = _flags(imp, attrs, {"select_last_index": 0})["select_last_index"]
     x, out = node.input[0], node.output[0]
@@ -108,15 +110,24 @@ def _arg(imp, node, attrs):
         return
     shape = imp.type_of(x).shape
     size = shape[axis_in(axis, len(shape))]
-    if not isinstance(size, int):
-        raise imp.unsupported(f"select_last_index=1 over axis {axis}, of a size known only "
-                              f"when the call runs ({size})")
+    fixed = isinstance(size, int)
     [flipped] = imp.emit("slice", [imp.tensor(x)], [None],
-                         {"starts": [-1], "ends": [-size - 1], "axes": [axis], "steps": [-1]},
-                         suffix="/reverse")
+                         {"starts": [-1], "ends": [-size - 1 if fixed else -FAR],
+                          "axes": [axis], "steps": [-1]}, suffix="/reverse")
     [index] = imp.emit(_ARG[node.op_type], [flipped], [None], reduce, suffix="/reversed")
-    last_index = imp.add_constant(np.asarray(size - 1, np.int64), f"{imp.node_name}.last")
-    imp.emit("sub", [last_index, index], [out])
+    if fixed:
+        last_index = imp.add_constant(np.asarray(size - 1, np.int64), f"{imp.node_name}.last")
+        imp.emit("sub", [last_index, index], [out])
+        return
+    x_t = imp.tensor(x)
+    [ones] = imp.emit("less", [x_t, x_t], [None], suffix="/never")
+    [ones] = imp.emit("not", [ones], [None], suffix="/every")
+    [ones] = imp.emit("cast", [ones], [None], {"dtype": "int64"}, suffix="/ones")
+    [count] = imp.emit("sum", [ones], [None], {"axes": [axis], "keepdim": reduce["keepdim"]},
+                       suffix="/size")
+    [back] = imp.emit("sub", [count, index], [None], suffix="/from_end")
+    imp.emit("sub", [back, imp.add_constant(np.asarray(1, np.int64), f"{imp.node_name}.one")],
+             [out])
 
 
 _RUNNING = {"CumSum": "cumsum", "CumProd": "cumprod"}

@@ -320,13 +320,29 @@ def test_select_last_index_takes_the_last_tie_as_onnxruntime(op_type, axis, keep
     check_on_both_backends(model, loaded, ties)
 
 
-def test_select_last_index_over_a_run_time_axis_is_refused(tmp_path):
-    node = helper.make_node("ArgMax", ["x"], ["y"], name="node", axis=1, select_last_index=1)
-    model = _model(tmp_path, node, x_shape=(4, "n"))
-    with pytest.raises(UnsupportedModelError, match=r"node 'node' \(ArgMax\).*select_last_"
-                                                    r"index=1 over axis 1, of a size known "
-                                                    r"only when the call runs \(n\)"):
-        import_onnx(model)
+@pytest.mark.parametrize("op_type", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("x_shape, axis, keepdims", [((4, "n"), 1, 0), ((4, "n"), -1, 1),
+                                                     (("n", 6), 0, 1), (("b", "n"), 1, 0)])
+@pytest.mark.parametrize("elem", [TP.FLOAT, TP.INT64])
+def test_select_last_index_over_a_run_time_axis_counts_its_size_when_the_call_runs(
+        op_type, x_shape, axis, keepdims, elem, tmp_path, signer):
+    """The last tie along an axis of a run-time size: x reversed to its far end, and the size
+    counted when the call runs; lengths 1 to 9, ties everywhere, and infinities."""
+    node = helper.make_node(op_type, ["x"], ["y"], name="node", axis=axis, keepdims=keepdims,
+                            select_last_index=1)
+    model = _model(tmp_path, node, x_shape=x_shape, elem=elem)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer,
+                                golden_dims={"n": [3, 7]})
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    rng = np.random.default_rng(axis + 3 * keepdims)
+    feeds = []
+    for n in (1, 2, 5, 9):
+        shape = tuple(n if d == "n" else 3 if d == "b" else d for d in x_shape)
+        feeds += [{"x": rng.integers(-2, 3, shape).astype(dtype)}, {"x": np.zeros(shape, dtype)}]
+    if elem == TP.FLOAT:
+        feeds.append({"x": np.resize(np.array([np.inf, -np.inf, 1, np.inf], np.float32),
+                                     tuple(5 if d in ("n", "b") else d for d in x_shape))})
+    check_on_both_backends(model, loaded, feeds)
 
 
 @pytest.mark.parametrize("op_type, attrs, opset, elem, message", [
