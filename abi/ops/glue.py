@@ -1182,7 +1182,12 @@ a window holding a nan gives nan and the index of its last nan, as torch's CPU k
         "padding": AttrSpec("pads"),
         "count_include_pad": AttrSpec("bool", True),
         "ceil_mode": AttrSpec("bool", False),
+        "dilation": AttrSpec("ints", None, check=_POSITIVE_INTS, added=True),
     }, _pool, doc="""\
 Average pooling over 1, 2 or 3 spatial axes, torch semantics; padding as max_pool (zeros,
-counted in the divisor when count_include_pad). Output length as max_pool with dilation 1."""),
+counted in the divisor when count_include_pad). dilation (ONNX AveragePool's dilations; one
+entry >= 1 per spatial axis, None for 1 on each) spaces the window's taps as max_pool's; the
+divisor counts the taps on real elements, with count_include_pad those on the padding too, never
+those past it that ceil_mode adds, and a window whose taps all miss the input gives 0 without
+count_include_pad, as onnxruntime. Output length as max_pool."""),
 )

@@ -68,7 +68,8 @@ def _pool(imp, node, attrs):
     """``max_pool`` / ``avg_pool`` over the 1, 2 or 3 spatial axes (torch's pool1d/2d/3d, and
     adaptive pooling to a size dividing the input as the legacy exporter writes it); MaxPool's
     Indices, where read, by :func:`_pool_indices`. ``auto_pad`` (keras2onnx and tf2onnx write
-    SAME_UPPER) gives explicit pads as for Conv (:func:`.layers._pads`)."""
+    SAME_UPPER) gives explicit pads as for Conv (:func:`.layers._pads`), but not with
+    ``dilations``. ``dilations`` (AveragePool's since opset 19) become ``dilation``."""
     _only(imp, attrs, {"auto_pad": ..., "kernel_shape": ..., "strides": ..., "pads": ...,
                        "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
                        "storage_order": 0})
@@ -88,12 +89,13 @@ def _pool(imp, node, attrs):
                  attrs.get("dilations", [1] * spatial))
     common = {"kernel_size": kernel, "stride": strides,
               "padding": pads, "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+    dilations = list(attrs.get("dilations", [1] * spatial))
     if node.op_type == "MaxPool":
-        op, extra = "max_pool", {"dilation": attrs.get("dilations", [1] * spatial)}
+        op, extra = "max_pool", {"dilation": dilations}
     else:
-        if attrs.get("dilations", [1] * spatial) != [1] * spatial:
-            raise imp.unsupported(f"dilations {attrs['dilations']} on AveragePool")
         op, extra = "avg_pool", {"count_include_pad": bool(attrs.get("count_include_pad", 0))}
+        if dilations != [1] * spatial:  # opset 19's; undilated: as artifacts before it
+            extra["dilation"] = dilations
     if indices:
         _pool_indices(imp, node, {**common, **extra})
         return

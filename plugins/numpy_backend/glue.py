@@ -530,9 +530,13 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     return y.astype(x.dtype, copy=False), np.take_along_axis(index, pick, axis=-1)[..., 0]
 
 
-def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):
+def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, dilation=None):
+    """The mean of each window's taps, dilation apart (None: 1 on every axis), as onnxruntime:
+    the divisor counts the taps on real elements, or with count_include_pad those on the
+    explicit padding too, never those past it that ceil_mode adds. A dilated window can step
+    over every real element: with count_include_pad=False it gives 0 (onnxruntime's), not nan."""
     nsp = len(kernel_size)
-    dilation = [1] * nsp
+    dilation = dilation or (1,) * nsp
     out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     xp = np.pad(x, width)
@@ -546,7 +550,8 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode):
         inner = tuple(slice(0, pb + n + pa) for (pb, pa), n in zip(padding, x.shape[2:]))
     mask[(0, 0) + inner] = 1
     count = _windows(mask, kernel_size, stride, dilation, out).sum(axis=axes)
-    return (total / count).astype(x.dtype, copy=False)
+    # a window with no tap counted sums only padding zeros: 0 / 1
+    return (total / np.maximum(count, 1)).astype(x.dtype, copy=False)
 
 
 # --- resize ------------------------------------------------------------------------------------

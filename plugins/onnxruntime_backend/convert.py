@@ -729,9 +729,13 @@ def cumprod(e, node, ins, outs, a):
 
 
 def avg_pool(e, node, ins, outs, a):
+    """AveragePool; ``dilations`` (opset 19's) only where a dilation is not 1, so an undilated
+    pool is the node it always was."""
+    dilation = list(a.get("dilation") or [])
+    dilated = {"dilations": dilation} if any(d != 1 for d in dilation) else {}
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=_pads(a["padding"]),
-         count_include_pad=int(a["count_include_pad"]), ceil_mode=int(a["ceil_mode"]))
+         count_include_pad=int(a["count_include_pad"]), ceil_mode=int(a["ceil_mode"]), **dilated)
 
 
 def _nan_wins(convert: Converter, over_mask: Converter) -> Converter:
