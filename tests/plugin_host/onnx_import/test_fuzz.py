@@ -943,7 +943,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
                   dynamo=False, input_names=["x"], output_names=["y"])
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
-            "grid": str(grid), "newer": _newer_seed(folder),
+            "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
             **_quantized_seeds(folder)}
 
 
@@ -970,6 +970,41 @@ def _newer_seed(folder: Path) -> str:
                               inits)
     path = folder / "newer.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)]), path)
+    return str(path)
+
+
+def _wider_seed(folder: Path) -> str:
+    """Uses of mapped ops that were refused until recently, written with onnx.helper at opset
+    23 over a run-time height: RMSNormalization over three axes, LayerNormalization's Mean and
+    InvStdDev, a dilated AveragePool, a Slice to INT32_MAX, ArgMax's last tie over the
+    run-time axis, and an integer Pow."""
+    tp = onnx.TensorProto
+    ins = [helper.make_tensor_value_info("x", tp.FLOAT, [1, 4, "h", 6]),
+           helper.make_tensor_value_info("ids", tp.INT64, [3, 5])]
+    outs = [helper.make_tensor_value_info(n, e, s) for n, e, s in (
+        ("y", tp.FLOAT, [1, 4, "h", 4]), ("last", tp.INT64, [1, 4, 1, 4]),
+        ("squares", tp.INT64, [3, 5]))]
+    consts = {"scale": np.linspace(0.5, 2, 4, dtype=np.float32).reshape(4, 1, 1),
+              "gamma": np.linspace(-1, 1, 6, dtype=np.float32),
+              "beta": np.full(6, 0.25, np.float32),
+              "start": np.array([0], np.int64), "end": np.array([2 ** 31 - 1], np.int64),
+              "axis": np.array([2], np.int64), "two": np.array(2, np.int64)}
+    nodes = [
+        helper.make_node("RMSNormalization", ["x", "scale"], ["r"], name="rms", axis=1),
+        helper.make_node("LayerNormalization", ["r", "gamma", "beta"], ["ln", "mean", "inv"],
+                         name="ln"),
+        helper.make_node("Mul", ["ln", "inv"], ["scaled"], name="scaled"),
+        helper.make_node("Add", ["scaled", "mean"], ["shifted"], name="shifted"),
+        helper.make_node("AveragePool", ["shifted"], ["pooled"], name="pool",
+                         kernel_shape=[3, 3], dilations=[1, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Slice", ["pooled", "start", "end", "axis"], ["y"], name="whole"),
+        helper.make_node("ArgMax", ["y"], ["last"], name="last", axis=2,
+                         select_last_index=1),
+        helper.make_node("Pow", ["ids", "two"], ["squares"], name="squares")]
+    graph = helper.make_graph(nodes, "wider", ins, outs, [
+        onnx.numpy_helper.from_array(v, k) for k, v in consts.items()])
+    path = folder / "wider.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), path)
     return str(path)
 
 
@@ -1136,6 +1171,11 @@ def test_the_seed_models_build(seeds, tmp_path):
     newer = import_onnx(seeds["newer"]).graph  # opsets 24 to 28's ops, mapped
     assert {"scatter_elements", "cumprod", "softmax", "gather_elements"} <= {
         n.op for n in newer.nodes}
+    wider = import_onnx(seeds["wider"]).graph  # uses refused until recently
+    assert wider.inputs[0].shape == (1, 4, "h", 6)
+    assert {"avg_pool", "layer_norm", "sum", "mul"} <= {n.op for n in wider.nodes}
+    assert not any(n.name.startswith("whole") for n in wider.nodes)  # x[:, :, :INT32_MAX]
+    assert wider.outputs[0].shape == (1, 4, "h", 4)
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
