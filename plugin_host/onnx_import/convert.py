@@ -174,6 +174,7 @@ class Importer:
         self.fake_quantized: dict[str, str] = {}   # QuantizeLinear output in float32 -> dtype
         self.inlined = 0                           # nodes of If branches, Loop bodies so far
         self.if_depth = 0                          # subgraphs being inlined, one in another
+        self.function_depth = 0                    # ONNX function bodies being expanded
         self.loop_iterations = 0                   # Loop iterations unrolled so far (capped)
         self.loop_names: set[str] = set()          # stems of unrolled Loops' names
         self.notes: list[str] = []                 # for the build summary
@@ -542,8 +543,11 @@ class Importer:
             raise self.unsupported(f"op {op!r} is supported only on constant inputs (folded at "
                                    f"import), but {runtime} are computed at run time{dims}")
         if mapper is None:
+            from .functions import expand
             from .ops import REFUSED
 
+            if op not in REFUSED and expand(self, node, mappers, index):
+                return
             others = self._also_unsupported(op, mappers, patterns)
             if op in REFUSED:
                 others = f" ({REFUSED[op]}){others}"
@@ -676,11 +680,15 @@ class Importer:
     def _also_unsupported(self, op: str, mappers, patterns, shown: int = 8) -> str:
         """The model's other op types that no mapping takes, so that one build names them all:
         ``; nor are Cos (2 nodes, first 'node_cos'), Mod (1 node, 'm')``."""
+        from .functions import has_function
+        from .ops import REFUSED
+
         known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size",
                                                                 "If", "Loop"}
         found: dict[str, list] = {}
         for node in self.model.graph.node:
-            if node.op_type not in known and node.op_type != op:
+            if node.op_type not in known and node.op_type != op and (
+                    node.op_type in REFUSED or not has_function(node, self.opset)):
                 found.setdefault(node.op_type, [0, _called(node)])[0] += 1
         if not found:
             return ""

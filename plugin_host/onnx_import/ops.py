@@ -34,7 +34,11 @@ __all__ = ["MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
 Mapper = Callable[[Any, Any, dict], None]
 MAPPERS: dict[str, Mapper] = {}
 #: Ops refused with what to do instead (the refusal says it), from the modules that know why
-REFUSED: dict[str, str] = {}
+REFUSED: dict[str, str] = dict.fromkeys(
+    ("Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
+     "RandomUniformLike"),
+    "random numbers, which a model exported in eval mode does not draw: its dropout exports "
+    "as nothing")
 #: Ops otherwise folded only (constant inputs), taken where a run-time input is a dim known at
 #: import: each returns False where it does not apply (the node is then refused as before)
 ON_RUN_TIME_DIMS: dict[str, Callable[[Any, Any, dict], bool]] = {}

@@ -70,8 +70,10 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(path)
     message = str(info.value)
-    assert message.startswith("node 'coin' (Bernoulli): op 'Bernoulli' is not supported; nor are "
-                              "Unique (1 node, 't') elsewhere in the model (supported: "), message
+    assert message.startswith("node 'coin' (Bernoulli): op 'Bernoulli' is not supported (random "
+                              "numbers, which a model exported in eval mode does not draw: its "
+                              "dropout exports as nothing); nor are Unique (1 node, 't') "
+                              "elsewhere in the model (supported: "), message
     assert "Range" not in message.split("(supported:")[0]
 
     many = [helper.make_node(op, ["x", "x"] if op == "NonMaxSuppression"
