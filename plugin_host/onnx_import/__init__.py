@@ -8,8 +8,10 @@ BatchNormalization, Gemm, MatMul), :mod:`.gather` (Gather, GatherND, GatherEleme
 CumSum, TopK), :mod:`.pool` (pooling),
 :mod:`.patterns` (ONNX chains with no glue op, recognized during the walk: RMSNorm),
 :mod:`.fusion` (glue chains recognized as a layer after the walk: LSTMCell, GroupNorm),
-:mod:`.recurrent` (LSTM, GRU and RNN unrolled over a static sequence length), :mod:`.spatial`
-(Resize, antialiased too, DepthToSpace, SpaceToDepth, GridSample, AffineGrid, Col2Im),
+:mod:`.recurrent` (LSTM, GRU and RNN unrolled over a static sequence length), :mod:`.resize`
+(Resize, antialiased too, and as gathers and weights per axis where ``resize`` cannot say it),
+:mod:`.spatial` (DepthToSpace, SpaceToDepth, GridSample, AffineGrid, Col2Im),
+:mod:`.functions` (ops ONNX defines as functions, through their bodies),
 :mod:`.masks` (Trilu and OneHot as ``where`` over a mask, EyeLike as a constant),
 :mod:`.scatter` (ScatterND, ScatterElements, Scatter and MaxUnpool as ``scatter_elements``),
 :mod:`.norms` (the layer set's

@@ -1,10 +1,9 @@
-"""ONNX's spatial resampling ops: Resize (torch's interpolate and Upsample, antialiased too) as
-``resize``; DepthToSpace and SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose,
-reshape; GridSample (grid_sample) as ``grid_sample``; AffineGrid (affine_grid) as a ``matmul``
-of a constant base grid by theta; Col2Im (F.fold) as the sum of its block positions spread over
-the image with pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
+"""ONNX's spatial rearranging and sampling ops but Resize (:mod:`.resize`): DepthToSpace and
+SpaceToDepth (pixel_shuffle and its inverse) as reshape, transpose, reshape; GridSample
+(grid_sample) as ``grid_sample``; AffineGrid (affine_grid) as a ``matmul`` of a constant base
+grid by theta; Col2Im (F.fold) as the sum of its block positions spread over the image with
+pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
 """
-
 from __future__ import annotations
 
 import math
@@ -12,129 +11,12 @@ import math
 import numpy as np
 
 from abi.ops import dims
-from abi.ops.glue import scaled_size
 
 from ..errors import ModelFileError
 
-from .fold import _need, axis_in, int_vector
+from .fold import _need, int_vector
 from .fold import register as register_fold
-from .ops import _few, _only, _opt, maps
-from .shapes import sizes_like
-
-_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                       "half_pixel_symmetric", "tf_half_pixel_for_nn")
-_NEAREST_MODES = ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil")
-
-
-def _resize_given(imp, node, shape: list, axes: list) -> tuple[list, list | None]:
-    """``(size, scales)`` of the spatial axes from the constant scales or sizes input (sizes
-    that hold run-time dims: those dims, as the input's shape gives them); the batch and
-    channel axes must stay as they are."""
-    scales, sizes = (_opt(node, i) for i in (2, 3))
-    scales = imp.const(scales, "scales") if scales else None
-    if sizes and sizes in imp.sym:  # from the input's shape: a run-time batch is kept
-        sizes = imp.sym[sizes]
-    else:
-        sizes = imp.const(sizes, "sizes") if sizes else None
-    scales = None if scales is None or not scales.size else scales
-    sizes = None if sizes is None or not sizes.size else sizes
-    if (scales is None) == (sizes is None):
-        raise imp.unsupported("needs exactly one of the scales and sizes inputs, non-empty")
-    given = scales if sizes is None else sizes
-    what = "scales" if sizes is None else "sizes"
-    if given.ndim != 1 or given.size != len(axes) or given.dtype.kind not in (
-            "f" if sizes is None else "iO"):
-        raise imp.unsupported(f"{what} {_few(given.ravel().tolist())} must be {len(axes)} "
-                              f"{'floats' if sizes is None else 'integers'}, one per axis")
-    full = [1.0] * len(shape) if sizes is None else list(shape)
-    for a, v in zip(axes, given.tolist()):
-        full[a] = v
-    if full[:2] != ([1.0, 1.0] if sizes is None else list(shape[:2])):
-        raise imp.unsupported(f"{what} {_few(given.tolist())} does not keep the batch and "
-                              f"channel axes of input shape {shape} as they are (only the "
-                              f"spatial axes may change)")
-    if sizes is not None:
-        return full[2:], None
-    bad = [s for s in full[2:] if not (0 < s <= 1e9)]
-    if bad:
-        raise imp.unsupported(f"scales {_few(given.tolist())} must be in (0, 1e9]")
-    # a run-time spatial dim's size is floor(in * scale) when the call runs (-1)
-    return ([scaled_size(d, s) if type(d) is int else -1 for d, s in zip(shape[2:], full[2:])],
-            [float(s) for s in full[2:]])
-
-
-@maps("Resize")
-def _resize(imp, node, attrs):
-    """nearest and linear on 1, 2 or 3 spatial axes, cubic on 2 (onnxruntime has no other),
-    with constant scales or sizes; antialias=1 (linear and cubic on 1 or 2 spatial axes, as
-    onnxruntime) as ``resize``'s antialias."""
-    _only(imp, attrs, {"mode": ..., "coordinate_transformation_mode": ..., "nearest_mode": ...,
-                       "cubic_coeff_a": ..., "exclude_outside": ..., "antialias": ...,
-                       "extrapolation_value": ..., "keep_aspect_ratio_policy": "stretch",
-                       "axes": ...})
-    mode = attrs.get("mode", "nearest")
-    coordinate = attrs.get("coordinate_transformation_mode", "half_pixel")
-    nearest = attrs.get("nearest_mode", "round_prefer_floor")
-    for name, value, known in (("mode", mode, ("nearest", "linear", "cubic")),
-                               ("coordinate_transformation_mode", coordinate,
-                                _RESIZE_COORDINATES), ("nearest_mode", nearest, _NEAREST_MODES)):
-        if value not in known:
-            raise imp.unsupported(f"attribute {name}={value!r} is not supported (only "
-                                  f"{', '.join(known)})")
-    coeff = attrs.get("cubic_coeff_a", -0.75)
-    if type(coeff) is not float or not abs(coeff) <= 1e30:
-        raise imp.unsupported(f"attribute cubic_coeff_a={coeff!r} must be a finite float")
-    exclude = attrs.get("exclude_outside", 0)
-    if exclude not in (0, 1):
-        raise imp.unsupported(f"attribute exclude_outside={exclude!r} is not supported (only 0, "
-                              f"1)")
-    antialias = attrs.get("antialias", 0)
-    if antialias not in (0, 1):
-        raise imp.unsupported(f"attribute antialias={antialias!r} is not supported (only 0, 1)")
-    if antialias and mode == "nearest":
-        raise imp.unsupported("attribute antialias=1 with mode='nearest' is not supported: "
-                              "onnxruntime refuses it (antialias only with linear and cubic)")
-    x = node.input[0]
-    shape = list(imp.type_of(x).shape)
-    if len(shape) not in (3, 4, 5):
-        raise imp.unsupported(f"input shape {shape}: only (N, C, L), (N, C, H, W) and (N, C, D, "
-                              f"H, W) resize")
-    if antialias and len(shape) == 5:
-        raise imp.unsupported(f"attribute antialias=1 on input shape {shape}: antialias is "
-                              f"supported on 1 or 2 spatial axes")
-    if mode == "cubic" and len(shape) != 4:
-        raise imp.unsupported(f"input shape {shape}: mode='cubic' needs (N, C, H, W) (bicubic; "
-                              f"onnxruntime has no other cubic)")
-    axes = [axis_in(a, len(shape), "axes") for a in attrs.get("axes", range(len(shape)))]
-    if len(set(axes)) != len(axes):
-        raise imp.unsupported(f"attribute axes={attrs['axes']} names an axis twice")
-    size, scales = _resize_given(imp, node, shape, axes)
-    imp.check_size("its resize output", [*(d or 1 for d in shape[:2]),
-                                         *(d if d != -1 else "run-time" for d in size)])
-    inputs, like = [imp.tensor(x)], {}
-    if not all(type(d) is int for d in size):  # run-time sizes: read from a tensor's shape
-        if antialias:
-            raise imp.unsupported(f"attribute antialias=1 to sizes {size}: the sizes must be "
-                                  f"known at import (the weights are built then)")
-        source, like_axes = sizes_like(imp, size)
-        inputs.append(source)
-        like = {"like_axes": like_axes}
-        size = [d if type(d) is int else -1 for d in size]
-    if antialias and not all(type(d) is int for d in shape[2:]):
-        raise imp.unsupported(f"attribute antialias=1 on input shape {shape}: the spatial dims "
-                              f"must be static (the weights are built at import)")
-    if antialias and min(size) < 1:  # as the resize op refuses it
-        raise imp.unsupported(f"attribute antialias=1 with output spatial size {size}: every "
-                              f"entry must be >= 1 (an empty output is not supported)")
-    if antialias and imp.type_of(x).dtype != "float32":
-        raise imp.unsupported(f"input {x!r} of dtype {imp.type_of(x).dtype}: antialias=1 needs "
-                              f"float32 (onnxruntime's Resize has no {imp.type_of(x).dtype})")
-    if antialias and list(size) == list(shape[2:]):  # onnxruntime copies x, as resize does
-        antialias = exclude = 0
-    imp.emit("resize", inputs, [node.output[0]],
-             {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
-              "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude),
-              "antialias": bool(antialias), **like})
+from .ops import _few, _only, maps
 
 
 def _blocks(imp, node, attrs) -> tuple[int, list]:

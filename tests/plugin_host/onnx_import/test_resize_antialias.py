@@ -213,9 +213,10 @@ def _refused(tmp_path, shape=(1, 3, 8, 8), consts=None, attrs=None, **kw):
      "supported: onnxruntime refuses it"),
     ({"attrs": {"antialias": 2}}, "attribute antialias=2 is not supported (only 0, 1)"),
     ({"attrs": {"keep_aspect_ratio_policy": "not_smaller"}},
-     "attribute keep_aspect_ratio_policy='not_smaller' is not supported (only 'stretch')"),
+     "attribute keep_aspect_ratio_policy='not_smaller' needs the sizes input, not scales"),
     ({"attrs": {"coordinate_transformation_mode": "tf_crop_and_resize"}},
-     "attribute coordinate_transformation_mode='tf_crop_and_resize' is not supported"),
+     "attribute antialias=1 with coordinate_transformation_mode='tf_crop_and_resize': not "
+     "supported"),
     ({"shape": (1, 3, "h", "w"), "consts": _sizes(1, 3, 4, 4)},
      "attribute antialias=1 on input shape [1, 3, 'h', 'w']: the spatial dims must be static"),
     ({"shape": (1, 3, 8), "consts": {"roi": ROI, "scales": np.array([1, 1, .5], np.float32)},
