@@ -204,16 +204,17 @@ def _shifted_input(imp, node, what: str) -> str:
     return imp.emit("sub", [x, zp], [None], suffix="/a_zero_point")[0]
 
 
-def _shifted_weight(imp, node, axis: int, what: str) -> np.ndarray:
-    """The constant B (W) minus its zero point, as int32: per tensor, or one value per entry
-    of ``axis`` (B's columns, W's output channels)."""
-    b = node.input[1]
+def _shifted_weight(imp, node, axis: int, what: str, at: int = 1) -> np.ndarray:
+    """The constant B (W; input ``at``, its zero point input ``at + 2``) minus its zero point,
+    as int32: per tensor, or one value per entry of ``axis`` (B's columns, W's output
+    channels)."""
+    b = node.input[at]
     if not imp.is_const(b):
         raise imp.unsupported(f"{what} {b!r} must be a constant (the quantized weights), but it "
                               f"is computed at run time")
     w = imp.const(b)
     dtype = _integer_dtype(imp, node, b, what)
-    zp = _zero_point(imp, node, 3, dtype, f"{what}'s zero point")
+    zp = _zero_point(imp, node, at + 2, dtype, f"{what}'s zero point")
     shifted = w.astype(np.int32)
     if zp is None:
         return shifted
@@ -263,19 +264,20 @@ def _split(imp, node, reach: np.ndarray) -> list[tuple[int, int]]:
     return _runs(reach)
 
 
-def _sum_runs(imp, node, runs, emit_run) -> None:
-    """One run: its float32 result bound to the node's output (see :func:`_integer_output`);
-    several: each cast to int32 and summed in int32."""
+def _sum_runs(imp, runs, emit_run, out: str | None) -> tuple[str, str]:
+    """The sum and its dtype: one run's float32 result ("float32": exact integers), or each
+    run cast to int32 and summed in int32 ("int32"; the last sum bound to ONNX value
+    ``out``)."""
     if len(runs) == 1:
-        _integer_output(imp, node, emit_run(0, *runs[0]))
-        return
+        return emit_run(0, *runs[0]), "float32"
     total = None
     for i, (start, end) in enumerate(runs):
         [y] = imp.emit("cast", [emit_run(i, start, end)], [None], {"dtype": "int32"},
                        suffix=f"/run{i}_int32")
         last = i == len(runs) - 1
         total = y if total is None else imp.emit(
-            "add", [total, y], [node.output[0] if last else None], suffix=f"/sum{i}")[0]
+            "add", [total, y], [out if last else None], suffix=f"/sum{i}")[0]
+    return total, "int32"
 
 
 def _run_input(imp, x: str, axis: int, start: int, end: int, size: int, i: int) -> str:
@@ -298,18 +300,18 @@ def _integer_output(imp, node, y: str) -> None:
     imp.emit("cast", [y], [out], {"dtype": "int32"}, suffix="/int32")
 
 
-@maps("MatMulInteger")
-def _matmul_integer(imp, node, attrs):
-    """(A - a_zero_point) @ (B - b_zero_point), B a constant 2-D int8/uint8 with a per-tensor
-    or per-column zero point: float32 ``linear`` over runs of K that are exact (module doc)."""
-    _only(imp, attrs, {})
-    if len(imp.type_of(node.input[1]).shape) != 2:
-        raise imp.unsupported(f"B of shape {list(imp.type_of(node.input[1]).shape)}: only a "
+def matmul_sum(imp, node, at: int = 1, out: str | None = None) -> tuple[str, str]:
+    """(A - a_zero_point) @ (B - b_zero_point) with A input 0 (its zero point input 2) and B
+    input ``at`` (its zero point ``at + 2``), B a constant 2-D int8/uint8 with a per-tensor or
+    per-column zero point: float32 ``linear`` over runs of K that are exact (module doc).
+    Returns the sum and its dtype (see :func:`_sum_runs`)."""
+    if len(imp.type_of(node.input[at]).shape) != 2:
+        raise imp.unsupported(f"B of shape {list(imp.type_of(node.input[at]).shape)}: only a "
                               f"2-D constant B is supported")
-    weight = _shifted_weight(imp, node, 1, "B")
+    weight = _shifted_weight(imp, node, 1, "B", at)
     runs = _split(imp, node, _reach(weight, 0, 1))
     x = _shifted_input(imp, node, "A")
-    origin = imp.origin.get(node.input[1], node.input[1])
+    origin = imp.origin.get(node.input[at], node.input[at])
 
     def run(i, start, end):
         w = np.ascontiguousarray(weight[start:end].T).astype(np.float32)
@@ -317,22 +319,35 @@ def _matmul_integer(imp, node, attrs):
         return imp.emit("linear", [xs, imp.add_constant(w, origin), None], [None],
                         suffix=f"/linear{i}" if len(runs) > 1 else "/linear")[0]
 
-    _sum_runs(imp, node, runs, run)
+    return _sum_runs(imp, runs, run, out)
 
 
-@maps("ConvInteger")
-def _conv_integer(imp, node, attrs):
-    """conv(X - x_zero_point, W - w_zero_point) in float32 (the zero point pads, so the padding
-    adds 0, as ``conv``'s), W constant with a per-tensor or per-output-channel zero point, over
-    runs of input channels that are exact (module doc)."""
-    _only(imp, attrs, {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
-                       "pads": ..., "strides": ...})
+@maps("MatMulInteger")
+def _matmul_integer(imp, node, attrs):
+    """:func:`matmul_sum` of A and B, bound as an int32 (module doc)."""
+    _only(imp, attrs, {})
+    y, dtype = matmul_sum(imp, node, out=node.output[0])
+    if dtype == "float32":
+        _integer_output(imp, node, y)
+
+
+#: The attributes of ConvInteger, QLinearConv (and of Conv but the ones of float kernels).
+CONV_ATTRS = {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
+              "pads": ..., "strides": ...}
+
+
+def conv_sum(imp, node, attrs, at: int = 1, out: str | None = None) -> tuple[str, str]:
+    """conv(X - x_zero_point, W - w_zero_point) in float32 with X input 0 (its zero point
+    input 2) and W input ``at`` (its zero point ``at + 2``): the zero point pads, so the
+    padding adds 0, as ``conv``'s; W constant with a per-tensor or per-output-channel zero
+    point, over runs of input channels that are exact (module doc). Returns the sum and its
+    dtype (see :func:`_sum_runs`)."""
     shape = imp.type_of(node.input[0]).shape
     spatial = len(shape) - 2
     if spatial < 1:
-        raise imp.unsupported(f"input of shape {list(shape)}; ConvInteger needs (N, C, "
+        raise imp.unsupported(f"input of shape {list(shape)}; {node.op_type} needs (N, C, "
                               f"*spatial)")
-    weight = _shifted_weight(imp, node, 0, "W")
+    weight = _shifted_weight(imp, node, 0, "W", at)
     kernel = attrs.get("kernel_shape", list(weight.shape[2:]))
     if list(kernel) != list(weight.shape[2:]):
         raise imp.unsupported(f"kernel_shape {kernel} differs from the weight's "
@@ -347,7 +362,7 @@ def _conv_integer(imp, node, attrs):
     dilations = attrs.get("dilations", [1] * spatial)
     conv = {"stride": strides, "dilation": dilations, "groups": group,
             "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)}
-    origin = imp.origin.get(node.input[1], node.input[1])
+    origin = imp.origin.get(node.input[at], node.input[at])
 
     def run(i, start, end):
         w = imp.add_constant(np.ascontiguousarray(weight[:, start:end]).astype(np.float32),
@@ -356,7 +371,16 @@ def _conv_integer(imp, node, attrs):
         return imp.emit("conv", [xs, w, None], [None], conv,
                         suffix=f"/conv{i}" if len(runs) > 1 else "/conv")[0]
 
-    _sum_runs(imp, node, runs, run)
+    return _sum_runs(imp, runs, run, out)
+
+
+@maps("ConvInteger")
+def _conv_integer(imp, node, attrs):
+    """:func:`conv_sum` of X and W, bound as an int32 (module doc)."""
+    _only(imp, attrs, CONV_ATTRS)
+    y, dtype = conv_sum(imp, node, attrs, out=node.output[0])
+    if dtype == "float32":
+        _integer_output(imp, node, y)
 
 
 def _fold_matmul_integer(ins, attrs: dict, cap: int) -> list:

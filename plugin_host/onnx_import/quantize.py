@@ -17,9 +17,11 @@ numbers onnxruntime computes for the quantized model (graph optimizations off). 
 Scales and zero points must be constants: per-tensor (one value) or per-axis (one value per
 entry of ``axis``, broadcast through a reshaped constant). A scale that is not a positive
 finite float32, a zero point of another dtype than the quantized values, blocked quantization
-(opset 21's ``block_size``) and the operator-oriented quantized ops (QLinearConv, QLinearMatMul,
-com.microsoft's QLinear* ...) are refused, naming the node. ``quantize_dynamic``'s ops
-(DynamicQuantizeLinear, MatMulInteger, ConvInteger) map in :mod:`.dynamic`.
+(opset 21's ``block_size``) and com.microsoft's operator-oriented quantized ops (QLinearAdd,
+QGemm ...) are refused, naming the node. ``quantize_dynamic``'s ops (DynamicQuantizeLinear,
+MatMulInteger, ConvInteger) map in :mod:`.dynamic`; the QOperator format's QLinearConv and
+QLinearMatMul in :mod:`.qlinear` (integers that only they and DequantizeLinear read stay
+float32 here too).
 """
 
 from __future__ import annotations
@@ -51,10 +53,10 @@ LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden st
              "op_types_to_quantize=['MatMul'] leaves the LSTM in float32, and the rest "
              "imports")
 
-#: Operator-oriented quantized ops: integer kernels whose rounding the float32 backends do not
-#: reproduce (default domain, and com.microsoft's, which the reader refuses with this hint).
+#: Operator-oriented quantized ops not mapped: integer kernels whose rounding the float32
+#: backends do not reproduce (com.microsoft's, which the reader refuses with this hint).
+#: QLinearConv and QLinearMatMul (default domain) map in :mod:`.qlinear`.
 OPERATOR_ORIENTED = frozenset({
-    "QLinearConv", "QLinearMatMul",
     "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
     "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearWhere",
     "QLinearReduceMean", "QGemm", "QAttention", "QEmbedLayerNormalization",
@@ -187,12 +189,18 @@ def _constants(imp, node, x: str, dtype: str, axis: int) -> tuple[np.ndarray, np
     return parameters(shape, scale, zp, axis, dtype)
 
 
-def _only_dequantized(imp, name: str) -> bool:
-    """True when every reader of ``name`` dequantizes it (its first input only) and it is no
-    graph output: then the integers can stay in float32, where they are exact."""
+#: The ops that take integers held in float32 (:data:`imp.fake_quantized`) as their first
+#: input: they dequantize or requantize them (QLinearConv, QLinearMatMul: :mod:`.qlinear`).
+INTEGER_READERS = ("DequantizeLinear", "QLinearConv", "QLinearMatMul")
+
+
+def integer_readers_only(imp, name: str) -> bool:
+    """True when every reader of ``name`` is one of :data:`INTEGER_READERS` reading it as its
+    first input only and it is no graph output: then the integers can stay in float32, where
+    they are exact."""
     readers = [imp.model.graph.node[i] for i in imp.consumers.get(name, [])]
     return name not in imp.graph_outputs and bool(readers) and all(
-        n.op_type == "DequantizeLinear" and list(n.input).count(name) == 1
+        n.op_type in INTEGER_READERS and list(n.input).count(name) == 1
         and n.input[0] == name for n in readers)
 
 
@@ -200,8 +208,9 @@ def _only_dequantized(imp, name: str) -> bool:
 def _quantize(imp, node, attrs):
     """x / scale, rounded half to even, plus the zero point, clipped to the integer range and
     cast to it; nan becomes -inf first (onnxruntime gives the type's minimum). When only
-    DequantizeLinear reads the result it stays float32 (no ``cast``): integers of 16 bits or
-    fewer are exact there, and the backends without integer tensors run it."""
+    DequantizeLinear, QLinearConv and QLinearMatMul read the result it stays float32 (no
+    ``cast``): integers of 16 bits or fewer are exact there, and the backends without integer
+    tensors run it."""
     axis = _axis(attrs, node.op_type)
     x = node.input[0]
     zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
@@ -222,7 +231,7 @@ def _quantize(imp, node, attrs):
     [y] = imp.emit("add", [y, imp.add_constant(shift, f"{out}.zero_point")], [None],
                    suffix="/zero_point")
     lo, hi = _range(dtype)
-    if _only_dequantized(imp, out):
+    if integer_readers_only(imp, out):
         imp.emit("clip", [y], [out], {"min": lo, "max": hi})
         imp.fake_quantized[out] = dtype
         return

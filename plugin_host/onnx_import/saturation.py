@@ -2,7 +2,8 @@
 VNNI) multiply uint8 activations by int8 weights with ``vpmaddubsw``, which adds each pair of
 products into an int16 and saturates there: 255 * -128 * 2 gives -32768, not -65280. So the
 reference's MatMulInteger and ConvInteger of a uint8 input by int8 weights (what
-``quantize_dynamic`` writes with its default int8 weights) are not the model's exact int32
+``quantize_dynamic`` writes with its default int8 weights), and QLinearMatMul and QLinearConv
+likewise (``quantize_static``'s QOperator format), are not the model's exact int32
 sums on such a CPU, while the import computes them exactly. The build's comparison then fails;
 :func:`explain` says why, where the model has such a node and the reference's onnxruntime is
 seen to saturate (a two-element probe run by the reference process, once), and what builds
@@ -16,7 +17,8 @@ import numpy as np
 
 from .reference import run_reference
 
-_INTEGER_OPS = ("MatMulInteger", "ConvInteger")
+#: the integer ops onnxruntime runs with that kernel -> the input holding their weights
+_INTEGER_OPS = {"MatMulInteger": 1, "ConvInteger": 1, "QLinearMatMul": 3, "QLinearConv": 3}
 _INT8 = 3  # ONNX TensorProto.INT8
 
 #: whether the reference's onnxruntime saturates u8 x s8 sums (None: not probed yet)
@@ -24,11 +26,13 @@ _SATURATES: bool | None = None
 
 
 def int8_weight_node(model) -> tuple[str, str] | None:
-    """(name, op) of the first MatMulInteger or ConvInteger of ``model`` whose weights (its
-    second input) are an int8 initializer, else None."""
+    """(name, op) of the first MatMulInteger, ConvInteger, QLinearMatMul or QLinearConv of
+    ``model`` whose weights (the second input; QLinear*'s fourth) are an int8 initializer,
+    else None."""
     int8 = {t.name for t in model.graph.initializer if t.data_type == _INT8}
     for node in model.graph.node:
-        if node.op_type in _INTEGER_OPS and len(node.input) > 1 and node.input[1] in int8:
+        at = _INTEGER_OPS.get(node.op_type)
+        if at is not None and len(node.input) > at and node.input[at] in int8:
             return node.name or node.output[0], node.op_type
     return None
 

@@ -3,8 +3,9 @@ by onnxruntime's ``quantize_static`` (per-tensor and per-channel, int8 and uint8
 and hand-made QuantizeLinear / DequantizeLinear nodes (per-axis, saturation, ties, nan, zero
 points at the type's edge, int16, int32 bias), compared with onnxruntime running the quantized
 model. What the import does not take (a scale that is not positive and finite, a zero point of
-another dtype, blocked quantization, operator-oriented quantized ops) is refused naming the
-node; ``quantize_dynamic``'s models are test_quantize_dynamic.py's.
+another dtype, blocked quantization, com.microsoft's operator-oriented quantized ops) is
+refused naming the node; ``quantize_dynamic``'s models are test_quantize_dynamic.py's, the
+QLinearConv and QLinearMatMul of ``quantize_static``'s QOperator format test_qlinear.py's.
 
 The reference runs with graph optimizations off, as the build's golden reference does: with
 them on, onnxruntime may fuse DequantizeLinear -> Conv -> QuantizeLinear into an integer kernel
@@ -415,27 +416,6 @@ def test_per_axis_over_a_runtime_dim_is_refused(tmp_path):
                    numpy_helper.from_array(np.array([0, 0], np.int8), "z")])
     assert_refused(model, UnsupportedModelError, "node 'q' (QuantizeLinear)",
                    "per-axis scale over the run-time dim 'batch'")
-
-
-def _integer_op(tmp_path, op: str):
-    """One operator-oriented node ``op`` named "n" on uint8 inputs."""
-    ins = ["a", "s", "z", "b", "s", "z", "s", "z"]
-    inits = [numpy_helper.from_array(np.ones((4, 4, 1, 1) if "Conv" in op else (4, 4),
-                                             np.uint8), "b"),
-             numpy_helper.from_array(np.array(0.5, np.float32), "s"),
-             numpy_helper.from_array(np.array(0, np.uint8), "z")]
-    x = _vi("a", TP.UINT8, (1, 4, 2, 2) if "Conv" in op else (2, 4))
-    node = helper.make_node(op, ins, ["y"], name="n")
-    graph = helper.make_graph([node], "g", [x], [_vi("y", shape=())], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    (tmp_path / "m.onnx").write_bytes(model.SerializeToString())
-    return tmp_path / "m.onnx"
-
-
-@pytest.mark.parametrize("op", ["QLinearConv", "QLinearMatMul"])
-def test_operator_oriented_quantized_ops_are_refused_with_a_hint(op, tmp_path):
-    assert_refused(_integer_op(tmp_path, op), UnsupportedModelError, f"node 'n' ({op})",
-                   "quant_format=QuantFormat.QDQ")
 
 
 def test_microsoft_quantized_ops_are_refused_with_a_hint(tmp_path):

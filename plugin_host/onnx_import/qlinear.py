@@ -1,0 +1,219 @@
+"""Operator-oriented quantized models (onnxruntime's ``quantize_static`` with
+``quant_format=QuantFormat.QOperator``): QLinearConv and QLinearMatMul imported with
+onnxruntime's numbers, bit for bit. Registered in :data:`.ops.MAPPERS` on import.
+
+- The integer sum is ConvInteger's / MatMulInteger's (:mod:`.dynamic`): ``(x - x_zero_point)``
+  times the constant ``w - w_zero_point`` accumulated exactly, in float32 where the import
+  proves every partial sum within 2**24, else over runs summed in int32. QLinearConv's int32
+  bias (a constant) is added to it: in float32 where the sum is float32 and every bias is
+  within 2**24 (one rounding of the exact sum, as onnxruntime's int32 to float32 conversion),
+  else in int32 and then ``cast`` to float32. A sum with the bias beyond int32 is refused.
+- Requantization is onnxruntime's CPU kernels' (MLAS's ``MlasRequantizeOutput`` and its conv
+  kernels), established by comparing candidate formulas with onnxruntime 1.32 over random and
+  adversarial models (per-tensor and per-channel, int8 and uint8, with and without bias,
+  grouped and depthwise convs, ties, sums beyond 2**24, huge scales):
+  ``y = saturate(round_half_to_even(float32(sum) * scale) + y_zero_point)`` with the float32
+  ``scale = (x_scale * w_scale) / y_scale`` in that order (``x_scale * (w_scale / y_scale)``
+  and the exact product differ from onnxruntime in the last bit, which moves some outputs by
+  one). ABI ops: ``mul`` by the constant scale (per output channel: a ``(C, 1, ...)``
+  constant; per column of B: a vector), ``round``, ``add`` of the zero point, ``clip`` to the
+  output type's range, then ``cast`` to it, except where only integer ops read the result
+  (DequantizeLinear, QLinearConv, QLinearMatMul as their first input): those take the integers
+  held in float32 (:data:`imp.fake_quantized`), so a QOperator model whose integers are only
+  requantized and dequantized runs in float32.
+- Scales and zero points must be constants: x_scale, y_scale and their zero points one value
+  (onnxruntime's kernels take no other), w_scale and w_zero_point one value or one per output
+  channel (per column of B); the scales positive finite float32, every zero point of its
+  values' dtype, and the combined scale finite in float32. Otherwise the node is refused,
+  naming it.
+
+On an x86-64 CPU without VNNI, onnxruntime's u8 x s8 kernels (uint8 activations, int8 weights,
+``quantize_static``'s default) saturate pairs of products at int16 (:mod:`.saturation`): the
+reference is then not the model's exact sums and such a build's comparison can fail; uint8
+weights, int8 activations with int8 weights, or ``reduce_range=True`` are exact everywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abi import dtypes
+
+from ..errors import ModelFileError
+from .dynamic import CONV_ATTRS, EXACT, INT32_MAX, _reach, _shifted_weight, conv_sum, matmul_sum
+from .ops import _only, maps
+
+_INTEGERS = ("int8", "uint8")
+
+
+def _scalar_input(imp, node, i: int, what: str) -> np.ndarray | None:
+    """Constant input ``i`` (None where absent), refused when computed at run time."""
+    name = node.input[i] if len(node.input) > i and node.input[i] else None
+    if name is None:
+        return None
+    if not imp.is_const(name):
+        raise imp.unsupported(f"{what} {name!r} must be a constant (known at import), but it "
+                              f"is computed at run time")
+    return imp.const(name)
+
+
+def _scale(imp, node, i: int, what: str, count: int | None = None) -> np.ndarray:
+    """Scale input ``i``: a positive finite float32, one value (``count``: or that many)."""
+    scale = _scalar_input(imp, node, i, what)
+    if scale is None:
+        raise ModelFileError(f"{what} is missing", node=imp.node_name, op=node.op_type)
+    if scale.dtype != np.float32:
+        raise imp.unsupported(f"{what} of dtype {scale.dtype}: only float32 scales are "
+                              f"supported")
+    if scale.size != 1 and (count is None or scale.shape != (count,)):
+        per = "" if count is None else f" or {count} (one per output channel)"
+        raise ModelFileError(f"{what} of shape {list(scale.shape)}: must be one value{per}",
+                             node=imp.node_name, op=node.op_type)
+    bad = scale[~(np.isfinite(scale) & (scale > 0))]
+    if bad.size:
+        raise ModelFileError(f"{what} {bad.ravel()[:4].tolist()} (of {scale.size} value(s)) "
+                             f"must be positive and finite", node=imp.node_name,
+                             op=node.op_type)
+    return scale.reshape(-1) if scale.size > 1 else scale.reshape(())
+
+
+def _output_zero_point(imp, node) -> tuple[str, np.ndarray]:
+    """y's dtype (its zero point's, uint8 without one) and its zero point, one value."""
+    zp = _scalar_input(imp, node, 7, "y_zero_point")
+    if zp is None:
+        return "uint8", np.zeros((), np.float32)
+    dtype = dtypes.from_numpy(zp.dtype)
+    if dtype not in _INTEGERS:
+        raise imp.unsupported(f"y_zero_point of dtype {dtype}: only int8 and uint8 are "
+                              f"supported")
+    if zp.size != 1:
+        raise ModelFileError(f"y_zero_point of shape {list(zp.shape)}: must be one value",
+                             node=imp.node_name, op=node.op_type)
+    return dtype, zp.reshape(()).astype(np.float32)
+
+
+def _check_parameters(imp, node, count: int) -> tuple[np.ndarray, str, np.ndarray]:
+    """The combined float32 scale ``(x_scale * w_scale) / y_scale`` (one value, or ``count``),
+    y's dtype and zero point, after checking every scale and zero point."""
+    x_scale = _scale(imp, node, 1, "x_scale")
+    w_scale = _scale(imp, node, 4, "w_scale", count)
+    y_scale = _scale(imp, node, 6, "y_scale")
+    for i, what in ((2, "x_zero_point"), (5, "w_zero_point")):
+        _scalar_input(imp, node, i, what)  # a run-time one is refused as such, with its name
+    dtype, y_zp = _output_zero_point(imp, node)
+    with np.errstate(over="ignore", under="ignore"):
+        scale = (x_scale * w_scale) / y_scale  # float32, onnxruntime's order
+    if not np.all(np.isfinite(scale)):
+        raise imp.unsupported(f"x_scale * w_scale / y_scale overflows float32 (x_scale "
+                              f"{float(x_scale)!r}, y_scale {float(y_scale)!r}): onnxruntime "
+                              f"would requantize with an infinite scale")
+    return scale.astype(np.float32), dtype, y_zp
+
+
+def _weight_input(imp, node, what: str) -> None:
+    """Refuse run-time weights (input 3) with what to do instead."""
+    w = node.input[3] if len(node.input) > 3 else ""
+    if not w or not imp.is_const(w):
+        raise imp.unsupported(f"{what} {w!r} must be a constant (the quantized weights), but it "
+                              f"is computed at run time; quantize in QDQ format instead "
+                              f"(quant_format=QuantFormat.QDQ), which imports")
+
+
+def _with_bias(imp, node, y: str, kind: str, bias: np.ndarray | None, shape) -> str:
+    """The float32 sum plus the int32 ``bias`` (reshaped to ``shape``), rounded once to float32
+    as onnxruntime's int32 sum converted (module doc)."""
+    if bias is None or not bias.any():
+        if kind == "int32":
+            y = imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/float32")[0]
+        return y
+    if kind == "float32" and int(np.abs(bias.astype(np.int64)).max()) <= EXACT:
+        b = imp.add_constant(bias.astype(np.float32).reshape(shape), f"{node.output[0]}.bias")
+        return imp.emit("add", [y, b], [None], suffix="/bias")[0]
+    if kind == "float32":
+        y = imp.emit("cast", [y], [None], {"dtype": "int32"}, suffix="/int32")[0]
+    b = imp.add_constant(bias.astype(np.int32).reshape(shape), f"{node.output[0]}.bias")
+    y = imp.emit("add", [y, b], [None], suffix="/bias")[0]
+    return imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/float32")[0]
+
+
+def _requantize(imp, node, y: str, scale: np.ndarray, shape, dtype: str,
+                zp: np.ndarray) -> None:
+    """``saturate(round(y * scale) + zp)`` bound to the node's output (module doc)."""
+    from .quantize import integer_readers_only  # .quantize imports .ops, which imports this
+
+    out = node.output[0]
+    s = imp.add_constant(scale.reshape(shape) if scale.ndim else scale, f"{out}.scale")
+    [y] = imp.emit("mul", [y, s], [None], suffix="/scale")
+    [y] = imp.emit("round", [y], [None], suffix="/round")
+    # + 0.0 too: it turns round's -0.0 into the 0 an integer is
+    [y] = imp.emit("add", [y, imp.add_constant(zp, f"{out}.zero_point")], [None],
+                   suffix="/zero_point")
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    bounds = {"min": float(info.min), "max": float(info.max)}
+    if integer_readers_only(imp, out):
+        imp.emit("clip", [y], [out], bounds)
+        imp.fake_quantized[out] = dtype
+        return
+    [y] = imp.emit("clip", [y], [None], bounds, suffix="/saturate")
+    imp.emit("cast", [y], [out], {"dtype": dtype})
+
+
+def _bias(imp, node, channels: int, bound: np.ndarray) -> np.ndarray | None:
+    """QLinearConv's constant int32 bias (input 8), one per output channel, after refusing a
+    sum with it beyond int32 (``bound``: the sums' largest magnitude per output channel)."""
+    bias = _scalar_input(imp, node, 8, "B")
+    if bias is None:
+        return None
+    if bias.dtype != np.int32:
+        raise ModelFileError(f"bias of dtype {bias.dtype}: QLinearConv's bias is int32",
+                             node=imp.node_name, op=node.op_type)
+    if bias.shape != (channels,):
+        raise ModelFileError(f"bias of shape {list(bias.shape)}: must be one value per output "
+                             f"channel ({channels})", node=imp.node_name, op=node.op_type)
+    total = int((bound + np.abs(bias.astype(np.int64))).max(initial=0))
+    if total > INT32_MAX:
+        raise imp.unsupported(f"its sums with the bias reach {total} in magnitude, beyond "
+                              f"int32: onnxruntime's int32 accumulation would wrap")
+    return bias
+
+
+@maps("QLinearConv")
+def _qlinear_conv(imp, node, attrs):
+    """ConvInteger's exact sum plus the bias, requantized as onnxruntime (module doc)."""
+    _only(imp, attrs, CONV_ATTRS)
+    _weight_input(imp, node, "W")
+    _integer_operand(imp, node)
+    w = imp.const(node.input[3])
+    if w.ndim < 3:
+        raise imp.unsupported(f"W of shape {list(w.shape)}; QLinearConv needs (M, C/group, "
+                              f"*kernel)")
+    channels = w.shape[0]
+    scale, dtype, zp = _check_parameters(imp, node, channels)
+    bound = _reach(_shifted_weight(imp, node, 0, "W", 3), 1, 0).sum(axis=0)
+    bias = _bias(imp, node, channels, bound)
+    y, kind = conv_sum(imp, node, attrs, at=3)
+    shape = (channels,) + (1,) * (w.ndim - 2)  # over (N, M, *spatial)
+    y = _with_bias(imp, node, y, kind, bias, shape)
+    _requantize(imp, node, y, scale, shape, dtype, zp)
+
+
+@maps("QLinearMatMul")
+def _qlinear_matmul(imp, node, attrs):
+    """MatMulInteger's exact sum, requantized as onnxruntime (module doc)."""
+    _only(imp, attrs, {})
+    _weight_input(imp, node, "B")
+    _integer_operand(imp, node)
+    b = imp.const(node.input[3])
+    columns = b.shape[-1] if b.ndim == 2 else None
+    scale, dtype, zp = _check_parameters(imp, node, columns)
+    y, kind = matmul_sum(imp, node, at=3)
+    y = _with_bias(imp, node, y, kind, None, None)
+    _requantize(imp, node, y, scale, (columns,), dtype, zp)
+
+
+def _integer_operand(imp, node) -> None:
+    """Refuse an input x that is not int8/uint8 (held in float32 or not)."""
+    x = node.input[0]
+    dtype = imp.fake_quantized.get(x) or imp.type_of(x).dtype
+    if dtype not in _INTEGERS:
+        raise imp.unsupported(f"x of dtype {dtype}: only int8 and uint8 are supported")

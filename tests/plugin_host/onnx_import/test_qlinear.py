@@ -1,0 +1,457 @@
+"""Operator-oriented quantized models (``quantize_static`` with ``QuantFormat.QOperator``):
+QLinearConv and QLinearMatMul imported with onnxruntime's numbers. A torch CNN (conv, relu,
+linear) quantized per tensor and per channel with uint8 and int8 weights, built and compared
+bit for bit on the numpy and onnxruntime backends; hand-made nodes with strides, pads,
+dilations, groups, depthwise, per-channel scales, biases, int8 and uint8, ties, sums beyond
+float32's exact integers; and what is refused, naming the node (run-time scales or weights,
+zero points of another dtype, scales that are not positive and finite, sums beyond int32).
+
+Where onnxruntime's u8 x s8 kernel saturates (x86-64 without VNNI) the reference of a model of
+uint8 activations and int8 weights is not its exact sums, so its build's comparison fails; the
+import is then checked against onnxruntime running the same model with its int8 weights
+rewritten as uint8 (``w + 128``, zero point + 128: the same differences, a u8 x u8 kernel
+that does not saturate), which is exact on every CPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
+from plugin_host.executor import Executor
+from plugin_host.onnx_import import import_onnx
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+from .conftest import (assert_refused, check_on_both_backends, export, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
+from .test_quantize_dynamic import _onnxruntime_saturates
+from .test_quantized import _Batches, _check, _save, _vi
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+helper, TP, numpy_helper = onnx.helper, onnx.TensorProto, onnx.numpy_helper
+RNG = np.random.default_rng(47)
+_Q = quantization.QuantType
+_ELEM = {"uint8": TP.UINT8, "int8": TP.INT8}
+
+
+def _u8_twin(path, out):
+    """``path`` with the int8 weights (and their zero points) of its QLinearConv and
+    QLinearMatMul rewritten as uint8 + 128: the same model on a u8 x u8 kernel."""
+    model = onnx.load(str(path))
+    names = {n.input[i] for n in model.graph.node if n.op_type in ("QLinearConv",
+                                                                   "QLinearMatMul")
+             for i in (3, 5)}
+    for t in model.graph.initializer:
+        if t.name in names and t.data_type == TP.INT8:
+            shifted = numpy_helper.to_array(t).astype(np.int16) + 128
+            t.CopyFrom(numpy_helper.from_array(shifted.astype(np.uint8), t.name))
+    onnx.save(model, str(out))
+    return out
+
+
+def _exact_on_both_backends(graph, reference, feeds) -> None:
+    """The graph's outputs equal onnxruntime's for ``reference`` (optimizations off), bit for
+    bit, on the numpy and the onnxruntime backend."""
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(graph, backend)
+        for feed in feeds:
+            got = executor.run(dict(feed))
+            for name, value in onnxruntime_outputs(reference, feed, optimized=False).items():
+                assert got[name].dtype == value.dtype, name
+                np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def _build_or_refused(path, tmp_path, signer, u8_by_s8: bool):
+    """import_and_load, or None where onnxruntime saturates u8 x s8 sums here and the model
+    has such a node: its build is refused, its comparison failing, nothing written."""
+    if u8_by_s8 and _onnxruntime_saturates(tmp_path):
+        with pytest.raises(ModelImportError, match=r"differs from onnxruntime.*: "
+                                                   r"onnxruntime's u8 x s8 integer kernel on "
+                                                   r"this CPU \(x86-64 without VNNI\) "
+                                                   r"saturates each pair of products"):
+            import_and_load(path, tmp_path / "q.pha", signer)
+        assert not (tmp_path / "q.pha").exists()
+        return None
+    return import_and_load(path, tmp_path / "q.pha", signer)[1]
+
+
+# --- quantize_static(QOperator) on a torch CNN ----------------------------------------------
+
+
+class _CNN(torch.nn.Module):
+    """Conv (strided, padded) + ReLU + Linear; the Linear on a 3-D input exports as MatMul and
+    Add (a 2-D one is a Gemm, which the QOperator format writes as com.microsoft's QGemm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1, stride=2)
+        self.fc = torch.nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.relu(self.conv(x)), 1).unsqueeze(1))
+
+
+_SHAPE = (2, 3, 8, 8)
+#: (per_channel, weight type, reduce_range): per-channel conv weights are always int8 (the
+#: quantizer's choice); reduce_range's 7-bit weights are exact on every CPU
+_CONFIGS = [pytest.param(False, _Q.QUInt8, False, id="per-tensor-u8"),
+            pytest.param(False, _Q.QInt8, False, id="per-tensor-s8"),
+            pytest.param(False, _Q.QInt8, True, id="per-tensor-s8-reduce-range"),
+            pytest.param(True, _Q.QUInt8, False, id="per-channel-u8"),
+            pytest.param(True, _Q.QInt8, False, id="per-channel-s8"),
+            pytest.param(True, _Q.QInt8, True, id="per-channel-s8-reduce-range")]
+
+
+def _feeds() -> list[dict]:
+    feeds = [{"x": (RNG.standard_normal(_SHAPE) * s).astype(np.float32)} for s in (1, 3, 30)]
+    extreme = RNG.standard_normal(_SHAPE).astype(np.float32)
+    extreme.reshape(-1)[:4] = [1e30, -1e30, -0.0, 1e-45]
+    return feeds + [{"x": extreme}]
+
+
+@pytest.mark.parametrize("per_channel, weights, reduce_range", _CONFIGS)
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_qoperator_cnn_matches_onnxruntime_bit_for_bit(dynamo, per_channel, weights,
+                                                         reduce_range, tmp_path, signer):
+    torch.manual_seed(3)
+    float_model = export(_CNN(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx",
+                         dynamo=dynamo, input_names=["x"], output_names=["y"])
+    path = tmp_path / "qop.onnx"
+    quantization.quantize_static(str(float_model), str(path), _Batches("x", _SHAPE),
+                                 quant_format=quantization.QuantFormat.QOperator,
+                                 per_channel=per_channel, weight_type=weights,
+                                 activation_type=_Q.QUInt8, reduce_range=reduce_range,
+                                 op_types_to_quantize=["Conv", "MatMul"])
+    model = onnx.load(str(path))
+    assert {"QLinearConv", "QLinearMatMul"} <= {n.op_type for n in model.graph.node}
+    int8 = {t.name for t in model.graph.initializer if t.data_type == TP.INT8}
+    u8_by_s8 = any(n.input[3] in int8 for n in model.graph.node if n.op_type.startswith("QL"))
+    assert u8_by_s8 == (weights == _Q.QInt8 or per_channel)
+    graph = import_onnx(path).graph
+    ops = {n.op for n in graph.nodes}
+    assert {"conv", "linear", "round", "clip"} <= ops and "cast" not in ops  # float32 only
+    feeds = _feeds()
+    _exact_on_both_backends(graph, _u8_twin(path, tmp_path / "twin.onnx"), feeds)
+    loaded = _build_or_refused(path, tmp_path, signer, u8_by_s8 and not reduce_range)
+    if loaded is None:
+        return
+    check_on_both_backends(path, loaded, feeds)
+    _check(path, loaded, feeds, exact=True)
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+
+
+# --- hand-made QLinearConv / QLinearMatMul ---------------------------------------------------
+
+
+def _ints(dtype: str, shape, lo=None, hi=None) -> np.ndarray:
+    info = np.iinfo(dtype)
+    lo, hi = info.min if lo is None else lo, info.max if hi is None else hi
+    return RNG.integers(lo, hi, size=shape, endpoint=True).astype(dtype)
+
+
+def _qlinear(tmp_path, op: str, x_shape, y_shape, x_dtype: str, w: np.ndarray, w_scale,
+             w_zp, *, x_scale=0.02, x_zp=None, y_scale=0.05, y_zp=None, bias=None,
+             runtime=(), name="n", **attrs):
+    """x -> ``op`` (node "n") -> graph output "y" (x's dtype); every other input an
+    initializer, except those named in ``runtime`` (graph inputs)."""
+    info = np.iinfo(x_dtype)
+    x_zp = np.array(info.min // 2 + 100 if x_zp is None else x_zp, x_dtype) \
+        if not isinstance(x_zp, np.ndarray) else x_zp
+    y_zp = np.array(info.max // 2 if y_zp is None else y_zp, x_dtype) \
+        if not isinstance(y_zp, np.ndarray) else y_zp
+    w_zp = np.asarray(w_zp) if isinstance(w_zp, np.generic) else np.asarray(w_zp, w.dtype)
+    values = {"xs": np.asarray(x_scale, np.float32), "xz": x_zp, "w": w,
+              "ws": np.asarray(w_scale, np.float32), "wz": w_zp,
+              "ys": np.asarray(y_scale, np.float32), "yz": y_zp}
+    ins = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+    if bias is not None:
+        values["b"] = bias
+        ins.append("b")
+    inputs = [_vi("x", _ELEM[x_dtype], x_shape)] + [
+        _vi(k, helper.np_dtype_to_tensor_dtype(values[k].dtype), values[k].shape)
+        for k in runtime]
+    inits = [numpy_helper.from_array(v, k) for k, v in values.items() if k not in runtime]
+    node = helper.make_node(op, ins, ["y"], name=name, **attrs)
+    return _save(tmp_path / "m.onnx", [node], inputs,
+                 [_vi("y", helper.np_dtype_to_tensor_dtype(y_zp.dtype), y_shape)], inits)
+
+
+def _int_feeds(dtype: str, shape) -> list[dict]:
+    info = np.iinfo(dtype)
+    return [{"x": _ints(dtype, shape)}, {"x": _ints(dtype, shape)},
+            {"x": np.full(shape, info.max, dtype)}, {"x": np.full(shape, info.min, dtype)}]
+
+
+#: (x dtype, w dtype, the weights' range): int8 weights by uint8 inputs within [-63, 63], so
+#: that no pair of products saturates int16 on any CPU
+_DTYPES = [pytest.param("uint8", "uint8", (0, 255), id="u8u8"),
+           pytest.param("uint8", "int8", (-63, 63), id="u8s8"),
+           pytest.param("int8", "int8", (-128, 127), id="s8s8")]
+#: (group, input channels, output channels, attributes, output spatial shape) over a (2, C, 7,
+#: 6) input
+_CONVS = {
+    "padded-strided-dilated": (1, 3, 4, {"pads": [1, 0, 2, 1], "strides": [2, 1],
+                                         "dilations": [1, 2]}, (4, 3)),
+    "grouped": (2, 4, 6, {"pads": [1, 1, 1, 1], "strides": [1, 2]}, (7, 3)),
+    "depthwise": (4, 4, 4, {"auto_pad": "SAME_UPPER"}, (7, 6)),
+}
+
+
+@pytest.mark.parametrize("conv", sorted(_CONVS))
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
+@pytest.mark.parametrize("x_dtype, w_dtype, w_range", _DTYPES)
+def test_qlinear_conv_matches_onnxruntime_bit_for_bit(x_dtype, w_dtype, w_range, per_channel,
+                                                      conv, tmp_path, signer):
+    group, c_in, c_out, attrs, spatial = _CONVS[conv]
+    w = _ints(w_dtype, (c_out, c_in // group, 3, 3), *w_range)
+    w_scale = (RNG.random(c_out if per_channel else ()) * 0.01 + 1e-3).astype(np.float32)
+    w_zp = _ints(w_dtype, c_out if per_channel else (), -4 if w_dtype == "int8" else 120,
+                 4 if w_dtype == "int8" else 136)
+    bias = _ints("int32", (c_out,), -20000, 20000)
+    model = _qlinear(tmp_path, "QLinearConv", (2, c_in, 7, 6), (2, c_out) + spatial, x_dtype,
+                     w, w_scale, w_zp, x_scale=0.0173, y_scale=0.0231, bias=bias, group=group,
+                     kernel_shape=[3, 3], **attrs)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops == ["cast", "sub", "conv", "add", "mul", "round", "add", "clip", "cast"], ops
+    feeds = _int_feeds(x_dtype, (2, c_in, 7, 6))
+    check_on_both_backends(model, loaded, feeds)
+    _exact_on_both_backends(loaded.graph, model, feeds)
+
+
+@pytest.mark.parametrize("per_column", [False, True], ids=["per-tensor", "per-column"])
+@pytest.mark.parametrize("x_dtype, w_dtype, w_range", _DTYPES)
+def test_qlinear_matmul_matches_onnxruntime_bit_for_bit(x_dtype, w_dtype, w_range, per_column,
+                                                        tmp_path, signer):
+    """A 3-D input by a 2-D constant B, per-column scales and zero points."""
+    w = _ints(w_dtype, (24, 5), *w_range)
+    w_scale = (RNG.random(5 if per_column else ()) * 0.01 + 1e-3).astype(np.float32)
+    w_zp = _ints(w_dtype, 5 if per_column else (), -4 if w_dtype == "int8" else 120,
+                 4 if w_dtype == "int8" else 136)
+    model = _qlinear(tmp_path, "QLinearMatMul", (2, 3, 24), (2, 3, 5), x_dtype, w, w_scale,
+                     w_zp, x_scale=0.0173, y_scale=0.0231)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert "linear" in {n.op for n in loaded.graph.nodes}
+    feeds = _int_feeds(x_dtype, (2, 3, 24))
+    check_on_both_backends(model, loaded, feeds)
+    _exact_on_both_backends(loaded.graph, model, feeds)
+
+
+def test_the_scale_is_x_scale_times_w_scale_then_divided_by_y_scale(tmp_path, signer):
+    """Scales whose float32 combinations round apart: ``(x_scale * w_scale) / y_scale`` is
+    onnxruntime's; ``x_scale * (w_scale / y_scale)`` and the exact (float64) quotient move
+    some of these sums by one."""
+    f = np.float32
+    x_scale, w_scale, y_scale = f(0.0225), f(0.006482), f(0.04167)
+    ours = (x_scale * w_scale) / y_scale
+    others = [x_scale * (w_scale / y_scale),
+              f(np.float64(x_scale) * np.float64(w_scale) / np.float64(y_scale))]
+    assert all(ours != other for other in others)
+    acc = np.arange(1, 255 * 256, dtype=np.int64)
+    want = np.round(acc.astype(f) * ours)
+    apart = acc[(want <= 255) & np.any([np.round(acc.astype(f) * other) != want
+                                        for other in others], axis=0)]
+    assert apart.size >= 10
+    # a uint8 B of one row of 1 and 255 rows of 255: every sum below 255 * 256 reachable
+    k = 256
+    w = np.full((k, 1), 255, np.uint8)
+    w[0] = 1
+    x = np.zeros((apart.size, k), np.uint8)
+    x[:, 0] = apart % 255
+    for i, s in enumerate(apart // 255):
+        x[i, 1:1 + s // 255] = 255
+        x[i, 1 + s // 255] = s % 255
+    assert np.array_equal(x.astype(np.int64) @ w.astype(np.int64), apart[:, None])
+    model = _qlinear(tmp_path, "QLinearMatMul", (apart.size, k), (apart.size, 1), "uint8", w,
+                     w_scale, np.uint8(0), x_scale=x_scale, x_zp=0, y_scale=y_scale, y_zp=0)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    got = onnxruntime_outputs(model, {"x": x}, optimized=False)["y"][:, 0]
+    np.testing.assert_array_equal(got, np.round(apart.astype(f) * ours))
+    for other in others:
+        assert np.any(got != np.round(apart.astype(f) * other))
+    _exact_on_both_backends(loaded.graph, model, [{"x": x}])
+
+
+def test_halves_round_to_even_like_onnxruntime(tmp_path, signer):
+    """A combined scale of 0.5: odd sums land on halves, which go to the even integer."""
+    w = np.ones((1, 1), np.uint8)
+    model = _qlinear(tmp_path, "QLinearMatMul", (8, 1), (8, 1), "uint8", w, 0.5, np.uint8(0),
+                     x_scale=1.0, x_zp=0, y_scale=1.0, y_zp=0)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    x = np.array([[1], [3], [5], [7], [9], [251], [253], [255]], np.uint8)
+    want = onnxruntime_outputs(model, {"x": x}, optimized=False)["y"]
+    assert want.ravel().tolist() == [0, 2, 2, 4, 4, 126, 126, 128]
+    _exact_on_both_backends(loaded.graph, model, [{"x": x}])
+
+
+@pytest.mark.parametrize("y_scale", [1e-3, 1e-9, 1e-30], ids=["1e-3", "1e-9", "1e-30"])
+def test_outputs_beyond_the_range_saturate_like_onnxruntime(y_scale, tmp_path, signer):
+    """Tiny output scales: the products reach far beyond the integer range (1e-30: beyond
+    int32 and near float32's end), and saturate at its ends as onnxruntime's do."""
+    w = _ints("int8", (4, 4, 3, 3), -60, 60)
+    model = _qlinear(tmp_path, "QLinearConv", (1, 4, 5, 5), (1, 4, 5, 5), "int8", w, 0.5,
+                     np.int8(0), x_scale=1.0, x_zp=0, y_scale=y_scale, y_zp=3,
+                     bias=_ints("int32", (4,), -100, 100), pads=[1, 1, 1, 1])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    feeds = _int_feeds("int8", (1, 4, 5, 5))
+    _exact_on_both_backends(loaded.graph, model, feeds)
+    assert set(np.unique(onnxruntime_outputs(model, feeds[0], optimized=False)["y"])) <= {
+        -128, 3, 127}
+
+
+@pytest.mark.parametrize("bias", ["small", "large"])
+def test_sums_beyond_float32s_exact_integers_run_in_exact_runs(bias, tmp_path, signer):
+    """64 input channels of 3 x 3 uint8 weights near 255: sums up to 255 * 255 * 576 > 2**24,
+    split into runs summed in int32; a bias beyond 2**24 (``large``) is added in int32 too;
+    the int32 sum rounds to float32 once, as onnxruntime's."""
+    w = _ints("uint8", (2, 64, 3, 3), 240, 255)
+    b = np.array([3, -5] if bias == "small" else [2 ** 25 + 1, 2 ** 25 + 3], np.int32)
+    model = _qlinear(tmp_path, "QLinearConv", (1, 64, 5, 5), (1, 2, 5, 5), "uint8", w,
+                     0.0123, np.uint8(0), x_scale=0.01, x_zp=0, y_scale=34.0, y_zp=0,
+                     bias=b, pads=[1, 1, 1, 1])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    # three runs of input channels, each cast to int32; the sum (with the bias) to float32
+    assert ops.count("conv") == ops.count("slice") == 3 and ops.count("cast") == 1 + 3 + 1 + 1
+    x = _ints("uint8", (1, 64, 5, 5), 250, 255)
+    want = onnxruntime_outputs(model, {"x": x}, optimized=False)["y"]
+    assert 0 < want.min() and want.max() < 255  # in range: the rounding shows
+    _exact_on_both_backends(loaded.graph, model, [{"x": x}, {"x": _ints("uint8", x.shape)}])
+
+
+def test_integers_only_requantized_and_dequantized_stay_float32(tmp_path, signer):
+    """QuantizeLinear -> QLinearConv -> QLinearConv -> DequantizeLinear: no cast at all, so
+    backends without integer tensors run it; bit for bit with onnxruntime."""
+    w1, w2 = _ints("uint8", (4, 3, 3, 3)), _ints("uint8", (2, 4, 1, 1))
+    f = np.float32
+    inits = [numpy_helper.from_array(v, k) for k, v in {
+        "s": np.array(0.05, f), "z": np.array(128, np.uint8), "w1": w1, "w2": w2,
+        "ws": np.array(0.004, f), "wz": np.array(127, np.uint8), "s1": np.array(0.07, f),
+        "z1": np.array(10, np.uint8), "s2": np.array(0.3, f), "z2": np.array(99, np.uint8),
+        "b": _ints("int32", (4,), -500, 500)}.items()]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+             helper.make_node("QLinearConv", ["xq", "s", "z", "w1", "ws", "wz", "s1", "z1",
+                                              "b"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("QLinearConv", ["h", "s1", "z1", "w2", "ws", "wz", "s2", "z2"],
+                              ["hq"], name="c2"),
+             helper.make_node("DequantizeLinear", ["hq", "s2", "z2"], ["y"], name="dq")]
+    model = _save(tmp_path / "m.onnx", nodes, [_vi("x", shape=(1, 3, 6, 6))],
+                  [_vi("y", shape=(1, 2, 6, 6))], inits)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert "cast" not in {n.op for n in loaded.graph.nodes}
+    feeds = [{"x": (RNG.standard_normal((1, 3, 6, 6)) * s).astype(np.float32)} for s in (1, 9)]
+    check_on_both_backends(model, loaded, feeds)
+    _exact_on_both_backends(loaded.graph, model, feeds)
+
+
+# --- refused -----------------------------------------------------------------------------
+
+
+def _conv(tmp_path, **options):
+    w = options.pop("w", np.ones((2, 3, 1, 1), np.uint8))
+    w_scale = options.pop("w_scale", 0.01)
+    w_zp = options.pop("w_zp", np.uint8(1))
+    return _qlinear(tmp_path, "QLinearConv", (1, 3, 4, 4), (1, 2, 4, 4), "uint8", w,
+                    w_scale, w_zp, **options)
+
+
+_WHERE = "node 'n' (QLinearConv)"
+
+
+@pytest.mark.parametrize("which", ["xs", "ws", "ys", "xz", "wz", "yz"])
+def test_a_runtime_scale_or_zero_point_is_refused(which, tmp_path):
+    what = {"xs": "x_scale", "ws": "w_scale", "ys": "y_scale", "xz": "x_zero_point",
+            "wz": "w_zero_point", "yz": "y_zero_point"}[which]
+    assert_refused(_conv(tmp_path, runtime=(which,)), UnsupportedModelError, _WHERE,
+                   f"{what} {which!r} must be a constant (known at import)")
+
+
+@pytest.mark.parametrize("op", ["QLinearConv", "QLinearMatMul"])
+def test_runtime_weights_are_refused_saying_what_imports(op, tmp_path):
+    w = np.ones((2, 3, 1, 1) if op == "QLinearConv" else (3, 2), np.uint8)
+    shape = (1, 3, 4, 4) if op == "QLinearConv" else (4, 3)
+    y_shape = (1, 2, 4, 4) if op == "QLinearConv" else (4, 2)
+    model = _qlinear(tmp_path, op, shape, y_shape, "uint8", w, 0.01, np.uint8(1),
+                     runtime=("w",))
+    what = "W" if op == "QLinearConv" else "B"
+    assert_refused(model, UnsupportedModelError, f"node 'n' ({op})",
+                   f"{what} 'w' must be a constant (the quantized weights), but it is computed "
+                   f"at run time; quantize in QDQ format instead (quant_format=QuantFormat.QDQ)")
+
+
+@pytest.mark.parametrize("which", ["x", "w", "y"])
+def test_a_zero_point_of_another_dtype_is_refused(which, tmp_path):
+    if which == "x":
+        model, message = _conv(tmp_path, x_zp=np.array(1, np.int8)), (
+            "X's zero point of dtype int8 differs from the values' uint8")
+    elif which == "w":
+        model, message = _conv(tmp_path, w_zp=np.int8(1)), (
+            "W's zero point of dtype int8 differs from the values' uint8")
+    else:
+        model, message = _conv(tmp_path, y_zp=np.array(1, np.int16)), (
+            "y_zero_point of dtype int16: only int8 and uint8 are supported")
+    error = UnsupportedModelError if which == "y" else ModelFileError
+    assert_refused(model, error, _WHERE, message)
+
+
+@pytest.mark.parametrize("value", [0.0, -0.5, np.nan, np.inf])
+@pytest.mark.parametrize("which", ["x_scale", "w_scale", "y_scale"])
+def test_a_scale_not_positive_and_finite_is_refused(which, value, tmp_path):
+    if which == "w_scale":
+        model = _conv(tmp_path, w_scale=np.array([0.01, value], np.float32))
+    else:
+        model = _conv(tmp_path, **{which: value})
+    assert_refused(model, ModelFileError, _WHERE, f"{which} ")
+    assert_refused(model, ModelFileError, _WHERE, "must be positive and finite")
+
+
+def test_scales_of_the_wrong_shape_are_refused(tmp_path):
+    assert_refused(_conv(tmp_path, y_scale=np.array([0.1, 0.2], np.float32)), ModelFileError,
+                   _WHERE, "y_scale of shape [2]: must be one value")
+    assert_refused(_conv(tmp_path, w_scale=np.array([0.1, 0.2, 0.3], np.float32)),
+                   ModelFileError, _WHERE, "w_scale of shape [3]: must be one value or 2 "
+                   "(one per output channel)")
+
+
+def test_a_combined_scale_beyond_float32_is_refused(tmp_path):
+    model = _conv(tmp_path, x_scale=1e30, w_scale=1e30, y_scale=1.0)
+    assert_refused(model, UnsupportedModelError, _WHERE,
+                   "x_scale * w_scale / y_scale overflows float32")
+
+
+def test_a_sum_with_the_bias_beyond_int32_is_refused(tmp_path):
+    model = _conv(tmp_path, w_zp=np.uint8(0), bias=np.array([2 ** 31 - 100, 0], np.int32))
+    # 255 * 3 from the weights (all 1) beside 2**31 - 100
+    assert_refused(model, UnsupportedModelError, _WHERE,
+                   "its sums with the bias reach 2147484313 in magnitude, beyond int32")
+
+
+def test_a_bias_of_another_dtype_or_shape_is_refused(tmp_path):
+    assert_refused(_conv(tmp_path, bias=np.array([1, 2], np.int64)), ModelFileError, _WHERE,
+                   "bias of dtype int64: QLinearConv's bias is int32")
+    assert_refused(_conv(tmp_path, bias=np.array([1, 2, 3], np.int32)), ModelFileError,
+                   _WHERE, "bias of shape [3]: must be one value per output channel (2)")
+
+
+def test_a_grouped_conv_beyond_float32s_exact_sums_is_refused(tmp_path):
+    w = np.full((2, 64, 3, 3), 255, np.uint8)  # 255 * 255 * 576 > 2**24 per group
+    model = _qlinear(tmp_path, "QLinearConv", (1, 128, 5, 5), (1, 2, 3, 3), "uint8", w, 0.01,
+                     np.uint8(0), group=2)
+    assert_refused(model, UnsupportedModelError, _WHERE,
+                   "group=2 with sums beyond the 2**24 float32 holds exactly")
+
+
+def test_other_operator_oriented_ops_stay_refused_with_the_hint(tmp_path):
+    """QLinearConv imports; com.microsoft's QLinearAdd beside it is still refused."""
+    assert "conv" in {n.op for n in import_onnx(_conv(tmp_path)).graph.nodes}
+    model = onnx.load(str(_conv(tmp_path)))
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    model.graph.node.append(helper.make_node("QLinearAdd", ["y", "ys", "yz", "y", "ys", "yz",
+                                                            "ys", "yz"], ["y2"], name="add",
+                                             domain="com.microsoft"))
+    model.graph.output[0].CopyFrom(_vi("y2", TP.UINT8, (1, 2, 4, 4)))
+    onnx.save(model, tmp_path / "extra.onnx")
+    assert_refused(tmp_path / "extra.onnx", UnsupportedModelError, "node 'add' (QLinearAdd)",
+                   "quant_format=QuantFormat.QDQ")
