@@ -1127,7 +1127,8 @@ tf_half_pixel_for_nn (o + 0.5) / s (TensorFlow's half-pixel centres, which tf2on
 align_corners o * (in - 1) / (out - 1), 0 where out is 1; asymmetric o / s. s is scales (float32,
 one per spatial axis, > 0; then each size must be floor(in * s) or -1) or, without scales, out /
 in. mode nearest takes the input element at that coordinate rounded by nearest_mode (floor, ceil,
-round with halves down or up), clamped into the input; linear interpolates between the two
+round with halves down or up; a fraction within 1e-6 of a half is the half, as onnxruntime
+rounds it), clamped into the input; linear interpolates between the two
 neighbours along each axis (the coordinate clamped into [0, in - 1]; bilinear for 2 spatial axes,
 trilinear for 3); cubic (x (N, C, H, W) only, as onnxruntime's bicubic) weighs the 4 elements
 floor(c) - 1 .. floor(c) + 2 by Keys' cubic kernel with coefficient cubic_coeff_a (-0.75 as torch's

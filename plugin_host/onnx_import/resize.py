@@ -12,6 +12,7 @@ import numpy as np
 
 from abi.ops import dims
 from abi.ops.glue import scaled_size
+from abi.resampling import axis_taps, coordinates
 
 from ..errors import ModelFileError
 
@@ -131,100 +132,14 @@ def _resize_roi(imp, node, shape: list, axes: list) -> list[tuple[float, float]]
     return [ends.get(a, (0.0, 1.0)) for a in range(2, len(shape))]
 
 
-def _coordinates(out: int, length: int, scale: float, mode: str, roi) -> np.ndarray:
-    """The input coordinate onnxruntime reads for each of the ``out`` positions ``o`` along an
-    axis of ``length`` (float32, its order of operations; ``scale`` the axis' float32 scale):
-    tf_crop_and_resize ``start * (in - 1) + o * (end - start) * (in - 1) / (out - 1)`` for
-    ``roi`` (start, end), ``(start + end) / 2 * (in - 1)`` where out is 1; the other modes as
-    the resize op's (pytorch_half_pixel and align_corners 0 where out is 1)."""
-    o = np.arange(out, dtype=F32)
-    s = F32(scale)
-    if mode == "tf_crop_and_resize":
-        start, end = F32(roi[0]), F32(roi[1])
-        if out == 1:  # the float32 sum, then float64 as onnxruntime, rounded once
-            return np.array([0.5 * float(start + end) * (length - 1)], F32)
-        return start * F32(length - 1) + o * (end - start) * F32(length - 1) / F32(out - 1)
-    if mode == "asymmetric":
-        return o / s
-    if mode == "align_corners":
-        return np.zeros(1, F32) if out == 1 else o * F32(length - 1) / F32(out - 1)
-    if mode == "pytorch_half_pixel" and out == 1:
-        return np.zeros(1, F32)
-    if mode == "tf_half_pixel_for_nn":
-        return (o + F32(0.5)) / s
-    if mode == "half_pixel_symmetric":  # the offset in float32, the rest in float64
-        offset = F32(length) / F32(2) * (F32(1) - F32(out) / (s * F32(length)))
-        return (np.float64(offset) + (o.astype(np.float64) + 0.5) / np.float64(s)
-                - 0.5).astype(F32)
-    return (o + F32(0.5)) / s - F32(0.5)
-
-
-def _cubic_weights(frac: np.ndarray, a: float) -> list:
-    """onnxruntime's cubic (Keys) weights of the taps at floor - 1 .. floor + 2 for the
-    fractional parts ``frac`` of the coordinates, float32 in its order of operations."""
-    a, one, two = F32(a), F32(1), F32(2)
-    d = np.abs(frac)
-
-    def near(t):  # |t| <= 1
-        return ((a + two) * t - (a + F32(3))) * t * t + one
-
-    def far(t):  # 1 < |t| < 2
-        return ((a * t - F32(5) * a) * t + F32(8) * a) * t - F32(4) * a
-
-    return [far(d + one), near(d), near(one - d), far(two - d)]
-
-
-def _axis_taps(c: np.ndarray, length: int, attrs: dict, last: bool) -> tuple[list, object]:
-    """What one axis reads at the coordinates ``c``, as onnxruntime: ``([(indices, weights or
-    None), ...], divisor or None)``. nearest: the coordinate rounded by nearest_mode (one within
-    1e-6 of a half taken as the half, as onnxruntime 1.32 rounds), clamped into the input;
-    linear: the two neighbours of the coordinate clamped into [0, in - 1], each weighted by its
-    distance to the other (0.5 each at the last element); cubic: the 4 taps from floor(c) - 1,
-    clamped into the input, weighted by Keys' kernel; with exclude_outside those outside weigh
-    0 and the others are divided by their sum (folded into the innermost axis' weights, else
-    the divisor of each weighted tap)."""
-    mode = attrs.get("mode", "nearest")
-    if mode == "nearest":
-        floor = np.floor(c)
-        frac = c - floor
-        half = np.abs(frac - F32(0.5)) < 1e-6
-        index = {"floor": floor, "ceil": np.ceil(c),
-                 "round_prefer_floor": floor + ((frac > 0.5) & ~half),
-                 "round_prefer_ceil": floor + ((frac >= 0.5) | half)}[
-            attrs.get("nearest_mode", "round_prefer_floor")]
-        return [(np.clip(index, 0, length - 1).astype(np.int64), None)], None
-    if mode == "linear":
-        c = np.clip(c, F32(0), F32(length - 1))
-        i0 = np.floor(c).astype(np.int64)
-        i1 = np.minimum(i0 + 1, length - 1)
-        w0 = (i1 - c).astype(F32)
-        w1 = (c - i0).astype(F32)
-        edge = i0 == i1
-        w0[edge] = w1[edge] = 0.5
-        return [(i0, w0), (i1, w1)], None
-    floor = np.floor(c)
-    taps = floor.astype(np.int64) - 1 + np.arange(4, dtype=np.int64)[:, None]
-    weights = np.stack(_cubic_weights(c - floor, attrs.get("cubic_coeff_a", -0.75)))
-    divisor = None
-    if attrs.get("exclude_outside", 0):
-        weights[(taps < 0) | (taps >= length)] = 0
-        total = np.zeros(c.shape, F32)
-        for w in weights:  # summed one tap after the other, as onnxruntime
-            total += w
-        if last:
-            weights = weights / total
-        else:
-            divisor = total
-    return list(zip(np.clip(taps, 0, length - 1), weights)), divisor
-
-
 def _resize_by_axes(imp, node, attrs: dict, shape: list, size: list, scales,
                     roi: list | None) -> None:
     """Resize as onnxruntime computes it, where the resize op cannot say it (tf_crop_and_resize;
     a keep_aspect_ratio_policy size other than floor(in * scale)): along each spatial axis,
-    innermost first, a ``gather`` of constant indices per tap (:func:`_axis_taps` at
-    onnxruntime's coordinates, :func:`_coordinates`), a ``mul`` by its constant weights (and
-    a ``div`` by the exclude_outside divisor) and an ``add`` of the taps. As onnxruntime, an
+    innermost first, a ``gather`` of constant indices per tap
+    (:func:`abi.resampling.axis_taps` at onnxruntime's coordinates,
+    :func:`abi.resampling.coordinates`), a ``mul`` by its constant weights (and a ``div`` by
+    the exclude_outside divisor) and an ``add`` of the taps. As onnxruntime, an
     axis whose float32 scale (``scales``, else out / in) is 1 is read where it is, whatever
     its roi (nearest: not at all; linear and cubic weigh its neighbours by 0, so an inf there
     gives nan, as onnxruntime's; a run-time such axis is left alone), and a Resize that keeps
@@ -268,7 +183,7 @@ def _resize_by_axes(imp, node, attrs: dict, shape: list, size: list, scales,
             c = np.arange(d, dtype=F32)
         else:
             with np.errstate(over="ignore", invalid="ignore"):
-                c = _coordinates(o, d, s, coordinate, roi[i] if roi is not None else None)
+                c = coordinates(o, d, s, coordinate, roi[i] if roi is not None else None)
             if not np.isfinite(c).all():  # onnxruntime would read a nan coordinate anywhere
                 raise imp.unsupported(f"roi {list(roi[i])} of spatial axis {i} (input shape "
                                       f"{shape}) puts coordinates past float32's range")
@@ -279,7 +194,11 @@ def _resize_by_axes(imp, node, attrs: dict, shape: list, size: list, scales,
                 outside.append((axis, mask))
         now[axis] = o
         imp.check_size(f"its resize along axis {axis}", now)
-        y = _resample(imp, y, axis, rank, _axis_taps(c, d, attrs, i == len(plan) - 1),
+        taps = axis_taps(c, d, attrs.get("mode", "nearest"),
+                         attrs.get("nearest_mode", "round_prefer_floor"),
+                         attrs.get("cubic_coeff_a", -0.75), attrs.get("exclude_outside", 0),
+                         i == len(plan) - 1)
+        y = _resample(imp, y, axis, rank, taps,
                       f"{out}.axis{axis}", f"/axis{axis}")
     if outside:
         value = imp.add_constant(np.asarray(attrs.get("extrapolation_value", 0.0), F32),
@@ -299,8 +218,9 @@ def _why(attrs: dict) -> str:
 
 
 def _resample(imp, y: str, axis: int, rank: int, taps: tuple, origin: str, suffix: str) -> str:
-    """``y`` resampled along ``axis`` by ``taps`` (:func:`_axis_taps`): each tap's ``gather``,
-    times its weights, divided by the divisor, the taps added one after the other."""
+    """``y`` resampled along ``axis`` by ``taps`` (:func:`abi.resampling.axis_taps`): each
+    tap's ``gather``, times its weights, divided by the divisor, the taps added one after the
+    other."""
     reads, divisor = taps
     shape = (-1,) + (1,) * (rank - 1 - axis)
     if divisor is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .coordinates import resize_coordinates
+from abi.resampling import coordinates
 
 F32 = np.float32
 _SUPPORT = {"linear": F32(2.0), "cubic": F32(4.0)}
@@ -58,7 +58,7 @@ def antialias_taps(length: int, out: int, scale, mode: str, coordinate: str,
     inv = F32(1) / s if s >= F32(1) else F32(1)
     with np.errstate(all="ignore"):
         where = (np.arange(out, dtype=F32) if s == F32(1)
-                 else resize_coordinates(out, length, rscale, coordinate))
+                 else coordinates(out, length, rscale, coordinate))
         center = F32(0.5) + where
         lo = np.floor(center - support + F32(0.5)).astype(np.int64)
         hi = np.floor(center + support + F32(0.5)).astype(np.int64)

@@ -19,9 +19,9 @@ from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
 from abi.ops.glue import scale_fraction, scaled_size
+from abi.resampling import axis_taps, coordinates
 
 from .antialias import antialias_taps
-from .coordinates import resize_coordinates
 
 
 # --- activations -------------------------------------------------------------------------------
@@ -556,58 +556,12 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, d
 
 # --- resize ------------------------------------------------------------------------------------
 
-def _cubic_weights(frac, a) -> list:
-    """onnxruntime's cubic (Keys) weights of the taps at floor - 1 .. floor + 2 for the
-    fractional parts ``frac`` of the coordinates, in float32 with its order of operations."""
-    a, one, two = np.float32(a), np.float32(1), np.float32(2)
-    d = np.abs(frac)
-
-    def near(t):  # |t| <= 1
-        return ((a + two) * t - (a + np.float32(3))) * t * t + one
-
-    def far(t):  # 1 < |t| < 2
-        return ((a * t - np.float32(5) * a) * t + np.float32(8) * a) * t - np.float32(4) * a
-
-    return [far(d + one), near(d), near(one - d), far(two - d)]
-
-
 def _resize_axis(out: int, length: int, scale, attrs: dict, last: bool):
-    """What one axis gathers: (indices,) for nearest; (i0, i1, w0, w1) for linear; for cubic
-    (taps, weights, divisor): 4 rows of indices clamped into the input and their weights, and
-    the sum of the weights that exclude_outside divides the innermost axis' weights by (folded
-    into them here) or the other axis' products by (divisor; None without exclude_outside)."""
-    c = resize_coordinates(out, length, scale, attrs["coordinate_mode"])
-    if attrs["mode"] == "nearest":
-        floor = np.floor(c)
-        frac = c - floor
-        how = attrs["nearest_mode"]
-        index = {"floor": floor, "ceil": np.ceil(c), "round_prefer_floor": floor + (frac > 0.5),
-                 "round_prefer_ceil": floor + (frac >= 0.5)}[how]
-        return (np.clip(index, 0, length - 1).astype(np.intp),)
-    if attrs["mode"] == "cubic":
-        floor = np.floor(c)
-        first = floor.astype(np.intp) - 1
-        taps = first + np.arange(4, dtype=np.intp)[:, None]
-        weights = np.stack(_cubic_weights(c - floor, attrs["cubic_coeff_a"]))
-        divisor = None
-        if attrs["exclude_outside"]:
-            weights[(taps < 0) | (taps >= length)] = 0
-            total = np.zeros(out, np.float32)
-            for w in weights:  # summed one tap after the other, as onnxruntime
-                total += w
-            if last:
-                weights = weights / total
-            else:
-                divisor = total
-        return np.clip(taps, 0, length - 1), weights, divisor
-    c = np.clip(c, np.float32(0), np.float32(length - 1))
-    i0 = np.floor(c).astype(np.intp)
-    i1 = np.minimum(i0 + 1, length - 1)
-    w0 = (i1 - c).astype(np.float32)  # onnxruntime's weights: the distance to the other one
-    w1 = (c - i0).astype(np.float32)
-    edge = i0 == i1
-    w0[edge] = w1[edge] = 0.5
-    return i0, i1, w0, w1
+    """What one axis gathers, :func:`abi.resampling.axis_taps` at the coordinates of its
+    mode: ``([(indices, weights or None), ...], divisor or None)``."""
+    c = coordinates(out, length, scale, attrs["coordinate_mode"])
+    return axis_taps(c, length, attrs["mode"], attrs.get("nearest_mode", "round_prefer_floor"),
+                     attrs.get("cubic_coeff_a", -0.75), attrs.get("exclude_outside", False), last)
 
 
 def _resize_plan(spatial, attrs: dict) -> list | tuple | None:
@@ -673,25 +627,20 @@ def _resize_apply(x, plan, mode: str):
                     x = _windows_apply(x, axis, *step)
         return x
     if mode == "nearest":
-        index = np.ix_(*(p[0] for p in plan))
+        index = np.ix_(*(taps[0][0] for taps, _ in plan))
         return x[(slice(None), slice(None), *index)]
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):  # inf * 0: nan (IEEE)
-        for axis, step in reversed(list(enumerate(plan, start=2))):
+        for axis, (taps, divisor) in reversed(list(enumerate(plan, start=2))):
             shape = (-1,) + (1,) * (x.ndim - 1 - axis)
-            if mode == "cubic":  # the innermost axis first, each sum from 0 tap by tap
-                taps, weights, divisor = step
-                y = np.zeros(x.shape[:axis] + taps.shape[1:] + x.shape[axis + 1:], x.dtype)
-                for tap, w in zip(taps, weights):
-                    term = np.take(x, tap, axis=axis) * w.astype(x.dtype).reshape(shape)
-                    if divisor is not None:
-                        term /= divisor.astype(x.dtype).reshape(shape)
-                    y += term
-                x = y
-                continue
-            i0, i1, w0, w1 = step
-            a = np.take(x, i0, axis=axis) * w0.astype(x.dtype).reshape(shape)
-            b = np.take(x, i1, axis=axis) * w1.astype(x.dtype).reshape(shape)
-            x = a + b
+            # the innermost axis first; cubic sums from 0 tap by tap, linear adds its two
+            y = np.zeros(x.shape[:axis] + taps[0][0].shape + x.shape[axis + 1:], x.dtype) \
+                if mode == "cubic" else None
+            for tap, w in taps:
+                term = np.take(x, tap, axis=axis) * w.astype(x.dtype).reshape(shape)
+                if divisor is not None:
+                    term /= divisor.astype(x.dtype).reshape(shape)
+                y = term if y is None else y + term
+            x = y
     return x
 
 

@@ -661,3 +661,26 @@ def test_what_resize_and_depth_to_space_refuse_names_node_and_value(tmp_path, ca
     assert f"node 'node' ({op_type})" in text and message in text, text
     assert "\n" not in text
 
+
+
+@pytest.mark.parametrize("nearest_mode, scale", [("round_prefer_floor", 1.9999998),
+                                                 ("round_prefer_ceil", 2.0000002)])
+def test_nearest_takes_a_coordinate_a_hair_from_a_half_as_the_half(nearest_mode, scale,
+                                                                   tmp_path, signer):
+    """Asymmetric coordinates o / scale a hair past a half (1.9999998: 0.5000001, ...) or
+    short of one (2.0000002): within 1e-6 of it, which onnxruntime rounds as the half; so do
+    both backends (:data:`abi.resampling.NEAREST_HALF`), where an exact rounding of the float32
+    coordinates parts from it in 3 places."""
+    model = _model(tmp_path, "Resize", (1, 1, 1, 4), {
+        "roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1, scale], np.float32)},
+        attrs={"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+               "nearest_mode": nearest_mode})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    feed = {"x": np.array([[[[1, 2, 3, 4]]]], np.float32)}
+    want = onnxruntime_outputs(model, feed)["y"].reshape(-1)
+    c = np.arange(want.size, dtype=np.float32) / np.float32(scale)  # float32, as onnxruntime
+    frac = c - np.floor(c)
+    up = frac > 0.5 if nearest_mode == "round_prefer_floor" else frac >= 0.5
+    exact = feed["x"].reshape(-1)[np.minimum(np.floor(c) + up, 3).astype(int)]
+    assert (want != exact).sum() == 3
+    check_on_both_backends(model, loaded, [feed])
