@@ -977,18 +977,23 @@ def _wider_seed(folder: Path) -> str:
     """Uses of mapped ops that were refused until recently, written with onnx.helper at opset
     23 over a run-time height: RMSNormalization over three axes, LayerNormalization's Mean and
     InvStdDev, a dilated AveragePool, a Slice to INT32_MAX, ArgMax's last tie over the
-    run-time axis, and an integer Pow."""
+    run-time axis, an integer Pow, a RotaryEmbedding (through its ONNX function) and a Resize
+    by keep_aspect_ratio_policy."""
     tp = onnx.TensorProto
-    ins = [helper.make_tensor_value_info("x", tp.FLOAT, [1, 4, "h", 6]),
-           helper.make_tensor_value_info("ids", tp.INT64, [3, 5])]
+    ins = [helper.make_tensor_value_info(n, e, s) for n, e, s in (
+        ("x", tp.FLOAT, [1, 4, "h", 6]), ("ids", tp.INT64, [3, 5]),
+        ("q", tp.FLOAT, [1, 2, 3, 4]), ("cos", tp.FLOAT, [1, 3, 2]), ("sin", tp.FLOAT, [1, 3, 2]),
+        ("img", tp.FLOAT, [1, 2, 4, 6]))]
     outs = [helper.make_tensor_value_info(n, e, s) for n, e, s in (
         ("y", tp.FLOAT, [1, 4, "h", 4]), ("last", tp.INT64, [1, 4, 1, 4]),
-        ("squares", tp.INT64, [3, 5]))]
+        ("squares", tp.INT64, [3, 5]), ("rotated", tp.FLOAT, [1, 2, 3, 4]),
+        ("small", tp.FLOAT, [1, 2, 2, 3]))]
     consts = {"scale": np.linspace(0.5, 2, 4, dtype=np.float32).reshape(4, 1, 1),
               "gamma": np.linspace(-1, 1, 6, dtype=np.float32),
               "beta": np.full(6, 0.25, np.float32),
               "start": np.array([0], np.int64), "end": np.array([2 ** 31 - 1], np.int64),
-              "axis": np.array([2], np.int64), "two": np.array(2, np.int64)}
+              "axis": np.array([2], np.int64), "two": np.array(2, np.int64),
+              "sizes": np.array([3, 3], np.int64)}
     nodes = [
         helper.make_node("RMSNormalization", ["x", "scale"], ["r"], name="rms", axis=1),
         helper.make_node("LayerNormalization", ["r", "gamma", "beta"], ["ln", "mean", "inv"],
@@ -1000,7 +1005,11 @@ def _wider_seed(folder: Path) -> str:
         helper.make_node("Slice", ["pooled", "start", "end", "axis"], ["y"], name="whole"),
         helper.make_node("ArgMax", ["y"], ["last"], name="last", axis=2,
                          select_last_index=1),
-        helper.make_node("Pow", ["ids", "two"], ["squares"], name="squares")]
+        helper.make_node("Pow", ["ids", "two"], ["squares"], name="squares"),
+        helper.make_node("RotaryEmbedding", ["q", "cos", "sin"], ["rotated"], name="rope",
+                         interleaved=1),
+        helper.make_node("Resize", ["img", "", "", "sizes"], ["small"], name="resize",
+                         mode="linear", axes=[2, 3], keep_aspect_ratio_policy="not_larger")]
     graph = helper.make_graph(nodes, "wider", ins, outs, [
         onnx.numpy_helper.from_array(v, k) for k, v in consts.items()])
     path = folder / "wider.onnx"
@@ -1176,6 +1185,7 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert {"avg_pool", "layer_norm", "sum", "mul"} <= {n.op for n in wider.nodes}
     assert not any(n.name.startswith("whole") for n in wider.nodes)  # x[:, :, :INT32_MAX]
     assert wider.outputs[0].shape == (1, 4, "h", 4)
+    assert any(n.name.startswith("rope/fn/") for n in wider.nodes)
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
