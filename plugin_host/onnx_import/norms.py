@@ -234,28 +234,28 @@ def _lrn(imp, node, attrs):
     imp.check_size("its running-sum terms", [shape[0], 2 * (channels + size), *shape[2:]])
     out = node.output[0]
 
-    def step(op, inputs, name, op_attrs=None):
-        return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
-
     x_t = imp.tensor(x)
     scale = np.float32(alpha) / np.float32(size)  # as onnxruntime: in float32
-    terms = step("mul", [step("mul", [x_t, x_t], "square"),
-                         _scalar(imp, scale, x_t, f"{out}.alpha_over_size")], "scaled")
+    terms = _step(imp, "mul", [_step(imp, "mul", [x_t, x_t], "square"),
+                               _scalar(imp, scale, x_t, f"{out}.alpha_over_size")], "scaled")
     pre = (size - 1) // 2
     spatial = [[0, 0], [0, 0]]
     if size > 1:
-        terms = step("pad", [terms], "window", {
+        terms = _step(imp, "pad", [terms], "window", {
             "pads": [[0, 0], [pre, size - 1 - pre], *spatial], "mode": "constant",
             "value": 0.0})
-    terms = step("pad", [terms], "bias", {"pads": [[0, 0], [1, 0], *spatial],
-                                          "mode": "constant", "value": bias})
-    both = step("concat", [terms, step("neg", [terms], "negated")], "terms", {"axis": 1})
+    terms = _step(imp, "pad", [terms], "bias", {"pads": [[0, 0], [1, 0], *spatial],
+                                                "mode": "constant", "value": bias})
+    both = _step(imp, "concat", [terms, _step(imp, "neg", [terms], "negated")], "terms",
+                 {"axis": 1})
     order = imp.add_constant(np.asarray(lrn_order(channels, size), np.int64), f"{out}.order")
-    sums = step("cumsum", [step("gather", [both, order], "ordered", {"axis": 1})], "running",
-                {"axis": 1})
-    sums = step("slice", [sums], "sums", {"starts": [size], "ends": [size + 2 * channels - 1],
-                                           "axes": [1], "steps": [2]})
-    power = step("pow", [sums, _scalar(imp, np.float32(-beta), x_t, f"{out}.neg_beta")], "pow")
+    ordered = _step(imp, "gather", [both, order], "ordered", {"axis": 1})
+    sums = _step(imp, "cumsum", [ordered], "running", {"axis": 1})
+    sums = _step(imp, "slice", [sums], "sums", {"starts": [size],
+                                                "ends": [size + 2 * channels - 1],
+                                                "axes": [1], "steps": [2]})
+    power = _step(imp, "pow", [sums, _scalar(imp, np.float32(-beta), x_t, f"{out}.neg_beta")],
+                  "pow")
     imp.emit("mul", [x_t, power], [out])
 
 
@@ -278,17 +278,14 @@ def _lp_norm(imp, node, attrs):
     axis = axis_in(attrs.get("axis", -1), len(t.shape))
     out = node.output[0]
 
-    def step(op, inputs, name, op_attrs=None):
-        return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
-
     x_t = imp.tensor(x)
-    parts = step("abs", [x_t], "abs") if p == 1 else step("mul", [x_t, x_t], "square")
-    norm = step("sum", [parts], "sum", {"axes": [axis], "keepdim": True})
+    parts = _step(imp, "abs", [x_t], "abs") if p == 1 else _step(imp, "mul", [x_t, x_t], "square")
+    norm = _step(imp, "sum", [parts], "sum", {"axes": [axis], "keepdim": True})
     if p == 2:
-        norm = step("sqrt", [norm], "norm")
+        norm = _step(imp, "sqrt", [norm], "norm")
     zero = _scalar(imp, 0.0, x_t, f"{out}.zero")
-    imp.emit("where", [step("equal", [norm, zero], "zero_norm"), zero,
-                       step("div", [x_t, norm], "divided")], [out])
+    imp.emit("where", [_step(imp, "equal", [norm, zero], "zero_norm"), zero,
+                       _step(imp, "div", [x_t, norm], "divided")], [out])
 
 
 @maps("MeanVarianceNormalization")
@@ -305,11 +302,9 @@ def _mean_variance_norm(imp, node, attrs):
         raise imp.unsupported("attribute axes=[]: no axis to normalize over")
     out = node.output[0]
 
-    def step(op, inputs, name, op_attrs=None):
-        return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
-
     reduce = {"axes": axes, "keepdim": True}
     x_t = imp.tensor(x)
-    centered = step("sub", [x_t, step("mean", [x_t], "mean", reduce)], "centered")
-    variance = step("mean", [step("mul", [centered, centered], "square")], "variance", reduce)
-    imp.emit("div", [centered, step("sqrt", [variance], "std")], [out])
+    centered = _step(imp, "sub", [x_t, _step(imp, "mean", [x_t], "mean", reduce)], "centered")
+    variance = _step(imp, "mean", [_step(imp, "mul", [centered, centered], "square")],
+                     "variance", reduce)
+    imp.emit("div", [centered, _step(imp, "sqrt", [variance], "std")], [out])
