@@ -89,15 +89,12 @@ def _shrink_map(imp, node, attrs):
     x = _float_input(imp, node)
     name = imp.node_name
 
-    def step(op, inputs, suffix):
-        return imp.emit(op, inputs, [None], suffix=f"/{suffix}")[0]
-
     b = _scalar(imp, bias, x, f"{name}.bias")
-    below = step("less", [x, _scalar(imp, -lambd, x, f"{name}.low")], "below")
-    above = step("greater", [x, _scalar(imp, lambd, x, f"{name}.high")], "above")
-    upper = step("where", [above, step("sub", [x, b], "minus"),
-                           _scalar(imp, 0.0, x, f"{name}.zero")], "upper")
-    imp.emit("where", [below, step("add", [x, b], "plus"), upper], [node.output[0]])
+    below = imp.step("less", [x, _scalar(imp, -lambd, x, f"{name}.low")], "below")
+    above = imp.step("greater", [x, _scalar(imp, lambd, x, f"{name}.high")], "above")
+    upper = imp.step("where", [above, imp.step("sub", [x, b], "minus"),
+                               _scalar(imp, 0.0, x, f"{name}.zero")], "upper")
+    imp.emit("where", [below, imp.step("add", [x, b], "plus"), upper], [node.output[0]])
 
 
 @maps("Hardmax")

@@ -208,28 +208,24 @@ def _seen_run_time(imp, scores: str, nonpad: str, causal: int,
         raise imp.unsupported(f"nonpad_kv_seqlen over run-time sequence lengths ({queries!r} "
                               f"queries, {keys!r} keys)")
 
-    def step(op, inputs, name, attrs=None):
-        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
-
-    def constant(value, name):
-        return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
-
     lengths = checked_index(imp, imp.tensor(nonpad), keys + 1, "nonpad_range", "nonpad_check")
-    lengths = step("reshape", [lengths], "nonpad_b", {"shape": [-1, 1, 1, 1]})
-    j = constant(np.arange(keys).reshape(1, 1, 1, keys), "key_positions")
-    seen = step("less", [j, lengths], "valid_keys")
+    lengths = imp.step("reshape", [lengths], "nonpad_b", {"shape": [-1, 1, 1, 1]})
+    j = imp.index_constant(np.arange(keys).reshape(1, 1, 1, keys), "key_positions")
+    seen = imp.step("less", [j, lengths], "valid_keys")
     left, right = window
     if causal or window != (-1, -1):
-        p = step("add", [constant(np.arange(queries).reshape(1, 1, queries, 1) - queries,
-                                  "query_offsets"), lengths], "query_positions")
+        offsets = np.arange(queries).reshape(1, 1, queries, 1) - queries
+        p = imp.step("add", [imp.index_constant(offsets, "query_offsets"), lengths],
+                     "query_positions")
         bounds = [("less_equal", p, "causal")] if causal else []
         if left >= 0:
-            bounds.append(("greater_equal", step("sub", [p, constant(left, "left")],
-                                                 "left_bound"), "left"))
+            left_bound = imp.step("sub", [p, imp.index_constant(left, "left")], "left_bound")
+            bounds.append(("greater_equal", left_bound, "left"))
         if right >= 0:
-            bounds.append(("less_equal", step("add", [p, constant(right, "right")],
-                                              "right_bound"), "right"))
+            right_bound = imp.step("add", [p, imp.index_constant(right, "right")],
+                                   "right_bound")
+            bounds.append(("less_equal", right_bound, "right"))
         for op, bound, name in bounds:
-            seen = step("and", [seen, step(op, [j, bound], f"{name}_seen")], f"{name}_and")
-    return step("where", [seen, _const(imp, 0.0, "attend"), _const(imp, -np.inf, "masked")],
-                "seen_bias")
+            seen = imp.step("and", [seen, imp.step(op, [j, bound], f"{name}_seen")], f"{name}_and")
+    return imp.step("where", [seen, _const(imp, 0.0, "attend"), _const(imp, -np.inf, "masked")],
+                    "seen_bias")

@@ -127,19 +127,16 @@ def _signed_shift(imp, node, a: str, b: str, direction: str) -> None:
     the spec and onnxruntime."""
     dtype = imp.types[a].dtype
 
-    def step(op, inputs, name, attrs=None):
-        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
-
-    ua, ub = (step("cast", [t], f"{what}_bits", {"dtype": "u" + dtype})
+    ua, ub = (imp.step("cast", [t], f"{what}_bits", {"dtype": "u" + dtype})
               for t, what in ((a, "a"), (b, "b")))
-    shifted = step("bit_shift", [ua, ub], "shift", {"direction": direction})
+    shifted = imp.step("bit_shift", [ua, ub], "shift", {"direction": direction})
     if direction == "right":
-        spread = step("bitwise_not", [step("bit_shift", [step("bitwise_not", [ua], "flip"), ub],
-                                           "flipped_shift", {"direction": "right"})],
-                      "sign_fill")
+        flipped = imp.step("bit_shift", [imp.step("bitwise_not", [ua], "flip"), ub],
+                           "flipped_shift", {"direction": "right"})
+        spread = imp.step("bitwise_not", [flipped], "sign_fill")
         zero = imp.add_constant(np.zeros((), dtypes.to_numpy(dtype)), f"{imp.node_name}.zero")
-        shifted = step("where", [step("less", [a, zero], "negative"), spread, shifted],
-                       "arithmetic")
+        shifted = imp.step("where", [imp.step("less", [a, zero], "negative"), spread, shifted],
+                           "arithmetic")
     imp.emit("cast", [shifted], [node.output[0]], {"dtype": dtype})
 
 

@@ -353,6 +353,16 @@ class Importer:
         self.nodes.append(Node(node_name, op, opdef.version, tuple(inputs), tuple(names), attrs))
         return names
 
+    def step(self, op: str, inputs: Sequence[str | None], name: str,
+             attrs: Mapping[str, Any] | None = None) -> str:
+        """One internal ABI node of the node being mapped (named ``<node>/<name>``); its
+        output."""
+        return self.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
+
+    def index_constant(self, value: Any, name: str) -> str:
+        """An int64 constant of the node being mapped (named ``<node>.<name>``)."""
+        return self.add_constant(np.asarray(value, np.int64), f"{self.node_name}.{name}")
+
     def check_size(self, what: str, shape: Sequence) -> None:
         """ModelFileError when a value of ``shape`` (a symbolic dim counted as 1, as golden
         inputs are drawn) would have more elements than the tensor cap."""

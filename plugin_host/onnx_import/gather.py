@@ -592,16 +592,11 @@ def _reverse_sequence(imp, node, attrs):
                  {"axis": time_axis})
         return
 
-    def step(op, inputs, name, attrs=None):
-        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
-
-    def constant(value, name):
-        return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
-
     length = checked_index(imp, _int64_indices(imp, lens), steps + 1, "lengths", "check")
-    length = step("reshape", [length], "along_batch", {"shape": along_batch})
-    t = constant(t, "steps")
-    back = step("sub", [step("sub", [length, t], "from_end"), constant(1, "one")], "back")
-    source = step("where", [step("less", [t, length], "inside"), back, t], "source")
-    source = step("expand", [source], "expand", {"shape": shape})
+    length = imp.step("reshape", [length], "along_batch", {"shape": along_batch})
+    t = imp.index_constant(t, "steps")
+    back = imp.step("sub", [imp.step("sub", [length, t], "from_end"),
+                            imp.index_constant(1, "one")], "back")
+    source = imp.step("where", [imp.step("less", [t, length], "inside"), back, t], "source")
+    source = imp.step("expand", [source], "expand", {"shape": shape})
     imp.emit("gather_elements", [imp.tensor(x), source], [node.output[0]], {"axis": time_axis})

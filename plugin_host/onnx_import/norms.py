@@ -25,11 +25,6 @@ from .ops import _only, _opt, _scalar, maps
 # --- the layer set's normalizations --------------------------------------------------------------
 
 
-def _step(imp, op: str, inputs: list, name: str, op_attrs: dict | None = None) -> str:
-    """One internal ABI node of the node being mapped (``suffix /name``); its output."""
-    return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
-
-
 def _wanted(imp, node, i: int) -> str | None:
     """The node's output ``i`` if it is given and read by another node or a graph output,
     else None."""
@@ -97,11 +92,11 @@ def _layer_norm(imp, node, attrs):
     mean = imp.emit("mean", [x_t], [mean_out], reduce, suffix="/mean")[0]
     if inv_out is None:
         return
-    centered = _step(imp, "sub", [x_t, mean], "centered")
-    variance = _step(imp, "mean", [_step(imp, "mul", [centered, centered], "square")],
-                     "variance", reduce)
-    std = _step(imp, "sqrt", [_step(imp, "add", [variance, _epsilon(imp, attrs, x_t)],
-                                    "plus_epsilon")], "std")
+    centered = imp.step("sub", [x_t, mean], "centered")
+    variance = imp.step("mean", [imp.step("mul", [centered, centered], "square")],
+                        "variance", reduce)
+    std = imp.step("sqrt", [imp.step("add", [variance, _epsilon(imp, attrs, x_t)],
+                                     "plus_epsilon")], "std")
     imp.emit("reciprocal", [std], [inv_out], suffix="/inv_std_dev")
 
 
@@ -153,11 +148,11 @@ def _rms_norm(imp, node, attrs):
     _broadcasts(imp, "scale", scale, scale_shape, shape, axis)
     x_t = imp.tensor(x)
     reduce = {"axes": list(range(axis, rank)), "keepdim": True}
-    mean_square = _step(imp, "mean", [_step(imp, "mul", [x_t, x_t], "square")], "mean_square",
-                        reduce)
-    rms = _step(imp, "sqrt", [_step(imp, "add", [mean_square, _epsilon(imp, attrs, x_t)],
-                                    "plus_epsilon")], "rms")
-    normalized = _step(imp, "div", [x_t, rms], "normalized")
+    mean_square = imp.step("mean", [imp.step("mul", [x_t, x_t], "square")], "mean_square",
+                           reduce)
+    rms = imp.step("sqrt", [imp.step("add", [mean_square, _epsilon(imp, attrs, x_t)],
+                                     "plus_epsilon")], "rms")
+    normalized = imp.step("div", [x_t, rms], "normalized")
     imp.emit("mul", [normalized, imp.tensor(scale)], [node.output[0]])
 
 
@@ -236,26 +231,26 @@ def _lrn(imp, node, attrs):
 
     x_t = imp.tensor(x)
     scale = np.float32(alpha) / np.float32(size)  # as onnxruntime: in float32
-    terms = _step(imp, "mul", [_step(imp, "mul", [x_t, x_t], "square"),
-                               _scalar(imp, scale, x_t, f"{out}.alpha_over_size")], "scaled")
+    terms = imp.step("mul", [imp.step("mul", [x_t, x_t], "square"),
+                             _scalar(imp, scale, x_t, f"{out}.alpha_over_size")], "scaled")
     pre = (size - 1) // 2
     spatial = [[0, 0], [0, 0]]
     if size > 1:
-        terms = _step(imp, "pad", [terms], "window", {
+        terms = imp.step("pad", [terms], "window", {
             "pads": [[0, 0], [pre, size - 1 - pre], *spatial], "mode": "constant",
             "value": 0.0})
-    terms = _step(imp, "pad", [terms], "bias", {"pads": [[0, 0], [1, 0], *spatial],
-                                                "mode": "constant", "value": bias})
-    both = _step(imp, "concat", [terms, _step(imp, "neg", [terms], "negated")], "terms",
-                 {"axis": 1})
+    terms = imp.step("pad", [terms], "bias", {"pads": [[0, 0], [1, 0], *spatial],
+                                              "mode": "constant", "value": bias})
+    both = imp.step("concat", [terms, imp.step("neg", [terms], "negated")], "terms",
+                    {"axis": 1})
     order = imp.add_constant(np.asarray(lrn_order(channels, size), np.int64), f"{out}.order")
-    ordered = _step(imp, "gather", [both, order], "ordered", {"axis": 1})
-    sums = _step(imp, "cumsum", [ordered], "running", {"axis": 1})
-    sums = _step(imp, "slice", [sums], "sums", {"starts": [size],
-                                                "ends": [size + 2 * channels - 1],
-                                                "axes": [1], "steps": [2]})
-    power = _step(imp, "pow", [sums, _scalar(imp, np.float32(-beta), x_t, f"{out}.neg_beta")],
-                  "pow")
+    ordered = imp.step("gather", [both, order], "ordered", {"axis": 1})
+    sums = imp.step("cumsum", [ordered], "running", {"axis": 1})
+    sums = imp.step("slice", [sums], "sums", {"starts": [size],
+                                              "ends": [size + 2 * channels - 1],
+                                              "axes": [1], "steps": [2]})
+    power = imp.step("pow", [sums, _scalar(imp, np.float32(-beta), x_t, f"{out}.neg_beta")],
+                     "pow")
     imp.emit("mul", [x_t, power], [out])
 
 
@@ -279,13 +274,13 @@ def _lp_norm(imp, node, attrs):
     out = node.output[0]
 
     x_t = imp.tensor(x)
-    parts = _step(imp, "abs", [x_t], "abs") if p == 1 else _step(imp, "mul", [x_t, x_t], "square")
-    norm = _step(imp, "sum", [parts], "sum", {"axes": [axis], "keepdim": True})
+    parts = imp.step("abs", [x_t], "abs") if p == 1 else imp.step("mul", [x_t, x_t], "square")
+    norm = imp.step("sum", [parts], "sum", {"axes": [axis], "keepdim": True})
     if p == 2:
-        norm = _step(imp, "sqrt", [norm], "norm")
+        norm = imp.step("sqrt", [norm], "norm")
     zero = _scalar(imp, 0.0, x_t, f"{out}.zero")
-    imp.emit("where", [_step(imp, "equal", [norm, zero], "zero_norm"), zero,
-                       _step(imp, "div", [x_t, norm], "divided")], [out])
+    imp.emit("where", [imp.step("equal", [norm, zero], "zero_norm"), zero,
+                       imp.step("div", [x_t, norm], "divided")], [out])
 
 
 @maps("MeanVarianceNormalization")
@@ -304,7 +299,7 @@ def _mean_variance_norm(imp, node, attrs):
 
     reduce = {"axes": axes, "keepdim": True}
     x_t = imp.tensor(x)
-    centered = _step(imp, "sub", [x_t, _step(imp, "mean", [x_t], "mean", reduce)], "centered")
-    variance = _step(imp, "mean", [_step(imp, "mul", [centered, centered], "square")],
-                     "variance", reduce)
-    imp.emit("div", [centered, _step(imp, "sqrt", [variance], "std")], [out])
+    centered = imp.step("sub", [x_t, imp.step("mean", [x_t], "mean", reduce)], "centered")
+    variance = imp.step("mean", [imp.step("mul", [centered, centered], "square")],
+                        "variance", reduce)
+    imp.emit("div", [centered, imp.step("sqrt", [variance], "std")], [out])

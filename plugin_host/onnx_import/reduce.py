@@ -77,17 +77,14 @@ def _reduce_log_sum_exp(imp, node, attrs):
     if not dtype.startswith("float"):
         raise imp.unsupported(f"input of dtype {dtype}: needs a float tensor")
 
-    def step(op, inputs, name, attrs=None):
-        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
-
-    m = step("amax", [x], "max", {**reduce, "keepdim": True})
+    m = imp.step("amax", [x], "max", {**reduce, "keepdim": True})
     big = _scalar(imp, float(np.finfo(dtypes.to_numpy(dtype)).max), x, f"{imp.node_name}.max")
-    infinite = step("greater", [step("abs", [m], "abs"), big], "infinite")
-    m = step("where", [infinite, _scalar(imp, 0.0, x, f"{imp.node_name}.zero"), m], "shift")
-    s = step("sum", [step("exp", [step("sub", [x, m], "sub")], "exp")], "sum", reduce)
+    infinite = imp.step("greater", [imp.step("abs", [m], "abs"), big], "infinite")
+    m = imp.step("where", [infinite, _scalar(imp, 0.0, x, f"{imp.node_name}.zero"), m], "shift")
+    s = imp.step("sum", [imp.step("exp", [imp.step("sub", [x, m], "sub")], "exp")], "sum", reduce)
     if not reduce["keepdim"]:  # m's reduced axes are of size 1: their max drops them
-        m = step("amax", [m], "squeeze", reduce)
-    imp.emit("add", [step("log", [s], "log"), m], [node.output[0]])
+        m = imp.step("amax", [m], "squeeze", reduce)
+    imp.emit("add", [imp.step("log", [s], "log"), m], [node.output[0]])
 
 
 _ARG = {"ArgMax": "argmax", "ArgMin": "argmin"}

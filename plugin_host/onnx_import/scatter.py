@@ -356,15 +356,9 @@ def _tensor_scatter(imp, node, attrs):
         raise ModelFileError(f"update {update!r} of {steps} steps along axis {axis} exceeds "
                              f"the cache's {length}")
 
-    def step(op, inputs, name, attrs=None):
-        return imp.emit(op, inputs, [None], attrs, suffix=f"/{name}")[0]
-
-    def constant(value, name):
-        return imp.add_constant(np.asarray(value, np.int64), f"{imp.node_name}.{name}")
-
     rank = len(shape)
-    positions = constant(np.arange(steps).reshape([steps if a == axis else 1
-                                                   for a in range(rank)]), "steps")
+    positions = imp.index_constant(np.arange(steps).reshape([steps if a == axis else 1
+                                                             for a in range(rank)]), "steps")
     if write is not None:
         if list(imp.type_of(write).shape) != [shape[0]]:
             raise ModelFileError(f"write_indices {write!r} of shape "
@@ -374,18 +368,18 @@ def _tensor_scatter(imp, node, attrs):
         if mode == "linear":  # [0, length - steps]: the update fits from it
             start = checked_index(imp, start, length - steps + 1, "starts", "write_check")
         else:  # at least 0: min(start, 0) must index [0]
-            below = step("min", [start, constant(0, "zero")], "below_zero")
-            check = step("gather_elements", [constant([0], "none"), below], "write_check",
-                         {"axis": 0})
-            start = step("add", [start, check], "checked")
-        start = step("reshape", [start], "per_batch", {"shape": [-1] + [1] * (rank - 1)})
-        positions = step("add", [start, positions], "positions")
+            below = imp.step("min", [start, imp.index_constant(0, "zero")], "below_zero")
+            check = imp.step("gather_elements", [imp.index_constant([0], "none"), below],
+                             "write_check", {"axis": 0})
+            start = imp.step("add", [start, check], "checked")
+        start = imp.step("reshape", [start], "per_batch", {"shape": [-1] + [1] * (rank - 1)})
+        positions = imp.step("add", [start, positions], "positions")
         if mode == "circular":
-            positions = step("mod", [positions, constant(length, "length")], "wrapped",
-                             {"fmod": False})
+            positions = imp.step("mod", [positions, imp.index_constant(length, "length")],
+                                 "wrapped", {"fmod": False})
     fixed = [d if type(d) is int else 1 for d in along]
-    positions = step("expand", [positions], "expand", {"shape": fixed})
+    positions = imp.step("expand", [positions], "expand", {"shape": fixed})
     if any(type(d) is not int for d in along):
-        positions = step("where", [run_time_mask(imp, along), positions, positions], "spread")
+        positions = imp.step("where", [run_time_mask(imp, along), positions, positions], "spread")
     imp.emit("scatter_elements", [imp.tensor(past), positions, imp.tensor(update)],
              [node.output[0]], {"axis": axis, "reduction": "none"})
