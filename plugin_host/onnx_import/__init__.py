@@ -18,10 +18,13 @@ CumSum, TopK), :mod:`.pool` (pooling),
 normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activations`
 (Softsign, ThresholdedRelu, Shrink, Hardmax),
 :mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's
-integer ops), :mod:`.einsum` (Einsum as transpose, reshape and matmul), :mod:`.signal` (Compress
-of a constant condition, the window functions as constants, DFT and STFT as matmul by constant
-cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot and
-BitShift as the bitwise glue ops, the logical Xor as ``not(equal)``),
+integer ops), :mod:`.qlinear` (QLinearConv, QLinearMatMul), :mod:`.qoperator` (com.microsoft's
+QLinearAdd, QGemm and the other QOperator-format ops, with :mod:`.mlas`: onnxruntime's
+arithmetic for their constants), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
+:mod:`.signal` (Compress of a constant condition, the window functions as constants, DFT and
+STFT as matmul by constant cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr,
+BitwiseXor, BitwiseNot and BitShift as the bitwise glue ops, the logical Xor as
+``not(equal)``),
 :mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.upgrade` (models of opsets 7 to
 12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float_width`
 (float16 and float64 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at

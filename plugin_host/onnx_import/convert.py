@@ -30,7 +30,7 @@ from . import symbolic
 from .fold import FOLDERS, fold, int_vector
 from .names import DIM_NAME, dim_name, is_run_time, sanitized, unnamed_dim
 from .reader import (DEFAULT_READ_LIMITS, ONNX_DTYPES, OPSETS, ReadLimits, default_opset,
-                     element_type, to_array)
+                     element_type, op_key, to_array)
 
 __all__ = ["Importer", "ImportedModel", "onnx_to_graph", "DEFAULT_LAYOUTS"]
 
@@ -456,7 +456,7 @@ class Importer:
                              notes=self.notes, reads=self.reads)
 
     def _map(self, node, mappers, patterns, index: int) -> None:
-        op = node.op_type
+        op = op_key(node)
         try:
             self._dispatch(node, op, mappers, patterns, index)
         except (ModelFileError, UnsupportedModelError) as exc:
@@ -697,9 +697,10 @@ class Importer:
                                                                 "If", "Loop"}
         found: dict[str, list] = {}
         for node in self.model.graph.node:
-            if node.op_type not in known and node.op_type != op and (
-                    node.op_type in REFUSED or not has_function(node, self.opset)):
-                found.setdefault(node.op_type, [0, _called(node)])[0] += 1
+            key = op_key(node)
+            if key not in known and key != op and (
+                    key in REFUSED or not has_function(node, self.opset)):
+                found.setdefault(key, [0, _called(node)])[0] += 1
         if not found:
             return ""
         parts = [f"{t} ({n} node{'s, first' if n > 1 else ','} {name!r})"

@@ -96,10 +96,28 @@ def _pool(imp, node, attrs):
         op, extra = "avg_pool", {"count_include_pad": bool(attrs.get("count_include_pad", 0))}
         if dilations != [1] * spatial:  # opset 19's; undilated: as artifacts before it
             extra["dilation"] = dilations
+    x = node.input[0]
+    codes = imp.fake_quantized.get(x) or imp.type_of(x).dtype
     if indices:
+        if codes in ("int8", "uint8"):
+            raise imp.unsupported(f"Indices of a MaxPool of {codes} codes: only their values "
+                                  f"are pooled")
         _pool_indices(imp, node, {**common, **extra})
         return
-    imp.emit(op, [imp.tensor(node.input[0])], [node.output[0]], {**common, **extra})
+    if op == "max_pool" and codes in ("int8", "uint8"):
+        return _max_pool_codes(imp, node, codes, {**common, **extra})
+    imp.emit(op, [imp.tensor(x)], [node.output[0]], {**common, **extra})
+
+
+def _max_pool_codes(imp, node, dtype: str, attrs: dict) -> None:
+    """MaxPool of 8-bit integers (quantize_static's QOperator format leaves it between its
+    quantized ops): ``max_pool`` of them as float32, which holds them exactly, bound as such
+    where only ops that read codes take them, else cast back."""
+    from .dynamic import _as_float
+    from .qoperator import bind_codes
+
+    bind_codes(imp, node, imp.step("max_pool", [_as_float(imp, node.input[0])], "max_pool",
+                                   attrs), dtype)
 
 
 def _pool_indices(imp, node, attrs: dict) -> None:

@@ -34,7 +34,7 @@ from ..errors import ModelFileError, UnsupportedModelError
 from .fold import axis_in
 from .fold import register as register_fold
 from .ops import REFUSED, maps
-from .reader import ONNX_DTYPES
+from .reader import ONNX_DTYPES, op_key
 
 #: The integer dtypes QuantizeLinear writes and DequantizeLinear reads (int32: DequantizeLinear
 #: only, the bias).
@@ -53,13 +53,12 @@ LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden st
              "op_types_to_quantize=['MatMul'] leaves the LSTM in float32, and the rest "
              "imports")
 
-#: Operator-oriented quantized ops not mapped: integer kernels whose rounding the float32
-#: backends do not reproduce (com.microsoft's, which the reader refuses with this hint).
-#: QLinearConv and QLinearMatMul (default domain) map in :mod:`.qlinear`.
+#: com.microsoft's operator-oriented quantized ops not mapped, which the reader refuses with
+#: this hint (QLinearConv and QLinearMatMul, default domain, map in :mod:`.qlinear`; QLinearAdd,
+#: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator`).
 OPERATOR_ORIENTED = frozenset({
-    "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
-    "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearSoftmax", "QLinearWhere",
-    "QLinearReduceMean", "QGemm", "QAttention", "QEmbedLayerNormalization",
+    "QLinearSoftmax", "QLinearWhere", "QLinearReduceMean", "QAttention",
+    "QEmbedLayerNormalization",
     "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QOrderedMatMul"})
 
 
@@ -189,19 +188,30 @@ def _constants(imp, node, x: str, dtype: str, axis: int) -> tuple[np.ndarray, np
     return parameters(shape, scale, zp, axis, dtype)
 
 
-#: The ops that take integers held in float32 (:data:`imp.fake_quantized`) as their first
-#: input: they dequantize or requantize them (QLinearConv, QLinearMatMul: :mod:`.qlinear`).
-INTEGER_READERS = ("DequantizeLinear", "QLinearConv", "QLinearMatMul")
+#: The ops that take integers held in float32 (:data:`imp.fake_quantized`), and at which
+#: inputs: they dequantize, requantize or compare them (QLinearConv, QLinearMatMul:
+#: :mod:`.qlinear`; com.microsoft's: :mod:`.qoperator`; MaxPool of 8-bit integers:
+#: :mod:`.pool`). QLinearConcat's are its every third input from the third.
+INTEGER_INPUTS = {
+    "DequantizeLinear": (0,), "QLinearConv": (0,), "QLinearMatMul": (0,), "MaxPool": (0,),
+    "com.microsoft.QLinearAdd": (0, 3), "com.microsoft.QLinearMul": (0, 3),
+    "com.microsoft.QLinearSigmoid": (0,), "com.microsoft.QLinearLeakyRelu": (0,),
+    "com.microsoft.QLinearAveragePool": (0,), "com.microsoft.QLinearGlobalAveragePool": (0,),
+    "com.microsoft.QGemm": (0,), "com.microsoft.QLinearConcat": "concat"}
+
+
+def _integer_input(node, i: int) -> bool:
+    at = INTEGER_INPUTS.get(op_key(node), ())
+    return i >= 2 and (i - 2) % 3 == 0 if at == "concat" else i in at
 
 
 def integer_readers_only(imp, name: str) -> bool:
-    """True when every reader of ``name`` is one of :data:`INTEGER_READERS` reading it as its
-    first input only and it is no graph output: then the integers can stay in float32, where
-    they are exact."""
+    """True when every reader of ``name`` reads it only at inputs of :data:`INTEGER_INPUTS`
+    and it is no graph output: then the integers can stay in float32, where they are
+    exact."""
     readers = [imp.model.graph.node[i] for i in imp.consumers.get(name, [])]
     return name not in imp.graph_outputs and bool(readers) and all(
-        n.op_type in INTEGER_READERS and list(n.input).count(name) == 1
-        and n.input[0] == name for n in readers)
+        _integer_input(n, i) for n in readers for i, t in enumerate(n.input) if t == name)
 
 
 @maps("QuantizeLinear")

@@ -133,9 +133,14 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                     f"{UPGRADED_OPSETS.start}..{UPGRADED_OPSETS.stop - 1} are "
                                     f"upgraded to {OPSETS.start})")
     for node in g.node:
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx") and op_key(node) not in CONTRIB_MAPPED:
             raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported"
                                         f"{_quantized_hint(node)}",
+                                        node=_node_name(node), op=node.op_type)
+        if node.domain == CONTRIB and opsets.get(CONTRIB) != 1:
+            raise UnsupportedModelError(f"{where}: {node.op_type} is a {CONTRIB} op but the "
+                                        f"model imports {CONTRIB} opset "
+                                        f"{opsets.get(CONTRIB)}, not 1",
                                         node=_node_name(node), op=node.op_type)
     named: set[str] = set()
     for node in g.node:  # onnxruntime refuses it too, once the import has spent its time
@@ -167,6 +172,20 @@ def _initializers_as_ir4(model) -> None:
         inputs = {vi.name for vi in model.graph.input}
         if any(t.name not in inputs for t in model.graph.initializer):
             model.ir_version = 4
+
+
+#: onnxruntime's contrib-op domain, and those of its ops that map (:mod:`.qoperator`):
+#: quantize_static's operator-oriented (QOperator) format.
+CONTRIB = "com.microsoft"
+CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in (
+    "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
+    "QLinearAveragePool", "QLinearGlobalAveragePool", "QGemm"))
+
+
+def op_key(node) -> str:
+    """The op a node is mapped as: its op_type, prefixed with its domain outside the default
+    one (``com.microsoft.QLinearAdd``)."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
 
 def _quantized_hint(node) -> str:

@@ -2,13 +2,14 @@
 VNNI) multiply uint8 activations by int8 weights with ``vpmaddubsw``, which adds each pair of
 products into an int16 and saturates there: 255 * -128 * 2 gives -32768, not -65280. So the
 reference's MatMulInteger and ConvInteger of a uint8 input by int8 weights (what
-``quantize_dynamic`` writes with its default int8 weights), and QLinearMatMul and QLinearConv
-likewise (``quantize_static``'s QOperator format), are not the model's exact int32
-sums on such a CPU, while the import computes them exactly. The build's comparison then fails;
-:func:`explain` says why, where the model has such a node and the reference's onnxruntime is
-seen to saturate (a two-element probe run by the reference process, once), and what builds
-instead: a CPU with VNNI, or uint8 weights (``weight_type=QuantType.QUInt8``, a u8 x u8 kernel
-that does not saturate) or ``reduce_range=True`` (7-bit weights, whose pairs fit in int16).
+``quantize_dynamic`` writes with its default int8 weights), and QLinearMatMul, QLinearConv and
+com.microsoft's QGemm likewise (``quantize_static``'s QOperator format), are not the model's
+exact int32 sums on such a CPU, while the import computes them exactly. The build's comparison
+then fails; :func:`explain` says why, where the model has such a node and the reference's
+onnxruntime is seen to saturate (a two-element probe run by the reference process, once), and
+what builds instead: a CPU with VNNI, or uint8 weights (``weight_type=QuantType.QUInt8``, a
+u8 x u8 kernel that does not saturate) or ``reduce_range=True`` (7-bit weights, whose pairs fit
+in int16).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 from .reference import run_reference
 
 #: the integer ops onnxruntime runs with that kernel -> the input holding their weights
-_INTEGER_OPS = {"MatMulInteger": 1, "ConvInteger": 1, "QLinearMatMul": 3, "QLinearConv": 3}
+_INTEGER_OPS = {"MatMulInteger": 1, "ConvInteger": 1, "QLinearMatMul": 3, "QLinearConv": 3,
+                "QGemm": 3}
 _INT8 = 3  # ONNX TensorProto.INT8
 
 #: whether the reference's onnxruntime saturates u8 x s8 sums (None: not probed yet)
@@ -26,9 +28,9 @@ _SATURATES: bool | None = None
 
 
 def int8_weight_node(model) -> tuple[str, str] | None:
-    """(name, op) of the first MatMulInteger, ConvInteger, QLinearMatMul or QLinearConv of
-    ``model`` whose weights (the second input; QLinear*'s fourth) are an int8 initializer,
-    else None."""
+    """(name, op) of the first MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv or QGemm
+    of ``model`` whose weights (the second input; the others' fourth) are an int8
+    initializer, else None."""
     int8 = {t.name for t in model.graph.initializer if t.data_type == _INT8}
     for node in model.graph.node:
         at = _INTEGER_OPS.get(node.op_type)

@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are ten tiny models exported from torch with the legacy exporter (milliseconds):
+The seeds are thirteen small models, most exported from torch with the legacy exporter:
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -22,9 +22,11 @@ Resize-11, Split, Squeeze, Softmax over a middle axis, an LSTM), ``half`` (float
 LayerNorm, Gemm, Casts to float32 and back), ``qdq`` (a conv net quantized by onnxruntime's
 quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) and ``dynamic``
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
-MatMulInteger) and ``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal
-attention with a Trilu mask and Reshapes of the heads between the two run-time dims, the last
-step, the tokens back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace,
+MatMulInteger), ``qop`` (a gated residual block quantized by quantize_static in the QOperator
+format: QLinearConv and com.microsoft's QLinearMul, QLinearAdd, QLinearSigmoid,
+QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm) and ``sequence`` (a run-time
+batch and length: Embedding Gathers, Range, causal attention with a Trilu mask and Reshapes of
+the heads between the two run-time dims, the last step, the tokens back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace,
 a Conv, the pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26,
 written with onnx.helper: TensorScatter at run-time write indices, Attention with per-batch
 cache lengths and a window, CumProd). Every mutant
@@ -1019,7 +1021,8 @@ def _wider_seed(folder: Path) -> str:
 
 def _quantized_seeds(folder: Path) -> dict[str, str]:
     """A small conv net quantized by onnxruntime's quantize_static (``qdq``: QDQ, per-channel
-    int8) and by its quantize_dynamic (``dynamic``: default options)."""
+    int8) and by its quantize_dynamic (``dynamic``: default options); a gated residual block
+    quantized by quantize_static in the QOperator format (``qop``: com.microsoft's ops)."""
     from onnxruntime import quantization
 
     from .conftest import export, torch
@@ -1038,7 +1041,22 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
                               torch.nn.Flatten(), torch.nn.Linear(48, 4))
     plain = export(net, [torch.randn(1, 2, 4, 4)], folder / "plain.onnx", dynamo=False,
                    input_names=["x"], output_names=["y"])
-    path, dynamic = folder / "qdq.onnx", folder / "dynamic.onnx"
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 2, 3, padding=1)
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            y = torch.nn.functional.leaky_relu(torch.sigmoid(y) * x + x, 0.1)
+            y = torch.cat([torch.nn.functional.avg_pool2d(y, 2),
+                           torch.nn.functional.max_pool2d(y, 2)], 1)
+            return self.fc(torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1))
+
+    block = export(Block(), [torch.randn(1, 2, 4, 4)], folder / "block.onnx", dynamo=False,
+                   input_names=["x"], output_names=["y"])
+    path, dynamic, qop = folder / "qdq.onnx", folder / "dynamic.onnx", folder / "qop.onnx"
     logging.disable(logging.WARNING)  # its advice to pre-process, on the root logger
     try:
         quantization.quantize_static(str(plain), str(path), Batches(),
@@ -1048,9 +1066,13 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
         # the default int8 weights' build is refused (onnx_import/saturation.py)
         quantization.quantize_dynamic(str(plain), str(dynamic),
                                       weight_type=quantization.QuantType.QUInt8)
+        quantization.quantize_static(str(block), str(qop), Batches(),
+                                     quant_format=quantization.QuantFormat.QOperator,
+                                     weight_type=quantization.QuantType.QUInt8,
+                                     activation_type=quantization.QuantType.QUInt8)
     finally:
         logging.disable(logging.NOTSET)
-    return {"qdq": str(path), "dynamic": str(dynamic)}
+    return {"qdq": str(path), "dynamic": str(dynamic), "qop": str(qop)}
 
 
 @pytest.fixture(scope="module")
@@ -1170,6 +1192,9 @@ def test_the_seed_models_build(seeds, tmp_path):
                                                       onnx.load(seeds["qdq"]).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= {
         n.op_type for n in onnx.load(seeds["dynamic"]).graph.node}
+    assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
+            "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
+        n.op_type for n in onnx.load(seeds["qop"]).graph.node}
     sequence = import_onnx(seeds["sequence"]).graph  # a batch and a length known at run time
     assert sequence.inputs[0].shape == ("batch", "seq")
     assert {"unflatten", "cumsum", "gather_elements"} <= {n.op for n in sequence.nodes}

@@ -1,0 +1,91 @@
+"""onnxruntime's CPU arithmetic for its quantized contrib ops (MLAS), reproduced in numpy where
+the importer computes a constant from it: the 256-entry lookup tables of QLinearSigmoid,
+QLinearLeakyRelu and QLinearConcat, and the folded zero-point constant of QLinearAdd.
+
+onnxruntime 1.32's x86-64 kernels (AVX2 with FMA3) were read and then compared with onnxruntime
+over every code of every table and random scales; each function's doc gives its order of
+float32 operations. ``fma`` is a fused multiply-add: one rounding of the exact ``a * b + c``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_F32 = np.float32
+
+
+def fma(a, b, c) -> np.ndarray:
+    """float32 ``a * b + c`` rounded once, as the FMA3 instruction. The product is exact in
+    float64; the float64 sum's own rounding error is recovered (TwoSum) and decides a float32
+    tie the float64 sum would otherwise break the wrong way."""
+    a, b, c = (np.asarray(v, _F32).astype(np.float64) for v in (a, b, c))
+    p = a * b
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)  # p + c == s + err exactly
+    r = s.astype(_F32)
+    r64 = r.astype(np.float64)
+    mirror = 2.0 * s - r64  # the other float32 neighbour when s is a tie between two
+    mirror32 = mirror.astype(_F32)
+    with np.errstate(invalid="ignore"):
+        tie = (mirror32.astype(np.float64) == mirror) & (mirror != r64) & np.isfinite(s)
+        wrong = tie & (err != 0) & (np.sign(r64 - s) != np.sign(err))
+    return np.where(wrong, mirror32, r).astype(_F32)
+
+
+#: MLAS's logistic: Eigen's rational approximation on [-18, 18], its float32 constants
+_LOGISTIC_P = tuple(_F32(v) for v in (4.37031012579801e-11, 1.15627324459942e-07,
+                                      6.08574864600143e-05, 8.51377133304701e-03,
+                                      2.48287947061529e-01))
+_LOGISTIC_Q = tuple(_F32(v) for v in (6.10247389755681e-13, 5.76102136993427e-09,
+                                      6.29106785017040e-06, 1.70198817374094e-03,
+                                      1.16817656904453e-01, 9.93151921023180e-01))
+
+
+def logistic(x) -> np.ndarray:
+    """MLAS's float32 logistic (its FMA3 kernel): x clamped to [-18, 18], ``x2 = x * x``, p and q
+    polynomials in x2 by Horner's rule with fused steps, ``max(0, x * p / q + 0.5)``. It is
+    within about 1e-7 of the exact logistic, and a table built from the exact one differs from
+    onnxruntime's where a value falls that close to a rounding half-way point."""
+    x = np.minimum(_F32(18), np.maximum(_F32(-18), np.asarray(x, _F32)))
+    x2 = (x * x).astype(_F32)
+    p = fma(x2, _LOGISTIC_P[0], _LOGISTIC_P[1])
+    for c in _LOGISTIC_P[2:]:
+        p = fma(x2, p, c)
+    q = fma(x2, _LOGISTIC_Q[0], _LOGISTIC_Q[1])
+    for c in _LOGISTIC_Q[2:]:
+        q = fma(x2, q, c)
+    p = (x * p).astype(_F32)
+    return np.maximum(_F32(0), ((p / q).astype(_F32) + _F32(0.5)).astype(_F32))
+
+
+def codes(dtype: str) -> np.ndarray:
+    """Every value of the 8-bit ``dtype`` in the order of its unsigned byte (int8: -128 first,
+    so a code's table position is ``code + 128``)."""
+    return np.arange(-128, 128) if dtype == "int8" else np.arange(256)
+
+
+def dequantized(dtype: str, scale: np.float32, zero_point: int) -> np.ndarray:
+    """``scale * (code - zero_point)`` for every code: the difference exact, one float32
+    rounding (QlinearBuildLookupTable's input)."""
+    return (_F32(scale) * (codes(dtype) - zero_point).astype(_F32)).astype(_F32)
+
+
+def quantized(y: np.ndarray, dtype: str, scale: np.float32, zero_point: int) -> np.ndarray:
+    """MlasQuantizeLinear: ``y / scale`` in float32, clamped to the codes' range less the zero
+    point (nan to its low end), rounded half to even, plus the zero point; the codes as
+    float32."""
+    info = np.iinfo(dtype)
+    lo, hi = _F32(int(info.min) - zero_point), _F32(int(info.max) - zero_point)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        v = (np.asarray(y, _F32) / _F32(scale)).astype(_F32)
+    v = np.minimum(np.maximum(np.where(np.isnan(v), lo, v), lo), hi)
+    return (np.rint(v) + _F32(zero_point)).astype(_F32)
+
+
+def lookup_table(fn, dtype: str, x_scale, x_zero_point: int, y_scale,
+                 y_zero_point: int) -> np.ndarray:
+    """The output code for every input code (QlinearBuildLookupTable): dequantized, ``fn`` in
+    float32, quantized."""
+    y = np.asarray(fn(dequantized(dtype, x_scale, x_zero_point)), _F32)
+    return quantized(y, dtype, y_scale, y_zero_point)

@@ -1,0 +1,607 @@
+"""onnxruntime's operator-oriented quantized contrib ops (domain ``com.microsoft``), which
+``quantize_static`` with ``quant_format=QuantFormat.QOperator`` writes around QLinearConv and
+QLinearMatMul (:mod:`.qlinear`): QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
+QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool and QGemm, each imported with
+onnxruntime's numbers, bit for bit. Registered in :data:`.ops.MAPPERS` on import under
+``com.microsoft.<op>`` (:func:`.reader.op_key`).
+
+The arithmetic is onnxruntime 1.32's x86-64 CPU kernels', read in its source and checked
+against it over random scales, zero points, shapes and every input code:
+
+- **Lookup tables** (QLinearSigmoid, QLinearLeakyRelu, QLinearConcat's inputs of another scale
+  or zero point): onnxruntime maps each of the 256 codes through a table built once
+  (:mod:`.mlas`); the import builds the same table and looks the codes up (``embedding`` of a
+  ``(256, 1)`` constant, so each index is checked when the call runs).
+- **QLinearAdd**: ``r_a = a_scale / c_scale`` and ``r_b = b_scale / c_scale`` in float32, the
+  zero points folded into one float32 constant ``fixed = c_zp - fma(r_a, a_zp, r_b * b_zp)``,
+  then per element ``fma(a, r_a, fma(b, r_b, fixed))`` on the raw codes (fused: one rounding
+  each), rounded half to even and saturated. Where ``a`` is the operand onnxruntime's
+  broadcasting loop reads as one value per span the two swap roles. The backends compute in
+  float32 without fused steps, so the import writes the ratios and the constant as integers on
+  one power-of-two grid: each step's exact value is then an int64 ``mul`` and ``add``, and its
+  one rounding the ``cast`` to float32 (exact scaling by the grid's unit aside).
+- **QLinearMul**: ``(a - a_zp) * (b - b_zp)`` (exact), times the float32
+  ``(a_scale * b_scale) / c_scale``, plus ``c_zp``, rounded half to even and saturated.
+- **QLinearGlobalAveragePool** (and a QLinearAveragePool whose window is the whole unpadded
+  input, which onnxruntime runs the same way): the codes' exact sum less ``x_zp`` times the
+  count, times the float32 ``x_scale / (y_scale * count)``, rounded, plus ``y_zp``.
+- **QLinearAveragePool**: onnxruntime dequantizes each code (a table), sums each window's taps
+  one by one in float32 in row-major order, divides by the count, by ``y_scale``, adds
+  ``y_zp`` and rounds; the import writes the same taps as one strided ``slice`` each, summed
+  in that order (at most :data:`MAX_TAPS` taps).
+- **QGemm**: QLinearMatMul's exact sum plus the int32 bias C, times the float32
+  ``(alpha * a_scale) * b_scale`` (per column of B, or one), divided by ``y_scale`` and
+  requantized when there is one, else the float32 result.
+
+Scales and zero points must be constants, one value each (QGemm's B per column too); every
+scale positive and finite. Where onnxruntime's int32 conversion would overflow (a ratio of
+scales so large that a sum passes 2**31; onnxruntime then gives the type's minimum) the node is
+refused, naming it. The results are 8-bit codes held in float32 where only ops that read codes
+take them (:func:`.quantize.integer_readers_only`), else cast to the codes' dtype.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from abi import dtypes
+
+from ..errors import ModelFileError
+from . import mlas
+from .dynamic import EXACT, INT32_MAX, _as_float, _reach, _shifted_weight, matmul_sum
+from .ops import _only, maps
+from .qlinear import _requantize, _scalar_input, _scale, _with_bias
+
+_MS = "com.microsoft."
+_INTEGERS = ("int8", "uint8")
+#: the float32 -> int32 conversion's range: onnxruntime gives the minimum beyond it
+_INT32_LIMIT = 2.0 ** 31
+#: QLinearAveragePool's windows the import writes tap by tap, at most
+MAX_TAPS = 64
+
+
+def _zero_point(imp, node, i: int, what: str, dtype: str) -> int:
+    """Constant zero point input ``i`` of ``dtype`` (absent: 0), one value."""
+    zp = _scalar_input(imp, node, i, what)
+    if zp is None:
+        return 0
+    if dtypes.from_numpy(zp.dtype) != dtype:
+        raise ModelFileError(f"{what} of dtype {dtypes.from_numpy(zp.dtype)} differs from the "
+                             f"codes' {dtype}", node=imp.node_name, op=node.op_type)
+    if zp.size != 1:
+        raise ModelFileError(f"{what} of shape {list(zp.shape)}: must be one value",
+                             node=imp.node_name, op=node.op_type)
+    return int(zp.reshape(-1)[0])
+
+
+def _codes(imp, node, i: int, what: str) -> tuple[str, str]:
+    """Input ``i``, 8-bit codes, as float32 (held so already, or cast) and their dtype."""
+    name = node.input[i] if len(node.input) > i else ""
+    if not name:
+        raise ModelFileError(f"{what} is missing", node=imp.node_name, op=node.op_type)
+    dtype = imp.fake_quantized.get(name) or imp.type_of(name).dtype
+    if dtype not in _INTEGERS:
+        raise imp.unsupported(f"{what} of dtype {dtype}: only int8 and uint8 are supported")
+    return _as_float(imp, name), dtype
+
+
+def bind_codes(imp, node, y: str, dtype: str) -> None:
+    """Bind the node's output to codes ``y`` (float32): as they are where only ops that read
+    codes take them, else cast to ``dtype``."""
+    from .quantize import integer_readers_only  # .quantize imports .ops, which imports this
+
+    out = node.output[0]
+    if integer_readers_only(imp, out):
+        imp.alias(out, y)
+        imp.fake_quantized[out] = dtype
+    else:
+        imp.emit("cast", [y], [out], {"dtype": dtype}, suffix=f"/{dtype}")
+
+
+def _saturated(imp, v: str, dtype: str, name: str = "saturate") -> str:
+    """``v`` (float32) rounded half to even and clipped to ``dtype``'s codes."""
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    y = imp.step("round", [v], "round")
+    return imp.step("clip", [y], name, {"min": float(info.min), "max": float(info.max)})
+
+
+def _check_reach(imp, what: str, reach: float) -> None:
+    if not reach < _INT32_LIMIT:
+        raise imp.unsupported(f"{what} reaches {reach:.4g} in magnitude, beyond int32: "
+                              f"onnxruntime's conversion of it gives the type's minimum")
+
+
+# --- lookup tables ---------------------------------------------------------------------------
+
+
+def _lookup(imp, x: str, dtype: str, table: np.ndarray, name: str) -> str:
+    """The codes ``x`` (float32) mapped through ``table`` (the output code of each input code,
+    :func:`.mlas.codes` order)."""
+    index = x
+    if dtype == "int8":
+        shift = imp.add_constant(np.array(128.0, np.float32), f"{imp.node_name}.{name}_shift")
+        index = imp.step("add", [x, shift], f"{name}_position")
+    index = imp.step("cast", [index], f"{name}_index", {"dtype": "int64"})
+    weight = imp.add_constant(table.astype(np.float32).reshape(256, 1),
+                              f"{imp.node_name}.{name}_table")
+    y = imp.step("embedding", [index, weight], f"{name}_lookup")
+    return imp.step("sum", [y], name, {"axes": [-1], "keepdim": False})
+
+
+def _unary_table(imp, node, fn) -> None:
+    x, dtype = _codes(imp, node, 0, "X")
+    table = mlas.lookup_table(fn, dtype, _scale(imp, node, 1, "X_scale"),
+                              _zero_point(imp, node, 2, "X_zero_point", dtype),
+                              _scale(imp, node, 3, "Y_scale"),
+                              _zero_point(imp, node, 4, "Y_zero_point", dtype))
+    bind_codes(imp, node, _lookup(imp, x, dtype, table, "table"), dtype)
+
+
+@maps(_MS + "QLinearSigmoid")
+def _qlinear_sigmoid(imp, node, attrs):
+    """A table of MLAS's logistic (:func:`.mlas.logistic`), as onnxruntime's."""
+    _only(imp, attrs, {})
+    _unary_table(imp, node, mlas.logistic)
+
+
+@maps(_MS + "QLinearLeakyRelu")
+def _qlinear_leaky_relu(imp, node, attrs):
+    """A table of ``x >= 0 ? x : alpha * x`` (float32), as onnxruntime's."""
+    _only(imp, attrs, {"alpha": ...})
+    alpha = np.float32(attrs.get("alpha", 0.01))
+    _unary_table(imp, node, lambda v: np.where(v >= 0, v, (alpha * v).astype(np.float32)))
+
+
+@maps(_MS + "QLinearConcat")
+def _qlinear_concat(imp, node, attrs):
+    """Each input requantized to Y's scale and zero point by a table (as it is where both are
+    Y's), then ``concat``."""
+    _only(imp, attrs, {"axis": ...})
+    if "axis" not in attrs:
+        raise ModelFileError("attribute axis is missing", node=imp.node_name, op=node.op_type)
+    if len(node.input) < 5 or (len(node.input) - 2) % 3:
+        raise ModelFileError(f"{len(node.input)} inputs: QLinearConcat takes Y_scale, "
+                             f"Y_zero_point and one or more (X, X_scale, X_zero_point)",
+                             node=imp.node_name, op=node.op_type)
+    y_scale = _scale(imp, node, 0, "Y_scale")
+    parts, dtype = [], None
+    for k, i in enumerate(range(2, len(node.input), 3)):
+        x, x_dtype = _codes(imp, node, i, f"input {k}")
+        if dtype is None:
+            dtype = x_dtype
+            y_zp = _zero_point(imp, node, 1, "Y_zero_point", dtype)
+        elif x_dtype != dtype:
+            raise ModelFileError(f"input {k} of dtype {x_dtype} differs from input 0's {dtype}",
+                                 node=imp.node_name, op=node.op_type)
+        x_scale = _scale(imp, node, i + 1, f"input {k}'s scale")
+        x_zp = _zero_point(imp, node, i + 2, f"input {k}'s zero point", dtype)
+        if (x_scale, x_zp) != (y_scale, y_zp):
+            table = mlas.lookup_table(lambda v: v, dtype, x_scale, x_zp, y_scale, y_zp)
+            x = _lookup(imp, x, dtype, table, f"input{k}")
+        parts.append(x)
+    [y] = imp.emit("concat", parts, [None], {"axis": attrs["axis"]}, suffix="/concat")
+    bind_codes(imp, node, y, dtype)
+
+
+# --- QLinearAdd and QLinearMul ---------------------------------------------------------------
+
+
+def _binary(imp, node) -> tuple:
+    """(a, b codes, dtype, a/b/c scales, a/b/c zero points) of QLinearAdd / QLinearMul."""
+    a, dtype = _codes(imp, node, 0, "A")
+    b, b_dtype = _codes(imp, node, 3, "B")
+    if b_dtype != dtype:
+        raise ModelFileError(f"B of dtype {b_dtype} differs from A's {dtype}",
+                             node=imp.node_name, op=node.op_type)
+    for i, what in ((1, "A_scale"), (2, "A_zero_point"), (4, "B_scale"), (5, "B_zero_point"),
+                    (6, "C_scale"), (7, "C_zero_point")):
+        name = node.input[i] if len(node.input) > i else ""
+        if not name or imp.type_of(name).shape != ():
+            got = "missing" if not name else f"of shape {list(imp.type_of(name).shape)}"
+            raise ModelFileError(f"{what} {got}: onnxruntime's kernel takes one value of rank 0",
+                                 node=imp.node_name, op=node.op_type)
+    scales = [_scale(imp, node, i, what) for i, what in ((1, "A_scale"), (4, "B_scale"),
+                                                        (6, "C_scale"))]
+    zps = [_zero_point(imp, node, i, what, dtype) for i, what in
+           ((2, "A_zero_point"), (5, "B_zero_point"), (7, "C_zero_point"))]
+    return a, b, dtype, scales, zps
+
+
+def _span_scalar(imp, node, which: int) -> bool:
+    """Whether input ``which`` is what onnxruntime's broadcasting loop reads as one value per
+    span: its shape is all 1 over the trailing dims where the other's is not (the dims both
+    have 1 on, from the end, are skipped first)."""
+    shapes = [list(imp.type_of(node.input[i]).shape) for i in (0, 3)]
+    if any(type(d) is not int for s in shapes for d in s):
+        static = [[d if type(d) is int else 2 for d in s] for s in shapes]
+        ones = [[d if type(d) is int else 1 for d in s] for s in shapes]
+        if _scalar_side(*static) != _scalar_side(*ones):
+            raise imp.unsupported(f"inputs of shapes {shapes[0]} and {shapes[1]}: which one "
+                                  f"onnxruntime broadcasts per span depends on run-time dims")
+    return _scalar_side(*[[d if type(d) is int else 2 for d in s] for s in shapes]) == which
+
+
+def _scalar_side(a: list, b: list) -> int | None:
+    """0 or 1: the input onnxruntime's broadcaster reads as one value per span (None:
+    neither). It looks at the dims both inputs have, from the end, at the first that is not 1
+    on both (else the first of them): input 0 if its dim there is 1, else input 1 if its is.
+    With a 0-d input it looks at the other's last dim."""
+    if not a or not b:
+        return 0 if not a or a[-1] <= 1 else 1
+    common = min(len(a), len(b))
+    for k in range(1, common + 1):
+        da, db = a[-k], b[-k]
+        if max(da, db) <= 1 and k < common:
+            continue
+        return 0 if da <= 1 else 1 if db <= 1 else None
+    return None
+
+
+@maps(_MS + "QLinearAdd")
+def _qlinear_add(imp, node, attrs):
+    """``fma(a, r_a, fma(b, r_b, fixed))`` computed exactly in int64 (module doc)."""
+    _only(imp, attrs, {})
+    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node)
+    if _span_scalar(imp, node, 0):  # onnxruntime's kernel streams b then
+        a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
+    f = np.float32
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # refused below
+        r_a, r_b = f(sa / sc), f(sb / sc)
+        fixed = f(f(zc) - mlas.fma(r_a, f(za), f(r_b * f(zb))))
+    top = 128 if dtype == "int8" else 255
+    _check_reach(imp, "the sum", top * (float(r_a) + float(r_b)) + abs(float(fixed)))
+    (k_a, k_b, k_fixed), unit = _common_grid(imp, (r_a, r_b, fixed), top)
+
+    def const(value, name):
+        return imp.add_constant(np.array(value, np.int64), f"{imp.node_name}.{name}")
+
+    a64, b64 = (imp.step("cast", [t], f"{w}_int64", {"dtype": "int64"})
+                for t, w in ((a, "a"), (b, "b")))
+    inner = imp.step("add", [imp.step("mul", [b64, const(k_b, "b_ratio")], "b_scaled"),
+                             const(k_fixed, "fixed")], "b_exact")
+    # the float32 rounding of the exact value (on the grid): the inner fused step's result
+    inner = imp.step("cast", [imp.step("cast", [inner], "b_fused", {"dtype": "float32"})],
+                     "b_fused_int64", {"dtype": "int64"})
+    acc = imp.step("add", [imp.step("mul", [a64, const(k_a, "a_ratio")], "a_scaled"), inner],
+                   "a_exact")
+    acc = imp.step("cast", [acc], "a_fused", {"dtype": "float32"})
+    acc = imp.step("mul", [acc, imp.add_constant(unit, f"{imp.node_name}.unit")], "sum")
+    bind_codes(imp, node, _saturated(imp, acc, dtype), dtype)
+
+
+def _common_grid(imp, values, top: int) -> tuple[list[int], np.ndarray]:
+    """``values`` (float32) as integers on one grid ``unit`` (a power of two, float32): each
+    value is its integer times ``unit``. The fused steps' exact values are then int64 sums
+    (``top`` codes times each ratio, plus the constant), whose float32 rounding is
+    ``int64 -> float32`` then ``* unit``, both exact but for that one rounding."""
+    parts = []
+    for v in values:
+        mantissa, exponent = np.frexp(np.float64(v))
+        parts.append((int(mantissa * 2 ** 24), int(exponent) - 24))
+    low = min(q for m, q in parts if m) if any(m for m, _ in parts) else 0
+    ints = [m << (q - low) if m else 0 for m, q in parts]
+    reach = top * (abs(ints[0]) + abs(ints[1])) + abs(ints[2])
+    if reach >= 2 ** 62 or not -126 <= low <= 127:
+        raise imp.unsupported(f"the ratios of the scales ({float(values[0])!r}, "
+                              f"{float(values[1])!r}) and the folded zero points "
+                              f"({float(values[2])!r}) lie too far apart to compute "
+                              f"onnxruntime's fused steps exactly in int64")
+    return ints, np.array(np.ldexp(np.float32(1), low), np.float32)
+
+
+@maps(_MS + "QLinearMul")
+def _qlinear_mul(imp, node, attrs):
+    """``(a - a_zp) * (b - b_zp) * ratio + c_zp`` in float32 (module doc)."""
+    _only(imp, attrs, {})
+    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node)
+    f = np.float32
+    with np.errstate(over="ignore", under="ignore"):  # an infinite ratio is refused below
+        ratio = f(f(sa * sb) / sc)
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    tops = [max(abs(int(info.min) - z), abs(int(info.max) - z)) for z in (za, zb)]
+    _check_reach(imp, "the product", tops[0] * tops[1] * float(ratio) + abs(zc))
+
+    def shifted(t, zp, name):
+        if not zp:
+            return t
+        z = imp.add_constant(np.array(zp, np.float32), f"{imp.node_name}.{name}_zero_point")
+        return imp.step("sub", [t, z], f"{name}_shifted")
+
+    p = imp.step("mul", [shifted(a, za, "a"), shifted(b, zb, "b")], "product")
+    v = imp.step("mul", [p, imp.add_constant(np.array(ratio, np.float32),
+                                             f"{imp.node_name}.ratio")], "scaled")
+    v = imp.step("add", [v, imp.add_constant(np.array(zc, np.float32),
+                                             f"{imp.node_name}.c_zero_point")], "shifted")
+    bind_codes(imp, node, _saturated(imp, v, dtype), dtype)
+
+
+# --- average pools ---------------------------------------------------------------------------
+
+
+def _pool_codes(imp, node, attrs) -> tuple:
+    """(x codes, dtype, x scale/zp, y scale/zp, channels_last, x's shape)."""
+    x, dtype = _codes(imp, node, 0, "X")
+    shape = list(imp.type_of(node.input[0]).shape)
+    if len(shape) < 3:
+        raise ModelFileError(f"X of shape {shape}: needs (N, C, spatial...)",
+                             node=imp.node_name, op=node.op_type)
+    channels_last = attrs.get("channels_last", 0)
+    if channels_last not in (0, 1):
+        raise ModelFileError(f"channels_last={channels_last!r}: must be 0 or 1",
+                             node=imp.node_name, op=node.op_type)
+    return (x, dtype, _scale(imp, node, 1, "x_scale"),
+            _zero_point(imp, node, 2, "x_zero_point", dtype), _scale(imp, node, 3, "y_scale"),
+            _zero_point(imp, node, 4, "y_zero_point", dtype), channels_last, shape)
+
+
+def _global_average(imp, node, x: str, dtype: str, x_scale, x_zp: int, y_scale, y_zp: int,
+                    axes: list[int], shape: list) -> None:
+    """MlasQLinearGlobalAveragePool: exact sums, one float32 scale (module doc)."""
+    sizes = [shape[a] for a in axes]
+    if any(type(d) is not int for d in sizes):
+        raise imp.unsupported(f"pooled dims {sizes} of X {shape}: must be static")
+    count = math.prod(sizes)
+    f = np.float32
+    scale = f(f(x_scale) / f(f(y_scale) * f(count)))
+    if not (2.0 ** -32 <= float(scale) < 256.0):
+        raise imp.unsupported(f"x_scale / (y_scale * {count}) = {float(scale)!r} is outside "
+                              f"[2**-32, 256), which onnxruntime's kernel refuses")
+    if count * 256 > 2 ** 24:
+        raise imp.unsupported(f"a window of {count} values: their sum can pass the 2**24 "
+                              f"float32 holds exactly")
+    total = imp.step("sum", [x], "sum", {"axes": axes, "keepdim": True})
+    if x_zp:
+        offset = imp.add_constant(np.array(x_zp * count, np.float32),
+                                  f"{imp.node_name}.zero_point_sum")
+        total = imp.step("sub", [total, offset], "centered")
+    v = imp.step("mul", [total, imp.add_constant(np.array(scale, np.float32),
+                                                 f"{imp.node_name}.scale")], "scaled")
+    v = imp.step("round", [v], "round")
+    if y_zp:
+        v = imp.step("add", [v, imp.add_constant(np.array(y_zp, np.float32),
+                                                 f"{imp.node_name}.y_zero_point")], "shifted")
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    v = imp.step("clip", [v], "saturate", {"min": float(info.min), "max": float(info.max)})
+    bind_codes(imp, node, v, dtype)
+
+
+@maps(_MS + "QLinearGlobalAveragePool")
+def _qlinear_global_average_pool(imp, node, attrs):
+    """Over every spatial axis (module doc)."""
+    _only(imp, attrs, {"channels_last": ...})
+    x, dtype, xs, xz, ys, yz, last, shape = _pool_codes(imp, node, attrs)
+    axes = list(range(1, len(shape) - 1)) if last else list(range(2, len(shape)))
+    _global_average(imp, node, x, dtype, xs, xz, ys, yz, axes, shape)
+
+
+@maps(_MS + "QLinearAveragePool")
+def _qlinear_average_pool(imp, node, attrs):
+    """onnxruntime's float32 window sums, tap by tap (module doc); a window over the whole
+    unpadded input is the global pool's integer path, as in onnxruntime."""
+    _only(imp, attrs, {"auto_pad": ..., "kernel_shape": ..., "strides": ..., "pads": ...,
+                       "ceil_mode": ..., "count_include_pad": ..., "channels_last": ...})
+    x, dtype, xs, xz, ys, yz, last, shape = _pool_codes(imp, node, attrs)
+    kernel = list(attrs.get("kernel_shape", []))
+    spatial = len(shape) - 2
+    if len(kernel) != spatial:
+        raise ModelFileError(f"kernel_shape {kernel}: X {shape} has {spatial} spatial axes",
+                             node=imp.node_name, op=node.op_type)
+    axes = list(range(1, spatial + 1)) if last else list(range(2, spatial + 2))
+    sizes = [shape[a] for a in axes]
+    if any(type(d) is not int for d in sizes):
+        raise imp.unsupported(f"spatial dims {sizes} of X {shape}: must be static")
+    strides = list(attrs.get("strides", [1] * spatial))
+    pads = _average_pads(imp, node, attrs, sizes, kernel, strides)
+    if kernel == sizes and not any(pads):
+        return _global_average(imp, node, x, dtype, xs, xz, ys, yz, axes, shape)
+    taps = math.prod(kernel)
+    if taps > MAX_TAPS:
+        raise imp.unsupported(f"a window of {taps} taps: onnxruntime sums them one by one in "
+                              f"float32, which the import reproduces up to {MAX_TAPS} taps")
+    ceil = bool(attrs.get("ceil_mode", 0))
+    outs = [_pooled_size(n, k, s, pads[d], pads[d + spatial], ceil)
+            for d, (n, k, s) in enumerate(zip(sizes, kernel, strides))]
+    if any(o < 1 for o in outs):
+        raise ModelFileError(f"kernel_shape {kernel} with pads {pads} over spatial dims "
+                             f"{sizes} leaves no output", node=imp.node_name, op=node.op_type)
+    table = mlas.dequantized(dtype, xs, xz)
+    _check_reach(imp, "the average over y_scale",
+                 float(np.abs(table).max()) / float(ys) + abs(yz))
+    xf = _lookup(imp, x, dtype, table, "dequantized")
+    # zeros after the input, to the last window's end: adding 0.0 leaves a float32 sum as it is
+    after = [max(0, (o - 1) * s + k - p - n) for o, s, k, p, n in
+             zip(outs, strides, kernel, pads[:spatial], sizes)]
+    rank = len(shape)
+    padding = [[0, 0]] * rank
+    for d, a in enumerate(axes):
+        padding[a] = [pads[d], after[d]]
+    if any(p != [0, 0] for p in padding):
+        xf = imp.step("pad", [xf], "padded", {"pads": padding, "mode": "constant",
+                                               "value": 0.0})
+    total = None
+    for tap in itertools.product(*[range(k) for k in kernel]):
+        starts = list(tap)
+        ends = [t + (o - 1) * s + 1 for t, o, s in zip(tap, outs, strides)]
+        name = "tap" + "_".join(map(str, tap))
+        v = imp.step("slice", [xf], name, {"starts": starts, "ends": ends, "axes": axes,
+                                           "steps": strides})
+        total = v if total is None else imp.step("add", [total, v], f"sum_{name}")
+    counts = _window_counts(sizes, kernel, strides, pads, outs,
+                            bool(attrs.get("count_include_pad", 0)))
+    counts = counts.reshape([outs[axes.index(a)] if a in axes else 1 for a in range(rank)])
+    avg = imp.step("div", [total, imp.add_constant(counts, f"{imp.node_name}.counts")],
+                   "average")
+    v = imp.step("div", [avg, imp.add_constant(np.array(ys, np.float32),
+                                               f"{imp.node_name}.y_scale")], "scaled")
+    v = imp.step("add", [v, imp.add_constant(np.array(yz, np.float32),
+                                             f"{imp.node_name}.y_zero_point")], "shifted")
+    bind_codes(imp, node, _saturated(imp, v, dtype), dtype)
+
+
+def _average_pads(imp, node, attrs, sizes, kernel, strides) -> list[int]:
+    """Explicit pads (begins then ends) from ``pads`` or ``auto_pad`` (onnxruntime's rule)."""
+    spatial = len(sizes)
+    if len(strides) != spatial or any(s < 1 for s in strides) or any(k < 1 for k in kernel):
+        raise ModelFileError(f"kernel_shape {kernel} and strides {strides} must be {spatial} "
+                             f"values >= 1 each", node=imp.node_name, op=node.op_type)
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * (2 * spatial)
+        for d, (n, k, s) in enumerate(zip(sizes, kernel, strides)):
+            need = max(0, (-(-n // s) - 1) * s + k - n)
+            head = need // 2 if auto == "SAME_UPPER" else (need + 1) // 2
+            pads[d], pads[d + spatial] = head, need - head
+        return pads
+    if auto not in ("NOTSET", "VALID"):
+        raise ModelFileError(f"auto_pad={auto!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, "
+                             f"VALID", node=imp.node_name, op=node.op_type)
+    pads = list(attrs.get("pads", [0] * (2 * spatial))) if auto == "NOTSET" else \
+        [0] * (2 * spatial)
+    if len(pads) != 2 * spatial or any(p < 0 for p in pads):
+        raise ModelFileError(f"pads {pads}: need {2 * spatial} values >= 0",
+                             node=imp.node_name, op=node.op_type)
+    if any(p >= k for p, k in zip(pads, kernel + kernel)):
+        raise ModelFileError(f"pads {pads} must each be smaller than the kernel {kernel}",
+                             node=imp.node_name, op=node.op_type)
+    return pads
+
+
+def _pooled_size(n: int, k: int, s: int, head: int, tail: int, ceil: bool) -> int:
+    """onnxruntime's output size: ``(n + pads - k) / s + 1`` in float32, truncated (ceil_mode:
+    rounded up, less a last window starting past the input and its head padding)."""
+    f = np.float32
+    v = f(f(f(n + head + tail - k) / f(s)) + f(1))
+    if not ceil:
+        return int(np.trunc(v))
+    out = int(np.ceil(v))
+    return out - 1 if (out - 1) * s >= n + head else out
+
+
+def _window_counts(sizes, kernel, strides, pads, outs, include_pad: bool) -> np.ndarray:
+    """Each output's divisor (float32): the kernel's size with count_include_pad, else the
+    taps inside the input."""
+    spatial = len(sizes)
+    if include_pad:
+        return np.full(outs, np.float32(math.prod(kernel)), np.float32)
+    counts = np.ones(outs, np.int64)
+    for d in range(spatial):
+        start = np.arange(outs[d]) * strides[d] - pads[d]
+        inside = np.minimum(start + kernel[d], sizes[d]) - np.maximum(start, 0)
+        counts = counts * inside.reshape([-1 if e == d else 1 for e in range(spatial)])
+    return counts.astype(np.float32)
+
+
+# --- QGemm -------------------------------------------------------------------------------------
+
+
+@maps(_MS + "QGemm")
+def _qgemm(imp, node, attrs):
+    """QLinearMatMul's exact sum plus the bias, scaled by ``(alpha * a_scale) * b_scale``
+    (module doc); B constant, transposed at import where ``transB``."""
+    _only(imp, attrs, {"alpha": ..., "transA": 0, "transB": ...})
+    _codes(imp, node, 0, "A")
+    a_shape = imp.type_of(node.input[0]).shape
+    if len(a_shape) != 2:
+        raise imp.unsupported(f"A of shape {list(a_shape)}: QGemm takes a 2-D A")
+    b_name = node.input[3] if len(node.input) > 3 else ""
+    if not b_name or not imp.is_const(b_name):
+        raise imp.unsupported(f"B {b_name!r} must be a constant (the quantized weights), but "
+                              f"it is computed at run time")
+    b = imp.const(b_name)
+    if b.ndim != 2:
+        raise ModelFileError(f"B of shape {list(b.shape)}: QGemm takes a 2-D B",
+                             node=imp.node_name, op=node.op_type)
+    if attrs.get("transB", 0):
+        b = np.ascontiguousarray(b.T)
+        transposed = f"{b_name}.transposed"
+        imp.set_const(transposed, b, imp.origin.get(b_name, b_name))
+        node = _with_input(node, 3, transposed)
+    columns = b.shape[1]
+    a_scale = _scale(imp, node, 1, "a_scale")
+    b_scale = _scale(imp, node, 4, "b_scale", columns)
+    alpha = np.float32(attrs.get("alpha", 1.0))
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise imp.unsupported(f"alpha={float(alpha)!r}: only a positive finite alpha is "
+                              f"supported")
+    with np.errstate(over="ignore", under="ignore"):
+        scale = (np.float32(alpha * a_scale) * b_scale).astype(np.float32)
+    y_scale = _scalar_input(imp, node, 7, "y_scale")
+    y_zp = _scalar_input(imp, node, 8, "y_zero_point")
+    if (y_scale is None) != (y_zp is None):
+        raise imp.unsupported("y_scale without y_zero_point (or the reverse): give both (an "
+                              "8-bit output) or neither (a float32 one)")
+    if y_scale is not None:
+        y_s = _scale(imp, node, 7, "y_scale")
+        with np.errstate(over="ignore", under="ignore"):
+            scale = (scale / y_s).astype(np.float32)
+    if not np.all(np.isfinite(scale)):
+        raise imp.unsupported("alpha * a_scale * b_scale / y_scale overflows float32")
+    bound = _reach(_shifted_weight(imp, node, 1, "B", 3), 0, 1).sum(axis=0)
+    bias = _qgemm_bias(imp, node, columns, a_shape[0], bound, INT32_MAX)
+    y, kind = matmul_sum(imp, node, at=3)
+    if bias is not None and bias.ndim == 2 and bias.shape[0] != 1:
+        y = _with_full_bias(imp, node, y, kind, bias, EXACT)
+    else:
+        y = _with_bias(imp, node, y, kind, None if bias is None else bias.reshape(-1),
+                       (columns,))
+    if y_scale is None:
+        s = imp.add_constant(scale, f"{node.output[0]}.scale")
+        imp.emit("mul", [y, s], [node.output[0]], suffix="/scale")
+        return
+    dtype = dtypes.from_numpy(y_zp.dtype)
+    if dtype not in _INTEGERS or y_zp.size != 1:
+        raise imp.unsupported(f"y_zero_point of dtype {dtype} and shape {list(y_zp.shape)}: "
+                              f"one int8 or uint8 value is supported")
+    _requantize(imp, node, y, scale, (columns,), dtype,
+                y_zp.reshape(()).astype(np.float32))
+
+
+def _with_input(node, i: int, name: str):
+    """A copy of ``node`` whose input ``i`` is ``name``."""
+    copy = type(node)()
+    copy.CopyFrom(node)
+    copy.input[i] = name
+    return copy
+
+
+def _qgemm_bias(imp, node, columns: int, rows, bound: np.ndarray, limit: int):
+    """QGemm's constant int32 C (absent: None): one value, one per column, or (rows, columns);
+    refused where a sum with it passes int32."""
+    c = _scalar_input(imp, node, 6, "C")
+    if c is None:
+        return None
+    if c.dtype != np.int32:
+        raise ModelFileError(f"C of dtype {c.dtype}: QGemm's C is int32", node=imp.node_name,
+                             op=node.op_type)
+    shapes = [(), (1,), (columns,), (1, columns), (1, 1)]
+    if type(rows) is int:
+        shapes += [(rows, 1), (rows, columns)]
+    if c.shape not in shapes:
+        raise ModelFileError(f"C of shape {list(c.shape)}: must broadcast to ({rows}, "
+                             f"{columns}) as one value, a row, a column or the whole",
+                             node=imp.node_name, op=node.op_type)
+    full = np.broadcast_to(c.astype(np.int64), (rows if type(rows) is int else 1, columns))
+    if c.ndim == 2 and c.shape[0] != 1:
+        total = int((bound[None, :] + np.abs(full)).max(initial=0))
+    else:
+        total = int((bound + np.abs(full[0])).max(initial=0))
+    if total > limit:
+        raise imp.unsupported(f"its sums with C reach {total} in magnitude, beyond int32: "
+                              f"onnxruntime's int32 accumulation would wrap")
+    if c.ndim == 2 and c.shape[0] != 1:
+        return np.ascontiguousarray(full).astype(np.int32)
+    return np.broadcast_to(c.reshape(-1), (columns,)).astype(np.int32)
+
+
+def _with_full_bias(imp, node, y: str, kind: str, bias: np.ndarray, exact: int) -> str:
+    """The sum plus a (rows, columns) int32 C, rounded once to float32."""
+    if kind == "float32" and int(np.abs(bias.astype(np.int64)).max(initial=0)) <= exact:
+        b = imp.add_constant(bias.astype(np.float32), f"{node.output[0]}.bias")
+        return imp.step("add", [y, b], "bias")
+    if kind == "float32":
+        y = imp.step("cast", [y], "int32", {"dtype": "int32"})
+    y = imp.step("add", [y, imp.add_constant(bias, f"{node.output[0]}.bias")], "bias")
+    return imp.step("cast", [y], "float32", {"dtype": "float32"})
