@@ -51,7 +51,7 @@ from abi import dtypes
 
 from ..errors import ModelFileError
 from . import mlas
-from .dynamic import EXACT, INT32_MAX, _as_float, _reach, _shifted_weight, matmul_sum
+from .dynamic import INT32_MAX, _as_float, _reach, _shifted_weight, matmul_sum
 from .ops import _only, maps
 from .qlinear import _requantize, _scalar_input, _scale, _with_bias
 
@@ -542,11 +542,7 @@ def _qgemm(imp, node, attrs):
     bound = _reach(_shifted_weight(imp, node, 1, "B", 3), 0, 1).sum(axis=0)
     bias = _qgemm_bias(imp, node, columns, a_shape[0], bound, INT32_MAX)
     y, kind = matmul_sum(imp, node, at=3)
-    if bias is not None and bias.ndim == 2 and bias.shape[0] != 1:
-        y = _with_full_bias(imp, node, y, kind, bias, EXACT)
-    else:
-        y = _with_bias(imp, node, y, kind, None if bias is None else bias.reshape(-1),
-                       (columns,))
+    y = _with_bias(imp, node, y, kind, bias, None if bias is None else bias.shape)
     if y_scale is None:
         s = imp.add_constant(scale, f"{node.output[0]}.scale")
         imp.emit("mul", [y, s], [node.output[0]], suffix="/scale")
@@ -594,14 +590,3 @@ def _qgemm_bias(imp, node, columns: int, rows, bound: np.ndarray, limit: int):
     if c.ndim == 2 and c.shape[0] != 1:
         return np.ascontiguousarray(full).astype(np.int32)
     return np.broadcast_to(c.reshape(-1), (columns,)).astype(np.int32)
-
-
-def _with_full_bias(imp, node, y: str, kind: str, bias: np.ndarray, exact: int) -> str:
-    """The sum plus a (rows, columns) int32 C, rounded once to float32."""
-    if kind == "float32" and int(np.abs(bias.astype(np.int64)).max(initial=0)) <= exact:
-        b = imp.add_constant(bias.astype(np.float32), f"{node.output[0]}.bias")
-        return imp.step("add", [y, b], "bias")
-    if kind == "float32":
-        y = imp.step("cast", [y], "int32", {"dtype": "int32"})
-    y = imp.step("add", [y, imp.add_constant(bias, f"{node.output[0]}.bias")], "bias")
-    return imp.step("cast", [y], "float32", {"dtype": "float32"})

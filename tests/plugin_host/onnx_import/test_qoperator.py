@@ -13,10 +13,7 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
-from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
-from plugins.numpy_backend import NumpyBackend
-from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, check_on_both_backends, export, import_and_load, onnx,
                        onnxruntime_outputs, torch)
@@ -76,14 +73,10 @@ def _zp(dtype):
 def _exact(path, feeds, *, graph=None):
     """The imported graph's outputs (``graph``: that one's) equal onnxruntime's for ``path``
     (optimizations off) bit for bit, with its dtype, on both backends."""
+    from .test_qlinear import _exact_on_both_backends
+
     graph = graph or import_onnx(path).graph
-    for backend in (NumpyBackend(), OnnxruntimeBackend()):
-        executor = Executor(graph, backend)
-        for feed in feeds:
-            got = executor.run(dict(feed))
-            for name, want in onnxruntime_outputs(path, feed, optimized=False).items():
-                assert got[name].dtype == want.dtype, name
-                np.testing.assert_array_equal(got[name], want, err_msg=f"{name} {backend}")
+    _exact_on_both_backends(graph, path, feeds)
     return graph
 
 
