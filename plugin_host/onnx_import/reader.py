@@ -142,6 +142,8 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                         f"model imports {CONTRIB} opset "
                                         f"{opsets.get(CONTRIB)}, not 1",
                                         node=_node_name(node), op=node.op_type)
+        if node.domain == CONTRIB:
+            _check_contrib_attributes(node, where)
     named: set[str] = set()
     for node in g.node:  # onnxruntime refuses it too, once the import has spent its time
         if node.name and node.name in named:
@@ -175,11 +177,36 @@ def _initializers_as_ir4(model) -> None:
 
 
 #: onnxruntime's contrib-op domain, and those of its ops that map (:mod:`.qoperator`):
-#: quantize_static's operator-oriented (QOperator) format.
+#: quantize_static's operator-oriented (QOperator) format. onnx's checker
+#: knows no schema of theirs, so the type of each attribute onnxruntime's schema declares is
+#: checked here.
 CONTRIB = "com.microsoft"
-CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in (
-    "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
-    "QLinearAveragePool", "QLinearGlobalAveragePool", "QGemm"))
+_POOL_ATTRIBUTES = {"auto_pad": "STRING", "kernel_shape": "INTS", "strides": "INTS",
+                    "pads": "INTS", "ceil_mode": "INT", "count_include_pad": "INT",
+                    "channels_last": "INT"}
+CONTRIB_ATTRIBUTES: dict[str, dict[str, str]] = {
+    "QLinearAdd": {}, "QLinearMul": {}, "QLinearSigmoid": {},
+    "QLinearLeakyRelu": {"alpha": "FLOAT"}, "QLinearConcat": {"axis": "INT"},
+    "QLinearAveragePool": _POOL_ATTRIBUTES, "QLinearGlobalAveragePool": {"channels_last": "INT"},
+    "QGemm": {"alpha": "FLOAT", "transA": "INT", "transB": "INT"}}
+CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_ATTRIBUTES)
+
+
+def _check_contrib_attributes(node, where: str) -> None:
+    """ModelFileError for an attribute onnxruntime's schema does not declare, or of another
+    type than it declares (onnxruntime refuses both when it loads the model)."""
+    declared = CONTRIB_ATTRIBUTES[node.op_type]
+    for attr in node.attribute:
+        want = declared.get(attr.name)
+        got = _onnx().AttributeProto.AttributeType.Name(attr.type)
+        if want is None:
+            raise ModelFileError(f"{where}: attribute {attr.name}: {CONTRIB}'s {node.op_type} "
+                                 f"has no such attribute", node=_node_name(node),
+                                 op=node.op_type)
+        if got != want:
+            raise ModelFileError(f"{where}: attribute {attr.name} of type {got}: {CONTRIB}'s "
+                                 f"{node.op_type} takes {want}", node=_node_name(node),
+                                 op=node.op_type)
 
 
 def op_key(node) -> str:

@@ -505,3 +505,34 @@ def test_the_reader_lets_through_exactly_the_contrib_ops_that_map():
 
     assert CONTRIB_MAPPED == {k for k in MAPPERS if k.startswith(_MS + ".")}
     assert not {k.split(".")[-1] for k in CONTRIB_MAPPED} & OPERATOR_ORIENTED
+
+
+@pytest.mark.parametrize("op, attr, value", [
+    ("QLinearAveragePool", "pads", 1), ("QLinearAveragePool", "auto_pad", 1),
+    ("QLinearLeakyRelu", "alpha", "high"), ("QLinearSigmoid", "alpha", [1.0])])
+def test_an_attribute_of_another_type_than_onnxruntimes_schema_is_refused(op, attr, value,
+                                                                          tmp_path):
+    """onnx's checker knows no com.microsoft schema: the reader checks the names and types
+    (onnxruntime refuses either when it loads the model)."""
+    attrs = {"kernel_shape": [2, 2]} if op == "QLinearAveragePool" else {}
+    path = _unary_model(tmp_path, op, "uint8", (1, 1, 4, 4), 0.5, np.uint8(0), 0.5,
+                        np.uint8(0), **attrs, **{attr: value})
+    if op == "QLinearSigmoid":
+        assert_refused(path, ModelFileError, f"node 'n' ({op})",
+                       f"attribute alpha: com.microsoft's {op} has no such attribute")
+        return
+    kind = {str: "STRING", int: "INT"}[type(value)]
+    want = {"pads": "INTS", "auto_pad": "STRING", "alpha": "FLOAT"}[attr]
+    assert_refused(path, ModelFileError, f"node 'n' ({op})",
+                   f"attribute {attr} of type {kind}: com.microsoft's {op} takes {want}")
+
+
+def test_the_declared_attributes_are_onnxruntimes_schemas():
+    from onnxruntime.capi import _pybind_state
+
+    from plugin_host.onnx_import.reader import CONTRIB_ATTRIBUTES
+
+    schemas = {s.name: {k: str(a.type).split(".")[-1] for k, a in s.attributes.items()}
+               for s in _pybind_state.get_all_operator_schema() if s.domain == _MS}
+    for op, declared in CONTRIB_ATTRIBUTES.items():
+        assert declared == schemas[op], op
