@@ -20,7 +20,7 @@ normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activat
 :mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's
 integer ops), :mod:`.qlinear` (QLinearConv, QLinearMatMul), :mod:`.qoperator` (com.microsoft's
 QLinearAdd, QGemm and the other QOperator-format ops, with :mod:`.mlas`: onnxruntime's
-arithmetic for their constants), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
+arithmetic for their constants), :mod:`.qsoftmax` (com.microsoft's QLinearSoftmax), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
 :mod:`.signal` (Compress of a constant condition, the window functions as constants, DFT and
 STFT as matmul by constant cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr,
 BitwiseXor, BitwiseNot and BitShift as the bitwise glue ops, the logical Xor as

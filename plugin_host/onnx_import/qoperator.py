@@ -2,7 +2,7 @@
 ``quantize_static`` with ``quant_format=QuantFormat.QOperator`` writes around QLinearConv and
 QLinearMatMul (:mod:`.qlinear`): QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
 QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool and QGemm, each imported with
-onnxruntime's numbers, bit for bit. Registered in :data:`.ops.MAPPERS` on import under
+onnxruntime's numbers, bit for bit (QLinearSoftmax: :mod:`.qsoftmax`). Registered in :data:`.ops.MAPPERS` on import under
 ``com.microsoft.<op>`` (:func:`.reader.op_key`).
 
 The arithmetic is onnxruntime 1.32's x86-64 CPU kernels', read in its source and checked
@@ -120,11 +120,17 @@ def _check_reach(imp, what: str, reach: float) -> None:
 def _lookup(imp, x: str, dtype: str, table: np.ndarray, name: str) -> str:
     """The codes ``x`` (float32) mapped through ``table`` (the output code of each input code,
     :func:`.mlas.codes` order)."""
-    index = x
+    position = x
     if dtype == "int8":
         shift = imp.add_constant(np.array(128.0, np.float32), f"{imp.node_name}.{name}_shift")
-        index = imp.step("add", [x, shift], f"{name}_position")
-    index = imp.step("cast", [index], f"{name}_index", {"dtype": "int64"})
+        position = imp.step("add", [x, shift], f"{name}_position")
+    return lookup_at(imp, position, table, name)
+
+
+def lookup_at(imp, position: str, table: np.ndarray, name: str) -> str:
+    """``table[position]`` (float32), ``position`` whole numbers in ``[0, 256)`` held in
+    float32."""
+    index = imp.step("cast", [position], f"{name}_index", {"dtype": "int64"})
     weight = imp.add_constant(table.astype(np.float32).reshape(256, 1),
                               f"{imp.node_name}.{name}_table")
     y = imp.step("embedding", [index, weight], f"{name}_lookup")

@@ -55,9 +55,10 @@ LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden st
 
 #: com.microsoft's operator-oriented quantized ops not mapped, which the reader refuses with
 #: this hint (QLinearConv and QLinearMatMul, default domain, map in :mod:`.qlinear`; QLinearAdd,
-#: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator`).
+#: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator` and
+#: :mod:`.qsoftmax`).
 OPERATOR_ORIENTED = frozenset({
-    "QLinearSoftmax", "QLinearWhere", "QLinearReduceMean", "QAttention",
+    "QLinearWhere", "QLinearReduceMean", "QAttention",
     "QEmbedLayerNormalization",
     "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QOrderedMatMul"})
 
@@ -197,7 +198,8 @@ INTEGER_INPUTS = {
     "com.microsoft.QLinearAdd": (0, 3), "com.microsoft.QLinearMul": (0, 3),
     "com.microsoft.QLinearSigmoid": (0,), "com.microsoft.QLinearLeakyRelu": (0,),
     "com.microsoft.QLinearAveragePool": (0,), "com.microsoft.QLinearGlobalAveragePool": (0,),
-    "com.microsoft.QGemm": (0,), "com.microsoft.QLinearConcat": "concat"}
+    "com.microsoft.QGemm": (0,), "com.microsoft.QLinearSoftmax": (0,),
+    "com.microsoft.QLinearConcat": "concat"}
 
 
 def _integer_input(node, i: int) -> bool:

@@ -176,8 +176,8 @@ def _initializers_as_ir4(model) -> None:
             model.ir_version = 4
 
 
-#: onnxruntime's contrib-op domain, and those of its ops that map (:mod:`.qoperator`):
-#: quantize_static's operator-oriented (QOperator) format. onnx's checker
+#: onnxruntime's contrib-op domain, and those of its ops that map (:mod:`.qoperator`,
+#: :mod:`.qsoftmax`): quantize_static's operator-oriented (QOperator) format. onnx's checker
 #: knows no schema of theirs, so the type of each attribute onnxruntime's schema declares is
 #: checked here.
 CONTRIB = "com.microsoft"
@@ -188,7 +188,8 @@ CONTRIB_ATTRIBUTES: dict[str, dict[str, str]] = {
     "QLinearAdd": {}, "QLinearMul": {}, "QLinearSigmoid": {},
     "QLinearLeakyRelu": {"alpha": "FLOAT"}, "QLinearConcat": {"axis": "INT"},
     "QLinearAveragePool": _POOL_ATTRIBUTES, "QLinearGlobalAveragePool": {"channels_last": "INT"},
-    "QGemm": {"alpha": "FLOAT", "transA": "INT", "transB": "INT"}}
+    "QGemm": {"alpha": "FLOAT", "transA": "INT", "transB": "INT"},
+    "QLinearSoftmax": {"axis": "INT", "opset": "INT"}}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_ATTRIBUTES)
 
 

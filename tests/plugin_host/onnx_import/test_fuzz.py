@@ -24,14 +24,14 @@ quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) 
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
 MatMulInteger), ``qop`` (a gated residual block quantized by quantize_static in the QOperator
 format: QLinearConv and com.microsoft's QLinearMul, QLinearAdd, QLinearSigmoid,
-QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm) and ``sequence`` (a run-time
-batch and length: Embedding Gathers, Range, causal attention with a Trilu mask and Reshapes of
-the heads between the two run-time dims, the last step, the tokens back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace,
-a Conv, the pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26,
-written with onnx.helper: TensorScatter at run-time write indices, Attention with per-batch
-cache lengths and a window, CumProd). Every mutant
-is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated element
-type) goes through the rewrite to float32.
+QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm, QLinearSoftmax) and
+``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal attention with a
+Trilu mask and Reshapes of the heads between the two run-time dims, the last step, the tokens
+back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace, a Conv, the
+pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26, written with
+onnx.helper: TensorScatter at run-time write indices, Attention with per-batch cache lengths
+and a window, CumProd). Every mutant is built with ``upcast_float16=True``, so float16
+anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
@@ -1052,7 +1052,8 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
             y = torch.nn.functional.leaky_relu(torch.sigmoid(y) * x + x, 0.1)
             y = torch.cat([torch.nn.functional.avg_pool2d(y, 2),
                            torch.nn.functional.max_pool2d(y, 2)], 1)
-            return self.fc(torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1))
+            y = self.fc(torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1))
+            return torch.softmax(y, -1)
 
     block = export(Block(), [torch.randn(1, 2, 4, 4)], folder / "block.onnx", dynamo=False,
                    input_names=["x"], output_names=["y"])

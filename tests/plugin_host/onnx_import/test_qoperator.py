@@ -1,10 +1,10 @@
 """onnxruntime's operator-oriented quantized contrib ops (com.microsoft: QLinearAdd, QLinearMul,
 QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool,
-QGemm) and MaxPool of 8-bit codes, each imported with onnxruntime's numbers: hand-made nodes
-over random scales, zero points, both 8-bit dtypes, every broadcasting pattern onnxruntime's
-kernels tell apart, compared bit for bit on the numpy and onnxruntime backends; a torch CNN
-quantized by quantize_static in the QOperator format, built and loaded; and what is refused,
-naming the node.
+QGemm; QLinearSoftmax has test_qsoftmax) and MaxPool of 8-bit codes, each imported with
+onnxruntime's numbers: hand-made nodes over random scales, zero points, both 8-bit dtypes,
+every broadcasting pattern onnxruntime's kernels tell apart, compared bit for bit on the numpy
+and onnxruntime backends; a torch CNN quantized by quantize_static in the QOperator format,
+built and loaded; and what is refused, naming the node.
 """
 
 from __future__ import annotations
@@ -382,8 +382,8 @@ def test_qgemm_matches_onnxruntime_bit_for_bit(a_dtype, b_dtype, b_range, output
 
 
 class _Blocks(torch.nn.Module):
-    """Conv, a sigmoid gate and a residual add, leaky ReLU, pools, concat and a Linear: what
-    the QOperator format writes as com.microsoft's ops around QLinearConv."""
+    """Conv, a sigmoid gate and a residual add, leaky ReLU, pools, concat, a Linear and a
+    softmax: what the QOperator format writes as com.microsoft's ops around QLinearConv."""
 
     def __init__(self):
         super().__init__()
@@ -397,7 +397,7 @@ class _Blocks(torch.nn.Module):
         z = torch.nn.functional.avg_pool2d(torch.nn.functional.leaky_relu(z, 0.1), 2)
         z = torch.cat([z, torch.nn.functional.max_pool2d(z, 3, 1, 1)], 1)
         z = torch.nn.functional.adaptive_avg_pool2d(z, 1).flatten(1)[:, :8]
-        return self.fc(z)
+        return torch.softmax(self.fc(z), -1)
 
 
 def test_a_qoperator_model_builds_and_matches_onnxruntime(tmp_path, signer):
@@ -412,7 +412,8 @@ def test_a_qoperator_model_builds_and_matches_onnxruntime(tmp_path, signer):
                                  activation_type=quantization.QuantType.QUInt8)
     ops = {n.op_type for n in onnx.load(str(path)).graph.node}
     assert {"QLinearConv", "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
-            "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= ops, ops
+            "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm",
+            "QLinearSoftmax"} <= ops, ops
     feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
     _exact(path, feeds)
     loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]

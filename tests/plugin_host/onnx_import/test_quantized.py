@@ -419,14 +419,14 @@ def test_per_axis_over_a_runtime_dim_is_refused(tmp_path):
 
 
 def test_microsoft_quantized_ops_are_refused_with_a_hint(tmp_path):
-    nodes = [helper.make_node("QLinearSoftmax", ["a", "s", "z", "s", "z"], ["y"], name="n",
-                              domain="com.microsoft", axis=-1, opset=13)]
+    nodes = [helper.make_node("QLinearReduceMean", ["a", "s", "z", "s", "z"], ["y"],
+                              name="n", domain="com.microsoft", axes=[-1], keepdims=1)]
     graph = helper.make_graph(nodes, "g", [_vi("a", TP.UINT8)], [_vi("y", TP.UINT8)], [
         numpy_helper.from_array(np.array(0.5, np.float32), "s"),
         numpy_helper.from_array(np.array(0, np.uint8), "z")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
                                                     helper.make_opsetid("com.microsoft", 1)])
     (tmp_path / "m.onnx").write_bytes(model.SerializeToString())
-    assert_refused(tmp_path / "m.onnx", UnsupportedModelError, "node 'n' (QLinearSoftmax)",
+    assert_refused(tmp_path / "m.onnx", UnsupportedModelError, "node 'n' (QLinearReduceMean)",
                    "custom domain 'com.microsoft' is not supported (an operator-oriented "
                    "quantized op; quantize in QDQ format instead")
