@@ -191,10 +191,12 @@ def _constants(imp, node, x: str, dtype: str, axis: int) -> tuple[np.ndarray, np
 
 #: The ops that take integers held in float32 (:data:`imp.fake_quantized`), and at which
 #: inputs: they dequantize, requantize or compare them (QLinearConv, QLinearMatMul:
-#: :mod:`.qlinear`; com.microsoft's: :mod:`.qoperator`; MaxPool of 8-bit integers:
-#: :mod:`.pool`). QLinearConcat's are its every third input from the third.
+#: :mod:`.qlinear`; com.microsoft's: :mod:`.qoperator`, :mod:`.qsoftmax`; MaxPool and a nearest
+#: Resize of 8-bit integers: :mod:`.pool`, :mod:`.resize`). QLinearConcat's are its every third
+#: input from the third.
 INTEGER_INPUTS = {
     "DequantizeLinear": (0,), "QLinearConv": (0,), "QLinearMatMul": (0,), "MaxPool": (0,),
+    "Resize": (0,),
     "com.microsoft.QLinearAdd": (0, 3), "com.microsoft.QLinearMul": (0, 3),
     "com.microsoft.QLinearSigmoid": (0,), "com.microsoft.QLinearLeakyRelu": (0,),
     "com.microsoft.QLinearAveragePool": (0,), "com.microsoft.QLinearGlobalAveragePool": (0,),

@@ -281,6 +281,12 @@ def _resize(imp, node, attrs):
                               "onnxruntime refuses it (antialias only with linear and cubic)")
     x = node.input[0]
     shape = list(imp.type_of(x).shape)
+    codes = imp.fake_quantized.get(x) or imp.type_of(x).dtype
+    codes = codes if codes in ("int8", "uint8") else None
+    if codes and mode != "nearest":
+        raise imp.unsupported(f"mode={mode!r} on {codes} input {x!r}: only nearest resizes "
+                              f"8-bit integers (onnxruntime rounds its {mode} of them its own "
+                              f"way)")
     if len(shape) not in (3, 4, 5):
         raise imp.unsupported(f"input shape {shape}: only (N, C, L), (N, C, H, W) and (N, C, D, "
                               f"H, W) resize")
@@ -302,6 +308,9 @@ def _resize(imp, node, attrs):
     if crop or scales is not None and not all(
             o == (scaled_size(d, s) if type(d) is int else -1)
             for d, o, s in zip(shape[2:], size, scales)):
+        if codes:
+            raise imp.unsupported(f"{_why(attrs)} on {codes} input {x!r}: 8-bit integers resize "
+                                  f"only where each size is floor(in * scale)")
         if antialias:  # the windows are the resize op's
             raise imp.unsupported(f"attribute antialias=1 with {_why(attrs)}: not supported " + (
                 "(the resize op's antialias windows have no region of interest)" if crop else
@@ -310,7 +319,10 @@ def _resize(imp, node, attrs):
         _resize_by_axes(imp, node, attrs, shape, size, scales,
                         _resize_roi(imp, node, shape, axes) if crop else None)
         return
-    inputs, like = [imp.tensor(x)], {}
+    from .dynamic import _as_float  # they import .ops, which imports this
+    from .qoperator import bind_codes
+
+    inputs, like = [_as_float(imp, x) if codes else imp.tensor(x)], {}
     if not all(type(d) is int for d in size):  # run-time sizes: read from a tensor's shape
         if antialias:
             raise imp.unsupported(f"attribute antialias=1 to sizes {size}: the sizes must be "
@@ -330,7 +342,10 @@ def _resize(imp, node, attrs):
                               f"float32 (onnxruntime's Resize has no {imp.type_of(x).dtype})")
     if antialias and list(size) == list(shape[2:]):  # onnxruntime copies x, as resize does
         antialias = exclude = 0
-    imp.emit("resize", inputs, [node.output[0]],
-             {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
-              "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude),
-              "antialias": bool(antialias), **like})
+    [y] = imp.emit("resize", inputs, [None if codes else node.output[0]],
+                   {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
+                    "nearest_mode": nearest, "cubic_coeff_a": coeff,
+                    "exclude_outside": bool(exclude), "antialias": bool(antialias), **like},
+                   suffix="/codes" if codes else "")
+    if codes:  # nearest copies values: the 8-bit integers, held exactly in float32
+        bind_codes(imp, node, y, codes)

@@ -327,6 +327,42 @@ def test_max_pool_of_codes_matches_onnxruntime(dtype, tmp_path):
     _exact(path, [{"x": _every_code(dtype, (2, 3, 7, 7))}])
 
 
+#: nearest Resizes of codes: (scales, sizes, coordinate_transformation_mode, nearest_mode)
+_NEAREST = [([1, 1, 2, 2], None, "asymmetric", "floor"),
+            ([1, 1, 1.5, 0.5], None, "half_pixel", "round_prefer_floor"),
+            (None, [2, 3, 5, 11], "align_corners", "round_prefer_ceil"),
+            ([1, 1, 3, 2], None, "pytorch_half_pixel", "ceil")]
+
+
+@pytest.mark.parametrize("case", _NEAREST, ids=lambda c: c[2])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_a_nearest_resize_of_codes_matches_onnxruntime(dtype, case, tmp_path):
+    """quantize_static's QOperator format resizes the codes themselves: as the graph's output
+    (cast back) and read by a QLinearSigmoid (held in float32)."""
+    scales, sizes, coordinate, nearest = case
+    inits = [_param("sizes", np.array(sizes, np.int64)) if sizes else
+             _param("scales", np.array(scales, np.float32)), _param("s", 0.05),
+             _param("z", _zp(dtype))]
+    nodes = [helper.make_node("Resize", ["x", "", "scales" if scales else "",
+                                         "sizes" if sizes else ""], ["y"], name="n",
+                              mode="nearest", coordinate_transformation_mode=coordinate,
+                              nearest_mode=nearest),
+             helper.make_node("QLinearSigmoid", ["y", "s", "z", "s", "z"], ["g"], name="g",
+                              domain=_MS)]
+    path = _model(tmp_path / "m.onnx", nodes, [_vi("x", dtype, (2, 3, 6, 7))],
+                  [_vi("y", dtype, None, 4), _vi("g", dtype, None, 4)], inits)
+    _exact(path, [{"x": _every_code(dtype, (2, 3, 6, 7))}])
+
+
+def test_a_linear_resize_of_codes_is_refused(tmp_path):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="n", mode="linear")
+    path = _model(tmp_path / "m.onnx", [node], [_vi("x", "uint8", (1, 1, 4, 4))],
+                  [_vi("y", "uint8", None, 4)],
+                  [_param("scales", np.array([1, 1, 2, 2], np.float32))])
+    assert_refused(path, UnsupportedModelError, "node 'n' (Resize)",
+                   "mode='linear' on uint8 input 'x': only nearest resizes 8-bit integers")
+
+
 # --- QGemm -----------------------------------------------------------------------------------
 
 
@@ -414,6 +450,45 @@ def test_a_qoperator_model_builds_and_matches_onnxruntime(tmp_path, signer):
     assert {"QLinearConv", "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm",
             "QLinearSoftmax"} <= ops, ops
+    feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
+    _exact(path, feeds)
+    loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
+    check_on_both_backends(path, loaded, feeds)
+
+
+class _Direct(torch.nn.Module):
+    """The ops the QOperator format runs on the codes themselves (Pad, a nearest Resize,
+    Split, Concat, Transpose, Where, ArgMax) between two QLinearConvs."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        y = torch.nn.functional.pad(self.c1(x), (1, 1, 1, 1))
+        y = torch.nn.functional.interpolate(y, scale_factor=2, mode="nearest")
+        a, b = torch.split(y, 2, 1)
+        z = self.c2(torch.cat([b, a], 1))
+        # y through a Slice: the quantizer fails on a Where that reads the Resize itself
+        w = torch.where(z > 0, z, y[:, :, :16]).transpose(2, 3)
+        return w, torch.argmax(w.flatten(2), -1)
+
+
+@pytest.mark.parametrize("dtype", ["QUInt8", "QInt8"])
+def test_a_qoperator_model_of_direct_8_bit_ops_matches_onnxruntime(dtype, tmp_path, signer):
+    torch.manual_seed(6)
+    shape = (1, 3, 6, 6)
+    float_model = export(_Direct(), [torch.randn(*shape)], tmp_path / "float.onnx",
+                         dynamo=False, input_names=["x"], output_names=["y", "i"])
+    path = tmp_path / "qop.onnx"
+    kind = getattr(quantization.QuantType, dtype)
+    quantization.quantize_static(str(float_model), str(path), _Batches("x", shape),
+                                 quant_format=quantization.QuantFormat.QOperator,
+                                 weight_type=kind, activation_type=kind)
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"QLinearConv", "Pad", "Resize", "Split", "QLinearConcat", "Transpose",
+            "ArgMax"} <= ops, ops
     feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
     _exact(path, feeds)
     loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
