@@ -1,17 +1,18 @@
 """onnxruntime's operator-oriented quantized contrib ops (domain ``com.microsoft``), which
 ``quantize_static`` with ``quant_format=QuantFormat.QOperator`` writes around QLinearConv and
 QLinearMatMul (:mod:`.qlinear`): QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
-QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool and QGemm, each imported with
-onnxruntime's numbers, bit for bit (QLinearSoftmax: :mod:`.qsoftmax`). Registered in :data:`.ops.MAPPERS` on import under
-``com.microsoft.<op>`` (:func:`.reader.op_key`).
+QLinearConcat, QLinearWhere, QLinearGlobalAveragePool, QLinearAveragePool and QGemm, each
+imported with onnxruntime's numbers, bit for bit (QLinearSoftmax: :mod:`.qsoftmax`).
+Registered in :data:`.ops.MAPPERS` on import under ``com.microsoft.<op>``
+(:func:`.reader.op_key`).
 
 The arithmetic is onnxruntime 1.32's x86-64 CPU kernels', read in its source and checked
 against it over random scales, zero points, shapes and every input code:
 
-- **Lookup tables** (QLinearSigmoid, QLinearLeakyRelu, QLinearConcat's inputs of another scale
-  or zero point): onnxruntime maps each of the 256 codes through a table built once
-  (:mod:`.mlas`); the import builds the same table and looks the codes up (``embedding`` of a
-  ``(256, 1)`` constant, so each index is checked when the call runs).
+- **Lookup tables** (QLinearSigmoid, QLinearLeakyRelu, QLinearConcat's and QLinearWhere's
+  inputs of another scale or zero point): onnxruntime maps each of the 256 codes through a
+  table built once (:mod:`.mlas`); the import builds the same table and looks the codes up
+  (``embedding`` of a ``(256, 1)`` constant, so each index is checked when the call runs).
 - **QLinearAdd**: ``r_a = a_scale / c_scale`` and ``r_b = b_scale / c_scale`` in float32, the
   zero points folded into one float32 constant ``fixed = c_zp - fma(r_a, a_zp, r_b * b_zp)``,
   then per element ``fma(a, r_a, fma(b, r_b, fixed))`` on the raw codes (fused: one rounding
@@ -184,12 +185,45 @@ def _qlinear_concat(imp, node, attrs):
                                  node=imp.node_name, op=node.op_type)
         x_scale = _scale(imp, node, i + 1, f"input {k}'s scale")
         x_zp = _zero_point(imp, node, i + 2, f"input {k}'s zero point", dtype)
-        if (x_scale, x_zp) != (y_scale, y_zp):
-            table = mlas.lookup_table(lambda v: v, dtype, x_scale, x_zp, y_scale, y_zp)
-            x = _lookup(imp, x, dtype, table, f"input{k}")
-        parts.append(x)
+        parts.append(_requantized(imp, x, dtype, (x_scale, x_zp), (y_scale, y_zp),
+                                  f"input{k}"))
     [y] = imp.emit("concat", parts, [None], {"axis": attrs["axis"]}, suffix="/concat")
     bind_codes(imp, node, y, dtype)
+
+
+def _requantized(imp, x: str, dtype: str, given: tuple, wanted: tuple, name: str) -> str:
+    """Codes ``x`` of (scale, zero point) ``given`` as codes of ``wanted``: themselves where
+    the two are equal, else looked up in onnxruntime's table."""
+    if given == wanted:
+        return x
+    table = mlas.lookup_table(lambda v: v, dtype, *given, *wanted)
+    return _lookup(imp, x, dtype, table, name)
+
+
+@maps(_MS + "QLinearWhere")
+def _qlinear_where(imp, node, attrs):
+    """``where(condition, x, y)``, X and Y each requantized to Z's scale and zero point as
+    QLinearConcat's inputs (onnxruntime selects each by the condition, 0 elsewhere, then
+    takes X's where it is not 0: the same values)."""
+    _only(imp, attrs, {})
+    if len(node.input) != 9 or not all(node.input):
+        raise ModelFileError(f"{len(node.input)} inputs: QLinearWhere takes condition, X, "
+                             f"X_scale, X_zero_point, Y, Y_scale, Y_zero_point, Z_scale and "
+                             f"Z_zero_point, each given", node=imp.node_name, op=node.op_type)
+    if imp.type_of(node.input[0]).dtype != "bool":
+        raise ModelFileError(f"condition of dtype {imp.type_of(node.input[0]).dtype}: must be "
+                             f"bool", node=imp.node_name, op=node.op_type)
+    x, dtype = _codes(imp, node, 1, "X")
+    y, y_dtype = _codes(imp, node, 4, "Y")
+    if y_dtype != dtype:
+        raise ModelFileError(f"Y of dtype {y_dtype} differs from X's {dtype}",
+                             node=imp.node_name, op=node.op_type)
+    out = (_scale(imp, node, 7, "Z_scale"), _zero_point(imp, node, 8, "Z_zero_point", dtype))
+    x = _requantized(imp, x, dtype, (_scale(imp, node, 2, "X_scale"),
+                                     _zero_point(imp, node, 3, "X_zero_point", dtype)), out, "x")
+    y = _requantized(imp, y, dtype, (_scale(imp, node, 5, "Y_scale"),
+                                     _zero_point(imp, node, 6, "Y_zero_point", dtype)), out, "y")
+    bind_codes(imp, node, imp.step("where", [imp.tensor(node.input[0]), x, y], "where"), dtype)
 
 
 # --- QLinearAdd and QLinearMul ---------------------------------------------------------------

@@ -58,7 +58,7 @@ LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden st
 #: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator` and
 #: :mod:`.qsoftmax`).
 OPERATOR_ORIENTED = frozenset({
-    "QLinearWhere", "QLinearReduceMean", "QAttention",
+    "QLinearReduceMean", "QAttention",
     "QEmbedLayerNormalization",
     "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QOrderedMatMul"})
 
@@ -201,6 +201,7 @@ INTEGER_INPUTS = {
     "com.microsoft.QLinearSigmoid": (0,), "com.microsoft.QLinearLeakyRelu": (0,),
     "com.microsoft.QLinearAveragePool": (0,), "com.microsoft.QLinearGlobalAveragePool": (0,),
     "com.microsoft.QGemm": (0,), "com.microsoft.QLinearSoftmax": (0,),
+    "com.microsoft.QLinearWhere": (1, 4),
     "com.microsoft.QLinearConcat": "concat"}
 
 

@@ -189,7 +189,7 @@ CONTRIB_ATTRIBUTES: dict[str, dict[str, str]] = {
     "QLinearLeakyRelu": {"alpha": "FLOAT"}, "QLinearConcat": {"axis": "INT"},
     "QLinearAveragePool": _POOL_ATTRIBUTES, "QLinearGlobalAveragePool": {"channels_last": "INT"},
     "QGemm": {"alpha": "FLOAT", "transA": "INT", "transB": "INT"},
-    "QLinearSoftmax": {"axis": "INT", "opset": "INT"}}
+    "QLinearSoftmax": {"axis": "INT", "opset": "INT"}, "QLinearWhere": {}}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_ATTRIBUTES)
 
 

@@ -1,10 +1,11 @@
 """onnxruntime's operator-oriented quantized contrib ops (com.microsoft: QLinearAdd, QLinearMul,
-QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearGlobalAveragePool, QLinearAveragePool,
-QGemm; QLinearSoftmax has test_qsoftmax) and MaxPool of 8-bit codes, each imported with
-onnxruntime's numbers: hand-made nodes over random scales, zero points, both 8-bit dtypes,
-every broadcasting pattern onnxruntime's kernels tell apart, compared bit for bit on the numpy
-and onnxruntime backends; a torch CNN quantized by quantize_static in the QOperator format,
-built and loaded; and what is refused, naming the node.
+QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearWhere, QLinearGlobalAveragePool,
+QLinearAveragePool, QGemm; QLinearSoftmax has test_qsoftmax), MaxPool and a nearest Resize of
+8-bit codes, each imported with onnxruntime's numbers: hand-made nodes over random scales, zero
+points, both 8-bit dtypes, every broadcasting pattern onnxruntime's kernels tell apart,
+compared bit for bit on the numpy and onnxruntime backends; torch models quantized by
+quantize_static in the QOperator format, built and loaded; and what is refused, naming the
+node.
 """
 
 from __future__ import annotations
@@ -257,6 +258,41 @@ def test_concat_requantizes_each_input_as_onnxruntime(dtype, tmp_path):
 # --- pools -----------------------------------------------------------------------------------
 
 
+#: (condition, X, Y) shapes: all equal, a broadcast condition, scalar X, a row Y, all three
+#: broadcasting each other, a run-time batch
+_WHERE_SHAPES = [((2, 3, 4), (2, 3, 4), (2, 3, 4)), ((4,), (2, 3, 4), (2, 3, 4)),
+                 ((2, 3, 4), (), (2, 3, 4)), ((2, 3, 1), (2, 3, 4), (4,)),
+                 ((3, 1), (1, 5), (2, 1, 1)), (("N", 4), ("N", 4), (4,))]
+
+
+@pytest.mark.parametrize("shapes", _WHERE_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_where_requantizes_each_input_as_onnxruntime(dtype, shapes, tmp_path):
+    """X and Y of Z's scale and zero point (copied), of others (a table each), and of one
+    each."""
+    c_shape, x_shape, y_shape = shapes
+    out = list(np.broadcast_shapes(*[tuple(1 if d == "N" else d for d in s) for s in shapes]))
+    if "N" in c_shape:
+        out[0] = "N"
+    z = (_scale(), _zp(dtype))
+    for x_params, y_params in (((z, z)), ((_scale(), _zp(dtype)), (_scale(), _zp(dtype))),
+                               (z, (_scale(), _zp(dtype)))):
+        inits = [_param("xs", x_params[0]), _param("xz", x_params[1]),
+                 _param("ys", y_params[0]), _param("yz", y_params[1]), _param("zs", z[0]),
+                 _param("zz", z[1])]
+        node = helper.make_node("QLinearWhere", ["c", "x", "xs", "xz", "y", "ys", "yz", "zs",
+                                                 "zz"], ["z"], name="n", domain=_MS)
+        path = _model(tmp_path / "m.onnx", [node], [
+            helper.make_tensor_value_info("c", TP.BOOL, list(c_shape)), _vi("x", dtype, x_shape),
+            _vi("y", dtype, y_shape)], [_vi("z", dtype, out)], inits)
+        feeds = []
+        for n in (1, 3):
+            concrete = [tuple(n if d == "N" else d for d in s) for s in shapes]
+            feeds.append({"c": RNG.random(concrete[0]) < 0.5,
+                          "x": _codes(dtype, concrete[1]), "y": _codes(dtype, concrete[2])})
+        _exact(path, feeds)
+
+
 @pytest.mark.parametrize("channels_last", [0, 1])
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 def test_global_average_pool_matches_onnxruntime(dtype, channels_last, tmp_path):
@@ -458,7 +494,8 @@ def test_a_qoperator_model_builds_and_matches_onnxruntime(tmp_path, signer):
 
 class _Direct(torch.nn.Module):
     """The ops the QOperator format runs on the codes themselves (Pad, a nearest Resize,
-    Split, Concat, Transpose, Where, ArgMax) between two QLinearConvs."""
+    Split, Concat, Transpose, ArgMax) and a QLinearWhere (ForceQuantizeNoInputCheck writes
+    it) between two QLinearConvs."""
 
     def __init__(self):
         super().__init__()
@@ -485,10 +522,11 @@ def test_a_qoperator_model_of_direct_8_bit_ops_matches_onnxruntime(dtype, tmp_pa
     kind = getattr(quantization.QuantType, dtype)
     quantization.quantize_static(str(float_model), str(path), _Batches("x", shape),
                                  quant_format=quantization.QuantFormat.QOperator,
-                                 weight_type=kind, activation_type=kind)
+                                 weight_type=kind, activation_type=kind,
+                                 extra_options={"ForceQuantizeNoInputCheck": True})
     ops = {n.op_type for n in onnx.load(str(path)).graph.node}
     assert {"QLinearConv", "Pad", "Resize", "Split", "QLinearConcat", "Transpose",
-            "ArgMax"} <= ops, ops
+            "QLinearWhere", "ArgMax"} <= ops, ops
     feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
     _exact(path, feeds)
     loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
