@@ -143,7 +143,7 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                         f"{opsets.get(CONTRIB)}, not 1",
                                         node=_node_name(node), op=node.op_type)
         if node.domain == CONTRIB:
-            _check_contrib_attributes(node, where)
+            _check_contrib_schema(node, where)
     named: set[str] = set()
     for node in g.node:  # onnxruntime refuses it too, once the import has spent its time
         if node.name and node.name in named:
@@ -177,28 +177,54 @@ def _initializers_as_ir4(model) -> None:
 
 
 #: onnxruntime's contrib-op domain, and those of its ops that map (:mod:`.qoperator`,
-#: :mod:`.qsoftmax`): quantize_static's operator-oriented (QOperator) format. onnx's checker
-#: knows no schema of theirs, so the type of each attribute onnxruntime's schema declares is
-#: checked here.
+#: :mod:`.qsoftmax`): quantize_static's operator-oriented (QOperator) format.
 CONTRIB = "com.microsoft"
+
+
+@dataclass(frozen=True)
+class ContribSchema:
+    """What onnxruntime's schema of a contrib op declares, which onnx's checker does not know
+    and onnxruntime checks when it loads the model: its ``inputs``, one letter each (``S``
+    given, ``O`` optional, ``V`` one or more to the end), and its ``attributes`` with their
+    types (AttributeProto type names)."""
+    inputs: str
+    attributes: dict
+
+
 _POOL_ATTRIBUTES = {"auto_pad": "STRING", "kernel_shape": "INTS", "strides": "INTS",
                     "pads": "INTS", "ceil_mode": "INT", "count_include_pad": "INT",
                     "channels_last": "INT"}
-CONTRIB_ATTRIBUTES: dict[str, dict[str, str]] = {
-    "QLinearAdd": {}, "QLinearMul": {}, "QLinearSigmoid": {},
-    "QLinearLeakyRelu": {"alpha": "FLOAT"}, "QLinearConcat": {"axis": "INT"},
-    "QLinearAveragePool": _POOL_ATTRIBUTES, "QLinearGlobalAveragePool": {"channels_last": "INT"},
-    "QGemm": {"alpha": "FLOAT", "transA": "INT", "transB": "INT"},
-    "QLinearSoftmax": {"axis": "INT", "opset": "INT"}, "QLinearWhere": {}}
-CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_ATTRIBUTES)
+CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
+    "QLinearAdd": ContribSchema("SSOSSOSO", {}), "QLinearMul": ContribSchema("SSOSSOSO", {}),
+    "QLinearSigmoid": ContribSchema("SSOSO", {}),
+    "QLinearLeakyRelu": ContribSchema("SSOSO", {"alpha": "FLOAT"}),
+    "QLinearConcat": ContribSchema("SSV", {"axis": "INT"}),
+    "QLinearAveragePool": ContribSchema("SSOSO", _POOL_ATTRIBUTES),
+    "QLinearGlobalAveragePool": ContribSchema("SSSSS", {"channels_last": "INT"}),
+    "QGemm": ContribSchema("SSSSSSOOO", {"alpha": "FLOAT", "transA": "INT", "transB": "INT"}),
+    "QLinearSoftmax": ContribSchema("SSOSS", {"axis": "INT", "opset": "INT"}),
+    "QLinearWhere": ContribSchema("SSSSSSSSS", {})}
+CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_SCHEMAS)
 
 
-def _check_contrib_attributes(node, where: str) -> None:
-    """ModelFileError for an attribute onnxruntime's schema does not declare, or of another
-    type than it declares (onnxruntime refuses both when it loads the model)."""
-    declared = CONTRIB_ATTRIBUTES[node.op_type]
+def _check_contrib_schema(node, where: str) -> None:
+    """ModelFileError where the node's inputs or attributes differ from what onnxruntime's
+    schema declares (:class:`ContribSchema`): onnxruntime refuses such a model too."""
+    schema = CONTRIB_SCHEMAS[node.op_type]
+    inputs = list(node.input)
+    variadic = schema.inputs.endswith("V")
+    fixed = schema.inputs.rstrip("V")
+    if len(inputs) > len(fixed) and not variadic or variadic and len(inputs) <= len(fixed):
+        need = f"more than {len(fixed)}" if variadic else f"at most {len(fixed)}"
+        raise ModelFileError(f"{where}: {len(inputs)} inputs: {CONTRIB}'s {node.op_type} takes "
+                             f"{need}", node=_node_name(node), op=node.op_type)
+    for i, kind in enumerate(schema.inputs.ljust(len(inputs), "V")):
+        if kind != "O" and not (inputs[i] if i < len(inputs) else ""):
+            raise ModelFileError(f"{where}: input {i} is missing: {CONTRIB}'s "
+                                 f"{node.op_type} requires it", node=_node_name(node),
+                                 op=node.op_type)
     for attr in node.attribute:
-        want = declared.get(attr.name)
+        want = schema.attributes.get(attr.name)
         got = _onnx().AttributeProto.AttributeType.Name(attr.type)
         if want is None:
             raise ModelFileError(f"{where}: attribute {attr.name}: {CONTRIB}'s {node.op_type} "

@@ -641,12 +641,40 @@ def test_an_attribute_of_another_type_than_onnxruntimes_schema_is_refused(op, at
                    f"attribute {attr} of type {kind}: com.microsoft's {op} takes {want}")
 
 
-def test_the_declared_attributes_are_onnxruntimes_schemas():
+def test_the_declared_schemas_are_onnxruntimes():
     from onnxruntime.capi import _pybind_state
 
-    from plugin_host.onnx_import.reader import CONTRIB_ATTRIBUTES
+    from plugin_host.onnx_import.reader import CONTRIB_SCHEMAS
 
-    schemas = {s.name: {k: str(a.type).split(".")[-1] for k, a in s.attributes.items()}
-               for s in _pybind_state.get_all_operator_schema() if s.domain == _MS}
-    for op, declared in CONTRIB_ATTRIBUTES.items():
-        assert declared == schemas[op], op
+    letter = {"Single": "S", "Optional": "O", "Variadic": "V"}
+    schemas = {s.name: s for s in _pybind_state.get_all_operator_schema() if s.domain == _MS}
+    for op, declared in CONTRIB_SCHEMAS.items():
+        schema = schemas[op]
+        assert declared.attributes == {k: str(a.type).split(".")[-1]
+                                       for k, a in schema.attributes.items()}, op
+        assert declared.inputs == "".join(letter[str(i.option).split(".")[-1]]
+                                          for i in schema.inputs), op
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (["x", "xs", "", "ys", "yz"], "input 2 is missing: com.microsoft's "
+                                  "QLinearGlobalAveragePool requires it"),
+    (["x", "xs", "xz", "ys"], "input 4 is missing"),
+    (["x", "xs", "xz", "ys", "yz", "yz"], "6 inputs: com.microsoft's QLinearGlobalAveragePool "
+                                          "takes at most 5")])
+def test_inputs_onnxruntimes_schema_requires_are_checked(inputs, message, tmp_path):
+    node = helper.make_node("QLinearGlobalAveragePool", inputs, ["y"], name="n", domain=_MS)
+    path = _model(tmp_path / "m.onnx", [node], [_vi("x", "uint8", (1, 1, 4, 4))],
+                  [_vi("y", "uint8", None, 4)], [_param("xs", 0.5), _param("xz", np.uint8(3)),
+                                                 _param("ys", 0.25), _param("yz", np.uint8(2))])
+    with pytest.raises(Exception, match="INVALID_GRAPH"):  # onnxruntime refuses it too
+        onnxruntime_outputs(path, {"x": np.zeros((1, 1, 4, 4), np.uint8)}, optimized=False)
+    assert_refused(path, ModelFileError, "node 'n' (QLinearGlobalAveragePool)", message)
+
+
+def test_a_concat_of_no_inputs_is_refused(tmp_path):
+    node = helper.make_node("QLinearConcat", ["ys", "yz"], ["y"], name="n", domain=_MS, axis=0)
+    path = _model(tmp_path / "m.onnx", [node], [_vi("x", "uint8", (4,))],
+                  [_vi("y", "uint8", None, 1)], [_param("ys", 0.25), _param("yz", np.uint8(2))])
+    assert_refused(path, ModelFileError, "node 'n' (QLinearConcat)",
+                   "2 inputs: com.microsoft's QLinearConcat takes more than 2")
