@@ -619,14 +619,11 @@ def _qgemm_bias(imp, node, columns: int, rows, bound: np.ndarray, limit: int):
         raise ModelFileError(f"C of shape {list(c.shape)}: must broadcast to ({rows}, "
                              f"{columns}) as one value, a row, a column or the whole",
                              node=imp.node_name, op=node.op_type)
-    full = np.broadcast_to(c.astype(np.int64), (rows if type(rows) is int else 1, columns))
-    if c.ndim == 2 and c.shape[0] != 1:
-        total = int((bound[None, :] + np.abs(full)).max(initial=0))
-    else:
-        total = int((bound + np.abs(full[0])).max(initial=0))
+    per_row = c.ndim == 2 and c.shape[0] != 1  # (rows, 1) or (rows, columns); rows may be 0
+    full = np.broadcast_to(c.astype(np.int64), (rows, columns)) if per_row else \
+        np.broadcast_to(c.reshape(-1).astype(np.int64), (columns,))
+    total = int((bound + np.abs(full)).max(initial=0))
     if total > limit:
         raise imp.unsupported(f"its sums with C reach {total} in magnitude, beyond int32: "
                               f"onnxruntime's int32 accumulation would wrap")
-    if c.ndim == 2 and c.shape[0] != 1:
-        return np.ascontiguousarray(full).astype(np.int32)
-    return np.broadcast_to(c.reshape(-1), (columns,)).astype(np.int32)
+    return np.ascontiguousarray(full).astype(np.int32)

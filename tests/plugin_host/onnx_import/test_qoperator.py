@@ -450,6 +450,15 @@ def test_qgemm_matches_onnxruntime_bit_for_bit(a_dtype, b_dtype, b_range, output
         _exact(path, [{"a": _every_code(a_dtype, (3, k))}, {"a": _codes(a_dtype, (3, k))}])
 
 
+@pytest.mark.parametrize("c_shape", [(5,), (1, 5)])
+def test_a_qgemm_of_an_empty_batch_imports(c_shape, tmp_path):
+    """A static batch of 0 (a fuzz mutant): C's bound is checked over no rows."""
+    b = _codes("uint8", (3, 5))
+    c = RNG.integers(-100, 100, size=c_shape).astype(np.int32)
+    path = _qgemm_model(tmp_path, "uint8", b, _scale(), _zp("uint8"), c=c, rows=0)
+    assert import_onnx(path).graph.types["y"].shape == (0, 5)
+
+
 # --- a quantize_static(QOperator) model ------------------------------------------------------
 
 
