@@ -205,11 +205,7 @@ def _qlinear_where(imp, node, attrs):
     """``where(condition, x, y)``, X and Y each requantized to Z's scale and zero point as
     QLinearConcat's inputs (onnxruntime selects each by the condition, 0 elsewhere, then
     takes X's where it is not 0: the same values)."""
-    _only(imp, attrs, {})
-    if len(node.input) != 9 or not all(node.input):
-        raise ModelFileError(f"{len(node.input)} inputs: QLinearWhere takes condition, X, "
-                             f"X_scale, X_zero_point, Y, Y_scale, Y_zero_point, Z_scale and "
-                             f"Z_zero_point, each given", node=imp.node_name, op=node.op_type)
+    _only(imp, attrs, {})  # its nine inputs, each given: the reader's schema check
     if imp.type_of(node.input[0]).dtype != "bool":
         raise ModelFileError(f"condition of dtype {imp.type_of(node.input[0]).dtype}: must be "
                              f"bool", node=imp.node_name, op=node.op_type)

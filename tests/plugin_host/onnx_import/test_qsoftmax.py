@@ -55,6 +55,21 @@ def _plain(x, dtype, x_scale, y_scale, y_zp, *, logarithm=None, divide="double")
     return np.clip(np.round(v).astype(np.int64) + int(y_zp), info.min, info.max).astype(dtype)
 
 
+def _where_the_reading_differs(tmp_path, draws, reading: dict, what: str) -> None:
+    """Over ``draws`` of (x_scale, y_scale, uint8 codes), the first where the plainer
+    ``reading`` of :func:`_plain` gives other outputs than the kernel's: onnxruntime differs
+    from it there too, and the import gives onnxruntime's outputs (searched in numpy first,
+    as onnxruntime's runs cost more)."""
+    for x_scale, y_scale, x in draws:
+        plainer = _plain(x, "uint8", x_scale, y_scale, 0, **reading)
+        if not np.array_equal(plainer, _plain(x, "uint8", x_scale, y_scale, 0)):
+            got, path = _one_row(tmp_path, "uint8", x, x_scale, y_scale, 0)
+            assert not np.array_equal(plainer, got)
+            _exact(path, [{"x": x}])
+            return
+    pytest.fail(f"no case found where {what} differs from onnxruntime")
+
+
 def _one_row(tmp_path, dtype, x, x_scale, y_scale, y_zp):
     """onnxruntime's output for the codes ``x`` (2-D, softmax over the last axis) and the
     model's path."""
@@ -128,16 +143,10 @@ def test_the_last_step_divides_in_double_not_float32(tmp_path):
     """Random scales and many rows until the float32 division rounds some output to another
     code than the double one; onnxruntime gives the double one's, and so does the import."""
     rng = np.random.default_rng(11)
-    for _ in range(400):  # inputs where the two divisions give other outputs, then onnxruntime
-        x_scale, y_scale = _F32(10.0 ** rng.uniform(-3, -1)), _F32(10.0 ** rng.uniform(-4, -3))
-        x = (rng.integers(0, 255, size=(400, 41), endpoint=True) // 8).astype(np.uint8)
-        float32 = _plain(x, "uint8", x_scale, y_scale, 0, divide="float32")
-        if not np.array_equal(float32, _plain(x, "uint8", x_scale, y_scale, 0)):
-            got, path = _one_row(tmp_path, "uint8", x, x_scale, y_scale, 0)
-            assert not np.array_equal(float32, got)
-            _exact(path, [{"x": x}])
-            return
-    pytest.fail("no case found where float32 division differs from onnxruntime")
+    draws = ((_F32(10.0 ** rng.uniform(-3, -1)), _F32(10.0 ** rng.uniform(-4, -3)),
+              (rng.integers(0, 255, size=(400, 41), endpoint=True) // 8).astype(np.uint8))
+             for _ in range(400))
+    _where_the_reading_differs(tmp_path, draws, {"divide": "float32"}, "float32 division")
 
 
 @pytest.mark.skipif(qsoftmax.c_logf() is None, reason="no C math library to load")
@@ -149,18 +158,13 @@ def test_the_table_starts_from_the_c_librarys_logf(tmp_path):
     count = 60594
     top = _F32(np.finfo(_F32).max) / _F32(count)
     assert qsoftmax.logf(top) != float(_F32(math.log(float(top))))
-    y_scale, rng = _F32(2.0 ** -18), np.random.default_rng(7)
-    for _ in range(1000):  # inputs where the two tables give other outputs, then onnxruntime
-        x_scale = _F32(10.0 ** rng.uniform(-3, -1))
-        x = rng.integers(0, 255, size=(1, count), endpoint=True).astype(np.uint8)
-        rounded = _plain(x, "uint8", x_scale, y_scale, 0,
-                         logarithm=lambda v: float(_F32(math.log(float(v)))))
-        if not np.array_equal(rounded, _plain(x, "uint8", x_scale, y_scale, 0)):
-            got, path = _one_row(tmp_path, "uint8", x, x_scale, y_scale, 0)
-            assert not np.array_equal(rounded, got)
-            _exact(path, [{"x": x}])
-            return
-    pytest.fail("no case found where the correctly rounded logarithm differs")
+    rng = np.random.default_rng(7)
+    draws = ((_F32(10.0 ** rng.uniform(-3, -1)), _F32(2.0 ** -18),
+              rng.integers(0, 255, size=(1, count), endpoint=True).astype(np.uint8))
+             for _ in range(1000))
+    _where_the_reading_differs(tmp_path, draws,
+                               {"logarithm": lambda v: float(_F32(math.log(float(v))))},
+                               "the correctly rounded logarithm")
 
 
 def test_without_a_c_library_the_table_is_the_rounded_logarithms(monkeypatch):
