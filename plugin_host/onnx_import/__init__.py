@@ -20,7 +20,8 @@ normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activat
 :mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's
 integer ops), :mod:`.qlinear` (QLinearConv, QLinearMatMul), :mod:`.qoperator` (com.microsoft's
 QLinearAdd, QGemm and the other QOperator-format ops, with :mod:`.mlas`: onnxruntime's
-arithmetic for their constants), :mod:`.qsoftmax` (com.microsoft's QLinearSoftmax), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
+arithmetic for their constants), :mod:`.qsoftmax` (com.microsoft's QLinearSoftmax),
+:mod:`.einsum` (Einsum as transpose, reshape and matmul),
 :mod:`.signal` (Compress of a constant condition, the window functions as constants, DFT and
 STFT as matmul by constant cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr,
 BitwiseXor, BitwiseNot and BitShift as the bitwise glue ops, the logical Xor as
@@ -36,9 +37,16 @@ build),
 :mod:`.command` (the ``--onnx`` option).
 """
 
+import importlib
+
 from .build import DEFAULT_ONNX_TOLERANCE, build_onnx_artifact, import_onnx
 from .convert import ImportedModel, onnx_to_graph
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
+
+# The op table first: each mapping module imports it, and it imports them all, so a mapping
+# module imported on its own (``from plugin_host.onnx_import.dynamic import ...``) would
+# otherwise start that cycle from the wrong end and find its neighbours half made.
+importlib.import_module(".ops", __name__)
 
 __all__ = ["DEFAULT_ONNX_TOLERANCE", "DEFAULT_READ_LIMITS", "ImportedModel", "ReadLimits",
            "build_onnx_artifact", "import_onnx", "onnx_to_graph", "parse_model", "read_model"]
