@@ -83,7 +83,7 @@ def _read_only_by(imp, name: str, ops: tuple[str, ...]) -> bool:
     return name not in imp.graph_outputs and all(n.op_type in ops for n in readers)
 
 
-_INTEGER_READERS = ("MatMulInteger", "ConvInteger", "DequantizeLinear")
+_INTEGER_READERS = ("MatMulInteger", "ConvInteger", "DequantizeLinear", "MatMulIntegerToFloat")
 
 
 def _bind_integers(imp, y: str, out: str, dtype: str) -> None:
@@ -100,10 +100,21 @@ def _bind_integers(imp, y: str, out: str, dtype: str) -> None:
 
 @maps("DynamicQuantizeLinear")
 def _dynamic_quantize(imp, node, attrs):
-    """uint8 quantization with parameters computed from the tensor at run time, in float32
-    glue ops (``amin``, ``amax``, ``min``, ``max``, ``sub``, ``div``, ``equal``, ``less``,
-    ``where``, ``round``, ``add``, ``clip``); see the module's doc."""
+    """uint8 quantization with parameters computed from the tensor at run time
+    (:func:`quantized_at_run_time`), its outputs bound."""
     _only(imp, attrs, {})
+    outs = (list(node.output) + ["", ""])[:3]
+    y, _, zp = quantized_at_run_time(imp, node, outs[0] or outs[1] or outs[2], outs[1])
+    _bind_integers(imp, y, outs[0], "uint8")
+    _bind_integers(imp, zp, outs[2], "uint8")
+
+
+def quantized_at_run_time(imp, node, base: str, scale_out: str = "") -> tuple[str, str, str]:
+    """DynamicQuantizeLinear of input 0 in float32 glue ops (``amin``, ``amax``, ``min``,
+    ``max``, ``sub``, ``div``, ``equal``, ``less``, ``where``, ``round``, ``add``, ``clip``;
+    see the module's doc): the uint8 codes and zero point as float32 integers, and the scale
+    (bound to ONNX value ``scale_out`` where given). Constants and steps are named from
+    ``base``."""
     x = node.input[0]
     t = imp.type_of(x)
     if t.dtype != "float32":
@@ -111,8 +122,6 @@ def _dynamic_quantize(imp, node, attrs):
     if any(d == 0 for d in t.shape):
         raise ModelFileError(f"input of shape {list(t.shape)} is empty: its min and max are "
                              f"undefined", node=imp.node_name, op=node.op_type)
-    outs = (list(node.output) + ["", ""])[:3]
-    base = outs[0] or outs[1] or outs[2]
     f = np.float32
 
     def const(value, what):
@@ -131,7 +140,7 @@ def _dynamic_quantize(imp, node, attrs):
     lo, hi = step("min", [lo, zero], "min0"), step("max", [hi, zero], "max0")
     flat = step("equal", [hi, lo], "flat")
     spread = step("div", [step("sub", [hi, lo], "range"), const(255.0, "qrange")], "spread")
-    scale = step("where", [flat, const(1.0, "one"), spread], "scale", out=outs[1] or None)
+    scale = step("where", [flat, const(1.0, "one"), spread], "scale", out=scale_out or None)
     zp = step("sub", [zero, step("div", [lo, scale], "lo_scaled")], "zp0")
     top = const(255.0, "qmax")
     zp = step("where", [step("less", [zp, top], "below"), zp, top], "zp_min")
@@ -141,9 +150,7 @@ def _dynamic_quantize(imp, node, attrs):
     low = const(-np.inf, "minus_inf")
     y = step("where", [step("isnan", [y], "isnan"), low, y], "nan")
     y = step("add", [step("round", [y], "round"), zp], "shift")
-    y = step("clip", [y], "saturate", {"min": 0.0, "max": 255.0})
-    _bind_integers(imp, y, outs[0], "uint8")
-    _bind_integers(imp, zp, outs[2], "uint8")
+    return step("clip", [y], "saturate", {"min": 0.0, "max": 255.0}), scale, zp
 
 
 register_fold("DynamicQuantizeLinear", _fold_dynamic)
@@ -182,12 +189,12 @@ def _integer_dtype(imp, node, name: str, what: str) -> str:
     return dtype
 
 
-def _shifted_input(imp, node, what: str) -> str:
-    """A minus its zero point (a per-tensor one: onnxruntime's CPU kernels take no other) as
-    float32 integers in [-255, 255]."""
+def _shifted_input(imp, node, what: str, zp_at: int = 2) -> str:
+    """A (input 0) minus its zero point (input ``zp_at``; a per-tensor one: onnxruntime's CPU
+    kernels take no other) as float32 integers in [-255, 255]."""
     a = node.input[0]
     dtype = _integer_dtype(imp, node, a, what)
-    zp = _zero_point(imp, node, 2, dtype, f"{what}'s zero point")
+    zp = _zero_point(imp, node, zp_at, dtype, f"{what}'s zero point")
     x = _as_float(imp, a)
     if zp is None:
         return x
@@ -204,17 +211,19 @@ def _shifted_input(imp, node, what: str) -> str:
     return imp.emit("sub", [x, zp], [None], suffix="/a_zero_point")[0]
 
 
-def _shifted_weight(imp, node, axis: int, what: str, at: int = 1) -> np.ndarray:
-    """The constant B (W; input ``at``, its zero point input ``at + 2``) minus its zero point,
-    as int32: per tensor, or one value per entry of ``axis`` (B's columns, W's output
-    channels)."""
+def _shifted_weight(imp, node, axis: int, what: str, at: int = 1,
+                    zp_at: int | None = None) -> np.ndarray:
+    """The constant B (W; input ``at``, its zero point input ``zp_at``, by default
+    ``at + 2``) minus its zero point, as int32: per tensor, or one value per entry of
+    ``axis`` (B's columns, W's output channels)."""
     b = node.input[at]
     if not imp.is_const(b):
         raise imp.unsupported(f"{what} {b!r} must be a constant (the quantized weights), but it "
                               f"is computed at run time")
     w = imp.const(b)
     dtype = _integer_dtype(imp, node, b, what)
-    zp = _zero_point(imp, node, at + 2, dtype, f"{what}'s zero point")
+    zp = _zero_point(imp, node, at + 2 if zp_at is None else zp_at, dtype,
+                     f"{what}'s zero point")
     shifted = w.astype(np.int32)
     if zp is None:
         return shifted
@@ -300,17 +309,19 @@ def _integer_output(imp, node, y: str) -> None:
     imp.emit("cast", [y], [out], {"dtype": "int32"}, suffix="/int32")
 
 
-def matmul_sum(imp, node, at: int = 1, out: str | None = None) -> tuple[str, str]:
-    """(A - a_zero_point) @ (B - b_zero_point) with A input 0 (its zero point input 2) and B
-    input ``at`` (its zero point ``at + 2``), B a constant 2-D int8/uint8 with a per-tensor or
-    per-column zero point: float32 ``linear`` over runs of K that are exact (module doc).
-    Returns the sum and its dtype (see :func:`_sum_runs`)."""
+def matmul_sum(imp, node, at: int = 1, out: str | None = None, zp_at: tuple = (2, None),
+               shifted: str | None = None) -> tuple[str, str]:
+    """(A - a_zero_point) @ (B - b_zero_point) with A input 0 and B input ``at`` (their zero
+    points inputs ``zp_at``, by default 2 and ``at + 2``; A already less its zero point where
+    ``shifted`` is given), B a constant 2-D int8/uint8 with a per-tensor or per-column zero
+    point: float32 ``linear`` over runs of K that are exact (module doc). Returns the sum and
+    its dtype (see :func:`_sum_runs`)."""
     if len(imp.type_of(node.input[at]).shape) != 2:
         raise imp.unsupported(f"B of shape {list(imp.type_of(node.input[at]).shape)}: only a "
                               f"2-D constant B is supported")
-    weight = _shifted_weight(imp, node, 1, "B", at)
+    weight = _shifted_weight(imp, node, 1, "B", at, zp_at[1])
     runs = _split(imp, node, _reach(weight, 0, 1))
-    x = _shifted_input(imp, node, "A")
+    x = shifted or _shifted_input(imp, node, "A", zp_at[0])
     origin = imp.origin.get(node.input[at], node.input[at])
 
     def run(i, start, end):

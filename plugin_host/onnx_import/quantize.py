@@ -55,12 +55,12 @@ LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden st
 
 #: com.microsoft's operator-oriented quantized ops not mapped, which the reader refuses with
 #: this hint (QLinearConv and QLinearMatMul, default domain, map in :mod:`.qlinear`; QLinearAdd,
-#: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator` and
-#: :mod:`.qsoftmax`).
+#: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator`,
+#: :mod:`.qsoftmax` and :mod:`.matmul_to_float`).
 OPERATOR_ORIENTED = frozenset({
     "QLinearReduceMean", "QAttention",
     "QEmbedLayerNormalization",
-    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QOrderedMatMul"})
+    "DynamicQuantizeLSTM", "QOrderedMatMul"})
 
 
 def _axis(attrs: dict, op: str) -> int:

@@ -203,7 +203,9 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
     "QLinearGlobalAveragePool": ContribSchema("SSSSS", {"channels_last": "INT"}),
     "QGemm": ContribSchema("SSSSSSOOO", {"alpha": "FLOAT", "transA": "INT", "transB": "INT"}),
     "QLinearSoftmax": ContribSchema("SSOSS", {"axis": "INT", "opset": "INT"}),
-    "QLinearWhere": ContribSchema("SSSSSSSSS", {})}
+    "QLinearWhere": ContribSchema("SSSSSSSSS", {}),
+    "MatMulIntegerToFloat": ContribSchema("SSSSOOO", {}),
+    "DynamicQuantizeMatMul": ContribSchema("SSSOO", {})}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_SCHEMAS)
 
 

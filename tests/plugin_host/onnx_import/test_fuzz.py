@@ -22,8 +22,9 @@ Resize-11, Split, Squeeze, Softmax over a middle axis, an LSTM), ``half`` (float
 LayerNorm, Gemm, Casts to float32 and back), ``qdq`` (a conv net quantized by onnxruntime's
 quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) and ``dynamic``
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
-MatMulInteger), ``qop`` (a gated residual block quantized by quantize_static in the QOperator
-format: QLinearConv and com.microsoft's QLinearMul, QLinearAdd, QLinearSigmoid,
+MatMulInteger), ``fused`` (that model as an onnxruntime session optimizes and saves it:
+com.microsoft's DynamicQuantizeMatMul), ``qop`` (a gated residual block quantized by
+quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul, QLinearAdd, QLinearSigmoid,
 QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm, QLinearSoftmax) and
 ``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal attention with a
 Trilu mask and Reshapes of the heads between the two run-time dims, the last step, the tokens
@@ -1021,8 +1022,10 @@ def _wider_seed(folder: Path) -> str:
 
 def _quantized_seeds(folder: Path) -> dict[str, str]:
     """A small conv net quantized by onnxruntime's quantize_static (``qdq``: QDQ, per-channel
-    int8) and by its quantize_dynamic (``dynamic``: default options); a gated residual block
-    quantized by quantize_static in the QOperator format (``qop``: com.microsoft's ops)."""
+    int8) and by its quantize_dynamic (``dynamic``: uint8 weights; ``fused``: that, saved
+    optimized by an onnxruntime session); a gated residual block quantized by quantize_static
+    in the QOperator format (``qop``: com.microsoft's ops)."""
+    import onnxruntime
     from onnxruntime import quantization
 
     from .conftest import export, torch
@@ -1073,7 +1076,12 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
                                      activation_type=quantization.QuantType.QUInt8)
     finally:
         logging.disable(logging.NOTSET)
-    return {"qdq": str(path), "dynamic": str(dynamic), "qop": str(qop)}
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(folder / "fused.onnx")
+    onnxruntime.InferenceSession(str(dynamic), options, providers=["CPUExecutionProvider"])
+    return {"qdq": str(path), "dynamic": str(dynamic), "fused": str(folder / "fused.onnx"),
+            "qop": str(qop)}
 
 
 @pytest.fixture(scope="module")
@@ -1193,6 +1201,7 @@ def test_the_seed_models_build(seeds, tmp_path):
                                                       onnx.load(seeds["qdq"]).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= {
         n.op_type for n in onnx.load(seeds["dynamic"]).graph.node}
+    assert "DynamicQuantizeMatMul" in {n.op_type for n in onnx.load(seeds["fused"]).graph.node}
     assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
         n.op_type for n in onnx.load(seeds["qop"]).graph.node}
