@@ -62,6 +62,11 @@ OPERATOR_ORIENTED = frozenset({
     "QEmbedLayerNormalization",
     "DynamicQuantizeLSTM", "QOrderedMatMul"})
 
+#: Those of them onnxruntime's CPU provider has no kernel for: it cannot run them either, so
+#: nothing could compute the golden vectors of a model holding one.
+NO_CPU_KERNEL = frozenset({"QLinearReduceMean", "QOrderedMatMul"})
+NO_CPU_KERNEL_HINT = "onnxruntime's CPU provider has no kernel for it either; " + QDQ_HINT
+
 
 def _axis(attrs: dict, op: str) -> int:
     """The ``axis`` attribute, after refusing the attributes and values not mapped."""
@@ -171,7 +176,8 @@ def _fold_dequantize(ins, attrs: dict, cap: int) -> list:
     return [y.astype(np.float32) * s]
 
 
-REFUSED.update(dict.fromkeys(OPERATOR_ORIENTED, QDQ_HINT))
+REFUSED.update({op: NO_CPU_KERNEL_HINT if op in NO_CPU_KERNEL else QDQ_HINT
+                for op in OPERATOR_ORIENTED})
 register_fold("QuantizeLinear", _fold_quantize, optional=(2,))
 register_fold("DequantizeLinear", _fold_dequantize, optional=(2,))
 

@@ -246,10 +246,13 @@ def op_key(node) -> str:
 
 def _quantized_hint(node) -> str:
     """For com.microsoft's operator-oriented quantized ops (QLinearAdd ...): what to do."""
-    from .quantize import LSTM_HINT, OPERATOR_ORIENTED, QDQ_HINT
+    from .quantize import (LSTM_HINT, NO_CPU_KERNEL, NO_CPU_KERNEL_HINT, OPERATOR_ORIENTED,
+                           QDQ_HINT)
 
     if node.op_type == "DynamicQuantizeLSTM":
         return f" ({LSTM_HINT})"
+    if node.op_type in NO_CPU_KERNEL:
+        return f" ({NO_CPU_KERNEL_HINT})"
     return f" ({QDQ_HINT})" if node.op_type in OPERATOR_ORIENTED else ""
 
 

@@ -24,8 +24,9 @@ quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) 
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
 MatMulInteger), ``fused`` (that model as an onnxruntime session optimizes and saves it:
 com.microsoft's DynamicQuantizeMatMul), ``qop`` (a gated residual block quantized by
-quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul, QLinearAdd, QLinearSigmoid,
-QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm, QLinearSoftmax) and
+quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
+QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
+QLinearSoftmax) and
 ``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal attention with a
 Trilu mask and Reshapes of the heads between the two run-time dims, the last step, the tokens
 back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace, a Conv, the

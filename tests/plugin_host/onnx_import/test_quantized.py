@@ -428,5 +428,19 @@ def test_microsoft_quantized_ops_are_refused_with_a_hint(tmp_path):
                                                     helper.make_opsetid("com.microsoft", 1)])
     (tmp_path / "m.onnx").write_bytes(model.SerializeToString())
     assert_refused(tmp_path / "m.onnx", UnsupportedModelError, "node 'n' (QLinearReduceMean)",
-                   "custom domain 'com.microsoft' is not supported (an operator-oriented "
-                   "quantized op; quantize in QDQ format instead")
+                   "custom domain 'com.microsoft' is not supported (onnxruntime's CPU "
+                   "provider has no kernel for it either; an operator-oriented quantized op; "
+                   "quantize in QDQ format instead")
+
+
+def test_the_ops_said_to_have_no_cpu_kernel_are_onnxruntimes():
+    """The refusal of QLinearReduceMean and QOrderedMatMul says onnxruntime's CPU provider
+    cannot run them either: the list is onnxruntime's own (its registered kernels)."""
+    from onnxruntime.capi import _pybind_state
+
+    from plugin_host.onnx_import.quantize import NO_CPU_KERNEL, OPERATOR_ORIENTED
+
+    cpu = {k.op_name for k in _pybind_state.get_all_opkernel_def()
+           if k.domain == "com.microsoft" and k.provider == "CPUExecutionProvider"}
+    assert "QAttention" in cpu and NO_CPU_KERNEL
+    assert NO_CPU_KERNEL == OPERATOR_ORIENTED - cpu
