@@ -536,12 +536,21 @@ def _window_counts(sizes, kernel, strides, pads, outs, include_pad: bool) -> np.
 @maps(_MS + "QGemm")
 def _qgemm(imp, node, attrs):
     """QLinearMatMul's exact sum plus the bias, scaled by ``(alpha * a_scale) * b_scale``
-    (module doc); B constant, transposed at import where ``transB``."""
-    _only(imp, attrs, {"alpha": ..., "transA": 0, "transB": ...})
+    (module doc); A's codes transposed where ``transA``; B constant, transposed at import
+    where ``transB``."""
+    _only(imp, attrs, {"alpha": ..., "transA": ..., "transB": ...})
     _codes(imp, node, 0, "A")
     a_shape = imp.type_of(node.input[0]).shape
     if len(a_shape) != 2:
         raise imp.unsupported(f"A of shape {list(a_shape)}: QGemm takes a 2-D A")
+    if attrs.get("transA", 0):
+        a = node.input[0]
+        imp.emit("transpose", [imp.tensor(a)], [f"{a}.transposed"], {"perm": [1, 0]},
+                 suffix="/transA")
+        if a in imp.fake_quantized:
+            imp.fake_quantized[f"{a}.transposed"] = imp.fake_quantized[a]
+        node = _with_input(node, 0, f"{a}.transposed")
+        a_shape = a_shape[::-1]
     b_name = node.input[3] if len(node.input) > 3 else ""
     if not b_name or not imp.is_const(b_name):
         raise imp.unsupported(f"B {b_name!r} must be a constant (the quantized weights), but "

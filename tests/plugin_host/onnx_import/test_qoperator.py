@@ -403,7 +403,7 @@ def test_a_linear_resize_of_codes_is_refused(tmp_path):
 
 
 def _qgemm_model(tmp_path, a_dtype, b, b_scale, b_zp, *, c=None, y=True, trans_b=0,
-                 alpha=1.0, rows="M"):
+                 alpha=1.0, rows="M", trans_a=0):
     k = b.shape[1] if trans_b else b.shape[0]
     inits = [_param("as", _scale()), _param("az", _zp(a_dtype)), _param("b", b, b.dtype),
              _param("bs", b_scale), _param("bz", b_zp, b.dtype)]
@@ -417,8 +417,9 @@ def _qgemm_model(tmp_path, a_dtype, b, b_scale, b_zp, *, c=None, y=True, trans_b
         names += ["ys", "yz"]
         out_dtype = a_dtype
     node = helper.make_node("QGemm", names, ["y"], name="n", domain=_MS, transB=trans_b,
-                            alpha=alpha)
-    return _model(tmp_path / "m.onnx", [node], [_vi("a", a_dtype, (rows, k))],
+                            alpha=alpha, **({"transA": trans_a} if trans_a else {}))
+    return _model(tmp_path / "m.onnx", [node],
+                  [_vi("a", a_dtype, (k, rows) if trans_a else (rows, k))],
                   [_vi("y", out_dtype, None, 2)], inits)
 
 
@@ -448,6 +449,27 @@ def test_qgemm_matches_onnxruntime_bit_for_bit(a_dtype, b_dtype, b_range, output
         path = _qgemm_model(tmp_path, a_dtype, b, b_scale, b_zp, c=c, y=output == "quantized",
                             trans_b=trans_b, alpha=alpha, rows=rows)
         _exact(path, [{"a": _every_code(a_dtype, (3, k))}, {"a": _codes(a_dtype, (3, k))}])
+
+
+@pytest.mark.parametrize("output", ["quantized", "float"])
+@pytest.mark.parametrize("a_dtype, b_dtype, b_range", _GEMM_DTYPES,
+                         ids=["u8u8", "u8s8", "s8s8"])
+def test_a_qgemm_with_trans_a_matches_onnxruntime_bit_for_bit(a_dtype, b_dtype, b_range,
+                                                              output, tmp_path):
+    """transA: A's codes (K, M) transposed before the product; C per row counts A's M."""
+    rng = np.random.default_rng(71)
+    n, k = 5, 9
+    for trans_b, c_shape in ((0, None), (1, (4, n)), (0, (n,))):
+        b = rng.integers(*b_range, size=(n, k) if trans_b else (k, n), endpoint=True)
+        c = None if c_shape is None else rng.integers(-5000, 5000, size=c_shape)
+        path = _qgemm_model(tmp_path, a_dtype, b.astype(b_dtype), np.float32(0.01),
+                            np.array(0 if b_dtype == "int8" else 3, b_dtype), c=c,
+                            y=output == "quantized", trans_b=trans_b, trans_a=1,
+                            rows=4 if c_shape == (4, n) else "M")
+        graph = import_onnx(path).graph
+        assert any(node.op == "transpose" for node in graph.nodes)
+        _exact(path, [{"a": _every_code(a_dtype, (k, 4))}, {"a": _codes(a_dtype, (k, 4))}],
+               graph=graph)
 
 
 @pytest.mark.parametrize("c_shape", [(5,), (1, 5)])
