@@ -284,9 +284,14 @@ def _resize(imp, node, attrs):
     codes = imp.fake_quantized.get(x) or imp.type_of(x).dtype
     codes = codes if codes in ("int8", "uint8") else None
     if codes and mode != "nearest":
+        why = ("onnxruntime truncates its float32 linear resize of them, so a last-bit "
+               "difference moves a result across an integer, and the import's float32 resize "
+               "is not onnxruntime's to the last bit" if mode == "linear" else
+               "onnxruntime's CPU provider fails on a cubic resize of them when it runs")
         raise imp.unsupported(f"mode={mode!r} on {codes} input {x!r}: only nearest resizes "
-                              f"8-bit integers (onnxruntime rounds its {mode} of them its own "
-                              f"way)")
+                              f"8-bit integers ({why}); quantize in QDQ format "
+                              f"(quant_format=QuantFormat.QDQ), where the Resize runs in "
+                              f"float32")
     if len(shape) not in (3, 4, 5):
         raise imp.unsupported(f"input shape {shape}: only (N, C, L), (N, C, H, W) and (N, C, D, "
                               f"H, W) resize")

@@ -390,13 +390,38 @@ def test_a_nearest_resize_of_codes_matches_onnxruntime(dtype, case, tmp_path):
     _exact(path, [{"x": _every_code(dtype, (2, 3, 6, 7))}])
 
 
-def test_a_linear_resize_of_codes_is_refused(tmp_path):
-    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="n", mode="linear")
-    path = _model(tmp_path / "m.onnx", [node], [_vi("x", "uint8", (1, 1, 4, 4))],
-                  [_vi("y", "uint8", None, 4)],
-                  [_param("scales", np.array([1, 1, 2, 2], np.float32))])
+def _resize_model(path, dtype: str, mode: str, scales):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="n", mode=mode)
+    return _model(path, [node], [_vi("x", dtype, (1, 2, 5, 7))], [_vi("y", dtype, None, 4)],
+                  [_param("scales", np.array(scales, np.float32))])
+
+
+@pytest.mark.parametrize("mode, why", [
+    ("linear", "onnxruntime truncates its float32 linear resize of them"),
+    ("cubic", "onnxruntime's CPU provider fails on a cubic resize of them when it runs")])
+def test_a_linear_or_cubic_resize_of_codes_is_refused(mode, why, tmp_path):
+    path = _resize_model(tmp_path / "m.onnx", "uint8", mode, [1, 1, 2, 2])
     assert_refused(path, UnsupportedModelError, "node 'n' (Resize)",
-                   "mode='linear' on uint8 input 'x': only nearest resizes 8-bit integers")
+                   f"mode={mode!r} on uint8 input 'x': only nearest resizes 8-bit integers "
+                   f"({why}")
+
+
+def test_what_the_resize_refusal_says_of_onnxruntime_holds(tmp_path):
+    """Its 8-bit linear resize is its float32 one truncated toward zero (int8 too), over
+    scales up and down; its cubic one fails when it runs."""
+    rng = np.random.default_rng(73)
+    for dtype in ("uint8", "int8"):
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, size=(1, 2, 5, 7), endpoint=True).astype(dtype)
+        for scales in ([1, 1, 2, 2], [1, 1, 1.5, 2.5], [1, 1, 0.5, 0.75]):
+            codes = _resize_model(tmp_path / "codes.onnx", dtype, "linear", scales)
+            floats = _resize_model(tmp_path / "floats.onnx", "float32", "linear", scales)
+            want = onnxruntime_outputs(floats, {"x": x.astype(np.float32)}, optimized=False)
+            got = onnxruntime_outputs(codes, {"x": x}, optimized=False)
+            np.testing.assert_array_equal(got["y"], np.trunc(want["y"]).astype(dtype))
+        with pytest.raises(Exception, match="Tensor type mismatch"):
+            onnxruntime_outputs(_resize_model(tmp_path / "cubic.onnx", dtype, "cubic",
+                                              [1, 1, 2, 2]), {"x": x}, optimized=False)
 
 
 # --- QGemm -----------------------------------------------------------------------------------
