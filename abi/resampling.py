@@ -31,9 +31,14 @@ def coordinates(out: int, length: int, scale, mode: str, roi=None) -> np.ndarray
     - tf_crop_and_resize, for ``roi`` (start, end): ``start * (length - 1) + o * (end -
       start) * (length - 1) / (out - 1)``, ``(start + end) / 2 * (length - 1)`` where out is
       1 (the float32 sum, then float64, rounded once).
+
+    An axis of scale 1 is read as it is (``o``) in every mode but tf_crop_and_resize, as
+    onnxruntime does: tf_half_pixel_for_nn would otherwise move it by half an entry.
     """
     o = np.arange(out, dtype=F32)
     s = F32(scale) if scale is not None else F32(out) / F32(length)
+    if s == F32(1) and mode != "tf_crop_and_resize":
+        return o
     if mode == "tf_crop_and_resize":
         start, end = F32(roi[0]), F32(roi[1])
         if out == 1:

@@ -395,6 +395,12 @@ SCALES = np.array([1, 1, 1.5, 0.75], np.float32)
     # TensorFlow's half-pixel centres (tf2onnx writes them for tf.image.resize's nearest)
     ({"mode": "nearest", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "scales"),
     ({"mode": "linear", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "sizes"),
+    # one axis of scale 1, which onnxruntime reads as it is in every mode (half a pixel off
+    # under tf_half_pixel_for_nn otherwise)
+    ({"mode": "nearest", "coordinate_transformation_mode": "tf_half_pixel_for_nn",
+      "nearest_mode": "ceil"}, "one kept"),
+    ({"mode": "linear", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "one kept"),
+    ({"mode": "cubic", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, "one kept"),
     # opset 19's centred half pixel: an offset where the size is not scale * length
     ({"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, "scales"),
     ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric"}, "sizes"),
@@ -411,6 +417,8 @@ def test_resize_modes_torch_does_not_write_match_onnxruntime(tmp_path, signer, a
                        "scales": np.array([1, 1, 1.1, 1.1], np.float32)},
               "same sizes": {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
                              "sizes": np.array([2, 3, 4, 6], np.int64)},
+              "one kept": {"roi": np.zeros(0, np.float32),
+                           "scales": np.array([1, 1, 1, 0.5], np.float32)},
               "odd scales": {"roi": np.zeros(0, np.float32),  # 4 * 1.3 and 6 * 0.7 round down
                              "scales": np.array([1, 1, 1.3, 0.7], np.float32)}}[given]
     model = _model(tmp_path, "Resize", (2, 3, 4, 6), consts, attrs=attrs, opset=19)
