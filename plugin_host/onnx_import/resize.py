@@ -1,8 +1,9 @@
 """ONNX Resize (torch's interpolate and Upsample, antialiased too) as ``resize``, or where that
 op cannot say it (tf_crop_and_resize's region of interest and extrapolation; a
 keep_aspect_ratio_policy size that is not floor(in * scale)) as constant gathers and weights
-along each resized axis (:func:`_resize_by_axes`). Registered in :data:`.ops.MAPPERS` on
-import.
+along each resized axis (:func:`_resize_by_axes`). 8-bit codes (the QOperator format's Resize)
+resize nearest as ``resize``, bilinear as onnxruntime's kernel computes them
+(:func:`_bilinear_codes`). Registered in :data:`.ops.MAPPERS` on import.
 """
 from __future__ import annotations
 
@@ -240,6 +241,41 @@ def _resample(imp, y: str, axis: int, rank: int, taps: tuple, origin: str, suffi
     return total
 
 
+def _bilinear_codes(imp, x: str, shape: list, size: list, scales, coordinate: str) -> str:
+    """onnxruntime's bilinear resize of 8-bit codes ``x`` (float32, (N, C, H, W)), as float32
+    codes: its float32 kernel's ``dx2*dy2*X11 + dx1*dy2*X21 + dx2*dy1*X12 + dx1*dy1*X22``
+    (X11 at the upper-left neighbour, X21 the one right of it, X12 the one below; the weights'
+    products constants formed in float32, the terms added in that order), truncated toward zero
+    as its cast to the 8-bit type does."""
+    if not all(type(d) is int for d in [*shape[2:], *size]):
+        raise imp.unsupported(f"mode='linear' on 8-bit integers of shape {shape} to size "
+                              f"{size}: the spatial dims must be static (the weights are built "
+                              f"at import)")
+    taps = []
+    for axis, (length, out) in enumerate(zip(shape[2:], size)):
+        c = coordinates(out, length, None if scales is None else scales[axis], coordinate)
+        taps.append(axis_taps(c, length, "linear", "", 0.0, False, axis == 1)[0])
+    (y1, dy2), (y2, dy1) = taps[0]
+    (x1, dx2), (x2, dx1) = taps[1]
+    name = imp.node_name
+    rows = {key: imp.emit("gather", [x, imp.add_constant(index, f"{name}.rows{key}")], [None],
+                          {"axis": 2}, suffix=f"/rows{key}")[0]
+            for key, index in (("1", y1), ("2", y2))}
+    columns = {key: imp.add_constant(index, f"{name}.columns{key}")
+               for key, index in (("1", x1), ("2", x2))}
+    y = None
+    for row, dy, column, dx in (("1", dy2, "1", dx2), ("1", dy2, "2", dx1), ("2", dy1, "1", dx2),
+                                ("2", dy1, "2", dx1)):
+        term = f"{row}{column}"
+        [corner] = imp.emit("gather", [rows[row], columns[column]], [None], {"axis": 3},
+                            suffix=f"/x{term}")
+        weight = imp.add_constant((dx[None, :] * dy[:, None]).astype(F32), f"{name}.w{term}")
+        [part] = imp.emit("mul", [weight, corner], [None], suffix=f"/w{term}")
+        y = part if y is None else imp.emit("add", [y, part], [None], suffix=f"/sum{term}")[0]
+    [t] = imp.emit("cast", [y], [None], {"dtype": "int32"}, suffix="/truncate")
+    return imp.emit("cast", [t], [None], {"dtype": "float32"}, suffix="/codes")[0]
+
+
 @maps("Resize")
 def _resize(imp, node, attrs):
     """nearest and linear on 1, 2 or 3 spatial axes, cubic on 2 (onnxruntime has no other),
@@ -283,13 +319,16 @@ def _resize(imp, node, attrs):
     shape = list(imp.type_of(x).shape)
     codes = imp.fake_quantized.get(x) or imp.type_of(x).dtype
     codes = codes if codes in ("int8", "uint8") else None
-    if codes and mode != "nearest":
-        why = ("onnxruntime truncates its float32 linear resize of them, so a last-bit "
-               "difference moves a result across an integer, and the import's float32 resize "
-               "is not onnxruntime's to the last bit" if mode == "linear" else
-               "onnxruntime's CPU provider fails on a cubic resize of them when it runs")
-        raise imp.unsupported(f"mode={mode!r} on {codes} input {x!r}: only nearest resizes "
-                              f"8-bit integers ({why}); quantize in QDQ format "
+    if codes and mode == "cubic":
+        raise imp.unsupported(f"mode='cubic' on {codes} input {x!r}: onnxruntime's CPU provider "
+                              f"fails on a cubic resize of 8-bit integers when it runs; "
+                              f"quantize in QDQ format (quant_format=QuantFormat.QDQ), where "
+                              f"the Resize runs in float32")
+    if codes and mode == "linear" and (len(shape) != 4 or antialias):
+        raise imp.unsupported(f"mode='linear'{' with antialias=1' if antialias else ''} on "
+                              f"{codes} input {x!r} of shape {shape}: 8-bit integers resize "
+                              f"linearly only as (N, C, H, W) without antialias (onnxruntime's "
+                              f"bilinear kernel, reproduced); quantize in QDQ format "
                               f"(quant_format=QuantFormat.QDQ), where the Resize runs in "
                               f"float32")
     if len(shape) not in (3, 4, 5):
@@ -326,6 +365,11 @@ def _resize(imp, node, attrs):
         return
     from .dynamic import _as_float  # they import .ops, which imports this
     from .qoperator import bind_codes
+
+    if codes and mode == "linear":
+        bind_codes(imp, node, _bilinear_codes(imp, _as_float(imp, x), shape, size, scales,
+                                              coordinate), codes)
+        return
 
     inputs, like = [_as_float(imp, x) if codes else imp.tensor(x)], {}
     if not all(type(d) is int for d in size):  # run-time sizes: read from a tensor's shape

@@ -1,9 +1,9 @@
 """onnxruntime's operator-oriented quantized contrib ops (com.microsoft: QLinearAdd, QLinearMul,
 QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearWhere, QLinearGlobalAveragePool,
-QLinearAveragePool, QGemm; QLinearSoftmax has test_qsoftmax), MaxPool and a nearest Resize of
-8-bit codes, each imported with onnxruntime's numbers: hand-made nodes over random scales, zero
-points, both 8-bit dtypes, every broadcasting pattern onnxruntime's kernels tell apart,
-compared bit for bit on the numpy and onnxruntime backends; torch models quantized by
+QLinearAveragePool, QGemm; QLinearSoftmax has test_qsoftmax), MaxPool and a nearest or
+bilinear Resize of 8-bit codes, each imported with onnxruntime's numbers: hand-made nodes over
+random scales, zero points, both 8-bit dtypes, every broadcasting pattern onnxruntime's kernels
+tell apart, compared bit for bit on the numpy and onnxruntime backends; torch models quantized by
 quantize_static in the QOperator format, built and loaded; and what is refused, naming the
 node.
 """
@@ -15,9 +15,10 @@ import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_on_both_backends, export, import_and_load, onnx,
-                       onnxruntime_outputs, torch)
+from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends,
+                       export, import_and_load, onnx, onnxruntime_outputs, torch)
 from .test_quantized import _Batches
 
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -390,38 +391,60 @@ def test_a_nearest_resize_of_codes_matches_onnxruntime(dtype, case, tmp_path):
     _exact(path, [{"x": _every_code(dtype, (2, 3, 6, 7))}])
 
 
-def _resize_model(path, dtype: str, mode: str, scales):
-    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="n", mode=mode)
-    return _model(path, [node], [_vi("x", dtype, (1, 2, 5, 7))], [_vi("y", dtype, None, 4)],
-                  [_param("scales", np.array(scales, np.float32))])
+def _resize_model(path, dtype: str, mode: str, scales=None, *, shape=(1, 2, 5, 7),
+                  sizes=None, **attrs):
+    given = ["scales", ""] if sizes is None else ["", "sizes"]
+    node = helper.make_node("Resize", ["x", ""] + given, ["y"], name="n", mode=mode, **attrs)
+    inits = [_param("scales", np.array(scales, np.float32))] if sizes is None else \
+        [_param("sizes", np.array(sizes, np.int64))]
+    return _model(path, [node], [_vi("x", dtype, shape)], [_vi("y", dtype, None, len(shape))],
+                  inits)
 
 
-@pytest.mark.parametrize("mode, why", [
-    ("linear", "onnxruntime truncates its float32 linear resize of them"),
-    ("cubic", "onnxruntime's CPU provider fails on a cubic resize of them when it runs")])
-def test_a_linear_or_cubic_resize_of_codes_is_refused(mode, why, tmp_path):
-    path = _resize_model(tmp_path / "m.onnx", "uint8", mode, [1, 1, 2, 2])
-    assert_refused(path, UnsupportedModelError, "node 'n' (Resize)",
-                   f"mode={mode!r} on uint8 input 'x': only nearest resizes 8-bit integers "
-                   f"({why}")
+_COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                "half_pixel_symmetric", "tf_half_pixel_for_nn"]
 
 
-def test_what_the_resize_refusal_says_of_onnxruntime_holds(tmp_path):
-    """Its 8-bit linear resize is its float32 one truncated toward zero (int8 too), over
-    scales up and down; its cubic one fails when it runs."""
-    rng = np.random.default_rng(73)
-    for dtype in ("uint8", "int8"):
+@pytest.mark.parametrize("coordinate", _COORDINATES)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_a_bilinear_resize_of_codes_is_bit_identical(dtype, coordinate, tmp_path):
+    """onnxruntime's float32 bilinear kernel over the codes, truncated toward zero: up, down,
+    one axis kept, by scales and by sizes, every code."""
+    rng = np.random.default_rng(79)
+    for scales, sizes in (([1, 1, 2, 2], None), ([1, 1, 1.5, 0.6], None),
+                          ([1, 1, 1, 2.5], None), (None, [2, 2, 3, 11]),
+                          (None, [2, 2, 9, 1])):
+        path = _resize_model(tmp_path / "m.onnx", dtype, "linear", scales, sizes=sizes,
+                             shape=(2, 2, 5, 7), coordinate_transformation_mode=coordinate)
+        graph = import_onnx(path).graph
+        assert "resize" not in {n.op for n in graph.nodes}
         info = np.iinfo(dtype)
-        x = rng.integers(info.min, info.max, size=(1, 2, 5, 7), endpoint=True).astype(dtype)
-        for scales in ([1, 1, 2, 2], [1, 1, 1.5, 2.5], [1, 1, 0.5, 0.75]):
-            codes = _resize_model(tmp_path / "codes.onnx", dtype, "linear", scales)
-            floats = _resize_model(tmp_path / "floats.onnx", "float32", "linear", scales)
-            want = onnxruntime_outputs(floats, {"x": x.astype(np.float32)}, optimized=False)
-            got = onnxruntime_outputs(codes, {"x": x}, optimized=False)
-            np.testing.assert_array_equal(got["y"], np.trunc(want["y"]).astype(dtype))
+        x = rng.integers(info.min, info.max, size=(2, 2, 5, 7), endpoint=True).astype(dtype)
+        _exact(path, [{"x": _every_code(dtype, (2, 2, 5, 7))}, {"x": x}], graph=graph)
+
+
+@pytest.mark.parametrize("mode, shape, attrs, says", [
+    ("cubic", (1, 2, 5, 7), {},
+     "onnxruntime's CPU provider fails on a cubic resize of 8-bit integers when it runs"),
+    ("linear", (1, 2, 7), {}, "8-bit integers resize linearly only as (N, C, H, W)"),
+    ("linear", (1, 2, 5, 7), {"antialias": 1},
+     "mode='linear' with antialias=1 on uint8 input 'x'")])
+def test_other_resizes_of_codes_are_refused(mode, shape, attrs, says, tmp_path):
+    path = _resize_model(tmp_path / "m.onnx", "uint8", mode, [1, 1] + [2] * (len(shape) - 2),
+                         shape=shape, **attrs)
+    if attrs:  # antialias is opset 18's
+        model = onnx.load(str(path))
+        model.opset_import[0].version = 18
+        onnx.save(model, str(path))
+    assert_refused(path, UnsupportedModelError, "node 'n' (Resize)", says)
+
+
+def test_onnxruntime_fails_on_a_cubic_resize_of_codes(tmp_path):
+    """What the refusal of a cubic resize of 8-bit codes says: onnxruntime fails on it."""
+    for dtype in ("uint8", "int8"):
+        path = _resize_model(tmp_path / "cubic.onnx", dtype, "cubic", [1, 1, 2, 2])
         with pytest.raises(Exception, match="Tensor type mismatch"):
-            onnxruntime_outputs(_resize_model(tmp_path / "cubic.onnx", dtype, "cubic",
-                                              [1, 1, 2, 2]), {"x": x}, optimized=False)
+            onnxruntime_outputs(path, {"x": _codes(dtype, (1, 2, 5, 7))}, optimized=False)
 
 
 # --- QGemm -----------------------------------------------------------------------------------
@@ -587,6 +610,46 @@ def test_a_qoperator_model_of_direct_8_bit_ops_matches_onnxruntime(dtype, tmp_pa
     _exact(path, feeds)
     loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
     check_on_both_backends(path, loaded, feeds)
+
+
+class _Upsampler(torch.nn.Module):
+    """A segmentation head's decoder: a bilinear upsampling (align_corners off and on) of
+    the codes between QLinearConvs."""
+
+    def __init__(self, align_corners: bool):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.c2 = torch.nn.Conv2d(4, 2, 3, padding=1)
+        self.align_corners = align_corners
+
+    def forward(self, x):
+        y = torch.nn.functional.interpolate(torch.relu(self.c1(x)), scale_factor=2,
+                                            mode="bilinear", align_corners=self.align_corners)
+        return self.c2(y)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("dtype", ["QUInt8", "QInt8"])
+def test_a_qoperator_decoder_of_bilinear_upsampling_matches_onnxruntime(dtype, align_corners,
+                                                                       tmp_path, signer):
+    torch.manual_seed(8)
+    shape = (1, 3, 10, 14)
+    float_model = export(_Upsampler(align_corners), [torch.randn(*shape)],
+                         tmp_path / "float.onnx", dynamo=False, input_names=["x"],
+                         output_names=["y"])
+    path = tmp_path / "qop.onnx"
+    kind = getattr(quantization.QuantType, dtype)
+    quantization.quantize_static(str(float_model), str(path), _Batches("x", shape),
+                                 quant_format=quantization.QuantFormat.QOperator,
+                                 weight_type=kind, activation_type=kind)
+    resize = [n for n in onnx.load(str(path)).graph.node if n.op_type == "Resize"]
+    assert [a.s for n in resize for a in n.attribute if a.name == "mode"] == [b"linear"]
+    rng = np.random.default_rng(83)
+    feeds = [{"x": (rng.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
+    _exact(path, feeds)
+    loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
+    for backend in (None, OnnxruntimeBackend()):  # the build's reference: optimizations off
+        check_against_onnxruntime(path, loaded, feeds, backend=backend, optimized=False)
 
 
 # --- refused ---------------------------------------------------------------------------------
