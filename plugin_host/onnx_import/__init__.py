@@ -21,9 +21,10 @@ normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activat
 integer ops), :mod:`.qlinear` (QLinearConv, QLinearMatMul), :mod:`.qoperator` (com.microsoft's
 QLinearAdd, QGemm and the other QOperator-format ops, with :mod:`.mlas`: onnxruntime's
 arithmetic for their constants), :mod:`.qsoftmax` (com.microsoft's QLinearSoftmax),
-:mod:`.matmul_to_float` (com.microsoft's DynamicQuantizeMatMul and MatMulIntegerToFloat, which
-onnxruntime's optimizer writes for quantize_dynamic's MatMuls), :mod:`.einsum` (Einsum as
-transpose, reshape and matmul),
+:mod:`.matmul_to_float` (com.microsoft's DynamicQuantizeMatMul and MatMulIntegerToFloat,
+which onnxruntime's optimizer writes for quantize_dynamic's MatMuls), :mod:`.fused` (its
+fused float ops: FusedConv, FusedGemm, FusedMatMul, SkipLayerNormalization, as the nodes
+they fused), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
 :mod:`.signal` (Compress of a constant condition, the window functions as constants, DFT and
 STFT as matmul by constant cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr,
 BitwiseXor, BitwiseNot and BitShift as the bitwise glue ops, the logical Xor as

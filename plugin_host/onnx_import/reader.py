@@ -205,7 +205,17 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
     "QLinearSoftmax": ContribSchema("SSOSS", {"axis": "INT", "opset": "INT"}),
     "QLinearWhere": ContribSchema("SSSSSSSSS", {}),
     "MatMulIntegerToFloat": ContribSchema("SSSSOOO", {}),
-    "DynamicQuantizeMatMul": ContribSchema("SSSOO", {})}
+    "DynamicQuantizeMatMul": ContribSchema("SSSOO", {}),
+    "FusedConv": ContribSchema("SSOO", {
+        "auto_pad": "STRING", "kernel_shape": "INTS", "dilations": "INTS", "strides": "INTS",
+        "pads": "INTS", "group": "INT", "activation": "STRING", "activation_params": "FLOATS"}),
+    "FusedGemm": ContribSchema("SSO", {
+        "transA": "INT", "transB": "INT", "alpha": "FLOAT", "beta": "FLOAT",
+        "activation": "STRING", "activation_alpha": "FLOAT", "activation_beta": "FLOAT",
+        "activation_gamma": "FLOAT"}),
+    "FusedMatMul": ContribSchema("SS", {"alpha": "FLOAT", "transA": "INT", "transB": "INT",
+                                        "transBatchA": "INT", "transBatchB": "INT"}),
+    "SkipLayerNormalization": ContribSchema("SSSOO", {"epsilon": "FLOAT"})}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_SCHEMAS)
 
 

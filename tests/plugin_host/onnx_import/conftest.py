@@ -122,6 +122,17 @@ def onnxruntime_outputs(model: Path, feed: dict[str, np.ndarray], *, optimized: 
     return dict(zip(names, session.run(names, feed)))
 
 
+def onnxruntime_optimized(source: Path, path: Path) -> Path:
+    """``source`` as an onnxruntime session optimizes it (extended level) and saves it to
+    ``path``: what a model saved with ``optimized_model_filepath`` holds (com.microsoft's fused
+    ops)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(path)
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+    return path
+
+
 def assert_close(loaded, name: str, got: np.ndarray, want: np.ndarray) -> None:
     """``got`` equals ``want`` within the tolerance the artifact declares for output ``name``."""
     tol = loaded.manifest.tolerances[name]

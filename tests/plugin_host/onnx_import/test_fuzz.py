@@ -23,7 +23,8 @@ LayerNorm, Gemm, Casts to float32 and back), ``qdq`` (a conv net quantized by on
 quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) and ``dynamic``
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
 MatMulInteger), ``fused`` (that model as an onnxruntime session optimizes and saves it:
-com.microsoft's DynamicQuantizeMatMul), ``qop`` (a gated residual block quantized by
+com.microsoft's DynamicQuantizeMatMul), ``optimized`` (the float net so optimized: FusedConv),
+``qop`` (a gated residual block quantized by
 quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
 QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
 QLinearSoftmax) and
@@ -1024,12 +1025,12 @@ def _wider_seed(folder: Path) -> str:
 def _quantized_seeds(folder: Path) -> dict[str, str]:
     """A small conv net quantized by onnxruntime's quantize_static (``qdq``: QDQ, per-channel
     int8) and by its quantize_dynamic (``dynamic``: uint8 weights; ``fused``: that, saved
-    optimized by an onnxruntime session); a gated residual block quantized by quantize_static
-    in the QOperator format (``qop``: com.microsoft's ops)."""
-    import onnxruntime
+    optimized by an onnxruntime session; ``optimized``: the float net so saved); a gated
+    residual block quantized by quantize_static in the QOperator format (``qop``:
+    com.microsoft's ops)."""
     from onnxruntime import quantization
 
-    from .conftest import export, torch
+    from .conftest import export, onnxruntime_optimized, torch
 
     class Batches(quantization.CalibrationDataReader):
         def __init__(self):
@@ -1077,12 +1078,10 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
                                      activation_type=quantization.QuantType.QUInt8)
     finally:
         logging.disable(logging.NOTSET)
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(folder / "fused.onnx")
-    onnxruntime.InferenceSession(str(dynamic), options, providers=["CPUExecutionProvider"])
+    for source, saved in ((dynamic, "fused.onnx"), (plain, "optimized.onnx")):
+        onnxruntime_optimized(source, folder / saved)
     return {"qdq": str(path), "dynamic": str(dynamic), "fused": str(folder / "fused.onnx"),
-            "qop": str(qop)}
+            "optimized": str(folder / "optimized.onnx"), "qop": str(qop)}
 
 
 @pytest.fixture(scope="module")
@@ -1203,6 +1202,7 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"} <= {
         n.op_type for n in onnx.load(seeds["dynamic"]).graph.node}
     assert "DynamicQuantizeMatMul" in {n.op_type for n in onnx.load(seeds["fused"]).graph.node}
+    assert "FusedConv" in {n.op_type for n in onnx.load(seeds["optimized"]).graph.node}
     assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
         n.op_type for n in onnx.load(seeds["qop"]).graph.node}

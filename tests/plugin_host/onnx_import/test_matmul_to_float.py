@@ -16,7 +16,7 @@ from plugin_host.onnx_import import import_onnx, saturation
 from plugin_host.onnx_import.dynamic import EXACT
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import assert_refused, export, onnx, ort, torch
+from .conftest import assert_refused, export, onnx, onnxruntime_optimized, torch
 from .test_qoperator import _exact, _model, _param, _vi
 from .test_quantize_dynamic import _build, _feeds
 from .test_quantized import _MLP, _check
@@ -26,15 +26,6 @@ helper, TP = onnx.helper, onnx.TensorProto
 _Q = quantization.QuantType
 _MS = "com.microsoft"
 RNG = np.random.default_rng(61)
-
-
-def _optimized(source, path):
-    """``source`` as an onnxruntime session optimizes and saves it (extended level)."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(path)
-    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-    return path
 
 
 class _Heads(torch.nn.Module):
@@ -56,7 +47,7 @@ def _quantized(tmp_path, make, shape, per_channel: bool, weights, **options):
                          input_names=["x"], output_names=["y"])
     quantization.quantize_dynamic(str(float_model), str(tmp_path / "dynamic.onnx"),
                                   per_channel=per_channel, weight_type=weights, **options)
-    path = _optimized(tmp_path / "dynamic.onnx", tmp_path / "optimized.onnx")
+    path = onnxruntime_optimized(tmp_path / "dynamic.onnx", tmp_path / "optimized.onnx")
     return path, [(n.domain, n.op_type) for n in onnx.load(str(path)).graph.node]
 
 
