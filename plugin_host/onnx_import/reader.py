@@ -135,7 +135,7 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
     for node in g.node:
         if node.domain not in ("", "ai.onnx") and op_key(node) not in CONTRIB_MAPPED:
             raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported"
-                                        f"{_quantized_hint(node)}",
+                                        f"{_custom_domain_hint(node)}",
                                         node=_node_name(node), op=node.op_type)
         if node.domain == CONTRIB and opsets.get(CONTRIB) != 1:
             raise UnsupportedModelError(f"{where}: {node.op_type} is a {CONTRIB} op but the "
@@ -254,11 +254,21 @@ def op_key(node) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
 
-def _quantized_hint(node) -> str:
-    """For com.microsoft's operator-oriented quantized ops (QLinearAdd ...): what to do."""
+#: onnxruntime's layout domains, which its optimizer writes above the extended level
+LAYOUT_DOMAINS = ("com.microsoft.nchwc", "com.ms.internal.nhwc")
+LAYOUT_HINT = ("a layout-transformed op that onnxruntime writes when it saves a model "
+               "optimized at ORT_ENABLE_ALL, for the CPU it ran on; save it at "
+               "GraphOptimizationLevel.ORT_ENABLE_EXTENDED (or not optimized) instead")
+
+
+def _custom_domain_hint(node) -> str:
+    """For com.microsoft's operator-oriented quantized ops (QLinearAdd ...) and onnxruntime's
+    layout ops: what to do."""
     from .quantize import (LSTM_HINT, NO_CPU_KERNEL, NO_CPU_KERNEL_HINT, OPERATOR_ORIENTED,
                            QDQ_HINT)
 
+    if node.domain in LAYOUT_DOMAINS:
+        return f" ({LAYOUT_HINT})"
     if node.op_type == "DynamicQuantizeLSTM":
         return f" ({LSTM_HINT})"
     if node.op_type in NO_CPU_KERNEL:

@@ -211,3 +211,20 @@ def test_skip_layer_normalizations_statistics_outputs_are_refused(tmp_path):
     path = _save(tmp_path / "m.onnx", [node], [("x", (1, 2, 4))], {"g": np.ones(4)}, (1, 2, 4))
     assert_refused(path, UnsupportedModelError, "node 'n' (SkipLayerNormalization)",
                    "the mean and inverse standard deviation outputs (1, 2) are not supported")
+
+
+@pytest.mark.parametrize("domain", ["com.microsoft.nchwc", "com.ms.internal.nhwc"])
+def test_a_layout_transformed_op_is_refused_saying_how_to_save_the_model(domain, tmp_path):
+    """onnxruntime's ORT_ENABLE_ALL level rewrites convolutions into its NCHWc layout ops, for
+    the CPU it ran on (it warns so itself); the refusal says which level to save at."""
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="n", domain=domain)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 8, 4, 4])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, 8, 4, 4])],
+        [numpy_helper.from_array(np.ones((8, 8, 1, 1), np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(domain, 1)])
+    (tmp_path / "m.onnx").write_bytes(model.SerializeToString())
+    assert_refused(tmp_path / "m.onnx", UnsupportedModelError, "node 'n' (Conv)",
+                   f"custom domain {domain!r} is not supported (a layout-transformed op that "
+                   f"onnxruntime writes when it saves a model optimized at ORT_ENABLE_ALL")
