@@ -1,8 +1,9 @@
 """com.microsoft's fused float ops, which onnxruntime's graph optimizer writes (extended level)
 and so a model saved from an onnxruntime session (``SessionOptions.optimized_model_filepath``)
 holds: FusedConv (Conv, the Add of a residual, an activation), FusedGemm (Gemm and an
-activation), FusedMatMul (MatMul of transposed operands, scaled) and SkipLayerNormalization (a
-residual Add and LayerNormalization). Registered in :data:`.ops.MAPPERS` under
+activation), FusedMatMul (MatMul of transposed operands, scaled), SkipLayerNormalization (a
+residual Add and LayerNormalization) and, in models of an opset before Gelu's (20), Gelu,
+FastGelu, BiasGelu and QuickGelu. Registered in :data:`.ops.MAPPERS` under
 ``com.microsoft.<op>`` on import.
 
 Each is written back as the ONNX nodes it fused, named after it (``<node>/conv``, ...), and
@@ -23,6 +24,8 @@ differently, MLAS's activations are its own approximations, as for the plain ops
 - SkipLayerNormalization: ``LayerNormalization(input + skip + bias)`` over the last axis with
   gamma and beta, the sum also output 3 where the node has it; its mean and inverse standard
   deviation outputs (1, 2) are refused.
+- Gelu: ``gelu`` (erf); BiasGelu: ``gelu(A + B)``; FastGelu: ``gelu(X + bias)`` with the tanh
+  approximation; QuickGelu: ``X * sigmoid(alpha * X)``.
 """
 
 from __future__ import annotations
@@ -169,3 +172,27 @@ def _skip_layer_norm(imp, node, attrs):
     nodes.append(helper.make_node("LayerNormalization", norm, [out], name=f"{name}/norm",
                                   axis=-1, epsilon=float(attrs.get("epsilon", 1e-12))))
     _inline(imp, nodes)
+
+
+@maps(_MS + "Gelu", _MS + "BiasGelu", _MS + "FastGelu")
+def _gelu(imp, node, attrs):
+    """``gelu`` of X (plus the bias B or ``bias``): erf, or tanh for FastGelu."""
+    _only(imp, attrs, {})
+    x = imp.tensor(node.input[0])
+    bias = _opt(node, 1)
+    if bias:
+        x = imp.emit("add", [x, imp.tensor(bias)], [None], suffix="/bias")[0]
+    imp.emit("gelu", [x], [node.output[0]],
+             {"approximate": "tanh" if node.op_type == "FastGelu" else "none"})
+
+
+@maps(_MS + "QuickGelu")
+def _quick_gelu(imp, node, attrs):
+    """``X * sigmoid(alpha * X)``."""
+    _only(imp, attrs, {"alpha": ...})
+    x = imp.tensor(node.input[0])
+    alpha = imp.add_constant(np.array(attrs.get("alpha", 1.702), np.float32),
+                             f"{node.output[0]}.alpha")
+    scaled = imp.emit("mul", [x, alpha], [None], suffix="/alpha")[0]
+    gate = imp.emit("sigmoid", [scaled], [None], suffix="/sigmoid")[0]
+    imp.emit("mul", [x, gate], [node.output[0]], suffix="/gate")

@@ -215,7 +215,9 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
         "activation_gamma": "FLOAT"}),
     "FusedMatMul": ContribSchema("SS", {"alpha": "FLOAT", "transA": "INT", "transB": "INT",
                                         "transBatchA": "INT", "transBatchB": "INT"}),
-    "SkipLayerNormalization": ContribSchema("SSSOO", {"epsilon": "FLOAT"})}
+    "SkipLayerNormalization": ContribSchema("SSSOO", {"epsilon": "FLOAT"}),
+    "Gelu": ContribSchema("S", {}), "BiasGelu": ContribSchema("SS", {}),
+    "FastGelu": ContribSchema("SO", {}), "QuickGelu": ContribSchema("S", {"alpha": "FLOAT"})}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_SCHEMAS)
 
 

@@ -80,6 +80,29 @@ def test_an_optimized_transformer_encoder_builds_and_matches_onnxruntime(tmp_pat
     check_on_both_backends(path, loaded, _feeds(shape, np.random.default_rng(4)))
 
 
+class _Block(torch.nn.Module):
+    """A residual feed-forward block: Linear, GELU, the residual Add, LayerNorm."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        return self.norm(x + torch.nn.functional.gelu(self.fc(x)))
+
+
+def test_an_optimized_opset_13_block_builds_and_matches_onnxruntime(tmp_path, signer):
+    """Before opset 20 onnxruntime fuses the GELU into its own com.microsoft Gelu."""
+    torch.manual_seed(14)
+    shape = (2, 5, 16)
+    float_model = export(_Block().eval(), [torch.randn(*shape)], tmp_path / "float.onnx",
+                         dynamo=False, opset=13, input_names=["x"], output_names=["y"])
+    path = onnxruntime_optimized(float_model, tmp_path / "optimized.onnx")
+    assert {(_MS, "Gelu"), (_MS, "SkipLayerNormalization")} <= _ops(path)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    check_on_both_backends(path, loaded, _feeds(shape, np.random.default_rng(5)))
+
+
 # --- hand-made nodes ---------------------------------------------------------------------------
 
 
@@ -183,6 +206,20 @@ def test_skip_layer_normalization_matches_onnxruntime(bias, beta, total, tmp_pat
         onnx.save(model, str(path))
     feeds = [{"x": (rng.standard_normal((2, 3, 8)) * 3 + 1).astype(np.float32),
               "skip": rng.standard_normal((2, 3, 8)).astype(np.float32)} for _ in range(2)]
+    _build_and_check(path, tmp_path, signer, feeds)
+
+
+@pytest.mark.parametrize("op, inputs, attrs", [
+    ("Gelu", ["x"], {}), ("BiasGelu", ["x", "bias"], {}), ("FastGelu", ["x"], {}),
+    ("FastGelu", ["x", "bias"], {}), ("QuickGelu", ["x"], {}),
+    ("QuickGelu", ["x"], {"alpha": 1.2})])
+def test_onnxruntimes_gelus_match_onnxruntime(op, inputs, attrs, tmp_path, signer):
+    rng = np.random.default_rng(29)
+    node = helper.make_node(op, inputs, ["y"], name="n", domain=_MS, **attrs)
+    path = _save(tmp_path / "m.onnx", [node], [("x", (3, 8))],
+                 {"bias": rng.standard_normal(8)} if "bias" in inputs else {}, (3, 8),
+                 opset=13)
+    feeds = [{"x": (rng.standard_normal((3, 8)) * s).astype(np.float32)} for s in (1, 4)]
     _build_and_check(path, tmp_path, signer, feeds)
 
 
