@@ -303,3 +303,13 @@ def _mean_variance_norm(imp, node, attrs):
     variance = imp.step("mean", [imp.step("mul", [centered, centered], "square")],
                         "variance", reduce)
     imp.emit("div", [centered, imp.step("sqrt", [variance], "std")], [out])
+
+
+@maps("SimplifiedLayerNormalization")
+def _simplified_layer_norm(imp, node, attrs):
+    """onnxruntime's own RMSNorm, which its graph optimizer writes in the default domain (T5's
+    and LLaMA's norms): RMSNormalization (:func:`_rms_norm`); its inv_std_var output (1) is
+    refused."""
+    if len(node.output) > 1 and node.output[1]:
+        raise imp.unsupported("the inv_std_var output (1) is not supported")
+    _rms_norm(imp, node, attrs)

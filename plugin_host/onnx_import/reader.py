@@ -153,14 +153,37 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
         named.add(node.name)
     _resolve_external(model, where, folder, limits)
     _initializers_as_ir4(model)
-    try:
+    own = [(node, node.domain if node.HasField("domain") else None) for node in g.node
+           if node.domain in ("", "ai.onnx")
+           and ONNXRUNTIME_DEFAULT_DOMAIN.get(node.op_type, 0) > version]
+    try:  # onnx's checker does not know onnxruntime's own ops: it checks them as custom ones
+        for node, _ in own:
+            node.domain = _UNCHECKED
+        if own:
+            model.opset_import.add(domain=_UNCHECKED, version=1)
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__  # its lines, as one
         if len(text) > 400:
             text = text[:400] + "..."
         raise ModelFileError(f"{where}: the ONNX checker refuses the model: {text}") from None
+    finally:
+        for node, domain in own:  # as it was, down to the field's presence
+            if domain is None:
+                node.ClearField("domain")
+            else:
+                node.domain = domain
+        if own:
+            del model.opset_import[-1]
     return model
+
+
+#: onnxruntime's own ops in the default domain (its schemas there, from version 1) -> the first
+#: default-domain opset that has them: LayerNormalization before opset 17, and
+#: SimplifiedLayerNormalization (RMSNorm), which ONNX does not have, as its graph optimizer
+#: writes them into a model of any opset
+ONNXRUNTIME_DEFAULT_DOMAIN = {"LayerNormalization": 17, "SimplifiedLayerNormalization": 10 ** 6}
+_UNCHECKED = "ai.onnxruntime.unchecked"
 
 
 def _initializers_as_ir4(model) -> None:

@@ -1,7 +1,9 @@
 """com.microsoft's fused float ops that onnxruntime's optimizer writes (FusedConv, FusedGemm,
-FusedMatMul, SkipLayerNormalization): torch models saved optimized by an onnxruntime session,
-built and compared with onnxruntime on both backends; hand-made nodes over every activation,
-residual input and transposition flag; and what is refused, naming the node."""
+FusedMatMul, SkipLayerNormalization, the Gelus) and its own default-domain norms
+(LayerNormalization before opset 17, SimplifiedLayerNormalization): torch models saved
+optimized by an onnxruntime session, built and compared with onnxruntime on both backends;
+hand-made nodes over every activation, residual input and transposition flag; and what is
+refused, naming the node."""
 
 from __future__ import annotations
 
@@ -101,6 +103,38 @@ def test_an_optimized_opset_13_block_builds_and_matches_onnxruntime(tmp_path, si
     assert {(_MS, "Gelu"), (_MS, "SkipLayerNormalization")} <= _ops(path)
     loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
     check_on_both_backends(path, loaded, _feeds(shape, np.random.default_rng(5)))
+
+
+class _Norms(torch.nn.Module):
+    """A LayerNorm, a Linear, then an RMSNorm written out (as T5 and LLaMA write it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.fc = torch.nn.LayerNorm(16), torch.nn.Linear(16, 16)
+        self.weight = torch.nn.Parameter(torch.rand(16) + 0.5)
+
+    def forward(self, x):
+        y = self.fc(self.norm(x))
+        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_onnxruntimes_default_domain_norms_build_and_match_onnxruntime(opset, tmp_path, signer):
+    """onnxruntime writes LayerNormalization into an opset-13 model (its own schema there, which
+    onnx's checker does not know) and SimplifiedLayerNormalization (RMSNorm, no ONNX op) into
+    any: both import, and the model read is the model given."""
+    from plugin_host.onnx_import import read_model
+
+    torch.manual_seed(15)
+    shape = (2, 5, 16)
+    float_model = export(_Norms().eval(), [torch.randn(*shape)], tmp_path / "float.onnx",
+                         dynamo=False, opset=opset, input_names=["x"], output_names=["y"])
+    path = onnxruntime_optimized(float_model, tmp_path / "optimized.onnx")
+    assert {("", "LayerNormalization"), ("", "SimplifiedLayerNormalization")} <= _ops(path)
+    assert read_model(path).SerializeToString() == onnx.load(str(path)).SerializeToString()
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    assert {"layer_norm", "rms_norm"} <= {n.op for n in loaded.graph.nodes}
+    check_on_both_backends(path, loaded, _feeds(shape, np.random.default_rng(6)))
 
 
 # --- hand-made nodes ---------------------------------------------------------------------------
@@ -240,6 +274,13 @@ def test_an_activation_onnxruntime_does_not_fuse_is_refused(tmp_path):
 def test_activation_params_of_the_wrong_count_are_refused(tmp_path):
     assert_refused(_conv(tmp_path, activation="Clip", activation_params=[0.0]), ModelFileError,
                    "node 'n' (FusedConv)", "activation_params [0.0]: Clip takes 2")
+
+
+def test_simplified_layer_normalizations_inv_std_var_output_is_refused(tmp_path):
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y", "inv"], name="n")
+    path = _save(tmp_path / "m.onnx", [node], [("x", (1, 2, 4))], {"g": np.ones(4)}, (1, 2, 4))
+    assert_refused(path, UnsupportedModelError, "node 'n' (SimplifiedLayerNormalization)",
+                   "the inv_std_var output (1) is not supported")
 
 
 def test_skip_layer_normalizations_statistics_outputs_are_refused(tmp_path):
