@@ -394,7 +394,8 @@ def dense_chain(nodes, consts, types, where):
 
     def run(x):
         if folded is not None and type(x) is np.ndarray and x.ndim == 4 and x.shape[1:] == chw:
-            y = folded(x.transpose(0, 2, 3, 1).reshape(x.shape[0], -1))
+            # the row length given, not -1: numpy cannot infer it for an empty batch
+            y = folded(x.transpose(0, 2, 3, 1).reshape(x.shape[0], chw[0] * chw[1] * chw[2]))
         else:
             y = unfused(x)
         if relu:
