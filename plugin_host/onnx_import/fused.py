@@ -36,8 +36,9 @@ from ..errors import ModelFileError
 from .ops import MAPPERS, _only, _opt, maps
 
 _MS = "com.microsoft."
-_CONV_ACTIVATIONS = {"Relu": 0, "LeakyRelu": 1, "Tanh": 0, "Sigmoid": 0, "Clip": 2,
-                     "HardSigmoid": 2}
+#: FusedConv's activations: ONNX attribute names of its activation_params, in order
+_CONV_ACTIVATIONS = {"Relu": (), "LeakyRelu": ("alpha",), "Tanh": (), "Sigmoid": (),
+                     "Clip": ("min", "max"), "HardSigmoid": ("alpha", "beta")}
 #: FusedGemm's activations: ONNX attribute names of activation_alpha, _beta, _gamma
 _GEMM_ACTIVATIONS = {"Relu": (), "LeakyRelu": ("alpha",), "Tanh": (), "Sigmoid": (),
                      "HardSigmoid": ("alpha", "beta"), "Elu": ("alpha",),
@@ -87,12 +88,10 @@ def _fused_conv(imp, node, attrs):
     """``activation(Conv(X, W, B) + Z)`` as those ONNX nodes (module doc)."""
     kind = _kind(imp, attrs, _CONV_ACTIVATIONS)
     params = [float(p) for p in attrs.get("activation_params", [])]
-    if len(params) != _CONV_ACTIVATIONS.get(kind, 0):
+    named = _CONV_ACTIVATIONS.get(kind, ())
+    if len(params) != len(named):
         raise ModelFileError(f"activation_params {params}: {kind or 'no activation'} takes "
-                             f"{_CONV_ACTIVATIONS.get(kind, 0)}", node=imp.node_name,
-                             op=node.op_type)
-    named = {"LeakyRelu": ("alpha",), "HardSigmoid": ("alpha", "beta"),
-             "Clip": ("min", "max")}.get(kind, ())
+                             f"{len(named)}", node=imp.node_name, op=node.op_type)
     helper, name, out = _helper(), node.name or node.output[0], node.output[0]
     conv = {k: v for k, v in attrs.items() if k not in ("activation", "activation_params")}
     z = _opt(node, 3)

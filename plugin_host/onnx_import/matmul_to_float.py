@@ -88,6 +88,13 @@ def _scaled(imp, node, y: str, kind: str, a_scale, b_scale: np.ndarray, bias_at:
     """Bind output 0 to the sum ``y`` (of dtype ``kind``) as float32, times ``a_scale *
     b_scale`` (float32), plus the bias (input ``bias_at``) where there is one."""
     out = node.output[0]
+    bias, name = _float_input(imp, node, bias_at, "bias")
+    if name is not None:
+        shape = list(np.shape(bias)) if bias is not None else list(imp.type_of(name).shape)
+        if shape != [columns]:
+            raise ModelFileError(f"bias of shape {shape}: must be one value per column of B "
+                                 f"([{columns}]), which onnxruntime reads whatever its shape",
+                                 node=imp.node_name, op=node.op_type)
     if kind != "float32":
         y = imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/float32")[0]
     if isinstance(a_scale, np.ndarray):
@@ -97,13 +104,6 @@ def _scaled(imp, node, y: str, kind: str, a_scale, b_scale: np.ndarray, bias_at:
     else:
         b = imp.add_constant(b_scale, f"{out}.b_scale")
         multiplier = imp.emit("mul", [a_scale, b], [None], suffix="/multiplier")[0]
-    bias, name = _float_input(imp, node, bias_at, "bias")
-    if name is not None:
-        shape = list(np.shape(bias)) if bias is not None else list(imp.type_of(name).shape)
-        if shape != [columns]:
-            raise ModelFileError(f"bias of shape {shape}: must be one value per column of B "
-                                 f"([{columns}]), which onnxruntime reads whatever its shape",
-                                 node=imp.node_name, op=node.op_type)
     y = imp.emit("mul", [y, multiplier], [None if name else out], suffix="/scale")[0]
     if name is not None:
         imp.emit("add", [y, imp.tensor(name)], [out], suffix="/bias")
