@@ -240,7 +240,13 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
                                         "transBatchA": "INT", "transBatchB": "INT"}),
     "SkipLayerNormalization": ContribSchema("SSSOO", {"epsilon": "FLOAT"}),
     "Gelu": ContribSchema("S", {}), "BiasGelu": ContribSchema("SS", {}),
-    "FastGelu": ContribSchema("SO", {}), "QuickGelu": ContribSchema("S", {"alpha": "FLOAT"})}
+    "FastGelu": ContribSchema("SO", {}), "QuickGelu": ContribSchema("S", {"alpha": "FLOAT"}),
+    "Attention": ContribSchema("SSOOOOO", {
+        "num_heads": "INT", "qkv_hidden_sizes": "INTS", "unidirectional": "INT",
+        "mask_filter_value": "FLOAT", "scale": "FLOAT", "do_rotary": "INT",
+        "past_present_share_buffer": "INT", "rotary_embedding_dim": "INT"}),
+    "EmbedLayerNormalization": ContribSchema("SOSSOSSOO", {"epsilon": "FLOAT",
+                                                           "mask_index_type": "INT"})}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_SCHEMAS)
 
 

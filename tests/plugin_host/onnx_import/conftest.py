@@ -133,6 +133,64 @@ def onnxruntime_optimized(source: Path, path: Path) -> Path:
     return path
 
 
+class BertLayer(torch.nn.Module):
+    """A BERT layer as transformers writes it: word, position and segment embeddings and their
+    LayerNorm; self-attention with a padding mask as a -10000 bias; the output projection and
+    a residual LayerNorm; the feed-forward block with GELU and its residual LayerNorm."""
+
+    def __init__(self, hidden: int, heads: int, vocab: int):
+        super().__init__()
+        self.hidden, self.heads = hidden, heads
+        self.word, self.position = torch.nn.Embedding(vocab, hidden), torch.nn.Embedding(
+            16, hidden)
+        self.segment = torch.nn.Embedding(2, hidden)
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(hidden, hidden) for _ in range(4))
+        self.up, self.down = torch.nn.Linear(hidden, 2 * hidden), torch.nn.Linear(2 * hidden,
+                                                                                  hidden)
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(hidden, eps=1e-12)
+                                         for _ in range(3))
+        with torch.no_grad():  # norms of their own, not the identity
+            for norm in self.norms:
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, ids, segments, mask):
+        batch, seq = ids.shape
+        positions = torch.arange(seq).unsqueeze(0).expand_as(ids)
+        x = self.norms[0](self.word(ids) + self.position(positions) + self.segment(segments))
+
+        def split(t):
+            return t.view(batch, seq, self.heads, self.hidden // self.heads).permute(0, 2, 1, 3)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / (self.hidden // self.heads) ** 0.5
+        scores = scores + (1.0 - mask[:, None, None, :].float()) * -10000.0
+        context = torch.matmul(torch.softmax(scores, -1), v).permute(0, 2, 1, 3)
+        x = self.norms[1](self.o(context.reshape(batch, seq, self.hidden)) + x)
+        return self.norms[2](self.down(torch.nn.functional.gelu(self.up(x))) + x)
+
+
+def bert_optimized(folder: Path, *, hidden: int, heads: int, vocab: int, seq: int) -> Path:
+    """A :class:`BertLayer` (inputs ids, segments, mask of (2, ``seq``), output y) exported at
+    opset 14 and optimized by onnxruntime.transformers' optimizer (``model_type="bert"``),
+    which writes com.microsoft's EmbedLayerNormalization, Attention, SkipLayerNormalization
+    and BiasGelu; saved to ``folder / "bert.onnx"``."""
+    from onnxruntime.transformers import optimizer
+
+    ids = torch.randint(0, vocab, (2, seq))
+    float_model = export(BertLayer(hidden, heads, vocab).eval(),
+                         [ids, torch.zeros_like(ids), torch.ones_like(ids)],
+                         folder / "bert_float.onnx", dynamo=False, opset=14,
+                         input_names=["ids", "segments", "mask"], output_names=["y"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = optimizer.optimize_model(str(float_model), model_type="bert", num_heads=heads,
+                                         hidden_size=hidden, opt_level=0)
+    path = folder / "bert.onnx"
+    model.save_model_to_file(str(path))
+    return path
+
+
 def assert_close(loaded, name: str, got: np.ndarray, want: np.ndarray) -> None:
     """``got`` equals ``want`` within the tolerance the artifact declares for output ``name``."""
     tol = loaded.manifest.tolerances[name]

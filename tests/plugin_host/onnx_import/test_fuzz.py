@@ -24,6 +24,8 @@ quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) 
 (the same net quantized by its quantize_dynamic: DynamicQuantizeLinear, ConvInteger,
 MatMulInteger), ``fused`` (that model as an onnxruntime session optimizes and saves it:
 com.microsoft's DynamicQuantizeMatMul), ``optimized`` (the float net so optimized: FusedConv),
+``bert`` (a BERT layer optimized by onnxruntime.transformers: com.microsoft's
+EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu),
 ``qop`` (a gated residual block quantized by
 quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
 QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
@@ -949,7 +951,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
-            **_quantized_seeds(folder)}
+            "bert": _bert_seed(folder), **_quantized_seeds(folder)}
 
 
 def _newer_seed(folder: Path) -> str:
@@ -1020,6 +1022,16 @@ def _wider_seed(folder: Path) -> str:
     path = folder / "wider.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), path)
     return str(path)
+
+
+def _bert_seed(folder: Path) -> str:
+    """A small BERT layer optimized by onnxruntime.transformers' optimizer: com.microsoft's
+    EmbedLayerNormalization, Attention (its mask the embedding's lengths), SkipLayerNormalization
+    and BiasGelu."""
+    from .conftest import bert_optimized, torch
+
+    torch.manual_seed(0)
+    return str(bert_optimized(folder, hidden=8, heads=2, vocab=10, seq=4))
 
 
 def _quantized_seeds(folder: Path) -> dict[str, str]:
@@ -1203,6 +1215,8 @@ def test_the_seed_models_build(seeds, tmp_path):
         n.op_type for n in onnx.load(seeds["dynamic"]).graph.node}
     assert "DynamicQuantizeMatMul" in {n.op_type for n in onnx.load(seeds["fused"]).graph.node}
     assert "FusedConv" in {n.op_type for n in onnx.load(seeds["optimized"]).graph.node}
+    assert {"EmbedLayerNormalization", "Attention"} <= {n.op_type for n in
+                                                       onnx.load(seeds["bert"]).graph.node}
     assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
         n.op_type for n in onnx.load(seeds["qop"]).graph.node}

@@ -1,0 +1,268 @@
+"""com.microsoft's BERT fusions, which ``onnxruntime.transformers``' optimizer writes
+(``optimize_model(..., model_type="bert")``): Attention (the self-attention block from its
+input projection on) and EmbedLayerNormalization (the three embeddings, their sum and its
+LayerNormalization, and the mask's lengths). Registered in :data:`.ops.MAPPERS` under
+``com.microsoft.<op>`` on import.
+
+Each is written back as the ONNX nodes it stands for, as onnxruntime's CPU kernel computes it,
+and those are mapped as the model's own (:meth:`.convert.Importer.inline`), as for the fused
+ops (:mod:`.fused`).
+
+- Attention: ``qkv = input @ weights + bias`` split into Q, K and V (``qkv_hidden_sizes``, or
+  three equal parts), each as ``num_heads`` heads; ``softmax(scale * Q @ K' + mask +
+  attention_bias) @ V`` with its heads put back side by side. ``scale`` is 1 / sqrt(head size)
+  by default. The mask (``mask_index``, int32) is added as a bias of 0 where a key is seen and
+  ``mask_filter_value`` (-10000 by default) where it is not, as onnxruntime does, so a row with
+  every key masked is uniform, not 0. Its forms: a raw mask (batch, keys) or (batch, queries,
+  keys) where a value > 0 means seen; the valid lengths (batch) (a key at j is seen where j <
+  the length: right padding); or the lengths then the first valid positions (2 * batch) (also
+  j >= the start: left padding). A length below 0 is refused when the call brings it, as
+  onnxruntime refuses it. ``unidirectional`` hides the keys after each query (causal) entirely.
+- EmbedLayerNormalization: ``LayerNormalization(word[input_ids] + position[position_ids] +
+  segment[segment_ids])`` over the last axis (position_ids 0 .. sequence - 1 where absent), the
+  sum also output 2 where the node has it; output 1 (``mask_index``) counts the mask's entries
+  equal to 1 in each batch row (0 without a mask), as onnxruntime's kernel does. The ids are
+  Embedding indices: one outside the table is refused at entry, as onnxruntime refuses it.
+
+Refused naming the node: Attention's ``past`` state and ``present`` output (the cache of
+GPT-2's decoding), ``past_sequence_length``, ``do_rotary``, ``past_present_share_buffer``, a
+4-D mask (onnxruntime's CPU kernel does not implement it) and the (3 * batch + 2) mask index;
+the length forms of the mask and ``unidirectional`` over a run-time sequence length (``--dim``
+fixes it); EmbedLayerNormalization's segment ids without a segment table, or the reverse.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelFileError
+from .gather import checked_index
+from .ops import MAPPERS, _only, _opt, maps
+
+_MS = "com.microsoft."
+
+
+class _Nodes:
+    """ONNX nodes written for one node, named ``<node>/<step>`` with outputs ``<out>/<step>``,
+    constants ``<out>.<name>``; mapped in one go by :meth:`inline`."""
+
+    def __init__(self, imp, node):
+        import onnx
+
+        self.imp, self.helper, self.nodes = imp, onnx.helper, []
+        self.name, self.out = node.name or node.output[0], node.output[0]
+
+    def add(self, op: str, inputs: list, step: str, out: str | None = None, **attrs) -> str:
+        out = out or f"{self.out}/{step}"
+        self.nodes.append(self.helper.make_node(op, inputs, [out], name=f"{self.name}/{step}",
+                                                **attrs))
+        return out
+
+    def const(self, name: str, value) -> str:
+        const = f"{self.out}.{name}"
+        self.imp.set_const(const, np.asarray(value))
+        return const
+
+    def reshape(self, x: str, shape: list, step: str, out: str | None = None) -> str:
+        return self.add("Reshape", [x, self.const(step, np.array(shape, np.int64))], step, out)
+
+    def with_axes(self, op: str, x: str, axes: list, step: str, out: str | None = None,
+                  **attrs) -> str:
+        """Unsqueeze or ReduceSum over ``axes`` (an input: a model of an opset before 13 is
+        upgraded to 13 before it is mapped)."""
+        return self.add(op, [x, self.const(step, np.array(axes, np.int64))], step, out, **attrs)
+
+    def inline(self) -> None:
+        self.imp.inline(self.nodes, MAPPERS, -1, depth=0)
+        self.nodes = []
+
+
+# --- Attention ---------------------------------------------------------------------------------
+
+
+@maps(_MS + "Attention")
+def _attention(imp, node, attrs):
+    """``softmax(scale * Q @ K' + mask + attention_bias) @ V`` from ``input @ weights + bias``
+    as those ONNX nodes (module doc)."""
+    _only(imp, attrs, {"num_heads": ..., "qkv_hidden_sizes": ..., "unidirectional": ...,
+                       "mask_filter_value": ..., "scale": ..., "do_rotary": 0,
+                       "past_present_share_buffer": 0, "rotary_embedding_dim": ...})
+    for i, what in ((4, "the past state"), (6, "past_sequence_length")):
+        if _opt(node, i):
+            raise imp.unsupported(f"{what} (input {i}) is not supported: the cache of "
+                                  f"incremental decoding")
+    if len(node.output) > 1 and node.output[1]:
+        raise imp.unsupported("the present output (1) is not supported: the cache of "
+                              "incremental decoding")
+    heads, sizes = _heads_and_sizes(imp, node, attrs)
+    x_shape = imp.type_of(node.input[0]).shape
+    if len(x_shape) != 3:
+        raise ModelFileError(f"input {node.input[0]!r} of shape {x_shape} must be (batch, "
+                             f"sequence, hidden)", node=imp.node_name, op=node.op_type)
+    if imp.type_of(node.input[0]).dtype != "float32":
+        raise imp.unsupported(f"input of dtype {imp.type_of(node.input[0]).dtype}: float32 is "
+                              f"supported")
+    causal = attrs.get("unidirectional", 0)
+    if causal not in (0, 1):
+        raise ModelFileError(f"attribute unidirectional={causal!r} must be 0 or 1",
+                             node=imp.node_name, op=node.op_type)
+    filler = float(attrs.get("mask_filter_value", -10000.0))
+    mask = _opt(node, 3)
+    seq = x_shape[1]
+    if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and type(seq) is not int:
+        raise imp.unsupported(f"{'unidirectional' if causal else 'a mask index of lengths'} "
+                              f"over a run-time sequence length {seq!r} (--dim fixes it)")
+    w = _Nodes(imp, node)
+    qkv = w.add("MatMul", [node.input[0], node.input[1]], "qkv")
+    if _opt(node, 2):
+        qkv = w.add("Add", [qkv, node.input[2]], "qkv_bias")
+    split = [f"{w.out}/{part}" for part in "qkv"]
+    w.nodes.append(w.helper.make_node("Split", [qkv, w.const("split", np.array(sizes, np.int64))],
+                                      split, name=f"{w.name}/split", axis=2))
+    q, k, v = (w.reshape(t, [0, 0, heads, size // heads], f"{part}_heads")
+               for t, size, part in zip(split, sizes, "qkv"))
+    q = w.add("Transpose", [q], "q_t", perm=[0, 2, 1, 3])
+    k = w.add("Transpose", [k], "k_t", perm=[0, 2, 3, 1])
+    v = w.add("Transpose", [v], "v_t", perm=[0, 2, 1, 3])
+    scale = attrs.get("scale", 1.0 / np.sqrt(np.float32(sizes[0] // heads)))
+    scores = w.add("MatMul", [q, k], "qk")
+    scores = w.add("Mul", [scores, w.const("scale", np.float32(scale))], "scaled")
+    bias = _mask_bias(imp, node, w, mask, filler, seq) if mask else None
+    if causal:
+        hidden = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
+        causal_bias = w.const("causal", hidden)
+        bias = causal_bias if bias is None else w.add("Add", [bias, causal_bias], "causal_bias")
+    if _opt(node, 5):  # onnxruntime's order: the attention bias, then the mask
+        scores = w.add("Add", [scores, node.input[5]], "attention_bias")
+    if bias is not None:
+        scores = w.add("Add", [scores, bias], "masked")
+    weights = w.add("Softmax", [scores], "softmax", axis=3)
+    out = w.add("MatMul", [weights, v], "pv")
+    out = w.add("Transpose", [out], "y_t", perm=[0, 2, 1, 3])
+    w.reshape(out, [0, 0, -1], "y", out=node.output[0])
+    w.inline()
+
+
+def _heads_and_sizes(imp, node, attrs) -> tuple[int, list[int]]:
+    """``num_heads`` and the hidden sizes of Q, K and V, checked against the weights."""
+    heads = attrs.get("num_heads")
+    if type(heads) is not int or heads < 1:
+        raise ModelFileError(f"attribute num_heads={heads!r} must be a positive number of "
+                             f"heads", node=imp.node_name, op=node.op_type)
+    w_shape = imp.type_of(node.input[1]).shape
+    if len(w_shape) != 2 or type(w_shape[1]) is not int:
+        raise ModelFileError(f"weights {node.input[1]!r} of shape {w_shape} must be (input "
+                             f"hidden, Q + K + V hidden) with a static second dim",
+                             node=imp.node_name, op=node.op_type)
+    total = w_shape[1]
+    sizes = list(attrs.get("qkv_hidden_sizes", []))
+    if not sizes:
+        if total % 3:
+            raise ModelFileError(f"weights of {total} columns do not split into equal Q, K "
+                                 f"and V (give qkv_hidden_sizes)", node=imp.node_name,
+                                 op=node.op_type)
+        sizes = [total // 3] * 3
+    if len(sizes) != 3 or sum(sizes) != total or sizes[0] != sizes[1] or any(
+            type(s) is not int or s < 1 or s % heads for s in sizes):
+        raise ModelFileError(f"qkv_hidden_sizes {sizes} must be three positive multiples of "
+                             f"num_heads={heads}, Q's equal to K's, summing to the weights' "
+                             f"{total} columns", node=imp.node_name, op=node.op_type)
+    return heads, sizes
+
+
+def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, seq) -> str:
+    """The mask as a bias to add to the scores, broadcasting over the heads (module doc)."""
+    ttype = imp.type_of(mask)
+    if ttype.dtype != "int32":
+        raise ModelFileError(f"mask_index {mask!r} of dtype {ttype.dtype} must be int32",
+                             node=imp.node_name, op=node.op_type)
+    rank, shape = len(ttype.shape), ttype.shape
+    zero, hidden = w.const("seen", np.float32(0.0)), w.const("filler", np.float32(filler))
+    if rank in (2, 3):  # a raw mask: > 0 seen
+        seen = w.add("Greater", [mask, w.const("zero", np.int32(0))], "seen")
+        bias = w.add("Where", [seen, zero, hidden], "mask_bias")
+        return w.with_axes("Unsqueeze", bias, [1, 2] if rank == 2 else [1], "mask_heads")
+    if rank != 1:
+        raise imp.unsupported(f"a mask of rank {rank} (shape {shape}) is not supported: "
+                              f"onnxruntime's CPU kernel takes a raw mask of rank 2 or 3, or "
+                              f"lengths of rank 1")
+    batch = imp.type_of(node.input[0]).shape[0]
+    if type(batch) is not int or shape[0] not in (batch, 2 * batch):
+        raise imp.unsupported(f"a mask index of shape {shape} for a batch of {batch!r}: "
+                              f"(batch) lengths or (2 * batch) lengths and starts are "
+                              f"supported, with a static batch")
+    ends = mask
+    if shape[0] == 2 * batch:
+        ends = w.add("Gather", [mask, w.const("ends", np.arange(batch, dtype=np.int64))],
+                     "ends", axis=0)
+    ends = w.add("Cast", [ends], "ends_int64", to=7)
+    ends = w.add("Min", [ends, w.const("longest", np.array([seq], np.int64))], "ends_capped")
+    w.inline()  # a negative length refused as the call brings it, as onnxruntime does
+    checked = checked_index(imp, imp.tensor(ends), seq + 1, "lengths", "lengths_checked")
+    imp.alias(f"{w.out}/ends_checked", checked)
+    positions = w.const("positions", np.arange(seq, dtype=np.int64)[None])
+    ends = w.reshape(f"{w.out}/ends_checked", [-1, 1], "ends_column")
+    seen = w.add("Less", [positions, ends], "seen")
+    if shape[0] == 2 * batch:
+        starts = w.add("Gather", [mask, w.const("starts", np.arange(batch, 2 * batch,
+                                                                    dtype=np.int64))],
+                       "starts", axis=0)
+        starts = w.add("Cast", [starts], "starts_int64", to=7)
+        starts = w.reshape(starts, [-1, 1], "starts_column")
+        started = w.add("Not", [w.add("Less", [positions, starts], "before")], "started")
+        seen = w.add("And", [seen, started], "seen_span")
+    bias = w.add("Where", [seen, zero, hidden], "mask_bias")
+    return w.reshape(bias, [batch, 1, 1, seq], "mask_heads")
+
+
+# --- EmbedLayerNormalization -------------------------------------------------------------------
+
+
+@maps(_MS + "EmbedLayerNormalization")
+def _embed_layer_norm(imp, node, attrs):
+    """``LayerNormalization(word[ids] + position[positions] + segment[segments])`` and the
+    mask's counts as those ONNX nodes (module doc)."""
+    _only(imp, attrs, {"epsilon": ..., "mask_index_type": ...})
+    ids, segments, word, position = node.input[0], _opt(node, 1), node.input[2], node.input[3]
+    segment_table, gamma, beta = _opt(node, 4), node.input[5], node.input[6]
+    mask, positions = _opt(node, 7), _opt(node, 8)
+    if (segments is None) != (segment_table is None):
+        raise ModelFileError("segment_ids and segment_embedding must be given together",
+                             node=imp.node_name, op=node.op_type)
+    ids_shape = imp.type_of(ids).shape
+    if len(ids_shape) != 2:
+        raise ModelFileError(f"input_ids {ids!r} of shape {ids_shape} must be (batch, "
+                             f"sequence)", node=imp.node_name, op=node.op_type)
+    outs = list(node.output) + ["", ""]
+    w = _Nodes(imp, node)
+    total = w.add("Gather", [word, ids], "word")
+    if positions is None and type(ids_shape[1]) is int:
+        positions = w.const("positions", np.arange(ids_shape[1], dtype=np.int64))
+    elif positions is None:
+        positions = w.add("Range", [w.const("first", np.int64(0)), w.add(
+            "Gather", [w.add("Shape", [ids], "ids_shape"), w.const("seq_axis", np.int64(1))],
+            "sequence"), w.const("step", np.int64(1))], "positions")
+    total = w.add("Add", [total, w.add("Gather", [position, positions], "position")],
+                  "word_position")
+    if segments is not None:
+        total = w.add("Add", [total, w.add("Gather", [segment_table, segments], "segment")],
+                      "embedding_sum", out=outs[2] or None)
+    elif outs[2]:
+        w.add("Identity", [total], "embedding_sum", out=outs[2])
+    w.add("LayerNormalization", [total, gamma, beta], "norm", out=node.output[0], axis=-1,
+          epsilon=float(attrs.get("epsilon", 1e-12)))
+    if outs[1]:
+        if mask is None and type(ids_shape[0]) is int:  # onnxruntime's kernel gives zeros
+            w.add("Identity", [w.const("no_mask", np.zeros(ids_shape[0], np.int32))],
+                  "mask_index", out=outs[1])
+        elif mask is None:
+            batch = w.add("Slice", [w.add("Shape", [ids], "batch_shape"),
+                                    w.const("from", np.array([0], np.int64)),
+                                    w.const("to", np.array([1], np.int64))], "batch")
+            w.add("ConstantOfShape", [batch], "mask_index", out=outs[1],
+                  value=w.helper.make_tensor("zero", 6, [1], [0]))
+        else:
+            ones = w.add("Equal", [mask, w.const("one", np.int32(1))], "mask_ones")
+            ones = w.add("Cast", [ones], "mask_counted", to=6)
+            w.with_axes("ReduceSum", ones, [1], "mask_index", out=outs[1], keepdims=0)
+    w.inline()

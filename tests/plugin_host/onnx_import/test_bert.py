@@ -1,0 +1,272 @@
+"""com.microsoft's BERT fusions that onnxruntime.transformers' optimizer writes (Attention,
+EmbedLayerNormalization): a torch BERT block optimized by it, built and compared with
+onnxruntime on both backends; hand-made nodes over every mask form, ``unidirectional``,
+``attention_bias``, ``qkv_hidden_sizes``, ``scale``, ``mask_filter_value``, the optional
+inputs and outputs of the embedding; and what is refused, naming the node or the input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelFileError, UnsupportedModelError
+
+from .conftest import (assert_refused, bert_optimized, check_on_both_backends, import_and_load,
+                       onnx, torch)
+
+helper, TP, numpy_helper = onnx.helper, onnx.TensorProto, onnx.numpy_helper
+_MS = "com.microsoft"
+_HIDDEN, _HEADS, _VOCAB = 32, 4, 50
+
+
+def test_a_bert_layer_optimized_by_onnxruntime_transformers_builds_and_matches(tmp_path,
+                                                                              signer):
+    torch.manual_seed(31)
+    path = bert_optimized(tmp_path, hidden=_HIDDEN, heads=_HEADS, vocab=_VOCAB, seq=8)
+    ops = {(n.domain, n.op_type) for n in onnx.load(str(path)).graph.node}
+    assert {(_MS, "Attention"), (_MS, "EmbedLayerNormalization")} <= ops
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    assert {"embedding", "layer_norm", "softmax"} <= {n.op for n in loaded.graph.nodes}
+    rng = np.random.default_rng(37)
+    feeds = []
+    for lengths in ([8, 8], [5, 2], [0, 8]):  # padded on the right; a row of padding only
+        mask = (np.arange(8)[None] < np.array(lengths)[:, None]).astype(np.int64)
+        feeds.append({"ids": rng.integers(0, _VOCAB, (2, 8)),
+                      "segments": rng.integers(0, 2, (2, 8)), "mask": mask})
+    check_on_both_backends(path, loaded, feeds)
+
+
+# --- hand-made nodes ---------------------------------------------------------------------------
+
+_B, _S, _D = 2, 5, 12
+
+
+def _save(path, node, inputs, inits, outputs, opset=14):
+    """One com.microsoft node in a model: ``inputs`` and ``outputs`` (name, dtype, shape)."""
+    def info(name, dtype, shape):
+        return helper.make_tensor_value_info(name, dtype, list(shape))
+
+    graph = helper.make_graph([node], "g", [info(*i) for i in inputs],
+                              [info(*o) for o in outputs],
+                              [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid(_MS, 1)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _attention(path, rng, *, mask=None, attention_bias=None, sizes=(12, 12, 12), opset=14,
+               **attrs):
+    """An Attention node of 3 heads on x (2, 5, 12), its mask ``mask`` (an int32 input of that
+    shape) and bias ``attention_bias`` (a float input of that shape) where given."""
+    inputs, names = [("x", TP.FLOAT, (_B, _S, _D))], ["x", "w", "b"]
+    if mask is not None:
+        inputs.append(("m", TP.INT32, mask))
+        names.append("m")
+    if attention_bias is not None:
+        inputs.append(("ab", TP.FLOAT, attention_bias))
+        names += [""] * (5 - len(names)) + ["ab"]
+    if sizes[0] != sizes[2]:
+        attrs["qkv_hidden_sizes"] = list(sizes)
+    node = helper.make_node("Attention", names, ["y"], name="n", domain=_MS, num_heads=3,
+                            **attrs)
+    inits = {"w": (rng.standard_normal((_D, sum(sizes))) * 0.5).astype(np.float32),
+             "b": rng.standard_normal(sum(sizes)).astype(np.float32)}
+    return _save(path, node, inputs, inits, [("y", TP.FLOAT, (_B, _S, sizes[2]))], opset)
+
+
+def _feeds(rng, masks=(), attention_bias=None) -> list[dict]:
+    feeds = []
+    for i in range(max(2, len(masks))):
+        feed = {"x": rng.standard_normal((_B, _S, _D)).astype(np.float32)}
+        if masks:
+            feed["m"] = np.asarray(masks[i % len(masks)], np.int32)
+        if attention_bias is not None:
+            feed["ab"] = rng.standard_normal(attention_bias).astype(np.float32)
+        feeds.append(feed)
+    return feeds
+
+
+_RAW = [[[1, 1, 0, 1, 1], [1, 2, -1, 0, 1]], [[0, 0, 0, 0, 0], [1, 1, 1, 1, 1]]]
+_MASKS = {  # mask shape: feeds; > 0 seen in a raw mask; lengths beyond the sequence are whole
+    (_B, _S): _RAW,
+    (_B, _S, _S): [np.random.default_rng(41).integers(0, 2, (_B, _S, _S)) for _ in range(2)],
+    (_B,): [[3, 7], [0, 5], [5, 1]],
+    (2 * _B,): [[4, 5, 1, 2], [4, 9, -1, 2], [0, 3, 0, 9], [5, 5, 5, 0]],
+}
+
+
+@pytest.mark.parametrize("shape", list(_MASKS), ids=lambda s: f"mask{s}")
+@pytest.mark.parametrize("attrs", [{}, {"mask_filter_value": -5.0}, {"unidirectional": 1},
+                                   {"unidirectional": 1, "mask_filter_value": -3.0}],
+                         ids=["default", "filter", "causal", "causal_filter"])
+def test_attentions_masks_match_onnxruntime(shape, attrs, tmp_path, signer):
+    """A finite filter makes a masked key's weight count; a row of masked keys is uniform."""
+    rng = np.random.default_rng(43)
+    path = _attention(tmp_path / "m.onnx", rng, mask=shape, **attrs)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    check_on_both_backends(path, loaded, _feeds(rng, _MASKS[shape]))
+
+
+@pytest.mark.parametrize("case", [
+    {}, {"unidirectional": 1}, {"scale": 0.3}, {"sizes": (6, 6, 9)},
+    {"attention_bias": (1, 3, _S, _S)}, {"attention_bias": (_B, 1, _S, _S), "mask": (_B, _S)},
+    {"opset": 11, "mask": (_B, _S)}, {"unidirectional": 1, "scale": 3e4}],  # 11: upgraded
+    ids=["plain", "causal", "scale", "v_size", "bias", "bias_mask", "opset11", "causal_huge"])
+def test_attention_matches_onnxruntime(case, tmp_path, signer):
+    """``causal_huge``: scores far beyond the filter's -10000; onnxruntime hides the keys after
+    each query entirely, not by adding -10000."""
+    rng = np.random.default_rng(47)
+    case = dict(case)
+    path = _attention(tmp_path / "m.onnx", rng, **case)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    check_on_both_backends(path, loaded, _feeds(rng, _MASKS.get(case.get("mask"), ()),
+                                                case.get("attention_bias")))
+
+
+def test_a_negative_length_is_refused_when_the_call_brings_it(tmp_path, signer):
+    from plugin_host.executor import Executor
+    from plugins.numpy_backend import NumpyBackend
+
+    from abi.errors import IndexRangeError
+
+    rng = np.random.default_rng(53)
+    path = _attention(tmp_path / "m.onnx", rng, mask=(_B,))
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    feed = _feeds(rng, [[3, -1]])[0]
+    with pytest.raises(IndexRangeError) as info:
+        Executor(loaded.graph, NumpyBackend()).run(feed)
+    assert "n/lengths_checked" in str(info.value) and "-1" in str(info.value)
+
+
+def _embedding(path, rng, *, segments=True, mask=True, positions=None, outputs=("y", "mi"),
+               epsilon=1e-5):
+    """An EmbedLayerNormalization over ids (2, 6) in a vocabulary of 10, hidden 8; positions
+    an int32 input of that shape where given."""
+    inputs = [("ids", TP.INT32, (2, 6))]
+    names = ["ids", "seg" if segments else "", "word", "pos", "segment" if segments else "",
+             "gamma", "beta", "mask" if mask else ""]
+    if segments:
+        inputs.append(("seg", TP.INT32, (2, 6)))
+    if mask:
+        inputs.append(("mask", TP.INT32, (2, 6)))
+    if positions:
+        inputs.append(("pid", TP.INT32, positions))
+        names.append("pid")
+    while not names[-1]:
+        names.pop()
+    attrs = {} if "mi" in outputs else {"mask_index_type": 0}
+    node = helper.make_node("EmbedLayerNormalization", names,
+                            [o if o in outputs else "" for o in ("y", "mi", "sum")], name="n",
+                            domain=_MS, epsilon=epsilon, **attrs)
+    tables = {"word": (10, 8), "pos": (7, 8), "segment": (2, 8), "gamma": (8,), "beta": (8,)}
+    inits = {n: rng.standard_normal(s).astype(np.float32) for n, s in tables.items()
+             if n in names}
+    kinds = {"y": (TP.FLOAT, (2, 6, 8)), "mi": (TP.INT32, (2,)), "sum": (TP.FLOAT, (2, 6, 8))}
+    return _save(path, node, inputs, inits, [(o, *kinds[o]) for o in outputs])
+
+
+def _embedding_feeds(rng, positions=None) -> list[dict]:
+    feeds = []
+    for mask in ([[1, 1, 0, 1, 1, 1], [0, 1, 1, 2, 1, 0]], [[0] * 6, [1] * 6]):
+        feed = {"ids": rng.integers(0, 10, (2, 6)).astype(np.int32),
+                "seg": rng.integers(0, 2, (2, 6)).astype(np.int32),
+                "mask": np.array(mask, np.int32)}
+        if positions:
+            feed["pid"] = rng.integers(0, 7, positions).astype(np.int32)
+        feeds.append(feed)
+    return feeds
+
+
+@pytest.mark.parametrize("case", [
+    {}, {"outputs": ("y", "mi", "sum")}, {"segments": False, "outputs": ("y", "sum")},
+    {"mask": False}, {"positions": (1, 6)}, {"positions": (2, 6), "segments": False},
+    {"epsilon": 1e-12, "outputs": ("y",)}],
+    ids=["plain", "sum", "no_segments", "no_mask", "positions", "batch_positions", "no_index"])
+def test_embed_layer_normalization_matches_onnxruntime(case, tmp_path, signer):
+    """The mask's index counts its entries equal to 1 (a 2 is not counted), zeros without a
+    mask; the sum output holds the segment embedding too."""
+    rng = np.random.default_rng(59)
+    path = _embedding(tmp_path / "m.onnx", rng, **case)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    feeds = _embedding_feeds(rng, case.get("positions"))
+    keep = {i.name for i in onnx.load(str(path)).graph.input}
+    check_on_both_backends(path, loaded, [{k: v for k, v in f.items() if k in keep}
+                                          for f in feeds])
+
+
+@pytest.mark.parametrize("bad", [10, -1])
+def test_an_id_outside_the_word_table_is_refused_at_entry(bad, tmp_path, signer):
+    from plugin_host.executor import Executor
+    from plugins.numpy_backend import NumpyBackend
+
+    from abi.errors import IndexRangeError
+
+    rng = np.random.default_rng(61)
+    path = _embedding(tmp_path / "m.onnx", rng)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    feed = _embedding_feeds(rng)[0]
+    feed["ids"][1, 2] = bad
+    with pytest.raises(IndexRangeError) as info:
+        Executor(loaded.graph, NumpyBackend()).run(feed)
+    assert "'ids'" in str(info.value) and str(bad) in str(info.value)
+
+
+# --- refused -----------------------------------------------------------------------------------
+
+
+def _node_model(tmp_path, inputs, attrs, outputs=("y",), mask_shape=(_B,)):
+    """An Attention node named n over x (2, 5, 12), weights of 36 columns."""
+    inits = {"w": np.ones((_D, 3 * _D), np.float32), "b": np.zeros(3 * _D, np.float32)}
+    graph_inputs = [("x", TP.FLOAT, (_B, _S, _D))]
+    if "past" in inputs:
+        graph_inputs.append(("past", TP.FLOAT, (2, _B, 3, 1, 4)))
+    if "m" in inputs:
+        graph_inputs.append(("m", TP.INT32, mask_shape))
+    node = helper.make_node("Attention", inputs, list(outputs), name="n", domain=_MS, **attrs)
+    return _save(tmp_path / "m.onnx", node, graph_inputs, inits,
+                 [(o, TP.FLOAT, (_B, _S, _D)) for o in outputs if o])
+
+
+@pytest.mark.parametrize("inputs, attrs, outputs, error, message", [
+    (["x", "w", "b", "", "past"], {"num_heads": 3}, ("y",), UnsupportedModelError,
+     "the past state (input 4) is not supported"),
+    (["x", "w", "b"], {"num_heads": 3}, ("y", "present"), UnsupportedModelError,
+     "the present output (1) is not supported"),
+    (["x", "w", "b"], {"num_heads": 3, "do_rotary": 1}, ("y",), UnsupportedModelError,
+     "attribute do_rotary=1 is not supported"),
+    (["x", "w", "b", "m"], {"num_heads": 3}, ("y", (_B, 1, _S, _S)),
+     UnsupportedModelError, "a mask of rank 4"),
+    (["x", "w", "b", "m"], {"num_heads": 3}, ("y", (3 * _B + 2,)),
+     UnsupportedModelError, "a mask index of shape (8,) for a batch of 2"),
+    (["x", "w", "b"], {"num_heads": 5}, ("y",), ModelFileError,
+     "qkv_hidden_sizes [12, 12, 12] must be three positive multiples of num_heads=5"),
+    (["x", "w", "b"], {"num_heads": 3, "qkv_hidden_sizes": [9, 12, 15]}, ("y",),
+     ModelFileError, "Q's equal to K's"),
+], ids=["past", "present", "rotary", "mask4d", "mask3b2", "heads", "sizes"])
+def test_what_attention_cannot_take_is_refused(inputs, attrs, outputs, error, message,
+                                               tmp_path):
+    outputs, mask_shape = (outputs, (_B,)) if type(outputs[-1]) is str else (
+        outputs[:-1], outputs[-1])
+    path = _node_model(tmp_path, inputs, attrs, outputs, mask_shape)
+    assert_refused(path, error, "node 'n'", message)
+
+
+def test_attention_over_a_run_time_sequence_is_refused_when_causal(tmp_path):
+    rng = np.random.default_rng(67)
+    path = _attention(tmp_path / "m.onnx", rng, unidirectional=1)
+    model = onnx.load(str(path))
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "seq"
+    onnx.save(model, str(path))
+    assert_refused(path, UnsupportedModelError, "node 'n'",
+                   "unidirectional over a run-time sequence length 'seq' (--dim fixes it)")
+
+
+def test_segment_ids_without_a_segment_table_are_refused(tmp_path):
+    rng = np.random.default_rng(71)
+    path = _embedding(tmp_path / "m.onnx", rng)
+    model = onnx.load(str(path))
+    model.graph.node[0].input[4] = ""
+    onnx.save(model, str(path))
+    assert_refused(path, ModelFileError, "node 'n' (EmbedLayerNormalization)",
+                   "segment_ids and segment_embedding must be given together")
