@@ -1,34 +1,43 @@
 """com.microsoft's BERT fusions, which ``onnxruntime.transformers``' optimizer writes
 (``optimize_model(..., model_type="bert")``): Attention (the self-attention block from its
 input projection on) and EmbedLayerNormalization (the three embeddings, their sum and its
-LayerNormalization, and the mask's lengths). Registered in :data:`.ops.MAPPERS` under
-``com.microsoft.<op>`` on import.
+LayerNormalization, and the mask's lengths), and their quantized forms, which
+``quantize_dynamic`` makes of them: QAttention and QEmbedLayerNormalization. Registered in
+:data:`.ops.MAPPERS` under ``com.microsoft.<op>`` on import.
 
 Each is written back as the ONNX nodes it stands for, as onnxruntime's CPU kernel computes it,
 and those are mapped as the model's own (:meth:`.convert.Importer.inline`), as for the fused
 ops (:mod:`.fused`).
 
 - Attention: ``qkv = input @ weights + bias`` split into Q, K and V (``qkv_hidden_sizes``, or
-  three equal parts), each as ``num_heads`` heads; ``softmax(scale * Q @ K' + mask +
-  attention_bias) @ V`` with its heads put back side by side. ``scale`` is 1 / sqrt(head size)
-  by default. The mask (``mask_index``, int32) is added as a bias of 0 where a key is seen and
-  ``mask_filter_value`` (-10000 by default) where it is not, as onnxruntime does, so a row with
-  every key masked is uniform, not 0. Its forms: a raw mask (batch, keys) or (batch, queries,
-  keys) where a value > 0 means seen; the valid lengths (batch) (a key at j is seen where j <
-  the length: right padding); or the lengths then the first valid positions (2 * batch) (also
-  j >= the start: left padding). A length below 0 is refused when the call brings it, as
-  onnxruntime refuses it. ``unidirectional`` hides the keys after each query (causal) entirely.
+  three equal parts), each as ``num_heads`` heads; ``softmax(scale * Q @ K' + attention_bias +
+  mask) @ V`` (added in that order, as onnxruntime does) with its heads put back side by side.
+  ``scale`` is 1 / sqrt(head size) by default. The mask (``mask_index``, int32) is added as a
+  bias of 0 where a key is seen and ``mask_filter_value`` (-10000 by default) where it is not,
+  as onnxruntime does, so a row with every key masked is uniform, not 0. Its forms: a raw mask
+  (batch, keys) or (batch, queries, keys) where a value > 0 means seen; the valid lengths
+  (batch) (a key at j is seen where j < the length: right padding); or the lengths then the
+  first valid positions (2 * batch) (also j >= the start: left padding). A length below 0 is
+  refused when the call brings it, as onnxruntime refuses it. ``unidirectional`` hides the keys
+  after each query (causal) entirely.
 - EmbedLayerNormalization: ``LayerNormalization(word[input_ids] + position[position_ids] +
   segment[segment_ids])`` over the last axis (position_ids 0 .. sequence - 1 where absent), the
   sum also output 2 where the node has it; output 1 (``mask_index``) counts the mask's entries
   equal to 1 in each batch row (0 without a mask), as onnxruntime's kernel does. The ids are
   Embedding indices: one outside the table is refused at entry, as onnxruntime refuses it.
+- QAttention: its uint8 input (a DynamicQuantizeLinear's) by its int8 or uint8 weights as
+  MatMulIntegerToFloat (:mod:`.matmul_to_float`: the exact integer sum, times ``input_scale *
+  weight_scale`` (one or one per column), plus the bias), then as Attention.
+- QEmbedLayerNormalization: its constant int8 or uint8 tables dequantized at import as
+  onnxruntime's kernel does, ``float32(int32(q) - zero_point) * scale``, then as
+  EmbedLayerNormalization.
 
-Refused naming the node: Attention's ``past`` state and ``present`` output (the cache of
-GPT-2's decoding), ``past_sequence_length``, ``do_rotary``, ``past_present_share_buffer``, a
-4-D mask (onnxruntime's CPU kernel does not implement it) and the (3 * batch + 2) mask index;
-the length forms of the mask and ``unidirectional`` over a run-time sequence length (``--dim``
-fixes it); EmbedLayerNormalization's segment ids without a segment table, or the reverse.
+Refused naming the node: Attention's and QAttention's ``past`` state and ``present`` output
+(the cache of GPT-2's decoding), ``past_sequence_length``, ``do_rotary``,
+``past_present_share_buffer``, a 4-D mask (onnxruntime's CPU kernel does not implement it) and
+the (3 * batch + 2) mask index; the length forms of the mask and ``unidirectional`` over a
+run-time sequence length (``--dim`` fixes it); EmbedLayerNormalization's segment ids without a
+segment table, or the reverse; QEmbedLayerNormalization's tables computed at run time.
 """
 
 from __future__ import annotations
@@ -80,42 +89,73 @@ class _Nodes:
 # --- Attention ---------------------------------------------------------------------------------
 
 
+_ATTENTION_ATTRIBUTES = {"num_heads": ..., "unidirectional": ..., "mask_filter_value": ...,
+                         "scale": ..., "do_rotary": 0, "past_present_share_buffer": 0}
+
+
 @maps(_MS + "Attention")
 def _attention(imp, node, attrs):
-    """``softmax(scale * Q @ K' + mask + attention_bias) @ V`` from ``input @ weights + bias``
+    """``softmax(scale * Q @ K' + attention_bias + mask) @ V`` from ``input @ weights + bias``
     as those ONNX nodes (module doc)."""
-    _only(imp, attrs, {"num_heads": ..., "qkv_hidden_sizes": ..., "unidirectional": ...,
-                       "mask_filter_value": ..., "scale": ..., "do_rotary": 0,
-                       "past_present_share_buffer": 0, "rotary_embedding_dim": ...})
-    for i, what in ((4, "the past state"), (6, "past_sequence_length")):
+    _only(imp, attrs, {**_ATTENTION_ATTRIBUTES, "qkv_hidden_sizes": ...,
+                       "rotary_embedding_dim": ...})
+    _no_cache(imp, node, {4: "the past state", 6: "past_sequence_length"})
+    if imp.type_of(node.input[0]).dtype != "float32":
+        raise imp.unsupported(f"input of dtype {imp.type_of(node.input[0]).dtype}: float32 is "
+                              f"supported")
+    heads, sizes = _heads_and_sizes(imp, node, attrs)
+    w = _Nodes(imp, node)
+    qkv = w.add("MatMul", [node.input[0], node.input[1]], "qkv")
+    if _opt(node, 2):
+        qkv = w.add("Add", [qkv, node.input[2]], "qkv_bias")
+    _attend(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 3), _opt(node, 5))
+
+
+@maps(_MS + "QAttention")
+def _q_attention(imp, node, attrs):
+    """Attention whose input projection is quantized: ``input`` (uint8, a
+    DynamicQuantizeLinear's) by the int8 or uint8 ``weight`` as MatMulIntegerToFloat computes
+    it (:mod:`.matmul_to_float`: the exact integer sum, times ``input_scale * weight_scale``,
+    plus the bias), then as Attention."""
+    _only(imp, attrs, _ATTENTION_ATTRIBUTES)
+    _no_cache(imp, node, {8: "the past state"})
+    heads, sizes = _heads_and_sizes(imp, node, attrs)
+    w = _Nodes(imp, node)
+    ins = list(node.input) + [""] * 8
+    qkv = w.add("MatMulIntegerToFloat", [ins[0], ins[1], ins[3], ins[4], ins[6], ins[7], ins[2]],
+                "qkv", domain="com.microsoft")
+    _attend(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 5), None)
+
+
+def _no_cache(imp, node, inputs: dict) -> None:
+    """Refuse the incremental decoding cache: the ``inputs`` (index: what) and the present
+    output."""
+    for i, what in inputs.items():
         if _opt(node, i):
             raise imp.unsupported(f"{what} (input {i}) is not supported: the cache of "
                                   f"incremental decoding")
     if len(node.output) > 1 and node.output[1]:
         raise imp.unsupported("the present output (1) is not supported: the cache of "
                               "incremental decoding")
-    heads, sizes = _heads_and_sizes(imp, node, attrs)
+
+
+def _attend(imp, node, attrs, w: _Nodes, qkv: str, heads: int, sizes: list, mask: str | None,
+            attention_bias: str | None) -> None:
+    """The attention of the projected ``qkv`` (batch, sequence, Q + K + V hidden) into the
+    node's output, as onnxruntime's CPU kernel computes it (module doc)."""
     x_shape = imp.type_of(node.input[0]).shape
     if len(x_shape) != 3:
         raise ModelFileError(f"input {node.input[0]!r} of shape {x_shape} must be (batch, "
                              f"sequence, hidden)", node=imp.node_name, op=node.op_type)
-    if imp.type_of(node.input[0]).dtype != "float32":
-        raise imp.unsupported(f"input of dtype {imp.type_of(node.input[0]).dtype}: float32 is "
-                              f"supported")
     causal = attrs.get("unidirectional", 0)
     if causal not in (0, 1):
         raise ModelFileError(f"attribute unidirectional={causal!r} must be 0 or 1",
                              node=imp.node_name, op=node.op_type)
     filler = float(attrs.get("mask_filter_value", -10000.0))
-    mask = _opt(node, 3)
     seq = x_shape[1]
     if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and type(seq) is not int:
         raise imp.unsupported(f"{'unidirectional' if causal else 'a mask index of lengths'} "
                               f"over a run-time sequence length {seq!r} (--dim fixes it)")
-    w = _Nodes(imp, node)
-    qkv = w.add("MatMul", [node.input[0], node.input[1]], "qkv")
-    if _opt(node, 2):
-        qkv = w.add("Add", [qkv, node.input[2]], "qkv_bias")
     split = [f"{w.out}/{part}" for part in "qkv"]
     w.nodes.append(w.helper.make_node("Split", [qkv, w.const("split", np.array(sizes, np.int64))],
                                       split, name=f"{w.name}/split", axis=2))
@@ -132,8 +172,8 @@ def _attention(imp, node, attrs):
         hidden = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
         causal_bias = w.const("causal", hidden)
         bias = causal_bias if bias is None else w.add("Add", [bias, causal_bias], "causal_bias")
-    if _opt(node, 5):  # onnxruntime's order: the attention bias, then the mask
-        scores = w.add("Add", [scores, node.input[5]], "attention_bias")
+    if attention_bias:  # onnxruntime's order: the attention bias, then the mask
+        scores = w.add("Add", [scores, attention_bias], "attention_bias")
     if bias is not None:
         scores = w.add("Add", [scores, bias], "masked")
     weights = w.add("Softmax", [scores], "softmax", axis=3)
@@ -265,4 +305,49 @@ def _embed_layer_norm(imp, node, attrs):
             ones = w.add("Equal", [mask, w.const("one", np.int32(1))], "mask_ones")
             ones = w.add("Cast", [ones], "mask_counted", to=6)
             w.with_axes("ReduceSum", ones, [1], "mask_index", out=outs[1], keepdims=0)
+    w.inline()
+
+
+#: QEmbedLayerNormalization's quantized tables: (table, scale, zero point) input indices
+_Q_TABLES = {"word_embedding": (2, 8, 13), "position_embedding": (3, 9, 14),
+             "segment_embedding": (4, 10, 15), "gamma": (5, 11, 16), "beta": (6, 12, 17)}
+
+
+@maps(_MS + "QEmbedLayerNormalization")
+def _q_embed_layer_norm(imp, node, attrs):
+    """EmbedLayerNormalization of int8 or uint8 tables: each dequantized at import as
+    onnxruntime's kernel does, ``float32(int32(q) - zero_point) * scale``, then as
+    EmbedLayerNormalization (positions 0 .. sequence - 1)."""
+    _only(imp, attrs, {"epsilon": ...})
+    ins = list(node.input) + [""] * 18
+    segment = [ins[i] for i in (1, *_Q_TABLES["segment_embedding"])]
+    if any(segment) and not all(segment):
+        raise ModelFileError("segment_ids, segment_embedding, its scale and its zero point "
+                             "must all be given or all be omitted", node=imp.node_name,
+                             op=node.op_type)
+    tables, w = {}, _Nodes(imp, node)
+    for what, (table, scale, zero) in _Q_TABLES.items():
+        if not ins[table]:
+            continue
+        for i, part in ((table, ""), (scale, " scale"), (zero, " zero point")):
+            if not imp.is_const(ins[i]):
+                raise imp.unsupported(f"{what}{part} {ins[i]!r} is computed at run time: "
+                                      f"the quantized tables must be constants")
+        q, sc, zp = (imp.const(ins[i]) for i in (table, scale, zero))
+        if q.dtype not in (np.int8, np.uint8) or zp.dtype != q.dtype or sc.dtype != np.float32 \
+                or sc.size != 1 or zp.size != 1:
+            raise ModelFileError(f"{what}: a {q.dtype} table with a {sc.dtype} scale of "
+                                 f"{sc.size} values and a {zp.dtype} zero point of {zp.size}: "
+                                 f"an int8 or uint8 table, a float32 scale and a zero point of "
+                                 f"its dtype, one value each, as onnxruntime's kernel takes",
+                                 node=imp.node_name, op=node.op_type)
+        dequantized = (q.astype(np.int32) - np.int32(zp.reshape(()))).astype(np.float32) * \
+            sc.reshape(())
+        tables[what] = w.const(what, dequantized.astype(np.float32))
+    w.nodes.append(w.helper.make_node(
+        "EmbedLayerNormalization",
+        [ins[0], ins[1], tables["word_embedding"], tables["position_embedding"],
+         tables.get("segment_embedding", ""), tables["gamma"], tables["beta"], ins[7]],
+        list(node.output)[:2], name=f"{w.name}/float", domain="com.microsoft",
+        epsilon=float(attrs.get("epsilon", 1e-12))))
     w.inline()

@@ -56,11 +56,9 @@ LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden st
 #: com.microsoft's operator-oriented quantized ops not mapped, which the reader refuses with
 #: this hint (QLinearConv and QLinearMatMul, default domain, map in :mod:`.qlinear`; QLinearAdd,
 #: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator`,
-#: :mod:`.qsoftmax` and :mod:`.matmul_to_float`).
-OPERATOR_ORIENTED = frozenset({
-    "QLinearReduceMean", "QAttention",
-    "QEmbedLayerNormalization",
-    "DynamicQuantizeLSTM", "QOrderedMatMul"})
+#: :mod:`.qsoftmax` and :mod:`.matmul_to_float`; QAttention and QEmbedLayerNormalization in
+#: :mod:`.bert`).
+OPERATOR_ORIENTED = frozenset({"QLinearReduceMean", "DynamicQuantizeLSTM", "QOrderedMatMul"})
 
 #: Those of them onnxruntime's CPU provider has no kernel for: it cannot run them either, so
 #: nothing could compute the golden vectors of a model holding one.

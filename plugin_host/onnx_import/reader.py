@@ -246,7 +246,11 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
         "mask_filter_value": "FLOAT", "scale": "FLOAT", "do_rotary": "INT",
         "past_present_share_buffer": "INT", "rotary_embedding_dim": "INT"}),
     "EmbedLayerNormalization": ContribSchema("SOSSOSSOO", {"epsilon": "FLOAT",
-                                                           "mask_index_type": "INT"})}
+                                                           "mask_index_type": "INT"}),
+    "QAttention": ContribSchema("SSSSSOOOO", {
+        "num_heads": "INT", "unidirectional": "INT", "mask_filter_value": "FLOAT",
+        "scale": "FLOAT", "do_rotary": "INT", "past_present_share_buffer": "INT"}),
+    "QEmbedLayerNormalization": ContribSchema("SOSSOSSOSSOSSSSOSS", {"epsilon": "FLOAT"})}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_SCHEMAS)
 
 

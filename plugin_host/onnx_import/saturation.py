@@ -3,7 +3,8 @@ VNNI) multiply uint8 activations by int8 weights with ``vpmaddubsw``, which adds
 products into an int16 and saturates there: 255 * -128 * 2 gives -32768, not -65280. So the
 reference's MatMulInteger and ConvInteger of a uint8 input by int8 weights (what
 ``quantize_dynamic`` writes with its default int8 weights), and QLinearMatMul, QLinearConv and
-com.microsoft's QGemm likewise (``quantize_static``'s QOperator format), are not the model's
+com.microsoft's QGemm likewise (``quantize_static``'s QOperator format), and QAttention
+(``quantize_dynamic`` of a BERT model onnxruntime.transformers optimized), are not the model's
 exact int32 sums on such a CPU, while the import computes them exactly. The build's comparison
 then fails; :func:`explain` says why, where the model has such a node and the reference's
 onnxruntime is seen to saturate (a two-element probe run by the reference process, once), and
@@ -20,7 +21,8 @@ from .reference import run_reference
 
 #: the integer ops onnxruntime runs with that kernel -> the input holding their weights
 _INTEGER_OPS = {"MatMulInteger": 1, "ConvInteger": 1, "QLinearMatMul": 3, "QLinearConv": 3,
-                "QGemm": 3, "MatMulIntegerToFloat": 1, "DynamicQuantizeMatMul": 1}
+                "QGemm": 3, "MatMulIntegerToFloat": 1, "DynamicQuantizeMatMul": 1,
+                "QAttention": 1}
 _INT8 = 3  # ONNX TensorProto.INT8
 
 #: whether the reference's onnxruntime saturates u8 x s8 sums (None: not probed yet)
@@ -28,9 +30,9 @@ _SATURATES: bool | None = None
 
 
 def int8_weight_node(model) -> tuple[str, str] | None:
-    """(name, op) of the first MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv or QGemm
-    of ``model`` whose weights (the second input; the others' fourth) are an int8
-    initializer, else None."""
+    """(name, op) of the first of ``model``'s integer ops (:data:`_INTEGER_OPS`: MatMulInteger,
+    ConvInteger, QLinearMatMul, QLinearConv, QGemm and com.microsoft's fused ones) whose
+    weights are an int8 initializer, else None."""
     int8 = {t.name for t in model.graph.initializer if t.data_type == _INT8}
     for node in model.graph.node:
         at = _INTEGER_OPS.get(node.op_type)

@@ -36,6 +36,61 @@ def test_a_bert_layer_optimized_by_onnxruntime_transformers_builds_and_matches(t
     check_on_both_backends(path, loaded, feeds)
 
 
+def _bert_quantized(tmp_path, per_channel: bool, weights, reduce_range: bool = False):
+    """The optimized layer quantized by quantize_dynamic: its Attention and
+    EmbedLayerNormalization turned into QAttention and QEmbedLayerNormalization."""
+    import logging
+
+    from onnxruntime import quantization
+
+    torch.manual_seed(33)
+    float_model = bert_optimized(tmp_path, hidden=_HIDDEN, heads=_HEADS, vocab=_VOCAB, seq=8)
+    path = tmp_path / "quantized.onnx"
+    logging.disable(logging.WARNING)  # its advice to pre-process, on the root logger
+    try:
+        quantization.quantize_dynamic(
+            str(float_model), str(path), per_channel=per_channel, weight_type=weights,
+            reduce_range=reduce_range,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    finally:
+        logging.disable(logging.NOTSET)
+    ops = {(n.domain, n.op_type) for n in onnx.load(str(path)).graph.node}
+    assert {(_MS, "QAttention"), (_MS, "QEmbedLayerNormalization")} <= ops
+    return path
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("weights", ["QUInt8", "QInt8"])
+def test_a_bert_layer_so_quantized_by_quantize_dynamic_builds_and_matches(per_channel, weights,
+                                                                           tmp_path, signer):
+    """QAttention: a DynamicQuantizeLinear's input by the weights, one scale or one per
+    column; QEmbedLayerNormalization: its tables. int8 weights are 7-bit (reduce_range): the
+    full range saturates in onnxruntime on CPUs without VNNI (onnx_import/saturation.py)."""
+    from onnxruntime.quantization import QuantType
+
+    path = _bert_quantized(tmp_path, per_channel, QuantType[weights],
+                           reduce_range=weights == "QInt8")
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    rng = np.random.default_rng(39)
+    feeds = []
+    for lengths in ([8, 8], [5, 2]):
+        mask = (np.arange(8)[None] < np.array(lengths)[:, None]).astype(np.int64)
+        feeds.append({"ids": rng.integers(0, _VOCAB, (2, 8)),
+                      "segments": rng.integers(0, 2, (2, 8)), "mask": mask})
+    check_on_both_backends(path, loaded, feeds)
+
+
+def test_saturation_names_qattention(tmp_path):
+    """Where onnxruntime saturates u8 x s8 sums, the build's explanation names a QAttention of
+    int8 weights."""
+    from onnxruntime.quantization import QuantType
+
+    from plugin_host.onnx_import import saturation
+
+    path = _bert_quantized(tmp_path, False, QuantType.QInt8)
+    assert saturation.int8_weight_node(onnx.load(str(path)))[1] == "QAttention"
+
+
 # --- hand-made nodes ---------------------------------------------------------------------------
 
 _B, _S, _D = 2, 5, 12
@@ -212,6 +267,88 @@ def test_an_id_outside_the_word_table_is_refused_at_entry(bad, tmp_path, signer)
     assert "'ids'" in str(info.value) and str(bad) in str(info.value)
 
 
+def _q_attention(path, rng, *, mask=None, zero_points=True, weights="uint8", **attrs):
+    """A QAttention node of 3 heads on a uint8 x (2, 5, 12) of scale 0.05 and zero point 120,
+    weights of 36 columns (per-column scales), its mask ``mask`` where given."""
+    inputs = [("x", TP.UINT8, (_B, _S, _D))]
+    low, high = (0, 256) if weights == "uint8" else (-64, 64)
+    inits = {"w": rng.integers(low, high, (_D, 3 * _D)).astype(weights),
+             "b": rng.standard_normal(3 * _D).astype(np.float32),
+             "x_scale": np.float32(0.05), "w_scale": (10.0 ** rng.uniform(-3, -2, 3 * _D)
+                                                      ).astype(np.float32),
+             "x_zp": np.uint8(120), "w_zp": np.asarray(3 if weights == "int8" else 130,
+                                                       weights)}
+    names = ["x", "w", "b", "x_scale", "w_scale", "m" if mask else ""]
+    if zero_points:
+        names += ["x_zp", "w_zp"]
+    else:
+        del inits["x_zp"], inits["w_zp"]
+    if mask:
+        inputs.append(("m", TP.INT32, mask))
+    while not names[-1]:
+        names.pop()
+    node = helper.make_node("QAttention", names, ["y"], name="n", domain=_MS, num_heads=3,
+                            **attrs)
+    return _save(path, node, inputs, inits, [("y", TP.FLOAT, (_B, _S, _D))])
+
+
+@pytest.mark.parametrize("case", [
+    {}, {"mask": (_B,)}, {"mask": (_B, _S), "unidirectional": 1}, {"zero_points": False},
+    {"weights": "int8", "scale": 0.2}, {"mask": (2 * _B,), "mask_filter_value": -4.0}],
+    ids=["plain", "lengths", "raw_causal", "no_zero_points", "int8_scale", "starts_filter"])
+def test_q_attention_matches_onnxruntime(case, tmp_path, signer):
+    """int8 weights of 7 bits: the full range saturates in onnxruntime on CPUs without VNNI."""
+    rng = np.random.default_rng(73)
+    path = _q_attention(tmp_path / "m.onnx", rng, **case)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    feeds = [{"x": rng.integers(0, 256, (_B, _S, _D)).astype(np.uint8)} for _ in range(3)]
+    masks = _MASKS.get(case.get("mask"))
+    for i, feed in enumerate(feeds if masks else []):
+        feed["m"] = np.asarray(masks[i % len(masks)], np.int32)
+    check_on_both_backends(path, loaded, feeds)
+
+
+def _q_embedding(path, rng, *, dtype="uint8", segments=True):
+    """A QEmbedLayerNormalization over ids (2, 6) in a vocabulary of 10, hidden 8, its tables
+    of ``dtype`` with one scale and zero point each."""
+    low, high = (0, 256) if dtype == "uint8" else (-128, 128)
+    inputs = [("ids", TP.INT32, (2, 6)), ("mask", TP.INT32, (2, 6))]
+    tables = {"word": (10, 8), "pos": (7, 8), "segment": (2, 8), "gamma": (8,), "beta": (8,)}
+    if not segments:
+        del tables["segment"]
+    else:
+        inputs.append(("seg", TP.INT32, (2, 6)))
+    inits = {}
+    for name, shape in tables.items():
+        inits[name] = rng.integers(low, high, shape).astype(dtype)
+        inits[f"{name}_scale"] = np.float32(10.0 ** rng.uniform(-3, -1))
+        inits[f"{name}_zp"] = np.asarray(rng.integers(low, high), dtype)
+
+    def each(suffix):
+        return [f"{n}{suffix}" if n in tables else "" for n in ("word", "pos", "segment",
+                                                                "gamma", "beta")]
+
+    names = ["ids", "seg" if segments else ""] + each("")[:1] + each("")[1:] + ["mask"] + \
+        each("_scale") + each("_zp")
+    node = helper.make_node("QEmbedLayerNormalization", names, ["y", "mi"], name="n",
+                            domain=_MS, epsilon=1e-5)
+    return _save(path, node, inputs, inits, [("y", TP.FLOAT, (2, 6, 8)),
+                                             ("mi", TP.INT32, (2,))])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("segments", [True, False])
+def test_q_embed_layer_normalization_matches_onnxruntime(dtype, segments, tmp_path, signer):
+    rng = np.random.default_rng(79)
+    path = _q_embedding(tmp_path / "m.onnx", rng, dtype=dtype, segments=segments)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    feeds = _embedding_feeds(rng)
+    if not segments:
+        for feed in feeds:
+            del feed["seg"]
+    check_on_both_backends(path, loaded, feeds)
+
+
 # --- refused -----------------------------------------------------------------------------------
 
 
@@ -270,3 +407,33 @@ def test_segment_ids_without_a_segment_table_are_refused(tmp_path):
     onnx.save(model, str(path))
     assert_refused(path, ModelFileError, "node 'n' (EmbedLayerNormalization)",
                    "segment_ids and segment_embedding must be given together")
+
+
+def test_q_attentions_past_state_is_refused(tmp_path):
+    rng = np.random.default_rng(83)
+    path = _q_attention(tmp_path / "m.onnx", rng)
+    model = onnx.load(str(path))
+    model.graph.node[0].input.append("past")
+    model.graph.input.append(helper.make_tensor_value_info("past", TP.FLOAT,
+                                                           [2, _B, 3, 1, 4]))
+    onnx.save(model, str(path))
+    assert_refused(path, UnsupportedModelError, "node 'n' (QAttention)",
+                   "the past state (input 8) is not supported")
+
+
+@pytest.mark.parametrize("edit, error, message", [
+    (lambda node: node.input.__setitem__(10, ""), ModelFileError,
+     "segment_ids, segment_embedding, its scale and its zero point must all be given"),
+    (lambda node: node.input.__setitem__(2, "ids_table"), UnsupportedModelError,
+     "word_embedding 'ids_table' is computed at run time: the quantized tables must be "
+     "constants"),
+], ids=["segment_group", "run_time_table"])
+def test_what_q_embed_layer_normalization_cannot_take_is_refused(edit, error, message,
+                                                                 tmp_path):
+    rng = np.random.default_rng(89)
+    path = _q_embedding(tmp_path / "m.onnx", rng)
+    model = onnx.load(str(path))
+    edit(model.graph.node[0])
+    model.graph.input.append(helper.make_tensor_value_info("ids_table", TP.UINT8, [10, 8]))
+    onnx.save(model, str(path))
+    assert_refused(path, error, "node 'n' (QEmbedLayerNormalization)", message)
