@@ -1,7 +1,8 @@
 """com.microsoft's BERT fusions, which ``onnxruntime.transformers``' optimizer writes
 (``optimize_model(..., model_type="bert")``): Attention (the self-attention block from its
-input projection on) and EmbedLayerNormalization (the three embeddings, their sum and its
-LayerNormalization, and the mask's lengths), and their quantized forms, which
+input projection on; MultiHeadAttention, from the projected query, key and value, with the
+optimizer's ``use_multi_head_attention``) and EmbedLayerNormalization (the three embeddings,
+their sum and its LayerNormalization, and the mask's lengths), and their quantized forms, which
 ``quantize_dynamic`` makes of them: QAttention and QEmbedLayerNormalization. Registered in
 :data:`.ops.MAPPERS` under ``com.microsoft.<op>`` on import.
 
@@ -20,6 +21,15 @@ ops (:mod:`.fused`).
   first valid positions (2 * batch) (also j >= the start: left padding). A length below 0 is
   refused when the call brings it, as onnxruntime refuses it. ``unidirectional`` hides the keys
   after each query (causal) entirely.
+- MultiHeadAttention: the query (batch, sequence, hidden), the key and value (batch, keys,
+  hidden), each plus its part of ``bias``, as heads; or the key and value already as heads
+  (batch, heads, keys, head size), one shape, to which onnxruntime adds no bias (only the
+  query's part is added then). Then as Attention, the mask's forms over the keys. Refused: its
+  packed QKV and packed KV (onnxruntime's CPU kernel does not implement them), the cache
+  (``past_key``, ``past_value``, ``present_*``, ``past_sequence_length``,
+  ``cache_indirection``), the ``qk`` output, ``unidirectional`` over as many queries as keys
+  only (onnxruntime's causal bound of a cross attention is neither the top-left nor the
+  bottom-right one).
 - EmbedLayerNormalization: ``LayerNormalization(word[input_ids] + position[position_ids] +
   segment[segment_ids])`` over the last axis (position_ids 0 .. sequence - 1 where absent), the
   sum also output 2 where the node has it; output 1 (``mask_index``) counts the mask's entries
@@ -108,7 +118,7 @@ def _attention(imp, node, attrs):
     qkv = w.add("MatMul", [node.input[0], node.input[1]], "qkv")
     if _opt(node, 2):
         qkv = w.add("Add", [qkv, node.input[2]], "qkv_bias")
-    _attend(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 3), _opt(node, 5))
+    _attend_packed(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 3), _opt(node, 5))
 
 
 @maps(_MS + "QAttention")
@@ -124,50 +134,132 @@ def _q_attention(imp, node, attrs):
     ins = list(node.input) + [""] * 8
     qkv = w.add("MatMulIntegerToFloat", [ins[0], ins[1], ins[3], ins[4], ins[6], ins[7], ins[2]],
                 "qkv", domain="com.microsoft")
-    _attend(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 5), None)
+    _attend_packed(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 5), None)
 
 
-def _no_cache(imp, node, inputs: dict) -> None:
-    """Refuse the incremental decoding cache: the ``inputs`` (index: what) and the present
-    output."""
+def _no_cache(imp, node, inputs: dict, outputs: dict | None = None) -> None:
+    """Refuse the incremental decoding cache: the ``inputs`` and ``outputs`` (index: what; the
+    present output by default)."""
     for i, what in inputs.items():
         if _opt(node, i):
             raise imp.unsupported(f"{what} (input {i}) is not supported: the cache of "
                                   f"incremental decoding")
-    if len(node.output) > 1 and node.output[1]:
-        raise imp.unsupported("the present output (1) is not supported: the cache of "
-                              "incremental decoding")
+    for i, what in (outputs or {1: "the present output"}).items():
+        if len(node.output) > i and node.output[i]:
+            raise imp.unsupported(f"{what} ({i}) is not supported: the cache of incremental "
+                                  f"decoding")
 
 
-def _attend(imp, node, attrs, w: _Nodes, qkv: str, heads: int, sizes: list, mask: str | None,
-            attention_bias: str | None) -> None:
-    """The attention of the projected ``qkv`` (batch, sequence, Q + K + V hidden) into the
-    node's output, as onnxruntime's CPU kernel computes it (module doc)."""
+@maps(_MS + "MultiHeadAttention")
+def _multi_head_attention(imp, node, attrs):
+    """The attention of a projected query, key and value (onnxruntime.transformers' optimizer
+    writes it with ``use_multi_head_attention``): each plus its part of ``bias``, as heads;
+    then as Attention, the mask over the keys (module doc)."""
+    _only(imp, attrs, {"num_heads": ..., "unidirectional": ..., "mask_filter_value": ...,
+                       "scale": ...})
+    _no_cache(imp, node, {6: "past_key", 7: "past_value", 8: "past_sequence_length",
+                          9: "cache_indirection"},
+              {1: "the present_key output", 2: "the present_value output"})
+    if len(node.output) > 3 and node.output[3]:
+        raise imp.unsupported("the qk output (3) is not supported")
+    heads = _num_heads(imp, node, attrs)
+    query, key, value = node.input[0], _opt(node, 1), _opt(node, 2)
+    shapes = [imp.type_of(t).shape if t else None for t in (query, key, value)]
+    if len(shapes[0]) == 5 or shapes[1] is not None and len(shapes[1]) == 5:
+        raise imp.unsupported(f"packed {'QKV' if len(shapes[0]) == 5 else 'KV'} (rank 5): "
+                              f"onnxruntime's CPU kernel does not implement it")
+    if imp.type_of(query).dtype != "float32":
+        raise imp.unsupported(f"query of dtype {imp.type_of(query).dtype}: float32 is "
+                              f"supported")
+    if len(shapes[0]) != 3 or None in shapes or len(shapes[1]) not in (3, 4) or \
+            len(shapes[2]) != len(shapes[1]):
+        raise ModelFileError(f"query, key and value of shapes {shapes}: a query (batch, "
+                             f"sequence, hidden) and a key and value both (batch, keys, "
+                             f"hidden) or both (batch, heads, keys, head size)",
+                             node=imp.node_name, op=node.op_type)
+    hidden, in_heads = shapes[0][2], len(shapes[1]) == 4
+    if in_heads and shapes[1] != shapes[2]:
+        raise ModelFileError(f"key and value of shapes {shapes[1]} and {shapes[2]}: as (batch, "
+                             f"heads, keys, head size) they must have one shape, as onnxruntime "
+                             f"requires", node=imp.node_name, op=node.op_type)
+    v_hidden = shapes[2][1] * shapes[2][3] if in_heads else shapes[2][2]
+    k_hidden = shapes[1][1] * shapes[1][3] if in_heads else shapes[1][2]
+    if any(type(d) is not int or d % heads for d in (hidden, v_hidden)) or k_hidden != hidden \
+            or in_heads and (shapes[1][1] != heads or shapes[2][1] != heads):
+        raise ModelFileError(f"query, key and value of shapes {shapes} do not hold {heads} "
+                             f"heads of one Q and K head size", node=imp.node_name,
+                             op=node.op_type)
+    w = _Nodes(imp, node)
+    parts = {"q": query, "k": key, "v": value}
+    if _opt(node, 3):  # onnxruntime adds K's and V's parts only to a key and value of rank 3
+        sizes = [hidden, hidden, v_hidden]
+        split = [f"{w.out}/bias_{part}" for part in "qkv"]
+        w.nodes.append(w.helper.make_node(
+            "Split", [node.input[3], w.const("bias_split", np.array(sizes, np.int64))], split,
+            name=f"{w.name}/bias_split", axis=0))
+        for (part, x), b in zip(list(parts.items())[:1 if in_heads else 3], split):
+            parts[part] = w.add("Add", [x, b], f"{part}_bias")
+    q = _to_heads(w, parts["q"], heads, hidden // heads, "q")
+    if in_heads:
+        k, v = w.add("Transpose", [parts["k"]], "k_t", perm=[0, 1, 3, 2]), parts["v"]
+    else:
+        k = _to_heads(w, parts["k"], heads, hidden // heads, "k")
+        v = _to_heads(w, parts["v"], heads, v_hidden // heads, "v")
+    _attend(imp, node, attrs, w, (q, k, v), hidden // heads,
+            (shapes[0][0], shapes[0][1], shapes[1][2 if in_heads else 1]), _opt(node, 4),
+            _opt(node, 5))
+
+
+def _attend_packed(imp, node, attrs, w: _Nodes, qkv: str, heads: int, sizes: list,
+                   mask: str | None, attention_bias: str | None) -> None:
+    """Attention's and QAttention's: the projected ``qkv`` (batch, sequence, Q + K + V hidden)
+    split into Q, K and V, then :func:`_attend`."""
     x_shape = imp.type_of(node.input[0]).shape
     if len(x_shape) != 3:
         raise ModelFileError(f"input {node.input[0]!r} of shape {x_shape} must be (batch, "
                              f"sequence, hidden)", node=imp.node_name, op=node.op_type)
+    split = [f"{w.out}/{part}" for part in "qkv"]
+    w.nodes.append(w.helper.make_node("Split", [qkv, w.const("split", np.array(sizes, np.int64))],
+                                      split, name=f"{w.name}/split", axis=2))
+    q, k, v = (_to_heads(w, t, heads, size // heads, part)
+               for t, size, part in zip(split, sizes, "qkv"))
+    _attend(imp, node, attrs, w, (q, k, v), sizes[0] // heads, (x_shape[0], x_shape[1],
+                                                                x_shape[1]),
+            mask, attention_bias)
+
+
+def _to_heads(w: _Nodes, x: str, heads: int, size: int, part: str) -> str:
+    """(batch, sequence, heads * size) as (batch, heads, sequence, size); K as (batch, heads,
+    size, sequence), ready for Q @ K'."""
+    x = w.reshape(x, [0, 0, heads, size], f"{part}_heads")
+    return w.add("Transpose", [x], f"{part}_t", perm=[0, 2, 3, 1] if part == "k" else
+                 [0, 2, 1, 3])
+
+
+def _attend(imp, node, attrs, w: _Nodes, qkv: tuple, head_size: int, dims: tuple,
+            mask: str | None, attention_bias: str | None) -> None:
+    """The attention of Q (batch, heads, queries, size), K' (batch, heads, size, keys) and V
+    (batch, heads, keys, V's size) into the node's output, as onnxruntime's CPU kernel computes
+    it (module doc); ``dims``: (batch, queries, keys)."""
     causal = attrs.get("unidirectional", 0)
     if causal not in (0, 1):
         raise ModelFileError(f"attribute unidirectional={causal!r} must be 0 or 1",
                              node=imp.node_name, op=node.op_type)
     filler = float(attrs.get("mask_filter_value", -10000.0))
-    seq = x_shape[1]
-    if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and type(seq) is not int:
+    batch, seq, keys = dims
+    if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and not all(
+            type(d) is int for d in (seq, keys)):
         raise imp.unsupported(f"{'unidirectional' if causal else 'a mask index of lengths'} "
                               f"over a run-time sequence length {seq!r} (--dim fixes it)")
-    split = [f"{w.out}/{part}" for part in "qkv"]
-    w.nodes.append(w.helper.make_node("Split", [qkv, w.const("split", np.array(sizes, np.int64))],
-                                      split, name=f"{w.name}/split", axis=2))
-    q, k, v = (w.reshape(t, [0, 0, heads, size // heads], f"{part}_heads")
-               for t, size, part in zip(split, sizes, "qkv"))
-    q = w.add("Transpose", [q], "q_t", perm=[0, 2, 1, 3])
-    k = w.add("Transpose", [k], "k_t", perm=[0, 2, 3, 1])
-    v = w.add("Transpose", [v], "v_t", perm=[0, 2, 1, 3])
-    scale = attrs.get("scale", 1.0 / np.sqrt(np.float32(sizes[0] // heads)))
+    if causal and seq != keys:
+        raise imp.unsupported(f"unidirectional over {seq} queries and {keys} keys: "
+                              f"onnxruntime's causal bound of a cross attention is neither the "
+                              f"top-left nor the bottom-right one")
+    q, k, v = qkv
+    scale = attrs.get("scale", 1.0 / np.sqrt(np.float32(head_size)))
     scores = w.add("MatMul", [q, k], "qk")
     scores = w.add("Mul", [scores, w.const("scale", np.float32(scale))], "scaled")
-    bias = _mask_bias(imp, node, w, mask, filler, seq) if mask else None
+    bias = _mask_bias(imp, node, w, mask, filler, batch, keys) if mask else None
     if causal:
         hidden = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
         causal_bias = w.const("causal", hidden)
@@ -183,12 +275,17 @@ def _attend(imp, node, attrs, w: _Nodes, qkv: str, heads: int, sizes: list, mask
     w.inline()
 
 
-def _heads_and_sizes(imp, node, attrs) -> tuple[int, list[int]]:
-    """``num_heads`` and the hidden sizes of Q, K and V, checked against the weights."""
+def _num_heads(imp, node, attrs) -> int:
     heads = attrs.get("num_heads")
     if type(heads) is not int or heads < 1:
         raise ModelFileError(f"attribute num_heads={heads!r} must be a positive number of "
                              f"heads", node=imp.node_name, op=node.op_type)
+    return heads
+
+
+def _heads_and_sizes(imp, node, attrs) -> tuple[int, list[int]]:
+    """``num_heads`` and the hidden sizes of Q, K and V, checked against the weights."""
+    heads = _num_heads(imp, node, attrs)
     w_shape = imp.type_of(node.input[1]).shape
     if len(w_shape) != 2 or type(w_shape[1]) is not int:
         raise ModelFileError(f"weights {node.input[1]!r} of shape {w_shape} must be (input "
@@ -210,8 +307,9 @@ def _heads_and_sizes(imp, node, attrs) -> tuple[int, list[int]]:
     return heads, sizes
 
 
-def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, seq) -> str:
-    """The mask as a bias to add to the scores, broadcasting over the heads (module doc)."""
+def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, batch, seq) -> str:
+    """The mask as a bias to add to the scores of ``seq`` keys, broadcasting over the heads
+    (module doc)."""
     ttype = imp.type_of(mask)
     if ttype.dtype != "int32":
         raise ModelFileError(f"mask_index {mask!r} of dtype {ttype.dtype} must be int32",
@@ -226,7 +324,6 @@ def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, seq) -> str:
         raise imp.unsupported(f"a mask of rank {rank} (shape {shape}) is not supported: "
                               f"onnxruntime's CPU kernel takes a raw mask of rank 2 or 3, or "
                               f"lengths of rank 1")
-    batch = imp.type_of(node.input[0]).shape[0]
     if type(batch) is not int or shape[0] not in (batch, 2 * batch):
         raise imp.unsupported(f"a mask index of shape {shape} for a batch of {batch!r}: "
                               f"(batch) lengths or (2 * batch) lengths and starts are "

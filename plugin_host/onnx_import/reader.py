@@ -250,7 +250,10 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
     "QAttention": ContribSchema("SSSSSOOOO", {
         "num_heads": "INT", "unidirectional": "INT", "mask_filter_value": "FLOAT",
         "scale": "FLOAT", "do_rotary": "INT", "past_present_share_buffer": "INT"}),
-    "QEmbedLayerNormalization": ContribSchema("SOSSOSSOSSOSSSSOSS", {"epsilon": "FLOAT"})}
+    "QEmbedLayerNormalization": ContribSchema("SOSSOSSOSSOSSSSOSS", {"epsilon": "FLOAT"}),
+    "MultiHeadAttention": ContribSchema("SOOOOOOOOO", {
+        "num_heads": "INT", "unidirectional": "INT", "mask_filter_value": "FLOAT",
+        "scale": "FLOAT"})}
 CONTRIB_MAPPED = frozenset(f"{CONTRIB}.{op}" for op in CONTRIB_SCHEMAS)
 
 

@@ -170,12 +170,15 @@ class BertLayer(torch.nn.Module):
         return self.norms[2](self.down(torch.nn.functional.gelu(self.up(x))) + x)
 
 
-def bert_optimized(folder: Path, *, hidden: int, heads: int, vocab: int, seq: int) -> Path:
+def bert_optimized(folder: Path, *, hidden: int, heads: int, vocab: int, seq: int,
+                   **fusion) -> Path:
     """A :class:`BertLayer` (inputs ids, segments, mask of (2, ``seq``), output y) exported at
     opset 14 and optimized by onnxruntime.transformers' optimizer (``model_type="bert"``),
-    which writes com.microsoft's EmbedLayerNormalization, Attention, SkipLayerNormalization
-    and BiasGelu; saved to ``folder / "bert.onnx"``."""
+    which writes com.microsoft's EmbedLayerNormalization, Attention (MultiHeadAttention with
+    ``use_multi_head_attention=True`` in ``fusion``, its FusionOptions),
+    SkipLayerNormalization and BiasGelu; saved to ``folder / "bert.onnx"``."""
     from onnxruntime.transformers import optimizer
+    from onnxruntime.transformers.fusion_options import FusionOptions
 
     ids = torch.randint(0, vocab, (2, seq))
     float_model = export(BertLayer(hidden, heads, vocab).eval(),
@@ -184,8 +187,12 @@ def bert_optimized(folder: Path, *, hidden: int, heads: int, vocab: int, seq: in
                          input_names=["ids", "segments", "mask"], output_names=["y"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        options = FusionOptions("bert")
+        for name, value in fusion.items():
+            setattr(options, name, value)
         model = optimizer.optimize_model(str(float_model), model_type="bert", num_heads=heads,
-                                         hidden_size=hidden, opt_level=0)
+                                         hidden_size=hidden, opt_level=0,
+                                         optimization_options=options)
     path = folder / "bert.onnx"
     model.save_model_to_file(str(path))
     return path

@@ -19,12 +19,14 @@ _MS = "com.microsoft"
 _HIDDEN, _HEADS, _VOCAB = 32, 4, 50
 
 
-def test_a_bert_layer_optimized_by_onnxruntime_transformers_builds_and_matches(tmp_path,
-                                                                              signer):
+@pytest.mark.parametrize("attention", ["Attention", "MultiHeadAttention"])
+def test_a_bert_layer_optimized_by_onnxruntime_transformers_builds_and_matches(attention,
+                                                                              tmp_path, signer):
     torch.manual_seed(31)
-    path = bert_optimized(tmp_path, hidden=_HIDDEN, heads=_HEADS, vocab=_VOCAB, seq=8)
+    path = bert_optimized(tmp_path, hidden=_HIDDEN, heads=_HEADS, vocab=_VOCAB, seq=8,
+                          use_multi_head_attention=attention == "MultiHeadAttention")
     ops = {(n.domain, n.op_type) for n in onnx.load(str(path)).graph.node}
-    assert {(_MS, "Attention"), (_MS, "EmbedLayerNormalization")} <= ops
+    assert {(_MS, attention), (_MS, "EmbedLayerNormalization")} <= ops
     loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
     assert {"embedding", "layer_norm", "softmax"} <= {n.op for n in loaded.graph.nodes}
     rng = np.random.default_rng(37)
@@ -267,6 +269,61 @@ def test_an_id_outside_the_word_table_is_refused_at_entry(bad, tmp_path, signer)
     assert "'ids'" in str(info.value) and str(bad) in str(info.value)
 
 
+_L = 6  # the keys of a cross attention
+
+
+def _multi_head(path, rng, *, key=(_B, _L, _D), value=(_B, _L, _D), bias=False, mask=None,
+                attention_bias=None, **attrs):
+    """A MultiHeadAttention node of 3 heads: query (2, 5, 12), key and value inputs of the
+    shapes given, a constant bias, a mask and an attention bias where given."""
+    inputs = [("q", TP.FLOAT, (_B, _S, _D)), ("k", TP.FLOAT, key), ("v", TP.FLOAT, value)]
+    v_hidden = value[1] * value[3] if len(value) == 4 else value[2]
+    inits = {"b": rng.standard_normal(2 * _D + v_hidden).astype(np.float32)} if bias else {}
+    names = ["q", "k", "v", "b" if bias else "", "m" if mask else "",
+             "ab" if attention_bias else ""]
+    for name, dtype, shape in (("m", TP.INT32, mask), ("ab", TP.FLOAT, attention_bias)):
+        if shape:
+            inputs.append((name, dtype, shape))
+    while not names[-1]:
+        names.pop()
+    node = helper.make_node("MultiHeadAttention", names, ["y"], name="n", domain=_MS,
+                            num_heads=3, **attrs)
+    return _save(path, node, inputs, inits, [("y", TP.FLOAT, (_B, _S, v_hidden))])
+
+
+_MHA_MASKS = {(_B,): [[3, 9], [0, 6]], (_B, _L): [[[1, 1, 0, 1, 1, 0], [0] * _L],
+                                                  [[1, 2, 1, -1, 0, 1], [1] * _L]],
+              (_B, _S, _L): [np.random.default_rng(97).integers(0, 2, (_B, _S, _L))
+                             for _ in range(2)]}
+
+
+@pytest.mark.parametrize("case", [
+    {}, {"value": (_B, _L, 6), "bias": True}, {"mask": (_B,), "mask_filter_value": -5.0},
+    {"mask": (_B, _L)}, {"mask": (_B, _S, _L), "bias": True},
+    {"attention_bias": (1, 3, _S, _L), "mask": (_B, _L)}, {"scale": 0.4},
+    {"key": (_B, _S, _D), "value": (_B, _S, _D), "unidirectional": 1},
+    {"key": (_B, 3, _L, 4), "value": (_B, 3, _L, 4)},
+    {"key": (_B, 3, _L, 4), "value": (_B, 3, _L, 4), "bias": True}],
+    ids=["plain", "v_size_bias", "lengths_filter", "raw", "raw3d_bias", "bias_mask", "scale",
+         "causal", "kv_heads", "kv_heads_bias"])
+def test_multi_head_attention_matches_onnxruntime(case, tmp_path, signer):
+    """A key and value already as heads (batch, heads, keys, size) take no bias: onnxruntime
+    adds only the query's part then. A row with every key masked is uniform."""
+    rng = np.random.default_rng(101)
+    path = _multi_head(tmp_path / "m.onnx", rng, **case)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    floats = [(vi.name, [d.dim_value for d in vi.type.tensor_type.shape.dim])
+              for vi in onnx.load(str(path)).graph.input if vi.name != "m"]
+    feeds = []
+    for i in range(2):
+        feed = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in floats}
+        if "mask" in case:
+            masks = _MHA_MASKS[case["mask"]]
+            feed["m"] = np.asarray(masks[i % len(masks)], np.int32)
+        feeds.append(feed)
+    check_on_both_backends(path, loaded, feeds)
+
+
 def _q_attention(path, rng, *, mask=None, zero_points=True, weights="uint8", **attrs):
     """A QAttention node of 3 heads on a uint8 x (2, 5, 12) of scale 0.05 and zero point 120,
     weights of 36 columns (per-column scales), its mask ``mask`` where given."""
@@ -437,3 +494,38 @@ def test_what_q_embed_layer_normalization_cannot_take_is_refused(edit, error, me
     model.graph.input.append(helper.make_tensor_value_info("ids_table", TP.UINT8, [10, 8]))
     onnx.save(model, str(path))
     assert_refused(path, error, "node 'n' (QEmbedLayerNormalization)", message)
+
+
+@pytest.mark.parametrize("case, error, message", [
+    ({"key": (_B, _L, 3, 2, 4)}, UnsupportedModelError,
+     "packed KV (rank 5): onnxruntime's CPU kernel does not implement it"),
+    ({"unidirectional": 1}, UnsupportedModelError,
+     "unidirectional over 5 queries and 6 keys: onnxruntime's causal bound of a cross "
+     "attention is neither"),
+    ({"key": (_B, 3, _L, 4), "value": (_B, 3, _L, 5)}, ModelFileError,
+     "they must have one shape, as onnxruntime requires"),
+    ({"key": (_B, _L, 9)}, ModelFileError, "do not hold 3 heads of one Q and K head size"),
+], ids=["packed_kv", "causal_cross", "kv_heads_shapes", "k_hidden"])
+def test_what_multi_head_attention_cannot_take_is_refused(case, error, message, tmp_path):
+    path = _multi_head(tmp_path / "m.onnx", np.random.default_rng(103), **case)
+    assert_refused(path, error, "node 'n' (MultiHeadAttention)", message)
+
+
+@pytest.mark.parametrize("at, message", [
+    (("input", 6), "past_key (input 6) is not supported"),
+    (("output", 3), "the qk output (3) is not supported"),
+    (("output", 1), "the present_key output (1) is not supported")])
+def test_multi_head_attentions_cache_and_scores_are_refused(at, message, tmp_path):
+    path = _multi_head(tmp_path / "m.onnx", np.random.default_rng(107))
+    model = onnx.load(str(path))
+    node = model.graph.node[0]
+    where, index = at
+    names = node.input if where == "input" else node.output
+    while len(names) <= index:
+        names.append("")
+    names[index] = "extra"
+    if where == "input":
+        model.graph.input.append(helper.make_tensor_value_info("extra", TP.FLOAT,
+                                                               [_B, 3, 1, 4]))
+    onnx.save(model, str(path))
+    assert_refused(path, UnsupportedModelError, "node 'n' (MultiHeadAttention)", message)

@@ -25,7 +25,8 @@ quantize_static: QuantizeLinear and DequantizeLinear, per-channel int8 weights) 
 MatMulInteger), ``fused`` (that model as an onnxruntime session optimizes and saves it:
 com.microsoft's DynamicQuantizeMatMul), ``optimized`` (the float net so optimized: FusedConv),
 ``bert`` (a BERT layer optimized by onnxruntime.transformers: com.microsoft's
-EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu),
+EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu), ``bert_mha`` (the same
+with MultiHeadAttention),
 ``qop`` (a gated residual block quantized by
 quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
 QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
@@ -951,7 +952,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
-            "bert": _bert_seed(folder), **_quantized_seeds(folder)}
+            **_bert_seeds(folder), **_quantized_seeds(folder)}
 
 
 def _newer_seed(folder: Path) -> str:
@@ -1024,14 +1025,19 @@ def _wider_seed(folder: Path) -> str:
     return str(path)
 
 
-def _bert_seed(folder: Path) -> str:
-    """A small BERT layer optimized by onnxruntime.transformers' optimizer: com.microsoft's
-    EmbedLayerNormalization, Attention (its mask the embedding's lengths), SkipLayerNormalization
-    and BiasGelu."""
+def _bert_seeds(folder: Path) -> dict[str, str]:
+    """A small BERT layer optimized by onnxruntime.transformers' optimizer (``bert``:
+    com.microsoft's EmbedLayerNormalization, Attention (its mask the embedding's lengths),
+    SkipLayerNormalization and BiasGelu; ``bert_mha``: MultiHeadAttention instead)."""
     from .conftest import bert_optimized, torch
 
-    torch.manual_seed(0)
-    return str(bert_optimized(folder, hidden=8, heads=2, vocab=10, seq=4))
+    seeds = {}
+    for name, mha in (("bert", False), ("bert_mha", True)):
+        torch.manual_seed(0)
+        (folder / name).mkdir()
+        seeds[name] = str(bert_optimized(folder / name, hidden=8, heads=2, vocab=10, seq=4,
+                                         use_multi_head_attention=mha))
+    return seeds
 
 
 def _quantized_seeds(folder: Path) -> dict[str, str]:
@@ -1217,6 +1223,7 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert "FusedConv" in {n.op_type for n in onnx.load(seeds["optimized"]).graph.node}
     assert {"EmbedLayerNormalization", "Attention"} <= {n.op_type for n in
                                                        onnx.load(seeds["bert"]).graph.node}
+    assert "MultiHeadAttention" in {n.op_type for n in onnx.load(seeds["bert_mha"]).graph.node}
     assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
         n.op_type for n in onnx.load(seeds["qop"]).graph.node}
