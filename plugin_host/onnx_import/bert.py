@@ -42,12 +42,13 @@ ops (:mod:`.fused`).
   onnxruntime's kernel does, ``float32(int32(q) - zero_point) * scale``, then as
   EmbedLayerNormalization.
 
-Refused naming the node: Attention's and QAttention's ``past`` state and ``present`` output
-(the cache of GPT-2's decoding), ``past_sequence_length``, ``do_rotary``,
+Refused naming the node: Attention's and QAttention's ``past`` state and ``present`` output (the
+cache of GPT-2's decoding), ``past_sequence_length``, ``do_rotary``,
 ``past_present_share_buffer``, a 4-D mask (onnxruntime's CPU kernel does not implement it) and
 the (3 * batch + 2) mask index; the length forms of the mask and ``unidirectional`` over a
-run-time sequence length (``--dim`` fixes it); EmbedLayerNormalization's segment ids without a
-segment table, or the reverse; QEmbedLayerNormalization's tables computed at run time.
+run-time sequence length (``--dim`` fixes it), the (2 * batch) form over a run-time batch;
+EmbedLayerNormalization's segment ids without a segment table, or the reverse;
+QEmbedLayerNormalization's tables computed at run time.
 """
 
 from __future__ import annotations
@@ -250,7 +251,7 @@ def _attend(imp, node, attrs, w: _Nodes, qkv: tuple, head_size: int, dims: tuple
     if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and not all(
             type(d) is int for d in (seq, keys)):
         raise imp.unsupported(f"{'unidirectional' if causal else 'a mask index of lengths'} "
-                              f"over a run-time sequence length {seq!r} (--dim fixes it)")
+                              f"over a run-time sequence length {seq!r}")
     if causal and seq != keys:
         raise imp.unsupported(f"unidirectional over {seq} queries and {keys} keys: "
                               f"onnxruntime's causal bound of a cross attention is neither the "
@@ -324,12 +325,13 @@ def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, batch, seq) -> st
         raise imp.unsupported(f"a mask of rank {rank} (shape {shape}) is not supported: "
                               f"onnxruntime's CPU kernel takes a raw mask of rank 2 or 3, or "
                               f"lengths of rank 1")
-    if type(batch) is not int or shape[0] not in (batch, 2 * batch):
+    starts = type(batch) is int and shape[0] == 2 * batch
+    if shape[0] != batch and not starts:
         raise imp.unsupported(f"a mask index of shape {shape} for a batch of {batch!r}: "
-                              f"(batch) lengths or (2 * batch) lengths and starts are "
-                              f"supported, with a static batch")
+                              f"(batch) lengths, or (2 * batch) lengths and starts with a "
+                              f"static batch, are supported")
     ends = mask
-    if shape[0] == 2 * batch:
+    if starts:
         ends = w.add("Gather", [mask, w.const("ends", np.arange(batch, dtype=np.int64))],
                      "ends", axis=0)
     ends = w.add("Cast", [ends], "ends_int64", to=7)
@@ -340,7 +342,7 @@ def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, batch, seq) -> st
     positions = w.const("positions", np.arange(seq, dtype=np.int64)[None])
     ends = w.reshape(f"{w.out}/ends_checked", [-1, 1], "ends_column")
     seen = w.add("Less", [positions, ends], "seen")
-    if shape[0] == 2 * batch:
+    if starts:
         starts = w.add("Gather", [mask, w.const("starts", np.arange(batch, 2 * batch,
                                                                     dtype=np.int64))],
                        "starts", axis=0)
@@ -349,7 +351,7 @@ def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, batch, seq) -> st
         started = w.add("Not", [w.add("Less", [positions, starts], "before")], "started")
         seen = w.add("And", [seen, started], "seen_span")
     bias = w.add("Where", [seen, zero, hidden], "mask_bias")
-    return w.reshape(bias, [batch, 1, 1, seq], "mask_heads")
+    return w.reshape(bias, [-1, 1, 1, seq], "mask_heads")
 
 
 # --- EmbedLayerNormalization -------------------------------------------------------------------

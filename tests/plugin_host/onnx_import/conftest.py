@@ -171,20 +171,27 @@ class BertLayer(torch.nn.Module):
 
 
 def bert_optimized(folder: Path, *, hidden: int, heads: int, vocab: int, seq: int,
-                   **fusion) -> Path:
+                   dynamic: bool = False, **fusion) -> Path:
     """A :class:`BertLayer` (inputs ids, segments, mask of (2, ``seq``), output y) exported at
     opset 14 and optimized by onnxruntime.transformers' optimizer (``model_type="bert"``),
     which writes com.microsoft's EmbedLayerNormalization, Attention (MultiHeadAttention with
     ``use_multi_head_attention=True`` in ``fusion``, its FusionOptions),
-    SkipLayerNormalization and BiasGelu; saved to ``folder / "bert.onnx"``."""
+    SkipLayerNormalization and BiasGelu; saved to ``folder / "bert.onnx"``. ``dynamic``: the
+    batch and the sequence are run-time dims (``batch``, ``seq``), as transformers exports
+    them."""
     from onnxruntime.transformers import optimizer
     from onnxruntime.transformers.fusion_options import FusionOptions
 
     ids = torch.randint(0, vocab, (2, seq))
-    float_model = export(BertLayer(hidden, heads, vocab).eval(),
-                         [ids, torch.zeros_like(ids), torch.ones_like(ids)],
-                         folder / "bert_float.onnx", dynamo=False, opset=14,
-                         input_names=["ids", "segments", "mask"], output_names=["y"])
+    layer, args = BertLayer(hidden, heads, vocab).eval(), [ids, torch.zeros_like(ids),
+                                                          torch.ones_like(ids)]
+    names, path = ["ids", "segments", "mask"], folder / "bert_float.onnx"
+    if dynamic:
+        float_model = export_dynamic(layer, args, path, dynamo=False, names=names,
+                                     dims=[{0: "batch", 1: "seq"}] * 3)
+    else:
+        float_model = export(layer, args, path, dynamo=False, opset=14, input_names=names,
+                             output_names=["y"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         options = FusionOptions("bert")

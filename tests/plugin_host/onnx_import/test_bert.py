@@ -38,6 +38,27 @@ def test_a_bert_layer_optimized_by_onnxruntime_transformers_builds_and_matches(a
     check_on_both_backends(path, loaded, feeds)
 
 
+def test_a_bert_layer_of_run_time_batch_and_sequence_builds_with_the_sequence_fixed(tmp_path,
+                                                                                     signer):
+    """As transformers exports it: a run-time batch and sequence. The mask's lengths need the
+    sequence's size, which the refusal says --dim gives; so built, the batch stays free."""
+    torch.manual_seed(35)
+    path = bert_optimized(tmp_path, hidden=_HIDDEN, heads=_HEADS, vocab=_VOCAB, seq=8,
+                          dynamic=True)
+    assert "Attention" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert_refused(path, UnsupportedModelError, "node 'Attention_0' (Attention)",
+                   "a mask index of lengths over a run-time sequence length 'seq'; 'seq' is a "
+                   "run-time dim of the inputs: --dim seq=SIZE")
+    loaded = import_and_load(path, tmp_path / "m.pha", signer, dims={"seq": 8})[1]
+    assert [s.shape for s in loaded.graph.inputs] == [("batch", 8)] * 3
+    rng = np.random.default_rng(41)
+    feeds = [{"ids": rng.integers(0, _VOCAB, (batch, 8)),
+              "segments": rng.integers(0, 2, (batch, 8)),
+              "mask": (np.arange(8)[None] < rng.integers(1, 9, (batch, 1))).astype(np.int64)}
+             for batch in (1, 3)]
+    check_on_both_backends(path, loaded, feeds)
+
+
 def _bert_quantized(tmp_path, per_channel: bool, weights, reduce_range: bool = False):
     """The optimized layer quantized by quantize_dynamic: its Attention and
     EmbedLayerNormalization turned into QAttention and QEmbedLayerNormalization."""
@@ -432,7 +453,8 @@ def _node_model(tmp_path, inputs, attrs, outputs=("y",), mask_shape=(_B,)):
     (["x", "w", "b", "m"], {"num_heads": 3}, ("y", (_B, 1, _S, _S)),
      UnsupportedModelError, "a mask of rank 4"),
     (["x", "w", "b", "m"], {"num_heads": 3}, ("y", (3 * _B + 2,)),
-     UnsupportedModelError, "a mask index of shape (8,) for a batch of 2"),
+     UnsupportedModelError,
+     "a mask index of shape (8,) for a batch of 2: (batch) lengths, or (2 * batch)"),
     (["x", "w", "b"], {"num_heads": 5}, ("y",), ModelFileError,
      "qkv_hidden_sizes [12, 12, 12] must be three positive multiples of num_heads=5"),
     (["x", "w", "b"], {"num_heads": 3, "qkv_hidden_sizes": [9, 12, 15]}, ("y",),
@@ -453,7 +475,7 @@ def test_attention_over_a_run_time_sequence_is_refused_when_causal(tmp_path):
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "seq"
     onnx.save(model, str(path))
     assert_refused(path, UnsupportedModelError, "node 'n'",
-                   "unidirectional over a run-time sequence length 'seq' (--dim fixes it)")
+                   "unidirectional over a run-time sequence length 'seq'")
 
 
 def test_segment_ids_without_a_segment_table_are_refused(tmp_path):
@@ -529,3 +551,48 @@ def test_multi_head_attentions_cache_and_scores_are_refused(at, message, tmp_pat
                                                                [_B, 3, 1, 4]))
     onnx.save(model, str(path))
     assert_refused(path, UnsupportedModelError, "node 'n' (MultiHeadAttention)", message)
+
+
+def test_embed_layer_normalization_over_a_run_time_batch_and_sequence(tmp_path, signer):
+    """Without position ids, the positions are a Range over the sequence's run-time size; the
+    mask index a count per run-time batch row."""
+    rng = np.random.default_rng(109)
+    path = _embedding(tmp_path / "m.onnx", rng, outputs=("y", "mi", "sum"))
+    model = onnx.load(str(path))
+    for vi in list(model.graph.input) + list(model.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        dims[0].dim_param = "batch"
+        if len(dims) > 1:
+            dims[1].dim_param = "seq"
+    onnx.save(model, str(path))
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    assert loaded.graph.inputs[0].shape == ("batch", "seq")
+    feeds = [{"ids": rng.integers(0, 10, shape).astype(np.int32),
+              "seg": rng.integers(0, 2, shape).astype(np.int32),
+              "mask": rng.integers(0, 3, shape).astype(np.int32)} for shape in ((1, 7), (3, 4))]
+    check_on_both_backends(path, loaded, feeds)
+
+
+def test_a_sequence_longer_than_the_position_table_is_refused_when_the_call_brings_it(
+        tmp_path, signer):
+    """As onnxruntime refuses it: an IndexRangeError naming the position lookup, on both
+    backends."""
+    from plugin_host.executor import Executor
+    from plugins.numpy_backend import NumpyBackend
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    from abi.errors import IndexRangeError
+
+    rng = np.random.default_rng(113)
+    path = _embedding(tmp_path / "m.onnx", rng, mask=False, outputs=("y",))
+    model = onnx.load(str(path))
+    for vi in list(model.graph.input) + list(model.graph.output):
+        vi.type.tensor_type.shape.dim[1].dim_param = "seq"
+    onnx.save(model, str(path))
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    feed = {"ids": rng.integers(0, 10, (2, 8)).astype(np.int32),
+            "seg": rng.integers(0, 2, (2, 8)).astype(np.int32)}
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError) as info:  # 7 positions in the table
+            Executor(loaded.graph, backend).run(feed)
+        assert "node 'n/position'" in str(info.value) and "outside [0, 7)" in str(info.value)
