@@ -29,8 +29,8 @@ from ..graph import Graph, Node
 from . import symbolic
 from .fold import FOLDERS, fold, int_vector
 from .names import DIM_NAME, dim_name, is_run_time, sanitized, unnamed_dim
-from .reader import (DEFAULT_READ_LIMITS, ONNX_DTYPES, OPSETS, ReadLimits, default_opset,
-                     element_type, op_key, to_array)
+from .reader import (DEFAULT_READ_LIMITS, FOUR_BIT, ONNX_DTYPES, OPSETS, ReadLimits,
+                     default_opset, element_type, op_key, to_array)
 
 __all__ = ["Importer", "ImportedModel", "onnx_to_graph", "DEFAULT_LAYOUTS"]
 
@@ -187,6 +187,21 @@ class Importer:
                     self.consumers.setdefault(t, []).append(i)
             for t in _branch_reads(n):  # read inside an If branch: read by the If node
                 self.consumers.setdefault(t, []).append(i)
+
+    def _dequantized_only(self, t) -> bool:
+        """Whether initializer ``t`` is 4-bit (:data:`.reader.FOUR_BIT`), after refusing one
+        that a node other than a DequantizeLinear reads (its values or zero point)."""
+        if t.data_type not in FOUR_BIT:
+            return False
+        for i in self.consumers.get(t.name, []):
+            node = self.model.graph.node[i]
+            reads = [k for k, name in enumerate(node.input) if name == t.name]
+            if op_key(node) != "DequantizeLinear" or 1 in reads:
+                raise UnsupportedModelError(
+                    f"tensor {t.name!r} of element type {element_type(t.data_type)} is read by "
+                    f"{node.op_type} {_called(node)!r}: only a DequantizeLinear's values and "
+                    f"zero point may be 4-bit (a constant, dequantized at import)")
+        return True
 
     # -- errors -----------------------------------------------------------------------------
 
@@ -399,7 +414,8 @@ class Importer:
 
         g = self.model.graph
         for t in g.initializer:
-            self.set_const(t.name, to_array(t, self.limits))
+            self.set_const(t.name, to_array(t, self.limits,
+                                            four_bit=self._dequantized_only(t)))
         specs, onnx_inputs = [], {}
         for vi in g.input:
             if vi.name in self.consts:

@@ -516,6 +516,7 @@ importlib.import_module(".qsoftmax", __package__)  # com.microsoft's QLinearSoft
 importlib.import_module(".matmul_to_float", __package__)  # com.microsoft's DynamicQuantizeMatMul
 importlib.import_module(".fused", __package__)  # com.microsoft's FusedConv, FusedGemm, ...
 importlib.import_module(".bert", __package__)  # com.microsoft's Attention, EmbedLayerNorm...
+importlib.import_module(".weight_only", __package__)  # com.microsoft's MatMulNBits
 importlib.import_module(".activations", __package__)
 importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
 importlib.import_module(".bitwise", __package__)  # Bitwise*, BitShift, Xor

@@ -66,18 +66,20 @@ NO_CPU_KERNEL = frozenset({"QLinearReduceMean", "QOrderedMatMul"})
 NO_CPU_KERNEL_HINT = "onnxruntime's CPU provider has no kernel for it either; " + QDQ_HINT
 
 
-def _axis(attrs: dict, op: str) -> int:
-    """The ``axis`` attribute, after refusing the attributes and values not mapped."""
+def _axis(attrs: dict, op: str, *, blocked: bool = False) -> int:
+    """The ``axis`` attribute, after refusing the attributes and values not mapped
+    (``blocked``: ``block_size`` is, where the values are constants)."""
     allowed = {"axis", "block_size", "saturate", "output_dtype", "precision", "_outputs"}
     if op == "DequantizeLinear":
         allowed -= {"saturate", "precision"}
     for k, v in attrs.items():
         if k not in allowed:
             raise UnsupportedModelError(f"attribute {k}={v!r} is not supported")
-    if attrs.get("block_size", 0):
+    if attrs.get("block_size", 0) and not blocked:
         raise UnsupportedModelError(f"attribute block_size={attrs['block_size']!r}: blocked "
-                                    f"quantization is not supported (per-tensor and per-axis "
-                                    f"are)")
+                                    f"quantization is supported for constant values only (a "
+                                    f"DequantizeLinear's weights); per-tensor and per-axis are "
+                                    f"for any")
     if attrs.get("saturate", 1) not in (0, 1):  # float8 only: integers always saturate
         raise UnsupportedModelError(f"attribute saturate={attrs['saturate']!r} must be 0 or 1")
     # the precision of the arithmetic, DequantizeLinear's output type: 0 (the scale's) or float
@@ -160,14 +162,47 @@ def _fold_quantize(ins, attrs: dict, cap: int) -> list:
     return [np.clip(y, lo, hi).astype(dtypes.to_numpy(dtype))]
 
 
+def blocked_parameters(shape, scale: np.ndarray, zero_point: np.ndarray | None, axis: int,
+                       block: int, dtype: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Blocked quantization's scale and zero point (opset 21's ``block_size``: one per
+    ``block`` consecutive entries along ``axis``, the last block shorter) checked against
+    values of ``shape`` and ``dtype`` and repeated to their shape. A scale need only be finite
+    here: onnxruntime's MatMulNBitsQuantizer writes negative ones for symmetric blocks, and a
+    dequantization multiplies by it, whatever its sign."""
+    if scale.dtype != np.float32:
+        raise UnsupportedModelError(f"scale of dtype {scale.dtype}: only float32 scales are "
+                                    f"supported")
+    if not np.isfinite(scale).all():
+        raise ModelFileError(f"scale {scale[~np.isfinite(scale)].ravel()[:4].tolist()} (of "
+                             f"{scale.size} value(s)) must be finite")
+    if type(block) is not int or block < 1:
+        raise ModelFileError(f"attribute block_size={block!r} must be a positive count")
+    a = axis_in(axis, len(shape), "axis")
+    want = list(shape)
+    want[a] = -(-shape[a] // block)
+    for what, p in (("scale", scale), ("zero_point", zero_point)):
+        if p is not None and list(p.shape) != want:
+            raise ModelFileError(f"{what} of shape {list(p.shape)}: blocks of {block} along "
+                                 f"axis {axis} of the values' shape {list(shape)} need "
+                                 f"{want}")
+    if zero_point is not None and dtypes.from_numpy(zero_point.dtype) != dtype:
+        raise ModelFileError(f"zero_point of dtype {dtypes.from_numpy(zero_point.dtype)} "
+                             f"differs from the quantized values' {dtype}")
+    return tuple(None if p is None else np.repeat(p, block, axis=a).take(
+        np.arange(shape[a]), axis=a) for p in (scale, zero_point))
+
+
 def _fold_dequantize(ins, attrs: dict, cap: int) -> list:
     x, scale, zero_point = (list(ins) + [None])[:3]
-    axis = _axis(attrs, "DequantizeLinear")
+    axis = _axis(attrs, "DequantizeLinear", blocked=True)
     dtype = dtypes.from_numpy(x.dtype)
     if dtype not in DEQUANTIZED:
         raise UnsupportedModelError(f"input of dtype {dtype}: only {', '.join(DEQUANTIZED)} are "
                                     f"dequantized")
-    s, z = parameters(x.shape, scale, zero_point, axis, dtype)
+    if attrs.get("block_size", 0):
+        s, z = blocked_parameters(x.shape, scale, zero_point, axis, attrs["block_size"], dtype)
+    else:
+        s, z = parameters(x.shape, scale, zero_point, axis, dtype)
     y = x.astype(np.int32)
     if z is not None:
         y = y - z.astype(np.int32)  # wraps in int32, as onnxruntime's difference does

@@ -55,6 +55,13 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: 
                7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
                13: "uint64"}
 
+#: 4-bit element types (UINT4, INT4): no ABI dtype, but a DequantizeLinear's constant weights,
+#: zero points of blocked weight-only quantization; such a constant is read as the 8-bit dtype
+#: here, holding the same values, where every node reading it is a DequantizeLinear
+#: (:func:`to_array` with ``four_bit=True``)
+FOUR_BIT = {21: "uint8", 22: "int8"}
+
+
 def element_type(code: int) -> str:
     """An ONNX element type as a message names it: its TensorProto name and number
     (``INT2 (26)``), the number alone when ONNX has no name for it."""
@@ -251,6 +258,9 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
         "num_heads": "INT", "unidirectional": "INT", "mask_filter_value": "FLOAT",
         "scale": "FLOAT", "do_rotary": "INT", "past_present_share_buffer": "INT"}),
     "QEmbedLayerNormalization": ContribSchema("SOSSOSSOSSOSSSSOSS", {"epsilon": "FLOAT"}),
+    "MatMulNBits": ContribSchema("SSSOOO", {
+        "K": "INT", "N": "INT", "bits": "INT", "block_size": "INT", "accuracy_level": "INT",
+        "weight_prepacked": "INT"}),
     "MultiHeadAttention": ContribSchema("SOOOOOOOOO", {
         "num_heads": "INT", "unidirectional": "INT", "mask_filter_value": "FLOAT",
         "scale": "FLOAT"})}
@@ -364,11 +374,12 @@ def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits
         if not inside:
             raise ModelFileError(f"{where}: tensor {name}: external file {shown} is "
                                  f"not a regular file inside {base}")
-        dtype = ONNX_DTYPES.get(t.data_type)
+        dtype = ONNX_DTYPES.get(t.data_type) or FOUR_BIT.get(t.data_type)
         if dtype is None:
             raise UnsupportedModelError(f"tensor {name}: ONNX element type "
                                         f"{element_type(t.data_type)} is not an ABI dtype")
-        nbytes = _count(t.dims, t.name, limits) * np.dtype(dtype).itemsize
+        count = _count(t.dims, t.name, limits)
+        nbytes = (count + 1) // 2 if t.data_type in FOUR_BIT else count * np.dtype(dtype).itemsize
         try:
             offset = int(info.get("offset", "0"))
             length = int(info.get("length", str(nbytes)))
@@ -437,10 +448,12 @@ def _count(dims, name: str, limits: ReadLimits) -> int:
     return n
 
 
-def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS) -> np.ndarray:
-    """A TensorProto as a numpy array, after checking its dtype, count and byte length."""
+def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS, *, four_bit: bool = False
+             ) -> np.ndarray:
+    """A TensorProto as a numpy array, after checking its dtype, count and byte length;
+    ``four_bit``: a 4-bit one too, as its 8-bit dtype (:data:`FOUR_BIT`)."""
     onnx = _onnx()
-    dtype = ONNX_DTYPES.get(t.data_type)
+    dtype = ONNX_DTYPES.get(t.data_type) or (FOUR_BIT.get(t.data_type) if four_bit else None)
     if dtype is None:
         name = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in \
             onnx.TensorProto.DataType.values() else str(t.data_type)
@@ -450,11 +463,18 @@ def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS) -> np.ndarray:
     n = _count(t.dims, t.name, limits)
     if t.data_location == onnx.TensorProto.EXTERNAL:
         raise ModelFileError(f"tensor {t.name!r}: unresolved external data")
-    if t.HasField("raw_data") and len(t.raw_data) != n * np.dtype(dtype).itemsize:
+    nbytes = (n + 1) // 2 if t.data_type in FOUR_BIT else n * np.dtype(dtype).itemsize
+    if t.HasField("raw_data") and len(t.raw_data) != nbytes:
         raise ModelFileError(f"tensor {t.name!r}: {len(t.raw_data)} raw bytes for dims "
-                             f"{list(t.dims)} of {dtype} (expected "
-                             f"{n * np.dtype(dtype).itemsize})")
-    low, high = _INT32_DATA_RANGE.get(dtype, (None, None))
+                             f"{list(t.dims)} of {element_type(t.data_type)} (expected "
+                             f"{nbytes})")
+    if t.data_type in FOUR_BIT and not t.HasField("raw_data") and len(t.int32_data) != \
+            (n + 1) // 2:
+        raise ModelFileError(f"tensor {t.name!r}: {len(t.int32_data)} int32_data entries for "
+                             f"dims {list(t.dims)} of {element_type(t.data_type)} (expected "
+                             f"{(n + 1) // 2}, two values each)")
+    low, high = _INT32_DATA_RANGE.get(dtype, (None, None)) if t.data_type not in FOUR_BIT \
+        else (0, 255)
     if low is not None and not t.HasField("raw_data") and len(t.int32_data):
         data = np.asarray(t.int32_data, np.int64)
         if data.min() < low or data.max() > high:

@@ -205,6 +205,44 @@ def bert_optimized(folder: Path, *, hidden: int, heads: int, vocab: int, seq: in
     return path
 
 
+class _Mlp(torch.nn.Module):
+    """Two Linears on (batch, tokens, 64), which torch exports as MatMuls by constants."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(64, 96), torch.nn.Linear(96, 40)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+def weight_only_quantized(folder: Path, fmt: str, bits: int, symmetric: bool) -> Path:
+    """A two-layer MLP (input x of (2, 3, 64), output y) exported at opset 21 and quantized
+    by onnxruntime's MatMulNBitsQuantizer in blocks of 32: ``fmt`` "QOperator" writes
+    com.microsoft's MatMulNBits, "QDQ" a blocked DequantizeLinear of 4-bit weights; saved to
+    ``folder / "quantized.onnx"``."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization import matmul_nbits_quantizer as nbits
+
+    torch.manual_seed(5)
+    float_model = export(_Mlp(), [torch.randn(2, 3, 64)], folder / "float.onnx",
+                         dynamo=False, opset=21, input_names=["x"], output_names=["y"])
+    config = nbits.DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=symmetric,
+                                                quant_format=QuantFormat[fmt], bits=bits)
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            quantizer = nbits.MatMulNBitsQuantizer(onnx.load(str(float_model)),
+                                                   algo_config=config)
+            quantizer.process()
+    finally:
+        logging.disable(logging.NOTSET)
+    path = folder / "quantized.onnx"
+    quantizer.model.save_model_to_file(str(path))
+    return path
+
+
 def assert_close(loaded, name: str, got: np.ndarray, want: np.ndarray) -> None:
     """``got`` equals ``want`` within the tolerance the artifact declares for output ``name``."""
     tol = loaded.manifest.tolerances[name]

@@ -26,7 +26,8 @@ MatMulInteger), ``fused`` (that model as an onnxruntime session optimizes and sa
 com.microsoft's DynamicQuantizeMatMul), ``optimized`` (the float net so optimized: FusedConv),
 ``bert`` (a BERT layer optimized by onnxruntime.transformers: com.microsoft's
 EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu), ``bert_mha`` (the same
-with MultiHeadAttention),
+with MultiHeadAttention), ``nbits`` and ``qdq4`` (an MLP quantized by MatMulNBitsQuantizer:
+com.microsoft's MatMulNBits; blocked DequantizeLinears of int4 weights),
 ``qop`` (a gated residual block quantized by
 quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
 QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
@@ -952,7 +953,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
-            **_bert_seeds(folder), **_quantized_seeds(folder)}
+            **_bert_seeds(folder), **_weight_only_seeds(folder), **_quantized_seeds(folder)}
 
 
 def _newer_seed(folder: Path) -> str:
@@ -1037,6 +1038,19 @@ def _bert_seeds(folder: Path) -> dict[str, str]:
         (folder / name).mkdir()
         seeds[name] = str(bert_optimized(folder / name, hidden=8, heads=2, vocab=10, seq=4,
                                          use_multi_head_attention=mha))
+    return seeds
+
+
+def _weight_only_seeds(folder: Path) -> dict[str, str]:
+    """A small MLP quantized by onnxruntime's MatMulNBitsQuantizer (``nbits``: com.microsoft's
+    MatMulNBits, 4 bits with zero points; ``qdq4``: blocked DequantizeLinears of int4
+    weights)."""
+    from .conftest import weight_only_quantized
+
+    seeds = {}
+    for name, fmt, symmetric in (("nbits", "QOperator", False), ("qdq4", "QDQ", True)):
+        (folder / name).mkdir()
+        seeds[name] = str(weight_only_quantized(folder / name, fmt, 4, symmetric))
     return seeds
 
 
@@ -1224,6 +1238,8 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert {"EmbedLayerNormalization", "Attention"} <= {n.op_type for n in
                                                        onnx.load(seeds["bert"]).graph.node}
     assert "MultiHeadAttention" in {n.op_type for n in onnx.load(seeds["bert_mha"]).graph.node}
+    assert "MatMulNBits" in {n.op_type for n in onnx.load(seeds["nbits"]).graph.node}
+    assert TP.INT4 in {t.data_type for t in onnx.load(seeds["qdq4"]).graph.initializer}
     assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
         n.op_type for n in onnx.load(seeds["qop"]).graph.node}

@@ -3,8 +3,8 @@ by onnxruntime's ``quantize_static`` (per-tensor and per-channel, int8 and uint8
 and hand-made QuantizeLinear / DequantizeLinear nodes (per-axis, saturation, ties, nan, zero
 points at the type's edge, int16, int32 bias), compared with onnxruntime running the quantized
 model. What the import does not take (a scale that is not positive and finite, a zero point of
-another dtype, blocked quantization, com.microsoft's operator-oriented quantized ops) is
-refused naming the node; ``quantize_dynamic``'s models are test_quantize_dynamic.py's, the
+another dtype, blocked quantization of run-time values, com.microsoft's operator-oriented
+quantized ops) is refused naming the node; ``quantize_dynamic``'s models are test_quantize_dynamic.py's, the
 QLinearConv and QLinearMatMul of ``quantize_static``'s QOperator format test_qlinear.py's.
 
 The reference runs with graph optimizations off, as the build's golden reference does: with
@@ -389,15 +389,15 @@ def test_a_huge_per_axis_constant_is_refused_in_one_short_line(tmp_path):
     assert "\n" not in str(info.value) and len(str(info.value)) < 300
 
 
-def test_blocked_quantization_is_refused(tmp_path):
-    x = np.ones((4, 4), np.int8)
-    inits = [numpy_helper.from_array(x, "wq"),
-             numpy_helper.from_array(np.full((4, 2), 0.5, np.float32), "s")]
+def test_blocked_quantization_of_run_time_values_is_refused(tmp_path):
+    """Constant blocked weights are dequantized at import (test_weight_only.py)."""
+    inits = [numpy_helper.from_array(np.full((4, 2), 0.5, np.float32), "s")]
     nodes = [helper.make_node("DequantizeLinear", ["wq", "s"], ["y"], name="dq", axis=1,
                               block_size=2)]
-    model = _save(tmp_path / "m.onnx", nodes, [], [_vi("y", shape=(4, 4))], inits)
+    model = _save(tmp_path / "m.onnx", nodes, [_vi("wq", TP.INT8, (4, 4))],
+                  [_vi("y", shape=(4, 4))], inits)
     assert_refused(model, UnsupportedModelError, "node 'dq' (DequantizeLinear)",
-                   "block_size=2: blocked quantization is not supported")
+                   "block_size=2: blocked quantization is supported for constant values only")
 
 
 def test_a_runtime_scale_is_refused(tmp_path):

@@ -1,0 +1,92 @@
+"""com.microsoft's MatMulNBits: a MatMul by weights quantized to 2, 4 or 8 bits in blocks along
+K, what onnxruntime's ``MatMulNBitsQuantizer`` (``quant_format=QOperator``, its default) writes
+for each MatMul by a constant. Registered in :data:`.ops.MAPPERS` on import. (The same
+quantizer's QDQ format writes a blocked DequantizeLinear of 4-bit weights instead, folded at
+import: :mod:`.quantize`.)
+
+The weights are dequantized at import as onnxruntime's kernel does, ``float32(q - zero_point) *
+scale`` per block (``q`` unpacked from B's bytes lowest bits first; the zero points likewise,
+2 ** (bits - 1) where absent), cut to K rows, and the node becomes a MatMul by that constant
+(plus the bias): onnxruntime's CPU kernel at ``accuracy_level`` 0 to 3 computes A in float32
+by the dequantized weights, which the artifact then holds in float32.
+
+Refused naming the node: ``accuracy_level`` 4 (onnxruntime quantizes A to int8 per block
+there, which the float32 backends do not reproduce; the quantizer's default is 0), prepacked
+weights, an omitted projection (B with a zero dim), bits other than 2, 4 and 8, ``g_idx``
+(deprecated), float zero points, and B, scales or zero points computed at run time or of
+shapes that do not match K, N, bits and block_size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelFileError
+from .ops import MAPPERS, _only, _opt, maps
+
+
+@maps("com.microsoft.MatMulNBits")
+def _matmul_nbits(imp, node, attrs):
+    """``A @ dequantized(B) (+ bias)`` as a MatMul by a constant (module doc)."""
+    import onnx
+
+    _only(imp, attrs, {"K": ..., "N": ..., "bits": ..., "block_size": ...,
+                       "accuracy_level": ..., "weight_prepacked": 0})
+    k, n, bits, block = (attrs.get(a) for a in ("K", "N", "bits", "block_size"))
+    bits = 4 if bits is None else bits
+    if bits not in (2, 4, 8):
+        raise imp.unsupported(f"attribute bits={bits!r} is not supported (2, 4 and 8 are)")
+    for name, value in (("K", k), ("N", n), ("block_size", block)):
+        if type(value) is not int or value < 1:
+            raise ModelFileError(f"attribute {name}={value!r} must be a positive count",
+                                 node=imp.node_name, op=node.op_type)
+    level = attrs.get("accuracy_level", 0)
+    if level == 4:
+        raise imp.unsupported("accuracy_level=4: onnxruntime quantizes A to int8 per block, "
+                              "which the float32 backends do not reproduce; quantize with "
+                              "accuracy_level 0 to 3 (the quantizer's default is 0)")
+    if _opt(node, 4):
+        raise imp.unsupported("g_idx (input 4, deprecated) is not supported")
+    blocks = -(-k // block)
+    q = _constant(imp, node, 1, "B", np.uint8, (n, blocks, block * bits // 8))
+    scale = _constant(imp, node, 2, "scales", np.float32, (n, blocks))
+    if _opt(node, 3) and imp.type_of(node.input[3]).dtype != "uint8":
+        raise imp.unsupported(f"zero_points of dtype {imp.type_of(node.input[3]).dtype}: "
+                              f"packed uint8 zero points are supported")
+    zero = _unpacked(_constant(imp, node, 3, "zero_points", np.uint8,
+                               (n, -(-blocks * bits // 8))), bits)[:, :blocks] \
+        if _opt(node, 3) else np.full((n, blocks), 2 ** (bits - 1), np.uint8)
+    values = _unpacked(q.reshape(n, -1), bits).reshape(n, blocks, block)
+    weights = (values.astype(np.float32) - zero[..., None].astype(np.float32)) * \
+        scale[..., None]
+    out, name = node.output[0], node.name or node.output[0]
+    imp.set_const(f"{out}.weights", np.ascontiguousarray(weights.reshape(n, -1)[:, :k].T))
+    product = f"{out}/matmul" if _opt(node, 5) else out
+    nodes = [onnx.helper.make_node("MatMul", [node.input[0], f"{out}.weights"], [product],
+                                   name=f"{name}/matmul")]
+    if _opt(node, 5):
+        nodes.append(onnx.helper.make_node("Add", [product, node.input[5]], [out],
+                                           name=f"{name}/bias"))
+    imp.inline(nodes, MAPPERS, -1, depth=0)
+
+
+def _constant(imp, node, i: int, what: str, dtype, shape: tuple) -> np.ndarray:
+    """Input ``i``: a constant of ``dtype`` holding ``shape``'s count of values (any shape of
+    that count, as onnxruntime reads it), reshaped to ``shape``."""
+    name = node.input[i]
+    if not imp.is_const(name):
+        raise imp.unsupported(f"{what} {name!r} is computed at run time: it must be a constant")
+    value = imp.const(name)
+    if value.dtype != dtype or value.size != int(np.prod(shape)):
+        raise ModelFileError(f"{what} of {value.dtype} {list(value.shape)}: K, N, bits and "
+                             f"block_size need {np.dtype(dtype)} {list(shape)}",
+                             node=imp.node_name, op=node.op_type)
+    return value.reshape(shape)
+
+
+def _unpacked(packed: np.ndarray, bits: int) -> np.ndarray:
+    """Each byte's 8 / ``bits`` values, lowest bits first, along the last axis."""
+    per = 8 // bits
+    shifts = np.arange(per, dtype=np.uint8) * bits
+    values = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+    return values.reshape(*packed.shape[:-1], packed.shape[-1] * per)
