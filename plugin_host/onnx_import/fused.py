@@ -2,7 +2,8 @@
 and so a model saved from an onnxruntime session (``SessionOptions.optimized_model_filepath``)
 holds: FusedConv (Conv, the Add of a residual, an activation), FusedGemm (Gemm and an
 activation), FusedMatMul (MatMul of transposed operands, scaled), SkipLayerNormalization (a
-residual Add and LayerNormalization) and, in models of an opset before Gelu's (20), Gelu,
+residual Add and LayerNormalization), SkipSimplifiedLayerNormalization (the same with RMSNorm,
+T5's and LLaMA's) and, in models of an opset before Gelu's (20), Gelu,
 FastGelu, BiasGelu and QuickGelu. Registered in :data:`.ops.MAPPERS` under
 ``com.microsoft.<op>`` on import.
 
@@ -22,8 +23,11 @@ differently, MLAS's activations are its own approximations, as for the plain ops
   before the last when ``transBatchA`` (``perm = [1, ..., rank - 2, 0, rank - 1]``), then
   its last two axes swapped when ``transA`` (B likewise), as onnxruntime's kernel reads them.
 - SkipLayerNormalization: ``LayerNormalization(input + skip + bias)`` over the last axis with
-  gamma and beta, the sum also output 3 where the node has it; its mean and inverse standard
-  deviation outputs (1, 2) are refused.
+  gamma and beta, its mean and inverse standard deviation also outputs 1 and 2 (the
+  LayerNormalization's), the sum output 3, where the node has them.
+  SkipSimplifiedLayerNormalization: ``SimplifiedLayerNormalization(input + skip + bias)`` with
+  gamma, its inverse root mean square output 2 and the sum output 3 likewise; its mean output
+  (1), which onnxruntime leaves unset, is refused.
 - Gelu: ``gelu`` (erf); BiasGelu: ``gelu(A + B)``; FastGelu: ``gelu(X + bias)`` with the tanh
   approximation; QuickGelu: ``X * sigmoid(alpha * X)``.
 """
@@ -151,25 +155,33 @@ def _fused_matmul(imp, node, attrs):
     _inline(imp, nodes)
 
 
-@maps(_MS + "SkipLayerNormalization")
+@maps(_MS + "SkipLayerNormalization", _MS + "SkipSimplifiedLayerNormalization")
 def _skip_layer_norm(imp, node, attrs):
-    """LayerNormalization of ``input + skip + bias`` (module doc)."""
+    """LayerNormalization (SimplifiedLayerNormalization: RMSNorm) of ``input + skip + bias``
+    (module doc)."""
     _only(imp, attrs, {"epsilon": ...})
     outs = list(node.output) + [""] * 4
-    if outs[1] or outs[2]:
-        raise imp.unsupported("the mean and inverse standard deviation outputs (1, 2) are not "
-                              "supported")
+    simplified = node.op_type == "SkipSimplifiedLayerNormalization"
+    if simplified and outs[1]:
+        raise imp.unsupported("the mean output (1) is not supported: an RMSNorm has no mean "
+                              "(onnxruntime leaves it unset)")
     helper, name, out = _helper(), node.name or node.output[0], node.output[0]
     total = outs[3] or f"{out}/skip_sum"
-    bias = _opt(node, 4)
+    bias = _opt(node, 3 if simplified else 4)
     first = f"{out}/skip" if bias else total
     nodes = [helper.make_node("Add", [node.input[0], node.input[1]], [first],
                               name=f"{name}/skip")]
     if bias:
         nodes.append(helper.make_node("Add", [first, bias], [total], name=f"{name}/bias"))
-    norm = [total, node.input[2]] + ([_opt(node, 3)] if _opt(node, 3) else [])
-    nodes.append(helper.make_node("LayerNormalization", norm, [out], name=f"{name}/norm",
-                                  axis=-1, epsilon=float(attrs.get("epsilon", 1e-12))))
+    if simplified:
+        nodes.append(helper.make_node("SimplifiedLayerNormalization", [total, node.input[2]],
+                                      [out, outs[2]], name=f"{name}/norm", axis=-1,
+                                      epsilon=float(attrs.get("epsilon", 1e-12))))
+    else:
+        norm = [total, node.input[2]] + ([_opt(node, 3)] if _opt(node, 3) else [])
+        nodes.append(helper.make_node("LayerNormalization", norm, [out, outs[1], outs[2]],
+                                      name=f"{name}/norm", axis=-1,
+                                      epsilon=float(attrs.get("epsilon", 1e-12))))
     _inline(imp, nodes)
 
 

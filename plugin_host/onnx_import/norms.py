@@ -308,8 +308,18 @@ def _mean_variance_norm(imp, node, attrs):
 @maps("SimplifiedLayerNormalization")
 def _simplified_layer_norm(imp, node, attrs):
     """onnxruntime's own RMSNorm, which its graph optimizer writes in the default domain (T5's
-    and LLaMA's norms): RMSNormalization (:func:`_rms_norm`); its inv_std_var output (1) is
-    refused."""
-    if len(node.output) > 1 and node.output[1]:
-        raise imp.unsupported("the inv_std_var output (1) is not supported")
+    and LLaMA's norms): RMSNormalization (:func:`_rms_norm`); its inv_std_var output (1),
+    where read or a graph output, computed beside it in float32: ``mul``, ``mean`` (keepdim)
+    over the dims from ``axis``, ``add`` epsilon, ``sqrt``, ``reciprocal``."""
     _rms_norm(imp, node, attrs)
+    inv_out = _wanted(imp, node, 1)
+    if inv_out is None:
+        return
+    x_t = imp.tensor(node.input[0])
+    rank = len(imp.types[x_t].shape)
+    reduce = {"axes": list(range(axis_in(attrs.get("axis", -1), rank), rank)), "keepdim": True}
+    mean_square = imp.step("mean", [imp.step("mul", [x_t, x_t], "inv_square")],
+                           "inv_mean_square", reduce)
+    rms = imp.step("sqrt", [imp.step("add", [mean_square, _epsilon(imp, attrs, x_t)],
+                                     "inv_plus_epsilon")], "inv_rms")
+    imp.emit("reciprocal", [rms], [inv_out], suffix="/inv_std_var")

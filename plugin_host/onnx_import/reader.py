@@ -246,6 +246,7 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
     "FusedMatMul": ContribSchema("SS", {"alpha": "FLOAT", "transA": "INT", "transB": "INT",
                                         "transBatchA": "INT", "transBatchB": "INT"}),
     "SkipLayerNormalization": ContribSchema("SSSOO", {"epsilon": "FLOAT"}),
+    "SkipSimplifiedLayerNormalization": ContribSchema("SSSO", {"epsilon": "FLOAT"}),
     "Gelu": ContribSchema("S", {}), "BiasGelu": ContribSchema("SS", {}),
     "FastGelu": ContribSchema("SO", {}), "QuickGelu": ContribSchema("S", {"alpha": "FLOAT"}),
     "Attention": ContribSchema("SSOOOOO", {

@@ -220,24 +220,32 @@ def test_fused_matmul_matches_onnxruntime(flags, rank, tmp_path, signer):
     _build_and_check(path, tmp_path, signer, feeds)
 
 
-@pytest.mark.parametrize("bias, beta, total", [(False, False, False), (True, True, False),
-                                               (True, False, True)])
-def test_skip_layer_normalization_matches_onnxruntime(bias, beta, total, tmp_path, signer):
+@pytest.mark.parametrize("bias, beta, outputs", [
+    (False, False, ["y"]), (True, True, ["y"]), (True, False, ["y", "", "", "sum"]),
+    (True, True, ["y", "mean", "inv"]), (False, True, ["y", "", "inv", "sum"])])
+@pytest.mark.parametrize("op", ["SkipLayerNormalization", "SkipSimplifiedLayerNormalization"])
+def test_skip_layer_normalization_matches_onnxruntime(op, bias, beta, outputs, tmp_path,
+                                                      signer):
+    """Each output the node has (mean, inverse standard deviation, the sum) as a graph output;
+    SkipSimplifiedLayerNormalization has no beta (its bias is input 3) and no mean."""
+    simplified = op == "SkipSimplifiedLayerNormalization"
+    if simplified and "mean" in outputs:
+        outputs = ["y", "", "inv"]
     rng = np.random.default_rng(23)
-    inputs = ["x", "skip", "gamma", "beta" if beta else "", "bias" if bias else ""]
+    inputs = ["x", "skip", "gamma"] + ([] if simplified else ["beta" if beta else ""]) + [
+        "bias" if bias else ""]
     while not inputs[-1]:
         inputs.pop()
-    outputs = ["y", "", "", "sum"] if total else ["y"]
-    node = helper.make_node("SkipLayerNormalization", inputs, outputs, name="n", domain=_MS,
-                            epsilon=1e-5)
+    node = helper.make_node(op, inputs, outputs, name="n", domain=_MS, epsilon=1e-5)
     inits = {"gamma": rng.standard_normal(8), "beta": rng.standard_normal(8),
              "bias": rng.standard_normal(8)}
     path = _save(tmp_path / "m.onnx", [node], [("x", (2, 3, 8)), ("skip", (2, 3, 8))],
                  {k: v for k, v in inits.items() if k in inputs}, (2, 3, 8))
-    if total:
-        model = onnx.load(str(path))
-        model.graph.output.append(helper.make_tensor_value_info("sum", TP.FLOAT, [2, 3, 8]))
-        onnx.save(model, str(path))
+    model = onnx.load(str(path))
+    for name, shape in (("mean", [2, 3, 1]), ("inv", [2, 3, 1]), ("sum", [2, 3, 8])):
+        if name in outputs:
+            model.graph.output.append(helper.make_tensor_value_info(name, TP.FLOAT, shape))
+    onnx.save(model, str(path))
     feeds = [{"x": (rng.standard_normal((2, 3, 8)) * 3 + 1).astype(np.float32),
               "skip": rng.standard_normal((2, 3, 8)).astype(np.float32)} for _ in range(2)]
     _build_and_check(path, tmp_path, signer, feeds)
@@ -276,19 +284,30 @@ def test_activation_params_of_the_wrong_count_are_refused(tmp_path):
                    "node 'n' (FusedConv)", "activation_params [0.0]: Clip takes 2")
 
 
-def test_simplified_layer_normalizations_inv_std_var_output_is_refused(tmp_path):
-    node = helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y", "inv"], name="n")
-    path = _save(tmp_path / "m.onnx", [node], [("x", (1, 2, 4))], {"g": np.ones(4)}, (1, 2, 4))
-    assert_refused(path, UnsupportedModelError, "node 'n' (SimplifiedLayerNormalization)",
-                   "the inv_std_var output (1) is not supported")
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_simplified_layer_normalizations_inv_std_var_matches_onnxruntime(axis, tmp_path,
+                                                                        signer):
+    rng = np.random.default_rng(27)
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y", "inv"], name="n",
+                            axis=axis, epsilon=1e-4)
+    scale_shape = (8,) if axis == -1 else (3, 8)
+    path = _save(tmp_path / "m.onnx", [node], [("x", (2, 3, 8))],
+                 {"g": rng.standard_normal(scale_shape)}, (2, 3, 8))
+    model = onnx.load(str(path))
+    model.graph.output.append(helper.make_tensor_value_info(
+        "inv", TP.FLOAT, [2, 3, 1] if axis == -1 else [2, 1, 1]))
+    onnx.save(model, str(path))
+    feeds = [{"x": (rng.standard_normal((2, 3, 8)) * s).astype(np.float32)} for s in (1, 5)]
+    _build_and_check(path, tmp_path, signer, feeds)
 
 
-def test_skip_layer_normalizations_statistics_outputs_are_refused(tmp_path):
-    node = helper.make_node("SkipLayerNormalization", ["x", "x", "g"], ["y", "mean"], name="n",
-                            domain=_MS)
+def test_skip_simplified_layer_normalizations_mean_output_is_refused(tmp_path):
+    """onnxruntime leaves it unset: an RMSNorm has no mean."""
+    node = helper.make_node("SkipSimplifiedLayerNormalization", ["x", "x", "g"], ["y", "mean"],
+                            name="n", domain=_MS)
     path = _save(tmp_path / "m.onnx", [node], [("x", (1, 2, 4))], {"g": np.ones(4)}, (1, 2, 4))
-    assert_refused(path, UnsupportedModelError, "node 'n' (SkipLayerNormalization)",
-                   "the mean and inverse standard deviation outputs (1, 2) are not supported")
+    assert_refused(path, UnsupportedModelError, "node 'n' (SkipSimplifiedLayerNormalization)",
+                   "the mean output (1) is not supported")
 
 
 @pytest.mark.parametrize("domain", ["com.microsoft.nchwc", "com.ms.internal.nhwc"])

@@ -4,8 +4,9 @@ and hand-made QuantizeLinear / DequantizeLinear nodes (per-axis, saturation, tie
 points at the type's edge, int16, int32 bias), compared with onnxruntime running the quantized
 model. What the import does not take (a scale that is not positive and finite, a zero point of
 another dtype, blocked quantization of run-time values, com.microsoft's operator-oriented
-quantized ops) is refused naming the node; ``quantize_dynamic``'s models are test_quantize_dynamic.py's, the
-QLinearConv and QLinearMatMul of ``quantize_static``'s QOperator format test_qlinear.py's.
+quantized ops) is refused naming the node; ``quantize_dynamic``'s models are
+test_quantize_dynamic.py's, the QLinearConv and QLinearMatMul of ``quantize_static``'s QOperator
+format test_qlinear.py's.
 
 The reference runs with graph optimizations off, as the build's golden reference does: with
 them on, onnxruntime may fuse DequantizeLinear -> Conv -> QuantizeLinear into an integer kernel
