@@ -372,6 +372,9 @@ def _embed_layer_norm(imp, node, attrs):
     if len(ids_shape) != 2:
         raise ModelFileError(f"input_ids {ids!r} of shape {ids_shape} must be (batch, "
                              f"sequence)", node=imp.node_name, op=node.op_type)
+    for what, index, table in (("input_ids", ids, word), ("segment_ids", segments, segment_table),
+                               ("position_ids", positions, position)):
+        _constant_indices_in_range(imp, node, what, index, table)
     outs = list(node.output) + ["", ""]
     w = _Nodes(imp, node)
     total = w.add("Gather", [word, ids], "word")
@@ -405,6 +408,21 @@ def _embed_layer_norm(imp, node, attrs):
             ones = w.add("Cast", [ones], "mask_counted", to=6)
             w.with_axes("ReduceSum", ones, [1], "mask_index", out=outs[1], keepdims=0)
     w.inline()
+
+
+def _constant_indices_in_range(imp, node, what: str, index: str | None, table: str) -> None:
+    """A constant ``index`` (the positions, ``arange`` of a fixed length, as the exporter
+    writes them) checked against ``table``'s rows at import: onnxruntime's kernel refuses an
+    id outside [0, rows), where a Gather would count a negative one from the end."""
+    if index is None or not imp.is_const(index):
+        return
+    values, rows = imp.const(index), imp.type_of(table).shape[0]
+    bad = (values < 0) | (values >= rows) if type(rows) is int else np.zeros(values.shape, bool)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ModelFileError(f"{what} value {int(values[at])} at {at} is outside [0, {rows}), "
+                             f"the rows of {table!r}: onnxruntime's kernel refuses it",
+                             node=imp.node_name, op=node.op_type)
 
 
 #: QEmbedLayerNormalization's quantized tables: (table, scale, zero point) input indices

@@ -34,6 +34,9 @@ from .reader import (DEFAULT_READ_LIMITS, FOUR_BIT, ONNX_DTYPES, OPSETS, ReadLim
 
 __all__ = ["Importer", "ImportedModel", "onnx_to_graph", "DEFAULT_LAYOUTS"]
 
+#: the ops that may read a 4-bit constant -> the inputs they may read it at (values, zero point)
+_FOUR_BIT_READERS = {"DequantizeLinear": {0, 2}, "com.microsoft.GatherBlockQuantized": {0, 3}}
+
 #: Layout by rank for inputs and outputs the caller does not name.
 DEFAULT_LAYOUTS = {0: "SCALAR", 1: "N", 2: "NC", 3: "NCL", 4: "NCHW", 5: "NCDHW"}
 
@@ -190,17 +193,19 @@ class Importer:
 
     def _dequantized_only(self, t) -> bool:
         """Whether initializer ``t`` is 4-bit (:data:`.reader.FOUR_BIT`), after refusing one
-        that a node other than a DequantizeLinear reads (its values or zero point)."""
+        that a node other than a DequantizeLinear or GatherBlockQuantized reads (their values
+        or zero point)."""
         if t.data_type not in FOUR_BIT:
             return False
         for i in self.consumers.get(t.name, []):
             node = self.model.graph.node[i]
-            reads = [k for k, name in enumerate(node.input) if name == t.name]
-            if op_key(node) != "DequantizeLinear" or 1 in reads:
+            reads = {k for k, name in enumerate(node.input) if name == t.name}
+            if not reads <= _FOUR_BIT_READERS.get(op_key(node), set()):
                 raise UnsupportedModelError(
                     f"tensor {t.name!r} of element type {element_type(t.data_type)} is read by "
-                    f"{node.op_type} {_called(node)!r}: only a DequantizeLinear's values and "
-                    f"zero point may be 4-bit (a constant, dequantized at import)")
+                    f"{node.op_type} {_called(node)!r}: only a DequantizeLinear's or "
+                    f"GatherBlockQuantized's values and zero point may be 4-bit (a constant, "
+                    f"dequantized at import)")
         return True
 
     # -- errors -----------------------------------------------------------------------------

@@ -259,6 +259,8 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
         "num_heads": "INT", "unidirectional": "INT", "mask_filter_value": "FLOAT",
         "scale": "FLOAT", "do_rotary": "INT", "past_present_share_buffer": "INT"}),
     "QEmbedLayerNormalization": ContribSchema("SOSSOSSOSSOSSSSOSS", {"epsilon": "FLOAT"}),
+    "GatherBlockQuantized": ContribSchema("SSSO", {
+        "bits": "INT", "block_size": "INT", "quantize_axis": "INT", "gather_axis": "INT"}),
     "MatMulNBits": ContribSchema("SSSOOO", {
         "K": "INT", "N": "INT", "bits": "INT", "block_size": "INT", "accuracy_level": "INT",
         "weight_prepacked": "INT"}),

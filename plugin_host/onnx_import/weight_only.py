@@ -1,8 +1,17 @@
 """com.microsoft's MatMulNBits: a MatMul by weights quantized to 2, 4 or 8 bits in blocks along
 K, what onnxruntime's ``MatMulNBitsQuantizer`` (``quant_format=QOperator``, its default) writes
-for each MatMul by a constant. Registered in :data:`.ops.MAPPERS` on import. (The same
-quantizer's QDQ format writes a blocked DequantizeLinear of 4-bit weights instead, folded at
-import: :mod:`.quantize`.)
+for each MatMul by a constant; and GatherBlockQuantized, what it writes for a Gather from a
+constant table (an embedding) when asked to quantize Gathers. Registered in
+:data:`.ops.MAPPERS` on import. (The same quantizer's QDQ format writes a blocked
+DequantizeLinear of 4-bit weights instead, folded at import: :mod:`.quantize`.)
+
+GatherBlockQuantized's table (int4 or uint4; or uint8 holding 2, 4 or 8 ``bits`` per value,
+packed along the last axis lowest bits first) is dequantized at import in blocks of
+``block_size`` along ``quantize_axis``, ``float32(q - zero_point) * scale`` (zero points 0 for
+int4 and uint4 where absent, 2 ** (bits - 1) for uint8), and the node becomes a Gather from it
+along ``gather_axis``: an Embedding where that is 0 of a 2-D table. Its indices are then
+checked at entry like any Embedding's, a negative or out-of-range one refused, where
+onnxruntime wraps a negative one and gives zeros for one out of range.
 
 The weights are dequantized at import as onnxruntime's kernel does, ``float32(q - zero_point) *
 scale`` per block (``q`` unpacked from B's bytes lowest bits first; the zero points likewise,
@@ -21,8 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelFileError
+from ..errors import ModelFileError, UnsupportedModelError
 from .ops import MAPPERS, _only, _opt, maps
+from .reader import FOUR_BIT
 
 
 @maps("com.microsoft.MatMulNBits")
@@ -90,3 +100,54 @@ def _unpacked(packed: np.ndarray, bits: int) -> np.ndarray:
     shifts = np.arange(per, dtype=np.uint8) * bits
     values = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
     return values.reshape(*packed.shape[:-1], packed.shape[-1] * per)
+
+
+@maps("com.microsoft.GatherBlockQuantized")
+def _gather_block_quantized(imp, node, attrs):
+    """A Gather from the table dequantized at import (module doc)."""
+    import onnx
+
+    from .quantize import blocked_parameters
+
+    _only(imp, attrs, {"bits": ..., "block_size": ..., "quantize_axis": ...,
+                       "gather_axis": ...})
+    data = node.input[0]
+    for i, what in ((0, "data"), (2, "scales"), (3, "zero_points")):
+        if _opt(node, i) and not imp.is_const(node.input[i]):
+            raise imp.unsupported(f"{what} {node.input[i]!r} is computed at run time: it must "
+                                  f"be a constant")
+    table = imp.const(data)
+    four_bit = any(t.name == data and t.data_type in FOUR_BIT
+                   for t in imp.model.graph.initializer)
+    bits = attrs.get("bits", 4)
+    if not four_bit and (table.dtype != np.uint8 or bits not in (2, 4, 8)):
+        raise imp.unsupported(f"data of {table.dtype} with bits={bits!r}: int4, uint4 or uint8 "
+                              f"of 2, 4 or 8 bits are supported")
+    zero = imp.const(node.input[3]) if _opt(node, 3) else None
+    if not four_bit and bits < 8:
+        table = _unpacked(table, bits)
+        zero = None if zero is None else _unpacked(zero, bits)
+    rank = table.ndim
+    axes = []
+    for name in ("quantize_axis", "gather_axis"):
+        axis = attrs.get(name, 1 if name == "quantize_axis" else 0)
+        if type(axis) is not int or not -rank <= axis < rank:
+            raise ModelFileError(f"attribute {name}={axis!r} is outside the table's {rank} "
+                                 f"axes", node=imp.node_name, op=node.op_type)
+        axes.append(axis % rank)
+    scale = imp.const(node.input[2])
+    if zero is not None and zero.shape != scale.shape:  # a packed zero point's padding
+        zero = zero[tuple(slice(0, d) for d in scale.shape)]
+    if zero is None and not four_bit:
+        zero = np.full(scale.shape, 2 ** (bits - 1), np.uint8)
+    try:
+        s, z = blocked_parameters(table.shape, scale, zero, axes[0],
+                                  attrs.get("block_size", 128), str(table.dtype))
+    except (ModelFileError, UnsupportedModelError) as exc:
+        raise type(exc)(exc.message, node=imp.node_name, op=node.op_type) from None
+    values = table.astype(np.int32) - (0 if z is None else z.astype(np.int32))
+    out, name = node.output[0], node.name or node.output[0]
+    imp.set_const(f"{out}.table", values.astype(np.float32) * s)
+    imp.inline([onnx.helper.make_node("Gather", [f"{out}.table", node.input[1]], [out],
+                                      name=f"{name}/gather", axis=axes[1])], MAPPERS, -1,
+               depth=0)

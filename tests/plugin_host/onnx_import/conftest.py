@@ -216,19 +216,37 @@ class _Mlp(torch.nn.Module):
         return self.down(torch.nn.functional.gelu(self.up(x)))
 
 
-def weight_only_quantized(folder: Path, fmt: str, bits: int, symmetric: bool) -> Path:
+class _Embedded(torch.nn.Module):
+    """An Embedding of 50 by 64, then a Linear to 40."""
+
+    def __init__(self):
+        super().__init__()
+        self.table, self.down = torch.nn.Embedding(50, 64), torch.nn.Linear(64, 40)
+
+    def forward(self, ids):
+        return self.down(self.table(ids))
+
+
+def weight_only_quantized(folder: Path, fmt: str, bits: int, symmetric: bool, *,
+                          gather: bool = False) -> Path:
     """A two-layer MLP (input x of (2, 3, 64), output y) exported at opset 21 and quantized
     by onnxruntime's MatMulNBitsQuantizer in blocks of 32: ``fmt`` "QOperator" writes
     com.microsoft's MatMulNBits, "QDQ" a blocked DequantizeLinear of 4-bit weights; saved to
-    ``folder / "quantized.onnx"``."""
+    ``folder / "quantized.onnx"``. ``gather``: an Embedding then a Linear instead (input ids
+    of (2, 5)), its Gather quantized too (QOperator: com.microsoft's GatherBlockQuantized)."""
     from onnxruntime.quantization import QuantFormat
     from onnxruntime.quantization import matmul_nbits_quantizer as nbits
 
     torch.manual_seed(5)
-    float_model = export(_Mlp(), [torch.randn(2, 3, 64)], folder / "float.onnx",
-                         dynamo=False, opset=21, input_names=["x"], output_names=["y"])
+    module, args, name = (_Embedded(), [torch.randint(0, 50, (2, 5))], "ids") if gather else (
+        _Mlp(), [torch.randn(2, 3, 64)], "x")
+    float_model = export(module, args, folder / "float.onnx", dynamo=False, opset=21,
+                         input_names=[name], output_names=["y"])
+    extra = {"op_types_to_quantize": ("MatMul", "Gather"),
+             "quant_axes": (("MatMul", 0), ("Gather", 1))} if gather else {}
     config = nbits.DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=symmetric,
-                                                quant_format=QuantFormat[fmt], bits=bits)
+                                                quant_format=QuantFormat[fmt], bits=bits,
+                                                **extra)
     logging.disable(logging.WARNING)
     try:
         with warnings.catch_warnings():

@@ -596,3 +596,17 @@ def test_a_sequence_longer_than_the_position_table_is_refused_when_the_call_brin
         with pytest.raises(IndexRangeError) as info:  # 7 positions in the table
             Executor(loaded.graph, backend).run(feed)
         assert "node 'n/position'" in str(info.value) and "outside [0, 7)" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [-1, 7])
+def test_constant_position_ids_outside_the_table_are_refused_at_import(bad, tmp_path):
+    """onnxruntime's kernel refuses them; a Gather would count -1 from the end."""
+    rng = np.random.default_rng(127)
+    path = _embedding(tmp_path / "m.onnx", rng, positions=(1, 6))
+    model = onnx.load(str(path))
+    del model.graph.input[-1]  # the position ids: a constant instead
+    model.graph.initializer.append(numpy_helper.from_array(
+        np.array([[0, 1, bad, 3, 4, 5]], np.int32), "pid"))
+    onnx.save(model, str(path))
+    assert_refused(path, ModelFileError, "node 'n' (EmbedLayerNormalization)",
+                   f"position_ids value {bad} at (0, 2) is outside [0, 7), the rows of 'pos'")

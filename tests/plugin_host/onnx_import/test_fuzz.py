@@ -94,10 +94,13 @@ MAX_SECONDS_PER_MUTANT = 5.0
 KILL_AFTER_SECONDS = 60.0
 #: RLIMIT_AS of the child: room for onnxruntime and the caps' largest legal value, no more.
 ADDRESS_SPACE = 6 * 2**30
-#: A refusal that is a generic exception's text wrapped, not a description of the problem.
+#: A refusal that is a generic exception's text wrapped, not a description of the problem
+#: (Python's IndexError says "list index out of range"; onnxruntime's kernels say "input
+#: index out of range" of an input they refuse, a description).
 GENERIC = re.compile(r"\b(IndexError|KeyError|TypeError|AttributeError|ValueError|"
                      r"ZeroDivisionError|OverflowError|RecursionError|MemoryError|UnicodeError|"
-                     r"DecodeError)\b|index out of range|object is not|unhashable|0-d array|"
+                     r"DecodeError)\b|(list|tuple|string|range object) index out of range|"
+                     r"object is not|unhashable|0-d array|"
                      r"0-dimensional arrays|unsized object|can't concat|C int|NaN to integer|"
                      r"Traceback")
 

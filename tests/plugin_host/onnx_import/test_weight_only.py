@@ -52,6 +52,37 @@ def test_blocked_4_bit_dequantize_linear_from_the_quantizer_builds_and_matches(
                                   backend=backend, optimized=False)
 
 
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_gather_block_quantized_from_the_quantizer_builds_and_matches(symmetric, tmp_path,
+                                                                      signer):
+    """The quantizer asked to quantize Gathers too: the embedding table a uint4 (int4 when
+    symmetric) GatherBlockQuantized, dequantized at import into an Embedding."""
+    path = weight_only_quantized(tmp_path, "QOperator", 4, symmetric, gather=True)
+    assert "GatherBlockQuantized" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    assert [n.op for n in loaded.graph.nodes] == ["embedding", "linear"]
+    rng = np.random.default_rng(29)
+    check_on_both_backends(path, loaded, [{"ids": rng.integers(0, 50, (2, 5))}
+                                          for _ in range(2)])
+
+
+def test_an_id_outside_a_quantized_table_is_refused_at_entry(tmp_path, signer):
+    """Where onnxruntime's GatherBlockQuantized gives zeros (out of range) or wraps (negative),
+    the Embedding refuses the call, as for any Embedding."""
+    from plugin_host.executor import Executor
+    from plugins.numpy_backend import NumpyBackend
+
+    from abi.errors import IndexRangeError
+
+    path = weight_only_quantized(tmp_path, "QOperator", 4, False, gather=True)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    for bad in (50, -1):
+        ids = np.zeros((2, 5), np.int64)
+        ids[1, 3] = bad
+        with pytest.raises(IndexRangeError):
+            Executor(loaded.graph, NumpyBackend()).run({"ids": ids})
+
+
 # --- hand-made nodes ---------------------------------------------------------------------------
 
 
@@ -142,6 +173,44 @@ def test_a_4_bit_blocked_dequantize_linear_matches_onnxruntime(dtype, tmp_path, 
                                           for _ in range(2)])
 
 
+def _gather_quantized(path, rng, *, bits=4, zero_points=True, block=16, **attrs):
+    """A GatherBlockQuantized of a uint8 table of 10 rows by 48 values of ``bits`` each,
+    packed along the last axis, at ids (2, 3)."""
+    per = 8 // bits
+    values = rng.integers(0, 2 ** bits, (10, 48))
+    blocks = 48 // block
+    inits = {"table": _packed(values, bits) if bits < 8 else values.astype(np.uint8),
+             "scales": (10.0 ** rng.uniform(-2, 0, (10, blocks))).astype(np.float32)}
+    names = ["table", "ids", "scales"]
+    if zero_points:
+        zp = rng.integers(0, 2 ** bits, (10, -(-blocks // per) * per))
+        inits["zp"] = _packed(zp, bits) if bits < 8 else zp.astype(np.uint8)
+        names.append("zp")
+    node = helper.make_node("GatherBlockQuantized", names, ["y"], name="n", domain=_MS,
+                            bits=bits, block_size=block, gather_axis=0, quantize_axis=1,
+                            **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("ids", TP.INT64, [2, 3])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [2, 3, 48])],
+        [numpy_helper.from_array(v, name) for name, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid(_MS, 1)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("case", [{}, {"bits": 2}, {"bits": 8}, {"zero_points": False},
+                                  {"bits": 8, "zero_points": False}],
+                         ids=["4bit", "2bit", "8bit", "4bit_default_zero", "8bit_default_zero"])
+def test_gather_block_quantized_of_uint8_matches_onnxruntime(case, tmp_path, signer):
+    """uint8 data of 2, 4 or 8 bits; without zero points 2 ** (bits - 1)."""
+    rng = np.random.default_rng(31)
+    path = _gather_quantized(tmp_path / "m.onnx", rng, **case)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    check_on_both_backends(path, loaded, [{"ids": rng.integers(0, 10, (2, 3))}
+                                          for _ in range(2)])
+
+
 # --- refused -----------------------------------------------------------------------------------
 
 
@@ -184,8 +253,8 @@ def test_a_4_bit_constant_read_by_another_op_is_refused(tmp_path):
     path = _dequantized_4_bit(tmp_path / "m.onnx", values, np.ones((2, 3), np.float32),
                               reader="Cast")
     assert_refused(path, UnsupportedModelError, "tensor 'w' of element type INT4 (22)",
-                   "is read by Cast 'cast': only a DequantizeLinear's values and zero point "
-                   "may be 4-bit")
+                   "is read by Cast 'cast': only a DequantizeLinear's or "
+                   "GatherBlockQuantized's values and zero point may be 4-bit")
 
 
 def test_a_blocked_scale_of_the_wrong_shape_is_refused(tmp_path):
