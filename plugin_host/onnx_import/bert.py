@@ -183,10 +183,15 @@ def _multi_head_attention(imp, node, attrs):
         raise ModelFileError(f"key and value of shapes {shapes[1]} and {shapes[2]}: as (batch, "
                              f"heads, keys, head size) they must have one shape, as onnxruntime "
                              f"requires", node=imp.node_name, op=node.op_type)
+    fixed = [shapes[0][2]] + ([shapes[1][1], shapes[1][3]] if in_heads else [shapes[1][2],
+                                                                             shapes[2][2]])
+    if not all(type(d) is int for d in fixed):
+        raise imp.unsupported(f"query, key and value of shapes {shapes}: their hidden sizes "
+                              f"and heads must be static")
     v_hidden = shapes[2][1] * shapes[2][3] if in_heads else shapes[2][2]
     k_hidden = shapes[1][1] * shapes[1][3] if in_heads else shapes[1][2]
-    if any(type(d) is not int or d % heads for d in (hidden, v_hidden)) or k_hidden != hidden \
-            or in_heads and (shapes[1][1] != heads or shapes[2][1] != heads):
+    if any(d % heads for d in (hidden, v_hidden)) or k_hidden != hidden \
+            or in_heads and shapes[1][1] != heads:
         raise ModelFileError(f"query, key and value of shapes {shapes} do not hold {heads} "
                              f"heads of one Q and K head size", node=imp.node_name,
                              op=node.op_type)
@@ -224,9 +229,8 @@ def _attend_packed(imp, node, attrs, w: _Nodes, qkv: str, heads: int, sizes: lis
                                       split, name=f"{w.name}/split", axis=2))
     q, k, v = (_to_heads(w, t, heads, size // heads, part)
                for t, size, part in zip(split, sizes, "qkv"))
-    _attend(imp, node, attrs, w, (q, k, v), sizes[0] // heads, (x_shape[0], x_shape[1],
-                                                                x_shape[1]),
-            mask, attention_bias)
+    dims = (x_shape[0], x_shape[1], x_shape[1])  # self-attention: as many keys as queries
+    _attend(imp, node, attrs, w, (q, k, v), sizes[0] // heads, dims, mask, attention_bias)
 
 
 def _to_heads(w: _Nodes, x: str, heads: int, size: int, part: str) -> str:
@@ -248,10 +252,10 @@ def _attend(imp, node, attrs, w: _Nodes, qkv: tuple, head_size: int, dims: tuple
                              node=imp.node_name, op=node.op_type)
     filler = float(attrs.get("mask_filter_value", -10000.0))
     batch, seq, keys = dims
-    if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and not all(
-            type(d) is int for d in (seq, keys)):
+    run_time = [d for d in (seq, keys) if type(d) is not int]
+    if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and run_time:
         raise imp.unsupported(f"{'unidirectional' if causal else 'a mask index of lengths'} "
-                              f"over a run-time sequence length {seq!r}")
+                              f"over a run-time sequence length {run_time[0]!r}")
     if causal and seq != keys:
         raise imp.unsupported(f"unidirectional over {seq} queries and {keys} keys: "
                               f"onnxruntime's causal bound of a cross attention is neither the "

@@ -610,3 +610,16 @@ def test_constant_position_ids_outside_the_table_are_refused_at_import(bad, tmp_
     onnx.save(model, str(path))
     assert_refused(path, ModelFileError, "node 'n' (EmbedLayerNormalization)",
                    f"position_ids value {bad} at (0, 2) is outside [0, 7), the rows of 'pos'")
+
+
+def test_multi_head_attention_of_run_time_heads_is_refused(tmp_path):
+    """A key and value as (batch, heads, keys, size) whose heads and size are run-time dims."""
+    path = _multi_head(tmp_path / "m.onnx", np.random.default_rng(131), key=(_B, 3, _L, 4),
+                       value=(_B, 3, _L, 4))
+    model = onnx.load(str(path))
+    for vi in model.graph.input[1:3]:
+        for axis, name in ((1, "heads"), (3, "size")):
+            vi.type.tensor_type.shape.dim[axis].dim_param = name
+    onnx.save(model, str(path))
+    assert_refused(path, UnsupportedModelError, "node 'n' (MultiHeadAttention)",
+                   "their hidden sizes and heads must be static")
