@@ -55,10 +55,10 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: 
                7: "int64", 9: "bool", 10: "float16", 11: "float64", 12: "uint32",
                13: "uint64"}
 
-#: 4-bit element types (UINT4, INT4): no ABI dtype, but a DequantizeLinear's constant weights,
-#: zero points of blocked weight-only quantization; such a constant is read as the 8-bit dtype
-#: here, holding the same values, where every node reading it is a DequantizeLinear
-#: (:func:`to_array` with ``four_bit=True``)
+#: 4-bit element types (UINT4, INT4): no ABI dtype, but the constant weights and zero points of
+#: weight-only quantization; such a constant is read as the 8-bit dtype here, holding the same
+#: values, where every node reading it is a DequantizeLinear or com.microsoft's
+#: GatherBlockQuantized (:func:`to_array` with ``four_bit=True``), which dequantize it at import
 FOUR_BIT = {21: "uint8", 22: "int8"}
 
 
