@@ -468,9 +468,9 @@ def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS, *, four_bit: bool = Fa
         raise ModelFileError(f"tensor {t.name!r}: unresolved external data")
     nbytes = (n + 1) // 2 if t.data_type in FOUR_BIT else n * np.dtype(dtype).itemsize
     if t.HasField("raw_data") and len(t.raw_data) != nbytes:
+        kind = element_type(t.data_type) if t.data_type in FOUR_BIT else dtype
         raise ModelFileError(f"tensor {t.name!r}: {len(t.raw_data)} raw bytes for dims "
-                             f"{list(t.dims)} of {element_type(t.data_type)} (expected "
-                             f"{nbytes})")
+                             f"{list(t.dims)} of {kind} (expected {nbytes})")
     if t.data_type in FOUR_BIT and not t.HasField("raw_data") and len(t.int32_data) != \
             (n + 1) // 2:
         raise ModelFileError(f"tensor {t.name!r}: {len(t.int32_data)} int32_data entries for "

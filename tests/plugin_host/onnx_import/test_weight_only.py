@@ -263,3 +263,22 @@ def test_a_blocked_scale_of_the_wrong_shape_is_refused(tmp_path):
     assert_refused(path, ModelFileError, "node 'dq' (DequantizeLinear)",
                    "scale of shape [3, 3]: blocks of 4 along axis 0 of the values' shape [7, 3] "
                    "need [2, 3]")
+
+
+@pytest.mark.parametrize("field, message", [
+    ("raw", "tensor 'w': 12 raw bytes for dims [7, 3] of INT4 (22) (expected 11)"),
+    ("int32", "tensor 'w': 3 int32_data entries for dims [7, 3] of INT4 (22) (expected 11, two "
+              "values each)")])
+def test_a_4_bit_constant_of_the_wrong_byte_count_is_refused(field, message, tmp_path):
+    """21 values of 4 bits take 11 bytes, the last half used."""
+    path = _dequantized_4_bit(tmp_path / "m.onnx", np.zeros((7, 3), np.int64),
+                              np.ones((2, 3), np.float32))
+    model = onnx.load(str(path))
+    w = next(t for t in model.graph.initializer if t.name == "w")
+    del w.int32_data[:]
+    if field == "raw":
+        w.raw_data = bytes(12)
+    else:
+        w.int32_data.extend([0, 0, 0])
+    onnx.save(model, str(path))
+    assert_refused(path, ModelFileError, "tensor 'w'", message)
