@@ -7,8 +7,8 @@ their sum and its LayerNormalization, and the mask's lengths), and their quantiz
 :data:`.ops.MAPPERS` under ``com.microsoft.<op>`` on import.
 
 Each is written back as the ONNX nodes it stands for, as onnxruntime's CPU kernel computes it,
-and those are mapped as the model's own (:meth:`.convert.Importer.inline`), as for the fused
-ops (:mod:`.fused`).
+and those are mapped as the model's own (:class:`.written.Written`), as for the fused ops
+(:mod:`.fused`).
 
 - Attention: ``qkv = input @ weights + bias`` split into Q, K and V (``qkv_hidden_sizes``, or
   three equal parts), each as ``num_heads`` heads; ``softmax(scale * Q @ K' + attention_bias +
@@ -57,44 +57,10 @@ import numpy as np
 
 from ..errors import ModelFileError
 from .gather import checked_index
-from .ops import MAPPERS, _only, _opt, maps
+from .ops import _only, _opt, maps
+from .written import Written
 
 _MS = "com.microsoft."
-
-
-class _Nodes:
-    """ONNX nodes written for one node, named ``<node>/<step>`` with outputs ``<out>/<step>``,
-    constants ``<out>.<name>``; mapped in one go by :meth:`inline`."""
-
-    def __init__(self, imp, node):
-        import onnx
-
-        self.imp, self.helper, self.nodes = imp, onnx.helper, []
-        self.name, self.out = node.name or node.output[0], node.output[0]
-
-    def add(self, op: str, inputs: list, step: str, out: str | None = None, **attrs) -> str:
-        out = out or f"{self.out}/{step}"
-        self.nodes.append(self.helper.make_node(op, inputs, [out], name=f"{self.name}/{step}",
-                                                **attrs))
-        return out
-
-    def const(self, name: str, value) -> str:
-        const = f"{self.out}.{name}"
-        self.imp.set_const(const, np.asarray(value))
-        return const
-
-    def reshape(self, x: str, shape: list, step: str, out: str | None = None) -> str:
-        return self.add("Reshape", [x, self.const(step, np.array(shape, np.int64))], step, out)
-
-    def with_axes(self, op: str, x: str, axes: list, step: str, out: str | None = None,
-                  **attrs) -> str:
-        """Unsqueeze or ReduceSum over ``axes`` (an input: a model of an opset before 13 is
-        upgraded to 13 before it is mapped)."""
-        return self.add(op, [x, self.const(step, np.array(axes, np.int64))], step, out, **attrs)
-
-    def inline(self) -> None:
-        self.imp.inline(self.nodes, MAPPERS, -1, depth=0)
-        self.nodes = []
 
 
 # --- Attention ---------------------------------------------------------------------------------
@@ -115,7 +81,7 @@ def _attention(imp, node, attrs):
         raise imp.unsupported(f"input of dtype {imp.type_of(node.input[0]).dtype}: float32 is "
                               f"supported")
     heads, sizes = _heads_and_sizes(imp, node, attrs)
-    w = _Nodes(imp, node)
+    w = Written(imp, node)
     qkv = w.add("MatMul", [node.input[0], node.input[1]], "qkv")
     if _opt(node, 2):
         qkv = w.add("Add", [qkv, node.input[2]], "qkv_bias")
@@ -131,7 +97,7 @@ def _q_attention(imp, node, attrs):
     _only(imp, attrs, _ATTENTION_ATTRIBUTES)
     _no_cache(imp, node, {8: "the past state"})
     heads, sizes = _heads_and_sizes(imp, node, attrs)
-    w = _Nodes(imp, node)
+    w = Written(imp, node)
     ins = list(node.input) + [""] * 8
     qkv = w.add("MatMulIntegerToFloat", [ins[0], ins[1], ins[3], ins[4], ins[6], ins[7], ins[2]],
                 "qkv", domain="com.microsoft")
@@ -195,7 +161,7 @@ def _multi_head_attention(imp, node, attrs):
         raise ModelFileError(f"query, key and value of shapes {shapes} do not hold {heads} "
                              f"heads of one Q and K head size", node=imp.node_name,
                              op=node.op_type)
-    w = _Nodes(imp, node)
+    w = Written(imp, node)
     parts = {"q": query, "k": key, "v": value}
     if _opt(node, 3):  # onnxruntime adds K's and V's parts only to a key and value of rank 3
         sizes = [hidden, hidden, v_hidden]
@@ -216,7 +182,7 @@ def _multi_head_attention(imp, node, attrs):
             _opt(node, 5))
 
 
-def _attend_packed(imp, node, attrs, w: _Nodes, qkv: str, heads: int, sizes: list,
+def _attend_packed(imp, node, attrs, w: Written, qkv: str, heads: int, sizes: list,
                    mask: str | None, attention_bias: str | None) -> None:
     """Attention's and QAttention's: the projected ``qkv`` (batch, sequence, Q + K + V hidden)
     split into Q, K and V, then :func:`_attend`."""
@@ -233,7 +199,7 @@ def _attend_packed(imp, node, attrs, w: _Nodes, qkv: str, heads: int, sizes: lis
     _attend(imp, node, attrs, w, (q, k, v), sizes[0] // heads, dims, mask, attention_bias)
 
 
-def _to_heads(w: _Nodes, x: str, heads: int, size: int, part: str) -> str:
+def _to_heads(w: Written, x: str, heads: int, size: int, part: str) -> str:
     """(batch, sequence, heads * size) as (batch, heads, sequence, size); K as (batch, heads,
     size, sequence), ready for Q @ K'."""
     x = w.reshape(x, [0, 0, heads, size], f"{part}_heads")
@@ -241,7 +207,7 @@ def _to_heads(w: _Nodes, x: str, heads: int, size: int, part: str) -> str:
                  [0, 2, 1, 3])
 
 
-def _attend(imp, node, attrs, w: _Nodes, qkv: tuple, head_size: int, dims: tuple,
+def _attend(imp, node, attrs, w: Written, qkv: tuple, head_size: int, dims: tuple,
             mask: str | None, attention_bias: str | None) -> None:
     """The attention of Q (batch, heads, queries, size), K' (batch, heads, size, keys) and V
     (batch, heads, keys, V's size) into the node's output, as onnxruntime's CPU kernel computes
@@ -312,7 +278,7 @@ def _heads_and_sizes(imp, node, attrs) -> tuple[int, list[int]]:
     return heads, sizes
 
 
-def _mask_bias(imp, node, w: _Nodes, mask: str, filler: float, batch, seq) -> str:
+def _mask_bias(imp, node, w: Written, mask: str, filler: float, batch, seq) -> str:
     """The mask as a bias to add to the scores of ``seq`` keys, broadcasting over the heads
     (module doc)."""
     ttype = imp.type_of(mask)
@@ -380,7 +346,7 @@ def _embed_layer_norm(imp, node, attrs):
                                ("position_ids", positions, position)):
         _constant_indices_in_range(imp, node, what, index, table)
     outs = list(node.output) + ["", ""]
-    w = _Nodes(imp, node)
+    w = Written(imp, node)
     total = w.add("Gather", [word, ids], "word")
     if positions is None and type(ids_shape[1]) is int:
         positions = w.const("positions", np.arange(ids_shape[1], dtype=np.int64))
@@ -446,7 +412,7 @@ def _q_embed_layer_norm(imp, node, attrs):
         raise ModelFileError("segment_ids, segment_embedding, its scale and its zero point "
                              "must all be given or all be omitted", node=imp.node_name,
                              op=node.op_type)
-    tables, w = {}, _Nodes(imp, node)
+    tables, w = {}, Written(imp, node)
     for what, (table, scale, zero) in _Q_TABLES.items():
         if not ins[table]:
             continue

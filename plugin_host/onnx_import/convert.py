@@ -147,6 +147,7 @@ class Importer:
         self.limits = limits
         self.opset = default_opset(model) or 0
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
+        self.four_bit: set[str] = set()            # 4-bit initializers, read as 8-bit here
         self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
         self.sym_float: dict[str, np.ndarray] = {}  # such a value cast to float -> the value
         # a value computed at run time from such a value -> the run-time dims it reads
@@ -419,8 +420,9 @@ class Importer:
 
         g = self.model.graph
         for t in g.initializer:
-            self.set_const(t.name, to_array(t, self.limits,
-                                            four_bit=self._dequantized_only(t)))
+            if self._dequantized_only(t):
+                self.four_bit.add(t.name)
+            self.set_const(t.name, to_array(t, self.limits, four_bit=t.name in self.four_bit))
         specs, onnx_inputs = [], {}
         for vi in g.input:
             if vi.name in self.consts:

@@ -31,15 +31,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
-from .ops import MAPPERS, _only, _opt, maps
-from .reader import FOUR_BIT
+from .ops import _only, _opt, maps
+from .written import Written
 
 
 @maps("com.microsoft.MatMulNBits")
 def _matmul_nbits(imp, node, attrs):
     """``A @ dequantized(B) (+ bias)`` as a MatMul by a constant (module doc)."""
-    import onnx
-
     _only(imp, attrs, {"K": ..., "N": ..., "bits": ..., "block_size": ...,
                        "accuracy_level": ..., "weight_prepacked": 0})
     k, n, bits, block = (attrs.get(a) for a in ("K", "N", "bits", "block_size"))
@@ -69,15 +67,13 @@ def _matmul_nbits(imp, node, attrs):
     values = _unpacked(q.reshape(n, -1), bits).reshape(n, blocks, block)
     weights = (values.astype(np.float32) - zero[..., None].astype(np.float32)) * \
         scale[..., None]
-    out, name = node.output[0], node.name or node.output[0]
-    imp.set_const(f"{out}.weights", np.ascontiguousarray(weights.reshape(n, -1)[:, :k].T))
-    product = f"{out}/matmul" if _opt(node, 5) else out
-    nodes = [onnx.helper.make_node("MatMul", [node.input[0], f"{out}.weights"], [product],
-                                   name=f"{name}/matmul")]
+    w = Written(imp, node)
+    table = w.const("weights", np.ascontiguousarray(weights.reshape(n, -1)[:, :k].T))
+    product = w.add("MatMul", [node.input[0], table], "matmul",
+                    out=None if _opt(node, 5) else node.output[0])
     if _opt(node, 5):
-        nodes.append(onnx.helper.make_node("Add", [product, node.input[5]], [out],
-                                           name=f"{name}/bias"))
-    imp.inline(nodes, MAPPERS, -1, depth=0)
+        w.add("Add", [product, node.input[5]], "bias", out=node.output[0])
+    w.inline()
 
 
 def _constant(imp, node, i: int, what: str, dtype, shape: tuple) -> np.ndarray:
@@ -105,8 +101,6 @@ def _unpacked(packed: np.ndarray, bits: int) -> np.ndarray:
 @maps("com.microsoft.GatherBlockQuantized")
 def _gather_block_quantized(imp, node, attrs):
     """A Gather from the table dequantized at import (module doc)."""
-    import onnx
-
     from .quantize import blocked_parameters
 
     _only(imp, attrs, {"bits": ..., "block_size": ..., "quantize_axis": ...,
@@ -116,9 +110,7 @@ def _gather_block_quantized(imp, node, attrs):
         if _opt(node, i) and not imp.is_const(node.input[i]):
             raise imp.unsupported(f"{what} {node.input[i]!r} is computed at run time: it must "
                                   f"be a constant")
-    table = imp.const(data)
-    four_bit = any(t.name == data and t.data_type in FOUR_BIT
-                   for t in imp.model.graph.initializer)
+    table, four_bit = imp.const(data), data in imp.four_bit
     bits = attrs.get("bits", 4)
     if not four_bit and (table.dtype != np.uint8 or bits not in (2, 4, 8)):
         raise imp.unsupported(f"data of {table.dtype} with bits={bits!r}: int4, uint4 or uint8 "
@@ -146,8 +138,7 @@ def _gather_block_quantized(imp, node, attrs):
     except (ModelFileError, UnsupportedModelError) as exc:
         raise type(exc)(exc.message, node=imp.node_name, op=node.op_type) from None
     values = table.astype(np.int32) - (0 if z is None else z.astype(np.int32))
-    out, name = node.output[0], node.name or node.output[0]
-    imp.set_const(f"{out}.table", values.astype(np.float32) * s)
-    imp.inline([onnx.helper.make_node("Gather", [f"{out}.table", node.input[1]], [out],
-                                      name=f"{name}/gather", axis=axes[1])], MAPPERS, -1,
-               depth=0)
+    w = Written(imp, node)
+    w.add("Gather", [w.const("table", values.astype(np.float32) * s), node.input[1]], "gather",
+          out=node.output[0], axis=axes[1])
+    w.inline()
