@@ -153,6 +153,24 @@ def _attention(path, rng, *, mask=None, attention_bias=None, sizes=(12, 12, 12),
     return _save(path, node, inputs, inits, [("y", TP.FLOAT, (_B, _S, sizes[2]))], opset)
 
 
+def _edited(path, edit):
+    """The model at ``path`` after ``edit(model)``, saved in its place."""
+    model = onnx.load(str(path))
+    edit(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def _run_time(infos, dims: dict) -> None:
+    """The value infos' dims ``{axis: name}`` made run-time dims of those names (an axis they
+    do not have is skipped)."""
+    for vi in infos:
+        shape = vi.type.tensor_type.shape.dim
+        for axis, name in dims.items():
+            if axis < len(shape):
+                shape[axis].dim_param = name
+
+
 def _feeds(rng, masks=(), attention_bias=None) -> list[dict]:
     feeds = []
     for i in range(max(2, len(masks))):
@@ -470,32 +488,29 @@ def test_what_attention_cannot_take_is_refused(inputs, attrs, outputs, error, me
 
 def test_attention_over_a_run_time_sequence_is_refused_when_causal(tmp_path):
     rng = np.random.default_rng(67)
-    path = _attention(tmp_path / "m.onnx", rng, unidirectional=1)
-    model = onnx.load(str(path))
-    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "seq"
-    onnx.save(model, str(path))
+    path = _edited(_attention(tmp_path / "m.onnx", rng, unidirectional=1),
+                   lambda model: _run_time(model.graph.input[:1], {1: "seq"}))
     assert_refused(path, UnsupportedModelError, "node 'n'",
                    "unidirectional over a run-time sequence length 'seq'")
 
 
 def test_segment_ids_without_a_segment_table_are_refused(tmp_path):
     rng = np.random.default_rng(71)
-    path = _embedding(tmp_path / "m.onnx", rng)
-    model = onnx.load(str(path))
-    model.graph.node[0].input[4] = ""
-    onnx.save(model, str(path))
+    path = _edited(_embedding(tmp_path / "m.onnx", rng),
+                   lambda model: model.graph.node[0].input.__setitem__(4, ""))
     assert_refused(path, ModelFileError, "node 'n' (EmbedLayerNormalization)",
                    "segment_ids and segment_embedding must be given together")
 
 
 def test_q_attentions_past_state_is_refused(tmp_path):
     rng = np.random.default_rng(83)
-    path = _q_attention(tmp_path / "m.onnx", rng)
-    model = onnx.load(str(path))
-    model.graph.node[0].input.append("past")
-    model.graph.input.append(helper.make_tensor_value_info("past", TP.FLOAT,
-                                                           [2, _B, 3, 1, 4]))
-    onnx.save(model, str(path))
+
+    def with_past(model):
+        model.graph.node[0].input.append("past")
+        model.graph.input.append(helper.make_tensor_value_info("past", TP.FLOAT,
+                                                               [2, _B, 3, 1, 4]))
+
+    path = _edited(_q_attention(tmp_path / "m.onnx", rng), with_past)
     assert_refused(path, UnsupportedModelError, "node 'n' (QAttention)",
                    "the past state (input 8) is not supported")
 
@@ -510,11 +525,12 @@ def test_q_attentions_past_state_is_refused(tmp_path):
 def test_what_q_embed_layer_normalization_cannot_take_is_refused(edit, error, message,
                                                                  tmp_path):
     rng = np.random.default_rng(89)
-    path = _q_embedding(tmp_path / "m.onnx", rng)
-    model = onnx.load(str(path))
-    edit(model.graph.node[0])
-    model.graph.input.append(helper.make_tensor_value_info("ids_table", TP.UINT8, [10, 8]))
-    onnx.save(model, str(path))
+
+    def edited(model):
+        edit(model.graph.node[0])
+        model.graph.input.append(helper.make_tensor_value_info("ids_table", TP.UINT8, [10, 8]))
+
+    path = _edited(_q_embedding(tmp_path / "m.onnx", rng), edited)
     assert_refused(path, error, "node 'n' (QEmbedLayerNormalization)", message)
 
 
@@ -557,14 +573,9 @@ def test_embed_layer_normalization_over_a_run_time_batch_and_sequence(tmp_path, 
     """Without position ids, the positions are a Range over the sequence's run-time size; the
     mask index a count per run-time batch row."""
     rng = np.random.default_rng(109)
-    path = _embedding(tmp_path / "m.onnx", rng, outputs=("y", "mi", "sum"))
-    model = onnx.load(str(path))
-    for vi in list(model.graph.input) + list(model.graph.output):
-        dims = vi.type.tensor_type.shape.dim
-        dims[0].dim_param = "batch"
-        if len(dims) > 1:
-            dims[1].dim_param = "seq"
-    onnx.save(model, str(path))
+    path = _edited(_embedding(tmp_path / "m.onnx", rng, outputs=("y", "mi", "sum")),
+                   lambda model: _run_time([*model.graph.input, *model.graph.output],
+                                           {0: "batch", 1: "seq"}))
     loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
     assert loaded.graph.inputs[0].shape == ("batch", "seq")
     feeds = [{"ids": rng.integers(0, 10, shape).astype(np.int32),
@@ -584,11 +595,9 @@ def test_a_sequence_longer_than_the_position_table_is_refused_when_the_call_brin
     from abi.errors import IndexRangeError
 
     rng = np.random.default_rng(113)
-    path = _embedding(tmp_path / "m.onnx", rng, mask=False, outputs=("y",))
-    model = onnx.load(str(path))
-    for vi in list(model.graph.input) + list(model.graph.output):
-        vi.type.tensor_type.shape.dim[1].dim_param = "seq"
-    onnx.save(model, str(path))
+    path = _edited(_embedding(tmp_path / "m.onnx", rng, mask=False, outputs=("y",)),
+                   lambda model: _run_time([*model.graph.input, *model.graph.output],
+                                           {1: "seq"}))
     loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
     feed = {"ids": rng.integers(0, 10, (2, 8)).astype(np.int32),
             "seg": rng.integers(0, 2, (2, 8)).astype(np.int32)}
@@ -616,10 +625,7 @@ def test_multi_head_attention_of_run_time_heads_is_refused(tmp_path):
     """A key and value as (batch, heads, keys, size) whose heads and size are run-time dims."""
     path = _multi_head(tmp_path / "m.onnx", np.random.default_rng(131), key=(_B, 3, _L, 4),
                        value=(_B, 3, _L, 4))
-    model = onnx.load(str(path))
-    for vi in model.graph.input[1:3]:
-        for axis, name in ((1, "heads"), (3, "size")):
-            vi.type.tensor_type.shape.dim[axis].dim_param = name
-    onnx.save(model, str(path))
+    path = _edited(path, lambda model: _run_time(model.graph.input[1:3],
+                                                 {1: "heads", 3: "size"}))
     assert_refused(path, UnsupportedModelError, "node 'n' (MultiHeadAttention)",
                    "their hidden sizes and heads must be static")
