@@ -500,6 +500,10 @@ class Importer:
             from .loop import unroll
 
             return unroll(self, node, mappers, index)
+        if op == "Scan":
+            from .scan import unroll_scan
+
+            return unroll_scan(self, node, mappers, index)
         attrs = attributes(node, self.limits)
         ins = list(node.input)
         if self.seqs and any(t in self.seqs for t in ins):
@@ -717,7 +721,7 @@ class Importer:
         from .ops import REFUSED
 
         known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size",
-                                                                "If", "Loop"}
+                                                                "If", "Loop", "Scan"}
         found: dict[str, list] = {}
         for node in self.model.graph.node:
             key = op_key(node)

@@ -75,18 +75,45 @@ def _body(imp, node, schema):
     return schema.function_body
 
 
-def _attributes(node, body_node, given: dict, schema) -> list:
+def _subgraph(node, graph, given: dict, schema, renamed):
+    """A copy of ``graph`` (a Scan's or Loop's body in a function) in which each name of the
+    function's scope it reads is ``renamed`` as the function's own values are, and each
+    attribute that refers to one of the function's is replaced (:func:`_attributes`); the
+    names it defines stay, as its Scan or Loop renames them when it unrolls."""
+    from .loop import _defined, _graphs
+
+    copy = type(graph)()
+    copy.CopyFrom(graph)
+    own = _defined(copy)
+    for g in _graphs(copy):
+        for v in g.output:  # an output may be a value of the function's scope
+            v.name = v.name if v.name in own else renamed(v.name)
+        for n in g.node:
+            n.input[:] = [t if not t or t in own else renamed(t) for t in n.input]
+            kept = _attributes(node, n, given, schema, renamed)
+            del n.attribute[:]
+            n.attribute.extend(kept)
+    return copy
+
+
+def _attributes(node, body_node, given: dict, schema, renamed) -> list:
     """``body_node``'s attributes, each that refers to one of the function's (a fixed body's
     ``ref_attr_name``) replaced by the node's value or the op's default, dropped when neither
-    is there; ModelFileError for a subgraph."""
+    is there; a subgraph's copy as :func:`_subgraph` writes it."""
     import onnx
 
     out = []
     for a in body_node.attribute:
-        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-            raise UnsupportedModelError(f"the function of {node.op_type} holds a subgraph "
-                                        f"({body_node.op_type} {a.name!r}), which is not "
+        if a.type == onnx.AttributeProto.GRAPHS:
+            raise UnsupportedModelError(f"the function of {node.op_type} holds subgraphs "
+                                        f"({body_node.op_type} {a.name!r}), which are not "
                                         f"expanded")
+        if a.type == onnx.AttributeProto.GRAPH and not a.ref_attr_name:
+            copy = onnx.AttributeProto()
+            copy.CopyFrom(a)
+            copy.g.CopyFrom(_subgraph(node, a.g, given, schema, renamed))
+            out.append(copy)
+            continue
         if not a.ref_attr_name:
             out.append(a)
             continue
@@ -142,7 +169,7 @@ def expand(imp, node, mappers, index: int) -> bool:
         copy = onnx.helper.make_node(
             inner.op_type, [renamed(t) for t in inner.input],
             [renamed(t) for t in inner.output], name=f"{stem}/{inner.name or inner.op_type}{i}")
-        copy.attribute.extend(_attributes(node, inner, given, schema))
+        copy.attribute.extend(_attributes(node, inner, given, schema, renamed))
         nodes.append(copy)
     imp.function_depth += 1
     try:

@@ -36,11 +36,11 @@ from ..errors import ModelFileError
 from .convert import MAX_IF_DEPTH, _called
 from .reader import ONNX_DTYPES, to_array
 
-__all__ = ["MAX_LOOP_ITERATIONS", "unroll"]
+__all__ = ["MAX_LOOP_ITERATIONS", "Body", "stack", "unroll"]
 
 _ITERATION = re.compile(r"^.*\.i\d+/")
 
-#: Loop iterations unrolled in one model, all Loop nodes (nested ones too) together
+#: Loop iterations and Scan steps unrolled in one model, all such nodes (nested too) together
 MAX_LOOP_ITERATIONS = 4096
 
 
@@ -133,19 +133,19 @@ def _prefix(imp, name: str) -> str:
     return stem
 
 
-def _stack(imp, mappers, loop: str, out: str, parts: list[str]) -> None:
-    """Bind ``out`` to ``parts`` (one value per iteration) stacked on a new axis 0: an
+def stack(imp, mappers, loop: str, out: str, parts: list[str], axis: int = 0) -> None:
+    """Bind ``out`` to ``parts`` (one value per iteration) stacked on a new axis ``axis``: an
     Unsqueeze of each and a Concat, mapped like the model's own (folded when constant)."""
     from onnx import helper
 
     axes = f"{loop}/{out}.axes"
-    imp.set_const(axes, np.zeros(1, np.int64))
+    imp.set_const(axes, np.array([axis], np.int64))
     rows = [f"{loop}/{out}.row{k}" for k in range(len(parts))] if len(parts) > 1 else [out]
     nodes = [helper.make_node("Unsqueeze", [p, axes], [r], name=f"{loop}/{out}.unsqueeze{k}")
              for k, (p, r) in enumerate(zip(parts, rows))]
     if len(parts) > 1:
         nodes.append(helper.make_node("Concat", rows, [out], name=f"{loop}/{out}.stack",
-                                      axis=0))
+                                      axis=axis))
     imp.inline(nodes, mappers, -1, depth=0)
 
 
@@ -183,8 +183,8 @@ _RULE = ("only a Loop whose trip count and condition are known at import (a cons
          "iteration's condition output too) is imported, unrolled")
 
 
-class _Body:
-    """One Loop's body, copied renamed for each iteration: the names it defines, its
+class Body:
+    """One Loop's (or Scan's) body, copied renamed for each iteration: the names it defines, its
     initializers read once (every iteration's renamed ones hold the same arrays: one graph
     constant however many iterations read it), the ranks of its iteration number and
     condition."""
@@ -196,7 +196,7 @@ class _Body:
         self.template = type(body)()
         self.template.CopyFrom(body)
         del self.template.initializer[:]
-        self.ranks = [min(_declared_rank(v), 1) for v in body.input[:2]]
+        self.ranks = [min(_declared_rank(v), 1) for v in body.input[:2]]  # a Loop's
         self.loop = _prefix(imp, _called(node))
 
     def first_condition(self, go: bool) -> np.ndarray:
@@ -205,11 +205,20 @@ class _Body:
     def iteration(self, k: int, cond_in, carried: list[str], mappers, index: int) -> list[str]:
         """Map iteration ``k`` (condition ``cond_in``: a constant, else the name of the previous
         iteration's condition output) on ``carried``; the names of its outputs."""
+        number = np.array(k, np.int64).reshape((1,) * self.ranks[0])
+        cond = cond_in if isinstance(cond_in, np.ndarray) else (
+            cond_in, "the previous iteration's condition output")
+        return self.copy(k, [number, cond, *((c, "carried value") for c in carried)], mappers,
+                         index)
+
+    def copy(self, k: int, feeds: list, mappers, index: int) -> list[str]:
+        """Map copy ``k`` of the body on ``feeds``, one per body input: a constant array, or
+        ``(name, what)``, the value it binds; the names of the copy's outputs."""
         imp = self.imp
         imp.loop_iterations += 1
         if imp.loop_iterations > MAX_LOOP_ITERATIONS:
             raise imp.unsupported(f"unrolling it brings the model to more than "
-                                  f"{MAX_LOOP_ITERATIONS} Loop iterations, the cap")
+                                  f"{MAX_LOOP_ITERATIONS} Loop and Scan iterations, the cap")
         imp.inlined += len(self.body.node)
         if imp.inlined + len(imp.model.graph.node) > imp.limits.max_nodes:
             raise ModelFileError(f"unrolling iteration {k} of the body brings the model to more "
@@ -223,13 +232,11 @@ class _Body:
             imp.consumers.setdefault(v.name, []).append(index)
         for name, array in self.inits:
             imp.set_const(prefix + name, array, name)
-        imp.set_const(g.input[0].name, np.array(k, np.int64).reshape((1,) * self.ranks[0]))
-        if isinstance(cond_in, np.ndarray):
-            imp.set_const(g.input[1].name, cond_in)
-        else:
-            imp.bind(g.input[1].name, cond_in, "the previous iteration's condition output")
-        for v, src in zip(g.input[2:], carried):
-            imp.bind(v.name, src, "carried value")
+        for v, feed in zip(g.input, feeds):
+            if isinstance(feed, np.ndarray):
+                imp.set_const(v.name, feed)
+            else:
+                imp.bind(v.name, *feed)
         imp.inline(g.node, mappers, index)
         names = [v.name for v in g.output]
         for name in names:
@@ -258,7 +265,7 @@ def unroll(imp, node, mappers, index: int) -> None:
     if imp.if_depth >= MAX_IF_DEPTH:
         raise imp.unsupported(f"Loop bodies and If branches nested more than {MAX_IF_DEPTH} "
                               f"deep")
-    copies = _Body(imp, node, body)
+    copies = Body(imp, node, body)
     cond_in, scans = copies.first_condition(go), [[] for _ in outputs[n:]]
     k = 0
     while go and (limit is None or k < limit):
@@ -282,6 +289,6 @@ def unroll(imp, node, mappers, index: int) -> None:
             imp.bind(out, src, "carried value")
     for out, parts, vi in zip(outputs[n:], scans, body.output[1 + n:]):
         if out and parts:
-            _stack(imp, mappers, copies.loop, out, parts)
+            stack(imp, mappers, copies.loop, out, parts)
         elif out:
             imp.set_const(out, _empty_scan(imp, body, vi, out))

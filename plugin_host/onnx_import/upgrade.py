@@ -27,6 +27,8 @@ def upgrade_model(model, *, where: str = "model", limits: ReadLimits = DEFAULT_R
     version, target = default_opset(model), OPSETS.start
     if version in OPSETS:
         return model
+    if version < 9:
+        _refuse_batched_scan(model, where, version)
     try:
         data = model.SerializeToString()
     except ValueError as exc:  # protobuf cannot write 2 GiB and more
@@ -129,6 +131,21 @@ def _keep_hardmax_rows(original, upgraded) -> None:
                   make("Reshape", [rows, shape], [y], name=fresh(f"{base}/Reshape"))]
     del graph.node[:]
     graph.node.extend(nodes)
+
+
+def _refuse_batched_scan(model, where: str, version: int) -> None:
+    """Scan before opset 9 takes a batch axis and ``sequence_lens``; the version converter
+    writes it as a later Scan without the batch axis, and the graph's inputs without it too."""
+    from .loop import _graphs
+
+    for g in _graphs(model.graph):
+        for node in g.node:
+            if node.op_type == "Scan" and node.domain in ("", "ai.onnx"):
+                raise UnsupportedModelError(
+                    f"{where}: a Scan of opset {version} (a batch axis and sequence_lens) is "
+                    f"not upgraded: the ONNX version converter drops its batch axis from the "
+                    f"graph's inputs; export at opset 9 or later",
+                    node=node.name or (node.output[0] if node.output else "?"), op="Scan")
 
 
 def _interface(model) -> tuple:

@@ -1,8 +1,8 @@
 """Ops ONNX defines as functions of other ops, with no mapper of their own, import through the
 body ONNX writes for them (plugin_host/onnx_import/functions.py): RotaryEmbedding (opset 23),
 SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (opset 13), CausalConvWithState (opset
-27). Each is compared with onnxruntime on both backends, over run-time dims where the op takes
-them. LinearAttention's function holds a Scan, and is refused."""
+27) and LinearAttention (opset 27, a Scan over the steps). Each is compared with onnxruntime on
+both backends, over run-time dims where the op takes them."""
 
 from __future__ import annotations
 
@@ -229,17 +229,37 @@ def test_a_use_onnx_writes_no_function_for_is_refused_naming_the_node(tmp_path):
                    "types")
 
 
-def test_a_function_holding_a_subgraph_is_refused_naming_the_node(tmp_path):
-    """LinearAttention (opset 27) is a Scan over the steps in its ONNX function."""
-    inputs = [helper.make_tensor_value_info(n, TP.FLOAT, [1, 3, 8]) for n in "qkv"]
-    node = helper.make_node("LinearAttention", ["q", "k", "v"], ["y", "state"], name="la",
-                            q_num_heads=2, kv_num_heads=2, update_rule="linear")
+@pytest.mark.parametrize("rule, extra", [
+    ("linear", ()), ("gated", ("decay",)), ("delta", ("beta",)),
+    ("gated_delta", ("decay", "beta")),
+])
+def test_linear_attention_through_its_function(rule, extra, tmp_path, signer):
+    """LinearAttention (opset 27): its ONNX function is a Scan over the steps whose body reads
+    values of the function's scope (the scale, the axes); with a past state, and the decay and
+    beta its update rule takes."""
+    b, s, hq, hkv, dk, dv = 1, 4, 2, 2, 3, 4
+    shapes = {"q": (b, s, hq * dk), "k": (b, s, hkv * dk), "v": (b, s, hkv * dv),
+              "past": (b, hkv, dk, dv), "decay": (b, s, hkv), "beta": (b, s, hkv)}
+    names = ["q", "k", "v", "past", "decay" if "decay" in extra else "",
+             "beta" if "beta" in extra else ""]
+    while not names[-1]:
+        names.pop()
+    node = helper.make_node("LinearAttention", names, ["y", "state"], name="la",
+                            q_num_heads=hq, kv_num_heads=hkv, update_rule=rule)
+    inputs = [helper.make_tensor_value_info(n, TP.FLOAT, shapes[n]) for n in names if n]
     model = _save(tmp_path / "a.onnx", [node], inputs, [
-        helper.make_tensor_value_info("y", TP.FLOAT, [1, 3, 8]),
-        helper.make_tensor_value_info("state", TP.FLOAT, [1, 2, 4, 4])], 27)
-    assert_refused(model, UnsupportedModelError, "node 'la' (LinearAttention)",
-                   "the function of LinearAttention holds a subgraph (Scan 'body'), which is "
-                   "not expanded")
+        helper.make_tensor_value_info("y", TP.FLOAT, (b, s, hkv * dv)),
+        helper.make_tensor_value_info("state", TP.FLOAT, (b, hkv, dk, dv))], 27)
+    _, loaded = import_and_load(model, tmp_path / "a.pha", signer)
+    assert [n.op for n in loaded.graph.nodes].count("matmul") >= s
+    rng = np.random.default_rng(5)
+    feeds = [{n: rng.standard_normal(shapes[n]).astype(np.float32) for n in names if n}
+             for _ in range(2)]
+    for feed in feeds:  # decay and beta are gates in (0, 1)
+        for name in set(feed) & {"decay", "beta"}:
+            feed[name] = 1 / (1 + np.exp(-feed[name]))
+    check_on_both_backends(model, loaded, feeds)
+
 
 
 def test_an_op_taken_through_its_function_is_not_listed_as_unsupported(tmp_path):

@@ -457,7 +457,7 @@ def test_iterations_over_the_cap_are_refused(tmp_path):
              helper.make_node("Loop", ["M", "c", "x"], ["y1"], name="a", body=body),
              helper.make_node("Loop", ["M", "c", "y1"], ["y"], name="b", body=body)]
     assert_refused(_save(tmp_path, nodes, [_vi("y")], name="two"), UnsupportedModelError,
-                   "node 'b' (Loop)", f"more than {cap} Loop iterations, the cap")
+                   "node 'b' (Loop)", f"more than {cap} Loop and Scan iterations, the cap")
 
 
 def test_iterations_count_against_the_node_cap(tmp_path):

@@ -239,8 +239,8 @@ def test_a_cast_with_opset_24s_round_mode_is_refused_naming_why(op, tmp_path):
 
 def test_bitcast_is_refused_naming_node_and_op(tmp_path):
     """BitCast (a reinterpretation of the bits) has no mapping and no ONNX function. Opset
-    27's recurrent-state ops are test_functions.py's: CausalConvWithState imports through its
-    function, LinearAttention's holds a Scan and is refused."""
+    27's recurrent-state ops are test_functions.py's: CausalConvWithState and LinearAttention
+    (a Scan) import through their functions."""
     from plugin_host.onnx_import.ops import MAPPERS
 
     assert "BitCast" not in MAPPERS
