@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are thirteen small models, most exported from torch with the legacy exporter:
+The seeds are twenty small models, most exported from torch with the legacy exporter:
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -37,7 +37,8 @@ Trilu mask and Reshapes of the heads between the two run-time dims, the last ste
 back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace, a Conv, the
 pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26, written with
 onnx.helper: TensorScatter at run-time write indices, Attention with per-batch cache lengths
-and a window, CumProd). Every mutant is built with ``upcast_float16=True``, so float16
+and a window, CumProd) and ``scan`` (opset 27: LinearAttention, whose ONNX function is a
+Scan, then a reversed Scan with a state and two scan outputs). Every mutant is built with ``upcast_float16=True``, so float16
 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
@@ -359,6 +360,33 @@ def _nested_loop(depth: int, trips: int) -> Edit:
     return edit
 
 
+def _nested_scan(depth: int, steps: int) -> Edit:
+    """A Scan over ``steps`` rows whose body is such a Scan over each row ... ``depth`` deep,
+    the innermost adding each element to a state (``steps ** depth`` steps unrolled)."""
+    def edit(m):
+        f32 = TP.FLOAT
+        g = helper.make_graph([helper.make_node("Add", ["s0", "e0"], ["t0"]),
+                               helper.make_node("Identity", ["t0"], ["o0"])], "s0", [
+            helper.make_tensor_value_info("s0", f32, []),
+            helper.make_tensor_value_info("e0", f32, [])], [
+            helper.make_tensor_value_info("t0", f32, []),
+            helper.make_tensor_value_info("o0", f32, [])])
+        for level in range(1, depth):
+            g = helper.make_graph([helper.make_node(
+                "Scan", [f"s{level}", f"e{level}"], [f"t{level}", f"o{level}"], body=g,
+                num_scan_inputs=1)], f"s{level}", [
+                helper.make_tensor_value_info(f"s{level}", f32, []),
+                helper.make_tensor_value_info(f"e{level}", f32, [steps] * level)], [
+                helper.make_tensor_value_info(f"t{level}", f32, []),
+                helper.make_tensor_value_info(f"o{level}", f32, [steps] * level)])
+        m.graph.node.append(helper.make_node("Scan", ["scan_state", "scan_in"], ["scan_out",
+                                                                                   "scan_rows"],
+                                             body=g, num_scan_inputs=1))
+        m.graph.initializer.append(helper.make_tensor("scan_state", f32, [], [0.0]))
+        m.graph.input.append(helper.make_tensor_value_info("scan_in", f32, [steps] * depth))
+    return edit
+
+
 def _sequence_loop(trips: int, how: str = "") -> Edit:
     """A list appended to in a Loop of ``trips`` iterations and concatenated after it (as
     torch.jit.script's ``rows.append`` exports); ``how``: "output" (the sequence a graph
@@ -578,6 +606,10 @@ def _catalogue(name: str, model) -> list[tuple[str, Edit]]:
     add("Loop nested 3 deep of 2 iterations", _nested_loop(3, 2))
     add("Loop nested 12 deep of 2 iterations", _nested_loop(12, 2))
     add("Loop of 2^62 iterations", _nested_loop(1, 2**62))
+    add("Scan nested 30 deep", _nested_scan(30, 1))
+    add("Scan nested 3 deep of 2 steps", _nested_scan(3, 2))
+    add("Scan nested 13 deep of 2 steps", _nested_scan(13, 2))
+    add("Scan of 2^40 steps", _nested_scan(1, 2**40))
     add("a list appended to in a Loop of 3", _sequence_loop(3))
     add("a list appended to in a Loop of 2^62", _sequence_loop(2**62))
     for how in ("output", "erase", "relu", "empty"):
@@ -956,7 +988,45 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
+            "scan": _scan_seed(folder),
             **_bert_seeds(folder), **_weight_only_seeds(folder), **_quantized_seeds(folder)}
+
+
+def _scan_seed(folder: Path) -> str:
+    """Scans, written with onnx.helper at opset 27 (torch writes none): LinearAttention with
+    a decay (its ONNX function is a Scan whose body reads the function's values), then a Scan
+    over its steps in reverse with a state, a body initializer and two scan outputs."""
+    tp = onnx.TensorProto
+    ins = [helper.make_tensor_value_info(n, tp.FLOAT, s) for n, s in (
+        ("q", [1, 3, 4]), ("k", [1, 3, 4]), ("v", [1, 3, 4]), ("decay", [1, 3, 2]))]
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["h", "w"], ["hw"]),
+         helper.make_node("Add", ["hw", "row"], ["a"]),
+         helper.make_node("Tanh", ["a"], ["h2"]),
+         helper.make_node("ReduceSum", ["row"], ["total"], keepdims=0)], "step",
+        [helper.make_tensor_value_info("h", tp.FLOAT, [4]),
+         helper.make_tensor_value_info("row", tp.FLOAT, [4])],
+        [helper.make_tensor_value_info("h2", tp.FLOAT, [4]),
+         helper.make_tensor_value_info("a", tp.FLOAT, [4]),
+         helper.make_tensor_value_info("total", tp.FLOAT, [])],
+        [onnx.numpy_helper.from_array(np.float32([0.5, -0.5, 0.25, 1.0]), "w")])
+    nodes = [
+        helper.make_node("LinearAttention", ["q", "k", "v", "", "decay"], ["att", "state"],
+                         name="linear", q_num_heads=2, kv_num_heads=2, update_rule="gated"),
+        helper.make_node("Squeeze", ["att", "zero"], ["steps"], name="squeeze"),
+        helper.make_node("Scan", ["h0", "steps"], ["h", "y", "totals"], name="scan", body=body,
+                         num_scan_inputs=1, scan_input_directions=[1],
+                         scan_output_axes=[-1, 0])]
+    inits = [onnx.numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             onnx.numpy_helper.from_array(np.zeros(4, np.float32), "h0")]
+    graph = helper.make_graph(nodes, "scan", ins, [
+        helper.make_tensor_value_info("h", tp.FLOAT, [4]),
+        helper.make_tensor_value_info("y", tp.FLOAT, [4, 3]),
+        helper.make_tensor_value_info("totals", tp.FLOAT, [3]),
+        helper.make_tensor_value_info("state", tp.FLOAT, [1, 2, 2, 2])], inits)
+    path = folder / "scan.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)]), path)
+    return str(path)
 
 
 def _newer_seed(folder: Path) -> str:
@@ -1262,6 +1332,9 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert not any(n.name.startswith("whole") for n in wider.nodes)  # x[:, :, :INT32_MAX]
     assert wider.outputs[0].shape == (1, 4, "h", 4)
     assert any(n.name.startswith("rope/fn/") for n in wider.nodes)
+    scan = import_onnx(seeds["scan"]).graph  # two Scans unrolled, one in a function's body
+    assert sum(n.op == "tanh" for n in scan.nodes) == 3
+    assert any(n.name.startswith("linear/fn/") and ".i2/" in n.name for n in scan.nodes)
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
