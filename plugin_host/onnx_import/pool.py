@@ -1,5 +1,5 @@
-"""ONNX's pooling: GlobalAveragePool, GlobalMaxPool, GlobalLpPool, MaxPool (its Indices output
-too) and AveragePool over 1, 2 or 3 spatial axes. Registered in :data:`.ops.MAPPERS` on
+"""ONNX's pooling: GlobalAveragePool, GlobalMaxPool, GlobalLpPool, LpPool, MaxPool (its Indices
+output too) and AveragePool over 1, 2 or 3 spatial axes. Registered in :data:`.ops.MAPPERS` on
 import."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 
+from abi import dtypes
+
 from .layers import _pads
-from .ops import _one_output, _only, _scalar, maps
+from .ops import _flags, _one_output, _only, _scalar, maps
 
 
 @maps("GlobalAveragePool")
@@ -40,27 +42,90 @@ def _global_lp(imp, node, attrs):
     An inf gives inf and a nan nan; a sum that overflows gives inf there too. 1, 2 or 3
     spatial axes of a float input; p an integer >= 1."""
     _only(imp, attrs, {"p": ...})
-    p = attrs.get("p", 2)
-    if type(p) is not int or p < 1:
-        raise imp.unsupported(f"attribute p={p!r}: only an integer p >= 1 is supported")
     x = node.input[0]
     t = imp.type_of(x)
     if not 3 <= len(t.shape) <= 5:
         raise imp.unsupported(f"input of shape {list(t.shape)}: needs (N, C, *spatial) with 1, "
                               f"2 or 3 spatial axes")
+    p, y = _lp_power(imp, attrs, x, t)
+    [total] = imp.emit("sum", [y], [None], {"axes": list(range(2, len(t.shape))),
+                                            "keepdim": True}, suffix="/sum")
+    _lp_root(imp, p, total, node.output[0])
+
+
+def _lp_power(imp, attrs: dict, x: str, t) -> tuple[int, str]:
+    """GlobalLpPool's and LpPool's p (an integer >= 1), and ``|x|^p`` formed as onnxruntime's
+    kernel forms it (``abs``, then ``pow`` by p in float32; p=1 needs no ``pow``)."""
+    p = attrs.get("p", 2)
+    if type(p) is not int or p < 1:
+        raise imp.unsupported(f"attribute p={p!r}: only an integer p >= 1 is supported")
     if not t.dtype.startswith("float"):
         raise imp.unsupported(f"input {x!r} of dtype {t.dtype}: needs a float tensor")
-    out = node.output[0]
     x_t = imp.tensor(x)
     [y] = imp.emit("abs", [x_t], [None], suffix="/abs")
     if p > 1:
-        [y] = imp.emit("pow", [y, _scalar(imp, float(p), x_t, f"{out}.p")], [None],
+        [y] = imp.emit("pow", [y, _scalar(imp, float(p), x_t, f"{imp.node_name}.p")], [None],
                        suffix="/pow")
-    reduce = {"axes": list(range(2, len(t.shape))), "keepdim": True}
-    [y] = imp.emit("sum", [y], [None if p > 1 else out], reduce, suffix="/sum" if p > 1 else "")
-    if p > 1:
-        root = np.float32(1) / np.float32(p)
-        imp.emit("pow", [y, _scalar(imp, float(root), x_t, f"{out}.root")], [out])
+    return p, y
+
+
+def _lp_root(imp, p: int, total: str, out: str) -> None:
+    """``total ** (1 / p)`` bound to ``out`` (the root formed in float32, as onnxruntime)."""
+    if p == 1:
+        imp.emit("identity", [total], [out])
+        return
+    root = np.float32(1) / np.float32(p)
+    imp.emit("pow", [total, _scalar(imp, float(root), total, f"{out}.root")], [out])
+
+
+@maps("LpPool")
+def _lp_pool(imp, node, attrs):
+    """(sum over the window of |x|^p)^(1/p), padding counting as zeros, as onnxruntime's
+    kernel: ``abs``, ``pow`` by p, a depthwise ``conv`` of ones (the window's sum, over 1, 2 or
+    3 spatial axes, with its strides, dilations and pads), ``pow`` by 1/p. ``ceil_mode`` keeps
+    a last window only where it starts inside the input or the pad before (onnxruntime's
+    lengths, which ONNX's shape inference overstates): the sum is taken over zeros past the
+    pad after, so a pad after grows by what that window needs. ``auto_pad`` as for Conv. The
+    channels and, with ``ceil_mode``, the spatial sizes must be known at import."""
+    _only(imp, attrs, {"auto_pad": ..., "kernel_shape": ..., "strides": ..., "pads": ...,
+                       "dilations": ..., "ceil_mode": ..., "p": ...})
+    x = node.input[0]
+    t = imp.type_of(x)
+    spatial = len(t.shape) - 2
+    kernel = list(attrs.get("kernel_shape", []))
+    if not 1 <= spatial <= 3 or len(kernel) != spatial:
+        raise imp.unsupported(f"input of shape {list(t.shape)} and kernel_shape {kernel}: needs "
+                              f"(N, C, *spatial) with 1, 2 or 3 spatial axes, one kernel size "
+                              f"each")
+    channels = t.shape[1]
+    if type(channels) is not int:
+        raise imp.unsupported(f"input {x!r} has run-time channels {channels!r}: the window's "
+                              f"sum is a depthwise conv, whose weight needs them")
+    strides = list(attrs.get("strides", [1] * spatial))
+    dilations = list(attrs.get("dilations", [1] * spatial))
+    ceil = _flags(imp, attrs, {"ceil_mode": 0})["ceil_mode"]
+    if attrs.get("auto_pad", "NOTSET").startswith("SAME") and any(d != 1 for d in dilations):
+        raise imp.unsupported(f"auto_pad={attrs['auto_pad']} with dilations {dilations}: give "
+                              f"explicit pads")
+    pads = _pads(imp, attrs, spatial, t.shape, kernel, strides, dilations)
+    for i in range(spatial) if ceil else ():
+        size = t.shape[2 + i]
+        if type(size) is not int:
+            raise imp.unsupported(f"ceil_mode=1 over the run-time size {size!r}: its last window "
+                                  f"depends on the size; --dim fixes it")
+        span = (kernel[i] - 1) * dilations[i] + 1
+        padded = size + pads[i][0] + pads[i][1]
+        count = -(-(padded - span) // strides[i]) + 1
+        if (count - 1) * strides[i] >= size + pads[i][0]:
+            count -= 1
+        pads[i][1] += max((count - 1) * strides[i] + span - padded, 0)
+    p, y = _lp_power(imp, attrs, x, t)
+    ones = imp.add_constant(np.ones((channels, 1, *kernel), dtypes.to_numpy(imp.types[y].dtype)),
+                            f"{imp.node_name}.window")
+    [total] = imp.emit("conv", [y, ones, None], [None],
+                       {"stride": strides, "dilation": dilations, "groups": channels,
+                        "padding": pads}, suffix="/sum")
+    _lp_root(imp, p, total, node.output[0])
 
 
 @maps("MaxPool", "AveragePool")
