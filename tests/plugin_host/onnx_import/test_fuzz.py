@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are twenty small models, most exported from torch with the legacy exporter:
+The seeds are twenty-one small models, most exported from torch with the legacy exporter:
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -38,7 +38,8 @@ back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace, a 
 pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26, written with
 onnx.helper: TensorScatter at run-time write indices, Attention with per-batch cache lengths
 and a window, CumProd) and ``scan`` (opset 27: LinearAttention, whose ONNX function is a
-Scan, then a reversed Scan with a state and two scan outputs). Every mutant is built with ``upcast_float16=True``, so float16
+Scan, then a reversed Scan with a state and two scan outputs) and ``deform`` (opset 19:
+DeformConv with a mask over a run-time batch, LpPool). Every mutant is built with ``upcast_float16=True``, so float16
 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
@@ -988,7 +989,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
     return {"net": str(net), "glue": str(glue), "math": str(math_), "shapes": str(shapes),
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
-            "scan": _scan_seed(folder),
+            "scan": _scan_seed(folder), "deform": _deform_seed(folder),
             **_bert_seeds(folder), **_weight_only_seeds(folder), **_quantized_seeds(folder)}
 
 
@@ -1026,6 +1027,29 @@ def _scan_seed(folder: Path) -> str:
         helper.make_tensor_value_info("state", tp.FLOAT, [1, 2, 2, 2])], inits)
     path = folder / "scan.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)]), path)
+    return str(path)
+
+
+def _deform_seed(folder: Path) -> str:
+    """DeformConv with a mask and two offset groups over a run-time batch, then LpPool with
+    ceil_mode, written with onnx.helper at opset 19 (torch writes neither)."""
+    tp = onnx.TensorProto
+    ins = [helper.make_tensor_value_info(n, tp.FLOAT, s) for n, s in (
+        ("x", ["n", 4, 6, 6]), ("offset", ["n", 36, 6, 6]), ("mask", ["n", 18, 6, 6]))]
+    rng = np.random.default_rng(3)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32),
+                                          "w"),
+             onnx.numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")]
+    nodes = [
+        helper.make_node("DeformConv", ["x", "w", "offset", "b", "mask"], ["d"], name="deform",
+                         group=2, offset_group=2, pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("LpPool", ["d"], ["y"], name="lp", kernel_shape=[3, 2],
+                         strides=[2, 2], ceil_mode=1, p=3)]
+    graph = helper.make_graph(nodes, "deform", ins,
+                              [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 4, 3, 3])],
+                              inits)
+    path = folder / "deform.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
     return str(path)
 
 
@@ -1335,6 +1359,9 @@ def test_the_seed_models_build(seeds, tmp_path):
     scan = import_onnx(seeds["scan"]).graph  # two Scans unrolled, one in a function's body
     assert sum(n.op == "tanh" for n in scan.nodes) == 3
     assert any(n.name.startswith("linear/fn/") and ".i2/" in n.name for n in scan.nodes)
+    deform = import_onnx(seeds["deform"]).graph  # DeformConv and LpPool, a run-time batch
+    assert deform.inputs[0].shape == ("n", 4, 6, 6)
+    assert {"grid_sample", "matmul", "conv"} <= {n.op for n in deform.nodes}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
