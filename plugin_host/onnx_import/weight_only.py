@@ -17,13 +17,19 @@ The weights are dequantized at import as onnxruntime's kernel does, ``float32(q 
 scale`` per block (``q`` unpacked from B's bytes lowest bits first; the zero points likewise,
 2 ** (bits - 1) where absent), cut to K rows, and the node becomes a MatMul by that constant
 (plus the bias): onnxruntime's CPU kernel at ``accuracy_level`` 0 to 3 computes A in float32
-by the dequantized weights, which the artifact then holds in float32.
+by the dequantized weights, which the artifact then holds in float32. At ``accuracy_level`` 4
+(onnxruntime's model builder's default for int4 on CPU) the kernel quantizes A to int8 in the
+same blocks along K, symmetric, ``round(a / (max|a| / 127))``, and sums int8 dot products: A is
+quantized so and given back in float32 before the MatMul (:func:`_int8_blocks`), which then
+sums those same products, exactly as integers within each block while they stay below 2 ** 24.
+That is so for 4 and 8 bits wherever onnxruntime has int8 kernels (x86 with AVX2 and later,
+ARM with NEON); on a CPU without them it computes in float32, and the build's comparison with
+it shows the difference (a few 1e-3). For 2 bits its choice depends on the block size there,
+so that is refused.
 
-Refused naming the node: ``accuracy_level`` 4 (onnxruntime quantizes A to int8 per block
-there, which the float32 backends do not reproduce; the quantizer's default is 0), prepacked
-weights, an omitted projection (B with a zero dim), bits other than 2, 4 and 8, ``g_idx``
-(deprecated), float zero points, and B, scales or zero points computed at run time or of
-shapes that do not match K, N, bits and block_size.
+Refused naming the node: prepacked weights, an omitted projection (B with a zero dim), bits
+other than 2, 4 and 8, ``g_idx`` (deprecated), float zero points, and B, scales or zero points
+computed at run time or of shapes that do not match K, N, bits and block_size.
 """
 
 from __future__ import annotations
@@ -49,10 +55,14 @@ def _matmul_nbits(imp, node, attrs):
             raise ModelFileError(f"attribute {name}={value!r} must be a positive count",
                                  node=imp.node_name, op=node.op_type)
     level = attrs.get("accuracy_level", 0)
-    if level == 4:
-        raise imp.unsupported("accuracy_level=4: onnxruntime quantizes A to int8 per block, "
-                              "which the float32 backends do not reproduce; quantize with "
-                              "accuracy_level 0 to 3 (the quantizer's default is 0)")
+    if level not in (0, 1, 2, 3, 4):
+        raise imp.unsupported(f"attribute accuracy_level={level!r} is not supported (0 to 4 "
+                              f"are)")
+    if level == 4 and bits == 2:
+        raise imp.unsupported("2-bit weights at accuracy_level=4: whether onnxruntime then "
+                              "quantizes A to int8 depends on the int8 kernels its build has "
+                              "for the block size on the machine; quantize with "
+                              "accuracy_level 0 (its default)")
     if _opt(node, 4):
         raise imp.unsupported("g_idx (input 4, deprecated) is not supported")
     blocks = -(-k // block)
@@ -69,11 +79,44 @@ def _matmul_nbits(imp, node, attrs):
         scale[..., None]
     w = Written(imp, node)
     table = w.const("weights", np.ascontiguousarray(weights.reshape(n, -1)[:, :k].T))
-    product = w.add("MatMul", [node.input[0], table], "matmul",
+    a = node.input[0]
+    if level == 4:
+        a = _int8_blocks(imp, w, a, k, block)
+    product = w.add("MatMul", [a, table], "matmul",
                     out=None if _opt(node, 5) else node.output[0])
     if _opt(node, 5):
         w.add("Add", [product, node.input[5]], "bias", out=node.output[0])
     w.inline()
+
+
+def _int8_blocks(imp, w: Written, a: str, k: int, block: int) -> str:
+    """``a`` as onnxruntime's kernel takes it at accuracy_level 4: in blocks of ``block``
+    along K (the last padded with zeros), each quantized to int8 by ``scale = max|a| / 127``,
+    ``round(a * (1 / scale))`` (half to even; 0 where the scale is 0), and given back as
+    ``q * scale``, so that the float32 MatMul after it sums what its int8 dot products sum."""
+    t = imp.type_of(a)
+    if not t.shape or t.shape[-1] != k or t.dtype != "float32":
+        raise imp.unsupported(f"input A {a!r} of {t.dtype} {list(t.shape)}: accuracy_level 4 "
+                              f"takes float32 A of K={k} columns")
+    rank, blocks = len(t.shape), -(-k // block)
+    if blocks * block != k:
+        pads = np.zeros(2 * rank, np.int64)
+        pads[-1] = blocks * block - k
+        a = w.add("Pad", [a, w.const("pads", pads)], "padded")
+    rows = w.reshape(a, [0] * (rank - 1) + [blocks, block], "blocks")
+    amax = w.with_axes("ReduceMax", w.add("Abs", [rows], "abs"), [-1], "amax", keepdims=1)
+    scale = w.add("Div", [amax, w.const("levels", np.float32(127))], "scale")
+    zero = w.const("zero", np.float32(0))
+    inverse = w.add("Where", [w.add("Equal", [scale, zero], "empty"), zero,
+                              w.add("Reciprocal", [scale], "reciprocal")], "inverse")
+    codes = w.add("Round", [w.add("Mul", [rows, inverse], "scaled")], "codes")
+    back = w.reshape(w.add("Mul", [codes, scale], "dequantized"),
+                     [0] * (rank - 1) + [blocks * block], "quantized")
+    if blocks * block == k:
+        return back
+    return w.add("Slice", [back, w.const("start", np.zeros(1, np.int64)),
+                           w.const("end", np.array([k], np.int64)),
+                           w.const("axis", np.array([-1], np.int64))], "cut")
 
 
 def _constant(imp, node, i: int, what: str, dtype, shape: tuple) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Weight-only quantization: onnxruntime's MatMulNBitsQuantizer's two formats, com.microsoft's
 MatMulNBits (QOperator) and a blocked DequantizeLinear of 4-bit weights (QDQ), dequantized at
 import; built and compared with onnxruntime on both backends; hand-made nodes over bits,
-block sizes, zero points and bias; and what is refused, naming the node or the tensor."""
+block sizes, zero points, bias and accuracy_level 4 (A quantized to int8 per block); and what
+is refused, naming the node or the tensor."""
 
 from __future__ import annotations
 
@@ -31,6 +32,23 @@ def test_matmul_nbits_from_the_quantizer_builds_and_matches(bits, symmetric, tmp
     assert len(nodes) == 2 and all((len(n.input) > 3) != symmetric for n in nodes)
     loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
     assert [n.op for n in loaded.graph.nodes] == ["linear", "gelu", "linear"]
+    check_on_both_backends(path, loaded, _feeds(np.random.default_rng(7)))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_the_quantizer_s_model_at_accuracy_level_4(bits, tmp_path, signer):
+    """accuracy_level 4 (onnxruntime's model builder's default for int4 on CPU) on both
+    MatMulNBits of the quantized MLP, over (2, 3, 64) inputs: onnxruntime quantizes each block
+    of A to int8, and so does the import, before its float32 MatMul."""
+    path = weight_only_quantized(tmp_path, "QOperator", bits, False)
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        if node.op_type == "MatMulNBits":
+            node.attribute.append(helper.make_attribute("accuracy_level", 4))
+    onnx.save(model, str(path))
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops.count("round") == 2 and ops.count("linear") + ops.count("matmul") == 2, ops
     check_on_both_backends(path, loaded, _feeds(np.random.default_rng(7)))
 
 
@@ -122,16 +140,22 @@ def _nbits(path, rng, *, k=40, n=6, bits=4, block=16, zero_points=True, bias=Tru
 
 @pytest.mark.parametrize("case", [
     {}, {"bits": 2}, {"bits": 8, "block": 32}, {"zero_points": False, "bias": False},
-    {"k": 64, "block": 16, "accuracy_level": 1}, {"bits": 2, "zero_points": False, "k": 17}],
-    ids=["4bit", "2bit", "8bit", "default_zero_point", "accuracy1", "2bit_short_block"])
+    {"k": 64, "block": 16, "accuracy_level": 1}, {"bits": 2, "zero_points": False, "k": 17},
+    {"accuracy_level": 4}, {"accuracy_level": 4, "bits": 8, "block": 32, "k": 64},
+    {"accuracy_level": 4, "bits": 8, "zero_points": False, "k": 17, "bias": False}],
+    ids=["4bit", "2bit", "8bit", "default_zero_point", "accuracy1", "2bit_short_block",
+         "int8_compute", "int8_compute_8bit", "int8_compute_8bit_short_block"])
 def test_matmul_nbits_matches_onnxruntime(case, tmp_path, signer):
-    """K not a multiple of the block: the last block's extra rows are cut."""
+    """K not a multiple of the block: the last block's extra rows are cut (at accuracy_level
+    4, A's last block padded with zeros). The first row's first block is all zeros: a block
+    of scale 0, whose codes are 0."""
     rng = np.random.default_rng(13)
     path = _nbits(tmp_path / "m.onnx", rng, **case)
     loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
     k = case.get("k", 40)
-    check_on_both_backends(path, loaded, [{"x": rng.standard_normal((3, k)).astype(np.float32)}
-                                          for _ in range(2)])
+    feeds = [{"x": rng.standard_normal((3, k)).astype(np.float32)} for _ in range(2)]
+    feeds[1]["x"][0, :case.get("block", 16)] = 0
+    check_on_both_backends(path, loaded, feeds)
 
 
 def _dequantized_4_bit(path, values, scale, zero_point=None, *, dtype=TP.INT4, block=4, axis=0,
@@ -215,12 +239,15 @@ def test_gather_block_quantized_of_uint8_matches_onnxruntime(case, tmp_path, sig
 
 
 @pytest.mark.parametrize("case, error, message", [
-    ({"accuracy_level": 4}, UnsupportedModelError,
-     "accuracy_level=4: onnxruntime quantizes A to int8 per block"),
+    ({"accuracy_level": 5}, UnsupportedModelError,
+     "attribute accuracy_level=5 is not supported (0 to 4 are)"),
+    ({"accuracy_level": 4, "bits": 2}, UnsupportedModelError,
+     "2-bit weights at accuracy_level=4: whether onnxruntime then quantizes A to int8 depends "
+     "on the int8 kernels its build has for the block size"),
     ({"bits": 3}, UnsupportedModelError, "attribute bits=3 is not supported"),
     ({"block": 0}, ModelFileError, "attribute block_size=0 must be a positive count"),
     ({"weight_prepacked": 1}, UnsupportedModelError, "attribute weight_prepacked=1"),
-], ids=["int8_compute", "bits", "block", "prepacked"])
+], ids=["accuracy_level", "2bit_int8_compute", "bits", "block", "prepacked"])
 def test_what_matmul_nbits_cannot_take_is_refused(case, error, message, tmp_path):
     rng = np.random.default_rng(19)
     bits, block = case.get("bits", 4), case.get("block", 16)
@@ -233,7 +260,7 @@ def test_what_matmul_nbits_cannot_take_is_refused(case, error, message, tmp_path
                 a.i = bits if bits == 3 else block
         onnx.save(model, str(path))
     else:
-        path = _nbits(tmp_path / "m.onnx", rng, **attrs)
+        path = _nbits(tmp_path / "m.onnx", rng, bits=bits, block=block, **attrs)
     assert_refused(path, error, "node 'n' (MatMulNBits)", message)
 
 
