@@ -1,0 +1,137 @@
+"""ONNX RoiAlign (torchvision's roi_align and MultiScaleRoIAlign, as a detector's second stage
+exports them) in its average mode, written back as ONNX nodes and mapped as the model's own
+(:mod:`.written`).
+
+Each roi (x1, y1, x2, y2) is scaled by ``spatial_scale`` and, with ``half_pixel`` (opset 16's
+default), moved by half a pixel; without it its size is at least 1 (``output_half_pixel``,
+opset 10's only behaviour). Its (output_height, output_width) bins each take sampling_ratio *
+sampling_ratio points at ``start + (p + (i + 0.5) / sampling_ratio) * bin``, bilinearly, as
+onnxruntime's kernel: a point more than a pixel outside the map gives 0, one less than a pixel
+outside takes the border's value (GridSample's border padding, at the points normalised to its
+grid, then a mask), and the bin is their mean (an AveragePool over the points). The roi's map
+is the batch image its index names (a Gather of the features, so an index outside the batch is
+refused when the call runs).
+
+A batch of one map (a device's usual batch) needs no gather: every roi's points are sampled
+from it as one grid, and an Embedding of one row of zeros, added to the points, checks that
+each batch index is 0; the rois' count may then be a run-time dim. The height and width of the
+map must be known at import. Refused naming the node: a run-time count of rois over a batch of
+several maps, ``mode`` max, ``sampling_ratio`` 0 (onnxruntime then samples
+ceil(roi size / bins) points per bin, a count each roi sets at run time), inputs of the wrong
+rank or shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abi import dtypes
+
+from .ops import _only, maps
+from .written import Written
+
+
+@maps("RoiAlign")
+def _roi_align(imp, node, attrs):
+    _only(imp, attrs, {"mode": ..., "output_height": ..., "output_width": ...,
+                       "sampling_ratio": ..., "spatial_scale": ...,
+                       "coordinate_transformation_mode": ...})
+    x, rois, index = [*node.input, "", ""][:3]
+    mode = attrs.get("mode", "avg")
+    if mode != "avg":
+        raise imp.unsupported(f"attribute mode={mode!r}: only 'avg' is supported (torchvision's "
+                              f"roi_align exports it)")
+    ratio = attrs.get("sampling_ratio", 0)
+    if type(ratio) is not int or ratio < 1:
+        raise imp.unsupported(f"sampling_ratio={ratio!r}: onnxruntime then samples ceil(roi "
+                              f"size / bins) points per bin, a count each roi sets at run time; "
+                              f"export with a positive sampling_ratio (torchvision's "
+                              f"MultiScaleRoIAlign uses 2)")
+    oh, ow = attrs.get("output_height", 1), attrs.get("output_width", 1)
+    if type(oh) is not int or type(ow) is not int or min(oh, ow) < 1:
+        raise imp.unsupported(f"output_height={oh!r} and output_width={ow!r} must be positive "
+                              f"counts")
+    transform = attrs.get("coordinate_transformation_mode",
+                          "half_pixel" if imp.opset >= 16 else "output_half_pixel")
+    if transform not in ("half_pixel", "output_half_pixel"):
+        raise imp.unsupported(f"coordinate_transformation_mode={transform!r} is not supported "
+                              f"(half_pixel, output_half_pixel)")
+    scale = attrs.get("spatial_scale", 1.0)
+    if not np.isfinite(scale):
+        raise imp.unsupported(f"spatial_scale={scale!r} must be finite")
+    shape = list(imp.type_of(x).shape)
+    if len(shape) != 4 or not all(type(d) is int for d in shape[2:]):
+        raise imp.unsupported(f"input {x!r} of shape {shape}: needs (N, C, H, W) with H and W "
+                              f"known at import")
+    h, w = shape[2:]
+    r_shape, i_shape = list(imp.type_of(rois).shape), list(imp.type_of(index).shape)
+    if len(r_shape) != 2 or r_shape[1] != 4 or len(i_shape) != 1:
+        raise imp.unsupported(f"rois {rois!r} of shape {r_shape} and batch_indices {index!r} of "
+                              f"shape {i_shape}: need (num_rois, 4) and (num_rois,)")
+    single = shape[0] == 1
+    if not single and type(r_shape[0]) is not int:
+        raise imp.unsupported(f"{r_shape[0]!r} rois, a run-time count, over a batch of "
+                              f"{shape[0]!r} maps: each roi's map is gathered by its batch index, "
+                              f"which needs the count known at import (a batch of 1 needs no "
+                              f"gather)")
+    dtype = dtypes.to_numpy(imp.type_of(x).dtype)
+    s = Written(imp, node)
+
+    def const(name, value):
+        return s.const(name, np.asarray(value, dtype))
+
+    boxes = s.add("Mul", [rois, const("spatial_scale", scale)], "scaled")
+    if transform == "half_pixel":
+        boxes = s.add("Sub", [boxes, const("half", 0.5)], "shifted")
+    start = s.add("Gather", [boxes, s.const("starts", np.array([0, 1], np.int64))], "start",
+                  axis=1)
+    if single:  # every index must be 0: an Embedding of one row of zeros checks them
+        zeros = s.add("Gather", [const("batch", np.zeros((1, 1))), index], "batch_check",
+                      axis=0)
+        start = s.add("Add", [start, zeros], "checked_start")
+    end = s.add("Gather", [boxes, s.const("ends", np.array([2, 3], np.int64))], "end", axis=1)
+    size = s.add("Sub", [end, start], "size")
+    if transform == "output_half_pixel":
+        size = s.add("Max", [size, const("one", 1.0)], "at_least_one")
+    bins = s.add("Div", [size, const("bins", [ow, oh])], "bin")  # (num_rois, 2): x, y
+    coordinates, minus_one = [], const("minus_one", -1.0)
+    for axis, (count, extent, name) in enumerate(((ow, w, "x"), (oh, h, "y"))):
+        steps = (np.arange(count)[:, None] + (np.arange(ratio) + 0.5) / ratio).reshape(-1)
+        at = s.const(f"{name}_axis", np.array([axis], np.int64))
+        first = s.add("Gather", [start, at], f"{name}_start", axis=1)  # (num_rois, 1)
+        step = s.add("Gather", [bins, at], f"{name}_bin", axis=1)
+        points = s.add("Add", [first, s.add("Mul", [step, const(f"{name}_steps", steps)],
+                                            f"{name}_offsets")], f"{name}_points")
+        inside = s.add("And", [
+            s.add("GreaterOrEqual", [points, minus_one], f"{name}_after"),
+            s.add("LessOrEqual", [points, const(f"{name}_extent", extent)], f"{name}_before")],
+            f"{name}_inside")
+        normalised = s.add("Add", [s.add("Mul", [points, const(f"{name}_scale", 2 / extent)],
+                                         f"{name}_scaled"),
+                                   const(f"{name}_shift", 1 / extent - 1)], f"{name}_grid")
+        coordinates.append((normalised, inside))
+    (gx, x_in), (gy, y_in) = coordinates
+    plane = const("plane", np.zeros((1, oh * ratio, ow * ratio)))
+    gx = s.add("Add", [s.with_axes("Unsqueeze", gx, [1], "x_row"), plane], "x_plane")
+    gy = s.add("Add", [s.with_axes("Unsqueeze", gy, [2], "y_column"), plane], "y_plane")
+    grid = s.add("Concat", [s.with_axes("Unsqueeze", gx, [3], "x_last"),
+                            s.with_axes("Unsqueeze", gy, [3], "y_last")], "grid", axis=3)
+    inside = s.add("And", [s.with_axes("Unsqueeze", x_in, [1], "x_in_row"),
+                           s.with_axes("Unsqueeze", y_in, [2], "y_in_column")], "inside")
+    kept = s.with_axes("Unsqueeze", inside, [1], "kept_channels")
+    if single:  # one map: every roi's points sampled from it as one grid
+        rows = s.reshape(grid, [1, -1, ow * ratio, 2], "rows")
+        sampled = s.add("GridSample", [x, rows], "sampled_rows", mode="bilinear",
+                        padding_mode="border", align_corners=0)
+        per_roi = s.reshape(sampled, [0, 0, -1, oh * ratio, ow * ratio], "per_roi")
+        sampled = s.with_axes("Squeeze", s.add("Transpose", [per_roi], "rois_first",
+                                               perm=[0, 2, 1, 3, 4]), [0], "sampled")
+    else:
+        maps_ = s.add("Gather", [x, index], "maps", axis=0)
+        sampled = s.add("GridSample", [maps_, grid], "sampled", mode="bilinear",
+                        padding_mode="border", align_corners=0)
+    masked = s.add("Where", [kept, sampled, const("nought", 0.0)], "masked")
+    s.add("AveragePool", [masked], "mean", node.output[0], kernel_shape=[ratio, ratio],
+          strides=[ratio, ratio])
+    s.inline()
+
