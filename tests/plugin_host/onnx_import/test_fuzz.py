@@ -39,7 +39,7 @@ pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26, 
 onnx.helper: TensorScatter at run-time write indices, Attention with per-batch cache lengths
 and a window, CumProd) and ``scan`` (opset 27: LinearAttention, whose ONNX function is a
 Scan, then a reversed Scan with a state and two scan outputs) and ``deform`` (opset 19:
-DeformConv with a mask over a run-time batch, LpPool). Every mutant is built with ``upcast_float16=True``, so float16
+DeformConv with a mask over a run-time batch, LpPool, RoiAlign). Every mutant is built with ``upcast_float16=True``, so float16
 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
@@ -1032,10 +1032,13 @@ def _scan_seed(folder: Path) -> str:
 
 def _deform_seed(folder: Path) -> str:
     """DeformConv with a mask and two offset groups over a run-time batch, then LpPool with
-    ceil_mode, written with onnx.helper at opset 19 (torch writes neither)."""
+    ceil_mode; RoiAlign of a run-time count of rois over one map: written with onnx.helper at
+    opset 19 (torch writes none of them)."""
     tp = onnx.TensorProto
     ins = [helper.make_tensor_value_info(n, tp.FLOAT, s) for n, s in (
-        ("x", ["n", 4, 6, 6]), ("offset", ["n", 36, 6, 6]), ("mask", ["n", 18, 6, 6]))]
+        ("x", ["n", 4, 6, 6]), ("offset", ["n", 36, 6, 6]), ("mask", ["n", 18, 6, 6]),
+        ("features", [1, 2, 6, 6]), ("rois", ["r", 4]))]
+    ins.append(helper.make_tensor_value_info("batch", tp.INT64, ["r"]))
     rng = np.random.default_rng(3)
     inits = [onnx.numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32),
                                           "w"),
@@ -1044,10 +1047,14 @@ def _deform_seed(folder: Path) -> str:
         helper.make_node("DeformConv", ["x", "w", "offset", "b", "mask"], ["d"], name="deform",
                          group=2, offset_group=2, pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
         helper.make_node("LpPool", ["d"], ["y"], name="lp", kernel_shape=[3, 2],
-                         strides=[2, 2], ceil_mode=1, p=3)]
+                         strides=[2, 2], ceil_mode=1, p=3),
+        helper.make_node("RoiAlign", ["features", "rois", "batch"], ["pooled"], name="roi",
+                         output_height=2, output_width=3, sampling_ratio=2,
+                         spatial_scale=0.5)]
     graph = helper.make_graph(nodes, "deform", ins,
-                              [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 4, 3, 3])],
-                              inits)
+                              [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 4, 3, 3]),
+                               helper.make_tensor_value_info("pooled", tp.FLOAT,
+                                                             ["r", 2, 2, 3])], inits)
     path = folder / "deform.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
     return str(path)
@@ -1361,7 +1368,7 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert any(n.name.startswith("linear/fn/") and ".i2/" in n.name for n in scan.nodes)
     deform = import_onnx(seeds["deform"]).graph  # DeformConv and LpPool, a run-time batch
     assert deform.inputs[0].shape == ("n", 4, 6, 6)
-    assert {"grid_sample", "matmul", "conv"} <= {n.op for n in deform.nodes}
+    assert {"grid_sample", "matmul", "conv", "embedding"} <= {n.op for n in deform.nodes}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
