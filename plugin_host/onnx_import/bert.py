@@ -20,7 +20,10 @@ and those are mapped as the model's own (:class:`.written.Written`), as for the 
   (batch) (a key at j is seen where j < the length: right padding); or the lengths then the
   first valid positions (2 * batch) (also j >= the start: left padding). A length below 0 is
   refused when the call brings it, as onnxruntime refuses it. ``unidirectional`` hides the keys
-  after each query (causal) entirely.
+  after each query (causal) entirely. With a ``past`` state (2, batch, heads, past length, head
+  size: GPT-2's decoding cache) the past keys and values come before the new ones, query i sees
+  keys up to past length + i where causal, the mask spans them all, and the ``present`` output
+  is the keys and values stacked as the past was.
 - MultiHeadAttention: the query (batch, sequence, hidden), the key and value (batch, keys,
   hidden), each plus its part of ``bias``, as heads; or the key and value already as heads
   (batch, heads, keys, head size), one shape, to which onnxruntime adds no bias (only the
@@ -37,13 +40,15 @@ and those are mapped as the model's own (:class:`.written.Written`), as for the 
   Embedding indices: one outside the table is refused at entry, as onnxruntime refuses it.
 - QAttention: its uint8 input (a DynamicQuantizeLinear's) by its int8 or uint8 weights as
   MatMulIntegerToFloat (:mod:`.matmul_to_float`: the exact integer sum, times ``input_scale *
-  weight_scale`` (one or one per column), plus the bias), then as Attention.
+  weight_scale`` (one or one per column), plus the bias), then as Attention (its past state
+  too).
 - QEmbedLayerNormalization: its constant int8 or uint8 tables dequantized at import as
   onnxruntime's kernel does, ``float32(int32(q) - zero_point) * scale``, then as
   EmbedLayerNormalization.
 
-Refused naming the node: Attention's and QAttention's ``past`` state and ``present`` output (the
-cache of GPT-2's decoding), ``past_sequence_length``, ``do_rotary``,
+Refused naming the node: Attention's and QAttention's ``past`` state without the ``present``
+output (onnxruntime's kernel fails on it) or of a run-time length, ``past_sequence_length``,
+``do_rotary``,
 ``past_present_share_buffer``, a 4-D mask (onnxruntime's CPU kernel does not implement it) and
 the (3 * batch + 2) mask index; the length forms of the mask and ``unidirectional`` over a
 run-time sequence length (``--dim`` fixes it), the (2 * batch) form over a run-time batch;
@@ -76,7 +81,7 @@ def _attention(imp, node, attrs):
     as those ONNX nodes (module doc)."""
     _only(imp, attrs, {**_ATTENTION_ATTRIBUTES, "qkv_hidden_sizes": ...,
                        "rotary_embedding_dim": ...})
-    _no_cache(imp, node, {4: "the past state", 6: "past_sequence_length"})
+    _no_cache(imp, node, {6: "past_sequence_length"}, {})
     if imp.type_of(node.input[0]).dtype != "float32":
         raise imp.unsupported(f"input of dtype {imp.type_of(node.input[0]).dtype}: float32 is "
                               f"supported")
@@ -85,7 +90,8 @@ def _attention(imp, node, attrs):
     qkv = w.add("MatMul", [node.input[0], node.input[1]], "qkv")
     if _opt(node, 2):
         qkv = w.add("Add", [qkv, node.input[2]], "qkv_bias")
-    _attend_packed(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 3), _opt(node, 5))
+    _attend_packed(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 3), _opt(node, 5),
+                   _opt(node, 4))
 
 
 @maps(_MS + "QAttention")
@@ -95,13 +101,12 @@ def _q_attention(imp, node, attrs):
     it (:mod:`.matmul_to_float`: the exact integer sum, times ``input_scale * weight_scale``,
     plus the bias), then as Attention."""
     _only(imp, attrs, _ATTENTION_ATTRIBUTES)
-    _no_cache(imp, node, {8: "the past state"})
     heads, sizes = _heads_and_sizes(imp, node, attrs)
     w = Written(imp, node)
     ins = list(node.input) + [""] * 8
     qkv = w.add("MatMulIntegerToFloat", [ins[0], ins[1], ins[3], ins[4], ins[6], ins[7], ins[2]],
                 "qkv", domain="com.microsoft")
-    _attend_packed(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 5), None)
+    _attend_packed(imp, node, attrs, w, qkv, heads, sizes, _opt(node, 5), None, _opt(node, 8))
 
 
 def _no_cache(imp, node, inputs: dict, outputs: dict | None = None) -> None:
@@ -111,7 +116,7 @@ def _no_cache(imp, node, inputs: dict, outputs: dict | None = None) -> None:
         if _opt(node, i):
             raise imp.unsupported(f"{what} (input {i}) is not supported: the cache of "
                                   f"incremental decoding")
-    for i, what in (outputs or {1: "the present output"}).items():
+    for i, what in (outputs if outputs is not None else {1: "the present output"}).items():
         if len(node.output) > i and node.output[i]:
             raise imp.unsupported(f"{what} ({i}) is not supported: the cache of incremental "
                                   f"decoding")
@@ -183,9 +188,11 @@ def _multi_head_attention(imp, node, attrs):
 
 
 def _attend_packed(imp, node, attrs, w: Written, qkv: str, heads: int, sizes: list,
-                   mask: str | None, attention_bias: str | None) -> None:
+                   mask: str | None, attention_bias: str | None, past: str | None) -> None:
     """Attention's and QAttention's: the projected ``qkv`` (batch, sequence, Q + K + V hidden)
-    split into Q, K and V, then :func:`_attend`."""
+    split into Q, K and V, then :func:`_attend`; with ``past`` (2, batch, heads, past length,
+    head size), the past keys and values before the new ones, and the present output (index
+    1) those keys and values stacked as the past was."""
     x_shape = imp.type_of(node.input[0]).shape
     if len(x_shape) != 3:
         raise ModelFileError(f"input {node.input[0]!r} of shape {x_shape} must be (batch, "
@@ -193,10 +200,49 @@ def _attend_packed(imp, node, attrs, w: Written, qkv: str, heads: int, sizes: li
     split = [f"{w.out}/{part}" for part in "qkv"]
     w.nodes.append(w.helper.make_node("Split", [qkv, w.const("split", np.array(sizes, np.int64))],
                                       split, name=f"{w.name}/split", axis=2))
-    q, k, v = (_to_heads(w, t, heads, size // heads, part)
-               for t, size, part in zip(split, sizes, "qkv"))
-    dims = (x_shape[0], x_shape[1], x_shape[1])  # self-attention: as many keys as queries
-    _attend(imp, node, attrs, w, (q, k, v), sizes[0] // heads, dims, mask, attention_bias)
+    present = node.output[1] if len(node.output) > 1 and node.output[1] else None
+    if past is None and present is None:
+        q, k, v = (_to_heads(w, t, heads, size // heads, part)
+                   for t, size, part in zip(split, sizes, "qkv"))
+        dims = (x_shape[0], x_shape[1], x_shape[1])  # self-attention: as many keys as queries
+        _attend(imp, node, attrs, w, (q, k, v), sizes[0] // heads, dims, mask, attention_bias)
+        return
+    size = sizes[0] // heads
+    if past and not present:
+        raise imp.unsupported("a past state without the present output (1): onnxruntime's "
+                              "kernel fails on it")
+    gone = _past_length(imp, node, past, x_shape[0], heads, size, sizes) if past else 0
+    q, k, v = (_to_heads(w, t, heads, n // heads, part)
+               for t, n, part in zip(split, sizes, ("q", "k_rows", "v")))
+    if past:
+        k = w.add("Concat", [w.add("Gather", [past, w.const("first", np.int64(0))], "past_k",
+                                   axis=0), k], "keys", axis=2)
+        v = w.add("Concat", [w.add("Gather", [past, w.const("second", np.int64(1))], "past_v",
+                                   axis=0), v], "values", axis=2)
+    if present:
+        w.add("Concat", [w.with_axes("Unsqueeze", k, [0], "present_k"),
+                         w.with_axes("Unsqueeze", v, [0], "present_v")], "present", present,
+              axis=0)
+    k = w.add("Transpose", [k], "k_t", perm=[0, 1, 3, 2])
+    keys = x_shape[1] + gone if type(x_shape[1]) is int else x_shape[1]
+    _attend(imp, node, attrs, w, (q, k, v), size, (x_shape[0], x_shape[1], keys), mask,
+            attention_bias, past=gone)
+
+
+def _past_length(imp, node, past: str, batch, heads: int, size: int, sizes: list) -> int:
+    """The past's length, checked: (2, batch, heads, length, head size), length static."""
+    shape = list(imp.type_of(past).shape)
+    if len(shape) != 5 or shape[0] != 2 or shape[2] != heads or shape[4] != size or \
+            shape[1] != batch:
+        raise ModelFileError(f"past {past!r} of shape {shape}: needs (2, {batch!r}, {heads}, "
+                             f"past length, {size})", node=imp.node_name, op=node.op_type)
+    if sizes[2] != sizes[0]:
+        raise imp.unsupported(f"a past state with qkv_hidden_sizes {sizes}: onnxruntime keeps "
+                              f"K and V of one head size in it")
+    if type(shape[3]) is not int:
+        raise imp.unsupported(f"past {past!r} of the run-time length {shape[3]!r}: the keys "
+                              f"it adds must be counted at import")
+    return shape[3]
 
 
 def _to_heads(w: Written, x: str, heads: int, size: int, part: str) -> str:
@@ -208,10 +254,11 @@ def _to_heads(w: Written, x: str, heads: int, size: int, part: str) -> str:
 
 
 def _attend(imp, node, attrs, w: Written, qkv: tuple, head_size: int, dims: tuple,
-            mask: str | None, attention_bias: str | None) -> None:
+            mask: str | None, attention_bias: str | None, *, past: int = 0) -> None:
     """The attention of Q (batch, heads, queries, size), K' (batch, heads, size, keys) and V
     (batch, heads, keys, V's size) into the node's output, as onnxruntime's CPU kernel computes
-    it (module doc); ``dims``: (batch, queries, keys)."""
+    it (module doc); ``dims``: (batch, queries, keys), the first ``past`` keys a past state's
+    (query i then sees keys up to past + i where causal)."""
     causal = attrs.get("unidirectional", 0)
     if causal not in (0, 1):
         raise ModelFileError(f"attribute unidirectional={causal!r} must be 0 or 1",
@@ -222,7 +269,7 @@ def _attend(imp, node, attrs, w: Written, qkv: tuple, head_size: int, dims: tupl
     if (causal or (mask and len(imp.type_of(mask).shape) == 1)) and run_time:
         raise imp.unsupported(f"{'unidirectional' if causal else 'a mask index of lengths'} "
                               f"over a run-time sequence length {run_time[0]!r}")
-    if causal and seq != keys:
+    if causal and seq + past != keys:
         raise imp.unsupported(f"unidirectional over {seq} queries and {keys} keys: "
                               f"onnxruntime's causal bound of a cross attention is neither the "
                               f"top-left nor the bottom-right one")
@@ -232,7 +279,7 @@ def _attend(imp, node, attrs, w: Written, qkv: tuple, head_size: int, dims: tupl
     scores = w.add("Mul", [scores, w.const("scale", np.float32(scale))], "scaled")
     bias = _mask_bias(imp, node, w, mask, filler, batch, keys) if mask else None
     if causal:
-        hidden = np.triu(np.full((seq, seq), -np.inf, np.float32), 1)
+        hidden = np.triu(np.full((seq, keys), -np.inf, np.float32), past + 1)
         causal_bias = w.const("causal", hidden)
         bias = causal_bias if bias is None else w.add("Add", [bias, causal_bias], "causal_bias")
     if attention_bias:  # onnxruntime's order: the attention bias, then the mask

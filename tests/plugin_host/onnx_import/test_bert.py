@@ -445,6 +445,61 @@ def test_q_embed_layer_normalization_matches_onnxruntime(dtype, segments, tmp_pa
     check_on_both_backends(path, loaded, feeds)
 
 
+_PAST = 4
+
+
+def _with_past(model, present: bool = True) -> None:
+    """The node given a past state (2, batch, 3 heads, _PAST, 4) as its last input, and, with
+    ``present``, the present output (2, batch, 3, _PAST + sequence, 4)."""
+    node, graph = model.graph.node[0], model.graph
+    past = 8 if node.op_type == "QAttention" else 4
+    node.input.extend([""] * (past - len(node.input)) + ["past"])
+    graph.input.append(helper.make_tensor_value_info("past", TP.FLOAT, [2, _B, 3, _PAST, 4]))
+    if present:
+        node.output.append("present")
+        graph.output.append(helper.make_tensor_value_info("present", TP.FLOAT,
+                                                          [2, _B, 3, _PAST + _S, 4]))
+
+
+@pytest.mark.parametrize("mask", [None, (_B, _PAST + _S), (_B,)],
+                         ids=["no_mask", "raw", "lengths"])
+@pytest.mark.parametrize("attrs", [{}, {"unidirectional": 1}], ids=["full", "causal"])
+def test_attention_with_a_past_state_matches_onnxruntime(mask, attrs, tmp_path, signer):
+    """GPT-2's decoding cache: the past keys and values before the new ones, query i seeing
+    keys up to past + i where causal, the mask over all of them; present is both stacked."""
+    rng = np.random.default_rng(89)
+    path = _edited(_attention(tmp_path / "m.onnx", rng, mask=mask, **attrs), _with_past)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    assert [o.name for o in loaded.graph.outputs] == ["y", "present"]
+    masks = {(_B, _PAST + _S): [rng.integers(0, 2, (_B, _PAST + _S)) for _ in range(2)],
+             (_B,): [[9, 2], [0, 6]]}.get(mask, ())
+    feeds = _feeds(rng, masks)
+    for feed in feeds:
+        feed["past"] = rng.standard_normal((2, _B, 3, _PAST, 4)).astype(np.float32)
+    check_on_both_backends(path, loaded, feeds)
+
+
+def test_a_past_state_without_the_present_output_is_refused(tmp_path):
+    """onnxruntime's kernel fails on it."""
+    rng = np.random.default_rng(97)
+    path = _edited(_attention(tmp_path / "m.onnx", rng, unidirectional=1),
+                   lambda model: _with_past(model, present=False))
+    assert_refused(path, UnsupportedModelError, "node 'n' (Attention)",
+                   "a past state without the present output (1): onnxruntime's kernel fails")
+
+
+def test_q_attention_with_a_past_state_matches_onnxruntime(tmp_path, signer):
+    rng = np.random.default_rng(101)
+    path = _edited(_q_attention(tmp_path / "m.onnx", rng, mask=(_B, _PAST + _S),
+                                unidirectional=1), _with_past)
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    feeds = [{"x": rng.integers(0, 256, (_B, _S, _D)).astype(np.uint8),
+              "m": rng.integers(0, 2, (_B, _PAST + _S)).astype(np.int32),
+              "past": rng.standard_normal((2, _B, 3, _PAST, 4)).astype(np.float32)}
+             for _ in range(2)]
+    check_on_both_backends(path, loaded, feeds)
+
+
 # --- refused -----------------------------------------------------------------------------------
 
 
@@ -454,6 +509,8 @@ def _node_model(tmp_path, inputs, attrs, outputs=("y",), mask_shape=(_B,)):
     graph_inputs = [("x", TP.FLOAT, (_B, _S, _D))]
     if "past" in inputs:
         graph_inputs.append(("past", TP.FLOAT, (2, _B, 3, 1, 4)))
+    if "len" in inputs:
+        graph_inputs.append(("len", TP.INT32, (1,)))
     if "m" in inputs:
         graph_inputs.append(("m", TP.INT32, mask_shape))
     node = helper.make_node("Attention", inputs, list(outputs), name="n", domain=_MS, **attrs)
@@ -462,10 +519,10 @@ def _node_model(tmp_path, inputs, attrs, outputs=("y",), mask_shape=(_B,)):
 
 
 @pytest.mark.parametrize("inputs, attrs, outputs, error, message", [
-    (["x", "w", "b", "", "past"], {"num_heads": 3}, ("y",), UnsupportedModelError,
-     "the past state (input 4) is not supported"),
-    (["x", "w", "b"], {"num_heads": 3}, ("y", "present"), UnsupportedModelError,
-     "the present output (1) is not supported"),
+    (["x", "w", "b", "", "past"], {"num_heads": 4}, ("y", "present"), ModelFileError,
+     "past 'past' of shape [2, 2, 3, 1, 4]: needs (2, 2, 4, past length, 3)"),
+    (["x", "w", "b", "", "past", "", "len"], {"num_heads": 3}, ("y",), UnsupportedModelError,
+     "past_sequence_length (input 6) is not supported"),
     (["x", "w", "b"], {"num_heads": 3, "do_rotary": 1}, ("y",), UnsupportedModelError,
      "attribute do_rotary=1 is not supported"),
     (["x", "w", "b", "m"], {"num_heads": 3}, ("y", (_B, 1, _S, _S)),
@@ -477,7 +534,7 @@ def _node_model(tmp_path, inputs, attrs, outputs=("y",), mask_shape=(_B,)):
      "qkv_hidden_sizes [12, 12, 12] must be three positive multiples of num_heads=5"),
     (["x", "w", "b"], {"num_heads": 3, "qkv_hidden_sizes": [9, 12, 15]}, ("y",),
      ModelFileError, "Q's equal to K's"),
-], ids=["past", "present", "rotary", "mask4d", "mask3b2", "heads", "sizes"])
+], ids=["past", "past_length", "rotary", "mask4d", "mask3b2", "heads", "sizes"])
 def test_what_attention_cannot_take_is_refused(inputs, attrs, outputs, error, message,
                                                tmp_path):
     outputs, mask_shape = (outputs, (_B,)) if type(outputs[-1]) is str else (
@@ -502,17 +559,17 @@ def test_segment_ids_without_a_segment_table_are_refused(tmp_path):
                    "segment_ids and segment_embedding must be given together")
 
 
-def test_q_attentions_past_state_is_refused(tmp_path):
+def test_a_past_state_of_a_run_time_length_is_refused(tmp_path):
     rng = np.random.default_rng(83)
 
     def with_past(model):
-        model.graph.node[0].input.append("past")
-        model.graph.input.append(helper.make_tensor_value_info("past", TP.FLOAT,
-                                                               [2, _B, 3, 1, 4]))
+        _with_past(model)
+        _run_time([model.graph.input[-1], model.graph.output[-1]], {3: "past"})
 
     path = _edited(_q_attention(tmp_path / "m.onnx", rng), with_past)
     assert_refused(path, UnsupportedModelError, "node 'n' (QAttention)",
-                   "the past state (input 8) is not supported")
+                   "past 'past' of the run-time length 'past': the keys it adds must be counted "
+                   "at import")
 
 
 @pytest.mark.parametrize("edit, error, message", [
