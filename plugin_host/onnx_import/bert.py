@@ -27,12 +27,15 @@ and those are mapped as the model's own (:class:`.written.Written`), as for the 
 - MultiHeadAttention: the query (batch, sequence, hidden), the key and value (batch, keys,
   hidden), each plus its part of ``bias``, as heads; or the key and value already as heads
   (batch, heads, keys, head size), one shape, to which onnxruntime adds no bias (only the
-  query's part is added then). Then as Attention, the mask's forms over the keys. Refused: its
-  packed QKV and packed KV (onnxruntime's CPU kernel does not implement them), the cache
-  (``past_key``, ``past_value``, ``present_*``, ``past_sequence_length``,
-  ``cache_indirection``), the ``qk`` output, ``unidirectional`` over as many queries as keys
-  only (onnxruntime's causal bound of a cross attention is neither the top-left nor the
-  bottom-right one).
+  query's part is added then). Then as Attention, the mask's forms over the keys. Its cache:
+  ``past_key`` and ``past_value`` (batch, heads, past length, head size) before the new keys and
+  values, which ``present_key`` and ``present_value`` output (the new ones alone without a
+  past). Refused: its packed QKV and packed KV (onnxruntime's CPU kernel does not implement
+  them), ``past_sequence_length``, ``cache_indirection``, a past of run-time length, a past
+  without both present outputs (onnxruntime's kernel gives nan for half the output there) or
+  with value heads of another size than the key's (onnxruntime refuses it), the ``qk``
+  output, ``unidirectional`` over as many new keys as queries only (onnxruntime's causal bound
+  of a cross attention is neither the top-left nor the bottom-right one).
 - EmbedLayerNormalization: ``LayerNormalization(word[input_ids] + position[position_ids] +
   segment[segment_ids])`` over the last axis (position_ids 0 .. sequence - 1 where absent), the
   sum also output 2 where the node has it; output 1 (``mask_index``) counts the mask's entries
@@ -129,9 +132,7 @@ def _multi_head_attention(imp, node, attrs):
     then as Attention, the mask over the keys (module doc)."""
     _only(imp, attrs, {"num_heads": ..., "unidirectional": ..., "mask_filter_value": ...,
                        "scale": ...})
-    _no_cache(imp, node, {6: "past_key", 7: "past_value", 8: "past_sequence_length",
-                          9: "cache_indirection"},
-              {1: "the present_key output", 2: "the present_value output"})
+    _no_cache(imp, node, {8: "past_sequence_length", 9: "cache_indirection"}, {})
     if len(node.output) > 3 and node.output[3]:
         raise imp.unsupported("the qk output (3) is not supported")
     heads = _num_heads(imp, node, attrs)
@@ -178,13 +179,51 @@ def _multi_head_attention(imp, node, attrs):
             parts[part] = w.add("Add", [x, b], f"{part}_bias")
     q = _to_heads(w, parts["q"], heads, hidden // heads, "q")
     if in_heads:
-        k, v = w.add("Transpose", [parts["k"]], "k_t", perm=[0, 1, 3, 2]), parts["v"]
+        k, v = parts["k"], parts["v"]
     else:
-        k = _to_heads(w, parts["k"], heads, hidden // heads, "k")
+        k = _to_heads(w, parts["k"], heads, hidden // heads, "k_rows")
         v = _to_heads(w, parts["v"], heads, v_hidden // heads, "v")
+    past = _mha_past(imp, node, shapes[0][0], heads, hidden // heads, v_hidden // heads)
+    if past:
+        k = w.add("Concat", [node.input[6], k], "keys", axis=2)
+        v = w.add("Concat", [node.input[7], v], "values", axis=2)
+    for i, (x, part) in enumerate(((k, "present_key"), (v, "present_value")), 1):
+        if len(node.output) > i and node.output[i]:
+            w.add("Identity", [x], part, node.output[i])
+    k = w.add("Transpose", [k], "k_t", perm=[0, 1, 3, 2])
+    keys = shapes[1][2 if in_heads else 1]
     _attend(imp, node, attrs, w, (q, k, v), hidden // heads,
-            (shapes[0][0], shapes[0][1], shapes[1][2 if in_heads else 1]), _opt(node, 4),
-            _opt(node, 5))
+            (shapes[0][0], shapes[0][1], keys + past if type(keys) is int else keys),
+            _opt(node, 4), _opt(node, 5), past=past)
+
+
+def _mha_past(imp, node, batch, heads: int, size: int, v_size: int) -> int:
+    """MultiHeadAttention's past length (0 without past_key and past_value), their shapes
+    checked: (batch, heads, past length, head size), the length static."""
+    key, value = _opt(node, 6), _opt(node, 7)
+    if not key and not value:
+        return 0
+    if not key or not value:
+        raise ModelFileError("past_key and past_value must be given together, as onnxruntime "
+                             "requires", node=imp.node_name, op=node.op_type)
+    if not all(len(node.output) > i and node.output[i] for i in (1, 2)):
+        raise imp.unsupported("past_key and past_value without the present_key and "
+                              "present_value outputs: onnxruntime's kernel gives nan for half "
+                              "of the output there")
+    if v_size != size:
+        raise imp.unsupported(f"past_key and past_value with value heads of size {v_size} and "
+                              f"key heads of {size}: onnxruntime requires one head size")
+    shapes = [list(imp.type_of(t).shape) for t in (key, value)]
+    for shape, n, what in zip(shapes, (size, v_size), ("past_key", "past_value")):
+        if len(shape) != 4 or shape[:2] != [batch, heads] or shape[3] != n or \
+                shape[2] != shapes[0][2]:
+            raise ModelFileError(f"{what} of shape {shape}: needs ({batch!r}, {heads}, past "
+                                 f"length, {n}), one length for both", node=imp.node_name,
+                                 op=node.op_type)
+    if type(shapes[0][2]) is not int:
+        raise imp.unsupported(f"past_key and past_value of the run-time length "
+                              f"{shapes[0][2]!r}: the keys they add must be counted at import")
+    return shapes[0][2]
 
 
 def _attend_packed(imp, node, attrs, w: Written, qkv: str, heads: int, sizes: list,

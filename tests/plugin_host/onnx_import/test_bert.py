@@ -606,11 +606,58 @@ def test_what_multi_head_attention_cannot_take_is_refused(case, error, message, 
     assert_refused(path, error, "node 'n' (MultiHeadAttention)", message)
 
 
-@pytest.mark.parametrize("at, message", [
-    (("input", 6), "past_key (input 6) is not supported"),
-    (("output", 3), "the qk output (3) is not supported"),
-    (("output", 1), "the present_key output (1) is not supported")])
-def test_multi_head_attentions_cache_and_scores_are_refused(at, message, tmp_path):
+def _mha_cache(model, *, past: bool = True, present: bool = True, v_size: int = 4) -> None:
+    """The node given past_key and past_value (batch, 3 heads, _PAST, 4 and ``v_size``), and
+    present_key and present_value outputs."""
+    node, graph = model.graph.node[0], model.graph
+    keys = int(graph.input[1].type.tensor_type.shape.dim[-2 if len(
+        graph.input[1].type.tensor_type.shape.dim) == 4 else 1].dim_value)
+    if past:
+        node.input.extend([""] * (6 - len(node.input)) + ["pk", "pv"])
+        graph.input.extend([helper.make_tensor_value_info("pk", TP.FLOAT, [_B, 3, _PAST, 4]),
+                            helper.make_tensor_value_info("pv", TP.FLOAT,
+                                                          [_B, 3, _PAST, v_size])])
+    if present:
+        node.output.extend(["pres_k", "pres_v"])
+        total = keys + (_PAST if past else 0)
+        graph.output.extend([helper.make_tensor_value_info("pres_k", TP.FLOAT,
+                                                           [_B, 3, total, 4]),
+                             helper.make_tensor_value_info("pres_v", TP.FLOAT,
+                                                           [_B, 3, total, v_size])])
+
+
+@pytest.mark.parametrize("case, cache", [
+    ({"bias": True, "mask": (_B, _PAST + _L)}, {}),
+    ({"key": (_B, _S, _D), "value": (_B, _S, _D), "unidirectional": 1}, {}),
+    ({"key": (_B, 3, _L, 4), "value": (_B, 3, _L, 4)}, {}),
+    ({"bias": True}, {"past": False}),
+    ({"value": (_B, _L, 15), "bias": True}, {"past": False, "v_size": 5}),
+], ids=["bias_mask", "causal", "kv_heads", "present_only", "present_v_size"])
+def test_multi_head_attentions_cache_matches_onnxruntime(case, cache, tmp_path, signer):
+    """past_key and past_value before the new keys and values (query i sees keys up to past
+    + i where causal, over as many new keys as queries), present_key and present_value both
+    (the new ones alone without a past)."""
+    rng = np.random.default_rng(107)
+    path = _edited(_multi_head(tmp_path / "m.onnx", rng, **case),
+                   lambda model: _mha_cache(model, **cache))
+    loaded = import_and_load(path, tmp_path / "m.pha", signer)[1]
+    floats = [(vi.name, [d.dim_value for d in vi.type.tensor_type.shape.dim])
+              for vi in onnx.load(str(path)).graph.input if vi.name != "m"]
+    feeds = [{name: rng.standard_normal(shape).astype(np.float32) for name, shape in floats}
+             for _ in range(2)]
+    if "mask" in case:
+        for feed in feeds:
+            feed["m"] = rng.integers(0, 2, case["mask"]).astype(np.int32)
+    check_on_both_backends(path, loaded, feeds)
+
+
+@pytest.mark.parametrize("at, error, message", [
+    (("input", 8), UnsupportedModelError, "past_sequence_length (input 8) is not supported"),
+    (("input", 9), UnsupportedModelError, "cache_indirection (input 9) is not supported"),
+    (("input", 6), ModelFileError, "past_key and past_value must be given together"),
+    (("output", 3), UnsupportedModelError, "the qk output (3) is not supported")])
+def test_what_multi_head_attentions_cache_cannot_take_is_refused(at, error, message,
+                                                                 tmp_path):
     path = _multi_head(tmp_path / "m.onnx", np.random.default_rng(107))
     model = onnx.load(str(path))
     node = model.graph.node[0]
@@ -623,7 +670,23 @@ def test_multi_head_attentions_cache_and_scores_are_refused(at, message, tmp_pat
         model.graph.input.append(helper.make_tensor_value_info("extra", TP.FLOAT,
                                                                [_B, 3, 1, 4]))
     onnx.save(model, str(path))
-    assert_refused(path, UnsupportedModelError, "node 'n' (MultiHeadAttention)", message)
+    assert_refused(path, error, "node 'n' (MultiHeadAttention)", message)
+
+
+@pytest.mark.parametrize("value, cache, error, message", [
+    ((_B, _L, _D), {"v_size": 5}, ModelFileError,
+     "past_value of shape [2, 3, 4, 5]: needs (2, 3, past length, 4), one length for both"),
+    ((_B, _L, _D), {"present": False}, UnsupportedModelError,
+     "past_key and past_value without the present_key and present_value outputs: "
+     "onnxruntime's kernel gives nan for half of the output there"),
+    ((_B, _L, 15), {"v_size": 5}, UnsupportedModelError,
+     "past_key and past_value with value heads of size 5 and key heads of 4: onnxruntime "
+     "requires one head size"),
+], ids=["shape", "no_present", "v_size"])
+def test_a_past_that_does_not_fit_is_refused(value, cache, error, message, tmp_path):
+    path = _edited(_multi_head(tmp_path / "m.onnx", np.random.default_rng(109), value=value),
+                   lambda model: _mha_cache(model, **cache))
+    assert_refused(path, error, "node 'n' (MultiHeadAttention)", message)
 
 
 def test_embed_layer_normalization_over_a_run_time_batch_and_sequence(tmp_path, signer):
