@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are twenty-one small models, most exported from torch with the legacy exporter:
+The seeds are twenty-two small models, most exported from torch with the legacy exporter:
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -39,7 +39,8 @@ pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26, 
 onnx.helper: TensorScatter at run-time write indices, Attention with per-batch cache lengths
 and a window, CumProd) and ``scan`` (opset 27: LinearAttention, whose ONNX function is a
 Scan, then a reversed Scan with a state and two scan outputs) and ``deform`` (opset 19:
-DeformConv with a mask over a run-time batch, LpPool, RoiAlign). Every mutant is built with ``upcast_float16=True``, so float16
+DeformConv with a mask over a run-time batch, LpPool, RoiAlign) and ``cache`` (com.microsoft's
+Attention and MultiHeadAttention with past states and present outputs). Every mutant is built with ``upcast_float16=True``, so float16
 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
@@ -990,6 +991,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
             "scan": _scan_seed(folder), "deform": _deform_seed(folder),
+            "cache": _cache_seed(folder),
             **_bert_seeds(folder), **_weight_only_seeds(folder), **_quantized_seeds(folder)}
 
 
@@ -1057,6 +1059,40 @@ def _deform_seed(folder: Path) -> str:
                                                              ["r", 2, 2, 3])], inits)
     path = folder / "deform.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
+    return str(path)
+
+
+def _cache_seed(folder: Path) -> str:
+    """GPT-2's decoding cache, written with onnx.helper: com.microsoft's causal Attention with
+    a past state, a mask over the past and new keys and the present output, then
+    MultiHeadAttention of its output with past_key and past_value and both present outputs."""
+    tp = onnx.TensorProto
+    b, s_, past, heads, size = 1, 2, 3, 2, 4
+    hidden = heads * size
+    rng = np.random.default_rng(9)
+    f32 = [helper.make_tensor_value_info(n, tp.FLOAT, sh) for n, sh in (
+        ("x", [b, s_, hidden]), ("past", [2, b, heads, past, size]),
+        ("past_k", [b, heads, past, size]), ("past_v", [b, heads, past, size]))]
+    mask = helper.make_tensor_value_info("mask", tp.INT32, [b, past + s_])
+    inits = [onnx.numpy_helper.from_array((rng.standard_normal((hidden, 3 * hidden)) * 0.3
+                                           ).astype(np.float32), "w"),
+             onnx.numpy_helper.from_array(rng.standard_normal(3 * hidden).astype(np.float32),
+                                          "b")]
+    nodes = [
+        helper.make_node("Attention", ["x", "w", "b", "mask", "past"], ["a", "present"],
+                         name="attention", domain="com.microsoft", num_heads=heads,
+                         unidirectional=1),
+        helper.make_node("MultiHeadAttention", ["a", "a", "a", "", "", "", "past_k", "past_v"],
+                         ["y", "present_k", "present_v"], name="mha", domain="com.microsoft",
+                         num_heads=heads, unidirectional=1)]
+    outs = [helper.make_tensor_value_info(n, tp.FLOAT, sh) for n, sh in (
+        ("y", [b, s_, hidden]), ("present", [2, b, heads, past + s_, size]),
+        ("present_k", [b, heads, past + s_, size]), ("present_v", [b, heads, past + s_, size]))]
+    graph = helper.make_graph(nodes, "cache", f32 + [mask], outs, inits)
+    path = folder / "cache.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("com.microsoft", 1)]),
+              path)
     return str(path)
 
 
@@ -1366,6 +1402,8 @@ def test_the_seed_models_build(seeds, tmp_path):
     scan = import_onnx(seeds["scan"]).graph  # two Scans unrolled, one in a function's body
     assert sum(n.op == "tanh" for n in scan.nodes) == 3
     assert any(n.name.startswith("linear/fn/") and ".i2/" in n.name for n in scan.nodes)
+    cache = import_onnx(seeds["cache"]).graph  # a past state and its present outputs
+    assert [o.name for o in cache.outputs] == ["y", "present", "present_k", "present_v"]
     deform = import_onnx(seeds["deform"]).graph  # DeformConv and LpPool, a run-time batch
     assert deform.inputs[0].shape == ("n", 4, 6, 6)
     assert {"grid_sample", "matmul", "conv", "embedding"} <= {n.op for n in deform.nodes}
