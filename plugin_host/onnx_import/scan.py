@@ -103,14 +103,16 @@ def _length(imp, inputs: list[str], axes: list[int]) -> tuple[int, list[int]]:
     return lengths[0], axes
 
 
-def _slice(imp, mappers, loop: str, name: str, axis: int, t: int) -> str:
-    """Slice ``t`` of ``name`` along ``axis`` (the axis removed): a Gather of one index,
-    mapped like the model's own; the name of the slice."""
+def _slice(imp, mappers, loop: str, j: int, name: str, axis: int, t: int, step: int) -> str:
+    """Slice ``t`` of scan input ``j`` (``name``) along ``axis`` (the axis removed) for step
+    ``step``: a Gather of one index, mapped like the model's own; the name of the slice (one
+    per input position: a value scanned twice, in two directions, gives two slices)."""
     from onnx import helper
 
-    index, out = f"{loop}/{name}.at{t}", f"{loop}/{name}.step{t}"
+    stem = f"{loop}/in{j}.{name}"
+    index, out = f"{stem}.at{step}", f"{stem}.step{step}"
     imp.set_const(index, np.array(t, np.int64))
-    imp.inline([helper.make_node("Gather", [name, index], [out], name=f"{loop}/{name}.slice{t}",
+    imp.inline([helper.make_node("Gather", [name, index], [out], name=f"{stem}.slice{step}",
                                  axis=axis)], mappers, -1, depth=0)
     return out
 
@@ -155,8 +157,8 @@ def unroll_scan(imp, node, mappers, index: int) -> None:
     copies = Body(imp, node, body)
     states, parts = ins[:n], [[] for _ in range(k)]
     for t in range(steps):
-        slices = [_slice(imp, mappers, copies.loop, x, axis, steps - 1 - t if rev else t)
-                  for x, axis, rev in zip(scanned, axes, in_dirs)]
+        slices = [_slice(imp, mappers, copies.loop, j, x, axis, steps - 1 - t if rev else t, t)
+                  for j, (x, axis, rev) in enumerate(zip(scanned, axes, in_dirs))]
         names = copies.copy(t, [*((s, "state value") for s in states),
                                 *((s, "scan input slice") for s in slices)], mappers, index)
         states = names[:n]

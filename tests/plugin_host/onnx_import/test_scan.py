@@ -119,6 +119,21 @@ def test_outer_values_initializers_and_a_constant_scan_input(tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds(inputs))
 
 
+def test_one_value_scanned_in_both_directions(tmp_path, signer):
+    """x is both scan inputs, forward and reversed: each step pairs row t with row 4 - t."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["fwd", "rev"], ["p"]),
+         helper.make_node("Add", ["s", "p"], ["s2"]),
+         helper.make_node("Identity", ["p"], ["o"])], "body",
+        [_vi("s", (3,)), _vi("fwd", (3,)), _vi("rev", (3,))], [_vi("s2", (3,)), _vi("o", (3,))])
+    scan = helper.make_node("Scan", ["s0", "x", "x"], ["s", "o"], name="scan", body=body,
+                            num_scan_inputs=2, scan_input_directions=[0, 1])
+    inputs = [("x", (5, 3)), ("s0", (3,))]
+    model = _save(tmp_path, [scan], inputs, [("s", (3,)), ("o", (5, 3))])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    check_against_onnxruntime(model, loaded, _feeds(inputs))
+
+
 def test_a_scan_nested_in_a_scan_and_in_a_loop(tmp_path, signer):
     """A Loop of 2 iterations whose body is a Scan over x's rows whose body is a Scan over
     each row's entries (a running sum): 2 * 3 * 4 steps."""
