@@ -80,12 +80,12 @@ def _subgraph(node, graph, given: dict, schema, renamed):
     function's scope it reads is ``renamed`` as the function's own values are, and each
     attribute that refers to one of the function's is replaced (:func:`_attributes`); the
     names it defines stay, as its Scan or Loop renames them when it unrolls."""
-    from .loop import _defined, _graphs
+    from .loop import defined_names, subgraphs
 
     copy = type(graph)()
     copy.CopyFrom(graph)
-    own = _defined(copy)
-    for g in _graphs(copy):
+    own = defined_names(copy)
+    for g in subgraphs(copy):
         for v in g.output:  # an output may be a value of the function's scope
             v.name = v.name if v.name in own else renamed(v.name)
         for n in g.node:

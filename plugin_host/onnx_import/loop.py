@@ -36,7 +36,7 @@ from ..errors import ModelFileError
 from .convert import MAX_IF_DEPTH, _called
 from .reader import ONNX_DTYPES, to_array
 
-__all__ = ["MAX_LOOP_ITERATIONS", "Body", "stack", "unroll"]
+__all__ = ["MAX_LOOP_ITERATIONS", "Body", "defined_names", "stack", "subgraphs", "unroll"]
 
 _ITERATION = re.compile(r"^.*\.i\d+/")
 
@@ -44,7 +44,7 @@ _ITERATION = re.compile(r"^.*\.i\d+/")
 MAX_LOOP_ITERATIONS = 4096
 
 
-def _graphs(g):
+def subgraphs(g):
     """``g`` and every subgraph in it, nested ones included."""
     import onnx
 
@@ -60,11 +60,11 @@ def _graphs(g):
                     stack.extend(a.graphs)
 
 
-def _defined(body) -> set[str]:
+def defined_names(body) -> set[str]:
     """The names ``body`` defines: its inputs, initializers and node outputs, nested subgraphs'
     included (what an iteration's copy renames; every other name is of the outer scope)."""
     names: set[str] = set()
-    for g in _graphs(body):
+    for g in subgraphs(body):
         names.update(v.name for v in g.input)
         names.update(t.name for t in g.initializer)
         names.update(t for n in g.node for t in n.output if t)
@@ -80,7 +80,7 @@ def _renamed(body, defined: set[str], prefix: str):
     def new(name: str) -> str:
         return prefix + name if name in defined else name
 
-    for g in _graphs(copy):
+    for g in subgraphs(copy):
         for v in [*g.input, *g.output, *g.initializer]:
             v.name = new(v.name)
         for n in g.node:
@@ -191,7 +191,7 @@ class Body:
 
     def __init__(self, imp, node, body) -> None:
         self.imp, self.body = imp, body
-        self.defined = _defined(body)
+        self.defined = defined_names(body)
         self.inits = [(t.name, to_array(t, imp.limits)) for t in body.initializer]
         self.template = type(body)()
         self.template.CopyFrom(body)

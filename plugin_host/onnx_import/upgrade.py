@@ -136,9 +136,9 @@ def _keep_hardmax_rows(original, upgraded) -> None:
 def _refuse_batched_scan(model, where: str, version: int) -> None:
     """Scan before opset 9 takes a batch axis and ``sequence_lens``; the version converter
     writes it as a later Scan without the batch axis, and the graph's inputs without it too."""
-    from .loop import _graphs
+    from .loop import subgraphs
 
-    for g in _graphs(model.graph):
+    for g in subgraphs(model.graph):
         for node in g.node:
             if node.op_type == "Scan" and node.domain in ("", "ai.onnx"):
                 raise UnsupportedModelError(
