@@ -10,6 +10,8 @@ import numpy as np
 
 from abi import dtypes
 
+from ..errors import ModelFileError
+
 from .layers import _pads
 from .ops import _flags, _one_output, _only, _scalar, maps
 
@@ -103,6 +105,15 @@ def _lp_pool(imp, node, attrs):
                               f"sum is a depthwise conv, whose weight needs them")
     strides = list(attrs.get("strides", [1] * spatial))
     dilations = list(attrs.get("dilations", [1] * spatial))
+    for name, values in (("kernel_shape", kernel), ("strides", strides),
+                         ("dilations", dilations)):
+        if len(values) != spatial or any(type(v) is not int or v < 1 for v in values):
+            raise imp.unsupported(f"attribute {name}={values!r}: needs {spatial} integers >= 1")
+    if channels * math.prod(kernel) > imp.limits.max_tensor_elements:
+        raise ModelFileError(f"kernel_shape {kernel} over {channels} channels: a window of "
+                             f"{channels * math.prod(kernel)} elements, over the cap of "
+                             f"{imp.limits.max_tensor_elements}", node=imp.node_name,
+                             op=node.op_type)
     ceil = _flags(imp, attrs, {"ceil_mode": 0})["ceil_mode"]
     if attrs.get("auto_pad", "NOTSET").startswith("SAME") and any(d != 1 for d in dilations):
         raise imp.unsupported(f"auto_pad={attrs['auto_pad']} with dilations {dilations}: give "

@@ -27,6 +27,8 @@ import numpy as np
 
 from abi import dtypes
 
+from ..errors import ModelFileError
+
 from .ops import _only, maps
 from .written import Written
 
@@ -64,6 +66,15 @@ def _roi_align(imp, node, attrs):
         raise imp.unsupported(f"input {x!r} of shape {shape}: needs (N, C, H, W) with H and W "
                               f"known at import")
     h, w = shape[2:]
+    if min(h, w) < 1 or not imp.type_of(x).dtype.startswith("float"):
+        raise imp.unsupported(f"input {x!r} of {imp.type_of(x).dtype} {shape}: needs a float "
+                              f"map of height and width >= 1")
+    points = oh * ratio * ow * ratio
+    if points > imp.limits.max_tensor_elements:
+        raise ModelFileError(f"output_height {oh}, output_width {ow} and sampling_ratio "
+                             f"{ratio} sample {points} points per roi, over the cap of "
+                             f"{imp.limits.max_tensor_elements}", node=imp.node_name,
+                             op=node.op_type)
     r_shape, i_shape = list(imp.type_of(rois).shape), list(imp.type_of(index).shape)
     if len(r_shape) != 2 or r_shape[1] != 4 or len(i_shape) != 1:
         raise imp.unsupported(f"rois {rois!r} of shape {r_shape} and batch_indices {index!r} of "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin_host.errors import UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 
 from .conftest import assert_refused, check_on_both_backends, import_and_load, onnx
 
@@ -87,7 +87,20 @@ def test_auto_pad_over_a_run_time_batch_and_height(auto_pad, tmp_path, signer):
      "ceil_mode=1 over the run-time size 'h': its last window depends on the size"),
     ((1, 2, 6, 6), {"ceil_mode": 2}, "attribute ceil_mode=2 must be 0 or 1"),
     ((2, 6), {}, "input of shape [2, 6] and kernel_shape [2, 2]: needs (N, C, *spatial)"),
-], ids=["p", "channels", "ceil", "ceil-value", "rank"])
+    ((1, 2, 6, 6), {"strides": [0, 0], "ceil_mode": 1},
+     "attribute strides=[0, 0]: needs 2 integers >= 1"),
+    ((1, 2, 6, 6), {"kernel_shape": [-1, -1]},
+     "attribute kernel_shape=[-1, -1]: needs 2 integers >= 1"),
+], ids=["p", "channels", "ceil", "ceil-value", "rank", "strides", "kernel"])
 def test_refusals_name_the_node(shape, attrs, message, tmp_path):
-    model = _lp_pool(tmp_path / "p.onnx", shape, kernel_shape=[2, 2], **attrs)
+    attrs.setdefault("kernel_shape", [2, 2])
+    model = _lp_pool(tmp_path / "p.onnx", shape, **attrs)
     assert_refused(model, UnsupportedModelError, "node 'pool' (LpPool)", message)
+
+
+def test_a_window_over_the_element_cap_is_refused(tmp_path):
+    """A kernel of 2 ** 40 rows would be a conv weight of 2 ** 42 ones."""
+    model = _lp_pool(tmp_path / "p.onnx", (1, 4, 6, 6), kernel_shape=[2 ** 40, 2])
+    assert_refused(model, ModelFileError, "node 'pool' (LpPool)",
+                   f"kernel_shape [{2 ** 40}, 2] over 4 channels: a window of {2 ** 43} "
+                   f"elements, over the cap of")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from abi.errors import IndexRangeError
-from plugin_host.errors import UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 
@@ -113,7 +113,17 @@ def test_a_batch_index_outside_the_batch_is_refused_when_the_call_runs(batch, tm
     ((2, 2, 6, 7), {"sampling_ratio": 2, "rois": "r"},
      "'r' rois, a run-time count, over a batch of 2 maps: each roi's map is gathered by its "
      "batch index, which needs the count known at import"),
-], ids=["max", "adaptive", "run-time-height", "run-time-count"])
+    ((1, 2, 0, 7), {"sampling_ratio": 2}, "input 'x' of float32 [1, 2, 0, 7]: needs a float "
+                                          "map of height and width >= 1"),
+], ids=["max", "adaptive", "run-time-height", "run-time-count", "empty"])
 def test_refusals_name_the_node(x_shape, attrs, message, tmp_path):
     model = _model(tmp_path / "r.onnx", x_shape, attrs.pop("rois", 3), **attrs)
     assert_refused(model, UnsupportedModelError, "node 'ra' (RoiAlign)", message)
+
+
+def test_points_over_the_element_cap_are_refused(tmp_path):
+    model = _model(tmp_path / "r.onnx", (1, 2, 6, 7), 3, sampling_ratio=2,
+                   output_height=2 ** 40)
+    assert_refused(model, ModelFileError, "node 'ra' (RoiAlign)",
+                   f"output_height {2 ** 40}, output_width 1 and sampling_ratio 2 sample "
+                   f"{2 ** 42} points per roi, over the cap of")
