@@ -19,6 +19,7 @@ from abi.errors import PluginHostError
 from . import __version__
 from .commands import COMMANDS
 from .commands.common import EXIT_INTERRUPTED, EXIT_REFUSED
+from .stop_signals import stop_signals
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,8 +38,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    # SIGTERM stops like Ctrl-C
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGTERM stops like Ctrl-C, unless the parent ignored it (stop_signals.py)
+    if signal.SIGTERM in stop_signals():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return args.func(args)
     except PluginHostError as exc:

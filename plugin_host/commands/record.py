@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from ..errors import CameraError, CapabilityDenied, PluginError, PluginHostError, UsageError
 from ..policy.model import freeze_table
+from ..stop_signals import stop_signals
 from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 _EXAMPLES = """\
@@ -237,7 +238,7 @@ class _StopAsked:
 
     def __enter__(self) -> "_StopAsked":
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in stop_signals():
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 

@@ -11,6 +11,7 @@ import threading
 
 from ..errors import UsageError
 from ..files import open_regular_append
+from ..stop_signals import stop_signals
 from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 
@@ -75,7 +76,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.stats_interval <= 0:
         raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
     on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) if on_main else None
+    previous = signal.signal(signal.SIGTERM, _terminated) \
+        if on_main and signal.SIGTERM in stop_signals() else None
     try:
         return _run(args)
     except _Terminated:

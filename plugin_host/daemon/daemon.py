@@ -86,6 +86,7 @@ import numpy as np
 
 from ..errors import PluginHostError, PolicyError, PolicyProblem
 from ..policy.model import stall_seconds
+from ..stop_signals import stop_signals
 from .events import EventLog
 from .feed import ModelFeed
 from .joint import JointRun
@@ -563,10 +564,11 @@ class Daemon:
 
     def run(self) -> dict[str, Any]:
         """Start the cameras and process frames until a stop; returns the summary. Installs
-        SIGTERM/SIGINT handlers while running when called on the main thread."""
+        SIGTERM/SIGINT handlers while running when called on the main thread (not over one
+        ignored when it started: :mod:`plugin_host.stop_signals`)."""
         handlers = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in stop_signals():
                 handlers[sig] = signal.signal(
                     sig, lambda signum, _f: self.request_stop(signal.Signals(signum).name))
             handlers[signal.SIGHUP] = signal.signal(

@@ -13,6 +13,7 @@ from plugin_host.cli import main
 from plugin_host.frames import ReplayReader
 from plugin_host.testing import minimal_policy
 from plugins.cameras.synthetic import synthetic_pattern
+from tests.cli_child import running_cli
 
 SMALL = ["--width", "32", "--height", "16", "--rate", "200"]
 
@@ -118,13 +119,10 @@ def test_interrupted_it_keeps_the_frames_recorded_so_far(tmp_path, sig):
     """Ctrl-C or SIGTERM: the loop stops between frames (a flag, not an exception raised in
     the middle of a write), the file keeps every whole frame, exit 130."""
     import signal
-    import subprocess
 
     out = tmp_path / "long.phf"
-    proc = subprocess.Popen([sys.executable, "-m", "plugin_host.cli", "record", "--camera",
-                             "synthetic", *SMALL, "--frames", "1000000", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running_cli("record", "--camera", "synthetic", *SMALL, "--frames", "1000000",
+                     "--out", str(out)) as proc:
         deadline = 50
         while deadline and not list(tmp_path.glob(".long.phf.*.partial")):
             time.sleep(0.1)
@@ -132,8 +130,6 @@ def test_interrupted_it_keeps_the_frames_recorded_so_far(tmp_path, sig):
         time.sleep(0.3)
         proc.send_signal(getattr(signal, sig))
         stdout, stderr = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
     assert proc.returncode == 130, stderr
     assert "recorded" in stdout and stderr.strip().endswith("interrupted")
     with ReplayReader(out) as reader:

@@ -14,6 +14,8 @@ import pytest
 from plugin_host.daemon import Daemon, DaemonOptions, EventLog, LineSink
 from plugin_host.policy import load_policy
 
+from tests.cli_child import running_cli
+
 from .conftest import DEMO_POLICY
 from .worker_kill import kill_during_call
 
@@ -61,21 +63,15 @@ def test_duration_stops_with_exit_0_and_a_summary(demo_state):
 
 
 def _signalled(policy, state, sig, *, after: str, wait: float = 0.0) -> tuple[int, str, str]:
-    """``run`` in a child process, sent ``sig`` once its first stdout line starts with
-    ``after`` (and ``wait`` s more); its exit status, stdout and stderr."""
-    proc = subprocess.Popen([*PLUGIN_HOST, "run", "--policy", str(policy), "--state-dir",
-                             str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
+    """``run`` in a child process (SIGINT and SIGTERM at their defaults), sent ``sig`` once
+    its first stdout line starts with ``after`` (and ``wait`` s more); its exit status, stdout
+    and stderr."""
+    with running_cli("run", "--policy", str(policy), "--state-dir", str(state)) as proc:
         line = proc.stdout.readline()
         assert line.startswith(after), line
         time.sleep(wait)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return proc.returncode, out, err
 
 
@@ -106,6 +102,32 @@ def test_a_signal_during_start_up_stops_it_too(tmp_path, sig, code):
     assert "running artifact" not in out and "Traceback" not in err
     assert err.strip().splitlines()[-1] == ("stopped by SIGTERM" if sig == signal.SIGTERM
                                             else "interrupted")
+
+
+def test_a_sigint_ignored_by_the_parent_stays_ignored_and_sigterm_still_stops(tmp_path):
+    """Started with SIGINT ignored (a background job of a shell without job control): Ctrl-C
+    stops it neither during start-up nor while frames run (the frame loop keeps the parent's
+    choice as the entry point does); SIGTERM then stops it with a summary, exit 0."""
+    policy = tmp_path / "demo.toml"
+    shutil.copy(DEMO_POLICY, policy)
+    with running_cli("run", "--policy", str(policy), "--state-dir", str(tmp_path / "state"),
+                     ignored=(signal.SIGINT,)) as proc:
+        first = proc.stdout.readline()
+        assert first.startswith("first use: created the demo signing key"), first
+        proc.send_signal(signal.SIGINT)  # while it builds, signs and accepts the artifact
+        lines = [first]
+        while not lines[-1].startswith("running artifact"):
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)  # end of output: it stopped
+        time.sleep(1.0)  # frames run
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert proc.poll() is None, "SIGINT stopped it while frames ran"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert "stopped by SIGTERM" in out and "leases outstanding at stop 0" in out
+    assert "Traceback" not in err
 
 
 def test_a_call_timeout_below_the_artifacts_worst_case_is_refused_at_load(demo_state):

@@ -137,23 +137,16 @@ def test_request_swap_with_the_same_file_changes_nothing(own_state):
 
 def test_sighup_rechecks_the_artifact_in_the_cli(own_state):
     import signal
-    import subprocess
-    import sys
+
+    from tests.cli_child import running_cli
 
     policy, state = own_state
-    proc = subprocess.Popen([sys.executable, "-m", "plugin_host.cli", "run", "--policy",
-                             str(policy), "--state-dir", str(state), "--swap-poll", "0",
-                             "--duration", "4"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
+    with running_cli("run", "--policy", str(policy), "--state-dir", str(state),
+                     "--swap-poll", "0", "--duration", "4") as proc:
         assert proc.stdout.readline().startswith("running artifact")
         time.sleep(0.5)
         proc.send_signal(signal.SIGHUP)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err[-2000:]
     assert '"event":"swap_check","why":"SIGHUP"' in err
     assert '"event":"swap_unchanged"' in err and "stopped by duration" in out
