@@ -197,6 +197,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     executor = Executor(graph, reference_backend)
     cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed, sizes=golden,
                           max_elements=limits.max_tensor_elements)
+    _draw_columns(cases, imported, seed)
     say(f"computing {len(cases)} golden case(s) with {REFERENCE}")
     given = imported.original if imported.original is not None else imported.model
     hint = _golden_sizes_hint(graph, golden)
@@ -241,6 +242,22 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                           tolerances=tolerances, latency_ms=latency_ms, golden_inputs=cases,
                           golden_outputs=reference, reference=REFERENCE, seed=seed,
                           expires=expires, progress=progress)
+
+
+def _draw_columns(cases: Sequence[dict], imported, seed: int) -> None:
+    """In each golden case, redraw the columns of inputs that hold indices read as floats
+    (:attr:`.ImportedModel.index_columns`) as whole numbers in [0, count), and put pairs of
+    columns that hold a box's corners in order (:attr:`.ImportedModel.ordered_columns`)."""
+    rng = np.random.default_rng([seed, 1])
+    for inputs in cases:
+        for name, (column, count) in sorted(imported.index_columns.items()):
+            value = inputs[name]
+            value[..., column] = rng.integers(0, count, value.shape[:-1])
+        for name, pairs in sorted(imported.ordered_columns.items()):
+            value = inputs[name]
+            for low, high in pairs:
+                value[..., low], value[..., high] = (np.minimum(value[..., low], value[..., high]),
+                                                     np.maximum(value[..., low], value[..., high]))
 
 
 def _read_lengths(reads: Mapping[str, Any], golden: Mapping[str, Sequence[int]], cases: int,

@@ -63,6 +63,14 @@ class ImportedModel:
     #: input dim -> the length of it the graph reads, computed from other input dims (a mask
     #: of length ``total`` read over ``past+seq``): the golden cases draw it that long
     reads: dict[str, Any] = field(default_factory=dict)
+    #: graph input (ABI name) -> (column, count): that column of its last axis holds indices
+    #: into [0, count) that the graph reads as floats (MaxRoiPool's batch index): the golden
+    #: cases draw it so
+    index_columns: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: graph input (ABI name) -> pairs of columns (low, high) of its last axis, a box's
+    #: corners, that the golden cases draw in order (RoiAlign's adaptive sampling fails in
+    #: onnxruntime on a roi of negative size along one axis)
+    ordered_columns: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     @property
     def original_opset(self) -> int:
@@ -183,6 +191,9 @@ class Importer:
         self.loop_names: set[str] = set()          # stems of unrolled Loops' names
         self.notes: list[str] = []                 # for the build summary
         self.reads: dict[str, Any] = {}            # ImportedModel.reads
+        self.index_columns: dict[str, tuple[int, int]] = {}  # ImportedModel.index_columns
+        self.ordered_columns: dict[str, tuple] = {}  # ImportedModel.ordered_columns
+        self.abi_inputs: dict[str, str] = {}       # graph input's ONNX name -> its ABI name
         self.input_dims: set[str] = set()          # the graph inputs' run-time dims
         self.output_dims: dict[str, Any] = {}      # an output dim_param -> the dim it names
         for i, n in enumerate(model.graph.node):
@@ -441,6 +452,7 @@ class Importer:
             self.types[g_name] = TensorType(spec.shape, spec.dtype)
             specs.append(spec)
             onnx_inputs[g_name] = vi.name
+            self.abi_inputs[vi.name] = g_name
         self.input_dims = {d for spec in specs for d in spec.shape if type(d) is not int}
         for i, node in enumerate(g.node):  # constant subgraphs first: patterns look ahead
             if node.op_type == "Constant" or (node.op_type in FOLDERS and node.input and all(
@@ -476,7 +488,9 @@ class Importer:
         except PluginHostError as exc:
             raise UnsupportedModelError(f"the imported graph is refused: {exc}") from None
         return ImportedModel(graph, self.model, onnx_inputs, onnx_outputs, self.opset,
-                             notes=self.notes, reads=self.reads)
+                             notes=self.notes, reads=self.reads,
+                             index_columns=self.index_columns,
+                             ordered_columns=self.ordered_columns)
 
     def _map(self, node, mappers, patterns, index: int) -> None:
         op = op_key(node)

@@ -492,11 +492,12 @@ def _widened_for_a_test(imp, node, dtype: str, to: str) -> bool:
 
 # the layer ops, the gathers, the normalizations, the shape plumbing, the reductions and the
 # pooling ops; then LSTM, GRU and RNN (unrolled over time), the spatial resampling ops (Resize,
-# DepthToSpace, SpaceToDepth, GridSample, DeformConv, RoiAlign), the masks (Trilu, OneHot, EyeLike), the scatters
-# (ScatterND, ScatterElements), the quantized models' ops, the activations beyond the ones here
-# (Softsign, ThresholdedRelu, Shrink, Hardmax), the spectral ops (window functions, DFT,
-# STFT; Compress), the bit operations (BitwiseAnd/Or/Xor/Not, BitShift, the logical Xor), the
-# sequence ops (sequences known at import) and Attention: each module registers its mappers here
+# DepthToSpace, SpaceToDepth, GridSample, DeformConv, RoiAlign, MaxRoiPool), the masks (Trilu,
+# OneHot, EyeLike), the scatters (ScatterND, ScatterElements), the quantized models' ops, the
+# activations beyond the ones here (Softsign, ThresholdedRelu, Shrink, Hardmax), the spectral ops
+# (window functions, DFT, STFT; Compress), the bit operations (BitwiseAnd/Or/Xor/Not, BitShift, the
+# logical Xor), the sequence ops (sequences known at import) and Attention: each module registers
+# its mappers here
 importlib.import_module(".layers", __package__)
 importlib.import_module(".gather", __package__)
 importlib.import_module(".norms", __package__)
@@ -508,6 +509,7 @@ importlib.import_module(".resize", __package__)
 importlib.import_module(".spatial", __package__)
 importlib.import_module(".deform", __package__)  # DeformConv, through GridSample
 importlib.import_module(".roi_align", __package__)  # RoiAlign, through GridSample
+importlib.import_module(".roi_pool", __package__)  # MaxRoiPool, through run-time masks
 importlib.import_module(".masks", __package__)
 importlib.import_module(".scatter", __package__)
 importlib.import_module(".quantize", __package__)  # QDQ models: fake quantization in float32

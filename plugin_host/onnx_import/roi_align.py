@@ -12,13 +12,20 @@ grid, then a mask), and the bin is their mean (an AveragePool over the points). 
 is the batch image its index names (a Gather of the features, so an index outside the batch is
 refused when the call runs).
 
+``sampling_ratio`` 0 (torchvision's default -1 exports so) samples ceil(bin size) points per
+bin along each axis, a count each roi sets at run time: the points are laid out for the most a
+roi of the map's size and a pixel past each side needs, ceil((size + 2) / bins), placed at
+start + p * bin + (i + 0.5) * bin / count, those past the roi's count masked, and the bin is
+their sum over the roi's count of points (at least 1). A roi needing more points than laid out
+is refused when the call runs (an Embedding checks each count), as is a roi of negative size
+along one axis only, on which onnxruntime fails (negative along both, both give 0). The golden
+cases then draw a rois input's corners in order (:attr:`.convert.ImportedModel.ordered_columns`).
+
 A batch of one map (a device's usual batch) needs no gather: every roi's points are sampled
 from it as one grid, and an Embedding of one row of zeros, added to the points, checks that
 each batch index is 0; the rois' count may then be a run-time dim. The height and width of the
 map must be known at import. Refused naming the node: a run-time count of rois over a batch of
-several maps, ``mode`` max, ``sampling_ratio`` 0 (onnxruntime then samples
-ceil(roi size / bins) points per bin, a count each roi sets at run time), inputs of the wrong
-rank or shape.
+several maps, ``mode`` max, a negative ``sampling_ratio``, inputs of the wrong rank or shape.
 """
 
 from __future__ import annotations
@@ -44,11 +51,9 @@ def _roi_align(imp, node, attrs):
         raise imp.unsupported(f"attribute mode={mode!r}: only 'avg' is supported (torchvision's "
                               f"roi_align exports it)")
     ratio = attrs.get("sampling_ratio", 0)
-    if type(ratio) is not int or ratio < 1:
-        raise imp.unsupported(f"sampling_ratio={ratio!r}: onnxruntime then samples ceil(roi "
-                              f"size / bins) points per bin, a count each roi sets at run time; "
-                              f"export with a positive sampling_ratio (torchvision's "
-                              f"MultiScaleRoIAlign uses 2)")
+    if type(ratio) is not int or ratio < 0:
+        raise imp.unsupported(f"sampling_ratio={ratio!r} must be a count of points, or 0 for "
+                              f"ceil(roi size / bins) (torchvision's -1 exports as 0)")
     oh, ow = attrs.get("output_height", 1), attrs.get("output_width", 1)
     if type(oh) is not int or type(ow) is not int or min(oh, ow) < 1:
         raise imp.unsupported(f"output_height={oh!r} and output_width={ow!r} must be positive "
@@ -69,7 +74,10 @@ def _roi_align(imp, node, attrs):
     if min(h, w) < 1 or not imp.type_of(x).dtype.startswith("float"):
         raise imp.unsupported(f"input {x!r} of {imp.type_of(x).dtype} {shape}: needs a float "
                               f"map of height and width >= 1")
-    points = oh * ratio * ow * ratio
+    # per bin, along y and x: ratio points, or (adaptive) room for the most a roi of the map's
+    # size and a pixel past each side needs, ceil((size + 2) / bins)
+    counts = (ratio, ratio) if ratio else (-(-(h + 2) // oh), -(-(w + 2) // ow))
+    points = oh * counts[0] * ow * counts[1]
     if points > imp.limits.max_tensor_elements:
         raise ModelFileError(f"output_height {oh}, output_width {ow} and sampling_ratio "
                              f"{ratio} sample {points} points per roi, over the cap of "
@@ -105,24 +113,36 @@ def _roi_align(imp, node, attrs):
     if transform == "output_half_pixel":
         size = s.add("Max", [size, const("one", 1.0)], "at_least_one")
     bins = s.add("Div", [size, const("bins", [ow, oh])], "bin")  # (num_rois, 2): x, y
+    if not ratio:  # each roi's count of points per bin along x and y: ceil(bin size)
+        grids = _adaptive_grids(s, const, bins, counts)
+        if rois in imp.abi_inputs:  # golden rois of negative size would fail onnxruntime
+            imp.ordered_columns[imp.abi_inputs[rois]] = ((0, 2), (1, 3))
     coordinates, minus_one = [], const("minus_one", -1.0)
-    for axis, (count, extent, name) in enumerate(((ow, w, "x"), (oh, h, "y"))):
-        steps = (np.arange(count)[:, None] + (np.arange(ratio) + 0.5) / ratio).reshape(-1)
+    for axis, (count, extent, name, per_bin) in enumerate(((ow, w, "x", counts[1]),
+                                                           (oh, h, "y", counts[0]))):
         at = s.const(f"{name}_axis", np.array([axis], np.int64))
         first = s.add("Gather", [start, at], f"{name}_start", axis=1)  # (num_rois, 1)
         step = s.add("Gather", [bins, at], f"{name}_bin", axis=1)
-        points = s.add("Add", [first, s.add("Mul", [step, const(f"{name}_steps", steps)],
-                                            f"{name}_offsets")], f"{name}_points")
+        if ratio:
+            steps = (np.arange(count)[:, None] + (np.arange(ratio) + 0.5) / ratio).reshape(-1)
+            points = s.add("Add", [first, s.add("Mul", [step, const(f"{name}_steps", steps)],
+                                                f"{name}_offsets")], f"{name}_points")
+        else:
+            points, used = _adaptive_points(s, const, name, first, step, grids[axis], count,
+                                            per_bin)
         inside = s.add("And", [
             s.add("GreaterOrEqual", [points, minus_one], f"{name}_after"),
             s.add("LessOrEqual", [points, const(f"{name}_extent", extent)], f"{name}_before")],
             f"{name}_inside")
+        if not ratio:
+            inside = s.add("And", [inside, used], f"{name}_used")
         normalised = s.add("Add", [s.add("Mul", [points, const(f"{name}_scale", 2 / extent)],
                                          f"{name}_scaled"),
                                    const(f"{name}_shift", 1 / extent - 1)], f"{name}_grid")
         coordinates.append((normalised, inside))
     (gx, x_in), (gy, y_in) = coordinates
-    plane = const("plane", np.zeros((1, oh * ratio, ow * ratio)))
+    ny, nx = oh * counts[0], ow * counts[1]
+    plane = const("plane", np.zeros((1, ny, nx)))
     gx = s.add("Add", [s.with_axes("Unsqueeze", gx, [1], "x_row"), plane], "x_plane")
     gy = s.add("Add", [s.with_axes("Unsqueeze", gy, [2], "y_column"), plane], "y_plane")
     grid = s.add("Concat", [s.with_axes("Unsqueeze", gx, [3], "x_last"),
@@ -131,10 +151,10 @@ def _roi_align(imp, node, attrs):
                            s.with_axes("Unsqueeze", y_in, [2], "y_in_column")], "inside")
     kept = s.with_axes("Unsqueeze", inside, [1], "kept_channels")
     if single:  # one map: every roi's points sampled from it as one grid
-        rows = s.reshape(grid, [1, -1, ow * ratio, 2], "rows")
+        rows = s.reshape(grid, [1, -1, nx, 2], "rows")
         sampled = s.add("GridSample", [x, rows], "sampled_rows", mode="bilinear",
                         padding_mode="border", align_corners=0)
-        per_roi = s.reshape(sampled, [0, 0, -1, oh * ratio, ow * ratio], "per_roi")
+        per_roi = s.reshape(sampled, [0, 0, -1, ny, nx], "per_roi")
         sampled = s.with_axes("Squeeze", s.add("Transpose", [per_roi], "rois_first",
                                                perm=[0, 2, 1, 3, 4]), [0], "sampled")
     else:
@@ -142,7 +162,59 @@ def _roi_align(imp, node, attrs):
         sampled = s.add("GridSample", [maps_, grid], "sampled", mode="bilinear",
                         padding_mode="border", align_corners=0)
     masked = s.add("Where", [kept, sampled, const("nought", 0.0)], "masked")
-    s.add("AveragePool", [masked], "mean", node.output[0], kernel_shape=[ratio, ratio],
-          strides=[ratio, ratio])
+    if ratio:
+        s.add("AveragePool", [masked], "mean", node.output[0], kernel_shape=[ratio, ratio],
+              strides=[ratio, ratio])
+    else:  # the points' sum over the roi's own count of them, at least 1
+        mean = s.add("AveragePool", [masked], "mean", kernel_shape=list(counts),
+                     strides=list(counts))
+        total = s.add("Mul", [mean, const("room", counts[0] * counts[1])], "sum")
+        used = s.add("Max", [s.add("Mul", grids, "points_used"), const("at_least_one", 1.0)],
+                     "count")
+        s.add("Div", [total, s.reshape(used, [-1, 1, 1, 1], "count_per_roi")], "average",
+              node.output[0])
     s.inline()
 
+
+def _adaptive_grids(s: Written, const, bins: str, counts: tuple[int, int]) -> list[str]:
+    """sampling_ratio 0: each roi's count of points per bin along x and y, ceil(bin size) as
+    onnxruntime's kernel takes it, at least 0 (a roi of negative size takes none), each
+    (num_rois, 1). A count over the room laid out (``counts``, y and x) is refused when the
+    call runs (an Embedding of that many rows plus one checks it), and so is a roi of
+    negative size along one axis only (onnxruntime then fails on a negative count of points;
+    negative along both, it gives 0)."""
+    ceil = s.add("Ceil", [bins], "grid_ceil")  # (num_rois, 2): x, y
+    per_axis = [s.add("Gather", [ceil, s.const(f"{name}_grid_axis", np.array([axis], np.int64))],
+                      f"{name}_ceil", axis=1) for axis, name in enumerate("xy")]
+    sign = s.add("Sign", [s.add("Mul", per_axis, "grid_product")], "grid_sign")
+    checks = [s.add("Gather", [const("sign_rows", np.zeros((2, 1))), s.add("Cast", [
+        s.reshape(sign, [-1], "grid_sign_row")], "grid_sign_index", to=7)], "sign_check",
+        axis=0)]  # -1 (one axis negative) is refused; 0 and 1 pass
+    grids = []
+    for name, room, at in (("x", counts[1], per_axis[0]), ("y", counts[0], per_axis[1])):
+        grid = s.add("Max", [at, const(f"{name}_none", 0.0)], f"{name}_grid")
+        index = s.add("Cast", [s.reshape(grid, [-1], f"{name}_grid_row")],
+                      f"{name}_grid_index", to=7)
+        checks.append(s.add("Gather", [const(f"{name}_room", np.zeros((room + 1, 1))), index],
+                            f"{name}_grid_check", axis=0))
+        grids.append(grid)
+    zeros = s.add("Sum", checks, "grid_checks")  # (num_rois, 1) of zeros, once checked
+    return [s.add("Add", [grid, zeros], f"{name}_grid_checked")
+            for grid, name in zip(grids, "xy")]
+
+
+def _adaptive_points(s: Written, const, name: str, first: str, step: str, grid: str,
+                     bins: int, room: int) -> tuple[str, str]:
+    """sampling_ratio 0 along one axis: ``room`` points laid out per bin, the roi's first
+    ``grid`` of them at start + p * bin + (i + 0.5) * bin / grid as onnxruntime's kernel places
+    them; the points (num_rois, bins * room), and which of them the roi uses."""
+    divisor = s.add("Max", [grid, const(f"{name}_one", 1.0)], f"{name}_divisor")
+    bin_at = np.repeat(np.arange(bins), room)
+    point_at = np.tile(np.arange(room), bins)
+    base = s.add("Add", [first, s.add("Mul", [step, const(f"{name}_bin_at", bin_at)],
+                                      f"{name}_bin_offset")], f"{name}_bin_start")
+    within = s.add("Div", [s.add("Mul", [const(f"{name}_point_at", point_at + 0.5), step],
+                                 f"{name}_point_offset"), divisor], f"{name}_within")
+    points = s.add("Add", [base, within], f"{name}_points")
+    used = s.add("Less", [const(f"{name}_point_index", point_at), grid], f"{name}_in_grid")
+    return points, used

@@ -39,9 +39,10 @@ pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26, 
 onnx.helper: TensorScatter at run-time write indices, Attention with per-batch cache lengths
 and a window, CumProd) and ``scan`` (opset 27: LinearAttention, whose ONNX function is a
 Scan, then a reversed Scan with a state and two scan outputs) and ``deform`` (opset 19:
-DeformConv with a mask over a run-time batch, LpPool, RoiAlign) and ``cache`` (com.microsoft's
-Attention and MultiHeadAttention with past states and present outputs). Every mutant is built with ``upcast_float16=True``, so float16
-anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
+DeformConv with a mask over a run-time batch, LpPool, RoiAlign, MaxRoiPool) and ``cache``
+(com.microsoft's Attention and MultiHeadAttention with past states and present outputs). Every
+mutant is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated
+element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
@@ -1034,12 +1035,13 @@ def _scan_seed(folder: Path) -> str:
 
 def _deform_seed(folder: Path) -> str:
     """DeformConv with a mask and two offset groups over a run-time batch, then LpPool with
-    ceil_mode; RoiAlign of a run-time count of rois over one map: written with onnx.helper at
-    opset 19 (torch writes none of them)."""
+    ceil_mode; RoiAlign (of two points per bin, and adaptive) and MaxRoiPool of a run-time
+    count of rois over one map: written with onnx.helper at opset 19 (torch writes none of
+    them)."""
     tp = onnx.TensorProto
     ins = [helper.make_tensor_value_info(n, tp.FLOAT, s) for n, s in (
         ("x", ["n", 4, 6, 6]), ("offset", ["n", 36, 6, 6]), ("mask", ["n", 18, 6, 6]),
-        ("features", [1, 2, 6, 6]), ("rois", ["r", 4]))]
+        ("features", [1, 2, 6, 6]), ("rois", ["r", 4]), ("boxes", ["r", 5]))]
     ins.append(helper.make_tensor_value_info("batch", tp.INT64, ["r"]))
     rng = np.random.default_rng(3)
     inits = [onnx.numpy_helper.from_array(rng.standard_normal((4, 2, 3, 3)).astype(np.float32),
@@ -1052,11 +1054,20 @@ def _deform_seed(folder: Path) -> str:
                          strides=[2, 2], ceil_mode=1, p=3),
         helper.make_node("RoiAlign", ["features", "rois", "batch"], ["pooled"], name="roi",
                          output_height=2, output_width=3, sampling_ratio=2,
+                         spatial_scale=0.5),
+        helper.make_node("MaxRoiPool", ["features", "boxes"], ["peaks"], name="roi_max",
+                         pooled_shape=[3, 2], spatial_scale=0.5),
+        helper.make_node("RoiAlign", ["features", "rois", "batch"], ["adaptive"],
+                         name="roi_adaptive", output_height=3, output_width=2,
                          spatial_scale=0.5)]
     graph = helper.make_graph(nodes, "deform", ins,
                               [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 4, 3, 3]),
                                helper.make_tensor_value_info("pooled", tp.FLOAT,
-                                                             ["r", 2, 2, 3])], inits)
+                                                             ["r", 2, 2, 3]),
+                               helper.make_tensor_value_info("peaks", tp.FLOAT,
+                                                             ["r", 2, 3, 2]),
+                               helper.make_tensor_value_info("adaptive", tp.FLOAT,
+                                                             ["r", 2, 3, 2])], inits)
     path = folder / "deform.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
     return str(path)
