@@ -27,9 +27,14 @@ to 256 on an x86 CPU with AVX2; where onnxruntime's build has no int8 kernel for
 it computes in float32, and the build's comparison with it shows the difference. For 2 bits
 its choice depends on the block size (here 32 to 128 only), so that is refused.
 
+GPTQ's act-order ``g_idx`` (input 4) names the block whose scale each of B's K rows takes
+(:func:`_groups`); onnxruntime takes it with 4-bit weights and no zero points only, and then
+computes A in float32 at every accuracy_level, as the import does.
+
 Refused naming the node: prepacked weights, an omitted projection (B with a zero dim), bits
-other than 2, 4 and 8, ``g_idx`` (deprecated), float zero points, and B, scales or zero points
-computed at run time or of shapes that do not match K, N, bits and block_size.
+other than 2, 4 and 8, ``g_idx`` with zero points or other than 4 bits, or naming no block,
+float zero points, and B, scales or zero points computed at run time or of shapes that do not
+match K, N, bits and block_size.
 """
 
 from __future__ import annotations
@@ -63,9 +68,8 @@ def _matmul_nbits(imp, node, attrs):
                               "quantizes A to int8 depends on the int8 kernels its build has "
                               "for the block size on the machine; quantize with "
                               "accuracy_level 0 (its default)")
-    if _opt(node, 4):
-        raise imp.unsupported("g_idx (input 4, deprecated) is not supported")
     blocks = -(-k // block)
+    groups = _groups(imp, node, k, bits, blocks) if _opt(node, 4) else None
     q = _constant(imp, node, 1, "B", np.uint8, (n, blocks, block * bits // 8))
     scale = _constant(imp, node, 2, "scales", np.float32, (n, blocks))
     if _opt(node, 3) and imp.type_of(node.input[3]).dtype != "uint8":
@@ -74,19 +78,40 @@ def _matmul_nbits(imp, node, attrs):
     zero = _unpacked(_constant(imp, node, 3, "zero_points", np.uint8,
                                (n, -(-blocks * bits // 8))), bits)[:, :blocks] \
         if _opt(node, 3) else np.full((n, blocks), 2 ** (bits - 1), np.uint8)
-    values = _unpacked(q.reshape(n, -1), bits).reshape(n, blocks, block)
-    weights = (values.astype(np.float32) - zero[..., None].astype(np.float32)) * \
-        scale[..., None]
+    values = _unpacked(q.reshape(n, -1), bits)[:, :k].astype(np.float32)  # (n, k)
+    rows = np.arange(k) // block if groups is None else groups  # row i's block
+    weights = (values - zero[:, rows].astype(np.float32)) * scale[:, rows]
     w = Written(imp, node)
-    table = w.const("weights", np.ascontiguousarray(weights.reshape(n, -1)[:, :k].T))
+    table = w.const("weights", np.ascontiguousarray(weights.T))
     a = node.input[0]
-    if level == 4:
+    if level == 4 and groups is None:  # with g_idx onnxruntime computes A in float32
         a = _int8_blocks(imp, w, a, k, block)
     product = w.add("MatMul", [a, table], "matmul",
                     out=None if _opt(node, 5) else node.output[0])
     if _opt(node, 5):
         w.add("Add", [product, node.input[5]], "bias", out=node.output[0])
     w.inline()
+
+
+def _groups(imp, node, k: int, bits: int, blocks: int) -> np.ndarray:
+    """g_idx (GPTQ's act-order): the block whose scale each of B's K rows takes, a constant of
+    K int32 values in [0, blocks), with 4-bit weights. onnxruntime then ignores packed zero
+    points (taking 8 for every block), so those are refused with it; it fails on 8-bit
+    weights and reads 2-bit ones otherwise, so those are refused too."""
+    if bits != 4:
+        raise imp.unsupported(f"g_idx with {bits}-bit weights: onnxruntime's kernel takes g_idx "
+                              f"with 4-bit weights only")
+    if _opt(node, 3):
+        raise imp.unsupported("g_idx with zero_points: onnxruntime's kernel ignores the zero "
+                              "points there (it takes 8 for every block), so "
+                              "the model would not compute what it says")
+    groups = _constant(imp, node, 4, "g_idx", np.int32, (k,)).astype(np.int64)
+    outside = np.flatnonzero((groups < 0) | (groups >= blocks))
+    if outside.size:
+        raise ModelFileError(f"g_idx[{outside[0]}] = {groups[outside[0]]} names no block: "
+                             f"K={k} in blocks of the block size make {blocks}",
+                             node=imp.node_name, op=node.op_type)
+    return groups
 
 
 def _int8_blocks(imp, w: Written, a: str, k: int, block: int) -> str:

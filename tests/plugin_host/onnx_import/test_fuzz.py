@@ -40,7 +40,8 @@ onnx.helper: TensorScatter at run-time write indices, Attention with per-batch c
 and a window, CumProd) and ``scan`` (opset 27: LinearAttention, whose ONNX function is a
 Scan, then a reversed Scan with a state and two scan outputs) and ``deform`` (opset 19:
 DeformConv with a mask over a run-time batch, LpPool, RoiAlign, MaxRoiPool) and ``cache``
-(com.microsoft's Attention and MultiHeadAttention with past states and present outputs). Every
+(com.microsoft's Attention and MultiHeadAttention with past states and present outputs, a
+MatMulNBits with g_idx). Every
 mutant is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated
 element type) goes through the rewrite to float32.
 Two kinds of mutants:
@@ -1076,29 +1077,40 @@ def _deform_seed(folder: Path) -> str:
 def _cache_seed(folder: Path) -> str:
     """GPT-2's decoding cache, written with onnx.helper: com.microsoft's causal Attention with
     a past state, a mask over the past and new keys and the present output, then
-    MultiHeadAttention of its output with past_key and past_value and both present outputs."""
+    MultiHeadAttention of its output with past_key and past_value and both present outputs;
+    beside them a GPTQ act-order MatMulNBits (4 bits, g_idx, no zero points)."""
     tp = onnx.TensorProto
     b, s_, past, heads, size = 1, 2, 3, 2, 4
     hidden = heads * size
     rng = np.random.default_rng(9)
     f32 = [helper.make_tensor_value_info(n, tp.FLOAT, sh) for n, sh in (
         ("x", [b, s_, hidden]), ("past", [2, b, heads, past, size]),
-        ("past_k", [b, heads, past, size]), ("past_v", [b, heads, past, size]))]
+        ("past_k", [b, heads, past, size]), ("past_v", [b, heads, past, size]),
+        ("z", [b, s_, 32]))]
     mask = helper.make_tensor_value_info("mask", tp.INT32, [b, past + s_])
     inits = [onnx.numpy_helper.from_array((rng.standard_normal((hidden, 3 * hidden)) * 0.3
                                            ).astype(np.float32), "w"),
              onnx.numpy_helper.from_array(rng.standard_normal(3 * hidden).astype(np.float32),
-                                          "b")]
+                                          "b"),
+             onnx.numpy_helper.from_array(rng.integers(0, 256, (4, 2, 8)).astype(np.uint8),
+                                          "q4"),
+             onnx.numpy_helper.from_array(rng.uniform(0.01, 0.1, 8).astype(np.float32),
+                                          "q4_scales"),
+             onnx.numpy_helper.from_array(rng.integers(0, 2, 32).astype(np.int32), "q4_groups")]
     nodes = [
         helper.make_node("Attention", ["x", "w", "b", "mask", "past"], ["a", "present"],
                          name="attention", domain="com.microsoft", num_heads=heads,
                          unidirectional=1),
         helper.make_node("MultiHeadAttention", ["a", "a", "a", "", "", "", "past_k", "past_v"],
                          ["y", "present_k", "present_v"], name="mha", domain="com.microsoft",
-                         num_heads=heads, unidirectional=1)]
+                         num_heads=heads, unidirectional=1),
+        helper.make_node("MatMulNBits", ["z", "q4", "q4_scales", "", "q4_groups"], ["zq"],
+                         name="gptq", domain="com.microsoft", K=32, N=4, bits=4,
+                         block_size=16)]
     outs = [helper.make_tensor_value_info(n, tp.FLOAT, sh) for n, sh in (
         ("y", [b, s_, hidden]), ("present", [2, b, heads, past + s_, size]),
-        ("present_k", [b, heads, past + s_, size]), ("present_v", [b, heads, past + s_, size]))]
+        ("present_k", [b, heads, past + s_, size]), ("present_v", [b, heads, past + s_, size]),
+        ("zq", [b, s_, 4]))]
     graph = helper.make_graph(nodes, "cache", f32 + [mask], outs, inits)
     path = folder / "cache.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
@@ -1414,10 +1426,11 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert sum(n.op == "tanh" for n in scan.nodes) == 3
     assert any(n.name.startswith("linear/fn/") and ".i2/" in n.name for n in scan.nodes)
     cache = import_onnx(seeds["cache"]).graph  # a past state and its present outputs
-    assert [o.name for o in cache.outputs] == ["y", "present", "present_k", "present_v"]
+    assert [o.name for o in cache.outputs] == ["y", "present", "present_k", "present_v", "zq"]
     deform = import_onnx(seeds["deform"]).graph  # DeformConv and LpPool, a run-time batch
     assert deform.inputs[0].shape == ("n", 4, 6, 6)
-    assert {"grid_sample", "matmul", "conv", "embedding"} <= {n.op for n in deform.nodes}
+    assert {"grid_sample", "matmul", "conv", "embedding", "amax"} <= {
+        n.op for n in deform.nodes}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {

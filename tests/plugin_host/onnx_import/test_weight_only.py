@@ -111,14 +111,18 @@ def _packed(values: np.ndarray, bits: int) -> np.ndarray:
     return np.bitwise_or.reduce(grouped << (np.arange(per, dtype=np.uint8) * bits), axis=-1)
 
 
-def _nbits(path, rng, *, k=40, n=6, bits=4, block=16, zero_points=True, bias=True, **attrs):
+def _nbits(path, rng, *, k=40, n=6, bits=4, block=16, zero_points=True, bias=True,
+           g_idx=False, **attrs):
     """A MatMulNBits of x (3, k) by random weights, its B, scales, zero points (packed, one
-    per block) and bias constants."""
+    per block), g_idx (each row's block drawn at random) and bias constants."""
     blocks = -(-k // block)
     q = rng.integers(0, 2 ** bits, (n, blocks, block))
     inits = {"B": _packed(q, bits), "scales": (10.0 ** rng.uniform(-2, -1, (n, blocks))
                                                ).astype(np.float32)}
-    names = ["x", "B", "scales", "zp" if zero_points else "", "", "bias" if bias else ""]
+    names = ["x", "B", "scales", "zp" if zero_points else "", "g_idx" if g_idx else "",
+             "bias" if bias else ""]
+    if g_idx:
+        inits["g_idx"] = rng.integers(0, blocks, k).astype(np.int32)
     if zero_points:
         zp = rng.integers(0, 2 ** bits, (n, -(-blocks * bits // 8) * 8 // bits))
         inits["zp"] = _packed(zp, bits)
@@ -142,9 +146,13 @@ def _nbits(path, rng, *, k=40, n=6, bits=4, block=16, zero_points=True, bias=Tru
     {}, {"bits": 2}, {"bits": 8, "block": 32}, {"zero_points": False, "bias": False},
     {"k": 64, "block": 16, "accuracy_level": 1}, {"bits": 2, "zero_points": False, "k": 17},
     {"accuracy_level": 4}, {"accuracy_level": 4, "bits": 8, "block": 32, "k": 64},
-    {"accuracy_level": 4, "bits": 8, "zero_points": False, "k": 17, "bias": False}],
+    {"accuracy_level": 4, "bits": 8, "zero_points": False, "k": 17, "bias": False},
+    {"g_idx": True, "zero_points": False},
+    {"g_idx": True, "zero_points": False, "block": 32, "k": 70, "bias": False},
+    {"g_idx": True, "zero_points": False, "accuracy_level": 4, "k": 64}],
     ids=["4bit", "2bit", "8bit", "default_zero_point", "accuracy1", "2bit_short_block",
-         "int8_compute", "int8_compute_8bit", "int8_compute_8bit_short_block"])
+         "int8_compute", "int8_compute_8bit", "int8_compute_8bit_short_block", "g_idx",
+         "g_idx_short_block", "g_idx_accuracy4"])
 def test_matmul_nbits_matches_onnxruntime(case, tmp_path, signer):
     """K not a multiple of the block: the last block's extra rows are cut (at accuracy_level
     4, A's last block padded with zeros). The first row's first block is all zeros: a block
@@ -247,7 +255,14 @@ def test_gather_block_quantized_of_uint8_matches_onnxruntime(case, tmp_path, sig
     ({"bits": 3}, UnsupportedModelError, "attribute bits=3 is not supported"),
     ({"block": 0}, ModelFileError, "attribute block_size=0 must be a positive count"),
     ({"weight_prepacked": 1}, UnsupportedModelError, "attribute weight_prepacked=1"),
-], ids=["accuracy_level", "2bit_int8_compute", "bits", "block", "prepacked"])
+    ({"g_idx": True}, UnsupportedModelError, "g_idx with zero_points: onnxruntime's kernel "
+                                             "ignores the zero points there"),
+    ({"g_idx": True, "zero_points": False, "bits": 8}, UnsupportedModelError,
+     "g_idx with 8-bit weights: onnxruntime's kernel takes g_idx with 4-bit weights only"),
+    ({"g_idx": True, "zero_points": False, "bits": 2}, UnsupportedModelError,
+     "g_idx with 2-bit weights: onnxruntime's kernel takes g_idx with 4-bit weights only"),
+], ids=["accuracy_level", "2bit_int8_compute", "bits", "block", "prepacked", "g_idx_zero_points",
+        "g_idx_8bit", "g_idx_2bit"])
 def test_what_matmul_nbits_cannot_take_is_refused(case, error, message, tmp_path):
     rng = np.random.default_rng(19)
     bits, block = case.get("bits", 4), case.get("block", 16)
@@ -262,6 +277,23 @@ def test_what_matmul_nbits_cannot_take_is_refused(case, error, message, tmp_path
     else:
         path = _nbits(tmp_path / "m.onnx", rng, bits=bits, block=block, **attrs)
     assert_refused(path, error, "node 'n' (MatMulNBits)", message)
+
+
+@pytest.mark.parametrize("value, length, message", [
+    (3, 40, "g_idx[7] = 3 names no block: K=40 in blocks of the block size make 3"),
+    (-1, 40, "g_idx[7] = -1 names no block"),
+    (0, 39, "g_idx of int32 [39]: K, N, bits and block_size need int32 [40]"),
+], ids=["past", "negative", "short"])
+def test_a_g_idx_naming_no_block_is_refused(value, length, message, tmp_path):
+    rng = np.random.default_rng(23)
+    path = _nbits(tmp_path / "m.onnx", rng, g_idx=True, zero_points=False)
+    model = onnx.load(str(path))
+    [init] = [t for t in model.graph.initializer if t.name == "g_idx"]
+    groups = numpy_helper.to_array(init)[:length].copy()
+    groups[7] = value
+    init.CopyFrom(numpy_helper.from_array(groups, "g_idx"))
+    onnx.save(model, str(path))
+    assert_refused(path, ModelFileError, "node 'n' (MatMulNBits)", message)
 
 
 def test_matmul_nbits_b_of_the_wrong_size_is_refused(tmp_path):
