@@ -250,9 +250,12 @@ def _draw_columns(cases: Sequence[dict], imported, seed: int) -> None:
     columns that hold a box's corners in order (:attr:`.ImportedModel.ordered_columns`)."""
     rng = np.random.default_rng([seed, 1])
     for inputs in cases:
+        sizes = {d: inputs[spec.name].shape[axis] for spec in imported.graph.inputs
+                 for axis, d in enumerate(spec.shape) if type(d) is not int}
         for name, (column, count) in sorted(imported.index_columns.items()):
-            value = inputs[name]
-            value[..., column] = rng.integers(0, count, value.shape[:-1])
+            bound = sizes.get(count, count)
+            if type(bound) is int:  # else a dim of no input: drawn as any float input is
+                inputs[name][..., column] = rng.integers(0, bound, inputs[name].shape[:-1])
         for name, pairs in sorted(imported.ordered_columns.items()):
             value = inputs[name]
             for low, high in pairs:

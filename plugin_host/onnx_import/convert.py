@@ -64,9 +64,9 @@ class ImportedModel:
     #: of length ``total`` read over ``past+seq``): the golden cases draw it that long
     reads: dict[str, Any] = field(default_factory=dict)
     #: graph input (ABI name) -> (column, count): that column of its last axis holds indices
-    #: into [0, count) that the graph reads as floats (MaxRoiPool's batch index): the golden
-    #: cases draw it so
-    index_columns: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: into [0, count) that the graph reads as floats (MaxRoiPool's batch index; count a size,
+    #: or the name of an input dim): the golden cases draw it so
+    index_columns: dict[str, tuple[int, Any]] = field(default_factory=dict)
     #: graph input (ABI name) -> pairs of columns (low, high) of its last axis, a box's
     #: corners, that the golden cases draw in order (RoiAlign's adaptive sampling fails in
     #: onnxruntime on a roi of negative size along one axis)
@@ -191,7 +191,7 @@ class Importer:
         self.loop_names: set[str] = set()          # stems of unrolled Loops' names
         self.notes: list[str] = []                 # for the build summary
         self.reads: dict[str, Any] = {}            # ImportedModel.reads
-        self.index_columns: dict[str, tuple[int, int]] = {}  # ImportedModel.index_columns
+        self.index_columns: dict[str, tuple[int, Any]] = {}  # ImportedModel.index_columns
         self.ordered_columns: dict[str, tuple] = {}  # ImportedModel.ordered_columns
         self.abi_inputs: dict[str, str] = {}       # graph input's ONNX name -> its ABI name
         self.input_dims: set[str] = set()          # the graph inputs' run-time dims

@@ -77,8 +77,7 @@ def _max_roi_pool(imp, node, attrs):
                              f"{imp.limits.max_tensor_elements}", node=imp.node_name,
                              op=node.op_type)
     if rois in imp.abi_inputs:  # the golden cases draw its batch column inside the batch
-        name = imp.abi_inputs[rois]
-        imp.index_columns[name] = (0, min(shape[0], imp.index_columns.get(name, (0, 2**62))[1]))
+        imp.index_columns[imp.abi_inputs[rois]] = (0, shape[0])
     dtype = dtypes.to_numpy(x_type.dtype)
     s = Written(imp, node)
 

@@ -83,6 +83,22 @@ def test_a_run_time_count_of_rois_over_one_map(tmp_path, signer):
     check_on_both_backends(model, loaded, [_feed((1, 3, 8, 9), k, 0.5) for k in (1, 7)])
 
 
+def test_a_run_time_batch_of_maps(tmp_path, signer):
+    """Several maps in a batch of run-time size: each roi's map gathered by its index, checked
+    against the batch the call brings; the golden cases draw the indices inside the batch
+    each of them was drawn at."""
+    model = _model(tmp_path / "p.onnx", ("n", 2, 6, 7), 4, pooled_shape=(2, 3))
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer, golden_dims={"n": [2, 3]})
+    assert loaded.graph.inputs[0].shape == ("n", 2, 6, 7)
+    for x, _ in loaded.golden_cases():
+        assert set(x["rois"][:, 0].tolist()) <= set(range(len(x["x"])))
+    check_on_both_backends(model, loaded, [_feed((b, 2, 6, 7), 4, 1.0) for b in (1, 3)])
+    feed = _feed((2, 2, 6, 7), 4, 1.0)
+    feed["rois"][2, 0] = 2
+    with pytest.raises(IndexRangeError):
+        Executor(loaded.graph, NumpyBackend()).run(feed)
+
+
 def test_the_golden_cases_draw_the_batch_column_inside_the_batch(tmp_path, signer):
     """onnxruntime refuses a roi whose batch index names no map; a standard normal there would
     name none for most rois of a batch of 2, so the column is drawn as 0 or 1."""
