@@ -49,7 +49,9 @@ def _roi_align(imp, node, attrs):
     mode = attrs.get("mode", "avg")
     if mode != "avg":
         raise imp.unsupported(f"attribute mode={mode!r}: only 'avg' is supported (torchvision's "
-                              f"roi_align exports it)")
+                              f"roi_align exports it); onnxruntime's max mode takes the max of "
+                              f"each point's four weighted neighbours rather than of the "
+                              f"points, which onnxruntime itself warns is incorrect")
     ratio = attrs.get("sampling_ratio", 0)
     if type(ratio) is not int or ratio < 0:
         raise imp.unsupported(f"sampling_ratio={ratio!r} must be a count of points, or 0 for "

@@ -107,7 +107,9 @@ def test_a_batch_index_outside_the_batch_is_refused_when_the_call_runs(batch, tm
 
 
 @pytest.mark.parametrize("x_shape, attrs, message", [
-    ((1, 2, 6, 7), {"mode": "max", "sampling_ratio": 2}, "attribute mode='max': only 'avg'"),
+    ((1, 2, 6, 7), {"mode": "max", "sampling_ratio": 2},
+     "attribute mode='max': only 'avg' is supported (torchvision's roi_align exports it); "
+     "onnxruntime's max mode takes the max of each point's four weighted neighbours"),
     ((1, 2, 6, 7), {"sampling_ratio": -1}, "sampling_ratio=-1 must be a count of points, "
                                            "or 0 for ceil(roi size / bins)"),
     ((1, 2, "h", 7), {"sampling_ratio": 2}, "input 'x' of shape [1, 2, 'h', 7]: needs "
