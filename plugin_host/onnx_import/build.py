@@ -254,7 +254,7 @@ def _draw_columns(cases: Sequence[dict], imported, seed: int) -> None:
                  for axis, d in enumerate(spec.shape) if type(d) is not int}
         for name, (column, count) in sorted(imported.index_columns.items()):
             bound = sizes.get(count, count)
-            if type(bound) is int:  # else a dim of no input: drawn as any float input is
+            if type(bound) is int and bound > 0 and name in inputs:  # else drawn as any float
                 inputs[name][..., column] = rng.integers(0, bound, inputs[name].shape[:-1])
         for name, pairs in sorted(imported.ordered_columns.items()):
             value = inputs[name]

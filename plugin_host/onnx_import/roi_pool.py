@@ -56,9 +56,10 @@ def _max_roi_pool(imp, node, attrs):
         raise imp.unsupported(f"input {x!r} of shape {shape}: needs (N, C, H, W) with C, H and "
                               f"W known at import")
     c, h, w = shape[1:]
-    if min(h, w) < 1 or not x_type.dtype.startswith("float"):
+    if min(h, w) < 1 or shape[0] == 0 or not x_type.dtype.startswith("float"):
         raise imp.unsupported(f"input {x!r} of {x_type.dtype} {shape}: needs a float map of "
-                              f"height and width >= 1")
+                              f"height and width >= 1, in a batch of at least one (each roi "
+                              f"names its map)")
     r_shape = list(imp.type_of(rois).shape)
     if len(r_shape) != 2 or r_shape[1] != 5:
         raise imp.unsupported(f"rois {rois!r} of shape {r_shape}: needs (num_rois, 5), each "

@@ -132,7 +132,10 @@ def test_a_batch_index_outside_the_batch_is_refused_when_the_call_runs(batch, tm
                             "map is gathered by its batch index"),
     ((1, 2, 0, 7), 3, {}, "input 'x' of float32 [1, 2, 0, 7]: needs a float map of height "
                           "and width >= 1"),
-], ids=["zero-bins", "one-dim", "zero-scale", "run-time-height", "run-time-count", "empty"])
+    ((0, 2, 6, 7), 3, {}, "input 'x' of float32 [0, 2, 6, 7]: needs a float map of height "
+                          "and width >= 1, in a batch of at least one (each roi names its map)"),
+], ids=["zero-bins", "one-dim", "zero-scale", "run-time-height", "run-time-count", "empty",
+        "no-maps"])
 def test_refusals_name_the_node(x_shape, rois, attrs, message, tmp_path):
     model = _model(tmp_path / "p.onnx", x_shape, rois, **attrs)
     assert_refused(model, UnsupportedModelError, "node 'mrp' (MaxRoiPool)", message)
