@@ -107,16 +107,15 @@ def _roi_align(imp, node, attrs):
     start = s.add("Gather", [boxes, s.const("starts", np.array([0, 1], np.int64))], "start",
                   axis=1)
     if single:  # every index must be 0: an Embedding of one row of zeros checks them
-        zeros = s.add("Gather", [const("batch", np.zeros((1, 1))), index], "batch_check",
-                      axis=0)
-        start = s.add("Add", [start, zeros], "checked_start")
+        start = s.add("Add", [start, s.checked_zeros(index, 1, dtype, "batch_check")],
+                      "checked_start")
     end = s.add("Gather", [boxes, s.const("ends", np.array([2, 3], np.int64))], "end", axis=1)
     size = s.add("Sub", [end, start], "size")
     if transform == "output_half_pixel":
         size = s.add("Max", [size, const("one", 1.0)], "at_least_one")
     bins = s.add("Div", [size, const("bins", [ow, oh])], "bin")  # (num_rois, 2): x, y
     if not ratio:  # each roi's count of points per bin along x and y: ceil(bin size)
-        grids = _adaptive_grids(s, const, bins, counts)
+        grids = _adaptive_grids(s, const, dtype, bins, counts)
         if rois in imp.abi_inputs:  # golden rois of negative size would fail onnxruntime
             imp.ordered_columns[imp.abi_inputs[rois]] = ((0, 2), (1, 3))
     coordinates, minus_one = [], const("minus_one", -1.0)
@@ -178,7 +177,7 @@ def _roi_align(imp, node, attrs):
     s.inline()
 
 
-def _adaptive_grids(s: Written, const, bins: str, counts: tuple[int, int]) -> list[str]:
+def _adaptive_grids(s: Written, const, dtype, bins: str, counts: tuple[int, int]) -> list[str]:
     """sampling_ratio 0: each roi's count of points per bin along x and y, ceil(bin size) as
     onnxruntime's kernel takes it, at least 0 (a roi of negative size takes none), each
     (num_rois, 1). A count over the room laid out (``counts``, y and x) is refused when the
@@ -189,16 +188,15 @@ def _adaptive_grids(s: Written, const, bins: str, counts: tuple[int, int]) -> li
     per_axis = [s.add("Gather", [ceil, s.const(f"{name}_grid_axis", np.array([axis], np.int64))],
                       f"{name}_ceil", axis=1) for axis, name in enumerate("xy")]
     sign = s.add("Sign", [s.add("Mul", per_axis, "grid_product")], "grid_sign")
-    checks = [s.add("Gather", [const("sign_rows", np.zeros((2, 1))), s.add("Cast", [
-        s.reshape(sign, [-1], "grid_sign_row")], "grid_sign_index", to=7)], "sign_check",
-        axis=0)]  # -1 (one axis negative) is refused; 0 and 1 pass
+    checks = [s.checked_zeros(s.add("Cast", [s.reshape(sign, [-1], "grid_sign_row")],
+                                    "grid_sign_index", to=7), 2, dtype, "sign_check")]
+    # -1 (one axis negative) is refused; 0 and 1 pass
     grids = []
     for name, room, at in (("x", counts[1], per_axis[0]), ("y", counts[0], per_axis[1])):
         grid = s.add("Max", [at, const(f"{name}_none", 0.0)], f"{name}_grid")
         index = s.add("Cast", [s.reshape(grid, [-1], f"{name}_grid_row")],
                       f"{name}_grid_index", to=7)
-        checks.append(s.add("Gather", [const(f"{name}_room", np.zeros((room + 1, 1))), index],
-                            f"{name}_grid_check", axis=0))
+        checks.append(s.checked_zeros(index, room + 1, dtype, f"{name}_grid_check"))
         grids.append(grid)
     zeros = s.add("Sum", checks, "grid_checks")  # (num_rois, 1) of zeros, once checked
     return [s.add("Add", [grid, zeros], f"{name}_grid_checked")

@@ -93,9 +93,8 @@ def _max_roi_pool(imp, node, attrs):
     corners = s.add("Mul", [columns(rois, [1, 2, 3, 4], "corners"),
                             const("spatial_scale", scale)], "scaled")
     if single:  # every index must be 0: an Embedding of one row of zeros checks them
-        zeros = s.add("Gather", [const("batch", np.zeros((1, 1))), index], "batch_check",
-                      axis=0)
-        corners = s.add("Add", [corners, zeros], "checked")
+        corners = s.add("Add", [corners, s.checked_zeros(index, 1, dtype, "batch_check")],
+                        "checked")
         maps_ = x
     else:
         maps_ = s.add("Gather", [x, index], "maps", axis=0)

@@ -39,6 +39,14 @@ class Written:
         upgraded to 13 before it is mapped)."""
         return self.add(op, [x, self.const(step, np.array(axes, np.int64))], step, out, **attrs)
 
+    def checked_zeros(self, index: str, rows: int, dtype, step: str) -> str:
+        """A (n, 1) column of zeros of ``dtype``, one per entry of the int64 ``index`` (n,):
+        a Gather from a constant table of ``rows`` zeros, mapped as an Embedding, so an index
+        outside [0, rows) is refused when the call runs. Added to a value, it puts the check
+        on that value's path."""
+        table = self.const(f"{step}_rows", np.zeros((rows, 1), dtype))
+        return self.add("Gather", [table, index], step, axis=0)
+
     def inline(self) -> None:
         self.imp.inline(self.nodes, MAPPERS, -1, depth=0)
         self.nodes = []
