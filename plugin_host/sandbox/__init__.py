@@ -1,7 +1,8 @@
 """The sandbox worker: model-layer and backend kernels run in a confined process.
 
-``SandboxedExecutor`` (``client.py``) is the host side, with the Executor's call surface, and
-``process.py`` its handle on one worker process; ``worker.py`` is the worker's main loop. The
+``SandboxedExecutor`` (``client.py``) is the host side, with the Executor's call surface (its
+camera-frame methods in ``camera_frames.py``), and ``process.py`` its handle on one worker
+process; ``worker.py`` is the worker's main loop. The
 confinement is in ``confine.py`` (descriptors, network namespace, rlimits, uid,
 no_new_privs), ``landlock.py`` and ``seccomp.py``; tensors cross in shared memory
 (``ipc.py``); ``audit.py`` is the worker's PEP 578 tripwire.
