@@ -6,21 +6,17 @@ starts/ends, which is also Python's slicing); axes may be negative wherever an a
 
 from __future__ import annotations
 
-import functools
-import math
-
-import numpy as np
-
 from abi.errors import ContractError, DTypeError, ShapeError
 from abi.indices import check_indices
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_int,
-                           need_numeric, need_rank, need_same_dtype)
+                           need_numeric, need_rank, need_same_dtype, sizes_from_like)
+from abi.ops.sampling import grid_sample_shape, pool_indices_shape, pool_shape, resize_shape
 from abi.ops.table import (AttrSpec, OpDef, all_of, between, each_at_least,
                             non_empty)
 from abi.spec import TensorType
 
-__all__ = ["OPS", "scaled_size"]
+__all__ = ["OPS"]
 
 
 # --- element-wise ------------------------------------------------------------------------------
@@ -321,7 +317,7 @@ def _unflatten(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     n = op.name
     axis = need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
     sizes, dim = list(attrs["sizes"]), x.shape[axis]
-    given = _sizes_from_like(n, like, attrs["like_axes"], sizes)
+    given = sizes_from_like(n, like, attrs["like_axes"], sizes)
     if given is not None:  # each size that like gives is its dim there
         sizes = [s if g is None else g for s, g in zip(sizes, given)]
     if sum(s == -1 for s in sizes) > 1:
@@ -340,35 +336,6 @@ def _unflatten(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                          expected=list(sizes), got=x.shape)
     out = [fill if s == -1 else s for s in sizes]
     return [TensorType((*x.shape[:axis], *out, *x.shape[axis + 1:]), x.dtype)]
-
-
-def _sizes_from_like(n: str, like: TensorType | None, like_axes, sizes: list) -> list | None:
-    """Per size, like's dim on the axis ``like_axes`` names there (None where it names
-    none, -1); None without ``like``. Both come together, ``like_axes`` one entry per size,
-    and a size like gives is written -1 in ``sizes``."""
-    if (like is None) != (like_axes is None):
-        raise ContractError(f"{n}: input 'like' and attribute 'like_axes' come together, got "
-                            f"{'only like' if like_axes is None else 'only like_axes'}", op=n,
-                            attribute="like_axes")
-    if like is None:
-        return None
-    if len(like_axes) != len(sizes):
-        raise ContractError(f"{n}: like_axes {list(like_axes)} must have one entry per size "
-                            f"{list(sizes)}", op=n, attribute="like_axes")
-    given = []
-    for k, a in enumerate(like_axes):
-        if a == -1:
-            given.append(None)
-            continue
-        if not 0 <= a < len(like.shape):
-            raise ContractError(f"{n}: like_axes[{k}] is {a}, not an axis of like shape "
-                                f"{fmt(like.shape)} (or -1: sizes[{k}] as written)", op=n,
-                                attribute="like_axes")
-        if sizes[k] != -1:
-            raise ContractError(f"{n}: sizes[{k}] is {sizes[k]} where like_axes[{k}] gives it "
-                                f"like's axis {a}; write -1 there", op=n, attribute="sizes")
-        given.append(like.shape[a])
-    return given
 
 
 def _no_zero(v) -> str | None:
@@ -587,189 +554,6 @@ def _pad(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 
 _EXTREME = "; nan if any reduced element is nan; an axis of size 0 is refused"
-
-
-def _pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x = inputs[0]
-    n = op.name
-    r = need_rank(n, "x", x, one_of=(3, 4, 5))
-    need_float(n, "x", x)
-    spatial = r - 2
-    need_attr_len(n, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
-                  f"x shape {fmt(x.shape)} has {spatial} spatial axes and")
-    kernel, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
-    dilation = attrs.get("dilation") or (1,) * spatial
-    out = []
-    for i in range(spatial):
-        k, (pb, pa) = kernel[i], padding[i]
-        if max(pb, pa) > k // 2:
-            raise ContractError(f"{n}: padding {list(padding[i])} on spatial axis {i} must be "
-                                f"at most half the kernel size {k} (<= {k // 2})", op=n,
-                                attribute="padding")
-        size = x.shape[2 + i]
-        o = dims.pool_out(size, k, stride[i], pb, pa, dilation[i], attrs["ceil_mode"])
-        if type(o) is int and o < 1:
-            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is {size} (+ "
-                             f"padding {pb}+{pa}), smaller than the window "
-                             f"{dilation[i]}*({k}-1)+1; output size would be {o}", where=n,
-                             got=x.shape)
-        out.append(o)
-    return [TensorType((*x.shape[:2], *out), x.dtype)]
-
-
-def _pool_indices(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    [y] = _pool(op, inputs, attrs)
-    return [y, TensorType(y.shape, "int64")]
-
-
-def scaled_size(length: int, scale: float) -> int:
-    """ONNX Resize's output length for a scale: floor(length * scale), computed in float32 as
-    onnxruntime does (the scale is a float32 value)."""
-    return int(np.floor(np.float32(length) * np.float32(scale)))
-
-
-def scale_fraction(scale: float) -> tuple[int, int]:
-    """The float32 value of ``scale`` as an exact fraction ``(k, 2**m)``, lowest terms."""
-    return float(np.float32(scale)).as_integer_ratio()
-
-
-#: A symbolic spatial axis takes a scale only where onnxruntime's float32 floor(in * scale)
-#: is the exact floor for every length below this (scale 0.7 is not: 10 * 0.7 gives 7)
-EXACT_SCALED_BELOW = 1 << 16
-
-
-@functools.lru_cache(maxsize=256)
-def first_inexact_length(scale: float, below: int = EXACT_SCALED_BELOW) -> int | None:
-    """The least length under ``below`` whose float32 floor(length * scale) (onnxruntime's)
-    is not the exact floor of length * float32(scale), or None."""
-    k, q = scale_fraction(scale)
-    length = np.arange(1, below, dtype=np.int64)
-    wrong = np.flatnonzero(np.floor(length.astype(np.float32) * np.float32(scale))
-                           .astype(np.int64) != length * k // q)
-    return int(length[wrong[0]]) if wrong.size else None
-
-
-def scaled_dim(length: dims.Dim, scale: float) -> dims.Dim:
-    """floor(length * scale) of a dim that may be symbolic: ``(length*k)//2**m`` for the
-    float32 scale k / 2**m, exact; onnxruntime's float32 product gives the same size for
-    every length below EXACT_SCALED_BELOW where the resize rule accepts the scale (the numpy
-    backend refuses a call where the two differ)."""
-    if type(length) is int:
-        return scaled_size(length, scale)
-    k, q = scale_fraction(scale)
-    return dims.floordiv(dims.mul(length, k), q)
-
-
-def resolved_sizes(spatial, attrs: dict, given: list | None = None) -> list:
-    """resize's output lengths over ``spatial``: ``size``, each -1 as the dim ``given`` has
-    there (like's), else as floor(in * scale)."""
-    scales, given = attrs["scales"], given or [None] * len(spatial)
-    return [g if g is not None else scaled_dim(d, s) if o == -1 else o
-            for d, o, s, g in zip(spatial, attrs["size"], scales or [None] * len(spatial),
-                                  given)]
-
-
-def _need_spatial(n: str, x: TensorType) -> None:
-    """ShapeError when a spatial axis (after N and C) of x is empty: nothing to sample from."""
-    for i, d in enumerate(x.shape[2:]):
-        if d == 0:
-            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is empty; there "
-                             f"is nothing to sample from", where=n, got=x.shape)
-
-
-def _resize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x, like = inputs
-    n = op.name
-    r = need_rank(n, "x", x, one_of=(3, 4, 5))
-    need_float(n, "x", x)
-    given = _sizes_from_like(n, like, attrs["like_axes"], list(attrs["size"]))
-    if given is not None and (attrs["scales"] is not None or attrs["antialias"]):
-        raise ContractError(f"{n}: sizes read from like come without "
-                            f"{'scales' if attrs['scales'] is not None else 'antialias'}", op=n,
-                            attribute="like_axes")
-    if attrs["antialias"] and (attrs["mode"] == "nearest" or r == 5):
-        raise ContractError(f"{n}: antialias needs mode linear or cubic over 1 or 2 spatial "
-                            f"axes (as onnxruntime); got mode {attrs['mode']} on x shape "
-                            f"{fmt(x.shape)}", op=n, attribute="antialias")
-    if attrs["antialias"]:
-        _antialias_windows(n, x, attrs)
-    if attrs["mode"] == "cubic" and r != 4:
-        raise ShapeError(f"{n}: mode cubic needs x of rank 4 (N, C, H, W), as onnxruntime's "
-                         f"bicubic; got x shape {fmt(x.shape)}", where=n, got=x.shape)
-    spatial = x.shape[2:]
-    need_attr_len(n, attrs, ("size", "scales"), r - 2, f"x shape {fmt(x.shape)} has {r - 2} "
-                  f"spatial axes and")
-    _need_spatial(n, x)
-    scales = attrs["scales"]
-    if scales is None and any(o == -1 and g is None for o, g in zip(
-            attrs["size"], given or [None] * len(attrs["size"]))):
-        raise ContractError(f"{n}: size {list(attrs['size'])} has a -1 (floor(in * scale) when "
-                            f"the call runs) but no scales", op=n, attribute="size")
-    if scales is not None:
-        for i, (d, s, out) in enumerate(zip(spatial, scales, attrs["size"])):
-            if type(d) is not int and out != -1:
-                raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is symbolic; "
-                                 f"with scales its size must be -1, floor(in * {s}) when the "
-                                 f"call runs (or give size alone)", where=n, got=x.shape)
-            if type(d) is int and out not in (-1, scaled_size(d, s)):
-                raise ContractError(f"{n}: size {out} on spatial axis {i} is not floor({d} * "
-                                    f"{s}) = {scaled_size(d, s)}", op=n, attribute="size")
-            inexact = first_inexact_length(s) if type(d) is not int else None
-            if inexact is not None:
-                k, q = scale_fraction(s)
-                raise ContractError(f"{n}: scale {s} on symbolic spatial axis {i}: float32 "
-                                    f"floor({inexact} * {s}) (onnxruntime's) is "
-                                    f"{scaled_size(inexact, s)}, not the exact "
-                                    f"{inexact * k // q}; a symbolic axis takes a scale whose "
-                                    f"float32 floor is exact below {EXACT_SCALED_BELOW} (or give "
-                                    f"size alone)", op=n, attribute="scales")
-    out = resolved_sizes(spatial, attrs, given)
-    for i, o in enumerate(out):
-        if scales is not None and type(o) is int and o < 1:  # a static axis scaled to nothing
-            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} scaled by "
-                             f"{scales[i]} has no element (floor gives {o})", where=n,
-                             got=x.shape)
-    return [TensorType((*x.shape[:2], *out), x.dtype)]
-
-
-#: The most antialias weights a resize may hold along one axis: (output length) x (taps per
-#: window), the window widening as the axis shrinks (2 * ceil(support / scale) + 1 taps).
-MAX_ANTIALIAS_WEIGHTS = 1 << 26
-
-
-def _antialias_windows(n: str, x: TensorType, attrs: dict) -> None:
-    """ContractError when an axis' antialias weights would exceed MAX_ANTIALIAS_WEIGHTS."""
-    half = 1.0 if attrs["mode"] == "linear" else 2.0
-    scales = attrs["scales"] or (None,) * len(attrs["size"])
-    for i, (d, out, s) in enumerate(zip(x.shape[2:], resolved_sizes(x.shape[2:], attrs),
-                                        scales)):
-        if type(d) is not int or d == out:
-            continue
-        scale = s if s is not None else out / d
-        taps = 2 * math.ceil(half * max(1.0, 1.0 / scale)) + 1
-        if out * taps > MAX_ANTIALIAS_WEIGHTS:
-            raise ContractError(f"{n}: antialias on spatial axis {i} ({d} to {out}) needs "
-                                f"{out} windows of {taps} taps, over the cap of "
-                                f"{MAX_ANTIALIAS_WEIGHTS} weights", op=n, attribute="antialias")
-
-
-def _grid_sample(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x, grid = inputs
-    n = op.name
-    r = need_rank(n, "x", x, one_of=(4, 5))
-    if r == 5 and attrs["mode"] == "cubic":
-        raise ShapeError(f"{n}: mode cubic needs x of rank 4 (N, C, H, W), as onnxruntime's "
-                         f"cubic; got x shape {fmt(x.shape)}", where=n, got=x.shape)
-    need_rank(n, "grid", grid, exact=r)
-    need_float(n, "x", x)
-    need_same_dtype(n, [("x", x), ("grid", grid)])
-    axes = "an x and a y" if r == 4 else "an x, a y and a z"
-    need_dim(n, "grid's last dim", grid.shape[-1], r - 2, f"grid shape {fmt(grid.shape)}: "
-             f"{axes} per output position")
-    need_dim(n, "grid's batch dim", grid.shape[0], x.shape[0], f"x shape {fmt(x.shape)}")
-    _need_spatial(n, x)
-    batch = x.shape[0] if dims.is_static(x.shape[0]) else grid.shape[0]
-    return [TensorType((batch, x.shape[1], *grid.shape[1:-1]), x.dtype)]
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -1110,7 +894,7 @@ of the axis, a sort (torch.sort over a symbolic dim)."""),
         "exclude_outside": AttrSpec("bool", False, added=True),
         "antialias": AttrSpec("bool", False, added=True),
         "like_axes": AttrSpec("ints", None, check=each_at_least(-1), added=True),
-    }, _resize, doc="""\
+    }, resize_shape, doc="""\
 ONNX Resize (torch's interpolate / Upsample) of the 1, 2 or 3 spatial axes of x (N, C, L), (N, C,
 H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1, or -1 with
 scales: floor(in * s) when the call runs, the only size a symbolic spatial axis takes with scales;
@@ -1146,7 +930,7 @@ size is kept is copied, whatever its scale."""),
         "mode": AttrSpec("enum:bilinear|nearest|cubic", "bilinear"),
         "padding_mode": AttrSpec("enum:zeros|border|reflection", "zeros"),
         "align_corners": AttrSpec("bool", False),
-    }, _grid_sample, doc="""\
+    }, grid_sample_shape, doc="""\
 torch's grid_sample (ONNX GridSample) of x (N, C, H, W) at the positions in grid (N, Ho, Wo,
 2), or of x (N, C, D, H, W) at grid (N, Do, Ho, Wo, 3), both float of one dtype; the output is
 (N, C, Ho, Wo) or (N, C, Do, Ho, Wo). grid[..., 0] is the x (width), grid[..., 1] the y
@@ -1165,13 +949,14 @@ dtype as onnxruntime: each row along x, then the rows along y; the padding appli
 not to the position, and every tap multiplies in (an inf at weight 0 gives nan). As
 onnxruntime, not torch (nan): a nan or infinite position, or one beyond 2**62 pixels once
 scaled, samples as -1 there (the axis' first edge)."""),
-    OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, _pool, doc="""\
+    OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, pool_shape, doc="""\
 Max pooling over 1, 2 or 3 spatial axes of x (N, C, L), (N, C, H, W) or (N, C, D, H, W),
 torch semantics (a window holding a nan gives nan); padding is one [before, after] pair per
 spatial axis (implicit -inf), each at most kernel_size // 2. Output length floor((L + before +
 after - dilation*(k-1) - 1)/stride) + 1, or with ceil_mode rounded up unless the last window
 would start in the trailing padding."""),
-    OpDef("max_pool_with_indices", 1, ("x",), ("y", "indices"), _MAX_POOL, _pool_indices, doc="""\
+    OpDef("max_pool_with_indices", 1, ("x",), ("y", "indices"), _MAX_POOL,
+          pool_indices_shape, doc="""\
 max_pool's y, and where each maximum was taken (torch's return_indices): an int64 tensor of y's
 shape holding the flat index h * W + w (1-D: l; 3-D: (d * H + h) * W + w) of that element
 within its (n, c) plane of x, never a padded position. The first maximum in window order wins;
@@ -1184,7 +969,7 @@ a window holding a nan gives nan and the index of its last nan, as torch's CPU k
         "count_include_pad": AttrSpec("bool", True),
         "ceil_mode": AttrSpec("bool", False),
         "dilation": AttrSpec("ints", None, check=_POSITIVE_INTS, added=True),
-    }, _pool, doc="""\
+    }, pool_shape, doc="""\
 Average pooling over 1, 2 or 3 spatial axes, torch semantics; padding as max_pool (zeros,
 counted in the divisor when count_include_pad). dilation (ONNX AveragePool's dilations; one
 entry >= 1 per spatial axis, None for 1 on each) spaces the window's taps as max_pool's; the

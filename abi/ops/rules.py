@@ -1,4 +1,5 @@
-"""Checks shared by the shape rules of :mod:`abi.ops.layers` and :mod:`abi.ops.glue`.
+"""Checks shared by the shape rules of :mod:`abi.ops.layers`, :mod:`abi.ops.glue` and
+:mod:`abi.ops.sampling`.
 
 Each helper raises with a one-line message that starts with the op's name and states what was
 expected and what was got. Comparisons between dims go through :mod:`abi.ops.dims`: only a
@@ -15,7 +16,8 @@ from abi.ops import dims
 from abi.spec import TensorType, format_shape
 
 __all__ = ["fmt", "need_rank", "need_float", "need_int", "need_numeric", "need_same_dtype",
-           "need_dim", "need_shape", "need_attr_len", "need_axis", "need_per_channel"]
+           "need_dim", "need_shape", "need_attr_len", "need_axis", "need_per_channel",
+           "sizes_from_like"]
 
 fmt = format_shape
 
@@ -116,3 +118,32 @@ def need_per_channel(op: str, x_name: str, x: TensorType, channels: dims.Dim,
         if t.dtype != x.dtype:
             raise DTypeError(f"{op}: {name} must have the dtype of {x_name} ({x.dtype}), got "
                              f"{t.dtype}", where=op, expected=x.dtype, got=t.dtype)
+
+
+def sizes_from_like(n: str, like: TensorType | None, like_axes, sizes: list) -> list | None:
+    """Per size, like's dim on the axis ``like_axes`` names there (None where it names
+    none, -1); None without ``like``. Both come together, ``like_axes`` one entry per size,
+    and a size like gives is written -1 in ``sizes``."""
+    if (like is None) != (like_axes is None):
+        raise ContractError(f"{n}: input 'like' and attribute 'like_axes' come together, got "
+                            f"{'only like' if like_axes is None else 'only like_axes'}", op=n,
+                            attribute="like_axes")
+    if like is None:
+        return None
+    if len(like_axes) != len(sizes):
+        raise ContractError(f"{n}: like_axes {list(like_axes)} must have one entry per size "
+                            f"{list(sizes)}", op=n, attribute="like_axes")
+    given = []
+    for k, a in enumerate(like_axes):
+        if a == -1:
+            given.append(None)
+            continue
+        if not 0 <= a < len(like.shape):
+            raise ContractError(f"{n}: like_axes[{k}] is {a}, not an axis of like shape "
+                                f"{fmt(like.shape)} (or -1: sizes[{k}] as written)", op=n,
+                                attribute="like_axes")
+        if sizes[k] != -1:
+            raise ContractError(f"{n}: sizes[{k}] is {sizes[k]} where like_axes[{k}] gives it "
+                                f"like's axis {a}; write -1 there", op=n, attribute="sizes")
+        given.append(like.shape[a])
+    return given

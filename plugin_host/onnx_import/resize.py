@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from abi.ops import dims
-from abi.ops.glue import scaled_size
+from abi.ops.sampling import scaled_size
 from abi.resampling import axis_taps, coordinates
 
 from ..errors import ModelFileError

@@ -18,7 +18,7 @@ import numpy as np
 from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
-from abi.ops.glue import scale_fraction, scaled_size
+from abi.ops.sampling import scale_fraction, scaled_size
 from abi.resampling import axis_taps, coordinates
 
 from .antialias import antialias_taps

@@ -151,7 +151,7 @@ def _interpolate(x, mode, align_corners, **how):
 @pytest.mark.parametrize("mode, align_corners", sorted(RESIZE_MODES, key=str))
 @pytest.mark.parametrize("factor", [2.0, 3.0, 1.5, 1.7, 0.5, 0.75, 0.4])
 def test_resize_by_scale_as_torch(mode, align_corners, factor):
-    from abi.ops.glue import scaled_size
+    from abi.ops.sampling import scaled_size
 
     for x in (X, X[:, :, 1], VOLUME):
         size = [scaled_size(d, factor) for d in x.shape[2:]]
@@ -235,7 +235,7 @@ def test_resize_over_symbolic_spatial_dims():
 def test_resize_by_scales_over_symbolic_spatial_dims_as_torch(mode, align_corners):
     """size -1: floor(in * scale) when the call runs, at every input size."""
     from plugins.numpy_backend.glue import make_resize
-    from abi.ops.glue import scaled_size
+    from abi.ops.sampling import scaled_size
 
     attrs = {"size": [-1, -1], "scales": [2.0, 1.5], **RESIZE_MODES[mode, align_corners]}
     b = GraphBuilder("resize")
@@ -278,7 +278,7 @@ def test_resize_refuses_a_length_whose_float32_floor_is_not_exact():
                                  {"size": [2, 13]}])
 def test_cubic_resize_as_torch_bicubic(align_corners, how):
     """torch's bicubic: the same Keys weights (a = -0.75) and taps clamped into x."""
-    from abi.ops.glue import scaled_size
+    from abi.ops.sampling import scaled_size
 
     attrs = {"mode": "cubic", "coordinate_mode": ("half_pixel", "align_corners")[align_corners]}
     if "size" in how:

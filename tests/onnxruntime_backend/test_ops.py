@@ -934,7 +934,7 @@ def test_resize_matches_over_random_configurations():
 def _random_output(rng, shape) -> dict | None:
     """A resize's output for ``shape``: by scales (None when one rounds to an empty axis) or
     by size, drawn from ``rng``."""
-    from abi.ops.glue import scaled_size
+    from abi.ops.sampling import scaled_size
 
     if rng.integers(2):
         scales = [float(rng.choice([0.5, 0.6, 0.75, 1.0, 1.5, 1.7, 2.0, 3.0])) for _ in shape]
