@@ -4,12 +4,19 @@ externally computed golden outputs."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import warnings
+
 import numpy as np
 import pytest
 
-from plugin_host.artifacts import build_artifact, read_manifest_unverified
+from plugin_host.artifacts import (build_artifact, load_verified, read_manifest_unverified,
+                                   sign_artifact)
 from plugin_host.cli import main
 from plugin_host.errors import ModelImportError, UnsupportedModelError, UsageError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import build as onnx_build
 from plugin_host.onnx_import import build_onnx_artifact
 from plugins.numpy_backend import NumpyBackend
@@ -148,6 +155,34 @@ def test_cli_names_the_flag_that_reads_external_data(tmp_path, capsys):
     code, text, err = _run(capsys, "build", "--onnx", tmp_path / "ext.onnx", "--out",
                            tmp_path / "x.pha", "--allow-external-data")
     assert code == 0 and "built" in text, err
+
+
+def test_torchs_default_dynamo_export_builds_with_its_external_data(tmp_path, capsys, signer):
+    """torch.onnx.export(..., dynamo=True) to a path writes the weights to MODEL.onnx.data by
+    default: refused naming the flag, built with it, and the artifact then holds the weights
+    (it runs as onnxruntime computes with the .data file gone)."""
+    module = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh()).eval()
+    model = tmp_path / "net.onnx"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        torch.onnx.export(module, (torch.randn(1, 16),), str(model), dynamo=True,
+                          input_names=["x"], output_names=["y"])
+    data = tmp_path / "net.onnx.data"
+    assert data.stat().st_size >= 16 * 32 * 4  # the weight lies outside the model
+    feed = {"x": np.random.default_rng(3).standard_normal((1, 16)).astype(np.float32)}
+    want = onnxruntime_outputs(model, feed)
+    code, _, err = _run(capsys, "build", "--onnx", model, "--out", tmp_path / "n.pha")
+    assert code == 1 and "--allow-external-data" in err and "Traceback" not in err, err
+    code, text, err = _run(capsys, "build", "--onnx", model, "--out", tmp_path / "n.pha",
+                           "--allow-external-data")
+    assert code == 0 and "built" in text, err
+    data.unlink()
+    sign_artifact(tmp_path / "n.pha", signer[0])
+    loaded = load_verified(tmp_path / "n.pha", trust=signer[1], rollback=None,
+                           backends={"numpy"})
+    got = Executor(loaded.graph, NumpyBackend()).run(dict(feed))
+    assert_close(loaded, "y", got["y"], want["y"])
 
 
 def test_cli_refuses_garbage_file(tmp_path, capsys):
