@@ -65,6 +65,20 @@ def test_slice_range_takes_onnxruntime_s_positions(onnxruntime_slice):
     assert not differ, f"{len(differ)} cases differ, first {differ[:5]}"
 
 
+@pytest.mark.parametrize("start, end, step", [(0, dims.TO_THE_END, 1), (2, dims.TO_THE_END, 3),
+                                              (-1, -dims.TO_THE_END, -1),
+                                              (-1, -dims.TO_THE_END, -2)])
+def test_the_length_of_a_slice_of_a_run_time_dim_is_onnxruntime_s_at_every_size(
+        onnxruntime_slice, start, end, step):
+    """From a start to the end, or from the last position back to the first: the length
+    written over the symbol t, t given each size 0..9, is the count onnxruntime takes."""
+    length = dims.slice_len("t", start, end, step)
+    assert type(length) is str and "slice(" not in length, length
+    for size in range(10):
+        got = eval(length, {}, {"t": size})
+        assert got == len(onnxruntime_slice(size, start, end, step)), (length, size)
+
+
 def test_onnxruntime_s_sentinels_are_what_the_spec_clamps(onnxruntime_slice):
     """Why the importer refuses them (tests/plugin_host/onnx_import/test_slice_bounds.py):
     onnxruntime's x[3:INT64_MAX:-1] of 4 positions is all four, the spec's is none."""
