@@ -14,7 +14,7 @@ from abi.ops import dims as dim_math
 from ..errors import ModelFileError
 from . import symbolic
 from .convert import attributes
-from .fold import axis_in, flatten_axis
+from .fold import FAR, axis_in, flatten_axis
 from .ops import _few, _only, maps
 from .shapes import _reshape_to, has_dim, run_time_mask, sizes_like
 
@@ -55,7 +55,8 @@ def _as_strided_view(imp, node, data: str, idx: str, axis: int) -> bool:
     source = list(imp.type_of(data).shape)
     producers = _producers(imp)
     affine = _affine(imp, producers, idx, 0)
-    if _view(imp, node, data, affine, source[:axis], source[axis:axis + 1], source[axis + 1:]):
+    if _view(imp, node, data, affine, source[:axis], source[axis:axis + 1], source[axis + 1:]) \
+            or _range_slice(imp, node, data, affine, axis):
         return True
     flat = producers.get(data)  # the legacy exporter's mask[b, k]: Flatten(mask), b*len + k
     if axis != 0 or flat is None or flat.op_type != "Flatten" or flat.input[0] not in imp.values:
@@ -171,8 +172,9 @@ def _producers(imp) -> dict:
 def _affine(imp, producers: dict, name: str, depth: int):
     """Integer tensor ``name`` as ``offset + sum(coordinate_i * stride_i)`` over its shape:
     (shape, strides, offset), shape entries ints or run-time dims; None when it is not one
-    (or not one this reads: Range from 0 by 1, Unsqueeze, Mul by a scalar, Add, an integer
-    Cast, constants, a shape entry). Strides and offset are ints or run-time dims."""
+    (or not one this reads: Range by a whole step, Unsqueeze, Mul by a scalar, Add, an
+    integer Cast, a Reshape of one axis to (-1,), constants, a shape entry). Strides and
+    offset are ints or run-time dims."""
     if depth > 32:
         return None
     if name in imp.sym:  # a dim read from a shape: a scalar, stride 0
@@ -195,14 +197,7 @@ def _affine(imp, producers: dict, name: str, depth: int):
         return None
     op, ins = node.op_type, list(node.input)
     if op == "Range" and len(ins) == 3:
-        start, limit, delta = (imp.const(t) if imp.is_const(t) else None for t in ins)
-        end = imp.sym.get(ins[1])
-        if start is None or delta is None or start.size != 1 or delta.size != 1 or \
-                int(start.reshape(())) != 0 or int(delta.reshape(())) != 1:
-            return None
-        count = int(limit.reshape(())) if limit is not None and limit.size == 1 else (
-            symbolic.entries(end)[0] if end is not None and end.size == 1 else None)
-        return None if count is None else ([count], [1], 0)
+        return _range_affine(imp, ins)
     if op == "Unsqueeze" and len(ins) == 2 and imp.is_const(ins[1]):
         inner = _affine(imp, producers, ins[0], depth + 1)
         if inner is None:
@@ -215,6 +210,10 @@ def _affine(imp, producers: dict, name: str, depth: int):
         return shape, strides, offset
     if op == "Cast" and ins:
         return _affine(imp, producers, ins[0], depth + 1)
+    if op == "Reshape" and len(ins) == 2 and imp.is_const(ins[1]):  # to one axis: (-1,)
+        inner = _affine(imp, producers, ins[0], depth + 1)
+        return inner if inner is not None and len(inner[0]) == 1 and \
+            imp.const(ins[1]).reshape(-1).tolist() == [-1] else None
     if op == "Expand" and len(ins) == 2:
         inner = _affine(imp, producers, ins[0], depth + 1)
         target = imp.const(ins[1]).reshape(-1).tolist() if imp.is_const(ins[1]) else (
@@ -234,6 +233,53 @@ def _affine(imp, producers: dict, name: str, depth: int):
         other = b if scalar is a else a
         return _scaled(other, scalar[2]) if len(other[0]) >= len(scalar[0]) else None
     return None
+
+
+def _range_affine(imp, ins: list):
+    """Range(start, limit, delta) of an integer delta k and start and limit each an int or a
+    run-time dim, as an :func:`_affine` tensor: ([n], [k], start), n = ceil((limit - start)
+    / k) (``torch.arange(1, t, 3)``, ``torch.arange(t - 1, -1, -1)``); None otherwise."""
+    ends = []
+    for t in ins:
+        if imp.is_const(t):
+            v = imp.const(t)
+            if v.size != 1 or v.dtype.kind not in "iu":
+                return None
+            ends.append(int(v.reshape(())))
+        elif t in imp.sym and imp.sym[t].size == 1:
+            ends.append(symbolic.entries(imp.sym[t])[0])
+        else:
+            return None
+    start, limit, k = ends
+    if type(k) is not int or k == 0:
+        return None
+    m = abs(k)
+    count = dim_math.floordiv(dim_math.add(dim_math.sub(limit, start) if k > 0 else
+                                           dim_math.sub(start, limit), m - 1), m)
+    return [max(count, 0) if type(count) is int else count], [k], start
+
+
+def _range_slice(imp, node, data: str, affine, axis: int) -> bool:
+    """Run-time indices that are a Range over the whole of the data's ``axis`` by a step
+    (:func:`_range_affine`): from a whole number o >= 0 to the axis' end by k >= 1 (the
+    dynamo exporter's ``x.index_select(1, torch.arange(1, t, 3))``), or from its last
+    position back to its first by k <= -1 (``torch.arange(t - 1, -1, -1)``, the positions
+    reversed): the Gather is that slice of the data; True when so mapped."""
+    if affine is None or len(affine[0]) != 1:
+        return False
+    [n], [k], start = affine
+    size = imp.type_of(data).shape[axis]
+    if k > 0 and type(start) is int and start >= 0:
+        first, end = start, FAR
+    elif k < 0 and dim_math.known_equal(start, dim_math.sub(size, 1)):
+        first, end = -1, -FAR
+    else:
+        return False
+    if not dim_math.known_equal(n, dim_math.slice_len(size, first, end, k)):
+        return False
+    imp.emit("slice", [imp.tensor(data)], [node.output[0]],
+             {"starts": [first], "ends": [end], "axes": [axis], "steps": [k]})
+    return True
 
 
 def _scaled(affine, k):

@@ -353,52 +353,91 @@ def _constant_of_shape(imp, node, attrs):
 
 
 def _range_to_a_dim(imp, node, attrs) -> bool:
-    """Range(s, d, 1) with d a run-time dim (``torch.arange(x.shape[1])`` under a dynamic
-    sequence length, e.g. the positions of a learned positional embedding), or d cast to
-    float (``torch.arange(w, dtype=torch.float32)``, a detector's anchor points), s a whole
-    number whose d - s is a dim of a tensor of the graph (``torch.arange(1, t + 1)``): ones
-    over d - s (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`), their running
-    sum, minus 1, plus s. False for any other Range of run-time values, which is refused as
-    before."""
+    """Range over a run-time dim: ``torch.arange(x.shape[1])`` under a dynamic sequence
+    length (the positions of a learned positional embedding), ``torch.arange(w,
+    dtype=torch.float32)`` (a detector's anchor points, the dim cast to float),
+    ``torch.arange(1, t + 1)``, ``torch.arange(0, t, 2)`` (the even positions),
+    ``torch.arange(0, w * 8, 8)`` (FCOS's locations of a stride-8 map), and counting down,
+    ``torch.arange(t - 1, -1, -1)`` (the positions reversed).
+
+    The step k is a nonzero whole number, and the end it counts from (the start when k > 0,
+    the limit when k < 0) a whole number b. The other end is a run-time dim d, or d cast
+    to float. There are n = ceil((d - b) / |k|) values. Where n is a dim
+    :func:`run_time_mask` carries, counting up, the values are b + |k| * arange(n); counting
+    down, where d - b is |k| * n (always so for a step of -1), the values d - |k| * i are
+    arange(n) reversed (a running sum of ones from the end), times |k|, plus b + |k|;
+    otherwise, where d - b is a dim it carries, every |k|-th of arange(d - b) reversed, plus
+    b + 1 (``torch.arange(t - 1, -1, -2)``). False for any other Range of run-time values,
+    which is refused as before."""
     start, limit, delta = (list(node.input) + ["", "", ""])[:3]
-    value = imp.sym.get(limit, imp.sym_float.get(limit))
-    if not (imp.is_const(start) and imp.is_const(delta) and value is not None
-            and value.ndim == 0):
+    if not imp.is_const(delta):
         return False
-    first, step, [d] = imp.const(start), imp.const(delta), symbolic.entries(value)
-    if first.size != 1 or step.size != 1 or step.item() != 1 or type(d) is not str or not (
-            np.isfinite(first.item()) and float(first.item()).is_integer()):
+    step = imp.const(delta)
+    if step.size != 1 or not _whole(step.item()):
         return False
-    length = dims.sub(d, int(first.item()))
-    if type(length) is not str or not has_dim(imp, length):
+    k = int(step.item())
+    bound, moving = (start, limit) if k > 0 else (limit, start)
+    value = imp.sym.get(moving, imp.sym_float.get(moving))
+    if k == 0 or not imp.is_const(bound) or value is None or value.ndim != 0:
+        return False
+    fixed, [d] = imp.const(bound), symbolic.entries(value)
+    if fixed.size != 1 or type(d) is not str or not _whole(fixed.item()):
+        return False
+    b, m = int(fixed.item()), abs(k)
+    span = dims.sub(d, b)
+    count = dims.floordiv(dims.add(span, m - 1), m)
+    direct = type(count) is str and has_dim(imp, count) and (
+        k > 0 or dims.known_equal(span, dims.mul(m, count)))
+    if not direct and (k > 0 or type(span) is not str or not has_dim(imp, span)):
         return False
     _only(imp, attrs, {"stash_type": ...})  # opset 27's; it acts on float16 only
-    y = run_time_arange(imp, [length], 0, dtype=first.dtype)
-    if first.item() != 0:
-        y = imp.emit("add", [y, imp.add_constant(first.reshape(()), f"{node.output[0]}.start")],
+    dtype = step.dtype
+    if direct:
+        y = run_time_arange(imp, [count], 0, dtype=dtype, reverse=k < 0)
+        if m != 1:
+            y = imp.emit("mul", [y, imp.add_constant(np.asarray(m, dtype),
+                                                     f"{node.output[0]}.step")],
+                         [None], suffix="/step")[0]
+        offset = b if k > 0 else b + m
+    else:  # every |k|-th of arange(d - b) reversed
+        y = run_time_arange(imp, [span], 0, dtype=dtype, reverse=True)
+        y = imp.emit("slice", [y], [None], {"starts": [0], "ends": [FAR], "axes": [0],
+                                            "steps": [m]}, suffix="/step")[0]
+        offset = b + 1
+    if offset != 0:
+        y = imp.emit("add", [y, imp.add_constant(np.asarray(offset, dtype),
+                                                 f"{node.output[0]}.start")],
                      [None], suffix="/start")[0]
     imp.alias(node.output[0], y)
     return True
+
+
+def _whole(v) -> bool:
+    """Whether the scalar ``v`` is a finite whole number."""
+    return bool(np.isfinite(v)) and float(v).is_integer()
 
 
 ON_RUN_TIME_DIMS["Range"] = _range_to_a_dim
 
 
 def run_time_arange(imp, dims: list, axis: int, sources: dict | None = None,
-                    dtype=np.int64) -> str:
+                    dtype=np.int64, reverse: bool = False) -> str:
     """``arange(dims[axis])`` laid along ``axis`` of a tensor of rank ``len(dims)`` (1 on
-    the other axes): a constant for a fixed dim; for a run-time one, the running sum
-    (``cumsum``) of ones over it (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`,
-    ``sources`` as there), minus 1."""
+    the other axes), reversed if ``reverse``: a constant for a fixed dim; for a run-time one,
+    the running sum (``cumsum``, from the end if ``reverse``) of ones over it
+    (``where(mask, 1, 1)``, the mask of :func:`run_time_mask`, ``sources`` as there),
+    minus 1."""
     shape = [1] * len(dims)
     shape[axis] = d = dims[axis]
     if type(d) is int:
-        return imp.add_constant(np.arange(d, dtype=dtype).reshape(shape),
+        values = np.arange(d, dtype=dtype)
+        return imp.add_constant((values[::-1] if reverse else values).reshape(shape),
                                 f"{imp.node_name}.arange{axis}")
     one = imp.add_constant(np.ones([1] * len(dims), dtype), f"{imp.node_name}.one{axis}")
     [ones] = imp.emit("where", [run_time_mask(imp, shape, sources), one, one], [None],
                       suffix=f"/ones{axis}")
-    [count] = imp.emit("cumsum", [ones], [None], {"axis": axis}, suffix=f"/count{axis}")
+    [count] = imp.emit("cumsum", [ones], [None], {"axis": axis, "reverse": reverse},
+                       suffix=f"/count{axis}")
     return imp.emit("sub", [count, one], [None], suffix=f"/arange{axis}")[0]
 
 
