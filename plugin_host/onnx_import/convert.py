@@ -480,6 +480,7 @@ class Importer:
                 raise UnsupportedModelError(
                     f"state {src}={dst}: {src!r} must be a graph input and {dst!r} a graph "
                     f"output; inputs: {sorted(onnx_inputs)}, outputs: {sorted(onnx_outputs)}")
+        self.nodes = reaching(self.nodes, {spec.name for spec in outputs})
         used = {t for n in self.nodes for t in n.inputs if t}
         tensors = {k: v for k, v in self.tensors.items() if k in used}
         try:
@@ -879,6 +880,20 @@ class Importer:
                                                           for t in n.inputs), n.outputs, n.attrs)
                       for n in self.nodes]
         return new
+
+
+def reaching(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    """The ``nodes`` some graph output depends on, in their order. The rest would run on every
+    call for nothing: what the model computes and never reads, and what the import writes and
+    then reads another way (a Range a Gather takes as a slice, a dim cast to float that a
+    Range reads as the dim). A check in such a node goes with it, since what it guards
+    reaches no output."""
+    needed, kept = set(outputs), []
+    for node in reversed(nodes):
+        if any(t in needed for t in node.outputs):
+            kept.append(node)
+            needed.update(t for t in node.inputs if t)
+    return kept[::-1]
 
 
 def onnx_to_graph(model, *, name: str, layouts: Mapping[str, str] | None = None,
