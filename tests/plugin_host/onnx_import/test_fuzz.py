@@ -32,7 +32,8 @@ com.microsoft's MatMulNBits; blocked DequantizeLinears of int4 weights),
 quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
 QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
 QLinearSoftmax) and
-``sequence`` (a run-time batch and length: Embedding Gathers, Range, causal attention with a
+``sequence`` (a run-time batch and length: Embedding Gathers, Range by 1 and by 2, the steps
+reversed by a Gather at Range(t - 1, -1, -1), causal attention with a
 Trilu mask and Reshapes of the heads between the two run-time dims, the last step, the tokens
 back to both) and ``grid`` (a run-time batch, height and width: DepthToSpace, a Conv, the
 pixels as tokens through a Gemm and back to the grid), and ``newer`` (opset 26, written with
@@ -939,6 +940,8 @@ def _export_seeds(folder: Path) -> dict[str, str]:
         def forward(self, ids):
             n, t = ids.shape
             x = self.tok(ids) + self.pos(torch.arange(t))
+            back = x.index_select(1, torch.arange(t - 1, -1, -1))  # a slice by -1
+            x = x + back * 0.5 + torch.arange(0, 2 * t, 2)[None, :, None] * 0.1
             q, k = self.qk(x).view(n, t, 2, 2, 4).permute(2, 0, 3, 1, 4)
             s = q @ k.transpose(-1, -2) + torch.triu(torch.full((t, t), -1e4), 1)
             a = torch.softmax(s, -1) @ x.view(n, t, 2, 4).transpose(1, 2)
@@ -1410,6 +1413,7 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert sequence.inputs[0].shape == ("batch", "seq")
     assert {"unflatten", "cumsum", "gather_elements"} <= {n.op for n in sequence.nodes}
     assert any(n.op == "unflatten" and len(n.inputs) == 2 for n in sequence.nodes)  # like
+    assert any(n.op == "slice" and n.attrs["steps"] == (-1,) for n in sequence.nodes)
     grid = import_onnx(seeds["grid"]).graph  # a batch, height and width known at run time
     assert grid.inputs[0].shape == ("batch", 8, "h", "w")
     assert sum(n.op == "unflatten" for n in grid.nodes) >= 2  # the shuffle, the tokens back
