@@ -22,7 +22,7 @@ from typing import Iterable
 __all__ = ["Dim", "Product", "as_product", "as_sum", "is_static", "known_equal",
            "known_different", "add", "sub", "mul", "floordiv", "quotient", "product", "total",
            "broadcast", "broadcast_operands", "window_out", "pool_out", "transposed_out",
-           "slice_len", "slice_range"]
+           "simplified", "slice_len", "slice_range"]
 
 Dim = int | str
 
@@ -348,6 +348,14 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         if split is not None:
             return split
     return _cap(f"{_term(a)}//{_term(b)}")
+
+
+def simplified(d: Dim) -> Dim:
+    """``d`` with its like terms added up and the ones that cancel left out
+    (``past+seq-past`` is ``seq``, ``h+h`` is ``2*h``); ``d`` itself where that is not a sum
+    of terms (:func:`as_sum`)."""
+    summed = _sum_over(d, 1)
+    return d if summed is None else summed
 
 
 def _sum_over(a: Dim, k: int) -> Dim | None:

@@ -357,34 +357,38 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
     length (the positions of a learned positional embedding), ``torch.arange(w,
     dtype=torch.float32)`` (a detector's anchor points, the dim cast to float),
     ``torch.arange(1, t + 1)``, ``torch.arange(0, t, 2)`` (the even positions),
-    ``torch.arange(0, w * 8, 8)`` (FCOS's locations of a stride-8 map), and counting down,
-    ``torch.arange(t - 1, -1, -1)`` (the positions reversed).
+    ``torch.arange(0, w * 8, 8)`` (FCOS's locations of a stride-8 map), counting down,
+    ``torch.arange(t - 1, -1, -1)`` (the positions reversed), and from one run-time dim to
+    another, ``torch.arange(past, past + t)`` (a decoder's positions after its cache).
 
-    The step k is a nonzero whole number, and the end it counts from (the start when k > 0,
-    the limit when k < 0) a whole number b. The other end is a run-time dim d, or d cast
-    to float. There are n = ceil((d - b) / |k|) values. Where n is a dim
-    :func:`run_time_mask` carries, counting up, the values are b + |k| * arange(n); counting
-    down, where d - b is |k| * n (always so for a step of -1), the values d - |k| * i are
-    arange(n) reversed (a running sum of ones from the end), times |k|, plus b + |k|;
-    otherwise, where d - b is a dim it carries, every |k|-th of arange(d - b) reversed, plus
-    b + 1 (``torch.arange(t - 1, -1, -2)``). False for any other Range of run-time values,
-    which is refused as before."""
+    The step k is a nonzero whole number; each end is a whole number or a run-time dim (or
+    one cast to float). There are n = ceil(s / |k|) values, s = (limit - start) * sign(k)
+    the span. Where n is a dim :func:`run_time_mask` carries, counting up, the values are
+    start + |k| * arange(n); counting down, where s is |k| * n (always so for a step of -1),
+    the values start - |k| * i are arange(n) reversed (a running sum of ones from the end),
+    times |k|, plus limit + |k|; otherwise, where s is a dim it carries, every |k|-th of
+    arange(s) reversed, plus limit + 1 (``torch.arange(t - 1, -1, -2)``). A run-time end
+    added is its value read when the call runs (:func:`shape_value_tensor`). False for any
+    other Range of run-time values, which is refused as before."""
     start, limit, delta = (list(node.input) + ["", "", ""])[:3]
     if not imp.is_const(delta):
         return False
     step = imp.const(delta)
-    if step.size != 1 or not _whole(step.item()):
+    if step.size != 1 or not _whole(step.item()) or step.item() == 0:
         return False
-    k = int(step.item())
-    bound, moving = (start, limit) if k > 0 else (limit, start)
-    value = imp.sym.get(moving, imp.sym_float.get(moving))
-    if k == 0 or not imp.is_const(bound) or value is None or value.ndim != 0:
-        return False
-    fixed, [d] = imp.const(bound), symbolic.entries(value)
-    if fixed.size != 1 or type(d) is not str or not _whole(fixed.item()):
-        return False
-    b, m = int(fixed.item()), abs(k)
-    span = dims.sub(d, b)
+    k, ends = int(step.item()), []
+    for end in (start, limit):
+        value = imp.const(end) if imp.is_const(end) else imp.sym.get(
+            end, imp.sym_float.get(end))
+        if value is None or value.size != 1:
+            return False
+        [entry] = symbolic.entries(value) if value.dtype == object else [value.item()]
+        if type(entry) is not str and not _whole(entry):
+            return False
+        ends.append(entry if type(entry) is str else int(entry))
+    first, last = ends
+    m = abs(k)
+    span = dims.simplified(dims.sub(last, first) if k > 0 else dims.sub(first, last))
     count = dims.floordiv(dims.add(span, m - 1), m)
     direct = type(count) is str and has_dim(imp, count) and (
         k > 0 or dims.known_equal(span, dims.mul(m, count)))
@@ -398,16 +402,24 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
             y = imp.emit("mul", [y, imp.add_constant(np.asarray(m, dtype),
                                                      f"{node.output[0]}.step")],
                          [None], suffix="/step")[0]
-        offset = b if k > 0 else b + m
-    else:  # every |k|-th of arange(d - b) reversed
+        base, offset = (first, 0) if k > 0 else (last, m)
+    else:  # every |k|-th of arange(span) reversed
         y = run_time_arange(imp, [span], 0, dtype=dtype, reverse=True)
         y = imp.emit("slice", [y], [None], {"starts": [0], "ends": [FAR], "axes": [0],
                                             "steps": [m]}, suffix="/step")[0]
-        offset = b + 1
+        base, offset = last, 1
+    if type(base) is int:
+        base, offset = 0, base + offset
     if offset != 0:
         y = imp.emit("add", [y, imp.add_constant(np.asarray(offset, dtype),
                                                  f"{node.output[0]}.start")],
                      [None], suffix="/start")[0]
+    if base != 0:  # a run-time end, its value read when the call runs
+        value = np.empty((), dtype=object)
+        value[()] = base
+        shape_value_tensor(imp, value, f"{node.output[0]}#end", dtype.name)
+        y = imp.emit("add", [y, imp.tensor(f"{node.output[0]}#end")], [None],
+                     suffix="/end")[0]
     imp.alias(node.output[0], y)
     return True
 

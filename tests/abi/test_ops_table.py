@@ -288,6 +288,10 @@ def test_dims_arithmetic():
     # a sum or difference whose terms cancel is the int it is (GPT-Neo's seq - seq)
     assert dims.sub("seq", "seq") == 0 and dims.add("h+1", dims.sub(0, "h")) == 1
     assert dims.sub("2*h", "h") == "2*h-h" and dims.sub("h", "w") == "h-w"
+    # simplified adds like terms up: a Range from past to past + seq holds seq values
+    assert dims.simplified("past+seq-past") == "seq" and dims.simplified("2*h-h") == "h"
+    assert dims.simplified("h+h+1") == "2*h+1" and dims.simplified("t-t") == 0
+    assert dims.simplified("h//2") == "h//2" and dims.simplified(3) == 3
     # a floor quotient of a product that does not come out whole is one name, its factors
     # sorted (YOLO12's tokens per area, written (h*w)//4 and (w*h)//4 by the two exporters)
     assert dims.known_equal("(w*h)//4", "(h*w)//4") and not dims.known_equal("(h*w)//4", "h*w")

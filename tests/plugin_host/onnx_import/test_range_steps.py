@@ -1,6 +1,7 @@
 """Range by a step other than 1 over a run-time dim: ``torch.arange(0, t, 2)`` (the even
 positions), ``torch.arange(0, w * 8, 8)`` (FCOS's locations of a stride-8 map under a
-run-time image size), ``torch.arange(t - 1, -1, -1)`` (the positions reversed) and a Gather
+run-time image size), ``torch.arange(t - 1, -1, -1)`` (the positions reversed),
+``torch.arange(past, past + t)`` (a decoder's positions after its cache) and a Gather
 at such a Range along the data's own axis (``x.index_select(1, torch.arange(1, t, 3))``), a
 slice by that step. Each matches onnxruntime and torch on both backends at several sizes,
 from both of torch's exporters; a Range this cannot lay out is still refused naming the node.
@@ -20,7 +21,7 @@ from plugin_host.errors import UnsupportedModelError
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_close, assert_refused, check_against_onnxruntime, export_dynamic,
-                       import_and_load, onnx, torch)
+                       import_and_load, onnx, onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 
@@ -117,6 +118,51 @@ def test_a_gather_at_a_range_over_its_axis_is_a_slice(dynamo, tmp_path, signer):
     steps = sorted(n.attrs["steps"] for n in loaded.graph.nodes
                    if n.op == "slice" and n.attrs["steps"] and n.attrs["axes"] == (1,))
     assert steps == [(-2,), (-1,)], steps
+
+
+class _PastPositions(torch.nn.Module):
+    """A decoder step's learned positions after its cache: torch.arange(past, past + t),
+    both ends run-time dims (GPT-2's position ids without a mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Embedding(16, 4)
+
+    def forward(self, cache, x):
+        past = cache.shape[1]
+        return x + self.pos(torch.arange(past, past + x.shape[1]))[None] + cache.mean(1, True)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_range_from_one_run_time_dim_to_another_matches_onnxruntime(dynamo, tmp_path, signer):
+    """The start's value is read when the call runs; a position past the table is an
+    IndexRangeError naming the lookup on both backends, as onnxruntime refuses it too."""
+    from abi.errors import IndexRangeError
+    from plugin_host.executor import Executor
+    from plugins.numpy_backend import NumpyBackend
+
+    module = _PastPositions()
+    model = export_dynamic(module, [torch.randn(1, 3, 4), torch.randn(1, 2, 4)],
+                           tmp_path / "p.onnx", dynamo=dynamo, names=["cache", "x"],
+                           dims=[{1: "past"}, {1: "seq"}],
+                           bounds={"past": (1, 15), "seq": (1, 15)})
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    rng = np.random.default_rng(5)
+    feeds = [{"cache": rng.standard_normal((1, p, 4)).astype(np.float32),
+              "x": rng.standard_normal((1, t, 4)).astype(np.float32)}
+             for p, t in ((1, 1), (3, 2), (10, 6))]
+    for backend in (None, OnnxruntimeBackend()):
+        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend, optimized=False)
+        for feed, (got, _) in zip(feeds, runs):
+            with torch.no_grad():
+                want = module(*(torch.from_numpy(feed[n]) for n in ("cache", "x")))
+            assert_close(loaded, "y", got["y"], want.numpy())
+    past = {"cache": np.zeros((1, 12, 4), np.float32), "x": np.zeros((1, 5, 4), np.float32)}
+    with pytest.raises(Exception, match="out of|invalid|idx"):
+        onnxruntime_outputs(model, past, optimized=False)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match="16"):
+            Executor(loaded.graph, backend).run(dict(past))
 
 
 def _range_model(path, start, limit, delta, dtype=TP.INT64):
