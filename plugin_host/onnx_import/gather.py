@@ -16,7 +16,7 @@ from . import symbolic
 from .convert import attributes
 from .fold import FAR, axis_in, flatten_axis
 from .ops import _few, _only, maps
-from .shapes import _reshape_to, has_dim, run_time_mask, sizes_like
+from .shapes import _reshape_to, has_dim, range_length, run_time_mask, sizes_like
 
 
 @maps("Gather")
@@ -253,9 +253,7 @@ def _range_affine(imp, ins: list):
     start, limit, k = ends
     if type(k) is not int or k == 0:
         return None
-    m = abs(k)
-    count = dim_math.floordiv(dim_math.add(dim_math.sub(limit, start) if k > 0 else
-                                           dim_math.sub(start, limit), m - 1), m)
+    _, count = range_length(start, limit, k)
     return [max(count, 0) if type(count) is int else count], [k], start
 
 

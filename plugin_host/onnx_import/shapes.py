@@ -388,8 +388,7 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
         ends.append(entry if type(entry) is str else int(entry))
     first, last = ends
     m = abs(k)
-    span = dims.simplified(dims.sub(last, first) if k > 0 else dims.sub(first, last))
-    count = dims.floordiv(dims.add(span, m - 1), m)
+    span, count = range_length(first, last, k)
     direct = type(count) is str and has_dim(imp, count) and (
         k > 0 or dims.known_equal(span, dims.mul(m, count)))
     if not direct and (k > 0 or type(span) is not str or not has_dim(imp, span)):
@@ -422,6 +421,15 @@ def _range_to_a_dim(imp, node, attrs) -> bool:
                      suffix="/end")[0]
     imp.alias(node.output[0], y)
     return True
+
+
+def range_length(start, limit, k: int) -> tuple:
+    """``(span, n)`` of Range(start, limit, k), each end an int or a run-time dim and k a
+    nonzero int: the span (limit - start) * sign(k), like terms added up (``past+seq-past``
+    is ``seq``), and the count of values ceil(span / |k|)."""
+    m = abs(k)
+    span = dims.simplified(dims.sub(limit, start) if k > 0 else dims.sub(start, limit))
+    return span, dims.floordiv(dims.add(span, m - 1), m)
 
 
 def _whole(v) -> bool:
