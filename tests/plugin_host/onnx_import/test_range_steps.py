@@ -79,6 +79,18 @@ CASES = {
 }
 
 
+def _matches_onnxruntime_and_torch(model, loaded, module, feeds, outputs) -> None:
+    """On both backends, each feed's outputs match onnxruntime's (its graph optimizations
+    off) and the torch module's."""
+    for backend in (None, OnnxruntimeBackend()):
+        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend, optimized=False)
+        for feed, (got, _) in zip(feeds, runs):
+            with torch.no_grad():
+                want = module(*(torch.from_numpy(v) for v in feed.values()))
+            for name, value in zip(outputs, want if isinstance(want, tuple) else (want,)):
+                assert_close(loaded, name, got[name], value.numpy())
+
+
 def _feed(base: tuple, dims: dict, sizes: tuple, rng) -> dict:
     shape = list(base)
     for axis, size in zip(sorted(dims), sizes):
@@ -96,14 +108,8 @@ def test_a_range_by_a_step_over_a_run_time_dim_matches_onnxruntime(case, dynamo,
     _, loaded = import_and_load(model, tmp_path / f"{case}.pha", signer)
     assert any(type(d) is str for s in loaded.graph.inputs for d in s.shape)
     rng = np.random.default_rng(sum(map(ord, case)))
-    feeds = [_feed(base, dims, s, rng) for s in sizes]
-    for backend in (None, OnnxruntimeBackend()):
-        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend, optimized=False)
-        for feed, (got, _) in zip(feeds, runs):
-            with torch.no_grad():
-                want = module()(torch.from_numpy(feed["x"]))
-            for name, value in zip(outputs, want if isinstance(want, tuple) else (want,)):
-                assert_close(loaded, name, got[name], value.numpy())
+    _matches_onnxruntime_and_torch(model, loaded, module(),
+                                   [_feed(base, dims, s, rng) for s in sizes], outputs)
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
@@ -151,12 +157,7 @@ def test_a_range_from_one_run_time_dim_to_another_matches_onnxruntime(dynamo, tm
     feeds = [{"cache": rng.standard_normal((1, p, 4)).astype(np.float32),
               "x": rng.standard_normal((1, t, 4)).astype(np.float32)}
              for p, t in ((1, 1), (3, 2), (10, 6))]
-    for backend in (None, OnnxruntimeBackend()):
-        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend, optimized=False)
-        for feed, (got, _) in zip(feeds, runs):
-            with torch.no_grad():
-                want = module(*(torch.from_numpy(feed[n]) for n in ("cache", "x")))
-            assert_close(loaded, "y", got["y"], want.numpy())
+    _matches_onnxruntime_and_torch(model, loaded, module, feeds, ("y",))
     past = {"cache": np.zeros((1, 12, 4), np.float32), "x": np.zeros((1, 5, 4), np.float32)}
     with pytest.raises(Exception, match="out of|invalid|idx"):
         onnxruntime_outputs(model, past, optimized=False)
