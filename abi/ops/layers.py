@@ -271,6 +271,44 @@ def _lstm_cell(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [out, out]
 
 
+def _recurrence(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    """gru's and rnn's rule: x (T, B, input), h (B, hidden), weights (gates*hidden, input) and
+    (gates*hidden, hidden), biases (gates*hidden,) -> y (T, B, hidden), h_last (B, hidden)."""
+    x, h, w_ih, w_hh, b_ih, b_hh = inputs
+    n, gates = op.name, {"gru": 3, "rnn": 1}[op.name]
+    named = [("x", x), ("h", h), ("weight_ih", w_ih), ("weight_hh", w_hh), ("bias_ih", b_ih),
+             ("bias_hh", b_hh)]
+    for name, t in named:
+        if t is not None:
+            need_float(n, name, t)
+    need_same_dtype(n, named)
+    need_rank(n, "x", x, exact=3)
+    for name, t in named[1:4]:
+        need_rank(n, name, t, exact=2)
+    rows, hidden = w_hh.shape
+    if type(rows) is int and type(hidden) is int and rows != gates * hidden:
+        raise ShapeError(f"{n}: weight_hh must be ({gates}*hidden, hidden), got "
+                         f"{fmt(w_hh.shape)}", where=n, got=w_hh.shape)
+    need_shape(n, "weight_ih", w_ih, (rows, x.shape[2]),
+               f"({gates}*hidden, input_size): weight_hh is {fmt(w_hh.shape)}, x is "
+               f"{fmt(x.shape)}")
+    need_shape(n, "h", h, (x.shape[1], hidden),
+               f"(batch, hidden): x is {fmt(x.shape)}, weight_hh is {fmt(w_hh.shape)}")
+    for name, t in (("bias_ih", b_ih), ("bias_hh", b_hh)):
+        if t is not None:
+            need_shape(n, name, t, (rows,), f"({gates}*hidden,): weight_hh is "
+                                            f"{fmt(w_hh.shape)}")
+    return [TensorType((x.shape[0], x.shape[1], hidden), x.dtype),
+            TensorType((x.shape[1], hidden), x.dtype)]
+
+
+def _lstm(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, *rest = inputs
+    need_rank(op.name, "x", x, exact=3)
+    step, state = _lstm_cell(op, [TensorType(x.shape[1:], x.dtype), *rest], attrs)
+    return [TensorType((x.shape[0], *step.shape), x.dtype), step, state]
+
+
 def _embedding(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     idx, w = inputs
     n = op.name
@@ -345,6 +383,32 @@ weight (out_features, in_features); bias (out_features,); x (..., in_features) f
 One LSTM step, gates in the order i, f, g, o. x (B, input_size); h, c (B, hidden);
 weight_ih (4*hidden, input_size); weight_hh (4*hidden, hidden); biases (4*hidden,).
 Returns (h_next, c_next), each (B, hidden). Carrying state across steps is the caller's job."""),
+    OpDef("lstm", 1, ("x", "h", "c", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?"),
+          ("y", "h_last", "c_last"), {"reverse": AttrSpec("bool", False)}, _lstm, doc="""\
+lstm_cell over a sequence: x (T, B, input_size), T possibly known only when the call runs;
+h, c (B, hidden) the state before the first step, which is x[0] (reverse: x[T-1]). y (T, B,
+hidden) holds the h of each step at that step's position; h_last, c_last the state after the
+last step. Weights and biases as lstm_cell's. T = 0 gives an empty y and the state as given."""),
+    OpDef("gru", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?"),
+          ("y", "h_last"), {"reverse": AttrSpec("bool", False),
+                            "linear_before_reset": AttrSpec("bool", True)}, _recurrence, doc="""\
+A GRU over a sequence (torch's nn.GRU, gates r, z, n): x (T, B, input_size), T possibly known
+only when the call runs; h (B, hidden) the state before the first step, which is x[0]
+(reverse: x[T-1]). r, z = sigmoid(W_i x + b_i + W_h h + b_h) of their rows; n = tanh(W_in x +
+b_in + r * (W_hn h + b_hn)), or with linear_before_reset false (ONNX's default) tanh(W_in x +
+b_in + W_hn (r * h) + b_hn); h' = (1 - z) * n + z * h. weight_ih (3*hidden, input_size),
+weight_hh (3*hidden, hidden), biases (3*hidden,). y (T, B, hidden) holds each step's h at its
+position, h_last the state after the last step; T = 0 gives an empty y and h as given."""),
+    OpDef("rnn", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?"),
+          ("y", "h_last"), {"reverse": AttrSpec("bool", False),
+                            "nonlinearity": AttrSpec("enum:tanh|relu", "tanh")}, _recurrence,
+          doc="""\
+An Elman RNN over a sequence (torch's nn.RNN): h' = nonlinearity(W_ih x + b_ih + W_hh h +
+b_hh), tanh or relu, at each step of x (T, B, input_size) from the first (reverse: the last),
+T possibly known only when the call runs; h (B, hidden) the state before. weight_ih (hidden,
+input_size), weight_hh (hidden, hidden), biases (hidden,). y (T, B, hidden) holds each step's
+h at its position, h_last the state after the last step; T = 0 gives an empty y and h as
+given."""),
     OpDef("embedding", 1, ("idx", "weight"), ("y",), {}, _embedding, doc="""\
 Row lookup: idx (...) integer, weight (vocab, embed) float -> (..., embed) with weight's dtype.
 Indices outside [0, vocab) are refused at run time by the executor (never zeroed or clipped).

@@ -18,6 +18,13 @@ batchnorm          ``batchnorm(x, weight, bias, running_mean, running_var,      
 linear             ``linear(x, weight, bias)`` / ``make_linear(weight, bias)``  x
 lstm_cell          ``lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih,          x, h, c
                    bias_hh) -> (h, c)``
+lstm               ``lstm(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, *,   x, h, c
+                   reverse) -> (y, h_last, c_last)``, the cell over (seq, ...)
+gru                ``gru(x, h, weight_ih, weight_hh, bias_ih, bias_hh, *,       x, h
+                   reverse, linear_before_reset) -> (y, h_last)`` /
+                   ``make_gru(weight_ih, ...)``
+rnn                ``rnn(x, h, weight_ih, weight_hh, bias_ih, bias_hh, *,       x, h
+                   reverse, nonlinearity) -> (y, h_last)`` / ``make_rnn``
 group_norm         ``group_norm(x, weight, bias, *, num_groups, eps)``          x
 instance_norm      ``instance_norm(x, weight, bias, *, eps)``                   x
 layer_norm         ``layer_norm(x, weight, bias, *, normalized_shape, eps)``    x
@@ -33,9 +40,9 @@ from .embedding import check_embedding_indices, embedding
 from .linear import linear, make_linear
 from .norm import (batch_stats, batchnorm, group_norm, instance_norm, layer_norm, layer_norm2d,
                    rms_norm)
-from .recurrent import lstm_cell
+from .recurrent import gru, lstm, lstm_cell, make_gru, make_rnn, rnn
 
 __all__ = ["conv", "make_conv", "conv_transpose", "make_conv_transpose", "resolve_padding",
-           "batchnorm", "batch_stats", "linear", "make_linear", "lstm_cell", "group_norm",
-           "instance_norm", "layer_norm", "layer_norm2d", "rms_norm", "embedding",
-           "check_embedding_indices"]
+           "batchnorm", "batch_stats", "linear", "make_linear", "lstm", "lstm_cell", "gru",
+           "make_gru", "rnn", "make_rnn", "group_norm", "instance_norm", "layer_norm",
+           "layer_norm2d", "rms_norm", "embedding", "check_embedding_indices"]

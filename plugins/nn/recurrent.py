@@ -1,4 +1,9 @@
-"""LSTM cell kernel and layer. Carrying state across time steps is the caller's job."""
+"""LSTM cell kernel and layer (carrying state across time steps is the caller's job), and the
+kernels of the recurrences over a whole sequence: :func:`lstm` (the cell at each step),
+:func:`gru` / :func:`make_gru` and :func:`rnn` / :func:`make_rnn` (torch's nn.GRU and nn.RNN,
+one layer and direction). The ``make_`` forms prepare the weights once (transposed, the
+biases that can be folded added up): the input's share of every step is then one GEMM over the
+whole sequence, and each step one GEMV of the state."""
 
 from __future__ import annotations
 
@@ -7,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from abi.errors import ShapeError
+from abi.errors import ContractError, ShapeError
 
 from ._common import check_f32, check_ndim, check_param, shape_str, uniform
 
-__all__ = ["lstm_cell", "LSTMCell"]
+__all__ = ["gru", "lstm", "lstm_cell", "make_gru", "make_rnn", "rnn", "LSTMCell"]
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -66,6 +71,175 @@ def lstm_cell(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None,
         c_new += _sigmoid(f) * c
     h_new = _sigmoid(o) * np.tanh(c_new)
     return h_new, c_new
+
+
+def lstm(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None, weight_ih: np.ndarray,
+         weight_hh: np.ndarray, bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *,
+         reverse: bool = False, where: str = "LSTM",
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`lstm_cell` at each step of ``x`` ``(seq, batch, input_size)``, from the first
+    (``reverse``: the last); returns ``(y, h_last, c_last)``, ``y`` ``(seq, batch, hidden)``
+    holding each step's h at its position. ``h``, ``c`` are the state before the first step
+    (None: zeros). An empty sequence returns an empty ``y`` and the state as given."""
+    check_f32(x, "input", where)
+    check_ndim(x, "input", where, ndim=3, rule="(seq, batch, input_size)")
+    hidden = weight_hh.shape[-1] if isinstance(weight_hh, np.ndarray) else 0
+    y = np.empty(x.shape[:2] + (hidden,), np.float32)
+    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    for t in steps:
+        h, c = lstm_cell(x[t], h, c, weight_ih, weight_hh, bias_ih, bias_hh, where=where)
+        y[t] = h
+    if not len(steps):  # nothing ran to check the state against the weights
+        lstm_cell(x[:0].reshape(0, x.shape[2]), None, None, weight_ih, weight_hh, bias_ih,
+                  bias_hh, where=where)
+        state = (x.shape[1], hidden)
+        check_param(h, "h", where, state)
+        check_param(c, "c", where, state)
+    zeros = np.zeros((x.shape[1], hidden), np.float32)
+    return (y, zeros if h is None else np.array(h, copy=True),
+            zeros if c is None else np.array(c, copy=True))
+
+
+def _sequence_weights(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
+                      bias_hh: np.ndarray | None, gates: int, where: str) -> int:
+    """Check a recurrence's weights ((gates*hidden, input), (gates*hidden, hidden)) and
+    biases; return hidden."""
+    check_f32(weight_hh, "weight_hh", where)
+    check_ndim(weight_hh, "weight_hh", where, ndim=2, rule=f"({gates}*hidden, hidden)")
+    rows, hidden = weight_hh.shape
+    if rows != gates * hidden:
+        raise ShapeError(f"{where}: weight_hh {shape_str(weight_hh.shape)} must be "
+                         f"({gates}*hidden, hidden)", where=where,
+                         expected=(gates * hidden, hidden), got=weight_hh.shape)
+    check_f32(weight_ih, "weight_ih", where)
+    check_ndim(weight_ih, "weight_ih", where, ndim=2, rule=f"({gates}*hidden, input_size)")
+    check_param(weight_ih, "weight_ih", where, (rows, weight_ih.shape[1]))
+    check_param(bias_ih, "bias_ih", where, (rows,))
+    check_param(bias_hh, "bias_hh", where, (rows,))
+    return hidden
+
+
+def _sequence_start(x: np.ndarray, h: np.ndarray | None, inputs: int, hidden: int,
+                    where: str) -> np.ndarray:
+    """Check ``x`` (seq, batch, inputs) and ``h``; return the state to start from (a copy)."""
+    check_f32(x, "input", where)
+    check_ndim(x, "input", where, ndim=3, rule="(seq, batch, input_size)")
+    if x.shape[2] != inputs:
+        raise ShapeError(f"{where}: input {shape_str(x.shape)} must be (seq, batch, {inputs})",
+                         where=where, expected=(x.shape[0], x.shape[1], inputs), got=x.shape)
+    check_param(h, "h", where, (x.shape[1], hidden))
+    return np.zeros((x.shape[1], hidden), np.float32) if h is None else np.array(h, np.float32)
+
+
+def _sigmoid_in_place(z: np.ndarray) -> np.ndarray:
+    """sigmoid(z) = 0.5 * tanh(0.5 * z) + 0.5, in place: it never overflows."""
+    z *= 0.5
+    np.tanh(z, out=z)
+    z *= 0.5
+    z += 0.5
+    return z
+
+
+def make_gru(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
+             bias_hh: np.ndarray | None, *, reverse: bool = False,
+             linear_before_reset: bool = True, where: str = "GRU"):
+    """Prepare a GRU (the ``gru`` op: gates r, z, n as torch's nn.GRU); return
+    ``run(x, h) -> (y, h_last)`` over ``x`` (seq, batch, input_size), ``h`` (batch, hidden)
+    or None for zeros."""
+    hidden = _sequence_weights(weight_ih, weight_hh, bias_ih, bias_hh, 3, where)
+    inputs = weight_ih.shape[1]
+    w_x = np.ascontiguousarray(weight_ih.T)
+    b_x = np.zeros(3 * hidden, np.float32) if bias_ih is None else bias_ih.astype(np.float32)
+    b_hn = np.zeros(hidden, np.float32)
+    if bias_hh is not None:
+        b_x[:2 * hidden] += bias_hh[:2 * hidden]  # r's and z's hidden biases fold into x's
+        b_hn = bias_hh[2 * hidden:].astype(np.float32)
+    w_h = np.ascontiguousarray(weight_hh.T)  # (hidden, 3*hidden): r, z, n
+    w_rz = np.ascontiguousarray(w_h[:, :2 * hidden])
+    w_n = np.ascontiguousarray(w_h[:, 2 * hidden:])
+
+    def run(x: np.ndarray, h: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        h = _sequence_start(x, h, inputs, hidden, where)
+        steps, batch = x.shape[:2]
+        gates_x = np.matmul(x.reshape(steps * batch, inputs), w_x)
+        gates_x += b_x
+        gates_x = gates_x.reshape(steps, batch, 3 * hidden)
+        y = np.empty((steps, batch, hidden), np.float32)
+        for t in range(steps - 1, -1, -1) if reverse else range(steps):
+            g = gates_x[t]
+            if linear_before_reset:
+                gh = np.matmul(h, w_h)
+                g[:, :2 * hidden] += gh[:, :2 * hidden]
+                state_n = gh[:, 2 * hidden:]
+                state_n += b_hn
+                r, z = np.split(_sigmoid_in_place(g[:, :2 * hidden]), 2, axis=1)
+                state_n *= r
+            else:
+                g[:, :2 * hidden] += np.matmul(h, w_rz)
+                r, z = np.split(_sigmoid_in_place(g[:, :2 * hidden]), 2, axis=1)
+                state_n = np.matmul(r * h, w_n)
+                state_n += b_hn
+            n = g[:, 2 * hidden:]
+            n += state_n
+            np.tanh(n, out=n)
+            h = h - n  # h' = (1 - z) * n + z * h = n + z * (h - n)
+            h *= z
+            h += n
+            y[t] = h
+        return y, h
+
+    return run
+
+
+def gru(x: np.ndarray, h: np.ndarray | None, weight_ih: np.ndarray, weight_hh: np.ndarray,
+        bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *, reverse: bool = False,
+        linear_before_reset: bool = True, where: str = "GRU") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`make_gru` and its run on ``x``, ``h``: ``(y, h_last)``."""
+    return make_gru(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse,
+                    linear_before_reset=linear_before_reset, where=where)(x, h)
+
+
+def make_rnn(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
+             bias_hh: np.ndarray | None, *, reverse: bool = False, nonlinearity: str = "tanh",
+             where: str = "RNN"):
+    """Prepare an Elman RNN (the ``rnn`` op, torch's nn.RNN: h' = tanh or relu of W_ih x +
+    b_ih + W_hh h + b_hh); return ``run(x, h) -> (y, h_last)`` as :func:`make_gru`'s."""
+    if nonlinearity not in ("tanh", "relu"):
+        raise ContractError(f"{where}: nonlinearity={nonlinearity!r} must be 'tanh' or 'relu'",
+                            where=where, attr="nonlinearity")
+    hidden = _sequence_weights(weight_ih, weight_hh, bias_ih, bias_hh, 1, where)
+    inputs = weight_ih.shape[1]
+    w_x, w_h = np.ascontiguousarray(weight_ih.T), np.ascontiguousarray(weight_hh.T)
+    b = np.zeros(hidden, np.float32)
+    for extra in (bias_ih, bias_hh):
+        if extra is not None:
+            b += extra
+
+    def run(x: np.ndarray, h: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        h = _sequence_start(x, h, inputs, hidden, where)
+        steps, batch = x.shape[:2]
+        pre = np.matmul(x.reshape(steps * batch, inputs), w_x)
+        pre += b
+        pre = pre.reshape(steps, batch, hidden)
+        y = np.empty((steps, batch, hidden), np.float32)
+        for t in range(steps - 1, -1, -1) if reverse else range(steps):
+            h = pre[t] + np.matmul(h, w_h)
+            if nonlinearity == "tanh":
+                np.tanh(h, out=h)
+            else:
+                np.maximum(h, 0.0, out=h)
+            y[t] = h
+        return y, h
+
+    return run
+
+
+def rnn(x: np.ndarray, h: np.ndarray | None, weight_ih: np.ndarray, weight_hh: np.ndarray,
+        bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *, reverse: bool = False,
+        nonlinearity: str = "tanh", where: str = "RNN") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`make_rnn` and its run on ``x``, ``h``: ``(y, h_last)``."""
+    return make_rnn(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse,
+                    nonlinearity=nonlinearity, where=where)(x, h)
 
 
 class LSTMCell:

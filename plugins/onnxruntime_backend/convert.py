@@ -270,6 +270,133 @@ def lstm_cell(e, node, ins, outs, a):
     e.op("Mul", [o, e.op("Tanh", [c_next])[0]], [outs[0]])
 
 
+def _transposed(e: Emitter, name: str) -> str:
+    """A 2-D ``name`` transposed: an initializer for a constant, else a Transpose."""
+    value = e.array(name)
+    if value is not None:
+        return e.derived("transpose", [name], lambda: np.ascontiguousarray(value.T),
+                         value.dtype)
+    return e.op("Transpose", [name], perm=[1, 0])[0]
+
+
+def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
+                outs: list[str], step: Callable) -> None:
+    """An ABI recurrence (lstm, gru, rnn) as an ONNX Scan over the time steps, of the same
+    element-wise ops as the numpy backend's, so that a nan or an infinity propagates as it
+    does there and in torch (onnxruntime's own LSTM and GRU kernels turn a nan input into
+    finite numbers, its RNN's Relu a nan into 0, and its GRU aborts the process on a sequence
+    of 0 steps).
+
+    The input's share of every step's gates is one MatMul over the whole sequence (plus
+    bias_ih), outside the Scan; ``step(body, x_t, states)`` writes one step into the Scan's
+    body (an Emitter; the weights it reads are values of the outer graph) and returns the new
+    states, h first, which is also the step's y. A sequence of 0 steps, which onnxruntime's
+    Scan refuses, gets one zero step added and its output dropped; the states are then the
+    ones given."""
+    dtype = onnx_dtype(e.types[x].dtype)
+    first = e.const([0], np.int64)
+    gates = e.op("MatMul", [x, _transposed(e, w_ih)])[0]
+    if b_ih is not None:
+        gates = e.op("Add", [gates, b_ih])[0]
+    steps = e.op("Shape", [x], start=0, end=1)[0]
+    empty = e.op("Equal", [steps, first])[0]
+    extra = e.op("Cast", [empty], to=onnx.TensorProto.INT64)[0]
+    pad = e.op("ConstantOfShape", [e.op("Concat", [extra, e.op("Shape", [gates], start=1)[0]],
+                                        axis=0)[0]],
+               value=helper.make_tensor("zero", dtype, [1], [0]))[0]
+    seq = e.op("Concat", [gates, pad], axis=0)[0]
+    body = Emitter({}, e.types)  # the weights it reads are the outer graph's, by name
+    body.prefix = f"{e.prefix}/step"
+    inner = [body.fresh() for _ in states]
+    x_t = body.fresh()
+    new = step(body, x_t, inner)
+    y_t = body.op("Identity", [new[0]])[0]
+    matrix = [None, None]
+    graph = helper.make_graph(
+        body.nodes, body.prefix,
+        [helper.make_tensor_value_info(t, dtype, matrix) for t in inner + [x_t]],
+        [helper.make_tensor_value_info(t, dtype, matrix) for t in new + [y_t]],
+        list(body.initializers.values()))
+    direction = [int(node.attrs["reverse"])]
+    *finals, ys = e.op("Scan", [*states, seq], len(states) + 1, body=graph, num_scan_inputs=1,
+                       scan_input_directions=direction, scan_output_directions=direction)
+    e.op("Slice", [ys, first, steps, first], [outs[0]])
+    for given, last, out in zip(states, finals, outs[1:]):
+        e.op("Where", [empty, given, last], [out])
+
+
+def _state_share(b: Emitter, h: str, w_t: str, bias: str | None) -> str:
+    """h @ w_t (+ bias), in a Scan body."""
+    share = b.op("MatMul", [h, w_t])[0]
+    return share if bias is None else b.op("Add", [share, bias])[0]
+
+
+def lstm(e, node, ins, outs, a):
+    """The LSTM over the sequence: gates i, f, g, o as lstm_cell's."""
+    x, h, c, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 7)[:7]
+    w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
+
+    def step(b, x_t, states):
+        h, c = states
+        gates = b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0]
+        i, f, g, o = b.op("Split", [gates], 4, axis=1, num_outputs=4)
+        i, f, o = (b.op("Sigmoid", [t])[0] for t in (i, f, o))
+        c_next = b.op("Add", [b.op("Mul", [f, c])[0],
+                              b.op("Mul", [i, b.op("Tanh", [g])[0]])[0]])[0]
+        return [b.op("Mul", [o, b.op("Tanh", [c_next])[0]])[0], c_next]
+
+    _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step)
+
+
+def gru(e, node, ins, outs, a):
+    """The GRU over the sequence: gates r, z, n; n = tanh(x's share + r * (W_hn h + b_hn)),
+    or without ``linear_before_reset`` tanh(x's share + W_hn (r * h) + b_hn); h' = n + z *
+    (h - n), as the numpy backend computes it."""
+    x, h, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 6)[:6]
+    w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
+    if not a["linear_before_reset"]:  # W_hn apart from W_hr and W_hz
+        hidden = e.types[w_hh].shape[1]
+        if not isinstance(hidden, int):
+            raise BackendError(f"onnxruntime backend: node {node.name!r}: gru needs a fixed "
+                               f"hidden size, got weight_hh {e.types[w_hh].shape}",
+                               node=node.name)
+        sizes = e.const([2 * hidden, hidden], np.int64)
+        w_rz, w_n = e.op("Split", [w_t, sizes], 2, axis=1)
+        b_rz, b_n = (None, None) if b_hh is None else e.op("Split", [b_hh, sizes], 2, axis=0)
+
+    def step(b, x_t, states):
+        [h] = states
+        x_r, x_z, x_n = b.op("Split", [x_t], 3, axis=1, num_outputs=3)
+        if a["linear_before_reset"]:
+            s_r, s_z, s_n = b.op("Split", [_state_share(b, h, w_t, b_hh)], 3, axis=1,
+                                 num_outputs=3)
+        else:
+            s_r, s_z = b.op("Split", [_state_share(b, h, w_rz, b_rz)], 2, axis=1,
+                            num_outputs=2)
+        r, z = (b.op("Sigmoid", [b.op("Add", [p, q])[0]])[0] for p, q in ((x_r, s_r), (x_z, s_z)))
+        if a["linear_before_reset"]:
+            reset = b.op("Mul", [r, s_n])[0]
+        else:
+            reset = _state_share(b, b.op("Mul", [r, h])[0], w_n, b_n)
+        n = b.op("Tanh", [b.op("Add", [x_n, reset])[0]])[0]
+        return [b.op("Add", [b.op("Mul", [b.op("Sub", [h, n])[0], z])[0], n])[0]]
+
+    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step)
+
+
+def rnn(e, node, ins, outs, a):
+    """The Elman RNN over the sequence: h' = tanh or relu of x's share + W_hh h + b_hh."""
+    x, h, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 6)[:6]
+    w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
+    act = "Tanh" if a["nonlinearity"] == "tanh" else "Relu"
+
+    def step(b, x_t, states):
+        [h] = states
+        return [b.op(act, [b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0]])[0]]
+
+    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step)
+
+
 def embedding(e, node, ins, outs, a, *, checked: bool = True):
     """Gather of the weight's rows; indices of another integer dtype than ONNX Gather takes
     (int32, int64) are Cast to int64 first (after the check, or before the clip)."""
@@ -762,7 +889,7 @@ CONVERTERS: dict[str, Converter] = {
     "conv": conv, "conv_transpose": conv_transpose, "batchnorm": batchnorm,
     "group_norm": group_norm, "instance_norm": instance_norm, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "linear": linear,
-    "lstm_cell": lstm_cell, "embedding": embedding,
+    "lstm_cell": lstm_cell, "lstm": lstm, "gru": gru, "rnn": rnn, "embedding": embedding,
     "identity": _simple("Identity"), "relu": relu, "sigmoid": _simple("Sigmoid"),
     "tanh": _simple("Tanh"), "gelu": gelu, "softmax": lambda e, n, i, o, a: e.op(
         "Softmax", i, o, axis=a["axis"]),

@@ -64,6 +64,28 @@ def _lstm_case():
             torch.lstm_cell(x, (h, c), w_ih, w_hh, b_ih, b_hh))
 
 
+def _lstm_sequence_case():
+    x, h, c = r(4, 2, 5), r(2, 3), r(2, 3)
+    w_ih, w_hh, b_ih, b_hh = r(12, 5), r(12, 3), r(12), r(12)
+    y, h_n, c_n = torch.lstm(x, (h[None], c[None]), [w_ih, w_hh, b_ih, b_hh], True, 1, 0.0,
+                             False, False, False)
+    return ("lstm", [x, h, c, w_ih, w_hh, b_ih, b_hh], {"reverse": True}, (y, h_n[0], c_n[0]))
+
+
+def _gru_case():
+    x, h = r(4, 2, 5), r(2, 3)
+    w = [r(9, 5), r(9, 3), r(9), r(9)]
+    y, h_n = torch.gru(x, h[None], w, True, 1, 0.0, False, False, False)
+    return ("gru", [x, h, *w], {}, (y, h_n[0]))
+
+
+def _rnn_case():
+    x, h = r(4, 2, 5), r(2, 3)
+    w = [r(3, 5), r(3, 3), None, None]
+    y, h_n = torch.rnn_relu(x, h[None], w[:2], False, 1, 0.0, False, False, False)
+    return ("rnn", [x, h, *w], {"nonlinearity": "relu", "reverse": True}, (y, h_n[0]))
+
+
 def _layer_norm2d_case():
     x, w, b = r(2, 3, 4, 5), r(3), r(3)
     ref = F.layer_norm(x.permute(0, 2, 3, 1), (3,), w, b).permute(0, 3, 1, 2)
@@ -85,6 +107,9 @@ GOOD = [
     ("linear", [r(2, 5, 7), r(4, 7), r(4)], {}, None),
     ("linear", [r(7), r(4, 7), None], {}, None),
     _lstm_case(),
+    _lstm_sequence_case(),
+    _gru_case(),
+    _rnn_case(),
     ("group_norm", [r(2, 6, 3), r(6), r(6)], {"num_groups": 3}, None),
     ("instance_norm", [r(2, 3, 4, 4), r(3), r(3)], {}, None),
     ("layer_norm", [r(2, 3, 5), r(3, 5), r(3, 5)], {"normalized_shape": [3, 5]}, None),
@@ -146,6 +171,9 @@ def test_symbolic_batch_in_recurrent_and_dense_layers():
     out = infer("lstm_cell", [T(("B", 5), f32), T(("B", 3), f32), T(("B", 3), f32),
                               T((12, 5), f32), T((12, 3), f32)])
     assert out == [T(("B", 3), f32)] * 2
+    out = infer("lstm", [T(("T", "B", 5), f32), T(("B", 3), f32), T(("B", 3), f32),
+                         T((12, 5), f32), T((12, 3), f32)])
+    assert out == [T(("T", "B", 3), f32)] + [T(("B", 3), f32)] * 2
     assert infer("linear", [T(("B", "T", 7), f32), T((4, 7), f32)]) == [T(("B", "T", 4), f32)]
     assert infer("embedding", [T(("B",), i64), T((8, 32), f32)]) == [T(("B", 32), f32)]
     assert infer("layer_norm", [T(("B", "T", 5), f32), None, None],
@@ -247,6 +275,20 @@ REFUSALS = [
     ("lstm_cell", LSTM[:2], {}, ContractError, "lstm_cell: missing required input 'c'"),
     ("lstm_cell", _replace(LSTM, 0, T((2, 5), f16)), {}, DTypeError,
      "h must have the dtype of x (float16), got float32"),
+    ("lstm", LSTM, {}, ShapeError, "lstm: x must have rank 3, got rank 2"),
+    ("lstm", [T((7, 2, 5), f32)] + _replace(LSTM, 3, T((12, 6), f32))[1:], {}, ShapeError,
+     "lstm: weight_ih must have shape (12, 5), got (12, 6)"),
+    ("lstm", [T((7, 2, 5), f32)] + LSTM[1:], {"reverse": "yes"}, OpError, "reverse"),
+    ("gru", [T((7, 2, 5), f32), T((2, 3), f32), T((10, 5), f32), T((10, 3), f32)], {},
+     ShapeError, "gru: weight_hh must be (3*hidden, hidden), got (10, 3)"),
+    ("gru", [T((7, 2, 5), f32), T((1, 3), f32), T((9, 5), f32), T((9, 3), f32)], {},
+     ShapeError, "gru: h must have shape (2, 3), got (1, 3)"),
+    ("rnn", [T((7, 2, 5), f32), T((2, 3), f32), T((3, 4), f32), T((3, 3), f32)], {},
+     ShapeError, "rnn: weight_ih must have shape (3, 5), got (3, 4)"),
+    ("rnn", [T((7, 2, 5), f32), T((2, 3), f32), T((3, 5), f32), T((3, 3), f32)],
+     {"nonlinearity": "sigmoid"}, OpError, "nonlinearity"),
+    ("rnn", [T((2, 5), f32), T((2, 3), f32), T((3, 5), f32), T((3, 3), f32)], {}, ShapeError,
+     "rnn: x must have rank 3, got rank 2"),
     ("group_norm", [T((2, 6, 3), f32)], {"num_groups": 4}, ShapeError,
      "group_norm: x has 6 channels (x shape (2, 6, 3)), not divisible by num_groups=4"),
     ("group_norm", [T((2, 6, 3), f32), T((3,), f32)], {"num_groups": 3}, ShapeError,

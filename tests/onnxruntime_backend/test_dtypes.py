@@ -202,9 +202,11 @@ def test_op_gives_the_numpy_backend_bits(case, dtype):
 def test_the_cases_cover_every_integer_op():
     """Every op the backend supports that the numpy backend runs on these integers."""
     float_only = {"conv", "conv_transpose", "batchnorm", "group_norm", "instance_norm",
-                  "layer_norm", "layer_norm2d", "rms_norm", "linear", "lstm_cell", "sigmoid",
-                  "tanh", "gelu", "softmax", "elu", "leaky_relu", "hard_sigmoid", "hard_swish",
-                  "softplus", "exp", "log", "sqrt", "reciprocal", "erf", "prelu", "pow", "div",
+                  "layer_norm", "layer_norm2d", "rms_norm", "linear", "lstm_cell", "lstm",
+                  "gru", "rnn",
+                  "sigmoid", "tanh", "gelu", "softmax", "elu", "leaky_relu", "hard_sigmoid",
+                  "hard_swish", "softplus", "exp", "log", "sqrt", "reciprocal", "erf", "prelu",
+                  "pow", "div",
                   "floor", "ceil", "round", "mean", "sin", "cos", "log_softmax", "tan", "atan",
                   "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf",
                   "max_pool", "max_pool_with_indices", "avg_pool", "resize", "grid_sample", "det",

@@ -107,6 +107,60 @@ def lstm_runtime_weights():
     return b.build(), {"x": f32(1, 3), "h": f32(1, 2), "c": f32(1, 2), "w_ih": f32(8, 3)}
 
 
+def lstm_sequence(reverse=False):
+    """The lstm op over a run-time number of steps, h and c graph inputs."""
+    b = GraphBuilder("lstm_seq")
+    x = b.input("x", ("t", 2, 6), "float32", "ANY")
+    h, c = (b.input(n, (2, 4), "float32", "NC") for n in ("h", "c"))
+    w = [b.constant(n, f32(*s, scale=0.5)) for n, s in
+         (("w_ih", (16, 6)), ("w_hh", (16, 4)), ("b_ih", (16,)), ("b_hh", (16,)))]
+    for out, name in zip(b.op("lstm", x, h, c, *w, name="node", reverse=reverse),
+                         ("y", "h_last", "c_last")):
+        b.output(out, name, "ANY")
+    return b.build(), {"x": f32(5, 2, 6), "h": f32(2, 4), "c": f32(2, 4)}
+
+
+def lstm_sequence_runtime_weights():
+    """The lstm op with weight_ih a graph input and no bias_ih, reversed."""
+    b = GraphBuilder("lstm_seq_rt")
+    x = b.input("x", (3, 1, 3), "float32", "ANY")
+    h, c = (b.input(n, (1, 2), "float32", "NC") for n in ("h", "c"))
+    w_ih = b.input("w_ih", (8, 3), "float32", "ANY")
+    outs = b.op("lstm", x, h, c, w_ih, b.constant("w_hh", f32(8, 2)), None,
+                b.constant("b_hh", f32(8)), name="node", reverse=True)
+    for out, name in zip(outs, ("y", "h_last", "c_last")):
+        b.output(out, name, "ANY")
+    return b.build(), {"x": f32(3, 1, 3), "h": f32(1, 2), "c": f32(1, 2), "w_ih": f32(8, 3)}
+
+
+def recurrence(op, reverse=False, **attrs):
+    """The gru or rnn op over a run-time number of steps, h a graph input."""
+    rows = {"gru": 12, "rnn": 4}[op]
+    b = GraphBuilder(op)
+    x = b.input("x", ("t", 2, 6), "float32", "ANY")
+    h = b.input("h", (2, 4), "float32", "NC")
+    w = [b.constant(n, f32(*s, scale=0.5)) for n, s in
+         (("w_ih", (rows, 6)), ("w_hh", (rows, 4)), ("b_ih", (rows,)), ("b_hh", (rows,)))]
+    for out, name in zip(b.op(op, x, h, *w, name="node", reverse=reverse, **attrs),
+                         ("y", "h_last")):
+        b.output(out, name, "ANY")
+    return b.build(), {"x": f32(5, 2, 6), "h": f32(2, 4)}
+
+
+def recurrence_runtime_weights(op):
+    """The gru or rnn op with weight_hh a graph input and no bias_hh."""
+    rows = {"gru": 6, "rnn": 2}[op]
+    b = GraphBuilder(f"{op}_rt")
+    x = b.input("x", (3, 1, 3), "float32", "ANY")
+    h = b.input("h", (1, 2), "float32", "NC")
+    w_hh = b.input("w_hh", (rows, 2), "float32", "ANY")
+    outs = b.op(op, x, h, b.constant("w_ih", f32(rows, 3)), w_hh, b.constant("b_ih", f32(rows)),
+                name="node")
+    for out, name in zip(outs, ("y", "h_last")):
+        b.output(out, name, "ANY")
+    return b.build(), {"x": f32(3, 1, 3), "h": f32(1, 2), "w_hh": f32(rows, 2)}
+
+
 def embedding_at_entry():
     b = GraphBuilder("emb")
     idx = b.input("idx", (2, 3), "int64", "ANY")
@@ -246,6 +300,15 @@ CASES = {
     "linear_batch_dim": lambda: single("linear", ("batch", 8), f32(5, 8), f32(5)),
     "lstm_cell": lstm,
     "lstm_cell_runtime_weights": lstm_runtime_weights,
+    "lstm": lstm_sequence,
+    "lstm_reverse": lambda: lstm_sequence(reverse=True),
+    "lstm_runtime_weights": lstm_sequence_runtime_weights,
+    "gru": lambda: recurrence("gru"),
+    "gru_reset_after_reverse": lambda: recurrence("gru", True, linear_before_reset=False),
+    "gru_runtime_weights": lambda: recurrence_runtime_weights("gru"),
+    "rnn": lambda: recurrence("rnn"),
+    "rnn_relu_reverse": lambda: recurrence("rnn", True, nonlinearity="relu"),
+    "rnn_runtime_weights": lambda: recurrence_runtime_weights("rnn"),
     "embedding": embedding_at_entry,
     "embedding_in_graph": embedding_computed,
     "identity": lambda: single("identity", (2, 3)),
@@ -771,6 +834,24 @@ def test_symbolic_batch_dim_takes_other_sizes(case):
     shape = graph.inputs[0].shape
     for batch in (1, 5):
         assert_same(graph, {"x": f32(batch, *shape[1:])})
+
+
+@pytest.mark.parametrize("case", ["lstm", "lstm_reverse", "gru", "gru_reset_after_reverse",
+                                  "rnn", "rnn_relu_reverse"])
+def test_recurrences_take_any_number_of_steps(case):
+    """The lstm, gru and rnn ops at 0, 1 and 7 steps: the same on both backends; no steps
+    give an empty y and the state as given (onnxruntime's LSTM, GRU and RNN alone would give
+    zeros)."""
+    graph, feed = CASES[case]()
+    for steps in (0, 1, 7):
+        feed = {**feed, "x": f32(steps, 2, 6)}
+        assert_same(graph, feed)
+        if not steps:
+            got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))
+            assert got["y"].shape == (0, 2, 4)
+            for state in ("h", "c"):
+                if state in feed:
+                    np.testing.assert_array_equal(got[f"{state}_last"], feed[state])
 
 
 def test_gather_index_out_of_range_refused_at_load():
