@@ -1,7 +1,7 @@
-"""ONNX LSTM, GRU and RNN, unrolled over a static sequence length.
+"""ONNX LSTM, GRU and RNN: unrolled over a static sequence length, one ABI op over a run-time one.
 
 torch exports ``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` (every layer, every direction) as the ONNX
-sequence ops. The ABI has no sequence op: the importer writes one step per time step. An LSTM
+sequence ops. Over a static length the importer writes one step per time step. An LSTM
 step is one ``lstm_cell`` (the layer op, its weights converted once from ONNX's gate order i,
 o, f, c to the cell's i, f, g, o); a GRU step is glue ops (``linear``, ``add``, ``sigmoid``,
 ``tanh``, ``mul``, ``sub``, ``split``) after ONNX's equations, ``linear_before_reset`` 0 or 1,
@@ -11,13 +11,20 @@ the same weight constants, so the artifact holds one copy whatever the length. S
 after the node: ``rnn/LSTM.t0``, ``rnn/LSTM.t1``, ... (``rnn/LSTM.reverse.t0`` for the reverse
 direction of a bidirectional one).
 
+Over a length known only at run time each direction is one ABI ``lstm``, ``gru`` or ``rnn``
+(the recurrence over the whole sequence, ``reverse`` for the reverse direction; named
+``rnn/LSTM`` and ``rnn/LSTM.reverse``), its weights converted once to the op's gate order, its
+input transposed to (seq, batch, input) for layout 1, and Y, Y_h and Y_c made of its outputs
+by ``unflatten`` and ``concat``.
+
 Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)`` and 1
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
 needs a static batch). Refused, naming the node and what: peepholes (``P``), a
 ``sequence_lens`` other than a constant equal to the sequence length, ``clip``, activations
-other than the defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1``, a run-time
-sequence length, and more than :data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS`
-in the model (so a file cannot make the importer write millions of nodes).
+other than the defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1``, a
+``sequence_lens`` with a run-time sequence length, and more than
+:data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS` in the model (so a file cannot
+make the importer write millions of nodes).
 """
 
 from __future__ import annotations
@@ -85,17 +92,21 @@ class _Rnn:
             raise imp.unsupported(f"input X {x!r} has shape {shape}; {op} needs 3 dims")
         self.steps = shape[self.layout]
         self.batch = shape[1 - self.layout]
-        if type(self.steps) is not int:
-            raise imp.unsupported(f"sequence length {self.steps!r} of X {x!r} is known only at "
-                                  f"run time; only a static length is unrolled")
-        if not 1 <= self.steps <= MAX_STEPS:
-            raise imp.unsupported(f"sequence length {self.steps} is outside 1..{MAX_STEPS} (the "
-                                  f"steps one node may unroll to)")
-        imp.unrolled += self.steps * d
-        if imp.unrolled > MAX_TOTAL_STEPS:
-            raise imp.unsupported(f"unrolling it brings the model to {imp.unrolled} recurrent "
-                                  f"steps, above the cap of {MAX_TOTAL_STEPS}")
+        #: a run-time length: one ABI ``lstm``, ``gru`` or ``rnn`` per direction rather than
+        #: a node per step
+        self.sequence = type(self.steps) is not int
+        if not self.sequence:
+            if not 1 <= self.steps <= MAX_STEPS:
+                raise imp.unsupported(f"sequence length {self.steps} is outside 1..{MAX_STEPS} "
+                                      f"(the steps one node may unroll to)")
+            imp.unrolled += self.steps * d
+            if imp.unrolled > MAX_TOTAL_STEPS:
+                raise imp.unsupported(f"unrolling it brings the model to {imp.unrolled} "
+                                      f"recurrent steps, above the cap of {MAX_TOTAL_STEPS}")
         lens = _opt(node, 4)
+        if lens and self.sequence:
+            raise imp.unsupported(f"sequence_lens {lens!r} is not supported with a run-time "
+                                  f"sequence length {self.steps!r}")
         if lens and not (imp.is_const(lens) and np.all(imp.const(lens) == self.steps)):
             raise imp.unsupported(f"sequence_lens {lens!r} is not supported (only absent or a "
                                   f"constant equal to the sequence length {self.steps})")
@@ -131,6 +142,38 @@ class _Rnn:
                          {"axis": t, "sizes": [1] * self.steps}, suffix=tag)
         return [imp.emit("reshape", [p], [None], {"shape": rows}, suffix=f"{tag}.t{i}")[0]
                 for i, p in enumerate(parts)]
+
+    def over_the_sequence(self, op: str, order, states: list[list[str]],
+                          attrs: list[dict]) -> None:
+        """A run-time length: one ABI ``op`` per direction over the whole sequence, its weights
+        ONNX's with the gate blocks in the ``order`` the op takes, from ``states`` (per state,
+        its value per direction) with ``attrs`` (per direction); then Y and the final
+        states."""
+        imp, hid, gates = self.imp, self.hidden, len(order)
+        x = self.sequence_first(imp.tensor(self.node.input[0]))
+        ys, finals = [], [[] for _ in states]
+        for d, s in enumerate(self.directions):
+            w_ih = self.constant(_reorder(self.w[d], hid, order), f"{s}.weight_ih")
+            w_hh = self.constant(_reorder(self.r[d], hid, order), f"{s}.weight_hh")
+            b_ih = b_hh = None
+            if self.b is not None:
+                b_ih = self.constant(_reorder(self.b[d, :gates * hid], hid, order),
+                                     f"{s}.bias_ih")
+                b_hh = self.constant(_reorder(self.b[d, gates * hid:], hid, order),
+                                     f"{s}.bias_hh")
+            outs = imp.emit(op, [x, *(state[d] for state in states), w_ih, w_hh, b_ih, b_hh],
+                            [None] * (1 + len(states)), {"reverse": bool(s), **attrs[d]},
+                            suffix=s)
+            ys.append(outs[0])
+            for final, out in zip(finals, outs[1:]):
+                final.append(out)
+        self.outputs(ys, finals)
+
+    def sequence_first(self, name: str) -> str:
+        """X as ``(seq, batch, input)``, the ABI ``lstm``'s layout (layout 1 transposed)."""
+        if self.layout == 0:
+            return name
+        return self.imp.emit("transpose", [name], [None], {"perm": [1, 0, 2]}, suffix=".x")[0]
 
     def initial(self, index: int, what: str) -> list[str]:
         """The initial state per direction as ``(batch, hidden)`` values."""
@@ -170,6 +213,23 @@ class _Rnn:
         wanted = [o if o and (o in imp.consumers or o in imp.graph_outputs) else None
                   for o in list(node.output) + [None] * 3]
         b, h = _dim(self.batch), self.hidden
+        if self.sequence:  # each direction's y (seq, batch, hidden), states (batch, hidden)
+            if wanted[0]:
+                per_dir = [imp.emit("transpose", [y], [None], {"perm": [1, 0, 2]},
+                                    suffix=f"{s}.y_batch_first")[0] if t else y
+                           for y, s in zip(ys, self.directions)]
+                per_dir = [imp.emit("unflatten", [y], [None], {"axis": t + 1, "sizes": [1, -1]},
+                                    suffix=f"{s}.y")[0] for y, s in zip(per_dir, self.directions)]
+                self.join(per_dir, t + 1, wanted[0], ".y")
+            for k, states in enumerate(finals, start=1):
+                if wanted[k]:
+                    tag = ".y_h" if k == 1 else ".y_c"
+                    parts = [imp.emit("unflatten", [v], [None],
+                                      {"axis": t, "sizes": [1, -1]},
+                                      suffix=f"{s}{tag}")[0]
+                             for v, s in zip(states, self.directions)]
+                    self.join(parts, t, wanted[k], tag)
+            return
         if wanted[0]:
             shape = [1, 1, b, h] if t == 0 else [b, 1, 1, h]
             per_dir = []
@@ -203,11 +263,14 @@ def _reorder(a: np.ndarray, hidden: int, blocks) -> np.ndarray:
 def _lstm(imp, node, attrs):
     rnn = _Rnn(imp, node, attrs)
     h_dim = rnn.hidden
-    xs = rnn.inputs(imp.tensor(node.input[0]), ".x")
     h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
+    onnx_to_cell = (0, 2, 3, 1)  # ONNX gates i, o, f, c; lstm_cell's i, f, g(=c), o
+    if rnn.sequence:
+        rnn.over_the_sequence("lstm", onnx_to_cell, [h0, c0], [{}] * len(rnn.directions))
+        return
+    xs = rnn.inputs(imp.tensor(node.input[0]), ".x")
     ys, finals_h, finals_c = [], [], []
     for d, s in enumerate(rnn.directions):
-        onnx_to_cell = (0, 2, 3, 1)  # ONNX gates i, o, f, c; lstm_cell's i, f, g(=c), o
         w_ih = rnn.constant(_reorder(rnn.w[d], h_dim, onnx_to_cell), f"{s}.weight_ih")
         w_hh = rnn.constant(_reorder(rnn.r[d], h_dim, onnx_to_cell), f"{s}.weight_hh")
         b_ih = b_hh = None
@@ -236,6 +299,10 @@ def _gru(imp, node, attrs):
         raise imp.unsupported(f"attribute linear_before_reset={before_reset!r} is not supported")
     x = imp.tensor(node.input[0])
     h0 = rnn.initial(5, "initial_h")
+    if rnn.sequence:  # ONNX gates z, r, h; the gru op's r, z, n
+        rnn.over_the_sequence("gru", (1, 0, 2), [h0],
+                              [{"linear_before_reset": bool(before_reset)}] * len(rnn.directions))
+        return
     one = _scalar(imp, 1.0, x, f"{imp.node_name}.one")
     ys, finals = [], []
     for d, s in enumerate(rnn.directions):
@@ -292,6 +359,10 @@ def _rnn(imp, node, attrs):
     hid = rnn.hidden
     x = imp.tensor(node.input[0])
     h0 = rnn.initial(5, "initial_h")
+    if rnn.sequence:
+        rnn.over_the_sequence("rnn", (0,), [h0], [
+            {"nonlinearity": _RNN_ACTIVATIONS[a[0]]} for a in rnn.activations])
+        return
     ys, finals = [], []
     for d, s in enumerate(rnn.directions):
         act = _RNN_ACTIVATIONS[rnn.activations[d][0]]
