@@ -278,10 +278,14 @@ def describe_targets(problems: Mapping[str, list[str]]) -> str:
 
 def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int, seed: int, *,
                   sizes: Mapping[str, Sequence[int]] | None = None,
-                  max_elements: int | None = None) -> list[dict[str, np.ndarray]]:
+                  max_elements: int | None = None,
+                  ranges: Mapping[str, tuple[float, float]] | None = None
+                  ) -> list[dict[str, np.ndarray]]:
     """``count`` golden cases of random inputs; a symbolic dim takes size 1, or in case k
-    the k-th of its ``sizes`` (cycling). UsageError for an input of more than
-    ``max_elements`` elements, before it is drawn."""
+    the k-th of its ``sizes`` (cycling). An input ``ranges`` names is drawn uniformly from
+    its [low, high) (integers: ``rng.integers(low, high)``); other integers from [0, 2), or
+    [0, vocab) for an Embedding's indices, floats from a normal distribution. UsageError for
+    an input of more than ``max_elements`` elements, before it is drawn."""
     check_golden_cases(count)
     check_seed(seed)
     rng = np.random.default_rng(seed)
@@ -298,6 +302,10 @@ def _drawn_inputs(graph: Graph, index_inputs: Mapping[str, int], count: int, see
             dtype = dtypes.to_numpy(spec.dtype)
             if spec.name in graph.state and case == 0:
                 value = np.zeros(shape, dtype)
+            elif spec.name in (ranges or {}):
+                low, high = ranges[spec.name]
+                value = (rng.integers(low, high, size=shape) if dtype.kind in "iu" else
+                         rng.uniform(low, high, size=shape)).astype(dtype)
             elif dtype.kind == "b":
                 value = rng.integers(0, 2, size=shape).astype(dtype)
             elif dtype.kind in "iu":

@@ -76,6 +76,11 @@ def register(verbs) -> None:
                         "golden cases (case k takes the k-th, cycling; see --golden-cases) and "
                         "so in the latency budget, keeping it run-time in the ABI (repeatable; "
                         "default 1)")
+    p.add_argument("--golden-range", action="append", default=[], metavar="NAME=LOW,HIGH",
+                   help="with --onnx: draw input NAME's golden values from [LOW, HIGH) "
+                        "(integers LOW to HIGH - 1), where the model takes only some: "
+                        "integers are otherwise drawn from 0 and 1, floats from a normal "
+                        "distribution (repeatable)")
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance for every output (overrides --tolerance's)")
     p.add_argument("--atol", type=float, default=None,
@@ -301,13 +306,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.onnx is not None:
         from ..onnx_import.command import build_onnx
         return build_onnx(args, tolerance, _parse_expiry(args.expires), progress)
-    if args.state or args.layout or args.dim or args.golden_dim or args.input_value \
-            or args.allow_external_data or args.upcast_float16 \
+    if args.state or args.layout or args.dim or args.golden_dim or args.golden_range \
+            or args.input_value or args.allow_external_data or args.upcast_float16 \
             or args.upcast_tolerance is not None \
             or args.downcast_float64 or args.downcast_tolerance is not None:
-        raise UsageError("--state, --layout, --dim, --golden-dim, --input-value, "
-                         "--allow-external-data, --upcast-float16, --upcast-tolerance, "
-                         "--downcast-float64 and --downcast-tolerance go with --onnx")
+        raise UsageError("--state, --layout, --dim, --golden-dim, --golden-range, "
+                         "--input-value, --allow-external-data, --upcast-float16, "
+                         "--upcast-tolerance, --downcast-float64 and --downcast-tolerance go "
+                         "with --onnx")
     pm = _plugin_manager()
     builders = model_builders(pm)
     if "demo" not in builders:

@@ -29,7 +29,8 @@ from .float_width import (DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE, 
 from .float_width import downcast_float64 as downcast_float64_model
 from .float_width import upcast_float16 as upcast_float16_model
 from .fixed_inputs import describe, fix_inputs, with_inputs_hint
-from .free_dims import check_golden_dims, dim_aliases, fix_dims, run_time_dims, with_dims_hint
+from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix_dims,
+                        run_time_dims, with_dims_hint)
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .saturation import explain as explain_saturation
@@ -132,6 +133,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         dims: Mapping[str, int] | None = None,
                         input_values: Mapping[str, Any] | None = None,
                         golden_dims: Mapping[str, Sequence[int]] | None = None,
+                        golden_ranges: Mapping[str, Sequence[float]] | None = None,
                         report: Callable[[str], None] | None = None) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
@@ -159,6 +161,9 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     symbolic (``dims`` fixes them). ``golden_dims`` maps such a dim to the sizes the golden
     cases take (``{"h": (64, 128)}``: case k the k-th, cycling; 1 for a dim not named),
     keeping it symbolic in the ABI; the latency budget is measured on those cases.
+    ``golden_ranges`` maps an input to the [low, high) its golden values are drawn from
+    (``{"lengths": (1, 8)}``: integers 1 to 7), for a model that takes only some (integers
+    are otherwise drawn from [0, 2), so ``lengths - 1`` as an index would be -1).
     """
     say = progress or (lambda message: None)
 
@@ -195,8 +200,9 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         tell(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
              f"version converter; the reference runs the model as given")
     executor = Executor(graph, reference_backend)
+    ranges = check_golden_ranges(golden_ranges or {}, graph.inputs, executor.index_inputs)
     cases = _drawn_inputs(graph, executor.index_inputs, golden_cases, seed, sizes=golden,
-                          max_elements=limits.max_tensor_elements)
+                          max_elements=limits.max_tensor_elements, ranges=ranges)
     _draw_columns(cases, imported, seed)
     say(f"computing {len(cases)} golden case(s) with {REFERENCE}")
     given = imported.original if imported.original is not None else imported.model

@@ -9,7 +9,7 @@ from ..errors import ModelFileError, UsageError
 from .build import build_onnx_artifact
 from .float_width import DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE
 from .fixed_inputs import parse_input_values
-from .free_dims import parse_dims, parse_golden_dims
+from .free_dims import parse_dims, parse_golden_dims, parse_golden_ranges
 from .reader import EXTERNAL_DATA_OPTION
 
 __all__ = ["build_onnx", "parse_pairs"]
@@ -79,6 +79,8 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
                 args.input_value, "--input-value", "NAME=VALUE[,VALUE...], e.g. sr=16000")),
             golden_dims=parse_golden_dims(parse_pairs(args.golden_dim, "--golden-dim",
                                                       "NAME=SIZE[,SIZE...], e.g. h=64,128")),
+            golden_ranges=parse_golden_ranges(parse_pairs(args.golden_range, "--golden-range",
+                                                          "NAME=LOW,HIGH, e.g. lengths=1,8")),
             report=notes.append)
     except ModelFileError as exc:
         if exc.context.get("option") != EXTERNAL_DATA_OPTION:

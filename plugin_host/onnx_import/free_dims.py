@@ -4,27 +4,33 @@ An ONNX input dim declared by name (``dim_param``) is known only at run time. Th
 ABI keeps it symbolic, and the golden cases and the latency budget are drawn with it at 1:
 right for a batch axis, next to nothing for an image's height and width or a sequence length
 (a 3x3 convolution of a 1x1 image reads one weight of nine). A sequence length known only at
-run time also keeps an LSTM from being unrolled. Fixing such a dim to the size the device
-feeds gives the ABI, the golden cases and the budget that size. The rewrite is on a copy of
-the checked proto: every tensor type of the graph (inputs, outputs, value_info) whose dim
+run time also makes an LSTM one sequence op rather than unrolled steps. Fixing such a dim to
+the size the device feeds gives the ABI, the golden cases and the budget that size. The
+rewrite is on a copy of the checked proto: every tensor type of the graph (inputs, outputs, value_info) whose dim
 carries the name gets the size, as ONNX means one name to be one size.
 
 A dim that must stay run-time can instead be drawn at other sizes for the golden cases
 (``--golden-dim h=64,128``): golden case k takes the k-th size, cycling, so the reference
 checks the import, and acceptance later checks the backend, at each of them; the latency
-budget covers the slowest.
+budget covers the slowest. An input's golden values can be drawn from a range of its own
+(``--golden-range lengths=1,8``), where the model takes only some: integers are otherwise
+drawn from [0, 2), so a model that reads ``lengths - 1`` as an index would be given -1.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Mapping, Sequence
+
+from abi import dtypes
 
 from ..errors import UnsupportedModelError, UsageError
 from .names import dim_name, is_run_time, sanitized
 
-__all__ = ["MAX_FIXED_DIM", "check_golden_dims", "dim_aliases", "fix_dims", "named_dims",
-           "parse_dims", "parse_golden_dims", "run_time_dims", "with_dims_hint"]
+__all__ = ["MAX_FIXED_DIM", "check_golden_dims", "check_golden_ranges", "dim_aliases",
+           "fix_dims", "named_dims", "parse_dims", "parse_golden_dims", "parse_golden_ranges",
+           "run_time_dims", "with_dims_hint"]
 
 #: The largest size a dim may be fixed to (a value's element count has its own cap).
 MAX_FIXED_DIM = 1 << 20
@@ -88,6 +94,60 @@ def check_golden_dims(golden: Mapping[str, Sequence[int]], inputs: Sequence,
             raise UsageError(f"golden dim {name!r}: no input has a run-time dim of that name "
                              f"(the inputs' run-time dims: {have})")
         checked.update(dict.fromkeys(names, sizes))
+    return checked
+
+
+def parse_golden_ranges(pairs: Mapping[str, str]) -> dict[str, tuple[float, float]]:
+    """``{"lengths": "1,8"}`` from ``--golden-range lengths=1,8`` as (low, high); UsageError
+    for anything but two finite numbers with low < high."""
+    ranges = {}
+    for name, text in pairs.items():
+        try:
+            low, high = (float(v) for v in text.split(","))
+        except ValueError:
+            low = high = math.nan
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise UsageError(f"--golden-range {name}={text}: expected LOW,HIGH, two finite "
+                             f"numbers with LOW < HIGH (integers are drawn from LOW to HIGH - "
+                             f"1), e.g. {name}=1,8")
+        ranges[name] = (low, high)
+    return ranges
+
+
+def check_golden_ranges(ranges: Mapping[str, Sequence[float]], inputs: Sequence,
+                        index_inputs: Mapping[str, int]) -> dict[str, tuple[float, float]]:
+    """``ranges`` (input name to the [low, high) its golden values are drawn from) checked
+    against the ABI's ``inputs``: each a float or integer input, low < high, integer bounds
+    for an integer input (at least one value between them), within [0, vocab) for an
+    Embedding's indices (``index_inputs``); UsageError otherwise."""
+    kinds = {spec.name: dtypes.to_numpy(spec.dtype).kind for spec in inputs}
+    checked = {}
+    for name, bounds in ranges.items():
+        if name not in kinds:
+            raise UsageError(f"golden range {name!r}: no input of that name (the inputs: "
+                             f"{', '.join(map(repr, kinds))})")
+        try:
+            if not isinstance(bounds, (tuple, list)):
+                raise TypeError
+            low, high = (float(v) for v in bounds)
+        except (TypeError, ValueError):
+            low = high = math.nan
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise UsageError(f"golden range {name!r}: {bounds!r} is not (low, high), two finite "
+                             f"numbers with low < high")
+        kind = kinds[name]
+        if kind == "b":
+            raise UsageError(f"golden range {name!r}: a bool input is drawn from False and True")
+        if kind in "iu":
+            if low != int(low) or high != int(high):
+                raise UsageError(f"golden range {name!r}: integer input, so (low, high) must be "
+                                 f"integers, got {bounds!r}")
+            low, high = int(low), int(high)
+            vocab = index_inputs.get(name)
+            if vocab is not None and (low < 0 or high > vocab):
+                raise UsageError(f"golden range {name!r}: [{low}, {high}) reaches outside the "
+                                 f"Embedding's indices [0, {vocab})")
+        checked[name] = (low, high)
     return checked
 
 

@@ -383,3 +383,99 @@ def test_cli_draws_golden_cases_at_the_sizes_given(free_conv, tmp_path, capsys):
     assert main(["build", "--demo", "--out", str(tmp_path / "d.pha"), "--golden-dim",
                  "h=2"]) != 0
     assert "--golden-dim" in capsys.readouterr().err
+
+
+# --- golden values drawn from a range of their own (--golden-range) --------------------------
+
+
+def _scaled_pick_model(path):
+    """y = x[lengths - 1] * scale: an integer input read as an index, minus 1 (ints are drawn
+    from [0, 2) unless told), and a float input."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    one = helper.make_tensor("one", TP.INT64, [], [1])
+    nodes = [helper.make_node("Sub", ["lengths", "one"], ["i"]),
+             helper.make_node("Gather", ["x", "i"], ["picked"], axis=0),
+             helper.make_node("Mul", ["picked", "scale"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [6, 2]),
+                     helper.make_tensor_value_info("lengths", TP.INT64, [3]),
+                     helper.make_tensor_value_info("scale", TP.FLOAT, [3, 1])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [3, 2])], [one])
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+def test_golden_ranges_draw_an_input_the_model_takes_only_some_of(tmp_path, signer):
+    """Integers drawn from [0, 2) give lengths 0, an index -1, which the ABI refuses where
+    onnxruntime counts it from the end: the build names it. Drawn from [1, 7) and the floats
+    from [2, 3), every golden value lies there, and the artifact matches onnxruntime."""
+    model = _scaled_pick_model(tmp_path / "m.onnx")
+    with pytest.raises(ModelImportError, match=r"outside \[0, 6\).*=-1"):
+        build_onnx_artifact(model, tmp_path / "no.pha", golden_cases=4)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_cases=4,
+                                golden_ranges={"lengths": (1, 7), "scale": (2.0, 3.0)})
+    cases = [case for case, _ in loaded.golden_cases()]
+    lengths = np.concatenate([case["lengths"] for case in cases])
+    scales = np.concatenate([case["scale"].ravel() for case in cases])
+    assert lengths.min() >= 1 and lengths.max() <= 6 and len(set(lengths.tolist())) > 2
+    assert scales.min() >= 2.0 and scales.max() < 3.0 and scales.dtype == np.float32
+    rng = np.random.default_rng(6)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((6, 2)).astype(np.float32), "lengths": rng.integers(1, 7, 3),
+         "scale": rng.standard_normal((3, 1)).astype(np.float32)} for _ in range(3)])
+
+
+@pytest.mark.parametrize("ranges, message", [
+    ({"q": (1, 2)}, "golden range 'q': no input of that name (the inputs: 'x', 'lengths', "
+                    "'scale')"),
+    ({"lengths": (1.5, 3)}, "golden range 'lengths': integer input, so (low, high) must be "
+                            "integers, got (1.5, 3)"),
+    ({"lengths": (3, 3)}, "golden range 'lengths': (3, 3) is not (low, high), two finite "
+                          "numbers with low < high"),
+    ({"scale": (0, float("inf"))}, "golden range 'scale': (0, inf) is not (low, high)"),
+    ({"scale": "12"}, "golden range 'scale': '12' is not (low, high)"),
+])
+def test_bad_golden_ranges_are_usage_errors(tmp_path, ranges, message):
+    with pytest.raises(UsageError) as info:
+        build_onnx_artifact(_scaled_pick_model(tmp_path / "m.onnx"), tmp_path / "a.pha",
+                            golden_ranges=ranges)
+    assert message in str(info.value)
+
+
+def test_a_golden_range_keeps_an_embedding_s_indices_in_its_table(tmp_path):
+    helper, TP = onnx.helper, onnx.TensorProto
+    table = helper.make_tensor("t", TP.FLOAT, [4, 2], np.arange(8, dtype=np.float32))
+    graph = helper.make_graph([helper.make_node("Gather", ["t", "i"], ["y"])], "g",
+                              [helper.make_tensor_value_info("i", TP.INT64, [3])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, [3, 2])], [table])
+    model = tmp_path / "e.onnx"
+    model.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    with pytest.raises(UsageError, match=r"golden range 'i': \[1, 5\) reaches outside the "
+                                         r"Embedding's indices \[0, 4\)"):
+        build_onnx_artifact(model, tmp_path / "a.pha", golden_ranges={"i": (1, 5)})
+    build_onnx_artifact(model, tmp_path / "b.pha", golden_ranges={"i": (2, 4)})
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["--golden-range", "lengths=1,7", "--golden-range", "scale=2,3"], 0, "built "),
+    (["--golden-range", "lengths"], 1, "--golden-range 'lengths': expected NAME=LOW,HIGH, "
+                                       "e.g. lengths=1,8"),
+    (["--golden-range", "lengths=7,1"], 1, "--golden-range lengths=7,1: expected LOW,HIGH, two "
+                                           "finite numbers with LOW < HIGH"),
+    (["--golden-range", "lengths=1,x"], 1, "--golden-range lengths=1,x: expected LOW,HIGH"),
+    (["--golden-range", "lengths=1,2,3"], 1, "--golden-range lengths=1,2,3: expected LOW,HIGH"),
+])
+def test_cli_golden_range(tmp_path, capsys, argv, code, message):
+    model = _scaled_pick_model(tmp_path / "m.onnx")
+    got = main(["build", "--onnx", str(model), "--out", str(tmp_path / "a.pha"), *argv])
+    out, err = capsys.readouterr()
+    assert got == code and message in (out if code == 0 else err) and "Traceback" not in err
+    assert (tmp_path / "a.pha").exists() == (code == 0)
+
+
+def test_cli_golden_range_goes_with_onnx(tmp_path, capsys):
+    assert main(["build", "--demo", "--out", str(tmp_path / "d.pha"),
+                 "--golden-range", "x=1,2"]) != 0
+    assert "--golden-range" in capsys.readouterr().err
