@@ -16,7 +16,8 @@ from . import symbolic
 from .convert import attributes
 from .fold import FAR, axis_in, flatten_axis
 from .ops import _few, _only, maps
-from .shapes import _reshape_to, has_dim, range_length, run_time_mask, sizes_like
+from .shapes import (_entry_count, _reshape_to, has_dim, range_length, run_time_arange,
+                     run_time_mask, sizes_like)
 
 
 @maps("Gather")
@@ -326,7 +327,9 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
     computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
     flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
-    output shape. The indices' shape static; run-time dims of the data on its other axes are
+    output shape. The indices' shape static, or of rank 1 with a run-time count (torch's
+    ``y[arange(b), lengths - 1]``, a sequence's last valid step, under a run-time batch; the
+    count read from the indices); run-time dims of the data on its other axes are
     brought to the expanded indices by ``where(mask, index, index)``
     (:func:`.shapes.run_time_mask`, read from the data). Each index is checked against [0,
     dim) when it arrives, a run-time dim on ``axis`` against the size the call gives it (a
@@ -335,25 +338,30 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
     out = shape[:axis] + where + shape[axis + 1:]
     run_time = [d for a, d in enumerate(shape) if a != axis and type(d) is not int]
-    if not all(type(d) is int for d in where):
+    counted = all(type(d) is int for d in where)  # else one run-time count (rank 1)
+    if not counted and len(where) != 1:
         raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
-                              f"indices (shape {where}; data {shape}) unless the data is a "
-                              f"constant 2-D float table (an Embedding)")
+                              f"indices, or indices of rank 1 (shape {where}; data {shape}), "
+                              f"unless the data is a constant 2-D float table (an Embedding)")
     if len(where) != 1 and len(run_time) > 1:
         raise imp.unsupported(f"indices {idx!r} of shape {where} are computed at run time, "
                               f"which needs indices of rank 1 or data with at most one "
                               f"run-time dim off axis {axis} (data {shape})")
-    k = math.prod(where)
+    k = math.prod(where) if counted else where[0]
     data = data if graph else imp.tensor(data)
     index = idx if graph else _int64_indices(imp, idx)
+    sources = {d: (data, a) for a, d in enumerate(shape) if type(d) is not int}
+    if not counted:  # the count read from the indices themselves
+        sources.setdefault(k, (index, 0))
     [index] = imp.emit("reshape", [index], [None],
-                       {"shape": [1] * axis + [k] + [1] * (len(shape) - axis - 1)},
-                       suffix="/along")
-    spread = [k if a == axis else d if type(d) is int else 1 for a, d in enumerate(shape)]
+                       {"shape": [1] * axis + [k if counted else -1] + [1] * (
+                           len(shape) - axis - 1)}, suffix="/along")
+    spread = [k if a == axis and counted else d if type(d) is int else 1
+              for a, d in enumerate(shape)]
     [index] = imp.emit("expand", [index], [None], {"shape": spread}, suffix="/expand")
     if run_time:  # over the data's run-time dims too: where(mask, index, index)
         mask = run_time_mask(imp, [k if a == axis else d for a, d in enumerate(shape)],
-                             {d: (data, a) for a, d in enumerate(shape) if type(d) is not int})
+                             sources)
         [index] = imp.emit("where", [mask, index, index], [None], suffix="/over")
     last = len(where) == 1
     [y] = imp.emit("gather_elements", [data, index],
@@ -365,49 +373,55 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
 
 
 def runtime_positions(imp, data: str, idx: str) -> tuple[str, str]:
-    """Run-time indices ``idx`` (ONNX, static shape ``(..., k)``) of k coordinates into
-    ``data``'s first k axes (static): the graph tensor of ``data`` with those axes reshaped
-    into one, and the int64 graph tensor of each index's position along it (shape: the
-    indices' without their last dim, flattened). Each coordinate is checked against [0, its
-    dim) when it arrives, on its own (a ``gather_elements`` from the constant ``arange`` of the
-    dim, which gives the coordinate back): a coordinate out of range could otherwise land on
-    another element's flat position. A negative one, which ONNX counts from the end, is
-    refused there, as every run-time index is."""
+    """Run-time indices ``idx`` (ONNX, shape ``(..., k)``, k static, the rest static or one
+    run-time count) of k coordinates into ``data``'s first k axes: the graph tensor of
+    ``data`` with those axes flattened into one, and the int64 graph tensor of each index's
+    position along it (shape: the indices' without their last dim, flattened). Each
+    coordinate is checked against [0, its dim) when it arrives, on its own (a
+    ``gather_elements`` from the ``arange`` of the dim, which gives the coordinate back; of a
+    run-time dim, its arange computed when the call runs): a coordinate out of range could
+    otherwise land on another element's flat position. A negative one, which ONNX counts from
+    the end, is refused there, as every run-time index is. Along run-time dims the strides are
+    computed when the call runs (the dynamo exporter's ``y[arange(b), lengths - 1]`` over a
+    run-time batch and length)."""
     where = list(imp.type_of(idx).shape)
     shape = list(imp.type_of(data).shape)
     k = where[-1]
-    if not all(type(d) is int for d in where + shape):
+    count = where[:-1]
+    if type(k) is not int or not (all(type(d) is int for d in count) or len(count) == 1):
         raise imp.unsupported(f"indices {idx!r} of {k} coordinates are computed at run time, "
-                              f"which needs static shapes (data {shape}, indices {where})")
+                              f"which needs a static count of coordinates, and of indices or "
+                              f"one run-time count (data {shape}, indices {where})")
     if k > len(shape):
         raise ModelFileError(f"indices of {k} coordinates into {data!r} of rank {len(shape)}")
-    lead, rest, m = shape[:k], shape[k:], math.prod(where[:-1])
+    lead = shape[:k]
+    m = math.prod(count) if all(type(d) is int for d in count) else -1
+    x = imp.tensor(data)
     [index] = imp.emit("reshape", [_int64_indices(imp, idx)], [None], {"shape": [m, k]},
                        suffix="/coordinates")
     flat = None
-    for c, (dim, stride) in enumerate(zip(lead, _strides(lead))):
+    for c, dim in enumerate(lead):
         [coord] = imp.emit("gather", [index, imp.add_constant(np.array(c, np.int64),
                                                               f"{imp.node_name}.c{c}")],
                            [None], {"axis": 1}, suffix=f"/coordinate{c}")
-        coord = checked_index(imp, coord, dim, f"dim{c}", f"check{c}")
+        if type(dim) is int:
+            coord = checked_index(imp, coord, dim, f"dim{c}", f"check{c}")
+        else:  # checked against the size the call gives the dim: its arange, read from x
+            arange = run_time_arange(imp, [dim], 0, {dim: (x, c)})
+            [coord] = imp.emit("gather_elements", [arange, coord], [None], {"axis": 0},
+                               suffix=f"/check{c}")
+        stride = math.prod(lead[c + 1:]) if all(type(d) is int for d in lead[c + 1:]) else \
+            _entry_count(imp, dim_math.product(lead[c + 1:]), f"/stride{c}")
         if stride != 1:
-            [coord] = imp.emit("mul", [coord, imp.add_constant(
-                np.array(stride, np.int64), f"{imp.node_name}.stride{c}")], [None],
-                suffix=f"/stride{c}")
+            if type(stride) is int:
+                stride = imp.add_constant(np.array(stride, np.int64),
+                                          f"{imp.node_name}.stride{c}")
+            [coord] = imp.emit("mul", [coord, stride], [None], suffix=f"/stride{c}")
         flat = coord if flat is None else imp.emit("add", [flat, coord], [None],
                                                    suffix=f"/position{c}")[0]
-    [values] = imp.emit("reshape", [imp.tensor(data)], [None],
-                        {"shape": [math.prod(lead)] + rest}, suffix="/flatten")
+    [values] = imp.emit("flatten", [x], [None], {"start_dim": 0, "end_dim": k - 1},
+                        suffix="/flatten")
     return values, flat
-
-
-def _strides(dims: list[int]) -> list[int]:
-    """Row-major strides of ``dims`` in elements."""
-    strides, step = [], 1
-    for d in reversed(dims):
-        strides.append(step)
-        step *= d
-    return strides[::-1]
 
 
 def _emit_gather(imp, node, data: str, indices: np.ndarray, origin: str, axis: int) -> None:

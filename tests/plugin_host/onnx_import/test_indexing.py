@@ -1,7 +1,9 @@
 """torch's indexing and broadcasting idioms on run-time values (``x[:, 0]``, ``x[:, -1]``,
 ``x[:, [0, 2]]``, ``expand``, ``repeat``, MultiheadAttention's q/k/v selection) import as the
-gather, expand and tile ops from both exporters and match onnxruntime; what they cannot map
-(indices of a run-time shape, a constant index out of range) is refused naming the node."""
+gather, expand and tile ops from both exporters and match onnxruntime, and so do run-time
+indices of a run-time count (a sequence's last valid step under a run-time batch); what they
+cannot map (indices of a run-time shape of rank 2, a constant index out of range) is refused
+naming the node."""
 
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ import numpy as np
 import pytest
 
 from abi.errors import IndexRangeError
-from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
 from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, check_on_both_backends, export,
-                       import_and_load, onnx, torch)
+                       export_dynamic, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 
@@ -126,13 +128,106 @@ def _ints(name, values, dims=None):
 
 
 def test_gather_with_run_time_indices_of_a_run_time_shape_is_refused_naming_the_node(tmp_path):
-    idx = helper.make_tensor_value_info("i", TP.INT64, ["k"])
+    idx = helper.make_tensor_value_info("i", TP.INT64, ["k", "m"])
     path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)],
-                  [_x(), idx], (2, "k"))
+                  [_x(), idx], (2, "k", "m"))
     with pytest.raises(UnsupportedModelError, match=r"node 'pick' \(Gather\): indices 'i' are "
                                                     r"computed at run time, which needs static "
-                                                    r"indices \(shape \['k'\]"):
+                                                    r"indices, or indices of rank 1 \(shape "
+                                                    r"\['k', 'm'\]"):
         import_onnx(path)
+
+
+def _both_backends(graph):
+    from plugin_host.executor import Executor
+    from plugins.numpy_backend import NumpyBackend
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    return [Executor(graph, NumpyBackend()), Executor(graph, OnnxruntimeBackend())]
+
+
+def test_a_run_time_count_of_run_time_indices_matches_onnxruntime(tmp_path, signer):
+    """Gather of indices (k,), k a run-time dim, along the run-time axis n of x (2, n): as
+    onnxruntime at several k and n on both backends; an index outside [0, n), or negative
+    (which ONNX counts from the end), is an IndexRangeError naming the node on both."""
+    idx = helper.make_tensor_value_info("i", TP.INT64, ["k"])
+    path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)],
+                  [_x((2, "n")), idx], (2, "k"))
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer,
+                                golden_dims={"n": (3, 6), "k": (1, 4)})
+    rng = np.random.default_rng(8)
+    feeds = [{"x": rng.standard_normal((2, n)).astype(np.float32),
+              "i": rng.integers(0, n, k)} for n, k in ((1, 1), (5, 3), (9, 12), (4, 0))]
+    check_on_both_backends(path, loaded, feeds)
+    for executor in _both_backends(loaded.graph):
+        for bad in ([0, 5], [-1]):
+            with pytest.raises(IndexRangeError, match=r"node 'pick.*outside \[0, 5\)"):
+                executor.run({"x": np.ones((2, 5), np.float32), "i": np.array(bad)})
+
+
+def test_gather_nd_of_two_run_time_coordinates_over_run_time_dims_matches_onnxruntime(
+        tmp_path, signer):
+    """GatherND of (k, 2) coordinates into x (b, t, 3), k, b and t run-time: each index's
+    flat position, its stride t computed when the call runs, as onnxruntime on both
+    backends; a coordinate past its dim is an IndexRangeError, not another element."""
+    x = helper.make_tensor_value_info("x", TP.FLOAT, ["b", "t", 3])
+    idx = helper.make_tensor_value_info("i", TP.INT64, ["k", 2])
+    path = _model(tmp_path, [helper.make_node("GatherND", ["x", "i"], ["y"], name="nd")],
+                  [x, idx], ("k", 3))
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer,
+                                golden_dims={"b": (2, 3), "t": (4, 2)})
+    rng = np.random.default_rng(9)
+    feeds = [{"x": rng.standard_normal((b, t, 3)).astype(np.float32),
+              "i": np.stack([rng.integers(0, b, k), rng.integers(0, t, k)], 1)}
+             for b, t, k in ((1, 1, 1), (3, 5, 4), (4, 2, 7))]
+    check_on_both_backends(path, loaded, feeds)
+    for executor in _both_backends(loaded.graph):
+        with pytest.raises(IndexRangeError, match=r"node 'nd.*outside \[0, 5\)"):
+            executor.run({"x": np.ones((2, 5, 3), np.float32), "i": np.array([[0, 5]])})
+
+
+class _LastValidStep(torch.nn.Module):
+    """A GRU's output at each sequence's last valid step, ``y[arange(b), lengths - 1]``."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(3, 4, batch_first=True)
+
+    def forward(self, x, lengths):
+        y, _ = self.gru(x)
+        return y[torch.arange(y.shape[0]), lengths - 1]
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_the_last_valid_step_of_each_sequence_under_a_run_time_batch_and_length(
+        dynamo, tmp_path, signer):
+    """Both exporters (legacy: a Gather at b * t + lengths - 1 from the flattened output;
+    dynamo: a GatherND of (b, 2) coordinates) with the batch and the length run-time dims:
+    as onnxruntime on both backends and as torch, at three sizes; a length past the
+    sequence is an IndexRangeError on both."""
+    torch.manual_seed(0)
+    module = _LastValidStep().eval()
+    args = [torch.randn(2, 5, 3), torch.tensor([5, 2])]
+    path = export_dynamic(module, args, tmp_path / "m.onnx", dynamo=dynamo,
+                          names=["x", "lengths"], dims=[{0: "b", 1: "t"}, {0: "b"}])
+    with pytest.raises(ModelImportError, match=r"index\(es\) outside \[0, \d+\).*=-1"):
+        import_and_load(path, tmp_path / "m.pha", signer, golden_dims={"b": (2, 3)})
+    # integers are drawn from [0, 2) unless told: lengths 0 would read index -1
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer,
+                                golden_dims={"b": (2, 3), "t": (4, 6)},
+                                golden_ranges={"lengths": (1, 5)})
+    rng = np.random.default_rng(10)
+    feeds = [{"x": rng.standard_normal((b, t, 3)).astype(np.float32),
+              "lengths": rng.integers(1, t + 1, b)} for b, t in ((1, 2), (3, 7), (5, 4))]
+    check_on_both_backends(path, loaded, feeds)
+    for feed in feeds:
+        got = _both_backends(loaded.graph)[0].run(dict(feed))["y"]
+        with torch.no_grad():
+            want = module(torch.from_numpy(feed["x"]), torch.from_numpy(feed["lengths"]))
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+    for executor in _both_backends(loaded.graph):
+        with pytest.raises(IndexRangeError):
+            executor.run({"x": np.ones((2, 4, 3), np.float32), "lengths": np.array([4, 5])})
 
 
 def test_gather_into_a_constant_with_run_time_indices_is_an_embedding_on_axis_0(tmp_path):
