@@ -170,7 +170,8 @@ class _Rnn:
         self.outputs(ys, finals)
 
     def sequence_first(self, name: str) -> str:
-        """X as ``(seq, batch, input)``, the ABI ``lstm``'s layout (layout 1 transposed)."""
+        """X as ``(seq, batch, input)``, the layout of the ABI's ``lstm``, ``gru`` and ``rnn``
+        (layout 1 transposed)."""
         if self.layout == 0:
             return name
         return self.imp.emit("transpose", [name], [None], {"perm": [1, 0, 2]}, suffix=".x")[0]
