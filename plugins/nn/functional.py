@@ -19,7 +19,8 @@ linear             ``linear(x, weight, bias)`` / ``make_linear(weight, bias)``  
 lstm_cell          ``lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih,          x, h, c
                    bias_hh) -> (h, c)``
 lstm               ``lstm(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, *,   x, h, c
-                   reverse) -> (y, h_last, c_last)``, the cell over (seq, ...)
+                   reverse) -> (y, h_last, c_last)``, the cell over (seq, ...) /
+                   ``make_lstm(weight_ih, ...)``
 gru                ``gru(x, h, weight_ih, weight_hh, bias_ih, bias_hh, *,       x, h
                    reverse, linear_before_reset) -> (y, h_last)`` /
                    ``make_gru(weight_ih, ...)``
@@ -40,9 +41,9 @@ from .embedding import check_embedding_indices, embedding
 from .linear import linear, make_linear
 from .norm import (batch_stats, batchnorm, group_norm, instance_norm, layer_norm, layer_norm2d,
                    rms_norm)
-from .recurrent import gru, lstm, lstm_cell, make_gru, make_rnn, rnn
+from .recurrent import gru, lstm, lstm_cell, make_gru, make_lstm, make_rnn, rnn
 
 __all__ = ["conv", "make_conv", "conv_transpose", "make_conv_transpose", "resolve_padding",
-           "batchnorm", "batch_stats", "linear", "make_linear", "lstm", "lstm_cell", "gru",
-           "make_gru", "rnn", "make_rnn", "group_norm", "instance_norm", "layer_norm",
-           "layer_norm2d", "rms_norm", "embedding", "check_embedding_indices"]
+           "batchnorm", "batch_stats", "linear", "make_linear", "lstm", "make_lstm",
+           "lstm_cell", "gru", "make_gru", "rnn", "make_rnn", "group_norm", "instance_norm",
+           "layer_norm", "layer_norm2d", "rms_norm", "embedding", "check_embedding_indices"]

@@ -1,9 +1,9 @@
 """LSTM cell kernel and layer (carrying state across time steps is the caller's job), and the
-kernels of the recurrences over a whole sequence: :func:`lstm` (the cell at each step),
-:func:`gru` / :func:`make_gru` and :func:`rnn` / :func:`make_rnn` (torch's nn.GRU and nn.RNN,
-one layer and direction). The ``make_`` forms prepare the weights once (transposed, the
-biases that can be folded added up): the input's share of every step is then one GEMM over the
-whole sequence, and each step one GEMV of the state."""
+kernels of the recurrences over a whole sequence: :func:`lstm` / :func:`make_lstm` (the cell
+at each step), :func:`gru` / :func:`make_gru` and :func:`rnn` / :func:`make_rnn` (torch's
+nn.GRU and nn.RNN), each one layer and direction. The ``make_`` forms prepare the weights once
+(transposed, the biases that can be folded added up): the input's share of every step is then
+one GEMM over the whole sequence, and each step one GEMV of the state."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from abi.errors import ContractError, ShapeError
 
 from ._common import check_f32, check_ndim, check_param, shape_str, uniform
 
-__all__ = ["gru", "lstm", "lstm_cell", "make_gru", "make_rnn", "rnn", "LSTMCell"]
+__all__ = ["gru", "lstm", "lstm_cell", "lstm_gates", "make_gru", "make_lstm", "make_rnn", "rnn",
+           "LSTMCell"]
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -73,33 +74,6 @@ def lstm_cell(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None,
     return h_new, c_new
 
 
-def lstm(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None, weight_ih: np.ndarray,
-         weight_hh: np.ndarray, bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *,
-         reverse: bool = False, where: str = "LSTM",
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`lstm_cell` at each step of ``x`` ``(seq, batch, input_size)``, from the first
-    (``reverse``: the last); returns ``(y, h_last, c_last)``, ``y`` ``(seq, batch, hidden)``
-    holding each step's h at its position. ``h``, ``c`` are the state before the first step
-    (None: zeros). An empty sequence returns an empty ``y`` and the state as given."""
-    check_f32(x, "input", where)
-    check_ndim(x, "input", where, ndim=3, rule="(seq, batch, input_size)")
-    hidden = weight_hh.shape[-1] if isinstance(weight_hh, np.ndarray) else 0
-    y = np.empty(x.shape[:2] + (hidden,), np.float32)
-    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
-    for t in steps:
-        h, c = lstm_cell(x[t], h, c, weight_ih, weight_hh, bias_ih, bias_hh, where=where)
-        y[t] = h
-    if not len(steps):  # nothing ran to check the state against the weights
-        lstm_cell(x[:0].reshape(0, x.shape[2]), None, None, weight_ih, weight_hh, bias_ih,
-                  bias_hh, where=where)
-        state = (x.shape[1], hidden)
-        check_param(h, "h", where, state)
-        check_param(c, "c", where, state)
-    zeros = np.zeros((x.shape[1], hidden), np.float32)
-    return (y, zeros if h is None else np.array(h, copy=True),
-            zeros if c is None else np.array(c, copy=True))
-
-
 def _sequence_weights(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
                       bias_hh: np.ndarray | None, gates: int, where: str) -> int:
     """Check a recurrence's weights ((gates*hidden, input), (gates*hidden, hidden)) and
@@ -131,6 +105,23 @@ def _sequence_start(x: np.ndarray, h: np.ndarray | None, inputs: int, hidden: in
     return np.zeros((x.shape[1], hidden), np.float32) if h is None else np.array(h, np.float32)
 
 
+def _input_shares(x: np.ndarray, w_x: np.ndarray, b: np.ndarray, hidden: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Every step's share of its gates from ``x`` (seq, batch, input), ``x @ w_x + b`` in one
+    GEMM over the sequence, as (seq, batch, gates*hidden); and the empty y (seq, batch,
+    hidden) the steps fill in."""
+    steps, batch, inputs = x.shape
+    shares = np.matmul(x.reshape(steps * batch, inputs), w_x)
+    shares += b
+    return (shares.reshape(steps, batch, w_x.shape[1]),
+            np.empty((steps, batch, hidden), np.float32))
+
+
+def _order(steps: int, reverse: bool) -> range:
+    """The steps' order: from the first, or with ``reverse`` from the last."""
+    return range(steps - 1, -1, -1) if reverse else range(steps)
+
+
 def _sigmoid_in_place(z: np.ndarray) -> np.ndarray:
     """sigmoid(z) = 0.5 * tanh(0.5 * z) + 0.5, in place: it never overflows."""
     z *= 0.5
@@ -138,6 +129,63 @@ def _sigmoid_in_place(z: np.ndarray) -> np.ndarray:
     z *= 0.5
     z += 0.5
     return z
+
+
+def lstm_gates(gates: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The next (h, c) of an LSTM step from its gates (batch, 4 * hidden) in the order i, f,
+    o, g (the three sigmoid gates one block, so one in-place pass computes them), computed in
+    place in ``gates``."""
+    hidden = gates.shape[1] // 4
+    _sigmoid_in_place(gates[:, :3 * hidden])
+    i, f, o, g = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
+    np.tanh(g, out=g)
+    c_next = f * c
+    g *= i
+    c_next += g
+    h_next = np.tanh(c_next)
+    h_next *= o
+    return h_next, c_next
+
+
+def make_lstm(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
+              bias_hh: np.ndarray | None, *, reverse: bool = False, where: str = "LSTM"):
+    """Prepare an LSTM over a sequence (the ``lstm`` op: :func:`lstm_cell` at each step, gates
+    i, f, g, o); return ``run(x, h, c) -> (y, h_last, c_last)`` over ``x`` (seq, batch,
+    input_size), ``h``, ``c`` (batch, hidden) or None for zeros. The gates are reordered to
+    i, f, o, g here (:func:`lstm_gates`) and the biases added up."""
+    hidden = _sequence_weights(weight_ih, weight_hh, bias_ih, bias_hh, 4, where)
+    inputs = weight_ih.shape[1]
+    order = np.r_[0:2 * hidden, 3 * hidden:4 * hidden, 2 * hidden:3 * hidden]  # i f o g
+    w_x = np.ascontiguousarray(weight_ih[order].T)
+    w_h = np.ascontiguousarray(weight_hh[order].T)
+    b = np.zeros(4 * hidden, np.float32)
+    for extra in (bias_ih, bias_hh):
+        if extra is not None:
+            b += extra[order]
+
+    def run(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        h = _sequence_start(x, h, inputs, hidden, where)
+        check_param(c, "c", where, h.shape)
+        c = np.zeros_like(h) if c is None else np.array(c, np.float32)
+        gates_x, y = _input_shares(x, w_x, b, hidden)
+        for t in _order(len(y), reverse):
+            gates = gates_x[t]
+            gates += np.matmul(h, w_h)
+            h, c = lstm_gates(gates, c)
+            y[t] = h
+        return y, h, c
+
+    return run
+
+
+def lstm(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None, weight_ih: np.ndarray,
+         weight_hh: np.ndarray, bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *,
+         reverse: bool = False, where: str = "LSTM",
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`make_lstm` and its run on ``x``, ``h``, ``c``: ``(y, h_last, c_last)``, ``y``
+    holding each step's h at its position; an empty sequence gives the state as given."""
+    return make_lstm(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse, where=where)(x, h, c)
 
 
 def make_gru(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
@@ -160,12 +208,8 @@ def make_gru(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray |
 
     def run(x: np.ndarray, h: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         h = _sequence_start(x, h, inputs, hidden, where)
-        steps, batch = x.shape[:2]
-        gates_x = np.matmul(x.reshape(steps * batch, inputs), w_x)
-        gates_x += b_x
-        gates_x = gates_x.reshape(steps, batch, 3 * hidden)
-        y = np.empty((steps, batch, hidden), np.float32)
-        for t in range(steps - 1, -1, -1) if reverse else range(steps):
+        gates_x, y = _input_shares(x, w_x, b_x, hidden)
+        for t in _order(len(y), reverse):
             g = gates_x[t]
             if linear_before_reset:
                 gh = np.matmul(h, w_h)
@@ -217,12 +261,8 @@ def make_rnn(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray |
 
     def run(x: np.ndarray, h: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         h = _sequence_start(x, h, inputs, hidden, where)
-        steps, batch = x.shape[:2]
-        pre = np.matmul(x.reshape(steps * batch, inputs), w_x)
-        pre += b
-        pre = pre.reshape(steps, batch, hidden)
-        y = np.empty((steps, batch, hidden), np.float32)
-        for t in range(steps - 1, -1, -1) if reverse else range(steps):
+        pre, y = _input_shares(x, w_x, b, hidden)
+        for t in _order(len(y), reverse):
             h = pre[t] + np.matmul(h, w_h)
             if nonlinearity == "tanh":
                 np.tanh(h, out=h)

@@ -17,6 +17,7 @@ from abi.errors import BackendError, ShapeError
 from plugin_host.backend import prepared_once
 from plugins.nn import functional as F
 from plugins.nn.norm import make_layer_norm
+from plugins.nn.recurrent import lstm_gates
 
 from . import glue
 
@@ -199,81 +200,39 @@ def lstm_cell(attrs, consts, types, where):
     def run(x, h, c):
         gates = np.matmul(np.concatenate([x, h], axis=1), w)
         gates += b
-        return _lstm_step(gates, c)
+        return lstm_gates(gates, c)
 
     return _binder(run, consts[:3], types[:3], {})  # h, c may be constants (a zero state)
 
 
 def lstm(attrs, consts, types, where):
-    """The LSTM over a sequence with constant weights: the input's share of every step's gates
-    in one GEMM over the whole sequence, then per step the state's GEMV and the gates of
-    :func:`lstm_cell` (the same prepared weights, shared with cells reading the same
-    constants)."""
-    if not _params_const(consts, types, 3):
-        return generic(F.lstm)(attrs, consts, types, where)
-    w, b = prepared_once("numpy.lstm_cell", consts[3:7], lambda: _lstm_weights(*consts[3:7]))
-    inputs = consts[3].shape[1]
-    w_x, w_h = w[:inputs], w[inputs:]
-    hidden = w_h.shape[0]
-    reverse = attrs["reverse"]
-
-    def run(x, h, c):
-        steps, batch = x.shape[:2]
-        gates_x = np.matmul(x.reshape(steps * batch, inputs), w_x)
-        gates_x = gates_x.reshape(steps, batch, 4 * hidden)
-        gates_x += b
-        y = np.empty((steps, batch, hidden), gates_x.dtype)
-        h, c = np.array(h, gates_x.dtype), np.array(c, gates_x.dtype)
-        for t in range(steps - 1, -1, -1) if reverse else range(steps):
-            gates = gates_x[t]
-            gates += np.matmul(h, w_h)
-            h, c = _lstm_step(gates, c)
-            y[t] = h
-        return y, h, c
-
-    return _binder(run, consts[:3], types[:3], {})
+    """The LSTM over a sequence (:func:`plugins.nn.recurrent.make_lstm`), its weights prepared
+    once when they are constants."""
+    return _sequence(F.make_lstm, 2, attrs, consts, types, where)
 
 
 def gru(attrs, consts, types, where):
     """The GRU over a sequence (:func:`plugins.nn.recurrent.make_gru`), its weights prepared
     once when they are constants."""
-    return _sequence(F.make_gru, attrs, consts, types, where)
+    return _sequence(F.make_gru, 1, attrs, consts, types, where)
 
 
 def rnn(attrs, consts, types, where):
     """The Elman RNN over a sequence (:func:`plugins.nn.recurrent.make_rnn`), as :func:`gru`."""
-    return _sequence(F.make_rnn, attrs, consts, types, where)
+    return _sequence(F.make_rnn, 1, attrs, consts, types, where)
 
 
-def _sequence(make, attrs, consts, types, where):
-    """A recurrence of inputs (x, h, weight_ih, weight_hh, bias_ih, bias_hh): prepared once
-    from constant parameters, else per call."""
-    if _params_const(consts, types, 2):
-        run = make(*consts[2:6], where=where, **attrs)
-        return _binder(run, consts[:2], types[:2], {})  # h may be a constant (a zero state)
+def _sequence(make, states: int, attrs, consts, types, where):
+    """A recurrence of inputs (x, ``states`` states, weight_ih, weight_hh, bias_ih, bias_hh):
+    prepared once from constant parameters, else per call."""
+    first = 1 + states
+    if _params_const(consts, types, first):
+        run = make(*consts[first:], where=where, **attrs)
+        return _binder(run, consts[:first], types[:first], {})  # a state may be a constant
 
-    def per_call(x, h, *params):
-        return make(*params, where=where, **attrs)(x, h)
+    def per_call(*args):
+        return make(*args[first:], where=where, **attrs)(*args[:first])
     return _binder(per_call, consts, types, {})
-
-
-def _lstm_step(gates: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The next (h, c) from a step's gates (batch, 4 * hidden), in the order i, f, o, g of
-    :func:`_lstm_weights`, computed in place in ``gates``."""
-    hidden = gates.shape[1] // 4
-    s = gates[:, :3 * hidden]
-    s *= 0.5
-    np.tanh(s, out=s)
-    s *= 0.5
-    s += 0.5
-    i, f, o, g = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
-    np.tanh(g, out=g)
-    c_next = f * c
-    g *= i
-    c_next += g
-    h_next = np.tanh(c_next)
-    h_next *= o
-    return h_next, c_next
 
 
 def _lstm_weights(w_ih, w_hh, b_ih, b_hh):

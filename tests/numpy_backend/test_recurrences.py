@@ -98,6 +98,8 @@ def test_the_kernel_checks_the_state_of_an_empty_sequence():
     w = params(True)
     with pytest.raises(ShapeError, match=r"^LSTM: h has shape \(3, 5\), expected \(3, 4\)"):
         fn.lstm(f32(0, BATCH, INPUT), f32(BATCH, HIDDEN + 1), f32(BATCH, HIDDEN), *w)
+    with pytest.raises(ShapeError, match=r"^LSTM: c has shape \(3, 5\), expected \(3, 4\)"):
+        fn.lstm(f32(0, BATCH, INPUT), f32(BATCH, HIDDEN), f32(BATCH, HIDDEN + 1), *w)
 
 
 GATES = {"gru": 3, "rnn": 1}
