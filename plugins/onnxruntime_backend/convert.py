@@ -263,11 +263,18 @@ def lstm_cell(e, node, ins, outs, a):
     else:
         gates = e.op("Add", [e.op("Gemm", [x, w_ih, b_ih], transB=1)[0],
                              e.op("Gemm", [h, w_hh, b_hh], transB=1)[0]])[0]
+    _lstm_gates(e, gates, c, outs)
+
+
+def _lstm_gates(e: Emitter, gates: str, c: str, outs: Sequence[str] | None = None) -> list[str]:
+    """An LSTM step's next [h, c] from its gates (batch, 4 * hidden; i, f, g, o) and c, into
+    ``outs`` (h, c) when given, else fresh names."""
+    h_out, c_out = ([name] for name in outs) if outs is not None else (1, 1)
     i, f, g, o = e.op("Split", [gates], 4, axis=1, num_outputs=4)
     i, f, o = (e.op("Sigmoid", [t])[0] for t in (i, f, o))
     g = e.op("Tanh", [g])[0]
-    c_next = e.op("Add", [e.op("Mul", [f, c])[0], e.op("Mul", [i, g])[0]], [outs[1]])[0]
-    e.op("Mul", [o, e.op("Tanh", [c_next])[0]], [outs[0]])
+    c_next = e.op("Add", [e.op("Mul", [f, c])[0], e.op("Mul", [i, g])[0]], c_out)[0]
+    return [e.op("Mul", [o, e.op("Tanh", [c_next])[0]], h_out)[0], c_next]
 
 
 def _transposed(e: Emitter, name: str) -> str:
@@ -338,12 +345,7 @@ def lstm(e, node, ins, outs, a):
 
     def step(b, x_t, states):
         h, c = states
-        gates = b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0]
-        i, f, g, o = b.op("Split", [gates], 4, axis=1, num_outputs=4)
-        i, f, o = (b.op("Sigmoid", [t])[0] for t in (i, f, o))
-        c_next = b.op("Add", [b.op("Mul", [f, c])[0],
-                              b.op("Mul", [i, b.op("Tanh", [g])[0]])[0]])[0]
-        return [b.op("Mul", [o, b.op("Tanh", [c_next])[0]])[0], c_next]
+        return _lstm_gates(b, b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0], c)
 
     _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step)
 
