@@ -372,9 +372,10 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
                  {"shape": [d if type(d) is int else -1 for d in out]})
 
 
-def runtime_positions(imp, data: str, idx: str) -> tuple[str, str]:
-    """Run-time indices ``idx`` (ONNX, shape ``(..., k)``, k static, the rest static or one
-    run-time count) of k coordinates into ``data``'s first k axes: the graph tensor of
+def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tuple[str, str]:
+    """Run-time indices ``idx`` (ONNX, shape ``(..., k)``, k static, the rest static or
+    holding run-time counts; ``index``: their int64 graph tensor, when the caller has made
+    it) of k coordinates into ``data``'s first k axes: the graph tensor of
     ``data`` with those axes flattened into one, and the int64 graph tensor of each index's
     position along it (shape: the indices' without their last dim, flattened). Each
     coordinate is checked against [0, its dim) when it arrives, on its own (a
@@ -388,17 +389,17 @@ def runtime_positions(imp, data: str, idx: str) -> tuple[str, str]:
     shape = list(imp.type_of(data).shape)
     k = where[-1]
     count = where[:-1]
-    if type(k) is not int or not (all(type(d) is int for d in count) or len(count) == 1):
+    if type(k) is not int:
         raise imp.unsupported(f"indices {idx!r} of {k} coordinates are computed at run time, "
-                              f"which needs a static count of coordinates, and of indices or "
-                              f"one run-time count (data {shape}, indices {where})")
+                              f"which needs a static count of coordinates (data {shape}, "
+                              f"indices {where})")
     if k > len(shape):
         raise ModelFileError(f"indices of {k} coordinates into {data!r} of rank {len(shape)}")
     lead = shape[:k]
     m = math.prod(count) if all(type(d) is int for d in count) else -1
     x = imp.tensor(data)
-    [index] = imp.emit("reshape", [_int64_indices(imp, idx)], [None], {"shape": [m, k]},
-                       suffix="/coordinates")
+    [index] = imp.emit("reshape", [index or _int64_indices(imp, idx)], [None],
+                       {"shape": [m, k]}, suffix="/coordinates")
     flat = None
     for c, dim in enumerate(lead):
         [coord] = imp.emit("gather", [index, imp.add_constant(np.array(c, np.int64),
@@ -502,8 +503,13 @@ def _gather_nd(imp, node, attrs):
         if where[-1] == 1:
             _runtime_gather(imp, node, data, idx, where[:-1], 0)
             return
+        count = where[:-1]
+        if len(count) != 1 and not all(type(d) is int for d in count):
+            raise imp.unsupported(f"indices {idx!r} of shape {where} are computed at run time, "
+                                  f"which needs a static count of indices or one run-time "
+                                  f"count (data {list(imp.type_of(data).shape)})")
         flat, positions = runtime_positions(imp, data, idx)
-        _runtime_gather(imp, node, flat, positions, where[:-1], 0, graph=True)
+        _runtime_gather(imp, node, flat, positions, count, 0, graph=True)
         return
     indices = imp.const(idx, "indices")
     if indices.ndim < 1 or indices.shape[-1] < 1:

@@ -17,7 +17,11 @@ folds (:func:`combine`, round by round, within the tensor cap).
 
 Indices computed at run time become the ABI's ``scatter_elements`` (:func:`_runtime_scatter`),
 which checks each index when it arrives and applies the updates in the indices' order, as
-onnxruntime does; MaxUnpool is one into zeros of the output's size (:func:`_max_unpool`).
+onnxruntime does; so do constant indices into data with run-time dims (ScatterND:
+:func:`_scatter_nd` of :func:`_fixed_indices`; ScatterElements:
+:func:`_elements_into_run_time_data`), a negative one along a run-time dim counted from the end
+of the size the call gives. MaxUnpool is one into zeros of the output's size
+(:func:`_max_unpool`).
 """
 
 from __future__ import annotations
@@ -27,13 +31,15 @@ import math
 import numpy as np
 
 from abi import dtypes
+from abi.ops import dims as dim_math
 
 from ..errors import ModelFileError
 from .fold import _need, axis_in
 from .fold import register as register_fold
-from .gather import _int64_indices, checked_index, runtime_positions, spread_indices
+from .gather import (_int64_indices, checked_index, counted_from_the_end, runtime_positions,
+                     spread_indices)
 from .ops import _few, _only, _opt, maps
-from .shapes import run_time_mask
+from .shapes import _unflatten_sizes, run_time_mask
 
 _REDUCTIONS = ("add", "mul", "max", "min")
 
@@ -184,6 +190,13 @@ def _scatter(imp, node, attrs):
     if not imp.is_const(idx):
         _runtime_scatter(imp, node, op, attrs, reduction)
         return
+    if not all(type(d) is int for d in imp.type_of(data).shape):
+        if op == "ScatterND":
+            _scatter_nd(imp, node, reduction, _fixed_indices(imp, node, reduction))
+        else:
+            _elements_into_run_time_data(imp, node, reduction, axis_in(
+                attrs.get("axis", 0), len(imp.type_of(data).shape), "axis"))
+        return
     shape = imp.static_shape(data)
     updates_shape = imp.static_shape(updates)
     data_type, updates_type = imp.type_of(data).dtype, imp.type_of(updates).dtype
@@ -209,30 +222,121 @@ def _scatter(imp, node, attrs):
 def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     """Indices computed at run time: ``scatter_elements``, which checks each index against
     [0, dim) when it arrives (a run-time dim against the size the call gives it; a negative
-    index, which ONNX counts from the end, is refused there)
-    and applies the updates in the indices' order, as onnxruntime does (so of two updates to
-    one element without a reduction the later one stays). ScatterND's indices of one coordinate
-    each (a last dim of 1: ``y[i] = v``, max_unpool's flat positions) are laid along axis 0 and
-    expanded over the data's other (static) dims; of k coordinates (``y[i, j] = v``), the
-    data's first k axes are flattened into one and each index becomes its position there
-    (:func:`.gather.runtime_positions`, which checks every coordinate on its own)."""
+    index, which ONNX counts from the end, is refused there) and applies the updates in the
+    indices' order, as onnxruntime does (so of two updates to one element without a reduction
+    the later one stays). ScatterND: :func:`_scatter_nd`."""
+    data, idx, updates = node.input[:3]
+    if imp.type_of(data).dtype != imp.type_of(updates).dtype:
+        raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
+                             f"{imp.type_of(data).dtype}")
+    if op == "ScatterND":
+        _scatter_nd(imp, node, reduction, _int64_indices(imp, idx))
+        return
+    shape = list(imp.type_of(data).shape)
+    target = imp.tensor(data)
+    axis = axis_in(attrs.get("axis", 0), len(shape), "axis")
+    # along a run-time dim too: checked against the call's size
+    imp.emit("scatter_elements", [target, spread_indices(imp, idx, target, axis),
+                                  imp.tensor(updates)], [node.output[0]],
+             {"axis": axis, "reduction": reduction})
+
+
+def _fixed_indices(imp, node, reduction: str) -> str:
+    """ScatterND's constant indices into data with run-time dims, as an int64 graph tensor:
+    checked here against the data's fixed dims, a negative one counted from the end; along a
+    run-time dim a negative one is counted from the end of the size the call gives it (the
+    dim added in the graph: the legacy exporter's ``y[:, -1] = v`` under a run-time length),
+    and the result checked when the call runs, as any index there. Without a reduction, two
+    indices that name one element are refused, as with fixed data (a negative and a
+    non-negative one along a run-time dim meet only at one size; there the later update
+    stays, as in onnxruntime)."""
+    data, idx = node.input[:2]
+    value = imp.const(idx, "indices")
+    shape = list(imp.type_of(data).shape)
+    if value.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {value.dtype}")
+    if value.ndim < 1 or not 1 <= value.shape[-1] <= len(shape):
+        raise ModelFileError(f"indices of shape {list(value.shape)}: the last dim must be "
+                             f"between 1 and the data's rank {len(shape)}")
+    value = value.astype(np.int64)
+    lead = shape[:value.shape[-1]]
+    fixed = [a for a, d in enumerate(lead) if type(d) is int]
+    if fixed:
+        value[..., fixed] = _indices(value[..., fixed], [lead[a] for a in fixed],
+                                     f"the data's dims {lead}")
+    _refuse_twice(imp, value.reshape(-1, value.shape[-1]), reduction)
+    index = imp.add_constant(value, imp.origin.get(idx, idx))
+    for a, d in enumerate(lead):
+        if type(d) is not int:
+            column = np.zeros_like(value)
+            column[..., a] = value[..., a]
+            index = counted_from_the_end(imp, imp.tensor(data), a, index, column)
+    return index
+
+
+def _refuse_twice(imp, rows: np.ndarray, reduction: str) -> None:
+    """Without a reduction, constant ``rows`` (one element's coordinates each) that name one
+    element twice are refused, as ONNX leaves which update wins undefined."""
+    unique, counts = np.unique(rows, axis=0, return_counts=True)
+    if reduction == "none" and (counts > 1).any():
+        twice = [list(map(int, r)) for r in unique[counts > 1][:3]]
+        raise imp.unsupported(f"the indices write output element(s) "
+                              f"{', '.join(map(str, twice))} more than once with reduction "
+                              f"'none', where ONNX leaves the result undefined")
+
+
+def _elements_into_run_time_data(imp, node, reduction: str, axis: int) -> None:
+    """ScatterElements of constant indices into data with run-time dims (the dynamo
+    exporter's ``y[:, -1] = v`` under a run-time length, a fixed batch): the indices checked
+    here along a fixed axis (a negative one counted from the end), counted from the end of
+    the call's size along a run-time one, and ``scatter_elements`` checks them when the call
+    runs, as their shape against the data's. Without a reduction, an element named twice is
+    refused."""
+    data, idx, updates = node.input[:3]
+    if imp.type_of(data).dtype != imp.type_of(updates).dtype:
+        raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
+                             f"{imp.type_of(data).dtype}")
+    value = imp.const(idx, "indices")
+    shape = list(imp.type_of(data).shape)
+    if value.dtype.kind not in "iu":
+        raise ModelFileError(f"indices must be integers, got {value.dtype}")
+    got = list(imp.type_of(updates).shape)
+    if len(got) != value.ndim or not all(map(dim_math.known_equal, got, value.shape)) or \
+            value.ndim != len(shape):
+        raise ModelFileError(f"indices of shape {list(value.shape)} and updates of shape "
+                             f"{got} must be of one shape, of the data's rank {len(shape)}")
+    value = value.astype(np.int64)
+    dim = shape[axis]
+    if type(dim) is int:
+        value = _indices(value, dim, f"[-{dim}, {dim}) (axis {axis} of shape {shape})")
+    grid = np.stack(np.broadcast_arrays(*np.indices(value.shape, sparse=True)), axis=-1)
+    grid[..., axis] = value
+    _refuse_twice(imp, grid.reshape(-1, value.ndim), reduction)
+    target = imp.tensor(data)
+    index = imp.add_constant(value, imp.origin.get(idx, idx))
+    if type(dim) is not int:
+        index = counted_from_the_end(imp, target, axis, index, value)
+    imp.emit("scatter_elements", [target, index, imp.tensor(updates)], [node.output[0]],
+             {"axis": axis, "reduction": reduction})
+
+
+def _scatter_nd(imp, node, reduction: str, index: str) -> None:
+    """ScatterND of int64 indices ``index`` (the graph tensor of ONNX's ``(..., k)``
+    indices, computed at run time or constant) into data that may have run-time dims (a
+    sinusoidal position table written by slice assignment over a run-time length,
+    ``pe[:, 0::2] = sin(...)``): ``scatter_elements`` along axis 0, which checks each index
+    when it arrives. Indices of one coordinate each (``y[i] = v``, max_unpool's flat
+    positions) are laid along axis 0 and expanded over the data's other dims (run-time ones
+    by ``where(mask, index, index)``: :func:`.shapes.run_time_mask`); of k coordinates
+    (``y[i, j] = v``), the data's first k axes are flattened into one and each index becomes
+    its position there (:func:`.gather.runtime_positions`, which checks every coordinate on
+    its own), and the result is unflattened back."""
     data, idx, updates = node.input[:3]
     if imp.type_of(data).dtype != imp.type_of(updates).dtype:
         raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
                              f"{imp.type_of(data).dtype}")
     shape = list(imp.type_of(data).shape)
-    values = imp.tensor(updates)
-    axis = axis_in(attrs.get("axis", 0), len(shape), "axis") if op != "ScatterND" else 0
-    if type(shape[axis]) is not int and op == "ScatterND":
-        raise imp.unsupported(f"axis {axis} of {data!r} (shape {shape}) is a run-time dim: the "
-                              f"run-time indices {idx!r} of ScatterND are checked against a "
-                              f"fixed dim")
-    target, out = imp.tensor(data), node.output[0]
-    if op != "ScatterND":  # along a run-time dim too: checked against the call's size
-        imp.emit("scatter_elements", [target, spread_indices(imp, idx, target, axis), values],
-                 [out], {"axis": axis, "reduction": reduction})
-        return
-    where = list(imp.type_of(idx).shape)
+    where = list(imp.types[index].shape)
     if not where or where[-1] == 0:
         raise imp.unsupported(f"indices {idx!r} of shape {where}: ScatterND needs indices "
                               f"with one or more coordinates in their last dim")
@@ -240,25 +344,42 @@ def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     if type(coordinates) is not int or coordinates > len(shape):
         raise ModelFileError(f"indices of {coordinates} coordinates into {data!r} of rank "
                              f"{len(shape)}")
-    shape, where = list(imp.static_shape(data)), list(imp.static_shape(idx))[:-1]
-    expected = where + shape[coordinates:]
-    if list(imp.static_shape(updates)) != expected:
-        raise ModelFileError(f"updates of shape {list(imp.static_shape(updates))} must be "
-                             f"of shape {expected} (the indices' {where} and the data's "
-                             f"dims after the first {coordinates})")
-    flat = coordinates > 1  # the first axes merged into one, each index's position on it
-    target, index = (runtime_positions(imp, data, idx) if flat
-                     else (target, _int64_indices(imp, idx)))
-    k, rest = math.prod(where), shape[coordinates:]
-    [index] = imp.emit("reshape", [index], [None], {"shape": [k] + [1] * len(rest)},
+    where, lead, rest = where[:-1], shape[:coordinates], shape[coordinates:]
+    expected, got = where + rest, list(imp.type_of(updates).shape)
+    if len(got) != len(expected) or not all(map(dim_math.known_equal, got, expected)):
+        raise ModelFileError(f"updates of shape {got} must be of shape {expected} (the "
+                             f"indices' {where} and the data's dims after the first "
+                             f"{coordinates})")
+    out, flat = node.output[0], coordinates > 1
+    if flat:  # the first axes merged into one, each index's position on it
+        target, index = runtime_positions(imp, data, idx, index)
+    else:
+        target = imp.tensor(data)
+    count = dim_math.product(where)
+    [index] = imp.emit("reshape", [index], [None],
+                       {"shape": [count if type(count) is int else -1] + [1] * len(rest)},
                        suffix="/along")
-    [index] = imp.emit("expand", [index], [None], {"shape": [k] + rest}, suffix="/expand")
-    [values] = imp.emit("reshape", [values], [None], {"shape": [k] + rest},
-                        suffix="/updates")
+    if any(type(d) is int and d != 1 for d in rest):
+        [index] = imp.emit("expand", [index], [None],
+                           {"shape": [1] + [d if type(d) is int else 1 for d in rest]},
+                           suffix="/expand")
+    if any(type(d) is not int for d in rest):  # over the data's run-time dims too
+        sources = {d: (target, 1 + a) for a, d in enumerate(rest) if type(d) is not int}
+        mask = run_time_mask(imp, [1] + rest, sources)
+        [index] = imp.emit("where", [mask, index, index], [None], suffix="/over")
+    values = imp.tensor(updates)
+    if len(where) > 1:
+        [values] = imp.emit("flatten", [values], [None],
+                            {"start_dim": 0, "end_dim": len(where) - 1}, suffix="/updates")
+    elif not where:
+        [values] = (imp.emit("unflatten", [values], [None], {"axis": 0, "sizes": [1, -1]},
+                             suffix="/updates") if rest else
+                    imp.emit("reshape", [values], [None], {"shape": [1]}, suffix="/updates"))
     [y] = imp.emit("scatter_elements", [target, index, values], [None if flat else out],
                    {"axis": 0, "reduction": reduction}, suffix="/scatter" if flat else "")
     if flat:  # back to the data's shape
-        imp.emit("reshape", [y], [out], {"shape": shape})
+        like, attrs = _unflatten_sizes(imp, 0, lead)
+        imp.emit("unflatten", [y] + ([like] if like else []), [out], attrs)
 
 
 def _unpool_shape(imp, node, attrs: dict, shape: list[int]) -> list[int]:

@@ -1,5 +1,6 @@
 """Scatters at indices computed at run time: ScatterElements, Scatter and ScatterND of one
-coordinate per index (of several: test_nd_runtime.py) become ``scatter_elements``, MaxUnpool a
+coordinate per index (of several: test_nd_runtime.py; into data with run-time dims:
+test_scatter_run_time_data.py) become ``scatter_elements``, MaxUnpool a
 ``scatter_elements`` into zeros of the output's size. Compared with onnxruntime on both
 backends (duplicate indices, nan and signed zeros included: the updates land in the indices'
 order on both); an index out of range is an IndexRangeError when it arrives; what cannot be
@@ -257,10 +258,6 @@ def test_an_index_out_of_range_is_refused_when_it_arrives(bad, backend, tmp_path
 def _refusal_cases():
     i64 = np.int64
     return {
-        "run-time-dim": (dict(op="ScatterND", data=("n", 3), indices=np.zeros((2, 1), i64),
-                              updates=(2, 3), const="runtime"),
-                         UnsupportedModelError, "is a run-time dim: the run-time indices "
-                         "'indices' of ScatterND are checked against a fixed dim"),
         "nd-updates-shape": (dict(op="ScatterND", data=(4, 3), indices=np.zeros((2, 1), i64),
                                   updates=(2, 2), const="runtime"),
                              ModelFileError, "updates of shape [2, 2] must be of shape [2, 3]"),
