@@ -161,22 +161,35 @@ def _reshape(imp, node, attrs):
     in_shape = imp.type_of(x).shape
     target = reshape_target(imp.shape_value(node.input[1], "shape"), in_shape,
                             attrs.get("allowzero", 0))
-    if any(type(d) is not int for d in target):  # computed from a run-time shape
+    if all(type(d) is int for d in target):
+        if -1 not in target and any(type(d) is not int for d in in_shape):
+            _traced_size(imp, in_shape, target)  # a fixed target for a run-time input
+    else:  # computed from a run-time shape
         x, in_shape = _settled(imp, node, x, in_shape, target)
-        counts = None if -1 in target else symbolic.counts_differ(in_shape, target)
-        if counts is not None:
-            raise imp.unsupported(
-                f"target shape {target} holds {counts[1]} elements and the input shape "
-                f"{in_shape} {counts[0]}, equal only at some sizes of the run-time dims: the "
-                f"exporter wrote a size it saw when tracing as a constant (torch's legacy "
-                f"exporter does so for MultiheadAttention under a dynamic length), and "
-                f"onnxruntime refuses this Reshape at the other sizes")
+        if -1 not in target:
+            _traced_size(imp, in_shape, target)
         written = symbolic.reshape_target(target, in_shape)
         if written is None:  # (b, s, 48) to (b, s, 3, 16): flatten and unflatten
             _regrouped(imp, node, x, symbolic.regroup(in_shape, target))
             return
         target = written
     _reshape_to(imp, node, x, target)
+
+
+def _traced_size(imp, in_shape, target: list) -> None:
+    """Refuses a Reshape whose ``target`` (no -1) holds as many elements as the input of
+    ``in_shape`` only at some sizes of its run-time dims (:func:`.symbolic.counts_differ`): a
+    size the exporter saw when tracing, written as a constant. onnxruntime refuses the model
+    at every other size, so the build's golden run would fail there with its message."""
+    counts = symbolic.counts_differ(in_shape, target)
+    if counts is not None:
+        raise imp.unsupported(
+            f"target shape {target} holds {counts[1]} elements and the input shape "
+            f"{in_shape} {counts[0]}, equal only at some sizes of the run-time dims: the "
+            f"exporter wrote a size it saw when tracing as a constant (torch's legacy "
+            f"exporter does so for MultiheadAttention under a dynamic length, the dynamo "
+            f"exporter for a batch-second LSTM's output), and onnxruntime refuses this "
+            f"Reshape at the other sizes")
 
 
 def _settled(imp, node, x: str, shape, target: list) -> tuple[str, tuple]:

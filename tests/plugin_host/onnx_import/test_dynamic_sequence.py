@@ -263,6 +263,63 @@ def test_a_length_the_legacy_exporter_traced_as_a_constant_is_refused_naming_it(
     check_on_both_backends(model, loaded, feeds)
 
 
+def test_a_traced_length_in_a_wholly_constant_target_is_refused_at_import(tmp_path, signer):
+    """Under a run-time length and a fixed batch the legacy exporter's MultiheadAttention
+    reshapes to a target of constants only ([5, 4, 8] for the traced length 5): refused at
+    that Reshape, at import, not left to onnxruntime's refusal of the golden run. With the
+    length fixed it imports."""
+    model = tmp_path / "m.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Attention(batch_first=True).eval(), (torch.randn(2, 5, 16),),
+                          str(model), dynamo=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {1: "seq"}, "y": {1: "seq"}})
+    with pytest.raises(Exception, match="Reshape"):  # the model's own limit
+        onnxruntime_outputs(model, {"x": np.zeros((2, 6, 16), np.float32)})
+    loaded = _refused_until_fixed(
+        model, tmp_path, signer, UnsupportedModelError, r"\(Reshape\): target shape \[5, "
+        r"4, 8\] holds 160 elements and the input shape \('seq', 2, 16\) 32\*seq, equal only "
+        r"at some sizes of the run-time dims: the exporter wrote a size it saw when tracing as "
+        r"a constant .*--dim seq=SIZE", {"seq": 5})
+    rng = np.random.default_rng(12)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((2, 5, 16)).astype(np.float32)} for _ in range(2)])
+
+
+def _reshaped(tmp_path, x: list, target: list) -> Path:
+    """One Reshape named ``node`` of input ``x`` (ints and dim names) to the constant
+    ``target``."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "target"], ["y"], name="node")], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, x)],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [f"y{k}" for k in range(len(target))])],
+        initializer=[onnx.numpy_helper.from_array(np.array(target, np.int64), "target")])
+    path = tmp_path / "r.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+@pytest.mark.parametrize("x, target, error", [
+    (["t", 6], [3, 4], r"target shape \[3, 4\] holds 12 elements and the input shape "
+                       r"\('t', 6\) 6\*t, equal only at some sizes"),
+    (["b", "t"], [2, 2], r"target shape \[2, 2\] holds 4 elements and the input shape "
+                         r"\('b', 't'\) b\*t"),
+    (["t", 6], [-1, 3], None),  # the -1 takes the run-time count: any length
+    (["t", 6], [0, 2, 3], None),  # a 0 copies the run-time dim
+], ids=["one-dim", "two-dims", "minus-one", "zero-copies"])
+def test_a_constant_target_for_a_run_time_input(x, target, error, tmp_path, signer):
+    model = _reshaped(tmp_path, x, target)
+    if error is not None:
+        with pytest.raises(UnsupportedModelError, match=r"node 'node' \(Reshape\): " + error):
+            import_and_load(model, tmp_path / "m.pha", signer)
+        return
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_dims={"t": [2, 4]})
+    rng = np.random.default_rng(15)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((t, 6)).astype(np.float32)} for t in (1, 3, 8)])
+
+
 def _merged_and_split(tmp_path, target: list) -> Path:
     """a (b, 16) and c (s, 16) broadcast to (b, s, 16), merged to (b*s, 16) and reshaped to
     ``target``: ONNX nodes naming b (Shape of a), s (Shape of c) and ints."""
