@@ -323,41 +323,43 @@ def checked_index(imp, index: str, size: int, name: str, suffix: str) -> str:
 
 
 def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
-                    graph: bool = False) -> None:
+                    graph: bool = False, counts: str | None = None) -> None:
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
     computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
     flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
-    output shape. The indices' shape static, or of rank 1 with a run-time count (torch's
+    output shape. The indices' shape static, or holding run-time dims: of rank 1 (torch's
     ``y[arange(b), lengths - 1]``, a sequence's last valid step, under a run-time batch; the
-    count read from the indices); run-time dims of the data on its other axes are
+    count read from the indices), or of any rank (the dynamo exporter's ``x.unfold(1, 4, 2)``,
+    audio framed by a hop over a run-time length, and both exporters' ``F.unfold``, whose
+    window positions are ``(windows, size)``), flattened first and the axis unflattened back
+    into the indices' dims, read from the indices when the call runs; run-time dims of the
+    data on its other axes are
     brought to the expanded indices by ``where(mask, index, index)``
     (:func:`.shapes.run_time_mask`, read from the data). Each index is checked against [0,
     dim) when it arrives, a run-time dim on ``axis`` against the size the call gives it (a
     negative index, which ONNX counts from the end, is refused there). ``graph``: ``data``
-    and ``idx`` are graph tensors already (``idx`` int64), not ONNX names."""
+    and ``idx`` are graph tensors already (``idx`` int64), not ONNX names; ``counts``: a
+    graph tensor whose first axes are ``where`` (GatherND's indices, whose flat positions
+    ``idx`` is), read for the run-time ones (default: ``idx``)."""
     shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
     out = shape[:axis] + where + shape[axis + 1:]
     run_time = [d for a, d in enumerate(shape) if a != axis and type(d) is not int]
-    counted = all(type(d) is int for d in where)  # else one run-time count (rank 1)
-    if not counted and len(where) != 1:
-        raise imp.unsupported(f"indices {idx!r} are computed at run time, which needs static "
-                              f"indices, or indices of rank 1 (shape {where}; data {shape}), "
-                              f"unless the data is a constant 2-D float table (an Embedding)")
-    if len(where) != 1 and len(run_time) > 1:
-        raise imp.unsupported(f"indices {idx!r} of shape {where} are computed at run time, "
-                              f"which needs indices of rank 1 or data with at most one "
-                              f"run-time dim off axis {axis} (data {shape})")
-    k = math.prod(where) if counted else where[0]
+    counted = all(type(d) is int for d in where)  # else run-time counts
+    k = math.prod(where) if counted else dim_math.product(where)
     data = data if graph else imp.tensor(data)
     index = idx if graph else _int64_indices(imp, idx)
+    indices = counts or index  # what the indices' run-time dims are read from
+    if not counted and len(where) != 1:  # one axis of the indices' count
+        [index] = imp.emit("flatten", [index], [None], {"start_dim": 0, "end_dim": -1},
+                           suffix="/indices")
     sources = {d: (data, a) for a, d in enumerate(shape) if type(d) is not int}
     if not counted:  # the count read from the indices themselves
         sources.setdefault(k, (index, 0))
     [index] = imp.emit("reshape", [index], [None],
                        {"shape": [1] * axis + [k if counted else -1] + [1] * (
                            len(shape) - axis - 1)}, suffix="/along")
-    spread = [k if a == axis and counted else d if type(d) is int else 1
-              for a, d in enumerate(shape)]
+    spread = [(k if counted else 1) if a == axis else d if type(d) is int else 1
+              for a, d in enumerate(shape)]  # a run-time count kept as the reshape gave it
     [index] = imp.emit("expand", [index], [None], {"shape": spread}, suffix="/expand")
     if run_time:  # over the data's run-time dims too: where(mask, index, index)
         mask = run_time_mask(imp, [k if a == axis else d for a, d in enumerate(shape)],
@@ -367,9 +369,16 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     [y] = imp.emit("gather_elements", [data, index],
                    [node.output[0] if last else None], {"axis": axis},
                    suffix="" if last else "/gather")
-    if not last:
+    if last:
+        return
+    if counted and len([d for d in out if type(d) is not int]) <= 1:
         imp.emit("reshape", [y], [node.output[0]],
                  {"shape": [d if type(d) is int else -1 for d in out]})
+        return
+    attrs = {"axis": axis, "sizes": [-1 if type(d) is not int else d for d in where]}
+    if not counted:  # each run-time size read from the indices' own dims
+        attrs["like_axes"] = [-1 if type(d) is int else a for a, d in enumerate(where)]
+    imp.emit("unflatten", [y] + ([indices] if not counted else []), [node.output[0]], attrs)
 
 
 def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tuple[str, str]:
@@ -503,13 +512,9 @@ def _gather_nd(imp, node, attrs):
         if where[-1] == 1:
             _runtime_gather(imp, node, data, idx, where[:-1], 0)
             return
-        count = where[:-1]
-        if len(count) != 1 and not all(type(d) is int for d in count):
-            raise imp.unsupported(f"indices {idx!r} of shape {where} are computed at run time, "
-                                  f"which needs a static count of indices or one run-time "
-                                  f"count (data {list(imp.type_of(data).shape)})")
         flat, positions = runtime_positions(imp, data, idx)
-        _runtime_gather(imp, node, flat, positions, count, 0, graph=True)
+        _runtime_gather(imp, node, flat, positions, where[:-1], 0, graph=True,
+                        counts=imp.tensor(idx))
         return
     indices = imp.const(idx, "indices")
     if indices.ndim < 1 or indices.shape[-1] < 1:

@@ -127,17 +127,6 @@ def _ints(name, values, dims=None):
     return helper.make_tensor(name, TP.INT64, [len(values)] if dims is None else dims, values)
 
 
-def test_gather_with_run_time_indices_of_a_run_time_shape_is_refused_naming_the_node(tmp_path):
-    idx = helper.make_tensor_value_info("i", TP.INT64, ["k", "m"])
-    path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)],
-                  [_x(), idx], (2, "k", "m"))
-    with pytest.raises(UnsupportedModelError, match=r"node 'pick' \(Gather\): indices 'i' are "
-                                                    r"computed at run time, which needs static "
-                                                    r"indices, or indices of rank 1 \(shape "
-                                                    r"\['k', 'm'\]"):
-        import_onnx(path)
-
-
 def _both_backends(graph):
     from plugin_host.executor import Executor
     from plugins.numpy_backend import NumpyBackend

@@ -184,15 +184,13 @@ def test_a_coordinate_out_of_its_dim_is_refused_when_it_arrives(op, bad, message
 
 
 @pytest.mark.parametrize("op, data, where, k, error, message", [
-    ("GatherND", (4, 5), ("m", "n"), 2, UnsupportedModelError, "needs a static count of "
-                                                              "indices or one run-time count"),
     ("ScatterND", (4, 5), (3,), 3, ModelFileError, "indices of 3 coordinates into 'data' of "
                                                    "rank 2"),
     ("GatherND", (4, 5), (3,), 3, ModelFileError, "indices of 3 coordinates into 'data' of "
                                                   "rank 2"),
     ("GatherND", (4, 5), (3,), 0, UnsupportedModelError, "one or more coordinates"),
     ("ScatterND", (4, 5), (3,), 0, UnsupportedModelError, "one or more coordinates"),
-], ids=["run-time-counts", "scatter-too-many", "gather-too-many", "gather-none", "scatter-none"])
+], ids=["scatter-too-many", "gather-too-many", "gather-none", "scatter-none"])
 def test_what_cannot_be_mapped_is_refused_naming_the_node(op, data, where, k, error, message,
                                                           tmp_path):
     out = (3,) if op == "GatherND" else data

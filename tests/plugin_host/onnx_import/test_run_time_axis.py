@@ -19,7 +19,7 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (Fn, assert_refused, check_against_onnxruntime, check_on_both_backends,
+from .conftest import (Fn, check_against_onnxruntime, check_on_both_backends,
                        import_and_load, onnx, onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
@@ -211,14 +211,6 @@ def test_negative_constant_indices_of_gather_elements_count_from_the_call_s_end(
                                           onnxruntime_outputs(model, feed)["y"])
         with pytest.raises(IndexRangeError, match=r"outside \[0, 1\): \(1, 1\)=-1"):
             executor.run({"x": np.zeros((2, 1), np.float32)})
-
-
-def test_indices_of_rank_two_over_two_run_time_dims_are_refused(tmp_path):
-    model = _gather_model(tmp_path, ["b", "n", "c"], [2, 2], ["b", 2, 2, "c"], axis=1)
-    assert_refused(model, UnsupportedModelError, "node 'node' (Gather)",
-                   "indices 'i' of shape [2, 2] are computed at run time, which needs indices "
-                   "of rank 1 or data with at most one run-time dim off axis 1 (data ['b', "
-                   "'n', 'c'])")
 
 
 def test_a_step_the_golden_cases_cannot_reach_points_at_dim(tmp_path, signer):
