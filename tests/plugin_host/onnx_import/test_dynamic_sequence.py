@@ -239,51 +239,45 @@ def test_multihead_attention_takes_any_batch_and_length(batch_first, tmp_path, s
     check_on_both_backends(model, loaded, feeds)
 
 
-def test_a_length_the_legacy_exporter_traced_as_a_constant_is_refused_naming_it(tmp_path,
-                                                                                 signer):
+#: batch first: (example, dynamic axes, the refusal, the batches fed with the length fixed)
+TRACED = {
+    # a target mixing the traced length with the run-time batch
+    False: ((5, 2, 16), {0: "seq", 1: "batch"},
+            r"\(Reshape\): target shape \[5, 'batch\*2', 8\] holds 80\*batch elements and the "
+            r"input shape \('seq', 'batch', 16\) 16\*batch\*seq, equal only at some sizes of the "
+            r"run-time dims: the exporter wrote a size it saw when tracing as a constant "
+            r".*--dim batch=SIZE --dim seq=SIZE", (1, 2, 4)),
+    # the batch fixed: a target of constants only
+    True: ((2, 5, 16), {1: "seq"},
+           r"\(Reshape\): target shape \[5, 4, 8\] holds 160 elements and the input shape "
+           r"\('seq', 2, 16\) 32\*seq, equal only at some sizes of the run-time dims: the "
+           r"exporter wrote a size it saw when tracing as a constant .*--dim seq=SIZE", (2,)),
+}
+
+
+@pytest.mark.parametrize("batch_first", [False, True], ids=["run-time-batch", "fixed-batch"])
+def test_a_length_the_legacy_exporter_traced_as_a_constant_is_refused_naming_it(
+        batch_first, tmp_path, signer):
     """torch's legacy exporter writes MultiheadAttention's key and value reshapes with the
     length it traced (5) as a constant, so onnxruntime itself refuses any other length. The
-    import says so at that Reshape; with the length fixed it imports and takes any batch."""
+    import says so at that Reshape (not left to onnxruntime's refusal of the golden run, where
+    the target is constants only); with the length fixed it imports."""
+    example, axes, message, batches = TRACED[batch_first]
     model = tmp_path / "m.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(_Attention().eval(), (torch.randn(5, 2, 16),), str(model),
+        torch.onnx.export(_Attention(batch_first).eval(), (torch.randn(*example),), str(model),
                           dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "seq", 1: "batch"},
-                                        "y": {0: "seq", 1: "batch"}})
+                          dynamic_axes={"x": axes, "y": axes})
+    longer = (2, 6, 16) if batch_first else (6, 2, 16)
     with pytest.raises(Exception, match="Reshape"):  # the model's own limit
-        onnxruntime_outputs(model, {"x": np.zeros((6, 2, 16), np.float32)})
-    loaded = _refused_until_fixed(
-        model, tmp_path, signer, UnsupportedModelError, r"\(Reshape\): target shape \[5, "
-        r"'batch\*2', 8\] holds 80\*batch elements and the input shape \('seq', 'batch', 16\) "
-        r"16\*batch\*seq, equal only at some sizes of the run-time dims: the exporter wrote a "
-        r"size it saw when tracing as a constant .*--dim batch=SIZE --dim seq=SIZE", {"seq": 5})
+        onnxruntime_outputs(model, {"x": np.zeros(longer, np.float32)})
+    loaded = _refused_until_fixed(model, tmp_path, signer, UnsupportedModelError, message,
+                                  {"seq": 5})
     rng = np.random.default_rng(10)
-    feeds = [{"x": rng.standard_normal((5, n, 16)).astype(np.float32)} for n in (1, 2, 4)]
+    feeds = [{"x": rng.standard_normal((n, 5, 16) if batch_first else (5, n, 16)).astype(
+        np.float32)} for n in batches]
     check_on_both_backends(model, loaded, feeds)
-
-
-def test_a_traced_length_in_a_wholly_constant_target_is_refused_at_import(tmp_path, signer):
-    """Under a run-time length and a fixed batch the legacy exporter's MultiheadAttention
-    reshapes to a target of constants only ([5, 4, 8] for the traced length 5): refused at
-    that Reshape, at import, not left to onnxruntime's refusal of the golden run. With the
-    length fixed it imports."""
-    model = tmp_path / "m.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(_Attention(batch_first=True).eval(), (torch.randn(2, 5, 16),),
-                          str(model), dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {1: "seq"}, "y": {1: "seq"}})
-    with pytest.raises(Exception, match="Reshape"):  # the model's own limit
-        onnxruntime_outputs(model, {"x": np.zeros((2, 6, 16), np.float32)})
-    loaded = _refused_until_fixed(
-        model, tmp_path, signer, UnsupportedModelError, r"\(Reshape\): target shape \[5, "
-        r"4, 8\] holds 160 elements and the input shape \('seq', 2, 16\) 32\*seq, equal only "
-        r"at some sizes of the run-time dims: the exporter wrote a size it saw when tracing as "
-        r"a constant .*--dim seq=SIZE", {"seq": 5})
-    rng = np.random.default_rng(12)
-    check_on_both_backends(model, loaded, [
-        {"x": rng.standard_normal((2, 5, 16)).astype(np.float32)} for _ in range(2)])
 
 
 def _reshaped(tmp_path, x: list, target: list) -> Path:
