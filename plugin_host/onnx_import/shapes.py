@@ -493,21 +493,24 @@ def dim_source(imp, d) -> tuple[str, int] | None:
     return found
 
 
-def _derived(imp, d) -> tuple[str, int, int] | None:
-    """``(x, start, s)`` where the run-time dim ``d`` is a floor quotient ``(x+a)//s`` of a
+def _derived(imp, d) -> tuple[str, int, int, int] | None:
+    """``(x, start, s, q)`` where the run-time dim ``d`` is a floor quotient ``(x+a)//s`` of a
     dim x that a tensor has (``h//2``: ``interpolate(x, size=(h // 2, w // 2))``), or x less
-    an int (``t-2``: the dynamo exporter's ``x.unfold(1, 3, 1)``), with start = s - 1 - a >= 0:
-    ``range(x)[start::s]`` has d entries (where x is at least start). None otherwise."""
+    an int (``t-2``: the dynamo exporter's ``x.unfold(1, 3, 1)``): with a = s * q + r, r in
+    [0, s), and start = s - 1 - r, ``range(x)[start::s]`` has d - q entries (where x is at
+    least start): q more than that are ``(n+2)//2``, a half spectrum's ``n // 2 + 1``, and
+    ``t+1`` (s = 1), a padded tensor's first t + 1 steps. None otherwise."""
     parts = dims.quotient(str(d)) if type(d) is str else None
     if parts is None:  # x//s of a product of dims x that tensors have: (h*w)//4
         whole = dims.whole_quotient(d)
         if whole is None or _factors(imp, whole[0]) is None:
             return None
-        return whole[0], whole[1] - 1, whole[1]
+        return whole[0], whole[1] - 1, whole[1], 0
     if parts[1:] == (0, 1) or dim_source(imp, parts[0]) is None:
         return None
     x, a, s = parts
-    return (x, s - 1 - a, s) if s - 1 - a >= 0 else None
+    q = max(a // s, 0)
+    return (x, s - 1 - (a - s * q), s, q) if s - 1 - (a - s * q) >= 0 else None
 
 
 def has_dim(imp, d) -> bool:
@@ -518,11 +521,13 @@ def has_dim(imp, d) -> bool:
 
 def _factors(imp, d) -> tuple[int, list] | None:
     """``(k, [d1, d2, ...])`` where the run-time dim ``d`` is the product ``k * d1 * d2 * ...``
-    of two or more dims that tensors carry, one per name of ``d``, and an int k >= 1: a
-    detector's anchor count per level, a feature map's height times its width
-    (``torch.full((h * w, 1), stride)`` under a run-time image size). None otherwise."""
+    of dims that tensors carry, one per name of ``d``, and an int k >= 1, two or more dims or
+    one and k > 1: a detector's anchor count per level, a feature map's height times its width
+    (``torch.full((h * w, 1), stride)`` under a run-time image size), twice a length (the
+    dynamo exporter's linear ``F.interpolate(x, scale_factor=2)`` takes a Range of ``2*t``).
+    None otherwise."""
     coefficient, names = dims.as_product(d) if type(d) is str else (1, ())
-    if len(names) < 2:
+    if len(names) < 2 and not (names and coefficient > 1):
         return None
     parts = []
     for name in names:
@@ -580,14 +585,18 @@ def _summed_source(imp, d) -> tuple[str, int] | None:
 
 
 def _derived_source(imp, d) -> tuple[str, int] | None:
-    """A 1-D tensor of the :func:`_derived` dim ``d``: the mask of x sliced from start by s."""
+    """A 1-D tensor of the :func:`_derived` dim ``d``: the mask of x sliced from start by s
+    (and q entries more)."""
     derived = _derived(imp, d)
     if derived is None:
         return None
-    x, start, s = derived
+    x, start, s, q = derived
     [y] = imp.emit("slice", [run_time_mask(imp, [x])], [None],
                    {"starts": [start], "ends": [FAR], "axes": [0], "steps": [s]},
                    suffix=f".{x}.from{start}.by{s}")
+    if q:
+        more = imp.add_constant(np.ones(q, bool), f"{imp.node_name}.{d}.more")
+        [y] = imp.emit("concat", [y, more], [None], {"axis": 0}, suffix=f".{d}.more")
     return y, 0
 
 

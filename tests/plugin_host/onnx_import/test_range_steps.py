@@ -195,6 +195,10 @@ def _range_model(path, start, limit, delta, dtype=TP.INT64):
     (("t", -1), -1, -1, lambda t: np.arange(t - 1, -1, -1)),
     (1, ("t", 0), 2, lambda t: np.arange(1, t, 2)),
     (0, ("t", 0), 5, lambda t: np.arange(0, t, 5)),
+    # (t+6)//2 values over t+5: neither is a dim of the graph; the count is every second
+    # entry of t's mask and 3 more
+    (0, ("t", 5), 2, lambda t: np.arange(0, t + 5, 2)),
+    (("t", 5), -1, -2, lambda t: np.arange(t + 5, -1, -2)),  # the same counting down
 ])
 def test_a_range_by_a_step_matches_onnxruntime_and_numpy(start, limit, delta, want, tmp_path,
                                                          signer):
@@ -208,8 +212,6 @@ def test_a_range_by_a_step_matches_onnxruntime_and_numpy(start, limit, delta, wa
 
 
 @pytest.mark.parametrize("start, limit, delta", [
-    (0, ("t", 5), 2),          # (t+6)//2 values over t+5: neither is a dim of the graph
-    (("t", 5), -1, -2),        # the same counting down
     (0, ("t", 0), 0.5),        # not a whole step
 ])
 def test_a_range_this_cannot_lay_out_is_refused_naming_the_node(start, limit, delta, tmp_path):
