@@ -553,6 +553,7 @@ def _product_source(imp, d) -> tuple[str, int] | None:
     k, parts = found
     mask = run_time_mask(imp, parts + ([k] if k > 1 else []))
     if k > 1:
+        imp.check_size(f"run-time size {d!r}: the mask of its factor {k}", [k])
         wide = imp.add_constant(np.zeros([1] * len(parts) + [k], bool), f"{imp.node_name}.{d}.k")
         mask = imp.emit("or", [mask, wide], [None], suffix=f".{d}.times{k}")[0]
     return imp.emit("reshape", [mask], [None], {"shape": [-1]}, suffix=f".{d}.product")[0], 0
@@ -580,6 +581,7 @@ def _summed_source(imp, d) -> tuple[str, int] | None:
     const, parts = found
     masks = [run_time_mask(imp, [t]) for t in parts]
     if const:
+        imp.check_size(f"run-time size {d!r}: the mask of its {const} entries more", [const])
         masks.append(imp.add_constant(np.ones(const, bool), f"{imp.node_name}.{d}.ones"))
     return imp.emit("concat", masks, [None], {"axis": 0}, suffix=f".{d}.sum")[0], 0
 
@@ -595,6 +597,7 @@ def _derived_source(imp, d) -> tuple[str, int] | None:
                    {"starts": [start], "ends": [FAR], "axes": [0], "steps": [s]},
                    suffix=f".{x}.from{start}.by{s}")
     if q:
+        imp.check_size(f"run-time size {d!r}: the mask of its {q} entries more", [q])
         more = imp.add_constant(np.ones(q, bool), f"{imp.node_name}.{d}.more")
         [y] = imp.emit("concat", [y, more], [None], {"axis": 0}, suffix=f".{d}.more")
     return y, 0

@@ -10,7 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .conftest import check_against_onnxruntime, export_dynamic, import_and_load, torch
+from plugin_host.errors import ModelFileError
+
+from .conftest import (assert_refused, check_against_onnxruntime, export_dynamic,
+                       import_and_load, onnx, torch)
+from .test_range_steps import _range_model
 from .test_scatter_runtime import BACKENDS
 
 RNG = np.random.default_rng(61)
@@ -72,3 +76,42 @@ def test_sizes_no_tensor_has_match_onnxruntime_and_torch(case, dynamo, tmp_path,
         for feed, (got, _) in zip(feeds, runs):
             want = module()(torch.from_numpy(feed["x"])).numpy()
             np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def _range_to_a_multiple(path, factor: int):
+    """y = Range(0, t * factor, 1) as float, t the run-time dim of x (2, t)."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], start=1, end=2),
+             helper.make_node("Squeeze", ["shape"], ["t"]),
+             helper.make_node("Mul", ["t", "k"], ["limit"]),
+             helper.make_node("Range", ["zero", "limit", "one"], ["r"], name="steps"),
+             helper.make_node("Cast", ["r"], ["y"], to=tp.FLOAT)]
+    inits = [helper.make_tensor(n, tp.INT64, [], [v])
+             for n, v in (("k", factor), ("zero", 0), ("one", 1))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", tp.FLOAT,
+                                                                         [2, "t"])],
+                              [helper.make_tensor_value_info("y", tp.FLOAT, ["n"])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_range_to_a_multiple_of_a_dim_matches_onnxruntime(tmp_path, signer):
+    model = _range_to_a_multiple(tmp_path / "r.onnx", 3)
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
+    feeds = [{"x": np.zeros((2, t), np.float32)} for t in (0, 1, 7)]
+    for backend in BACKENDS.values():
+        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend())
+        for feed, (got, _) in zip(feeds, runs):
+            np.testing.assert_array_equal(got["y"], np.arange(3 * feed["x"].shape[1]))
+
+
+@pytest.mark.parametrize("model", [
+    # (t + 2**62)//2: every second entry of t's mask and 2**61 more
+    lambda path: _range_model(path, 0, ("t", 2 ** 62), 2),
+    lambda path: _range_to_a_multiple(path, 2 ** 40),  # t * 2**40: a factor of 2**40
+], ids=["int-part", "factor"])
+def test_a_size_whose_mask_is_past_the_tensor_cap_is_refused(model, tmp_path):
+    """A hostile file's constant (found by the fuzz) makes the mask that would carry the size
+    larger than the tensor cap: refused naming the node, nothing allocated."""
+    assert_refused(model(tmp_path / "r.onnx"), ModelFileError, "node 'steps' (Range)",
+                   "above the cap of")
