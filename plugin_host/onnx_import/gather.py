@@ -333,8 +333,7 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     audio framed by a hop over a run-time length, and both exporters' ``F.unfold``, whose
     window positions are ``(windows, size)``), flattened first and the axis unflattened back
     into the indices' dims, read from the indices when the call runs; run-time dims of the
-    data on its other axes are
-    brought to the expanded indices by ``where(mask, index, index)``
+    data on its other axes are brought to the expanded indices by ``where(mask, index, index)``
     (:func:`.shapes.run_time_mask`, read from the data). Each index is checked against [0,
     dim) when it arrives, a run-time dim on ``axis`` against the size the call gives it (a
     negative index, which ONNX counts from the end, is refused there). ``graph``: ``data``

@@ -137,9 +137,14 @@ def _reduction(attrs: dict, op: str) -> str:
 
 def _twice(targets: np.ndarray, shape: tuple[int, ...]) -> str:
     values, counts = np.unique(targets, return_counts=True)
-    where = [[int(i) for i in np.unravel_index(int(v), shape)] for v in values[counts > 1][:3]]
-    return (f"the indices write output element(s) {', '.join(map(str, where))} more than once "
-            f"with reduction 'none', where ONNX leaves the result undefined")
+    return _written_twice([np.unravel_index(int(v), shape) for v in values[counts > 1][:3]])
+
+
+def _written_twice(elements) -> str:
+    """The message for output ``elements`` (coordinates) written more than once."""
+    where = ", ".join(str([int(i) for i in e]) for e in elements)
+    return (f"the indices write output element(s) {where} more than once with reduction "
+            f"'none', where ONNX leaves the result undefined")
 
 
 def _targets(op: str, data_shape, idx: np.ndarray, updates_shape, attrs: dict) -> np.ndarray:
@@ -187,6 +192,9 @@ def _scatter(imp, node, attrs):
                               f"updates")
     data, idx, updates = node.input[:3]
     reduction = _reduction(attrs, node.op_type)
+    if imp.type_of(data).dtype != imp.type_of(updates).dtype:
+        raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
+                             f"{imp.type_of(data).dtype}")
     if not imp.is_const(idx):
         _runtime_scatter(imp, node, op, attrs, reduction)
         return
@@ -199,9 +207,6 @@ def _scatter(imp, node, attrs):
         return
     shape = imp.static_shape(data)
     updates_shape = imp.static_shape(updates)
-    data_type, updates_type = imp.type_of(data).dtype, imp.type_of(updates).dtype
-    if data_type != updates_type:
-        raise ModelFileError(f"updates of dtype {updates_type} into data of {data_type}")
     imp.check_size("its output", shape)
     targets = _targets(op, shape, imp.const(idx, "indices"), updates_shape, attrs)
     if reduction == "none" and np.unique(targets).size < targets.size:
@@ -226,9 +231,6 @@ def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     indices' order, as onnxruntime does (so of two updates to one element without a reduction
     the later one stays). ScatterND: :func:`_scatter_nd`."""
     data, idx, updates = node.input[:3]
-    if imp.type_of(data).dtype != imp.type_of(updates).dtype:
-        raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
-                             f"{imp.type_of(data).dtype}")
     if op == "ScatterND":
         _scatter_nd(imp, node, reduction, _int64_indices(imp, idx))
         return
@@ -279,10 +281,7 @@ def _refuse_twice(imp, rows: np.ndarray, reduction: str) -> None:
     element twice are refused, as ONNX leaves which update wins undefined."""
     unique, counts = np.unique(rows, axis=0, return_counts=True)
     if reduction == "none" and (counts > 1).any():
-        twice = [list(map(int, r)) for r in unique[counts > 1][:3]]
-        raise imp.unsupported(f"the indices write output element(s) "
-                              f"{', '.join(map(str, twice))} more than once with reduction "
-                              f"'none', where ONNX leaves the result undefined")
+        raise imp.unsupported(_written_twice(unique[counts > 1][:3]))
 
 
 def _elements_into_run_time_data(imp, node, reduction: str, axis: int) -> None:
@@ -293,9 +292,6 @@ def _elements_into_run_time_data(imp, node, reduction: str, axis: int) -> None:
     runs, as their shape against the data's. Without a reduction, an element named twice is
     refused."""
     data, idx, updates = node.input[:3]
-    if imp.type_of(data).dtype != imp.type_of(updates).dtype:
-        raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
-                             f"{imp.type_of(data).dtype}")
     value = imp.const(idx, "indices")
     shape = list(imp.type_of(data).shape)
     if value.dtype.kind not in "iu":
@@ -332,9 +328,6 @@ def _scatter_nd(imp, node, reduction: str, index: str) -> None:
     its position there (:func:`.gather.runtime_positions`, which checks every coordinate on
     its own), and the result is unflattened back."""
     data, idx, updates = node.input[:3]
-    if imp.type_of(data).dtype != imp.type_of(updates).dtype:
-        raise ModelFileError(f"updates of dtype {imp.type_of(updates).dtype} into data of "
-                             f"{imp.type_of(data).dtype}")
     shape = list(imp.type_of(data).shape)
     where = list(imp.types[index].shape)
     if not where or where[-1] == 0:
