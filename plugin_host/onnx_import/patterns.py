@@ -12,6 +12,10 @@ exporter without its optimizer writes ``chunk`` so) becomes one ``split``. A con
 of -inf read by a ``MaxPool`` alone (timm's "same" max pooling) becomes one ``max_pool`` whose
 padding, implicitly -inf, holds the Pad's (:func:`padded_max_pool`).
 
+Two Slices of one axis at a bound computed when the call runs, concatenated the other way round
+(``Concat(x[m:], x[:m])``: torch's dynamo exporter writes ``torch.roll`` along a run-time dim
+so), become one gather along the axis (:func:`rolled_slices`).
+
 Decompositions made of ops that do have glue ops (torch's LSTMCell and GroupNorm) are mapped one
 to one during the walk and recognized afterwards, in :mod:`.fusion`.
 """
@@ -177,8 +181,100 @@ def padded_max_pool(imp, node, attrs: dict, index: int) -> bool:
     return True
 
 
+def _one_axis_slice(imp, node) -> tuple[str, int, str, str] | None:
+    """``(x, axis, starts, ends)`` of a Slice of one axis by 1 (ONNX names of its bounds,
+    each one entry) whose inputs are all defined by now, or None."""
+    ins = list(node.input) + [""] * (5 - len(node.input))
+    x, starts, ends, axes, steps = ins[:5]
+    if not (x and starts and ends) or x in imp.consts or not all(
+            n in imp.values or n in imp.consts or n in imp.sym for n in ins if n) or (
+            steps and (steps not in imp.consts or imp.consts[steps].size != 1
+                       or imp.consts[steps].dtype.kind not in "iu"
+                       or int(imp.consts[steps].reshape(())) != 1)):
+        return None
+    rank = len(imp.type_of(x).shape)
+    axis = imp.consts.get(axes) if axes else np.zeros(1, np.int64)
+    if axis is None or axis.size != 1 or axis.dtype.kind not in "iu" or \
+            not -rank <= int(axis.reshape(())) < rank or \
+            any(imp.type_of(b).shape != (1,) for b in (starts, ends)):
+        return None
+    return x, int(axis.reshape(())) % rank, starts, ends
+
+
+def _reaches_the_end(imp, end: str, d) -> bool:
+    """Whether the Slice end ``end`` is at least the dim ``d`` at every size: a constant at
+    least d (for a run-time d, at least :data:`.fold.FAR` or its dtype's largest value), or
+    the shape value of d itself."""
+    from abi.ops import dims
+
+    from .fold import FAR
+
+    if end in imp.consts:
+        e = imp.consts[end]
+        return e.dtype.kind in "iu" and int(e.reshape(())) >= (
+            d if type(d) is int else min(FAR, int(np.iinfo(e.dtype).max)))
+    value = imp.sym.get(end)
+    return value is not None and dims.known_equal(value.reshape(-1)[0], d)
+
+
+def rolled_slices(imp, node, attrs: dict, index: int) -> bool:
+    """``Concat(x[m:], x[:m])`` along one axis, m computed when the call runs (torch's dynamo
+    exporter writes ``torch.roll`` along a run-time dim so, m being ``-shift mod dim``): one
+    ``gather`` along the axis at ``(arange(d) + m') wrapped by d``, m' being m counted from
+    the end if negative and clamped to [0, d], as Slice reads a bound. A Slice bound computed
+    at run time is refused anywhere else (its output's dim would depend on a value)."""
+    from .gather import _producers, _runtime_gather
+    from .shapes import _entry_count, run_time_arange
+
+    part = _one_axis_slice(imp, node)
+    cat = _next(imp, node.output[0], "Concat")
+    if part is None or cat is None or len(cat[1].input) != 2 or node.input[1] == node.input[2]:
+        return False
+    cat_index, cat = cat
+    cat_attrs = attributes(cat, imp.limits)
+    other_name = _other(cat, node.output[0])
+    other = _producers(imp).get(other_name)
+    if other is None or other.op_type != "Slice" or \
+            imp.consumers.get(other_name) != [cat_index] or other_name in imp.graph_outputs:
+        return False
+    pair = _one_axis_slice(imp, other)
+    x, axis = part[:2]
+    if pair is None or pair[:2] != (x, axis) or set(cat_attrs) != {"axis"} or \
+            type(cat_attrs["axis"]) is not int or cat_attrs["axis"] % len(
+                imp.type_of(x).shape) != axis:
+        return False
+    head, tail = (part, pair) if cat.input[0] == node.output[0] else (pair, part)
+    m, d = head[2], imp.type_of(x).shape[axis]
+    start = imp.consts.get(tail[2])
+    if m != tail[3] or m in imp.consts or m in imp.sym or \
+            imp.type_of(m).dtype not in ("int32", "int64") or start is None or \
+            start.dtype.kind not in "iu" or int(start.reshape(())) != 0 or \
+            not _reaches_the_end(imp, head[3], d):
+        return False
+    y = imp.tensor(x)
+    shift = imp.tensor(m)
+    if imp.type_of(m).dtype != "int64":
+        [shift] = imp.emit("cast", [shift], [None], {"dtype": "int64"}, suffix="/roll.m")
+    size = (imp.add_constant(np.array([d], np.int64), f"{imp.node_name}.roll.size")
+            if type(d) is int else _entry_count(imp, d, "/roll.size"))
+    zero = imp.add_constant(np.zeros(1, np.int64), f"{imp.node_name}.roll.zero")
+    [negative] = imp.emit("less", [shift, zero], [None], suffix="/roll.negative")
+    [counted] = imp.emit("add", [shift, size], [None], suffix="/roll.from_end")
+    [shift] = imp.emit("where", [negative, counted, shift], [None], suffix="/roll.start")
+    [shift] = imp.emit("max", [shift, zero], [None], suffix="/roll.at_least_0")
+    [shift] = imp.emit("min", [shift, size], [None], suffix="/roll.at_most_d")
+    arange = run_time_arange(imp, [d], 0, {d: (y, axis)})
+    [at] = imp.emit("add", [arange, shift], [None], suffix="/roll.positions")
+    [past] = imp.emit("greater_equal", [at, size], [None], suffix="/roll.past_the_end")
+    [back] = imp.emit("sub", [at, size], [None], suffix="/roll.wrapped")
+    [at] = imp.emit("where", [past, back, at], [None], suffix="/roll.indices")
+    _runtime_gather(imp, cat, y, at, [d], axis, graph=True)
+    imp.skip.update((list(imp.model.graph.node).index(other), cat_index))
+    return True
+
+
 Pattern = Callable[[Any, Any, dict, int], bool]
 
 #: ONNX op that starts a pattern -> the pattern function.
 PATTERNS: dict[str, Pattern] = {"Pow": rms_norm, "SplitToSequence": split_to_sequence,
-                                "Pad": padded_max_pool}
+                                "Pad": padded_max_pool, "Slice": rolled_slices}

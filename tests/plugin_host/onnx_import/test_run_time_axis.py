@@ -82,13 +82,13 @@ SLICES = {
 }
 
 
-@pytest.mark.parametrize("dynamo, idiom", [
-    (dynamo, idiom) for dynamo in (False, True) for idiom in SLICES
-    if not (dynamo and idiom == "roll")])  # the dynamo exporter's roll: refused, below
+@pytest.mark.parametrize("dynamo", [False, True])
+@pytest.mark.parametrize("idiom", list(SLICES))
 def test_slices_counted_from_the_end_of_a_run_time_sequence(idiom, dynamo, tmp_path, signer):
     """A Slice's negative start or end along a run-time dim counts from the end of the size
     the call gives it, and clamps there, as onnxruntime: lengths shorter than the offsets
-    included (the golden cases draw 6 and 9)."""
+    included (the golden cases draw 6 and 9). The dynamo exporter's roll slices at the shift
+    modulo the length, computed when the call runs (test_roll.py)."""
     path = _export(SLICES[idiom], tmp_path / "s.onnx", dynamo=dynamo)
     _, loaded = import_and_load(path, tmp_path / "s.pha", signer,
                                 golden_dims={"seq": [6, 9]})
@@ -128,17 +128,6 @@ def test_a_center_crop_of_a_run_time_length_is_refused_naming_its_bounds(tmp_pat
     with pytest.raises(UnsupportedModelError, match=r"\(Slice\): starts \['seq//4'\]: "
                                                     r"'seq//4' along axis 1 \(of dim 'seq'\) "
                                                     r"is a run-time dim; a start must be"):
-        import_onnx(path)
-
-
-def test_a_roll_along_a_run_time_sequence_from_the_dynamo_exporter_is_refused(tmp_path):
-    """The dynamo exporter takes torch.roll's shift modulo the length, a value computed from
-    a run-time dim when the call runs, and slices there: refused naming the Slice and the dim
-    (the legacy exporter's form imports)."""
-    path = _export(SLICES["roll"], tmp_path / "r.onnx", dynamo=True)
-    with pytest.raises(UnsupportedModelError, match=r"\(Slice\): ends '.*' must be a constant "
-                                                    r".* computed at run time from the run-time "
-                                                    r"dims \['seq'\]; 'seq' is a run-time dim"):
         import_onnx(path)
 
 
