@@ -323,7 +323,8 @@ def checked_index(imp, index: str, size: int, name: str, suffix: str) -> str:
 
 
 def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
-                    graph: bool = False, counts: str | None = None) -> None:
+                    graph: bool = False, counts: str | None = None,
+                    internal: bool = False) -> str | None:
     """Run-time indices into a run-time value (torch.index_select, ``x[:, i]`` with ``i``
     computed): ``gather_elements`` of the indices (ONNX ``idx``, taken as of shape ``where``)
     flattened, laid along ``axis`` and expanded to the other axes, then reshaped to ONNX's
@@ -339,7 +340,8 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     negative index, which ONNX counts from the end, is refused there). ``graph``: ``data``
     and ``idx`` are graph tensors already (``idx`` int64), not ONNX names; ``counts``: a
     graph tensor whose first axes are ``where`` (GatherND's indices, whose flat positions
-    ``idx`` is), read for the run-time ones (default: ``idx``)."""
+    ``idx`` is), read for the run-time ones (default: ``idx``); ``internal`` (indices of rank
+    1): the gathered graph tensor is returned, not bound to the node's output."""
     shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
     out = shape[:axis] + where + shape[axis + 1:]
     run_time = [d for a, d in enumerate(shape) if a != axis and type(d) is not int]
@@ -366,10 +368,10 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
         [index] = imp.emit("where", [mask, index, index], [None], suffix="/over")
     last = len(where) == 1
     [y] = imp.emit("gather_elements", [data, index],
-                   [node.output[0] if last else None], {"axis": axis},
-                   suffix="" if last else "/gather")
+                   [node.output[0] if last and not internal else None], {"axis": axis},
+                   suffix="" if last and not internal else "/gather")
     if last:
-        return
+        return y
     if counted and len([d for d in out if type(d) is not int]) <= 1:
         imp.emit("reshape", [y], [node.output[0]],
                  {"shape": [d if type(d) is int else -1 for d in out]})
@@ -378,6 +380,7 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     if not counted:  # each run-time size read from the indices' own dims
         attrs["like_axes"] = [-1 if type(d) is int else a for a, d in enumerate(where)]
     imp.emit("unflatten", [y] + ([indices] if not counted else []), [node.output[0]], attrs)
+    return None
 
 
 def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tuple[str, str]:

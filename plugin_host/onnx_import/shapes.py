@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 
+from abi import dtypes
 from abi.ops import dims
 
 from ..errors import ModelFileError
@@ -524,8 +525,9 @@ def _factors(imp, d) -> tuple[int, list] | None:
     of dims that tensors carry, one per name of ``d``, and an int k >= 1, two or more dims or
     one and k > 1: a detector's anchor count per level, a feature map's height times its width
     (``torch.full((h * w, 1), stride)`` under a run-time image size), twice a length (the
-    dynamo exporter's linear ``F.interpolate(x, scale_factor=2)`` takes a Range of ``2*t``).
-    None otherwise."""
+    dynamo exporter's linear ``F.interpolate(x, scale_factor=2)`` takes a Range of ``2*t``),
+    a multiple of a quotient (Swin's map padded to a multiple of its window, ``4*((t+3)//4)``:
+    :func:`_derived`). None otherwise."""
     coefficient, names = dims.as_product(d) if type(d) is str else (1, ())
     if len(names) < 2 and not (names and coefficient > 1):
         return None
@@ -536,6 +538,9 @@ def _factors(imp, d) -> tuple[int, list] | None:
             continue
         found = next(((c, source) for (c, have), source in imp.dims_index.items()
                       if have == (name,) and c > 0 and coefficient % c == 0), None)
+        if found is None and _derived(imp, name) is not None:  # (t+3)//4: a mask of its own
+            parts.append(name)
+            continue
         if found is None:
             return None
         c, (tensor, axis) = found
@@ -561,14 +566,16 @@ def _product_source(imp, d) -> tuple[str, int] | None:
 
 def _summands(imp, d) -> tuple[int, list] | None:
     """``(c, [d1, d2, ...])`` where the run-time dim ``d`` is the sum ``d1 + d2 + ... + c``
-    of two or more dims that tensors carry (:func:`dim_source`, :func:`_derived`) and an int
-    c >= 0: a decoder's key length ``past+seq``, its cache's length and the new tokens'.
-    None otherwise."""
+    of dims that tensors carry (:func:`dim_source`, :func:`_derived`, :func:`_factors`) and an
+    int c >= 0, two or more dims or one and c > 0: a decoder's key length ``past+seq``, its
+    cache's length and the new tokens'; a map padded by one step and then to a multiple of 4,
+    ``4*(t//4)+4``. None otherwise."""
     const, terms = dims.as_sum(d) if type(d) is str else (0, [])
-    if len(terms) < 2 or const < 0 or any(sign != 1 for sign, _ in terms):
+    if len(terms) + (const > 0) < 2 or const < 0 or any(sign != 1 for sign, _ in terms):
         return None
     parts = [term for _, term in terms]
-    if any(dim_source(imp, t) is None and _derived(imp, t) is None for t in parts):
+    if any(dim_source(imp, t) is None and _derived(imp, t) is None and _factors(imp, t) is None
+           for t in parts):
         return None
     return const, parts
 
@@ -757,7 +764,8 @@ def _pad(imp, node, attrs):
         raise imp.unsupported(f"mode={mode!r} is not supported (constant, reflect, edge, wrap)")
     x = node.input[0]
     rank = len(imp.type_of(x).shape)
-    pads = int_vector(imp.const(node.input[1], "pads"), "pads")
+    pads = (imp.shape_value(node.input[1], "pads") if node.input[1] in imp.sym
+            else int_vector(imp.const(node.input[1], "pads"), "pads"))
     value = _opt(node, 2)
     value = 0.0 if value is None else float(one_value(imp.const(value, "constant_value"),
                                                       "constant_value"))
@@ -767,6 +775,10 @@ def _pad(imp, node, attrs):
     if len(pads) != 2 * len(axes):
         raise ModelFileError(f"pads {_few(pads)} must be {2 * len(axes)} values, two per axis "
                              f"of {axes}")
+    if any(type(p) is not int for p in pads):
+        _run_time_pads(imp, node, mode, value, {a: (pads[i], pads[i + len(axes)])
+                                                for i, a in enumerate(axes)})
+        return
     if mode not in ("constant", "edge") and any(p < 0 for p in pads):
         raise imp.unsupported(f"pads {_few(pads)}: a negative pad (a crop) is supported with "
                               f"mode 'constant' or 'edge', not {mode!r}")
@@ -783,6 +795,60 @@ def _pad(imp, node, attrs):
     imp.emit("pad", [y], [node.output[0]],
              {"pads": [[max(p, 0) for p in pair] for pair in pairs], "mode": mode,
               "value": value})
+
+
+def _run_time_pads(imp, node, mode: str, value: float, pairs: dict) -> None:
+    """A Pad whose pads hold run-time dims (axis -> (before, after)): Swin's pad of a map to a
+    multiple of its window, ``F.pad(x, (0, 0, 0, (ws - h % ws) % ws))``, under a run-time
+    height. Fixed pads are a ``pad`` first (a crop a ``slice``); then each axis with a
+    run-time one is a gather of its D = d + before + after positions, ``arange(D) - before``
+    clamped to [0, d), from the input (:func:`.gather._runtime_gather`), and, in constant
+    mode, ``where`` the position is inside [0, d), else the value; edge mode keeps the
+    clamped gather. D must be a dim a mask can carry (:func:`run_time_arange`), else refused
+    naming it. Modes reflect and wrap are refused."""
+    from .gather import _runtime_gather
+
+    if mode not in ("constant", "edge"):
+        raise imp.unsupported(f"pads {[p for pair in pairs.values() for p in pair]} hold "
+                              f"run-time dims: supported with mode 'constant' or 'edge', not "
+                              f"{mode!r}")
+    x = node.input[0]
+    rank = len(imp.type_of(x).shape)
+    fixed = [list(pairs[a]) if a in pairs and all(type(p) is int for p in pairs[a]) else [0, 0]
+             for a in range(rank)]  # an axis with a run-time pad takes both of its own below
+    y = _cropped(imp, x, fixed)
+    if any(p > 0 for pair in fixed for p in pair):
+        [y] = imp.emit("pad", [y], [None], {"pads": [[max(p, 0) for p in pair] for pair in fixed],
+                                            "mode": mode, "value": value}, suffix="/fixed")
+    numpy_dtype = dtypes.to_numpy(imp.types[y].dtype)
+    for a, pair in pairs.items():
+        if all(type(p) is int for p in pair):
+            continue
+        d = imp.types[y].shape[a]
+        before, after = pair
+        total = dims.simplified(dims.add(dims.add(d, before), after))
+        tag = f"/pad{a}"
+        const = {}
+        for what, n in (("before", before), ("dim", d), ("zero", 0), ("one", 1)):
+            const[what] = (imp.add_constant(np.array([n], np.int64), f"{imp.node_name}.{what}")
+                           if type(n) is int else _entry_count(imp, n, f"{tag}.{what}"))
+        arange = run_time_arange(imp, [total], 0)
+        [at] = imp.emit("sub", [arange, const["before"]], [None], suffix=f"{tag}.positions")
+        [last] = imp.emit("sub", [const["dim"], const["one"]], [None], suffix=f"{tag}.last")
+        [index] = imp.emit("max", [at, const["zero"]], [None], suffix=f"{tag}.from_0")
+        [index] = imp.emit("min", [index, last], [None], suffix=f"{tag}.to_last")
+        gathered = _runtime_gather(imp, node, y, index, [total], a, graph=True, internal=True)
+        if mode == "edge":
+            y = gathered
+            continue
+        [inside] = imp.emit("greater_equal", [at, const["zero"]], [None], suffix=f"{tag}.in")
+        [short] = imp.emit("less", [at, const["dim"]], [None], suffix=f"{tag}.short")
+        [inside] = imp.emit("and", [inside, short], [None], suffix=f"{tag}.inside")
+        [inside] = imp.emit("reshape", [inside], [None], {"shape": [1] * a + [-1] + [1] * (
+            rank - a - 1)}, suffix=f"{tag}.along")
+        fill = imp.add_constant(np.array(value, numpy_dtype), f"{imp.node_name}.value")
+        [y] = imp.emit("where", [inside, gathered, fill], [None], suffix=f"{tag}.padded")
+    imp.alias(node.output[0], y)
 
 
 def _cropped(imp, x: str, pairs: list) -> str:

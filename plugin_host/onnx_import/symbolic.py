@@ -8,7 +8,9 @@ or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index o
 Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast, Reshape) move entries around with the
 folder's own code, and Mul, Add, Sub and Div combine them with the dims arithmetic, as does
 ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape ->
-ReduceProd``; a Size node gives the same value). Max and Min are evaluated where known at
+ReduceProd``; a Size node gives the same value). Mod by an int is evaluated where it is exact
+(:func:`_mod`), and Transpose moves entries as the index ops do (the legacy exporter's F.pad
+reorders its pads so). Max and Min are evaluated where known at
 import (of a dim and itself: tf2onnx's Einsum broadcasts its operands' batch dims so), Equal
 too (a run-time dim is never negative), and Where picks entries by such a known condition: the
 legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so. A value whose
@@ -23,6 +25,7 @@ run-time dims.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 import numpy as np
@@ -35,9 +38,10 @@ from .fold import fold
 #: Ops evaluated on symbolic shape values (and constants).
 OPS = frozenset({"Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Identity", "Cast",
                  "Mul", "Add", "Sub", "Div", "Neg", "ReduceProd", "Reshape", "Equal",
-                 "Where", "Max", "Min"})
+                 "Where", "Max", "Min", "Mod", "Transpose"})
 
 _INT_CASTS = frozenset({6, 7})  # ONNX TensorProto.INT32, INT64
+_INT = re.compile(r"-?\d+")  # a factor of a product that is an int (dims.mul(-1, x))
 
 
 def _entry(v):
@@ -65,12 +69,63 @@ def _div(a, b):
     negative) or a negative divisor it is left to the call (:class:`LeftToTheCall`)."""
     if b == 0:
         raise ModelFileError("integer division by zero in shape arithmetic")
+    a = dims.simplified(a) if type(a) is str else a  # h+3*((h+2)//3)-h: Swin's padded size
     if type(a) is int and type(b) is int:
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b > 0) else -q
     if _maybe_negative(a) or _maybe_negative(b):
         raise LeftToTheCall
     return dims.floordiv(a, b)
+
+
+def _flat_sum(d, times: int = 1) -> tuple[int, list[tuple[int, tuple]]]:
+    """``d`` times ``times`` as an int and its terms, (coefficient, names of a product), each
+    term that is an int times a sum in parentheses (``4-(t-4*(t//4))``, the dynamo exporter's
+    ``(-1)*(h-3*(h//3))+3``) opened into that sum's own terms."""
+    const, terms = dims.as_sum(d)
+    const *= times
+    flat = []
+    for sign, term in terms:
+        coefficient, names = dims.as_product(term)
+        coefficient *= times * sign
+        for n in [n for n in names if _INT.fullmatch(n)]:  # (-1)*x: a factor -1
+            coefficient *= int(n)
+        names = tuple(n for n in names if not _INT.fullmatch(n))
+        if len(names) == 1 and dims.as_sum(names[0]) != (0, [(1, names[0])]):
+            inner_const, inner = _flat_sum(names[0], coefficient)
+            const += inner_const
+            flat += inner
+        else:
+            flat.append((coefficient, names))
+    return const, flat
+
+
+def _mod(a, b, fmod: bool):
+    """ONNX Mod of shape entries by a positive int ``b``: of a dim, ``a - b * (a // b)``
+    (``t % 4``), exact as a dim is not negative; of a sum, its terms whose coefficient b
+    divides left out, and one term x left with coefficient 1 or -1 modulo b and an int r in
+    [0, b): ``x + r - b * ((x + r) // b)``, or ``b * ((x + b - 1 - r) // b) - x + r`` for
+    ``(r - x) mod b`` (Swin's pad to a multiple of its window, ``(ws - h % ws) % ws``, is
+    ``ws * ((h + ws - 1) // ws) - h``). Anything else (a dim modulo a dim, ``2*t % 4``, C's
+    fmod of what may be negative) is left to the call (:class:`LeftToTheCall`)."""
+    if type(b) is not int or b <= 0:
+        raise LeftToTheCall
+    if type(a) is int:
+        return int(math.fmod(a, b)) if fmod else a % b
+    if fmod and _maybe_negative(a):
+        raise LeftToTheCall
+    const, terms = _flat_sum(a)
+    kept = [(coefficient % b, dims.product(names)) for coefficient, names in terms
+            if coefficient % b]
+    r = const % b
+    if not kept:
+        return r
+    if len(kept) > 1 or kept[0][0] not in (1, b - 1):
+        raise LeftToTheCall
+    k, x = kept[0]
+    if k == 1:
+        return dims.sub(dims.add(x, r), dims.mul(b, dims.floordiv(dims.add(x, r), b)))
+    return dims.add(dims.sub(dims.mul(b, dims.floordiv(dims.add(x, b - 1 - r), b)), x), r)
 
 
 def _extremum(larger: bool):
@@ -134,8 +189,9 @@ def evaluate(op: str, values: Sequence[np.ndarray | None], attrs: dict, *, outpu
             return [_normalized(values[0])]
         first = evaluate(op, values[:2], attrs, outputs=1, cap=cap)
         return evaluate(op, [*first, *values[2:]], attrs, outputs=1, cap=cap)
-    if op in _ARITHMETIC:
-        fn = _ARITHMETIC[op]
+    if op in _ARITHMETIC or op == "Mod":
+        fn = _ARITHMETIC[op] if op != "Mod" else (
+            lambda x, y: _mod(x, y, bool(attrs.get("fmod", 0))))
         a, b = values
         shape = np.broadcast_shapes(a.shape, b.shape)
         if math.prod(shape) > cap:

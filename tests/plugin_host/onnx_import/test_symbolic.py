@@ -283,23 +283,34 @@ def test_a_target_with_two_run_time_dims_is_refused_naming_the_node(tmp_path):
     assert "['batch', 'batch']" in str(info.value) and "run-time dim" in str(info.value)
 
 
-@pytest.mark.parametrize("less, held", [(False, "['batch', 6, 0, 0, 0, 0]"),
-                                         (True, "['batch-1', 6, 0, 0, 0, 0] (of ['batch'])")])
-def test_a_run_time_shape_where_a_constant_is_needed_says_which_dims(less, held, tmp_path):
-    """The entries, and the dims an expression among them is of (``x.size(0) - 1``): pads
-    computed from the shape, which Pad needs constant."""
+def _padded_by_the_batch(tmp_path, less: bool):
+    """x (batch, 6, 4) padded in front by the batch (``less``: the batch less 1) on axis 0
+    and by 6 on axis 1: pads computed from the shape."""
     helper, tp = onnx.helper, onnx.TensorProto
     zeros = helper.make_node("Constant", [], ["zeros"], value=helper.make_tensor(
         "zeros", tp.INT64, [4], [0, 0, 0, 0]))
     tail = [helper.make_node("Sub", ["b", "i1"], ["b1"]), zeros,
             helper.make_node("Concat", ["b1" if less else "b", "c", "zeros"], ["dims"], axis=0),
             helper.make_node("Pad", ["x", "dims"], ["y"], name="pads")]
-    model = _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT,
-                                                                  ["n", 12, 4])])
+    return _chain(tmp_path, tail, [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 12, 4])])
+
+
+def test_pads_holding_a_run_time_dim_match_onnxruntime(tmp_path, signer):
+    """Padded by the batch in front: 2 * batch rows, a gather of the positions."""
+    model = _padded_by_the_batch(tmp_path, less=False)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer, golden_dims={"batch": [1, 3]})
+    rng = np.random.default_rng(14)
+    check_on_both_backends(model, loaded, [
+        {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 2, 5)])
+
+
+def test_pads_to_a_size_no_tensor_carries_are_refused_naming_it(tmp_path):
+    """Padded by the batch less 1 (``x.size(0) - 1``): 2 * batch - 1 rows, a size no mask of
+    the graph carries, refused naming the node, the size and the --dim that fixes it."""
     with pytest.raises(UnsupportedModelError) as info:
-        build_onnx_artifact(model, tmp_path / "no.pha")
-    assert info.value.node == "pads" and f"holds run-time dims: {held}; 'batch' is a " \
-        f"run-time dim of the inputs: --dim batch=SIZE" in str(info.value), str(info.value)
+        build_onnx_artifact(_padded_by_the_batch(tmp_path, less=True), tmp_path / "no.pha")
+    assert info.value.node == "pads" and "run-time dim '2*batch-1' is a dim of no tensor" in \
+        str(info.value) and "--dim batch=SIZE" in str(info.value), str(info.value)
 
 
 @pytest.mark.parametrize("start, end, axis, shape, refused", [

@@ -1,0 +1,146 @@
+"""Pads computed from run-time dims: Swin's pad of a map to a multiple of its window
+(``F.pad(x, (0, 0, 0, (ws - h % ws) % ws))``), which both exporters write as Mod of the
+input's Shape, evaluated at import as shape arithmetic, and a Pad of those pads, a gather of
+the padded positions. Compared with onnxruntime on both backends and with torch, at sizes
+the window divides and does not, 0 included where torch runs it; Mod of run-time dims read
+as a tensor against onnxruntime; what is not mapped is refused naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import UnsupportedModelError
+
+from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends,
+                       export_dynamic, import_and_load, onnx, torch)
+from .test_scatter_runtime import BACKENDS
+
+helper, TP = onnx.helper, onnx.TensorProto
+RNG = np.random.default_rng(71)
+F = torch.nn.functional
+
+
+def _to_multiple(size, ws: int):
+    return (ws - size % ws) % ws
+
+
+class _PadTime(torch.nn.Module):
+    """(b, t, c) padded along t to a multiple of 4 with zeros, then scaled."""
+
+    def forward(self, x):
+        return F.pad(x, (0, 0, 0, _to_multiple(x.shape[1], 4))) * 2
+
+
+class _SwinWindows(torch.nn.Module):
+    """Swin's window partition of (b, h, w, c): padded to multiples of the window (3), then
+    viewed as windows and summed within each."""
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        x = F.pad(x, (0, 0, 0, _to_multiple(w, 3), 0, _to_multiple(h, 3)))
+        hp, wp = x.shape[1], x.shape[2]
+        windows = x.view(b, hp // 3, 3, wp // 3, 3, c).permute(0, 1, 3, 2, 4, 5)
+        return windows.sum((3, 4)) + 1
+
+
+class _Replicate(torch.nn.Module):
+    """(b, c, t) padded at the end to a multiple of 5 by repeating the last step."""
+
+    def forward(self, x):
+        return F.pad(x, (0, _to_multiple(x.shape[2], 5)), mode="replicate")
+
+
+class _Before(torch.nn.Module):
+    """(b, c, t) padded in front with 1.5 to a multiple of 4."""
+
+    def forward(self, x):
+        return F.pad(x, (_to_multiple(x.shape[2], 4), 0), value=1.5)
+
+
+class _BothEnds(torch.nn.Module):
+    """(b, c, t) padded with -2 by one step in front and at the end to a multiple of 4, and
+    by two fixed steps on both ends of the channels."""
+
+    def forward(self, x):
+        return F.pad(x, (1, _to_multiple(x.shape[2] + 1, 4), 2, 2), value=-2.0)
+
+
+#: name: (module, example shape, run-time dims, exporters, feed shapes)
+CASES = {
+    "time": (_PadTime, (2, 6, 3), {1: "t"}, [False, True],
+             [(2, 1, 3), (2, 4, 3), (2, 5, 3), (2, 8, 3), (2, 11, 3)]),
+    "swin-windows": (_SwinWindows, (2, 5, 7, 4), {1: "h", 2: "w"}, [False, True],
+                     [(2, 1, 2, 4), (2, 3, 3, 4), (2, 7, 9, 4), (2, 4, 10, 4)]),
+    "replicate": (_Replicate, (2, 3, 7), {2: "t"}, [False, True],
+                  [(2, 3, 1), (2, 3, 5), (2, 3, 9)]),
+    "before": (_Before, (2, 3, 7), {2: "t"}, [False, True],
+               [(2, 3, 1), (2, 3, 4), (2, 3, 6)]),
+    "both-ends": (_BothEnds, (2, 3, 7), {2: "t"}, [False, True],
+                  [(2, 3, 1), (2, 3, 3), (2, 3, 6), (2, 3, 10)]),
+}
+
+
+@pytest.mark.parametrize("case, dynamo", [(c, d) for c, v in CASES.items() for d in v[3]])
+def test_pads_to_a_multiple_of_a_window_match_onnxruntime_and_torch(case, dynamo, tmp_path,
+                                                                     signer):
+    module, example, run_time, _, shapes = CASES[case]
+    model = export_dynamic(module(), [torch.randn(*example)], tmp_path / "m.onnx",
+                           dynamo=dynamo, names=["x"], dims=[run_time],
+                           bounds={n: (2, 64) for n in run_time.values()})
+    assert "Pad" in {n.op_type for n in onnx.load(model).graph.node}
+    golden = {n: [3, 8] for n in run_time.values()}
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_dims=golden)
+    assert "gather_elements" in {n.op for n in loaded.graph.nodes}  # of the positions
+    feeds = [{"x": RNG.standard_normal(s).astype(np.float32)} for s in shapes]
+    for backend in BACKENDS.values():
+        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend())
+        for feed, (got, _) in zip(feeds, runs):
+            want = module()(torch.from_numpy(feed["x"])).numpy()
+            np.testing.assert_allclose(got["y"], want, rtol=1e-6, atol=1e-6)
+
+
+class _Reflect(torch.nn.Module):
+    def forward(self, x):
+        return F.pad(x, (0, _to_multiple(x.shape[2], 4)), mode="reflect")
+
+
+def test_run_time_pads_in_reflect_mode_are_refused_naming_the_pad(tmp_path):
+    model = export_dynamic(_Reflect(), [torch.randn(1, 2, 6)], tmp_path / "r.onnx",
+                           dynamo=False, names=["x"], dims=[{2: "t"}])
+    assert_refused(model, UnsupportedModelError, "(Pad)",
+                   "hold run-time dims: supported with mode 'constant' or 'edge', not 'reflect'")
+
+
+def _mod_model(a_of: str, k: int, b: int, fmod: int) -> onnx.ModelProto:
+    """y = x + Cast(Mod(a, b)) where a is t + k (``a_of`` "Add"), k - t ("Sub") or t * k
+    ("Mul"), t the run-time length of x (t,)."""
+    nodes = [helper.make_node("Shape", ["x"], ["t"]),
+             helper.make_node(a_of, ["k", "t"] if a_of == "Sub" else ["t", "k"], ["a"]),
+             helper.make_node("Mod", ["a", "b"], ["m"], fmod=fmod),
+             helper.make_node("Cast", ["m"], ["f"], to=TP.FLOAT),
+             helper.make_node("Add", ["x", "f"], ["y"])]
+    inits = [helper.make_tensor("k", TP.INT64, [1], [k]),
+             helper.make_tensor("b", TP.INT64, [], [b])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, ["t"])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, ["t"])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("a_of, k, b, fmod, at_import", [
+    ("Add", 0, 4, 0, True), ("Sub", 4, 4, 0, True), ("Sub", 2, 3, 0, True),
+    ("Add", 5, 3, 0, True), ("Add", 5, 3, 1, True), ("Sub", 2, 3, 1, False),
+    ("Mul", 2, 4, 0, False), ("Sub", -7, 3, 0, True)],
+    ids=["t%4", "(4-t)%4", "(2-t)%3", "(t+5)%3", "fmod(t+5,3)", "fmod(2-t,3)", "2t%4",
+         "(-7-t)%3"])
+def test_mod_of_a_run_time_dim_matches_onnxruntime(a_of, k, b, fmod, at_import, tmp_path,
+                                                   signer):
+    """Mod of the length by an int, read as a tensor (cast to float, added to x): evaluated at
+    import where exact (no ``mod`` in the graph), else computed when the call runs; at
+    lengths 0 to 9."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_mod_model(a_of, k, b, fmod), path)
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer, golden_dims={"t": [3, 8]})
+    assert ("mod" in {n.op for n in loaded.graph.nodes}) is not at_import
+    feeds = [{"x": RNG.standard_normal(t).astype(np.float32)} for t in range(10)]
+    check_on_both_backends(path, loaded, feeds)
