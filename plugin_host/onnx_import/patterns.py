@@ -224,7 +224,7 @@ def rolled_slices(imp, node, attrs: dict, index: int) -> bool:
     the end if negative and clamped to [0, d], as Slice reads a bound. A Slice bound computed
     at run time is refused anywhere else (its output's dim would depend on a value)."""
     from .gather import _producers, _runtime_gather
-    from .shapes import _entry_count, run_time_arange
+    from .shapes import run_time_arange, size_tensor
 
     part = _one_axis_slice(imp, node)
     cat = _next(imp, node.output[0], "Concat")
@@ -255,9 +255,7 @@ def rolled_slices(imp, node, attrs: dict, index: int) -> bool:
     shift = imp.tensor(m)
     if imp.type_of(m).dtype != "int64":
         [shift] = imp.emit("cast", [shift], [None], {"dtype": "int64"}, suffix="/roll.m")
-    size = (imp.add_constant(np.array([d], np.int64), f"{imp.node_name}.roll.size")
-            if type(d) is int else _entry_count(imp, d, "/roll.size"))
-    zero = imp.add_constant(np.zeros(1, np.int64), f"{imp.node_name}.roll.zero")
+    size, zero = size_tensor(imp, d, "/roll.size"), size_tensor(imp, 0, "/roll.zero")
     [negative] = imp.emit("less", [shift, zero], [None], suffix="/roll.negative")
     [counted] = imp.emit("add", [shift, size], [None], suffix="/roll.from_end")
     [shift] = imp.emit("where", [negative, counted, shift], [None], suffix="/roll.start")

@@ -98,12 +98,8 @@ def shape_value_tensor(imp, value: np.ndarray, out: str, dtype: str) -> None:
     to float computes from (``x.std()``'s n - 1, a mean as a sum over a count, a linspace's
     step ``2 / (w - 1)``), and what any op that is not shape arithmetic reads a shape value
     as (``max(w - 1, 1)``)."""
-    parts = []
-    for k, entry in enumerate(value.reshape(-1).tolist()):
-        if type(entry) is int:
-            parts.append(imp.add_constant(np.array([entry], np.int64), f"{out}.{k}"))
-        else:
-            parts.append(_entry_count(imp, entry, f".{k}"))
+    parts = [size_tensor(imp, entry, f".{k}") for k, entry in
+             enumerate(value.reshape(-1).tolist())]
     y = parts[0] if len(parts) == 1 else imp.emit("concat", parts, [None], {"axis": 0},
                                                   suffix=".entries")[0]
     shape = {"shape": list(value.shape)}
@@ -112,6 +108,14 @@ def shape_value_tensor(imp, value: np.ndarray, out: str, dtype: str) -> None:
         return
     y = imp.emit("reshape", [y], [None], shape, suffix=".shape")[0]
     imp.emit("cast", [y], [out], {"dtype": dtype}, suffix=".cast")
+
+
+def size_tensor(imp, d, suffix: str) -> str:
+    """The size ``d`` as an int64 tensor of shape (1,): a constant for an int (named after
+    the node and ``suffix``), else counted when the call runs (:func:`_entry_count`)."""
+    if type(d) is int:
+        return imp.add_constant(np.array([d], np.int64), f"{imp.node_name}{suffix}")
+    return _entry_count(imp, d, suffix)
 
 
 def _entry_count(imp, entry, suffix: str) -> str:
@@ -828,10 +832,8 @@ def _run_time_pads(imp, node, mode: str, value: float, pairs: dict) -> None:
         before, after = pair
         total = dims.simplified(dims.add(dims.add(d, before), after))
         tag = f"/pad{a}"
-        const = {}
-        for what, n in (("before", before), ("dim", d), ("zero", 0), ("one", 1)):
-            const[what] = (imp.add_constant(np.array([n], np.int64), f"{imp.node_name}.{what}")
-                           if type(n) is int else _entry_count(imp, n, f"{tag}.{what}"))
+        const = {what: size_tensor(imp, n, f"{tag}.{what}") for what, n in (
+            ("before", before), ("dim", d), ("zero", 0), ("one", 1))}
         arange = run_time_arange(imp, [total], 0)
         [at] = imp.emit("sub", [arange, const["before"]], [None], suffix=f"{tag}.positions")
         [last] = imp.emit("sub", [const["dim"], const["one"]], [None], suffix=f"{tag}.last")

@@ -293,6 +293,20 @@ def check_on_both_backends(model: Path, loaded, feeds: list[dict[str, np.ndarray
         check_against_onnxruntime(model, loaded, feeds, backend=backend)
 
 
+def check_against_onnxruntime_and_torch(model: Path, loaded, feeds: list[dict[str, np.ndarray]],
+                                        module, tolerance: float) -> None:
+    """:func:`check_against_onnxruntime` on both backends, and each output "y" against the
+    torch ``module`` run on the feed's "x", within ``tolerance`` (relative and absolute; 0:
+    exactly)."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    for backend in (None, OnnxruntimeBackend()):
+        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend)
+        for feed, (got, _) in zip(feeds, runs):
+            want = module(torch.from_numpy(feed["x"])).numpy()
+            np.testing.assert_allclose(got["y"], want, rtol=tolerance, atol=tolerance)
+
+
 def refused_on_every_side(model: Path, graph, feed: dict[str, np.ndarray], *,
                           onnxruntime_says: str, numpy_says: str, backend_says: str) -> None:
     """A call that the model cannot take (a size it does not divide, shapes that do not

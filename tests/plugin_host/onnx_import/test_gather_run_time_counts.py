@@ -14,8 +14,8 @@ import pytest
 from abi.errors import IndexRangeError
 from plugin_host.executor import Executor
 
-from .conftest import (check_against_onnxruntime, export_dynamic, import_and_load, onnx,
-                       torch)
+from .conftest import (check_against_onnxruntime, check_against_onnxruntime_and_torch,
+                       export_dynamic, import_and_load, onnx, torch)
 from .test_scatter_runtime import BACKENDS
 
 helper, TP = onnx.helper, onnx.TensorProto
@@ -53,11 +53,7 @@ def test_windows_over_a_run_time_length_match_onnxruntime_and_torch(case, dynamo
                                 golden_dims={"t": [5, 12], **({"b": [1, 3]} if batch else {})})
     sizes = [(2, 4), (2, 5), (3 if batch else 2, 31)]
     feeds = [{"x": RNG.standard_normal((b, t, width)).astype(np.float32)} for b, t in sizes]
-    for backend in BACKENDS.values():
-        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend())
-        for feed, (got, _) in zip(feeds, runs):
-            want = module()(torch.from_numpy(feed["x"])).numpy()
-            np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)
+    check_against_onnxruntime_and_torch(model, loaded, feeds, module(), 1e-5)
 
 
 def _gather(tmp_path, data: list, indices: list, axis: int | None) -> onnx.ModelProto:

@@ -12,9 +12,8 @@ import pytest
 
 from plugin_host.errors import UnsupportedModelError
 
-from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends,
-                       export_dynamic, import_and_load, onnx, torch)
-from .test_scatter_runtime import BACKENDS
+from .conftest import (assert_refused, check_against_onnxruntime_and_torch,
+                       check_on_both_backends, export_dynamic, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(71)
@@ -93,11 +92,7 @@ def test_pads_to_a_multiple_of_a_window_match_onnxruntime_and_torch(case, dynamo
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_dims=golden)
     assert "gather_elements" in {n.op for n in loaded.graph.nodes}  # of the positions
     feeds = [{"x": RNG.standard_normal(s).astype(np.float32)} for s in shapes]
-    for backend in BACKENDS.values():
-        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend())
-        for feed, (got, _) in zip(feeds, runs):
-            want = module()(torch.from_numpy(feed["x"])).numpy()
-            np.testing.assert_allclose(got["y"], want, rtol=1e-6, atol=1e-6)
+    check_against_onnxruntime_and_torch(model, loaded, feeds, module(), 1e-6)
 
 
 class _Reflect(torch.nn.Module):
