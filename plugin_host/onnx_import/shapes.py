@@ -121,11 +121,14 @@ def size_tensor(imp, d, suffix: str) -> str:
 def _entry_count(imp, entry, suffix: str) -> str:
     """A run-time dim's value as an int64 tensor of shape (1,): the element count of a mask
     that long (:func:`_sizes_mask`) where the dim is a product of dims that tensors of the
-    graph have, else its terms' counts added (``w - 1``, ``w - 2*w1``: :func:`dims.as_sum`)."""
+    graph have, else its terms' counts added (``w - 1``, ``w - 2*w1``: :func:`dims.as_sum`)
+    or its factors' counts multiplied (:func:`_product_count`)."""
     const, terms = dims.as_sum(entry)
-    _, names = dims.as_product(entry)
-    if (const == 0 and len(terms) == 1 and terms[0][0] == 1) or all(
-            dim_source(imp, n) is not None for n in names):
+    factor, names = dims.as_product(entry)
+    single = const == 0 and len(terms) == 1 and terms[0][0] == 1
+    if single and not all(has_dim(imp, n) or _plain(n) for n in names):
+        return _product_count(imp, factor, names, suffix)
+    if single or all(dim_source(imp, n) is not None for n in names):
         y = imp.emit("cast", [_sizes_mask(imp, [entry])], [None], {"dtype": "int64"},
                      suffix=f"{suffix}.ones")[0]
         return imp.emit("sum", [y], [None], {"axes": [0], "keepdim": True},
@@ -135,6 +138,31 @@ def _entry_count(imp, entry, suffix: str) -> str:
         count = _entry_count(imp, term, f"{suffix}.{n}")
         y = imp.emit("add" if sign > 0 else "sub", [y, count], [None],
                      suffix=f"{suffix}.term{n}")[0]
+    return y
+
+
+def _plain(name: str) -> bool:
+    """Whether ``name`` (one of a product's) is neither a sum nor a floor quotient."""
+    return dims.whole_quotient(name) is None and dims.as_sum(name) == (0, [(1, name)])
+
+
+def _product_count(imp, factor: int, names: tuple, suffix: str) -> str:
+    """:func:`_entry_count` of ``factor`` times ``names``, some of which no tensor has as a
+    dim: each such sum counted (``3*(t - 2*(t//2))``) and each such floor quotient its
+    dividend's count divided (``(t - 2*(t//4)) // 2``: exact, as :mod:`.symbolic` makes a
+    quotient of a sum only where the sum is not negative)."""
+    y = imp.add_constant(np.array([factor], np.int64), f"{imp.node_name}{suffix}.factor")
+    for n, name in enumerate(names):
+        quotient = None if has_dim(imp, name) else dims.whole_quotient(name)
+        if quotient is None:
+            count = _entry_count(imp, name, f"{suffix}.{n}")
+        else:
+            x, divisor = quotient
+            d = imp.add_constant(np.array([divisor], np.int64),
+                                 f"{imp.node_name}{suffix}.{n}.divisor")
+            count = imp.emit("int_div", [_entry_count(imp, x, f"{suffix}.{n}.sum"), d],
+                             [None], suffix=f"{suffix}.{n}.quotient")[0]
+        y = imp.emit("mul", [y, count], [None], suffix=f"{suffix}.factor{n}")[0]
     return y
 
 

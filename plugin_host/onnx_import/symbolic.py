@@ -5,27 +5,29 @@ its reshape targets from the input's shape: ``x.view(x.size(0), -1)`` becomes ``
 -> Unsqueeze -> Concat -> Reshape``. The shape holds a symbolic dim (``"batch"``), so the
 constant folder cannot evaluate it. Here such values are int64 vectors whose entries are ints
 or symbolic dims (:mod:`abi.ops.dims`), held as numpy object arrays: the index ops (Gather,
-Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast, Reshape) move entries around with the
-folder's own code, and Mul, Add, Sub and Div combine them with the dims arithmetic, as does
-ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape ->
-ReduceProd``; a Size node gives the same value). Mod by an int is evaluated where it is exact
-(:func:`_mod`), and Transpose moves entries as the index ops do (the legacy exporter's F.pad
-reorders its pads so). Max and Min are evaluated where known at
-import (of a dim and itself: tf2onnx's Einsum broadcasts its operands' batch dims so), Equal
-too (a run-time dim is never negative), and Where picks entries by such a known condition: the
-legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so. A value whose
-entries all turn out fixed becomes an ordinary constant. Consumers that can take a run-time dim
-(Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to float, or any
-other op that reads it as a tensor (Less, a Sub with a float, a Max not known at import), makes
-the value a run-time tensor (:func:`.shapes.shape_value_tensor`), in int64, computed when the
-call runs; what needs a constant there (a Pad's pads, a Slice's starts) refuses it, naming its
-run-time dims.
+Slice, Concat, Unsqueeze, Squeeze, Identity, integer Cast, Reshape) move entries around with
+the folder's own code, and Mul, Add, Sub and Div combine them with the dims arithmetic, as does
+ReduceProd over a whole 1-D shape (``x.numel()``, which the legacy exporter writes as ``Shape
+-> ReduceProd``; a Size node gives the same value). Mod by an int is evaluated where it is
+exact (:func:`_mod`), an integer Div where the dividend is not negative, as floor quotients in
+it may show (:func:`_bound`: a U-Net's ``h - 2*(h//2)``), and Transpose moves entries as the
+index ops do (the legacy exporter's F.pad reorders its pads so). Max and Min are evaluated
+where known at import (of a dim and itself: tf2onnx's Einsum broadcasts its operands' batch
+dims so), Equal too (a run-time dim is never negative), and Where picks entries by such a known
+condition: the legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its -1 entries so.
+A value whose entries all turn out fixed becomes an ordinary constant. Consumers that can take
+a run-time dim (Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to
+float, or any other op that reads it as a tensor (Less, a Sub with a float, a Max not known at
+import), makes the value a run-time tensor (:func:`.shapes.shape_value_tensor`), in int64,
+computed when the call runs; what needs a constant there (a Pad's pads, a Slice's starts)
+refuses it, naming its run-time dims.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -55,12 +57,41 @@ class LeftToTheCall(Exception):
 
 
 def _maybe_negative(d) -> bool:
-    """Whether ``d`` may be negative: a negative int, or a dim less another (``h - 2*h1``).
-    A dim less an int (``h - 1``, a conv's size arithmetic) is taken as not negative, as at
-    any size a model with such a window runs at."""
+    """Whether ``d`` may be negative: a negative int, or a dim less another (``h - 2*h1``),
+    unless the floor quotients in it show it is not: ``h - 2*(h//2)``, a U-Net's skip
+    connection less its map pooled and upsampled by 2, is ``h % 2`` (:func:`_bound`). A dim
+    less an int (``h - 1``, a conv's size arithmetic) is taken as not negative, as at any size
+    a model with such a window runs at; a number that is all the bound leaves is not, unless
+    above -1: ``h//4 - 2*(h//8)`` is at least -3/4, an integer, so 0 or more, where
+    ``h - 2*((h+1)//2)`` (0 or -1) may be negative."""
     if type(d) is int:
         return d < 0
-    return any(sign < 0 for sign, _ in dims.as_sum(d)[1])
+    const, terms = _bound(d, lower=True)
+    if any(c < 0 for c in terms.values()):
+        return True
+    return not terms and const <= -1
+
+
+def _bound(d, lower: bool) -> tuple[Fraction, dict[tuple, Fraction]]:
+    """A bound of ``d`` from below (``lower``) or above, linear in its terms that are no floor
+    quotient (each a size: not negative), as an int and each term's coefficient: a quotient
+    ``x // s`` (``s`` > 0) lies in [(x - s + 1) / s, x / s], ``x`` bounded the same way (so
+    ``h - 2*(h//2)`` is at least ``h - 2*h/2``, 0)."""
+    const, flat = _flat_sum(d)
+    total, out = Fraction(const), {}
+    for coefficient, names in flat:
+        quotient = dims.whole_quotient(dims.product(names)) if len(names) == 1 else None
+        if quotient is None:
+            out[names] = out.get(names, 0) + coefficient
+            continue
+        x, s = quotient
+        from_below = (coefficient > 0) == lower  # the quotient's lower bound is wanted
+        inner_const, inner = _bound(x, from_below)
+        scale = Fraction(coefficient, s)
+        total += scale * (inner_const - (s - 1 if from_below else 0))
+        for names_in, c in inner.items():
+            out[names_in] = out.get(names_in, 0) + scale * c
+    return total, {names: c for names, c in out.items() if c}
 
 
 def _div(a, b):
@@ -75,6 +106,10 @@ def _div(a, b):
         return q if (a >= 0) == (b > 0) else -q
     if _maybe_negative(a) or _maybe_negative(b):
         raise LeftToTheCall
+    if type(a) is str and type(b) is int:
+        (low, low_terms), (high, high_terms) = _bound(a, lower=True), _bound(a, lower=False)
+        if not low_terms and not high_terms and math.ceil(low) // b == math.floor(high) // b:
+            return math.ceil(low) // b  # (h - 2*(h//2)) // 2, a U-Net's pad before: 0
     return dims.floordiv(a, b)
 
 

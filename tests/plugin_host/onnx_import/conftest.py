@@ -303,7 +303,8 @@ def check_against_onnxruntime_and_torch(model: Path, loaded, feeds: list[dict[st
     for backend in (None, OnnxruntimeBackend()):
         runs = check_against_onnxruntime(model, loaded, feeds, backend=backend)
         for feed, (got, _) in zip(feeds, runs):
-            want = module(torch.from_numpy(feed["x"])).numpy()
+            with torch.no_grad():
+                want = module(torch.from_numpy(feed["x"])).numpy()
             np.testing.assert_allclose(got["y"], want, rtol=tolerance, atol=tolerance)
 
 
