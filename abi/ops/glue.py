@@ -383,8 +383,8 @@ def _slice_bounds(n: str, x: TensorType, like: TensorType | None, attrs: dict, a
     """Per sliced axis, the start and the end like gives (None where it gives none); None
     without like. Checked: like and like_starts / like_ends come together, one entry per
     sliced axis, each -1 or an axis of like; where like gives a bound, the written one is 0,
-    the step 1, the other bound a start >= 0 or an end to the end, and the axis symbolic or
-    the bound an end."""
+    the step 1, the other bound a start >= 0, an end to the end or like's too, and the axis
+    symbolic or the bound an end."""
     given = {k: attrs[k] for k in ("like_starts", "like_ends")}
     if (like is None) != all(v is None for v in given.values()):
         raise ContractError(f"{n}: input 'like' and attributes 'like_starts' / 'like_ends' come "
@@ -747,8 +747,9 @@ which starts at 0 where Python takes nothing).
 axes defaults to 0..len(starts)-1, steps to 1; steps may be negative, never 0. With like (any
 tensor; only its shape is read) and like_starts / like_ends (one entry per sliced axis: an
 axis of like, or -1), a start or end is like's dim on that axis when the call runs, written 0
-in starts / ends, on an axis sliced by 1, the other bound a start >= 0 or an end to the end
-(at least 2**62): x[:, :h//2] under a symbolic h, like a tensor h//2 long. On a fixed axis
+in starts / ends, on an axis sliced by 1, the other bound a start >= 0, an end to the end
+(at least 2**62) or like's too: x[:, :h//2] under a symbolic h, like a tensor h//2 long;
+x[:, h//4 : h - h//4], like two tensors of those lengths (or one of both). On a fixed axis
 only the end comes from like: a table's first n rows, table[:n] (BERT's position ids, sliced
 to a run-time sequence length). The length is named end - start, its value where the end
 is at most the dim (Python's slicing clamps a larger one, and so do both backends)."""),

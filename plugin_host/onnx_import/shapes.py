@@ -549,7 +549,33 @@ def _derived(imp, d) -> tuple[str, int, int, int] | None:
 def has_dim(imp, d) -> bool:
     """Whether :func:`run_time_mask` can carry the run-time dim ``d``."""
     return dim_source(imp, d) is not None or _derived(imp, d) is not None or \
-        _summands(imp, d) is not None or _factors(imp, d) is not None
+        _summands(imp, d) is not None or _factors(imp, d) is not None or \
+        _difference(imp, d) is not None
+
+
+def _difference(imp, d) -> tuple | None:
+    """``(a, b)`` where the run-time dim ``d`` is ``a - b`` of two dims that masks carry and
+    not negative at any size (:func:`.symbolic.maybe_negative`): a center crop's end
+    ``t - t//4``. None otherwise."""
+    const, terms = dims.as_sum(d) if type(d) is str else (0, [])
+    if const or len(terms) != 2 or sorted(sign for sign, _ in terms) != [-1, 1] or \
+            symbolic.maybe_negative(d):
+        return None
+    a, b = (term for _, term in sorted(terms, reverse=True))
+    return (a, b) if all(has_dim(imp, t) for t in (a, b)) else None
+
+
+def _difference_source(imp, d) -> tuple[str, int] | None:
+    """A 1-D tensor of the :func:`_difference` dim ``a - b``: the mask of a, its first b
+    entries sliced off (read from b's mask when the call runs)."""
+    found = _difference(imp, d)
+    if found is None:
+        return None
+    a, b = found
+    [y] = imp.emit("slice", [run_time_mask(imp, [a]), run_time_mask(imp, [b])], [None],
+                   {"starts": [0], "ends": [FAR], "axes": [0], "like_starts": [0]},
+                   suffix=f".{d}.less")
+    return y, 0
 
 
 def _factors(imp, d) -> tuple[int, list] | None:
@@ -653,7 +679,7 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
         if type(d) is int:
             continue
         known = (sources or {}).get(d) or dim_source(imp, d) or _derived_source(imp, d) or \
-            _summed_source(imp, d) or _product_source(imp, d)
+            _summed_source(imp, d) or _product_source(imp, d) or _difference_source(imp, d)
         if known is None:
             raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is a dim of no tensor of "
                                   f"the graph so far, so it cannot be read when the call runs")
@@ -756,8 +782,14 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
             ends[k] = end = FAR
         if type(start) is not int and step > 0 and dims.add(start, shape[axis]) == 0:
             starts[k] = start = 0  # minus the dim: x[..., -d:] of d entries, Mamba's conv
-        for bound, value, fine in (("starts", start, type(end) is int and end >= FAR),
-                                   ("ends", end, type(start) is int and start >= 0)):
+        both = type(start) is not int and type(end) is not int
+        if both and symbolic.maybe_negative(dims.sub(end, start)):
+            raise imp.unsupported(
+                f"starts {starts}, ends {ends}: along axis {axis} (of dim {shape[axis]!r}) the "
+                f"end {end!r} may be less than the start {start!r} at some size; run-time "
+                f"bounds on both sides need an end at or after the start at every size")
+        for bound, value, fine in (("starts", start, both or type(end) is int and end >= FAR),
+                                   ("ends", end, both or type(start) is int and start >= 0)):
             if type(value) is int:
                 continue
             run_time_axis = type(shape[axis]) is not int
@@ -768,8 +800,8 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
                     f"{axis} (of dim {shape[axis]!r}) is a run-time dim; "
                     f"{'a start' if bound == 'starts' else 'an end'} must be a constant, an end "
                     f"the input's own dim there with a positive step, or one a tensor of the "
-                    f"graph carries on an axis sliced by 1 whose other bound is a start >= 0 or "
-                    f"an end to the end (on a fixed axis, only an end)")
+                    f"graph carries on an axis sliced by 1 whose other bound is a start >= 0, "
+                    f"an end to the end or one such too (on a fixed axis, only an end)")
             late[(bound, k)] = value
             (starts if bound == "starts" else ends)[k] = 0
     return np.array(starts, np.int64), np.array(ends, np.int64)

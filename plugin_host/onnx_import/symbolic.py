@@ -56,7 +56,7 @@ class LeftToTheCall(Exception):
     mapped as any other, its shape values read as tensors computed when the call runs."""
 
 
-def _maybe_negative(d) -> bool:
+def maybe_negative(d) -> bool:
     """Whether ``d`` may be negative: a negative int, or a dim less another (``h - 2*h1``),
     unless the floor quotients in it show it is not: ``h - 2*(h//2)``, a U-Net's skip
     connection less its map pooled and upsampled by 2, is ``h % 2`` (:func:`_bound`). A dim
@@ -104,7 +104,7 @@ def _div(a, b):
     if type(a) is int and type(b) is int:
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b > 0) else -q
-    if _maybe_negative(a) or _maybe_negative(b):
+    if maybe_negative(a) or maybe_negative(b):
         raise LeftToTheCall
     if type(a) is str and type(b) is int:
         (low, low_terms), (high, high_terms) = _bound(a, lower=True), _bound(a, lower=False)
@@ -147,7 +147,7 @@ def _mod(a, b, fmod: bool):
         raise LeftToTheCall
     if type(a) is int:
         return int(math.fmod(a, b)) if fmod else a % b
-    if fmod and _maybe_negative(a):
+    if fmod and maybe_negative(a):
         raise LeftToTheCall
     const, terms = _flat_sum(a)
     kept = [(coefficient % b, dims.product(names)) for coefficient, names in terms

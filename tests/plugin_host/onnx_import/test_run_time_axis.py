@@ -19,8 +19,8 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (Fn, check_against_onnxruntime, check_on_both_backends,
-                       import_and_load, onnx, onnxruntime_outputs, torch)
+from .conftest import (Fn, assert_refused, check_against_onnxruntime, check_on_both_backends,
+                       export_dynamic, import_and_load, onnx, onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 
@@ -102,32 +102,69 @@ HALVES = {
     "first_half": lambda x: x[:, : x.shape[1] // 2],
     "second_half": lambda x: x[:, x.shape[1] // 2:],
     "chunks": lambda x: torch.cat(x.chunk(2, 1)[::-1], 1),
+    "center_crop": lambda x: x[:, x.shape[1] // 4: x.shape[1] - x.shape[1] // 4],
+    "three_chunks": lambda x: torch.cat([p * (k + 1) for k, p in enumerate(x.chunk(3, 1))], 1),
+    "tensor_split": lambda x: torch.cat([p * (k + 1) for k, p in
+                                         enumerate(torch.tensor_split(x, 3, 1))], 1),
 }
+
+#: (exporter, idiom) pairs not exported with a run-time length (torch.export fixes the
+#: length torch.chunk splits) or not imported (the legacy exporter's tensor_split: below)
+_NOT_HALVES = {(True, "chunks"), (True, "three_chunks"), (False, "tensor_split")}
 
 
 @pytest.mark.parametrize("dynamo, idiom", [
     (dynamo, idiom) for dynamo in (False, True) for idiom in HALVES
-    if not (dynamo and idiom == "chunks")])  # torch.export fixes the length chunk splits
+    if (dynamo, idiom) not in _NOT_HALVES])
 def test_slices_to_a_bound_computed_from_a_run_time_sequence(idiom, dynamo, tmp_path, signer):
     """A start or end that is a quotient of the length (seq // 2, torch.chunk's
     (seq + 1) // 2) is read when the call runs from a mask of the length sliced by 2; a
-    chunk's last end, 2 * ((seq + 1) // 2), reaches the end. Odd and even lengths, and 1."""
+    chunk's last end, 2 * ((seq + 1) // 2), reaches the end. Both bounds may be so: a center
+    crop's ``seq // 4`` and ``seq - seq // 4`` (a mask of the length with its first seq // 4
+    entries sliced off), the middle of three chunks or of tensor_split's three parts. Odd and
+    even lengths, and 1, where the later chunks are empty."""
     path = _export(HALVES[idiom], tmp_path / "h.onnx", dynamo=dynamo)
     _, loaded = import_and_load(path, tmp_path / "h.pha", signer, golden_dims={"seq": [6, 9]})
     assert any(n.op == "slice" and len(n.inputs) == 2 for n in loaded.graph.nodes)
     feeds = [{"x": np.random.default_rng(n).standard_normal((2, n, 4)).astype(np.float32)}
-             for n in (1, 2, 3, 7, 12)]
+             for n in (1, 2, 3, 4, 5, 7, 12)]
     check_on_both_backends(path, loaded, feeds)
 
 
-def test_a_center_crop_of_a_run_time_length_is_refused_naming_its_bounds(tmp_path):
-    """x[:, seq // 4 : seq - seq // 4]: the end, a difference, is no dim the graph carries,
-    and the start then has no end to the end beside it."""
-    path = _export(lambda x: x[:, x.shape[1] // 4: x.shape[1] - x.shape[1] // 4],
+def test_run_time_bounds_whose_end_may_precede_the_start_are_refused_naming_them(tmp_path):
+    """x[:, seq // 2 : seq // 3 + 1]: at seq 6 the end is before the start, so the slice's
+    length (end - start) has no name; the refusal names both bounds."""
+    path = _export(lambda x: x[:, x.shape[1] // 2: x.shape[1] // 3 + 1],
                    tmp_path / "c.onnx", dynamo=False)
-    with pytest.raises(UnsupportedModelError, match=r"\(Slice\): starts \['seq//4'\]: "
-                                                    r"'seq//4' along axis 1 \(of dim 'seq'\) "
-                                                    r"is a run-time dim; a start must be"):
+    with pytest.raises(UnsupportedModelError, match=r"\(Slice\): starts \['seq//2'\], ends "
+                                                    r"\['seq//3\+1'\]: along axis 1 \(of dim "
+                                                    r"'seq'\) the end 'seq//3\+1' may be less "
+                                                    r"than the start 'seq//2' at some size"):
+        import_onnx(path)
+
+
+class _UpToTheOther(torch.nn.Module):
+    """x's first seq - n steps, n the run-time length of another input: negative where n
+    is above seq, so ONNX's Slice counts that end from the end of x."""
+
+    def forward(self, x, other):
+        return x[:, : x.shape[1] - other.shape[0]]
+
+
+def test_an_end_that_is_a_difference_of_independent_dims_is_refused(tmp_path):
+    path = export_dynamic(_UpToTheOther(), [torch.randn(2, 7, 4), torch.randn(3)],
+                          tmp_path / "d.onnx", dynamo=False, names=["x", "other"],
+                          dims=[{1: "seq"}, {0: "n"}])
+    assert_refused(path, UnsupportedModelError, "(Slice)", "ends ['seq-n']: 'seq-n' along axis "
+                   "1 (of dim 'seq') is a run-time dim; an end must be a constant")
+
+
+def test_the_legacy_exporter_s_tensor_split_of_a_run_time_length_is_refused(tmp_path):
+    """torch.tensor_split(x, 3, 1) from the legacy exporter tiles its parts' sizes,
+    ``seq % 3`` and ``3 - seq % 3`` of them, to a shape no tensor carries."""
+    path = _export(HALVES["tensor_split"], tmp_path / "t.onnx", dynamo=False)
+    with pytest.raises(UnsupportedModelError, match=r"\(Tile\): shape .* is a dim of no "
+                                                    r"tensor of the graph so far"):
         import_onnx(path)
 
 
