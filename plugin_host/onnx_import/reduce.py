@@ -13,6 +13,7 @@ from ..errors import ModelFileError
 from . import symbolic
 from .fold import FAR, axis_in, int_vector, one_value
 from .ops import _flags, _only, _opt, _scalar, maps
+from .shapes import has_dim, sizes_like
 
 
 _REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "ReduceMin": "amin",
@@ -144,7 +145,8 @@ def _running(imp, node, attrs):
 
 @maps("TopK")
 def _topk(imp, node, attrs):
-    """torch.topk: values and int64 indices; k must be a constant. sorted=0 leaves the order
+    """torch.topk: values and int64 indices; k a constant, the axis' run-time size or at most
+    that (:func:`_first_of_the_sorted`). sorted=0 leaves the order
     open in ONNX: the sorted one is taken where the order cannot reach a graph output as it is
     (onnxruntime's differs, so the build's comparison refuses a model whose outputs depend on
     that order further down)."""
@@ -165,6 +167,9 @@ def _topk(imp, node, attrs):
         imp.emit("topk", [imp.tensor(x)], [o or None for o in node.output],
                  {"k": -1, "axis": axis, "largest": flags["largest"]})
         return
+    if given is not None and given.size == 1 and _first_of_the_sorted(imp, node, axis, size,
+                                                                      flags["largest"]):
+        return
     k = one_value(imp.const(node.input[1], "k"), "k").item()
     if type(k) is not int or k < 0:
         raise ModelFileError(f"k must be an integer >= 0, got {k!r}")
@@ -172,3 +177,24 @@ def _topk(imp, node, attrs):
         raise imp.unsupported("k=0 (an empty result) is not supported")
     imp.emit("topk", [imp.tensor(x)], [o or None for o in node.output],
              {"k": k, "axis": axis, "largest": flags["largest"]})
+
+
+def _first_of_the_sorted(imp, node, axis: int, size, largest: int) -> bool:
+    """TopK whose k is a run-time dim that a mask carries and that is at most the axis' size
+    at every size (``x.topk(x.shape[1] // 2, 1)``): the whole axis sorted (``topk`` with k
+    -1, onnxruntime's order, ties by index) and each output's first k entries along the axis
+    (a ``slice`` whose end is read from the mask when the call runs). False where k is none
+    such, for the refusal that names it."""
+    k = symbolic.entries(imp.sym[node.input[1]].reshape(-1))[0]
+    if type(k) is int or not has_dim(imp, k) or symbolic.maybe_negative(dims.sub(size, k)):
+        return False
+    rank = len(imp.type_of(node.input[0]).shape)
+    whole = imp.emit("topk", [imp.tensor(node.input[0])], [None] * len(node.output),
+                     {"k": -1, "axis": axis, "largest": largest}, suffix=".sorted")
+    like, [at] = sizes_like(imp, [k])
+    for out, sorted_out in zip(node.output, whole):
+        if out:
+            imp.emit("slice", [sorted_out, like], [out],
+                     {"starts": [0], "ends": [0], "axes": [axis_in(axis, rank)],
+                      "like_ends": [at]}, suffix=f".first.{out}")
+    return True

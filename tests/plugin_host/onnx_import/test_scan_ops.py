@@ -1,7 +1,8 @@
 """CumSum (torch.cumsum) and TopK (torch.topk) imported as cumsum and topk, compared with
 onnxruntime (ties and nan included for TopK); a k that is its axis' run-time size (torch.sort)
-is the whole axis; a run-time axis or any other run-time k, or an attribute value the ops do
-not take, is refused naming the node."""
+is the whole axis (test_run_time_topk.py: k computed from it); a run-time axis, a k
+computed at run time, or an attribute value the ops do not take, is refused naming the
+node."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 
-from plugin_host.onnx_import import import_onnx
-
-from .conftest import (EXPORTERS, Fn, assert_refused, check_against_onnxruntime,
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
                        check_on_both_backends, export, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
@@ -229,18 +228,6 @@ def test_sort_along_a_run_time_length(dynamo, tmp_path, signer):
     feeds = [{"x": RNG.permutation(n * t).reshape(n, t).astype(np.float32)}
              for n, t in ((1, 1), (3, 4), (2, 17))]  # no ties: argsort's order is defined
     check_on_both_backends(path, loaded, feeds)
-
-
-def test_topk_of_a_run_time_k_other_than_the_axis_size_is_refused(tmp_path):
-    """k = half the run-time length is a value known only when the call runs: refused."""
-    path = tmp_path / "h.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Fn(lambda x: torch.topk(x, x.shape[1] // 2, dim=1).values),
-                          (torch.randn(2, 6),), str(path), dynamo=False, input_names=["x"],
-                          dynamic_axes={"x": {0: "n", 1: "t"}})
-    with pytest.raises(UnsupportedModelError, match=r"\(TopK\): k .* holds run-time dims"):
-        import_onnx(path)
 
 
 @pytest.mark.parametrize("kw, error, message", [
