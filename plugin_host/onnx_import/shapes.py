@@ -807,6 +807,21 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
     return np.array(starts, np.int64), np.array(ends, np.int64)
 
 
+def _halves(imp, node, x: str, size, axis: int) -> None:
+    """Split's two halves of a run-time dim (``num_outputs=2``, opset 18: F.glu, torch.chunk
+    by 2 from either exporter): the first ``(size + 1) // 2`` entries and the rest, each a
+    ``slice`` whose bound is read from a mask that long when the call runs. (Three parts
+    or more would be a negative last part at some sizes, which onnxruntime refuses, and a
+    Split without sizes before opset 18 needs a size that the count divides: both refused.)"""
+    half = dims.floordiv(dims.add(size, 1), 2)
+    like, [at] = sizes_like(imp, [half])
+    for out, bounds in zip(node.output, ({"ends": [0], "like_ends": [at]},
+                                         {"ends": [FAR], "like_starts": [at]})):
+        if out:
+            imp.emit("slice", [imp.tensor(x), like], [out],
+                     {"starts": [0], "axes": [axis], **bounds}, suffix=f".{out}")
+
+
 @maps("Split")
 def _split(imp, node, attrs):
     _only(imp, attrs, {"axis": ..., "num_outputs": ...})
@@ -815,7 +830,11 @@ def _split(imp, node, attrs):
     axis = axis_in(attrs.get("axis", 0), len(shape))
     given = imp.const(_opt(node, 1), "split") if _opt(node, 1) else None
     if given is None and type(shape[axis]) is not int:
-        raise imp.unsupported(f"splitting a run-time dim of {shape} without sizes")
+        if attrs.get("num_outputs") == 2 == len(node.output):
+            _halves(imp, node, x, shape[axis], axis)
+            return
+        raise imp.unsupported(f"splitting a run-time dim of {shape} without sizes (into "
+                              f"num_outputs=2 halves only, not {attrs.get('num_outputs')})")
     sizes = split_sizes(shape[axis], given, attrs.get("num_outputs"), len(node.output))
     imp.emit("split", [imp.tensor(x)], list(node.output), {"axis": axis, "sizes": sizes})
 

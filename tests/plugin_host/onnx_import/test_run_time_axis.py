@@ -19,10 +19,14 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 from plugins.numpy_backend import NumpyBackend
 
-from .conftest import (Fn, assert_refused, check_against_onnxruntime, check_on_both_backends,
-                       export_dynamic, import_and_load, onnx, onnxruntime_outputs, torch)
+from .conftest import (Fn, assert_refused, check_against_onnxruntime,
+                       check_against_onnxruntime_and_torch, check_on_both_backends,
+                       export_dynamic, import_and_load, onnx, onnxruntime_outputs,
+                       refused_on_every_side, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
+F = torch.nn.functional
+RNG = np.random.default_rng(29)
 
 
 #: id -> a function of x (batch, seq, 4); each valid at seq 1 (the golden cases' size)
@@ -307,3 +311,53 @@ def test_a_constant_spread_to_a_run_time_shape_counts_from_the_end_of_a_fixed_di
     runs = check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((b, 6, 4)).astype(np.float32)} for b in (1, 3)])
     assert not runs[1][0]["y"][:, -1].any() and runs[1][0]["y"][:, 0].all()
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_glu_along_a_run_time_length_splits_it_in_halves(dynamo, tmp_path, signer):
+    """F.glu(x, 1): a Split with num_outputs=2 along the run-time length (opset 18 and up),
+    its halves slices at (seq + 1) // 2; against onnxruntime on both backends and torch at even
+    lengths; an odd one is refused on every side, at the Mul of halves of two lengths."""
+    path = export_dynamic(Fn(lambda x: F.glu(x, 1)), [torch.randn(2, 6, 4)], tmp_path / "g.onnx",
+                          dynamo=dynamo, names=["x"], dims=[{1: "seq"}],
+                          bounds={"seq": (2, 64)})
+    assert [a.i for n in onnx.load(path).graph.node if n.op_type == "Split"
+            for a in n.attribute if a.name == "num_outputs"] == [2]
+    _, loaded = import_and_load(path, tmp_path / "g.pha", signer, golden_dims={"seq": [4, 10]})
+    feeds = [{"x": RNG.standard_normal((2, t, 4)).astype(np.float32)} for t in (2, 4, 8, 12)]
+    check_against_onnxruntime_and_torch(path, loaded, feeds, Fn(lambda x: F.glu(x, 1)), 1e-6)
+    refused_on_every_side(path, loaded.graph, {"x": np.zeros((2, 5, 4), np.float32)},
+                          onnxruntime_says="Mul", numpy_says="broadcast",
+                          backend_says="Mul")
+
+
+def _split_model(parts: int) -> onnx.ModelProto:
+    """y = Concat(the second, the first) of Split(x, num_outputs=parts) along the run-time t
+    of x (2, t)."""
+    outs = [f"p{k}" for k in range(parts)]
+    graph = helper.make_graph(
+        [helper.make_node("Split", ["x"], outs, axis=1, num_outputs=parts),
+         helper.make_node("Concat", outs[::-1], ["y"], axis=1)], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [2, "t"])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [2, "t"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_halves_of_a_run_time_length_match_onnxruntime_at_any_length(tmp_path, signer):
+    """The first half is the longer one at an odd length, as onnxruntime splits; lengths 0
+    to 7."""
+    path = tmp_path / "s.onnx"
+    onnx.save(_split_model(2), path)
+    _, loaded = import_and_load(path, tmp_path / "s.pha", signer, golden_dims={"t": [3, 8]})
+    assert [n.op for n in loaded.graph.nodes].count("slice") >= 2
+    check_on_both_backends(path, loaded, [
+        {"x": RNG.standard_normal((2, t)).astype(np.float32)} for t in range(8)])
+
+
+def test_three_parts_of_a_run_time_length_are_refused_naming_the_split(tmp_path):
+    """num_outputs=3: the last part is negative at some lengths (1), where onnxruntime
+    refuses the call."""
+    path = tmp_path / "s.onnx"
+    onnx.save(_split_model(3), path)
+    assert_refused(path, UnsupportedModelError, "(Split)",
+                   "into num_outputs=2 halves only, not 3")
