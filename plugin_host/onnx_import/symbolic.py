@@ -76,10 +76,15 @@ def _bound(d, lower: bool) -> tuple[Fraction, dict[tuple, Fraction]]:
     """A bound of ``d`` from below (``lower``) or above, linear in its terms that are no floor
     quotient (each a size: not negative), as an int and each term's coefficient: a quotient
     ``x // s`` (``s`` > 0) lies in [(x - s + 1) / s, x / s], ``x`` bounded the same way (so
-    ``h - 2*(h//2)`` is at least ``h - 2*h/2``, 0)."""
+    ``h - 2*(h//2)`` is at least ``h - 2*h/2``, 0), like terms added up first."""
     const, flat = _flat_sum(d)
-    total, out = Fraction(const), {}
+    grouped: dict[tuple, int] = {}  # like terms added up first: 2*q - q is q, not 2*q less q
     for coefficient, names in flat:
+        grouped[names] = grouped.get(names, 0) + coefficient
+    total, out = Fraction(const), {}
+    for names, coefficient in grouped.items():
+        if not coefficient:
+            continue
         quotient = dims.whole_quotient(dims.product(names)) if len(names) == 1 else None
         if quotient is None:
             out[names] = out.get(names, 0) + coefficient

@@ -206,6 +206,28 @@ def test_a_quotient_of_a_difference_of_dims_truncates_as_onnx(tmp_path, signer):
         assert np.array_equal(got["y"], feeds[[1, 2, 4, 7].index(n)]["x"] * -((n - 1) // 2))
 
 
+#: differences of floor quotients of one length t: (written as the importer writes them,
+#: whether negative at some t >= 0)
+_DIFFERENCES = [
+    ("t-(2*(t//2))", False), ("t-(((t-2)//2+1)*2)", False), ("(t//4)-(2*(t//8))", False),
+    ("t//16-2*(t//32)", False), ("(t+1)//2-t//2", False), ("t//3-t//6-t//6", False),
+    ("2*((t+2)//3)-((t+2)//3)-((t+2)//3)", False), ("t-(2*((t+1)//2))", True),
+    ("t//2-(t+1)//2", True), ("(t//2)-2*(t//2)+(t//2)-1", True), ("t//2-2*(t//4)-1", True),
+    ("t//3-2*(t//6)-1", True)]
+
+
+@pytest.mark.parametrize("d, negative", _DIFFERENCES, ids=[d for d, _ in _DIFFERENCES])
+def test_whether_a_difference_of_quotients_may_be_negative(d, negative):
+    """symbolic.maybe_negative against the values at t = 0 to 300 (Python's // is floor, as
+    the dims' quotients): a difference it calls not negative is not negative at any of them,
+    and each one here that it calls possibly negative is negative at one."""
+    from plugin_host.onnx_import.symbolic import maybe_negative
+
+    values = [eval(d, {"t": t}) for t in range(301)]  # the table's own expressions
+    assert min(values) < 0 if negative else min(values) >= 0
+    assert maybe_negative(d) is negative
+
+
 def _halved_remainder_model(s0: int, k: int, s1: int, times: int, divisor: int
                             ) -> onnx.ModelProto:
     """y = x + Cast(3 * ((t // s0 - times * ((t + k) // s1)) / divisor)), t the run-time
