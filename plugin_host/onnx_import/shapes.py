@@ -807,12 +807,27 @@ def _run_time_bounds(imp, node, shape, axes, steps, late: dict) -> tuple[list, l
     return np.array(starts, np.int64), np.array(ends, np.int64)
 
 
+def _equal_parts(imp, node, x: str, axis: int) -> None:
+    """Split without sizes before opset 18 (F.glu from the legacy exporter at opsets 11 to 17):
+    as many equal parts as outputs, which the dim must hold whole when the call runs, as
+    onnxruntime requires: an ``unflatten`` of the axis to (parts, -1), which checks that, a
+    ``split`` of the parts and a ``flatten`` of each back to one axis."""
+    n = len(node.output)
+    [y] = imp.emit("unflatten", [imp.tensor(x)], [None], {"axis": axis, "sizes": [n, -1]},
+                   suffix=".parts")
+    parts = imp.emit("split", [y], [None] * n, {"axis": axis, "sizes": [1] * n},
+                     suffix=".part")
+    for out, part in zip(node.output, parts):
+        if out:
+            imp.emit("flatten", [part], [out], {"start_dim": axis, "end_dim": axis + 1},
+                     suffix=f".{out}")
+
+
 def _halves(imp, node, x: str, size, axis: int) -> None:
     """Split's two halves of a run-time dim (``num_outputs=2``, opset 18: F.glu, torch.chunk
     by 2 from either exporter): the first ``(size + 1) // 2`` entries and the rest, each a
     ``slice`` whose bound is read from a mask that long when the call runs. (Three parts
-    or more would be a negative last part at some sizes, which onnxruntime refuses, and a
-    Split without sizes before opset 18 needs a size that the count divides: both refused.)"""
+    or more would be a negative last part at some sizes, which onnxruntime refuses: refused.)"""
     half = dims.floordiv(dims.add(size, 1), 2)
     like, [at] = sizes_like(imp, [half])
     for out, bounds in zip(node.output, ({"ends": [0], "like_ends": [at]},
@@ -830,6 +845,9 @@ def _split(imp, node, attrs):
     axis = axis_in(attrs.get("axis", 0), len(shape))
     given = imp.const(_opt(node, 1), "split") if _opt(node, 1) else None
     if given is None and type(shape[axis]) is not int:
+        if attrs.get("num_outputs") is None:
+            _equal_parts(imp, node, x, axis)
+            return
         if attrs.get("num_outputs") == 2 == len(node.output):
             _halves(imp, node, x, shape[axis], axis)
             return

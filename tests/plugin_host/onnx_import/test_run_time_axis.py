@@ -331,16 +331,47 @@ def test_glu_along_a_run_time_length_splits_it_in_halves(dynamo, tmp_path, signe
                           backend_says="Mul")
 
 
-def _split_model(parts: int) -> onnx.ModelProto:
-    """y = Concat(the second, the first) of Split(x, num_outputs=parts) along the run-time t
-    of x (2, t)."""
+def _split_model(parts: int, opset: int = 18) -> onnx.ModelProto:
+    """y = Concat(the parts backwards) of Split(x) into ``parts`` along the run-time t of x
+    (2, t): ``num_outputs`` at opset 18, no sizes at all before."""
     outs = [f"p{k}" for k in range(parts)]
+    count = {"num_outputs": parts} if opset >= 18 else {}
     graph = helper.make_graph(
-        [helper.make_node("Split", ["x"], outs, axis=1, num_outputs=parts),
+        [helper.make_node("Split", ["x"], outs, axis=1, **count),
          helper.make_node("Concat", outs[::-1], ["y"], axis=1)], "g",
         [helper.make_tensor_value_info("x", TP.FLOAT, [2, "t"])],
         [helper.make_tensor_value_info("y", TP.FLOAT, [2, "t"])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_equal_parts_of_a_run_time_length_before_opset_18(parts, tmp_path, signer):
+    """Split without sizes at opset 13: as many equal parts as outputs, at lengths the count
+    divides (0 too); another length is refused on every side, as onnxruntime refuses it."""
+    path = tmp_path / "e.onnx"
+    onnx.save(_split_model(parts, opset=13), path)
+    golden = {"t": [parts, 4 * parts]}
+    _, loaded = import_and_load(path, tmp_path / "e.pha", signer, golden_dims=golden)
+    assert "unflatten" in {n.op for n in loaded.graph.nodes}
+    check_on_both_backends(path, loaded, [
+        {"x": RNG.standard_normal((2, parts * k)).astype(np.float32)} for k in range(5)])
+    refused_on_every_side(path, loaded.graph, {"x": np.zeros((2, parts + 1), np.float32)},
+                          onnxruntime_says="split evenly", numpy_says="unflatten",
+                          backend_says="cannot be reshaped")
+
+
+def test_glu_from_the_legacy_exporter_at_opset_13(tmp_path, signer):
+    """F.glu at opset 13 (a Split without sizes) against onnxruntime and torch."""
+    path = tmp_path / "g.onnx"
+    glu = Fn(lambda x: F.glu(x, 1)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(glu, (torch.randn(2, 6, 4),), str(path), dynamo=False,
+                          opset_version=13, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {1: "seq"}})
+    _, loaded = import_and_load(path, tmp_path / "g.pha", signer, golden_dims={"seq": [4, 10]})
+    feeds = [{"x": RNG.standard_normal((2, t, 4)).astype(np.float32)} for t in (2, 4, 8)]
+    check_against_onnxruntime_and_torch(path, loaded, feeds, glu, 1e-6)
 
 
 def test_halves_of_a_run_time_length_match_onnxruntime_at_any_length(tmp_path, signer):
