@@ -3,7 +3,8 @@ a constant condition (tf2onnx's boolean-mask indexing) as a constant-index ``gat
 window functions HannWindow, HammingWindow and BlackmanWindow (torch.hann_window and the like
 under the dynamo exporter) as constants; DFT (torch.fft.fft and rfft under the dynamo
 exporter) as a ``matmul`` by constant cos and sin matrices; STFT (torch.stft) as a constant
-``gather`` of the frames, the window's ``mul`` and the same DFT. Registered in
+``gather`` of the frames (over a run-time signal length, of positions computed when the call
+runs), the window's ``mul`` and the same DFT. Registered in
 :data:`.ops.MAPPERS` and, for constant inputs, :func:`.fold.register` on import.
 
 The matrices are built in float64 and stored in the input's dtype. A float32 DFT by matmul is
@@ -16,16 +17,20 @@ signal length.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
 from abi import dtypes
+from abi.ops import dims
 
 from ..errors import ModelFileError
 from .fold import _need, axis_in, one_value
 from .fold import register as register_fold
+from .gather import _runtime_gather
 from .ops import _flags, _only, _opt, maps
 from .reader import ONNX_DTYPES
+from .shapes import has_dim, run_time_arange
 
 # --- Compress ------------------------------------------------------------------------------------
 
@@ -261,23 +266,49 @@ def _dft(imp, node, attrs):
                  flags["onesided"], node.output[0], node.output[0])
 
 
+def _run_time_frames(imp, signal: str, frames, width: int, hop: int, out: str) -> str:
+    """The frames of a run-time length (``(length - width) // hop + 1`` of them, a dim that a
+    mask carries): positions ``arange(frames) * hop + arange(width)``, the first computed when
+    the call runs, gathered along the length (:func:`.gather._runtime_gather`, each position
+    checked against the length then) into [batch, frames, width, c]."""
+    def node_of(output):  # what _runtime_gather binds its result to
+        return SimpleNamespace(output=[output])
+
+    if not has_dim(imp, frames):
+        raise imp.unsupported(f"{frames!r} frames of a run-time length: no tensor of the graph "
+                              f"carries that count")
+    starts = run_time_arange(imp, [frames, 1], 0)
+    hop_tensor = imp.add_constant(np.array([[hop]], np.int64), f"{out}.hop")
+    [starts] = imp.emit("mul", [starts, hop_tensor], [None], suffix="/starts")
+    taps = imp.add_constant(np.arange(width, dtype=np.int64)[None, :], f"{out}.taps")
+    [index] = imp.emit("add", [starts, taps], [None], suffix="/positions")
+    framed = f"{out}/framed"
+    _runtime_gather(imp, node_of(framed), signal, index, [frames, width], 1,
+                    graph=True)
+    # a signal shorter than the frame has no frames, where onnxruntime refuses the call: the
+    # frame's last tap is read too (an IndexRangeError there) and passed through a where
+    last = imp.add_constant(np.array([width - 1], np.int64), f"{out}.last_tap")
+    tap = _runtime_gather(imp, node_of(out), signal, last, [1], 1, graph=True, internal=True)
+    [tap] = imp.emit("unflatten", [tap], [None], {"axis": 1, "sizes": [1, 1]},
+                     suffix="/last_tap")
+    true = imp.add_constant(np.ones((1, 1, 1, 1), bool), f"{out}.true")
+    return imp.emit("where", [true, imp.tensor(framed), tap], [None], suffix="/frames")[0]
+
+
 @maps("STFT")
 def _stft(imp, node, attrs):
     """signal [batch, length, 1 or 2], frame_step and frame_length constants, window absent,
     a constant or a run-time [frame_length] value, ``onesided`` (real signal only): the frames
-    as one constant ``gather`` along the length ([batch, frames, frame_length, c]), a ``mul``
-    by the window, and the DFT of each frame (:func:`_dft_on_axis`), [batch, frames, bins,
-    2]."""
+    as one constant ``gather`` along the length ([batch, frames, frame_length, c]; over a
+    run-time length :func:`_run_time_frames`), a ``mul`` by the window, and the DFT of each
+    frame (:func:`_dft_on_axis`), [batch, frames, bins, 2]."""
     _only(imp, attrs, {"onesided": ...})
     onesided = _flags(imp, attrs, {"onesided": 1})["onesided"]
     x = node.input[0]
     signal, t = imp.tensor(x), imp.type_of(x)
     if len(t.shape) == 2 and t.dtype in ("float32", "float64"):  # [batch, length]: real, as
-        if type(t.shape[1]) is not int:  # onnxruntime takes it (onnx-asr)
-            raise imp.unsupported(f"signal shape {list(t.shape)}: the signal length must be "
-                                  f"static")
-        [signal] = imp.emit("reshape", [signal], [None],
-                            {"shape": [-1 if type(d) is not int else d for d in t.shape] + [1]},
+        # onnxruntime takes it (onnx-asr)
+        [signal] = imp.emit("unflatten", [signal], [None], {"axis": 1, "sizes": [-1, 1]},
                             suffix="/real")
         shape, dtype = list(imp.types[signal].shape), t.dtype
     else:
@@ -286,8 +317,6 @@ def _stft(imp, node, attrs):
         raise imp.unsupported(f"signal shape {shape}: needs [batch, length, 1 or 2] (or "
                               f"[batch, length], real)")
     total = shape[1]
-    if type(total) is not int:
-        raise imp.unsupported(f"signal shape {shape}: the signal length must be static")
     hop = _positive_constant(imp, node, 1, "frame_step")
     if hop is None:
         raise ModelFileError("frame_step is required")
@@ -303,17 +332,21 @@ def _stft(imp, node, attrs):
         width = wshape[0]
     if width is None:
         raise ModelFileError("STFT needs a window or a frame_length")
-    if width > total:
+    if type(total) is int and width > total:
         raise imp.unsupported(f"frame_length {width} is longer than the signal ({total})")
     if onesided and shape[-1] == 2:
         raise imp.unsupported("onesided=1 with a complex signal: only a real signal gives a "
                               "one-sided transform")
-    frames = (total - width) // hop + 1
-    imp.check_size("its frame index", [frames, width])
     out = node.output[0]
-    index = np.arange(frames, dtype=np.int64)[:, None] * hop + np.arange(width)[None, :]
-    [y] = imp.emit("gather", [signal, imp.add_constant(index, f"{out}.frames")], [None],
-                   {"axis": 1}, suffix="/frames")
+    if type(total) is int:
+        frames = (total - width) // hop + 1
+        imp.check_size("its frame index", [frames, width])
+        index = np.arange(frames, dtype=np.int64)[:, None] * hop + np.arange(width)[None, :]
+        [y] = imp.emit("gather", [signal, imp.add_constant(index, f"{out}.frames")], [None],
+                       {"axis": 1}, suffix="/frames")
+    else:
+        frames = dims.add(dims.floordiv(dims.sub(total, width), hop), 1)
+        y = _run_time_frames(imp, signal, frames, width, hop, out)
     if win is not None:
         if imp.is_const(win):
             w = imp.add_constant(imp.const(win).reshape(width, 1).astype(

@@ -10,12 +10,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from abi.errors import IndexRangeError
 from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import ReadLimits, import_onnx
 from plugin_host.onnx_import.signal import window
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_against_onnxruntime, export, import_and_load,
-                       onnx, onnxruntime_outputs, torch)
+from .conftest import (assert_refused, check_against_onnxruntime, export, export_dynamic,
+                       import_and_load, onnx, onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(17)
@@ -445,6 +449,32 @@ def test_stft_with_a_run_time_window_matches_onnxruntime(tmp_path, signer):
     check_against_onnxruntime(model, loaded, [{"x": x, "window": w}])
 
 
+@pytest.mark.parametrize("shape, kwargs", [
+    ((1, "t", 1), dict(window=16)), (("b", "t", 2), dict(window=16, onesided=0)),
+    (("b", "t"), dict(frame_length=10, step=3))], ids=["real", "complex", "batch-by-length"])
+def test_stft_of_a_run_time_length_matches_onnxruntime(shape, kwargs, tmp_path, signer):
+    """Frames of a run-time length, their positions computed when the call runs, at lengths
+    the frame fits (its own, one step more, many); a shorter signal is refused on every side,
+    as onnxruntime refuses it."""
+    model = _stft_model(tmp_path, shape, **kwargs)
+    width = kwargs.get("window") or kwargs["frame_length"]
+    golden = {d: [width + 4, 40] for d in shape if type(d) is str}
+    feeds = [RNG.standard_normal([3 if d == "b" else t if d == "t" else d for d in shape])
+             .astype(np.float32) for t in (width, width + 1, width + 3, 50)]
+    tol = _dft_tolerance(width, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer, tolerances=tol,
+                                golden_dims=golden)
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, [{"x": f} for f in feeds], backend=backend)
+    short = np.zeros([1 if d == "b" else width - 1 if d == "t" else d for d in shape],
+                     np.float32)
+    with pytest.raises(Exception, match="window_size <= signal_size"):
+        onnxruntime_outputs(model, {"x": short})
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=rf"node 'node/.* outside \[0, {width - 1}\)"):
+            Executor(loaded.graph, backend).run({"x": short})
+
+
 class _Stft(torch.nn.Module):
     def forward(self, x):
         return torch.view_as_real(torch.stft(x, 16, hop_length=4, window=torch.hann_window(16),
@@ -462,6 +492,26 @@ def test_torch_stft_from_the_dynamo_exporter_matches_onnxruntime_and_torch(tmp_p
                                atol=tol[1])
 
 
+def test_torch_stft_of_a_run_time_length_from_the_dynamo_exporter(tmp_path, signer):
+    """torch.stft of a run-time batch and length against onnxruntime on both backends and
+    torch."""
+    x = torch.randn(2, 64)
+    model = export_dynamic(_Stft(), [x], tmp_path / "s.onnx", dynamo=True, names=["x"],
+                           dims=[{0: "batch", 1: "t"}], bounds={"t": (16, 4096)})
+    feeds = [RNG.standard_normal((b, t)).astype(np.float32) for b, t in ((1, 16), (3, 23),
+                                                                         (2, 100))]
+    tol = _dft_tolerance(16, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "s.pha", signer, tolerances=tol,
+                                golden_dims={"t": [20, 64]})
+    for backend in (None, OnnxruntimeBackend()):
+        runs = check_against_onnxruntime(model, loaded, [{"x": f} for f in feeds],
+                                         backend=backend)
+        for f, (got, _) in zip(feeds, runs):
+            np.testing.assert_allclose(next(iter(got.values())),
+                                       _Stft()(torch.from_numpy(f)).numpy(), rtol=tol[0],
+                                       atol=tol[1])
+
+
 def test_stft_refusals_name_the_node(tmp_path):
     where = "node 'node' (STFT)"
     assert_refused(_stft_model(tmp_path, (1, 8, 1), window=16), UnsupportedModelError, where,
@@ -470,8 +520,6 @@ def test_stft_refusals_name_the_node(tmp_path):
                    "onesided=1 with a complex signal")
     assert_refused(_stft_model(tmp_path, (1, 40, 1), window=16, frame_length=8),
                    ModelFileError, where, "frame_length 8 differs from the window's length 16")
-    assert_refused(_stft_model(tmp_path, (1, "t", 1), window=16), UnsupportedModelError, where,
-                   "the signal length must be static")
     assert_refused(_stft_model(tmp_path, (1, 40, 1)), ModelFileError, where,
                    "STFT needs a window or a frame_length")
     assert_refused(_stft_model(tmp_path, (1, 40, 1), window=8, step=0), UnsupportedModelError,
@@ -481,8 +529,6 @@ def test_stft_refusals_name_the_node(tmp_path):
                    "[batch, length], real)")
     assert_refused(_stft_model(tmp_path, (40, 1), window=8), UnsupportedModelError, where,
                    "frame_length 8 is longer than the signal (1)")  # [batch 40, length 1]
-    assert_refused(_stft_model(tmp_path, ("b", "n"), window=8), UnsupportedModelError, where,
-                   "signal shape ['b', 'n']: the signal length must be static")
     runtime_step = _stft_model(tmp_path, (1, 40, 1), window=8)
     model = onnx.load(runtime_step)
     del model.graph.initializer[0]  # the step, now a graph input
