@@ -905,14 +905,16 @@ def _run_time_pads(imp, node, mode: str, value: float, pairs: dict) -> None:
     run-time one is a gather of its D = d + before + after positions, ``arange(D) - before``
     clamped to [0, d), from the input (:func:`.gather._runtime_gather`), and, in constant
     mode, ``where`` the position is inside [0, d), else the value; edge mode keeps the
-    clamped gather. D must be a dim a mask can carry (:func:`run_time_arange`), else refused
-    naming it. Modes reflect and wrap are refused."""
+    clamped gather; reflect mode gathers at the position mirrored at both ends, ``last -
+    |last - |p||`` (``last = d - 1``), and at -1 where a pad exceeds ``last``, so that call
+    is an IndexRangeError naming the node, as onnxruntime refuses it. D must be a dim a mask
+    can carry (:func:`run_time_arange`), else refused naming it. Wrap mode is refused."""
     from .gather import _runtime_gather
 
-    if mode not in ("constant", "edge"):
+    if mode not in ("constant", "edge", "reflect"):
         raise imp.unsupported(f"pads {[p for pair in pairs.values() for p in pair]} hold "
-                              f"run-time dims: supported with mode 'constant' or 'edge', not "
-                              f"{mode!r}")
+                              f"run-time dims: supported with mode 'constant', 'edge' or "
+                              f"'reflect', not {mode!r}")
     x = node.input[0]
     rank = len(imp.type_of(x).shape)
     fixed = [list(pairs[a]) if a in pairs and all(type(p) is int for p in pairs[a]) else [0, 0]
@@ -934,10 +936,13 @@ def _run_time_pads(imp, node, mode: str, value: float, pairs: dict) -> None:
         arange = run_time_arange(imp, [total], 0)
         [at] = imp.emit("sub", [arange, const["before"]], [None], suffix=f"{tag}.positions")
         [last] = imp.emit("sub", [const["dim"], const["one"]], [None], suffix=f"{tag}.last")
-        [index] = imp.emit("max", [at, const["zero"]], [None], suffix=f"{tag}.from_0")
-        [index] = imp.emit("min", [index, last], [None], suffix=f"{tag}.to_last")
+        if mode == "reflect":
+            index = _reflected(imp, at, last, const["zero"], tag)
+        else:
+            [index] = imp.emit("max", [at, const["zero"]], [None], suffix=f"{tag}.from_0")
+            [index] = imp.emit("min", [index, last], [None], suffix=f"{tag}.to_last")
         gathered = _runtime_gather(imp, node, y, index, [total], a, graph=True, internal=True)
-        if mode == "edge":
+        if mode != "constant":
             y = gathered
             continue
         [inside] = imp.emit("greater_equal", [at, const["zero"]], [None], suffix=f"{tag}.in")
@@ -948,6 +953,21 @@ def _run_time_pads(imp, node, mode: str, value: float, pairs: dict) -> None:
         fill = imp.add_constant(np.array(value, numpy_dtype), f"{imp.node_name}.value")
         [y] = imp.emit("where", [inside, gathered, fill], [None], suffix=f"{tag}.padded")
     imp.alias(node.output[0], y)
+
+
+def _reflected(imp, at: str, last: str, zero: str, tag: str) -> str:
+    """Positions ``at`` (from -before to last + after) mirrored into [0, last] as reflect
+    mode pads, ``last - |last - |at||``: a pad longer than the dim less one, which
+    onnxruntime refuses, is a position below 0 (an after one mirrors to one by itself, a
+    before one is made -1: ``at`` below -last)."""
+    def step(op, ins, name):
+        return imp.emit(op, ins, [None], suffix=f"{tag}.{name}")[0]
+
+    folded = step("sub", [last, step("abs", [step("sub", [last, step("abs", [at], "front")],
+                                                  "from_end")], "back")], "mirrored")
+    below = step("less", [at, step("sub", [zero, last], "minus_last")], "before_too_far")
+    minus_one = imp.add_constant(np.array([-1], np.int64), f"{imp.node_name}{tag}.refused")
+    return step("where", [below, minus_one, folded], "reflect")
 
 
 def _cropped(imp, x: str, pairs: list) -> str:

@@ -10,10 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from abi.errors import IndexRangeError
 from plugin_host.errors import UnsupportedModelError
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, check_against_onnxruntime_and_torch,
-                       check_on_both_backends, export_dynamic, import_and_load, onnx, torch)
+                       check_on_both_backends, export_dynamic, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(71)
@@ -124,15 +129,64 @@ def test_pads_to_a_multiple_of_a_window_match_onnxruntime_and_torch(case, dynamo
 
 
 class _Reflect(torch.nn.Module):
+    """(b, c, t) padded at the end to a multiple of 4 by reflection, and by 1 in front."""
+
     def forward(self, x):
-        return F.pad(x, (0, _to_multiple(x.shape[2], 4)), mode="reflect")
+        return F.pad(x, (1, _to_multiple(x.shape[2] + 1, 4)), mode="reflect")
 
 
-def test_run_time_pads_in_reflect_mode_are_refused_naming_the_pad(tmp_path):
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_run_time_pads_in_reflect_mode_match_onnxruntime_and_torch(dynamo, tmp_path, signer):
+    """Mirrored positions at both ends, at lengths whose pads the dim holds (the dim less one
+    at most); a shorter one is an IndexRangeError naming the node on both backends, as
+    onnxruntime refuses it."""
     model = export_dynamic(_Reflect(), [torch.randn(1, 2, 6)], tmp_path / "r.onnx",
-                           dynamo=False, names=["x"], dims=[{2: "t"}])
-    assert_refused(model, UnsupportedModelError, "(Pad)",
-                   "hold run-time dims: supported with mode 'constant' or 'edge', not 'reflect'")
+                           dynamo=dynamo, names=["x"], dims=[{2: "t"}], bounds={"t": (4, 64)})
+    _, loaded = import_and_load(model, tmp_path / "r.pha", signer, golden_dims={"t": [5, 8]})
+    feeds = [{"x": RNG.standard_normal((1, 2, t)).astype(np.float32)} for t in (4, 5, 7, 11)]
+    check_against_onnxruntime_and_torch(model, loaded, feeds, _Reflect(), 0)
+    short = {"x": np.ones((1, 2, 1), np.float32)}  # pads 1 and 2 of a dim of 1
+    with pytest.raises(Exception, match="requires axis length >= 2"):
+        onnxruntime_outputs(model, short)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=r"outside \[0, 1\)"):
+            Executor(loaded.graph, backend).run(dict(short))
+
+
+def _pad_by_the_length(tmp_path, mode: str, front: bool) -> str:
+    """x (t,) padded by t in front (``front``) or at the end, in ``mode``."""
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Concat", ["shape", "zero"] if front else ["zero", "shape"],
+                              ["pads"], axis=0), node]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, ["t"])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, ["u"])],
+                              [helper.make_tensor("zero", TP.INT64, [1], [0])])
+    path = tmp_path / f"{mode}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), path)
+    return path
+
+
+@pytest.mark.parametrize("front", [True, False], ids=["before", "after"])
+def test_a_reflect_pad_as_long_as_the_dim_is_refused_when_the_call_runs(front, tmp_path,
+                                                                       signer):
+    """Pads of t in reflect mode exceed the dim less one at every length but 0: onnxruntime
+    refuses the call, and so does each backend (an IndexRangeError naming the node), where
+    mirroring once more would give a value."""
+    path = _pad_by_the_length(tmp_path, "reflect", front)
+    _, loaded = import_and_load(path, tmp_path / "r.pha", signer, golden_dims={"t": [0]})
+    feed = {"x": np.arange(4, dtype=np.float32)}
+    with pytest.raises(Exception, match="exceeds maximum allowed"):
+        onnxruntime_outputs(path, feed)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=r"outside \[0, 4\)"):
+            Executor(loaded.graph, backend).run(dict(feed))
+
+
+def test_run_time_pads_in_wrap_mode_are_refused_naming_the_pad(tmp_path):
+    assert_refused(_pad_by_the_length(tmp_path, "wrap", False), UnsupportedModelError,
+                   "(Pad)", "hold run-time dims: supported with mode 'constant', 'edge' or "
+                   "'reflect', not 'wrap'")
 
 
 def _mod_model(a_of: str, k: int, b: int, fmod: int) -> onnx.ModelProto:
