@@ -340,8 +340,8 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     negative index, which ONNX counts from the end, is refused there). ``graph``: ``data``
     and ``idx`` are graph tensors already (``idx`` int64), not ONNX names; ``counts``: a
     graph tensor whose first axes are ``where`` (GatherND's indices, whose flat positions
-    ``idx`` is), read for the run-time ones (default: ``idx``); ``internal`` (indices of rank
-    1): the gathered graph tensor is returned, not bound to the node's output."""
+    ``idx`` is), read for the run-time ones (default: ``idx``); ``internal``: the gathered
+    graph tensor is returned, not bound to the node's output."""
     shape = list(imp.types[data].shape if graph else imp.type_of(data).shape)
     out = shape[:axis] + where + shape[axis + 1:]
     run_time = [d for a, d in enumerate(shape) if a != axis and type(d) is not int]
@@ -372,15 +372,16 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
                    suffix="" if last and not internal else "/gather")
     if last:
         return y
+    bound = {"outputs": [None if internal else node.output[0]],
+             "suffix": "/gathered" if internal else ""}
     if counted and len([d for d in out if type(d) is not int]) <= 1:
-        imp.emit("reshape", [y], [node.output[0]],
-                 {"shape": [d if type(d) is int else -1 for d in out]})
-        return
+        return imp.emit("reshape", [y], attrs={"shape": [d if type(d) is int else -1
+                                                         for d in out]}, **bound)[0]
     attrs = {"axis": axis, "sizes": [-1 if type(d) is not int else d for d in where]}
     if not counted:  # each run-time size read from the indices' own dims
         attrs["like_axes"] = [-1 if type(d) is int else a for a, d in enumerate(where)]
-    imp.emit("unflatten", [y] + ([indices] if not counted else []), [node.output[0]], attrs)
-    return None
+    return imp.emit("unflatten", [y] + ([indices] if not counted else []), attrs=attrs,
+                    **bound)[0]
 
 
 def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tuple[str, str]:

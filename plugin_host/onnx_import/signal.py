@@ -17,7 +17,6 @@ signal length.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -266,14 +265,11 @@ def _dft(imp, node, attrs):
                  flags["onesided"], node.output[0], node.output[0])
 
 
-def _run_time_frames(imp, signal: str, frames, width: int, hop: int, out: str) -> str:
+def _run_time_frames(imp, node, signal: str, frames, width: int, hop: int, out: str) -> str:
     """The frames of a run-time length (``(length - width) // hop + 1`` of them, a dim that a
     mask carries): positions ``arange(frames) * hop + arange(width)``, the first computed when
     the call runs, gathered along the length (:func:`.gather._runtime_gather`, each position
     checked against the length then) into [batch, frames, width, c]."""
-    def node_of(output):  # what _runtime_gather binds its result to
-        return SimpleNamespace(output=[output])
-
     if not has_dim(imp, frames):
         raise imp.unsupported(f"{frames!r} frames of a run-time length: no tensor of the graph "
                               f"carries that count")
@@ -282,17 +278,16 @@ def _run_time_frames(imp, signal: str, frames, width: int, hop: int, out: str) -
     [starts] = imp.emit("mul", [starts, hop_tensor], [None], suffix="/starts")
     taps = imp.add_constant(np.arange(width, dtype=np.int64)[None, :], f"{out}.taps")
     [index] = imp.emit("add", [starts, taps], [None], suffix="/positions")
-    framed = f"{out}/framed"
-    _runtime_gather(imp, node_of(framed), signal, index, [frames, width], 1,
-                    graph=True)
+    framed = _runtime_gather(imp, node, signal, index, [frames, width], 1, graph=True,
+                             internal=True)
     # a signal shorter than the frame has no frames, where onnxruntime refuses the call: the
     # frame's last tap is read too (an IndexRangeError there) and passed through a where
     last = imp.add_constant(np.array([width - 1], np.int64), f"{out}.last_tap")
-    tap = _runtime_gather(imp, node_of(out), signal, last, [1], 1, graph=True, internal=True)
+    tap = _runtime_gather(imp, node, signal, last, [1], 1, graph=True, internal=True)
     [tap] = imp.emit("unflatten", [tap], [None], {"axis": 1, "sizes": [1, 1]},
                      suffix="/last_tap")
     true = imp.add_constant(np.ones((1, 1, 1, 1), bool), f"{out}.true")
-    return imp.emit("where", [true, imp.tensor(framed), tap], [None], suffix="/frames")[0]
+    return imp.emit("where", [true, framed, tap], [None], suffix="/frames")[0]
 
 
 @maps("STFT")
@@ -346,7 +341,7 @@ def _stft(imp, node, attrs):
                        {"axis": 1}, suffix="/frames")
     else:
         frames = dims.add(dims.floordiv(dims.sub(total, width), hop), 1)
-        y = _run_time_frames(imp, signal, frames, width, hop, out)
+        y = _run_time_frames(imp, node, signal, frames, width, hop, out)
     if win is not None:
         if imp.is_const(win):
             w = imp.add_constant(imp.const(win).reshape(width, 1).astype(

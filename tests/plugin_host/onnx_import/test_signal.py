@@ -18,8 +18,9 @@ from plugin_host.onnx_import.signal import window
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_against_onnxruntime, export, export_dynamic,
-                       import_and_load, onnx, onnxruntime_outputs, torch)
+from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends,
+                       export, export_dynamic, import_and_load, onnx, onnxruntime_outputs,
+                       torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(17)
@@ -464,8 +465,7 @@ def test_stft_of_a_run_time_length_matches_onnxruntime(shape, kwargs, tmp_path, 
     tol = _dft_tolerance(width, np.concatenate([f.reshape(-1) for f in feeds]))
     _, loaded = import_and_load(model, tmp_path / "s.pha", signer, tolerances=tol,
                                 golden_dims=golden)
-    for backend in (None, OnnxruntimeBackend()):
-        check_against_onnxruntime(model, loaded, [{"x": f} for f in feeds], backend=backend)
+    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
     short = np.zeros([1 if d == "b" else width - 1 if d == "t" else d for d in shape],
                      np.float32)
     with pytest.raises(Exception, match="window_size <= signal_size"):
