@@ -4,8 +4,8 @@ Seams, one module each: :mod:`.reader` (size caps, parsing, structure checks, ex
 :mod:`.fold` (constant folding with numpy), :mod:`.ops` (the op mapping table: its registry,
 shared helpers and the element-wise ops), by kind :mod:`.layers` (Conv, ConvTranspose,
 BatchNormalization, Gemm, MatMul), :mod:`.gather` (Gather, GatherND, GatherElements),
-:mod:`.shapes` (Concat, Reshape, Slice, Split, Pad, ...), :mod:`.reduce` (reductions, ArgMax,
-CumSum, TopK), :mod:`.pool` (pooling),
+:mod:`.shapes` (Concat, Reshape, Slice, Split, ...), :mod:`.pads` (Pad, CenterCropPad),
+:mod:`.reduce` (reductions, ArgMax, CumSum, TopK), :mod:`.pool` (pooling),
 :mod:`.patterns` (ONNX chains with no glue op, recognized during the walk: RMSNorm),
 :mod:`.fusion` (glue chains recognized as a layer after the walk: LSTMCell, GroupNorm),
 :mod:`.recurrent` (LSTM, GRU and RNN unrolled over a static sequence length), :mod:`.resize`
@@ -29,10 +29,11 @@ they fused), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
 STFT as matmul by constant cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr,
 BitwiseXor, BitwiseNot and BitShift as the bitwise glue ops, the logical Xor as
 ``not(equal)``),
-:mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.upgrade` (models of opsets 7 to
-12 upgraded to 13 by onnx's version converter, in the reference process), :mod:`.float_width`
-(float16 and float64 models rewritten to float32), :mod:`.free_dims` (run-time dims fixed at
-build),
+:mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.run_time_sizes` (run-time dims
+read back from the graph's tensors when the call runs: masks, counts, aranges),
+:mod:`.upgrade` (models of opsets 7 to 12 upgraded to 13 by onnx's version converter, in the
+reference process), :mod:`.float_width` (float16 and float64 models rewritten to float32),
+:mod:`.free_dims` (run-time dims fixed at build),
 :mod:`.convert` (the walk that builds the Graph and its ABI, If of a known condition inlined),
 :mod:`.loop` (Loop of a trip count and condition known at import, unrolled),
 :mod:`.sequence` (sequences known at import, as lists of tensor names),

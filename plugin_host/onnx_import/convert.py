@@ -162,7 +162,7 @@ class Importer:
         self.from_dims: dict[str, list[str]] = {}
         self.dim_source: dict[str, tuple] = {}     # run-time dim -> (graph tensor, its axis)
         # the run-time dims of the first dims_indexed tensors of self.types, as products ->
-        # (graph tensor, its axis): shapes.dim_source reads it and grows it
+        # (graph tensor, its axis): run_time_sizes.dim_source reads it and grows it
         self.dims_index: dict[tuple, tuple] = {}
         self.dims_indexed = 0
         self.spread: dict[str, np.ndarray] = {}    # ONNX name -> the constant it broadcasts
@@ -326,7 +326,7 @@ class Importer:
         if name in self.values:
             return self.values[name]
         if name in self.sym:
-            from .shapes import shape_value_tensor
+            from .run_time_sizes import shape_value_tensor
 
             shape_value_tensor(self, self.sym[name], name, "int64")
             self.from_dims[name] = _names(symbolic.entries(self.sym[name]))
@@ -564,7 +564,8 @@ class Importer:
                     self.set_const(o, r, origin)
             return
         if op == "Cast" and ins and ins[0] in self.sym and attrs.get("to") == _FLOAT:
-            from .shapes import shape_value_tensor  # a shape cast to float: computed at run time
+            # a shape cast to float: computed at run time
+            from .run_time_sizes import shape_value_tensor
 
             self.sym_float[node.output[0]] = self.sym[ins[0]]  # where a Range reads its dims
             return shape_value_tensor(self, self.sym[ins[0]], node.output[0], "float32")

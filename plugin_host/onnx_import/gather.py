@@ -16,8 +16,8 @@ from . import symbolic
 from .convert import attributes
 from .fold import FAR, axis_in, flatten_axis
 from .ops import _few, _only, maps
-from .shapes import (_entry_count, _reshape_to, has_dim, range_length, run_time_arange,
-                     run_time_mask, sizes_like)
+from .run_time_sizes import entry_count, has_dim, run_time_arange, run_time_mask, sizes_like
+from .shapes import _reshape_to, range_length
 
 
 @maps("Gather")
@@ -335,7 +335,7 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     window positions are ``(windows, size)``), flattened first and the axis unflattened back
     into the indices' dims, read from the indices when the call runs; run-time dims of the
     data on its other axes are brought to the expanded indices by ``where(mask, index, index)``
-    (:func:`.shapes.run_time_mask`, read from the data). Each index is checked against [0,
+    (:func:`.run_time_sizes.run_time_mask`, read from the data). Each index is checked against [0,
     dim) when it arrives, a run-time dim on ``axis`` against the size the call gives it (a
     negative index, which ONNX counts from the end, is refused there). ``graph``: ``data``
     and ``idx`` are graph tensors already (``idx`` int64), not ONNX names; ``counts``: a
@@ -424,7 +424,7 @@ def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tup
             [coord] = imp.emit("gather_elements", [arange, coord], [None], {"axis": 0},
                                suffix=f"/check{c}")
         stride = math.prod(lead[c + 1:]) if all(type(d) is int for d in lead[c + 1:]) else \
-            _entry_count(imp, dim_math.product(lead[c + 1:]), f"/stride{c}")
+            entry_count(imp, dim_math.product(lead[c + 1:]), f"/stride{c}")
         if stride != 1:
             if type(stride) is int:
                 stride = imp.add_constant(np.array(stride, np.int64),
@@ -463,7 +463,8 @@ def _along_run_time_dim(imp, node, data: str, values: np.ndarray, origin: str,
     """Constant indices along a run-time dim d: the run-time gather's ``gather_elements``,
     whose indices are checked against d when the call gives it its size. A negative index
     counts from the end there: d + index, with d the ``sum`` of ones over d (the ones are
-    ``where(mask, 1, 1)``, the mask of :func:`.shapes.run_time_mask`, read from the data)."""
+    ``where(mask, 1, 1)``, the mask of :func:`.run_time_sizes.run_time_mask`, read from the
+    data)."""
     x = imp.tensor(data)
     index = _from_the_end(imp, x, axis, values, origin)
     _runtime_gather(imp, node, x, index, list(values.shape), axis, graph=True)
@@ -473,7 +474,7 @@ def _from_the_end(imp, x: str, axis: int, values: np.ndarray, origin: str) -> st
     """Constant int64 indices ``values`` along the run-time dim d on ``axis`` of the graph
     tensor ``x``, a negative one counted from the end as ONNX does: d + index, with d the
     ``sum`` of ones over d (``where(mask, 1, 1)``, the mask of
-    :func:`.shapes.run_time_mask`, read from ``x``). The graph tensor of the indices, of
+    :func:`.run_time_sizes.run_time_mask`, read from ``x``). The graph tensor of the indices, of
     ``values``' shape (at least (1,)); each is checked against d when the call runs."""
     return counted_from_the_end(imp, x, axis, imp.add_constant(values, origin), values)
 

@@ -16,7 +16,7 @@ from .fold import axis_in, one_value
 from .fold import register as register_fold
 from .ops import _only, _opt, maps
 from .reader import ONNX_DTYPES
-from .shapes import run_time_arange
+from .run_time_sizes import run_time_arange
 
 
 def triangle(shape: tuple, k: int, upper: bool) -> np.ndarray:
@@ -56,7 +56,8 @@ def _trilu(imp, node, attrs):
     and a constant k the mask is a constant; over run-time ones (the causal mask of a model
     exported with a dynamic sequence length), or with k computed at run time (a decoder's
     mask over its cached steps and the new ones, ``tril(p)`` for p cached), it compares each
-    column's position less its row's with k, positions from :func:`.shapes.run_time_arange`."""
+    column's position less its row's with k, positions from
+    :func:`.run_time_sizes.run_time_arange`."""
     _only(imp, attrs, {"upper": ...})
     upper = attrs.get("upper", 1)
     if upper not in (0, 1):

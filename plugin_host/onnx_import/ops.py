@@ -9,8 +9,8 @@ on a constant table as Embedding); everything else maps onto the glue ops.
 
 This module holds the registry, the helpers the mapping modules share and the element-wise
 ops; the rest live in modules by kind, imported at the end: :mod:`.layers`, :mod:`.gather`,
-:mod:`.norms`, :mod:`.shapes`, :mod:`.reduce`, :mod:`.pool`, and the ops of particular
-exporters and model kinds (:mod:`.recurrent`, :mod:`.spatial`, :mod:`.masks`, ...).
+:mod:`.norms`, :mod:`.shapes`, :mod:`.pads`, :mod:`.reduce`, :mod:`.pool`, and the ops of
+particular exporters and model kinds (:mod:`.recurrent`, :mod:`.spatial`, :mod:`.masks`, ...).
 """
 
 from __future__ import annotations
@@ -502,6 +502,7 @@ importlib.import_module(".layers", __package__)
 importlib.import_module(".gather", __package__)
 importlib.import_module(".norms", __package__)
 importlib.import_module(".shapes", __package__)
+importlib.import_module(".pads", __package__)
 importlib.import_module(".reduce", __package__)
 importlib.import_module(".pool", __package__)
 importlib.import_module(".recurrent", __package__)

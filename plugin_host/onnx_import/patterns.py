@@ -224,7 +224,7 @@ def rolled_slices(imp, node, attrs: dict, index: int) -> bool:
     the end if negative and clamped to [0, d], as Slice reads a bound. A Slice bound computed
     at run time is refused anywhere else (its output's dim would depend on a value)."""
     from .gather import _producers, _runtime_gather
-    from .shapes import run_time_arange, size_tensor
+    from .run_time_sizes import run_time_arange, size_tensor
 
     part = _one_axis_slice(imp, node)
     cat = _next(imp, node.output[0], "Concat")

@@ -13,7 +13,7 @@ from ..errors import ModelFileError
 from . import symbolic
 from .fold import FAR, axis_in, int_vector, one_value
 from .ops import _flags, _only, _opt, _scalar, maps
-from .shapes import has_dim, sizes_like
+from .run_time_sizes import has_dim, sizes_like
 
 
 _REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "ReduceMin": "amin",

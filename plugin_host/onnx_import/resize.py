@@ -19,7 +19,7 @@ from ..errors import ModelFileError
 
 from .fold import axis_in
 from .ops import _few, _only, _opt, maps
-from .shapes import sizes_like
+from .run_time_sizes import sizes_like
 
 _RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                        "half_pixel_symmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize")

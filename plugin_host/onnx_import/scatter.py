@@ -39,7 +39,8 @@ from .fold import register as register_fold
 from .gather import (_int64_indices, checked_index, counted_from_the_end, runtime_positions,
                      spread_indices)
 from .ops import _few, _only, _opt, maps
-from .shapes import _unflatten_sizes, run_time_mask
+from .run_time_sizes import run_time_mask
+from .shapes import _unflatten_sizes
 
 _REDUCTIONS = ("add", "mul", "max", "min")
 
@@ -323,7 +324,7 @@ def _scatter_nd(imp, node, reduction: str, index: str) -> None:
     ``pe[:, 0::2] = sin(...)``): ``scatter_elements`` along axis 0, which checks each index
     when it arrives. Indices of one coordinate each (``y[i] = v``, max_unpool's flat
     positions) are laid along axis 0 and expanded over the data's other dims (run-time ones
-    by ``where(mask, index, index)``: :func:`.shapes.run_time_mask`); of k coordinates
+    by ``where(mask, index, index)``: :func:`.run_time_sizes.run_time_mask`); of k coordinates
     (``y[i, j] = v``), the data's first k axes are flattened into one and each index becomes
     its position there (:func:`.gather.runtime_positions`, which checks every coordinate on
     its own), and the result is unflattened back."""

@@ -29,7 +29,7 @@ from .fold import register as register_fold
 from .gather import _runtime_gather
 from .ops import _flags, _only, _opt, maps
 from .reader import ONNX_DTYPES
-from .shapes import has_dim, run_time_arange
+from .run_time_sizes import has_dim, run_time_arange
 
 # --- Compress ------------------------------------------------------------------------------------
 

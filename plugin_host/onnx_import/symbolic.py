@@ -18,7 +18,7 @@ condition: the legacy exporter's ``cls.expand(x.shape[0], -1, -1)`` replaces its
 A value whose entries all turn out fixed becomes an ordinary constant. Consumers that can take
 a run-time dim (Reshape's target, Resize's sizes, Expand's shape) read the entries; a Cast to
 float, or any other op that reads it as a tensor (Less, a Sub with a float, a Max not known at
-import), makes the value a run-time tensor (:func:`.shapes.shape_value_tensor`), in int64,
+import), makes the value a run-time tensor (:func:`.run_time_sizes.shape_value_tensor`), in int64,
 computed when the call runs; what needs a constant there (a Pad's pads, a Slice's starts)
 refuses it, naming its run-time dims.
 """
