@@ -1,17 +1,17 @@
-"""Spectral ops and Compress, with everything that decides a shape known at import: Compress of
-a constant condition (tf2onnx's boolean-mask indexing) as a constant-index ``gather``; the
-window functions HannWindow, HammingWindow and BlackmanWindow (torch.hann_window and the like
-under the dynamo exporter) as constants; DFT (torch.fft.fft and rfft under the dynamo
-exporter) as a ``matmul`` by constant cos and sin matrices; STFT (torch.stft) as a constant
-``gather`` of the frames (over a run-time signal length, of positions computed when the call
-runs), the window's ``mul`` and the same DFT. Registered in
+"""Spectral ops and Compress: Compress of a constant condition (tf2onnx's boolean-mask
+indexing) as a constant-index ``gather``; the window functions HannWindow, HammingWindow and
+BlackmanWindow (torch.hann_window and the like under the dynamo exporter) as constants; DFT
+(torch.fft.fft, rfft and irfft under the dynamo exporter) as a ``matmul`` by cos and sin
+matrices, constants, or over a run-time signal length computed when the call runs; STFT
+(torch.stft) as a constant ``gather`` of the frames (over a run-time signal length, of
+positions computed when the call runs), the window's ``mul`` and the same DFT. Registered in
 :data:`.ops.MAPPERS` and, for constant inputs, :func:`.fold.register` on import.
 
-The matrices are built in float64 and stored in the input's dtype. A float32 DFT by matmul is
-not bit for bit onnxruntime's FFT: onnxruntime's own transform of a length that is not a power
-of two drifts from the exact one by up to about 70 * length * eps * max|x| (measured to length
-1000), the matmul by far less, so the build's tolerance for a DFT output must grow with the
-signal length.
+Constant matrices are built in float64 and stored in the input's dtype. A float32 DFT by
+matmul is not bit for bit onnxruntime's FFT: onnxruntime's own transform of a length that is
+not a power of two drifts from the exact one by up to about 70 * length * eps * max|x|
+(measured to length 1000), the matmul by far less, so the build's tolerance for a DFT output
+must grow with the signal length.
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from abi import dtypes
 from abi.ops import dims
 
 from ..errors import ModelFileError
+from . import symbolic
 from .fold import _need, axis_in, one_value
 from .fold import register as register_fold
 from .gather import _runtime_gather
 from .ops import _flags, _only, _opt, maps
 from .reader import ONNX_DTYPES
-from .run_time_sizes import has_dim, run_time_arange
+from .run_time_sizes import has_dim, run_time_arange, size_tensor
 
 # --- Compress ------------------------------------------------------------------------------------
 
@@ -147,48 +148,147 @@ for _op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
 # --- DFT and STFT --------------------------------------------------------------------------------
 
 
-def dft_matrices(length: int, signal: int, bins: int, inverse: bool
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def dft_matrices(length: int, signal: int, bins: int, inverse: bool, *,
+                 half: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin of 2 pi k j / length for bins k < ``bins`` and samples j < ``signal`` (the
     zero padding past the signal contributes nothing and has no column), in float64; k * j is
     reduced modulo ``length`` first, exactly, so large lengths keep their precision. The
-    inverse transform's matrices carry its 1 / length."""
+    inverse transform's matrices carry its 1 / length; ``half`` (the inverse of a half
+    spectrum, :func:`_dft_on_axis`) also each column's weight, :func:`_half_weights`."""
     k = np.arange(bins, dtype=np.int64)[:, None]
     j = np.arange(signal, dtype=np.int64)[None, :]
     theta = (2 * np.pi / length) * ((k * j) % length)
     scale = 1.0 / length if inverse else 1.0
+    if half:
+        scale = _half_weights(np.arange(signal), length)[None, :] / length
     return np.cos(theta) * scale, np.sin(theta) * scale
 
 
-def _dft_on_axis(imp, node, x: str, shape: list, axis: int, length: int, inverse: bool,
-                 onesided: bool, out: str, stem: str) -> None:
-    """The DFT of graph tensor ``x`` (real: last dim 1, complex: 2) along ``axis`` (static,
-    not the last) to ``length`` bins (half and one with ``onesided``), bound to ``out``. The
-    signal is cut to ``length`` by a ``slice``; a shorter one is zero-padded implicitly (the
+def _half_weights(k, length):
+    """The weight of bin k of a half spectrum in the real signal of ``length`` samples it is
+    the transform of: 2 (the bin and its mirror image length - k), but 1 for bin 0 and, for
+    an even length, bin length / 2 (each its own mirror image). :func:`_run_time_matrices`
+    computes the same in the graph."""
+    return np.where((k == 0) | (2 * k == length), 1.0, 2.0)
+
+
+def _run_time_matrices(imp, node, rows, cols, length, inverse: bool, half: bool, dtype,
+                       stem: str, *, nonempty: int | None) -> tuple[str, str]:
+    """:func:`dft_matrices` computed when the call runs, for ``rows`` x ``cols`` entries and a
+    transform ``length`` any of which is a run-time dim (each a dim that a mask carries): k * j
+    of the aranges reduced modulo the length in int64, then in the signal's dtype times 2 pi /
+    length, its cos and sin (and the inverse's 1 / length, the half spectrum's weights).
+
+    ``nonempty`` (0: the rows, 1: the columns) must not be empty when the call runs, where
+    onnxruntime refuses the transform (a half spectrum's inverse of length 0 or less, an empty
+    signal's one-sided transform, which has one bin): that arange's first entry is read too
+    (:func:`.gather._runtime_gather`: an IndexRangeError naming the node there) and passed
+    through a ``where``."""
+    def step(op, inputs, name, op_attrs=None):
+        return imp.emit(op, inputs, [None], op_attrs, suffix=f"/{name}")[0]
+
+    def const(value, name):
+        return imp.add_constant(np.asarray(value, dtype), f"{stem}.{name}")
+
+    k = run_time_arange(imp, [rows, 1], 0)
+    j = run_time_arange(imp, [1, cols], 1)
+    if nonempty is not None:
+        side = (k, j)[nonempty]
+        first = imp.add_constant(np.zeros(1, np.int64), f"{stem}.first")
+        entry = _runtime_gather(imp, node, side, first, [1], nonempty, graph=True,
+                                internal=True)
+        true = imp.add_constant(np.ones((1, 1), bool), f"{stem}.true")
+        side = step("where", [true, side, entry], "nonempty")
+        k, j = (side, j) if nonempty == 0 else (k, side)
+    n = size_tensor(imp, length, "/dft_length")
+    # a length of 0 has empty matrices: 1 then keeps the modulus and the division defined
+    one = imp.add_constant(np.ones(1, np.int64), f"{stem}.one_sample")
+    safe = step("max", [n, one], "at_least_1")
+    turns = step("mod", [step("mul", [k, j], "kj"), safe], "kj_mod_n")
+    n_float = step("cast", [safe], "n", {"dtype": dtypes.from_numpy(dtype)})
+    theta = step("div", [step("mul", [step("cast", [turns], "turns", {
+        "dtype": dtypes.from_numpy(dtype)}), const(2 * np.pi, "two_pi")], "radians"), n_float],
+        "theta")
+    cos, sin = step("cos", [theta], "cos"), step("sin", [theta], "sin")
+    if not inverse:
+        return cos, sin
+    scale = step("div", [const([[1.0]], "one"), n_float], "inverse")
+    if half:
+        zero = imp.add_constant(np.zeros((1, 1), np.int64), f"{stem}.zero")
+        two = imp.add_constant(np.full((1, 1), 2, np.int64), f"{stem}.two")
+        own = step("or", [step("equal", [j, zero], "bin0"),
+                          step("equal", [step("mul", [j, two], "twice"), n], "mirror")], "own")
+        weight = step("where", [own, const([[1.0]], "single"), const([[2.0]], "double")],
+                      "weights")
+        scale = step("mul", [scale, weight], "scale")
+    return step("mul", [cos, scale], "cos_scaled"), step("mul", [sin, scale], "sin_scaled")
+
+
+def _dft_on_axis(imp, node, x: str, shape: list, axis: int, length, inverse: bool,
+                 onesided: bool, out: str, stem: str, *, given: bool = True) -> None:
+    """The DFT of graph tensor ``x`` (real: last dim 1, complex: 2) along ``axis`` (not the
+    last) to ``length`` bins (half and one with ``onesided``), bound to ``out``. The signal
+    is cut to ``length`` by a ``slice``; a shorter one is zero-padded implicitly (the
     matrices have no columns past it). With the signal axis second to last, A = cos @ x and
     B = sin @ x are [..., bins, c]; real x gives ``concat(A, -B)`` (inverse: ``(A, B)``),
     complex x ``A + (B_imag, -B_real)`` (inverse: ``(-B_imag, B_real)``) by a ``gather`` of
-    B's two columns swapped and a ``mul`` by the constant signs."""
+    B's two columns swapped and a ``mul`` by the constant signs.
+
+    The inverse of a half spectrum (``inverse`` and ``onesided``, x complex: torch.fft.irfft)
+    is the real signal of ``length`` samples whose spectrum's first ``length // 2 + 1`` bins
+    x holds (the caller checks that count): each bin k stands for itself and its mirror image
+    ``length - k``, the conjugate, so A's real part less B's imaginary one, each bin weighted
+    by :func:`_half_weights`, is the signal, [..., length, 1].
+
+    A run-time signal length (and ``length``, then the signal's own, or for a half spectrum
+    the one the caller checked) has its matrices computed when the call runs
+    (:func:`_run_time_matrices`); fixed ones are constants (:func:`dft_matrices`). Where
+    onnxruntime refuses the call, so does the graph: a half spectrum's inverse of a ``given``
+    length of 0 (its default length, two less than twice its bins, is refused only below 0,
+    that is, where there are no bins) and an empty signal's one-sided transform."""
     rank, c, n = len(shape), shape[-1], shape[axis]
-    bins = length // 2 + 1 if onesided else length
-    m = min(n, length)
-    imp.check_size("its DFT cos and sin matrices", [2, bins, m])
+    half = bool(inverse and onesided)
+    static = type(n) is int and type(length) is int
+    if half:
+        rows, cols = length, n
+    else:
+        rows = length // 2 + 1 if onesided and static else dims.simplified(
+            dims.add(dims.floordiv(length, 2), 1)) if onesided else length
+        cols = min(n, length) if static else n
     dtype = dtypes.to_numpy(imp.types[x].dtype)
 
     def step(op, inputs, name, op_attrs=None, bind=None):
         return imp.emit(op, inputs, [bind], op_attrs, suffix="" if bind else f"/{name}")[0]
 
-    if n > length:
+    if static and n > length:
         x = step("slice", [x], "truncate", {"starts": [0], "ends": [length], "axes": [axis]})
     perm = None
     if axis != rank - 2:
         perm = [d for d in range(rank - 1) if d != axis] + [axis, rank - 1]
         x = step("transpose", [x], "to_last", {"perm": perm})
-    cos, sin = dft_matrices(length, m, bins, inverse)
-    a = step("matmul", [imp.add_constant(cos.astype(dtype), f"{stem}.cos"), x], "cos")
-    b = step("matmul", [imp.add_constant(sin.astype(dtype), f"{stem}.sin"), x], "sin")
+    if static:
+        imp.check_size("its DFT cos and sin matrices", [2, rows, cols])
+        cos, sin = dft_matrices(length, cols, rows, inverse, half=half)
+        cos = imp.add_constant(cos.astype(dtype), f"{stem}.cos")
+        sin = imp.add_constant(sin.astype(dtype), f"{stem}.sin")
+    else:
+        names = ("samples", "bins") if half else ("bins", "samples")
+        for what, d in ((names[0], rows), (names[1], cols), ("length", length)):
+            if type(d) is not int and not has_dim(imp, d):
+                raise imp.unsupported(f"the DFT's {what}, {d!r}, a run-time size: no tensor "
+                                      f"of the graph carries it, so its matrices cannot be "
+                                      f"computed when the call runs")
+        cos, sin = _run_time_matrices(imp, node, rows, cols, length, inverse, half, dtype,
+                                      stem, nonempty=(0 if given else 1) if half else
+                                      1 if onesided else None)
+    a = step("matmul", [cos, x], "cos")
+    b = step("matmul", [sin, x], "sin")
     final = out if perm is None else None
-    if c == 1:
+    if half:
+        real = step("slice", [a], "real", {"starts": [0], "ends": [1], "axes": [-1]})
+        imag = step("slice", [b], "imag", {"starts": [1], "ends": [2], "axes": [-1]})
+        y = step("sub", [real, imag], "signal", bind=final)
+    elif c == 1:
         if not inverse:
             b = step("neg", [b], "neg")
         y = step("concat", [a, b], "complex", {"axis": -1}, bind=final)
@@ -227,12 +327,35 @@ def _positive_constant(imp, node, i: int, what: str) -> int | None:
     return int(value)
 
 
+def _dft_length(imp, node) -> int | str | None:
+    """The DFT's ``dft_length`` input: absent (None), an int >= 1 known at import, or a
+    run-time dim where it was computed from a run-time shape (the dynamo exporter passes the
+    signal's own length so, and torch.fft.irfft's ``2 * (n - 1)``)."""
+    name = _opt(node, 1)
+    if name is None or name not in imp.sym:
+        return _positive_constant(imp, node, 1, "dft_length")
+    entries = symbolic.entries(imp.sym[name].reshape(-1))
+    if len(entries) != 1:
+        raise ModelFileError(f"dft_length must be one value, got {len(entries)}")
+    [value] = entries
+    if type(value) is int and value < 1:
+        raise imp.unsupported(f"dft_length {value} must be >= 1")
+    return value
+
+
 @maps("DFT")
 def _dft(imp, node, attrs):
     """DFT-17 (``axis`` an attribute, default 1) and DFT-20 (``axis`` a constant input,
-    default -2); ``dft_length`` a constant (absent: the signal's length), ``inverse``, and
-    ``onesided`` for a real forward transform (onnxruntime refuses it on a complex input or
-    with ``inverse``). The signal axis must be static; see :func:`_dft_on_axis`."""
+    default -2); ``dft_length`` a constant or computed from a run-time shape (absent: the
+    signal's length; for the inverse of a half spectrum, twice one less than its bins, as
+    onnxruntime), ``inverse``, and ``onesided`` for a real forward transform or, with
+    ``inverse``, a complex half spectrum's real signal (torch.fft.irfft; onnxruntime refuses
+    it on a real input and a complex forward one). See :func:`_dft_on_axis`.
+
+    The signal axis may be a run-time dim (torch.fft.rfft, fft and irfft of a run-time length
+    under the dynamo exporter): the transform's length is then the signal's own (or, for the
+    inverse of a half spectrum, one whose half is the signal's bins), and the matrices are
+    computed when the call runs."""
     opset20 = imp.opset >= 20
     _only(imp, attrs, {"inverse": ..., "onesided": ..., **({} if opset20 else {"axis": ...})})
     flags = _flags(imp, attrs, {"inverse": 0, "onesided": 0})
@@ -252,17 +375,33 @@ def _dft(imp, node, attrs):
         raise ModelFileError(f"axis {axis} is the last dim of input shape {shape}, which holds "
                              f"the real and imaginary parts")
     n = shape[axis]
-    if type(n) is not int:
-        raise imp.unsupported(f"axis {axis} of input shape {shape} is a run-time dim: the "
-                              f"signal length must be static")
-    length = _positive_constant(imp, node, 1, "dft_length") or n
-    if flags["onesided"] and (shape[-1] == 2 or flags["inverse"]):
+    half = flags["inverse"] and flags["onesided"] and shape[-1] == 2
+    if flags["onesided"] and not half and (flags["inverse"] or shape[-1] == 2):
         why = " and ".join(w for w, on in (("inverse=1", flags["inverse"]),
                                            ("complex input", shape[-1] == 2)) if on)
-        raise imp.unsupported(f"onesided=1 with {why}: only a real forward transform is "
-                              f"one-sided (onnxruntime refuses it too)")
+        raise imp.unsupported(f"onesided=1 with {why}: only a real forward transform or the "
+                              f"inverse of a complex half spectrum is one-sided (onnxruntime "
+                              f"refuses it too)")
+    length = given = _dft_length(imp, node)
+    if length is None:
+        length = dims.simplified(dims.mul(2, dims.sub(n, 1))) if half else n
+    if half:
+        if length == 0:
+            raise imp.unsupported(f"a half spectrum of {n} bin: the inverse's default length "
+                                  f"2 * ({n} - 1) is 0, an empty signal (torch refuses the "
+                                  f"transform)")
+        if not dims.known_equal(dims.simplified(dims.add(dims.floordiv(length, 2), 1)), n):
+            raise imp.unsupported(f"dft_length {length!r} of a half spectrum of {n!r} bins: "
+                                  f"a transform of length L takes L // 2 + 1 bins (onnxruntime "
+                                  f"reads other counts differently from numpy and torch)")
+    elif type(n) is not int and not dims.known_equal(length, n):
+        raise imp.unsupported(f"dft_length {length!r} along a run-time signal length {n!r}: "
+                              f"supported as the signal's own length only")
+    elif type(n) is int and type(length) is not int:
+        raise imp.unsupported(f"dft_length {length!r} is a run-time dim along a fixed signal "
+                              f"length {n}")
     _dft_on_axis(imp, node, imp.tensor(x), shape, axis, length, flags["inverse"],
-                 flags["onesided"], node.output[0], node.output[0])
+                 flags["onesided"], node.output[0], node.output[0], given=given is not None)
 
 
 def _run_time_frames(imp, node, signal: str, frames, width: int, hop: int, out: str) -> str:

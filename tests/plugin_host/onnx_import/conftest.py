@@ -294,10 +294,11 @@ def check_on_both_backends(model: Path, loaded, feeds: list[dict[str, np.ndarray
 
 
 def check_against_onnxruntime_and_torch(model: Path, loaded, feeds: list[dict[str, np.ndarray]],
-                                        module, tolerance: float) -> None:
+                                        module, tolerance: float | tuple[float, float]) -> None:
     """:func:`check_against_onnxruntime` on both backends, and each output "y" against the
-    torch ``module`` run on the feed's "x", within ``tolerance`` (relative and absolute; 0:
-    exactly)."""
+    torch ``module`` run on the feed's "x", within ``tolerance`` (relative and absolute, or a
+    pair of them; 0: exactly)."""
+    rtol, atol = tolerance if isinstance(tolerance, tuple) else (tolerance, tolerance)
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
     for backend in (None, OnnxruntimeBackend()):
@@ -305,7 +306,7 @@ def check_against_onnxruntime_and_torch(model: Path, loaded, feeds: list[dict[st
         for feed, (got, _) in zip(feeds, runs):
             with torch.no_grad():
                 want = module(torch.from_numpy(feed["x"])).numpy()
-            np.testing.assert_allclose(got["y"], want, rtol=tolerance, atol=tolerance)
+            np.testing.assert_allclose(got["y"], want, rtol=rtol, atol=atol)
 
 
 def refused_on_every_side(model: Path, graph, feed: dict[str, np.ndarray], *,

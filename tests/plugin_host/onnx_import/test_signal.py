@@ -18,9 +18,9 @@ from plugin_host.onnx_import.signal import window
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends,
-                       export, export_dynamic, import_and_load, onnx, onnxruntime_outputs,
-                       torch)
+from .conftest import (Fn, assert_refused, check_against_onnxruntime,
+                       check_against_onnxruntime_and_torch, check_on_both_backends, export,
+                       export_dynamic, import_and_load, onnx, onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(17)
@@ -348,6 +348,139 @@ def test_torch_fft_from_the_dynamo_exporter_matches_onnxruntime_and_torch(module
                                atol=tol[1])
 
 
+@pytest.mark.parametrize("n, dft_length", [(6, None), (6, 10), (6, 11), (5, 8), (2, 3),
+                                           (33, 64)])
+def test_inverse_of_a_half_spectrum_matches_onnxruntime_and_numpy(n, dft_length, tmp_path,
+                                                                  signer):
+    """inverse=1 with onesided=1 on a complex half spectrum (torch.fft.irfft): the real signal
+    of dft_length samples (absent: 2 * (n - 1)), against onnxruntime on both backends and
+    numpy's irfft."""
+    shape = (3, n, 2)
+    model = _dft_model(tmp_path, shape, dft_length=dft_length, inverse=1, onesided=1)
+    feeds = _signals(shape)
+    length = dft_length or 2 * (n - 1)
+    tol = _dft_tolerance(length, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol)
+    assert loaded.graph.outputs[0].shape == (3, length, 1)
+    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
+    executor = Executor(loaded.graph, NumpyBackend())
+    for f in feeds:
+        want = np.fft.irfft(f[..., 0].astype(np.float64) + 1j * f[..., 1], n=length, axis=1)
+        np.testing.assert_allclose(executor.run({"x": f})["y"][..., 0], want, rtol=tol[0],
+                                   atol=tol[1])
+
+
+def test_half_spectrum_of_another_length_is_refused(tmp_path):
+    """A half spectrum whose bins are not dft_length // 2 + 1: onnxruntime's answer is not
+    numpy's inverse there, so the import refuses it naming both."""
+    model = _dft_model(tmp_path, (1, 6, 2), dft_length=7, inverse=1, onesided=1)
+    x = RNG.standard_normal((1, 6, 2)).astype(np.float32)
+    [got] = onnxruntime_outputs(model, {"x": x}).values()
+    want = np.fft.irfft(x[..., 0] + 1j * x[..., 1], n=7, axis=1)
+    assert np.abs(got[..., 0] - want).max() > 0.01
+    assert_refused(model, UnsupportedModelError, "node 'node' (DFT)",
+                   "dft_length 7 of a half spectrum of 6 bins: a transform of length L takes "
+                   "L // 2 + 1 bins")
+    assert_refused(_dft_model(tmp_path, (1, 1, 2), inverse=1, onesided=1),
+                   UnsupportedModelError, "node 'node' (DFT)",
+                   "a half spectrum of 1 bin: the inverse's default length 2 * (1 - 1) is 0")
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+@pytest.mark.parametrize("c, attrs", [(1, {}), (2, {}), (1, dict(inverse=1)),
+                                      (2, dict(inverse=1)), (1, dict(onesided=1))],
+                         ids=["real", "complex", "real-inverse", "complex-inverse", "onesided"])
+def test_dft_of_a_run_time_length_matches_onnxruntime(c, attrs, opset, tmp_path, signer):
+    """The signal length a run-time dim, the matrices computed when the call runs, at lengths
+    1 to 33 (0 too where onnxruntime takes it: an empty transform)."""
+    shape = ("b", "t", c)
+    model = _dft_model(tmp_path, shape, opset=opset, axis=1, **attrs)
+    feeds = [RNG.standard_normal((b, t, c)).astype(np.float32)
+             for b, t in ((2, 1), (1, 2), (3, 7), (2, 8), (1, 33))]
+    tol = _dft_tolerance(33, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
+                                golden_dims={"t": [5, 16]})
+    assert "cos" in _ops(loaded) and _ops(loaded).count("matmul") == 2
+    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
+    empty = {"x": np.zeros((2, 0, c), np.float32)}
+    if attrs.get("onesided"):  # one bin of nothing: onnxruntime refuses the call
+        _onnxruntime_refuses(model, empty)
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            with pytest.raises(IndexRangeError, match=r"node 'node/.* outside \[0, 0\)"):
+                Executor(loaded.graph, backend).run(dict(empty))
+    else:
+        check_on_both_backends(model, loaded, [empty])
+
+
+def test_inverse_of_a_run_time_half_spectrum_matches_onnxruntime(tmp_path, signer):
+    """A half spectrum of a run-time count of bins t and its default length 2 * (t - 1):
+    against onnxruntime on both backends and numpy's irfft; one bin is an empty signal on
+    every side, no bins refused by onnxruntime and by both backends."""
+    model = _dft_model(tmp_path, (2, "t", 2), inverse=1, onesided=1)
+    feeds = [RNG.standard_normal((2, t, 2)).astype(np.float32) for t in (1, 2, 3, 6, 17)]
+    tol = _dft_tolerance(32, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
+                                golden_dims={"t": [4, 9]})
+    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
+    executor = Executor(loaded.graph, NumpyBackend())
+    for f in feeds[1:]:
+        want = np.fft.irfft(f[..., 0].astype(np.float64) + 1j * f[..., 1], axis=1)
+        np.testing.assert_allclose(executor.run({"x": f})["y"][..., 0], want, rtol=tol[0],
+                                   atol=tol[1])
+    empty = {"x": np.zeros((2, 0, 2), np.float32)}
+    _onnxruntime_refuses(model, empty)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=r"node 'node/.* outside \[0, 0\)"):
+            Executor(loaded.graph, backend).run(dict(empty))
+
+
+def test_dft_of_a_run_time_length_along_the_first_axis(tmp_path, signer):
+    """A run-time signal axis that is not second to last: moved there and back."""
+    model = _dft_model(tmp_path, ("t", 3, 2), axis=0)
+    feeds = [RNG.standard_normal((t, 3, 2)).astype(np.float32) for t in (1, 6, 13)]
+    tol = _dft_tolerance(13, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
+                                golden_dims={"t": [4, 9]})
+    assert "transpose" in _ops(loaded)
+    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
+
+
+SPECTRA = {
+    "rfft": lambda x: torch.view_as_real(torch.fft.rfft(x, dim=-1)),
+    "rfft-ortho-magnitude": lambda x: torch.fft.rfft(x, dim=-1, norm="ortho").abs(),
+    "fft": lambda x: torch.view_as_real(torch.fft.fft(x, dim=-1)),
+    "irfft": lambda x: torch.fft.irfft(torch.fft.rfft(x, dim=-1), dim=-1),
+    "power": lambda x: torch.view_as_real(torch.fft.rfft(x, dim=1)).pow(2).sum(-1),
+}
+
+
+@pytest.mark.parametrize("name", SPECTRA)
+def test_torch_fft_of_a_run_time_length_from_the_dynamo_exporter(name, tmp_path, signer):
+    """torch.fft.rfft, fft and irfft over a run-time batch and length (the dynamo exporter
+    passes the length, and irfft's 2 * (n // 2), as dft_length from the input's Shape):
+    against onnxruntime on both backends and torch, odd and even lengths."""
+    fn = SPECTRA[name]
+    model = export_dynamic(Fn(fn), [torch.randn(2, 10)], tmp_path / "f.onnx", dynamo=True,
+                           names=["x"], dims=[{0: "batch", 1: "t"}], bounds={"t": (2, 4096)})
+    assert "DFT" in {n.op_type for n in onnx.load(model).graph.node}
+    feeds = [RNG.standard_normal((b, t)).astype(np.float32) for b, t in ((1, 2), (3, 7),
+                                                                         (2, 16), (1, 45))]
+    tol = _dft_tolerance(45, np.concatenate([f.reshape(-1) for f in feeds]))
+    if name == "power":  # squares: the tolerance of a product of two sums
+        tol = (tol[0], tol[1] * 45 * 4)
+    _, loaded = import_and_load(model, tmp_path / "f.pha", signer, tolerances=tol,
+                                golden_dims={"t": [10, 21]})
+    check_against_onnxruntime_and_torch(model, loaded, [{"x": f} for f in feeds], Fn(fn), tol)
+    if name == "irfft":  # one sample: a half spectrum of 1 bin, a transform of length 0
+        one = np.ones((2, 1), np.float32)
+        with pytest.raises(RuntimeError):
+            fn(torch.from_numpy(one))
+        _onnxruntime_refuses(model, {"x": one})
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            with pytest.raises(IndexRangeError, match=r"outside \[0, 0\)"):
+                Executor(loaded.graph, backend).run({"x": one})
+
+
 def test_dft_refusals_name_the_node(tmp_path):
     where = "node 'node' (DFT)"
     x = np.ones((2, 8, 1), np.float32)
@@ -359,7 +492,8 @@ def test_dft_refusals_name_the_node(tmp_path):
     model = _dft_model(tmp_path, (2, 8, 2), onesided=1)
     _onnxruntime_refuses(model, {"x": np.ones((2, 8, 2), np.float32)})
     assert_refused(model, UnsupportedModelError, where, "onesided=1 with complex input: only "
-                   "a real forward transform is one-sided")
+                   "a real forward transform or the inverse of a complex half spectrum is "
+                   "one-sided")
     model = _dft_model(tmp_path, (2, 8, 1), onesided=1, inverse=1)
     _onnxruntime_refuses(model, {"x": x})
     assert_refused(model, UnsupportedModelError, where, "onesided=1 with inverse=1: only")
@@ -370,9 +504,9 @@ def test_dft_refusals_name_the_node(tmp_path):
     _onnxruntime_refuses(model, {"x": x})
     assert_refused(model, ModelFileError, where, "axis 2 is the last dim of input shape "
                    "[2, 8, 1], which holds the real and imaginary parts")
-    assert_refused(_dft_model(tmp_path, (2, "t", 1)), UnsupportedModelError, where,
-                   "axis 1 of input shape [2, 't', 1] is a run-time dim: the signal length "
-                   "must be static")
+    assert_refused(_dft_model(tmp_path, (2, "t", 1), dft_length=16), UnsupportedModelError,
+                   where, "dft_length 16 along a run-time signal length 't': supported as the "
+                   "signal's own length only")
     assert_refused(_dft_model(tmp_path, (2, 8, 3)), UnsupportedModelError, where,
                    "input shape [2, 8, 3]: the last dim must be 1 (real) or 2 (complex)")
     ints = _dft_model(tmp_path, (2, 8, 1))
