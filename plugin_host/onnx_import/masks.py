@@ -1,7 +1,8 @@
 """ONNX ops that select by position, written as ``where`` over a mask: Trilu (torch's triu and
 tril, and the causal mask of scaled_dot_product_attention under the legacy exporter) and
-OneHot (one_hot); and EyeLike (torch.diagonal and torch.eye-like masks from the dynamo
-exporter), whose output depends only on its input's shape: a constant. Registered in
+OneHot (one_hot); and EyeLike (torch.diagonal and torch.eye-like masks from both exporters),
+whose output depends only on its input's shape: a constant, or over run-time dims a mask
+computed when the call runs. Registered in
 :data:`.ops.MAPPERS` on import; a Trilu or EyeLike of a constant folds (:func:`.fold.register`).
 """
 
@@ -138,9 +139,9 @@ def _one_hot(imp, node, attrs):
     imp.emit("where", [hit, on, off], [out])
 
 
-def _eye(shape: tuple, attrs: dict, like: np.dtype) -> np.ndarray:
-    """EyeLike's value: ones on diagonal ``k`` of a 2-D ``shape``, of ``dtype`` (an ONNX
-    element type; absent: the input's)."""
+def _eye_attrs(shape: tuple, attrs: dict, like: np.dtype) -> tuple[int, np.dtype]:
+    """EyeLike's diagonal ``k`` and output dtype (an ONNX element type; absent: the input's
+    ``like``), its input 2-D."""
     if len(shape) != 2:
         raise ModelFileError(f"EyeLike needs a 2-D input, got shape {list(shape)}")
     k = attrs.get("k", 0)
@@ -148,11 +149,15 @@ def _eye(shape: tuple, attrs: dict, like: np.dtype) -> np.ndarray:
         raise ModelFileError(f"attribute k={k!r} must be an integer")
     code = attrs.get("dtype")
     if code is None:
-        dtype = like
-    elif code in ONNX_DTYPES:
-        dtype = dtypes.to_numpy(ONNX_DTYPES[code])
-    else:
-        raise ModelFileError(f"attribute dtype={code!r} is not an ABI dtype")
+        return k, like
+    if code in ONNX_DTYPES:
+        return k, dtypes.to_numpy(ONNX_DTYPES[code])
+    raise ModelFileError(f"attribute dtype={code!r} is not an ABI dtype")
+
+
+def _eye(shape: tuple, attrs: dict, like: np.dtype) -> np.ndarray:
+    """EyeLike's value: ones on diagonal ``k`` of a 2-D static ``shape``."""
+    k, dtype = _eye_attrs(shape, attrs, like)
     return np.eye(*shape, k=max(min(k, shape[1]), -shape[0]), dtype=dtype)
 
 
@@ -161,9 +166,26 @@ register_fold("EyeLike", lambda ins, a, cap: [_eye(ins[0].shape, a, ins[0].dtype
 
 @maps("EyeLike")
 def _eye_like(imp, node, attrs):
-    """A constant: ones on diagonal k of the input's static 2-D shape."""
+    """A constant: ones on diagonal k of the input's static 2-D shape. Over run-time dims
+    (torch.diagonal of a run-time square, which both exporters write as a product with an
+    EyeLike and a sum): where each column's position less its row's is k, positions from
+    :func:`.run_time_sizes.run_time_arange` read from the input, cast to the dtype."""
     _only(imp, attrs, {"dtype": ..., "k": ...})
-    shape = imp.static_shape(node.input[0])
-    imp.check_size("its output", shape)
-    imp.set_const(node.output[0], _eye(shape, attrs,
-                                       dtypes.to_numpy(imp.type_of(node.input[0]).dtype)))
+    x = node.input[0]
+    t = imp.type_of(x)
+    like = dtypes.to_numpy(t.dtype)
+    if all(type(d) is int for d in t.shape):
+        shape = imp.static_shape(x)
+        imp.check_size("its output", shape)
+        imp.set_const(node.output[0], _eye(shape, attrs, like))
+        return
+    k, dtype = _eye_attrs(t.shape, attrs, like)
+    y = imp.tensor(x)
+    sources = {d: (y, a) for a, d in enumerate(t.shape) if type(d) is not int}
+    rows = run_time_arange(imp, [t.shape[0], 1], 0, sources)
+    cols = run_time_arange(imp, [1, t.shape[1]], 1, sources)
+    [diagonal] = imp.emit("sub", [cols, rows], [None], suffix="/diagonal")
+    [mask] = imp.emit("equal", [diagonal, imp.add_constant(np.array(k, np.int64),
+                                                            f"{node.output[0]}.k")],
+                      [None], suffix="/mask")
+    imp.emit("cast", [mask], [node.output[0]], {"dtype": dtypes.from_numpy(dtype)})

@@ -171,8 +171,9 @@ def _mod(a, b, fmod: bool):
 def _extremum(larger: bool):
     """Max (``larger``) or Min of two shape entries, where it is known at import: of ints, of
     a dim and itself (tf2onnx's Einsum takes the Max of both operands' batch dims), of a dim
-    and an int at most 0 (a size is never negative); anything else (``max(batch, 2)``) is left
-    to the call (:class:`LeftToTheCall`)."""
+    and an int at most 0 (a size is never negative), of two that differ by an int (the
+    dynamo exporter's length of torch.diagonal of a square at an offset, ``min(t, t - 1)``);
+    anything else (``max(batch, 2)``) is left to the call (:class:`LeftToTheCall`)."""
     def pick(a, b):
         if type(a) is int and type(b) is int:
             return max(a, b) if larger else min(a, b)
@@ -181,6 +182,9 @@ def _extremum(larger: bool):
         for d, n in ((a, b), (b, a)):
             if type(n) is int and n <= 0:
                 return d if larger else n
+        apart = dims.simplified(dims.sub(a, b))
+        if type(apart) is int:
+            return a if (apart >= 0) == larger else b
         raise LeftToTheCall
     return pick
 

@@ -1,6 +1,7 @@
 """Trilu (torch's triu and tril, the causal mask of scaled_dot_product_attention) and OneHot
 (one_hot) imported as ``where`` over a constant mask, and EyeLike (torch.diagonal) as a
-constant, compared with onnxruntime; a Trilu of a constant folds, one of a run-time k compares
+constant or, over run-time dims, a mask computed when the call runs, compared with
+onnxruntime; a Trilu of a constant folds, one of a run-time k compares
 positions with it; a run-time depth, and a shape or dtype the masks do not take, is refused
 naming the node."""
 
@@ -12,8 +13,8 @@ import pytest
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 
 from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
-                       check_on_both_backends, export, export_dynamic, import_and_load, onnx,
-                       torch)
+                       check_against_onnxruntime_and_torch, check_on_both_backends, export,
+                       export_dynamic, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(23)
@@ -326,6 +327,72 @@ def test_eye_like_matches_onnxruntime(attrs, const, tmp_path, signer):
     check_against_onnxruntime(model, loaded, feeds)
 
 
-def test_eye_like_of_a_run_time_shape_is_refused_naming_the_node(tmp_path):
-    assert_refused(_eye_model(tmp_path, ("n", 4)), UnsupportedModelError,
-                   "node 'node' (EyeLike)", "needs a static shape here, got ('n', 4)")
+def _eye_run_time_model(tmp_path, shape, **attrs):
+    """``y = x * Cast(EyeLike(x), float)``, x of ``shape`` (run-time dims among them)."""
+    nodes = [helper.make_node("EyeLike", ["x"], ["e"], name="node", **attrs),
+             helper.make_node("Cast", ["e"], ["f"], name="cast", to=TP.FLOAT),
+             helper.make_node("Mul", ["x", "f"], ["y"], name="mul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT,
+                                                                         list(shape))],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))])
+    path = tmp_path / "eye.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("shape", [("n", 4), (3, "m"), ("n", "m"), ("n", "n")])
+@pytest.mark.parametrize("attrs", [{}, {"k": 1}, {"k": -2}, {"k": 9}, {"dtype": TP.INT64,
+                                                                      "k": 2},
+                                   {"dtype": TP.INT32, "k": -1}])
+def test_eye_like_of_a_run_time_shape_matches_onnxruntime(attrs, shape, tmp_path, signer):
+    """Over run-time dims the mask is computed when the call runs: sizes 0 to 6, on both
+    backends."""
+    model = _eye_run_time_model(tmp_path, shape, **attrs)
+    golden = {d: [3, 5] for d in shape if type(d) is str}
+    _, loaded = import_and_load(model, tmp_path / "e.pha", signer, golden_dims=golden)
+    assert "equal" in {n.op for n in loaded.graph.nodes}
+    sizes = {"n": (0, 1, 4, 6), "m": (2, 0, 6, 5)}
+    feeds = [{"x": RNG.standard_normal([d if type(d) is int else sizes[d][i] for d in shape])
+              .astype(np.float32)} for i in range(4)]
+    check_on_both_backends(model, loaded, feeds)
+
+
+class _RunTimeDiagonals(torch.nn.Module):
+    def forward(self, x):
+        return torch.cat([torch.diagonal(x), torch.diagonal(x, 1), torch.diagonal(x, -2)])
+
+
+class _BatchedDiagonal(torch.nn.Module):
+    def forward(self, x):
+        return torch.diagonal(x @ x.transpose(1, 2), dim1=1, dim2=2)
+
+
+@pytest.mark.parametrize("module, dims, shapes", [
+    (_RunTimeDiagonals, {0: "t", 1: "t"}, [(1, 1), (2, 2), (3, 3), (7, 7)]),
+    (_BatchedDiagonal, {0: "b", 1: "t"}, [(1, 1, 3), (2, 5, 3), (3, 8, 3)])],
+    ids=["offsets", "batched"])
+def test_torch_diagonal_of_run_time_dims_matches_onnxruntime_and_torch(module, dims, shapes,
+                                                                       tmp_path, signer):
+    """torch.diagonal of a run-time square (the dynamo exporter: an EyeLike of the square, a
+    product and a sum, and the offset diagonals' lengths as the Min of the square's dims less
+    the offset) against onnxruntime on both backends and torch."""
+    first = torch.randn(*[6 if a in dims else d for a, d in enumerate(shapes[0])])
+    model = export_dynamic(module(), [first], tmp_path / "d.onnx", dynamo=True, names=["x"],
+                           dims=[dims])
+    assert "EyeLike" in {n.op_type for n in onnx.load(model).graph.node}
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer,
+                                golden_dims={d: [4, 6] for d in dims.values()})
+    check_against_onnxruntime_and_torch(
+        model, loaded, [{"x": RNG.standard_normal(s).astype(np.float32)} for s in shapes],
+        module(), 1e-5)
+
+
+def test_legacy_torch_diagonal_of_a_run_time_square_is_refused(tmp_path):
+    """The legacy exporter writes an If on whether the diagonal is empty: a condition known
+    only when the call runs."""
+    model = export_dynamic(_BatchedDiagonal(), [torch.randn(2, 6, 3)], tmp_path / "d.onnx",
+                           dynamo=False, names=["x"], dims=[{1: "t"}])
+    assert_refused(model, UnsupportedModelError, "node '/Equal' (Equal)",
+                   "Equal of 't' and 0 in a shape holding run-time dims is known only at run "
+                   "time")
