@@ -202,7 +202,40 @@ def has_dim(imp, d) -> bool:
     """Whether :func:`run_time_mask` can carry the run-time dim ``d``."""
     return dim_source(imp, d) is not None or _derived(imp, d) is not None or \
         _summands(imp, d) is not None or _factors(imp, d) is not None or \
-        _difference(imp, d) is not None
+        _difference(imp, d) is not None or _carried_prefix(imp, d) is not None
+
+
+def prefix(d) -> tuple[str, int] | None:
+    """``(x, c)`` where ``d`` is the ABI's name of the first c >= 1 entries of a run-time dim
+    x, ``slice(x,0,c,1)``: min(x, c), what :func:`.symbolic.evaluate` makes of a Min of a dim
+    and an int (``x.topk(min(300, x.shape[1]))``, a detector's count of queries). None
+    otherwise."""
+    if type(d) is not str or not d.startswith("slice(") or not d.endswith(")"):
+        return None
+    parts = d[len("slice("):-1].rsplit(",", 3)
+    if len(parts) != 4:
+        return None
+    x, start, end, step = parts
+    if start != "0" or step != "1" or not end.isdigit():
+        return None
+    return (x, int(end)) if int(end) >= 1 and dims.slice_len(x, 0, int(end), 1) == d else None
+
+
+def _carried_prefix(imp, d) -> tuple[str, int] | None:
+    """:func:`prefix` of ``d`` where a mask carries its x."""
+    found = prefix(d)
+    return found if found is not None and has_dim(imp, found[0]) else None
+
+
+def _prefix_source(imp, d) -> tuple[str, int] | None:
+    """A 1-D tensor of the :func:`prefix` dim ``d``: x's mask, its first c entries."""
+    found = _carried_prefix(imp, d)
+    if found is None:
+        return None
+    x, c = found
+    [y] = imp.emit("slice", [run_time_mask(imp, [x])], [None],
+                   {"starts": [0], "ends": [c], "axes": [0]}, suffix=f".{x}.first{c}")
+    return y, 0
 
 
 def _difference(imp, d) -> tuple | None:
@@ -331,7 +364,8 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
         if type(d) is int:
             continue
         known = (sources or {}).get(d) or dim_source(imp, d) or _derived_source(imp, d) or \
-            _summed_source(imp, d) or _product_source(imp, d) or _difference_source(imp, d)
+            _summed_source(imp, d) or _product_source(imp, d) or \
+            _difference_source(imp, d) or _prefix_source(imp, d)
         if known is None:
             raise imp.unsupported(f"shape {dims}: run-time dim {d!r} is a dim of no tensor of "
                                   f"the graph so far, so it cannot be read when the call runs")

@@ -173,7 +173,9 @@ def _extremum(larger: bool):
     a dim and itself (tf2onnx's Einsum takes the Max of both operands' batch dims), of a dim
     and an int at most 0 (a size is never negative), of two that differ by an int (the
     dynamo exporter's length of torch.diagonal of a square at an offset, ``min(t, t - 1)``);
-    anything else (``max(batch, 2)``) is left to the call (:class:`LeftToTheCall`)."""
+    Min of a dim and an int n >= 1 is the ABI's dim of the dim's first n entries,
+    ``slice(t,0,n,1)`` (``x.topk(min(300, x.shape[1]))``); anything else (``max(batch, 2)``)
+    is left to the call (:class:`LeftToTheCall`)."""
     def pick(a, b):
         if type(a) is int and type(b) is int:
             return max(a, b) if larger else min(a, b)
@@ -182,6 +184,8 @@ def _extremum(larger: bool):
         for d, n in ((a, b), (b, a)):
             if type(n) is int and n <= 0:
                 return d if larger else n
+            if type(n) is int and not larger:  # its first n entries (run_time_sizes.prefix)
+                return dims.slice_len(d, 0, n, 1)
         apart = dims.simplified(dims.sub(a, b))
         if type(apart) is int:
             return a if (apart >= 0) == larger else b

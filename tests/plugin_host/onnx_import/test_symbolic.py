@@ -18,8 +18,9 @@ from plugin_host.onnx_import import build_onnx_artifact, import_onnx
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (check_against_onnxruntime, check_on_both_backends, export_dynamic,
-                       import_and_load, onnx, onnxruntime_outputs, refused_on_every_side, torch)
+from .conftest import (Fn, check_against_onnxruntime, check_against_onnxruntime_and_torch,
+                       check_on_both_backends, export_dynamic, import_and_load, onnx,
+                       onnxruntime_outputs, refused_on_every_side, torch)
 
 F = torch.nn.functional
 
@@ -972,6 +973,29 @@ def test_max_and_min_of_a_run_time_dim_are_evaluated_where_known(op, other, know
     rng = np.random.default_rng(3)
     check_on_both_backends(model, loaded, [
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])
+
+
+#: Min of the length and an int, used as a size: a slice's end, a shape, a Range's limit
+AT_MOST = {
+    "slice": lambda x: x[:, :min(x.shape[1], 5)] * 2,
+    "zeros": lambda x: x[:, :4].sum() + torch.zeros(x.shape[0], min(x.shape[1], 4)),
+    "arange": lambda x: x[:, :1] * torch.arange(min(x.shape[1], 4)),
+}
+
+
+@pytest.mark.parametrize("name", AT_MOST)
+def test_min_of_a_dim_and_an_int_is_its_first_entries(name, tmp_path, signer):
+    """``min(t, n)`` (the dynamo exporter's Min of the length and an int) is the ABI's dim of
+    the length's first n entries, ``slice(t,0,n,1)``, carried by the length's mask cut to n:
+    against onnxruntime on both backends and torch at lengths below, at and above n."""
+    fn = AT_MOST[name]
+    model = export_dynamic(Fn(fn), [torch.randn(2, 10)], tmp_path / "m.onnx", dynamo=True,
+                           names=["x"], dims=[{1: "t"}], bounds={"t": (4, 4096)})
+    assert "Min" in {n.op_type for n in onnx.load(model).graph.node}
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_dims={"t": [4, 9]})
+    feeds = [{"x": np.random.default_rng(t).standard_normal((2, t)).astype(np.float32)}
+             for t in (2, 3, 4, 5, 6, 11)]
+    check_against_onnxruntime_and_torch(model, loaded, feeds, Fn(fn), 1e-6)
 
 
 def test_shape_arithmetic_is_capped_like_constant_folding(tmp_path):
