@@ -19,10 +19,11 @@ by ``unflatten`` and ``concat``.
 
 Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)`` and 1
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
-needs a static batch). Refused, naming the node and what: peepholes (``P``), a
-``sequence_lens`` other than a constant equal to the sequence length, ``clip``, activations
-other than the defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1``, a
-``sequence_lens`` with a run-time sequence length, and more than
+needs a static batch); ``sequence_lens`` over a static length (torch's packed sequences
+under the legacy exporter): each step's states kept and its output 0 where a sequence is
+shorter (:meth:`_Rnn.masked`). Refused, naming the node and what: peepholes (``P``),
+``clip``, activations other than the defaults (an RNN's: Tanh or Relu per direction),
+``input_forget=1``, a ``sequence_lens`` with a run-time sequence length, and more than
 :data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS` in the model (so a file cannot
 make the importer write millions of nodes).
 """
@@ -107,9 +108,19 @@ class _Rnn:
         if lens and self.sequence:
             raise imp.unsupported(f"sequence_lens {lens!r} is not supported with a run-time "
                                   f"sequence length {self.steps!r}")
+        #: sequence_lens (each sequence's length in the batch) where it can differ from the
+        #: sequence length: each step masked (:meth:`masked`); None where absent or all full
+        self.lens = None
         if lens and not (imp.is_const(lens) and np.all(imp.const(lens) == self.steps)):
-            raise imp.unsupported(f"sequence_lens {lens!r} is not supported (only absent or a "
-                                  f"constant equal to the sequence length {self.steps})")
+            t = imp.type_of(lens)
+            if t.dtype not in ("int32", "int64") or len(t.shape) != 1 or (
+                    type(t.shape[0]) is int and type(self.batch) is int
+                    and t.shape[0] != self.batch):
+                raise imp.unsupported(f"sequence_lens {lens!r} of {t.dtype} {list(t.shape)}: "
+                                      f"needs one integer per sequence of the batch "
+                                      f"({self.batch!r})")
+            self.lens = lens
+        self._valid: dict[int, str] = {}
         gates = _GATES[op]
         w, r = imp.const(node.input[1], "W"), imp.const(node.input[2], "R")
         hidden = r.shape[-1] if r.ndim == 3 else None
@@ -129,6 +140,42 @@ class _Rnn:
 
     def constant(self, array: np.ndarray, what: str) -> str:
         return self.imp.add_constant(array, f"{self.imp.node_name}{what}")
+
+    def valid(self, t: int) -> str:
+        """The bool ``(batch, 1)`` mask of the sequences at least ``t + 1`` long. The lengths
+        are read once through a ``gather_elements`` from ``arange(steps + 1)``: a length
+        outside [0, steps], which onnxruntime refuses, is an IndexRangeError naming the
+        node."""
+        imp = self.imp
+        if not self._valid:
+            lens = imp.tensor(self.lens)
+            if imp.types[lens].dtype != "int64":
+                [lens] = imp.emit("cast", [lens], [None], {"dtype": "int64"}, suffix=".lens")
+            counts = self.constant(np.arange(self.steps + 1, dtype=np.int64), ".lengths")
+            [lens] = imp.emit("gather_elements", [counts, lens], [None], {"axis": 0},
+                              suffix=".lens_checked")
+            [self._lens] = imp.emit("reshape", [lens], [None], {"shape": [-1, 1]},
+                                    suffix=".lens_column")
+        if t not in self._valid:
+            [self._valid[t]] = imp.emit(
+                "greater", [self._lens, self.constant(np.array([[t]], np.int64), f".step{t}")],
+                [None], suffix=f".valid{t}")
+        return self._valid[t]
+
+    def masked(self, t: int, s: str, new: list[str], old: list[str]) -> tuple[str, list[str]]:
+        """Step ``t``'s output and the states after it, ``new`` computed from ``old``: as they
+        are without sequence_lens; with it, where a sequence is shorter than t + 1 the states
+        stay ``old`` and the output is 0, as ONNX says (so the reverse direction starts at
+        each sequence's own last step, and the final states are each sequence's last valid
+        ones)."""
+        if self.lens is None:
+            return new[0], new
+        imp, valid = self.imp, self.valid(t)
+        kept = [imp.emit("where", [valid, n, o], [None], suffix=f"{s}.t{t}.keep{k}")[0]
+                for k, (n, o) in enumerate(zip(new, old))]
+        zero = imp.add_constant(np.zeros((), self.w.dtype), f"{imp.node_name}.zero")
+        [y] = imp.emit("where", [valid, new[0], zero], [None], suffix=f"{s}.t{t}.y_valid")
+        return y, kept
 
     def inputs(self, name: str, tag: str) -> list[str]:
         """The time steps of ``name`` (X or a projection of it, ``(seq, batch, k)``, layout 1
@@ -282,9 +329,9 @@ def _lstm(imp, node, attrs):
                                 f"{s}.bias_hh")
         h, c, hs = h0[d], c0[d], [None] * rnn.steps
         for t in rnn.order(s):
-            h, c = imp.emit("lstm_cell", [xs[t], h, c, w_ih, w_hh, b_ih, b_hh], [None, None],
+            step = imp.emit("lstm_cell", [xs[t], h, c, w_ih, w_hh, b_ih, b_hh], [None, None],
                             suffix=f"{s}.t{t}")
-            hs[t] = h
+            hs[t], (h, c) = rnn.masked(t, s, step, [h, c])
         ys.append(hs)
         finals_h.append(h)
         finals_c.append(c)
@@ -344,8 +391,8 @@ def _gru(imp, node, attrs):
                 reset = step("linear", [step("mul", [r, h]), w_h[1], b_h[1]])
             n = step("tanh", [step("add", [gx_n, reset])])
             # h' = (1 - z) * n + z * h, as ONNX writes it
-            h = step("add", [step("mul", [step("sub", [one, z]), n]), step("mul", [z, h])])
-            hs[t] = h
+            hs[t], [h] = rnn.masked(t, s, [step("add", [step("mul", [step("sub", [one, z]), n]),
+                                                       step("mul", [z, h])])], [h])
         ys.append(hs)
         finals.append(h)
     rnn.outputs(ys, [finals])
@@ -382,8 +429,7 @@ def _rnn(imp, node, attrs):
             else:
                 [gh] = imp.emit("linear", [h, w_h, b_h], [None], suffix=f"{s}.t{t}.h")
             [pre] = imp.emit("add", [xs[t], gh], [None], suffix=f"{s}.t{t}.add")
-            [h] = imp.emit(act, [pre], [None], suffix=f"{s}.t{t}")
-            hs[t] = h
+            hs[t], [h] = rnn.masked(t, s, imp.emit(act, [pre], [None], suffix=f"{s}.t{t}"), [h])
         ys.append(hs)
         finals.append(h)
     rnn.outputs(ys, [finals])

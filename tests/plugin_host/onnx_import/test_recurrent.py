@@ -1,8 +1,9 @@
 """ONNX LSTM, GRU and RNN, unrolled over time: torch's nn.LSTM, nn.GRU and nn.RNN (tanh and
 relu) exported with both exporters (batch_first or not, 1 and 2 layers, one and two
 directions, with and without initial states, sequence lengths 1 and 5) match onnxruntime;
-hand-written ones cover what torch never writes (layout 1, reverse, linear_before_reset=0, a
-constant sequence_lens); the weights are stored once whatever the length; state carried by
+hand-written ones cover what torch never writes (layout 1, reverse, linear_before_reset=0,
+sequence_lens constant or given when the call runs, as torch's packed sequences under the
+legacy exporter give it); the weights are stored once whatever the length; state carried by
 the executor across calls continues the sequence; and what is not unrolled is refused naming
 the node and the attribute. An LSTM, GRU or RNN over a sequence whose length is known only at
 run time is one ABI ``lstm``, ``gru`` or ``rnn`` per direction instead, checked against
@@ -17,6 +18,7 @@ import sys
 import numpy as np
 import pytest
 
+from abi.errors import IndexRangeError
 from plugin_host.errors import UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx, recurrent
@@ -256,6 +258,91 @@ def test_hand_written_rnn_matches_onnxruntime(op, kwargs, tmp_path, signer):
                                        atol=1e-5, err_msg=name)
 
 
+def _with_lengths(path, batch):
+    """The model at ``path`` with sequence_lens 'lens' a graph input: int32, one per sequence."""
+    model = onnx.load(path)
+    model.graph.input.append(helper.make_tensor_value_info("lens", TP.INT32, [batch]))
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_sequence_lens_matches_onnxruntime(op, direction, tmp_path, signer):
+    """Each sequence of the batch its own length (0 to the whole 4 steps), given when the
+    call runs: past it the output is 0 and the states stay, the final states each
+    sequence's last valid ones, and the reverse direction starts at each one's own last step;
+    against onnxruntime on both backends. A length outside [0, 4] is refused by onnxruntime
+    and, naming the node, by both backends."""
+    outputs = ("Y", "Y_h", "Y_c") if op == "LSTM" else ("Y", "Y_h")
+    path = _with_lengths(_rnn_model(tmp_path / "m.onnx", op, steps=4, batch=3,
+                                    direction=direction, inputs=("X", "W", "R", "B", "lens"),
+                                    outputs=outputs), 3)
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+    rng = np.random.default_rng(5)
+    feeds = [{"X": rng.standard_normal((4, 3, 4)).astype(np.float32),
+              "lens": np.array(lens, np.int32)}
+             for lens in ([4, 2, 1], [0, 4, 3], [4, 4, 4], [0, 0, 0])]
+    check_on_both_backends(path, loaded, feeds)
+    for bad in ([5, 1, 1], [2, -1, 1]):
+        feed = {"X": feeds[0]["X"], "lens": np.array(bad, np.int32)}
+        with pytest.raises(Exception) as info:
+            onnxruntime_outputs(path, feed)
+        assert type(info.value).__module__.startswith("onnxruntime")
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            with pytest.raises(IndexRangeError, match=r"node 'rnn.*outside \[0, 5\)"):
+                Executor(loaded.graph, backend).run(dict(feed))
+
+
+def test_constant_sequence_lens_matches_onnxruntime(tmp_path, signer):
+    lens = helper.make_tensor("lens", TP.INT32, [2], [3, 1])
+    path = _rnn_model(tmp_path / "m.onnx", "GRU", direction="bidirectional", extra=[lens],
+                      inputs=("X", "W", "R", "B", "lens"))
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+    rng = np.random.default_rng(6)
+    check_on_both_backends(path, loaded, _feeds(["X"], [(3, 2, 4)], rng))
+
+
+class _Packed(nn.Module):
+    """A bidirectional LSTM over padded sequences of their own lengths (torch's packed
+    sequences), padded back to the input's length."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(INPUT, HIDDEN, batch_first=True, bidirectional=True)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        y, (h, _) = self.lstm(packed)
+        y, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+        return y, h
+
+
+def test_torch_packed_sequences_match_onnxruntime_and_torch(tmp_path, signer):
+    """The legacy exporter's packed LSTM (the batch sorted by length with a TopK, the LSTM's
+    sequence_lens, the order restored), under a run-time batch: against onnxruntime on both
+    backends and torch."""
+    lengths = torch.tensor([6, 2, 4])
+    module = _Packed().eval()
+    model = export_dynamic(module, [torch.randn(3, 6, INPUT), lengths], tmp_path / "p.onnx",
+                           dynamo=False, names=["x", "lengths"],
+                           dims=[{0: "batch"}, {0: "batch"}], outputs=("y", "h"))
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    rng = np.random.default_rng(8)
+    feeds = [{"x": rng.standard_normal((len(lens), 6, INPUT)).astype(np.float32),
+              "lengths": np.array(lens, np.int64)}
+             for lens in ([6, 2, 4], [1, 1], [6, 6, 6, 3], [5])]
+    check_on_both_backends(model, loaded, feeds)
+    executor = Executor(loaded.graph, NumpyBackend())
+    for feed in feeds:
+        got = executor.run(dict(feed))
+        with torch.no_grad():
+            y, h = module(torch.from_numpy(feed["x"]), torch.from_numpy(feed["lengths"]))
+        np.testing.assert_allclose(got["y"], y.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got["h"], h.numpy(), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"inputs": ("X", "W", "R", "B", "", "", "", "P")}, r"peepholes \(input P 'P'\)"),
     ({"steps": recurrent.MAX_STEPS + 1}, rf"sequence length {recurrent.MAX_STEPS + 1} is "
@@ -268,7 +355,8 @@ def test_hand_written_rnn_matches_onnxruntime(op, kwargs, tmp_path, signer):
     ({"input_forget": 1}, r"attribute input_forget=1"),
     ({"layout": 2}, r"attribute layout=2"),
     ({"direction": "sideways"}, r"attribute direction='sideways'"),
-    ({"inputs": ("X", "W", "R", "B", "lens")}, r"sequence_lens 'lens'"),
+    ({"inputs": ("X", "W", "R", "B", "lensf")}, r"sequence_lens 'lensf' of float32 \[2\]: "
+                                                r"needs one integer per sequence"),
     ({"op": "GRU", "linear_before_reset": 2}, r"attribute linear_before_reset=2"),
     ({"op": "GRU", "batch": "n"}, r"initial_h is absent \(zeros\) but the batch 'n'"),
     ({"inputs": ("Xc", "W", "R")}, r"input X 'Xc' is a constant"),
@@ -279,14 +367,15 @@ def test_hand_written_rnn_matches_onnxruntime(op, kwargs, tmp_path, signer):
      r"attribute activations=\['Tanh'\]"),
     ({"op": "RNN", "clip": 1.0}, r"attribute clip=1\.0"),
 ], ids=["peepholes", "too-long", "run-time-length-lens", "clip", "activations", "input-forget",
-        "layout", "direction", "lens-not-full", "linear-before-reset", "zeros-symbolic-batch",
+        "layout", "direction", "lens-float", "linear-before-reset", "zeros-symbolic-batch",
         "constant-x", "rnn-activation", "rnn-activations-per-direction", "rnn-clip"])
 def test_refused_naming_node_and_attribute(kwargs, message, tmp_path):
     kwargs = dict(kwargs)
     op = kwargs.pop("op", "LSTM")
     lens = helper.make_tensor("lens", TP.INT32, [2], [3, 2])
+    lensf = helper.make_tensor("lensf", TP.FLOAT, [2], [3, 2])
     xc = helper.make_tensor("Xc", TP.FLOAT, [3, 2, 4], [0.5] * 24)
-    path = _rnn_model(tmp_path / "m.onnx", op, extra=[lens, xc], **kwargs)
+    path = _rnn_model(tmp_path / "m.onnx", op, extra=[lens, lensf, xc], **kwargs)
     with pytest.raises(UnsupportedModelError, match=message) as info:
         import_onnx(path)
     assert info.value.node == "rnn" and info.value.op == op
