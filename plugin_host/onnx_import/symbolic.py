@@ -171,7 +171,8 @@ def _mod(a, b, fmod: bool):
 def _extremum(larger: bool):
     """Max (``larger``) or Min of two shape entries, where it is known at import: of ints, of
     a dim and itself (tf2onnx's Einsum takes the Max of both operands' batch dims), of a dim
-    and an int at most 0 (a size is never negative), of two that differ by an int (the
+    and an int at most 0 (a size is never negative; ``max(0, 8 - t)`` of a difference that
+    may be negative, :func:`maybe_negative`, is not known), of two that differ by an int (the
     dynamo exporter's length of torch.diagonal of a square at an offset, ``min(t, t - 1)``);
     Min of a dim and an int n >= 1 is the ABI's dim of the dim's first n entries,
     ``slice(t,0,n,1)`` (``x.topk(min(300, x.shape[1]))``); anything else (``max(batch, 2)``)
@@ -182,7 +183,7 @@ def _extremum(larger: bool):
         if a == b:
             return a
         for d, n in ((a, b), (b, a)):
-            if type(n) is int and n <= 0:
+            if type(n) is int and n <= 0 and not maybe_negative(d):
                 return d if larger else n
             if type(n) is int and not larger:  # its first n entries (run_time_sizes.prefix)
                 return dims.slice_len(d, 0, n, 1)

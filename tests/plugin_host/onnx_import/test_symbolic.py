@@ -998,6 +998,22 @@ def test_min_of_a_dim_and_an_int_is_its_first_entries(name, tmp_path, signer):
     check_against_onnxruntime_and_torch(model, loaded, feeds, Fn(fn), 1e-6)
 
 
+def test_max_of_zero_and_a_difference_that_may_be_negative_is_left_to_the_call(tmp_path):
+    """``F.pad(x, (0, max(0, 8 - t)))``, a pad to at least 8 steps: ``8 - t`` is negative
+    past 8, where the Max is 0. It was taken as ``8 - t`` (the rule for a size, which is
+    never negative), which cropped a longer input to 8 steps; now the Max is computed when
+    the call runs and the Pad, whose pads must be known at import, is refused naming it."""
+    model = export_dynamic(Fn(lambda x: F.pad(x, (0, max(0, 8 - x.shape[1])))),
+                           [torch.randn(2, 5)], tmp_path / "p.onnx", dynamo=True, names=["x"],
+                           dims=[{1: "t"}])
+    assert "Max" in {n.op_type for n in onnx.load(model).graph.node}
+    [y] = onnxruntime_outputs(model, {"x": np.ones((2, 12), np.float32)}).values()
+    assert y.shape == (2, 12)
+    with pytest.raises(UnsupportedModelError) as info:
+        import_onnx(model)
+    assert "(Pad)" in str(info.value) and "computed at run time" in str(info.value)
+
+
 def test_shape_arithmetic_is_capped_like_constant_folding(tmp_path):
     """A hostile chain broadcasting the run-time shape against a large constant is refused
     before it builds a huge object array."""
