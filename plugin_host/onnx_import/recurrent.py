@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ModelFileError
 from .ops import _only, _opt, _scalar, maps
 
 __all__ = ["MAX_STEPS", "MAX_TOTAL_STEPS"]
@@ -119,8 +120,13 @@ class _Rnn:
                 raise imp.unsupported(f"sequence_lens {lens!r} of {t.dtype} {list(t.shape)}: "
                                       f"needs one integer per sequence of the batch "
                                       f"({self.batch!r})")
+            if imp.is_const(lens) and not np.all((imp.const(lens) >= 0)
+                                                 & (imp.const(lens) <= self.steps)):
+                raise ModelFileError(f"sequence_lens {imp.const(lens).tolist()} must be in "
+                                     f"[0, {self.steps}], the sequence length")
             self.lens = lens
         self._valid: dict[int, str] = {}
+        self._lens: str | None = None  # the lengths as (batch, 1), read once (:meth:`valid`)
         gates = _GATES[op]
         w, r = imp.const(node.input[1], "W"), imp.const(node.input[2], "R")
         hidden = r.shape[-1] if r.ndim == 3 else None
@@ -147,7 +153,7 @@ class _Rnn:
         outside [0, steps], which onnxruntime refuses, is an IndexRangeError naming the
         node."""
         imp = self.imp
-        if not self._valid:
+        if self._lens is None:
             lens = imp.tensor(self.lens)
             if imp.types[lens].dtype != "int64":
                 [lens] = imp.emit("cast", [lens], [None], {"dtype": "int64"}, suffix=".lens")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from abi.errors import IndexRangeError
-from plugin_host.errors import UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx, recurrent
 from plugins.numpy_backend import NumpyBackend
@@ -301,6 +301,12 @@ def test_constant_sequence_lens_matches_onnxruntime(tmp_path, signer):
     _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
     rng = np.random.default_rng(6)
     check_on_both_backends(path, loaded, _feeds(["X"], [(3, 2, 4)], rng))
+    long = helper.make_tensor("lens", TP.INT32, [2], [3, 4])
+    path = _rnn_model(tmp_path / "long.onnx", "GRU", extra=[long],
+                      inputs=("X", "W", "R", "B", "lens"))
+    with pytest.raises(ModelFileError, match=r"node 'rnn' \(GRU\): sequence_lens \[3, 4\] "
+                       r"must be in \[0, 3\]"):
+        import_onnx(path)
 
 
 class _Packed(nn.Module):
