@@ -13,7 +13,7 @@ from ..errors import ModelFileError
 from . import symbolic
 from .fold import FAR, axis_in, int_vector, one_value
 from .ops import _flags, _only, _opt, _scalar, maps
-from .run_time_sizes import has_dim, prefix, sizes_like
+from .run_time_sizes import has_dim, sizes_like
 
 
 _REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "ReduceMin": "amin",
@@ -187,10 +187,7 @@ def _first_of_the_sorted(imp, node, axis: int, size, largest: int) -> bool:
     (a ``slice`` whose end is read from the mask when the call runs). False where k is none
     such, for the refusal that names it."""
     k = symbolic.entries(imp.sym[node.input[1]].reshape(-1))[0]
-    first = prefix(k)  # min(k, size): at most the size
-    if type(k) is int or not has_dim(imp, k) or (
-            (first is None or not dims.known_equal(first[0], size))
-            and symbolic.maybe_negative(dims.sub(size, k))):
+    if type(k) is int or not has_dim(imp, k) or symbolic.maybe_negative(dims.sub(size, k)):
         return False
     rank = len(imp.type_of(node.input[0]).shape)
     whole = imp.emit("topk", [imp.tensor(node.input[0])], [None] * len(node.output),

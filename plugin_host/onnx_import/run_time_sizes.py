@@ -205,30 +205,14 @@ def has_dim(imp, d) -> bool:
         _difference(imp, d) is not None or _carried_prefix(imp, d) is not None
 
 
-def prefix(d) -> tuple[str, int] | None:
-    """``(x, c)`` where ``d`` is the ABI's name of the first c >= 1 entries of a run-time dim
-    x, ``slice(x,0,c,1)``: min(x, c), what :func:`.symbolic.evaluate` makes of a Min of a dim
-    and an int (``x.topk(min(300, x.shape[1]))``, a detector's count of queries). None
-    otherwise."""
-    if type(d) is not str or not d.startswith("slice(") or not d.endswith(")"):
-        return None
-    parts = d[len("slice("):-1].rsplit(",", 3)
-    if len(parts) != 4:
-        return None
-    x, start, end, step = parts
-    if start != "0" or step != "1" or not end.isdigit():
-        return None
-    return (x, int(end)) if int(end) >= 1 and dims.slice_len(x, 0, int(end), 1) == d else None
-
-
 def _carried_prefix(imp, d) -> tuple[str, int] | None:
-    """:func:`prefix` of ``d`` where a mask carries its x."""
-    found = prefix(d)
+    """:func:`.symbolic.prefix` of ``d`` where a mask carries its x."""
+    found = symbolic.prefix(d)
     return found if found is not None and has_dim(imp, found[0]) else None
 
 
 def _prefix_source(imp, d) -> tuple[str, int] | None:
-    """A 1-D tensor of the :func:`prefix` dim ``d``: x's mask, its first c entries."""
+    """A 1-D tensor of the :func:`.symbolic.prefix` dim ``d``: x's mask, its first c entries."""
     found = _carried_prefix(imp, d)
     if found is None:
         return None

@@ -72,11 +72,28 @@ def maybe_negative(d) -> bool:
     return not terms and const <= -1
 
 
+def prefix(d) -> tuple[str, int] | None:
+    """``(x, c)`` where ``d`` is the ABI's name of the first c >= 1 entries of a run-time dim
+    x, ``slice(x,0,c,1)``: min(x, c), what :func:`evaluate` makes of a Min of a dim
+    and an int (``x.topk(min(300, x.shape[1]))``, a detector's count of queries). None
+    otherwise."""
+    if type(d) is not str or not d.startswith("slice(") or not d.endswith(")"):
+        return None
+    parts = d[len("slice("):-1].rsplit(",", 3)
+    if len(parts) != 4:
+        return None
+    x, start, end, step = parts
+    if start != "0" or step != "1" or not end.isdigit():
+        return None
+    return (x, int(end)) if int(end) >= 1 and dims.slice_len(x, 0, int(end), 1) == d else None
+
+
 def _bound(d, lower: bool) -> tuple[Fraction, dict[tuple, Fraction]]:
     """A bound of ``d`` from below (``lower``) or above, linear in its terms that are no floor
     quotient (each a size: not negative), as an int and each term's coefficient: a quotient
     ``x // s`` (``s`` > 0) lies in [(x - s + 1) / s, x / s], ``x`` bounded the same way (so
-    ``h - 2*(h//2)`` is at least ``h - 2*h/2``, 0), like terms added up first."""
+    ``h - 2*(h//2)`` is at least ``h - 2*h/2``, 0), and a :func:`prefix`, min(x, c), is at
+    most x (``t - min(t, 5)`` is at least 0); like terms added up first."""
     const, flat = _flat_sum(d)
     grouped: dict[tuple, int] = {}  # like terms added up first: 2*q - q is q, not 2*q less q
     for coefficient, names in flat:
@@ -85,6 +102,14 @@ def _bound(d, lower: bool) -> tuple[Fraction, dict[tuple, Fraction]]:
     for names, coefficient in grouped.items():
         if not coefficient:
             continue
+        if len(names) == 1 and (coefficient > 0) != lower:
+            first = prefix(names[0])  # min(x, c) is at most x: bounded above by x's bound
+            if first is not None:
+                inner_const, inner = _bound(first[0], lower=False)
+                total += coefficient * inner_const
+                for names_in, c in inner.items():
+                    out[names_in] = out.get(names_in, 0) + coefficient * c
+                continue
         quotient = dims.whole_quotient(dims.product(names)) if len(names) == 1 else None
         if quotient is None:
             out[names] = out.get(names, 0) + coefficient
@@ -185,7 +210,7 @@ def _extremum(larger: bool):
         for d, n in ((a, b), (b, a)):
             if type(n) is int and n <= 0 and not maybe_negative(d):
                 return d if larger else n
-            if type(n) is int and not larger:  # its first n entries (run_time_sizes.prefix)
+            if type(n) is int and not larger:  # its first n entries (prefix)
                 return dims.slice_len(d, 0, n, 1)
         apart = dims.simplified(dims.sub(a, b))
         if type(apart) is int:
