@@ -164,6 +164,12 @@ def dft_matrices(length: int, signal: int, bins: int, inverse: bool, *,
     return np.cos(theta) * scale, np.sin(theta) * scale
 
 
+def _half_bins(length):
+    """The bins of a half spectrum of ``length`` samples, ``length // 2 + 1`` (an int or a
+    run-time dim)."""
+    return dims.simplified(dims.add(dims.floordiv(length, 2), 1))
+
+
 def _half_weights(k, length):
     """The weight of bin k of a half spectrum in the real signal of ``length`` samples it is
     the transform of: 2 (the bin and its mirror image length - k), but 1 for bin 0 and, for
@@ -252,8 +258,7 @@ def _dft_on_axis(imp, node, x: str, shape: list, axis: int, length, inverse: boo
     if half:
         rows, cols = length, n
     else:
-        rows = length // 2 + 1 if onesided and static else dims.simplified(
-            dims.add(dims.floordiv(length, 2), 1)) if onesided else length
+        rows = _half_bins(length) if onesided else length
         cols = min(n, length) if static else n
     dtype = dtypes.to_numpy(imp.types[x].dtype)
 
@@ -390,7 +395,7 @@ def _dft(imp, node, attrs):
             raise imp.unsupported(f"a half spectrum of {n} bin: the inverse's default length "
                                   f"2 * ({n} - 1) is 0, an empty signal (torch refuses the "
                                   f"transform)")
-        if not dims.known_equal(dims.simplified(dims.add(dims.floordiv(length, 2), 1)), n):
+        if not dims.known_equal(_half_bins(length), n):
             raise imp.unsupported(f"dft_length {length!r} of a half spectrum of {n!r} bins: "
                                   f"a transform of length L takes L // 2 + 1 bins (onnxruntime "
                                   f"reads other counts differently from numpy and torch)")
