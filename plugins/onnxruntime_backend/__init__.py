@@ -2,7 +2,8 @@
 
 Registered through ``plugin_host_add_backends`` like the numpy backend, under the name
 ``onnxruntime`` (``--backend onnxruntime``). At load it converts the graph into an in-memory
-ONNX model (``convert.py``) and creates one InferenceSession for it (``session.py``); the
+ONNX model (``convert.py``; each op's converter is in ``layers.py`` or ``glue.py``, writing
+into ``emitter.py``'s Emitter) and creates one InferenceSession for it (``session.py``); the
 executor keeps every ABI check, the Embedding index checks at entry and the recurrent state,
 as on any backend. It supports the ops of :data:`convert.CONVERTERS` at version 1 and the
 dtypes :data:`DTYPES` (float32, bool and the eight integer dtypes, int8 to uint64; an integer

@@ -12,7 +12,7 @@ Cast back. Cast between integers wraps (it keeps the low bits, as numpy's ``asty
   bits of a sum or product do not depend on the bits above them;
 * comparisons, max, min, clip, argmax, topk, pad and where see the same values, and division
   and modulus give quotients and remainders that fit (the one that does not, the minimum / -1,
-  is refused before the Div: ``convert.int_div``);
+  is refused before the Div: ``glue.int_div``);
 * an op that only moves values (:data:`MOVES`) may also go through the dtype of the same width
   and the other signedness, a reinterpretation both ways (uint64's Where through int64), and
   bools through uint8 (onnxruntime has no bool Where: a ``where`` that picks between two

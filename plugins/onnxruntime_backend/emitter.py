@@ -1,0 +1,98 @@
+"""The ONNX model under construction: :class:`Emitter` collects the nodes and initializers
+that the converters (``layers.py``, ``glue.py``) write for our graph's ops, at opset
+:data:`OPSET`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from abi import TensorType, dtypes
+
+#: The ONNX opset the models are built for (LayerNormalization needs 17; Split with
+#: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18; GridSample of a
+#: volume is opset 20).
+OPSET = 20
+
+
+def onnx_dtype(name: str) -> int:
+    """The ONNX element type of an ABI dtype name."""
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtypes.to_numpy(name)))
+
+
+class Emitter:
+    """Collects the ONNX nodes and initializers of one model."""
+
+    def __init__(self, consts: Mapping[str, np.ndarray], types: Mapping[str, TensorType]):
+        self.consts = consts
+        self.types = types
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: dict[str, onnx.TensorProto] = {}
+        self.prefix = ""
+        self._count = 0
+        #: (transformation, source tensor names) -> the initializer holding its result
+        self._derived: dict[tuple, str] = {}
+        #: (indices tensor, dim, description, kind) of the guarded Embeddings and
+        #: gather_elements and scatter_elements; a symbolic dim is the name of the tensor
+        #: that holds its size when the call runs (shape (1,), int64)
+        self.guards: list[tuple[str, int | str, str, str]] = []
+
+    def value(self, name: str | None) -> str:
+        """An input name for an ONNX node; a constant becomes an initializer on first use."""
+        if name is None:
+            return ""
+        if name in self.consts and name not in self.initializers:
+            self.initializers[name] = numpy_helper.from_array(np.asarray(self.consts[name]), name)
+        return name
+
+    def const(self, array: Any, dtype: Any = np.float32) -> str:
+        """A new initializer holding ``array``."""
+        self._count += 1
+        name = f"{self.prefix}/c{self._count}"
+        self.initializers[name] = numpy_helper.from_array(np.asarray(array, dtype=dtype), name)
+        return name
+
+    def derived(self, tag: str, sources: Sequence[str | None], make: Callable[[], Any],
+                dtype: Any = np.float32) -> str:
+        """An initializer holding ``make()``, a ``tag`` transformation of the constants
+        ``sources`` (names): one per model for the same tag and sources, whichever nodes use
+        it (an ONNX LSTM unrolled over time reads the same weights at every step)."""
+        key = (tag, *sources)
+        name = self._derived.get(key)
+        if name is None:
+            name = self._derived[key] = self.const(make(), dtype)
+        return name
+
+    def op(self, op_type: str, inputs: Sequence[str | None], outputs: Sequence[str] | int = 1,
+           **attrs: Any) -> list[str]:
+        """Append one ONNX node; ``outputs`` are names, or a count of fresh names."""
+        if isinstance(outputs, int):
+            outputs = [self.fresh() for _ in range(outputs)]
+        self._count += 1
+        inputs = [self.value(i) if i is not None else "" for i in inputs]
+        while inputs and inputs[-1] == "":
+            inputs.pop()
+        self.nodes.append(helper.make_node(op_type, inputs, list(outputs),
+                                           name=f"{self.prefix}/{self._count}", **attrs))
+        return list(outputs)
+
+    def fresh(self) -> str:
+        """A new tensor name."""
+        self._count += 1
+        return f"{self.prefix}/t{self._count}"
+
+    def array(self, name: str | None) -> np.ndarray | None:
+        """The constant array bound to ``name``, or None when it is computed at run time."""
+        return None if name is None else self.consts.get(name)
+
+
+Converter = Callable[[Emitter, Any, list, list, dict], None]
+
+
+def onnx_pads(pairs) -> list[int]:
+    """Our ``[[before, after], ...]`` as ONNX ``[befores..., afters...]``."""
+    return [int(p[0]) for p in pairs] + [int(p[1]) for p in pairs]

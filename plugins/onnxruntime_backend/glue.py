@@ -1,0 +1,541 @@
+"""The glue ops of the op table as ONNX: activations, arithmetic, comparisons, reductions,
+shape ops, pooling, resampling and the indexed ops; each one ONNX op or a short decomposition
+where onnxruntime's op differs from numpy's (nan in a max, integer kernels it lacks, guarded
+indices)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from abi import check_indices, dtypes
+from abi.errors import BackendError
+
+from .emitter import Converter, onnx_dtype, onnx_pads
+
+_FLOATS = frozenset({"float16", "float32", "float64"})
+
+
+def _simple(op_type: str, **fixed: Any) -> Converter:
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, ins, outs, **fixed)
+    return convert
+
+
+def relu(e, node, ins, outs, a):
+    """Relu; of integers Max(x, 0), which has a kernel for every integer dtype that Relu lacks
+    (onnxruntime's Relu takes int8 and int32 only, at opset 20)."""
+    x = ins[0]
+    if dtypes.is_int(e.types[x].dtype):
+        e.op("Max", [x, _scalar(e, x, 0)], outs)
+        return
+    e.op("Relu", ins, outs)
+
+
+def gelu(e, node, ins, outs, a):
+    x = ins[0]
+    if a["approximate"] == "tanh":
+        cube = e.op("Mul", [e.op("Mul", [x, x])[0], x])[0]
+        inner = e.op("Add", [x, e.op("Mul", [cube, e.const(0.044715)])[0]])[0]
+        t = e.op("Tanh", [e.op("Mul", [inner, e.const(math.sqrt(2 / math.pi))])[0]])[0]
+    else:
+        t = e.op("Erf", [e.op("Mul", [x, e.const(1 / math.sqrt(2))])[0]])[0]
+    half_x = e.op("Mul", [x, e.const(0.5)])[0]
+    e.op("Mul", [half_x, e.op("Add", [t, e.const(1.0)])[0]], outs)
+
+
+def _scalar(e, x, value):
+    return e.const(value, dtypes.to_numpy(e.types[x].dtype))
+
+
+def _int_bounds(dtype: str, lo: float | None, hi: float | None):
+    """Clip's float bounds for an integer x, as the numpy kernel's float clip then ``astype``
+    gives them: ``(lo, hi)``, a bound every value of x passes dropped, the others truncated
+    toward zero (what ``astype`` does to the clipped value); None when a bound lies beyond the
+    dtype's range on the far side."""
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    if (lo is not None and lo > info.max) or (hi is not None and hi < info.min):
+        return None
+    lo = None if lo is None or lo <= info.min else math.trunc(lo)
+    hi = None if hi is None or hi >= info.max else math.trunc(hi)
+    return lo, hi
+
+
+def clip(e, node, ins, outs, a):
+    """Clip with both bounds; one bound alone is Max or Min, since onnxruntime's Clip fills a
+    missing bound with the dtype's largest finite value and so clamps inf (numpy keeps it).
+    An integer x takes the bounds of :func:`_int_bounds`; a bound beyond its dtype's range on
+    the far side (every element would become a value the dtype lacks, which numpy's cast
+    turns into what the CPU gives) is refused."""
+    x, lo, hi = ins[0], a["min"], a["max"]
+    dtype = e.types[x].dtype
+    if dtypes.is_int(dtype):
+        bounds = _int_bounds(dtype, lo, hi)
+        if bounds is None:
+            raise BackendError(f"onnxruntime backend: node {node.name!r}: clip of {dtype} to "
+                               f"[{lo}, {hi}] makes every element a value outside {dtype}",
+                               node=node.name, op=node.op)
+        lo, hi = bounds
+    if lo is not None and hi is not None:
+        e.op("Clip", [x, _scalar(e, x, lo), _scalar(e, x, hi)], outs)
+    elif lo is not None or hi is not None:
+        e.op("Max" if hi is None else "Min", [x, _scalar(e, x, hi if lo is None else lo)], outs)
+    else:
+        e.op("Identity", [x], outs)
+
+
+def _alpha(op_type: str, *names: str) -> Converter:
+    """An ONNX activation whose float attributes are the op's of the same names."""
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, ins, outs, **{name: float(a[name]) for name in names})
+    return convert
+
+
+def _reduce(op_type: str) -> Converter:
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, [ins[0], e.const(list(a["axes"]), np.int64)], outs,
+             keepdims=int(a["keepdim"]))
+    return convert
+
+
+def prod(e, node, ins, outs, a):
+    """ReduceProd; of integers, whose products onnxruntime's ReduceProd saturates where numpy
+    wraps, a tree of Mul (which wraps) over the reduced axes moved last and flattened: each
+    step pads them to an even length with 1 and multiplies the halves (static reduced dims)."""
+    x = ins[0]
+    shape, dtype = e.types[x].shape, e.types[x].dtype
+    axes = sorted(ax % len(shape) for ax in a["axes"])
+    n = math.prod(shape[ax] if isinstance(shape[ax], int) else -1 for ax in axes)
+    if not dtypes.is_int(dtype) or 0 <= n <= 1:
+        _reduce("ReduceProd")(e, node, ins, outs, a)
+        return
+    if n < 0:
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: the integer prod over "
+                           f"axes {list(a['axes'])} of x shape {shape} needs static dims there",
+                           node=node.name, op=node.op)
+    kept = [ax for ax in range(len(shape)) if ax not in axes]
+    y = e.op("Transpose", [x], perm=kept + axes)[0]
+    keep = [0] * len(kept)  # Reshape's 0: the input's dim
+    y = e.op("Reshape", [y, e.const(keep + [n], np.int64)])[0]
+    while n > 1:
+        if n % 2:
+            y = e.op("Pad", [y, e.const([0] * len(kept) + [0] + [0] * len(kept) + [1],
+                                        np.int64), _scalar(e, x, 1)])[0]
+            n += 1
+        n //= 2
+        halves = e.op("Reshape", [y, e.const(keep + [2, n], np.int64)])[0]
+        y = e.op("Mul", [e.op("Gather", [halves, e.const(k, np.int64)], axis=len(kept))[0]
+                         for k in (0, 1)])[0]
+    out = [0] * len(kept)
+    if a["keepdim"]:
+        out = [0] * len(kept) + [1] * len(axes)
+        y = e.op("Reshape", [y, e.const(out, np.int64)])[0]
+        inverse = [(kept + axes).index(ax) for ax in range(len(shape))]
+        y = e.op("Transpose", [y], perm=inverse)[0]
+        e.op("Identity", [y], outs)
+        return
+    e.op("Reshape", [y, e.const(out, np.int64)], outs)
+
+
+def _arg(op_type: str) -> Converter:
+    """ArgMax/ArgMin; on floats the first nan along the axis wins, as in numpy and torch
+    (onnxruntime's own kernel skips a nan unless it comes first)."""
+    def convert(e, node, ins, outs, a):
+        keep = dict(axis=int(a["axis"]), keepdims=int(a["keepdim"]), select_last_index=0)
+        if e.types[ins[0]].dtype not in _FLOATS:
+            e.op(op_type, ins, outs, **keep)
+            return
+        nan = e.op("Cast", e.op("IsNaN", ins), to=onnx.TensorProto.INT32)
+        first_nan = e.op("ArgMax", nan, **keep)
+        has_nan = e.op("Cast", e.op("ReduceMax", [nan[0], e.const([keep["axis"]], np.int64)],
+                                    keepdims=keep["keepdims"]), to=onnx.TensorProto.BOOL)
+        e.op("Where", has_nan + first_nan + e.op(op_type, ins, **keep), outs)
+    return convert
+
+
+def cast(e, node, ins, outs, a):
+    e.op("Cast", ins, outs, to=onnx_dtype(a["dtype"]))
+
+
+def reshape(e, node, ins, outs, a):
+    e.op("Reshape", [ins[0], e.const(list(a["shape"]), np.int64)], outs, allowzero=1)
+
+
+def resize(e, node, ins, outs, a):
+    """Resize of the spatial axes alone (``axes``), so a symbolic batch needs no Shape; the
+    sizes like gives are Shape slices of like, concatenated with the fixed ones."""
+    spatial, like = len(a["size"]), (ins[1] if len(ins) > 1 and ins[1] else None)
+    if a["scales"] is not None:
+        given = ["", e.const(list(a["scales"]))]
+    elif like is not None:
+        given = ["", "", _vector_from(e, like, a["size"], a["like_axes"])]
+    else:
+        given = ["", "", e.const(list(a["size"]), np.int64)]
+    e.op("Resize", [ins[0], *given], outs, axes=list(range(2, 2 + spatial)), mode=a["mode"],
+         coordinate_transformation_mode=a["coordinate_mode"], nearest_mode=a["nearest_mode"],
+         cubic_coeff_a=float(a["cubic_coeff_a"]),
+         exclude_outside=int(a["exclude_outside"]), antialias=int(a["antialias"]))
+
+
+def topk(e, node, ins, outs, a):
+    """TopK, sorted; k = -1 (the whole axis, a sort) is the axis' size read from x's shape."""
+    axis = a["axis"] % len(e.types[ins[0]].shape)
+    k = (e.op("Shape", [ins[0]], start=axis, end=axis + 1)[0] if a["k"] == -1 else
+         e.const([a["k"]], np.int64))
+    e.op("TopK", [ins[0], k], outs, axis=a["axis"], largest=int(a["largest"]), sorted=1)
+
+
+def grid_sample(e, node, ins, outs, a):
+    """GridSample of 2 or 3 spatial axes; opset 20 names bilinear (and trilinear) linear, and
+    cubic (2-D only) cubic."""
+    e.op("GridSample", ins, outs, mode={"bilinear": "linear"}.get(a["mode"], a["mode"]),
+         padding_mode=a["padding_mode"], align_corners=int(a["align_corners"]))
+
+
+def _sizes_from(e, like, sizes, like_axes) -> list:
+    """``sizes`` with each size that ``like_axes`` names (not -1) a Shape slice of like (a
+    tensor name; the other sizes stay ints)."""
+    return [e.op("Shape", [like], start=t, end=t + 1)[0] if t != -1 else s
+            for s, t in zip(sizes, like_axes)]
+
+
+def _vector_from(e, like, values, like_axes) -> str:
+    """A 1-D int64 tensor of ``values``, each one ``like_axes`` names read from like's shape
+    (:func:`_sizes_from`), the others constants."""
+    parts = [s if type(s) is str else e.const([s], np.int64)
+             for s in _sizes_from(e, like, list(values), like_axes)]
+    return e.op("Concat", parts, axis=0)[0] if len(parts) > 1 else parts[0]
+
+
+def unflatten(e, node, ins, outs, a):
+    """Reshape to the dims before axis, the sizes and the dims after (read from x, and from
+    like for the sizes it gives, when any is symbolic); a dim that does not split so is
+    onnxruntime's refusal of the run."""
+    x, like = ins[0], (ins[1] if len(ins) > 1 and ins[1] else None)
+    out = e.types[outs[0]].shape
+    if all(isinstance(d, int) for d in out):
+        e.op("Reshape", [x, e.const(list(out), np.int64)], outs, allowzero=1)
+        return
+    axis, sizes = a["axis"] % len(e.types[x].shape), list(a["sizes"])
+    split = _sizes_from(e, like, sizes, a["like_axes"]) if like is not None else sizes
+    if -1 in split:  # worked out here, so that the Reshape can take a 0 dim literally
+        k = split.index(-1)
+        others = split[:k] + split[k + 1:]
+        fixed, read = math.prod(d for d in others if type(d) is int), [
+            d for d in others if type(d) is not int]
+        known = e.const([fixed], np.int64)
+        if read:  # the like sizes' product; at least 1, as the numpy backend divides
+            known = e.op("Max", [e.op("ReduceProd", [e.op("Concat", [known, *read], axis=0)[0]],
+                                      keepdims=1)[0], e.const([1], np.int64)])[0]
+        split[k] = e.op("Div", [e.op("Shape", [x], start=axis, end=axis + 1)[0], known])[0]
+    merged: list = []  # runs of fixed sizes as one constant each
+    for d in split:
+        if type(d) is int and merged and type(merged[-1]) is list:
+            merged[-1].append(d)
+        else:
+            merged.append([d] if type(d) is int else d)
+    split = [e.const(d, np.int64) if type(d) is list else d for d in merged]
+    parts = [e.op("Shape", [x], end=axis)[0], *split, e.op("Shape", [x], start=axis + 1)[0]]
+    e.op("Reshape", [x, e.op("Concat", parts, axis=0)[0]], outs, allowzero=1)
+
+
+def flatten(e, node, ins, outs, a):
+    x = ins[0]
+    out = e.types[outs[0]].shape
+    if all(isinstance(d, int) for d in out):
+        e.op("Reshape", [x, e.const(list(out), np.int64)], outs, allowzero=1)
+        return
+    rank = len(e.types[x].shape)
+    start, end = a["start_dim"] % rank, a["end_dim"] % rank
+    head = e.op("Shape", [x], end=start)[0]
+    tail = e.op("Shape", [x], start=end + 1)[0]
+    shape = e.op("Concat", [head, e.const([-1], np.int64), tail], axis=0)[0]
+    e.op("Reshape", [x, shape], outs)
+
+
+def gather(e, node, ins, outs, a):
+    """ONNX Gather with the graph's constant indices, checked again here, at load."""
+    x, indices = ins[:2]
+    values = e.array(indices)
+    if values is None:
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: gather indices must be a "
+                           f"constant", node=node.name, op=node.op)
+    shape = e.types[x].shape
+    axis = a["axis"] % len(shape)
+    check_indices(values, shape[axis], f"node {node.name!r}: gather axis {axis}", kind="gather")
+    e.op("Gather", [x, indices], outs, axis=axis)
+
+
+def _ints_input(op_type: str, attr: str) -> Converter:
+    """An ONNX op whose second input is the op's int list attribute ``attr``."""
+    def convert(e, node, ins, outs, a):
+        e.op(op_type, [ins[0], e.const(list(a[attr]), np.int64)], outs)
+    return convert
+
+
+def slice_(e, node, ins, outs, a):
+    """Slice; the starts and ends like gives are Shape slices of like, concatenated with the
+    written ones."""
+    n = len(a["starts"])
+    axes = a["axes"] if a["axes"] is not None else range(n)
+    steps = a["steps"] if a["steps"] is not None else [1] * n
+    like = ins[1] if len(ins) > 1 and ins[1] else None
+    bounds = [e.const(list(written), np.int64) if like is None or a[key] is None else
+              _vector_from(e, like, written, a[key])
+              for key, written in (("like_starts", a["starts"]), ("like_ends", a["ends"]))]
+    e.op("Slice", [ins[0], *bounds, *(e.const(list(v), np.int64) for v in (axes, steps))], outs)
+
+
+def split(e, node, ins, outs, a):
+    e.op("Split", [ins[0], e.const(list(a["sizes"]), np.int64)], outs, axis=a["axis"])
+
+
+def pad(e, node, ins, outs, a):
+    x = ins[0]
+    value = _scalar(e, x, a["value"]) if a["mode"] == "constant" else None
+    e.op("Pad", [x, e.const(onnx_pads(a["pads"]), np.int64), value], outs, mode=a["mode"])
+
+
+def max_pool(e, node, ins, outs, a):
+    spatial = len(a["kernel_size"])
+    e.op("MaxPool", ins, outs, kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
+         pads=onnx_pads(a["padding"]), dilations=list(a.get("dilation") or [1] * spatial),
+         ceil_mode=int(a["ceil_mode"]))
+
+
+def max_pool_with_indices(e, node, ins, outs, a):
+    """MaxPool's Indices are flat over the whole tensor and skip nans: the index within the
+    (n, c) plane is Indices mod H*W, and a window holding a nan takes its last one, the max
+    over a float64 mask numbering each nan by its position + 1 (0 elsewhere)."""
+    x = ins[0]
+    y, flat = e.fresh(), e.fresh()
+    max_pool(e, node, ins, [y, flat], a)
+    spatial = e.op("Shape", [x], start=2)
+    [plane] = e.op("ReduceProd", spatial, keepdims=0)
+    index = e.op("Mod", [flat, plane])
+    one = e.const(1, np.int64)
+    position = e.op("Range", [one, e.op("Add", [plane, one])[0], one])
+    position = e.op("Reshape", e.op("Cast", position, to=onnx.TensorProto.DOUBLE)
+                    + e.op("Concat", [e.const([1, 1], np.int64), spatial[0]], axis=0))
+    numbered = e.op("Mul", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.DOUBLE)
+                    + position)
+    last = [e.fresh()]
+    max_pool(e, node, numbered, last, a)
+    seen = e.op("Greater", last + [e.const(0.0, np.float64)])
+    e.op("Where", seen + e.op("Sub", e.op("Cast", last, to=onnx.TensorProto.INT64) + [one])
+         + index, [outs[1]])
+    e.op("Where", seen + [e.const(np.nan, dtypes.to_numpy(e.types[x].dtype)), y], [outs[0]])
+
+
+def int_div(e, node, ins, outs, a):
+    """ONNX Div truncates integers and refuses a zero divisor; the one overflowing quotient,
+    the minimum / -1, would trap the process, so there the divisor is made 0: refused too."""
+    x, y = ins
+    dtype = dtypes.to_numpy(e.types[x].dtype)
+    if dtype.kind == "i":
+        over = e.op("And", e.op("Equal", [x, e.const(np.iinfo(dtype).min, dtype)])
+                    + e.op("Equal", [y, e.const(-1, dtype)]))
+        y = e.op("Where", over + [e.const(0, dtype), y])[0]
+    e.op("Div", [x, y], outs)
+
+
+def gather_elements(e, node, ins, outs, a):
+    """GatherElements of the indices clipped to [0, dim - 1], guarded as an Embedding's are:
+    they come back as an extra output, checked after the run (onnxruntime would count a
+    negative index from the end).
+
+    A symbolic dim on axis is read from x when the call runs (``Shape``) and comes back as an
+    extra output too, for the guard's check. x gets one more element on that axis (zero) and
+    the indices are clipped to [0, max(dim - 1, 0)], so the gather reads in bounds even from
+    an empty axis, where every index is refused after the run."""
+    x, idx = ins
+    axis = a["axis"] % len(e.types[x].shape)
+    dim = e.types[x].shape[axis]
+    where = f"gather_elements: node {node.name!r}: axis {axis} of x"
+    if type(dim) is int:
+        e.guards.append((idx, int(dim), where, "gather_elements"))
+        safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
+        e.op("GatherElements", [x] + safe, outs, axis=axis)
+        return
+    padded, safe, _ = _along_symbolic(e, x, idx, axis, where, "gather_elements")
+    e.op("GatherElements", [padded, safe], outs, axis=axis)
+
+
+def _along_symbolic(e, x: str, idx: str, axis: int, where: str, kind: str):
+    """For an index op along a symbolic dim of x: ``(x padded by one element on axis, the
+    indices clipped to [0, max(size - 1, 0)], the size)``, the size read from x when the call
+    runs (``Shape``) and the indices guarded against it. The pad lets onnxruntime's kernel
+    stay in bounds even on an empty axis, where every index is refused after the run."""
+    rank = len(e.types[x].shape)
+    [size] = e.op("Shape", [x], start=axis, end=axis + 1)
+    e.guards.append((idx, size, where, kind))
+    [top] = e.op("Sub", [size, e.const([1], np.int64)])
+    [safe] = e.op("Max", [*e.op("Min", [idx, top]), e.const([0], np.int64)])
+    pads = [0] * (2 * rank)
+    pads[rank + axis] = 1
+    [padded] = e.op("Pad", [x, e.const(pads, np.int64)])
+    return padded, safe, size
+
+
+def scatter_elements(e, node, ins, outs, a):
+    """ScatterElements; onnxruntime's kernel applies the updates in order, as the op defines.
+    Constant indices are checked here, at load; run-time ones are clipped to [0, dim - 1] and
+    guarded as gather_elements' are (checked after the run, before anything is returned).
+    Along a symbolic dim, every index is guarded, into x padded by one (:func:`_along_symbolic`)
+    and the result cut back to the size."""
+    x, idx, updates = ins
+    axis = a["axis"] % len(e.types[x].shape)
+    dim = e.types[x].shape[axis]
+    where = f"scatter_elements: node {node.name!r}: axis {axis} of x"
+    values = e.array(idx)
+    if type(dim) is not int:  # written into the padded x, which is then cut back to size
+        padded, safe, size = _along_symbolic(e, x, idx, axis, where, "scatter_elements")
+        [y] = e.op("ScatterElements", [padded, safe, updates], axis=axis,
+                   reduction=a["reduction"])
+        e.op("Slice", [y, e.const([0], np.int64), size, e.const([axis], np.int64)], outs)
+        return
+    if values is not None:
+        check_indices(values, int(dim), where, kind="scatter_elements")
+        safe = [idx]
+    else:
+        e.guards.append((idx, int(dim), where, "scatter_elements"))
+        safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
+    e.op("ScatterElements", [x, *safe, updates], outs, axis=axis, reduction=a["reduction"])
+
+
+def det(e, node, ins, outs, a):
+    """Det, nan where the matrix holds a nan or an infinity (the ABI's rule): |x| < inf is
+    False exactly there, and its minimum over the matrix picks Det or nan."""
+    [x] = ins
+    [finite] = e.op("Less", [*e.op("Abs", [x]), e.const(np.inf)])
+    [finite] = e.op("Cast", [finite], to=onnx.TensorProto.FLOAT)
+    [finite] = e.op("ReduceMin", [finite, e.const([-2, -1], np.int64)], keepdims=0)
+    [finite] = e.op("Cast", [finite], to=onnx.TensorProto.BOOL)
+    e.op("Where", [finite, *e.op("Det", [x]), e.const(np.nan)], outs)
+
+
+def cumprod(e, node, ins, outs, a):
+    """A Scan (opset 20 has no CumProd) whose state is the running product, ones of one
+    slice's shape at first (ConstantOfShape of x's shape read when the call runs): each step
+    multiplies it by the next slice and gives the product, or with ``exclusive`` the state
+    before; ``reverse`` scans and writes from the last slice back. Mul wraps integers and has
+    a kernel for all eight (:mod:`.widen` does not look into the body, and need not).
+
+    The axis is transposed to the front and back: onnxruntime's Scan along another axis dies
+    of a division by zero on an empty tensor. One slice of ones is appended to it and cut off
+    after, since onnxruntime's Scan fails on zero steps and the axis may be a run-time 0; with
+    ``reverse`` that slice is scanned first, and 1 * 1 leaves the state exactly 1."""
+    [x] = ins
+    rank = len(e.types[x].shape)
+    dtype = onnx_dtype(e.types[x].dtype)
+    axis = a["axis"] % rank
+    perm = [axis] + [i for i in range(rank) if i != axis]
+    front = e.op("Transpose", [x], perm=perm)[0] if axis else x
+    [init] = e.op("ConstantOfShape", e.op("Shape", [front], start=1),
+                  value=helper.make_tensor("one", dtype, [1], [1]))
+    [ones] = e.op("Unsqueeze", [init, e.const([0], np.int64)])
+    [padded] = e.op("Concat", [front, ones], axis=0)
+    state, row, new_state, row_out = e.fresh(), e.fresh(), e.fresh(), e.fresh()
+    body = helper.make_graph(
+        [helper.make_node("Mul", [state, row], [new_state], name=f"{e.prefix}/body/mul"),
+         helper.make_node("Identity", [state if a["exclusive"] else new_state], [row_out],
+                          name=f"{e.prefix}/body/out")],
+        f"{e.prefix}/body",
+        [helper.make_tensor_value_info(t, dtype, [None] * (rank - 1)) for t in (state, row)],
+        [helper.make_tensor_value_info(t, dtype, [None] * (rank - 1))
+         for t in (new_state, row_out)])
+    direction = [int(a["reverse"])]
+    [_, scanned] = e.op("Scan", [init, padded], 2, body=body, num_scan_inputs=1,
+                        scan_input_directions=direction, scan_output_directions=direction)
+    cut = [scanned, e.const([0], np.int64), e.const([-1], np.int64), e.const([0], np.int64)]
+    if not axis:
+        e.op("Slice", cut, outs)
+        return
+    e.op("Transpose", e.op("Slice", cut), outs, perm=[perm.index(i) for i in range(rank)])
+
+
+def avg_pool(e, node, ins, outs, a):
+    """AveragePool; ``dilations`` (opset 19's) only where a dilation is not 1, so an undilated
+    pool is the node it always was."""
+    dilation = list(a.get("dilation") or [])
+    dilated = {"dilations": dilation} if any(d != 1 for d in dilation) else {}
+    e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
+         strides=list(a["stride"]), pads=onnx_pads(a["padding"]),
+         count_include_pad=int(a["count_include_pad"]), ceil_mode=int(a["ceil_mode"]), **dilated)
+
+
+def _nan_wins(convert: Converter, over_mask: Converter) -> Converter:
+    """``convert`` with nan wherever its reduced axes or pooling window hold a nan, as numpy
+    and torch give (onnxruntime's ReduceMax/ReduceMin/MaxPool kernels skip a nan):
+    ``over_mask`` runs the same reduction, as a max, over the input's IsNaN mask."""
+    def wrapped(e, node, ins, outs, a):
+        dtype = e.types[ins[0]].dtype
+        if dtype not in _FLOATS:
+            convert(e, node, ins, outs, a)
+            return
+        mask = e.op("Cast", e.op("IsNaN", ins[:1]), to=onnx_dtype(dtype))
+        seen = [e.fresh()]
+        over_mask(e, node, mask + list(ins[1:]), seen, a)
+        plain = [e.fresh()]
+        convert(e, node, ins, plain, a)
+        e.op("Where", e.op("Cast", seen, to=onnx.TensorProto.BOOL)
+             + [e.const(np.nan, dtypes.to_numpy(dtype))] + plain, outs)
+    return wrapped
+
+
+
+#: glue op name (version 1) -> converter(emitter, node, input names, output names, attrs)
+CONVERTERS: dict[str, Converter] = {
+    "identity": _simple("Identity"), "relu": relu, "sigmoid": _simple("Sigmoid"),
+    "tanh": _simple("Tanh"), "gelu": gelu, "softmax": lambda e, n, i, o, a: e.op(
+        "Softmax", i, o, axis=a["axis"]),
+    "elu": _alpha("Elu", "alpha"), "leaky_relu": _alpha("LeakyRelu", "alpha"),
+    "hard_sigmoid": _alpha("HardSigmoid", "alpha", "beta"), "hard_swish": _simple("HardSwish"),
+    "softplus": _simple("Softplus"), "exp": _simple("Exp"), "log": _simple("Log"),
+    "sqrt": _simple("Sqrt"), "reciprocal": _simple("Reciprocal"), "erf": _simple("Erf"),
+    "abs": _simple("Abs"), "neg": _simple("Neg"), "prelu": _simple("PRelu"),
+    "pow": _simple("Pow"), "max": _simple("Max"), "min": _simple("Min"),
+    "equal": _simple("Equal"), "greater": _simple("Greater"),
+    "greater_equal": _simple("GreaterOrEqual"), "less": _simple("Less"),
+    "less_equal": _simple("LessOrEqual"), "not": _simple("Not"), "where": _simple("Where"),
+    "and": _simple("And"), "or": _simple("Or"), "floor": _simple("Floor"),
+    "ceil": _simple("Ceil"), "round": _simple("Round"),
+    "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
+    "matmul": _simple("MatMul"), "mean": _reduce("ReduceMean"), "cast": cast, "clip": clip,
+    "sum": _reduce("ReduceSum"), "amax": _nan_wins(_reduce("ReduceMax"), _reduce("ReduceMax")),
+    "amin": _nan_wins(_reduce("ReduceMin"), _reduce("ReduceMax")),
+    "argmax": _arg("ArgMax"),
+    "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"),
+    "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
+    "argmin": _arg("ArgMin"), "prod": prod,
+    "mod": lambda e, n, i, o, a: e.op("Mod", i, o, fmod=int(a["fmod"])),
+    "int_div": int_div,
+    "bitwise_and": _simple("BitwiseAnd"), "bitwise_or": _simple("BitwiseOr"),
+    "bitwise_xor": _simple("BitwiseXor"), "bitwise_not": _simple("BitwiseNot"),
+    "bit_shift": lambda e, n, i, o, a: e.op("BitShift", i, o, direction=a["direction"].upper()),
+    "gather_elements": gather_elements,
+    "scatter_elements": scatter_elements, "det": det,
+    "tan": _simple("Tan"), "atan": _simple("Atan"), "asin": _simple("Asin"),
+    "acos": _simple("Acos"), "sinh": _simple("Sinh"), "cosh": _simple("Cosh"),
+    "asinh": _simple("Asinh"), "acosh": _simple("Acosh"), "atanh": _simple("Atanh"),
+    "isnan": _simple("IsNaN"),
+    "isinf": lambda e, n, i, o, a: e.op("IsInf", i, o, detect_positive=int(a["detect_positive"]),
+                                        detect_negative=int(a["detect_negative"])),
+    "cumsum": lambda e, n, i, o, a: e.op("CumSum", [i[0], e.const(a["axis"], np.int64)], o,
+                                         exclusive=int(a["exclusive"]),
+                                         reverse=int(a["reverse"])),
+    "cumprod": cumprod, "topk": topk,
+    "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
+    "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
+    "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
+    "slice": slice_, "split": split, "pad": pad, "max_pool": _nan_wins(max_pool, max_pool),
+    "max_pool_with_indices": max_pool_with_indices,
+    "avg_pool": avg_pool,
+    "resize": resize, "grid_sample": grid_sample,
+    "gather": gather, "expand": _ints_input("Expand", "shape"),
+    "tile": _ints_input("Tile", "repeats"),
+}

@@ -1,0 +1,322 @@
+"""The layers of the op table as ONNX: convolutions, normalizations, linear, the recurrent
+layers (unrolled over time) and Embedding (with its index guard when the indices are computed
+inside the graph)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from abi.errors import BackendError
+
+from .emitter import Converter, Emitter, onnx_dtype, onnx_pads
+
+
+def _per_channel(e: Emitter, name: str, rank: int) -> str:
+    """``name`` (C,) reshaped to broadcast over axis 1 of a rank-``rank`` tensor."""
+    shape = (1, -1) + (1,) * (rank - 2)
+    const = e.array(name)
+    if const is not None:
+        return e.const(np.asarray(const).reshape(shape), const.dtype)
+    return e.op("Reshape", [name, e.const(shape, np.int64)])[0]
+
+
+def _affine(e: Emitter, y: str, weight: str | None, bias: str | None, rank: int,
+            out: str) -> None:
+    """``y * weight + bias`` per channel (axis 1) into ``out``."""
+    if weight is not None:
+        y = e.op("Mul", [y, _per_channel(e, weight, rank)])[0]
+    if bias is not None:
+        y = e.op("Add", [y, _per_channel(e, bias, rank)])[0]
+    e.op("Identity", [y], [out])
+
+
+def _normalize_last(e: Emitter, x: str, eps: float) -> str:
+    """``(x - mean) / sqrt(var + eps)`` over the last axis (biased variance)."""
+    axes = e.const([-1], np.int64)
+    mean = e.op("ReduceMean", [x, axes], keepdims=1)[0]
+    d = e.op("Sub", [x, mean])[0]
+    var = e.op("ReduceMean", [e.op("Mul", [d, d])[0], axes], keepdims=1)[0]
+    std = e.op("Sqrt", [e.op("Add", [var, e.const(eps)])[0]])[0]
+    return e.op("Mul", [d, e.op("Reciprocal", [std])[0]])[0]
+
+
+
+# --- layers -----------------------------------------------------------------------------------
+
+
+def conv(e, node, ins, outs, a):
+    e.op("Conv", ins[:3], outs, strides=list(a["stride"]), dilations=list(a["dilation"]),
+         pads=onnx_pads(a["padding"]), group=a["groups"])
+
+
+def conv_transpose(e, node, ins, outs, a):
+    e.op("ConvTranspose", ins[:3], outs, strides=list(a["stride"]),
+         dilations=list(a["dilation"]), pads=list(a["padding"]) * 2,
+         output_padding=list(a["output_padding"]), group=a["groups"])
+
+
+def batchnorm(e, node, ins, outs, a):
+    x, weight, bias, mean, var = (ins + [None] * 6)[:5]
+    rank = len(e.types[x].shape)
+    if a["track_running_stats"]:
+        channels = e.types[mean].shape[0]
+        if weight is None or bias is None:
+            if not isinstance(channels, int):
+                raise BackendError(f"onnxruntime backend: node {node.name!r}: batchnorm without "
+                                   f"affine parameters needs a fixed channel count",
+                                   node=node.name)
+            weight = weight or e.const(np.ones(channels))
+            bias = bias or e.const(np.zeros(channels))
+        e.op("BatchNormalization", [x, weight, bias, mean, var], outs, epsilon=a["eps"])
+        return
+    # inference with the batch's own statistics (biased variance), as the numpy kernel
+    axes = e.const([0] + list(range(2, rank)), np.int64)
+    m = e.op("ReduceMean", [x, axes], keepdims=1)[0]
+    d = e.op("Sub", [x, m])[0]
+    v = e.op("ReduceMean", [e.op("Mul", [d, d])[0], axes], keepdims=1)[0]
+    std = e.op("Sqrt", [e.op("Add", [v, e.const(a["eps"])])[0]])[0]
+    y = e.op("Mul", [d, e.op("Reciprocal", [std])[0]])[0]
+    _affine(e, y, weight, bias, rank, outs[0])
+
+
+def group_norm(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    grouped = e.op("Reshape", [x, e.const([0, a["num_groups"], -1], np.int64)])[0]
+    y = _normalize_last(e, grouped, a["eps"])
+    y = e.op("Reshape", [y, e.op("Shape", [x])[0]])[0]
+    _affine(e, y, weight, bias, len(e.types[x].shape), outs[0])
+
+
+def instance_norm(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    flat = e.op("Reshape", [x, e.const([0, 0, -1], np.int64)])[0]
+    y = _normalize_last(e, flat, a["eps"])
+    y = e.op("Reshape", [y, e.op("Shape", [x])[0]])[0]
+    _affine(e, y, weight, bias, len(e.types[x].shape), outs[0])
+
+
+def _layer_norm_onnx(e, x, weight, bias, normalized, eps, out):
+    if weight is None:
+        weight = e.const(np.ones(normalized))
+    e.op("LayerNormalization", [x, weight, bias], [out], axis=-len(normalized), epsilon=eps)
+
+
+def layer_norm(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    _layer_norm_onnx(e, x, weight, bias, list(a["normalized_shape"]), a["eps"], outs[0])
+
+
+def layer_norm2d(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    nhwc = e.op("Transpose", [x], perm=[0, 2, 3, 1])[0]
+    y = e.fresh()
+    _layer_norm_onnx(e, nhwc, weight, bias, list(a["normalized_shape"]), a["eps"], y)
+    e.op("Transpose", [y], outs, perm=[0, 3, 1, 2])
+
+
+def rms_norm(e, node, ins, outs, a):
+    x, weight = (ins + [None] * 2)[:2]
+    ms = e.op("ReduceMean", [e.op("Mul", [x, x])[0], e.const([-1], np.int64)], keepdims=1)[0]
+    inv = e.op("Reciprocal", [e.op("Sqrt", [e.op("Add", [ms, e.const(a["eps"])])[0]])[0]])[0]
+    y = e.op("Mul", [x, inv])[0]
+    if weight is not None:
+        y = e.op("Mul", [y, weight])[0]
+    e.op("Identity", [y], outs)
+
+
+def linear(e, node, ins, outs, a):
+    x, weight, bias = (ins + [None] * 3)[:3]
+    if len(e.types[x].shape) == 2:
+        e.op("Gemm", [x, weight, bias], outs, transB=1)
+        return
+    w = e.array(weight)
+    wt = (e.derived("transpose", [weight], lambda: np.ascontiguousarray(w.T), w.dtype)
+          if w is not None else e.op("Transpose", [weight], perm=[1, 0])[0])
+    if bias is None:
+        e.op("MatMul", [x, wt], outs)
+    else:
+        e.op("Add", [e.op("MatMul", [x, wt])[0], bias], outs)
+
+
+def lstm_cell(e, node, ins, outs, a):
+    x, h, c, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 7)[:7]
+    weights = [e.array(n) for n in (w_ih, w_hh)]
+    biases = [n for n in (b_ih, b_hh) if n is not None]
+    if all(w is not None for w in weights) and all(e.array(n) is not None for n in biases):
+        # constants: one GEMM over [x, h] with the weights side by side and the biases summed,
+        # one initializer each for all the cells reading the same constants
+        dtype, rows = weights[0].dtype, weights[0].shape[0]
+        w = e.derived("lstm_cell.weight", [w_ih, w_hh],
+                      lambda: np.concatenate(weights, axis=1), dtype)
+        # keyed by its size too: without biases, zeros are all it holds
+        bias = e.derived(f"lstm_cell.bias({rows})", biases, lambda: sum(
+            (e.array(n) for n in biases), np.zeros(rows, dtype)), dtype)
+        xh = e.op("Concat", [x, h], axis=1)[0]
+        gates = e.op("Gemm", [xh, w, bias], transB=1)[0]
+    else:
+        gates = e.op("Add", [e.op("Gemm", [x, w_ih, b_ih], transB=1)[0],
+                             e.op("Gemm", [h, w_hh, b_hh], transB=1)[0]])[0]
+    _lstm_gates(e, gates, c, outs)
+
+
+def _lstm_gates(e: Emitter, gates: str, c: str, outs: Sequence[str] | None = None) -> list[str]:
+    """An LSTM step's next [h, c] from its gates (batch, 4 * hidden; i, f, g, o) and c, into
+    ``outs`` (h, c) when given, else fresh names."""
+    h_out, c_out = ([name] for name in outs) if outs is not None else (1, 1)
+    i, f, g, o = e.op("Split", [gates], 4, axis=1, num_outputs=4)
+    i, f, o = (e.op("Sigmoid", [t])[0] for t in (i, f, o))
+    g = e.op("Tanh", [g])[0]
+    c_next = e.op("Add", [e.op("Mul", [f, c])[0], e.op("Mul", [i, g])[0]], c_out)[0]
+    return [e.op("Mul", [o, e.op("Tanh", [c_next])[0]], h_out)[0], c_next]
+
+
+def _transposed(e: Emitter, name: str) -> str:
+    """A 2-D ``name`` transposed: an initializer for a constant, else a Transpose."""
+    value = e.array(name)
+    if value is not None:
+        return e.derived("transpose", [name], lambda: np.ascontiguousarray(value.T),
+                         value.dtype)
+    return e.op("Transpose", [name], perm=[1, 0])[0]
+
+
+def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
+                outs: list[str], step: Callable) -> None:
+    """An ABI recurrence (lstm, gru, rnn) as an ONNX Scan over the time steps, of the same
+    element-wise ops as the numpy backend's, so that a nan or an infinity propagates as it
+    does there and in torch (onnxruntime's own LSTM and GRU kernels turn a nan input into
+    finite numbers, its RNN's Relu a nan into 0, and its GRU aborts the process on a sequence
+    of 0 steps).
+
+    The input's share of every step's gates is one MatMul over the whole sequence (plus
+    bias_ih), outside the Scan; ``step(body, x_t, states)`` writes one step into the Scan's
+    body (an Emitter; the weights it reads are values of the outer graph) and returns the new
+    states, h first, which is also the step's y. A sequence of 0 steps, which onnxruntime's
+    Scan refuses, gets one zero step added and its output dropped; the states are then the
+    ones given."""
+    dtype = onnx_dtype(e.types[x].dtype)
+    first = e.const([0], np.int64)
+    gates = e.op("MatMul", [x, _transposed(e, w_ih)])[0]
+    if b_ih is not None:
+        gates = e.op("Add", [gates, b_ih])[0]
+    steps = e.op("Shape", [x], start=0, end=1)[0]
+    empty = e.op("Equal", [steps, first])[0]
+    extra = e.op("Cast", [empty], to=onnx.TensorProto.INT64)[0]
+    pad = e.op("ConstantOfShape", [e.op("Concat", [extra, e.op("Shape", [gates], start=1)[0]],
+                                        axis=0)[0]],
+               value=helper.make_tensor("zero", dtype, [1], [0]))[0]
+    seq = e.op("Concat", [gates, pad], axis=0)[0]
+    body = Emitter({}, e.types)  # the weights it reads are the outer graph's, by name
+    body.prefix = f"{e.prefix}/step"
+    inner = [body.fresh() for _ in states]
+    x_t = body.fresh()
+    new = step(body, x_t, inner)
+    y_t = body.op("Identity", [new[0]])[0]
+    matrix = [None, None]
+    graph = helper.make_graph(
+        body.nodes, body.prefix,
+        [helper.make_tensor_value_info(t, dtype, matrix) for t in inner + [x_t]],
+        [helper.make_tensor_value_info(t, dtype, matrix) for t in new + [y_t]],
+        list(body.initializers.values()))
+    direction = [int(node.attrs["reverse"])]
+    *finals, ys = e.op("Scan", [*states, seq], len(states) + 1, body=graph, num_scan_inputs=1,
+                       scan_input_directions=direction, scan_output_directions=direction)
+    e.op("Slice", [ys, first, steps, first], [outs[0]])
+    for given, last, out in zip(states, finals, outs[1:]):
+        e.op("Where", [empty, given, last], [out])
+
+
+def _state_share(b: Emitter, h: str, w_t: str, bias: str | None) -> str:
+    """h @ w_t (+ bias), in a Scan body."""
+    share = b.op("MatMul", [h, w_t])[0]
+    return share if bias is None else b.op("Add", [share, bias])[0]
+
+
+def lstm(e, node, ins, outs, a):
+    """The LSTM over the sequence: gates i, f, g, o as lstm_cell's."""
+    x, h, c, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 7)[:7]
+    w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
+
+    def step(b, x_t, states):
+        h, c = states
+        return _lstm_gates(b, b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0], c)
+
+    _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step)
+
+
+def gru(e, node, ins, outs, a):
+    """The GRU over the sequence: gates r, z, n; n = tanh(x's share + r * (W_hn h + b_hn)),
+    or without ``linear_before_reset`` tanh(x's share + W_hn (r * h) + b_hn); h' = n + z *
+    (h - n), as the numpy backend computes it."""
+    x, h, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 6)[:6]
+    w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
+    if not a["linear_before_reset"]:  # W_hn apart from W_hr and W_hz
+        hidden = e.types[w_hh].shape[1]
+        if not isinstance(hidden, int):
+            raise BackendError(f"onnxruntime backend: node {node.name!r}: gru needs a fixed "
+                               f"hidden size, got weight_hh {e.types[w_hh].shape}",
+                               node=node.name)
+        sizes = e.const([2 * hidden, hidden], np.int64)
+        w_rz, w_n = e.op("Split", [w_t, sizes], 2, axis=1)
+        b_rz, b_n = (None, None) if b_hh is None else e.op("Split", [b_hh, sizes], 2, axis=0)
+
+    def step(b, x_t, states):
+        [h] = states
+        x_r, x_z, x_n = b.op("Split", [x_t], 3, axis=1, num_outputs=3)
+        if a["linear_before_reset"]:
+            s_r, s_z, s_n = b.op("Split", [_state_share(b, h, w_t, b_hh)], 3, axis=1,
+                                 num_outputs=3)
+        else:
+            s_r, s_z = b.op("Split", [_state_share(b, h, w_rz, b_rz)], 2, axis=1,
+                            num_outputs=2)
+        r, z = (b.op("Sigmoid", [b.op("Add", [p, q])[0]])[0] for p, q in ((x_r, s_r), (x_z, s_z)))
+        if a["linear_before_reset"]:
+            reset = b.op("Mul", [r, s_n])[0]
+        else:
+            reset = _state_share(b, b.op("Mul", [r, h])[0], w_n, b_n)
+        n = b.op("Tanh", [b.op("Add", [x_n, reset])[0]])[0]
+        return [b.op("Add", [b.op("Mul", [b.op("Sub", [h, n])[0], z])[0], n])[0]]
+
+    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step)
+
+
+def rnn(e, node, ins, outs, a):
+    """The Elman RNN over the sequence: h' = tanh or relu of x's share + W_hh h + b_hh."""
+    x, h, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 6)[:6]
+    w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
+    act = "Tanh" if a["nonlinearity"] == "tanh" else "Relu"
+
+    def step(b, x_t, states):
+        [h] = states
+        return [b.op(act, [b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0]])[0]]
+
+    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step)
+
+
+def embedding(e, node, ins, outs, a, *, checked: bool = True):
+    """Gather of the weight's rows; indices of another integer dtype than ONNX Gather takes
+    (int32, int64) are Cast to int64 first (after the check, or before the clip)."""
+    idx, weight = ins[:2]
+    vocab = e.types[weight].shape[0]
+    given = idx
+    if e.types[idx].dtype not in ("int32", "int64"):
+        idx = e.op("Cast", [idx], to=onnx.TensorProto.INT64)[0]
+    if checked:
+        e.op("Gather", [weight, idx], outs, axis=0)
+        return
+    e.guards.append((given, int(vocab), f"node {node.name!r}", "embedding"))
+    dtype = np.int32 if e.types[given].dtype == "int32" else np.int64
+    safe = e.op("Clip", [idx, e.const(0, dtype), e.const(vocab - 1, dtype)])[0]
+    e.op("Gather", [weight, safe], outs, axis=0)
+
+
+#: layer op name (version 1) -> converter(emitter, node, input names, output names, attrs)
+CONVERTERS: dict[str, Converter] = {
+    "conv": conv, "conv_transpose": conv_transpose, "batchnorm": batchnorm,
+    "group_norm": group_norm, "instance_norm": instance_norm, "layer_norm": layer_norm,
+    "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "linear": linear,
+    "lstm_cell": lstm_cell, "lstm": lstm, "gru": gru, "rnn": rnn, "embedding": embedding,
+}
