@@ -509,12 +509,14 @@ def slice_len(size: Dim, start: int, end: int, step: int) -> Dim:
     Of a run-time size from a start >= 0 to the end by a step >= 1, the floor quotient
     ``(size - start + step - 1) // step`` (``t-2`` for ``x[:, 2:]``, ``h//2`` for
     ``x[:, 1::2]``): its value where the size is at least the start (below, the slice is
-    empty). From the last position back to the first by a step <= -1 (``x.flip(1)``,
+    empty). To an end counted from the end, -e, the same with the size less e
+    (``t-1`` for ``x[:, :-1]``, as for ``x[:, 1:]``), where the size is at least the start
+    plus e. From the last position back to the first by a step <= -1 (``x.flip(1)``,
     ``x[:, ::-2]``), ``(size - step - 1) // -step``, the size itself for a step of -1."""
     if type(size) is int:
         return len(slice_range(size, start, end, step))
-    if start >= 0 and step >= 1 and end >= TO_THE_END:
-        return floordiv(add(size, step - 1 - start), step)
+    if start >= 0 and step >= 1 and (end >= TO_THE_END or -TO_THE_END < end < 0):
+        return floordiv(add(size, step - 1 - start + (end if end < 0 else 0)), step)
     if start == -1 and step <= -1 and end <= -TO_THE_END:
         return floordiv(add(size, -step - 1), -step)
     return _cap(f"slice({size},{start},{end},{step})")

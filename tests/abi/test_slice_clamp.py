@@ -79,6 +79,25 @@ def test_the_length_of_a_slice_of_a_run_time_dim_is_onnxruntime_s_at_every_size(
         assert got == len(onnxruntime_slice(size, start, end, step)), (length, size)
 
 
+@pytest.mark.parametrize("start, end, step", [(0, -1, 1), (1, -1, 1), (2, -3, 2), (0, -2, 3),
+                                              (3, -1, 4)])
+def test_the_length_of_a_slice_to_an_end_counted_from_the_end_is_onnxruntime_s(
+        onnxruntime_slice, start, end, step):
+    """From a start >= 0 to an end -e by a step >= 1 (``x[:, :-1]``): the length written over
+    t is onnxruntime's count wherever t is at least start + e, and the slice is empty below
+    (as a slice from a start past the size is, the convention of ``t-2`` for ``x[:, 2:]``);
+    ``x[:, :-1]`` and ``x[:, 1:]`` have one name."""
+    length = dims.slice_len("t", start, end, step)
+    assert type(length) is str and "slice(" not in length, length
+    for size in range(20):
+        want = onnxruntime_slice(size, start, end, step)
+        if size >= start - end:
+            assert eval(length, {}, {"t": size}) == len(want), (length, size)
+        else:
+            assert want == [], size
+    assert dims.slice_len("t", 0, -1, 1) == dims.slice_len("t", 1, dims.TO_THE_END, 1) == "t-1"
+
+
 def test_onnxruntime_s_sentinels_are_what_the_spec_clamps(onnxruntime_slice):
     """Why the importer refuses them (tests/plugin_host/onnx_import/test_slice_bounds.py):
     onnxruntime's x[3:INT64_MAX:-1] of 4 positions is all four, the spec's is none."""

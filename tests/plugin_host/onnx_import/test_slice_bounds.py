@@ -17,7 +17,8 @@ import pytest
 from plugin_host.errors import UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
-from .conftest import check_on_both_backends, import_and_load, onnx
+from .conftest import (check_against_onnxruntime_and_torch, check_on_both_backends,
+                       export_dynamic, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 
@@ -115,3 +116,66 @@ def test_an_end_of_int_max_by_a_negative_step_is_refused_naming_the_node(end, ro
                                                     r"position in onnxruntime.* write "
                                                     r"-9223372036854775808 \(INT64_MIN\)"):
         import_onnx(model)
+
+
+def _shifted_model(path, first: tuple[int, int], second: tuple[int, int]):
+    """y = x[first] + x[second] along axis 0 of x (n, 4), each a (start, end) by step 1."""
+    consts, nodes = [], []
+    for k, (start, end) in enumerate((first, second)):
+        consts += [onnx.numpy_helper.from_array(np.array([v], np.int64), f"{name}{k}")
+                   for name, v in (("starts", start), ("ends", end), ("axes", 0))]
+        nodes.append(helper.make_node("Slice", ["x", f"starts{k}", f"ends{k}", f"axes{k}"],
+                                      [f"s{k}"], name=f"slice{k}"))
+    nodes.append(helper.make_node("Add", ["s0", "s1"], ["y"], name="add"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT,
+                                                                         ["n", 4])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, ["m", 4])],
+                              initializer=consts)
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("first, second, length", [
+    ((1, 2 ** 63 - 1), (0, -1), "n-1"), ((0, -2), (2, INT32_MAX), "n-2"),
+    ((1, -1), (2, 2 ** 63 - 1), "n-2"), ((3, -2), (0, -5), "n-5")],
+    ids=["next-less-this", "two-apart", "inner-and-tail", "both-cut"])
+def test_a_slice_to_an_end_counted_from_the_end_is_its_length(first, second, length,
+                                                               tmp_path, signer):
+    """x[1:] + x[:-1], a step's difference and the like: a slice to an end counted from the
+    end is the dim less both cuts, so the two operands' lengths are one dim (the sum's) and
+    an op that needs them equal takes them; at lengths where the slices are empty too."""
+    model = _shifted_model(tmp_path / "m.onnx", first, second)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    types = loaded.graph.check()
+    add = next(n for n in loaded.graph.nodes if n.op == "add")
+    assert [types[t].shape for t in add.inputs] == [(length, 4)] * 2
+    rng = np.random.default_rng(11)
+    feeds = [{"x": rng.standard_normal((n, 4)).astype(np.float32)} for n in (1, 5, 6, 9, 30)]
+    check_on_both_backends(model, loaded, feeds)
+
+
+class _TopP(torch.nn.Module):
+    """Nucleus (top-p) filtering of logits, as text generation writes it: the sorted
+    probabilities' running sum, the tokens past p removed, each shifted one place so the
+    first token past p stays (``removed[..., 1:] = removed[..., :-1]``: a ScatterND of the
+    slice to the last but one into the slice from the second)."""
+
+    def forward(self, logits):
+        ordered, order = logits.sort(-1, descending=True)
+        removed = ordered.softmax(-1).cumsum(-1) > 0.9
+        removed[..., 1:] = removed[..., :-1].clone()
+        removed[..., 0] = False
+        return logits.masked_fill(removed.scatter(-1, order, removed), float("-inf"))
+
+
+def test_top_p_filtering_over_a_run_time_vocabulary_matches_onnxruntime_and_torch(
+        tmp_path, signer):
+    model = export_dynamic(_TopP(), [torch.randn(2, 10)], tmp_path / "m.onnx", dynamo=True,
+                           names=["x"], dims=[{0: "b", 1: "t"}])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer,
+                                golden_dims={"b": [2, 3], "t": [4, 12]})
+    rng = np.random.default_rng(12)
+    feeds = [{"x": (3 * rng.standard_normal(shape)).astype(np.float32)}
+             for shape in ((1, 1), (2, 2), (3, 7), (2, 40))]
+    check_against_onnxruntime_and_torch(model, loaded, feeds, _TopP(), 0)
