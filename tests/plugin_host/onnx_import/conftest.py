@@ -309,6 +309,18 @@ def check_against_onnxruntime_and_torch(model: Path, loaded, feeds: list[dict[st
             np.testing.assert_allclose(got["y"], want, rtol=rtol, atol=atol)
 
 
+def index_refused_on_both_backends(graph, feed: dict[str, np.ndarray], match: str) -> None:
+    """A call the graph refuses when it runs, as onnxruntime refuses it, with an
+    IndexRangeError matching ``match`` (naming the node) on the numpy and onnxruntime
+    backends: an index past a tensor, or a guard's (a gather of one entry at 1)."""
+    from abi.errors import IndexRangeError
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(IndexRangeError, match=match):
+            Executor(graph, backend).run(dict(feed))
+
+
 def refused_on_every_side(model: Path, graph, feed: dict[str, np.ndarray], *,
                           onnxruntime_says: str, numpy_says: str, backend_says: str) -> None:
     """A call that the model cannot take (a size it does not divide, shapes that do not

@@ -10,14 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from abi.errors import IndexRangeError
 from plugin_host.errors import UnsupportedModelError
-from plugin_host.executor import Executor
-from plugins.numpy_backend import NumpyBackend
-from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_against_onnxruntime_and_torch,
-                       check_on_both_backends, export_dynamic, import_and_load, onnx,
+from .conftest import (assert_refused, check_against_onnxruntime_and_torch, check_on_both_backends,
+                       export_dynamic, import_and_load, index_refused_on_both_backends, onnx,
                        onnxruntime_outputs, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
@@ -148,9 +144,7 @@ def test_run_time_pads_in_reflect_mode_match_onnxruntime_and_torch(dynamo, tmp_p
     short = {"x": np.ones((1, 2, 1), np.float32)}  # pads 1 and 2 of a dim of 1
     with pytest.raises(Exception, match="requires axis length >= 2"):
         onnxruntime_outputs(model, short)
-    for backend in (NumpyBackend(), OnnxruntimeBackend()):
-        with pytest.raises(IndexRangeError, match=r"outside \[0, 1\)"):
-            Executor(loaded.graph, backend).run(dict(short))
+    index_refused_on_both_backends(loaded.graph, short, r"outside \[0, 1\)")
 
 
 def _pad_by_the_length(tmp_path, mode: str, front: bool) -> str:
@@ -178,9 +172,7 @@ def test_a_reflect_pad_as_long_as_the_dim_is_refused_when_the_call_runs(front, t
     feed = {"x": np.arange(4, dtype=np.float32)}
     with pytest.raises(Exception, match="exceeds maximum allowed"):
         onnxruntime_outputs(path, feed)
-    for backend in (NumpyBackend(), OnnxruntimeBackend()):
-        with pytest.raises(IndexRangeError, match=r"outside \[0, 4\)"):
-            Executor(loaded.graph, backend).run(dict(feed))
+    index_refused_on_both_backends(loaded.graph, feed, r"outside \[0, 4\)")
 
 
 def test_run_time_pads_in_wrap_mode_are_refused_naming_the_pad(tmp_path):
