@@ -2,8 +2,8 @@
 that have their parts: a multiple of one dim (``2*t``: the dynamo exporter's linear
 ``F.interpolate(x, scale_factor=2)`` takes a Range of that count) and a quotient of one dim
 plus an int (``(n+2)//2``: the half spectrum ``x[..., : n // 2 + 1]``, Transformer-XL's
-relative shift; ``t+1``: a padded tensor's first ``t + 1`` steps). Compared with
-onnxruntime on both backends and with torch."""
+relative shift; ``t+1``: a padded tensor's first ``t + 1`` steps; ``h//6+1``: the windows
+of PSPNet's adaptive pooling). Compared with onnxruntime on both backends and with torch."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from plugin_host.errors import ModelFileError
 
 from .conftest import (assert_refused, check_against_onnxruntime,
-                       check_against_onnxruntime_and_torch, export_dynamic, import_and_load, onnx,
-                       torch)
+                       check_against_onnxruntime_and_torch, export_dynamic, import_and_load,
+                       index_refused_on_both_backends, onnx, onnxruntime_outputs, torch)
 from .test_range_steps import _range_model
 from .test_scatter_runtime import BACKENDS
 
@@ -112,3 +112,51 @@ def test_a_size_whose_mask_is_past_the_tensor_cap_is_refused(model, tmp_path):
     larger than the tensor cap: refused naming the node, nothing allocated."""
     assert_refused(model(tmp_path / "r.onnx"), ModelFileError, "node 'steps' (Range)",
                    "above the cap of")
+
+
+class _Pyramid(torch.nn.Module):
+    """PSPNet's pyramid pooling: the map and its adaptive average pools to 1, 2, 3 and 6 bins,
+    each upsampled back to the map's size, side by side. Over a run-time height and width the
+    dynamo exporter writes each pool as windows gathered at ``bin * h // bins`` plus
+    ``arange(h // bins + 1)``: a Range to a quotient of the dim plus one, which a mask carries
+    (the legacy exporter cannot export adaptive pooling over a run-time size)."""
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        return torch.cat([x] + [F.interpolate(F.adaptive_avg_pool2d(x, bins), size=(h, w),
+                                              mode="bilinear", align_corners=False)
+                                for bins in (1, 2, 3, 6)], 1)
+
+
+@pytest.fixture(scope="module")
+def pyramid(tmp_path_factory, signer):
+    """The pyramid exported at 13 x 19: the exporter's windows hold where the height and width
+    leave the remainders 13 and 19 leave by every bin count, 1 (torch.export's guards)."""
+    path = tmp_path_factory.mktemp("pyramid")
+    model = export_dynamic(_Pyramid(), [torch.randn(1, 3, 13, 19)], path / "m.onnx",
+                           dynamo=True, names=["x"], dims=[{0: "b", 2: "h", 3: "w"}])
+    _, loaded = import_and_load(model, path / "m.pha", signer,
+                                golden_dims={"b": [1, 2], "h": [13, 25], "w": [19, 31]})
+    return model, loaded
+
+
+def test_pyramid_pooling_over_a_run_time_map_matches_onnxruntime_and_torch(pyramid):
+    model, loaded = pyramid
+    feeds = [{"x": RNG.standard_normal(s).astype(np.float32)}
+             for s in ((1, 3, 1, 1), (2, 3, 7, 13), (1, 3, 25, 7), (1, 3, 31, 37))]
+    check_against_onnxruntime_and_torch(model, loaded, feeds, _Pyramid(), 1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 12, 18), (1, 3, 7, 8), (1, 3, 2, 2)])
+def test_pyramid_pooling_past_the_exporters_windows_is_refused_as_by_onnxruntime(pyramid,
+                                                                                 shape):
+    """At other remainders the exported windows reach past the map: onnxruntime refuses the
+    call (its GatherND's index), and so does the artifact on either backend, naming the
+    node."""
+
+    model, loaded = pyramid
+    feed = {"x": RNG.standard_normal(shape).astype(np.float32)}
+    with pytest.raises(Exception, match="GatherND.*invalid index"):
+        onnxruntime_outputs(model, feed)
+    index_refused_on_both_backends(loaded.graph, feed, r"node 'node_GatherND_\d+/check\d'.* "
+                                                       r"outside \[0, \d+\)")
