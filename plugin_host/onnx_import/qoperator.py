@@ -25,7 +25,9 @@ against it over random scales, zero points, shapes and every input code:
   ``(a_scale * b_scale) / c_scale``, plus ``c_zp``, rounded half to even and saturated.
 - **QLinearGlobalAveragePool** (and a QLinearAveragePool whose window is the whole unpadded
   input, which onnxruntime runs the same way): the codes' exact sum less ``x_zp`` times the
-  count, times the float32 ``x_scale / (y_scale * count)``, rounded, plus ``y_zp``.
+  count, times the float32 ``x_scale / (y_scale * count)``, rounded, plus ``y_zp``; over
+  pooled dims known when the call runs, the sum in int32 as onnxruntime accumulates it and
+  the scale computed in float32 from the count read then.
 - **QLinearAveragePool**: onnxruntime dequantizes each code (a table), sums each window's taps
   one by one in float32 in row-major order, divides by the count, by ``y_scale``, adds
   ``y_zp`` and rounds; the import writes the same taps as one strided ``slice`` each, summed
@@ -55,6 +57,7 @@ from . import mlas
 from .dynamic import INT32_MAX, _as_float, _reach, _shifted_weight, matmul_sum
 from .ops import _only, maps
 from .qlinear import _requantize, _scalar_input, _scale, _with_bias
+from .run_time_sizes import size_tensor
 
 _MS = "com.microsoft."
 _INTEGERS = ("int8", "uint8")
@@ -378,8 +381,21 @@ def _global_average(imp, node, x: str, dtype: str, x_scale, x_zp: int, y_scale, 
     """MlasQLinearGlobalAveragePool: exact sums, one float32 scale (module doc)."""
     sizes = [shape[a] for a in axes]
     if any(type(d) is not int for d in sizes):
-        raise imp.unsupported(f"pooled dims {sizes} of X {shape}: must be static")
-    count = math.prod(sizes)
+        v = _run_time_average(imp, x, x_scale, x_zp, y_scale, axes, sizes)
+    else:
+        v = _static_average(imp, x, x_scale, x_zp, y_scale, axes, math.prod(sizes))
+    if y_zp:
+        v = imp.step("add", [v, imp.add_constant(np.array(y_zp, np.float32),
+                                                 f"{imp.node_name}.y_zero_point")], "shifted")
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    v = imp.step("clip", [v], "saturate", {"min": float(info.min), "max": float(info.max)})
+    bind_codes(imp, node, v, dtype)
+
+
+def _static_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
+                    count: int) -> str:
+    """The rounded average of a window of ``count`` codes known at import: their sum in
+    float32, exact below 2**24, and the scale a constant."""
     f = np.float32
     scale = f(f(x_scale) / f(f(y_scale) * f(count)))
     if not (2.0 ** -32 <= float(scale) < 256.0):
@@ -395,13 +411,51 @@ def _global_average(imp, node, x: str, dtype: str, x_scale, x_zp: int, y_scale, 
         total = imp.step("sub", [total, offset], "centered")
     v = imp.step("mul", [total, imp.add_constant(np.array(scale, np.float32),
                                                  f"{imp.node_name}.scale")], "scaled")
-    v = imp.step("round", [v], "round")
-    if y_zp:
-        v = imp.step("add", [v, imp.add_constant(np.array(y_zp, np.float32),
-                                                 f"{imp.node_name}.y_zero_point")], "shifted")
-    info = np.iinfo(dtypes.to_numpy(dtype))
-    v = imp.step("clip", [v], "saturate", {"min": float(info.min), "max": float(info.max)})
-    bind_codes(imp, node, v, dtype)
+    return imp.step("round", [v], "round")
+
+
+def _run_time_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
+                      sizes: list) -> str:
+    """The rounded average over pooled dims known when the call runs (a classifier's global
+    pool under a run-time image size), as onnxruntime computes it there: the codes summed in
+    int32 less ``x_zp`` times the count (int32, wrapping as its accumulator does), converted
+    to float32, times ``x_scale / (y_scale * count)`` computed in float32 from the count
+    read when the call runs. A scale outside [2**-32, 256), which onnxruntime's kernel
+    refuses (an empty window's among them), is an IndexRangeError naming the node."""
+    count = size_tensor(imp, sizes[0], ".count0")
+    for k, d in enumerate(sizes[1:], 1):
+        count = imp.step("mul", [count, size_tensor(imp, d, f".count{k}")], f"count{k}")
+    codes = imp.step("cast", [x], "int32", {"dtype": "int32"})
+    total = imp.step("sum", [codes], "sum", {"axes": axes, "keepdim": True})
+    if x_zp:
+        bias = imp.step("mul", [imp.step("cast", [count], "count_int32", {"dtype": "int32"}),
+                                imp.add_constant(np.array(x_zp, np.int32),
+                                                 f"{imp.node_name}.x_zero_point")], "bias")
+        total = imp.step("sub", [total, bias], "centered")
+    total = imp.step("cast", [total], "float", {"dtype": "float32"})
+    f = np.float32
+    counted = imp.step("mul", [imp.add_constant(np.array([y_scale], f),
+                                                f"{imp.node_name}.y_scale"),
+                               imp.step("cast", [count], "count_float", {"dtype": "float32"})],
+                       "y_scale_count")
+    scale = imp.step("div", [imp.add_constant(np.array([x_scale], f),
+                                              f"{imp.node_name}.x_scale"), counted], "scale")
+    in_range = imp.step("and", [
+        imp.step("greater_equal", [scale, imp.add_constant(np.array([2.0 ** -32], f),
+                                                           f"{imp.node_name}.least")],
+                 "scale_least"),
+        imp.step("less", [scale, imp.add_constant(np.array([256.0], f),
+                                                  f"{imp.node_name}.most")], "scale_most")],
+        "scale_in_range")
+    # the index 1 where the scale is out of range, past a gather_elements of one entry: the
+    # entry (0) added to the scale where it is in range
+    outside = imp.step("cast", [imp.step("not", [in_range], "scale_outside")], "outside",
+                       {"dtype": "int64"})
+    zero = imp.step("gather_elements", [imp.add_constant(np.zeros(1, f),
+                                                         f"{imp.node_name}.no_offset"),
+                                        outside], "scale_checked", {"axis": 0})
+    scale = imp.step("add", [scale, zero], "checked_scale")
+    return imp.step("round", [imp.step("mul", [total, scale], "scaled")], "round")
 
 
 @maps(_MS + "QLinearGlobalAveragePool")

@@ -17,8 +17,9 @@ from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends,
-                       export, import_and_load, onnx, onnxruntime_outputs, torch)
+from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends, export,
+                       export_dynamic, import_and_load, index_refused_on_both_backends, onnx,
+                       onnxruntime_outputs, torch)
 from .test_quantized import _Batches
 
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -316,6 +317,47 @@ def test_global_average_pool_scales_the_exact_sum_once(tmp_path):
     _exact(path, [{"x": x}])
 
 
+@pytest.mark.parametrize("channels_last", [0, 1])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_global_average_pool_over_run_time_dims_matches_onnxruntime(dtype, channels_last,
+                                                                   tmp_path):
+    """Pooled dims known when the call runs: the count read then, the codes summed in int32,
+    bit for bit with onnxruntime at counts from 1 to past 2**16 (where a float32 sum of 256
+    codes' worth each would no longer be exact), a zero point or none."""
+    shape = ("N", "h", "w", 3) if channels_last else ("N", 3, "h", "w")
+    sizes = [(1, 1, 1), (2, 5, 7), (1, 9, 4), (1, 300, 230)]
+    for k in range(4):
+        x_zp = _zp(dtype) if k % 2 else np.array(0, dtype)
+        x_scale = _scale()  # a y_scale onnxruntime takes at a window of 1
+        y_scale = max(_scale(), np.float32(x_scale / 200))
+        path = _unary_model(tmp_path, "QLinearGlobalAveragePool", dtype, shape, x_scale, x_zp,
+                            y_scale, _zp(dtype), channels_last=channels_last)
+        feeds = []
+        for n, h, w in sizes:
+            concrete = (n, h, w, 3) if channels_last else (n, 3, h, w)
+            feeds.append({"x": _every_code(dtype, concrete) if h * w > 100
+                          else _codes(dtype, concrete)})
+        _exact(path, feeds)
+
+
+def test_a_run_time_average_scale_out_of_onnxruntimes_range_is_refused_when_the_call_runs(
+        tmp_path):
+    """x_scale / (y_scale * count) must lie in [2**-32, 256), or onnxruntime's kernel refuses
+    the call: over run-time dims the count is known then, so a window of 1 (scale 300) and an
+    empty one are refused there, naming the node, on both backends, and a window of 4 (75)
+    runs bit for bit."""
+
+    path = _unary_model(tmp_path, "QLinearGlobalAveragePool", "uint8", (1, 2, "h", "w"),
+                        np.float32(3.0), np.uint8(10), np.float32(0.01), np.uint8(3))
+    graph = _exact(path, [{"x": _codes("uint8", (1, 2, 2, 2))}])
+    for h, w in ((1, 1), (0, 3)):
+        feed = {"x": _codes("uint8", (1, 2, h, w))}
+        with pytest.raises(Exception, match="QLinearGlobalAveragePool parameter out of "
+                                            "computation range"):
+            onnxruntime_outputs(path, feed, optimized=False)
+        index_refused_on_both_backends(graph, feed, r"node 'n/scale_checked'")
+
+
 _POOLS = {
     "2x2-stride-2": ((2, 3, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
     "3x3-padded": ((2, 3, 7, 6), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
@@ -568,6 +610,33 @@ def test_a_qoperator_model_builds_and_matches_onnxruntime(tmp_path, signer):
     feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
     _exact(path, feeds)
     loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
+    check_on_both_backends(path, loaded, feeds)
+
+
+def test_a_qoperator_classifier_over_a_run_time_image_size_matches_onnxruntime(tmp_path,
+                                                                              signer):
+    """The global average pool of a classifier quantized with a run-time batch and image size
+    (QLinearGlobalAveragePool over dims known when the call runs): built, and bit for bit
+    with onnxruntime at other sizes than the calibration's."""
+    torch.manual_seed(7)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(8, 8, 3, stride=2, padding=1), torch.nn.ReLU(),
+                              torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                              torch.nn.Linear(8, 4))
+    float_model = tmp_path / "float.onnx"
+    export_dynamic(net, [torch.randn(1, 3, 16, 16)], float_model, dynamo=False, names=["x"],
+                   dims=[{0: "b", 2: "h", 3: "w"}])
+    path = tmp_path / "qop.onnx"
+    quantization.quantize_static(str(float_model), str(path), _Batches("x", (1, 3, 16, 16)),
+                                 quant_format=quantization.QuantFormat.QOperator,
+                                 weight_type=quantization.QuantType.QUInt8,
+                                 activation_type=quantization.QuantType.QUInt8)
+    assert "QLinearGlobalAveragePool" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    feeds = [{"x": (RNG.standard_normal(shape) * 2).astype(np.float32)}
+             for shape in ((1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 1, 1), (1, 3, 64, 48))]
+    _exact(path, feeds)
+    loaded = import_and_load(path, tmp_path / "q.pha", signer,
+                             golden_dims={"b": [1, 2], "h": [16, 9], "w": [16, 23]})[1]
     check_on_both_backends(path, loaded, feeds)
 
 
