@@ -31,7 +31,9 @@ against it over random scales, zero points, shapes and every input code:
 - **QLinearAveragePool**: onnxruntime dequantizes each code (a table), sums each window's taps
   one by one in float32 in row-major order, divides by the count, by ``y_scale``, adds
   ``y_zp`` and rounds; the import writes the same taps as one strided ``slice`` each, summed
-  in that order (at most :data:`MAX_TAPS` taps).
+  in that order (at most :data:`MAX_TAPS` taps); over spatial dims known when the call runs,
+  in floor mode with explicit pads, each tap to as many positions before the end as the
+  kernel has after it (:func:`_run_time_average_pool`).
 - **QGemm**: QLinearMatMul's exact sum plus the int32 bias C, times the float32
   ``(alpha * a_scale) * b_scale`` (per column of B, or one), divided by ``y_scale`` and
   requantized when there is one, else the float32 result.
@@ -57,6 +59,7 @@ from . import mlas
 from .dynamic import INT32_MAX, _as_float, _reach, _shifted_weight, matmul_sum
 from .ops import _only, maps
 from .qlinear import _requantize, _scalar_input, _scale, _with_bias
+from .fold import FAR
 from .run_time_sizes import size_tensor
 
 _MS = "com.microsoft."
@@ -481,9 +484,12 @@ def _qlinear_average_pool(imp, node, attrs):
                              node=imp.node_name, op=node.op_type)
     axes = list(range(1, spatial + 1)) if last else list(range(2, spatial + 2))
     sizes = [shape[a] for a in axes]
-    if any(type(d) is not int for d in sizes):
-        raise imp.unsupported(f"spatial dims {sizes} of X {shape}: must be static")
     strides = list(attrs.get("strides", [1] * spatial))
+    run_time = any(type(d) is not int for d in sizes)
+    if run_time and attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+        raise imp.unsupported(f"auto_pad={attrs['auto_pad']} over spatial dims {sizes} of X "
+                              f"{shape}: its pads depend on sizes known only when the call "
+                              f"runs")
     pads = _average_pads(imp, node, attrs, sizes, kernel, strides)
     if kernel == sizes and not any(pads):
         return _global_average(imp, node, x, dtype, xs, xz, ys, yz, axes, shape)
@@ -492,6 +498,12 @@ def _qlinear_average_pool(imp, node, attrs):
         raise imp.unsupported(f"a window of {taps} taps: onnxruntime sums them one by one in "
                               f"float32, which the import reproduces up to {MAX_TAPS} taps")
     ceil = bool(attrs.get("ceil_mode", 0))
+    if run_time:
+        if ceil:
+            raise imp.unsupported(f"ceil_mode=1 over spatial dims {sizes} of X {shape}: its "
+                                  f"last windows depend on sizes known only when the call runs")
+        return _run_time_average_pool(imp, node, attrs, x, dtype, (xs, xz, ys, yz), axes,
+                                      sizes, kernel, strides, pads)
     outs = [_pooled_size(n, k, s, pads[d], pads[d + spatial], ceil)
             for d, (n, k, s) in enumerate(zip(sizes, kernel, strides))]
     if any(o < 1 for o in outs):
@@ -522,13 +534,81 @@ def _qlinear_average_pool(imp, node, attrs):
     counts = _window_counts(sizes, kernel, strides, pads, outs,
                             bool(attrs.get("count_include_pad", 0)))
     counts = counts.reshape([outs[axes.index(a)] if a in axes else 1 for a in range(rank)])
-    avg = imp.step("div", [total, imp.add_constant(counts, f"{imp.node_name}.counts")],
-                   "average")
+    _requantized_average(imp, node, total, imp.add_constant(counts, f"{imp.node_name}.counts"),
+                         ys, yz, dtype)
+
+
+def _requantized_average(imp, node, total: str, counts: str, ys, yz: int, dtype: str) -> None:
+    """Each window's float32 sum over its count, over y_scale, plus y_zp, saturated: the
+    node's codes."""
+    avg = imp.step("div", [total, counts], "average")
     v = imp.step("div", [avg, imp.add_constant(np.array(ys, np.float32),
                                                f"{imp.node_name}.y_scale")], "scaled")
     v = imp.step("add", [v, imp.add_constant(np.array(yz, np.float32),
                                              f"{imp.node_name}.y_zero_point")], "shifted")
     bind_codes(imp, node, _saturated(imp, v, dtype), dtype)
+
+
+def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
+                           axes: list[int], sizes: list, kernel: list[int], strides: list[int],
+                           pads: list[int]) -> None:
+    """QLinearAveragePool over spatial dims known when the call runs (a pool inside a
+    quantized convnet under a run-time image size), floor mode, explicit pads: onnxruntime's
+    tap-by-tap float32 sums as over static dims, each tap a strided ``slice`` of the padded
+    input from the tap to as many positions before the end as the kernel has after it, so
+    every tap is ``(n + pads - k) // s + 1`` long when the call runs. Each window's count: the
+    kernel's size with count_include_pad (or no pads), else the taps inside the input,
+    summed the same way over a mask of ones. A padded dim shorter than the kernel (where
+    onnxruntime's windows reach past the input, or it refuses the call) is an
+    IndexRangeError naming the node when the call runs."""
+    xs, xz, ys, yz = scales
+    spatial, rank = len(axes), len(imp.type_of(node.input[0]).shape)
+    table = mlas.dequantized(dtype, xs, xz)
+    _check_reach(imp, "the average over y_scale",
+                 float(np.abs(table).max()) / float(ys) + abs(yz))
+    padding = [[0, 0]] * rank
+    for d, a in enumerate(axes):
+        padding[a] = [pads[d], pads[d + spatial]]
+
+    def tap_sum(v: str, name: str) -> str:
+        if any(pads):
+            v = imp.step("pad", [v], f"{name}_padded", {"pads": padding, "mode": "constant",
+                                                        "value": 0.0})
+        total = None
+        for tap in itertools.product(*[range(k) for k in kernel]):
+            ends = [t - (k - 1) if t < k - 1 else FAR for t, k in zip(tap, kernel)]
+            label = f"{name}_tap" + "_".join(map(str, tap))
+            cut = imp.step("slice", [v], label, {"starts": list(tap), "ends": ends,
+                                                 "axes": axes, "steps": strides})
+            total = cut if total is None else imp.step("add", [total, cut], f"sum_{label}")
+        return total
+
+    total = tap_sum(_lookup(imp, x, dtype, table, "dequantized"), "x")
+    if attrs.get("count_include_pad", 0) or not any(pads):
+        counts = imp.add_constant(np.array([math.prod(kernel)], np.float32),
+                                  f"{imp.node_name}.counts")
+    else:  # the taps inside the input: the same sums over ones (of the first channel)
+        channel = 1 if axes[0] == 2 else rank - 1
+        first = imp.step("slice", [x], "first_channel", {"starts": [0], "ends": [1],
+                                                         "axes": [channel], "steps": [1]})
+        counts = tap_sum(_lookup(imp, first, dtype, np.ones(256, np.float32), "ones"), "ones")
+    # a padded dim shorter than the kernel: index 1 of one entry, the entry (0) added to
+    # the counts otherwise
+    for d, n in enumerate(sizes):
+        if type(n) is int:
+            if n + pads[d] + pads[d + spatial] < kernel[d]:
+                raise ModelFileError(f"kernel_shape {kernel} with pads {pads} over spatial "
+                                     f"dims {sizes} leaves no output", node=imp.node_name,
+                                     op=node.op_type)
+            continue
+        short = imp.step("less", [size_tensor(imp, n, f".size{d}"), imp.index_constant(
+            [kernel[d] - pads[d] - pads[d + spatial]], f"least{d}")], f"short{d}")
+        index = imp.step("cast", [short], f"short{d}_index", {"dtype": "int64"})
+        zero = imp.step("gather_elements", [imp.add_constant(np.zeros(1, np.float32),
+                                                             f"{imp.node_name}.no_count{d}"),
+                                            index], f"long_enough{d}", {"axis": 0})
+        counts = imp.step("add", [counts, zero], f"counts_checked{d}")
+    _requantized_average(imp, node, total, counts, ys, yz, dtype)
 
 
 def _average_pads(imp, node, attrs, sizes, kernel, strides) -> list[int]:

@@ -383,6 +383,77 @@ def test_average_pool_matches_onnxruntime(dtype, case, tmp_path):
         _exact(path, [{"x": _codes(dtype, shape)}, {"x": _every_code(dtype, shape)}])
 
 
+#: run-time spatial dims (the symbolic shape, and the shapes fed: the first the smallest the
+#: kernel takes) and the pool's attributes
+_RUN_TIME_POOLS = {
+    "2x2-stride-2": (("N", 3, "h", "w"), [(1, 3, 2, 2), (2, 3, 7, 8), (1, 3, 13, 5)],
+                     {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    "3x3-padded": (("N", 3, "h", "w"), [(1, 3, 1, 1), (2, 3, 7, 6), (1, 3, 12, 3)],
+                   {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    "3x3-padded-count-pad": ((1, 2, "h", "w"), [(1, 2, 1, 2), (1, 2, 7, 6), (1, 2, 10, 9)],
+                             {"kernel_shape": [3, 3], "pads": [1, 0, 2, 1],
+                              "count_include_pad": 1}),
+    "1d": (("N", 3, "t"), [(2, 3, 1), (2, 3, 9), (1, 3, 20)],
+           {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}),
+    "3d-one-static": ((1, 2, "d", "h", 4), [(1, 2, 2, 2, 4), (1, 2, 5, 7, 4)],
+                      {"kernel_shape": [2, 2, 2], "strides": [1, 2, 2]}),
+    "stride-past-kernel": (("N", 2, "h", "w"), [(1, 2, 2, 3), (2, 2, 11, 8)],
+                           {"kernel_shape": [2, 3], "strides": [3, 4]}),
+    "channels-last": (("N", "h", "w", 3), [(1, 3, 3, 3), (2, 6, 9, 3), (1, 10, 5, 3)],
+                      {"kernel_shape": [3, 3], "strides": [2, 2], "channels_last": 1}),
+}
+
+
+@pytest.mark.parametrize("case", list(_RUN_TIME_POOLS))
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_average_pool_over_run_time_dims_matches_onnxruntime(dtype, case, tmp_path):
+    """Spatial dims known when the call runs: each tap a strided slice to as many positions
+    before the end as the kernel has after it, the counts of padded windows summed over ones,
+    bit for bit with onnxruntime from the smallest size the kernel takes up."""
+    shape, fed, attrs = _RUN_TIME_POOLS[case]
+    for _ in range(3):
+        path = _unary_model(tmp_path, "QLinearAveragePool", dtype, shape, _scale(),
+                            _zp(dtype), _scale(), _zp(dtype), **attrs)
+        _exact(path, [{"x": _codes(dtype, f)} for f in fed]
+               + [{"x": _every_code(dtype, fed[-1])}])
+
+
+@pytest.mark.parametrize("case", ["2x2-stride-2", "3x3-padded", "1d"])
+def test_a_run_time_dim_shorter_than_the_kernel_is_refused_when_the_call_runs(case,
+                                                                              tmp_path):
+    """Shorter than the kernel with its pads, onnxruntime refuses the call (a negative output
+    size) or reads windows past the input (x of 1 row, 2 x 2 by 2: one output row): refused
+    naming the node on both backends."""
+    shape, fed, attrs = _RUN_TIME_POOLS[case]
+    path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", shape, _scale(),
+                        _zp("uint8"), _scale(), _zp("uint8"), **attrs)
+    graph = _exact(path, [{"x": _codes("uint8", fed[0])}])
+    short = tuple(d - 1 if k >= len(shape) - len(attrs["kernel_shape"]) else d
+                  for k, d in enumerate(fed[0]))
+    index_refused_on_both_backends(graph, {"x": _codes("uint8", short)},
+                                   r"node 'n/long_enough\d'")
+
+
+@pytest.mark.parametrize("attrs, says", [
+    ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, "ceil_mode=1 over spatial "
+     "dims"), ({"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER"}, "auto_pad=SAME_UPPER over "
+               "spatial dims")], ids=["ceil-mode", "same-upper"])
+def test_average_pools_whose_windows_depend_on_run_time_dims_are_refused(attrs, says,
+                                                                        tmp_path):
+    path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", ("N", 3, "h", "w"),
+                        _scale(), _zp("uint8"), _scale(), _zp("uint8"), **attrs)
+    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAveragePool)", says)
+
+
+def test_a_static_dim_shorter_than_the_kernel_beside_run_time_ones_is_refused(tmp_path):
+    """As over static dims only: the kernel leaves no output along the static width."""
+    path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", ("N", 3, "h", 1), _scale(),
+                        _zp("uint8"), _scale(), _zp("uint8"), kernel_shape=[2, 2])
+    assert_refused(path, ModelFileError, "node 'n' (QLinearAveragePool)",
+                   "kernel_shape [2, 2] with pads [0, 0, 0, 0] over spatial dims ['h', 1] "
+                   "leaves no output")
+
+
 #: (x_scale, x_zp, y_scale, y_zp) under which a 3x3 window summed in another order than
 #: onnxruntime's changes outputs of the input below (found by searching random scales)
 _SUM_ORDER = [(0.06875735, 150, 0.0080891, 201), (0.0034982816, 123, 0.077221125, 67)]
@@ -615,11 +686,12 @@ def test_a_qoperator_model_builds_and_matches_onnxruntime(tmp_path, signer):
 
 def test_a_qoperator_classifier_over_a_run_time_image_size_matches_onnxruntime(tmp_path,
                                                                               signer):
-    """The global average pool of a classifier quantized with a run-time batch and image size
-    (QLinearGlobalAveragePool over dims known when the call runs): built, and bit for bit
-    with onnxruntime at other sizes than the calibration's."""
+    """A classifier quantized with a run-time batch and image size: its average pools
+    (QLinearAveragePool, QLinearGlobalAveragePool) over dims known when the call runs, built
+    and bit for bit with onnxruntime at other sizes than the calibration's."""
     torch.manual_seed(7)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.AvgPool2d(2),
                               torch.nn.Conv2d(8, 8, 3, stride=2, padding=1), torch.nn.ReLU(),
                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
                               torch.nn.Linear(8, 4))
@@ -631,9 +703,10 @@ def test_a_qoperator_classifier_over_a_run_time_image_size_matches_onnxruntime(t
                                  quant_format=quantization.QuantFormat.QOperator,
                                  weight_type=quantization.QuantType.QUInt8,
                                  activation_type=quantization.QuantType.QUInt8)
-    assert "QLinearGlobalAveragePool" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"QLinearAveragePool", "QLinearGlobalAveragePool"} <= {
+        n.op_type for n in onnx.load(str(path)).graph.node}
     feeds = [{"x": (RNG.standard_normal(shape) * 2).astype(np.float32)}
-             for shape in ((1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 1, 1), (1, 3, 64, 48))]
+             for shape in ((1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 2, 2), (1, 3, 64, 48))]
     _exact(path, feeds)
     loaded = import_and_load(path, tmp_path / "q.pha", signer,
                              golden_dims={"b": [1, 2], "h": [16, 9], "w": [16, 23]})[1]
