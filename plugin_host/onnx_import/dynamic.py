@@ -189,10 +189,11 @@ def _integer_dtype(imp, node, name: str, what: str) -> str:
     return dtype
 
 
-def _shifted_input(imp, node, what: str, zp_at: int = 2) -> str:
-    """A (input 0) minus its zero point (input ``zp_at``; a per-tensor one: onnxruntime's CPU
-    kernels take no other) as float32 integers in [-255, 255]."""
-    a = node.input[0]
+def _shifted_input(imp, node, what: str, zp_at: int = 2, at: int = 0) -> str:
+    """A (input ``at``, by default 0) minus its zero point (input ``zp_at``; a per-tensor
+    one: onnxruntime's CPU kernels take no other) as float32 integers in [-255, 255]."""
+    a = node.input[at]
+    tag = "a" if at == 0 else f"input{at}"
     dtype = _integer_dtype(imp, node, a, what)
     zp = _zero_point(imp, node, zp_at, dtype, f"{what}'s zero point")
     x = _as_float(imp, a)
@@ -204,11 +205,12 @@ def _shifted_input(imp, node, what: str, zp_at: int = 2) -> str:
                                   f"value (per tensor) is supported, as onnxruntime's kernel")
         if not zp.any():
             return x
-        zp = imp.add_constant(zp.reshape(()).astype(np.float32), f"{node.output[0]}.a_zero_point")
+        zp = imp.add_constant(zp.reshape(()).astype(np.float32),
+                              f"{node.output[0]}.{tag}_zero_point")
     elif imp.types[zp].shape not in ((), (1,)):
         raise imp.unsupported(f"{what}'s zero point of shape {list(imp.types[zp].shape)}: only "
                               f"one value (per tensor) is supported")
-    return imp.emit("sub", [x, zp], [None], suffix="/a_zero_point")[0]
+    return imp.emit("sub", [x, zp], [None], suffix=f"/{tag}_zero_point")[0]
 
 
 def _shifted_weight(imp, node, axis: int, what: str, at: int = 1,

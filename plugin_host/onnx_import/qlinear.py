@@ -4,7 +4,10 @@ onnxruntime's numbers, bit for bit. Registered in :data:`.ops.MAPPERS` on import
 
 - The integer sum is ConvInteger's / MatMulInteger's (:mod:`.dynamic`): ``(x - x_zero_point)``
   times the constant ``w - w_zero_point`` accumulated exactly, in float32 where the import
-  proves every partial sum within 2**24, else over runs summed in int32. QLinearConv's int32
+  proves every partial sum within 2**24, else over runs summed in int32. A QLinearMatMul's
+  B computed when the call runs (attention's scores and weighted values) is an int32
+  ``matmul`` of both operands less their zero points, as onnxruntime's integer GEMM
+  accumulates (wrapping past 2**31 as it does), then one ``cast`` to float32. QLinearConv's int32
   bias (a constant) is added to it: in float32 where the sum is float32 and every bias is
   within 2**24 (one rounding of the exact sum, as onnxruntime's int32 to float32 conversion),
   else in int32 and then ``cast`` to float32. A sum with the bias beyond int32 is refused.
@@ -40,7 +43,8 @@ import numpy as np
 from abi import dtypes
 
 from ..errors import ModelFileError
-from .dynamic import CONV_ATTRS, EXACT, INT32_MAX, _reach, _shifted_weight, conv_sum, matmul_sum
+from .dynamic import (CONV_ATTRS, EXACT, INT32_MAX, _reach, _shifted_input, _shifted_weight,
+                      conv_sum, matmul_sum)
 from .ops import _only, maps
 
 _INTEGERS = ("int8", "uint8")
@@ -199,8 +203,12 @@ def _qlinear_conv(imp, node, attrs):
 
 @maps("QLinearMatMul")
 def _qlinear_matmul(imp, node, attrs):
-    """MatMulInteger's exact sum, requantized as onnxruntime (module doc)."""
+    """MatMulInteger's exact sum, requantized as onnxruntime (module doc); B computed when the
+    call runs (attention's scores and its weighted values), an int32 matmul."""
     _only(imp, attrs, {})
+    b_name = node.input[3] if len(node.input) > 3 else ""
+    if b_name and not imp.is_const(b_name):
+        return _run_time_matmul(imp, node)
     _weight_input(imp, node, "B")
     _integer_operand(imp, node)
     b = imp.const(node.input[3])
@@ -209,6 +217,25 @@ def _qlinear_matmul(imp, node, attrs):
     y, kind = matmul_sum(imp, node, at=3)
     y = _with_bias(imp, node, y, kind, None, None)
     _requantize(imp, node, y, scale, (columns,), dtype, zp)
+
+
+def _run_time_matmul(imp, node) -> None:
+    """QLinearMatMul of two operands computed when the call runs: ``(a - a_zp) @ (b - b_zp)``
+    in int32, as onnxruntime's integer GEMM accumulates it (exact up to 2**31, wrapping past
+    it as its accumulator does), converted to float32 once and requantized with the float32
+    ``(a_scale * b_scale) / y_scale`` (module doc). Every scale and zero point one value (a
+    per-column b_scale of such a B is refused by onnxruntime too)."""
+    _integer_operand(imp, node)
+    scale, dtype, zp = _check_parameters(imp, node, None)
+    operands = []
+    for what, at, zp_at in (("A", 0, 2), ("B", 3, 5)):
+        shifted = _shifted_input(imp, node, what, zp_at, at=at)
+        [v] = imp.emit("cast", [shifted], [None], {"dtype": "int32"},
+                       suffix=f"/{what.lower()}_int32")
+        operands.append(v)
+    [y] = imp.emit("matmul", operands, [None], suffix="/matmul_int32")
+    [y] = imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/sum_float32")
+    _requantize(imp, node, y, scale, None, dtype, zp)
 
 
 def _integer_operand(imp, node) -> None:

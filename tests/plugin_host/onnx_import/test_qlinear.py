@@ -368,17 +368,56 @@ def test_a_runtime_scale_or_zero_point_is_refused(which, tmp_path):
                    f"{what} {which!r} must be a constant (known at import)")
 
 
-@pytest.mark.parametrize("op", ["QLinearConv", "QLinearMatMul"])
-def test_runtime_weights_are_refused_saying_what_imports(op, tmp_path):
-    w = np.ones((2, 3, 1, 1) if op == "QLinearConv" else (3, 2), np.uint8)
-    shape = (1, 3, 4, 4) if op == "QLinearConv" else (4, 3)
-    y_shape = (1, 2, 4, 4) if op == "QLinearConv" else (4, 2)
-    model = _qlinear(tmp_path, op, shape, y_shape, "uint8", w, 0.01, np.uint8(1),
+def test_runtime_conv_weights_are_refused_saying_what_imports(tmp_path):
+    model = _qlinear(tmp_path, "QLinearConv", (1, 3, 4, 4), (1, 2, 4, 4), "uint8",
+                     np.ones((2, 3, 1, 1), np.uint8), 0.01, np.uint8(1), runtime=("w",))
+    assert_refused(model, UnsupportedModelError, "node 'n' (QLinearConv)",
+                   "W 'w' must be a constant (the quantized weights), but it is computed at run "
+                   "time; quantize in QDQ format instead (quant_format=QuantFormat.QDQ)")
+
+
+@pytest.mark.parametrize("k", [24, 300])
+@pytest.mark.parametrize("x_dtype, w_dtype, w_range", _DTYPES)
+def test_a_qlinear_matmul_of_two_run_time_operands_matches_onnxruntime_bit_for_bit(
+        x_dtype, w_dtype, w_range, k, tmp_path):
+    """Attention's QLinearMatMuls (scores, weighted values) take B computed when the call runs:
+    an int32 matmul of both operands less their zero points, as onnxruntime's integer GEMM
+    accumulates, then requantized. K = 300 takes uint8 sums past 2**24, where a float32 sum
+    would round; B broadcast over A's batch too."""
+    w = _ints(w_dtype, (2, k, 5), *w_range)
+    w_scale = np.float32(RNG.random() * 0.01 + 1e-3)
+    w_zp = _ints(w_dtype, (), -4 if w_dtype == "int8" else 120, 4 if w_dtype == "int8" else 136)
+    model = _qlinear(tmp_path, "QLinearMatMul", ("n", 3, k), (2, 3, 5), x_dtype, w, w_scale,
+                     w_zp, x_scale=0.0173, y_scale=0.0231 * k / 24, runtime=("w",))
+    graph = import_onnx(model).graph
+    assert "matmul" in {n.op for n in graph.nodes}
+    feeds = [{"x": _ints(x_dtype, (2, 3, k)), "w": _ints(w_dtype, (2, k, 5), *w_range)},
+             {"x": _ints(x_dtype, (1, 3, k)), "w": _ints(w_dtype, (2, k, 5), *w_range)},
+             {"x": np.full((2, 3, k), np.iinfo(x_dtype).max, x_dtype),
+              "w": np.full((2, k, 5), w_range[1], w_dtype)}]
+    _exact_on_both_backends(graph, model, feeds)
+
+
+def test_a_run_time_qlinear_matmul_wraps_past_int32_as_onnxruntime(tmp_path):
+    """Sums past 2**31 wrap in onnxruntime's int32 accumulator; the import's int32 matmul
+    wraps alike (a float32 sum would saturate the code instead): 34,000 products of 255."""
+    k = 34000
+    model = _qlinear(tmp_path, "QLinearMatMul", (1, 1, k), (1, 1, 1), "uint8",
+                     np.zeros((1, k, 1), np.uint8), 1.0, np.uint8(0), x_scale=1.0, x_zp=0,
+                     y_scale=2.0 ** 24, y_zp=128, runtime=("w",))
+    feeds = [{"x": np.full((1, 1, k), fill, np.uint8), "w": np.full((1, k, 1), 255, np.uint8)}
+             for fill in (255, 200)]
+    assert onnxruntime_outputs(model, feeds[0], optimized=False)["y"].item() == 4  # wrapped
+    _exact_on_both_backends(import_onnx(model).graph, model, feeds)
+
+
+def test_a_per_column_scale_of_a_run_time_b_is_refused(tmp_path):
+    """onnxruntime refuses the call (its weight scale must be one value there)."""
+    model = _qlinear(tmp_path, "QLinearMatMul", (2, 3, 4), (2, 3, 5), "uint8",
+                     np.ones((2, 4, 5), np.uint8), np.full(5, 0.01, np.float32), np.uint8(1),
                      runtime=("w",))
-    what = "W" if op == "QLinearConv" else "B"
-    assert_refused(model, UnsupportedModelError, f"node 'n' ({op})",
-                   f"{what} 'w' must be a constant (the quantized weights), but it is computed "
-                   f"at run time; quantize in QDQ format instead (quant_format=QuantFormat.QDQ)")
+    assert_refused(model, ModelFileError, "node 'n' (QLinearMatMul)",
+                   "w_scale of shape [5]: must be one value")
 
 
 @pytest.mark.parametrize("which", ["x", "w", "y"])

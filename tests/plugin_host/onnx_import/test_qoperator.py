@@ -713,6 +713,32 @@ def test_a_qoperator_classifier_over_a_run_time_image_size_matches_onnxruntime(t
     check_on_both_backends(path, loaded, feeds)
 
 
+@pytest.mark.parametrize("dtype", ["QUInt8", "QInt8"])
+def test_a_qoperator_transformer_layer_matches_onnxruntime(dtype, tmp_path, signer):
+    """A transformer encoder layer quantized in the QOperator format: its attention's
+    QLinearMatMuls multiply two operands computed when the call runs (the scores, then the
+    weighted values), beside QGemm, QLinearAdd, QLinearMul and QLinearSoftmax; built, and
+    its output within the artifact's tolerance of onnxruntime's on both backends (its layer
+    norms run on dequantized floats, which round their last bit their own way)."""
+    torch.manual_seed(8)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+    shape = (2, 6, 16)
+    float_model = export(layer, [torch.randn(*shape)], tmp_path / "float.onnx", dynamo=True,
+                         input_names=["x"], output_names=["y"])
+    path = tmp_path / "qop.onnx"
+    quantization.quantize_static(str(float_model), str(path), _Batches("x", shape),
+                                 quant_format=quantization.QuantFormat.QOperator,
+                                 weight_type=getattr(quantization.QuantType, dtype),
+                                 activation_type=getattr(quantization.QuantType, dtype))
+    graph = onnx.load(str(path)).graph
+    constants = {t.name for t in graph.initializer}
+    assert any(n.op_type == "QLinearMatMul" and n.input[3] not in constants
+               for n in graph.node)
+    feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
+    loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
+    check_on_both_backends(path, loaded, feeds)
+
+
 class _Direct(torch.nn.Module):
     """The ops the QOperator format runs on the codes themselves (Pad, a nearest Resize,
     Split, Concat, Transpose, ArgMax) and a QLinearWhere (ForceQuantizeNoInputCheck writes
