@@ -135,10 +135,10 @@ def _lookup(imp, x: str, dtype: str, table: np.ndarray, name: str) -> str:
 
 
 def lookup_at(imp, position: str, table: np.ndarray, name: str) -> str:
-    """``table[position]`` (float32), ``position`` whole numbers in ``[0, 256)`` held in
-    float32."""
+    """``table[position]`` (float32), ``position`` whole numbers in ``[0, len(table))`` held
+    in float32 (256 codes' entries, or rows of them)."""
     index = imp.step("cast", [position], f"{name}_index", {"dtype": "int64"})
-    weight = imp.add_constant(table.astype(np.float32).reshape(256, 1),
+    weight = imp.add_constant(table.astype(np.float32).reshape(-1, 1),
                               f"{imp.node_name}.{name}_table")
     y = imp.step("embedding", [index, weight], f"{name}_lookup")
     return imp.step("sum", [y], name, {"axes": [-1], "keepdim": False})

@@ -21,8 +21,12 @@ exact quotient's rounding, which the double one equals but where the quotient li
 about 2**-53 of a half-way point.
 
 ``opset`` (onnxruntime's attribute) below 13 normalizes over the flattened dims from ``axis``
-(default 1) on, 13 and above over ``axis`` alone (default -1). Those dims must be static:
-the table depends on their count. ``Ys`` must be below 2**19 (``y_scale`` above about
+(default 1) on, 13 and above over ``axis`` alone (default -1). The table depends on their
+count: where they are static it is one constant; where some are known only when the call
+runs (attention's softmax over a run-time sequence length) the import builds the tables of
+every count from 1 to :data:`MAX_RUN_TIME_COUNT` and each call looks its codes up in the row
+of its count, read from the input then (a count past the last row, or 0, is an
+IndexRangeError naming the node). ``Ys`` must be below 2**19 (``y_scale`` above about
 1.9e-6) and ``D`` small enough that the int64 steps cannot overflow (refused, naming the
 node, otherwise).
 """
@@ -46,6 +50,9 @@ from .qoperator import _MS, _codes, _zero_point, bind_codes, lookup_at
 _F32 = np.float32
 #: ``floor(1 / y_scale)`` at most this: the int64 product ``A * Ys`` stays below 2**63
 MAX_RATIO = 2 ** 19 - 1
+#: the largest count of values a softmax over dims known only when the call runs normalizes:
+#: the import holds one table of 256 float32 values per count up to it (1 MiB per node)
+MAX_RUN_TIME_COUNT = 1024
 
 
 @functools.lru_cache(maxsize=1)
@@ -93,10 +100,8 @@ def _qlinear_softmax(imp, node, attrs):
                              node=imp.node_name, op=node.op_type)
     axis %= rank
     dims = shape[axis:] if opset < 13 else [shape[axis]]
-    if any(type(d) is not int for d in dims):
-        raise imp.unsupported(f"dims {dims} of X {shape}: the softmax's dims must be static "
-                              f"(onnxruntime's table depends on their count)")
-    count = math.prod(dims)
+    run_time = any(type(d) is not int for d in dims)
+    count = MAX_RUN_TIME_COUNT if run_time else math.prod(dims)
     if count < 1:
         raise imp.unsupported(f"dims {dims} of X {shape}: no values to normalize")
     x_scale = _scale(imp, node, 1, "X_scale")
@@ -112,13 +117,52 @@ def _qlinear_softmax(imp, node, attrs):
         raise imp.unsupported(f"{count} values per softmax with 1 / Y_scale = {ratio}: the "
                               f"sum's int64 form would overflow")
     imp.check_size("its int64 terms", shape)
+    flattened = opset < 13
+    if run_time:
+        _build_run_time(imp, node, x, dtype, x_scale, bits, dims, axis, flattened, rank, ratio,
+                        y_zp)
+        return
     exps = table(x_scale, count)
+    _build(imp, node, x, dtype, lambda position: lookup_at(imp, position, exps, "exp"), axis,
+           flattened, rank, imp.add_constant(_unit(exps, bits), f"{imp.node_name}.unit"),
+           ratio, y_zp)
+
+
+def _unit(exps: np.ndarray, bits: int) -> np.ndarray:
+    """The power of two ``c`` that makes the int64 forms of a table's sums whole (module
+    doc)."""
     top = int(np.frexp(np.float64(exps[255]))[1]) - 1  # 2**top <= the largest value
-    unit = np.array(np.ldexp(_F32(1), 23 - top + bits), _F32)
-    _build(imp, node, x, dtype, exps, axis, opset < 13, count, rank, unit, ratio, y_zp)
+    return np.array(np.ldexp(_F32(1), 23 - top + bits), _F32)
 
 
-def _build(imp, node, x, dtype, exps, axis, flattened, count, rank, unit, ratio, y_zp):
+def _build_run_time(imp, node, x, dtype, x_scale, bits, dims, axis, flattened, rank, ratio,
+                    y_zp):
+    """The softmax over dims known when the call runs: the codes looked up in the table of
+    the count read from the input then, one row of 256 per count (module doc)."""
+    from .run_time_sizes import size_tensor
+
+    name = imp.node_name
+    tables = np.stack([table(x_scale, c) for c in range(1, MAX_RUN_TIME_COUNT + 1)])
+    units = np.stack([_unit(t, bits) for t in tables]).reshape(-1, 1)
+    count = size_tensor(imp, dims[0], ".count0")
+    for k, d in enumerate(dims[1:], 1):
+        count = imp.step("mul", [count, size_tensor(imp, d, f".count{k}")], f"count{k}")
+    row = imp.step("sub", [count, imp.index_constant([1], "first_count")], "table_row")
+    unit = imp.step("sum", [imp.step("embedding", [row, imp.add_constant(
+        units, f"{name}.units")], "unit_lookup")], "unit", {"axes": [-1], "keepdim": False})
+    offset = imp.step("cast", [imp.step("mul", [row, imp.index_constant(
+        [256], "table_width")], "table_start")], "table_offset", {"dtype": "float32"})
+
+    def lookup(position):
+        at = imp.step("add", [position, offset], "table_position")
+        return lookup_at(imp, at, tables.reshape(-1), "exp")
+
+    _build(imp, node, x, dtype, lookup, axis, flattened, rank, unit, ratio, y_zp)
+
+
+def _build(imp, node, x, dtype, lookup, axis, flattened, rank, scale, ratio, y_zp):
+    """``lookup`` gives each code's exponential from its position below the largest code
+    (255 the largest's); ``scale`` is the power of two of the int64 forms (module doc)."""
     name = imp.node_name
 
     def const(value, what, dtype=np.float32):
@@ -128,16 +172,15 @@ def _build(imp, node, x, dtype, exps, axis, flattened, count, rank, unit, ratio,
     largest = imp.step("amax", [x], "largest", {"axes": axes, "keepdim": True})
     position = imp.step("add", [imp.step("sub", [x, largest], "below_largest"),
                                 const(255.0, "top")], "position")
-    e = lookup_at(imp, position, exps, "exp")
+    e = lookup(position)
     terms = imp.step("flatten", [e], "row", {"start_dim": axis, "end_dim": -1}) \
         if flattened and rank - axis > 1 else e
-    total = imp.step("slice", [imp.step("cumsum", [terms], "running", {"axis": axis})],
-                     "sum", {"starts": [count - 1], "ends": [count], "axes": [axis],
-                             "steps": [1]})
+    # the float32 running sum in order; its largest entry is the last (every term positive)
+    total = imp.step("amax", [imp.step("cumsum", [terms], "running", {"axis": axis})],
+                     "sum", {"axes": [axis], "keepdim": True})
     if flattened and rank - axis > 1:
         total = imp.step("unflatten", [total], "sum_dims",
                          {"axis": axis, "sizes": [1] * (rank - axis)})
-    scale = const(unit, "unit")
     a = imp.step("cast", [imp.step("mul", [e, scale], "a_scaled")], "a", {"dtype": "int64"})
     b = imp.step("cast", [imp.step("mul", [total, scale], "b_scaled")], "b", {"dtype": "int64"})
     num = imp.step("mul", [a, const(ratio, "ratio", np.int64)], "numerator")

@@ -713,18 +713,21 @@ def test_a_qoperator_classifier_over_a_run_time_image_size_matches_onnxruntime(t
     check_on_both_backends(path, loaded, feeds)
 
 
+@pytest.mark.parametrize("run_time", [False, True], ids=["fixed", "run-time-length"])
 @pytest.mark.parametrize("dtype", ["QUInt8", "QInt8"])
-def test_a_qoperator_transformer_layer_matches_onnxruntime(dtype, tmp_path, signer):
+def test_a_qoperator_transformer_layer_matches_onnxruntime(dtype, run_time, tmp_path, signer):
     """A transformer encoder layer quantized in the QOperator format: its attention's
     QLinearMatMuls multiply two operands computed when the call runs (the scores, then the
-    weighted values), beside QGemm, QLinearAdd, QLinearMul and QLinearSoftmax; built, and
-    its output within the artifact's tolerance of onnxruntime's on both backends (its layer
-    norms run on dequantized floats, which round their last bit their own way)."""
+    weighted values), beside QGemm, QLinearAdd, QLinearMul and QLinearSoftmax (over a
+    run-time length too); built, and its output within the artifact's tolerance of
+    onnxruntime's on both backends (its layer norms run on dequantized floats, which round
+    their last bit their own way)."""
     torch.manual_seed(8)
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
     shape = (2, 6, 16)
-    float_model = export(layer, [torch.randn(*shape)], tmp_path / "float.onnx", dynamo=True,
-                         input_names=["x"], output_names=["y"])
+    float_model = export_dynamic(layer, [torch.randn(*shape)], tmp_path / "float.onnx",
+                                 dynamo=True, names=["x"],
+                                 dims=[{0: "b", 1: "t"} if run_time else {}])
     path = tmp_path / "qop.onnx"
     quantization.quantize_static(str(float_model), str(path), _Batches("x", shape),
                                  quant_format=quantization.QuantFormat.QOperator,
@@ -734,8 +737,11 @@ def test_a_qoperator_transformer_layer_matches_onnxruntime(dtype, tmp_path, sign
     constants = {t.name for t in graph.initializer}
     assert any(n.op_type == "QLinearMatMul" and n.input[3] not in constants
                for n in graph.node)
-    feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3)]
-    loaded = import_and_load(path, tmp_path / "q.pha", signer)[1]
+    shapes = [(1, 1, 16), (2, 5, 16), (1, 40, 16)] if run_time else [shape, shape]
+    feeds = [{"x": (RNG.standard_normal(s) * k).astype(np.float32)}
+             for s, k in zip(shapes, (1, 3, 2))]
+    loaded = import_and_load(path, tmp_path / "q.pha", signer,
+                             golden_dims={"b": [1, 2], "t": [4, 12]} if run_time else {})[1]
     check_on_both_backends(path, loaded, feeds)
 
 

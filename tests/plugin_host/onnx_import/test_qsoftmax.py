@@ -15,7 +15,7 @@ import pytest
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import qsoftmax
 
-from .conftest import assert_refused, onnxruntime_outputs
+from .conftest import assert_refused, index_refused_on_both_backends, onnxruntime_outputs
 from .test_qoperator import _codes, _exact, _model, _param, _vi, helper
 
 RNG = np.random.default_rng(61)
@@ -190,11 +190,61 @@ def test_an_axis_outside_the_input_is_refused(tmp_path):
                    "attribute axis=1 is outside X's 1 dims")
 
 
-def test_a_run_time_softmax_dim_is_refused(tmp_path):
+#: (shape, axis, opset, fed shapes): a run-time softmax length (attention's scores), a
+#: run-time dim among opset < 13's flattened ones, a run-time dim before the softmax's
+_RUN_TIME = [(("N", 4, "K"), -1, 13, [(1, 4, 1), (2, 4, 7), (1, 4, 300), (1, 4, 1024)]),
+             ((2, "K", 3), 1, 12, [(2, 1, 3), (2, 5, 3), (2, 341, 3)]),
+             (("K", 6), 1, 13, [(1, 6), (9, 6)])]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("shape, axis, opset, fed", _RUN_TIME, ids=lambda v: str(v)[:24])
+def test_a_softmax_over_run_time_dims_matches_onnxruntime_bit_for_bit(shape, axis, opset,
+                                                                     fed, dtype, tmp_path):
+    """The count of values per softmax read when the call runs, its table looked up in the
+    row of that count: bit for bit from 1 value to the last row's 1,024."""
+    info = np.iinfo(dtype)
+    for y_scale, y_zp in ((_F32(1 / 256), 0 if dtype == "uint8" else -128),
+                          (_F32(10.0 ** RNG.uniform(-5, -1)), info.min)):
+        path = _softmax_model(tmp_path / "m.onnx", dtype, shape, _F32(10.0 ** RNG.uniform(-3, 0)),
+                              y_scale, y_zp, axis=axis, opset=opset)
+        _exact(path, [{"x": _codes(dtype, f)} for f in fed]
+               + [{"x": (_codes(dtype, fed[-1]) // 16).astype(dtype)}])
+
+
+def test_a_run_time_softmax_takes_the_table_of_its_own_count(tmp_path):
+    """The row of the count the call gives, not a neighbour's: the tables of 300 and 301
+    values differ by a common factor, so an output moves only near a half (searched for with
+    a fine output scale); onnxruntime's and the import's follow the count's own."""
+    count = 300
+    top = _F32(np.finfo(_F32).max)
+    neighbour = {"logarithm": lambda v: qsoftmax.logf(top / _F32(count + 1))}
+    rng = np.random.default_rng(8)
+    for _ in range(2000):
+        x_scale = _F32(10.0 ** rng.uniform(-3, -1))
+        x = rng.integers(0, 255, size=(1, count), endpoint=True).astype(np.uint8)
+        plainer = _plain(x, "uint8", x_scale, _F32(2.0 ** -18), 0, **neighbour)
+        right = _plain(x, "uint8", x_scale, _F32(2.0 ** -18), 0)
+        if not np.array_equal(plainer, right):
+            path = _softmax_model(tmp_path / "m.onnx", "uint8", (1, "K"), x_scale,
+                                  _F32(2.0 ** -18), 0, axis=-1, opset=13)
+            np.testing.assert_array_equal(
+                onnxruntime_outputs(path, {"x": x}, optimized=False)["y"], right)
+            _exact(path, [{"x": x}])
+            return
+    pytest.fail("no case found where the neighbouring count's table differs")
+
+
+def test_a_run_time_softmax_past_the_last_table_is_refused_when_the_call_runs(tmp_path):
+    """1,025 values, one more than the tables the import holds: an IndexRangeError naming
+    the node on both backends (onnxruntime computes it)."""
     path = _softmax_model(tmp_path / "m.onnx", "uint8", (2, "K"), 0.1, 1 / 256, 0, axis=-1,
                           opset=13)
-    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearSoftmax)",
-                   "the softmax's dims must be static")
+    graph = _exact(path, [{"x": _codes("uint8", (2, 1024))}])
+    onnxruntime_outputs(path, {"x": _codes("uint8", (2, qsoftmax.MAX_RUN_TIME_COUNT + 1))})
+    index_refused_on_both_backends(
+        graph, {"x": _codes("uint8", (2, qsoftmax.MAX_RUN_TIME_COUNT + 1))},
+        r"node 'n/unit_lookup'.* outside \[0, 1024\)")
 
 
 def test_an_output_scale_too_fine_for_int64_is_refused(tmp_path):
