@@ -20,7 +20,10 @@ against it over random scales, zero points, shapes and every input code:
   broadcasting loop reads as one value per span the two swap roles. The backends compute in
   float32 without fused steps, so the import writes the ratios and the constant as integers on
   one power-of-two grid: each step's exact value is then an int64 ``mul`` and ``add``, and its
-  one rounding the ``cast`` to float32 (exact scaling by the grid's unit aside).
+  one rounding the ``cast`` to float32 (exact scaling by the grid's unit aside). Where
+  run-time dims decide which operand the loop reads per span (a mask ``(t, t)`` beside scores
+  ``(b, h, t, t)``: at t = 1 only), both orders are computed and a ``where`` takes the one
+  the call's dims give.
 - **QLinearMul**: ``(a - a_zp) * (b - b_zp)`` (exact), times the float32
   ``(a_scale * b_scale) / c_scale``, plus ``c_zp``, rounded half to even and saturated.
 - **QLinearGlobalAveragePool** (and a QLinearAveragePool whose window is the whole unpadded
@@ -252,18 +255,46 @@ def _binary(imp, node) -> tuple:
     return a, b, dtype, scales, zps
 
 
-def _span_scalar(imp, node, which: int) -> bool:
-    """Whether input ``which`` is what onnxruntime's broadcasting loop reads as one value per
-    span: its shape is all 1 over the trailing dims where the other's is not (the dims both
-    have 1 on, from the end, are skipped first)."""
+#: run-time dims whose sizes (1 or less, 2 or more) may decide QLinearAdd's operand order, at
+#: most (one order per combination is checked at import)
+MAX_ORDER_DIMS = 4
+
+
+def _a_per_span(imp, node) -> bool | str:
+    """Whether A is what onnxruntime's broadcasting loop reads as one value per span, where
+    its kernel then streams B (:func:`_scalar_side`): a bool, or where run-time dims decide
+    it (a causal mask ``(t, t)`` added to scores ``(b, h, t, t)`` is one value per span at
+    t = 1 only), a bool tensor of shape (1,) computed when the call runs from whether each
+    such dim is at most 1."""
     shapes = [list(imp.type_of(node.input[i]).shape) for i in (0, 3)]
-    if any(type(d) is not int for s in shapes for d in s):
-        static = [[d if type(d) is int else 2 for d in s] for s in shapes]
-        ones = [[d if type(d) is int else 1 for d in s] for s in shapes]
-        if _scalar_side(*static) != _scalar_side(*ones):
-            raise imp.unsupported(f"inputs of shapes {shapes[0]} and {shapes[1]}: which one "
-                                  f"onnxruntime broadcasts per span depends on run-time dims")
-    return _scalar_side(*[[d if type(d) is int else 2 for d in s] for s in shapes]) == which
+    names = sorted({d for s in shapes for d in s if type(d) is not int})
+    if not names:
+        return _scalar_side(*shapes) == 0
+    if len(names) > MAX_ORDER_DIMS:
+        raise imp.unsupported(f"inputs of shapes {shapes[0]} and {shapes[1]}: which one "
+                              f"onnxruntime broadcasts per span depends on more than "
+                              f"{MAX_ORDER_DIMS} run-time dims")
+    swapped = []  # the combinations of (dim at most 1) under which A is one value per span
+    for small in itertools.product((False, True), repeat=len(names)):
+        size = {n: 1 if s else 2 for n, s in zip(names, small)}
+        if _scalar_side(*[[size.get(d, d) for d in sh] for sh in shapes]) == 0:
+            swapped.append(small)
+    if len(swapped) in (0, 2 ** len(names)):
+        return bool(swapped)
+    at_most_one = [imp.step("less", [size_tensor(imp, n, f".order{k}"), imp.index_constant(
+        [2], f"order{k}_two")], f"order{k}_small") for k, n in enumerate(names)]
+    terms = []
+    for j, small in enumerate(swapped):
+        term = None
+        for k, is_small in enumerate(small):
+            v = at_most_one[k] if is_small else imp.step("not", [at_most_one[k]],
+                                                         f"order{j}_{k}_large")
+            term = v if term is None else imp.step("and", [term, v], f"order{j}_{k}")
+        terms.append(term)
+    a_per_span = terms[0]
+    for j, term in enumerate(terms[1:], 1):
+        a_per_span = imp.step("or", [a_per_span, term], f"order_any{j}")
+    return a_per_span
 
 
 def _scalar_side(a: list, b: list) -> int | None:
@@ -287,8 +318,23 @@ def _qlinear_add(imp, node, attrs):
     """``fma(a, r_a, fma(b, r_b, fixed))`` computed exactly in int64 (module doc)."""
     _only(imp, attrs, {})
     a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node)
-    if _span_scalar(imp, node, 0):  # onnxruntime's kernel streams b then
-        a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
+    a_per_span = _a_per_span(imp, node)
+    if type(a_per_span) is bool:
+        if a_per_span:  # onnxruntime's kernel streams b then
+            a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
+        acc = _fused_sum(imp, a, b, (sa, sb, sc), (za, zb, zc), dtype, "")
+    else:  # both orders, the one onnxruntime takes chosen when the call runs
+        plain = _fused_sum(imp, a, b, (sa, sb, sc), (za, zb, zc), dtype, "")
+        streamed = _fused_sum(imp, b, a, (sb, sa, sc), (zb, za, zc), dtype, "swapped_")
+        acc = imp.step("where", [a_per_span, streamed, plain], "in_onnxruntimes_order")
+    bind_codes(imp, node, _saturated(imp, acc, dtype), dtype)
+
+
+def _fused_sum(imp, a: str, b: str, scales: tuple, zps: tuple, dtype: str, tag: str) -> str:
+    """``fma(a, r_a, fma(b, r_b, fixed))`` on the codes, each fused step rounded once to
+    float32 (module doc); step names begin with ``tag``."""
+    sa, sb, sc = scales
+    za, zb, zc = zps
     f = np.float32
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # refused below
         r_a, r_b = f(sa / sc), f(sb / sc)
@@ -298,20 +344,22 @@ def _qlinear_add(imp, node, attrs):
     (k_a, k_b, k_fixed), unit = _common_grid(imp, (r_a, r_b, fixed), top)
 
     def const(value, name):
-        return imp.add_constant(np.array(value, np.int64), f"{imp.node_name}.{name}")
+        return imp.add_constant(np.array(value, np.int64), f"{imp.node_name}.{tag}{name}")
 
-    a64, b64 = (imp.step("cast", [t], f"{w}_int64", {"dtype": "int64"})
+    def step(op, ins, name, attrs=None):
+        return imp.step(op, ins, tag + name, attrs)
+
+    a64, b64 = (step("cast", [t], f"{w}_int64", {"dtype": "int64"})
                 for t, w in ((a, "a"), (b, "b")))
-    inner = imp.step("add", [imp.step("mul", [b64, const(k_b, "b_ratio")], "b_scaled"),
-                             const(k_fixed, "fixed")], "b_exact")
+    inner = step("add", [step("mul", [b64, const(k_b, "b_ratio")], "b_scaled"),
+                         const(k_fixed, "fixed")], "b_exact")
     # the float32 rounding of the exact value (on the grid): the inner fused step's result
-    inner = imp.step("cast", [imp.step("cast", [inner], "b_fused", {"dtype": "float32"})],
-                     "b_fused_int64", {"dtype": "int64"})
-    acc = imp.step("add", [imp.step("mul", [a64, const(k_a, "a_ratio")], "a_scaled"), inner],
-                   "a_exact")
-    acc = imp.step("cast", [acc], "a_fused", {"dtype": "float32"})
-    acc = imp.step("mul", [acc, imp.add_constant(unit, f"{imp.node_name}.unit")], "sum")
-    bind_codes(imp, node, _saturated(imp, acc, dtype), dtype)
+    inner = step("cast", [step("cast", [inner], "b_fused", {"dtype": "float32"})],
+                 "b_fused_int64", {"dtype": "int64"})
+    acc = step("add", [step("mul", [a64, const(k_a, "a_ratio")], "a_scaled"), inner],
+               "a_exact")
+    acc = step("cast", [acc], "a_fused", {"dtype": "float32"})
+    return step("mul", [acc, imp.add_constant(unit, f"{imp.node_name}.{tag}unit")], "sum")
 
 
 def _common_grid(imp, values, top: int) -> tuple[list[int], np.ndarray]:

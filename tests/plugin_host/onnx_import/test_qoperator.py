@@ -157,6 +157,39 @@ def test_add_takes_the_operands_in_onnxruntimes_order(scales, zps, a, tmp_path):
     _exact(path, [{"a": np.array([a], np.uint8), "b": np.arange(256).astype(np.uint8)}])
 
 
+@pytest.mark.parametrize("scales, zps, a", _SWAPPED[:2])
+def test_add_takes_the_order_run_time_dims_give(scales, zps, a, tmp_path):
+    """A causal mask ``(t, t)`` added to scores ``(b, 2, t, t)``: onnxruntime's broadcasting
+    loop streams the scores past one mask value at t = 1 only, so the import computes both
+    orders and takes the one the call's t gives; each bit for bit with onnxruntime on both
+    backends, under scales where the order moves an output."""
+    inits = [_param(n, np.float32(v)) for n, v in zip(("as", "bs", "cs"), scales)]
+    inits += [_param(n, np.uint8(z)) for n, z in zip(("az", "bz", "cz"), zps)]
+    node = helper.make_node("QLinearAdd", ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
+                            ["c"], name="n", domain=_MS)
+    path = _model(tmp_path / "m.onnx", [node], [_vi("a", "uint8", ("t", "t")),
+                                                _vi("b", "uint8", ("b", 2, "t", "t"))],
+                  [_vi("c", "uint8", ("b", 2, "t", "t"))], inits)
+    graph = _exact(path, [{"a": np.array([[a]], np.uint8),
+                           "b": np.arange(256).astype(np.uint8).reshape(128, 2, 1, 1)},
+                          {"a": _codes("uint8", (3, 3)), "b": _codes("uint8", (2, 2, 3, 3))}])
+    assert "where" in {n.op for n in graph.nodes}
+
+
+def test_an_add_whose_order_more_than_four_run_time_dims_decide_is_refused(tmp_path):
+    inits = [_param(n, _scale()) for n in ("as", "bs", "cs")]
+    inits += [_param(n, _zp("uint8")) for n in ("az", "bz", "cz")]
+    node = helper.make_node("QLinearAdd", ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
+                            ["c"], name="n", domain=_MS)
+    dims = ("p", "q", "r", "s", "u")
+    path = _model(tmp_path / "m.onnx", [node], [_vi("a", "uint8", dims),
+                                                _vi("b", "uint8", dims[::-1])],
+                  [_vi("c", "uint8", None, 5)], inits)
+    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAdd)",
+                   "which one onnxruntime broadcasts per span depends on more than 4 run-time "
+                   "dims")
+
+
 #: scales and zero points (a, b, c) under which rounding each fused step once (onnxruntime's
 #: two FMAs) and rounding the whole sum once part on some pair of codes (found by searching
 #: random scales over every pair)
