@@ -498,15 +498,20 @@ def _run_time_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
         imp.step("less", [scale, imp.add_constant(np.array([256.0], f),
                                                   f"{imp.node_name}.most")], "scale_most")],
         "scale_in_range")
-    # the index 1 where the scale is out of range, past a gather_elements of one entry: the
-    # entry (0) added to the scale where it is in range
-    outside = imp.step("cast", [imp.step("not", [in_range], "scale_outside")], "outside",
-                       {"dtype": "int64"})
-    zero = imp.step("gather_elements", [imp.add_constant(np.zeros(1, f),
-                                                         f"{imp.node_name}.no_offset"),
-                                        outside], "scale_checked", {"axis": 0})
-    scale = imp.step("add", [scale, zero], "checked_scale")
+    scale = refused_where(imp, scale, imp.step("not", [in_range], "scale_outside"),
+                          "scale_checked")
     return imp.step("round", [imp.step("mul", [total, scale], "scaled")], "round")
+
+
+def refused_where(imp, value: str, failing: str, name: str) -> str:
+    """``value`` (float32) as it is, but an IndexRangeError naming the node when the call
+    runs where the bool ``failing`` (shape (1,)) holds: a ``gather_elements`` (step
+    ``name``) of one entry, 0, at index 1 there, its result added to ``value``."""
+    index = imp.step("cast", [failing], f"{name}_index", {"dtype": "int64"})
+    zero = imp.step("gather_elements", [imp.add_constant(np.zeros(1, np.float32),
+                                                         f"{imp.node_name}.{name}_entry"),
+                                        index], name, {"axis": 0})
+    return imp.step("add", [value, zero], f"{name}_value")
 
 
 @maps(_MS + "QLinearGlobalAveragePool")
@@ -640,8 +645,7 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
         first = imp.step("slice", [x], "first_channel", {"starts": [0], "ends": [1],
                                                          "axes": [channel], "steps": [1]})
         counts = tap_sum(_lookup(imp, first, dtype, np.ones(256, np.float32), "ones"), "ones")
-    # a padded dim shorter than the kernel: index 1 of one entry, the entry (0) added to
-    # the counts otherwise
+    # a padded dim shorter than the kernel is refused when the call runs
     for d, n in enumerate(sizes):
         if type(n) is int:
             if n + pads[d] + pads[d + spatial] < kernel[d]:
@@ -651,11 +655,7 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
             continue
         short = imp.step("less", [size_tensor(imp, n, f".size{d}"), imp.index_constant(
             [kernel[d] - pads[d] - pads[d + spatial]], f"least{d}")], f"short{d}")
-        index = imp.step("cast", [short], f"short{d}_index", {"dtype": "int64"})
-        zero = imp.step("gather_elements", [imp.add_constant(np.zeros(1, np.float32),
-                                                             f"{imp.node_name}.no_count{d}"),
-                                            index], f"long_enough{d}", {"axis": 0})
-        counts = imp.step("add", [counts, zero], f"counts_checked{d}")
+        counts = refused_where(imp, counts, short, f"long_enough{d}")
     _requantized_average(imp, node, total, counts, ys, yz, dtype)
 
 

@@ -46,6 +46,7 @@ from ..errors import ModelFileError
 from .ops import _only, maps
 from .qlinear import _scale
 from .qoperator import _MS, _codes, _zero_point, bind_codes, lookup_at
+from .run_time_sizes import size_tensor
 
 _F32 = np.float32
 #: ``floor(1 / y_scale)`` at most this: the int64 product ``A * Ys`` stays below 2**63
@@ -139,8 +140,6 @@ def _build_run_time(imp, node, x, dtype, x_scale, bits, dims, axis, flattened, r
                     y_zp):
     """The softmax over dims known when the call runs: the codes looked up in the table of
     the count read from the input then, one row of 256 per count (module doc)."""
-    from .run_time_sizes import size_tensor
-
     name = imp.node_name
     tables = np.stack([table(x_scale, c) for c in range(1, MAX_RUN_TIME_COUNT + 1)])
     units = np.stack([_unit(t, bits) for t in tables]).reshape(-1, 1)
