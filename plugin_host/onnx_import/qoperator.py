@@ -56,6 +56,7 @@ import math
 import numpy as np
 
 from abi import dtypes
+from abi.ops import dims as dim_math
 
 from ..errors import ModelFileError
 from . import mlas
@@ -473,9 +474,7 @@ def _run_time_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
     to float32, times ``x_scale / (y_scale * count)`` computed in float32 from the count
     read when the call runs. A scale outside [2**-32, 256), which onnxruntime's kernel
     refuses (an empty window's among them), is an IndexRangeError naming the node."""
-    count = size_tensor(imp, sizes[0], ".count0")
-    for k, d in enumerate(sizes[1:], 1):
-        count = imp.step("mul", [count, size_tensor(imp, d, f".count{k}")], f"count{k}")
+    count = size_tensor(imp, dim_math.product(sizes), ".count")
     codes = imp.step("cast", [x], "int32", {"dtype": "int32"})
     total = imp.step("sum", [codes], "sum", {"axes": axes, "keepdim": True})
     if x_zp:

@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from abi import dtypes
+from abi.ops import dims as dim_math
 
 from ..errors import ModelFileError
 from .ops import _only, maps
@@ -143,9 +144,7 @@ def _build_run_time(imp, node, x, dtype, x_scale, bits, dims, axis, flattened, r
     name = imp.node_name
     tables = np.stack([table(x_scale, c) for c in range(1, MAX_RUN_TIME_COUNT + 1)])
     units = np.stack([_unit(t, bits) for t in tables]).reshape(-1, 1)
-    count = size_tensor(imp, dims[0], ".count0")
-    for k, d in enumerate(dims[1:], 1):
-        count = imp.step("mul", [count, size_tensor(imp, d, f".count{k}")], f"count{k}")
+    count = size_tensor(imp, dim_math.product(dims), ".count")
     row = imp.step("sub", [count, imp.index_constant([1], "first_count")], "table_row")
     unit = imp.step("sum", [imp.step("embedding", [row, imp.add_constant(
         units, f"{name}.units")], "unit_lookup")], "unit", {"axes": [-1], "keepdim": False})
