@@ -92,15 +92,18 @@ _SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (3, 1)), ((3, 1), (2, 3, 4)), ((1
            ((2, 1, 5), (2, 4, 1)), (("N", 3, 4), ("N", 3, 4)), (("N", 3, 4), (3, 4))]
 
 
-def _binary_model(tmp_path, op, dtype, a_shape, b_shape, scales, zps):
+def _binary_model(tmp_path, op, dtype, a_shape, b_shape, scales, zps, out=None):
+    """c = ``op``(a, b); ``out`` c's declared shape (by default the broadcast of a's and b's,
+    "N" a run-time batch)."""
     inits = [_param("as", scales[0]), _param("az", zps[0]), _param("bs", scales[1]),
              _param("bz", zps[1]), _param("cs", scales[2]), _param("cz", zps[2])]
     node = helper.make_node(op, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], ["c"],
                             name="n", domain=_MS)
-    out = list(np.broadcast_shapes(*[tuple(1 if d == "N" else d for d in s)
-                                     for s in (a_shape, b_shape)]))
-    if "N" in a_shape:
-        out[0] = "N"
+    if out is None:
+        out = list(np.broadcast_shapes(*[tuple(1 if d == "N" else d for d in s)
+                                         for s in (a_shape, b_shape)]))
+        if "N" in a_shape:
+            out[0] = "N"
     return _model(tmp_path / "m.onnx", [node], [_vi("a", dtype, a_shape),
                                                 _vi("b", dtype, b_shape)],
                   [_vi("c", dtype, out)], inits)
@@ -163,13 +166,9 @@ def test_add_takes_the_order_run_time_dims_give(scales, zps, a, tmp_path):
     loop streams the scores past one mask value at t = 1 only, so the import computes both
     orders and takes the one the call's t gives; each bit for bit with onnxruntime on both
     backends, under scales where the order moves an output."""
-    inits = [_param(n, np.float32(v)) for n, v in zip(("as", "bs", "cs"), scales)]
-    inits += [_param(n, np.uint8(z)) for n, z in zip(("az", "bz", "cz"), zps)]
-    node = helper.make_node("QLinearAdd", ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
-                            ["c"], name="n", domain=_MS)
-    path = _model(tmp_path / "m.onnx", [node], [_vi("a", "uint8", ("t", "t")),
-                                                _vi("b", "uint8", ("b", 2, "t", "t"))],
-                  [_vi("c", "uint8", ("b", 2, "t", "t"))], inits)
+    path = _binary_model(tmp_path, "QLinearAdd", "uint8", ("t", "t"), ("b", 2, "t", "t"),
+                         [np.float32(v) for v in scales], [np.uint8(z) for z in zps],
+                         out=("b", 2, "t", "t"))
     graph = _exact(path, [{"a": np.array([[a]], np.uint8),
                            "b": np.arange(256).astype(np.uint8).reshape(128, 2, 1, 1)},
                           {"a": _codes("uint8", (3, 3)), "b": _codes("uint8", (2, 2, 3, 3))}])
@@ -177,14 +176,10 @@ def test_add_takes_the_order_run_time_dims_give(scales, zps, a, tmp_path):
 
 
 def test_an_add_whose_order_more_than_four_run_time_dims_decide_is_refused(tmp_path):
-    inits = [_param(n, _scale()) for n in ("as", "bs", "cs")]
-    inits += [_param(n, _zp("uint8")) for n in ("az", "bz", "cz")]
-    node = helper.make_node("QLinearAdd", ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
-                            ["c"], name="n", domain=_MS)
     dims = ("p", "q", "r", "s", "u")
-    path = _model(tmp_path / "m.onnx", [node], [_vi("a", "uint8", dims),
-                                                _vi("b", "uint8", dims[::-1])],
-                  [_vi("c", "uint8", None, 5)], inits)
+    path = _binary_model(tmp_path, "QLinearAdd", "uint8", dims, dims[::-1],
+                         [_scale() for _ in range(3)], [_zp("uint8") for _ in range(3)],
+                         out=[None] * 5)
     assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAdd)",
                    "which one onnxruntime broadcasts per span depends on more than 4 run-time "
                    "dims")
