@@ -538,10 +538,11 @@ def _qlinear_average_pool(imp, node, attrs):
     sizes = [shape[a] for a in axes]
     strides = list(attrs.get("strides", [1] * spatial))
     run_time = any(type(d) is not int for d in sizes)
-    if run_time and attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
-        raise imp.unsupported(f"auto_pad={attrs['auto_pad']} over spatial dims {sizes} of X "
-                              f"{shape}: its pads depend on sizes known only when the call "
-                              f"runs")
+    if run_time and attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER") and any(
+            s != 1 for n, s in zip(sizes, strides) if type(n) is not int):
+        raise imp.unsupported(f"auto_pad={attrs['auto_pad']} with strides {strides} over "
+                              f"spatial dims {sizes} of X {shape}: its pads depend on sizes "
+                              f"known only when the call runs (at stride 1 they do not)")
     pads = _average_pads(imp, node, attrs, sizes, kernel, strides)
     if kernel == sizes and not any(pads):
         return _global_average(imp, node, x, dtype, xs, xz, ys, yz, axes, shape)
@@ -551,11 +552,8 @@ def _qlinear_average_pool(imp, node, attrs):
                               f"float32, which the import reproduces up to {MAX_TAPS} taps")
     ceil = bool(attrs.get("ceil_mode", 0))
     if run_time:
-        if ceil:
-            raise imp.unsupported(f"ceil_mode=1 over spatial dims {sizes} of X {shape}: its "
-                                  f"last windows depend on sizes known only when the call runs")
         return _run_time_average_pool(imp, node, attrs, x, dtype, (xs, xz, ys, yz), axes,
-                                      sizes, kernel, strides, pads)
+                                      sizes, kernel, strides, pads, ceil)
     outs = [_pooled_size(n, k, s, pads[d], pads[d + spatial], ceil)
             for d, (n, k, s) in enumerate(zip(sizes, kernel, strides))]
     if any(o < 1 for o in outs):
@@ -603,27 +601,45 @@ def _requantized_average(imp, node, total: str, counts: str, ys, yz: int, dtype:
 
 def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
                            axes: list[int], sizes: list, kernel: list[int], strides: list[int],
-                           pads: list[int]) -> None:
+                           pads: list[int], ceil: bool) -> None:
     """QLinearAveragePool over spatial dims known when the call runs (a pool inside a
-    quantized convnet under a run-time image size), floor mode, explicit pads: onnxruntime's
-    tap-by-tap float32 sums as over static dims, each tap a strided ``slice`` of the padded
-    input from the tap to as many positions before the end as the kernel has after it, so
-    every tap is ``(n + pads - k) // s + 1`` long when the call runs. Each window's count: the
-    kernel's size with count_include_pad (or no pads), else the taps inside the input,
-    summed the same way over a mask of ones. A padded dim shorter than the kernel (where
-    onnxruntime's windows reach past the input, or it refuses the call) is an
+    quantized convnet under a run-time image size), explicit pads or SAME at stride 1:
+    onnxruntime's tap-by-tap float32 sums as over static dims, each tap a strided ``slice``
+    of the padded input from the tap to as many positions before the end as the kernel has
+    after it, so every tap is ``(n + pads - k) // s + 1`` long when the call runs. In ceil
+    mode the input takes ``s - 1`` more zeros at the end, so each tap is
+    ``ceil((n + pads - k) / s) + 1`` long: onnxruntime's size wherever no last window can
+    start past the input and its head padding, which holds at every size when ``s <= k -
+    pad_end`` (otherwise refused, naming the node, for a run-time dim). Each window's count:
+    the kernel's size with count_include_pad (or no pads, floor mode), else the taps inside
+    the input, summed the same way over a mask of ones. A padded dim shorter than the kernel
+    (where onnxruntime's windows reach past the input, or it refuses the call) is an
     IndexRangeError naming the node when the call runs."""
     xs, xz, ys, yz = scales
     spatial, rank = len(axes), len(imp.type_of(node.input[0]).shape)
+    extra = [s - 1 if ceil else 0 for s in strides]
+    for d, (n, k, s) in enumerate(zip(sizes, kernel, strides)):
+        head, tail = pads[d], pads[d + spatial]
+        if not ceil or s <= k - tail:
+            continue
+        if type(n) is not int:
+            raise imp.unsupported(f"ceil_mode=1 with kernel_shape {kernel}, strides {strides} "
+                                  f"and pads {pads} over spatial dims {sizes}: whether the "
+                                  f"last window starts past the input depends on sizes known "
+                                  f"only when the call runs (it cannot where each stride is at "
+                                  f"most the kernel less its end pad)")
+        if n + head + tail >= k and _pooled_size(n, k, s, head, tail, True) != \
+                (n + head + tail + s - 1 - k) // s + 1:
+            extra[d] = 0  # onnxruntime drops the window past the input: floor mode's size
     table = mlas.dequantized(dtype, xs, xz)
     _check_reach(imp, "the average over y_scale",
                  float(np.abs(table).max()) / float(ys) + abs(yz))
     padding = [[0, 0]] * rank
     for d, a in enumerate(axes):
-        padding[a] = [pads[d], pads[d + spatial]]
+        padding[a] = [pads[d], pads[d + spatial] + extra[d]]
 
     def tap_sum(v: str, name: str) -> str:
-        if any(pads):
+        if any(pads) or any(extra):
             v = imp.step("pad", [v], f"{name}_padded", {"pads": padding, "mode": "constant",
                                                         "value": 0.0})
         total = None
@@ -636,7 +652,7 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
         return total
 
     total = tap_sum(_lookup(imp, x, dtype, table, "dequantized"), "x")
-    if attrs.get("count_include_pad", 0) or not any(pads):
+    if attrs.get("count_include_pad", 0) or not (any(pads) or any(extra)):
         counts = imp.add_constant(np.array([math.prod(kernel)], np.float32),
                                   f"{imp.node_name}.counts")
     else:  # the taps inside the input: the same sums over ones (of the first channel)
@@ -647,13 +663,13 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
     # a padded dim shorter than the kernel is refused when the call runs
     for d, n in enumerate(sizes):
         if type(n) is int:
-            if n + pads[d] + pads[d + spatial] < kernel[d]:
+            if n + pads[d] + pads[d + spatial] + extra[d] < kernel[d]:
                 raise ModelFileError(f"kernel_shape {kernel} with pads {pads} over spatial "
                                      f"dims {sizes} leaves no output", node=imp.node_name,
                                      op=node.op_type)
             continue
         short = imp.step("less", [size_tensor(imp, n, f".size{d}"), imp.index_constant(
-            [kernel[d] - pads[d] - pads[d + spatial]], f"least{d}")], f"short{d}")
+            [kernel[d] - pads[d] - pads[d + spatial] - extra[d]], f"least{d}")], f"short{d}")
         counts = refused_where(imp, counts, short, f"long_enough{d}")
     _requantized_average(imp, node, total, counts, ys, yz, dtype)
 
@@ -668,7 +684,7 @@ def _average_pads(imp, node, attrs, sizes, kernel, strides) -> list[int]:
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = [0] * (2 * spatial)
         for d, (n, k, s) in enumerate(zip(sizes, kernel, strides)):
-            need = max(0, (-(-n // s) - 1) * s + k - n)
+            need = k - 1 if s == 1 else max(0, (-(-n // s) - 1) * s + k - n)
             head = need // 2 if auto == "SAME_UPPER" else (need + 1) // 2
             pads[d], pads[d + spatial] = head, need - head
         return pads

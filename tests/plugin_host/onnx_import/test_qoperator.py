@@ -429,6 +429,23 @@ _RUN_TIME_POOLS = {
                            {"kernel_shape": [2, 3], "strides": [3, 4]}),
     "channels-last": (("N", "h", "w", 3), [(1, 3, 3, 3), (2, 6, 9, 3), (1, 10, 5, 3)],
                       {"kernel_shape": [3, 3], "strides": [2, 2], "channels_last": 1}),
+    "ceil-mode": (("N", 2, "h", "w"), [(1, 2, 2, 3), (1, 2, 7, 8), (2, 2, 10, 13)],
+                  {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}),
+    "ceil-mode-resnet-d": (("N", 3, "h", "w"), [(1, 3, 1, 1), (2, 3, 7, 9), (1, 3, 12, 5)],
+                           {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    "ceil-mode-padded-count-pad": (("N", 2, "h", "w"), [(1, 2, 1, 1), (1, 2, 6, 9),
+                                                         (2, 2, 11, 4)],
+                                   {"kernel_shape": [3, 3], "strides": [2, 2],
+                                    "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                                    "count_include_pad": 1}),
+    "ceil-mode-static-last-window-dropped": ((1, 2, "h", 5), [(1, 2, 2, 5), (1, 2, 9, 5)],
+                                             {"kernel_shape": [2, 2], "strides": [2, 3],
+                                              "pads": [0, 0, 0, 1], "ceil_mode": 1}),
+    "same-upper-stride-1": (("N", 2, "h", "w"), [(1, 2, 1, 1), (2, 2, 6, 7)],
+                            {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER"}),
+    "same-lower-stride-1-one-static": (("N", 2, "h", 6), [(1, 2, 1, 6), (2, 2, 5, 6)],
+                                       {"kernel_shape": [2, 3], "strides": [1, 2],
+                                        "auto_pad": "SAME_LOWER"}),
 }
 
 
@@ -446,7 +463,7 @@ def test_average_pool_over_run_time_dims_matches_onnxruntime(dtype, case, tmp_pa
                + [{"x": _every_code(dtype, fed[-1])}])
 
 
-@pytest.mark.parametrize("case", ["2x2-stride-2", "3x3-padded", "1d"])
+@pytest.mark.parametrize("case", ["2x2-stride-2", "3x3-padded", "1d", "ceil-mode-resnet-d"])
 def test_a_run_time_dim_shorter_than_the_kernel_is_refused_when_the_call_runs(case,
                                                                               tmp_path):
     """Shorter than the kernel with its pads, onnxruntime refuses the call (a negative output
@@ -463,11 +480,17 @@ def test_a_run_time_dim_shorter_than_the_kernel_is_refused_when_the_call_runs(ca
 
 
 @pytest.mark.parametrize("attrs, says", [
-    ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, "ceil_mode=1 over spatial "
-     "dims"), ({"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER"}, "auto_pad=SAME_UPPER over "
-               "spatial dims")], ids=["ceil-mode", "same-upper"])
+    ({"kernel_shape": [2, 2], "strides": [3, 2], "ceil_mode": 1}, "ceil_mode=1 with "
+     "kernel_shape [2, 2], strides [3, 2]"),
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 2, 0], "ceil_mode": 1},
+     "whether the last window starts past the input depends on sizes"),
+    ({"kernel_shape": [3, 2], "strides": [2, 1], "auto_pad": "SAME_UPPER"},
+     "auto_pad=SAME_UPPER with strides [2, 1] over spatial dims")],
+    ids=["ceil-mode-stride-past-kernel", "ceil-mode-end-pad", "same-upper-stride-2"])
 def test_average_pools_whose_windows_depend_on_run_time_dims_are_refused(attrs, says,
                                                                         tmp_path):
+    """In ceil mode a last window may start past the input at some sizes only (a stride
+    past the kernel less its end pad); SAME's pads depend on the size at a stride past 1."""
     path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", ("N", 3, "h", "w"),
                         _scale(), _zp("uint8"), _scale(), _zp("uint8"), **attrs)
     assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAveragePool)", says)
@@ -715,12 +738,15 @@ def test_a_qoperator_model_builds_and_matches_onnxruntime(tmp_path, signer):
 def test_a_qoperator_classifier_over_a_run_time_image_size_matches_onnxruntime(tmp_path,
                                                                               signer):
     """A classifier quantized with a run-time batch and image size: its average pools
-    (QLinearAveragePool, QLinearGlobalAveragePool) over dims known when the call runs, built
-    and bit for bit with onnxruntime at other sizes than the calibration's."""
+    (QLinearAveragePool, ResNet-D's ceil-mode one among them, QLinearGlobalAveragePool) over
+    dims known when the call runs, built and bit for bit with onnxruntime at other sizes than
+    the calibration's."""
     torch.manual_seed(7)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
                               torch.nn.AvgPool2d(2),
                               torch.nn.Conv2d(8, 8, 3, stride=2, padding=1), torch.nn.ReLU(),
+                              torch.nn.AvgPool2d(2, ceil_mode=True, count_include_pad=False),
+                              torch.nn.Conv2d(8, 8, 1),
                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
                               torch.nn.Linear(8, 4))
     float_model = tmp_path / "float.onnx"
@@ -731,10 +757,12 @@ def test_a_qoperator_classifier_over_a_run_time_image_size_matches_onnxruntime(t
                                  quant_format=quantization.QuantFormat.QOperator,
                                  weight_type=quantization.QuantType.QUInt8,
                                  activation_type=quantization.QuantType.QUInt8)
-    assert {"QLinearAveragePool", "QLinearGlobalAveragePool"} <= {
-        n.op_type for n in onnx.load(str(path)).graph.node}
+    nodes = onnx.load(str(path)).graph.node
+    assert {"QLinearAveragePool", "QLinearGlobalAveragePool"} <= {n.op_type for n in nodes}
+    assert any(a.name == "ceil_mode" and a.i == 1 for n in nodes for a in n.attribute)
     feeds = [{"x": (RNG.standard_normal(shape) * 2).astype(np.float32)}
-             for shape in ((1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 2, 2), (1, 3, 64, 48))]
+             for shape in ((1, 3, 16, 16), (2, 3, 9, 23), (1, 3, 2, 2), (1, 3, 64, 48),
+                           (1, 3, 12, 20))]
     _exact(path, feeds)
     loaded = import_and_load(path, tmp_path / "q.pha", signer,
                              golden_dims={"b": [1, 2], "h": [16, 9], "w": [16, 23]})[1]
