@@ -17,7 +17,7 @@ from abi.ops.rules import (fmt, need_attr_len, need_dim, need_float, need_rank,
 from abi.ops.table import OpDef
 from abi.spec import TensorType
 
-__all__ = ["pool_shape", "pool_indices_shape", "resize_shape", "grid_sample_shape",
+__all__ = ["pool_shape", "pool_indices_shape", "pool_sizes", "resize_shape", "grid_sample_shape",
            "scaled_size", "scale_fraction", "first_inexact_length", "scaled_dim",
            "resolved_sizes", "EXACT_SCALED_BELOW", "MAX_ANTIALIAS_WEIGHTS"]
 
@@ -30,24 +30,32 @@ def pool_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     spatial = r - 2
     need_attr_len(n, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
                   f"x shape {fmt(x.shape)} has {spatial} spatial axes and")
-    kernel, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
-    dilation = attrs.get("dilation") or (1,) * spatial
-    out = []
-    for i in range(spatial):
-        k, (pb, pa) = kernel[i], padding[i]
+    for i, (k, (pb, pa)) in enumerate(zip(attrs["kernel_size"], attrs["padding"])):
         if max(pb, pa) > k // 2:
-            raise ContractError(f"{n}: padding {list(padding[i])} on spatial axis {i} must be "
+            raise ContractError(f"{n}: padding {[pb, pa]} on spatial axis {i} must be "
                                 f"at most half the kernel size {k} (<= {k // 2})", op=n,
                                 attribute="padding")
-        size = x.shape[2 + i]
-        o = dims.pool_out(size, k, stride[i], pb, pa, dilation[i], attrs["ceil_mode"])
-        if type(o) is int and o < 1:
-            raise ShapeError(f"{n}: spatial axis {i} of x shape {fmt(x.shape)} is {size} (+ "
-                             f"padding {pb}+{pa}), smaller than the window "
-                             f"{dilation[i]}*({k}-1)+1; output size would be {o}", where=n,
-                             got=x.shape)
-        out.append(o)
+    out = pool_sizes(n, x.shape, attrs)
     return [TensorType((*x.shape[:2], *out), x.dtype)]
+
+
+def pool_sizes(name: str, shape: tuple, attrs: dict) -> list:
+    """A pool's output sizes over the spatial axes of an input of ``shape`` (N, C, spatial...):
+    :func:`dims.pool_out` of each, a ShapeError where a known size leaves no window. The
+    shape rule asks it of the sizes the graph knows; a backend asks it again of the sizes a
+    call gives, where the graph's were known only then."""
+    kernel, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
+    dilation = attrs.get("dilation") or (1,) * len(kernel)
+    out = []
+    for i, (k, s, (pb, pa), d) in enumerate(zip(kernel, stride, padding, dilation)):
+        size = shape[2 + i]
+        o = dims.pool_out(size, k, s, pb, pa, d, attrs["ceil_mode"])
+        if type(o) is int and o < 1:
+            raise ShapeError(f"{name}: spatial axis {i} of x shape {fmt(shape)} is {size} (+ "
+                             f"padding {pb}+{pa}), smaller than the window {d}*({k}-1)+1; "
+                             f"output size would be {o}", where=name, got=tuple(shape))
+        out.append(o)
+    return out
 
 
 def pool_indices_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:

@@ -314,8 +314,10 @@ def _golden_run(executor: Executor, inputs: Mapping[str, np.ndarray], case: int)
     except PluginHostError as exc:
         rule = (" (the ABI takes run-time indices in [0, dim) only; ONNX counts a negative "
                 "one from the end)") if isinstance(exc, IndexRangeError) else ""
+        node = exc.context.get("node")
+        at = f" at node {node!r}" if node and repr(node) not in str(exc) else ""
         raise ModelImportError(f"golden case {case}: onnxruntime runs the model, the imported "
-                               f"graph refuses it: {exc}{rule}") from None
+                               f"graph refuses it{at}: {exc}{rule}") from None
 
 
 def _compare(case: int, name: str, got: np.ndarray, want: np.ndarray, rtol: float,

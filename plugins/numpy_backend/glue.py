@@ -18,7 +18,7 @@ import numpy as np
 from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
-from abi.ops.sampling import scale_fraction, scaled_size
+from abi.ops.sampling import pool_sizes, scale_fraction, scaled_size
 from abi.resampling import axis_taps, coordinates
 
 from .antialias import antialias_taps
@@ -484,20 +484,20 @@ def _windows(x, kernel, stride, dilation, out):
     return np.lib.stride_tricks.as_strided(x, shape, view_strides, writeable=False)
 
 
-def _pool_geometry(shape, kernel, stride, padding, dilation, ceil_mode):
-    out, extra = [], []
-    for i, (k, s, (pb, pa), d) in enumerate(zip(kernel, stride, padding, dilation)):
-        length = shape[2 + i] + pb + pa - d * (k - 1) - 1
-        n = (-(-length // s) if ceil_mode else length // s) + 1
-        if ceil_mode and (n - 1) * s >= shape[2 + i] + pb:
-            n -= 1  # torch: the last window must start inside the input or left padding
-        out.append(n)
-        extra.append(max(0, (n - 1) * s + d * (k - 1) + 1 - (shape[2 + i] + pb + pa)))
+def _pool_geometry(name, shape, kernel, stride, padding, dilation, ceil_mode):
+    """The output sizes (the ABI's rule: a ShapeError where a size leaves no window) and the
+    zeros each spatial axis needs past its padding for ceil mode's last window."""
+    out = pool_sizes(name, shape, {"kernel_size": kernel, "stride": stride, "padding": padding,
+                                   "dilation": dilation, "ceil_mode": ceil_mode})
+    extra = [max(0, (n - 1) * s + d * (k - 1) + 1 - (shape[2 + i] + pb + pa))
+             for i, (n, k, s, (pb, pa), d) in enumerate(zip(out, kernel, stride, padding,
+                                                           dilation))]
     return out, extra
 
 
 def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
-    out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    out, extra = _pool_geometry("max_pool", x.shape, kernel_size, stride, padding, dilation,
+                                ceil_mode)
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     xp = np.pad(x, width, mode="constant", constant_values=fill)
@@ -509,7 +509,8 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     """max_pool and the flat index of each maximum in its (n, c) plane, as torch: the first
     maximum in window order among the real (unpadded) elements, or the window's last nan."""
     nsp = len(kernel_size)
-    out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    out, extra = _pool_geometry("max_pool_with_indices", x.shape, kernel_size, stride, padding,
+                                dilation, ceil_mode)
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     xp = np.pad(x, width, mode="constant", constant_values=-np.inf)
     where = np.arange(int(np.prod(x.shape[2:])), dtype=np.int64).reshape((1, 1) + x.shape[2:])
@@ -537,7 +538,8 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, d
     over every real element: with count_include_pad=False it gives 0 (onnxruntime's), not nan."""
     nsp = len(kernel_size)
     dilation = dilation or (1,) * nsp
-    out, extra = _pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    out, extra = _pool_geometry("avg_pool", x.shape, kernel_size, stride, padding, dilation,
+                                ceil_mode)
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     xp = np.pad(x, width)
     axes = tuple(range(-nsp, 0))

@@ -71,12 +71,12 @@ class OnnxruntimeBackend:
 
     def prepare_graph(self, graph, checked_indices: frozenset[str]):
         _require_runtime()
-        model, guards = convert.to_onnx(
+        model, checks = convert.to_onnx(
             graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
             outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
             consts=graph.tensors, types=graph.types, checked_indices=checked_indices)
         return session.GraphSession(model, [s.name for s in graph.inputs],
-                                    [s.name for s in graph.outputs], guards,
+                                    [s.name for s in graph.outputs], checks,
                                     where=f"model {graph.name!r}")
 
     def prepare(self, node, consts: Sequence[np.ndarray | None],
@@ -92,10 +92,10 @@ class OnnxruntimeBackend:
         out_types = infer_shapes(opdef, list(types), dict(node.attrs))
         all_types = {t: ty for t, _, ty in given if t is not None}
         all_types.update(zip(node.outputs, out_types))
-        model, guards = convert.to_onnx(
+        model, checks = convert.to_onnx(
             node.name, inputs=runtime, outputs=list(zip(node.outputs, out_types)), nodes=[node],
             consts=const_map, types=all_types)
-        run = session.GraphSession(model, [t for t, _ in runtime], list(node.outputs), guards,
+        run = session.GraphSession(model, [t for t, _ in runtime], list(node.outputs), checks,
                                    where=f"node {node.name!r}")
         names = [t for t, c in zip(node.inputs, consts) if t is not None and c is None]
         outputs = list(node.outputs)

@@ -29,7 +29,7 @@ from abi import TensorType
 from abi.errors import BackendError
 
 from . import glue, layers, widen
-from .emitter import OPSET, Converter, Emitter, onnx_dtype
+from .emitter import OPSET, Checks, Converter, Emitter, onnx_dtype
 
 __all__ = ["CONVERTERS", "OPSET", "to_onnx"]
 
@@ -59,14 +59,15 @@ def _elem_types(e: Emitter, graph_inputs: list, graph_outputs: list) -> dict[str
 def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
             outputs: Sequence[tuple[str, TensorType]], nodes: Sequence[Any],
             consts: Mapping[str, np.ndarray], types: Mapping[str, TensorType],
-            checked_indices: frozenset[str] = frozenset()) -> tuple[onnx.ModelProto, list]:
-    """``(model, guards)``: the ONNX model of ``nodes`` and its Embedding guards.
+            checked_indices: frozenset[str] = frozenset()) -> tuple[onnx.ModelProto, Checks]:
+    """``(model, checks)``: the ONNX model of ``nodes`` and what its run checks.
 
     ``inputs``/``outputs`` are the model's run-time inputs and outputs with their types;
     ``consts`` the constant tensors; ``types`` every tensor's type; ``checked_indices`` the
     tensors whose values are validated as Embedding indices before the model runs. Each guard
     ``(tensor, vocab, description, kind)`` is an extra output after ``outputs``; a ``vocab``
-    that is a tensor name (a symbolic dim's size) is one more, after the guards' tensors.
+    that is a tensor name (a symbolic dim's size) is one more, after the guards' tensors; the
+    tensor of each shape check is one more after those (:class:`Checks`).
     """
     e = Emitter(consts, types)
     for node in nodes:
@@ -88,13 +89,16 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
         return helper.make_tensor_value_info(tname, onnx_dtype(ttype.dtype), shape)
 
     graph_inputs = [info(n, t) for n, t in inputs]
-    graph_outputs = [info(n, t) for n, t in outputs] + [info(t, types[t]) for t, *_ in e.guards]
-    graph_outputs += [info(dim, TensorType((1,), "int64")) for _, dim, *_ in e.guards
+    guards = e.checks.guards
+    graph_outputs = [info(n, t) for n, t in outputs] + [info(t, types[t]) for t, *_ in guards]
+    graph_outputs += [info(dim, TensorType((1,), "int64")) for _, dim, *_ in guards
                       if type(dim) is str]
+    graph_outputs += [helper.make_tensor_value_info(shape, onnx.TensorProto.INT64, [None])
+                      for shape, *_ in e.checks.shapes]
     nodes = widen.widen(e.nodes, _elem_types(e, graph_inputs, graph_outputs), OPSET)
     graph = helper.make_graph(nodes, name, graph_inputs, graph_outputs,
                               initializer=list(e.initializers.values()))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="plugin-host")
     model.ir_version = min(model.ir_version, 10)
-    return model, e.guards
+    return model, e.checks

@@ -5,7 +5,7 @@ that the converters (``layers.py``, ``glue.py``) write for our graph's ops, at o
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import onnx
@@ -24,6 +24,20 @@ def onnx_dtype(name: str) -> int:
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtypes.to_numpy(name)))
 
 
+class Checks(NamedTuple):
+    """What a converted model's run checks before it returns anything (``session.py``), each
+    from extra outputs of the model. ``guards``: (indices tensor, dim, description, kind) of
+    the guarded Embeddings, gather_elements and scatter_elements; a symbolic dim is the name
+    of the tensor that holds its size when the call runs (shape (1,), int64). ``shapes``:
+    (tensor holding an input's shape, a function of that shape as a tuple raising the ABI's
+    error, the node's name): the shape rules a node's output sizes follow where the graph
+    knew its input's sizes only when the call runs, and onnxruntime does not refuse what the
+    rule refuses (a pool whose window the input cannot hold)."""
+
+    guards: list[tuple[str, int | str, str, str]]
+    shapes: list[tuple[str, Callable[[tuple], Any], str]]
+
+
 class Emitter:
     """Collects the ONNX nodes and initializers of one model."""
 
@@ -36,10 +50,8 @@ class Emitter:
         self._count = 0
         #: (transformation, source tensor names) -> the initializer holding its result
         self._derived: dict[tuple, str] = {}
-        #: (indices tensor, dim, description, kind) of the guarded Embeddings and
-        #: gather_elements and scatter_elements; a symbolic dim is the name of the tensor
-        #: that holds its size when the call runs (shape (1,), int64)
-        self.guards: list[tuple[str, int | str, str, str]] = []
+        #: what the run checks after onnxruntime's (:class:`Checks`)
+        self.checks = Checks([], [])
 
     def value(self, name: str | None) -> str:
         """An input name for an ONNX node; a constant becomes an initializer on first use."""

@@ -5,6 +5,7 @@ indices)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -14,6 +15,7 @@ from onnx import helper
 
 from abi import check_indices, dtypes
 from abi.errors import BackendError
+from abi.ops.sampling import pool_sizes
 
 from .emitter import Converter, onnx_dtype, onnx_pads
 
@@ -357,7 +359,7 @@ def gather_elements(e, node, ins, outs, a):
     dim = e.types[x].shape[axis]
     where = f"gather_elements: node {node.name!r}: axis {axis} of x"
     if type(dim) is int:
-        e.guards.append((idx, int(dim), where, "gather_elements"))
+        e.checks.guards.append((idx, int(dim), where, "gather_elements"))
         safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
         e.op("GatherElements", [x] + safe, outs, axis=axis)
         return
@@ -372,7 +374,7 @@ def _along_symbolic(e, x: str, idx: str, axis: int, where: str, kind: str):
     stay in bounds even on an empty axis, where every index is refused after the run."""
     rank = len(e.types[x].shape)
     [size] = e.op("Shape", [x], start=axis, end=axis + 1)
-    e.guards.append((idx, size, where, kind))
+    e.checks.guards.append((idx, size, where, kind))
     [top] = e.op("Sub", [size, e.const([1], np.int64)])
     [safe] = e.op("Max", [*e.op("Min", [idx, top]), e.const([0], np.int64)])
     pads = [0] * (2 * rank)
@@ -402,7 +404,7 @@ def scatter_elements(e, node, ins, outs, a):
         check_indices(values, int(dim), where, kind="scatter_elements")
         safe = [idx]
     else:
-        e.guards.append((idx, int(dim), where, "scatter_elements"))
+        e.checks.guards.append((idx, int(dim), where, "scatter_elements"))
         safe = e.op("Clip", [idx, e.const(0, np.int64), e.const(dim - 1, np.int64)])
     e.op("ScatterElements", [x, *safe, updates], outs, axis=axis, reduction=a["reduction"])
 
@@ -466,6 +468,21 @@ def avg_pool(e, node, ins, outs, a):
     e.op("AveragePool", ins, outs, kernel_shape=list(a["kernel_size"]),
          strides=list(a["stride"]), pads=onnx_pads(a["padding"]),
          count_include_pad=int(a["count_include_pad"]), ceil_mode=int(a["ceil_mode"]), **dilated)
+
+
+def _window_checked(convert: Converter) -> Converter:
+    """``convert`` of a pool whose input has spatial sizes known only when the call runs, with
+    the ABI's pool rule asked of them after the run (:class:`~.emitter.Checks`): where the
+    input cannot hold a window the rule refuses the call, as the numpy backend does, where
+    onnxruntime computes one window past the input (``(n + pads - k) / s`` truncated toward
+    0) or an empty output."""
+    def wrapped(e, node, ins, outs, a):
+        if any(type(d) is not int for d in e.types[ins[0]].shape[2:]):
+            [shape] = e.op("Shape", ins[:1])
+            e.checks.shapes.append((shape, functools.partial(pool_sizes, node.op, attrs=a),
+                                    node.name))
+        convert(e, node, ins, outs, a)
+    return wrapped
 
 
 def _nan_wins(convert: Converter, over_mask: Converter) -> Converter:
@@ -532,9 +549,10 @@ CONVERTERS: dict[str, Converter] = {
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
-    "slice": slice_, "split": split, "pad": pad, "max_pool": _nan_wins(max_pool, max_pool),
-    "max_pool_with_indices": max_pool_with_indices,
-    "avg_pool": avg_pool,
+    "slice": slice_, "split": split, "pad": pad,
+    "max_pool": _window_checked(_nan_wins(max_pool, max_pool)),
+    "max_pool_with_indices": _window_checked(max_pool_with_indices),
+    "avg_pool": _window_checked(avg_pool),
     "resize": resize, "grid_sample": grid_sample,
     "gather": gather, "expand": _ints_input("Expand", "shape"),
     "tile": _ints_input("Tile", "repeats"),

@@ -307,7 +307,7 @@ def embedding(e, node, ins, outs, a, *, checked: bool = True):
     if checked:
         e.op("Gather", [weight, idx], outs, axis=0)
         return
-    e.guards.append((given, int(vocab), f"node {node.name!r}", "embedding"))
+    e.checks.guards.append((given, int(vocab), f"node {node.name!r}", "embedding"))
     dtype = np.int32 if e.types[given].dtype == "int32" else np.int64
     safe = e.op("Clip", [idx, e.const(0, dtype), e.const(vocab - 1, dtype)])[0]
     e.op("Gather", [weight, safe], outs, axis=0)

@@ -32,7 +32,9 @@ import numpy as np
 import onnx
 
 from abi import check_indices
-from abi.errors import BackendError
+from abi.errors import BackendError, PluginHostError
+
+from .emitter import Checks
 
 #: Libraries the onnxruntime extension links that live outside the Python prefix.
 _SYSTEM_LIBRARIES = ("libdl.so.2", "librt.so.1")
@@ -128,18 +130,19 @@ def create_session(model: onnx.ModelProto, *, where: str,
 class GraphSession:
     """Run a converted model: ``{input name: array}`` -> ``{output name: array}``.
 
-    ``guards`` are the index guards of :func:`convert.to_onnx`; their indices come back as
+    ``checks`` are those of :func:`convert.to_onnx`: the index guards' indices come back as
     extra outputs and are checked here, after the run and before anything is returned (a
-    symbolic dim's size, which the run reads from its tensor, comes back after them).
+    symbolic dim's size, which the run reads from its tensor, comes back after them), then
+    the shapes a node's shape rule is asked of again.
     """
 
     def __init__(self, model: onnx.ModelProto, input_names: Sequence[str],
-                 output_names: Sequence[str], guards: Sequence[tuple[str, int, str, str]], *,
-                 where: str) -> None:
+                 output_names: Sequence[str], checks: Checks, *, where: str) -> None:
         self.session = create_session(model, where=where)
         self.where = where
         self._inputs = list(input_names)
         self._outputs = list(output_names)
+        guards = checks.guards
         self._fetch = self._outputs + [t for t, *_ in guards]
         sizes = [vocab for _, vocab, *_ in guards if type(vocab) is str]
         at = len(self._fetch)  # where the sizes of symbolic dims come back
@@ -149,6 +152,10 @@ class GraphSession:
                          else vocab, desc, kind, type(vocab) is int)
                         for k, (_, vocab, desc, kind) in enumerate(guards)]
         self._fetch += sizes
+        #: (position of the shape, its rule, the node)
+        self._shapes = [(len(self._fetch) + k, rule, node)
+                        for k, (_, rule, node) in enumerate(checks.shapes)]
+        self._fetch += [t for t, *_ in checks.shapes]
 
     def __call__(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
@@ -161,4 +168,10 @@ class GraphSession:
         for position, vocab, desc, kind, fixed in self._guards:
             check_indices(values[position], vocab if fixed else int(values[vocab][0]), desc,
                           kind)
+        for position, rule, node in self._shapes:
+            try:
+                rule(tuple(values[position].tolist()))
+            except PluginHostError as exc:
+                exc.context.setdefault("node", node)
+                raise
         return dict(zip(self._outputs, values))

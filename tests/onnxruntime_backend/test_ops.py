@@ -932,6 +932,43 @@ def test_run_time_shapes_that_do_not_broadcast_are_refused_on_both_backends(op):
         Executor(graph, OnnxruntimeBackend()).run(bad)
 
 
+#: (op, attrs, a size too short for the window, the shortest that takes one): where
+#: onnxruntime computes one window past the input or an empty output
+_SHORT_POOLS = [
+    ("max_pool", {"kernel_size": [2, 2], "stride": [2, 2]}, 1, 2),
+    ("avg_pool", {"kernel_size": [3, 3], "stride": [2, 2], "padding": [[1, 0], [1, 0]],
+                  "count_include_pad": False}, 1, 2),
+    ("max_pool_with_indices", {"kernel_size": [2, 2], "stride": [2, 2]}, 1, 2),
+    ("max_pool", {"kernel_size": [3, 3], "stride": [1, 1]}, 2, 3),
+    ("avg_pool", {"kernel_size": [3, 3], "stride": [2, 2], "ceil_mode": True,
+                  "count_include_pad": True}, 1, 2),
+]
+
+
+@pytest.mark.parametrize("op, attrs, short, least", _SHORT_POOLS, ids=lambda v: str(v)[:30])
+def test_a_pool_over_run_time_sizes_too_short_for_its_window_is_refused_on_both_backends(
+        op, attrs, short, least):
+    """The ABI's pool rule refuses an input that cannot hold one window (at build, where the
+    sizes are known then); over sizes known only when the call runs, both backends ask it of
+    the call's sizes: the same ShapeError naming the node, where numpy's windows would be an
+    empty output and onnxruntime's one past the input. Sizes from the shortest that holds a
+    window run and match."""
+    attrs = {"padding": [[0, 0], [0, 0]], "dilation": [1, 1], "ceil_mode": False, **attrs}
+    b = GraphBuilder(op)
+    y = b.op(op, b.input("x", ("n", 2, "h", "w"), "float32", "ANY"), name="node", **attrs)
+    y = y[0] if isinstance(y, tuple) else y
+    b.output(b.op("sum", y, name="total", axes=[2, 3]), "y", "ANY")  # named dims for the ABI
+    graph = b.build()
+    for h in (least, least + 3):
+        assert_same(graph, {"x": f32(1, 2, h, least + 1)})
+    for backend in (NumpyBackend(), OnnxruntimeBackend(), NodeByNode()):
+        with pytest.raises(ShapeError, match=rf"^{op}: spatial axis 0 of x shape \(1, 2, "
+                                             rf"{short}, {least}\) is {short} .*smaller than "
+                                             rf"the window") as info:
+            Executor(graph, backend).run({"x": f32(1, 2, short, least)})
+        assert info.value.context["node"] == "node"
+
+
 def test_embedding_out_of_range_refused_at_entry():
     graph, feed = embedding_at_entry()
     ex = Executor(graph, OnnxruntimeBackend())

@@ -366,9 +366,9 @@ def test_an_axis_split_into_run_time_dims_no_one_tensor_has(target, like_axes, t
 
 def test_a_golden_case_too_short_for_the_model_says_so(tmp_path, signer):
     """max_pool1d(2) over a run-time length drawn at 1 for the golden cases: the window is
-    longer than the input, which torch refuses, ONNX sizes as 0 (the ABI too) and
-    onnxruntime as 1, so the outputs differ; the refusal says the golden length was 1 and
-    how to fix it, and with the length fixed the model builds."""
+    longer than the input, which torch and the ABI refuse (the imported graph when the call
+    runs), ONNX sizes as 0 and onnxruntime as 1; the refusal names the node, says the golden
+    length was 1 and how to fix it, and with the length fixed the model builds."""
     model = tmp_path / "p.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -377,9 +377,11 @@ def test_a_golden_case_too_short_for_the_model_says_so(tmp_path, signer):
                           input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch"}})
     loaded = _refused_until_fixed(
-        model, tmp_path, signer, ModelImportError, r"golden case 0: output 'y' of the imported "
-        r"graph differs from onnxruntime .*; the golden cases give the inputs' run-time dims "
-        r"the sizes 'batch' 1, 'seq' 1, where a model may need others", {"seq": 6})
+        model, tmp_path, signer, ModelImportError, r"golden case 0: onnxruntime runs the "
+        r"model, the imported graph refuses it at node 'MaxPool': max_pool: spatial axis 0 of "
+        r"x shape \(1, 4, 1\) is 1 .*smaller than the window .*; the golden cases give the "
+        r"inputs' run-time dims the sizes 'batch' 1, 'seq' 1, where a model may need others",
+        {"seq": 6})
     rng = np.random.default_rng(12)
     check_against_onnxruntime(model, loaded, [
         {"x": rng.standard_normal((n, 6, 4)).astype(np.float32)} for n in (1, 3)])

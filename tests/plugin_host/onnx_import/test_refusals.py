@@ -227,6 +227,26 @@ def test_a_golden_case_the_imported_graph_refuses_is_a_build_refusal(tmp_path):
     assert not (tmp_path / "neg.pha").exists()
 
 
+def test_a_golden_size_too_short_for_a_pool_is_a_build_refusal_naming_the_node(tmp_path):
+    """A classifier's 2 x 2 max pool over a run-time image size, its golden cases at 1 x 1:
+    onnxruntime computes a window past the input there, the imported graph refuses it on
+    both backends (the ABI's pool rule); the build names the node and writes nothing; at
+    sizes that hold the window it builds."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2],
+                              name="pool"),
+             helper.make_node("GlobalAveragePool", ["p"], ["y"], name="mean")]
+    path = _save(tmp_path / "pool.onnx", nodes, [_vi("x", shape=(1, 2, "h", "w"))],
+                 [_vi("y", shape=(1, 2, 1, 1))])
+    with pytest.raises(ModelImportError) as info:
+        build_onnx_artifact(path, tmp_path / "pool.pha")
+    assert str(info.value).startswith(
+        "golden case 0: onnxruntime runs the model, the imported graph refuses it at node "
+        "'pool': max_pool: spatial axis 0 of x shape (1, 2, 1, 1) is 1 (+ padding 0+0), "
+        "smaller than the window 1*(2-1)+1; output size would be 0"), str(info.value)
+    assert not (tmp_path / "pool.pha").exists()
+    build_onnx_artifact(path, tmp_path / "pool.pha", golden_dims={"h": [2, 5], "w": [3, 2]})
+
+
 def test_state_pair_must_name_an_input_and_an_output(linear_model, tmp_path):
     with pytest.raises(UnsupportedModelError, match="state h=y"):
         build_onnx_artifact(linear_model, tmp_path / "x.pha", state={"h": "y"})
