@@ -436,12 +436,16 @@ def _global_average(imp, node, x: str, dtype: str, x_scale, x_zp: int, y_scale, 
         v = _run_time_average(imp, x, x_scale, x_zp, y_scale, axes, sizes)
     else:
         v = _static_average(imp, x, x_scale, x_zp, y_scale, axes, math.prod(sizes))
+    bind_codes(imp, node, _global_codes(imp, v, y_zp, dtype), dtype)
+
+
+def _global_codes(imp, v: str, y_zp: int, dtype: str) -> str:
+    """The global pool's rounded average ``v`` plus y_zp, saturated: its codes (float32)."""
     if y_zp:
         v = imp.step("add", [v, imp.add_constant(np.array(y_zp, np.float32),
                                                  f"{imp.node_name}.y_zero_point")], "shifted")
     info = np.iinfo(dtypes.to_numpy(dtype))
-    v = imp.step("clip", [v], "saturate", {"min": float(info.min), "max": float(info.max)})
-    bind_codes(imp, node, v, dtype)
+    return imp.step("clip", [v], "saturate", {"min": float(info.min), "max": float(info.max)})
 
 
 def _static_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
@@ -584,19 +588,45 @@ def _qlinear_average_pool(imp, node, attrs):
     counts = _window_counts(sizes, kernel, strides, pads, outs,
                             bool(attrs.get("count_include_pad", 0)))
     counts = counts.reshape([outs[axes.index(a)] if a in axes else 1 for a in range(rank)])
-    _requantized_average(imp, node, total, imp.add_constant(counts, f"{imp.node_name}.counts"),
-                         ys, yz, dtype)
+    bind_codes(imp, node, _requantized_average(
+        imp, total, imp.add_constant(counts, f"{imp.node_name}.counts"), ys, yz, dtype), dtype)
 
 
-def _requantized_average(imp, node, total: str, counts: str, ys, yz: int, dtype: str) -> None:
+def _requantized_average(imp, total: str, counts: str, ys, yz: int, dtype: str) -> str:
     """Each window's float32 sum over its count, over y_scale, plus y_zp, saturated: the
-    node's codes."""
+    node's codes (float32)."""
     avg = imp.step("div", [total, counts], "average")
     v = imp.step("div", [avg, imp.add_constant(np.array(ys, np.float32),
                                                f"{imp.node_name}.y_scale")], "scaled")
     v = imp.step("add", [v, imp.add_constant(np.array(yz, np.float32),
                                              f"{imp.node_name}.y_zero_point")], "shifted")
-    bind_codes(imp, node, _saturated(imp, v, dtype), dtype)
+    return _saturated(imp, v, dtype)
+
+
+def _global_when_whole(imp, x: str, scales: tuple, axes: list[int], sizes: list,
+                       kernel: list[int], windows: str, dtype: str) -> str:
+    """onnxruntime's kernel decides when the call runs to take the global pool's integer path
+    (its exact sum, one float32 scale: another rounding) wherever the input's spatial dims
+    equal the kernel and nothing pads it: ``windows`` (the tap-by-tap codes) there replaced
+    by the global pool's, or where that path's scale is out of its range (onnxruntime
+    refuses the call) an IndexRangeError naming the node. A static dim other than its
+    kernel's never takes it: ``windows`` as they are."""
+    whole = None
+    for d, (n, k) in enumerate(zip(sizes, kernel)):
+        if type(n) is int:
+            if n != k:
+                return windows
+            continue
+        same = imp.step("equal", [size_tensor(imp, n, f".size{d}"),
+                                  imp.index_constant([k], f"kernel{d}")], f"whole{d}")
+        whole = same if whole is None else imp.step("and", [whole, same], f"whole_to{d}")
+    xs, xz, ys, yz = scales
+    count = math.prod(kernel)
+    f = np.float32
+    if not 2.0 ** -32 <= float(f(f(xs) / f(f(ys) * f(count)))) < 256.0:
+        return refused_where(imp, windows, whole, "global_scale_checked")
+    codes = _global_codes(imp, _static_average(imp, x, xs, xz, ys, axes, count), yz, dtype)
+    return imp.step("where", [whole, codes, windows], "global_or_windows")
 
 
 def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
@@ -671,7 +701,10 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
         short = imp.step("less", [size_tensor(imp, n, f".size{d}"), imp.index_constant(
             [kernel[d] - pads[d] - pads[d + spatial] - extra[d]], f"least{d}")], f"short{d}")
         counts = refused_where(imp, counts, short, f"long_enough{d}")
-    _requantized_average(imp, node, total, counts, ys, yz, dtype)
+    v = _requantized_average(imp, total, counts, ys, yz, dtype)
+    if not any(pads):
+        v = _global_when_whole(imp, x, scales, axes, sizes, kernel, v, dtype)
+    bind_codes(imp, node, v, dtype)
 
 
 def _average_pads(imp, node, attrs, sizes, kernel, strides) -> list[int]:

@@ -463,6 +463,65 @@ def test_average_pool_over_run_time_dims_matches_onnxruntime(dtype, case, tmp_pa
                + [{"x": _every_code(dtype, fed[-1])}])
 
 
+def test_average_pool_over_run_time_dims_matches_over_random_configurations(tmp_path):
+    """Kernels, strides and pads of 1 or 2 spatial axes drawn at random, floor and ceil mode
+    (where each stride is at most the kernel less its end pad), with and without
+    count_include_pad: bit for bit with onnxruntime from the shortest size each takes (the
+    scales within the global path's range, which the shortest size may take)."""
+    rng = np.random.default_rng(5)
+    tried = 0
+    while tried < 16:
+        spatial = int(rng.integers(1, 3))
+        kernel = [int(k) for k in rng.integers(1, 5, spatial)]
+        strides = [int(s) for s in rng.integers(1, 5, spatial)]
+        pads = [int(rng.integers(0, k)) for k in kernel + kernel]
+        ceil = int(rng.integers(0, 2))
+        ends = pads[spatial:]
+        if kernel == [1] * spatial or ceil and any(
+                s > k - e for s, k, e in zip(strides, kernel, ends)):
+            continue
+        tried += 1
+        dtype = ("uint8", "int8")[int(rng.integers(0, 2))]
+        x_scale = np.float32(10.0 ** rng.uniform(-3, 0))
+        y_scale = np.float32(x_scale * 10.0 ** rng.uniform(-1.5, 1))
+        path = _unary_model(tmp_path, "QLinearAveragePool", dtype,
+                            ("N", 2, *[f"d{d}" for d in range(spatial)]), x_scale, _zp(dtype),
+                            y_scale, _zp(dtype), kernel_shape=kernel, strides=strides,
+                            pads=pads, ceil_mode=ceil,
+                            count_include_pad=int(rng.integers(0, 2)))
+        least = [max(1, k - b - e - (s - 1 if ceil else 0))
+                 for k, s, b, e in zip(kernel, strides, pads, ends)]
+        fed = [least] + [[n + int(rng.integers(1, 8)) for n in least] for _ in range(2)]
+        _exact(path, [{"x": _codes(dtype, (1, 2, *f))} for f in fed])
+
+
+def test_a_run_time_input_as_large_as_the_kernel_takes_the_global_paths_rounding(tmp_path):
+    """Unpadded and as large as the kernel when the call runs, onnxruntime's kernel takes the
+    global pool's integer path, whose rounding differs (scales found by a search where 16 of
+    128 outputs move): the import selects it at those sizes, the windows elsewhere."""
+    path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", ("N", 2, "h", "w"),
+                        np.float32(0.0024305838), np.uint8(127), np.float32(0.0048611676),
+                        np.uint8(151), kernel_shape=[2, 2], strides=[2, 2])
+    rng = np.random.default_rng(12)
+    _exact(path, [{"x": rng.integers(0, 256, shape).astype(np.uint8)}
+                  for shape in ((64, 2, 2, 2), (8, 2, 4, 6), (8, 2, 2, 3))])
+
+
+def test_a_run_time_whole_input_beyond_the_global_paths_scale_is_refused_when_it_runs(
+        tmp_path):
+    """x_scale / (y_scale * 4) = 256, outside the global path's range: onnxruntime refuses
+    the call where the input is as large as the 2 x 2 kernel, and so do both backends, naming
+    the node; at other sizes the windows' path runs, bit for bit."""
+    path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", ("N", 2, "h", "w"),
+                        np.float32(1.0), np.uint8(0), np.float32(1 / 1024), np.uint8(0),
+                        kernel_shape=[2, 2], strides=[2, 2])
+    graph = _exact(path, [{"x": (_codes("uint8", (1, 2, 4, 5)) // 128).astype(np.uint8)}])
+    whole = {"x": _codes("uint8", (1, 2, 2, 2))}
+    with pytest.raises(Exception, match="out of computation range"):
+        onnxruntime_outputs(path, whole, optimized=False)
+    index_refused_on_both_backends(graph, whole, r"node 'n/global_scale_checked'")
+
+
 @pytest.mark.parametrize("case", ["2x2-stride-2", "3x3-padded", "1d", "ceil-mode-resnet-d"])
 def test_a_run_time_dim_shorter_than_the_kernel_is_refused_when_the_call_runs(case,
                                                                               tmp_path):
