@@ -17,6 +17,7 @@ must grow with the signal length.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -251,7 +252,8 @@ def _dft_on_axis(imp, node, x: str, shape: list, axis: int, length, inverse: boo
     (:func:`_run_time_matrices`); fixed ones are constants (:func:`dft_matrices`). Where
     onnxruntime refuses the call, so does the graph: a half spectrum's inverse of a ``given``
     length of 0 (its default length, two less than twice its bins, is refused only below 0,
-    that is, where there are no bins) and an empty signal's one-sided transform."""
+    that is, where there are no bins), an empty signal's one-sided transform and an empty
+    signal's transform of a fixed length."""
     rank, c, n = len(shape), shape[-1], shape[axis]
     half = bool(inverse and onesided)
     static = type(n) is int and type(length) is int
@@ -285,7 +287,7 @@ def _dft_on_axis(imp, node, x: str, shape: list, axis: int, length, inverse: boo
                                       f"computed when the call runs")
         cos, sin = _run_time_matrices(imp, node, rows, cols, length, inverse, half, dtype,
                                       stem, nonempty=(0 if given else 1) if half else
-                                      1 if onesided else None)
+                                      1 if onesided or type(length) is int else None)
     a = step("matmul", [cos, x], "cos")
     b = step("matmul", [sin, x], "sin")
     final = out if perm is None else None
@@ -390,6 +392,7 @@ def _dft(imp, node, attrs):
     length = given = _dft_length(imp, node)
     if length is None:
         length = dims.simplified(dims.mul(2, dims.sub(n, 1))) if half else n
+    signal = imp.tensor(x)
     if half:
         if length == 0:
             raise imp.unsupported(f"a half spectrum of {n} bin: the inverse's default length "
@@ -399,14 +402,30 @@ def _dft(imp, node, attrs):
             raise imp.unsupported(f"dft_length {length!r} of a half spectrum of {n!r} bins: "
                                   f"a transform of length L takes L // 2 + 1 bins (onnxruntime "
                                   f"reads other counts differently from numpy and torch)")
+    elif type(n) is not int and type(length) is int:
+        signal, shape = _at_most(imp, signal, shape, axis, length), list(shape)
+        shape[axis] = imp.types[signal].shape[axis]
     elif type(n) is not int and not dims.known_equal(length, n):
         raise imp.unsupported(f"dft_length {length!r} along a run-time signal length {n!r}: "
-                              f"supported as the signal's own length only")
+                              f"supported as the signal's own length or a fixed one only")
     elif type(n) is int and type(length) is not int:
         raise imp.unsupported(f"dft_length {length!r} is a run-time dim along a fixed signal "
                               f"length {n}")
-    _dft_on_axis(imp, node, imp.tensor(x), shape, axis, length, flags["inverse"],
+    _dft_on_axis(imp, node, signal, shape, axis, length, flags["inverse"],
                  flags["onesided"], node.output[0], node.output[0], given=given is not None)
+
+
+def _at_most(imp, signal: str, shape: list, axis: int, length: int) -> str:
+    """Graph tensor ``signal`` cut to its first ``length`` entries along ``axis`` (a run-time
+    dim), as a DFT of that fixed length truncates a longer signal (a shorter one's zero
+    padding has no column in the matrices): a ``slice`` to ``length``, unless the dim is such
+    a slice to at most ``length`` already (torch.fft.rfft(x, n) under the dynamo exporter
+    slices the signal before the DFT)."""
+    cut = re.fullmatch(r"slice\((.+),0,(\d+),1\)", shape[axis])
+    if cut and int(cut.group(2)) <= length:
+        return signal
+    return imp.emit("slice", [signal], [None], {"starts": [0], "ends": [length],
+                                                "axes": [axis]}, suffix="/at_most")[0]
 
 
 def _run_time_frames(imp, node, signal: str, frames, width: int, hop: int, out: str) -> str:

@@ -410,6 +410,43 @@ def test_dft_of_a_run_time_length_matches_onnxruntime(c, attrs, opset, tmp_path,
         check_on_both_backends(model, loaded, [empty])
 
 
+@pytest.mark.parametrize("c, attrs", [(1, {}), (2, {}), (2, dict(inverse=1)),
+                                      (1, dict(onesided=1))],
+                         ids=["real", "complex", "complex-inverse", "onesided"])
+def test_dft_of_a_fixed_length_along_a_run_time_signal_matches_onnxruntime(c, attrs, tmp_path,
+                                                                           signer):
+    """dft_length 12 along a run-time signal length: the signal cut to its first 12 samples
+    (a slice), a shorter one zero-padded (the matrices' columns computed when the call runs,
+    as many as it has): from 1 sample to longer than the transform. An empty signal, which
+    onnxruntime refuses, is refused on both backends."""
+    model = _dft_model(tmp_path, ("b", "t", c), axis=1, dft_length=12, **attrs)
+    feeds = [RNG.standard_normal((b, t, c)).astype(np.float32)
+             for b, t in ((2, 1), (1, 5), (3, 12), (2, 13), (1, 40))]
+    tol = _dft_tolerance(40, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
+                                golden_dims={"t": [7, 20]})
+    assert "slice" in _ops(loaded) and _ops(loaded).count("matmul") == 2
+    assert loaded.graph.outputs[0].shape == ("b", 7 if attrs.get("onesided") else 12, 2)
+    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
+    empty = {"x": np.zeros((2, 0, c), np.float32)}
+    _onnxruntime_refuses(model, empty)
+    index_refused_on_both_backends(loaded.graph, empty, r"node 'node/.* outside \[0, 0\)")
+
+
+def test_torch_rfft_of_a_fixed_length_along_a_run_time_signal(tmp_path, signer):
+    """torch.fft.rfft(x, n=16) over a run-time length (the dynamo exporter slices the signal
+    to 16 samples, then a DFT of length 16): against onnxruntime on both backends and torch,
+    shorter and longer signals."""
+    fn = lambda x: torch.view_as_real(torch.fft.rfft(x, n=16, dim=-1))  # noqa: E731
+    model = export_dynamic(Fn(fn), [torch.randn(2, 20)], tmp_path / "f.onnx", dynamo=True,
+                           names=["x"], dims=[{1: "t"}], bounds={"t": (2, 4096)})
+    feeds = [RNG.standard_normal((2, t)).astype(np.float32) for t in (2, 9, 16, 17, 50)]
+    tol = _dft_tolerance(16, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "f.pha", signer, tolerances=tol,
+                                golden_dims={"t": [20, 7]})
+    check_against_onnxruntime_and_torch(model, loaded, [{"x": f} for f in feeds], Fn(fn), tol)
+
+
 def test_inverse_of_a_run_time_half_spectrum_matches_onnxruntime(tmp_path, signer):
     """A half spectrum of a run-time count of bins t and its default length 2 * (t - 1):
     against onnxruntime on both backends and numpy's irfft; one bin is an empty signal on
@@ -498,9 +535,11 @@ def test_dft_refusals_name_the_node(tmp_path):
     _onnxruntime_refuses(model, {"x": x})
     assert_refused(model, ModelFileError, where, "axis 2 is the last dim of input shape "
                    "[2, 8, 1], which holds the real and imaginary parts")
-    assert_refused(_dft_model(tmp_path, (2, "t", 1), dft_length=16), UnsupportedModelError,
-                   where, "dft_length 16 along a run-time signal length 't': supported as the "
-                   "signal's own length only")
+    other = _save(tmp_path, [helper.make_node("Shape", ["z"], ["n"]),
+                             helper.make_node("DFT", ["x", "n"], ["y"], name="node")],
+                  [_vi("x", (2, "t", 1)), _vi("z", ("s",))], [_vi("y", 3)])
+    assert_refused(other, UnsupportedModelError, where, "dft_length 's' along a run-time signal "
+                   "length 't': supported as the signal's own length or a fixed one only")
     assert_refused(_dft_model(tmp_path, (2, 8, 3)), UnsupportedModelError, where,
                    "input shape [2, 8, 3]: the last dim must be 1 (real) or 2 (complex)")
     ints = _dft_model(tmp_path, (2, 8, 1))
