@@ -22,7 +22,7 @@ from typing import Iterable
 __all__ = ["Dim", "Product", "as_product", "as_sum", "is_static", "known_equal",
            "known_different", "add", "sub", "mul", "floordiv", "quotient", "product", "total",
            "broadcast", "broadcast_operands", "window_out", "pool_out", "transposed_out",
-           "simplified", "slice_len", "slice_range"]
+           "simplified", "slice_len", "slice_range", "first_entries"]
 
 Dim = int | str
 
@@ -502,6 +502,18 @@ def slice_range(size: int, start: int, end: int, step: int) -> range:
     if step > 0:
         return range(min(max(start, 0), size), min(max(end, 0), size), step)
     return range(min(max(start, 0), size - 1), min(max(end, -1), size - 1), step)
+
+
+def first_entries(d: Dim) -> int | None:
+    """``e`` where run-time dim ``d`` is :func:`slice_len`'s name of a slice from 0 by step 1
+    to a constant end e >= 0 (``x[:, :16]`` of a run-time t: at most 16 entries), else
+    None."""
+    if type(d) is not str or not d.startswith("slice(") or not _wrapped(d[len("slice"):]):
+        return None
+    parts = _top_level(d[len("slice("):-1], ",")
+    if len(parts) != 4 or parts[1:] != ["0", parts[2], "1"] or not _digits(parts[2]):
+        return None
+    return int(parts[2])
 
 
 def slice_len(size: Dim, start: int, end: int, step: int) -> Dim:

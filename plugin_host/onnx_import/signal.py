@@ -17,7 +17,6 @@ must grow with the signal length.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
@@ -421,8 +420,8 @@ def _at_most(imp, signal: str, shape: list, axis: int, length: int) -> str:
     padding has no column in the matrices): a ``slice`` to ``length``, unless the dim is such
     a slice to at most ``length`` already (torch.fft.rfft(x, n) under the dynamo exporter
     slices the signal before the DFT)."""
-    cut = re.fullmatch(r"slice\((.+),0,(\d+),1\)", shape[axis])
-    if cut and int(cut.group(2)) <= length:
+    end = dims.first_entries(shape[axis])
+    if end is not None and end <= length:
         return signal
     return imp.emit("slice", [signal], [None], {"starts": [0], "ends": [length],
                                                 "axes": [axis]}, suffix="/at_most")[0]

@@ -387,6 +387,17 @@ def test_a_slice_to_the_end_of_a_run_time_dim_is_a_floor_quotient():
                 assert eval(d, {"n": n}) == len(range(n)[start::step]), (d, n)
 
 
+def test_a_slice_to_a_constant_end_reads_back_as_at_most_that_many_entries():
+    """first_entries reads slice_len's name of x[:, :e] back as e (nested too); any other
+    slice, name or expression is None."""
+    assert dims.first_entries(dims.slice_len("t", 0, 16, 1)) == 16
+    assert dims.first_entries(dims.slice_len(dims.slice_len("t", 0, 16, 1), 0, 8, 1)) == 8
+    for d in (dims.slice_len("t", 1, 16, 1), dims.slice_len("t", 0, 16, 2),
+              dims.slice_len("t", -3, dims.TO_THE_END, 1), "slice(t,0,16,1)+slice(u,0,3,1)",
+              "t", 16, "t-2"):
+        assert dims.first_entries(d) is None, d
+
+
 def test_window_expressions_are_deterministic():
     assert dims.window_out("H", 3, 2, 1, 1, 1) == "(H-1)//2+1"
     assert dims.window_out("H", 3, 1, 1, 1, 1) == "H"
