@@ -604,21 +604,22 @@ def _requantized_average(imp, total: str, counts: str, ys, yz: int, dtype: str) 
 
 
 def _global_when_whole(imp, x: str, scales: tuple, axes: list[int], sizes: list,
-                       kernel: list[int], windows: str, dtype: str) -> str:
+                       counted: dict, kernel: list[int], windows: str, dtype: str) -> str:
     """onnxruntime's kernel decides when the call runs to take the global pool's integer path
     (its exact sum, one float32 scale: another rounding) wherever the input's spatial dims
     equal the kernel and nothing pads it: ``windows`` (the tap-by-tap codes) there replaced
     by the global pool's, or where that path's scale is out of its range (onnxruntime
     refuses the call) an IndexRangeError naming the node. A static dim other than its
-    kernel's never takes it: ``windows`` as they are."""
+    kernel's never takes it: ``windows`` as they are. ``counted``: each run-time dim's size
+    tensor, by spatial axis."""
     whole = None
     for d, (n, k) in enumerate(zip(sizes, kernel)):
         if type(n) is int:
             if n != k:
                 return windows
             continue
-        same = imp.step("equal", [size_tensor(imp, n, f".size{d}"),
-                                  imp.index_constant([k], f"kernel{d}")], f"whole{d}")
+        same = imp.step("equal", [counted[d], imp.index_constant([k], f"kernel{d}")],
+                        f"whole{d}")
         whole = same if whole is None else imp.step("and", [whole, same], f"whole_to{d}")
     xs, xz, ys, yz = scales
     count = math.prod(kernel)
@@ -691,6 +692,8 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
                                                          "axes": [channel], "steps": [1]})
         counts = tap_sum(_lookup(imp, first, dtype, np.ones(256, np.float32), "ones"), "ones")
     # a padded dim shorter than the kernel is refused when the call runs
+    counted = {d: size_tensor(imp, n, f".size{d}") for d, n in enumerate(sizes)
+               if type(n) is not int}
     for d, n in enumerate(sizes):
         if type(n) is int:
             if n + pads[d] + pads[d + spatial] + extra[d] < kernel[d]:
@@ -698,12 +701,12 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
                                      f"dims {sizes} leaves no output", node=imp.node_name,
                                      op=node.op_type)
             continue
-        short = imp.step("less", [size_tensor(imp, n, f".size{d}"), imp.index_constant(
+        short = imp.step("less", [counted[d], imp.index_constant(
             [kernel[d] - pads[d] - pads[d + spatial] - extra[d]], f"least{d}")], f"short{d}")
         counts = refused_where(imp, counts, short, f"long_enough{d}")
     v = _requantized_average(imp, total, counts, ys, yz, dtype)
     if not any(pads):
-        v = _global_when_whole(imp, x, scales, axes, sizes, kernel, v, dtype)
+        v = _global_when_whole(imp, x, scales, axes, sizes, counted, kernel, v, dtype)
     bind_codes(imp, node, v, dtype)
 
 
