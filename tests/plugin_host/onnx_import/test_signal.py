@@ -275,6 +275,18 @@ def _check_dft(model, shape, length, tmp_path, signer, *, feeds=None):
     return loaded
 
 
+def _check_run_time_dft(model, feeds, longest, golden, tmp_path, signer):
+    """Build ``model`` (a signal length 't' known when the call runs, drawn at ``golden``
+    for the golden cases) within the tolerance of a transform of ``longest`` samples and
+    check ``feeds`` against onnxruntime on both backends: the loaded artifact and the
+    tolerance."""
+    tol = _dft_tolerance(longest, np.concatenate([f.reshape(-1) for f in feeds]))
+    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
+                                golden_dims={"t": golden})
+    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
+    return loaded, tol
+
+
 @pytest.mark.parametrize("inverse", [0, 1])
 @pytest.mark.parametrize("c", [1, 2])
 @pytest.mark.parametrize("n, dft_length", [(8, None), (7, None), (12, 5), (5, 12), (1, None),
@@ -397,11 +409,8 @@ def test_dft_of_a_run_time_length_matches_onnxruntime(c, attrs, opset, tmp_path,
     model = _dft_model(tmp_path, shape, opset=opset, axis=1, **attrs)
     feeds = [RNG.standard_normal((b, t, c)).astype(np.float32)
              for b, t in ((2, 1), (1, 2), (3, 7), (2, 8), (1, 33))]
-    tol = _dft_tolerance(33, np.concatenate([f.reshape(-1) for f in feeds]))
-    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
-                                golden_dims={"t": [5, 16]})
+    loaded, _ = _check_run_time_dft(model, feeds, 33, [5, 16], tmp_path, signer)
     assert "cos" in _ops(loaded) and _ops(loaded).count("matmul") == 2
-    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
     empty = {"x": np.zeros((2, 0, c), np.float32)}
     if attrs.get("onesided"):  # one bin of nothing: onnxruntime refuses the call
         _onnxruntime_refuses(model, empty)
@@ -422,12 +431,9 @@ def test_dft_of_a_fixed_length_along_a_run_time_signal_matches_onnxruntime(c, at
     model = _dft_model(tmp_path, ("b", "t", c), axis=1, dft_length=12, **attrs)
     feeds = [RNG.standard_normal((b, t, c)).astype(np.float32)
              for b, t in ((2, 1), (1, 5), (3, 12), (2, 13), (1, 40))]
-    tol = _dft_tolerance(40, np.concatenate([f.reshape(-1) for f in feeds]))
-    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
-                                golden_dims={"t": [7, 20]})
+    loaded, _ = _check_run_time_dft(model, feeds, 40, [7, 20], tmp_path, signer)
     assert "slice" in _ops(loaded) and _ops(loaded).count("matmul") == 2
     assert loaded.graph.outputs[0].shape == ("b", 7 if attrs.get("onesided") else 12, 2)
-    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
     empty = {"x": np.zeros((2, 0, c), np.float32)}
     _onnxruntime_refuses(model, empty)
     index_refused_on_both_backends(loaded.graph, empty, r"node 'node/.* outside \[0, 0\)")
@@ -453,10 +459,7 @@ def test_inverse_of_a_run_time_half_spectrum_matches_onnxruntime(tmp_path, signe
     every side, no bins refused by onnxruntime and by both backends."""
     model = _dft_model(tmp_path, (2, "t", 2), inverse=1, onesided=1)
     feeds = [RNG.standard_normal((2, t, 2)).astype(np.float32) for t in (1, 2, 3, 6, 17)]
-    tol = _dft_tolerance(32, np.concatenate([f.reshape(-1) for f in feeds]))
-    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
-                                golden_dims={"t": [4, 9]})
-    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
+    loaded, tol = _check_run_time_dft(model, feeds, 32, [4, 9], tmp_path, signer)
     executor = Executor(loaded.graph, NumpyBackend())
     for f in feeds[1:]:
         want = np.fft.irfft(f[..., 0].astype(np.float64) + 1j * f[..., 1], axis=1)
@@ -471,11 +474,8 @@ def test_dft_of_a_run_time_length_along_the_first_axis(tmp_path, signer):
     """A run-time signal axis that is not second to last: moved there and back."""
     model = _dft_model(tmp_path, ("t", 3, 2), axis=0)
     feeds = [RNG.standard_normal((t, 3, 2)).astype(np.float32) for t in (1, 6, 13)]
-    tol = _dft_tolerance(13, np.concatenate([f.reshape(-1) for f in feeds]))
-    _, loaded = import_and_load(model, tmp_path / "d.pha", signer, tolerances=tol,
-                                golden_dims={"t": [4, 9]})
+    loaded, _ = _check_run_time_dft(model, feeds, 13, [4, 9], tmp_path, signer)
     assert "transpose" in _ops(loaded)
-    check_on_both_backends(model, loaded, [{"x": f} for f in feeds])
 
 
 SPECTRA = {
