@@ -274,7 +274,7 @@ def _lstm_cell(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 def _recurrence(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     """gru's and rnn's rule: x (T, B, input), h (B, hidden), weights (gates*hidden, input) and
     (gates*hidden, hidden), biases (gates*hidden,) -> y (T, B, hidden), h_last (B, hidden)."""
-    x, h, w_ih, w_hh, b_ih, b_hh = inputs
+    x, h, w_ih, w_hh, b_ih, b_hh, lengths = inputs
     n, gates = op.name, {"gru": 3, "rnn": 1}[op.name]
     named = [("x", x), ("h", h), ("weight_ih", w_ih), ("weight_hh", w_hh), ("bias_ih", b_ih),
              ("bias_hh", b_hh)]
@@ -298,14 +298,23 @@ def _recurrence(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
         if t is not None:
             need_shape(n, name, t, (rows,), f"({gates}*hidden,): weight_hh is "
                                             f"{fmt(w_hh.shape)}")
+    _need_lengths(n, lengths, x)
     return [TensorType((x.shape[0], x.shape[1], hidden), x.dtype),
             TensorType((x.shape[1], hidden), x.dtype)]
 
 
+def _need_lengths(op: str, lengths: TensorType | None, x: TensorType) -> None:
+    """A recurrence's optional lengths: one integer per sequence of x (T, B, input)."""
+    if lengths is not None:
+        need_int(op, "lengths", lengths)
+        need_shape(op, "lengths", lengths, (x.shape[1],), f"(batch,): x is {fmt(x.shape)}")
+
+
 def _lstm(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x, *rest = inputs
+    x, *rest, lengths = inputs
     need_rank(op.name, "x", x, exact=3)
     step, state = _lstm_cell(op, [TensorType(x.shape[1:], x.dtype), *rest], attrs)
+    _need_lengths(op.name, lengths, x)
     return [TensorType((x.shape[0], *step.shape), x.dtype), step, state]
 
 
@@ -326,6 +335,12 @@ _CONV_ATTRS = {
     "dilation": AttrSpec("ints", check=_POSITIVE_INTS),
     "groups": AttrSpec("int", 1, at_least(1)),
 }
+
+_LENGTHS_DOC = """\
+lengths (B,) integer, optional (ONNX's sequence_lens, torch's packed sequences): sequence b is
+its first lengths[b] steps; past them its state stays and its y is 0, so the final state is
+the one after its last step, and reverse starts at its own last step, lengths[b] - 1. A length
+outside [0, T] is refused when the call runs (IndexRangeError naming the node)."""
 
 OPS: tuple[OpDef, ...] = (
     OpDef("conv", 1, ("x", "weight", "bias?"), ("y",), _CONV_ATTRS, _conv, doc=_CONV_DOC),
@@ -383,13 +398,15 @@ weight (out_features, in_features); bias (out_features,); x (..., in_features) f
 One LSTM step, gates in the order i, f, g, o. x (B, input_size); h, c (B, hidden);
 weight_ih (4*hidden, input_size); weight_hh (4*hidden, hidden); biases (4*hidden,).
 Returns (h_next, c_next), each (B, hidden). Carrying state across steps is the caller's job."""),
-    OpDef("lstm", 1, ("x", "h", "c", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?"),
+    OpDef("lstm", 1, ("x", "h", "c", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?",
+                      "lengths?"),
           ("y", "h_last", "c_last"), {"reverse": AttrSpec("bool", False)}, _lstm, doc="""\
 lstm_cell over a sequence: x (T, B, input_size), T possibly known only when the call runs;
 h, c (B, hidden) the state before the first step, which is x[0] (reverse: x[T-1]). y (T, B,
 hidden) holds the h of each step at that step's position; h_last, c_last the state after the
-last step. Weights and biases as lstm_cell's. T = 0 gives an empty y and the state as given."""),
-    OpDef("gru", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?"),
+last step. Weights and biases as lstm_cell's. T = 0 gives an empty y and the state as given.
+""" + _LENGTHS_DOC),
+    OpDef("gru", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?", "lengths?"),
           ("y", "h_last"), {"reverse": AttrSpec("bool", False),
                             "linear_before_reset": AttrSpec("bool", True)}, _recurrence, doc="""\
 A GRU over a sequence (torch's nn.GRU, gates r, z, n): x (T, B, input_size), T possibly known
@@ -398,8 +415,9 @@ only when the call runs; h (B, hidden) the state before the first step, which is
 b_in + r * (W_hn h + b_hn)), or with linear_before_reset false (ONNX's default) tanh(W_in x +
 b_in + W_hn (r * h) + b_hn); h' = (1 - z) * n + z * h. weight_ih (3*hidden, input_size),
 weight_hh (3*hidden, hidden), biases (3*hidden,). y (T, B, hidden) holds each step's h at its
-position, h_last the state after the last step; T = 0 gives an empty y and h as given."""),
-    OpDef("rnn", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?"),
+position, h_last the state after the last step; T = 0 gives an empty y and h as given.
+""" + _LENGTHS_DOC),
+    OpDef("rnn", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?", "lengths?"),
           ("y", "h_last"), {"reverse": AttrSpec("bool", False),
                             "nonlinearity": AttrSpec("enum:tanh|relu", "tanh")}, _recurrence,
           doc="""\
@@ -408,7 +426,8 @@ b_hh), tanh or relu, at each step of x (T, B, input_size) from the first (revers
 T possibly known only when the call runs; h (B, hidden) the state before. weight_ih (hidden,
 input_size), weight_hh (hidden, hidden), biases (hidden,). y (T, B, hidden) holds each step's
 h at its position, h_last the state after the last step; T = 0 gives an empty y and h as
-given."""),
+given.
+""" + _LENGTHS_DOC),
     OpDef("embedding", 1, ("idx", "weight"), ("y",), {}, _embedding, doc="""\
 Row lookup: idx (...) integer, weight (vocab, embed) float -> (..., embed) with weight's dtype.
 Indices outside [0, vocab) are refused at run time by the executor (never zeroed or clipped).

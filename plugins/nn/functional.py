@@ -18,14 +18,17 @@ batchnorm          ``batchnorm(x, weight, bias, running_mean, running_var,      
 linear             ``linear(x, weight, bias)`` / ``make_linear(weight, bias)``  x
 lstm_cell          ``lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih,          x, h, c
                    bias_hh) -> (h, c)``
-lstm               ``lstm(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, *,   x, h, c
-                   reverse) -> (y, h_last, c_last)``, the cell over (seq, ...) /
+lstm               ``lstm(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh,      x, h, c,
+                   lengths=None, *, reverse) -> (y, h_last, c_last)``, the     lengths
+                   cell over (seq, ...) /
                    ``make_lstm(weight_ih, ...)``
-gru                ``gru(x, h, weight_ih, weight_hh, bias_ih, bias_hh, *,       x, h
-                   reverse, linear_before_reset) -> (y, h_last)`` /
+gru                ``gru(x, h, weight_ih, weight_hh, bias_ih, bias_hh,          x, h,
+                   lengths=None, *, reverse, linear_before_reset) -> (y,       lengths
+                   h_last)`` /
                    ``make_gru(weight_ih, ...)``
-rnn                ``rnn(x, h, weight_ih, weight_hh, bias_ih, bias_hh, *,       x, h
-                   reverse, nonlinearity) -> (y, h_last)`` / ``make_rnn``
+rnn                ``rnn(x, h, weight_ih, weight_hh, bias_ih, bias_hh,          x, h,
+                   lengths=None, *, reverse, nonlinearity) -> (y, h_last)``    lengths
+                   / ``make_rnn``
 group_norm         ``group_norm(x, weight, bias, *, num_groups, eps)``          x
 instance_norm      ``instance_norm(x, weight, bias, *, eps)``                   x
 layer_norm         ``layer_norm(x, weight, bias, *, normalized_shape, eps)``    x

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from abi.errors import ContractError, ShapeError
+from abi.indices import check_indices
 
 from ._common import check_f32, check_ndim, check_param, shape_str, uniform
 
@@ -117,6 +118,46 @@ def _input_shares(x: np.ndarray, w_x: np.ndarray, b: np.ndarray, hidden: int
             np.empty((steps, batch, hidden), np.float32))
 
 
+def _by_lengths(x: np.ndarray, lengths: np.ndarray | None, reverse: bool, where: str
+                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """For the op's ``lengths`` (one per sequence of ``x`` (seq, batch, input), or None):
+    ``(x, valid, back)``, x in the order the steps run, ``valid`` (seq, batch, 1) whether each
+    step is within its sequence (None without lengths), and for reverse the (seq, batch)
+    positions that put the steps back (:func:`_put_back`). With lengths, reverse runs forward
+    over each sequence reversed within its own length (so it starts at its own last step)."""
+    if lengths is None:
+        return x, None, None
+    steps, batch = x.shape[:2]
+    if not isinstance(lengths, np.ndarray) or lengths.shape != (batch,):
+        got = getattr(lengths, "shape", type(lengths).__name__)
+        raise ShapeError(f"{where}: lengths {got} must be ({batch},), one per sequence of x "
+                         f"{shape_str(x.shape)}", where=where, expected=(batch,), got=got)
+    check_indices(lengths, steps + 1, where, "sequence length")
+    lengths = lengths.astype(np.int64)
+    step = np.arange(steps)[:, None]
+    valid = step < lengths
+    back = None
+    if reverse:  # step t of sequence b is its step lengths[b] - 1 - t; past the length, kept
+        back = np.where(valid, lengths - 1 - step, step)
+        x = x[back, np.arange(batch)]
+    return x, valid[:, :, None], back
+
+
+def _kept(valid: np.ndarray | None, t: int, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """A state after step ``t``: ``new``, but ``old`` where the step is past a sequence's
+    length."""
+    return new if valid is None else np.where(valid[t], new, old)
+
+
+def _put_back(y: np.ndarray, valid: np.ndarray | None, back: np.ndarray | None) -> np.ndarray:
+    """Every step's h (:func:`_by_lengths`' order) as the op's y: 0 past each sequence's
+    length, the reverse direction's steps back in their places."""
+    if valid is None:
+        return y
+    y = np.where(valid, y, np.float32(0))
+    return y if back is None else y[back, np.arange(y.shape[1])]
+
+
 def _order(steps: int, reverse: bool) -> range:
     """The steps' order: from the first, or with ``reverse`` from the last."""
     return range(steps - 1, -1, -1) if reverse else range(steps)
@@ -150,9 +191,9 @@ def lstm_gates(gates: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def make_lstm(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
               bias_hh: np.ndarray | None, *, reverse: bool = False, where: str = "LSTM"):
     """Prepare an LSTM over a sequence (the ``lstm`` op: :func:`lstm_cell` at each step, gates
-    i, f, g, o); return ``run(x, h, c) -> (y, h_last, c_last)`` over ``x`` (seq, batch,
-    input_size), ``h``, ``c`` (batch, hidden) or None for zeros. The gates are reordered to
-    i, f, o, g here (:func:`lstm_gates`) and the biases added up."""
+    i, f, g, o); return ``run(x, h, c, lengths=None) -> (y, h_last, c_last)`` over ``x`` (seq,
+    batch, input_size), ``h``, ``c`` (batch, hidden) or None for zeros, ``lengths`` the op's.
+    The gates are reordered to i, f, o, g here (:func:`lstm_gates`) and the biases added up."""
     hidden = _sequence_weights(weight_ih, weight_hh, bias_ih, bias_hh, 4, where)
     inputs = weight_ih.shape[1]
     order = np.r_[0:2 * hidden, 3 * hidden:4 * hidden, 2 * hidden:3 * hidden]  # i f o g
@@ -163,37 +204,41 @@ def make_lstm(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray 
         if extra is not None:
             b += extra[order]
 
-    def run(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def run(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None,
+            lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         h = _sequence_start(x, h, inputs, hidden, where)
         check_param(c, "c", where, h.shape)
         c = np.zeros_like(h) if c is None else np.array(c, np.float32)
+        x, valid, back = _by_lengths(x, lengths, reverse, where)
         gates_x, y = _input_shares(x, w_x, b, hidden)
-        for t in _order(len(y), reverse):
+        for t in _order(len(y), reverse and valid is None):
             gates = gates_x[t]
             gates += np.matmul(h, w_h)
-            h, c = lstm_gates(gates, c)
+            h_next, c_next = lstm_gates(gates, c)
+            h, c = _kept(valid, t, h_next, h), _kept(valid, t, c_next, c)
             y[t] = h
-        return y, h, c
+        return _put_back(y, valid, back), h, c
 
     return run
 
 
 def lstm(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None, weight_ih: np.ndarray,
-         weight_hh: np.ndarray, bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *,
-         reverse: bool = False, where: str = "LSTM",
+         weight_hh: np.ndarray, bias_ih: np.ndarray | None, bias_hh: np.ndarray | None,
+         lengths: np.ndarray | None = None, *, reverse: bool = False, where: str = "LSTM",
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`make_lstm` and its run on ``x``, ``h``, ``c``: ``(y, h_last, c_last)``, ``y``
-    holding each step's h at its position; an empty sequence gives the state as given."""
-    return make_lstm(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse, where=where)(x, h, c)
+    """:func:`make_lstm` and its run on ``x``, ``h``, ``c``, ``lengths``: ``(y, h_last,
+    c_last)``, ``y`` holding each step's h at its position; an empty sequence gives the state
+    as given."""
+    return make_lstm(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse,
+                     where=where)(x, h, c, lengths)
 
 
 def make_gru(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
              bias_hh: np.ndarray | None, *, reverse: bool = False,
              linear_before_reset: bool = True, where: str = "GRU"):
     """Prepare a GRU (the ``gru`` op: gates r, z, n as torch's nn.GRU); return
-    ``run(x, h) -> (y, h_last)`` over ``x`` (seq, batch, input_size), ``h`` (batch, hidden)
-    or None for zeros."""
+    ``run(x, h, lengths=None) -> (y, h_last)`` over ``x`` (seq, batch, input_size), ``h``
+    (batch, hidden) or None for zeros, ``lengths`` the op's."""
     hidden = _sequence_weights(weight_ih, weight_hh, bias_ih, bias_hh, 3, where)
     inputs = weight_ih.shape[1]
     w_x = np.ascontiguousarray(weight_ih.T)
@@ -206,10 +251,12 @@ def make_gru(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray |
     w_rz = np.ascontiguousarray(w_h[:, :2 * hidden])
     w_n = np.ascontiguousarray(w_h[:, 2 * hidden:])
 
-    def run(x: np.ndarray, h: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def run(x: np.ndarray, h: np.ndarray | None, lengths: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
         h = _sequence_start(x, h, inputs, hidden, where)
+        x, valid, back = _by_lengths(x, lengths, reverse, where)
         gates_x, y = _input_shares(x, w_x, b_x, hidden)
-        for t in _order(len(y), reverse):
+        for t in _order(len(y), reverse and valid is None):
             g = gates_x[t]
             if linear_before_reset:
                 gh = np.matmul(h, w_h)
@@ -226,28 +273,31 @@ def make_gru(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray |
             n = g[:, 2 * hidden:]
             n += state_n
             np.tanh(n, out=n)
-            h = h - n  # h' = (1 - z) * n + z * h = n + z * (h - n)
-            h *= z
-            h += n
+            h_next = h - n  # h' = (1 - z) * n + z * h = n + z * (h - n)
+            h_next *= z
+            h_next += n
+            h = _kept(valid, t, h_next, h)
             y[t] = h
-        return y, h
+        return _put_back(y, valid, back), h
 
     return run
 
 
 def gru(x: np.ndarray, h: np.ndarray | None, weight_ih: np.ndarray, weight_hh: np.ndarray,
-        bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *, reverse: bool = False,
+        bias_ih: np.ndarray | None, bias_hh: np.ndarray | None,
+        lengths: np.ndarray | None = None, *, reverse: bool = False,
         linear_before_reset: bool = True, where: str = "GRU") -> tuple[np.ndarray, np.ndarray]:
-    """:func:`make_gru` and its run on ``x``, ``h``: ``(y, h_last)``."""
+    """:func:`make_gru` and its run on ``x``, ``h``, ``lengths``: ``(y, h_last)``."""
     return make_gru(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse,
-                    linear_before_reset=linear_before_reset, where=where)(x, h)
+                    linear_before_reset=linear_before_reset, where=where)(x, h, lengths)
 
 
 def make_rnn(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
              bias_hh: np.ndarray | None, *, reverse: bool = False, nonlinearity: str = "tanh",
              where: str = "RNN"):
     """Prepare an Elman RNN (the ``rnn`` op, torch's nn.RNN: h' = tanh or relu of W_ih x +
-    b_ih + W_hh h + b_hh); return ``run(x, h) -> (y, h_last)`` as :func:`make_gru`'s."""
+    b_ih + W_hh h + b_hh); return ``run(x, h, lengths=None) -> (y, h_last)`` as
+    :func:`make_gru`'s."""
     if nonlinearity not in ("tanh", "relu"):
         raise ContractError(f"{where}: nonlinearity={nonlinearity!r} must be 'tanh' or 'relu'",
                             where=where, attr="nonlinearity")
@@ -259,27 +309,31 @@ def make_rnn(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray |
         if extra is not None:
             b += extra
 
-    def run(x: np.ndarray, h: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def run(x: np.ndarray, h: np.ndarray | None, lengths: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
         h = _sequence_start(x, h, inputs, hidden, where)
+        x, valid, back = _by_lengths(x, lengths, reverse, where)
         pre, y = _input_shares(x, w_x, b, hidden)
-        for t in _order(len(y), reverse):
-            h = pre[t] + np.matmul(h, w_h)
+        for t in _order(len(y), reverse and valid is None):
+            h_next = pre[t] + np.matmul(h, w_h)
             if nonlinearity == "tanh":
-                np.tanh(h, out=h)
+                np.tanh(h_next, out=h_next)
             else:
-                np.maximum(h, 0.0, out=h)
+                np.maximum(h_next, 0.0, out=h_next)
+            h = _kept(valid, t, h_next, h)
             y[t] = h
-        return y, h
+        return _put_back(y, valid, back), h
 
     return run
 
 
 def rnn(x: np.ndarray, h: np.ndarray | None, weight_ih: np.ndarray, weight_hh: np.ndarray,
-        bias_ih: np.ndarray | None, bias_hh: np.ndarray | None, *, reverse: bool = False,
+        bias_ih: np.ndarray | None, bias_hh: np.ndarray | None,
+        lengths: np.ndarray | None = None, *, reverse: bool = False,
         nonlinearity: str = "tanh", where: str = "RNN") -> tuple[np.ndarray, np.ndarray]:
-    """:func:`make_rnn` and its run on ``x``, ``h``: ``(y, h_last)``."""
+    """:func:`make_rnn` and its run on ``x``, ``h``, ``lengths``: ``(y, h_last)``."""
     return make_rnn(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse,
-                    nonlinearity=nonlinearity, where=where)(x, h)
+                    nonlinearity=nonlinearity, where=where)(x, h, lengths)
 
 
 class LSTMCell:

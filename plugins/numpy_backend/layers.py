@@ -223,15 +223,16 @@ def rnn(attrs, consts, types, where):
 
 
 def _sequence(make, states: int, attrs, consts, types, where):
-    """A recurrence of inputs (x, ``states`` states, weight_ih, weight_hh, bias_ih, bias_hh):
-    prepared once from constant parameters, else per call."""
-    first = 1 + states
-    if _params_const(consts, types, first):
-        run = make(*consts[first:], where=where, **attrs)
-        return _binder(run, consts[:first], types[:first], {})  # a state may be a constant
+    """A recurrence of inputs (x, ``states`` states, weight_ih, weight_hh, bias_ih, bias_hh,
+    lengths): prepared once from constant parameters, else per call."""
+    first, last = 1 + states, 5 + states  # the parameters: [first, last); then lengths
+    if _params_const(consts[:last], types[:last], first):
+        run = make(*consts[first:last], where=where, **attrs)
+        # a state (a zero state) or the lengths may be constants
+        return _binder(run, consts[:first] + consts[last:], types[:first] + types[last:], {})
 
     def per_call(*args):
-        return make(*args[first:], where=where, **attrs)(*args[:first])
+        return make(*args[first:last], where=where, **attrs)(*args[:first], *args[last:])
     return _binder(per_call, consts, types, {})
 
 

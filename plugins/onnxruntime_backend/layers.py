@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from abi import dtypes
 from abi.errors import BackendError
 
 from .emitter import Converter, Emitter, onnx_dtype, onnx_pads
@@ -184,7 +185,7 @@ def _transposed(e: Emitter, name: str) -> str:
 
 
 def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
-                outs: list[str], step: Callable) -> None:
+                outs: list[str], step: Callable, lengths: str | None = None) -> None:
     """An ABI recurrence (lstm, gru, rnn) as an ONNX Scan over the time steps, of the same
     element-wise ops as the numpy backend's, so that a nan or an infinity propagates as it
     does there and in torch (onnxruntime's own LSTM and GRU kernels turn a nan input into
@@ -196,7 +197,13 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
     body (an Emitter; the weights it reads are values of the outer graph) and returns the new
     states, h first, which is also the step's y. A sequence of 0 steps, which onnxruntime's
     Scan refuses, gets one zero step added and its output dropped; the states are then the
-    ones given."""
+    ones given.
+
+    ``lengths`` (the op's, one per sequence): a second scan input tells each step which
+    sequences it is within, and the states stay where it is not (:func:`_within_lengths`); y
+    is then 0 past each sequence's length. The lengths are guarded as indices into
+    [0, T + 1) (they come back for the check after the run, as an Embedding's indices do) and
+    clipped into that range for the run."""
     dtype = onnx_dtype(e.types[x].dtype)
     first = e.const([0], np.int64)
     gates = e.op("MatMul", [x, _transposed(e, w_ih)])[0]
@@ -205,28 +212,79 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
     steps = e.op("Shape", [x], start=0, end=1)[0]
     empty = e.op("Equal", [steps, first])[0]
     extra = e.op("Cast", [empty], to=onnx.TensorProto.INT64)[0]
-    pad = e.op("ConstantOfShape", [e.op("Concat", [extra, e.op("Shape", [gates], start=1)[0]],
-                                        axis=0)[0]],
-               value=helper.make_tensor("zero", dtype, [1], [0]))[0]
-    seq = e.op("Concat", [gates, pad], axis=0)[0]
+
+    def padded(seq: str, value: onnx.TensorProto) -> str:  # one more step when there is none
+        shape = e.op("Concat", [extra, e.op("Shape", [seq], start=1)[0]], axis=0)[0]
+        return e.op("Concat", [seq, e.op("ConstantOfShape", [shape], value=value)[0]],
+                    axis=0)[0]
+
+    reverse = bool(node.attrs["reverse"])
+    scans, valid, back = [], None, None
+    if lengths is not None:
+        valid, back = _within_lengths(e, node, lengths, steps, reverse)
+        if back is not None:  # each sequence reversed within its length, then run forward
+            gates = _gathered_steps(e, gates, back)
+        scans = [padded(valid, helper.make_tensor("no", onnx.TensorProto.BOOL, [1], [0]))]
+    seq = padded(gates, helper.make_tensor("zero", dtype, [1], [0]))
     body = Emitter({}, e.types)  # the weights it reads are the outer graph's, by name
     body.prefix = f"{e.prefix}/step"
     inner = [body.fresh() for _ in states]
     x_t = body.fresh()
     new = step(body, x_t, inner)
-    y_t = body.op("Identity", [new[0]])[0]
     matrix = [None, None]
+    scanned = [helper.make_tensor_value_info(x_t, dtype, matrix)]
+    if lengths is not None:
+        valid_t = body.fresh()
+        scanned.append(helper.make_tensor_value_info(valid_t, onnx.TensorProto.BOOL, matrix))
+        new = [body.op("Where", [valid_t, n, o])[0] for n, o in zip(new, inner)]
+    y_t = body.op("Identity", [new[0]])[0]
     graph = helper.make_graph(
         body.nodes, body.prefix,
-        [helper.make_tensor_value_info(t, dtype, matrix) for t in inner + [x_t]],
+        [helper.make_tensor_value_info(t, dtype, matrix) for t in inner] + scanned,
         [helper.make_tensor_value_info(t, dtype, matrix) for t in new + [y_t]],
         list(body.initializers.values()))
-    direction = [int(node.attrs["reverse"])]
-    *finals, ys = e.op("Scan", [*states, seq], len(states) + 1, body=graph, num_scan_inputs=1,
-                       scan_input_directions=direction, scan_output_directions=direction)
-    e.op("Slice", [ys, first, steps, first], [outs[0]])
+    direction = [int(reverse and lengths is None)]
+    *finals, ys = e.op("Scan", [*states, seq, *scans], len(states) + 1, body=graph,
+                       num_scan_inputs=1 + len(scans),
+                       scan_input_directions=direction * (1 + len(scans)),
+                       scan_output_directions=direction)
+    if lengths is None:
+        e.op("Slice", [ys, first, steps, first], [outs[0]])
+    else:
+        y = e.op("Slice", [ys, first, steps, first])[0]
+        y = e.op("Where", [valid, y, e.const(0, dtypes.to_numpy(e.types[x].dtype))],
+                 [outs[0]] if back is None else 1)[0]
+        if back is not None:
+            _gathered_steps(e, y, back, outs[0])
     for given, last, out in zip(states, finals, outs[1:]):
         e.op("Where", [empty, given, last], [out])
+
+
+def _within_lengths(e: Emitter, node, lengths: str, steps: str, reverse: bool
+                    ) -> tuple[str, str | None]:
+    """``(valid, back)`` for a recurrence's lengths: valid (T, B, 1) bool, step t within
+    sequence b; for reverse, back (T, B, 1) int64, the step each position of a sequence
+    reversed within its length comes from (and goes back to): lengths[b] - 1 - t within it,
+    t past it. The lengths are guarded against [0, T + 1) and clipped into it."""
+    size = e.op("Add", [steps, e.const([1], np.int64)])[0]
+    e.checks.guards.append((lengths, size, f"node {node.name!r}", "sequence length"))
+    lens = e.op("Cast", [lengths], to=onnx.TensorProto.INT64)[0]
+    lens = e.op("Max", [e.op("Min", [lens, steps])[0], e.const(0, np.int64)])[0]
+    t = e.op("Range", [e.const(0, np.int64), e.op("Squeeze", [steps])[0],
+                       e.const(1, np.int64)])[0]
+    t = e.op("Unsqueeze", [t, e.const([1, 2], np.int64)])[0]  # (T, 1, 1)
+    lens = e.op("Unsqueeze", [lens, e.const([1], np.int64)])[0]  # (B, 1)
+    valid = e.op("Less", [t, lens])[0]
+    if not reverse:
+        return valid, None
+    last = e.op("Sub", [e.op("Sub", [lens, e.const(1, np.int64)])[0], t])[0]
+    return valid, e.op("Where", [valid, last, t])[0]
+
+
+def _gathered_steps(e: Emitter, seq: str, back: str, out: str | None = None) -> str:
+    """``seq`` (T, B, k) with each sequence's steps taken from the positions ``back``."""
+    index = e.op("Expand", [back, e.op("Shape", [seq])[0]])[0]
+    return e.op("GatherElements", [seq, index], [out] if out else 1, axis=0)[0]
 
 
 def _state_share(b: Emitter, h: str, w_t: str, bias: str | None) -> str:
@@ -237,21 +295,21 @@ def _state_share(b: Emitter, h: str, w_t: str, bias: str | None) -> str:
 
 def lstm(e, node, ins, outs, a):
     """The LSTM over the sequence: gates i, f, g, o as lstm_cell's."""
-    x, h, c, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 7)[:7]
+    x, h, c, w_ih, w_hh, b_ih, b_hh, lengths = (ins + [None] * 8)[:8]
     w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
 
     def step(b, x_t, states):
         h, c = states
         return _lstm_gates(b, b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0], c)
 
-    _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step)
+    _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step, lengths)
 
 
 def gru(e, node, ins, outs, a):
     """The GRU over the sequence: gates r, z, n; n = tanh(x's share + r * (W_hn h + b_hn)),
     or without ``linear_before_reset`` tanh(x's share + W_hn (r * h) + b_hn); h' = n + z *
     (h - n), as the numpy backend computes it."""
-    x, h, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 6)[:6]
+    x, h, w_ih, w_hh, b_ih, b_hh, lengths = (ins + [None] * 7)[:7]
     w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
     if not a["linear_before_reset"]:  # W_hn apart from W_hr and W_hz
         hidden = e.types[w_hh].shape[1]
@@ -280,12 +338,12 @@ def gru(e, node, ins, outs, a):
         n = b.op("Tanh", [b.op("Add", [x_n, reset])[0]])[0]
         return [b.op("Add", [b.op("Mul", [b.op("Sub", [h, n])[0], z])[0], n])[0]]
 
-    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step)
+    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step, lengths)
 
 
 def rnn(e, node, ins, outs, a):
     """The Elman RNN over the sequence: h' = tanh or relu of x's share + W_hh h + b_hh."""
-    x, h, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 6)[:6]
+    x, h, w_ih, w_hh, b_ih, b_hh, lengths = (ins + [None] * 7)[:7]
     w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
     act = "Tanh" if a["nonlinearity"] == "tanh" else "Relu"
 
@@ -293,7 +351,7 @@ def rnn(e, node, ins, outs, a):
         [h] = states
         return [b.op(act, [b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0]])[0]]
 
-    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step)
+    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step, lengths)
 
 
 def embedding(e, node, ins, outs, a, *, checked: bool = True):

@@ -9,7 +9,7 @@ from abi.ops import layers
 from abi.ops.table import TensorType, get_op, infer_shapes
 
 T = TensorType
-f32, f16, i64 = "float32", "float16", "int64"
+f32, f16, i64, i32 = "float32", "float16", "int64", "int32"
 
 
 def infer(op, inputs, attrs=None):
@@ -174,6 +174,9 @@ def test_symbolic_batch_in_recurrent_and_dense_layers():
     out = infer("lstm", [T(("T", "B", 5), f32), T(("B", 3), f32), T(("B", 3), f32),
                          T((12, 5), f32), T((12, 3), f32)])
     assert out == [T(("T", "B", 3), f32)] + [T(("B", 3), f32)] * 2
+    out = infer("gru", [T(("T", "B", 5), f32), T(("B", 3), f32), T((9, 5), f32),
+                        T((9, 3), f32), None, None, T(("B",), i32)])
+    assert out == [T(("T", "B", 3), f32), T(("B", 3), f32)]
     assert infer("linear", [T(("B", "T", 7), f32), T((4, 7), f32)]) == [T(("B", "T", 4), f32)]
     assert infer("embedding", [T(("B",), i64), T((8, 32), f32)]) == [T(("B", 32), f32)]
     assert infer("layer_norm", [T(("B", "T", 5), f32), None, None],
@@ -289,6 +292,15 @@ REFUSALS = [
      {"nonlinearity": "sigmoid"}, OpError, "nonlinearity"),
     ("rnn", [T((2, 5), f32), T((2, 3), f32), T((3, 5), f32), T((3, 3), f32)], {}, ShapeError,
      "rnn: x must have rank 3, got rank 2"),
+    ("lstm", [T((7, 2, 5), f32)] + LSTM[1:] + [None, None, T((2,), f32)], {}, DTypeError,
+     "lstm: lengths must be an integer tensor, got float32"),
+    ("lstm", [T((7, 2, 5), f32)] + LSTM[1:] + [None, None, T((3,), i64)], {}, ShapeError,
+     "lstm: lengths must have shape (2,), got (3,) ((batch,): x is (7, 2, 5))"),
+    ("gru", [T((7, 2, 5), f32), T((2, 3), f32), T((9, 5), f32), T((9, 3), f32), None, None,
+             T((2, 1), i64)], {}, ShapeError, "gru: lengths must have shape (2,), got (2, 1)"),
+    ("rnn", [T((7, 2, 5), f32), T((2, 3), f32), T((3, 5), f32), T((3, 3), f32), None, None,
+             T((2,), "bool")], {}, DTypeError,
+     "rnn: lengths must be an integer tensor, got bool"),
     ("group_norm", [T((2, 6, 3), f32)], {"num_groups": 4}, ShapeError,
      "group_norm: x has 6 channels (x shape (2, 6, 3)), not divisible by num_groups=4"),
     ("group_norm", [T((2, 6, 3), f32), T((3,), f32)], {"num_groups": 3}, ShapeError,

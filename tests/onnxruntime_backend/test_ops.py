@@ -107,17 +107,21 @@ def lstm_runtime_weights():
     return b.build(), {"x": f32(1, 3), "h": f32(1, 2), "c": f32(1, 2), "w_ih": f32(8, 3)}
 
 
-def lstm_sequence(reverse=False):
-    """The lstm op over a run-time number of steps, h and c graph inputs."""
+def lstm_sequence(reverse=False, lengths=False):
+    """The lstm op over a run-time number of steps, h and c graph inputs (and the op's
+    lengths, int32, with ``lengths``)."""
     b = GraphBuilder("lstm_seq")
     x = b.input("x", ("t", 2, 6), "float32", "ANY")
     h, c = (b.input(n, (2, 4), "float32", "NC") for n in ("h", "c"))
     w = [b.constant(n, f32(*s, scale=0.5)) for n, s in
          (("w_ih", (16, 6)), ("w_hh", (16, 4)), ("b_ih", (16,)), ("b_hh", (16,)))]
+    if lengths:
+        w.append(b.input("lengths", (2,), "int32", "ANY"))
     for out, name in zip(b.op("lstm", x, h, c, *w, name="node", reverse=reverse),
                          ("y", "h_last", "c_last")):
         b.output(out, name, "ANY")
-    return b.build(), {"x": f32(5, 2, 6), "h": f32(2, 4), "c": f32(2, 4)}
+    return b.build(), {"x": f32(5, 2, 6), "h": f32(2, 4), "c": f32(2, 4)} | (
+        {"lengths": np.array([5, 3], np.int32)} if lengths else {})
 
 
 def lstm_sequence_runtime_weights():
@@ -133,18 +137,22 @@ def lstm_sequence_runtime_weights():
     return b.build(), {"x": f32(3, 1, 3), "h": f32(1, 2), "c": f32(1, 2), "w_ih": f32(8, 3)}
 
 
-def recurrence(op, reverse=False, **attrs):
-    """The gru or rnn op over a run-time number of steps, h a graph input."""
+def recurrence(op, reverse=False, lengths=False, **attrs):
+    """The gru or rnn op over a run-time number of steps, h a graph input (and the op's
+    lengths, int64, with ``lengths``)."""
     rows = {"gru": 12, "rnn": 4}[op]
     b = GraphBuilder(op)
     x = b.input("x", ("t", 2, 6), "float32", "ANY")
     h = b.input("h", (2, 4), "float32", "NC")
     w = [b.constant(n, f32(*s, scale=0.5)) for n, s in
          (("w_ih", (rows, 6)), ("w_hh", (rows, 4)), ("b_ih", (rows,)), ("b_hh", (rows,)))]
+    if lengths:
+        w.append(b.input("lengths", (2,), "int64", "ANY"))
     for out, name in zip(b.op(op, x, h, *w, name="node", reverse=reverse, **attrs),
                          ("y", "h_last")):
         b.output(out, name, "ANY")
-    return b.build(), {"x": f32(5, 2, 6), "h": f32(2, 4)}
+    return b.build(), {"x": f32(5, 2, 6), "h": f32(2, 4)} | (
+        {"lengths": np.array([5, 3], np.int64)} if lengths else {})
 
 
 def recurrence_runtime_weights(op):
@@ -303,6 +311,13 @@ CASES = {
     "lstm": lstm_sequence,
     "lstm_reverse": lambda: lstm_sequence(reverse=True),
     "lstm_runtime_weights": lstm_sequence_runtime_weights,
+    "lstm_lengths": lambda: lstm_sequence(lengths=True),
+    "lstm_lengths_reverse": lambda: lstm_sequence(reverse=True, lengths=True),
+    "gru_lengths_reverse": lambda: recurrence("gru", True, lengths=True),
+    "gru_reset_after_lengths": lambda: recurrence("gru", lengths=True, linear_before_reset=False),
+    "rnn_lengths": lambda: recurrence("rnn", lengths=True),
+    "rnn_relu_lengths_reverse": lambda: recurrence("rnn", True, lengths=True,
+                                                   nonlinearity="relu"),
     "gru": lambda: recurrence("gru"),
     "gru_reset_after_reverse": lambda: recurrence("gru", True, linear_before_reset=False),
     "gru_runtime_weights": lambda: recurrence_runtime_weights("gru"),
@@ -852,6 +867,29 @@ def test_recurrences_take_any_number_of_steps(case):
             for state in ("h", "c"):
                 if state in feed:
                     np.testing.assert_array_equal(got[f"{state}_last"], feed[state])
+
+
+@pytest.mark.parametrize("case", ["lstm_lengths", "lstm_lengths_reverse", "gru_lengths_reverse",
+                                  "gru_reset_after_lengths", "rnn_lengths",
+                                  "rnn_relu_lengths_reverse"])
+def test_recurrences_with_lengths(case):
+    """The ops' lengths at 0, 1 and 7 steps, each sequence from none of them to all: the same
+    on both backends, a nan past a sequence's length never read (y 0 there, the states
+    finite); a length outside [0, steps] the same IndexRangeError naming the node on both,
+    nothing returned."""
+    graph, feed = CASES[case]()
+    dtype = feed["lengths"].dtype
+    for steps, lengths in ((0, [0, 0]), (1, [1, 0]), (7, [7, 2]), (7, [0, 5]), (7, [3, 3])):
+        x = f32(steps, 2, 6)
+        x[lengths[1]:, 1] = np.nan
+        got = assert_same(graph, {**feed, "x": x, "lengths": np.array(lengths, dtype)})
+        assert not got["y"][lengths[1]:, 1].any() and np.isfinite(got["h_last"]).all()
+    for bad in ([8, 1], [2, -1]):
+        bad_feed = {**feed, "x": f32(7, 2, 6), "lengths": np.array(bad, dtype)}
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            with pytest.raises(IndexRangeError, match=r"node 'node'.*1 sequence length "
+                                                      r"index\(es\) outside \[0, 8\)"):
+                Executor(graph, backend).run(dict(bad_feed))
 
 
 def test_gather_index_out_of_range_refused_at_load():
