@@ -15,7 +15,8 @@ Over a length known only at run time each direction is one ABI ``lstm``, ``gru``
 (the recurrence over the whole sequence, ``reverse`` for the reverse direction; named
 ``rnn/LSTM`` and ``rnn/LSTM.reverse``), its weights converted once to the op's gate order, its
 input transposed to (seq, batch, input) for layout 1, and Y, Y_h and Y_c made of its outputs
-by ``unflatten`` and ``concat``.
+by ``unflatten`` and ``concat``; ``sequence_lens`` is then the op's ``lengths`` (checked when
+the call runs, as the op's rule says).
 
 Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)`` and 1
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
@@ -23,9 +24,9 @@ needs a static batch); ``sequence_lens`` over a static length (torch's packed se
 under the legacy exporter): each step's states kept and its output 0 where a sequence is
 shorter (:meth:`_Rnn.masked`). Refused, naming the node and what: peepholes (``P``),
 ``clip``, activations other than the defaults (an RNN's: Tanh or Relu per direction),
-``input_forget=1``, a ``sequence_lens`` with a run-time sequence length, and more than
-:data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS` in the model (so a file cannot
-make the importer write millions of nodes).
+``input_forget=1``, and more than :data:`MAX_STEPS` steps in one node or
+:data:`MAX_TOTAL_STEPS` in the model (so a file cannot make the importer write millions of
+nodes).
 """
 
 from __future__ import annotations
@@ -106,13 +107,12 @@ class _Rnn:
                 raise imp.unsupported(f"unrolling it brings the model to {imp.unrolled} "
                                       f"recurrent steps, above the cap of {MAX_TOTAL_STEPS}")
         lens = _opt(node, 4)
-        if lens and self.sequence:
-            raise imp.unsupported(f"sequence_lens {lens!r} is not supported with a run-time "
-                                  f"sequence length {self.steps!r}")
         #: sequence_lens (each sequence's length in the batch) where it can differ from the
-        #: sequence length: each step masked (:meth:`masked`); None where absent or all full
+        #: sequence length: each step masked (:meth:`masked`), or over a run-time length the
+        #: ABI op's lengths; None where absent or all full
         self.lens = None
-        if lens and not (imp.is_const(lens) and np.all(imp.const(lens) == self.steps)):
+        if lens and not (imp.is_const(lens) and not self.sequence
+                         and np.all(imp.const(lens) == self.steps)):
             t = imp.type_of(lens)
             if t.dtype not in ("int32", "int64") or len(t.shape) != 1 or (
                     type(t.shape[0]) is int and type(self.batch) is int
@@ -120,8 +120,8 @@ class _Rnn:
                 raise imp.unsupported(f"sequence_lens {lens!r} of {t.dtype} {list(t.shape)}: "
                                       f"needs one integer per sequence of the batch "
                                       f"({self.batch!r})")
-            if imp.is_const(lens) and not np.all((imp.const(lens) >= 0)
-                                                 & (imp.const(lens) <= self.steps)):
+            if imp.is_const(lens) and not np.all((imp.const(lens) >= 0) & (
+                    self.sequence or imp.const(lens) <= self.steps)):
                 raise ModelFileError(f"sequence_lens {imp.const(lens).tolist()} must be in "
                                      f"[0, {self.steps}], the sequence length")
             self.lens = lens
@@ -204,6 +204,7 @@ class _Rnn:
         states."""
         imp, hid, gates = self.imp, self.hidden, len(order)
         x = self.sequence_first(imp.tensor(self.node.input[0]))
+        lengths = None if self.lens is None else imp.tensor(self.lens)
         ys, finals = [], [[] for _ in states]
         for d, s in enumerate(self.directions):
             w_ih = self.constant(_reorder(self.w[d], hid, order), f"{s}.weight_ih")
@@ -214,7 +215,8 @@ class _Rnn:
                                      f"{s}.bias_ih")
                 b_hh = self.constant(_reorder(self.b[d, gates * hid:], hid, order),
                                      f"{s}.bias_hh")
-            outs = imp.emit(op, [x, *(state[d] for state in states), w_ih, w_hh, b_ih, b_hh],
+            outs = imp.emit(op, [x, *(state[d] for state in states), w_ih, w_hh, b_ih, b_hh,
+                                 lengths],
                             [None] * (1 + len(states)), {"reverse": bool(s), **attrs[d]},
                             suffix=s)
             ys.append(outs[0])

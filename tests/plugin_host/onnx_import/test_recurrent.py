@@ -7,7 +7,8 @@ legacy exporter give it); the weights are stored once whatever the length; state
 the executor across calls continues the sequence; and what is not unrolled is refused naming
 the node and the attribute. An LSTM, GRU or RNN over a sequence whose length is known only at
 run time is one ABI ``lstm``, ``gru`` or ``rnn`` per direction instead, checked against
-onnxruntime on both backends and against torch at several lengths."""
+onnxruntime on both backends and against torch at several lengths, with sequence_lens (the
+op's lengths) too."""
 
 from __future__ import annotations
 
@@ -266,23 +267,32 @@ def _with_lengths(path, batch):
     return path
 
 
+@pytest.mark.parametrize("seq_dim", [None, "t"], ids=["static", "run-time"])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
-def test_sequence_lens_matches_onnxruntime(op, direction, tmp_path, signer):
+def test_sequence_lens_matches_onnxruntime(op, direction, seq_dim, tmp_path, signer):
     """Each sequence of the batch its own length (0 to the whole 4 steps), given when the
     call runs: past it the output is 0 and the states stay, the final states each
-    sequence's last valid ones, and the reverse direction starts at each one's own last step;
-    against onnxruntime on both backends. A length outside [0, 4] is refused by onnxruntime
-    and, naming the node, by both backends."""
+    sequence's last valid ones, and the reverse direction starts at each sequence's own last
+    step; against onnxruntime on both backends. A length outside [0, 4] is refused by
+    onnxruntime and, naming the node, by both backends. Over a run-time length (the ABI op's
+    lengths) the same at 4 steps, and at 1 and 7 steps."""
     outputs = ("Y", "Y_h", "Y_c") if op == "LSTM" else ("Y", "Y_h")
     path = _with_lengths(_rnn_model(tmp_path / "m.onnx", op, steps=4, batch=3,
                                     direction=direction, inputs=("X", "W", "R", "B", "lens"),
-                                    outputs=outputs), 3)
-    _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+                                    outputs=outputs, seq_dim=seq_dim), 3)
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer,
+                                golden_dims={"t": (4, 2)} if seq_dim else None)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert (op.lower() in ops) == bool(seq_dim)  # one ABI op over a run-time length
     rng = np.random.default_rng(5)
     feeds = [{"X": rng.standard_normal((4, 3, 4)).astype(np.float32),
               "lens": np.array(lens, np.int32)}
              for lens in ([4, 2, 1], [0, 4, 3], [4, 4, 4], [0, 0, 0])]
+    if seq_dim:
+        feeds += [{"X": rng.standard_normal((steps, 3, 4)).astype(np.float32),
+                   "lens": np.array(lens, np.int32)}
+                  for steps, lens in ((1, [1, 0, 1]), (7, [7, 3, 0]), (7, [1, 6, 7]))]
     check_on_both_backends(path, loaded, feeds)
     for bad in ([5, 1, 1], [2, -1, 1]):
         feed = {"X": feeds[0]["X"], "lens": np.array(bad, np.int32)}
@@ -307,6 +317,32 @@ def test_constant_sequence_lens_matches_onnxruntime(tmp_path, signer):
         import_onnx(path)
 
 
+def test_constant_sequence_lens_over_a_run_time_length(tmp_path, signer):
+    """Constant lengths [3, 2] over a run-time sequence length: the ABI op's lengths, checked
+    when the call runs; against onnxruntime on both backends at 3 and 5 steps; at 2 steps,
+    shorter than a length, refused by onnxruntime and, naming the node, by both backends; a
+    negative constant length refused at import."""
+    lens = helper.make_tensor("lens", TP.INT32, [2], [3, 2])
+    path = _rnn_model(tmp_path / "m.onnx", "GRU", direction="bidirectional", extra=[lens],
+                      inputs=("X", "W", "R", "B", "lens"), seq_dim="t")
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer, golden_dims={"t": (3, 5)})
+    assert [n.op for n in loaded.graph.nodes].count("gru") == 2
+    rng = np.random.default_rng(6)
+    for steps in (3, 5):
+        check_on_both_backends(path, loaded, _feeds(["X"], [(steps, 2, 4)], rng))
+    feed = _feeds(["X"], [(2, 2, 4)], rng)[0]
+    with pytest.raises(Exception) as info:
+        onnxruntime_outputs(path, feed)
+    assert type(info.value).__module__.startswith("onnxruntime")
+    index_refused_on_both_backends(loaded.graph, feed, r"node 'rnn.*outside \[0, 3\)")
+    negative = helper.make_tensor("lens", TP.INT32, [2], [3, -1])
+    path = _rnn_model(tmp_path / "negative.onnx", "GRU", extra=[negative], seq_dim="t",
+                      inputs=("X", "W", "R", "B", "lens"))
+    with pytest.raises(ModelFileError, match=r"node 'rnn' \(GRU\): sequence_lens \[3, -1\] "
+                       r"must be in \[0, t\], the sequence length"):
+        import_onnx(path)
+
+
 class _Packed(nn.Module):
     """A bidirectional LSTM over padded sequences of their own lengths (torch's packed
     sequences), padded back to the input's length."""
@@ -323,20 +359,26 @@ class _Packed(nn.Module):
         return y, h
 
 
-def test_torch_packed_sequences_match_onnxruntime_and_torch(tmp_path, signer):
+@pytest.mark.parametrize("run_time_length", [False, True], ids=["static", "run-time"])
+def test_torch_packed_sequences_match_onnxruntime_and_torch(run_time_length, tmp_path, signer):
     """The legacy exporter's packed LSTM (the batch sorted by length with a TopK, the LSTM's
-    sequence_lens, the order restored), under a run-time batch: against onnxruntime on both
-    backends and torch."""
+    sequence_lens, the order restored), under a run-time batch, and a run-time length too:
+    against onnxruntime on both backends and torch."""
     lengths = torch.tensor([6, 2, 4])
     module = _Packed().eval()
+    dims = {0: "batch", 1: "t"} if run_time_length else {0: "batch"}
     model = export_dynamic(module, [torch.randn(3, 6, INPUT), lengths], tmp_path / "p.onnx",
                            dynamo=False, names=["x", "lengths"],
-                           dims=[{0: "batch"}, {0: "batch"}], outputs=("y", "h"))
-    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+                           dims=[dims, {0: "batch"}], outputs=("y", "h"))
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer,
+                                golden_dims={"t": (6, 3)} if run_time_length else None)
+    assert ("lstm" in [n.op for n in loaded.graph.nodes]) == run_time_length
     rng = np.random.default_rng(8)
-    feeds = [{"x": rng.standard_normal((len(lens), 6, INPUT)).astype(np.float32),
-              "lengths": np.array(lens, np.int64)}
-             for lens in ([6, 2, 4], [1, 1], [6, 6, 6, 3], [5])]
+    cases = [(6, [6, 2, 4]), (6, [1, 1]), (6, [6, 6, 6, 3]), (6, [5])]
+    if run_time_length:
+        cases += [(1, [1, 1]), (9, [9, 2, 5]), (3, [2])]
+    feeds = [{"x": rng.standard_normal((len(lens), steps, INPUT)).astype(np.float32),
+              "lengths": np.array(lens, np.int64)} for steps, lens in cases]
     check_on_both_backends(model, loaded, feeds)
     executor = Executor(loaded.graph, NumpyBackend())
     for feed in feeds:
@@ -351,8 +393,6 @@ def test_torch_packed_sequences_match_onnxruntime_and_torch(tmp_path, signer):
     ({"inputs": ("X", "W", "R", "B", "", "", "", "P")}, r"peepholes \(input P 'P'\)"),
     ({"steps": recurrent.MAX_STEPS + 1}, rf"sequence length {recurrent.MAX_STEPS + 1} is "
                                          rf"outside 1\.\.{recurrent.MAX_STEPS}"),
-    ({"seq_dim": "seq", "inputs": ("X", "W", "R", "B", "lens")},
-     r"sequence_lens 'lens' is not supported with a run-time sequence length 'seq'"),
     ({"clip": 3.0}, r"attribute clip=3\.0"),
     ({"activations": ["Sigmoid", "Relu", "Tanh"]}, r"attribute activations=\['Sigmoid', "
                                                    r"'Relu', 'Tanh'\]"),
@@ -370,7 +410,7 @@ def test_torch_packed_sequences_match_onnxruntime_and_torch(tmp_path, signer):
     ({"op": "RNN", "direction": "bidirectional", "activations": ["Tanh"]},
      r"attribute activations=\['Tanh'\]"),
     ({"op": "RNN", "clip": 1.0}, r"attribute clip=1\.0"),
-], ids=["peepholes", "too-long", "run-time-length-lens", "clip", "activations", "input-forget",
+], ids=["peepholes", "too-long", "clip", "activations", "input-forget",
         "layout", "direction", "lens-float", "linear-before-reset", "zeros-symbolic-batch",
         "constant-x", "rnn-activation", "rnn-activations-per-direction", "rnn-clip"])
 def test_refused_naming_node_and_attribute(kwargs, message, tmp_path):
