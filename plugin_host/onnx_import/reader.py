@@ -153,6 +153,8 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
             _check_contrib_schema(node, where)
     named: set[str] = set()
     for node in g.node:  # onnxruntime refuses it too, once the import has spent its time
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            continue  # onnxruntime makes Constants initializers first: their names may repeat
         if node.name and node.name in named:
             raise ModelFileError(f"{where}: two nodes are named {node.name!r}; onnxruntime "
                                  f"refuses a model whose node names repeat",

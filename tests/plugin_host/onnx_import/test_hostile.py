@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
+from plugins.numpy_backend import NumpyBackend
 
 from .conftest import onnx
 
@@ -156,6 +158,24 @@ def test_nodes_of_one_name_are_refused_before_the_import(tmp_path):
         import_onnx(path)
     assert info.value.node == "same" and str(info.value).endswith(
         "two nodes are named 'same'; onnxruntime refuses a model whose node names repeat")
+
+
+def test_constants_whose_names_repeat_build(tmp_path):
+    """onnxruntime makes Constant nodes initializers before it checks the names, so it runs a
+    model whose Constants share a name, with each other or with another node (silero-vad's
+    OpenVINO export names fifteen 'F0::anon'); such a model builds."""
+    def constant(name, output, values):
+        return helper.make_node("Constant", [], [output], name=name,
+                                value=helper.make_tensor("v", TP.FLOAT, [2], values))
+    nodes = [constant("same", "c1", [1, 2]), constant("same", "c2", [3, 4]),
+             helper.make_node("Add", ["x", "c1"], ["t"], name="same"),
+             helper.make_node("Add", ["t", "c2"], ["y"], name="add")]
+    path = _save(tmp_path / "m.onnx",
+                 _model(nodes, [_vi("x", shape=(2,))], [_vi("y", shape=(2,))]))
+    build_onnx_artifact(path, tmp_path / "m.pha")
+    graph = import_onnx(path).graph
+    got = Executor(graph, NumpyBackend()).run({"x": np.ones(2, np.float32)})
+    np.testing.assert_array_equal(got["y"], np.array([5, 7], np.float32))
 
 
 # --- constant inputs and attributes ----------------------------------------------------------
