@@ -23,7 +23,7 @@ import numpy as np
 
 from abi import (TensorSpec, TensorType, dtypes, get_op, infer_shapes, normalize_attrs,
                  stored_attrs)
-from abi.errors import GraphError, PluginHostError
+from abi.errors import GraphError, PluginHostError, ShapeError
 from abi.ops import check_values
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
@@ -154,6 +154,32 @@ class Graph:
         self._check_outputs(types)
         self._check_state()
         return types
+
+    def check_sizes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """Ask every node's shape rule, in order, of the sizes one call's inputs have
+        (``shapes``: input name -> shape): the first rule that refuses them as sizes raises
+        its ShapeError with the node in its context, as a kernel that asks it does. A backend
+        whose runtime refused a call asks this, so that what the ABI refuses is refused in
+        its words, naming the node, whichever backend runs. A rule that refuses otherwise
+        (one that reads a dim's name, which a size replaced: a slice bound read from a
+        ``like`` tensor) ends the search without an answer: the later rules would be asked
+        of sizes the graph never gives them. An output size a value decides stays a name, as
+        at build, and rules refuse only what is known different."""
+        types = dict(self.types)
+        for spec in self.inputs:
+            if spec.name in shapes:
+                types[spec.name] = TensorType(tuple(shapes[spec.name]), spec.dtype)
+        for node in self.nodes:
+            in_types = [None if t is None else types[t] for t in node.inputs]
+            try:
+                out_types = infer_shapes(get_op(node.op, node.version), in_types,
+                                         dict(node.attrs))
+            except ShapeError as exc:
+                exc.context.setdefault("node", node.name)
+                raise
+            except PluginHostError:
+                return
+            types.update(zip(node.outputs, out_types))
 
     @staticmethod
     def _define(types: dict[str, TensorType], name: str, ttype: TensorType, what: str) -> None:

@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from abi import TensorType, get_op, infer_shapes
-from abi.errors import BackendError
+from abi.errors import BackendError, PluginHostError
 from plugin_host.hooks import hookimpl
 
 try:  # the optional dependencies; see the module docstring
@@ -75,9 +75,12 @@ class OnnxruntimeBackend:
             graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
             outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
             consts=graph.tensors, types=graph.types, checked_indices=checked_indices)
+        def sizes_checked(feed):
+            graph.check_sizes({name: value.shape for name, value in feed.items()})
+
         return session.GraphSession(model, [s.name for s in graph.inputs],
                                     [s.name for s in graph.outputs], checks,
-                                    where=f"model {graph.name!r}")
+                                    where=f"model {graph.name!r}", sizes_checked=sizes_checked)
 
     def prepare(self, node, consts: Sequence[np.ndarray | None],
                 types: Sequence[TensorType | None]):
@@ -95,8 +98,17 @@ class OnnxruntimeBackend:
         model, checks = convert.to_onnx(
             node.name, inputs=runtime, outputs=list(zip(node.outputs, out_types)), nodes=[node],
             consts=const_map, types=all_types)
+        def sizes_checked(feed):  # this node's rule of the call's sizes
+            sized = [ty if t not in feed else TensorType(feed[t].shape, ty.dtype)
+                     for t, ty in zip(node.inputs, types)]
+            try:
+                infer_shapes(opdef, sized, dict(node.attrs))
+            except PluginHostError as exc:
+                exc.context.setdefault("node", node.name)
+                raise
+
         run = session.GraphSession(model, [t for t, _ in runtime], list(node.outputs), checks,
-                                   where=f"node {node.name!r}")
+                                   where=f"node {node.name!r}", sizes_checked=sizes_checked)
         names = [t for t, c in zip(node.inputs, consts) if t is not None and c is None]
         outputs = list(node.outputs)
 

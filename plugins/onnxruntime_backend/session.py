@@ -26,7 +26,7 @@ import ctypes
 import importlib.util
 import os
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -134,12 +134,19 @@ class GraphSession:
     extra outputs and are checked here, after the run and before anything is returned (a
     symbolic dim's size, which the run reads from its tensor, comes back after them), then
     the shapes a node's shape rule is asked of again.
+
+    ``sizes_checked(feed)``, when given, is asked after onnxruntime refused a call: it raises
+    the ABI's error for the call's sizes where a shape rule refuses them (naming the node, as
+    the numpy backend refuses them), else returns and the refusal is onnxruntime's.
     """
 
     def __init__(self, model: onnx.ModelProto, input_names: Sequence[str],
-                 output_names: Sequence[str], checks: Checks, *, where: str) -> None:
+                 output_names: Sequence[str], checks: Checks, *, where: str,
+                 sizes_checked: Callable[[Mapping[str, np.ndarray]], None] | None = None
+                 ) -> None:
         self.session = create_session(model, where=where)
         self.where = where
+        self._sizes_checked = sizes_checked
         self._inputs = list(input_names)
         self._outputs = list(output_names)
         guards = checks.guards
@@ -158,13 +165,20 @@ class GraphSession:
         self._fetch += [t for t, *_ in checks.shapes]
 
     def __call__(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        feed = {n: feed[n] for n in self._inputs}
         try:
-            values = self.session.run(self._fetch, {n: feed[n] for n in self._inputs})
+            values = self.session.run(self._fetch, feed)
         except Exception as exc:  # the ABI checks ran before; this is onnxruntime's refusal
             text = str(exc).strip()
-            raise BackendError(f"onnxruntime backend: {self.where}: the run failed: "
-                               f"{text.splitlines()[0] if text else repr(exc)}",
-                               backend="onnxruntime") from None
+            refused = BackendError(f"onnxruntime backend: {self.where}: the run failed: "
+                                   f"{text.splitlines()[0] if text else repr(exc)}",
+                                   backend="onnxruntime")
+        else:
+            refused = None
+        if refused is not None:
+            if self._sizes_checked is not None:
+                self._sizes_checked(feed)  # the ABI's refusal of these sizes, if it has one
+            raise refused
         for position, vocab, desc, kind, fixed in self._guards:
             check_indices(values[position], vocab if fixed else int(values[vocab][0]), desc,
                           kind)

@@ -605,9 +605,10 @@ def test_run_time_index_out_of_range_is_the_numpy_error(op, bad):
 
 @pytest.mark.parametrize("sizes", [[-1, 3], [2, 3]])
 def test_unflatten_of_a_symbolic_dim_that_does_not_split_is_refused(sizes):
-    """Known only when the call runs: numpy's ShapeError, and onnxruntime's refusal of the
-    Reshape as a BackendError, on each backend; nothing is returned. (Summed over the split
-    axis: with a -1 its size is an expression, which a graph output cannot have.)"""
+    """Known only when the call runs: numpy's ShapeError; onnxruntime refuses the Reshape,
+    and the unflatten rule asked of the call's sizes then refuses it too, a ShapeError naming
+    the node; nothing is returned. (Summed over the split axis: with a -1 its size is an
+    expression, which a graph output cannot have.)"""
     b = GraphBuilder("unflatten")
     x = b.input("x", (2, "l"), "float32", "ANY")
     b.output(b.op("sum", b.op("unflatten", x, name="node", axis=1, sizes=sizes), name="total",
@@ -616,9 +617,9 @@ def test_unflatten_of_a_symbolic_dim_that_does_not_split_is_refused(sizes):
     with pytest.raises(ShapeError, match=r"unflatten: axis 1 of x shape \(2, 7\) \(7\) does "
                                          r"not split into sizes"):
         Executor(graph, NumpyBackend()).run({"x": f32(2, 7)})
-    with pytest.raises(BackendError, match=r"onnxruntime backend: model 'unflatten': the run "
-                                           r"failed: .*Reshape"):
+    with pytest.raises(ShapeError, match=r"^unflatten: axis 1 of x shape \(2, 7\)") as info:
         Executor(graph, OnnxruntimeBackend()).run({"x": f32(2, 7)})
+    assert info.value.context["node"] == "node"
     assert_same(graph, {"x": f32(2, 6)})
 
 
@@ -628,8 +629,9 @@ def test_unflatten_of_a_symbolic_dim_that_does_not_split_is_refused(sizes):
 def test_unflatten_sizes_read_from_like(sizes, like_axes):
     """An axis (m) split into sizes like's shape gives when the call runs (like (l, n)):
     the same on both backends, an empty like too (a -1 beside a size like gives as 0 is 0
-    on both); a dim that does not split is refused on each (numpy's ShapeError,
-    onnxruntime's refusal of the Reshape)."""
+    on both); a dim that does not split is refused on each, a ShapeError naming the node
+    (on onnxruntime, which refuses the Reshape, the unflatten rule asked of the call's
+    sizes)."""
     b = GraphBuilder("unflatten")
     x = b.input("x", ("m", 4), "float32", "ANY")
     like = b.input("like", ("l", "n"), "bool", "ANY")
@@ -645,9 +647,9 @@ def test_unflatten_sizes_read_from_like(sizes, like_axes):
     with pytest.raises(ShapeError, match=r"unflatten: axis 0 of x shape \(7, 4\) \(7\) does "
                                          r"not split into sizes"):
         Executor(graph, NumpyBackend()).run(bad)
-    with pytest.raises(BackendError, match=r"onnxruntime backend: model 'unflatten': the run "
-                                           r"failed: .*Reshape"):
+    with pytest.raises(ShapeError, match=r"^unflatten: .*\(7, 4\)") as info:
         Executor(graph, OnnxruntimeBackend()).run(bad)
+    assert info.value.context["node"] == "node"
 
 
 @pytest.mark.parametrize("bound", ["like_starts", "like_ends"])
@@ -949,8 +951,9 @@ def test_topk_of_the_whole_axis_sorts_any_length():
 @pytest.mark.parametrize("op", ["add", "where", "greater"])
 def test_run_time_shapes_that_do_not_broadcast_are_refused_on_both_backends(op):
     """Two run-time dims the ABI could not compare (broadcast(n,m)) that do not broadcast when
-    the call runs: a ShapeError naming the node on numpy (not numpy's ValueError), onnxruntime's
-    refusal on onnxruntime; equal sizes, or one of 1, run."""
+    the call runs: a ShapeError naming the node on numpy (not numpy's ValueError); on
+    onnxruntime, which refuses the run, the op's rule asked of the call's sizes refuses them
+    too, a ShapeError naming the node; equal sizes, or one of 1, run."""
     b = GraphBuilder(op)
     x, y = b.input("x", ("n", 2), "float32", "ANY"), b.input("y", ("m", 2), "float32", "ANY")
     args = (b.op("less", x, x, name="cond"), x, y) if op == "where" else (x, y)
@@ -966,8 +969,9 @@ def test_run_time_shapes_that_do_not_broadcast_are_refused_on_both_backends(op):
                                          r"broadcast") as info:
         Executor(graph, NumpyBackend()).run(bad)
     assert info.value.context["node"] == "node"
-    with pytest.raises(BackendError, match="the run failed"):
+    with pytest.raises(ShapeError, match=rf"^{op}: shapes .*do not broadcast") as info:
         Executor(graph, OnnxruntimeBackend()).run(bad)
+    assert info.value.context["node"] == "node"
 
 
 #: (op, attrs, a size too short for the window, the shortest that takes one): where
@@ -1005,6 +1009,55 @@ def test_a_pool_over_run_time_sizes_too_short_for_its_window_is_refused_on_both_
                                              rf"the window") as info:
             Executor(graph, backend).run({"x": f32(1, 2, short, least)})
         assert info.value.context["node"] == "node"
+
+
+def _two_run_time_sizes(op, *args, **attrs):
+    """``op`` of x ("n", 2, "h", "w") (and ``args``), summed over its last two axes, so that
+    the graph's output has named dims."""
+    b = GraphBuilder(op)
+    y = b.op(op, b.input("x", ("n", 2, "h", "w"), "float32", "ANY"),
+             *(b.constant(f"c{k}", a) for k, a in enumerate(args)), name="node", **attrs)
+    b.output(b.op("sum", y, name="total", axes=[2, 3]), "y", "ANY")
+    return b.build()
+
+
+@pytest.mark.parametrize("graph, fits, short, message", [
+    (lambda: _two_run_time_sizes("conv", f32(3, 2, 3, 3), stride=[1, 1],
+                                 padding=[[0, 0], [0, 0]], dilation=[1, 1]),
+     (3, 4), (2, 5), r"^conv: spatial axis 0 of x shape \(1, 2, 2, 5\) is 2 .*smaller than "
+                     r"the dilated kernel"),
+    (lambda: _two_run_time_sizes("conv_transpose", f32(2, 3, 3, 3), stride=[2, 2],
+                                 padding=[2, 2], output_padding=[0, 0], dilation=[1, 1]),
+     (3, 4), (1, 5), r"^conv_transpose: "),
+], ids=["conv-short", "conv-transpose-short"])
+def test_sizes_onnxruntime_refuses_are_the_abis_refusal(graph, fits, short, message):
+    """Sizes known only when the call runs that an op's shape rule refuses, where
+    onnxruntime's kernel fails the run (a conv's input shorter than its kernel, a transposed
+    conv whose padding leaves nothing): onnxruntime's failure is followed by the graph's rules
+    asked of the call's sizes, and the call is refused as the ABI refuses it, a ShapeError naming
+    the node (as on the numpy backend, whose kernels refuse it), whole-graph and node by
+    node. Sizes that fit match."""
+    graph = graph()
+    assert_same(graph, {"x": f32(1, 2, *fits)})
+    bad = {"x": f32(1, 2, *short)}
+    with pytest.raises(ShapeError) as info:
+        Executor(graph, NumpyBackend()).run(dict(bad))
+    assert info.value.context["node"] == "node"
+    for backend in (OnnxruntimeBackend(), NodeByNode()):
+        with pytest.raises(ShapeError, match=message) as info:
+            Executor(graph, backend).run(dict(bad))
+        assert info.value.context["node"] == "node"
+
+
+def test_a_failed_run_no_rule_refuses_stays_onnxruntimes_refusal():
+    """An integer division by zero fails onnxruntime's run; no shape rule refuses the call's
+    sizes, so the refusal is onnxruntime's (BackendError), not swallowed."""
+    b = GraphBuilder("div")
+    x = b.input("x", ("n",), "int64", "ANY")
+    b.output(b.op("int_div", x, b.input("d", ("n",), "int64", "ANY"), name="node"), "y", "ANY")
+    graph = b.build()
+    with pytest.raises(BackendError, match=r"the run failed: .*Integer division by zero"):
+        Executor(graph, OnnxruntimeBackend()).run({"x": np.array([4, 2]), "d": np.array([2, 0])})
 
 
 def test_embedding_out_of_range_refused_at_entry():

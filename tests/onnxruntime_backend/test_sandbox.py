@@ -221,6 +221,38 @@ def test_an_index_along_a_symbolic_dim_is_checked_in_the_confined_worker(tmp_pat
         np.testing.assert_array_equal(ex.run({"x": x[:, 3:]})["y"], x[:, 3:4])
 
 
+def test_sizes_onnxruntime_refuses_are_the_abis_refusal_in_the_confined_worker(tmp_path):
+    """A conv over run-time sizes shorter than its kernel: onnxruntime fails the run in the
+    worker, which asks the graph's rules of the call's sizes: the ABI's ShapeError naming the
+    node reaches the host, and the worker goes on."""
+    from abi.errors import ShapeError
+    from plugin_host.builder import GraphBuilder
+
+    b = GraphBuilder("short")
+    x = b.input("x", (1, 2, "h", "w"), "float32", "ANY")
+    y = b.op("conv", x, b.constant("w3", np.ones((3, 2, 3, 3), np.float32)), name="node",
+             stride=[1, 1], padding=[[0, 0], [0, 0]], dilation=[1, 1])
+    b.output(b.op("sum", y, name="total", axes=[2, 3]), "y", "ANY")
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path / "short.pha"
+    build_artifact(b.build(), path, version="1.0.0", backends=["onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=100.0,
+                   golden_inputs=[{"x": np.ones((1, 2, 4, 4), np.float32)}])
+    sign_artifact(path, key)
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        pid = ex.pid
+        with pytest.raises(ShapeError, match=r"^conv: spatial axis 0 of x shape "
+                                             r"\(1, 2, 2, 5\) is 2") as info:
+            ex.run({"x": np.ones((1, 2, 2, 5), np.float32)})
+        assert info.value.context["node"] == "node"
+        got = ex.run({"x": np.ones((1, 2, 3, 5), np.float32)})["y"]
+        np.testing.assert_array_equal(got, np.full((1, 3), 18 * 3, np.float32))
+        assert ex.pid == pid
+
+
 @pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
 def test_an_unflatten_reads_its_sizes_from_like_in_the_confined_worker(backend, tmp_path):
     """(l*n, 4) back to (l, n, 4), l and n read from like's shape when the call runs: each

@@ -322,20 +322,26 @@ def index_refused_on_both_backends(graph, feed: dict[str, np.ndarray], match: st
 
 
 def refused_on_every_side(model: Path, graph, feed: dict[str, np.ndarray], *,
-                          onnxruntime_says: str, numpy_says: str, backend_says: str) -> None:
+                          onnxruntime_says: str, numpy_says: str, backend_says: str,
+                          rule_refuses: bool = True) -> None:
     """A call that the model cannot take (a size it does not divide, shapes that do not
     broadcast) is refused by onnxruntime (its message naming ``onnxruntime_says``), by the
-    numpy backend with a ShapeError (``numpy_says``) and by the onnxruntime backend with a
-    BackendError (``backend_says``)."""
+    numpy backend's kernel with a ShapeError naming the node (``numpy_says``), and on the
+    onnxruntime backend, whose run onnxruntime refuses, by the op's shape rule asked of the
+    call's sizes, a ShapeError naming the node (``backend_says``: the rule's words); where
+    ``rule_refuses`` is False, no rule can tell from the sizes (the sizes a value decides) and
+    the refusal is onnxruntime's, a BackendError (``backend_says``: its words)."""
     from abi.errors import BackendError, ShapeError
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
     with pytest.raises(Exception, match=onnxruntime_says):
         onnxruntime_outputs(model, feed)
-    with pytest.raises(ShapeError, match=numpy_says):
+    with pytest.raises(ShapeError, match=numpy_says) as info:
         Executor(graph, NumpyBackend()).run(dict(feed))
-    with pytest.raises(BackendError, match=backend_says):
+    assert info.value.context.get("node")
+    with pytest.raises(ShapeError if rule_refuses else BackendError, match=backend_says) as info:
         Executor(graph, OnnxruntimeBackend()).run(dict(feed))
+    assert info.value.context.get("node") or not rule_refuses
 
 
 def assert_refused(model: Path, error: type, where: str, message: str) -> None:
