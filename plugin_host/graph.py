@@ -170,14 +170,9 @@ class Graph:
             if spec.name in shapes:
                 types[spec.name] = TensorType(tuple(shapes[spec.name]), spec.dtype)
         for node in self.nodes:
-            in_types = [None if t is None else types[t] for t in node.inputs]
-            try:
-                out_types = infer_shapes(get_op(node.op, node.version), in_types,
-                                         dict(node.attrs))
-            except ShapeError as exc:
-                exc.context.setdefault("node", node.name)
-                raise
-            except PluginHostError:
+            out_types = sizes_checked(node, [None if t is None else types[t]
+                                             for t in node.inputs])
+            if out_types is None:
                 return
             types.update(zip(node.outputs, out_types))
 
@@ -311,6 +306,19 @@ class Graph:
     def __repr__(self) -> str:
         return (f"Graph({self.name!r}, {len(self.nodes)} nodes, {len(self.tensors)} tensors, "
                 f"inputs={[s.name for s in self.inputs]}, outputs={[s.name for s in self.outputs]})")
+
+
+def sizes_checked(node: Node, in_types: list[TensorType | None]) -> list[TensorType] | None:
+    """``node``'s shape rule asked of ``in_types`` (sizes a call has): its output types; a
+    ShapeError, the node in its context, where it refuses them as sizes; None where it
+    refuses them otherwise (:meth:`Graph.check_sizes`)."""
+    try:
+        return infer_shapes(get_op(node.op, node.version), in_types, dict(node.attrs))
+    except ShapeError as exc:
+        exc.context.setdefault("node", node.name)
+        raise
+    except PluginHostError:
+        return None
 
 
 def _plain(value: Any) -> Any:

@@ -23,7 +23,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from abi import TensorType, get_op, infer_shapes
-from abi.errors import BackendError, PluginHostError
+from abi.errors import BackendError
+from plugin_host.graph import sizes_checked as node_sizes_checked
 from plugin_host.hooks import hookimpl
 
 try:  # the optional dependencies; see the module docstring
@@ -99,13 +100,8 @@ class OnnxruntimeBackend:
             node.name, inputs=runtime, outputs=list(zip(node.outputs, out_types)), nodes=[node],
             consts=const_map, types=all_types)
         def sizes_checked(feed):  # this node's rule of the call's sizes
-            sized = [ty if t not in feed else TensorType(feed[t].shape, ty.dtype)
-                     for t, ty in zip(node.inputs, types)]
-            try:
-                infer_shapes(opdef, sized, dict(node.attrs))
-            except PluginHostError as exc:
-                exc.context.setdefault("node", node.name)
-                raise
+            node_sizes_checked(node, [ty if t not in feed else TensorType(feed[t].shape, ty.dtype)
+                                      for t, ty in zip(node.inputs, types)])
 
         run = session.GraphSession(model, [t for t, _ in runtime], list(node.outputs), checks,
                                    where=f"node {node.name!r}", sizes_checked=sizes_checked)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from abi import TensorSpec
-from abi.errors import GraphError
+from abi.errors import ContractError, GraphError, ShapeError
 from plugin_host.builder import GraphBuilder
 from plugin_host.graph import Graph, Node
 from plugins import nn
@@ -156,3 +156,37 @@ def test_an_unflatten_written_before_like_axes_still_loads():
     description = b.build().to_dict()
     assert description["nodes"][0]["attrs"] == {"axis": 1, "sizes": [3, 4]}
     assert Graph.from_dict(description, {}).nodes[0].attrs["like_axes"] is None
+
+
+def _conv_over_run_time_sizes():
+    b = GraphBuilder("short")
+    x = b.input("x", (1, 2, "h", "w"), "float32", "ANY")
+    y = b.op("conv", x, b.constant("k", np.ones((3, 2, 3, 3), np.float32)), name="cv",
+             stride=[1, 1], padding=[[0, 0], [0, 0]], dilation=[1, 1])
+    b.output(b.op("sum", y, name="total", axes=[2, 3]), "y", "ANY")
+    return b.build()
+
+
+def test_check_sizes_asks_the_rules_of_a_calls_sizes():
+    """The first rule that refuses a call's sizes raises its ShapeError naming the node;
+    sizes every rule takes pass."""
+    graph = _conv_over_run_time_sizes()
+    assert graph.check_sizes({"x": (1, 2, 3, 5)}) is None
+    with pytest.raises(ShapeError, match=r"^conv: spatial axis 0 of x shape \(1, 2, 2, 5\)") \
+            as info:
+        graph.check_sizes({"x": (1, 2, 2, 5)})
+    assert info.value.context["node"] == "cv"
+
+
+def test_check_sizes_stops_at_a_rule_that_refuses_otherwise(monkeypatch):
+    """A rule that refuses the sizes for another reason than their size (it read a dim's
+    name, which a size replaced) ends the search without an answer."""
+    import plugin_host.graph as graph_module
+
+    graph = _conv_over_run_time_sizes()
+
+    def refuses(opdef, *args):
+        raise ContractError(f"{opdef.name}: needs a symbolic axis")
+    monkeypatch.setattr(graph_module, "infer_shapes", refuses)
+    assert graph.check_sizes({"x": (1, 2, 2, 5)}) is None
+    assert graph_module.sizes_checked(graph.nodes[0], [None]) is None
