@@ -107,12 +107,13 @@ class _Rnn:
                 raise imp.unsupported(f"unrolling it brings the model to {imp.unrolled} "
                                       f"recurrent steps, above the cap of {MAX_TOTAL_STEPS}")
         lens = _opt(node, 4)
+        given = imp.const(lens) if lens and imp.is_const(lens) else None  # constant lengths
         #: sequence_lens (each sequence's length in the batch) where it can differ from the
         #: sequence length: each step masked (:meth:`masked`), or over a run-time length the
         #: ABI op's lengths; None where absent or all full
         self.lens = None
-        if lens and not (imp.is_const(lens) and not self.sequence
-                         and np.all(imp.const(lens) == self.steps)):
+        if lens and not (given is not None and not self.sequence
+                         and np.all(given == self.steps)):
             t = imp.type_of(lens)
             if t.dtype not in ("int32", "int64") or len(t.shape) != 1 or (
                     type(t.shape[0]) is int and type(self.batch) is int
@@ -120,9 +121,9 @@ class _Rnn:
                 raise imp.unsupported(f"sequence_lens {lens!r} of {t.dtype} {list(t.shape)}: "
                                       f"needs one integer per sequence of the batch "
                                       f"({self.batch!r})")
-            if imp.is_const(lens) and not np.all((imp.const(lens) >= 0) & (
-                    self.sequence or imp.const(lens) <= self.steps)):
-                raise ModelFileError(f"sequence_lens {imp.const(lens).tolist()} must be in "
+            if given is not None and (np.any(given < 0) or not self.sequence
+                                      and np.any(given > self.steps)):
+                raise ModelFileError(f"sequence_lens {given.tolist()} must be in "
                                      f"[0, {self.steps}], the sequence length")
             self.lens = lens
         self._valid: dict[int, str] = {}
