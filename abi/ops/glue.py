@@ -74,12 +74,7 @@ def _binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 
 def _mod(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    [y] = _binary(op, inputs, attrs)
-    if y.dtype.startswith("float") and not attrs["fmod"]:
-        raise ContractError(f"{op.name}: fmod=False (the floor modulus, Python's %) takes "
-                            f"integer a and b, got {y.dtype}; a float modulus is fmod=True "
-                            f"(C's fmod), as ONNX Mod", op=op.name, attribute="fmod")
-    return [y]
+    return _binary(op, inputs, attrs)
 
 
 def _int_binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -663,8 +658,8 @@ shape (torch's PReLU: one slope per channel, shape (C, 1, 1) for NCHW, or a sing
     OpDef("mod", 1, ("a", "b"), ("y",), {"fmod": AttrSpec("bool", False)}, _mod, doc="""\
 Element-wise remainder of a / b with numpy broadcasting, one numeric dtype (the output's), as
 ONNX Mod. fmod=True is C's fmod, the sign of a (torch.fmod); fmod=False the floor modulus,
-the sign of b (Python's %, torch.remainder), for integers only. An integer b of 0 is refused
-at run time (DomainError; onnxruntime refuses it too); a float one gives nan, as IEEE."""),
+the sign of b (Python's %, torch.remainder). An integer b of 0 is refused at run time
+(DomainError; onnxruntime refuses it too); a float one gives nan, as IEEE."""),
     OpDef("int_div", 1, ("a", "b"), ("y",), {}, _int_binary, doc="""\
 Element-wise a / b of integers truncated toward zero, with numpy broadcasting; one integer dtype
 (the output's), as ONNX Div on integers and C (torch.div with rounding_mode='trunc'; torch's //

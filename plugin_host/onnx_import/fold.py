@@ -226,12 +226,14 @@ def _div(ins: Arrays, a: dict, cap: int) -> list:
 
 def _mod(ins: Arrays, a: dict, cap: int) -> list:
     """ONNX Mod: fmod=1 is C's fmod (the dividend's sign), fmod=0 the floor modulus (the
-    divisor's sign), which ONNX allows on integers only."""
+    divisor's sign), which ONNX allows on floats from opset 28 (:data:`FLOAT_FLOOR_MOD`)."""
     x, y = ins
     if x.dtype != y.dtype:
         raise ModelFileError(f"Mod of {x.dtype} by {y.dtype}")
-    if a.get("fmod", 0) not in (0, 1) or (not a.get("fmod", 0) and x.dtype.kind == "f"):
-        raise ModelFileError(f"fmod={a.get('fmod', 0)!r} on {x.dtype} (floats need fmod=1)")
+    if a.get("fmod", 0) not in (0, 1):
+        raise ModelFileError(f"fmod={a.get('fmod', 0)!r} must be 0 or 1")
+    if not a.get("fmod", 0) and x.dtype.kind == "f":
+        floor_mod_of_floats(a["_opset"])
     _no_integer_zero("modulo", y)
     return [(np.fmod if a.get("fmod", 0) else np.mod)(x, y)]
 
@@ -425,7 +427,19 @@ _BROADCASTING = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Equal", "Less", "Gre
 
 
 #: Ops whose folder reads the model's opset (the attribute ``_opset``)
-_BY_OPSET: set[str] = set()
+_BY_OPSET: set[str] = {"Mod"}
+
+#: The first opset whose Mod takes floats with fmod=0 (the floor modulus)
+FLOAT_FLOOR_MOD = 28
+
+
+def floor_mod_of_floats(opset: int) -> None:
+    """Refuse Mod's fmod=0 on floats in a model of an opset before :data:`FLOAT_FLOOR_MOD`,
+    as ONNX and onnxruntime do."""
+    if opset < FLOAT_FLOOR_MOD:
+        raise ModelFileError(f"fmod=0 on floats (the floor modulus) needs opset "
+                             f"{FLOAT_FLOOR_MOD} or later, the model's is {opset}; before it "
+                             f"floats need fmod=1")
 
 
 def register(op: str, folder: Folder, optional: tuple[int, ...] = (), *,

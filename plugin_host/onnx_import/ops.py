@@ -26,7 +26,7 @@ from abi.ops import dims as dim_math
 
 from ..errors import ModelFileError
 from .einsum import einsum
-from .fold import one_value
+from .fold import floor_mod_of_floats, one_value
 from .reader import ONNX_DTYPES, element_type
 
 __all__ = ["MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
@@ -196,6 +196,8 @@ def _mod(imp, node, attrs):
     fmod = attrs.get("fmod", 0)
     if fmod not in (0, 1):
         raise imp.unsupported(f"attribute fmod={fmod!r} must be 0 or 1")
+    if not fmod and imp.type_of(node.input[0]).dtype.startswith("float"):
+        floor_mod_of_floats(imp.opset)
     imp.emit("mod", [imp.tensor(node.input[0]), imp.tensor(node.input[1])], [node.output[0]],
              {"fmod": bool(fmod)})
 

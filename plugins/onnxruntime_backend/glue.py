@@ -333,6 +333,24 @@ def max_pool_with_indices(e, node, ins, outs, a):
     e.op("Where", seen + [e.const(np.nan, dtypes.to_numpy(e.types[x].dtype)), y], [outs[0]])
 
 
+def mod(e, node, ins, outs, a):
+    """ONNX Mod; the floor modulus of floats (fmod=False), which onnxruntime's Mod takes only
+    from opset 28, as numpy's remainder computes it: C's fmod r, plus b where r is not 0 and
+    its sign is not b's. Its result, a zero too, has b's sign: |r| times b's sign (onnxruntime's
+    Where gives a -0.0 as 0.0, so the sign is set after it)."""
+    x, b = ins
+    dtype = dtypes.to_numpy(e.types[x].dtype)
+    if a["fmod"] or dtype.kind != "f":
+        e.op("Mod", ins, outs, fmod=int(a["fmod"]))
+        return
+    [r] = e.op("Mod", [x, b], fmod=1)
+    zero = e.const(0, dtype)
+    [other_sign] = e.op("Xor", e.op("Less", [r, zero]) + e.op("Less", [b, zero]))
+    [shift] = e.op("And", [other_sign, *e.op("Not", e.op("Equal", [r, zero]))])
+    [r] = e.op("Where", [shift, *e.op("Add", [r, b]), r])
+    e.op("Mul", e.op("Abs", [r]) + e.op("Sign", [b]), outs)
+
+
 def int_div(e, node, ins, outs, a):
     """ONNX Div truncates integers and refuses a zero divisor; the one overflowing quotient,
     the minimum / -1, would trap the process, so there the divisor is made 0: refused too."""
@@ -529,7 +547,7 @@ CONVERTERS: dict[str, Converter] = {
     "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"),
     "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
     "argmin": _arg("ArgMin"), "prod": prod,
-    "mod": lambda e, n, i, o, a: e.op("Mod", i, o, fmod=int(a["fmod"])),
+    "mod": mod,
     "int_div": int_div,
     "bitwise_and": _simple("BitwiseAnd"), "bitwise_or": _simple("BitwiseOr"),
     "bitwise_xor": _simple("BitwiseXor"), "bitwise_not": _simple("BitwiseNot"),

@@ -1056,6 +1056,18 @@ def test_float_fmod_as_torch_also_at_the_extremes():
         assert (np.signbit(y) == np.signbit(want))[~np.isnan(want)].all()
 
 
+def test_float_floor_mod_as_torch_remainder_also_at_the_extremes():
+    for a, b in ((X, np.float32(-1.5) + X[:, :, :1]), (SPECIAL, SPECIAL[::-1].copy()),
+                 (SPECIAL, np.roll(SPECIAL, 7)), (SPECIAL, np.zeros_like(SPECIAL)),
+                 (SPECIAL, -np.roll(SPECIAL, 3))):
+        with np.errstate(all="raise"):
+            (y,) = run_op("mod", [a, b], fmod=False)
+        want = torch.remainder(t(a), t(b)).numpy()
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=0, equal_nan=True)
+        # b's sign, a zero's too, as ONNX's reference and onnxruntime (torch's zero takes a's)
+        assert (np.signbit(y) == np.signbit(np.broadcast_to(b, y.shape)))[~np.isnan(y)].all()
+
+
 @pytest.mark.parametrize("op, ref", [("add", torch.add), ("sub", torch.sub),
                                      ("mul", torch.mul), ("div", torch.div)])
 def test_arithmetic_gives_ieee_results_without_warnings(op, ref):

@@ -301,6 +301,41 @@ def test_float_fmod_matches_onnxruntime_at_the_extremes(tmp_path, signer):
         {"x": EXTREMES, "d": d} for d in (EXTREMES[::-1].copy(), np.roll(EXTREMES, 3))])
 
 
+def test_float_floor_mod_of_opset_28_matches_onnxruntime_bit_for_bit(tmp_path, signer):
+    """Mod with fmod=0 takes floats from opset 28: numpy's remainder, the sign of the
+    divisor (a zero too); the onnxruntime backend, whose models are of opset 20, computes it
+    from C's fmod. Both as onnxruntime's Mod of opset 28, bit for bit, at the extremes."""
+    model = _model(tmp_path, helper.make_node("Mod", ["x", "d"], ["y"], name="node", fmod=0),
+                   x_shape=(23,), opset=28)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    feeds = [{"x": EXTREMES, "d": d} for d in (EXTREMES[::-1].copy(), np.roll(EXTREMES, 3),
+                                                -np.roll(EXTREMES, 7), np.full(23, -2.5,
+                                                                               np.float32))]
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(loaded.graph, backend)
+        for feed in feeds:
+            got, want = executor.run(dict(feed))["y"], onnxruntime_outputs(model, feed)["y"]
+            assert np.array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_array_equal(got[~np.isnan(got)].view(np.uint32),
+                                          want[~np.isnan(want)].view(np.uint32))
+
+
+@pytest.mark.parametrize("constant", [False, True])
+@pytest.mark.parametrize("opset", [13, 27])
+def test_float_floor_mod_before_opset_28_is_refused_as_onnxruntime_refuses_it(
+        opset, constant, tmp_path):
+    inits = [helper.make_tensor("x", TP.FLOAT, [2], [-3.5, 2.0])] if constant else []
+    if constant:
+        inits.append(helper.make_tensor("d", TP.FLOAT, [2], [2.0, -1.5]))
+    node = helper.make_node("Mod", ["x", "d"], ["y"], name="node", fmod=0)
+    model = _model(tmp_path, node, x_shape=(2,), opset=opset, inits=inits)
+    with pytest.raises(ModelFileError, match=r"node 'node' \(Mod\): fmod=0 on floats \(the "
+                       r"floor modulus\) needs opset 28 or later, the model's is " + str(opset)):
+        import_onnx(model)
+
+
 @pytest.mark.parametrize("op_type", ["ArgMax", "ArgMin"])
 @pytest.mark.parametrize("axis, keepdims", [(0, 1), (1, 0), (-1, 1)])
 @pytest.mark.parametrize("elem", [TP.FLOAT, TP.INT32])
@@ -346,8 +381,6 @@ def test_select_last_index_over_a_run_time_axis_counts_its_size_when_the_call_ru
 
 
 @pytest.mark.parametrize("op_type, attrs, opset, elem, message", [
-    ("Mod", {"fmod": 0}, 18, TP.FLOAT, "fmod=False (the floor modulus, Python's %) takes "
-                                       "integer a and b, got float32"),
     ("Mod", {"fmod": 2}, 18, TP.INT64, "attribute fmod=2 must be 0 or 1"),
     ("ArgMin", {"select_last_index": 2}, 18, TP.FLOAT,
      "attribute select_last_index=2 must be 0 or 1"),
