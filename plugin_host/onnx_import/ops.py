@@ -234,12 +234,17 @@ def _prelu(imp, node, attrs):
 
 #: Integer bases onnxruntime's Pow takes (it has no kernel for the narrower ones)
 INT_POW_BASES = ("int32", "int64")
+#: Integer exponents onnxruntime's Pow takes of a float base, computed at run time: cast to
+#: the base's dtype (exact up to 2**24 in magnitude; onnxruntime computes in float64, so past
+#: that (-1) ** e may take the other sign, and any other base overflows or underflows alike)
+INT_POW_EXPONENTS = ("int32", "int64")
 
 
 @maps("Pow")
 def _pow(imp, node, attrs):
     """a ** b; a constant exponent of another dtype (exporters write ``x ** 2`` with an int64
-    or float64 2) takes the base's, as onnxruntime computes it. An integer base: see
+    or float64 2) takes the base's, as onnxruntime computes it; an int32 or int64 exponent
+    computed at run time is cast to it (:data:`INT_POW_EXPONENTS`). An integer base: see
     :func:`_integer_pow`."""
     _only(imp, attrs, {})
     base = imp.tensor(node.input[0])
@@ -248,12 +253,16 @@ def _pow(imp, node, attrs):
     if want in dtypes.INT_DTYPES:
         _integer_pow(imp, node, base, want)
         return
-    if imp.is_const(exponent) and imp.type_of(exponent).dtype != want:
+    have = imp.type_of(exponent).dtype
+    if imp.is_const(exponent) and have != want:
         value = imp.const(exponent, "exponent")
         cast = value.astype(dtypes.to_numpy(want))
         if not np.array_equal(cast, value):
             raise imp.unsupported(f"exponent {value.tolist()!r:.60} is not exact in {want}")
         exponent_t = imp.add_constant(cast, imp.origin.get(exponent, exponent))
+    elif have in INT_POW_EXPONENTS:  # computed at run time: cast to the base's dtype
+        [exponent_t] = imp.emit("cast", [imp.tensor(exponent)], [None], {"dtype": want},
+                                suffix="/exponent")
     else:
         exponent_t = imp.tensor(exponent)
     imp.emit("pow", [base, exponent_t], [node.output[0]])

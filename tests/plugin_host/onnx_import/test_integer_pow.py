@@ -103,3 +103,38 @@ def test_what_is_not_mapped_is_refused_naming_the_node(base_type, exponent, mess
                                                         tmp_path):
     model = _pow_model(tmp_path / "p.onnx", base_type, exponent)
     assert_refused(model, UnsupportedModelError, "node 'pow' (Pow)", message)
+
+
+@pytest.mark.parametrize("elem", [TP.INT32, TP.INT64])
+def test_a_float_base_to_an_integer_exponent_computed_at_run_time_matches_onnxruntime(
+        elem, tmp_path, signer):
+    """torch's ``x ** n`` of an integer tensor n: the exponent cast to float32 when the call
+    runs; negative bases to odd and even powers, negative exponents, 0 ** 0."""
+    inputs = [helper.make_tensor_value_info("x", TP.FLOAT, [2, 6]),
+              helper.make_tensor_value_info("e", elem, [2, 6])]
+    graph = helper.make_graph([helper.make_node("Pow", ["x", "e"], ["y"], name="node")], "g",
+                              inputs, [helper.make_tensor_value_info("y", TP.FLOAT, [2, 6])])
+    model = tmp_path / "p.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["cast", "pow"]
+    rng = np.random.default_rng(11)
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    feeds = [{"x": rng.uniform(-3, 3, (2, 6)).astype(np.float32),
+              "e": rng.integers(-5, 9, (2, 6)).astype(dtype)},
+             {"x": np.array([[-2, -2, 0, 0, 1.5, -1], [0.5, -0.5, 10, -10, 3, 1]], np.float32),
+              "e": np.array([[3, 4, 0, 2, -2, 7], [-3, 5, 30, 31, 0, 100]], dtype)}]
+    check_on_both_backends(model, loaded, feeds)
+
+
+def test_a_float_base_to_an_exponent_onnxruntime_has_no_pow_for_is_refused(tmp_path):
+    inputs = [helper.make_tensor_value_info("x", TP.FLOAT, [3]),
+              helper.make_tensor_value_info("e", TP.UINT8, [3])]
+    graph = helper.make_graph([helper.make_node("Pow", ["x", "e"], ["y"], name="node")], "g",
+                              inputs, [helper.make_tensor_value_info("y", TP.FLOAT, [3])])
+    model = tmp_path / "p.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
+    with pytest.raises(Exception, match="NOT_IMPLEMENTED"):
+        onnxruntime_outputs(model, {"x": np.ones(3, np.float32), "e": np.ones(3, np.uint8)})
+    assert_refused(model, UnsupportedModelError, "node 'node' (Pow)",
+                   "b must be a float tensor (float16, float32, float64), got uint8")
