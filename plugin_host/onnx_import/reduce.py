@@ -20,11 +20,12 @@ _REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "amax", "Reduc
            "ReduceProd": "prod"}
 
 
-def _reduction(imp, node, attrs) -> tuple[str, dict]:
+def _reduction(imp, node, attrs, *, noop: bool = False) -> tuple[str, dict | None]:
     """The input tensor and the ``axes``/``keepdim`` attributes of an ONNX Reduce*: axes from
     the input (newer opsets) or the attribute; none given: every axis, unless
-    ``noop_with_empty_axes`` (tf2onnx writes it beside given axes, which it does not change;
-    with none given, refused)."""
+    ``noop_with_empty_axes`` (tf2onnx writes it beside given axes, which it does not change).
+    With none given and ``noop_with_empty_axes``, the input is the output, as onnxruntime
+    gives it: None for the attributes where the caller takes that (``noop``), else refused."""
     _only(imp, attrs, {"axes": ..., "keepdims": ..., "noop_with_empty_axes": ...})
     x = node.input[0]
     axes = _opt(node, 1)
@@ -34,6 +35,8 @@ def _reduction(imp, node, attrs) -> tuple[str, dict]:
             raise imp.unsupported(f"attribute noop_with_empty_axes="
                                   f"{attrs['noop_with_empty_axes']!r} must be 0 or 1")
         if attrs.get("noop_with_empty_axes", 0):
+            if noop:
+                return imp.tensor(x), None
             raise imp.unsupported("noop_with_empty_axes=1 with no axes (no reduction) is not "
                                   "supported")
         axes = list(range(len(imp.type_of(x).shape)))
@@ -43,8 +46,19 @@ def _reduction(imp, node, attrs) -> tuple[str, dict]:
 
 @maps(*_REDUCE)
 def _reduce(imp, node, attrs):
-    x, reduce = _reduction(imp, node, attrs)
-    imp.emit(_REDUCE[node.op_type], [x], [node.output[0]], reduce)
+    """``mean``, ``sum``, ``amax``, ``amin``, ``prod``; no axes with noop_with_empty_axes: x
+    itself. ReduceMax and ReduceMin of bools (opset 20): of their uint8 0 and 1, cast back."""
+    x, reduce = _reduction(imp, node, attrs, noop=True)
+    if reduce is None:
+        imp.alias(node.output[0], x)
+        return
+    op = _REDUCE[node.op_type]
+    if op in ("amax", "amin") and imp.types[x].dtype == "bool":
+        [x] = imp.emit("cast", [x], [None], {"dtype": "uint8"}, suffix="/uint8")
+        [y] = imp.emit(op, [x], [None], reduce, suffix=f"/{op}")
+        imp.emit("cast", [y], [node.output[0]], {"dtype": "bool"})
+        return
+    imp.emit(op, [x], [node.output[0]], reduce)
 
 
 #: ONNX reduction -> (the element-wise op before the sum, the one after it)

@@ -380,6 +380,38 @@ def test_select_last_index_over_a_run_time_axis_counts_its_size_when_the_call_ru
     check_on_both_backends(model, loaded, feeds)
 
 
+@pytest.mark.parametrize("op_type", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                     "ReduceProd"])
+@pytest.mark.parametrize("given", ["empty", "none"])
+def test_no_axes_with_noop_with_empty_axes_is_x_itself_as_onnxruntime(op_type, given, tmp_path,
+                                                                      signer):
+    inputs, inits = ["x"], []
+    if given == "empty":
+        inputs, inits = ["x", "axes"], [helper.make_tensor("axes", TP.INT64, [0], [])]
+    node = helper.make_node(op_type, inputs, ["y"], name="node", noop_with_empty_axes=1)
+    model = _model(tmp_path, node, x_shape=(3, 4), inits=inits)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["identity"]
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    assert np.array_equal(onnxruntime_outputs(model, {"x": x})["y"], x)
+    check_on_both_backends(model, loaded, [{"x": x}])
+
+
+@pytest.mark.parametrize("op_type", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("axes, keepdims", [([1], 1), ([0, 2], 0), (None, 1)])
+def test_max_and_min_of_bools_match_onnxruntime(op_type, axes, keepdims, tmp_path, signer):
+    inputs, inits = ["x"], []
+    if axes is not None:
+        inputs, inits = ["x", "axes"], [_axes(*axes)]
+    node = helper.make_node(op_type, inputs, ["y"], name="node", keepdims=keepdims)
+    model = _model(tmp_path, node, x_shape=(3, 4, 2), elem=TP.BOOL, inits=inits, opset=20)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    rng = np.random.default_rng(7)
+    feeds = [{"x": rng.random((3, 4, 2)) < p} for p in (0.1, 0.5, 0.9)]
+    feeds += [{"x": np.zeros((3, 4, 2), bool)}, {"x": np.ones((3, 4, 2), bool)}]
+    check_on_both_backends(model, loaded, feeds)
+
+
 @pytest.mark.parametrize("op_type, attrs, opset, elem, message", [
     ("Mod", {"fmod": 2}, 18, TP.INT64, "attribute fmod=2 must be 0 or 1"),
     ("ArgMin", {"select_last_index": 2}, 18, TP.FLOAT,
