@@ -948,9 +948,11 @@ scaled, samples as -1 there (the axis' first edge)."""),
     OpDef("max_pool", 1, ("x",), ("y",), _MAX_POOL, pool_shape, doc="""\
 Max pooling over 1, 2 or 3 spatial axes of x (N, C, L), (N, C, H, W) or (N, C, D, H, W),
 torch semantics (a window holding a nan gives nan); padding is one [before, after] pair per
-spatial axis (implicit -inf), each at most kernel_size // 2. Output length floor((L + before +
-after - dilation*(k-1) - 1)/stride) + 1, or with ceil_mode rounded up unless the last window
-would start in the trailing padding."""),
+spatial axis (implicit -inf), each less than kernel_size (as ONNX; torch takes at most half
+of it). Output length floor((L + before + after - dilation*(k-1) - 1)/stride) + 1, or with
+ceil_mode rounded up unless the last window would start in the trailing padding. A dilated
+window whose taps all fall in the padding has no max and is refused (ShapeError; torch gives
+-inf, onnxruntime the float's lowest value), by the graph's sizes or the call's."""),
     OpDef("max_pool_with_indices", 1, ("x",), ("y", "indices"), _MAX_POOL,
           pool_indices_shape, doc="""\
 max_pool's y, and where each maximum was taken (torch's return_indices): an int64 tensor of y's

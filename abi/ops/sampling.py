@@ -31,9 +31,9 @@ def pool_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     need_attr_len(n, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
                   f"x shape {fmt(x.shape)} has {spatial} spatial axes and")
     for i, (k, (pb, pa)) in enumerate(zip(attrs["kernel_size"], attrs["padding"])):
-        if max(pb, pa) > k // 2:
+        if max(pb, pa) >= k:
             raise ContractError(f"{n}: padding {[pb, pa]} on spatial axis {i} must be "
-                                f"at most half the kernel size {k} (<= {k // 2})", op=n,
+                                f"less than the kernel size {k} (<= {k - 1})", op=n,
                                 attribute="padding")
     out = pool_sizes(n, x.shape, attrs)
     return [TensorType((*x.shape[:2], *out), x.dtype)]
@@ -41,9 +41,10 @@ def pool_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 def pool_sizes(name: str, shape: tuple, attrs: dict) -> list:
     """A pool's output sizes over the spatial axes of an input of ``shape`` (N, C, spatial...):
-    :func:`dims.pool_out` of each, a ShapeError where a known size leaves no window. The
-    shape rule asks it of the sizes the graph knows; a backend asks it again of the sizes a
-    call gives, where the graph's were known only then."""
+    :func:`dims.pool_out` of each, a ShapeError where a known size leaves no window, or, for
+    the max pools (``name`` max_pool or max_pool_with_indices), a dilated window of padding
+    alone. The shape rule asks it of the sizes the graph knows; a backend asks it again of the
+    sizes a call gives, where the graph's were known only then."""
     kernel, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
     dilation = attrs.get("dilation") or (1,) * len(kernel)
     out = []
@@ -54,8 +55,28 @@ def pool_sizes(name: str, shape: tuple, attrs: dict) -> list:
             raise ShapeError(f"{name}: spatial axis {i} of x shape {fmt(shape)} is {size} (+ "
                              f"padding {pb}+{pa}), smaller than the window {d}*({k}-1)+1; "
                              f"output size would be {o}", where=name, got=tuple(shape))
+        if d > 1 and name.startswith("max_pool") and type(o) is int and type(size) is int:
+            _no_window_of_padding_alone(name, i, shape, o, k, s, pb, d)
         out.append(o)
     return out
+
+
+def _no_window_of_padding_alone(name: str, axis: int, shape: tuple, out: int, k: int, s: int,
+                                pb: int, d: int) -> None:
+    """A ShapeError where a dilated max pool's window has its taps all in the padding (each
+    window of an undilated one holds an element when the padding is less than the kernel): it
+    has no max (torch gives -inf, onnxruntime the float's lowest value). avg_pool's such
+    window gives 0, as onnxruntime."""
+    size = shape[2 + axis]
+    start = np.arange(out) * s - pb                      # each window's first tap
+    first_in = np.where(start < 0, -(start // d), 0)     # its first tap at or after 0
+    empty = (first_in >= k) | (start + first_in * d >= size)
+    if empty.any():
+        j = int(np.argmax(empty))
+        raise ShapeError(f"{name}: window {j} on spatial axis {axis} of x shape {fmt(shape)} "
+                         f"holds padding alone (taps {j * s - pb} to {j * s - pb + d * (k - 1)}"
+                         f" by {d}, the input's 0 to {size - 1})", where=name,
+                         got=tuple(shape))
 
 
 def pool_indices_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:

@@ -141,7 +141,7 @@ def padded_max_pool(imp, node, attrs: dict, index: int) -> bool:
     """A constant Pad of -inf on the spatial axes read only by a MaxPool (timm's
     ``MaxPool2dSame``, TensorFlow's "same" pooling in EfficientDet's BiFPN, as the legacy
     exporter writes it): one ``max_pool`` whose padding, implicitly -inf, is the Pad's plus
-    the pool's own. Only where that padding is one the op takes (each side at most half the
+    the pool's own. Only where that padding is one the op takes (each side less than the
     kernel) and without ``ceil_mode`` (whose last window may start in the padding, which the
     op leaves out and onnxruntime would read)."""
     value = _scalar(imp, node.input[2]) if len(node.input) > 2 and node.input[2] else None
@@ -171,7 +171,7 @@ def padded_max_pool(imp, node, attrs: dict, index: int) -> bool:
     if any(before[:2] + after[:2]) or min(before + after) < 0 or len(own) != 2 * spatial:
         return False
     padding = [[before[2 + i] + own[i], after[2 + i] + own[spatial + i]] for i in range(spatial)]
-    if any(max(pair) > k // 2 for pair, k in zip(padding, kernel)):
+    if any(max(pair) >= k for pair, k in zip(padding, kernel)):
         return False
     imp.emit("max_pool", [imp.tensor(x)], [pool[1].output[0]],
              {"kernel_size": list(kernel), "stride": pool_attrs.get("strides", [1] * spatial),

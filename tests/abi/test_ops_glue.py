@@ -731,8 +731,12 @@ REFUSALS = [
       "dilation": [1, 1, 1]}, ShapeError,
      "max_pool_with_indices: spatial axis 1 of x shape (1, 2, 5, 2, 5) is 2 (+ padding 0+0), "
      "smaller than the window 1*(3-1)+1; output size would be 0"),
-    ("max_pool", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,
-     "max_pool: padding [2, 2] on spatial axis 0 must be at most half the kernel size 3 (<= 1)"),
+    ("max_pool", [T((1, 2, 9), f32)], {**POOL, "padding": [[3, 2]]}, ContractError,
+     "max_pool: padding [3, 2] on spatial axis 0 must be less than the kernel size 3 (<= 2)"),
+    ("max_pool", [T((1, 2, 2), f32)], {**POOL, "kernel_size": [2], "padding": [[1, 1]],
+                                        "dilation": [3]}, ShapeError,
+     "max_pool: window 0 on spatial axis 0 of x shape (1, 2, 2) holds padding alone (taps -1 "
+     "to 2 by 3, the input's 0 to 1)"),
     ("max_pool", [T((1, 2, 2), f32)], {**POOL, "kernel_size": [5], "padding": [[0, 0]]},
      ShapeError, "max_pool: spatial axis 0 of x shape (1, 2, 2) is 2 (+ padding 0+0), smaller "
                  "than the window 1*(5-1)+1; output size would be -2"),
@@ -742,12 +746,12 @@ REFUSALS = [
     ("max_pool", [T((1, 2, 9), i64)], POOL, DTypeError, "max_pool: x must be a float tensor"),
     ("max_pool_with_indices", [T((1, 2, 9), i64)], POOL, DTypeError,
      "max_pool_with_indices: x must be a float tensor"),
-    ("max_pool_with_indices", [T((1, 2, 9), f32)], {**POOL, "padding": [[2, 2]]}, ContractError,
-     "max_pool_with_indices: padding [2, 2] on spatial axis 0 must be at most half the kernel"),
+    ("max_pool_with_indices", [T((1, 2, 9), f32)], {**POOL, "padding": [[0, 3]]}, ContractError,
+     "max_pool_with_indices: padding [0, 3] on spatial axis 0 must be less than the kernel"),
     ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "dilation": [0]}, OpError,
      "attribute 'dilation' must have every entry >= 1"),
     ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "kernel_size": [1]}, ContractError,
-     "avg_pool: padding [1, 1] on spatial axis 0 must be at most half the kernel size 1"),
+     "avg_pool: padding [1, 1] on spatial axis 0 must be less than the kernel size 1"),
     ("avg_pool", [T((1, 2, 9), f32)], {**APOOL, "stride": [0]}, OpError,
      "attribute 'stride' must have every entry >= 1"),
 ]

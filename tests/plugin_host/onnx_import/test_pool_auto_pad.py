@@ -137,7 +137,8 @@ def _padded_pool(path, pad, consumers=1, **pool):
 @pytest.mark.parametrize("pads, consumers, pool", [
     ([0, 0, 0, 1, 0, 0, 1, 1], 1, {"pads": [1, 0, 0, 0]}),   # the two paddings added up
     ([0, 0, 1, 1, 0, 0, 1, 1], 1, {"dilations": [1, 2]}),
-], ids=["with-own-pads", "dilated"])
+    ([0, 0, 2, 0, 0, 0, 0, 2], 1, {}),                      # more than half the kernel
+], ids=["with-own-pads", "dilated", "wider-than-torch-takes"])
 def test_a_padded_max_pool_matches_onnxruntime(pads, consumers, pool, tmp_path, signer):
     model = _padded_pool(tmp_path / "p.onnx", pads, consumers, **pool)
     _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
@@ -148,7 +149,7 @@ def test_a_padded_max_pool_matches_onnxruntime(pads, consumers, pool, tmp_path, 
 
 
 @pytest.mark.parametrize("pads, consumers, pool", [
-    ([0, 0, 2, 0, 0, 0, 0, 0], 1, {}),                 # more than half the kernel
+    ([0, 0, 3, 0, 0, 0, 0, 0], 1, {}),                 # as wide as the kernel
     ([0, 0, 0, 1, 0, 0, 1, 1], 1, {"ceil_mode": 1}),    # a window may start in the padding
     ([0, 0, 1, 1, 0, 0, 1, 1], 2, {}),                 # the padded value read twice
     ([0, 1, 0, 0, 0, 0, 0, 0], 1, {}),                 # a channel padded
