@@ -98,12 +98,18 @@ def _trilu(imp, node, attrs):
 def _one_hot(imp, node, attrs):
     """Integer indices against a constant ``arange(depth)`` along the new axis: ``where(equal,
     on, off)``; a negative index counts from depth, one out of range gives all off (ONNX).
+    Float32 indices are cast to int64 first, truncated toward zero, as onnxruntime casts them.
     depth and values must be constants."""
     _only(imp, attrs, {"axis": ...})
     indices, depth, values = node.input[:3]
     t = imp.type_of(indices)
-    if t.dtype not in ("int32", "int64"):
-        raise imp.unsupported(f"indices of dtype {t.dtype}: only int32 and int64 indices")
+    index = imp.tensor(indices)
+    if t.dtype == "float32":
+        [index] = imp.emit("cast", [index], [None], {"dtype": "int64"}, suffix="/int64")
+        t = imp.types[index]
+    elif t.dtype not in ("int32", "int64"):
+        raise imp.unsupported(f"indices of dtype {t.dtype}: only int32, int64 and float32 "
+                              f"indices")
     d = one_value(imp.const(depth, "depth"), "depth")
     if d.dtype.kind == "f" and (not np.isfinite(d) or d != np.round(d)):
         raise imp.unsupported(f"depth {d} must be a whole number")
@@ -119,13 +125,12 @@ def _one_hot(imp, node, attrs):
     imp.check_size("its OneHot output", shape[:axis] + [d] + shape[axis:])
     index_dtype = dtypes.to_numpy(t.dtype)
     out = node.output[0]
-    [neg] = imp.emit("less", [imp.tensor(indices),
-                              imp.add_constant(np.zeros((), index_dtype), f"{out}.zero")],
+    [neg] = imp.emit("less", [index, imp.add_constant(np.zeros((), index_dtype),
+                                                      f"{out}.zero")],
                      [None], suffix="/negative")
-    [up] = imp.emit("add", [imp.tensor(indices),
-                            imp.add_constant(np.array(d, index_dtype), f"{out}.depth")],
+    [up] = imp.emit("add", [index, imp.add_constant(np.array(d, index_dtype), f"{out}.depth")],
                     [None], suffix="/wrapped")
-    [wrapped] = imp.emit("where", [neg, up, imp.tensor(indices)], [None], suffix="/index")
+    [wrapped] = imp.emit("where", [neg, up, index], [None], suffix="/index")
     target = shape[:axis] + [1] + shape[axis:]
     if sum(type(n) is not int for n in target) > 1:
         raise imp.unsupported(f"indices of shape {shape} have more than one run-time dim")

@@ -245,6 +245,17 @@ def test_one_hot_negative_and_out_of_range_indices_match_onnxruntime(axis, dtype
         -7, 7, (1, 4)).astype(np_dtype)}])
 
 
+@pytest.mark.parametrize("axis", [None, 0])
+def test_one_hot_of_float_indices_truncates_them_as_onnxruntime(axis, tmp_path, signer):
+    model = _one_hot_model(tmp_path, ("n", 5), np.float32(4), np.array([0.0, 1.0], np.float32),
+                           axis, TP.FLOAT)
+    _, loaded = import_and_load(model, tmp_path / "o.pha", signer)
+    edge = np.array([[0.0, 0.9, 1.5, -0.5, -1.5], [3.99, 4.0, -4.0, -4.5, 2.0],
+                     [1e10, -1e10, 2.5, -3.7, -0.0]], np.float32)
+    check_on_both_backends(model, loaded, [{"i": edge}, {"i": RNG.uniform(
+        -6, 6, (2, 5)).astype(np.float32)}])
+
+
 @pytest.mark.parametrize("depth, values", [  # combinations onnxruntime implements
     (np.float32(3.0), np.array([0, 1], np.int32)),
     (np.float32(4.0), np.array([1.0, 0.0], np.float32)),
@@ -262,8 +273,8 @@ def test_one_hot_depth_and_values_dtypes_match_onnxruntime(depth, values, tmp_pa
     ({"depth": np.int64(0)}, UnsupportedModelError, "depth 0 must be in [1, "),
     ({"values": np.array([0.0, 1.0, 2.0], np.float32)}, UnsupportedModelError,
      "values of shape [3]: must be [off, on]"),
-    ({"dtype": TP.FLOAT}, UnsupportedModelError,
-     "indices of dtype float32: only int32 and int64 indices"),
+    ({"dtype": TP.UINT8}, UnsupportedModelError,
+     "indices of dtype uint8: only int32, int64 and float32 indices"),
     ({"axis": 3}, ModelFileError, "axis 3 is out of range for rank 3"),
     ({"shape": ("n", "m")}, UnsupportedModelError,
      "indices of shape ['n', 'm'] have more than one run-time dim"),
