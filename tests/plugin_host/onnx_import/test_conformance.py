@@ -13,7 +13,8 @@ listed, fails: the list is what the import does, kept exact.
 
 How a case is built: the model's inputs that the import takes only as constants (Reshape's
 shape, a reduction's axes, Resize's scales) are fixed at build to the case's values, as
-``--input-value`` fixes an input the device always feeds; a float16 or float64 case is
+``--input-value`` fixes an input the device always feeds (where the refusal names a value
+computed from inputs, the small integer inputs the build's hint lists); a float16 or float64 case is
 rewritten to float32 (``--upcast-float16``, ``--downcast-float64``) and compared within the
 build's tolerance for that rewrite. Cases of a newer onnx than the list was made with, and so
 not in it, need only be built and right or refused with a typed error.
@@ -35,6 +36,7 @@ import pytest
 from abi.errors import PluginHostError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
+from plugin_host.onnx_import.fixed_inputs import fixable_inputs
 from plugin_host.onnx_import.float_width import (DEFAULT_DOWNCAST_TOLERANCE,
                                                  DEFAULT_UPCAST_TOLERANCE)
 from plugins.numpy_backend import NumpyBackend
@@ -104,6 +106,8 @@ class Imported:
             return False
         named = [n for n in re.findall(r"'([^']*)'", message)
                  if n in self.inputs and n not in self.fixed]
+        if not named:  # computed from an input: the small integer ones, as the hint says
+            named = [n for n in fixable_inputs(onnx.load(self.path)) if n not in self.fixed]
         for name in named:
             self.fixed[name] = _array(self.case.data_sets[0][0][self.inputs.index(name)])
         return bool(named)
