@@ -774,8 +774,9 @@ torch.gather and ONNX GatherElements: y[i, j, ...] = x[i, ..., indices[i, j, ...
 the index replacing the position on axis; indices an int64 tensor of x's rank, a run-time value
 too, each axis but axis at most x's (y has indices' shape). Every index must be in [0, dim),
 checked at run time (IndexRangeError; constant indices into a fixed dim once, when the graph is
-built or loaded; torch refuses a negative one too, ONNX would count it from the end). The dim on
-axis may be symbolic: the indices are then checked against the size the call gives it."""),
+built or loaded; torch refuses a negative one too; ONNX counts it from the end, which the ONNX
+import writes before the op). The dim on axis may be symbolic: the indices are then checked
+against the size the call gives it."""),
     OpDef("scatter_elements", 1, ("x", "indices", "updates"), ("y",), {
         "axis": AttrSpec("int", 0),
         "reduction": AttrSpec("enum:none|add|mul|max|min", "none"),

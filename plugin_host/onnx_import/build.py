@@ -307,13 +307,14 @@ def _golden_sizes_hint(graph, golden: Mapping[str, Sequence[int]]) -> str:
 
 def _golden_run(executor: Executor, inputs: Mapping[str, np.ndarray], case: int) -> dict:
     """The imported graph on golden case ``case``; a refusal of a value the model computed
-    (an index onnxruntime took, as ONNX counts a negative one from the end) is the build's
+    (an Embedding's id onnxruntime took, counting a negative one from the end) is the build's
     ModelImportError, as any other disagreement with the reference is."""
     try:
         return executor.run(dict(inputs))
     except PluginHostError as exc:
-        rule = (" (the ABI takes run-time indices in [0, dim) only; ONNX counts a negative "
-                "one from the end)") if isinstance(exc, IndexRangeError) else ""
+        rule = (" (the ABI refuses an index there that onnxruntime takes: an Embedding's "
+                "outside [0, vocab), a negative one of which onnxruntime counts from the end)"
+                ) if isinstance(exc, IndexRangeError) else ""
         node = exc.context.get("node")
         at = f" at node {node!r}" if node and repr(node) not in str(exc) else ""
         raise ModelImportError(f"golden case {case}: onnxruntime runs the model, the imported "

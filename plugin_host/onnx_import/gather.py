@@ -335,9 +335,9 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     window positions are ``(windows, size)``), flattened first and the axis unflattened back
     into the indices' dims, read from the indices when the call runs; run-time dims of the
     data on its other axes are brought to the expanded indices by ``where(mask, index, index)``
-    (:func:`.run_time_sizes.run_time_mask`, read from the data). Each index is checked against [0,
-    dim) when it arrives, a run-time dim on ``axis`` against the size the call gives it (a
-    negative index, which ONNX counts from the end, is refused there). ``graph``: ``data``
+    (:func:`.run_time_sizes.run_time_mask`, read from the data). A negative index counts from
+    the end (:func:`run_time_from_the_end`), then each is checked against [0, dim) when it
+    arrives, a run-time dim on ``axis`` against the size the call gives it. ``graph``: ``data``
     and ``idx`` are graph tensors already (``idx`` int64), not ONNX names; ``counts``: a
     graph tensor whose first axes are ``where`` (GatherND's indices, whose flat positions
     ``idx`` is), read for the run-time ones (default: ``idx``); ``internal``: the gathered
@@ -348,7 +348,7 @@ def _runtime_gather(imp, node, data: str, idx: str, where: list, axis: int, *,
     counted = all(type(d) is int for d in where)  # else run-time counts
     k = math.prod(where) if counted else dim_math.product(where)
     data = data if graph else imp.tensor(data)
-    index = idx if graph else _int64_indices(imp, idx)
+    index = idx if graph else run_time_from_the_end(imp, data, axis, _int64_indices(imp, idx))
     indices = counts or index  # what the indices' run-time dims are read from
     if not counted and len(where) != 1:  # one axis of the indices' count
         [index] = imp.emit("flatten", [index], [None], {"start_dim": 0, "end_dim": -1},
@@ -393,8 +393,8 @@ def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tup
     coordinate is checked against [0, its dim) when it arrives, on its own (a
     ``gather_elements`` from the ``arange`` of the dim, which gives the coordinate back; of a
     run-time dim, its arange computed when the call runs): a coordinate out of range could
-    otherwise land on another element's flat position. A negative one, which ONNX counts from
-    the end, is refused there, as every run-time index is. Along run-time dims the strides are
+    otherwise land on another element's flat position. A negative one is counted from the end
+    of its dim first (:func:`run_time_from_the_end`). Along run-time dims the strides are
     computed when the call runs (the dynamo exporter's ``y[arange(b), lengths - 1]`` over a
     run-time batch and length)."""
     where = list(imp.type_of(idx).shape)
@@ -417,6 +417,7 @@ def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tup
         [coord] = imp.emit("gather", [index, imp.add_constant(np.array(c, np.int64),
                                                               f"{imp.node_name}.c{c}")],
                            [None], {"axis": 1}, suffix=f"/coordinate{c}")
+        coord = run_time_from_the_end(imp, x, c, coord)
         if type(dim) is int:
             coord = checked_index(imp, coord, dim, f"dim{c}", f"check{c}")
         else:  # checked against the size the call gives the dim: its arange, read from x
@@ -485,15 +486,37 @@ def counted_from_the_end(imp, x: str, axis: int, index: str, values: np.ndarray)
     negative = np.asarray(values) < 0
     if not negative.any():
         return index
+    [ends] = imp.emit("mul", [_run_time_size(imp, x, axis), imp.add_constant(
+        negative.astype(np.int64), f"{imp.node_name}.from_end")], [None], suffix="/from_end")
+    return imp.emit("add", [index, ends], [None], suffix="/index")[0]
+
+
+def _run_time_size(imp, x: str, axis: int, *, keepdim: bool = True) -> str:
+    """The int64 size of the run-time dim on ``axis`` of the graph tensor ``x``, computed when
+    the call runs: the ``sum`` of ones over it (``where(mask, 1, 1)``, the mask of
+    :func:`.run_time_sizes.run_time_mask`, read from ``x``); shape (1,), or () without
+    ``keepdim``."""
     dim = imp.types[x].shape[axis]
     one = imp.add_constant(np.ones(1, np.int64), f"{imp.node_name}.one")
     [ones] = imp.emit("where", [run_time_mask(imp, [dim], {dim: (x, axis)}), one, one], [None],
                       suffix="/ones")
-    [size] = imp.emit("sum", [ones], [None], {"axes": [0], "keepdim": True}, suffix="/size")
-    [ends] = imp.emit("mul", [size, imp.add_constant(negative.astype(np.int64),
-                                                    f"{imp.node_name}.from_end")],
-                      [None], suffix="/from_end")
-    return imp.emit("add", [index, ends], [None], suffix="/index")[0]
+    return imp.emit("sum", [ones], [None], {"axes": [0], "keepdim": keepdim},
+                    suffix="/size")[0]
+
+
+def run_time_from_the_end(imp, x: str, axis: int, index: str) -> str:
+    """Run-time int64 indices ``index`` along ``axis`` of the graph tensor ``x``, a negative
+    one counted from the end as ONNX counts it: ``where(index < 0, index + dim, index)``, the
+    dim a constant when it is fixed, else its size computed when the call runs. An index still
+    outside [0, dim) after it is refused when it arrives, naming the index with the dim added
+    where it was negative."""
+    dim = imp.types[x].shape[axis]
+    size = imp.add_constant(np.array(dim, np.int64), f"{imp.node_name}.dim{axis}") \
+        if type(dim) is int else _run_time_size(imp, x, axis, keepdim=False)
+    zero = imp.add_constant(np.array(0, np.int64), f"{imp.node_name}.zero")
+    [negative] = imp.emit("less", [index, zero], [None], suffix="/negative")
+    [wrapped] = imp.emit("add", [index, size], [None], suffix="/from_end")
+    return imp.emit("where", [negative, wrapped, index], [None], suffix="/counted")[0]
 
 
 @maps("GatherND")
@@ -563,8 +586,9 @@ def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, n
 
 @maps("GatherElements")
 def _gather_elements(imp, node, attrs):
-    """torch.gather, take_along_dim: ``gather_elements``, whose run-time indices are checked
-    against [0, dim) as they arrive (ONNX's negative ones would be refused there); constant
+    """torch.gather, take_along_dim: ``gather_elements``, whose run-time indices, a negative
+    one counted from the end (:func:`spread_indices`), are checked against [0, dim) as they
+    arrive; constant
     indices are checked and made non-negative here (along a run-time dim, when the call runs:
     :func:`_from_the_end`), int32 ones widened to int64."""
     _only(imp, attrs, {"axis": ...})
@@ -596,11 +620,12 @@ def spread_indices(imp, idx: str, x: str, axis: int) -> str:
     that only spread a constant to a run-time shape (the dynamo exporter's ``y[:, -1] = v``
     expands -1 to the shape of v) have their negative values counted from the end of the dim,
     as ONNX does: the dim added in the graph when it is a run-time one, at import when it is
-    fixed. Any other run-time index is as computed (a negative one refused when it arrives)."""
+    fixed. Any other run-time index has a negative one counted from the end when the call runs
+    (:func:`run_time_from_the_end`)."""
     index = _int64_indices(imp, idx)
     values = imp.spread.get(idx)
     if values is None or values.dtype.kind not in "iu":
-        return index
+        return run_time_from_the_end(imp, x, axis, index)
     dim = imp.types[x].shape[axis]
     if type(dim) is int:  # a fixed dim: the constant's negatives made non-negative
         if (values < -dim).any():

@@ -227,8 +227,9 @@ def _scatter(imp, node, attrs):
 
 def _runtime_scatter(imp, node, op: str, attrs: dict, reduction: str) -> None:
     """Indices computed at run time: ``scatter_elements``, which checks each index against
-    [0, dim) when it arrives (a run-time dim against the size the call gives it; a negative
-    index, which ONNX counts from the end, is refused there) and applies the updates in the
+    [0, dim) when it arrives (a run-time dim against the size the call gives it), a negative
+    index counted from the end first as ONNX counts it (:func:`.gather.spread_indices`), and
+    applies the updates in the
     indices' order, as onnxruntime does (so of two updates to one element without a reduction
     the later one stays). ScatterND: :func:`_scatter_nd`."""
     data, idx, updates = node.input[:3]

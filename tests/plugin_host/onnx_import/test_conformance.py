@@ -14,9 +14,9 @@ listed, fails: the list is what the import does, kept exact.
 How a case is built: the model's inputs that the import takes only as constants (Reshape's
 shape, a reduction's axes, Resize's scales) are fixed at build to the case's values, as
 ``--input-value`` fixes an input the device always feeds (where the refusal names a value
-computed from inputs, the small integer inputs the build's hint lists); a float16 or float64 case is
-rewritten to float32 (``--upcast-float16``, ``--downcast-float64``) and compared within the
-build's tolerance for that rewrite. Cases of a newer onnx than the list was made with, and so
+computed from inputs, the small integer inputs the build's hint lists); a float16 or float64
+case is rewritten to float32 (``--upcast-float16``, ``--downcast-float64``) and compared
+within the build's tolerance for that rewrite. Cases of a newer onnx than the list was made with, and so
 not in it, need only be built and right or refused with a typed error.
 
 Run ``python -m tests.plugin_host.onnx_import.test_conformance`` to write the list anew (it

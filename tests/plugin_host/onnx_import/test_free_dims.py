@@ -389,27 +389,28 @@ def test_cli_draws_golden_cases_at_the_sizes_given(free_conv, tmp_path, capsys):
 
 
 def _scaled_pick_model(path):
-    """y = x[lengths - 1] * scale: an integer input read as an index, minus 1 (ints are drawn
-    from [0, 2) unless told), and a float input."""
+    """y = table[lengths - 1] * scale: an integer input read as an Embedding's id (of a
+    constant table), minus 1 (ints are drawn from [0, 2) unless told), and a float input."""
     helper, TP = onnx.helper, onnx.TensorProto
     one = helper.make_tensor("one", TP.INT64, [], [1])
+    table = onnx.numpy_helper.from_array(
+        np.random.default_rng(2).standard_normal((6, 2)).astype(np.float32), "table")
     nodes = [helper.make_node("Sub", ["lengths", "one"], ["i"]),
-             helper.make_node("Gather", ["x", "i"], ["picked"], axis=0),
+             helper.make_node("Gather", ["table", "i"], ["picked"], axis=0),
              helper.make_node("Mul", ["picked", "scale"], ["y"])]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [6, 2]),
-                     helper.make_tensor_value_info("lengths", TP.INT64, [3]),
+        nodes, "g", [helper.make_tensor_value_info("lengths", TP.INT64, [3]),
                      helper.make_tensor_value_info("scale", TP.FLOAT, [3, 1])],
-        [helper.make_tensor_value_info("y", TP.FLOAT, [3, 2])], [one])
+        [helper.make_tensor_value_info("y", TP.FLOAT, [3, 2])], [one, table])
     path.write_bytes(helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
     return path
 
 
 def test_golden_ranges_draw_an_input_the_model_takes_only_some_of(tmp_path, signer):
-    """Integers drawn from [0, 2) give lengths 0, an index -1, which the ABI refuses where
-    onnxruntime counts it from the end: the build names it. Drawn from [1, 7) and the floats
-    from [2, 3), every golden value lies there, and the artifact matches onnxruntime."""
+    """Integers drawn from [0, 2) give lengths 0, an Embedding id -1, which the ABI refuses
+    where onnxruntime counts it from the end: the build names it. Drawn from [1, 7) and the
+    floats from [2, 3), every golden value lies there, and the artifact matches onnxruntime."""
     model = _scaled_pick_model(tmp_path / "m.onnx")
     with pytest.raises(ModelImportError, match=r"outside \[0, 6\).*=-1"):
         build_onnx_artifact(model, tmp_path / "no.pha", golden_cases=4)
@@ -422,12 +423,12 @@ def test_golden_ranges_draw_an_input_the_model_takes_only_some_of(tmp_path, sign
     assert scales.min() >= 2.0 and scales.max() < 3.0 and scales.dtype == np.float32
     rng = np.random.default_rng(6)
     check_on_both_backends(model, loaded, [
-        {"x": rng.standard_normal((6, 2)).astype(np.float32), "lengths": rng.integers(1, 7, 3),
-         "scale": rng.standard_normal((3, 1)).astype(np.float32)} for _ in range(3)])
+        {"lengths": rng.integers(1, 7, 3), "scale": rng.standard_normal((3, 1)).astype(
+            np.float32)} for _ in range(3)])
 
 
 @pytest.mark.parametrize("ranges, message", [
-    ({"q": (1, 2)}, "golden range 'q': no input of that name (the inputs: 'x', 'lengths', "
+    ({"q": (1, 2)}, "golden range 'q': no input of that name (the inputs: 'lengths', "
                     "'scale')"),
     ({"lengths": (1.5, 3)}, "golden range 'lengths': integer input, so (low, high) must be "
                             "integers, got (1.5, 3)"),

@@ -136,11 +136,12 @@ def test_gather_at_indices_of_run_time_shape_matches_onnxruntime(case, tmp_path,
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
-@pytest.mark.parametrize("bad, message", [(4, r"outside \[0, 4\)"), (-1, r"outside \[0, 4\)")])
+@pytest.mark.parametrize("bad, message", [(4, r"outside \[0, 4\): \(0, 5, 0\)=4"),
+                                          (-5, r"outside \[0, 4\): \(0, 5, 0\)=-1")])
 def test_an_index_out_of_range_is_refused_when_it_arrives(bad, message, backend, tmp_path,
                                                           signer):
-    """A negative index, which ONNX counts from the end, is refused too; nothing is
-    returned."""
+    """An index outside [-4, 4) (a negative one counts from the end, as ONNX counts it, and
+    is named so: -5 as -1); nothing is returned."""
     data, indices, axis, _, golden = CASES["two-run-time-counts"]
     model = _gather(tmp_path, data, indices, axis)
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_dims=golden,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from abi.errors import IndexRangeError
-from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
 from .conftest import (EXPORTERS, Fn, check_against_onnxruntime, check_on_both_backends, export,
@@ -137,8 +137,9 @@ def _both_backends(graph):
 
 def test_a_run_time_count_of_run_time_indices_matches_onnxruntime(tmp_path, signer):
     """Gather of indices (k,), k a run-time dim, along the run-time axis n of x (2, n): as
-    onnxruntime at several k and n on both backends; an index outside [0, n), or negative
-    (which ONNX counts from the end), is an IndexRangeError naming the node on both."""
+    onnxruntime at several k and n on both backends, negative indices counted from the end
+    of the size the call gives n; one outside [-n, n) is an IndexRangeError naming the node on
+    both."""
     idx = helper.make_tensor_value_info("i", TP.INT64, ["k"])
     path = _model(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], name="pick", axis=1)],
                   [_x((2, "n")), idx], (2, "k"))
@@ -146,10 +147,10 @@ def test_a_run_time_count_of_run_time_indices_matches_onnxruntime(tmp_path, sign
                                 golden_dims={"n": (3, 6), "k": (1, 4)})
     rng = np.random.default_rng(8)
     feeds = [{"x": rng.standard_normal((2, n)).astype(np.float32),
-              "i": rng.integers(0, n, k)} for n, k in ((1, 1), (5, 3), (9, 12), (4, 0))]
+              "i": rng.integers(-n, n, k)} for n, k in ((1, 1), (5, 3), (9, 12), (4, 0))]
     check_on_both_backends(path, loaded, feeds)
     for executor in _both_backends(loaded.graph):
-        for bad in ([0, 5], [-1]):
+        for bad in ([0, 5], [-6]):
             with pytest.raises(IndexRangeError, match=r"node 'pick.*outside \[0, 5\)"):
                 executor.run({"x": np.ones((2, 5), np.float32), "i": np.array(bad)})
 
@@ -192,23 +193,22 @@ def test_the_last_valid_step_of_each_sequence_under_a_run_time_batch_and_length(
         dynamo, tmp_path, signer):
     """Both exporters (legacy: a Gather at b * t + lengths - 1 from the flattened output;
     dynamo: a GatherND of (b, 2) coordinates) with the batch and the length run-time dims:
-    as onnxruntime on both backends and as torch, at three sizes; a length past the
-    sequence is an IndexRangeError on both."""
+    as onnxruntime on both backends and as torch, at three sizes; a length of 0 reads index
+    -1, counted from the end as onnxruntime counts it; a length past the sequence is an
+    IndexRangeError on both."""
     torch.manual_seed(0)
     module = _LastValidStep().eval()
     args = [torch.randn(2, 5, 3), torch.tensor([5, 2])]
     path = export_dynamic(module, args, tmp_path / "m.onnx", dynamo=dynamo,
                           names=["x", "lengths"], dims=[{0: "b", 1: "t"}, {0: "b"}])
-    with pytest.raises(ModelImportError, match=r"index\(es\) outside \[0, \d+\).*=-1"):
-        import_and_load(path, tmp_path / "m.pha", signer, golden_dims={"b": (2, 3)})
-    # integers are drawn from [0, 2) unless told: lengths 0 would read index -1
     _, loaded = import_and_load(path, tmp_path / "m.pha", signer,
                                 golden_dims={"b": (2, 3), "t": (4, 6)},
                                 golden_ranges={"lengths": (1, 5)})
     rng = np.random.default_rng(10)
     feeds = [{"x": rng.standard_normal((b, t, 3)).astype(np.float32),
               "lengths": rng.integers(1, t + 1, b)} for b, t in ((1, 2), (3, 7), (5, 4))]
-    check_on_both_backends(path, loaded, feeds)
+    check_on_both_backends(path, loaded, feeds + [
+        {"x": rng.standard_normal((2, 4, 3)).astype(np.float32), "lengths": np.array([0, 3])}])
     for feed in feeds:
         got = _both_backends(loaded.graph)[0].run(dict(feed))["y"]
         with torch.no_grad():
@@ -221,7 +221,8 @@ def test_the_last_valid_step_of_each_sequence_under_a_run_time_batch_and_length(
 
 def test_gather_into_a_constant_with_run_time_indices_is_an_embedding_on_axis_0(tmp_path):
     """A constant 2-D float table on axis 0 stays an Embedding; on axis 1 it is a
-    gather_elements (its indices checked as they arrive)."""
+    gather_elements (its indices counted from the end where negative, then checked as they
+    arrive)."""
     idx = helper.make_tensor_value_info("x", TP.INT64, [3])
     table = helper.make_tensor("t", TP.FLOAT, [4, 5], np.arange(20, dtype=np.float32))
     emb = _model(tmp_path, [helper.make_node("Gather", ["t", "x"], ["y"], name="emb")], [idx],
@@ -229,7 +230,8 @@ def test_gather_into_a_constant_with_run_time_indices_is_an_embedding_on_axis_0(
     assert [n.op for n in import_onnx(emb).graph.nodes] == ["embedding"]
     path = _model(tmp_path, [helper.make_node("Gather", ["t", "x"], ["y"], name="cols",
                                               axis=1)], [idx], (4, 3), [table])
-    assert [n.op for n in import_onnx(path).graph.nodes] == ["reshape", "expand",
+    assert [n.op for n in import_onnx(path).graph.nodes] == ["less", "add", "where",
+                                                             "reshape", "expand",
                                                              "gather_elements"]
 
 

@@ -165,12 +165,13 @@ def test_scatter_nd_at_run_time_indices_matches_onnxruntime(data, where, k, redu
 @pytest.mark.parametrize("bad, message", [
     ((0, 5), r"outside \[0, 5\): \(1,\)=5"),   # flat position 5 is element (1, 0): in range
     ((4, 0), r"outside \[0, 4\): \(1,\)=4"),
-    ((1, -1), r"outside \[0, 5\): \(1,\)=-1"),  # ONNX counts it from the end; refused here
+    ((1, -6), r"outside \[0, 5\): \(1,\)=-1"),  # past -5 even counted from the end (-6: -1)
 ], ids=["second-coordinate", "first-coordinate", "negative"])
 def test_a_coordinate_out_of_its_dim_is_refused_when_it_arrives(op, bad, message, backend,
                                                                  tmp_path, signer):
-    """Each coordinate is checked against its own dim, so one that overflows into the next
-    row is refused, not read or written there; the error names the node."""
+    """Each coordinate is checked against its own dim (a negative one counted from its end
+    first), so one that overflows into the next row is refused, not read or written there;
+    the error names the node."""
     model = _nd_model(tmp_path, op, (4, 5), (3,), 2, (3,) if op == "GatherND" else (4, 5))
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
     executor = Executor(loaded.graph, BACKENDS[backend]())

@@ -208,22 +208,26 @@ def test_embedding_gather_refuses_out_of_range_indices_at_entry(tmp_path, signer
 
 
 def test_a_golden_case_the_imported_graph_refuses_is_a_build_refusal(tmp_path):
-    """GatherElements at ArgMax - 4: indices in [-4, -1], which onnxruntime counts from the
-    end and the ABI refuses at run time. The build says so, typed, and writes nothing."""
-    nodes = [helper.make_node("ArgMax", ["x"], ["a"], axis=1, keepdims=1, name="top"),
+    """An Embedding (a Gather from a constant table) at ArgMax - 4: ids in [-4, -1], which
+    onnxruntime counts from the end and the ABI refuses, as every Embedding's id outside
+    [0, vocab). The build says so, typed, and writes nothing."""
+    nodes = [helper.make_node("ArgMax", ["x"], ["a"], axis=1, keepdims=0, name="top"),
              helper.make_node("Sub", ["a", "four"], ["i"], name="back"),
-             helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1, name="pick")]
+             helper.make_node("Gather", ["table", "i"], ["y"], axis=0, name="pick")]
     four = onnx.numpy_helper.from_array(np.array(4, np.int64), "four")
+    table = onnx.numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3),
+                                         "table")
     path = _save(tmp_path / "neg.onnx", nodes, [_vi("x", shape=(3, 4))],
-                 [_vi("y", shape=(3, 1))], inits=[four])
+                 [_vi("y", shape=(3, 3))], inits=[four, table])
     with pytest.raises(ModelImportError) as info:
         build_onnx_artifact(path, tmp_path / "neg.pha")
     text = str(info.value)
     assert text.startswith("golden case 0: onnxruntime runs the model, the imported graph "
-                           "refuses it: "), text
-    assert "node 'pick'" in text and "outside [0, 4)" in text
-    assert text.endswith("(the ABI takes run-time indices in [0, dim) only; ONNX counts a "
-                         "negative one from the end)")
+                           "refuses it"), text
+    assert "pick" in text and "outside [0, 4)" in text, text
+    assert text.endswith("(the ABI refuses an index there that onnxruntime takes: an "
+                         "Embedding's outside [0, vocab), a negative one of which onnxruntime "
+                         "counts from the end)"), text
     assert not (tmp_path / "neg.pha").exists()
 
 

@@ -241,17 +241,18 @@ def test_max_unpool_matches_onnxruntime(shape, pool, unpool, output_shape, tmp_p
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
-@pytest.mark.parametrize("bad", [-1, 5])
-def test_an_index_out_of_range_is_refused_when_it_arrives(bad, backend, tmp_path, signer):
-    """A negative index, which ONNX counts from the end, is refused too, as gather_elements'
-    run-time indices are; nothing is returned."""
+@pytest.mark.parametrize("bad, named", [(-6, -1), (5, 5)])
+def test_an_index_out_of_range_is_refused_when_it_arrives(bad, named, backend, tmp_path,
+                                                          signer):
+    """An index outside [-5, 5) (a negative one counts from the end, as ONNX counts it, and is
+    named so: -6 as -1), as gather_elements' run-time indices are; nothing is returned."""
     model = _model(tmp_path, "ScatterElements", (3, 5), np.zeros((3, 2), np.int64), (3, 2),
                    const="runtime", axis=1)
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
     executor = Executor(loaded.graph, BACKENDS[backend]())
     feed = {"data": _floats((3, 5), 1)[0], "updates": _floats((3, 2), 1)[0],
             "indices": np.array([[0, 4], [bad, 1], [2, 2]])}
-    with pytest.raises(IndexRangeError, match=rf"outside \[0, 5\): \(1, 0\)={bad}"):
+    with pytest.raises(IndexRangeError, match=rf"outside \[0, 5\): \(1, 0\)={named}"):
         executor.run(feed)
 
 
