@@ -616,25 +616,15 @@ def _gather_elements(imp, node, attrs):
 
 
 def spread_indices(imp, idx: str, x: str, axis: int) -> str:
-    """Run-time indices ``idx`` (ONNX) for ``axis`` of the graph tensor ``x``, int64. Those
-    that only spread a constant to a run-time shape (the dynamo exporter's ``y[:, -1] = v``
-    expands -1 to the shape of v) have their negative values counted from the end of the dim,
-    as ONNX does: the dim added in the graph when it is a run-time one, at import when it is
-    fixed. Any other run-time index has a negative one counted from the end when the call runs
-    (:func:`run_time_from_the_end`)."""
+    """Run-time indices ``idx`` (ONNX) for ``axis`` of the graph tensor ``x``, int64, a
+    negative one counted from the end when the call runs, as ONNX counts it
+    (:func:`run_time_from_the_end`), unless they only spread a constant of no negative value to
+    a run-time shape (the dynamo exporter's ``y[:, 0] = v`` expands 0 to the shape of v)."""
     index = _int64_indices(imp, idx)
     values = imp.spread.get(idx)
-    if values is None or values.dtype.kind not in "iu":
-        return run_time_from_the_end(imp, x, axis, index)
-    dim = imp.types[x].shape[axis]
-    if type(dim) is int:  # a fixed dim: the constant's negatives made non-negative
-        if (values < -dim).any():
-            return index  # refused when it arrives, as any index out of range
-        [shift] = imp.emit("add", [index, imp.add_constant(
-            np.where(values < 0, dim, 0).astype(np.int64), f"{imp.node_name}.from_end")],
-            [None], suffix="/from_end")
-        return shift
-    return counted_from_the_end(imp, x, axis, index, values.astype(np.int64))
+    if values is not None and values.dtype.kind in "iu" and not (values < 0).any():
+        return index
+    return run_time_from_the_end(imp, x, axis, index)
 
 
 @maps("ReverseSequence")
