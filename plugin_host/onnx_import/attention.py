@@ -15,9 +15,14 @@ where j <= p (causal, aligned to the bottom right of the cache) and p - left <= 
 (L valid keys per batch entry in a cache that is K and V themselves) computed when the call
 runs: j < L, and p = i + L - queries; ``softmax`` over the keys, a row left no key to attend
 set to 0 (``amax`` of the bias, ``where``), as onnxruntime and the spec have it; ``matmul`` by
-V. Refused naming the node: the ``qk_matmul_output`` output, a softmax precision other than
-float32, a causal bias or a window over a run-time sequence length (``--dim`` fixes it),
-heads that do not divide, and ``nonpad_kv_seqlen`` with a ``past_key``.
+V. The ``qk_matmul_output`` output is the scores as ``qk_matmul_output_mode`` says: the
+scaled product (0), after the softcap (1), after the mask and the bias of the keys seen (2;
+at opsets 23 and 24 float32's lowest where a bool mask or that bias hides a key, as
+onnxruntime has it), or
+the softmax with its empty rows set to 0 (3). The softmax is float32 whatever
+``softmax_precision`` names, as onnxruntime computes it. Refused naming the node: a causal
+bias or a window over a run-time sequence length (``--dim`` fixes it), heads that do not
+divide, and ``nonpad_kv_seqlen`` with a ``past_key``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ from .gather import checked_index
 from .ops import _only, _opt, maps
 
 _FLOAT = 1  # ONNX TensorProto.FLOAT
+#: softmax_precision's float types (TensorProto's float32, float16, float64, bfloat16); the
+#: softmax is float32 whichever, as onnxruntime computes it (its outputs are the same).
+_FLOATS = (_FLOAT, 10, 11, 16)
+#: In qk_matmul_output_mode 2, where a bool mask, the causal bias or nonpad_kv_seqlen hides a
+#: key, onnxruntime's Attention of opsets 23 and 24 writes float32's lowest (whatever a float
+#: mask holds there), that of opset 25 the spec's -inf.
+_SPEC_HIDDEN = 25
 
 
 @maps("Attention")
@@ -39,11 +51,16 @@ def _attention(imp, node, attrs):
                        "qk_matmul_output_mode": ..., "scale": ..., "softcap": ...,
                        "softmax_precision": ..., "left_window_size": ...,
                        "right_window_size": ...})
-    if len(node.output) > 3 and node.output[3]:
-        raise imp.unsupported("the qk_matmul_output output is not supported")
-    if attrs.get("softmax_precision", _FLOAT) != _FLOAT:
-        raise imp.unsupported(f"softmax_precision={attrs['softmax_precision']}: only float32 "
-                              f"(1) is supported")
+    qk_output = node.output[3] if len(node.output) > 3 and node.output[3] else None
+    mode = attrs.get("qk_matmul_output_mode", 0)
+    if mode not in (0, 1, 2, 3):
+        raise ModelFileError(f"attribute qk_matmul_output_mode={mode!r} must be 0 (the scaled "
+                             f"QK product), 1 (after the softcap), 2 (after the mask) or 3 "
+                             f"(after the softmax)")
+    precision = attrs.get("softmax_precision", _FLOAT)
+    if precision not in _FLOATS:
+        raise ModelFileError(f"attribute softmax_precision={precision!r} must name a float type "
+                             f"(1 float32, 10 float16, 11 float64, 16 bfloat16)")
     causal = attrs.get("is_causal", 0)
     if causal not in (0, 1):
         raise imp.unsupported(f"attribute is_causal={causal!r} must be 0 or 1")
@@ -94,6 +111,7 @@ def _attention(imp, node, attrs):
     [kt] = imp.emit("transpose", [k], [None], {"perm": [0, 1, 3, 2]}, suffix="/k_t")
     [scores] = imp.emit("matmul", [q, kt], [None], suffix="/qk")
     [scores] = imp.emit("mul", [scores, _const(imp, scale, "scale")], [None], suffix="/scaled")
+    captured = {0: scores}
     softcap = attrs.get("softcap", 0.0)
     if softcap > 0:
         [scores] = imp.emit("div", [scores, _const(imp, softcap, "softcap")], [None],
@@ -101,10 +119,11 @@ def _attention(imp, node, attrs):
         [scores] = imp.emit("tanh", [scores], [None], suffix="/tanh")
         [scores] = imp.emit("mul", [scores, _const(imp, softcap, "softcap")], [None],
                             suffix="/softcap")
-    bias = None
+    captured[1] = scores
+    bias, bool_mask = None, mask is not None and imp.type_of(mask).dtype == "bool"
     if mask is not None:
         bias = imp.tensor(mask)
-        if imp.types[bias].dtype == "bool":
+        if bool_mask:
             [bias] = imp.emit("where", [bias, _const(imp, 0.0, "attend"),
                                         _const(imp, -np.inf, "masked")], [None],
                               suffix="/mask_bias")
@@ -119,6 +138,12 @@ def _attention(imp, node, attrs):
                                                   suffix="/bias")[0]
     if bias is not None:
         [scores] = imp.emit("add", [scores, bias], [None], suffix="/masked")
+    captured[2] = scores
+    hiding = bias if bool_mask else seen  # -inf where a key is hidden, not by a float mask
+    if qk_output and mode == 2 and hiding is not None and imp.opset < _SPEC_HIDDEN:
+        hidden = imp.step("equal", [hiding, _const(imp, -np.inf, "masked")], "hidden")
+        captured[2] = imp.step("where", [hidden, _const(imp, np.finfo(np.float32).min,
+                                                        "lowest"), scores], "qk_hidden")
     [weights] = imp.emit("softmax", [scores], [None], {"axis": -1}, suffix="/softmax")
     if mask is not None or empty_rows:  # a row left no key to attend is 0, as onnxruntime
         rank_b = len(imp.types[bias].shape)
@@ -128,6 +153,8 @@ def _attention(imp, node, attrs):
                           suffix="/row_masked")
         [weights] = imp.emit("where", [none, _const(imp, 0.0, "attend"), weights], [None],
                              suffix="/row_zero")
+    if qk_output:
+        imp.alias(qk_output, weights if mode == 3 else captured[mode])
     y = node.output[0]
     [out] = imp.emit("matmul", [weights, v], [None if rank == 3 else y], suffix="/pv"
                      if rank == 3 else "")

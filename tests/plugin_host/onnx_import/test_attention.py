@@ -234,13 +234,85 @@ def test_a_cache_length_outside_the_keys_is_refused_when_it_arrives(bad, backend
         executor.run(_feed(shapes, [3, bad]))
 
 
+_SCORES = {  # configurations of the scores: every mode's value differs from the others'
+    "mask-softcap-causal": ({"Q": (2, 2, 4, 8), "K": (2, 2, 4, 8), "V": (2, 2, 4, 8),
+                             "mask": (4, 4)}, {"softcap": 2.0, "is_causal": 1}, 24),
+    "cache-window": ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8),
+                      "past_key": (1, 2, 2, 8), "past_value": (1, 2, 2, 8), "mask?": (3, 5)},
+                     {"is_causal": 1, "left_window_size": 1, "softcap": 3.0}, 25),
+    "lengths-causal": ({"Q": (2, 2, 3, 8), "K": (2, 2, 5, 8), "V": (2, 2, 5, 8),
+                        "nonpad": (2,)}, {"is_causal": 1}, 24),
+    "rank-3-grouped": ({"Q": (2, 3, 16), "K": (2, 4, 8), "V": (2, 4, 8), "mask?": (3, 4)},
+                       {"q_num_heads": 4, "kv_num_heads": 2, "softcap": 1.5}, 23),
+}
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("config", list(_SCORES))
+def test_the_scores_output_matches_onnxruntime(config, mode, tmp_path, signer):
+    """qk_matmul_output: the scaled QK product (mode 0), after the softcap (1), after the mask
+    and the keys each query sees (2), the softmax (3); a row of a query that sees no key (the
+    first query of a batch entry with 2 of 5 keys, below) is 0 in mode 3."""
+    shapes, attrs, opset = _SCORES[config]
+    outputs = ["y", "pk", "pv", "qk"] if "past_key" in shapes else ["y", "", "", "qk"]
+    model = _node_model(tmp_path / "n.onnx", shapes, outputs, opset=opset,
+                        qk_matmul_output_mode=mode, **attrs)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    feeds = [_feed(shapes, [2, 5]), _feed(shapes, [5, 0])]
+    check_on_both_backends(model, loaded, feeds)
+    if config == "lengths-causal" and mode == 3:
+        qk = Executor(loaded.graph, NumpyBackend()).run(feeds[0])["qk"]
+        assert not qk[0, :, 0].any() and qk[0, :, 1:].sum(axis=-1) == pytest.approx(1)
+
+
+@pytest.mark.parametrize("opset, hidden", [(24, np.finfo(np.float32).min), (25, -np.inf)])
+def test_a_hidden_key_in_the_masked_scores_is_as_onnxruntime_writes_it(opset, hidden, tmp_path,
+                                                                       signer):
+    """Mode 2: where the causal bias or a bool mask hides a key, onnxruntime's Attention of
+    opsets 23 and 24 writes float32's lowest (a float mask's -inf too, where the causal bias
+    hides it), that of opset 25 the spec's -inf; a float mask's -inf elsewhere is -inf."""
+    for kind, hides in (("mask", [(0, 0), (1, 2)]), ("mask?", [(0, 1), (2, 0)])):
+        shapes = {"Q": (1, 1, 3, 4), "K": (1, 1, 3, 4), "V": (1, 1, 3, 4), kind: (3, 3)}
+        model = _node_model(tmp_path / "n.onnx", shapes, ["y", "", "", "qk"], opset=opset,
+                            is_causal=1, qk_matmul_output_mode=2)
+        _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+        feed = _feed(shapes)
+        feed["mask"] = np.ones((3, 3), bool) if kind == "mask?" else np.zeros((3, 3), np.float32)
+        for i, j in hides:
+            feed["mask"][i, j] = False if kind == "mask?" else -np.inf
+        check_on_both_backends(model, loaded, [feed])
+        qk = Executor(loaded.graph, NumpyBackend()).run(feed)["qk"][0, 0]
+        causal = np.triu(np.ones((3, 3), bool), 1)
+        assert (qk[causal] == hidden).all()
+        for i, j in hides:
+            assert qk[i, j] == (-np.inf if kind == "mask" and not causal[i, j] else hidden)
+        scores = ~causal
+        scores[tuple(zip(*hides))] = False
+        assert (np.abs(qk[scores]) < 100).all()
+
+
+@pytest.mark.parametrize("precision", [10, 11, 16])
+def test_the_softmax_is_float32_whatever_precision_it_names(precision, tmp_path, signer):
+    """As onnxruntime computes it: the same outputs as softmax_precision 1 (float32)."""
+    shapes = {"Q": (1, 2, 4, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8)}
+    model = _node_model(tmp_path / "n.onnx", shapes, ["y", "", "", "qk"], opset=24,
+                        softmax_precision=precision, qk_matmul_output_mode=3)
+    _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
+    check_on_both_backends(model, loaded, [_feed(shapes)])
+
+
 @pytest.mark.parametrize("shapes, attrs, message", [
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8)}, {"qk_matmul_output_mode": 4},
+     "attribute qk_matmul_output_mode=4 must be 0 (the scaled QK product), 1 (after the "
+     "softcap), 2 (after the mask) or 3 (after the softmax)"),
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8)}, {"softmax_precision": 7},
+     "attribute softmax_precision=7 must name a float type"),
     ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8), "past_key": (1, 2, 3, 8),
       "past_value": (1, 2, 3, 8), "nonpad": (1,)}, {},
      "nonpad_kv_seqlen cannot be combined with past_key and past_value"),
     ({"Q": (1, 2, 3, 8), "K": (1, 2, 3, 8), "V": (1, 2, 3, 8)}, {"left_window_size": -2},
      "attribute left_window_size=-2 must be -1 (unbounded) or a number of positions >= 0"),
-], ids=["cache-and-lengths", "window"])
+], ids=["mode", "precision", "cache-and-lengths", "window"])
 def test_attention_inputs_the_spec_forbids_are_refused(shapes, attrs, message, tmp_path):
     outputs = ["y", "pk", "pv"] if "past_key" in shapes else ["y"]
     model = _node_model(tmp_path / "n.onnx", shapes, outputs, opset=25, **attrs)
@@ -261,10 +333,6 @@ def test_attention_inputs_the_spec_forbids_are_refused(shapes, attrs, message, t
      {"q_num_heads": 3, "kv_num_heads": 3}, "Q's hidden size 10 is not a multiple of 3 heads"),
     ({"Q": (1, 4, 12), "K": (1, 4, 12), "V": (1, 4, 12)}, ["y"], {},
      "Q, K and V of rank 3 need q_num_heads and kv_num_heads"),
-    ({"Q": (1, 2, 4, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8)}, ["y", "", "", "qk"], {},
-     "the qk_matmul_output output is not supported"),
-    ({"Q": (1, 2, 4, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8)}, ["y"],
-     {"softmax_precision": 11}, "softmax_precision=11: only float32 (1) is supported"),
 ])
 def test_what_the_decomposition_does_not_take_is_refused(shapes, outputs, attrs, message,
                                                          tmp_path):
