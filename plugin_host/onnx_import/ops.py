@@ -28,6 +28,7 @@ from ..errors import ModelFileError
 from .einsum import einsum
 from .fold import floor_mod_of_floats, one_value
 from .reader import ONNX_DTYPES, element_type
+from .run_time_sizes import filled
 
 __all__ = ["MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
 
@@ -372,8 +373,8 @@ def _sum_mean(imp, node, attrs):
 
 @maps("Dropout")
 def _dropout(imp, node, attrs):
-    """Inference: the input itself (ratio is ignored). training_mode must be absent or a
-    constant false; the mask output may not be read."""
+    """Inference: the input itself (ratio is ignored), and the mask all true. training_mode
+    must be absent or a constant false."""
     _only(imp, attrs, {"seed": ...})
     training = _opt(node, 2)
     if training is not None:
@@ -382,8 +383,10 @@ def _dropout(imp, node, attrs):
                                   f"inference, a constant false, is supported)")
         if bool(one_value(imp.const(training, "training_mode"), "training_mode")):
             raise imp.unsupported("training_mode is true (only inference is supported)")
-    _one_output(imp, node, " (the mask of an inference Dropout)")
-    imp.emit("identity", [imp.tensor(node.input[0])], [node.output[0]])
+    x = imp.tensor(node.input[0])
+    if len(node.output) > 1 and node.output[1]:
+        filled(imp, list(imp.types[x].shape), np.ones((), bool), node.output[1])
+    imp.emit("identity", [x], [node.output[0]])
 
 
 @maps("Gelu")

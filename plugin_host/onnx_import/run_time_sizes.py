@@ -376,3 +376,18 @@ def run_time_mask(imp, dims: list, sources: dict | None = None) -> str:
     if mask is None:  # not reached: a fixed shape is folded
         raise imp.unsupported(f"shape {dims} is fixed but was not folded")
     return mask
+
+
+def filled(imp, dims: list, value: np.ndarray, out: str) -> None:
+    """ONNX value ``out`` becomes a tensor of shape ``dims`` (ints and run-time dims) holding
+    ``value`` (0-d, its dtype the tensor's): a constant where every dim is fixed, else
+    ``where(mask, c, c)``, c the value over the fixed dims (1 on the others) and the mask that
+    of :func:`run_time_mask`, which carries the run-time dims (its entries are not read)."""
+    fixed = [d if type(d) is int else 1 for d in dims]
+    imp.check_size("its output", fixed)
+    c = np.full(fixed, value, value.dtype)
+    if fixed == list(dims):
+        imp.set_const(out, c, f"{imp.node_name}.value")
+        return
+    c = imp.add_constant(c, f"{imp.node_name}.value")
+    imp.emit("where", [run_time_mask(imp, dims), c, c], [out])

@@ -14,7 +14,7 @@ from . import symbolic
 from .fold import (FAR, axis_in, flatten_axis, int_vector, one_value, onnx_slice,
                    reshape_target, split_sizes)
 from .ops import ON_RUN_TIME_DIMS, _only, _opt, maps
-from .run_time_sizes import (dim_source, has_dim, run_time_arange, run_time_mask,
+from .run_time_sizes import (dim_source, filled, has_dim, run_time_arange, run_time_mask,
                              shape_value_tensor, sizes_like)
 
 
@@ -270,18 +270,13 @@ def _transpose(imp, node, attrs):
 @maps("ConstantOfShape")
 def _constant_of_shape(imp, node, attrs):
     """A shape holding run-time dims (``torch.zeros(x.size(0), 3)`` under a dynamic batch; a
-    constant shape was folded): ``where(mask, c, c)``, c the value over the fixed dims, and the
-    mask that of :func:`run_time_mask`."""
+    constant shape was folded): :func:`filled`."""
     _only(imp, attrs, {"value": ...})
     dims = imp.shape_value(node.input[0], "shape")
     value = one_value(attrs.get("value", np.zeros(1, np.float32)), "value")
     if any(type(d) is int and d < 0 for d in dims):
         raise ModelFileError(f"shape {dims} has a negative dim")
-    fixed = [d if type(d) is int else 1 for d in dims]
-    imp.check_size("its output", fixed)
-    mask = run_time_mask(imp, dims)
-    c = imp.add_constant(np.full(fixed, value, value.dtype), f"{imp.node_name}.value")
-    imp.emit("where", [mask, c, c], [node.output[0]])
+    filled(imp, dims, value, node.output[0])
 
 
 def _range_to_a_dim(imp, node, attrs) -> bool:

@@ -29,6 +29,8 @@ def upgrade_model(model, *, where: str = "model", limits: ReadLimits = DEFAULT_R
         return model
     if version < 9:
         _refuse_batched_scan(model, where, version)
+    if version < 12:
+        _refuse_read_dropout_masks(model, where, version)
     try:
         data = model.SerializeToString()
     except ValueError as exc:  # protobuf cannot write 2 GiB and more
@@ -146,6 +148,25 @@ def _refuse_batched_scan(model, where: str, version: int) -> None:
                     f"not upgraded: the ONNX version converter drops its batch axis from the "
                     f"graph's inputs; export at opset 9 or later",
                     node=node.name or (node.output[0] if node.output else "?"), op="Scan")
+
+
+def _refuse_read_dropout_masks(model, where: str, version: int) -> None:
+    """An inference Dropout's mask before opset 12 is all false in onnxruntime (float zeros
+    before opset 10), all true from opset 12, which the upgrade makes of it; a read one is
+    refused rather than given other values than the golden vectors'. Unread, it is dropped."""
+    from .loop import subgraphs
+
+    graphs = list(subgraphs(model.graph))
+    read = {name for g in graphs for node in g.node for name in node.input} | \
+        {v.name for g in graphs for v in g.output}
+    for g in graphs:
+        for node in g.node:
+            if node.op_type == "Dropout" and node.domain in ("", "ai.onnx") \
+                    and len(node.output) > 1 and node.output[1] in read - {""}:
+                raise UnsupportedModelError(
+                    f"{where}: the mask of a Dropout of opset {version} is read: onnxruntime "
+                    f"gives it all false in inference, opset 12 on all true; export at opset "
+                    f"12 or later", node=node.name or node.output[0], op="Dropout")
 
 
 def _interface(model) -> tuple:

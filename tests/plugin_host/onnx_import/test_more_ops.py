@@ -3,9 +3,11 @@ ThresholdedRelu, Shrink, Hardmax, Sum, Mean, Dropout (inference) and GlobalMaxPo
 hand-written one-node model compared with onnxruntime over every attribute variant and inputs
 with nan, inf, -0.0 and float32 extremes; where onnxruntime's nan result follows its vector
 lanes (Hardmax, GlobalMaxPool) the nan inputs are compared with torch instead. All-constant
-Sum, Mean and the element-wise activations fold; a training Dropout, a read Dropout mask and
-inputs the mappings do not take are refused naming the node. Also: an opset-11 Hardmax keeps
-its 2-D meaning through the upgrade, and Flatten counts a negative axis back from the rank."""
+Sum, Mean and the element-wise activations fold; an inference Dropout's mask is all true
+(before opset 12, where onnxruntime gives it all false, a read one is refused); a training
+Dropout and inputs the mappings do not take are refused naming the node. Also: an opset-11
+Hardmax keeps its 2-D meaning through the upgrade, and Flatten counts a negative axis back from
+the rank."""
 
 from __future__ import annotations
 
@@ -220,18 +222,54 @@ def test_inference_dropout_is_identity(case, tmp_path, signer):
     assert [n.op for n in loaded.graph.nodes] in ([], ["identity"])
 
 
-@pytest.mark.parametrize("case", ["true", "runtime", "mask-read"])
-def test_training_dropout_and_its_mask_are_refused(case, tmp_path):
+@pytest.mark.parametrize("shape", [(4, 5), ("b", 5), ("b", "t")])
+@pytest.mark.parametrize("opset", [12, 13])
+def test_an_inference_dropouts_mask_is_all_true(shape, opset, tmp_path, signer):
+    """Read as a graph output and by a node (cast and multiplied), over fixed and run-time
+    dims, as onnxruntime gives it (opset 12 through the upgrade to 13)."""
+    path = _model(tmp_path, "Dropout", {"x": shape, "r": np.array(0.3, np.float32)},
+                  outputs=("y", "mask"), read=["y", "mask"], opset=opset)
+    m = onnx.load(path)
+    m.graph.node.extend([helper.make_node("Cast", ["mask"], ["m"], to=TP.FLOAT),
+                         helper.make_node("Mul", ["y", "m"], ["kept"])])
+    m.graph.output.append(helper.make_tensor_value_info("kept", TP.FLOAT, None))
+    path.write_bytes(onnx.shape_inference.infer_shapes(m).SerializeToString())
+    sizes = [s for s in ((4, 5), (2, 5), (3, 5))
+             if all(d == e or type(d) is str for d, e in zip(shape, s))]
+    loaded = _check(tmp_path, signer, path, [{"x": _values(s)} for s in sizes])
+    got = _run(loaded, {"x": np.full((4, 5), np.nan, np.float32)})["mask"]
+    assert got.dtype == np.bool_ and got.shape == (4, 5) and got.all()
+
+
+@pytest.mark.parametrize("opset", [7, 10, 11])
+def test_a_read_mask_before_opset_12_is_refused(opset, tmp_path, signer):
+    """onnxruntime gives it all false (float zeros at opset 7), opset 12 on all true, which the
+    upgrade would make of it; unread, the Dropout builds."""
+    for read in (["y"], ["y", "mask"]):
+        path = _model(tmp_path, "Dropout", {"x": (4, 5)}, outputs=("y", "mask"), read=read,
+                      opset=opset, ratio=0.3)
+        if opset < 10 and len(read) > 1:  # the mask is x's type
+            m = onnx.load(path)
+            m.graph.output[1].CopyFrom(helper.make_tensor_value_info("mask", TP.FLOAT, [4, 5]))
+            onnx.save(m, path)
+        if len(read) == 1:
+            _check(tmp_path, signer, path, _feeds({"x": (4, 5)}, n=1))
+            continue
+        assert onnxruntime_outputs(path, {"x": _values((4, 5))})["mask"].any() == np.False_
+        assert_refused(path, UnsupportedModelError, "node 'node' (Dropout)",
+                       f"the mask of a Dropout of opset {opset} is read: onnxruntime gives it "
+                       f"all false in inference, opset 12 on all true")
+
+
+@pytest.mark.parametrize("case", ["true", "runtime"])
+def test_training_dropout_is_refused(case, tmp_path):
     inputs = {"x": (4, 5), "r": np.array(0.3, np.float32)}
     if case == "true":
         inputs["t"] = np.array(True)
         message = "training_mode is true"
-    elif case == "runtime":
-        message = "training_mode 't' is computed at run time"
     else:
-        message = "optional output(s) ['mask'] are not supported"
-    path = _model(tmp_path, "Dropout", inputs, outputs=("y", "mask"),
-                  read=["y", "mask"] if case == "mask-read" else None)
+        message = "training_mode 't' is computed at run time"
+    path = _model(tmp_path, "Dropout", inputs, outputs=("y", "mask"))
     if case == "runtime":  # a bool graph input
         m = onnx.load(path)
         m.graph.input.append(helper.make_tensor_value_info("t", TP.BOOL, []))
