@@ -397,7 +397,7 @@ def runtime_positions(imp, data: str, idx: str, index: str | None = None) -> tup
     of its dim first (:func:`run_time_from_the_end`). Along run-time dims the strides are
     computed when the call runs (the dynamo exporter's ``y[arange(b), lengths - 1]`` over a
     run-time batch and length)."""
-    where = list(imp.type_of(idx).shape)
+    where = list(imp.types[index].shape if index is not None else imp.type_of(idx).shape)
     shape = list(imp.type_of(data).shape)
     k = where[-1]
     count = where[:-1]
@@ -526,9 +526,12 @@ def _gather_nd(imp, node, attrs):
     ``i``): a Gather on axis 0 of the indices without their last axis. Constant indices of k
     coordinates (the dynamo exporter's adaptive_avg_pool2d to a size that does not divide the
     input, ``x[rows, cols]``): the data's first k axes (static) flattened into one, and a
-    Gather on it of each index's flat position."""
-    _only(imp, attrs, {"batch_dims": 0})
+    Gather on it of each index's flat position. ``batch_dims``: :func:`_gather_nd_batched`."""
+    _only(imp, attrs, {"batch_dims": ...})
     data, idx = node.input[0], node.input[1]
+    if attrs.get("batch_dims", 0) != 0:
+        _gather_nd_batched(imp, node, data, idx, attrs["batch_dims"])
+        return
     if not imp.is_const(idx):
         where = list(imp.type_of(idx).shape)
         if _coordinates_view(imp, node, data, idx):
@@ -553,6 +556,42 @@ def _gather_nd(imp, node, attrs):
     flat, positions = _flat_coordinates(imp, node, data, indices)
     imp.emit("gather", [flat, imp.add_constant(positions, imp.origin.get(idx, idx))],
              [node.output[0]], {"axis": 0})
+
+
+def _gather_nd_batched(imp, node, data: str, idx: str, batch) -> None:
+    """GatherND with ``batch_dims`` b > 0 (TensorFlow's ``gather_nd(..., batch_dims=b)``, as
+    tf2onnx writes it): GatherND with no batch dims of the indices with the b coordinates of
+    their own batch entry put before each index's; over static batch dims and a static
+    indices' shape. Constant indices: worked out here; run-time ones: a ``concat`` of the
+    constant batch coordinates and the indices, then as :func:`runtime_positions`."""
+    shape, where = list(imp.type_of(data).shape), list(imp.type_of(idx).shape)
+    if type(batch) is not int or not 0 <= batch < min(len(shape), len(where)):
+        raise ModelFileError(f"attribute batch_dims={batch!r} must be in [0, "
+                             f"{min(len(shape), len(where))}) (below the ranks of data {shape} "
+                             f"and indices {where})")
+    if not all(type(d) is int for d in where[:-1] + shape[:batch]):
+        raise imp.unsupported(f"batch_dims={batch} over run-time dims (data {shape}, indices "
+                              f"{where}): the batch coordinates are a constant of static "
+                              f"shapes")
+    if shape[:batch] != where[:batch]:
+        raise ModelFileError(f"the first {batch} dims of data {shape} and indices {where} "
+                             f"(batch_dims={batch}) differ")
+    grid = np.stack(np.meshgrid(*map(np.arange, where[:batch]), indexing="ij"), axis=-1)
+    grid = np.broadcast_to(grid.reshape(where[:batch] + [1] * (len(where) - 1 - batch) +
+                                        [batch]), where[:-1] + [batch]).astype(np.int64)
+    if imp.is_const(idx):
+        indices = imp.const(idx, "indices")
+        if indices.dtype.kind not in "iu":
+            raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+        flat, positions = _flat_coordinates(imp, node, data, np.concatenate(
+            [grid, indices.astype(np.int64)], axis=-1))
+        imp.emit("gather", [flat, imp.add_constant(positions, imp.origin.get(idx, idx))],
+                 [node.output[0]], {"axis": 0})
+        return
+    index = imp.step("concat", [imp.add_constant(grid, f"{imp.node_name}.batch_coordinates"),
+                                _int64_indices(imp, idx)], "batched", {"axis": -1})
+    flat, positions = runtime_positions(imp, data, idx, index)
+    _runtime_gather(imp, node, flat, positions, where[:-1], 0, graph=True, counts=index)
 
 
 def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, np.ndarray]:

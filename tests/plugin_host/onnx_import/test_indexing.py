@@ -274,7 +274,7 @@ def test_gather_nd_of_several_coordinates_matches_onnxruntime(tmp_path, signer):
 
 @pytest.mark.parametrize("indices, dims, attrs, message", [
     ([0, 1, 1, 0], [1, 4], {}, r"indices of 4 coordinates into 'x' of rank 2"),
-    ([0, 1], [2, 1], {"batch_dims": 1}, r"attribute batch_dims=1 is not supported"),
+    ([0, 1], [2, 1], {"batch_dims": 2}, r"attribute batch_dims=2 must be in \[0, 2\)"),
     ([0, 5], [2, 1], {}, r"indices \[5\] are outside \[-2, 2\)"),
     ([0, 1, 2, 0], [2, 2], {}, r"index \[2, 0\] is outside shape \[2, 4\] of 'x' "
                                r"\(coordinate 0: 2\)"),

@@ -147,6 +147,47 @@ def test_gather_nd_at_run_time_indices_matches_onnxruntime(data, where, k, tmp_p
     _check(model, tmp_path, signer, _nd_feeds("GatherND", data, where, k), {"gather_elements"})
 
 
+@pytest.mark.parametrize("constant", [False, True], ids=["run-time", "constant"])
+@pytest.mark.parametrize("data, where, k, batch", [
+    ((2, 3, 4), (2, 1), 1, 1), ((2, 3, 4), (2, 5), 2, 1), ((2, 3, 4, 5), (2, 3, 2), 1, 2),
+    ((3, 4, 2), (3, 2, 2), 1, 1),
+], ids=["one-per-batch", "elements-per-batch", "two-batch-dims", "rows-per-batch"])
+def test_gather_nd_with_batch_dims_matches_onnxruntime(data, where, k, batch, constant,
+                                                       tmp_path, signer):
+    """TensorFlow's gather_nd(..., batch_dims=b): each batch entry's indices into its own
+    data, a negative coordinate counted from the end of its dim."""
+    out = tuple(where[:-1]) + tuple(data[batch + k:])
+    model = _nd_model(tmp_path, "GatherND", data, where[:-1], k, out, batch_dims=batch)
+    dims = data[batch:batch + k]
+    feeds = _nd_feeds("GatherND", data, where[:-1], k)
+    for feed in feeds:  # each coordinate in [-dim, dim)
+        feed["indices"] = _coordinates(list(where[:-1]), dims) - \
+            RNG.integers(0, 2, where[:-1] + (k,)) * np.array(dims)
+    indices = feeds[0]["indices"]
+    if constant:
+        m = onnx.load(model)
+        m.graph.initializer.append(onnx.numpy_helper.from_array(indices, "indices"))
+        del m.graph.input[1]
+        onnx.save(m, model)
+        for feed in feeds:
+            del feed["indices"]
+    _check(model, tmp_path, signer, feeds, {"gather"} if constant else {"gather_elements"})
+
+
+@pytest.mark.parametrize("data, where, attrs, error, message", [
+    ((2, 3), (2, 1), {"batch_dims": 2}, ModelFileError,
+     "attribute batch_dims=2 must be in [0, 2) (below the ranks of data [2, 3] and indices "
+     "[2, 1])"),
+    ((2, 3), (3, 1), {"batch_dims": 1}, ModelFileError,
+     "the first 1 dims of data [2, 3] and indices [3, 1] (batch_dims=1) differ"),
+    (("b", 3), ("b", 1), {"batch_dims": 1}, UnsupportedModelError,
+     "batch_dims=1 over run-time dims (data ['b', 3], indices ['b', 1])"),
+], ids=["too-many", "differ", "run-time"])
+def test_batch_dims_it_cannot_map_are_refused(data, where, attrs, error, message, tmp_path):
+    model = _nd_model(tmp_path, "GatherND", data, where[:-1], where[-1], where[:-1], **attrs)
+    assert_refused(model, error, "node 'node' (GatherND)", message)
+
+
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
 @pytest.mark.parametrize("data, where, k", [
     ((3, 4, 5), (6,), 2), ((3, 4, 5), (2, 4), 3), ((4, 2), (9,), 2),
