@@ -148,7 +148,10 @@ def _pool(imp, node, attrs):
     ``dilations``. ``dilations`` (AveragePool's since opset 19) become ``dilation``."""
     _only(imp, attrs, {"auto_pad": ..., "kernel_shape": ..., "strides": ..., "pads": ...,
                        "dilations": ..., "ceil_mode": ..., "count_include_pad": ...,
-                       "storage_order": 0})
+                       "storage_order": ...})
+    if attrs.get("storage_order", 0) not in (0, 1):
+        raise ModelFileError(f"attribute storage_order={attrs['storage_order']!r} must be 0 "
+                             f"(row major) or 1 (column major)")
     indices = node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and (
         node.output[1] in imp.consumers or node.output[1] in imp.graph_outputs)
     if not indices:
@@ -178,7 +181,7 @@ def _pool(imp, node, attrs):
         if codes in ("int8", "uint8"):
             raise imp.unsupported(f"Indices of a MaxPool of {codes} codes: only their values "
                                   f"are pooled")
-        _pool_indices(imp, node, {**common, **extra})
+        _pool_indices(imp, node, {**common, **extra}, bool(attrs.get("storage_order", 0)))
         return
     if op == "max_pool" and codes in ("int8", "uint8"):
         return _max_pool_codes(imp, node, codes, {**common, **extra})
@@ -196,11 +199,13 @@ def _max_pool_codes(imp, node, dtype: str, attrs: dict) -> None:
                                    attrs), dtype)
 
 
-def _pool_indices(imp, node, attrs: dict) -> None:
+def _pool_indices(imp, node, attrs: dict, column_major: bool) -> None:
     """MaxPool with its Indices output: ``max_pool_with_indices`` gives each index within its
-    (n, c) plane; ONNX's count over the whole tensor, so (n * C + c) * plane is added: a
-    constant, or with a run-time batch the running count of the (n, c) planes (``cumsum`` of
-    ones shaped like one index per plane)."""
+    (n, c) plane, row major; ``column_major`` (storage_order 1): each made its column-major
+    position in the plane (the first spatial axis varying fastest), a ``gather_elements`` from
+    the constant table of those positions. ONNX's count over the whole tensor, so (n * C + c) *
+    plane is added: a constant, or with a run-time batch the running count of the (n, c) planes
+    (``cumsum`` of ones shaped like one index per plane)."""
     shape = list(imp.type_of(node.input[0]).shape)
     if not all(type(d) is int for d in shape[1:]):
         raise imp.unsupported(f"input shape {shape}: MaxPool indices need the channel and "
@@ -209,6 +214,13 @@ def _pool_indices(imp, node, attrs: dict) -> None:
     [_, plane_index] = imp.emit("max_pool_with_indices", [imp.tensor(node.input[0])],
                                 [y or None, None], attrs, suffix="/plane")
     plane, channels, ones = math.prod(shape[2:]), shape[1], [1] * (len(shape) - 2)
+    if column_major:
+        table = np.arange(plane, dtype=np.int64).reshape(shape[2:], order="F").ravel()
+        out = [d if type(d) is int else -1 for d in imp.types[plane_index].shape]
+        flat = imp.step("reshape", [plane_index], "row_major", {"shape": [-1]})
+        flat = imp.step("gather_elements", [imp.add_constant(table, f"{index}.column_major"),
+                                            flat], "column_major", {"axis": 0})
+        plane_index = imp.step("reshape", [flat], "column_major_planes", {"shape": out})
     if type(shape[0]) is int:
         offset = imp.add_constant(np.arange(shape[0] * channels, dtype=np.int64).reshape(
             shape[:2] + ones) * plane, f"{index}.offset")

@@ -1,6 +1,7 @@
 """MaxPool's Indices output (torch's max_pool with return_indices, 1 to 3 spatial axes)
 imported as max_pool_with_indices plus each (n, c) plane's offset, compared with onnxruntime,
-the batch static or a run-time dim; what the mapping cannot take is refused naming the node."""
+the batch static or a run-time dim, row or column major; what the mapping cannot take is refused
+naming the node."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import warnings
 import numpy as np
 import pytest
 
-from plugin_host.errors import UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
 
-from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
-                       import_and_load, onnx, torch)
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(29)
@@ -134,13 +135,38 @@ def test_onnx_max_pool3d_indices_with_a_run_time_batch_match_onnxruntime(attrs, 
                                               for x in _floats((n, 2, 4, 5, 6))])
 
 
+@pytest.mark.parametrize("shape, attrs", [
+    ((2, 2, 9), {"kernel_shape": [3], "strides": [2]}),
+    (("n", 2, 5, 6), {"strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    ((1, 2, 4, 5, 6), {"strides": [2, 2, 1], "dilations": [1, 2, 1]}),
+], ids=["1d", "2d-run-time-batch", "3d"])
+def test_column_major_indices_match_onnxruntime(shape, attrs, tmp_path, signer):
+    """storage_order=1: each index is the column-major position in its (n, c) plane (the
+    first spatial axis varying fastest), plus the plane's offset, on both backends."""
+    model = _model(tmp_path, shape, {**attrs, "storage_order": 1})
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    sizes = [tuple(n if d == "n" else d for d in shape) for n in (1, 3)]
+    check_on_both_backends(model, loaded, [{"x": x} for s in sizes for x in _floats(s)])
+
+
+def test_column_major_order_of_unread_indices_is_taken(tmp_path, signer):
+    """Only the Indices output depends on it: unread, the pool builds as max_pool."""
+    model = _model(tmp_path, (1, 2, 4, 4), {"storage_order": 1})
+    m = onnx.load(model)
+    del m.graph.output[1]
+    onnx.save(m, model)
+    _, loaded = import_and_load(model, tmp_path / "p.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["max_pool"]
+
+
 @pytest.mark.parametrize("shape, attrs, message", [
     ((1, "c", 4, 4), {}, "input shape [1, 'c', 4, 4]: MaxPool indices need the channel and "
                          "spatial dims static"),
     ((1, 2, 3, "h", 4), {}, "input shape [1, 2, 3, 'h', 4]: MaxPool indices need the channel "
                             "and spatial dims static"),
-    ((1, 2, 4, 4), {"storage_order": 1}, "attribute storage_order=1 is not supported"),
+    ((1, 2, 4, 4), {"storage_order": 2}, "attribute storage_order=2 must be 0 (row major) or 1 "
+                                         "(column major)"),
 ])
 def test_what_max_pool_indices_refuse_names_node_and_value(shape, attrs, message, tmp_path):
-    assert_refused(_model(tmp_path, shape, attrs), UnsupportedModelError, "node 'node' (MaxPool)",
-                   message)
+    error = ModelFileError if "storage_order" in attrs else UnsupportedModelError
+    assert_refused(_model(tmp_path, shape, attrs), error, "node 'node' (MaxPool)", message)
