@@ -22,9 +22,11 @@ Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)``
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
 needs a static batch); ``sequence_lens`` over a static length (torch's packed sequences
 under the legacy exporter): each step's states kept and its output 0 where a sequence is
-shorter (:meth:`_Rnn.masked`). Refused, naming the node and what: peepholes (``P``),
-``clip``, activations other than the defaults (an RNN's: Tanh or Relu per direction),
-``input_forget=1``, and more than :data:`MAX_STEPS` steps in one node or
+shorter (:meth:`_Rnn.masked`). An LSTM with peepholes (``P``, not all zero) over a static
+length is glue ops after ONNX's equations (:func:`_lstm_with_peepholes`). Refused, naming the
+node and what: peepholes over a run-time length, ``clip``, activations other than the
+defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1``, and more than
+:data:`MAX_STEPS` steps in one node or
 :data:`MAX_TOTAL_STEPS` in the model (so a file cannot make the importer write millions of
 nodes).
 """
@@ -83,9 +85,6 @@ class _Rnn:
         self.layout = attrs.get("layout", 0)
         if self.layout not in (0, 1):
             raise imp.unsupported(f"attribute layout={self.layout!r} is not supported (0, 1)")
-        peep = _opt(node, 7) if op == "LSTM" else None
-        if peep:
-            raise imp.unsupported(f"peepholes (input P {peep!r}) are not supported")
         x = node.input[0]
         if imp.is_const(x):
             raise imp.unsupported(f"input X {x!r} is a constant; only a run-time sequence is "
@@ -144,6 +143,21 @@ class _Rnn:
             raise imp.unsupported(f"W, R and B must be float of one dtype, got {w.dtype}, "
                                   f"{r.dtype}, {None if b is None else b.dtype}")
         self.hidden, self.w, self.r, self.b = hidden, w, r, b
+        peep = _opt(node, 7) if op == "LSTM" else None
+        #: an LSTM's peepholes, (directions, 3 * hidden) in ONNX's order i, o, f; None where
+        #: absent or all zero
+        self.peepholes = None if peep is None else imp.const(peep, "P")
+        if self.peepholes is not None:
+            if self.peepholes.shape != (d, 3 * hidden) or self.peepholes.dtype != w.dtype:
+                raise imp.unsupported(f"P {peep!r} of {self.peepholes.dtype} "
+                                      f"{self.peepholes.shape} must be {w.dtype} "
+                                      f"({d}, {3 * hidden})")
+            if not self.peepholes.any():
+                self.peepholes = None
+            elif self.sequence:
+                raise imp.unsupported(f"peepholes (P {peep!r}) over a run-time sequence length "
+                                      f"{self.steps!r}: the lstm op has none; only a static "
+                                      f"length is unrolled with them")
 
     def constant(self, array: np.ndarray, what: str) -> str:
         return self.imp.add_constant(array, f"{self.imp.node_name}{what}")
@@ -322,6 +336,9 @@ def _lstm(imp, node, attrs):
     h_dim = rnn.hidden
     h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
     onnx_to_cell = (0, 2, 3, 1)  # ONNX gates i, o, f, c; lstm_cell's i, f, g(=c), o
+    if rnn.peepholes is not None:
+        _lstm_with_peepholes(imp, rnn, h0, c0)
+        return
     if rnn.sequence:
         rnn.over_the_sequence("lstm", onnx_to_cell, [h0, c0], [{}] * len(rnn.directions))
         return
@@ -341,6 +358,43 @@ def _lstm(imp, node, attrs):
             step = imp.emit("lstm_cell", [xs[t], h, c, w_ih, w_hh, b_ih, b_hh], [None, None],
                             suffix=f"{s}.t{t}")
             hs[t], (h, c) = rnn.masked(t, s, step, [h, c])
+        ys.append(hs)
+        finals_h.append(h)
+        finals_c.append(c)
+    rnn.outputs(ys, [finals_h, finals_c])
+
+
+def _lstm_with_peepholes(imp, rnn: _Rnn, h0: list[str], c0: list[str]) -> None:
+    """An LSTM with peepholes (P), unrolled over a static length, after ONNX's equations: the
+    input projection of every step at once, then per step a ``linear`` of the state, the
+    gates i, o, f, c split, i = sigmoid(. + Pi * C), f = sigmoid(. + Pf * C), C' = f * C + i *
+    tanh(c), o = sigmoid(. + Po * C'), H' = o * tanh(C')."""
+    hid, x = rnn.hidden, imp.tensor(rnn.node.input[0])
+    ys, finals_h, finals_c = [], [], []
+    for d, s in enumerate(rnn.directions):
+        b = rnn.b[d] if rnn.b is not None else None
+        w_x = rnn.constant(rnn.w[d], f"{s}.weight_ih")
+        b_x = None if b is None else rnn.constant(b[:4 * hid], f"{s}.bias_ih")
+        xs = rnn.inputs(imp.emit("linear", [x, w_x, b_x], [None], suffix=f"{s}.x")[0], f"{s}.x")
+        w_h = rnn.constant(rnn.r[d], f"{s}.weight_hh")
+        b_h = None if b is None else rnn.constant(b[4 * hid:], f"{s}.bias_hh")
+        p_i, p_o, p_f = (rnn.constant(np.ascontiguousarray(
+            rnn.peepholes[d, k * hid:(k + 1) * hid]), f"{s}.peephole_{g}")
+            for k, g in enumerate("iof"))
+        h, c, hs = h0[d], c0[d], [None] * rnn.steps
+        for t in rnn.order(s):
+            def step(op, inputs, attrs=None, n=1, _t=t):
+                out = imp.emit(op, inputs, [None] * n, attrs, suffix=f"{s}.t{_t}")
+                return out if n > 1 else out[0]
+
+            gates = step("add", [xs[t], step("linear", [h, w_h, b_h])])
+            g_i, g_o, g_f, g_c = step("split", [gates], {"axis": 1, "sizes": [hid] * 4}, 4)
+            i = step("sigmoid", [step("add", [g_i, step("mul", [p_i, c])])])
+            f = step("sigmoid", [step("add", [g_f, step("mul", [p_f, c])])])
+            cell = step("add", [step("mul", [f, c]), step("mul", [i, step("tanh", [g_c])])])
+            o = step("sigmoid", [step("add", [g_o, step("mul", [p_o, cell])])])
+            hs[t], (h, c) = rnn.masked(t, s, [step("mul", [o, step("tanh", [cell])]), cell],
+                                       [h, c])
         ys.append(hs)
         finals_h.append(h)
         finals_c.append(c)

@@ -390,7 +390,8 @@ def test_torch_packed_sequences_match_onnxruntime_and_torch(run_time_length, tmp
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"inputs": ("X", "W", "R", "B", "", "", "", "P")}, r"peepholes \(input P 'P'\)"),
+    ({"inputs": ("X", "W", "R", "B", "", "", "", "P"), "seq_dim": "t"},
+     r"peepholes \(P 'P'\) over a run-time sequence length 't': the lstm op has none"),
     ({"steps": recurrent.MAX_STEPS + 1}, rf"sequence length {recurrent.MAX_STEPS + 1} is "
                                          rf"outside 1\.\.{recurrent.MAX_STEPS}"),
     ({"clip": 3.0}, r"attribute clip=3\.0"),
@@ -424,6 +425,58 @@ def test_refused_naming_node_and_attribute(kwargs, message, tmp_path):
         import_onnx(path)
     assert info.value.node == "rnn" and info.value.op == op
     assert f"node 'rnn' ({op})" in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"inputs": ("X", "W", "R", "B", "", "initial_h", "initial_c", "P")},
+    {"direction": "bidirectional", "inputs": ("X", "W", "R", "B", "", "", "", "P")},
+    {"direction": "reverse", "batch": "n", "inputs": ("X", "W", "R", "", "", "initial_h",
+                                                      "initial_c", "P")},
+    {"layout": 1, "direction": "bidirectional", "inputs": ("X", "W", "R", "B", "", "", "",
+                                                           "P")},
+    {"direction": "bidirectional", "inputs": ("X", "W", "R", "B", "lens", "", "", "P")},
+], ids=["state", "bidirectional", "reverse-run-time-batch-nobias", "layout1", "lengths"])
+def test_peepholes_match_onnxruntime(kwargs, tmp_path, signer):
+    """ONNX's LSTM with P (Pi and Pf times the previous cell, Po times the new one), unrolled
+    as glue ops; on both backends against onnxruntime (layout 1 against its layout-0 twin on
+    transposed inputs); sequence_lens as a graph input, each sequence its own length."""
+    lengths, kwargs = "lens" in kwargs["inputs"], {"batch": 3, **kwargs}
+    path = _rnn_model(tmp_path / "m.onnx", steps=4, outputs=("Y", "Y_h", "Y_c"), **kwargs)
+    if lengths:
+        _with_lengths(path, 3)
+    layout = kwargs.get("layout", 0)
+    graph = import_and_load(path, tmp_path / "m.pha", signer)[1].graph if layout == 0 else \
+        import_onnx(path).graph  # onnxruntime runs no layout 1: no golden vectors
+    assert "lstm_cell" not in {n.op for n in graph.nodes}
+    rng = np.random.default_rng(11)
+    shapes = [[d if type(d) is int else 2 for d in i.shape] for i in graph.inputs]
+    feeds = _feeds([i.name for i in graph.inputs], shapes, rng)
+    if lengths:
+        for feed, lens in zip(feeds, ([4, 2, 0], [1, 4, 3], [0, 0, 4])):
+            feed["lens"] = np.array(lens, np.int32)
+    twin = path if layout == 0 else _rnn_model(
+        tmp_path / "twin.onnx", steps=4, outputs=("Y", "Y_h", "Y_c"), **{**kwargs, "layout": 0})
+    back = {"Y": (2, 0, 1, 3), "Y_h": (1, 0, 2), "Y_c": (1, 0, 2)}
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        for feed in feeds:
+            got = Executor(graph, backend).run(dict(feed))
+            want = onnxruntime_outputs(twin, {k: v.transpose(1, 0, 2) if layout and v.ndim == 3
+                                              else v for k, v in feed.items()})
+            assert set(got) == set(want)
+            for name, value in want.items():
+                np.testing.assert_allclose(got[name], value.transpose(back[name]) if layout
+                                           else value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_all_zero_peepholes_are_none(tmp_path, signer):
+    """As exporters write P when the model has none: the cell op, as without P."""
+    path = _rnn_model(tmp_path / "m.onnx", inputs=("X", "W", "R", "B", "", "", "", "P"))
+    model = onnx.load(path)
+    p = next(t for t in model.graph.initializer if t.name == "P")
+    p.CopyFrom(helper.make_tensor("P", TP.FLOAT, [1, 9], [0.0] * 9))
+    onnx.save(model, path)
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+    assert "lstm_cell" in {n.op for n in loaded.graph.nodes}
 
 
 def test_total_steps_of_a_model_are_capped(tmp_path, monkeypatch):
