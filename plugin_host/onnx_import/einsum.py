@@ -15,8 +15,11 @@ left out: ``bhqd,bhkd->bhqk`` is a transpose and a matmul.
 An ellipsis becomes labels of its own, one per dim it covers (aligned from the right; dims
 that would broadcast against each other under it are refused).
 
-Refused (``UnsupportedModelError`` naming the node): a label repeated within one
-operand (a diagonal or trace), more than two operands, a run-time (symbolic) dim that would have
+A label repeated within one operand (a diagonal, ``ii->i``, or a trace, ``ii``) is taken along
+its diagonal first (:func:`_diagonal`), over a static dim.
+
+Refused (``UnsupportedModelError`` naming the node): a repeated label over a run-time dim,
+more than two operands, a run-time (symbolic) dim that would have
 to be merged with another dim or a reshape with more than one of them. Malformed
 (``ModelFileError``): a character that is not an ASCII letter, a label in the output that no
 operand has or that it repeats, an operand whose rank differs from its labels, a label bound to
@@ -93,11 +96,6 @@ def _parse(imp, equation: str, shapes: list) -> tuple[list[str], str]:
     if operands > 2:
         raise imp.unsupported(f"equation {equation!r} has {operands} operands (only one or two "
                               f"are supported)")
-    for t in terms:
-        twice = sorted({c for c in t if t.count(c) > 1})
-        if twice:
-            raise imp.unsupported(f"equation {equation!r}: label(s) {''.join(twice)!r} repeated "
-                                  f"within operand {t!r} (a diagonal or trace) are not supported")
     if not arrow:  # implicit: the labels used once, sorted (upper case first, as numpy)
         out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
     unknown = sorted(set(out) - set(lhs))
@@ -199,6 +197,36 @@ def _sum_away(imp, x: str, term: str, keep: set, suffix: str) -> tuple[str, str]
     return x, "".join(c for c in term if c in keep)
 
 
+def _diagonal(imp, x: str, term: str, sizes: dict, equation: str,
+              suffix: str) -> tuple[str, str]:
+    """``x`` with each label its term repeats taken along its diagonal (``ii->i``, a trace
+    ``ii``, ``bii->bi``), and the labels left (a repeated label once, last): the two axes
+    moved last (``transpose``), merged (``flatten``) and a ``gather`` of the n entries at
+    multiples of n + 1, exact; the label's dim must be static."""
+    while True:
+        label = next((c for c in term if term.count(c) > 1), None)
+        if label is None:
+            return x, term
+        n = sizes[label]
+        if type(n) is not int:
+            raise imp.unsupported(f"equation {equation!r}: label {label!r} repeated within an "
+                                  f"operand over run-time dim {n!r}: its diagonal needs it "
+                                  f"static")
+        i = term.index(label)
+        j = term.index(label, i + 1)
+        rank, others = len(term), [k for k in range(len(term)) if k not in (i, j)]
+        if others + [i, j] != list(range(rank)):
+            [x] = imp.emit("transpose", [x], [None], {"perm": others + [i, j]},
+                           suffix=f"/diagonal{suffix}_{label}_t")
+        [x] = imp.emit("flatten", [x], [None], {"start_dim": rank - 2, "end_dim": rank - 1},
+                       suffix=f"/diagonal{suffix}_{label}_flat")
+        at = imp.add_constant(np.arange(n, dtype=np.int64) * (n + 1),
+                              f"{imp.node_name}.diagonal{suffix}_{label}")
+        [x] = imp.emit("gather", [x, at], [None], {"axis": rank - 2},
+                       suffix=f"/diagonal{suffix}_{label}")
+        term = "".join(term[k] for k in others) + label
+
+
 def einsum(imp, node, attrs) -> None:
     """The Einsum mapper (registered in :data:`.ops.MAPPERS`)."""
     extra = sorted(set(attrs) - {"equation"})
@@ -214,8 +242,10 @@ def einsum(imp, node, attrs) -> None:
     terms, out = _parse(imp, equation, [imp.type_of(n).shape for n in names])
     sizes = _sizes(imp, equation, names, terms)
     plan = _Plan(imp, node, equation, sizes)
+    operands = [_diagonal(imp, imp.tensor(n), t, sizes, equation, f"_{'ab'[k]}")
+                for k, (n, t) in enumerate(zip(names, terms))]
     if len(terms) == 1:
-        x, labels = imp.tensor(names[0]), terms[0]
+        [(x, labels)] = operands
         gone = [i for i, c in enumerate(labels) if c not in out]
         if gone:
             plan.then("sum", {"axes": gone, "keepdim": False})
@@ -224,9 +254,9 @@ def einsum(imp, node, attrs) -> None:
             plan.then("transpose", {"perm": [labels.index(c) for c in out]})
         plan.finish(x)
         return
-    ta, tb = terms
-    a, la = _sum_away(imp, imp.tensor(names[0]), ta, set(tb) | set(out), "_a")
-    b, lb = _sum_away(imp, imp.tensor(names[1]), tb, set(la) | set(out), "_b")
+    (a, ta), (b, tb) = operands
+    a, la = _sum_away(imp, a, ta, set(tb) | set(out), "_a")
+    b, lb = _sum_away(imp, b, tb, set(la) | set(out), "_b")
     batch = "".join(c for c in out if c in la and c in lb)
     free_a = "".join(c for c in out if c in la and c not in lb)
     free_b = "".join(c for c in out if c in lb and c not in la)

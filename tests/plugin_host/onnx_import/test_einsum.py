@@ -1,6 +1,6 @@
 """Einsum (torch.einsum) imported as sum, transpose, reshape and matmul (or mul where nothing
-is contracted), compared with onnxruntime; what the decomposition cannot take is refused
-naming the node."""
+is contracted), a label repeated within an operand as a gather of its diagonal, compared with
+onnxruntime; what the decomposition cannot take is refused naming the node."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
-from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
-                       import_and_load, onnx, torch)
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, import_and_load, onnx, torch)
 
 helper, TP = onnx.helper, onnx.TensorProto
 RNG = np.random.default_rng(11)
@@ -56,6 +56,8 @@ TORCH_CASES = [
     ("i,i->", [(7,)] * 2, ["reshape", "reshape", "matmul", "reshape"]),
     ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], ["matmul"]),
     ("b...d,bd->b...", [(2, 3, 4, 5), (2, 5)], ["reshape", "reshape", "matmul", "reshape"]),
+    ("ii->i", [(3, 3)], ["flatten", "gather"]),
+    ("bii->bi", [(2, 4, 4)], ["flatten", "gather"]),
 ]
 
 
@@ -197,12 +199,35 @@ def test_a_symbolic_batch_label_stays_its_own_dim(equation, shapes, tmp_path, si
     check_against_onnxruntime(model, loaded, feeds)
 
 
+@pytest.mark.parametrize("equation, shapes", [
+    ("ii", [(3, 3)]),                              # a trace
+    ("...ii->...i", [(2, 3, 3)]),                  # onnx's batch diagonal
+    ("iji->j", [(3, 4, 3)]),                       # apart, then summed over
+    ("iii->i", [(3, 3, 3)]),                       # three times
+    ("ijji,jk->ik", [(3, 4, 4, 3), (4, 5)]),       # two labels, then a matmul
+    ("ab,cbb->ac", [(2, 3), (4, 3, 3)]),           # in the second operand
+    ("nii->ni", [("n", 3, 3)]),                    # beside a run-time dim
+])
+def test_a_repeated_label_takes_the_diagonal_as_onnxruntime(equation, shapes, tmp_path,
+                                                           signer):
+    """Exact: a gather of the diagonal's entries, so -0.0, inf and nan off it stay off."""
+    model, names = _model(tmp_path, equation, shapes)
+    _, loaded = import_and_load(model, tmp_path / "e.pha", signer)
+    assert "gather" in {n.op for n in loaded.graph.nodes}
+    feeds = []
+    for n in (1, 3):
+        concrete = [tuple(d if type(d) is int else n for d in s) for s in shapes]
+        feeds += _feeds(concrete, names)
+    check_on_both_backends(model, loaded, feeds)
+
+
 @pytest.mark.parametrize("equation, shapes, error, message", [
     ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)], UnsupportedModelError,
      "has 3 operands (only one or two are supported)"),
-    ("ii->i", [(3, 3)], UnsupportedModelError,
-     "label(s) 'i' repeated within operand 'ii' (a diagonal or trace) are not supported"),
-    ("ii", [(3, 3)], UnsupportedModelError, "repeated within operand 'ii'"),
+    ("ii->i", [("m", "m")], UnsupportedModelError,
+     "label 'i' repeated within an operand over run-time dim 'm': its diagonal needs it "
+     "static"),
+    ("ii->i", [(3, 4)], ModelFileError, "label 'i' is bound to sizes 3 and 4"),
     ("...ij,...jk->...ik", [(2, 3, 4), (1, 4, 5)], UnsupportedModelError,
      "the ellipsis dims broadcast (1 against 2), which is not supported"),
     ("i.j->ij", [(3, 4)], ModelFileError, "'i.j' has a '.' outside one ellipsis"),
@@ -239,7 +264,6 @@ def test_what_einsum_refuses_names_node_and_reason(equation, shapes, error, mess
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
 @pytest.mark.parametrize("equation, shapes, message", [
     ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)], "has 3 operands"),
-    ("ii->i", [(3, 3)], "a diagonal or trace"),
 ])
 def test_torch_einsums_the_decomposition_cannot_take_are_refused(dynamo, equation, shapes,
                                                                  message, tmp_path):
