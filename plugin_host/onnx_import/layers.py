@@ -9,6 +9,7 @@ import numpy as np
 
 from abi.ops.dims import TO_THE_END
 
+from ..errors import ModelFileError
 from .ops import _one_output, _only, _opt, _scalar, maps
 
 
@@ -142,7 +143,13 @@ def _transpose_pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dila
 
 @maps("BatchNormalization")
 def _batchnorm(imp, node, attrs):
-    _only(imp, attrs, {"epsilon": ..., "momentum": ..., "training_mode": 0, "spatial": 1})
+    _only(imp, attrs, {"epsilon": ..., "momentum": ..., "training_mode": ..., "spatial": 1})
+    training = attrs.get("training_mode", 0)
+    if training not in (0, 1):
+        raise ModelFileError(f"attribute training_mode={training!r} must be 0 or 1")
+    if training:
+        _batchnorm_of_the_batch(imp, node, attrs)
+        return
     _one_output(imp, node, " (training-mode outputs)")
     x, scale, bias, mean, var = node.input[:5]
     # ONNX momentum weighs the old running value; torch's (the ABI's) weighs the new batch value
@@ -150,6 +157,37 @@ def _batchnorm(imp, node, attrs):
                            imp.tensor(var), None], [node.output[0]],
              {"eps": attrs.get("epsilon", 1e-5),
               "momentum": round(1.0 - attrs.get("momentum", 0.9), 7)})
+
+
+def _batchnorm_of_the_batch(imp, node, attrs) -> None:
+    """BatchNormalization with ``training_mode=1`` (torch's export in training mode): x
+    normalized by the mean and the variance (the population's, numpy's var) of the batch over
+    every axis but the channels', ``scale * (x - m) / sqrt(v + epsilon) + B``; the running mean
+    and variance outputs, where read, ``running * momentum + batch * (1 - momentum)``."""
+    x, scale, bias, mean, var = (imp.tensor(t) for t in node.input[:5])
+    rank = len(imp.types[x].shape)
+    if rank < 2:
+        raise ModelFileError(f"input X of rank {rank}: BatchNormalization needs (N, C, ...)")
+    axes, channels = [0, *range(2, rank)], {"shape": [-1] + [1] * (rank - 2)}
+    m = imp.step("mean", [x], "batch_mean", {"axes": axes, "keepdim": True})
+    d = imp.step("sub", [x, m], "centred")
+    v = imp.step("mean", [imp.step("mul", [d, d], "squares")], "batch_var",
+                 {"axes": axes, "keepdim": True})
+    eps = _scalar(imp, attrs.get("epsilon", 1e-5), x, f"{imp.node_name}.epsilon")
+    y = imp.step("mul", [imp.step("reshape", [scale], "scale", channels), d], "scaled")
+    y = imp.step("div", [y, imp.step("sqrt", [imp.step("add", [v, eps], "var_eps")], "std")],
+                 "normalized")
+    imp.emit("add", [y, imp.step("reshape", [bias], "bias", channels)], [node.output[0]])
+    momentum = attrs.get("momentum", 0.9)
+    keep = _scalar(imp, momentum, x, f"{imp.node_name}.momentum")
+    new = _scalar(imp, 1.0 - momentum, x, f"{imp.node_name}.update")
+    for k, (batch, running, what) in enumerate(((m, mean, "mean"), (v, var, "var")), 1):
+        out = node.output[k] if len(node.output) > k else ""
+        if out and (out in imp.consumers or out in imp.graph_outputs):
+            batch = imp.step("reshape", [batch], f"batch_{what}_c", {"shape": [-1]})
+            imp.emit("add", [imp.step("mul", [running, keep], f"running_{what}_kept"),
+                             imp.step("mul", [batch, new], f"batch_{what}_weighted")], [out],
+                     suffix=f"/running_{what}")
 
 
 def _linear(imp, x: str, weight: np.ndarray, origin: str, bias: np.ndarray | None,

@@ -1,6 +1,7 @@
 """Each layer of the set, exported from torch with both exporters, imported, loaded with the
 project's loader and run on the numpy backend: outputs match onnxruntime within the artifact's
-declared tolerance, and each layer comes out as the ABI op (or glue chain) expected."""
+declared tolerance, and each layer comes out as the ABI op (or glue chain) expected. Also
+BatchNormalization in training mode (normalized by the batch), against onnxruntime and torch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import warnings
 import numpy as np
 import pytest
 
-from plugin_host.errors import UnsupportedModelError
+from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
 
 from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
                        check_on_both_backends, export, import_and_load, onnx, torch)
@@ -210,6 +213,70 @@ def test_batchnorm_running_stats_are_state_tensors(dynamo, fold, optimize, tmp_p
     assert node.attrs["eps"] == module[1].eps and node.attrs["momentum"] == module[1].momentum
     check_against_onnxruntime(model, loaded, [{"x": np.random.default_rng(0).standard_normal(
         (1, 3, 6, 6)).astype(np.float32)}])
+
+
+def test_a_training_mode_export_normalizes_by_the_batch(tmp_path, signer):
+    """torch's export in training mode writes BatchNormalization with training_mode=1: x
+    normalized by its batch's statistics, as torch's module in train mode computes it."""
+    module = _randomized(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), seed=7).train()
+    model = tmp_path / "bn.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, 3, 6, 6),), model, dynamo=False,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          input_names=["x"], output_names=["y"])
+    assert onnx.helper.get_attribute_value(next(
+        a for n in onnx.load(model).graph.node if n.op_type == "BatchNormalization"
+        for a in n.attribute if a.name == "training_mode")) == 1
+    _, loaded = import_and_load(model, tmp_path / "bn.pha", signer)
+    rng = np.random.default_rng(3)
+    feeds = [{"x": (rng.standard_normal((2, 3, 6, 6)) * 3 + 1).astype(np.float32)}
+             for _ in range(2)]
+    check_on_both_backends(model, loaded, feeds)
+    with torch.no_grad():
+        want = module(torch.from_numpy(feeds[0]["x"])).numpy()
+    got = Executor(loaded.graph, NumpyBackend()).run(feeds[0])["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, read", [((2, 3, 5), True), (("n", 4, 3, 5), True),
+                                         ((4, 2), False)], ids=["1d", "2d-run-time", "0d"])
+def test_training_mode_batchnorm_matches_onnxruntime(shape, read, tmp_path, signer):
+    """ONNX's training_mode=1 (opset 15): Y by the batch's mean and population variance over
+    every axis but the channels'; the running mean and variance outputs, where read, the
+    inputs' times momentum plus the batch's times 1 - momentum."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    c, rng = shape[1], np.random.default_rng(1)
+    stats = [onnx.numpy_helper.from_array(v.astype(np.float32), n) for n, v in (
+        ("s", rng.standard_normal(c)), ("b", rng.standard_normal(c)),
+        ("m", rng.standard_normal(c)), ("v", rng.random(c) + 0.5))]
+    outputs = ["y", "rm", "rv"] if read else ["y"]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                            name="bn", training_mode=1, momentum=0.8, epsilon=1e-3)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", tp.FLOAT, list(shape))],
+        [helper.make_tensor_value_info(o, tp.FLOAT, list(shape) if o == "y" else [c])
+         for o in outputs], stats)
+    model = tmp_path / "bn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), model)
+    _, loaded = import_and_load(model, tmp_path / "bn.pha", signer)
+    sizes = [tuple(n if d == "n" else d for d in shape) for n in (1, 3)]
+    check_on_both_backends(model, loaded, [
+        {"x": (rng.standard_normal(s) * 2 - 1).astype(np.float32)} for s in sizes])
+
+
+def test_a_training_mode_that_is_not_0_or_1_is_refused(tmp_path):
+    helper, tp = onnx.helper, onnx.TensorProto
+    stats = [helper.make_tensor(n, tp.FLOAT, [3], [1.0] * 3) for n in "sbmv"]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
+                            training_mode=2)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", tp.FLOAT,
+                                                                          [2, 3, 4])],
+                              [helper.make_tensor_value_info("y", tp.FLOAT, [2, 3, 4])], stats)
+    model = tmp_path / "bn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), model)
+    assert_refused(model, ModelFileError, "node 'bn' (BatchNormalization)",
+                   "attribute training_mode=2 must be 0 or 1")
 
 
 class _CellWithGates(nn.Module):

@@ -91,14 +91,12 @@ def test_unsupported_op_error_names_every_unsupported_op_type(tmp_path):
 
 
 def test_unsupported_attribute_names_it(tmp_path):
-    x = _vi("x", shape=(2, 3, 4, 4))
-    stats = [helper.make_tensor(n, TP.FLOAT, [3], [1.0, 1.0, 1.0])
-             for n in ("s", "b", "m", "v")]
-    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
-                            training_mode=1)
-    path = _save(tmp_path / "m.onnx", [node], [x], [_vi("y", shape=(2, 3, 4, 4))], stats)
-    with pytest.raises(UnsupportedModelError, match=r"node 'bn' \(BatchNormalization\): "
-                                                    r"attribute training_mode=1"):
+    x = _vi("x", shape=(2, 3, 4))
+    scale = [helper.make_tensor("s", TP.FLOAT, [4], [1.0] * 4)]
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln", stash_type=0)
+    path = _save(tmp_path / "m.onnx", [node], [x], [_vi("y", shape=(2, 3, 4))], scale)
+    with pytest.raises(UnsupportedModelError, match=r"node 'ln' \(LayerNormalization\): "
+                                                    r"attribute stash_type=0"):
         import_onnx(path)
 
 
