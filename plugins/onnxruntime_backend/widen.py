@@ -19,8 +19,12 @@ Cast back. Cast between integers wraps (it keeps the low bits, as numpy's ``asty
   masks, as the importer writes a bool ConstantOfShape over run-time dims, casts 0 and 1
   there and back).
 
-What has no wider dtype with a kernel (ReduceSum of uint64, ...) is left as it is, and
-onnxruntime refuses it when the session is created, naming the node.
+uint64 has no wider dtype; an op that only orders values (:data:`ORDERS`: TopK, ReduceMax,
+ReduceMin, ArgMax, ArgMin, which lack it) computes it as int64 with the top bit flipped (an
+order-keeping map: 0 becomes int64's minimum, 2**64 - 1 its maximum; ``BitwiseXor`` then a
+wrapping ``Cast``), and its uint64 outputs are flipped back, exactly. What has no dtype to go
+through (ReduceSum of uint64, ...) is left as it is, and onnxruntime refuses it when the
+session is created, naming the node.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ INT_KERNELS: dict[str, frozenset[str]] = {
 
 #: Ops that move values without looking at them: a same-width reinterpretation is exact.
 MOVES = frozenset({"Where"})
+#: Ops that only order values: uint64 goes through int64 with its top bit flipped.
+ORDERS = frozenset({"TopK", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin"})
 
 
 def _holds(wide: str, narrow: str) -> bool:
@@ -116,6 +122,9 @@ def widen(nodes: list[onnx.NodeProto], elem_types: Mapping[str, int],
         code = next((elem_types.get(node.input[i]) for i in ins if node.input[i]), None)
         dtype = _NAMES.get(code)
         wide = wider(node.op_type, dtype) if dtype is not None else None
+        if wide is None and dtype == "uint64" and node.op_type in ORDERS:
+            out.extend(_flipped(node, ins, outs))
+            continue
         if wide is None or wide == dtype:
             out.append(node)
             continue
@@ -135,6 +144,33 @@ def widen(nodes: list[onnx.NodeProto], elem_types: Mapping[str, int],
         out.append(new)
         out.extend(casts)
     return out
+
+
+def _flipped(node: onnx.NodeProto, ins: list[int], outs: list[int]) -> list[onnx.NodeProto]:
+    """``node`` of uint64 data computed in int64: each data input's top bit flipped and the
+    bits read as int64 (order kept), each data output read back as uint64 and flipped."""
+    top = f"{node.name}.top_bit"
+    nodes = [helper.make_node("Constant", [], [top], name=top, value=helper.make_tensor(
+        top, onnx.TensorProto.UINT64, [], [1 << 63]))]
+    new = onnx.NodeProto()
+    new.CopyFrom(node)
+    for i in ins:
+        if node.input[i]:
+            name = f"{node.name}.in{i}"
+            nodes += [helper.make_node("BitwiseXor", [node.input[i], top], [f"{name}.flip"],
+                                       name=f"{name}.flip"),
+                      helper.make_node("Cast", [f"{name}.flip"], [name], name=name,
+                                       to=onnx.TensorProto.INT64)]
+            new.input[i] = name
+    back = []
+    for i in outs:
+        name = f"{node.name}.out{i}"
+        back += [helper.make_node("Cast", [name], [f"{name}.bits"], name=f"{name}.bits",
+                                  to=onnx.TensorProto.UINT64),
+                 helper.make_node("BitwiseXor", [f"{name}.bits", top], [node.output[i]],
+                                  name=name)]
+        new.output[i] = name
+    return nodes + [new] + back
 
 
 _CODES: dict[str, int] = {name: helper.np_dtype_to_tensor_dtype(dtypes.to_numpy(name))
