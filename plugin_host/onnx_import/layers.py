@@ -75,7 +75,9 @@ def _conv(imp, node, attrs):
 def _conv_transpose(imp, node, attrs):
     """``conv_transpose``, which pads both sides alike: pads that differ (tf2onnx's and
     keras2onnx's ``padding="same"``, written as such pads, as ``auto_pad`` or as an
-    ``output_shape``) are the smaller pad on both sides and a ``slice`` of the extra off."""
+    ``output_shape``) are the smaller pad on both sides and a ``slice`` of the extra off. An
+    ``output_shape`` larger than the unpadded output is reached by ``output_padding`` (rows
+    after the last, the bias in them), as onnxruntime grows it whatever ``auto_pad``."""
     _only(imp, attrs, {"auto_pad": ..., "dilations": ..., "group": ..., "kernel_shape": ...,
                        "pads": ..., "strides": ..., "output_padding": ..., "output_shape": ...})
     x, w = node.input[0], node.input[1]
@@ -87,8 +89,8 @@ def _conv_transpose(imp, node, attrs):
     strides = attrs.get("strides", [1] * spatial)
     dilations = attrs.get("dilations", [1] * spatial)
     extra = attrs.get("output_padding", [0] * spatial)
-    pairs = _transpose_pads(imp, attrs, spatial, imp.type_of(x).shape, list(wshape[2:]),
-                            strides, dilations, extra)
+    pairs, extra = _transpose_pads(imp, attrs, spatial, imp.type_of(x).shape,
+                                   list(wshape[2:]), strides, dilations, extra)
     common = [min(pair) for pair in pairs]
     cut = [a for a, pair in enumerate(pairs) if pair[0] != pair[1]]
     bias = _opt(node, 2)
@@ -107,11 +109,13 @@ def _conv_transpose(imp, node, attrs):
 
 
 def _transpose_pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dilations,
-                    extra) -> list[list[int]]:
-    """ConvTranspose's (before, after) pads per spatial axis: given, or from ``output_shape``
-    or ``auto_pad`` SAME (an output ``stride`` times the input) as ONNX and onnxruntime work
-    them out: the total that reaches the output size, split with the odd one after for
-    SAME_UPPER and before otherwise."""
+                    extra) -> tuple[list[list[int]], list[int]]:
+    """ConvTranspose's (before, after) pads per spatial axis, and its output padding: given,
+    or from ``output_shape`` or ``auto_pad`` SAME (an output ``stride`` times the input) as
+    ONNX and onnxruntime work them out: the total that reaches the output size, split with the
+    odd one after for SAME_UPPER and before otherwise; where the output is larger than the
+    unpadded one, no pads and the output padding grown by the difference, as onnxruntime does
+    (below a stride, which onnxruntime checks when the call runs, as the ABI's rule does)."""
     auto = attrs.get("auto_pad", "NOTSET")
     if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
         raise imp.unsupported(f"auto_pad={auto!r} is not supported")
@@ -120,7 +124,7 @@ def _transpose_pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dila
         pads = attrs.get("pads", [0] * (2 * spatial)) if auto == "NOTSET" else [0] * 2 * spatial
         if len(pads) != 2 * spatial or min(pads, default=0) < 0:
             raise imp.unsupported(f"pads {pads} must be {2 * spatial} values >= 0")
-        return [[pads[i], pads[i + spatial]] for i in range(spatial)]
+        return [[pads[i], pads[i + spatial]] for i in range(spatial)], list(extra)
     sizes = list(shape[2:])
     if not all(type(d) is int for d in sizes):
         raise imp.unsupported(f"{'output_shape' if target is not None else 'auto_pad=' + auto} "
@@ -130,15 +134,14 @@ def _transpose_pads(imp, attrs: dict, spatial: int, shape, kernel, strides, dila
         d * s for d, s in zip(sizes, strides)]
     if len(target) != spatial:
         raise imp.unsupported(f"output_shape {attrs['output_shape']} needs {spatial} sizes")
-    pairs = []
+    pairs, grown = [], []
     for d, s, k, dil, e, out in zip(sizes, strides, kernel, dilations, extra, target):
         total = s * (d - 1) + e + (k - 1) * dil + 1 - out
-        if total < 0:
-            raise imp.unsupported(f"output_shape {target} is larger than the transposed conv "
-                                  f"gives unpadded for input {list(shape)}")
+        grown.append(e - min(total, 0))
+        total = max(total, 0)
         small, big = total // 2, total - total // 2
         pairs.append([small, big] if auto == "SAME_UPPER" else [big, small])
-    return pairs
+    return pairs, grown
 
 
 @maps("BatchNormalization")
