@@ -6,6 +6,7 @@ pad, reshape and slice. Registered in :data:`.ops.MAPPERS` on import.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -212,72 +213,76 @@ def _affine_grid(imp, node, attrs):
 
 
 def _col2im_geometry(imp, node, attrs) -> tuple:
-    """(image (H, W), block (kh, kw), dilations, strides, pads [t, l, b, r], channels, output
-    (oh, ow)) of a 2-D Col2Im, every value checked."""
+    """(image sizes, block sizes, dilations, strides, pads [begins..., ends...], channels,
+    blocks per axis) of a Col2Im over any number of spatial axes, every value checked."""
     size = int_vector(imp.const(node.input[1], "image_shape"), "image_shape")
     block = int_vector(imp.const(node.input[2], "block_shape"), "block_shape")
-    if len(size) != 2 or len(block) != 2:
-        raise imp.unsupported(f"image_shape {size} and block_shape {block}: only 2-D (F.fold)")
-    dil, stride = attrs.get("dilations", [1, 1]), attrs.get("strides", [1, 1])
-    pads = attrs.get("pads", [0, 0, 0, 0])
-    if (len(dil), len(stride), len(pads)) != (2, 2, 4) or min(dil + stride + size + block) < 1 \
-            or min(pads) < 0:
+    d = len(size)
+    if d < 1 or len(block) != d:
+        raise imp.unsupported(f"image_shape {size} and block_shape {block}: need as many "
+                              f"sizes, one or more")
+    dil, stride = attrs.get("dilations", [1] * d), attrs.get("strides", [1] * d)
+    pads = attrs.get("pads", [0] * 2 * d)
+    if (len(dil), len(stride), len(pads)) != (d, d, 2 * d) or \
+            min(dil + stride + size + block) < 1 or min(pads) < 0:
         raise imp.unsupported(f"dilations {dil}, strides {stride}, pads {pads}, image_shape "
-                              f"{size}, block_shape {block}: need 2, 2, 4, 2 and 2 values, "
-                              f"pads >= 0 and the rest >= 1")
+                              f"{size}, block_shape {block}: need {d}, {d}, {2 * d}, {d} and "
+                              f"{d} values, pads >= 0 and the rest >= 1")
+    if d != 2 and max(dil) > 1:
+        raise imp.unsupported(f"dilations {dil} of a {d}-D Col2Im: onnxruntime's Col2Im "
+                              f"dilates only 2 axes as ONNX's reference and torch's fold do "
+                              f"(probed), so its golden outputs would be another's")
     shape = list(imp.type_of(node.input[0]).shape)
-    if len(shape) != 3 or not all(type(d) is int for d in shape[1:]):
-        raise imp.unsupported(f"input shape {shape}: needs (N, C * kh * kw, L) with the last two "
-                              f"static")
-    out = [(size[a] + pads[a] + pads[a + 2] - dil[a] * (block[a] - 1) - 1) // stride[a] + 1
-           for a in range(2)]
-    if shape[1] % (block[0] * block[1]) or min(out) < 1 or out[0] * out[1] != shape[2]:
-        raise imp.unsupported(f"input shape {shape}: needs C * {block[0]} * {block[1]} channels "
-                              f"and {out[0]} * {out[1]} blocks for image_shape {size}")
+    if len(shape) != 3 or not all(type(n) is int for n in shape[1:]):
+        raise imp.unsupported(f"input shape {shape}: needs (N, C * {' * '.join(['k'] * d)}, L) "
+                              f"with the last two static")
+    out = [(size[a] + pads[a] + pads[a + d] - dil[a] * (block[a] - 1) - 1) // stride[a] + 1
+           for a in range(d)]
+    if shape[1] % math.prod(block) or min(out) < 1 or math.prod(out) != shape[2]:
+        raise imp.unsupported(f"input shape {shape}: needs C * {' * '.join(map(str, block))} "
+                              f"channels and {' * '.join(map(str, out))} blocks for "
+                              f"image_shape {size}")
     imp.check_size("its Col2Im output", [shape[0], shape[1], *size])
-    return size, block, dil, stride, pads, shape[1] // (block[0] * block[1]), out
+    return size, block, dil, stride, pads, shape[1] // math.prod(block), out
 
 
 @maps("Col2Im")
 def _col2im(imp, node, attrs):
-    """torch's F.fold (2-D): the sum of the kh * kw block positions, each spread over the padded
-    image with the stride between its entries (reshape, zero pad, reshape) and moved to its
-    offset (zero pad, or a slice where the spread runs past the edge); the padding is cut off
-    at the end."""
+    """torch's F.fold (2-D), and Col2Im over any number of spatial axes: the sum of the
+    block's positions, each spread over the padded image with the stride between its entries
+    (reshape, zero pad, reshape) and moved to its offset (zero pad, or a slice where the
+    spread runs past the edge); the padding is cut off at the end."""
     _only(imp, attrs, {"dilations": ..., "pads": ..., "strides": ...})
-    (h, w), (kh, kw), dil, stride, pads, c, (oh, ow) = _col2im_geometry(imp, node, attrs)
+    size, block, dil, stride, pads, c, out = _col2im_geometry(imp, node, attrs)
+    d, axes = len(size), list(range(2, 2 + len(size)))
     n = imp.type_of(node.input[0]).shape[0]
     n = n if type(n) is int else -1
-    canvas = [h + pads[0] + pads[2], w + pads[1] + pads[3]]
+    canvas = [size[a] + pads[a] + pads[a + d] for a in range(d)]
+    spread = [out[a] * stride[a] for a in range(d)]
     [x] = imp.emit("reshape", [imp.tensor(node.input[0])], [None],
-                   {"shape": [n, c, kh, kw, oh, ow]}, suffix="/blocks")
+                   {"shape": [n, c, *block, *out]}, suffix="/blocks")
     total = None
-    for i in range(kh):
-        for j in range(kw):
-            at = f"/{i}.{j}"
-            [y] = imp.emit("slice", [x], [None], {"starts": [i, j], "ends": [i + 1, j + 1],
-                                                  "axes": [2, 3]}, suffix=at)
-            if stride == [1, 1]:
-                [y] = imp.emit("reshape", [y], [None], {"shape": [n, c, oh, ow]},
-                               suffix=f"{at}.rows")
-            else:
-                [y] = imp.emit("reshape", [y], [None], {"shape": [n, c, oh, 1, ow, 1]},
-                               suffix=f"{at}.split")
-                [y] = imp.emit("pad", [y], [None], {"pads": [
-                    [0, 0], [0, 0], [0, 0], [0, stride[0] - 1], [0, 0], [0, stride[1] - 1]]},
-                    suffix=f"{at}.spread")
-                [y] = imp.emit("reshape", [y], [None], {
-                    "shape": [n, c, oh * stride[0], ow * stride[1]]}, suffix=f"{at}.rows")
-            offset = [i * dil[0], j * dil[1]]
-            room = [canvas[a] - offset[a] for a in range(2)]
-            spread = [oh * stride[0], ow * stride[1]]
-            if any(spread[a] > room[a] for a in range(2)):
-                [y] = imp.emit("slice", [y], [None], {"starts": [0, 0], "ends": room,
-                                                      "axes": [2, 3]}, suffix=f"{at}.fit")
-            [y] = imp.emit("pad", [y], [None], {"pads": [[0, 0], [0, 0]] + [
-                [offset[a], max(room[a] - spread[a], 0)] for a in range(2)]},
-                suffix=f"{at}.place")
-            total = y if total is None else imp.emit("add", [total, y], [None],
-                                                     suffix=f"{at}.sum")[0]
+    for at in itertools.product(*map(range, block)):
+        tag = "/" + ".".join(map(str, at))
+        [y] = imp.emit("slice", [x], [None], {"starts": list(at), "ends": [i + 1 for i in at],
+                                              "axes": axes}, suffix=tag)
+        if stride == [1] * d:
+            [y] = imp.emit("reshape", [y], [None], {"shape": [n, c, *out]}, suffix=f"{tag}.rows")
+        else:
+            [y] = imp.emit("reshape", [y], [None], {"shape": [n, c, *itertools.chain(
+                *((o, 1) for o in out))]}, suffix=f"{tag}.split")
+            [y] = imp.emit("pad", [y], [None], {"pads": [[0, 0], [0, 0], *itertools.chain(
+                *(([0, 0], [0, s - 1]) for s in stride))]}, suffix=f"{tag}.spread")
+            [y] = imp.emit("reshape", [y], [None], {"shape": [n, c, *spread]},
+                           suffix=f"{tag}.rows")
+        offset = [i * k for i, k in zip(at, dil)]
+        room = [canvas[a] - offset[a] for a in range(d)]
+        if any(spread[a] > room[a] for a in range(d)):
+            [y] = imp.emit("slice", [y], [None], {"starts": [0] * d, "ends": room,
+                                                  "axes": axes}, suffix=f"{tag}.fit")
+        [y] = imp.emit("pad", [y], [None], {"pads": [[0, 0], [0, 0]] + [
+            [offset[a], max(room[a] - spread[a], 0)] for a in range(d)]}, suffix=f"{tag}.place")
+        total = y if total is None else imp.emit("add", [total, y], [None],
+                                                 suffix=f"{tag}.sum")[0]
     imp.emit("slice", [total], [node.output[0]], {
-        "starts": [pads[0], pads[1]], "ends": [pads[0] + h, pads[1] + w], "axes": [2, 3]})
+        "starts": pads[:d], "ends": [pads[a] + size[a] for a in range(d)], "axes": axes})

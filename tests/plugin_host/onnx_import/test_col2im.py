@@ -1,6 +1,7 @@
-"""Col2Im (torch's F.fold) imported as the sum of its block positions spread over the image
-with pad, reshape and slice, compared with onnxruntime; a run-time image shape, another rank
-or channels that do not fit are refused naming the node."""
+"""Col2Im (torch's F.fold, and ONNX's over 1 or 3 spatial axes) imported as the sum of its
+block positions spread over the image with pad, reshape and slice, compared with onnxruntime;
+a run-time image shape, sizes of unequal counts or channels that do not fit are refused
+naming the node."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 
 from plugin_host.errors import UnsupportedModelError
 
-from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime, export,
-                       import_and_load, onnx, torch)
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, import_and_load, onnx, torch)
 
 RNG = np.random.default_rng(41)
 
@@ -76,10 +77,33 @@ def test_asymmetric_pads_and_a_run_time_batch_match_onnxruntime(tmp_path, signer
         {"x": RNG.standard_normal((n, 8, 15)).astype(np.float32)} for n in (1, 3)])
 
 
+@pytest.mark.parametrize("image, block, attrs", [
+    ([7], [3], {"strides": [2], "pads": [1, 0]}),
+    ([9], [2], {}),
+    ([3, 4, 5], [1, 1, 5], {}),  # onnx's own 5-D case
+    ([3, 4, 5], [2, 2, 3], {"strides": [1, 2, 1], "pads": [0, 1, 1, 0, 0, 1]}),
+], ids=["1d-stride-pads", "1d", "3d-rows", "3d-strided-padded"])
+def test_col2im_over_one_or_three_axes_matches_onnxruntime(image, block, attrs, tmp_path,
+                                                          signer):
+    d = len(image)
+    dil, stride = attrs.get("dilations", [1] * d), attrs.get("strides", [1] * d)
+    pads = attrs.get("pads", [0] * 2 * d)
+    count = np.prod([(image[a] + pads[a] + pads[a + d] - dil[a] * (block[a] - 1) - 1)
+                     // stride[a] + 1 for a in range(d)])
+    shape = ("n", 2 * int(np.prod(block)), int(count))
+    model = _model(tmp_path, shape, image, block, **attrs)
+    _, loaded = import_and_load(model, tmp_path / "c.pha", signer)
+    check_on_both_backends(model, loaded, [
+        {"x": RNG.standard_normal((n, *shape[1:])).astype(np.float32)} for n in (1, 2)])
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"runtime_image": True}, "image_shape 'image' must be a constant (known at import)"),
-    ({"image": [4, 4, 4], "block": [2, 2, 2]}, "image_shape [4, 4, 4] and block_shape "
-                                               "[2, 2, 2]: only 2-D (F.fold)"),
+    ({"image": [4, 4, 4], "block": [2, 2]}, "image_shape [4, 4, 4] and block_shape [2, 2]: "
+                                            "need as many sizes, one or more"),
+    ({"image": [9], "block": [2], "strides": [1], "dilations": [3], "x_shape": (1, 4, 6)},
+     "dilations [3] of a 1-D Col2Im: onnxruntime's Col2Im dilates only 2 axes as ONNX's "
+     "reference and torch's fold do"),
     ({"x_shape": (1, 6, 4)}, "input shape [1, 6, 4]: needs C * 2 * 2 channels and 2 * 2 "
                              "blocks for image_shape [4, 4]"),
     ({"strides": [0, 1]}, "pads >= 0 and the rest >= 1"),
