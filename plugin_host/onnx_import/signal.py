@@ -1,6 +1,7 @@
 """Spectral ops and Compress: Compress of a constant condition (tf2onnx's boolean-mask
 indexing) as a constant-index ``gather``; the window functions HannWindow, HammingWindow and
-BlackmanWindow (torch.hann_window and the like under the dynamo exporter) as constants; DFT
+BlackmanWindow (torch.hann_window and the like under the dynamo exporter) and MelWeightMatrix
+(tf2onnx's mel filter bank) as constants; DFT
 (torch.fft.fft, rfft and irfft under the dynamo exporter) as a ``matmul`` by cos and sin
 matrices, constants, or over a run-time signal length computed when the call runs; STFT
 (torch.stft) as a constant ``gather`` of the frames (over a run-time signal length, of
@@ -517,3 +518,52 @@ def _stft(imp, node, attrs):
         [y] = imp.emit("mul", [y, w], [None], suffix="/windowed")
     _dft_on_axis(imp, node, y, [shape[0], frames, width, shape[-1]], 2, width, False,
                  onesided, out, out)
+
+
+# --- MelWeightMatrix -----------------------------------------------------------------------------
+
+
+def mel_weight_matrix(ins: list, attrs: dict, cap: int) -> np.ndarray:
+    """MelWeightMatrix (tf2onnx's ``tf.signal.linear_to_mel_weight_matrix``) of constant
+    inputs, as ONNX's reference and onnxruntime work it out in float64: num_mel_bins + 2
+    points evenly spaced on the mel scale (2595 * log10(1 + f / 700)) between the edges, each
+    made the spectrogram bin floor((dft_length + 1) * f / sample_rate); triangle i rises from
+    point i to point i + 1 (1 there) and falls to 0 at point i + 2. Shape (dft_length // 2 +
+    1, num_mel_bins), cast to ``output_datatype``."""
+    counts = [one_value(v, name) for v, name in zip(ins[:3], ("num_mel_bins", "dft_length",
+                                                              "sample_rate"))]
+    edges = [one_value(v, name) for v, name in zip(ins[3:], ("lower_edge_hertz",
+                                                             "upper_edge_hertz"))]
+    if any(v.dtype.kind not in "iu" for v in counts) or any(v.dtype.kind != "f" for v in edges):
+        raise ModelFileError("num_mel_bins, dft_length and sample_rate must be integers, the "
+                             "edges floats")
+    mels, length, rate = map(int, counts)
+    low, high = map(float, edges)
+    if mels < 1 or length < 1 or rate < 1 or min(low, high) < 0:
+        raise ModelFileError(f"num_mel_bins {mels}, dft_length {length}, sample_rate {rate} "
+                             f"must be >= 1 and the edges {low}, {high} >= 0")
+    code = attrs.get("output_datatype", 1)
+    dtype = ONNX_DTYPES.get(code)
+    if dtype is None or dtype == "bool":
+        raise ModelFileError(f"attribute output_datatype={code!r} is not a numeric ABI dtype")
+    bins = length // 2 + 1
+    _need(bins * mels, cap, "MelWeightMatrix")
+    low_mel, high_mel = (2595 * np.log10(1 + hz / 700) for hz in (low, high))
+    mel = np.arange(mels + 2, dtype=np.float64) * ((high_mel - low_mel) / (mels + 2)) + low_mel
+    points = np.floor((length + 1) * (700 * (10 ** (mel / 2595) - 1)) / rate).astype(np.int64)
+    top = max(int(points.max()), math.floor((length + 1) * high / rate))
+    if top >= bins:  # onnxruntime refuses an upper edge there too
+        raise ModelFileError(f"upper_edge_hertz {high} reaches spectrogram bin {top}, past the "
+                             f"{bins} of a DFT of length {length} at sample_rate {rate}")
+    out = np.zeros((bins, mels), np.float64)
+    for i, (left, centre, right) in enumerate(zip(points, points[1:], points[2:])):
+        if centre == left:
+            out[centre, i] = 1
+        else:
+            out[left:centre + 1, i] = (np.arange(left, centre + 1) - left) / (centre - left)
+        if right > centre:
+            out[centre:right, i] = (right - np.arange(centre, right)) / (right - centre)
+    return out.astype(dtypes.to_numpy(dtype))
+
+
+register_fold("MelWeightMatrix", lambda ins, a, cap: [mel_weight_matrix(ins, a, cap)])

@@ -1,9 +1,10 @@
-"""Compress of a constant condition, the window functions, DFT (opsets 17 and 20) and STFT
-imported onto glue ops and compared with onnxruntime: hand-built models of every attribute
-variant, and torch's dynamo exports of hann_window, fft.fft, fft.rfft and stft. The windows are
-onnxruntime's bit for bit; a DFT within a tolerance that grows with the signal length
-(:func:`_dft_tolerance`). Run-time sizes, conditions, lengths and axes, attribute values
-onnxruntime refuses and matrices over the tensor cap are refused naming the node."""
+"""Compress of a constant condition, the window functions, MelWeightMatrix, DFT (opsets 17
+and 20) and STFT imported onto glue ops and compared with onnxruntime: hand-built models of
+every attribute variant, and torch's dynamo exports of hann_window, fft.fft, fft.rfft and
+stft. The windows and mel matrices are onnxruntime's bit for bit; a DFT within a tolerance
+that grows with the signal length (:func:`_dft_tolerance`). Run-time sizes, conditions,
+lengths and axes, attribute values onnxruntime refuses and matrices over the tensor cap are
+refused naming the node."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import ReadLimits, import_onnx
-from plugin_host.onnx_import.signal import window
+from plugin_host.onnx_import.signal import mel_weight_matrix, window
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
@@ -223,6 +224,82 @@ def test_window_refusals_name_the_node(op, tmp_path):
         import_onnx(_window_model(tmp_path, op, 64, n=1),
                     limits=ReadLimits(max_tensor_elements=50))
     assert f"node 'node' ({op})" in str(info.value) and "above the cap of 50" in str(info.value)
+
+
+# --- MelWeightMatrix -----------------------------------------------------------------------------
+
+
+_MEL_INPUTS = (("bins", TP.INT64), ("length", TP.INT64), ("rate", TP.INT64),
+               ("low", TP.FLOAT), ("high", TP.FLOAT))
+
+
+def _mel_feed(bins, length, rate, low, high) -> dict:
+    return {"bins": np.array(bins, np.int64), "length": np.array(length, np.int64),
+            "rate": np.array(rate, np.int64), "low": np.array(low, np.float32),
+            "high": np.array(high, np.float32)}
+
+
+def test_mel_weight_matrices_are_onnxruntimes_bit_for_bit(tmp_path):
+    """The folded matrix against onnxruntime's MelWeightMatrix over 400 drawn settings (edges
+    at and past Nyquist, equal and inverted among them): the same float32 bits, or a
+    ModelFileError where onnxruntime refuses the call."""
+    node = helper.make_node("MelWeightMatrix", [n for n, _ in _MEL_INPUTS], ["y"])
+    model = _save(tmp_path, [node], [_vi(n, (), t) for n, t in _MEL_INPUTS], [_vi("y", 2)],
+                  opset=17)
+    rng, refused = np.random.default_rng(5), 0
+    for _ in range(400):
+        rate = int(rng.choice([8000, 8192, 16000, 22050, 44100]))
+        low = float(rng.choice([0.0, 20.0, 125.5, rng.uniform(0, rate / 2)]))
+        high = float(rng.choice([rng.uniform(low, rate / 2), rate / 2 + rng.uniform(-40, 40),
+                                 low, rng.uniform(0, rate / 2)]))
+        feed = _mel_feed(int(rng.integers(1, 64)), int(rng.choice([8, 64, 400, 512, 2048])),
+                         rate, low, high)
+        try:
+            want = onnxruntime_outputs(model, feed)["y"]
+        except Exception as exc:  # onnxruntime's refusal: the fold refuses it too
+            assert type(exc).__module__.startswith("onnxruntime"), exc
+            with pytest.raises(ModelFileError, match="upper_edge_hertz .* reaches spectrogram "
+                                                     "bin"):
+                mel_weight_matrix(list(feed.values()), {}, 1 << 24)
+            refused += 1
+            continue
+        got = mel_weight_matrix(list(feed.values()), {}, 1 << 24)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert 0 < refused < 200
+
+
+def test_a_mel_spectrogram_matches_onnxruntime(tmp_path, signer):
+    """tf2onnx's mel spectrogram: a spectrogram (frames, bins) times the matrix of constant
+    settings, folded at import to a linear's weight."""
+    node = helper.make_node("MelWeightMatrix", [n for n, _ in _MEL_INPUTS], ["m"], name="node")
+    mul = helper.make_node("MatMul", ["x", "m"], ["y"], name="mm")
+    inits = [onnx.numpy_helper.from_array(v, n)
+             for n, v in _mel_feed(20, 512, 16000, 80.0, 7600.0).items()]
+    model = _save(tmp_path, [node, mul], [_vi("x", ("t", 257))], [_vi("y", 2)], inits,
+                  opset=17)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, golden_dims={"t": [3, 7]})
+    assert _ops(loaded) == ["linear"]
+    check_on_both_backends(model, loaded, [
+        {"x": np.abs(RNG.standard_normal((t, 257))).astype(np.float32)} for t in (1, 5)])
+
+
+def test_mel_weight_matrix_refusals_name_the_node(tmp_path):
+    node = helper.make_node("MelWeightMatrix", [n for n, _ in _MEL_INPUTS], ["y"], name="node")
+    feed = _mel_feed(8, 16, 8000, 0.0, 4000.0)
+    runtime = _save(tmp_path, [node], [_vi("bins", (), TP.INT64)], [_vi("y", 2)], [
+        onnx.numpy_helper.from_array(v, n) for n, v in feed.items() if n != "bins"], opset=17)
+    assert_refused(runtime, UnsupportedModelError, "node 'node' (MelWeightMatrix)",
+                   "is supported only on constant inputs (folded at import), but ['bins'] are "
+                   "computed at run time")
+    for change, message in (({"bins": np.array(0, np.int64)}, "num_mel_bins 0"),
+                            ({"high": np.array(4300.0, np.float32)},
+                             "upper_edge_hertz 4300.0 reaches spectrogram bin 9, past the 9 of "
+                             "a DFT of length 16 at sample_rate 8000")):
+        inits = [onnx.numpy_helper.from_array(v, n) for n, v in {**feed, **change}.items()]
+        model = _save(tmp_path, [node, helper.make_node("Identity", ["y"], ["z"])],
+                      [], [_vi("z", 2)], inits, opset=17, name="c")
+        assert_refused(model, ModelFileError, "node 'node' (MelWeightMatrix)", message)
 
 
 # --- DFT -----------------------------------------------------------------------------------------
