@@ -264,14 +264,18 @@ def _quantize(imp, node, attrs):
     cast to it; nan becomes -inf first (onnxruntime gives the type's minimum). When only
     DequantizeLinear, QLinearConv and QLinearMatMul read the result it stays float32 (no
     ``cast``): integers of 16 bits or fewer are exact there, and the backends without integer
-    tensors run it."""
+    tensors run it. A scale or zero point computed at run time: :func:`_quantize_at_run_time`.
+    """
     axis = _axis(attrs, node.op_type)
     x = node.input[0]
     zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
-    dtype = _quantized_dtype(imp.const(zp_name, "zero_point") if zp_name else None, attrs)
     t = imp.type_of(x)
     if t.dtype != "float32":
         raise imp.unsupported(f"input of dtype {t.dtype}: only float32 is quantized")
+    if not all(imp.is_const(n) for n in (node.input[1], zp_name) if n):
+        _quantize_at_run_time(imp, node, attrs, zp_name)
+        return
+    dtype = _quantized_dtype(imp.const(zp_name, "zero_point") if zp_name else None, attrs)
     scale, zp = _constants(imp, node, x, dtype, axis)
     out = node.output[0]
     xt = imp.tensor(x)
@@ -284,6 +288,12 @@ def _quantize(imp, node, attrs):
     shift = np.zeros((), np.float32) if zp is None else zp.astype(np.float32)
     [y] = imp.emit("add", [y, imp.add_constant(shift, f"{out}.zero_point")], [None],
                    suffix="/zero_point")
+    _saturated(imp, y, out, dtype)
+
+
+def _saturated(imp, y: str, out: str, dtype: str) -> None:
+    """ONNX value ``out`` becomes the float32 integers ``y`` clipped to ``dtype``'s range, and
+    cast to it unless only ops that take them in float32 read it."""
     lo, hi = _range(dtype)
     if integer_readers_only(imp, out):
         imp.emit("clip", [y], [out], {"min": lo, "max": hi})
@@ -291,6 +301,42 @@ def _quantize(imp, node, attrs):
         return
     [y] = imp.emit("clip", [y], [None], {"min": lo, "max": hi}, suffix="/saturate")
     imp.emit("cast", [y], [out], {"dtype": dtype})
+
+
+def _quantize_at_run_time(imp, node, attrs, zp_name: str | None) -> None:
+    """QuantizeLinear by a scale or zero point computed at run time (DynamicQuantizeLinear's
+    expanded function body, a model's own dynamic quantization), per tensor: x / scale, a
+    nan quotient made -inf (x nan, or 0 / 0 where the scale is 0: onnxruntime gives the
+    type's minimum there), rounded half to even, plus the zero point, saturated. A per-axis or
+    blocked one at run time is refused naming the node."""
+    zp_type = imp.type_of(zp_name).dtype if zp_name else None
+    dtype = _quantized_dtype(None if zp_type is None else
+                             np.zeros((), dtypes.to_numpy(zp_type)), attrs)
+    if attrs.get("block_size", 0):
+        raise imp.unsupported(f"attribute block_size={attrs['block_size']}: a blocked scale "
+                              f"or zero point computed at run time is not supported")
+    parts = []
+    for name, what in ((node.input[1], "scale"), (zp_name, "zero_point")):
+        if name is None:
+            continue
+        shape = list(imp.type_of(name).shape)
+        if len(shape) > 1 or shape not in ([], [1]):
+            raise imp.unsupported(f"{what} {name!r} of shape {shape} is computed at run time: "
+                                  f"only one per tensor is (a per-axis one must be a constant)")
+        t = imp.tensor(name)
+        if shape:
+            t = imp.step("reshape", [t], f"{what}_scalar", {"shape": []})
+        parts.append(t)
+    scale, out = parts[0], node.output[0]
+    if imp.types[scale].dtype != "float32":
+        raise imp.unsupported(f"scale of dtype {imp.types[scale].dtype}: float32 is supported")
+    y = imp.step("div", [imp.tensor(node.input[0]), scale], "div")
+    low = imp.add_constant(np.array(-np.inf, np.float32), f"{out}.minus_inf")
+    y = imp.step("round", [imp.step("where", [imp.step("isnan", [y], "isnan"), low, y], "nan")],
+                 "round")
+    shift = imp.step("cast", [parts[1]], "zero_point_float", {"dtype": "float32"}) \
+        if zp_name else imp.add_constant(np.zeros((), np.float32), f"{out}.zero_point")
+    _saturated(imp, imp.step("add", [y, shift], "zero_point"), out, dtype)
 
 
 @maps("DequantizeLinear")

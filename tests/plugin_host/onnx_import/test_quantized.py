@@ -1,8 +1,8 @@
 """Quantized models in QDQ format, imported as float32 fake quantization: torch models quantized
 by onnxruntime's ``quantize_static`` (per-tensor and per-channel, int8 and uint8 activations)
 and hand-made QuantizeLinear / DequantizeLinear nodes (per-axis, saturation, ties, nan, zero
-points at the type's edge, int16, int32 bias), compared with onnxruntime running the quantized
-model. What the import does not take (a scale that is not positive and finite, a zero point of
+points at the type's edge, int16, int32 bias, a scale and zero point computed at run time),
+compared with onnxruntime running the quantized model. What the import does not take (a scale that is not positive and finite, a zero point of
 another dtype, blocked quantization of run-time values, com.microsoft's operator-oriented
 quantized ops) is refused naming the node; ``quantize_dynamic``'s models are
 test_quantize_dynamic.py's, the QLinearConv and QLinearMatMul of ``quantize_static``'s QOperator
@@ -226,6 +226,34 @@ def test_per_tensor_quantization_is_bit_identical(dtype, zero_point, backend, in
            exact=True, backend=backend())
 
 
+@pytest.mark.parametrize("backend", [NumpyBackend, OnnxruntimeBackend])
+@pytest.mark.parametrize("dtype, zero_point, shape", [
+    ("uint8", 128, ()), ("int8", -5, (1,)), ("uint8", None, ()), ("int16", 300, (1,))])
+def test_a_scale_and_zero_point_computed_at_run_time_are_bit_identical(
+        dtype, zero_point, shape, backend, tmp_path, signer):
+    """As DynamicQuantizeLinear's expanded function body computes them: inputs here, per
+    tensor (a scalar or one value); ties, saturation, inf and nan as with constants, and a
+    scale of 0 (x / 0 saturates, 0 / 0 is the type's minimum, as onnxruntime has it)."""
+    ins = ["x", "s"] + (["z"] if zero_point is not None else [])
+    code = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = _save(tmp_path / "m.onnx", [helper.make_node("QuantizeLinear", ins, ["q"], name="q",
+                                                         **({} if zero_point is not None else
+                                                            {"output_dtype": code}))],
+                  [_vi("x"), _vi("s", shape=shape)] + [_vi("z", code, shape)] * (zero_point
+                                                                                 is not None),
+                  [_vi("q", code)], opset=21)
+    _, loaded = import_and_load(model, tmp_path / "q.pha", signer)
+    info, zp = np.iinfo(dtype), zero_point or 0
+    feeds = []
+    for scale in (0.25, 0.1, 0.0):
+        for feed in _edges(scale or 1.0, int(info.min), int(info.max), zp, (2, 3, 4)):
+            feed["s"] = np.full(shape, scale, np.float32)
+            if zero_point is not None:
+                feed["z"] = np.full(shape, zero_point, dtype)
+            feeds.append(feed)
+    _check(model, loaded, feeds, exact=True, backend=backend())
+
+
 def test_half_way_values_round_to_even_like_onnxruntime(tmp_path, signer):
     model = _qdq(tmp_path, 0.5, np.array(0, np.int8), shape=(8,), axis=0)
     _, loaded = import_and_load(model, tmp_path / "q.pha", signer)
@@ -401,12 +429,12 @@ def test_blocked_quantization_of_run_time_values_is_refused(tmp_path):
                    "block_size=2: blocked quantization is supported for constant values only")
 
 
-def test_a_runtime_scale_is_refused(tmp_path):
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s"], ["q"], name="q")]
-    model = _save(tmp_path / "m.onnx", nodes, [_vi("x"), _vi("s", shape=())],
+def test_a_runtime_per_axis_scale_is_refused(tmp_path):
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s"], ["q"], name="q", axis=1)]
+    model = _save(tmp_path / "m.onnx", nodes, [_vi("x"), _vi("s", shape=(3,))],
                   [_vi("q", TP.UINT8)])
     assert_refused(model, UnsupportedModelError, "node 'q' (QuantizeLinear)",
-                   "scale 's' must be a constant")
+                   "scale 's' of shape [3] is computed at run time: only one per tensor is")
 
 
 def test_per_axis_over_a_runtime_dim_is_refused(tmp_path):
