@@ -47,8 +47,9 @@ EXTERNAL_DATA_OPTION = "allow_external_data"
 #: element types the ABI has none of).
 OPSETS = range(13, 29)
 #: Older default-domain opsets that are read and upgraded to ``OPSETS.start`` before the import
-#: (:mod:`.upgrade`); onnxruntime, the reference, runs them as they are.
-UPGRADED_OPSETS = range(7, 13)
+#: (:mod:`.upgrade`); onnxruntime, the reference, runs them as they are (below 7, where it has
+#: no kernel for a node's old version, the upgraded model).
+UPGRADED_OPSETS = range(1, 13)
 
 #: ONNX TensorProto element types the ABI has, by their ONNX enum value.
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",

@@ -1,11 +1,13 @@
-"""Models of older default-domain opsets (7..12) upgraded to opset 13 before the import.
+"""Models of older default-domain opsets (1..12) upgraded to opset 13 before the import.
 
 The upgrade is onnx's version converter: native code run on hostile input, so it runs in the
 reference process (:meth:`.reference.ReferenceProcess.convert`: seccomp, no core dumps, a crash
 or a run past the time limit a typed refusal, a cap on the size of the answer), and the model
 it answers is parsed and checked by :func:`.reader.parse_model` like any file. The golden
 outputs still come from onnxruntime running the model as given (it runs older opsets), so a
-converter mistake shows as a mismatch at build time instead of being baked into the reference.
+converter mistake shows as a mismatch at build time instead of being baked into the reference;
+below opset 7, where onnxruntime has no kernel for some old versions (Add and Mul of opset 6),
+the build runs the upgraded model instead and says so (:mod:`.build`).
 """
 
 from __future__ import annotations
