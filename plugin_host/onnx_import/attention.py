@@ -18,11 +18,10 @@ set to 0 (``amax`` of the bias, ``where``), as onnxruntime and the spec have it;
 V. The ``qk_matmul_output`` output is the scores as ``qk_matmul_output_mode`` says: the
 scaled product (0), after the softcap (1), after the mask and the bias of the keys seen (2;
 at opsets 23 and 24 float32's lowest where a bool mask or that bias hides a key, as
-onnxruntime has it), or
-the softmax with its empty rows set to 0 (3). The softmax is float32 whatever
-``softmax_precision`` names, as onnxruntime computes it. Refused naming the node: a causal
-bias or a window over a run-time sequence length (``--dim`` fixes it), heads that do not
-divide, and ``nonpad_kv_seqlen`` with a ``past_key``.
+onnxruntime has it), or the softmax with its empty rows set to 0 (3). The softmax is float32
+whatever ``softmax_precision`` names, as onnxruntime computes it. Refused naming the node: a
+causal bias or a window over a run-time sequence length (``--dim`` fixes it), heads that do
+not divide, and ``nonpad_kv_seqlen`` with a ``past_key``.
 """
 
 from __future__ import annotations

@@ -320,7 +320,7 @@ def _quantize_at_run_time(imp, node, attrs, zp_name: str | None) -> None:
         if name is None:
             continue
         shape = list(imp.type_of(name).shape)
-        if len(shape) > 1 or shape not in ([], [1]):
+        if shape not in ([], [1]):
             raise imp.unsupported(f"{what} {name!r} of shape {shape} is computed at run time: "
                                   f"only one per tensor is (a per-axis one must be a constant)")
         t = imp.tensor(name)

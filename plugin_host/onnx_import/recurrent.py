@@ -26,9 +26,8 @@ shorter (:meth:`_Rnn.masked`). An LSTM with peepholes (``P``, not all zero) over
 length is glue ops after ONNX's equations (:func:`_lstm_with_peepholes`). Refused, naming the
 node and what: peepholes over a run-time length, ``clip``, activations other than the
 defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1``, and more than
-:data:`MAX_STEPS` steps in one node or
-:data:`MAX_TOTAL_STEPS` in the model (so a file cannot make the importer write millions of
-nodes).
+:data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS` in the model (so a file cannot
+make the importer write millions of nodes).
 """
 
 from __future__ import annotations
