@@ -31,8 +31,17 @@ def relu(x):
 
 
 def sigmoid(x):
-    # the tanh form never overflows, unlike 1 / (1 + exp(-x)) for large negative x
-    return (0.5 * (1.0 + np.tanh(0.5 * x))).astype(x.dtype, copy=False)
+    """exp(min(x, 0)) / (1 + exp(-|x|)): never overflows, and keeps its relative precision in
+    the negative tail, where the tanh form 0.5 * (1 + tanh(x / 2)) cancels (0 at x = -20, 13
+    times the value near -16), which a product by a large value then shows (SwiGLU's gate)."""
+    with np.errstate(under="ignore"):  # exp of a large negative number: 0, as torch gives
+        num = np.minimum(x, 0)
+        np.exp(num, out=num)
+        den = np.abs(x)
+        np.negative(den, out=den)
+        np.exp(den, out=den)
+        den += 1
+        return np.divide(num, den, out=num)
 
 
 def tanh(x):
