@@ -561,35 +561,47 @@ def _gather_nd(imp, node, attrs):
 def _gather_nd_batched(imp, node, data: str, idx: str, batch) -> None:
     """GatherND with ``batch_dims`` b > 0 (TensorFlow's ``gather_nd(..., batch_dims=b)``, as
     tf2onnx writes it): GatherND with no batch dims of the indices with the b coordinates of
-    their own batch entry put before each index's; over static batch dims and a static
-    indices' shape. Constant indices: worked out here; run-time ones: a ``concat`` of the
-    constant batch coordinates and the indices, then as :func:`runtime_positions`."""
+    their own batch entry put before each index's. Constant indices (static shapes): worked
+    out here. Run-time ones: each batch coordinate an ``arange`` along its axis (a constant,
+    or along a run-time dim, such as a dynamic batch, the running count of it, read from the
+    data), spread to the indices' shape by adding the zeros of their first column, ``concat``
+    before them, then as :func:`runtime_positions`."""
     shape, where = list(imp.type_of(data).shape), list(imp.type_of(idx).shape)
     if type(batch) is not int or not 0 <= batch < min(len(shape), len(where)):
         raise ModelFileError(f"attribute batch_dims={batch!r} must be in [0, "
                              f"{min(len(shape), len(where))}) (below the ranks of data {shape} "
                              f"and indices {where})")
-    if not all(type(d) is int for d in where[:-1] + shape[:batch]):
-        raise imp.unsupported(f"batch_dims={batch} over run-time dims (data {shape}, indices "
-                              f"{where}): the batch coordinates are a constant of static "
-                              f"shapes")
-    if shape[:batch] != where[:batch]:
-        raise ModelFileError(f"the first {batch} dims of data {shape} and indices {where} "
-                             f"(batch_dims={batch}) differ")
-    grid = np.stack(np.meshgrid(*map(np.arange, where[:batch]), indexing="ij"), axis=-1)
-    grid = np.broadcast_to(grid.reshape(where[:batch] + [1] * (len(where) - 1 - batch) +
-                                        [batch]), where[:-1] + [batch]).astype(np.int64)
+    for d, e in zip(shape[:batch], where[:batch]):
+        if dim_math.known_equal(d, e):
+            continue
+        if type(d) is int and type(e) is int:
+            raise ModelFileError(f"the first {batch} dims of data {shape} and indices {where} "
+                                 f"(batch_dims={batch}) differ")
+        raise imp.unsupported(f"batch_dims={batch}: dims {d!r} of data {shape} and {e!r} of "
+                              f"indices {where} cannot be checked equal at import")
     if imp.is_const(idx):
+        if not all(type(d) is int for d in where[:-1] + shape[:batch]):
+            raise imp.unsupported(f"batch_dims={batch} of constant indices over run-time dims "
+                                  f"(data {shape}, indices {where})")
         indices = imp.const(idx, "indices")
         if indices.dtype.kind not in "iu":
             raise ModelFileError(f"indices must be integers, got {indices.dtype}")
+        grid = np.stack(np.meshgrid(*map(np.arange, where[:batch]), indexing="ij"), axis=-1)
+        grid = np.broadcast_to(grid.reshape(where[:batch] + [1] * (len(where) - 1 - batch) +
+                                            [batch]), where[:-1] + [batch])
         flat, positions = _flat_coordinates(imp, node, data, np.concatenate(
             [grid, indices.astype(np.int64)], axis=-1))
         imp.emit("gather", [flat, imp.add_constant(positions, imp.origin.get(idx, idx))],
                  [node.output[0]], {"axis": 0})
         return
-    index = imp.step("concat", [imp.add_constant(grid, f"{imp.node_name}.batch_coordinates"),
-                                _int64_indices(imp, idx)], "batched", {"axis": -1})
+    index, x, rank = _int64_indices(imp, idx), imp.tensor(data), len(where)
+    first = imp.step("slice", [index], "first_column", {"starts": [0], "ends": [1],
+                                                         "axes": [rank - 1]})
+    zeros = imp.step("sub", [first, first], "zeros")
+    coordinates = [imp.step("add", [run_time_arange(imp, where[:-1] + [1], j, {
+        where[j]: (x, j)} if type(where[j]) is not int else None), zeros], f"batch{j}")
+        for j in range(batch)]
+    index = imp.step("concat", [*coordinates, index], "batched", {"axis": -1})
     flat, positions = runtime_positions(imp, data, idx, index)
     _runtime_gather(imp, node, flat, positions, where[:-1], 0, graph=True, counts=index)
 

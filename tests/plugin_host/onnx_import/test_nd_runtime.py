@@ -174,15 +174,37 @@ def test_gather_nd_with_batch_dims_matches_onnxruntime(data, where, k, batch, co
     _check(model, tmp_path, signer, feeds, {"gather"} if constant else {"gather_elements"})
 
 
+@pytest.mark.parametrize("data, where, k, batch", [
+    (("b", 3, 4), ("b", 5), 2, 1), (("b", 2, 3, 4), ("b", 2, 3), 1, 2),
+    (("b", 6, 2), ("b", "n"), 1, 1),
+], ids=["batch", "batch-and-static", "batch-and-count"])
+def test_gather_nd_with_batch_dims_over_a_run_time_batch(data, where, k, batch, tmp_path,
+                                                         signer):
+    """tf2onnx's gather_nd under a dynamic batch: the batch coordinates counted when the call
+    runs, the number of indices per entry a run-time dim too."""
+    out = tuple(where) + tuple(data[batch + k:])
+    model = _nd_model(tmp_path, "GatherND", data, where, k, out, batch_dims=batch)
+    feeds = []
+    for b, n in ((1, 2), (3, 4)):
+        sizes = {"b": b, "n": n}
+        concrete = [sizes.get(d, d) for d in data]
+        feed = _nd_feeds("GatherND", concrete, [sizes.get(d, d) for d in where], k, n=2)[0]
+        feed["indices"] -= RNG.integers(0, 2, feed["indices"].shape) * np.array(
+            concrete[batch:batch + k])  # each coordinate in [-dim, dim)
+        feeds.append(feed)
+    _check(model, tmp_path, signer, feeds, {"gather_elements", "cumsum"})
+
+
 @pytest.mark.parametrize("data, where, attrs, error, message", [
     ((2, 3), (2, 1), {"batch_dims": 2}, ModelFileError,
      "attribute batch_dims=2 must be in [0, 2) (below the ranks of data [2, 3] and indices "
      "[2, 1])"),
     ((2, 3), (3, 1), {"batch_dims": 1}, ModelFileError,
      "the first 1 dims of data [2, 3] and indices [3, 1] (batch_dims=1) differ"),
-    (("b", 3), ("b", 1), {"batch_dims": 1}, UnsupportedModelError,
-     "batch_dims=1 over run-time dims (data ['b', 3], indices ['b', 1])"),
-], ids=["too-many", "differ", "run-time"])
+    (("b", 3), ("n", 1), {"batch_dims": 1}, UnsupportedModelError,
+     "batch_dims=1: dims 'b' of data ['b', 3] and 'n' of indices ['n', 1] cannot be checked "
+     "equal at import"),
+], ids=["too-many", "differ", "unknown"])
 def test_batch_dims_it_cannot_map_are_refused(data, where, attrs, error, message, tmp_path):
     model = _nd_model(tmp_path, "GatherND", data, where[:-1], where[-1], where[:-1], **attrs)
     assert_refused(model, error, "node 'node' (GatherND)", message)
