@@ -405,6 +405,17 @@ class Importer:
                                  f"the cap of {self.limits.max_tensor_elements}", node=node,
                                  op=self.node.op_type if self.node is not None else None)
 
+    def same_dims(self, a, b, what: str) -> None:
+        """Refuse dims ``a`` and ``b`` that ``what`` binds together unless known equal: a
+        ModelFileError where both are fixed sizes, else an UnsupportedModelError (run-time
+        dims that cannot be checked equal at import)."""
+        if dim_math.known_equal(a, b):
+            return
+        if type(a) is int and type(b) is int:
+            raise ModelFileError(f"{what} is bound to sizes {a} and {b}")
+        raise self.unsupported(f"{what} is bound to dims {a!r} and {b!r}, which cannot be "
+                               f"checked equal at import")
+
     def alias(self, onnx_name: str, graph_name: str) -> None:
         self.values[onnx_name] = graph_name
 

@@ -117,14 +117,8 @@ def _sizes(imp, equation: str, names: list[str], terms: list[str]) -> dict[str, 
                                  f"{tuple(shape)} has rank {len(shape)}, its term {term!r} "
                                  f"{len(term)} labels")
         for label, d in zip(term, shape):
-            seen = sizes.setdefault(label, d)
-            if seen == d:
-                continue
-            if type(seen) is int and type(d) is int:
-                raise ModelFileError(f"equation {equation!r}: label {label!r} is bound to sizes "
-                                     f"{seen} and {d}")
-            raise imp.unsupported(f"equation {equation!r}: label {label!r} is bound to dims "
-                                  f"{seen!r} and {d!r}, which cannot be checked equal at import")
+            imp.same_dims(sizes.setdefault(label, d), d,
+                          f"equation {equation!r}: label {label!r}")
     return sizes
 
 

@@ -571,14 +571,9 @@ def _gather_nd_batched(imp, node, data: str, idx: str, batch) -> None:
         raise ModelFileError(f"attribute batch_dims={batch!r} must be in [0, "
                              f"{min(len(shape), len(where))}) (below the ranks of data {shape} "
                              f"and indices {where})")
-    for d, e in zip(shape[:batch], where[:batch]):
-        if dim_math.known_equal(d, e):
-            continue
-        if type(d) is int and type(e) is int:
-            raise ModelFileError(f"the first {batch} dims of data {shape} and indices {where} "
-                                 f"(batch_dims={batch}) differ")
-        raise imp.unsupported(f"batch_dims={batch}: dims {d!r} of data {shape} and {e!r} of "
-                              f"indices {where} cannot be checked equal at import")
+    for j in range(batch):
+        imp.same_dims(shape[j], where[j], f"batch_dims={batch}: dim {j} of data {shape} and "
+                                          f"indices {where}")
     if imp.is_const(idx):
         if not all(type(d) is int for d in where[:-1] + shape[:batch]):
             raise imp.unsupported(f"batch_dims={batch} of constant indices over run-time dims "

@@ -200,10 +200,10 @@ def test_gather_nd_with_batch_dims_over_a_run_time_batch(data, where, k, batch, 
      "attribute batch_dims=2 must be in [0, 2) (below the ranks of data [2, 3] and indices "
      "[2, 1])"),
     ((2, 3), (3, 1), {"batch_dims": 1}, ModelFileError,
-     "the first 1 dims of data [2, 3] and indices [3, 1] (batch_dims=1) differ"),
+     "batch_dims=1: dim 0 of data [2, 3] and indices [3, 1] is bound to sizes 2 and 3"),
     (("b", 3), ("n", 1), {"batch_dims": 1}, UnsupportedModelError,
-     "batch_dims=1: dims 'b' of data ['b', 3] and 'n' of indices ['n', 1] cannot be checked "
-     "equal at import"),
+     "batch_dims=1: dim 0 of data ['b', 3] and indices ['n', 1] is bound to dims 'b' and 'n', "
+     "which cannot be checked equal at import"),
 ], ids=["too-many", "differ", "unknown"])
 def test_batch_dims_it_cannot_map_are_refused(data, where, attrs, error, message, tmp_path):
     model = _nd_model(tmp_path, "GatherND", data, where[:-1], where[-1], where[:-1], **attrs)
