@@ -111,9 +111,9 @@ def fix_inputs(model, values: Mapping[str, Any], *, where: str = "model"):
     for name, given in values.items():
         vi = inputs[name]
         shape, dtype = _shape(vi), ONNX_DTYPES.get(vi.type.tensor_type.elem_type)
-        if shape is None or dtype is None or dtype == "float16":
+        if shape is None or dtype is None:
             raise UsageError(f"{where}: input {name!r} is not a tensor of a dtype that can be "
-                             f"fixed at build (bool, integers, float32, float64)")
+                             f"fixed at build (bool, integers, float16, float32, float64)")
         if None in shape:
             raise UsageError(f"{where}: input {name!r} has run-time dims "
                              f"{[d if d is not None else '?' for d in shape]}; fix them with "

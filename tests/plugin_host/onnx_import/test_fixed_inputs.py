@@ -124,6 +124,32 @@ def test_values_an_input_cannot_take_are_usage_errors(values, message, tmp_path)
     assert not (tmp_path / "b.pha").exists()
 
 
+def test_a_float16_input_is_fixed_to_float16_then_upcast(tmp_path, signer):
+    """A float16 model's input (a scale, as onnx's QLinearMatMul cases give it): the value is
+    held as float16 (rounded so), then the model is upcast to float32 with it; a value past
+    float16's range is a UsageError."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "scale"], ["y"], name="mul")], "g",
+        [helper.make_tensor_value_info("x", tp.FLOAT16, [2, 3]),
+         helper.make_tensor_value_info("scale", tp.FLOAT16, [])],
+        [helper.make_tensor_value_info("y", tp.FLOAT16, [2, 3])])
+    model = tmp_path / "h.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    fixed = fix_inputs(onnx.load(model), {"scale": "0.1"})
+    array = onnx.numpy_helper.to_array(fixed.graph.initializer[-1])
+    assert array.dtype == np.float16 and array == np.float16(0.1)
+    _, loaded = import_and_load(model, tmp_path / "h.pha", signer, upcast_float16=True,
+                                input_values={"scale": "0.1"})
+    assert [s.name for s in loaded.graph.inputs] == ["x"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = Executor(loaded.graph, NumpyBackend()).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, x * np.float32(np.float16(0.1)))
+    with pytest.raises(UsageError, match="input 'scale' is float16; give a number within its "
+                                         "range"):
+        fix_inputs(onnx.load(model), {"scale": 70000})
+
+
 def test_an_input_with_run_time_dims_is_fixed_after_them(tmp_path, signer):
     model = _branchy(tmp_path / "b.onnx", x_dims=("batch", 4))
     with pytest.raises(UsageError, match=r"input 'x' has run-time dims \['\?', 4\]; fix them "
