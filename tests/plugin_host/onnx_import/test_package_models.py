@@ -4,7 +4,8 @@ Besides its node tests (test_conformance.py) the onnx package carries models PyT
 wrote in 2017 and 2018 (``onnx/backend/test/data/pytorch-converted`` and ``pytorch-operator``:
 each torch.nn layer and a few operators, mostly at opset 6, a few at 9 and 12) and a few small
 hand-written ones (``simple``: Expand, sequences, Shrink, Sign, StringNormalizer, Gradient),
-each with inputs and the outputs torch or ONNX's reference computed. Every one is imported as
+each with inputs and the outputs torch or ONNX's reference computed, and nine CNNs of opset 9
+with constant weights (``light``, :func:`test_light_model`). Every one is imported as
 a device would build it (opsets below 13 upgraded by onnx's version converter; a float64 model
 rewritten to float32, as ``--downcast-float64`` does) and must give the stored outputs on the
 numpy and the onnxruntime backend within the tolerance onnx's backend tests use (rtol 1e-3,
@@ -93,3 +94,31 @@ def test_model(folder):
             for name, value in want.items():
                 np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol,
                                            err_msg=f"{folder.name} {name} {type(backend)}")
+
+
+LIGHT = sorted((ROOT / "light").glob("*.onnx"))
+#: SqueezeNet's logits are about 9.5e9 each: the onnxruntime backend's mean (onnxruntime's
+#: ReduceMean) leaves two of them one float32 step (1024) apart, which its softmax turns into
+#: 0 and 1/750 where the stored output has 1/1000; an ill-conditioned model, not an import
+#: difference (the numpy backend gives the stored output)
+ILL_CONDITIONED = {("light_squeezenet", "OnnxruntimeBackend")}
+
+
+@pytest.mark.parametrize("model", LIGHT, ids=[m.stem for m in LIGHT])
+def test_light_model(model):
+    """onnx's "light" CNNs (AlexNet, DenseNet-121, Inception v1 and v2, ResNet-50,
+    ShuffleNet, SqueezeNet, VGG-19, ZFNet-512 at opset 9, their weights constants), fed what
+    onnx's backend test runner feeds them (``arange(n) / n`` in the input's shape), against
+    the output stored beside each."""
+    imported = import_onnx(model)
+    [(name, spec)] = [(s.name, s) for s in imported.graph.inputs]
+    n = int(np.prod(spec.shape))
+    feed = {name: (np.arange(n).reshape(spec.shape) / n).astype(np.float32)}
+    want = numpy_helper.to_array(onnx.load_tensor(str(model.with_name(
+        f"{model.stem}_output_0.pb"))))
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        if (model.stem, type(backend).__name__) in ILL_CONDITIONED:
+            continue
+        [got] = Executor(imported.graph, backend).run(dict(feed)).values()
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7,
+                                   err_msg=f"{model.stem} {type(backend).__name__}")
