@@ -188,9 +188,11 @@ def test_gather_nd_with_batch_dims_over_a_run_time_batch(data, where, k, batch, 
     for b, n in ((1, 2), (3, 4)):
         sizes = {"b": b, "n": n}
         concrete = [sizes.get(d, d) for d in data]
-        feed = _nd_feeds("GatherND", concrete, [sizes.get(d, d) for d in where], k, n=2)[0]
-        feed["indices"] -= RNG.integers(0, 2, feed["indices"].shape) * np.array(
-            concrete[batch:batch + k])  # each coordinate in [-dim, dim)
+        count = [sizes.get(d, d) for d in where]
+        dims = concrete[batch:batch + k]
+        feed = _nd_feeds("GatherND", concrete, count, k, n=2)[0]
+        feed["indices"] = _coordinates(count, dims) - RNG.integers(
+            0, 2, count + [k]) * np.array(dims)  # each coordinate in [-dim, dim)
         feeds.append(feed)
     _check(model, tmp_path, signer, feeds, {"gather_elements", "cumsum"})
 
