@@ -634,9 +634,8 @@ def _flat_coordinates(imp, node, data: str, indices: np.ndarray) -> tuple[str, n
 def _gather_elements(imp, node, attrs):
     """torch.gather, take_along_dim: ``gather_elements``, whose run-time indices, a negative
     one counted from the end (:func:`spread_indices`), are checked against [0, dim) as they
-    arrive; constant
-    indices are checked and made non-negative here (along a run-time dim, when the call runs:
-    :func:`_from_the_end`), int32 ones widened to int64."""
+    arrive; constant indices are checked and made non-negative here (along a run-time dim,
+    when the call runs: :func:`_from_the_end`), int32 ones widened to int64."""
     _only(imp, attrs, {"axis": ...})
     x, idx = node.input[:2]
     shape = imp.type_of(x).shape
