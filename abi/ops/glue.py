@@ -203,7 +203,7 @@ def _reduce(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     if len(set(axes)) != len(axes):
         raise ContractError(f"{n}: attribute 'axes' {list(attrs['axes'])} names an axis twice "
                             f"(rank {r})", op=n, attribute="axes")
-    if n in ("amax", "amin", "argmax", "argmin") and any(x.shape[a] == 0 for a in axes):
+    if arg and x.shape[axes[0]] == 0:
         raise ShapeError(f"{n}: x shape {fmt(x.shape)} is empty along a reduced axis (the "
                          f"{n} of nothing is undefined)", where=n, got=x.shape)
     if attrs["keepdim"]:
@@ -548,7 +548,8 @@ def _pad(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(tuple(shape), x.dtype)]
 
 
-_EXTREME = "; nan if any reduced element is nan; an axis of size 0 is refused"
+_EXTREME = ("; nan if any reduced element is nan; over an axis of size 0, the dtype's {}"
+            " ({}inf for a float: tinygrad's identity element, ONNX's and onnxruntime's)")
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -816,7 +817,8 @@ log of 0 for finite x); x float."""),
         "axes": AttrSpec("ints", check=non_empty),
         "keepdim": AttrSpec("bool", False),
     }, _reduce, doc="""\
-Mean over axes (non-empty, distinct; negative allowed); keepdim keeps them as size 1."""),
+Mean over axes (non-empty, distinct; negative allowed); keepdim keeps them as size 1; nan
+over an axis of size 0 (0 / 0, as numpy, torch and tinygrad)."""),
     *(OpDef(name, 1, ("x",), ("y",), {
         "axes": AttrSpec("ints", check=non_empty),
         "keepdim": AttrSpec("bool", False),
@@ -825,7 +827,8 @@ Mean over axes (non-empty, distinct; negative allowed); keepdim keeps them as si
 numeric, the output of its dtype{extra}.""") for name, what, extra in (
         ("sum", "Sum", " (numpy's sum, kept in that dtype)"),
         ("prod", "Product", " (numpy's prod, kept in that dtype; 1 over an axis of size 0)"),
-        ("amax", "Maximum", _EXTREME), ("amin", "Minimum", _EXTREME))),
+        ("amax", "Maximum", _EXTREME.format("lowest", "-")),
+        ("amin", "Minimum", _EXTREME.format("highest", "")))),
     OpDef("argmax", 1, ("x",), ("y",), {
         "axis": AttrSpec("int", 0),
         "keepdim": AttrSpec("bool", False),

@@ -223,13 +223,25 @@ def matmul(a, b):
 
 @_ieee
 def mean(x, *, axes, keepdim):
+    if _empty(x, axes):  # 0 / 0, without numpy's "Mean of empty slice" warning
+        return np.full(_reduced(x.shape, axes, keepdim), np.nan, x.dtype)
     return x.mean(axis=tuple(axes) if axes else None, keepdims=keepdim).astype(x.dtype, copy=False)
+
+
+def _empty(x, axes) -> bool:
+    return any(x.shape[a] == 0 for a in axes)
+
+
+def _reduced(shape, axes, keepdim) -> tuple:
+    """The shape a reduction over ``axes`` leaves."""
+    axes = {a % len(shape) for a in axes}
+    return tuple(1 if i in axes else d for i, d in enumerate(shape) if keepdim or i not in axes)
 
 
 def _over(x, axes, op):
     """``axes`` as numpy takes them; a typed refusal for an empty one (a symbolic dim bound
     to 0 at run time) where ``op`` has no value for nothing."""
-    if any(x.shape[a] == 0 for a in axes):
+    if _empty(x, axes):
         raise ShapeError(f"{op}: x shape {x.shape} is empty along a reduced axis", where=op,
                          got=x.shape)
     return tuple(axes)
@@ -245,12 +257,24 @@ def prod(x, *, axes, keepdim):
     return x.prod(axis=tuple(axes), keepdims=keepdim).astype(x.dtype, copy=False)
 
 
+def _extreme(x, axes, keepdim, method: str):
+    """x's ``method`` ("max", "min") over ``axes``; over nothing the dtype's lowest (max) or
+    highest (min): -inf or inf for a float."""
+    if _empty(x, axes):
+        if x.dtype.kind == "f":
+            value = -np.inf if method == "max" else np.inf
+        else:
+            value = np.iinfo(x.dtype).min if method == "max" else np.iinfo(x.dtype).max
+        return np.full(_reduced(x.shape, axes, keepdim), value, x.dtype)
+    return getattr(x, method)(axis=tuple(axes), keepdims=keepdim)
+
+
 def amax(x, *, axes, keepdim):
-    return x.max(axis=_over(x, axes, "amax"), keepdims=keepdim)
+    return _extreme(x, axes, keepdim, "max")
 
 
 def amin(x, *, axes, keepdim):
-    return x.min(axis=_over(x, axes, "amin"), keepdims=keepdim)
+    return _extreme(x, axes, keepdim, "min")
 
 
 def argmax(x, *, axis, keepdim):

@@ -104,6 +104,23 @@ def _reduce(op_type: str) -> Converter:
     return convert
 
 
+def mean(e, node, ins, outs, a):
+    """ReduceMean, which gives 0 over nothing: nan there, as 0 / 0 (the ABI's mean), where a
+    reduced dim is 0 or symbolic (its element count read with ``Shape`` when the call runs)."""
+    x = ins[0]
+    shape = e.types[x].shape
+    dims = [shape[ax] for ax in a["axes"]]
+    if all(isinstance(d, int) and d > 0 for d in dims):
+        _reduce("ReduceMean")(e, node, ins, outs, a)
+        return
+    reduced = e.op("Gather", [*e.op("Shape", [x]), e.const(list(a["axes"]), np.int64)])
+    [count] = e.op("ReduceProd", reduced, keepdims=0)
+    [empty] = e.op("Equal", [count, e.const(0, np.int64)])
+    plain = [e.fresh()]
+    _reduce("ReduceMean")(e, node, ins, plain, a)
+    e.op("Where", [empty, e.const(np.nan, dtypes.to_numpy(e.types[x].dtype)), *plain], outs)
+
+
 def prod(e, node, ins, outs, a):
     """ReduceProd; of integers, whose products onnxruntime's ReduceProd saturates where numpy
     wraps, a tree of Mul (which wraps) over the reduced axes moved last and flattened: each
@@ -506,7 +523,8 @@ def _window_checked(convert: Converter) -> Converter:
 def _nan_wins(convert: Converter, over_mask: Converter) -> Converter:
     """``convert`` with nan wherever its reduced axes or pooling window hold a nan, as numpy
     and torch give (onnxruntime's ReduceMax/ReduceMin/MaxPool kernels skip a nan):
-    ``over_mask`` runs the same reduction, as a max, over the input's IsNaN mask."""
+    ``over_mask`` runs the same reduction, as a max, over the input's IsNaN mask (1 where a
+    nan, 0 where none, -inf over nothing)."""
     def wrapped(e, node, ins, outs, a):
         dtype = e.types[ins[0]].dtype
         if dtype not in _FLOATS:
@@ -517,7 +535,7 @@ def _nan_wins(convert: Converter, over_mask: Converter) -> Converter:
         over_mask(e, node, mask + list(ins[1:]), seen, a)
         plain = [e.fresh()]
         convert(e, node, ins, plain, a)
-        e.op("Where", e.op("Cast", seen, to=onnx.TensorProto.BOOL)
+        e.op("Where", e.op("Greater", [*seen, e.const(0, dtypes.to_numpy(dtype))])
              + [e.const(np.nan, dtypes.to_numpy(dtype))] + plain, outs)
     return wrapped
 
@@ -540,7 +558,7 @@ CONVERTERS: dict[str, Converter] = {
     "and": _simple("And"), "or": _simple("Or"), "floor": _simple("Floor"),
     "ceil": _simple("Ceil"), "round": _simple("Round"),
     "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
-    "matmul": _simple("MatMul"), "mean": _reduce("ReduceMean"), "cast": cast, "clip": clip,
+    "matmul": _simple("MatMul"), "mean": mean, "cast": cast, "clip": clip,
     "sum": _reduce("ReduceSum"), "amax": _nan_wins(_reduce("ReduceMax"), _reduce("ReduceMax")),
     "amin": _nan_wins(_reduce("ReduceMin"), _reduce("ReduceMax")),
     "argmax": _arg("ArgMax"),

@@ -1,5 +1,7 @@
 """The numpy backend's glue kernels, run through the builder and executor, against torch."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -457,14 +459,30 @@ def test_cubic_grid_sample_of_a_volume_is_refused():
         b.op("grid_sample", x, grid, name="g", mode="cubic")
 
 
-def test_a_max_over_a_dim_bound_to_zero_at_run_time_is_a_typed_refusal():
-    from abi.errors import ShapeError
-
+@pytest.mark.parametrize("dtype, lowest, highest", [
+    ("float32", -np.inf, np.inf), ("int32", -2**31, 2**31 - 1), ("uint8", 0, 255),
+    ("int64", -2**63, 2**63 - 1), ("uint64", 0, 2**64 - 1)])
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_reductions_over_a_dim_bound_to_zero_at_run_time(dtype, lowest, highest, keepdim):
+    """amax and amin of nothing: the dtype's lowest and highest (tinygrad's identity element,
+    ONNX's ReduceMax and ReduceMin); mean: nan (0 / 0, without numpy's warning); argmax:
+    undefined, a typed refusal."""
+    b = GraphBuilder("empty")
+    x = b.input("x", (2, "n", 3), dtype, "ANY")
+    for op in ("amax", "amin", "sum") + (("mean",) if dtype.startswith("float") else ()):
+        b.output(b.op(op, x, name=op, axes=[1, 2], keepdim=keepdim), op, "ANY")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = Executor(b.build(), NumpyBackend()).run({"x": np.zeros((2, 0, 3), dtype)})
+    want = {"amax": lowest, "amin": highest, "sum": 0, "mean": np.nan}
+    for op, value in got.items():
+        assert value.dtype == dtype and value.shape == ((2, 1, 1) if keepdim else (2,)), op
+        np.testing.assert_array_equal(value, np.full(value.shape, want[op], dtype), op)
     b = GraphBuilder("empty")
     x = b.input("x", ("n", 3), "float32", "ANY")
-    b.output(b.op("amax", x, name="m", axes=[0]), "y", "ANY")
+    b.output(b.op("argmax", x, name="m", axis=0), "y", "ANY")
     ex = Executor(b.build(), NumpyBackend())
-    with pytest.raises(ShapeError, match=r"amax: x shape \(0, 3\) is empty along a reduced"):
+    with pytest.raises(ShapeError, match=r"argmax: x shape \(0, 3\) is empty along a reduced"):
         ex.run({"x": np.zeros((0, 3), np.float32)})
 
 

@@ -1396,3 +1396,37 @@ def test_special_values_agree_between_backends(case):
             got[name] = np.where((got[name] == lowest) & (value == -np.inf), -np.inf, got[name])
         np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5, equal_nan=True,
                                    err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int8", "uint64"])
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_reductions_over_nothing(dtype, keepdim):
+    """Over a symbolic dim bound to 0 and a fixed dim of 0: amax and amin give the dtype's
+    lowest and highest, mean nan (onnxruntime's ReduceMean gives 0, its max of the IsNaN
+    mask -inf), as the numpy backend; over 1 and 4 elements the reductions as before."""
+    b = GraphBuilder("empty")
+    x = b.input("x", (2, "n", 3), dtype, "ANY")
+    zero = b.constant("zero", np.zeros((2, 0), dtype))
+    ops = ("amax", "amin") + {"float32": ("mean", "sum"), "uint64": ()}.get(dtype, ("sum",))
+    for op in ops:
+        b.output(b.op(op, x, name=op, axes=[1, 2], keepdim=keepdim), op, "ANY")
+        b.output(b.op(op, zero, name=f"{op}_fixed", axes=[-1], keepdim=keepdim),
+                 f"{op}_fixed", "ANY")
+    graph = b.build()
+    for n in (0, 1, 4):
+        x = RNG.integers(-100, 100, (2, n, 3)).astype(dtype)
+        got = assert_same(graph, {"x": x})
+        if not n:
+            want = {"amax": dtypes_lowest(dtype), "amin": dtypes_highest(dtype), "sum": 0,
+                    "mean": np.nan}
+            for name, value in got.items():
+                np.testing.assert_array_equal(value, np.full(value.shape, want[name.split(
+                    "_")[0]], dtype), name)
+
+
+def dtypes_lowest(dtype):
+    return -np.inf if dtype.startswith("float") else np.iinfo(dtype).min
+
+
+def dtypes_highest(dtype):
+    return np.inf if dtype.startswith("float") else np.iinfo(dtype).max
