@@ -14,11 +14,12 @@ numbers onnxruntime computes for the quantized model (graph optimizations off). 
   DequantizeLinear reads (the activations of a QDQ model) stay float32: neither cast is
   emitted, and backends without int8 tensors run the model.
 
-Scales and zero points must be constants: per-tensor (one value) or per-axis (one value per
-entry of ``axis``, broadcast through a reshaped constant). A scale that is not a positive
-finite float32, a zero point of another dtype than the quantized values, blocked quantization
-(opset 21's ``block_size``) and com.microsoft's operator-oriented quantized ops (QLinearAdd,
-QGemm ...) are refused, naming the node. ``quantize_dynamic``'s ops (DynamicQuantizeLinear,
+Scales and zero points must be constants: per-tensor (one value), per-axis (one value per
+entry of ``axis``, broadcast through a reshaped constant) or blocked (opset 21's
+``block_size``: one per block along ``axis``, repeated to the values' static shape); a
+QuantizeLinear's may be computed at run time per tensor. A scale that is not a positive
+finite float32, a zero point of another dtype than the quantized values and com.microsoft's
+operator-oriented quantized ops (QLinearAdd, QGemm ...) are refused, naming the node. ``quantize_dynamic``'s ops (DynamicQuantizeLinear,
 MatMulInteger, ConvInteger) map in :mod:`.dynamic`; the QOperator format's QLinearConv and
 QLinearMatMul in :mod:`.qlinear` (integers that only they and DequantizeLinear read stay
 float32 here too).
@@ -66,20 +67,14 @@ NO_CPU_KERNEL = frozenset({"QLinearReduceMean", "QOrderedMatMul"})
 NO_CPU_KERNEL_HINT = "onnxruntime's CPU provider has no kernel for it either; " + QDQ_HINT
 
 
-def _axis(attrs: dict, op: str, *, blocked: bool = False) -> int:
-    """The ``axis`` attribute, after refusing the attributes and values not mapped
-    (``blocked``: ``block_size`` is, where the values are constants)."""
+def _axis(attrs: dict, op: str) -> int:
+    """The ``axis`` attribute, after refusing the attributes and values not mapped."""
     allowed = {"axis", "block_size", "saturate", "output_dtype", "precision", "_outputs"}
     if op == "DequantizeLinear":
         allowed -= {"saturate", "precision"}
     for k, v in attrs.items():
         if k not in allowed:
             raise UnsupportedModelError(f"attribute {k}={v!r} is not supported")
-    if attrs.get("block_size", 0) and not blocked:
-        raise UnsupportedModelError(f"attribute block_size={attrs['block_size']!r}: blocked "
-                                    f"quantization is supported for constant values only (a "
-                                    f"DequantizeLinear's weights); per-tensor and per-axis are "
-                                    f"for any")
     if attrs.get("saturate", 1) not in (0, 1):  # float8 only: integers always saturate
         raise UnsupportedModelError(f"attribute saturate={attrs['saturate']!r} must be 0 or 1")
     # the precision of the arithmetic, DequantizeLinear's output type: 0 (the scale's) or float
@@ -154,7 +149,7 @@ def _fold_quantize(ins, attrs: dict, cap: int) -> list:
     dtype = _quantized_dtype(zero_point, attrs)
     if x.dtype != np.float32:
         raise UnsupportedModelError(f"input of dtype {x.dtype}: only float32 is quantized")
-    s, z = parameters(x.shape, scale, zero_point, axis, dtype)
+    s, z = _shaped(x.shape, scale, zero_point, axis, dtype, attrs, quantize=True)
     lo, hi = _range(dtype)
     y = np.round(np.where(np.isnan(x), np.float32(-np.inf), x) / s)
     if z is not None:
@@ -192,17 +187,25 @@ def blocked_parameters(shape, scale: np.ndarray, zero_point: np.ndarray | None, 
         np.arange(shape[a]), axis=a) for p in (scale, zero_point))
 
 
+def _shaped(shape, scale: np.ndarray, zero_point: np.ndarray | None, axis: int, dtype: str,
+            attrs: dict, *, quantize: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`parameters`, or with ``block_size`` :func:`blocked_parameters` (a quantization's
+    scale, which it divides by, positive and finite as per tensor and per axis)."""
+    if not attrs.get("block_size", 0):
+        return parameters(shape, scale, zero_point, axis, dtype)
+    if quantize:
+        _check_scale(scale)
+    return blocked_parameters(shape, scale, zero_point, axis, attrs["block_size"], dtype)
+
+
 def _fold_dequantize(ins, attrs: dict, cap: int) -> list:
     x, scale, zero_point = (list(ins) + [None])[:3]
-    axis = _axis(attrs, "DequantizeLinear", blocked=True)
+    axis = _axis(attrs, "DequantizeLinear")
     dtype = dtypes.from_numpy(x.dtype)
     if dtype not in DEQUANTIZED:
         raise UnsupportedModelError(f"input of dtype {dtype}: only {', '.join(DEQUANTIZED)} are "
                                     f"dequantized")
-    if attrs.get("block_size", 0):
-        s, z = blocked_parameters(x.shape, scale, zero_point, axis, attrs["block_size"], dtype)
-    else:
-        s, z = parameters(x.shape, scale, zero_point, axis, dtype)
+    s, z = _shaped(x.shape, scale, zero_point, axis, dtype, attrs, quantize=False)
     y = x.astype(np.int32)
     if z is not None:
         y = y - z.astype(np.int32)  # wraps in int32, as onnxruntime's difference does
@@ -215,11 +218,18 @@ register_fold("QuantizeLinear", _fold_quantize, optional=(2,))
 register_fold("DequantizeLinear", _fold_dequantize, optional=(2,))
 
 
-def _constants(imp, node, x: str, dtype: str, axis: int) -> tuple[np.ndarray, np.ndarray | None]:
+def _constants(imp, node, x: str, dtype: str, axis: int,
+               attrs: dict) -> tuple[np.ndarray, np.ndarray | None]:
     scale = imp.const(node.input[1], "scale")
     zp = imp.const(node.input[2], "zero_point") if len(node.input) > 2 and node.input[2] \
         else None
     shape = imp.type_of(x).shape
+    if attrs.get("block_size", 0):
+        if not all(type(d) is int for d in shape):
+            raise imp.unsupported(f"blocked quantization of input shape {list(shape)}: its "
+                                  f"scale matches every dim, so they must be static")
+        return _shaped(shape, scale, zp, axis, dtype, attrs,
+                       quantize=node.op_type == "QuantizeLinear")
     if scale.ndim == 1 and scale.size > 1:
         dim = shape[axis_in(axis, len(shape))]
         if type(dim) is not int:
@@ -276,7 +286,7 @@ def _quantize(imp, node, attrs):
         _quantize_at_run_time(imp, node, attrs, zp_name)
         return
     dtype = _quantized_dtype(imp.const(zp_name, "zero_point") if zp_name else None, attrs)
-    scale, zp = _constants(imp, node, x, dtype, axis)
+    scale, zp = _constants(imp, node, x, dtype, axis, attrs)
     out = node.output[0]
     xt = imp.tensor(x)
     [nan] = imp.emit("isnan", [xt], [None], suffix="/isnan")
@@ -313,8 +323,11 @@ def _quantize_at_run_time(imp, node, attrs, zp_name: str | None) -> None:
     dtype = _quantized_dtype(None if zp_type is None else
                              np.zeros((), dtypes.to_numpy(zp_type)), attrs)
     if attrs.get("block_size", 0):
-        raise imp.unsupported(f"attribute block_size={attrs['block_size']}: a blocked scale "
-                              f"or zero point computed at run time is not supported")
+        named = " and ".join(repr(n) for n in (node.input[1], zp_name)
+                             if n and not imp.is_const(n))
+        raise imp.unsupported(f"attribute block_size={attrs['block_size']}: the blocked scale "
+                              f"or zero point {named} is computed at run time; only constant "
+                              f"ones are mapped")
     parts = []
     for name, what in ((node.input[1], "scale"), (zp_name, "zero_point")):
         if name is None:
@@ -350,7 +363,7 @@ def _dequantize(imp, node, attrs):
     if dtype not in DEQUANTIZED:
         raise imp.unsupported(f"input of dtype {dtype}: only {', '.join(DEQUANTIZED)} are "
                               f"dequantized")
-    scale, zp = _constants(imp, node, x, dtype, axis)
+    scale, zp = _constants(imp, node, x, dtype, axis, attrs)
     out = node.output[0]
     y = imp.tensor(x)
     shift = zp is not None and zp.any()

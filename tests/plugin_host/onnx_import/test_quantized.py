@@ -1,10 +1,11 @@
 """Quantized models in QDQ format, imported as float32 fake quantization: torch models quantized
 by onnxruntime's ``quantize_static`` (per-tensor and per-channel, int8 and uint8 activations)
-and hand-made QuantizeLinear / DequantizeLinear nodes (per-axis, saturation, ties, nan, zero
-points at the type's edge, int16, int32 bias, a scale and zero point computed at run time),
-compared with onnxruntime running the quantized model. What the import does not take (a scale that is not positive and finite, a zero point of
-another dtype, blocked quantization of run-time values, com.microsoft's operator-oriented
-quantized ops) is refused naming the node; ``quantize_dynamic``'s models are
+and hand-made QuantizeLinear / DequantizeLinear nodes (per-axis, blocked, saturation, ties,
+nan, zero points at the type's edge, int16, int32 bias, a scale and zero point computed at run
+time), compared with onnxruntime running the quantized model. What the import does not take
+(a scale that is not positive and finite, a zero point of another dtype, blocked quantization
+over run-time dims or by a run-time scale, com.microsoft's operator-oriented quantized ops) is
+refused naming the node; ``quantize_dynamic``'s models are
 test_quantize_dynamic.py's, the QLinearConv and QLinearMatMul of ``quantize_static``'s QOperator
 format test_qlinear.py's.
 
@@ -175,13 +176,17 @@ def _save(path, nodes, inputs, outputs, inits=(), opset=21):
     return path
 
 
-def _qdq(tmp_path, scale, zero_point, *, axis=1, shape=(2, 3, 4), opset=21, int_output=True):
+def _qdq(tmp_path, scale, zero_point, *, axis=1, shape=(2, 3, 4), opset=21, int_output=True,
+         **attrs):
     """x -> QuantizeLinear (node "q"; with ``int_output`` its integers are a graph output "q")
-    -> DequantizeLinear (node "dq", output "y"), scale and zero point initializers."""
+    -> DequantizeLinear (node "dq", output "y"), scale and zero point initializers; ``attrs``
+    on both nodes."""
     scale, zero_point = np.asarray(scale, np.float32), np.asarray(zero_point)
     elem = helper.np_dtype_to_tensor_dtype(zero_point.dtype)
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q", axis=axis),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq", axis=axis)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q", axis=axis,
+                              **attrs),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq", axis=axis,
+                              **attrs)]
     return _save(tmp_path / "qdq.onnx", nodes, [_vi("x", shape=shape)],
                  [_vi("q", elem, shape)] * int_output + [_vi("y", shape=shape)],
                  [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zero_point, "z")],
@@ -278,6 +283,27 @@ def test_per_axis_quantization_is_bit_identical(axis, dtype, backend, int_output
     info = np.iinfo(dtype)
     feeds = _edges(scale.reshape(3, 1), int(info.min), int(info.max), 0, (2, 3, 4))
     _check(model, loaded, feeds, exact=True, backend=backend())
+
+
+@pytest.mark.parametrize("backend, int_output", VARIANTS)
+@pytest.mark.parametrize("shape, axis, block", [((2, 5, 4), 1, 2), ((2, 3, 7), -1, 3),
+                                                ((6, 2), 0, 6), ((4, 3), 0, 1)])
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_blocked_quantization_of_run_time_values_is_bit_identical(
+        shape, axis, block, dtype, backend, int_output, tmp_path, signer):
+    """Opset 21's block_size with constant scales and zero points: one per ``block`` entries
+    along the axis (the last block shorter where it does not divide), repeated at import."""
+    blocks = list(shape)
+    blocks[axis] = -(-shape[axis] // block)
+    scale = (2.0 ** RNG.integers(-6, 3, blocks)).astype(np.float32)
+    info = np.iinfo(dtype)
+    zero_point = RNG.integers(info.min, info.max, blocks, endpoint=True).astype(dtype)
+    model = _qdq(tmp_path, scale, zero_point, axis=axis, shape=shape, int_output=int_output,
+                 block_size=block)
+    _, loaded = import_and_load(model, tmp_path / "q.pha", signer)
+    full = np.repeat(scale, block, axis=axis).take(np.arange(shape[axis]), axis=axis)
+    _check(model, loaded, _edges(full, int(info.min), int(info.max), 0, shape), exact=True,
+           backend=backend())
 
 
 def test_integers_read_by_another_op_are_cast(tmp_path, signer):
@@ -418,15 +444,32 @@ def test_a_huge_per_axis_constant_is_refused_in_one_short_line(tmp_path):
     assert "\n" not in str(info.value) and len(str(info.value)) < 300
 
 
-def test_blocked_quantization_of_run_time_values_is_refused(tmp_path):
-    """Constant blocked weights are dequantized at import (test_weight_only.py)."""
-    inits = [numpy_helper.from_array(np.full((4, 2), 0.5, np.float32), "s")]
-    nodes = [helper.make_node("DequantizeLinear", ["wq", "s"], ["y"], name="dq", axis=1,
-                              block_size=2)]
-    model = _save(tmp_path / "m.onnx", nodes, [_vi("wq", TP.INT8, (4, 4))],
-                  [_vi("y", shape=(4, 4))], inits)
-    assert_refused(model, UnsupportedModelError, "node 'dq' (DequantizeLinear)",
-                   "block_size=2: blocked quantization is supported for constant values only")
+def test_blocked_quantization_refusals(tmp_path):
+    """Blocked over a run-time dim, by a scale computed at run time, by a scale of 0 (a
+    quantization divides by it), or of a scale that does not match the blocks."""
+    def model(op, x_shape, scale, runtime_scale=False, **attrs):
+        elem, out = (TP.FLOAT, TP.INT8) if op == "QuantizeLinear" else (TP.INT8, TP.FLOAT)
+        inits = [] if runtime_scale else [numpy_helper.from_array(scale, "s")]
+        ins = [_vi("x", elem, x_shape)] + [_vi("s", shape=scale.shape)] * runtime_scale
+        outs = [_vi("y", out, x_shape)]
+        if op == "QuantizeLinear":
+            inits.append(numpy_helper.from_array(np.zeros(scale.shape, np.int8), "z"))
+        node = helper.make_node(op, ["x", "s"] + ["z"] * (op == "QuantizeLinear"), ["y"],
+                                name="n", axis=1, block_size=2, **attrs)
+        return _save(tmp_path / "m.onnx", [node], ins, outs, inits)
+
+    half = np.full((4, 2), 0.5, np.float32)
+    assert_refused(model("DequantizeLinear", ("n", 4), half), UnsupportedModelError,
+                   "node 'n' (DequantizeLinear)", "blocked quantization of input shape "
+                   "['n', 4]: its scale matches every dim, so they must be static")
+    assert_refused(model("QuantizeLinear", (4, 4), half, runtime_scale=True),
+                   UnsupportedModelError, "node 'n' (QuantizeLinear)",
+                   "the blocked scale or zero point 's' is computed at run time")
+    assert_refused(model("QuantizeLinear", (4, 4), half * np.float32([1, 0])),
+                   ModelFileError, "node 'n' (QuantizeLinear)", "must be positive and finite")
+    assert_refused(model("DequantizeLinear", (4, 5), half), ModelFileError,
+                   "node 'n' (DequantizeLinear)", "scale of shape [4, 2]: blocks of 2 along "
+                   "axis 1 of the values' shape [4, 5] need [4, 3]")
 
 
 def test_a_runtime_per_axis_scale_is_refused(tmp_path):
