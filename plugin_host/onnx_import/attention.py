@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import ModelFileError
 from .gather import checked_index
+from .pads import constant_pad
 from .ops import _only, _opt, maps
 
 _FLOAT = 1  # ONNX TensorProto.FLOAT
@@ -126,6 +127,7 @@ def _attention(imp, node, attrs):
             [bias] = imp.emit("where", [bias, _const(imp, 0.0, "attend"),
                                         _const(imp, -np.inf, "masked")], [None],
                               suffix="/mask_bias")
+        bias = _mask_to_every_key(imp, bias, imp.types[k].shape[2])
     if nonpad is not None:
         seen, empty_rows = _seen_run_time(imp, scores, nonpad, causal, window), True
     elif causal or window != (-1, -1):
@@ -191,6 +193,20 @@ def _repeat_heads(imp, x: str, q_heads, kv_heads, what: str) -> str:
                    suffix=f"/{what}_repeat")
     return imp.emit("flatten", [x], [None], {"start_dim": 1, "end_dim": 2},
                     suffix=f"/{what}_heads")[0]
+
+
+def _mask_to_every_key(imp, bias: str, keys) -> str:
+    """The mask's bias padded by -inf to ``keys`` (the total sequence length) where its last
+    dim is shorter, as the spec has it (onnxruntime refuses such a mask, its function body
+    pads it); a longer one is malformed."""
+    shape = imp.types[bias].shape
+    have = shape[-1]
+    if type(have) is not int or type(keys) is not int or have == keys:
+        return bias
+    if have > keys:
+        raise ModelFileError(f"attn_mask's last dim {have} is longer than the {keys} keys")
+    pairs = [[0, 0] for _ in shape[:-1]] + [[0, keys - have]]
+    return constant_pad(imp, bias, pairs, -np.inf, None, "/mask_to_keys")
 
 
 def _seen(imp, scores: str, past_key: str | None, causal: int,

@@ -51,9 +51,31 @@ def _pad(imp, node, attrs):
     if not any(p > 0 for pair in pairs for p in pair):
         imp.alias(node.output[0], y)
         return
-    imp.emit("pad", [y], [node.output[0]],
-             {"pads": [[max(p, 0) for p in pair] for pair in pairs], "mode": mode,
-              "value": value})
+    pairs = [[max(p, 0) for p in pair] for pair in pairs]
+    if mode == "constant":
+        constant_pad(imp, y, pairs, value, node.output[0])
+    else:
+        imp.emit("pad", [y], [node.output[0]], {"pads": pairs, "mode": mode, "value": value})
+
+
+def constant_pad(imp, x: str, pairs: list, value: float, out: str | None,
+                 suffix: str = "") -> str:
+    """``pad`` of graph tensor ``x`` by ``value`` (``pairs``: before and after per axis), bound
+    to ONNX value ``out`` (None: internal); returns the tensor. A value the artifact's manifest
+    cannot hold (inf, -inf, nan: Attention's function body pads a mask by -inf) is a pad by 0,
+    and a ``where`` of the value over the padding: where a pad of all true (``not(x < x)``,
+    true for nan too) by false is false."""
+    if np.isfinite(value):
+        return imp.emit("pad", [x], [out], {"pads": pairs, "mode": "constant", "value": value},
+                        suffix=suffix)[0]
+    zero = {"pads": pairs, "mode": "constant", "value": 0.0}
+    [padded] = imp.emit("pad", [x], [None], zero, suffix=f"{suffix}/by_0")
+    [every] = imp.emit("not", imp.emit("less", [x, x], [None], suffix=f"{suffix}/never"), [None],
+                       suffix=f"{suffix}/every")
+    [inside] = imp.emit("pad", [every], [None], zero, suffix=f"{suffix}/inside")
+    fill = imp.add_constant(np.array(value, dtypes.to_numpy(imp.types[x].dtype)),
+                            f"{imp.node_name}{suffix}.value")
+    return imp.emit("where", [inside, padded, fill], [out], suffix=suffix)[0]
 
 
 def _run_time_pads(imp, node, mode: str, value: float, pairs: dict) -> None:
@@ -79,8 +101,10 @@ def _run_time_pads(imp, node, mode: str, value: float, pairs: dict) -> None:
              for a in range(rank)]  # an axis with a run-time pad takes both of its own below
     y = _cropped(imp, x, fixed)
     if any(p > 0 for pair in fixed for p in pair):
-        [y] = imp.emit("pad", [y], [None], {"pads": [[max(p, 0) for p in pair] for pair in fixed],
-                                            "mode": mode, "value": value}, suffix="/fixed")
+        fixed = [[max(p, 0) for p in pair] for pair in fixed]
+        y = (constant_pad(imp, y, fixed, value, None, "/fixed") if mode == "constant" else
+             imp.emit("pad", [y], [None], {"pads": fixed, "mode": mode, "value": value},
+                      suffix="/fixed")[0])
     numpy_dtype = dtypes.to_numpy(imp.types[y].dtype)
     for a, pair in pairs.items():
         if all(type(p) is int for p in pair):

@@ -13,9 +13,12 @@ import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
+from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import assert_refused, check_on_both_backends, import_and_load, onnx, torch
+from .conftest import (assert_refused, check_on_both_backends, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
 
 F = torch.nn.functional
 RNG = np.random.default_rng(23)
@@ -127,6 +130,40 @@ def test_attention_nodes_match_onnxruntime(shapes, outputs, attrs, tmp_path, sig
     model = _node_model(tmp_path / "n.onnx", shapes, outputs, **attrs)
     _, loaded = import_and_load(model, tmp_path / "n.pha", signer)
     check_on_both_backends(model, loaded, [_feed(shapes) for _ in range(2)])
+
+
+@pytest.mark.parametrize("mask, attrs", [("mask", {}), ("mask?", {"is_causal": 1}),
+                                         ("mask", {"softcap": 3.0, "qk_matmul_output_mode": 2}),
+                                         ("mask?", {"qk_matmul_output_mode": 3})])
+@pytest.mark.parametrize("shape", [(2, 1, 4, 3), (4, 1)])
+def test_a_mask_shorter_than_the_keys_is_padded_by_minus_infinity(mask, attrs, shape, tmp_path):
+    """The spec's rule, which ONNX's reference and the function body follow (onnxruntime's
+    kernel refuses such a mask, so a build, whose golden vectors it computes, does too): the
+    reference is onnxruntime on the same node given the mask padded by hand to every key (by
+    -inf, or false)."""
+    keys = 6
+    shapes = {"Q": (2, 2, 4, 8), "K": (2, 2, keys, 8), "V": (2, 2, keys, 8), mask: shape}
+    outputs = ["y", "", "", "qk"] if "qk_matmul_output_mode" in attrs else ["y"]
+    model = _node_model(tmp_path / "n.onnx", shapes, outputs, opset=24, **attrs)
+    full = _node_model(tmp_path / "full.onnx", {**shapes, mask: (*shape[:-1], keys)}, outputs,
+                       opset=24, **attrs)
+    graph = import_onnx(model).graph
+    for _ in range(2):
+        feed = _feed(shapes)
+        padding = [(0, 0)] * (len(shape) - 1) + [(0, keys - shape[-1])]
+        want = onnxruntime_outputs(full, {**feed, "mask": np.pad(
+            feed["mask"], padding, constant_values=False if "?" in mask else -np.inf)})
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            got = Executor(graph, backend).run(feed)
+            for name, value in want.items():
+                np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{backend.name}: {name}")
+
+
+def test_a_mask_longer_than_the_keys_is_refused(tmp_path):
+    shapes = {"Q": (1, 2, 3, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8), "mask": (3, 5)}
+    assert_refused(_node_model(tmp_path / "n.onnx", shapes, ["y"]), ModelFileError,
+                   "node 'attn' (Attention)", "attn_mask's last dim 5 is longer than the 4 keys")
 
 
 @pytest.mark.parametrize("causal", [0, 1])

@@ -62,8 +62,17 @@ class _BothEnds(torch.nn.Module):
     """(b, c, t) padded with -2 by one step in front and at the end to a multiple of 4, and
     by two fixed steps on both ends of the channels."""
 
+    value = -2.0
+
     def forward(self, x):
-        return F.pad(x, (1, _to_multiple(x.shape[2] + 1, 4), 2, 2), value=-2.0)
+        return F.pad(x, (1, _to_multiple(x.shape[2] + 1, 4), 2, 2), value=self.value)
+
+
+class _BothEndsMinusInf(_BothEnds):
+    """As :class:`_BothEnds` by -inf, which the artifact's manifest cannot hold as the pad's
+    value: a pad by 0 and a where of -inf."""
+
+    value = float("-inf")
 
 
 class _UNet(torch.nn.Module):
@@ -104,6 +113,8 @@ CASES = {
                [(2, 3, 1), (2, 3, 4), (2, 3, 6)]),
     "both-ends": (_BothEnds, (2, 3, 7), {2: "t"}, [False, True],
                   [(2, 3, 1), (2, 3, 3), (2, 3, 6), (2, 3, 10)]),
+    "both-ends-minus-inf": (_BothEndsMinusInf, (2, 3, 7), {2: "t"}, [False, True],
+                            [(2, 3, 1), (2, 3, 6)]),
     "u-net": (_UNet, (2, 3, 9, 11), {0: "batch", 2: "h", 3: "w"}, [False, True],
               [(1, 3, 4, 5), (1, 3, 9, 11), (2, 3, 16, 13), (1, 3, 7, 6), (1, 3, 15, 14)]),
 }
@@ -213,3 +224,23 @@ def test_mod_of_a_run_time_dim_matches_onnxruntime(a_of, k, b, fmod, at_import, 
     assert ("mod" in {n.op for n in loaded.graph.nodes}) is not at_import
     feeds = [{"x": RNG.standard_normal(t).astype(np.float32)} for t in range(10)]
     check_on_both_backends(path, loaded, feeds)
+
+
+@pytest.mark.parametrize("value", [float("-inf"), float("inf"), float("nan")])
+def test_fixed_pads_by_a_value_that_is_not_finite_match_onnxruntime(value, tmp_path, signer):
+    """A constant Pad by inf, -inf or nan (with a crop on another axis): a pad by 0, and a
+    where of the value over the padding; x's own nan, inf and -0.0 stay."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    node = helper.make_node("Pad", ["x", "pads", "value"], ["y"], name="pad")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", tp.FLOAT,
+                                                                          ["n", 3, 5])],
+                              [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 5, 4])],
+                              [helper.make_tensor("pads", tp.INT64, [6], [0, 1, -1, 0, 1, 0]),
+                               helper.make_tensor("value", tp.FLOAT, [], [value])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              tmp_path / "p.onnx")
+    _, loaded = import_and_load(tmp_path / "p.onnx", tmp_path / "p.pha", signer)
+    assert [n.op for n in loaded.graph.nodes][-1] == "where"
+    x = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    x[0, 1] = [np.nan, np.inf, -np.inf, -0.0, 0.0]
+    check_on_both_backends(tmp_path / "p.onnx", loaded, [{"x": x}, {"x": x[:1]}])
