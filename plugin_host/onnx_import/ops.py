@@ -374,7 +374,8 @@ def _sum_mean(imp, node, attrs):
 @maps("Dropout")
 def _dropout(imp, node, attrs):
     """Inference: the input itself (ratio is ignored), and the mask all true. training_mode
-    must be absent or a constant false."""
+    must be absent or a constant false, or true with a constant ratio of 0 (nothing dropped:
+    the same, as ONNX's reference and onnxruntime give it)."""
     _only(imp, attrs, {"seed": ...})
     training = _opt(node, 2)
     if training is not None:
@@ -382,7 +383,15 @@ def _dropout(imp, node, attrs):
             raise imp.unsupported(f"training_mode {training!r} is computed at run time (only "
                                   f"inference, a constant false, is supported)")
         if bool(one_value(imp.const(training, "training_mode"), "training_mode")):
-            raise imp.unsupported("training_mode is true (only inference is supported)")
+            ratio = _opt(node, 1)
+            if ratio is not None and not imp.is_const(ratio):
+                raise imp.unsupported(f"training_mode is true and the ratio {ratio!r} is "
+                                      f"computed at run time (a constant 0 drops nothing)")
+            value = 0.5 if ratio is None else float(one_value(imp.const(ratio, "ratio"),
+                                                              "ratio"))
+            if value != 0.0:
+                raise imp.unsupported(f"training_mode is true with ratio {value:g}: dropping is "
+                                      f"random (inference, or a ratio of 0, is supported)")
     x = imp.tensor(node.input[0])
     if len(node.output) > 1 and node.output[1]:
         filled(imp, list(imp.types[x].shape), np.ones((), bool), node.output[1])

@@ -5,7 +5,8 @@ with nan, inf, -0.0 and float32 extremes; where onnxruntime's nan result follows
 lanes (Hardmax, GlobalMaxPool) the nan inputs are compared with torch instead. All-constant
 Sum, Mean and the element-wise activations fold; an inference Dropout's mask is all true
 (before opset 12, where onnxruntime gives it all false, a read one is refused); a training
-Dropout and inputs the mappings do not take are refused naming the node. Also: an opset-11
+Dropout of ratio 0 drops nothing, of another ratio it is refused, as inputs the mappings do
+not take are, naming the node. Also: an opset-11
 Hardmax keeps its 2-D meaning through the upgrade, and Flatten counts a negative axis back from
 the rank."""
 
@@ -261,12 +262,30 @@ def test_a_read_mask_before_opset_12_is_refused(opset, tmp_path, signer):
                        f"all false in inference, opset 12 on all true")
 
 
-@pytest.mark.parametrize("case", ["true", "runtime"])
+@pytest.mark.parametrize("shape", [(4, 5), ("b", 5)])
+def test_a_training_dropout_of_ratio_0_is_identity(shape, tmp_path, signer):
+    """Nothing dropped: x itself and the mask all true, as onnxruntime gives it."""
+    path = _model(tmp_path, "Dropout", {"x": shape, "r": np.array(0.0, np.float32),
+                                        "t": np.array(True)}, outputs=("y", "mask"),
+                  read=["y", "mask"])
+    loaded = _check(tmp_path, signer, path, [{"x": _values(s)} for s in ((4, 5), (2, 5))
+                                             if type(shape[0]) is str or s[0] == 4])
+    got = _run(loaded, {"x": np.full((4, 5), np.nan, np.float32)})["mask"]
+    assert got.dtype == np.bool_ and got.all()
+
+
+@pytest.mark.parametrize("case", ["true", "default-ratio", "runtime", "runtime-ratio"])
 def test_training_dropout_is_refused(case, tmp_path):
     inputs = {"x": (4, 5), "r": np.array(0.3, np.float32)}
     if case == "true":
         inputs["t"] = np.array(True)
-        message = "training_mode is true"
+        message = "training_mode is true with ratio 0.3: dropping is random"
+    elif case == "default-ratio":
+        inputs = {"x": (4, 5), "r": None, "t": np.array(True)}
+        message = "training_mode is true with ratio 0.5: dropping is random"
+    elif case == "runtime-ratio":
+        inputs = {"x": (4, 5), "r": (), "t": np.array(True)}
+        message = "training_mode is true and the ratio 'r' is computed at run time"
     else:
         message = "training_mode 't' is computed at run time"
     path = _model(tmp_path, "Dropout", inputs, outputs=("y", "mask"))
