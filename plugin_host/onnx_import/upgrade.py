@@ -7,13 +7,17 @@ it answers is parsed and checked by :func:`.reader.parse_model` like any file. T
 outputs still come from onnxruntime running the model as given (it runs older opsets), so a
 converter mistake shows as a mismatch at build time instead of being baked into the reference;
 below opset 7, where onnxruntime has no kernel for some old versions (Add and Mul of opset 6),
-the build runs the upgraded model instead and says so (:mod:`.build`).
+the build runs the upgraded model instead and says so (:mod:`.build`). Where the converter
+keeps a node whose meaning changed (Upsample's and Resize-10's sampling, Hardmax's rows,
+PRelu's per-channel slope), the upgraded model is mended here to mean what the original did.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+
+import numpy as np
 
 from ..errors import ModelFileError, ModelImportError, UnsupportedModelError
 from . import reference
@@ -60,6 +64,7 @@ def upgrade_model(model, *, where: str = "model", limits: ReadLimits = DEFAULT_R
                                f"inputs or outputs differ from the original's")
     _keep_resize_coordinates(model, checked)
     _keep_hardmax_rows(model, checked)
+    _keep_prelu_channels(model, checked)
     return checked
 
 
@@ -97,6 +102,74 @@ def _keep_resize_coordinates(original, upgraded) -> None:
                 "nearest_mode", "ceil" if shrinking else "floor"))
 
 
+def _fresh_names(graph):
+    """A function giving names no node, value or initializer of ``graph`` has yet."""
+    taken = {v for n in graph.node for v in [*n.input, *n.output, n.name]}
+    taken |= {t.name for t in graph.initializer} | {v.name for v in graph.input}
+
+    def fresh(name: str) -> str:
+        out, i = name, 0
+        while out in taken:
+            i += 1
+            out = f"{name}.{i}"
+        taken.add(out)
+        return out
+    return fresh
+
+
+def _keep_prelu_channels(original, upgraded) -> None:
+    """PRelu before opset 7 takes a slope of C values per channel, axis 1 (Caffe2's kernel, as
+    torch's exporter of the time wrote it: ``nn.PReLU(C)``); the converter keeps the 1-D
+    slope, which opset 7's broadcasting aligns to the last axis instead. Such a slope (an
+    initializer of more than one value) is reshaped to ``(C, 1, ..., 1)`` by x's rank, with
+    ``Shape``, ``Size`` and ``ConstantOfShape``, which the import folds."""
+    import onnx
+
+    if default_opset(original) >= 7:
+        return
+    graph = upgraded.graph
+    slopes = {t.name for t in graph.initializer if len(t.dims) == 1 and t.dims[0] > 1}
+    if not any(n.op_type == "PRelu" and n.input[1:2] and n.input[1] in slopes
+               for n in graph.node):
+        return
+    fresh, make = _fresh_names(graph), onnx.helper.make_node
+    sizes = {t.name: t.dims[0] for t in graph.initializer if t.name in slopes}
+
+    def constant(name: str, value) -> str:
+        name = fresh(name)
+        graph.initializer.append(onnx.numpy_helper.from_array(np.array(value, np.int64), name))
+        return name
+
+    two, zero, one = (constant(f"prelu_channels/{k}", v)
+                      for k, v in (("two", 2), ("zero", 0), ("one", [1])))
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "PRelu" or node.input[1:2] == [] or node.input[1] not in slopes:
+            nodes.append(node)
+            continue
+        x, slope = node.input[0], node.input[1]
+        base = node.name or node.output[0]
+        v = {k: fresh(f"{base}/{k}") for k in ("shape", "rank", "extra", "at_least_0", "count",
+                                                "ones", "channels", "slope")}
+        nodes += [make("Shape", [x], [v["shape"]], name=fresh(f"{base}/Shape")),
+                  make("Size", [v["shape"]], [v["rank"]], name=fresh(f"{base}/Size")),
+                  make("Sub", [v["rank"], two], [v["extra"]], name=fresh(f"{base}/Sub")),
+                  make("Max", [v["extra"], zero], [v["at_least_0"]], name=fresh(f"{base}/Max")),
+                  make("Reshape", [v["at_least_0"], one], [v["count"]],
+                       name=fresh(f"{base}/Reshape_count")),
+                  make("ConstantOfShape", [v["count"]], [v["ones"]],
+                       name=fresh(f"{base}/ConstantOfShape"),
+                       value=onnx.numpy_helper.from_array(np.array([1], np.int64))),
+                  make("Concat", [constant(f"{base}/size", [sizes[slope]]), v["ones"]],
+                       [v["channels"]], name=fresh(f"{base}/Concat"), axis=0),
+                  make("Reshape", [slope, v["channels"]], [v["slope"]],
+                       name=fresh(f"{base}/Reshape_slope"))]
+        node.input[1] = v["slope"]
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
 def _keep_hardmax_rows(original, upgraded) -> None:
     """Hardmax before opset 13 takes its input as 2-D, the dims from ``axis`` (default 1) on
     as one row; the converter keeps the node as it is, which at opset 13 means the one axis.
@@ -108,17 +181,7 @@ def _keep_hardmax_rows(original, upgraded) -> None:
     graph = upgraded.graph
     if not any(n.op_type == "Hardmax" and n.output and n.output[0] in old for n in graph.node):
         return
-    taken = {v for n in graph.node for v in [*n.input, *n.output, n.name]}
-    taken |= {t.name for t in graph.initializer} | {v.name for v in graph.input}
-
-    def fresh(name: str) -> str:
-        out, i = name, 0
-        while out in taken:
-            i += 1
-            out = f"{name}.{i}"
-        taken.add(out)
-        return out
-
+    fresh = _fresh_names(graph)
     nodes = []
     for node in graph.node:
         if node.op_type != "Hardmax" or not node.output or node.output[0] not in old:

@@ -15,6 +15,7 @@ from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedMode
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import build, import_onnx, onnx_to_graph, read_model, reference
 from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, check_against_onnxruntime, export, import_and_load,
                        onnx, onnxruntime_outputs, torch)
@@ -247,6 +248,32 @@ def test_below_opset_7_the_reference_runs_the_upgrade_where_onnxruntime_lacks_a_
     assert capsys.readouterr().out.splitlines()[1:] == [
         "opset 1 upgraded to 13 with the ONNX version converter; the reference runs the model "
         "as given"]
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), ("n", 3, 4, 5), (1, 3, 2, 2, 2)])
+def test_a_prelu_of_opset_6_takes_its_slope_per_channel(shape, tmp_path):
+    """torch's nn.PReLU(C) as its exporter wrote it at opset 6: a slope of C values along axis
+    1, kept so through the upgrade (opset 7's broadcasting would align it to the last axis);
+    against torch's prelu on both backends, the build's reference the upgraded model
+    (onnxruntime has no PRelu(6)). A slope of one value is shared."""
+    from plugin_host.cli import main
+
+    slope = np.array([0.25, -1.5, 2.0], np.float32)
+    rng = np.random.default_rng(5)
+    for weight in (slope, slope[:1]):
+        model = _save(tmp_path / "p.onnx", [helper.make_node("PRelu", ["x", "s"], ["y"],
+                                                             name="p")],
+                      [_x(shape)], [_y(shape)], [onnx.numpy_helper.from_array(weight, "s")],
+                      opset=6)
+        assert main(["build", "--onnx", str(model), "--out", str(tmp_path / "p.pha")]
+                    + ["--golden-dim", "n=1,2"] * ("n" in shape)) == 0
+        graph = import_onnx(model).graph
+        assert [n.op for n in graph.nodes] == ["prelu"]
+        x = rng.standard_normal([2 if d == "n" else d for d in shape]).astype(np.float32)
+        want = torch.nn.functional.prelu(torch.from_numpy(x), torch.from_numpy(weight)).numpy()
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            got = Executor(graph, backend).run({"x": x})["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, err_msg=backend.name)
 
 
 def test_the_import_keeps_the_model_as_read_and_maps_the_upgrade(tmp_path):

@@ -7,7 +7,8 @@ hand-written ones (``simple``: Expand, sequences, Shrink, Sign, StringNormalizer
 each with inputs and the outputs torch or ONNX's reference computed, and nine CNNs of opset 9
 with constant weights (``light``, :func:`test_light_model`). Every one is imported as
 a device would build it (opsets below 13 upgraded by onnx's version converter; a float64 model
-rewritten to float32, as ``--downcast-float64`` does) and must give the stored outputs on the
+rewritten to float32, as ``--downcast-float64`` does; Expand's shape input fixed to its stored
+value, as ``--input-value`` does) and must give the stored outputs on the
 numpy and the onnxruntime backend within the tolerance onnx's backend tests use (rtol 1e-3,
 atol 1e-7; a rewritten model within the rewrite's), or be one of :data:`REFUSED`, refused with
 that error. :data:`NOT_COMPARED` import but their stored inputs are uninitialized memory far
@@ -34,18 +35,18 @@ numpy_helper = onnx.numpy_helper
 ROOT = Path(onnx.__file__).parent / "backend" / "test" / "data"
 MODELS = sorted(p.parent for kind in ("pytorch-converted", "pytorch-operator", "simple")
                 for p in (ROOT / kind).glob("*/model.onnx"))
-#: name -> the class of the import's refusal. PRelu of opset 6 takes a slope per channel,
-#: which the converter leaves unaligned to the channels (and onnxruntime has no PRelu(6));
-#: Expand's shape is an input (``--input-value`` would fix it, as the node tests do); a
-#: sequence split along a run-time length; strings; training's Gradient.
+#: name -> the class of the import's refusal: a sequence split along a run-time length;
+#: strings; training's Gradient.
 REFUSED = {name: "UnsupportedModelError" for name in (
-    *(f"test_PReLU_{d}d_multiparam" for d in (1, 2, 3)),
-    *(f"test_expand_shape_model{k}" for k in (1, 2, 3, 4)), "test_sequence_model8",
+    "test_sequence_model8",
     "test_gradient_of_add", "test_gradient_of_add_and_mul",
     *(f"test_strnorm_model_{case}" for case in (
         "monday_casesensintive_lower", "monday_casesensintive_nochangecase",
         "monday_casesensintive_upper", "monday_empty_output",
         "monday_insensintive_upper_twodim", "nostopwords_nochangecase")))}
+#: name -> an input the import takes only as a constant (Expand's shape), fixed at build to
+#: the stored value, as ``--input-value`` fixes an input the device always feeds the same
+FIXED = {f"test_expand_shape_model{k}": "shape" for k in (1, 2, 3, 4)}
 #: float64 models whose stored inputs are uninitialized memory (1e-316 .. 1e223)
 NOT_COMPARED = {"test_operator_add_broadcast", "test_operator_add_size1_broadcast",
                 "test_operator_add_size1_right_broadcast",
@@ -57,13 +58,13 @@ def _tensors(folder: Path, kind: str) -> list[np.ndarray]:
             for f in sorted(folder.glob(f"{kind}_*.pb"), key=lambda f: int(f.stem.split("_")[1]))]
 
 
-def _import(model: Path):
+def _import(model: Path, fixed: dict):
     try:
-        return import_onnx(model), False
+        return import_onnx(model, input_values=fixed), False
     except PluginHostError as error:
         if "float64" not in str(error):
             raise
-    return import_onnx(model, downcast_float64=True), True
+    return import_onnx(model, input_values=fixed, downcast_float64=True), True
 
 
 def test_the_package_has_its_models():
@@ -72,28 +73,30 @@ def test_the_package_has_its_models():
 
 @pytest.mark.parametrize("folder", MODELS, ids=[m.name for m in MODELS])
 def test_model(folder):
+    model = onnx.load(str(folder / "model.onnx"))
+    weights = {t.name for t in model.graph.initializer}
+    names = [v.name for v in model.graph.input if v.name not in weights]
+    [data] = sorted(folder.glob("test_data_set_*"))  # one each
+    inputs = dict(zip(names, _tensors(data, "input")))
+    fixed = {FIXED[folder.name]: inputs[FIXED[folder.name]]} if folder.name in FIXED else {}
     try:
-        imported, narrowed = _import(folder / "model.onnx")
+        imported, narrowed = _import(folder / "model.onnx", fixed)
     except PluginHostError as error:
         assert REFUSED.get(folder.name) == type(error).__name__, f"{folder.name}: {error}"
         return
     assert folder.name not in REFUSED, f"{folder.name} imports; it is listed as refused"
     if folder.name in NOT_COMPARED:
         return
-    model = onnx.load(str(folder / "model.onnx"))
-    weights = {t.name for t in model.graph.initializer}
-    names = [v.name for v in model.graph.input if v.name not in weights]
     abi_of = {onnx_name: abi for abi, onnx_name in imported.onnx_inputs.items()}
     rtol, atol = DEFAULT_DOWNCAST_TOLERANCE if narrowed else (1e-3, 1e-7)
-    for data in sorted(folder.glob("test_data_set_*")):
-        feed = {abi_of[n]: v.astype(np.float32) if narrowed and v.dtype == np.float64 else v
-                for n, v in zip(names, _tensors(data, "input")) if n in abi_of}
-        want = dict(zip(imported.onnx_outputs, _tensors(data, "output")))
-        for backend in (NumpyBackend(), OnnxruntimeBackend()):
-            got = Executor(imported.graph, backend).run(dict(feed))
-            for name, value in want.items():
-                np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol,
-                                           err_msg=f"{folder.name} {name} {type(backend)}")
+    feed = {abi_of[n]: v.astype(np.float32) if narrowed and v.dtype == np.float64 else v
+            for n, v in inputs.items() if n in abi_of}
+    want = dict(zip(imported.onnx_outputs, _tensors(data, "output")))
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        got = Executor(imported.graph, backend).run(dict(feed))
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name], value, rtol=rtol, atol=atol,
+                                       err_msg=f"{folder.name} {name} {type(backend)}")
 
 
 LIGHT = sorted((ROOT / "light").glob("*.onnx"))
