@@ -15,7 +15,8 @@ value exactly: ``300`` for a uint8, ``1.5`` for an int64 or ``2`` for a bool are
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+import re
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -50,16 +51,47 @@ def _shape(vi) -> list | None:
     return [None if is_run_time(d) else d.dim_value for d in t.shape.dim]
 
 
-def fixable_inputs(model) -> list[str]:
-    """The inputs that could be fixed at build as they are: a tensor of fixed dims and at
-    most 16 elements of an integer or bool dtype (the kind of input a branch reads)."""
+def fixable_inputs(model, values: Sequence[str] = ()) -> list[str]:
+    """The inputs that could be fixed at build as they are, tensors of fixed dims: those of
+    at most 16 elements of an integer or bool dtype (the kind of input a branch reads), and
+    the one-element ones of any dtype that the graph computes any of ``values`` from (a Loop's
+    trip count from a Range's float start, limit and delta)."""
+    sources = _sources(model.graph, values)
     names = []
     for name, vi in _inputs(model).items():
         shape, dtype = _shape(vi), ONNX_DTYPES.get(vi.type.tensor_type.elem_type, "")
-        if shape is not None and None not in shape and math.prod(shape) <= 16 and (
-                dtype == "bool" or dtype.startswith(("int", "uint"))):
+        if shape is None or None in shape:
+            continue
+        size = math.prod(shape)
+        if size <= 16 and (dtype == "bool" or dtype.startswith(("int", "uint"))) or (
+                size == 1 and name in sources):
             names.append(name)
     return names
+
+
+def _sources(graph, values: Sequence[str]) -> set[str]:
+    """The names the nodes computing ``values`` read, all the way back (a subgraph's reads of
+    the outer graph included)."""
+    from .loop import subgraphs
+
+    made = {out: node for node in graph.node for out in node.output}
+    todo = [v for v in values if v in made]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        node = made.get(name)
+        if node is not None:
+            inner = [i for a in node.attribute for g in _graphs(a) for sub in subgraphs(g)
+                     for n in sub.node for i in n.input]
+            todo += [i for i in [*node.input, *inner] if i]
+    return seen
+
+
+def _graphs(attribute) -> list:
+    return [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
 
 
 def _read(name: str, text: Any, dtype: np.dtype) -> Any:
@@ -161,8 +193,10 @@ def with_inputs_hint(error: UnsupportedModelError, model) -> UnsupportedModelErr
     """``error`` with a pointer to ``--input-value`` when it is about a value computed at run
     time and the model has inputs that could be fixed at build (:func:`fixable_inputs`);
     ``error`` itself otherwise."""
-    names = fixable_inputs(model)
-    if not names or "computed at run time" not in str(error):
+    if "computed at run time" not in str(error):
+        return error
+    names = fixable_inputs(model, re.findall(r"'([^']*)'", error.detail))
+    if not names:
         return error
     listed = ", ".join(f"--input-value {n}=VALUE" for n in names)
     return UnsupportedModelError(

@@ -19,10 +19,10 @@ entry of ``axis``, broadcast through a reshaped constant) or blocked (opset 21's
 ``block_size``: one per block along ``axis``, repeated to the values' static shape); a
 QuantizeLinear's may be computed at run time per tensor. A scale that is not a positive
 finite float32, a zero point of another dtype than the quantized values and com.microsoft's
-operator-oriented quantized ops (QLinearAdd, QGemm ...) are refused, naming the node. ``quantize_dynamic``'s ops (DynamicQuantizeLinear,
-MatMulInteger, ConvInteger) map in :mod:`.dynamic`; the QOperator format's QLinearConv and
-QLinearMatMul in :mod:`.qlinear` (integers that only they and DequantizeLinear read stay
-float32 here too).
+operator-oriented quantized ops (QLinearAdd, QGemm ...) are refused, naming the node.
+``quantize_dynamic``'s ops (DynamicQuantizeLinear, MatMulInteger, ConvInteger) map in
+:mod:`.dynamic`; the QOperator format's QLinearConv and QLinearMatMul in :mod:`.qlinear`
+(integers that only they and DequantizeLinear read stay float32 here too).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ error.
 How a case is built: the model's inputs that the import takes only as constants (Reshape's
 shape, a reduction's axes, Resize's scales) are fixed at build to the case's values, as
 ``--input-value`` fixes an input the device always feeds (where the refusal names a value
-computed from inputs, the small integer inputs the build's hint lists); a float16 or float64
+computed from inputs, the inputs the build's hint lists); a float16 or float64
 case is rewritten to float32 (``--upcast-float16``, ``--downcast-float64``) and compared
 within the build's tolerance for that rewrite.
 
@@ -108,8 +108,10 @@ class Imported:
             return False
         named = [n for n in re.findall(r"'([^']*)'", message)
                  if n in self.inputs and n not in self.fixed]
-        if not named:  # computed from an input: the small integer ones, as the hint says
-            named = [n for n in fixable_inputs(onnx.load(self.path)) if n not in self.fixed]
+        if not named:  # computed from inputs: those the build's hint lists
+            named = [n for n in fixable_inputs(onnx.load(self.path),
+                                               re.findall(r"'([^']*)'", message))
+                     if n not in self.fixed]
         for name in named:
             self.fixed[name] = _array(self.case.data_sets[0][0][self.inputs.index(name)])
         return bool(named)

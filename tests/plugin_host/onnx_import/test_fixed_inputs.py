@@ -167,6 +167,50 @@ def test_an_input_with_run_time_dims_is_fixed_after_them(tmp_path, signer):
     np.testing.assert_array_equal(got["y"], np.full((2, 4), 2.0, np.float32))
 
 
+def test_the_hint_names_the_float_scalars_a_loop_s_count_is_computed_from(tmp_path, signer):
+    """A Loop that adds x to itself ceil(a * b) times (an expanded Range's count from its
+    float start, limit and delta): refused naming the count, the hint the two scalars it is
+    computed from (and not x, data of four floats, nor the unrelated 'gain'); fixed, it
+    unrolls, and gives onnxruntime's outputs fed those values."""
+    helper, tp = onnx.helper, onnx.TensorProto
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "x"], ["acc_out"])], "body",
+        [helper.make_tensor_value_info("i", tp.INT64, []),
+         helper.make_tensor_value_info("cond_in", tp.BOOL, []),
+         helper.make_tensor_value_info("acc_in", tp.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("cond_out", tp.BOOL, []),
+         helper.make_tensor_value_info("acc_out", tp.FLOAT, [2, 2])])
+    nodes = [helper.make_node("Mul", ["a", "b"], ["ab"]),
+             helper.make_node("Ceil", ["ab"], ["up"]),
+             helper.make_node("Cast", ["up"], ["count"], to=tp.INT64),
+             helper.make_node("Loop", ["count", "true", "x"], ["acc"], name="times", body=body),
+             helper.make_node("Mul", ["acc", "gain"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", tp.FLOAT, [2, 2]),
+                     helper.make_tensor_value_info("a", tp.FLOAT, []),
+                     helper.make_tensor_value_info("b", tp.FLOAT, [1]),
+                     helper.make_tensor_value_info("gain", tp.FLOAT, [])],
+        [helper.make_tensor_value_info("y", tp.FLOAT, [2, 2])],
+        [helper.make_tensor("true", tp.BOOL, [], [True])])
+    model = tmp_path / "loop.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    with pytest.raises(UnsupportedModelError) as info:
+        build_onnx_artifact(model, tmp_path / "l.pha")
+    assert info.value.node == "times" and "trip count 'count' is computed at run time" in str(
+        info.value) and "; if it is computed from an input the device always feeds the same " \
+        "value, --input-value a=VALUE, --input-value b=VALUE (input_values=" in str(info.value)
+    values = {"a": 1.5, "b": 2.0}
+    _, loaded = import_and_load(model, tmp_path / "l.pha", signer, input_values=values)
+    assert {s.name for s in loaded.graph.inputs} == {"x", "gain"}
+    feed = {"x": np.arange(4, dtype=np.float32).reshape(2, 2), "gain": np.array(0.5, np.float32)}
+    got = Executor(loaded.graph, NumpyBackend()).run(dict(feed))["y"]
+    want = onnxruntime_outputs(model, {**feed, "a": np.array(1.5, np.float32),
+                                       "b": np.array([2.0], np.float32)})["y"]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, feed["x"] * 4 * 0.5)  # x, then added 3 times
+
+
 def test_cli_input_value(tmp_path, capsys):
     model = _branchy(tmp_path / "b.onnx")
     out = tmp_path / "b.pha"
