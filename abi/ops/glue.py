@@ -6,6 +6,9 @@ starts/ends, which is also Python's slicing); axes may be negative wherever an a
 
 from __future__ import annotations
 
+import numpy as np
+
+from abi import dtypes
 from abi.errors import ContractError, DTypeError, ShapeError
 from abi.indices import check_indices
 from abi.ops import dims
@@ -186,6 +189,21 @@ def _softmax(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 def _cast(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(inputs[0].shape, attrs["dtype"])]
+
+
+def _bitcast(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    """x's bits as ``dtype``: both numeric and of one width."""
+    x, to = inputs[0], attrs["dtype"]
+    need_numeric(op.name, "x", x)
+    if to == "bool":
+        raise DTypeError(f"{op.name}: attribute 'dtype' must be numeric, got bool", where=op.name,
+                         expected="numeric", got="bool")
+    have, want = (np.dtype(dtypes.to_numpy(d)).itemsize for d in (x.dtype, to))
+    if have != want:
+        raise DTypeError(f"{op.name}: x of dtype {x.dtype} ({have} bytes) and dtype {to} "
+                         f"({want} bytes) differ in width", where=op.name,
+                         expected=f"{have} bytes", got=to)
+    return [TensorType(x.shape, to)]
 
 
 def _reduce(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -803,6 +821,9 @@ ONNX Tile (torch's repeat with one entry per axis): x repeated repeats[i] times 
 one entry per axis of x; at most {MAX_EXPANDED} elements (fixed dims)."""),
     OpDef("cast", 1, ("x",), ("y",), {"dtype": AttrSpec("dtype")}, _cast, doc="""\
 Convert x to dtype (numpy astype semantics: float to int truncates toward zero)."""),
+    OpDef("bitcast", 1, ("x",), ("y",), {"dtype": AttrSpec("dtype")}, _bitcast, doc="""\
+x's bits read as dtype, element by element (numpy's view, torch's Tensor.view(dtype), ONNX's
+BitCast): x and dtype numeric and of one width (float32 and int32, float16 and uint16 ...)."""),
     OpDef("clip", 1, ("x",), ("y",), {
         "min": AttrSpec("float", None),
         "max": AttrSpec("float", None),

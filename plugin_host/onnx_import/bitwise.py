@@ -3,8 +3,9 @@
 ``bitwise_xor`` and ``bitwise_not``; BitShift (``<<`` and ``>>`` of unsigned integers; the
 dynamo exporter writes an arithmetic ``>>`` of a signed tensor as a shift of its bits cast to
 unsigned, a sign mask and a Where) as ``bit_shift``, and opset 28's BitShift of signed
-integers through it (:func:`_signed_shift`); and Xor, the logical one of bool tensors,
-as ``not(equal(a, b))``, which is exact. Registered in :data:`.ops.MAPPERS` on import; each
+integers through it (:func:`_signed_shift`); Xor, the logical one of bool tensors, as
+``not(equal(a, b))``, which is exact; and opset 26's BitCast, a value's bits read as another
+numeric type of its width (float32 and int32 ...), as ``bitcast``. Registered in :data:`.ops.MAPPERS` on import; each
 folds on constant inputs (:func:`.fold.register`), so shape arithmetic through them stays
 constant.
 
@@ -21,6 +22,7 @@ from abi import dtypes
 from ..errors import UnsupportedModelError
 from .fold import register as register_fold
 from .ops import _only, maps
+from .reader import ONNX_DTYPES, element_type
 
 #: ONNX op -> (glue op, numpy function), for the integer ones
 _BITWISE = {"BitwiseAnd": ("bitwise_and", np.bitwise_and),
@@ -146,3 +148,15 @@ def _xor(imp, node, attrs):
     _only(imp, attrs, {})
     [same] = imp.emit("equal", _inputs(imp, node), [None], suffix="/equal")
     imp.emit("not", [same], [node.output[0]])
+
+
+@maps("BitCast")
+def _bitcast(imp, node, attrs):
+    """``bitcast`` to ``to``: numeric types of one width (the ABI's refusal names a bool one
+    or another width)."""
+    _only(imp, attrs, {"to": ...})
+    to = ONNX_DTYPES.get(attrs.get("to"))
+    if to is None:
+        raise imp.unsupported(f"bitcast to ONNX element type {element_type(attrs.get('to'))} "
+                              f"(not an ABI dtype)")
+    imp.emit("bitcast", [imp.tensor(node.input[0])], [node.output[0]], {"dtype": to})

@@ -52,7 +52,7 @@ DEFAULT_DOWNCAST_TOLERANCE = (1e-4, 1e-5)
 
 _FLOAT16, _FLOAT, _DOUBLE = 10, 1, 11
 #: Int attributes that name the element type of the op's output, by op.
-_DTYPE_ATTRIBUTES = {"Cast": "to", "EyeLike": "dtype", "RandomNormal": "dtype",
+_DTYPE_ATTRIBUTES = {"Cast": "to", "BitCast": "to", "EyeLike": "dtype", "RandomNormal": "dtype",
                      "RandomUniform": "dtype", "RandomNormalLike": "dtype",
                      "RandomUniformLike": "dtype", "Bernoulli": "dtype", "SequenceEmpty": "dtype",
                      "HannWindow": "output_datatype", "HammingWindow": "output_datatype",

@@ -344,6 +344,10 @@ def cast(x, *, dtype):
     return x.astype(dtypes.to_numpy(dtype))
 
 
+def bitcast(x, *, dtype):
+    return x.view(dtypes.to_numpy(dtype))  # one width: a view of any layout
+
+
 # --- shape ops ---------------------------------------------------------------------------------
 
 def concat(*xs, axis):

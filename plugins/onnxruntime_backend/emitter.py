@@ -15,8 +15,8 @@ from abi import TensorType, dtypes
 
 #: The ONNX opset the models are built for (LayerNormalization needs 17; Split with
 #: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18; GridSample of a
-#: volume is opset 20).
-OPSET = 20
+#: volume is opset 20; BitCast is opset 26).
+OPSET = 26
 
 
 def onnx_dtype(name: str) -> int:

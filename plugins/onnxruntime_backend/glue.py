@@ -30,7 +30,7 @@ def _simple(op_type: str, **fixed: Any) -> Converter:
 
 def relu(e, node, ins, outs, a):
     """Relu; of integers Max(x, 0), which has a kernel for every integer dtype that Relu lacks
-    (onnxruntime's Relu takes int8 and int32 only, at opset 20)."""
+    (onnxruntime's Relu takes int8 and int32 only)."""
     x = ins[0]
     if dtypes.is_int(e.types[x].dtype):
         e.op("Max", [x, _scalar(e, x, 0)], outs)
@@ -178,6 +178,10 @@ def _arg(op_type: str) -> Converter:
 
 def cast(e, node, ins, outs, a):
     e.op("Cast", ins, outs, to=onnx_dtype(a["dtype"]))
+
+
+def bitcast(e, node, ins, outs, a):
+    e.op("BitCast", ins, outs, to=onnx_dtype(a["dtype"]))
 
 
 def reshape(e, node, ins, outs, a):
@@ -456,11 +460,12 @@ def det(e, node, ins, outs, a):
 
 
 def cumprod(e, node, ins, outs, a):
-    """A Scan (opset 20 has no CumProd) whose state is the running product, ones of one
-    slice's shape at first (ConstantOfShape of x's shape read when the call runs): each step
-    multiplies it by the next slice and gives the product, or with ``exclusive`` the state
-    before; ``reverse`` scans and writes from the last slice back. Mul wraps integers and has
-    a kernel for all eight (:mod:`.widen` does not look into the body, and need not).
+    """A Scan (onnxruntime's CumProd has no kernel for 8- and 16-bit integers) whose state is
+    the running product, ones of one slice's shape at first (ConstantOfShape of x's shape read
+    when the call runs): each step multiplies it by the next slice and gives the product, or
+    with ``exclusive`` the state before; ``reverse`` scans and writes from the last slice
+    back. Mul wraps integers and has a kernel for all eight (:mod:`.widen` does not look into
+    the body, and need not).
 
     The axis is transposed to the front and back: onnxruntime's Scan along another axis dies
     of a division by zero on an empty tensor. One slice of ones is appended to it and cut off
@@ -558,7 +563,7 @@ CONVERTERS: dict[str, Converter] = {
     "and": _simple("And"), "or": _simple("Or"), "floor": _simple("Floor"),
     "ceil": _simple("Ceil"), "round": _simple("Round"),
     "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
-    "matmul": _simple("MatMul"), "mean": mean, "cast": cast, "clip": clip,
+    "matmul": _simple("MatMul"), "mean": mean, "cast": cast, "bitcast": bitcast, "clip": clip,
     "sum": _reduce("ReduceSum"), "amax": _nan_wins(_reduce("ReduceMax"), _reduce("ReduceMax")),
     "amin": _nan_wins(_reduce("ReduceMin"), _reduce("ReduceMax")),
     "argmax": _arg("ArgMax"),

@@ -46,7 +46,7 @@ def _ints(names: str) -> frozenset[str]:
 
 #: ONNX op -> the integer dtypes onnxruntime's CPU provider has a kernel for, for each op the
 #: converter may emit on integers that lacks some (an op not listed has all eight). Measured
-#: on onnxruntime 1.32 by creating and running a one-node session per op and dtype (opset 20);
+#: on onnxruntime 1.32 by creating and running a one-node session per op and dtype (opset 26);
 #: tests/onnxruntime_backend/test_dtypes.py measures it again against the installed version.
 INT_KERNELS: dict[str, frozenset[str]] = {
     "Max": _ints("int8 int32 int64 uint8 uint32 uint64"),

@@ -14,7 +14,7 @@ LAYER_OPS = {"conv", "conv_transpose", "batchnorm", "linear", "lstm_cell", "lstm
              "group_norm", "instance_norm", "layer_norm", "layer_norm2d", "rms_norm", "embedding"}
 GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", "div", "matmul",
             "concat", "reshape", "flatten", "unflatten", "transpose", "slice", "split", "pad",
-            "cast", "clip",
+            "cast", "bitcast", "clip",
             "softmax", "mean", "max_pool", "avg_pool", "elu", "leaky_relu", "hard_sigmoid",
             "hard_swish", "softplus", "exp", "log", "sqrt", "reciprocal", "erf", "abs", "neg",
             "prelu", "pow", "max", "min", "equal", "greater", "greater_equal", "less",

@@ -1395,3 +1395,19 @@ def test_flatten_of_an_empty_batch():
     run = Executor(b.build(), NumpyBackend()).run
     assert run({"x": np.zeros((0, 3, 4), np.float32)})["y"].shape == (0, 12)
     assert run({"x": np.ones((2, 3, 4), np.float32)})["y"].shape == (2, 12)
+
+
+@pytest.mark.parametrize("have, want", [("float32", "int32"), ("int32", "float32"),
+                                        ("uint8", "int8"), ("int16", "uint16"),
+                                        ("int64", "uint64"), ("uint32", "float32")])
+def test_bitcast_reads_the_bits_as_torch_s_view(have, want):
+    """Bit for bit torch's Tensor.view(dtype), over every special float and a transposed
+    (non-contiguous) input."""
+    bits = RNG.integers(0, 256, (4, 6, 8), dtype=np.uint8).view(have)
+    if have == "float32":
+        bits.reshape(-1)[:7] = [np.nan, -np.nan, np.inf, -np.inf, -0.0, 1e-45, 3e38]
+    x = np.swapaxes(bits, 0, 1)
+    [got] = run_op("bitcast", [x], dtype=want)
+    ref = t(x).view(getattr(torch, want)).numpy()
+    assert got.dtype == want and got.shape == x.shape
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), ref.view(f"u{ref.itemsize}"))

@@ -478,6 +478,15 @@ CASES = {
     "cast_to_int32": lambda: single("cast", (3, 4), dtype="int32",
                                     feed={"x": f32(3, 4, scale=5)}),
     "cast_to_float": lambda: single("cast", (3, 4), in_dtype="int64", dtype="float32"),
+    "bitcast_float_to_int": lambda: single("bitcast", ("n", 4), dtype="int32", feed={
+        "x": _nan_inf()}),
+    "bitcast_int_to_float": lambda: single("bitcast", (2, 3), in_dtype="int32",
+                                           dtype="float32", feed={"x": np.array(
+                                               [[0, 1, -1], [2**30, -2**31, 0x7F800000]],
+                                               np.int32)}),
+    "bitcast_uint8_to_int8": lambda: single("bitcast", (5,), in_dtype="uint8", dtype="int8",
+                                            feed={"x": np.array([0, 1, 127, 128, 255],
+                                                                np.uint8)}),
     "concat": concat,
     "reshape": lambda: single("reshape", (2, 3, 4), shape=[4, -1]),
     "flatten": lambda: single("flatten", (2, 3, 4, 5), start_dim=1, end_dim=2),
@@ -1430,3 +1439,19 @@ def dtypes_lowest(dtype):
 
 def dtypes_highest(dtype):
     return np.inf if dtype.startswith("float") else np.iinfo(dtype).max
+
+
+@pytest.mark.parametrize("have, want", [("float32", "int32"), ("int32", "float32"),
+                                        ("uint8", "int8"), ("int64", "uint64"),
+                                        ("uint32", "float32")])
+def test_bitcast_is_bit_for_bit_the_numpy_backend_s(have, want):
+    """onnxruntime's BitCast (opset 26) keeps every bit, nan payloads and signs included."""
+    bits = RNG.integers(0, 256, (3, 16), dtype=np.uint8).view(have)
+    if have == "float32":
+        bits.reshape(-1)[:6] = [np.nan, -np.nan, np.inf, -np.inf, -0.0, 1e-45]
+    graph, feed = single("bitcast", ("n", bits.shape[1]), in_dtype=have, dtype=want,
+                         feed={"x": bits})
+    want_ = Executor(graph, NumpyBackend()).run(dict(feed))["y0"]
+    got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y0"]
+    assert got.dtype == want_.dtype == want
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want_.view(f"u{got.itemsize}"))

@@ -2,7 +2,8 @@
 << >> on int64 and uint8 tensors under both exporters, and hand-built models of every integer
 dtype at its extremes and of shifts by 0, 1, the width - 1, the width and beyond, compared with
 onnxruntime on the numpy and onnxruntime backends; constant inputs fold (shape arithmetic too);
-a signed or float input, and a missing or unknown direction, are refused naming the node."""
+a signed or float input, and a missing or unknown direction, are refused naming the node.
+BitCast (opset 26) bit for bit onnxruntime's."""
 
 from __future__ import annotations
 
@@ -211,6 +212,48 @@ def test_signed_bit_shift_of_opset_28_matches_onnxruntime(dtype, direction, tmp_
     got = check_against_onnxruntime(model, loaded, feeds)[0][0]["y"]
     fill = np.where(feeds[0]["a"] < 0, -1, 0) if direction == "RIGHT" else 0
     assert (got[:, 3:] == fill).all()  # shifts past the width or negative: the sign's fill
+
+
+@pytest.mark.parametrize("have, want", [("float32", "int32"), ("int32", "float32"),
+                                        ("uint8", "int8"), ("int16", "uint16"),
+                                        ("uint64", "int64")])
+def test_bitcast_of_opset_26_is_bit_for_bit_onnxruntime_s(have, want, tmp_path, signer):
+    """BitCast over a run-time batch, nan payloads, infinities and -0.0 among the bits, on
+    both backends; a bool or a width that differs is refused naming the node."""
+    node = helper.make_node("BitCast", ["a"], ["y"], name="node",
+                            to=helper.np_dtype_to_tensor_dtype(np.dtype(want)))
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(have))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", elem, ["n", 8])],
+                              [helper.make_tensor_value_info(
+                                  "y", helper.np_dtype_to_tensor_dtype(np.dtype(want)),
+                                  ["n", 8])])
+    model = tmp_path / "b.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)]), model)
+    _, loaded = import_and_load(model, tmp_path / "b.pha", signer)
+    assert _ops(loaded) == ["bitcast"]
+    bits = RNG.integers(0, 256, (3, 8 * np.dtype(have).itemsize), dtype=np.uint8).view(have)
+    if have == "float32":
+        bits[0] = [np.nan, -np.nan, np.inf, -np.inf, -0.0, 1e-45, 3e38, 1.0]
+    for backend in (None, OnnxruntimeBackend()):
+        for got, ref in check_against_onnxruntime(model, loaded, [{"a": bits}, {"a": bits[:1]}],
+                                                  backend=backend):
+            size = np.dtype(want).itemsize
+            np.testing.assert_array_equal(got["y"].view(f"u{size}"), ref["y"].view(f"u{size}"))
+
+
+@pytest.mark.parametrize("have, want, message", [
+    ("bool", "uint8", "bitcast: x must be a numeric tensor, got bool"),
+    ("int16", "int32", "bitcast: x of dtype int16 (2 bytes) and dtype int32 (4 bytes) differ")])
+def test_a_bitcast_the_abi_does_not_take_is_refused(have, want, message, tmp_path):
+    node = helper.make_node("BitCast", ["a"], ["y"], name="node",
+                            to=helper.np_dtype_to_tensor_dtype(np.dtype(want)))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "a", helper.np_dtype_to_tensor_dtype(np.dtype(have)), [4])], [
+        helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(np.dtype(want)),
+                                      ["k"])])
+    model = tmp_path / "b.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)]), model)
+    assert_refused(model, UnsupportedModelError, "node 'node' (BitCast)", message)
 
 
 def test_xor_of_bool_tensors_is_not_equal(tmp_path, signer):
