@@ -32,8 +32,8 @@ import numpy as np
 
 from ..errors import ModelFileError
 from .gather import checked_index
-from .pads import constant_pad
 from .ops import _only, _opt, maps
+from .pads import constant_pad
 
 _FLOAT = 1  # ONNX TensorProto.FLOAT
 #: softmax_precision's float types (TensorProto's float32, float16, float64, bfloat16); the

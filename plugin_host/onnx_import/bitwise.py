@@ -5,9 +5,9 @@ dynamo exporter writes an arithmetic ``>>`` of a signed tensor as a shift of its
 unsigned, a sign mask and a Where) as ``bit_shift``, and opset 28's BitShift of signed
 integers through it (:func:`_signed_shift`); Xor, the logical one of bool tensors, as
 ``not(equal(a, b))``, which is exact; and opset 26's BitCast, a value's bits read as another
-numeric type of its width (float32 and int32 ...), as ``bitcast``. Registered in :data:`.ops.MAPPERS` on import; each
-folds on constant inputs (:func:`.fold.register`), so shape arithmetic through them stays
-constant.
+numeric type of its width (float32 and int32 ...), as ``bitcast``. Registered in
+:data:`.ops.MAPPERS` on import; each but BitCast folds on constant inputs
+(:func:`.fold.register`), so shape arithmetic through them stays constant.
 
 A shift by the bit width of the dtype or more gives 0, as onnxruntime and torch (C leaves it
 undefined); the ABI's ``bit_shift`` says the same, and both backends follow it.

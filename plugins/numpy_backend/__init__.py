@@ -43,7 +43,8 @@ for _op, _fn in {
     "not": np.logical_not, "and": np.logical_and, "or": np.logical_or, "where": np.where,
     "floor": np.floor, "ceil": np.ceil, "round": np.round,  # numpy's round: halves to even
     "add": glue.add, "sub": glue.sub, "mul": glue.mul, "div": glue.div,
-    "matmul": glue.matmul, "mean": glue.mean, "cast": glue.cast, "bitcast": glue.bitcast, "concat": glue.concat,
+    "matmul": glue.matmul, "mean": glue.mean, "cast": glue.cast, "bitcast": glue.bitcast,
+    "concat": glue.concat,
     "sum": glue.sum_, "amax": glue.amax, "amin": glue.amin, "argmax": glue.argmax,
     "sin": glue.sin, "cos": glue.cos, "sign": np.sign, "log_softmax": glue.log_softmax,
     "argmin": glue.argmin, "prod": glue.prod, "mod": glue.mod,
