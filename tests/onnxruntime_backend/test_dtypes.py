@@ -59,6 +59,15 @@ def unary(op, dtype, *consts, x_shape=(4, 6), feed=None, **attrs):
     return b.build(), {"x": limits(dtype, x_shape) if feed is None else feed}
 
 
+def _bitcast(dtype):
+    """bitcast at the dtype's limits to the integer of its width and the other signedness."""
+    b = GraphBuilder("bitcast")
+    x = b.input("x", (4, 6), dtype, "ANY")
+    to = dtype[1:] if dtype.startswith("u") else "u" + dtype
+    b.output(b.op("bitcast", x, name="node", dtype=to), "y", "ANY")
+    return b.build(), {"x": limits(dtype)}
+
+
 def _nonzero(dtype, n=8, without=()):
     """n of the dtype's limits and random values, none 0 nor in ``without``."""
     values = [v for v in _int_extremes(dtype, 64) if v != 0 and v not in without]
@@ -75,6 +84,7 @@ CASES = {
         "add", "sub", "mul", "max", "min", "equal", "greater", "greater_equal", "less",
         "less_equal", "bitwise_and", "bitwise_or", "bitwise_xor")},
     "bitwise_not": lambda d: bits("bitwise_not", d),
+    "bitcast": lambda d: _bitcast(d),
     "bit_shift_left": lambda d: None if _signed(d) else bits("bit_shift", d, direction="left"),
     "bit_shift_right": lambda d: None if _signed(d) else bits("bit_shift", d,
                                                                direction="right"),

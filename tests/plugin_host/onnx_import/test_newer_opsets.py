@@ -237,18 +237,14 @@ def test_a_cast_with_opset_24s_round_mode_is_refused_naming_why(op, tmp_path):
                    "dtype the ABI does not have (onnxruntime refuses it on any other cast)")
 
 
-def test_bitcast_is_refused_naming_node_and_op(tmp_path):
-    """BitCast (a reinterpretation of the bits) has no mapping and no ONNX function. Opset
-    27's recurrent-state ops are test_functions.py's: CausalConvWithState and LinearAttention
-    (a Scan) import through their functions."""
-    from plugin_host.onnx_import.ops import MAPPERS
-
-    assert "BitCast" not in MAPPERS
+def test_bitcast_of_opset_26_maps_to_bitcast(tmp_path):
+    """BitCast (a reinterpretation of the bits) is the ABI's ``bitcast`` (test_bitwise.py
+    compares it with onnxruntime). Opset 27's recurrent-state ops are test_functions.py's:
+    CausalConvWithState and LinearAttention (a Scan) import through their functions."""
     model = _one_node(tmp_path, "BitCast", 26, {"x": (2, 3)},
                       {"y": (onnx.TensorProto.INT32, (2, 3))}, to=onnx.TensorProto.INT32)
-    with pytest.raises(UnsupportedModelError, match=r"node 'node' \(BitCast\): op 'BitCast' is "
-                                                    r"not supported"):
-        import_onnx(model)
+    assert [(n.op, n.attrs["dtype"]) for n in import_onnx(model).graph.nodes] == [
+        ("bitcast", "int32")]
 
 
 @pytest.mark.parametrize("code, name", [(onnx.TensorProto.INT2, "INT2 (26)"),
