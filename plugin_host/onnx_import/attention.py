@@ -122,6 +122,10 @@ def _attention(imp, node, attrs):
     captured[1] = scores
     bias, bool_mask = None, mask is not None and imp.type_of(mask).dtype == "bool"
     if mask is not None:
+        if not imp.type_of(mask).shape:
+            raise imp.unsupported(f"attn_mask {mask!r} is 0-d: neither onnxruntime's kernel "
+                                  f"nor the op's function body (its Pad of the last axis) "
+                                  f"takes one")
         bias = imp.tensor(mask)
         if bool_mask:
             [bias] = imp.emit("where", [bias, _const(imp, 0.0, "attend"),

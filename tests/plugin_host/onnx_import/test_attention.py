@@ -370,6 +370,8 @@ def test_attention_inputs_the_spec_forbids_are_refused(shapes, attrs, message, t
      {"q_num_heads": 3, "kv_num_heads": 3}, "Q's hidden size 10 is not a multiple of 3 heads"),
     ({"Q": (1, 4, 12), "K": (1, 4, 12), "V": (1, 4, 12)}, ["y"], {},
      "Q, K and V of rank 3 need q_num_heads and kv_num_heads"),
+    ({"Q": (1, 2, 3, 8), "K": (1, 2, 4, 8), "V": (1, 2, 4, 8), "mask": ()}, ["y"], {},
+     "attn_mask 'mask' is 0-d: neither onnxruntime's kernel nor the op's function body"),
 ])
 def test_what_the_decomposition_does_not_take_is_refused(shapes, outputs, attrs, message,
                                                          tmp_path):
