@@ -72,7 +72,7 @@ def fixable_inputs(model, values: Sequence[str] = ()) -> list[str]:
 def _sources(graph, values: Sequence[str]) -> set[str]:
     """The names the nodes computing ``values`` read, all the way back (a subgraph's reads of
     the outer graph included)."""
-    from .loop import subgraphs
+    from .loop import node_subgraphs
 
     made = {out: node for node in graph.node for out in node.output}
     todo = [v for v in values if v in made]
@@ -84,14 +84,9 @@ def _sources(graph, values: Sequence[str]) -> set[str]:
         seen.add(name)
         node = made.get(name)
         if node is not None:
-            inner = [i for a in node.attribute for g in _graphs(a) for sub in subgraphs(g)
-                     for n in sub.node for i in n.input]
+            inner = [i for sub in node_subgraphs(node) for n in sub.node for i in n.input]
             todo += [i for i in [*node.input, *inner] if i]
     return seen
-
-
-def _graphs(attribute) -> list:
-    return [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
 
 
 def _read(name: str, text: Any, dtype: np.dtype) -> Any:

@@ -191,11 +191,9 @@ def _kept_widenings(nodes, outputs: set[str]) -> set[str]:
 
 def _subgraph_reads(node) -> Iterator[str]:
     """Every name read by a node of ``node``'s subgraphs, at any depth."""
-    for a in node.attribute:
-        for g in [a.g] if a.HasField("g") else list(a.graphs):
-            for inner in g.node:
-                yield from inner.input
-                yield from _subgraph_reads(inner)
+    from .loop import node_subgraphs
+
+    return (name for g in node_subgraphs(node) for inner in g.node for name in inner.input)
 
 
 def _nodes(nodes, kept: set[str], width: _Width, limits: ReadLimits | None,

@@ -46,18 +46,27 @@ MAX_LOOP_ITERATIONS = 4096
 
 def subgraphs(g):
     """``g`` and every subgraph in it, nested ones included."""
-    import onnx
-
     stack = [g]
     while stack:
         g = stack.pop()
         yield g
         for n in g.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    stack.append(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    stack.extend(a.graphs)
+            stack.extend(_attribute_graphs(n))
+
+
+def node_subgraphs(node):
+    """Every subgraph of ``node``'s attributes (an If's branches, a Loop's body), nested ones
+    included."""
+    for g in _attribute_graphs(node):
+        yield from subgraphs(g)
+
+
+def _attribute_graphs(node) -> list:
+    import onnx
+
+    return [g for a in node.attribute for g in (
+        [a.g] if a.type == onnx.AttributeProto.GRAPH else
+        a.graphs if a.type == onnx.AttributeProto.GRAPHS else [])]
 
 
 def defined_names(body) -> set[str]:

@@ -1426,19 +1426,12 @@ def test_reductions_over_nothing(dtype, keepdim):
         x = RNG.integers(-100, 100, (2, n, 3)).astype(dtype)
         got = assert_same(graph, {"x": x})
         if not n:
-            want = {"amax": dtypes_lowest(dtype), "amin": dtypes_highest(dtype), "sum": 0,
-                    "mean": np.nan}
+            lowest, highest = ((-np.inf, np.inf) if dtype.startswith("float") else
+                               (np.iinfo(dtype).min, np.iinfo(dtype).max))
+            want = {"amax": lowest, "amin": highest, "sum": 0, "mean": np.nan}
             for name, value in got.items():
                 np.testing.assert_array_equal(value, np.full(value.shape, want[name.split(
                     "_")[0]], dtype), name)
-
-
-def dtypes_lowest(dtype):
-    return -np.inf if dtype.startswith("float") else np.iinfo(dtype).min
-
-
-def dtypes_highest(dtype):
-    return np.inf if dtype.startswith("float") else np.iinfo(dtype).max
 
 
 @pytest.mark.parametrize("have, want", [("float32", "int32"), ("int32", "float32"),
