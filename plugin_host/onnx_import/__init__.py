@@ -26,9 +26,10 @@ which onnxruntime's optimizer writes for quantize_dynamic's MatMuls), :mod:`.fus
 fused float ops: FusedConv, FusedGemm, FusedMatMul, SkipLayerNormalization, as the nodes
 they fused), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
 :mod:`.signal` (Compress of a constant condition, the window functions as constants, DFT and
-STFT as matmul by constant cos and sin matrices), :mod:`.bitwise` (BitwiseAnd, BitwiseOr,
-BitwiseXor, BitwiseNot and BitShift as the bitwise glue ops, the logical Xor as
-``not(equal)``),
+STFT as matmul by constant cos and sin matrices), :mod:`.tfidf` (TfIdfVectorizer of integer
+tokens as gathers of every window and equals against the pool), :mod:`.bitwise`
+(BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot and BitShift as the bitwise glue ops, the
+logical Xor as ``not(equal)``),
 :mod:`.symbolic` (shape arithmetic over run-time dims), :mod:`.run_time_sizes` (run-time dims
 read back from the graph's tensors when the call runs: masks, counts, aranges),
 :mod:`.upgrade` (models of opsets 1 to 12 upgraded to 13 by onnx's version converter, in the

@@ -547,6 +547,7 @@ importlib.import_module(".bert", __package__)  # com.microsoft's Attention, Embe
 importlib.import_module(".weight_only", __package__)  # com.microsoft's MatMulNBits
 importlib.import_module(".activations", __package__)
 importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
+importlib.import_module(".tfidf", __package__)  # TfIdfVectorizer of integer tokens
 importlib.import_module(".bitwise", __package__)  # Bitwise*, BitShift, Xor
 importlib.import_module(".sequence", __package__)  # sequences known at import, as lists
 importlib.import_module(".attention", __package__)  # opset 23's Attention, decomposed
