@@ -33,6 +33,7 @@ import re
 import numpy as np
 
 from ..errors import ModelFileError
+from . import symbolic
 from .convert import MAX_IF_DEPTH, _called
 from .reader import ONNX_DTYPES, to_array
 
@@ -51,17 +52,19 @@ def subgraphs(g):
         g = stack.pop()
         yield g
         for n in g.node:
-            stack.extend(_attribute_graphs(n))
+            stack.extend(attribute_graphs(n))
 
 
 def node_subgraphs(node):
     """Every subgraph of ``node``'s attributes (an If's branches, a Loop's body), nested ones
     included."""
-    for g in _attribute_graphs(node):
+    for g in attribute_graphs(node):
         yield from subgraphs(g)
 
 
-def _attribute_graphs(node) -> list:
+def attribute_graphs(node) -> list:
+    """The subgraphs of ``node``'s attributes (an If's branches, a Loop's body), not nested
+    ones."""
     import onnx
 
     return [g for a in node.attribute for g in (
@@ -260,7 +263,8 @@ def unroll(imp, node, mappers, index: int) -> None:
     n, outputs = len(carried), list(node.output)
     for name, what in ((trips, "trip count"), (cond, "condition")):
         if name and name not in imp.consts:
-            dims = " (it holds run-time dims)" if name in imp.sym else ""
+            dims = (f" (it holds the run-time dims {symbolic.entries(imp.sym[name])})"
+                    if name in imp.sym else "")
             raise imp.unsupported(f"{what} {name!r} is computed at run time{dims}; {_RULE}")
     if not trips and not cond:
         raise imp.unsupported(f"the Loop has neither a trip count nor a condition, so it never "

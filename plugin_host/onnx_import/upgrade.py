@@ -9,7 +9,8 @@ converter mistake shows as a mismatch at build time instead of being baked into 
 below opset 7, where onnxruntime has no kernel for some old versions (Add and Mul of opset 6),
 the build runs the upgraded model instead and says so (:mod:`.build`). Where the converter
 keeps a node whose meaning changed (Upsample's and Resize-10's sampling, Hardmax's rows,
-PRelu's per-channel slope), the upgraded model is mended here to mean what the original did.
+PRelu's per-channel slope), the upgraded model is mended here to mean what the original did;
+a Scan of opset 8, whose batch axis the converter drops, is rewritten as Loops before it runs.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def upgrade_model(model, *, where: str = "model", limits: ReadLimits = DEFAULT_R
     if version in OPSETS:
         return model
     if version < 9:
-        _refuse_batched_scan(model, where, version)
+        model = _batched_scans_as_loops(model)
     if version < 12:
         _refuse_read_dropout_masks(model, where, version)
     try:
@@ -103,9 +104,14 @@ def _keep_resize_coordinates(original, upgraded) -> None:
 
 
 def _fresh_names(graph):
-    """A function giving names no node, value or initializer of ``graph`` has yet."""
-    taken = {v for n in graph.node for v in [*n.input, *n.output, n.name]}
-    taken |= {t.name for t in graph.initializer} | {v.name for v in graph.input}
+    """A function giving names no node, value or initializer of ``graph`` or of its subgraphs
+    has yet."""
+    from .loop import subgraphs
+
+    taken: set[str] = set()
+    for g in subgraphs(graph):
+        taken |= {v for n in g.node for v in [*n.input, *n.output, n.name]}
+        taken |= {t.name for t in g.initializer} | {v.name for v in g.input}
 
     def fresh(name: str) -> str:
         out, i = name, 0
@@ -200,19 +206,143 @@ def _keep_hardmax_rows(original, upgraded) -> None:
     graph.node.extend(nodes)
 
 
-def _refuse_batched_scan(model, where: str, version: int) -> None:
-    """Scan before opset 9 takes a batch axis and ``sequence_lens``; the version converter
-    writes it as a later Scan without the batch axis, and the graph's inputs without it too."""
+def _batched_scans_as_loops(model):
+    """``model``, or where a Scan of opset 8 is in it a copy with each such Scan rewritten as
+    two Loops (:func:`_scan_loops`), which the converter upgrades; in subgraphs too."""
+    import onnx
+
     from .loop import subgraphs
 
-    for g in subgraphs(model.graph):
-        for node in g.node:
-            if node.op_type == "Scan" and node.domain in ("", "ai.onnx"):
-                raise UnsupportedModelError(
-                    f"{where}: a Scan of opset {version} (a batch axis and sequence_lens) is "
-                    f"not upgraded: the ONNX version converter drops its batch axis from the "
-                    f"graph's inputs; export at opset 9 or later",
-                    node=node.name or (node.output[0] if node.output else "?"), op="Scan")
+    if not any(n.op_type == "Scan" and n.domain in ("", "ai.onnx")
+               for g in subgraphs(model.graph) for n in g.node):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    _rewrite_scans(copy.graph, _fresh_names(copy.graph))
+    return copy
+
+
+def _rewrite_scans(graph, fresh) -> None:
+    """Rewrite the Scans of ``graph`` and of its subgraphs, the innermost first."""
+    from .loop import attribute_graphs
+
+    nodes = []
+    for node in graph.node:
+        for g in attribute_graphs(node):
+            _rewrite_scans(g, fresh)
+        scan = node.op_type == "Scan" and node.domain in ("", "ai.onnx")
+        nodes += _scan_loops(node, fresh) if scan else [node]
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _scan_loops(node, fresh) -> list:
+    """Scan-8 ``node`` as nodes of opset 8 that mean the same: a Loop over the batch (axis 0
+    of the scan inputs and states) whose body takes batch entry ``b`` of each and runs a Loop
+    over the sequence (axis 1 of the scan inputs), whose body gathers step ``t`` of each scan
+    input (``T - 1 - t`` where ``directions`` says 1) under the name the Scan's body reads it
+    by, then runs the Scan's body as it is. The inner Loop's final states and stacked scan
+    outputs are the outer body's scan outputs, stacked over the batch: the Scan's outputs,
+    ``[batch, ...]`` and ``[batch, sequence, ...]``. The trip counts are read from the first
+    scan input's shape, which the import folds where it is static (a run-time one refuses
+    the Loop, naming it). ``sequence_lens`` (every sequence its own length) is refused."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    where = {"node": node.name or (node.output[0] if node.output else "?"), "op": "Scan"}
+    attrs = {a.name: a for a in node.attribute}  # the checker refused any other attribute
+    body, m = attrs.get("body"), attrs.get("num_scan_inputs")
+    if body is None or body.type != onnx.AttributeProto.GRAPH or m is None \
+            or m.type != onnx.AttributeProto.INT:
+        raise ModelFileError("a Scan needs a graph attribute body and an int attribute "
+                             "num_scan_inputs", **where)
+    body, m = body.g, m.i
+    if node.input and node.input[0]:
+        raise UnsupportedModelError(
+            f"sequence_lens {node.input[0]!r} is not supported: each sequence is scanned whole "
+            f"(leave the input empty, or export at opset 9 or later)", **where)
+    rest, outs = list(node.input[1:]), list(node.output)
+    n, k = len(rest) - m, len(outs) - (len(rest) - m)
+    directions = list(attrs["directions"].ints) if "directions" in attrs else [0] * max(m, 0)
+    if m < 1 or n < 0 or k < 0 or "" in rest or len(body.input) != n + m \
+            or len(body.output) != n + k or len(directions) != m \
+            or not set(directions) <= {0, 1}:
+        raise ModelFileError(
+            f"a Scan of {len(rest)} state and scan input(s), {m} of them scanned "
+            f"(num_scan_inputs), {len(outs)} output(s), a body of {len(body.input)} input(s) "
+            f"and {len(body.output)} output(s) and directions {directions} do not fit "
+            f"together (each input named, directions 0 or 1, one per scan input)", **where)
+    base = node.name or outs[0]
+    make, nodes = helper.make_node, []
+
+    def name(what: str) -> str:
+        return fresh(f"{base}/{what}")
+
+    def constant(what: str, value, dtype=np.int64) -> str:
+        out = name(what)
+        nodes.append(make("Constant", [], [out], name=name(f"{what}/Constant"),
+                          value=onnx.numpy_helper.from_array(np.array(value, dtype))))
+        return out
+
+    def scalar(label: str, elem) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(label, elem, [])
+
+    shape, batch, steps, last = name("shape"), name("batch"), name("steps"), name("last")
+    keep = constant("true", True, np.bool_)
+    nodes += [make("Shape", [rest[n]], [shape], name=name("Shape")),
+              make("Gather", [shape, constant("zero", 0)], [batch], name=name("Gather_batch")),
+              make("Gather", [shape, constant("one", 1)], [steps], name=name("Gather_steps")),
+              make("Sub", [steps, constant("one_", 1)], [last], name=name("Sub_last"))]
+    b, t, inner = name("b"), name("t"), []
+    entries = [name(f"entry{i}") for i in range(n + m)]
+    cond_in, cond_in_, cond_out, cond_out_ = (name(w) for w in ("cond", "cond_", "keep",
+                                                                 "keep_"))
+    for j, (x, reverse) in enumerate(zip(rest[n:], directions)):
+        at = t
+        if reverse:
+            at = name(f"reversed{j}")
+            inner.append(make("Sub", [last, t], [at], name=name(f"Sub_reversed{j}")))
+        step = name(f"step{j}")  # the body's input may share an outer value's name
+        inner.append(make("Gather", [entries[n + j], at], [step], name=name(f"Gather_step{j}")))
+        _rename(body, body.input[n + j].name, step)
+    true_value = onnx.numpy_helper.from_array(np.array(True))
+    inner.append(make("Constant", [], [cond_out_], name=name("Constant_keep_"),
+                      value=true_value))
+    inner += list(body.node)
+    inner_body = helper.make_graph(
+        inner, name("sequence"),
+        [scalar(t, TensorProto.INT64), scalar(cond_in_, TensorProto.BOOL), *body.input[:n]],
+        [scalar(cond_out_, TensorProto.BOOL), *body.output], initializer=body.initializer,
+        value_info=body.value_info, sparse_initializer=body.sparse_initializer)
+    finals, stacked = [name(f"final{i}") for i in range(n)], [name(f"steps{i}") for i in range(k)]
+    outer = [make("Gather", [x, b], [entries[i]], name=name(f"Gather_entry{i}"))
+             for i, x in enumerate(rest)]
+    outer += [make("Constant", [], [cond_out], name=name("Constant_keep"), value=true_value),
+              make("Loop", [steps, keep, *entries[:n]], [*finals, *stacked],
+                   name=name("Loop_sequence"), body=inner_body)]
+    outer_body = helper.make_graph(
+        outer, name("batch"), [scalar(b, TensorProto.INT64), scalar(cond_in, TensorProto.BOOL)],
+        [scalar(cond_out, TensorProto.BOOL),
+         *(helper.make_empty_tensor_value_info(v) for v in finals + stacked)])
+    nodes.append(make("Loop", [batch, keep], [o or name(f"unused{i}") for i, o in
+                                              enumerate(outs)],
+                      name=node.name or name("Loop_batch"), body=outer_body))
+    return nodes
+
+
+def _rename(graph, old: str, new: str) -> None:
+    """Value ``old`` read in ``graph`` becomes ``new``: in its nodes' inputs, its outputs and
+    its subgraphs (but those whose own input of that name hides it)."""
+    from .loop import attribute_graphs
+
+    for node in graph.node:
+        node.input[:] = [new if v == old else v for v in node.input]
+        for g in attribute_graphs(node):
+            if old not in {v.name for v in g.input}:
+                _rename(g, old, new)
+    for v in graph.output:
+        if v.name == old:
+            v.name = new
 
 
 def _refuse_read_dropout_masks(model, where: str, version: int) -> None:

@@ -418,7 +418,8 @@ def _run_time(tmp_path, what: str):
 
 @pytest.mark.parametrize("what, message", [
     ("trip count", f"trip count 'n' is computed at run time; {RULE}"),
-    ("dims", f"trip count 'batch' is computed at run time (it holds run-time dims); {RULE}"),
+    ("dims", f"trip count 'batch' is computed at run time (it holds the run-time dims "
+             f"['batch']); {RULE}"),
     ("condition", f"condition 'positive' is computed at run time; {RULE}"),
     ("output", f"the body's condition output 'loop.i0/co' of iteration 0 is computed at run "
                f"time; {RULE}"),

@@ -2,9 +2,10 @@
 own functions) unrolled, compared with onnxruntime: state values and scan outputs over several
 scan inputs, each direction and axis (negative ones too), a body reading outer values and
 holding initializers, a constant scan input, a Scan nested in a Scan and in a Loop, opset 9's
-Scan upgraded (LinearAttention, whose ONNX function is a Scan, is test_functions.py's). A
-run-time length, unequal lengths, zero steps, steps beyond the cap, axes and directions out of
-range, malformed bodies and opset 8's batched Scan are refused naming the node."""
+Scan upgraded, opset 8's Scan over its batch axis rewritten as Loops before the upgrade
+(LinearAttention, whose ONNX function is a Scan, is test_functions.py's). A run-time length,
+unequal lengths, zero steps, steps beyond the cap, axes and directions out of range, malformed
+bodies and opset 8's sequence_lens are refused naming the node."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import ReadLimits, import_onnx, loop
+
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import assert_refused, check_against_onnxruntime, import_and_load, onnx
 
@@ -267,10 +270,8 @@ def test_a_scan_is_not_listed_with_the_unsupported_ops(tmp_path):
     assert text.startswith("node 'u' (Unique)") and "Scan" not in text, text
 
 
-def test_an_opset_9_scan_is_upgraded_and_an_opset_8_one_refused(tmp_path, signer):
-    """Opset 9's Scan is later opsets' (upgraded to 13 with the model). Opset 8's takes a batch
-    axis and sequence_lens, which the version converter drops from the graph's inputs: refused
-    before it runs, naming the node."""
+def test_an_opset_9_scan_is_upgraded(tmp_path, signer):
+    """Opset 9's Scan is later opsets' (upgraded to 13 with the model)."""
     model = _simple(tmp_path, name="nine", check=False)
     m = onnx.load(model)
     m.opset_import[0].version = 9
@@ -278,14 +279,92 @@ def test_an_opset_9_scan_is_upgraded_and_an_opset_8_one_refused(tmp_path, signer
     model.write_bytes(m.SerializeToString())
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
     check_against_onnxruntime(model, loaded, _feeds([("a", (3, 2)), ("s0", (2,))]))
-    body = m.graph.node[0].attribute[0].g
-    m.graph.node[0].input.insert(0, "")
-    for v in [*m.graph.input, *m.graph.output]:
-        v.type.tensor_type.shape.dim.insert(0, onnx.TensorShapeProto.Dimension(dim_value=1))
-    m.opset_import[0].version = 8
-    onnx.checker.check_model(m, full_check=True)
-    assert [v.name for v in body.input] == ["s", "ai"]
-    model.write_bytes(m.SerializeToString())
-    assert_refused(model, UnsupportedModelError, "node 'scan' (Scan)",
-                   "a Scan of opset 8 (a batch axis and sequence_lens) is not upgraded: the ONNX "
-                   "version converter drops its batch axis from the graph's inputs")
+
+
+def _scan8(tmp_path, nodes, inputs, outputs, name="eight"):
+    return _save(tmp_path, nodes, inputs, outputs, name=name, opset=8)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("directions", [None, [1, 0], [0, 1]])
+def test_an_opset_8_scan_over_its_batch_axis_matches_onnxruntime(directions, batch, tmp_path,
+                                                                   signer):
+    """Opset 8's Scan takes a batch axis (0) before the sequence axis (1) of its scan inputs
+    and its states; directions per scan input; scan outputs stacked in the order of the
+    steps. Rewritten as a Loop over the batch around a Loop over the sequence before the
+    upgrade; onnxruntime runs the Scan itself (its golden vectors, and here). Both
+    backends."""
+    steps = 4
+    attrs = {} if directions is None else {"directions": directions}
+    scan = helper.make_node("Scan", ["", "h0", "a", "b"], ["h", "o", "r"], name="scan",
+                            body=_rnn_body(), num_scan_inputs=2, **attrs)
+    inputs = [("h0", (batch, 2, 4)), ("a", (batch, steps, 2, 4)), ("b", (batch, steps, 4))]
+    model = _scan8(tmp_path, [scan], inputs,
+                   [("h", (batch, 2, 4)), ("o", (batch, steps, 2, 4)), ("r", (batch, steps))])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert _ops(loaded).count("tanh") == batch * steps
+    feeds = _feeds(inputs, 1)
+    feeds.append({k: v.copy() for k, v in feeds[0].items()})
+    feeds[1]["b"][:, 0] = 5.0  # the first step stands out: which end a direction starts from
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, feeds, backend=backend)
+
+
+def test_an_opset_8_scan_in_an_opset_8_scan_matches_onnxruntime(tmp_path, signer):
+    """The outer Scan's body runs a Scan of its own over each step's (2, 3) slice, read as a
+    batch of 2 sequences of 3: a running sum. Both are rewritten, the inner one first, under
+    names of their own."""
+    inner = helper.make_graph([helper.make_node("Add", ["s", "e"], ["s2"]),
+                               helper.make_node("Identity", ["s2"], ["out"])], "inner",
+                              [_vi("s", ()), _vi("e", ())], [_vi("s2", ()), _vi("out", ())])
+    outer = helper.make_graph(
+        [helper.make_node("Scan", ["", "acc", "row"], ["acc2", "sums"], name="inner",
+                          body=inner, num_scan_inputs=1, directions=[1])],
+        "outer", [_vi("acc", (2,)), _vi("row", (2, 3))], [_vi("acc2", (2,)),
+                                                          _vi("sums", (2, 3))])
+    scan = helper.make_node("Scan", ["", "acc0", "x"], ["acc", "sums"], name="outer",
+                            body=outer, num_scan_inputs=1)
+    inputs = [("acc0", (2, 2)), ("x", (2, 5, 2, 3))]
+    model = _scan8(tmp_path, [scan], inputs, [("acc", (2, 2)), ("sums", (2, 5, 2, 3))])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert _ops(loaded).count("add") >= 2 * 5 * 2 * 3
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, _feeds(inputs), backend=backend)
+
+
+def test_an_opset_8_scan_over_a_run_time_batch_is_fixed_by_dim(tmp_path, signer):
+    """A run-time batch is the outer Loop's run-time trip count: refused naming it, and
+    imported once ``--dim`` fixes it."""
+    scan = helper.make_node("Scan", ["", "h0", "a", "b"], ["h", "o", "r"], name="scan",
+                            body=_rnn_body(), num_scan_inputs=2)
+    inputs = [("h0", ("n", 2, 4)), ("a", ("n", 3, 2, 4)), ("b", ("n", 3, 4))]
+    model = _scan8(tmp_path, [scan], inputs,
+                   [("h", ("n", 2, 4)), ("o", ("n", 3, 2, 4)), ("r", ("n", 3))])
+    assert_refused(model, UnsupportedModelError, "node 'scan' (Loop)",
+                   "trip count 'scan/batch' is computed at run time (it holds the run-time dims "
+                   "['n'])")
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer, dims={"n": 2})
+    check_against_onnxruntime(model, loaded, _feeds([(k, (2, *s[1:])) for k, s in inputs], 1))
+
+
+@pytest.mark.parametrize("edit, error, message", [
+    (lambda n: n.input.__setitem__(0, "lens"), UnsupportedModelError,
+     "sequence_lens 'lens' is not supported: each sequence is scanned whole"),
+    (lambda n: n.attribute.append(helper.make_attribute("directions", [0, 1])), ModelFileError,
+     "directions [0, 1] do not fit together"),
+    (lambda n: n.attribute.append(helper.make_attribute("directions", [2])), ModelFileError,
+     "directions [2] do not fit together"),
+])
+def test_an_opset_8_scan_the_rewrite_cannot_take_is_refused(edit, error, message, tmp_path):
+    body = helper.make_graph([helper.make_node("Add", ["s", "e"], ["s2"])], "body",
+                             [_vi("s", (2,)), _vi("e", (2,))], [_vi("s2", (2,))])
+    scan = helper.make_node("Scan", ["", "s0", "x"], ["s"], name="scan", body=body,
+                            num_scan_inputs=1)
+    edit(scan)
+    inputs = [("s0", (1, 2)), ("x", (1, 3, 2))] + ([("lens", (1,))] if scan.input[0] else [])
+    model = _save(tmp_path, [scan], inputs, [("s", (1, 2))], opset=8, check=False)
+    if scan.input[0]:
+        m = onnx.load(model)
+        m.graph.input[2].type.tensor_type.elem_type = TP.INT32
+        model.write_bytes(m.SerializeToString())
+    assert_refused(model, error, "node 'scan' (Scan)", message)
