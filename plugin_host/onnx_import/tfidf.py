@@ -16,14 +16,17 @@ is the same where ``ngram_indexes`` is 0, 1, 2, ...).
 Per n-gram length the import writes one gather of every window's tokens (the windows are
 known at import, ``C`` being fixed), an equal against the pool's n-grams of that length,
 a product over the tokens (all of them match) and a sum over the windows, then a matmul
-placing the counts at their output coordinates.
+placing the counts at their output coordinates. TFIDF's weights multiply each window's match
+and a cumsum over the windows adds them: onnxruntime adds an n-gram's weight once per match,
+in float32, and count * weight does not always round to that sum.
 
 Refused, naming the node: string tokens (``pool_strings``), a row length ``C`` known only
 at run time (``--dim`` fixes it), an input of another rank or dtype; a ModelFileError for a
 malformed pool (``ngram_counts`` out of order or not dividing its part of the pool into
-n-grams), an n-gram listed twice or two n-grams at one output coordinate (onnxruntime
-refuses the first; the second is where onnxruntime and ONNX's reference disagree), and
-``weights`` not one per n-gram.
+n-grams), a ``max_gram_length`` past the lengths ``ngram_counts`` lists, an n-gram listed
+twice (onnxruntime refuses both), two n-grams at one output coordinate (where onnxruntime and
+ONNX's reference disagree), ``weights`` not one per n-gram, and windows past the tensor cap
+(checked before they are written; skip distances that fit no window cost nothing).
 """
 
 from __future__ import annotations
@@ -67,11 +70,16 @@ def _counts(imp, x: str, shape: tuple, dtype: str, n: int, grams: list, skips: i
     ``x`` (of ``shape``), each times its entry of ``weights`` where given; None where no
     window of ``n`` tokens fits in a row."""
     length = shape[-1]
-    windows = [[s + j * d for j in range(n)] for d in ([1] if n == 1 else range(1, skips + 2))
-               for s in range(length - (n - 1) * d)]
-    if not windows:
+    # distances past (length - 1) / (n - 1) fit no window: a huge max_skip_count costs nothing
+    distances = range(1, 2 if n == 1 else min(skips + 1, (length - 1) // (n - 1)) + 1)
+    starts = [(d, length - (n - 1) * d) for d in distances]
+    count = sum(c for _, c in starts if c > 0)
+    if not count:
         return None
-    at = imp.index_constant(np.array(windows).reshape(len(windows), 1, n), f"windows{n}")
+    imp.check_size(f"its {n}-grams' windows", (count, 1, n))
+    at = imp.index_constant(np.concatenate(
+        [np.arange(c)[:, None] + d * np.arange(n) for d, c in starts if c > 0]
+    ).reshape(count, 1, n), f"windows{n}")
     picked = imp.step("gather", [x, at], f"{n}-grams", {"axis": len(shape) - 1})
     pool = imp.add_constant(np.array(grams, dtype), f"{imp.node_name}.pool{n}")
     same = imp.step("equal", [picked, pool], f"{n}-grams/equal")
@@ -84,7 +92,7 @@ def _counts(imp, x: str, shape: tuple, dtype: str, n: int, grams: list, skips: i
     w = imp.add_constant(weights, f"{imp.node_name}.weights{n}")
     each = imp.step("mul", [every, w], f"{n}-grams/weighted")
     running = imp.step("cumsum", [each], f"{n}-grams/running", {"axis": -2})
-    return imp.step("gather", [running, imp.index_constant(len(windows) - 1, "last")],
+    return imp.step("gather", [running, imp.index_constant(count - 1, "last")],
                     f"{n}-grams/total", {"axis": len(shape) - 1})
 
 
@@ -106,6 +114,10 @@ def tfidf_vectorizer(imp, node, attrs):
                              f"max_skip_count={skips} must be set, with 1 <= min_gram_length "
                              f"<= max_gram_length and max_skip_count >= 0")
     grams = _pool(attrs)
+    lengths = len(attrs["ngram_counts"])
+    if hi > lengths:
+        raise ModelFileError(f"attribute max_gram_length={hi} is above the {lengths} n-gram "
+                             f"lengths ngram_counts lists (onnxruntime refuses it)")
     indexes, weights = attrs.get("ngram_indexes", []), attrs.get("weights")
     if len(indexes) != len(grams) or min(indexes, default=0) < 0 \
             or len(set(indexes)) != len(indexes):
@@ -124,7 +136,7 @@ def tfidf_vectorizer(imp, node, attrs):
                               f"fixes it)")
     x, info = imp.tensor(node.input[0]), np.iinfo(t.dtype)
     size, out = max(indexes) + 1, None
-    for n in range(lo, hi + 1):
+    for n in sorted({len(g) for g in grams if lo <= len(g) <= hi}):
         # an n-gram holding a token the input's dtype cannot hold never matches (onnxruntime)
         mine = [p for p, g in enumerate(grams) if len(g) == n
                 and all(info.min <= v <= info.max for v in g)]

@@ -107,6 +107,8 @@ _GOOD = dict(mode="TF", min_gram_length=1, max_gram_length=2, max_skip_count=0,
     ({}, [2, 2, 4], UnsupportedModelError, "tokens are int32 or int64, [C] or [B, C]"),
     ({"mode": "BM25"}, [4], ModelFileError, "attribute mode='BM25' must be one of"),
     ({"min_gram_length": 3}, [4], ModelFileError, "1 <= min_gram_length <= max_gram_length"),
+    ({"max_gram_length": 3}, [4], ModelFileError,
+     "max_gram_length=3 is above the 2 n-gram lengths ngram_counts lists"),
     ({"max_skip_count": -1}, [4], ModelFileError, "max_skip_count >= 0"),
     ({"ngram_counts": [0, 3]}, [4], ModelFileError,
      "the pool's entries 3..3 (from ngram_counts[1]) are not a whole number of 2-grams"),
@@ -128,3 +130,25 @@ def test_float_tokens_are_refused(tmp_path):
     model = _model(tmp_path, [4], TP.FLOAT, **_GOOD)
     assert_refused(model, UnsupportedModelError, "node 'node' (TfIdfVectorizer)",
                    "is float32 of shape [4]")
+
+
+def test_a_huge_skip_count_costs_nothing(tmp_path, signer):
+    """A max_skip_count of a million over rows of 6: only the distances that fit are written;
+    as onnxruntime counts."""
+    model = _model(tmp_path, ["n", 6], mode="TF", min_gram_length=1, max_gram_length=2,
+                   max_skip_count=10 ** 6, ngram_counts=[0, 2], ngram_indexes=[0, 1, 2],
+                   pool_int64s=[1, 2, 1, 2])
+    _, loaded = import_and_load(model, tmp_path / "t.pha", signer)
+    feeds = [{"x": np.array([[1, 2, 1, 2, 2, 1], [2, 2, 2, 1, 1, 1]], np.int64)}]
+    for backend in (None, OnnxruntimeBackend()):
+        runs = check_against_onnxruntime(model, loaded, feeds, backend=backend)
+        np.testing.assert_array_equal(runs[0][0]["y"], runs[0][1]["y"])
+
+
+def test_windows_past_the_tensor_cap_are_refused_before_they_are_written(tmp_path):
+    model = _model(tmp_path, [200_000], mode="TF", min_gram_length=2, max_gram_length=2,
+                   max_skip_count=100_000, ngram_counts=[0, 0], ngram_indexes=[0],
+                   pool_int64s=[1, 2])
+    assert_refused(model, ModelFileError, "node 'node' (TfIdfVectorizer)",
+                   "its 2-grams' windows of shape (15000049999, 1, 2) would have 30000099998 "
+                   "elements, above the cap of")
