@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are twenty-two small models, most exported from torch with the legacy exporter:
+The seeds are twenty-four small models, most exported from torch with the legacy exporter:
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -42,7 +42,9 @@ and a window, CumProd) and ``scan`` (opset 27: LinearAttention, whose ONNX funct
 Scan, then a reversed Scan with a state and two scan outputs) and ``deform`` (opset 19:
 DeformConv with a mask over a run-time batch, LpPool, RoiAlign, MaxRoiPool) and ``cache``
 (com.microsoft's Attention and MultiHeadAttention with past states and present outputs, a
-MatMulNBits with g_idx). Every
+MatMulNBits with g_idx) and ``scan8`` (opset 8: a Scan over a batch axis, one scan input
+reversed, rewritten as Loops before the upgrade) and ``tokens`` (TfIdfVectorizer of int64
+tokens over a run-time batch with TFIDF weights, then a Gemm). Every
 mutant is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated
 element type) goes through the rewrite to float32.
 Two kinds of mutants:
@@ -996,7 +998,8 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             "legacy": str(legacy), "half": str(half), "sequence": str(sequence),
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
             "scan": _scan_seed(folder), "deform": _deform_seed(folder),
-            "cache": _cache_seed(folder),
+            "cache": _cache_seed(folder), "scan8": _scan8_seed(folder),
+            "tokens": _tokens_seed(folder),
             **_bert_seeds(folder), **_weight_only_seeds(folder), **_quantized_seeds(folder)}
 
 
@@ -1119,6 +1122,50 @@ def _cache_seed(folder: Path) -> str:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                       helper.make_opsetid("com.microsoft", 1)]),
               path)
+    return str(path)
+
+
+def _scan8_seed(folder: Path) -> str:
+    """Opset 8's Scan over a batch axis (rewritten as two Loops before the version converter
+    runs), written with onnx.helper: a state and two scan inputs, one of them reversed, a body
+    initializer, a scan output, then a Relu."""
+    tp = onnx.TensorProto
+    body = helper.make_graph(
+        [helper.make_node("Add", ["h", "a"], ["s"]), helper.make_node("Mul", ["s", "b"], ["t"]),
+         helper.make_node("Add", ["t", "w"], ["h2"]), helper.make_node("Tanh", ["h2"], ["o"])],
+        "body", [helper.make_tensor_value_info(n, tp.FLOAT, [3]) for n in ("h", "a", "b")],
+        [helper.make_tensor_value_info(n, tp.FLOAT, [3]) for n in ("h2", "o")],
+        [onnx.numpy_helper.from_array(np.linspace(-1, 1, 3, dtype=np.float32), "w")])
+    nodes = [helper.make_node("Scan", ["", "h0", "x", "y"], ["h", "o"], name="scan", body=body,
+                              num_scan_inputs=2, directions=[0, 1]),
+             helper.make_node("Relu", ["o"], ["r"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "scan8", [helper.make_tensor_value_info(n, tp.FLOAT, s) for n, s in (
+            ("h0", [2, 3]), ("x", [2, 4, 3]), ("y", [2, 4, 3]))],
+        [helper.make_tensor_value_info("h", tp.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("r", tp.FLOAT, [2, 4, 3])])
+    path = folder / "scan8.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)]), path)
+    return str(path)
+
+
+def _tokens_seed(folder: Path) -> str:
+    """TfIdfVectorizer of int64 tokens over a run-time batch (unigrams and bigrams with
+    skips, TFIDF weights), written with onnx.helper at opset 17, then a Gemm."""
+    tp = onnx.TensorProto
+    nodes = [helper.make_node("TfIdfVectorizer", ["ids"], ["f"], name="tfidf", mode="TFIDF",
+                              min_gram_length=1, max_gram_length=2, max_skip_count=2,
+                              ngram_counts=[0, 3], ngram_indexes=[4, 0, 1, 3, 2],
+                              pool_int64s=[1, 2, 3, 1, 2, 3, 3],
+                              weights=[0.5, 1.25, 2.0, 0.75, 3.0]),
+             helper.make_node("Gemm", ["f", "g"], ["y"], name="gemm")]
+    graph = helper.make_graph(
+        nodes, "tokens", [helper.make_tensor_value_info("ids", tp.INT64, ["n", 8])],
+        [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 2])],
+        [onnx.numpy_helper.from_array(np.linspace(-1, 1, 10, dtype=np.float32).reshape(5, 2),
+                                      "g")])
+    path = folder / "tokens.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return str(path)
 
 
@@ -1435,6 +1482,10 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert deform.inputs[0].shape == ("n", 4, 6, 6)
     assert {"grid_sample", "matmul", "conv", "embedding", "amax"} <= {
         n.op for n in deform.nodes}
+    scan8 = import_onnx(seeds["scan8"]).graph  # a batch of 2 sequences of 4 steps
+    assert sum(n.op == "tanh" for n in scan8.nodes) == 8
+    tokens = import_onnx(seeds["tokens"]).graph  # n-grams counted over a run-time batch
+    assert tokens.inputs[0].shape == ("n", 8) and "cumsum" in {n.op for n in tokens.nodes}
     legacy = onnx.load(seeds["legacy"])
     assert [(o.domain, o.version) for o in legacy.opset_import] == [("", 11)]
     assert {"Conv", "Resize", "Split", "Squeeze", "Softmax", "LSTM"} <= {
