@@ -249,7 +249,8 @@ def _scan_loops(node, fresh) -> list:
     import onnx
     from onnx import TensorProto, helper
 
-    where = {"node": node.name or (node.output[0] if node.output else "?"), "op": "Scan"}
+    base = node.name or (node.output[0] if node.output else "scan")
+    where = {"node": base, "op": "Scan"}
     attrs = {a.name: a for a in node.attribute}  # the checker refused any other attribute
     body, m = attrs.get("body"), attrs.get("num_scan_inputs")
     if body is None or body.type != onnx.AttributeProto.GRAPH or m is None \
@@ -272,7 +273,6 @@ def _scan_loops(node, fresh) -> list:
             f"(num_scan_inputs), {len(outs)} output(s), a body of {len(body.input)} input(s) "
             f"and {len(body.output)} output(s) and directions {directions} do not fit "
             f"together (each input named, directions 0 or 1, one per scan input)", **where)
-    base = node.name or outs[0] or "scan"  # the checker wants at least one output
     make, nodes = helper.make_node, []
 
     def name(what: str) -> str:
