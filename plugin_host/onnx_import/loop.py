@@ -83,16 +83,23 @@ def defined_names(body) -> set[str]:
     return names
 
 
-def _renamed(body, defined: set[str], prefix: str):
-    """A copy of ``body`` with each name in ``defined`` and each node name prefixed (the
-    names of its initializers too; :func:`unroll` copies a body without them)."""
+def _renamed(body, prefix: str, initializers: frozenset):
+    """A copy of ``body`` with each node name prefixed, and each name of a value the body
+    defines (its inputs, initializers and node outputs, a nested subgraph's within that
+    subgraph) where it names that value, as ONNX scopes them: a subgraph's own names hide the
+    enclosing ones, so a read of an outer value stays as it is even where a subgraph nested
+    elsewhere in the body defines a value of that name. :class:`Body` copies a body without
+    its initializers: their names are ``initializers``."""
     copy = type(body)()
     copy.CopyFrom(body)
 
-    def new(name: str) -> str:
-        return prefix + name if name in defined else name
+    def walk(g, scope: frozenset) -> None:
+        scope = scope | {v.name for v in g.input} | {t.name for t in g.initializer} | {
+            t for n in g.node for t in n.output if t}
 
-    for g in subgraphs(copy):
+        def new(name: str) -> str:
+            return prefix + name if name in scope else name
+
         for v in [*g.input, *g.output, *g.initializer]:
             v.name = new(v.name)
         for n in g.node:
@@ -100,6 +107,10 @@ def _renamed(body, defined: set[str], prefix: str):
                 n.name = prefix + n.name
             n.input[:] = [new(t) if t else t for t in n.input]
             n.output[:] = [new(t) if t else t for t in n.output]
+            for sub in attribute_graphs(n):
+                walk(sub, scope)
+
+    walk(copy, initializers)
     return copy
 
 
@@ -203,7 +214,6 @@ class Body:
 
     def __init__(self, imp, node, body) -> None:
         self.imp, self.body = imp, body
-        self.defined = defined_names(body)
         self.inits = [(t.name, to_array(t, imp.limits)) for t in body.initializer]
         self.template = type(body)()
         self.template.CopyFrom(body)
@@ -236,7 +246,7 @@ class Body:
             raise ModelFileError(f"unrolling iteration {k} of the body brings the model to more "
                                  f"than {imp.limits.max_nodes} nodes, the cap")
         prefix = f"{self.loop}.i{k}/"
-        g = _renamed(self.template, self.defined, prefix)
+        g = _renamed(self.template, prefix, frozenset(name for name, _ in self.inits))
         for t in g.node:  # read inside the copy: read by the Loop, as for the original names
             for name in t.input:
                 imp.consumers.setdefault(name, []).append(index)

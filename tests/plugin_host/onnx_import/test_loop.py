@@ -519,3 +519,25 @@ def test_a_malformed_body_is_refused(change, message, tmp_path):
         onnx_to_graph(onnx.load(model), name="m")
     assert type(info.value) is ModelFileError
     assert "node 'loop' (Loop)" in str(info.value) and message in str(info.value), info.value
+
+
+def test_an_outer_value_keeps_its_name_where_a_nested_body_hides_it(tmp_path, signer):
+    """The body reads the graph's ``x``; a Loop nested in it carries a value of its own named
+    ``x`` (legal in ONNX: a subgraph's names hide the enclosing ones). Each iteration's copy
+    renames the nested ``x`` and not the outer read, as onnxruntime scopes them."""
+    inner = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["x2"]), helper.make_node("Identity", ["c"], ["c2"])],
+        "inner", [_vi("j", TP.INT64, ()), _vi("c", TP.BOOL, ()), _vi("x")],
+        [_vi("c2", TP.BOOL, ()), _vi("x2")])
+    body = helper.make_graph(
+        [helper.make_node("Loop", ["one", "", "acc"], ["negated"], body=inner),
+         helper.make_node("Add", ["negated", "x"], ["acc2"]),
+         helper.make_node("Identity", ["c"], ["c2"])],
+        "body", [_vi("i", TP.INT64, ()), _vi("c", TP.BOOL, ()), _vi("acc")],
+        [_vi("c2", TP.BOOL, ()), _vi("acc2")])
+    nodes = [helper.make_node("Loop", ["three", "", "x"], ["y"], name="loop", body=body)]
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), n)
+             for n, v in (("one", 1), ("three", 3))]
+    model = _save(tmp_path, nodes, [_vi("y")], inits=inits)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    check_against_onnxruntime(model, loaded, _feeds())

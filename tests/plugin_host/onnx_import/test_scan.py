@@ -332,6 +332,35 @@ def test_an_opset_8_scan_in_an_opset_8_scan_matches_onnxruntime(tmp_path, signer
         check_against_onnxruntime(model, loaded, _feeds(inputs), backend=backend)
 
 
+def test_an_opset_8_scans_body_read_in_its_own_subgraphs_matches_onnxruntime(tmp_path, signer):
+    """The body's scan input ``e`` (renamed by the rewrite) is read inside a Loop of the body
+    from the outer scope, and another Loop of the body carries a value of its own named ``e``
+    (which hides it, so stays as it is)."""
+    one = onnx.numpy_helper.from_array(np.array(1, np.int64), "one")
+    reads = helper.make_graph(
+        [helper.make_node("Add", ["e", "e"], ["twice"]),
+         helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["a"], ["a2"])],
+        "reads", [_vi("i", (), TP.INT64), _vi("c", (), TP.BOOL), _vi("a", (2,))],
+        [_vi("c2", (), TP.BOOL), _vi("a2", (2,)), _vi("twice", (2,))])
+    hides = helper.make_graph(
+        [helper.make_node("Neg", ["e"], ["e2"]), helper.make_node("Identity", ["c"], ["c2"])],
+        "hides", [_vi("i", (), TP.INT64), _vi("c", (), TP.BOOL), _vi("e", (2,))],
+        [_vi("c2", (), TP.BOOL), _vi("e2", (2,))])
+    body = helper.make_graph(
+        [helper.make_node("Loop", ["one", "", "s"], ["kept", "doubled"], body=reads),
+         helper.make_node("Loop", ["one", "", "s"], ["negated"], body=hides),
+         helper.make_node("Squeeze", ["doubled"], ["d"], axes=[0]),
+         helper.make_node("Add", ["d", "negated"], ["s2"])], "body",
+        [_vi("s", (2,)), _vi("e", (2,))], [_vi("s2", (2,))], initializer=[one])
+    scan = helper.make_node("Scan", ["", "s0", "e"], ["s"], name="scan", body=body,
+                            num_scan_inputs=1)
+    inputs = [("s0", (2, 2)), ("e", (2, 3, 2))]
+    model = _scan8(tmp_path, [scan], inputs, [("s", (2, 2))])
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    for backend in (None, OnnxruntimeBackend()):
+        check_against_onnxruntime(model, loaded, _feeds(inputs), backend=backend)
+
+
 def test_an_opset_8_scan_over_a_run_time_batch_is_fixed_by_dim(tmp_path, signer):
     """A run-time batch is the outer Loop's run-time trip count: refused naming it, and
     imported once ``--dim`` fixes it."""
