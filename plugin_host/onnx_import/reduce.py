@@ -53,12 +53,29 @@ def _reduce(imp, node, attrs):
         imp.alias(node.output[0], x)
         return
     op = _REDUCE[node.op_type]
+    if op == "mean":
+        _refuse_a_mean_of_nothing(imp, x, reduce)
     if op in ("amax", "amin") and imp.types[x].dtype == "bool":
         [x] = imp.emit("cast", [x], [None], {"dtype": "uint8"}, suffix="/uint8")
         [y] = imp.emit(op, [x], [None], reduce, suffix=f"/{op}")
         imp.emit("cast", [y], [node.output[0]], {"dtype": "bool"})
         return
     imp.emit(op, [x], [node.output[0]], reduce)
+
+
+def _refuse_a_mean_of_nothing(imp, x: str, reduce: dict) -> None:
+    """Refuse a mean over an axis of size 0 known at import whose output holds values: the
+    ABI's mean gives nan there (0 / 0, as ONNX's reference implementation and torch), where
+    onnxruntime, the build's reference, gives 0, so the build could only fail its comparison.
+    Over a run-time dim that is 0 when the call runs, the mean is nan."""
+    shape = imp.types[x].shape
+    axes = {a % len(shape) for a in reduce["axes"] if -len(shape) <= a < len(shape)}
+    empty = [a for a in sorted(axes) if shape[a] == 0]
+    if empty and all(d != 0 for i, d in enumerate(shape) if i not in axes):
+        raise imp.unsupported(f"a mean over axis {empty[0]} of size 0 (input shape "
+                              f"{list(shape)}): the ABI's mean of nothing is nan, as ONNX's "
+                              f"reference implementation and torch give it, where onnxruntime, "
+                              f"the build's reference, gives 0")
 
 
 #: ONNX reduction -> (the element-wise op before the sum, the one after it)

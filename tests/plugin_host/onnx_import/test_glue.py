@@ -9,10 +9,11 @@ import warnings
 import numpy as np
 import pytest
 
+from plugin_host.errors import UnsupportedModelError
 from plugin_host.onnx_import import import_onnx
 
-from .conftest import (EXPORTERS, check_against_onnxruntime, check_on_both_backends, export,
-                       import_and_load, onnx, torch)
+from .conftest import (EXPORTERS, assert_refused, check_against_onnxruntime,
+                       check_on_both_backends, export, import_and_load, onnx, torch)
 
 F = torch.nn.functional
 
@@ -380,3 +381,22 @@ def test_integer_division_of_constants_by_zero_is_refused(op, tmp_path):
               tmp_path / "z.onnx")
     with pytest.raises(ModelFileError, match=r"node 'q' \(" + op + r"\).*by zero"):
         import_onnx(tmp_path / "z.onnx")
+
+
+@pytest.mark.parametrize("shape, axes", [([2, 0, 3], [1]), ([0, 4], [0]), ([2, 0, 3], [0, 1])])
+def test_a_mean_over_an_axis_known_empty_is_refused_naming_why(shape, axes, tmp_path):
+    """onnxruntime, the build's reference, gives 0 where the ABI's mean of nothing is nan (as
+    ONNX's reference implementation and torch): refused at import, not a failed comparison
+    that calls itself an import bug."""
+    kept = [d for i, d in enumerate(shape) if i not in axes]
+    helper, floats = onnx.helper, onnx.TensorProto.FLOAT
+    node = helper.make_node("ReduceMean", ["x", "axes"], ["y"], name="mean", keepdims=0)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", floats, shape)],
+        [helper.make_tensor_value_info("y", floats, kept)],
+        [onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes")])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
+    assert_refused(model, UnsupportedModelError, "node 'mean' (ReduceMean)",
+                   f"a mean over axis {shape.index(0)} of size 0 (input shape {shape}): the "
+                   f"ABI's mean of nothing is nan")
