@@ -11,6 +11,10 @@ outputs are the last states and each scan output's steps stacked on a new axis, 
 order of the steps, or the reverse where ``scan_output_directions`` says 1, as onnxruntime
 prepends them.
 
+Opset 8's Scan, which takes a batch axis and ``sequence_lens``, never reaches this module: the
+upgrade rewrites it as a Loop over the batch around a Loop over the sequence before onnx's
+version converter runs (:mod:`.upgrade`), and those Loops unroll.
+
 The steps count against the same cap as a Loop's iterations
 (:data:`.loop.MAX_LOOP_ITERATIONS`), and the body's nodes against the node cap.
 
