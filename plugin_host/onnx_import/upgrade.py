@@ -288,11 +288,11 @@ def _scan_loops(node, fresh) -> list:
         return helper.make_tensor_value_info(label, elem, [])
 
     shape, batch, steps, last = name("shape"), name("batch"), name("steps"), name("last")
-    keep = constant("true", True, np.bool_)
+    keep, zero, one = constant("true", True, np.bool_), constant("zero", 0), constant("one", 1)
     nodes += [make("Shape", [rest[n]], [shape], name=name("Shape")),
-              make("Gather", [shape, constant("zero", 0)], [batch], name=name("Gather_batch")),
-              make("Gather", [shape, constant("one", 1)], [steps], name=name("Gather_steps")),
-              make("Sub", [steps, constant("one_", 1)], [last], name=name("Sub_last"))]
+              make("Gather", [shape, zero], [batch], name=name("Gather_batch")),
+              make("Gather", [shape, one], [steps], name=name("Gather_steps")),
+              make("Sub", [steps, one], [last], name=name("Sub_last"))]
     b, t, inner = name("b"), name("t"), []
     entries = [name(f"entry{i}") for i in range(n + m)]
     cond_in, cond_in_, cond_out, cond_out_ = (name(w) for w in ("cond", "cond_", "keep",
@@ -332,13 +332,13 @@ def _scan_loops(node, fresh) -> list:
 
 def _rename(graph, old: str, new: str) -> None:
     """Value ``old`` read in ``graph`` becomes ``new``: in its nodes' inputs, its outputs and
-    its subgraphs (but those whose own input of that name hides it)."""
+    its subgraphs (but those whose own input or initializer of that name hides it)."""
     from .loop import attribute_graphs
 
     for node in graph.node:
         node.input[:] = [new if v == old else v for v in node.input]
         for g in attribute_graphs(node):
-            if old not in {v.name for v in g.input}:
+            if old not in {v.name for v in [*g.input, *g.initializer]}:
                 _rename(g, old, new)
     for v in graph.output:
         if v.name == old:
