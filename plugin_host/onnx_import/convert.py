@@ -493,7 +493,8 @@ class Importer:
                     f"output; inputs: {sorted(onnx_inputs)}, outputs: {sorted(onnx_outputs)}")
         self.nodes = reaching(self.nodes, {spec.name for spec in outputs})
         used = {t for n in self.nodes for t in n.inputs if t}
-        tensors = {k: v for k, v in self.tensors.items() if k in used}
+        self.nodes, tensors = shared_constants(
+            self.nodes, {k: v for k, v in self.tensors.items() if k in used})
         try:
             graph = Graph(name, inputs=specs, outputs=outputs, nodes=self.nodes,
                           tensors=tensors, state=dict(state))
@@ -906,6 +907,34 @@ def reaching(nodes: list[Node], outputs: set[str]) -> list[Node]:
             kept.append(node)
             needed.update(t for t in node.inputs if t)
     return kept[::-1]
+
+
+def shared_constants(nodes: list[Node], tensors: dict[str, np.ndarray]
+                     ) -> tuple[list[Node], dict[str, np.ndarray]]:
+    """``nodes`` and ``tensors`` with each constant that is bit for bit another (dtype, shape
+    and bytes) dropped and its readers reading the first of its kind instead. An exporter
+    stores a weight shared by several nodes once (a layer applied at every step of an
+    unrolled loop, an embedding tied to the output projection, layers cloned from one, as
+    ``nn.TransformerEncoder`` clones its layer), but each reader's own transpose or reshape at
+    import is a new array: without this the artifact holds one copy per reader."""
+    import hashlib
+
+    first: dict[tuple, str] = {}
+    same: dict[str, str] = {}
+    for name, array in tensors.items():
+        data = np.require(array, requirements="C")
+        key = (data.dtype.str, data.shape, hashlib.sha256(data.reshape(-1).view(np.uint8)
+                                                          ).digest())
+        if key in first:
+            same[name] = first[key]
+        else:
+            first[key] = name
+    if not same:
+        return nodes, tensors
+    nodes = [n if not same.keys() & set(n.inputs) else
+             Node(n.name, n.op, n.version, tuple(same.get(t, t) for t in n.inputs), n.outputs,
+                  n.attrs) for n in nodes]
+    return nodes, {k: v for k, v in tensors.items() if k not in same}
 
 
 def onnx_to_graph(model, *, name: str, layouts: Mapping[str, str] | None = None,
