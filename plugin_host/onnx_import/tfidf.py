@@ -58,9 +58,11 @@ def _pool(attrs: dict) -> list[tuple[int, ...]]:
             raise ModelFileError(f"the pool's entries {start}..{end - 1} (from ngram_counts"
                                  f"[{k}]) are not a whole number of {n}-grams")
         grams.extend(tuple(pool[a:a + n]) for a in range(start, end, n))
-    if len(set(grams)) != len(grams):
-        twice = next(g for g in grams if grams.count(g) > 1)
-        raise ModelFileError(f"the pool lists the {len(twice)}-gram {list(twice)} twice")
+    seen: set[tuple[int, ...]] = set()
+    for g in grams:
+        if g in seen:
+            raise ModelFileError(f"the pool lists the {len(g)}-gram {list(g)} twice")
+        seen.add(g)
     return grams
 
 
@@ -136,6 +138,8 @@ def tfidf_vectorizer(imp, node, attrs):
                               f"fixes it)")
     x, info = imp.tensor(node.input[0]), np.iinfo(t.dtype)
     size, out = max(indexes) + 1, None
+    # the constant matrices below are (n-grams or row length) x size: checked before made
+    imp.check_size("its placement of the n-grams", (max(len(grams), t.shape[-1]), size))
     for n in sorted({len(g) for g in grams if lo <= len(g) <= hi}):
         # an n-gram holding a token the input's dtype cannot hold never matches (onnxruntime)
         mine = [p for p, g in enumerate(grams) if len(g) == n

@@ -145,6 +145,23 @@ def test_a_huge_skip_count_costs_nothing(tmp_path, signer):
         np.testing.assert_array_equal(runs[0][0]["y"], runs[0][1]["y"])
 
 
+def test_an_output_coordinate_past_the_tensor_cap_is_refused_before_it_is_placed(tmp_path):
+    model = _model(tmp_path, [4], mode="TF", min_gram_length=1, max_gram_length=1,
+                   max_skip_count=0, ngram_counts=[0], ngram_indexes=[0, 2 ** 40],
+                   pool_int64s=[1, 2])
+    assert_refused(model, ModelFileError, "node 'node' (TfIdfVectorizer)",
+                   "its placement of the n-grams of shape (4, 1099511627777) would have")
+
+
+def test_a_large_pool_listing_an_n_gram_twice_is_refused_at_once(tmp_path):
+    pool = list(range(200_000)) + [199_999]  # the last twice: no search of the pool per gram
+    model = _model(tmp_path, [4], mode="TF", min_gram_length=1, max_gram_length=1,
+                   max_skip_count=0, ngram_counts=[0], ngram_indexes=list(range(len(pool))),
+                   pool_int64s=pool)
+    assert_refused(model, ModelFileError, "node 'node' (TfIdfVectorizer)",
+                   "the pool lists the 1-gram [199999] twice")
+
+
 def test_windows_past_the_tensor_cap_are_refused_before_they_are_written(tmp_path):
     model = _model(tmp_path, [200_000], mode="TF", min_gram_length=2, max_gram_length=2,
                    max_skip_count=100_000, ngram_counts=[0, 0], ngram_indexes=[0],
