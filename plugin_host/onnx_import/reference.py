@@ -12,7 +12,9 @@ filter (no socket, no new process, no ptrace, ...), no core dumps, no file write
 parent's death as its own. A crash of the child is a
 :class:`~plugin_host.errors.ModelImportError` naming the signal, a run past
 :data:`TIMEOUT_S` (an upgrade past :data:`CONVERT_TIMEOUT_S`) one naming the time, and the
-next build starts a new child.
+next build starts a new child. So does a request interrupted in the parent (an exception from
+a signal handler, Ctrl-C): its child is stopped with it, so its answer cannot be read as the
+next request's.
 """
 
 from __future__ import annotations
@@ -289,6 +291,10 @@ class ReferenceProcess:
                     if attempt == 2:
                         raise ModelImportError(f"{job.process} could not be started") from None
                 except ModelImportError:
+                    self.close()
+                    raise
+                except BaseException:  # interrupted (a signal's exception, Ctrl-C) mid-request:
+                    self._proc.kill()   # its answer must not be read as the next request's
                     self.close()
                     raise
         raise AssertionError("unreachable")  # pragma: no cover

@@ -78,6 +78,34 @@ def test_a_crash_or_a_stall_is_a_typed_refusal_and_the_next_run_works(mode, mess
     assert [o["y"].tolist() for o in out] == [[0.0, 2.0], [3.0, 0.0]]
 
 
+def test_a_run_interrupted_by_a_signal_ends_its_child_and_the_next_run_gets_its_own_answer():
+    """An exception from a signal handler (a caller's own time limit) or Ctrl-C leaves a
+    request whose answer would be read as the next request's: the child is stopped with it."""
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    process = _Scripted("stall")
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            process.run(_model(), ["y"], CASES)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        assert process._proc is None
+        out = process.run(_model(), ["y"], CASES, timeout=30)  # a new child, the real one
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        process.close()
+    assert process.started == 2
+    assert [o["y"].tolist() for o in out] == [[0.0, 2.0], [3.0, 0.0]]
+
+
 def test_a_refusal_by_onnxruntime_is_its_first_line_and_the_child_stays():
     process = reference.ReferenceProcess()
     try:
