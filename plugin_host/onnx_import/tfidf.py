@@ -26,7 +26,8 @@ malformed pool (``ngram_counts`` out of order or not dividing its part of the po
 n-grams), a ``max_gram_length`` past the lengths ``ngram_counts`` lists, an n-gram listed
 twice (onnxruntime refuses both), two n-grams at one output coordinate (where onnxruntime and
 ONNX's reference disagree), ``weights`` not one per n-gram, and windows past the tensor cap
-(checked before they are written; skip distances that fit no window cost nothing).
+(checked before they are written; skip distances that fit no window cost nothing); a
+``max_skip_count`` above :data:`MAX_SKIP_COUNT` (onnxruntime's kernel walks every distance).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ __all__ = ["tfidf_vectorizer"]
 _ATTRIBUTES = ("max_gram_length", "min_gram_length", "max_skip_count", "mode",
                "ngram_counts", "ngram_indexes", "pool_int64s", "pool_strings", "weights")
 _MODES = ("TF", "IDF", "TFIDF")
+#: The largest max_skip_count taken: onnxruntime's kernel, the build's reference, walks every
+#: skip distance up to it for each row (about a nanosecond each: 2**40 would take hours per
+#: row), though any count from the row length less one on counts the same n-grams
+MAX_SKIP_COUNT = 2 ** 20
 
 
 def _pool(attrs: dict) -> list[tuple[int, ...]]:
@@ -115,6 +120,11 @@ def tfidf_vectorizer(imp, node, attrs):
         raise ModelFileError(f"attributes min_gram_length={lo}, max_gram_length={hi}, "
                              f"max_skip_count={skips} must be set, with 1 <= min_gram_length "
                              f"<= max_gram_length and max_skip_count >= 0")
+    if skips > MAX_SKIP_COUNT:
+        raise imp.unsupported(f"attribute max_skip_count={skips} is above {MAX_SKIP_COUNT}: "
+                              f"onnxruntime, the build's reference, walks every skip distance "
+                              f"up to it for each row; any count from the row length less one "
+                              f"on counts the same n-grams")
     grams = _pool(attrs)
     lengths = len(attrs["ngram_counts"])
     if hi > lengths:

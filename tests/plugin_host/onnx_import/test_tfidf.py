@@ -110,6 +110,9 @@ _GOOD = dict(mode="TF", min_gram_length=1, max_gram_length=2, max_skip_count=0,
     ({"max_gram_length": 3}, [4], ModelFileError,
      "max_gram_length=3 is above the 2 n-gram lengths ngram_counts lists"),
     ({"max_skip_count": -1}, [4], ModelFileError, "max_skip_count >= 0"),
+    ({"max_skip_count": 2 ** 40}, [4], UnsupportedModelError,
+     "attribute max_skip_count=1099511627776 is above 1048576: onnxruntime, the build's "
+     "reference, walks every skip distance up to it for each row"),
     ({"ngram_counts": [0, 3]}, [4], ModelFileError,
      "the pool's entries 3..3 (from ngram_counts[1]) are not a whole number of 2-grams"),
     ({"ngram_counts": [1, 2]}, [4], ModelFileError, "must start at 0"),
@@ -133,8 +136,8 @@ def test_float_tokens_are_refused(tmp_path):
 
 
 def test_a_huge_skip_count_costs_nothing(tmp_path, signer):
-    """A max_skip_count of a million over rows of 6: only the distances that fit are written;
-    as onnxruntime counts."""
+    """A max_skip_count of a million (about the most taken) over rows of 6: only the
+    distances that fit are written; as onnxruntime counts."""
     model = _model(tmp_path, ["n", 6], mode="TF", min_gram_length=1, max_gram_length=2,
                    max_skip_count=10 ** 6, ngram_counts=[0, 2], ngram_indexes=[0, 1, 2],
                    pool_int64s=[1, 2, 1, 2])
