@@ -41,10 +41,11 @@ bench: $(STAMP_TEST)
 	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py; done
 
 # The full hostile-input runs: 10,000 mutants of a signed artifact, each refused with a typed
-# error (the default test suite runs 300); then 5,000 byte-level mutants of thirteen small ONNX
-# models (one of opset 11, one float16, three quantized) and every structure-aware one (about
-# 67,000), each built into a loadable artifact or refused with a typed error by the ONNX
-# importer (the suite runs 300 and 600); then 5,000 mutants of each shipped policy file.
+# error (the default test suite runs 300); then 5,000 byte-level mutants of twenty-four small
+# ONNX models (opsets 8 to 27, one float16, several quantized; test_fuzz.py lists them) and every
+# structure-aware one (about 89,000), each built into a loadable artifact or refused with a typed
+# error by the ONNX importer (the suite runs 300 and 600); then 5,000 mutants of each shipped
+# policy file.
 # FUZZ_SEED=N picks another sequence.
 fuzz: $(STAMP_TEST)
 	FUZZ_MUTANTS=10000 $(BIN)/python -m pytest tests/plugin_host/artifacts/test_fuzz.py -q -s
