@@ -29,6 +29,7 @@ a body whose inputs or outputs do not match the node's.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -37,7 +38,8 @@ from . import symbolic
 from .convert import MAX_IF_DEPTH, _called
 from .reader import ONNX_DTYPES, to_array
 
-__all__ = ["MAX_LOOP_ITERATIONS", "Body", "defined_names", "stack", "subgraphs", "unroll"]
+__all__ = ["MAX_LOOP_ITERATIONS", "Body", "defined_names", "rescoped", "stack", "subgraphs",
+           "unroll"]
 
 _ITERATION = re.compile(r"^.*\.i\d+/")
 
@@ -83,34 +85,42 @@ def defined_names(body) -> set[str]:
     return names
 
 
-def _renamed(body, prefix: str, initializers: frozenset):
-    """A copy of ``body`` with each node name prefixed, and each name of a value the body
-    defines (its inputs, initializers and node outputs, a nested subgraph's within that
-    subgraph) where it names that value, as ONNX scopes them: a subgraph's own names hide the
-    enclosing ones, so a read of an outer value stays as it is even where a subgraph nested
-    elsewhere in the body defines a value of that name. :class:`Body` copies a body without
-    its initializers: their names are ``initializers``."""
-    copy = type(body)()
-    copy.CopyFrom(body)
-
+def rescoped(graph, rename: Callable[[str, bool], str], scope: frozenset = frozenset()) -> None:
+    """Rename the values of ``graph`` in place, as ONNX scopes them: each name becomes
+    ``rename(name, inside)``, ``inside`` telling whether it names a value that ``graph``, or
+    the subgraph of it it appears in or one enclosing that, defines (inputs, initializers,
+    node outputs; ``scope``: more names taken as defined at the top) or one from outside. A
+    subgraph's own names hide the enclosing ones, so a read of an outer value is an outside
+    name even where a subgraph nested elsewhere defines a value of that name."""
     def walk(g, scope: frozenset) -> None:
         scope = scope | {v.name for v in g.input} | {t.name for t in g.initializer} | {
             t for n in g.node for t in n.output if t}
 
         def new(name: str) -> str:
-            return prefix + name if name in scope else name
+            return rename(name, name in scope) if name else name
 
         for v in [*g.input, *g.output, *g.initializer]:
             v.name = new(v.name)
         for n in g.node:
-            if n.name:
-                n.name = prefix + n.name
-            n.input[:] = [new(t) if t else t for t in n.input]
-            n.output[:] = [new(t) if t else t for t in n.output]
+            n.input[:] = [new(t) for t in n.input]
+            n.output[:] = [new(t) for t in n.output]
             for sub in attribute_graphs(n):
                 walk(sub, scope)
 
-    walk(copy, initializers)
+    walk(graph, frozenset(scope))
+
+
+def _renamed(body, prefix: str, initializers: frozenset):
+    """A copy of ``body`` with each node name prefixed, and each value the body defines where
+    a name names it (:func:`rescoped`). :class:`Body` copies a body without its
+    initializers: their names are ``initializers``."""
+    copy = type(body)()
+    copy.CopyFrom(body)
+    rescoped(copy, lambda name, inside: prefix + name if inside else name, initializers)
+    for g in subgraphs(copy):
+        for n in g.node:
+            if n.name:
+                n.name = prefix + n.name
     return copy
 
 

@@ -249,6 +249,8 @@ def _scan_loops(node, fresh) -> list:
     import onnx
     from onnx import TensorProto, helper
 
+    from .loop import rescoped
+
     base = node.name or (node.output[0] if node.output else "scan")
     where = {"node": base, "op": "Scan"}
     attrs = {a.name: a for a in node.attribute}  # the checker refused any other attribute
@@ -297,14 +299,16 @@ def _scan_loops(node, fresh) -> list:
     entries = [name(f"entry{i}") for i in range(n + m)]
     cond_in, cond_in_, cond_out, cond_out_ = (name(w) for w in ("cond", "cond_", "keep",
                                                                  "keep_"))
+    steps_of = {}  # a scan input's name in the body -> its step's (it may be an outer name)
     for j, (x, reverse) in enumerate(zip(rest[n:], directions)):
         at = t
         if reverse:
             at = name(f"reversed{j}")
             inner.append(make("Sub", [last, t], [at], name=name(f"Sub_reversed{j}")))
-        step = name(f"step{j}")  # the body's input may share an outer value's name
+        steps_of[body.input[n + j].name] = step = name(f"step{j}")
         inner.append(make("Gather", [entries[n + j], at], [step], name=name(f"Gather_step{j}")))
-        _rename(body, body.input[n + j].name, step)
+    del body.input[n:]  # read from the gathers now, from outside the body
+    rescoped(body, lambda value, inside: value if inside else steps_of.get(value, value))
     true_value = onnx.numpy_helper.from_array(np.array(True))
     inner.append(make("Constant", [], [cond_out_], name=name("Constant_keep_"),
                       value=true_value))
@@ -328,21 +332,6 @@ def _scan_loops(node, fresh) -> list:
                                               enumerate(outs)],
                       name=node.name or name("Loop_batch"), body=outer_body))
     return nodes
-
-
-def _rename(graph, old: str, new: str) -> None:
-    """Value ``old`` read in ``graph`` becomes ``new``: in its nodes' inputs, its outputs and
-    its subgraphs (but those whose own input or initializer of that name hides it)."""
-    from .loop import attribute_graphs
-
-    for node in graph.node:
-        node.input[:] = [new if v == old else v for v in node.input]
-        for g in attribute_graphs(node):
-            if old not in {v.name for v in [*g.input, *g.initializer]}:
-                _rename(g, old, new)
-    for v in graph.output:
-        if v.name == old:
-            v.name = new
 
 
 def _refuse_read_dropout_masks(model, where: str, version: int) -> None:
