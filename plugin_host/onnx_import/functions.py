@@ -12,6 +12,7 @@ subgraph, or bodies nested past :data:`MAX_DEPTH`, are refused naming the node.
 from __future__ import annotations
 
 from ..errors import ModelFileError, UnsupportedModelError
+from .names import unused
 from .reader import ONNX_DTYPES
 
 __all__ = ["expand", "has_function", "MAX_DEPTH"]
@@ -143,12 +144,7 @@ def expand(imp, node, mappers, index: int) -> bool:
         raise imp.unsupported(f"functions nested {MAX_DEPTH} deep: not expanded further")
     body = _body(imp, node, schema)
     given = {a.name: a for a in node.attribute}
-    stem = f"{imp.node_name}/fn"
-    k = 1
-    while stem in imp.loop_names:
-        k += 1
-        stem = f"{imp.node_name}/fn{k}"
-    imp.loop_names.add(stem)
+    stem = unused(f"{imp.node_name}/fn", imp.loop_names)
     names = {"": ""}
     for i, formal in enumerate(body.input):
         names[formal] = node.input[i] if i < len(node.input) else ""

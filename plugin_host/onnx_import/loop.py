@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import ModelFileError
 from . import symbolic
 from .convert import MAX_IF_DEPTH, _called
+from .names import unused
 from .reader import ONNX_DTYPES, to_array
 
 __all__ = ["MAX_LOOP_ITERATIONS", "Body", "defined_names", "rescoped", "stack", "subgraphs",
@@ -157,13 +158,7 @@ def _prefix(imp, name: str) -> str:
     Loop gave it (so that names grow by one stem per level), or ``..._2``, ... where another
     Loop took it: one stem per Loop (Loops may share a name, and their bodies the names they
     define; an inner Loop's copies in each outer iteration are Loops of their own)."""
-    name = _ITERATION.sub("", name) or name
-    stem, k = name, 1
-    while stem in imp.loop_names:
-        k += 1
-        stem = f"{name}_{k}"
-    imp.loop_names.add(stem)
-    return stem
+    return unused(_ITERATION.sub("", name) or name, imp.loop_names, "_")
 
 
 def stack(imp, mappers, loop: str, out: str, parts: list[str], axis: int = 0) -> None:

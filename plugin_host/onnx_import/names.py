@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DIM_NAME", "dim_name", "is_run_time", "sanitized", "unnamed_dim"]
+__all__ = ["DIM_NAME", "dim_name", "is_run_time", "sanitized", "unnamed_dim", "unused"]
 
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.:/-]")
 
@@ -22,6 +22,17 @@ def sanitized(onnx_name: str) -> str:
     if not (base[0].isalpha() or base[0] == "_"):
         base = "_" + base
     return base
+
+
+def unused(name: str, taken: set[str], sep: str = "", first: int = 2) -> str:
+    """The first of ``name``, ``name<sep><first>``, ``name<sep><first + 1>``, ... not in
+    ``taken``, added to it (the stem of the names made for a copy, a fresh node name)."""
+    out, k = name, first
+    while out in taken:
+        out = f"{name}{sep}{k}"
+        k += 1
+    taken.add(out)
+    return out
 
 
 def is_run_time(dim) -> bool:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ModelFileError, ModelImportError, UnsupportedModelError
 from . import reference
+from .names import unused
 from .reader import DEFAULT_READ_LIMITS, OPSETS, ReadLimits, default_opset, parse_model
 
 __all__ = ["upgrade_model"]
@@ -113,14 +114,7 @@ def _fresh_names(graph):
         taken |= {v for n in g.node for v in [*n.input, *n.output, n.name]}
         taken |= {t.name for t in g.initializer} | {v.name for v in g.input}
 
-    def fresh(name: str) -> str:
-        out, i = name, 0
-        while out in taken:
-            i += 1
-            out = f"{name}.{i}"
-        taken.add(out)
-        return out
-    return fresh
+    return lambda name: unused(name, taken, ".", first=1)
 
 
 def _keep_prelu_channels(original, upgraded) -> None:
