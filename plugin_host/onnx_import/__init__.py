@@ -12,6 +12,7 @@ BatchNormalization, Gemm, MatMul), :mod:`.gather` (Gather, GatherND, GatherEleme
 (Resize, antialiased too, and as gathers and weights per axis where ``resize`` cannot say it),
 :mod:`.spatial` (DepthToSpace, SpaceToDepth, GridSample, AffineGrid, Col2Im),
 :mod:`.functions` (ops ONNX defines as functions, through their bodies),
+:mod:`.local_functions` (a model's own functions, inlined before the import),
 :mod:`.masks` (Trilu and OneHot as ``where`` over a mask, EyeLike as a constant),
 :mod:`.scatter` (ScatterND, ScatterElements, Scatter and MaxUnpool as ``scatter_elements``),
 :mod:`.norms` (the layer set's

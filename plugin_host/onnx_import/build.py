@@ -34,6 +34,7 @@ from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .saturation import explain as explain_saturation
+from .local_functions import inline_local_functions
 from .upgrade import upgrade_model
 
 __all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
@@ -66,8 +67,9 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     values, as torch's legacy exporter writes without constant folding, import as before).
     With ``downcast_float64`` it is rewritten to float32 (:mod:`.float_width`), values rounded
     (after the float16 upcast when there is both; ``float64_model`` keeps the model before the
-    downcast). A model of opset 1 to 12 is then upgraded to 13 (:mod:`.upgrade`);
-    ``.original`` is the model before the upgrade.
+    downcast). The model's own functions are then inlined (:mod:`.local_functions`), and a
+    model of opset 1 to 12 upgraded to 13 (:mod:`.upgrade`); ``.original`` is the model
+    before both, which the reference runs.
     """
     model = fix_dims(read_model(path, allow_external_data=allow_external_data, limits=limits),
                      dims or {}, where=str(path))
@@ -88,7 +90,8 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
         float64_model, (downcast, _) = model, downcast_float64_model(model, limits)
         model = parse_model(downcast.SerializeToString(), where=f"{path} downcast to float32",
                             limits=limits)
-    upgraded = upgrade_model(model, where=str(path), limits=limits)
+    inlined, calls = inline_local_functions(model, where=str(path), limits=limits)
+    upgraded = upgrade_model(inlined, where=str(path), limits=limits)
     try:
         imported = onnx_to_graph(upgraded, name=name or _model_name(path), layouts=layouts,
                                  state=state, limits=limits)
@@ -98,6 +101,9 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
             raise
         raise hinted from None
     imported.notes[:0] = describe(input_values or {}, model)
+    if calls:
+        imported.notes.append(f"{calls} call(s) of the model's {len(model.functions)} "
+                              f"function(s) inlined; onnxruntime runs them as given")
     wide = next((n for n, t in imported.graph.types.items() if t.dtype == "float64"), None)
     if wide is not None and not downcast_float64:  # float64 that did not fold away
         place = float64_computed(model) or "the model"
@@ -237,7 +243,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
             raise
         else:
             raise ModelImportError(f"{exc}{hint}") from None
-    if imported.original is not None:
+    if imported.original_opset not in (0, imported.opset):
         tell(f"opset {imported.original_opset} upgraded to {imported.opset} with the ONNX "
              f"version converter; the reference runs the model {runs}")
     table = tolerances if isinstance(tolerances, Mapping) else {

@@ -58,7 +58,8 @@ class ImportedModel:
     opset: int = 0
     float16_model: Any = None  # the float16 original of a model upcast to float32
     float64_model: Any = None  # the float64 model (after any upcast) downcast to float32
-    original: Any = None      # the ModelProto as read when ``model`` is its opset upgrade
+    #: the ModelProto as read when ``model`` is its opset upgrade or has its functions inlined
+    original: Any = None
     notes: list[str] = field(default_factory=list)  # for the build summary
     #: input dim -> the length of it the graph reads, computed from other input dims (a mask
     #: of length ``total`` read over ``past+seq``): the golden cases draw it that long
@@ -74,7 +75,7 @@ class ImportedModel:
 
     @property
     def original_opset(self) -> int:
-        """The opset of :attr:`original` (0 when the model was not upgraded)."""
+        """The opset of :attr:`original` (0 when there is none)."""
         return default_opset(self.original) or 0 if self.original is not None else 0
 
 

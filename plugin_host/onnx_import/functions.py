@@ -103,6 +103,10 @@ def _attributes(node, body_node, given: dict, schema, renamed) -> list:
     is there; a subgraph's copy as :func:`_subgraph` writes it."""
     import onnx
 
+    from .local_functions import substituted
+
+    defaults = {name: spec.default_value for name, spec in schema.attributes.items()
+                if spec.default_value.type}
     out = []
     for a in body_node.attribute:
         if a.type == onnx.AttributeProto.GRAPHS:
@@ -115,20 +119,9 @@ def _attributes(node, body_node, given: dict, schema, renamed) -> list:
             copy.g.CopyFrom(_subgraph(node, a.g, given, schema, renamed))
             out.append(copy)
             continue
-        if not a.ref_attr_name:
-            out.append(a)
-            continue
-        value = given.get(a.ref_attr_name)
-        if value is None:
-            spec = schema.attributes.get(a.ref_attr_name)
-            value = spec.default_value if spec is not None and spec.default_value.type \
-                else None
-        if value is None:
-            continue
-        copy = onnx.AttributeProto()
-        copy.CopyFrom(value)
-        copy.name = a.name
-        out.append(copy)
+        value = substituted(a, given, defaults)
+        if value is not None:
+            out.append(value)
     return out
 
 

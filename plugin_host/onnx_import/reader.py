@@ -140,7 +140,10 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                     f"(supported: {UPGRADED_OPSETS.start}..{OPSETS.stop - 1}; "
                                     f"{UPGRADED_OPSETS.start}..{UPGRADED_OPSETS.stop - 1} are "
                                     f"upgraded to {OPSETS.start})")
+    functions = local_functions(model)
     for node in g.node:
+        if (node.domain, node.op_type, node.overload) in functions:
+            continue  # a call of the model's own function, inlined before the import
         if node.domain not in ("", "ai.onnx") and op_key(node) not in CONTRIB_MAPPED:
             raise UnsupportedModelError(f"custom domain {node.domain!r} is not supported"
                                         f"{_custom_domain_hint(node)}",
@@ -300,6 +303,17 @@ def _check_contrib_schema(node, where: str) -> None:
             raise ModelFileError(f"{where}: attribute {attr.name} of type {got}: {CONTRIB}'s "
                                  f"{node.op_type} takes {want}", node=_node_name(node),
                                  op=node.op_type)
+
+
+def local_functions(model) -> dict:
+    """``model``'s own functions (:mod:`.local_functions`) by what a call of each names:
+    (domain, name, overload). One named as an op ONNX defines, or an onnxruntime op this
+    importer maps, is left out: onnxruntime runs such a node as that op, and so does the
+    import."""
+    onnx = _onnx()
+    return {(f.domain, f.name, f.overload): f for f in model.functions
+            if not onnx.defs.has(f.name, f.domain if f.domain != "ai.onnx" else "")
+            and f"{f.domain}.{f.name}" not in CONTRIB_MAPPED}
 
 
 def op_key(node) -> str:
