@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are twenty-four small models, most exported from torch with the legacy exporter:
+The seeds are twenty-five small models, most exported from torch with the legacy exporter:
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -44,7 +44,9 @@ DeformConv with a mask over a run-time batch, LpPool, RoiAlign, MaxRoiPool) and 
 (com.microsoft's Attention and MultiHeadAttention with past states and present outputs, a
 MatMulNBits with g_idx) and ``scan8`` (opset 8: a Scan over a batch axis, one scan input
 reversed, rewritten as Loops before the upgrade) and ``tokens`` (TfIdfVectorizer of int64
-tokens over a run-time batch with TFIDF weights, then a Gemm). Every
+tokens over a run-time batch with TFIDF weights, then a Gemm) and ``functions`` (the model's
+own functions: nested calls, attribute references and a default, an If in a body, an omitted
+input; their bodies and signatures are mutated too). Every
 mutant is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated
 element type) goes through the rewrite to float32.
 Two kinds of mutants:
@@ -57,7 +59,7 @@ Two kinds of mutants:
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
   an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 89,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 90,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -607,6 +609,8 @@ def _catalogue(name: str, model) -> list[tuple[str, Edit]]:
     add("a 1 MB doc_string", lambda m: setattr(m.graph, "doc_string", "d" * 2**20))
     add("10,000 metadata entries", lambda m: [m.metadata_props.add() for _ in range(10_000)])
     add("a local function called", _local_function)
+    for label, edit in _function_edits(model):
+        add(label, edit)
     add("If nested 30 deep", _nested_if(30))
     add("If nested 3 deep", _nested_if(3))
     add("Loop nested 30 deep", _nested_loop(30, 1))
@@ -667,6 +671,82 @@ def _local_function(m) -> None:
             if t == out:
                 n.output[i] = "before_f"
     m.graph.node.append(helper.make_node("F", ["before_f"], [out], domain="local"))
+
+
+def _function_edits(model) -> list[tuple[str, Edit]]:
+    """Edits of the model's own functions (the ``functions`` seed's): of each body node's
+    inputs, outputs, op, domain and attributes (``ref_attr_name`` pointed elsewhere), and of
+    each function's signature, defaults, opsets, name and domain; a function made to call
+    itself."""
+    out: list[tuple[str, Edit]] = []
+    for k, f in enumerate(model.functions):
+        def fn(m, k=k):
+            return m.functions[k]
+
+        def add(label: str, edit: Edit, f=f) -> None:
+            out.append((f"function {f.name!r} {label}", edit))
+
+        for i, n in enumerate(f.node):
+            where = f"node {i} ({n.op_type})"
+            for j in range(len(n.input)):
+                for new in ["nope", "", n.output[0], f.input[0], f.output[0]]:
+                    add(f"{where} input {j} = {new!r}", lambda m, i=i, j=j, v=new, fn=fn: fn(
+                        m).node[i].input.__setitem__(j, v))
+            for new in ["", f.input[0], f.node[i - 1].output[0] if i else "dup"]:
+                add(f"{where} output = {new!r}", lambda m, i=i, v=new, fn=fn: fn(m).node[
+                    i].output.__setitem__(0, v))
+            for op in _SWAPS[:12] + [f.name]:
+                add(f"{where} op -> {op!r}", lambda m, i=i, op=op, fn=fn: setattr(
+                    fn(m).node[i], "op_type", op))
+            for domain in ("com.example", f.domain, ""):
+                add(f"{where} domain {domain!r}", lambda m, i=i, d=domain, fn=fn: setattr(
+                    fn(m).node[i], "domain", d))
+            add(f"{where} removed", lambda m, i=i, fn=fn: fn(m).node.__delitem__(i))
+            add(f"{where} duplicated", lambda m, i=i, fn=fn: fn(m).node.insert(
+                i + 1, fn(m).node[i]))
+            add(f"{where} extra input", lambda m, i=i, fn=fn: fn(m).node[i].input.append(
+                fn(m).input[0]))
+            for a_, a in enumerate(n.attribute):
+                at = f"{where} attribute {a.name}"
+                add(f"{at} removed", lambda m, i=i, a_=a_, fn=fn: fn(m).node[i].attribute
+                    .__delitem__(a_))
+                for ref in ["missing", *f.attribute, *(d.name for d in f.attribute_proto)]:
+                    add(f"{at} refers to {ref!r}", lambda m, i=i, a_=a_, r=ref, fn=fn: setattr(
+                        fn(m).node[i].attribute[a_], "ref_attr_name", r))
+                for label, value in _values_for(a)[:6]:
+                    add(f"{at} = {label}", lambda m, i=i, a_=a_, v=value, fn=fn: fn(m).node[
+                        i].attribute[a_].CopyFrom(helper.make_attribute(a.name, v)))
+        for what in ("input", "output"):
+            add(f"first {what} removed", lambda m, w=what, fn=fn: getattr(fn(m), w)
+                .__delitem__(0))
+            add(f"{what} added", lambda m, w=what, fn=fn: getattr(fn(m), w).append("spare"))
+            add(f"first {what} renamed", lambda m, w=what, fn=fn: getattr(fn(m), w)
+                .__setitem__(0, "renamed"))
+        add("first input named as its output", lambda m, fn=fn: fn(m).input.__setitem__(
+            0, fn(m).output[0]))
+        for d_, d in enumerate(f.attribute_proto):
+            add(f"default {d.name} removed", lambda m, d_=d_, fn=fn: fn(m).attribute_proto
+                .__delitem__(d_))
+            for label, value in _values_for(d)[:8]:
+                add(f"default {d.name} = {label}", lambda m, d_=d_, v=value, d=d, fn=fn: fn(
+                    m).attribute_proto[d_].CopyFrom(helper.make_attribute(d.name, v)))
+        add("attribute declared twice", lambda m, fn=fn: fn(m).attribute.append(
+            fn(m).attribute[0] if fn(m).attribute else "a"))
+        for field, value in (("name", "Relu"), ("name", "Other"), ("domain", ""),
+                             ("domain", "com.microsoft"), ("overload", "o")):
+            add(f"{field} = {value!r}", lambda m, f_=field, v=value, fn=fn: setattr(
+                fn(m), f_, v))
+        add("defined twice", lambda m, fn=fn: m.functions.append(fn(m)))
+        add("calls itself", lambda m, f=f, fn=fn: fn(m).node.append(helper.make_node(
+            f.name, list(f.input), ["again"], domain=f.domain)))
+        add("no nodes", lambda m, fn=fn: fn(m).ClearField("node"))
+        add("no opsets", lambda m, fn=fn: fn(m).ClearField("opset_import"))
+        for version in (11, 999):
+            add(f"default opset {version}", lambda m, v=version, fn=fn: [
+                setattr(o, "version", v) for o in fn(m).opset_import if o.domain == ""])
+        add("a value_info of a wrong type", lambda m, f=f, fn=fn: fn(m).value_info.append(
+            helper.make_tensor_value_info(f.node[0].output[0], TP.INT8, [7])))
+    return out
 
 
 # --- byte-level mutations ------------------------------------------------------------------------
@@ -999,7 +1079,7 @@ def _export_seeds(folder: Path) -> dict[str, str]:
             "grid": str(grid), "newer": _newer_seed(folder), "wider": _wider_seed(folder),
             "scan": _scan_seed(folder), "deform": _deform_seed(folder),
             "cache": _cache_seed(folder), "scan8": _scan8_seed(folder),
-            "tokens": _tokens_seed(folder),
+            "tokens": _tokens_seed(folder), "functions": _functions_seed(folder),
             **_bert_seeds(folder), **_weight_only_seeds(folder), **_quantized_seeds(folder)}
 
 
@@ -1166,6 +1246,51 @@ def _tokens_seed(folder: Path) -> str:
                                       "g")])
     path = folder / "tokens.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def _functions_seed(folder: Path) -> str:
+    """The model's own functions, written with onnx.helper at opset 17 over a run-time batch:
+    Block(x, w, b) calls Scale (a Constant of the attribute alpha, its default 3.0) with alpha
+    taken from Block's beta, runs an If on b whose branches read the body's values, and a
+    Clip whose high bound the call omits; called twice, with beta given and not."""
+    tp = onnx.TensorProto
+
+    def ref(name: str, refers_to: str):
+        a = onnx.AttributeProto()
+        a.name, a.ref_attr_name, a.type = name, refers_to, onnx.AttributeProto.FLOAT
+        return a
+
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    k = helper.make_node("Constant", [], ["k"])
+    k.attribute.append(ref("value_float", "alpha"))
+    scale = helper.make_function("local", "Scale", ["x"], ["y"],
+                                 [k, helper.make_node("Mul", ["x", "k"], ["y"])], opsets)
+    scale.attribute_proto.append(helper.make_attribute("alpha", 3.0))
+    vi = [helper.make_tensor_value_info(n, tp.FLOAT, ["n", 4]) for n in ("t", "e")]
+    call = helper.make_node("Scale", ["m"], ["s"], domain="local")
+    call.attribute.append(ref("alpha", "beta"))
+    block = helper.make_function("local", "Block", ["x", "w", "b", "low", "high"], ["y"], [
+        helper.make_node("MatMul", ["x", "w"], ["m"]), call,
+        helper.make_node("If", ["b"], ["z"],
+                         then_branch=helper.make_graph([helper.make_node("Relu", ["s"], ["t"])],
+                                                       "then", [], [vi[0]]),
+                         else_branch=helper.make_graph([helper.make_node("Neg", ["m"], ["e"])],
+                                                       "else", [], [vi[1]])),
+        helper.make_node("Clip", ["z", "low", "high"], ["y"])], opsets, attributes=["beta"])
+    nodes = [helper.make_node("Block", ["x", "w", "b", "low"], ["h"], domain="local",
+                              name="first", beta=0.5),
+             helper.make_node("Block", ["h", "w", "b", "low"], ["y"], domain="local",
+                              name="second")]
+    graph = helper.make_graph(
+        nodes, "functions", [helper.make_tensor_value_info("x", tp.FLOAT, ["n", 4]),
+                             helper.make_tensor_value_info("b", tp.BOOL, [])],
+        [helper.make_tensor_value_info("y", tp.FLOAT, ["n", 4])],
+        [onnx.numpy_helper.from_array(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4),
+                                      "w"),
+         onnx.numpy_helper.from_array(np.array(-0.5, np.float32), "low")])
+    path = folder / "functions.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=opsets, functions=[scale, block]), path)
     return str(path)
 
 
