@@ -5,13 +5,16 @@ with its attributes put in (a fixed one), and the body's nodes are mapped like t
 The build's comparison with onnxruntime then holds the result to the op's own kernel.
 
 Each value of a body gets a name of its own under the node's (``node/fn/X1``), so two uses of
-one op share nothing; a body node that fails is named under the node too. A body holding a
-subgraph, or bodies nested past :data:`MAX_DEPTH`, are refused naming the node.
+one op share nothing; a body node that fails is named under the node too. A subgraph in a body
+(AffineGrid's If, LinearAttention's Scan) reads the body's values under those names, as ONNX
+scopes them (:func:`_subgraph`). A body holding a list of subgraphs (a GRAPHS attribute), or
+bodies nested past :data:`MAX_DEPTH`, are refused naming the node.
 """
 
 from __future__ import annotations
 
 from ..errors import ModelFileError, UnsupportedModelError
+from .local_functions import substituted
 from .names import unused
 from .reader import ONNX_DTYPES
 
@@ -76,37 +79,33 @@ def _body(imp, node, schema):
     return schema.function_body
 
 
-def _subgraph(node, graph, given: dict, schema, renamed):
-    """A copy of ``graph`` (a Scan's or Loop's body in a function) in which each name of the
-    function's scope it reads is ``renamed`` as the function's own values are, and each
-    attribute that refers to one of the function's is replaced (:func:`_attributes`); the
-    names it defines stay, as its Scan or Loop renames them when it unrolls."""
-    from .loop import defined_names, subgraphs
+def _subgraph(node, graph, given: dict, defaults: dict, renamed):
+    """A copy of ``graph`` (an If's branch, a Scan's or Loop's body in a function) in which
+    each name of the function's scope it reads is ``renamed`` as the function's own values
+    are, as ONNX scopes names (:func:`.loop.rescoped`: a name a subgraph defines hides the
+    function's inside that subgraph only), and each attribute that refers to one of the
+    function's is replaced (:func:`_attributes`), in nested subgraphs too; the names it
+    defines stay, as its Scan or Loop renames them when it unrolls."""
+    from .loop import rescoped, subgraphs
 
     copy = type(graph)()
     copy.CopyFrom(graph)
-    own = defined_names(copy)
+    rescoped(copy, lambda name, inside: name if inside else renamed(name))
     for g in subgraphs(copy):
-        for v in g.output:  # an output may be a value of the function's scope
-            v.name = v.name if v.name in own else renamed(v.name)
         for n in g.node:
-            n.input[:] = [t if not t or t in own else renamed(t) for t in n.input]
-            kept = _attributes(node, n, given, schema, renamed)
+            kept = _attributes(node, n, given, defaults)
             del n.attribute[:]
             n.attribute.extend(kept)
     return copy
 
 
-def _attributes(node, body_node, given: dict, schema, renamed) -> list:
+def _attributes(node, body_node, given: dict, defaults: dict, renamed=None) -> list:
     """``body_node``'s attributes, each that refers to one of the function's (a fixed body's
     ``ref_attr_name``) replaced by the node's value or the op's default, dropped when neither
-    is there; a subgraph's copy as :func:`_subgraph` writes it."""
+    is there; with ``renamed``, a subgraph's copy as :func:`_subgraph` writes it (without, a
+    subgraph stays: :func:`_subgraph`'s own, already written)."""
     import onnx
 
-    from .local_functions import substituted
-
-    defaults = {name: spec.default_value for name, spec in schema.attributes.items()
-                if spec.default_value.type}
     out = []
     for a in body_node.attribute:
         if a.type == onnx.AttributeProto.GRAPHS:
@@ -114,10 +113,11 @@ def _attributes(node, body_node, given: dict, schema, renamed) -> list:
                                         f"({body_node.op_type} {a.name!r}), which are not "
                                         f"expanded")
         if a.type == onnx.AttributeProto.GRAPH and not a.ref_attr_name:
-            copy = onnx.AttributeProto()
-            copy.CopyFrom(a)
-            copy.g.CopyFrom(_subgraph(node, a.g, given, schema, renamed))
-            out.append(copy)
+            if renamed is not None:
+                a, original = onnx.AttributeProto(), a
+                a.CopyFrom(original)
+                a.g.CopyFrom(_subgraph(node, original.g, given, defaults, renamed))
+            out.append(a)
             continue
         value = substituted(a, given, defaults)
         if value is not None:
@@ -137,6 +137,8 @@ def expand(imp, node, mappers, index: int) -> bool:
         raise imp.unsupported(f"functions nested {MAX_DEPTH} deep: not expanded further")
     body = _body(imp, node, schema)
     given = {a.name: a for a in node.attribute}
+    defaults = {name: spec.default_value for name, spec in schema.attributes.items()
+                if spec.default_value.type}
     stem = unused(f"{imp.node_name}/fn", imp.loop_names)
     names = {"": ""}
     for i, formal in enumerate(body.input):
@@ -158,7 +160,7 @@ def expand(imp, node, mappers, index: int) -> bool:
         copy = onnx.helper.make_node(
             inner.op_type, [renamed(t) for t in inner.input],
             [renamed(t) for t in inner.output], name=f"{stem}/{inner.name or inner.op_type}{i}")
-        copy.attribute.extend(_attributes(node, inner, given, schema, renamed))
+        copy.attribute.extend(_attributes(node, inner, given, defaults, renamed))
         nodes.append(copy)
     imp.function_depth += 1
     try:

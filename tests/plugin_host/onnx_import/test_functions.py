@@ -274,3 +274,32 @@ def test_an_op_taken_through_its_function_is_not_listed_as_unsupported(tmp_path)
     head = str(info.value).split("(supported:")[0]
     assert head.startswith("node 'coin' (Bernoulli)") and "Unique (1 node, 'u')" in head, head
     assert "RotaryEmbedding" not in head
+
+
+def test_a_body_subgraph_renames_the_functions_names_as_onnx_scopes_them():
+    """A subgraph of a function's body (an If's branch) reads the function's x and w: x beside
+    a Loop whose body carries a value of its own named x (which stays, inside the Loop), w in
+    an If nested in the branch (renamed once, not once per level)."""
+    from plugin_host.onnx_import.functions import _subgraph
+
+    def vi(name, dtype=TP.FLOAT):
+        return helper.make_tensor_value_info(name, dtype, None)
+
+    loop_body = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["c2"]), helper.make_node("Neg", ["x"], ["x2"])],
+        "loop", [vi("i", TP.INT64), vi("cond", TP.BOOL), vi("x")], [vi("c2", TP.BOOL), vi("x2")])
+    inner = helper.make_graph([helper.make_node("Relu", ["w"], ["iw"])], "inner", [],
+                              [vi("iw")])
+    branch = helper.make_graph(
+        [helper.make_node("Abs", ["x"], ["a"]),
+         helper.make_node("Loop", ["", "b", "a"], ["l"], body=loop_body),
+         helper.make_node("If", ["b"], ["n"], then_branch=inner, else_branch=inner)],
+        "branch", [], [vi("l"), vi("n")])
+    copy = _subgraph(helper.make_node("Op", [], []), branch, {}, {},
+                     lambda name: f"fn/{name}")
+    assert list(copy.node[0].input) == ["fn/x"]
+    assert list(copy.node[1].input) == ["", "fn/b", "a"]
+    body = copy.node[1].attribute[0].g
+    assert list(body.node[1].input) == ["x"] and body.input[2].name == "x"
+    for a in copy.node[2].attribute:
+        assert list(a.g.node[0].input) == ["fn/w"]
