@@ -39,6 +39,7 @@ reference process), :mod:`.float_width` (float16 and float64 models rewritten to
 :mod:`.convert` (the walk that builds the Graph and its ABI, If of a known condition inlined),
 :mod:`.loop` (Loop of a trip count and condition known at import, unrolled),
 :mod:`.sequence` (sequences known at import, as lists of tensor names),
+:mod:`.value_shaped` (NonZero and Unique, whose output's shape depends on values: folded),
 :mod:`.reference` (golden outputs from onnxruntime), :mod:`.build` (the artifact) and
 :mod:`.command` (the ``--onnx`` option).
 """

@@ -599,15 +599,16 @@ class Importer:
                 return
         mapper = mappers.get(op)
         if mapper is None and op in FOLDERS:
-            from .ops import ON_RUN_TIME_DIMS
+            from .ops import FOLDED_BECAUSE, ON_RUN_TIME_DIMS
 
             if op in ON_RUN_TIME_DIMS and ON_RUN_TIME_DIMS[op](self, node, attrs):
                 return
             runtime = [t for t in ins if t and t not in self.consts]
             dims = "".join(f"; {t!r} holds run-time dims {symbolic.entries(self.sym[t])}"
                            for t in runtime if t in self.sym)
+            why = f": {FOLDED_BECAUSE[op]}" if op in FOLDED_BECAUSE else ""
             raise self.unsupported(f"op {op!r} is supported only on constant inputs (folded at "
-                                   f"import), but {runtime} are computed at run time{dims}")
+                                   f"import), but {runtime} are computed at run time{dims}{why}")
         if mapper is None:
             from .functions import expand
             from .ops import REFUSED

@@ -30,7 +30,7 @@ from .fold import floor_mod_of_floats, one_value
 from .reader import ONNX_DTYPES, element_type
 from .run_time_sizes import filled
 
-__all__ = ["MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
+__all__ = ["FOLDED_BECAUSE", "MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
 
 Mapper = Callable[[Any, Any, dict], None]
 MAPPERS: dict[str, Mapper] = {}
@@ -40,6 +40,9 @@ REFUSED: dict[str, str] = dict.fromkeys(
      "RandomUniformLike"),
     "random numbers, which a model exported in eval mode does not draw: its dropout exports "
     "as nothing")
+#: Ops folded only (constant inputs) by design -> why, said where an input is computed at run
+#: time (:mod:`.value_shaped`)
+FOLDED_BECAUSE: dict[str, str] = {}
 #: Ops otherwise folded only (constant inputs), taken where a run-time input is a dim known at
 #: import: each returns False where it does not apply (the node is then refused as before)
 ON_RUN_TIME_DIMS: dict[str, Callable[[Any, Any, dict], bool]] = {}
@@ -550,5 +553,6 @@ importlib.import_module(".signal", __package__)  # Compress, windows, DFT, STFT
 importlib.import_module(".tfidf", __package__)  # TfIdfVectorizer of integer tokens
 importlib.import_module(".bitwise", __package__)  # Bitwise*, BitShift, Xor
 importlib.import_module(".sequence", __package__)  # sequences known at import, as lists
+importlib.import_module(".value_shaped", __package__)  # NonZero, Unique: folded only
 importlib.import_module(".attention", __package__)  # opset 23's Attention, decomposed
 MAPPERS["Einsum"] = einsum  # the decomposition has a module of its own

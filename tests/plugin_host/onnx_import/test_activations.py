@@ -134,7 +134,7 @@ def test_max_and_min_of_one_or_three_inputs(tmp_path, signer):
     ("Pow", ["x", "y"], {}, None, None),  # both run-time: fine
     ("Neg", ["x"], {}, onnx.TensorProto.UINT8, "neg: x must be a signed integer or float"),
     ("Elu", ["x"], {"alpha": float("inf")}, None, "attribute 'alpha' must be in"),
-    ("Unique", ["x"], {}, None, "op 'Unique' is not supported"),
+    ("StringNormalizer", ["x"], {}, None, "op 'StringNormalizer' is not supported"),
 ])
 def test_a_value_the_op_cannot_take_names_the_node(tmp_path, op_type, inputs, attrs, dtype,
                                                    message):
