@@ -29,6 +29,7 @@ copies its function's body, so a few nested calls can multiply a small file).
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from ..errors import ModelFileError, UnsupportedModelError
 from .convert import _called
@@ -79,6 +80,23 @@ def _names(nodes, into: set[str]) -> set[str]:
     return into
 
 
+class _Body(NamedTuple):
+    """What each call of a function needs of its body, found once."""
+    size: int  # bytes, which each call copies
+    names: set  # value and node names, which each copy writes under its stem
+    defined: set  # values it defines, in subgraphs too
+
+    @classmethod
+    def of(cls, function) -> "_Body":
+        defined = {t for n in function.node for t in n.output}
+        for n in function.node:
+            for g in attribute_graphs(n):
+                defined |= defined_names(g)
+        names = _names(function.node, set(function.input)) | {
+            f"{n.op_type}{i}" for i, n in enumerate(function.node)}
+        return cls(sum(n.ByteSize() for n in function.node), names, defined)
+
+
 class _Inliner:
     def __init__(self, model, where: str, limits: ReadLimits) -> None:
         self.functions = local_functions(model)
@@ -92,8 +110,7 @@ class _Inliner:
         g = model.graph
         self.taken = _names(g.node, {v.name for v in (*g.input, *g.output, *g.initializer)})
         self.count = self.bytes = self.calls = 0  # nodes and body bytes written, calls
-        self.body_bytes: dict = {}  # function key -> its body's bytes
-        self.body_names: dict = {}  # function key -> the names its body's copy prefixes
+        self.bodies: dict = {}  # function key -> _Body
         self.tried: dict = {}  # a stem's base -> the first suffix not tried yet
 
     def nodes(self, nodes, depth: int = 0, calling: tuple = ()) -> list:
@@ -153,26 +170,19 @@ class _Inliner:
                 raise ModelFileError(f"{where} is called with {len(have)} {what}; the "
                                      f"model's function takes {len(take)}",
                                      node=_called(call), op=call.op_type)
-        key = _key(call)
-        if key not in self.body_bytes:
-            self.body_bytes[key] = sum(n.ByteSize() for n in function.node)
-            self.body_names[key] = _names(function.node, set(function.input)) | {
-                f"{n.op_type}{i}" for i, n in enumerate(function.node)}
-        self._written(0, self.body_bytes[key])  # before it is copied
-        stem = self._stem(f"{_called(call)}/fn", self.body_names[key])
-        given = {a.name: a for a in call.attribute}
-        defaults = {a.name: a for a in function.attribute_proto}
+        body = self.bodies.get(_key(call)) or self.bodies.setdefault(_key(call), _Body.of(
+            function))
+        self._written(0, body.size)  # before it is copied
         omitted = {f for i, f in enumerate(function.input)
                    if i >= len(call.input) or not call.input[i]}
-        defined = {t for n in function.node for t in n.output}
-        for n in function.node:
-            for g in attribute_graphs(n):
-                defined |= defined_names(g)
-        hiding = sorted(omitted & defined)
+        hiding = sorted(omitted & body.defined)
         if hiding:
             raise UnsupportedModelError(f"{where}: the function's body defines {hiding[0]!r}, "
                                         f"the name of an input the call omits",
                                         node=_called(call), op=call.op_type)
+        stem = self._stem(f"{_called(call)}/fn", body.names)
+        given = {a.name: a for a in call.attribute}
+        defaults = {a.name: a for a in function.attribute_proto}
 
         def renamed(name: str) -> str:
             return "" if not name or name in omitted else f"{stem}/{name}"
