@@ -31,10 +31,10 @@ from .float_width import upcast_float16 as upcast_float16_model
 from .fixed_inputs import describe, fix_inputs, with_inputs_hint
 from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix_dims,
                         run_time_dims, with_dims_hint)
+from .local_functions import inline_local_functions
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .reference import REFERENCE, run_reference
 from .saturation import explain as explain_saturation
-from .local_functions import inline_local_functions
 from .upgrade import upgrade_model
 
 __all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
@@ -102,8 +102,8 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
         raise hinted from None
     imported.notes[:0] = describe(input_values or {}, model)
     if calls:
-        imported.notes.append(f"{calls} call(s) of the model's {len(model.functions)} "
-                              f"function(s) inlined; onnxruntime runs them as given")
+        imported.notes.append(f"{calls} call(s) of the model's own functions inlined; "
+                              f"onnxruntime runs them as given")
     wide = next((n for n, t in imported.graph.types.items() if t.dtype == "float64"), None)
     if wide is not None and not downcast_float64:  # float64 that did not fold away
         place = float64_computed(model) or "the model"
