@@ -24,6 +24,24 @@ _STATE_HELP = ("directory of the rollback state (highest accepted version per ar
                "default $XDG_STATE_HOME/plugin-host, else ~/.local/state/plugin-host")
 
 
+class _ListOnnxOps(argparse.Action):
+    """``build --list-onnx-ops``: print the op types the ONNX import maps and exit, as
+    ``--version`` does (no other option is needed)."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..onnx_import.ops import supported_ops
+
+        mapped, folded = supported_ops()
+        print(f"mapped ({len(mapped)}): {', '.join(mapped)}")
+        print(f"on constants only, folded at import ({len(folded)}): {', '.join(folded)}")
+        print("also: ops ONNX defines as functions of these, and a model's own functions "
+              "(see 'Importing ONNX models' in README.md)")
+        parser.exit()
+
+
 def register(verbs) -> None:
     p = verbs.add_parser(
         "keygen", formatter_class=Formatter, help="create an Ed25519 signing key pair",
@@ -120,6 +138,9 @@ def register(verbs) -> None:
                         "and onnxruntime)")
     p.add_argument("--golden-cases", type=int, default=2,
                    help="golden cases, 1 to 64 (default: 2)")
+    p.add_argument("--list-onnx-ops", action=_ListOnnxOps,
+                   help="print the ONNX op types --onnx maps, and those it folds on constants "
+                        "only, then exit")
     p.set_defaults(func=_cmd_build)
 
     p = verbs.add_parser(

@@ -611,16 +611,15 @@ class Importer:
                                    f"import), but {runtime} are computed at run time{dims}{why}")
         if mapper is None:
             from .functions import expand
-            from .ops import REFUSED
+            from .ops import REFUSED, where_supported
 
             if op not in REFUSED and expand(self, node, mappers, index):
                 return
             others = self._also_unsupported(op, mappers, patterns)
             if op in REFUSED:
                 others = f" ({REFUSED[op]}){others}"
-            raise self.unsupported(f"op {op!r} is not supported{others} (supported: "
-                                   f"{', '.join(sorted(mappers))}; on constants also "
-                                   f"{', '.join(sorted(set(FOLDERS) - set(mappers)))})")
+            raise self.unsupported(f"op {op!r} is not supported{others} "
+                                   f"({where_supported(mappers)})")
         for t in ins:
             if t and not any(t in d for d in (self.consts, self.values, self.sym, self.seqs)):
                 raise ModelFileError(f"input {t!r} is used before it is defined",
@@ -748,10 +747,9 @@ class Importer:
         """The model's other op types that no mapping takes, so that one build names them all:
         ``; nor are Cos (2 nodes, first 'node_cos'), Mod (1 node, 'm')``."""
         from .functions import has_function
-        from .ops import REFUSED
+        from .ops import REFUSED, WALKED
 
-        known = set(mappers) | set(FOLDERS) | set(patterns) | {"Constant", "Shape", "Size",
-                                                                "If", "Loop", "Scan"}
+        known = set(mappers) | set(FOLDERS) | set(patterns) | WALKED
         found: dict[str, list] = {}
         for node in self.model.graph.node:
             key = op_key(node)

@@ -30,7 +30,8 @@ from .fold import floor_mod_of_floats, one_value
 from .reader import ONNX_DTYPES, element_type
 from .run_time_sizes import filled
 
-__all__ = ["FOLDED_BECAUSE", "MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED"]
+__all__ = ["FOLDED_BECAUSE", "MAPPERS", "ON_RUN_TIME_DIMS", "REFUSED", "WALKED",
+           "supported_ops", "where_supported"]
 
 Mapper = Callable[[Any, Any, dict], None]
 MAPPERS: dict[str, Mapper] = {}
@@ -46,6 +47,27 @@ FOLDED_BECAUSE: dict[str, str] = {}
 #: Ops otherwise folded only (constant inputs), taken where a run-time input is a dim known at
 #: import: each returns False where it does not apply (the node is then refused as before)
 ON_RUN_TIME_DIMS: dict[str, Callable[[Any, Any, dict], bool]] = {}
+
+
+#: Ops the walk (:mod:`.convert`) takes itself, not through a mapper
+WALKED = frozenset({"Constant", "Shape", "Size", "If", "Loop", "Scan"})
+
+
+def supported_ops(mappers=None) -> tuple[list[str], list[str]]:
+    """The op types that map (``mappers``, by default every one, and :data:`WALKED`), sorted,
+    and those folded only (constant inputs) besides; ``com.microsoft.`` ones by that name."""
+    from .fold import FOLDERS
+
+    mapped = sorted(set(MAPPERS if mappers is None else mappers) | WALKED)
+    return mapped, sorted(set(FOLDERS) - set(mapped))
+
+
+def where_supported(mappers=None) -> str:
+    """For a refusal of an op: how many op types map and where they are listed (the list
+    itself is thousands of characters)."""
+    mapped, folded = supported_ops(mappers)
+    return (f"{len(mapped)} op types map, {len(folded)} more on constants only: "
+            f"'plugin-host build --list-onnx-ops' lists them")
 
 
 def maps(*names: str):

@@ -271,7 +271,7 @@ def test_an_op_taken_through_its_function_is_not_listed_as_unsupported(tmp_path)
                   [helper.make_tensor_value_info("u", TP.FLOAT, ["k"])], 23)
     with pytest.raises(UnsupportedModelError) as info:
         import_onnx(model)
-    head = str(info.value).split("(supported:")[0]
+    head = str(info.value)
     assert head.startswith("node 'coin' (Bernoulli)"), head
     assert "StringNormalizer (1 node, 'u')" in head, head
     assert "RotaryEmbedding" not in head
