@@ -6,8 +6,8 @@ right for a batch axis, next to nothing for an image's height and width or a seq
 (a 3x3 convolution of a 1x1 image reads one weight of nine). A sequence length known only at
 run time also makes an LSTM one sequence op rather than unrolled steps. Fixing such a dim to
 the size the device feeds gives the ABI, the golden cases and the budget that size. The
-rewrite is on a copy of the checked proto: every tensor type of the graph (inputs, outputs, value_info) whose dim
-carries the name gets the size, as ONNX means one name to be one size.
+rewrite is on a copy of the checked proto: every tensor type of the graph (inputs, outputs,
+value_info) whose dim carries the name gets the size, as ONNX means one name to be one size.
 
 A dim that must stay run-time can instead be drawn at other sizes for the golden cases
 (``--golden-dim h=64,128``): golden case k takes the k-th size, cycling, so the reference

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from ..errors import ModelFileError, UnsupportedModelError
 from .convert import _called
-from .loop import attribute_graphs, defined_names
+from .loop import attribute_graphs, defined_names, names_in
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, local_functions, parse_model
 
 __all__ = ["MAX_DEPTH", "inline_local_functions", "substituted"]
@@ -67,19 +67,6 @@ def substituted(attribute, given: dict, defaults: dict):
     return copy
 
 
-def _names(nodes, into: set[str]) -> set[str]:
-    """Every value and node name of ``nodes`` and their subgraphs, added to ``into``."""
-    stack = [list(nodes)]
-    while stack:
-        for n in stack.pop():
-            into.update((n.name, *n.input, *n.output))
-            for g in attribute_graphs(n):
-                into.update(v.name for v in (*g.input, *g.output, *g.initializer))
-                stack.append(list(g.node))
-    into.discard("")
-    return into
-
-
 class _Body(NamedTuple):
     """What each call of a function needs of its body, found once."""
     size: int  # bytes, which each call copies
@@ -92,7 +79,7 @@ class _Body(NamedTuple):
         for n in function.node:
             for g in attribute_graphs(n):
                 defined |= defined_names(g)
-        names = _names(function.node, set(function.input)) | {
+        names = names_in(function.node) | set(function.input) | {
             f"{n.op_type}{i}" for i, n in enumerate(function.node)}
         return cls(sum(n.ByteSize() for n in function.node), names, defined)
 
@@ -108,7 +95,7 @@ class _Inliner:
             seen.add((f.domain, f.name, f.overload))
         self.where, self.limits = where, limits
         g = model.graph
-        self.taken = _names(g.node, {v.name for v in (*g.input, *g.output, *g.initializer)})
+        self.taken = names_in(g.node) | {v.name for v in (*g.input, *g.output, *g.initializer)}
         self.count = self.bytes = self.calls = 0  # nodes and body bytes written, calls
         self.bodies: dict = {}  # function key -> _Body
         self.tried: dict = {}  # a stem's base -> the first suffix not tried yet

@@ -39,8 +39,8 @@ from .convert import MAX_IF_DEPTH, _called
 from .names import unused
 from .reader import ONNX_DTYPES, to_array
 
-__all__ = ["MAX_LOOP_ITERATIONS", "Body", "defined_names", "rescoped", "stack", "subgraphs",
-           "unroll"]
+__all__ = ["MAX_LOOP_ITERATIONS", "Body", "attribute_graphs", "defined_names", "names_in",
+           "node_subgraphs", "rescoped", "stack", "subgraphs", "unroll"]
 
 _ITERATION = re.compile(r"^.*\.i\d+/")
 
@@ -73,6 +73,20 @@ def attribute_graphs(node) -> list:
     return [g for a in node.attribute for g in (
         [a.g] if a.type == onnx.AttributeProto.GRAPH else
         a.graphs if a.type == onnx.AttributeProto.GRAPHS else [])]
+
+
+def names_in(nodes) -> set[str]:
+    """Every value and node name ``nodes`` use, in their subgraphs too (a subgraph's inputs,
+    outputs and initializers included): what a name made up for a copy must not meet."""
+    out: set[str] = set()
+    for n in nodes:
+        out.update((n.name, *n.input, *n.output))
+        for g in node_subgraphs(n):
+            out.update(v.name for v in (*g.input, *g.output, *g.initializer))
+            for m in g.node:
+                out.update((m.name, *m.input, *m.output))
+    out.discard("")
+    return out
 
 
 def defined_names(body) -> set[str]:

@@ -107,13 +107,10 @@ def _keep_resize_coordinates(original, upgraded) -> None:
 def _fresh_names(graph):
     """A function giving names no node, value or initializer of ``graph`` or of its subgraphs
     has yet."""
-    from .loop import subgraphs
+    from .loop import names_in
 
-    taken: set[str] = set()
-    for g in subgraphs(graph):
-        taken |= {v for n in g.node for v in [*n.input, *n.output, n.name]}
-        taken |= {t.name for t in g.initializer} | {v.name for v in g.input}
-
+    taken = names_in(graph.node) | {t.name for t in graph.initializer} | {
+        v.name for v in graph.input}
     return lambda name: unused(name, taken, ".", first=1)
 
 

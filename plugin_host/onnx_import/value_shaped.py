@@ -49,25 +49,21 @@ def _unique(ins, a: dict, cap: int) -> list:
     if x.dtype.kind == "f" and np.isnan(x).any():
         raise UnsupportedModelError("a nan in Unique's input: onnxruntime orders entries by "
                                     "'<', under which a nan is equal to anything")
-    axis = a.get("axis")
-    if axis is None:
-        flat = x.reshape(-1)
-        _, first, inverse, counts = np.unique(flat, return_index=True, return_inverse=True,
-                                              return_counts=True)
-        take = lambda index: flat[index]  # noqa: E731
+    if a.get("axis") is None:  # the entries of the flattened input, as slices of one entry
+        x, axis = x.reshape(-1), 0
     else:
-        axis = axis_in(axis, x.ndim)
-        rows = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
-        _, first, inverse, counts = np.unique(rows, axis=0, return_index=True,
-                                              return_inverse=True, return_counts=True)
-        take = lambda index: np.take(x, index, axis=axis)  # noqa: E731
+        axis = axis_in(a["axis"], x.ndim)
+    rows = np.moveaxis(x, axis, 0).reshape(x.shape[axis], x.size // max(x.shape[axis], 1))
+    _, first, inverse, counts = np.unique(rows, axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
     inverse = inverse.reshape(-1)
     if not a.get("sorted", 1):  # in the order each entry first occurs
         order = np.argsort(first, kind="stable")
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
         first, counts, inverse = first[order], counts[order], rank[inverse]
-    return [take(first), *(v.astype(np.int64) for v in (first, inverse, counts))]
+    return [np.take(x, first, axis=axis), *(v.astype(np.int64) for v in (first, inverse,
+                                                                            counts))]
 
 
 register_fold("NonZero", _nonzero)
