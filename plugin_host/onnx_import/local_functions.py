@@ -34,7 +34,7 @@ from typing import NamedTuple
 from ..errors import ModelFileError, UnsupportedModelError
 from .convert import _called
 from .loop import attribute_graphs, defined_names, names_in
-from .reader import DEFAULT_READ_LIMITS, ReadLimits, local_functions, parse_model
+from .reader import DEFAULT_READ_LIMITS, ReadLimits, model_functions, parse_model
 
 __all__ = ["MAX_DEPTH", "inline_local_functions", "substituted"]
 
@@ -86,7 +86,7 @@ class _Body(NamedTuple):
 
 class _Inliner:
     def __init__(self, model, where: str, limits: ReadLimits) -> None:
-        self.functions = local_functions(model)
+        self.functions = model_functions(model)
         seen: set = set()
         for f in model.functions:
             if (f.domain, f.name, f.overload) in seen:
@@ -231,7 +231,7 @@ def inline_local_functions(model, *, where: str = "model",
     """``model`` itself when it defines no functions, else a copy with every call of them
     inlined (see the module's docstring), parsed and checked again like a file, and the
     number of calls inlined. Unused functions are dropped."""
-    if not local_functions(model):
+    if not model_functions(model):
         return model, 0
     import onnx
 

@@ -140,7 +140,7 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                     f"(supported: {UPGRADED_OPSETS.start}..{OPSETS.stop - 1}; "
                                     f"{UPGRADED_OPSETS.start}..{UPGRADED_OPSETS.stop - 1} are "
                                     f"upgraded to {OPSETS.start})")
-    functions = local_functions(model)
+    functions = model_functions(model)
     for node in g.node:
         if (node.domain, node.op_type, node.overload) in functions:
             continue  # a call of the model's own function, inlined before the import
@@ -305,7 +305,7 @@ def _check_contrib_schema(node, where: str) -> None:
                                  op=node.op_type)
 
 
-def local_functions(model) -> dict:
+def model_functions(model) -> dict:
     """``model``'s own functions (:mod:`.local_functions`) by what a call of each names:
     (domain, name, overload). One named as an op ONNX defines, or an onnxruntime op this
     importer maps, is left out: onnxruntime runs such a node as that op, and so does the
