@@ -128,7 +128,10 @@ def register(verbs) -> None:
     p.add_argument("--version", default="0.1.0", help="semantic version MAJOR.MINOR.PATCH "
                    "(default: 0.1.0)")
     p.add_argument("--tolerance", default=None, metavar="RTOL,ATOL",
-                   help="numerical tolerance for every output (default: 1e-4,1e-5)")
+                   help="numerical tolerance for every output (default: 1e-4,1e-5; with "
+                        "--onnx and none of --tolerance, --rtol, --atol, an output's atol "
+                        "widens where the model's own float32 rounding is coarser: see "
+                        "README.md)")
     p.add_argument("--latency-ms", type=float, default=None,
                    help="declared worst-case latency (default: 2x the slowest golden run)")
     p.add_argument("--expires", default=None, metavar="WHEN",
@@ -321,12 +324,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
             raise UsageError(f"--tolerance {args.tolerance!r}: expected RTOL,ATOL, e.g. "
                              f"1e-4,1e-5") from None
         tolerance = (rtol, atol)
+    given = args.tolerance is not None or args.rtol is not None or args.atol is not None
     tolerance = (tolerance[0] if args.rtol is None else args.rtol,
                  tolerance[1] if args.atol is None else args.atol)
     progress = _progress()
-    if args.onnx is not None:
+    if args.onnx is not None:  # none given: the import's default, widened where it must be
         from ..onnx_import.command import build_onnx
-        return build_onnx(args, tolerance, _parse_expiry(args.expires), progress)
+        return build_onnx(args, tolerance if given else None, _parse_expiry(args.expires),
+                          progress)
     if args.state or args.layout or args.dim or args.golden_dim or args.golden_range \
             or args.input_value or args.allow_external_data or args.upcast_float16 \
             or args.upcast_tolerance is not None \

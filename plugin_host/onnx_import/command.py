@@ -58,8 +58,10 @@ def _rewrite_tolerance(text: str | None, given: bool, flag: str, needs: str,
     return rtol, atol
 
 
-def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires,
+def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float] | None, expires,
                progress) -> int:
+    """``plugin-host build --onnx``: ``tolerance`` None where no option gave one (the
+    import's default, which widens where the model's own rounding needs it)."""
     upcast_tolerance = parse_upcast_tolerance(args.upcast_tolerance, args.upcast_float16)
     downcast_tolerance = parse_downcast_tolerance(args.downcast_tolerance,
                                                   args.downcast_float64)
@@ -93,8 +95,18 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float], expires
     print(f"built {args.out}: {manifest.name} {manifest.version} (unsigned) from {args.onnx}, "
           f"{len(manifest.graph['nodes'])} nodes ({', '.join(ops)}), "
           f"{weights / 1e6:.1f} MB weights and state, {len(manifest.golden)} golden case(s) "
-          f"from {manifest.golden_backend}, tolerance rtol {tolerance[0]:g} atol "
-          f"{tolerance[1]:g}, latency {manifest.latency_ms:g} ms")
+          f"from {manifest.golden_backend}, {_tolerances(manifest)}, latency "
+          f"{manifest.latency_ms:g} ms")
     for note in notes:
         print(note)
     return 0
+
+
+def _tolerances(manifest) -> str:
+    """The summary's tolerance: the one every output has, or each output's."""
+    pairs = {(t.rtol, t.atol) for t in manifest.tolerances.values()}
+    if len(pairs) == 1:
+        rtol, atol = pairs.pop()
+        return f"tolerance rtol {rtol:g} atol {atol:g}"
+    return "tolerances " + ", ".join(f"{name!r} rtol {t.rtol:g} atol {t.atol:g}"
+                                     for name, t in manifest.tolerances.items())

@@ -1,6 +1,9 @@
 """Golden outputs from the reference implementation of ONNX semantics: onnxruntime's CPU provider.
 
 Graph optimizations are off so that the reference computes what the file says, node by node.
+A run with them on (``optimized=True``: fusions and the blocked-layout convolutions, quantized
+node groups left unfused) computes the same model with other roundings: how far the two are
+apart is the model's own float32 rounding noise, which a build reads when its comparison fails.
 The same child also upgrades models of older opsets with onnx's version converter
 (:meth:`ReferenceProcess.convert`), native code run on the same hostile input.
 
@@ -98,7 +101,13 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     if "__convert__" in request:
         return _convert(request.pop("__model__").tobytes(), int(request.pop("__convert__")))
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if int(request.pop("__optimized__", 0)):
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # a QuantizeLinear-DequantizeLinear group run as one integer kernel rounds otherwise:
+        # a change of the model's numbers, not of their rounding
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
+    else:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = 1
     options.log_severity_level = 3
     try:
@@ -245,13 +254,14 @@ class ReferenceProcess:
             proc.wait()
 
     def run(self, model_bytes: bytes, fetch: Sequence[str],
-            cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S
-            ) -> list[dict[str, np.ndarray]]:
-        """Every case (keyed by ONNX input name) through onnxruntime; outputs by ONNX name."""
+            cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S,
+            optimized: bool = False) -> list[dict[str, np.ndarray]]:
+        """Every case (keyed by ONNX input name) through onnxruntime; outputs by ONNX name.
+        ``optimized``: with onnxruntime's graph optimizations on (see the module's docstring)."""
         inputs = sorted({name for case in cases for name in case})
         request = {"__model__": np.frombuffer(model_bytes, np.uint8),
                    "__inputs__": _encoded(inputs), "__outputs__": _encoded(fetch),
-                   "__cases__": np.array(len(cases))}
+                   "__cases__": np.array(len(cases)), "__optimized__": np.array(int(optimized))}
         for i, case in enumerate(cases):
             for k, name in enumerate(inputs):
                 if name in case:
@@ -349,10 +359,10 @@ _PROCESS = ReferenceProcess()
 
 
 def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str],
-                  cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S
-                  ) -> list[dict[str, np.ndarray]]:
+                  cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S,
+                  optimized: bool = False) -> list[dict[str, np.ndarray]]:
     """Run every case (keyed by ABI input name) on onnxruntime, in the reference process;
-    outputs keyed by ABI name."""
+    outputs keyed by ABI name. ``optimized``: with onnxruntime's graph optimizations on."""
     try:
         import importlib.util
 
@@ -366,7 +376,8 @@ def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[s
     fetch = [onnx_outputs[n] for n in names]
     feeds = [{onnx_inputs[k]: np.require(v, requirements="C") for k, v in case.items()}
              for case in cases]
-    results = _PROCESS.run(model.SerializeToString(), fetch, feeds, timeout=timeout)
+    results = _PROCESS.run(model.SerializeToString(), fetch, feeds, timeout=timeout,
+                           optimized=optimized)
     return [{n: result[onnx_outputs[n]] for n in names} for result in results]
 
 

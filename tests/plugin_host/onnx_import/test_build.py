@@ -61,8 +61,8 @@ def test_golden_outputs_are_onnxruntimes(net_onnx, tmp_path, signer):
 def test_import_that_disagrees_with_onnxruntime_is_refused(net_onnx, tmp_path, monkeypatch):
     real = onnx_build.run_reference
 
-    def skewed(*args):
-        cases = real(*args)
+    def skewed(*args, **kwargs):
+        cases = real(*args, **kwargs)
         for case in cases:
             case["probs"] = case["probs"] + np.float32(1e-3)
         return cases
@@ -210,8 +210,8 @@ def test_outputs_that_are_nan_where_onnxruntimes_are_build(tmp_path, signer, mon
 
     real = onnx_build.run_reference
 
-    def numbered(*args):
-        cases = real(*args)
+    def numbered(*args, **kwargs):
+        cases = real(*args, **kwargs)
         for case in cases:
             case["root"] = np.nan_to_num(case["root"], nan=1.0)
         return cases
