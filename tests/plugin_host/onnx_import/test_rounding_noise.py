@@ -63,6 +63,24 @@ def _noise(path, loaded, output: str) -> float:
     return max(float(np.abs(a - b).max()) for a, b in zip(*runs))
 
 
+def _refused_shifted(tmp_path, monkeypatch, by: float, optimized_by: float) -> str:
+    """The refusal of a one-conv model whose reference outputs are moved by ``by``, and
+    those of the reference's optimized run by ``optimized_by`` more."""
+    real = onnx_build.run_reference
+
+    def shifted(*args, optimized=False, **kwargs):
+        cases = real(*args, **kwargs)
+        for case in cases:
+            for name in case:
+                case[name] = case[name] + np.float32(by + (optimized_by if optimized else 0.0))
+        return cases
+
+    monkeypatch.setattr(onnx_build, "run_reference", shifted)
+    with pytest.raises(ModelImportError) as info:
+        build_onnx_artifact(_convs(tmp_path / "c.onnx", layers=1), tmp_path / "c.pha")
+    return str(info.value)
+
+
 def test_default_tolerance_widens_to_the_models_own_rounding(tmp_path, signer):
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
@@ -101,19 +119,7 @@ def test_a_tolerance_given_is_kept_and_the_refusal_says_what_onnxruntime_does(tm
 def test_widening_only_to_the_measured_noise(tmp_path, monkeypatch):
     """A reference the imported graph is 1e-3 away from, whose optimized run is 1e-4 away
     from it: the atol widens to 3e-4 only, and the build is refused saying so."""
-    real = onnx_build.run_reference
-
-    def skewed(*args, optimized=False, **kwargs):
-        cases = real(*args, **kwargs)
-        for case in cases:
-            for name in case:
-                case[name] = case[name] + np.float32(1e-3 + (1e-4 if optimized else 0.0))
-        return cases
-
-    monkeypatch.setattr(onnx_build, "run_reference", skewed)
-    with pytest.raises(ModelImportError) as info:
-        build_onnx_artifact(_convs(tmp_path / "c.onnx", layers=1), tmp_path / "c.pha")
-    text = str(info.value)
+    text = _refused_shifted(tmp_path, monkeypatch, 1e-3, 1e-4)
     assert "output 'c0' of the imported graph differs from onnxruntime" in text
     found = re.search(r"atol ([0-9.e-]+)\);.* differ by up to ([0-9.e-]+) on this output \(the "
                       r"default atol widened to 3 times that\)$", text)
@@ -176,3 +182,14 @@ def test_an_optimized_run_that_fails_leaves_the_refusal_as_it_was(tmp_path, monk
     assert "differs from onnxruntime" in text and text.endswith("else this is an import bug")
     [timeout] = asked
     assert onnx_build.NOISE_TIMEOUT_S < timeout < onnx_build.NOISE_TIMEOUT_S + 30
+
+
+def test_an_optimized_run_that_computes_something_else_widens_nothing(tmp_path, monkeypatch):
+    """An optimized run 0.5 away from the reference on an output of values up to about 10:
+    no rounding does that (NOISE_MAX_RELATIVE), so the default tolerance stands and the
+    refusal says why."""
+    text = _refused_shifted(tmp_path, monkeypatch, 1e-3, 0.5)
+    assert "(max |diff| 0.001; rtol 0.0001, atol 1e-05)" in text
+    found = re.search(r"differ by up to 0.5 on this output, more than float32 rounding of "
+                      r"values up to ([0-9.]+) \(the default tolerance is kept\)$", text)
+    assert found and 5 < float(found[1]) < 50
