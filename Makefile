@@ -43,7 +43,7 @@ bench: $(STAMP_TEST)
 # The full hostile-input runs: 10,000 mutants of a signed artifact, each refused with a typed
 # error (the default test suite runs 300); then 5,000 byte-level mutants of twenty-five small
 # ONNX models (opsets 8 to 27, one float16, several quantized; test_fuzz.py lists them) and every
-# structure-aware one (about 90,000), each built into a loadable artifact or refused with a typed
+# structure-aware one (about 91,000), each built into a loadable artifact or refused with a typed
 # error by the ONNX importer (the suite runs 300 and 600); then 5,000 mutants of each shipped
 # policy file.
 # FUZZ_SEED=N picks another sequence.

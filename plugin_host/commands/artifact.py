@@ -104,8 +104,9 @@ def register(verbs) -> None:
     p.add_argument("--atol", type=float, default=None,
                    help="absolute tolerance for every output (overrides --tolerance's)")
     p.add_argument("--allow-external-data", action="store_true",
-                   help="with --onnx: read external tensor data, only from files inside the "
-                        "model's folder (refused by default)")
+                   help="with --onnx: read external tensor data from any file inside the "
+                        "model's folder (by default only from the model's own data file "
+                        "beside it, MODEL.onnx.data, where torch's exporter writes it)")
     p.add_argument("--upcast-float16", action="store_true",
                    help="with --onnx: import a float16 model as float32 (refused by default): "
                         "inputs, outputs, weights, constants and casts become float32, so "

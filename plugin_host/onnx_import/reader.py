@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from ..files import open_regular
 
-__all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "EXTERNAL_DATA_OPTION", "read_model",
-           "parse_model", "to_array", "ONNX_DTYPES", "OPSETS", "UPGRADED_OPSETS",
+__all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "EXTERNAL_DATA_OPTION",
+           "read_model", "parse_model", "to_array", "ONNX_DTYPES", "OPSETS", "UPGRADED_OPSETS",
            "default_opset"]
 
 
@@ -90,7 +90,11 @@ def _onnx():
 
 def read_model(path: str | os.PathLike, *, allow_external_data: bool = False,
                limits: ReadLimits = DEFAULT_READ_LIMITS):
-    """The checked ``onnx.ModelProto`` in ``path`` (external data resolved into memory)."""
+    """The checked ``onnx.ModelProto`` in ``path`` (external data resolved into memory).
+
+    External data is read from the model's own data file beside it, ``path``'s name and
+    ``.data`` (``model.onnx.data``, where torch's exporter writes the weights by default);
+    from any other file inside the model's folder only with ``allow_external_data``."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -103,13 +107,19 @@ def read_model(path: str | os.PathLike, *, allow_external_data: bool = False,
             data = f.read(limits.max_file_bytes + 1)
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_model(data, where=str(path), folder=path.parent if allow_external_data else None,
-                       limits=limits)
+    return parse_model(data, where=str(path), folder=path.parent, limits=limits,
+                       only=None if allow_external_data else _own_data_file(path))
+
+
+def _own_data_file(path: str | os.PathLike) -> str:
+    """The location of a model's own external data file: its name and ``.data``."""
+    return Path(path).name + ".data"
 
 
 def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None,
-                limits: ReadLimits = DEFAULT_READ_LIMITS):
-    """Parse and check serialized model bytes. ``folder`` allows external data inside it."""
+                limits: ReadLimits = DEFAULT_READ_LIMITS, only: str | None = None):
+    """Parse and check serialized model bytes. ``folder`` allows external data inside it;
+    ``only``, then, at that location alone (the model's own data file)."""
     onnx = _onnx()
     from google.protobuf.message import DecodeError
 
@@ -164,7 +174,7 @@ def parse_model(data: bytes, *, where: str = "model", folder: Path | None = None
                                  f"refuses a model whose node names repeat",
                                  node=node.name, op=node.op_type)
         named.add(node.name)
-    _resolve_external(model, where, folder, limits)
+    _resolve_external(model, where, folder, limits, only)
     _initializers_as_ir4(model)
     own = [(node, node.domain if node.HasField("domain") else None) for node in g.node
            if node.domain in ("", "ai.onnx")
@@ -365,21 +375,24 @@ def _external_tensors(model):
                     f"{a.name!r} of node {_node_name(node)!r}", a.t
 
 
-def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits) -> None:
+def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits,
+                      only: str | None) -> None:
     onnx = _onnx()
     total = 0
     for name, t in _external_tensors(model):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        if folder is None:  # the context lets a front end name its own switch (a CLI flag)
-            refused = (f"{where}: tensor {name} keeps its data in an external file; external "
-                       f"data is refused")
-            raise ModelFileError(f"{refused} unless allowed: {EXTERNAL_DATA_OPTION}=True reads "
-                                 f"it from the model's folder", refused=refused,
-                                 option=EXTERNAL_DATA_OPTION)
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
         shown = _shown(location)
+        if folder is None or (only is not None and location != only):
+            # the context lets a front end name its own switch (a CLI flag)
+            other = "" if folder is None else f" other than the model's own {_shown(only)}"
+            refused = (f"{where}: tensor {name} keeps its data in the external file {shown}; "
+                       f"external data{other} is refused")
+            raise ModelFileError(f"{refused} unless allowed: {EXTERNAL_DATA_OPTION}=True reads "
+                                 f"it from the model's folder", refused=refused,
+                                 option=EXTERNAL_DATA_OPTION)
         rel = Path(location)
         if not location or "\0" in location or rel.is_absolute() or ".." in rel.parts:
             raise ModelFileError(f"{where}: tensor {name}: external location {shown} "

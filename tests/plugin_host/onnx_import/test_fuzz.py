@@ -57,9 +57,10 @@ Two kinds of mutants:
   element type changed, raw_data of the wrong length, typed data fields in place of raw_data,
   an initializer removed, duplicated or renamed, a node input naming no tensor, a duplicated
   output, a cycle, an attribute of the wrong type, missing, or with a huge or negative value,
-  an opset absent, 0 or 999, external data outside the model's folder or missing, a graph input
+  an opset absent, 0 or 999, external data outside the model's folder or missing (or in the
+  model's own data file, read unasked, or a link out under its name), a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 90,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 91,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -226,8 +227,8 @@ def _to_typed(t, how: str) -> None:
 
 def _external(t, location: str, *, allow: bool = True, offset: str | None = "0",
               length: str | None = None, extra: dict | None = None,
-              files: dict | None = None) -> dict:
-    """Move ``t``'s raw_data to ``weights.bin`` beside the model and point at ``location``."""
+              files: dict | None = None, data_file: str = "weights.bin") -> dict:
+    """Move ``t``'s raw_data to ``data_file`` beside the model and point at ``location``."""
     raw = t.raw_data
     t.ClearField("raw_data")
     t.data_location = TP.EXTERNAL
@@ -237,7 +238,7 @@ def _external(t, location: str, *, allow: bool = True, offset: str | None = "0",
         if v is not None:
             e = t.external_data.add()
             e.key, e.value = k, v
-    inside = {"weights.bin": raw, "sub": "dir", "link.bin": ("link", "../outside.bin"),
+    inside = {data_file: raw, "sub": "dir", "link.bin": ("link", "../outside.bin"),
               "loop.bin": ("link", "loop.bin"), "fifo.bin": "fifo"}
     return {"allow_external": allow, "files": {**inside, **(files or {})},
             "outside": {"outside.bin": raw}}
@@ -251,7 +252,15 @@ _LOCATIONS = ["../outside.bin", "../../etc/passwd", "/etc/passwd", "/dev/zero", 
 def _external_edits(t) -> list[tuple[str, Callable[[Any], dict]]]:
     edits: list[tuple[str, Callable[[Any], dict]]] = [
         ("external data, not allowed", lambda x: _external(x, "weights.bin", allow=False)),
-        ("external data, allowed", lambda x: _external(x, "weights.bin"))]
+        ("external data, allowed", lambda x: _external(x, "weights.bin")),
+        # the model's own data file (mutant.onnx.data) is read without being allowed
+        ("own data file, not allowed", lambda x: _external(
+            x, "mutant.onnx.data", allow=False, data_file="mutant.onnx.data")),
+        ("own data file a link out, not allowed", lambda x: _external(
+            x, "mutant.onnx.data", allow=False,
+            files={"mutant.onnx.data": ("link", "../outside.bin")})),
+        ("own data file's name in a subfolder, not allowed", lambda x: _external(
+            x, "sub/mutant.onnx.data", allow=False, data_file="mutant.onnx.data"))]
     for loc in _LOCATIONS:
         edits.append((f"external location {loc[:40]!r}", lambda x, loc=loc: _external(x, loc)))
     for off in ("-1", "x", str(2**70), "1", "99999", None, " 0", "0x10"):

@@ -176,8 +176,28 @@ def test_external_data_is_refused_by_default(tmp_path):
     with pytest.raises(ModelFileError) as info:
         import_onnx(_external_model(tmp_path, "w.bin"))
     text = str(info.value)  # the API's own switch, not the command line's
-    assert "external data is refused unless allowed: allow_external_data=True reads" in text
-    assert "--allow" not in text and "\n" not in text
+    assert text == (f"{tmp_path / 'ext.onnx'}: tensor 'w' keeps its data in the external file "
+                    f"'w.bin'; external data other than the model's own 'ext.onnx.data' is "
+                    f"refused unless allowed: allow_external_data=True reads it from the "
+                    f"model's folder")
+
+
+def test_the_models_own_data_file_is_read_by_default(tmp_path):
+    """ext.onnx's own data file is ext.onnx.data (torch's exporter writes the weights there):
+    read without allow_external_data, and held to the folder like any other."""
+    values = np.arange(12, dtype=np.float32)
+    (tmp_path / "ext.onnx.data").write_bytes(values.tobytes())
+    imported = import_onnx(_external_model(tmp_path, "ext.onnx.data"))
+    weight = next(iter(imported.graph.tensors.values()))
+    np.testing.assert_array_equal(weight, values.reshape(4, 3).T)
+    inner = tmp_path / "model"  # a link out of the folder under the name is no own data file
+    inner.mkdir()
+    (inner / "ext.onnx.data").symlink_to(tmp_path / "ext.onnx.data")
+    with pytest.raises(ModelFileError, match=r"external file 'ext.onnx.data' is not a regular "
+                                             r"file inside"):
+        import_onnx(_external_model(inner, "ext.onnx.data"))
+    with pytest.raises(ModelFileError, match="other than the model's own 'ext.onnx.data'"):
+        import_onnx(_external_model(inner, "sub/ext.onnx.data"))  # the name, not its ending
 
 
 def test_external_data_inside_the_folder_is_read(tmp_path):
