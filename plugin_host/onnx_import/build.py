@@ -38,6 +38,7 @@ from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix
                         run_time_dims, with_dims_hint)
 from .local_functions import inline_local_functions
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
+from .quantized_rounding import explain as explain_quantized_rounding
 from .reference import REFERENCE, run_reference
 from .saturation import explain as explain_saturation
 from .upgrade import upgrade_model
@@ -303,7 +304,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
             if failures:
                 output, message = next(iter(failures.items()))
                 raise ModelImportError(message + _noise_note(output, noise, reference,
-                                                             tolerances, widened))
+                                                             tolerances, widened)
+                                       + explain_quantized_rounding(given))
     except ModelImportError as exc:
         if not hint:
             raise

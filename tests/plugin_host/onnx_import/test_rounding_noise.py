@@ -193,3 +193,57 @@ def test_an_optimized_run_that_computes_something_else_widens_nothing(tmp_path, 
     found = re.search(r"differ by up to 0.5 on this output, more than float32 rounding of "
                       r"values up to ([0-9.]+) \(the default tolerance is kept\)$", text)
     assert found and 5 < float(found[1]) < 50
+
+
+# --- quantized models: one step of a rounding ------------------------------------------------
+
+
+def _quantized(path):
+    """x -> QuantizeLinear -> DequantizeLinear -> Relu, twice rounded by a QuantizeLinear."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.uint8), "z")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             helper.make_node("QuantizeLinear", ["d", "s", "z"], ["q2"]),
+             helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["d2"]),
+             helper.make_node("Relu", ["d2"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 8])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 8])], [scale, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_a_quantized_models_refusal_says_a_step_can_round_apart(tmp_path, monkeypatch):
+    from plugin_host.onnx_import import quantized_rounding
+
+    model = _quantized(tmp_path / "q.onnx")
+    assert quantized_rounding.rounding_ops(onnx.load(model)) == {"QuantizeLinear": 2}
+    build_onnx_artifact(model, tmp_path / "q.pha")  # as onnxruntime computes it
+    real = onnx_build.run_reference
+
+    def one_step_off(*args, **kwargs):  # the reference a step away, as a rounding flip is
+        cases = real(*args, **kwargs)
+        for case in cases:
+            case["y"] = case["y"] + np.float32(0.05)
+        return cases
+
+    monkeypatch.setattr(onnx_build, "run_reference", one_step_off)
+    with pytest.raises(ModelImportError) as info:
+        build_onnx_artifact(model, tmp_path / "q2.pha")
+    assert str(info.value).endswith(
+        "else this is an import bug; the model rounds float values to integer steps (2 "
+        "QuantizeLinear): where a value lands within float32 rounding of half a step, the "
+        "imported graph and onnxruntime, which sum in different orders, can round it to "
+        "neighbouring steps, and that step grows through the layers after it (a difference of "
+        "the size quantization makes against the float model, which --atol can accept; an "
+        "import bug looks the same)")
+
+
+def test_a_float_models_refusal_says_nothing_of_steps(tmp_path, monkeypatch):
+    text = _refused_shifted(tmp_path, monkeypatch, 1e-3, 0.0)
+    assert "differs from onnxruntime" in text and "integer steps" not in text
