@@ -40,10 +40,10 @@ reference process), :mod:`.float_width` (float16 and float64 models rewritten to
 :mod:`.loop` (Loop of a trip count and condition known at import, unrolled),
 :mod:`.sequence` (sequences known at import, as lists of tensor names),
 :mod:`.value_shaped` (NonZero and Unique, whose output's shape depends on values: folded),
-:mod:`.reference` (golden outputs from onnxruntime), :mod:`.build` (the artifact, and the
-tolerance widened to a model's own float32 rounding), :mod:`.saturation` and
-:mod:`.quantized_rounding` (what a refusal of a quantized model can be) and :mod:`.command`
-(the ``--onnx`` option).
+:mod:`.reference` (golden outputs from onnxruntime), :mod:`.build` (the artifact),
+:mod:`.comparison` (the imported graph held to the reference; a tolerance widened to a
+model's own float32 rounding), :mod:`.saturation` and :mod:`.quantized_rounding` (what a
+refusal of a quantized model can be) and :mod:`.command` (the ``--onnx`` option).
 """
 
 import importlib

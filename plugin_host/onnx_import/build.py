@@ -5,13 +5,12 @@ Before anything is written, the imported graph runs on the numpy backend on the 
 inputs and must reproduce the reference within the declared tolerance of every output, so an
 import that changes the numbers is refused at build time, not discovered at acceptance. With
 no tolerance given, an output whose difference is the model's own float32 rounding (measured
-as how far onnxruntime's runs with graph optimizations off and on are apart) gets a wider atol
-(:data:`NOISE_MARGIN`), said in the build's summary.
+as how far onnxruntime's runs with graph optimizations off and on are apart) gets a wider atol,
+said in the build's summary (:mod:`.comparison`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
@@ -20,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from abi.artifact import Manifest, Tolerance
+from abi.artifact import Manifest
 from abi.errors import IndexRangeError, PluginHostError
 from abi.ops import dims as dim_math
 
@@ -38,6 +37,7 @@ from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix
                         run_time_dims, with_dims_hint)
 from .local_functions import inline_local_functions
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
+from .comparison import held_to_reference
 from .quantized_rounding import explain as explain_quantized_rounding
 from .reference import REFERENCE, run_reference
 from .saturation import explain as explain_saturation
@@ -48,21 +48,6 @@ __all__ = ["import_onnx", "build_onnx_artifact", "DEFAULT_ONNX_TOLERANCE"]
 #: (rtol, atol) per output unless given: numpy and onnxruntime sum in different orders, so
 #: float32 results differ by about 1e-6 relative on the benchmark model; this leaves a margin.
 DEFAULT_ONNX_TOLERANCE = (1e-4, 1e-5)
-#: Where the default tolerance is too tight for a model's own float32 rounding, an output's
-#: atol widens to this many times the largest difference between onnxruntime's runs of the
-#: model with its graph optimizations off and on: the imported graph and the reference round
-#: independently, each about as far from the exact value as those two runs are apart, and the
-#: largest of many elements' differences spreads (measured on stacks of 3x3 convolutions: the
-#: numpy backend's largest difference 0.8 to 1.7 times onnxruntime's own).
-NOISE_MARGIN = 3.0
-#: The optimized run may take this long beyond four times the reference run (a hostile model
-#: may keep onnxruntime's optimizers busy): past it, the refusal stands without the measure.
-NOISE_TIMEOUT_S = 30.0
-#: Only a difference of at most this fraction of an output's largest value is rounding
-#: (float32 rounds by 6e-8 of a value per operation; FCN-ResNet50, Inception v3, RAFT and
-#: conv stacks differed by 5e-7 to 2e-6 of their largest value):
-#: past it, the optimized run computes something else, and the default tolerance stands.
-NOISE_MAX_RELATIVE = 1e-4
 
 Tolerances = Mapping[str, tuple[float, float]] | tuple[float, float]
 
@@ -191,9 +176,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     that differs beyond it where the model's own float32 rounding is that coarse: when the
     comparison fails, onnxruntime runs the golden cases again with its graph optimizations on,
     and a float output whose two reference runs differ too, by no more than rounding does
-    (:data:`NOISE_MAX_RELATIVE`), gets an atol of
-    :data:`NOISE_MARGIN` times that difference (rounded up to two digits; ``report`` names
-    each output widened, and the manifest holds the tolerance it was built with). Given,
+    (:data:`.comparison.NOISE_MAX_RELATIVE`), gets an atol of
+    :data:`.comparison.NOISE_MARGIN` times that difference (rounded up to two digits;
+    ``report`` names each output widened, and the manifest holds the tolerance it was built
+    with). Given,
     the tolerances are kept, and a refusal says how far onnxruntime's two runs are apart.
     The other options are :func:`~plugin_host.artifacts.build_artifact`'s.
     Raises ModelFileError for a malformed file, UnsupportedModelError naming the node and op
@@ -285,27 +271,14 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
              for s in graph.outputs}
     try:
         got = [_golden_run(executor, inputs, i) for i, inputs in enumerate(cases)]
-        failures = _mismatches(graph.outputs, got, reference, table)
-        if failures:
-            saturated = explain_saturation(given, next(iter(failures.values())))
-            if saturated is not None:
-                raise ModelImportError(saturated)
-            noise = _rounding_noise(given, imported, cases, reference, list(failures), say,
-                                    timeout=NOISE_TIMEOUT_S + 4 * reference_s)
-            widened = _widened(table, failures, noise, reference) if tolerances is None \
-                else {}
-            if widened:
-                failures = _mismatches(graph.outputs, got, reference, {**table, **widened})
-                if not failures:
-                    for output, (_, atol) in widened.items():
-                        tell(_widened_line(output, table[output][1], atol, noise[output],
-                                           got, reference))
-                    table.update(widened)
-            if failures:
-                output, message = next(iter(failures.items()))
-                raise ModelImportError(message + _noise_note(output, noise, reference,
-                                                             tolerances, widened)
-                                       + explain_quantized_rounding(given))
+        table = held_to_reference(
+            graph.outputs, got, reference, table, given_tolerance=tolerances is not None,
+            rerun=lambda timeout: run_reference(given, imported.onnx_inputs,
+                                                imported.onnx_outputs, cases, optimized=True,
+                                                timeout=timeout),
+            reference_s=reference_s,
+            explain_saturation=lambda message: explain_saturation(given, message),
+            explain_refusal=lambda: explain_quantized_rounding(given), say=say, tell=tell)
     except ModelImportError as exc:
         if not hint:
             raise
@@ -400,116 +373,6 @@ def _golden_run(executor: Executor, inputs: Mapping[str, np.ndarray], case: int)
         at = f" at node {node!r}" if node and repr(node) not in str(exc) else ""
         raise ModelImportError(f"golden case {case}: onnxruntime runs the model, the imported "
                                f"graph refuses it{at}: {exc}{rule}") from None
-
-
-def _mismatches(outputs, got: Sequence[Mapping[str, np.ndarray]],
-                reference: Sequence[Mapping[str, np.ndarray]],
-                table: Mapping[str, tuple[float, float]]) -> dict[str, str]:
-    """Each output (in the graph's order) that differs from the reference beyond its
-    tolerance in some golden case: the refusal's message for the first such case. A shape or
-    dtype that is not the reference's is refused here and now."""
-    failures = {}
-    for spec in outputs:
-        for case, (mine, want) in enumerate(zip(got, reference)):
-            a, b = mine[spec.name], want[spec.name]
-            if a.shape != b.shape or a.dtype != b.dtype:
-                raise ModelImportError(f"output {spec.name!r}: the imported graph gives "
-                                       f"{a.dtype} {a.shape}, onnxruntime {b.dtype} {b.shape}")
-            rtol, atol = table[spec.name]
-            diff, bad = Tolerance(rtol, atol).mismatches(a, b)
-            if bad.any():
-                failures[spec.name] = (
-                    f"golden case {case}: output {spec.name!r} of the imported graph differs "
-                    f"from onnxruntime in {int(bad.sum())} of {bad.size} element(s) (max "
-                    f"|diff| {float(diff.max(initial=0.0)):.3g}; rtol {rtol:g}, atol "
-                    f"{atol:g}); widen --rtol/--atol if that is expected, else this is an "
-                    f"import bug")
-                break
-    return failures
-
-
-def _largest_difference(name: str, got: Sequence[Mapping[str, np.ndarray]],
-                        reference: Sequence[Mapping[str, np.ndarray]]) -> float:
-    """The largest |difference| of float output ``name`` over the golden cases: inf where one
-    side is a nan or an infinity the other is not."""
-    return max((float(Tolerance(0.0, 0.0).mismatches(a[name], b[name])[0].max(initial=0.0))
-                for a, b in zip(got, reference)), default=0.0)
-
-
-def _rounding_noise(model, imported, cases, reference, names: Sequence[str],
-                    say: Callable[[str], None], timeout: float) -> dict[str, float]:
-    """For each float output among ``names``: how far onnxruntime's run of the golden cases
-    with its graph optimizations on is from the reference run (off), where finite and not
-    0. Nothing where onnxruntime cannot run the model so, or not within ``timeout`` seconds
-    (its optimizers are native code too: the run is in the reference process, as the
-    reference's, and stopped there)."""
-    floats = [n for n in names if reference and reference[0][n].dtype.kind == "f"]
-    if not floats:
-        return {}
-    say("measuring onnxruntime's own rounding on the model (graph optimizations on)")
-    try:
-        optimized = run_reference(model, imported.onnx_inputs, imported.onnx_outputs, cases,
-                                  optimized=True, timeout=timeout)
-    except ModelImportError:
-        return {}
-    noise = {n: _largest_difference(n, optimized, reference) for n in floats}
-    return {n: v for n, v in noise.items() if 0.0 < v < float("inf")}
-
-
-def _widened(table: Mapping[str, tuple[float, float]], failures: Mapping[str, str],
-             noise: Mapping[str, float], reference) -> dict[str, tuple[float, float]]:
-    """The default tolerance of each failing output whose rounding noise times
-    :data:`NOISE_MARGIN` is past its atol, that atol widened to it (rounded up to two
-    digits); not where the noise is more than rounding (:func:`_beyond_rounding`)."""
-    out = {}
-    for name in failures:
-        rtol, atol = table[name]
-        if name in noise and NOISE_MARGIN * noise[name] > atol \
-                and _beyond_rounding(noise[name], name, reference) is None:
-            out[name] = (rtol, _two_digits_up(NOISE_MARGIN * noise[name]))
-    return out
-
-
-def _beyond_rounding(noise: float, name: str, reference) -> float | None:
-    """The largest finite |value| of output ``name`` in the reference where ``noise`` is
-    past :data:`NOISE_MAX_RELATIVE` of it (onnxruntime's optimized run then computes
-    something else, not the same in another order), else None."""
-    scale = max((float(np.abs(case[name][np.isfinite(case[name])]).max(initial=0.0))
-                 for case in reference), default=0.0)
-    return scale if noise > NOISE_MAX_RELATIVE * scale else None
-
-
-def _two_digits_up(value: float) -> float:
-    """``value`` > 0 rounded up to two significant digits (1.0304e-4 -> 1.1e-4)."""
-    unit = 10.0 ** (math.floor(math.log10(value)) - 1)
-    return float(f"{math.ceil(round(value / unit, 6)) * unit:.2g}")  # 3e-6 / 1e-7 is 30.0...04
-
-
-def _widened_line(name: str, old: float, new: float, noise: float, got, reference) -> str:
-    return (f"output {name!r}: atol {old:g} widened to {new:g}, {NOISE_MARGIN:g} times the "
-            f"model's own float32 rounding there (onnxruntime's runs with graph optimizations "
-            f"off and on differ by up to {noise:.3g}; the imported graph is within "
-            f"{_largest_difference(name, got, reference):.3g} of the first); --tolerance, "
-            f"--rtol or --atol keep a tolerance as given")
-
-
-def _noise_note(output: str, noise: Mapping[str, float], reference, tolerances,
-                widened: Mapping[str, Any]) -> str:
-    """What a refusal adds about onnxruntime's own rounding on the output that failed."""
-    if output not in noise:
-        return ""
-    scale = _beyond_rounding(noise[output], output, reference)
-    if tolerances is not None:
-        kept = " (the tolerance as given is kept)"
-    elif output in widened:
-        kept = f" (the default atol widened to {NOISE_MARGIN:g} times that)"
-    elif scale is not None:
-        kept = (f", more than float32 rounding of values up to {scale:.3g} (the default "
-                f"tolerance is kept)")
-    else:
-        kept = ""
-    return (f"; onnxruntime's own runs of the model with graph optimizations off and on "
-            f"differ by up to {noise[output]:.3g} on this output{kept}")
 
 
 def _model_name(path: str | os.PathLike) -> str:

@@ -20,6 +20,7 @@ from plugin_host.artifacts import load_verified, read_manifest_unverified, sign_
 from plugin_host.cli import main
 from plugin_host.errors import ModelImportError
 from plugin_host.onnx_import import build as onnx_build
+from plugin_host.onnx_import import comparison
 from plugin_host.onnx_import import build_onnx_artifact
 from plugins.numpy_backend import NumpyBackend
 
@@ -92,7 +93,7 @@ def test_default_tolerance_widens_to_the_models_own_rounding(tmp_path, signer):
     tolerances = read_manifest_unverified(out)["manifest"]["tolerances"]
     noise = _noise(model, loaded, "c2")
     assert noise > 1e-5  # the premise: finer than this model's rounding, the default fails
-    want = onnx_build._two_digits_up(onnx_build.NOISE_MARGIN * noise)
+    want = comparison._two_digits_up(comparison.NOISE_MARGIN * noise)
     assert tolerances["c2"] == {"rtol": 1e-4, "atol": want}
     assert tolerances["c0"] == {"rtol": 1e-4, "atol": 1e-5}  # it passes: kept
     [line] = [n for n in notes if n.startswith("output 'c2'")]
@@ -128,24 +129,22 @@ def test_widening_only_to_the_measured_noise(tmp_path, monkeypatch):
     assert 0.999 * 3 * noise <= atol <= 1.04 * 3 * noise  # three times it, rounded up
 
 
-def test_integer_outputs_are_never_widened(tmp_path, monkeypatch):
+def test_integer_outputs_are_never_widened():
     calls = []
-    real = onnx_build.run_reference
 
-    def counted(*args, **kwargs):
-        calls.append(kwargs.get("optimized", False))
-        return real(*args, **kwargs)
+    def rerun(timeout):
+        calls.append(timeout)
+        return []
 
-    monkeypatch.setattr(onnx_build, "run_reference", counted)
     reference = [{"n": np.array([1, 2]), "y": np.zeros(2, np.float32)}]
-    assert onnx_build._rounding_noise(None, None, [{}], reference, ["n"], print, 1.0) == {}
+    assert comparison._rounding_noise(rerun, reference, ["n"], print, 1.0) == {}
     assert calls == []  # an integer output has no rounding: onnxruntime is not asked
 
 
 @pytest.mark.parametrize("value, want", [(1.0304e-4, 1.1e-4), (1.716e-4, 1.8e-4), (1.0, 1.0),
                                          (99.1, 100.0), (3e-6, 3e-6), (0.0451, 0.046)])
 def test_two_digits_rounded_up(value, want):
-    assert onnx_build._two_digits_up(value) == want
+    assert comparison._two_digits_up(value) == want
 
 
 def test_cli_prints_each_outputs_tolerance_where_they_differ(tmp_path, capsys):
@@ -181,7 +180,7 @@ def test_an_optimized_run_that_fails_leaves_the_refusal_as_it_was(tmp_path, monk
     text = str(info.value)
     assert "differs from onnxruntime" in text and text.endswith("else this is an import bug")
     [timeout] = asked
-    assert onnx_build.NOISE_TIMEOUT_S < timeout < onnx_build.NOISE_TIMEOUT_S + 30
+    assert comparison.NOISE_TIMEOUT_S < timeout < comparison.NOISE_TIMEOUT_S + 30
 
 
 def test_an_optimized_run_that_computes_something_else_widens_nothing(tmp_path, monkeypatch):
@@ -247,3 +246,26 @@ def test_a_quantized_models_refusal_says_a_step_can_round_apart(tmp_path, monkey
 def test_a_float_models_refusal_says_nothing_of_steps(tmp_path, monkeypatch):
     text = _refused_shifted(tmp_path, monkeypatch, 1e-3, 0.0)
     assert "differs from onnxruntime" in text and "integer steps" not in text
+
+
+def test_a_saturation_explains_the_refusal_before_anything_is_measured():
+    """Where onnxruntime's saturating u8 x s8 kernel explains the difference (a CPU without
+    VNNI, :mod:`.saturation`), that is the refusal, and onnxruntime is not run again."""
+    from abi.spec import TensorSpec
+
+    reruns, given = [], []
+
+    def saturated(message):
+        given.append(message)
+        return "the whole refusal"
+
+    with pytest.raises(ModelImportError) as info:
+        comparison.held_to_reference(
+            [TensorSpec("y", (2,), "float32", "N")], [{"y": np.ones(2, np.float32)}],
+            [{"y": np.zeros(2, np.float32)}], {"y": (1e-4, 1e-5)}, given_tolerance=False,
+            rerun=reruns.append, reference_s=0.0, explain_saturation=saturated,
+            explain_refusal=lambda: "", say=print, tell=print)
+    assert str(info.value) == "the whole refusal" and reruns == []
+    assert given == ["golden case 0: output 'y' of the imported graph differs from onnxruntime "
+                     "in 2 of 2 element(s) (max |diff| 1; rtol 0.0001, atol 1e-05); widen "
+                     "--rtol/--atol if that is expected, else this is an import bug"]
