@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from ..files import open_regular
 
-__all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "EXTERNAL_DATA_OPTION",
-           "read_model", "parse_model", "to_array", "ONNX_DTYPES", "OPSETS", "UPGRADED_OPSETS",
+__all__ = ["ReadLimits", "DEFAULT_READ_LIMITS", "EXTERNAL_DATA_OPTION", "read_model",
+           "parse_model", "to_array", "ONNX_DTYPES", "OPSETS", "UPGRADED_OPSETS",
            "default_opset"]
 
 
