@@ -81,8 +81,7 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
                                                  widened) + explain_refusal())
 
 
-def _mismatches(outputs, got: Sequence[Mapping[str, np.ndarray]],
-                reference: Sequence[Mapping[str, np.ndarray]],
+def _mismatches(outputs, got: Outputs, reference: Outputs,
                 table: Mapping[str, tuple[float, float]]) -> dict[str, str]:
     """Each output (in the graph's order) that differs from the reference beyond its
     tolerance in some golden case: the refusal's message for the first such case. A shape or
@@ -107,15 +106,14 @@ def _mismatches(outputs, got: Sequence[Mapping[str, np.ndarray]],
     return failures
 
 
-def _largest_difference(name: str, got: Sequence[Mapping[str, np.ndarray]],
-                        reference: Sequence[Mapping[str, np.ndarray]]) -> float:
+def _largest_difference(name: str, got: Outputs, reference: Outputs) -> float:
     """The largest |difference| of float output ``name`` over the golden cases: inf where one
     side is a nan or an infinity the other is not."""
     return max((float(Tolerance(0.0, 0.0).mismatches(a[name], b[name])[0].max(initial=0.0))
                 for a, b in zip(got, reference)), default=0.0)
 
 
-def _rounding_noise(rerun: Callable[[float], Sequence[Mapping[str, np.ndarray]]], reference,
+def _rounding_noise(rerun: Callable[[float], Outputs], reference: Outputs,
                     names: Sequence[str], say: Callable[[str], None], timeout: float
                     ) -> dict[str, float]:
     """For each float output among ``names``: how far onnxruntime's run of the golden cases
@@ -136,7 +134,7 @@ def _rounding_noise(rerun: Callable[[float], Sequence[Mapping[str, np.ndarray]]]
 
 
 def _widened(table: Mapping[str, tuple[float, float]], failures: Mapping[str, str],
-             noise: Mapping[str, float], reference) -> dict[str, tuple[float, float]]:
+             noise: Mapping[str, float], reference: Outputs) -> dict[str, tuple[float, float]]:
     """The default tolerance of each failing output whose rounding noise times
     :data:`NOISE_MARGIN` is past its atol, that atol widened to it (rounded up to two
     digits); not where the noise is more than rounding (:func:`_beyond_rounding`)."""
@@ -149,7 +147,7 @@ def _widened(table: Mapping[str, tuple[float, float]], failures: Mapping[str, st
     return out
 
 
-def _beyond_rounding(noise: float, name: str, reference) -> float | None:
+def _beyond_rounding(noise: float, name: str, reference: Outputs) -> float | None:
     """The largest finite |value| of output ``name`` in the reference where ``noise`` is
     past :data:`NOISE_MAX_RELATIVE` of it (onnxruntime's optimized run then computes
     something else, not the same in another order), else None."""
@@ -164,7 +162,8 @@ def _two_digits_up(value: float) -> float:
     return float(f"{math.ceil(round(value / unit, 6)) * unit:.2g}")  # 3e-6 / 1e-7 is 30.0...04
 
 
-def _widened_line(name: str, old: float, new: float, noise: float, got, reference) -> str:
+def _widened_line(name: str, old: float, new: float, noise: float, got: Outputs,
+                  reference: Outputs) -> str:
     return (f"output {name!r}: atol {old:g} widened to {new:g}, {NOISE_MARGIN:g} times the "
             f"model's own float32 rounding there (onnxruntime's runs with graph optimizations "
             f"off and on differ by up to {noise:.3g}; the imported graph is within "
@@ -172,8 +171,8 @@ def _widened_line(name: str, old: float, new: float, noise: float, got, referenc
             f"--rtol or --atol keep a tolerance as given")
 
 
-def _noise_note(output: str, noise: Mapping[str, float], reference, given_tolerance: bool,
-                widened: Mapping[str, Any]) -> str:
+def _noise_note(output: str, noise: Mapping[str, float], reference: Outputs,
+                given_tolerance: bool, widened: Mapping[str, Any]) -> str:
     """What a refusal adds about onnxruntime's own rounding on the output that failed."""
     if output not in noise:
         return ""
