@@ -16,12 +16,35 @@ from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM before the daemon runs frames (it handles SIGTERM itself from then on): a stop
-    asked for, not an interruption; unwinds the start-up like Ctrl-C does."""
+    """A second SIGTERM during the start-up: a stop asked for, not an interruption; unwinds
+    the start-up at once, as Ctrl-C does."""
 
 
-def _terminated(signum, frame) -> None:
-    raise _Terminated()
+class _StartUpStop:
+    """SIGTERM's and SIGINT's handler outside the daemon's frame loop (which installs its own):
+    the first one asks the daemon to stop (:meth:`Daemon.request_stop`), which its start-up
+    acts on between steps (:class:`~plugin_host.daemon.StartUpStopped`), rather than raising
+    an exception at whatever line the main thread is on: Python drops one raised while it runs
+    a finalizer or a weak reference's callback (the start-up then ran on into the frame loop),
+    and one raised inside ``threading``'s waits can leave a lock released twice. A second one
+    (a step that does not end) interrupts at once, as Ctrl-C does."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.daemon = None
+
+    def __call__(self, signum: int, frame) -> None:
+        if self.reason is not None:
+            raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        self.reason = signal.Signals(signum).name
+        if self.daemon is not None:
+            self.daemon.request_stop(self.reason)
+
+    def attach(self, daemon) -> None:
+        """From now on a stop goes to ``daemon``; one asked for already is passed on."""
+        self.daemon = daemon
+        if self.reason is not None:
+            daemon.request_stop(self.reason)
 
 
 def register(verbs) -> None:
@@ -34,8 +57,10 @@ def register(verbs) -> None:
                     "and enforce the artifact's contract (state resets, deadline). Structured "
                     "log lines (JSON, one per event) go to stderr or --log. Stops after "
                     "--duration seconds or --frames frames (exit 0, summary printed), on "
-                    "SIGTERM (exit 0) or Ctrl-C (exit 130). On first use of the demo policy "
-                    "its key and artifact are created in the state folder.",
+                    "SIGTERM (exit 0) or Ctrl-C (exit 130); during the start-up these act "
+                    "between its steps, and a second one interrupts the step at once. On "
+                    "first use of the demo policy its key and artifact are created in the "
+                    "state folder.",
         epilog="example:\n  plugin-host run --policy policies/demo.toml --duration 10\n"
                "  plugin-host run --policy device.toml --camera road --log /var/log/ph.jsonl")
     run.add_argument("--policy", required=True, help="the policy file (TOML)")
@@ -75,21 +100,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--swap-poll must be 0 or positive, got {args.swap_poll}")
     if args.stats_interval <= 0:
         raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
+    stop = _StartUpStop()
     on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) \
-        if on_main and signal.SIGTERM in stop_signals() else None
+    previous = {sig: signal.signal(sig, stop) for sig in stop_signals()} if on_main else {}
     try:
-        return _run(args)
+        return _run(args, stop)
     except _Terminated:
-        print("stopped by SIGTERM", file=sys.stderr)
-        return 0
+        return _stopped_during_start_up("SIGTERM")
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from ..daemon import Daemon, DaemonOptions, EventLog
+def _stopped_during_start_up(reason: str | None) -> int:
+    """One line, no summary (no frame ran): exit 130 for Ctrl-C, 0 for a stop asked for."""
+    if reason == "SIGINT":
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"stopped by {reason}", file=sys.stderr)
+    return 0
+
+
+def _run(args: argparse.Namespace, stop: _StartUpStop) -> int:
+    from ..daemon import Daemon, DaemonOptions, EventLog, StartUpStopped
     from ..daemon.events import LogHandler
     from ..policy import load_policy
 
@@ -113,6 +146,7 @@ def _run(args: argparse.Namespace) -> int:
                                               log_frames=args.log_frames,
                                               metrics=args.metrics,
                                               swap_poll=args.swap_poll or None))
+        stop.attach(daemon)
         try:
             daemon.load()
             cams = ", ".join(f"{c.name!r} ({c.layout.describe()})" for c in daemon.cameras)
@@ -123,6 +157,8 @@ def _run(args: argparse.Namespace) -> int:
                   + (f"stopping after {args.duration:g} s" if args.duration else
                      "SIGTERM or Ctrl-C stops"), flush=True)
             summary = daemon.run()
+        except StartUpStopped as exc:  # load closed what it had opened
+            return _stopped_during_start_up(exc.reason)
         except BaseException:  # a stop between the load and the run: workers, cameras closed
             daemon.close()
             raise

@@ -10,10 +10,10 @@ structured log; ``demo_setup.py`` the first-use creation of the demo key and art
 """
 
 from .contract import Deadline, StateContract
-from .daemon import Daemon, DaemonOptions
+from .daemon import Daemon, DaemonOptions, StartUpStopped
 from .events import EventLog, LineSink
 from .stats import FirstOrderFilter, FrameStats
 from .stream import CameraStream
 
-__all__ = ["Daemon", "DaemonOptions", "CameraStream", "StateContract", "Deadline", "EventLog",
-           "LineSink", "FrameStats", "FirstOrderFilter"]
+__all__ = ["Daemon", "DaemonOptions", "StartUpStopped", "CameraStream", "StateContract",
+           "Deadline", "EventLog", "LineSink", "FrameStats", "FirstOrderFilter"]

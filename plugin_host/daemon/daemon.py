@@ -65,6 +65,15 @@ Stop: ``--duration`` / ``--frames`` reached, SIGTERM or SIGINT (a flag checked b
 never an exception in the middle of a call), or a camera failing. Then the matcher, the
 subscriptions and the cameras stop (every lease returned; any still outstanding is reported),
 the workers are closed and the plugins are unconfigured.
+
+A stop asked for during the start-up (:meth:`Daemon.request_stop`, which ``plugin-host run``'s
+start-up signal handler calls) is a flag too, acted on between the steps above and between
+the demo acceptance's calls: :meth:`Daemon.load` closes what it opened and raises
+:class:`StartUpStopped`. An exception raised by a signal handler at whatever line the main
+thread is on can be lost (Python prints and drops an exception raised while it runs a
+finalizer or a weak reference's callback, and the start-up then ran on into the frame loop)
+or can break a lock of ``threading`` half-way through a wait (a ``RuntimeError`` in place of
+the stop).
 """
 
 from __future__ import annotations
@@ -94,7 +103,16 @@ from .metrics import AGE_BUCKETS_S, LATENCY_BUCKETS_S, Histogram
 from .stats import percentiles
 from .stream import WORKER_RESTART, CameraStream
 
-__all__ = ["Daemon", "DaemonOptions", "WORKER_RESTART"]
+__all__ = ["Daemon", "DaemonOptions", "StartUpStopped", "WORKER_RESTART"]
+
+
+class StartUpStopped(Exception):
+    """A stop asked for during :meth:`Daemon.load`; ``reason`` is what was given to
+    :meth:`Daemon.request_stop` (``"SIGTERM"``, ``"SIGINT"``, ...)."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(f"stopped during start-up by {reason}")
+        self.reason = reason
 
 
 def _file_signature(path: Any) -> tuple[int, ...] | None:
@@ -213,12 +231,19 @@ class Daemon:
     # -- start-up ---------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Steps 1-4 of the module docstring; the cameras are not started yet."""
+        """Steps 1-4 of the module docstring; the cameras are not started yet. A stop asked
+        for before or during it raises :class:`StartUpStopped` at the next step (everything
+        opened closed)."""
         try:
             self._load()
         except BaseException:
             self.close()
             raise
+
+    def _checkpoint(self) -> None:
+        """Between two start-up steps: act on a stop asked for."""
+        if self._stop.is_set():
+            raise StartUpStopped(self.stop_reason)
 
     def _load(self) -> None:
         from ..artifacts import RollbackStore
@@ -235,10 +260,13 @@ class Daemon:
             parse_address(self.options.metrics)
         self.events.emit("start", policy=policy.path, state_dir=str(self.state_dir),
                          pid=os.getpid())
-        ensure_demo_artifact(policy, self.state_dir, self.say)
+        self._checkpoint()
+        ensure_demo_artifact(policy, self.state_dir, self.say, checkpoint=self._checkpoint)
+        self._checkpoint()
 
         self.plugins = load_plugins(policy, kinds=HOST_KINDS)
         self.events.emit("plugins", loaded=self.plugins.names)
+        self._checkpoint()
         rule = self._rule = self._pick_artifact()
         self.cameras = self._pick_cameras(self.plugins.cameras())
         self._sinks = self.plugins.connect_sinks()
@@ -297,6 +325,7 @@ class Daemon:
             self.metrics_server = MetricsServer(self, self.options.metrics)
             self.events.emit("metrics", address=self.metrics_server.address,
                              paths=["/metrics", "/status"])
+        self._checkpoint()
 
     def _open_executors(self, count: int) -> list[Any]:
         """The policy's checks on the artifact file, then ``count`` new sandbox workers on it
@@ -340,6 +369,7 @@ class Daemon:
                         f"handed to the worker); refusing to run either")
                 if rule.acceptance_required:
                     ex.check_golden()
+                self._checkpoint()
         except BaseException:
             for ex in opened:
                 ex.close()

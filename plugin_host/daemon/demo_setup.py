@@ -21,6 +21,10 @@ integrator's files are never written) and nothing existing is overwritten; a mis
 with an existing public key but no private key next to it is refused (the demo cannot sign).
 Everything else about the files (signature, trust, rollback) is then checked as for any
 artifact: this module creates, it never vouches.
+
+``checkpoint`` (the daemon's: it raises when a stop was asked for) is called before the
+acceptance starts its worker and between its calls, so a stop during the first use ends it
+there; the record is written only once the acceptance has run, and the next start makes it.
 """
 
 from __future__ import annotations
@@ -48,14 +52,16 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def ensure_demo_artifact(policy, state_dir: str | os.PathLike,
-                         say: Callable[[str], None] = print) -> bool:
+                         say: Callable[[str], None] = print,
+                         checkpoint: Callable[[], None] = lambda: None) -> bool:
     """Create the demo key, artifact and acceptance record if ``policy`` needs them (see the
     module); True when something was created."""
     created = _ensure_artifact(policy, state_dir, say)
-    return _ensure_acceptance(policy, state_dir, say) or created
+    return _ensure_acceptance(policy, state_dir, say, checkpoint) or created
 
 
-def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str], None]) -> bool:
+def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str], None],
+                       checkpoint: Callable[[], None]) -> bool:
     """Accept the demo artifact on its backend (in a sandbox worker under the policy) and
     write the record signed by the demo key, when required and missing."""
     rule = policy.artifact(DEMO_NAME)
@@ -81,12 +87,17 @@ def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str]
     say(f"first use: accepting {rule.file} on backend {rule.backend!r} in a sandbox worker "
         f"(golden cases, latency)")
     keys = [load_private_key(private)]
+
+    def progress(_message: str) -> None:  # the acceptance's steps, every tenth of its calls
+        checkpoint()
+
     # the acceptance worker's start, protections and any tripwire go to the audit log too
     with AuditLog(policy.audit.log, fsync=policy.audit.fsync) as log:
         options.update(audit_sinks(log))
         try:
             result, written = accept_artifact(rule.file, backend=rule.backend,
-                                              executor_options=options, keys=keys, out=record)
+                                              executor_options=options, keys=keys, out=record,
+                                              progress=progress)
         except AcceptanceFailedError as exc:
             failed = exc.context.get("result")
             if failed is None or not failed.numerics_passed:
@@ -96,7 +107,8 @@ def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str]
             say(f"first use: acceptance latency p99 {failed.p99_ms:.1f} ms over the declared "
                 f"{failed.budget_ms:g} ms (a busy machine?); trying once more")
             result, written = accept_artifact(rule.file, backend=rule.backend,
-                                              executor_options=options, keys=keys, out=record)
+                                              executor_options=options, keys=keys, out=record,
+                                              progress=progress)
     say(f"first use: acceptance passed (p99 {result.p99_ms:.2f} ms of the declared "
         f"{result.budget_ms:g} ms over {result.runs} runs); wrote the record {record}, signed "
         f"with {private}, and the report {written['html']}")

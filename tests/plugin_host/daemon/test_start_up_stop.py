@@ -1,0 +1,135 @@
+"""A stop asked for during the daemon's start-up: a flag acted on between its steps (and between
+the demo acceptance's calls), never an exception raised by a signal handler at whatever line
+the main thread is on, which Python drops inside a finalizer (the start-up then ran on into the
+frame loop: a SIGTERM that did not stop the daemon)."""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from plugin_host.commands import run as run_command
+from plugin_host.daemon import Daemon, EventLog, StartUpStopped
+from plugin_host.policy import load_policy
+
+from .conftest import DEMO_POLICY
+
+
+def _daemon(policy: Path, state: Path, said: list[str] | None = None):
+    log = io.StringIO()
+    daemon = Daemon(load_policy(policy, state_dir=state), state_dir=state,
+                    events=EventLog(log), say=(said.append if said is not None else
+                                               lambda _text: None))
+    return daemon, log
+
+
+def _events(log: io.StringIO) -> list[str]:
+    return [json.loads(line)["event"] for line in log.getvalue().splitlines()]
+
+
+def _children() -> set[int]:
+    """This process's live child processes (every thread's)."""
+    pids: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            pids.update(int(p) for p in (task / "children").read_text().split())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return pids
+
+
+def test_a_stop_asked_before_the_load_ends_it_at_the_first_step(tmp_path):
+    """Before the first use's key and artifact are made, too."""
+    policy = tmp_path / "demo.toml"
+    shutil.copy(DEMO_POLICY, policy)
+    state = tmp_path / "state"
+    daemon, log = _daemon(policy, state)
+    daemon.request_stop("SIGTERM")
+    with pytest.raises(StartUpStopped) as stopped:
+        daemon.load()
+    assert stopped.value.reason == "SIGTERM"
+    assert daemon.plugins is None and not daemon.streams
+    assert _events(log) == ["start", "stop"]
+    assert not (state / "demo").exists()
+
+
+def test_a_stop_during_the_demo_acceptance_ends_it_between_calls_and_writes_no_record(
+        tmp_path, monkeypatch):
+    """Asked for once the acceptance worker runs: the next call boundary ends it, the worker is
+    gone, no record is written; the next start does the acceptance it did not finish."""
+    from plugin_host.artifacts import acceptance
+
+    policy = tmp_path / "demo.toml"
+    shutil.copy(DEMO_POLICY, policy)
+    state = tmp_path / "state"
+    said: list[str] = []
+    daemon, log = _daemon(policy, state, said)
+    workers: list[int] = []
+    original = acceptance.run_acceptance
+
+    def stop_then_run(executor, **kwargs):
+        workers.append(executor.pid)
+        daemon.request_stop("SIGTERM")
+        return original(executor, **kwargs)
+
+    monkeypatch.setattr(acceptance, "run_acceptance", stop_then_run)
+    before = _children()
+    with pytest.raises(StartUpStopped):
+        daemon.load()
+    assert len(workers) == 1 and workers[0] not in _children() - before
+    record = state / "demo" / "demo.pha.accept-numpy"
+    assert (state / "demo" / "demo.pha").exists() and not record.exists()
+    assert said[-1].startswith("first use: accepting")
+    assert "plugins" not in _events(log)
+
+    monkeypatch.setattr(acceptance, "run_acceptance", original)
+    again, _ = _daemon(policy, state, said)
+    try:
+        again.load()
+    finally:
+        again.close()
+    assert record.exists() and said[-1].startswith("first use: acceptance passed")
+
+
+class _Finalized:
+    """Calls ``handler`` as a signal landing while Python runs its finalizer would."""
+
+    def __init__(self, handler) -> None:
+        self.handler = handler
+
+    def __del__(self) -> None:
+        self.handler(signal.SIGTERM, None)
+
+
+def test_a_stop_asked_while_python_runs_a_finalizer_is_not_lost(demo_state):
+    """An exception raised there would be printed and dropped; the flag is not."""
+    policy, state = demo_state
+    handler = run_command._StartUpStop()
+    daemon, _ = _daemon(policy, state)
+    handler.attach(daemon)
+    _Finalized(handler)  # dropped at once: its finalizer runs here
+    gc.collect()
+    assert handler.reason == "SIGTERM"
+    with pytest.raises(StartUpStopped):
+        daemon.load()
+
+
+def test_the_first_stop_signal_is_a_flag_and_a_second_interrupts_at_once(demo_state):
+    policy, state = demo_state
+    for sig, raised in ((signal.SIGTERM, run_command._Terminated),
+                        (signal.SIGINT, KeyboardInterrupt)):
+        handler = run_command._StartUpStop()
+        handler(sig, None)  # before the daemon exists: kept, not raised
+        assert handler.reason == sig.name
+        daemon, _ = _daemon(policy, state)
+        handler.attach(daemon)  # passed on
+        assert daemon.stop_reason == sig.name
+        with pytest.raises(raised):
+            handler(sig, None)
+
