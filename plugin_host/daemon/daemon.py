@@ -67,13 +67,9 @@ subscriptions and the cameras stop (every lease returned; any still outstanding 
 the workers are closed and the plugins are unconfigured.
 
 A stop asked for during the start-up (:meth:`Daemon.request_stop`, which ``plugin-host run``'s
-start-up signal handler calls) is a flag too, acted on between the steps above and between
-the demo acceptance's calls: :meth:`Daemon.load` closes what it opened and raises
-:class:`StartUpStopped`. An exception raised by a signal handler at whatever line the main
-thread is on can be lost (Python prints and drops an exception raised while it runs a
-finalizer or a weak reference's callback, and the start-up then ran on into the frame loop)
-or can break a lock of ``threading`` half-way through a wait (a ``RuntimeError`` in place of
-the stop).
+start-up signal handler calls rather than raising an exception: ``commands/run.py`` says why)
+is a flag too, acted on between the steps above and between the demo acceptance's calls:
+:meth:`Daemon.load` closes what it opened and raises :class:`StartUpStopped`.
 """
 
 from __future__ import annotations
