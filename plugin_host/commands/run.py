@@ -20,20 +20,28 @@ class _Terminated(KeyboardInterrupt):
     the start-up at once, as Ctrl-C does."""
 
 
-class _StartUpStop:
-    """SIGTERM's and SIGINT's handler outside the daemon's frame loop (which installs its own):
-    the first one asks the daemon to stop (:meth:`Daemon.request_stop`), which its start-up
-    acts on between steps (:class:`~plugin_host.daemon.StartUpStopped`), rather than raising
-    an exception at whatever line the main thread is on: Python drops one raised while it runs
-    a finalizer or a weak reference's callback (the start-up then ran on into the frame loop),
-    and one raised inside ``threading``'s waits can leave a lock released twice. A second one
-    (a step that does not end) interrupts at once, as Ctrl-C does."""
+class _StartUpSignals:
+    """SIGTERM's, SIGINT's and SIGHUP's handler outside the daemon's frame loop (which installs
+    its own). The first SIGTERM or SIGINT asks the daemon to stop (:meth:`Daemon.request_stop`),
+    which its start-up acts on between steps (:class:`~plugin_host.daemon.StartUpStopped`),
+    rather than raising an exception at whatever line the main thread is on: Python drops one
+    raised while it runs a finalizer or a weak reference's callback (the start-up then ran on
+    into the frame loop), and one raised inside ``threading``'s waits can leave a lock released
+    twice. A second one (a step that does not end) interrupts at once, as Ctrl-C does. SIGHUP,
+    whose default would end the process, asks for the artifact swap's check
+    (:meth:`Daemon.request_swap`), made once frames run."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        self.swap = False
         self.daemon = None
 
     def __call__(self, signum: int, frame) -> None:
+        if signum == signal.SIGHUP:
+            self.swap = True
+            if self.daemon is not None:
+                self.daemon.request_swap("SIGHUP")
+            return
         if self.reason is not None:
             raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
         self.reason = signal.Signals(signum).name
@@ -41,10 +49,12 @@ class _StartUpStop:
             self.daemon.request_stop(self.reason)
 
     def attach(self, daemon) -> None:
-        """From now on a stop goes to ``daemon``; one asked for already is passed on."""
+        """From now on signals go to ``daemon``; those received already are passed on."""
         self.daemon = daemon
         if self.reason is not None:
             daemon.request_stop(self.reason)
+        if self.swap:
+            daemon.request_swap("SIGHUP")
 
 
 def register(verbs) -> None:
@@ -58,7 +68,8 @@ def register(verbs) -> None:
                     "log lines (JSON, one per event) go to stderr or --log. Stops after "
                     "--duration seconds or --frames frames (exit 0, summary printed), on "
                     "SIGTERM (exit 0) or Ctrl-C (exit 130); during the start-up these act "
-                    "between its steps, and a second one interrupts the step at once. On "
+                    "between its steps, and a second one interrupts the step at once. SIGHUP "
+                    "re-checks the artifact file for a new version (see --swap-poll). On "
                     "first use of the demo policy its key and artifact are created in the "
                     "state folder.",
         epilog="example:\n  plugin-host run --policy policies/demo.toml --duration 10\n"
@@ -100,11 +111,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--swap-poll must be 0 or positive, got {args.swap_poll}")
     if args.stats_interval <= 0:
         raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
-    stop = _StartUpStop()
+    signals = _StartUpSignals()
     on_main = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, stop) for sig in stop_signals()} if on_main else {}
+    previous = {sig: signal.signal(sig, signals) for sig in (*stop_signals(), signal.SIGHUP)} \
+        if on_main else {}
     try:
-        return _run(args, stop)
+        return _run(args, signals)
     except _Terminated:
         return _stopped_during_start_up("SIGTERM")
     finally:
@@ -121,7 +133,7 @@ def _stopped_during_start_up(reason: str | None) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, stop: _StartUpStop) -> int:
+def _run(args: argparse.Namespace, signals: _StartUpSignals) -> int:
     from ..daemon import Daemon, DaemonOptions, EventLog, StartUpStopped
     from ..daemon.events import LogHandler
     from ..policy import load_policy
@@ -146,7 +158,7 @@ def _run(args: argparse.Namespace, stop: _StartUpStop) -> int:
                                               log_frames=args.log_frames,
                                               metrics=args.metrics,
                                               swap_poll=args.swap_poll or None))
-        stop.attach(daemon)
+        signals.attach(daemon)
         try:
             daemon.load()
             cams = ", ".join(f"{c.name!r} ({c.layout.describe()})" for c in daemon.cameras)

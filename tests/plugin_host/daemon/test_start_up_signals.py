@@ -1,7 +1,8 @@
-"""A stop asked for during the daemon's start-up: a flag acted on between its steps (and between
-the demo acceptance's calls), never an exception raised by a signal handler at whatever line
-the main thread is on, which Python drops inside a finalizer (the start-up then ran on into the
-frame loop: a SIGTERM that did not stop the daemon)."""
+"""Signals during the daemon's start-up. A stop asked for is a flag acted on between its steps
+(and between the demo acceptance's calls), never an exception raised by a signal handler at
+whatever line the main thread is on, which Python drops inside a finalizer (the start-up then
+ran on into the frame loop: a SIGTERM that did not stop the daemon). SIGHUP, which would end
+the process, asks for the swap check made once frames run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import io
 import json
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ import pytest
 from plugin_host.commands import run as run_command
 from plugin_host.daemon import Daemon, EventLog, StartUpStopped
 from plugin_host.policy import load_policy
+
+from tests.cli_child import running_cli
 
 from .conftest import DEMO_POLICY
 
@@ -110,7 +114,7 @@ class _Finalized:
 def test_a_stop_asked_while_python_runs_a_finalizer_is_not_lost(demo_state):
     """An exception raised there would be printed and dropped; the flag is not."""
     policy, state = demo_state
-    handler = run_command._StartUpStop()
+    handler = run_command._StartUpSignals()
     daemon, _ = _daemon(policy, state)
     handler.attach(daemon)
     _Finalized(handler)  # dropped at once: its finalizer runs here
@@ -124,7 +128,7 @@ def test_the_first_stop_signal_is_a_flag_and_a_second_interrupts_at_once(demo_st
     policy, state = demo_state
     for sig, raised in ((signal.SIGTERM, run_command._Terminated),
                         (signal.SIGINT, KeyboardInterrupt)):
-        handler = run_command._StartUpStop()
+        handler = run_command._StartUpSignals()
         handler(sig, None)  # before the daemon exists: kept, not raised
         assert handler.reason == sig.name
         daemon, _ = _daemon(policy, state)
@@ -133,3 +137,37 @@ def test_the_first_stop_signal_is_a_flag_and_a_second_interrupts_at_once(demo_st
         with pytest.raises(raised):
             handler(sig, None)
 
+
+
+def test_sighup_before_the_daemon_exists_is_passed_on_as_a_swap_check(demo_state):
+    policy, state = demo_state
+    handler = run_command._StartUpSignals()
+    handler(signal.SIGHUP, None)  # neither a stop nor an exception
+    handler(signal.SIGHUP, None)
+    asked: list[tuple[str, str]] = []
+    daemon, _ = _daemon(policy, state)
+    daemon.request_swap = lambda why: asked.append(("swap", why))
+    daemon.request_stop = lambda why: asked.append(("stop", why))
+    handler.attach(daemon)
+    handler(signal.SIGHUP, None)
+    assert asked == [("swap", "SIGHUP"), ("swap", "SIGHUP")]
+
+
+def test_sighup_during_start_up_does_not_end_it_and_checks_the_artifact_once_frames_run(
+        tmp_path):
+    policy = tmp_path / "demo.toml"
+    shutil.copy(DEMO_POLICY, policy)
+    with running_cli("run", "--policy", str(policy), "--state-dir", str(tmp_path / "state"),
+                     "--swap-poll", "0") as proc:
+        lines = [proc.stdout.readline()]
+        assert lines[0].startswith("first use: created the demo signing key"), lines
+        proc.send_signal(signal.SIGHUP)  # while it builds, signs and accepts the artifact
+        while not lines[-1].startswith("running artifact"):
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)  # end of output: it stopped
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert '"event":"swap_check","why":"SIGHUP"' in err
+    assert '"event":"swap_unchanged"' in err and "stopped by SIGTERM" in out
