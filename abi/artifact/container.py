@@ -29,8 +29,10 @@ bytes); the cryptography itself lives in the host (``plugin_host.artifacts``).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import secrets
 import stat
 import struct
 import sys
@@ -356,24 +358,67 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], *,
                  mode: int = 0o644) -> None:
     """Write a file by calling ``write(f)`` on a temporary file beside ``path``, then fsync it,
     rename it over ``path`` and fsync the directory: readers see the old file or the new one,
-    never a partial one."""
+    never a partial one.
+
+    The temporary file has no name while it is written (``O_TMPFILE``), so a process killed
+    meanwhile (SIGKILL, power loss) leaves nothing behind; it is named ``.NAME.XXXX.tmp`` only
+    for the rename. Where the file system or the kernel has no ``O_TMPFILE``, or ``/proc`` is
+    not mounted, it is a named temporary file from the start (removed on any exception)."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    tmp = None
     try:
+        fd = _unnamed_file(directory)
+        if fd is None:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
+            if tmp is None:
+                tmp = _link_beside(f.fileno(), directory, path.name)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise
     _fsync_dir(directory)
+
+
+def _unnamed_file(directory: Path) -> int | None:
+    """A new file in ``directory`` with no name yet (``O_TMPFILE``), or None where that is not
+    available: ``O_TMPFILE`` unknown, refused by the file system (EOPNOTSUPP, EISDIR on an old
+    kernel, EINVAL), or no ``/proc/self/fd`` to give it a name by."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(directory, flag | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
+        raise
+
+
+def _link_beside(fd: int, directory: Path, name: str) -> str:
+    """Give the unnamed file ``fd`` a new temporary name ``.NAME.XXXX.tmp`` in ``directory``
+    (``linkat`` following ``/proc/self/fd/N``; a ``dst_dir_fd`` makes Python call ``linkat``
+    with ``AT_SYMLINK_FOLLOW`` rather than ``link``, which would link the symlink itself)."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        while True:
+            tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+            try:
+                os.link(f"/proc/self/fd/{fd}", tmp, dst_dir_fd=dfd, follow_symlinks=True)
+                return os.path.join(directory, tmp)
+            except FileExistsError:
+                continue
+    finally:
+        os.close(dfd)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -1,6 +1,10 @@
 """The container: header, signature block, the mapped reader, atomic writes (abi only)."""
 
+import errno
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +12,8 @@ from abi.artifact import (ALIGNMENT, HEADER_SIZE, MAGIC, ArtifactFile, Limits, S
                           align, atomic_write, decode_signatures, encode, encode_signatures,
                           file_prefix, layout, parse_header, signed_message)
 from abi.errors import ArtifactError, ArtifactFormatError
+
+ROOT = Path(__file__).resolve().parents[3]
 
 KEY_A, KEY_B = "0" * 31 + "a", "1" * 32
 
@@ -129,10 +135,28 @@ def test_reader_refuses_nonzero_padding_before_the_section(tmp_path):
         ArtifactFile(path)
 
 
-def test_atomic_write_replaces_or_keeps(tmp_path):
+@pytest.fixture(params=["unnamed", "named"])
+def temporary(request, monkeypatch):
+    """atomic_write's temporary file: unnamed while written (O_TMPFILE), or, where a file
+    system refuses that, named from the start."""
+    if request.param == "named":
+        real_open = os.open
+
+        def no_tmpfile(path, flags, *args, **kwargs):
+            if flags & os.O_TMPFILE == os.O_TMPFILE:
+                raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", no_tmpfile)
+    return request.param
+
+
+def test_atomic_write_replaces_or_keeps(tmp_path, temporary):
     path = tmp_path / "f"
-    atomic_write(path, lambda f: f.write(b"one"))
-    assert path.read_bytes() == b"one"
+    atomic_write(path, lambda f: f.write(b"one"), mode=0o640)
+    assert path.read_bytes() == b"one" and path.stat().st_mode & 0o777 == 0o640
+    atomic_write(path, lambda f: f.write(b"two"))
+    assert path.read_bytes() == b"two" and path.stat().st_mode & 0o777 == 0o644
 
     def fail(f):
         f.write(b"partial")
@@ -140,8 +164,41 @@ def test_atomic_write_replaces_or_keeps(tmp_path):
 
     with pytest.raises(RuntimeError):
         atomic_write(path, fail)
-    assert path.read_bytes() == b"one"
+    assert path.read_bytes() == b"two"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+_KILLED_WHILE_WRITING = """\
+import sys, time
+from abi.artifact import atomic_write
+
+def write(f):
+    f.write(bytes(1 << 20))
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+
+atomic_write(sys.argv[1], write)
+"""
+
+
+def test_a_process_killed_while_writing_leaves_no_temporary_file(tmp_path):
+    """SIGKILL (or power loss) cannot run a cleanup: the file being written has no name."""
+    try:
+        os.close(os.open(tmp_path, os.O_TMPFILE | os.O_WRONLY, 0o600))
+    except OSError as exc:
+        pytest.skip(f"no O_TMPFILE on this file system ({exc.strerror}): the temporary file "
+                    f"is named")
+    (tmp_path / "f").write_bytes(b"old")
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WHILE_WRITING, str(tmp_path / "f")],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout.readline() == "writing\n"
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+    assert (tmp_path / "f").read_bytes() == b"old"
 
 
 def test_an_artifact_refusal_names_its_file_once():
