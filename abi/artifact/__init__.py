@@ -13,7 +13,7 @@ from abi.artifact.canonical import DEFAULT_DECODE_LIMITS, DecodeLimits, decode, 
 from abi.artifact.container import (ALIGNMENT, DEFAULT_LIMITS, FORMAT_VERSION, HEADER_SIZE,
                                     MAGIC, SIGNED_CONTEXT, ArtifactFile, Header, Limits,
                                     SignatureEntry, align, atomic_write, copy_chunks,
-                                    decode_signatures,
+                                    create_new, decode_signatures,
                                     encode_signatures, file_prefix, is_key_id, layout,
                                     parse_header, signed_message)
 from abi.artifact.manifest import (MAX_GOLDEN_CASES, GoldenCase, Manifest, ResetConditions,
@@ -30,7 +30,7 @@ __all__ = [
     "MAGIC", "FORMAT_VERSION", "HEADER_SIZE", "ALIGNMENT", "SIGNED_CONTEXT", "Limits",
     "DEFAULT_LIMITS", "Header", "SignatureEntry", "ArtifactFile", "align", "layout",
     "parse_header", "encode_signatures", "decode_signatures", "signed_message", "file_prefix",
-    "atomic_write", "copy_chunks", "is_key_id",
+    "atomic_write", "create_new", "copy_chunks", "is_key_id",
     # tensors
     "ROLES", "TensorEntry", "plan_tensors", "write_section", "root_digest", "verify_section",
     "tensor_views",

@@ -47,7 +47,7 @@ from abi.errors import ArtifactError, ArtifactFormatError
 __all__ = ["MAGIC", "FORMAT_VERSION", "HEADER_SIZE", "ALIGNMENT", "SIGNED_CONTEXT", "Limits",
            "DEFAULT_LIMITS", "Header", "SignatureEntry", "align", "layout", "parse_header",
            "encode_signatures", "decode_signatures", "signed_message", "file_prefix",
-           "ArtifactFile", "atomic_write", "copy_chunks", "is_key_id"]
+           "ArtifactFile", "atomic_write", "create_new", "copy_chunks", "is_key_id"]
 
 MAGIC = b"\x89PHART\r\n"
 FORMAT_VERSION = 1
@@ -405,20 +405,56 @@ def _unnamed_file(directory: Path) -> int | None:
 
 
 def _link_beside(fd: int, directory: Path, name: str) -> str:
-    """Give the unnamed file ``fd`` a new temporary name ``.NAME.XXXX.tmp`` in ``directory``
-    (``linkat`` following ``/proc/self/fd/N``; a ``dst_dir_fd`` makes Python call ``linkat``
-    with ``AT_SYMLINK_FOLLOW`` rather than ``link``, which would link the symlink itself)."""
+    """Give the unnamed file ``fd`` a new temporary name ``.NAME.XXXX.tmp`` in ``directory``."""
+    while True:
+        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            _link(fd, directory, tmp)
+            return os.path.join(directory, tmp)
+        except FileExistsError:
+            continue
+
+
+def _link(fd: int, directory: Path, name: str) -> None:
+    """Name the unnamed file ``fd`` ``name`` in ``directory`` (FileExistsError where that name
+    exists): ``linkat`` following ``/proc/self/fd/N``; a ``dst_dir_fd`` makes Python call
+    ``linkat`` with ``AT_SYMLINK_FOLLOW`` rather than ``link``, which would link the symlink."""
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        while True:
-            tmp = f".{name}.{secrets.token_hex(4)}.tmp"
-            try:
-                os.link(f"/proc/self/fd/{fd}", tmp, dst_dir_fd=dfd, follow_symlinks=True)
-                return os.path.join(directory, tmp)
-            except FileExistsError:
-                continue
+        os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dfd, follow_symlinks=True)
     finally:
         os.close(dfd)
+
+
+def create_new(path: str | os.PathLike, write: Callable[[Any], None], *,
+               mode: int = 0o644) -> None:
+    """Create ``path`` by calling ``write(f)``, complete or not at all, refusing one that exists
+    (FileExistsError): written and fsynced as a file with no name, then linked to ``path``,
+    which fails where it exists, and the directory fsynced. A process killed meanwhile leaves
+    nothing. Without ``O_TMPFILE`` (see :func:`atomic_write`): created with ``O_EXCL`` and
+    removed on any exception (a kill leaves it partial)."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd = _unnamed_file(directory)
+    named = fd is None
+    if named:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)  # the umask must not widen or narrow it
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+            if not named:
+                _link(f.fileno(), directory, path.name)
+    except BaseException:
+        if named:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
+    _fsync_dir(directory)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 _EXPORTS = {
     "build_artifact": "build", "DEFAULT_TOLERANCE": "build", "REFERENCE_BACKEND": "build",
     "generate_key": "keys", "key_id": "keys", "load_private_key": "keys",
-    "load_public_key": "keys", "write_keypair": "keys",
+    "load_public_key": "keys", "write_keypair": "keys", "write_public_key": "keys",
     "VerifiedArtifact": "load", "load_verified": "load", "read_manifest_unverified": "load",
     "load_pinned": "pinned",
     "RollbackStore": "rollback", "default_state_dir": "rollback",
@@ -39,7 +39,8 @@ __all__ = [
     "build_artifact", "sign_artifact", "load_verified", "read_manifest_unverified",
     "VerifiedArtifact", "TrustStore", "TrustedKey", "SIGNER_ROLE", "RollbackStore",
     "default_state_dir", "generate_key", "key_id", "load_private_key", "load_public_key",
-    "write_keypair", "DEFAULT_TOLERANCE", "REFERENCE_BACKEND", "load_pinned",
+    "write_keypair", "write_public_key", "DEFAULT_TOLERANCE", "REFERENCE_BACKEND",
+    "load_pinned",
 ]
 
 

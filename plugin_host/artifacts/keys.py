@@ -19,11 +19,14 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from abi.artifact import create_new
+
 from ..errors import KeyFileError
 from ..files import open_regular
 
 __all__ = ["Ed25519PrivateKey", "Ed25519PublicKey", "generate_key", "key_id",
-           "load_private_key", "load_public_key", "write_keypair", "MAX_KEY_FILE_BYTES"]
+           "load_private_key", "load_public_key", "write_keypair", "write_public_key",
+           "MAX_KEY_FILE_BYTES"]
 
 MAX_KEY_FILE_BYTES = 16 * 1024
 
@@ -99,23 +102,25 @@ def write_keypair(directory: str | os.PathLike, key: Ed25519PrivateKey | None = 
     private_pem = key.private_bytes(serialization.Encoding.PEM,
                                     serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
-    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                               serialization.PublicFormat.SubjectPublicKeyInfo)
     for path in (private_path, public_path):
         if path.exists():
             raise KeyFileError(f"{path} already exists; refusing to overwrite a key")
     _write_new(private_path, private_pem, 0o600)
-    _write_new(public_path, public_pem, 0o644)
+    write_public_key(public_path, key)
     return private_path, public_path, key_id(key)
 
 
+def write_public_key(path: str | os.PathLike, key: Ed25519PrivateKey) -> None:
+    """Write ``key``'s public key to ``path`` (PEM, mode 0644); refuses to overwrite."""
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    _write_new(Path(path), pem, 0o644)
+
+
 def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """``path`` created with ``data``, complete or not at all (a kill while writing leaves no
+    empty or partial key file behind: :func:`~abi.artifact.create_new`)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+        create_new(path, lambda f: f.write(data), mode=mode)
     except OSError as exc:
         raise KeyFileError(f"cannot create {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), mode)  # the umask must not widen or narrow it
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from abi.artifact import (ALIGNMENT, HEADER_SIZE, MAGIC, ArtifactFile, Limits, SignatureEntry,
-                          align, atomic_write, decode_signatures, encode, encode_signatures,
+                          align, atomic_write, create_new, decode_signatures, encode,
+                          encode_signatures,
                           file_prefix, layout, parse_header, signed_message)
 from abi.errors import ArtifactError, ArtifactFormatError
 
@@ -170,7 +171,7 @@ def test_atomic_write_replaces_or_keeps(tmp_path, temporary):
 
 _KILLED_WHILE_WRITING = """\
 import sys, time
-from abi.artifact import atomic_write
+from abi.artifact import atomic_write, create_new
 
 def write(f):
     f.write(bytes(1 << 20))
@@ -178,27 +179,48 @@ def write(f):
     print("writing", flush=True)
     time.sleep(60)
 
-atomic_write(sys.argv[1], write)
+(create_new if sys.argv[2] == "new" else atomic_write)(sys.argv[1], write)
 """
 
 
-def test_a_process_killed_while_writing_leaves_no_temporary_file(tmp_path):
-    """SIGKILL (or power loss) cannot run a cleanup: the file being written has no name."""
+@pytest.mark.parametrize("how", ["replace", "new"])
+def test_a_process_killed_while_writing_leaves_no_temporary_file(tmp_path, how):
+    """SIGKILL (or power loss) cannot run a cleanup: the file being written has no name (with
+    create_new, not even the one it is to have)."""
     try:
         os.close(os.open(tmp_path, os.O_TMPFILE | os.O_WRONLY, 0o600))
     except OSError as exc:
         pytest.skip(f"no O_TMPFILE on this file system ({exc.strerror}): the temporary file "
                     f"is named")
-    (tmp_path / "f").write_bytes(b"old")
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WHILE_WRITING, str(tmp_path / "f")],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    if how == "replace":
+        (tmp_path / "f").write_bytes(b"old")
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WHILE_WRITING, str(tmp_path / "f"),
+                             how], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout.readline() == "writing\n"
     finally:
         proc.kill()
         proc.communicate()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
-    assert (tmp_path / "f").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["f"] if how == "replace" else [])
+    if how == "replace":
+        assert (tmp_path / "f").read_bytes() == b"old"
+
+
+def test_create_new_is_whole_or_nothing_and_never_overwrites(tmp_path, temporary):
+    path = tmp_path / "key"
+
+    def fail(f):
+        f.write(b"partial")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        create_new(path, fail, mode=0o600)
+    assert list(tmp_path.iterdir()) == []
+    create_new(path, lambda f: f.write(b"secret"), mode=0o600)
+    assert path.read_bytes() == b"secret" and path.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(FileExistsError):
+        create_new(path, lambda f: f.write(b"other"))
+    assert path.read_bytes() == b"secret" and [p.name for p in tmp_path.iterdir()] == ["key"]
 
 
 def test_an_artifact_refusal_names_its_file_once():
