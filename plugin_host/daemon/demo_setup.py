@@ -22,6 +22,12 @@ with an existing public key but no private key next to it is refused (the demo c
 Everything else about the files (signature, trust, rollback) is then checked as for any
 artifact: this module creates, it never vouches.
 
+A first use stopped part-way (a kill, a power loss) leaves nothing the next start cannot
+finish: each key file is created whole or not at all (:func:`~abi.artifact.create_new`), a
+private key found without its public key gets it written from it, the artifact is built and
+signed as ``.demo.pha.first-use`` and renamed into place (the next first use replaces a stale
+one), and the acceptance record comes last.
+
 ``checkpoint`` (the daemon's: it raises when a stop was asked for) is called before the
 acceptance starts its worker and between its calls, so a stop during the first use ends it
 there; the record is written only once the acceptance has run, and the next start makes it.
@@ -127,16 +133,18 @@ def _ensure_artifact(policy, state_dir: str | os.PathLike, say: Callable[[str], 
     key = keys[0]
     pub = Path(key.file)
     private = pub.with_suffix(".key")
-    from ..artifacts import build_artifact, load_private_key, sign_artifact, write_keypair
+    from ..artifacts import (build_artifact, load_private_key, sign_artifact, write_keypair,
+                             write_public_key)
     from ..plugins import get_backend, get_plugin_manager, model_builders
 
     created_key = False
     if not pub.exists():
-        if private.exists():
-            raise PluginHostError(f"first use of the demo: {private} exists without {pub}; "
-                                  f"remove {pub.parent} to start over")
-        write_keypair(pub.parent, name=pub.stem)
-        created_key = True
+        if private.exists():  # a first use stopped between the two key files
+            write_public_key(pub, load_private_key(private))
+            say(f"first use: wrote the public key {pub} of the demo signing key {private}")
+        else:
+            write_keypair(pub.parent, name=pub.stem)
+            created_key = True
     elif not private.exists():
         raise PluginHostError(f"first use of the demo: the artifact {rule.file} is missing and "
                               f"there is no private key {private} to sign a new one; remove "
@@ -147,11 +155,16 @@ def _ensure_artifact(policy, state_dir: str | os.PathLike, say: Callable[[str], 
         raise PluginHostError("first use of the demo: no model builder named 'demo' is "
                               "installed")
     Path(rule.file).parent.mkdir(parents=True, exist_ok=True)
+    # built and signed under a name of its own, then renamed: a first use stopped in between
+    # leaves no unsigned artifact (which every later start would refuse) but this file, which
+    # the next first use replaces
+    staging = Path(rule.file).with_name(f".{Path(rule.file).name}.first-use")
     graph = builders[DEMO_NAME](0)
-    manifest = build_artifact(graph, rule.file, name=DEMO_NAME, version=DEMO_VERSION,
+    manifest = build_artifact(graph, staging, name=DEMO_NAME, version=DEMO_VERSION,
                               backends=[rule.backend], reference_backend=get_backend(pm, "numpy"),
                               latency_ms=DEMO_LATENCY_MS, seed=0)
-    sign_artifact(rule.file, load_private_key(private))
+    sign_artifact(staging, load_private_key(private))
+    os.replace(staging, rule.file)
     if created_key:
         say(f"first use: created the demo signing key {private} (public key {pub})")
     say(f"first use: built and signed the demo artifact {rule.file} "
