@@ -372,21 +372,30 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], *,
         if fd is None:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
+            _fill(f, write, mode)
             if tmp is None:
                 tmp = _link_beside(f.fileno(), directory, path.name)
         os.replace(tmp, path)
     except BaseException:
         if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _remove(tmp)
         raise
     _fsync_dir(directory)
+
+
+def _fill(f: Any, write: Callable[[Any], None], mode: int) -> None:
+    """``write(f)``, ``mode`` set (the umask must not widen or narrow it), flushed, fsynced."""
+    os.fchmod(f.fileno(), mode)
+    write(f)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _remove(path: str | os.PathLike) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _unnamed_file(directory: Path) -> int | None:
@@ -441,18 +450,12 @@ def create_new(path: str | os.PathLike, write: Callable[[Any], None], *,
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)  # the umask must not widen or narrow it
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+            _fill(f, write, mode)
             if not named:
                 _link(f.fileno(), directory, path.name)
     except BaseException:
         if named:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            _remove(path)
         raise
     _fsync_dir(directory)
 
