@@ -19,6 +19,14 @@ ROOT = Path(__file__).resolve().parents[3]
 DEMO_POLICY = ROOT / "policies" / "demo.toml"
 
 
+@pytest.fixture
+def first_use(tmp_path) -> tuple[Path, Path]:
+    """``(policy copy, state dir)`` before the demo's first use: nothing in the state dir."""
+    policy = tmp_path / "demo.toml"
+    shutil.copy(DEMO_POLICY, policy)
+    return policy, tmp_path / "state"
+
+
 @pytest.fixture(scope="session")
 def demo_state(tmp_path_factory) -> tuple[Path, Path]:
     """``(policy copy, state dir)`` whose demo key and artifact exist (created once)."""

@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 import plugin_host.artifacts
 from plugin_host.daemon.demo_setup import ensure_demo_artifact
 from plugin_host.policy import load_allowed_artifact, load_policy
 
-from .conftest import DEMO_POLICY
-
 
 class _Killed(BaseException):
     """The process ending at this point (nothing after it runs)."""
 
 
-def _first_use(tmp_path):
-    policy = tmp_path / "demo.toml"
-    shutil.copy(DEMO_POLICY, policy)
-    state = tmp_path / "state"
+def _loaded(first_use):
+    policy, state = first_use
     return load_policy(policy, state_dir=state), state
 
 
-def test_stopped_between_build_and_signature_it_leaves_no_unsigned_artifact(tmp_path,
+def test_stopped_between_build_and_signature_it_leaves_no_unsigned_artifact(first_use,
                                                                               monkeypatch):
-    policy, state = _first_use(tmp_path)
+    policy, state = _loaded(first_use)
 
     def killed(path, key, **kwargs):
         raise _Killed()
@@ -49,10 +43,10 @@ def test_stopped_between_build_and_signature_it_leaves_no_unsigned_artifact(tmp_
     assert checked.manifest.name == "demo" and checked.signers
 
 
-def test_stopped_between_the_key_files_it_writes_the_public_key_from_the_private(tmp_path):
+def test_stopped_between_the_key_files_it_writes_the_public_key_from_the_private(first_use):
     from plugin_host.artifacts import write_keypair
 
-    policy, state = _first_use(tmp_path)
+    policy, state = _loaded(first_use)
     private, public, _ = write_keypair(state / "demo", name="signing")
     expected = public.read_bytes()
     public.unlink()

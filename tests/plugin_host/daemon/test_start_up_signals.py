@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import io
 import json
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -21,8 +20,6 @@ from plugin_host.daemon import Daemon, EventLog, StartUpStopped
 from plugin_host.policy import load_policy
 
 from tests.cli_child import running_cli
-
-from .conftest import DEMO_POLICY
 
 
 def _daemon(policy: Path, state: Path, said: list[str] | None = None):
@@ -48,11 +45,9 @@ def _children() -> set[int]:
     return pids
 
 
-def test_a_stop_asked_before_the_load_ends_it_at_the_first_step(tmp_path):
+def test_a_stop_asked_before_the_load_ends_it_at_the_first_step(first_use):
     """Before the first use's key and artifact are made, too."""
-    policy = tmp_path / "demo.toml"
-    shutil.copy(DEMO_POLICY, policy)
-    state = tmp_path / "state"
+    policy, state = first_use
     daemon, log = _daemon(policy, state)
     daemon.request_stop("SIGTERM")
     with pytest.raises(StartUpStopped) as stopped:
@@ -64,14 +59,12 @@ def test_a_stop_asked_before_the_load_ends_it_at_the_first_step(tmp_path):
 
 
 def test_a_stop_during_the_demo_acceptance_ends_it_between_calls_and_writes_no_record(
-        tmp_path, monkeypatch):
+        first_use, monkeypatch):
     """Asked for once the acceptance worker runs: the next call boundary ends it, the worker is
     gone, no record is written; the next start does the acceptance it did not finish."""
     from plugin_host.artifacts import acceptance
 
-    policy = tmp_path / "demo.toml"
-    shutil.copy(DEMO_POLICY, policy)
-    state = tmp_path / "state"
+    policy, state = first_use
     said: list[str] = []
     daemon, log = _daemon(policy, state, said)
     workers: list[int] = []
@@ -138,7 +131,6 @@ def test_the_first_stop_signal_is_a_flag_and_a_second_interrupts_at_once(demo_st
             handler(sig, None)
 
 
-
 def test_sighup_before_the_daemon_exists_is_passed_on_as_a_swap_check(demo_state):
     policy, state = demo_state
     handler = run_command._StartUpSignals()
@@ -154,10 +146,9 @@ def test_sighup_before_the_daemon_exists_is_passed_on_as_a_swap_check(demo_state
 
 
 def test_sighup_during_start_up_does_not_end_it_and_checks_the_artifact_once_frames_run(
-        tmp_path):
-    policy = tmp_path / "demo.toml"
-    shutil.copy(DEMO_POLICY, policy)
-    with running_cli("run", "--policy", str(policy), "--state-dir", str(tmp_path / "state"),
+        first_use):
+    policy, state = first_use
+    with running_cli("run", "--policy", str(policy), "--state-dir", str(state),
                      "--swap-poll", "0") as proc:
         lines = [proc.stdout.readline()]
         assert lines[0].startswith("first use: created the demo signing key"), lines
