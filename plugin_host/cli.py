@@ -4,7 +4,7 @@ Every verb has ``--help`` with an example, exits 0 on success, and on a refusal 
 with one line on stderr (the error's message); a traceback means a bug.
 
 Exit codes: 0 success, 1 refused (a :class:`~abi.errors.PluginHostError`), 2 bad usage,
-130 interrupted.
+130 interrupted. How SIGTERM and Ctrl-C act: :mod:`plugin_host.stop_signals`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from abi.errors import PluginHostError
 from . import __version__
 from .commands import COMMANDS
 from .commands.common import EXIT_INTERRUPTED, EXIT_REFUSED
-from .stop_signals import stop_signals
+from .stop_signals import StopSignals
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,9 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    # SIGTERM stops like Ctrl-C, unless the parent ignored it (stop_signals.py)
-    if signal.SIGTERM in stop_signals():
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stops = StopSignals().install()  # SIGTERM stops like Ctrl-C, unless the parent ignored it
     try:
         return args.func(args)
     except PluginHostError as exc:
@@ -49,7 +47,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        stops.restore()
+
+
+def entry() -> None:
+    """The console script: :func:`main` with Python's SIGINT handler at the default action
+    around it, so that a second Ctrl-C landing after the command's handler is put back, in the
+    moment before the interpreter exits, ends the process instead of printing a traceback."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.exit(main())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

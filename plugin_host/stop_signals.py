@@ -1,23 +1,142 @@
-"""The stop signals a command of the host handles: SIGTERM and SIGINT, unless ignored.
+"""The stop signals a command of the host handles (SIGTERM and SIGINT, unless ignored), and how
+it handles them.
 
-A shell without job control starts a background command (``plugin-host run ... &`` in a
-script) with SIGINT ignored, so that a Ctrl-C typed for the foreground job does not stop it,
-and a parent may ignore SIGTERM for its children as well. Python keeps such an ignored SIGINT
-(it installs its KeyboardInterrupt handler only over the default), and so does the host: every
-place that installs a stop handler (the ``plugin-host`` entry point, ``run``'s start-up, the
-daemon's frame loop, ``record``) asks :func:`stop_signals` first, so a signal ignored when the
-command started stays ignored from start-up to stop rather than working in some phases only.
+**Ignored stays ignored.** A shell without job control starts a background command
+(``plugin-host run ... &`` in a script) with SIGINT ignored, so that a Ctrl-C typed for the
+foreground job does not stop it, and a parent may ignore SIGTERM for its children as well.
+Python keeps such an ignored SIGINT (it installs its KeyboardInterrupt handler only over the
+default), and so does the host: every place that installs a stop handler (the ``plugin-host``
+entry point, the daemon's frame loop) asks :func:`stop_signals` first, so a signal ignored when
+the command started stays ignored from start-up to stop rather than working in some phases only.
 The host itself never sets a signal to ignored, so an ignored one is always the parent's choice.
+
+**At once, or at the next step.** The entry point installs one :class:`StopSignals` for the
+whole command. By default a stop signal raises KeyboardInterrupt (:class:`Terminated` for
+SIGTERM) at whatever line the main thread is on, as Python's own Ctrl-C does: right for a short
+command. A long one (``run``, ``record``, ``accept``, ``build``, ``infer``) does its work inside
+:func:`deferred_stop`: there the first stop signal is only noted, and the work acts on it at its
+next step (:meth:`StopSignals.check`, raising :class:`StopRequested`), because an exception
+raised by a signal handler at an arbitrary line is not safe: Python prints and drops one raised
+while it runs a finalizer or a weak reference's callback (the command then runs on as if no
+signal came), and one raised inside ``threading``'s waits can leave a lock released twice (a
+RuntimeError's traceback instead of the stop). A second stop signal, for a step that does not
+end, raises at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
+import threading
+from typing import Callable, Iterator
 
-__all__ = ["stop_signals"]
+__all__ = ["StopRequested", "StopSignals", "Terminated", "check_stop", "deferred_stop",
+           "stop_signals"]
 
 
 def stop_signals() -> tuple[signal.Signals, ...]:
     """SIGTERM and SIGINT, leaving out either one that is ignored (``SIG_IGN``) now."""
     return tuple(sig for sig in (signal.SIGTERM, signal.SIGINT)
                  if signal.getsignal(sig) is not signal.SIG_IGN)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM raised at once: a stop asked for, unwinding as Ctrl-C does."""
+
+
+class StopRequested(KeyboardInterrupt):
+    """A stop signal received inside :func:`deferred_stop`, acted on at a step boundary;
+    ``reason`` is the signal's name. A KeyboardInterrupt, so that whatever cleans up after
+    Ctrl-C cleans up after it too."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StopSignals:
+    """The handler of the stop signals (module docstring): raises at once, except inside
+    :meth:`deferred`, where the first one sets :attr:`reason` and calls the block's listener."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._deferred = 0
+        self._listeners: list[Callable[[str], None]] = []
+        self._previous: dict[signal.Signals, object] = {}
+
+    def install(self) -> "StopSignals":
+        """Handle the stop signals not ignored now (on the main thread; elsewhere a no-op)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in stop_signals():
+                self._previous[sig] = signal.signal(sig, self)
+        return self
+
+    def restore(self) -> None:
+        """Put back the handlers :meth:`install` replaced."""
+        while self._previous:
+            sig, handler = self._previous.popitem()
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    def __call__(self, signum: int, frame) -> None:
+        if self._deferred and self.reason is None:
+            self.reason = signal.Signals(signum).name
+            if sys.stderr.isatty():  # os.write: print could be mid-write on the main thread
+                os.write(2, b"\nstopping at the next step (again: at once)\n")
+            for listener in self._listeners:
+                listener(self.reason)
+            return
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    @contextlib.contextmanager
+    def deferred(self, on_stop: Callable[[str], None] | None = None
+                 ) -> Iterator["StopSignals"]:
+        """Within: the first stop signal is noted (and passed to ``on_stop``), not raised."""
+        self._deferred += 1
+        if on_stop is not None:
+            self._listeners.append(on_stop)
+        try:
+            yield self
+        finally:
+            self._deferred -= 1
+            if on_stop is not None:
+                self._listeners.remove(on_stop)
+
+    def check(self) -> None:
+        """A step boundary: raises StopRequested when a stop signal came."""
+        if self.reason is not None:
+            raise StopRequested(self.reason)
+
+
+def _installed() -> StopSignals | None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(sig)
+        if isinstance(handler, StopSignals):
+            return handler
+    return None
+
+
+@contextlib.contextmanager
+def deferred_stop(on_stop: Callable[[str], None] | None = None) -> Iterator[StopSignals]:
+    """The installed StopSignals' :meth:`~StopSignals.deferred` block; where none is installed
+    (a verb called without the entry point), one installed for the block."""
+    handler = _installed()
+    if handler is not None:
+        with handler.deferred(on_stop):
+            yield handler
+        return
+    handler = StopSignals().install()
+    try:
+        with handler.deferred(on_stop):
+            yield handler
+    finally:
+        handler.restore()
+
+
+def check_stop() -> None:
+    """:meth:`StopSignals.check` of the installed handler, for a wait deep in the library
+    (onnxruntime's reference process) that a deferred stop should end; nothing without one."""
+    handler = _installed()
+    if handler is not None:
+        handler.check()

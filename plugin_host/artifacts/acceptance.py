@@ -296,6 +296,9 @@ def accept_artifact(path: str | os.PathLike, *, backend: str, executor_options: 
             rollback.check(m.name, m.version, ex.artifact.manifest_sha256)
         result = run_acceptance(ex, runs=runs, warmup=warmup, progress=progress)
     written: dict[str, str] = {}
+    if report or keys:  # a step: a stop asked for by now writes nothing
+        say("writing " + " and ".join(kind for kind, on in (
+            ("the report", report), ("the signed record", bool(keys))) if on))
     if report:
         written.update(write_report(out, result))
     if keys:

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import AcceptanceFailedError, UsageError
 from .artifact import _infer_defaults, _infer_policy, _progress, _trust_arguments
-from .common import Formatter, state_folder
+from .common import Formatter, state_folder, stops_between_steps
 
 
 def register(verbs) -> None:
@@ -27,7 +27,8 @@ def register(verbs) -> None:
                     "with the numbers and a latency histogram, RECORD.svg) and, with --key, "
                     "the signed acceptance record RECORD that a policy with "
                     "acceptance_required asks for. A failed acceptance writes both (the record "
-                    "says it failed and satisfies no policy) and exits 1.",
+                    "says it failed and satisfies no policy) and exits 1. SIGTERM or Ctrl-C "
+                    "stops it at its next step, with nothing written; a second one at once.",
         epilog="example:\n  plugin-host accept demo.pha --backend numpy --trust "
                "keys/signing.pub --key keys/accept.key\n  "
                "plugin-host accept demo.pha --backend onnxruntime --trust keys/signing.pub "
@@ -55,6 +56,7 @@ def register(verbs) -> None:
     p.set_defaults(func=_cmd_accept)
 
 
+@stops_between_steps
 def _cmd_accept(args: argparse.Namespace) -> int:
     from ..artifacts import RollbackStore, load_private_key
     from ..artifacts.acceptance import DEFAULT_RUNS, accept_artifact

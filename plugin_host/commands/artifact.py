@@ -1,7 +1,9 @@
 """The integrator's artifact verbs: keygen, build, sign, verify, inspect, infer.
 
 Each verb exits 0 on success; a refusal is a PluginHostError, which ``plugin_host.cli``
-prints as one line on stderr with exit status 1. Progress goes to stderr only on a terminal.
+prints as one line on stderr with exit status 1. Progress goes to stderr only on a terminal;
+the long verbs (build, infer) act on SIGTERM or Ctrl-C at their next progress step
+(:func:`.common.stops_between_steps`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, UsageError
-from .common import Formatter, state_folder
+from ..stop_signals import check_stop
+from .common import Formatter, state_folder, stops_between_steps
 
 _STATE_HELP = ("directory of the rollback state (highest accepted version per artifact name); "
                "default $XDG_STATE_HOME/plugin-host, else ~/.local/state/plugin-host")
@@ -60,7 +63,9 @@ def register(verbs) -> None:
         description="Build an unsigned artifact: the model's graph, weights and running "
                     "statistics, op versions, tensor ABI, golden inputs and outputs computed "
                     "on the numpy reference backend, tolerances, state contract and latency. "
-                    "Sign it with 'plugin-host sign' before a host will load it.",
+                    "Sign it with 'plugin-host sign' before a host will load it. SIGTERM or "
+                    "Ctrl-C stops it at its next step, with nothing written; a second one at "
+                    "once.",
         epilog="example:\n  plugin-host build --demo --out demo.pha\n  "
                "plugin-host build --demo --out demo.pha --seed 3 --version 1.2.0 "
                "--tolerance 1e-4,1e-5 --latency-ms 40 --expires 2027-01-01T00:00:00Z\n  "
@@ -197,7 +202,8 @@ def register(verbs) -> None:
                     "plugins loaded in the worker come from the policy (and the worker's "
                     "events go to its audit log); without one, every sandbox protection is "
                     "required, the limits are the defaults and only the built-in backends "
-                    "are loaded.",
+                    "are loaded. SIGTERM or Ctrl-C stops it at its next step, with nothing "
+                    "written; a second one at once.",
         epilog="example:\n  plugin-host infer demo.pha --trust keys/signing.pub "
                "--inputs in.npz --out out.npz\n  "
                "plugin-host infer demo.pha --policy policies/demo.toml --inputs in.npz "
@@ -235,9 +241,15 @@ def _trust_arguments(p: argparse.ArgumentParser, *, policy: bool = False) -> Non
 
 
 def _progress():
-    if sys.stderr.isatty():
-        return lambda message: print(f"... {message}", file=sys.stderr, flush=True)
-    return None
+    """Each step of a long verb: where a stop signal received meanwhile is acted on
+    (:func:`~plugin_host.stop_signals.check_stop`), and a line on stderr on a terminal."""
+    shown = sys.stderr.isatty()
+
+    def progress(message: str) -> None:
+        check_stop()
+        if shown:
+            print(f"... {message}", file=sys.stderr, flush=True)
+    return progress
 
 
 def _plugin_manager():
@@ -305,6 +317,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+@stops_between_steps
 def _cmd_build(args: argparse.Namespace) -> int:
     from ..artifacts import build_artifact
     from ..artifacts.build import (DEFAULT_TOLERANCE, check_golden_cases, check_output_path,
@@ -345,8 +358,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     builders = model_builders(pm)
     if "demo" not in builders:
         raise UsageError(f"no model builder named 'demo'; available: {sorted(builders)}")
-    if progress:
-        progress(f"building the demo model (seed {args.seed})")
+    progress(f"building the demo model (seed {args.seed})")
     graph = builders["demo"](args.seed)
     manifest = build_artifact(
         graph, args.out, name=args.name, version=args.version,
@@ -395,6 +407,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+@stops_between_steps
 def _cmd_infer(args: argparse.Namespace) -> int:
     """Verify, then run once in a sandbox worker (never in this process)."""
     from ..artifacts import RollbackStore
@@ -409,8 +422,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
             options = _infer_policy(args, stack)
         policy = options.pop("policy", None)
         inputs = _read_npz(args.inputs)
-        if progress:
-            progress(f"verifying {args.file} and starting a sandbox worker")
+        progress(f"verifying {args.file} and starting a sandbox worker")
         rollback = RollbackStore(state_dir)
         # with a policy, the version is recorded only once the acceptance rule is met too
         ex = stack.enter_context(SandboxedExecutor(
@@ -424,6 +436,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
             rollback.accept(m.name, m.version, ex.artifact.manifest_sha256)
         outputs = ex.run(inputs)
         pid, protections = ex.pid, ex.protections
+    progress(f"writing {args.out}")
     _write_npz(args.out, outputs)
     shown = ", ".join(f"{k} {v.dtype}{tuple(v.shape)}" for k, v in outputs.items())
     in_force = ", ".join(protections.in_force(options["limits"])) if protections else "none"

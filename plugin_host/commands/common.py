@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
+
+from ..stop_signals import deferred_stop
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
@@ -32,6 +35,18 @@ def state_folder(given: str | None, *, default: bool = True) -> Path | None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"--state-dir {given}: not a folder")
     return path
+
+
+def stops_between_steps(verb: Callable[[argparse.Namespace], int]
+                        ) -> Callable[[argparse.Namespace], int]:
+    """A long verb: run inside :func:`~plugin_host.stop_signals.deferred_stop`, so that a first
+    SIGTERM or Ctrl-C is acted on at its next step (each progress message checks it) instead of
+    landing as an exception inside whatever library code runs; a second one raises at once."""
+    @functools.wraps(verb)
+    def deferred(args: argparse.Namespace) -> int:
+        with deferred_stop():
+            return verb(args)
+    return deferred
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 import time
 import tomllib
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import CameraError, CapabilityDenied, PluginError, PluginHostError, UsageError
 from ..policy.model import freeze_table
-from ..stop_signals import stop_signals
+from ..stop_signals import deferred_stop
 from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 _EXAMPLES = """\
@@ -198,62 +196,40 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if not args.force and os.path.exists(args.out):
         raise UsageError(f"{args.out} already exists (use --force to overwrite it)")
     _note_leftovers(args.out)
-    plugin, _, wanted = args.camera.partition(":")
-    cameras, cleanup = _make_cameras(args, plugin)
-    try:
-        names = [c.name for c in cameras]
-        if wanted:
-            chosen = [c for c in cameras if c.name == wanted]
-            if not chosen:
-                raise UsageError(f"plugin {plugin!r} has no camera {wanted!r}; its cameras: "
-                                 f"{', '.join(names) or 'none'}")
-            camera = chosen[0]
-        elif len(cameras) == 1:
-            camera = cameras[0]
-        else:
-            raise UsageError(f"plugin {plugin!r} provides {len(cameras)} cameras "
-                             f"({', '.join(names)}); pick one with --camera {plugin}:NAME")
-        return _record(args, plugin, camera, ReplayWriter)
-    finally:
-        for c in cameras:
-            close = getattr(c, "close", None) or getattr(c, "stop", None)
-            if close is not None:
-                close()
-        cleanup()
+    # Ctrl-C or SIGTERM stops the loop between frames, so the frame being written is finished
+    # and the camera's locks are never left held by an exception raised in the middle (a
+    # second signal interrupts at once; plugin_host/stop_signals.py)
+    with deferred_stop() as stops:
+        plugin, _, wanted = args.camera.partition(":")
+        cameras, cleanup = _make_cameras(args, plugin)
+        try:
+            return _record(args, plugin, _choose(cameras, plugin, wanted), ReplayWriter,
+                           stops.check)
+        finally:
+            for c in cameras:
+                close = getattr(c, "close", None) or getattr(c, "stop", None)
+                if close is not None:
+                    close()
+            cleanup()
 
 
-class _StopAsked:
-    """Ctrl-C or SIGTERM while recording: a flag the loop checks between frames, so the frame
-    being written is finished and the camera's locks are never left held by an exception
-    raised in the middle (a second signal interrupts at once)."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.event.is_set():
-            raise KeyboardInterrupt
-        self.event.set()
-
-    def __enter__(self) -> "_StopAsked":
-        if threading.current_thread() is threading.main_thread():
-            for sig in stop_signals():
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+def _choose(cameras: list, plugin: str, wanted: str) -> Any:
+    """The camera ``--camera PLUGIN[:NAME]`` names among the plugin's ``cameras``."""
+    names = [c.name for c in cameras]
+    if wanted:
+        chosen = [c for c in cameras if c.name == wanted]
+        if not chosen:
+            raise UsageError(f"plugin {plugin!r} has no camera {wanted!r}; its cameras: "
+                             f"{', '.join(names) or 'none'}")
+        return chosen[0]
+    if len(cameras) == 1:
+        return cameras[0]
+    raise UsageError(f"plugin {plugin!r} provides {len(cameras)} cameras "
+                     f"({', '.join(names)}); pick one with --camera {plugin}:NAME")
 
 
-def _record(args: argparse.Namespace, plugin: str, camera: Any, writer_type: Any) -> int:
-    with _StopAsked() as stop:
-        return _record_until(args, plugin, camera, writer_type, stop.event)
-
-
-def _record_until(args: argparse.Namespace, plugin: str, camera: Any, writer_type: Any,
-                  stop: threading.Event) -> int:
+def _record(args: argparse.Namespace, plugin: str, camera: Any, writer_type: Any,
+            check_stop: Callable[[], None]) -> int:
     progress = sys.stderr.isatty()
     sub = camera.subscribe("record", maxlen=max(1, int(getattr(camera, "buffers", 4))))
     writer = None
@@ -266,8 +242,7 @@ def _record_until(args: argparse.Namespace, plugin: str, camera: Any, writer_typ
         camera.start()
         last_frame = time.monotonic()
         while writer.frames < args.frames:
-            if stop.is_set():
-                raise KeyboardInterrupt
+            check_stop()  # StopRequested, a KeyboardInterrupt
             lease = sub.recv(0.2)
             if lease is None:
                 error = getattr(camera, "error", None)

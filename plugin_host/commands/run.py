@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -11,42 +12,33 @@ import threading
 
 from ..errors import UsageError
 from ..files import open_regular_append
-from ..stop_signals import stop_signals
+from ..stop_signals import Terminated, deferred_stop
 from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 
-class _Terminated(KeyboardInterrupt):
-    """A second SIGTERM during the start-up: a stop asked for, not an interruption; unwinds
-    the start-up at once, as Ctrl-C does."""
-
-
 class _StartUpSignals:
-    """SIGTERM's, SIGINT's and SIGHUP's handler outside the daemon's frame loop (which installs
-    its own). The first SIGTERM or SIGINT asks the daemon to stop (:meth:`Daemon.request_stop`),
-    which its start-up acts on between steps (:class:`~plugin_host.daemon.StartUpStopped`),
-    rather than raising an exception at whatever line the main thread is on: Python drops one
-    raised while it runs a finalizer or a weak reference's callback (the start-up then ran on
-    into the frame loop), and one raised inside ``threading``'s waits can leave a lock released
-    twice. A second one (a step that does not end) interrupts at once, as Ctrl-C does. SIGHUP,
+    """Signals outside the daemon's frame loop (which installs its own handlers). The first
+    SIGTERM or SIGINT (``run`` runs in :func:`~plugin_host.stop_signals.deferred_stop`, and a
+    second one raises at once) asks the daemon to stop (:meth:`Daemon.request_stop`), which
+    its start-up acts on between steps (:class:`~plugin_host.daemon.StartUpStopped`). SIGHUP,
     whose default would end the process, asks for the artifact swap's check
-    (:meth:`Daemon.request_swap`), made once frames run."""
+    (:meth:`Daemon.request_swap`), made once frames run. Either one received before the
+    daemon exists is passed on to it at :meth:`attach`."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self.swap = False
         self.daemon = None
 
-    def __call__(self, signum: int, frame) -> None:
-        if signum == signal.SIGHUP:
-            self.swap = True
-            if self.daemon is not None:
-                self.daemon.request_swap("SIGHUP")
-            return
-        if self.reason is not None:
-            raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-        self.reason = signal.Signals(signum).name
+    def stop(self, reason: str) -> None:
+        self.reason = reason
         if self.daemon is not None:
-            self.daemon.request_stop(self.reason)
+            self.daemon.request_stop(reason)
+
+    def hangup(self, signum: int, frame) -> None:
+        self.swap = True
+        if self.daemon is not None:
+            self.daemon.request_swap("SIGHUP")
 
     def attach(self, daemon) -> None:
         """From now on signals go to ``daemon``; those received already are passed on."""
@@ -111,17 +103,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--swap-poll must be 0 or positive, got {args.swap_poll}")
     if args.stats_interval <= 0:
         raise UsageError(f"--stats-interval must be positive, got {args.stats_interval}")
-    signals = _StartUpSignals()
     on_main = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, signals) for sig in (*stop_signals(), signal.SIGHUP)} \
-        if on_main else {}
-    try:
-        return _run(args, signals)
-    except _Terminated:
-        return _stopped_during_start_up("SIGTERM")
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with contextlib.ExitStack() as stack:
+        signals = _StartUpSignals()
+        stack.enter_context(deferred_stop(signals.stop))
+        if on_main:
+            previous = signal.signal(signal.SIGHUP, signals.hangup)
+            stack.callback(signal.signal, signal.SIGHUP, previous)
+        try:
+            return _run(args, signals)
+        except Terminated:  # a second SIGTERM: stopped, as asked
+            return _stopped_during_start_up("SIGTERM")
 
 
 def _stopped_during_start_up(reason: str | None) -> int:

@@ -1,13 +1,18 @@
-"""Stop signals: one the parent ignored stays ignored (plugin_host/stop_signals.py)."""
+"""Stop signals (plugin_host/stop_signals.py): one the parent ignored stays ignored; outside a
+deferred block they raise at once, inside one the first is a flag acted on at a step boundary
+and the second raises."""
 
 from __future__ import annotations
 
+import gc
 import signal
+import sys
 
 import pytest
 
-from plugin_host.commands.record import _StopAsked
-from plugin_host.stop_signals import stop_signals
+from plugin_host import cli
+from plugin_host.stop_signals import (StopRequested, StopSignals, Terminated, check_stop,
+                                      deferred_stop, stop_signals)
 
 
 @pytest.fixture
@@ -34,9 +39,106 @@ def test_an_ignored_sigint_is_left_out(sigint_ignored):
     assert stop_signals() == (signal.SIGTERM,)
 
 
-def test_record_keeps_an_ignored_sigint_ignored_and_takes_sigterm(sigint_ignored):
+def test_the_handler_keeps_an_ignored_sigint_ignored_and_takes_sigterm(sigint_ignored):
     term = signal.getsignal(signal.SIGTERM)
-    with _StopAsked() as stop:
+    stops = StopSignals().install()
+    try:
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        assert signal.getsignal(signal.SIGTERM) == stop._handle
+        assert signal.getsignal(signal.SIGTERM) is stops
+    finally:
+        stops.restore()
     assert signal.getsignal(signal.SIGTERM) == term
+
+
+def test_outside_a_deferred_block_a_stop_signal_raises_at_once():
+    stops = StopSignals()
+    with pytest.raises(Terminated):
+        stops(signal.SIGTERM, None)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        stops(signal.SIGINT, None)
+    assert type(raised.value) is KeyboardInterrupt and stops.reason is None
+    stops.check()  # nothing noted: no stop
+
+
+def test_inside_one_the_first_is_noted_and_acted_on_at_the_check_and_a_second_raises():
+    stops, heard = StopSignals(), []
+    with stops.deferred(heard.append):
+        stops.check()
+        stops(signal.SIGINT, None)
+        assert stops.reason == "SIGINT" and heard == ["SIGINT"]
+        with pytest.raises(StopRequested) as stopped:
+            stops.check()
+        assert stopped.value.reason == "SIGINT"
+        assert isinstance(stopped.value, KeyboardInterrupt)  # cleaned up after as Ctrl-C is
+        with pytest.raises(KeyboardInterrupt):
+            stops(signal.SIGINT, None)
+    with stops.deferred():  # the listener was the first block's only
+        with pytest.raises(Terminated):
+            stops(signal.SIGTERM, None)  # a second stop signal, SIGTERM this time
+    assert heard == ["SIGINT"]
+
+
+def test_on_a_terminal_the_first_says_how_it_is_acted_on(monkeypatch, capfd):
+    """Written with os.write (a print could be mid-write on the main thread)."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    stops = StopSignals()
+    with stops.deferred():
+        stops(signal.SIGINT, None)
+    assert capfd.readouterr().err == "\nstopping at the next step (again: at once)\n"
+
+
+class _Finalized:
+    """Calls ``handler`` as a signal landing while Python runs its finalizer would."""
+
+    def __init__(self, handler) -> None:
+        self.handler = handler
+
+    def __del__(self) -> None:
+        self.handler(signal.SIGTERM, None)
+
+
+def test_a_stop_noted_while_python_runs_a_finalizer_is_not_lost():
+    """An exception raised there would be printed and dropped (the command running on)."""
+    stops = StopSignals()
+    with stops.deferred():
+        _Finalized(stops)  # dropped at once: its finalizer runs here
+        gc.collect()
+        with pytest.raises(StopRequested):
+            stops.check()
+
+
+def test_deferred_stop_uses_the_installed_handler_or_installs_one_for_its_block():
+    term = signal.getsignal(signal.SIGTERM)
+    with deferred_stop() as own:
+        assert signal.getsignal(signal.SIGTERM) is own
+        own(signal.SIGTERM, None)
+        with pytest.raises(StopRequested):
+            check_stop()
+    assert signal.getsignal(signal.SIGTERM) == term
+    check_stop()  # none installed: nothing to act on
+
+    installed = StopSignals().install()
+    try:
+        with deferred_stop() as stops:
+            assert stops is installed
+    finally:
+        installed.restore()
+
+
+def test_main_puts_back_the_handlers_it_found(tmp_path, sigint_python, capsys):
+    term = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["verify", str(tmp_path / "none.pha"), "--trust", str(tmp_path)]) == 1
+    assert "cannot read public key" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) == term
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_console_script_runs_main_with_sigint_at_its_default_action(monkeypatch,
+                                                                         sigint_python):
+    """So that a second Ctrl-C after main has put its handler back ends the process rather
+    than raising KeyboardInterrupt where nothing catches it."""
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda: seen.append(signal.getsignal(signal.SIGINT)) or 0)
+    with pytest.raises(SystemExit) as exited:
+        cli.entry()
+    assert exited.value.code == 0 and seen == [signal.SIG_DFL]

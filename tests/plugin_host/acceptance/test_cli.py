@@ -3,6 +3,7 @@ line on stderr for a refusal."""
 
 from __future__ import annotations
 
+import signal
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -11,6 +12,8 @@ from plugin_host.artifacts import TrustStore, load_public_key, write_keypair
 from plugin_host.artifacts.acceptance_record import ACCEPTANCE_ROLE, verify_record
 from plugin_host.cli import main
 from plugin_host.errors import AcceptanceFailedError
+
+from tests.signals import signalled_before, stop_signals_at_defaults
 
 from .conftest import build_signed
 
@@ -114,3 +117,21 @@ def test_help_has_an_example(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "example" in out and "--backend" in out and "--key" in out and "--runs" in out
+
+
+@pytest.mark.parametrize("when", ["run_acceptance", "AcceptanceResult"])
+def test_a_stop_signal_during_the_run_ends_it_at_the_next_step_and_writes_nothing(
+        ws, signer, capsys, monkeypatch, when):
+    """Noted as the golden cases start, or after the last latency call (the run goes on to its
+    next step), acted on there: the worker closed, no record, no report."""
+    from plugin_host.artifacts import acceptance
+
+    art = build_signed(ws / "small.pha", signer)
+    went_on: list[str] = []
+    monkeypatch.setattr(acceptance, when,
+                        signalled_before(getattr(acceptance, when), signal.SIGTERM, went_on))
+    with stop_signals_at_defaults():
+        code, out, err = _accept(capsys, ws, art, "--key", str(ws / "keys" / "accept.key"),
+                                 "--runs", "30")
+    assert (code, err, went_on) == (130, "interrupted\n", ["SIGTERM"])
+    assert not out and sorted(p.name for p in ws.iterdir()) == ["keys", "small.pha"]

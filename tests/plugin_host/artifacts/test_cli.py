@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 
 from plugin_host.cli import main
 from plugins.demo_model import demo_inputs
+
+from tests.signals import signalled_before, stop_signals_at_defaults
 
 VERBS = ("keygen", "build", "sign", "verify", "inspect", "infer")
 
@@ -411,3 +414,35 @@ def test_inputs_are_sized_from_their_headers_before_any_is_read(tmp_path):
         _read_npz(str(bomb))
     np.savez_compressed(tmp_path / "ok.npz", img=np.ones((1, 3), np.float32))
     assert _read_npz(str(tmp_path / "ok.npz"))["img"].tolist() == [[1.0, 1.0, 1.0]]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_during_a_build_ends_it_at_the_next_step_with_no_file(
+        tmp_path, capsys, monkeypatch, sig):
+    """Noted (the build goes on to its next step), acted on there: nothing written."""
+    import plugin_host.artifacts
+
+    went_on: list[str] = []
+    monkeypatch.setattr(plugin_host.artifacts, "build_artifact",
+                        signalled_before(plugin_host.artifacts.build_artifact, sig, went_on))
+    with stop_signals_at_defaults():
+        code, _, err = _run(capsys, "build", "--demo", "--out", tmp_path / "demo.pha")
+    assert (code, err, went_on) == (130, "interrupted\n", [sig.name])
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_stop_signal_during_infer_ends_it_before_the_outputs_are_written(ws, capsys,
+                                                                          monkeypatch):
+    from plugin_host.sandbox import SandboxedExecutor
+
+    art, keys = ws / "demo.pha", ws / "keys"
+    assert main(["sign", str(art), "--key", str(keys / "signing.key")]) == 0
+    np.savez(ws / "in.npz", **demo_inputs(np.random.default_rng(3)))
+    went_on: list[str] = []
+    monkeypatch.setattr(SandboxedExecutor, "run",
+                        signalled_before(SandboxedExecutor.run, signal.SIGTERM, went_on))
+    with stop_signals_at_defaults():
+        code, _, err = _run(capsys, "infer", art, "--trust", keys / "signing.pub", "--inputs",
+                            ws / "in.npz", "--out", ws / "out.npz", "--state-dir", ws / "state")
+    assert (code, err, went_on) == (130, "interrupted\n", ["SIGTERM"])
+    assert not (ws / "out.npz").exists()

@@ -18,8 +18,10 @@ import pytest
 from plugin_host.commands import run as run_command
 from plugin_host.daemon import Daemon, EventLog, StartUpStopped
 from plugin_host.policy import load_policy
+from plugin_host.stop_signals import StopSignals, Terminated
 
 from tests.cli_child import running_cli
+from tests.signals import signalled_before, stop_signals_at_defaults
 
 
 def _daemon(policy: Path, state: Path, said: list[str] | None = None):
@@ -107,41 +109,57 @@ class _Finalized:
 def test_a_stop_asked_while_python_runs_a_finalizer_is_not_lost(demo_state):
     """An exception raised there would be printed and dropped; the flag is not."""
     policy, state = demo_state
-    handler = run_command._StartUpSignals()
+    stops, signals = StopSignals(), run_command._StartUpSignals()
     daemon, _ = _daemon(policy, state)
-    handler.attach(daemon)
-    _Finalized(handler)  # dropped at once: its finalizer runs here
-    gc.collect()
-    assert handler.reason == "SIGTERM"
+    signals.attach(daemon)
+    with stops.deferred(signals.stop):
+        _Finalized(stops)  # dropped at once: its finalizer runs here
+        gc.collect()
+    assert signals.reason == "SIGTERM"
     with pytest.raises(StartUpStopped):
         daemon.load()
 
 
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 0, "stopped by SIGTERM"),
+                                              (signal.SIGINT, 130, "interrupted")])
+def test_run_notes_a_stop_signal_as_its_start_up_begins_and_stops_at_the_first_step(
+        demo_state, monkeypatch, capsys, sig, code, said):
+    from plugin_host.cli import main
+
+    policy, state = demo_state
+    went_on: list[str] = []
+    monkeypatch.setattr(Daemon, "load", signalled_before(Daemon.load, sig, went_on))
+    with stop_signals_at_defaults():
+        assert main(["run", "--policy", str(policy), "--state-dir", str(state)]) == code
+    out, err = capsys.readouterr()
+    assert went_on == [sig.name] and err.splitlines()[-1] == said and not out
+
+
 def test_the_first_stop_signal_is_a_flag_and_a_second_interrupts_at_once(demo_state):
     policy, state = demo_state
-    for sig, raised in ((signal.SIGTERM, run_command._Terminated),
-                        (signal.SIGINT, KeyboardInterrupt)):
-        handler = run_command._StartUpSignals()
-        handler(sig, None)  # before the daemon exists: kept, not raised
-        assert handler.reason == sig.name
-        daemon, _ = _daemon(policy, state)
-        handler.attach(daemon)  # passed on
-        assert daemon.stop_reason == sig.name
-        with pytest.raises(raised):
-            handler(sig, None)
+    for sig, raised in ((signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)):
+        stops, signals = StopSignals(), run_command._StartUpSignals()
+        with stops.deferred(signals.stop):
+            stops(sig, None)  # before the daemon exists: kept, not raised
+            assert signals.reason == sig.name
+            daemon, _ = _daemon(policy, state)
+            signals.attach(daemon)  # passed on
+            assert daemon.stop_reason == sig.name
+            with pytest.raises(raised):
+                stops(sig, None)
 
 
 def test_sighup_before_the_daemon_exists_is_passed_on_as_a_swap_check(demo_state):
     policy, state = demo_state
-    handler = run_command._StartUpSignals()
-    handler(signal.SIGHUP, None)  # neither a stop nor an exception
-    handler(signal.SIGHUP, None)
+    signals = run_command._StartUpSignals()
+    signals.hangup(signal.SIGHUP, None)  # neither a stop nor an exception
+    signals.hangup(signal.SIGHUP, None)
     asked: list[tuple[str, str]] = []
     daemon, _ = _daemon(policy, state)
     daemon.request_swap = lambda why: asked.append(("swap", why))
     daemon.request_stop = lambda why: asked.append(("stop", why))
-    handler.attach(daemon)
-    handler(signal.SIGHUP, None)
+    signals.attach(daemon)
+    signals.hangup(signal.SIGHUP, None)
     assert asked == [("swap", "SIGHUP"), ("swap", "SIGHUP")]
 
 

@@ -1,0 +1,35 @@
+"""Real stop signals sent to this test process while a command runs in it.
+
+A test run may inherit SIGTERM or SIGINT ignored (``tests/cli_child.py`` says when), and the
+host leaves an ignored one ignored, so a test that raises one first puts both at Python's
+defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from typing import Any, Callable, Iterator
+
+
+@contextlib.contextmanager
+def stop_signals_at_defaults() -> Iterator[None]:
+    """SIGTERM at its default action and SIGINT at Python's KeyboardInterrupt, for a block."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def signalled_before(call: Callable, sig: signal.Signals, went_on: list[str]) -> Callable:
+    """``call``, preceded by ``sig`` raised in this process; ``went_on`` gets an entry when the
+    handler returned instead of raising (the signal was noted, not acted on at once)."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        signal.raise_signal(sig)
+        went_on.append(sig.name)
+        return call(*args, **kwargs)
+    return wrapper
