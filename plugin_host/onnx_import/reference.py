@@ -38,6 +38,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from ..errors import ModelImportError, UsageError
+from ..stop_signals import check_stop
 
 __all__ = ["REFERENCE", "TIMEOUT_S", "CONVERT_TIMEOUT_S", "ConversionRefused",
            "ReferenceProcess", "run_reference", "run_converter"]
@@ -50,6 +51,7 @@ TIMEOUT_S = 600.0
 CONVERT_TIMEOUT_S = 120.0
 
 _LENGTH = struct.Struct("<Q")
+_STOP_POLL_S = 0.2  # how often a wait for the child looks for a stop signal the command defers
 _MAX_ANSWER = 2**34  # outputs of 64 cases of a large model fit; a lying length is refused
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from plugin_host.onnx_import.reference import serve; serve()")
@@ -233,9 +235,13 @@ class ReferenceProcess:
     def _start(self) -> subprocess.Popen:
         from ..sandbox.process import PROJECT_ROOT
 
+        # its own session, as the sandbox worker: a Ctrl-C typed at the terminal goes to the
+        # command, which kills the child when it acts on it, not to the child, whose death
+        # would read as a crash on the model
         return subprocess.Popen([sys.executable, "-I", "-c", _BOOT, PROJECT_ROOT],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, close_fds=True)
+                                stderr=subprocess.DEVNULL, close_fds=True,
+                                start_new_session=True)
 
     def close(self) -> None:
         """End the child (the next run starts a new one)."""
@@ -324,10 +330,13 @@ class ReferenceProcess:
         need = 1 + _LENGTH.size
         while len(buffer) < need:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0:
                 proc.kill()
                 raise ModelImportError(f"{job.who} did not finish {job.task} in "
                                        f"{timeout:g} s (stopped)")
+            if not select.select([fd], [], [], min(left, _STOP_POLL_S))[0]:
+                check_stop()  # a stop signal the command defers: the child is killed (_ask)
+                continue
             chunk = os.read(fd, max(need - len(buffer), 1 << 20))
             if not chunk:
                 raise self._died(proc, job)
