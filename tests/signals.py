@@ -25,11 +25,18 @@ def stop_signals_at_defaults() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def signalled_before(call: Callable, sig: signal.Signals, went_on: list[str]) -> Callable:
-    """``call``, preceded by ``sig`` raised in this process; ``went_on`` gets an entry when the
-    handler returned instead of raising (the signal was noted, not acted on at once)."""
+def signalled_before(call: Callable, sig: signal.Signals, went_on: list[str], *,
+                     at: int = 1) -> Callable:
+    """``call``, with ``sig`` raised in this process just before its ``at``-th call;
+    ``went_on`` gets the signal's name for each call made from then on (the first shows that
+    the handler returned instead of raising: the signal was noted, not acted on at once)."""
+    made = [0]
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        signal.raise_signal(sig)
-        went_on.append(sig.name)
+        made[0] += 1
+        if made[0] == at:
+            signal.raise_signal(sig)
+        if made[0] >= at:
+            went_on.append(sig.name)
         return call(*args, **kwargs)
     return wrapper

@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import AcceptanceFailedError, GoldenMismatchError
+from ..stop_signals import check_stop
 
 __all__ = ["DEFAULT_RUNS", "OutputResult", "AcceptanceResult", "run_acceptance",
            "record_body", "accept_artifact", "default_warmup"]
@@ -204,6 +205,7 @@ def run_acceptance(executor: Any, *, runs: int = DEFAULT_RUNS, warmup: int | Non
             elapsed = clock() - start
             if n >= warmup:
                 samples.append(max(0, elapsed // 1000))
+            check_stop()  # a stop signal the command defers (stop_signals.py) ends it here
             if (n + 1) % step == 0 or n + 1 == warmup + runs:
                 say(f"latency: {n + 1}/{warmup + runs} calls (the first {warmup} untimed)")
         executor.reset("acceptance")

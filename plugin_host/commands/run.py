@@ -12,7 +12,7 @@ import threading
 
 from ..errors import UsageError
 from ..files import open_regular_append
-from ..stop_signals import Terminated, deferred_stop
+from ..stop_signals import StopRequested, Terminated, deferred_stop
 from .common import EXIT_INTERRUPTED, Formatter, state_folder
 
 
@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace, signals: _StartUpSignals) -> int:
                   + (f"stopping after {args.duration:g} s" if args.duration else
                      "SIGTERM or Ctrl-C stops"), flush=True)
             summary = daemon.run()
-        except StartUpStopped as exc:  # load closed what it had opened
+        except (StartUpStopped, StopRequested) as exc:  # load closed what it had opened
             return _stopped_during_start_up(exc.reason)
         except BaseException:  # a stop between the load and the run: workers, cameras closed
             daemon.close()

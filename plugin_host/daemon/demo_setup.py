@@ -94,7 +94,7 @@ def _ensure_acceptance(policy, state_dir: str | os.PathLike, say: Callable[[str]
         f"(golden cases, latency)")
     keys = [load_private_key(private)]
 
-    def progress(_message: str) -> None:  # the acceptance's steps, every tenth of its calls
+    def progress(_message: str) -> None:  # the acceptance's steps (a signal: after each call)
         checkpoint()
 
     # the acceptance worker's start, protections and any tripwire go to the audit log too

@@ -135,3 +135,17 @@ def test_a_stop_signal_during_the_run_ends_it_at_the_next_step_and_writes_nothin
                                  "--runs", "30")
     assert (code, err, went_on) == (130, "interrupted\n", ["SIGTERM"])
     assert not out and sorted(p.name for p in ws.iterdir()) == ["keys", "small.pha"]
+
+
+def test_a_stop_signal_during_the_latency_calls_ends_them_after_the_call_under_way(
+        ws, signer, capsys, monkeypatch):
+    """Not at the next tenth of the calls: the one running when the signal came is the last."""
+    from plugin_host.sandbox import SandboxedExecutor
+
+    art = build_signed(ws / "small.pha", signer)
+    went_on: list[str] = []  # signalled before the 2nd timed call (a tenth is 3 calls)
+    monkeypatch.setattr(SandboxedExecutor, "run", signalled_before(
+        SandboxedExecutor.run, signal.SIGINT, went_on, at=2 + 2))
+    with stop_signals_at_defaults():
+        code, _, err = _accept(capsys, ws, art, "--runs", "30", "--warmup", "0")
+    assert (code, err, went_on) == (130, "interrupted\n", ["SIGINT"])

@@ -135,6 +135,24 @@ def test_run_notes_a_stop_signal_as_its_start_up_begins_and_stops_at_the_first_s
     assert went_on == [sig.name] and err.splitlines()[-1] == said and not out
 
 
+def test_run_stopped_by_sigterm_during_the_demo_acceptance_calls_says_so_and_exits_0(
+        first_use, monkeypatch, capsys):
+    """The acceptance's own check after each call ends it there (StopRequested), and run
+    reports it as the stop it is, as for one acted on between the start-up's steps."""
+    from plugin_host.cli import main
+    from plugin_host.sandbox import SandboxedExecutor
+
+    policy, state = first_use
+    went_on: list[str] = []  # signalled before the demo acceptance's 2nd timed call
+    monkeypatch.setattr(SandboxedExecutor, "run", signalled_before(
+        SandboxedExecutor.run, signal.SIGTERM, went_on, at=2 + 2))
+    with stop_signals_at_defaults():
+        code = main(["run", "--policy", str(policy), "--state-dir", str(state)])
+    err = capsys.readouterr().err
+    assert (code, err.splitlines()[-1], went_on) == (0, "stopped by SIGTERM", ["SIGTERM"])
+    assert not (state / "demo" / "demo.pha.accept-numpy").exists()
+
+
 def test_the_first_stop_signal_is_a_flag_and_a_second_interrupts_at_once(demo_state):
     policy, state = demo_state
     for sig, raised in ((signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)):
