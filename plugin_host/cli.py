@@ -14,15 +14,18 @@ import signal
 import sys
 from typing import Sequence
 
-from abi.errors import PluginHostError
-
 from . import __version__
-from .commands import COMMANDS
-from .commands.common import EXIT_INTERRUPTED, EXIT_REFUSED
 from .stop_signals import StopSignals
+
+# Nothing heavier at import (the verbs, numpy): the console script imports this module before
+# entry() runs, and until then a Ctrl-C meets Python's own handler (a traceback).
+EXIT_REFUSED = 1
+EXIT_INTERRUPTED = 130
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .commands import COMMANDS
+
     parser = argparse.ArgumentParser(
         prog="plugin-host", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run signed, ABI-checked neural-network models through plugins.",
@@ -36,14 +39,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    stops = StopSignals().install()  # SIGTERM stops like Ctrl-C, unless the parent ignored it
+    # first: SIGTERM stops like Ctrl-C (unless the parent ignored it), from the imports on
+    stops = StopSignals().install()
     try:
-        return args.func(args)
-    except PluginHostError as exc:
-        print(f"plugin-host {args.verb}: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _run_verb(argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -51,10 +50,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         stops.restore()
 
 
+def _run_verb(argv: Sequence[str] | None) -> int:
+    from abi.errors import PluginHostError
+
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PluginHostError as exc:
+        print(f"plugin-host {args.verb}: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
 def entry() -> None:
-    """The console script: :func:`main` with Python's SIGINT handler at the default action
-    around it, so that a second Ctrl-C landing after the command's handler is put back, in the
-    moment before the interpreter exits, ends the process instead of printing a traceback."""
+    """The console script: :func:`main` with SIGINT at its default action around it, where
+    Python's handler would raise KeyboardInterrupt with nothing to catch it (a traceback): a
+    Ctrl-C in the moment before main installs its handler, or after it has put back the one
+    it found (a second Ctrl-C as the command ends), ends the process."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.exit(main())

@@ -1,4 +1,5 @@
-"""What every verb of the command line shares: exit codes, help formatting, small helpers."""
+"""What every verb of the command line shares: help formatting, small helpers (the exit codes
+are :mod:`plugin_host.cli`'s)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..stop_signals import deferred_stop
-
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..cli import EXIT_REFUSED
 from ..errors import PolicyError, PolicyProblem
-from .common import EXIT_REFUSED, Formatter, state_folder
+from .common import Formatter, state_folder
 
 
 def register(verbs) -> None:

@@ -16,10 +16,11 @@ import tomllib
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from ..cli import EXIT_INTERRUPTED
 from ..errors import CameraError, CapabilityDenied, PluginError, PluginHostError, UsageError
 from ..policy.model import freeze_table
 from ..stop_signals import deferred_stop
-from .common import EXIT_INTERRUPTED, Formatter, state_folder
+from .common import Formatter, state_folder
 
 _EXAMPLES = """\
 examples:

@@ -10,10 +10,11 @@ import signal
 import sys
 import threading
 
+from ..cli import EXIT_INTERRUPTED
 from ..errors import UsageError
 from ..files import open_regular_append
 from ..stop_signals import StopRequested, Terminated, deferred_stop
-from .common import EXIT_INTERRUPTED, Formatter, state_folder
+from .common import Formatter, state_folder
 
 
 class _StartUpSignals:

@@ -19,6 +19,8 @@ from plugin_host.onnx_import.reference import ReferenceProcess
 from plugin_host.stop_signals import (StopRequested, StopSignals, Terminated, check_stop,
                                       deferred_stop, stop_signals)
 
+from tests.signals import stop_signals_at_defaults
+
 
 @pytest.fixture
 def sigint_ignored():
@@ -185,3 +187,21 @@ def test_the_reference_child_has_its_own_session():
     finally:
         reference._proc = proc
         reference.close()
+
+
+def test_a_stop_signal_while_main_imports_the_verbs_is_an_interruption(monkeypatch, capsys):
+    """main's handler is installed before the verbs are imported and the line parsed."""
+    parser = cli._parser
+
+    def slow_parser():
+        signal.raise_signal(signal.SIGTERM)  # as if it came during the imports
+        return parser()
+
+    monkeypatch.setattr(cli, "_parser", slow_parser)
+    with stop_signals_at_defaults():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # not fatal to this run
+        try:
+            code = cli.main(["keygen", "--help"])
+        except KeyboardInterrupt:
+            code = "escaped main"
+    assert code == 130 and capsys.readouterr().err == "interrupted\n"
