@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 from typing import Callable, Iterator
 
@@ -82,8 +81,7 @@ class StopSignals:
     def __call__(self, signum: int, frame) -> None:
         if self._deferred and self.reason is None:
             self.reason = signal.Signals(signum).name
-            if sys.stderr.isatty():  # os.write: print could be mid-write on the main thread
-                os.write(2, b"\nstopping at the next step (again: at once)\n")
+            _tell_terminal(b"\nstopping at the next step (again: at once)\n")
             for listener in self._listeners:
                 listener(self.reason)
             return
@@ -107,6 +105,16 @@ class StopSignals:
         """A step boundary: raises StopRequested when a stop signal came."""
         if self.reason is not None:
             raise StopRequested(self.reason)
+
+
+def _tell_terminal(text: bytes) -> None:
+    """``text`` on stderr when it is a terminal: os.write, as a print could be mid-write on
+    the main thread the handler interrupted; a closed stderr is no reason to fail the stop."""
+    try:
+        if os.isatty(2):
+            os.write(2, text)
+    except OSError:
+        pass
 
 
 def _installed() -> StopSignals | None:

@@ -87,11 +87,23 @@ def test_inside_one_the_first_is_noted_and_acted_on_at_the_check_and_a_second_ra
 
 def test_on_a_terminal_the_first_says_how_it_is_acted_on(monkeypatch, capfd):
     """Written with os.write (a print could be mid-write on the main thread)."""
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setattr(os, "isatty", lambda fd: fd == 2)
     stops = StopSignals()
     with stops.deferred():
         stops(signal.SIGINT, None)
     assert capfd.readouterr().err == "\nstopping at the next step (again: at once)\n"
+
+
+def test_a_stderr_that_cannot_be_written_does_not_fail_the_stop(monkeypatch):
+    def closed(fd, data):
+        raise OSError(9, "Bad file descriptor")
+
+    monkeypatch.setattr(os, "isatty", lambda fd: True)
+    monkeypatch.setattr(os, "write", closed)
+    stops = StopSignals()
+    with stops.deferred():
+        stops(signal.SIGTERM, None)
+        assert stops.reason == "SIGTERM"
 
 
 class _Finalized:
