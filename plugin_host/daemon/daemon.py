@@ -66,10 +66,10 @@ never an exception in the middle of a call), or a camera failing. Then the match
 subscriptions and the cameras stop (every lease returned; any still outstanding is reported),
 the workers are closed and the plugins are unconfigured.
 
-A stop asked for during the start-up (:meth:`Daemon.request_stop`, which ``plugin-host run``'s
-start-up signal handler calls rather than raising an exception: ``commands/run.py`` says why)
-is a flag too, acted on between the steps above and between the demo acceptance's calls:
-:meth:`Daemon.load` closes what it opened and raises :class:`StartUpStopped`.
+A stop asked for during the start-up (:meth:`Daemon.request_stop`, which ``plugin-host run``
+calls on the first stop signal rather than raising an exception: ``plugin_host/stop_signals.py``
+says why) is a flag too, acted on between the steps above and between the demo acceptance's
+calls: :meth:`Daemon.load` closes what it opened and raises :class:`StartUpStopped`.
 """
 
 from __future__ import annotations
