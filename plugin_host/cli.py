@@ -39,10 +39,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # first: SIGTERM stops like Ctrl-C (unless the parent ignored it), from the imports on
+    # first: SIGTERM stops like Ctrl-C (unless the parent ignored it); during the verbs' imports
+    # a stop is noted and acted on once they are done, as an exception raised inside an import
+    # can come out as another (numpy's C extension turns it into an ImportError)
     stops = StopSignals().install()
     try:
-        return _run_verb(argv)
+        with stops.deferred():
+            parser = _parser()
+        stops.check()
+        return _run_verb(parser, argv)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -50,10 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stops.restore()
 
 
-def _run_verb(argv: Sequence[str] | None) -> int:
+def _run_verb(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     from abi.errors import PluginHostError
 
-    args = _parser().parse_args(argv)
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
     except PluginHostError as exc:
