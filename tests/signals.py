@@ -1,4 +1,5 @@
-"""Real stop signals sent to this test process while a command runs in it.
+"""Stop signals in this test process while a command runs in it: real ones, and a handler called
+from a finalizer as a signal landing there would call it.
 
 A test run may inherit SIGTERM or SIGINT ignored (``tests/cli_child.py`` says when), and the
 host leaves an ignored one ignored, so a test that raises one first puts both at Python's
@@ -40,3 +41,14 @@ def signalled_before(call: Callable, sig: signal.Signals, went_on: list[str], *,
             went_on.append(sig.name)
         return call(*args, **kwargs)
     return wrapper
+
+
+class Finalized:
+    """Calls ``handler`` with SIGTERM from its finalizer, as a signal landing while Python runs
+    one would (create it and drop it at once: the finalizer runs there)."""
+
+    def __init__(self, handler: Callable[[int, Any], None]) -> None:
+        self.handler = handler
+
+    def __del__(self) -> None:
+        self.handler(signal.SIGTERM, None)

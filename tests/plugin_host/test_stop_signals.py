@@ -19,7 +19,7 @@ from plugin_host.onnx_import.reference import ReferenceProcess
 from plugin_host.stop_signals import (StopRequested, StopSignals, Terminated, check_stop,
                                       deferred_stop, stop_signals)
 
-from tests.signals import stop_signals_at_defaults
+from tests.signals import Finalized, stop_signals_at_defaults
 
 
 @pytest.fixture
@@ -106,21 +106,11 @@ def test_a_stderr_that_cannot_be_written_does_not_fail_the_stop(monkeypatch):
         assert stops.reason == "SIGTERM"
 
 
-class _Finalized:
-    """Calls ``handler`` as a signal landing while Python runs its finalizer would."""
-
-    def __init__(self, handler) -> None:
-        self.handler = handler
-
-    def __del__(self) -> None:
-        self.handler(signal.SIGTERM, None)
-
-
 def test_a_stop_noted_while_python_runs_a_finalizer_is_not_lost():
     """An exception raised there would be printed and dropped (the command running on)."""
     stops = StopSignals()
     with stops.deferred():
-        _Finalized(stops)  # dropped at once: its finalizer runs here
+        Finalized(stops)  # dropped at once: its finalizer runs here
         gc.collect()
         with pytest.raises(StopRequested):
             stops.check()

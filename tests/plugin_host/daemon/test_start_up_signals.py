@@ -21,7 +21,7 @@ from plugin_host.policy import load_policy
 from plugin_host.stop_signals import StopSignals, Terminated
 
 from tests.cli_child import running_cli
-from tests.signals import signalled_before, stop_signals_at_defaults
+from tests.signals import Finalized, signalled_before, stop_signals_at_defaults
 
 
 def _daemon(policy: Path, state: Path, said: list[str] | None = None):
@@ -96,16 +96,6 @@ def test_a_stop_during_the_demo_acceptance_ends_it_between_calls_and_writes_no_r
     assert record.exists() and said[-1].startswith("first use: acceptance passed")
 
 
-class _Finalized:
-    """Calls ``handler`` as a signal landing while Python runs its finalizer would."""
-
-    def __init__(self, handler) -> None:
-        self.handler = handler
-
-    def __del__(self) -> None:
-        self.handler(signal.SIGTERM, None)
-
-
 def test_a_stop_asked_while_python_runs_a_finalizer_is_not_lost(demo_state):
     """An exception raised there would be printed and dropped; the flag is not."""
     policy, state = demo_state
@@ -113,7 +103,7 @@ def test_a_stop_asked_while_python_runs_a_finalizer_is_not_lost(demo_state):
     daemon, _ = _daemon(policy, state)
     signals.attach(daemon)
     with stops.deferred(signals.stop):
-        _Finalized(stops)  # dropped at once: its finalizer runs here
+        Finalized(stops)  # dropped at once: its finalizer runs here
         gc.collect()
     assert signals.reason == "SIGTERM"
     with pytest.raises(StartUpStopped):
