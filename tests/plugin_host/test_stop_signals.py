@@ -7,15 +7,10 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import subprocess
-import sys
-import time
 
-import numpy as np
 import pytest
 
 from plugin_host import cli
-from plugin_host.onnx_import.reference import ReferenceProcess
 from plugin_host.stop_signals import (StopRequested, StopSignals, Terminated, check_stop,
                                       deferred_stop, stop_signals)
 
@@ -151,44 +146,6 @@ def test_the_console_script_runs_main_with_sigint_at_its_default_action(monkeypa
     with pytest.raises(SystemExit) as exited:
         cli.entry()
     assert exited.value.code == 0 and seen == [signal.SIG_DFL]
-
-
-class _Silent(ReferenceProcess):
-    """A reference process whose child reads the request and never answers."""
-
-    def _start(self) -> subprocess.Popen:
-        self.child = subprocess.Popen(
-            [sys.executable, "-c", "import sys, time; sys.stdin.buffer.read(); time.sleep(60)"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        return self.child
-
-
-def test_a_wait_for_onnxruntimes_reference_run_ends_at_a_deferred_stop():
-    """Within its poll interval rather than at the run's timeout, and the child is killed."""
-    reference = _Silent()
-    stops = StopSignals().install()
-    try:
-        with stops.deferred():
-            stops(signal.SIGTERM, None)  # as the signal would: noted
-            started = time.monotonic()
-            with pytest.raises(StopRequested):
-                reference.run(b"model", ["y"], [{"x": np.zeros(3, np.float32)}], timeout=30)
-    finally:
-        stops.restore()
-    assert time.monotonic() - started < 10
-    assert reference.child.wait(timeout=10) is not None and reference._proc is None
-
-
-def test_the_reference_child_has_its_own_session():
-    """A Ctrl-C typed at the terminal reaches the command, which kills the child when it acts
-    on it; reaching the child, its death would read as a crash on the model."""
-    reference = ReferenceProcess()
-    proc = reference._start()
-    try:
-        assert os.getsid(proc.pid) == proc.pid != os.getsid(0)
-    finally:
-        reference._proc = proc
-        reference.close()
 
 
 def test_a_stop_signal_while_main_imports_the_verbs_is_acted_on_once_they_are_imported(

@@ -4,14 +4,18 @@ build gets a new child."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from plugin_host.errors import ModelImportError
 from plugin_host.onnx_import import reference
+from plugin_host.stop_signals import StopRequested, StopSignals
 
 from .conftest import onnx
 
@@ -81,7 +85,6 @@ def test_a_crash_or_a_stall_is_a_typed_refusal_and_the_next_run_works(mode, mess
 def test_a_run_interrupted_by_a_signal_ends_its_child_and_the_next_run_gets_its_own_answer():
     """An exception from a signal handler (a caller's own time limit) or Ctrl-C leaves a
     request whose answer would be read as the next request's: the child is stopped with it."""
-    import signal
 
     class Interrupted(Exception):
         pass
@@ -104,6 +107,37 @@ def test_a_run_interrupted_by_a_signal_ends_its_child_and_the_next_run_gets_its_
         process.close()
     assert process.started == 2
     assert [o["y"].tolist() for o in out] == [[0.0, 2.0], [3.0, 0.0]]
+
+
+def test_a_stop_signal_the_command_defers_ends_the_wait_and_the_child():
+    """Within the wait's poll interval, not at the run's timeout (plugin_host/stop_signals.py:
+    build notes a first stop signal and acts on it at its next step)."""
+    process = _Scripted("stall")
+    stops = StopSignals().install()
+    try:
+        with stops.deferred():
+            stops(signal.SIGTERM, None)  # noted, as the signal would be
+            started = time.monotonic()
+            with pytest.raises(StopRequested):
+                process.run(_model(), ["y"], CASES, timeout=30)
+            waited = time.monotonic() - started
+        assert process._proc is None  # the child killed: its answer is never read
+    finally:
+        stops.restore()
+        process.close()
+    assert waited < 10
+
+
+def test_the_child_has_its_own_session():
+    """A Ctrl-C typed at the terminal reaches the command, which kills the child when it acts
+    on it; reaching the child, its death would read as a crash on the model."""
+    process = reference.ReferenceProcess()
+    child = process._start()
+    try:
+        assert os.getsid(child.pid) == child.pid != os.getsid(0)
+    finally:
+        process._proc = child
+        process.close()
 
 
 def test_a_refusal_by_onnxruntime_is_its_first_line_and_the_child_stays():
