@@ -31,8 +31,12 @@ import signal
 import threading
 from typing import Callable, Iterator
 
-__all__ = ["StopRequested", "StopSignals", "Terminated", "check_stop", "deferred_stop",
-           "stop_signals"]
+__all__ = ["POLL_S", "StopRequested", "StopSignals", "Terminated", "check_stop",
+           "deferred_stop", "stop_signals"]
+
+#: How often a long wait in the library (onnxruntime's reference run, a sandbox worker's
+#: start) looks for a stop the command defers (:func:`check_stop`).
+POLL_S = 0.2
 
 
 def stop_signals() -> tuple[signal.Signals, ...]:

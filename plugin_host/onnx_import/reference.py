@@ -38,7 +38,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from ..errors import ModelImportError, UsageError
-from ..stop_signals import check_stop
+from ..stop_signals import POLL_S, check_stop
 
 __all__ = ["REFERENCE", "TIMEOUT_S", "CONVERT_TIMEOUT_S", "ConversionRefused",
            "ReferenceProcess", "run_reference", "run_converter"]
@@ -51,7 +51,6 @@ TIMEOUT_S = 600.0
 CONVERT_TIMEOUT_S = 120.0
 
 _LENGTH = struct.Struct("<Q")
-_STOP_POLL_S = 0.2  # how often a wait for the child looks for a stop signal the command defers
 _MAX_ANSWER = 2**34  # outputs of 64 cases of a large model fit; a lying length is refused
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from plugin_host.onnx_import.reference import serve; serve()")
@@ -334,7 +333,7 @@ class ReferenceProcess:
                 proc.kill()
                 raise ModelImportError(f"{job.who} did not finish {job.task} in "
                                        f"{timeout:g} s (stopped)")
-            if not select.select([fd], [], [], min(left, _STOP_POLL_S))[0]:
+            if not select.select([fd], [], [], min(left, POLL_S))[0]:
                 check_stop()  # a stop signal the command defers: the child is killed (_ask)
                 continue
             chunk = os.read(fd, max(need - len(buffer), 1 << 20))

@@ -26,6 +26,7 @@ from abi import dtypes
 
 from ..errors import (PluginHostError, ProtectionUnavailableError, SandboxError,
                       SandboxProtocolError, WorkerDiedError, WorkerTimeoutError)
+from ..stop_signals import POLL_S, check_stop
 from . import confine, ipc, placement, remote
 from .config import Protections
 from .process import BOOT, PROJECT_ROOT, Worker, describe_exit, kill_all, spawn
@@ -298,6 +299,10 @@ class WorkerSupervisor:
         chan = worker.chan
         while True:
             remaining = deadline - time.monotonic()
+            if during == "start-up":  # a stop the command defers ends it (worker discarded)
+                check_stop()
+                if remaining > POLL_S and not chan.poll(POLL_S):
+                    continue
             if remaining <= 0 or not chan.poll(remaining):
                 if during == "start-up":
                     raise self._start_failure(worker, f"no answer within {timeout:g} s")

@@ -631,3 +631,27 @@ def test_a_worker_that_cannot_even_report_its_failed_start_up_is_explained(redte
     text = str(info.value)
     assert "failed to start: it closed its channel; exited with status 3" in text
     assert "could not say why, as when memory runs out" in text and "64 MiB" in text
+
+
+def test_a_stop_the_command_defers_ends_a_workers_start_and_the_worker(
+        redteam_artifact, sandbox_trust, monkeypatch):
+    """Noted before the start (plugin_host/stop_signals.py): the start-up's wait acts on it
+    (StopRequested) and the worker is discarded, rather than the start running to its end."""
+    from plugin_host.sandbox import supervisor
+    from plugin_host.stop_signals import StopRequested, StopSignals
+
+    spawned = []
+    original = supervisor.spawn
+    monkeypatch.setattr(supervisor, "spawn",
+                        lambda *args, **kwargs: spawned.append(original(*args, **kwargs))
+                        or spawned[-1])
+    stops = StopSignals().install()
+    try:
+        with stops.deferred():
+            stops(signal.SIGTERM, None)  # noted, as the signal would be
+            with pytest.raises(StopRequested):
+                SandboxedExecutor(redteam_artifact, trust=sandbox_trust)
+    finally:
+        stops.restore()
+    [worker] = spawned
+    assert worker.wait(timeout=10) is not None
