@@ -147,8 +147,9 @@ def deferred_stop(on_stop: Callable[[str], None] | None = None) -> Iterator[Stop
 
 
 def check_stop() -> None:
-    """:meth:`StopSignals.check` of the installed handler, for a wait deep in the library
-    (onnxruntime's reference process) that a deferred stop should end; nothing without one."""
+    """:meth:`StopSignals.check` of the installed handler, for long work deep in the library
+    that a deferred stop should end (the wait for onnxruntime's reference process, a sandbox
+    worker's start-up, the acceptance's latency calls); nothing without one."""
     handler = _installed()
     if handler is not None:
         handler.check()
