@@ -136,8 +136,8 @@ def register(verbs) -> None:
     p.add_argument("--tolerance", default=None, metavar="RTOL,ATOL",
                    help="numerical tolerance for every output (default: 1e-4,1e-5; with "
                         "--onnx and none of --tolerance, --rtol, --atol, an output's atol "
-                        "widens where the model's own float32 rounding is coarser: see "
-                        "README.md)")
+                        "widens where the model's own float32 rounding, or a quantized "
+                        "model's rounding to integer steps, is coarser: see README.md)")
     p.add_argument("--latency-ms", type=float, default=None,
                    help="declared worst-case latency (default: 2x the slowest golden run)")
     p.add_argument("--expires", default=None, metavar="WHEN",

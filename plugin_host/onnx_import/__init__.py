@@ -43,7 +43,8 @@ reference process), :mod:`.float_width` (float16 and float64 models rewritten to
 :mod:`.reference` (golden outputs from onnxruntime), :mod:`.build` (the artifact),
 :mod:`.comparison` (the imported graph held to the reference; a tolerance widened to a
 model's own float32 rounding), :mod:`.saturation` and :mod:`.quantized_rounding` (what a
-refusal of a quantized model can be) and :mod:`.command` (the ``--onnx`` option).
+refusal of a quantized model can be; where onnxruntime's runs of it part at a rounding to
+integer steps) and :mod:`.command` (the ``--onnx`` option).
 """
 
 import importlib

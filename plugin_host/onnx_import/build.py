@@ -5,7 +5,8 @@ Before anything is written, the imported graph runs on the numpy backend on the 
 inputs and must reproduce the reference within the declared tolerance of every output, so an
 import that changes the numbers is refused at build time, not discovered at acceptance. With
 no tolerance given, an output whose difference is the model's own float32 rounding (measured
-as how far onnxruntime's runs with graph optimizations off and on are apart) gets a wider atol,
+as how far onnxruntime's runs with graph optimizations off and on are apart), or its rounding
+to integer steps where those runs part one step apart at a quantization, gets a wider atol,
 said in the build's summary (:mod:`.comparison`).
 """
 
@@ -38,7 +39,9 @@ from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix
 from .local_functions import inline_local_functions
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .comparison import held_to_reference
+from .quantized_rounding import code_tensors
 from .quantized_rounding import explain as explain_quantized_rounding
+from .quantized_rounding import trace as trace_roundings
 from .reference import REFERENCE, run_reference
 from .saturation import explain as explain_saturation
 from .upgrade import upgrade_model
@@ -176,7 +179,9 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     that differs beyond it where the model's own float32 rounding is that coarse: when the
     comparison fails, onnxruntime runs the golden cases again with its graph optimizations on,
     and a float output whose two reference runs differ too, by no more than rounding does
-    (:data:`.comparison.NOISE_MAX_RELATIVE`), gets an atol of
+    (:data:`.comparison.NOISE_MAX_RELATIVE`, or, in a quantized model, where the runs first
+    part one step apart at a rounding to integers: :func:`.quantized_rounding.trace`), gets
+    an atol of
     :data:`.comparison.NOISE_MARGIN` times that difference (rounded up to two digits;
     ``report`` names each output widened, and the manifest holds the tolerance it was built
     with). Given,
@@ -278,7 +283,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                                                 timeout=timeout),
             reference_s=reference_s,
             explain_saturation=lambda message: explain_saturation(given, message),
-            explain_refusal=lambda: explain_quantized_rounding(given), say=say, tell=tell)
+            explain_refusal=lambda: explain_quantized_rounding(given), say=say, tell=tell,
+            trace=(lambda timeout: trace_roundings(given, imported.onnx_inputs, cases,
+                                                   timeout=timeout))
+            if code_tensors(given) else None)
     except ModelImportError as exc:
         if not hint:
             raise

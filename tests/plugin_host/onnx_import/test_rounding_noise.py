@@ -6,8 +6,10 @@ orders by more than the default atol: onnxruntime's own runs of the model with i
 optimizations off (the reference) and on (blocked-layout convolutions) differ so, and so does
 the numpy backend. Without a tolerance given, the build measures that noise and widens the
 failing output's atol to NOISE_MARGIN times it; with one given, it keeps it and says what it
-measured. A quantized model can differ by whole steps of a rounding instead, which no
-tolerance widens for; its refusal says so (the last tests).
+measured. A quantized model can differ by whole steps of a rounding instead: the default
+tolerance widens to that only where onnxruntime's own runs first part one step apart at a
+rounding to integers, and the refusal of a quantized model says what such a difference can
+be (the last tests).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from plugin_host.cli import main
 from plugin_host.errors import ModelImportError
 from plugin_host.onnx_import import build as onnx_build
 from plugin_host.onnx_import import comparison
-from plugin_host.onnx_import import build_onnx_artifact
+from plugin_host.onnx_import import build_onnx_artifact, quantized_rounding
+from plugin_host.onnx_import.quantized_rounding import Parting
 from plugins.numpy_backend import NumpyBackend
 
 from .conftest import onnx, ort
@@ -53,11 +56,13 @@ def _convs(path, layers: int = 3, channels: int = 32, seed: int = 0):
 
 def _noise(path, loaded, output: str) -> float:
     """onnxruntime's largest difference between its runs with graph optimizations off and on
-    (one thread each, as the reference process runs them) over the artifact's golden cases."""
+    (one thread each, quantize-dequantize pairs unfused, as the reference process runs them)
+    over the artifact's golden cases."""
     runs = []
     for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
         options = ort.SessionOptions()
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
         options.intra_op_num_threads = 1
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         runs.append([session.run([output], {"x": inputs["x"]})[0]
@@ -240,8 +245,10 @@ def test_a_quantized_models_refusal_says_a_step_can_round_apart(tmp_path, monkey
         "QuantizeLinear): where a value lands within float32 rounding of half a step, the "
         "imported graph and onnxruntime, which sum in different orders, can round it to "
         "neighbouring steps, and that step grows through the layers after it (a difference of "
-        "the size quantization makes against the float model, which --atol can accept; an "
-        "import bug looks the same)")
+        "the size quantization makes against the float model: the default atol widens to it "
+        "where onnxruntime's own runs part so in the golden cases, which more of them show "
+        "more surely (--golden-cases 8), and --atol can accept it; an import bug looks the "
+        "same)")
 
 
 def test_a_float_models_refusal_says_nothing_of_steps(tmp_path, monkeypatch):
@@ -270,3 +277,164 @@ def test_a_saturation_explains_the_refusal_before_anything_is_measured():
     assert given == ["golden case 0: output 'y' of the imported graph differs from onnxruntime "
                      "in 2 of 2 element(s) (max |diff| 1; rtol 0.0001, atol 1e-05); widen "
                      "--rtol/--atol if that is expected, else this is an import bug"]
+
+
+# --- quantized models: where onnxruntime's own runs part -------------------------------------
+
+
+def _quantized_conv(path, seed: int = 1, requantized: bool = False):
+    """Conv (32 -> 64 channels, 3x3, 32x32) -> QuantizeLinear -> DequantizeLinear -> Conv:
+    the first conv's 65,536 values are rounded to steps of 4/255, so a golden case has one
+    or two within float32 rounding of half a step, which onnxruntime's runs with graph
+    optimizations off and on (blocked-layout convolutions) round apart; the second conv
+    spreads that step over a few outputs. ``requantized``: the output rounded to steps of
+    1/64 again (QuantizeLinear 'q2', DequantizeLinear)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(32 * 9)).astype(np.float32)
+    w2 = (rng.standard_normal((4, 64, 3, 3)) / np.sqrt(64 * 9)).astype(np.float32)
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(np.array(4.0 / 255, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             helper.make_node("Conv", ["d", "w2"], ["c2" if requantized else "y"],
+                              pads=[1, 1, 1, 1])]
+    if requantized:
+        inits.append(numpy_helper.from_array(np.array(1 / 64, np.float32), "s2"))
+        nodes += [helper.make_node("QuantizeLinear", ["c2", "s2", "z"], ["q2"]),
+                  helper.make_node("DequantizeLinear", ["q2", "s2", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "qconv", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 32, 32, 32])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 4, 32, 32])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_a_quantized_models_default_tolerance_widens_where_onnxruntime_steps_apart(
+        tmp_path, signer):
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+    model, out, notes = _quantized_conv(tmp_path / "q.onnx"), tmp_path / "q.pha", []
+    build_onnx_artifact(model, out, golden_cases=8, latency_ms=100.0, report=notes.append)
+    key, trust = signer
+    sign_artifact(out, key)
+    loaded = load_verified(out, trust=trust, rollback=None, backends={"numpy", "onnxruntime"})
+    noise = _noise(model, loaded, "y")
+    # the premise: onnxruntime's runs step apart, by more than float32 rounding does
+    assert noise > comparison.NOISE_MAX_RELATIVE * max(
+        float(np.abs(want["y"]).max()) for _, want in loaded.golden_cases())
+    want = comparison._two_digits_up(comparison.NOISE_MARGIN * noise)
+    assert read_manifest_unverified(out)["manifest"]["tolerances"]["y"] == {
+        "rtol": 1e-4, "atol": want}
+    [line] = [n for n in notes if n.startswith("output 'y'")]
+    found = re.fullmatch(
+        rf"output 'y': atol 1e-05 widened to {want:g}, 3 times the model's own rounding to "
+        rf"integer steps there \(onnxruntime's runs with graph optimizations off and on "
+        rf"differ by up to {noise:.3g}, after they first part one step apart at a rounding in "
+        rf"(\d) golden case\(s\) \(QuantizeLinear 'q' in golden case \d: ([12]) of 65,536 "
+        rf"codes one step apart\); the imported graph is within [0-9.e-]+ of the first\); "
+        rf"--tolerance, --rtol or --atol keep a tolerance as given", line)
+    assert found, line
+    loaded.check_golden(NumpyBackend())  # and acceptance holds on both backends
+    loaded.check_golden(OnnxruntimeBackend())
+
+
+def test_trace_finds_where_onnxruntimes_runs_part_and_leaves_the_model_as_it_was(tmp_path):
+    model = onnx.load(_quantized_conv(tmp_path / "q.onnx", requantized=True))
+    rng = np.random.default_rng(0)
+    cases = [{"x": rng.standard_normal((1, 32, 32, 32)).astype(np.float32)}
+             for _ in range(8)]
+    before = model.SerializeToString()
+    assert quantized_rounding.code_tensors(model) == [("QuantizeLinear", "q"),
+                                                     ("QuantizeLinear", "q2")]
+    partings = quantized_rounding.trace(model, {"x": "x"}, cases, timeout=60.0)
+    assert model.SerializeToString() == before  # the codes are graph outputs only for the runs
+    assert partings and all(p.op == "QuantizeLinear" and p.tensor == "q" and p.steps == 1
+                            and p.size == 65536 and 1 <= p.apart <= 2 and p.flips
+                            for p in partings)
+    assert sorted({p.case for p in partings}) == [p.case for p in partings]  # one per case
+
+
+def _refused_with_partings(tmp_path, monkeypatch, partings) -> tuple[str, list]:
+    """The default build of the quantized conv, whose runs are traced as ``partings`` (or
+    the trace fails, for None): the refusal, and the timeouts the trace was given."""
+    asked = []
+
+    def traced(model, onnx_inputs, cases, *, timeout):
+        asked.append(timeout)
+        if partings is None:
+            raise ModelImportError("onnxruntime cannot run the model: no")
+        return partings
+
+    monkeypatch.setattr(onnx_build, "trace_roundings", traced)
+    with pytest.raises(ModelImportError) as info:
+        build_onnx_artifact(_quantized_conv(tmp_path / "q.onnx"), tmp_path / "q.pha",
+                            golden_cases=8)
+    assert not (tmp_path / "q.pha").exists()
+    return str(info.value), asked
+
+
+@pytest.mark.parametrize("partings, why", [
+    ([Parting("QuantizeLinear", "q", 0, 1, 65536, 1),
+      Parting("QuantizeLinear", "q", 3, 40, 65536, 3)],
+     ", and not where they part at a rounding to integer steps either (QuantizeLinear 'q' in "
+     "golden case 3: 40 of 65,536 codes up to 3 steps apart)"),
+    ([Parting("QuantizeLinear", "q", 2, 70, 65536, 1)],
+     ", and not where they part at a rounding to integer steps either (QuantizeLinear 'q' in "
+     "golden case 2: 70 of 65,536 codes one step apart)"),
+    ([], ", and their codes at the model's roundings to integer steps are the same"),
+    (None, "")])
+def test_runs_that_part_otherwise_widen_nothing(tmp_path, monkeypatch, partings, why):
+    """Runs that part by more than one step, or at more values than a rounding reaches, or
+    not at a rounding at all, or could not be traced: the default tolerance stands, and the
+    refusal says what the trace found."""
+    text, asked = _refused_with_partings(tmp_path, monkeypatch, partings)
+    found = re.search(r"differ by up to [0-9.e-]+ on this output, more than float32 rounding "
+                      r"of values up to [0-9.]+(.*) \(the default tolerance is kept\); the "
+                      r"model rounds float values to integer steps \(1 QuantizeLinear\)", text)
+    assert found and found[1] == why, text
+    [timeout] = asked
+    assert comparison.NOISE_TIMEOUT_S < timeout < comparison.NOISE_TIMEOUT_S + 30
+
+
+def test_a_tolerance_given_is_kept_without_a_trace(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(onnx_build, "trace_roundings", lambda *a, **k: asked.append(1) or [])
+    with pytest.raises(ModelImportError) as info:
+        build_onnx_artifact(_quantized_conv(tmp_path / "q.onnx"), tmp_path / "q.pha",
+                            golden_cases=8, tolerances=(1e-4, 1e-5))
+    assert "(the tolerance as given is kept)" in str(info.value) and asked == []
+
+
+def test_a_difference_within_float32_rounding_is_not_traced():
+    """An optimized run within float32 rounding of the reference widens as for a float
+    model: the codes are not fetched."""
+    from abi.spec import TensorSpec
+
+    traces, lines = [], []
+    reference = [{"y": np.full(4, 10.0, np.float32)}]
+    got = [{"y": np.full(4, 10.0 + 2e-5, np.float32)}]
+    table = comparison.held_to_reference(
+        [TensorSpec("y", (4,), "float32", "N")], got, reference, {"y": (0.0, 1e-5)},
+        given_tolerance=False, rerun=lambda timeout: [{"y": reference[0]["y"] + 1e-5}],
+        reference_s=0.0, explain_saturation=lambda message: None,
+        explain_refusal=lambda: "", say=print, tell=lines.append, trace=traces.append)
+    assert traces == [] and table["y"][1] > 2e-5
+    assert "model's own float32 rounding there" in lines[0]
+
+
+@pytest.mark.parametrize("parting, flips, text", [
+    (Parting("QuantizeLinear", "q", 0, 65, 65536, 1), True, "65 of 65,536 codes one step"),
+    (Parting("QuantizeLinear", "q", 0, 66, 65536, 1), False, "66 of 65,536 codes one step"),
+    (Parting("DynamicQuantizeLinear", "a", 1, 1, 8, 1), True, "1 of 8 codes one step"),
+    (Parting("QuantizeLinear", "q", 0, 2, 8, 1), False, "2 of 8 codes one step"),
+    (Parting("QuantizeLinear", "q", 0, 1, 65536, 2), False, "1 of 65,536 codes up to 2 steps"),
+    (Parting("QuantizeLinear", "q", 0, 4, 4, -1), False, "shaped differently")])
+def test_a_parting_is_a_rounding_at_one_step_of_few_codes(parting, flips, text):
+    assert 65 < quantized_rounding.FLIP_MAX_FRACTION * 65536 < 66  # the cases straddle it
+    assert parting.flips is flips and text in str(parting)
