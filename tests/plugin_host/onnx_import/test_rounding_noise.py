@@ -344,6 +344,40 @@ def test_a_quantized_models_default_tolerance_widens_where_onnxruntime_steps_apa
     loaded.check_golden(OnnxruntimeBackend())
 
 
+def test_a_dynamically_quantized_models_runs_part_at_its_dynamic_quantization(tmp_path):
+    """quantize_dynamic of a float conv, ReLU and conv, the first conv left float: the second's
+    input is quantized at run time (DynamicQuantizeLinear), and onnxruntime's runs part there
+    after the first conv's summation orders differ."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from .conftest import export, torch
+
+    class Convs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(32, 64, 3, padding=1)
+            self.b = torch.nn.Conv2d(64, 4, 3, padding=1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    float_model = export(Convs().eval(), [torch.randn(1, 32, 32, 32)], tmp_path / "f.onnx",
+                         dynamo=False, input_names=["x"], output_names=["y"])
+    first = next(n.name for n in onnx.load(float_model).graph.node if n.op_type == "Conv")
+    model = tmp_path / "q.onnx"
+    quantize_dynamic(str(float_model), str(model), nodes_to_exclude=[first],
+                     weight_type=QuantType.QUInt8)  # exact on every CPU's onnxruntime
+    notes = []
+    build_onnx_artifact(model, tmp_path / "q.pha", golden_cases=8, report=notes.append)
+    [line] = [n for n in notes if n.startswith("output 'y'")]
+    assert re.search(r"3 times the model's own rounding to integer steps there .* golden "
+                     r"case\(s\) \(DynamicQuantizeLinear '[^']*Relu[^']*' in golden case \d: "
+                     r"1 of 65,536 codes one step apart\)", line), line
+    assert read_manifest_unverified(tmp_path / "q.pha")["manifest"]["tolerances"]["y"][
+        "atol"] > 1e-5
+
+
 def test_trace_finds_where_onnxruntimes_runs_part_and_leaves_the_model_as_it_was(tmp_path):
     model = onnx.load(_quantized_conv(tmp_path / "q.onnx", requantized=True))
     rng = np.random.default_rng(0)
