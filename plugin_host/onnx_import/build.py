@@ -24,7 +24,8 @@ from abi.artifact import Manifest
 from abi.errors import IndexRangeError, PluginHostError
 from abi.ops import dims as dim_math
 
-from ..artifacts.build import _drawn_inputs, build_artifact, describe_targets, target_problems
+from ..artifacts.build import (_drawn_inputs, _drawn_size, build_artifact, describe_targets,
+                               target_problems)
 from ..errors import ModelImportError, UnsupportedModelError
 from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
@@ -39,7 +40,7 @@ from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix
 from .local_functions import inline_local_functions
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .comparison import held_to_reference
-from .quantized_rounding import code_tensors
+from .quantized_rounding import TRACE_CASES, code_tensors
 from .quantized_rounding import explain as explain_quantized_rounding
 from .quantized_rounding import trace as trace_roundings
 from .reference import REFERENCE, run_reference
@@ -179,9 +180,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     that differs beyond it where the model's own float32 rounding is that coarse: when the
     comparison fails, onnxruntime runs the golden cases again with its graph optimizations on,
     and a float output whose two reference runs differ too, by no more than rounding does
-    (:data:`.comparison.NOISE_MAX_RELATIVE`, or, in a quantized model, where the runs first
-    part one step apart at a rounding to integers: :func:`.quantized_rounding.trace`), gets
-    an atol of
+    (:data:`.comparison.NOISE_MAX_RELATIVE`; for a quantized model both runs take
+    :data:`.quantized_rounding.TRACE_CASES` inputs, the golden cases and more drawn alike,
+    and a difference past that counts where they first part one step apart at a rounding to
+    integers: :func:`.quantized_rounding.trace`), gets an atol of
     :data:`.comparison.NOISE_MARGIN` times that difference (rounded up to two digits;
     ``report`` names each output widened, and the manifest holds the tolerance it was built
     with). Given,
@@ -274,6 +276,19 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         for s in graph.outputs}
     table = {s.name: tuple(given_table.get(s.name, DEFAULT_ONNX_TOLERANCE))
              for s in graph.outputs}
+
+    def traced(timeout: float):  # the golden cases and more drawn alike, timed in proportion
+        # input k takes golden case k % len(cases)'s sizes: ones the model was seen to take
+        seen = {dim: [_drawn_size(sizes, k) for k in range(len(cases))]
+                for dim, sizes in golden.items()}
+        drawn = _drawn_inputs(graph, executor.index_inputs, max(TRACE_CASES, len(cases)), seed,
+                              sizes=seen, max_elements=limits.max_tensor_elements,
+                              ranges=ranges)
+        _draw_columns(drawn, imported, seed)
+        inputs = [*cases, *drawn[len(cases):]]
+        return trace_roundings(given, imported.onnx_inputs, imported.onnx_outputs, inputs,
+                               timeout=timeout * len(inputs) / len(cases))
+
     try:
         got = [_golden_run(executor, inputs, i) for i, inputs in enumerate(cases)]
         table = held_to_reference(
@@ -284,9 +299,7 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
             reference_s=reference_s,
             explain_saturation=lambda message: explain_saturation(given, message),
             explain_refusal=lambda: explain_quantized_rounding(given), say=say, tell=tell,
-            trace=(lambda timeout: trace_roundings(given, imported.onnx_inputs, cases,
-                                                   timeout=timeout))
-            if code_tensors(given) else None)
+            trace=traced if code_tensors(given) else None)
     except ModelImportError as exc:
         if not hint:
             raise

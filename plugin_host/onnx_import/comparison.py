@@ -8,24 +8,26 @@ and Inception v3 with random weights). When no tolerance was given and an output
 beyond the default, onnxruntime runs the golden cases again with its graph optimizations on;
 where its two runs differ too, by no more than rounding does, that output's atol widens to
 :data:`NOISE_MARGIN` times their largest difference. A quantized model's runs can differ by
-more, whole steps of a rounding to integers grown through the layers after it: there the
-difference counts as the model's own where the codes of onnxruntime's two runs first part by
-one step at a few values (:func:`.quantized_rounding.trace`). Otherwise the refusal says what
-was measured, and what else can explain it (onnxruntime's saturating integer kernels,
-:mod:`.saturation`; a quantized model's rounding to steps, :mod:`.quantized_rounding`).
+more, whole steps of a rounding to integers grown through the layers after it: for a model
+with such roundings, onnxruntime's two runs take more inputs than the golden cases and are
+traced (:func:`.quantized_rounding.trace`), and a difference past float32 rounding counts as
+the model's own where their codes first part by one step at a few values. Otherwise the
+refusal says what was measured, and what else can explain it (onnxruntime's saturating
+integer kernels, :mod:`.saturation`; a quantized model's rounding to steps,
+:mod:`.quantized_rounding`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from abi.artifact import Tolerance
 
 from ..errors import ModelImportError
-from .quantized_rounding import Parting
+from .quantized_rounding import Parting, Traced
 
 __all__ = ["NOISE_MARGIN", "NOISE_TIMEOUT_S", "NOISE_MAX_RELATIVE", "held_to_reference"]
 
@@ -55,7 +57,7 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
                       explain_saturation: Callable[[str], str | None],
                       explain_refusal: Callable[[], str], say: Callable[[str], None],
                       tell: Callable[[str], None],
-                      trace: Callable[[float], Sequence[Parting]] | None = None
+                      trace: Callable[[float], Traced] | None = None
                       ) -> dict[str, tuple[float, float]]:
     """The tolerance table the artifact is built with, once the imported graph's outputs
     ``got`` are within it of the ``reference``'s in every golden case; else ModelImportError.
@@ -65,9 +67,10 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
     optimized run (``rerun(timeout)``, given :data:`NOISE_TIMEOUT_S` beyond four times the
     reference's ``reference_s``) measures the model's own rounding, and unless
     ``given_tolerance`` the failing outputs' atol widens to it (each told to ``tell``) when
-    that brings every output within. Where that noise is more than float32 rounding, it
-    widens an atol only where ``trace(timeout)`` (a model that rounds to integer steps) finds
-    onnxruntime's runs parting at such a rounding, one step apart, in every case they part
+    that brings every output within. For a model that rounds to integer steps,
+    ``trace(timeout)`` makes that measure instead (both runs, on more inputs, their roundings
+    traced), and a noise past float32 rounding widens an atol only where the runs part at
+    such a rounding, one step apart, on every input where they part
     (:attr:`.Parting.flips`). A refusal ends with what was measured and
     ``explain_refusal()``."""
     failures = _mismatches(outputs, got, reference, table)
@@ -77,24 +80,44 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
     if saturated is not None:
         raise ModelImportError(saturated)
     timeout = NOISE_TIMEOUT_S + 4 * reference_s
-    noise = _rounding_noise(rerun, reference, list(failures), say, timeout=timeout)
-    partings = None
-    if trace is not None and not given_tolerance and any(
-            _beyond_rounding(noise[n], n, reference) is not None for n in failures if n in noise):
-        partings = _partings(trace, say, timeout)
-    stepped = bool(partings) and all(p.flips for p in partings)
-    widened = {} if given_tolerance else _widened(table, failures, noise, reference, stepped)
+    if trace is None:
+        measure = _Measure(_rounding_noise(rerun, reference, list(failures), say,
+                                           timeout=timeout), None, len(reference))
+    else:
+        measure = _traced(trace, reference, list(failures), say, timeout)
+    widened = {} if given_tolerance else _widened(table, failures, measure, reference)
     if widened:
         failures = _mismatches(outputs, got, reference, {**table, **widened})
         if not failures:
             for output, (_, atol) in widened.items():
-                steps = partings if _beyond_rounding(noise[output], output, reference) else None
-                tell(_widened_line(output, table[output][1], atol, noise[output], got,
-                                   reference, steps))
+                tell(_widened_line(output, table[output][1], atol, measure, got, reference))
             return {**table, **widened}
     output, message = next(iter(failures.items()))
-    raise ModelImportError(message + _noise_note(output, noise, reference, given_tolerance,
-                                                 widened, partings) + explain_refusal())
+    raise ModelImportError(message + _noise_note(output, measure, reference, given_tolerance,
+                                                 widened) + explain_refusal())
+
+
+class _Measure(NamedTuple):
+    """onnxruntime's own rounding: how far its runs with graph optimizations off and on are
+    apart on each failing float output (``noise``, where finite and not 0), over how many
+    ``inputs`` (the golden cases first), and where they part at the model's roundings to
+    integer steps (``partings``; None where not traced)."""
+
+    noise: dict[str, float]
+    partings: list[Parting] | None
+    inputs: int
+
+    @property
+    def stepped(self) -> bool:
+        """Whether the runs part at a rounding to neighbouring steps wherever they part."""
+        return bool(self.partings) and all(p.flips for p in self.partings)
+
+    def over(self, reference: Outputs) -> str:
+        """" on N inputs (...)" where more inputs than the golden cases were measured."""
+        golden, more = len(reference), self.inputs - len(reference)
+        return "" if more <= 0 else (f" on {self.inputs} inputs (the {golden} golden "
+                                     f"case{'s' if golden != 1 else ''} and {more} more drawn "
+                                     f"alike)")
 
 
 def _mismatches(outputs, got: Outputs, reference: Outputs,
@@ -137,7 +160,7 @@ def _rounding_noise(rerun: Callable[[float], Outputs], reference: Outputs,
     where finite and not 0. Nothing where onnxruntime cannot run the model so, or not within
     ``timeout`` seconds (its optimizers are native code too: the run is in the reference
     process, as the reference's, and stopped there)."""
-    floats = [n for n in names if reference and reference[0][n].dtype.kind == "f"]
+    floats = _floats(names, reference)
     if not floats:
         return {}
     say("measuring onnxruntime's own rounding on the model (graph optimizations on)")
@@ -149,29 +172,38 @@ def _rounding_noise(rerun: Callable[[float], Outputs], reference: Outputs,
     return {n: v for n, v in noise.items() if 0.0 < v < float("inf")}
 
 
-def _partings(trace: Callable[[float], Sequence[Parting]], say: Callable[[str], None],
-              timeout: float) -> list[Parting] | None:
-    """Where onnxruntime's runs part at the model's roundings to integer steps in each golden
-    case (``trace(timeout)``); None where onnxruntime cannot run the traced model so."""
-    say("tracing where onnxruntime's runs part at the model's roundings to integer steps")
+def _traced(trace: Callable[[float], Traced], reference: Outputs, names: Sequence[str],
+            say: Callable[[str], None], timeout: float) -> _Measure:
+    """:class:`_Measure` of ``names``' float outputs from ``trace(timeout)``; nothing
+    measured where there are none, or onnxruntime cannot run the traced model."""
+    if not _floats(names, reference):
+        return _Measure({}, None, len(reference))
+    say("measuring onnxruntime's own rounding on the model (graph optimizations off and on, "
+        "its roundings to integer steps traced)")
     try:
-        return list(trace(timeout))
+        traced = trace(timeout)
     except ModelImportError:
-        return None
+        return _Measure({}, None, len(reference))
+    noise = {n: _largest_difference(n, traced.on, traced.off) for n in _floats(names, reference)}
+    return _Measure({n: v for n, v in noise.items() if 0.0 < v < float("inf")},
+                    list(traced.partings), len(traced.off))
+
+
+def _floats(names: Sequence[str], reference: Outputs) -> list[str]:
+    return [n for n in names if reference and reference[0][n].dtype.kind == "f"]
 
 
 def _widened(table: Mapping[str, tuple[float, float]], failures: Mapping[str, str],
-             noise: Mapping[str, float], reference: Outputs,
-             stepped: bool = False) -> dict[str, tuple[float, float]]:
+             measure: _Measure, reference: Outputs) -> dict[str, tuple[float, float]]:
     """The default tolerance of each failing output whose rounding noise times
     :data:`NOISE_MARGIN` is past its atol, that atol widened to it (rounded up to two
     digits); not where the noise is more than float32 rounding (:func:`_beyond_rounding`),
-    unless the runs ``stepped`` apart at a rounding to integer steps."""
-    out = {}
+    unless the runs stepped apart at a rounding to integer steps (:attr:`_Measure.stepped`)."""
+    out, noise = {}, measure.noise
     for name in failures:
         rtol, atol = table[name]
         if name in noise and NOISE_MARGIN * noise[name] > atol \
-                and (stepped or _beyond_rounding(noise[name], name, reference) is None):
+                and (measure.stepped or _beyond_rounding(noise[name], name, reference) is None):
             out[name] = (rtol, _two_digits_up(NOISE_MARGIN * noise[name]))
     return out
 
@@ -191,26 +223,28 @@ def _two_digits_up(value: float) -> float:
     return float(f"{math.ceil(round(value / unit, 6)) * unit:.2g}")  # 3e-6 / 1e-7 is 30.0...04
 
 
-def _widened_line(name: str, old: float, new: float, noise: float, got: Outputs,
-                  reference: Outputs, partings: Sequence[Parting] | None = None) -> str:
-    """The summary's line for an output widened; ``partings`` where the noise is the
-    model's rounding to integer steps."""
-    own = "float32 rounding" if partings is None else "rounding to integer steps"
-    parted = "" if partings is None else (
-        f", after they first part one step apart at a rounding in {len(partings)} golden "
-        f"case(s) ({partings[0]})")
+def _widened_line(name: str, old: float, new: float, measure: _Measure, got: Outputs,
+                  reference: Outputs) -> str:
+    """The summary's line for an output widened: to the model's rounding to integer steps
+    where its noise is past float32 rounding."""
+    noise = measure.noise[name]
+    steps = _beyond_rounding(noise, name, reference) is not None
+    own = "rounding to integer steps" if steps else "float32 rounding"
+    parted = (f", after they first part one step apart at a rounding on "
+              f"{len(measure.partings)} of the {measure.inputs} inputs "
+              f"({measure.partings[0]})") if steps else ""
     return (f"output {name!r}: atol {old:g} widened to {new:g}, {NOISE_MARGIN:g} times the "
             f"model's own {own} there (onnxruntime's runs with graph optimizations off and "
-            f"on differ by up to {noise:.3g}{parted}; the imported graph is within "
-            f"{_largest_difference(name, got, reference):.3g} of the first); --tolerance, "
-            f"--rtol or --atol keep a tolerance as given")
+            f"on differ by up to {noise:.3g}{measure.over(reference)}{parted}; the imported "
+            f"graph is within {_largest_difference(name, got, reference):.3g} of the first); "
+            f"--tolerance, --rtol or --atol keep a tolerance as given")
 
 
-def _noise_note(output: str, noise: Mapping[str, float], reference: Outputs,
-                given_tolerance: bool, widened: Mapping[str, Any],
-                partings: Sequence[Parting] | None = None) -> str:
+def _noise_note(output: str, measure: _Measure, reference: Outputs, given_tolerance: bool,
+                widened: Mapping[str, Any]) -> str:
     """What a refusal adds about onnxruntime's own rounding on the output that failed (and,
     where they were traced, where its runs part at the model's roundings to steps)."""
+    noise = measure.noise
     if output not in noise:
         return ""
     scale = _beyond_rounding(noise[output], output, reference)
@@ -220,11 +254,12 @@ def _noise_note(output: str, noise: Mapping[str, float], reference: Outputs,
         kept = f" (the default atol widened to {NOISE_MARGIN:g} times that)"
     elif scale is not None:
         kept = (f", more than float32 rounding of values up to {scale:.3g}"
-                f"{_steps_note(partings)} (the default tolerance is kept)")
+                f"{_steps_note(measure.partings)} (the default tolerance is kept)")
     else:
         kept = ""
     return (f"; onnxruntime's own runs of the model with graph optimizations off and on "
-            f"differ by up to {noise[output]:.3g} on this output{kept}")
+            f"differ by up to {noise[output]:.3g}{measure.over(reference)} on this output"
+            f"{kept}")
 
 
 def _steps_note(partings: Sequence[Parting] | None) -> str:

@@ -15,30 +15,32 @@ inputs, so these are smaller than what quantization changes anyway.
 onnxruntime's own runs of such a model with graph optimizations off and on (blocked-layout
 convolutions: other summation orders) part the same way, which :func:`trace` shows: it
 fetches the codes of every QuantizeLinear and DynamicQuantizeLinear from both runs of each
-golden case and finds the first one where they differ (:class:`Parting`). Where that is one
-step, at a few codes of many (:data:`FLIP_MAX_FRACTION`), the runs parted at a value within
-float32 rounding of half a step, and the difference their outputs show after it is the
-model's own rounding to steps (:mod:`.comparison` widens the default atol to it). Measured on
-seven ResNet-18-like convnets and two ViTs quantized by ``quantize_static`` (QDQ) and by
-``quantize_dynamic``, 8 golden cases each: in every case where codes differ, the first
-parting was 1 to 5 codes of 12,288 to 204,800, one step apart, and the imported graph was
-1.0 to 1.6 times as far from the reference as the optimized run. Fetching the codes left
-the optimized runs' outputs as they were. :func:`explain` adds to the build's refusal of a
-model that quantizes what the difference can be and what to do.
+input and finds the first one where they differ (:class:`Parting`). A rounding parts an input
+rarely, so the runs take :data:`TRACE_CASES` inputs: the golden cases and more drawn alike.
+Where that is one step, at a few codes of many (:data:`FLIP_MAX_FRACTION`), the runs parted
+at a value within float32 rounding of half a step, and the difference their outputs show
+after it is the model's own rounding to steps (:mod:`.comparison` widens the default atol to
+it). Measured on
+17 models (ResNet-18-like convnets and ViTs quantized by ``quantize_static`` (QDQ) and by
+``quantize_dynamic``, hand-written conv, QuantizeLinear, conv models): wherever codes
+differed the first parting was 1 to 5 codes of 12,288 to 204,800, one step apart, and the
+imported graph was 0.4 to 1.6 times as far from the reference as the optimized run.
+Fetching the codes left the optimized runs' outputs as they were. :func:`explain` adds to
+the build's refusal of a model that quantizes what the difference can be and what to do.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from .reference import run_reference
 
-__all__ = ["ROUNDING_OPS", "TRACED_OPS", "FLIP_MAX_FRACTION", "Parting", "rounding_ops",
-           "code_tensors", "trace", "explain"]
+__all__ = ["ROUNDING_OPS", "TRACED_OPS", "FLIP_MAX_FRACTION", "TRACE_CASES", "Parting",
+           "Traced", "rounding_ops", "code_tensors", "trace", "explain"]
 
 #: Ops that round float values to integer steps: ONNX's, and com.microsoft's that requantize
 #: (or quantize their float input) inside
@@ -63,11 +65,15 @@ TRACED_OPS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear"})
 #: they first part, at most this fraction of the tensor's codes (one at least) may differ,
 #: each by one step, for the parting to be that (measured: at most 5 in 51,200, 1e-4).
 FLIP_MAX_FRACTION = 1e-3
+#: Inputs the runs are traced on, the golden cases among them: a rounding parts an input
+#: rarely (measured: in 1 to 8 of 8), so with the build's 2 golden cases alone onnxruntime's
+#: runs often show nothing where the imported graph parts.
+TRACE_CASES = 8
 
 
 @dataclass(frozen=True)
 class Parting:
-    """Where onnxruntime's runs of golden case ``case`` with graph optimizations off and on
+    """Where onnxruntime's runs of input ``case`` with graph optimizations off and on
     first give different codes: ``apart`` of the ``size`` codes of ``op``'s output
     ``tensor``, by up to ``steps`` (-1: the two are shaped differently)."""
 
@@ -87,7 +93,17 @@ class Parting:
         apart = "shaped differently" if self.steps < 0 else (
             f"{self.apart:,} of {self.size:,} codes "
             f"{'one step' if self.steps == 1 else f'up to {self.steps} steps'} apart")
-        return f"{self.op} {self.tensor!r} in golden case {self.case}: {apart}"
+        return f"{self.op} {self.tensor!r} in case {self.case}: {apart}"
+
+
+class Traced(NamedTuple):
+    """onnxruntime's runs of the inputs with graph optimizations ``off`` and ``on`` (each
+    input's outputs, keyed by ABI name), and the :class:`Parting` of each input where their
+    codes differ."""
+
+    off: list[dict[str, np.ndarray]]
+    on: list[dict[str, np.ndarray]]
+    partings: list[Parting]
 
 
 def code_tensors(model) -> list[tuple[str, str]]:
@@ -98,13 +114,14 @@ def code_tensors(model) -> list[tuple[str, str]]:
             and node.output and node.output[0]]
 
 
-def trace(model, onnx_inputs: Mapping[str, str], cases: Sequence[Mapping[str, np.ndarray]],
-          *, timeout: float) -> list[Parting]:
-    """For each golden case (keyed by ABI input name) where onnxruntime's runs of ``model``
-    with graph optimizations off and on give different codes at some :func:`code_tensors`
-    tensor: the first such (:class:`Parting`). Each run in the reference process, within
-    ``timeout`` seconds (its errors are ModelImportError). The codes are made graph outputs
-    for the runs (untyped: onnxruntime types them) and taken off again after."""
+def trace(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str],
+          cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float) -> Traced:
+    """onnxruntime's runs of ``model`` on each input (keyed by ABI input name) with graph
+    optimizations off and on, their outputs keyed by ABI name (``onnx_outputs`` maps it to
+    the ONNX name), and for each input where they give different codes at some
+    :func:`code_tensors` tensor the first such (:class:`Parting`). Each run in the reference
+    process, within ``timeout`` seconds (its errors are ModelImportError). The codes are made
+    graph outputs for the runs (untyped: onnxruntime types them) and taken off again after."""
     tensors = code_tensors(model)
     outputs, count = model.graph.output, len(model.graph.output)
     listed = {value.name for value in outputs}
@@ -112,7 +129,7 @@ def trace(model, onnx_inputs: Mapping[str, str], cases: Sequence[Mapping[str, np
         for _, tensor in tensors:
             if tensor not in listed:
                 outputs.add().name = tensor
-        fetch = {tensor: tensor for _, tensor in tensors}
+        fetch = {name: name for name in [*onnx_outputs.values(), *(t for _, t in tensors)]}
         runs = [run_reference(model, onnx_inputs, fetch, cases, timeout=timeout,
                               optimized=optimized) for optimized in (False, True)]
     finally:
@@ -129,7 +146,9 @@ def trace(model, onnx_inputs: Mapping[str, str], cases: Sequence[Mapping[str, np
                 found.append(Parting(op, tensor, case, int(np.count_nonzero(steps)), a.size,
                                      int(steps.max())))
                 break
-    return found
+    off, on = ([{abi: values[onnx] for abi, onnx in onnx_outputs.items()} for values in run]
+               for run in runs)
+    return Traced(off, on, found)
 
 
 def explain(model) -> str:
