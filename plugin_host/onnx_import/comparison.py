@@ -113,7 +113,8 @@ class _Measure(NamedTuple):
         return bool(self.partings) and all(p.flips for p in self.partings)
 
     def over(self, reference: Outputs) -> str:
-        """" on N inputs (...)" where more inputs than the golden cases were measured."""
+        """The words " on N inputs (the golden cases and M more drawn alike)" where more
+        inputs than the golden cases were measured, else nothing."""
         golden, more = len(reference), self.inputs - len(reference)
         return "" if more <= 0 else (f" on {self.inputs} inputs (the {golden} golden "
                                      f"case{'s' if golden != 1 else ''} and {more} more drawn "
