@@ -158,10 +158,11 @@ def explain(model) -> str:
     if not counts:
         return ""
     ops = ", ".join(f"{n} {op}" for op, n in sorted(counts.items(), key=lambda c: (-c[1], c[0])))
+    widens = (f"the default atol widens to it where onnxruntime's own runs part so on the "
+              f"{TRACE_CASES} inputs the build traces (more with more --golden-cases), and "
+              if code_tensors(model) else "")
     return (f"; the model rounds float values to integer steps ({ops}): where a value lands "
             f"within float32 rounding of half a step, the imported graph and onnxruntime, which "
             f"sum in different orders, can round it to neighbouring steps, and that step grows "
             f"through the layers after it (a difference of the size quantization makes against "
-            f"the float model: the default atol widens to it where onnxruntime's own runs part "
-            f"so in the golden cases, which more of them show more surely (--golden-cases 8), "
-            f"and --atol can accept it; an import bug looks the same)")
+            f"the float model: {widens}--atol can accept it; an import bug looks the same)")

@@ -246,9 +246,20 @@ def test_a_quantized_models_refusal_says_a_step_can_round_apart(tmp_path, monkey
         "imported graph and onnxruntime, which sum in different orders, can round it to "
         "neighbouring steps, and that step grows through the layers after it (a difference of "
         "the size quantization makes against the float model: the default atol widens to it "
-        "where onnxruntime's own runs part so in the golden cases, which more of them show "
-        "more surely (--golden-cases 8), and --atol can accept it; an import bug looks the "
-        "same)")
+        "where onnxruntime's own runs part so on the 8 inputs the build traces (more with more "
+        "--golden-cases), and --atol can accept it; an import bug looks the same)")
+
+
+def test_a_model_whose_roundings_are_not_traced_is_told_only_of_atol():
+    """com.microsoft's quantized ops keep their codes inside: nothing is traced, so the
+    refusal does not speak of a widening."""
+    from onnx import helper
+
+    graph = helper.make_graph([helper.make_node("QLinearSigmoid", list("abcde"), ["y"],
+                                                domain="com.microsoft")], "q", [], [])
+    text = quantized_rounding.explain(helper.make_model(graph))
+    assert "(1 QLinearSigmoid)" in text and text.endswith(
+        "against the float model: --atol can accept it; an import bug looks the same)")
 
 
 def test_a_float_models_refusal_says_nothing_of_steps(tmp_path, monkeypatch):
