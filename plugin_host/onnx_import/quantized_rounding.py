@@ -24,8 +24,8 @@ it). Measured on 17 models (ResNet-18-like convnets and ViTs quantized by
 ``quantize_static`` (QDQ) and by ``quantize_dynamic``, hand-written conv, QuantizeLinear,
 conv models): wherever codes differed the first parting was 1 to 5 codes of 12,288 to
 204,800, one step apart, and the imported graph was 0.4 to 1.6 times as far from the
-reference as the optimized run. Fetching the codes left the optimized runs' outputs as they
-were. :func:`explain` adds to the build's refusal of a model that quantizes what the
+reference as the optimized run, which was as far from the reference with the codes fetched as
+without. :func:`explain` adds to the build's refusal of a model that quantizes what the
 difference can be and what to do.
 """
 
