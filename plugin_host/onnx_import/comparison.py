@@ -177,7 +177,8 @@ def _traced(trace: Callable[[float], Traced], reference: Outputs, names: Sequenc
             say: Callable[[str], None], timeout: float) -> _Measure:
     """:class:`_Measure` of ``names``' float outputs from ``trace(timeout)``; nothing
     measured where there are none, or onnxruntime cannot run the traced model."""
-    if not _floats(names, reference):
+    floats = _floats(names, reference)
+    if not floats:
         return _Measure({}, None, len(reference))
     say("measuring onnxruntime's own rounding on the model (graph optimizations off and on, "
         "its roundings to integer steps traced)")
@@ -185,7 +186,7 @@ def _traced(trace: Callable[[float], Traced], reference: Outputs, names: Sequenc
         traced = trace(timeout)
     except ModelImportError:
         return _Measure({}, None, len(reference))
-    noise = {n: _largest_difference(n, traced.on, traced.off) for n in _floats(names, reference)}
+    noise = {n: _largest_difference(n, traced.on, traced.off) for n in floats}
     return _Measure({n: v for n, v in noise.items() if 0.0 < v < float("inf")},
                     list(traced.partings), len(traced.off))
 
