@@ -29,10 +29,12 @@ from ..artifacts.build import (_drawn_inputs, _drawn_size, build_artifact, descr
 from ..errors import ModelImportError, UnsupportedModelError
 from ..executor import Executor
 from .convert import ImportedModel, onnx_to_graph
-from .float_width import (DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE, compare_float16,
-                          compare_float64, find_float16, find_float64, float64_computed,
-                          float64_in_abi)
+from .float_width import (DEFAULT_BFLOAT16_UPCAST_TOLERANCE, DEFAULT_DOWNCAST_TOLERANCE,
+                          DEFAULT_UPCAST_TOLERANCE, compare_bfloat16, compare_float16,
+                          compare_float64, find_bfloat16, find_float16, find_float64,
+                          float64_computed, float64_in_abi)
 from .float_width import downcast_float64 as downcast_float64_model
+from .float_width import upcast_bfloat16 as upcast_bfloat16_model
 from .float_width import upcast_float16 as upcast_float16_model
 from .fixed_inputs import describe, fix_inputs, with_inputs_hint
 from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix_dims,
@@ -62,7 +64,8 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
                 limits: ReadLimits = DEFAULT_READ_LIMITS,
                 upcast_float16: bool = False, downcast_float64: bool = False,
                 dims: Mapping[str, int] | None = None,
-                input_values: Mapping[str, Any] | None = None) -> ImportedModel:
+                input_values: Mapping[str, Any] | None = None,
+                upcast_bfloat16: bool = False) -> ImportedModel:
     """Read and import ``path``: the Graph, its ABI names' ONNX names and the checked proto.
 
     ``state`` maps recurrent-state inputs to the outputs that feed them (``{"h": "h_next"}``);
@@ -71,35 +74,41 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     ``input_values`` then fixes inputs to values (``{"sr": 16000}``, :mod:`.fixed_inputs`).
     A model with float16 anywhere is refused unless ``upcast_float16``; then it is rewritten
     to float32 (:mod:`.float_width`), checked again like a file, and imported with a float32 ABI
-    (``float16_model`` of the result keeps the original). Likewise a model with float64 is
+    (``float16_model`` of the result keeps the original). A model with bfloat16 likewise,
+    unless ``upcast_bfloat16`` (after the float16 upcast when there is both;
+    ``bfloat16_model`` keeps the model before it). Likewise a model with float64 is
     refused unless ``downcast_float64``: at once when a graph input or output is float64,
     else when float64 is left in the imported graph (float64 constants that fold into float32
     values, as torch's legacy exporter writes without constant folding, import as before).
     With ``downcast_float64`` it is rewritten to float32 (:mod:`.float_width`), values rounded
-    (after the float16 upcast when there is both; ``float64_model`` keeps the model before the
-    downcast). The model's own functions are then inlined (:mod:`.local_functions`), and a
-    model of opset 1 to 12 upgraded to 13 (:mod:`.upgrade`); ``.original`` is the model
-    before both, which the reference runs.
+    (after the upcasts; ``float64_model`` keeps the model before the downcast). The model's own
+    functions are then inlined (:mod:`.local_functions`), and a model of opset 1 to 12
+    upgraded to 13 (:mod:`.upgrade`); ``.original`` is the model before both, which the
+    reference runs.
     """
     model = fix_dims(read_model(path, allow_external_data=allow_external_data, limits=limits),
                      dims or {}, where=str(path))
     model = fix_inputs(model, input_values or {}, where=str(path))
-    half, double = find_float16(model), find_float64(model)
-    if half is not None and not upcast_float16:
-        raise UnsupportedModelError(f"{path}: float16 in {half}: the backends compute in "
-                                    f"float32; import with --upcast-float16 "
-                                    f"(upcast_float16=True) to rewrite the model to float32")
+    half, brain, double = find_float16(model), find_bfloat16(model), find_float64(model)
+    for width, place, asked in (("float16", half, upcast_float16),
+                                ("bfloat16", brain, upcast_bfloat16)):
+        if place is not None and not asked:
+            raise UnsupportedModelError(f"{path}: {width} in {place}: the backends compute in "
+                                        f"float32; import with --upcast-{width} "
+                                        f"(upcast_{width}=True) to rewrite the model to "
+                                        f"float32")
     if double is not None and not downcast_float64 and float64_in_abi(model) is not None:
         raise _float64_refused(path, float64_in_abi(model))
-    float16_model = float64_model = None
+    float16_model = bfloat16_model = float64_model = None
     if half is not None:
-        float16_model, (upcast, _) = model, upcast_float16_model(model, limits)
-        model = parse_model(upcast.SerializeToString(), where=f"{path} upcast to float32",
-                            limits=limits)
+        float16_model, model = model, _rewritten(upcast_float16_model, model, path, "upcast",
+                                                 limits)
+    if brain is not None:
+        bfloat16_model, model = model, _rewritten(upcast_bfloat16_model, model, path, "upcast",
+                                                  limits)
     if double is not None and downcast_float64:
-        float64_model, (downcast, _) = model, downcast_float64_model(model, limits)
-        model = parse_model(downcast.SerializeToString(), where=f"{path} downcast to float32",
-                            limits=limits)
+        float64_model, model = model, _rewritten(downcast_float64_model, model, path,
+                                                 "downcast", limits)
     inlined, calls = inline_local_functions(model, where=str(path), limits=limits)
     upgraded = upgrade_model(inlined, where=str(path), limits=limits)
     try:
@@ -122,7 +131,15 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     if upgraded is not model:
         imported.original = model
     imported.float16_model, imported.float64_model = float16_model, float64_model
+    imported.bfloat16_model = bfloat16_model
     return imported
+
+
+def _rewritten(rewrite: Callable, model, path, how: str, limits: ReadLimits):
+    """``model`` rewritten by one of :mod:`.float_width`'s rewrites, checked again like a
+    file."""
+    new, _ = rewrite(model, limits)
+    return parse_model(new.SerializeToString(), where=f"{path} {how} to float32", limits=limits)
 
 
 #: The oldest default-domain opset onnxruntime guarantees to run; below it, a model may use
@@ -162,14 +179,15 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         limits: ReadLimits = DEFAULT_READ_LIMITS, reference_backend=None,
                         progress: Callable[[str], None] | None = None,
                         upcast_float16: bool = False,
-                        upcast_tolerance: tuple[float, float] = DEFAULT_UPCAST_TOLERANCE,
+                        upcast_tolerance: tuple[float, float] | None = None,
                         downcast_float64: bool = False,
                         downcast_tolerance: tuple[float, float] = DEFAULT_DOWNCAST_TOLERANCE,
                         dims: Mapping[str, int] | None = None,
                         input_values: Mapping[str, Any] | None = None,
                         golden_dims: Mapping[str, Sequence[int]] | None = None,
                         golden_ranges: Mapping[str, Sequence[float]] | None = None,
-                        report: Callable[[str], None] | None = None) -> Manifest:
+                        report: Callable[[str], None] | None = None,
+                        upcast_bfloat16: bool = False) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
     Golden outputs are computed with onnxruntime on the model as given (also when its opset
@@ -198,6 +216,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     on the same inputs; its largest deviation per output goes to ``report`` (and progress),
     and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
     When onnxruntime cannot run the float16 model, ``report`` is told so instead.
+    ``upcast_bfloat16`` does the same for a bfloat16 model, which onnxruntime's CPU provider
+    seldom runs (it computes few ops in bfloat16). ``upcast_tolerance`` None: each type's own,
+    :data:`.float_width.DEFAULT_UPCAST_TOLERANCE` and
+    :data:`.float_width.DEFAULT_BFLOAT16_UPCAST_TOLERANCE`.
     ``downcast_float64`` does the same for a float64 model (rewritten to float32, values
     rounded), measured against ``downcast_tolerance``; with both, the float16 original (which
     has the float64 too) is compared with the float32 model, and the float64 model that the
@@ -223,7 +245,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     imported = import_onnx(path, name=name, state=state, layouts=layouts,
                            allow_external_data=allow_external_data, limits=limits,
                            upcast_float16=upcast_float16, downcast_float64=downcast_float64,
-                           dims=dims, input_values=input_values)
+                           dims=dims, input_values=input_values,
+                           upcast_bfloat16=upcast_bfloat16)
     graph = imported.graph
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager
@@ -304,18 +327,20 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
         if not hint:
             raise
         raise ModelImportError(f"{exc}{hint}") from None
-    if imported.float16_model is not None:
-        lines = ["upcast from float16: the artifact's ABI is float32"] + compare_float16(
-            imported.float16_model, imported.onnx_inputs, imported.onnx_outputs, cases,
-            reference, upcast_tolerance, say)
-    else:
-        lines = ["no float16 in the model: nothing upcast"] if upcast_float16 else []
-    if imported.float64_model is not None:
-        lines += ["downcast from float64: the artifact's ABI is float32"] + compare_float64(
-            imported.float64_model, imported.onnx_inputs, imported.onnx_outputs, cases,
-            reference, downcast_tolerance, say)
-    elif downcast_float64:
-        lines.append("no float64 in the model: nothing downcast")
+    lines: list[str] = []
+    for original, asked, compare, tolerance, width, how in (
+            (imported.float16_model, upcast_float16, compare_float16,
+             upcast_tolerance or DEFAULT_UPCAST_TOLERANCE, "float16", "upcast"),
+            (imported.bfloat16_model, upcast_bfloat16, compare_bfloat16,
+             upcast_tolerance or DEFAULT_BFLOAT16_UPCAST_TOLERANCE, "bfloat16", "upcast"),
+            (imported.float64_model, downcast_float64, compare_float64, downcast_tolerance,
+             "float64", "downcast")):
+        if original is not None:
+            lines += [f"{how} from {width}: the artifact's ABI is float32"] + compare(
+                original, imported.onnx_inputs, imported.onnx_outputs, cases, reference,
+                tolerance, say)
+        elif asked:
+            lines.append(f"no {width} in the model: nothing {how}")
     for line in lines:
         tell(line)
     return build_artifact(graph, out, name=name or graph.name, version=version,

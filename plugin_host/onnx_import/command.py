@@ -7,7 +7,7 @@ import math
 
 from ..errors import ModelFileError, UsageError
 from .build import build_onnx_artifact
-from .float_width import DEFAULT_DOWNCAST_TOLERANCE, DEFAULT_UPCAST_TOLERANCE
+from .float_width import DEFAULT_DOWNCAST_TOLERANCE
 from .fixed_inputs import parse_input_values
 from .free_dims import parse_dims, parse_golden_dims, parse_golden_ranges
 from .reader import EXTERNAL_DATA_OPTION
@@ -28,11 +28,12 @@ def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
     return pairs
 
 
-def parse_upcast_tolerance(text: str | None, upcast: bool) -> tuple[float, float]:
-    """``--upcast-tolerance RTOL,ATOL`` as two finite non-negative floats (the default when
-    not given); UsageError otherwise, or when it comes without ``--upcast-float16``."""
-    return _rewrite_tolerance(text, upcast, "--upcast-tolerance", "--upcast-float16",
-                              DEFAULT_UPCAST_TOLERANCE, "1e-2,1e-2")
+def parse_upcast_tolerance(text: str | None, upcast: bool) -> tuple[float, float] | None:
+    """``--upcast-tolerance RTOL,ATOL`` as two finite non-negative floats (None when not
+    given: each upcast's own default); UsageError otherwise, or when it comes without
+    ``--upcast-float16`` or ``--upcast-bfloat16``."""
+    return _rewrite_tolerance(text, upcast, "--upcast-tolerance",
+                              "--upcast-float16 or --upcast-bfloat16", None, "1e-2,1e-2")
 
 
 def parse_downcast_tolerance(text: str | None, downcast: bool) -> tuple[float, float]:
@@ -43,7 +44,8 @@ def parse_downcast_tolerance(text: str | None, downcast: bool) -> tuple[float, f
 
 
 def _rewrite_tolerance(text: str | None, given: bool, flag: str, needs: str,
-                       default: tuple[float, float], example: str) -> tuple[float, float]:
+                       default: tuple[float, float] | None, example: str
+                       ) -> tuple[float, float] | None:
     if text is None:
         return default
     if not given:
@@ -62,7 +64,8 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float] | None, 
                progress) -> int:
     """``plugin-host build --onnx``: ``tolerance`` None where no option gave one (the
     import's default, which widens where the model's own rounding needs it)."""
-    upcast_tolerance = parse_upcast_tolerance(args.upcast_tolerance, args.upcast_float16)
+    upcast_tolerance = parse_upcast_tolerance(args.upcast_tolerance,
+                                              args.upcast_float16 or args.upcast_bfloat16)
     downcast_tolerance = parse_downcast_tolerance(args.downcast_tolerance,
                                                   args.downcast_float64)
     notes: list[str] = []
@@ -74,7 +77,8 @@ def build_onnx(args: argparse.Namespace, tolerance: tuple[float, float] | None, 
             tolerances=tolerance, golden_cases=args.golden_cases, seed=args.seed,
             backends=args.backend or ["numpy", "onnxruntime"], latency_ms=args.latency_ms,
             expires=expires, allow_external_data=args.allow_external_data, progress=progress,
-            upcast_float16=args.upcast_float16, upcast_tolerance=upcast_tolerance,
+            upcast_float16=args.upcast_float16, upcast_bfloat16=args.upcast_bfloat16,
+            upcast_tolerance=upcast_tolerance,
             downcast_float64=args.downcast_float64, downcast_tolerance=downcast_tolerance,
             dims=parse_dims(parse_pairs(args.dim, "--dim", "NAME=SIZE, e.g. h=128")),
             input_values=parse_input_values(parse_pairs(

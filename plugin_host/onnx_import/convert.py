@@ -57,6 +57,7 @@ class ImportedModel:
     onnx_outputs: dict[str, str] = field(default_factory=dict)  # ABI name -> ONNX name
     opset: int = 0
     float16_model: Any = None  # the float16 original of a model upcast to float32
+    bfloat16_model: Any = None  # the bfloat16 original (after any float16 upcast)
     float64_model: Any = None  # the float64 model (after any upcast) downcast to float32
     #: the ModelProto as read when ``model`` is its opset upgrade or has its functions inlined
     original: Any = None

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError, UsageError
 from .names import is_run_time
-from .reader import ONNX_DTYPES
+from .reader import BFLOAT16, ONNX_DTYPES
 
 __all__ = ["MAX_FIXED_ELEMENTS", "describe", "fix_inputs", "fixable_inputs", "parse_input_values",
            "with_inputs_hint"]
@@ -113,10 +113,19 @@ def _read(name: str, text: Any, dtype: np.dtype) -> Any:
         value = float(text)
     except (TypeError, ValueError):
         value = None
-    if value is None or (math.isfinite(value) and abs(value) > float(np.finfo(dtype).max)):
+    if value is None or (math.isfinite(value) and abs(value) > _largest(dtype)):
         raise UsageError(f"{where}: input {name!r} is {dtype.name}; give a number within its "
                          f"range")
     return value
+
+
+def _largest(dtype: np.dtype) -> float:
+    """The largest finite value of float ``dtype`` (numpy's finfo lacks bfloat16)."""
+    if dtype.name == "bfloat16":
+        import ml_dtypes
+
+        return float(ml_dtypes.finfo(dtype).max)
+    return float(np.finfo(dtype).max)
 
 
 def fix_inputs(model, values: Mapping[str, Any], *, where: str = "model"):
@@ -137,10 +146,16 @@ def fix_inputs(model, values: Mapping[str, Any], *, where: str = "model"):
     arrays = {}
     for name, given in values.items():
         vi = inputs[name]
-        shape, dtype = _shape(vi), ONNX_DTYPES.get(vi.type.tensor_type.elem_type)
+        elem = vi.type.tensor_type.elem_type
+        shape, dtype = _shape(vi), ONNX_DTYPES.get(elem)
+        if elem == BFLOAT16:  # a bfloat16 initializer, which the upcast then rewrites
+            import ml_dtypes  # onnx's own dependency: numpy's bfloat16
+
+            dtype = ml_dtypes.bfloat16
         if shape is None or dtype is None:
             raise UsageError(f"{where}: input {name!r} is not a tensor of a dtype that can be "
-                             f"fixed at build (bool, integers, float16, float32, float64)")
+                             f"fixed at build (bool, integers, float16, bfloat16, float32, "
+                             f"float64)")
         if None in shape:
             raise UsageError(f"{where}: input {name!r} has run-time dims "
                              f"{[d if d is not None else '?' for d in shape]}; fix them with "

@@ -1,20 +1,25 @@
-"""Float16 and float64 ONNX models imported as float32: find them, rewrite them, measure it.
+"""Float16, bfloat16 and float64 ONNX models imported as float32: find them, rewrite them,
+measure it.
 
 The backends compute in float32. A float16 model (a ``model.half()`` export) is imported only
-when the caller asks for the upcast, a float64 one (a torch model promoted to float64 by a
-numpy constant, a ``.double()``, a ``torch.sum(..., dtype=torch.float64)``) only when the
-caller asks for the downcast. :func:`upcast_float16` and :func:`downcast_float64` rewrite a
-checked ModelProto into a new one where every float16, or every float64, becomes float32 --
-graph inputs and outputs, initializers, Constant and ConstantOfShape tensors (float16 to
-float32 is exact; float64 values are rounded, and one beyond float32's finite range is
-refused), ``Cast(to=FLOAT16)`` / ``Cast(to=DOUBLE)`` and the other element-type attributes,
-value_info, subgraphs and local functions. CastLike needs nothing of its own: its target is
-rewritten where it is defined. The artifact's ABI is then float32.
+when the caller asks for the upcast, a bfloat16 one (a ``model.bfloat16()`` export) likewise,
+a float64 one (a torch model promoted to float64 by a numpy constant, a ``.double()``, a
+``torch.sum(..., dtype=torch.float64)``) only when the caller asks for the downcast.
+:func:`upcast_float16`, :func:`upcast_bfloat16` and :func:`downcast_float64` rewrite a checked
+ModelProto into a new one where every float16, bfloat16 or float64 becomes float32 -- graph
+inputs and outputs, initializers, Constant and ConstantOfShape tensors (float16 and bfloat16
+to float32 are exact; float64 values are rounded, and one beyond float32's finite range is
+refused), ``Cast(to=FLOAT16)`` / ``Cast(to=BFLOAT16)`` / ``Cast(to=DOUBLE)`` and the other
+element-type attributes, value_info, subgraphs and local functions. CastLike needs nothing
+of its own: its target is rewritten where it is defined. The artifact's ABI is then float32.
 
-:func:`compare_float16` and :func:`compare_float64` run the original model on onnxruntime and
-measure how far the float32 model's outputs are from it: the two differ by design (float16
-computes with 11-bit significands, float32 with 24 where the original had 53), and by how much
-says whether the rewritten model is still the same model.
+:func:`compare_float16`, :func:`compare_bfloat16` and :func:`compare_float64` run the original
+model on onnxruntime and measure how far the float32 model's outputs are from it: the two
+differ by design (float16 computes with 11-bit significands, bfloat16 with 8, float32 with 24
+where the original had 53), and by how much says whether the rewritten model is still the same
+model. onnxruntime's CPU provider computes few ops in bfloat16 (casts, data movement,
+LayerNormalization; no MatMul, Conv, Add or activation), so a bfloat16 model is rarely
+compared: the build then says why.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ import numpy as np
 from abi.artifact import Tolerance
 
 from ..errors import ModelFileError, ModelImportError
-from .reader import DEFAULT_READ_LIMITS, ReadLimits, to_array
+from .reader import BFLOAT16, DEFAULT_READ_LIMITS, ReadLimits, to_array
 from .reference import run_reference
 
-__all__ = ["DEFAULT_UPCAST_TOLERANCE", "DEFAULT_DOWNCAST_TOLERANCE", "find_float16",
-           "upcast_float16", "compare_float16", "find_float64", "float64_in_abi",
-           "float64_computed", "downcast_float64", "compare_float64"]
+__all__ = ["DEFAULT_UPCAST_TOLERANCE", "DEFAULT_BFLOAT16_UPCAST_TOLERANCE",
+           "DEFAULT_DOWNCAST_TOLERANCE", "find_float16", "upcast_float16", "compare_float16",
+           "find_bfloat16", "upcast_bfloat16", "compare_bfloat16", "find_float64",
+           "float64_in_abi", "float64_computed", "downcast_float64", "compare_float64"]
 
 #: (rtol, atol) between the float32 model and the float16 original. float16 rounds to 2**-11
 #: (5e-4) relative at every op. Measured on torch exports (standard-normal inputs): MLPs,
@@ -42,6 +48,15 @@ __all__ = ["DEFAULT_UPCAST_TOLERANCE", "DEFAULT_DOWNCAST_TOLERANCE", "find_float
 #: deeper models while a different model (wrong weights, a dropped op) is still caught.
 DEFAULT_UPCAST_TOLERANCE = (1e-2, 1e-2)
 
+#: (rtol, atol) between the float32 model and the bfloat16 original. bfloat16 rounds to 2**-8
+#: (3.9e-3) relative, 8 times float16's step. Measured with torch (a ``.bfloat16()`` model
+#: against the same bfloat16 weights in float32, standard-normal inputs): an MLP, LayerNorm,
+#: softmax and a two-conv net need 7e-4 to 1.6e-3 (rtol = atol), 2 to 16 pre-norm residual
+#: tanh-GELU blocks 3.9e-3 to 1.5e-2, 2 to 16 residual conv-BatchNorm layers 5.4e-3 to 4.5e-2.
+#: Twice the deepest is left for deeper models; a dropped op or wrong weights still differ by
+#: the size of the values.
+DEFAULT_BFLOAT16_UPCAST_TOLERANCE = (1e-1, 1e-1)
+
 #: (rtol, atol) between the float32 model and the float64 original. float32 rounds to 2**-24
 #: (6e-8) relative at every op. Measured on torch exports of both exporters (golden inputs):
 #: a Linear times a float64 numpy constant, ``.double()`` around tanh and softmax, a float64
@@ -50,7 +65,7 @@ DEFAULT_UPCAST_TOLERANCE = (1e-2, 1e-2)
 #: 1e-6). Ten times that is the float32 import's own default; a different model is caught.
 DEFAULT_DOWNCAST_TOLERANCE = (1e-4, 1e-5)
 
-_FLOAT16, _FLOAT, _DOUBLE = 10, 1, 11
+_FLOAT16, _FLOAT, _DOUBLE, _BFLOAT16 = 10, 1, 11, BFLOAT16
 #: Int attributes that name the element type of the op's output, by op.
 _DTYPE_ATTRIBUTES = {"Cast": "to", "BitCast": "to", "EyeLike": "dtype", "RandomNormal": "dtype",
                      "RandomUniform": "dtype", "RandomNormalLike": "dtype",
@@ -66,7 +81,6 @@ class _Width:
 
     name: str            # "float16"
     elem: int            # its TensorProto data type
-    dtype: type          # its numpy dtype
     rewrite: str         # "upcast"
     flag: str            # the build option asking for it
     tolerance_flag: str  # the build option of its tolerance
@@ -74,9 +88,11 @@ class _Width:
     coarser: str         # the type of the two that loses precision
 
 
-_HALF = _Width("float16", _FLOAT16, np.float16, "upcast", "--upcast-float16",
-               "--upcast-tolerance", False, "float16")
-_DOUBLE_WIDTH = _Width("float64", _DOUBLE, np.float64, "downcast", "--downcast-float64",
+_HALF = _Width("float16", _FLOAT16, "upcast", "--upcast-float16", "--upcast-tolerance", False,
+               "float16")
+_BRAIN = _Width("bfloat16", _BFLOAT16, "upcast", "--upcast-bfloat16", "--upcast-tolerance",
+                False, "bfloat16")
+_DOUBLE_WIDTH = _Width("float64", _DOUBLE, "downcast", "--downcast-float64",
                        "--downcast-tolerance", True, "float32")
 
 
@@ -84,6 +100,11 @@ def find_float16(model) -> str | None:
     """Where float16 first appears in ``model`` (``"input 'x'"``, ``"node 'c' (Cast)"``, ...),
     or None when it has none."""
     return next(_walk(model, _HALF, None), None)
+
+
+def find_bfloat16(model) -> str | None:
+    """Where bfloat16 first appears in ``model``, or None when it has none."""
+    return next(_walk(model, _BRAIN, None), None)
 
 
 def find_float64(model) -> str | None:
@@ -118,6 +139,12 @@ def upcast_float16(model, limits: ReadLimits = DEFAULT_READ_LIMITS) -> tuple[Any
     model over the file-size cap; ``model`` itself is left as it was.
     """
     return _rewrite(model, _HALF, limits)
+
+
+def upcast_bfloat16(model, limits: ReadLimits = DEFAULT_READ_LIMITS) -> tuple[Any, int]:
+    """:func:`upcast_float16` for bfloat16: every value exactly, as float32 keeps bfloat16's
+    8-bit exponent and its significand's 8 bits."""
+    return _rewrite(model, _BRAIN, limits)
 
 
 def downcast_float64(model, limits: ReadLimits = DEFAULT_READ_LIMITS) -> tuple[Any, int]:
@@ -260,7 +287,7 @@ def _tensor(t, width: _Width, limits: ReadLimits | None) -> bool:
     if limits is not None:
         from onnx import numpy_helper
 
-        value = to_array(t, limits)
+        value = to_array(t, limits, bfloat16=width is _BRAIN)
         with np.errstate(over="ignore"):
             narrowed = value.astype(np.float32)
         over = np.isinf(narrowed) & np.isfinite(value)
@@ -288,6 +315,15 @@ def compare_float16(original, onnx_inputs: Mapping[str, str], onnx_outputs: Mapp
     return _compare(_HALF, original, onnx_inputs, onnx_outputs, cases, upcast, tolerance, say)
 
 
+def compare_bfloat16(original, onnx_inputs: Mapping[str, str],
+                     onnx_outputs: Mapping[str, str], cases: Sequence[Mapping[str, np.ndarray]],
+                     upcast: Sequence[Mapping[str, np.ndarray]],
+                     tolerance: tuple[float, float] = DEFAULT_BFLOAT16_UPCAST_TOLERANCE,
+                     say: Callable[[str], None] = lambda message: None) -> list[str]:
+    """:func:`compare_float16` for the bfloat16 ``original`` and its float32 ``upcast``."""
+    return _compare(_BRAIN, original, onnx_inputs, onnx_outputs, cases, upcast, tolerance, say)
+
+
 def compare_float64(original, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str],
                     cases: Sequence[Mapping[str, np.ndarray]],
                     downcast: Sequence[Mapping[str, np.ndarray]],
@@ -303,6 +339,8 @@ def _compare(width: _Width, original, onnx_inputs: Mapping[str, str],
              rewritten: Sequence[Mapping[str, np.ndarray]], tolerance: tuple[float, float],
              say: Callable[[str], None]) -> list[str]:
     rtol, atol = tolerance
+    original, onnx_inputs, onnx_outputs = _bfloat16_edges_as_float32(original, onnx_inputs,
+                                                                     onnx_outputs)
     # every input of a float type other than float32 is fed as that type (a model with both
     # float16 and float64 is compared as given, before either rewrite)
     given = {vi.name: {_FLOAT16: np.float16, _DOUBLE: np.float64}[elem]
@@ -337,3 +375,61 @@ def _compare(width: _Width, original, onnx_inputs: Mapping[str, str],
         lines.append(f"{width.name} deviation of output {name!r}: max |diff| {worst:.3g} "
                      f"({width.rewrite} tolerance rtol {rtol:g}, atol {atol:g})")
     return lines
+
+
+def _bfloat16_edges_as_float32(model, onnx_inputs: Mapping[str, str],
+                               onnx_outputs: Mapping[str, str]) -> tuple[Any, dict, dict]:
+    """``model`` with each bfloat16 graph input and output float32 across a Cast, and the ABI
+    names' ONNX names in it (``model`` and the names as they were when it has none): numpy, and
+    so onnxruntime's Python API, has no bfloat16. A float32 input is rounded to bfloat16 where
+    it enters, as a float16 original's input is cast to float16."""
+    import onnx
+
+    def brain(vi) -> bool:
+        return vi.type.WhichOneof("value") == "tensor_type" and \
+            vi.type.tensor_type.elem_type == _BFLOAT16
+
+    if not any(map(brain, [*model.graph.input, *model.graph.output])):
+        return model, dict(onnx_inputs), dict(onnx_outputs)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g, taken = out.graph, _names_in(out.graph)
+    renamed: dict[str, str] = {}
+
+    def fresh(name: str) -> str:
+        new = f"{name}.float32"
+        while new in taken:
+            new += "_"
+        taken.add(new)
+        renamed[name] = new
+        return new
+
+    casts = []
+    for vi in g.input:
+        if brain(vi):
+            name, vi.name = vi.name, fresh(vi.name)
+            vi.type.tensor_type.elem_type = _FLOAT
+            casts.append(onnx.helper.make_node("Cast", [vi.name], [name], to=_BFLOAT16))
+    nodes = casts + list(g.node)
+    del g.node[:]
+    g.node.extend(nodes)
+    for vi in g.output:
+        if brain(vi):
+            name, vi.name = vi.name, fresh(vi.name)
+            vi.type.tensor_type.elem_type = _FLOAT
+            g.node.append(onnx.helper.make_node("Cast", [name], [vi.name], to=_FLOAT))
+    return (out, {k: renamed.get(v, v) for k, v in onnx_inputs.items()},
+            {k: renamed.get(v, v) for k, v in onnx_outputs.items()})
+
+
+def _names_in(graph) -> set[str]:
+    """Every value name of ``graph`` and its subgraphs."""
+    from .loop import subgraphs
+
+    names: set[str] = set()
+    for g in subgraphs(graph):
+        names.update(vi.name for vi in [*g.input, *g.output, *g.value_info])
+        names.update(t.name for t in g.initializer)
+        for node in g.node:
+            names.update(node.input, node.output)
+    return names

@@ -62,6 +62,11 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: 
 #: GatherBlockQuantized (:func:`to_array` with ``four_bit=True``), which dequantize it at import
 FOUR_BIT = {21: "uint8", 22: "int8"}
 
+#: ONNX's BFLOAT16: no ABI dtype; a model holding it is read to be upcast to float32
+#: (:mod:`.float_width`), its tensors by :func:`to_array` with ``bfloat16=True``. Its values
+#: are kept as their 16-bit patterns, as uint16's are.
+BFLOAT16 = 16
+
 
 def element_type(code: int) -> str:
     """An ONNX element type as a message names it: its TensorProto name and number
@@ -73,9 +78,11 @@ def element_type(code: int) -> str:
 
 
 #: Element types whose values ONNX keeps in int32_data when not raw, with the range there
-#: (float16 as its bit pattern); a value outside it would wrap silently when converted.
+#: (float16 and bfloat16 as their bit patterns); a value outside it would wrap silently when
+#: converted.
 _INT32_DATA_RANGE = {"bool": (0, 1), "int8": (-128, 127), "uint8": (0, 255),
-                     "int16": (-32768, 32767), "uint16": (0, 65535), "float16": (0, 65535)}
+                     "int16": (-32768, 32767), "uint16": (0, 65535), "float16": (0, 65535),
+                     "bfloat16": (0, 65535)}
 
 
 def _onnx():
@@ -407,7 +414,8 @@ def _resolve_external(model, where: str, folder: Path | None, limits: ReadLimits
         if not inside:
             raise ModelFileError(f"{where}: tensor {name}: external file {shown} is "
                                  f"not a regular file inside {base}")
-        dtype = ONNX_DTYPES.get(t.data_type) or FOUR_BIT.get(t.data_type)
+        dtype = ONNX_DTYPES.get(t.data_type) or FOUR_BIT.get(t.data_type) or \
+            ("uint16" if t.data_type == BFLOAT16 else None)  # read as 16-bit patterns
         if dtype is None:
             raise UnsupportedModelError(f"tensor {name}: ONNX element type "
                                         f"{element_type(t.data_type)} is not an ABI dtype")
@@ -481,12 +489,14 @@ def _count(dims, name: str, limits: ReadLimits) -> int:
     return n
 
 
-def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS, *, four_bit: bool = False
-             ) -> np.ndarray:
+def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS, *, four_bit: bool = False,
+             bfloat16: bool = False) -> np.ndarray:
     """A TensorProto as a numpy array, after checking its dtype, count and byte length;
-    ``four_bit``: a 4-bit one too, as its 8-bit dtype (:data:`FOUR_BIT`)."""
+    ``four_bit``: a 4-bit one too, as its 8-bit dtype (:data:`FOUR_BIT`); ``bfloat16``: a
+    bfloat16 one too, as float32 (exactly: a bfloat16 is a float32 with 16 bits fewer)."""
     onnx = _onnx()
-    dtype = ONNX_DTYPES.get(t.data_type) or (FOUR_BIT.get(t.data_type) if four_bit else None)
+    dtype = ONNX_DTYPES.get(t.data_type) or (FOUR_BIT.get(t.data_type) if four_bit else None) \
+        or ("bfloat16" if bfloat16 and t.data_type == BFLOAT16 else None)
     if dtype is None:
         name = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in \
             onnx.TensorProto.DataType.values() else str(t.data_type)
@@ -496,7 +506,8 @@ def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS, *, four_bit: bool = Fa
     n = _count(t.dims, t.name, limits)
     if t.data_location == onnx.TensorProto.EXTERNAL:
         raise ModelFileError(f"tensor {t.name!r}: unresolved external data")
-    nbytes = (n + 1) // 2 if t.data_type in FOUR_BIT else n * np.dtype(dtype).itemsize
+    nbytes = (n + 1) // 2 if t.data_type in FOUR_BIT else \
+        n * (2 if dtype == "bfloat16" else np.dtype(dtype).itemsize)
     if t.HasField("raw_data") and len(t.raw_data) != nbytes:
         kind = element_type(t.data_type) if t.data_type in FOUR_BIT else dtype
         raise ModelFileError(f"tensor {t.name!r}: {len(t.raw_data)} raw bytes for dims "
@@ -520,4 +531,6 @@ def to_array(t, limits: ReadLimits = DEFAULT_READ_LIMITS, *, four_bit: bool = Fa
         raise ModelFileError(f"tensor {t.name!r}: cannot decode: {exc}") from None
     if array.size != n:
         raise ModelFileError(f"tensor {t.name!r}: {array.size} values for dims {list(t.dims)}")
+    if dtype == "bfloat16":  # ml_dtypes' bfloat16 to float32: the same bits and 16 zeros
+        dtype = "float32"
     return np.ascontiguousarray(array.astype(dtype, copy=False)).reshape(tuple(t.dims))

@@ -17,9 +17,9 @@ error.
 How a case is built: the model's inputs that the import takes only as constants (Reshape's
 shape, a reduction's axes, Resize's scales) are fixed at build to the case's values, as
 ``--input-value`` fixes an input the device always feeds (where the refusal names a value
-computed from inputs, the inputs the build's hint lists); a float16 or float64
-case is rewritten to float32 (``--upcast-float16``, ``--downcast-float64``) and compared
-within the build's tolerance for that rewrite.
+computed from inputs, the inputs the build's hint lists); a float16, bfloat16 or float64
+case is rewritten to float32 (``--upcast-float16``, ``--upcast-bfloat16``,
+``--downcast-float64``) and compared within the build's tolerance for that rewrite.
 
 Run ``python -m tests.plugin_host.onnx_import.test_conformance`` to write the list anew (it
 prints what changed).
@@ -39,7 +39,8 @@ from abi.errors import PluginHostError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugin_host.onnx_import.fixed_inputs import fixable_inputs
-from plugin_host.onnx_import.float_width import (DEFAULT_DOWNCAST_TOLERANCE,
+from plugin_host.onnx_import.float_width import (DEFAULT_BFLOAT16_UPCAST_TOLERANCE,
+                                                 DEFAULT_DOWNCAST_TOLERANCE,
                                                  DEFAULT_UPCAST_TOLERANCE)
 from plugins.numpy_backend import NumpyBackend
 
@@ -72,9 +73,12 @@ def _listed() -> tuple[str, dict[str, str]]:
 
 
 def _array(value) -> np.ndarray:
+    """A case's value as numpy holds it; bfloat16 (ml_dtypes') as float32, exactly, as the
+    build's upcast makes it."""
     if isinstance(value, onnx.TensorProto):
-        return onnx.numpy_helper.to_array(value)
-    return np.asarray(value)
+        value = onnx.numpy_helper.to_array(value)
+    value = np.asarray(value)
+    return value.astype(np.float32) if value.dtype.name == "bfloat16" else value
 
 
 class Imported:
@@ -100,8 +104,9 @@ class Imported:
                     raise
 
     def _granted(self, message: str) -> bool:
-        for width, option in (("float16", "upcast_float16"), ("float64", "downcast_float64")):
-            if width in message and option not in self.widths:
+        for width, option in (("bfloat16", "upcast_bfloat16"), ("float16", "upcast_float16"),
+                              ("float64", "downcast_float64")):
+            if re.search(rf"\b{width} in ", message) and option not in self.widths:
                 self.widths[option] = True
                 return True
         if "run time" not in message and "constant" not in message:
@@ -118,6 +123,8 @@ class Imported:
 
     @property
     def tolerance(self) -> tuple[float, float]:
+        if "upcast_bfloat16" in self.widths:  # the coarser, where there is both
+            return DEFAULT_BFLOAT16_UPCAST_TOLERANCE
         if "upcast_float16" in self.widths:
             return DEFAULT_UPCAST_TOLERANCE
         if "downcast_float64" in self.widths:

@@ -113,9 +113,11 @@ def _feeds(loaded, count=3, seed=1):
     return feeds
 
 
-def _saved_upcast(model: Path) -> Path:
-    upcast, count = upcast_float16(onnx.load(model))
-    assert count > 0 and find_float16(upcast) is None
+def _saved_upcast(model: Path, rewrite=upcast_float16, find=find_float16) -> Path:
+    """``model`` upcast to float32 (by ``rewrite``, leaving nothing ``find`` finds), saved
+    beside it."""
+    upcast, count = rewrite(onnx.load(model))
+    assert count > 0 and find(upcast) is None
     path = model.with_name(model.stem + "-f32.onnx")
     path.write_bytes(upcast.SerializeToString())
     return path
@@ -416,7 +418,7 @@ def test_build_help_names_the_options(capsys):
         main(["build", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--upcast-float16 with --onnx: import a float16 model as float32" in out
-    assert "--upcast-tolerance RTOL,ATOL" in out and "(default: 1e-2,1e-2)" in out
+    assert "--upcast-tolerance RTOL,ATOL" in out and "(default: 1e-2,1e-2 from float16" in out
 
 
 
