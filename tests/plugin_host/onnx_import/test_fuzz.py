@@ -47,8 +47,8 @@ reversed, rewritten as Loops before the upgrade) and ``tokens`` (TfIdfVectorizer
 tokens over a run-time batch with TFIDF weights, then a Gemm) and ``functions`` (the model's
 own functions: nested calls, attribute references and a default, an If in a body, an omitted
 input; their bodies and signatures are mutated too). Every
-mutant is built with ``upcast_float16=True``, so float16 anywhere (the seed's, or a mutated
-element type) goes through the rewrite to float32.
+mutant is built with ``upcast_float16=True`` and ``upcast_bfloat16=True``, so float16 or
+bfloat16 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
@@ -901,7 +901,7 @@ def child(config_path: str) -> None:
         try:
             build_onnx_artifact(path, out, backends=("numpy", "onnxruntime"),
                                 allow_external_data=options.get("allow_external", False),
-                                upcast_float16=True)
+                                upcast_float16=True, upcast_bfloat16=True)
             _check_built(out, key, trust)
             record.update(outcome="built")
         except PluginHostError as exc:
