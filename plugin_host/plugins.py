@@ -38,6 +38,7 @@ from .backend import Backend
 from .errors import BackendError, PluginError, PluginHostError
 from .hooks import PROJECT
 from .policy import Policy
+from .stop_signals import unbroken
 
 __all__ = ["ENTRY_POINT_GROUP", "DISTRIBUTION", "KIND_HOOKS", "PluginManager",
            "get_plugin_manager", "builtin_entry_points", "LoadedPlugins", "load_plugins",
@@ -143,9 +144,11 @@ def builtin_entry_points() -> list[EntryPoint]:
 
 
 def _load(ep: EntryPoint) -> object:
-    """Import one entry point; an import failure is the plugin's refusal, not a host bug."""
+    """Import one entry point; an import failure is the plugin's refusal, not a host bug. A
+    stop signal does not break into the import (:func:`~.stop_signals.unbroken`)."""
     try:
-        return ep.load()
+        with unbroken():
+            return ep.load()
     except Exception as exc:
         raise PluginError(f"plugin {ep.name!r} ({ep.value}) failed to import: "
                           f"{type(exc).__name__}: {exc}", plugin=ep.name) from None

@@ -21,6 +21,12 @@ while it runs a finalizer or a weak reference's callback (the command then runs 
 signal came), and one raised inside ``threading``'s waits can leave a lock released twice (a
 RuntimeError's traceback instead of the stop). A second stop signal, for a step that does not
 end, raises at once.
+
+**Never inside an import or a wait on a thread.** A short command too runs a few blocks inside
+:func:`unbroken`, which a first stop signal does not break into: it is acted on as the block
+ends. Those are the imports of the plugins (a KeyboardInterrupt raised while onnx's C extension
+module initialized was seen to crash the process with a segmentation fault) and the artifact
+loader's wait for its hashing thread (the ``threading`` waits above).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import threading
 from typing import Callable, Iterator
 
 __all__ = ["POLL_S", "StopRequested", "StopSignals", "Terminated", "check_stop",
-           "deferred_stop", "stop_signals"]
+           "deferred_stop", "stop_signals", "unbroken"]
 
 #: How often a long wait in the library (onnxruntime's reference run, a sandbox worker's
 #: start) looks for a stop the command defers (:func:`check_stop`).
@@ -105,6 +111,11 @@ class StopSignals:
             if on_stop is not None:
                 self._listeners.remove(on_stop)
 
+    @property
+    def deferring(self) -> bool:
+        """Whether a :meth:`deferred` block is running."""
+        return self._deferred > 0
+
     def check(self) -> None:
         """A step boundary: raises StopRequested when a stop signal came."""
         if self.reason is not None:
@@ -144,6 +155,21 @@ def deferred_stop(on_stop: Callable[[str], None] | None = None) -> Iterator[Stop
             yield handler
     finally:
         handler.restore()
+
+
+@contextlib.contextmanager
+def unbroken() -> Iterator[None]:
+    """A block a stop signal must not break into (module docstring): the installed
+    StopSignals' first stop within is noted and raised as :class:`StopRequested` when the
+    block ends. Inside a :func:`deferred_stop` block, or without the entry point's handler,
+    nothing changes: the work around acts on the stop at its own next step."""
+    handler = _installed()
+    if handler is None or handler.deferring:
+        yield
+        return
+    with handler.deferred():
+        yield
+    handler.check()
 
 
 def check_stop() -> None:

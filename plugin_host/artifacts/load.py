@@ -46,6 +46,7 @@ from ..errors import (ArtifactError, ArtifactFormatError, ExpiredArtifactError,
                       GoldenMismatchError, IncompatibleArtifactError, UnauditedOpError)
 from ..executor import Executor
 from ..graph import Graph
+from ..stop_signals import unbroken
 from .rollback import RollbackStore
 from .trust import TrustStore
 
@@ -193,7 +194,8 @@ def _verify(artifact: ArtifactFile, trust: TrustStore, rollback: RollbackStore |
     # error: it is the more precise account of a tampered file.
     artifact.populate()
     section = artifact.section()
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    # a stop signal waits for the hashing thread (stop_signals.unbroken)
+    with unbroken(), ThreadPoolExecutor(max_workers=1) as pool:
         hashing = pool.submit(verify_section, section, manifest.tensors, manifest.section_length,
                               manifest.root_digest)
         graph_error: BaseException | None = None

@@ -7,12 +7,13 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 
 import pytest
 
 from plugin_host import cli
 from plugin_host.stop_signals import (StopRequested, StopSignals, Terminated, check_stop,
-                                      deferred_stop, stop_signals)
+                                      deferred_stop, stop_signals, unbroken)
 
 from tests.signals import Finalized, stop_signals_at_defaults
 
@@ -168,3 +169,57 @@ def test_a_stop_signal_while_main_imports_the_verbs_is_acted_on_once_they_are_im
             code = "escaped main"
     assert (code, went_on) == (130, ["imports"])
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_an_unbroken_block_acts_on_a_stop_when_it_ends(sigint_python):
+    """Outside a deferred block the installed handler raises at once, except inside unbroken:
+    there the block runs to its end and the stop is raised then; inside a deferred block, or
+    with no handler installed, unbroken leaves the stop to the work around it."""
+    stops = StopSignals().install()
+    went_on: list[str] = []
+
+    def in_deferred_work():
+        with deferred_stop():
+            with unbroken():
+                os.kill(os.getpid(), signal.SIGTERM)
+            went_on.append("after")  # the deferred work acts at its own next step
+            check_stop()
+
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised:  # any other kind: a failure
+            with unbroken():
+                os.kill(os.getpid(), signal.SIGTERM)
+                went_on.append("block")
+        assert type(raised.value) is StopRequested
+        assert went_on == ["block"] and stops.reason == "SIGTERM"
+        stops.reason = None
+        with pytest.raises(KeyboardInterrupt) as raised:
+            in_deferred_work()
+        assert type(raised.value) is StopRequested and went_on == ["block", "after"]
+    finally:
+        stops.restore()
+    with unbroken():  # none installed: nothing noted, nothing raised
+        went_on.append("none")
+
+
+def test_a_stop_signal_does_not_break_into_a_plugins_import(tmp_path, monkeypatch,
+                                                           sigint_python):
+    """A KeyboardInterrupt raised while a C extension module initializes was seen to crash
+    the process (a segmentation fault in onnx's): the import finishes, then the stop."""
+    from importlib.metadata import EntryPoint
+
+    from plugin_host.plugins import _load
+
+    (tmp_path / "signalling_plugin.py").write_text(
+        "import os, signal\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "FINISHED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stops = StopSignals().install()
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised:
+            _load(EntryPoint("signalling", "signalling_plugin", "plugin_host"))
+    finally:
+        stops.restore()
+    assert type(raised.value) is StopRequested
+    assert sys.modules["signalling_plugin"].FINISHED

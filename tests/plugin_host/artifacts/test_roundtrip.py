@@ -3,6 +3,9 @@ outputs; the manifest binds everything the issue lists."""
 
 import hashlib
 import mmap
+import os
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -217,3 +220,30 @@ def test_a_target_backend_installed_here_must_be_able_to_run_the_graph(tmp_path,
     m = build_artifact(_int16_graph(), out, backends=["numpy", "acme-npu"],
                        reference_backend=NumpyBackend(), latency_ms=10.0)
     assert m.backends == ("numpy", "acme-npu")
+
+
+def test_a_stop_signal_waits_for_the_hashing_thread(tiny_artifact, trust, monkeypatch):
+    """A stop signal raised at once in the wait for the hashing thread (threading's waits are
+    not safe to break into) is held until the hashes are done, then raised as the stop."""
+    from plugin_host.artifacts import load as load_module
+    from plugin_host.stop_signals import StopRequested, StopSignals
+
+    from tests.signals import stop_signals_at_defaults
+
+    real, hashed = load_module.verify_section, []
+
+    def hashing(*args):
+        os.kill(os.getpid(), signal.SIGINT)  # reaches the main thread, waiting
+        time.sleep(0.2)
+        real(*args)
+        hashed.append(True)
+
+    monkeypatch.setattr(load_module, "verify_section", hashing)
+    with stop_signals_at_defaults():
+        stops = StopSignals().install()
+        try:
+            with pytest.raises(KeyboardInterrupt) as raised:  # any other kind: a failure
+                _load(tiny_artifact, trust)
+        finally:
+            stops.restore()
+    assert type(raised.value) is StopRequested and hashed == [True]
