@@ -119,9 +119,10 @@ def register(verbs) -> None:
                         "and its largest deviation per output is reported")
     p.add_argument("--upcast-bfloat16", action="store_true",
                    help="with --onnx: import a bfloat16 model as float32 (refused by "
-                        "default), as --upcast-float16 does a float16 one; onnxruntime's CPU "
-                        "provider computes few ops in bfloat16, so the deviation is seldom "
-                        "measured (the summary says why not)")
+                        "default), as --upcast-float16 does a float16 one; where onnxruntime "
+                        "cannot run the bfloat16 model (most of its ops have no bfloat16 "
+                        "kernel), the deviation is measured on its emulation: each op in "
+                        "float32, its result rounded to bfloat16")
     p.add_argument("--upcast-tolerance", default=None, metavar="RTOL,ATOL",
                    help="with --upcast-float16 or --upcast-bfloat16: the largest deviation "
                         "from the float16 or bfloat16 model accepted (default: 1e-2,1e-2 "

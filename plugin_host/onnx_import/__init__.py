@@ -35,7 +35,8 @@ logical Xor as ``not(equal)``),
 read back from the graph's tensors when the call runs: masks, counts, aranges),
 :mod:`.upgrade` (models of opsets 1 to 12 upgraded to 13 by onnx's version converter, in the
 reference process), :mod:`.float_width` (float16, bfloat16 and float64 models rewritten to
-float32),
+float32), :mod:`.bfloat16_runs` (a bfloat16 model made runnable on onnxruntime, or emulated,
+for that comparison),
 :mod:`.free_dims` (run-time dims fixed at build),
 :mod:`.convert` (the walk that builds the Graph and its ABI, If of a known condition inlined),
 :mod:`.loop` (Loop of a trip count and condition known at import, unrolled),

@@ -216,8 +216,9 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     on the same inputs; its largest deviation per output goes to ``report`` (and progress),
     and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
     When onnxruntime cannot run the float16 model, ``report`` is told so instead.
-    ``upcast_bfloat16`` does the same for a bfloat16 model, which onnxruntime's CPU provider
-    seldom runs (it computes few ops in bfloat16). ``upcast_tolerance`` None: each type's own,
+    ``upcast_bfloat16`` does the same for a bfloat16 model; where onnxruntime cannot run it,
+    its emulation runs (:func:`.bfloat16_runs.emulated`). ``upcast_tolerance`` None: each
+    type's own,
     :data:`.float_width.DEFAULT_UPCAST_TOLERANCE` and
     :data:`.float_width.DEFAULT_BFLOAT16_UPCAST_TOLERANCE`.
     ``downcast_float64`` does the same for a float64 model (rewritten to float32, values

@@ -17,9 +17,8 @@ of its own: its target is rewritten where it is defined. The artifact's ABI is t
 model on onnxruntime and measure how far the float32 model's outputs are from it: the two
 differ by design (float16 computes with 11-bit significands, bfloat16 with 8, float32 with 24
 where the original had 53), and by how much says whether the rewritten model is still the same
-model. onnxruntime's CPU provider computes few ops in bfloat16 (casts, data movement,
-LayerNormalization; no MatMul, Conv, Add or activation), so a bfloat16 model is rarely
-compared: the build then says why.
+model. onnxruntime's CPU provider computes few ops in bfloat16, so a bfloat16 model it cannot
+run is compared by its emulation (:mod:`.bfloat16_runs`).
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import numpy as np
 from abi.artifact import Tolerance
 
 from ..errors import ModelFileError, ModelImportError
+from .bfloat16_runs import emulated, fed_as_float32
 from .reader import BFLOAT16, DEFAULT_READ_LIMITS, ReadLimits, to_array
 from .reference import run_reference
 
@@ -320,8 +320,15 @@ def compare_bfloat16(original, onnx_inputs: Mapping[str, str],
                      upcast: Sequence[Mapping[str, np.ndarray]],
                      tolerance: tuple[float, float] = DEFAULT_BFLOAT16_UPCAST_TOLERANCE,
                      say: Callable[[str], None] = lambda message: None) -> list[str]:
-    """:func:`compare_float16` for the bfloat16 ``original`` and its float32 ``upcast``."""
-    return _compare(_BRAIN, original, onnx_inputs, onnx_outputs, cases, upcast, tolerance, say)
+    """:func:`compare_float16` for the bfloat16 ``original`` and its float32 ``upcast``. Where
+    onnxruntime cannot run the original (most bfloat16 ops have no kernel), it runs the
+    original's emulation instead (:func:`.bfloat16_runs.emulated`), and the first line says
+    so."""
+    def emulation():
+        return emulated(original, upcast_bfloat16(original)[0], onnx_inputs)
+
+    return _compare(_BRAIN, original, onnx_inputs, onnx_outputs, cases, upcast, tolerance, say,
+                    emulation)
 
 
 def compare_float64(original, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str],
@@ -337,24 +344,35 @@ def compare_float64(original, onnx_inputs: Mapping[str, str], onnx_outputs: Mapp
 def _compare(width: _Width, original, onnx_inputs: Mapping[str, str],
              onnx_outputs: Mapping[str, str], cases: Sequence[Mapping[str, np.ndarray]],
              rewritten: Sequence[Mapping[str, np.ndarray]], tolerance: tuple[float, float],
-             say: Callable[[str], None]) -> list[str]:
+             say: Callable[[str], None],
+             emulation: Callable[[], tuple[Any, dict[str, str]]] | None = None) -> list[str]:
     rtol, atol = tolerance
-    original, onnx_inputs, onnx_outputs = _bfloat16_edges_as_float32(original, onnx_inputs,
-                                                                     onnx_outputs)
+    runnable, inputs, outputs = fed_as_float32(original, onnx_inputs, onnx_outputs)
     # every input of a float type other than float32 is fed as that type (a model with both
     # float16 and float64 is compared as given, before either rewrite)
     given = {vi.name: {_FLOAT16: np.float16, _DOUBLE: np.float64}[elem]
-             for vi in original.graph.input if vi.type.WhichOneof("value") == "tensor_type"
+             for vi in runnable.graph.input if vi.type.WhichOneof("value") == "tensor_type"
              for elem in [vi.type.tensor_type.elem_type] if elem in (_FLOAT16, _DOUBLE)}
-    feeds = [{k: v.astype(given[onnx_inputs[k]]) if onnx_inputs[k] in given else v
+    feeds = [{k: v.astype(given[inputs[k]]) if inputs[k] in given else v
               for k, v in case.items()} for case in cases]
     say(f"running the {width.name} model on onnxruntime to measure the {width.rewrite}")
-    try:
-        ran = run_reference(original, onnx_inputs, onnx_outputs, feeds)
-    except ModelImportError as exc:
-        return [f"{width.name} deviation not compared: onnxruntime cannot run the "
-                f"{width.name} model: {exc}"]
     lines = []
+    try:
+        ran = run_reference(runnable, inputs, outputs, feeds)
+    except ModelImportError as exc:
+        if emulation is None:
+            return [f"{width.name} deviation not compared: onnxruntime cannot run the "
+                    f"{width.name} model: {exc}"]
+        say(f"running the {width.name} model's emulation on onnxruntime")
+        try:
+            model, emulated_inputs = emulation()
+            ran = run_reference(model, emulated_inputs, onnx_outputs, cases)
+        except ModelImportError as again:
+            return [f"{width.name} deviation not compared: onnxruntime cannot run the "
+                    f"{width.name} model ({exc}), nor its emulation ({again})"]
+        lines.append(f"{width.name} model emulated: each op computed in float32, every value "
+                     f"the model holds in {width.name} rounded to it (onnxruntime cannot run "
+                     f"the {width.name} model: {exc})")
     for name in onnx_outputs:
         worst, bad, size = 0.0, 0, 0
         for got, want in zip(ran, rewritten):
@@ -375,61 +393,3 @@ def _compare(width: _Width, original, onnx_inputs: Mapping[str, str],
         lines.append(f"{width.name} deviation of output {name!r}: max |diff| {worst:.3g} "
                      f"({width.rewrite} tolerance rtol {rtol:g}, atol {atol:g})")
     return lines
-
-
-def _bfloat16_edges_as_float32(model, onnx_inputs: Mapping[str, str],
-                               onnx_outputs: Mapping[str, str]) -> tuple[Any, dict, dict]:
-    """``model`` with each bfloat16 graph input and output float32 across a Cast, and the ABI
-    names' ONNX names in it (``model`` and the names as they were when it has none): numpy, and
-    so onnxruntime's Python API, has no bfloat16. A float32 input is rounded to bfloat16 where
-    it enters, as a float16 original's input is cast to float16."""
-    import onnx
-
-    def brain(vi) -> bool:
-        return vi.type.WhichOneof("value") == "tensor_type" and \
-            vi.type.tensor_type.elem_type == _BFLOAT16
-
-    if not any(map(brain, [*model.graph.input, *model.graph.output])):
-        return model, dict(onnx_inputs), dict(onnx_outputs)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    g, taken = out.graph, _names_in(out.graph)
-    renamed: dict[str, str] = {}
-
-    def fresh(name: str) -> str:
-        new = f"{name}.float32"
-        while new in taken:
-            new += "_"
-        taken.add(new)
-        renamed[name] = new
-        return new
-
-    casts = []
-    for vi in g.input:
-        if brain(vi):
-            name, vi.name = vi.name, fresh(vi.name)
-            vi.type.tensor_type.elem_type = _FLOAT
-            casts.append(onnx.helper.make_node("Cast", [vi.name], [name], to=_BFLOAT16))
-    nodes = casts + list(g.node)
-    del g.node[:]
-    g.node.extend(nodes)
-    for vi in g.output:
-        if brain(vi):
-            name, vi.name = vi.name, fresh(vi.name)
-            vi.type.tensor_type.elem_type = _FLOAT
-            g.node.append(onnx.helper.make_node("Cast", [name], [vi.name], to=_FLOAT))
-    return (out, {k: renamed.get(v, v) for k, v in onnx_inputs.items()},
-            {k: renamed.get(v, v) for k, v in onnx_outputs.items()})
-
-
-def _names_in(graph) -> set[str]:
-    """Every value name of ``graph`` and its subgraphs."""
-    from .loop import subgraphs
-
-    names: set[str] = set()
-    for g in subgraphs(graph):
-        names.update(vi.name for vi in [*g.input, *g.output, *g.value_info])
-        names.update(t.name for t in g.initializer)
-        for node in g.node:
-            names.update(node.input, node.output)
-    return names

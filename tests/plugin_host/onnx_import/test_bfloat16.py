@@ -18,6 +18,7 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import ReadLimits, build_onnx_artifact, import_onnx
 from plugin_host.onnx_import.float_width import (DEFAULT_BFLOAT16_UPCAST_TOLERANCE,
                                                  find_bfloat16, upcast_bfloat16)
+from plugin_host.onnx_import.bfloat16_runs import emulated
 from plugin_host.onnx_import.reader import to_array
 from plugins.numpy_backend import NumpyBackend
 
@@ -28,7 +29,8 @@ from .test_float16 import _model as _float16_model
 from .test_float16 import _saved_upcast as _saved_float16_upcast
 
 helper, TP, numpy_helper = onnx.helper, onnx.TensorProto, onnx.numpy_helper
-ml_dtypes = pytest.importorskip("ml_dtypes")  # onnx's own dependency: numpy's bfloat16
+ml_dtypes = pytest.importorskip("ml_dtypes")
+onnxruntime = pytest.importorskip("onnxruntime")  # onnx's own dependency: numpy's bfloat16
 
 
 class _Conv(torch.nn.Module):
@@ -100,19 +102,24 @@ def test_bfloat16_exports_build_upcast_and_hold_to_torch(name, dynamo, fold, opt
     feeds = _feeds(loaded)
     check_against_onnxruntime(_saved_upcast(model), loaded, feeds)
 
-    assert notes[0] == "upcast from bfloat16: the artifact's ABI is float32" and len(notes) == 2
-    if name == "layernorm":  # onnxruntime has a bfloat16 LayerNormalization: compared
-        assert notes[1].startswith("bfloat16 deviation of output 'y': max |diff| ") and \
-            notes[1].endswith("(upcast tolerance rtol 0.1, atol 0.1)"), notes
-    else:  # no bfloat16 Gemm, MatMul or Conv on onnxruntime's CPU provider: said so
-        assert notes[1].startswith("bfloat16 deviation not compared: onnxruntime cannot run "
-                                   "the bfloat16 model: "), notes
+    assert notes[0] == "upcast from bfloat16: the artifact's ABI is float32"
+    if name != "layernorm":  # onnxruntime has a bfloat16 LayerNormalization, no Gemm or Conv
+        assert notes.pop(1).startswith(
+            "bfloat16 model emulated: each op computed in float32, every value the model "
+            "holds in bfloat16 rounded to it (onnxruntime cannot run the bfloat16 model: "), notes
+    assert len(notes) == 2 and notes[1].startswith(
+        "bfloat16 deviation of output 'y': max |diff| ") and notes[1].endswith(
+        "(upcast tolerance rtol 0.1, atol 0.1)"), notes
 
     # torch as the reference: the artifact computes the bfloat16 weights in float32 exactly
-    # as torch does in float32, and stays within the default upcast tolerance of torch's own
-    # bfloat16 computation
+    # as torch does in float32 and stays within the default upcast tolerance of torch's own
+    # bfloat16 run; the emulation the build compares with deviates from it as much as that run
     rtol, atol = DEFAULT_BFLOAT16_UPCAST_TOLERANCE
     wide, narrow = _module(name).bfloat16().float(), _module(name).bfloat16()
+    original = onnx.load(model)
+    emulation, inputs = emulated(original, upcast_bfloat16(original)[0], {"x": "x"})
+    session = onnxruntime.InferenceSession(emulation.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
     for feed in feeds:
         got = Executor(loaded.graph, NumpyBackend()).run(dict(feed))["y"]
         x = torch.from_numpy(feed["x"])
@@ -121,6 +128,9 @@ def test_bfloat16_exports_build_upcast_and_hold_to_torch(name, dynamo, fold, opt
         np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got, brain, rtol=rtol, atol=atol)
         assert not np.array_equal(got, brain)  # the premise: bfloat16 computes otherwise
+        like = session.run(["y"], {inputs["x"]: feed["x"]})[0]
+        ratio = np.abs(like - got).max() / np.abs(brain - got).max()
+        assert 0.5 <= ratio <= 2.0, ratio  # measured: 1.0 (the last rounding is the largest)
 
 
 # --- bfloat16 in every place, hand-made ---------------------------------------------------------
@@ -232,6 +242,52 @@ def test_the_deviation_is_measured_where_onnxruntime_runs_the_original(tmp_path)
     assert "output 'y': the float32 upcast differs from the bfloat16 model run by " \
            "onnxruntime" in text and "--upcast-tolerance" in text
     assert not (tmp_path / "n.pha").exists()
+
+
+def _rounding_chain():
+    """x (bfloat16) times k, plus x, in bfloat16; then cast to float32 and times a third."""
+    third = numpy_helper.from_array(np.array([1 / 3], np.float32), "third")
+    return _model([helper.make_node("Mul", ["x", "k"], ["p"], name="times"),
+                   helper.make_node("Add", ["p", "x"], ["s"], name="plus"),
+                   helper.make_node("Cast", ["s"], ["f"], to=TP.FLOAT, name="wide"),
+                   helper.make_node("Mul", ["f", "third"], ["y"], name="third")],
+                  [_vi("x", TP.BFLOAT16, (64,))], [_vi("y", TP.FLOAT, (64,))],
+                  [_brain("k", np.full(64, 1.37)), third])
+
+
+def test_the_emulation_rounds_what_the_model_holds_in_bfloat16_and_nothing_else():
+    """Each bfloat16 value (the input, both products) rounded as ml_dtypes rounds numpy's
+    bfloat16 arithmetic, and the float32 product after the cast not: bit for bit."""
+    original = _rounding_chain()
+    emulation, inputs = emulated(original, upcast_bfloat16(original)[0], {"x": "x"})
+    x = np.random.default_rng(3).standard_normal(64).astype(np.float32) * 5
+    session = onnxruntime.InferenceSession(emulation.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    y = session.run(["y"], {inputs["x"]: x})[0]
+    bf = ml_dtypes.bfloat16
+    xb, k = x.astype(bf), np.float32(1.37).astype(bf)
+    s = (xb * k).astype(bf) + xb  # ml_dtypes computes in float32 and rounds each result
+    want = s.astype(bf).astype(np.float32) * np.float32(1 / 3)
+    np.testing.assert_array_equal(y, want)
+    assert not np.array_equal(y, want.astype(bf).astype(np.float32))  # y is not rounded
+
+
+def test_where_the_emulation_fails_too_the_deviation_is_not_compared(tmp_path, monkeypatch):
+    from plugin_host.onnx_import import float_width
+
+    def failing(*args):
+        raise ModelImportError("onnx cannot infer its value types: reason")
+
+    monkeypatch.setattr(float_width, "emulated", failing)
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(_rounding_chain().SerializeToString())
+    notes: list[str] = []
+    build_onnx_artifact(path, tmp_path / "m.pha", upcast_bfloat16=True, report=notes.append,
+                        latency_ms=100.0)
+    assert notes[1].startswith("bfloat16 deviation not compared: onnxruntime cannot run the "
+                               "bfloat16 model (onnxruntime cannot load the model: ") and \
+        notes[1].endswith("), nor its emulation (onnx cannot infer its value types: reason)")
+    assert len(notes) == 2
 
 
 def test_a_model_of_float16_and_bfloat16_needs_both_upcasts(tmp_path):
@@ -346,9 +402,10 @@ def test_cli_builds_a_bfloat16_model_with_the_option(brain_mlp, tmp_path, capsys
                           "--upcast-bfloat16")
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("built ") and lines[1:3] == [
-        "upcast from bfloat16: the artifact's ABI is float32", lines[2]]
-    assert lines[2].startswith("bfloat16 deviation not compared: onnxruntime cannot run")
+    assert lines[0].startswith("built ") and \
+        lines[1] == "upcast from bfloat16: the artifact's ABI is float32"
+    assert lines[2].startswith("bfloat16 model emulated: each op computed in float32")
+    assert lines[3].startswith("bfloat16 deviation of output ")
 
 
 def test_cli_refuses_a_bfloat16_model_without_the_option(brain_mlp, tmp_path, capsys):

@@ -1,0 +1,129 @@
+"""A bfloat16 model made runnable on onnxruntime, for the bfloat16 upcast's comparison
+(:func:`.float_width.compare_bfloat16`).
+
+Two obstacles. numpy, and so onnxruntime's Python API, has no bfloat16 array: a bfloat16
+graph input or output is fed and read as float32 across a Cast (:func:`fed_as_float32`). And
+onnxruntime's CPU provider computes few ops in bfloat16 (casts, data movement,
+LayerNormalization; no MatMul, Gemm, Conv, Add or activation), so most bfloat16 models do not
+run at all. For those, :func:`emulated` gives the float32 upcast with every value of the main
+graph that the original holds in bfloat16 (inputs and node outputs, by onnx's type inference)
+rounded to bfloat16 as it is made, by a Cast to bfloat16 and back: each op computes in float32
+and its result is stored as bfloat16, which is how torch runs a bfloat16 model on a CPU. Values
+inside an If's or a Loop's body are not rounded (the node's outputs are).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ..errors import ModelImportError
+from .reader import BFLOAT16
+
+__all__ = ["fed_as_float32", "emulated"]
+
+_FLOAT = 1  # ONNX TensorProto.FLOAT
+
+
+def _brain(vi) -> bool:
+    return vi.type.WhichOneof("value") == "tensor_type" and \
+        vi.type.tensor_type.elem_type == BFLOAT16
+
+
+def fed_as_float32(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str]
+                   ) -> tuple[Any, dict[str, str], dict[str, str]]:
+    """``model`` with each bfloat16 graph input and output float32 across a Cast, and the ABI
+    names' ONNX names in it (``model`` and the names as they were when it has none). A float32
+    input is rounded to bfloat16 where it enters, as a float16 original's input is cast to
+    float16."""
+    import onnx
+
+    if not any(map(_brain, [*model.graph.input, *model.graph.output])):
+        return model, dict(onnx_inputs), dict(onnx_outputs)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    fresh, renamed = _namer(g), {}
+    casts = []
+    for vi in g.input:
+        if _brain(vi):
+            name, vi.name = vi.name, fresh(vi.name, ".float32")
+            renamed[name] = vi.name
+            vi.type.tensor_type.elem_type = _FLOAT
+            casts.append(onnx.helper.make_node("Cast", [vi.name], [name], to=BFLOAT16))
+    _set_nodes(g, casts + list(g.node))
+    for vi in g.output:
+        if _brain(vi):
+            name, vi.name = vi.name, fresh(vi.name, ".float32")
+            renamed[name] = vi.name
+            vi.type.tensor_type.elem_type = _FLOAT
+            g.node.append(onnx.helper.make_node("Cast", [name], [vi.name], to=_FLOAT))
+    return (out, {k: renamed.get(v, v) for k, v in onnx_inputs.items()},
+            {k: renamed.get(v, v) for k, v in onnx_outputs.items()})
+
+
+def emulated(original, upcast, onnx_inputs: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
+    """The float32 ``upcast`` of the bfloat16 ``original`` with its values rounded where the
+    original holds them in bfloat16 (module docstring), and the ABI input names' ONNX names in
+    it. ModelImportError when onnx cannot infer the original's value types."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(original)
+    except Exception as exc:  # onnx's inference errors have no common base
+        raise ModelImportError(f"onnx cannot infer its value types: {exc}") from None
+    graph = inferred.graph
+    held = {vi.name for vi in [*graph.input, *graph.value_info, *graph.output] if _brain(vi)}
+    out = onnx.ModelProto()
+    out.CopyFrom(upcast)
+    g = out.graph
+    fresh, renamed = _namer(g), {}
+
+    def rounded(exact: str, name: str) -> list:
+        stored = fresh(name, ".bfloat16")
+        return [onnx.helper.make_node("Cast", [exact], [stored], to=BFLOAT16),
+                onnx.helper.make_node("Cast", [stored], [name], to=_FLOAT)]
+
+    nodes: list = []
+    for vi in g.input:
+        if vi.name in held:
+            name, vi.name = vi.name, fresh(vi.name, ".exact")
+            renamed[name] = vi.name
+            nodes += rounded(vi.name, name)
+    for node in g.node:
+        after = []
+        for i, name in enumerate(node.output):
+            if name in held:
+                node.output[i] = fresh(name, ".exact")
+                after += rounded(node.output[i], name)
+        nodes += [node, *after]
+    _set_nodes(g, nodes)
+    return out, {k: renamed.get(v, v) for k, v in onnx_inputs.items()}
+
+
+def _set_nodes(graph, nodes: list) -> None:
+    copies = [type(n)() for n in nodes]
+    for copy, node in zip(copies, nodes):
+        copy.CopyFrom(node)
+    del graph.node[:]
+    graph.node.extend(copies)
+
+
+def _namer(graph) -> Callable[[str, str], str]:
+    """Names not yet taken in ``graph`` and its subgraphs: ``name + suffix``, then with ``_``
+    added until free."""
+    from .loop import subgraphs
+
+    taken: set[str] = set()
+    for g in subgraphs(graph):
+        taken.update(vi.name for vi in [*g.input, *g.output, *g.value_info])
+        taken.update(t.name for t in g.initializer)
+        for node in g.node:
+            taken.update(node.input, node.output)
+
+    def fresh(name: str, suffix: str) -> str:
+        new = name + suffix
+        while new in taken:
+            new += "_"
+        taken.add(new)
+        return new
+    return fresh
