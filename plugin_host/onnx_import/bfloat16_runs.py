@@ -6,18 +6,19 @@ graph input or output is fed and read as float32 across a Cast (:func:`fed_as_fl
 onnxruntime's CPU provider computes few ops in bfloat16 (casts, data movement,
 LayerNormalization; no MatMul, Gemm, Conv, Add or activation), so most bfloat16 models do not
 run at all. For those, :func:`emulated` gives the float32 upcast with every value of the main
-graph that the original holds in bfloat16 (inputs and node outputs, by onnx's type inference)
-rounded to bfloat16 as it is made, by a Cast to bfloat16 and back: each op computes in float32
-and its result is stored as bfloat16, which is how torch runs a bfloat16 model on a CPU. Values
-inside an If's or a Loop's body are not rounded (the node's outputs are).
+graph that the original holds in bfloat16 (inputs and node outputs, by onnx's type inference,
+which runs in the reference process: native code on hostile input) rounded to bfloat16 as it
+is made, by a Cast to bfloat16 and back: each op computes in float32 and its result is stored
+as bfloat16, which is how torch runs a bfloat16 model on a CPU. Values inside an If's or a
+Loop's body are not rounded (the node's outputs are).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..errors import ModelImportError
 from .reader import BFLOAT16
+from .reference import infer_value_types
 
 __all__ = ["fed_as_float32", "emulated"]
 
@@ -64,15 +65,11 @@ def fed_as_float32(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[
 def emulated(original, upcast, onnx_inputs: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
     """The float32 ``upcast`` of the bfloat16 ``original`` with its values rounded where the
     original holds them in bfloat16 (module docstring), and the ABI input names' ONNX names in
-    it. ModelImportError when onnx cannot infer the original's value types."""
+    it. onnx's type inference runs in the reference process (native code on hostile input);
+    ModelImportError when it cannot infer the original's value types."""
     import onnx
 
-    try:
-        inferred = onnx.shape_inference.infer_shapes(original)
-    except Exception as exc:  # onnx's inference errors have no common base
-        raise ModelImportError(f"onnx cannot infer its value types: {exc}") from None
-    graph = inferred.graph
-    held = {vi.name for vi in [*graph.input, *graph.value_info, *graph.output] if _brain(vi)}
+    held = {name for name, elem in infer_value_types(original).items() if elem == BFLOAT16}
     out = onnx.ModelProto()
     out.CopyFrom(upcast)
     g = out.graph

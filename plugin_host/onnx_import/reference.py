@@ -5,7 +5,8 @@ A run with them on (``optimized=True``: fusions and the blocked-layout convoluti
 node groups left unfused) computes the same model with other roundings: how far the two are
 apart is the model's own float32 rounding noise, which a build reads when its comparison fails.
 The same child also upgrades models of older opsets with onnx's version converter
-(:meth:`ReferenceProcess.convert`), native code run on the same hostile input.
+(:meth:`ReferenceProcess.convert`) and infers a model's value types with onnx's type inference
+(:meth:`ReferenceProcess.value_types`): native code run on the same hostile input.
 
 The model is hostile input and onnxruntime is native code: some malformed models that pass
 every check before it crash it (a segmentation fault) or keep it busy for ever. So it runs in
@@ -41,7 +42,7 @@ from ..errors import ModelImportError, UsageError
 from ..stop_signals import POLL_S, check_stop
 
 __all__ = ["REFERENCE", "TIMEOUT_S", "CONVERT_TIMEOUT_S", "ConversionRefused",
-           "ReferenceProcess", "run_reference", "run_converter"]
+           "ReferenceProcess", "run_reference", "run_converter", "infer_value_types"]
 
 #: The name stored in the artifact as the golden reference.
 REFERENCE = "onnxruntime"
@@ -101,6 +102,8 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     b"E" and why not."""
     if "__convert__" in request:
         return _convert(request.pop("__model__").tobytes(), int(request.pop("__convert__")))
+    if "__types__" in request:
+        return _value_types(request.pop("__model__").tobytes())
     options = ort.SessionOptions()
     if int(request.pop("__optimized__", 0)):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -147,6 +150,22 @@ def _convert(data: bytes, target: int) -> tuple[bytes, bytes]:
         return b"E", text.encode()
 
 
+def _value_types(data: bytes) -> tuple[bytes, bytes]:
+    """The element type of each value of the model's main graph (its inputs, the values onnx's
+    type inference gives a tensor type, its outputs) as JSON: ``{"name": 16, ...}``."""
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
+        return b"E", b"the onnx package is missing in the reference process"
+    try:
+        graph = onnx.shape_inference.infer_shapes(onnx.ModelProto.FromString(data)).graph
+    except Exception as exc:  # onnx's inference errors have no common base
+        return b"E", f"onnx cannot infer its value types: {_first_line(exc)}".encode()
+    return b"O", json.dumps({vi.name: vi.type.tensor_type.elem_type
+                             for vi in [*graph.input, *graph.value_info, *graph.output]
+                             if vi.type.WhichOneof("value") == "tensor_type"}).encode()
+
+
 def _encoded(names: Sequence[str]) -> np.ndarray:
     """Names as JSON bytes (any character survives; npz keys would not carry them)."""
     return np.frombuffer(json.dumps(list(names)).encode(), np.uint8)
@@ -168,6 +187,7 @@ def serve() -> None:
     import onnxruntime as ort
     try:  # before the filter: the converter's native module is loaded while files may be read
         importlib.import_module("onnx.version_converter")
+        importlib.import_module("onnx.shape_inference")
     except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
         pass
 
@@ -222,6 +242,8 @@ class _Job(NamedTuple):
 
 _RUN = _Job("onnxruntime", "the reference run", "the onnxruntime reference process",
             _MAX_ANSWER)
+#: The largest answer of the type inference: names and types of a model's values.
+_MAX_TYPES_ANSWER = 2**28
 
 
 class ReferenceProcess:
@@ -292,6 +314,25 @@ class ReferenceProcess:
         if status == b"E":
             raise ConversionRefused(payload.decode("utf-8", "replace"))
         return payload
+
+    def value_types(self, model_bytes: bytes, *, timeout: float = CONVERT_TIMEOUT_S
+                    ) -> dict[str, int]:
+        """Value name -> ONNX element type of the model's main graph, by onnx's type
+        inference (see :func:`_value_types`); ModelImportError when it fails."""
+        job = _Job("onnx's type inference", "the type inference", "the reference process",
+                   _MAX_TYPES_ANSWER)
+        status, payload = self._ask(_pack({"__model__": np.frombuffer(model_bytes, np.uint8),
+                                           "__types__": np.array(1)}), timeout, job)
+        if status == b"E":
+            raise ModelImportError(payload.decode("utf-8", "replace"))
+        try:
+            types = json.loads(payload.decode())
+        except ValueError:
+            types = None
+        if type(types) is not dict or not all(type(v) is int for v in types.values()):
+            raise ModelImportError("the reference process answered nonsense to the type "
+                                   "inference")
+        return types
 
     def _ask(self, data: bytes, timeout: float, job: _Job) -> tuple[bytes, bytes]:
         """(status, payload) of one request, starting a child when there is none."""
@@ -387,6 +428,12 @@ def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[s
     results = _PROCESS.run(model.SerializeToString(), fetch, feeds, timeout=timeout,
                            optimized=optimized)
     return [{n: result[onnx_outputs[n]] for n in names} for result in results]
+
+
+def infer_value_types(model) -> dict[str, int]:
+    """Value name -> ONNX element type of ``model``'s main graph by onnx's type inference, in
+    the reference process (see :meth:`ReferenceProcess.value_types`)."""
+    return _PROCESS.value_types(model.SerializeToString())
 
 
 def run_converter(model_bytes: bytes, target: int, *, max_bytes: int,

@@ -168,3 +168,28 @@ def test_any_name_crosses_to_the_child_and_back():
     finally:
         process.close()
     assert [o[y].tolist() for o in out] == [[0.0, 2.0], [3.0, 0.0]]
+
+
+def test_the_type_inference_runs_in_the_child_and_says_why_it_fails():
+    """onnx's type inference is native code on hostile input too: it runs in the hardened
+    child, which answers each value's element type, or the first line of onnx's refusal."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    nodes = [helper.make_node("Cast", ["x"], ["b"], to=TP.BFLOAT16),
+             helper.make_node("Relu", ["b"], ["r"]),
+             helper.make_node("Cast", ["r"], ["y"], to=TP.FLOAT)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [2])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    process = reference.ReferenceProcess()
+    try:
+        assert process.value_types(model.SerializeToString()) == {
+            "x": TP.FLOAT, "b": TP.BFLOAT16, "r": TP.BFLOAT16, "y": TP.FLOAT}
+        first = process._proc
+        with pytest.raises(ModelImportError) as refused:
+            process.value_types(b"\x08\x07\x12\xff")  # a length past the end
+        assert str(refused.value).startswith("onnx cannot infer its value types: ")
+        assert "\n" not in str(refused.value)
+        assert process._proc is first and first.poll() is None
+    finally:
+        process.close()
