@@ -98,6 +98,7 @@ def emulated(original, upcast, onnx_inputs: Mapping[str, str]) -> tuple[Any, dic
 
 
 def _set_nodes(graph, nodes: list) -> None:
+    """``graph``'s nodes replaced by copies of ``nodes`` (some of them its own)."""
     copies = [type(n)() for n in nodes]
     for copy, node in zip(copies, nodes):
         copy.CopyFrom(node)
