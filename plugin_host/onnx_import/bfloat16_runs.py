@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from .names import unused
 from .reader import BFLOAT16
 from .reference import infer_value_types
 
@@ -107,21 +108,10 @@ def _set_nodes(graph, nodes: list) -> None:
 
 
 def _namer(graph) -> Callable[[str, str], str]:
-    """Names not yet taken in ``graph`` and its subgraphs: ``name + suffix``, then with ``_``
-    added until free."""
-    from .loop import subgraphs
+    """Names not yet taken in ``graph`` and its subgraphs: ``name + suffix``, then with ``_2``,
+    ``_3``, ... until free (:func:`.names.unused`)."""
+    from .loop import names_in
 
-    taken: set[str] = set()
-    for g in subgraphs(graph):
-        taken.update(vi.name for vi in [*g.input, *g.output, *g.value_info])
-        taken.update(t.name for t in g.initializer)
-        for node in g.node:
-            taken.update(node.input, node.output)
-
-    def fresh(name: str, suffix: str) -> str:
-        new = name + suffix
-        while new in taken:
-            new += "_"
-        taken.add(new)
-        return new
-    return fresh
+    taken = names_in(graph.node) | {v.name for v in (*graph.input, *graph.output,
+                                                      *graph.value_info, *graph.initializer)}
+    return lambda name, suffix: unused(name + suffix, taken, "_")
