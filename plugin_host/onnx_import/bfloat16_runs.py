@@ -52,7 +52,9 @@ def fed_as_float32(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[
             renamed[name] = vi.name
             vi.type.tensor_type.elem_type = _FLOAT
             casts.append(onnx.helper.make_node("Cast", [vi.name], [name], to=BFLOAT16))
-    _set_nodes(g, casts + list(g.node))
+    nodes = casts + list(g.node)
+    del g.node[:]
+    g.node.extend(nodes)
     for vi in g.output:
         if _brain(vi):
             name, vi.name = vi.name, fresh(vi.name, ".float32")
@@ -94,17 +96,9 @@ def emulated(original, upcast, onnx_inputs: Mapping[str, str]) -> tuple[Any, dic
                 node.output[i] = fresh(name, ".exact")
                 after += rounded(node.output[i], name)
         nodes += [node, *after]
-    _set_nodes(g, nodes)
+    del g.node[:]
+    g.node.extend(nodes)
     return out, {k: renamed.get(v, v) for k, v in onnx_inputs.items()}
-
-
-def _set_nodes(graph, nodes: list) -> None:
-    """``graph``'s nodes replaced by copies of ``nodes`` (some of them its own)."""
-    copies = [type(n)() for n in nodes]
-    for copy, node in zip(copies, nodes):
-        copy.CopyFrom(node)
-    del graph.node[:]
-    graph.node.extend(copies)
 
 
 def _namer(graph) -> Callable[[str, str], str]:
