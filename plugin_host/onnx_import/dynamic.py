@@ -26,6 +26,8 @@ where that is exact. Registered in :data:`.ops.MAPPERS` (run-time inputs) and
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from abi import dtypes
@@ -109,14 +111,15 @@ def _dynamic_quantize(imp, node, attrs):
     _bind_integers(imp, zp, outs[2], "uint8")
 
 
-def quantized_at_run_time(imp, node, base: str, scale_out: str = "") -> tuple[str, str, str]:
-    """DynamicQuantizeLinear of input 0 in float32 glue ops (``amin``, ``amax``, ``min``,
-    ``max``, ``sub``, ``div``, ``equal``, ``less``, ``where``, ``round``, ``add``, ``clip``;
-    see the module's doc): the uint8 codes and zero point as float32 integers, and the scale
-    (bound to ONNX value ``scale_out`` where given). Constants and steps are named from
-    ``base``."""
-    x = node.input[0]
-    t = imp.type_of(x)
+def quantized_at_run_time(imp, node, base: str, scale_out: str = "",
+                          value: str | None = None) -> tuple[str, str, str]:
+    """DynamicQuantizeLinear of input 0 (or of the graph tensor ``value``) in float32 glue ops
+    (``amin``, ``amax``, ``min``, ``max``, ``sub``, ``div``, ``equal``, ``less``, ``where``,
+    ``round``, ``add``, ``clip``; see the module's doc): the uint8 codes and zero point as
+    float32 integers, and the scale (bound to ONNX value ``scale_out`` where given).
+    Constants and steps are named from ``base``."""
+    x = node.input[0] if value is None else value
+    t = imp.type_of(x) if value is None else imp.types[value]
     if t.dtype != "float32":
         raise imp.unsupported(f"input of dtype {t.dtype}: only float32 is quantized")
     if any(d == 0 for d in t.shape):
@@ -130,7 +133,7 @@ def quantized_at_run_time(imp, node, base: str, scale_out: str = "") -> tuple[st
     def step(op, ins, suffix, a=None, out=None):
         return imp.emit(op, ins, [out], a, suffix=f"/{suffix}")[0]
 
-    xt = imp.tensor(x)
+    xt = imp.tensor(x) if value is None else value
     zero = const(0.0, "zero")
     if t.shape:
         axes = {"axes": list(range(len(t.shape)))}
@@ -322,14 +325,39 @@ def matmul_sum(imp, node, at: int = 1, out: str | None = None, zp_at: tuple = (2
         raise imp.unsupported(f"B of shape {list(imp.type_of(node.input[at]).shape)}: only a "
                               f"2-D constant B is supported")
     weight = _shifted_weight(imp, node, 1, "B", at, zp_at[1])
-    runs = _split(imp, node, _reach(weight, 0, 1))
     x = shifted or _shifted_input(imp, node, "A", zp_at[0])
     origin = imp.origin.get(node.input[at], node.input[at])
+    return weight_sum(imp, x, weight_runs(imp, node, weight, origin), out)
+
+
+class WeightRuns(NamedTuple):
+    """A constant int32 weight ``(K, N)`` (B less its zero point) cut into runs of K whose
+    sums are exact in float32 (module doc): each run's ``(start, end)`` and its float32
+    ``(N, end - start)`` graph constant, ``linear``'s layout."""
+
+    size: int
+    runs: list[tuple[int, int]]
+    constants: list[str]
+
+
+def weight_runs(imp, node, weight: np.ndarray, origin: str) -> WeightRuns:
+    """``weight``'s :class:`WeightRuns`, the constants named after ``origin`` and added once
+    (every call of :func:`weight_sum` with them reads the same ones)."""
+    runs = _split(imp, node, _reach(weight, 0, 1))
+    constants = [imp.add_constant(np.ascontiguousarray(weight[start:end].T).astype(np.float32),
+                                  origin) for start, end in runs]
+    return WeightRuns(weight.shape[0], runs, constants)
+
+
+def weight_sum(imp, x: str, weight: WeightRuns, out: str | None = None) -> tuple[str, str]:
+    """``x @ weight``: float32 integers ``x`` (A less its zero point, last axis K) by the
+    weight's runs, exactly, one float32 ``linear`` per run. Returns the sum and its dtype (see
+    :func:`_sum_runs`)."""
+    runs = weight.runs
 
     def run(i, start, end):
-        w = np.ascontiguousarray(weight[start:end].T).astype(np.float32)
-        xs = _run_input(imp, x, -1, start, end, weight.shape[0], i)
-        return imp.emit("linear", [xs, imp.add_constant(w, origin), None], [None],
+        xs = _run_input(imp, x, -1, start, end, weight.size, i)
+        return imp.emit("linear", [xs, weight.constants[i], None], [None],
                         suffix=f"/linear{i}" if len(runs) > 1 else "/linear")[0]
 
     return _sum_runs(imp, runs, run, out)

@@ -58,8 +58,8 @@ def _dim(d) -> int:
 class _Rnn:
     """What the LSTM and GRU mappers share: checks, time slicing, states and outputs."""
 
-    def __init__(self, imp, node, attrs: dict) -> None:
-        op = node.op_type
+    def __init__(self, imp, node, attrs: dict, op: str | None = None) -> None:
+        op = op or node.op_type  # the ONNX op it computes (com.microsoft's quantized: "LSTM")
         self.imp, self.node, self.op = imp, node, op
         allowed = {"hidden_size": ..., "direction": ..., "layout": ..., "activations": ...,
                    "input_forget": 0}
@@ -126,7 +126,27 @@ class _Rnn:
             self.lens = lens
         self._valid: dict[int, str] = {}
         self._lens: str | None = None  # the lengths as (batch, 1), read once (:meth:`valid`)
-        gates = _GATES[op]
+        self.weights(attrs, shape, direction)
+        peep = _opt(node, 7) if op == "LSTM" else None
+        #: an LSTM's peepholes, (directions, 3 * hidden) in ONNX's order i, o, f; None where
+        #: absent or all zero
+        self.peepholes = None if peep is None else imp.const(peep, "P")
+        if self.peepholes is not None:
+            if self.peepholes.shape != (d, 3 * self.hidden) or self.peepholes.dtype != self.dtype:
+                raise imp.unsupported(f"P {peep!r} of {self.peepholes.dtype} "
+                                      f"{self.peepholes.shape} must be {self.dtype} "
+                                      f"({d}, {3 * self.hidden})")
+            if not self.peepholes.any():
+                self.peepholes = None
+            elif self.sequence:
+                raise imp.unsupported(f"peepholes (P {peep!r}) over a run-time sequence length "
+                                      f"{self.steps!r}: the lstm op has none; only a static "
+                                      f"length is unrolled with them")
+
+    def weights(self, attrs: dict, shape: list, direction: str) -> None:
+        """Read W, R and B (input 3, optional) as :attr:`w`, :attr:`r` and :attr:`b` in
+        ONNX's layout, and :attr:`hidden` and :attr:`dtype` (the states' and outputs')."""
+        imp, node, d, gates = self.imp, self.node, len(self.directions), _GATES[self.op]
         w, r = imp.const(node.input[1], "W"), imp.const(node.input[2], "R")
         hidden = r.shape[-1] if r.ndim == 3 else None
         if not hidden or attrs.get("hidden_size", hidden) != hidden or w.ndim != 3 or \
@@ -135,31 +155,40 @@ class _Rnn:
                 f"W {w.shape} and R {r.shape} must be ({d}, {gates}*hidden, input) and "
                 f"({d}, {gates}*hidden, hidden) for X {shape}, direction={direction}, "
                 f"hidden_size={attrs.get('hidden_size')}")
-        b = imp.const(node.input[3], "B") if _opt(node, 3) else None
-        if b is not None and b.shape != (d, 2 * gates * hidden):
-            raise imp.unsupported(f"B {b.shape} must be ({d}, {2 * gates * hidden})")
+        b = self.bias(hidden)
         if w.dtype.kind != "f" or r.dtype != w.dtype or b is not None and b.dtype != w.dtype:
             raise imp.unsupported(f"W, R and B must be float of one dtype, got {w.dtype}, "
                                   f"{r.dtype}, {None if b is None else b.dtype}")
-        self.hidden, self.w, self.r, self.b = hidden, w, r, b
-        peep = _opt(node, 7) if op == "LSTM" else None
-        #: an LSTM's peepholes, (directions, 3 * hidden) in ONNX's order i, o, f; None where
-        #: absent or all zero
-        self.peepholes = None if peep is None else imp.const(peep, "P")
-        if self.peepholes is not None:
-            if self.peepholes.shape != (d, 3 * hidden) or self.peepholes.dtype != w.dtype:
-                raise imp.unsupported(f"P {peep!r} of {self.peepholes.dtype} "
-                                      f"{self.peepholes.shape} must be {w.dtype} "
-                                      f"({d}, {3 * hidden})")
-            if not self.peepholes.any():
-                self.peepholes = None
-            elif self.sequence:
-                raise imp.unsupported(f"peepholes (P {peep!r}) over a run-time sequence length "
-                                      f"{self.steps!r}: the lstm op has none; only a static "
-                                      f"length is unrolled with them")
+        self.hidden, self.w, self.r, self.b, self.dtype = hidden, w, r, b, w.dtype
+
+    def bias(self, hidden: int) -> np.ndarray | None:
+        """B (input 3), ``(directions, 2 * gates * hidden)``, or None where absent."""
+        b = self.imp.const(self.node.input[3], "B") if _opt(self.node, 3) else None
+        size = 2 * _GATES[self.op] * hidden
+        if b is not None and b.shape != (len(self.directions), size):
+            raise self.imp.unsupported(f"B {b.shape} must be ({len(self.directions)}, {size})")
+        return b
 
     def constant(self, array: np.ndarray, what: str) -> str:
         return self.imp.add_constant(array, f"{self.imp.node_name}{what}")
+
+    def blocks(self, array: np.ndarray | None, d: int, gates: str,
+               what: str) -> list[str] | None:
+        """Direction ``d``'s row of ``array`` (``(directions, len(gates) * hidden)``) as one
+        constant per gate block, named ``what`` and the gate; None where ``array`` is."""
+        if array is None:
+            return None
+        h = self.hidden
+        return [self.constant(np.ascontiguousarray(array[d, k * h:(k + 1) * h]), f"{what}_{g}")
+                for k, g in enumerate(gates)]
+
+    def step_emitter(self, tag: str):
+        """``step(op, inputs, attrs=None, n=1)``: one op of a time step (named after the node
+        and ``tag``), its output, or its ``n`` outputs."""
+        def step(op, inputs, attrs=None, n=1):
+            out = self.imp.emit(op, inputs, [None] * n, attrs, suffix=tag)
+            return out if n > 1 else out[0]
+        return step
 
     def valid(self, t: int) -> str:
         """The bool ``(batch, 1)`` mask of the sequences at least ``t + 1`` long. The lengths
@@ -193,7 +222,7 @@ class _Rnn:
         imp, valid = self.imp, self.valid(t)
         kept = [imp.emit("where", [valid, n, o], [None], suffix=f"{s}.t{t}.keep{k}")[0]
                 for k, (n, o) in enumerate(zip(new, old))]
-        zero = imp.add_constant(np.zeros((), self.w.dtype), f"{imp.node_name}.zero")
+        zero = imp.add_constant(np.zeros((), self.dtype), f"{imp.node_name}.zero")
         [y] = imp.emit("where", [valid, new[0], zero], [None], suffix=f"{s}.t{t}.y_valid")
         return y, kept
 
@@ -254,7 +283,7 @@ class _Rnn:
             if type(self.batch) is not int:
                 raise imp.unsupported(f"{what} is absent (zeros) but the batch {self.batch!r} "
                                       f"is known only at run time; give {what} as an input")
-            zeros = self.constant(np.zeros((self.batch, h), self.w.dtype), f".{what}")
+            zeros = self.constant(np.zeros((self.batch, h), self.dtype), f".{what}")
             return [zeros] * d
         shape = imp.type_of(name).shape
         if len(shape) != 3 or any(type(a) is int and type(b) is int and a != b
@@ -363,11 +392,33 @@ def _lstm(imp, node, attrs):
     rnn.outputs(ys, [finals_h, finals_c])
 
 
+def lstm_gates(step, gates: str, c: str, hidden: int, peepholes: list[str] | None = None,
+               bias: list[str] | None = None) -> list[str]:
+    """One LSTM step after its ``(batch, 4*hidden)`` pre-activations ``gates`` (ONNX's blocks
+    i, o, f, c) and the cell state ``c``, ops emitted by ``step`` (:meth:`_Rnn.step_emitter`)
+    in the order of onnxruntime's CPU kernel: to the i, f and o blocks ``P * C`` where there
+    are ``peepholes`` (constants i, o, f; o's reads C'), then to each block its ``bias``
+    (constants i, o, f, c) where given; sigmoid of i, f and o, tanh of c; ``C' = C * f + i *
+    c``; ``H' = tanh(C') * o``. Returns [H', C']."""
+    g_i, g_o, g_f, g_c = step("split", [gates], {"axis": 1, "sizes": [hidden] * 4}, 4)
+
+    def gate(g, k, state):
+        if peepholes is not None and k < 3:
+            g = step("add", [g, step("mul", [state, peepholes[k]])])
+        return g if bias is None else step("add", [g, bias[k]])
+
+    i = step("sigmoid", [gate(g_i, 0, c)])
+    f = step("sigmoid", [gate(g_f, 2, c)])
+    cell = step("add", [step("mul", [c, f]), step("mul", [i, step("tanh", [gate(g_c, 3, c)])])])
+    o = step("sigmoid", [gate(g_o, 1, cell)])
+    return [step("mul", [step("tanh", [cell]), o]), cell]
+
+
 def _lstm_with_peepholes(imp, rnn: _Rnn, h0: list[str], c0: list[str]) -> None:
     """An LSTM with peepholes (P), unrolled over a static length, after ONNX's equations: the
     input projection of every step at once, then per step a ``linear`` of the state, the
-    gates i, o, f, c split, i = sigmoid(. + Pi * C), f = sigmoid(. + Pf * C), C' = f * C + i *
-    tanh(c), o = sigmoid(. + Po * C'), H' = o * tanh(C')."""
+    gates after it (:func:`lstm_gates`): i = sigmoid(. + Pi * C), f = sigmoid(. + Pf * C),
+    C' = C * f + i * tanh(c), o = sigmoid(. + Po * C'), H' = tanh(C') * o."""
     hid, x = rnn.hidden, imp.tensor(rnn.node.input[0])
     ys, finals_h, finals_c = [], [], []
     for d, s in enumerate(rnn.directions):
@@ -377,23 +428,12 @@ def _lstm_with_peepholes(imp, rnn: _Rnn, h0: list[str], c0: list[str]) -> None:
         xs = rnn.inputs(imp.emit("linear", [x, w_x, b_x], [None], suffix=f"{s}.x")[0], f"{s}.x")
         w_h = rnn.constant(rnn.r[d], f"{s}.weight_hh")
         b_h = None if b is None else rnn.constant(b[4 * hid:], f"{s}.bias_hh")
-        p_i, p_o, p_f = (rnn.constant(np.ascontiguousarray(
-            rnn.peepholes[d, k * hid:(k + 1) * hid]), f"{s}.peephole_{g}")
-            for k, g in enumerate("iof"))
+        peepholes = rnn.blocks(rnn.peepholes, d, "iof", f"{s}.peephole")
         h, c, hs = h0[d], c0[d], [None] * rnn.steps
         for t in rnn.order(s):
-            def step(op, inputs, attrs=None, n=1, _t=t):
-                out = imp.emit(op, inputs, [None] * n, attrs, suffix=f"{s}.t{_t}")
-                return out if n > 1 else out[0]
-
+            step = rnn.step_emitter(f"{s}.t{t}")
             gates = step("add", [xs[t], step("linear", [h, w_h, b_h])])
-            g_i, g_o, g_f, g_c = step("split", [gates], {"axis": 1, "sizes": [hid] * 4}, 4)
-            i = step("sigmoid", [step("add", [g_i, step("mul", [p_i, c])])])
-            f = step("sigmoid", [step("add", [g_f, step("mul", [p_f, c])])])
-            cell = step("add", [step("mul", [f, c]), step("mul", [i, step("tanh", [g_c])])])
-            o = step("sigmoid", [step("add", [g_o, step("mul", [p_o, cell])])])
-            hs[t], (h, c) = rnn.masked(t, s, [step("mul", [o, step("tanh", [cell])]), cell],
-                                       [h, c])
+            hs[t], (h, c) = rnn.masked(t, s, lstm_gates(step, gates, c, hid, peepholes), [h, c])
         ys.append(hs)
         finals_h.append(h)
         finals_c.append(c)
