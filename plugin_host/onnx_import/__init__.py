@@ -23,7 +23,8 @@ integer ops), :mod:`.qlinear` (QLinearConv, QLinearMatMul), :mod:`.qoperator` (c
 QLinearAdd, QGemm and the other QOperator-format ops, with :mod:`.mlas`: onnxruntime's
 arithmetic for their constants), :mod:`.qsoftmax` (com.microsoft's QLinearSoftmax),
 :mod:`.matmul_to_float` (com.microsoft's DynamicQuantizeMatMul and MatMulIntegerToFloat,
-which onnxruntime's optimizer writes for quantize_dynamic's MatMuls), :mod:`.fused` (its
+which onnxruntime's optimizer writes for quantize_dynamic's MatMuls), :mod:`.quantized_lstm`
+(com.microsoft's DynamicQuantizeLSTM, quantize_dynamic's LSTM, unrolled), :mod:`.fused` (its
 fused float ops: FusedConv, FusedGemm, FusedMatMul, SkipLayerNormalization, as the nodes
 they fused), :mod:`.einsum` (Einsum as transpose, reshape and matmul),
 :mod:`.signal` (Compress of a constant condition, the window functions as constants, DFT and

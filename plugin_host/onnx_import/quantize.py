@@ -47,19 +47,12 @@ QDQ_HINT = ("an operator-oriented quantized op; quantize in QDQ format instead: 
             "onnxruntime.quantization.quantize_static with quant_format=QuantFormat.QDQ, "
             "which imports as float32 fake quantization")
 
-#: What to do instead of com.microsoft's DynamicQuantizeLSTM, which onnxruntime's
-#: ``quantize_dynamic`` writes for every LSTM by default.
-LSTM_HINT = ("quantize_dynamic writes it for each LSTM, quantizing the hidden state at every "
-             "step, which the float32 backends do not reproduce; quantize_dynamic with "
-             "op_types_to_quantize=['MatMul'] leaves the LSTM in float32, and the rest "
-             "imports")
-
 #: com.microsoft's operator-oriented quantized ops not mapped, which the reader refuses with
 #: this hint (QLinearConv and QLinearMatMul, default domain, map in :mod:`.qlinear`; QLinearAdd,
 #: QGemm and the others of :data:`.reader.CONTRIB_MAPPED` in :mod:`.qoperator`,
 #: :mod:`.qsoftmax` and :mod:`.matmul_to_float`; QAttention and QEmbedLayerNormalization in
 #: :mod:`.bert`).
-OPERATOR_ORIENTED = frozenset({"QLinearReduceMean", "DynamicQuantizeLSTM", "QOrderedMatMul"})
+OPERATOR_ORIENTED = frozenset({"QLinearReduceMean", "QOrderedMatMul"})
 
 #: Those of them onnxruntime's CPU provider has no kernel for: it cannot run them either, so
 #: nothing could compute the golden vectors of a model holding one.

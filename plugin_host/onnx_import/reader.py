@@ -259,6 +259,9 @@ CONTRIB_SCHEMAS: dict[str, ContribSchema] = {
     "QLinearWhere": ContribSchema("SSSSSSSSS", {}),
     "MatMulIntegerToFloat": ContribSchema("SSSSOOO", {}),
     "DynamicQuantizeMatMul": ContribSchema("SSSOO", {}),
+    "DynamicQuantizeLSTM": ContribSchema("SSSOOOOOSSSS", {
+        "activation_alpha": "FLOATS", "activation_beta": "FLOATS", "activations": "STRINGS",
+        "clip": "FLOAT", "direction": "STRING", "hidden_size": "INT", "input_forget": "INT"}),
     "FusedConv": ContribSchema("SSOO", {
         "auto_pad": "STRING", "kernel_shape": "INTS", "dilations": "INTS", "strides": "INTS",
         "pads": "INTS", "group": "INT", "activation": "STRING", "activation_params": "FLOATS"}),
@@ -349,13 +352,10 @@ LAYOUT_HINT = ("a layout-transformed op that onnxruntime writes when it saves a 
 def _custom_domain_hint(node) -> str:
     """For com.microsoft's operator-oriented quantized ops (QLinearAdd ...) and onnxruntime's
     layout ops: what to do."""
-    from .quantize import (LSTM_HINT, NO_CPU_KERNEL, NO_CPU_KERNEL_HINT, OPERATOR_ORIENTED,
-                           QDQ_HINT)
+    from .quantize import NO_CPU_KERNEL, NO_CPU_KERNEL_HINT, OPERATOR_ORIENTED, QDQ_HINT
 
     if node.domain in LAYOUT_DOMAINS:
         return f" ({LAYOUT_HINT})"
-    if node.op_type == "DynamicQuantizeLSTM":
-        return f" ({LSTM_HINT})"
     if node.op_type in NO_CPU_KERNEL:
         return f" ({NO_CPU_KERNEL_HINT})"
     return f" ({QDQ_HINT})" if node.op_type in OPERATOR_ORIENTED else ""

@@ -22,7 +22,7 @@ from .reference import run_reference
 #: the integer ops onnxruntime runs with that kernel -> the input holding their weights
 _INTEGER_OPS = {"MatMulInteger": 1, "ConvInteger": 1, "QLinearMatMul": 3, "QLinearConv": 3,
                 "QGemm": 3, "MatMulIntegerToFloat": 1, "DynamicQuantizeMatMul": 1,
-                "QAttention": 1}
+                "QAttention": 1, "DynamicQuantizeLSTM": 1}
 _INT8 = 3  # ONNX TensorProto.INT8
 
 #: whether the reference's onnxruntime saturates u8 x s8 sums (None: not probed yet)

@@ -150,36 +150,6 @@ def test_a_runtime_batch_passes_through_the_dynamic_quantization(model, tmp_path
                           for n in (1, 7)], exact=True)
 
 
-class _Tagger(torch.nn.Module):
-    """An LSTM over a sequence, then a linear head per step."""
-
-    def __init__(self):
-        super().__init__()
-        self.lstm = torch.nn.LSTM(6, 8, batch_first=True)
-        self.head = torch.nn.Linear(8, 5)
-
-    def forward(self, x):
-        return self.head(self.lstm(x)[0])
-
-
-def test_a_dynamically_quantized_lstm_is_refused_saying_how_to_keep_it_float(tmp_path,
-                                                                              signer):
-    """quantize_dynamic writes each LSTM as com.microsoft's DynamicQuantizeLSTM, whose
-    per-step quantization of the hidden state the float32 backends do not reproduce: refused
-    naming the node, with the option that leaves the LSTM in float32, which then imports."""
-    torch.manual_seed(5)
-    float_model = export(_Tagger(), [torch.randn(2, 4, 6)], tmp_path / "float.onnx",
-                         dynamo=False, input_names=["x"], output_names=["y"])
-    path = tmp_path / "dynamic.onnx"
-    quantization.quantize_dynamic(str(float_model), str(path))
-    assert_refused(path, UnsupportedModelError, "(DynamicQuantizeLSTM)",
-                   "op_types_to_quantize=['MatMul'] leaves the LSTM in float32")
-    quantization.quantize_dynamic(str(float_model), str(path), op_types_to_quantize=["MatMul"],
-                                  weight_type=_Q.QUInt8)  # exact on every CPU's onnxruntime
-    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
-    _check(path, loaded, [{"x": RNG.standard_normal((2, 4, 6)).astype(np.float32)}])
-
-
 # --- hand-made DynamicQuantizeLinear -------------------------------------------------------
 
 

@@ -1,0 +1,249 @@
+"""com.microsoft's DynamicQuantizeLSTM, what ``quantize_dynamic`` writes for every LSTM: torch's
+nn.LSTM (batch first or not, one and two layers, one and two directions) quantized with int8
+and uint8 weights, per tensor and per column, built at the default tolerance and giving
+onnxruntime's outputs bit for bit on the onnxruntime backend and within the artifact's
+tolerance on the numpy backend; hand-made nodes for what torch never writes (peepholes, the
+reverse direction, no bias, initial states given, uint8 zero points); and what is refused,
+naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.onnx_import import saturation
+from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+from .conftest import assert_refused, export, import_and_load, onnx, onnxruntime_outputs, torch
+from .test_quantize_dynamic import _build
+from .test_quantized import _check, _vi
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+helper, TP, numpy_helper = onnx.helper, onnx.TensorProto, onnx.numpy_helper
+_Q = quantization.QuantType
+_MS = "com.microsoft"
+
+
+class _Tagger(torch.nn.Module):
+    """A batch-first LSTM over a sequence, then a linear head per step."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8, batch_first=True)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0])
+
+
+class _Stacked(torch.nn.Module):
+    """Two bidirectional layers, sequence first; the output and both final states."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 12, num_layers=2, bidirectional=True)
+
+    def forward(self, x):
+        y, (h, c) = self.lstm(x)
+        return y, h, c
+
+
+_MODELS = {"tagger": (_Tagger, (2, 4, 6), ["y"]),
+           "stacked": (_Stacked, (5, 3, 6), ["y", "h", "c"])}
+_CONFIGS = [pytest.param(False, _Q.QInt8, id="default"),
+            pytest.param(False, _Q.QUInt8, id="per-tensor-u8"),
+            pytest.param(True, _Q.QInt8, id="per-channel-s8"),
+            pytest.param(True, _Q.QUInt8, id="per-channel-u8")]
+
+
+def _feeds(shape, rng) -> list[dict]:
+    return [{"x": (rng.standard_normal(shape) * s).astype(np.float32)} for s in (1, 1, 3, 0.1)]
+
+
+@pytest.mark.parametrize("per_channel, weights", _CONFIGS)
+@pytest.mark.parametrize("model", list(_MODELS))
+def test_quantize_dynamic_lstms_match_onnxruntime(model, per_channel, weights, tmp_path, signer):
+    make, shape, outputs = _MODELS[model]
+    torch.manual_seed(5)
+    float_model = export(make(), [torch.randn(*shape)], tmp_path / "float.onnx", dynamo=False,
+                         input_names=["x"], output_names=outputs)
+    path = tmp_path / "dynamic.onnx"
+    quantization.quantize_dynamic(str(float_model), str(path), per_channel=per_channel,
+                                  weight_type=weights)
+    nodes = [n for n in onnx.load(str(path)).graph.node if n.op_type == "DynamicQuantizeLSTM"]
+    assert len(nodes) == (1 if model == "tagger" else 2)
+    loaded = _build(path, tmp_path, signer, weights == _Q.QInt8)  # the golden vectors agree
+    if loaded is None:
+        return
+    assert "lstm_cell" not in {n.op for n in loaded.graph.nodes}  # unrolled, quantized steps
+    rng = np.random.default_rng(11)
+    _check(path, loaded, _feeds(shape, rng), exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, _feeds(shape, rng))
+
+
+def test_saturation_names_the_quantized_lstm(tmp_path):
+    """Where onnxruntime saturates u8 x s8 sums (x86-64 without VNNI), the refusal names a
+    DynamicQuantizeLSTM of int8 weights: its kernel multiplies with the same MLAS GEMM."""
+    torch.manual_seed(5)
+    float_model = export(_Stacked(), [torch.randn(5, 3, 6)], tmp_path / "float.onnx",
+                         dynamo=False, input_names=["x"], output_names=["y", "h", "c"])
+    path = tmp_path / "dynamic.onnx"
+    quantization.quantize_dynamic(str(float_model), str(path))
+    assert saturation.int8_weight_node(onnx.load(str(path))) == ("/lstm/LSTM_quant",
+                                                                  "DynamicQuantizeLSTM")
+
+
+def test_an_lstm_left_in_float32_imports_beside_quantized_matmuls(tmp_path, signer):
+    """``op_types_to_quantize=['MatMul']`` keeps the LSTM an ONNX LSTM and quantizes the
+    head."""
+    torch.manual_seed(5)
+    float_model = export(_Tagger(), [torch.randn(2, 4, 6)], tmp_path / "float.onnx",
+                         dynamo=False, input_names=["x"], output_names=["y"])
+    path = tmp_path / "dynamic.onnx"
+    quantization.quantize_dynamic(str(float_model), str(path), op_types_to_quantize=["MatMul"],
+                                  weight_type=_Q.QUInt8)  # exact on every CPU's onnxruntime
+    assert {"LSTM", "MatMulInteger"} <= {n.op_type for n in onnx.load(str(path)).graph.node}
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    _check(path, loaded, _feeds((2, 4, 6), np.random.default_rng(4)))
+
+
+# --- hand-made nodes -------------------------------------------------------------------------
+
+HIDDEN, INPUT, STEPS, BATCH = 4, 3, 6, 2
+
+
+def _lstm(tmp_path, *, direction="forward", weights=np.int8, per_column=False, bias=True,
+          peepholes=False, states=False, zero_point=None, attrs=None, lens=None,
+          steps=STEPS):
+    """X (steps, batch, input) -> DynamicQuantizeLSTM (node "lstm") -> Y, Y_h, Y_c; quantized
+    W and R of random codes with scales near what quantize_dynamic gives; ``states``: initial
+    h and c as graph inputs."""
+    rng = np.random.default_rng(3)
+    d = 2 if direction == "bidirectional" else 1
+    info = np.iinfo(weights)
+
+    def codes(k):
+        return rng.integers(info.min, info.max + 1, (d, k, 4 * HIDDEN)).astype(weights)
+
+    columns = 4 * HIDDEN if per_column else None
+    inits = [numpy_helper.from_array(codes(INPUT), "W"), numpy_helper.from_array(codes(HIDDEN),
+                                                                                "R")]
+    for name in ("W", "R"):
+        scale = rng.uniform(0.002, 0.01, (d,) if columns is None else (d, columns))
+        zp = np.zeros(scale.shape, weights) if zero_point is None else np.full(
+            scale.shape, zero_point, weights)
+        inits += [numpy_helper.from_array(scale.astype(np.float32), f"{name}_scale"),
+                  numpy_helper.from_array(zp, f"{name}_zp")]
+    ins = ["x", "W", "R", "", "", "", "", "", "W_scale", "W_zp", "R_scale", "R_zp"]
+    graph_inputs = [_vi("x", shape=(steps, BATCH, INPUT))]
+    if bias:
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal((d, 8 * HIDDEN)).astype(np.float32), "B"))
+        ins[3] = "B"
+    if lens is not None:
+        inits.append(numpy_helper.from_array(np.asarray(lens, np.int32), "lens"))
+        ins[4] = "lens"
+    if states:
+        ins[5:7] = ["h0", "c0"]
+        graph_inputs += [_vi(n, shape=(d, BATCH, HIDDEN)) for n in ("h0", "c0")]
+    if peepholes:
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal((d, 3 * HIDDEN)).astype(np.float32), "P"))
+        ins[7] = "P"
+    node = helper.make_node("DynamicQuantizeLSTM", ins, ["y", "y_h", "y_c"], name="lstm",
+                            domain=_MS, hidden_size=HIDDEN, direction=direction,
+                            **(attrs or {}))
+    outputs = [_vi("y", shape=(steps, d, BATCH, HIDDEN)), _vi("y_h", shape=(d, BATCH, HIDDEN)),
+               _vi("y_c", shape=(d, BATCH, HIDDEN))]
+    graph = helper.make_graph([node], "g", graph_inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid(_MS, 1)])
+    path = tmp_path / "lstm.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _hand_feeds(states: bool, d: int, rng) -> list[dict]:
+    feeds = []
+    for scale in (1.0, 4.0, 0.05):
+        feed = {"x": (rng.standard_normal((STEPS, BATCH, INPUT)) * scale).astype(np.float32)}
+        if states:
+            feed |= {n: rng.standard_normal((d, BATCH, HIDDEN)).astype(np.float32)
+                     for n in ("h0", "c0")}
+        feeds.append(feed)
+    return feeds
+
+
+@pytest.mark.parametrize("options", [
+    pytest.param({}, id="forward"),
+    pytest.param({"direction": "reverse", "peepholes": True}, id="reverse-peepholes"),
+    pytest.param({"direction": "bidirectional", "states": True, "per_column": True},
+                 id="bidirectional-states-per-column"),
+    pytest.param({"weights": np.uint8, "zero_point": 128, "bias": False}, id="uint8-no-bias"),
+    pytest.param({"direction": "bidirectional", "peepholes": True, "weights": np.uint8,
+                  "zero_point": 100, "per_column": True, "states": True}, id="everything"),
+])
+def test_hand_made_quantized_lstms_match_onnxruntime(options, tmp_path, signer):
+    path = _lstm(tmp_path, **options)
+    loaded = _build(path, tmp_path, signer, options.get("weights", np.int8) == np.int8)
+    if loaded is None:
+        return
+    d = 2 if options.get("direction") == "bidirectional" else 1
+    rng = np.random.default_rng(17)
+    feeds = _hand_feeds(options.get("states", False), d, rng)
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
+def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
+    """The premise of the tests above: onnxruntime's outputs differ from the same LSTM
+    computed in float32 with the dequantized weights (measured: 4.4e-4 on outputs up to 0.5)
+    by far more than float32 rounding, so matching them bit for bit means reproducing each
+    step's quantization."""
+    path = _lstm(tmp_path)
+    model = onnx.load(str(path))
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    w = init["W"][0].astype(np.float32) * init["W_scale"][0]
+    r = init["R"][0].astype(np.float32) * init["R_scale"][0]
+    x = np.random.default_rng(2).standard_normal((STEPS, BATCH, INPUT)).astype(np.float32)
+    h = c = np.zeros((BATCH, HIDDEN), np.float32)
+    b = init["B"][0, :4 * HIDDEN] + init["B"][0, 4 * HIDDEN:]
+
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    for t in range(STEPS):
+        g = x[t] @ w + h @ r + b
+        i, o, f, cc = np.split(g, 4, axis=1)
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(cc)
+        h = sigmoid(o) * np.tanh(c)
+    want = onnxruntime_outputs(path, {"x": x}, optimized=False)["y_h"][0]
+    assert np.max(np.abs(want - h)) > 1e-4
+
+
+@pytest.mark.parametrize("options, error, message", [
+    ({"lens": [STEPS, 3]}, UnsupportedModelError, "sequence_lens 'lens': onnxruntime quantizes"),
+    ({"attrs": {"clip": 3.0}}, UnsupportedModelError, "attribute clip=3.0 is not supported"),
+    ({"attrs": {"activations": ["Tanh", "Tanh", "Tanh"]}}, UnsupportedModelError,
+     "attribute activations=['Tanh', 'Tanh', 'Tanh'] is not supported"),
+    ({"attrs": {"input_forget": 1}}, UnsupportedModelError, "attribute input_forget=1"),
+    ({"zero_point": 3}, ModelFileError, "W_zero_point [[3]]: onnxruntime takes one value per "
+                                        "direction, 0 for int8 weights"),
+])
+def test_what_is_refused_names_the_node(options, error, message, tmp_path):
+    assert_refused(_lstm(tmp_path, **options), error, "node 'lstm' (DynamicQuantizeLSTM)",
+                   message)
+
+
+def test_a_varying_uint8_zero_point_is_refused_as_onnxruntime_refuses_it(tmp_path):
+    path = _lstm(tmp_path, weights=np.uint8, zero_point=128, per_column=True)
+    model = onnx.load(str(path))
+    for t in model.graph.initializer:
+        if t.name == "R_zp":
+            zp = numpy_helper.to_array(t).copy()
+            zp[0, 5] = 127
+            t.CopyFrom(numpy_helper.from_array(zp, "R_zp"))
+    path.write_bytes(model.SerializeToString())
+    assert_refused(path, ModelFileError, "node 'lstm' (DynamicQuantizeLSTM)",
+                   "R_zero_point [[128, 128, 128, 128, 128, 127")
