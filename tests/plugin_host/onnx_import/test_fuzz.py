@@ -7,7 +7,7 @@ message is one line and is not a generic exception's text. Anything else (anothe
 a refusal by a later stage, a crash of the process, a hang, an allocation past the
 address-space limit) fails the test, naming the mutant.
 
-The seeds are twenty-five small models, most exported from torch with the legacy exporter:
+The seeds are twenty-six small models, most exported from torch with the legacy exporter:
 ``net`` (Conv, BatchNormalization, Relu, MaxPool, Reshape, an Embedding Gather, Concat, Gemm,
 Softmax), ``glue`` (ConvTranspose, AveragePool, Pad, Slice, Reshape, LayerNormalization,
 MatMul + Add, Split, Sigmoid, Mul, Tanh, ReduceMean, Clip), ``math`` (Elu, LeakyRelu,
@@ -31,7 +31,8 @@ com.microsoft's MatMulNBits; blocked DequantizeLinears of int4 weights),
 ``qop`` (a gated residual block quantized by
 quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
 QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
-QLinearSoftmax) and
+QLinearSoftmax), ``qlstm`` (an LSTM quantized by quantize_dynamic: com.microsoft's
+DynamicQuantizeLSTM) and
 ``sequence`` (a run-time batch and length: Embedding Gathers, Range by 1 and by 2, the steps
 reversed by a Gather at Range(t - 1, -1, -1), causal attention with a
 Trilu mask and Reshapes of the heads between the two run-time dims, the last step, the tokens
@@ -1406,7 +1407,8 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
     int8) and by its quantize_dynamic (``dynamic``: uint8 weights; ``fused``: that, saved
     optimized by an onnxruntime session; ``optimized``: the float net so saved); a gated
     residual block quantized by quantize_static in the QOperator format (``qop``:
-    com.microsoft's ops)."""
+    com.microsoft's ops); an LSTM quantized by quantize_dynamic (``qlstm``: uint8 weights,
+    com.microsoft's DynamicQuantizeLSTM)."""
     from onnxruntime import quantization
 
     from .conftest import export, onnxruntime_optimized, torch
@@ -1441,7 +1443,19 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
 
     block = export(Block(), [torch.randn(1, 2, 4, 4)], folder / "block.onnx", dynamo=False,
                    input_names=["x"], output_names=["y"])
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(3, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    tagger = export(Tagger(), [torch.randn(1, 3, 3)], folder / "tagger.onnx", dynamo=False,
+                    input_names=["x"], output_names=["y"])
     path, dynamic, qop = folder / "qdq.onnx", folder / "dynamic.onnx", folder / "qop.onnx"
+    qlstm = folder / "qlstm.onnx"
     logging.disable(logging.WARNING)  # its advice to pre-process, on the root logger
     try:
         quantization.quantize_static(str(plain), str(path), Batches(),
@@ -1450,6 +1464,8 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
         # uint8 weights: onnxruntime's u8 x s8 kernel saturates on CPUs without VNNI, where
         # the default int8 weights' build is refused (onnx_import/saturation.py)
         quantization.quantize_dynamic(str(plain), str(dynamic),
+                                      weight_type=quantization.QuantType.QUInt8)
+        quantization.quantize_dynamic(str(tagger), str(qlstm),
                                       weight_type=quantization.QuantType.QUInt8)
         quantization.quantize_static(str(block), str(qop), Batches(),
                                      quant_format=quantization.QuantFormat.QOperator,
@@ -1460,7 +1476,7 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
     for source, saved in ((dynamic, "fused.onnx"), (plain, "optimized.onnx")):
         onnxruntime_optimized(source, folder / saved)
     return {"qdq": str(path), "dynamic": str(dynamic), "fused": str(folder / "fused.onnx"),
-            "optimized": str(folder / "optimized.onnx"), "qop": str(qop)}
+            "optimized": str(folder / "optimized.onnx"), "qop": str(qop), "qlstm": str(qlstm)}
 
 
 @pytest.fixture(scope="module")
@@ -1590,6 +1606,7 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
         n.op_type for n in onnx.load(seeds["qop"]).graph.node}
+    assert "DynamicQuantizeLSTM" in {n.op_type for n in onnx.load(seeds["qlstm"]).graph.node}
     sequence = import_onnx(seeds["sequence"]).graph  # a batch and a length known at run time
     assert sequence.inputs[0].shape == ("batch", "seq")
     assert {"unflatten", "cumsum", "gather_elements"} <= {n.op for n in sequence.nodes}
