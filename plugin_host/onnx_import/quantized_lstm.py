@@ -60,7 +60,8 @@ class _QuantizedLstm(_Rnn):
         if self.sequence:
             raise imp.unsupported(f"a sequence length known only at run time "
                                   f"({self.steps!r}): only a static length is unrolled with "
-                                  f"its quantized steps")
+                                  f"its quantized steps (--dim NAME=SIZE fixes an input's "
+                                  f"run-time dim)")
         if self.lens is not None:
             raise imp.unsupported(f"sequence_lens {self.lens!r}: onnxruntime quantizes the "
                                   f"zeroed state of a finished sequence with the others, "

@@ -196,6 +196,16 @@ def test_hand_made_quantized_lstms_match_onnxruntime(options, tmp_path, signer):
     _check(path, loaded, feeds)
 
 
+def test_a_run_time_length_fixed_with_dim_imports(tmp_path, signer):
+    """The unrolling needs a static length; ``--dim`` gives it one (uint8 weights: exact on
+    every CPU's onnxruntime)."""
+    path = _lstm(tmp_path, steps="seq", weights=np.uint8, zero_point=128)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer, dims={"seq": STEPS})
+    assert loaded.graph.inputs[0].shape == (STEPS, BATCH, INPUT)
+    feeds = _hand_feeds(False, 1, np.random.default_rng(6))
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+
+
 def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
     """The premise of the tests above: onnxruntime's outputs differ from the same LSTM
     computed in float32 with the dequantized weights (measured: 4.4e-4 on outputs up to 0.5)
@@ -224,6 +234,8 @@ def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
 
 @pytest.mark.parametrize("options, error, message", [
     ({"lens": [STEPS, 3]}, UnsupportedModelError, "sequence_lens 'lens': onnxruntime quantizes"),
+    ({"steps": "seq"}, UnsupportedModelError, "a sequence length known only at run time ('seq')"
+                                              ": only a static length is unrolled"),
     ({"attrs": {"clip": 3.0}}, UnsupportedModelError, "attribute clip=3.0 is not supported"),
     ({"attrs": {"activations": ["Tanh", "Tanh", "Tanh"]}}, UnsupportedModelError,
      "attribute activations=['Tanh', 'Tanh', 'Tanh'] is not supported"),
