@@ -1,10 +1,10 @@
 """com.microsoft's DynamicQuantizeLSTM, what ``quantize_dynamic`` writes for every LSTM: torch's
-nn.LSTM (batch first or not, one and two layers, one and two directions) quantized with int8
-and uint8 weights, per tensor and per column, built at the default tolerance and giving
-onnxruntime's outputs bit for bit on the onnxruntime backend and within the artifact's
-tolerance on the numpy backend; hand-made nodes for what torch never writes (peepholes, the
-reverse direction, no bias, initial states given, uint8 zero points); and what is refused,
-naming the node."""
+nn.LSTM (batch first or not, one and two layers, one and two directions; both exporters)
+quantized with int8 and uint8 weights, per tensor and per column, built at the default
+tolerance and giving onnxruntime's outputs bit for bit on the onnxruntime backend and within
+the artifact's tolerance on the numpy backend; hand-made nodes for what torch never writes
+(peepholes, the reverse direction, no bias, initial states given, uint8 zero points, a
+run-time length fixed by ``--dim``); and what is refused, naming the node."""
 
 from __future__ import annotations
 
@@ -63,10 +63,12 @@ def _feeds(shape, rng) -> list[dict]:
 
 @pytest.mark.parametrize("per_channel, weights", _CONFIGS)
 @pytest.mark.parametrize("model", list(_MODELS))
-def test_quantize_dynamic_lstms_match_onnxruntime(model, per_channel, weights, tmp_path, signer):
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_quantize_dynamic_lstms_match_onnxruntime(model, dynamo, per_channel, weights, tmp_path,
+                                                  signer):
     make, shape, outputs = _MODELS[model]
     torch.manual_seed(5)
-    float_model = export(make(), [torch.randn(*shape)], tmp_path / "float.onnx", dynamo=False,
+    float_model = export(make(), [torch.randn(*shape)], tmp_path / "float.onnx", dynamo=dynamo,
                          input_names=["x"], output_names=outputs)
     path = tmp_path / "dynamic.onnx"
     quantization.quantize_dynamic(str(float_model), str(path), per_channel=per_channel,
