@@ -112,12 +112,12 @@ def _dynamic_quantize(imp, node, attrs):
 
 
 def quantized_at_run_time(imp, node, base: str, scale_out: str = "",
-                          value: str | None = None) -> tuple[str, str, str]:
+                          value: str | None = None, tag: str = "") -> tuple[str, str, str]:
     """DynamicQuantizeLinear of input 0 (or of the graph tensor ``value``) in float32 glue ops
     (``amin``, ``amax``, ``min``, ``max``, ``sub``, ``div``, ``equal``, ``less``, ``where``,
     ``round``, ``add``, ``clip``; see the module's doc): the uint8 codes and zero point as
     float32 integers, and the scale (bound to ONNX value ``scale_out`` where given).
-    Constants and steps are named from ``base``."""
+    Constants are named from ``base``, steps from the node and ``tag``."""
     x = node.input[0] if value is None else value
     t = imp.type_of(x) if value is None else imp.types[value]
     if t.dtype != "float32":
@@ -131,7 +131,7 @@ def quantized_at_run_time(imp, node, base: str, scale_out: str = "",
         return imp.add_constant(np.array(value, f), f"{base}.{what}")
 
     def step(op, ins, suffix, a=None, out=None):
-        return imp.emit(op, ins, [out], a, suffix=f"/{suffix}")[0]
+        return imp.emit(op, ins, [out], a, suffix=f"{tag}/{suffix}")[0]
 
     xt = imp.tensor(x) if value is None else value
     zero = const(0.0, "zero")
@@ -278,27 +278,28 @@ def _split(imp, node, reach: np.ndarray) -> list[tuple[int, int]]:
     return _runs(reach)
 
 
-def _sum_runs(imp, runs, emit_run, out: str | None) -> tuple[str, str]:
+def _sum_runs(imp, runs, emit_run, out: str | None, tag: str = "") -> tuple[str, str]:
     """The sum and its dtype: one run's float32 result ("float32": exact integers), or each
     run cast to int32 and summed in int32 ("int32"; the last sum bound to ONNX value
-    ``out``)."""
+    ``out``). Steps are named from the node and ``tag``."""
     if len(runs) == 1:
         return emit_run(0, *runs[0]), "float32"
     total = None
     for i, (start, end) in enumerate(runs):
         [y] = imp.emit("cast", [emit_run(i, start, end)], [None], {"dtype": "int32"},
-                       suffix=f"/run{i}_int32")
+                       suffix=f"{tag}/run{i}_int32")
         last = i == len(runs) - 1
         total = y if total is None else imp.emit(
-            "add", [total, y], [out if last else None], suffix=f"/sum{i}")[0]
+            "add", [total, y], [out if last else None], suffix=f"{tag}/sum{i}")[0]
     return total, "int32"
 
 
-def _run_input(imp, x: str, axis: int, start: int, end: int, size: int, i: int) -> str:
+def _run_input(imp, x: str, axis: int, start: int, end: int, size: int, i: int,
+               tag: str = "") -> str:
     if (start, end) == (0, size):
         return x
     return imp.emit("slice", [x], [None], {"starts": [start], "ends": [end], "axes": [axis]},
-                    suffix=f"/run{i}")[0]
+                    suffix=f"{tag}/run{i}")[0]
 
 
 def _integer_output(imp, node, y: str) -> None:
@@ -349,18 +350,19 @@ def weight_runs(imp, node, weight: np.ndarray, origin: str) -> WeightRuns:
     return WeightRuns(weight.shape[0], runs, constants)
 
 
-def weight_sum(imp, x: str, weight: WeightRuns, out: str | None = None) -> tuple[str, str]:
+def weight_sum(imp, x: str, weight: WeightRuns, out: str | None = None,
+               tag: str = "") -> tuple[str, str]:
     """``x @ weight``: float32 integers ``x`` (A less its zero point, last axis K) by the
-    weight's runs, exactly, one float32 ``linear`` per run. Returns the sum and its dtype (see
-    :func:`_sum_runs`)."""
+    weight's runs, exactly, one float32 ``linear`` per run (named from the node and ``tag``).
+    Returns the sum and its dtype (see :func:`_sum_runs`)."""
     runs = weight.runs
 
     def run(i, start, end):
-        xs = _run_input(imp, x, -1, start, end, weight.size, i)
+        xs = _run_input(imp, x, -1, start, end, weight.size, i, tag)
         return imp.emit("linear", [xs, weight.constants[i], None], [None],
-                        suffix=f"/linear{i}" if len(runs) > 1 else "/linear")[0]
+                        suffix=f"{tag}/linear{i}" if len(runs) > 1 else f"{tag}/linear")[0]
 
-    return _sum_runs(imp, runs, run, out)
+    return _sum_runs(imp, runs, run, out, tag)
 
 
 @maps("MatMulInteger")

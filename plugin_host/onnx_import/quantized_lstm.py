@@ -124,11 +124,12 @@ class _QuantizedLstm(_Rnn):
         imp = self.imp
         if x not in self._quantized_x:
             codes, x_scale, zp = quantized_at_run_time(imp, self.node,
-                                                       f"{imp.node_name}{what}", value=x)
-            [shifted] = imp.emit("sub", [codes, zp], [None], suffix=f"{what}/zero_point")
+                                                       f"{imp.node_name}{what}", value=x,
+                                                       tag=what)
+            [shifted] = imp.emit("sub", [codes, zp], [None], suffix=f"{what}/less_zero_point")
             self._quantized_x[x] = shifted, x_scale
         shifted, x_scale = self._quantized_x[x]
-        total, kind = weight_sum(imp, shifted, weight)
+        total, kind = weight_sum(imp, shifted, weight, tag=what)
         if kind != "float32":
             [total] = imp.emit("cast", [total], [None], {"dtype": "float32"},
                                suffix=f"{what}/float32")
