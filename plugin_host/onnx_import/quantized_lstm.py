@@ -144,6 +144,8 @@ def _dynamic_quantize_lstm(imp, node, attrs):
     hid, name = rnn.hidden, imp.node_name
     h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
     x = imp.tensor(node.input[0])
+    # Wb + Rb, added once in float32 as the kernel does, in the gate blocks i, o, f, c
+    bias = None if rnn.b is None else (rnn.b[:, :4 * hid] + rnn.b[:, 4 * hid:]).astype(_F32)
     ys, finals_h, finals_c = [], [], []
     for d, s in enumerate(rnn.directions):
         w = weight_runs(imp, node, rnn.w[d], f"{name}{s}.W")
@@ -151,14 +153,13 @@ def _dynamic_quantize_lstm(imp, node, attrs):
         w_scale, r_scale = rnn.scale(rnn.w_scale[d], f"{s}.W_scale"), rnn.scale(
             rnn.r_scale[d], f"{s}.R_scale")
         xs = rnn.inputs(rnn.product(x, w, w_scale, f"{s}.x"), f"{s}.x")
-        bias = None if rnn.b is None else rnn.blocks(  # Wb + Rb, in the blocks i, o, f, c
-            (rnn.b[:, :4 * hid] + rnn.b[:, 4 * hid:]).astype(_F32), d, "iofc", f"{s}.bias")
+        biases = rnn.blocks(bias, d, "iofc", f"{s}.bias")
         peepholes = rnn.blocks(rnn.peepholes, d, "iof", f"{s}.peephole")
         h, c, hs = h0[d], c0[d], [None] * rnn.steps
         for t in rnn.order(s):
             step = rnn.step_emitter(f"{s}.t{t}")
             gates = step("add", [xs[t], rnn.product(h, r, r_scale, f"{s}.t{t}.h")])
-            h, c = lstm_gates(step, gates, c, hid, peepholes, bias)
+            h, c = lstm_gates(step, gates, c, hid, peepholes, biases)
             hs[t] = h
         ys.append(hs)
         finals_h.append(h)
