@@ -61,7 +61,7 @@ Two kinds of mutants:
   an opset absent, 0 or 999, external data outside the model's folder or missing (or in the
   model's own data file, read unasked, or a link out under its name), a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 91,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 94,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
