@@ -5,12 +5,12 @@ Two obstacles. numpy, and so onnxruntime's Python API, has no bfloat16 array: a 
 graph input or output is fed and read as float32 across a Cast (:func:`fed_as_float32`). And
 onnxruntime's CPU provider computes few ops in bfloat16 (casts, data movement,
 LayerNormalization; no MatMul, Gemm, Conv, Add or activation), so most bfloat16 models do not
-run at all. For those, :func:`emulated` gives the float32 upcast with every value of the main
-graph that the original holds in bfloat16 (inputs and node outputs, by onnx's type inference,
-which runs in the reference process: native code on hostile input) rounded to bfloat16 as it
-is made, by a Cast to bfloat16 and back: each op computes in float32 and its result is stored
-as bfloat16, which is how torch runs a bfloat16 model on a CPU. Values inside an If's or a
-Loop's body are not rounded (the node's outputs are).
+run at all. For those, :func:`emulated` gives the float32 upcast with every value that the
+original holds in bfloat16 (the graph's inputs and node outputs, inside If, Loop and Scan
+bodies too, by onnx's type inference, which runs in the reference process: native code on
+hostile input) rounded to bfloat16 as it is made, by a Cast to bfloat16 and back: each op
+computes in float32 and its result is stored as bfloat16, which is how torch runs a bfloat16
+model on a CPU. A value onnx's type inference leaves untyped is not rounded.
 """
 
 from __future__ import annotations
@@ -67,10 +67,12 @@ def fed_as_float32(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[
 
 def emulated(original, upcast, onnx_inputs: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
     """The float32 ``upcast`` of the bfloat16 ``original`` with its values rounded where the
-    original holds them in bfloat16 (module docstring), and the ABI input names' ONNX names in
-    it. onnx's type inference runs in the reference process (native code on hostile input);
-    ModelImportError when it cannot infer the original's value types."""
+    original holds them in bfloat16, in its subgraphs too (module docstring), and the ABI input
+    names' ONNX names in it. onnx's type inference runs in the reference process (native code
+    on hostile input); ModelImportError when it cannot infer the original's value types."""
     import onnx
+
+    from .loop import subgraphs
 
     held = {name for name, elem in infer_value_types(original).items() if elem == BFLOAT16}
     out = onnx.ModelProto()
@@ -83,21 +85,25 @@ def emulated(original, upcast, onnx_inputs: Mapping[str, str]) -> tuple[Any, dic
         return [onnx.helper.make_node("Cast", [exact], [stored], to=BFLOAT16),
                 onnx.helper.make_node("Cast", [stored], [name], to=_FLOAT)]
 
-    nodes: list = []
+    entering: list = []  # the main graph's inputs, rounded where they enter
     for vi in g.input:
         if vi.name in held:
             name, vi.name = vi.name, fresh(vi.name, ".exact")
             renamed[name] = vi.name
-            nodes += rounded(vi.name, name)
-    for node in g.node:
-        after = []
-        for i, name in enumerate(node.output):
-            if name in held:
-                node.output[i] = fresh(name, ".exact")
-                after += rounded(node.output[i], name)
-        nodes += [node, *after]
-    del g.node[:]
-    g.node.extend(nodes)
+            entering += rounded(vi.name, name)
+    # innermost first: a node's body is rewritten before the node is moved; a body's inputs
+    # come from values rounded outside it
+    for graph in reversed(list(subgraphs(g))):
+        nodes: list = []
+        for node in graph.node:
+            after = []
+            for i, name in enumerate(node.output):
+                if name in held:
+                    node.output[i] = fresh(name, ".exact")
+                    after += rounded(node.output[i], name)
+            nodes += [node, *after]
+        del graph.node[:]
+        graph.node.extend([*entering, *nodes] if graph is g else nodes)
     return out, {k: renamed.get(v, v) for k, v in onnx_inputs.items()}
 
 

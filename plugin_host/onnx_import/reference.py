@@ -151,8 +151,9 @@ def _convert(data: bytes, target: int) -> tuple[bytes, bytes]:
 
 
 def _value_types(data: bytes) -> tuple[bytes, bytes]:
-    """The element type of each value of the model's main graph (its inputs, the values onnx's
-    type inference gives a tensor type, its outputs) as JSON: ``{"name": 16, ...}``."""
+    """The element type of each value of the model's graphs, its subgraphs' too (their inputs,
+    the values onnx's type inference gives a tensor type, their outputs) as JSON: ``{"name":
+    16, ...}`` (a model's value names are unique across its graphs)."""
     try:
         import onnx
     except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
@@ -161,8 +162,13 @@ def _value_types(data: bytes) -> tuple[bytes, bytes]:
         graph = onnx.shape_inference.infer_shapes(onnx.ModelProto.FromString(data)).graph
     except Exception as exc:  # onnx's inference errors have no common base
         return b"E", f"onnx cannot infer its value types: {_first_line(exc)}".encode()
-    return b"O", json.dumps({vi.name: vi.type.tensor_type.elem_type
-                             for vi in [*graph.input, *graph.value_info, *graph.output]
+    values, stack = [], [graph]
+    while stack:  # the main graph and every subgraph, nested ones too
+        g = stack.pop()
+        values += [*g.input, *g.value_info, *g.output]
+        stack += [s for n in g.node for a in n.attribute
+                  for s in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
+    return b"O", json.dumps({vi.name: vi.type.tensor_type.elem_type for vi in values
                              if vi.type.WhichOneof("value") == "tensor_type"}).encode()
 
 
@@ -317,8 +323,8 @@ class ReferenceProcess:
 
     def value_types(self, model_bytes: bytes, *, timeout: float = CONVERT_TIMEOUT_S
                     ) -> dict[str, int]:
-        """Value name -> ONNX element type of the model's main graph, by onnx's type
-        inference (see :func:`_value_types`); ModelImportError when it fails."""
+        """Value name -> ONNX element type of the model's values, its subgraphs' too, by
+        onnx's type inference (see :func:`_value_types`); ModelImportError when it fails."""
         job = _Job("onnx's type inference", "the type inference", "the reference process",
                    _MAX_TYPES_ANSWER)
         status, payload = self._ask(_pack({"__model__": np.frombuffer(model_bytes, np.uint8),
@@ -431,8 +437,8 @@ def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[s
 
 
 def infer_value_types(model) -> dict[str, int]:
-    """Value name -> ONNX element type of ``model``'s main graph by onnx's type inference, in
-    the reference process (see :meth:`ReferenceProcess.value_types`)."""
+    """Value name -> ONNX element type of ``model``'s values (its subgraphs' too) by onnx's
+    type inference, in the reference process (see :meth:`ReferenceProcess.value_types`)."""
     return _PROCESS.value_types(model.SerializeToString())
 
 

@@ -272,6 +272,64 @@ def test_the_emulation_rounds_what_the_model_holds_in_bfloat16_and_nothing_else(
     assert not np.array_equal(y, want.astype(bf).astype(np.float32))  # y is not rounded
 
 
+def _looped_chain(nested: bool):
+    """``acc = acc * k + acc`` three times in bfloat16, by a Loop (``nested``: the Loop inside
+    an If's then-branch, its else-branch the input as it is; the condition an input)."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["acc_in", "k"], ["p"], name="times"),
+         helper.make_node("Add", ["p", "acc_in"], ["acc_out"], name="plus"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")],
+        "body",
+        [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("acc_in", TP.BFLOAT16, [64])],
+        [vi("cond_out", TP.BOOL, []), vi("acc_out", TP.BFLOAT16, [64])])
+    loop = helper.make_node("Loop", ["n", "", "x"], ["looped"], name="loop", body=body)
+    inits = [_brain("k", np.full(64, 1.37)), numpy_helper.from_array(np.array(3, np.int64), "n")]
+    inputs = [_vi("x", TP.BFLOAT16, (64,))]
+    if not nested:
+        loop.output[0] = "y"
+        return _model([loop], inputs, [_vi("y", TP.BFLOAT16, (64,))], inits)
+    then = helper.make_graph([loop], "then", [], [vi("looped", TP.BFLOAT16, [64])])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["same"], name="same")],
+                              "else", [], [vi("same", TP.BFLOAT16, [64])])
+    branch = helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then,
+                              else_branch=other)
+    return _model([branch], inputs + [_vi("c", TP.BOOL, ())], [_vi("y", TP.BFLOAT16, (64,))],
+                  inits)
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["loop", "loop-in-if"])
+def test_the_emulation_rounds_inside_loop_and_if_bodies(nested):
+    """Each iteration's product and sum rounded to bfloat16 inside the body, as ml_dtypes
+    rounds numpy's bfloat16 arithmetic: bit for bit, where rounding the Loop's output alone
+    differs."""
+    original = _looped_chain(nested)
+    emulation, inputs = emulated(original, upcast_bfloat16(original)[0], {"x": "x"})
+    session = onnxruntime.InferenceSession(emulation.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(3).standard_normal(64).astype(np.float32) * 5
+    feed = {inputs["x"]: x, **({"c": np.array(True)} if nested else {})}
+    y = session.run(["y"], feed)[0]
+    bf = ml_dtypes.bfloat16
+    acc, k, exact = x.astype(bf), np.float32(1.37).astype(bf), x.astype(bf).astype(np.float32)
+    for _ in range(3):
+        acc = ((acc * k).astype(bf) + acc).astype(bf)
+        exact = exact * np.float32(k) + exact
+    np.testing.assert_array_equal(y, acc.astype(np.float32))
+    assert not np.array_equal(y, exact.astype(bf).astype(np.float32))
+
+
+def test_a_looped_bfloat16_model_builds_against_its_emulation(tmp_path):
+    """The build compares the upcast with the emulation (onnxruntime has no bfloat16 Mul), the
+    Loop's body rounded: within the default tolerance."""
+    path = tmp_path / "loop.onnx"
+    path.write_bytes(_looped_chain(False).SerializeToString())
+    notes: list[str] = []
+    build_onnx_artifact(path, tmp_path / "m.pha", upcast_bfloat16=True, report=notes.append,
+                        latency_ms=100.0)
+    assert notes[1].startswith("bfloat16 model emulated: each op computed in float32"), notes
+
+
 def test_where_the_emulation_fails_too_the_deviation_is_not_compared(tmp_path, monkeypatch):
     from plugin_host.onnx_import import float_width
 

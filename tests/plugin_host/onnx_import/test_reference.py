@@ -185,6 +185,18 @@ def test_the_type_inference_runs_in_the_child_and_says_why_it_fails():
     try:
         assert process.value_types(model.SerializeToString()) == {
             "x": TP.FLOAT, "b": TP.BFLOAT16, "r": TP.BFLOAT16, "y": TP.FLOAT}
+        # the values of an If's branch (a body holding Relu's chain) are answered too
+        inner = helper.make_graph(nodes[1:], "then", [],
+                                  [helper.make_tensor_value_info("y", TP.FLOAT, [2])])
+        branch = helper.make_graph(
+            [nodes[0], helper.make_node("If", ["c"], ["z"], then_branch=inner,
+                                        else_branch=inner)], "g",
+            [helper.make_tensor_value_info("x", TP.FLOAT, [2]),
+             helper.make_tensor_value_info("c", TP.BOOL, [])],
+            [helper.make_tensor_value_info("z", TP.FLOAT, [2])])
+        types = process.value_types(helper.make_model(
+            branch, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+        assert types["r"] == TP.BFLOAT16 and types["z"] == TP.FLOAT
         first = process._proc
         with pytest.raises(ModelImportError) as refused:
             process.value_types(b"\x08\x07\x12\xff")  # a length past the end
