@@ -4,7 +4,8 @@ quantized with int8 and uint8 weights, per tensor and per column, built at the d
 tolerance and giving onnxruntime's outputs bit for bit on the onnxruntime backend and within
 the artifact's tolerance on the numpy backend; hand-made nodes for what torch never writes
 (peepholes, the reverse direction, no bias, initial states given, uint8 zero points, a
-run-time length fixed by ``--dim``); and what is refused, naming the node."""
+run-time length fixed by ``--dim``); a batch known only at run time; and what is refused,
+naming the node."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import saturation
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import assert_refused, export, import_and_load, onnx, onnxruntime_outputs, torch
+from .conftest import (assert_refused, export, export_dynamic, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
 from .test_quantize_dynamic import _build
 from .test_quantized import _check, _vi
 
@@ -82,6 +84,34 @@ def test_quantize_dynamic_lstms_match_onnxruntime(model, dynamo, per_channel, we
     rng = np.random.default_rng(11)
     _check(path, loaded, _feeds(shape, rng), exact=True, backend=OnnxruntimeBackend())
     _check(path, loaded, _feeds(shape, rng))
+
+
+class _Both(torch.nn.Module):
+    """A batch-first bidirectional LSTM."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_run_time_batch_is_quantized_whole_at_every_step(dynamo, tmp_path, signer):
+    """The hidden state's min and max over a batch known only when the call runs (uint8
+    weights: exact on every CPU's onnxruntime)."""
+    torch.manual_seed(5)
+    float_model = export_dynamic(_Both(), [torch.randn(2, 4, 6)], tmp_path / "float.onnx",
+                                 dynamo=dynamo, names=["x"], dims=[{0: "batch"}])
+    path = tmp_path / "dynamic.onnx"
+    quantization.quantize_dynamic(str(float_model), str(path), weight_type=_Q.QUInt8)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    assert loaded.graph.inputs[0].shape[0] == "batch"
+    rng = np.random.default_rng(8)
+    feeds = [{"x": rng.standard_normal((n, 4, 6)).astype(np.float32)} for n in (1, 3, 7)]
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
 
 
 def test_saturation_names_the_quantized_lstm(tmp_path):
