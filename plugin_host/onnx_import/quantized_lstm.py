@@ -27,9 +27,9 @@ codes, a one-step difference the following steps carry (:mod:`.quantized_roundin
 
 W ``(directions, input, 4*hidden)`` and R ``(directions, hidden, 4*hidden)`` are int8 or uint8
 constants; their scales float32 constants of one value or one per gate column of each
-direction; their zero points one value, or one per column all equal, per direction
-(onnxruntime reads the first; it refuses an int8 zero point that is not 0 and a uint8 one
-that varies, and so does the import, ModelFileError). onnxruntime on more than one thread
+direction; their zero points one value per direction, or one per column all equal (0 for int8
+weights: onnxruntime reads the first and refuses others, and so does the import,
+ModelFileError; bidirectional, of the scale's shape, which onnxruntime's offsets assume). onnxruntime on more than one thread
 quantizes each thread's share of a batch apart where it splits the batch (more than 4
 sequences, or 2 or more with at most 256 hidden units), so its own outputs then depend on its
 thread count; the import quantizes the whole batch at once, as onnxruntime on one thread does
@@ -105,11 +105,15 @@ class _QuantizedLstm(_Rnn):
             raise ModelFileError(f"{what}_scale of {scale.dtype} and {what}_zero_point of "
                                  f"{zp.dtype}: must be float32 and {codes.dtype}",
                                  node=imp.node_name, op=node.op_type)
-        zp = zp.reshape(d, -1)
-        if np.any(zp != zp[:, :1]) or codes.dtype == np.int8 and zp.any():
-            raise ModelFileError(f"{what}_zero_point {zp.tolist()}: onnxruntime takes one "
-                                 f"value per direction, 0 for int8 weights",
+        if zp.ndim == 2 and (np.any(zp != zp[:, :1]) or codes.dtype == np.int8 and zp.any()):
+            raise ModelFileError(f"{what}_zero_point {zp.tolist()}: onnxruntime refuses a zero "
+                                 f"point per column that varies, or is not 0 for int8 weights",
                                  node=imp.node_name, op=node.op_type)
+        if d == 2 and zp.shape != scale.shape:
+            raise imp.unsupported(f"{what}_zero_point of shape {list(zp.shape)} beside "
+                                  f"{what}_scale of shape {list(scale.shape)}: onnxruntime reads "
+                                  f"the reverse direction's zero point where its scale is")
+        zp = zp.reshape(d, -1)  # onnxruntime reads each direction's first
         shifted = [codes[k].astype(np.int32) - np.int32(zp[k, 0]) for k in range(d)]
         return shifted, scale.reshape(d, -1)
 

@@ -213,6 +213,7 @@ def _hand_feeds(states: bool, d: int, rng) -> list[dict]:
     pytest.param({"direction": "bidirectional", "states": True, "per_column": True},
                  id="bidirectional-states-per-column"),
     pytest.param({"weights": np.uint8, "zero_point": 128, "bias": False}, id="uint8-no-bias"),
+    pytest.param({"zero_point": 3}, id="int8-zero-point"),  # one per tensor: taken as it is
     pytest.param({"direction": "bidirectional", "peepholes": True, "weights": np.uint8,
                   "zero_point": 100, "per_column": True, "states": True}, id="everything"),
 ])
@@ -275,22 +276,38 @@ def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
     ({"attrs": {"activations": ["Tanh", "Tanh", "Tanh"]}}, UnsupportedModelError,
      "attribute activations=['Tanh', 'Tanh', 'Tanh'] is not supported"),
     ({"attrs": {"input_forget": 1}}, UnsupportedModelError, "attribute input_forget=1"),
-    ({"zero_point": 3}, ModelFileError, "W_zero_point [[3]]: onnxruntime takes one value per "
-                                        "direction, 0 for int8 weights"),
+    ({"zero_point": 3, "per_column": True}, ModelFileError,
+     "W_zero_point [[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3]]: onnxruntime refuses a "
+     "zero point per column that varies, or is not 0 for int8 weights"),
 ])
 def test_what_is_refused_names_the_node(options, error, message, tmp_path):
     assert_refused(_lstm(tmp_path, **options), error, "node 'lstm' (DynamicQuantizeLSTM)",
                    message)
 
 
-def test_a_varying_uint8_zero_point_is_refused_as_onnxruntime_refuses_it(tmp_path):
-    path = _lstm(tmp_path, weights=np.uint8, zero_point=128, per_column=True)
+def _replaced(path, name: str, value: np.ndarray) -> None:
+    """The initializer ``name`` of the model at ``path`` replaced by ``value``."""
     model = onnx.load(str(path))
     for t in model.graph.initializer:
-        if t.name == "R_zp":
-            zp = numpy_helper.to_array(t).copy()
-            zp[0, 5] = 127
-            t.CopyFrom(numpy_helper.from_array(zp, "R_zp"))
+        if t.name == name:
+            t.CopyFrom(numpy_helper.from_array(value, name))
     path.write_bytes(model.SerializeToString())
+
+
+def test_a_bidirectional_zero_point_of_another_shape_than_its_scale_is_refused(tmp_path):
+    """onnxruntime finds the reverse direction's zero point at its scale's offset, which is
+    past the end of one zero point per direction beside a scale per column."""
+    path = _lstm(tmp_path, direction="bidirectional", per_column=True)
+    _replaced(path, "W_zp", np.zeros(2, np.int8))
+    assert_refused(path, UnsupportedModelError, "node 'lstm' (DynamicQuantizeLSTM)",
+                   "W_zero_point of shape [2] beside W_scale of shape [2, 16]: onnxruntime "
+                   "reads the reverse direction's zero point where its scale is")
+
+
+def test_a_varying_uint8_zero_point_is_refused_as_onnxruntime_refuses_it(tmp_path):
+    path = _lstm(tmp_path, weights=np.uint8, zero_point=128, per_column=True)
+    zp = np.full((1, 4 * HIDDEN), 128, np.uint8)
+    zp[0, 5] = 127
+    _replaced(path, "R_zp", zp)
     assert_refused(path, ModelFileError, "node 'lstm' (DynamicQuantizeLSTM)",
                    "R_zero_point [[128, 128, 128, 128, 128, 127")
