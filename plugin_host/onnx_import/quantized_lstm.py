@@ -29,14 +29,14 @@ W ``(directions, input, 4*hidden)`` and R ``(directions, hidden, 4*hidden)`` are
 constants; their scales float32 constants of one value or one per gate column of each
 direction; their zero points one value per direction, or one per column all equal (0 for int8
 weights: onnxruntime reads the first and refuses others, and so does the import,
-ModelFileError; bidirectional, of the scale's shape, which onnxruntime's offsets assume). onnxruntime on more than one thread
-quantizes each thread's share of a batch apart where it splits the batch (more than 4
-sequences, or 2 or more with at most 256 hidden units), so its own outputs then depend on its
-thread count; the import quantizes the whole batch at once, as onnxruntime on one thread does
-(the reference's setting). Refused naming the node, beyond what :mod:`.recurrent` refuses for
-an LSTM: a sequence length known only at run time (the ABI's ``lstm`` computes in float32)
-and ``sequence_lens`` (onnxruntime quantizes a finished sequence's zeroed state with the
-others).
+ModelFileError; bidirectional, of the scale's shape, which onnxruntime's offsets assume).
+onnxruntime on more than one thread quantizes each thread's share of a batch apart where it
+splits the batch (more than 4 sequences, or 2 or more with at most 256 hidden units), so its
+own outputs then depend on its thread count; the import quantizes the whole batch at once, as
+onnxruntime on one thread does (the reference's setting). Refused naming the node, beyond what
+:mod:`.recurrent` refuses for an LSTM: a sequence length known only at run time (the ABI's
+``lstm`` computes in float32) and ``sequence_lens`` (onnxruntime quantizes a finished
+sequence's zeroed state with the others).
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ class _QuantizedLstm(_Rnn):
 
     def __init__(self, imp, node, attrs: dict) -> None:
         super().__init__(imp, node, attrs, op="LSTM")
-        self._quantized_x: dict[str, tuple[str, str]] = {}  # X's codes less zero point, scale
         if self.sequence:
             raise imp.unsupported(f"a sequence length known only at run time "
                                   f"({self.steps!r}): only a static length is unrolled with "
@@ -121,18 +120,20 @@ class _QuantizedLstm(_Rnn):
         """One direction's weight scales as a graph constant: one value, or one per column."""
         return self.constant(scales if scales.size > 1 else scales.reshape(()), what)
 
-    def product(self, x: str, weight, scale: str, what: str) -> str:
-        """``x`` quantized at run time (once per value), its exact sum by ``weight``
+    def quantized(self, x: str, what: str) -> tuple[str, str]:
+        """``x`` quantized at run time as DynamicQuantizeLinear: its codes less their zero
+        point (float32 integers) and its scale, named after ``what``."""
+        imp = self.imp
+        codes, scale, zp = quantized_at_run_time(imp, self.node, f"{imp.node_name}{what}",
+                                                 value=x, tag=what)
+        return imp.emit("sub", [codes, zp], [None], suffix=f"{what}/less_zero_point")[0], scale
+
+    def product(self, quantized: tuple[str, str], weight, scale: str, what: str) -> str:
+        """The exact sum of :meth:`quantized`'s codes by ``weight``
         (:class:`.dynamic.WeightRuns`), times ``x_scale * scale``: float32, ``4*hidden``
         columns."""
         imp = self.imp
-        if x not in self._quantized_x:
-            codes, x_scale, zp = quantized_at_run_time(imp, self.node,
-                                                       f"{imp.node_name}{what}", value=x,
-                                                       tag=what)
-            [shifted] = imp.emit("sub", [codes, zp], [None], suffix=f"{what}/less_zero_point")
-            self._quantized_x[x] = shifted, x_scale
-        shifted, x_scale = self._quantized_x[x]
+        shifted, x_scale = quantized
         total, kind = weight_sum(imp, shifted, weight, tag=what)
         if kind != "float32":
             [total] = imp.emit("cast", [total], [None], {"dtype": "float32"},
@@ -147,7 +148,8 @@ def _dynamic_quantize_lstm(imp, node, attrs):
     rnn = _QuantizedLstm(imp, node, attrs)
     hid, name = rnn.hidden, imp.node_name
     h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
-    x = imp.tensor(node.input[0])
+    # X quantized once for every direction, named after the first
+    x = rnn.quantized(imp.tensor(node.input[0]), f"{rnn.directions[0]}.x")
     # Wb + Rb, added once in float32 as the kernel does, in the gate blocks i, o, f, c
     bias = None if rnn.b is None else (rnn.b[:, :4 * hid] + rnn.b[:, 4 * hid:]).astype(_F32)
     ys, finals_h, finals_c = [], [], []
@@ -162,7 +164,8 @@ def _dynamic_quantize_lstm(imp, node, attrs):
         h, c, hs = h0[d], c0[d], [None] * rnn.steps
         for t in rnn.order(s):
             step = rnn.step_emitter(f"{s}.t{t}")
-            gates = step("add", [xs[t], rnn.product(h, r, r_scale, f"{s}.t{t}.h")])
+            what = f"{s}.t{t}.h"
+            gates = step("add", [xs[t], rnn.product(rnn.quantized(h, what), r, r_scale, what)])
             h, c = lstm_gates(step, gates, c, hid, peepholes, biases)
             hs[t] = h
         ys.append(hs)
