@@ -22,12 +22,14 @@ Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)``
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
 needs a static batch); ``sequence_lens`` over a static length (torch's packed sequences
 under the legacy exporter): each step's states kept and its output 0 where a sequence is
-shorter (:meth:`_Rnn.masked`). An LSTM with peepholes (``P``, not all zero) over a static
-length is glue ops after ONNX's equations (:func:`_lstm_with_peepholes`). Refused, naming the
-node and what: peepholes over a run-time length, ``clip``, activations other than the
-defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1``, and more than
-:data:`MAX_STEPS` steps in one node or :data:`MAX_TOTAL_STEPS` in the model (so a file cannot
-make the importer write millions of nodes).
+shorter (:meth:`_Rnn.masked`). On either path a sequence of length 0 ends with final states
+of 0, as onnxruntime's kernels end it, not with a given initial state (:meth:`_Rnn.final`).
+An LSTM with peepholes (``P``, not all zero) over a static length is glue ops after ONNX's
+equations (:func:`_lstm_with_peepholes`). Refused, naming the node and what: peepholes over
+a run-time length, ``clip``, activations other than the defaults (an RNN's: Tanh or Relu per
+direction), ``input_forget=1``, and more than :data:`MAX_STEPS` steps in one node or
+:data:`MAX_TOTAL_STEPS` in the model (so a file cannot make the importer write millions of
+nodes).
 """
 
 from __future__ import annotations
@@ -125,7 +127,11 @@ class _Rnn:
                                      f"[0, {self.steps}], the sequence length")
             self.lens = lens
         self._valid: dict[int, str] = {}
+        #: an initial state is given (an input, or a constant not all zero): a sequence of
+        #: length 0 then ends with zero states, not with it (:meth:`finals`)
+        self.started = False
         self._lens: str | None = None  # the lengths as (batch, 1), read once (:meth:`valid`)
+        self._zero: str | None = None  # the states' dtype's 0 (:meth:`zero`)
         self.weights(attrs, shape, direction)
         peep = _opt(node, 7) if op == "LSTM" else None
         #: an LSTM's peepholes, (directions, 3 * hidden) in ONNX's order i, o, f; None where
@@ -222,9 +228,31 @@ class _Rnn:
         imp, valid = self.imp, self.valid(t)
         kept = [imp.emit("where", [valid, n, o], [None], suffix=f"{s}.t{t}.keep{k}")[0]
                 for k, (n, o) in enumerate(zip(new, old))]
-        zero = imp.add_constant(np.zeros((), self.dtype), f"{imp.node_name}.zero")
-        [y] = imp.emit("where", [valid, new[0], zero], [None], suffix=f"{s}.t{t}.y_valid")
+        [y] = imp.emit("where", [valid, new[0], self.zero()], [None], suffix=f"{s}.t{t}.y_valid")
         return y, kept
+
+    def zero(self) -> str:
+        if self._zero is None:
+            self._zero = self.constant(np.zeros((), self.dtype), ".zero")
+        return self._zero
+
+    def final(self, states: list[str], tag: str) -> list[str]:
+        """Each direction's final state ``(batch, hidden)`` as onnxruntime's kernels give it:
+        with sequence_lens and an initial state (:attr:`started`), 0 for a sequence of length
+        0 (the ABI ops' lengths, and :meth:`masked`, keep the initial state there)."""
+        if self.lens is None or not self.started:
+            return states
+        imp = self.imp
+        if self.sequence:  # the ABI op has checked the lengths
+            lens = imp.tensor(self.lens)
+            [column] = imp.emit("reshape", [lens], [None], {"shape": [-1, 1]},
+                                suffix=".lens_column")
+            zero = self.constant(np.zeros((), imp.types[lens].dtype), ".no_steps")
+            [nonempty] = imp.emit("greater", [column, zero], [None], suffix=".nonempty")
+        else:
+            nonempty = self.valid(0)
+        return [imp.emit("where", [nonempty, v, self.zero()], [None], suffix=f"{s}{tag}.final")[0]
+                for v, s in zip(states, self.directions)]
 
     def inputs(self, name: str, tag: str) -> list[str]:
         """The time steps of ``name`` (X or a projection of it, ``(seq, batch, k)``, layout 1
@@ -291,9 +319,11 @@ class _Rnn:
             raise imp.unsupported(f"{what} {name!r} has shape {shape}, not {want}")
         if imp.is_const(name):
             value = imp.const(name)
+            self.started |= bool(value.any())
             return [self.constant(np.ascontiguousarray(
                 value[i] if self.layout == 0 else value[:, i]), f"{s}.{what}")
                 for i, s in enumerate(self.directions)]
+        self.started = True
         parts = [imp.tensor(name)]
         if d == 2:
             parts = imp.emit("split", parts, [None, None], {"axis": self.layout, "sizes": [1, 1]},
@@ -326,7 +356,7 @@ class _Rnn:
                     parts = [imp.emit("unflatten", [v], [None],
                                       {"axis": t, "sizes": [1, -1]},
                                       suffix=f"{s}{tag}")[0]
-                             for v, s in zip(states, self.directions)]
+                             for v, s in zip(self.final(states, tag), self.directions)]
                     self.join(parts, t, wanted[k], tag)
             return
         if wanted[0]:
@@ -343,7 +373,7 @@ class _Rnn:
                 shape = [1, b, h] if t == 0 else [b, 1, h]
                 tag = ".y_h" if k == 1 else ".y_c"
                 parts = [imp.emit("reshape", [v], [None], {"shape": shape}, suffix=f"{s}{tag}")[0]
-                         for v, s in zip(states, self.directions)]
+                         for v, s in zip(self.final(states, tag), self.directions)]
                 self.join(parts, t, wanted[k], tag)
 
     def join(self, parts: list[str], axis: int, out: str, tag: str) -> None:

@@ -302,6 +302,48 @@ def test_sequence_lens_matches_onnxruntime(op, direction, seq_dim, tmp_path, sig
         index_refused_on_both_backends(loaded.graph, feed, r"node 'rnn.*outside \[0, 5\)")
 
 
+@pytest.mark.parametrize("op, direction, seq_dim", [
+    ("LSTM", "forward", None), ("LSTM", "bidirectional", None), ("LSTM", "forward", "t"),
+    ("LSTM", "bidirectional", "t"), ("LSTM-peepholes", "reverse", None),
+    ("GRU", "reverse", None), ("GRU", "reverse", "t"), ("RNN", "bidirectional", None),
+    ("RNN", "bidirectional", "t")])
+def test_sequence_of_length_0_ends_with_zero_states(op, direction, seq_dim, tmp_path, signer):
+    """A sequence of length 0 beside an initial state (given when the call runs, or a
+    constant not all zero): onnxruntime's final states Y_h and Y_c are 0 for it, not the
+    initial state, which its steps never read; so are the artifact's, on both backends
+    (the run-time length's ABI op keeps the state, its lengths' rule)."""
+    peepholes = op.endswith("-peepholes")
+    op = op.split("-")[0]
+    states = ("initial_h", "initial_c") if op == "LSTM" else ("initial_h",)
+    inputs = ("X", "W", "R", "B", "lens", *states, *(("P",) if peepholes else ()))
+    outputs = ("Y", "Y_h", "Y_c") if op == "LSTM" else ("Y", "Y_h")
+    path = _with_lengths(_rnn_model(tmp_path / "m.onnx", op, steps=4, batch=3, inputs=inputs,
+                                    direction=direction, outputs=outputs, seq_dim=seq_dim), 3)
+    dirs = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(7)
+    initial = {n: rng.standard_normal((dirs, 3, 3)).astype(np.float32) for n in states}
+    feeds = [{"X": rng.standard_normal((4, 3, 4)).astype(np.float32),
+              "lens": np.array(lens, np.int32), **initial}
+             for lens in ([0, 2, 4], [4, 0, 0], [0, 0, 0], [1, 3, 4])]
+    golden = {"golden_dims": {"t": (4, 2)}} if seq_dim else {}
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer, **golden)
+    check_on_both_backends(path, loaded, feeds)
+    got = Executor(loaded.graph, NumpyBackend()).run(dict(feeds[0]))
+    assert np.all(got["Y_h"][:, 0] == 0) and np.all(got["Y_h"][:, 1:] != 0)
+    # the same initial states as constants
+    model = onnx.load(path)
+    kept = [i for i in model.graph.input if i.name not in initial]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(v, n)
+                                   for n, v in initial.items())
+    onnx.save(model, tmp_path / "constant.onnx")
+    _, loaded = import_and_load(tmp_path / "constant.onnx", tmp_path / "c.pha", signer,
+                                **golden)
+    check_on_both_backends(tmp_path / "constant.onnx", loaded,
+                           [{k: v for k, v in f.items() if k not in initial} for f in feeds])
+
+
 def test_constant_sequence_lens_matches_onnxruntime(tmp_path, signer):
     lens = helper.make_tensor("lens", TP.INT32, [2], [3, 1])
     path = _rnn_model(tmp_path / "m.onnx", "GRU", direction="bidirectional", extra=[lens],
