@@ -33,10 +33,19 @@ ModelFileError; bidirectional, of the scale's shape, which onnxruntime's offsets
 onnxruntime on more than one thread quantizes each thread's share of a batch apart where it
 splits the batch (more than 4 sequences, or 2 or more with at most 256 hidden units), so its
 own outputs then depend on its thread count; the import quantizes the whole batch at once, as
-onnxruntime on one thread does (the reference's setting). Refused naming the node, beyond what
-:mod:`.recurrent` refuses for an LSTM: a sequence length known only at run time (the ABI's
-``lstm`` computes in float32) and ``sequence_lens`` (onnxruntime quantizes a finished
-sequence's zeroed state with the others).
+onnxruntime on one thread does (the reference's setting).
+
+``sequence_lens`` (torch's packed sequences), as the kernel runs it: X quantized over the steps
+before the longest length only (the later ones set to 0, which the range holds anyway); the
+reverse direction run forward over each sequence reversed within its length
+(:meth:`_QuantizedLstm.reversed_within`: which sequences a step quantizes together), its Y
+reversed back; each step quantizing the previous step's output, which is 0 for a sequence that
+has ended, or where the node has no Y the kept state (onnxruntime reads it from where it
+writes Y_h, which for a sequence of length 0 it never writes: the import takes the initial
+state and adds a note); the final states 0 for a sequence of length 0 (:mod:`.recurrent`).
+
+Refused naming the node, beyond what :mod:`.recurrent` refuses for an LSTM: a sequence length
+known only at run time (the ABI's ``lstm`` computes in float32).
 """
 
 from __future__ import annotations
@@ -61,10 +70,17 @@ class _QuantizedLstm(_Rnn):
                                   f"({self.steps!r}): only a static length is unrolled with "
                                   f"its quantized steps (--dim NAME=SIZE fixes an input's "
                                   f"run-time dim)")
-        if self.lens is not None:
-            raise imp.unsupported(f"sequence_lens {self.lens!r}: onnxruntime quantizes the "
-                                  f"zeroed state of a finished sequence with the others, "
-                                  f"which is not reproduced")
+        #: Y is an output of the node (named, read or not): onnxruntime then quantizes a
+        #: finished sequence's zeroed output at the next steps, else its kept state
+        self.y_present = bool(node.output) and bool(node.output[0])
+        self._reversal: str | None = None  # (:meth:`reversed_within`)
+        if self.lens is not None and not self.y_present:
+            imp.notes.append(
+                f"node {imp.node_name!r} (DynamicQuantizeLSTM) has sequence_lens and no Y: "
+                f"where a sequence has length 0, onnxruntime quantizes the others' hidden "
+                f"states with memory it never wrote (where it writes Y_h), taken as the initial "
+                f"state here (0 without one): the outputs can differ there; with Y as an "
+                f"output they cannot")
 
     def weights(self, attrs: dict, shape: list, direction: str) -> None:
         """W and R as int32 codes less their zero point per direction, ``(input, 4*hidden)``
@@ -128,6 +144,59 @@ class _QuantizedLstm(_Rnn):
                                                  value=x, tag=what)
         return imp.emit("sub", [codes, zp], [None], suffix=f"{what}/less_zero_point")[0], scale
 
+    def time_positions(self, rank: int) -> str:
+        """``arange(steps)`` along the time axis of a rank-``rank`` value (int64)."""
+        shape = [1] * rank
+        shape[self.layout] = self.steps
+        return self.constant(np.arange(self.steps, dtype=np.int64).reshape(shape),
+                             f".positions{rank}")
+
+    def within_longest(self, x: str) -> str:
+        """X with the steps from the longest sequence on set to 0: onnxruntime quantizes X
+        over the steps before the longest sequence's length only (a 0 leaves the range, which
+        holds 0, as it is)."""
+        imp = self.imp
+        [longest] = imp.emit("amax", [self.lengths()], [None], {"axes": [0, 1]},
+                             suffix=".x.longest")
+        [before] = imp.emit("less", [self.time_positions(3), longest], [None],
+                            suffix=".x.before_longest")
+        return imp.emit("where", [before, x, self.zero()], [None], suffix=".x.used")[0]
+
+    def reversed_within(self, name: str, tag: str) -> str:
+        """``name`` (X's layout, its last axis of any size) with each sequence's steps
+        reversed within its length (onnxruntime's ReverseSequence: position t of sequence b
+        from ``length[b] - 1 - t``, and from t past the length): a ``gather_elements`` along
+        time at indices computed once from the lengths, broadcast over the last axis."""
+        imp = self.imp
+        if self._reversal is None:
+            t, lens = self.time_positions(2), self.lengths()  # lens (batch, 1)
+            if self.layout == 0:
+                [lens] = imp.emit("reshape", [lens], [None], {"shape": [1, -1]},
+                                  suffix=".reversal.lens")
+            one = self.constant(np.array(1, np.int64), ".one")
+            [last] = imp.emit("sub", [lens, one], [None], suffix=".reversal.last")
+            [mirrored] = imp.emit("sub", [last, t], [None], suffix=".reversal.mirrored")
+            [inside] = imp.emit("less", [t, lens], [None], suffix=".reversal.inside")
+            [index] = imp.emit("where", [inside, mirrored, t], [None], suffix=".reversal")
+            [self._reversal] = imp.emit("unflatten", [index], [None],
+                                        {"axis": 1, "sizes": [-1, 1]}, suffix=".reversal3")
+        columns = imp.types[name].shape[2]
+        wide = self.constant(np.zeros(columns, np.int64), f"{tag}.columns")
+        [index] = imp.emit("add", [self._reversal, wide], [None], suffix=f"{tag}.reversal")
+        return imp.emit("gather_elements", [name, index], [None], {"axis": self.layout},
+                        suffix=f"{tag}.reversed")[0]
+
+    def steps_of(self, values: list[str], tag: str) -> list[str]:
+        """Per-step ``(batch, hidden)`` values in X's layout, reversed within each sequence's
+        length (:meth:`reversed_within`) and split back into steps."""
+        imp, t = self.imp, self.layout
+        shape = [1, -1, self.hidden] if t == 0 else [-1, 1, self.hidden]
+        parts = [imp.emit("reshape", [v], [None], {"shape": shape}, suffix=f"{tag}.t{i}")[0]
+                 for i, v in enumerate(values)]
+        [whole] = (parts if len(parts) == 1 else
+                   imp.emit("concat", parts, [None], {"axis": t}, suffix=f"{tag}.whole"))
+        return self.inputs(self.reversed_within(whole, tag), f"{tag}.back")
+
     def product(self, quantized: tuple[str, str], weight, scale: str, what: str) -> str:
         """The exact sum of :meth:`quantized`'s codes by ``weight``
         (:class:`.dynamic.WeightRuns`), times ``x_scale * scale``: float32, ``4*hidden``
@@ -148,8 +217,11 @@ def _dynamic_quantize_lstm(imp, node, attrs):
     rnn = _QuantizedLstm(imp, node, attrs)
     hid, name = rnn.hidden, imp.node_name
     h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
+    x = imp.tensor(node.input[0])
+    if rnn.lens is not None:
+        x = rnn.within_longest(x)
     # X quantized once for every direction, named after the first
-    x = rnn.quantized(imp.tensor(node.input[0]), f"{rnn.directions[0]}.x")
+    x = rnn.quantized(x, f"{rnn.directions[0]}.x")
     # Wb + Rb, added once in float32 as the kernel does, in the gate blocks i, o, f, c
     bias = None if rnn.b is None else (rnn.b[:, :4 * hid] + rnn.b[:, 4 * hid:]).astype(_F32)
     ys, finals_h, finals_c = [], [], []
@@ -158,17 +230,26 @@ def _dynamic_quantize_lstm(imp, node, attrs):
         r = weight_runs(imp, node, rnn.r[d], f"{name}{s}.R")
         w_scale, r_scale = rnn.scale(rnn.w_scale[d], f"{s}.W_scale"), rnn.scale(
             rnn.r_scale[d], f"{s}.R_scale")
-        xs = rnn.inputs(rnn.product(x, w, w_scale, f"{s}.x"), f"{s}.x")
+        projection = rnn.product(x, w, w_scale, f"{s}.x")
+        # with sequence_lens the reverse direction runs forward over each sequence reversed
+        # within its length, as onnxruntime does (which sequences a step quantizes together)
+        within = bool(s) and rnn.lens is not None
+        if within:
+            projection = rnn.reversed_within(projection, f"{s}.x")
+        xs = rnn.inputs(projection, f"{s}.x")
         biases = rnn.blocks(bias, d, "iofc", f"{s}.bias")
         peepholes = rnn.blocks(rnn.peepholes, d, "iof", f"{s}.peephole")
         h, c, hs = h0[d], c0[d], [None] * rnn.steps
-        for t in rnn.order(s):
+        state = h  # what the next step quantizes: onnxruntime's previous output
+        for t in (range(rnn.steps) if within else rnn.order(s)):
             step = rnn.step_emitter(f"{s}.t{t}")
             what = f"{s}.t{t}.h"
-            gates = step("add", [xs[t], rnn.product(rnn.quantized(h, what), r, r_scale, what)])
-            h, c = lstm_gates(step, gates, c, hid, peepholes, biases)
-            hs[t] = h
-        ys.append(hs)
+            gates = step("add", [xs[t], rnn.product(rnn.quantized(state, what), r, r_scale,
+                                                    what)])
+            hs[t], (h, c) = rnn.masked(t, s, lstm_gates(step, gates, c, hid, peepholes, biases),
+                                       [h, c])
+            state = hs[t] if rnn.y_present else h
+        ys.append(rnn.steps_of(hs, f"{s}.y") if within else hs)
         finals_h.append(h)
         finals_c.append(c)
     rnn.outputs(ys, [finals_h, finals_c])

@@ -202,6 +202,17 @@ class _Rnn:
         outside [0, steps], which onnxruntime refuses, is an IndexRangeError naming the
         node."""
         imp = self.imp
+        if t not in self._valid:
+            [self._valid[t]] = imp.emit(
+                "greater", [self.lengths(), self.constant(np.array([[t]], np.int64),
+                                                          f".step{t}")],
+                [None], suffix=f".valid{t}")
+        return self._valid[t]
+
+    def lengths(self) -> str:
+        """sequence_lens as int64 ``(batch, 1)``, read once through a ``gather_elements`` from
+        ``arange(steps + 1)`` (static length), which checks them (:meth:`valid`)."""
+        imp = self.imp
         if self._lens is None:
             lens = imp.tensor(self.lens)
             if imp.types[lens].dtype != "int64":
@@ -211,11 +222,7 @@ class _Rnn:
                               suffix=".lens_checked")
             [self._lens] = imp.emit("reshape", [lens], [None], {"shape": [-1, 1]},
                                     suffix=".lens_column")
-        if t not in self._valid:
-            [self._valid[t]] = imp.emit(
-                "greater", [self._lens, self.constant(np.array([[t]], np.int64), f".step{t}")],
-                [None], suffix=f".valid{t}")
-        return self._valid[t]
+        return self._lens
 
     def masked(self, t: int, s: str, new: list[str], old: list[str]) -> tuple[str, list[str]]:
         """Step ``t``'s output and the states after it, ``new`` computed from ``old``: as they

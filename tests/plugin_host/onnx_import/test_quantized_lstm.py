@@ -4,8 +4,8 @@ quantized with int8 and uint8 weights, per tensor and per column, built at the d
 tolerance and giving onnxruntime's outputs bit for bit on the onnxruntime backend and within
 the artifact's tolerance on the numpy backend; hand-made nodes for what torch never writes
 (peepholes, the reverse direction, no bias, initial states given, uint8 zero points, a
-run-time length fixed by ``--dim``); a batch known only at run time; and what is refused,
-naming the node."""
+run-time length fixed by ``--dim``); a batch known only at run time; sequence_lens (hand-made,
+and torch's packed sequences quantized); and what is refused, naming the node."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
-from plugin_host.onnx_import import saturation
+from plugin_host.onnx_import import import_onnx, saturation
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, export, export_dynamic, import_and_load, onnx,
                        onnxruntime_outputs, torch)
 from .test_quantize_dynamic import _build
 from .test_quantized import _check, _vi
+from .test_recurrent import _Packed
 
 quantization = pytest.importorskip("onnxruntime.quantization")
 helper, TP, numpy_helper = onnx.helper, onnx.TensorProto, onnx.numpy_helper
@@ -147,10 +148,11 @@ HIDDEN, INPUT, STEPS, BATCH = 4, 3, 6, 2
 
 def _lstm(tmp_path, *, direction="forward", weights=np.int8, per_column=False, bias=True,
           peepholes=False, states=False, zero_point=None, attrs=None, lens=None,
-          steps=STEPS):
+          steps=STEPS, batch=BATCH, y=True):
     """X (steps, batch, input) -> DynamicQuantizeLSTM (node "lstm") -> Y, Y_h, Y_c; quantized
     W and R of random codes with scales near what quantize_dynamic gives; ``states``: initial
-    h and c as graph inputs."""
+    h and c as graph inputs; ``lens``: sequence_lens, a constant, or "input" for a graph input
+    'lens'; ``y=False``: no Y (the node's first output unnamed)."""
     rng = np.random.default_rng(3)
     d = 2 if direction == "bidirectional" else 1
     info = np.iinfo(weights)
@@ -168,26 +170,29 @@ def _lstm(tmp_path, *, direction="forward", weights=np.int8, per_column=False, b
         inits += [numpy_helper.from_array(scale.astype(np.float32), f"{name}_scale"),
                   numpy_helper.from_array(zp, f"{name}_zp")]
     ins = ["x", "W", "R", "", "", "", "", "", "W_scale", "W_zp", "R_scale", "R_zp"]
-    graph_inputs = [_vi("x", shape=(steps, BATCH, INPUT))]
+    graph_inputs = [_vi("x", shape=(steps, batch, INPUT))]
     if bias:
         inits.append(numpy_helper.from_array(
             rng.standard_normal((d, 8 * HIDDEN)).astype(np.float32), "B"))
         ins[3] = "B"
-    if lens is not None:
+    if isinstance(lens, str):
+        graph_inputs.append(_vi("lens", TP.INT32, (batch,)))
+        ins[4] = "lens"
+    elif lens is not None:
         inits.append(numpy_helper.from_array(np.asarray(lens, np.int32), "lens"))
         ins[4] = "lens"
     if states:
         ins[5:7] = ["h0", "c0"]
-        graph_inputs += [_vi(n, shape=(d, BATCH, HIDDEN)) for n in ("h0", "c0")]
+        graph_inputs += [_vi(n, shape=(d, batch, HIDDEN)) for n in ("h0", "c0")]
     if peepholes:
         inits.append(numpy_helper.from_array(
             rng.standard_normal((d, 3 * HIDDEN)).astype(np.float32), "P"))
         ins[7] = "P"
-    node = helper.make_node("DynamicQuantizeLSTM", ins, ["y", "y_h", "y_c"], name="lstm",
-                            domain=_MS, hidden_size=HIDDEN, direction=direction,
+    node = helper.make_node("DynamicQuantizeLSTM", ins, ["y" if y else "", "y_h", "y_c"],
+                            name="lstm", domain=_MS, hidden_size=HIDDEN, direction=direction,
                             **(attrs or {}))
-    outputs = [_vi("y", shape=(steps, d, BATCH, HIDDEN)), _vi("y_h", shape=(d, BATCH, HIDDEN)),
-               _vi("y_c", shape=(d, BATCH, HIDDEN))]
+    outputs = [_vi("y", shape=(steps, d, batch, HIDDEN))] if y else []
+    outputs += [_vi("y_h", shape=(d, batch, HIDDEN)), _vi("y_c", shape=(d, batch, HIDDEN))]
     graph = helper.make_graph([node], "g", graph_inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
                                                     helper.make_opsetid(_MS, 1)])
@@ -232,6 +237,89 @@ def test_hand_made_quantized_lstms_match_onnxruntime(options, tmp_path, signer):
     _check(path, loaded, feeds)
 
 
+_LENGTHS = ([STEPS, 2, 4], [1, STEPS, 0], [3, 3, 3], [0, 0, 0], [STEPS] * 3, [2, 0, 5],
+            [5, 1, 1])
+
+
+@pytest.mark.parametrize("options", [
+    pytest.param({}, id="forward"),
+    pytest.param({"direction": "reverse", "peepholes": True, "states": True},
+                 id="reverse-peepholes-states"),
+    pytest.param({"direction": "bidirectional", "states": True, "per_column": True,
+                  "weights": np.uint8, "zero_point": 128}, id="bidirectional-states-u8"),
+    pytest.param({"direction": "bidirectional", "states": True, "y": False},
+                 id="bidirectional-states-no-y"),
+])
+def test_sequence_lens_match_onnxruntime(options, tmp_path, signer):
+    """sequence_lens given when the call runs, three sequences of 0 to all 6 steps, bit for
+    bit on the onnxruntime backend and within the tolerance on numpy: onnxruntime quantizes X
+    over the steps before the longest length only, runs the reverse direction forward over
+    each sequence reversed within its length (so a step quantizes together the states of
+    the sequences at that many steps from their own ends), and at each step quantizes the
+    previous step's output, 0 for a sequence that has ended; without Y, its kept state.
+    Without Y, where a sequence has length 0, onnxruntime reads memory it never wrote (the
+    import's note): those lengths are left out there."""
+    path = _lstm(tmp_path, lens="input", batch=3, **options)
+    loaded = _build(path, tmp_path, signer, options.get("weights", np.int8) == np.int8)
+    if loaded is None:
+        return
+    d = 2 if options.get("direction") == "bidirectional" else 1
+    rng = np.random.default_rng(23)
+    feeds = []
+    for lens in _LENGTHS:
+        if not options.get("y", True) and 0 in lens and max(lens) > 1:
+            continue
+        feed = {"x": rng.standard_normal((STEPS, 3, INPUT)).astype(np.float32),
+                "lens": np.array(lens, np.int32)}
+        if options.get("states"):
+            feed |= {n: rng.standard_normal((d, 3, HIDDEN)).astype(np.float32)
+                     for n in ("h0", "c0")}
+        feeds.append(feed)
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
+def test_constant_sequence_lens_match_onnxruntime(tmp_path, signer):
+    path = _lstm(tmp_path, lens=[STEPS, 3], direction="reverse", weights=np.uint8,
+                 zero_point=128)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    feeds = _hand_feeds(False, 1, np.random.default_rng(9))
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
+def test_without_y_a_note_says_what_sequence_lens_cannot_reproduce(tmp_path):
+    notes = import_onnx(_lstm(tmp_path, lens="input", y=False)).notes
+    assert notes == ["node 'lstm' (DynamicQuantizeLSTM) has sequence_lens and no Y: where a "
+                     "sequence has length 0, onnxruntime quantizes the others' hidden states "
+                     "with memory it never wrote (where it writes Y_h), taken as the initial "
+                     "state here (0 without one): the outputs can differ there; with Y as an "
+                     "output they cannot"]
+    assert import_onnx(_lstm(tmp_path, lens="input")).notes == []
+
+
+def test_torch_packed_sequences_quantized_match_onnxruntime(tmp_path, signer):
+    """torch's packed sequences (the legacy exporter: the LSTM's sequence_lens) quantized by
+    quantize_dynamic, under a run-time batch (uint8 weights: exact on every CPU's
+    onnxruntime)."""
+    torch.manual_seed(3)
+    float_model = export_dynamic(_Packed(), [torch.randn(3, 5, 7), torch.tensor([5, 2, 4])],
+                                 tmp_path / "float.onnx", dynamo=False,
+                                 names=["x", "lengths"], dims=[{0: "batch"}, {0: "batch"}],
+                                 outputs=("y", "h"))
+    path = tmp_path / "dynamic.onnx"
+    quantization.quantize_dynamic(str(float_model), str(path), weight_type=_Q.QUInt8)
+    assert "DynamicQuantizeLSTM" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer,
+                                golden_ranges={"lengths": (1, 6)})
+    rng = np.random.default_rng(4)
+    feeds = [{"x": rng.standard_normal((len(lens), 5, 7)).astype(np.float32),
+              "lengths": np.array(lens, np.int64)}
+             for lens in ([5, 2, 4], [1, 1], [5, 5, 5, 3], [4])]
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
 def test_a_run_time_length_fixed_with_dim_imports(tmp_path, signer):
     """The unrolling needs a static length; ``--dim`` gives it one (uint8 weights: exact on
     every CPU's onnxruntime)."""
@@ -269,7 +357,6 @@ def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
 
 
 @pytest.mark.parametrize("options, error, message", [
-    ({"lens": [STEPS, 3]}, UnsupportedModelError, "sequence_lens 'lens': onnxruntime quantizes"),
     ({"steps": "seq"}, UnsupportedModelError, "a sequence length known only at run time ('seq')"
                                               ": only a static length is unrolled"),
     ({"attrs": {"clip": 3.0}}, UnsupportedModelError, "attribute clip=3.0 is not supported"),
