@@ -31,8 +31,8 @@ com.microsoft's MatMulNBits; blocked DequantizeLinears of int4 weights),
 ``qop`` (a gated residual block quantized by
 quantize_static in the QOperator format: QLinearConv and com.microsoft's QLinearMul,
 QLinearAdd, QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool, QLinearConcat, QGemm,
-QLinearSoftmax), ``qlstm`` (an LSTM quantized by quantize_dynamic: com.microsoft's
-DynamicQuantizeLSTM) and
+QLinearSoftmax), ``qlstm`` (a bidirectional LSTM quantized by quantize_dynamic:
+com.microsoft's DynamicQuantizeLSTM, given sequence_lens) and
 ``sequence`` (a run-time batch and length: Embedding Gathers, Range by 1 and by 2, the steps
 reversed by a Gather at Range(t - 1, -1, -1), causal attention with a
 Trilu mask and Reshapes of the heads between the two run-time dims, the last step, the tokens
@@ -61,7 +61,7 @@ Two kinds of mutants:
   an opset absent, 0 or 999, external data outside the model's folder or missing (or in the
   model's own data file, read unasked, or a link out under its name), a graph input
   with no type, no outputs, odd names, an op swapped for another, a node count past the cap...
-  The catalogue (about 94,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
+  The catalogue (about 95,000) is enumerated in full; ``FUZZ_ONNX_STRUCTURAL`` of them are
   drawn (default 600, ``all`` for every one).
 
 The mutants run in one child process under an address-space limit (a huge allocation fails
@@ -1407,8 +1407,8 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
     int8) and by its quantize_dynamic (``dynamic``: uint8 weights; ``fused``: that, saved
     optimized by an onnxruntime session; ``optimized``: the float net so saved); a gated
     residual block quantized by quantize_static in the QOperator format (``qop``:
-    com.microsoft's ops); an LSTM quantized by quantize_dynamic (``qlstm``: uint8 weights,
-    com.microsoft's DynamicQuantizeLSTM)."""
+    com.microsoft's ops); a bidirectional LSTM quantized by quantize_dynamic (``qlstm``: uint8
+    weights, com.microsoft's DynamicQuantizeLSTM, given sequence_lens)."""
     from onnxruntime import quantization
 
     from .conftest import export, onnxruntime_optimized, torch
@@ -1447,7 +1447,7 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
     class Tagger(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.lstm = torch.nn.LSTM(3, 4, batch_first=True)
+            self.lstm = torch.nn.LSTM(3, 4, batch_first=True, bidirectional=True)
 
         def forward(self, x):
             return self.lstm(x)[0]
@@ -1467,6 +1467,7 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
                                       weight_type=quantization.QuantType.QUInt8)
         quantization.quantize_dynamic(str(tagger), str(qlstm),
                                       weight_type=quantization.QuantType.QUInt8)
+        _with_sequence_lens(qlstm)
         quantization.quantize_static(str(block), str(qop), Batches(),
                                      quant_format=quantization.QuantFormat.QOperator,
                                      weight_type=quantization.QuantType.QUInt8,
@@ -1477,6 +1478,16 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
         onnxruntime_optimized(source, folder / saved)
     return {"qdq": str(path), "dynamic": str(dynamic), "fused": str(folder / "fused.onnx"),
             "optimized": str(folder / "optimized.onnx"), "qop": str(qop), "qlstm": str(qlstm)}
+
+
+def _with_sequence_lens(path: Path) -> None:
+    """The model's DynamicQuantizeLSTM given sequence_lens, a new graph input 'lengths'."""
+    model = onnx.load(str(path))
+    [node] = [n for n in model.graph.node if n.op_type == "DynamicQuantizeLSTM"]
+    node.input[4] = "lengths"
+    model.graph.input.append(onnx.helper.make_tensor_value_info("lengths",
+                                                                onnx.TensorProto.INT32, [1]))
+    onnx.save(model, str(path))
 
 
 @pytest.fixture(scope="module")
@@ -1606,7 +1617,12 @@ def test_the_seed_models_build(seeds, tmp_path):
     assert {"QLinearConv", "QLinearMul", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu",
             "QLinearAveragePool", "QLinearConcat", "MaxPool", "QGemm"} <= {
         n.op_type for n in onnx.load(seeds["qop"]).graph.node}
-    assert "DynamicQuantizeLSTM" in {n.op_type for n in onnx.load(seeds["qlstm"]).graph.node}
+    [lstm] = [n for n in onnx.load(seeds["qlstm"]).graph.node
+              if n.op_type == "DynamicQuantizeLSTM"]
+    direction = {a.name: a.s for a in lstm.attribute}["direction"]
+    assert lstm.input[4] == "lengths" and direction == b"bidirectional"
+    qlstm = import_onnx(seeds["qlstm"]).graph  # each sequence reversed within its length
+    assert any(n.op == "gather_elements" and ".reverse.x" in n.name for n in qlstm.nodes)
     sequence = import_onnx(seeds["sequence"]).graph  # a batch and a length known at run time
     assert sequence.inputs[0].shape == ("batch", "seq")
     assert {"unflatten", "cumsum", "gather_elements"} <= {n.op for n in sequence.nodes}
