@@ -311,10 +311,17 @@ def _need_lengths(op: str, lengths: TensorType | None, x: TensorType) -> None:
 
 
 def _lstm(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    x, *rest, lengths = inputs
-    need_rank(op.name, "x", x, exact=3)
+    x, *rest, lengths, peepholes = inputs
+    n = op.name
+    need_rank(n, "x", x, exact=3)
     step, state = _lstm_cell(op, [TensorType(x.shape[1:], x.dtype), *rest], attrs)
-    _need_lengths(op.name, lengths, x)
+    _need_lengths(n, lengths, x)
+    if peepholes is not None:
+        need_float(n, "peepholes", peepholes)
+        need_same_dtype(n, [("x", x), ("peepholes", peepholes)])
+        hidden = step.shape[1]
+        need_shape(n, "peepholes", peepholes, (dims.mul(3, hidden),),
+                   f"(3*hidden,): h is {fmt(step.shape)}")
     return [TensorType((x.shape[0], *step.shape), x.dtype), step, state]
 
 
@@ -399,13 +406,16 @@ One LSTM step, gates in the order i, f, g, o. x (B, input_size); h, c (B, hidden
 weight_ih (4*hidden, input_size); weight_hh (4*hidden, hidden); biases (4*hidden,).
 Returns (h_next, c_next), each (B, hidden). Carrying state across steps is the caller's job."""),
     OpDef("lstm", 1, ("x", "h", "c", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?",
-                      "lengths?"),
+                      "lengths?", "peepholes?"),
           ("y", "h_last", "c_last"), {"reverse": AttrSpec("bool", False)}, _lstm, doc="""\
 lstm_cell over a sequence: x (T, B, input_size), T possibly known only when the call runs;
 h, c (B, hidden) the state before the first step, which is x[0] (reverse: x[T-1]). y (T, B,
 hidden) holds the h of each step at that step's position; h_last, c_last the state after the
 last step. Weights and biases as lstm_cell's. T = 0 gives an empty y and the state as given.
-""" + _LENGTHS_DOC),
+""" + _LENGTHS_DOC + """
+peepholes (3*hidden,), optional (ONNX's LSTM's P, in the order i, f, o): the input and forget
+gates read the cell state before the step, i = sigmoid(. + p_i * c), f = sigmoid(. + p_f *
+c), and the output gate the one after it, o = sigmoid(. + p_o * c')."""),
     OpDef("gru", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?", "lengths?"),
           ("y", "h_last"), {"reverse": AttrSpec("bool", False),
                             "linear_before_reset": AttrSpec("bool", True)}, _recurrence, doc="""\

@@ -16,7 +16,7 @@ Over a length known only at run time each direction is one ABI ``lstm``, ``gru``
 ``rnn/LSTM`` and ``rnn/LSTM.reverse``), its weights converted once to the op's gate order, its
 input transposed to (seq, batch, input) for layout 1, and Y, Y_h and Y_c made of its outputs
 by ``unflatten`` and ``concat``; ``sequence_lens`` is then the op's ``lengths`` (checked when
-the call runs, as the op's rule says).
+the call runs, as the op's rule says), and an LSTM's peepholes its ``peepholes``.
 
 Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)`` and 1
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
@@ -25,9 +25,9 @@ under the legacy exporter): each step's states kept and its output 0 where a seq
 shorter (:meth:`_Rnn.masked`). On either path a sequence of length 0 ends with final states
 of 0, as onnxruntime's kernels end it, not with a given initial state (:meth:`_Rnn.final`).
 An LSTM with peepholes (``P``, not all zero) over a static length is glue ops after ONNX's
-equations (:func:`_lstm_with_peepholes`). Refused, naming the node and what: peepholes over
-a run-time length, ``clip``, activations other than the defaults (an RNN's: Tanh or Relu per
-direction), ``input_forget=1``, and more than :data:`MAX_STEPS` steps in one node or
+equations (:func:`_lstm_with_peepholes`). Refused, naming the node and what: ``clip``,
+activations other than the defaults (an RNN's: Tanh or Relu per direction),
+``input_forget=1``, and more than :data:`MAX_STEPS` steps in one node or
 :data:`MAX_TOTAL_STEPS` in the model (so a file cannot make the importer write millions of
 nodes).
 """
@@ -144,10 +144,6 @@ class _Rnn:
                                       f"({d}, {3 * self.hidden})")
             if not self.peepholes.any():
                 self.peepholes = None
-            elif self.sequence:
-                raise imp.unsupported(f"peepholes (P {peep!r}) over a run-time sequence length "
-                                      f"{self.steps!r}: the lstm op has none; only a static "
-                                      f"length is unrolled with them")
 
     def weights(self, attrs: dict, shape: list, direction: str) -> None:
         """Read W, R and B (input 3, optional) as :attr:`w`, :attr:`r` and :attr:`b` in
@@ -278,8 +274,8 @@ class _Rnn:
                           attrs: list[dict]) -> None:
         """A run-time length: one ABI ``op`` per direction over the whole sequence, its weights
         ONNX's with the gate blocks in the ``order`` the op takes, from ``states`` (per state,
-        its value per direction) with ``attrs`` (per direction); then Y and the final
-        states."""
+        its value per direction) with ``attrs`` (per direction), an LSTM's peepholes in the
+        op's order i, f, o; then Y and the final states."""
         imp, hid, gates = self.imp, self.hidden, len(order)
         x = self.sequence_first(imp.tensor(self.node.input[0]))
         lengths = None if self.lens is None else imp.tensor(self.lens)
@@ -293,8 +289,12 @@ class _Rnn:
                                      f"{s}.bias_ih")
                 b_hh = self.constant(_reorder(self.b[d, gates * hid:], hid, order),
                                      f"{s}.bias_hh")
+            peepholes = None
+            if self.peepholes is not None:  # ONNX's i, o, f
+                peepholes = self.constant(_reorder(self.peepholes[d], hid, (0, 2, 1)),
+                                          f"{s}.peepholes")
             outs = imp.emit(op, [x, *(state[d] for state in states), w_ih, w_hh, b_ih, b_hh,
-                                 lengths],
+                                 lengths, *([peepholes] if peepholes else [])],
                             [None] * (1 + len(states)), {"reverse": bool(s), **attrs[d]},
                             suffix=s)
             ys.append(outs[0])
@@ -401,11 +401,11 @@ def _lstm(imp, node, attrs):
     h_dim = rnn.hidden
     h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
     onnx_to_cell = (0, 2, 3, 1)  # ONNX gates i, o, f, c; lstm_cell's i, f, g(=c), o
-    if rnn.peepholes is not None:
-        _lstm_with_peepholes(imp, rnn, h0, c0)
-        return
     if rnn.sequence:
         rnn.over_the_sequence("lstm", onnx_to_cell, [h0, c0], [{}] * len(rnn.directions))
+        return
+    if rnn.peepholes is not None:
+        _lstm_with_peepholes(imp, rnn, h0, c0)
         return
     xs = rnn.inputs(imp.tensor(node.input[0]), ".x")
     ys, finals_h, finals_c = [], [], []

@@ -19,8 +19,8 @@ linear             ``linear(x, weight, bias)`` / ``make_linear(weight, bias)``  
 lstm_cell          ``lstm_cell(x, h, c, weight_ih, weight_hh, bias_ih,          x, h, c
                    bias_hh) -> (h, c)``
 lstm               ``lstm(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh,      x, h, c,
-                   lengths=None, *, reverse) -> (y, h_last, c_last)``, the     lengths
-                   cell over (seq, ...) /
+                   lengths=None, peepholes=None, *, reverse) -> (y, h_last,    lengths
+                   c_last)``, the cell over (seq, ...) /
                    ``make_lstm(weight_ih, ...)``
 gru                ``gru(x, h, weight_ih, weight_hh, bias_ih, bias_hh,          x, h,
                    lengths=None, *, reverse, linear_before_reset) -> (y,       lengths

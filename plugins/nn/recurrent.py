@@ -172,17 +172,27 @@ def _sigmoid_in_place(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def lstm_gates(gates: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def lstm_gates(gates: np.ndarray, c: np.ndarray, peepholes: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """The next (h, c) of an LSTM step from its gates (batch, 4 * hidden) in the order i, f,
     o, g (the three sigmoid gates one block, so one in-place pass computes them), computed in
-    place in ``gates``."""
+    place in ``gates``. ``peepholes`` (3, hidden), rows i, f, o: ``p_i * c`` and ``p_f * c``
+    added to i and f before their sigmoid, ``p_o * c'`` to o after c' is computed."""
     hidden = gates.shape[1] // 4
-    _sigmoid_in_place(gates[:, :3 * hidden])
     i, f, o, g = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
+    if peepholes is None:
+        _sigmoid_in_place(gates[:, :3 * hidden])
+    else:
+        i += peepholes[0] * c
+        f += peepholes[1] * c
+        _sigmoid_in_place(gates[:, :2 * hidden])
     np.tanh(g, out=g)
     c_next = f * c
     g *= i
     c_next += g
+    if peepholes is not None:
+        o += peepholes[2] * c_next
+        _sigmoid_in_place(o)
     h_next = np.tanh(c_next)
     h_next *= o
     return h_next, c_next
@@ -191,9 +201,10 @@ def lstm_gates(gates: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def make_lstm(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,
               bias_hh: np.ndarray | None, *, reverse: bool = False, where: str = "LSTM"):
     """Prepare an LSTM over a sequence (the ``lstm`` op: :func:`lstm_cell` at each step, gates
-    i, f, g, o); return ``run(x, h, c, lengths=None) -> (y, h_last, c_last)`` over ``x`` (seq,
-    batch, input_size), ``h``, ``c`` (batch, hidden) or None for zeros, ``lengths`` the op's.
-    The gates are reordered to i, f, o, g here (:func:`lstm_gates`) and the biases added up."""
+    i, f, g, o); return ``run(x, h, c, lengths=None, peepholes=None) -> (y, h_last, c_last)``
+    over ``x`` (seq, batch, input_size), ``h``, ``c`` (batch, hidden) or None for zeros,
+    ``lengths`` and ``peepholes`` (3*hidden,) the op's. The gates are reordered to i, f, o, g
+    here (:func:`lstm_gates`) and the biases added up."""
     hidden = _sequence_weights(weight_ih, weight_hh, bias_ih, bias_hh, 4, where)
     inputs = weight_ih.shape[1]
     order = np.r_[0:2 * hidden, 3 * hidden:4 * hidden, 2 * hidden:3 * hidden]  # i f o g
@@ -205,16 +216,20 @@ def make_lstm(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray 
             b += extra[order]
 
     def run(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None,
-            lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            lengths: np.ndarray | None = None, peepholes: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         h = _sequence_start(x, h, inputs, hidden, where)
         check_param(c, "c", where, h.shape)
         c = np.zeros_like(h) if c is None else np.array(c, np.float32)
+        if peepholes is not None:
+            peepholes = check_param(peepholes, "peepholes", where, (3 * hidden,)
+                                    ).reshape(3, hidden)
         x, valid, back = _by_lengths(x, lengths, reverse, where)
         gates_x, y = _input_shares(x, w_x, b, hidden)
         for t in _order(len(y), reverse and valid is None):
             gates = gates_x[t]
             gates += np.matmul(h, w_h)
-            h_next, c_next = lstm_gates(gates, c)
+            h_next, c_next = lstm_gates(gates, c, peepholes)
             h, c = _kept(valid, t, h_next, h), _kept(valid, t, c_next, c)
             y[t] = h
         return _put_back(y, valid, back), h, c
@@ -224,13 +239,14 @@ def make_lstm(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray 
 
 def lstm(x: np.ndarray, h: np.ndarray | None, c: np.ndarray | None, weight_ih: np.ndarray,
          weight_hh: np.ndarray, bias_ih: np.ndarray | None, bias_hh: np.ndarray | None,
-         lengths: np.ndarray | None = None, *, reverse: bool = False, where: str = "LSTM",
+         lengths: np.ndarray | None = None, peepholes: np.ndarray | None = None, *,
+         reverse: bool = False, where: str = "LSTM",
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`make_lstm` and its run on ``x``, ``h``, ``c``, ``lengths``: ``(y, h_last,
-    c_last)``, ``y`` holding each step's h at its position; an empty sequence gives the state
-    as given."""
+    """:func:`make_lstm` and its run on ``x``, ``h``, ``c``, ``lengths``, ``peepholes``:
+    ``(y, h_last, c_last)``, ``y`` holding each step's h at its position; an empty sequence
+    gives the state as given."""
     return make_lstm(weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse,
-                     where=where)(x, h, c, lengths)
+                     where=where)(x, h, c, lengths, peepholes)
 
 
 def make_gru(weight_ih: np.ndarray, weight_hh: np.ndarray, bias_ih: np.ndarray | None,

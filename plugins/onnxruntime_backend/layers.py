@@ -164,14 +164,21 @@ def lstm_cell(e, node, ins, outs, a):
     _lstm_gates(e, gates, c, outs)
 
 
-def _lstm_gates(e: Emitter, gates: str, c: str, outs: Sequence[str] | None = None) -> list[str]:
+def _lstm_gates(e: Emitter, gates: str, c: str, outs: Sequence[str] | None = None,
+                peepholes: Sequence[str] | None = None) -> list[str]:
     """An LSTM step's next [h, c] from its gates (batch, 4 * hidden; i, f, g, o) and c, into
-    ``outs`` (h, c) when given, else fresh names."""
+    ``outs`` (h, c) when given, else fresh names; ``peepholes`` (p_i, p_f, p_o): ``p * c``
+    added to i and f, ``p_o * c'`` to o, before their sigmoid."""
     h_out, c_out = ([name] for name in outs) if outs is not None else (1, 1)
     i, f, g, o = e.op("Split", [gates], 4, axis=1, num_outputs=4)
-    i, f, o = (e.op("Sigmoid", [t])[0] for t in (i, f, o))
+    if peepholes is not None:
+        i, f = (e.op("Add", [t, e.op("Mul", [p, c])[0]])[0] for t, p in zip((i, f), peepholes))
+    i, f = (e.op("Sigmoid", [t])[0] for t in (i, f))
     g = e.op("Tanh", [g])[0]
     c_next = e.op("Add", [e.op("Mul", [f, c])[0], e.op("Mul", [i, g])[0]], c_out)[0]
+    if peepholes is not None:
+        o = e.op("Add", [o, e.op("Mul", [peepholes[2], c_next])[0]])[0]
+    o = e.op("Sigmoid", [o])[0]
     return [e.op("Mul", [o, e.op("Tanh", [c_next])[0]], h_out)[0], c_next]
 
 
@@ -294,13 +301,17 @@ def _state_share(b: Emitter, h: str, w_t: str, bias: str | None) -> str:
 
 
 def lstm(e, node, ins, outs, a):
-    """The LSTM over the sequence: gates i, f, g, o as lstm_cell's."""
-    x, h, c, w_ih, w_hh, b_ih, b_hh, lengths = (ins + [None] * 8)[:8]
+    """The LSTM over the sequence: gates i, f, g, o as lstm_cell's; with peepholes, split
+    once outside the Scan."""
+    x, h, c, w_ih, w_hh, b_ih, b_hh, lengths, peepholes = (ins + [None] * 9)[:9]
     w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
+    if peepholes is not None:
+        peepholes = e.op("Split", [peepholes], 3, axis=0, num_outputs=3)
 
     def step(b, x_t, states):
         h, c = states
-        return _lstm_gates(b, b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0], c)
+        return _lstm_gates(b, b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0], c,
+                           peepholes=peepholes)
 
     _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step, lengths)
 

@@ -174,6 +174,10 @@ def test_symbolic_batch_in_recurrent_and_dense_layers():
     out = infer("lstm", [T(("T", "B", 5), f32), T(("B", 3), f32), T(("B", 3), f32),
                          T((12, 5), f32), T((12, 3), f32)])
     assert out == [T(("T", "B", 3), f32)] + [T(("B", 3), f32)] * 2
+    out = infer("lstm", [T(("T", "B", 5), f32), T(("B", "H"), f32), T(("B", "H"), f32),
+                         T(("4*H", 5), f32), T(("4*H", "H"), f32), None, None, None,
+                         T(("3*H",), f32)])  # peepholes of a symbolic hidden size
+    assert out == [T(("T", "B", "H"), f32)] + [T(("B", "H"), f32)] * 2
     out = infer("gru", [T(("T", "B", 5), f32), T(("B", 3), f32), T((9, 5), f32),
                         T((9, 3), f32), None, None, T(("B",), i32)])
     assert out == [T(("T", "B", 3), f32), T(("B", 3), f32)]
@@ -296,6 +300,10 @@ REFUSALS = [
      "lstm: lengths must be an integer tensor, got float32"),
     ("lstm", [T((7, 2, 5), f32)] + LSTM[1:] + [None, None, T((3,), i64)], {}, ShapeError,
      "lstm: lengths must have shape (2,), got (3,) ((batch,): x is (7, 2, 5))"),
+    ("lstm", [T((7, 2, 5), f32)] + LSTM[1:] + [None, None, None, T((12,), f32)], {}, ShapeError,
+     "lstm: peepholes must have shape (9,), got (12,) ((3*hidden,): h is (2, 3))"),
+    ("lstm", [T((7, 2, 5), f32)] + LSTM[1:] + [None, None, None, T((9,), i64)], {}, DTypeError,
+     "lstm: peepholes"),
     ("gru", [T((7, 2, 5), f32), T((2, 3), f32), T((9, 5), f32), T((9, 3), f32), None, None,
              T((2, 1), i64)], {}, ShapeError, "gru: lengths must have shape (2,), got (2, 1)"),
     ("rnn", [T((7, 2, 5), f32), T((2, 3), f32), T((3, 5), f32), T((3, 3), f32), None, None,

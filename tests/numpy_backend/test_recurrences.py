@@ -257,3 +257,14 @@ def test_lengths_outside_the_sequence_are_refused(lengths, error, message):
     dtype = np.float32 if isinstance(lengths[0], float) else np.int64
     with pytest.raises(error, match=message):
         fn.lstm(x, h, c, *w, np.array(lengths, dtype))
+
+
+@pytest.mark.parametrize("peepholes, error, message", [
+    (np.zeros(4 * HIDDEN, np.float32), ShapeError,
+     rf"^LSTM: peepholes has shape \({4 * HIDDEN},\), expected \({3 * HIDDEN},\)"),
+    (np.zeros(3 * HIDDEN, np.float64), DTypeError, r"^LSTM: peepholes"),
+], ids=["four-blocks", "float64"])
+def test_peepholes_of_the_wrong_shape_or_dtype_are_refused(peepholes, error, message):
+    x, h, c = f32(3, BATCH, INPUT), f32(BATCH, HIDDEN), f32(BATCH, HIDDEN)
+    with pytest.raises(error, match=message):
+        fn.lstm(x, h, c, *params(True), None, peepholes)

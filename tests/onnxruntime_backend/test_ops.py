@@ -107,16 +107,18 @@ def lstm_runtime_weights():
     return b.build(), {"x": f32(1, 3), "h": f32(1, 2), "c": f32(1, 2), "w_ih": f32(8, 3)}
 
 
-def lstm_sequence(reverse=False, lengths=False):
+def lstm_sequence(reverse=False, lengths=False, peepholes=False):
     """The lstm op over a run-time number of steps, h and c graph inputs (and the op's
-    lengths, int32, with ``lengths``)."""
+    lengths, int32, with ``lengths``; its peepholes, a constant, with ``peepholes``)."""
     b = GraphBuilder("lstm_seq")
     x = b.input("x", ("t", 2, 6), "float32", "ANY")
     h, c = (b.input(n, (2, 4), "float32", "NC") for n in ("h", "c"))
     w = [b.constant(n, f32(*s, scale=0.5)) for n, s in
          (("w_ih", (16, 6)), ("w_hh", (16, 4)), ("b_ih", (16,)), ("b_hh", (16,)))]
-    if lengths:
-        w.append(b.input("lengths", (2,), "int32", "ANY"))
+    if lengths or peepholes:
+        w.append(b.input("lengths", (2,), "int32", "ANY") if lengths else None)
+    if peepholes:
+        w.append(b.constant("peepholes", f32(12)))
     for out, name in zip(b.op("lstm", x, h, c, *w, name="node", reverse=reverse),
                          ("y", "h_last", "c_last")):
         b.output(out, name, "ANY")
@@ -313,6 +315,9 @@ CASES = {
     "lstm_runtime_weights": lstm_sequence_runtime_weights,
     "lstm_lengths": lambda: lstm_sequence(lengths=True),
     "lstm_lengths_reverse": lambda: lstm_sequence(reverse=True, lengths=True),
+    "lstm_peepholes": lambda: lstm_sequence(peepholes=True),
+    "lstm_peepholes_lengths_reverse": lambda: lstm_sequence(reverse=True, lengths=True,
+                                                            peepholes=True),
     "gru_lengths_reverse": lambda: recurrence("gru", True, lengths=True),
     "gru_reset_after_lengths": lambda: recurrence("gru", lengths=True, linear_before_reset=False),
     "rnn_lengths": lambda: recurrence("rnn", lengths=True),
@@ -866,8 +871,8 @@ def test_symbolic_batch_dim_takes_other_sizes(case):
         assert_same(graph, {"x": f32(batch, *shape[1:])})
 
 
-@pytest.mark.parametrize("case", ["lstm", "lstm_reverse", "gru", "gru_reset_after_reverse",
-                                  "rnn", "rnn_relu_reverse"])
+@pytest.mark.parametrize("case", ["lstm", "lstm_reverse", "lstm_peepholes", "gru",
+                                  "gru_reset_after_reverse", "rnn", "rnn_relu_reverse"])
 def test_recurrences_take_any_number_of_steps(case):
     """The lstm, gru and rnn ops at 0, 1 and 7 steps: the same on both backends; no steps
     give an empty y and the state as given (onnxruntime's LSTM, GRU and RNN alone would give
@@ -884,7 +889,8 @@ def test_recurrences_take_any_number_of_steps(case):
                     np.testing.assert_array_equal(got[f"{state}_last"], feed[state])
 
 
-@pytest.mark.parametrize("case", ["lstm_lengths", "lstm_lengths_reverse", "gru_lengths_reverse",
+@pytest.mark.parametrize("case", ["lstm_lengths", "lstm_lengths_reverse",
+                                  "lstm_peepholes_lengths_reverse", "gru_lengths_reverse",
                                   "gru_reset_after_lengths", "rnn_lengths",
                                   "rnn_relu_lengths_reverse"])
 def test_recurrences_with_lengths(case):

@@ -432,8 +432,6 @@ def test_torch_packed_sequences_match_onnxruntime_and_torch(run_time_length, tmp
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"inputs": ("X", "W", "R", "B", "", "", "", "P"), "seq_dim": "t"},
-     r"peepholes \(P 'P'\) over a run-time sequence length 't': the lstm op has none"),
     ({"steps": recurrent.MAX_STEPS + 1}, rf"sequence length {recurrent.MAX_STEPS + 1} is "
                                          rf"outside 1\.\.{recurrent.MAX_STEPS}"),
     ({"clip": 3.0}, r"attribute clip=3\.0"),
@@ -453,7 +451,7 @@ def test_torch_packed_sequences_match_onnxruntime_and_torch(run_time_length, tmp
     ({"op": "RNN", "direction": "bidirectional", "activations": ["Tanh"]},
      r"attribute activations=\['Tanh'\]"),
     ({"op": "RNN", "clip": 1.0}, r"attribute clip=1\.0"),
-], ids=["peepholes", "too-long", "clip", "activations", "input-forget",
+], ids=["too-long", "clip", "activations", "input-forget",
         "layout", "direction", "lens-float", "linear-before-reset", "zeros-symbolic-batch",
         "constant-x", "rnn-activation", "rnn-activations-per-direction", "rnn-clip"])
 def test_refused_naming_node_and_attribute(kwargs, message, tmp_path):
@@ -508,6 +506,35 @@ def test_peepholes_match_onnxruntime(kwargs, tmp_path, signer):
             for name, value in want.items():
                 np.testing.assert_allclose(got[name], value.transpose(back[name]) if layout
                                            else value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"direction": "bidirectional", "inputs": ("X", "W", "R", "B", "", "initial_h", "initial_c",
+                                              "P")},
+    {"direction": "reverse", "inputs": ("X", "W", "R", "", "lens", "", "", "P")},
+], ids=["bidirectional-state", "reverse-lengths-nobias"])
+def test_peepholes_over_a_run_time_length_match_onnxruntime(kwargs, tmp_path, signer):
+    """Over a length known only at run time, one ABI ``lstm`` per direction with its
+    peepholes (ONNX's P in the op's order i, f, o); on both backends against onnxruntime at
+    4, 1 and 7 steps."""
+    lengths, d = "lens" in kwargs["inputs"], 2 if kwargs["direction"] == "bidirectional" else 1
+    path = _rnn_model(tmp_path / "m.onnx", steps=4, batch=3, seq_dim="t",
+                      outputs=("Y", "Y_h", "Y_c"), **kwargs)
+    if lengths:
+        _with_lengths(path, 3)
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer, golden_dims={"t": (4, 2)})
+    assert [n.op for n in loaded.graph.nodes].count("lstm") == d
+    rng = np.random.default_rng(12)
+    feeds = []
+    for steps, lens in ((4, [4, 2, 0]), (1, [1, 0, 1]), (7, [7, 3, 5])):
+        feed = {"X": rng.standard_normal((steps, 3, 4)).astype(np.float32)}
+        if "initial_h" in kwargs["inputs"]:
+            feed |= {n: rng.standard_normal((d, 3, 3)).astype(np.float32)
+                     for n in ("initial_h", "initial_c")}
+        if lengths:
+            feed["lens"] = np.array(lens, np.int32)
+        feeds.append(feed)
+    check_on_both_backends(path, loaded, feeds)
 
 
 def test_all_zero_peepholes_are_none(tmp_path, signer):
