@@ -10,7 +10,9 @@ original holds in bfloat16 (the graph's inputs and node outputs, inside If, Loop
 bodies too, by onnx's type inference, which runs in the reference process: native code on
 hostile input) rounded to bfloat16 as it is made, by a Cast to bfloat16 and back: each op
 computes in float32 and its result is stored as bfloat16, which is how torch runs a bfloat16
-model on a CPU. A value onnx's type inference leaves untyped is not rounded.
+model on a CPU. onnx's type inference leaves the outputs of com.microsoft's ops untyped, and
+every value computed from them: those are typed from onnxruntime's schema of the op (the same
+process); a value still untyped is not rounded.
 """
 
 from __future__ import annotations

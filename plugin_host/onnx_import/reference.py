@@ -6,7 +6,8 @@ node groups left unfused) computes the same model with other roundings: how far 
 apart is the model's own float32 rounding noise, which a build reads when its comparison fails.
 The same child also upgrades models of older opsets with onnx's version converter
 (:meth:`ReferenceProcess.convert`) and infers a model's value types with onnx's type inference
-(:meth:`ReferenceProcess.value_types`): native code run on the same hostile input.
+and onnxruntime's schemas of its own ops (:meth:`ReferenceProcess.value_types`): native code
+run on the same hostile input.
 
 The model is hostile input and onnxruntime is native code: some malformed models that pass
 every check before it crash it (a segmentation fault) or keep it busy for ever. So it runs in
@@ -153,23 +154,104 @@ def _convert(data: bytes, target: int) -> tuple[bytes, bytes]:
 def _value_types(data: bytes) -> tuple[bytes, bytes]:
     """The element type of each value of the model's graphs, its subgraphs' too (their inputs,
     the values onnx's type inference gives a tensor type, their outputs) as JSON: ``{"name":
-    16, ...}`` (a model's value names are unique across its graphs)."""
+    16, ...}`` (a model's value names are unique across its graphs).
+
+    onnx knows no op outside its own domains, so it leaves the outputs of com.microsoft's ops
+    untyped, and every value computed from them. Those outputs are typed from onnxruntime's
+    schema of the op (:func:`_schema_types`) and the inference run again, as long as that
+    types more of them (at most once per such node)."""
     try:
         import onnx
     except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
         return b"E", b"the onnx package is missing in the reference process"
     try:
-        graph = onnx.shape_inference.infer_shapes(onnx.ModelProto.FromString(data)).graph
-    except Exception as exc:  # onnx's inference errors have no common base
+        model = onnx.ModelProto.FromString(data)
+        rounds = 1 + len(model.graph.node)
+    except Exception as exc:  # a malformed file: protobuf's DecodeError
         return b"E", f"onnx cannot infer its value types: {_first_line(exc)}".encode()
-    values, stack = [], [graph]
-    while stack:  # the main graph and every subgraph, nested ones too
+    for _ in range(rounds):
+        try:
+            model = onnx.shape_inference.infer_shapes(model)
+        except Exception as exc:  # onnx's inference errors have no common base
+            return b"E", f"onnx cannot infer its value types: {_first_line(exc)}".encode()
+        graphs = _graphs(model.graph)
+        types = {vi.name: vi.type.tensor_type.elem_type
+                 for g in graphs for vi in (*g.input, *g.value_info, *g.output)
+                 if vi.type.WhichOneof("value") == "tensor_type"
+                 and vi.type.tensor_type.elem_type}
+        types.update((t.name, t.data_type) for g in graphs for t in g.initializer)
+        try:
+            found = _schema_types(model, graphs, types)
+        except Exception:  # best effort: a schema this reading does not follow types nothing
+            found = []
+        if not found:
+            break
+        for g, name, elem in found:
+            g.value_info.append(onnx.helper.make_tensor_value_info(name, elem, None))
+    return b"O", json.dumps(types).encode()
+
+
+def _graphs(graph) -> list:
+    """``graph`` and every subgraph of its nodes, nested ones too."""
+    import onnx
+
+    out, stack = [], [graph]
+    while stack:
         g = stack.pop()
-        values += [*g.input, *g.value_info, *g.output]
+        out.append(g)
         stack += [s for n in g.node for a in n.attribute
                   for s in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
-    return b"O", json.dumps({vi.name: vi.type.tensor_type.elem_type for vi in values
-                             if vi.type.WhichOneof("value") == "tensor_type"}).encode()
+    return out
+
+
+def _schema_types(model, graphs: list, types: dict[str, int]) -> list[tuple[Any, str, int]]:
+    """``(graph, value, element type)`` for the untyped outputs of nodes outside onnx's
+    domains that onnxruntime's schema of the op types: an output of one allowed type, or of a
+    type parameter that an input already typed binds."""
+    import onnx
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    wanted = {(n.domain, n.op_type) for g in graphs for n in g.node
+              if n.domain not in ("", "ai.onnx", "ai.onnx.ml")
+              and any(o and o not in types for o in n.output)}
+    if not wanted:
+        return []
+    schemas: dict[tuple[str, str], Any] = {}
+    for schema in C.get_all_operator_schema():
+        key = (schema.domain, schema.name)
+        if key in wanted and schema.since_version <= opsets.get(schema.domain, 1) and (
+                key not in schemas or schemas[key].since_version < schema.since_version):
+            schemas[key] = schema
+
+    def elem(type_str: str) -> int | None:  # "tensor(bfloat16)" -> 16
+        inner = type_str[len("tensor("):-1] if type_str.startswith("tensor(") else ""
+        try:
+            return onnx.TensorProto.DataType.Value(inner.upper())
+        except ValueError:
+            return None
+
+    found = []
+    for g in graphs:
+        for node in g.node:
+            schema = schemas.get((node.domain, node.op_type))
+            if schema is None:
+                continue
+            allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+            bound = {}
+            for k, name in enumerate(node.input):
+                formal = schema.inputs[min(k, len(schema.inputs) - 1)] if schema.inputs else None
+                if formal is not None and name in types:
+                    bound.setdefault(formal.typeStr, types[name])
+            for k, name in enumerate(node.output):
+                if not name or name in types or k >= len(schema.outputs):
+                    continue
+                param = schema.outputs[k].typeStr
+                options = allowed.get(param, [param])
+                value = elem(options[0]) if len(options) == 1 else bound.get(param)
+                if value:
+                    found.append((g, name, value))
+    return found
 
 
 def _encoded(names: Sequence[str]) -> np.ndarray:

@@ -272,6 +272,42 @@ def test_the_emulation_rounds_what_the_model_holds_in_bfloat16_and_nothing_else(
     assert not np.array_equal(y, want.astype(bf).astype(np.float32))  # y is not rounded
 
 
+def _contrib_chain():
+    """x (bfloat16) through com.microsoft's FastGelu, times k, cast to float32: onnx's type
+    inference leaves FastGelu's output, and so the product, untyped."""
+    model = _model([helper.make_node("FastGelu", ["x"], ["g"], name="gelu",
+                                     domain="com.microsoft"),
+                    helper.make_node("Mul", ["g", "k"], ["p"], name="times"),
+                    helper.make_node("Cast", ["p"], ["y"], to=TP.FLOAT, name="wide")],
+                   [_vi("x", TP.BFLOAT16, (64,))], [_vi("y", TP.FLOAT, (64,))],
+                   [_brain("k", np.full(64, 1.37))])
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
+def test_the_emulation_rounds_the_outputs_of_com_microsoft_ops():
+    """FastGelu's output, which onnx's type inference does not type (onnxruntime's schema
+    does), and the product after it are rounded: FastGelu as onnxruntime computes it in
+    float32 on the rounded input, each result rounded as ml_dtypes rounds, bit for bit, where
+    leaving FastGelu's output unrounded differs."""
+    original = _contrib_chain()
+    emulation, inputs = emulated(original, upcast_bfloat16(original)[0], {"x": "x"})
+    session = onnxruntime.InferenceSession(emulation.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(3).standard_normal(64).astype(np.float32) * 3
+    y = session.run(["y"], {inputs["x"]: x})[0]
+    bf = ml_dtypes.bfloat16
+    gelu = _model([helper.make_node("FastGelu", ["x"], ["g"], domain="com.microsoft")],
+                  [_vi("x", TP.FLOAT, (64,))], [_vi("g", TP.FLOAT, (64,))])
+    gelu.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    exact = onnxruntime.InferenceSession(gelu.SerializeToString(),
+                                         providers=["CPUExecutionProvider"]).run(
+        ["g"], {"x": x.astype(bf).astype(np.float32)})[0]
+    k = np.float32(1.37).astype(bf)
+    np.testing.assert_array_equal(y, (exact.astype(bf) * k).astype(bf).astype(np.float32))
+    assert not np.array_equal(y, (exact * np.float32(k)).astype(bf).astype(np.float32))
+
+
 def _looped_chain(nested: bool):
     """``acc = acc * k + acc`` three times in bfloat16, by a Loop (``nested``: the Loop inside
     an If's then-branch, its else-branch the input as it is; the condition an input)."""

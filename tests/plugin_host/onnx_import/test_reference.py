@@ -170,6 +170,33 @@ def test_any_name_crosses_to_the_child_and_back():
     assert [o[y].tolist() for o in out] == [[0.0, 2.0], [3.0, 0.0]]
 
 
+def test_com_microsoft_outputs_are_typed_from_onnxruntime_s_schema():
+    """onnx's type inference knows no com.microsoft op: their outputs, and what is computed
+    from them, are typed from onnxruntime's schema of the op (a type parameter bound by an
+    input, or one allowed type: SkipLayerNormalization's mean is float32 whatever its input),
+    and the inference runs again after each of them."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    bf = TP.BFLOAT16
+    nodes = [helper.make_node("FastGelu", ["x"], ["g"], domain="com.microsoft"),
+             helper.make_node("Relu", ["g"], ["r"]),
+             helper.make_node("SkipLayerNormalization", ["r", "x", "gamma"], ["n", "mean"],
+                              domain="com.microsoft"),
+             helper.make_node("Cast", ["n"], ["y"], to=TP.FLOAT)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", bf, [2, 4])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [2, 4])],
+        [helper.make_tensor("gamma", bf, [4], [1.0] * 4)]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    assert "g" not in {v.name for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    process = reference.ReferenceProcess()
+    try:
+        types = process.value_types(model.SerializeToString())
+    finally:
+        process.close()
+    assert {k: types.get(k) for k in ("g", "r", "n", "mean", "y")} == {
+        "g": bf, "r": bf, "n": bf, "mean": TP.FLOAT, "y": TP.FLOAT}
+
+
 def test_the_type_inference_runs_in_the_child_and_says_why_it_fails():
     """onnx's type inference is native code on hostile input too: it runs in the hardened
     child, which answers each value's element type, or the first line of onnx's refusal."""
