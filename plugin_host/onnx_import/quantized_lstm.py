@@ -186,9 +186,9 @@ class _QuantizedLstm(_Rnn):
         return imp.emit("gather_elements", [name, index], [None], {"axis": self.layout},
                         suffix=f"{tag}.reversed")[0]
 
-    def steps_of(self, values: list[str], tag: str) -> list[str]:
-        """Per-step ``(batch, hidden)`` values in X's layout, reversed within each sequence's
-        length (:meth:`reversed_within`) and split back into steps."""
+    def reversed_steps(self, values: list[str], tag: str) -> list[str]:
+        """Per-step ``(batch, hidden)`` values, each sequence's reversed within its length
+        (:meth:`reversed_within`): the reverse direction's outputs back in their places."""
         imp, t = self.imp, self.layout
         shape = [1, -1, self.hidden] if t == 0 else [-1, 1, self.hidden]
         parts = [imp.emit("reshape", [v], [None], {"shape": shape}, suffix=f"{tag}.t{i}")[0]
@@ -249,7 +249,7 @@ def _dynamic_quantize_lstm(imp, node, attrs):
             hs[t], (h, c) = rnn.masked(t, s, lstm_gates(step, gates, c, hid, peepholes, biases),
                                        [h, c])
             state = hs[t] if rnn.y_present else h
-        ys.append(rnn.steps_of(hs, f"{s}.y") if within else hs)
+        ys.append(rnn.reversed_steps(hs, f"{s}.y") if within else hs)
         finals_h.append(h)
         finals_c.append(c)
     rnn.outputs(ys, [finals_h, finals_c])

@@ -128,10 +128,11 @@ class _Rnn:
             self.lens = lens
         self._valid: dict[int, str] = {}
         #: an initial state is given (an input, or a constant not all zero): a sequence of
-        #: length 0 then ends with zero states, not with it (:meth:`finals`)
+        #: length 0 then ends with zero states, not with it (:meth:`final`)
         self.started = False
         self._lens: str | None = None  # the lengths as (batch, 1), read once (:meth:`valid`)
         self._zero: str | None = None  # the states' dtype's 0 (:meth:`zero`)
+        self._nonempty: str | None = None  # the lengths > 0, (batch, 1) (:meth:`final`)
         self.weights(attrs, shape, direction)
         peep = _opt(node, 7) if op == "LSTM" else None
         #: an LSTM's peepholes, (directions, 3 * hidden) in ONNX's order i, o, f; None where
@@ -246,16 +247,16 @@ class _Rnn:
         if self.lens is None or not self.started:
             return states
         imp = self.imp
-        if self.sequence:  # the ABI op has checked the lengths
+        if self._nonempty is None and self.sequence:  # the ABI op checks the lengths
             lens = imp.tensor(self.lens)
             [column] = imp.emit("reshape", [lens], [None], {"shape": [-1, 1]},
                                 suffix=".lens_column")
             zero = self.constant(np.zeros((), imp.types[lens].dtype), ".no_steps")
-            [nonempty] = imp.emit("greater", [column, zero], [None], suffix=".nonempty")
-        else:
-            nonempty = self.valid(0)
-        return [imp.emit("where", [nonempty, v, self.zero()], [None], suffix=f"{s}{tag}.final")[0]
-                for v, s in zip(states, self.directions)]
+            [self._nonempty] = imp.emit("greater", [column, zero], [None], suffix=".nonempty")
+        elif self._nonempty is None:
+            self._nonempty = self.valid(0)
+        return [imp.emit("where", [self._nonempty, v, self.zero()], [None],
+                         suffix=f"{s}{tag}.final")[0] for v, s in zip(states, self.directions)]
 
     def inputs(self, name: str, tag: str) -> list[str]:
         """The time steps of ``name`` (X or a projection of it, ``(seq, batch, k)``, layout 1
