@@ -24,6 +24,7 @@ next request's.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import io
 import json
@@ -204,12 +205,19 @@ def _graphs(graph) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _onnxruntime_schemas() -> tuple:
+    """Every op schema onnxruntime registers (some 900; read once per process)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    return tuple(C.get_all_operator_schema())
+
+
 def _schema_types(model, graphs: list, types: dict[str, int]) -> list[tuple[Any, str, int]]:
     """``(graph, value, element type)`` for the untyped outputs of nodes outside onnx's
     domains that onnxruntime's schema of the op types: an output of one allowed type, or of a
     type parameter that an input already typed binds."""
     import onnx
-    from onnxruntime.capi import onnxruntime_pybind11_state as C
 
     opsets = {o.domain or "": o.version for o in model.opset_import}
     wanted = {(n.domain, n.op_type) for g in graphs for n in g.node
@@ -218,7 +226,7 @@ def _schema_types(model, graphs: list, types: dict[str, int]) -> list[tuple[Any,
     if not wanted:
         return []
     schemas: dict[tuple[str, str], Any] = {}
-    for schema in C.get_all_operator_schema():
+    for schema in _onnxruntime_schemas():
         key = (schema.domain, schema.name)
         if key in wanted and schema.since_version <= opsets.get(schema.domain, 1) and (
                 key not in schemas or schemas[key].since_version < schema.since_version):
