@@ -165,6 +165,8 @@ def _value_types(data: bytes) -> tuple[bytes, bytes]:
         import onnx
     except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
         return b"E", b"the onnx package is missing in the reference process"
+    from .loop import subgraphs
+
     try:
         model = onnx.ModelProto.FromString(data)
         rounds = 1 + len(model.graph.node)
@@ -175,7 +177,7 @@ def _value_types(data: bytes) -> tuple[bytes, bytes]:
             model = onnx.shape_inference.infer_shapes(model)
         except Exception as exc:  # onnx's inference errors have no common base
             return b"E", f"onnx cannot infer its value types: {_first_line(exc)}".encode()
-        graphs = _graphs(model.graph)
+        graphs = list(subgraphs(model.graph))
         types = {vi.name: vi.type.tensor_type.elem_type
                  for g in graphs for vi in (*g.input, *g.value_info, *g.output)
                  if vi.type.WhichOneof("value") == "tensor_type"
@@ -190,19 +192,6 @@ def _value_types(data: bytes) -> tuple[bytes, bytes]:
         for g, name, elem in found:
             g.value_info.append(onnx.helper.make_tensor_value_info(name, elem, None))
     return b"O", json.dumps(types).encode()
-
-
-def _graphs(graph) -> list:
-    """``graph`` and every subgraph of its nodes, nested ones too."""
-    import onnx
-
-    out, stack = [], [graph]
-    while stack:
-        g = stack.pop()
-        out.append(g)
-        stack += [s for n in g.node for a in n.attribute
-                  for s in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
-    return out
 
 
 @functools.lru_cache(maxsize=1)

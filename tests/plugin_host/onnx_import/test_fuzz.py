@@ -1412,6 +1412,7 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
     from onnxruntime import quantization
 
     from .conftest import export, onnxruntime_optimized, torch
+    from .test_quantized_lstm import _Both
 
     class Batches(quantization.CalibrationDataReader):
         def __init__(self):
@@ -1444,15 +1445,7 @@ def _quantized_seeds(folder: Path) -> dict[str, str]:
     block = export(Block(), [torch.randn(1, 2, 4, 4)], folder / "block.onnx", dynamo=False,
                    input_names=["x"], output_names=["y"])
 
-    class Tagger(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lstm = torch.nn.LSTM(3, 4, batch_first=True, bidirectional=True)
-
-        def forward(self, x):
-            return self.lstm(x)[0]
-
-    tagger = export(Tagger(), [torch.randn(1, 3, 3)], folder / "tagger.onnx", dynamo=False,
+    tagger = export(_Both(3, 4), [torch.randn(1, 3, 3)], folder / "tagger.onnx", dynamo=False,
                     input_names=["x"], output_names=["y"])
     path, dynamic, qop = folder / "qdq.onnx", folder / "dynamic.onnx", folder / "qop.onnx"
     qlstm = folder / "qlstm.onnx"

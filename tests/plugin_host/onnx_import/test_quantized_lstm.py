@@ -88,11 +88,11 @@ def test_quantize_dynamic_lstms_match_onnxruntime(model, dynamo, per_channel, we
 
 
 class _Both(torch.nn.Module):
-    """A batch-first bidirectional LSTM."""
+    """A batch-first bidirectional LSTM (6 inputs and 8 hidden units unless given); its y."""
 
-    def __init__(self):
+    def __init__(self, inputs: int = 6, hidden: int = 8):
         super().__init__()
-        self.lstm = torch.nn.LSTM(6, 8, batch_first=True, bidirectional=True)
+        self.lstm = torch.nn.LSTM(inputs, hidden, batch_first=True, bidirectional=True)
 
     def forward(self, x):
         return self.lstm(x)[0]
