@@ -251,6 +251,18 @@ def _det(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType(tuple(x.shape[:-2]), x.dtype)]
 
 
+def _dynamic_quantize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    if x.dtype != "float32":
+        raise DTypeError(f"{n}: x must be float32, got {x.dtype}", where=n, expected="float32",
+                         got=x.dtype)
+    if 0 in x.shape:
+        raise ShapeError(f"{n}: x of shape {fmt(x.shape)} is empty: its min and max are "
+                         f"undefined", where=n, expected="no dim 0", got=x.shape)
+    return [x, TensorType((), "float32"), TensorType((), "float32")]
+
+
 def _topk(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
@@ -863,6 +875,18 @@ and torch); keepdim keeps the axis as size 1; x numeric; an axis of size 0 is re
     }, _reduce, doc="""\
 The index of the smallest value along axis, int64 (the first one on ties; a nan counts as
 the smallest, the first nan wins); otherwise as argmax."""),
+    OpDef("dynamic_quantize", 1, ("x",), ("y", "scale", "zero_point"), {}, _dynamic_quantize,
+          doc="""\
+uint8 quantization with its parameters taken from x itself (ONNX DynamicQuantizeLinear,
+onnxruntime's CPU kernel, the step before each MatMulInteger of onnxruntime's quantize_dynamic),
+every value float32: lo and hi are x's min and max widened to include 0, scale is (hi - lo) /
+255 (1 where hi == lo), zero_point is round(clamp(0 - lo / scale, 0, 255)) (a nan there gives
+255, as C++'s std::min/std::max), and y is clamp(round(x / scale) + zero_point, 0, 255) (a nan
+quotient gives 0); rounding is half to even. y (x's shape) and zero_point hold the uint8 codes
+as float32 integers; scale and zero_point have shape (). A nan anywhere in x gives scale nan,
+zero_point 255 and y 0 (onnxruntime's vectorised min and max keep or drop a nan by its
+position). x float32 and not empty (a dim of 0, fixed or bound when the call runs, is a
+ShapeError: its min and max are undefined)."""),
     OpDef("cumsum", 1, ("x",), ("y",), {
         "axis": AttrSpec("int"),
         "exclusive": AttrSpec("bool", False),

@@ -55,6 +55,7 @@ for _op, _fn in {
     "sinh": glue.sinh, "cosh": glue.cosh, "asinh": glue.asinh, "acosh": glue.acosh,
     "atanh": glue.atanh, "isnan": np.isnan, "isinf": glue.isinf,
     "cumsum": glue.cumsum, "cumprod": glue.cumprod, "topk": glue.topk, "det": glue.det,
+    "dynamic_quantize": glue.dynamic_quantize,
     "reshape": glue.reshape, "flatten": glue.flatten, "unflatten": glue.unflatten,
     "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,

@@ -18,6 +18,7 @@ import numpy as np
 from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
+from abi.quantization import dynamic_quantization
 from abi.ops.sampling import pool_sizes, scale_fraction, scaled_size
 from abi.resampling import axis_taps, coordinates
 
@@ -320,6 +321,15 @@ def det(x):
     with np.errstate(all="ignore"):  # a determinant past float32's range rounds to inf
         y = np.asarray(np.linalg.det(x.astype(np.float64)))
         return np.where(np.isfinite(x).all(axis=(-2, -1)), y, np.nan).astype(x.dtype)
+
+
+def dynamic_quantize(x):
+    """The ABI's dynamic_quantize (:func:`abi.quantization.dynamic_quantization`)."""
+    if x.size == 0:  # a symbolic dim bound to 0
+        raise ShapeError(f"dynamic_quantize: x of shape {x.shape} is empty: its min and max "
+                         f"are undefined", where="dynamic_quantize", expected="no dim 0",
+                         got=x.shape)
+    return dynamic_quantization(x)
 
 
 def topk(x, *, k, axis, largest):

@@ -14,7 +14,7 @@ import onnx
 from onnx import helper
 
 from abi import check_indices, dtypes
-from abi.errors import BackendError
+from abi.errors import BackendError, ShapeError
 from abi.ops.sampling import pool_sizes
 
 from .emitter import Converter, onnx_dtype, onnx_pads
@@ -202,6 +202,33 @@ def resize(e, node, ins, outs, a):
          coordinate_transformation_mode=a["coordinate_mode"], nearest_mode=a["nearest_mode"],
          cubic_coeff_a=float(a["cubic_coeff_a"]),
          exclude_outside=int(a["exclude_outside"]), antialias=int(a["antialias"]))
+
+
+def dynamic_quantize(e, node, ins, outs, a):
+    """onnxruntime's DynamicQuantizeLinear (one kernel: min and max, then the codes), its
+    uint8 outputs cast to float32, with the ABI's answer where x holds a nan (scale nan, zero
+    point 255, codes 0; onnxruntime's vectorised min and max keep or drop a nan by where it
+    sits): whether one is there is a max over x's IsNaN mask, in uint8. Over sizes known only
+    when the call runs, an empty x is refused by the ABI's rule after the run."""
+    x = ins[0]
+    shape = e.types[x].shape
+    if any(type(d) is not int for d in shape):
+        [size] = e.op("Shape", [x])
+        e.checks.shapes.append((size, functools.partial(_quantized_sizes, node.op), node.name))
+    codes, scale, zp = e.op("DynamicQuantizeLinear", [x], 3)
+    seen = e.op("ReduceMax", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.UINT8),
+                keepdims=0)
+    nan = e.op("Cast", seen, to=onnx.TensorProto.BOOL)
+    f32 = onnx.TensorProto.FLOAT
+    e.op("Cast", e.op("Where", nan + [e.const(0, np.uint8), codes]), [outs[0]], to=f32)
+    e.op("Where", nan + [e.const(np.nan), scale], [outs[1]])
+    e.op("Cast", e.op("Where", nan + [e.const(255, np.uint8), zp]), [outs[2]], to=f32)
+
+
+def _quantized_sizes(op: str, shape: tuple) -> None:
+    if 0 in shape:
+        raise ShapeError(f"{op}: x of shape {shape} is empty: its min and max are undefined",
+                         where=op, expected="no dim 0", got=shape)
 
 
 def topk(e, node, ins, outs, a):
@@ -586,7 +613,7 @@ CONVERTERS: dict[str, Converter] = {
     "cumsum": lambda e, n, i, o, a: e.op("CumSum", [i[0], e.const(a["axis"], np.int64)], o,
                                          exclusive=int(a["exclusive"]),
                                          reverse=int(a["reverse"])),
-    "cumprod": cumprod, "topk": topk,
+    "cumprod": cumprod, "topk": topk, "dynamic_quantize": dynamic_quantize,
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),

@@ -1,5 +1,7 @@
 """Shape rules of the glue ops: good cases against numpy/torch, symbolic dims, refusals."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,16 @@ from abi.ops.table import TensorType, check_values, get_op, infer_shapes
 
 T = TensorType
 f32, f16, i64 = "float32", "float16", "int64"
+
+
+def _torch_dynamic_quantize(a):
+    """torch's per-tensor dynamic quantization to quint8: the codes as float32, the scale and
+    the zero point as float32 scalars (the ABI's dynamic_quantize holds them so)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's quantized tensors, deprecated
+        q = torch.quantize_per_tensor_dynamic(torch.from_numpy(a), torch.quint8, False)
+    return (q.int_repr().float(), torch.tensor(q.q_scale(), dtype=torch.float32),
+            torch.tensor(float(q.q_zero_point())))
 
 
 def infer(op, inputs, attrs=None):
@@ -117,6 +129,7 @@ GOOD = [
      lambda a: torch.cumprod(torch.from_numpy(a), 0)),
     ("topk", [z(2, 5, 3)], {"k": 2, "axis": 1},
      lambda a: tuple(torch.topk(torch.from_numpy(a), 2, dim=1))),
+    ("dynamic_quantize", [z(2, 5, 3)], {}, lambda a: _torch_dynamic_quantize(a)),
     ("det", [z(2, 4, 3, 3)], {}, lambda a: torch.linalg.det(torch.from_numpy(a))),
     ("det", [z(1, 1)], {}, lambda a: torch.linalg.det(torch.from_numpy(a))),
     ("add", [z(2, 1, 4), z(3, 1)], {}, np.add),
@@ -245,6 +258,8 @@ def test_symbolic_dims():
     assert infer("topk", [T(("N", "L"), f32)], {"k": -1}) == [T(("N", "L"), f32),
                                                               T(("N", "L"), i64)]
     assert infer("det", [T(("N", "n", "n"), f32)]) == [T(("N",), f32)]
+    assert infer("dynamic_quantize", [T(("N", 4, "M"), f32)]) == [T(("N", 4, "M"), f32),
+                                                                  T((), f32), T((), f32)]
     assert infer("cumprod", [T(("N", "L"), i64)], {"axis": 1}) == [T(("N", "L"), i64)]
     assert infer("add", [T(("N", 3), f32), T((3,), f32)]) == [T(("N", 3), f32)]
     assert infer("mul", [T(("N", 1), f32), T((1, 4), f32)]) == [T(("N", 4), f32)]
@@ -457,6 +472,12 @@ REFUSALS = [
     ("det", [T(("n", "m"), f32)], {}, ShapeError, "det: x must be square matrices"),
     ("det", [T((3,), f32)], {}, ShapeError, "det: x must have rank >= 2"),
     ("det", [T((3, 3), i64)], {}, DTypeError, "det: x must be a float tensor"),
+    ("dynamic_quantize", [T((2, 3), f16)], {}, DTypeError,
+     "dynamic_quantize: x must be float32, got float16"),
+    ("dynamic_quantize", [T((4,), i64)], {}, DTypeError,
+     "dynamic_quantize: x must be float32, got int64"),
+    ("dynamic_quantize", [T(("n", 0), f32)], {}, ShapeError,
+     "dynamic_quantize: x of shape (n, 0) is empty: its min and max are undefined"),
     ("topk", [T((2, 3), f32)], {"k": 4}, ShapeError,
      "topk: k=4 is larger than axis -1 of x shape (2, 3)"),
     ("topk", [T((2, 3), f32)], {"k": 0}, OpError,
@@ -845,3 +866,4 @@ def test_only_the_indexing_ops_have_a_value_rule():
     assert [op.name for op in glue.OPS if op.values is not None] == [
         "gather", "gather_elements", "scatter_elements"]
     check_values(get_op("add"), [T((2,), f32), T((2,), f32)], [None, None], {})  # no rule
+

@@ -25,7 +25,7 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan",
             "isinf",
             "max_pool_with_indices",
-            "int_div", "gather_elements", "scatter_elements", "det",
+            "int_div", "gather_elements", "scatter_elements", "det", "dynamic_quantize",
             "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bit_shift"}
 
 

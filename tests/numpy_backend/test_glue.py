@@ -1,5 +1,6 @@
 """The numpy backend's glue kernels, run through the builder and executor, against torch."""
 
+import functools
 import warnings
 
 import numpy as np
@@ -1411,3 +1412,63 @@ def test_bitcast_reads_the_bits_as_torch_s_view(have, want):
     ref = t(x).view(getattr(torch, want)).numpy()
     assert got.dtype == want and got.shape == x.shape
     np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), ref.view(f"u{ref.itemsize}"))
+
+
+# --- dynamic_quantize: onnxruntime's DynamicQuantizeLinear -----------------------------------
+
+
+@functools.cache
+def _dynamic_quantize_linear():
+    """onnxruntime's CPU DynamicQuantizeLinear over a float32 x of any shape (the reference)."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], "dq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("z", TensorProto.UINT8, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return lambda x: session.run(None, {"x": x})
+
+
+_FINITE_F32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
+_SPECIAL_F32 = st.sampled_from([0.0, -0.0, 1e-45, -1e-45, 127.5, 0.25, -0.75, 126.75, 3.4e38,
+                                -3.4e38, np.inf, -np.inf])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_FINITE_F32, _SPECIAL_F32, st.floats(-8, 8, width=32)), min_size=1,
+                max_size=70), st.sampled_from([(-1,), (1, -1), (-1, 1), ()]))
+def test_dynamic_quantize_gives_onnxruntimes_bits(values, shape):
+    """Without a nan, every output equal bit for bit to onnxruntime's DynamicQuantizeLinear
+    (its uint8 codes as float32, no -0.0): ties, infinities, subnormals, ranges past
+    float32's."""
+    x = np.array(values, np.float32)
+    x = x[:1].reshape(()) if shape == () else x.reshape(shape)
+    y, scale, zp = run_op("dynamic_quantize", [x])
+    want_y, want_scale, want_zp = _dynamic_quantize_linear()(x)
+    assert y.dtype == scale.dtype == zp.dtype == np.float32 and scale.shape == zp.shape == ()
+    np.testing.assert_array_equal(y, want_y.astype(np.float32))
+    np.testing.assert_array_equal(scale, want_scale)
+    np.testing.assert_array_equal(zp, want_zp.astype(np.float32))
+    assert not np.signbit(y).any() and not np.signbit(zp)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("shape", [(), (37,), (3, 5, 7)])
+def test_dynamic_quantize_of_a_nan_anywhere_is_the_abis_answer(shape):
+    """A nan at any position gives scale nan, zero point 255 and codes 0 (onnxruntime's
+    vectorised min and max keep or drop it by its position), without a warning."""
+    base = np.asarray(RNG.standard_normal(shape) * 5, np.float32)
+    for at in range(max(base.size, 1)):
+        x = base.copy()
+        x.reshape(-1)[at] = np.nan
+        y, scale, zp = run_op("dynamic_quantize", [x])
+        assert np.isnan(scale) and zp == 255 and y.shape == shape and not y.any()

@@ -479,6 +479,9 @@ CASES = {
         "x": np.array([[3, 1, 1, np.nan, -0.0, 0.0], [np.nan, 2, np.inf, np.nan, 2, -np.inf]],
                       np.float32)}),
     "topk_int64": lambda: single("topk", (4, 5), in_dtype="int64", k=2, axis=0),
+    "dynamic_quantize": lambda: single("dynamic_quantize", (3, 6, 2), feed={"x": f32(3, 6, 2,
+                                                                            scale=4)}),
+    "dynamic_quantize_symbolic": lambda: single("dynamic_quantize", ("n", 5)),
     "topk_sort": lambda: single("topk", ("n", 2, "m"), k=-1, largest=False),
     "cast_to_int32": lambda: single("cast", (3, 4), dtype="int32",
                                     feed={"x": f32(3, 4, scale=5)}),
@@ -830,6 +833,47 @@ def test_int_div_by_zero_or_overflowing_is_refused_not_a_crash(divisor, message)
     feed["x"][1] = 6
     if divisor:
         assert ex.run(feed)["y0"].tolist() == [5, -6, 3]
+
+
+def _quantize_feeds():
+    """x of (n, 5): edges (ties, infinities, subnormals, a range past float32's), then a nan
+    at each of 35 positions (onnxruntime's vectorised min and max keep or drop a nan by its
+    position)."""
+    def rows(*values):
+        return np.resize(np.asarray(values, np.float32), (len(values) // 5 + 2, 5))
+
+    yield from (rows(0.0), rows(-0.0, 0.0), rows(0.0, 127.5, 0.25, 0.75, 1.25, 1.75, 2.25),
+                rows(-0.75, 126.75, -0.25, 0.25, 3.0), rows(np.inf, 1.0, -2.0),
+                rows(-np.inf, 1.0, 2.0), rows(np.inf, -np.inf, 0.0), rows(1e-45, 0.0, 3e-45),
+                rows(3.4e38, -3.4e38, 1.0), rows(1e38, -1e38, 3e37), f32(1, 5), f32(9, 5, scale=7))
+    base = f32(7, 5, scale=3)
+    for at in range(base.size):
+        x = base.copy()
+        x.reshape(-1)[at] = np.nan
+        yield x
+
+
+@pytest.mark.filterwarnings("error")  # nothing reaches numpy's casts or comparisons as a nan
+def test_dynamic_quantize_gives_the_numpy_backend_bits():
+    """Bit for bit (the tolerance of assert_same is for floats), a nan anywhere included."""
+    graph, _ = CASES["dynamic_quantize_symbolic"]()
+    numpy, onnxruntime = Executor(graph, NumpyBackend()), Executor(graph, OnnxruntimeBackend())
+    nans = 0
+    for x in _quantize_feeds():
+        want, got = numpy.run({"x": x}), onnxruntime.run({"x": x})
+        for name, value in want.items():
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+            np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value))
+        nans += bool(np.isnan(want["y1"]))
+    assert nans == 35
+
+
+@pytest.mark.parametrize("backend", [NumpyBackend, OnnxruntimeBackend])
+def test_dynamic_quantize_of_an_empty_run_time_x_is_refused(backend):
+    graph, _ = CASES["dynamic_quantize_symbolic"]()
+    with pytest.raises(ShapeError, match=r"dynamic_quantize: x of shape \(0, 5\) is empty: "
+                       r"its min and max are undefined"):
+        Executor(graph, backend()).run({"x": np.zeros((0, 5), np.float32)})
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "uint64"])

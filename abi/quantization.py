@@ -1,0 +1,33 @@
+"""The arithmetic of ONNX DynamicQuantizeLinear, as onnxruntime's CPU kernel computes it
+(float32, its order of operations), and as the op table's ``dynamic_quantize`` defines it. The
+numpy backend's ``dynamic_quantize`` and the ONNX importer's folding of a DynamicQuantizeLinear
+of constants both compute from this, so the two agree bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["dynamic_quantization"]
+
+F32 = np.float32
+
+
+def dynamic_quantization(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The uint8 codes (as float32 integers, x's shape), the scale and the zero point (float32,
+    shape ()) of a non-empty float32 ``x``: its min and max widened to include 0, the scale
+    ``(max - min) / 255`` (1 where max == min), the zero point ``round(0 - min / scale)``
+    clamped as C++'s std::min(255, .) then std::max(0, .) (a nan gives 255), the codes
+    ``clamp(round(x / scale) + zero_point, 0, 255)`` with a nan quotient giving 0; rounding is
+    half to even. A nan in x makes the scale nan (the min is nan), so every code is 0."""
+    lo, hi = np.minimum(np.min(x), F32(0)), np.maximum(np.max(x), F32(0))  # a nan stays
+    with np.errstate(all="ignore"):  # inf - inf, inf / inf, x / 0: as onnxruntime
+        scale = F32(1) if hi == lo else F32((hi - lo) / F32(255))
+        zp = F32(0) - lo / scale
+        zp = zp if zp < F32(255) else F32(255)  # std::min(255, zp): a nan gives 255
+        zp = F32(np.round(zp if F32(0) < zp else F32(0)))
+        y = np.divide(x, scale, out=np.empty(np.shape(x), F32))
+    if not F32(0) < scale < F32(np.inf):  # a nan quotient (x's nan, inf / inf, 0 / 0)
+        np.copyto(y, F32(-np.inf), where=np.isnan(y))
+    y = np.rint(y, out=y)
+    y += zp
+    return np.clip(y, F32(0), F32(255), out=y), np.asarray(scale), np.asarray(zp)
