@@ -3,13 +3,14 @@ MatMulInteger and ConvInteger imported with onnxruntime's numbers, the integers 
 where that is exact. Registered in :data:`.ops.MAPPERS` (run-time inputs) and
 :func:`.fold.register` (constant inputs) on import.
 
-- DynamicQuantizeLinear (uint8) computes onnxruntime's CPU kernel's parameters in float32:
-  ``min``/``max`` over the whole tensor widened to include 0, ``scale = (max - min) / 255``
-  (1 where max == min, i.e. all zeros), ``zero_point = round(max(0, min(255, 0 - min /
-  scale)))`` with C++'s std::min/std::max (a nan zero point gives 255, as there), then
-  ``saturate(round(x / scale) + zero_point)`` as QuantizeLinear (a nan quotient gives 0, as
-  MLAS's clamp). A nan in x is where the two part: onnxruntime's SIMD min/max keeps or drops
-  it depending on its position; here any nan makes the scale nan.
+- DynamicQuantizeLinear (uint8) is the ABI's ``dynamic_quantize``, onnxruntime's CPU kernel
+  in float32 (the op's doc): ``min``/``max`` over the whole tensor widened to include 0,
+  ``scale = (max - min) / 255`` (1 where max == min, i.e. all zeros), ``zero_point =
+  round(max(0, min(255, 0 - min / scale)))`` with C++'s std::min/std::max (a nan zero point
+  gives 255, as there), then ``saturate(round(x / scale) + zero_point)`` as QuantizeLinear (a
+  nan quotient gives 0, as MLAS's clamp). A nan in x is where the two part: onnxruntime's SIMD
+  min/max keeps or drops it depending on its position; the op makes any nan's scale nan. Of a
+  constant it folds here (the same numbers).
 - MatMulInteger and ConvInteger are ``(A - a_zero_point) x (B - b_zero_point)`` accumulated in
   int32. The constant B side is folded to ``B - b_zero_point``; A minus its zero point is an
   integer of at most 255 in magnitude, so each product is exact in float32 and so is every
@@ -31,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from abi import dtypes
+from abi.quantization import dynamic_quantization
 
 from ..errors import ModelFileError
 from .fold import one_value
@@ -48,18 +50,6 @@ _INTEGERS = ("int8", "uint8")
 # --- DynamicQuantizeLinear -------------------------------------------------------------------
 
 
-def _parameters(lo, hi):
-    """onnxruntime's scale and zero point (float32 0-d arrays) from the tensor's min and max,
-    the same operations in the same order."""
-    f = np.float32
-    lo, hi = np.minimum(lo, f(0)), np.maximum(hi, f(0))  # nan stays nan, as std::min(nan, 0)
-    scale = np.where(hi == lo, f(1), (hi - lo) / f(255)).astype(f)
-    zp = f(0) - lo / scale
-    zp = np.where(zp < f(255), zp, f(255))  # std::min(255, zp): a nan gives 255
-    zp = np.where(f(0) < zp, zp, f(0))
-    return scale, np.round(zp).astype(f)
-
-
 def _fold_dynamic(ins, attrs: dict, cap: int) -> list:
     [x] = ins[:1]
     _only_outputs(attrs)
@@ -67,10 +57,8 @@ def _fold_dynamic(ins, attrs: dict, cap: int) -> list:
         raise ModelFileError(f"input of dtype {x.dtype}: DynamicQuantizeLinear takes float32")
     if x.size == 0:
         raise ModelFileError("input is empty: its min and max are undefined")
-    scale, zp = _parameters(np.min(x), np.max(x))
-    y = x / scale
-    y = np.round(np.where(np.isnan(y), np.float32(-np.inf), y)) + zp
-    return [np.clip(y, 0, 255).astype(np.uint8), scale, zp.astype(np.uint8)]
+    y, scale, zp = dynamic_quantization(x)
+    return [y.astype(np.uint8), scale, zp.astype(np.uint8)]
 
 
 def _only_outputs(attrs: dict) -> None:
@@ -106,18 +94,17 @@ def _dynamic_quantize(imp, node, attrs):
     (:func:`quantized_at_run_time`), its outputs bound."""
     _only(imp, attrs, {})
     outs = (list(node.output) + ["", ""])[:3]
-    y, _, zp = quantized_at_run_time(imp, node, outs[0] or outs[1] or outs[2], outs[1])
+    y, _, zp = quantized_at_run_time(imp, node, outs[1])
     _bind_integers(imp, y, outs[0], "uint8")
     _bind_integers(imp, zp, outs[2], "uint8")
 
 
-def quantized_at_run_time(imp, node, base: str, scale_out: str = "",
-                          value: str | None = None, tag: str = "") -> tuple[str, str, str]:
-    """DynamicQuantizeLinear of input 0 (or of the graph tensor ``value``) in float32 glue ops
-    (``amin``, ``amax``, ``min``, ``max``, ``sub``, ``div``, ``equal``, ``less``, ``where``,
-    ``round``, ``add``, ``clip``; see the module's doc): the uint8 codes and zero point as
-    float32 integers, and the scale (bound to ONNX value ``scale_out`` where given).
-    Constants are named from ``base``, steps from the node and ``tag``."""
+def quantized_at_run_time(imp, node, scale_out: str = "", value: str | None = None,
+                          tag: str = "") -> tuple[str, str, str]:
+    """DynamicQuantizeLinear of input 0 (or of the graph tensor ``value``) as one ABI
+    ``dynamic_quantize`` (the module's doc): the uint8 codes and zero point as float32
+    integers, and the scale (bound to ONNX value ``scale_out`` where given). The node is
+    named from the ONNX node and ``tag``."""
     x = node.input[0] if value is None else value
     t = imp.type_of(x) if value is None else imp.types[value]
     if t.dtype != "float32":
@@ -125,35 +112,10 @@ def quantized_at_run_time(imp, node, base: str, scale_out: str = "",
     if any(d == 0 for d in t.shape):
         raise ModelFileError(f"input of shape {list(t.shape)} is empty: its min and max are "
                              f"undefined", node=imp.node_name, op=node.op_type)
-    f = np.float32
-
-    def const(value, what):
-        return imp.add_constant(np.array(value, f), f"{base}.{what}")
-
-    def step(op, ins, suffix, a=None, out=None):
-        return imp.emit(op, ins, [out], a, suffix=f"{tag}/{suffix}")[0]
-
     xt = imp.tensor(x) if value is None else value
-    zero = const(0.0, "zero")
-    if t.shape:
-        axes = {"axes": list(range(len(t.shape)))}
-        lo, hi = step("amin", [xt], "amin", axes), step("amax", [xt], "amax", axes)
-    else:
-        lo = hi = xt
-    lo, hi = step("min", [lo, zero], "min0"), step("max", [hi, zero], "max0")
-    flat = step("equal", [hi, lo], "flat")
-    spread = step("div", [step("sub", [hi, lo], "range"), const(255.0, "qrange")], "spread")
-    scale = step("where", [flat, const(1.0, "one"), spread], "scale", out=scale_out or None)
-    zp = step("sub", [zero, step("div", [lo, scale], "lo_scaled")], "zp0")
-    top = const(255.0, "qmax")
-    zp = step("where", [step("less", [zp, top], "below"), zp, top], "zp_min")
-    zp = step("where", [step("less", [zero, zp], "above"), zp, zero], "zp_max")
-    zp = step("round", [zp], "zero_point")
-    y = step("div", [xt, scale], "div")
-    low = const(-np.inf, "minus_inf")
-    y = step("where", [step("isnan", [y], "isnan"), low, y], "nan")
-    y = step("add", [step("round", [y], "round"), zp], "shift")
-    return step("clip", [y], "saturate", {"min": 0.0, "max": 255.0}), scale, zp
+    y, scale, zp = imp.emit("dynamic_quantize", [xt], [None, scale_out or None, None],
+                            suffix=f"{tag}/dynamic_quantize")
+    return y, scale, zp
 
 
 register_fold("DynamicQuantizeLinear", _fold_dynamic)

@@ -131,7 +131,7 @@ def _dynamic_quantize_matmul(imp, node, attrs):
     _only(imp, attrs, {})
     columns = _columns(imp, node)
     b_scale = _b_scale(imp, node, 2, columns)
-    codes, scale, zp = quantized_at_run_time(imp, node, f"{node.output[0]}.A")
+    codes, scale, zp = quantized_at_run_time(imp, node)
     shifted = imp.emit("sub", [codes, zp], [None], suffix="/a_zero_point")[0]
     y, kind = matmul_sum(imp, node, zp_at=(None, 3), shifted=shifted)
     _scaled(imp, node, y, kind, scale, b_scale, 4, columns)

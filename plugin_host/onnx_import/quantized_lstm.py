@@ -140,8 +140,7 @@ class _QuantizedLstm(_Rnn):
         """``x`` quantized at run time as DynamicQuantizeLinear: its codes less their zero
         point (float32 integers) and its scale, named after ``what``."""
         imp = self.imp
-        codes, scale, zp = quantized_at_run_time(imp, self.node, f"{imp.node_name}{what}",
-                                                 value=x, tag=what)
+        codes, scale, zp = quantized_at_run_time(imp, self.node, value=x, tag=what)
         return imp.emit("sub", [codes, zp], [None], suffix=f"{what}/less_zero_point")[0], scale
 
     def time_positions(self, rank: int) -> str:
