@@ -63,6 +63,8 @@ _F32 = np.float32
 class _QuantizedLstm(_Rnn):
     """An LSTM whose W and R are quantized (inputs 8 to 11: their scales and zero points)."""
 
+    unrolled_only = True
+
     def __init__(self, imp, node, attrs: dict) -> None:
         super().__init__(imp, node, attrs, op="LSTM")
         if self.sequence:

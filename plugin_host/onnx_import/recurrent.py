@@ -1,35 +1,36 @@
-"""ONNX LSTM, GRU and RNN: unrolled over a static sequence length, one ABI op over a run-time one.
+"""ONNX LSTM, GRU and RNN: unrolled over a short static sequence length, one ABI op over a
+longer or run-time one.
 
 torch exports ``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` (every layer, every direction) as the ONNX
-sequence ops. Over a static length the importer writes one step per time step. An LSTM
-step is one ``lstm_cell`` (the layer op, its weights converted once from ONNX's gate order i,
-o, f, c to the cell's i, f, g, o); a GRU step is glue ops (``linear``, ``add``, ``sigmoid``,
-``tanh``, ``mul``, ``sub``, ``split``) after ONNX's equations, ``linear_before_reset`` 0 or 1,
-its input projection computed once for the whole sequence; an RNN step is ``tanh`` or ``relu``
-(torch's ``nonlinearity``) of that projection plus a ``linear`` of the state. Every step reads
-the same weight constants, so the artifact holds one copy whatever the length. Steps are named
-after the node: ``rnn/LSTM.t0``, ``rnn/LSTM.t1``, ... (``rnn/LSTM.reverse.t0`` for the reverse
-direction of a bidirectional one).
+sequence ops. Over a static length of at most :data:`UNROLLED_STEPS` the importer writes one
+step per time step (while the model's unrolled steps stay within :data:`MAX_TOTAL_STEPS`, so a
+file cannot make it write millions of nodes). An LSTM step is one ``lstm_cell`` (the layer op,
+its weights converted once from ONNX's gate order i, o, f, c to the cell's i, f, g, o); a GRU
+step is glue ops (``linear``, ``add``, ``sigmoid``, ``tanh``, ``mul``, ``sub``, ``split``)
+after ONNX's equations, ``linear_before_reset`` 0 or 1, its input projection computed once for
+the whole sequence; an RNN step is ``tanh`` or ``relu`` (torch's ``nonlinearity``) of that
+projection plus a ``linear`` of the state. Every step reads the same weight constants, so the
+artifact holds one copy whatever the length. Steps are named after the node: ``rnn/LSTM.t0``,
+``rnn/LSTM.t1``, ... (``rnn/LSTM.reverse.t0`` for the reverse direction of a bidirectional
+one).
 
-Over a length known only at run time each direction is one ABI ``lstm``, ``gru`` or ``rnn``
-(the recurrence over the whole sequence, ``reverse`` for the reverse direction; named
-``rnn/LSTM`` and ``rnn/LSTM.reverse``), its weights converted once to the op's gate order, its
-input transposed to (seq, batch, input) for layout 1, and Y, Y_h and Y_c made of its outputs
-by ``unflatten`` and ``concat``; ``sequence_lens`` is then the op's ``lengths`` (checked when
-the call runs, as the op's rule says), and an LSTM's peepholes its ``peepholes``.
+Over a longer static length, or one known only at run time, each direction is one ABI ``lstm``,
+``gru`` or ``rnn`` (the recurrence over the whole sequence, ``reverse`` for the reverse
+direction; named ``rnn/LSTM`` and ``rnn/LSTM.reverse``), its weights converted once to the op's
+gate order, its input transposed to (seq, batch, input) for layout 1, and Y, Y_h and Y_c made
+of its outputs by ``unflatten`` and ``concat``; ``sequence_lens`` is then the op's ``lengths``
+(checked when the call runs, as the op's rule says), and an LSTM's peepholes its ``peepholes``.
 
 Directions forward, reverse and bidirectional; layouts 0 ``(seq, batch, input)`` and 1
 ``(batch, seq, input)``; initial states as run-time values or constants (absent: zeros, which
-needs a static batch); ``sequence_lens`` over a static length (torch's packed sequences
-under the legacy exporter): each step's states kept and its output 0 where a sequence is
-shorter (:meth:`_Rnn.masked`). On either path a sequence of length 0 ends with final states
-of 0, as onnxruntime's kernels end it, not with a given initial state (:meth:`_Rnn.final`).
-An LSTM with peepholes (``P``, not all zero) over a static length is glue ops after ONNX's
-equations (:func:`_lstm_with_peepholes`). Refused, naming the node and what: ``clip``,
-activations other than the defaults (an RNN's: Tanh or Relu per direction),
-``input_forget=1``, and more than :data:`MAX_STEPS` steps in one node or
-:data:`MAX_TOTAL_STEPS` in the model (so a file cannot make the importer write millions of
-nodes).
+needs a static batch); ``sequence_lens`` over an unrolled length (torch's packed sequences under
+the legacy exporter): each step's states kept and its output 0 where a sequence is shorter
+(:meth:`_Rnn.masked`). On either path a sequence of length 0 ends with final states of 0, as
+onnxruntime's kernels end it, not with a given initial state (:meth:`_Rnn.final`). An LSTM with
+peepholes (``P``, not all zero) over an unrolled length is glue ops after ONNX's equations
+(:func:`_lstm_with_peepholes`). Refused, naming the node and what: ``clip``, activations other
+than the defaults (an RNN's: Tanh or Relu per direction), ``input_forget=1`` and a static
+length of 0.
 """
 
 from __future__ import annotations
@@ -39,11 +40,18 @@ import numpy as np
 from ..errors import ModelFileError
 from .ops import _only, _opt, _scalar, maps
 
-__all__ = ["MAX_STEPS", "MAX_TOTAL_STEPS"]
+__all__ = ["MAX_STEPS", "MAX_TOTAL_STEPS", "UNROLLED_STEPS"]
 
-#: Time steps one LSTM/GRU node may unroll to, and all of a model's together (directions count).
-MAX_STEPS = 1024
+#: The longest static length an LSTM, GRU or RNN is unrolled over: a longer one is one ABI op
+#: per direction (onnxruntime's Scan of it, and the numpy backend's loop, then run faster).
+UNROLLED_STEPS = 64
+#: The steps a model's unrolled nodes may write together (directions count): a node that would
+#: pass it is one ABI op per direction instead.
 MAX_TOTAL_STEPS = 8192
+#: The longest static length com.microsoft's DynamicQuantizeLSTM, which only unrolls (no ABI op
+#: computes its quantized steps), is unrolled over; it is refused beyond it or past
+#: :data:`MAX_TOTAL_STEPS`.
+MAX_STEPS = 1024
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
@@ -95,25 +103,21 @@ class _Rnn:
             raise imp.unsupported(f"input X {x!r} has shape {shape}; {op} needs 3 dims")
         self.steps = shape[self.layout]
         self.batch = shape[1 - self.layout]
-        #: a run-time length: one ABI ``lstm``, ``gru`` or ``rnn`` per direction rather than
-        #: a node per step
-        self.sequence = type(self.steps) is not int
-        if not self.sequence:
-            if not 1 <= self.steps <= MAX_STEPS:
-                raise imp.unsupported(f"sequence length {self.steps} is outside 1..{MAX_STEPS} "
-                                      f"(the steps one node may unroll to)")
-            imp.unrolled += self.steps * d
-            if imp.unrolled > MAX_TOTAL_STEPS:
-                raise imp.unsupported(f"unrolling it brings the model to {imp.unrolled} "
-                                      f"recurrent steps, above the cap of {MAX_TOTAL_STEPS}")
+        static = type(self.steps) is int
+        if static and self.steps < 1:
+            raise imp.unsupported(f"sequence length {self.steps}: a static sequence needs at "
+                                  f"least 1 step")
+        #: one ABI ``lstm``, ``gru`` or ``rnn`` per direction rather than a node per step: a
+        #: run-time length, or a static one longer than :data:`UNROLLED_STEPS` or than the
+        #: model's unrolled steps leave room for (:data:`MAX_TOTAL_STEPS`)
+        self.sequence = not static or not self.unrolls(d)
         lens = _opt(node, 4)
         given = imp.const(lens) if lens and imp.is_const(lens) else None  # constant lengths
         #: sequence_lens (each sequence's length in the batch) where it can differ from the
-        #: sequence length: each step masked (:meth:`masked`), or over a run-time length the
-        #: ABI op's lengths; None where absent or all full
+        #: sequence length: each step masked (:meth:`masked`), or the ABI op's lengths
+        #: (:attr:`sequence`); None where absent or all full
         self.lens = None
-        if lens and not (given is not None and not self.sequence
-                         and np.all(given == self.steps)):
+        if lens and not (given is not None and static and np.all(given == self.steps)):
             t = imp.type_of(lens)
             if t.dtype not in ("int32", "int64") or len(t.shape) != 1 or (
                     type(t.shape[0]) is int and type(self.batch) is int
@@ -121,7 +125,7 @@ class _Rnn:
                 raise imp.unsupported(f"sequence_lens {lens!r} of {t.dtype} {list(t.shape)}: "
                                       f"needs one integer per sequence of the batch "
                                       f"({self.batch!r})")
-            if given is not None and (np.any(given < 0) or not self.sequence
+            if given is not None and (np.any(given < 0) or static
                                       and np.any(given > self.steps)):
                 raise ModelFileError(f"sequence_lens {given.tolist()} must be in "
                                      f"[0, {self.steps}], the sequence length")
@@ -145,6 +149,29 @@ class _Rnn:
                                       f"({d}, {3 * self.hidden})")
             if not self.peepholes.any():
                 self.peepholes = None
+
+    #: a static length too long to unroll is refused (com.microsoft's DynamicQuantizeLSTM,
+    #: whose quantized steps no ABI op computes) rather than run as one ABI op per direction
+    unrolled_only = False
+
+    def unrolls(self, d: int) -> bool:
+        """Whether the static length is unrolled (its steps then counted in the model's):
+        up to :data:`UNROLLED_STEPS` steps (:data:`MAX_STEPS` where :attr:`unrolled_only`)
+        while the model stays within :data:`MAX_TOTAL_STEPS`; else one ABI op per direction,
+        or refused where :attr:`unrolled_only`."""
+        imp = self.imp
+        total = imp.unrolled + self.steps * d
+        if not self.unrolled_only:
+            if self.steps > UNROLLED_STEPS or total > MAX_TOTAL_STEPS:
+                return False
+        elif self.steps > MAX_STEPS:
+            raise imp.unsupported(f"sequence length {self.steps} is above the {MAX_STEPS} "
+                                  f"steps one node may unroll to")
+        elif total > MAX_TOTAL_STEPS:
+            raise imp.unsupported(f"unrolling it brings the model to {total} recurrent steps, "
+                                  f"above the cap of {MAX_TOTAL_STEPS}")
+        imp.unrolled = total
+        return True
 
     def weights(self, attrs: dict, shape: list, direction: str) -> None:
         """Read W, R and B (input 3, optional) as :attr:`w`, :attr:`r` and :attr:`b` in
@@ -273,7 +300,7 @@ class _Rnn:
 
     def over_the_sequence(self, op: str, order, states: list[list[str]],
                           attrs: list[dict]) -> None:
-        """A run-time length: one ABI ``op`` per direction over the whole sequence, its weights
+        """One ABI ``op`` per direction over the whole sequence (:attr:`sequence`), its weights
         ONNX's with the gate blocks in the ``order`` the op takes, from ``states`` (per state,
         its value per direction) with ``attrs`` (per direction), an LSTM's peepholes in the
         op's order i, f, o; then Y and the final states."""

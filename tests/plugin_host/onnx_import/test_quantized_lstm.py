@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
-from plugin_host.onnx_import import import_onnx, saturation
+from plugin_host.onnx_import import import_onnx, recurrent, saturation
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, export, export_dynamic, import_and_load, onnx,
@@ -371,6 +371,22 @@ def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
 def test_what_is_refused_names_the_node(options, error, message, tmp_path):
     assert_refused(_lstm(tmp_path, **options), error, "node 'lstm' (DynamicQuantizeLSTM)",
                    message)
+
+
+def test_a_static_length_past_what_unrolls_is_refused(tmp_path, monkeypatch):
+    """Its quantized steps have no ABI op to run as: past MAX_STEPS in the node, or the
+    model's MAX_TOTAL_STEPS, refused naming the node (a float LSTM is one ABI op there)."""
+    monkeypatch.setattr(recurrent, "MAX_STEPS", STEPS - 1)
+    assert_refused(_lstm(tmp_path), UnsupportedModelError, "node 'lstm' (DynamicQuantizeLSTM)",
+                   f"sequence length {STEPS} is above the {STEPS - 1} steps one node may "
+                   f"unroll to")
+    monkeypatch.setattr(recurrent, "MAX_STEPS", STEPS)
+    monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 2 * STEPS - 1)
+    assert_refused(_lstm(tmp_path, direction="bidirectional"), UnsupportedModelError,
+                   "node 'lstm' (DynamicQuantizeLSTM)", f"unrolling it brings the model to "
+                   f"{2 * STEPS} recurrent steps, above the cap of {2 * STEPS - 1}")
+    monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 2 * STEPS)
+    assert import_onnx(_lstm(tmp_path, direction="bidirectional")).graph.nodes
 
 
 def _replaced(path, name: str, value: np.ndarray) -> None:

@@ -267,16 +267,25 @@ def _with_lengths(path, batch):
     return path
 
 
-@pytest.mark.parametrize("seq_dim", [None, "t"], ids=["static", "run-time"])
+@pytest.mark.parametrize("seq_dim", [None, "t", "long"], ids=["static", "run-time",
+                                                               "static-op"])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
-def test_sequence_lens_matches_onnxruntime(op, direction, seq_dim, tmp_path, signer):
+def test_sequence_lens_matches_onnxruntime(op, direction, seq_dim, tmp_path, signer,
+                                           monkeypatch):
     """Each sequence of the batch its own length (0 to the whole 4 steps), given when the
     call runs: past it the output is 0 and the states stay, the final states each
     sequence's last valid ones, and the reverse direction starts at each sequence's own last
     step; against onnxruntime on both backends. A length outside [0, 4] is refused by
     onnxruntime and, naming the node, by both backends. Over a run-time length (the ABI op's
-    lengths) the same at 4 steps, and at 1 and 7 steps."""
+    lengths) the same at 4 steps, and at 1 and 7 steps; and over a static length longer than
+    the import unrolls (here 4 steps beyond 3), the ABI op at 4 steps."""
+    if seq_dim == "long":
+        monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 3)
+        seq_dim = None
+        one_op = True
+    else:
+        one_op = bool(seq_dim)
     outputs = ("Y", "Y_h", "Y_c") if op == "LSTM" else ("Y", "Y_h")
     path = _with_lengths(_rnn_model(tmp_path / "m.onnx", op, steps=4, batch=3,
                                     direction=direction, inputs=("X", "W", "R", "B", "lens"),
@@ -284,7 +293,7 @@ def test_sequence_lens_matches_onnxruntime(op, direction, seq_dim, tmp_path, sig
     _, loaded = import_and_load(path, tmp_path / "m.pha", signer,
                                 golden_dims={"t": (4, 2)} if seq_dim else None)
     ops = [n.op for n in loaded.graph.nodes]
-    assert (op.lower() in ops) == bool(seq_dim)  # one ABI op over a run-time length
+    assert (op.lower() in ops) == one_op  # one ABI op over a run-time or long length
     rng = np.random.default_rng(5)
     feeds = [{"X": rng.standard_normal((4, 3, 4)).astype(np.float32),
               "lens": np.array(lens, np.int32)}
@@ -344,11 +353,17 @@ def test_sequence_of_length_0_ends_with_zero_states(op, direction, seq_dim, tmp_
                            [{k: v for k, v in f.items() if k not in initial} for f in feeds])
 
 
-def test_constant_sequence_lens_matches_onnxruntime(tmp_path, signer):
+@pytest.mark.parametrize("unrolled", [True, False], ids=["unrolled", "static-op"])
+def test_constant_sequence_lens_matches_onnxruntime(unrolled, tmp_path, signer, monkeypatch):
+    """Constant lengths, unrolled and over a static length one ABI op computes (3 steps
+    beyond 2 unrolled): a length past the sequence's is refused at import on both."""
+    if not unrolled:
+        monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 2)
     lens = helper.make_tensor("lens", TP.INT32, [2], [3, 1])
     path = _rnn_model(tmp_path / "m.onnx", "GRU", direction="bidirectional", extra=[lens],
                       inputs=("X", "W", "R", "B", "lens"))
     _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+    assert ("gru" in [n.op for n in loaded.graph.nodes]) != unrolled
     rng = np.random.default_rng(6)
     check_on_both_backends(path, loaded, _feeds(["X"], [(3, 2, 4)], rng))
     long = helper.make_tensor("lens", TP.INT32, [2], [3, 4])
@@ -432,8 +447,7 @@ def test_torch_packed_sequences_match_onnxruntime_and_torch(run_time_length, tmp
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"steps": recurrent.MAX_STEPS + 1}, rf"sequence length {recurrent.MAX_STEPS + 1} is "
-                                         rf"outside 1\.\.{recurrent.MAX_STEPS}"),
+    ({"steps": 0}, r"sequence length 0: a static sequence needs at least 1 step"),
     ({"clip": 3.0}, r"attribute clip=3\.0"),
     ({"activations": ["Sigmoid", "Relu", "Tanh"]}, r"attribute activations=\['Sigmoid', "
                                                    r"'Relu', 'Tanh'\]"),
@@ -451,7 +465,7 @@ def test_torch_packed_sequences_match_onnxruntime_and_torch(run_time_length, tmp
     ({"op": "RNN", "direction": "bidirectional", "activations": ["Tanh"]},
      r"attribute activations=\['Tanh'\]"),
     ({"op": "RNN", "clip": 1.0}, r"attribute clip=1\.0"),
-], ids=["too-long", "clip", "activations", "input-forget",
+], ids=["no-steps", "clip", "activations", "input-forget",
         "layout", "direction", "lens-float", "linear-before-reset", "zeros-symbolic-batch",
         "constant-x", "rnn-activation", "rnn-activations-per-direction", "rnn-clip"])
 def test_refused_naming_node_and_attribute(kwargs, message, tmp_path):
@@ -548,15 +562,88 @@ def test_all_zero_peepholes_are_none(tmp_path, signer):
     assert "lstm_cell" in {n.op for n in loaded.graph.nodes}
 
 
-def test_total_steps_of_a_model_are_capped(tmp_path, monkeypatch):
-    """Many nodes each under the per-node cap still cannot unroll without bound."""
+def test_beyond_the_models_unrolled_steps_a_node_is_one_op(tmp_path, monkeypatch):
+    """Many nodes each under the per-node length still cannot unroll without bound: the one
+    that would bring the model past MAX_TOTAL_STEPS is one ABI op per direction instead."""
     monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 5)
     path = _rnn_model(tmp_path / "m.onnx", direction="bidirectional")  # 2 x 3 steps
-    with pytest.raises(UnsupportedModelError, match=r"node 'rnn' \(LSTM\).* 6 recurrent steps, "
-                                                    r"above the cap of 5"):
-        import_onnx(path)
+    ops = [n.op for n in import_onnx(path).graph.nodes]
+    assert ops.count("lstm") == 2 and "lstm_cell" not in ops
     monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 6)
-    assert import_onnx(path).graph.nodes
+    ops = [n.op for n in import_onnx(path).graph.nodes]
+    assert ops.count("lstm_cell") == 6 and "lstm" not in ops
+
+
+def test_the_models_unrolled_steps_add_up_over_its_nodes(tmp_path, signer, monkeypatch):
+    """torch's two-layer nn.LSTM over 3 steps is two LSTM nodes: with room for 4 unrolled
+    steps the first layer unrolls (3) and the second, which would bring the model to 6, is
+    one ABI op; the model matches onnxruntime on both backends."""
+    monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 4)
+    torch.manual_seed(2)
+    module = _Rnn("LSTM", True, 2, False).eval()
+    path = export(module, [torch.randn(BATCH, 3, INPUT)], tmp_path / "m.onnx", dynamo=False,
+                  input_names=["x"], output_names=_names("LSTM", False)[1])
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops.count("lstm_cell") == 3 and ops.count("lstm") == 1, ops
+    check_on_both_backends(path, loaded, _feeds(["x"], [(BATCH, 3, INPUT)],
+                                                np.random.default_rng(1)))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN-relu"])
+def test_a_static_sequence_longer_than_the_import_unrolls_is_one_op(kind, tmp_path, signer):
+    """torch's two-layer bidirectional batch-first nn.LSTM, nn.GRU and nn.RNN over a fixed
+    300 steps (beyond UNROLLED_STEPS), then 1,100 (more than a node could unroll to, refused
+    before): one ABI op per layer and direction, not a node per step; against onnxruntime on
+    both backends and against torch."""
+    assert recurrent.UNROLLED_STEPS < 300
+    torch.manual_seed(4)
+    module = _Rnn(kind, True, 2, False, bidirectional=True).eval()
+    x = torch.randn(BATCH, 300, INPUT)
+    path = export(module, [x], tmp_path / "m.onnx", dynamo=False, input_names=["x"],
+                  output_names=_names(kind, False)[1])
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    op = kind.split("-")[0].lower()
+    assert ops.count(op) == 4 and len(ops) < 60, ops
+    feeds = [{"x": np.random.default_rng(k).standard_normal((BATCH, 300, INPUT))
+              .astype(np.float32)} for k in range(2)]
+    _as_torch_and_onnxruntime(path, loaded, feeds, module, kind)
+
+    long = torch.randn(1, 1100, INPUT)
+    path = export(module, [long], tmp_path / "long.onnx", dynamo=False, input_names=["x"],
+                  output_names=_names(kind, False)[1])
+    _, loaded = import_and_load(path, tmp_path / "long.pha", signer)
+    _as_torch_and_onnxruntime(path, loaded, [{"x": long.numpy()}], module, kind)
+
+
+def _as_torch_and_onnxruntime(path, loaded, feeds, module, kind) -> None:
+    """Every output against onnxruntime on both backends, and against torch's module."""
+    check_on_both_backends(path, loaded, feeds)
+    executor = Executor(loaded.graph, NumpyBackend())
+    for feed in feeds:
+        got = executor.run(dict(feed))
+        with torch.no_grad():
+            want = module(torch.from_numpy(feed["x"]))
+        for name, value in zip(_names(kind, False)[1], want):
+            np.testing.assert_allclose(got[name], value.numpy(), rtol=1e-4, atol=1e-5,
+                                       err_msg=name)
+
+
+def test_a_long_static_lstm_with_peepholes_and_states_is_one_op(tmp_path, signer,
+                                                                monkeypatch):
+    """The ABI op's peepholes and initial states over a static length past the unrolled
+    steps, bidirectional, layout 0; against onnxruntime on both backends."""
+    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 4)
+    path = _rnn_model(tmp_path / "m.onnx", steps=6, direction="bidirectional",
+                      inputs=("X", "W", "R", "B", "", "initial_h", "initial_c", "P"),
+                      outputs=("Y", "Y_h", "Y_c"))
+    _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops.count("lstm") == 2 and "lstm_cell" not in ops and "sigmoid" not in ops
+    rng = np.random.default_rng(3)
+    check_on_both_backends(path, loaded, _feeds([s.name for s in loaded.graph.inputs],
+                                                [s.shape for s in loaded.graph.inputs], rng))
 
 
 def test_onnxruntime_reference_is_what_torch_computes(tmp_path):
