@@ -1,15 +1,29 @@
 """The arithmetic of ONNX DynamicQuantizeLinear, as onnxruntime's CPU kernel computes it
 (float32, its order of operations), and as the op table's ``dynamic_quantize`` defines it. The
 numpy backend's ``dynamic_quantize`` and the ONNX importer's folding of a DynamicQuantizeLinear
-of constants both compute from this, so the two agree bit for bit."""
+of constants both compute from this, so the two agree bit for bit; the op's rule and both
+backends refuse an empty x with :func:`need_values`."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
-__all__ = ["dynamic_quantization"]
+from abi.errors import ShapeError
+from abi.ops.rules import fmt
+
+__all__ = ["dynamic_quantization", "need_values"]
 
 F32 = np.float32
+
+
+def need_values(op: str, shape: Sequence) -> None:
+    """ShapeError where ``shape`` (the graph's dims, or the call's sizes) holds a 0: the min
+    and max of no values are undefined."""
+    if 0 in tuple(shape):
+        raise ShapeError(f"{op}: x of shape {fmt(tuple(shape))} is empty: its min and max are "
+                         f"undefined", where=op, expected="no dim 0", got=tuple(shape))
 
 
 def dynamic_quantization(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, 
 from abi.ops.sampling import grid_sample_shape, pool_indices_shape, pool_shape, resize_shape
 from abi.ops.table import (AttrSpec, OpDef, all_of, between, each_at_least,
                             non_empty)
+from abi.quantization import need_values
 from abi.spec import TensorType
 
 __all__ = ["OPS"]
@@ -257,9 +258,7 @@ def _dynamic_quantize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     if x.dtype != "float32":
         raise DTypeError(f"{n}: x must be float32, got {x.dtype}", where=n, expected="float32",
                          got=x.dtype)
-    if 0 in x.shape:
-        raise ShapeError(f"{n}: x of shape {fmt(x.shape)} is empty: its min and max are "
-                         f"undefined", where=n, expected="no dim 0", got=x.shape)
+    need_values(n, x.shape)
     return [x, TensorType((), "float32"), TensorType((), "float32")]
 
 

@@ -18,8 +18,8 @@ import numpy as np
 from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
-from abi.quantization import dynamic_quantization
 from abi.ops.sampling import pool_sizes, scale_fraction, scaled_size
+from abi.quantization import dynamic_quantization, need_values
 from abi.resampling import axis_taps, coordinates
 
 from .antialias import antialias_taps
@@ -325,10 +325,7 @@ def det(x):
 
 def dynamic_quantize(x):
     """The ABI's dynamic_quantize (:func:`abi.quantization.dynamic_quantization`)."""
-    if x.size == 0:  # a symbolic dim bound to 0
-        raise ShapeError(f"dynamic_quantize: x of shape {x.shape} is empty: its min and max "
-                         f"are undefined", where="dynamic_quantize", expected="no dim 0",
-                         got=x.shape)
+    need_values("dynamic_quantize", x.shape)  # a symbolic dim bound to 0
     return dynamic_quantization(x)
 
 

@@ -14,8 +14,9 @@ import onnx
 from onnx import helper
 
 from abi import check_indices, dtypes
-from abi.errors import BackendError, ShapeError
+from abi.errors import BackendError
 from abi.ops.sampling import pool_sizes
+from abi.quantization import need_values
 
 from .emitter import Converter, onnx_dtype, onnx_pads
 
@@ -214,7 +215,7 @@ def dynamic_quantize(e, node, ins, outs, a):
     shape = e.types[x].shape
     if any(type(d) is not int for d in shape):
         [size] = e.op("Shape", [x])
-        e.checks.shapes.append((size, functools.partial(_quantized_sizes, node.op), node.name))
+        e.checks.shapes.append((size, functools.partial(need_values, node.op), node.name))
     codes, scale, zp = e.op("DynamicQuantizeLinear", [x], 3)
     seen = e.op("ReduceMax", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.UINT8),
                 keepdims=0)
@@ -223,12 +224,6 @@ def dynamic_quantize(e, node, ins, outs, a):
     e.op("Cast", e.op("Where", nan + [e.const(0, np.uint8), codes]), [outs[0]], to=f32)
     e.op("Where", nan + [e.const(np.nan), scale], [outs[1]])
     e.op("Cast", e.op("Where", nan + [e.const(255, np.uint8), zp]), [outs[2]], to=f32)
-
-
-def _quantized_sizes(op: str, shape: tuple) -> None:
-    if 0 in shape:
-        raise ShapeError(f"{op}: x of shape {shape} is empty: its min and max are undefined",
-                         where=op, expected="no dim 0", got=shape)
 
 
 def topk(e, node, ins, outs, a):
