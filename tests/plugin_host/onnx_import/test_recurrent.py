@@ -604,30 +604,29 @@ def test_a_static_sequence_longer_than_the_import_unrolls_is_one_op(kind, tmp_pa
                   output_names=_names(kind, False)[1])
     _, loaded = import_and_load(path, tmp_path / "m.pha", signer)
     ops = [n.op for n in loaded.graph.nodes]
-    op = kind.split("-")[0].lower()
-    assert ops.count(op) == 4 and len(ops) < 60, ops
+    assert ops.count(SEQUENCE_OP[kind]) == 4 and len(ops) < 60, ops
     feeds = [{"x": np.random.default_rng(k).standard_normal((BATCH, 300, INPUT))
               .astype(np.float32)} for k in range(2)]
-    _as_torch_and_onnxruntime(path, loaded, feeds, module, kind)
+    _as_torch_and_onnxruntime(path, loaded, feeds, module, *_names(kind, False))
 
     long = torch.randn(1, 1100, INPUT)
     path = export(module, [long], tmp_path / "long.onnx", dynamo=False, input_names=["x"],
                   output_names=_names(kind, False)[1])
     _, loaded = import_and_load(path, tmp_path / "long.pha", signer)
-    _as_torch_and_onnxruntime(path, loaded, [{"x": long.numpy()}], module, kind)
+    _as_torch_and_onnxruntime(path, loaded, [{"x": long.numpy()}], module,
+                              *_names(kind, False))
 
 
-def _as_torch_and_onnxruntime(path, loaded, feeds, module, kind) -> None:
-    """Every output against onnxruntime on both backends, and against torch's module."""
+def _as_torch_and_onnxruntime(path, loaded, feeds, module, names, outs) -> None:
+    """Every output against onnxruntime on both backends, and on the first feed against
+    torch's ``module`` (its inputs ``names``, its outputs ``outs``)."""
     check_on_both_backends(path, loaded, feeds)
-    executor = Executor(loaded.graph, NumpyBackend())
-    for feed in feeds:
-        got = executor.run(dict(feed))
-        with torch.no_grad():
-            want = module(torch.from_numpy(feed["x"]))
-        for name, value in zip(_names(kind, False)[1], want):
-            np.testing.assert_allclose(got[name], value.numpy(), rtol=1e-4, atol=1e-5,
-                                       err_msg=name)
+    got = Executor(loaded.graph, NumpyBackend()).run(dict(feeds[0]))
+    with torch.no_grad():
+        want = module(*(torch.from_numpy(feeds[0][n]) for n in names))
+    for name, value in zip(outs, want):
+        np.testing.assert_allclose(got[name], value.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
 
 
 def test_a_long_static_lstm_with_peepholes_and_states_is_one_op(tmp_path, signer,
@@ -760,13 +759,7 @@ def test_torch_rnn_over_a_run_time_length(kind, dynamo, batch_first, layers, sta
     assert loaded.graph.inputs[0].shape[axis] == "t"
     for steps in lengths:
         feeds = _feeds(names, _shapes(kind, batch_first, layers, state, steps, dirs), rng)
-        check_on_both_backends(model, loaded, feeds)
-        got = Executor(loaded.graph, NumpyBackend()).run(dict(feeds[0]))
-        with torch.no_grad():
-            want = module(*(torch.from_numpy(feeds[0][n]) for n in names))
-        for name, value in zip(outs, want):
-            np.testing.assert_allclose(got[name], value.numpy(), rtol=1e-4, atol=1e-5,
-                                       err_msg=name)
+        _as_torch_and_onnxruntime(model, loaded, feeds, module, names, outs)
 
 
 @pytest.mark.parametrize("op, kwargs", [
