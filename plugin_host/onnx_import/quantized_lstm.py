@@ -45,7 +45,10 @@ writes Y_h, which for a sequence of length 0 it never writes: the import takes t
 state and adds a note); the final states 0 for a sequence of length 0 (:mod:`.recurrent`).
 
 Refused naming the node, beyond what :mod:`.recurrent` refuses for an LSTM: a sequence length
-known only at run time (the ABI's ``lstm`` computes in float32).
+known only at run time, one of more than :data:`.recurrent.MAX_STEPS` steps, and one that would
+bring the model past :data:`.recurrent.MAX_TOTAL_STEPS` unrolled steps (the steps are only
+unrolled, :attr:`_QuantizedLstm.unrolled_only`: the ABI's ``lstm`` computes in float32 and
+quantizes no state).
 """
 
 from __future__ import annotations
