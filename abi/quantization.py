@@ -2,7 +2,9 @@
 (float32, its order of operations), and as the op table's ``dynamic_quantize`` defines it. The
 numpy backend's ``dynamic_quantize`` and the ONNX importer's folding of a DynamicQuantizeLinear
 of constants both compute from this, so the two agree bit for bit; the op's rule and both
-backends refuse an empty x with :func:`need_values`."""
+backends refuse an empty x with :func:`need_values`. And :func:`exact_runs`, how the importer
+(ConvInteger's float32 ``conv``) and the numpy backend (``integer_linear``) cut an integer sum
+into runs that float32 adds exactly."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ import numpy as np
 from abi.errors import ShapeError
 from abi.ops.rules import fmt
 
-__all__ = ["dynamic_quantization", "need_values"]
+__all__ = ["FLOAT32_EXACT", "dynamic_quantization", "exact_runs", "need_values"]
 
 F32 = np.float32
+#: Every partial sum of integers is exact in float32 while its magnitude stays within this.
+FLOAT32_EXACT = 2 ** 24
 
 
 def need_values(op: str, shape: Sequence) -> None:
@@ -45,3 +49,17 @@ def dynamic_quantization(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     y = np.rint(y, out=y)
     y += zp
     return np.clip(y, F32(0), F32(255), out=y), np.asarray(scale), np.asarray(zp)
+
+
+def exact_runs(reach: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive runs ``(start, end)`` of a sum's contracted axis, as few as keep every
+    output's sum within :data:`FLOAT32_EXACT` (greedy: each run as long as it can be), where
+    ``reach[k, o]`` is the most term ``k`` adds to output ``o`` in magnitude; one term beyond
+    it is a run of its own."""
+    runs, start, total = [], 0, np.zeros(reach.shape[1:], np.int64)
+    for k, row in enumerate(reach):
+        if k > start and np.any(total + row > FLOAT32_EXACT):
+            runs.append((start, k))
+            start, total = k, np.zeros_like(total)
+        total += row
+    return runs + [(start, reach.shape[0])]

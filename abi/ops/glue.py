@@ -13,7 +13,8 @@ from abi.errors import ContractError, DTypeError, ShapeError
 from abi.indices import check_indices
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_int,
-                           need_numeric, need_rank, need_same_dtype, sizes_from_like)
+                           need_numeric, need_rank, need_same_dtype, need_shape,
+                           sizes_from_like)
 from abi.ops.sampling import grid_sample_shape, pool_indices_shape, pool_shape, resize_shape
 from abi.ops.table import (AttrSpec, OpDef, all_of, between, each_at_least,
                             non_empty)
@@ -260,6 +261,27 @@ def _dynamic_quantize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                          got=x.dtype)
     need_values(n, x.shape)
     return [x, TensorType((), "float32"), TensorType((), "float32")]
+
+
+def _integer_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, w, x_zp, w_zp = inputs
+    n = op.name
+    for name, t in (("x", x), ("weight", w)):
+        if t.dtype not in ("uint8", "int8"):
+            raise DTypeError(f"{n}: {name} must be uint8 or int8, got {t.dtype}", where=n,
+                             expected="uint8 or int8", got=t.dtype)
+    need_same_dtype(n, [("x", x), ("x_zero_point", x_zp)])
+    need_same_dtype(n, [("weight", w), ("weight_zero_point", w_zp)])
+    need_rank(n, "x", x, at_least=1)
+    need_rank(n, "weight", w, exact=2)
+    need_dim(n, f"the last dim of x shape {fmt(x.shape)}", x.shape[-1], w.shape[1],
+             f"weight shape {fmt(w.shape)} is (out_features, in_features)")
+    if x_zp is not None:
+        need_shape(n, "x_zero_point", x_zp, ())
+    if w_zp is not None and len(w_zp.shape) != 0:
+        need_shape(n, "weight_zero_point", w_zp, (w.shape[0],),
+                   f"one value, or one per output feature of weight shape {fmt(w.shape)}")
+    return [TensorType((*x.shape[:-1], w.shape[0]), "int32")]
 
 
 def _topk(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -886,6 +908,15 @@ as float32 integers; scale and zero_point have shape (). A nan anywhere in x giv
 zero_point 255 and y 0 (onnxruntime's vectorised min and max keep or drop a nan by its
 position). x float32 and not empty (a dim of 0, fixed or bound when the call runs, is a
 ShapeError: its min and max are undefined)."""),
+    OpDef("integer_linear", 1, ("x", "weight", "x_zero_point?", "weight_zero_point?"), ("y",),
+          {}, _integer_linear, doc="""\
+linear of 8-bit integers (ONNX MatMulInteger with the weight in linear's layout, the product of
+onnxruntime's quantize_dynamic and quantize_static models): y[..., o] = sum over k of
+(x[..., k] - x_zero_point) * (weight[o, k] - weight_zero_point[o]), the exact integer sum
+wrapped to int32 as onnxruntime's int32 accumulation wraps (two's complement). x (...,
+in_features) and weight (out_features, in_features) uint8 or int8, each zero point of its
+tensor's dtype (absent: 0), x_zero_point of shape (), weight_zero_point of shape () or
+(out_features,); y (..., out_features) int32."""),
     OpDef("cumsum", 1, ("x",), ("y",), {
         "axis": AttrSpec("int"),
         "exclusive": AttrSpec("bool", False),

@@ -6,8 +6,10 @@ indices and shape ops), and prepares each node once: weights are reshaped for BL
 inference BatchNorm is folded into one scale and shift per channel. Chains conv -> BatchNorm
 [-> ReLU] run as one conv with the BatchNorm folded into its weights, and [flatten ->] linear
 [-> ReLU] as one GEMV with the flatten folded into the weight's column order (``fuse``).
-``lstm_cell`` and ``linear`` nodes reading the same constants (an ONNX LSTM or GRU unrolled
-over time) share one prepared weight (``plugin_host.backend.prepared_once``).
+``lstm_cell``, ``linear`` and ``integer_linear`` nodes reading the same constants (an ONNX
+LSTM or GRU unrolled over time, a quantized one) share one prepared weight
+(``plugin_host.backend.prepared_once``); ``integer_linear``'s is cut into runs of inputs whose
+float32 sums are exact (``glue.integer_weight``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from abi import dtypes
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
 from abi.ops.sampling import pool_sizes, scale_fraction, scaled_size
-from abi.quantization import dynamic_quantization, need_values
+from abi.quantization import dynamic_quantization, exact_runs, need_values
 from abi.resampling import axis_taps, coordinates
 
 from .antialias import antialias_taps
@@ -327,6 +327,39 @@ def dynamic_quantize(x):
     """The ABI's dynamic_quantize (:func:`abi.quantization.dynamic_quantization`)."""
     need_values("dynamic_quantize", x.shape)  # a symbolic dim bound to 0
     return dynamic_quantization(x)
+
+
+def integer_weight(weight, weight_zero_point=None) -> list:
+    """integer_linear's weight less its zero point, transposed to (in, out) for ``x @ w``, in
+    float32 runs of consecutive inputs: ``[(start, end, w), ...]``, each run as long as every
+    output's sum over it stays exact in float32 (255, the most an x less its zero point
+    reaches, times the sum of |weight - zero point| over the run within 2**24: any summation
+    order is exact)."""
+    w = weight.astype(np.int64)
+    if weight_zero_point is not None:
+        w -= np.reshape(weight_zero_point, (-1, 1)).astype(np.int64)
+    runs = exact_runs(255 * np.abs(w.T))  # [k, o]: the most input k adds to output o
+    return [(a, b, np.ascontiguousarray(w[:, a:b].T.astype(np.float32))) for a, b in runs]
+
+
+def integer_sums(x, x_zero_point, runs: list):
+    """``(x - x_zero_point) @ w`` for the :func:`integer_weight` ``runs``, exact: each run's
+    sum in float32, the runs' sums added in int32, which wraps (two's complement) as
+    onnxruntime's int32 accumulation does."""
+    # one GEMM over every leading axis (matmul would run one per leading index)
+    a = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]).astype(np.float32)
+    if x_zero_point is not None:
+        a -= np.float32(x_zero_point)
+    total = None
+    for start, end, w in runs:
+        part = (a[:, start:end] @ w).astype(np.int32)
+        total = part if total is None else np.add(total, part, out=total)
+    return total.reshape(x.shape[:-1] + total.shape[-1:])
+
+
+def integer_linear(x, weight, x_zero_point=None, weight_zero_point=None):
+    """The ABI's integer_linear (the op's doc), weights not constant: prepared every call."""
+    return integer_sums(x, x_zero_point, integer_weight(weight, weight_zero_point))
 
 
 def topk(x, *, k, axis, largest):

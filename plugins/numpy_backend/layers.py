@@ -112,6 +112,19 @@ def linear(attrs, consts, types, where):
     return generic(F.linear)(attrs, consts, types, where)
 
 
+def integer_linear(attrs, consts, types, where):
+    """With a constant weight and weight zero point, the weight prepared once
+    (:func:`.glue.integer_weight`) for every node reading the same ones (a quantized LSTM's
+    steps); x and its zero point come when the call runs or are constants."""
+    if consts[1] is None or (types[3] is not None and consts[3] is None):
+        return generic(glue.integer_linear)(attrs, consts, types, where)
+    weight, zero_point = consts[1], consts[3]
+    w = prepared_once("numpy.integer_linear", (weight, zero_point),
+                      lambda: glue.integer_weight(weight, zero_point))
+    return _binder(lambda x, _w, x_zero_point, _z: glue.integer_sums(x, x_zero_point, w),
+                   consts, types, {})
+
+
 def batchnorm(attrs, consts, types, where):
     """Inference BatchNorm with constant running stats folds into ``x * scale + shift``."""
     if not (attrs["track_running_stats"] and _prepared(consts, types)):
@@ -261,6 +274,7 @@ FACTORIES = {
     "conv": conv,
     "conv_transpose": conv_transpose,
     "linear": linear,
+    "integer_linear": integer_linear,
     "batchnorm": batchnorm,
     "embedding": embedding,
     "lstm_cell": lstm_cell,

@@ -143,6 +143,41 @@ def linear(e, node, ins, outs, a):
         e.op("Add", [e.op("MatMul", [x, wt])[0], bias], outs)
 
 
+def integer_linear(e, node, ins, outs, a):
+    """onnxruntime's MatMulInteger, always uint8 by uint8: its uint8-by-int8 kernel on x86-64
+    CPUs without VNNI adds pairs of products into int16 and saturates there, so an int8 x or
+    weight is moved to uint8 by adding 128 to it and to its zero point (the differences, and
+    so the sums, stay). The weight is transposed to (in, out), once where it is a constant."""
+    x, weight, x_zp, w_zp = (ins + [None] * 4)[:4]
+    x, x_zp = _as_uint8(e, x, x_zp)
+    w, z = e.array(weight), e.array(w_zp)
+    if w is not None and (w_zp is None or z is not None):
+        shift = 128 if w.dtype == np.int8 else 0
+        wt = e.derived("integer_linear.weight", [weight], lambda: np.ascontiguousarray(
+            (w.T.astype(np.int16) + shift).astype(np.uint8)), np.uint8)
+        if w_zp is not None or shift:
+            w_zp = e.derived("integer_linear.zero_point", [w_zp], lambda: (
+                np.zeros((), np.int16) if z is None else z.astype(np.int16)) + shift, np.uint8)
+    else:
+        wt, w_zp = _as_uint8(e, e.op("Transpose", [weight], perm=[1, 0])[0], w_zp,
+                             e.types[weight].dtype)
+    e.op("MatMulInteger", [x, wt, x_zp, w_zp], outs)
+
+
+def _as_uint8(e, v: str, zp: str | None, dtype: str | None = None) -> tuple[str, str | None]:
+    """Run-time int8 ``v`` (of ``dtype``, by default its type's) and its zero point (absent:
+    0) plus 128 as uint8; uint8 ones as they are."""
+    if (dtype or e.types[v].dtype) == "uint8":
+        return v, zp
+    u8, i32 = onnx.TensorProto.UINT8, onnx.TensorProto.INT32
+
+    def shifted(t):
+        return e.op("Cast", e.op("Add", [e.op("Cast", [t], to=i32)[0], e.const(128, np.int32)]),
+                    to=u8)[0]
+
+    return shifted(v), (e.const(128, np.uint8) if zp is None else shifted(zp))
+
+
 def lstm_cell(e, node, ins, outs, a):
     x, h, c, w_ih, w_hh, b_ih, b_hh = (ins + [None] * 7)[:7]
     weights = [e.array(n) for n in (w_ih, w_hh)]
@@ -387,5 +422,6 @@ CONVERTERS: dict[str, Converter] = {
     "conv": conv, "conv_transpose": conv_transpose, "batchnorm": batchnorm,
     "group_norm": group_norm, "instance_norm": instance_norm, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "linear": linear,
+    "integer_linear": integer_linear,
     "lstm_cell": lstm_cell, "lstm": lstm, "gru": gru, "rnn": rnn, "embedding": embedding,
 }

@@ -24,6 +24,15 @@ def _torch_dynamic_quantize(a):
             torch.tensor(float(q.q_zero_point())))
 
 
+def _torch_integer_linear(x, w, x_zp=None, w_zp=None):
+    """torch's exact int64 sum of the codes less their zero points, wrapped to int32."""
+    a = torch.from_numpy(x).long() - (0 if x_zp is None else int(x_zp))
+    weight = torch.from_numpy(w).long()
+    if w_zp is not None:
+        weight = weight - torch.from_numpy(w_zp).long().reshape(-1, 1)
+    return (a @ weight.T).to(torch.int32)
+
+
 def infer(op, inputs, attrs=None):
     return infer_shapes(get_op(op), inputs, attrs or {})
 
@@ -130,6 +139,12 @@ GOOD = [
     ("topk", [z(2, 5, 3)], {"k": 2, "axis": 1},
      lambda a: tuple(torch.topk(torch.from_numpy(a), 2, dim=1))),
     ("dynamic_quantize", [z(2, 5, 3)], {}, lambda a: _torch_dynamic_quantize(a)),
+    ("integer_linear", [z(2, 5, 3, dtype=np.uint8), z(4, 3, dtype=np.int8)], {},
+     _torch_integer_linear),
+    ("integer_linear", [z(3, dtype=np.int8), z(4, 3, dtype=np.uint8), z(dtype=np.int8),
+                        z(4, dtype=np.uint8)], {}, _torch_integer_linear),
+    ("integer_linear", [z(2, 0, dtype=np.uint8), z(6, 0, dtype=np.uint8), z(dtype=np.uint8),
+                        z(dtype=np.uint8)], {}, _torch_integer_linear),
     ("det", [z(2, 4, 3, 3)], {}, lambda a: torch.linalg.det(torch.from_numpy(a))),
     ("det", [z(1, 1)], {}, lambda a: torch.linalg.det(torch.from_numpy(a))),
     ("add", [z(2, 1, 4), z(3, 1)], {}, np.add),
@@ -260,6 +275,10 @@ def test_symbolic_dims():
     assert infer("det", [T(("N", "n", "n"), f32)]) == [T(("N",), f32)]
     assert infer("dynamic_quantize", [T(("N", 4, "M"), f32)]) == [T(("N", 4, "M"), f32),
                                                                   T((), f32), T((), f32)]
+    assert infer("integer_linear", [T(("N", "L", 8), "uint8"), T((5, 8), "int8"), T((), "uint8"),
+                                    T((5,), "int8")]) == [T(("N", "L", 5), "int32")]
+    assert infer("integer_linear", [T(("N", "K"), "uint8"), T((5, "K"), "uint8")]) == [
+        T(("N", 5), "int32")]
     assert infer("cumprod", [T(("N", "L"), i64)], {"axis": 1}) == [T(("N", "L"), i64)]
     assert infer("add", [T(("N", 3), f32), T((3,), f32)]) == [T(("N", 3), f32)]
     assert infer("mul", [T(("N", 1), f32), T((1, 4), f32)]) == [T(("N", 4), f32)]
@@ -472,6 +491,26 @@ REFUSALS = [
     ("det", [T(("n", "m"), f32)], {}, ShapeError, "det: x must be square matrices"),
     ("det", [T((3,), f32)], {}, ShapeError, "det: x must have rank >= 2"),
     ("det", [T((3, 3), i64)], {}, DTypeError, "det: x must be a float tensor"),
+    ("integer_linear", [T((2, 3), f32), T((4, 3), "int8")], {}, DTypeError,
+     "integer_linear: x must be uint8 or int8, got float32"),
+    ("integer_linear", [T((2, 3), "uint8"), T((4, 3), "int32")], {}, DTypeError,
+     "integer_linear: weight must be uint8 or int8, got int32"),
+    ("integer_linear", [T((2, 3), "uint8"), T((4, 3), "int8"), T((), "int8")], {}, DTypeError,
+     "integer_linear: x_zero_point must have the dtype of x (uint8), got int8"),
+    ("integer_linear", [T((2, 3), "uint8"), T((4, 3), "int8"), None, T((4,), "uint8")], {},
+     DTypeError, "integer_linear: weight_zero_point must have the dtype of weight (int8)"),
+    ("integer_linear", [T((2, 3), "uint8"), T((4, 5), "int8")], {}, ShapeError,
+     "integer_linear: the last dim of x shape (2, 3) must be 5, got 3 (weight shape (4, 5) is "
+     "(out_features, in_features))"),
+    ("integer_linear", [T((), "uint8"), T((4, 3), "int8")], {}, ShapeError,
+     "integer_linear: x must have rank >= 1"),
+    ("integer_linear", [T((3,), "uint8"), T((4, 3, 1), "int8")], {}, ShapeError,
+     "integer_linear: weight must have rank 2"),
+    ("integer_linear", [T((3,), "uint8"), T((4, 3), "int8"), T((1,), "uint8")], {}, ShapeError,
+     "integer_linear: x_zero_point must have shape (), got (1,)"),
+    ("integer_linear", [T((3,), "uint8"), T((4, 3), "int8"), None, T((3,), "int8")], {},
+     ShapeError, "integer_linear: weight_zero_point must have shape (4,), got (3,) (one value, "
+     "or one per output feature of weight shape (4, 3))"),
     ("dynamic_quantize", [T((2, 3), f16)], {}, DTypeError,
      "dynamic_quantize: x must be float32, got float16"),
     ("dynamic_quantize", [T((4,), i64)], {}, DTypeError,

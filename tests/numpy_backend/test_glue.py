@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from abi.errors import ShapeError
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
-from plugins.numpy_backend import NumpyBackend
+from plugins.numpy_backend import NumpyBackend, glue
 
 RNG = np.random.default_rng(0)
 
@@ -1472,3 +1472,92 @@ def test_dynamic_quantize_of_a_nan_anywhere_is_the_abis_answer(shape):
         x.reshape(-1)[at] = np.nan
         y, scale, zp = run_op("dynamic_quantize", [x])
         assert np.isnan(scale) and zp == 255 and y.shape == shape and not y.any()
+
+
+# --- integer_linear: the exact sums of 8-bit codes ---------------------------------------------
+
+
+def integer_linear_graph(x, w, x_zp, w_zp, constant: bool):
+    """A one-node integer_linear graph (node "n") and its feed: x and its zero point fed, the
+    weight and its zero point constants (``constant``: the prepared kernel) or fed too; a
+    zero point of None is left out."""
+    b = GraphBuilder("integer_linear")
+    feed, names = {}, []
+    for name, a, fixed in (("x", x, False), ("w", w, constant), ("x_zp", x_zp, False),
+                           ("w_zp", w_zp, constant)):
+        if a is None:
+            names.append(None)
+        elif fixed:
+            names.append(b.constant(name, a))
+        else:
+            names.append(b.input(name, a.shape, str(a.dtype), "ANY"))
+            feed[name] = a
+    b.output(b.op("integer_linear", *names, name="n"), "y", "ANY")
+    return b.build(), feed
+
+
+def torch_integer_linear(x, w, x_zp=None, w_zp=None):
+    """torch's exact int64 sums of the codes less their zero points, wrapped to int32."""
+    a = t(x).long() - (0 if x_zp is None else int(x_zp))
+    weight = t(w).long() - (0 if w_zp is None else t(w_zp).long().reshape(-1, 1))
+    return (a @ weight.T).to(torch.int32).numpy()
+
+
+def integer_codes(rng, dtype, shape):
+    """Codes of ``dtype`` spread over its range, a third of them at its ends."""
+    info = np.iinfo(dtype)
+    codes = rng.integers(info.min, int(info.max) + 1, shape)
+    ends = rng.random(shape)
+    codes[ends < 0.17] = info.min
+    codes[ends > 0.83] = info.max
+    return codes.astype(dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["uint8", "int8"]), st.sampled_from(["uint8", "int8"]),
+       st.sampled_from([(), (3,), (2, 4), (1, 3, 2)]), st.integers(0, 70), st.integers(1, 9),
+       st.sampled_from(["none", "tensor", "column"]), st.booleans(), st.integers(0, 2 ** 32 - 1))
+def test_integer_linear_gives_torchs_exact_sums(x_dtype, w_dtype, lead, k, n, zero_points,
+                                                 constant, seed):
+    rng = np.random.default_rng(seed)
+    x, w = integer_codes(rng, x_dtype, lead + (k,)), integer_codes(rng, w_dtype, (n, k))
+    x_zp = None if zero_points == "none" else integer_codes(rng, x_dtype, ())
+    w_zp = {"none": None, "tensor": integer_codes(rng, w_dtype, ()),
+            "column": integer_codes(rng, w_dtype, (n,))}[zero_points]
+    graph, feed = integer_linear_graph(x, w, x_zp, w_zp, constant)
+    y = Executor(graph, NumpyBackend()).run(feed)["y"]
+    assert y.dtype == np.int32 and y.shape == lead + (n,)
+    np.testing.assert_array_equal(y, torch_integer_linear(x, w, x_zp, w_zp))
+
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_integer_linear_beyond_float32s_exact_integers(constant):
+    """K = 600 products of 255 * 255 reach 3.9e7 > 2**24, where one float32 sum would round:
+    the kernel sums runs of K whose float32 sums are exact (258, 258 and 84: 255 * 255 * 258 <=
+    2**24) and adds them in int32, exactly."""
+    k = 600
+    w = np.full((4, k), 255, np.uint8)
+    w[1] = RNG.integers(0, 256, k)
+    w[2, ::7] = 0
+    x = np.full((3, k), 255, np.uint8)
+    x[1, ::3] = RNG.integers(0, 256, x[1, ::3].shape)
+    assert [(a, b) for a, b, _ in glue.integer_weight(w)] == [(0, 258), (258, 516), (516, 600)]
+    graph, feed = integer_linear_graph(x, w, np.array(0, np.uint8), None, constant)
+    y = Executor(graph, NumpyBackend()).run(feed)["y"]
+    want = torch_integer_linear(x, w)
+    assert np.abs(want).max() > 2 ** 24 and np.any(want != want.astype(np.float32))
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_integer_linear_wraps_as_int32(constant):
+    """34,000 products of 255 * 255 add up past 2**31: the sum wraps (two's complement) as
+    onnxruntime's int32 accumulation does, on the prepared kernel and the plain one."""
+    k = 34_000
+    x, w = np.full((2, k), 255, np.uint8), np.full((3, k), 255, np.uint8)
+    x[1, :k // 2] = 0
+    graph, feed = integer_linear_graph(x, w, None, np.array([0, 1, 255], np.uint8), constant)
+    y = Executor(graph, NumpyBackend()).run(feed)["y"]
+    np.testing.assert_array_equal(y, torch_integer_linear(x, w, None,
+                                                          np.array([0, 1, 255], np.uint8)))
+    assert y[0, 0] == np.int64(255 * 255 * k).astype(np.int32) < 0 < y[1, 0]

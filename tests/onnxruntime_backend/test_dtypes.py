@@ -14,6 +14,7 @@ from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import DTYPES, OnnxruntimeBackend, convert, widen
+from tests.numpy_backend.test_glue import integer_linear_graph
 from tests.onnxruntime_backend.test_ops import RNG, _int_extremes, bits, scatter
 
 NEW = ["int8", "int16", "uint16", "uint32"]
@@ -226,7 +227,8 @@ def test_the_cases_cover_every_integer_op():
         for d in NEW:
             made = CASES[case](d)
             covered |= {n.op for n in made[0].nodes} if made else set()
-    assert covered | float_only | {"cast"} == set(convert.CONVERTERS)  # cast: test_casts_...
+    # cast: test_casts_...; integer_linear (8-bit codes only): test_ops' own test of its bits
+    assert covered | float_only | {"cast", "integer_linear"} == set(convert.CONVERTERS)
 
 
 @pytest.mark.parametrize("dtype", NEW)
@@ -443,3 +445,24 @@ def test_the_kernel_table_is_what_onnxruntime_has(op_type):
     listed): measured again here, so a newer onnxruntime that adds or drops one is noticed."""
     have = {d for d in INTS if _probe(op_type, d)}
     assert have == set(widen.INT_KERNELS.get(op_type, INTS))
+
+
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+@pytest.mark.parametrize("w_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("x_dtype", ["uint8", "int8"])
+def test_integer_linear_runs_onnxruntimes_uint8_by_uint8_kernel_only(x_dtype, w_dtype,
+                                                                     constant):
+    """onnxruntime's uint8-by-int8 integer GEMM on x86-64 CPUs without VNNI saturates pairs
+    of products at int16, which a CPU with VNNI (where the sums are then exact either way)
+    cannot show: every MatMulInteger the backend writes takes uint8 by uint8, whatever the
+    dtypes of x and the weight."""
+    x = np.zeros((2, 5), x_dtype)
+    w, zp = np.zeros((3, 5), w_dtype), np.zeros((), w_dtype)
+    model = onnx.shape_inference.infer_shapes(
+        _onnx_model(integer_linear_graph(x, w, np.zeros((), x_dtype), zp, constant)[0]),
+        strict_mode=True)
+    types = {v.name: v.type.tensor_type.elem_type for v in (
+        *model.graph.input, *model.graph.value_info, *model.graph.output)}
+    types.update({t.name: t.data_type for t in model.graph.initializer})
+    [node] = [n for n in model.graph.node if n.op_type == "MatMulInteger"]
+    assert [types[i] for i in node.input] == [onnx.TensorProto.UINT8] * 4

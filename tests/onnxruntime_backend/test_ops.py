@@ -13,6 +13,7 @@ from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend, convert
+from tests.numpy_backend.test_glue import integer_codes, integer_linear_graph, torch_integer_linear
 
 RNG = np.random.default_rng(0)
 
@@ -482,6 +483,12 @@ CASES = {
     "dynamic_quantize": lambda: single("dynamic_quantize", (3, 6, 2), feed={"x": f32(3, 6, 2,
                                                                             scale=4)}),
     "dynamic_quantize_symbolic": lambda: single("dynamic_quantize", ("n", 5)),
+    "integer_linear": lambda: single(
+        "integer_linear", ("n", 7), RNG.integers(0, 256, (4, 7)).astype(np.uint8),
+        np.array(200, np.uint8), RNG.integers(0, 256, 4).astype(np.uint8), in_dtype="uint8"),
+    "integer_linear_int8": lambda: single(
+        "integer_linear", (2, 3, 7), RNG.integers(-128, 128, (5, 7)).astype(np.int8),
+        np.array(-100, np.int8), in_dtype="int8"),
     "topk_sort": lambda: single("topk", ("n", 2, "m"), k=-1, largest=False),
     "cast_to_int32": lambda: single("cast", (3, 4), dtype="int32",
                                     feed={"x": f32(3, 4, scale=5)}),
@@ -874,6 +881,32 @@ def test_dynamic_quantize_of_an_empty_run_time_x_is_refused(backend):
     with pytest.raises(ShapeError, match=r"dynamic_quantize: x of shape \(0, 5\) is empty: "
                        r"its min and max are undefined"):
         Executor(graph, backend()).run({"x": np.zeros((0, 5), np.float32)})
+
+
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+@pytest.mark.parametrize("w_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("x_dtype", ["uint8", "int8"])
+def test_integer_linear_gives_the_numpy_backend_bits(x_dtype, w_dtype, constant):
+    """Exact (the tolerance of assert_same is for floats) for every pair of dtypes, the ends
+    of their ranges (an int8 code moved to uint8 for onnxruntime's uint8 kernel keeps its
+    difference to its zero point), zero points per tensor, per column and absent, sums
+    past 2**24 and past int32 (wrapped)."""
+    rng = np.random.default_rng(5)
+    for lead, k, zero_points in (((3,), 9, "column"), ((2, 4), 600, "tensor"), ((1,), 5, "none"),
+                                 ((2,), 34_000, "tensor")):
+        x, w = integer_codes(rng, x_dtype, lead + (k,)), integer_codes(rng, w_dtype, (3, k))
+        if k == 34_000:  # every product 255 * 255 (or 255 * -255)
+            x[...] = np.iinfo(x_dtype).max
+            w[...] = np.iinfo(w_dtype).min
+        x_zp = None if zero_points == "none" else np.array(np.iinfo(x_dtype).min, x_dtype)
+        w_zp = {"none": None, "tensor": np.array(np.iinfo(w_dtype).max, w_dtype),
+                "column": integer_codes(rng, w_dtype, (3,))}[zero_points]
+        graph, feed = integer_linear_graph(x, w, x_zp, w_zp, constant)
+        want = Executor(graph, NumpyBackend()).run(dict(feed))["y"]
+        got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+        assert got.dtype == want.dtype == np.int32
+        np.testing.assert_array_equal(got, want, err_msg=f"K={k}")
+        np.testing.assert_array_equal(want, torch_integer_linear(x, w, x_zp, w_zp))
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "uint64"])
