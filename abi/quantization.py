@@ -51,15 +51,23 @@ def dynamic_quantization(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     return np.clip(y, F32(0), F32(255), out=y), np.asarray(scale), np.asarray(zp)
 
 
-def exact_runs(reach: np.ndarray) -> list[tuple[int, int]]:
+def exact_runs(reach: np.ndarray, chunk: int = 256) -> list[tuple[int, int]]:
     """Consecutive runs ``(start, end)`` of a sum's contracted axis, as few as keep every
     output's sum within :data:`FLOAT32_EXACT` (greedy: each run as long as it can be), where
-    ``reach[k, o]`` is the most term ``k`` adds to output ``o`` in magnitude; one term beyond
-    it is a run of its own."""
-    runs, start, total = [], 0, np.zeros(reach.shape[1:], np.int64)
-    for k, row in enumerate(reach):
-        if k > start and np.any(total + row > FLOAT32_EXACT):
-            runs.append((start, k))
-            start, total = k, np.zeros_like(total)
-        total += row
-    return runs + [(start, reach.shape[0])]
+    ``reach[k, o]`` (int64, >= 0) is the most term ``k`` adds to output ``o`` in magnitude; a
+    term beyond the bound alone is a run of its own. The running sums are taken ``chunk`` terms
+    at a time, so a long axis costs a few numpy calls per run, not one per term."""
+    size = reach.shape[0]
+    runs, start, k = [], 0, 0
+    total = np.zeros(reach.shape[1:], np.int64)
+    while k < size:
+        sums = np.cumsum(reach[k:k + chunk], axis=0) + total
+        over = np.flatnonzero((sums > FLOAT32_EXACT).reshape(len(sums), -1).any(axis=1))
+        if not over.size:
+            total, k = sums[-1], k + len(sums)
+            continue
+        end = max(k + int(over[0]), start + 1)
+        runs.append((start, end))
+        start = k = end
+        total = np.zeros_like(total)
+    return runs + [(start, size)] if start < size or not runs else runs
