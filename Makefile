@@ -33,9 +33,10 @@ test: $(STAMP_TEST)
 # numpy backend vs torch eager, artifact hashing vs hashlib, RSS growth on load vs tensor
 # bytes, sandbox worker vs in-process executor, a full-size camera frame handed to the worker
 # vs a tiny one, the onnxruntime backend through the host vs bare onnxruntime, three cameras at
-# 20 Hz through the daemon vs one camera.
+# 20 Hz through the daemon vs one camera, quantize_dynamic models on both backends vs bare
+# onnxruntime.
 BENCHES := bench_model bench_verify bench_load_rss bench_sandbox bench_frame_handoff bench_onnxruntime \
-	bench_cameras
+	bench_cameras bench_quantized
 
 bench: $(STAMP_TEST)
 	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py; done

@@ -186,6 +186,7 @@ class Importer:
         self.onnx_output_names: set[str] = set()
         self.unrolled = 0                          # recurrent steps written so far (capped)
         self.fake_quantized: dict[str, str] = {}   # QuantizeLinear output in float32 -> dtype
+        self.integer_codes: dict[tuple, str] = {}  # (fake_quantized, dtype) -> its cast
         self.inlined = 0                           # nodes of If branches, Loop bodies so far
         self.if_depth = 0                          # subgraphs being inlined, one in another
         self.function_depth = 0                    # ONNX function bodies being expanded

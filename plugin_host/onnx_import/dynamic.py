@@ -12,17 +12,22 @@ where that is exact. Registered in :data:`.ops.MAPPERS` (run-time inputs) and
   min/max keeps or drops it depending on its position; the op makes any nan's scale nan. Of a
   constant it folds here (the same numbers).
 - MatMulInteger and ConvInteger are ``(A - a_zero_point) x (B - b_zero_point)`` accumulated in
-  int32. The constant B side is folded to ``B - b_zero_point``; A minus its zero point is an
-  integer of at most 255 in magnitude, so each product is exact in float32 and so is every
-  partial sum while it stays within 2**24. The import bounds that from the weights (255 times
-  the largest sum of |B - b_zero_point| over one output) and runs one float32 ``linear`` /
-  ``conv`` where the bound holds (exact in any summation order, on any backend, at BLAS
-  speed). Beyond it the contracted axis (K; a conv's input channels) is split into as few
-  runs as keep each within the bound: a ``slice`` of A and a float32 ``linear`` / ``conv`` per
-  run, each result cast to int32 and the runs summed with int32 ``add`` (exact while the total
-  fits int32, as onnxruntime's; a wider sum, a grouped conv or a single input channel beyond
-  the bound is refused naming the node). The int32 result stays float32 when only Casts to
-  float32 read it (``quantize_dynamic``'s form); otherwise it is cast to int32.
+  int32, which wraps past 2**31 in onnxruntime. MatMulInteger, and every quantized product of a
+  constant 2-D B (DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearMatMul, QGemm, the
+  quantized LSTM's), is one ABI ``integer_linear`` of the 8-bit codes (float32 ones cast back,
+  exactly) and the weights as they are, int8 or uint8 with their zero points: exact int32 on
+  every backend (the numpy backend sums in float32 runs that are exact, the onnxruntime backend
+  runs onnxruntime's uint8 integer GEMM; both wrap as onnxruntime), and the weights stay one
+  byte each. ConvInteger's constant W is folded to ``W - w_zero_point``; X minus its zero point
+  is an integer of at most 255 in magnitude, so each product is exact in float32 and so is
+  every partial sum while it stays within 2**24. The import bounds that from the weights (255
+  times the largest sum of |W - w_zero_point| over one output) and runs one float32 ``conv``
+  where the bound holds (exact in any summation order, on any backend, at BLAS speed). Beyond
+  it the input channels are split into as few runs as keep each within the bound: a ``slice``
+  of X and a float32 ``conv`` per run, each result cast to int32 and the runs summed with int32
+  ``add`` (a grouped conv, a single input channel beyond the bound, or sums the weights let
+  reach past int32 are refused naming the node). The int32 result stays float32 when only Casts
+  to float32 read it (``quantize_dynamic``'s form); otherwise it is cast to int32.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from abi import dtypes
-from abi.quantization import dynamic_quantization
+from abi.quantization import FLOAT32_EXACT, dynamic_quantization, exact_runs
 
 from ..errors import ModelFileError
 from .fold import one_value
@@ -41,7 +46,7 @@ from .layers import _pads
 from .ops import _only, maps
 
 #: Every partial sum of integers at most this large is exact in float32.
-EXACT = 2 ** 24
+EXACT = FLOAT32_EXACT
 #: The int32 range onnxruntime accumulates in: a bound beyond it would wrap there.
 INT32_MAX = 2 ** 31 - 1
 _INTEGERS = ("int8", "uint8")
@@ -125,8 +130,8 @@ register_fold("DynamicQuantizeLinear", _fold_dynamic)
 
 
 def _zero_point(imp, node, i: int, dtype: str, what: str) -> str | np.ndarray | None:
-    """Input ``i`` (a zero point of ``dtype``): a constant array, a run-time graph tensor of
-    float32 integers, or None where absent."""
+    """Input ``i`` (a zero point of ``dtype``): a constant array, the ONNX name of a run-time
+    one, or None where absent."""
     name = node.input[i] if len(node.input) > i and node.input[i] else None
     if name is None:
         return None
@@ -136,7 +141,7 @@ def _zero_point(imp, node, i: int, dtype: str, what: str) -> str | np.ndarray | 
                              node=imp.node_name, op=node.op_type)
     if imp.is_const(name):
         return imp.const(name)
-    return _as_float(imp, name)
+    return name
 
 
 def _as_float(imp, name: str) -> str:
@@ -160,22 +165,57 @@ def _shifted_input(imp, node, what: str, zp_at: int = 2, at: int = 0) -> str:
     a = node.input[at]
     tag = "a" if at == 0 else f"input{at}"
     dtype = _integer_dtype(imp, node, a, what)
-    zp = _zero_point(imp, node, zp_at, dtype, f"{what}'s zero point")
+    zp = _input_zero_point(imp, node, zp_at, dtype, what)
     x = _as_float(imp, a)
     if zp is None:
         return x
+    zp = (imp.add_constant(zp.astype(np.float32), f"{node.output[0]}.{tag}_zero_point")
+          if isinstance(zp, np.ndarray) else _as_float(imp, zp))
+    return imp.emit("sub", [x, zp], [None], suffix=f"/{tag}_zero_point")[0]
+
+
+def _integer_input(imp, node, what: str, zp_at: int = 2, at: int = 0) -> tuple[str, str | None]:
+    """A (input ``at``) and its per-tensor zero point (input ``zp_at``) as ``integer_linear``
+    reads them: int8/uint8 graph tensors (float32 codes cast back to their dtype, exactly),
+    the zero point of shape () or None where absent or 0."""
+    a = node.input[at]
+    dtype = _integer_dtype(imp, node, a, what)
+    zp = _input_zero_point(imp, node, zp_at, dtype, what)
+    if isinstance(zp, np.ndarray):
+        zp = imp.add_constant(zp.astype(dtype), f"{node.output[0]}.a_zero_point")
+    elif zp is not None:
+        zp = _as_integer(imp, zp, dtype)
+        if imp.types[zp].shape:
+            [zp] = imp.emit("reshape", [zp], [None], {"shape": []}, suffix="/a_zero_point")
+    return _as_integer(imp, a, dtype), zp
+
+
+def _input_zero_point(imp, node, i: int, dtype: str, what: str) -> str | np.ndarray | None:
+    """An input's zero point (input ``i``), one value (onnxruntime's CPU kernels take no
+    other): a constant of shape (), the ONNX name of a run-time one, or None where absent or
+    a constant 0."""
+    zp = _zero_point(imp, node, i, dtype, f"{what}'s zero point")
     if isinstance(zp, np.ndarray):
         if zp.size != 1:
             raise imp.unsupported(f"{what}'s zero point of shape {list(zp.shape)}: only one "
                                   f"value (per tensor) is supported, as onnxruntime's kernel")
-        if not zp.any():
-            return x
-        zp = imp.add_constant(zp.reshape(()).astype(np.float32),
-                              f"{node.output[0]}.{tag}_zero_point")
-    elif imp.types[zp].shape not in ((), (1,)):
-        raise imp.unsupported(f"{what}'s zero point of shape {list(imp.types[zp].shape)}: only "
-                              f"one value (per tensor) is supported")
-    return imp.emit("sub", [x, zp], [None], suffix=f"/{tag}_zero_point")[0]
+        return zp.reshape(()) if zp.any() else None
+    if zp is not None and imp.type_of(zp).shape not in ((), (1,)):
+        raise imp.unsupported(f"{what}'s zero point of shape {list(imp.type_of(zp).shape)}: "
+                              f"only one value (per tensor) is supported")
+    return zp
+
+
+def _as_integer(imp, name: str, dtype: str) -> str:
+    """Run-time integers ``name`` as a graph tensor of their ``dtype``: float32 codes
+    (:data:`imp.fake_quantized`) cast once, whichever nodes read them."""
+    if name not in imp.fake_quantized:
+        return imp.tensor(name)
+    key = (name, dtype)
+    if key not in imp.integer_codes:
+        [imp.integer_codes[key]] = imp.emit("cast", [imp.tensor(name)], [None],
+                                            {"dtype": dtype}, suffix=f"/{dtype}")
+    return imp.integer_codes[key]
 
 
 def _shifted_weight(imp, node, axis: int, what: str, at: int = 1,
@@ -183,28 +223,37 @@ def _shifted_weight(imp, node, axis: int, what: str, at: int = 1,
     """The constant B (W; input ``at``, its zero point input ``zp_at``, by default
     ``at + 2``) minus its zero point, as int32: per tensor, or one value per entry of
     ``axis`` (B's columns, W's output channels)."""
+    w, zp = _weight_codes(imp, node, axis, what, at, zp_at)
+    return w.astype(np.int32) - (0 if zp is None else zp.astype(np.int32))
+
+
+def _weight_codes(imp, node, axis: int, what: str, at: int = 1,
+                  zp_at: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The constant B (W) of :func:`_shifted_weight` in its int8/uint8 dtype, and its zero
+    point (None where absent) of that dtype, shaped to broadcast against it: one value, or
+    one per entry of ``axis``."""
     b = node.input[at]
     if not imp.is_const(b):
         raise imp.unsupported(f"{what} {b!r} must be a constant (the quantized weights), but it "
                               f"is computed at run time")
-    w = imp.const(b)
     dtype = _integer_dtype(imp, node, b, what)
+    w = imp.const(b).astype(dtype)  # float32 integers where fake quantized
     zp = _zero_point(imp, node, at + 2 if zp_at is None else zp_at, dtype,
                      f"{what}'s zero point")
-    shifted = w.astype(np.int32)
     if zp is None:
-        return shifted
+        return w, None
     if not isinstance(zp, np.ndarray):
         raise imp.unsupported(f"{what}'s zero point must be a constant, but it is computed at "
                               f"run time")
+    zp = zp.astype(dtype)
     if zp.size == 1:
-        return shifted - zp.reshape(()).astype(np.int32)
+        return w, zp.reshape(())
     a = axis % w.ndim
     if zp.ndim != 1 or zp.size != w.shape[a]:
         raise ModelFileError(f"{what}'s zero point of shape {list(zp.shape)}: must be one value "
                              f"or one per entry of axis {a} of {list(w.shape)}",
                              node=imp.node_name, op=node.op_type)
-    return shifted - zp.astype(np.int32).reshape((-1,) + (1,) * (w.ndim - 1 - a))
+    return w, zp.reshape((-1,) + (1,) * (w.ndim - 1 - a))
 
 
 def _reach(shifted: np.ndarray, inner: int, outer: int) -> np.ndarray:
@@ -212,18 +261,6 @@ def _reach(shifted: np.ndarray, inner: int, outer: int) -> np.ndarray:
     output ``o`` (axis ``outer``): 255 times the sum of |w| over the rest (a conv's kernel)."""
     w = np.moveaxis(np.abs(shifted.astype(np.int64)), (inner, outer), (0, 1))
     return 255 * w.reshape(w.shape[0], w.shape[1], -1).sum(axis=2)
-
-
-def _runs(reach: np.ndarray) -> list[tuple[int, int]]:
-    """Consecutive runs of the contracted axis, as few as keep every output's sum within
-    :data:`EXACT` (greedy: each run as long as it can be)."""
-    runs, start, total = [], 0, np.zeros(reach.shape[1], np.int64)
-    for i, row in enumerate(reach):
-        if i > start and np.any(total + row > EXACT):
-            runs.append((start, i))
-            start, total = i, np.zeros_like(total)
-        total += row
-    return runs + [(start, reach.shape[0])]
 
 
 def _split(imp, node, reach: np.ndarray) -> list[tuple[int, int]]:
@@ -237,31 +274,30 @@ def _split(imp, node, reach: np.ndarray) -> list[tuple[int, int]]:
     if int(reach.max()) > EXACT:
         raise imp.unsupported(f"one input channel's sums reach {int(reach.max())} in "
                               f"magnitude, beyond the 2**24 float32 holds exactly")
-    return _runs(reach)
+    return exact_runs(reach)
 
 
-def _sum_runs(imp, runs, emit_run, out: str | None, tag: str = "") -> tuple[str, str]:
+def _sum_runs(imp, runs, emit_run, out: str | None) -> tuple[str, str]:
     """The sum and its dtype: one run's float32 result ("float32": exact integers), or each
     run cast to int32 and summed in int32 ("int32"; the last sum bound to ONNX value
-    ``out``). Steps are named from the node and ``tag``."""
+    ``out``)."""
     if len(runs) == 1:
         return emit_run(0, *runs[0]), "float32"
     total = None
     for i, (start, end) in enumerate(runs):
         [y] = imp.emit("cast", [emit_run(i, start, end)], [None], {"dtype": "int32"},
-                       suffix=f"{tag}/run{i}_int32")
+                       suffix=f"/run{i}_int32")
         last = i == len(runs) - 1
         total = y if total is None else imp.emit(
-            "add", [total, y], [out if last else None], suffix=f"{tag}/sum{i}")[0]
+            "add", [total, y], [out if last else None], suffix=f"/sum{i}")[0]
     return total, "int32"
 
 
-def _run_input(imp, x: str, axis: int, start: int, end: int, size: int, i: int,
-               tag: str = "") -> str:
+def _run_input(imp, x: str, axis: int, start: int, end: int, size: int, i: int) -> str:
     if (start, end) == (0, size):
         return x
     return imp.emit("slice", [x], [None], {"starts": [start], "ends": [end], "axes": [axis]},
-                    suffix=f"{tag}/run{i}")[0]
+                    suffix=f"/run{i}")[0]
 
 
 def _integer_output(imp, node, y: str) -> None:
@@ -278,62 +314,58 @@ def _integer_output(imp, node, y: str) -> None:
 
 
 def matmul_sum(imp, node, at: int = 1, out: str | None = None, zp_at: tuple = (2, None),
-               shifted: str | None = None) -> tuple[str, str]:
-    """(A - a_zero_point) @ (B - b_zero_point) with A input 0 and B input ``at`` (their zero
-    points inputs ``zp_at``, by default 2 and ``at + 2``; A already less its zero point where
-    ``shifted`` is given), B a constant 2-D int8/uint8 with a per-tensor or per-column zero
-    point: float32 ``linear`` over runs of K that are exact (module doc). Returns the sum and
-    its dtype (see :func:`_sum_runs`)."""
+               a: tuple[str, str | None] | None = None) -> str:
+    """(A - a_zero_point) @ (B - b_zero_point), exact, in int32 (one ``integer_linear``) with
+    A input 0 and B input ``at`` (their zero points inputs ``zp_at``, by default 2 and ``at +
+    2``; A and its zero point as the pair ``a`` where given), B a constant 2-D int8/uint8 with
+    a per-tensor or per-column zero point."""
     if len(imp.type_of(node.input[at]).shape) != 2:
         raise imp.unsupported(f"B of shape {list(imp.type_of(node.input[at]).shape)}: only a "
                               f"2-D constant B is supported")
-    weight = _shifted_weight(imp, node, 1, "B", at, zp_at[1])
-    x = shifted or _shifted_input(imp, node, "A", zp_at[0])
+    codes, zp = _weight_codes(imp, node, 1, "B", at, zp_at[1])
+    a = a or _integer_input(imp, node, "A", zp_at[0])
     origin = imp.origin.get(node.input[at], node.input[at])
-    return weight_sum(imp, x, weight_runs(imp, node, weight, origin), out)
+    return integer_sum(imp, a, integer_weight(imp, codes, zp, origin), out)
 
 
-class WeightRuns(NamedTuple):
-    """A constant int32 weight ``(K, N)`` (B less its zero point) cut into runs of K whose
-    sums are exact in float32 (module doc): each run's ``(start, end)`` and its float32
-    ``(N, end - start)`` graph constant, ``linear``'s layout."""
+class IntegerWeight(NamedTuple):
+    """A constant int8/uint8 weight as ``integer_linear`` reads it: the ``(N, K)`` graph
+    constant (B transposed) and its zero point's (one value or one per column; None for 0)."""
 
-    size: int
-    runs: list[tuple[int, int]]
-    constants: list[str]
+    weight: str
+    zero_point: str | None
 
 
-def weight_runs(imp, node, weight: np.ndarray, origin: str) -> WeightRuns:
-    """``weight``'s :class:`WeightRuns`, the constants named after ``origin`` and added once
-    (every call of :func:`weight_sum` with them reads the same ones)."""
-    runs = _split(imp, node, _reach(weight, 0, 1))
-    constants = [imp.add_constant(np.ascontiguousarray(weight[start:end].T).astype(np.float32),
-                                  origin) for start, end in runs]
-    return WeightRuns(weight.shape[0], runs, constants)
+def integer_weight(imp, codes: np.ndarray, zp: np.ndarray | None, origin: str) -> IntegerWeight:
+    """``codes`` ``(K, N)`` and their zero point (None, one value, or one per column, of
+    their dtype) as graph constants named after ``origin``."""
+    zero = zp is None or not zp.any()
+    return IntegerWeight(imp.add_constant(np.ascontiguousarray(codes.T), origin),
+                         None if zero else imp.add_constant(
+                             zp.reshape(()) if zp.size == 1 else zp.reshape(-1),
+                             f"{origin}.zero_point"))
 
 
-def weight_sum(imp, x: str, weight: WeightRuns, out: str | None = None,
-               tag: str = "") -> tuple[str, str]:
-    """``x @ weight``: float32 integers ``x`` (A less its zero point, last axis K) by the
-    weight's runs, exactly, one float32 ``linear`` per run (named from the node and ``tag``).
-    Returns the sum and its dtype (see :func:`_sum_runs`)."""
-    runs = weight.runs
+def integer_sum(imp, a: tuple[str, str | None], weight: IntegerWeight, out: str | None = None,
+                tag: str = "") -> str:
+    """``a``'s codes less its zero point by ``weight``'s, exactly, in int32: one
+    ``integer_linear`` (named from the node and ``tag``; bound to ONNX value ``out``)."""
+    return imp.emit("integer_linear", [a[0], weight.weight, a[1], weight.zero_point], [out],
+                    suffix=f"{tag}/integer_linear")[0]
 
-    def run(i, start, end):
-        xs = _run_input(imp, x, -1, start, end, weight.size, i, tag)
-        return imp.emit("linear", [xs, weight.constants[i], None], [None],
-                        suffix=f"{tag}/linear{i}" if len(runs) > 1 else f"{tag}/linear")[0]
 
-    return _sum_runs(imp, runs, run, out, tag)
+def as_uint8(imp, codes: str, zp: str, tag: str = "") -> tuple[str, str]:
+    """``dynamic_quantize``'s float32 codes and zero point as the uint8 tensors
+    ``integer_linear`` reads (exact: integers in [0, 255])."""
+    return tuple(imp.emit("cast", [v], [None], {"dtype": "uint8"}, suffix=f"{tag}/{what}")[0]
+                 for v, what in ((codes, "codes"), (zp, "zero_point")))
 
 
 @maps("MatMulInteger")
 def _matmul_integer(imp, node, attrs):
-    """:func:`matmul_sum` of A and B, bound as an int32 (module doc)."""
+    """:func:`matmul_sum` of A and B (module doc)."""
     _only(imp, attrs, {})
-    y, dtype = matmul_sum(imp, node, out=node.output[0])
-    if dtype == "float32":
-        _integer_output(imp, node, y)
+    matmul_sum(imp, node, out=node.output[0])
 
 
 #: The attributes of ConvInteger, QLinearConv (and of Conv but the ones of float kernels).

@@ -12,8 +12,8 @@ Imported with onnxruntime 1.32's CPU kernel's numbers, bit for bit:
   (:func:`.dynamic.quantized_at_run_time`): onnxruntime's kernel computes the same scale and
   zero point in the same order.
 - The int32 sum ``(A - a_zero_point) x (B - b_zero_point)`` is MatMulInteger's
-  (:func:`.dynamic.matmul_sum`: exact, in float32 where that is exact, else in int32 runs),
-  converted to float32.
+  (:func:`.dynamic.matmul_sum`: the ABI's ``integer_linear``, exact in int32), converted to
+  float32.
 - It is multiplied by the float32 ``a_scale * b_scale`` (one value, or one per column of B),
   then the bias is added: two roundings, as MLAS's output processor (no fused
   multiply-add).
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelFileError
-from .dynamic import _integer_dtype, matmul_sum, quantized_at_run_time
+from .dynamic import _integer_dtype, as_uint8, matmul_sum, quantized_at_run_time
 from .ops import _only, maps
 
 _MS = "com.microsoft."
@@ -83,9 +83,9 @@ def _a_scale(imp, node, i: int) -> np.ndarray | str:
     return scale.reshape(()) if scale is not None else imp.tensor(name)
 
 
-def _scaled(imp, node, y: str, kind: str, a_scale, b_scale: np.ndarray, bias_at: int,
+def _scaled(imp, node, y: str, a_scale, b_scale: np.ndarray, bias_at: int,
             columns: int) -> None:
-    """Bind output 0 to the sum ``y`` (of dtype ``kind``) as float32, times ``a_scale *
+    """Bind output 0 to the int32 sum ``y`` as float32, times ``a_scale *
     b_scale`` (float32), plus the bias (input ``bias_at``) where there is one."""
     out = node.output[0]
     bias, name = _float_input(imp, node, bias_at, "bias")
@@ -95,8 +95,7 @@ def _scaled(imp, node, y: str, kind: str, a_scale, b_scale: np.ndarray, bias_at:
             raise ModelFileError(f"bias of shape {shape}: must be one value per column of B "
                                  f"([{columns}]), which onnxruntime reads whatever its shape",
                                  node=imp.node_name, op=node.op_type)
-    if kind != "float32":
-        y = imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/float32")[0]
+    y = imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/float32")[0]
     if isinstance(a_scale, np.ndarray):
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             product = (a_scale * b_scale).astype(np.float32)
@@ -121,8 +120,7 @@ def _matmul_integer_to_float(imp, node, attrs):
     columns = _columns(imp, node)
     b_scale = _b_scale(imp, node, 3, columns)
     a_scale = _a_scale(imp, node, 2)
-    y, kind = matmul_sum(imp, node, zp_at=(4, 5))
-    _scaled(imp, node, y, kind, a_scale, b_scale, 6, columns)
+    _scaled(imp, node, matmul_sum(imp, node, zp_at=(4, 5)), a_scale, b_scale, 6, columns)
 
 
 @maps(_MS + "DynamicQuantizeMatMul")
@@ -132,6 +130,5 @@ def _dynamic_quantize_matmul(imp, node, attrs):
     columns = _columns(imp, node)
     b_scale = _b_scale(imp, node, 2, columns)
     codes, scale, zp = quantized_at_run_time(imp, node)
-    shifted = imp.emit("sub", [codes, zp], [None], suffix="/a_zero_point")[0]
-    y, kind = matmul_sum(imp, node, zp_at=(None, 3), shifted=shifted)
-    _scaled(imp, node, y, kind, scale, b_scale, 4, columns)
+    y = matmul_sum(imp, node, zp_at=(None, 3), a=as_uint8(imp, codes, zp))
+    _scaled(imp, node, y, scale, b_scale, 4, columns)

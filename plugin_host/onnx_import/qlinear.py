@@ -214,8 +214,7 @@ def _qlinear_matmul(imp, node, attrs):
     b = imp.const(node.input[3])
     columns = b.shape[-1] if b.ndim == 2 else None
     scale, dtype, zp = _check_parameters(imp, node, columns)
-    y, kind = matmul_sum(imp, node, at=3)
-    y = _with_bias(imp, node, y, kind, None, None)
+    y = _with_bias(imp, node, matmul_sum(imp, node, at=3), "int32", None, None)
     _requantize(imp, node, y, scale, (columns,), dtype, zp)
 
 

@@ -819,8 +819,8 @@ def _qgemm(imp, node, attrs):
         raise imp.unsupported("alpha * a_scale * b_scale / y_scale overflows float32")
     bound = _reach(_shifted_weight(imp, node, 1, "B", 3), 0, 1).sum(axis=0)
     bias = _qgemm_bias(imp, node, columns, a_shape[0], bound, INT32_MAX)
-    y, kind = matmul_sum(imp, node, at=3)
-    y = _with_bias(imp, node, y, kind, bias, None if bias is None else bias.shape)
+    y = _with_bias(imp, node, matmul_sum(imp, node, at=3), "int32", bias,
+                   None if bias is None else bias.shape)
     if y_scale is None:
         s = imp.add_constant(scale, f"{node.output[0]}.scale")
         imp.emit("mul", [y, s], [node.output[0]], suffix="/scale")

@@ -9,7 +9,8 @@ The kernel (onnxruntime's CPU LSTM with quantized weights), per direction:
 - X's projection, every step at once: the whole ``(seq, batch, input)`` X quantized to uint8
   as DynamicQuantizeLinear quantizes (:func:`.dynamic.quantized_at_run_time`: one scale and
   zero point for the whole sequence), the exact int32 sum of its codes less their zero point
-  by W's less its own (:func:`.dynamic.weight_sum`), times the float32 ``x_scale * w_scale``.
+  by W's less its own (:func:`.dynamic.integer_sum`), times the float32 ``x_scale *
+  w_scale``.
 - each step: the hidden state ``(batch, hidden)`` quantized the same way (its own scale and
   zero point at every step, the initial state's too), its exact sum by R, times ``h_scale *
   r_scale``, added to the step's projection (the product and the sum each rounded, as MLAS's
@@ -56,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelFileError
-from .dynamic import quantized_at_run_time, weight_runs, weight_sum
+from .dynamic import as_uint8, integer_sum, integer_weight, quantized_at_run_time
 from .ops import maps
 from .recurrent import _Rnn, lstm_gates
 
@@ -88,8 +89,8 @@ class _QuantizedLstm(_Rnn):
                 f"output they cannot")
 
     def weights(self, attrs: dict, shape: list, direction: str) -> None:
-        """W and R as int32 codes less their zero point per direction, ``(input, 4*hidden)``
-        and ``(hidden, 4*hidden)`` (:attr:`w`, :attr:`r`), their scales (:attr:`w_scale`,
+        """W and R per direction as their codes, ``(input, 4*hidden)`` and ``(hidden,
+        4*hidden)``, and zero point (:attr:`w`, :attr:`r`), their scales (:attr:`w_scale`,
         :attr:`r_scale`: per direction one value or one per column), and B."""
         imp, node, d = self.imp, self.node, len(self.directions)
         w, r = imp.const(node.input[1], "W"), imp.const(node.input[2], "R")
@@ -109,8 +110,8 @@ class _QuantizedLstm(_Rnn):
                                   f"float32")
 
     def _quantized(self, codes: np.ndarray, at: int, what: str) -> tuple[list, np.ndarray]:
-        """Per direction, ``codes`` less its zero point (input ``at + 1``) as int32, and the
-        scales (input ``at``) as float32 ``(directions, 1 or 4*hidden)``."""
+        """Per direction, ``codes`` and its zero point (input ``at + 1``: one value), and
+        the scales (input ``at``) as float32 ``(directions, 1 or 4*hidden)``."""
         imp, node, d, columns = self.imp, self.node, len(self.directions), codes.shape[2]
         if codes.dtype not in (np.int8, np.uint8):
             raise imp.unsupported(f"{what} of dtype {codes.dtype}: only int8 and uint8 are "
@@ -134,19 +135,18 @@ class _QuantizedLstm(_Rnn):
                                   f"{what}_scale of shape {list(scale.shape)}: onnxruntime reads "
                                   f"the reverse direction's zero point where its scale is")
         zp = zp.reshape(d, -1)  # onnxruntime reads each direction's first
-        shifted = [codes[k].astype(np.int32) - np.int32(zp[k, 0]) for k in range(d)]
-        return shifted, scale.reshape(d, -1)
+        return [(codes[k], zp[k, 0]) for k in range(d)], scale.reshape(d, -1)
 
     def scale(self, scales: np.ndarray, what: str) -> str:
         """One direction's weight scales as a graph constant: one value, or one per column."""
         return self.constant(scales if scales.size > 1 else scales.reshape(()), what)
 
-    def quantized(self, x: str, what: str) -> tuple[str, str]:
-        """``x`` quantized at run time as DynamicQuantizeLinear: its codes less their zero
-        point (float32 integers) and its scale, named after ``what``."""
+    def quantized(self, x: str, what: str) -> tuple[tuple[str, str], str]:
+        """``x`` quantized at run time as DynamicQuantizeLinear: its uint8 codes and zero
+        point (:func:`.dynamic.as_uint8`), and its scale, named after ``what``."""
         imp = self.imp
         codes, scale, zp = quantized_at_run_time(imp, self.node, value=x, tag=what)
-        return imp.emit("sub", [codes, zp], [None], suffix=f"{what}/less_zero_point")[0], scale
+        return as_uint8(imp, codes, zp, what), scale
 
     def time_positions(self, rank: int) -> str:
         """``arange(steps)`` along the time axis of a rank-``rank`` value (int64)."""
@@ -203,14 +203,12 @@ class _QuantizedLstm(_Rnn):
 
     def product(self, quantized: tuple[str, str], weight, scale: str, what: str) -> str:
         """The exact sum of :meth:`quantized`'s codes by ``weight``
-        (:class:`.dynamic.WeightRuns`), times ``x_scale * scale``: float32, ``4*hidden``
+        (:class:`.dynamic.IntegerWeight`), times ``x_scale * scale``: float32, ``4*hidden``
         columns."""
         imp = self.imp
-        shifted, x_scale = quantized
-        total, kind = weight_sum(imp, shifted, weight, tag=what)
-        if kind != "float32":
-            [total] = imp.emit("cast", [total], [None], {"dtype": "float32"},
-                               suffix=f"{what}/float32")
+        codes, x_scale = quantized
+        [total] = imp.emit("cast", [integer_sum(imp, codes, weight, tag=what)], [None],
+                           {"dtype": "float32"}, suffix=f"{what}/float32")
         [multiplier] = imp.emit("mul", [x_scale, scale], [None], suffix=f"{what}/multiplier")
         return imp.emit("mul", [total, multiplier], [None], suffix=f"{what}/scaled")[0]
 
@@ -230,8 +228,8 @@ def _dynamic_quantize_lstm(imp, node, attrs):
     bias = None if rnn.b is None else (rnn.b[:, :4 * hid] + rnn.b[:, 4 * hid:]).astype(_F32)
     ys, finals_h, finals_c = [], [], []
     for d, s in enumerate(rnn.directions):
-        w = weight_runs(imp, node, rnn.w[d], f"{name}{s}.W")
-        r = weight_runs(imp, node, rnn.r[d], f"{name}{s}.R")
+        w = integer_weight(imp, *rnn.w[d], f"{name}{s}.W")
+        r = integer_weight(imp, *rnn.r[d], f"{name}{s}.R")
         w_scale, r_scale = rnn.scale(rnn.w_scale[d], f"{s}.W_scale"), rnn.scale(
             rnn.r_scale[d], f"{s}.R_scale")
         projection = rnn.product(x, w, w_scale, f"{s}.x")

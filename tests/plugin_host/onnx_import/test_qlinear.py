@@ -131,7 +131,7 @@ def test_a_qoperator_cnn_matches_onnxruntime_bit_for_bit(dynamo, per_channel, we
     assert u8_by_s8 == (weights == _Q.QInt8 or per_channel)
     graph = import_onnx(path).graph
     ops = {n.op for n in graph.nodes}
-    assert {"conv", "linear", "round", "clip"} <= ops and "cast" not in ops  # float32 only
+    assert {"conv", "integer_linear", "round", "clip"} <= ops
     feeds = _feeds()
     _exact_on_both_backends(graph, _u8_twin(path, tmp_path / "twin.onnx"), feeds)
     loaded = _build_or_refused(path, tmp_path, signer, u8_by_s8 and not reduce_range)
@@ -233,7 +233,7 @@ def test_qlinear_matmul_matches_onnxruntime_bit_for_bit(x_dtype, w_dtype, w_rang
     model = _qlinear(tmp_path, "QLinearMatMul", (2, 3, 24), (2, 3, 5), x_dtype, w, w_scale,
                      w_zp, x_scale=0.0173, y_scale=0.0231)
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
-    assert "linear" in {n.op for n in loaded.graph.nodes}
+    assert "integer_linear" in {n.op for n in loaded.graph.nodes}
     feeds = _int_feeds(x_dtype, (2, 3, 24))
     check_on_both_backends(model, loaded, feeds)
     _exact_on_both_backends(loaded.graph, model, feeds)

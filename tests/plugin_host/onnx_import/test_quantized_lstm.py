@@ -231,7 +231,7 @@ def test_hand_made_quantized_lstms_match_onnxruntime(options, tmp_path, signer):
     names = {n.name for n in loaded.graph.nodes}  # each step's quantization named after it
     s = ".reverse" if options.get("direction") == "reverse" else ""
     assert {f"lstm{s}.x/dynamic_quantize", f"lstm{s}.t0.h/dynamic_quantize",
-            f"lstm{s}.t{STEPS - 1}.h/linear"} <= names
+            f"lstm{s}.t{STEPS - 1}.h/integer_linear"} <= names
     rng = np.random.default_rng(17)
     feeds = _hand_feeds(options.get("states", False), d, rng)
     _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
