@@ -147,8 +147,26 @@ def integer_linear(e, node, ins, outs, a):
     """onnxruntime's MatMulInteger, always uint8 by uint8: its uint8-by-int8 kernel on x86-64
     CPUs without VNNI adds pairs of products into int16 and saturates there, so an int8 x or
     weight is moved to uint8 by adding 128 to it and to its zero point (the differences, and
-    so the sums, stay). The weight is transposed to (in, out), once where it is a constant."""
+    so the sums, stay). The weight is transposed to (in, out), once where it is a constant.
+    Over no inputs (in_features 0) onnxruntime's kernel gives what its buffer held: the sums
+    are then zeros of the output's shape."""
     x, weight, x_zp, w_zp = (ins + [None] * 4)[:4]
+    inputs = e.types[weight].shape[1]
+    if type(inputs) is not int:  # known when the call runs: zeros where it is 0
+        [y] = e.op("MatMulInteger", _integer_operands(e, x, weight, x_zp, w_zp))
+        [none] = e.op("Equal", [e.op("Shape", [x], start=-1)[0], e.const([0], np.int64)])
+        e.op("Where", [none, e.const(0, np.int32), y], outs)
+    elif inputs == 0:
+        shape = e.op("Concat", [e.op("Shape", [x], end=-1)[0],
+                                e.op("Shape", [weight], end=1)[0]], axis=0)
+        e.op("ConstantOfShape", shape, outs,
+             value=helper.make_tensor("zero", onnx.TensorProto.INT32, [1], [0]))
+    else:
+        e.op("MatMulInteger", _integer_operands(e, x, weight, x_zp, w_zp), outs)
+
+
+def _integer_operands(e, x: str, weight: str, x_zp: str | None, w_zp: str | None) -> list:
+    """MatMulInteger's four inputs for :func:`integer_linear`: uint8 throughout."""
     x, x_zp = _as_uint8(e, x, x_zp)
     w, z = e.array(weight), e.array(w_zp)
     if w is not None and (w_zp is None or z is not None):
@@ -161,7 +179,7 @@ def integer_linear(e, node, ins, outs, a):
     else:
         wt, w_zp = _as_uint8(e, e.op("Transpose", [weight], perm=[1, 0])[0], w_zp,
                              e.types[weight].dtype)
-    e.op("MatMulInteger", [x, wt, x_zp, w_zp], outs)
+    return [x, wt, x_zp, w_zp]
 
 
 def _as_uint8(e, v: str, zp: str | None, dtype: str | None = None) -> tuple[str, str | None]:

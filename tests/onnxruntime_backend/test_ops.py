@@ -909,6 +909,40 @@ def test_integer_linear_gives_the_numpy_backend_bits(x_dtype, w_dtype, constant)
         np.testing.assert_array_equal(want, torch_integer_linear(x, w, x_zp, w_zp))
 
 
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+@pytest.mark.parametrize("lead, k, n", [((), 5, 3), ((0,), 5, 3), ((2,), 0, 3), ((2, 0, 3), 4, 2),
+                                        ((3,), 4, 0)])
+def test_integer_linear_edges_give_the_numpy_backend_bits(lead, k, n, constant):
+    """A 1-D x, empty leading dims, no outputs, and no inputs (K = 0, where onnxruntime's
+    MatMulInteger alone gives what its buffer held): the sums of the numpy backend, zeros
+    over no inputs."""
+    rng = np.random.default_rng(3)
+    x, w = integer_codes(rng, "int8", lead + (k,)), integer_codes(rng, "uint8", (n, k))
+    graph, feed = integer_linear_graph(x, w, np.array(3, np.int8),
+                                       integer_codes(rng, "uint8", (n,)), constant)
+    want = Executor(graph, NumpyBackend()).run(dict(feed))["y"]
+    got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+    assert got.dtype == want.dtype == np.int32 and got.shape == want.shape == lead + (n,)
+    np.testing.assert_array_equal(got, want)
+    assert k or not got.any()
+
+
+def test_integer_linear_over_a_run_time_number_of_inputs():
+    """K known only when the call runs (x and the weight fed): 0 gives zeros, as on numpy."""
+    b = GraphBuilder("integer_linear_k")
+    x = b.input("x", (2, "k"), "uint8", "ANY")
+    w = b.input("w", (3, "k"), "int8", "ANY")
+    b.output(b.op("integer_linear", x, w, None, b.constant("z", np.array([1, 0, -1], np.int8)),
+                  name="node"), "y", "ANY")
+    graph, rng = b.build(), np.random.default_rng(4)
+    for k in (0, 1, 6):
+        feed = {"x": integer_codes(rng, "uint8", (2, k)), "w": integer_codes(rng, "int8", (3, k))}
+        want = Executor(graph, NumpyBackend()).run(dict(feed))["y"]
+        got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+        np.testing.assert_array_equal(got, want, err_msg=f"K={k}")
+        assert k or not got.any()
+
+
 @pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "uint64"])
 def test_bitwise_ops_give_the_numpy_backend_bits_in_every_integer_dtype(dtype):
     """Exact, at the extremes of each integer dtype the backend takes (the tolerance of
