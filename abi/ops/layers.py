@@ -7,7 +7,7 @@ and the backends; a change of meaning is a new version, never an edit. Shapes fo
 
 from __future__ import annotations
 
-from abi.errors import ContractError, ShapeError
+from abi.errors import ContractError, DTypeError, ShapeError
 from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_dim, need_float, need_int, need_per_channel,
                            need_rank, need_same_dtype, need_shape)
@@ -325,6 +325,38 @@ def _lstm(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [TensorType((x.shape[0], *step.shape), x.dtype), step, state]
 
 
+def _quantized_lstm(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, h, c, w, scale, zp, bias, lengths, peepholes = inputs
+    n = op.name
+    for name, t in (("x", x), ("h", h), ("c", c), ("weight_scale", scale), ("bias", bias),
+                    ("peepholes", peepholes)):
+        if t is not None and t.dtype != "float32":
+            raise DTypeError(f"{n}: {name} must be float32, got {t.dtype}", where=n,
+                             expected="float32", got=t.dtype)
+    if w.dtype not in ("uint8", "int8"):
+        raise DTypeError(f"{n}: weight_hh must be uint8 or int8, got {w.dtype}", where=n,
+                         expected="uint8 or int8", got=w.dtype)
+    need_same_dtype(n, [("weight_hh", w), ("weight_zero_point", zp)])
+    need_rank(n, "x", x, exact=3)
+    need_rank(n, "weight_hh", w, exact=2)
+    gates, hidden = w.shape
+    rows = f"weight_hh is {fmt(w.shape)}, (4*hidden, hidden)"
+    need_dim(n, "weight_hh's rows", gates, dims.mul(4, hidden), rows)
+    need_dim(n, f"the last dim of x shape {fmt(x.shape)}", x.shape[2], gates, rows)
+    for name, t in (("h", h), ("c", c)):
+        need_shape(n, name, t, (x.shape[1], hidden), f"(batch, hidden): {rows}")
+    if len(scale.shape) != 0:
+        need_shape(n, "weight_scale", scale, (gates,), f"one value, or one per row: {rows}")
+    if zp is not None:
+        need_shape(n, "weight_zero_point", zp, ())
+    if bias is not None:
+        need_shape(n, "bias", bias, (gates,), rows)
+    if peepholes is not None:
+        need_shape(n, "peepholes", peepholes, (dims.mul(3, hidden),), rows)
+    _need_lengths(n, lengths, x)
+    return [TensorType((x.shape[0], x.shape[1], hidden), "float32"), h, c]
+
+
 def _embedding(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     idx, w = inputs
     n = op.name
@@ -416,6 +448,30 @@ last step. Weights and biases as lstm_cell's. T = 0 gives an empty y and the sta
 peepholes (3*hidden,), optional (ONNX's LSTM's P, in the order i, f, o): the input and forget
 gates read the cell state before the step, i = sigmoid(. + p_i * c), f = sigmoid(. + p_f *
 c), and the output gate the one after it, o = sigmoid(. + p_o * c')."""),
+    OpDef("quantized_lstm", 1, ("x", "h", "c", "weight_hh", "weight_scale",
+                                "weight_zero_point?", "bias?", "lengths?", "peepholes?"),
+          ("y", "h_last", "c_last"), {"reverse": AttrSpec("bool", False),
+                                      "quantize_y": AttrSpec("bool", False)},
+          _quantized_lstm, doc="""\
+The recurrence of onnxruntime's quantized LSTM (com.microsoft's DynamicQuantizeLSTM, what
+quantize_dynamic makes of an LSTM), float32 with 8-bit weights, gates in ONNX's blocks i, o,
+f, c: x (T, B, 4*hidden) holds every step's share of its gates from the input (computed
+before, e.g. by integer_linear), T possibly known only when the call runs; h, c (B, hidden)
+the state before the first step. At each step the state s (h before the first step; after
+it the last step's h, or with quantize_y its y, which is 0 for a sequence that has ended) is
+quantized as dynamic_quantize quantizes it (its codes, scale and zero point over the whole
+(B, hidden)); g = x[t] + float32(integer_linear(codes, weight_hh, zero point,
+weight_zero_point)) * (scale * weight_scale), each product rounded to float32 (weight_hh
+(4*hidden, hidden) uint8 or int8, weight_zero_point () of its dtype, absent 0, weight_scale
+() or (4*hidden,)); then, each operation rounded to float32 in this order: with peepholes
+(3*hidden,) (i, o, f) p_i * c added to i and p_f * c to f; bias (4*hidden,) added to each
+block; i, f = sigmoid, c~ = tanh(c block), c' = c * f + i * c~, o = sigmoid(o block +
+p_o * c' (with peepholes) + its bias), h' = tanh(c') * o. y (T, B, hidden) holds each step's
+h at its position; h_last, c_last the state after the last step; T = 0 gives an empty y and
+the state as given; reverse runs from x[T-1] (with lengths, each sequence from its own last
+step, its y back at its positions). A step's state of no values (a batch or hidden size of
+0) is a ShapeError when the call runs, as dynamic_quantize refuses it.
+""" + _LENGTHS_DOC),
     OpDef("gru", 1, ("x", "h", "weight_ih", "weight_hh", "bias_ih?", "bias_hh?", "lengths?"),
           ("y", "h_last"), {"reverse": AttrSpec("bool", False),
                             "linear_before_reset": AttrSpec("bool", True)}, _recurrence, doc="""\

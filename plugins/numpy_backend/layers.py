@@ -20,6 +20,7 @@ from plugins.nn.norm import make_layer_norm
 from plugins.nn.recurrent import lstm_gates
 
 from . import glue
+from .quantized_lstm import make_quantized_lstm
 
 
 def _binder(fn: Callable[..., Any], consts: list, types: list, attrs: dict) -> Callable[..., Any]:
@@ -123,6 +124,20 @@ def integer_linear(attrs, consts, types, where):
                       lambda: glue.integer_weight(weight, zero_point))
     return _binder(lambda x, _w, x_zero_point, _z: glue.integer_sums(x, x_zero_point, w),
                    consts, types, {})
+
+
+def quantized_lstm(attrs, consts, types, where):
+    """The quantized LSTM's recurrence (:mod:`.quantized_lstm`), its weight prepared once when
+    it, its scale and its zero point are constants."""
+    def make(weight, scale, zero_point):
+        return make_quantized_lstm(weight, scale, zero_point, where=where, **attrs)
+
+    if _params_const(consts[:6], types[:6], 3):
+        run = make(*consts[3:6])
+        return _binder(lambda x, h, c, _w, _s, _z, *rest: run(x, h, c, *rest), consts, types,
+                       {})
+    return _binder(lambda x, h, c, w, s, z, *rest: make(w, s, z)(x, h, c, *rest), consts,
+                   types, {})
 
 
 def batchnorm(attrs, consts, types, where):
@@ -279,6 +294,7 @@ FACTORIES = {
     "embedding": embedding,
     "lstm_cell": lstm_cell,
     "lstm": lstm,
+    "quantized_lstm": quantized_lstm,
     "gru": gru,
     "rnn": rnn,
     "group_norm": generic(F.group_norm),

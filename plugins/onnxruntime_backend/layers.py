@@ -4,6 +4,7 @@ inside the graph)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -11,9 +12,10 @@ import onnx
 from onnx import helper
 
 from abi import dtypes
-from abi.errors import BackendError
+from abi.errors import BackendError, ShapeError
 
 from .emitter import Converter, Emitter, onnx_dtype, onnx_pads
+from .glue import quantized
 
 
 def _per_channel(e: Emitter, name: str, rank: int) -> str:
@@ -168,18 +170,24 @@ def integer_linear(e, node, ins, outs, a):
 def _integer_operands(e, x: str, weight: str, x_zp: str | None, w_zp: str | None) -> list:
     """MatMulInteger's four inputs for :func:`integer_linear`: uint8 throughout."""
     x, x_zp = _as_uint8(e, x, x_zp)
-    w, z = e.array(weight), e.array(w_zp)
-    if w is not None and (w_zp is None or z is not None):
-        shift = 128 if w.dtype == np.int8 else 0
-        wt = e.derived("integer_linear.weight", [weight], lambda: np.ascontiguousarray(
-            (w.T.astype(np.int16) + shift).astype(np.uint8)), np.uint8)
-        if w_zp is not None or shift:
-            w_zp = e.derived("integer_linear.zero_point", [w_zp], lambda: (
-                np.zeros((), np.int16) if z is None else z.astype(np.int16)) + shift, np.uint8)
-    else:
-        wt, w_zp = _as_uint8(e, e.op("Transpose", [weight], perm=[1, 0])[0], w_zp,
-                             e.types[weight].dtype)
+    wt, w_zp = _integer_weight(e, weight, w_zp)
     return [x, wt, x_zp, w_zp]
+
+
+def _integer_weight(e, weight: str, w_zp: str | None) -> tuple[str, str | None]:
+    """An integer weight (out, in) transposed to (in, out) and its zero point, both uint8
+    (:func:`_as_uint8`): computed once where they are constants."""
+    w, z = e.array(weight), e.array(w_zp)
+    if w is None or (w_zp is not None and z is None):
+        return _as_uint8(e, e.op("Transpose", [weight], perm=[1, 0])[0], w_zp,
+                         e.types[weight].dtype)
+    shift = 128 if w.dtype == np.int8 else 0
+    wt = e.derived("integer_linear.weight", [weight], lambda: np.ascontiguousarray(
+        (w.T.astype(np.int16) + shift).astype(np.uint8)), np.uint8)
+    if w_zp is not None or shift:
+        w_zp = e.derived("integer_linear.zero_point", [w_zp], lambda: (
+            np.zeros((), np.int16) if z is None else z.astype(np.int16)) + shift, np.uint8)
+    return wt, w_zp
 
 
 def _as_uint8(e, v: str, zp: str | None, dtype: str | None = None) -> tuple[str, str | None]:
@@ -244,8 +252,9 @@ def _transposed(e: Emitter, name: str) -> str:
     return e.op("Transpose", [name], perm=[1, 0])[0]
 
 
-def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
-                outs: list[str], step: Callable, lengths: str | None = None) -> None:
+def _recurrence(e, node, x: str, states: list[str], w_ih: str | None, b_ih: str | None,
+                outs: list[str], step: Callable, lengths: str | None = None,
+                zeroed: int | None = None) -> None:
     """An ABI recurrence (lstm, gru, rnn) as an ONNX Scan over the time steps, of the same
     element-wise ops as the numpy backend's, so that a nan or an infinity propagates as it
     does there and in torch (onnxruntime's own LSTM and GRU kernels turn a nan input into
@@ -253,20 +262,20 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
     of 0 steps).
 
     The input's share of every step's gates is one MatMul over the whole sequence (plus
-    bias_ih), outside the Scan; ``step(body, x_t, states)`` writes one step into the Scan's
-    body (an Emitter; the weights it reads are values of the outer graph) and returns the new
-    states, h first, which is also the step's y. A sequence of 0 steps, which onnxruntime's
-    Scan refuses, gets one zero step added and its output dropped; the states are then the
-    ones given.
+    bias_ih), outside the Scan (x itself where ``w_ih`` is None); ``step(body, x_t, states)``
+    writes one step into the Scan's body (an Emitter; the weights it reads are values of the
+    outer graph) and returns the new states, h first, which is also the step's y. A sequence of
+    0 steps, which onnxruntime's Scan refuses, gets one zero step added and its output dropped;
+    the states are then the ones given.
 
     ``lengths`` (the op's, one per sequence): a second scan input tells each step which
-    sequences it is within, and the states stay where it is not (:func:`_within_lengths`); y
-    is then 0 past each sequence's length. The lengths are guarded as indices into
-    [0, T + 1) (they come back for the check after the run, as an Embedding's indices do) and
-    clipped into that range for the run."""
+    sequences it is within, and the states stay where it is not (:func:`_within_lengths`), but
+    state ``zeroed``, which is 0 there; y is then 0 past each sequence's length. The lengths
+    are guarded as indices into [0, T + 1) (they come back for the check after the run, as an
+    Embedding's indices do) and clipped into that range for the run."""
     dtype = onnx_dtype(e.types[x].dtype)
     first = e.const([0], np.int64)
-    gates = e.op("MatMul", [x, _transposed(e, w_ih)])[0]
+    gates = x if w_ih is None else e.op("MatMul", [x, _transposed(e, w_ih)])[0]
     if b_ih is not None:
         gates = e.op("Add", [gates, b_ih])[0]
     steps = e.op("Shape", [x], start=0, end=1)[0]
@@ -296,7 +305,9 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str, b_ih: str | None,
     if lengths is not None:
         valid_t = body.fresh()
         scanned.append(helper.make_tensor_value_info(valid_t, onnx.TensorProto.BOOL, matrix))
-        new = [body.op("Where", [valid_t, n, o])[0] for n, o in zip(new, inner)]
+        zero = body.const(0, dtypes.to_numpy(e.types[x].dtype))
+        new = [body.op("Where", [valid_t, n, zero if k == zeroed else o])[0]
+               for k, (n, o) in enumerate(zip(new, inner))]
     y_t = body.op("Identity", [new[0]])[0]
     graph = helper.make_graph(
         body.nodes, body.prefix,
@@ -367,6 +378,68 @@ def lstm(e, node, ins, outs, a):
                            peepholes=peepholes)
 
     _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step, lengths)
+
+
+def quantized_lstm(e, node, ins, outs, a):
+    """The quantized LSTM's recurrence as an ONNX Scan (:func:`_recurrence`) whose body is
+    the ops the import unrolls a short one into, so the op gives onnxruntime's own kernel's
+    outputs bit for bit as they do: the state quantized as ``dynamic_quantize`` quantizes
+    (:func:`.glue.quantized`), MatMulInteger uint8 by uint8 against the weight prepared once
+    outside (:func:`_integer_weight`), the gates in onnxruntime's order (the op's doc). With
+    ``quantize_y`` the state quantized at each step is a third one, the step's y (0 past a
+    sequence's end)."""
+    x, h, c, w, scale, w_zp, bias, lengths, peepholes = (ins + [None] * 9)[:9]
+    wt, w_zp = _integer_weight(e, w, w_zp)
+    scale = e.value(scale)  # an outer graph value, read by name in the body
+    biases = None if bias is None else e.op("Split", [bias], 4, axis=0, num_outputs=4)
+    holes = None if peepholes is None else e.op("Split", [peepholes], 3, axis=0, num_outputs=3)
+    if any(type(d) is not int for d in e.types[h].shape) or 0 in e.types[h].shape:
+        shape = e.op("Concat", [e.op("Shape", [x], end=1)[0], e.op("Shape", [h])[0]], axis=0)[0]
+        e.checks.shapes.append((shape, functools.partial(_quantized_state, node.name),
+                                node.name))
+
+    def step(b, x_t, states):
+        h, c, *y = states
+        codes, state_scale, zp = quantized(b, (y or [h])[0], [None] * 3)
+        total = b.op("Cast", b.op("MatMulInteger", [codes, wt, zp, w_zp]),
+                     to=onnx.TensorProto.FLOAT)
+        multiplier = b.op("Mul", [state_scale, scale])
+        gates = b.op("Add", [x_t, b.op("Mul", total + multiplier)[0]])[0]
+        h_next, c_next = _quantized_lstm_gates(b, gates, c, holes, biases)
+        # a body output is one value: y's state its own (an Identity) beside h
+        return [h_next, c_next] + [b.op("Identity", [h_next])[0] for _ in y]
+
+    states = [h, c] + ([h] if a["quantize_y"] else [])
+    _recurrence(e, node, x, states, None, None, outs, step, lengths,
+                zeroed=2 if a["quantize_y"] else None)
+
+
+def _quantized_state(where: str, shape: tuple) -> None:
+    """Refuse a state of no values (x's steps, then h's shape) where a step quantizes it."""
+    steps, *state = shape
+    if steps and 0 in state:
+        raise ShapeError(f"{where}: the state of shape {tuple(state)} is empty: it has no min "
+                         f"and max to quantize it with", where=where, expected="no dim 0",
+                         got=tuple(state))
+
+
+def _quantized_lstm_gates(b: Emitter, gates: str, c: str, peepholes, bias) -> list[str]:
+    """The quantized LSTM's next [h, c] from its gates (blocks i, o, f, c) in a Scan body:
+    peepholes (i, o, f) and bias (i, o, f, c) blocks added in the order of onnxruntime's
+    kernel (the op's doc)."""
+    g_i, g_o, g_f, g_c = b.op("Split", [gates], 4, axis=1, num_outputs=4)
+
+    def gate(g, k, state):
+        if peepholes is not None and k < 3:
+            g = b.op("Add", [g, b.op("Mul", [state, peepholes[k]])[0]])[0]
+        return g if bias is None else b.op("Add", [g, bias[k]])[0]
+
+    i = b.op("Sigmoid", [gate(g_i, 0, c)])[0]
+    f = b.op("Sigmoid", [gate(g_f, 2, c)])[0]
+    cell = b.op("Add", [b.op("Mul", [c, f])[0],
+                        b.op("Mul", [i, b.op("Tanh", [gate(g_c, 3, c)])[0]])[0]])[0]
+    o = b.op("Sigmoid", [gate(g_o, 1, cell)])[0]
+    return [b.op("Mul", [b.op("Tanh", [cell])[0], o])[0], cell]
 
 
 def gru(e, node, ins, outs, a):
@@ -442,4 +515,5 @@ CONVERTERS: dict[str, Converter] = {
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "linear": linear,
     "integer_linear": integer_linear,
     "lstm_cell": lstm_cell, "lstm": lstm, "gru": gru, "rnn": rnn, "embedding": embedding,
+    "quantized_lstm": quantized_lstm,
 }

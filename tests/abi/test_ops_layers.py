@@ -72,6 +72,18 @@ def _lstm_sequence_case():
     return ("lstm", [x, h, c, w_ih, w_hh, b_ih, b_hh], {"reverse": True}, (y, h_n[0], c_n[0]))
 
 
+def _quantized_lstm_case():
+    """The recurrence's outputs are those of an LSTM of its sizes: torch's (float) LSTM over
+    the same steps, batch and hidden size gives the shapes."""
+    x, h, c = r(4, 2, 12), r(2, 3), r(2, 3)
+    weight = torch.randint(0, 256, (12, 3), dtype=torch.uint8)
+    zero_point, lengths = torch.tensor(7, dtype=torch.uint8), torch.tensor([4, 1])
+    y, h_n, c_n = torch.lstm(r(4, 2, 5), (h[None], c[None]), [r(12, 5), r(12, 3)], False, 1,
+                             0.0, False, False, False)
+    return ("quantized_lstm", [x, h, c, weight, r(12), zero_point, r(12), lengths, r(9)],
+            {"reverse": True, "quantize_y": True}, (y, h_n[0], c_n[0]))
+
+
 def _gru_case():
     x, h = r(4, 2, 5), r(2, 3)
     w = [r(9, 5), r(9, 3), r(9), r(9)]
@@ -108,6 +120,7 @@ GOOD = [
     ("linear", [r(7), r(4, 7), None], {}, None),
     _lstm_case(),
     _lstm_sequence_case(),
+    _quantized_lstm_case(),
     _gru_case(),
     _rnn_case(),
     ("group_norm", [r(2, 6, 3), r(6), r(6)], {"num_groups": 3}, None),
@@ -178,6 +191,10 @@ def test_symbolic_batch_in_recurrent_and_dense_layers():
                          T(("4*H", 5), f32), T(("4*H", "H"), f32), None, None, None,
                          T(("3*H",), f32)])  # peepholes of a symbolic hidden size
     assert out == [T(("T", "B", "H"), f32)] + [T(("B", "H"), f32)] * 2
+    out = infer("quantized_lstm", [T(("T", "B", "4*H"), f32), T(("B", "H"), f32),
+                                   T(("B", "H"), f32), T(("4*H", "H"), "int8"),
+                                   T(("4*H",), f32), T((), "int8"), None, T(("B",), i32)])
+    assert out == [T(("T", "B", "H"), f32)] + [T(("B", "H"), f32)] * 2
     out = infer("gru", [T(("T", "B", 5), f32), T(("B", 3), f32), T((9, 5), f32),
                         T((9, 3), f32), None, None, T(("B",), i32)])
     assert out == [T(("T", "B", 3), f32), T(("B", 3), f32)]
@@ -194,6 +211,8 @@ CONV1 = {"stride": [1, 1], "padding": [[0, 0], [0, 0]], "dilation": [1, 1]}
 CT1 = {"stride": [1, 1], "padding": [0, 0], "output_padding": [0, 0], "dilation": [1, 1]}
 BN = [T((2, 3, 4), f32), T((3,), f32), T((3,), f32), T((3,), f32), T((3,), f32)]
 LSTM = [T((2, 5), f32), T((2, 3), f32), T((2, 3), f32), T((12, 5), f32), T((12, 3), f32)]
+#: quantized_lstm's required inputs but x (T, B, 4*hidden), which the cases put first
+QLSTM = [T((2, 12), f32), T((2, 3), f32), T((2, 3), f32), T((12, 3), "uint8"), T((), f32)]
 
 
 def _replace(seq, i, value):
@@ -286,6 +305,31 @@ REFUSALS = [
     ("lstm", [T((7, 2, 5), f32)] + _replace(LSTM, 3, T((12, 6), f32))[1:], {}, ShapeError,
      "lstm: weight_ih must have shape (12, 5), got (12, 6)"),
     ("lstm", [T((7, 2, 5), f32)] + LSTM[1:], {"reverse": "yes"}, OpError, "reverse"),
+    ("quantized_lstm", QLSTM, {}, ShapeError, "quantized_lstm: x must have rank 3, got rank 2"),
+    ("quantized_lstm", _replace(QLSTM, 0, T((7, 2, 12), f32)), {"quantize_y": 1}, OpError,
+     "quantize_y"),
+    ("quantized_lstm", [T((7, 2, 12), f16)] + QLSTM[1:], {}, DTypeError,
+     "quantized_lstm: x must be float32, got float16"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + _replace(QLSTM, 3, T((12, 3), f32))[1:], {},
+     DTypeError, "quantized_lstm: weight_hh must be uint8 or int8, got float32"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + _replace(QLSTM, 3, T((10, 3), "uint8"))[1:], {},
+     ShapeError, "quantized_lstm: weight_hh's rows must be 12, got 10 (weight_hh is (10, 3), "
+     "(4*hidden, hidden))"),
+    ("quantized_lstm", [T((7, 2, 8), f32)] + QLSTM[1:], {}, ShapeError,
+     "quantized_lstm: the last dim of x shape (7, 2, 8) must be 12, got 8"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + _replace(QLSTM, 1, T((2, 4), f32))[1:], {},
+     ShapeError, "quantized_lstm: h must have shape (2, 3), got (2, 4)"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + _replace(QLSTM, 4, T((3,), f32))[1:], {},
+     ShapeError, "quantized_lstm: weight_scale must have shape (12,), got (3,) (one value, or "
+     "one per row"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + QLSTM[1:] + [T((), "int8")], {}, DTypeError,
+     "quantized_lstm: weight_zero_point must have the dtype of weight_hh (uint8), got int8"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + QLSTM[1:] + [None, T((8,), f32)], {},
+     ShapeError, "quantized_lstm: bias must have shape (12,), got (8,)"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + QLSTM[1:] + [None, None, T((3,), i64)], {},
+     ShapeError, "quantized_lstm: lengths must have shape (2,), got (3,)"),
+    ("quantized_lstm", [T((7, 2, 12), f32)] + QLSTM[1:] + [None, None, None, T((12,), f32)],
+     {}, ShapeError, "quantized_lstm: peepholes must have shape (9,), got (12,)"),
     ("gru", [T((7, 2, 5), f32), T((2, 3), f32), T((10, 5), f32), T((10, 3), f32)], {},
      ShapeError, "gru: weight_hh must be (3*hidden, hidden), got (10, 3)"),
     ("gru", [T((7, 2, 5), f32), T((1, 3), f32), T((9, 5), f32), T((9, 3), f32)], {},

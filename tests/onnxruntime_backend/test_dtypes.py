@@ -214,7 +214,7 @@ def test_the_cases_cover_every_integer_op():
     """Every op the backend supports that the numpy backend runs on these integers."""
     float_only = {"conv", "conv_transpose", "batchnorm", "group_norm", "instance_norm",
                   "layer_norm", "layer_norm2d", "rms_norm", "linear", "lstm_cell", "lstm",
-                  "gru", "rnn",
+                  "gru", "rnn", "quantized_lstm",
                   "sigmoid", "tanh", "gelu", "softmax", "elu", "leaky_relu", "hard_sigmoid",
                   "hard_swish", "softplus", "exp", "log", "sqrt", "reciprocal", "erf", "prelu",
                   "pow", "div",

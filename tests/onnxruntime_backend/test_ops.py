@@ -172,6 +172,27 @@ def recurrence_runtime_weights(op):
     return b.build(), {"x": f32(3, 1, 3), "h": f32(1, 2), "w_hh": f32(rows, 2)}
 
 
+def quantized_lstm(reverse=False, lengths=False, quantize_y=False, batch=2):
+    """quantized_lstm over a run-time number of steps (x (T, batch, 16): hidden 4), int8
+    weights with a zero point, a scale per row, bias and peepholes; the initial state fed."""
+    b = GraphBuilder("quantized_lstm")
+    x = b.input("x", ("t", batch, 16), "float32", "ANY")
+    h, c = (b.input(n, (batch, 4), "float32", "ANY") for n in ("h", "c"))
+    lens = b.input("lengths", (batch,), "int64", "ANY") if lengths else None
+    params = [b.constant("w", RNG.integers(-128, 128, (16, 4)).astype(np.int8)),
+              b.constant("scale", (RNG.random(16) * 0.02).astype(np.float32)),
+              b.constant("zero_point", np.array(-3, np.int8)),
+              b.constant("bias", f32(16)), lens, b.constant("peepholes", f32(12))]
+    y, h2, c2 = b.op("quantized_lstm", x, h, c, *params, name="node", reverse=reverse,
+                     quantize_y=quantize_y)
+    for t, n in ((y, "y"), (h2, "h_last"), (c2, "c_last")):
+        b.output(t, n, "ANY")
+    feed = {"x": f32(5, 2, 16), "h": f32(2, 4), "c": f32(2, 4)}
+    if lengths:
+        feed["lengths"] = np.array([5, 2], np.int64)
+    return b.build(), feed
+
+
 def embedding_at_entry():
     b = GraphBuilder("emb")
     idx = b.input("idx", (2, 3), "int64", "ANY")
@@ -483,6 +504,8 @@ CASES = {
     "dynamic_quantize": lambda: single("dynamic_quantize", (3, 6, 2), feed={"x": f32(3, 6, 2,
                                                                             scale=4)}),
     "dynamic_quantize_symbolic": lambda: single("dynamic_quantize", ("n", 5)),
+    "quantized_lstm": lambda: quantized_lstm(),
+    "quantized_lstm_reverse_lengths_y": lambda: quantized_lstm(True, True, True),
     "integer_linear": lambda: single(
         "integer_linear", ("n", 7), RNG.integers(0, 256, (4, 7)).astype(np.uint8),
         np.array(200, np.uint8), RNG.integers(0, 256, 4).astype(np.uint8), in_dtype="uint8"),
@@ -998,6 +1021,33 @@ def test_recurrences_take_any_number_of_steps(case):
             for state in ("h", "c"):
                 if state in feed:
                     np.testing.assert_array_equal(got[f"{state}_last"], feed[state])
+
+
+@pytest.mark.parametrize("reverse, quantize_y", [(False, False), (True, True)])
+def test_quantized_lstm_over_any_steps_and_lengths(reverse, quantize_y):
+    """0, 1 and 7 steps, each sequence from none of them to all: the same on both backends
+    within float32 tolerance (sigmoid and tanh are each library's; the quantization, exact,
+    can then take a neighbouring code, so the tolerance is a quantization step's worth); no
+    steps give an empty y and the state as given."""
+    graph, feed = quantized_lstm(reverse, True, quantize_y)
+    for steps, lengths in ((0, [0, 0]), (1, [1, 0]), (7, [7, 2]), (7, [0, 5])):
+        feed = {**feed, "x": f32(steps, 2, 16), "lengths": np.array(lengths, np.int64)}
+        got = assert_same(graph, feed, rtol=1e-3, atol=1e-3)
+        assert got["y"].shape == (steps, 2, 4) and not got["y"][lengths[1]:, 1].any()
+        if not steps:
+            np.testing.assert_array_equal(got["h_last"], feed["h"])
+
+
+@pytest.mark.parametrize("backend", [NumpyBackend, OnnxruntimeBackend])
+def test_quantized_lstm_of_an_empty_state_is_refused(backend):
+    """A batch of 0 has no state to quantize: the ShapeError naming the node on both
+    backends (with no steps there is nothing to quantize, and the empty state comes back)."""
+    graph, feed = quantized_lstm(batch="n")
+    empty = {"x": f32(3, 0, 16), "h": f32(0, 4), "c": f32(0, 4)}
+    with pytest.raises(ShapeError, match=r"node.*the state of shape \(0, 4\) is empty"):
+        Executor(graph, backend()).run(empty)
+    out = Executor(graph, backend()).run({**empty, "x": f32(0, 0, 16)})
+    assert out["y"].shape == (0, 0, 4) and out["h_last"].shape == (0, 4)
 
 
 @pytest.mark.parametrize("case", ["lstm_lengths", "lstm_lengths_reverse",
