@@ -14,8 +14,10 @@ on the same inputs:
   spinning), so with onnxruntime's own fusions (DynamicQuantizeMatMul).
 
 The models: an MLP 512-1024-1024-10 on a batch of 8 (its weights dominate: integer GEMMs on
-one byte per weight), and torch's ``TransformerEncoderLayer(256, 4, 512)`` over 64 tokens
-(exported by the dynamo exporter). Each side runs in its own child process, blocks alternating
+one byte per weight), torch's ``TransformerEncoderLayer(256, 4, 512)`` over 64 tokens
+(exported by the dynamo exporter), and torch's LSTM of 64 units over 1,024 steps (the import
+unrolls its quantized steps, some 24 glue ops each, where onnxruntime runs one kernel; a 20th
+of the runs). Each side runs in its own child process, blocks alternating
 (bench/alternate.py). There is no target for these: the ratios say what a quantized model costs
 through the host, and the outputs' agreement is printed beside them.
 
@@ -24,6 +26,7 @@ through the host, and the outputs' agreement is printed beside them.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import statistics
@@ -40,12 +43,30 @@ sys.path.insert(0, str(ROOT))
 from bench.alternate import alternate_script, serve_side, side_parser  # noqa: E402
 
 SIDES = ("bare", "onnxruntime", "numpy")
-MODELS = ("mlp", "encoder")
+MODELS = ("mlp", "encoder", "lstm")
+#: each model's input shape; the LSTM's calls are some 100 times longer: a 20th of the runs
+SHAPES = {"mlp": (8, 512), "encoder": (1, 64, 256), "lstm": (1, 1024, 64)}
+RUNS_DIVISOR = {"mlp": 1, "encoder": 1, "lstm": 20}
 
 
 def _inputs(model: str) -> dict[str, np.ndarray]:
-    shape = (8, 512) if model == "mlp" else (1, 64, 256)
-    return {"x": np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
+    return {"x": np.random.default_rng(1).standard_normal(SHAPES[model]).astype(np.float32)}
+
+
+def _lstm():
+    import torch
+
+    class Lstm(torch.nn.Module):
+        """torch's LSTM (64 units) over a batch-first sequence: its outputs only."""
+
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(64, 64, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    return Lstm()
 
 
 def _export(model: str, directory: Path) -> Path:
@@ -58,6 +79,8 @@ def _export(model: str, directory: Path) -> Path:
         net = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
                                   torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
                                   torch.nn.Linear(1024, 10))
+    elif model == "lstm":
+        net = _lstm()
     else:
         net = torch.nn.TransformerEncoderLayer(256, 4, 512, batch_first=True, dropout=0.0)
     x = torch.from_numpy(_inputs(model)["x"])
@@ -67,7 +90,7 @@ def _export(model: str, directory: Path) -> Path:
         warnings.simplefilter("ignore")
         logging.getLogger().setLevel(logging.ERROR)
         torch.onnx.export(net.eval(), (x,), str(float_path), input_names=["x"],
-                          output_names=["y"], dynamo=model != "mlp")
+                          output_names=["y"], dynamo=model == "encoder")
         quantization.quantize_dynamic(str(float_path), str(path),
                                       weight_type=quantization.QuantType.QUInt8)
     return path
@@ -148,10 +171,13 @@ def main() -> int:
         for model in args.models:
             print(f"== {model}: building the quantized artifact", file=sys.stderr, flush=True)
             artifact, pub = _artifact(model, Path(tmp))
-            samples = alternate_script(__file__, args, SIDES, artifact, pub, pause=0.05)
+            runs = max(1, args.runs // RUNS_DIVISOR[model])
+            samples = alternate_script(__file__, argparse.Namespace(**{**vars(args),
+                                                                       "runs": runs}),
+                                       SIDES, artifact, pub, pause=0.05)
             medians = {side: statistics.median(samples[side]) for side in SIDES}
             print(f"{model} (quantize_dynamic, uint8 weights): {args.rounds} rounds x "
-                  f"{args.runs} runs per side, each side in its own process")
+                  f"{runs} runs per side, each side in its own process")
             for side in SIDES:
                 print(f"  {side:12s} median {medians[side]:8.3f} ms   ratio to bare "
                       f"{medians[side] / medians['bare']:.2f}x")

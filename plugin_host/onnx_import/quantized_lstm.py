@@ -1,8 +1,12 @@
 """com.microsoft's DynamicQuantizeLSTM: what onnxruntime's ``quantize_dynamic`` writes for every
 ONNX LSTM by default (torch exports ``nn.LSTM`` as one), imported with the numbers of
-onnxruntime 1.32's CPU kernel and unrolled over a static sequence length, one group of glue ops
-per step, as :mod:`.recurrent` unrolls an LSTM with peepholes. Registered in
-:data:`.ops.MAPPERS` under ``com.microsoft.DynamicQuantizeLSTM`` on import.
+onnxruntime 1.32's CPU kernel. Over a static length the import unrolls (:mod:`.recurrent`:
+up to :data:`.recurrent.UNROLLED_STEPS` steps), one group of glue ops per step, as it unrolls
+an LSTM with peepholes; over a longer or run-time one, each direction is one ABI
+``quantized_lstm``, the recurrence below as one op (the numpy backend's loop of the same
+numpy operations, the onnxruntime backend's Scan of the same onnxruntime kernels: bit for bit
+with the unrolled steps on each). Registered in :data:`.ops.MAPPERS` under
+``com.microsoft.DynamicQuantizeLSTM`` on import.
 
 The kernel (onnxruntime's CPU LSTM with quantized weights), per direction:
 
@@ -39,17 +43,16 @@ onnxruntime on one thread does (the reference's setting).
 ``sequence_lens`` (torch's packed sequences), as the kernel runs it: X quantized over the steps
 before the longest length only (the later ones set to 0, which the range holds anyway); the
 reverse direction run forward over each sequence reversed within its length
-(:meth:`_QuantizedLstm.reversed_within`: which sequences a step quantizes together), its Y
-reversed back; each step quantizing the previous step's output, which is 0 for a sequence that
-has ended, or where the node has no Y the kept state (onnxruntime reads it from where it
-writes Y_h, which for a sequence of length 0 it never writes: the import takes the initial
-state and adds a note); the final states 0 for a sequence of length 0 (:mod:`.recurrent`).
+(:meth:`_QuantizedLstm.reversed_within`, or the op's ``reverse`` with its lengths: which
+sequences a step quantizes together), its Y reversed back; each step quantizing the previous
+step's output, which is 0 for a sequence that has ended, or where the node has no Y the kept
+state (onnxruntime reads it from where it writes Y_h, which for a sequence of length 0 it never
+writes: the import takes the initial state and adds a note); the final states 0 for a sequence
+of length 0 (:mod:`.recurrent`).
 
-Refused naming the node, beyond what :mod:`.recurrent` refuses for an LSTM: a sequence length
-known only at run time, one of more than :data:`.recurrent.MAX_STEPS` steps, and one that would
-bring the model past :data:`.recurrent.MAX_TOTAL_STEPS` unrolled steps (the steps are only
-unrolled, :attr:`_QuantizedLstm.unrolled_only`: the ABI's ``lstm`` computes in float32 and
-quantizes no state).
+Refused naming the node, beyond what :mod:`.recurrent` refuses for an LSTM: sequence_lens
+beside a sequence length known only at run time (X's quantization over the steps before the
+longest length counts them over a static length only).
 """
 
 from __future__ import annotations
@@ -67,15 +70,13 @@ _F32 = np.float32
 class _QuantizedLstm(_Rnn):
     """An LSTM whose W and R are quantized (inputs 8 to 11: their scales and zero points)."""
 
-    unrolled_only = True
-
     def __init__(self, imp, node, attrs: dict) -> None:
         super().__init__(imp, node, attrs, op="LSTM")
-        if self.sequence:
-            raise imp.unsupported(f"a sequence length known only at run time "
-                                  f"({self.steps!r}): only a static length is unrolled with "
-                                  f"its quantized steps (--dim NAME=SIZE fixes an input's "
-                                  f"run-time dim)")
+        if self.sequence and self.lens is not None and type(self.steps) is not int:
+            raise imp.unsupported(f"sequence_lens beside a sequence length known only at run "
+                                  f"time ({self.steps!r}): X is quantized over the steps "
+                                  f"before the longest length, counted over a static length "
+                                  f"only (--dim NAME=SIZE fixes an input's run-time dim)")
         #: Y is an output of the node (named, read or not): onnxruntime then quantizes a
         #: finished sequence's zeroed output at the next steps, else its kept state
         self.y_present = bool(node.output) and bool(node.output[0])
@@ -215,7 +216,8 @@ class _QuantizedLstm(_Rnn):
 
 @maps("com.microsoft.DynamicQuantizeLSTM")
 def _dynamic_quantize_lstm(imp, node, attrs):
-    """The quantized LSTM unrolled with the kernel's numbers (module doc)."""
+    """The quantized LSTM with the kernel's numbers (module doc): X's projection, then the
+    steps unrolled, or one ABI ``quantized_lstm`` per direction (:attr:`_Rnn.sequence`)."""
     rnn = _QuantizedLstm(imp, node, attrs)
     hid, name = rnn.hidden, imp.node_name
     h0, c0 = rnn.initial(5, "initial_h"), rnn.initial(6, "initial_c")
@@ -229,30 +231,55 @@ def _dynamic_quantize_lstm(imp, node, attrs):
     ys, finals_h, finals_c = [], [], []
     for d, s in enumerate(rnn.directions):
         w = integer_weight(imp, *rnn.w[d], f"{name}{s}.W")
-        r = integer_weight(imp, *rnn.r[d], f"{name}{s}.R")
         w_scale, r_scale = rnn.scale(rnn.w_scale[d], f"{s}.W_scale"), rnn.scale(
             rnn.r_scale[d], f"{s}.R_scale")
         projection = rnn.product(x, w, w_scale, f"{s}.x")
-        # with sequence_lens the reverse direction runs forward over each sequence reversed
-        # within its length, as onnxruntime does (which sequences a step quantizes together)
-        within = bool(s) and rnn.lens is not None
-        if within:
-            projection = rnn.reversed_within(projection, f"{s}.x")
-        xs = rnn.inputs(projection, f"{s}.x")
-        biases = rnn.blocks(bias, d, "iofc", f"{s}.bias")
-        peepholes = rnn.blocks(rnn.peepholes, d, "iof", f"{s}.peephole")
-        h, c, hs = h0[d], c0[d], [None] * rnn.steps
-        state = h  # what the next step quantizes: onnxruntime's previous output
-        for t in (range(rnn.steps) if within else rnn.order(s)):
-            step = rnn.step_emitter(f"{s}.t{t}")
-            what = f"{s}.t{t}.h"
-            gates = step("add", [xs[t], rnn.product(rnn.quantized(state, what), r, r_scale,
-                                                    what)])
-            hs[t], (h, c) = rnn.masked(t, s, lstm_gates(step, gates, c, hid, peepholes, biases),
-                                       [h, c])
-            state = hs[t] if rnn.y_present else h
-        ys.append(rnn.reversed_steps(hs, f"{s}.y") if within else hs)
+        run = _over_the_sequence if rnn.sequence else _unrolled
+        y, h, c = run(rnn, d, s, projection, h0[d], c0[d], r_scale, bias)
+        ys.append(y)
         finals_h.append(h)
         finals_c.append(c)
     rnn.outputs(ys, [finals_h, finals_c])
 
+
+def _unrolled(rnn: _QuantizedLstm, d: int, s: str, projection: str, h: str, c: str,
+              r_scale: str, bias: np.ndarray | None) -> tuple[list[str], str, str]:
+    """Direction ``d``'s steps unrolled: per step its outputs, and the final states."""
+    imp, hid = rnn.imp, rnn.hidden
+    r = integer_weight(imp, *rnn.r[d], f"{imp.node_name}{s}.R")
+    # with sequence_lens the reverse direction runs forward over each sequence reversed
+    # within its length, as onnxruntime does (which sequences a step quantizes together)
+    within = bool(s) and rnn.lens is not None
+    if within:
+        projection = rnn.reversed_within(projection, f"{s}.x")
+    xs = rnn.inputs(projection, f"{s}.x")
+    biases = rnn.blocks(bias, d, "iofc", f"{s}.bias")
+    peepholes = rnn.blocks(rnn.peepholes, d, "iof", f"{s}.peephole")
+    hs = [None] * rnn.steps
+    state = h  # what the next step quantizes: onnxruntime's previous output
+    for t in (range(rnn.steps) if within else rnn.order(s)):
+        step = rnn.step_emitter(f"{s}.t{t}")
+        what = f"{s}.t{t}.h"
+        gates = step("add", [xs[t], rnn.product(rnn.quantized(state, what), r, r_scale,
+                                                what)])
+        hs[t], (h, c) = rnn.masked(t, s, lstm_gates(step, gates, c, hid, peepholes, biases),
+                                   [h, c])
+        state = hs[t] if rnn.y_present else h
+    return (rnn.reversed_steps(hs, f"{s}.y") if within else hs), h, c
+
+
+def _over_the_sequence(rnn: _QuantizedLstm, d: int, s: str, projection: str, h: str, c: str,
+                       r_scale: str, bias: np.ndarray | None) -> tuple[str, str, str]:
+    """Direction ``d`` as one ABI ``quantized_lstm`` (its reverse within each sequence's
+    length, as the unrolled steps run it): its y ``(seq, batch, hidden)`` and final states."""
+    imp = rnn.imp
+    codes, zp = rnn.r[d]
+    weight = rnn.constant(np.ascontiguousarray(codes.T), f"{s}.R")
+    zero_point = None if not zp else rnn.constant(np.asarray(zp).reshape(()), f"{s}.R_zero")
+    ins = [rnn.sequence_first(projection), h, c, weight, r_scale, zero_point,
+           None if bias is None else rnn.constant(bias[d], f"{s}.bias"),
+           None if rnn.lens is None else imp.tensor(rnn.lens),
+           None if rnn.peepholes is None else rnn.constant(rnn.peepholes[d], f"{s}.peepholes")]
+    y, h, c = imp.emit("quantized_lstm", ins, [None] * 3,
+                       {"reverse": bool(s), "quantize_y": rnn.y_present}, suffix=s)
+    return y, h, c

@@ -40,18 +40,15 @@ import numpy as np
 from ..errors import ModelFileError
 from .ops import _only, _opt, _scalar, maps
 
-__all__ = ["MAX_STEPS", "MAX_TOTAL_STEPS", "UNROLLED_STEPS"]
+__all__ = ["MAX_TOTAL_STEPS", "UNROLLED_STEPS"]
 
-#: The longest static length an LSTM, GRU or RNN is unrolled over: a longer one is one ABI op
-#: per direction (onnxruntime's Scan of it, and the numpy backend's loop, then run faster).
+#: The longest static length an LSTM, GRU or RNN (and com.microsoft's DynamicQuantizeLSTM) is
+#: unrolled over: a longer one is one ABI op per direction (onnxruntime's Scan of it, and the
+#: numpy backend's loop, then run faster).
 UNROLLED_STEPS = 64
 #: The steps a model's unrolled nodes may write together (directions count): a node that would
 #: pass it is one ABI op per direction instead.
 MAX_TOTAL_STEPS = 8192
-#: The longest static length com.microsoft's DynamicQuantizeLSTM, which only unrolls (no ABI op
-#: computes its quantized steps), is unrolled over; it is refused beyond it or past
-#: :data:`MAX_TOTAL_STEPS`.
-MAX_STEPS = 1024
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
@@ -150,26 +147,14 @@ class _Rnn:
             if not self.peepholes.any():
                 self.peepholes = None
 
-    #: a static length too long to unroll is refused (com.microsoft's DynamicQuantizeLSTM,
-    #: whose quantized steps no ABI op computes) rather than run as one ABI op per direction
-    unrolled_only = False
-
     def unrolls(self, d: int) -> bool:
-        """Whether the static length is unrolled (its steps then counted in the model's):
-        up to :data:`UNROLLED_STEPS` steps (:data:`MAX_STEPS` where :attr:`unrolled_only`)
-        while the model stays within :data:`MAX_TOTAL_STEPS`; else one ABI op per direction,
-        or refused where :attr:`unrolled_only`."""
+        """Whether the static length is unrolled (its steps then counted in the model's): up
+        to :data:`UNROLLED_STEPS` steps while the model stays within :data:`MAX_TOTAL_STEPS`;
+        else one ABI op per direction."""
         imp = self.imp
         total = imp.unrolled + self.steps * d
-        if not self.unrolled_only:
-            if self.steps > UNROLLED_STEPS or total > MAX_TOTAL_STEPS:
-                return False
-        elif self.steps > MAX_STEPS:
-            raise imp.unsupported(f"sequence length {self.steps} is above the {MAX_STEPS} "
-                                  f"steps one node may unroll to")
-        elif total > MAX_TOTAL_STEPS:
-            raise imp.unsupported(f"unrolling it brings the model to {total} recurrent steps, "
-                                  f"above the cap of {MAX_TOTAL_STEPS}")
+        if self.steps > UNROLLED_STEPS or total > MAX_TOTAL_STEPS:
+            return False
         imp.unrolled = total
         return True
 

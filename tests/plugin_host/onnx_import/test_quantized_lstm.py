@@ -5,7 +5,9 @@ tolerance and giving onnxruntime's outputs bit for bit on the onnxruntime backen
 the artifact's tolerance on the numpy backend; hand-made nodes for what torch never writes
 (peepholes, the reverse direction, no bias, initial states given, uint8 zero points, a
 run-time length fixed by ``--dim``); a batch known only at run time; sequence_lens (hand-made,
-and torch's packed sequences quantized); and what is refused, naming the node."""
+and torch's packed sequences quantized); the same nodes as one ABI ``quantized_lstm`` per
+direction (a longer or run-time length), bit for bit with the unrolled steps; and what is
+refused, naming the node."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx, recurrent, saturation
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, export, export_dynamic, import_and_load, onnx,
@@ -201,6 +205,15 @@ def _lstm(tmp_path, *, direction="forward", weights=np.int8, per_column=False, b
     return path
 
 
+@pytest.fixture(params=["steps", "op"])
+def over(request, monkeypatch):
+    """How the import runs a hand-made node's 6 steps: unrolled ("steps"), or as one ABI
+    ``quantized_lstm`` per direction ("op", as it runs a length past the unrolled ones)."""
+    if request.param == "op":
+        monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 0)
+    return request.param
+
+
 def _hand_feeds(states: bool, d: int, rng) -> list[dict]:
     feeds = []
     for scale in (1.0, 4.0, 0.05):
@@ -222,7 +235,7 @@ def _hand_feeds(states: bool, d: int, rng) -> list[dict]:
     pytest.param({"direction": "bidirectional", "peepholes": True, "weights": np.uint8,
                   "zero_point": 100, "per_column": True, "states": True}, id="everything"),
 ])
-def test_hand_made_quantized_lstms_match_onnxruntime(options, tmp_path, signer):
+def test_hand_made_quantized_lstms_match_onnxruntime(options, over, tmp_path, signer):
     path = _lstm(tmp_path, **options)
     loaded = _build(path, tmp_path, signer, options.get("weights", np.int8) == np.int8)
     if loaded is None:
@@ -230,8 +243,13 @@ def test_hand_made_quantized_lstms_match_onnxruntime(options, tmp_path, signer):
     d = 2 if options.get("direction") == "bidirectional" else 1
     names = {n.name for n in loaded.graph.nodes}  # each step's quantization named after it
     s = ".reverse" if options.get("direction") == "reverse" else ""
-    assert {f"lstm{s}.x/dynamic_quantize", f"lstm{s}.t0.h/dynamic_quantize",
-            f"lstm{s}.t{STEPS - 1}.h/integer_linear"} <= names
+    if over == "steps":
+        assert {f"lstm{s}.x/dynamic_quantize", f"lstm{s}.t0.h/dynamic_quantize",
+                f"lstm{s}.t{STEPS - 1}.h/integer_linear"} <= names
+    else:  # one op per direction, named after it
+        ops = [n.name for n in loaded.graph.nodes if n.op == "quantized_lstm"]
+        assert ops == ([f"lstm{s}"] if d == 1 else ["lstm", "lstm.reverse"])
+        assert f"lstm{s}.t0.h/dynamic_quantize" not in names
     rng = np.random.default_rng(17)
     feeds = _hand_feeds(options.get("states", False), d, rng)
     _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
@@ -251,7 +269,7 @@ _LENGTHS = ([STEPS, 2, 4], [1, STEPS, 0], [3, 3, 3], [0, 0, 0], [STEPS] * 3, [2,
     pytest.param({"direction": "bidirectional", "states": True, "y": False},
                  id="bidirectional-states-no-y"),
 ])
-def test_sequence_lens_match_onnxruntime(options, tmp_path, signer):
+def test_sequence_lens_match_onnxruntime(options, over, tmp_path, signer):
     """sequence_lens given when the call runs, three sequences of 0 to all 6 steps, bit for
     bit on the onnxruntime backend and within the tolerance on numpy: onnxruntime quantizes X
     over the steps before the longest length only, runs the reverse direction forward over
@@ -280,7 +298,7 @@ def test_sequence_lens_match_onnxruntime(options, tmp_path, signer):
     _check(path, loaded, feeds)
 
 
-def test_constant_sequence_lens_match_onnxruntime(tmp_path, signer):
+def test_constant_sequence_lens_match_onnxruntime(over, tmp_path, signer):
     path = _lstm(tmp_path, lens=[STEPS, 3], direction="reverse", weights=np.uint8,
                  zero_point=128)
     _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
@@ -322,7 +340,7 @@ def test_torch_packed_sequences_quantized_match_onnxruntime(tmp_path, signer):
 
 
 def test_a_run_time_length_fixed_with_dim_imports(tmp_path, signer):
-    """The unrolling needs a static length; ``--dim`` gives it one (uint8 weights: exact on
+    """``--dim`` fixes a run-time length: the steps then unroll (uint8 weights: exact on
     every CPU's onnxruntime)."""
     path = _lstm(tmp_path, steps="seq", weights=np.uint8, zero_point=128)
     _, loaded = import_and_load(path, tmp_path / "q.pha", signer, dims={"seq": STEPS})
@@ -358,8 +376,9 @@ def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
 
 
 @pytest.mark.parametrize("options, error, message", [
-    ({"steps": "seq"}, UnsupportedModelError, "a sequence length known only at run time ('seq')"
-                                              ": only a static length is unrolled"),
+    ({"steps": "seq", "lens": "input"}, UnsupportedModelError,
+     "sequence_lens beside a sequence length known only at run time ('seq'): X is quantized "
+     "over the steps before the longest length, counted over a static length only (--dim"),
     ({"attrs": {"clip": 3.0}}, UnsupportedModelError, "attribute clip=3.0 is not supported"),
     ({"attrs": {"activations": ["Tanh", "Tanh", "Tanh"]}}, UnsupportedModelError,
      "attribute activations=['Tanh', 'Tanh', 'Tanh'] is not supported"),
@@ -373,20 +392,73 @@ def test_what_is_refused_names_the_node(options, error, message, tmp_path):
                    message)
 
 
-def test_a_static_length_past_what_unrolls_is_refused(tmp_path, monkeypatch):
-    """Its quantized steps have no ABI op to run as: past MAX_STEPS in the node, or the
-    model's MAX_TOTAL_STEPS, refused naming the node (a float LSTM is one ABI op there)."""
-    monkeypatch.setattr(recurrent, "MAX_STEPS", STEPS - 1)
-    assert_refused(_lstm(tmp_path), UnsupportedModelError, "node 'lstm' (DynamicQuantizeLSTM)",
-                   f"sequence length {STEPS} is above the {STEPS - 1} steps one node may "
-                   f"unroll to")
-    monkeypatch.setattr(recurrent, "MAX_STEPS", STEPS)
+def test_a_length_past_what_unrolls_is_one_op_per_direction(tmp_path, signer, monkeypatch):
+    """Past UNROLLED_STEPS in the node, or past the model's MAX_TOTAL_STEPS, each direction
+    is one ABI quantized_lstm (before, it was refused): onnxruntime's outputs bit for bit."""
+    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", STEPS - 1)
+    graph = import_onnx(_lstm(tmp_path)).graph
+    assert [n.op for n in graph.nodes].count("quantized_lstm") == 1
+    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", STEPS)
     monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 2 * STEPS - 1)
-    assert_refused(_lstm(tmp_path, direction="bidirectional"), UnsupportedModelError,
-                   "node 'lstm' (DynamicQuantizeLSTM)", f"unrolling it brings the model to "
-                   f"{2 * STEPS} recurrent steps, above the cap of {2 * STEPS - 1}")
-    monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 2 * STEPS)
-    assert import_onnx(_lstm(tmp_path, direction="bidirectional")).graph.nodes
+    path = _lstm(tmp_path, direction="bidirectional", weights=np.uint8, zero_point=128)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    assert [n.op for n in loaded.graph.nodes].count("quantized_lstm") == 2
+    feeds = _hand_feeds(False, 2, np.random.default_rng(12))
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_a_run_time_length_is_one_op_per_direction(direction, tmp_path, signer):
+    """A sequence length known only when the call runs (before, refused without ``--dim``):
+    onnxruntime's outputs bit for bit at 1, 6 and 40 steps (uint8 weights: exact on every
+    CPU's onnxruntime)."""
+    path = _lstm(tmp_path, steps="seq", weights=np.uint8, zero_point=100, direction=direction,
+                 states=True)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    assert loaded.graph.inputs[0].shape == ("seq", BATCH, INPUT)
+    d = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(13)
+    feeds = [{"x": rng.standard_normal((steps, BATCH, INPUT)).astype(np.float32),
+              **{n: rng.standard_normal((d, BATCH, HIDDEN)).astype(np.float32)
+                 for n in ("h0", "c0")}} for steps in (1, 6, 40)]
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
+@pytest.mark.parametrize("options", [
+    pytest.param({"direction": "bidirectional", "peepholes": True, "states": True},
+                 id="bidirectional-peepholes-states"),
+    pytest.param({"direction": "reverse", "lens": "input", "batch": 3, "y": False},
+                 id="reverse-lengths-no-y"),
+    pytest.param({"direction": "bidirectional", "lens": "input", "batch": 3, "states": True},
+                 id="bidirectional-lengths"),
+])
+def test_the_op_gives_the_unrolled_steps_bits_on_both_backends(options, tmp_path,
+                                                               monkeypatch):
+    """The numpy backend's op computes each step with the numpy operations the unrolled glue
+    ops run, in their order; the onnxruntime backend's runs the same onnxruntime kernels in a
+    Scan: the two paths agree bit for bit on each backend."""
+    path = _lstm(tmp_path, **options)
+    unrolled = import_onnx(path).graph
+    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 0)
+    op = import_onnx(path).graph
+    assert "quantized_lstm" in {n.op for n in op.nodes}
+    assert "quantized_lstm" not in {n.op for n in unrolled.nodes}
+    rng = np.random.default_rng(14)
+    batch, d = options.get("batch", BATCH), 2 if options["direction"] == "bidirectional" else 1
+    for lens in ([6, 0, 3], [2, 5, 6]) if "lens" in options else [None]:
+        feed = {"x": rng.standard_normal((STEPS, batch, INPUT)).astype(np.float32)}
+        if lens is not None:
+            feed["lens"] = np.array(lens, np.int32)
+        if options.get("states"):
+            feed |= {n: rng.standard_normal((d, batch, HIDDEN)).astype(np.float32)
+                     for n in ("h0", "c0")}
+        for backend in (NumpyBackend, OnnxruntimeBackend):
+            want = Executor(unrolled, backend()).run(dict(feed))
+            got = Executor(op, backend()).run(dict(feed))
+            for name, value in want.items():
+                np.testing.assert_array_equal(got[name], value, err_msg=name)
 
 
 def _replaced(path, name: str, value: np.ndarray) -> None:
