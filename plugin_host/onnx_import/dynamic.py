@@ -45,8 +45,6 @@ from .fold import register as register_fold
 from .layers import _pads
 from .ops import _only, maps
 
-#: Every partial sum of integers at most this large is exact in float32.
-EXACT = FLOAT32_EXACT
 #: The int32 range onnxruntime accumulates in: a bound beyond it would wrap there.
 INT32_MAX = 2 ** 31 - 1
 _INTEGERS = ("int8", "uint8")
@@ -271,7 +269,7 @@ def _split(imp, node, reach: np.ndarray) -> list[tuple[int, int]]:
     if total > INT32_MAX:
         raise imp.unsupported(f"its sums reach {total} in magnitude, beyond int32: "
                               f"onnxruntime's int32 accumulation would wrap")
-    if int(reach.max()) > EXACT:
+    if int(reach.max()) > FLOAT32_EXACT:
         raise imp.unsupported(f"one input channel's sums reach {int(reach.max())} in "
                               f"magnitude, beyond the 2**24 float32 holds exactly")
     return exact_runs(reach)

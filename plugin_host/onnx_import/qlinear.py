@@ -41,9 +41,10 @@ from __future__ import annotations
 import numpy as np
 
 from abi import dtypes
+from abi.quantization import FLOAT32_EXACT
 
 from ..errors import ModelFileError
-from .dynamic import (CONV_ATTRS, EXACT, INT32_MAX, _reach, _shifted_input, _shifted_weight,
+from .dynamic import (CONV_ATTRS, INT32_MAX, _reach, _shifted_input, _shifted_weight,
                       conv_sum, matmul_sum)
 from .ops import _only, maps
 
@@ -130,7 +131,7 @@ def _with_bias(imp, node, y: str, kind: str, bias: np.ndarray | None, shape) -> 
         if kind == "int32":
             y = imp.emit("cast", [y], [None], {"dtype": "float32"}, suffix="/float32")[0]
         return y
-    if kind == "float32" and int(np.abs(bias.astype(np.int64)).max()) <= EXACT:
+    if kind == "float32" and int(np.abs(bias.astype(np.int64)).max()) <= FLOAT32_EXACT:
         b = imp.add_constant(bias.astype(np.float32).reshape(shape), f"{node.output[0]}.bias")
         return imp.emit("add", [y, b], [None], suffix="/bias")[0]
     if kind == "float32":

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from abi.quantization import FLOAT32_EXACT
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx, saturation
-from plugin_host.onnx_import.dynamic import EXACT
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import assert_refused, export, onnx, onnxruntime_optimized, torch
@@ -153,7 +153,7 @@ def test_sums_beyond_float32s_exact_integers_are_bit_identical(tmp_path):
     integer_linear sums exactly, then the sum becomes float32 as onnxruntime converts it."""
     k = 600
     b = np.where(RNG.random((k, 3)) < 0.5, 0, 255).astype(np.uint8)
-    assert 255 * 255 * k > EXACT
+    assert 255 * 255 * k > FLOAT32_EXACT
     path = _integer_to_float(tmp_path, (2, k), b, a_zp=np.uint8(0), b_zp=np.uint8(0),
                              a_scale=np.float32(1.0), b_scale=np.float32(1.0))
     graph = import_onnx(path).graph

@@ -1,6 +1,6 @@
 """Every module of the ONNX import imports on its own, first, in a fresh interpreter: the op
 table and the mapping modules import each other, and a newcomer reaching for one of them
-(``from plugin_host.onnx_import.dynamic import EXACT``) must not find it half made."""
+(``from plugin_host.onnx_import.dynamic import INT32_MAX``) must not find it half made."""
 
 from __future__ import annotations
 
