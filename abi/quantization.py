@@ -22,12 +22,13 @@ F32 = np.float32
 FLOAT32_EXACT = 2 ** 24
 
 
-def need_values(op: str, shape: Sequence) -> None:
-    """ShapeError where ``shape`` (the graph's dims, or the call's sizes) holds a 0: the min
-    and max of no values are undefined."""
+def need_values(op: str, shape: Sequence, what: str = "x") -> None:
+    """ShapeError where ``shape`` (the graph's dims, or the call's sizes) of the tensor to
+    quantize (``what``: dynamic_quantize's x, a quantized recurrence's state) holds a 0: the
+    min and max of no values are undefined."""
     if 0 in tuple(shape):
-        raise ShapeError(f"{op}: x of shape {fmt(tuple(shape))} is empty: its min and max are "
-                         f"undefined", where=op, expected="no dim 0", got=tuple(shape))
+        raise ShapeError(f"{op}: {what} of shape {fmt(tuple(shape))} is empty: its min and max "
+                         f"are undefined", where=op, expected="no dim 0", got=tuple(shape))
 
 
 def dynamic_quantization(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -9,8 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from abi.errors import ShapeError
-from abi.quantization import dynamic_quantization
+from abi.quantization import dynamic_quantization, need_values
 from plugins.nn.recurrent import _by_lengths, _kept, _order, _put_back
 
 from . import glue
@@ -29,10 +28,8 @@ def make_quantized_lstm(weight_hh: np.ndarray, weight_scale: np.ndarray,
     def run(x, h, c, bias=None, lengths=None, peepholes=None):
         x, valid, back = _by_lengths(x, lengths, reverse, where)
         y = np.empty((x.shape[0], x.shape[1], hidden), _F32)
-        if len(y) and 0 in h.shape:
-            raise ShapeError(f"{where}: the state of shape {h.shape} is empty: it has no min and "
-                             f"max to quantize it with", where=where, expected="no dim 0",
-                             got=h.shape)
+        if len(y):  # a step quantizes the state
+            need_values(where, h.shape, "the state")
         biases = None if bias is None else np.split(bias, 4)
         holes = None if peepholes is None else np.split(peepholes, 3)
         state = h

@@ -12,7 +12,8 @@ import onnx
 from onnx import helper
 
 from abi import dtypes
-from abi.errors import BackendError, ShapeError
+from abi.errors import BackendError
+from abi.quantization import need_values
 
 from .emitter import Converter, Emitter, onnx_dtype, onnx_pads
 from .glue import quantized
@@ -395,8 +396,8 @@ def quantized_lstm(e, node, ins, outs, a):
     holes = None if peepholes is None else e.op("Split", [peepholes], 3, axis=0, num_outputs=3)
     if any(type(d) is not int for d in e.types[h].shape) or 0 in e.types[h].shape:
         shape = e.op("Concat", [e.op("Shape", [x], end=1)[0], e.op("Shape", [h])[0]], axis=0)[0]
-        e.checks.shapes.append((shape, functools.partial(_quantized_state, node.name),
-                                node.name))
+        check = functools.partial(_quantized_state, f"node {node.name!r}")
+        e.checks.shapes.append((shape, check, node.name))
 
     def step(b, x_t, states):
         h, c, *y = states
@@ -417,10 +418,8 @@ def quantized_lstm(e, node, ins, outs, a):
 def _quantized_state(where: str, shape: tuple) -> None:
     """Refuse a state of no values (x's steps, then h's shape) where a step quantizes it."""
     steps, *state = shape
-    if steps and 0 in state:
-        raise ShapeError(f"{where}: the state of shape {tuple(state)} is empty: it has no min "
-                         f"and max to quantize it with", where=where, expected="no dim 0",
-                         got=tuple(state))
+    if steps:
+        need_values(where, state, "the state")
 
 
 def _quantized_lstm_gates(b: Emitter, gates: str, c: str, peepholes, bias) -> list[str]:
