@@ -1535,12 +1535,13 @@ def test_integer_linear_beyond_float32s_exact_integers(constant):
     """K = 600 products of 255 * 255 reach 3.9e7 > 2**24, where one float32 sum would round:
     the kernel sums runs of K whose float32 sums are exact (258, 258 and 84: 255 * 255 * 258 <=
     2**24) and adds them in int32, exactly."""
-    k = 600
+    k, rng = 600, np.random.default_rng(6)
     w = np.full((4, k), 255, np.uint8)
-    w[1] = RNG.integers(0, 256, k)
+    w[1] = rng.integers(0, 256, k)
     w[2, ::7] = 0
     x = np.full((3, k), 255, np.uint8)
-    x[1, ::3] = RNG.integers(0, 256, x[1, ::3].shape)
+    x[1, ::3] = rng.integers(0, 256, x[1, ::3].shape)
+    x[2, 0] = 254  # 599 * 255 * 255 + 254 * 255 is odd and past 2**24: no float32 holds it
     assert [(a, b) for a, b, _ in glue.integer_weight(w)] == [(0, 258), (258, 516), (516, 600)]
     graph, feed = integer_linear_graph(x, w, np.array(0, np.uint8), None, constant)
     y = Executor(graph, NumpyBackend()).run(feed)["y"]

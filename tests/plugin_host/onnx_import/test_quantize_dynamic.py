@@ -239,16 +239,17 @@ def test_sums_beyond_float32s_exact_integers_match_to_the_bit(backend, tmp_path,
     """K = 600 weights of 255 - 0: sums reach 255 * 255 * 600 = 39,015,000 > 2**24, where a
     float32 sum would round; the import writes one integer_linear of the uint8 codes, whose
     sums are exact on both backends, and matches onnxruntime to the bit."""
+    rng = np.random.default_rng(1)  # its own: the assertions below need these draws
     k = 600
     b = np.full((k, 4), 255, np.uint8)
-    b[:, 1] = RNG.integers(0, 256, k)
+    b[:, 1] = rng.integers(0, 256, k)
     b[::7, 2] = 0
     model = _dq_matmul(tmp_path, b, np.array(0, np.uint8))
     _, loaded = import_and_load(model, tmp_path / "mm.pha", signer)
     [node] = [n for n in loaded.graph.nodes if n.op == "integer_linear"]
     np.testing.assert_array_equal(loaded.graph.tensors[node.inputs[1]], b.T)
     assert "linear" not in {n.op for n in loaded.graph.nodes}
-    x = (RNG.random((3, k)) * 10).astype(np.float32)
+    x = (rng.random((3, k)) * 10).astype(np.float32)
     x[:, ::3] = 10.0  # quantized to 255
     x[0, 0] = 0.0  # the range's low end: zero point 0
     acc = onnx_run_acc(model, x)
@@ -356,11 +357,12 @@ def test_a_matmul_integer_on_plain_uint8_gives_its_int32(tmp_path, signer):
 def test_an_int32_result_float32_cannot_hold_is_exact(backend, tmp_path, signer):
     """Sums of about 600 * 228 * 228 > 2**24 as the graph output: odd ones have no float32, so
     only an integer accumulation gives them."""
-    w = RNG.integers(200, 256, (600, 3)).astype(np.uint8)
+    rng = np.random.default_rng(2)  # its own: the assertions below need these draws
+    w = rng.integers(200, 256, (600, 3)).astype(np.uint8)
     model = _integer_model(tmp_path, "MatMulInteger", (2, 600), w, np.array(0, np.uint8), None,
                            (2, 3))
     _, loaded = import_and_load(model, tmp_path / "int.pha", signer)
-    a = RNG.integers(200, 256, (2, 600)).astype(np.uint8)
+    a = rng.integers(200, 256, (2, 600)).astype(np.uint8)
     want = onnxruntime_outputs(model, {"a": a}, optimized=False)["y"]
     assert want.min() > 2 ** 24 and np.any(want % 2)
     _check(model, loaded, [{"a": a}], exact=True, backend=backend and backend())
@@ -406,13 +408,14 @@ def test_a_conv_integer_beyond_float32s_exact_sums_runs_over_channel_runs(backen
     """64 input channels of 3 x 3 weights near -128: sums up to 255 * 128 * 576 > 2**24; the
     import splits the channels into runs whose float32 sums are exact and adds them in
     int32."""
-    w = RNG.integers(-128, -120, (2, 64, 3, 3)).astype(np.int8)
+    rng = np.random.default_rng(3)  # its own: the assertions below need these draws
+    w = rng.integers(-128, -120, (2, 64, 3, 3)).astype(np.int8)
     model = _integer_model(tmp_path, "ConvInteger", (1, 64, 5, 5), w, np.array(0, np.uint8),
                            np.array(0, np.int8), (1, 2, 5, 5), pads=[1, 1, 1, 1])
     _, loaded = import_and_load(model, tmp_path / "int.pha", signer)
     ops = [n.op for n in loaded.graph.nodes]
     assert ops.count("conv") == ops.count("slice") == 2 and "add" in ops
-    a = RNG.integers(250, 256, (1, 64, 5, 5)).astype(np.uint8)
+    a = rng.integers(250, 256, (1, 64, 5, 5)).astype(np.uint8)
     want = onnxruntime_outputs(model, {"a": a}, optimized=False)["y"]
     assert np.abs(want).max() > 2 ** 24 and np.any(want % 2)
     _check(model, loaded, [{"a": a}, {"a": np.full_like(a, 255)}], exact=True,
