@@ -41,18 +41,14 @@ own outputs then depend on its thread count; the import quantizes the whole batc
 onnxruntime on one thread does (the reference's setting).
 
 ``sequence_lens`` (torch's packed sequences), as the kernel runs it: X quantized over the steps
-before the longest length only (the later ones set to 0, which the range holds anyway); the
-reverse direction run forward over each sequence reversed within its length
-(:meth:`_QuantizedLstm.reversed_within`, or the op's ``reverse`` with its lengths: which
-sequences a step quantizes together), its Y reversed back; each step quantizing the previous
-step's output, which is 0 for a sequence that has ended, or where the node has no Y the kept
-state (onnxruntime reads it from where it writes Y_h, which for a sequence of length 0 it never
-writes: the import takes the initial state and adds a note); the final states 0 for a sequence
-of length 0 (:mod:`.recurrent`).
-
-Refused naming the node, beyond what :mod:`.recurrent` refuses for an LSTM: sequence_lens
-beside a sequence length known only at run time (X's quantization over the steps before the
-longest length counts them over a static length only).
+before the longest length only (the later ones set to 0, which the range holds anyway; over a
+run-time length the steps counted when the call runs); the reverse direction run forward over each
+sequence reversed within its length (:meth:`_QuantizedLstm.reversed_within`, or the op's
+``reverse`` with its lengths: which sequences a step quantizes together), its Y reversed back; each
+step quantizing the previous step's output, which is 0 for a sequence that has ended, or where the
+node has no Y the kept state (onnxruntime reads it from where it writes Y_h, which for a sequence
+of length 0 it never writes: the import takes the initial state and adds a note); the final states
+0 for a sequence of length 0 (:mod:`.recurrent`).
 """
 
 from __future__ import annotations
@@ -63,6 +59,7 @@ from ..errors import ModelFileError
 from .dynamic import as_uint8, integer_sum, integer_weight, quantized_at_run_time
 from .ops import maps
 from .recurrent import _Rnn, lstm_gates
+from .run_time_sizes import run_time_arange
 
 _F32 = np.float32
 
@@ -72,11 +69,6 @@ class _QuantizedLstm(_Rnn):
 
     def __init__(self, imp, node, attrs: dict) -> None:
         super().__init__(imp, node, attrs, op="LSTM")
-        if self.sequence and self.lens is not None and type(self.steps) is not int:
-            raise imp.unsupported(f"sequence_lens beside a sequence length known only at run "
-                                  f"time ({self.steps!r}): X is quantized over the steps "
-                                  f"before the longest length, counted over a static length "
-                                  f"only (--dim NAME=SIZE fixes an input's run-time dim)")
         #: Y is an output of the node (named, read or not): onnxruntime then quantizes a
         #: finished sequence's zeroed output at the next steps, else its kept state
         self.y_present = bool(node.output) and bool(node.output[0])
@@ -150,18 +142,29 @@ class _QuantizedLstm(_Rnn):
         return as_uint8(imp, codes, zp, what), scale
 
     def time_positions(self, rank: int) -> str:
-        """``arange(steps)`` along the time axis of a rank-``rank`` value (int64)."""
+        """``arange(steps)`` along the time axis of a rank-``rank`` value (int64): a constant,
+        or over a run-time length counted when the call runs (:func:`.run_time_arange`)."""
         shape = [1] * rank
         shape[self.layout] = self.steps
+        if type(self.steps) is not int:
+            return run_time_arange(self.imp, shape, self.layout)
         return self.constant(np.arange(self.steps, dtype=np.int64).reshape(shape),
                              f".positions{rank}")
 
     def within_longest(self, x: str) -> str:
         """X with the steps from the longest sequence on set to 0: onnxruntime quantizes X
         over the steps before the longest sequence's length only (a 0 leaves the range, which
-        holds 0, as it is)."""
+        holds 0, as it is). Over a run-time length the lengths are read as they are: one
+        outside [0, steps] keeps every step or none here, and the ``quantized_lstm`` op
+        refuses it."""
         imp = self.imp
-        [longest] = imp.emit("amax", [self.lengths()], [None], {"axes": [0, 1]},
+        if type(self.steps) is int:
+            lens = self.lengths()
+        else:
+            [lens] = imp.emit("cast", [imp.tensor(self.lens)], [None], {"dtype": "int64"},
+                              suffix=".x.lens")
+        [longest] = imp.emit("amax", [lens], [None],
+                             {"axes": list(range(len(imp.types[lens].shape)))},
                              suffix=".x.longest")
         [before] = imp.emit("less", [self.time_positions(3), longest], [None],
                             suffix=".x.before_longest")

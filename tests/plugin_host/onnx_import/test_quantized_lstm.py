@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.errors import IndexRangeError, ModelFileError, UnsupportedModelError
 from plugin_host.onnx_import import import_onnx, recurrent, saturation
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
@@ -376,9 +376,6 @@ def test_the_hidden_state_is_quantized_at_every_step(tmp_path):
 
 
 @pytest.mark.parametrize("options, error, message", [
-    ({"steps": "seq", "lens": "input"}, UnsupportedModelError,
-     "sequence_lens beside a sequence length known only at run time ('seq'): X is quantized "
-     "over the steps before the longest length, counted over a static length only (--dim"),
     ({"attrs": {"clip": 3.0}}, UnsupportedModelError, "attribute clip=3.0 is not supported"),
     ({"attrs": {"activations": ["Tanh", "Tanh", "Tanh"]}}, UnsupportedModelError,
      "attribute activations=['Tanh', 'Tanh', 'Tanh'] is not supported"),
@@ -424,6 +421,43 @@ def test_a_run_time_length_is_one_op_per_direction(direction, tmp_path, signer):
                  for n in ("h0", "c0")}} for steps in (1, 6, 40)]
     _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
     _check(path, loaded, feeds)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_sequence_lens_beside_a_run_time_length(direction, tmp_path, signer):
+    """sequence_lens and a length known only when the call runs (before, refused without
+    ``--dim``): X is quantized over the steps before the longest length, counted when the call
+    runs; onnxruntime's outputs bit for bit at 1, 6 and 40 steps, the longest length short of
+    the whole sequence or not (uint8 weights: exact on every CPU's onnxruntime)."""
+    path = _lstm(tmp_path, steps="seq", weights=np.uint8, zero_point=100, direction=direction,
+                 states=True, lens="input", batch=3)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    assert loaded.graph.inputs[0].shape == ("seq", 3, INPUT)
+    d = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(15)
+    feeds = []
+    for steps, lens in ((1, [1, 0, 1]), (6, [2, 5, 0]), (6, [6, 1, 3]), (40, [7, 39, 12]),
+                        (40, [40, 40, 40])):
+        x = rng.standard_normal((steps, 3, INPUT)).astype(np.float32)
+        x[max(lens):] *= 50  # past the longest length: a range that would change every code
+        feeds.append({"x": x, "lens": np.array(lens, np.int32),
+                      **{n: rng.standard_normal((d, 3, HIDDEN)).astype(np.float32)
+                         for n in ("h0", "c0")}})
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
+def test_a_length_past_a_run_time_sequence_is_refused_when_the_call_runs(tmp_path, signer):
+    """A sequence_lens entry outside [0, steps] beside a run-time length: the op refuses the
+    call naming the node, on both backends (onnxruntime's kernel refuses it too)."""
+    path = _lstm(tmp_path, steps="seq", weights=np.uint8, zero_point=100, lens="input",
+                 batch=3)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    x = np.ones((4, 3, INPUT), np.float32)
+    for lens in ([5, 1, 1], [-1, 2, 2]):
+        for backend in (NumpyBackend, OnnxruntimeBackend):
+            with pytest.raises(IndexRangeError, match="lstm"):
+                Executor(loaded.graph, backend()).run({"x": x, "lens": np.array(lens, np.int32)})
 
 
 @pytest.mark.parametrize("options", [
