@@ -29,7 +29,7 @@ from abi import TensorType
 from abi.errors import BackendError
 
 from . import glue, layers, widen
-from .emitter import OPSET, Checks, Converter, Emitter, onnx_dtype
+from .emitter import MS, OPSET, Checks, Converter, Emitter, onnx_dtype
 
 __all__ = ["CONVERTERS", "OPSET", "to_onnx"]
 
@@ -98,7 +98,8 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
     nodes = widen.widen(e.nodes, _elem_types(e, graph_inputs, graph_outputs), OPSET)
     graph = helper.make_graph(nodes, name, graph_inputs, graph_outputs,
                               initializer=list(e.initializers.values()))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                    helper.make_opsetid(MS, 1)],
                               producer_name="plugin-host")
     model.ir_version = min(model.ir_version, 10)
     return model, e.checks

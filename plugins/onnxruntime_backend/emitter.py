@@ -17,6 +17,9 @@ from abi import TensorType, dtypes
 #: ``num_outputs`` and ReduceMean with ``axes`` as an input are opset 18; GridSample of a
 #: volume is opset 20; BitCast is opset 26).
 OPSET = 26
+#: onnxruntime's own operator domain (version 1), for the kernels the ONNX opset lacks
+#: (DynamicQuantizeMatMul in the quantized LSTM's steps)
+MS = "com.microsoft"
 
 
 def onnx_dtype(name: str) -> int:

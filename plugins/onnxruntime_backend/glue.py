@@ -209,7 +209,7 @@ def dynamic_quantize(e, node, ins, outs, a):
     """onnxruntime's DynamicQuantizeLinear (one kernel: min and max, then the codes), its
     uint8 outputs cast to float32, with the ABI's answer where x holds a nan (scale nan, zero
     point 255, codes 0; onnxruntime's vectorised min and max keep or drop a nan by where it
-    sits): whether one is there is a max over x's IsNaN mask, in uint8. Over sizes known only
+    sits): whether one is there is :func:`nan_seen`. Over sizes known only
     when the call runs, an empty x is refused by the ABI's rule after the run."""
     x = ins[0]
     shape = e.types[x].shape
@@ -222,14 +222,20 @@ def dynamic_quantize(e, node, ins, outs, a):
     e.op("Cast", [zp], [outs[2]], to=f32)
 
 
+def nan_seen(e, x: str) -> str:
+    """Whether ``x`` holds a nan, a bool scalar: the max of its IsNaN mask, taken in uint8
+    (onnxruntime refuses the max of an empty bool tensor, which a uint8 one gives as 0)."""
+    seen = e.op("ReduceMax", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.UINT8),
+                keepdims=0)
+    return e.op("Cast", seen, to=onnx.TensorProto.BOOL)[0]
+
+
 def quantized(e, x: str, outs: list[str | None]) -> list[str]:
     """``dynamic_quantize`` of ``x`` as onnxruntime's DynamicQuantizeLinear computes it, its
     uint8 codes and zero point as they are, with the ABI's answer where x holds a nan
     (:func:`dynamic_quantize`); into ``outs`` (codes, scale, zero point) where not None."""
     codes, scale, zp = e.op("DynamicQuantizeLinear", [x], 3)
-    seen = e.op("ReduceMax", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.UINT8),
-                keepdims=0)
-    nan = e.op("Cast", seen, to=onnx.TensorProto.BOOL)
+    nan = [nan_seen(e, x)]
     return [e.op("Where", nan + [e.const(value, dtype), v], [out] if out else 1)[0]
             for value, dtype, v, out in ((0, np.uint8, codes, outs[0]),
                                          (np.nan, np.float32, scale, outs[1]),

@@ -15,8 +15,8 @@ from abi import dtypes
 from abi.errors import BackendError
 from abi.quantization import need_values
 
-from .emitter import Converter, Emitter, onnx_dtype, onnx_pads
-from .glue import quantized
+from .emitter import MS, Converter, Emitter, onnx_dtype, onnx_pads
+from .glue import nan_seen
 
 
 def _per_channel(e: Emitter, name: str, rank: int) -> str:
@@ -382,17 +382,25 @@ def lstm(e, node, ins, outs, a):
 
 
 def quantized_lstm(e, node, ins, outs, a):
-    """The quantized LSTM's recurrence as an ONNX Scan (:func:`_recurrence`) whose body is
-    the ops the import unrolls a short one into, so the op gives onnxruntime's own kernel's
-    outputs bit for bit as they do: the state quantized as ``dynamic_quantize`` quantizes
-    (:func:`.glue.quantized`), MatMulInteger uint8 by uint8 against the weight prepared once
-    outside (:func:`_integer_weight`), the gates in onnxruntime's order (the op's doc). With
+    """The quantized LSTM's recurrence as an ONNX Scan (:func:`_recurrence`) whose body
+    computes what the ops the import unrolls a short one into compute, so the op gives
+    onnxruntime's own kernel's outputs bit for bit as they do: the state's product by the
+    weight one com.microsoft DynamicQuantizeMatMul (DynamicQuantizeLinear's quantization,
+    the integer GEMM uint8 by uint8 against the weight prepared once outside
+    (:func:`_integer_weight`), ``float32(sum) * (state_scale * scale)``: the numbers of
+    ``dynamic_quantize``, ``integer_linear``, ``cast`` and ``mul``), made nan where the state
+    holds a nan (the ABI's ``dynamic_quantize`` gives a nan scale there; onnxruntime's
+    quantization does not see every nan), then the gates in onnxruntime's order (the op's
+    doc; without peepholes the bias added to the four blocks at once, the same sums). With
     ``quantize_y`` the state quantized at each step is a third one, the step's y (0 past a
-    sequence's end)."""
+    sequence's end). Some 20 onnxruntime kernels a step."""
     x, h, c, w, scale, w_zp, bias, lengths, peepholes = (ins + [None] * 9)[:9]
     wt, w_zp = _integer_weight(e, w, w_zp)
     scale = e.value(scale)  # an outer graph value, read by name in the body
-    biases = None if bias is None else e.op("Split", [bias], 4, axis=0, num_outputs=4)
+    # without peepholes the bias is added to the four blocks at once (one Add, the same sums)
+    biases = None if bias is None else (
+        e.op("Split", [bias], 4, axis=0, num_outputs=4) if peepholes is not None
+        else e.value(bias))
     holes = None if peepholes is None else e.op("Split", [peepholes], 3, axis=0, num_outputs=3)
     if any(type(d) is not int for d in e.types[h].shape) or 0 in e.types[h].shape:
         shape = e.op("Concat", [e.op("Shape", [x], end=1)[0], e.op("Shape", [h])[0]], axis=0)[0]
@@ -401,11 +409,13 @@ def quantized_lstm(e, node, ins, outs, a):
 
     def step(b, x_t, states):
         h, c, *y = states
-        codes, state_scale, zp = quantized(b, (y or [h])[0], [None] * 3)
-        total = b.op("Cast", b.op("MatMulInteger", [codes, wt, zp, w_zp]),
-                     to=onnx.TensorProto.FLOAT)
-        multiplier = b.op("Mul", [state_scale, scale])
-        gates = b.op("Add", [x_t, b.op("Mul", total + multiplier)[0]])[0]
+        state = (y or [h])[0]
+        # onnxruntime's DynamicQuantizeLinear, MatMulInteger and the scaling in one kernel
+        [product] = b.op("DynamicQuantizeMatMul", [state, wt, scale, w_zp], domain=MS)
+        # a nan in the state: the product nan, as the ABI's scale nan makes it (whatever
+        # codes onnxruntime then computes)
+        [product] = b.op("Where", [nan_seen(b, state), b.const(np.nan, np.float32), product])
+        gates = b.op("Add", [x_t, product])[0]
         h_next, c_next = _quantized_lstm_gates(b, gates, c, holes, biases)
         # a body output is one value: y's state its own (an Identity) beside h
         return [h_next, c_next] + [b.op("Identity", [h_next])[0] for _ in y]
@@ -426,6 +436,8 @@ def _quantized_lstm_gates(b: Emitter, gates: str, c: str, peepholes, bias) -> li
     """The quantized LSTM's next [h, c] from its gates (blocks i, o, f, c) in a Scan body:
     peepholes (i, o, f) and bias (i, o, f, c) blocks added in the order of onnxruntime's
     kernel (the op's doc)."""
+    if peepholes is None and bias is not None:
+        gates, bias = b.op("Add", [gates, bias])[0], None
     g_i, g_o, g_f, g_c = b.op("Split", [gates], 4, axis=1, num_outputs=4)
 
     def gate(g, k, state):

@@ -1038,6 +1038,23 @@ def test_quantized_lstm_over_any_steps_and_lengths(reverse, quantize_y):
             np.testing.assert_array_equal(got["h_last"], feed["h"])
 
 
+def test_quantized_lstm_carries_a_nan_as_the_abi_quantizes_it():
+    """A nan in one sequence's input gate at step 2 makes one unit of its state nan there,
+    and the next step's quantization of the whole batch's state has a nan scale: every
+    sequence's later outputs are nan, on both backends (onnxruntime's own quantization does
+    not see every nan); a nan in the initial state, from the first step on."""
+    graph, feed = quantized_lstm()
+    x = feed["x"].copy()
+    x[2, 0, 3] = np.nan
+    got = assert_same(graph, {**feed, "x": x}, rtol=1e-3, atol=1e-3)
+    assert np.isnan(got["y"][2]).sum() == 1 and np.isnan(got["y"][2, 0, 3])
+    assert np.isfinite(got["y"][:2]).all() and np.isnan(got["y"][3:]).all()
+    h = feed["h"].copy()
+    h[1, 2] = np.nan
+    got = assert_same(graph, {**feed, "h": h}, rtol=1e-3, atol=1e-3)
+    assert np.isnan(got["y"]).all() and np.isnan(got["c_last"]).all()
+
+
 @pytest.mark.parametrize("backend", [NumpyBackend, OnnxruntimeBackend])
 def test_quantized_lstm_of_an_empty_state_is_refused(backend):
     """A batch of 0 has no state to quantize: the ShapeError naming the node on both
