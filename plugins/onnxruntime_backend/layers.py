@@ -17,6 +17,7 @@ from abi.quantization import need_values
 
 from .emitter import MS, Converter, Emitter, onnx_dtype, onnx_pads
 from .glue import nan_seen
+from .recurrent_kernels import guard_lengths, kernel_or_scan, lstm_kernel
 
 
 def _per_channel(e: Emitter, name: str, rank: int) -> str:
@@ -255,7 +256,7 @@ def _transposed(e: Emitter, name: str) -> str:
 
 def _recurrence(e, node, x: str, states: list[str], w_ih: str | None, b_ih: str | None,
                 outs: list[str], step: Callable, lengths: str | None = None,
-                zeroed: int | None = None) -> None:
+                zeroed: int | None = None, guard: bool = True) -> None:
     """An ABI recurrence (lstm, gru, rnn) as an ONNX Scan over the time steps, of the same
     element-wise ops as the numpy backend's, so that a nan or an infinity propagates as it
     does there and in torch (onnxruntime's own LSTM and GRU kernels turn a nan input into
@@ -273,7 +274,8 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str | None, b_ih: str 
     sequences it is within, and the states stay where it is not (:func:`_within_lengths`), but
     state ``zeroed``, which is 0 there; y is then 0 past each sequence's length. The lengths
     are guarded as indices into [0, T + 1) (they come back for the check after the run, as an
-    Embedding's indices do) and clipped into that range for the run."""
+    Embedding's indices do; not with ``guard`` False, where the caller guards them) and
+    clipped into that range for the run."""
     dtype = onnx_dtype(e.types[x].dtype)
     first = e.const([0], np.int64)
     gates = x if w_ih is None else e.op("MatMul", [x, _transposed(e, w_ih)])[0]
@@ -291,7 +293,9 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str | None, b_ih: str 
     reverse = bool(node.attrs["reverse"])
     scans, valid, back = [], None, None
     if lengths is not None:
-        valid, back = _within_lengths(e, node, lengths, steps, reverse)
+        if guard:
+            guard_lengths(e, node, lengths, steps)
+        valid, back = _within_lengths(e, lengths, steps, reverse)
         if back is not None:  # each sequence reversed within its length, then run forward
             gates = _gathered_steps(e, gates, back)
         scans = [padded(valid, helper.make_tensor("no", onnx.TensorProto.BOOL, [1], [0]))]
@@ -306,7 +310,7 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str | None, b_ih: str 
     if lengths is not None:
         valid_t = body.fresh()
         scanned.append(helper.make_tensor_value_info(valid_t, onnx.TensorProto.BOOL, matrix))
-        zero = body.const(0, dtypes.to_numpy(e.types[x].dtype))
+        zero = None if zeroed is None else body.const(0, dtypes.to_numpy(e.types[x].dtype))
         new = [body.op("Where", [valid_t, n, zero if k == zeroed else o])[0]
                for k, (n, o) in enumerate(zip(new, inner))]
     y_t = body.op("Identity", [new[0]])[0]
@@ -332,14 +336,13 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str | None, b_ih: str 
         e.op("Where", [empty, given, last], [out])
 
 
-def _within_lengths(e: Emitter, node, lengths: str, steps: str, reverse: bool
+def _within_lengths(e: Emitter, lengths: str, steps: str, reverse: bool
                     ) -> tuple[str, str | None]:
     """``(valid, back)`` for a recurrence's lengths: valid (T, B, 1) bool, step t within
     sequence b; for reverse, back (T, B, 1) int64, the step each position of a sequence
     reversed within its length comes from (and goes back to): lengths[b] - 1 - t within it,
-    t past it. The lengths are guarded against [0, T + 1) and clipped into it."""
-    size = e.op("Add", [steps, e.const([1], np.int64)])[0]
-    e.checks.guards.append((lengths, size, f"node {node.name!r}", "sequence length"))
+    t past it. The lengths are clipped into [0, T] (:func:`guard_lengths` reports one
+    outside)."""
     lens = e.op("Cast", [lengths], to=onnx.TensorProto.INT64)[0]
     lens = e.op("Max", [e.op("Min", [lens, steps])[0], e.const(0, np.int64)])[0]
     t = e.op("Range", [e.const(0, np.int64), e.op("Squeeze", [steps])[0],
@@ -367,7 +370,8 @@ def _state_share(b: Emitter, h: str, w_t: str, bias: str | None) -> str:
 
 def lstm(e, node, ins, outs, a):
     """The LSTM over the sequence: gates i, f, g, o as lstm_cell's; with peepholes, split
-    once outside the Scan."""
+    once outside the Scan; onnxruntime's LSTM kernel instead where the call's values are
+    finite and small enough (:mod:`.recurrent_kernels`)."""
     x, h, c, w_ih, w_hh, b_ih, b_hh, lengths, peepholes = (ins + [None] * 9)[:9]
     w_t, b_hh = _transposed(e, w_hh), e.value(b_hh) or None  # outer graph values, by name
     if peepholes is not None:
@@ -378,7 +382,10 @@ def lstm(e, node, ins, outs, a):
         return _lstm_gates(b, b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0], c,
                            peepholes=peepholes)
 
-    _recurrence(e, node, x, [h, c], w_ih, b_ih, outs, step, lengths)
+    def scan(b, names, guard):
+        _recurrence(b, node, x, [h, c], w_ih, b_ih, names, step, lengths, guard=guard)
+
+    kernel_or_scan(e, node, x, [h, c], lengths, outs, lstm_kernel(e, ins, a["reverse"]), scan)
 
 
 def quantized_lstm(e, node, ins, outs, a):

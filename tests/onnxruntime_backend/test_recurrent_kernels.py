@@ -1,0 +1,110 @@
+"""The lstm op on the onnxruntime backend: onnxruntime's LSTM kernel where the call's values
+are finite and moderate, the Scan of element-wise ops otherwise (a nan, an infinity, values
+whose gate sums could leave float32), each branch the numpy backend's numbers; which branch
+ran is read from onnxruntime's profile of the run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from plugin_host.builder import GraphBuilder
+from plugins.onnxruntime_backend import convert
+
+from .test_ops import CASES, assert_same, f32
+
+
+def _model(graph):
+    """``graph`` converted as the onnxruntime backend converts it."""
+    return convert.to_onnx(
+        graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
+        outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
+        consts=graph.tensors, types=graph.types)[0]
+
+
+def _ran(graph, feed, tmp_path) -> set[str]:
+    """The op types onnxruntime ran for ``graph`` on ``feed``, from its profile (nodes inside
+    an If's branch and a Scan's body included)."""
+    model = _model(graph)
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "profile")
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    session.run(None, feed)
+    with open(session.end_profiling()) as f:
+        return {e["args"]["op_name"] for e in json.load(f) if e.get("cat") == "Node"}
+
+
+def _model_ops(graph) -> set[str]:
+    return {n.op_type for n in _model(graph).graph.node}
+
+
+KERNEL_CASES = ["lstm", "lstm_reverse", "lstm_peepholes", "lstm_lengths", "lstm_lengths_reverse",
+                "lstm_peepholes_lengths_reverse"]
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES)
+def test_finite_values_run_onnxruntimes_lstm_kernel(case, tmp_path):
+    """Finite inputs and states: the kernel runs (no Scan), within float32 rounding of the
+    numpy backend, at 1 and 7 steps, each sequence from none of its steps to all; a sequence
+    of length 0 keeps the states given (onnxruntime's kernel alone gives zeros)."""
+    graph, feed = CASES[case]()
+    runs = [(1, [1, 0]), (7, [7, 2]), (7, [0, 5]), (7, [0, 0])] if "lengths" in feed else [
+        (1, None), (7, None)]
+    for steps, lengths in runs:
+        run = {**feed, "x": f32(steps, 2, 6)}
+        if lengths is not None:
+            run["lengths"] = np.array(lengths, np.int32)
+        ran = _ran(graph, dict(run), tmp_path)
+        assert "LSTM" in ran and "Scan" not in ran
+        got = assert_same(graph, run)
+        for k in [] if lengths is None else np.flatnonzero(np.array(lengths) == 0):
+            for state in ("h", "c"):
+                np.testing.assert_array_equal(got[f"{state}_last"][k], run[state][k])
+
+
+@pytest.mark.parametrize("special", ["nan_x", "inf_x", "nan_h", "inf_c", "huge_x"])
+@pytest.mark.parametrize("case", ["lstm", "lstm_peepholes_lengths_reverse"])
+def test_special_values_run_the_scan(case, special, tmp_path):
+    """A nan or an infinity in x within a sequence (or in h, or c), or an x whose gate sums
+    could pass float32's range (3e37): the Scan runs, not the kernel (whose activations would
+    turn a nan into finite numbers), and the outputs are the numpy backend's, nan where it
+    gives nan."""
+    graph, feed = CASES[case]()
+    run = {**feed, "x": f32(7, 2, 6)}
+    if "lengths" in run:
+        run["lengths"] = np.array([7, 4], np.int32)
+    name, value = {"nan_x": ("x", np.nan), "inf_x": ("x", -np.inf), "nan_h": ("h", np.nan),
+                   "inf_c": ("c", np.inf), "huge_x": ("x", 3e37)}[special]
+    run[name] = run[name].copy()
+    run[name].reshape(-1)[1] = value  # in the first sequence, at its first step
+    ran = _ran(graph, dict(run), tmp_path)
+    assert "Scan" in ran and "LSTM" not in ran
+    with np.errstate(all="ignore"):
+        got = assert_same(graph, run)
+    if special.startswith("nan"):
+        assert np.isnan(got["h_last"][0]).all() and np.isfinite(got["h_last"][1]).all()
+
+
+def test_weights_the_kernel_cannot_take_leave_the_scan_alone():
+    """Run-time weights, or a constant weight holding an infinity: no If, no LSTM kernel in
+    the model, the Scan alone (and the numbers the numpy backend's)."""
+    graph, feed = CASES["lstm_runtime_weights"]()
+    assert "Scan" in _model_ops(graph) and not {"If", "LSTM"} & _model_ops(graph)
+    b = GraphBuilder("lstm_inf")
+    x = b.input("x", ("t", 2, 3), "float32", "ANY")
+    h, c = (b.input(n, (2, 2), "float32", "ANY") for n in ("h", "c"))
+    w_ih = f32(8, 3)
+    w_ih[0, 0] = np.inf
+    outs = b.op("lstm", x, h, c, b.constant("w_ih", w_ih), b.constant("w_hh", f32(8, 2)),
+                name="node")
+    for out, name in zip(outs, ("y", "h_last", "c_last")):
+        b.output(out, name, "ANY")
+    graph = b.build()
+    assert "Scan" in _model_ops(graph) and not {"If", "LSTM"} & _model_ops(graph)
+    with np.errstate(all="ignore"):
+        assert_same(graph, {"x": f32(4, 2, 3), "h": f32(2, 2), "c": f32(2, 2)})
