@@ -17,7 +17,7 @@ from abi.quantization import need_values
 
 from .emitter import MS, Converter, Emitter, onnx_dtype, onnx_pads
 from .glue import nan_seen
-from .recurrent_kernels import guard_lengths, kernel_or_scan, lstm_kernel
+from .recurrent_kernels import guard_lengths, kernel_or_scan, recurrence_kernel
 
 
 def _per_channel(e: Emitter, name: str, rank: int) -> str:
@@ -336,6 +336,20 @@ def _recurrence(e, node, x: str, states: list[str], w_ih: str | None, b_ih: str 
         e.op("Where", [empty, given, last], [out])
 
 
+def _kernel_or_scan(e, node, ins: list, outs: list, a: dict, states: list[str],
+                    step: Callable) -> None:
+    """An ABI recurrence (lstm, gru, rnn; ``ins`` its inputs, ``states`` its initial ones) as
+    onnxruntime's kernel where the call's values allow, else the Scan of ``step``
+    (:mod:`.recurrent_kernels`)."""
+    x, (w_ih, _, b_ih, _, lengths) = ins[0], (ins[1 + len(states):] + [None] * 5)[:5]
+
+    def scan(b, names, guard):
+        _recurrence(b, node, x, states, w_ih, b_ih, names, step, lengths, guard=guard)
+
+    kernel_or_scan(e, node, x, states, lengths, outs,
+                   recurrence_kernel(e, node.op, ins, a), scan)
+
+
 def _within_lengths(e: Emitter, lengths: str, steps: str, reverse: bool
                     ) -> tuple[str, str | None]:
     """``(valid, back)`` for a recurrence's lengths: valid (T, B, 1) bool, step t within
@@ -382,10 +396,7 @@ def lstm(e, node, ins, outs, a):
         return _lstm_gates(b, b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0], c,
                            peepholes=peepholes)
 
-    def scan(b, names, guard):
-        _recurrence(b, node, x, [h, c], w_ih, b_ih, names, step, lengths, guard=guard)
-
-    kernel_or_scan(e, node, x, [h, c], lengths, outs, lstm_kernel(e, ins, a["reverse"]), scan)
+    _kernel_or_scan(e, node, ins, outs, a, [h, c], step)
 
 
 def quantized_lstm(e, node, ins, outs, a):
@@ -493,7 +504,7 @@ def gru(e, node, ins, outs, a):
         n = b.op("Tanh", [b.op("Add", [x_n, reset])[0]])[0]
         return [b.op("Add", [b.op("Mul", [b.op("Sub", [h, n])[0], z])[0], n])[0]]
 
-    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step, lengths)
+    _kernel_or_scan(e, node, ins, outs, a, [h], step)
 
 
 def rnn(e, node, ins, outs, a):
@@ -506,7 +517,7 @@ def rnn(e, node, ins, outs, a):
         [h] = states
         return [b.op(act, [b.op("Add", [x_t, _state_share(b, h, w_t, b_hh)])[0]])[0]]
 
-    _recurrence(e, node, x, [h], w_ih, b_ih, outs, step, lengths)
+    _kernel_or_scan(e, node, ins, outs, a, [h], step)
 
 
 def embedding(e, node, ins, outs, a, *, checked: bool = True):

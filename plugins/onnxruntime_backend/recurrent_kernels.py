@@ -1,28 +1,34 @@
-"""onnxruntime's own recurrence kernels for the ABI's ``lstm`` where they give its numbers.
+"""onnxruntime's own LSTM, GRU and RNN kernels for the ABI's ``lstm``, ``gru`` and ``rnn`` (tanh)
+where they give the ops' numbers.
 
 The ABI's recurrences run as an ONNX Scan of element-wise ops (:func:`.layers._recurrence`),
-which keeps a nan or an infinity where the numpy backend and torch keep it: onnxruntime's LSTM
-kernel clamps what its activations read, so a nan input comes out as finite numbers. On
-finite values the kernel computes the same function in one call (its float32 sums and
-activations within float32 rounding of torch's), where the Scan pays some twenty kernel
-launches a step: over 1,024 steps of 64 units, 7 ms against 1 ms.
+which keeps a nan or an infinity where the numpy backend and torch keep it: onnxruntime's
+kernels clamp what their activations read, so a nan input comes out as finite numbers (and
+its RNN's Relu makes a nan 0). On finite values a kernel computes the same function in one
+call (its float32 sums and activations within float32 rounding of torch's), where the Scan
+pays some ten to twenty kernel launches a step: over 1,024 steps of 64 units, an LSTM takes
+some 1.2 ms against the Scan's 6 ms (``bench/bench_recurrent.py``).
 
 So the op is an ONNX ``If``: the kernel where the call's values cannot reach a nan or an
 infinity, else the Scan. The test is one sum, made when the call runs: ``S = sum|x| +
-sum|h| + sum|c|`` below ``LIMIT / k``, where ``k`` (from the constant weights, at
+sum|h| (+ sum|c|)`` below ``LIMIT / k``, where ``k`` (from the constant weights, at
 conversion) bounds what one unit of input moves a gate: at least 1, each weight matrix's
 largest row sum of magnitudes, the largest bias and peephole. Every gate sum is then at most
-some ``3 * k * S`` (a hidden state is at most 1 after the first step, the cell state grows
-by at most 1 a step), far inside float32's range; a nan or an infinity makes S nan or
-infinite, and the comparison false. An empty x (no steps, or no sequences) takes the Scan,
-whose answer for it is the op's (onnxruntime's kernel refuses some of those shapes).
+some ``3 * k * S`` (an LSTM's or a tanh RNN's hidden state is at most 1 after the first step,
+a GRU's at most the larger of 1 and its start, an LSTM's cell state grows by at most 1 a
+step), far inside float32's range; a nan or an infinity makes S nan or infinite, and the
+comparison false. An empty x (no steps, or no sequences) takes the Scan, whose answer for it
+is the op's (onnxruntime's GRU aborts the process on no steps).
 
-The kernel is used only where the conversion can prepare it: float32 values, constant
-weights, biases and peepholes, all finite, a hidden size and an input size above 0; else the
-op is the Scan alone. The lengths are guarded as the Scan guards them (before the If, so the
-check after the run sees them), and clipped into [0, T] for the kernel. onnxruntime gives a
-sequence of length 0 zero final states where the ABI keeps the states given: a Where puts
-them back.
+A kernel is used only where the conversion can prepare it: float32 values, constant weights,
+biases and peepholes, all finite, ``k`` at most ``LIMIT`` (the hidden state's share of a gate,
+up to ``k``, stays inside float32's range), a hidden size and an input size above 0, an rnn of
+tanh (a relu RNN's state can grow past any bound the sum could set); else the op is the Scan
+alone.
+The weights go to the kernel in ONNX's gate order, prepared once. The lengths are guarded as
+the Scan guards them (before the If, so the check after the run sees them), and clipped into
+[0, T] for the kernel. onnxruntime gives a sequence of length 0 zero final states where the
+ABI keeps the states given: a Where puts them back.
 """
 
 from __future__ import annotations
@@ -62,15 +68,25 @@ def _reach(weights: list, vectors: list) -> float:
 
 def _gates(array: np.ndarray, order: list[int]) -> np.ndarray:
     """``array``'s gate blocks along axis 0 in ``order``."""
-    return np.concatenate([np.split(array, 4, axis=0)[k] for k in order], axis=0)
+    return np.concatenate([np.split(array, len(order), axis=0)[k] for k in order], axis=0)
 
 
-def lstm_kernel(e: Emitter, ins: list, reverse: bool) -> Callable | None:
-    """``kernel(b, outs)``: the op through onnxruntime's LSTM into ``outs`` (y, h_last,
-    c_last), written into the branch ``b``; with the test's bound, ``(kernel, limit)``; None
-    where the kernel cannot be prepared (module doc)."""
-    x, h, c, w_ih, w_hh, b_ih, b_hh, lengths, peepholes = (ins + [None] * 9)[:9]
-    if e.types[x].dtype != "float32":
+#: ABI op -> (onnxruntime's kernel, the ABI's gate blocks in the kernel's order, the number of
+#: states): lstm's i, f, g, o as ONNX's i, o, f, c; gru's r, z, n as z, r, h
+KERNELS = {"lstm": ("LSTM", [0, 3, 1, 2], 2), "gru": ("GRU", [1, 0, 2], 1),
+           "rnn": ("RNN", [0], 1)}
+
+
+def recurrence_kernel(e: Emitter, op: str, ins: list, attrs: dict) -> tuple | None:
+    """``(kernel, limit)``: ``kernel(b, outs)`` writes the ABI recurrence ``op`` (lstm, gru,
+    rnn) through onnxruntime's kernel into the branch ``b`` (its outputs ``outs``: y and the
+    final states); ``limit`` the test's bound (module doc). None where the kernel cannot be
+    prepared: another dtype than float32, weights, biases or peepholes computed at run time
+    or not finite, a size of 0, an rnn of relu (whose state can grow without bound)."""
+    kind, order, count = KERNELS[op]
+    x, states = ins[0], ins[1:1 + count]
+    w_ih, w_hh, b_ih, b_hh, lengths, peepholes = (ins[1 + count:] + [None] * 6)[:6]
+    if e.types[x].dtype != "float32" or attrs.get("nonlinearity", "tanh") != "tanh":
         return None
     w, r = e.array(w_ih), e.array(w_hh)
     given = [e.array(n) if n is not None else None for n in (b_ih, b_hh, peepholes)]
@@ -80,28 +96,32 @@ def lstm_kernel(e: Emitter, ins: list, reverse: bool) -> Callable | None:
     bi, bh, p = given
     if not _finite(w, r, bi, bh, p) or 0 in w.shape or 0 in r.shape:
         return None
+    reach = _reach([w, r], [bi, bh, p])
+    if reach > LIMIT:  # the state's own share of a gate (up to k) could then overflow
+        return None
     hidden = r.shape[1]
-    order = [0, 3, 1, 2]  # the ABI's gates i, f, g, o as ONNX's i, o, f, c
-    zeros = np.zeros(4 * hidden, np.float32)
-    weight = e.derived("lstm.W", [w_ih], lambda: _gates(w, order)[None], np.float32)
-    recurrent = e.derived("lstm.R", [w_hh], lambda: _gates(r, order)[None], np.float32)
-    bias = e.derived("lstm.B", [b_ih, b_hh], lambda: np.concatenate([
+    zeros = np.zeros(len(order) * hidden, np.float32)
+    weight = e.derived(f"{op}.W", [w_ih], lambda: _gates(w, order)[None], np.float32)
+    recurrent = e.derived(f"{op}.R", [w_hh], lambda: _gates(r, order)[None], np.float32)
+    bias = e.derived(f"{op}.B", [b_ih, b_hh], lambda: np.concatenate([
         _gates(zeros if bi is None else bi, order),
         _gates(zeros if bh is None else bh, order)])[None], np.float32)
-    holes = None if p is None else e.derived(
-        "lstm.P", [peepholes], lambda: np.concatenate([np.split(p, 3)[k] for k in (0, 2, 1)])[
-            None], np.float32)
-    limit = LIMIT / np.float32(_reach([w, r], [bi, bh, p]))
+    holes = None if p is None else e.derived(  # the ABI's i, f, o as ONNX's i, o, f
+        f"{op}.P", [peepholes], lambda: _gates(p, [0, 2, 1])[None], np.float32)
+    limit = LIMIT / np.float32(reach)
+    options = {"hidden_size": hidden, "direction": "reverse" if attrs["reverse"] else "forward"}
+    if op == "gru":
+        options["linear_before_reset"] = int(attrs["linear_before_reset"])
 
     def kernel(b: Emitter, outs: list[str]) -> None:
         zero = b.const([0], np.int64)
         lens = "" if lengths is None else _clipped(b, lengths, x)
-        states = [b.op("Unsqueeze", [s, zero])[0] for s in (h, c)]
-        y, h_last, c_last = b.op(
-            "LSTM", [x, weight, recurrent, bias, lens, *states, holes or ""], 3,
-            hidden_size=hidden, direction="reverse" if reverse else "forward")
+        initial = [b.op("Unsqueeze", [s, zero])[0] for s in states]
+        extra = [holes or ""] if op == "lstm" else []
+        y, *finals = b.op(kind, [x, weight, recurrent, bias, lens, *initial, *extra],
+                          1 + count, **options)
         b.op("Squeeze", [y, b.const([1], np.int64)], [outs[0]])
-        for given_state, last, out in zip((h, c), (h_last, c_last), outs[1:]):
+        for given_state, last, out in zip(states, finals, outs[1:]):
             last = b.op("Squeeze", [last, zero], 1 if lengths is not None else [out])[0]
             if lengths is not None:  # a sequence of length 0 keeps the state given
                 empty = b.op("Equal", [b.op("Unsqueeze", [lens, b.const([1], np.int64)])[0],
@@ -130,7 +150,7 @@ def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | N
                    outs: list[str], prepared,
                    scan: Callable[[Emitter, list[str], bool], None]) -> None:
     """The op into ``outs``: ``If`` the sum test (module doc) passes, the kernel ``prepared``
-    (:func:`lstm_kernel`'s answer) writes it, else ``scan(b, outs, guard)`` does (``guard``
+    (:func:`recurrence_kernel`'s answer) writes it, else ``scan(b, outs, guard)`` does (``guard``
     False: the lengths are guarded here, outside the If); ``scan`` alone where nothing is
     prepared."""
     if prepared is None:

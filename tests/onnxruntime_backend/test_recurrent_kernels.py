@@ -1,7 +1,7 @@
-"""The lstm op on the onnxruntime backend: onnxruntime's LSTM kernel where the call's values
-are finite and moderate, the Scan of element-wise ops otherwise (a nan, an infinity, values
-whose gate sums could leave float32), each branch the numpy backend's numbers; which branch
-ran is read from onnxruntime's profile of the run."""
+"""The lstm, gru and rnn (tanh) ops on the onnxruntime backend: onnxruntime's LSTM, GRU and RNN
+kernels where the call's values are finite and moderate, the Scan of element-wise ops
+otherwise (a nan, an infinity, values whose gate sums could leave float32), each branch the
+numpy backend's numbers; which branch ran is read from onnxruntime's profile of the run."""
 
 from __future__ import annotations
 
@@ -44,64 +44,77 @@ def _model_ops(graph) -> set[str]:
 
 
 KERNEL_CASES = ["lstm", "lstm_reverse", "lstm_peepholes", "lstm_lengths", "lstm_lengths_reverse",
-                "lstm_peepholes_lengths_reverse"]
+                "lstm_peepholes_lengths_reverse", "gru", "gru_lengths_reverse",
+                "gru_reset_after_lengths", "gru_reset_after_reverse", "rnn", "rnn_lengths"]
+KERNEL = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
 
 
 @pytest.mark.parametrize("case", KERNEL_CASES)
-def test_finite_values_run_onnxruntimes_lstm_kernel(case, tmp_path):
+def test_finite_values_run_onnxruntimes_kernel(case, tmp_path):
     """Finite inputs and states: the kernel runs (no Scan), within float32 rounding of the
     numpy backend, at 1 and 7 steps, each sequence from none of its steps to all; a sequence
-    of length 0 keeps the states given (onnxruntime's kernel alone gives zeros)."""
+    of length 0 keeps the states given (onnxruntime's kernels alone give zeros)."""
     graph, feed = CASES[case]()
+    kernel = KERNEL[graph.nodes[0].op]
     runs = [(1, [1, 0]), (7, [7, 2]), (7, [0, 5]), (7, [0, 0])] if "lengths" in feed else [
         (1, None), (7, None)]
     for steps, lengths in runs:
         run = {**feed, "x": f32(steps, 2, 6)}
         if lengths is not None:
-            run["lengths"] = np.array(lengths, np.int32)
+            run["lengths"] = np.array(lengths, feed["lengths"].dtype)
         ran = _ran(graph, dict(run), tmp_path)
-        assert "LSTM" in ran and "Scan" not in ran
+        assert kernel in ran and "Scan" not in ran
         got = assert_same(graph, run)
         for k in [] if lengths is None else np.flatnonzero(np.array(lengths) == 0):
-            for state in ("h", "c"):
+            for state in {"h", "c"} & set(run):
                 np.testing.assert_array_equal(got[f"{state}_last"][k], run[state][k])
 
 
-@pytest.mark.parametrize("special", ["nan_x", "inf_x", "nan_h", "inf_c", "huge_x"])
-@pytest.mark.parametrize("case", ["lstm", "lstm_peepholes_lengths_reverse"])
+@pytest.mark.parametrize("special", ["nan_x", "inf_x", "nan_h", "inf_state", "huge_x"])
+@pytest.mark.parametrize("case", ["lstm", "lstm_peepholes_lengths_reverse",
+                                  "gru_reset_after_lengths", "rnn_lengths"])
 def test_special_values_run_the_scan(case, special, tmp_path):
-    """A nan or an infinity in x within a sequence (or in h, or c), or an x whose gate sums
-    could pass float32's range (3e37): the Scan runs, not the kernel (whose activations would
-    turn a nan into finite numbers), and the outputs are the numpy backend's, nan where it
-    gives nan."""
+    """A nan or an infinity in x within a sequence (or in h, or an LSTM's c), or an x whose
+    gate sums could pass float32's range (3e37): the Scan runs, not the kernel (whose
+    activations would turn a nan into finite numbers), and the outputs are the numpy
+    backend's, nan where it gives nan."""
     graph, feed = CASES[case]()
     run = {**feed, "x": f32(7, 2, 6)}
     if "lengths" in run:
-        run["lengths"] = np.array([7, 4], np.int32)
+        run["lengths"] = np.array([7, 4], feed["lengths"].dtype)
     name, value = {"nan_x": ("x", np.nan), "inf_x": ("x", -np.inf), "nan_h": ("h", np.nan),
-                   "inf_c": ("c", np.inf), "huge_x": ("x", 3e37)}[special]
+                   "inf_state": ("c" if "c" in run else "h", np.inf),
+                   "huge_x": ("x", 3e37)}[special]
     run[name] = run[name].copy()
     run[name].reshape(-1)[1] = value  # in the first sequence, at its first step
     ran = _ran(graph, dict(run), tmp_path)
-    assert "Scan" in ran and "LSTM" not in ran
+    assert "Scan" in ran and KERNEL[graph.nodes[0].op] not in ran
     with np.errstate(all="ignore"):
         got = assert_same(graph, run)
     if special.startswith("nan"):
         assert np.isnan(got["h_last"][0]).all() and np.isfinite(got["h_last"][1]).all()
 
 
-def test_weights_the_kernel_cannot_take_leave_the_scan_alone():
-    """Run-time weights, or a constant weight holding an infinity: no If, no LSTM kernel in
-    the model, the Scan alone (and the numbers the numpy backend's)."""
-    graph, feed = CASES["lstm_runtime_weights"]()
-    assert "Scan" in _model_ops(graph) and not {"If", "LSTM"} & _model_ops(graph)
-    b = GraphBuilder("lstm_inf")
+@pytest.mark.parametrize("case", ["lstm_runtime_weights", "gru_runtime_weights",
+                                  "rnn_runtime_weights", "rnn_relu_reverse"])
+def test_what_the_kernels_cannot_take_is_the_scan_alone(case):
+    """Run-time weights, an rnn of relu (whose state can grow without bound, and whose kernel
+    makes a nan 0): no If, no kernel in the model, the Scan alone."""
+    graph, _ = CASES[case]()
+    assert "Scan" in _model_ops(graph) and not {"If", *KERNEL.values()} & _model_ops(graph)
+
+
+@pytest.mark.parametrize("weight, value", [("w_ih", np.inf), ("w_hh", 1e36)])
+def test_a_weight_the_bound_cannot_cover_is_the_scan_alone(weight, value):
+    """A constant weight holding an infinity, or one so large that the hidden state's share
+    of a gate could leave float32 whatever the inputs: the Scan alone, the numpy backend's
+    numbers."""
+    b = GraphBuilder("lstm_weights")
     x = b.input("x", ("t", 2, 3), "float32", "ANY")
     h, c = (b.input(n, (2, 2), "float32", "ANY") for n in ("h", "c"))
-    w_ih = f32(8, 3)
-    w_ih[0, 0] = np.inf
-    outs = b.op("lstm", x, h, c, b.constant("w_ih", w_ih), b.constant("w_hh", f32(8, 2)),
-                name="node")
+    weights = {"w_ih": f32(8, 3), "w_hh": f32(8, 2)}
+    weights[weight][0, 0] = value
+    outs = b.op("lstm", x, h, c, *(b.constant(n, w) for n, w in weights.items()), name="node")
     for out, name in zip(outs, ("y", "h_last", "c_last")):
         b.output(out, name, "ANY")
     graph = b.build()
