@@ -95,6 +95,15 @@ class Emitter:
                                            name=f"{self.prefix}/{self._count}", **attrs))
         return list(outputs)
 
+    def subgraph(self, tag: str) -> "Emitter":
+        """An Emitter for a subgraph of this model (an If's branch, named ``tag``): its
+        constants and derived initializers go to this model's (a subgraph reads outer values
+        by name), its checks are this model's."""
+        sub = Emitter(self.consts, self.types)
+        sub.initializers, sub._derived, sub.checks = self.initializers, self._derived, self.checks
+        sub.prefix = f"{self.prefix}/{tag}"
+        return sub
+
     def fresh(self) -> str:
         """A new tensor name."""
         self._count += 1

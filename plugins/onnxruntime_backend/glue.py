@@ -209,8 +209,8 @@ def dynamic_quantize(e, node, ins, outs, a):
     """onnxruntime's DynamicQuantizeLinear (one kernel: min and max, then the codes), its
     uint8 outputs cast to float32, with the ABI's answer where x holds a nan (scale nan, zero
     point 255, codes 0; onnxruntime's vectorised min and max keep or drop a nan by where it
-    sits): whether one is there is :func:`nan_seen`. Over sizes known only
-    when the call runs, an empty x is refused by the ABI's rule after the run."""
+    sits): whether one is there is :func:`nan_seen`. Over sizes known only when the call
+    runs, an empty x is refused by the ABI's rule after the run."""
     x = ins[0]
     shape = e.types[x].shape
     if any(type(d) is not int for d in shape):

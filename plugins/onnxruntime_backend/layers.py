@@ -453,7 +453,8 @@ def _quantized_state(where: str, shape: tuple) -> None:
 def _quantized_lstm_gates(b: Emitter, gates: str, c: str, peepholes, bias) -> list[str]:
     """The quantized LSTM's next [h, c] from its gates (blocks i, o, f, c) in a Scan body:
     peepholes (i, o, f) and bias (i, o, f, c) blocks added in the order of onnxruntime's
-    kernel (the op's doc)."""
+    kernel (the op's doc); ``bias`` the four blocks where there are peepholes, else the whole
+    (4*hidden,) bias, added before the gates are split (the same sums)."""
     if peepholes is None and bias is not None:
         gates, bias = b.op("Add", [gates, bias])[0], None
     g_i, g_o, g_f, g_c = b.op("Split", [gates], 4, axis=1, num_outputs=4)

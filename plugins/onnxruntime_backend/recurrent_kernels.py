@@ -47,15 +47,6 @@ LIMIT = np.float32(1e30)
 _F32 = onnx.TensorProto.FLOAT
 
 
-def branch(e: Emitter, tag: str) -> Emitter:
-    """An Emitter for a subgraph of ``e``'s model (an If's branch): its constants and derived
-    initializers go to ``e``'s (a subgraph reads them by name), its checks are ``e``'s."""
-    b = Emitter(e.consts, e.types)
-    b.initializers, b._derived, b.checks = e.initializers, e._derived, e.checks
-    b.prefix = f"{e.prefix}/{tag}"
-    return b
-
-
 def _finite(*arrays) -> bool:
     return all(a is None or bool(np.isfinite(a).all()) for a in arrays)
 
@@ -121,11 +112,12 @@ def recurrence_kernel(e: Emitter, op: str, ins: list, attrs: dict) -> tuple | No
         y, *finals = b.op(kind, [x, weight, recurrent, bias, lens, *initial, *extra],
                           1 + count, **options)
         b.op("Squeeze", [y, b.const([1], np.int64)], [outs[0]])
+        if lengths is not None:  # (B, 1): a sequence of length 0 keeps the states given
+            empty = b.op("Equal", [b.op("Unsqueeze", [lens, b.const([1], np.int64)])[0],
+                                   b.const(0, np.int32)])[0]
         for given_state, last, out in zip(states, finals, outs[1:]):
             last = b.op("Squeeze", [last, zero], 1 if lengths is not None else [out])[0]
-            if lengths is not None:  # a sequence of length 0 keeps the state given
-                empty = b.op("Equal", [b.op("Unsqueeze", [lens, b.const([1], np.int64)])[0],
-                                       b.const(0, np.int32)])[0]
+            if lengths is not None:
                 b.op("Where", [empty, given_state, last], [out])
 
     return kernel, limit
@@ -167,10 +159,10 @@ def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | N
     some = e.op("Greater", [e.op("Size", [x])[0], e.const(0, np.int64)])[0]
     fast = e.op("And", [below, some])[0]
     branches = []
-    for tag, write in (("kernel", kernel), ("scan", scan)):
-        b = branch(e, tag)
+    for tag, write in (("kernel", kernel), ("scan", lambda b, names: scan(b, names, False))):
+        b = e.subgraph(tag)
         names = [b.fresh() for _ in outs]
-        write(b, names) if tag == "kernel" else write(b, names, False)
+        write(b, names)
         branches.append(helper.make_graph(
             b.nodes, b.prefix, [], [helper.make_tensor_value_info(n, _F32, None)
                                     for n in names]))
