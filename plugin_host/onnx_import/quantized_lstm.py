@@ -1,8 +1,8 @@
 """com.microsoft's DynamicQuantizeLSTM: what onnxruntime's ``quantize_dynamic`` writes for every
 ONNX LSTM by default (torch exports ``nn.LSTM`` as one), imported with the numbers of
-onnxruntime 1.32's CPU kernel. Over a static length the import unrolls (:mod:`.recurrent`:
-up to :data:`.recurrent.UNROLLED_STEPS` steps), one group of glue ops per step, as it unrolls
-an LSTM with peepholes; over a longer or run-time one, each direction is one ABI
+onnxruntime 1.32's CPU kernel. Over a static length of up to :data:`QUANTIZED_UNROLLED_STEPS`
+steps the import unrolls (:mod:`.recurrent`), one group of glue ops per step, as it unrolls an
+LSTM with peepholes; over a longer or run-time one, each direction is one ABI
 ``quantized_lstm``, the recurrence below as one op (the numpy backend's loop of the same
 numpy operations, the onnxruntime backend's Scan of the same onnxruntime kernels: bit for bit
 with the unrolled steps on each). Registered in :data:`.ops.MAPPERS` under
@@ -64,8 +64,17 @@ from .run_time_sizes import run_time_arange
 _F32 = np.float32
 
 
+#: The longest static length a DynamicQuantizeLSTM is unrolled over: a longer one is one ABI
+#: ``quantized_lstm`` per direction (64 units: the op faster on the numpy backend at every
+#: length, on the onnxruntime backend from some 32 steps).
+QUANTIZED_UNROLLED_STEPS = 64
+
+
 class _QuantizedLstm(_Rnn):
     """An LSTM whose W and R are quantized (inputs 8 to 11: their scales and zero points)."""
+
+    def unrolled_steps(self) -> int:
+        return QUANTIZED_UNROLLED_STEPS
 
     def __init__(self, imp, node, attrs: dict) -> None:
         super().__init__(imp, node, attrs, op="LSTM")

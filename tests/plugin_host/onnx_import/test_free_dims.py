@@ -83,16 +83,20 @@ def test_fixed_spatial_dims_reach_the_abi_and_the_golden_cases(dynamo, tmp_path,
     check_against_onnxruntime(model, loaded, _feeds((1, 3, 24, 40)))
 
 
-def test_a_fixed_sequence_length_lets_an_lstm_unroll(tmp_path, signer):
-    """Over the run-time length the LSTM is one lstm op; fixed, it unrolls to lstm_cells."""
+def test_a_fixed_sequence_length_makes_an_lstm_static(tmp_path, signer):
+    """Over the run-time length the LSTM is one lstm op; fixed at 7 steps, the same op over
+    a static length; fixed at 1 step, it unrolls to one lstm_cell."""
     model = _export(_Sequence(), (1, 4, 6), tmp_path / "s.onnx", {1: "seq"}, dynamo=False)
     _, loaded = import_and_load(model, tmp_path / "r.pha", signer)
     assert loaded.graph.inputs[0].shape == (1, "seq", 6)
     assert [n.op for n in loaded.graph.nodes].count("lstm") == 1
-    _, loaded = import_and_load(model, tmp_path / "s.pha", signer, dims={"seq": 7})
-    assert loaded.graph.inputs[0].shape == (1, 7, 6)
-    assert [n.op for n in loaded.graph.nodes].count("lstm_cell") == 7
-    check_against_onnxruntime(model, loaded, _feeds((1, 7, 6)))
+    for steps, op, other in ((7, "lstm", "lstm_cell"), (1, "lstm_cell", "lstm")):
+        _, loaded = import_and_load(model, tmp_path / f"s{steps}.pha", signer,
+                                    dims={"seq": steps})
+        assert loaded.graph.inputs[0].shape == (1, steps, 6)
+        ops = [n.op for n in loaded.graph.nodes]
+        assert ops.count(op) == 1 and other not in ops
+        check_against_onnxruntime(model, loaded, _feeds((1, steps, 6)))
 
 
 def test_fixing_the_batch_dim_makes_the_abi_static(tmp_path, signer):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import ModelFileError, UnsupportedModelError
-from plugin_host.onnx_import import ReadLimits, convert, import_onnx
+from plugin_host.onnx_import import ReadLimits, convert, import_onnx, recurrent
 
 from .conftest import assert_refused, check_against_onnxruntime, import_and_load, onnx
 
@@ -96,8 +96,13 @@ def test_a_condition_on_a_static_shape_and_nested_ifs(tmp_path, signer):
     check_against_onnxruntime(model, loaded, _feeds())
 
 
-def test_an_outer_value_read_only_inside_a_branch_is_computed(tmp_path, signer):
-    """An LSTM's Y_h read only inside the branch: the LSTM mapper must still bind it."""
+@pytest.mark.parametrize("unrolled", [False, True], ids=["op", "unrolled"])
+def test_an_outer_value_read_only_inside_a_branch_is_computed(unrolled, tmp_path, signer,
+                                                             monkeypatch):
+    """An LSTM's Y_h read only inside the branch: the LSTM mapper must still bind it, as one
+    lstm op (2 steps, the import's default) and unrolled."""
+    if unrolled:
+        monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 2)
     hidden, size, steps = 3, 4, 2
     weights = [onnx.numpy_helper.from_array(
         (RNG.standard_normal(shape) * 0.5).astype(np.float32), name)
@@ -115,7 +120,8 @@ def test_an_outer_value_read_only_inside_a_branch_is_computed(tmp_path, signer):
     model.write_bytes(helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
-    assert sum(n.op == "lstm_cell" for n in loaded.graph.nodes) == steps
+    assert sum(n.op == "lstm_cell" for n in loaded.graph.nodes) == (steps if unrolled else 0)
+    assert sum(n.op == "lstm" for n in loaded.graph.nodes) == (0 if unrolled else 1)
     check_against_onnxruntime(model, loaded, _feeds((steps, 1, size))[:1])
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import IndexRangeError, ModelFileError, UnsupportedModelError
-from plugin_host.onnx_import import import_onnx, recurrent, saturation
+from plugin_host.onnx_import import import_onnx, quantized_lstm, recurrent, saturation
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
@@ -210,7 +210,7 @@ def over(request, monkeypatch):
     """How the import runs a hand-made node's 6 steps: unrolled ("steps"), or as one ABI
     ``quantized_lstm`` per direction ("op", as it runs a length past the unrolled ones)."""
     if request.param == "op":
-        monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 0)
+        monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS", 0)
     return request.param
 
 
@@ -390,12 +390,13 @@ def test_what_is_refused_names_the_node(options, error, message, tmp_path):
 
 
 def test_a_length_past_what_unrolls_is_one_op_per_direction(tmp_path, signer, monkeypatch):
-    """Past UNROLLED_STEPS in the node, or past the model's MAX_TOTAL_STEPS, each direction
-    is one ABI quantized_lstm (before, it was refused): onnxruntime's outputs bit for bit."""
-    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", STEPS - 1)
+    """Past QUANTIZED_UNROLLED_STEPS in the node, or past the model's MAX_TOTAL_STEPS, each
+    direction is one ABI quantized_lstm (before, it was refused): onnxruntime's outputs bit
+    for bit."""
+    monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS", STEPS - 1)
     graph = import_onnx(_lstm(tmp_path)).graph
     assert [n.op for n in graph.nodes].count("quantized_lstm") == 1
-    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", STEPS)
+    monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS", STEPS)
     monkeypatch.setattr(recurrent, "MAX_TOTAL_STEPS", 2 * STEPS - 1)
     path = _lstm(tmp_path, direction="bidirectional", weights=np.uint8, zero_point=128)
     _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
@@ -475,7 +476,7 @@ def test_the_op_gives_the_unrolled_steps_bits_on_both_backends(options, tmp_path
     Scan: the two paths agree bit for bit on each backend."""
     path = _lstm(tmp_path, **options)
     unrolled = import_onnx(path).graph
-    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 0)
+    monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS", 0)
     op = import_onnx(path).graph
     assert "quantized_lstm" in {n.op for n in op.nodes}
     assert "quantized_lstm" not in {n.op for n in unrolled.nodes}

@@ -32,6 +32,18 @@ from .conftest import (EXPORTERS, check_against_onnxruntime, check_on_both_backe
 nn = torch.nn
 helper, TP = onnx.helper, onnx.TensorProto
 INPUT, HIDDEN, BATCH = 7, 5, 2
+#: the import's own threshold (the fixture below raises it for the module's tests)
+DEFAULT_UNROLLED_STEPS = recurrent.UNROLLED_STEPS
+
+
+@pytest.fixture(autouse=True)
+def unrolled_up_to_64_steps(monkeypatch):
+    """These tests hold the unrolled steps over short static lengths (5 steps, 2, ...) to
+    onnxruntime and to their structure: the import unrolls up to 64 steps here, as it did by
+    default before the ABI ops became faster from 2 steps on (a test that sets its own
+    threshold sets it after; test_short_static_lengths_are_one_op_by_default checks the
+    default)."""
+    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", 64)
 
 
 class _Rnn(nn.Module):
@@ -113,6 +125,30 @@ def test_torch_rnn_matches_onnxruntime(case, dynamo, fold, optimize, tmp_path, s
         act = "relu" if kind == "RNN-relu" else "tanh"
         assert sum(n.op == act for n in nodes) == steps * layers * dirs
     check_against_onnxruntime(model, loaded, _feeds(names, shapes, rng))
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN", "RNN-relu"])
+def test_short_static_lengths_are_one_op_by_default(kind, bidirectional, tmp_path, signer,
+                                                     monkeypatch):
+    """With the import's own threshold one step is unrolled and two or more are one ABI op
+    per layer and direction (faster on both backends from 2 steps); against onnxruntime on
+    both backends and against torch."""
+    monkeypatch.setattr(recurrent, "UNROLLED_STEPS", DEFAULT_UNROLLED_STEPS)
+    assert DEFAULT_UNROLLED_STEPS == 1
+    torch.manual_seed(5)
+    module = _Rnn(kind, True, 2, False, bidirectional=bidirectional).eval()
+    names, outs = _names(kind, False)
+    for steps in (1, 2, 8):
+        x = torch.randn(BATCH, steps, INPUT)
+        path = export(module, [x], tmp_path / f"m{steps}.onnx", dynamo=False,
+                      input_names=names, output_names=outs)
+        _, loaded = import_and_load(path, tmp_path / f"m{steps}.pha", signer)
+        ops = [n.op for n in loaded.graph.nodes]
+        assert ops.count(SEQUENCE_OP[kind]) == (0 if steps == 1 else 2 * (1 + bidirectional))
+        feeds = [{"x": np.random.default_rng(k).standard_normal((BATCH, steps, INPUT))
+                  .astype(np.float32)} for k in range(2)]
+        _as_torch_and_onnxruntime(path, loaded, feeds, module, names, outs)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
