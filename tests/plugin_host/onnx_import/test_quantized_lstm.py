@@ -207,10 +207,11 @@ def _lstm(tmp_path, *, direction="forward", weights=np.int8, per_column=False, b
 
 @pytest.fixture(params=["steps", "op"])
 def over(request, monkeypatch):
-    """How the import runs a hand-made node's 6 steps: unrolled ("steps"), or as one ABI
-    ``quantized_lstm`` per direction ("op", as it runs a length past the unrolled ones)."""
-    if request.param == "op":
-        monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS", 0)
+    """How the import runs a hand-made node's 6 steps: unrolled ("steps", up to 64 here), or
+    as one ABI ``quantized_lstm`` per direction ("op", as it runs a length past the unrolled
+    ones, as it runs these 6 by default)."""
+    monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS",
+                        64 if request.param == "steps" else 0)
     return request.param
 
 
@@ -406,6 +407,24 @@ def test_a_length_past_what_unrolls_is_one_op_per_direction(tmp_path, signer, mo
     _check(path, loaded, feeds)
 
 
+@pytest.mark.parametrize("steps, op", [(4, False), (5, True), (6, True)])
+def test_past_four_steps_the_default_is_one_op_per_direction(steps, op, tmp_path, signer):
+    """The import's own threshold: up to 4 steps unrolled, more one ABI quantized_lstm per
+    direction (faster from some 8 steps on the onnxruntime backend, at every length on the
+    numpy one); onnxruntime's outputs bit for bit either way."""
+    assert quantized_lstm.QUANTIZED_UNROLLED_STEPS == 4
+    path = _lstm(tmp_path, steps=steps, direction="bidirectional", weights=np.uint8,
+                 zero_point=128)
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops.count("quantized_lstm") == (2 if op else 0)
+    rng = np.random.default_rng(16)
+    feeds = [{"x": rng.standard_normal((steps, BATCH, INPUT)).astype(np.float32)}
+             for _ in range(2)]
+    _check(path, loaded, feeds, exact=True, backend=OnnxruntimeBackend())
+    _check(path, loaded, feeds)
+
+
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
 def test_a_run_time_length_is_one_op_per_direction(direction, tmp_path, signer):
     """A sequence length known only when the call runs (before, refused without ``--dim``):
@@ -475,6 +494,7 @@ def test_the_op_gives_the_unrolled_steps_bits_on_both_backends(options, tmp_path
     ops run, in their order; the onnxruntime backend's runs the same onnxruntime kernels in a
     Scan: the two paths agree bit for bit on each backend."""
     path = _lstm(tmp_path, **options)
+    monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS", 64)
     unrolled = import_onnx(path).graph
     monkeypatch.setattr(quantized_lstm, "QUANTIZED_UNROLLED_STEPS", 0)
     op = import_onnx(path).graph
