@@ -4,8 +4,8 @@ onnxruntime 1.32's CPU kernel. Over a static length of up to :data:`QUANTIZED_UN
 steps the import unrolls (:mod:`.recurrent`), one group of glue ops per step, as it unrolls an
 LSTM with peepholes; over a longer or run-time one, each direction is one ABI
 ``quantized_lstm``, the recurrence below as one op (the numpy backend's loop of the same
-numpy operations, the onnxruntime backend's Scan of the same onnxruntime kernels: bit for bit
-with the unrolled steps on each). Registered in :data:`.ops.MAPPERS` under
+numpy operations, the onnxruntime backend's Scan computing what the same onnxruntime kernels
+compute: bit for bit with the unrolled steps on each). Registered in :data:`.ops.MAPPERS` under
 ``com.microsoft.DynamicQuantizeLSTM`` on import.
 
 The kernel (onnxruntime's CPU LSTM with quantized weights), per direction:
@@ -74,9 +74,6 @@ QUANTIZED_UNROLLED_STEPS = 4
 class _QuantizedLstm(_Rnn):
     """An LSTM whose W and R are quantized (inputs 8 to 11: their scales and zero points)."""
 
-    def unrolled_steps(self) -> int:
-        return QUANTIZED_UNROLLED_STEPS
-
     def __init__(self, imp, node, attrs: dict) -> None:
         super().__init__(imp, node, attrs, op="LSTM")
         #: Y is an output of the node (named, read or not): onnxruntime then quantizes a
@@ -90,6 +87,9 @@ class _QuantizedLstm(_Rnn):
                 f"states with memory it never wrote (where it writes Y_h), taken as the initial "
                 f"state here (0 without one): the outputs can differ there; with Y as an "
                 f"output they cannot")
+
+    def unrolled_steps(self) -> int:
+        return QUANTIZED_UNROLLED_STEPS
 
     def weights(self, attrs: dict, shape: list, direction: str) -> None:
         """W and R per direction as their codes, ``(input, 4*hidden)`` and ``(hidden,
