@@ -216,10 +216,12 @@ def dynamic_quantize(e, node, ins, outs, a):
     if any(type(d) is not int for d in shape):
         [size] = e.op("Shape", [x])
         e.checks.shapes.append((size, functools.partial(need_values, node.op), node.name))
-    codes, scale, zp = quantized(e, x, [None, outs[1], None])
-    f32 = onnx.TensorProto.FLOAT
-    e.op("Cast", [codes], [outs[0]], to=f32)
-    e.op("Cast", [zp], [outs[2]], to=f32)
+    codes, scale, zp = e.op("DynamicQuantizeLinear", [x], 3)
+    nan = nan_seen(e, x)
+    e.op("Where", [nan, e.const(np.nan, np.float32), scale], [outs[1]])
+    for value, v, out in ((0, codes, outs[0]), (255, zp, outs[2])):
+        e.op("Cast", e.op("Where", [nan, e.const(value, np.uint8), v]), [out],
+             to=onnx.TensorProto.FLOAT)
 
 
 def nan_seen(e, x: str) -> str:
@@ -228,18 +230,6 @@ def nan_seen(e, x: str) -> str:
     seen = e.op("ReduceMax", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.UINT8),
                 keepdims=0)
     return e.op("Cast", seen, to=onnx.TensorProto.BOOL)[0]
-
-
-def quantized(e, x: str, outs: list[str | None]) -> list[str]:
-    """``dynamic_quantize`` of ``x`` as onnxruntime's DynamicQuantizeLinear computes it, its
-    uint8 codes and zero point as they are, with the ABI's answer where x holds a nan
-    (:func:`dynamic_quantize`); into ``outs`` (codes, scale, zero point) where not None."""
-    codes, scale, zp = e.op("DynamicQuantizeLinear", [x], 3)
-    nan = [nan_seen(e, x)]
-    return [e.op("Where", nan + [e.const(value, dtype), v], [out] if out else 1)[0]
-            for value, dtype, v, out in ((0, np.uint8, codes, outs[0]),
-                                         (np.nan, np.float32, scale, outs[1]),
-                                         (255, np.uint8, zp, outs[2]))]
 
 
 def topk(e, node, ins, outs, a):

@@ -17,7 +17,8 @@ from abi.quantization import need_values
 
 from .emitter import MS, Converter, Emitter, onnx_dtype, onnx_pads
 from .glue import nan_seen
-from .recurrent_kernels import guard_lengths, kernel_or_scan, recurrence_kernel
+from .recurrent_kernels import (clipped_lengths, guard_lengths, kernel_or_scan,
+                                recurrence_kernel)
 
 
 def _per_channel(e: Emitter, name: str, rank: int) -> str:
@@ -355,10 +356,8 @@ def _within_lengths(e: Emitter, lengths: str, steps: str, reverse: bool
     """``(valid, back)`` for a recurrence's lengths: valid (T, B, 1) bool, step t within
     sequence b; for reverse, back (T, B, 1) int64, the step each position of a sequence
     reversed within its length comes from (and goes back to): lengths[b] - 1 - t within it,
-    t past it. The lengths are clipped into [0, T] (:func:`guard_lengths` reports one
-    outside)."""
-    lens = e.op("Cast", [lengths], to=onnx.TensorProto.INT64)[0]
-    lens = e.op("Max", [e.op("Min", [lens, steps])[0], e.const(0, np.int64)])[0]
+    t past it. The lengths are clipped into [0, T] (:func:`.clipped_lengths`)."""
+    lens = clipped_lengths(e, lengths, steps)
     t = e.op("Range", [e.const(0, np.int64), e.op("Squeeze", [steps])[0],
                        e.const(1, np.int64)])[0]
     t = e.op("Unsqueeze", [t, e.const([1, 2], np.int64)])[0]  # (T, 1, 1)

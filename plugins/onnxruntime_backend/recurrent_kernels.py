@@ -106,7 +106,8 @@ def recurrence_kernel(e: Emitter, op: str, ins: list, attrs: dict) -> tuple | No
 
     def kernel(b: Emitter, outs: list[str]) -> None:
         zero = b.const([0], np.int64)
-        lens = "" if lengths is None else _clipped(b, lengths, x)
+        lens = "" if lengths is None else b.op("Cast", [clipped_lengths(
+            b, lengths, b.op("Shape", [x], start=0, end=1)[0])], to=onnx.TensorProto.INT32)[0]
         initial = [b.op("Unsqueeze", [s, zero])[0] for s in states]
         extra = [holes or ""] if op == "lstm" else []
         y, *finals = b.op(kind, [x, weight, recurrent, bias, lens, *initial, *extra],
@@ -130,12 +131,11 @@ def guard_lengths(e: Emitter, node, lengths: str, steps: str) -> None:
     e.checks.guards.append((lengths, size, f"node {node.name!r}", "sequence length"))
 
 
-def _clipped(b: Emitter, lengths: str, x: str) -> str:
-    """The lengths as int32 within [0, T] (the guard reports one outside after the run)."""
-    steps = b.op("Squeeze", [b.op("Shape", [x], start=0, end=1)[0]])[0]
-    lens = b.op("Cast", [lengths], to=onnx.TensorProto.INT64)[0]
-    lens = b.op("Max", [b.op("Min", [lens, steps])[0], b.const(0, np.int64)])[0]
-    return b.op("Cast", [lens], to=onnx.TensorProto.INT32)[0]
+def clipped_lengths(e: Emitter, lengths: str, steps: str) -> str:
+    """A recurrence's lengths as int64 within [0, T] (``steps``: T, shape (1,)), for the run;
+    :func:`guard_lengths` reports one outside after it."""
+    lens = e.op("Cast", [lengths], to=onnx.TensorProto.INT64)[0]
+    return e.op("Max", [e.op("Min", [lens, steps])[0], e.const(0, np.int64)])[0]
 
 
 def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | None,
