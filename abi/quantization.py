@@ -2,9 +2,10 @@
 (float32, its order of operations), and as the op table's ``dynamic_quantize`` defines it. The
 numpy backend's ``dynamic_quantize`` and the ONNX importer's folding of a DynamicQuantizeLinear
 of constants both compute from this, so the two agree bit for bit; the op's rule and both
-backends refuse an empty x with :func:`need_values`. And :func:`exact_runs`, how the importer
-(ConvInteger's float32 ``conv``) and the numpy backend (``integer_linear``) cut an integer sum
-into runs that float32 adds exactly."""
+backends refuse an empty x with :func:`need_values`. :func:`quantize_linear`, the op table's
+``quantize_linear`` (ONNX QuantizeLinear), likewise for its numpy backend and the importer's
+folding. And :func:`exact_runs`, how the importer (ConvInteger's float32 ``conv``) and the
+numpy backend (``integer_linear``) cut an integer sum into runs that float32 adds exactly."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ import numpy as np
 from abi.errors import ShapeError
 from abi.ops.rules import fmt
 
-__all__ = ["FLOAT32_EXACT", "dynamic_quantization", "exact_runs", "need_values"]
+__all__ = ["CODE_RANGES", "FLOAT32_EXACT", "dynamic_quantization", "exact_runs", "need_values",
+           "quantize_linear"]
 
 F32 = np.float32
 #: Every partial sum of integers is exact in float32 while its magnitude stays within this.
 FLOAT32_EXACT = 2 ** 24
+#: The integer types quantize_linear writes, and the range of each one's codes.
+CODE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
+               "uint16": (0, 65535)}
 
 
 def need_values(op: str, shape: Sequence, what: str = "x") -> None:
@@ -50,6 +55,24 @@ def dynamic_quantization(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     y = np.rint(y, out=y)
     y += zp
     return np.clip(y, F32(0), F32(255), out=y), np.asarray(scale), np.asarray(zp)
+
+
+def quantize_linear(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None,
+                    dtype: str) -> np.ndarray:
+    """The codes of float32 ``x`` (float32 integers, x's shape) quantized to ``dtype`` (a key
+    of :data:`CODE_RANGES`): ``clamp(round(x / scale) + zero_point, lo, hi)``, the quotient in
+    float32, a nan quotient giving lo, rounding half to even, the zero point (float32; 0 where
+    absent, which turns round's -0.0 into 0) broadcast with x as the scale is, as
+    onnxruntime's QuantizeLinear (its kernel clamps the quotient to ``[lo - zero_point, hi -
+    zero_point]`` before rounding, a nan giving the lower bound: the same codes)."""
+    lo, hi = CODE_RANGES[dtype]
+    with np.errstate(all="ignore"):  # x / 0, inf / inf: as onnxruntime
+        y = np.divide(x, scale, out=np.empty(np.broadcast_shapes(np.shape(x), np.shape(scale)),
+                                             F32))
+    np.copyto(y, F32(-np.inf), where=np.isnan(y))
+    y = np.rint(y, out=y)
+    y += F32(0) if zero_point is None else zero_point
+    return np.clip(y, F32(lo), F32(hi), out=y)
 
 
 def exact_runs(reach: np.ndarray, chunk: int = 256) -> list[tuple[int, int]]:

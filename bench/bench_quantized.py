@@ -1,16 +1,20 @@
-"""Models quantized by onnxruntime's ``quantize_dynamic``: the imported artifact on both backends
-against bare onnxruntime on the quantized ONNX file, in one run (:mod:`bench.onnx_sides`: each
-side in its own child process, blocks alternating).
+"""Quantized models: the imported artifact on both backends against bare onnxruntime on the
+quantized ONNX file, in one run (:mod:`bench.onnx_sides`: each side in its own child process,
+blocks alternating).
 
-Exports torch models, quantizes each with ``quantize_dynamic`` (uint8 weights: exact on every
-CPU, see README "Quantized models"): an MLP 512-1024-1024-10 on a batch of 8 (its weights
+Exports torch models and quantizes each. With ``quantize_dynamic`` (uint8 weights: exact on
+every CPU, see README "Quantized models"): an MLP 512-1024-1024-10 on a batch of 8 (its weights
 dominate: integer GEMMs on one byte per weight; the graph the import writes:
 ``dynamic_quantize`` and ``integer_linear``), torch's ``TransformerEncoderLayer(256, 4, 512)``
 over 64 tokens (exported by the dynamo exporter), and torch's LSTM of 64 units over 1,024
 steps (one ``quantized_lstm``, where onnxruntime runs one DynamicQuantizeLSTM kernel; a 20th
-of the runs). Bare onnxruntime runs with its own fusions (DynamicQuantizeMatMul). There is no
-target for these: the ratios say what a quantized model costs through the host, and the
-outputs' agreement is printed beside them.
+of the runs). With ``quantize_static`` (uint8 activations and weights, calibrated on four random
+inputs): the benchmark model's conv tower (12-32-64-128-256 channels, 3x3 stride 2,
+then a 1x1 to 32) over a 12x128x256 input, in the QDQ format (``quantize_linear`` and float32
+convs; bare onnxruntime fuses QDQ into its integer convs, so the outputs differ by a rounding
+step) and in the QOperator format (QLinearConv: the integer sums exact, bit for bit). Bare
+onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
+quantized model costs through the host, and the outputs' agreement is printed beside them.
 
     .venv/bin/python bench/bench_quantized.py [--runs 200] [--rounds 6] [--models mlp ...]
 """
@@ -42,6 +46,45 @@ def _quantized(net_of: Callable, dynamo: bool = False) -> Callable:
         quantization.quantize_dynamic(str(float_path), str(path),
                                       weight_type=quantization.QuantType.QUInt8)
     return export
+
+
+def _statically_quantized(net_of: Callable, quant_format: str) -> Callable:
+    """``export`` of :class:`Model`: torch's ``net_of()`` exported, then quantized by
+    ``quantize_static`` in ``quant_format`` (uint8 activations and weights: exact on every
+    CPU), calibrated on four random inputs of x's shape."""
+    def export(x: np.ndarray, path: Path) -> None:
+        import torch
+        from onnxruntime import quantization
+
+        torch.manual_seed(0)
+        float_path = path.with_suffix(".float.onnx")
+        torch.onnx.export(net_of().eval(), (torch.from_numpy(x),), str(float_path),
+                          input_names=["x"], output_names=["y"], dynamo=False)
+        rng = np.random.default_rng(0)
+        batches = iter([{"x": rng.standard_normal(x.shape).astype(np.float32)}
+                        for _ in range(4)])
+
+        class Batches(quantization.CalibrationDataReader):
+            def get_next(self):
+                return next(batches, None)
+
+        quantization.quantize_static(
+            str(float_path), str(path), Batches(),
+            quant_format=getattr(quantization.QuantFormat, quant_format),
+            activation_type=quantization.QuantType.QUInt8,
+            weight_type=quantization.QuantType.QUInt8)
+    return export
+
+
+def _conv_tower():
+    """The benchmark model's conv stack (bench/torch_demo.py) without its batch norms (which
+    the export folds into the convs)."""
+    import torch
+
+    chans, layers = (12, 32, 64, 128, 256), []
+    for a, b in zip(chans, chans[1:]):
+        layers += [torch.nn.Conv2d(a, b, 3, 2, 1), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers, torch.nn.Conv2d(256, 32, 1))
 
 
 def _mlp():
@@ -80,6 +123,10 @@ MODELS = {
     "encoder": Model(_quantized(_encoder, dynamo=True), (1, 64, 256), 1,
                      "quantize_dynamic, uint8 weights"),
     "lstm": Model(_quantized(_lstm), (1, 1024, 64), 20, "quantize_dynamic, uint8 weights"),
+    "cnn_qdq": Model(_statically_quantized(_conv_tower, "QDQ"), (1, 12, 128, 256), 4,
+                     "quantize_static, QDQ, uint8"),
+    "cnn_qoperator": Model(_statically_quantized(_conv_tower, "QOperator"), (1, 12, 128, 256), 4,
+                           "quantize_static, QOperator, uint8"),
 }
 
 if __name__ == "__main__":

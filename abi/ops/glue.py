@@ -18,7 +18,7 @@ from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, 
 from abi.ops.sampling import grid_sample_shape, pool_indices_shape, pool_shape, resize_shape
 from abi.ops.table import (AttrSpec, OpDef, all_of, between, each_at_least,
                             non_empty)
-from abi.quantization import need_values
+from abi.quantization import CODE_RANGES, need_values
 from abi.spec import TensorType
 
 __all__ = ["OPS"]
@@ -261,6 +261,23 @@ def _dynamic_quantize(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                          got=x.dtype)
     need_values(n, x.shape)
     return [x, TensorType((), "float32"), TensorType((), "float32")]
+
+
+def _quantize_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, scale, zero_point = inputs
+    n = op.name
+    for name, t in (("x", x), ("scale", scale), ("zero_point", zero_point)):
+        if t is not None and t.dtype != "float32":
+            raise DTypeError(f"{n}: {name} must be float32, got {t.dtype}", where=n,
+                             expected="float32", got=t.dtype)
+    if zero_point is not None:
+        need_shape(n, "zero_point", zero_point, scale.shape, f"the scale's, {fmt(scale.shape)}")
+    shape = _broadcast_shapes(n, x.shape, scale.shape)
+    if shape != tuple(x.shape):
+        raise ShapeError(f"{n}: scale of shape {fmt(scale.shape)} would broadcast x of shape "
+                         f"{fmt(x.shape)} to {fmt(shape)}: it must broadcast to x's shape",
+                         where=n, expected=x.shape, got=scale.shape)
+    return [x]
 
 
 def _integer_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -908,6 +925,16 @@ as float32 integers; scale and zero_point have shape (). A nan anywhere in x giv
 zero_point 255 and y 0 (onnxruntime's vectorised min and max keep or drop a nan by its
 position). x float32 and not empty (a dim of 0, fixed or bound when the call runs, is a
 ShapeError: its min and max are undefined)."""),
+    OpDef("quantize_linear", 1, ("x", "scale", "zero_point?"), ("y",),
+          {"dtype": AttrSpec("enum:" + "|".join(CODE_RANGES))}, _quantize_linear, doc="""\
+Linear quantization to the integer codes of dtype (ONNX QuantizeLinear, as onnxruntime's CPU
+kernel computes it), every value float32: y = clamp(round(x / scale) + zero_point, lo, hi)
+with [lo, hi] dtype's range (int8, uint8, int16, uint16), the quotient in float32, rounding
+half to even, a nan quotient giving lo (a nan x; 0 / 0 or inf / inf where the scale is 0 or
+inf), zero_point 0 where absent. y (x's shape) holds the codes as float32 integers (no -0.0).
+scale and zero_point broadcast to x's shape without changing it (one value per tensor, or
+e.g. (C, 1, 1) per channel of (N, C, H, W)); zero_point of the scale's shape, holding an
+integer (added as it is)."""),
     OpDef("integer_linear", 1, ("x", "weight", "x_zero_point?", "weight_zero_point?"), ("y",),
           {}, _integer_linear, doc="""\
 linear of 8-bit integers (ONNX MatMulInteger with the weight in linear's layout, the product of

@@ -19,8 +19,9 @@ onnxruntime's numbers, bit for bit. Registered in :data:`.ops.MAPPERS` on import
   ``scale = (x_scale * w_scale) / y_scale`` in that order (``x_scale * (w_scale / y_scale)``
   and the exact product differ from onnxruntime in the last bit, which moves some outputs by
   one). ABI ops: ``mul`` by the constant scale (per output channel: a ``(C, 1, ...)``
-  constant; per column of B: a vector), ``round``, ``add`` of the zero point, ``clip`` to the
-  output type's range, then ``cast`` to it, except where only integer ops read the result
+  constant; per column of B: a vector), ``quantize_linear`` by a scale of 1 with y's zero
+  point (round, add, saturate), then ``cast`` to the output type, except where only integer
+  ops read the result
   (DequantizeLinear, QLinearConv, QLinearMatMul as their first input): those take the integers
   held in float32 (:data:`imp.fake_quantized`), so a QOperator model whose integers are only
   requantized and dequantized runs in float32.
@@ -143,24 +144,15 @@ def _with_bias(imp, node, y: str, kind: str, bias: np.ndarray | None, shape) -> 
 
 def _requantize(imp, node, y: str, scale: np.ndarray, shape, dtype: str,
                 zp: np.ndarray) -> None:
-    """``saturate(round(y * scale) + zp)`` bound to the node's output (module doc)."""
-    from .quantize import integer_readers_only  # .quantize imports .ops, which imports this
+    """``saturate(round(y * scale) + zp)`` bound to the node's output (module doc): ``mul``,
+    then ``quantize_linear`` by a scale of 1 (the division exact)."""
+    from .quantize import quantized  # .quantize imports .ops, which imports this
 
     out = node.output[0]
     s = imp.add_constant(scale.reshape(shape) if scale.ndim else scale, f"{out}.scale")
     [y] = imp.emit("mul", [y, s], [None], suffix="/scale")
-    [y] = imp.emit("round", [y], [None], suffix="/round")
-    # + 0.0 too: it turns round's -0.0 into the 0 an integer is
-    [y] = imp.emit("add", [y, imp.add_constant(zp, f"{out}.zero_point")], [None],
-                   suffix="/zero_point")
-    info = np.iinfo(dtypes.to_numpy(dtype))
-    bounds = {"min": float(info.min), "max": float(info.max)}
-    if integer_readers_only(imp, out):
-        imp.emit("clip", [y], [out], bounds)
-        imp.fake_quantized[out] = dtype
-        return
-    [y] = imp.emit("clip", [y], [None], bounds, suffix="/saturate")
-    imp.emit("cast", [y], [out], {"dtype": dtype})
+    quantized(imp, node, y, imp.add_constant(np.ones((), np.float32), f"{out}.one"),
+              imp.add_constant(zp, f"{out}.zero_point"), dtype)
 
 
 def _bias(imp, node, channels: int, bound: np.ndarray) -> np.ndarray | None:

@@ -7,10 +7,9 @@ numbers onnxruntime computes for the quantized model (graph optimizations off). 
   constant ``float32(int32(x) - int32(zero_point)) * scale``, onnxruntime's order of operations
   (its int32 difference wraps, so does this one's); of a run-time value it is ``cast``, ``sub``,
   ``mul`` (int32: ``sub`` in int32 before the cast).
-- QuantizeLinear is ``saturate(round_half_to_even(x / scale) + zero_point)``: ``div``,
-  ``round``, ``add``, ``clip`` to the integer type's range in float32 (exact: every value of
-  16 bits or fewer is a float32 integer), then ``cast``. onnxruntime turns nan into the type's
-  minimum; so does a ``where(isnan(x), -inf, x)`` before the division. Integers that only
+- QuantizeLinear is ``saturate(round_half_to_even(x / scale) + zero_point)``, a nan giving
+  the type's minimum, as onnxruntime: one ABI ``quantize_linear`` (its codes float32 integers,
+  exact for every type of 16 bits or fewer), then ``cast``. Integers that only
   DequantizeLinear reads (the activations of a QDQ model) stay float32: neither cast is
   emitted, and backends without int8 tensors run the model.
 
@@ -30,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from abi import dtypes
+from abi.quantization import quantize_linear
 
 from ..errors import ModelFileError, UnsupportedModelError
 from .fold import axis_in
@@ -115,11 +115,6 @@ def parameters(shape, scale: np.ndarray, zero_point: np.ndarray | None, axis: in
     return scale.reshape(target), None if zero_point is None else zero_point.reshape(target)
 
 
-def _range(dtype: str) -> tuple[float, float]:
-    info = np.iinfo(dtypes.to_numpy(dtype))
-    return float(info.min), float(info.max)
-
-
 def _quantized_dtype(zero_point: np.ndarray | None, attrs: dict) -> str:
     """The output dtype of a QuantizeLinear: its zero point's, else ``output_dtype``'s
     (uint8 by default)."""
@@ -143,11 +138,8 @@ def _fold_quantize(ins, attrs: dict, cap: int) -> list:
     if x.dtype != np.float32:
         raise UnsupportedModelError(f"input of dtype {x.dtype}: only float32 is quantized")
     s, z = _shaped(x.shape, scale, zero_point, axis, dtype, attrs, quantize=True)
-    lo, hi = _range(dtype)
-    y = np.round(np.where(np.isnan(x), np.float32(-np.inf), x) / s)
-    if z is not None:
-        y = y + z.astype(np.float32)
-    return [np.clip(y, lo, hi).astype(dtypes.to_numpy(dtype))]
+    y = quantize_linear(x, s, None if z is None else z.astype(np.float32), dtype)
+    return [y.astype(dtypes.to_numpy(dtype))]
 
 
 def blocked_parameters(shape, scale: np.ndarray, zero_point: np.ndarray | None, axis: int,
@@ -263,12 +255,12 @@ def integer_readers_only(imp, name: str) -> bool:
 
 @maps("QuantizeLinear")
 def _quantize(imp, node, attrs):
-    """x / scale, rounded half to even, plus the zero point, clipped to the integer range and
-    cast to it; nan becomes -inf first (onnxruntime gives the type's minimum). When only
-    DequantizeLinear, QLinearConv and QLinearMatMul read the result it stays float32 (no
-    ``cast``): integers of 16 bits or fewer are exact there, and the backends without integer
-    tensors run it. A scale or zero point computed at run time: :func:`_quantize_at_run_time`.
-    """
+    """One ``quantize_linear`` (x / scale, rounded half to even, plus the zero point, clipped
+    to the integer range; a nan gives the type's minimum, as onnxruntime), cast to the integer
+    type. When only DequantizeLinear, QLinearConv and QLinearMatMul read the result it stays
+    float32 (no ``cast``): integers of 16 bits or fewer are exact there, and the backends
+    without integer tensors run it. A scale or zero point computed at run time:
+    :func:`_quantize_at_run_time`."""
     axis = _axis(attrs, node.op_type)
     x = node.input[0]
     zp_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
@@ -281,37 +273,27 @@ def _quantize(imp, node, attrs):
     dtype = _quantized_dtype(imp.const(zp_name, "zero_point") if zp_name else None, attrs)
     scale, zp = _constants(imp, node, x, dtype, axis, attrs)
     out = node.output[0]
-    xt = imp.tensor(x)
-    [nan] = imp.emit("isnan", [xt], [None], suffix="/isnan")
-    low = imp.add_constant(np.array(-np.inf, np.float32), f"{out}.minus_inf")
-    [xt] = imp.emit("where", [nan, low, xt], [None], suffix="/nan")
-    [y] = imp.emit("div", [xt, imp.add_constant(scale, f"{out}.scale")], [None], suffix="/div")
-    [y] = imp.emit("round", [y], [None], suffix="/round")
-    # + 0.0 too: it turns round's -0.0 into the 0 an integer is
-    shift = np.zeros((), np.float32) if zp is None else zp.astype(np.float32)
-    [y] = imp.emit("add", [y, imp.add_constant(shift, f"{out}.zero_point")], [None],
-                   suffix="/zero_point")
-    _saturated(imp, y, out, dtype)
+    quantized(imp, node, imp.tensor(x), imp.add_constant(scale, f"{out}.scale"),
+              None if zp is None else imp.add_constant(zp.astype(np.float32),
+                                                       f"{out}.zero_point"), dtype)
 
 
-def _saturated(imp, y: str, out: str, dtype: str) -> None:
-    """ONNX value ``out`` becomes the float32 integers ``y`` clipped to ``dtype``'s range, and
-    cast to it unless only ops that take them in float32 read it."""
-    lo, hi = _range(dtype)
-    if integer_readers_only(imp, out):
-        imp.emit("clip", [y], [out], {"min": lo, "max": hi})
-        imp.fake_quantized[out] = dtype
-        return
-    [y] = imp.emit("clip", [y], [None], {"min": lo, "max": hi}, suffix="/saturate")
-    imp.emit("cast", [y], [out], {"dtype": dtype})
+def quantized(imp, node, x: str, scale: str, zero_point: str | None, dtype: str) -> None:
+    """The node's output bound to the codes ``quantize_linear(x, scale, zero_point)`` of
+    ``dtype`` (float32 ABI values), as :func:`.qoperator.bind_codes` binds them: as they are
+    where only ops that read codes take them, else cast to ``dtype``."""
+    from .qoperator import bind_codes  # .qoperator is imported by .ops, which this imports
+
+    bind_codes(imp, node, imp.step("quantize_linear", [x, scale, zero_point], "quantize",
+                                   {"dtype": dtype}), dtype)
 
 
 def _quantize_at_run_time(imp, node, attrs, zp_name: str | None) -> None:
     """QuantizeLinear by a scale or zero point computed at run time (DynamicQuantizeLinear's
-    expanded function body, a model's own dynamic quantization), per tensor: x / scale, a
-    nan quotient made -inf (x nan, or 0 / 0 where the scale is 0: onnxruntime gives the
-    type's minimum there), rounded half to even, plus the zero point, saturated. A per-axis or
-    blocked one at run time is refused naming the node."""
+    expanded function body, a model's own dynamic quantization), per tensor: one
+    ``quantize_linear`` (a nan quotient, x nan or 0 / 0 where the scale is 0, gives the
+    type's minimum, as onnxruntime), the zero point cast to float32. A per-axis or blocked one
+    at run time is refused naming the node."""
     zp_type = imp.type_of(zp_name).dtype if zp_name else None
     dtype = _quantized_dtype(None if zp_type is None else
                              np.zeros((), dtypes.to_numpy(zp_type)), attrs)
@@ -333,16 +315,12 @@ def _quantize_at_run_time(imp, node, attrs, zp_name: str | None) -> None:
         if shape:
             t = imp.step("reshape", [t], f"{what}_scalar", {"shape": []})
         parts.append(t)
-    scale, out = parts[0], node.output[0]
+    scale, zp = parts[0], parts[1] if zp_name else None
     if imp.types[scale].dtype != "float32":
         raise imp.unsupported(f"scale of dtype {imp.types[scale].dtype}: float32 is supported")
-    y = imp.step("div", [imp.tensor(node.input[0]), scale], "div")
-    low = imp.add_constant(np.array(-np.inf, np.float32), f"{out}.minus_inf")
-    y = imp.step("round", [imp.step("where", [imp.step("isnan", [y], "isnan"), low, y], "nan")],
-                 "round")
-    shift = imp.step("cast", [parts[1]], "zero_point_float", {"dtype": "float32"}) \
-        if zp_name else imp.add_constant(np.zeros((), np.float32), f"{out}.zero_point")
-    _saturated(imp, imp.step("add", [y, shift], "zero_point"), out, dtype)
+    if zp is not None:
+        zp = imp.step("cast", [zp], "zero_point_float", {"dtype": "float32"})
+    quantized(imp, node, imp.tensor(node.input[0]), scale, zp, dtype)
 
 
 @maps("DequantizeLinear")

@@ -31,8 +31,8 @@ FACTORIES: dict[str, _Factory] = {**layers.FACTORIES}
 #: element-wise ops of several inputs, whose run-time shapes may not broadcast
 _BROADCASTING = frozenset({"add", "sub", "mul", "div", "pow", "max", "min", "equal", "greater",
                            "greater_equal", "less", "less_equal", "and", "or", "where", "mod",
-                           "int_div", "bitwise_and", "bitwise_or", "bitwise_xor", "bit_shift",
-                           "prelu"})
+                           "int_div", "quantize_linear", "bitwise_and", "bitwise_or",
+                           "bitwise_xor", "bit_shift", "prelu"})
 for _op, _fn in {
     "relu": glue.relu, "sigmoid": glue.sigmoid, "tanh": glue.tanh, "gelu": glue.gelu,
     "softmax": glue.softmax, "clip": glue.clip, "identity": glue.identity,
@@ -57,7 +57,7 @@ for _op, _fn in {
     "sinh": glue.sinh, "cosh": glue.cosh, "asinh": glue.asinh, "acosh": glue.acosh,
     "atanh": glue.atanh, "isnan": np.isnan, "isinf": glue.isinf,
     "cumsum": glue.cumsum, "cumprod": glue.cumprod, "topk": glue.topk, "det": glue.det,
-    "dynamic_quantize": glue.dynamic_quantize,
+    "dynamic_quantize": glue.dynamic_quantize, "quantize_linear": glue.quantize_linear,
     "reshape": glue.reshape, "flatten": glue.flatten, "unflatten": glue.unflatten,
     "transpose": glue.transpose,
     "slice": glue.slice_, "split": glue.split, "pad": glue.pad,

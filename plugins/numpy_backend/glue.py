@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from abi import dtypes
+from abi import dtypes, quantization
 from abi.errors import DomainError, ShapeError
 from abi.indices import check_indices
 from abi.ops.sampling import pool_sizes, scale_fraction, scaled_size
@@ -327,6 +327,11 @@ def dynamic_quantize(x):
     """The ABI's dynamic_quantize (:func:`abi.quantization.dynamic_quantization`)."""
     need_values("dynamic_quantize", x.shape)  # a symbolic dim bound to 0
     return dynamic_quantization(x)
+
+
+def quantize_linear(x, scale, zero_point=None, *, dtype):
+    """The ABI's quantize_linear (:func:`abi.quantization.quantize_linear`)."""
+    return quantization.quantize_linear(x, scale, zero_point, dtype)
 
 
 def integer_weight(weight, weight_zero_point=None) -> list:

@@ -16,7 +16,7 @@ from onnx import helper
 from abi import check_indices, dtypes
 from abi.errors import BackendError
 from abi.ops.sampling import pool_sizes
-from abi.quantization import need_values
+from abi.quantization import CODE_RANGES, need_values
 
 from .emitter import Converter, onnx_dtype, onnx_pads
 
@@ -222,6 +222,55 @@ def dynamic_quantize(e, node, ins, outs, a):
     for value, v, out in ((0, codes, outs[0]), (255, zp, outs[2])):
         e.op("Cast", e.op("Where", [nan, e.const(value, np.uint8), v]), [out],
              to=onnx.TensorProto.FLOAT)
+
+
+def quantize_linear(e, node, ins, outs, a):
+    """onnxruntime's QuantizeLinear (one kernel), its codes cast to float32, where the scale
+    is constant, positive and finite, one value or one per entry of one axis of x, and the
+    zero point constant integers of the codes' range (or none); otherwise (a scale computed
+    when the call runs, which may be 0, inf or nan, a zero point that is no code) the ABI's
+    arithmetic in element-wise ops (:func:`_quantize_linear_ops`)."""
+    x, scale, zp = (ins + [None])[:3]
+    lo, hi = CODE_RANGES[a["dtype"]]
+    s, z = e.array(scale), e.array(zp)
+    axis = _quantization_axis(e.types[x].shape, s)
+    if (axis is None or not np.all((s > 0) & (s < np.inf))
+            or (zp is not None and (z is None or not np.all((z >= lo) & (z <= hi) &
+                                                             (z == np.round(z)))))):
+        _quantize_linear_ops(e, ins, outs, lo, hi)
+        return
+    code, shape = np.dtype(a["dtype"]), (() if s.size == 1 else (-1,))
+    zero = e.derived(f"quantize_linear.zero_point.{code}", [zp, scale], lambda: (
+        np.zeros(s.shape, code) if z is None else z).astype(code).reshape(shape), code)
+    scale = e.derived("quantize_linear.scale", [scale], lambda: s.reshape(shape))
+    codes = e.op("QuantizeLinear", [x, scale, zero], axis=axis)
+    e.op("Cast", codes, outs, to=onnx.TensorProto.FLOAT)
+
+
+def _quantization_axis(shape, scale: np.ndarray | None) -> int | None:
+    """0 for a constant scale of one value (per tensor: QuantizeLinear's axis is then unused
+    but must be valid), the axis of x (of ``shape``) a constant scale broadcasts along (one
+    dim not 1), else None (computed at run time, or along several axes)."""
+    if scale is None:
+        return None
+    if scale.size == 1:
+        return 0
+    along = [i for i, d in enumerate(scale.shape) if d != 1]
+    return len(shape) - scale.ndim + along[0] if len(along) == 1 else None
+
+
+def _quantize_linear_ops(e, ins, outs, lo: int, hi: int) -> None:
+    """quantize_linear as Div, a nan quotient made -inf, Round, Add of the zero point, Clip,
+    and a 0 made +0.0 (onnxruntime drops an Add of a constant 0, which would turn Round's
+    -0.0 into 0)."""
+    x, scale, zp = (ins + [None])[:3]
+    [y] = e.op("Div", [x, scale])
+    y = e.op("Where", [e.op("IsNaN", [y])[0], e.const(-np.inf), y])[0]
+    y = e.op("Round", [y])[0]
+    if zp is not None:
+        y = e.op("Add", [y, zp])[0]
+    y = e.op("Clip", [y, e.const(lo), e.const(hi)])[0]
+    e.op("Where", [e.op("Equal", [y, e.const(0.0)])[0], e.const(0.0), y], outs)
 
 
 def nan_seen(e, x: str) -> str:
@@ -615,6 +664,7 @@ CONVERTERS: dict[str, Converter] = {
                                          exclusive=int(a["exclusive"]),
                                          reverse=int(a["reverse"])),
     "cumprod": cumprod, "topk": topk, "dynamic_quantize": dynamic_quantize,
+    "quantize_linear": quantize_linear,
     "concat": lambda e, n, i, o, a: e.op("Concat", i, o, axis=a["axis"]),
     "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),

@@ -24,6 +24,14 @@ def _torch_dynamic_quantize(a):
             torch.tensor(float(q.q_zero_point())))
 
 
+def _torch_codes(quantize, *args):
+    """The codes of torch's quantized tensor ``quantize(*args)`` as float32 (the ABI's
+    quantize_linear holds them so)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's quantized tensors, deprecated
+        return quantize(*args).int_repr().float()
+
+
 def _torch_integer_linear(x, w, x_zp=None, w_zp=None):
     """torch's exact int64 sum of the codes less their zero points, wrapped to int32."""
     a = torch.from_numpy(x).long() - (0 if x_zp is None else int(x_zp))
@@ -203,6 +211,13 @@ GOOD = [
      lambda a, g: torch.nn.functional.grid_sample(torch.from_numpy(a), torch.from_numpy(g),
                                                   padding_mode="reflection",
                                                   align_corners=True)),
+    ("quantize_linear", [z(2, 3, 4), np.ones((), np.float32)], {"dtype": "uint8"},
+     lambda a, scale: _torch_codes(torch.quantize_per_tensor, torch.from_numpy(a), float(scale),
+                                   0, torch.quint8)),
+    ("quantize_linear", [z(2, 3, 4), np.ones((3, 1), np.float32), z(3, 1)], {"dtype": "int8"},
+     lambda a, scale, zp: _torch_codes(torch.quantize_per_channel, torch.from_numpy(a),
+                                       torch.ones(3, dtype=torch.float64),
+                                       torch.zeros(3, dtype=torch.long), 1, torch.qint8)),
     ("max_pool", [z(1, 2, 7, 8)], {"kernel_size": [3, 2], "stride": [2, 2],
                                    "padding": [[1, 1], [0, 0]], "dilation": [1, 1]},
      lambda a: torch.nn.functional.max_pool2d(torch.from_numpy(a), (3, 2), 2, (1, 0))),
@@ -511,6 +526,19 @@ REFUSALS = [
     ("integer_linear", [T((3,), "uint8"), T((4, 3), "int8"), None, T((3,), "int8")], {},
      ShapeError, "integer_linear: weight_zero_point must have shape (4,), got (3,) (one value, "
      "or one per output feature of weight shape (4, 3))"),
+    ("quantize_linear", [T((2, 3), f16), T((), f32)], {"dtype": "int8"}, DTypeError,
+     "quantize_linear: x must be float32, got float16"),
+    ("quantize_linear", [T((2, 3), f32), T((), f32), T((), "int8")], {"dtype": "int8"},
+     DTypeError, "quantize_linear: zero_point must be float32, got int8"),
+    ("quantize_linear", [T((2, 3), f32), T((3,), f32), T((), f32)], {"dtype": "uint8"},
+     ShapeError, "quantize_linear: zero_point must have shape (3,), got () (the scale's, (3,))"),
+    ("quantize_linear", [T((2, 3), f32), T((2,), f32)], {"dtype": "uint8"}, ShapeError,
+     "quantize_linear: shapes (2, 3) and (2,) do not broadcast"),
+    ("quantize_linear", [T(("n", 3), f32), T((4, 1, 1), f32)], {"dtype": "uint16"}, ShapeError,
+     "quantize_linear: scale of shape (4, 1, 1) would broadcast x of shape (n, 3) to (4, n, 3): "
+     "it must broadcast to x's shape"),
+    ("quantize_linear", [T((2, 3), f32), T((), f32)], {"dtype": "int32"}, OpError,
+     "attribute 'dtype'"),
     ("dynamic_quantize", [T((2, 3), f16)], {}, DTypeError,
      "dynamic_quantize: x must be float32, got float16"),
     ("dynamic_quantize", [T((4,), i64)], {}, DTypeError,

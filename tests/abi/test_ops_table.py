@@ -27,7 +27,7 @@ GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", 
             "isinf",
             "max_pool_with_indices",
             "int_div", "gather_elements", "scatter_elements", "det", "dynamic_quantize",
-            "integer_linear",
+            "integer_linear", "quantize_linear",
             "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bit_shift"}
 
 

@@ -1417,10 +1417,23 @@ def test_bitcast_reads_the_bits_as_torch_s_view(have, want):
 # --- dynamic_quantize: onnxruntime's DynamicQuantizeLinear -----------------------------------
 
 
+def unoptimized_session(graph):
+    """An onnxruntime CPU session of ``graph`` (opset 21), its graph optimizations off: the
+    reference kernels as they are."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import helper
+
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
 @functools.cache
 def _dynamic_quantize_linear():
     """onnxruntime's CPU DynamicQuantizeLinear over a float32 x of any shape (the reference)."""
-    ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -1429,12 +1442,7 @@ def _dynamic_quantize_linear():
         [helper.make_tensor_value_info("y", TensorProto.UINT8, None),
          helper.make_tensor_value_info("s", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("z", TensorProto.UINT8, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = unoptimized_session(graph)
     return lambda x: session.run(None, {"x": x})
 
 
@@ -1472,6 +1480,77 @@ def test_dynamic_quantize_of_a_nan_anywhere_is_the_abis_answer(shape):
         x.reshape(-1)[at] = np.nan
         y, scale, zp = run_op("dynamic_quantize", [x])
         assert np.isnan(scale) and zp == 255 and y.shape == shape and not y.any()
+
+
+# --- quantize_linear: onnxruntime's QuantizeLinear -----------------------------------------
+
+
+@functools.cache
+def onnxruntime_quantize_linear(dtype: str, per_channel: bool):
+    """onnxruntime's CPU QuantizeLinear to ``dtype`` (the reference): ``(x, scale, zero_point)``
+    -> codes, per tensor (scale and zero point of shape ()) or along axis 1 (shape (C,))."""
+    from onnx import TensorProto, helper
+
+    code = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], "q",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("z", code, None)],
+        [helper.make_tensor_value_info("y", code, None)])
+    session = unoptimized_session(graph)
+    return lambda x, s, z: session.run(None, {"x": x, "s": s, "z": z})[0]
+
+
+def quantize_linear_feeds(rng, dtype: str, per_channel: bool):
+    """x of shape (2, 3, 40), a scale and a zero point (per tensor, or per channel of axis 1):
+    normal values, exact halves of the scale (ties), values past the codes' range both ways,
+    nan, infinities, signed zeros, the largest floats and a subnormal."""
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    channels = (3,) if per_channel else ()
+    scale = np.asarray(10.0 ** rng.uniform(-4, 2, channels), np.float32)
+    zp = np.asarray(rng.integers(lo, hi + 1, channels), dtype)
+    s = scale.reshape(-1, 1) if per_channel else scale
+    span = float(hi - lo)
+    x = np.concatenate([
+        rng.standard_normal((2, 3, 16)) * s * span / 4,
+        (rng.integers(-span, span, (2, 3, 16)) + 0.5) * s,
+        np.broadcast_to(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3.4e38, -3.4e38, 1e-45]),
+                        (2, 3, 8))], axis=2).astype(np.float32)
+    return x, scale, zp
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_quantize_linear_gives_onnxruntimes_codes(dtype, per_channel):
+    """Every code equal to onnxruntime's QuantizeLinear's (as float32, no -0.0): ties to even,
+    saturation both ways, nan to the lowest code, infinities, subnormals; with the zero point
+    and without (0)."""
+    rng = np.random.default_rng(11)
+    reference = onnxruntime_quantize_linear(dtype, per_channel)
+    for _ in range(8):
+        x, scale, zp = quantize_linear_feeds(rng, dtype, per_channel)
+        shape = (3, 1) if per_channel else ()
+        for zero_point in (zp, np.zeros_like(zp)):
+            want = reference(x, scale, zero_point).astype(np.float32)
+            given = [x, scale.reshape(shape), zero_point.astype(np.float32).reshape(shape)]
+            [got] = run_op("quantize_linear", given if zero_point.any() else given[:2],
+                           dtype=dtype)
+            assert got.dtype == np.float32 and got.shape == x.shape
+            np.testing.assert_array_equal(got, want)
+            assert not np.signbit(got[got == 0]).any()
+
+
+@pytest.mark.filterwarnings("error")
+def test_quantize_linear_of_a_scale_of_zero_or_infinity():
+    """A scale computed at run time may be 0 or inf: x / 0 saturates, 0 / 0 and inf / inf (a
+    nan quotient) give the lowest code, x / inf is 0 (then the zero point), without a
+    warning."""
+    x = np.array([2.0, -2.0, 0.0, np.inf, np.nan], np.float32)
+    [y] = run_op("quantize_linear", [x, np.array(0, np.float32), np.array(-3, np.float32)], dtype="int8")
+    np.testing.assert_array_equal(y, [127, -128, -128, 127, -128])
+    [y] = run_op("quantize_linear", [x, np.array(np.inf, np.float32), np.array(7, np.float32)], dtype="uint8")
+    np.testing.assert_array_equal(y, [7, 7, 7, 0, 0])
 
 
 # --- integer_linear: the exact sums of 8-bit codes ---------------------------------------------

@@ -221,7 +221,7 @@ def test_the_cases_cover_every_integer_op():
                   "floor", "ceil", "round", "mean", "sin", "cos", "log_softmax", "tan", "atan",
                   "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf",
                   "max_pool", "max_pool_with_indices", "avg_pool", "resize", "grid_sample", "det",
-                  "dynamic_quantize", "not", "and", "or"}
+                  "dynamic_quantize", "quantize_linear", "not", "and", "or"}
     covered = set()
     for case in CASES:
         for d in NEW:

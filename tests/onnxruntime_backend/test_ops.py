@@ -13,7 +13,8 @@ from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend, convert
-from tests.numpy_backend.test_glue import integer_codes, integer_linear_graph, torch_integer_linear
+from tests.numpy_backend.test_glue import (integer_codes, integer_linear_graph,
+                                           quantize_linear_feeds, torch_integer_linear)
 
 RNG = np.random.default_rng(0)
 
@@ -504,6 +505,21 @@ CASES = {
     "dynamic_quantize": lambda: single("dynamic_quantize", (3, 6, 2), feed={"x": f32(3, 6, 2,
                                                                             scale=4)}),
     "dynamic_quantize_symbolic": lambda: single("dynamic_quantize", ("n", 5)),
+    "quantize_linear": lambda: single("quantize_linear", (3, 6, 2), np.array(0.05, np.float32),
+                                      np.array(128, np.float32), dtype="uint8",
+                                      feed={"x": f32(3, 6, 2, scale=8)}),
+    "quantize_linear_int8_symbolic": lambda: single("quantize_linear", ("n", 5),
+                                                    np.array(0.01, np.float32), dtype="int8"),
+    "quantize_linear_per_channel": lambda: single(
+        "quantize_linear", (2, 3, 4), np.array([[0.5], [0.01], [2]], np.float32),
+        np.array([[-3], [0], [9]], np.float32), dtype="int8"),
+    "quantize_linear_along_axis_0": lambda: single(
+        "quantize_linear", (3, 4), np.array([[0.5], [0.01], [2]], np.float32), dtype="uint8"),
+    "quantize_linear_scalar": lambda: single("quantize_linear", (), np.array(0.5, np.float32),
+                                             np.array(3, np.float32), dtype="int8",
+                                             feed={"x": np.array(-1.25, np.float32)}),
+    "quantize_linear_int16": lambda: single("quantize_linear", (4, 5), np.array(1e-4, np.float32),
+                                            np.array(-700, np.float32), dtype="int16"),
     "quantized_lstm": lambda: quantized_lstm(),
     "quantized_lstm_reverse_lengths_y": lambda: quantized_lstm(True, True, True),
     "integer_linear": lambda: single(
@@ -904,6 +920,76 @@ def test_dynamic_quantize_of_an_empty_run_time_x_is_refused(backend):
     with pytest.raises(ShapeError, match=r"dynamic_quantize: x of shape \(0, 5\) is empty: "
                        r"its min and max are undefined"):
         Executor(graph, backend()).run({"x": np.zeros((0, 5), np.float32)})
+
+
+def quantize_linear_graph(x, scale, zero_point, dtype: str, constant: bool):
+    """A graph of one quantize_linear of x by scale and zero point (constants, or inputs
+    given when the call runs) and its feed; its onnxruntime model's op types."""
+    b = GraphBuilder("quantize_linear")
+    feed = {"x": x}
+    names = [b.input("x", x.shape, "float32", "ANY")]
+    for name, value in (("scale", scale), ("zero_point", zero_point)):
+        if value is None:
+            continue
+        if constant:
+            names.append(b.constant(name, value))
+        else:
+            names.append(b.input(name, value.shape, "float32", "ANY"))
+            feed[name] = value
+    b.output(b.op("quantize_linear", *names, name="node", dtype=dtype), "y", "ANY")
+    graph = b.build()
+    model = convert.to_onnx(
+        graph.name, inputs=[(v.name, graph.types[v.name]) for v in graph.inputs],
+        outputs=[(v.name, graph.types[v.name]) for v in graph.outputs], nodes=graph.nodes,
+        consts=graph.tensors, types=graph.types)[0]
+    return graph, feed, {n.op_type for n in model.graph.node}
+
+
+def assert_same_bits(graph, feed) -> None:
+    """The onnxruntime backend's outputs equal to the numpy backend's bit for bit."""
+    want = Executor(graph, NumpyBackend()).run(dict(feed))
+    got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+        np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value))
+
+
+@pytest.mark.filterwarnings("error")  # nothing reaches numpy's casts or comparisons as a nan
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
+def test_quantize_linear_gives_the_numpy_backend_bits(dtype, per_channel, constant):
+    """Bit for bit over ties, saturation, nan, infinities, signed zeros and subnormals, with
+    and without a zero point; onnxruntime's QuantizeLinear kernel runs where the parameters
+    are constants, per tensor or per channel, the element-wise ops where they come when the
+    call runs."""
+    rng = np.random.default_rng(12)
+    for _ in range(4):
+        x, scale, zp = quantize_linear_feeds(rng, dtype, per_channel)
+        shape = (3, 1) if per_channel else ()
+        for zero_point in (zp.astype(np.float32).reshape(shape), None):
+            graph, feed, ops = quantize_linear_graph(x, scale.reshape(shape), zero_point, dtype,
+                                                     constant)
+            assert ("QuantizeLinear" in ops) == constant and ("Div" in ops) != constant
+            assert_same_bits(graph, feed)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("scale, zero_point", [(0.0, 5.0), (np.inf, 5.0), (np.nan, 5.0),
+                                               (0.5, 3.5), (0.5, 300.0), (-0.5, 0.0)])
+def test_quantize_linear_of_odd_parameters_gives_the_numpy_backend_bits(scale, zero_point):
+    """A scale of 0, inf or nan (computed at run time, or a constant), a zero point that is no
+    code of the type (3.5, 300) and a negative scale: no QuantizeLinear kernel where the
+    constant could not be its parameter, the ABI's arithmetic either way."""
+    x = np.array([[2.0, -2.0, 0.0, -0.0, 0.25, np.inf, -np.inf, np.nan, 1e-45, 3e38]],
+                 np.float32)
+    for constant in (True, False):
+        graph, feed, ops = quantize_linear_graph(x, np.array(scale, np.float32),
+                                                 np.array(zero_point, np.float32), "uint8",
+                                                 constant)
+        assert "QuantizeLinear" not in ops
+        assert_same_bits(graph, feed)
 
 
 @pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])

@@ -135,7 +135,7 @@ def test_quantize_static_models_match_onnxruntime(dynamo, model, per_channel, ac
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
     _, loaded = import_and_load(path, tmp_path / "q.pha", signer)
     graph_ops = {n.op for n in loaded.graph.nodes}
-    assert {"round", "clip"} <= graph_ops  # the activations' fake quantization ...
+    assert "quantize_linear" in graph_ops  # the activations' fake quantization ...
     assert "cast" not in graph_ops  # ... in float32 throughout
     assert "linear" in graph_ops  # the weights folded to float32 constants
     feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3, 30)]
@@ -279,7 +279,7 @@ def test_per_axis_quantization_is_bit_identical(axis, dtype, backend, int_output
     model = _qdq(tmp_path, scale, zero_point, axis=axis, int_output=int_output)
     assert _ops(model).count("cast") == 2 * int_output  # to the integers and back
     _, loaded = import_and_load(model, tmp_path / "q.pha", signer)
-    assert any(n.op == "div" for n in loaded.graph.nodes)
+    assert any(n.op == "quantize_linear" for n in loaded.graph.nodes)
     info = np.iinfo(dtype)
     feeds = _edges(scale.reshape(3, 1), int(info.min), int(info.max), 0, (2, 3, 4))
     _check(model, loaded, feeds, exact=True, backend=backend())
