@@ -34,13 +34,23 @@ def _no_empty_dims(op: str, name: str, t: TensorType) -> None:
 def _conv(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, w, b = inputs
     n = op.name
-    r = need_rank(n, "x", x, one_of=(3, 4, 5))
-    need_rank(n, "weight", w, exact=r)
+    _conv_ranks(n, x, w)
     for name, t in (("x", x), ("weight", w), ("bias", b)):
         if t is not None:
             need_float(n, name, t)
     need_same_dtype(n, [("x", x), ("weight", w), ("bias", b)])
-    spatial = r - 2
+    return [TensorType(_conv_shape(n, x, w, b, attrs), x.dtype)]
+
+
+def _conv_ranks(n: str, x: TensorType, w: TensorType) -> None:
+    r = need_rank(n, "x", x, one_of=(3, 4, 5))
+    need_rank(n, "weight", w, exact=r)
+
+
+def _conv_shape(n: str, x: TensorType, w: TensorType, b: TensorType | None,
+                attrs: dict) -> tuple:
+    """The output shape of a conv of x by w (bias b), ranks checked, dtypes aside."""
+    spatial = len(x.shape) - 2
     need_attr_len(n, attrs, ("stride", "padding", "dilation"), spatial,
                   f"x shape {fmt(x.shape)} has {spatial} spatial axes and")
     _no_empty_dims(n, "weight", w)
@@ -66,7 +76,34 @@ def _conv(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                              f"{d}*({k}-1)+1={d * (k - 1) + 1}; output size would be {o}",
                              where=n, got=x.shape)
         out.append(o)
-    return [TensorType((x.shape[0], out_ch, *out), x.dtype)]
+    return (x.shape[0], out_ch, *out)
+
+
+def _qlinear_conv(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, b = inputs
+    n = op.name
+    _conv_ranks(n, x, w)
+    for name, t in (("x", x), ("weight", w), ("y_zero_point", y_zp)):
+        if t.dtype not in ("uint8", "int8"):
+            raise DTypeError(f"{n}: {name} must be uint8 or int8, got {t.dtype}", where=n,
+                             expected="uint8 or int8", got=t.dtype)
+    need_same_dtype(n, [("x", x), ("x_zero_point", x_zp)])
+    need_same_dtype(n, [("weight", w), ("weight_zero_point", w_zp)])
+    for name, t in (("x_scale", x_scale), ("weight_scale", w_scale), ("y_scale", y_scale)):
+        if t.dtype != "float32":
+            raise DTypeError(f"{n}: {name} must be float32, got {t.dtype}", where=n,
+                             expected="float32", got=t.dtype)
+    if b is not None and b.dtype != "int32":
+        raise DTypeError(f"{n}: bias must be int32, got {b.dtype}", where=n, expected="int32",
+                         got=b.dtype)
+    for name, t in (("x_scale", x_scale), ("x_zero_point", x_zp), ("y_scale", y_scale),
+                    ("y_zero_point", y_zp)):
+        need_shape(n, name, t, ())
+    for name, t in (("weight_scale", w_scale), ("weight_zero_point", w_zp)):
+        if len(t.shape) != 0:
+            need_shape(n, name, t, (w.shape[0],), f"one value, or one per output channel of "
+                       f"weight shape {fmt(w.shape)}")
+    return [TensorType(_conv_shape(n, x, w, b, attrs), y_zp.dtype)]
 
 
 def _conv_transpose(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -383,6 +420,20 @@ outside [0, T] is refused when the call runs (IndexRangeError naming the node)."
 
 OPS: tuple[OpDef, ...] = (
     OpDef("conv", 1, ("x", "weight", "bias?"), ("y",), _CONV_ATTRS, _conv, doc=_CONV_DOC),
+    OpDef("qlinear_conv", 1, ("x", "x_scale", "x_zero_point", "weight", "weight_scale",
+                              "weight_zero_point", "y_scale", "y_zero_point", "bias?"), ("y",),
+          _CONV_ATTRS, _qlinear_conv, doc="""\
+Quantized convolution (ONNX QLinearConv, as onnxruntime's CPU kernels compute it; what
+onnxruntime's quantize_static writes in its QOperator format): the exact integer sum of
+(x - x_zero_point) * (weight - weight_zero_point) over each output's window, padding adding 0
+(x_zero_point pads), plus bias, wrapped to int32 as onnxruntime's int32 accumulation wraps;
+then y = clamp(round(float32(sum) * scale) + y_zero_point, lo, hi) with the float32 scale
+(x_scale * weight_scale) / y_scale computed in that order, rounding half to even, [lo, hi]
+y's range. x (N, C, *spatial) and weight (O, C/groups, *kernel) uint8 or int8, each zero
+point of its tensor's dtype; x_scale, x_zero_point, y_scale, y_zero_point of shape ();
+weight_scale and weight_zero_point () or (O,) (per output channel); bias (O,) int32; scales
+float32. y (N, O, *out), out as conv's, of y_zero_point's dtype. stride, padding, dilation,
+groups as conv's."""),
     OpDef("conv_transpose", 1, ("x", "weight", "bias?"), ("y",), {
         "stride": AttrSpec("ints", check=_POSITIVE_INTS),
         "padding": AttrSpec("ints", check=each_at_least(0)),

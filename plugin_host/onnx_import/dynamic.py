@@ -377,26 +377,14 @@ def conv_sum(imp, node, attrs, at: int = 1, out: str | None = None) -> tuple[str
     padding adds 0, as ``conv``'s; W constant with a per-tensor or per-output-channel zero
     point, over runs of input channels that are exact (module doc). Returns the sum and its
     dtype (see :func:`_sum_runs`)."""
-    shape = imp.type_of(node.input[0]).shape
-    spatial = len(shape) - 2
-    if spatial < 1:
-        raise imp.unsupported(f"input of shape {list(shape)}; {node.op_type} needs (N, C, "
-                              f"*spatial)")
     weight = _shifted_weight(imp, node, 0, "W", at)
-    kernel = attrs.get("kernel_shape", list(weight.shape[2:]))
-    if list(kernel) != list(weight.shape[2:]):
-        raise imp.unsupported(f"kernel_shape {kernel} differs from the weight's "
-                              f"{list(weight.shape[2:])}")
-    group = attrs.get("group", 1)
+    conv = conv_attrs(imp, node, attrs, weight.shape)
     runs = _split(imp, node, _reach(weight, 1, 0))
-    if len(runs) > 1 and group != 1:
-        raise imp.unsupported(f"group={group} with sums beyond the 2**24 float32 holds exactly: "
-                              f"only an ungrouped conv is split over its input channels")
+    if len(runs) > 1 and conv["groups"] != 1:
+        raise imp.unsupported(f"group={conv['groups']} with sums beyond the 2**24 float32 holds "
+                              f"exactly: only an ungrouped conv is split over its input "
+                              f"channels")
     x = _shifted_input(imp, node, "X")
-    strides = attrs.get("strides", [1] * spatial)
-    dilations = attrs.get("dilations", [1] * spatial)
-    conv = {"stride": strides, "dilation": dilations, "groups": group,
-            "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)}
     origin = imp.origin.get(node.input[at], node.input[at])
 
     def run(i, start, end):
@@ -407,6 +395,24 @@ def conv_sum(imp, node, attrs, at: int = 1, out: str | None = None) -> tuple[str
                         suffix=f"/conv{i}" if len(runs) > 1 else "/conv")[0]
 
     return _sum_runs(imp, runs, run, out)
+
+
+def conv_attrs(imp, node, attrs, weight_shape) -> dict:
+    """The ABI conv attributes (stride, dilation, groups, padding) of a ConvInteger's or
+    QLinearConv's (X input 0, of rank 3 or more; ``weight_shape`` its W's)."""
+    shape = imp.type_of(node.input[0]).shape
+    spatial = len(shape) - 2
+    if spatial < 1:
+        raise imp.unsupported(f"input of shape {list(shape)}; {node.op_type} needs (N, C, "
+                              f"*spatial)")
+    kernel = attrs.get("kernel_shape", list(weight_shape[2:]))
+    if list(kernel) != list(weight_shape[2:]):
+        raise imp.unsupported(f"kernel_shape {kernel} differs from the weight's "
+                              f"{list(weight_shape[2:])}")
+    strides = attrs.get("strides", [1] * spatial)
+    dilations = attrs.get("dilations", [1] * spatial)
+    return {"stride": strides, "dilation": dilations, "groups": attrs.get("group", 1),
+            "padding": _pads(imp, attrs, spatial, shape, kernel, strides, dilations)}
 
 
 @maps("ConvInteger")

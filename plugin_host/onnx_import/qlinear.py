@@ -45,8 +45,8 @@ from abi import dtypes
 from abi.quantization import FLOAT32_EXACT
 
 from ..errors import ModelFileError
-from .dynamic import (CONV_ATTRS, INT32_MAX, _reach, _shifted_input, _shifted_weight,
-                      conv_sum, matmul_sum)
+from .dynamic import (CONV_ATTRS, INT32_MAX, _integer_input, _reach, _shifted_input,
+                      _shifted_weight, _weight_codes, conv_attrs, conv_sum, matmul_sum)
 from .ops import _only, maps
 
 _INTEGERS = ("int8", "uint8")
@@ -98,12 +98,16 @@ def _output_zero_point(imp, node) -> tuple[str, np.ndarray]:
     return dtype, zp.reshape(()).astype(np.float32)
 
 
+def _scales(imp, node, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x_scale, w_scale (one value, or ``count``) and y_scale, checked (:func:`_scale`)."""
+    return (_scale(imp, node, 1, "x_scale"), _scale(imp, node, 4, "w_scale", count),
+            _scale(imp, node, 6, "y_scale"))
+
+
 def _check_parameters(imp, node, count: int) -> tuple[np.ndarray, str, np.ndarray]:
     """The combined float32 scale ``(x_scale * w_scale) / y_scale`` (one value, or ``count``),
     y's dtype and zero point, after checking every scale and zero point."""
-    x_scale = _scale(imp, node, 1, "x_scale")
-    w_scale = _scale(imp, node, 4, "w_scale", count)
-    y_scale = _scale(imp, node, 6, "y_scale")
+    x_scale, w_scale, y_scale = _scales(imp, node, count)
     for i, what in ((2, "x_zero_point"), (5, "w_zero_point")):
         _scalar_input(imp, node, i, what)  # a run-time one is refused as such, with its name
     dtype, y_zp = _output_zero_point(imp, node)
@@ -176,7 +180,9 @@ def _bias(imp, node, channels: int, bound: np.ndarray) -> np.ndarray | None:
 
 @maps("QLinearConv")
 def _qlinear_conv(imp, node, attrs):
-    """ConvInteger's exact sum plus the bias, requantized as onnxruntime (module doc)."""
+    """One ``qlinear_conv`` where W's zero points are one value (onnxruntime's kernel takes no
+    other, so the onnxruntime backend runs it), else ConvInteger's exact sum plus the bias,
+    requantized as onnxruntime (module doc)."""
     _only(imp, attrs, CONV_ATTRS)
     _weight_input(imp, node, "W")
     _integer_operand(imp, node)
@@ -188,10 +194,44 @@ def _qlinear_conv(imp, node, attrs):
     scale, dtype, zp = _check_parameters(imp, node, channels)
     bound = _reach(_shifted_weight(imp, node, 0, "W", 3), 1, 0).sum(axis=0)
     bias = _bias(imp, node, channels, bound)
+    weight, w_zp = _weight_codes(imp, node, 0, "W", 3)
+    if w_zp is None or np.all(w_zp == w_zp.flat[0]):
+        _one_op(imp, node, attrs, weight, w_zp, bias, zp.astype(dtype))
+        return
     y, kind = conv_sum(imp, node, attrs, at=3)
     shape = (channels,) + (1,) * (w.ndim - 2)  # over (N, M, *spatial)
     y = _with_bias(imp, node, y, kind, bias, shape)
     _requantize(imp, node, y, scale, shape, dtype, zp)
+
+
+def _one_op(imp, node, attrs, weight: np.ndarray, w_zp: np.ndarray | None,
+            bias: np.ndarray | None, y_zp: np.ndarray) -> None:
+    """The QLinearConv as one ``qlinear_conv`` of x's codes (float32 ones cast back to their
+    dtype, exactly). Where only ops that read codes take its own, they are cast to float32 for
+    those that read them so, and the next ``qlinear_conv`` takes them as they are (the cast
+    then unread, left out of the graph)."""
+    from .quantize import integer_readers_only  # .quantize imports .ops, which imports this
+
+    out = node.output[0]
+    x, x_zp = _integer_input(imp, node, "X")
+    x_dtype = imp.types[x].dtype
+    x_scale, w_scale, y_scale = _scales(imp, node, weight.shape[0])
+    w_zp = np.zeros((), weight.dtype) if w_zp is None else w_zp.reshape(w_zp.shape[:1])
+    given = {"x_scale": x_scale, "x_zero_point": np.zeros((), x_dtype) if x_zp is None else None,
+             "weight": weight, "weight_scale": w_scale, "weight_zero_point": w_zp,
+             "y_scale": y_scale, "y_zero_point": y_zp, "bias": bias}
+    ins = {k: None if v is None else imp.add_constant(v, f"{out}.{k}") for k, v in given.items()}
+    ins["x_zero_point"] = ins["x_zero_point"] or x_zp
+    conv = conv_attrs(imp, node, attrs, weight.shape)
+    inputs = [x] + [ins[k] for k in given]
+    dtype = dtypes.from_numpy(y_zp.dtype)
+    if integer_readers_only(imp, out):
+        y = imp.step("qlinear_conv", inputs, "qlinear_conv", conv)
+        imp.emit("cast", [y], [out], {"dtype": "float32"}, suffix="/float32")
+        imp.fake_quantized[out] = dtype
+        imp.integer_codes[(out, dtype)] = y  # a reader of these codes in their dtype takes y
+    else:
+        imp.emit("qlinear_conv", inputs, [out], conv)
 
 
 @maps("QLinearMatMul")

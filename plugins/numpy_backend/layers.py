@@ -20,6 +20,7 @@ from plugins.nn.norm import make_layer_norm
 from plugins.nn.recurrent import lstm_gates
 
 from . import glue
+from .qlinear_conv import make_qlinear_conv
 from .quantized_lstm import make_quantized_lstm
 
 
@@ -124,6 +125,12 @@ def integer_linear(attrs, consts, types, where):
                       lambda: glue.integer_weight(weight, zero_point))
     return _binder(lambda x, _w, x_zero_point, _z: glue.integer_sums(x, x_zero_point, w),
                    consts, types, {})
+
+
+def qlinear_conv(attrs, consts, types, where):
+    """The quantized conv (:mod:`.qlinear_conv`), its integer conv prepared once where the
+    weight and its zero point are constants."""
+    return _binder(make_qlinear_conv(attrs, consts, where), consts, types, {})
 
 
 def quantized_lstm(attrs, consts, types, where):
@@ -295,6 +302,7 @@ FACTORIES = {
     "lstm_cell": lstm_cell,
     "lstm": lstm,
     "quantized_lstm": quantized_lstm,
+    "qlinear_conv": qlinear_conv,
     "gru": gru,
     "rnn": rnn,
     "group_norm": generic(F.group_norm),

@@ -148,6 +148,57 @@ def linear(e, node, ins, outs, a):
         e.op("Add", [e.op("MatMul", [x, wt])[0], bias], outs)
 
 
+def qlinear_conv(e, node, ins, outs, a):
+    """onnxruntime's QLinearConv, with a constant weight whose zero points are one value (its
+    kernel takes no other): int8 x, weight and y as they are (exact: its s8 x s8 kernels do not
+    saturate), any other mix moved to uint8 (every int8 code and zero point plus 128, y moved
+    back), since its u8 x s8 kernels on x86-64 CPUs without VNNI saturate pairs of products at
+    int16. A weight computed when the call runs, or per-channel zero points that differ, are
+    refused naming the node."""
+    x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias = (ins + [None])[:9]
+    weight, zero_point = e.array(w), e.array(w_zp)
+    if weight is None or zero_point is None or np.any(zero_point != zero_point.flat[0]):
+        what = ("a weight computed when the call runs" if weight is None or zero_point is None
+                else "per-channel weight zero points that differ")
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: qlinear_conv with {what}: "
+                           f"onnxruntime's QLinearConv takes a constant weight with one zero "
+                           f"point", node=node.name)
+    conv = dict(strides=list(a["stride"]), dilations=list(a["dilation"]),
+                pads=onnx_pads(a["padding"]), group=a["groups"])
+    zero = e.derived("qlinear_conv.zero_point", [w_zp], lambda: zero_point.reshape(-1)[:1]
+                     .reshape(()), zero_point.dtype)
+    codes = [e.types[v].dtype for v in (x, w, y_zp)]
+    if codes == ["int8"] * 3:
+        e.op("QLinearConv", [x, x_scale, x_zp, w, w_scale, zero, y_scale, y_zp, bias], outs,
+             **conv)
+        return
+    x, x_zp = _codes_as_uint8(e, x), _codes_as_uint8(e, x_zp)
+    if weight.dtype == np.int8:
+        w = e.derived("qlinear_conv.weight", [w], lambda: (weight.astype(np.int16) + 128)
+                      .astype(np.uint8), np.uint8)
+        zero = e.derived("qlinear_conv.zero_point.uint8", [w_zp], lambda: np.asarray(
+            int(zero_point.flat[0]) + 128, np.uint8), np.uint8)
+    inputs = [x, x_scale, x_zp, w, w_scale, zero, y_scale, _codes_as_uint8(e, y_zp), bias]
+    if codes[2] == "uint8":
+        e.op("QLinearConv", inputs, outs, **conv)
+        return
+    i32 = onnx.TensorProto.INT32
+    y = e.op("Cast", e.op("QLinearConv", inputs, **conv), to=i32)
+    e.op("Cast", e.op("Sub", [y[0], e.const(128, np.int32)]), outs, to=onnx.TensorProto.INT8)
+
+
+def _codes_as_uint8(e, v: str) -> str:
+    """int8 codes ``v`` plus 128 as uint8 (computed once where a constant); uint8 ones as they
+    are."""
+    if e.types[v].dtype == "uint8":
+        return v
+    value = e.array(v)
+    if value is not None:
+        return e.derived("codes.uint8", [v], lambda: (value.astype(np.int16) + 128)
+                         .astype(np.uint8), np.uint8)
+    return _as_uint8(e, v, None)[0]
+
+
 def integer_linear(e, node, ins, outs, a):
     """onnxruntime's MatMulInteger, always uint8 by uint8: its uint8-by-int8 kernel on x86-64
     CPUs without VNNI adds pairs of products into int16 and saturates there, so an int8 x or
@@ -543,6 +594,7 @@ CONVERTERS: dict[str, Converter] = {
     "group_norm": group_norm, "instance_norm": instance_norm, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "linear": linear,
     "integer_linear": integer_linear,
+    "qlinear_conv": qlinear_conv,
     "lstm_cell": lstm_cell, "lstm": lstm, "gru": gru, "rnn": rnn, "embedding": embedding,
     "quantized_lstm": quantized_lstm,
 }

@@ -6,7 +6,7 @@ Session options (:func:`session_options`):
   sandbox worker, the worker's), ``inter_op_num_threads`` = 1, sequential execution: the graph
   is a chain, so parallelism is inside each op;
 * every graph optimization on (constant folding, Conv+BatchNorm+ReLU and MatMul+Add fusion,
-  weight pre-packing), done once at load;
+  weight pre-packing), done once at load, but the NHWC transformer (:data:`DISABLED`);
 * the intra-op threads do not spin-wait between calls (``session.intra_op.allow_spinning`` 0):
   a spinning pool keeps the worker's threads busy after each call and steals the core the
   host needs for cameras and IPC (README, "The onnxruntime backend", has the measurement);
@@ -35,6 +35,13 @@ from abi import check_indices
 from abi.errors import BackendError, PluginHostError
 
 from .emitter import Checks
+
+#: Graph optimizations left off. The NHWC transformer moves a chain of QLinearConvs (the
+#: ``qlinear_conv`` op) to channels-last and pushes the transposes through the ops around it;
+#: through a Resize with ``axes`` (every ``resize`` converter writes one) onnxruntime 1.32
+#: permutes its two scales with the four-entry permutation, and the run fails. Without it the
+#: QLinearConvs transpose each their own input (some 15 % of a conv tower's time).
+DISABLED = ["NhwcTransformer"]
 
 #: Libraries the onnxruntime extension links that live outside the Python prefix.
 _SYSTEM_LIBRARIES = ("libdl.so.2", "librt.so.1")
@@ -118,7 +125,8 @@ def create_session(model: onnx.ModelProto, *, where: str,
     ort = _ort()
     try:
         return ort.InferenceSession(model.SerializeToString(), session_options(spinning=spinning),
-                                    providers=["CPUExecutionProvider"])
+                                    providers=["CPUExecutionProvider"],
+                                    disabled_optimizers=DISABLED)
     except Exception as exc:  # onnxruntime's own exception types (Fail, InvalidGraph, ...)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         node = _our_node(model, str(exc))

@@ -1,5 +1,7 @@
 """Shape rules of the layer ops: each agrees with torch on good inputs and refuses bad ones."""
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -38,6 +40,25 @@ def _grouped_conv1d_case():
     return ("conv", [x, w, None], {"stride": [1], "padding": [[0, 1]], "dilation": [2],
                                    "groups": 2},
             F.conv1d(F.pad(x, (0, 1)), w, None, 1, 0, 2, 2))
+
+
+def _qlinear_conv_case():
+    """torch's quantized conv2d (quint8 by qint8, per tensor, grouped, strided, padded) gives
+    the output's shape and dtype."""
+    x, w, scale = r(1, 4, 7, 6), r(6, 2, 3, 3), torch.tensor(0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's quantized tensors, deprecated
+        qx = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+        qw = torch.quantize_per_tensor(w, 0.02, 0, torch.qint8)
+        y = torch.ao.nn.quantized.functional.conv2d(qx, qw, r(6), stride=(2, 1),
+                                                    padding=(1, 0), groups=2, scale=0.1,
+                                                    zero_point=3).int_repr()
+        x, w = qx.int_repr(), qw.int_repr()
+    inputs = [x, scale, torch.tensor(128, dtype=torch.uint8), w, torch.tensor([0.02] * 6),
+              torch.zeros(6, dtype=torch.int8), scale, torch.tensor(3, dtype=torch.uint8),
+              r(6, dtype=torch.int32)]
+    return ("qlinear_conv", inputs, {"stride": [2, 1], "padding": [[1, 1], [0, 0]],
+                                     "dilation": [1, 1], "groups": 2}, y)
 
 
 def _conv_transpose_case():
@@ -111,6 +132,7 @@ def _embedding_case(dtype):
 
 GOOD = [
     _conv_case(),
+    _qlinear_conv_case(),
     _grouped_conv1d_case(),
     _conv_transpose_case(),
     _batchnorm_case((2, 3)),
@@ -221,7 +243,31 @@ def _replace(seq, i, value):
     return seq
 
 
+#: qlinear_conv's inputs: x (1, 4, 7, 6) uint8, weight (6, 2, 3, 3) int8 per channel, groups 2
+QCONV = [T((1, 4, 7, 6), "uint8"), T((), f32), T((), "uint8"), T((6, 2, 3, 3), "int8"),
+         T((6,), f32), T((6,), "int8"), T((), f32), T((), "uint8"), T((6,), i32)]
+QCONV_ATTRS = {"stride": [1, 1], "padding": [[0, 0], [0, 0]], "dilation": [1, 1], "groups": 2}
+
 REFUSALS = [
+    ("qlinear_conv", _replace(QCONV, 0, T((1, 4, 7, 6), f32)), QCONV_ATTRS, DTypeError,
+     "qlinear_conv: x must be uint8 or int8, got float32"),
+    ("qlinear_conv", _replace(QCONV, 7, T((), i32)), QCONV_ATTRS, DTypeError,
+     "qlinear_conv: y_zero_point must be uint8 or int8, got int32"),
+    ("qlinear_conv", _replace(QCONV, 2, T((), "int8")), QCONV_ATTRS, DTypeError,
+     "qlinear_conv: x_zero_point must have the dtype of x (uint8)"),
+    ("qlinear_conv", _replace(QCONV, 4, T((6,), f16)), QCONV_ATTRS, DTypeError,
+     "qlinear_conv: weight_scale must be float32, got float16"),
+    ("qlinear_conv", _replace(QCONV, 8, T((6,), f32)), QCONV_ATTRS, DTypeError,
+     "qlinear_conv: bias must be int32, got float32"),
+    ("qlinear_conv", _replace(QCONV, 6, T((1,), f32)), QCONV_ATTRS, ShapeError,
+     "qlinear_conv: y_scale must have shape (), got (1,)"),
+    ("qlinear_conv", _replace(QCONV, 5, T((3,), "int8")), QCONV_ATTRS, ShapeError,
+     "qlinear_conv: weight_zero_point must have shape (6,), got (3,) (one value, or one per "
+     "output channel of weight shape (6, 2, 3, 3))"),
+    ("qlinear_conv", QCONV, {**QCONV_ATTRS, "groups": 1}, ShapeError,
+     "qlinear_conv: x channels (dim 1 of x shape (1, 4, 7, 6)) must be 2, got 4"),
+    ("qlinear_conv", _replace(QCONV, 0, T((4, 7, 6), "uint8")), QCONV_ATTRS, ShapeError,
+     "qlinear_conv: weight must have rank 3, got rank 4 (shape (6, 2, 3, 3))"),
     ("conv", [X4, T((32, 6, 3, 3), f32)], CONV1, ShapeError,
      "conv: x channels (dim 1 of x shape (1, 12, 8, 8)) must be 6, got 12 (weight shape "
      "(32, 6, 3, 3) is (out, in/groups, *kernel) with groups=1)"),

@@ -11,7 +11,7 @@ from abi.ops.table import (REQUIRED, AttrSpec, OpDef, TensorType, at_least, get_
 T = TensorType
 
 LAYER_OPS = {"conv", "conv_transpose", "batchnorm", "linear", "lstm_cell", "lstm", "gru", "rnn",
-             "quantized_lstm",
+             "quantized_lstm", "qlinear_conv",
              "group_norm", "instance_norm", "layer_norm", "layer_norm2d", "rms_norm", "embedding"}
 GLUE_OPS = {"identity", "relu", "sigmoid", "tanh", "gelu", "add", "sub", "mul", "div", "matmul",
             "concat", "reshape", "flatten", "unflatten", "transpose", "slice", "split", "pad",

@@ -227,8 +227,9 @@ def test_the_cases_cover_every_integer_op():
         for d in NEW:
             made = CASES[case](d)
             covered |= {n.op for n in made[0].nodes} if made else set()
-    # cast: test_casts_...; integer_linear (8-bit codes only): test_ops' own test of its bits
-    assert covered | float_only | {"cast", "integer_linear"} == set(convert.CONVERTERS)
+    # cast: test_casts_...; integer_linear, qlinear_conv (8-bit codes only): their own tests
+    assert covered | float_only | {"cast", "integer_linear", "qlinear_conv"} == set(
+        convert.CONVERTERS)
 
 
 @pytest.mark.parametrize("dtype", NEW)

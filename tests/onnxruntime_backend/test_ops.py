@@ -15,6 +15,7 @@ from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend, convert
 from tests.numpy_backend.test_glue import (integer_codes, integer_linear_graph,
                                            quantize_linear_feeds, torch_integer_linear)
+from tests.numpy_backend.test_qlinear_conv import random_conv
 
 RNG = np.random.default_rng(0)
 
@@ -520,6 +521,8 @@ CASES = {
                                              feed={"x": np.array(-1.25, np.float32)}),
     "quantize_linear_int16": lambda: single("quantize_linear", (4, 5), np.array(1e-4, np.float32),
                                             np.array(-700, np.float32), dtype="int16"),
+    "qlinear_conv": lambda: random_conv(np.random.default_rng(3), "uint8", "int8",
+                                        per_channel=True, bias=True).graph(),
     "quantized_lstm": lambda: quantized_lstm(),
     "quantized_lstm_reverse_lengths_y": lambda: quantized_lstm(True, True, True),
     "integer_linear": lambda: single(

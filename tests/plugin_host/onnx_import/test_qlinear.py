@@ -131,7 +131,7 @@ def test_a_qoperator_cnn_matches_onnxruntime_bit_for_bit(dynamo, per_channel, we
     assert u8_by_s8 == (weights == _Q.QInt8 or per_channel)
     graph = import_onnx(path).graph
     ops = {n.op for n in graph.nodes}
-    assert {"conv", "integer_linear", "quantize_linear"} <= ops
+    assert {"qlinear_conv", "integer_linear", "quantize_linear"} <= ops
     feeds = _feeds()
     _exact_on_both_backends(graph, _u8_twin(path, tmp_path / "twin.onnx"), feeds)
     loaded = _build_or_refused(path, tmp_path, signer, u8_by_s8 and not reduce_range)
@@ -215,7 +215,10 @@ def test_qlinear_conv_matches_onnxruntime_bit_for_bit(x_dtype, w_dtype, w_range,
                      kernel_shape=[3, 3], **attrs)
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
     ops = [n.op for n in loaded.graph.nodes]
-    assert ops == ["cast", "sub", "conv", "add", "mul", "quantize_linear", "cast"], ops
+    if np.all(w_zp == w_zp.flat[0]):  # onnxruntime's QLinearConv takes it: one op
+        assert ops == ["qlinear_conv"], ops
+    else:
+        assert ops == ["cast", "sub", "conv", "add", "mul", "quantize_linear", "cast"], ops
     feeds = _int_feeds(x_dtype, (2, c_in, 7, 6))
     check_on_both_backends(model, loaded, feeds)
     _exact_on_both_backends(loaded.graph, model, feeds)
@@ -301,29 +304,38 @@ def test_outputs_beyond_the_range_saturate_like_onnxruntime(y_scale, tmp_path, s
         -128, 3, 127}
 
 
+@pytest.mark.parametrize("zero_points", ["one", "two"])
 @pytest.mark.parametrize("bias", ["small", "large"])
-def test_sums_beyond_float32s_exact_integers_run_in_exact_runs(bias, tmp_path, signer):
+def test_sums_beyond_float32s_exact_integers_run_in_exact_runs(bias, zero_points, tmp_path,
+                                                               signer):
     """64 input channels of 3 x 3 uint8 weights near 255: sums up to 255 * 255 * 576 > 2**24,
-    split into runs summed in int32; a bias beyond 2**24 (``large``) is added in int32 too;
-    the int32 sum rounds to float32 once, as onnxruntime's."""
+    which one float32 conv would round; a bias beyond 2**24 (``large``) too; the int32 sum
+    rounds to float32 once, as onnxruntime's. With one weight zero point, one
+    ``qlinear_conv`` (the numpy backend cuts the runs itself); with two (one per output
+    channel, which onnxruntime's kernel does not take as such), runs of input channels
+    summed in int32, the bias added in int32."""
     w = _ints("uint8", (2, 64, 3, 3), 240, 255)
     b = np.array([3, -5] if bias == "small" else [2 ** 25 + 1, 2 ** 25 + 3], np.int32)
+    w_zp = np.uint8(0) if zero_points == "one" else np.array([0, 1], np.uint8)
     model = _qlinear(tmp_path, "QLinearConv", (1, 64, 5, 5), (1, 2, 5, 5), "uint8", w,
-                     0.0123, np.uint8(0), x_scale=0.01, x_zp=0, y_scale=34.0, y_zp=0,
+                     0.0123, w_zp, x_scale=0.01, x_zp=0, y_scale=34.0, y_zp=0,
                      bias=b, pads=[1, 1, 1, 1])
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
     ops = [n.op for n in loaded.graph.nodes]
-    # three runs of input channels, each cast to int32; the sum (with the bias) to float32
-    assert ops.count("conv") == ops.count("slice") == 3 and ops.count("cast") == 1 + 3 + 1 + 1
+    if zero_points == "one":
+        assert ops == ["qlinear_conv"]
+    else:  # three runs of input channels, each cast to int32; the sum (with the bias) to float32
+        assert ops.count("conv") == ops.count("slice") == 3 and ops.count("cast") == 1 + 3 + 1 + 1
     x = _ints("uint8", (1, 64, 5, 5), 250, 255)
     want = onnxruntime_outputs(model, {"x": x}, optimized=False)["y"]
     assert 0 < want.min() and want.max() < 255  # in range: the rounding shows
     _exact_on_both_backends(loaded.graph, model, [{"x": x}, {"x": _ints("uint8", x.shape)}])
 
 
-def test_integers_only_requantized_and_dequantized_stay_float32(tmp_path, signer):
-    """QuantizeLinear -> QLinearConv -> QLinearConv -> DequantizeLinear: no cast at all, so
-    backends without integer tensors run it; bit for bit with onnxruntime."""
+def test_codes_between_quantized_convs_stay_codes(tmp_path, signer):
+    """QuantizeLinear -> QLinearConv -> QLinearConv -> DequantizeLinear: the quantized input
+    cast to uint8 once, the first conv's codes go to the second as they are (no cast between
+    them), the second's cast to float32 for DequantizeLinear; bit for bit with onnxruntime."""
     w1, w2 = _ints("uint8", (4, 3, 3, 3)), _ints("uint8", (2, 4, 1, 1))
     f = np.float32
     inits = [numpy_helper.from_array(v, k) for k, v in {
@@ -340,10 +352,25 @@ def test_integers_only_requantized_and_dequantized_stay_float32(tmp_path, signer
     model = _save(tmp_path / "m.onnx", nodes, [_vi("x", shape=(1, 3, 6, 6))],
                   [_vi("y", shape=(1, 2, 6, 6))], inits)
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
-    assert "cast" not in {n.op for n in loaded.graph.nodes}
+    assert [n.op for n in loaded.graph.nodes] == ["quantize_linear", "cast", "qlinear_conv",
+                                                  "qlinear_conv", "cast", "sub", "mul"]
     feeds = [{"x": (RNG.standard_normal((1, 3, 6, 6)) * s).astype(np.float32)} for s in (1, 9)]
     check_on_both_backends(model, loaded, feeds)
     _exact_on_both_backends(loaded.graph, model, feeds)
+
+
+def test_a_grouped_conv_beyond_float32s_exact_sums_is_exact(tmp_path, signer):
+    """255 * 255 * 576 > 2**24 per group, one weight zero point: one ``qlinear_conv``, whose
+    runs the numpy backend cuts within each group; bit for bit with onnxruntime."""
+    w = np.full((2, 64, 3, 3), 255, np.uint8)
+    model = _qlinear(tmp_path, "QLinearConv", (1, 128, 5, 5), (1, 2, 3, 3), "uint8", w, 0.01,
+                     np.uint8(0), x_zp=0, y_scale=500.0, y_zp=0, group=2)
+    _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
+    assert [n.op for n in loaded.graph.nodes] == ["qlinear_conv"]
+    x = _ints("uint8", (1, 128, 5, 5), 200, 255)
+    want = onnxruntime_outputs(model, {"x": x}, optimized=False)["y"]
+    assert 0 < want.min() and want.max() < 255
+    _exact_on_both_backends(loaded.graph, model, [{"x": x}])
 
 
 # --- refused -----------------------------------------------------------------------------
@@ -475,9 +502,11 @@ def test_a_bias_of_another_dtype_or_shape_is_refused(tmp_path):
 
 
 def test_a_grouped_conv_beyond_float32s_exact_sums_is_refused(tmp_path):
+    """Weight zero points that differ (onnxruntime's kernel takes one) take the float32 runs,
+    which a grouped conv cannot split."""
     w = np.full((2, 64, 3, 3), 255, np.uint8)  # 255 * 255 * 576 > 2**24 per group
     model = _qlinear(tmp_path, "QLinearConv", (1, 128, 5, 5), (1, 2, 3, 3), "uint8", w, 0.01,
-                     np.uint8(0), group=2)
+                     np.array([0, 1], np.uint8), group=2)
     assert_refused(model, UnsupportedModelError, _WHERE,
                    "group=2 with sums beyond the 2**24 float32 holds exactly")
 

@@ -1,0 +1,65 @@
+"""qlinear_conv on the onnxruntime backend: onnxruntime's QLinearConv, its outputs the numpy
+backend's bit for bit (itself onnxruntime's reference numbers, tests/numpy_backend) for every
+mix of int8 and uint8, and a refusal naming the node where that kernel cannot take the
+weight."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from abi.errors import BackendError
+from plugin_host.executor import Executor
+from plugins.onnxruntime_backend import OnnxruntimeBackend
+from tests.numpy_backend.test_qlinear_conv import PAIRS, Conv, codes, random_conv
+
+from .test_recurrent_kernels import _model_ops
+
+
+@pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("x_dtype, w_dtype, small", PAIRS, ids=["u8u8", "s8s8", "u8s8", "s8u8"])
+def test_qlinear_conv_gives_the_numpy_backend_bits(x_dtype, w_dtype, small, y_dtype):
+    """Random 1-D to 3-D convolutions, grouped, strided, dilated, padded, per tensor and per
+    channel, with and without a bias, y of either type; one QLinearConv."""
+    rng = np.random.default_rng(31)
+    for trial in range(12):
+        conv = random_conv(rng, x_dtype, w_dtype, per_channel=trial % 2 == 0,
+                           bias=trial % 3 != 0, spatial=1 + trial % 3, groups=1 + trial % 2)
+        conv.inputs[7] = codes(rng, y_dtype, ())
+        graph, feed = conv.graph()
+        assert "QLinearConv" in _model_ops(graph) and "Conv" not in _model_ops(graph)
+        got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+        want = conv.numpy()
+        assert got.dtype == want.dtype == np.dtype(y_dtype)
+        np.testing.assert_array_equal(got, want, err_msg=f"trial {trial}")
+
+
+def test_the_ends_of_the_code_ranges():
+    """Every x code against the weights' extremes, zero points at both ends: the uint8 moves
+    of int8 codes keep every difference."""
+    for x_dtype, w_dtype in (("int8", "uint8"), ("uint8", "int8"), ("int8", "int8")):
+        xi, wi = np.iinfo(x_dtype), np.iinfo(w_dtype)
+        x = np.arange(xi.min, xi.max + 1).astype(x_dtype).reshape(1, 1, 16, 16)
+        w = np.array([wi.min, wi.max], w_dtype).reshape(2, 1, 1, 1)
+        for x_zp, w_zp in ((xi.min, wi.max), (xi.max, wi.min)):
+            conv = Conv(x, 0.02, np.array(x_zp, x_dtype), w, np.float32(0.01),
+                        np.array(w_zp, w_dtype), 0.5, np.array(xi.min, x_dtype), None, [1, 1],
+                        [[1, 0], [0, 1]], [1, 1], 1)
+            graph, feed = conv.graph()
+            got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+            np.testing.assert_array_equal(got, conv.numpy())
+
+
+@pytest.mark.parametrize("case", ["run_time_weight", "zero_points_differ"])
+def test_a_weight_its_kernel_cannot_take_is_refused(case):
+    rng = np.random.default_rng(32)
+    zero_points = np.array([0, 1 if case == "zero_points_differ" else 0, 0], np.int8)
+    conv = Conv(codes(rng, "uint8", (1, 2, 5, 5)), 0.1, np.array(3, np.uint8),
+                codes(rng, "int8", (3, 2, 3, 3)), np.full(3, 0.01, np.float32), zero_points, 0.5,
+                np.array(0, np.uint8), None, [1, 1], [[0, 0], [0, 0]], [1, 1], 1)
+    graph, _ = conv.graph(constant=case != "run_time_weight")
+    what = {"run_time_weight": "a weight computed when the call runs",
+            "zero_points_differ": "per-channel weight zero points that differ"}[case]
+    with pytest.raises(BackendError, match=f"node 'node': qlinear_conv with {what}: "
+                       f"onnxruntime's QLinearConv takes a constant weight with one zero point"):
+        Executor(graph, OnnxruntimeBackend())
