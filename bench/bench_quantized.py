@@ -12,7 +12,10 @@ of the runs). With ``quantize_static`` (uint8 activations and weights, calibrate
 inputs): the benchmark model's conv tower (12-32-64-128-256 channels, 3x3 stride 2,
 then a 1x1 to 32) over a 12x128x256 input, in the QDQ format (``quantize_linear`` and float32
 convs; bare onnxruntime fuses QDQ into its integer convs, so the outputs differ by a rounding
-step) and in the QOperator format (QLinearConv: the integer sums exact, bit for bit). Bare
+step) and in the QOperator format (``qlinear_conv``: onnxruntime's QLinearConv, bit for bit);
+and in the QOperator format with int8 weights, the quantizer's default, which builds only
+where onnxruntime's u8 x s8 kernels sum exactly (x86-64 with VNNI; elsewhere the build is
+refused and the benchmark says so). Bare
 onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
 quantized model costs through the host, and the outputs' agreement is printed beside them.
 
@@ -48,10 +51,11 @@ def _quantized(net_of: Callable, dynamo: bool = False) -> Callable:
     return export
 
 
-def _statically_quantized(net_of: Callable, quant_format: str) -> Callable:
+def _statically_quantized(net_of: Callable, quant_format: str,
+                          weights: str = "QUInt8") -> Callable:
     """``export`` of :class:`Model`: torch's ``net_of()`` exported, then quantized by
-    ``quantize_static`` in ``quant_format`` (uint8 activations and weights: exact on every
-    CPU), calibrated on four random inputs of x's shape."""
+    ``quantize_static`` in ``quant_format`` (uint8 activations, ``weights`` as the
+    quantizer's QuantType names them), calibrated on four random inputs of x's shape."""
     def export(x: np.ndarray, path: Path) -> None:
         import torch
         from onnxruntime import quantization
@@ -72,7 +76,7 @@ def _statically_quantized(net_of: Callable, quant_format: str) -> Callable:
             str(float_path), str(path), Batches(),
             quant_format=getattr(quantization.QuantFormat, quant_format),
             activation_type=quantization.QuantType.QUInt8,
-            weight_type=quantization.QuantType.QUInt8)
+            weight_type=getattr(quantization.QuantType, weights))
     return export
 
 
@@ -127,6 +131,9 @@ MODELS = {
                      "quantize_static, QDQ, uint8"),
     "cnn_qoperator": Model(_statically_quantized(_conv_tower, "QOperator"), (1, 12, 128, 256), 4,
                            "quantize_static, QOperator, uint8"),
+    "cnn_qoperator_int8": Model(_statically_quantized(_conv_tower, "QOperator", "QInt8"),
+                                (1, 12, 128, 256), 4,
+                                "quantize_static, QOperator, uint8 activations, int8 weights"),
 }
 
 if __name__ == "__main__":

@@ -150,11 +150,12 @@ def linear(e, node, ins, outs, a):
 
 def qlinear_conv(e, node, ins, outs, a):
     """onnxruntime's QLinearConv, with a constant weight whose zero points are one value (its
-    kernel takes no other): int8 x, weight and y as they are (exact: its s8 x s8 kernels do not
-    saturate), any other mix moved to uint8 (every int8 code and zero point plus 128, y moved
-    back), since its u8 x s8 kernels on x86-64 CPUs without VNNI saturate pairs of products at
-    int16. A weight computed when the call runs, or per-channel zero points that differ, are
-    refused naming the node."""
+    kernel takes no other). uint8 x by int8 weight and uint8 y, and int8 throughout, go as
+    they are where its kernels sum exactly (:func:`u8s8_exact`; s8 x s8 always does), any
+    other mix moved to uint8 (every int8 code and zero point plus 128, y moved back): its
+    u8 x s8 kernels on x86-64 CPUs without VNNI saturate pairs of products at int16. A weight
+    computed when the call runs, or per-channel zero points that differ, are refused naming
+    the node."""
     x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias = (ins + [None])[:9]
     weight, zero_point = e.array(w), e.array(w_zp)
     if weight is None or zero_point is None or np.any(zero_point != zero_point.flat[0]):
@@ -168,7 +169,7 @@ def qlinear_conv(e, node, ins, outs, a):
     zero = e.derived("qlinear_conv.zero_point", [w_zp], lambda: zero_point.reshape(-1)[:1]
                      .reshape(()), zero_point.dtype)
     codes = [e.types[v].dtype for v in (x, w, y_zp)]
-    if codes == ["int8"] * 3:
+    if codes == ["int8"] * 3 or (codes == ["uint8", "int8", "uint8"] and u8s8_exact()):
         e.op("QLinearConv", [x, x_scale, x_zp, w, w_scale, zero, y_scale, y_zp, bias], outs,
              **conv)
         return
@@ -185,6 +186,28 @@ def qlinear_conv(e, node, ins, outs, a):
     i32 = onnx.TensorProto.INT32
     y = e.op("Cast", e.op("QLinearConv", inputs, **conv), to=i32)
     e.op("Cast", e.op("Sub", [y[0], e.const(128, np.int32)]), outs, to=onnx.TensorProto.INT8)
+
+
+@functools.cache
+def u8s8_exact() -> bool:
+    """Whether onnxruntime's QLinearConv of uint8 codes by int8 weights sums exactly on this
+    CPU (x86-64 with VNNI, or another architecture), probed once per process: four products
+    255 * -128, which its AVX2 kernel adds in pairs saturating at int16 (-65536 for
+    -130560), requantized by 1/1024 to the codes 72 and 136 respectively."""
+    from . import session
+
+    tensor = onnx.numpy_helper.from_array
+    values = {"xs": np.float32(1), "xz": np.uint8(0), "w": np.full((1, 4, 1, 1), -128, np.int8),
+              "ws": np.float32(1), "wz": np.int8(0), "ys": np.float32(1024), "yz": np.uint8(200)}
+    graph = helper.make_graph(
+        [helper.make_node("QLinearConv", ["x", *values], ["y"], name="probe")], "probe",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, [1, 4, 1, 1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, [1, 1, 1, 1])],
+        [tensor(np.asarray(v), k) for k, v in values.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    run = session.create_session(model, where="the u8 x s8 probe").run
+    return int(run(None, {"x": np.full((1, 4, 1, 1), 255, np.uint8)})[0].reshape(())) == 72
 
 
 def _codes_as_uint8(e, v: str) -> str:

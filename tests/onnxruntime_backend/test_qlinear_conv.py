@@ -5,22 +5,35 @@ weight."""
 
 from __future__ import annotations
 
+import platform
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from abi.errors import BackendError
 from plugin_host.executor import Executor
-from plugins.onnxruntime_backend import OnnxruntimeBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend, layers
 from tests.numpy_backend.test_qlinear_conv import PAIRS, Conv, codes, random_conv
 
-from .test_recurrent_kernels import _model_ops
+from .test_recurrent_kernels import _model, _model_ops
+
+
+@pytest.fixture(params=["probed", "moved"])
+def u8s8(request, monkeypatch):
+    """The u8 x s8 path as this CPU's probe says (``probed``), and moved to uint8 whatever it
+    says (``moved``, what a CPU without VNNI runs): whether uint8 by int8 goes as it is."""
+    if request.param == "moved":
+        monkeypatch.setattr(layers, "u8s8_exact", lambda: False)
+    return request.param == "probed" and layers.u8s8_exact()
 
 
 @pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("x_dtype, w_dtype, small", PAIRS, ids=["u8u8", "s8s8", "u8s8", "s8u8"])
-def test_qlinear_conv_gives_the_numpy_backend_bits(x_dtype, w_dtype, small, y_dtype):
+def test_qlinear_conv_gives_the_numpy_backend_bits(x_dtype, w_dtype, small, y_dtype, u8s8):
     """Random 1-D to 3-D convolutions, grouped, strided, dilated, padded, per tensor and per
-    channel, with and without a bias, y of either type; one QLinearConv."""
+    channel, with and without a bias, y of either type; one QLinearConv, of int8 weights as
+    they are where x and y are int8, or uint8 and the probe finds u8 x s8 exact."""
     rng = np.random.default_rng(31)
     for trial in range(12):
         conv = random_conv(rng, x_dtype, w_dtype, per_channel=trial % 2 == 0,
@@ -28,13 +41,18 @@ def test_qlinear_conv_gives_the_numpy_backend_bits(x_dtype, w_dtype, small, y_dt
         conv.inputs[7] = codes(rng, y_dtype, ())
         graph, feed = conv.graph()
         assert "QLinearConv" in _model_ops(graph) and "Conv" not in _model_ops(graph)
+        as_given = x_dtype == w_dtype == y_dtype == "int8" or (
+            (x_dtype, w_dtype, y_dtype) == ("uint8", "int8", "uint8") and u8s8)
+        int8_weights = any(t.data_type == 3 and len(t.dims) > 1  # TensorProto.INT8
+                           for t in _model(graph).graph.initializer)
+        assert int8_weights == (as_given and w_dtype == "int8")
         got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
         want = conv.numpy()
         assert got.dtype == want.dtype == np.dtype(y_dtype)
         np.testing.assert_array_equal(got, want, err_msg=f"trial {trial}")
 
 
-def test_the_ends_of_the_code_ranges():
+def test_the_ends_of_the_code_ranges(u8s8):
     """Every x code against the weights' extremes, zero points at both ends: the uint8 moves
     of int8 codes keep every difference."""
     for x_dtype, w_dtype in (("int8", "uint8"), ("uint8", "int8"), ("int8", "int8")):
@@ -63,3 +81,34 @@ def test_a_weight_its_kernel_cannot_take_is_refused(case):
     with pytest.raises(BackendError, match=f"node 'node': qlinear_conv with {what}: "
                        f"onnxruntime's QLinearConv takes a constant weight with one zero point"):
         Executor(graph, OnnxruntimeBackend())
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 kernels")
+def test_the_probe_finds_u8_s8_exact_where_the_cpu_has_vnni():
+    """onnxruntime's u8 x s8 kernels sum exactly with VNNI (AVX512-VNNI or AVX-VNNI) and
+    saturate pairs at int16 without it (AVX2)."""
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    assert layers.u8s8_exact() == bool(flags & {"avx512_vnni", "avx_vnni"})
+
+
+def test_the_probe_reads_a_saturated_sum_as_not_exact(monkeypatch):
+    """The probe's sum saturated in pairs (-65536 for -130560) requantizes to 136, which it
+    reads as a CPU whose u8 x s8 kernels are not exact; the exact sum's code is 72."""
+    from plugins.onnxruntime_backend import session
+
+    class Saturating:
+        def run(self, names, feed):
+            assert np.all(feed["x"] == 255)
+            return [np.full((1, 1, 1, 1), 136, np.uint8)]
+
+    monkeypatch.setattr(session, "create_session", lambda model, where: Saturating())
+    layers.u8s8_exact.cache_clear()
+    try:
+        assert not layers.u8s8_exact()
+    finally:
+        layers.u8s8_exact.cache_clear()
+    assert np.round(np.float32(-130560) / 1024) + 200 == 72  # the exact sum's code
