@@ -6,18 +6,18 @@ Exports torch models and quantizes each. With ``quantize_dynamic`` (uint8 weight
 every CPU, see README "Quantized models"): an MLP 512-1024-1024-10 on a batch of 8 (its weights
 dominate: integer GEMMs on one byte per weight; the graph the import writes:
 ``dynamic_quantize`` and ``integer_linear``), torch's ``TransformerEncoderLayer(256, 4, 512)``
-over 64 tokens (exported by the dynamo exporter), and torch's LSTM of 64 units over 1,024
-steps (one ``quantized_lstm``, where onnxruntime runs one DynamicQuantizeLSTM kernel; a 20th
-of the runs). With ``quantize_static`` (uint8 activations and weights, calibrated on four random
-inputs): the benchmark model's conv tower (12-32-64-128-256 channels, 3x3 stride 2,
+over 64 tokens (exported by the dynamo exporter), and torch's LSTM of 64 units over 1,024 steps
+(one ``quantized_lstm``, where onnxruntime runs one DynamicQuantizeLSTM kernel; a 20th of the
+runs); the MLP with int8 weights too, the quantizer's default, which builds only where
+onnxruntime's u8 x s8 kernels sum exactly (x86-64 with VNNI; elsewhere the build is refused and
+the benchmark says so). With ``quantize_static`` (uint8 activations and weights, calibrated on
+four random inputs): the benchmark model's conv tower (12-32-64-128-256 channels, 3x3 stride 2,
 then a 1x1 to 32) over a 12x128x256 input, in the QDQ format (``quantize_linear`` and float32
 convs; bare onnxruntime fuses QDQ into its integer convs, so the outputs differ by a rounding
-step) and in the QOperator format (``qlinear_conv``: onnxruntime's QLinearConv, bit for bit);
-and in the QOperator format with int8 weights, the quantizer's default, which builds only
-where onnxruntime's u8 x s8 kernels sum exactly (x86-64 with VNNI; elsewhere the build is
-refused and the benchmark says so). Bare
-onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
-quantized model costs through the host, and the outputs' agreement is printed beside them.
+step) and in the QOperator format (``qlinear_conv``: onnxruntime's QLinearConv, bit for bit),
+and in it with int8 weights (built only where the MLP's int8 one is). Bare onnxruntime runs
+with its own fusions. There is no target for these: the ratios say what a quantized model costs
+through the host, and the outputs' agreement is printed beside them.
 
     .venv/bin/python bench/bench_quantized.py [--runs 200] [--rounds 6] [--models mlp ...]
 """
@@ -36,8 +36,9 @@ sys.path.insert(0, str(ROOT))
 from bench.onnx_sides import Model, main  # noqa: E402
 
 
-def _quantized(net_of: Callable, dynamo: bool = False) -> Callable:
-    """``export`` of :class:`Model`: torch's ``net_of()`` exported, then quantized."""
+def _quantized(net_of: Callable, dynamo: bool = False, weights: str = "QUInt8") -> Callable:
+    """``export`` of :class:`Model`: torch's ``net_of()`` exported, then quantized by
+    ``quantize_dynamic`` (``weights`` as the quantizer's QuantType names them)."""
     def export(x: np.ndarray, path: Path) -> None:
         import torch
         from onnxruntime import quantization
@@ -47,7 +48,7 @@ def _quantized(net_of: Callable, dynamo: bool = False) -> Callable:
         torch.onnx.export(net_of().eval(), (torch.from_numpy(x),), str(float_path),
                           input_names=["x"], output_names=["y"], dynamo=dynamo)
         quantization.quantize_dynamic(str(float_path), str(path),
-                                      weight_type=quantization.QuantType.QUInt8)
+                                      weight_type=getattr(quantization.QuantType, weights))
     return export
 
 
@@ -124,6 +125,8 @@ def _lstm():
 #: the LSTM's calls are some 100 times longer: a 20th of the runs
 MODELS = {
     "mlp": Model(_quantized(_mlp), (8, 512), 1, "quantize_dynamic, uint8 weights"),
+    "mlp_int8": Model(_quantized(_mlp, weights="QInt8"), (8, 512), 1,
+                      "quantize_dynamic, int8 weights"),
     "encoder": Model(_quantized(_encoder, dynamo=True), (1, 64, 256), 1,
                      "quantize_dynamic, uint8 weights"),
     "lstm": Model(_quantized(_lstm), (1, 1024, 64), 20, "quantize_dynamic, uint8 weights"),

@@ -223,12 +223,13 @@ def _codes_as_uint8(e, v: str) -> str:
 
 
 def integer_linear(e, node, ins, outs, a):
-    """onnxruntime's MatMulInteger, always uint8 by uint8: its uint8-by-int8 kernel on x86-64
-    CPUs without VNNI adds pairs of products into int16 and saturates there, so an int8 x or
-    weight is moved to uint8 by adding 128 to it and to its zero point (the differences, and
-    so the sums, stay). The weight is transposed to (in, out), once where it is a constant.
-    Over no inputs (in_features 0) onnxruntime's kernel gives what its buffer held: the sums
-    are then zeros of the output's shape."""
+    """onnxruntime's MatMulInteger of a uint8 x: an int8 x is moved to uint8 by adding 128 to
+    it and to its zero point (the differences, and so the sums, stay); an int8 weight goes as
+    it is where onnxruntime's u8 x s8 kernel sums exactly (:func:`u8s8_exact`), else is moved
+    to uint8 the same way, since that kernel on x86-64 CPUs without VNNI adds pairs of
+    products into int16 and saturates there. The weight is transposed to (in, out), once
+    where it is a constant. Over no inputs (in_features 0) onnxruntime's kernel gives what its
+    buffer held: the sums are then zeros of the output's shape."""
     x, weight, x_zp, w_zp = (ins + [None] * 4)[:4]
     inputs = e.types[weight].shape[1]
     if type(inputs) is not int:  # known when the call runs: zeros where it is 0
@@ -245,25 +246,35 @@ def integer_linear(e, node, ins, outs, a):
 
 
 def _integer_operands(e, x: str, weight: str, x_zp: str | None, w_zp: str | None) -> list:
-    """MatMulInteger's four inputs for :func:`integer_linear`: uint8 throughout."""
+    """MatMulInteger's four inputs for :func:`integer_linear`: x uint8 (:func:`_as_uint8`),
+    an int8 weight as it is where the u8 x s8 kernel is exact, else moved to uint8 too."""
     x, x_zp = _as_uint8(e, x, x_zp)
-    wt, w_zp = _integer_weight(e, weight, w_zp)
+    wt, w_zp = _integer_weight(e, weight, w_zp, _int8_weight_shift())
     return [x, wt, x_zp, w_zp]
 
 
-def _integer_weight(e, weight: str, w_zp: str | None) -> tuple[str, str | None]:
-    """An integer weight (out, in) transposed to (in, out) and its zero point, both uint8
-    (:func:`_as_uint8`): computed once where they are constants."""
+def _int8_weight_shift() -> int:
+    """What an int8 weight of a uint8 x is moved by: 0 where onnxruntime's u8 x s8 kernels
+    sum exactly (:func:`u8s8_exact`), else 128 (to uint8)."""
+    return 0 if u8s8_exact() else 128
+
+
+def _integer_weight(e, weight: str, w_zp: str | None, int8_shift: int) -> tuple[str, str | None]:
+    """An integer weight (out, in) transposed to (in, out) and its zero point, an int8 one
+    moved by ``int8_shift`` (128: to uint8, :func:`_as_uint8`; 0: as it is), computed once
+    where they are constants."""
     w, z = e.array(weight), e.array(w_zp)
+    dtype = e.types[weight].dtype
     if w is None or (w_zp is not None and z is None):
-        return _as_uint8(e, e.op("Transpose", [weight], perm=[1, 0])[0], w_zp,
-                         e.types[weight].dtype)
-    shift = 128 if w.dtype == np.int8 else 0
-    wt = e.derived("integer_linear.weight", [weight], lambda: np.ascontiguousarray(
-        (w.T.astype(np.int16) + shift).astype(np.uint8)), np.uint8)
+        wt = e.op("Transpose", [weight], perm=[1, 0])[0]
+        return _as_uint8(e, wt, w_zp, dtype) if int8_shift else (wt, w_zp)
+    shift = int8_shift if dtype == "int8" else 0
+    code = np.uint8 if dtype == "uint8" or shift else np.int8
+    wt = e.derived(f"integer_linear.weight.{shift}", [weight], lambda: np.ascontiguousarray(
+        (w.T.astype(np.int16) + shift).astype(code)), code)
     if w_zp is not None or shift:
-        w_zp = e.derived("integer_linear.zero_point", [w_zp], lambda: (
-            np.zeros((), np.int16) if z is None else z.astype(np.int16)) + shift, np.uint8)
+        w_zp = e.derived(f"integer_linear.zero_point.{shift}", [w_zp], lambda: (
+            np.zeros((), np.int16) if z is None else z.astype(np.int16)) + shift, code)
     return wt, w_zp
 
 
@@ -477,8 +488,8 @@ def quantized_lstm(e, node, ins, outs, a):
     computes what the ops the import unrolls a short one into compute, so the op gives
     onnxruntime's own kernel's outputs bit for bit as they do: the state's product by the
     weight one com.microsoft DynamicQuantizeMatMul (DynamicQuantizeLinear's quantization,
-    the integer GEMM uint8 by uint8 against the weight prepared once outside
-    (:func:`_integer_weight`), ``float32(sum) * (state_scale * scale)``: the numbers of
+    the integer GEMM of the uint8 state by the weight prepared once outside
+    (:func:`_integer_weight`: int8 as it is where that kernel is exact, else moved to uint8), ``float32(sum) * (state_scale * scale)``: the numbers of
     ``dynamic_quantize``, ``integer_linear``, ``cast`` and ``mul``), made nan where the state
     holds a nan (the ABI's ``dynamic_quantize`` gives a nan scale there; onnxruntime's
     quantization does not see every nan), then the gates in onnxruntime's order (the op's
@@ -486,7 +497,7 @@ def quantized_lstm(e, node, ins, outs, a):
     ``quantize_y`` the state quantized at each step is a third one, the step's y (0 past a
     sequence's end). Some 20 onnxruntime kernels a step."""
     x, h, c, w, scale, w_zp, bias, lengths, peepholes = (ins + [None] * 9)[:9]
-    wt, w_zp = _integer_weight(e, w, w_zp)
+    wt, w_zp = _integer_weight(e, w, w_zp, _int8_weight_shift())
     scale = e.value(scale)  # an outer graph value, read by name in the body
     # without peepholes the bias is added to the four blocks at once (one Add, the same sums)
     biases = None if bias is None else (

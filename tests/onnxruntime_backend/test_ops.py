@@ -998,7 +998,7 @@ def test_quantize_linear_of_odd_parameters_gives_the_numpy_backend_bits(scale, z
 @pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
 @pytest.mark.parametrize("w_dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("x_dtype", ["uint8", "int8"])
-def test_integer_linear_gives_the_numpy_backend_bits(x_dtype, w_dtype, constant):
+def test_integer_linear_gives_the_numpy_backend_bits(x_dtype, w_dtype, constant, u8s8):
     """Exact (the tolerance of assert_same is for floats) for every pair of dtypes, the ends
     of their ranges (an int8 code moved to uint8 for onnxruntime's uint8 kernel keeps its
     difference to its zero point), zero points per tensor, per column and absent, sums

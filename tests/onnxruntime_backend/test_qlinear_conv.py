@@ -19,15 +19,6 @@ from tests.numpy_backend.test_qlinear_conv import PAIRS, Conv, codes, random_con
 from .test_recurrent_kernels import _model, _model_ops
 
 
-@pytest.fixture(params=["probed", "moved"])
-def u8s8(request, monkeypatch):
-    """The u8 x s8 path as this CPU's probe says (``probed``), and moved to uint8 whatever it
-    says (``moved``, what a CPU without VNNI runs): whether uint8 by int8 goes as it is."""
-    if request.param == "moved":
-        monkeypatch.setattr(layers, "u8s8_exact", lambda: False)
-    return request.param == "probed" and layers.u8s8_exact()
-
-
 @pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("x_dtype, w_dtype, small", PAIRS, ids=["u8u8", "s8s8", "u8s8", "s8u8"])
 def test_qlinear_conv_gives_the_numpy_backend_bits(x_dtype, w_dtype, small, y_dtype, u8s8):
