@@ -320,3 +320,25 @@ def test_an_int16_artifact_runs_on_onnxruntime_in_the_confined_worker(tmp_path):
     assert got["mixed"].dtype == np.int16
     np.testing.assert_array_equal(got["mixed"], want["mixed"])
     np.testing.assert_array_equal(got["plane"], want["plane"])
+
+
+def test_a_quantized_conv_runs_confined(tmp_path):
+    """qlinear_conv of uint8 codes by int8 weights: the probe of onnxruntime's u8 x s8 kernels
+    (a session of its own) runs in the confined worker, and the codes are the numpy
+    backend's bit for bit."""
+    from tests.numpy_backend.test_qlinear_conv import random_conv
+
+    conv = random_conv(np.random.default_rng(41), "uint8", "int8", per_channel=True, bias=True)
+    graph, feed = conv.graph()
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path / "qconv.pha"
+    build_artifact(graph, path, version="1.0.0", backends=["onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=50.0, golden_cases=1)
+    sign_artifact(path, key)
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        assert not ex.protections.problems
+        got = ex.run(feed)["y"]
+    np.testing.assert_array_equal(got, Executor(graph, NumpyBackend()).run(feed)["y"])
