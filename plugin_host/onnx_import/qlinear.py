@@ -2,6 +2,12 @@
 ``quant_format=QuantFormat.QOperator``): QLinearConv and QLinearMatMul imported with
 onnxruntime's numbers, bit for bit. Registered in :data:`.ops.MAPPERS` on import.
 
+- A QLinearConv whose W has one zero point (per tensor, or per output channel all equal) is
+  one ABI ``qlinear_conv``, the op for QLinearConv's arithmetic below (which the onnxruntime
+  backend runs as onnxruntime's own kernel, which takes no other zero points), of x's codes
+  in their integer type (float32 ones cast back, exactly); its own codes go as they are to a
+  next ``qlinear_conv``, and cast to float32 for other ops that read codes. Otherwise, and
+  for QLinearMatMul, the ops below.
 - The integer sum is ConvInteger's / MatMulInteger's (:mod:`.dynamic`): ``(x - x_zero_point)``
   times the constant ``w - w_zero_point`` accumulated exactly, in float32 where the import
   proves every partial sum within 2**24, else over runs summed in int32. A QLinearMatMul's
@@ -21,10 +27,8 @@ onnxruntime's numbers, bit for bit. Registered in :data:`.ops.MAPPERS` on import
   one). ABI ops: ``mul`` by the constant scale (per output channel: a ``(C, 1, ...)``
   constant; per column of B: a vector), ``quantize_linear`` by a scale of 1 with y's zero
   point (round, add, saturate), then ``cast`` to the output type, except where only integer
-  ops read the result
-  (DequantizeLinear, QLinearConv, QLinearMatMul as their first input): those take the integers
-  held in float32 (:data:`imp.fake_quantized`), so a QOperator model whose integers are only
-  requantized and dequantized runs in float32.
+  ops read the result (DequantizeLinear, QLinearConv, QLinearMatMul as their first input):
+  those take the integers held in float32 (:data:`imp.fake_quantized`).
 - Scales and zero points must be constants: x_scale, y_scale and their zero points one value
   (onnxruntime's kernels take no other), w_scale and w_zero_point one value or one per output
   channel (per column of B); the scales positive finite float32, every zero point of its
@@ -206,24 +210,25 @@ def _qlinear_conv(imp, node, attrs):
 
 def _one_op(imp, node, attrs, weight: np.ndarray, w_zp: np.ndarray | None,
             bias: np.ndarray | None, y_zp: np.ndarray) -> None:
-    """The QLinearConv as one ``qlinear_conv`` of x's codes (float32 ones cast back to their
-    dtype, exactly). Where only ops that read codes take its own, they are cast to float32 for
-    those that read them so, and the next ``qlinear_conv`` takes them as they are (the cast
-    then unread, left out of the graph)."""
+    """The QLinearConv as one ``qlinear_conv`` (module doc). Where only ops that read codes
+    take its own, they are cast to float32 for those that read them so, and a next
+    ``qlinear_conv`` takes them as they are (the cast then unread, left out of the graph)."""
     from .quantize import integer_readers_only  # .quantize imports .ops, which imports this
 
     out = node.output[0]
     x, x_zp = _integer_input(imp, node, "X")
-    x_dtype = imp.types[x].dtype
+    if x_zp is None:  # absent or 0
+        x_zp = imp.add_constant(np.zeros((), imp.types[x].dtype), f"{out}.x_zero_point")
     x_scale, w_scale, y_scale = _scales(imp, node, weight.shape[0])
     w_zp = np.zeros((), weight.dtype) if w_zp is None else w_zp.reshape(w_zp.shape[:1])
-    given = {"x_scale": x_scale, "x_zero_point": np.zeros((), x_dtype) if x_zp is None else None,
-             "weight": weight, "weight_scale": w_scale, "weight_zero_point": w_zp,
-             "y_scale": y_scale, "y_zero_point": y_zp, "bias": bias}
-    ins = {k: None if v is None else imp.add_constant(v, f"{out}.{k}") for k, v in given.items()}
-    ins["x_zero_point"] = ins["x_zero_point"] or x_zp
+    origin = imp.origin.get(node.input[3], node.input[3])
+    inputs = [x, imp.add_constant(x_scale, f"{out}.x_scale"), x_zp,
+              imp.add_constant(weight, origin), imp.add_constant(w_scale, f"{out}.w_scale"),
+              imp.add_constant(w_zp, f"{out}.w_zero_point"),
+              imp.add_constant(y_scale, f"{out}.y_scale"),
+              imp.add_constant(y_zp, f"{out}.y_zero_point"),
+              None if bias is None else imp.add_constant(bias, f"{out}.bias")]
     conv = conv_attrs(imp, node, attrs, weight.shape)
-    inputs = [x] + [ins[k] for k in given]
     dtype = dtypes.from_numpy(y_zp.dtype)
     if integer_readers_only(imp, out):
         y = imp.step("qlinear_conv", inputs, "qlinear_conv", conv)
