@@ -260,17 +260,13 @@ def _quantization_axis(shape, scale: np.ndarray | None) -> int | None:
 
 
 def _quantize_linear_ops(e, ins, outs, lo: int, hi: int) -> None:
-    """quantize_linear as Div, a nan quotient made -inf, Round, Add of the zero point, Clip,
-    and a 0 made +0.0 (onnxruntime drops an Add of a constant 0, which would turn Round's
-    -0.0 into 0)."""
+    """quantize_linear as Div, a nan quotient made -inf, Round, Add of the zero point (of 0
+    where there is none: it turns Round's -0.0 into 0), Clip."""
     x, scale, zp = (ins + [None])[:3]
     [y] = e.op("Div", [x, scale])
     y = e.op("Where", [e.op("IsNaN", [y])[0], e.const(-np.inf), y])[0]
-    y = e.op("Round", [y])[0]
-    if zp is not None:
-        y = e.op("Add", [y, zp])[0]
-    y = e.op("Clip", [y, e.const(lo), e.const(hi)])[0]
-    e.op("Where", [e.op("Equal", [y, e.const(0.0)])[0], e.const(0.0), y], outs)
+    y = e.op("Add", [e.op("Round", [y])[0], e.const(0.0) if zp is None else zp])[0]
+    e.op("Clip", [y, e.const(lo), e.const(hi)], outs)
 
 
 def nan_seen(e, x: str) -> str:

@@ -6,7 +6,7 @@ Session options (:func:`session_options`):
   sandbox worker, the worker's), ``inter_op_num_threads`` = 1, sequential execution: the graph
   is a chain, so parallelism is inside each op;
 * every graph optimization on (constant folding, Conv+BatchNorm+ReLU and MatMul+Add fusion,
-  weight pre-packing), done once at load, but the NHWC transformer (:data:`DISABLED`);
+  weight pre-packing), done once at load, but two (:data:`DISABLED`);
 * the intra-op threads do not spin-wait between calls (``session.intra_op.allow_spinning`` 0):
   a spinning pool keeps the worker's threads busy after each call and steals the core the
   host needs for cameras and IPC (README, "The onnxruntime backend", has the measurement);
@@ -40,8 +40,10 @@ from .emitter import Checks
 #: ``qlinear_conv`` op) to channels-last and pushes the transposes through the ops around it;
 #: through a Resize with ``axes`` (every ``resize`` converter writes one) onnxruntime 1.32
 #: permutes its two scales with the four-entry permutation, and the run fails. Without it the
-#: QLinearConvs transpose each their own input (some 15 % of a conv tower's time).
-DISABLED = ["NhwcTransformer"]
+#: QLinearConvs transpose each their own input (some 15 % of a conv tower's time). The no-op
+#: elimination drops an Add of a constant 0 between two nodes, which turns -0.0 into 0 (the
+#: ABI's add, numpy's), so a -0.0 stayed where the numpy backend gives 0.
+DISABLED = ["NhwcTransformer", "NoopElimination"]
 
 #: Libraries the onnxruntime extension links that live outside the Python prefix.
 _SYSTEM_LIBRARIES = ("libdl.so.2", "librt.so.1")

@@ -1721,3 +1721,14 @@ def test_bitcast_is_bit_for_bit_the_numpy_backend_s(have, want):
     got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y0"]
     assert got.dtype == want_.dtype == want
     np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want_.view(f"u{got.itemsize}"))
+
+
+def test_an_add_of_zero_between_two_nodes_turns_minus_zero_into_zero():
+    """round(-0.2) is -0.0, and -0.0 + 0 is 0 (IEEE, numpy); onnxruntime's no-op elimination,
+    left off, would drop the Add and keep -0.0."""
+    b = GraphBuilder("add_zero")
+    x = b.input("x", (4,), "float32", "ANY")
+    r = b.op("round", b.op("neg", x, name="neg"), name="round")
+    y = b.op("add", r, b.constant("zero", np.zeros((), np.float32)), name="node")
+    b.output(b.op("clip", y, name="clip", min=-5.0, max=5.0), "y", "ANY")
+    assert_same_bits(b.build(), {"x": np.array([0.2, 0.0, -1.0, np.nan], np.float32)})
