@@ -15,7 +15,7 @@ from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import DTYPES, OnnxruntimeBackend, convert, widen
 from tests.numpy_backend.test_glue import integer_linear_graph
-from tests.onnxruntime_backend.test_ops import RNG, _int_extremes, bits, scatter
+from tests.onnxruntime_backend.test_ops import RNG, _int_extremes, bits, onnx_model, scatter
 
 NEW = ["int8", "int16", "uint16", "uint32"]
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -277,18 +277,9 @@ def test_embedding_index_out_of_range_is_refused_in_every_dtype(dtype):
         Executor(graph, OnnxruntimeBackend()).run(dict(bad))
 
 
-def _onnx_model(graph) -> onnx.ModelProto:
-    """``graph`` converted for the onnxruntime backend."""
-    model, _ = convert.to_onnx(
-        graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
-        outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
-        consts=graph.tensors, types=graph.types)
-    return model
-
-
 def test_an_op_without_the_kernel_computes_in_a_wider_dtype_and_casts_back():
     """matmul of int8 (onnxruntime has no int8 MatMul): Cast to int32, MatMul, Cast back."""
-    model = _onnx_model(_matmul("int8")[0])
+    model = onnx_model(_matmul("int8")[0])
     ops = [(n.op_type, next((a.i for a in n.attribute if a.name == "to"), None))
            for n in model.graph.node]
     assert ops == [("Cast", onnx.TensorProto.INT32), ("Cast", onnx.TensorProto.INT32),
@@ -297,7 +288,7 @@ def test_an_op_without_the_kernel_computes_in_a_wider_dtype_and_casts_back():
 
 
 def test_an_op_with_the_kernel_is_left_alone():
-    model = _onnx_model(pair("add", "int8")[0])
+    model = onnx_model(pair("add", "int8")[0])
     assert [n.op_type for n in model.graph.node] == ["Add"]
 
 
@@ -361,7 +352,7 @@ def test_uint64_is_ordered_as_int64_with_its_top_bit_flipped(op, attrs):
     x = np.concatenate([edges, RNG.integers(0, 2**64 - 1, 16, np.uint64, endpoint=True)])
     graph, feed = unary(op, "uint64", feed=RNG.permutation(x).reshape(4, 6), **attrs)
     assert_bits(graph, feed)
-    assert "BitwiseXor" in {n.op_type for n in _onnx_model(graph).graph.node}
+    assert "BitwiseXor" in {n.op_type for n in onnx_model(graph).graph.node}
 
 
 @pytest.mark.parametrize("dtype", INTS)
@@ -377,7 +368,7 @@ def test_cumprod_of_every_integer_dtype_gives_the_numpy_backend_bits(dtype):
     for exclusive, reverse in ((False, False), (True, True)):
         graph, feed = unary("cumprod", dtype, axis=1, exclusive=exclusive, reverse=reverse)
         assert_bits(graph, feed)
-        model = _onnx_model(graph)
+        model = onnx_model(graph)
         assert "Cast" not in {n.op_type for n in model.graph.node}
         assert widen.wider("Mul", dtype) == dtype
 
@@ -460,7 +451,7 @@ def test_integer_linear_runs_uint8_by_int8_only_where_onnxruntime_sums_it_exactl
     x = np.zeros((2, 5), x_dtype)
     w, zp = np.zeros((3, 5), w_dtype), np.zeros((), w_dtype)
     model = onnx.shape_inference.infer_shapes(
-        _onnx_model(integer_linear_graph(x, w, np.zeros((), x_dtype), zp, constant)[0]),
+        onnx_model(integer_linear_graph(x, w, np.zeros((), x_dtype), zp, constant)[0]),
         strict_mode=True)
     types = {v.name: v.type.tensor_type.elem_type for v in (
         *model.graph.input, *model.graph.value_info, *model.graph.output)}

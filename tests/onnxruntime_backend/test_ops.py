@@ -20,6 +20,19 @@ from tests.numpy_backend.test_qlinear_conv import random_conv
 RNG = np.random.default_rng(0)
 
 
+def onnx_model(graph):
+    """``graph`` converted as the onnxruntime backend converts it (an ONNX ModelProto)."""
+    return convert.to_onnx(
+        graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
+        outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
+        consts=graph.tensors, types=graph.types)[0]
+
+
+def model_ops(graph) -> set[str]:
+    """The op types of ``graph``'s onnxruntime model (its top-level nodes)."""
+    return {n.op_type for n in onnx_model(graph).graph.node}
+
+
 def f32(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
@@ -941,11 +954,7 @@ def quantize_linear_graph(x, scale, zero_point, dtype: str, constant: bool):
             feed[name] = value
     b.output(b.op("quantize_linear", *names, name="node", dtype=dtype), "y", "ANY")
     graph = b.build()
-    model = convert.to_onnx(
-        graph.name, inputs=[(v.name, graph.types[v.name]) for v in graph.inputs],
-        outputs=[(v.name, graph.types[v.name]) for v in graph.outputs], nodes=graph.nodes,
-        consts=graph.tensors, types=graph.types)[0]
-    return graph, feed, {n.op_type for n in model.graph.node}
+    return graph, feed, model_ops(graph)
 
 
 def assert_same_bits(graph, feed) -> None:

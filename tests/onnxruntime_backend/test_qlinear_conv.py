@@ -16,7 +16,7 @@ from plugin_host.executor import Executor
 from plugins.onnxruntime_backend import OnnxruntimeBackend, layers
 from tests.numpy_backend.test_qlinear_conv import PAIRS, Conv, codes, random_conv
 
-from .test_recurrent_kernels import _model, _model_ops
+from .test_ops import model_ops, onnx_model
 
 
 @pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
@@ -31,11 +31,11 @@ def test_qlinear_conv_gives_the_numpy_backend_bits(x_dtype, w_dtype, small, y_dt
                            bias=trial % 3 != 0, spatial=1 + trial % 3, groups=1 + trial % 2)
         conv.inputs[7] = codes(rng, y_dtype, ())
         graph, feed = conv.graph()
-        assert "QLinearConv" in _model_ops(graph) and "Conv" not in _model_ops(graph)
+        assert "QLinearConv" in model_ops(graph) and "Conv" not in model_ops(graph)
         as_given = x_dtype == w_dtype == y_dtype == "int8" or (
             (x_dtype, w_dtype, y_dtype) == ("uint8", "int8", "uint8") and u8s8)
         int8_weights = any(t.data_type == 3 and len(t.dims) > 1  # TensorProto.INT8
-                           for t in _model(graph).graph.initializer)
+                           for t in onnx_model(graph).graph.initializer)
         assert int8_weights == (as_given and w_dtype == "int8")
         got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
         want = conv.numpy()

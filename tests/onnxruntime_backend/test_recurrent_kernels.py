@@ -12,23 +12,14 @@ import onnxruntime as ort
 import pytest
 
 from plugin_host.builder import GraphBuilder
-from plugins.onnxruntime_backend import convert
 
-from .test_ops import CASES, assert_same, f32
-
-
-def _model(graph):
-    """``graph`` converted as the onnxruntime backend converts it."""
-    return convert.to_onnx(
-        graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
-        outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
-        consts=graph.tensors, types=graph.types)[0]
+from .test_ops import CASES, assert_same, f32, model_ops, onnx_model
 
 
 def _ran(graph, feed, tmp_path) -> set[str]:
     """The op types onnxruntime ran for ``graph`` on ``feed``, from its profile (nodes inside
     an If's branch and a Scan's body included)."""
-    model = _model(graph)
+    model = onnx_model(graph)
     options = ort.SessionOptions()
     options.enable_profiling = True
     options.profile_file_prefix = str(tmp_path / "profile")
@@ -37,10 +28,6 @@ def _ran(graph, feed, tmp_path) -> set[str]:
     session.run(None, feed)
     with open(session.end_profiling()) as f:
         return {e["args"]["op_name"] for e in json.load(f) if e.get("cat") == "Node"}
-
-
-def _model_ops(graph) -> set[str]:
-    return {n.op_type for n in _model(graph).graph.node}
 
 
 KERNEL_CASES = ["lstm", "lstm_reverse", "lstm_peepholes", "lstm_lengths", "lstm_lengths_reverse",
@@ -101,7 +88,7 @@ def test_what_the_kernels_cannot_take_is_the_scan_alone(case):
     """Run-time weights, an rnn of relu (whose state can grow without bound, and whose kernel
     makes a nan 0): no If, no kernel in the model, the Scan alone."""
     graph, _ = CASES[case]()
-    assert "Scan" in _model_ops(graph) and not {"If", *KERNEL.values()} & _model_ops(graph)
+    assert "Scan" in model_ops(graph) and not {"If", *KERNEL.values()} & model_ops(graph)
 
 
 @pytest.mark.parametrize("weight, value", [("w_ih", np.inf), ("w_hh", 1e36)])
@@ -118,6 +105,6 @@ def test_a_weight_the_bound_cannot_cover_is_the_scan_alone(weight, value):
     for out, name in zip(outs, ("y", "h_last", "c_last")):
         b.output(out, name, "ANY")
     graph = b.build()
-    assert "Scan" in _model_ops(graph) and not {"If", "LSTM"} & _model_ops(graph)
+    assert "Scan" in model_ops(graph) and not {"If", "LSTM"} & model_ops(graph)
     with np.errstate(all="ignore"):
         assert_same(graph, {"x": f32(4, 2, 3), "h": f32(2, 2), "c": f32(2, 2)})

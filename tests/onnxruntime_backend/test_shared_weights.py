@@ -10,19 +10,12 @@ import torch
 
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
-from plugins.onnxruntime_backend import OnnxruntimeBackend, convert
+from plugins.onnxruntime_backend import OnnxruntimeBackend
 from tests.numpy_backend.test_shared_weights import (BATCH, HIDDEN, INPUT, MB, f32, lstm_graph,
                                                      lstm_params, torch_lstm)
+from tests.onnxruntime_backend.test_ops import onnx_model
 
 RTOL, ATOL = 1e-4, 1e-5
-
-
-def onnx_model(graph):
-    model, _ = convert.to_onnx(
-        graph.name, inputs=[(s.name, graph.types[s.name]) for s in graph.inputs],
-        outputs=[(s.name, graph.types[s.name]) for s in graph.outputs], nodes=graph.nodes,
-        consts=graph.tensors, types=graph.types)
-    return model
 
 
 def linear_3d_graph(steps, weight):
