@@ -210,18 +210,6 @@ def u8s8_exact() -> bool:
     return int(run(None, {"x": np.full((1, 4, 1, 1), 255, np.uint8)})[0].reshape(())) == 72
 
 
-def _codes_as_uint8(e, v: str) -> str:
-    """int8 codes ``v`` plus 128 as uint8 (computed once where a constant); uint8 ones as they
-    are."""
-    if e.types[v].dtype == "uint8":
-        return v
-    value = e.array(v)
-    if value is not None:
-        return e.derived("codes.uint8", [v], lambda: (value.astype(np.int16) + 128)
-                         .astype(np.uint8), np.uint8)
-    return _as_uint8(e, v, None)[0]
-
-
 def integer_linear(e, node, ins, outs, a):
     """onnxruntime's MatMulInteger of a uint8 x: an int8 x is moved to uint8 by adding 128 to
     it and to its zero point (the differences, and so the sums, stay); an int8 weight goes as
@@ -279,17 +267,26 @@ def _integer_weight(e, weight: str, w_zp: str | None, int8_shift: int) -> tuple[
 
 
 def _as_uint8(e, v: str, zp: str | None, dtype: str | None = None) -> tuple[str, str | None]:
-    """Run-time int8 ``v`` (of ``dtype``, by default its type's) and its zero point (absent:
-    0) plus 128 as uint8; uint8 ones as they are."""
+    """int8 ``v`` (of ``dtype``, by default its type's) and its zero point (absent: 0) plus
+    128 as uint8 (:func:`_codes_as_uint8`); uint8 ones as they are."""
     if (dtype or e.types[v].dtype) == "uint8":
         return v, zp
-    u8, i32 = onnx.TensorProto.UINT8, onnx.TensorProto.INT32
+    return _codes_as_uint8(e, v, "int8"), (e.const(128, np.uint8) if zp is None else
+                                           _codes_as_uint8(e, zp))
 
-    def shifted(t):
-        return e.op("Cast", e.op("Add", [e.op("Cast", [t], to=i32)[0], e.const(128, np.int32)]),
-                    to=u8)[0]
 
-    return shifted(v), (e.const(128, np.uint8) if zp is None else shifted(zp))
+def _codes_as_uint8(e, v: str, dtype: str | None = None) -> str:
+    """int8 codes ``v`` (of ``dtype``, by default its type's) plus 128 as uint8, computed
+    once where a constant; uint8 ones as they are."""
+    if (dtype or e.types[v].dtype) == "uint8":
+        return v
+    value = e.array(v)
+    if value is not None:
+        return e.derived("codes.uint8", [v], lambda: (value.astype(np.int16) + 128)
+                         .astype(np.uint8), np.uint8)
+    i32 = onnx.TensorProto.INT32
+    return e.op("Cast", e.op("Add", [e.op("Cast", [v], to=i32)[0], e.const(128, np.int32)]),
+                to=onnx.TensorProto.UINT8)[0]
 
 
 def lstm_cell(e, node, ins, outs, a):
