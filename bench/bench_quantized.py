@@ -36,18 +36,24 @@ sys.path.insert(0, str(ROOT))
 from bench.onnx_sides import Model, main  # noqa: E402
 
 
+def _float_model(net_of: Callable, x: np.ndarray, path: Path, dynamo: bool) -> str:
+    """torch's ``net_of()`` (seeded) exported for input ``x`` beside ``path``: its file."""
+    import torch
+
+    torch.manual_seed(0)
+    float_path = str(path.with_suffix(".float.onnx"))
+    torch.onnx.export(net_of().eval(), (torch.from_numpy(x),), float_path,
+                      input_names=["x"], output_names=["y"], dynamo=dynamo)
+    return float_path
+
+
 def _quantized(net_of: Callable, dynamo: bool = False, weights: str = "QUInt8") -> Callable:
     """``export`` of :class:`Model`: torch's ``net_of()`` exported, then quantized by
     ``quantize_dynamic`` (``weights`` as the quantizer's QuantType names them)."""
     def export(x: np.ndarray, path: Path) -> None:
-        import torch
         from onnxruntime import quantization
 
-        torch.manual_seed(0)
-        float_path = path.with_suffix(".float.onnx")
-        torch.onnx.export(net_of().eval(), (torch.from_numpy(x),), str(float_path),
-                          input_names=["x"], output_names=["y"], dynamo=dynamo)
-        quantization.quantize_dynamic(str(float_path), str(path),
+        quantization.quantize_dynamic(_float_model(net_of, x, path, dynamo), str(path),
                                       weight_type=getattr(quantization.QuantType, weights))
     return export
 
@@ -58,13 +64,9 @@ def _statically_quantized(net_of: Callable, quant_format: str,
     ``quantize_static`` in ``quant_format`` (uint8 activations, ``weights`` as the
     quantizer's QuantType names them), calibrated on four random inputs of x's shape."""
     def export(x: np.ndarray, path: Path) -> None:
-        import torch
         from onnxruntime import quantization
 
-        torch.manual_seed(0)
-        float_path = path.with_suffix(".float.onnx")
-        torch.onnx.export(net_of().eval(), (torch.from_numpy(x),), str(float_path),
-                          input_names=["x"], output_names=["y"], dynamo=False)
+        float_path = _float_model(net_of, x, path, dynamo=False)
         rng = np.random.default_rng(0)
         batches = iter([{"x": rng.standard_normal(x.shape).astype(np.float32)}
                         for _ in range(4)])
@@ -74,7 +76,7 @@ def _statically_quantized(net_of: Callable, quant_format: str,
                 return next(batches, None)
 
         quantization.quantize_static(
-            str(float_path), str(path), Batches(),
+            float_path, str(path), Batches(),
             quant_format=getattr(quantization.QuantFormat, quant_format),
             activation_type=quantization.QuantType.QUInt8,
             weight_type=getattr(quantization.QuantType, weights))
