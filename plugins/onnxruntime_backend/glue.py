@@ -270,11 +270,11 @@ def _quantize_linear_ops(e, ins, outs, lo: int, hi: int) -> None:
 
 
 def nan_seen(e, x: str) -> str:
-    """Whether ``x`` holds a nan, a bool scalar: the max of its IsNaN mask, taken in uint8
-    (onnxruntime refuses the max of an empty bool tensor, which a uint8 one gives as 0)."""
-    seen = e.op("ReduceMax", e.op("Cast", e.op("IsNaN", [x]), to=onnx.TensorProto.UINT8),
-                keepdims=0)
-    return e.op("Cast", seen, to=onnx.TensorProto.BOOL)[0]
+    """Whether float32 ``x`` holds a nan, a bool scalar: whether the sum of its squares is a
+    nan (squares are never negative, so no inf - inf makes one, and an overflow gives inf; a
+    sum carries a nan wherever it sits, where onnxruntime's vectorised max may drop it; an
+    empty x sums to 0). One pass over x."""
+    return e.op("IsNaN", e.op("ReduceSumSquare", [x], keepdims=0))[0]
 
 
 def topk(e, node, ins, outs, a):

@@ -930,6 +930,26 @@ def test_dynamic_quantize_gives_the_numpy_backend_bits():
     assert nans == 35
 
 
+@pytest.mark.filterwarnings("error")
+def test_dynamic_quantize_sees_a_nan_at_every_position_of_a_vector():
+    """The nan test (one sum of squares) over sizes that fill vector registers partly and
+    whole: a nan at each position gives the nan scale; infinities of both signs and squares
+    past float32's range (1e20) beside it give none."""
+    b = GraphBuilder("dynamic_quantize")
+    b.output(b.op("dynamic_quantize", b.input("x", ("n",), "float32", "ANY"), name="node")[1],
+             "scale", "ANY")
+    graph = b.build()
+    numpy, onnxruntime = Executor(graph, NumpyBackend()), Executor(graph, OnnxruntimeBackend())
+    for n in [*range(1, 70), 255, 256, 257, 4099]:
+        base = f32(n, scale=1e20)
+        base[::3], base[1::5] = np.inf, -np.inf
+        positions = range(n) if n < 300 else RNG.integers(0, n, 100)
+        for x in [base, *(np.where(np.arange(n) == at, np.nan, base) for at in positions)]:
+            want = numpy.run({"x": x})["scale"]
+            np.testing.assert_array_equal(onnxruntime.run({"x": x})["scale"], want)
+            assert np.isnan(want) == np.isnan(x).any()
+
+
 @pytest.mark.parametrize("backend", [NumpyBackend, OnnxruntimeBackend])
 def test_dynamic_quantize_of_an_empty_run_time_x_is_refused(backend):
     graph, _ = CASES["dynamic_quantize_symbolic"]()
