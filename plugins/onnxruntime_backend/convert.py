@@ -14,7 +14,9 @@ clipped into range for the Gather (so onnxruntime never wraps a negative index o
 own), and are also returned as an extra output that the backend checks after the run with
 :func:`abi.check_indices`, refusing the call exactly as the numpy backend's kernel does.
 
-The converters are ``layers.py`` and ``glue.py``, writing into an ``emitter.Emitter``.
+The converters are ``layers.py`` and ``glue.py``, writing into an ``emitter.Emitter``; a
+chain of ops that one onnxruntime kernel computes with the same numbers is found first and
+written as that kernel (``fusion.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from onnx import helper
 from abi import TensorType
 from abi.errors import BackendError
 
-from . import glue, layers, widen
+from . import fusion, glue, layers, widen
 from .emitter import MS, OPSET, Checks, Converter, Emitter, onnx_dtype
 
 __all__ = ["CONVERTERS", "OPSET", "to_onnx"]
@@ -70,7 +72,11 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
     tensor of each shape check is one more after those (:class:`Checks`).
     """
     e = Emitter(consts, types)
-    for node in nodes:
+    for node in fusion.fused(nodes, consts, types, [name for name, _ in outputs]):
+        if isinstance(node, fusion.DynamicMatMul):
+            e.prefix = node.name
+            fusion.convert(e, node)
+            continue
         convert = CONVERTERS.get(node.op)
         if convert is None or node.version != 1:
             raise BackendError(f"onnxruntime backend: node {node.name!r}: op {node.op} "

@@ -209,19 +209,23 @@ def dynamic_quantize(e, node, ins, outs, a):
     """onnxruntime's DynamicQuantizeLinear (one kernel: min and max, then the codes), its
     uint8 outputs cast to float32, with the ABI's answer where x holds a nan (scale nan, zero
     point 255, codes 0; onnxruntime's vectorised min and max keep or drop a nan by where it
-    sits): whether one is there is :func:`nan_seen`. Over sizes known only when the call
-    runs, an empty x is refused by the ABI's rule after the run."""
+    sits): whether one is there is :func:`nan_seen`. An empty x: :func:`values_needed`."""
     x = ins[0]
-    shape = e.types[x].shape
-    if any(type(d) is not int for d in shape):
-        [size] = e.op("Shape", [x])
-        e.checks.shapes.append((size, functools.partial(need_values, node.op), node.name))
+    values_needed(e, node, x)
     codes, scale, zp = e.op("DynamicQuantizeLinear", [x], 3)
     nan = nan_seen(e, x)
     e.op("Where", [nan, e.const(np.nan, np.float32), scale], [outs[1]])
     for value, v, out in ((0, codes, outs[0]), (255, zp, outs[2])):
         e.op("Cast", e.op("Where", [nan, e.const(value, np.uint8), v]), [out],
              to=onnx.TensorProto.FLOAT)
+
+
+def values_needed(e, node, x: str) -> None:
+    """Over sizes known only when the call runs, ``x`` empty refused by the ABI's rule of
+    ``node`` (a dynamic quantization: :func:`abi.quantization.need_values`) after the run."""
+    if any(type(d) is not int for d in e.types[x].shape):
+        [size] = e.op("Shape", [x])
+        e.checks.shapes.append((size, functools.partial(need_values, node.op), node.name))
 
 
 def quantize_linear(e, node, ins, outs, a):

@@ -237,20 +237,15 @@ def _integer_operands(e, x: str, weight: str, x_zp: str | None, w_zp: str | None
     """MatMulInteger's four inputs for :func:`integer_linear`: x uint8 (:func:`_as_uint8`),
     an int8 weight as it is where the u8 x s8 kernel is exact, else moved to uint8 too."""
     x, x_zp = _as_uint8(e, x, x_zp)
-    wt, w_zp = _integer_weight(e, weight, w_zp, _int8_weight_shift())
+    wt, w_zp = integer_weight(e, weight, w_zp)
     return [x, wt, x_zp, w_zp]
 
 
-def _int8_weight_shift() -> int:
-    """What an int8 weight of a uint8 x is moved by: 0 where onnxruntime's u8 x s8 kernels
-    sum exactly (:func:`u8s8_exact`), else 128 (to uint8)."""
-    return 0 if u8s8_exact() else 128
-
-
-def _integer_weight(e, weight: str, w_zp: str | None, int8_shift: int) -> tuple[str, str | None]:
-    """An integer weight (out, in) transposed to (in, out) and its zero point, an int8 one
-    moved by ``int8_shift`` (128: to uint8, :func:`_as_uint8`; 0: as it is), computed once
-    where they are constants."""
+def integer_weight(e, weight: str, w_zp: str | None) -> tuple[str, str | None]:
+    """An integer weight (out, in) of a uint8 x transposed to (in, out) and its zero point,
+    computed once where they are constants: an int8 one as it is where onnxruntime's u8 x s8
+    kernels sum exactly (:func:`u8s8_exact`), else moved to uint8 (:func:`_as_uint8`)."""
+    int8_shift = 0 if u8s8_exact() else 128
     w, z = e.array(weight), e.array(w_zp)
     dtype = e.types[weight].dtype
     if w is None or (w_zp is not None and z is None):
@@ -486,15 +481,16 @@ def quantized_lstm(e, node, ins, outs, a):
     onnxruntime's own kernel's outputs bit for bit as they do: the state's product by the
     weight one com.microsoft DynamicQuantizeMatMul (DynamicQuantizeLinear's quantization,
     the integer GEMM of the uint8 state by the weight prepared once outside
-    (:func:`_integer_weight`: int8 as it is where that kernel is exact, else moved to uint8), ``float32(sum) * (state_scale * scale)``: the numbers of
-    ``dynamic_quantize``, ``integer_linear``, ``cast`` and ``mul``), made nan where the state
+    (:func:`integer_weight`: int8 as it is where that kernel is exact, else moved to uint8),
+    ``float32(sum) * (state_scale * scale)``: the numbers of ``dynamic_quantize``,
+    ``integer_linear``, ``cast`` and ``mul``), made nan where the state
     holds a nan (the ABI's ``dynamic_quantize`` gives a nan scale there; onnxruntime's
     quantization does not see every nan), then the gates in onnxruntime's order (the op's
     doc; without peepholes the bias added to the four blocks at once, the same sums). With
     ``quantize_y`` the state quantized at each step is a third one, the step's y (0 past a
     sequence's end). Some 20 onnxruntime kernels a step."""
     x, h, c, w, scale, w_zp, bias, lengths, peepholes = (ins + [None] * 9)[:9]
-    wt, w_zp = _integer_weight(e, w, w_zp, _int8_weight_shift())
+    wt, w_zp = integer_weight(e, w, w_zp)
     scale = e.value(scale)  # an outer graph value, read by name in the body
     # without peepholes the bias is added to the four blocks at once (one Add, the same sums)
     biases = None if bias is None else (

@@ -20,6 +20,8 @@ from plugin_host.errors import ModelFileError, ModelImportError, UnsupportedMode
 from plugin_host.onnx_import import import_onnx, saturation
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
+from tests.onnxruntime_backend.test_ops import onnx_model
+
 from .conftest import assert_refused, export, import_and_load, onnx, onnxruntime_outputs, torch
 from .test_quantized import _MLP, _check, _ConvNet, _save, _vi
 
@@ -111,6 +113,10 @@ def test_quantize_dynamic_models_match_onnxruntime_bit_for_bit(model, dynamo, pe
         assert len(products) == 2 and "linear" not in graph_ops, graph_ops
         dtype = np.int8 if weights == _Q.QInt8 else np.uint8
         assert all(loaded.graph.tensors[n.inputs[1]].dtype == dtype for n in products)
+        # each product one kernel on the onnxruntime backend (its fusion.py)
+        backend_ops = [n.op_type for n in onnx_model(loaded.graph).graph.node]
+        assert backend_ops.count("DynamicQuantizeMatMul") == 2, backend_ops
+        assert not {"MatMulInteger", "DynamicQuantizeLinear"} & set(backend_ops), backend_ops
     else:  # ConvInteger: a float32 conv of the integers (its Linear: integer_linear)
         assert {"dynamic_quantize", "conv", "integer_linear"} <= graph_ops, graph_ops
     _check(path, loaded, _feeds(shape), exact=True)
@@ -131,6 +137,8 @@ def test_a_quantized_transformer_encoder_layer_matches_onnxruntime(per_channel, 
     loaded = _build(path, tmp_path, signer, weights == _Q.QInt8)
     if loaded is None:
         return
+    backend_ops = {n.op_type for n in onnx_model(loaded.graph).graph.node}
+    assert "DynamicQuantizeMatMul" in backend_ops and "MatMulInteger" not in backend_ops
     rng = np.random.default_rng(7)
     _check(path, loaded, _feeds(shape, rng)[:4])
     _check(path, loaded, _feeds(shape, rng)[:3], backend=OnnxruntimeBackend())

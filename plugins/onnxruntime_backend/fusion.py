@@ -1,0 +1,193 @@
+"""Chains of our ops that one onnxruntime kernel computes with the same numbers, converted as
+that kernel: onnxruntime fuses what it recognises in the converted model, but the ABI's rules
+(a nan's answer, the casts between float32 codes and integer tensors) put ops between the
+links that it does not see through.
+
+:func:`fused` finds what ``quantize_dynamic`` writes for each MatMul and the importer turns
+into ``dynamic_quantize`` of x; ``cast`` of its codes and of its zero point to uint8;
+``integer_linear`` of them by a constant weight; ``cast`` of the int32 sums to float32;
+``mul`` by ``mul(x's scale, the weight's constant scale)``; and, where one follows, ``add`` of
+a constant bias. onnxruntime's com.microsoft DynamicQuantizeMatMul computes that chain in one
+kernel: x quantized as DynamicQuantizeLinear quantizes it, the exact integer sums, each times
+``x_scale * w_scale``, then plus the bias, rounded apart; bit for bit the chain's numbers.
+Where x holds a nan, the chain's scale is nan and so is every output, which the kernel's
+quantization need not see: the weight's scale is made nan then. An x whose size is known only
+when the call runs is refused empty after the run, as ``dynamic_quantize`` refuses it.
+
+A chain's inner ops go where nothing else reads their outputs; one x quantized for several
+chains (attention's query, key and value projections, in one ``dynamic_quantize``) gives each
+its own kernel, and the ``dynamic_quantize`` stays only where something else reads it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from abi import TensorType
+
+from . import glue, layers
+from .emitter import MS, Emitter
+
+
+@dataclass(frozen=True)
+class DynamicMatMul:
+    """A chain :func:`fused` found: ``y`` from float32 ``x`` by the constant ``weight`` (out,
+    in), its zero point (constant or None) and its constant scale (one value, or one per
+    output), plus the constant ``bias`` (None: no ``add``); ``quantize``: the chain's
+    ``dynamic_quantize`` (named by its refusals); ``links``: the chain's ops before its last,
+    which go where nothing else reads them; ``name``: its ``integer_linear``'s (the ONNX
+    nodes' prefix)."""
+
+    name: str
+    quantize: Any
+    links: tuple
+    x: str
+    weight: str
+    w_zp: str | None
+    w_scale: str
+    bias: str | None
+    y: str
+
+    @property
+    def inputs(self) -> tuple[str | None, ...]:
+        return self.x, self.weight, self.w_zp, self.w_scale, self.bias
+
+    @property
+    def outputs(self) -> tuple[str]:
+        return self.y,
+
+
+def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
+          types: Mapping[str, TensorType], outputs: Sequence[str]) -> list:
+    """``nodes`` with each chain of a dynamically quantized MatMul one :class:`DynamicMatMul`
+    in the place of its last op, and the chain's other ops that nothing else reads left out
+    (``outputs``: the graph's, read by the caller)."""
+    producer = {out: node for node in nodes for out in node.outputs}
+    readers: dict[str, list] = {name: [None] for name in outputs}  # None: the caller
+    for node in nodes:
+        for name in node.inputs:
+            readers.setdefault(name, []).append(node)
+    chains = {}
+    for node in nodes:
+        chain = _chain(node, producer, consts, types)
+        if chain is not None:
+            chain = _biased(chain, node, readers.get(chain.y, []), consts, types) or chain
+            chains[id(producer[chain.y])] = chain
+    if not chains:
+        return list(nodes)
+    result = [chains.get(id(node), node) for node in nodes]
+    reads = Counter(outputs)
+    reads.update(name for item in result for name in item.inputs if name is not None)
+    inner = {id(node) for chain in chains.values() for node in chain.links}
+    kept = {id(item) for item in result}
+    changed = True
+    while changed:  # an inner op whose outputs nothing reads goes, then what only it read
+        changed = False
+        for item in result:
+            if (id(item) in inner and id(item) in kept
+                    and not any(reads[out] for out in item.outputs)):
+                kept.discard(id(item))
+                reads.subtract(name for name in item.inputs if name is not None)
+                changed = True
+    return [item for item in result if id(item) in kept]
+
+
+def _chain(mul, producer: Mapping[str, Any], consts: Mapping[str, np.ndarray],
+           types: Mapping[str, TensorType]) -> DynamicMatMul | None:
+    """The chain ending in ``mul`` (:func:`fused`, without a bias), or None where ``mul``
+    ends none."""
+    if mul.op != "mul":
+        return None
+    for sums, scales in (mul.inputs, mul.inputs[::-1]):
+        cast = producer.get(sums)
+        if cast is None or cast.op != "cast" or cast.attrs["dtype"] != "float32":
+            continue
+        linear = producer.get(cast.inputs[0])
+        if linear is None or linear.op != "integer_linear":
+            continue
+        codes, weight, zero_point, w_zp = (tuple(linear.inputs) + (None,) * 4)[:4]
+        quantize = _quantized_by(producer, codes, zero_point)
+        if (quantize is None or weight not in consts
+                or (w_zp is not None and w_zp not in consts)):
+            continue
+        product = producer.get(scales)
+        if product is None or product.op != "mul":
+            continue
+        w_scale = _other(product.inputs, quantize.outputs[1])
+        if (w_scale is None or not _per_output(w_scale, consts, types, consts[weight].shape[0])
+                or types[mul.outputs[0]].shape != types[linear.outputs[0]].shape):
+            continue
+        links = (cast, linear, producer[codes], producer[zero_point], quantize, product)
+        return DynamicMatMul(linear.name, quantize, links, quantize.inputs[0], weight, w_zp,
+                             w_scale, None, mul.outputs[0])
+    return None
+
+
+def _biased(chain: DynamicMatMul, mul, readers: Sequence[Any],
+            consts: Mapping[str, np.ndarray],
+            types: Mapping[str, TensorType]) -> DynamicMatMul | None:
+    """``chain`` (ending in ``mul``) with the ``add`` of a constant bias (one value or one
+    per output) that alone reads its output, ending in that ``add``; None where there is
+    none."""
+    if len(readers) != 1 or readers[0] is None or readers[0].op != "add":
+        return None
+    add = readers[0]
+    bias = _other(add.inputs, chain.y)
+    if (bias is None or types[add.outputs[0]].shape != types[chain.y].shape
+            or not _per_output(bias, consts, types, consts[chain.weight].shape[0])):
+        return None
+    return replace(chain, links=chain.links + (mul,), bias=bias, y=add.outputs[0])
+
+
+def _quantized_by(producer: Mapping[str, Any], codes: str | None, zero_point: str | None):
+    """The ``dynamic_quantize`` whose codes and zero point, each cast to uint8, are ``codes``
+    and ``zero_point``; None where they are not such."""
+    sources = []
+    for name in codes, zero_point:
+        cast = producer.get(name) if name is not None else None
+        if cast is None or cast.op != "cast" or cast.attrs["dtype"] != "uint8":
+            return None
+        sources.append(cast.inputs[0])
+    quantize = producer.get(sources[0])
+    if (quantize is None or quantize.op != "dynamic_quantize"
+            or sources != [quantize.outputs[0], quantize.outputs[2]]):
+        return None
+    return quantize
+
+
+def _other(pair: Sequence[str], one: str) -> str | None:
+    """The name of ``pair`` beside ``one``, or None where ``one`` is not in it."""
+    return pair[1] if pair[0] == one else pair[0] if pair[1] == one else None
+
+
+def _per_output(name: str, consts: Mapping[str, np.ndarray], types: Mapping[str, TensorType],
+                outputs: int) -> bool:
+    """Whether ``name`` is a float32 constant of one value, or of one per output along its
+    last axis."""
+    value = consts.get(name)
+    return value is not None and types[name].dtype == "float32" and (
+        value.size == 1 or (value.ndim >= 1 and value.shape[-1] == value.size == outputs))
+
+
+def convert(e: Emitter, chain: DynamicMatMul) -> None:
+    """One DynamicQuantizeMatMul for ``chain``: the weight prepared once as integer_linear
+    prepares it (an int8 one as it is where onnxruntime's u8 x s8 kernel is exact); the
+    weight's scale flat, less the min of 0 and the sum of x's squares (0, or nan where x
+    holds a nan, as :func:`glue.nan_seen` reasons; s - 0 is s, a -0.0 too); the bias one per
+    output."""
+    glue.values_needed(e, chain.quantize, chain.x)
+    wt, w_zp = layers.integer_weight(e, chain.weight, chain.w_zp)
+    s, b = e.array(chain.w_scale), e.array(chain.bias)
+    scale = e.derived("dynamic_matmul.scale", [chain.w_scale],
+                      lambda: s.reshape(() if s.size == 1 else (-1,)))
+    nan = e.op("Min", [e.op("ReduceSumSquare", [chain.x], keepdims=0)[0], e.const(0.0)])
+    outputs = e.array(chain.weight).shape[0]
+    bias = None if b is None else e.derived(
+        "dynamic_matmul.bias", [chain.bias],
+        lambda: np.broadcast_to(b.reshape(-1), (outputs,)).copy())
+    e.op("DynamicQuantizeMatMul", [chain.x, wt, e.op("Sub", [scale, *nan])[0], w_zp, bias],
+         [chain.y], domain=MS)

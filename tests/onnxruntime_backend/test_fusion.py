@@ -1,0 +1,205 @@
+"""The chains the onnxruntime backend writes as one kernel (``fusion.py``): a dynamically
+quantized MatMul (``dynamic_quantize``, the casts, ``integer_linear``, the scaling ``mul``s and
+a bias ``add``) is one DynamicQuantizeMatMul, bit for bit the numpy backend's chain, a nan
+anywhere in x included; what else reads a link keeps it; what is not such a chain is not
+fused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from abi.errors import ShapeError
+from plugin_host.builder import GraphBuilder
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+from .test_ops import model_ops, onnx_model
+
+RNG = np.random.default_rng(7)
+IN, OUT = 24, 6
+
+
+def weights(dtype: str, per_output: bool, zero_point: bool):
+    """A weight (OUT, IN) of ``dtype`` codes, its zero point (None, or one per output where
+    ``per_output``) and its positive scale (one, or one per output)."""
+    info = np.iinfo(dtype)
+    w = RNG.integers(info.min, int(info.max) + 1, (OUT, IN)).astype(dtype)
+    shape = (OUT,) if per_output else ()
+    zp = RNG.integers(info.min, int(info.max) + 1, shape).astype(dtype) if zero_point else None
+    return w, zp, RNG.uniform(0.001, 0.05, shape).astype(np.float32)
+
+
+def add_chain(b: GraphBuilder, x: str, w, w_zp, w_scale, bias=None, *, tag: str = "",
+              quantized=None, swap: bool = False) -> tuple[str, tuple]:
+    """The importer's ops for a quantize_dynamic MatMul of ``x`` (``quantized``: another
+    chain's dynamic_quantize outputs to share), plus an ``add`` of ``bias`` (None: none); its
+    output and the dynamic_quantize outputs. ``swap`` puts each mul's operands the other way
+    round."""
+    codes, scale, zp = quantized or b.op("dynamic_quantize", x, name=f"quantize{tag}")
+    constants = [b.constant(f"{name}{tag}", value) if value is not None else None
+                 for name, value in (("w", w), ("w_zp", w_zp), ("w_scale", w_scale))]
+    w, w_zp, w_scale = constants
+    both = b.op("mul", *((w_scale, scale) if swap else (scale, w_scale)), name=f"scales{tag}")
+    zp8 = b.op("cast", zp, name=f"zp{tag}", dtype="uint8")
+    codes8 = b.op("cast", codes, name=f"codes{tag}", dtype="uint8")
+    sums = b.op("integer_linear", codes8, w, zp8, w_zp, name=f"linear{tag}")
+    real = b.op("cast", sums, name=f"float{tag}", dtype="float32")
+    y = b.op("mul", *((both, real) if swap else (real, both)), name=f"scaled{tag}")
+    if bias is not None:
+        y = b.op("add", y, b.constant(f"bias{tag}", bias), name=f"plus_bias{tag}")
+    return y, (codes, scale, zp)
+
+
+def chain_graph(x_shape, w, w_zp, w_scale, bias=None, swap=False):
+    b = GraphBuilder("chain")
+    x = b.input("x", x_shape, "float32", "ANY")
+    b.output(add_chain(b, x, w, w_zp, w_scale, bias, swap=swap)[0], "y", "ANY")
+    return b.build()
+
+
+def feeds(shape):
+    """Random inputs, then the ones at the quantization's edges: zeros, one value, all
+    negative, infinities of both signs, float32's extremes, and a nan at several places."""
+    x = RNG.standard_normal(shape).astype(np.float32) * 3
+    yield x
+    yield np.zeros(shape, np.float32)
+    yield np.full(shape, 2.5, np.float32)
+    yield -np.abs(x)
+    for special in (np.inf, -np.inf, np.float32(3.4e38), np.float32(-3.4e38)):
+        y = x.copy()
+        y.reshape(-1)[::5] = special
+        yield y
+    y = x.copy()
+    y.reshape(-1)[::4], y.reshape(-1)[1::4] = np.inf, -np.inf
+    yield y
+    for at in (0, 1, 7, x.size // 2, x.size - 1):
+        y = x.copy()
+        y.reshape(-1)[at] = np.nan
+        yield y
+
+
+def assert_bits(graph, x_shapes) -> None:
+    """The onnxruntime backend's outputs are the numpy backend's, bit for bit, zeros' signs
+    too, over :func:`feeds` of each shape."""
+    numpy, onnxruntime = Executor(graph, NumpyBackend()), Executor(graph, OnnxruntimeBackend())
+    nans = 0
+    for shape in x_shapes:
+        for x in feeds(shape):
+            want, got = numpy.run({"x": x}), onnxruntime.run({"x": x})
+            for name, value in want.items():
+                np.testing.assert_array_equal(got[name], value, err_msg=name)
+                np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value))
+            if np.isnan(x).any():  # the ABI's answer: every output nan
+                nans += 1
+                assert np.isnan(want["y"]).all()
+    assert nans == 5 * len(x_shapes)
+
+
+CHAIN_OPS = {"ReduceSumSquare", "Min", "Sub", "DynamicQuantizeMatMul"}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")  # inf * 0 in the numpy backend's chain
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("per_output", [False, True], ids=["per-tensor", "per-output"])
+@pytest.mark.parametrize("zero_point", [False, True], ids=["no-zp", "zp"])
+@pytest.mark.parametrize("bias", [None, "one", "per-output"])
+def test_a_dynamically_quantized_matmul_is_one_kernel_bit_for_bit(dtype, per_output,
+                                                                 zero_point, bias, u8s8):
+    w, w_zp, w_scale = weights(dtype, per_output, zero_point)
+    b = {None: None, "one": np.float32(0.25),
+         "per-output": RNG.standard_normal(OUT).astype(np.float32)}[bias]
+    graph = chain_graph((3, IN), w, w_zp, w_scale, b)
+    assert model_ops(graph) == CHAIN_OPS
+    assert_bits(graph, [(3, IN)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_a_run_time_batch_and_more_axes_are_one_kernel_bit_for_bit():
+    w, w_zp, w_scale = weights("uint8", True, True)
+    graph = chain_graph(("n", 2, IN), w, w_zp, w_scale, RNG.standard_normal((1, OUT))
+                        .astype(np.float32), swap=True)
+    assert model_ops(graph) == CHAIN_OPS | {"Shape"}
+    assert_bits(graph, [(1, 2, IN), (5, 2, IN)])
+
+
+@pytest.mark.parametrize("backend", [NumpyBackend, OnnxruntimeBackend])
+def test_an_empty_run_time_x_is_refused_naming_its_quantization(backend):
+    graph = chain_graph(("n", IN), *weights("uint8", False, True))
+    with pytest.raises(ShapeError, match=r"dynamic_quantize: x of shape \(0, 24\) is empty"):
+        Executor(graph, backend()).run({"x": np.zeros((0, IN), np.float32)})
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+@pytest.mark.parametrize("read", [None, "codes", "scale"])
+def test_one_quantization_read_by_two_chains(read):
+    """Two chains of one dynamic_quantize (attention's projections): two kernels; it stays
+    where a graph output reads one of its outputs, and gives it."""
+    b = GraphBuilder("shared")
+    x = b.input("x", (4, IN), "float32", "ANY")
+    y0, quantized = add_chain(b, x, *weights("uint8", False, True), tag="0")
+    y1, _ = add_chain(b, x, *weights("int8", True, False), tag="1", quantized=quantized)
+    b.output(y0, "y", "ANY")
+    b.output(y1, "y1", "ANY")
+    if read is not None:
+        b.output(quantized[{"codes": 0, "scale": 1}[read]], "read", "ANY")
+    graph = b.build()
+    ops = [n.op_type for n in onnx_model(graph).graph.node]
+    assert ops.count("DynamicQuantizeMatMul") == 2
+    assert ops.count("DynamicQuantizeLinear") == (read is not None)
+    assert "MatMulInteger" not in ops
+    assert_bits(graph, [(4, IN)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+@pytest.mark.parametrize("reader", ["output", "op"])
+def test_a_product_read_elsewhere_keeps_its_bias_add(reader):
+    """The scaled product also a graph output, or read by another op besides the bias's
+    add: the chain is one kernel without the bias, the add its own op."""
+    b = GraphBuilder("read")
+    x = b.input("x", (3, IN), "float32", "ANY")
+    y, _ = add_chain(b, x, *weights("uint8", False, True))
+    b.output(b.op("add", y, b.constant("bias", np.float32(1.5)), name="plus_bias"), "y", "ANY")
+    b.output(y if reader == "output" else b.op("neg", y, name="neg"), "product", "ANY")
+    graph = b.build()
+    assert model_ops(graph) == CHAIN_OPS | {"Add"} | ({"Neg"} if reader == "op" else set())
+    assert_bits(graph, [(3, IN)])
+
+
+def test_what_is_not_the_chain_is_not_fused():
+    """A weight scale or zero point fed when the call runs, a product by another scale, a
+    zero point of another quantization, a scale that adds axes to the product or is one per
+    row: each keeps the ops as they are (MatMulInteger); a bias fed when the call runs stays
+    its own Add."""
+    w, w_zp, w_scale = weights("uint8", False, True)
+
+    def graph(variant):
+        b = GraphBuilder("variant")
+        x = b.input("x", (3, IN), "float32", "ANY")
+        codes, scale, zp = b.op("dynamic_quantize", x, name="quantize")
+        if variant == "another zero point":
+            zp = b.op("dynamic_quantize", b.op("neg", x, name="neg"), name="other")[2]
+        sums = b.op("integer_linear", b.op("cast", codes, name="c", dtype="uint8"),
+                    b.constant("w", w), b.op("cast", zp, name="z", dtype="uint8"),
+                    b.input("w_zp", (), "uint8", "ANY") if variant == "run-time zero point"
+                    else b.constant("w_zp", w_zp), name="linear")
+        factors = {"run-time scale": lambda: (scale, b.input("s", (), "float32", "ANY")),
+                   "another scale": lambda: (b.constant("s", np.float32(0.5)),
+                                             b.constant("ws", w_scale)),
+                   "scale of more axes": lambda: (scale, b.constant(
+                       "ws", np.full((1, 1, OUT), 0.5, np.float32))),
+                   "scale per row": lambda: (scale, b.constant(
+                       "ws", np.full((3, 1), 0.5, np.float32)))}.get(
+                           variant, lambda: (scale, b.constant("ws", w_scale)))()
+        y = b.op("mul", b.op("cast", sums, name="f", dtype="float32"),
+                 b.op("mul", *factors, name="scales"), name="scaled")
+        if variant == "run-time bias":
+            y = b.op("add", y, b.input("bias", (OUT,), "float32", "ANY"), name="plus_bias")
+        b.output(y, "y", "ANY")
+        return b.build()
+
+    for variant in ("run-time scale", "another scale", "another zero point",
+                    "scale of more axes", "scale per row", "run-time zero point"):
+        assert "DynamicQuantizeMatMul" not in model_ops(graph(variant)), variant
+    assert {"DynamicQuantizeMatMul", "Add"} <= model_ops(graph("run-time bias"))
