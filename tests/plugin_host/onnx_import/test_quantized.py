@@ -47,9 +47,7 @@ def _check(model, loaded, feeds, *, exact: bool = False, backend=None) -> float:
         for name, value in want.items():
             if exact:
                 np.testing.assert_array_equal(got[name], value, err_msg=name)
-            if exact and not isinstance(backend, OnnxruntimeBackend):
-                # zeros of the same sign too: an integer 0 dequantizes to +0.0 (the onnxruntime
-                # backend's optimizer drops the + 0.0 that turns round's -0.0 into +0.0)
+            if exact:  # zeros of the same sign too: an integer 0 dequantizes to +0.0
                 np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value))
         for name, value in onnxruntime_outputs(model, feed).items():
             with np.errstate(invalid="ignore"):  # inf - inf where both are inf
