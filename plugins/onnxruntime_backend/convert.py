@@ -73,7 +73,7 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
     """
     e = Emitter(consts, types)
     for node in fusion.fused(nodes, consts, types, [name for name, _ in outputs]):
-        if isinstance(node, fusion.DynamicMatMul):
+        if isinstance(node, fusion.FUSED):
             e.prefix = node.name
             fusion.convert(e, node)
             continue

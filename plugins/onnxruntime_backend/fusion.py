@@ -17,6 +17,12 @@ when the call runs is refused empty after the run, as ``dynamic_quantize`` refus
 A chain's inner ops go where nothing else reads their outputs; one x quantized for several
 chains (attention's query, key and value projections, in one ``dynamic_quantize``) gives each
 its own kernel, and the ``dynamic_quantize`` stays only where something else reads it.
+
+A chain whose product only a ``quantized_lstm`` without lengths reads (what the importer makes
+of a DynamicQuantizeLSTM: the chain is its input's share of the gates) is, with the op,
+onnxruntime's DynamicQuantizeLSTM of the chain's x where it gives their numbers (one sequence,
+values far from float32's limits), else the chain's kernel and the op's Scan, behind an ONNX
+If (:func:`recurrent_kernels.quantized_kernel`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 
 from abi import TensorType
 
-from . import glue, layers
+from . import glue, layers, recurrent_kernels
 from .emitter import MS, Emitter
 
 
@@ -61,11 +67,36 @@ class DynamicMatMul:
         return self.y,
 
 
+@dataclass(frozen=True)
+class ProjectedLstm:
+    """A ``quantized_lstm`` (``node``) without lengths whose x is the y of ``projection`` (a
+    :class:`DynamicMatMul` without bias) and read by nothing else: onnxruntime's
+    DynamicQuantizeLSTM of the projection's x where it gives the op's numbers, else the
+    projection and the op as they are (:func:`recurrent_kernels.quantized_kernel`)."""
+
+    node: Any
+    projection: DynamicMatMul
+    links: tuple
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def inputs(self) -> tuple[str | None, ...]:
+        return self.projection.inputs + tuple(self.node.inputs[1:])
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(self.node.outputs)
+
+
 def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
           types: Mapping[str, TensorType], outputs: Sequence[str]) -> list:
     """``nodes`` with each chain of a dynamically quantized MatMul one :class:`DynamicMatMul`
-    in the place of its last op, and the chain's other ops that nothing else reads left out
-    (``outputs``: the graph's, read by the caller)."""
+    in the place of its last op (with the ``quantized_lstm`` that alone reads it, one
+    :class:`ProjectedLstm` in the op's place), and the chain's other ops that nothing else
+    reads left out (``outputs``: the graph's, read by the caller)."""
     producer = {out: node for node in nodes for out in node.outputs}
     readers: dict[str, list] = {name: [None] for name in outputs}  # None: the caller
     for node in nodes:
@@ -77,6 +108,14 @@ def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
         if chain is not None:
             chain = _biased(chain, node, readers.get(chain.y, []), consts, types) or chain
             chains[id(producer[chain.y])] = chain
+    for node in nodes:  # a quantized_lstm of a projection: the two one item
+        if node.op != "quantized_lstm" or (tuple(node.inputs) + (None,) * 9)[7] is not None:
+            continue  # (lengths)
+        last = producer.get(node.inputs[0])
+        chain = chains.get(id(last))
+        if chain is not None and chain.bias is None and readers[chain.y] == [node]:
+            del chains[id(last)]
+            chains[id(node)] = ProjectedLstm(node, chain, chain.links + (last,))
     if not chains:
         return list(nodes)
     result = [chains.get(id(node), node) for node in nodes]
@@ -173,13 +212,45 @@ def _per_output(name: str, consts: Mapping[str, np.ndarray], types: Mapping[str,
         value.size == 1 or (value.ndim >= 1 and value.shape[-1] == value.size == outputs))
 
 
-def convert(e: Emitter, chain: DynamicMatMul) -> None:
+#: what :func:`fused` puts in the place of a chain
+FUSED = (DynamicMatMul, ProjectedLstm)
+
+
+def convert(e: Emitter, item) -> None:
+    """Write ``item`` (of :data:`FUSED`) into ``e``."""
+    if isinstance(item, ProjectedLstm):
+        _projected_lstm(e, item)
+    else:
+        glue.values_needed(e, item.quantize, item.x)
+        _dynamic_matmul(e, item)
+
+
+def _projected_lstm(e: Emitter, item: ProjectedLstm) -> None:
+    """``If`` the values allow, DynamicQuantizeLSTM, else the projection's kernel and the
+    op's Scan (:func:`recurrent_kernels.kernel_or_scan`); both checks of the sizes outside."""
+    chain, node = item.projection, item.node
+    x, h, c = chain.x, node.inputs[1], node.inputs[2]
+    glue.values_needed(e, chain.quantize, x)
+    layers.quantized_state_checked(e, node, x, h)
+    attrs = dict(node.attrs)
+
+    def scan(b: Emitter, outs: list[str], guard: bool) -> None:
+        _dynamic_matmul(b, chain)  # its y a value of the branch where there is an If
+        layers.quantized_lstm(b, node, [chain.y, *node.inputs[1:]], outs, attrs,
+                              checked=False)
+
+    prepared = recurrent_kernels.quantized_kernel(e, chain, node, layers.u8s8_exact())
+    kernel, limit, only_if = prepared or (None, None, None)
+    recurrent_kernels.kernel_or_scan(e, node, x, [h, c], None, list(node.outputs),
+                                     prepared and (kernel, limit), scan, only_if)
+
+
+def _dynamic_matmul(e: Emitter, chain: DynamicMatMul) -> None:
     """One DynamicQuantizeMatMul for ``chain``: the weight prepared once as integer_linear
     prepares it (an int8 one as it is where onnxruntime's u8 x s8 kernel is exact); the
     weight's scale flat, less the min of 0 and the sum of x's squares (0, or nan where x
     holds a nan, as :func:`glue.nan_seen` reasons; s - 0 is s, a -0.0 too); the bias one per
-    output."""
-    glue.values_needed(e, chain.quantize, chain.x)
+    output. An empty x: the caller's :func:`glue.values_needed`."""
     wt, w_zp = layers.integer_weight(e, chain.weight, chain.w_zp)
     s, b = e.array(chain.w_scale), e.array(chain.bias)
     scale = e.derived("dynamic_matmul.scale", [chain.w_scale],

@@ -475,7 +475,7 @@ def lstm(e, node, ins, outs, a):
     _kernel_or_scan(e, node, ins, outs, a, [h, c], step)
 
 
-def quantized_lstm(e, node, ins, outs, a):
+def quantized_lstm(e, node, ins, outs, a, checked: bool = True):
     """The quantized LSTM's recurrence as an ONNX Scan (:func:`_recurrence`) whose body
     computes what the ops the import unrolls a short one into compute, so the op gives
     onnxruntime's own kernel's outputs bit for bit as they do: the state's product by the
@@ -488,7 +488,9 @@ def quantized_lstm(e, node, ins, outs, a):
     quantization does not see every nan), then the gates in onnxruntime's order (the op's
     doc; without peepholes the bias added to the four blocks at once, the same sums). With
     ``quantize_y`` the state quantized at each step is a third one, the step's y (0 past a
-    sequence's end). Some 20 onnxruntime kernels a step."""
+    sequence's end). Some 20 onnxruntime kernels a step. ``checked`` False: the caller checks
+    the state's size (:func:`quantized_state_checked`; inside an If's branch, whose values
+    cannot be the model's outputs)."""
     x, h, c, w, scale, w_zp, bias, lengths, peepholes = (ins + [None] * 9)[:9]
     wt, w_zp = integer_weight(e, w, w_zp)
     scale = e.value(scale)  # an outer graph value, read by name in the body
@@ -497,10 +499,8 @@ def quantized_lstm(e, node, ins, outs, a):
         e.op("Split", [bias], 4, axis=0, num_outputs=4) if peepholes is not None
         else e.value(bias))
     holes = None if peepholes is None else e.op("Split", [peepholes], 3, axis=0, num_outputs=3)
-    if any(type(d) is not int for d in e.types[h].shape) or 0 in e.types[h].shape:
-        shape = e.op("Concat", [e.op("Shape", [x], end=1)[0], e.op("Shape", [h])[0]], axis=0)[0]
-        check = functools.partial(_quantized_state, f"node {node.name!r}")
-        e.checks.shapes.append((shape, check, node.name))
+    if checked:
+        quantized_state_checked(e, node, x, h)
 
     def step(b, x_t, states):
         h, c, *y = states
@@ -518,6 +518,15 @@ def quantized_lstm(e, node, ins, outs, a):
     states = [h, c] + ([h] if a["quantize_y"] else [])
     _recurrence(e, node, x, states, None, None, outs, step, lengths,
                 zeroed=2 if a["quantize_y"] else None)
+
+
+def quantized_state_checked(e, node, x: str, h: str) -> None:
+    """Over sizes known only when the call runs (or a fixed 0), a state of no values refused
+    after the run where a step of the quantized LSTM ``node`` quantizes it (x: its steps)."""
+    if any(type(d) is not int for d in e.types[h].shape) or 0 in e.types[h].shape:
+        shape = e.op("Concat", [e.op("Shape", [x], end=1)[0], e.op("Shape", [h])[0]], axis=0)[0]
+        check = functools.partial(_quantized_state, f"node {node.name!r}")
+        e.checks.shapes.append((shape, check, node.name))
 
 
 def _quantized_state(where: str, shape: tuple) -> None:

@@ -1,5 +1,5 @@
-"""onnxruntime's own LSTM, GRU and RNN kernels for the ABI's ``lstm``, ``gru`` and ``rnn`` (tanh)
-where they give the ops' numbers.
+"""onnxruntime's own LSTM, GRU and RNN kernels for the ABI's ``lstm``, ``gru`` and ``rnn`` (tanh),
+and its DynamicQuantizeLSTM for ``quantized_lstm``, where they give the ops' numbers.
 
 The ABI's recurrences run as an ONNX Scan of element-wise ops (:func:`.layers._recurrence`),
 which keeps a nan or an infinity where the numpy backend and torch keep it: onnxruntime's
@@ -29,6 +29,10 @@ The weights go to the kernel in ONNX's gate order, prepared once. The lengths ar
 the Scan guards them (before the If, so the check after the run sees them), and clipped into
 [0, T] for the kernel. onnxruntime gives a sequence of length 0 zero final states where the
 ABI keeps the states given: a Where puts them back.
+
+The quantized LSTM of a projection (``fusion.ProjectedLstm``) takes the same If with
+com.microsoft's DynamicQuantizeLSTM, and one more condition, one sequence
+(:func:`quantized_kernel`).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .emitter import Emitter
+from .emitter import MS, Emitter
 
 #: the largest gate sum the test allows for, some 2**99 (float32 reaches 2**128)
 LIMIT = np.float32(1e30)
@@ -124,6 +128,85 @@ def recurrence_kernel(e: Emitter, op: str, ins: list, attrs: dict) -> tuple | No
     return kernel, limit
 
 
+def quantized_kernel(e: Emitter, projection, node, u8s8_exact: bool) -> tuple | None:
+    """``(kernel, limit, only_if)`` for :func:`kernel_or_scan`: the ABI's ``quantized_lstm``
+    ``node`` through com.microsoft's DynamicQuantizeLSTM, whose x is ``projection``'s
+    (``fusion.DynamicMatMul``: the input's share of the gates, x quantized once by its weight),
+    so the kernel takes that x and weight. It gives the op's numbers bit for bit where one
+    sequence runs (``only_if``: the batch is 1): the chain and the op follow its arithmetic,
+    and it quantizes each thread's share of a batch, which for one sequence is the whole.
+    None where it cannot be prepared: lengths, a batch that is not 1, a weight, scale, zero
+    point, bias or peephole computed at run time or not finite, zero points that differ
+    (the kernel takes one per weight), a size of 0, ``k`` (of the
+    weights as their codes mean them) past ``LIMIT``. int8 weights go as they are where
+    onnxruntime's u8 x s8 kernels are exact (``u8s8_exact``: ``layers.u8s8_exact()``), else
+    moved to uint8, as are both where one is uint8; the bias is the kernel's W half, its R
+    half -0.0 (so ``b + -0.0`` is b, a -0.0 too)."""
+    h, c, r, r_scale, r_zp, bias, lengths, peepholes = (list(node.inputs[1:]) + [None] * 8)[:8]
+    batch = e.types[h].shape[0]
+    if lengths is not None or (type(batch) is int and batch != 1):
+        return None
+    names = (projection.weight, projection.w_scale, projection.w_zp, r, r_scale, r_zp, bias,
+             peepholes)
+    w, w_scale, w_zp, r_codes, scale, zp, b, p = (e.array(n) if n is not None else None
+                                                  for n in names)
+    if any(n is not None and a is None for n, a in zip(names, (w, w_scale, w_zp, r_codes,
+                                                               scale, zp, b, p))):
+        return None
+    if (not _finite(w_scale, scale, b, p) or 0 in w.shape or 0 in r_codes.shape
+            or any(z is not None and np.any(z != z.reshape(-1)[0]) for z in (w_zp, zp))):
+        return None
+    gates, hidden = r_codes.shape
+    real = [(codes.astype(np.float64) - (0 if z is None else z.reshape(-1, 1)))
+            * s.astype(np.float64).reshape(-1, 1)
+            for codes, s, z in ((w, w_scale, w_zp), (r_codes, scale, zp))]
+    reach = _reach(real, [b, p])
+    if reach > LIMIT:
+        return None
+    moved = not u8s8_exact or {w.dtype, r_codes.dtype} == {np.dtype("int8"),
+                                                              np.dtype("uint8")}
+
+    def weight(tag: str, codes, s, z, sources) -> tuple[str, str, str]:
+        """The kernel's weight (1, in, 4*hidden), its scale ((1,) or (1, 4*hidden)) and its
+        one zero point ((1,): the kernel refuses int8 ones per column that are not 0)."""
+        shift = 128 if moved and codes.dtype == np.int8 else 0
+        code = np.uint8 if shift or codes.dtype == np.uint8 else np.int8
+        moved_codes = e.derived(f"dq_lstm.{tag}.{shift}", sources[:1], lambda: (
+            codes.T.astype(np.int16) + shift).astype(code)[None], code)
+        scales = e.derived(f"dq_lstm.{tag}_scale", sources[1:2], lambda: s.reshape(
+            (1,) if s.size == 1 else (1, -1)))
+        zeros = e.derived(f"dq_lstm.{tag}_zero_point.{shift}", sources[2:], lambda: np.array(
+            [(0 if z is None else int(z.reshape(-1)[0])) + shift], code), code)
+        return moved_codes, scales, zeros
+
+    w_k = weight("W", w, w_scale, w_zp, names[:3])
+    r_k = weight("R", r_codes, scale, zp, names[3:6])
+    both = e.derived("dq_lstm.B", [bias], lambda: np.concatenate([
+        np.zeros(gates, np.float32) if b is None else b.reshape(-1),
+        np.full(gates, -0.0, np.float32)])[None])
+    holes = None if p is None else e.derived("dq_lstm.P", [peepholes],
+                                             lambda: p.reshape(1, -1))
+    x = projection.x
+    options = {"hidden_size": hidden,
+               "direction": "reverse" if node.attrs["reverse"] else "forward"}
+
+    def kernel(k: Emitter, outs: list[str]) -> None:
+        zero = k.const([0], np.int64)
+        initial = [k.op("Unsqueeze", [s, zero])[0] for s in (h, c)]
+        y, *finals = k.op("DynamicQuantizeLSTM", [
+            x, w_k[0], r_k[0], both, "", *initial, holes or "", w_k[1], w_k[2], r_k[1],
+            r_k[2]], 3, domain=MS, **options)
+        k.op("Squeeze", [y, k.const([1], np.int64)], [outs[0]])
+        for last, out in zip(finals, outs[1:]):
+            k.op("Squeeze", [last, zero], [out])
+
+    def one_sequence(k: Emitter) -> str:
+        size = k.op("Shape", [h], start=0, end=1)[0]
+        return k.op("Squeeze", k.op("Equal", [size, k.const([1], np.int64)]))[0]
+
+    return kernel, LIMIT / np.float32(reach), None if type(batch) is int else one_sequence
+
+
 def guard_lengths(e: Emitter, node, lengths: str, steps: str) -> None:
     """Guard a recurrence's lengths as indices into [0, T + 1) (``steps``: T, shape (1,)),
     reported by the check after the run."""
@@ -140,11 +223,12 @@ def clipped_lengths(e: Emitter, lengths: str, steps: str) -> str:
 
 def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | None,
                    outs: list[str], prepared,
-                   scan: Callable[[Emitter, list[str], bool], None]) -> None:
+                   scan: Callable[[Emitter, list[str], bool], None],
+                   only_if: Callable[[Emitter], str] | None = None) -> None:
     """The op into ``outs``: ``If`` the sum test (module doc) passes, the kernel ``prepared``
     (:func:`recurrence_kernel`'s answer) writes it, else ``scan(b, outs, guard)`` does (``guard``
     False: the lengths are guarded here, outside the If); ``scan`` alone where nothing is
-    prepared."""
+    prepared. ``only_if(e)``: one more condition of the kernel (a bool scalar)."""
     if prepared is None:
         scan(e, outs, True)
         return
@@ -158,6 +242,8 @@ def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | N
     below = e.op("Less", [total, e.const(limit, np.float32)])[0]
     some = e.op("Greater", [e.op("Size", [x])[0], e.const(0, np.int64)])[0]
     fast = e.op("And", [below, some])[0]
+    if only_if is not None:
+        fast = e.op("And", [fast, only_if(e)])[0]
     branches = []
     for tag, write in (("kernel", kernel), ("scan", lambda b, names: scan(b, names, False))):
         b = e.subgraph(tag)

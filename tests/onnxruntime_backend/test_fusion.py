@@ -7,6 +7,7 @@ fused."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
 from abi.errors import ShapeError
@@ -203,3 +204,140 @@ def test_what_is_not_the_chain_is_not_fused():
                     "scale of more axes", "scale per row", "run-time zero point"):
         assert "DynamicQuantizeMatMul" not in model_ops(graph(variant)), variant
     assert {"DynamicQuantizeMatMul", "Add"} <= model_ops(graph("run-time bias"))
+
+
+# --- a quantized LSTM of a projection: DynamicQuantizeLSTM where it gives the op's numbers ---
+
+HIDDEN, STEPS = 4, 5
+
+
+def lstm_graph(batch, *, dtype="uint8", per_output=False, r_zero_point=True, bias=True,
+               peepholes=False, reverse=False, quantize_y=False, lengths=False,
+               zero_points_differ=False, read_projection=False, r_scale=0.02):
+    """The importer's graph of a DynamicQuantizeLSTM: x (STEPS, batch, IN) projected by a
+    chain (:func:`add_chain`), then ``quantized_lstm`` of HIDDEN units; the weight's zero
+    point one value (repeated where ``per_output``, unless ``zero_points_differ``); with
+    ``read_projection`` the projection is an output too."""
+    b = GraphBuilder("lstm")
+    x = b.input("x", (STEPS, batch, IN), "float32", "ANY")
+    h = b.input("h", (batch, HIDDEN), "float32", "ANY")
+    c = b.input("c", (batch, HIDDEN), "float32", "ANY")
+    info = np.iinfo(dtype)
+    w = RNG.integers(info.min, int(info.max) + 1, (4 * HIDDEN, IN)).astype(dtype)
+    shape = (4 * HIDDEN,) if per_output else ()
+    w_zp = (RNG.integers(info.min, int(info.max) + 1, shape) if zero_points_differ else
+            np.full(shape, RNG.integers(info.min, int(info.max) + 1))).astype(dtype)
+    projected, _ = add_chain(b, x, w, w_zp, RNG.uniform(0.001, 0.01, shape).astype(np.float32))
+    r = b.constant("r", RNG.integers(info.min, int(info.max) + 1, (4 * HIDDEN, HIDDEN))
+                   .astype(dtype))
+    optional = {
+        "r_zp": r_zero_point and b.constant("r_zp", np.array(3, dtype)),
+        "bias": bias and b.constant("bias", RNG.standard_normal(4 * HIDDEN)
+                                    .astype(np.float32)),
+        "lengths": lengths and b.input("lengths", (batch,), "int32", "ANY"),
+        "holes": peepholes and b.constant("holes", RNG.standard_normal(3 * HIDDEN)
+                                          .astype(np.float32))}
+    y, h_last, c_last = b.op(
+        "quantized_lstm", projected, h, c, r, b.constant("r_scale", np.float32(r_scale)),
+        *(optional[k] or None for k in ("r_zp", "bias", "lengths", "holes")), name="node",
+        reverse=reverse, quantize_y=quantize_y)
+    for name, value in (("y", y), ("h_last", h_last), ("c_last", c_last)):
+        b.output(value, name, "ANY")
+    if read_projection:
+        b.output(projected, "projected", "ANY")
+    return b.build()
+
+
+def lstm_feed(batch, scale=1.0):
+    return {"x": (RNG.standard_normal((STEPS, batch, IN)) * scale).astype(np.float32),
+            "h": RNG.uniform(-1, 1, (batch, HIDDEN)).astype(np.float32),
+            "c": RNG.standard_normal((batch, HIDDEN)).astype(np.float32)}
+
+
+def ran_ops(graph, feed, directory) -> set[str]:
+    """The op types onnxruntime ran for ``feed`` in ``graph``'s model, If branches
+    included (from its profile)."""
+    import json
+
+    import onnxruntime as ort
+
+    from plugins.onnxruntime_backend import session
+
+    options = session.session_options()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(directory / "profile")
+    run = ort.InferenceSession(onnx_model(graph).SerializeToString(), options,
+                               providers=["CPUExecutionProvider"])
+    run.run(None, feed)
+    with open(run.end_profiling()) as f:
+        return {event["args"]["op_name"] for event in json.load(f)
+                if event.get("cat") == "Node" and "op_name" in event.get("args", {})}
+
+
+def scan_alone(monkeypatch):
+    """The onnxruntime backend with the quantized kernel never prepared: its Scan only."""
+    from plugins.onnxruntime_backend import recurrent_kernels
+
+    monkeypatch.setattr(recurrent_kernels, "quantized_kernel", lambda *a: None)
+
+
+@pytest.mark.parametrize("config", [
+    {}, {"dtype": "int8"}, {"per_output": True, "r_zero_point": False},
+    {"bias": False, "peepholes": True}, {"reverse": True, "quantize_y": True},
+    {"dtype": "int8", "per_output": True, "peepholes": True, "reverse": True}],
+    ids=["u8", "s8", "per-output", "peepholes", "reverse", "all"])
+def test_a_projected_quantized_lstm_of_one_sequence_runs_as_its_kernel_bit_for_bit(
+        config, u8s8, monkeypatch, tmp_path):
+    """One sequence (a fixed batch of 1, or a run-time batch that is 1): DynamicQuantizeLSTM,
+    bit for bit the Scan's outputs; two sequences, a nan or an infinity, values too large
+    for the sum test: the Scan, which gives the op's answer for them."""
+    one, run_time = lstm_graph(1, **config), lstm_graph("n", **config)
+    feeds = [lstm_feed(1), lstm_feed(1, scale=30)]
+    others = [lstm_feed(2), lstm_feed(1, scale=1e36)]
+    for key, at in (("x", (2, 0, 3)), ("h", (0, 1)), ("c", (0, 2))):
+        for value in (np.nan, np.inf):
+            feed = lstm_feed(1)
+            feed[key][at] = value
+            others.append(feed)
+    kernels = {graph: Executor(graph, OnnxruntimeBackend()) for graph in (one, run_time)}
+    [branch] = [a.g for n in onnx_model(one).graph.node if n.op_type == "If"
+                for a in n.attribute if a.name == "then_branch"]
+    [lstm] = [n for n in branch.node if n.op_type == "DynamicQuantizeLSTM"]
+    weights = {t.name: t for t in onnx_model(one).graph.initializer}
+    moved = config.get("dtype") == "int8" and not u8s8  # int8 weights moved where inexact
+    assert {weights[lstm.input[k]].data_type for k in (1, 2)} == {
+        onnx.TensorProto.UINT8 if moved or config.get("dtype") != "int8" else
+        onnx.TensorProto.INT8}
+    assert "DynamicQuantizeLSTM" in ran_ops(one, feeds[0], tmp_path)
+    assert "DynamicQuantizeLSTM" in ran_ops(run_time, feeds[0], tmp_path)
+    for feed in others:
+        assert "DynamicQuantizeLSTM" not in ran_ops(run_time, feed, tmp_path)
+    scan_alone(monkeypatch)
+    for graph, kernel in kernels.items():
+        scan = Executor(graph, OnnxruntimeBackend())
+        assert "If" not in model_ops(graph)
+        for feed in feeds + (others if graph is run_time else others[2:]):
+            want, got = scan.run(feed), kernel.run(feed)
+            for name, value in want.items():
+                np.testing.assert_array_equal(got[name], value, err_msg=name)
+                np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value))
+
+
+def test_what_the_quantized_kernel_cannot_take_keeps_the_scan():
+    """Lengths, a fixed batch of 2, zero points that differ by output, a projection read
+    elsewhere, a weight whose products could leave float32 whatever the sum test: no If, no
+    DynamicQuantizeLSTM; the projection is still one DynamicQuantizeMatMul."""
+    for graph in (lstm_graph(1, lengths=True), lstm_graph(2),
+                  lstm_graph(1, per_output=True, zero_points_differ=True),
+                  lstm_graph(1, read_projection=True), lstm_graph(1, r_scale=1e29)):
+        ops = model_ops(graph)
+        assert "Scan" in ops and "DynamicQuantizeMatMul" in ops and "If" not in ops, ops
+
+
+@pytest.mark.parametrize("backend", [NumpyBackend, OnnxruntimeBackend])
+def test_an_empty_run_time_batch_of_the_projected_lstm_is_refused(backend):
+    graph = lstm_graph("n")
+    feed = {k: v[:, :0] if k == "x" else v[:0] for k, v in lstm_feed(1).items()}
+    with pytest.raises(ShapeError, match=r"dynamic_quantize: x of shape \(5, 0, 24\) is "
+                       r"empty"):
+        Executor(graph, backend()).run(feed)
