@@ -342,3 +342,31 @@ def test_a_quantized_conv_runs_confined(tmp_path):
         assert not ex.protections.problems
         got = ex.run(feed)["y"]
     np.testing.assert_array_equal(got, Executor(graph, NumpyBackend()).run(feed)["y"])
+
+
+def test_a_quantized_lstm_of_one_sequence_runs_confined_as_its_kernel(tmp_path):
+    """The projected quantized LSTM (fusion.py): its If, onnxruntime's DynamicQuantizeLSTM
+    and (values past the sum test's bound: the other branch) DynamicQuantizeMatMul and the
+    Scan run in the confined worker, bit for bit the backend in this process."""
+    from plugins.onnxruntime_backend import OnnxruntimeBackend
+    from tests.onnxruntime_backend.test_fusion import lstm_feed, lstm_graph, model_ops
+
+    graph = lstm_graph(1, peepholes=True)
+    assert "If" in model_ops(graph)
+    key = generate_key()
+    trust = TrustStore()
+    trust.add_key(key.public_key())
+    path = tmp_path / "qlstm.pha"
+    build_artifact(graph, path, version="1.0.0", backends=["onnxruntime"],
+                   reference_backend=NumpyBackend(), latency_ms=50.0, golden_cases=1)
+    sign_artifact(path, key)
+    feeds = [lstm_feed(1), lstm_feed(1, scale=30), lstm_feed(1, scale=1e36)]
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        assert not ex.protections.problems
+        got = [ex.run(feed) for feed in feeds]
+        assert list(ex.audit_events) == []
+    local = Executor(graph, OnnxruntimeBackend())
+    for feed, outputs in zip(feeds, got):
+        for name, value in local.run(feed).items():
+            np.testing.assert_array_equal(outputs[name], value, err_msg=name)
