@@ -258,7 +258,7 @@ def _dynamic_matmul(e: Emitter, chain: DynamicMatMul) -> None:
     nan = e.op("Min", [e.op("ReduceSumSquare", [chain.x], keepdims=0)[0], e.const(0.0)])
     outputs = e.array(chain.weight).shape[0]
     bias = None if b is None else e.derived(
-        "dynamic_matmul.bias", [chain.bias],
+        f"dynamic_matmul.bias({outputs})", [chain.bias],
         lambda: np.broadcast_to(b.reshape(-1), (outputs,)).copy())
     e.op("DynamicQuantizeMatMul", [chain.x, wt, e.op("Sub", [scale, *nan])[0], w_zp, bias],
          [chain.y], domain=MS)

@@ -98,7 +98,7 @@ def recurrence_kernel(e: Emitter, op: str, ins: list, attrs: dict) -> tuple | No
     zeros = np.zeros(len(order) * hidden, np.float32)
     weight = e.derived(f"{op}.W", [w_ih], lambda: _gates(w, order)[None], np.float32)
     recurrent = e.derived(f"{op}.R", [w_hh], lambda: _gates(r, order)[None], np.float32)
-    bias = e.derived(f"{op}.B", [b_ih, b_hh], lambda: np.concatenate([
+    bias = e.derived(f"{op}.B({hidden})", [b_ih, b_hh], lambda: np.concatenate([
         _gates(zeros if bi is None else bi, order),
         _gates(zeros if bh is None else bh, order)])[None], np.float32)
     holes = None if p is None else e.derived(  # the ABI's i, f, o as ONNX's i, o, f
@@ -136,12 +136,12 @@ def quantized_kernel(e: Emitter, projection, node, u8s8_exact: bool) -> tuple | 
     sequence runs (``only_if``: the batch is 1): the chain and the op follow its arithmetic,
     and it quantizes each thread's share of a batch, which for one sequence is the whole.
     None where it cannot be prepared: lengths, a batch that is not 1, a weight, scale, zero
-    point, bias or peephole computed at run time or not finite, zero points that differ
-    (the kernel takes one per weight), a size of 0, ``k`` (of the
-    weights as their codes mean them) past ``LIMIT``. int8 weights go as they are where
-    onnxruntime's u8 x s8 kernels are exact (``u8s8_exact``: ``layers.u8s8_exact()``), else
-    moved to uint8, as are both where one is uint8; the bias is the kernel's W half, its R
-    half -0.0 (so ``b + -0.0`` is b, a -0.0 too)."""
+    point, bias or peephole computed at run time or not finite, zero points that differ (the
+    kernel takes one per weight), a size of 0, ``k`` (of the weights as their codes mean
+    them) past ``LIMIT``. int8 weights go as they are where onnxruntime's u8 x s8 kernels are
+    exact (``u8s8_exact``: ``layers.u8s8_exact()``), else moved to uint8, as are both where
+    one is uint8; the bias is the kernel's W half, its R half -0.0 (so ``b + -0.0`` is b, a
+    -0.0 too)."""
     h, c, r, r_scale, r_zp, bias, lengths, peepholes = (list(node.inputs[1:]) + [None] * 8)[:8]
     batch = e.types[h].shape[0]
     if lengths is not None or (type(batch) is int and batch != 1):
@@ -175,13 +175,14 @@ def quantized_kernel(e: Emitter, projection, node, u8s8_exact: bool) -> tuple | 
             codes.T.astype(np.int16) + shift).astype(code)[None], code)
         scales = e.derived(f"dq_lstm.{tag}_scale", sources[1:2], lambda: s.reshape(
             (1,) if s.size == 1 else (1, -1)))
-        zeros = e.derived(f"dq_lstm.{tag}_zero_point.{shift}", sources[2:], lambda: np.array(
-            [(0 if z is None else int(z.reshape(-1)[0])) + shift], code), code)
+        zeros = e.derived(
+            f"dq_lstm.{tag}_zero_point.{shift}.{np.dtype(code)}", sources[2:],
+            lambda: np.array([(0 if z is None else int(z.reshape(-1)[0])) + shift], code), code)
         return moved_codes, scales, zeros
 
     w_k = weight("W", w, w_scale, w_zp, names[:3])
     r_k = weight("R", r_codes, scale, zp, names[3:6])
-    both = e.derived("dq_lstm.B", [bias], lambda: np.concatenate([
+    both = e.derived(f"dq_lstm.B({gates})", [bias], lambda: np.concatenate([
         np.zeros(gates, np.float32) if b is None else b.reshape(-1),
         np.full(gates, -0.0, np.float32)])[None])
     holes = None if p is None else e.derived("dq_lstm.P", [peepholes],

@@ -17,6 +17,7 @@ from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .test_ops import model_ops, onnx_model
+from .test_recurrent_kernels import ran_ops
 
 RNG = np.random.default_rng(7)
 IN, OUT = 24, 6
@@ -35,8 +36,8 @@ def weights(dtype: str, per_output: bool, zero_point: bool):
 def add_chain(b: GraphBuilder, x: str, w, w_zp, w_scale, bias=None, *, tag: str = "",
               quantized=None, swap: bool = False) -> tuple[str, tuple]:
     """The importer's ops for a quantize_dynamic MatMul of ``x`` (``quantized``: another
-    chain's dynamic_quantize outputs to share), plus an ``add`` of ``bias`` (None: none); its
-    output and the dynamic_quantize outputs. ``swap`` puts each mul's operands the other way
+    chain's dynamic_quantize outputs to share), plus an ``add`` of ``bias`` (None: none; a
+    value, or a constant's name); its output and the dynamic_quantize outputs. ``swap`` puts each mul's operands the other way
     round."""
     codes, scale, zp = quantized or b.op("dynamic_quantize", x, name=f"quantize{tag}")
     constants = [b.constant(f"{name}{tag}", value) if value is not None else None
@@ -49,7 +50,8 @@ def add_chain(b: GraphBuilder, x: str, w, w_zp, w_scale, bias=None, *, tag: str 
     real = b.op("cast", sums, name=f"float{tag}", dtype="float32")
     y = b.op("mul", *((both, real) if swap else (real, both)), name=f"scaled{tag}")
     if bias is not None:
-        y = b.op("add", y, b.constant(f"bias{tag}", bias), name=f"plus_bias{tag}")
+        bias = bias if isinstance(bias, str) else b.constant(f"bias{tag}", bias)
+        y = b.op("add", y, bias, name=f"plus_bias{tag}")
     return y, (codes, scale, zp)
 
 
@@ -211,67 +213,55 @@ def test_what_is_not_the_chain_is_not_fused():
 HIDDEN, STEPS = 4, 5
 
 
-def lstm_graph(batch, *, dtype="uint8", per_output=False, r_zero_point=True, bias=True,
-               peepholes=False, reverse=False, quantize_y=False, lengths=False,
-               zero_points_differ=False, read_projection=False, r_scale=0.02):
-    """The importer's graph of a DynamicQuantizeLSTM: x (STEPS, batch, IN) projected by a
-    chain (:func:`add_chain`), then ``quantized_lstm`` of HIDDEN units; the weight's zero
-    point one value (repeated where ``per_output``, unless ``zero_points_differ``); with
-    ``read_projection`` the projection is an output too."""
+def lstm_graph(batch, **config):
+    """The importer's graph of a DynamicQuantizeLSTM (:func:`add_lstm`): inputs x (STEPS,
+    batch, IN), h and c (batch, HIDDEN); outputs y, h_last, c_last."""
     b = GraphBuilder("lstm")
     x = b.input("x", (STEPS, batch, IN), "float32", "ANY")
-    h = b.input("h", (batch, HIDDEN), "float32", "ANY")
-    c = b.input("c", (batch, HIDDEN), "float32", "ANY")
+    add_lstm(b, x, batch, **config)
+    return b.build()
+
+
+def add_lstm(b: GraphBuilder, x: str, batch, *, tag="", hidden=HIDDEN, dtype="uint8",
+             per_output=False, r_zero_point=True, bias=True, peepholes=False, reverse=False,
+             quantize_y=False, lengths=False, zero_points_differ=False, read_projection=False,
+             r_scale=0.02) -> None:
+    """x (STEPS, batch, IN) projected by a chain (:func:`add_chain`), then ``quantized_lstm``
+    of ``hidden`` units, h and c inputs, its outputs the graph's (names ending in ``tag``);
+    the weight's zero point one value (repeated where ``per_output``, unless
+    ``zero_points_differ``); with ``read_projection`` the projection is an output too."""
+    h = b.input(f"h{tag}", (batch, hidden), "float32", "ANY")
+    c = b.input(f"c{tag}", (batch, hidden), "float32", "ANY")
     info = np.iinfo(dtype)
-    w = RNG.integers(info.min, int(info.max) + 1, (4 * HIDDEN, IN)).astype(dtype)
-    shape = (4 * HIDDEN,) if per_output else ()
+    w = RNG.integers(info.min, int(info.max) + 1, (4 * hidden, IN)).astype(dtype)
+    shape = (4 * hidden,) if per_output else ()
     w_zp = (RNG.integers(info.min, int(info.max) + 1, shape) if zero_points_differ else
             np.full(shape, RNG.integers(info.min, int(info.max) + 1))).astype(dtype)
-    projected, _ = add_chain(b, x, w, w_zp, RNG.uniform(0.001, 0.01, shape).astype(np.float32))
-    r = b.constant("r", RNG.integers(info.min, int(info.max) + 1, (4 * HIDDEN, HIDDEN))
+    projected, _ = add_chain(b, x, w, w_zp, RNG.uniform(0.001, 0.01, shape).astype(np.float32),
+                             tag=tag)
+    r = b.constant(f"r{tag}", RNG.integers(info.min, int(info.max) + 1, (4 * hidden, hidden))
                    .astype(dtype))
     optional = {
-        "r_zp": r_zero_point and b.constant("r_zp", np.array(3, dtype)),
-        "bias": bias and b.constant("bias", RNG.standard_normal(4 * HIDDEN)
+        "r_zp": r_zero_point and b.constant(f"r_zp{tag}", np.array(3, dtype)),
+        "bias": bias and b.constant(f"bias{tag}", RNG.standard_normal(4 * hidden)
                                     .astype(np.float32)),
-        "lengths": lengths and b.input("lengths", (batch,), "int32", "ANY"),
-        "holes": peepholes and b.constant("holes", RNG.standard_normal(3 * HIDDEN)
+        "lengths": lengths and b.input(f"lengths{tag}", (batch,), "int32", "ANY"),
+        "holes": peepholes and b.constant(f"holes{tag}", RNG.standard_normal(3 * hidden)
                                           .astype(np.float32))}
     y, h_last, c_last = b.op(
-        "quantized_lstm", projected, h, c, r, b.constant("r_scale", np.float32(r_scale)),
-        *(optional[k] or None for k in ("r_zp", "bias", "lengths", "holes")), name="node",
-        reverse=reverse, quantize_y=quantize_y)
+        "quantized_lstm", projected, h, c, r, b.constant(f"r_scale{tag}", np.float32(r_scale)),
+        *(optional[k] or None for k in ("r_zp", "bias", "lengths", "holes")),
+        name=f"node{tag}", reverse=reverse, quantize_y=quantize_y)
     for name, value in (("y", y), ("h_last", h_last), ("c_last", c_last)):
-        b.output(value, name, "ANY")
+        b.output(value, f"{name}{tag}", "ANY")
     if read_projection:
-        b.output(projected, "projected", "ANY")
-    return b.build()
+        b.output(projected, f"projected{tag}", "ANY")
 
 
 def lstm_feed(batch, scale=1.0):
     return {"x": (RNG.standard_normal((STEPS, batch, IN)) * scale).astype(np.float32),
             "h": RNG.uniform(-1, 1, (batch, HIDDEN)).astype(np.float32),
             "c": RNG.standard_normal((batch, HIDDEN)).astype(np.float32)}
-
-
-def ran_ops(graph, feed, directory) -> set[str]:
-    """The op types onnxruntime ran for ``feed`` in ``graph``'s model, If branches
-    included (from its profile)."""
-    import json
-
-    import onnxruntime as ort
-
-    from plugins.onnxruntime_backend import session
-
-    options = session.session_options()
-    options.enable_profiling = True
-    options.profile_file_prefix = str(directory / "profile")
-    run = ort.InferenceSession(onnx_model(graph).SerializeToString(), options,
-                               providers=["CPUExecutionProvider"])
-    run.run(None, feed)
-    with open(run.end_profiling()) as f:
-        return {event["args"]["op_name"] for event in json.load(f)
-                if event.get("cat") == "Node" and "op_name" in event.get("args", {})}
 
 
 def scan_alone(monkeypatch):
@@ -341,3 +331,31 @@ def test_an_empty_run_time_batch_of_the_projected_lstm_is_refused(backend):
     with pytest.raises(ShapeError, match=r"dynamic_quantize: x of shape \(5, 0, 24\) is "
                        r"empty"):
         Executor(graph, backend()).run(feed)
+
+
+def test_two_chains_and_two_kernels_of_two_sizes_have_their_own_constants(u8s8, monkeypatch):
+    """What the kernels' constants are made from may be the same (a one-value bias, no bias
+    or zero point) where their sizes or types differ: each its own, bit for bit."""
+    b = GraphBuilder("two")
+    x = b.input("x", (STEPS, 1, IN), "float32", "ANY")
+    half = b.constant("half", np.float32(0.5))  # the bias of both chains
+    for tag, dtype, hidden in (("0", "uint8", 4), ("1", "int8", 6)):
+        add_lstm(b, x, 1, tag=tag, dtype=dtype, hidden=hidden, bias=False,
+                 r_zero_point=False)
+        info = np.iinfo(dtype)
+        w = RNG.integers(info.min, int(info.max) + 1, (hidden, IN)).astype(dtype)
+        y, _ = add_chain(b, x, w, None, np.float32(0.01), half, tag=f"mm{tag}")
+        b.output(y, f"mm{tag}", "ANY")
+    graph = b.build()
+    feed = {"x": lstm_feed(1)["x"], **{f"{n}{tag}": RNG.uniform(-1, 1, (1, hidden))
+                                       .astype(np.float32)
+                                       for tag, hidden in (("0", 4), ("1", 6)) for n in "hc"}}
+    kernel = Executor(graph, OnnxruntimeBackend()).run(feed)
+    assert "If" in model_ops(graph)
+    with np.errstate(all="ignore"):
+        want = Executor(graph, NumpyBackend()).run(feed)
+    scan_alone(monkeypatch)
+    scan = Executor(graph, OnnxruntimeBackend()).run(feed)
+    for name, value in scan.items():
+        np.testing.assert_array_equal(kernel[name], value, err_msg=name)
+        np.testing.assert_allclose(value, want[name], rtol=1e-5, atol=1e-6, err_msg=name)

@@ -16,7 +16,7 @@ from plugin_host.builder import GraphBuilder
 from .test_ops import CASES, assert_same, f32, model_ops, onnx_model
 
 
-def _ran(graph, feed, tmp_path) -> set[str]:
+def ran_ops(graph, feed, tmp_path) -> set[str]:
     """The op types onnxruntime ran for ``graph`` on ``feed``, from its profile (nodes inside
     an If's branch and a Scan's body included)."""
     model = onnx_model(graph)
@@ -49,7 +49,7 @@ def test_finite_values_run_onnxruntimes_kernel(case, tmp_path):
         run = {**feed, "x": f32(steps, 2, 6)}
         if lengths is not None:
             run["lengths"] = np.array(lengths, feed["lengths"].dtype)
-        ran = _ran(graph, dict(run), tmp_path)
+        ran = ran_ops(graph, dict(run), tmp_path)
         assert kernel in ran and "Scan" not in ran
         got = assert_same(graph, run)
         for k in [] if lengths is None else np.flatnonzero(np.array(lengths) == 0):
@@ -74,7 +74,7 @@ def test_special_values_run_the_scan(case, special, tmp_path):
                    "huge_x": ("x", 3e37)}[special]
     run[name] = run[name].copy()
     run[name].reshape(-1)[1] = value  # in the first sequence, at its first step
-    ran = _ran(graph, dict(run), tmp_path)
+    ran = ran_ops(graph, dict(run), tmp_path)
     assert "Scan" in ran and KERNEL[graph.nodes[0].op] not in ran
     with np.errstate(all="ignore"):
         got = assert_same(graph, run)
@@ -108,3 +108,20 @@ def test_a_weight_the_bound_cannot_cover_is_the_scan_alone(weight, value):
     assert "Scan" in model_ops(graph) and not {"If", "LSTM"} & model_ops(graph)
     with np.errstate(all="ignore"):
         assert_same(graph, {"x": f32(4, 2, 3), "h": f32(2, 2), "c": f32(2, 2)})
+
+
+def test_two_recurrences_without_biases_of_two_sizes_have_their_own_zero_biases():
+    """Each kernel's bias of zeros is as wide as its hidden size (one was made for the first
+    and given to both, which onnxruntime refused)."""
+    b = GraphBuilder("two_lstms")
+    x = b.input("x", (5, 1, 3), "float32", "ANY")
+    feed = {"x": f32(5, 1, 3)}
+    for k, hidden in enumerate((4, 6)):
+        states = [b.input(f"{n}{k}", (1, hidden), "float32", "ANY") for n in "hc"]
+        feed.update({f"{n}{k}": f32(1, hidden) for n in "hc"})
+        weights = [b.constant(f"w_ih{k}", f32(4 * hidden, 3, scale=0.3)),
+                   b.constant(f"w_hh{k}", f32(4 * hidden, hidden, scale=0.3))]
+        b.output(b.op("lstm", x, *states, *weights, name=f"lstm{k}")[0], f"y{k}", "ANY")
+    graph = b.build()
+    assert "If" in model_ops(graph)
+    assert_same(graph, feed)
