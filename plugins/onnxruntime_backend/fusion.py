@@ -240,9 +240,8 @@ def _projected_lstm(e: Emitter, item: ProjectedLstm) -> None:
                               checked=False)
 
     prepared = recurrent_kernels.quantized_kernel(e, chain, node, layers.u8s8_exact())
-    kernel, limit, only_if = prepared or (None, None, None)
-    recurrent_kernels.kernel_or_scan(e, node, x, [h, c], None, list(node.outputs),
-                                     prepared and (kernel, limit), scan, only_if)
+    recurrent_kernels.kernel_or_scan(e, node, x, [h, c], None, list(node.outputs), prepared,
+                                     scan)
 
 
 def _dynamic_matmul(e: Emitter, chain: DynamicMatMul) -> None:

@@ -129,12 +129,13 @@ def recurrence_kernel(e: Emitter, op: str, ins: list, attrs: dict) -> tuple | No
 
 
 def quantized_kernel(e: Emitter, projection, node, u8s8_exact: bool) -> tuple | None:
-    """``(kernel, limit, only_if)`` for :func:`kernel_or_scan`: the ABI's ``quantized_lstm``
+    """``(kernel, limit[, one_sequence])`` for :func:`kernel_or_scan`: the ABI's ``quantized_lstm``
     ``node`` through com.microsoft's DynamicQuantizeLSTM, whose x is ``projection``'s
     (``fusion.DynamicMatMul``: the input's share of the gates, x quantized once by its weight),
     so the kernel takes that x and weight. It gives the op's numbers bit for bit where one
-    sequence runs (``only_if``: the batch is 1): the chain and the op follow its arithmetic,
-    and it quantizes each thread's share of a batch, which for one sequence is the whole.
+    sequence runs (``one_sequence``, the third entry where the batch is known only when the
+    call runs: the batch is 1): the chain and the op follow its arithmetic, and it quantizes
+    each thread's share of a batch, which for one sequence is the whole.
     None where it cannot be prepared: lengths, a batch that is not 1, a weight, scale, zero
     point, bias or peephole computed at run time or not finite, zero points that differ (the
     kernel takes one per weight), a size of 0, ``k`` (of the weights as their codes mean
@@ -205,7 +206,8 @@ def quantized_kernel(e: Emitter, projection, node, u8s8_exact: bool) -> tuple | 
         size = k.op("Shape", [h], start=0, end=1)[0]
         return k.op("Squeeze", k.op("Equal", [size, k.const([1], np.int64)]))[0]
 
-    return kernel, LIMIT / np.float32(reach), None if type(batch) is int else one_sequence
+    limit = LIMIT / np.float32(reach)
+    return (kernel, limit) if type(batch) is int else (kernel, limit, one_sequence)
 
 
 def guard_lengths(e: Emitter, node, lengths: str, steps: str) -> None:
@@ -224,16 +226,16 @@ def clipped_lengths(e: Emitter, lengths: str, steps: str) -> str:
 
 def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | None,
                    outs: list[str], prepared,
-                   scan: Callable[[Emitter, list[str], bool], None],
-                   only_if: Callable[[Emitter], str] | None = None) -> None:
+                   scan: Callable[[Emitter, list[str], bool], None]) -> None:
     """The op into ``outs``: ``If`` the sum test (module doc) passes, the kernel ``prepared``
-    (:func:`recurrence_kernel`'s answer) writes it, else ``scan(b, outs, guard)`` does (``guard``
-    False: the lengths are guarded here, outside the If); ``scan`` alone where nothing is
-    prepared. ``only_if(e)``: one more condition of the kernel (a bool scalar)."""
+    (:func:`recurrence_kernel`'s or :func:`quantized_kernel`'s answer; a third entry, a
+    function of the emitter giving a bool scalar, is one more condition) writes it, else
+    ``scan(b, outs, guard)`` does (``guard`` False: the lengths are guarded here, outside the
+    If); ``scan`` alone where nothing is prepared."""
     if prepared is None:
         scan(e, outs, True)
         return
-    kernel, limit = prepared
+    kernel, limit, *only_if = prepared
     if lengths is not None:
         guard_lengths(e, node, lengths, e.op("Shape", [x], start=0, end=1)[0])
     total = None
@@ -243,8 +245,8 @@ def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | N
     below = e.op("Less", [total, e.const(limit, np.float32)])[0]
     some = e.op("Greater", [e.op("Size", [x])[0], e.const(0, np.int64)])[0]
     fast = e.op("And", [below, some])[0]
-    if only_if is not None:
-        fast = e.op("And", [fast, only_if(e)])[0]
+    for condition in only_if:
+        fast = e.op("And", [fast, condition(e)])[0]
     branches = []
     for tag, write in (("kernel", kernel), ("scan", lambda b, names: scan(b, names, False))):
         b = e.subgraph(tag)
