@@ -8,7 +8,8 @@ dominate: integer GEMMs on one byte per weight; the graph the import writes:
 ``dynamic_quantize`` and ``integer_linear``), torch's ``TransformerEncoderLayer(256, 4, 512)``
 over 64 tokens (exported by the dynamo exporter), and torch's LSTM of 64 units over 1,024 steps
 (one ``quantized_lstm``, where onnxruntime runs one DynamicQuantizeLSTM kernel; a 20th of the
-runs); the MLP with int8 weights too, the quantizer's default, which builds only where
+runs), and the benchmark model's conv tower (below; ConvInteger, which the import makes float32
+convs of the integers); the MLP with int8 weights too, the quantizer's default, which builds only where
 onnxruntime's u8 x s8 kernels sum exactly (x86-64 with VNNI; elsewhere the build is refused and
 the benchmark says so). With ``quantize_static`` (uint8 activations and weights, calibrated on
 four random inputs): the benchmark model's conv tower (12-32-64-128-256 channels, 3x3 stride 2,
@@ -132,6 +133,8 @@ MODELS = {
     "encoder": Model(_quantized(_encoder, dynamo=True), (1, 64, 256), 1,
                      "quantize_dynamic, uint8 weights"),
     "lstm": Model(_quantized(_lstm), (1, 1024, 64), 20, "quantize_dynamic, uint8 weights"),
+    "cnn_dynamic": Model(_quantized(_conv_tower), (1, 12, 128, 256), 4,
+                         "quantize_dynamic, uint8 weights"),
     "cnn_qdq": Model(_statically_quantized(_conv_tower, "QDQ"), (1, 12, 128, 256), 4,
                      "quantize_static, QDQ, uint8"),
     "cnn_qoperator": Model(_statically_quantized(_conv_tower, "QOperator"), (1, 12, 128, 256), 4,

@@ -91,6 +91,31 @@ class ProjectedLstm:
         return tuple(self.node.outputs)
 
 
+@dataclass(frozen=True)
+class DynamicConv:
+    """A ``conv`` of ``sub(codes, zero point)`` of a ``dynamic_quantize`` of float32 ``x``,
+    its output times ``mul(x's scale, w_scale)``, into ``y``: what the importer makes of
+    quantize_dynamic's ConvInteger where every sum is exact in float32 (:func:`_conv_chain`).
+    ``conv``: the conv node (its other inputs and attributes, its output's name); ``links``:
+    the chain's ops before its last."""
+
+    name: str
+    quantize: Any
+    conv: Any
+    links: tuple
+    x: str
+    w_scale: str
+    y: str
+
+    @property
+    def inputs(self) -> tuple[str | None, ...]:
+        return self.x, *self.conv.inputs[1:], self.w_scale
+
+    @property
+    def outputs(self) -> tuple[str]:
+        return self.y,
+
+
 def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
           types: Mapping[str, TensorType], outputs: Sequence[str]) -> list:
     """``nodes`` with each chain of a dynamically quantized MatMul one :class:`DynamicMatMul`
@@ -102,12 +127,14 @@ def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
     for node in nodes:
         for name in node.inputs:
             readers.setdefault(name, []).append(node)
-    chains = {}
+    chains: dict[int, Any] = {}
     for node in nodes:
         chain = _chain(node, producer, consts, types)
         if chain is not None:
             chain = _biased(chain, node, readers.get(chain.y, []), consts, types) or chain
             chains[id(producer[chain.y])] = chain
+        elif (conv := _conv_chain(node, producer)) is not None:
+            chains[id(node)] = conv
     for node in nodes:  # a quantized_lstm of a projection: the two one item
         if node.op != "quantized_lstm" or (tuple(node.inputs) + (None,) * 9)[7] is not None:
             continue  # (lengths)
@@ -166,6 +193,30 @@ def _chain(mul, producer: Mapping[str, Any], consts: Mapping[str, np.ndarray],
     return None
 
 
+def _conv_chain(mul, producer: Mapping[str, Any]) -> DynamicConv | None:
+    """The :class:`DynamicConv` ending in ``mul``, or None where ``mul`` ends none (the
+    products are written as the chain has them, so their shapes need no test)."""
+    if mul.op != "mul":
+        return None
+    for result, scales in (mul.inputs, mul.inputs[::-1]):
+        conv, product = producer.get(result), producer.get(scales)
+        if conv is None or conv.op != "conv" or product is None or product.op != "mul":
+            continue
+        difference = producer.get(conv.inputs[0])
+        if difference is None or difference.op != "sub":
+            continue
+        quantize = producer.get(difference.inputs[0])
+        if (quantize is None or quantize.op != "dynamic_quantize"
+                or tuple(difference.inputs) != (quantize.outputs[0], quantize.outputs[2])):
+            continue
+        w_scale = _other(product.inputs, quantize.outputs[1])
+        if w_scale is None:
+            continue
+        return DynamicConv(conv.name, quantize, conv, (quantize, difference, conv, product),
+                           quantize.inputs[0], w_scale, mul.outputs[0])
+    return None
+
+
 def _biased(chain: DynamicMatMul, mul, readers: Sequence[Any],
             consts: Mapping[str, np.ndarray],
             types: Mapping[str, TensorType]) -> DynamicMatMul | None:
@@ -213,16 +264,41 @@ def _per_output(name: str, consts: Mapping[str, np.ndarray], types: Mapping[str,
 
 
 #: what :func:`fused` puts in the place of a chain
-FUSED = (DynamicMatMul, ProjectedLstm)
+FUSED = (DynamicMatMul, ProjectedLstm, DynamicConv)
 
 
 def convert(e: Emitter, item) -> None:
     """Write ``item`` (of :data:`FUSED`) into ``e``."""
     if isinstance(item, ProjectedLstm):
         _projected_lstm(e, item)
+        return
+    glue.values_needed(e, item.quantize, item.x)
+    if isinstance(item, DynamicConv):
+        _dynamic_conv(e, item)
     else:
-        glue.values_needed(e, item.quantize, item.x)
         _dynamic_matmul(e, item)
+
+
+def _nan_scale(e: Emitter, scale: str, x: str) -> str:
+    """``scale`` less the min of 0 and the sum of x's squares: the scale itself, or nan where
+    x holds a nan (:func:`glue.nan_seen`'s reasoning; s - 0 is s, a -0.0 too)."""
+    nan = e.op("Min", [e.op("ReduceSumSquare", [x], keepdims=0)[0], e.const(0.0)])
+    return e.op("Sub", [scale, *nan])[0]
+
+
+def _dynamic_conv(e: Emitter, chain: DynamicConv) -> None:
+    """onnxruntime's DynamicQuantizeLinear; DequantizeLinear of its codes by a scale of 1 and
+    its zero point, the exact ``codes - zero point`` of the chain's sub as float32 in one
+    kernel; the same Conv; the product by the scale made nan where x holds a nan (the chain's
+    codes and zero point are 0 and 255 then and its scale nan, so every output is nan, as
+    here, whatever onnxruntime's quantization made of the nan)."""
+    codes, scale, zero_point = e.op("DynamicQuantizeLinear", [chain.x], 3)
+    difference = chain.conv.inputs[0]
+    e.op("DequantizeLinear", [codes, e.const(1.0), zero_point], [difference])
+    layers.conv(e, chain.conv, [difference, *chain.conv.inputs[1:]], list(chain.conv.outputs),
+                dict(chain.conv.attrs))
+    product = e.op("Mul", [_nan_scale(e, scale, chain.x), chain.w_scale])[0]
+    e.op("Mul", [chain.conv.outputs[0], product], [chain.y])
 
 
 def _projected_lstm(e: Emitter, item: ProjectedLstm) -> None:
@@ -247,17 +323,15 @@ def _projected_lstm(e: Emitter, item: ProjectedLstm) -> None:
 def _dynamic_matmul(e: Emitter, chain: DynamicMatMul) -> None:
     """One DynamicQuantizeMatMul for ``chain``: the weight prepared once as integer_linear
     prepares it (an int8 one as it is where onnxruntime's u8 x s8 kernel is exact); the
-    weight's scale flat, less the min of 0 and the sum of x's squares (0, or nan where x
-    holds a nan, as :func:`glue.nan_seen` reasons; s - 0 is s, a -0.0 too); the bias one per
+    weight's scale flat, made nan where x holds a nan (:func:`_nan_scale`); the bias one per
     output. An empty x: the caller's :func:`glue.values_needed`."""
     wt, w_zp = layers.integer_weight(e, chain.weight, chain.w_zp)
     s, b = e.array(chain.w_scale), e.array(chain.bias)
     scale = e.derived("dynamic_matmul.scale", [chain.w_scale],
                       lambda: s.reshape(() if s.size == 1 else (-1,)))
-    nan = e.op("Min", [e.op("ReduceSumSquare", [chain.x], keepdims=0)[0], e.const(0.0)])
     outputs = e.array(chain.weight).shape[0]
     bias = None if b is None else e.derived(
         f"dynamic_matmul.bias({outputs})", [chain.bias],
         lambda: np.broadcast_to(b.reshape(-1), (outputs,)).copy())
-    e.op("DynamicQuantizeMatMul", [chain.x, wt, e.op("Sub", [scale, *nan])[0], w_zp, bias],
+    e.op("DynamicQuantizeMatMul", [chain.x, wt, _nan_scale(e, scale, chain.x), w_zp, bias],
          [chain.y], domain=MS)

@@ -359,3 +359,91 @@ def test_two_chains_and_two_kernels_of_two_sizes_have_their_own_constants(u8s8, 
     for name, value in scan.items():
         np.testing.assert_array_equal(kernel[name], value, err_msg=name)
         np.testing.assert_allclose(value, want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+# --- a dynamically quantized conv: DequantizeLinear of the codes, the same Conv --------------
+
+CONV_OPS = {"DynamicQuantizeLinear", "DequantizeLinear", "Conv", "ReduceSumSquare", "Min", "Sub",
+            "Mul"}
+
+
+def add_conv_chain(b: GraphBuilder, x: str, channels: int, out: int, *, per_channel=False,
+                   tag="", bias_input=False, **attrs) -> tuple[str, tuple]:
+    """The importer's ops for quantize_dynamic's ConvInteger of ``x`` (exact float32 sums):
+    dynamic_quantize, ``sub`` of the zero point from the codes, a ``conv`` by the weight's
+    codes less their zero point (float32 integers), ``mul`` by x's scale times the weight's
+    (one, or one per output channel); its output and the dynamic_quantize outputs."""
+    codes, scale, zp = b.op("dynamic_quantize", x, name=f"quantize{tag}")
+    attrs = {"stride": [1, 1], "padding": [[0, 0], [0, 0]], "dilation": [1, 1], "groups": 1,
+             **attrs}
+    groups = attrs["groups"]
+    w = RNG.integers(-127, 128, (out, channels // groups, 3, 3)).astype(np.float32)
+    w_scale = RNG.uniform(0.001, 0.05, (out, 1, 1) if per_channel else ()).astype(np.float32)
+    both = b.op("mul", scale, b.constant(f"w_scale{tag}", w_scale), name=f"scales{tag}")
+    difference = b.op("sub", codes, zp, name=f"minus_zp{tag}")
+    bias = [b.constant(f"conv_bias{tag}", RNG.standard_normal(out).astype(np.float32))]
+    y = b.op("conv", difference, b.constant(f"w{tag}", w), *(bias if bias_input else []),
+             name=f"conv{tag}", **attrs)
+    return b.op("mul", y, both, name=f"scaled{tag}"), (codes, scale, zp)
+
+
+def conv_graph(x_shape, out=5, **config):
+    b = GraphBuilder("conv_chain")
+    x = b.input("x", x_shape, "float32", "ANY")
+    b.output(add_conv_chain(b, x, x_shape[1], out, **config)[0], "y", "ANY")
+    return b.build()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+@pytest.mark.parametrize("config", [{}, {"per_channel": True},
+                                    {"stride": [2, 2], "padding": [[1, 1], [1, 1]]},
+                                    {"groups": 2, "dilation": [2, 1], "per_channel": True}],
+                         ids=["plain", "per-channel", "strided", "grouped"])
+def test_a_dynamically_quantized_conv_dequantizes_its_codes_in_one_kernel_bit_for_bit(config):
+    graph = conv_graph((2, 4, 9, 8), 6, **config)
+    assert model_ops(graph) == CONV_OPS
+    assert_bits(graph, [(2, 4, 9, 8)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_a_run_time_batch_of_the_conv_chain_is_bit_for_bit_and_empty_refused():
+    graph = conv_graph(("n", 3, 7, 7))
+    assert model_ops(graph) == CONV_OPS | {"Shape"}
+    assert_bits(graph, [(1, 3, 7, 7), (3, 3, 7, 7)])
+    for backend in NumpyBackend, OnnxruntimeBackend:
+        with pytest.raises(ShapeError, match=r"dynamic_quantize: x of shape \(0, 3, 7, 7\) is "
+                           r"empty"):
+            Executor(graph, backend()).run({"x": np.zeros((0, 3, 7, 7), np.float32)})
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_codes_read_elsewhere_keep_their_quantization_beside_the_conv_chain():
+    b = GraphBuilder("read")
+    x = b.input("x", (1, 3, 6, 6), "float32", "ANY")
+    y, (codes, _, _) = add_conv_chain(b, x, 3, 4)
+    b.output(y, "y", "ANY")
+    b.output(codes, "codes", "ANY")
+    graph = b.build()
+    ops = [n.op_type for n in onnx_model(graph).graph.node]
+    assert ops.count("DynamicQuantizeLinear") == 2 and "DequantizeLinear" in ops, ops
+    assert_bits(graph, [(1, 3, 6, 6)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_a_conv_with_its_own_bias_is_the_chain_too():
+    graph = conv_graph((1, 3, 6, 6), bias_input=True)
+    assert model_ops(graph) == CONV_OPS
+    assert_bits(graph, [(1, 3, 6, 6)])
+
+
+def test_what_is_not_the_conv_chain_is_not_fused():
+    """A difference the other way round: the ops as they are."""
+    b = GraphBuilder("reversed")
+    x = b.input("x", (1, 3, 6, 6), "float32", "ANY")
+    codes, scale, zp = b.op("dynamic_quantize", x, name="quantize")
+    w = b.constant("w", RNG.integers(-9, 9, (2, 3, 3, 3)).astype(np.float32))
+    y = b.op("conv", b.op("sub", zp, codes, name="zp_minus"), w, name="conv", stride=[1, 1],
+             padding=[[0, 0], [0, 0]], dilation=[1, 1], groups=1)
+    b.output(b.op("mul", y, b.op("mul", scale, b.constant("s", np.float32(0.1)), name="m"),
+                  name="scaled"), "y", "ANY")
+    assert "DequantizeLinear" not in model_ops(b.build())
