@@ -922,10 +922,8 @@ def test_dynamic_quantize_gives_the_numpy_backend_bits():
     numpy, onnxruntime = Executor(graph, NumpyBackend()), Executor(graph, OnnxruntimeBackend())
     nans = 0
     for x in _quantize_feeds():
-        want, got = numpy.run({"x": x}), onnxruntime.run({"x": x})
-        for name, value in want.items():
-            np.testing.assert_array_equal(got[name], value, err_msg=name)
-            np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value))
+        want = numpy.run({"x": x})
+        assert_equal_bits(onnxruntime.run({"x": x}), want)
         nans += bool(np.isnan(want["y1"]))
     assert nans == 35
 
@@ -979,12 +977,16 @@ def quantize_linear_graph(x, scale, zero_point, dtype: str, constant: bool):
 
 def assert_same_bits(graph, feed) -> None:
     """The onnxruntime backend's outputs equal to the numpy backend's bit for bit."""
-    want = Executor(graph, NumpyBackend()).run(dict(feed))
-    got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))
+    assert_equal_bits(Executor(graph, OnnxruntimeBackend()).run(dict(feed)),
+                      Executor(graph, NumpyBackend()).run(dict(feed)))
+
+
+def assert_equal_bits(got, want) -> None:
+    """Every output of ``want`` in ``got`` bit for bit: its dtype, values, zeros' signs."""
     for name, value in want.items():
-        assert got[name].dtype == value.dtype
+        assert got[name].dtype == value.dtype, name
         np.testing.assert_array_equal(got[name], value, err_msg=name)
-        np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value))
+        np.testing.assert_array_equal(np.signbit(got[name]), np.signbit(value), err_msg=name)
 
 
 @pytest.mark.filterwarnings("error")  # nothing reaches numpy's casts or comparisons as a nan
