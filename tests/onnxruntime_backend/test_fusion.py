@@ -2,7 +2,10 @@
 quantized MatMul (``dynamic_quantize``, the casts, ``integer_linear``, the scaling ``mul``s and
 a bias ``add``) is one DynamicQuantizeMatMul, bit for bit the numpy backend's chain, a nan
 anywhere in x included; what else reads a link keeps it; what is not such a chain is not
-fused."""
+fused. Such a projection read by a ``quantized_lstm`` alone is, for one sequence, onnxruntime's
+DynamicQuantizeLSTM behind an If (which branch ran read from onnxruntime's profile), bit for
+bit the Scan; a dynamically quantized conv's codes less their zero point are one
+DequantizeLinear, bit for bit."""
 
 from __future__ import annotations
 
