@@ -25,16 +25,22 @@ def _state_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
 
 
-@pytest.fixture(scope="module")
-def signed_demo(tmp_path_factory):
+def signed(graph, path: Path) -> TrustStore:
+    """``graph`` built at ``path`` for the onnxruntime backend (the numpy backend's golden
+    vectors) and signed with a new key; a trust store holding that key."""
     key = generate_key()
     trust = TrustStore()
     trust.add_key(key.public_key())
-    path = tmp_path_factory.mktemp("ort") / "demo.pha"
-    build_artifact(build_demo_graph(1), path, version="1.0.0", backends=["onnxruntime"],
+    build_artifact(graph, path, version="1.0.0", backends=["onnxruntime"],
                    reference_backend=NumpyBackend(), latency_ms=50.0, golden_cases=1)
     sign_artifact(path, key)
-    return path, trust
+    return trust
+
+
+@pytest.fixture(scope="module")
+def signed_demo(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ort") / "demo.pha"
+    return path, signed(build_demo_graph(1), path)
 
 
 def test_sandboxed_executor_on_onnxruntime(signed_demo):
@@ -330,13 +336,8 @@ def test_a_quantized_conv_runs_confined(tmp_path):
 
     conv = random_conv(np.random.default_rng(41), "uint8", "int8", per_channel=True, bias=True)
     graph, feed = conv.graph()
-    key = generate_key()
-    trust = TrustStore()
-    trust.add_key(key.public_key())
     path = tmp_path / "qconv.pha"
-    build_artifact(graph, path, version="1.0.0", backends=["onnxruntime"],
-                   reference_backend=NumpyBackend(), latency_ms=50.0, golden_cases=1)
-    sign_artifact(path, key)
+    trust = signed(graph, path)
     with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
                            backend_plugins=("onnxruntime_backend",)) as ex:
         assert not ex.protections.problems
@@ -353,13 +354,8 @@ def test_a_quantized_lstm_of_one_sequence_runs_confined_as_its_kernel(tmp_path):
 
     graph = lstm_graph(1, peepholes=True)
     assert "If" in model_ops(graph)
-    key = generate_key()
-    trust = TrustStore()
-    trust.add_key(key.public_key())
     path = tmp_path / "qlstm.pha"
-    build_artifact(graph, path, version="1.0.0", backends=["onnxruntime"],
-                   reference_backend=NumpyBackend(), latency_ms=50.0, golden_cases=1)
-    sign_artifact(path, key)
+    trust = signed(graph, path)
     feeds = [lstm_feed(1), lstm_feed(1, scale=30), lstm_feed(1, scale=1e36)]
     with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
                            backend_plugins=("onnxruntime_backend",)) as ex:
