@@ -23,6 +23,12 @@ of a DynamicQuantizeLSTM: the chain is its input's share of the gates) is, with 
 onnxruntime's DynamicQuantizeLSTM of the chain's x where it gives their numbers (one sequence,
 values far from float32's limits), else the chain's kernel and the op's Scan, behind an ONNX
 If (:func:`recurrent_kernels.quantized_kernel`).
+
+What the importer makes of quantize_dynamic's ConvInteger where every sum is exact in float32
+(``dynamic_quantize``, ``sub`` of the zero point from the codes, a float32 ``conv``, ``mul`` by
+x's scale times the weight's: :class:`DynamicConv`) is DynamicQuantizeLinear, one
+DequantizeLinear of its uint8 codes by a scale of 1 and its zero point (the exact difference,
+as float32), the same Conv, and the product by the scale made nan where x holds a nan.
 """
 
 from __future__ import annotations
@@ -120,8 +126,9 @@ def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
           types: Mapping[str, TensorType], outputs: Sequence[str]) -> list:
     """``nodes`` with each chain of a dynamically quantized MatMul one :class:`DynamicMatMul`
     in the place of its last op (with the ``quantized_lstm`` that alone reads it, one
-    :class:`ProjectedLstm` in the op's place), and the chain's other ops that nothing else
-    reads left out (``outputs``: the graph's, read by the caller)."""
+    :class:`ProjectedLstm` in the op's place), each of a dynamically quantized conv one
+    :class:`DynamicConv`, and the chains' other ops that nothing else reads left out
+    (``outputs``: the graph's, read by the caller)."""
     producer = {out: node for node in nodes for out in node.outputs}
     readers: dict[str, list] = {name: [None] for name in outputs}  # None: the caller
     for node in nodes:
