@@ -300,12 +300,13 @@ def _dynamic_conv(e: Emitter, chain: DynamicConv) -> None:
     codes and zero point are 0 and 255 then and its scale nan, so every output is nan, as
     here, whatever onnxruntime's quantization made of the nan)."""
     codes, scale, zero_point = e.op("DynamicQuantizeLinear", [chain.x], 3)
-    difference = chain.conv.inputs[0]
-    e.op("DequantizeLinear", [codes, e.const(1.0), zero_point], [difference])
-    layers.conv(e, chain.conv, [difference, *chain.conv.inputs[1:]], list(chain.conv.outputs),
+    # values of their own: the chain's sub and conv stay where something else reads them
+    [difference] = e.op("DequantizeLinear", [codes, e.const(1.0), zero_point])
+    result = e.fresh()
+    layers.conv(e, chain.conv, [difference, *chain.conv.inputs[1:]], [result],
                 dict(chain.conv.attrs))
     product = e.op("Mul", [_nan_scale(e, scale, chain.x), chain.w_scale])[0]
-    e.op("Mul", [chain.conv.outputs[0], product], [chain.y])
+    e.op("Mul", [result, product], [chain.y])
 
 
 def _projected_lstm(e: Emitter, item: ProjectedLstm) -> None:

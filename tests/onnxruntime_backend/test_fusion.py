@@ -415,15 +415,19 @@ def test_a_run_time_batch_of_the_conv_chain_is_bit_for_bit_and_empty_refused():
 
 
 @pytest.mark.filterwarnings("ignore:invalid value")
-def test_codes_read_elsewhere_keep_their_quantization_beside_the_conv_chain():
+@pytest.mark.parametrize("read", ["codes", "difference", "conv"])
+def test_links_read_elsewhere_stay_beside_the_conv_chain(read):
+    """The codes, the codes less their zero point, or the conv's output also a graph output:
+    those ops stay (their values under their own names), the chain is still fused."""
     b = GraphBuilder("read")
     x = b.input("x", (1, 3, 6, 6), "float32", "ANY")
     y, (codes, _, _) = add_conv_chain(b, x, 3, 4)
     b.output(y, "y", "ANY")
-    b.output(codes, "codes", "ANY")
+    b.output({"codes": codes, "difference": "minus_zp", "conv": "conv"}[read], "read", "ANY")
     graph = b.build()
     ops = [n.op_type for n in onnx_model(graph).graph.node]
     assert ops.count("DynamicQuantizeLinear") == 2 and "DequantizeLinear" in ops, ops
+    assert ops.count("Conv") == 1 + (read == "conv"), ops
     assert_bits(graph, [(1, 3, 6, 6)])
 
 
