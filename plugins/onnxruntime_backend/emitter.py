@@ -73,9 +73,12 @@ class Emitter:
 
     def derived(self, tag: str, sources: Sequence[str | None], make: Callable[[], Any],
                 dtype: Any = np.float32) -> str:
-        """An initializer holding ``make()``, a ``tag`` transformation of the constants
-        ``sources`` (names): one per model for the same tag and sources, whichever nodes use
-        it (an ONNX LSTM unrolled over time reads the same weights at every step)."""
+        """An initializer holding ``make()`` (as ``dtype``; None: as made), a ``tag``
+        transformation of the constants ``sources`` (names): one per model for the same tag
+        and sources, whichever nodes use it (an ONNX LSTM unrolled over time reads the same
+        weights at every step). So the tag names whatever else the value depends on, a size
+        or a dtype: made from no source (a bias of zeros where there is none), it is otherwise
+        given to every caller of the tag."""
         key = (tag, *sources)
         name = self._derived.get(key)
         if name is None:
@@ -115,6 +118,13 @@ class Emitter:
 
 
 Converter = Callable[[Emitter, Any, list, list, dict], None]
+
+
+def moved_codes(codes: np.ndarray, shift: int) -> np.ndarray:
+    """8-bit integer ``codes`` plus ``shift`` in the dtype that holds them: 128 moves int8
+    codes to uint8 (differences between codes, and so integer sums, stay), 0 keeps them."""
+    dtype = np.uint8 if shift or codes.dtype == np.uint8 else np.int8
+    return (np.asarray(codes).astype(np.int16) + shift).astype(dtype)
 
 
 def onnx_pads(pairs) -> list[int]:

@@ -15,7 +15,7 @@ from abi import dtypes
 from abi.errors import BackendError
 from abi.quantization import need_values
 
-from .emitter import MS, Converter, Emitter, onnx_dtype, onnx_pads
+from .emitter import MS, Converter, Emitter, moved_codes, onnx_dtype, onnx_pads
 from .glue import nan_seen
 from .recurrent_kernels import (clipped_lengths, guard_lengths, kernel_or_scan,
                                 recurrence_kernel)
@@ -175,10 +175,9 @@ def qlinear_conv(e, node, ins, outs, a):
         return
     x, x_zp = _codes_as_uint8(e, x), _codes_as_uint8(e, x_zp)
     if weight.dtype == np.int8:
-        w = e.derived("qlinear_conv.weight", [w], lambda: (weight.astype(np.int16) + 128)
-                      .astype(np.uint8), np.uint8)
-        zero = e.derived("qlinear_conv.zero_point.uint8", [w_zp], lambda: np.asarray(
-            int(zero_point.flat[0]) + 128, np.uint8), np.uint8)
+        w = e.derived("qlinear_conv.weight", [w], lambda: moved_codes(weight, 128), None)
+        zero = e.derived("qlinear_conv.zero_point.uint8", [w_zp], lambda: moved_codes(
+            zero_point.reshape(-1)[0], 128), None)
     inputs = [x, x_scale, x_zp, w, w_scale, zero, y_scale, _codes_as_uint8(e, y_zp), bias]
     if codes[2] == "uint8":
         e.op("QLinearConv", inputs, outs, **conv)
@@ -252,12 +251,11 @@ def integer_weight(e, weight: str, w_zp: str | None) -> tuple[str, str | None]:
         wt = e.op("Transpose", [weight], perm=[1, 0])[0]
         return _as_uint8(e, wt, w_zp, dtype) if int8_shift else (wt, w_zp)
     shift = int8_shift if dtype == "int8" else 0
-    code = np.uint8 if dtype == "uint8" or shift else np.int8
     wt = e.derived(f"integer_linear.weight.{shift}", [weight], lambda: np.ascontiguousarray(
-        (w.T.astype(np.int16) + shift).astype(code)), code)
+        moved_codes(w.T, shift)), None)
     if w_zp is not None or shift:
-        w_zp = e.derived(f"integer_linear.zero_point.{shift}", [w_zp], lambda: (
-            np.zeros((), np.int16) if z is None else z.astype(np.int16)) + shift, code)
+        w_zp = e.derived(f"integer_linear.zero_point.{shift}", [w_zp], lambda: moved_codes(
+            np.zeros((), w.dtype) if z is None else z, shift), None)
     return wt, w_zp
 
 
@@ -277,8 +275,7 @@ def _codes_as_uint8(e, v: str, dtype: str | None = None) -> str:
         return v
     value = e.array(v)
     if value is not None:
-        return e.derived("codes.uint8", [v], lambda: (value.astype(np.int16) + 128)
-                         .astype(np.uint8), np.uint8)
+        return e.derived("codes.uint8", [v], lambda: moved_codes(value, 128), None)
     i32 = onnx.TensorProto.INT32
     return e.op("Cast", e.op("Add", [e.op("Cast", [v], to=i32)[0], e.const(128, np.int32)]),
                 to=onnx.TensorProto.UINT8)[0]

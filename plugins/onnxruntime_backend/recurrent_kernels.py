@@ -43,7 +43,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .emitter import MS, Emitter
+from .emitter import MS, Emitter, moved_codes
 
 #: the largest gate sum the test allows for, some 2**99 (float32 reaches 2**128)
 LIMIT = np.float32(1e30)
@@ -171,15 +171,14 @@ def quantized_kernel(e: Emitter, projection, node, u8s8_exact: bool) -> tuple | 
         """The kernel's weight (1, in, 4*hidden), its scale ((1,) or (1, 4*hidden)) and its
         one zero point ((1,): the kernel refuses int8 ones per column that are not 0)."""
         shift = 128 if moved and codes.dtype == np.int8 else 0
-        code = np.uint8 if shift or codes.dtype == np.uint8 else np.int8
-        moved_codes = e.derived(f"dq_lstm.{tag}.{shift}", sources[:1], lambda: (
-            codes.T.astype(np.int16) + shift).astype(code)[None], code)
+        weights = e.derived(f"dq_lstm.{tag}.{shift}", sources[:1],
+                            lambda: moved_codes(codes.T, shift)[None], None)
         scales = e.derived(f"dq_lstm.{tag}_scale", sources[1:2], lambda: s.reshape(
             (1,) if s.size == 1 else (1, -1)))
-        zeros = e.derived(
-            f"dq_lstm.{tag}_zero_point.{shift}.{np.dtype(code)}", sources[2:],
-            lambda: np.array([(0 if z is None else int(z.reshape(-1)[0])) + shift], code), code)
-        return moved_codes, scales, zeros
+        zeros = e.derived(  # keyed by its dtype too: without a zero point it holds a 0 only
+            f"dq_lstm.{tag}_zero_point.{shift}.{codes.dtype}", sources[2:], lambda: moved_codes(
+                np.zeros(1, codes.dtype) if z is None else z.reshape(-1)[:1], shift), None)
+        return weights, scales, zeros
 
     w_k = weight("W", w, w_scale, w_zp, names[:3])
     r_k = weight("R", r_codes, scale, zp, names[3:6])
