@@ -286,11 +286,23 @@ def convert(e: Emitter, item) -> None:
         _dynamic_matmul(e, item)
 
 
-def _nan_scale(e: Emitter, scale: str, x: str) -> str:
-    """``scale`` less the min of 0 and the sum of x's squares: the scale itself, or nan where
-    x holds a nan (:func:`glue.nan_seen`'s reasoning; s - 0 is s, a -0.0 too)."""
-    nan = e.op("Min", [e.op("ReduceSumSquare", [x], keepdims=0)[0], e.const(0.0)])
-    return e.op("Sub", [scale, *nan])[0]
+def _nan_scale(e: Emitter, scale: str, x: str, *, clips: bool) -> str:
+    """``scale`` itself, or nan where x holds a nan: the sum of x's squares is a nan exactly
+    then (:func:`glue.nan_seen`'s reasoning). ``clips``: the scale is one value, never -0.0,
+    and nan only where x holds a nan, so Clip of the sum to [scale, scale] is the scale or
+    the sum's nan (onnxruntime's Clip keeps a nan, probed; with a bound of -0.0 it gives a sum
+    of +0 back, with a nan bound the sum), one kernel after the sum. Otherwise (a scale per
+    output) the scale less the min of 0 and the sum (s - 0 is s, a -0.0 too), two."""
+    [total] = e.op("ReduceSumSquare", [x], keepdims=0)
+    if clips:
+        return e.op("Clip", [total, scale, scale])[0]
+    return e.op("Sub", [scale, *e.op("Min", [total, e.const(0.0)])])[0]
+
+
+def _one_plain_value(s: np.ndarray) -> bool:
+    """Whether constant ``s`` can bound a Clip in :func:`_nan_scale`: one value, not nan
+    and not -0.0."""
+    return s.size == 1 and not np.isnan(s).any() and not ((s == 0) & np.signbit(s)).any()
 
 
 def _dynamic_conv(e: Emitter, chain: DynamicConv) -> None:
@@ -305,7 +317,8 @@ def _dynamic_conv(e: Emitter, chain: DynamicConv) -> None:
     result = e.fresh()
     layers.conv(e, chain.conv, [difference, *chain.conv.inputs[1:]], [result],
                 dict(chain.conv.attrs))
-    product = e.op("Mul", [_nan_scale(e, scale, chain.x), chain.w_scale])[0]
+    # the quantization's scale: one value, (max - min) / 255 or 1, so never -0.0
+    product = e.op("Mul", [_nan_scale(e, scale, chain.x, clips=True), chain.w_scale])[0]
     e.op("Mul", [result, product], [chain.y])
 
 
@@ -341,5 +354,6 @@ def _dynamic_matmul(e: Emitter, chain: DynamicMatMul) -> None:
     bias = None if b is None else e.derived(
         f"dynamic_matmul.bias({outputs})", [chain.bias],
         lambda: np.broadcast_to(b.reshape(-1), (outputs,)).copy())
-    e.op("DynamicQuantizeMatMul", [chain.x, wt, _nan_scale(e, scale, chain.x), w_zp, bias],
+    e.op("DynamicQuantizeMatMul",
+         [chain.x, wt, _nan_scale(e, scale, chain.x, clips=_one_plain_value(s)), w_zp, bias],
          [chain.y], domain=MS)

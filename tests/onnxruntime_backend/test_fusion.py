@@ -101,7 +101,13 @@ def assert_bits(graph, x_shapes) -> None:
     assert nans == 5 * len(x_shapes)
 
 
-CHAIN_OPS = {"ReduceSumSquare", "Min", "Sub", "DynamicQuantizeMatMul"}
+#: the nan check of a scale that bounds a Clip (one value, not nan, not -0.0), and of another
+NAN_CHECK = {"ReduceSumSquare", "Clip"}
+NAN_CHECK_PER_OUTPUT = {"ReduceSumSquare", "Min", "Sub"}
+
+
+def chain_ops(per_output: bool) -> set[str]:
+    return {"DynamicQuantizeMatMul"} | (NAN_CHECK_PER_OUTPUT if per_output else NAN_CHECK)
 
 
 @pytest.mark.filterwarnings("ignore:invalid value")  # inf * 0 in the numpy backend's chain
@@ -115,7 +121,21 @@ def test_a_dynamically_quantized_matmul_is_one_kernel_bit_for_bit(dtype, per_out
     b = {None: None, "one": np.float32(0.25),
          "per-output": RNG.standard_normal(OUT).astype(np.float32)}[bias]
     graph = chain_graph((3, IN), w, w_zp, w_scale, b)
-    assert model_ops(graph) == CHAIN_OPS
+    assert model_ops(graph) == chain_ops(per_output)
+    assert_bits(graph, [(3, IN)])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+@pytest.mark.parametrize("w_scale", [0.0, -0.0, np.inf, -0.5, np.nan, 3e-45],
+                         ids=["zero", "minus-zero", "inf", "negative", "nan", "subnormal"])
+def test_a_weight_scale_of_any_value_is_bit_for_bit(w_scale):
+    """A weight scale no quantizer writes, which an artifact may still hold: a Clip bounded
+    by -0.0 would give +0.0 where the chain gives -0.0, one bounded by nan the sum of
+    squares, so those two take the nan check of a scale per output; the others the Clip."""
+    w, w_zp, _ = weights("uint8", False, True)
+    graph = chain_graph((3, IN), w, w_zp, np.float32(w_scale))
+    plain = not np.isnan(w_scale) and not (w_scale == 0 and np.signbit(w_scale))
+    assert model_ops(graph) == chain_ops(not plain)
     assert_bits(graph, [(3, IN)])
 
 
@@ -124,7 +144,7 @@ def test_a_run_time_batch_and_more_axes_are_one_kernel_bit_for_bit():
     w, w_zp, w_scale = weights("uint8", True, True)
     graph = chain_graph(("n", 2, IN), w, w_zp, w_scale, RNG.standard_normal((1, OUT))
                         .astype(np.float32), swap=True)
-    assert model_ops(graph) == CHAIN_OPS | {"Shape"}
+    assert model_ops(graph) == chain_ops(True) | {"Shape"}
     assert_bits(graph, [(1, 2, IN), (5, 2, IN)])
 
 
@@ -167,7 +187,8 @@ def test_a_product_read_elsewhere_keeps_its_bias_add(reader):
     b.output(b.op("add", y, b.constant("bias", np.float32(1.5)), name="plus_bias"), "y", "ANY")
     b.output(y if reader == "output" else b.op("neg", y, name="neg"), "product", "ANY")
     graph = b.build()
-    assert model_ops(graph) == CHAIN_OPS | {"Add"} | ({"Neg"} if reader == "op" else set())
+    assert model_ops(graph) == (chain_ops(False) | {"Add"}
+                                | ({"Neg"} if reader == "op" else set()))
     assert_bits(graph, [(3, IN)])
 
 
@@ -361,8 +382,7 @@ def test_two_chains_and_two_kernels_of_two_sizes_have_their_own_constants(u8s8, 
 
 # --- a dynamically quantized conv: DequantizeLinear of the codes, the same Conv --------------
 
-CONV_OPS = {"DynamicQuantizeLinear", "DequantizeLinear", "Conv", "ReduceSumSquare", "Min", "Sub",
-            "Mul"}
+CONV_OPS = {"DynamicQuantizeLinear", "DequantizeLinear", "Conv", "Mul"} | NAN_CHECK
 
 
 def add_conv_chain(b: GraphBuilder, x: str, channels: int, out: int, *, per_channel=False,
