@@ -8,10 +8,10 @@ dominate: integer GEMMs on one byte per weight; the graph the import writes:
 ``dynamic_quantize`` and ``integer_linear``), torch's ``TransformerEncoderLayer(256, 4, 512)``
 over 64 tokens (exported by the dynamo exporter), and torch's LSTM of 64 units over 1,024 steps
 (one ``quantized_lstm``, where onnxruntime runs one DynamicQuantizeLSTM kernel; a 20th of the
-runs), and the benchmark model's conv tower (below; ConvInteger, which the import makes float32
-convs of the integers); the MLP with int8 weights too, the quantizer's default, which builds only where
-onnxruntime's u8 x s8 kernels sum exactly (x86-64 with VNNI; elsewhere the build is refused and
-the benchmark says so). With ``quantize_static`` (uint8 activations and weights, calibrated on
+runs), and the benchmark model's conv tower (``cnn_dynamic``, below; ConvInteger, which the
+import makes float32 convs of the integers); the MLP with int8 weights too, the quantizer's
+default, which builds only where onnxruntime's u8 x s8 kernels sum exactly (x86-64 with VNNI;
+elsewhere the build is refused and the benchmark says so). With ``quantize_static`` (uint8 activations and weights, calibrated on
 four random inputs): the benchmark model's conv tower (12-32-64-128-256 channels, 3x3 stride 2,
 then a 1x1 to 32) over a 12x128x256 input, in the QDQ format (``quantize_linear`` and float32
 convs; bare onnxruntime fuses QDQ into its integer convs, so the outputs differ by a rounding

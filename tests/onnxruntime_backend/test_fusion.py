@@ -40,8 +40,8 @@ def add_chain(b: GraphBuilder, x: str, w, w_zp, w_scale, bias=None, *, tag: str 
               quantized=None, swap: bool = False) -> tuple[str, tuple]:
     """The importer's ops for a quantize_dynamic MatMul of ``x`` (``quantized``: another
     chain's dynamic_quantize outputs to share), plus an ``add`` of ``bias`` (None: none; a
-    value, or a constant's name); its output and the dynamic_quantize outputs. ``swap`` puts each mul's operands the other way
-    round."""
+    value, or a constant's name); its output and the dynamic_quantize outputs. ``swap`` puts
+    each mul's operands the other way round."""
     codes, scale, zp = quantized or b.op("dynamic_quantize", x, name=f"quantize{tag}")
     constants = [b.constant(f"{name}{tag}", value) if value is not None else None
                  for name, value in (("w", w), ("w_zp", w_zp), ("w_scale", w_scale))]
