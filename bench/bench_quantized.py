@@ -11,14 +11,16 @@ over 64 tokens (exported by the dynamo exporter), and torch's LSTM of 64 units o
 runs), and the benchmark model's conv tower (``cnn_dynamic``, below; ConvInteger, which the
 import makes float32 convs of the integers); the MLP with int8 weights too, the quantizer's
 default, which builds only where onnxruntime's u8 x s8 kernels sum exactly (x86-64 with VNNI;
-elsewhere the build is refused and the benchmark says so). With ``quantize_static`` (uint8 activations and weights, calibrated on
-four random inputs): the benchmark model's conv tower (12-32-64-128-256 channels, 3x3 stride 2,
-then a 1x1 to 32) over a 12x128x256 input, in the QDQ format (``quantize_linear`` and float32
-convs; bare onnxruntime fuses QDQ into its integer convs, so the outputs differ by a rounding
-step) and in the QOperator format (``qlinear_conv``: onnxruntime's QLinearConv, bit for bit),
-and in it with int8 weights (built only where the MLP's int8 one is). Bare onnxruntime runs
-with its own fusions. There is no target for these: the ratios say what a quantized model costs
-through the host, and the outputs' agreement is printed beside them.
+elsewhere the build is refused and the benchmark says so). With ``quantize_static`` (uint8
+activations, calibrated on four random inputs): the benchmark model's conv tower
+(12-32-64-128-256 channels, 3x3 stride 2, then a 1x1 to 32) over a 12x128x256 input, in the QDQ
+format with uint8 and with int8 weights (``quantize_linear`` and float32 convs, each pair of
+quantize and dequantize one QuantizeLinear and one DequantizeLinear on the onnxruntime backend;
+bare onnxruntime fuses QDQ into its integer convs, so the outputs may differ by a rounding step)
+and in the QOperator format (``qlinear_conv``: onnxruntime's QLinearConv, bit for bit) with
+uint8 and with int8 weights (the int8 one built only where the MLP's int8 one is). Bare
+onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
+quantized model costs through the host, and the outputs' agreement is printed beside them.
 
     .venv/bin/python bench/bench_quantized.py [--runs 200] [--rounds 6] [--models mlp ...]
 """
@@ -137,6 +139,9 @@ MODELS = {
                          "quantize_dynamic, uint8 weights"),
     "cnn_qdq": Model(_statically_quantized(_conv_tower, "QDQ"), (1, 12, 128, 256), 4,
                      "quantize_static, QDQ, uint8"),
+    "cnn_qdq_int8": Model(_statically_quantized(_conv_tower, "QDQ", "QInt8"),
+                          (1, 12, 128, 256), 4,
+                          "quantize_static, QDQ, uint8 activations, int8 weights"),
     "cnn_qoperator": Model(_statically_quantized(_conv_tower, "QOperator"), (1, 12, 128, 256), 4,
                            "quantize_static, QOperator, uint8"),
     "cnn_qoperator_int8": Model(_statically_quantized(_conv_tower, "QOperator", "QInt8"),

@@ -29,6 +29,11 @@ What the importer makes of quantize_dynamic's ConvInteger where every sum is exa
 x's scale times the weight's: :class:`DynamicConv`) is DynamicQuantizeLinear, one
 DequantizeLinear of its uint8 codes by a scale of 1 and its zero point (the exact difference,
 as float32), the same Conv, and the product by the scale made nan where x holds a nan.
+
+What the importer makes of a QDQ model's QuantizeLinear and the DequantizeLinear after it
+(``quantize_linear``, ``sub`` of a constant zero point from its float32 codes or none, ``mul``
+by a constant scale: :class:`Dequantized`) is onnxruntime's QuantizeLinear and
+DequantizeLinear, the codes in their integer type between the two.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from abi import TensorType
+from abi.quantization import CODE_RANGES
 
 from . import glue, layers, recurrent_kernels
 from .emitter import MS, Emitter
@@ -122,6 +128,32 @@ class DynamicConv:
         return self.y,
 
 
+@dataclass(frozen=True)
+class Dequantized:
+    """A ``quantize_linear`` that onnxruntime's QuantizeLinear computes
+    (:func:`glue.quantize_linear_kernel`), its codes less a constant zero point (a ``sub``;
+    none where there is none) times a constant scale (a ``mul``), into ``y``: what the
+    importer makes of a QDQ model's QuantizeLinear and the DequantizeLinear after it
+    (:func:`_dequantized`). ``axis``: the one axis of the codes along which the scale or the
+    zero point differ, None where both are one value."""
+
+    name: str
+    quantize: Any
+    links: tuple
+    zero_point: str | None
+    scale: str
+    axis: int | None
+    y: str
+
+    @property
+    def inputs(self) -> tuple[str | None, ...]:
+        return *self.quantize.inputs, self.zero_point, self.scale
+
+    @property
+    def outputs(self) -> tuple[str]:
+        return self.y,
+
+
 def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
           types: Mapping[str, TensorType], outputs: Sequence[str]) -> list:
     """``nodes`` with each chain of a dynamically quantized MatMul one :class:`DynamicMatMul`
@@ -142,6 +174,8 @@ def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
             chains[id(producer[chain.y])] = chain
         elif (conv := _conv_chain(node, producer)) is not None:
             chains[id(node)] = conv
+        elif (pair := _dequantized(node, producer, consts, types)) is not None:
+            chains[id(node)] = pair
     for node in nodes:  # a quantized_lstm of a projection: the two one item
         if node.op != "quantized_lstm" or (tuple(node.inputs) + (None,) * 9)[7] is not None:
             continue  # (lengths)
@@ -224,6 +258,50 @@ def _conv_chain(mul, producer: Mapping[str, Any]) -> DynamicConv | None:
     return None
 
 
+def _dequantized(mul, producer: Mapping[str, Any], consts: Mapping[str, np.ndarray],
+                 types: Mapping[str, TensorType]) -> Dequantized | None:
+    """The :class:`Dequantized` ending in ``mul``, or None where ``mul`` ends none: the zero
+    point integers of the codes' range, the scale any float32 values, each one value or one
+    per entry of one axis (the same axis for both), neither adding entries to the codes."""
+    if mul.op != "mul":
+        return None
+    for codes, scale in (mul.inputs, mul.inputs[::-1]):
+        if scale not in consts:  # float32, as the codes (the ABI's sub and mul)
+            continue
+        quantize, zero_point, links = producer.get(codes), None, ()
+        if quantize is not None and quantize.op == "sub" and quantize.inputs[1] in consts:
+            zero_point, links = quantize.inputs[1], (quantize,)
+            quantize = producer.get(quantize.inputs[0])
+        if quantize is None or quantize.op != "quantize_linear":
+            continue
+        x, q_scale, q_zp = (tuple(quantize.inputs) + (None,) * 3)[:3]
+        dtype, shape = quantize.attrs["dtype"], types[quantize.outputs[0]].shape
+        if (glue.quantize_linear_kernel(types[x].shape, consts.get(q_scale), q_zp,
+                                        consts.get(q_zp), dtype) is None
+                or types[mul.outputs[0]].shape != shape):
+            continue
+        lo, hi = CODE_RANGES[dtype]
+        z = None if zero_point is None else consts[zero_point]
+        if z is not None and not np.all((z >= lo) & (z <= hi) & (z == np.round(z))):
+            continue
+        axes = {_along(shape, value) for value in (consts[scale], z) if value is not None}
+        axes.discard(None)
+        if -1 in axes or len(axes) > 1:
+            continue
+        return Dequantized(mul.name, quantize, (quantize, *links), zero_point, scale,
+                           axes.pop() if axes else None, mul.outputs[0])
+    return None
+
+
+def _along(shape: Sequence, value: np.ndarray) -> int | None:
+    """The axis of a tensor of ``shape`` along which constant ``value`` (broadcast to it)
+    differs: None for one value, -1 where it differs along several axes."""
+    if value.size == 1:
+        return None
+    along = [i for i, d in enumerate(value.shape) if d != 1]
+    return len(shape) - value.ndim + along[0] if len(along) == 1 else -1
+
+
 def _biased(chain: DynamicMatMul, mul, readers: Sequence[Any],
             consts: Mapping[str, np.ndarray],
             types: Mapping[str, TensorType]) -> DynamicMatMul | None:
@@ -271,13 +349,16 @@ def _per_output(name: str, consts: Mapping[str, np.ndarray], types: Mapping[str,
 
 
 #: what :func:`fused` puts in the place of a chain
-FUSED = (DynamicMatMul, ProjectedLstm, DynamicConv)
+FUSED = (DynamicMatMul, ProjectedLstm, DynamicConv, Dequantized)
 
 
 def convert(e: Emitter, item) -> None:
     """Write ``item`` (of :data:`FUSED`) into ``e``."""
     if isinstance(item, ProjectedLstm):
         _projected_lstm(e, item)
+        return
+    if isinstance(item, Dequantized):
+        _dequantize(e, item)
         return
     glue.values_needed(e, item.quantize, item.x)
     if isinstance(item, DynamicConv):
@@ -303,6 +384,27 @@ def _one_plain_value(s: np.ndarray) -> bool:
     """Whether constant ``s`` can bound a Clip in :func:`_nan_scale`: one value, not nan
     and not -0.0."""
     return s.size == 1 and not np.isnan(s).any() and not ((s == 0) & np.signbit(s)).any()
+
+
+def _dequantize(e: Emitter, pair: Dequantized) -> None:
+    """onnxruntime's QuantizeLinear and DequantizeLinear: ``(codes - zero point) * scale``,
+    the difference of integers exact as the ``sub``'s of float32 codes is, then one product,
+    so bit for bit the pair's numbers (onnxruntime's fusion of the two with a conv or a
+    matmul, which would round apart, is off in our sessions: :mod:`session`). The scale and
+    the zero point flat, one value or one per entry along the axis (one of them broadcast to
+    the other's length)."""
+    dtype = pair.quantize.attrs["dtype"]
+    codes = glue.quantize_linear_codes(e, list(pair.quantize.inputs), dtype)
+    s, z = e.array(pair.scale), e.array(pair.zero_point)
+    n = max(s.size, 1 if z is None else z.size)
+    shape = () if pair.axis is None else (n,)
+    scale = e.derived(f"dequantize.scale({n})", [pair.scale],
+                      lambda: np.broadcast_to(s.reshape(-1), (n,)).reshape(shape))
+    zero = None if z is None else e.derived(
+        f"dequantize.zero_point.{dtype}({n})", [pair.zero_point],
+        lambda: np.broadcast_to(z.reshape(-1), (n,)).reshape(shape).astype(dtype), None)
+    e.op("DequantizeLinear", [codes, scale, zero], [pair.y],
+         **({} if pair.axis is None else {"axis": pair.axis}))
 
 
 def _dynamic_conv(e: Emitter, chain: DynamicConv) -> None:

@@ -229,26 +229,49 @@ def values_needed(e, node, x: str) -> None:
 
 
 def quantize_linear(e, node, ins, outs, a):
-    """onnxruntime's QuantizeLinear (one kernel), its codes cast to float32, where the scale
-    is constant, positive and finite, one value or one per entry of one axis of x, and the
-    zero point constant integers of the codes' range (or none); otherwise (a scale computed
-    when the call runs, which may be 0, inf or nan, a zero point that is no code) the ABI's
-    arithmetic in element-wise ops (:func:`_quantize_linear_ops`)."""
-    x, scale, zp = (ins + [None])[:3]
-    lo, hi = CODE_RANGES[a["dtype"]]
-    s, z = e.array(scale), e.array(zp)
-    axis = _quantization_axis(e.types[x].shape, s)
-    if (axis is None or not np.all((s > 0) & (s < np.inf))
+    """onnxruntime's QuantizeLinear (one kernel: :func:`quantize_linear_codes`), its codes
+    cast to float32; where it does not serve (a scale computed when the call runs, which may
+    be 0, inf or nan, a zero point that is no code) the ABI's arithmetic in element-wise ops
+    (:func:`_quantize_linear_ops`)."""
+    codes = quantize_linear_codes(e, ins, a["dtype"])
+    if codes is None:
+        _quantize_linear_ops(e, ins, outs, *CODE_RANGES[a["dtype"]])
+    else:
+        e.op("Cast", [codes], outs, to=onnx.TensorProto.FLOAT)
+
+
+def quantize_linear_kernel(shape, scale: np.ndarray | None, zp: str | None,
+                           z: np.ndarray | None, dtype: str) -> int | None:
+    """The axis onnxruntime's QuantizeLinear takes to quantize x of ``shape`` by the scale of
+    constant value ``scale`` (None: computed when the call runs) and the zero point named
+    ``zp`` (None: none) of constant value ``z`` into ``dtype`` codes, where it computes the
+    ABI's quantize_linear: the scale positive and finite, one value or one per entry of one
+    axis of x, the zero point (if any) constant integers of the codes' range. None where it
+    does not."""
+    lo, hi = CODE_RANGES[dtype]
+    axis = _quantization_axis(shape, scale)
+    if (axis is None or not np.all((scale > 0) & (scale < np.inf))
             or (zp is not None and (z is None or not np.all((z >= lo) & (z <= hi) &
                                                              (z == np.round(z)))))):
-        _quantize_linear_ops(e, ins, outs, lo, hi)
-        return
-    code, shape = np.dtype(a["dtype"]), (() if s.size == 1 else (-1,))
+        return None
+    return axis
+
+
+def quantize_linear_codes(e, ins, dtype: str) -> str | None:
+    """onnxruntime's QuantizeLinear of ``ins`` (x, the scale, the zero point or none) into
+    ``dtype`` codes where it computes the ABI's quantize_linear
+    (:func:`quantize_linear_kernel`): the codes' name; None, and nothing written, where it
+    does not."""
+    x, scale, zp = (ins + [None])[:3]
+    s, z = e.array(scale), e.array(zp)
+    axis = quantize_linear_kernel(e.types[x].shape, s, zp, z, dtype)
+    if axis is None:
+        return None
+    code, shape = np.dtype(dtype), (() if s.size == 1 else (-1,))
     zero = e.derived(f"quantize_linear.zero_point.{code}", [zp, scale], lambda: (
         np.zeros(s.shape, code) if z is None else z).astype(code).reshape(shape), code)
     scale = e.derived("quantize_linear.scale", [scale], lambda: s.reshape(shape))
-    codes = e.op("QuantizeLinear", [x, scale, zero], axis=axis)
-    e.op("Cast", codes, outs, to=onnx.TensorProto.FLOAT)
+    return e.op("QuantizeLinear", [x, scale, zero], axis=axis)[0]
 
 
 def _quantization_axis(shape, scale: np.ndarray | None) -> int | None:

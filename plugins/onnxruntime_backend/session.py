@@ -42,7 +42,11 @@ from .emitter import Checks
 #: permutes its two scales with the four-entry permutation, and the run fails. Without it the
 #: QLinearConvs transpose each their own input (some 15 % of a conv tower's time). The no-op
 #: elimination drops an Add of a constant 0 between two nodes, which turns -0.0 into 0 (the
-#: ABI's add, numpy's), so a -0.0 stayed where the numpy backend gives 0.
+#: ABI's add, numpy's), so a -0.0 stayed where the numpy backend gives 0. And the QDQ
+#: fusions (``session.disable_quant_qdq``, set by :func:`create_session`): onnxruntime makes a
+#: QuantizeLinear, DequantizeLinear and Conv (or MatMul) of a float32 weight, which is what
+#: ``fusion.py`` writes for a QDQ model's pairs, one integer kernel (the weight quantized by
+#: onnxruntime), whose numbers differ from the float32 conv's by a rounding step.
 DISABLED = ["NhwcTransformer", "NoopElimination"]
 
 #: Libraries the onnxruntime extension links that live outside the Python prefix.
@@ -125,8 +129,10 @@ def create_session(model: onnx.ModelProto, *, where: str,
                    spinning: bool | None = None):
     """A CPU InferenceSession for ``model``; a BackendError naming the node if refused."""
     ort = _ort()
+    options = session_options(spinning=spinning)
+    options.add_session_config_entry("session.disable_quant_qdq", "1")  # see DISABLED
     try:
-        return ort.InferenceSession(model.SerializeToString(), session_options(spinning=spinning),
+        return ort.InferenceSession(model.SerializeToString(), options,
                                     providers=["CPUExecutionProvider"],
                                     disabled_optimizers=DISABLED)
     except Exception as exc:  # onnxruntime's own exception types (Fail, InvalidGraph, ...)

@@ -26,6 +26,7 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import ReadLimits, import_onnx
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
+from tests.onnxruntime_backend.test_ops import onnx_model
 
 from .conftest import (assert_refused, check_against_onnxruntime, export, import_and_load,
                        onnx, onnxruntime_outputs, torch)
@@ -136,6 +137,10 @@ def test_quantize_static_models_match_onnxruntime(dynamo, model, per_channel, ac
     assert "quantize_linear" in graph_ops  # the activations' fake quantization ...
     assert "cast" not in graph_ops  # ... in float32 throughout
     assert "linear" in graph_ops  # the weights folded to float32 constants
+    # on the onnxruntime backend each pair one QuantizeLinear and one DequantizeLinear
+    backend_ops = [n.op_type for n in onnx_model(loaded.graph).graph.node]
+    pairs = sum(n.op == "quantize_linear" for n in loaded.graph.nodes)
+    assert backend_ops.count("QuantizeLinear") == backend_ops.count("DequantizeLinear") == pairs
     feeds = [{"x": (RNG.standard_normal(shape) * s).astype(np.float32)} for s in (1, 3, 30)]
     extreme = RNG.standard_normal(shape).astype(np.float32)
     extreme.reshape(-1)[:6] = [BIG, -BIG, np.inf, -np.inf, -0.0, 1e-45]
