@@ -366,3 +366,24 @@ def test_a_quantized_lstm_of_one_sequence_runs_confined_as_its_kernel(tmp_path):
     for feed, outputs in zip(feeds, got):
         for name, value in local.run(feed).items():
             np.testing.assert_array_equal(outputs[name], value, err_msg=name)
+
+
+def test_a_qdq_pair_runs_confined_as_quantize_and_dequantize_linear(tmp_path):
+    """The QDQ pair (fusion.py) with its QDQ fusions off (the session's config): QuantizeLinear
+    and DequantizeLinear of int8 codes per channel run in the confined worker, bit for bit
+    the numpy backend."""
+    from tests.onnxruntime_backend.test_fusion_qdq import PAIR_OPS, along, pair_graph
+    from tests.onnxruntime_backend.test_ops import model_ops
+
+    graph = pair_graph("int8", scale=along([0.02, 0.5, 3.0], 1), zero_point=along(-5, None))
+    assert model_ops(graph) == PAIR_OPS
+    path = tmp_path / "qdq.pha"
+    trust = signed(graph, path)
+    feed = {"x": (np.random.default_rng(43).standard_normal((2, 3, 4, 5)) * 4)
+            .astype(np.float32)}
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        assert not ex.protections.problems
+        got = ex.run(feed)["y"]
+        assert list(ex.audit_events) == []
+    np.testing.assert_array_equal(got, Executor(graph, NumpyBackend()).run(feed)["y"])
