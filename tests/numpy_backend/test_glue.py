@@ -726,12 +726,28 @@ pool_params = st.tuples(
 )
 
 
-@settings(max_examples=40, deadline=None)
-@given(pool_params, st.integers(1, 2), st.integers(1, 2))
-def test_max_pool_matches_torch(p, dh, dw):
+def pool_input(shape, special: int) -> np.ndarray:
+    """Random values; ties (a few distinct values); -inf everywhere but a few, and float32's
+    extremes; nan, infinities and a few of each."""
+    if special == 1:
+        return RNG.choice(np.array([-1.0, 0.0, 2.0], np.float32), size=shape)
+    if special == 2:
+        return RNG.choice(np.array([-np.inf, -np.inf, np.finfo(np.float32).max,
+                                    -np.finfo(np.float32).max], np.float32), size=shape)
+    if special == 3:
+        return RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, -0.0], np.float32),
+                          size=shape)
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pool_params, st.integers(1, 2), st.integers(1, 2), st.integers(0, 3))
+def test_max_pool_matches_torch(p, dh, dw, special):
+    """Values as torch's, a nan in a window (wherever in the vectors the backend's maximum
+    runs over) included: 37 channels."""
     kh, kw, sh, sw, ph, pw, ceil, h, w = p
     ph, pw = min(ph, kh // 2), min(pw, kw // 2)
-    x = RNG.standard_normal((1, 2, h, w)).astype(np.float32)
+    x = pool_input((1, 37, h, w), special)
     (y,) = run_op("max_pool", [x], layout="NCHW", kernel_size=[kh, kw], stride=[sh, sw],
                   padding=[[ph, ph], [pw, pw]], dilation=[dh, dw], ceil_mode=ceil)
     ref = TF.max_pool2d(t(x), (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode=ceil)
@@ -745,14 +761,7 @@ def test_max_pool_with_indices_matches_torch(p, dh, dw, special):
     with a row of -inf, and nan (the window's last one) included."""
     kh, kw, sh, sw, ph, pw, ceil, h, w = p
     ph, pw = min(ph, kh // 2), min(pw, kw // 2)
-    x = RNG.standard_normal((2, 3, h, w)).astype(np.float32)
-    if special == 1:  # ties
-        x = RNG.choice(np.array([-1.0, 0.0, 2.0], np.float32), size=x.shape)
-    elif special == 2:  # -inf everywhere but a few, float32 extremes
-        x = RNG.choice(np.array([-np.inf, -np.inf, np.finfo(np.float32).max,
-                                 -np.finfo(np.float32).max], np.float32), size=x.shape)
-    elif special == 3:  # nan, inf and a few of each
-        x = RNG.choice(np.array([np.nan, np.inf, -np.inf, 1.0, -0.0], np.float32), size=x.shape)
+    x = pool_input((2, 3, h, w), special)
     (y, i) = run_op("max_pool_with_indices", [x], layout="NCHW", kernel_size=[kh, kw],
                     stride=[sh, sw], padding=[[ph, ph], [pw, pw]], dilation=[dh, dw],
                     ceil_mode=ceil)

@@ -1,0 +1,99 @@
+"""Float32 conv nets with max pooling: the imported artifact on both backends against bare
+onnxruntime on the exported ONNX file, in one run (:mod:`bench.onnx_sides`: each side in its
+own child process, blocks alternating).
+
+The ABI's ``max_pool`` gives nan for a window that holds one, as torch and the numpy backend
+do, where onnxruntime's MaxPool skips it; the onnxruntime backend therefore pools the input's
+IsNaN mask beside the input and puts nan where the mask's pool is positive (``_nan_wins`` in
+``plugins/onnxruntime_backend/glue.py``). Those ops are not onnxruntime's blocked-channel
+(NCHWc) kernels, so around each pool the tensors are reordered out of that layout and back,
+where bare onnxruntime keeps conv and pool in it. This measures what that costs.
+
+Models, exported by torch's legacy exporter: a ResNet-like net (a 7x7 stride-2 conv, batch
+norm, ReLU, a 3x3 stride-2 max pool, three pairs of 3x3 convs) on a 3x224x224 input; a
+VGG-like one (three 3x3 convs of 32, 64 and 128 channels, each followed by a 2x2 max pool)
+on 3x128x128; YOLO's SPPF block (a 1x1 conv, three 5x5 stride-1 max pools in a row, their
+concatenation, a 1x1 conv) on 64x40x40. There is no target for these: the ratios say what a
+max-pooling net costs through the host.
+
+    .venv/bin/python bench/bench_max_pool.py [--runs 200] [--rounds 6] [--models vgg ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.onnx_sides import Model, main  # noqa: E402
+
+
+def _export(net_of: Callable) -> Callable:
+    """``export`` of :class:`Model`: torch's ``net_of()`` (seeded), in eval mode, exported by
+    the legacy exporter."""
+    def export(x: np.ndarray, path: Path) -> None:
+        import torch
+
+        torch.manual_seed(0)
+        torch.onnx.export(net_of().eval(), (torch.from_numpy(x),), str(path),
+                          input_names=["x"], output_names=["y"], dynamo=False)
+    return export
+
+
+def _resnet():
+    from torch import nn
+
+    def pair(c_in: int, c: int, stride: int):
+        return nn.Sequential(nn.Conv2d(c_in, c, 3, stride, 1, bias=False), nn.BatchNorm2d(c),
+                             nn.ReLU(), nn.Conv2d(c, c, 3, 1, 1, bias=False),
+                             nn.BatchNorm2d(c), nn.ReLU())
+    return nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1), pair(64, 64, 1), pair(64, 128, 2),
+                         pair(128, 256, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(256, 10))
+
+
+def _vgg():
+    from torch import nn
+
+    layers, channels = [], 3
+    for width in (32, 64, 128):
+        layers += [nn.Conv2d(channels, width, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2)]
+        channels = width
+    return nn.Sequential(*layers)
+
+
+def _sppf():
+    import torch
+    from torch import nn
+
+    class Sppf(nn.Module):
+        """YOLO's spatial pyramid pooling, fast: one 5x5 pool applied three times."""
+
+        def __init__(self):
+            super().__init__()
+            self.reduce, self.pool = nn.Conv2d(64, 32, 1), nn.MaxPool2d(5, 1, 2)
+            self.out = nn.Conv2d(128, 64, 1)
+
+        def forward(self, x):
+            x = self.reduce(x)
+            a = self.pool(x)
+            b = self.pool(a)
+            return self.out(torch.cat([x, a, b, self.pool(b)], 1))
+
+    return Sppf()
+
+
+MODELS = {
+    "resnet": Model(_export(_resnet), (1, 3, 224, 224), 4, "float32, one 3x3 max pool"),
+    "vgg": Model(_export(_vgg), (1, 3, 128, 128), 4, "float32, three 2x2 max pools"),
+    "sppf": Model(_export(_sppf), (1, 64, 40, 40), 4, "float32, three 5x5 max pools"),
+}
+
+if __name__ == "__main__":
+    sys.exit(main(__file__, __doc__, MODELS))
