@@ -45,7 +45,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from abi import TensorType
-from abi.quantization import CODE_RANGES
 
 from . import glue, layers, recurrent_kernels
 from .emitter import MS, Emitter
@@ -159,7 +158,8 @@ def fused(nodes: Sequence[Any], consts: Mapping[str, np.ndarray],
     """``nodes`` with each chain of a dynamically quantized MatMul one :class:`DynamicMatMul`
     in the place of its last op (with the ``quantized_lstm`` that alone reads it, one
     :class:`ProjectedLstm` in the op's place), each of a dynamically quantized conv one
-    :class:`DynamicConv`, and the chains' other ops that nothing else reads left out
+    :class:`DynamicConv`, each QDQ pair one :class:`Dequantized`, and the chains' other ops
+    that nothing else reads left out
     (``outputs``: the graph's, read by the caller)."""
     producer = {out: node for node in nodes for out in node.outputs}
     readers: dict[str, list] = {name: [None] for name in outputs}  # None: the caller
@@ -280,26 +280,16 @@ def _dequantized(mul, producer: Mapping[str, Any], consts: Mapping[str, np.ndarr
                                         consts.get(q_zp), dtype) is None
                 or types[mul.outputs[0]].shape != shape):
             continue
-        lo, hi = CODE_RANGES[dtype]
         z = None if zero_point is None else consts[zero_point]
-        if z is not None and not np.all((z >= lo) & (z <= hi) & (z == np.round(z))):
+        if z is not None and not glue.are_codes(z, dtype):
             continue
-        axes = {_along(shape, value) for value in (consts[scale], z) if value is not None}
-        axes.discard(None)
-        if -1 in axes or len(axes) > 1:
+        axes = {glue.quantization_axis(shape, value) for value in (consts[scale], z)
+                if value is not None and value.size > 1}  # None: along several axes
+        if None in axes or len(axes) > 1:
             continue
         return Dequantized(mul.name, quantize, (quantize, *links), zero_point, scale,
                            axes.pop() if axes else None, mul.outputs[0])
     return None
-
-
-def _along(shape: Sequence, value: np.ndarray) -> int | None:
-    """The axis of a tensor of ``shape`` along which constant ``value`` (broadcast to it)
-    differs: None for one value, -1 where it differs along several axes."""
-    if value.size == 1:
-        return None
-    along = [i for i, d in enumerate(value.shape) if d != 1]
-    return len(shape) - value.ndim + along[0] if len(along) == 1 else -1
 
 
 def _biased(chain: DynamicMatMul, mul, readers: Sequence[Any],

@@ -248,13 +248,18 @@ def quantize_linear_kernel(shape, scale: np.ndarray | None, zp: str | None,
     ABI's quantize_linear: the scale positive and finite, one value or one per entry of one
     axis of x, the zero point (if any) constant integers of the codes' range. None where it
     does not."""
-    lo, hi = CODE_RANGES[dtype]
-    axis = _quantization_axis(shape, scale)
+    axis = quantization_axis(shape, scale)
     if (axis is None or not np.all((scale > 0) & (scale < np.inf))
-            or (zp is not None and (z is None or not np.all((z >= lo) & (z <= hi) &
-                                                             (z == np.round(z)))))):
+            or (zp is not None and (z is None or not are_codes(z, dtype)))):
         return None
     return axis
+
+
+def are_codes(z: np.ndarray, dtype: str) -> bool:
+    """Whether constant ``z`` holds integers of ``dtype``'s code range only (a zero point
+    onnxruntime's QuantizeLinear and DequantizeLinear can take as that dtype)."""
+    lo, hi = CODE_RANGES[dtype]
+    return bool(np.all((z >= lo) & (z <= hi) & (z == np.round(z))))
 
 
 def quantize_linear_codes(e, ins, dtype: str) -> str | None:
@@ -274,7 +279,7 @@ def quantize_linear_codes(e, ins, dtype: str) -> str | None:
     return e.op("QuantizeLinear", [x, scale, zero], axis=axis)[0]
 
 
-def _quantization_axis(shape, scale: np.ndarray | None) -> int | None:
+def quantization_axis(shape, scale: np.ndarray | None) -> int | None:
     """0 for a constant scale of one value (per tensor: QuantizeLinear's axis is then unused
     but must be valid), the axis of x (of ``shape``) a constant scale broadcasts along (one
     dim not 1), else None (computed at run time, or along several axes)."""
