@@ -3,11 +3,12 @@ onnxruntime on the exported ONNX file, in one run (:mod:`bench.onnx_sides`: each
 own child process, blocks alternating).
 
 The ABI's ``max_pool`` gives nan for a window that holds one, as torch and the numpy backend
-do, where onnxruntime's MaxPool skips it; the onnxruntime backend therefore pools the input's
-IsNaN mask beside the input and puts nan where the mask's pool is positive (``_nan_wins`` in
-``plugins/onnxruntime_backend/glue.py``). Those ops are not onnxruntime's blocked-channel
-(NCHWc) kernels, so around each pool the tensors are reordered out of that layout and back,
-where bare onnxruntime keeps conv and pool in it. This measures what that costs.
+do, where onnxruntime's MaxPool skips it, so the onnxruntime backend adds a nan check to each
+pool. Around a float32 pool of 16 channels or a multiple it is the pool times a depthwise Conv
+of HardSigmoid(x) (weights 0, bias 1: exactly 1, or nan where the window holds one), ops that
+onnxruntime keeps in its blocked-channel (NCHWc) layout with the convs and the pool
+(``_max_pool_blocked`` in ``plugins/onnxruntime_backend/glue.py``); elsewhere an IsNaN mask,
+whose ops take the tensors out of that layout and back. This measures what the check costs.
 
 Models, exported by torch's legacy exporter: a ResNet-like net (a 7x7 stride-2 conv, batch
 norm, ReLU, a 3x3 stride-2 max pool, three pairs of 3x3 convs) on a 3x224x224 input; a

@@ -18,6 +18,7 @@ from abi.errors import BackendError
 from abi.ops.sampling import pool_sizes
 from abi.quantization import CODE_RANGES, need_values
 
+from . import session
 from .emitter import Converter, onnx_dtype, onnx_pads
 
 _FLOATS = frozenset({"float16", "float32", "float64"})
@@ -435,6 +436,79 @@ def max_pool(e, node, ins, outs, a):
          ceil_mode=int(a["ceil_mode"]))
 
 
+def _max_pool_blocked(e, node, ins, outs, a) -> bool:
+    """A float32 2-D ``max_pool`` with nan wherever its window holds a nan (onnxruntime's
+    MaxPool skips one) written in ops onnxruntime keeps in its blocked-channel (NCHWc) layout,
+    so the tensors stay in it around the pool: MaxPool times a Conv of HardSigmoid(x) over the
+    same windows, weights 0 and bias 1 per channel (depthwise). HardSigmoid (0.2 x + 0.5,
+    clamped to [0, 1]) bounds every non-nan value, infinities included, and gives nan for nan,
+    so each tap's product with the weight 0 is a zero or nan and the Conv gives exactly 1 or
+    nan; times it, the pool's value is itself, bit for bit and sign (-0.0, infinities, the
+    lowest float), or nan. Where it takes fewer taps per output (``kh * sw + kw < kh * kw``:
+    YOLO's 5x5 stride-1 pools, not a 2x2 or 3x3 stride-2 one), the Conv is two, over each
+    window's columns (bias 0: a zero or nan) and then its rows (bias 1). :func:`_nan_wins`'
+    mask (IsNaN, Cast, a MaxPool of it, Greater, Where) is ops outside that layout, which took
+    the tensors out of it and back around each pool.
+
+    Written only where it pays and holds: 16 channels or a multiple of them (onnxruntime's
+    blocks hold 8 or 16 channels on x86; over other counts the layout is not used and the
+    depthwise Conv costs more than the mask), windows the Conv can take (``ceil_mode`` only
+    over static sizes, its last window's end padding added), and an onnxruntime whose
+    HardSigmoid keeps a nan (:func:`.session.hard_sigmoid_keeps_nan` asks it once). False
+    where it is not."""
+    x = ins[0]
+    shape = e.types[x].shape
+    if (e.types[x].dtype != "float32" or len(shape) != 4 or type(shape[1]) is not int
+            or shape[1] % 16):
+        return False
+    kernel, stride = list(a["kernel_size"]), list(a["stride"])
+    dilation = list(a.get("dilation") or [1, 1])
+    pads = onnx_pads(a["padding"])
+    if a["ceil_mode"]:
+        sizes, out = shape[2:], e.types[outs[0]].shape[2:]
+        if any(type(n) is not int for n in (*sizes, *out)):
+            return False
+        for i, (n, o, k, s, d) in enumerate(zip(sizes, out, kernel, stride, dilation)):
+            pads[2 + i] += max(0, (o - 1) * s + d * (k - 1) + 1 - (n + pads[i] + pads[2 + i]))
+    if not session.hard_sigmoid_keeps_nan():
+        return False
+    channels = shape[1]
+    [bounded] = e.op("HardSigmoid", [x], alpha=0.2, beta=0.5)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    if kh * sw + kw < kh * kw:  # fewer taps per output as a column, then a row, of taps
+        [column] = e.op("Conv", [bounded, _zeros(e, channels, kh, 1), _filled(e, channels, 0)],
+                        group=channels, kernel_shape=[kh, 1], strides=[sh, 1],
+                        pads=[pads[0], 0, pads[2], 0], dilations=[dh, 1])
+        [ones] = e.op("Conv", [column, _zeros(e, channels, 1, kw), _filled(e, channels, 1)],
+                      group=channels, kernel_shape=[1, kw], strides=[1, sw],
+                      pads=[0, pads[1], 0, pads[3]], dilations=[1, dw])
+    else:
+        [ones] = e.op("Conv", [bounded, _zeros(e, channels, kh, kw), _filled(e, channels, 1)],
+                      group=channels, kernel_shape=kernel, strides=stride, pads=pads,
+                      dilations=dilation)
+    plain = [e.fresh()]
+    max_pool(e, node, ins, plain, a)
+    e.op("Mul", plain + [ones], outs)
+    return True
+
+
+def _zeros(e, channels: int, *kernel: int) -> str:
+    return e.derived(f"max_pool.zeros({channels}x{kernel})", [],
+                     lambda: np.zeros((channels, 1, *kernel)))
+
+
+def _filled(e, channels: int, value: float) -> str:
+    return e.derived(f"max_pool.bias({channels}, {value})", [],
+                     lambda: np.full(channels, value))
+
+
+def max_pool_nan(e, node, ins, outs, a):
+    """``max_pool`` with nan wherever its window holds a nan, as numpy and torch give:
+    :func:`_max_pool_blocked` where it applies, else :func:`_nan_wins`' mask."""
+    if not _max_pool_blocked(e, node, ins, outs, a):
+        _nan_wins(max_pool, max_pool)(e, node, ins, outs, a)
+
+
 def max_pool_with_indices(e, node, ins, outs, a):
     """MaxPool's Indices are flat over the whole tensor and skip nans: the index within the
     (n, c) plane is Indices mod H*W, and a window holding a nan takes its last one, the max
@@ -697,7 +771,7 @@ CONVERTERS: dict[str, Converter] = {
     "reshape": reshape, "flatten": flatten, "unflatten": unflatten,
     "transpose": lambda e, n, i, o, a: e.op("Transpose", i, o, perm=list(a["perm"])),
     "slice": slice_, "split": split, "pad": pad,
-    "max_pool": _window_checked(_nan_wins(max_pool, max_pool)),
+    "max_pool": _window_checked(max_pool_nan),
     "max_pool_with_indices": _window_checked(max_pool_with_indices),
     "avg_pool": _window_checked(avg_pool),
     "resize": resize, "grid_sample": grid_sample,

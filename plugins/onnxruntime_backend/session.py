@@ -23,6 +23,7 @@ package under the Python prefix (allowed read-only) and starts its thread under 
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import os
 import re
@@ -141,6 +142,24 @@ def create_session(model: onnx.ModelProto, *, where: str,
         at = f"node {node!r}" if node else where
         raise BackendError(f"onnxruntime backend: {at}: onnxruntime refused the model: "
                            f"{message}", backend="onnxruntime", node=node) from None
+
+
+@functools.cache
+def hard_sigmoid_keeps_nan() -> bool:
+    """Whether this onnxruntime's HardSigmoid (``max(0, min(1, 0.2 x + 0.5))``) gives nan for
+    nan at every position of a vector, whole SIMD blocks and a tail: a max or min instruction
+    may give the bound for a nan; on x86 with AVX2 or AVX-512 it gives the nan. ``glue``'s
+    nan-checked max pool relies on it, and asks once per process."""
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [helper.make_node("HardSigmoid", ["x"], ["y"], alpha=0.2, beta=0.5)], "nan_probe",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [67])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [67])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    run = create_session(model, where="the HardSigmoid nan probe", spinning=False)
+    [out] = run.run(None, {"x": np.full(67, np.nan, np.float32)})
+    return bool(np.isnan(out).all())
 
 
 class GraphSession:

@@ -1,0 +1,198 @@
+"""The onnxruntime backend's nan-checked max pool: where it is written in ops onnxruntime keeps
+in its blocked-channel layout (float32, 2-D, 16 channels or a multiple), the values of torch's
+max_pool2d bit for bit, zero signs and nan included, over special values, kernels up to 5x5,
+strides, padding, dilation and ceil mode; elsewhere the IsNaN mask, the same values."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+import torch.nn.functional as TF
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from abi.errors import ShapeError
+from plugin_host.builder import GraphBuilder
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend, session
+from tests.numpy_backend.test_glue import pool_input
+from tests.onnxruntime_backend.test_ops import onnx_model
+
+LOWEST = np.finfo(np.float32).min
+RNG = np.random.default_rng(4)
+
+
+def pool_graph(shape, *, flat=None, **attrs):
+    """max_pool of x; with ``flat`` (the output's shape when the call runs, over input sizes
+    known only then) reshaped to it, the graph's output dims then being sizes."""
+    b = GraphBuilder("pool")
+    y = b.op("max_pool", b.input("x", shape, "float32", "ANY"), name="pool", **attrs)
+    if flat is not None:
+        y = b.op("reshape", y, name="flat", shape=list(flat))
+    b.output(y, "y", "ANY")
+    return b.build()
+
+
+def attrs_of(kh, kw, sh, sw, ph, pw, dh, dw, ceil):
+    return {"kernel_size": [kh, kw], "stride": [sh, sw], "padding": [[ph, ph], [pw, pw]],
+            "dilation": [dh, dw], "ceil_mode": ceil}
+
+
+def torch_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, ceil):
+    return TF.max_pool2d(torch.from_numpy(x), (kh, kw), (sh, sw), (ph, pw), (dh, dw),
+                         ceil_mode=ceil).numpy()
+
+
+def assert_same(got, want):
+    """Bit for bit with zero signs, nan where nan; onnxruntime's MaxPool starts from float32's
+    lowest value, so a window of only -inf gives it (README: the one difference left)."""
+    got = np.where((got == LOWEST) & (want == -np.inf), np.float32(-np.inf), got)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
+
+
+def conv_kernels(graph) -> list[list[int]]:
+    return [list(next(a.ints for a in n.attribute if a.name == "kernel_shape"))
+            for n in onnx_model(graph).graph.node if n.op_type == "Conv"]
+
+
+pool_params = st.tuples(
+    st.integers(1, 5), st.integers(1, 5),            # kernel h, w
+    st.integers(1, 3), st.integers(1, 3),            # stride h, w
+    st.tuples(*[st.integers(0, 2)] * 4),             # padding h, w before and after
+    st.integers(1, 2), st.integers(1, 2),            # dilation h, w
+    st.booleans(),                                   # ceil_mode
+    st.integers(9, 14), st.integers(9, 14),          # input h, w
+    st.sampled_from([16, 32]),                       # channels
+    st.integers(0, 3),                               # pool_input's special values
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(pool_params)
+def test_blocked_max_pool_matches_the_numpy_backend(p):
+    """Bit for bit as the numpy backend (whose max_pool is torch's, test_glue), padding
+    before and after each axis apart as an imported ONNX MaxPool has it."""
+    kh, kw, sh, sw, pads, dh, dw, ceil, h, w, channels, special = p
+    pads = [min(pad, k - 1) for pad, k in zip(pads, (kh, kh, kw, kw))]
+    attrs = {"kernel_size": [kh, kw], "stride": [sh, sw], "dilation": [dh, dw],
+             "padding": [pads[:2], pads[2:]], "ceil_mode": ceil}
+    try:
+        graph = pool_graph((2, channels, h, w), **attrs)
+    except ShapeError:  # a dilated window of padding alone, refused on both backends
+        assume(False)
+    x = pool_input((2, channels, h, w), special)
+    ops = [n.op_type for n in onnx_model(graph).graph.node]
+    assert "IsNaN" not in ops and ops.count("HardSigmoid") == 1 and ops.count("Mul") == 1
+    assert len(conv_kernels(graph)) == (2 if kh * sw + kw < kh * kw else 1)
+    got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+    assert_same(got, Executor(graph, NumpyBackend()).run({"x": x})["y"])
+    if pads[0] == pads[1] <= kh // 2 and pads[2] == pads[3] <= kw // 2:
+        assert_same(got, torch_pool(x, kh, kw, sh, sw, pads[0], pads[2], dh, dw, ceil))
+
+
+@pytest.mark.parametrize("where", [(0, 0, 0, 0), (1, 5, 3, 7), (1, 15, 8, 8), (0, 7, 12, 12)])
+@pytest.mark.parametrize("kernel, stride, separable", [((3, 3), (2, 2), False),
+                                                       ((5, 5), (1, 1), True),
+                                                       ((2, 2), (2, 2), False)])
+def test_one_nan_spreads_over_its_windows_alone(where, kernel, stride, separable):
+    """One nan among finite values, at a corner, inside, at a channel of each SIMD block: nan
+    exactly in the windows holding it (and each of the others their max); an infinity of
+    either sign beside it changes nothing of that."""
+    x = RNG.standard_normal((2, 16, 13, 13)).astype(np.float32)
+    x[0, 3, 4, 4], x[0, 9, 6, 2] = np.inf, -np.inf
+    x[where] = np.nan
+    (kh, kw), (sh, sw) = kernel, stride
+    args = (kh, kw, sh, sw, kh // 2, kw // 2, 1, 1, False)
+    graph = pool_graph(x.shape, **attrs_of(*args))
+    assert len(conv_kernels(graph)) == (2 if separable else 1)
+    got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+    want = torch_pool(x, *args)
+    assert np.isnan(want).sum() >= 1
+    assert_same(got, want)
+
+
+
+@pytest.mark.parametrize("case", ["8 channels", "3-D", "ceil over run-time sizes",
+                                  "HardSigmoid drops a nan"])
+def test_elsewhere_the_mask(case, monkeypatch):
+    """Outside what the blocked form takes (other channel counts, other ranks, ceil mode
+    where the Conv's end padding cannot be known at load, an onnxruntime whose HardSigmoid
+    would give a bound for a nan) the IsNaN mask, with the same values."""
+    shape, attrs = (2, 16, 11, 10), attrs_of(3, 3, 2, 2, 1, 1, 1, 1, True)
+    feed_shape = shape
+    if case == "8 channels":
+        shape = feed_shape = (2, 8, 11, 10)
+    elif case == "ceil over run-time sizes":
+        shape, attrs["flat"] = (2, 16, "h", "w"), (2, 16, 6, 6)
+    elif case == "HardSigmoid drops a nan":
+        monkeypatch.setattr(session, "hard_sigmoid_keeps_nan", lambda: False)
+    if case == "3-D":
+        shape = feed_shape = (2, 16, 5, 6, 7)
+        attrs = {"kernel_size": [2, 3, 2], "stride": [1, 2, 2],
+                 "padding": [[1, 1], [1, 1], [0, 0]], "dilation": [1, 1, 1],
+                 "ceil_mode": False}
+    graph = pool_graph(shape, **attrs)
+    ops = [n.op_type for n in onnx_model(graph).graph.node]
+    assert "IsNaN" in ops and "HardSigmoid" not in ops
+    x = pool_input(feed_shape, 3)
+    got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+    if case == "3-D":
+        want = TF.max_pool3d(torch.from_numpy(x), (2, 3, 2), (1, 2, 2), (1, 1, 0)).numpy()
+    else:
+        want = torch_pool(x, 3, 3, 2, 2, 1, 1, 1, 1, True)
+    assert_same(got, want)
+
+
+def test_no_ceil_over_run_time_sizes_is_blocked():
+    """Without ceil mode the Conv's windows are the pool's at any size: the blocked form
+    over sizes known when the call runs, at two sizes."""
+    for h, w in ((9, 12), (16, 7)):
+        out = (1, 16, (h - 1) // 2 + 1, (w - 1) // 2 + 1)
+        graph = pool_graph((1, 16, "h", "w"), flat=out,
+                           **attrs_of(3, 3, 2, 2, 1, 1, 1, 1, False))
+        assert "HardSigmoid" in {n.op_type for n in onnx_model(graph).graph.node}
+        x = pool_input((1, 16, h, w), 3)
+        got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+        assert_same(got, torch_pool(x, 3, 3, 2, 2, 1, 1, 1, 1, False))
+
+
+def optimized_ops(model, path) -> list[str]:
+    import onnx
+
+    options = session.session_options()
+    options.optimized_model_filepath = str(path)
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=session.DISABLED)
+    return [n.op_type for n in onnx.load(str(path)).graph.node]
+
+
+@pytest.mark.parametrize("kernel, stride", [(3, 2), (5, 1), (2, 2)])
+def test_the_pool_stays_in_the_blocked_layout(kernel, stride, tmp_path):
+    """conv, max pool, conv: onnxruntime reorders the tensor into its blocked-channel layout
+    once before the first conv and back once after the last, with the nan check between, as
+    for the bare MaxPool (where this onnxruntime has that layout on this machine)."""
+    b = GraphBuilder("tower")
+    x = b.input("x", (1, 16, 24, 24), "float32", "ANY")
+    w = b.constant("w", RNG.standard_normal((32, 16, 3, 3)).astype(np.float32))
+    w2 = b.constant("w2", RNG.standard_normal((32, 32, 3, 3)).astype(np.float32))
+    y = b.op("conv", x, w, name="conv", stride=[1, 1], padding=[[1, 1], [1, 1]],
+             dilation=[1, 1], groups=1)
+    y = b.op("max_pool", y, name="pool", **attrs_of(kernel, kernel, stride, stride,
+                                                      kernel // 2, kernel // 2, 1, 1, False))
+    b.output(b.op("conv", y, w2, name="conv2", stride=[1, 1], padding=[[1, 1], [1, 1]],
+                  dilation=[1, 1], groups=1), "y", "ANY")
+    graph = b.build()
+    ops = optimized_ops(onnx_model(graph), tmp_path / "blocked.onnx")
+    if "ReorderInput" not in ops:
+        pytest.skip("onnxruntime has no blocked-channel layout on this machine")
+    assert "HardSigmoid" in ops
+    assert ops.count("ReorderInput") == 1 and ops.count("ReorderOutput") == 1, ops
+    with pytest.MonkeyPatch.context() as patch:  # the mask leaves the layout and comes back
+        patch.setattr(session, "hard_sigmoid_keeps_nan", lambda: False)
+        masked = optimized_ops(onnx_model(graph), tmp_path / "masked.onnx")
+    assert "IsNaN" in masked and masked.count("ReorderInput") > 1
