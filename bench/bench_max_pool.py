@@ -14,7 +14,9 @@ Models, exported by torch's legacy exporter: a ResNet-like net (a 7x7 stride-2 c
 norm, ReLU, a 3x3 stride-2 max pool, three pairs of 3x3 convs) on a 3x224x224 input; a
 VGG-like one (three 3x3 convs of 32, 64 and 128 channels, each followed by a 2x2 max pool)
 on 3x128x128; YOLO's SPPF block (a 1x1 conv, three 5x5 stride-1 max pools in a row, their
-concatenation, a 1x1 conv) on 64x40x40. There is no target for these: the ratios say what a
+concatenation, a 1x1 conv) on 64x40x40; CBAM's channel attention (a 3x3 conv, a shared MLP
+of each channel's mean and of its max, ``amax``, whose nan check is a sum of squares, a 3x3
+conv) on 32x56x56. There is no target for these: the ratios say what a
 max-pooling net costs through the host.
 
     .venv/bin/python bench/bench_max_pool.py [--runs 200] [--rounds 6] [--models vgg ...]
@@ -90,10 +92,31 @@ def _sppf():
     return Sppf()
 
 
+def _channel_attention():
+    from torch import nn
+
+    class Attention(nn.Module):
+        """CBAM's channel attention: a shared MLP of each channel's mean and max, summed,
+        a sigmoid, the features scaled by it."""
+
+        def __init__(self, c: int):
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Conv2d(c, c // 8, 1), nn.ReLU(), nn.Conv2d(c // 8, c, 1))
+
+        def forward(self, x):
+            both = self.mlp(x.mean((2, 3), keepdim=True)) + self.mlp(x.amax((2, 3), keepdim=True))
+            return x * both.sigmoid()
+
+    return nn.Sequential(nn.Conv2d(32, 64, 3, 1, 1), nn.ReLU(), Attention(64),
+                         nn.Conv2d(64, 64, 3, 1, 1))
+
+
 MODELS = {
     "resnet": Model(_export(_resnet), (1, 3, 224, 224), 4, "float32, one 3x3 max pool"),
     "vgg": Model(_export(_vgg), (1, 3, 128, 128), 4, "float32, three 2x2 max pools"),
     "sppf": Model(_export(_sppf), (1, 64, 40, 40), 4, "float32, three 5x5 max pools"),
+    "attention": Model(_export(_channel_attention), (1, 32, 56, 56), 4,
+                       "float32, a max over each channel"),
 }
 
 if __name__ == "__main__":

@@ -106,6 +106,28 @@ def _reduce(op_type: str) -> Converter:
     return convert
 
 
+def _extreme(op_type: str) -> Converter:
+    """ReduceMax or ReduceMin, which skip a nan, with nan where the reduced values hold one,
+    as numpy and torch give: times Clip(sum of their squares, 1, 1), which is 1 or, where a
+    nan is among them, nan (:func:`nan_seen`'s reasoning; onnxruntime's Clip keeps a nan,
+    which ``fusion._nan_scale`` relies on too); the extreme times 1 is itself bit for bit.
+    Two passes over x, where an IsNaN mask reduced beside it took four. Over nothing the sum
+    is 0 and the extreme onnxruntime's (the lowest or highest value) stays."""
+    plain = _reduce(op_type)
+
+    def convert(e, node, ins, outs, a):
+        dtype = e.types[ins[0]].dtype
+        if dtype not in _FLOATS:
+            plain(e, node, ins, outs, a)
+            return
+        extreme, squares = [e.fresh()], [e.fresh()]
+        plain(e, node, ins, extreme, a)
+        _reduce("ReduceSumSquare")(e, node, ins, squares, a)
+        one = e.const(1, dtypes.to_numpy(dtype))
+        e.op("Mul", extreme + e.op("Clip", squares + [one, one]), outs)
+    return convert
+
+
 def mean(e, node, ins, outs, a):
     """ReduceMean, which gives 0 over nothing: nan there, as 0 / 0 (the ABI's mean), where a
     reduced dim is 0 or symbolic (its element count read with ``Shape`` when the call runs)."""
@@ -446,9 +468,9 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
     nan; times it, the pool's value is itself, bit for bit and sign (-0.0, infinities, the
     lowest float), or nan. Where it takes fewer taps per output (``kh * sw + kw < kh * kw``:
     YOLO's 5x5 stride-1 pools, not a 2x2 or 3x3 stride-2 one), the Conv is two, over each
-    window's columns (bias 0: a zero or nan) and then its rows (bias 1). :func:`_nan_wins`'
-    mask (IsNaN, Cast, a MaxPool of it, Greater, Where) is ops outside that layout, which took
-    the tensors out of it and back around each pool.
+    window's columns (bias 0: a zero or nan) and then its rows (bias 1).
+    :func:`_max_pool_masked` (IsNaN, Cast, a MaxPool of it, Greater, Where) is ops outside that
+    layout, which took the tensors out of it and back around each pool.
 
     Written only where it pays and holds: 16 channels or a multiple of them (onnxruntime's
     blocks hold 8 or 16 channels on x86; over other counts the layout is not used and the
@@ -502,11 +524,26 @@ def _filled(e, channels: int, value: float) -> str:
                      lambda: np.full(channels, value))
 
 
+def _max_pool_masked(e, node, ins, outs, a) -> None:
+    """MaxPool, and a MaxPool of x's IsNaN mask (1 where a nan, 0 where none) beside it: nan
+    where that pool is positive."""
+    dtype = e.types[ins[0]].dtype
+    mask = e.op("Cast", e.op("IsNaN", ins[:1]), to=onnx_dtype(dtype))
+    seen, plain = [e.fresh()], [e.fresh()]
+    max_pool(e, node, mask, seen, a)
+    max_pool(e, node, ins, plain, a)
+    e.op("Where", e.op("Greater", [*seen, e.const(0, dtypes.to_numpy(dtype))])
+         + [e.const(np.nan, dtypes.to_numpy(dtype))] + plain, outs)
+
+
 def max_pool_nan(e, node, ins, outs, a):
-    """``max_pool`` with nan wherever its window holds a nan, as numpy and torch give:
-    :func:`_max_pool_blocked` where it applies, else :func:`_nan_wins`' mask."""
-    if not _max_pool_blocked(e, node, ins, outs, a):
-        _nan_wins(max_pool, max_pool)(e, node, ins, outs, a)
+    """``max_pool`` with nan wherever its window holds a nan, as numpy and torch give, where
+    onnxruntime's MaxPool skips one: :func:`_max_pool_blocked` where it applies, else
+    :func:`_max_pool_masked`; of integers MaxPool alone."""
+    if e.types[ins[0]].dtype not in _FLOATS:
+        max_pool(e, node, ins, outs, a)
+    elif not _max_pool_blocked(e, node, ins, outs, a):
+        _max_pool_masked(e, node, ins, outs, a)
 
 
 def max_pool_with_indices(e, node, ins, outs, a):
@@ -704,27 +741,6 @@ def _window_checked(convert: Converter) -> Converter:
     return wrapped
 
 
-def _nan_wins(convert: Converter, over_mask: Converter) -> Converter:
-    """``convert`` with nan wherever its reduced axes or pooling window hold a nan, as numpy
-    and torch give (onnxruntime's ReduceMax/ReduceMin/MaxPool kernels skip a nan):
-    ``over_mask`` runs the same reduction, as a max, over the input's IsNaN mask (1 where a
-    nan, 0 where none, -inf over nothing)."""
-    def wrapped(e, node, ins, outs, a):
-        dtype = e.types[ins[0]].dtype
-        if dtype not in _FLOATS:
-            convert(e, node, ins, outs, a)
-            return
-        mask = e.op("Cast", e.op("IsNaN", ins[:1]), to=onnx_dtype(dtype))
-        seen = [e.fresh()]
-        over_mask(e, node, mask + list(ins[1:]), seen, a)
-        plain = [e.fresh()]
-        convert(e, node, ins, plain, a)
-        e.op("Where", e.op("Greater", [*seen, e.const(0, dtypes.to_numpy(dtype))])
-             + [e.const(np.nan, dtypes.to_numpy(dtype))] + plain, outs)
-    return wrapped
-
-
-
 #: glue op name (version 1) -> converter(emitter, node, input names, output names, attrs)
 CONVERTERS: dict[str, Converter] = {
     "identity": _simple("Identity"), "relu": relu, "sigmoid": _simple("Sigmoid"),
@@ -743,8 +759,7 @@ CONVERTERS: dict[str, Converter] = {
     "ceil": _simple("Ceil"), "round": _simple("Round"),
     "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"), "div": _simple("Div"),
     "matmul": _simple("MatMul"), "mean": mean, "cast": cast, "bitcast": bitcast, "clip": clip,
-    "sum": _reduce("ReduceSum"), "amax": _nan_wins(_reduce("ReduceMax"), _reduce("ReduceMax")),
-    "amin": _nan_wins(_reduce("ReduceMin"), _reduce("ReduceMax")),
+    "sum": _reduce("ReduceSum"), "amax": _extreme("ReduceMax"), "amin": _extreme("ReduceMin"),
     "argmax": _arg("ArgMax"),
     "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"),
     "log_softmax": lambda e, n, i, o, a: e.op("LogSoftmax", i, o, axis=a["axis"]),
