@@ -107,6 +107,12 @@ class Emitter:
         sub.prefix = f"{self.prefix}/{tag}"
         return sub
 
+    def branch(self, outputs: Sequence[tuple[str, int]]) -> onnx.GraphProto:
+        """This (sub)emitter's nodes as a graph of no inputs, an If's branch, giving
+        ``outputs`` (name, ONNX element type)."""
+        return helper.make_graph(self.nodes, self.prefix, [], [
+            helper.make_tensor_value_info(name, elem, None) for name, elem in outputs])
+
     def fresh(self) -> str:
         """A new tensor name."""
         self._count += 1

@@ -41,7 +41,6 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from .emitter import MS, Emitter, moved_codes
 
@@ -251,7 +250,5 @@ def kernel_or_scan(e: Emitter, node, x: str, states: list[str], lengths: str | N
         b = e.subgraph(tag)
         names = [b.fresh() for _ in outs]
         write(b, names)
-        branches.append(helper.make_graph(
-            b.nodes, b.prefix, [], [helper.make_tensor_value_info(n, _F32, None)
-                                    for n in names]))
+        branches.append(b.branch([(n, _F32) for n in names]))
     e.op("If", [fast], outs, then_branch=branches[0], else_branch=branches[1])
