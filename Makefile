@@ -36,7 +36,7 @@ test: $(STAMP_TEST)
 # 20 Hz through the daemon vs one camera, quantize_dynamic models and float32 recurrent ones on
 # both backends vs bare onnxruntime, float32 conv nets that max-pool the same way.
 BENCHES := bench_model bench_verify bench_load_rss bench_sandbox bench_frame_handoff bench_onnxruntime \
-	bench_cameras bench_quantized bench_recurrent bench_max_pool
+	bench_cameras bench_quantized bench_recurrent bench_extremes
 
 bench: $(STAMP_TEST)
 	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py; done

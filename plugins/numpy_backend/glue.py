@@ -586,7 +586,7 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
     win = _windows(xp, kernel_size, stride, dilation, out)
     # one np.maximum over the whole output per kernel tap, in window order (a nan wins, from
     # either side): a max over the view's window axes runs a small loop per output element,
-    # ten to seventy times slower on the pools of bench/bench_max_pool.py
+    # ten to seventy times slower on the pools of bench/bench_extremes.py
     taps = itertools.product(*(range(k) for k in kernel_size))
     y = np.array(win[(..., *next(taps))])
     for tap in taps:

@@ -186,17 +186,27 @@ def prod(e, node, ins, outs, a):
 
 def _arg(op_type: str) -> Converter:
     """ArgMax/ArgMin; on floats the first nan along the axis wins, as in numpy and torch
-    (onnxruntime's own kernel skips a nan unless it comes first)."""
+    (onnxruntime's own kernel skips a nan unless it comes first). Finding the first nan takes
+    an IsNaN mask, cast, reduced twice, some times the op's own cost (bench_extremes'
+    segmentation head, an argmax over 19 classes, 1.25x bare onnxruntime with it). So an If on
+    whether x holds a nan at all (:func:`nan_seen`, one pass) runs the op alone where none is
+    (1.02x to 1.05x), and the mask only where one is."""
     def convert(e, node, ins, outs, a):
         keep = dict(axis=int(a["axis"]), keepdims=int(a["keepdim"]), select_last_index=0)
         if e.types[ins[0]].dtype not in _FLOATS:
             e.op(op_type, ins, outs, **keep)
             return
-        nan = e.op("Cast", e.op("IsNaN", ins), to=onnx.TensorProto.INT32)
-        first_nan = e.op("ArgMax", nan, **keep)
-        has_nan = e.op("Cast", e.op("ReduceMax", [nan[0], e.const([keep["axis"]], np.int64)],
-                                    keepdims=keep["keepdims"]), to=onnx.TensorProto.BOOL)
-        e.op("Where", has_nan + first_nan + e.op(op_type, ins, **keep), outs)
+        masked, plain = e.subgraph("nan"), e.subgraph("no_nan")
+        first, alone = masked.fresh(), plain.fresh()
+        nan = masked.op("Cast", masked.op("IsNaN", ins), to=onnx.TensorProto.INT32)
+        has_nan = masked.op("ReduceMax", [nan[0], masked.const([keep["axis"]], np.int64)],
+                            keepdims=keep["keepdims"])
+        masked.op("Where", masked.op("Cast", has_nan, to=onnx.TensorProto.BOOL)
+                  + masked.op("ArgMax", nan, **keep) + masked.op(op_type, ins, **keep), [first])
+        plain.op(op_type, ins, [alone], **keep)
+        int64 = onnx.TensorProto.INT64
+        e.op("If", [nan_seen(e, ins[0])], outs, then_branch=masked.branch([(first, int64)]),
+             else_branch=plain.branch([(alone, int64)]))
     return convert
 
 

@@ -78,3 +78,47 @@ def test_one_nan_anywhere_in_a_long_row(op):
     got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
     assert np.isnan(got[:67]).all() and not np.isnan(got[67])
     assert got[67] == (np.inf if op == "amax" else -np.inf)
+
+
+def arg_graph(op, shape, axis, keepdim):
+    b = GraphBuilder(op)
+    x = b.input("x", shape, "float32", "ANY")
+    b.output(b.op(op, x, name="node", axis=axis, keepdim=keepdim), "y", "ANY")
+    return b.build()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["argmax", "argmin"]),
+       st.lists(st.integers(1, 6), min_size=1, max_size=4),
+       st.data(), st.booleans(), st.sampled_from([0.0, 0.0, 0.02, 0.3]))
+def test_arg_extremes_are_numpys_with_and_without_a_nan(op, shape, data, keepdim, nan_share):
+    """argmax / argmin over special values and ties (both zeros, infinities, float32's
+    extremes), with no nan (the If's branch of the op alone) or some (the first nan along
+    the axis wins): numpy's index, as the numpy backend gives it, everywhere."""
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    rest = (1 - nan_share) / (len(SPECIALS) - 1)
+    x = rng.choice(SPECIALS, size=shape, p=[nan_share] + [rest] * (len(SPECIALS) - 1))
+    graph = arg_graph(op, tuple(shape), axis, keepdim)
+    assert model_ops(graph) == {"ReduceSumSquare", "IsNaN", "If"}  # the mask in a branch
+    got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+    want = Executor(graph, NumpyBackend()).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, want)
+    reference = getattr(np, op)(x, axis=axis)
+    np.testing.assert_array_equal(got.reshape(reference.shape), reference)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_one_nan_is_found_wherever_it_is(op):
+    """One nan in the whole tensor, at each of 67 positions along the axis in turn (the rest
+    infinities, so onnxruntime's own kernel would answer otherwise): its index, in its row
+    alone; the other rows the op's own answer."""
+    graph = arg_graph(op, (3, 67), 1, False)
+    executor = Executor(graph, OnnxruntimeBackend())
+    base = np.resize(np.array([-np.inf, np.inf, 3e38, -0.0, 0.0], np.float32), (3, 67))
+    for at in range(67):
+        x = base.copy()
+        x[1, at] = np.nan
+        got = executor.run({"x": x})["y"]
+        np.testing.assert_array_equal(got, getattr(np, op)(x, axis=1))
+        assert got[1] == at

@@ -410,3 +410,24 @@ def test_a_blocked_max_pool_runs_confined(tmp_path):
     want = Executor(graph, NumpyBackend()).run({"x": x})["y"]
     assert np.isnan(want).sum() == 25
     assert_same(got, want)
+
+
+def test_an_argmax_runs_confined_through_both_branches(tmp_path):
+    """argmax's If (glue's ``_arg``): in the confined worker, with no audit event, the branch
+    of the op alone (no nan) and the mask's (a nan), each numpy's index."""
+    from tests.onnxruntime_backend.test_extremes import arg_graph
+
+    graph = arg_graph("argmax", (4, 19, 6), 1, False)
+    path = tmp_path / "argmax.pha"
+    trust = signed(graph, path)
+    x = np.random.default_rng(45).standard_normal((4, 19, 6)).astype(np.float32)
+    with_nan = x.copy()
+    with_nan[2, 7, 3] = np.nan
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",)) as ex:
+        assert not ex.protections.problems
+        got = [ex.run({"x": v})["y"] for v in (x, with_nan)]
+        assert list(ex.audit_events) == []
+    np.testing.assert_array_equal(got[0], np.argmax(x, axis=1))
+    np.testing.assert_array_equal(got[1], np.argmax(with_nan, axis=1))
+    assert got[1][2, 3] == 7

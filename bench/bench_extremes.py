@@ -1,25 +1,28 @@
-"""Float32 conv nets with max pooling: the imported artifact on both backends against bare
-onnxruntime on the exported ONNX file, in one run (:mod:`bench.onnx_sides`: each side in its
-own child process, blocks alternating).
+"""The ops whose nan the onnxruntime backend checks itself, in float32 conv nets (max pools,
+a max over each channel, an argmax over classes): the imported artifact on both backends
+against bare onnxruntime on the exported ONNX file, in one run (:mod:`bench.onnx_sides`:
+each side in its own child process, blocks alternating).
 
-The ABI's ``max_pool`` gives nan for a window that holds one, as torch and the numpy backend
-do, where onnxruntime's MaxPool skips it, so the onnxruntime backend adds a nan check to each
-pool. Around a float32 pool of 16 channels or a multiple it is the pool times a depthwise Conv
-of HardSigmoid(x) (weights 0, bias 1: exactly 1, or nan where the window holds one), ops that
-onnxruntime keeps in its blocked-channel (NCHWc) layout with the convs and the pool
-(``_max_pool_blocked`` in ``plugins/onnxruntime_backend/glue.py``); elsewhere an IsNaN mask,
-whose ops take the tensors out of that layout and back. This measures what the check costs.
+The ABI's ``max_pool``, ``amax`` and ``argmax`` give nan (the first nan's index) where their
+window or axis holds one, as torch and the numpy backend do; onnxruntime's MaxPool, ReduceMax
+and ArgMax skip it. So the onnxruntime backend adds a check to each (``glue.py``): to a max
+pool of 16 channels or a multiple the pool times a depthwise Conv of HardSigmoid(x) (weights
+0, bias 1: exactly 1, or nan where the window holds one), ops that onnxruntime keeps in its
+blocked-channel (NCHWc) layout with the convs around (elsewhere an IsNaN mask, whose ops take
+the tensors out of that layout and back); to ``amax`` a Clip to [1, 1] of the sum of squares
+over the same axes; around ``argmax`` an If on whether x holds a nan at all, the mask that
+finds the first one only in the branch where one is. This measures what the checks cost.
 
 Models, exported by torch's legacy exporter: a ResNet-like net (a 7x7 stride-2 conv, batch
 norm, ReLU, a 3x3 stride-2 max pool, three pairs of 3x3 convs) on a 3x224x224 input; a
 VGG-like one (three 3x3 convs of 32, 64 and 128 channels, each followed by a 2x2 max pool)
 on 3x128x128; YOLO's SPPF block (a 1x1 conv, three 5x5 stride-1 max pools in a row, their
 concatenation, a 1x1 conv) on 64x40x40; CBAM's channel attention (a 3x3 conv, a shared MLP
-of each channel's mean and of its max, ``amax``, whose nan check is a sum of squares, a 3x3
-conv) on 32x56x56. There is no target for these: the ratios say what a
-max-pooling net costs through the host.
+of each channel's mean and of its max, ``amax``, a 3x3 conv) on 32x56x56; a segmentation
+head (a 3x3 conv, a 1x1 conv to 19 classes, the argmax over them) on 32x128x256. There is no
+target for these: the ratios say what such a net costs through the host.
 
-    .venv/bin/python bench/bench_max_pool.py [--runs 200] [--rounds 6] [--models vgg ...]
+    .venv/bin/python bench/bench_extremes.py [--runs 200] [--rounds 6] [--models vgg ...]
 """
 
 from __future__ import annotations
@@ -111,12 +114,31 @@ def _channel_attention():
                          nn.Conv2d(64, 64, 3, 1, 1))
 
 
+def _segmentation_head():
+    from torch import nn
+
+    class Head(nn.Module):
+        """Per-pixel class scores and the class of each pixel."""
+
+        def __init__(self):
+            super().__init__()
+            self.scores = nn.Sequential(nn.Conv2d(32, 64, 3, 1, 1), nn.ReLU(),
+                                        nn.Conv2d(64, 19, 1))
+
+        def forward(self, x):
+            return self.scores(x).argmax(1)
+
+    return Head()
+
+
 MODELS = {
     "resnet": Model(_export(_resnet), (1, 3, 224, 224), 4, "float32, one 3x3 max pool"),
     "vgg": Model(_export(_vgg), (1, 3, 128, 128), 4, "float32, three 2x2 max pools"),
     "sppf": Model(_export(_sppf), (1, 64, 40, 40), 4, "float32, three 5x5 max pools"),
     "attention": Model(_export(_channel_attention), (1, 32, 56, 56), 4,
                        "float32, a max over each channel"),
+    "segmentation": Model(_export(_segmentation_head), (1, 32, 128, 256), 4,
+                          "float32, an argmax over 19 classes"),
 }
 
 if __name__ == "__main__":
