@@ -148,8 +148,9 @@ def create_session(model: onnx.ModelProto, *, where: str,
 def hard_sigmoid_keeps_nan() -> bool:
     """Whether this onnxruntime's HardSigmoid (``max(0, min(1, 0.2 x + 0.5))``) gives nan for
     nan at every position of a vector, whole SIMD blocks and a tail: a max or min instruction
-    may give the bound for a nan; on x86 with AVX2 or AVX-512 it gives the nan. ``glue``'s
-    nan-checked max pool relies on it, and asks once per process."""
+    may give the bound for a nan (the x86 build on an AVX-512 machine gives the nan: probed,
+    and under the tests). ``glue``'s nan-checked max pool relies on it, and asks once per
+    process."""
     helper = onnx.helper
     graph = helper.make_graph(
         [helper.make_node("HardSigmoid", ["x"], ["y"], alpha=0.2, beta=0.5)], "nan_probe",
