@@ -34,7 +34,8 @@ test: $(STAMP_TEST)
 # bytes, sandbox worker vs in-process executor, a full-size camera frame handed to the worker
 # vs a tiny one, the onnxruntime backend through the host vs bare onnxruntime, three cameras at
 # 20 Hz through the daemon vs one camera, quantize_dynamic models and float32 recurrent ones on
-# both backends vs bare onnxruntime, float32 conv nets that max-pool the same way.
+# both backends vs bare onnxruntime, float32 conv nets with max pools, channel maxima or an
+# argmax the same way.
 BENCHES := bench_model bench_verify bench_load_rss bench_sandbox bench_frame_handoff bench_onnxruntime \
 	bench_cameras bench_quantized bench_recurrent bench_extremes
 
