@@ -7,7 +7,8 @@ The ABI's ``max_pool``, ``amax`` and ``argmax`` give nan (the first nan's index)
 window or axis holds one, as torch and the numpy backend do; onnxruntime's MaxPool, ReduceMax
 and ArgMax skip it. So the onnxruntime backend adds a check to each (``glue.py``): to a max
 pool of 16 channels or a multiple the pool times a depthwise Conv of HardSigmoid(x) (weights
-0, bias 1: exactly 1, or nan where the window holds one), ops that onnxruntime keeps in its
+0, bias 1: exactly 1, or nan where the window holds one; after a ReLU a Conv of x itself,
+weights 2^-100, and a Clip to [1, 1] fused into it), ops that onnxruntime keeps in its
 blocked-channel (NCHWc) layout with the convs around (elsewhere an IsNaN mask, whose ops take
 the tensors out of that layout and back); to ``amax`` a Clip to [1, 1] of the sum of squares
 over the same axes; around ``argmax`` an If on whether x holds a nan at all, the mask that

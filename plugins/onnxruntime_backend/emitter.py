@@ -55,6 +55,8 @@ class Emitter:
         self._derived: dict[tuple, str] = {}
         #: what the run checks after onnxruntime's (:class:`Checks`)
         self.checks = Checks([], [])
+        #: tensor name -> the op of the graph's node that computes it (an unfused node's)
+        self.producers: dict[str, str] = {}
 
     def value(self, name: str | None) -> str:
         """An input name for an ONNX node; a constant becomes an initializer on first use."""

@@ -144,6 +144,20 @@ def create_session(model: onnx.ModelProto, *, where: str,
                            f"{message}", backend="onnxruntime", node=node) from None
 
 
+def _nan_through(nodes: list, initializers: list, shape: list[int]) -> bool:
+    """Whether a session of ``nodes`` (x to y, float32 of ``shape``, the initializers given)
+    made as every session is gives nan at every position of y for an x of nans only."""
+    helper = onnx.helper
+    graph = helper.make_graph(
+        nodes, "nan_probe", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    run = create_session(model, where="a nan probe", spinning=False)
+    [out] = run.run(None, {"x": np.full(shape, np.nan, np.float32)})
+    return bool(np.isnan(out).all())
+
+
 @functools.cache
 def hard_sigmoid_keeps_nan() -> bool:
     """Whether this onnxruntime's HardSigmoid (``max(0, min(1, 0.2 x + 0.5))``) gives nan for
@@ -151,16 +165,22 @@ def hard_sigmoid_keeps_nan() -> bool:
     may give the bound for a nan (the x86 build on an AVX-512 machine gives the nan: probed,
     and under the tests). ``glue``'s nan-checked max pool relies on it, and asks once per
     process."""
-    helper = onnx.helper
-    graph = helper.make_graph(
-        [helper.make_node("HardSigmoid", ["x"], ["y"], alpha=0.2, beta=0.5)], "nan_probe",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [67])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [67])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 10
-    run = create_session(model, where="the HardSigmoid nan probe", spinning=False)
-    [out] = run.run(None, {"x": np.full(67, np.nan, np.float32)})
-    return bool(np.isnan(out).all())
+    return _nan_through([onnx.helper.make_node("HardSigmoid", ["x"], ["y"], alpha=0.2,
+                                               beta=0.5)], [], [67])
+
+
+@functools.cache
+def fused_clip_keeps_nan() -> bool:
+    """Whether a depthwise Conv followed by a Clip to [1, 1], which onnxruntime fuses into
+    the Conv as its activation (in the blocked-channel layout over 16 channels), gives nan
+    where the Conv's sum is nan, at every channel and position; as :func:`hard_sigmoid_keeps_nan`
+    for ``glue``'s max pool after a ReLU."""
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    weight = numpy_helper.from_array(np.ones((16, 1, 1, 1), np.float32), "w")
+    return _nan_through([helper.make_node("Conv", ["x", "w"], ["s"], group=16),
+                         helper.make_node("Clip", ["s", "one", "one"], ["y"])],
+                        [one, weight], [1, 16, 3, 7])
 
 
 class GraphSession:
