@@ -485,12 +485,11 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
     YOLO's 5x5 stride-1 pools, not a 2x2 or 3x3 stride-2 one), the Conv is two, over each
     window's columns (bias 0: a zero or nan) and then its rows (bias 1). After a ``relu``
     (which gives no -inf, so no sum meets inf - inf) the Conv reads x itself, with weights
-    2^-100 (small enough that no product overflows, large enough that few are denormals,
-    which run far slower) and bias 1, and a Clip to [1, 1] that onnxruntime fuses into it:
-    sums of at least 1 or +inf give 1, a nan nan; that saves the HardSigmoid's pass over x
+    2^-100 (small enough that no product overflows, large enough that few are denormals, which
+    run far slower) and bias 1, and a Clip to [1, 1] that onnxruntime fuses into it: sums of at
+    least 1 or +inf give 1, a nan nan; that saves the HardSigmoid's pass over x
     (bench_extremes' VGG-like net 1.16x to 1.17x bare onnxruntime rather than 1.35x to 1.41x,
-    its ResNet-like one 1.06x rather than 1.09x to 1.10x). The row Conv's weights are then
-    1.
+    its ResNet-like one 1.06x rather than 1.09x to 1.10x); a row Conv's weights are then 1.
     :func:`_max_pool_masked` (IsNaN, Cast, a MaxPool of it, Greater, Where) is ops outside that
     layout, which took the tensors out of it and back around each pool.
 
