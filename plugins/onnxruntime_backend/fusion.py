@@ -358,15 +358,13 @@ def convert(e: Emitter, item) -> None:
 
 
 def _nan_scale(e: Emitter, scale: str, x: str, *, clips: bool) -> str:
-    """``scale`` itself, or nan where x holds a nan: the sum of x's squares is a nan exactly
-    then (:func:`glue.nan_seen`'s reasoning). ``clips``: the scale is one value, never -0.0,
-    and nan only where x holds a nan, so Clip of the sum to [scale, scale] is the scale or
-    the sum's nan (onnxruntime's Clip keeps a nan, probed; with a bound of -0.0 it gives a sum
-    of +0 back, with a nan bound the sum), one kernel after the sum. Otherwise (a scale per
+    """``scale`` itself, or nan where x holds a nan (:func:`glue.sum_of_squares` is nan
+    exactly then). ``clips``: the scale is one value, never -0.0, and nan only where x holds
+    a nan, so :func:`glue.bound_or_nan`, one kernel after the sum. Otherwise (a scale per
     output) the scale less the min of 0 and the sum (s - 0 is s, a -0.0 too), two."""
-    [total] = e.op("ReduceSumSquare", [x], keepdims=0)
+    total = glue.sum_of_squares(e, x)
     if clips:
-        return e.op("Clip", [total, scale, scale])[0]
+        return glue.bound_or_nan(e, total, scale)
     return e.op("Sub", [scale, *e.op("Min", [total, e.const(0.0)])])[0]
 
 

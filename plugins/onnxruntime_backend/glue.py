@@ -113,11 +113,10 @@ def _reduce(op_type: str) -> Converter:
 
 def _extreme(op_type: str) -> Converter:
     """ReduceMax or ReduceMin, which skip a nan, with nan where the reduced values hold one,
-    as numpy and torch give: times Clip(sum of their squares, 1, 1), which is 1 or, where a
-    nan is among them, nan (:func:`nan_seen`'s reasoning; onnxruntime's Clip keeps a nan,
-    which ``fusion._nan_scale`` relies on too); the extreme times 1 is itself bit for bit.
-    Two passes over x, where an IsNaN mask reduced beside it took four. Over nothing the sum
-    is 0 and the extreme onnxruntime's (the lowest or highest value) stays."""
+    as numpy and torch give: times 1, or nan where a nan is among them (:func:`bound_or_nan`
+    of their :func:`sum_of_squares`); the extreme times 1 is itself bit for bit. Two passes
+    over x, where an IsNaN mask reduced beside it took four. Over nothing the sum is 0 and
+    the extreme onnxruntime's (the lowest or highest value) stays."""
     plain = _reduce(op_type)
 
     def convert(e, node, ins, outs, a):
@@ -125,11 +124,11 @@ def _extreme(op_type: str) -> Converter:
         if dtype not in _FLOATS:
             plain(e, node, ins, outs, a)
             return
-        extreme, squares = [e.fresh()], [e.fresh()]
+        extreme = [e.fresh()]
         plain(e, node, ins, extreme, a)
-        _reduce("ReduceSumSquare")(e, node, ins, squares, a)
-        one = e.const(1, dtypes.to_numpy(dtype))
-        e.op("Mul", extreme + e.op("Clip", squares + [one, one]), outs)
+        squares = sum_of_squares(e, ins[0], a["axes"], a["keepdim"])
+        e.op("Mul", extreme + [bound_or_nan(e, squares, e.const(1, dtypes.to_numpy(dtype)))],
+             outs)
     return convert
 
 
@@ -339,12 +338,28 @@ def _quantize_linear_ops(e, ins, outs, lo: int, hi: int) -> None:
     e.op("Clip", [y, e.const(lo), e.const(hi)], outs)
 
 
+def sum_of_squares(e, x: str, axes=None, keepdim: bool = False) -> str:
+    """The sum of float ``x``'s squares over ``axes`` (None: all of x), in one pass: a nan
+    exactly where a nan is among the values summed (squares are never negative, so no
+    inf - inf makes one, and an overflow gives inf; a sum carries a nan wherever it sits,
+    where onnxruntime's vectorised max and min may drop it); 0 over nothing. The nan checks
+    here and in ``fusion.py`` read it."""
+    ins = [x] if axes is None else [x, e.const(list(axes), np.int64)]
+    return e.op("ReduceSumSquare", ins, keepdims=int(keepdim))[0]
+
+
+def bound_or_nan(e, squares: str, bound: str) -> str:
+    """``bound`` (a constant of one value, not nan and not -0.0), or nan where ``squares``
+    (:func:`sum_of_squares`) is nan: Clip of the sum to [bound, bound], one kernel
+    (onnxruntime's Clip keeps a nan, probed and under the tests; with a bound of -0.0 it
+    gives a sum of +0 back, with a nan bound the sum)."""
+    return e.op("Clip", [squares, bound, bound])[0]
+
+
 def nan_seen(e, x: str) -> str:
-    """Whether float32 ``x`` holds a nan, a bool scalar: whether the sum of its squares is a
-    nan (squares are never negative, so no inf - inf makes one, and an overflow gives inf; a
-    sum carries a nan wherever it sits, where onnxruntime's vectorised max may drop it; an
-    empty x sums to 0). One pass over x."""
-    return e.op("IsNaN", e.op("ReduceSumSquare", [x], keepdims=0))[0]
+    """Whether float32 ``x`` holds a nan, a bool scalar: whether :func:`sum_of_squares` is a
+    nan (an empty x sums to 0)."""
+    return e.op("IsNaN", [sum_of_squares(e, x)])[0]
 
 
 def topk(e, node, ins, outs, a):
