@@ -7,18 +7,20 @@ The ABI's ``max_pool``, ``amax`` and ``argmax`` give nan (the first nan's index)
 window or axis holds one, as torch and the numpy backend do; onnxruntime's MaxPool, ReduceMax
 and ArgMax skip it. So the onnxruntime backend adds a check to each (``glue.py``): to a max
 pool of 16 channels or a multiple the pool times a depthwise Conv of HardSigmoid(x) (weights
-0, bias 1: exactly 1, or nan where the window holds one; after a ReLU a Conv of x itself,
-weights 2^-100, and a Clip to [1, 1] fused into it), ops that onnxruntime keeps in its
-blocked-channel (NCHWc) layout with the convs around (elsewhere an IsNaN mask, whose ops take
-the tensors out of that layout and back); to ``amax`` a Clip to [1, 1] of the sum of squares
-over the same axes; around ``argmax`` an If on whether x holds a nan at all, the mask that
-finds the first one only in the branch where one is. This measures what the checks cost.
+0, bias 1: exactly 1, or nan where the window holds one; of an x without -inf, after a
+ReLU or a SiLU, a Conv of x itself, weights 2^-100, and a Clip to [1, 1] fused into it),
+ops that onnxruntime keeps in its blocked-channel (NCHWc) layout with the convs around
+(elsewhere an IsNaN mask, whose ops take the tensors out of that layout and back); to
+``amax`` a Clip to [1, 1] of the sum of squares over the same axes; around ``argmax`` an If
+on whether x holds a nan at all, the mask that finds the first one only in the branch where
+one is. This measures what the checks cost.
 
 Models, exported by torch's legacy exporter: a ResNet-like net (a 7x7 stride-2 conv, batch
 norm, ReLU, a 3x3 stride-2 max pool, three pairs of 3x3 convs) on a 3x224x224 input; a
 VGG-like one (three 3x3 convs of 32, 64 and 128 channels, each followed by a 2x2 max pool)
 on 3x128x128; YOLO's SPPF block (a 1x1 conv, three 5x5 stride-1 max pools in a row, their
-concatenation, a 1x1 conv) on 64x40x40; CBAM's channel attention (a 3x3 conv, a shared MLP
+concatenation, a 1x1 conv) on 64x40x40, once of plain convs and once as YOLOv5 and YOLOv8
+write it (each conv with batch norm and a SiLU, so the pools take a SiLU's output); CBAM's channel attention (a 3x3 conv, a shared MLP
 of each channel's mean and of its max, ``amax``, a 3x3 conv) on 32x56x56; a segmentation
 head (a 3x3 conv, a 1x1 conv to 19 classes, the argmax over them) on 32x128x256. There is no
 target for these: the ratios say what such a net costs through the host.
@@ -75,17 +77,21 @@ def _vgg():
     return nn.Sequential(*layers)
 
 
-def _sppf():
+def _sppf(yolo: bool = False):
     import torch
     from torch import nn
+
+    def conv(c_in: int, c: int):  # YOLO's Conv: with batch norm and SiLU
+        return (nn.Sequential(nn.Conv2d(c_in, c, 1, bias=False), nn.BatchNorm2d(c), nn.SiLU())
+                if yolo else nn.Conv2d(c_in, c, 1))
 
     class Sppf(nn.Module):
         """YOLO's spatial pyramid pooling, fast: one 5x5 pool applied three times."""
 
         def __init__(self):
             super().__init__()
-            self.reduce, self.pool = nn.Conv2d(64, 32, 1), nn.MaxPool2d(5, 1, 2)
-            self.out = nn.Conv2d(128, 64, 1)
+            self.reduce, self.pool = conv(64, 32), nn.MaxPool2d(5, 1, 2)
+            self.out = conv(128, 64)
 
         def forward(self, x):
             x = self.reduce(x)
@@ -136,6 +142,8 @@ MODELS = {
     "resnet": Model(_export(_resnet), (1, 3, 224, 224), 4, "float32, one 3x3 max pool"),
     "vgg": Model(_export(_vgg), (1, 3, 128, 128), 4, "float32, three 2x2 max pools"),
     "sppf": Model(_export(_sppf), (1, 64, 40, 40), 4, "float32, three 5x5 max pools"),
+    "yolo_sppf": Model(_export(lambda: _sppf(yolo=True)), (1, 64, 40, 40), 4,
+                       "float32, three 5x5 max pools of a SiLU's output"),
     "attention": Model(_export(_channel_attention), (1, 32, 56, 56), 4,
                        "float32, a max over each channel"),
     "segmentation": Model(_export(_segmentation_head), (1, 32, 128, 256), 4,

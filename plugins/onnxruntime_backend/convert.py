@@ -89,7 +89,7 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
                       checked=ins[0] in checked_indices)
         else:
             convert(e, node, ins, list(node.outputs), dict(node.attrs))
-        e.producers.update(dict.fromkeys(node.outputs, node.op))
+        e.producers.update(dict.fromkeys(node.outputs, node))
 
     def info(tname: str, ttype: TensorType) -> onnx.ValueInfoProto:
         shape = [d if isinstance(d, int) else str(d) for d in ttype.shape]

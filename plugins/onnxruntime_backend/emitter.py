@@ -55,8 +55,8 @@ class Emitter:
         self._derived: dict[tuple, str] = {}
         #: what the run checks after onnxruntime's (:class:`Checks`)
         self.checks = Checks([], [])
-        #: tensor name -> the op of the graph's node that computes it (an unfused node's)
-        self.producers: dict[str, str] = {}
+        #: tensor name -> the graph's node that computes it (an unfused node)
+        self.producers: dict[str, Any] = {}
 
     def value(self, name: str | None) -> str:
         """An input name for an ONNX node; a constant becomes an initializer on first use."""

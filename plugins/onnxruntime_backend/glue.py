@@ -498,13 +498,14 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
     nan; times it, the pool's value is itself, bit for bit and sign (-0.0, infinities, the
     lowest float), or nan. Where it takes fewer taps per output (``kh * sw + kw < kh * kw``:
     YOLO's 5x5 stride-1 pools, not a 2x2 or 3x3 stride-2 one), the Conv is two, over each
-    window's columns (bias 0: a zero or nan) and then its rows (bias 1). After a ``relu``
-    (which gives no -inf, so no sum meets inf - inf) the Conv reads x itself, with weights
-    2^-100 (small enough that no product overflows, large enough that few are denormals, which
-    run far slower) and bias 1, and a Clip to [1, 1] that onnxruntime fuses into it: sums of at
-    least 1 or +inf give 1, a nan nan; that saves the HardSigmoid's pass over x
-    (bench_extremes' VGG-like net 1.16x to 1.17x bare onnxruntime rather than 1.35x to 1.41x,
-    its ResNet-like one 1.06x rather than 1.09x to 1.10x); a row Conv's weights are then 1.
+    window's columns (bias 0: a zero or nan) and then its rows (bias 1). Where x holds no -inf
+    (:func:`_never_minus_inf`: after a ``relu``, a SiLU, a sigmoid, ..., so no sum meets
+    inf - inf) the Conv reads x itself, with weights 2^-100 (small enough that no product
+    overflows, large enough that few are denormals, which run far slower) and bias 1, and a
+    Clip to [1, 1] that onnxruntime fuses into it: finite sums or +inf give 1, a nan nan; that
+    saves the HardSigmoid's pass over x (bench_extremes' VGG-like net 1.16x to 1.17x bare
+    onnxruntime rather than 1.35x to 1.41x, its ResNet-like one 1.06x rather than 1.09x to
+    1.10x); a row Conv's weights are then 1.
     :func:`_max_pool_masked` (IsNaN, Cast, a MaxPool of it, Greater, Where) is ops outside that
     layout, which took the tensors out of it and back around each pool.
 
@@ -513,8 +514,8 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
     used, and the depthwise Conv costs as much as the mask or more: probed at 3, 8, 24 and 40
     channels), windows the Conv can take (``ceil_mode`` only over static sizes, its last
     window's end padding added), and an onnxruntime whose HardSigmoid keeps a nan
-    (:func:`.session.hard_sigmoid_keeps_nan` asks it once; after a relu, whose fused Clip
-    keeps one: :func:`.session.fused_clip_keeps_nan`). False where it is not."""
+    (:func:`.session.hard_sigmoid_keeps_nan` asks it once; of an x without -inf, whose fused
+    Clip keeps one: :func:`.session.fused_clip_keeps_nan`). False where it is not."""
     x = ins[0]
     shape = e.types[x].shape
     if (e.types[x].dtype != "float32" or len(shape) != 4 or type(shape[1]) is not int
@@ -529,13 +530,13 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
             return False
         for i, (n, o, k, s, d) in enumerate(zip(sizes, out, kernel, stride, dilation)):
             pads[2 + i] += max(0, (o - 1) * s + d * (k - 1) + 1 - (n + pads[i] + pads[2 + i]))
-    after_relu = e.producers.get(x) == "relu" and session.fused_clip_keeps_nan()
-    if not after_relu and not session.hard_sigmoid_keeps_nan():
+    no_minus_inf = _never_minus_inf(e, x) and session.fused_clip_keeps_nan()
+    if not no_minus_inf and not session.hard_sigmoid_keeps_nan():
         return False
     channels = shape[1]
-    if after_relu:
-        # x is at least 0 where it is not nan (no -inf, so no inf - inf in a sum): the Conv
-        # reads it itself, a small positive weight keeping each product finite (or +inf)
+    if no_minus_inf:
+        # no -inf in x, so no inf - inf in a sum: the Conv reads x itself, a small positive
+        # weight keeping each product finite (or +inf)
         source, tap, row_tap = x, 2.0 ** -100, 1.0
     else:
         source, tap, row_tap = e.op("HardSigmoid", [x], alpha=0.2, beta=0.5)[0], 0.0, 0.0
@@ -551,13 +552,45 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
         [ones] = e.op("Conv", [source, _taps(e, channels, tap, kh, kw), _filled(e, channels, 1)],
                       group=channels, kernel_shape=kernel, strides=stride, pads=pads,
                       dilations=dilation)
-    if after_relu:  # sums of at least 1, +inf or nan: 1 or nan (fused into the Conv)
+    if no_minus_inf:  # finite sums, +inf or nan: 1 or nan (the Clip fused into the Conv)
         one = e.const(1.0)
         [ones] = e.op("Clip", [ones, one, one])
     plain = [e.fresh()]
     max_pool(e, node, ins, plain, a)
     e.op("Mul", plain + [ones], outs)
     return True
+
+
+#: ops whose output onnxruntime never makes -inf, whatever their input (a nan aside): bounded
+#: below (by 0, -1, a clamp, or elu's -|alpha|, which the ABI has finite), or hard_swish's x
+#: times a factor clamped to exactly 0 there
+_ABOVE_MINUS_INF = frozenset({"relu", "sigmoid", "hard_sigmoid", "tanh", "exp", "softplus",
+                              "abs", "elu", "hard_swish"})
+
+
+def _never_minus_inf(e, x: str) -> bool:
+    """Whether onnxruntime's x holds no -inf whatever the model's input, read from the node
+    computing it: an op of :data:`_ABOVE_MINUS_INF`; ``clip`` of a lower bound above -inf;
+    SiLU as the importer writes it, ``mul`` of v and ``sigmoid(v)``, where this onnxruntime
+    gives nan for v = -inf, as -inf * 0 (:func:`.session.silu_of_minus_inf_is_nan`: another
+    build's sigmoid might give a tiny positive value there, and the product -inf); a
+    ``max_pool`` of such a tensor (its values are its input's, or nan)."""
+    node = e.producers.get(x)
+    while node is not None and node.op == "max_pool":
+        node = e.producers.get(node.inputs[0])
+    if node is None:
+        return False
+    if node.op in _ABOVE_MINUS_INF:
+        return True
+    if node.op == "clip":
+        low = dict(node.attrs)["min"]
+        return low is not None and low > -math.inf
+    if node.op == "mul" and len(node.inputs) == 2:
+        for v, gate in (node.inputs, node.inputs[::-1]):
+            sigmoid = e.producers.get(gate)
+            if sigmoid is not None and sigmoid.op == "sigmoid" and sigmoid.inputs[0] == v:
+                return session.silu_of_minus_inf_is_nan()
+    return False
 
 
 def _taps(e, channels: int, value: float, *kernel: int) -> str:

@@ -144,9 +144,11 @@ def create_session(model: onnx.ModelProto, *, where: str,
                            f"{message}", backend="onnxruntime", node=node) from None
 
 
-def _nan_through(nodes: list, initializers: list, shape: list[int]) -> bool:
+def _nan_through(nodes: list, initializers: list, shape: list[int],
+                 fill: float = np.nan) -> bool:
     """Whether a session of ``nodes`` (x to y, float32 of ``shape``, the initializers given)
-    made as every session is gives nan at every position of y for an x of nans only."""
+    made as every session is gives nan at every position of y for an x of nans only (of
+    ``fill`` only)."""
     helper = onnx.helper
     graph = helper.make_graph(
         nodes, "nan_probe", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
@@ -154,7 +156,7 @@ def _nan_through(nodes: list, initializers: list, shape: list[int]) -> bool:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 10
     run = create_session(model, where="a nan probe", spinning=False)
-    [out] = run.run(None, {"x": np.full(shape, np.nan, np.float32)})
+    [out] = run.run(None, {"x": np.full(shape, fill, np.float32)})
     return bool(np.isnan(out).all())
 
 
@@ -174,13 +176,25 @@ def fused_clip_keeps_nan() -> bool:
     """Whether a depthwise Conv followed by a Clip to [1, 1], which onnxruntime fuses into
     the Conv as its activation (in the blocked-channel layout over 16 channels), gives nan
     where the Conv's sum is nan, at every channel and position; as :func:`hard_sigmoid_keeps_nan`
-    for ``glue``'s max pool after a ReLU."""
+    for ``glue``'s max pool of an x without -inf (a ReLU's or a SiLU's output)."""
     helper, numpy_helper = onnx.helper, onnx.numpy_helper
     one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
     weight = numpy_helper.from_array(np.ones((16, 1, 1, 1), np.float32), "w")
     return _nan_through([helper.make_node("Conv", ["x", "w"], ["s"], group=16),
                          helper.make_node("Clip", ["s", "one", "one"], ["y"])],
                         [one, weight], [1, 16, 3, 7])
+
+
+@functools.cache
+def silu_of_minus_inf_is_nan() -> bool:
+    """Whether this onnxruntime's SiLU, ``x * sigmoid(x)`` (which it fuses into one kernel),
+    gives nan for -inf at every position of a vector, whole SIMD blocks and a tail: -inf
+    times a sigmoid of exactly 0, as this build gives (probed, and under the tests), where a
+    sigmoid approximated to a tiny positive value would give -inf. ``glue``'s max pool of a
+    SiLU's output relies on it, and asks once per process."""
+    helper = onnx.helper
+    return _nan_through([helper.make_node("Sigmoid", ["x"], ["s"]),
+                         helper.make_node("Mul", ["x", "s"], ["y"])], [], [67], fill=-np.inf)
 
 
 class GraphSession:

@@ -1,7 +1,8 @@
 """The onnxruntime backend's nan-checked max pool: where it is written in ops onnxruntime keeps
 in its blocked-channel layout (float32, 2-D, 16 channels or a multiple), the values of torch's
 max_pool2d bit for bit, zero signs and nan included, over special values, kernels up to 5x5,
-strides, padding, dilation and ceil mode; elsewhere the IsNaN mask, the same values."""
+strides, padding, dilation and ceil mode, of any input and of an op's output that holds no
+-inf (the check reads it itself); elsewhere the IsNaN mask, the same values."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from abi.errors import ShapeError
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
-from plugins.onnxruntime_backend import OnnxruntimeBackend, session
+from plugins.onnxruntime_backend import OnnxruntimeBackend, glue, session
 from tests.numpy_backend.test_glue import pool_input
 from tests.onnxruntime_backend.test_ops import onnx_model
 
@@ -25,14 +26,43 @@ LOWEST = np.finfo(np.float32).min
 RNG = np.random.default_rng(4)
 
 
-def pool_graph(shape, *, flat=None, relu=False, **attrs):
-    """max_pool of x (with ``relu``, of relu(x)); with ``flat`` (the output's shape when the
-    call runs, over input sizes known only then) reshaped to it, the graph's output dims then
-    being sizes."""
+def _silu(b, x):
+    return b.op("mul", x, b.op("sigmoid", x, name="gate"), name="silu")
+
+
+#: ops before the pool whose output onnxruntime never makes -inf (glue's _never_minus_inf):
+#: name -> (GraphBuilder, x) -> their output
+NO_MINUS_INF = {
+    **{op: (lambda op: lambda b, x: b.op(op, x, name=op))(op) for op in (
+        "relu", "sigmoid", "tanh", "exp", "softplus", "abs", "elu", "hard_swish")},
+    "hard_sigmoid": lambda b, x: b.op("hard_sigmoid", x, name="hs", alpha=3.0, beta=-1.0),
+    "clip above -2": lambda b, x: b.op("clip", x, name="clip", min=-2.0),
+    "silu": _silu,
+    "sigmoid(x) * x": lambda b, x: b.op("mul", b.op("sigmoid", x, name="gate"), x, name="silu"),
+    "silu, then a max pool": lambda b, x: b.op("max_pool", _silu(b, x), name="first",
+                                               **attrs_of(3, 3, 1, 1, 1, 1, 1, 1, False)),
+}
+#: ops before the pool whose output may hold -inf, or that the rule does not know
+MAYBE_MINUS_INF = {
+    "leaky_relu": lambda b, x: b.op("leaky_relu", x, name="leaky", alpha=0.1),
+    "clip below 1": lambda b, x: b.op("clip", x, name="clip", max=1.0),
+    "clip to [-inf, 1]": lambda b, x: b.op("clip", x, name="clip", min=-np.inf, max=1.0),
+    "x * sigmoid(-x)": lambda b, x: b.op("mul", x, b.op("sigmoid", b.op("neg", x, name="neg"),
+                                                        name="gate"), name="product"),
+    "a max pool of x": lambda b, x: b.op("max_pool", x, name="first",
+                                         **attrs_of(3, 3, 1, 1, 1, 1, 1, 1, False)),
+}
+BEFORE = {**NO_MINUS_INF, **MAYBE_MINUS_INF}
+
+
+def pool_graph(shape, *, flat=None, before=None, **attrs):
+    """max_pool of x (of ``BEFORE[before]`` of x where given); with ``flat`` (the output's
+    shape when the call runs, over input sizes known only then) reshaped to it, the graph's
+    output dims then being sizes."""
     b = GraphBuilder("pool")
     x = b.input("x", shape, "float32", "ANY")
-    if relu:
-        x = b.op("relu", x, name="relu")
+    if before is not None:
+        x = BEFORE[before](b, x)
     y = b.op("max_pool", x, name="pool", **attrs)
     if flat is not None:
         y = b.op("reshape", y, name="flat", shape=list(flat))
@@ -59,15 +89,21 @@ def assert_same(got, want):
     np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
 
 
-def numpy_pool_of(x, relu: bool, shape, attrs):
-    """The numpy backend's max_pool of x, or with ``relu`` of onnxruntime's relu of x: its
-    Relu gives -0.0 for -0.0 where numpy's maximum gives 0, which is not the pool's to
-    mend."""
-    if relu:
-        b = GraphBuilder("relu")
-        b.output(b.op("relu", b.input("x", shape, "float32", "ANY"), name="relu"), "y", "ANY")
-        x = Executor(b.build(), OnnxruntimeBackend()).run({"x": x})["y"]
-    return Executor(pool_graph(shape, **attrs), NumpyBackend()).run({"x": x})["y"]
+def before_of(x, before, shape):
+    """onnxruntime's ``BEFORE[before]`` of x (None: x)."""
+    if before is None:
+        return x
+    b = GraphBuilder("before")
+    b.output(BEFORE[before](b, b.input("x", shape, "float32", "ANY")), "y", "ANY")
+    return Executor(b.build(), OnnxruntimeBackend()).run({"x": x})["y"]
+
+
+def numpy_pool_of(x, before, shape, attrs):
+    """The numpy backend's max_pool of onnxruntime's ``BEFORE[before]`` of x (None: of x): the
+    values the op before gives are not the pool's to mend (onnxruntime's Relu gives -0.0 for
+    -0.0 where numpy's maximum gives 0; its transcendental ops round apart)."""
+    return Executor(pool_graph(shape, **attrs), NumpyBackend()).run(
+        {"x": before_of(x, before, shape)})["y"]
 
 
 def conv_kernels(graph) -> list[list[int]]:
@@ -84,7 +120,7 @@ pool_params = st.tuples(
     st.integers(9, 14), st.integers(9, 14),          # input h, w
     st.sampled_from([16, 32]),                       # channels
     st.integers(0, 3),                               # pool_input's special values
-    st.booleans(),                                   # a relu before the pool
+    st.sampled_from([None, "relu", "silu"]),         # an op before the pool
 )
 
 
@@ -92,49 +128,50 @@ pool_params = st.tuples(
 @given(pool_params)
 def test_blocked_max_pool_matches_the_numpy_backend(p):
     """Bit for bit as the numpy backend (whose max_pool is torch's, test_glue), padding
-    before and after each axis apart as an imported ONNX MaxPool has it; after a relu, whose
-    output the check's Conv reads itself (no HardSigmoid: a Clip fused into the Conv)."""
-    kh, kw, sh, sw, pads, dh, dw, ceil, h, w, channels, special, relu = p
+    before and after each axis apart as an imported ONNX MaxPool has it; after a relu or a
+    SiLU, whose output the check's Conv reads itself (no HardSigmoid: a Clip fused into the
+    Conv)."""
+    kh, kw, sh, sw, pads, dh, dw, ceil, h, w, channels, special, before = p
     pads = [min(pad, k - 1) for pad, k in zip(pads, (kh, kh, kw, kw))]
     attrs = {"kernel_size": [kh, kw], "stride": [sh, sw], "dilation": [dh, dw],
              "padding": [pads[:2], pads[2:]], "ceil_mode": ceil}
     try:
-        graph = pool_graph((2, channels, h, w), relu=relu, **attrs)
+        graph = pool_graph((2, channels, h, w), before=before, **attrs)
     except ShapeError:  # a dilated window of padding alone, refused on both backends
         assume(False)
     x = pool_input((2, channels, h, w), special)
     ops = [n.op_type for n in onnx_model(graph).graph.node]
-    assert "IsNaN" not in ops and ops.count("Mul") == 1
-    assert (ops.count("HardSigmoid"), ops.count("Clip")) == ((0, 1) if relu else (1, 0))
+    assert "IsNaN" not in ops and ops.count("Mul") == 1 + (before == "silu")
+    assert (ops.count("HardSigmoid"), ops.count("Clip")) == ((0, 1) if before else (1, 0))
     assert len(conv_kernels(graph)) == (2 if kh * sw + kw < kh * kw else 1)
     got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
-    assert_same(got, numpy_pool_of(x, relu, (2, channels, h, w), attrs))
-    if pads[0] == pads[1] <= kh // 2 and pads[2] == pads[3] <= kw // 2 and not relu:
+    assert_same(got, numpy_pool_of(x, before, (2, channels, h, w), attrs))
+    if pads[0] == pads[1] <= kh // 2 and pads[2] == pads[3] <= kw // 2 and not before:
         assert_same(got, torch_pool(x, kh, kw, sh, sw, pads[0], pads[2], dh, dw, ceil))
 
 
-@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("before", [None, "relu", "silu"])
 @pytest.mark.parametrize("where", [(0, 0, 0, 0), (1, 5, 3, 7), (1, 15, 8, 8), (0, 7, 12, 12)])
 @pytest.mark.parametrize("kernel, stride, separable", [((3, 3), (2, 2), False),
                                                        ((5, 5), (1, 1), True),
                                                        ((2, 2), (2, 2), False)])
-def test_one_nan_spreads_over_its_windows_alone(where, kernel, stride, separable, relu):
+def test_one_nan_spreads_over_its_windows_alone(where, kernel, stride, separable, before):
     """One nan among finite values, at a corner, inside, at a channel of each SIMD block: nan
     exactly in the windows holding it (and each of the others their max); an infinity of
-    either sign beside it changes nothing of that. After a relu too, and with float32's
-    largest value in every other tap of the windows (the Conv's small weight keeps their
-    sums finite)."""
+    either sign beside it changes nothing of that. After a relu or a SiLU too, and with
+    float32's largest value in every other tap of the windows (the Conv's small weight keeps
+    their sums finite)."""
     x = RNG.standard_normal((2, 16, 13, 13)).astype(np.float32)
     x[0, 3, 5, 5], x[0, 9, 7, 3] = np.inf, -np.inf  # odd: not overwritten below
-    if relu:
+    if before:
         x[:, :, ::2, ::2] = np.finfo(np.float32).max
     x[where] = np.nan
     (kh, kw), (sh, sw) = kernel, stride
     args = (kh, kw, sh, sw, kh // 2, kw // 2, 1, 1, False)
-    graph = pool_graph(x.shape, relu=relu, **attrs_of(*args))
+    graph = pool_graph(x.shape, before=before, **attrs_of(*args))
     assert len(conv_kernels(graph)) == (2 if separable else 1)
     got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
-    want = (numpy_pool_of(x, True, x.shape, attrs_of(*args)) if relu else
+    want = (numpy_pool_of(x, before, x.shape, attrs_of(*args)) if before else
             torch_pool(x, *args))
     assert np.isnan(want).sum() >= 1
     assert_same(got, want)
@@ -172,20 +209,77 @@ def test_elsewhere_the_mask(case, monkeypatch):
     assert_same(got, want)
 
 
-@pytest.mark.parametrize("dropped, form", [("fused_clip_keeps_nan", "HardSigmoid"),
-                                           ("hard_sigmoid_keeps_nan", "Clip")])
-def test_after_a_relu_each_probe_decides_its_own_form(dropped, form, monkeypatch):
+@pytest.mark.parametrize("dropped, before, form", [
+    ("fused_clip_keeps_nan", "relu", "HardSigmoid"), ("hard_sigmoid_keeps_nan", "relu", "Clip"),
+    ("silu_of_minus_inf_is_nan", "silu", "HardSigmoid"), ("silu_of_minus_inf_is_nan", "relu",
+                                                          "Clip")])
+def test_each_probe_decides_its_own_form(dropped, before, form, monkeypatch):
     """An onnxruntime whose Conv with a fused Clip would give 1 for a nan sum: after a relu
     the check bounds x with HardSigmoid as elsewhere; one whose HardSigmoid would drop a nan
-    still takes the Clip's form there. The same values either way."""
+    still takes the Clip's form there; one whose SiLU might give -inf bounds a SiLU's output
+    with HardSigmoid, and still not a relu's. The same values either way."""
     monkeypatch.setattr(session, dropped, lambda: False)
     attrs = attrs_of(3, 3, 2, 2, 1, 1, 1, 1, False)
-    graph = pool_graph((2, 16, 11, 10), relu=True, **attrs)
+    graph = pool_graph((2, 16, 11, 10), before=before, **attrs)
     ops = {n.op_type for n in onnx_model(graph).graph.node}
     assert form in ops and not {"HardSigmoid", "Clip", "IsNaN"} - {form} & ops
     x = pool_input((2, 16, 11, 10), 3)
     got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
-    assert_same(got, numpy_pool_of(x, True, x.shape, attrs))
+    assert_same(got, numpy_pool_of(x, before, x.shape, attrs))
+
+
+def test_the_silu_probe_sees_minus_inf():
+    """The SiLU probe's question, asked of this onnxruntime's SiLU (nan for -inf) and of an
+    op that keeps -inf."""
+    import onnx
+
+    silu = [onnx.helper.make_node("Sigmoid", ["x"], ["s"]),
+            onnx.helper.make_node("Mul", ["x", "s"], ["y"])]
+    assert session.silu_of_minus_inf_is_nan()
+    assert session._nan_through(silu, [], [67], fill=-np.inf)
+    assert not session._nan_through([onnx.helper.make_node("Identity", ["x"], ["y"])], [],
+                                    [67], fill=-np.inf)
+
+
+@pytest.mark.parametrize("special", [0, 2, 3])
+@pytest.mark.parametrize("before", list(BEFORE))
+def test_after_an_op(before, special):
+    """After an op whose output onnxruntime never makes -inf the check's Conv reads that
+    output itself (a Clip, no HardSigmoid of it); after one whose output may hold -inf, or
+    that the rule does not know, HardSigmoid bounds it first. Bit for bit the numpy
+    backend's pool of onnxruntime's output of the op, over random values and windows of
+    infinities of both signs, float32's extremes and nans (were a -inf and a +inf summed,
+    the check would give a nan the pool has not)."""
+    attrs = attrs_of(3, 3, 2, 2, 1, 1, 1, 1, False)
+    shape = (2, 16, 11, 10)
+    graph = pool_graph(shape, before=before, **attrs)
+    ops = [n.op_type for n in onnx_model(graph).graph.node]
+    for op, writer in (("HardSigmoid", "hard_sigmoid"), ("Clip", "clip to [-inf, 1]")):
+        if before == writer:  # the op before's own
+            ops.remove(op)
+    pools = 1 + ("max pool" in before)  # the pool before has the same form
+    assert (ops.count("HardSigmoid"), ops.count("Clip")) == (
+        (0, pools) if before in NO_MINUS_INF else (pools, 0))
+    x = pool_input(shape, special)
+    got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+    assert_same(got, numpy_pool_of(x, before, shape, attrs))
+
+
+def test_which_ops_give_minus_inf():
+    """What the rule rests on: over infinities, nans, float32's extremes and a dense range,
+    onnxruntime's output of every op it names holds no -inf, and that of the ops outside it
+    here but the max pool of x (which gives float32's lowest for a window of only -inf)
+    does."""
+    values = np.concatenate([[np.inf, -np.inf, np.nan, LOWEST, -LOWEST, -0.0],
+                             np.linspace(-200, 200, 4001)]).astype(np.float32)
+    x = np.resize(values, (1, 16, 1, 4007))
+    for before in BEFORE:
+        y = before_of(x, before, x.shape)
+        assert (-np.inf in y) is (before in MAYBE_MINUS_INF and before != "a max pool of x")
+    for op in glue._ABOVE_MINUS_INF:  # each with its default attributes
+        b = GraphBuilder(op)
+        b.output(b.op(op, b.input("x", x.shape, "float32", "ANY"), name=op), "y", "ANY")
+        assert -np.inf not in Executor(b.build(), OnnxruntimeBackend()).run({"x": x})["y"], op
 
 
 def test_no_ceil_over_run_time_sizes_is_blocked():
@@ -211,9 +305,9 @@ def optimized_ops(model, path) -> list[str]:
     return [n.op_type for n in onnx.load(str(path)).graph.node]
 
 
-@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("before", [None, "relu", "silu"])
 @pytest.mark.parametrize("kernel, stride", [(3, 2), (5, 1), (2, 2)])
-def test_the_pool_stays_in_the_blocked_layout(kernel, stride, relu, tmp_path):
+def test_the_pool_stays_in_the_blocked_layout(kernel, stride, before, tmp_path):
     """conv, max pool, conv: onnxruntime reorders the tensor into its blocked-channel layout
     once before the first conv and back once after the last, with the nan check between, as
     for the bare MaxPool (where this onnxruntime has that layout on this machine)."""
@@ -223,8 +317,8 @@ def test_the_pool_stays_in_the_blocked_layout(kernel, stride, relu, tmp_path):
     w2 = b.constant("w2", RNG.standard_normal((32, 32, 3, 3)).astype(np.float32))
     y = b.op("conv", x, w, name="conv", stride=[1, 1], padding=[[1, 1], [1, 1]],
              dilation=[1, 1], groups=1)
-    if relu:
-        y = b.op("relu", y, name="relu")
+    if before is not None:
+        y = BEFORE[before](b, y)
     y = b.op("max_pool", y, name="pool", **attrs_of(kernel, kernel, stride, stride,
                                                       kernel // 2, kernel // 2, 1, 1, False))
     b.output(b.op("conv", y, w2, name="conv2", stride=[1, 1], padding=[[1, 1], [1, 1]],
@@ -233,7 +327,7 @@ def test_the_pool_stays_in_the_blocked_layout(kernel, stride, relu, tmp_path):
     ops = optimized_ops(onnx_model(graph), tmp_path / "blocked.onnx")
     if "ReorderInput" not in ops:
         pytest.skip("onnxruntime has no blocked-channel layout on this machine")
-    assert ("HardSigmoid" in ops) is not relu  # after a relu the Clip is fused into a Conv
+    assert ("HardSigmoid" in ops) is not before  # else the Clip is fused into a Conv
     assert "Clip" not in ops
     assert ops.count("ReorderInput") == 1 and ops.count("ReorderOutput") == 1, ops
     with pytest.MonkeyPatch.context() as patch:  # the mask leaves the layout and comes back

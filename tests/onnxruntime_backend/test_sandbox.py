@@ -389,19 +389,19 @@ def test_a_qdq_pair_runs_confined_as_quantize_and_dequantize_linear(tmp_path):
     np.testing.assert_array_equal(got, Executor(graph, NumpyBackend()).run(feed)["y"])
 
 
-@pytest.mark.parametrize("relu", [False, True])
-def test_a_blocked_max_pool_runs_confined(relu, tmp_path):
+@pytest.mark.parametrize("before", [None, "silu"])
+def test_a_blocked_max_pool_runs_confined(before, tmp_path):
     """The nan-checked max pool in the blocked-channel form (glue's ``_max_pool_blocked``),
-    whose first use creates the HardSigmoid probe's session (after a relu the fused Clip's)
-    too: in the confined worker, with no audit event, bit for bit the numpy backend over a
-    nan and infinities (after a relu, of onnxruntime's relu)."""
+    whose first use creates the HardSigmoid probe's session (after a SiLU the SiLU's and the
+    fused Clip's) too: in the confined worker, with no audit event, bit for bit the numpy
+    backend over a nan and infinities (after a SiLU, of onnxruntime's SiLU)."""
     from tests.onnxruntime_backend.test_max_pool import (assert_same, attrs_of, numpy_pool_of,
                                                          pool_graph)
     from tests.onnxruntime_backend.test_ops import model_ops
 
     attrs = attrs_of(5, 5, 1, 1, 2, 2, 1, 1, False)
-    graph = pool_graph((1, 16, 9, 9), relu=relu, **attrs)
-    assert {"Clip" if relu else "HardSigmoid", "Conv", "Mul"} <= model_ops(graph)
+    graph = pool_graph((1, 16, 9, 9), before=before, **attrs)
+    assert {"Clip" if before else "HardSigmoid", "Conv", "Mul"} <= model_ops(graph)
     path = tmp_path / "pool.pha"
     trust = signed(graph, path)
     x = np.random.default_rng(44).standard_normal((1, 16, 9, 9)).astype(np.float32)
@@ -411,8 +411,8 @@ def test_a_blocked_max_pool_runs_confined(relu, tmp_path):
         assert not ex.protections.problems
         got = ex.run({"x": x})["y"]
         assert list(ex.audit_events) == []
-    want = numpy_pool_of(x, relu, x.shape, attrs)
-    assert np.isnan(want).sum() == 25
+    want = numpy_pool_of(x, before, x.shape, attrs)
+    assert np.isnan(want).sum() == (50 if before else 25)  # the SiLU of -inf is nan too
     assert_same(got, want)
 
 
