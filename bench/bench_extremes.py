@@ -8,7 +8,7 @@ window or axis holds one, as torch and the numpy backend do; onnxruntime's MaxPo
 and ArgMax skip it. So the onnxruntime backend adds a check to each (``glue.py``): to a max
 pool of 16 channels or a multiple the pool times a depthwise Conv of HardSigmoid(x) (weights
 0, bias 1: exactly 1, or nan where the window holds one; of an x without -inf, after a
-ReLU or a SiLU, a Conv of x itself, weights 2^-100, and a Clip to [1, 1] fused into it),
+ReLU or a SiLU, a Conv of x itself, weights 2^-5 for a 3x3 window, and a fused Clip to [1, 1]),
 ops that onnxruntime keeps in its blocked-channel (NCHWc) layout with the convs around
 (elsewhere an IsNaN mask, whose ops take the tensors out of that layout and back); to
 ``amax`` a Clip to [1, 1] of the sum of squares over the same axes; around ``argmax`` an If
@@ -20,10 +20,11 @@ norm, ReLU, a 3x3 stride-2 max pool, three pairs of 3x3 convs) on a 3x224x224 in
 VGG-like one (three 3x3 convs of 32, 64 and 128 channels, each followed by a 2x2 max pool)
 on 3x128x128; YOLO's SPPF block (a 1x1 conv, three 5x5 stride-1 max pools in a row, their
 concatenation, a 1x1 conv) on 64x40x40, once of plain convs and once as YOLOv5 and YOLOv8
-write it (each conv with batch norm and a SiLU, so the pools take a SiLU's output); CBAM's channel attention (a 3x3 conv, a shared MLP
-of each channel's mean and of its max, ``amax``, a 3x3 conv) on 32x56x56; a segmentation
-head (a 3x3 conv, a 1x1 conv to 19 classes, the argmax over them) on 32x128x256. There is no
-target for these: the ratios say what such a net costs through the host.
+write it (each conv with batch norm and a SiLU, so the pools take a SiLU's output); CBAM's
+channel attention (a 3x3 conv, a shared MLP of each channel's mean and of its max,
+``amax``, a 3x3 conv) on 32x56x56; a segmentation head (a 3x3 conv, a 1x1 conv to 19
+classes, the argmax over them) on 32x128x256. There is no target for these: the ratios say
+what such a net costs through the host.
 
     .venv/bin/python bench/bench_extremes.py [--runs 200] [--rounds 6] [--models vgg ...]
 """

@@ -500,10 +500,12 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
     YOLO's 5x5 stride-1 pools, not a 2x2 or 3x3 stride-2 one), the Conv is two, over each
     window's columns (bias 0: a zero or nan) and then its rows (bias 1). Where x holds no -inf
     (:func:`_never_minus_inf`: after a ``relu``, a SiLU, a sigmoid, ..., so no sum meets
-    inf - inf) the Conv reads x itself, with weights 2^-100 (small enough that no product
-    overflows, large enough that few are denormals, which run far slower) and bias 1, and a
-    Clip to [1, 1] that onnxruntime fuses into it: finite sums or +inf give 1, a nan nan; that
-    saves the HardSigmoid's pass over x (bench_extremes' VGG-like net 1.16x to 1.17x bare
+    inf - inf) the Conv reads x itself, with weights of 2^-(n + 1) for a window of fewer than
+    2^n taps (no sum of finite values overflows; smaller weights would make the products of
+    small values denormals, which run far slower: 2^-100 made GoogLeNet, whose activations
+    are small at its initial weights, 1.37x bare onnxruntime rather than 1.13x) and bias 1,
+    and a Clip to [1, 1] that onnxruntime fuses into it: finite sums or +inf give 1, a nan nan;
+    that saves the HardSigmoid's pass over x (bench_extremes' VGG-like net 1.16x to 1.17x bare
     onnxruntime rather than 1.35x to 1.41x, its ResNet-like one 1.06x rather than 1.09x to
     1.10x); a row Conv's weights are then 1.
     :func:`_max_pool_masked` (IsNaN, Cast, a MaxPool of it, Greater, Where) is ops outside that
@@ -534,13 +536,14 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
     if not no_minus_inf and not session.hard_sigmoid_keeps_nan():
         return False
     channels = shape[1]
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     if no_minus_inf:
-        # no -inf in x, so no inf - inf in a sum: the Conv reads x itself, a small positive
-        # weight keeping each product finite (or +inf)
-        source, tap, row_tap = x, 2.0 ** -100, 1.0
+        # no -inf in x, so no inf - inf in a sum: the Conv reads x itself, a weight below
+        # 1 / (kh * kw) keeping every sum finite (or +inf), and no smaller (a product below
+        # float32's smallest normal value is a denormal, which the Conv takes far slower)
+        source, tap, row_tap = x, 2.0 ** -((kh * kw).bit_length() + 1), 1.0
     else:
         source, tap, row_tap = e.op("HardSigmoid", [x], alpha=0.2, beta=0.5)[0], 0.0, 0.0
-    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     if kh * sw + kw < kh * kw:  # fewer taps per output as a column, then a row, of taps
         [column] = e.op("Conv", [source, _taps(e, channels, tap, kh, 1), _filled(e, channels, 0)],
                         group=channels, kernel_shape=[kh, 1], strides=[sh, 1],
@@ -569,17 +572,33 @@ _ABOVE_MINUS_INF = frozenset({"relu", "sigmoid", "hard_sigmoid", "tanh", "exp", 
 
 
 def _never_minus_inf(e, x: str) -> bool:
-    """Whether onnxruntime's x holds no -inf whatever the model's input, read from the node
+    """Whether onnxruntime's x holds no -inf whatever the model's input, read from the nodes
     computing it: an op of :data:`_ABOVE_MINUS_INF`; ``clip`` of a lower bound above -inf;
     SiLU as the importer writes it, ``mul`` of v and ``sigmoid(v)``, where this onnxruntime
     gives nan for v = -inf, as -inf * 0 (:func:`.session.silu_of_minus_inf_is_nan`: another
     build's sigmoid might give a tiny positive value there, and the product -inf); a
-    ``max_pool`` of such a tensor (its values are its input's, or nan)."""
-    node = e.producers.get(x)
-    while node is not None and node.op == "max_pool":
-        node = e.producers.get(node.inputs[0])
-    if node is None:
-        return False
+    ``max_pool`` of such a tensor (its values are its input's, or nan) and a ``concat`` of
+    such tensors (GoogLeNet's and SqueezeNet's pools of their blocks' joined outputs), walked
+    back over at most :data:`_WALK` tensors."""
+    pending, seen = [x], set()
+    while pending:
+        node = e.producers.get(pending.pop())
+        if node is None or len(seen) >= _WALK:
+            return False
+        if node.op in ("max_pool", "concat"):
+            pending += [t for t in node.inputs if t not in seen]
+            seen.update(node.inputs)
+        elif not _bounded_below(e, node):
+            return False
+    return True
+
+
+#: how many tensors :func:`_never_minus_inf` reads back at most before it answers no
+_WALK = 64
+
+
+def _bounded_below(e, node) -> bool:
+    """Whether onnxruntime's output of ``node`` is never -inf (:func:`_never_minus_inf`)."""
     if node.op in _ABOVE_MINUS_INF:
         return True
     if node.op == "clip":

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as TF
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from onnx import numpy_helper
 
 from abi.errors import ShapeError
 from plugin_host.builder import GraphBuilder
@@ -41,6 +42,9 @@ NO_MINUS_INF = {
     "sigmoid(x) * x": lambda b, x: b.op("mul", b.op("sigmoid", x, name="gate"), x, name="silu"),
     "silu, then a max pool": lambda b, x: b.op("max_pool", _silu(b, x), name="first",
                                                **attrs_of(3, 3, 1, 1, 1, 1, 1, 1, False)),
+    "concat of a relu and twice a SiLU's max pool": lambda b, x: b.op(
+        "concat", b.op("relu", x, name="relu"), *(2 * [NO_MINUS_INF["silu, then a max pool"](
+            b, x)]), name="join", axis=1),
 }
 #: ops before the pool whose output may hold -inf, or that the rule does not know
 MAYBE_MINUS_INF = {
@@ -51,6 +55,8 @@ MAYBE_MINUS_INF = {
                                                         name="gate"), name="product"),
     "a max pool of x": lambda b, x: b.op("max_pool", x, name="first",
                                          **attrs_of(3, 3, 1, 1, 1, 1, 1, 1, False)),
+    "concat of a relu and x": lambda b, x: b.op("concat", b.op("relu", x, name="relu"), x,
+                                                name="join", axis=1),
 }
 BEFORE = {**NO_MINUS_INF, **MAYBE_MINUS_INF}
 
@@ -102,8 +108,8 @@ def numpy_pool_of(x, before, shape, attrs):
     """The numpy backend's max_pool of onnxruntime's ``BEFORE[before]`` of x (None: of x): the
     values the op before gives are not the pool's to mend (onnxruntime's Relu gives -0.0 for
     -0.0 where numpy's maximum gives 0; its transcendental ops round apart)."""
-    return Executor(pool_graph(shape, **attrs), NumpyBackend()).run(
-        {"x": before_of(x, before, shape)})["y"]
+    y = before_of(x, before, shape)
+    return Executor(pool_graph(y.shape, **attrs), NumpyBackend()).run({"x": y})["y"]
 
 
 def conv_kernels(graph) -> list[list[int]]:
@@ -263,6 +269,48 @@ def test_after_an_op(before, special):
     x = pool_input(shape, special)
     got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
     assert_same(got, numpy_pool_of(x, before, shape, attrs))
+
+
+@pytest.mark.parametrize("kernel", [(1, 1), (2, 3), (4, 4), (7, 7), (11, 11), (16, 1)])
+def test_the_sums_of_the_largest_values_stay_finite(kernel):
+    """After a relu, windows of float32's largest value, +inf beside some: the check's sums
+    (the Conv's weights below 1 over the taps, one Conv or a column and a row) stay finite,
+    so no window is nan where none holds one; and the weights are no smaller than that needs
+    (2^-(n + 1) for fewer than 2^n taps), for products of small values are denormals."""
+    kh, kw = kernel
+    x = np.full((1, 16, 13, 13), np.finfo(np.float32).max, np.float32)
+    x[0, 2, 4, 4], x[0, 7, 6, 9] = np.inf, np.nan
+    attrs = attrs_of(kh, kw, 1, 1, kh // 2, kw // 2, 1, 1, False)
+    graph = pool_graph(x.shape, before="relu", **attrs)
+    weights = [np.unique(numpy_helper.to_array(i)) for i in onnx_model(graph).graph.initializer
+               if i.dims == [16, 1, kh, kw] or i.dims == [16, 1, kh, 1]]
+    assert [w.tolist() for w in weights] == [[2.0 ** -((kh * kw).bit_length() + 1)]]
+    got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+    want = numpy_pool_of(x, "relu", x.shape, attrs)
+    assert 0 < np.isnan(want).sum() < want.size / 4
+    assert_same(got, want)
+
+
+def test_a_long_chain_of_pools():
+    """The rule reads back over a bounded number of tensors: in a chain of pools after a
+    relu the first ``glue._WALK`` take the Clip's form, the rest HardSigmoid's; the values
+    bit for bit the numpy backend's chain of onnxruntime's relu."""
+    def chain(relu: bool):
+        b = GraphBuilder("chain")
+        y = b.input("x", (1, 16, 5, 5), "float32", "ANY")
+        if relu:
+            y = b.op("relu", y, name="relu")
+        for i in range(glue._WALK + 6):
+            y = b.op("max_pool", y, name=f"pool{i}", **attrs_of(3, 3, 1, 1, 1, 1, 1, 1, False))
+        b.output(y, "y", "ANY")
+        return b.build()
+
+    graph = chain(relu=True)
+    ops = [n.op_type for n in onnx_model(graph).graph.node]
+    assert (ops.count("Clip"), ops.count("HardSigmoid")) == (glue._WALK, 6)
+    x = pool_input((1, 16, 5, 5), 3)
+    want = Executor(chain(relu=False), NumpyBackend()).run({"x": before_of(x, "relu", x.shape)})
+    assert_same(Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"], want["y"])
 
 
 def test_which_ops_give_minus_inf():
