@@ -6,7 +6,7 @@ each side in its own child process, blocks alternating).
 The ABI's ``max_pool``, ``amax`` and ``argmax`` give nan (the first nan's index) where their
 window or axis holds one, as torch and the numpy backend do; onnxruntime's MaxPool, ReduceMax
 and ArgMax skip it. So the onnxruntime backend adds a check to each (``glue.py``): to a max
-pool of 16 channels or a multiple the pool times a depthwise Conv of HardSigmoid(x) (weights
+pool of 8 channels or more the pool times a depthwise Conv of HardSigmoid(x) (weights
 0, bias 1: exactly 1, or nan where the window holds one; of an x without -inf, after a
 ReLU or a SiLU, a Conv of x itself, weights 2^-5 for a 3x3 window, and a fused Clip to [1, 1]),
 ops that onnxruntime keeps in its blocked-channel (NCHWc) layout with the convs around

@@ -488,40 +488,45 @@ def max_pool(e, node, ins, outs, a):
          ceil_mode=int(a["ceil_mode"]))
 
 
-def _max_pool_blocked(e, node, ins, outs, a) -> bool:
-    """A float32 2-D ``max_pool`` with nan wherever its window holds a nan (onnxruntime's
-    MaxPool skips one) written in ops onnxruntime keeps in its blocked-channel (NCHWc) layout,
-    so the tensors stay in it around the pool: MaxPool times a Conv of HardSigmoid(x) over the
-    same windows, weights 0 and bias 1 per channel (depthwise). HardSigmoid (0.2 x + 0.5,
-    clamped to [0, 1]) bounds every non-nan value, infinities included, and gives nan for nan,
-    so each tap's product with the weight 0 is a zero or nan and the Conv gives exactly 1 or
-    nan; times it, the pool's value is itself, bit for bit and sign (-0.0, infinities, the
-    lowest float), or nan. Where it takes fewer taps per output (``kh * sw + kw < kh * kw``:
-    YOLO's 5x5 stride-1 pools, not a 2x2 or 3x3 stride-2 one), the Conv is two, over each
-    window's columns (bias 0: a zero or nan) and then its rows (bias 1). Where x holds no -inf
-    (:func:`_never_minus_inf`: after a ``relu``, a SiLU, a sigmoid, ..., so no sum meets
-    inf - inf) the Conv reads x itself, with weights of 2^-(n + 1) for a window of fewer than
-    2^n taps (no sum of finite values overflows; smaller weights would make the products of
-    small values denormals, which run far slower: 2^-100 made GoogLeNet, whose activations
-    are small at its initial weights, 1.37x bare onnxruntime rather than 1.13x) and bias 1,
-    and a Clip to [1, 1] that onnxruntime fuses into it: finite sums or +inf give 1, a nan nan;
-    that saves the HardSigmoid's pass over x (bench_extremes' VGG-like net 1.16x to 1.17x bare
-    onnxruntime rather than 1.35x to 1.41x, its ResNet-like one 1.06x rather than 1.09x to
-    1.10x); a row Conv's weights are then 1.
+def _max_pool_by_conv(e, node, ins, outs, a) -> bool:
+    """A float32 2-D ``max_pool`` with nan wherever its window holds a nan (onnxruntime's MaxPool
+    skips one) written in ops onnxruntime keeps in its blocked-channel (NCHWc) layout, so the
+    tensors stay in it around the pool where the convs around are in it (16 channels or a
+    multiple with AVX-512, 8 with AVX2), and cheaper than a mask elsewhere too: MaxPool times a
+    Conv of HardSigmoid(x) over the same windows, weights 0 and bias 1 per channel (depthwise).
+    HardSigmoid (0.2 x + 0.5, clamped to [0, 1]) bounds every non-nan value, infinities
+    included, and gives nan for nan, so each tap's product with the weight 0 is a zero or nan
+    and the Conv gives exactly 1 or nan; times it, the pool's value is itself, bit for bit and
+    sign (-0.0, infinities, the lowest float), or nan. Where it takes fewer taps per output
+    (``kh * sw + kw < kh * kw``: YOLO's 5x5 stride-1 pools, not a 2x2 or 3x3 stride-2 one), the
+    Conv is two, over each window's columns (bias 0: a zero or nan) and then its rows (bias 1).
+    Where x holds no -inf (:func:`_never_minus_inf`: after a ``relu``, a SiLU, a sigmoid, ...,
+    so no sum meets inf - inf) the Conv reads x itself, with weights of 2^-(n + 1) for a window
+    of fewer than 2^n taps (no sum of finite values overflows; smaller weights would make the
+    products of small values denormals, which run far slower: 2^-100 made GoogLeNet, whose
+    activations are small at its initial weights, 1.37x bare onnxruntime rather than 1.12x to
+    1.14x) and bias 1, and a Clip to [1, 1] that onnxruntime fuses into it: finite sums or +inf
+    give 1, a nan nan; that saves the HardSigmoid's pass over x (bench_extremes' VGG-like net
+    1.16x to 1.17x bare onnxruntime rather than 1.35x to 1.41x, its ResNet-like one 1.06x rather
+    than 1.09x to 1.10x); a row Conv's weights are then 1.
     :func:`_max_pool_masked` (IsNaN, Cast, a MaxPool of it, Greater, Where) is ops outside that
-    layout, which took the tensors out of it and back around each pool.
+    layout, which took the tensors out of it and back around each pool, and five passes over
+    them.
 
-    Written only where it pays and holds: 16 channels or a multiple of them (onnxruntime's
-    blocks hold 16 channels with AVX-512, 8 with AVX2; over other counts the layout is not
-    used, and the depthwise Conv costs as much as the mask or more: probed at 3, 8, 24 and 40
-    channels), windows the Conv can take (``ceil_mode`` only over static sizes, its last
-    window's end padding added), and an onnxruntime whose HardSigmoid keeps a nan
+    Written only where it pays and holds: 8 channels or more, and a multiple of 4 for the
+    HardSigmoid's form (onnxruntime runs a depthwise Conv of such counts in the blocked layout,
+    others in its plain one; in a conv, pool, conv on this AVX-512 machine the Conv form took
+    0.66x the mask's time at 24 channels, 0.67x at 40, 0.77x at 12, 0.84x at 8, 0.85x to 0.95x
+    at 9, 11 and 33 after a relu; the HardSigmoid's 0.77x to 0.99x at 8, 12, 20, 24, 36 and 40,
+    1.07x to 1.17x at 9, 10 and 33; either 1.03x to 1.27x at 3 channels, 1.64x at 1), windows
+    the Conv can take (``ceil_mode`` only over static sizes, its last window's end padding
+    added), and an onnxruntime whose HardSigmoid keeps a nan
     (:func:`.session.hard_sigmoid_keeps_nan` asks it once; of an x without -inf, whose fused
     Clip keeps one: :func:`.session.fused_clip_keeps_nan`). False where it is not."""
     x = ins[0]
     shape = e.types[x].shape
     if (e.types[x].dtype != "float32" or len(shape) != 4 or type(shape[1]) is not int
-            or shape[1] % 16):
+            or shape[1] < 8):
         return False
     kernel, stride = list(a["kernel_size"]), list(a["stride"])
     dilation = list(a.get("dilation") or [1, 1])
@@ -533,7 +538,7 @@ def _max_pool_blocked(e, node, ins, outs, a) -> bool:
         for i, (n, o, k, s, d) in enumerate(zip(sizes, out, kernel, stride, dilation)):
             pads[2 + i] += max(0, (o - 1) * s + d * (k - 1) + 1 - (n + pads[i] + pads[2 + i]))
     no_minus_inf = _never_minus_inf(e, x) and session.fused_clip_keeps_nan()
-    if not no_minus_inf and not session.hard_sigmoid_keeps_nan():
+    if not no_minus_inf and (shape[1] % 4 or not session.hard_sigmoid_keeps_nan()):
         return False
     channels = shape[1]
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
@@ -636,11 +641,11 @@ def _max_pool_masked(e, node, ins, outs, a) -> None:
 
 def max_pool_nan(e, node, ins, outs, a):
     """``max_pool`` with nan wherever its window holds a nan, as numpy and torch give, where
-    onnxruntime's MaxPool skips one: :func:`_max_pool_blocked` where it applies, else
+    onnxruntime's MaxPool skips one: :func:`_max_pool_by_conv` where it applies, else
     :func:`_max_pool_masked`; of integers MaxPool alone."""
     if e.types[ins[0]].dtype not in _FLOATS:
         max_pool(e, node, ins, outs, a)
-    elif not _max_pool_blocked(e, node, ins, outs, a):
+    elif not _max_pool_by_conv(e, node, ins, outs, a):
         _max_pool_masked(e, node, ins, outs, a)
 
 

@@ -174,15 +174,19 @@ def hard_sigmoid_keeps_nan() -> bool:
 @functools.cache
 def fused_clip_keeps_nan() -> bool:
     """Whether a depthwise Conv followed by a Clip to [1, 1], which onnxruntime fuses into
-    the Conv as its activation (in the blocked-channel layout over 16 channels), gives nan
-    where the Conv's sum is nan, at every channel and position; as :func:`hard_sigmoid_keeps_nan`
-    for ``glue``'s max pool of an x without -inf (a ReLU's or a SiLU's output)."""
+    the Conv as its activation (in the blocked-channel layout over 16 channels, in its plain
+    one over 9), gives nan where the Conv's sum is nan, at every channel and position; as
+    :func:`hard_sigmoid_keeps_nan` for ``glue``'s max pool of an x without -inf (a ReLU's or a
+    SiLU's output)."""
     helper, numpy_helper = onnx.helper, onnx.numpy_helper
     one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
-    weight = numpy_helper.from_array(np.ones((16, 1, 1, 1), np.float32), "w")
-    return _nan_through([helper.make_node("Conv", ["x", "w"], ["s"], group=16),
-                         helper.make_node("Clip", ["s", "one", "one"], ["y"])],
-                        [one, weight], [1, 16, 3, 7])
+    for channels in (16, 9):
+        weight = numpy_helper.from_array(np.ones((channels, 1, 1, 1), np.float32), "w")
+        if not _nan_through([helper.make_node("Conv", ["x", "w"], ["s"], group=channels),
+                             helper.make_node("Clip", ["s", "one", "one"], ["y"])],
+                            [one, weight], [1, channels, 3, 7]):
+            return False
+    return True
 
 
 @functools.cache

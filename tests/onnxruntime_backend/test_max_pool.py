@@ -1,5 +1,5 @@
 """The onnxruntime backend's nan-checked max pool: where it is written in ops onnxruntime keeps
-in its blocked-channel layout (float32, 2-D, 16 channels or a multiple), the values of torch's
+in its blocked-channel layout (float32, 2-D, 8 channels or more), the values of torch's
 max_pool2d bit for bit, zero signs and nan included, over special values, kernels up to 5x5,
 strides, padding, dilation and ceil mode, of any input and of an op's output that holds no
 -inf (the check reads it itself); elsewhere the IsNaN mask, the same values."""
@@ -86,10 +86,14 @@ def torch_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, ceil):
                          ceil_mode=ceil).numpy()
 
 
-def assert_same(got, want):
+def assert_same(got, want, *, tied_zeros=False):
     """Bit for bit with zero signs, nan where nan; onnxruntime's MaxPool starts from float32's
-    lowest value, so a window of only -inf gives it (README: the one difference left)."""
+    lowest value, so a window of only -inf gives it (README: a difference left). With
+    ``tied_zeros`` (a window may hold 0.0 and -0.0) either zero for a zero: onnxruntime's
+    MaxPool outside its blocked layout gives the last of them, torch's the first (README)."""
     got = np.where((got == LOWEST) & (want == -np.inf), np.float32(-np.inf), got)
+    if tied_zeros:
+        got = np.where((got == 0) & (want == 0), want, got)
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
@@ -124,7 +128,7 @@ pool_params = st.tuples(
     st.integers(1, 2), st.integers(1, 2),            # dilation h, w
     st.booleans(),                                   # ceil_mode
     st.integers(9, 14), st.integers(9, 14),          # input h, w
-    st.sampled_from([16, 32]),                       # channels
+    st.sampled_from([8, 9, 12, 16, 24, 33]),         # channels
     st.integers(0, 3),                               # pool_input's special values
     st.sampled_from([None, "relu", "silu"]),         # an op before the pool
 )
@@ -136,7 +140,8 @@ def test_blocked_max_pool_matches_the_numpy_backend(p):
     """Bit for bit as the numpy backend (whose max_pool is torch's, test_glue), padding
     before and after each axis apart as an imported ONNX MaxPool has it; after a relu or a
     SiLU, whose output the check's Conv reads itself (no HardSigmoid: a Clip fused into the
-    Conv)."""
+    Conv); at 8 channels or more, and of those not a multiple of 4 only after those (else the
+    mask)."""
     kh, kw, sh, sw, pads, dh, dw, ceil, h, w, channels, special, before = p
     pads = [min(pad, k - 1) for pad, k in zip(pads, (kh, kh, kw, kw))]
     attrs = {"kernel_size": [kh, kw], "stride": [sh, sw], "dilation": [dh, dw],
@@ -147,35 +152,44 @@ def test_blocked_max_pool_matches_the_numpy_backend(p):
         assume(False)
     x = pool_input((2, channels, h, w), special)
     ops = [n.op_type for n in onnx_model(graph).graph.node]
-    assert "IsNaN" not in ops and ops.count("Mul") == 1 + (before == "silu")
-    assert (ops.count("HardSigmoid"), ops.count("Clip")) == ((0, 1) if before else (1, 0))
-    assert len(conv_kernels(graph)) == (2 if kh * sw + kw < kh * kw else 1)
+    masked = channels % 4 and not before
+    assert ("IsNaN" in ops) is bool(masked)
+    if not masked:
+        assert ops.count("Mul") == 1 + (before == "silu")
+        assert (ops.count("HardSigmoid"), ops.count("Clip")) == ((0, 1) if before else (1, 0))
+        assert len(conv_kernels(graph)) == (2 if kh * sw + kw < kh * kw else 1)
     got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
-    assert_same(got, numpy_pool_of(x, before, (2, channels, h, w), attrs))
+    assert_same(got, numpy_pool_of(x, before, (2, channels, h, w), attrs),
+                tied_zeros=before == "relu")  # its 0.0 for -inf beside -0.0
     if pads[0] == pads[1] <= kh // 2 and pads[2] == pads[3] <= kw // 2 and not before:
         assert_same(got, torch_pool(x, kh, kw, sh, sw, pads[0], pads[2], dh, dw, ceil))
 
 
+@pytest.mark.parametrize("channels", [16, 9])
 @pytest.mark.parametrize("before", [None, "relu", "silu"])
 @pytest.mark.parametrize("where", [(0, 0, 0, 0), (1, 5, 3, 7), (1, 15, 8, 8), (0, 7, 12, 12)])
 @pytest.mark.parametrize("kernel, stride, separable", [((3, 3), (2, 2), False),
                                                        ((5, 5), (1, 1), True),
                                                        ((2, 2), (2, 2), False)])
-def test_one_nan_spreads_over_its_windows_alone(where, kernel, stride, separable, before):
+def test_one_nan_spreads_over_its_windows_alone(where, kernel, stride, separable, before,
+                                                channels):
     """One nan among finite values, at a corner, inside, at a channel of each SIMD block: nan
     exactly in the windows holding it (and each of the others their max); an infinity of
     either sign beside it changes nothing of that. After a relu or a SiLU too, and with
     float32's largest value in every other tap of the windows (the Conv's small weight keeps
-    their sums finite)."""
-    x = RNG.standard_normal((2, 16, 13, 13)).astype(np.float32)
-    x[0, 3, 5, 5], x[0, 9, 7, 3] = np.inf, -np.inf  # odd: not overwritten below
+    their sums finite). At 16 channels, in onnxruntime's blocked layout, and at 9, in its
+    plain one (there the mask but after a relu or a SiLU)."""
+    where = (where[0], min(where[1], channels - 1), *where[2:])
+    x = RNG.standard_normal((2, channels, 13, 13)).astype(np.float32)
+    x[0, 3, 5, 5], x[0, 8, 7, 3] = np.inf, -np.inf  # odd: not overwritten below
     if before:
         x[:, :, ::2, ::2] = np.finfo(np.float32).max
     x[where] = np.nan
     (kh, kw), (sh, sw) = kernel, stride
     args = (kh, kw, sh, sw, kh // 2, kw // 2, 1, 1, False)
     graph = pool_graph(x.shape, before=before, **attrs_of(*args))
-    assert len(conv_kernels(graph)) == (2 if separable else 1)
+    masked = channels % 4 and not before
+    assert len(conv_kernels(graph)) == (0 if masked else 2 if separable else 1)
     got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
     want = (numpy_pool_of(x, before, x.shape, attrs_of(*args)) if before else
             torch_pool(x, *args))
@@ -184,16 +198,33 @@ def test_one_nan_spreads_over_its_windows_alone(where, kernel, stride, separable
 
 
 
-@pytest.mark.parametrize("case", ["8 channels", "3-D", "ceil over run-time sizes",
+@pytest.mark.parametrize("before", [None, "relu"])
+@pytest.mark.parametrize("channels", [1, 4, 7, 8, 9, 12, 20, 33])
+def test_which_channel_counts_take_the_conv(channels, before):
+    """The Conv's form from 8 channels on, of an input that may hold -inf only at a multiple
+    of 4 (a depthwise Conv onnxruntime runs in its blocked layout), else the mask; the same
+    values either way."""
+    attrs = attrs_of(3, 3, 2, 2, 1, 1, 1, 1, False)
+    graph = pool_graph((2, channels, 11, 10), before=before, **attrs)
+    conv = channels >= 8 and (before is not None or channels % 4 == 0)
+    ops = {n.op_type for n in onnx_model(graph).graph.node}
+    assert ("Conv" in ops, "IsNaN" in ops) == (conv, not conv)
+    x = pool_input((2, channels, 11, 10), 3)
+    got = Executor(graph, OnnxruntimeBackend()).run({"x": x})["y"]
+    assert_same(got, numpy_pool_of(x, before, x.shape, attrs), tied_zeros=before == "relu")
+
+
+@pytest.mark.parametrize("case", ["4 channels", "9 channels", "3-D", "ceil over run-time sizes",
                                   "HardSigmoid drops a nan"])
 def test_elsewhere_the_mask(case, monkeypatch):
-    """Outside what the blocked form takes (other channel counts, other ranks, ceil mode
-    where the Conv's end padding cannot be known at load, an onnxruntime whose HardSigmoid
-    would give a bound for a nan) the IsNaN mask, with the same values."""
+    """Outside what the Conv's form takes (fewer than 8 channels, a count not a multiple of 4
+    of an input that may hold -inf, other ranks, ceil mode where the Conv's end padding cannot
+    be known at load, an onnxruntime whose HardSigmoid would give a bound for a nan) the IsNaN
+    mask, with the same values."""
     shape, attrs = (2, 16, 11, 10), attrs_of(3, 3, 2, 2, 1, 1, 1, 1, True)
     feed_shape = shape
-    if case == "8 channels":
-        shape = feed_shape = (2, 8, 11, 10)
+    if case.endswith("channels"):
+        shape = feed_shape = (2, int(case.split()[0]), 11, 10)
     elif case == "ceil over run-time sizes":
         shape, attrs["flat"] = (2, 16, "h", "w"), (2, 16, 6, 6)
     elif case == "HardSigmoid drops a nan":
@@ -331,7 +362,7 @@ def test_which_ops_give_minus_inf():
 
 
 def test_no_ceil_over_run_time_sizes_is_blocked():
-    """Without ceil mode the Conv's windows are the pool's at any size: the blocked form
+    """Without ceil mode the Conv's windows are the pool's at any size: the Conv's form
     over sizes known when the call runs, at two sizes."""
     for h, w in ((9, 12), (16, 7)):
         out = (1, 16, (h - 1) // 2 + 1, (w - 1) // 2 + 1)

@@ -391,7 +391,7 @@ def test_a_qdq_pair_runs_confined_as_quantize_and_dequantize_linear(tmp_path):
 
 @pytest.mark.parametrize("before", [None, "silu"])
 def test_a_blocked_max_pool_runs_confined(before, tmp_path):
-    """The nan-checked max pool in the blocked-channel form (glue's ``_max_pool_blocked``),
+    """The nan-checked max pool in the blocked-channel form (glue's ``_max_pool_by_conv``),
     whose first use creates the HardSigmoid probe's session (after a SiLU the SiLU's and the
     fused Clip's) too: in the confined worker, with no audit event, bit for bit the numpy
     backend over a nan and infinities (after a SiLU, of onnxruntime's SiLU)."""
