@@ -348,12 +348,13 @@ def sum_of_squares(e, x: str, axes=None, keepdim: bool = False) -> str:
     return e.op("ReduceSumSquare", ins, keepdims=int(keepdim))[0]
 
 
-def bound_or_nan(e, squares: str, bound: str) -> str:
-    """``bound`` (a constant of one value, not nan and not -0.0), or nan where ``squares``
-    (:func:`sum_of_squares`) is nan: Clip of the sum to [bound, bound], one kernel
-    (onnxruntime's Clip keeps a nan, probed and under the tests; with a bound of -0.0 it
-    gives a sum of +0 back, with a nan bound the sum)."""
-    return e.op("Clip", [squares, bound, bound])[0]
+def bound_or_nan(e, sums: str, bound: str) -> str:
+    """``bound`` (a constant of one value, not nan and not -0.0), or nan where ``sums`` (nan
+    exactly where a nan was summed: :func:`sum_of_squares`, the max pool check's Conv) is
+    nan: Clip of the sums to [bound, bound], one kernel, or none where onnxruntime fuses it
+    into the Conv before (its Clip keeps a nan, probed and under the tests; with a bound of
+    -0.0 it gives a sum of +0 back, with a nan bound the sum)."""
+    return e.op("Clip", [sums, bound, bound])[0]
 
 
 def nan_seen(e, x: str) -> str:
@@ -561,8 +562,7 @@ def _max_pool_by_conv(e, node, ins, outs, a) -> bool:
                       group=channels, kernel_shape=kernel, strides=stride, pads=pads,
                       dilations=dilation)
     if no_minus_inf:  # finite sums, +inf or nan: 1 or nan (the Clip fused into the Conv)
-        one = e.const(1.0)
-        [ones] = e.op("Clip", [ones, one, one])
+        ones = bound_or_nan(e, ones, e.const(1.0))
     plain = [e.fresh()]
     max_pool(e, node, ins, plain, a)
     e.op("Mul", plain + [ones], outs)
