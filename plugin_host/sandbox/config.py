@@ -11,14 +11,19 @@ __all__ = ["SandboxRequirements", "SandboxLimits", "Protections", "DEFAULT_PRELO
 
 NOBODY = 65534
 
-#: Standard-library modules the worker imports before it confines itself, besides what numpy
-#: and the host already import. After the worker drops to an unprivileged uid it can only
-#: import modules that uid may read; where Python is installed privately (e.g. pyenv under
-#: a 0700 /root) that is none of the standard library, so plugins' imports must be preloaded.
+#: Modules the worker imports before it confines itself, besides what numpy and the host
+#: already import: standard-library ones, and ``numpy.random``, which numpy imports only when
+#: ``np.random`` is first used and the layer library (``plugins.nn``, hence every model-layer
+#: plugin built on it) uses as it is imported. After the worker drops to an unprivileged uid
+#: it can only import modules that uid may read; where Python is installed privately (e.g.
+#: pyenv under a 0700 /root) that is none of the standard library, and in a checkout under a
+#: private folder none of its virtual environment, so plugins' imports must be preloaded (and
+#: an import under the audit hook is a tripwire event: ``marshal.loads`` of its code).
 DEFAULT_PRELOAD = (
     "abc", "array", "collections", "contextlib", "copy", "dataclasses", "enum", "errno",
     "functools", "itertools", "json", "math", "numbers", "operator", "re", "struct",
     "threading", "time", "traceback", "types", "typing", "warnings", "weakref",
+    "numpy.random",
 )
 
 

@@ -13,13 +13,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def onnxruntime_policy(directory: Path) -> Path:
-    """The demo policy with backend = "onnxruntime" and the backend plugin allowed."""
+    """The demo policy with backend = "onnxruntime" and the onnxruntime backend's plugin
+    allowed in place of the numpy backend's, as an integrator's policy lists the one backend
+    it runs on (the numpy backend's plugin in the worker would import what the onnxruntime
+    backend does not, and so hide what the worker lacks without it)."""
     text = (ROOT / "policies" / "demo.toml").read_text()
     text, n = re.subn(r'(\[\[artifact\]\][^\[]*?backend = )"numpy"', r'\1"onnxruntime"', text,
                       flags=re.S)
     assert n == 1, "the demo policy's [[artifact]] changed: update this test"
-    text += ('\n[[plugin]]\nname = "onnxruntime_backend"\nkind = "inference-hardware"\n'
-             'capabilities = []\n')
+    text, n = re.subn(r'(\[\[plugin\]\]\s*name = )"numpy_backend"', r'\1"onnxruntime_backend"',
+                      text)
+    assert n == 1, "the demo policy's backend [[plugin]] changed: update this test"
     policy = directory / "ort.toml"
     policy.write_text(text)
     return policy
@@ -34,3 +38,6 @@ def test_daemon_runs_frames_on_onnxruntime(tmp_path):
     assert "on backend 'onnxruntime'" in proc.stdout  # accepted on the backend it runs on
     assert (state / "demo" / "demo.pha.accept-onnxruntime").exists()
     assert "frames run 5" in proc.stdout
+    # the worker's start-up (and the acceptance's) tripped nothing: no false alarm
+    audit = (state / "demo" / "audit.jsonl").read_text()
+    assert '"action":"start"' in audit and '"tripwire"' not in audit

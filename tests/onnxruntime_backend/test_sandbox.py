@@ -65,6 +65,21 @@ def test_sandboxed_executor_on_onnxruntime(signed_demo):
         assert list(ex.audit_events) == []
 
 
+def test_a_model_layer_plugin_beside_onnxruntime_raises_no_audit_event(signed_demo):
+    """The daemon's demo policy on the onnxruntime backend: the demo model's plugin imports
+    the layer library, which reads numpy.random as it loads. numpy imports that only on first
+    use and the onnxruntime backend never uses it, so without its preload the plugin's import
+    under the tripwire loaded it there (four false alarms: its code's ``marshal.loads`` ...),
+    and where the unprivileged uid cannot read the virtual environment (a checkout under a
+    private folder) failed: "No module named 'numpy.random'"."""
+    path, trust = signed_demo
+    with SandboxedExecutor(path, trust=trust, backend="onnxruntime",
+                           backend_plugins=("onnxruntime_backend",),
+                           plugin_modules=("plugins.demo_model",)) as ex:
+        assert ex.run(demo_inputs(np.random.default_rng(0)))["plan"].shape
+        assert list(ex.audit_events) == []
+
+
 def _run(capsys, *argv):
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()

@@ -38,6 +38,9 @@ def test_first_use_creates_key_and_artifact_and_says_so(tmp_path):
     assert f"built and signed the demo artifact {state / 'demo' / 'demo.pha'}" in proc.stdout
     assert (state / "demo" / "signing.key").stat().st_mode & 0o777 == 0o600
     assert "frames run 3" in proc.stdout
+    # the worker's start-up (and the acceptance's) tripped nothing: no false alarm
+    audit = (state / "demo" / "audit.jsonl").read_text()
+    assert '"action":"start"' in audit and '"tripwire"' not in audit
     again = _cli("run", "--policy", str(policy), "--state-dir", str(state), "--frames", "1")
     assert again.returncode == 0 and "first use" not in again.stdout
 
