@@ -567,19 +567,29 @@ def _windows(x, kernel, stride, dilation, out):
 
 
 def _pool_geometry(name, shape, kernel, stride, padding, dilation, ceil_mode):
-    """The output sizes (the ABI's rule: a ShapeError where a size leaves no window) and the
-    zeros each spatial axis needs past its padding for ceil mode's last window."""
+    """The output sizes (the ABI's rule: a ShapeError where a size leaves no window), the
+    taps of each window's axis that can land on an element or its explicit padding, and the
+    zeros each spatial axis needs past its padding for ceil mode's last window.
+
+    A window's j-th tap lies at least j * dilation into the padded axis, so taps from
+    ceil(padded length / dilation) on land past it in every window, on what ceil mode adds
+    (which no pool reads: -inf to a max, nothing to a mean's sum or count). Leaving them out
+    changes no value, and keeps what the pool allocates to the size of its input where the
+    kernel is far larger (HF transformers' EfficientNet averages its 7x7 map with a 2560x2560
+    kernel in ceil mode: padding for the whole kernel took 62.5 GiB)."""
     out = pool_sizes(name, shape, {"kernel_size": kernel, "stride": stride, "padding": padding,
                                    "dilation": dilation, "ceil_mode": ceil_mode})
-    extra = [max(0, (n - 1) * s + d * (k - 1) + 1 - (shape[2 + i] + pb + pa))
-             for i, (n, k, s, (pb, pa), d) in enumerate(zip(out, kernel, stride, padding,
-                                                           dilation))]
-    return out, extra
+    padded = [n + pb + pa for n, (pb, pa) in zip(shape[2:], padding)]
+    reach = tuple(min(k, max(1, -(-length // d)))
+                  for k, length, d in zip(kernel, padded, dilation))
+    extra = [max(0, (n - 1) * s + d * (k - 1) + 1 - length)
+             for n, k, s, d, length in zip(out, reach, stride, dilation, padded)]
+    return out, reach, extra
 
 
 def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
-    out, extra = _pool_geometry("max_pool", x.shape, kernel_size, stride, padding, dilation,
-                                ceil_mode)
+    out, kernel_size, extra = _pool_geometry("max_pool", x.shape, kernel_size, stride, padding,
+                                             dilation, ceil_mode)
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     xp = np.pad(x, width, mode="constant", constant_values=fill)
@@ -598,8 +608,8 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     """max_pool and the flat index of each maximum in its (n, c) plane, as torch: the first
     maximum in window order among the real (unpadded) elements, or the window's last nan."""
     nsp = len(kernel_size)
-    out, extra = _pool_geometry("max_pool_with_indices", x.shape, kernel_size, stride, padding,
-                                dilation, ceil_mode)
+    out, kernel_size, extra = _pool_geometry("max_pool_with_indices", x.shape, kernel_size,
+                                             stride, padding, dilation, ceil_mode)
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     xp = np.pad(x, width, mode="constant", constant_values=-np.inf)
     where = np.arange(int(np.prod(x.shape[2:])), dtype=np.int64).reshape((1, 1) + x.shape[2:])
@@ -627,8 +637,8 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, d
     over every real element: with count_include_pad=False it gives 0 (onnxruntime's), not nan."""
     nsp = len(kernel_size)
     dilation = dilation or (1,) * nsp
-    out, extra = _pool_geometry("avg_pool", x.shape, kernel_size, stride, padding, dilation,
-                                ceil_mode)
+    out, kernel_size, extra = _pool_geometry("avg_pool", x.shape, kernel_size, stride, padding,
+                                             dilation, ceil_mode)
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     xp = np.pad(x, width)
     axes = tuple(range(-nsp, 0))

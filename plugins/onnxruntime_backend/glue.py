@@ -521,7 +521,9 @@ def _max_pool_by_conv(e, node, ins, outs, a) -> bool:
     at 9, 11 and 33 after a relu; the HardSigmoid's 0.77x to 0.99x at 8, 12, 20, 24, 36 and 40,
     1.07x to 1.17x at 9, 10 and 33; either 1.03x to 1.27x at 3 channels, 1.64x at 1), windows
     the Conv can take (``ceil_mode`` only over static sizes, its last window's end padding
-    added), and an onnxruntime whose HardSigmoid keeps a nan
+    added, and no longer than x and its padding: a wider one ceil mode lets run past both
+    would make the Conv's weights the kernel's size, where most of its taps read nothing),
+    and an onnxruntime whose HardSigmoid keeps a nan
     (:func:`.session.hard_sigmoid_keeps_nan` asks it once; of an x without -inf, whose fused
     Clip keeps one: :func:`.session.fused_clip_keeps_nan`). False where it is not."""
     x = ins[0]
@@ -537,6 +539,9 @@ def _max_pool_by_conv(e, node, ins, outs, a) -> bool:
         if any(type(n) is not int for n in (*sizes, *out)):
             return False
         for i, (n, o, k, s, d) in enumerate(zip(sizes, out, kernel, stride, dilation)):
+            if d * (k - 1) + 1 > n + pads[i] + pads[2 + i]:
+                return False  # one window past x and its padding: the Conv's taps would be
+                # the kernel's (2560 x 2560 per channel for HF's EfficientNet's head pool)
             pads[2 + i] += max(0, (o - 1) * s + d * (k - 1) + 1 - (n + pads[i] + pads[2 + i]))
     no_minus_inf = _never_minus_inf(e, x) and session.fused_clip_keeps_nan()
     if not no_minus_inf and (shape[1] % 4 or not session.hard_sigmoid_keeps_nan()):

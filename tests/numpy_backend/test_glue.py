@@ -783,6 +783,38 @@ def test_max_pool_with_indices_1d_matches_torch():
     np.testing.assert_array_equal(i, ref_i.numpy())
 
 
+@pytest.mark.parametrize("size, kernel, stride, padding, dilation", [
+    ((7, 7), (1 << 20, 1 << 20), (1 << 20, 1 << 20), (0, 0), (1, 1)),  # TiBs to pad it all
+    ((7, 5), (2560, 2560), (2560, 2560), (1, 2), (1, 1)),  # HF's EfficientNet's head, padded
+    ((8, 7), (5, 5), (6, 3), (0, 2), (3, 3)),  # a window's 4th tap the last on x, or padding
+])
+def test_pools_of_a_kernel_wider_than_x_in_ceil_mode_match_torch(size, kernel, stride, padding,
+                                                                 dilation):
+    """Ceil mode's last window may run far past x: the taps no window can land on x with
+    are left out (``_pool_geometry``), not padded for, so a 2^20-wide kernel over a 7x7 map
+    allocates what the map does (padding for it all asked numpy for terabytes: a
+    MemoryError); the values, the indices and each mean's divisor as torch's."""
+    x = pool_input((1, 3, *size), 3)  # nan, infinities, -0.0 and 1.0
+    attrs = dict(kernel_size=list(kernel), stride=list(stride),
+                 padding=[[p, p] for p in padding], ceil_mode=True)
+    ref, ref_i = TF.max_pool2d(t(x), kernel, stride, padding, dilation, ceil_mode=True,
+                               return_indices=True)
+    (y,) = run_op("max_pool", [x], layout="NCHW", dilation=list(dilation), **attrs)
+    np.testing.assert_array_equal(y, ref.numpy())
+    (y, i) = run_op("max_pool_with_indices", [x], layout="NCHW", dilation=list(dilation),
+                    **attrs)
+    np.testing.assert_array_equal(y, ref.numpy())
+    np.testing.assert_array_equal(i, ref_i.numpy())
+    if dilation == (1, 1):  # torch's average pool has no dilation
+        x = pool_input((1, 3, *size), 0)
+        for include_pad in (False, True):
+            (y,) = run_op("avg_pool", [x], layout="NCHW", count_include_pad=include_pad,
+                          **attrs)
+            ref = TF.avg_pool2d(t(x), kernel, stride, padding, ceil_mode=True,
+                                count_include_pad=include_pad)
+            np.testing.assert_allclose(y, ref.numpy(), rtol=1e-6, atol=1e-6)
+
+
 @settings(max_examples=40, deadline=None)
 @given(pool_params, st.booleans())
 def test_avg_pool_matches_torch(p, include_pad):
