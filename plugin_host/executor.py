@@ -272,6 +272,9 @@ class Executor(RecurrentState):
                 except PluginHostError as exc:
                     exc.context.setdefault("node", label)
                     raise
+                except MemoryError as exc:  # what the node's values ask for: bad input
+                    raise BackendError(f"node {label!r}: out of memory: {exc}",
+                                       node=label) from None
                 for s, r in zip(outs, results):
                     values[s] = r
             outputs = {name: values[s] for name, s in self._output_slots}

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin_host.errors import (PluginHostError, SandboxProtocolError, WorkerCallError,
-                                WorkerDiedError, WorkerTimeoutError)
+from plugin_host.errors import (BackendError, PluginHostError, SandboxProtocolError,
+                                WorkerCallError, WorkerDiedError, WorkerTimeoutError)
 from plugin_host.executor import Executor
 from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
 from plugin_host.sandbox.confine import observe
@@ -129,7 +129,6 @@ DENIED = [
     ("raise_rlimit", "ValueError", None, "resource.setrlimit"),
     ("prlimit_host", "PermissionError", EPERM, "resource.prlimit"),
     ("many_files", "OSError", EMFILE, None),
-    ("exhaust_memory", "MemoryError", None, None),
 ]
 
 
@@ -143,6 +142,18 @@ def test_attack_is_denied_and_the_host_keeps_serving(evil, reference, name, remo
     assert error.errno == code, str(error)
     if event is not None:
         assert event in events, f"audit events: {events}"
+    assert evil.restarts == restarts, "the worker must survive a denied attack"
+    assert_serving(evil, reference)
+
+
+def test_exhausting_memory_is_denied_and_named(evil, reference):
+    """RLIMIT_AS stops the allocation with a MemoryError, which the worker's executor reports
+    as it would in the host: a BackendError naming the node that asked (its type and context
+    cross the boundary), and the worker keeps serving."""
+    restarts = evil.restarts
+    error, _ = attack(evil, "exhaust_memory")
+    assert isinstance(error, BackendError), f"{type(error).__name__}: {error}"
+    assert "out of memory" in str(error) and error.context["node"] in str(error)
     assert evil.restarts == restarts, "the worker must survive a denied attack"
     assert_serving(evil, reference)
 
@@ -233,7 +244,7 @@ def test_cpu_spin_hits_rlimit_cpu(redteam_artifact, evil_kwargs, reference):
 def test_the_attacker_never_ran_outside_the_worker(evil):
     """Red-team bookkeeping: every attack of the plugin is exercised by a test here."""
     covered = {d[0] for d in DENIED} | {"import_time", "shm_memmove", "exit_worker",
-                                        "forge_message", "spin"}
+                                        "forge_message", "spin", "exhaust_memory"}
     assert covered == set(NAMES)
     assert len(covered) >= 25
 
