@@ -227,16 +227,22 @@ def reshape(e, node, ins, outs, a):
 
 
 def resize(e, node, ins, outs, a):
-    """Resize of the spatial axes alone (``axes``), so a symbolic batch needs no Shape; the
-    sizes like gives are Shape slices of like, concatenated with the fixed ones."""
+    """Resize of the spatial axes alone, so a symbolic batch needs no Shape: scales of 1 for
+    the batch and channel axes then the spatial ones, as torch's exporters write them, which
+    onnxruntime runs in its blocked-channel layout between convs there (its NCHWc transform
+    takes no ``axes``: written with them, each of HF transformers' DPT's five 2x upsamplings
+    between convs left that layout and came back, 1.10x bare onnxruntime over the model);
+    sizes over the spatial ``axes``, those like gives Shape slices of like, concatenated
+    with the fixed ones."""
     spatial, like = len(a["size"]), (ins[1] if len(ins) > 1 and ins[1] else None)
+    axes = {"axes": list(range(2, 2 + spatial))}
     if a["scales"] is not None:
-        given = ["", e.const(list(a["scales"]))]
+        given, axes = ["", e.const([1.0, 1.0, *a["scales"]])], {}
     elif like is not None:
         given = ["", "", _vector_from(e, like, a["size"], a["like_axes"])]
     else:
         given = ["", "", e.const(list(a["size"]), np.int64)]
-    e.op("Resize", [ins[0], *given], outs, axes=list(range(2, 2 + spatial)), mode=a["mode"],
+    e.op("Resize", [ins[0], *given], outs, **axes, mode=a["mode"],
          coordinate_transformation_mode=a["coordinate_mode"], nearest_mode=a["nearest_mode"],
          cubic_coeff_a=float(a["cubic_coeff_a"]),
          exclude_outside=int(a["exclude_outside"]), antialias=int(a["antialias"]))

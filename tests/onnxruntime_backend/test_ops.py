@@ -1763,3 +1763,30 @@ def test_an_add_of_zero_between_two_nodes_turns_minus_zero_into_zero():
     y = b.op("add", r, b.constant("zero", np.zeros((), np.float32)), name="node")
     b.output(b.op("clip", y, name="clip", min=-5.0, max=5.0), "y", "ANY")
     assert_same_bits(b.build(), {"x": np.array([0.2, 0.0, -1.0, np.nan], np.float32)})
+
+
+@pytest.mark.parametrize("mode, coordinate_mode", [("linear", "align_corners"),
+                                                   ("nearest", "asymmetric")])
+def test_a_resize_by_scales_between_convs_stays_in_the_blocked_layout(mode, coordinate_mode,
+                                                                      tmp_path):
+    """conv, 2x resize, conv (a DPT or YOLO neck): the resize's scales name every axis, 1 for
+    batch and channels, as torch exports them, so onnxruntime runs it in its blocked-channel
+    layout with the convs, reordering once in and once out (with ``axes`` it ran Resize in the
+    plain layout, reordered out and back around it); the numpy backend's values."""
+    from tests.onnxruntime_backend.test_max_pool import optimized_ops
+
+    b = GraphBuilder("neck")
+    x = b.input("x", (1, 16, 12, 12), "float32", "ANY")
+    w = b.constant("w", (RNG.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32))
+    conv = dict(stride=[1, 1], padding=[[1, 1], [1, 1]], dilation=[1, 1], groups=1)
+    y = b.op("conv", x, w, name="conv", **conv)
+    y = b.op("resize", y, name="up", size=[24, 24], scales=[2.0, 2.0], mode=mode,
+             coordinate_mode=coordinate_mode, nearest_mode="floor")  # YOLO's nn.Upsample
+    b.output(b.op("conv", y, w, name="conv2", **conv), "y", "ANY")
+    graph = b.build()
+    ops = optimized_ops(onnx_model(graph), tmp_path / "neck.onnx")
+    if "ReorderInput" not in ops:
+        pytest.skip("onnxruntime has no blocked-channel layout on this machine")
+    assert ops.count("ReorderInput") == 1 and ops.count("ReorderOutput") == 1, ops
+    assert "Resize" not in ops, ops
+    assert_same(graph, {"x": f32(1, 16, 12, 12)})
