@@ -784,16 +784,16 @@ def test_max_pool_with_indices_1d_matches_torch():
 
 
 @pytest.mark.parametrize("size, kernel, stride, padding, dilation", [
-    ((7, 7), (1 << 20, 1 << 20), (1 << 20, 1 << 20), (0, 0), (1, 1)),  # TiBs to pad it all
+    ((7, 7), (1 << 24, 1 << 24), (1 << 24, 1 << 24), (0, 0), (1, 1)),  # 2^50 bytes to pad
     ((7, 5), (2560, 2560), (2560, 2560), (1, 2), (1, 1)),  # HF's EfficientNet's head, padded
     ((8, 7), (5, 5), (6, 3), (0, 2), (3, 3)),  # a window's 4th tap the last on x, or padding
 ])
 def test_pools_of_a_kernel_wider_than_x_in_ceil_mode_match_torch(size, kernel, stride, padding,
                                                                  dilation):
     """Ceil mode's last window may run far past x: the taps no window can land on x with
-    are left out (``_pool_geometry``), not padded for, so a 2^20-wide kernel over a 7x7 map
-    allocates what the map does (padding for it all asked numpy for terabytes: a
-    MemoryError); the values, the indices and each mean's divisor as torch's."""
+    are left out (``_pool_geometry``), not padded for, so a 2^24-wide kernel over a 7x7 map
+    allocates what the map does (padding for it all asks for more than any address space:
+    a MemoryError); the values, the indices and each mean's divisor as torch's."""
     x = pool_input((1, 3, *size), 3)  # nan, infinities, -0.0 and 1.0
     attrs = dict(kernel_size=list(kernel), stride=list(stride),
                  padding=[[p, p] for p in padding], ceil_mode=True)

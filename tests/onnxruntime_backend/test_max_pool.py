@@ -216,17 +216,17 @@ def test_which_channel_counts_take_the_conv(channels, before):
 
 @pytest.mark.parametrize("case", ["4 channels", "9 channels", "3-D", "ceil over run-time sizes",
                                   "HardSigmoid drops a nan", "a window wider than x",
-                                  "a window of 2^20 taps"])
+                                  "a window of 2^48 taps"])
 def test_elsewhere_the_mask(case, monkeypatch):
     """Outside what the Conv's form takes (fewer than 8 channels, a count not a multiple of 4
     of an input that may hold -inf, other ranks, ceil mode where the Conv's end padding cannot
     be known at load, an onnxruntime whose HardSigmoid would give a bound for a nan, a window
     that ceil mode runs past x and its padding, whose Conv would need a weight per tap of the
-    kernel: a 2^20 x 2^20 one asked numpy for 128 TiB of them) the IsNaN mask, with the same
-    values."""
+    kernel: a 2^24 x 2^24 one asks numpy for 2^55 bytes of them) the IsNaN mask, with the
+    same values."""
     shape, attrs = (2, 16, 11, 10), attrs_of(3, 3, 2, 2, 1, 1, 1, 1, True)
     feed_shape = shape
-    wide = {"a window wider than x": (13, 2), "a window of 2^20 taps": (1 << 20, 1 << 20)}
+    wide = {"a window wider than x": (13, 2), "a window of 2^48 taps": (1 << 24, 1 << 24)}
     if case in wide:
         k, s = wide[case]
         attrs = attrs_of(k, k, s, s, 1, 1, 1, 1, True)

@@ -248,13 +248,14 @@ class NoLstmBackend(NumpyBackend):
 
 
 def test_a_kernel_out_of_memory_is_a_backend_error_naming_the_node():
-    """A max pool padded by 2^20 on each side of a 7x7 map: the numpy backend's padded copy
-    would take terabytes. A MemoryError out of a kernel is what the model's values asked
-    for, so it is refused as bad input is, naming the node, not a traceback."""
+    """A max pool padded by 2^23 on each side of a 7x7 map: the numpy backend's padded copy
+    would take 2^50 bytes, past any address space, so no allocator grants it. A MemoryError
+    out of a kernel is what the model's values asked for, so it is refused as bad input is,
+    naming the node, not a traceback."""
     b = GraphBuilder("wide")
     x = b.input("x", (1, 1, 7, 7), "float32", "NCHW")
-    b.output(b.op("max_pool", x, name="pool", kernel_size=[1 << 21] * 2, stride=[1 << 21] * 2,
-                  padding=[[1 << 20] * 2] * 2, dilation=[1, 1], ceil_mode=False), "y", "NCHW")
+    b.output(b.op("max_pool", x, name="pool", kernel_size=[1 << 24] * 2, stride=[1 << 24] * 2,
+                  padding=[[1 << 23] * 2] * 2, dilation=[1, 1], ceil_mode=False), "y", "NCHW")
     ex = Executor(b.build(), NumpyBackend())
     with pytest.raises(BackendError, match="node 'pool': out of memory") as info:
         ex.run({"x": np.zeros((1, 1, 7, 7), np.float32)})
