@@ -231,13 +231,22 @@ def resize(e, node, ins, outs, a):
     the batch and channel axes then the spatial ones, as torch's exporters write them, which
     onnxruntime runs in its blocked-channel layout between convs there (its NCHWc transform
     takes no ``axes``: written with them, each of HF transformers' DPT's five 2x upsamplings
-    between convs left that layout and came back, 1.10x bare onnxruntime over the model);
-    sizes over the spatial ``axes``, those like gives Shape slices of like, concatenated
-    with the fixed ones."""
+    between convs left that layout and came back, 1.10x bare onnxruntime over the model).
+    Fixed sizes that are whole multiples of fixed input sizes (an ``interpolate(size=...)``
+    to twice a map's size) are those scales too: onnxruntime computes a resize to sizes with
+    the scales out / in, exact for whole ratios, so the output's size and every coordinate
+    are the same. Other sizes over the spatial ``axes``, those like gives Shape slices of
+    like, concatenated with the fixed ones."""
     spatial, like = len(a["size"]), (ins[1] if len(ins) > 1 and ins[1] else None)
     axes = {"axes": list(range(2, 2 + spatial))}
-    if a["scales"] is not None:
-        given, axes = ["", e.const([1.0, 1.0, *a["scales"]])], {}
+    scales = a["scales"]
+    if scales is None and like is None:
+        sizes, spatial_in = a["size"], e.types[ins[0]].shape[2:]
+        if all(type(n) is int and n > 0 and size >= n and size % n == 0
+               for n, size in zip(spatial_in, sizes)):
+            scales = [float(size // n) for n, size in zip(spatial_in, sizes)]
+    if scales is not None:
+        given, axes = ["", e.const([1.0, 1.0, *scales])], {}
     elif like is not None:
         given = ["", "", _vector_from(e, like, a["size"], a["like_axes"])]
     else:

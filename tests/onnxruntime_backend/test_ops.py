@@ -1765,14 +1765,17 @@ def test_an_add_of_zero_between_two_nodes_turns_minus_zero_into_zero():
     assert_same_bits(b.build(), {"x": np.array([0.2, 0.0, -1.0, np.nan], np.float32)})
 
 
+@pytest.mark.parametrize("by", ["scales", "sizes"])
 @pytest.mark.parametrize("mode, coordinate_mode", [("linear", "align_corners"),
-                                                   ("nearest", "asymmetric")])
-def test_a_resize_by_scales_between_convs_stays_in_the_blocked_layout(mode, coordinate_mode,
+                                                   ("nearest", "asymmetric"),
+                                                   ("linear", "half_pixel")])
+def test_a_resize_by_scales_between_convs_stays_in_the_blocked_layout(mode, coordinate_mode, by,
                                                                       tmp_path):
-    """conv, 2x resize, conv (a DPT or YOLO neck): the resize's scales name every axis, 1 for
-    batch and channels, as torch exports them, so onnxruntime runs it in its blocked-channel
-    layout with the convs, reordering once in and once out (with ``axes`` it ran Resize in the
-    plain layout, reordered out and back around it); the numpy backend's values."""
+    """conv, 2x resize, conv (a DPT or YOLO neck, or an ``interpolate(size=...)`` to twice the
+    map's size): the resize's scales name every axis, 1 for batch and channels, as torch
+    exports them, so onnxruntime runs it in its blocked-channel layout with the convs,
+    reordering once in and once out (with ``axes`` it ran Resize in the plain layout,
+    reordered out and back around it); the numpy backend's values."""
     from tests.onnxruntime_backend.test_max_pool import optimized_ops
 
     b = GraphBuilder("neck")
@@ -1780,7 +1783,8 @@ def test_a_resize_by_scales_between_convs_stays_in_the_blocked_layout(mode, coor
     w = b.constant("w", (RNG.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32))
     conv = dict(stride=[1, 1], padding=[[1, 1], [1, 1]], dilation=[1, 1], groups=1)
     y = b.op("conv", x, w, name="conv", **conv)
-    y = b.op("resize", y, name="up", size=[24, 24], scales=[2.0, 2.0], mode=mode,
+    scales = [2.0, 2.0] if by == "scales" else None
+    y = b.op("resize", y, name="up", size=[24, 24], scales=scales, mode=mode,
              coordinate_mode=coordinate_mode, nearest_mode="floor")  # YOLO's nn.Upsample
     b.output(b.op("conv", y, w, name="conv2", **conv), "y", "ANY")
     graph = b.build()
@@ -1790,3 +1794,34 @@ def test_a_resize_by_scales_between_convs_stays_in_the_blocked_layout(mode, coor
     assert ops.count("ReorderInput") == 1 and ops.count("ReorderOutput") == 1, ops
     assert "Resize" not in ops, ops
     assert_same(graph, {"x": f32(1, 16, 12, 12)})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("size", [[24, 36], [30, 24], [6, 12], [12, 12]])
+def test_a_resize_to_fixed_sizes_gives_what_it_gave_over_axes(size, mode):
+    """Sizes that are whole multiples of x's (24 and 36 of 12) are written as scales; others
+    (30, 6) keep the sizes over ``axes``: the same outputs bit for bit either way as the
+    Resize to sizes over ``axes`` gave, and the numpy backend's values."""
+    b = GraphBuilder("resize")
+    x = b.input("x", (1, 3, 12, 12), "float32", "ANY")
+    b.output(b.op("resize", x, name="node", size=size, mode=mode), "y", "ANY")
+    graph = b.build()
+    [node] = [n for n in onnx_model(graph).graph.node if n.op_type == "Resize"]
+    whole = all(s >= 12 and s % 12 == 0 for s in size)
+    assert [a.name for a in node.attribute if a.name == "axes"] == ([] if whole else ["axes"])
+    feed = {"x": f32(1, 3, 12, 12)}
+    got = assert_same(graph, feed)
+    import onnx as onnx_lib
+    import onnxruntime as ort
+
+    over_axes = onnx_lib.helper.make_model(onnx_lib.helper.make_graph(
+        [onnx_lib.helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **{
+            **{a.name: onnx_lib.helper.get_attribute_value(a) for a in node.attribute},
+            "axes": [2, 3]})],
+        "g", [onnx_lib.helper.make_tensor_value_info("x", onnx_lib.TensorProto.FLOAT, None)],
+        [onnx_lib.helper.make_tensor_value_info("y", onnx_lib.TensorProto.FLOAT, None)],
+        [onnx_lib.numpy_helper.from_array(np.array(size, np.int64), "sizes")]),
+        opset_imports=[onnx_lib.helper.make_opsetid("", 19)])
+    want = ort.InferenceSession(over_axes.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_array_equal(got["y"], want)
