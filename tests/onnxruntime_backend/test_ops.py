@@ -1811,17 +1811,17 @@ def test_a_resize_to_fixed_sizes_gives_what_it_gave_over_axes(size, mode):
     assert [a.name for a in node.attribute if a.name == "axes"] == ([] if whole else ["axes"])
     feed = {"x": f32(1, 3, 12, 12)}
     got = assert_same(graph, feed)
-    import onnx as onnx_lib
-    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
 
-    over_axes = onnx_lib.helper.make_model(onnx_lib.helper.make_graph(
-        [onnx_lib.helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **{
-            **{a.name: onnx_lib.helper.get_attribute_value(a) for a in node.attribute},
-            "axes": [2, 3]})],
-        "g", [onnx_lib.helper.make_tensor_value_info("x", onnx_lib.TensorProto.FLOAT, None)],
-        [onnx_lib.helper.make_tensor_value_info("y", onnx_lib.TensorProto.FLOAT, None)],
-        [onnx_lib.numpy_helper.from_array(np.array(size, np.int64), "sizes")]),
-        opset_imports=[onnx_lib.helper.make_opsetid("", 19)])
-    want = ort.InferenceSession(over_axes.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    from plugins.onnxruntime_backend import session
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    over_axes = helper.make_model(helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **{**attrs, "axes": [2, 3]})],
+        "over_axes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(size, np.int64), "sizes")]),
+        opset_imports=[helper.make_opsetid("", convert.OPSET)])
+    over_axes.ir_version = 10
+    want = session.create_session(over_axes, where="a resize over axes").run(None, feed)[0]
     np.testing.assert_array_equal(got["y"], want)
