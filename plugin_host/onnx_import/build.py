@@ -42,6 +42,7 @@ from .free_dims import (check_golden_dims, check_golden_ranges, dim_aliases, fix
 from .local_functions import inline_local_functions
 from .reader import DEFAULT_READ_LIMITS, ReadLimits, parse_model, read_model
 from .comparison import held_to_reference
+from .float64_evaluation import evaluate_float64
 from .quantized_rounding import TRACE_CASES, code_tensors
 from .quantized_rounding import explain as explain_quantized_rounding
 from .quantized_rounding import trace as trace_roundings
@@ -323,7 +324,10 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
             reference_s=reference_s,
             explain_saturation=lambda message: explain_saturation(given, message),
             explain_refusal=lambda: explain_quantized_rounding(given), say=say, tell=tell,
-            trace=traced if code_tensors(given) else None)
+            trace=traced if code_tensors(given) else None,
+            evaluate=lambda timeout: evaluate_float64(given, imported.onnx_inputs,
+                                                      imported.onnx_outputs, cases,
+                                                      timeout=timeout))
     except ModelImportError as exc:
         if not hint:
             raise

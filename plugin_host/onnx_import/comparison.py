@@ -11,8 +11,11 @@ where its two runs differ too, by no more than rounding does, that output's atol
 more, whole steps of a rounding to integers grown through the layers after it: for a model
 with such roundings, onnxruntime's two runs take more inputs than the golden cases and are
 traced (:func:`.quantized_rounding.trace`), and a difference past float32 rounding counts as
-the model's own where their codes first part by one step at a few values. Otherwise the
-refusal says what was measured, and what else can explain it (onnxruntime's saturating
+the model's own where their codes first part by one step at a few values. Where that does not
+settle it, the model is evaluated in float64 (:mod:`.float64_evaluation`): an output the
+imported graph computes at least as close to those values as onnxruntime does, onnxruntime
+within float32 rounding of them, has its atol widened to :data:`NOISE_MARGIN` times
+onnxruntime's distance from them. Otherwise the refusal says what was measured, and what else can explain it (onnxruntime's saturating
 integer kernels, :mod:`.saturation`; a quantized model's rounding to steps,
 :mod:`.quantized_rounding`).
 """
@@ -27,6 +30,7 @@ import numpy as np
 from abi.artifact import Tolerance
 
 from ..errors import ModelImportError
+from .float64_evaluation import SLOWDOWN, TIMEOUT_S as FLOAT64_TIMEOUT_S, Float64Distances
 from .quantized_rounding import Parting, Traced
 
 __all__ = ["NOISE_MARGIN", "NOISE_TIMEOUT_S", "NOISE_MAX_RELATIVE", "held_to_reference"]
@@ -57,7 +61,8 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
                       explain_saturation: Callable[[str], str | None],
                       explain_refusal: Callable[[], str], say: Callable[[str], None],
                       tell: Callable[[str], None],
-                      trace: Callable[[float], Traced] | None = None
+                      trace: Callable[[float], Traced] | None = None,
+                      evaluate: Callable[[float], Outputs] | None = None
                       ) -> dict[str, tuple[float, float]]:
     """The tolerance table the artifact is built with, once the imported graph's outputs
     ``got`` are within it of the ``reference``'s in every golden case; else ModelImportError.
@@ -71,7 +76,12 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
     ``trace(timeout)`` makes that measure instead (both runs, on more inputs, their roundings
     traced), and a noise past float32 rounding widens an atol only where the runs part at
     such a rounding, one step apart, on every input where they part
-    (:attr:`.Parting.flips`). A refusal ends with what was measured and
+    (:attr:`.Parting.flips`). Where outputs still fail (and the model is not traced),
+    ``evaluate(timeout)`` gives the model's outputs in float64
+    (:func:`.float64_evaluation.evaluate_float64`), and unless ``given_tolerance`` a failing
+    output the imported graph computes at least as close to them as the reference, the
+    reference within float32 rounding of them, has its atol widened to :data:`NOISE_MARGIN`
+    times the reference's distance. A refusal ends with what was measured and
     ``explain_refusal()``."""
     failures = _mismatches(outputs, got, reference, table)
     if not failures:
@@ -88,13 +98,25 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
     widened = {} if given_tolerance else _widened(table, failures, measure, reference)
     if widened:
         failures = _mismatches(outputs, got, reference, {**table, **widened})
-        if not failures:
-            for output, (_, atol) in widened.items():
-                tell(_widened_line(output, table[output][1], atol, measure, got, reference))
-            return {**table, **widened}
+    exact = Float64Distances({}, {}, "not evaluated")
+    if failures and evaluate is not None and trace is None:
+        exact = _float64_distances(evaluate, got, reference, list(failures), say,
+                                   FLOAT64_TIMEOUT_S + SLOWDOWN * reference_s)
+        closer = {} if given_tolerance else _widened_exactly(table, failures, exact, reference)
+        if closer:
+            widened = {**widened, **{n: (rtol, max(atol, widened.get(n, (0, 0))[1]))
+                                     for n, (rtol, atol) in closer.items()}}
+            failures = _mismatches(outputs, got, reference, {**table, **widened})
+    if not failures:
+        for output, (_, atol) in widened.items():
+            tell(_widened_line(output, table[output][1], atol, measure, exact, got, reference))
+        return {**table, **widened}
     output, message = next(iter(failures.items()))
     raise ModelImportError(message + _noise_note(output, measure, reference, given_tolerance,
-                                                 widened) + explain_refusal())
+                                                 widened)
+                           + _float64_note(output, exact, reference, given_tolerance
+                                           and output not in measure.noise)
+                           + explain_refusal())
 
 
 class _Measure(NamedTuple):
@@ -219,16 +241,80 @@ def _beyond_rounding(noise: float, name: str, reference: Outputs) -> float | Non
     return scale if noise > NOISE_MAX_RELATIVE * scale else None
 
 
+def _float64_distances(evaluate: Callable[[float], Outputs], got: Outputs,
+                       reference: Outputs, names: Sequence[str], say: Callable[[str], None],
+                       timeout: float) -> Float64Distances:
+    """:class:`.float64_evaluation.Float64Distances` of ``names``' float outputs, from
+    ``evaluate(timeout)``; none, and why, where there are no float outputs or the evaluation
+    fails."""
+    floats = _floats(names, reference)
+    if not floats:
+        return Float64Distances({}, {}, "not evaluated")
+    say(f"evaluating the model in float64 with onnx's reference evaluator (at most "
+        f"{timeout:.0f} s)")
+    try:
+        exact = evaluate(timeout)
+    except ModelImportError as exc:
+        return Float64Distances({}, {}, str(exc))
+    return Float64Distances({n: _largest_difference(n, reference, exact) for n in floats},
+                            {n: _largest_difference(n, got, exact) for n in floats})
+
+
+def _widened_exactly(table: Mapping[str, tuple[float, float]], failures: Mapping[str, str],
+                     exact: Float64Distances, reference: Outputs
+                     ) -> dict[str, tuple[float, float]]:
+    """The default tolerance of each failing output that the imported graph computes at
+    least as close to the values in float64 as the reference does, the reference within
+    float32 rounding of them (:func:`_beyond_rounding`), that atol widened to
+    :data:`NOISE_MARGIN` times the reference's distance (rounded up to two digits)."""
+    out = {}
+    for name in failures:
+        rtol, atol = table[name]
+        far, near = exact.reference.get(name, 0.0), exact.imported.get(name, math.inf)
+        if near <= far < math.inf and NOISE_MARGIN * far > atol \
+                and _beyond_rounding(far, name, reference) is None:
+            out[name] = (rtol, _two_digits_up(NOISE_MARGIN * far))
+    return out
+
+
+def _float64_note(output: str, exact: Float64Distances, reference: Outputs,
+                  given_tolerance: bool) -> str:
+    """What a refusal adds about the model's values in float64 on the output that failed,
+    and why that widened nothing where it did not (``given_tolerance``: the tolerance was
+    given, and the note on onnxruntime's two runs did not say so)."""
+    if output in exact.reference:
+        far, near = exact.reference[output], exact.imported[output]
+        scale = _beyond_rounding(far, output, reference)
+        why = (" (the tolerance as given is kept)" if given_tolerance else
+               " (the imported graph is the further from them)" if near > far else
+               f" (more than float32 rounding of values up to {scale:.3g}: the default "
+               f"tolerance is kept)" if scale is not None else "")
+        return (f"; evaluated in float64 by onnx's reference evaluator, the model's values are "
+                f"within {far:.3g} of onnxruntime's and {near:.3g} of the imported graph's on "
+                f"this output{why}")
+    if exact.why and exact.why != "not evaluated":
+        return f"; its evaluation in float64 by onnx's reference evaluator failed: {exact.why}"
+    return ""
+
+
 def _two_digits_up(value: float) -> float:
     """``value`` > 0 rounded up to two significant digits (1.0304e-4 -> 1.1e-4)."""
     unit = 10.0 ** (math.floor(math.log10(value)) - 1)
     return float(f"{math.ceil(round(value / unit, 6)) * unit:.2g}")  # 3e-6 / 1e-7 is 30.0...04
 
 
-def _widened_line(name: str, old: float, new: float, measure: _Measure, got: Outputs,
-                  reference: Outputs) -> str:
+def _widened_line(name: str, old: float, new: float, measure: _Measure,
+                  exact: Float64Distances, got: Outputs, reference: Outputs) -> str:
     """The summary's line for an output widened: to the model's rounding to integer steps
-    where its noise is past float32 rounding."""
+    where its noise is past float32 rounding; to onnxruntime's distance from the values in
+    float64 where that set it."""
+    if name in exact.reference and new == _two_digits_up(NOISE_MARGIN * exact.reference[name]):
+        return (f"output {name!r}: atol {old:g} widened to {new:g}, {NOISE_MARGIN:g} times "
+                f"onnxruntime's own float32 rounding there (evaluated in float64 by onnx's "
+                f"reference evaluator, the model's values are within "
+                f"{exact.reference[name]:.3g} of onnxruntime's and "
+                f"{exact.imported[name]:.3g} of the imported graph's); --tolerance, --rtol or "
+                f"--atol keep a tolerance as given")
     noise = measure.noise[name]
     steps = _beyond_rounding(noise, name, reference) is not None
     own = "rounding to integer steps" if steps else "float32 rounding"

@@ -12,6 +12,8 @@ to float32 are exact; float64 values are rounded, and one beyond float32's finit
 refused), ``Cast(to=FLOAT16)`` / ``Cast(to=BFLOAT16)`` / ``Cast(to=DOUBLE)`` and the other
 element-type attributes, value_info, subgraphs and local functions. CastLike needs nothing
 of its own: its target is rewritten where it is defined. The artifact's ABI is then float32.
+:func:`widen_to_float64` walks the same places the other way, every float32 to float64, for
+the model's evaluation in float64 (:mod:`.float64_evaluation`).
 
 :func:`compare_float16`, :func:`compare_bfloat16` and :func:`compare_float64` run the original
 model on onnxruntime and measure how far the float32 model's outputs are from it: the two
@@ -38,7 +40,8 @@ from .reference import run_reference
 __all__ = ["DEFAULT_UPCAST_TOLERANCE", "DEFAULT_BFLOAT16_UPCAST_TOLERANCE",
            "DEFAULT_DOWNCAST_TOLERANCE", "find_float16", "upcast_float16", "compare_float16",
            "find_bfloat16", "upcast_bfloat16", "compare_bfloat16", "find_float64",
-           "float64_in_abi", "float64_computed", "downcast_float64", "compare_float64"]
+           "float64_in_abi", "float64_computed", "downcast_float64", "compare_float64",
+           "widen_to_float64"]
 
 #: (rtol, atol) between the float32 model and the float16 original. float16 rounds to 2**-11
 #: (5e-4) relative at every op. Measured on torch exports (standard-normal inputs): MLPs,
@@ -77,7 +80,8 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 @dataclass(frozen=True)
 class _Width:
-    """One float type rewritten to float32: its ONNX element type and how its values change."""
+    """One float type rewritten to another (float32 but for :func:`widen_to_float64`): its ONNX
+    element type and how its values change."""
 
     name: str            # "float16"
     elem: int            # its TensorProto data type
@@ -86,6 +90,7 @@ class _Width:
     tolerance_flag: str  # the build option of its tolerance
     widening_kept: bool  # a Cast to this type read only by IsInf / IsNaN is left alone
     coarser: str         # the type of the two that loses precision
+    target: int = _FLOAT  # the TensorProto data type it becomes
 
 
 _HALF = _Width("float16", _FLOAT16, "upcast", "--upcast-float16", "--upcast-tolerance", False,
@@ -94,6 +99,9 @@ _BRAIN = _Width("bfloat16", _BFLOAT16, "upcast", "--upcast-bfloat16", "--upcast-
                 False, "bfloat16")
 _DOUBLE_WIDTH = _Width("float64", _DOUBLE, "downcast", "--downcast-float64",
                        "--downcast-tolerance", True, "float32")
+#: float32 to float64, for the model's evaluation in float64 (:mod:`.float64_evaluation`)
+_SINGLE_WIDTH = _Width("float32", _FLOAT, "widening", "", "", False, "float32", _DOUBLE)
+_NUMPY = {_FLOAT: np.float32, _DOUBLE: np.float64}
 
 
 def find_float16(model) -> str | None:
@@ -158,6 +166,13 @@ def downcast_float64(model, limits: ReadLimits = DEFAULT_READ_LIMITS) -> tuple[A
     return _rewrite(model, _DOUBLE_WIDTH, limits)
 
 
+def widen_to_float64(model, limits: ReadLimits = DEFAULT_READ_LIMITS) -> tuple[Any, int]:
+    """A copy of ``model`` with every float32 rewritten as float64 (values exactly; Cast to
+    float32 and the other element-type attributes too), and how many places were: the same
+    model computed with 53-bit significands. ModelFileError as :func:`upcast_float16`'s."""
+    return _rewrite(model, _SINGLE_WIDTH, limits)
+
+
 def _rewrite(model, width: _Width, limits: ReadLimits) -> tuple[Any, int]:
     import onnx
 
@@ -166,8 +181,8 @@ def _rewrite(model, width: _Width, limits: ReadLimits) -> tuple[Any, int]:
     count = sum(1 for _ in _walk(out, width, limits))
     size, cap = out.ByteSize(), min(limits.max_file_bytes, 2**31 - 1)  # protobuf's own cap
     if size > cap:
-        raise ModelFileError(f"the model {width.rewrite} to float32 takes {size} bytes, over "
-                             f"the cap of {cap}")
+        raise ModelFileError(f"the model {width.rewrite} to {_NUMPY[width.target].__name__} "
+                             f"takes {size} bytes, over the cap of {cap}")
     return out, count
 
 
@@ -239,7 +254,7 @@ def _nodes(nodes, kept: set[str], width: _Width, limits: ReadLimits | None,
             if a.type == A.INT and a.i == width.elem and a.name == \
                     _DTYPE_ATTRIBUTES.get(node.op_type) and node.domain in ("", "ai.onnx"):
                 if rewrite:
-                    a.i = _FLOAT
+                    a.i = width.target
                 yield where
             elif a.type == A.TENSOR and _tensor(a.t, width, limits):
                 yield where
@@ -261,14 +276,14 @@ def _nodes(nodes, kept: set[str], width: _Width, limits: ReadLimits | None,
 
 
 def _type(t, width: _Width, rewrite: bool) -> bool:
-    """True when TypeProto ``t`` has ``width``'s type anywhere (then set to float32 if
+    """True when TypeProto ``t`` has ``width``'s type anywhere (then set to its target type if
     ``rewrite``)."""
     which = t.WhichOneof("value")
     if which in ("tensor_type", "sparse_tensor_type"):
         inner = getattr(t, which)
         if inner.elem_type == width.elem:
             if rewrite:
-                inner.elem_type = _FLOAT
+                inner.elem_type = width.target
             return True
         return False
     if which in ("sequence_type", "optional_type"):
@@ -279,7 +294,7 @@ def _type(t, width: _Width, rewrite: bool) -> bool:
 
 
 def _tensor(t, width: _Width, limits: ReadLimits | None) -> bool:
-    """True when TensorProto ``t`` has ``width``'s type; then converted to float32 if
+    """True when TensorProto ``t`` has ``width``'s type; then converted to its target type if
     ``limits`` is given, after :func:`~.reader.to_array`'s checks of its dims and data (and,
     for float64, of its values' range)."""
     if t.data_type != width.elem:
@@ -289,7 +304,7 @@ def _tensor(t, width: _Width, limits: ReadLimits | None) -> bool:
 
         value = to_array(t, limits, bfloat16=width is _BRAIN)
         with np.errstate(over="ignore"):
-            narrowed = value.astype(np.float32)
+            narrowed = value.astype(_NUMPY[width.target])
         over = np.isinf(narrowed) & np.isfinite(value)
         if over.any():
             raise ModelFileError(f"tensor {t.name!r}: {width.name} value "

@@ -4,7 +4,9 @@ Graph optimizations are off so that the reference computes what the file says, n
 A run with them on (``optimized=True``: fusions and the blocked-layout convolutions, quantized
 node groups left unfused) computes the same model with other roundings: how far the two are
 apart is the model's own float32 rounding noise, which a build reads when its comparison fails.
-The same child also upgrades models of older opsets with onnx's version converter
+The same child evaluates a model rewritten to float64 with onnx's reference evaluator, where
+a failed comparison asks how far the reference's float32 run is from exact values
+(:mod:`.float64_evaluation`), and upgrades models of older opsets with onnx's version converter
 (:meth:`ReferenceProcess.convert`) and infers a model's value types with onnx's type inference
 and onnxruntime's schemas of its own ops (:meth:`ReferenceProcess.value_types`): native code
 run on the same hostile input.
@@ -106,6 +108,8 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
         return _convert(request.pop("__model__").tobytes(), int(request.pop("__convert__")))
     if "__types__" in request:
         return _value_types(request.pop("__model__").tobytes())
+    if int(request.pop("__float64__", 0)):
+        return _cases(_float64_evaluator(request.pop("__model__").tobytes()), request)
     options = ort.SessionOptions()
     if int(request.pop("__optimized__", 0)):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -121,18 +125,45 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
                                        providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors
         return b"E", f"onnxruntime cannot load the model: {_first_line(exc)}".encode()
+    return _cases(("onnxruntime", session.run), request)
+
+
+def _cases(runner: tuple[str, Any] | bytes, request: dict[str, np.ndarray]
+           ) -> tuple[bytes, bytes]:
+    """(status, payload) of the request's cases run by ``runner`` (who, ``run(fetch, feed)``),
+    or b"E" and ``runner`` where that is why it could not be made."""
+    if isinstance(runner, bytes):
+        return b"E", runner
+    who, run = runner
     inputs, fetch = _names(request.pop("__inputs__")), _names(request.pop("__outputs__"))
     out = {}
     for case in range(int(request.pop("__cases__"))):
         feed = {name: request[f"{case}/{k}"] for k, name in enumerate(inputs)
                 if f"{case}/{k}" in request}
         try:
-            values = session.run(fetch, feed)
-        except Exception as exc:
-            return b"E", f"onnxruntime cannot run the model: {_first_line(exc)}".encode()
+            values = run(fetch, feed)
+        except Exception as exc:  # onnxruntime's and the evaluator's errors have no common base
+            return b"E", f"{who} cannot run the model: {_first_line(exc)}".encode()
         for j, value in enumerate(values):
             out[f"{case}/{j}"] = np.asarray(value)
     return b"O", _pack(out)
+
+
+def _float64_evaluator(data: bytes) -> tuple[str, Any] | bytes:
+    """onnx's reference evaluator (numpy, op by op, after the ONNX specification) of the
+    serialized model, or why it cannot be made: :mod:`.float64_evaluation` gives it the model
+    rewritten to float64, which onnxruntime runs few ops of."""
+    who = "onnx's reference evaluator"
+    try:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+    except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
+        return b"the onnx package is missing in the reference process"
+    try:
+        evaluator = ReferenceEvaluator(onnx.ModelProto.FromString(data))
+    except Exception as exc:  # an op it lacks, a malformed model: no common base
+        return f"{who} cannot load the model: {_first_line(exc)}".encode()
+    return who, evaluator.run
 
 
 def _convert(data: bytes, target: int) -> tuple[bytes, bytes]:
@@ -327,6 +358,8 @@ class _Job(NamedTuple):
 
 _RUN = _Job("onnxruntime", "the reference run", "the onnxruntime reference process",
             _MAX_ANSWER)
+_EVALUATE = _Job("onnx's reference evaluator", "the evaluation in float64",
+                 "the reference process", _MAX_ANSWER)
 #: The largest answer of the type inference: names and types of a model's values.
 _MAX_TYPES_ANSWER = 2**28
 
@@ -367,18 +400,21 @@ class ReferenceProcess:
 
     def run(self, model_bytes: bytes, fetch: Sequence[str],
             cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S,
-            optimized: bool = False) -> list[dict[str, np.ndarray]]:
+            optimized: bool = False, float64: bool = False) -> list[dict[str, np.ndarray]]:
         """Every case (keyed by ONNX input name) through onnxruntime; outputs by ONNX name.
-        ``optimized``: with onnxruntime's graph optimizations on (see the module's docstring)."""
+        ``optimized``: with onnxruntime's graph optimizations on (see the module's docstring);
+        ``float64``: through onnx's reference evaluator instead (for a model rewritten to
+        float64, :mod:`.float64_evaluation`)."""
         inputs = sorted({name for case in cases for name in case})
         request = {"__model__": np.frombuffer(model_bytes, np.uint8),
                    "__inputs__": _encoded(inputs), "__outputs__": _encoded(fetch),
-                   "__cases__": np.array(len(cases)), "__optimized__": np.array(int(optimized))}
+                   "__cases__": np.array(len(cases)), "__optimized__": np.array(int(optimized)),
+                   "__float64__": np.array(int(float64))}
         for i, case in enumerate(cases):
             for k, name in enumerate(inputs):
                 if name in case:
                     request[f"{i}/{k}"] = case[name]
-        status, payload = self._ask(_pack(request), timeout, _RUN)
+        status, payload = self._ask(_pack(request), timeout, _EVALUATE if float64 else _RUN)
         if status == b"E":
             raise ModelImportError(payload.decode("utf-8", "replace"))
         outputs = _unpack(payload)
@@ -494,9 +530,10 @@ _PROCESS = ReferenceProcess()
 
 def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str],
                   cases: Sequence[Mapping[str, np.ndarray]], *, timeout: float = TIMEOUT_S,
-                  optimized: bool = False) -> list[dict[str, np.ndarray]]:
+                  optimized: bool = False, float64: bool = False) -> list[dict[str, np.ndarray]]:
     """Run every case (keyed by ABI input name) on onnxruntime, in the reference process;
-    outputs keyed by ABI name. ``optimized``: with onnxruntime's graph optimizations on."""
+    outputs keyed by ABI name. ``optimized``: with onnxruntime's graph optimizations on;
+    ``float64``: on onnx's reference evaluator instead (:mod:`.float64_evaluation`)."""
     try:
         import importlib.util
 
@@ -511,7 +548,7 @@ def run_reference(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[s
     feeds = [{onnx_inputs[k]: np.require(v, requirements="C") for k, v in case.items()}
              for case in cases]
     results = _PROCESS.run(model.SerializeToString(), fetch, feeds, timeout=timeout,
-                           optimized=optimized)
+                           optimized=optimized, float64=float64)
     return [{n: result[onnx_outputs[n]] for n in names} for result in results]
 
 

@@ -69,7 +69,8 @@ def _noise(path, loaded, output: str) -> float:
 
 def _refused_shifted(tmp_path, monkeypatch, by: float, optimized_by: float) -> str:
     """The refusal of a one-conv model whose reference outputs are moved by ``by``, and
-    those of the reference's optimized run by ``optimized_by`` more."""
+    those of the reference's optimized run by ``optimized_by`` more; the model's values in
+    float64 are the reference's (the import, not onnxruntime's rounding, is off by ``by``)."""
     real = onnx_build.run_reference
 
     def shifted(*args, optimized=False, **kwargs):
@@ -79,10 +80,17 @@ def _refused_shifted(tmp_path, monkeypatch, by: float, optimized_by: float) -> s
                 case[name] = case[name] + np.float32(by + (optimized_by if optimized else 0.0))
         return cases
 
+    def exactly(*args, timeout):
+        return [{k: v.astype(np.float64) for k, v in case.items()} for case in shifted(*args)]
+
     monkeypatch.setattr(onnx_build, "run_reference", shifted)
+    monkeypatch.setattr(onnx_build, "evaluate_float64", exactly)
     with pytest.raises(ModelImportError) as info:
         build_onnx_artifact(_convs(tmp_path / "c.onnx", layers=1), tmp_path / "c.pha")
-    return str(info.value)
+    text, imported_off = str(info.value), (" of the imported graph's on this output (the "
+                                           "imported graph is the further from them)")
+    assert text.endswith(imported_off)
+    return text[:-len(imported_off)]
 
 
 def test_default_tolerance_widens_to_the_models_own_rounding(tmp_path, signer):
@@ -115,8 +123,11 @@ def test_a_tolerance_given_is_kept_and_the_refusal_says_what_onnxruntime_does(tm
     assert re.match(r"golden case \d: output 'c\d' of the imported graph differs from "
                     r"onnxruntime in ", text)
     assert "; onnxruntime's own runs of the model with graph optimizations off and on differ " \
-           "by up to " in text and text.endswith(" on this output (the tolerance as given "
-                                                 "is kept)")
+           "by up to " in text
+    assert re.search(r" on this output \(the tolerance as given is kept\); evaluated in float64 "
+                     r"by onnx's reference evaluator, the model's values are within [0-9.e-]+ of "
+                     r"onnxruntime's and [0-9.e-]+ of the imported graph's on this output"
+                     r"( \(the imported graph is the further from them\))?$", text)
     assert not (tmp_path / "c.pha").exists()
 
 
@@ -126,7 +137,9 @@ def test_widening_only_to_the_measured_noise(tmp_path, monkeypatch):
     text = _refused_shifted(tmp_path, monkeypatch, 1e-3, 1e-4)
     assert "output 'c0' of the imported graph differs from onnxruntime" in text
     found = re.search(r"atol ([0-9.e-]+)\);.* differ by up to ([0-9.e-]+) on this output \(the "
-                      r"default atol widened to 3 times that\)$", text)
+                      r"default atol widened to 3 times that\); evaluated in float64 by onnx's "
+                      r"reference evaluator, the model's values are within 0 of onnxruntime's "
+                      r"and 0.001$", text)
     atol, noise = float(found[1]), float(found[2])
     assert 9e-5 < noise < 1.1e-4  # 1e-4, give or take float32's rounding of the sums
     assert 0.999 * 3 * noise <= atol <= 1.04 * 3 * noise  # three times it, rounded up
@@ -162,13 +175,13 @@ def test_cli_prints_each_outputs_tolerance_where_they_differ(tmp_path, capsys):
     code = main(["build", "--onnx", str(model), "--out", str(tmp_path / "d.pha"),
                  "--atol", "1e-5"])
     err = capsys.readouterr().err
-    assert code != 0 and err.strip().endswith("(the tolerance as given is kept)")
+    assert code != 0 and "(the tolerance as given is kept); evaluated in float64 by " in err
 
 
 def test_an_optimized_run_that_fails_leaves_the_refusal_as_it_was(tmp_path, monkeypatch):
     """onnxruntime's optimizers are native code on a hostile model: a crash or a run past its
     time (NOISE_TIMEOUT_S beyond four times the reference's) is no measure, and the build is
-    refused as at the default, without one."""
+    refused as at the default, without one (nor one in float64, here)."""
     real, asked = onnx_build.run_reference, []
 
     def stopped(*args, optimized=False, **kwargs):
@@ -177,11 +190,17 @@ def test_an_optimized_run_that_fails_leaves_the_refusal_as_it_was(tmp_path, monk
             raise ModelImportError("onnxruntime did not finish the golden cases in 1 s")
         return real(*args, **kwargs)
 
+    def unevaluated(*args, timeout):
+        raise ModelImportError("no evaluation")
+
     monkeypatch.setattr(onnx_build, "run_reference", stopped)
+    monkeypatch.setattr(onnx_build, "evaluate_float64", unevaluated)
     with pytest.raises(ModelImportError) as info:
         build_onnx_artifact(_convs(tmp_path / "c.onnx"), tmp_path / "c.pha")
     text = str(info.value)
-    assert "differs from onnxruntime" in text and text.endswith("else this is an import bug")
+    assert "differs from onnxruntime" in text and text.endswith(
+        "else this is an import bug; its evaluation in float64 by onnx's reference evaluator "
+        "failed: no evaluation")
     [timeout] = asked
     assert comparison.NOISE_TIMEOUT_S < timeout < comparison.NOISE_TIMEOUT_S + 30
 
@@ -193,7 +212,9 @@ def test_an_optimized_run_that_computes_something_else_widens_nothing(tmp_path, 
     text = _refused_shifted(tmp_path, monkeypatch, 1e-3, 0.5)
     assert "(max |diff| 0.001; rtol 0.0001, atol 1e-05)" in text
     found = re.search(r"differ by up to 0.5 on this output, more than float32 rounding of "
-                      r"values up to ([0-9.]+) \(the default tolerance is kept\)$", text)
+                      r"values up to ([0-9.]+) \(the default tolerance is kept\); evaluated in "
+                      r"float64 by onnx's reference evaluator, the model's values are within 0 "
+                      r"of onnxruntime's and 0.001$", text)
     assert found and 5 < float(found[1]) < 50
 
 
