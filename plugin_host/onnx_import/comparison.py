@@ -59,7 +59,7 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
                       table: Mapping[str, tuple[float, float]], *, given_tolerance: bool,
                       rerun: Callable[[float], Outputs], reference_s: float,
                       explain_saturation: Callable[[str], str | None],
-                      explain_refusal: Callable[[], str], say: Callable[[str], None],
+                      explain_refusal: Callable[[bool], str], say: Callable[[str], None],
                       tell: Callable[[str], None],
                       trace: Callable[[float], Traced] | None = None,
                       evaluate: Callable[[float], Outputs] | None = None
@@ -81,8 +81,10 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
     (:func:`.float64_evaluation.evaluate_float64`), and unless ``given_tolerance`` a failing
     output the imported graph computes at least as close to them as the reference, the
     reference within float32 rounding of them, has its atol widened to :data:`NOISE_MARGIN`
-    times the reference's distance. A refusal ends with what was measured and
-    ``explain_refusal()``."""
+    times the reference's distance. An integer output is held to the reference exactly;
+    where a traced model's fails, the refusal says how far onnxruntime's own runs part on
+    it. A refusal ends with what was measured and ``explain_refusal(integer)`` (whether the
+    output that failed is an integer one)."""
     failures = _mismatches(outputs, got, reference, table)
     if not failures:
         return dict(table)
@@ -116,18 +118,22 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
                                                  widened)
                            + _float64_note(output, exact, reference, given_tolerance
                                            and output not in measure.noise)
-                           + explain_refusal())
+                           + explain_refusal(reference[0][output].dtype.kind != "f"))
 
 
 class _Measure(NamedTuple):
     """onnxruntime's own rounding: how far its runs with graph optimizations off and on are
     apart on each failing float output (``noise``, where finite and not 0), over how many
     ``inputs`` (the golden cases first), and where they part at the model's roundings to
-    integer steps (``partings``; None where not traced)."""
+    integer steps (``partings``; None where not traced); with them, where they part on an
+    integer output (``codes``), which no tolerance covers."""
 
     noise: dict[str, float]
     partings: list[Parting] | None
     inputs: int
+    #: each failing integer output of a traced model: the runs' largest difference, at how
+    #: many elements, of how many (over all the inputs)
+    codes: Mapping[str, tuple[float, int, int]] = {}
 
     @property
     def stepped(self) -> bool:
@@ -157,6 +163,13 @@ def _mismatches(outputs, got: Outputs, reference: Outputs,
                                        f"{a.dtype} {a.shape}, onnxruntime {b.dtype} {b.shape}")
             rtol, atol = table[spec.name]
             diff, bad = Tolerance(rtol, atol).mismatches(a, b)
+            if bad.any() and b.dtype.kind != "f":
+                failures[spec.name] = (
+                    f"golden case {case}: output {spec.name!r} of the imported graph differs "
+                    f"from onnxruntime in {int(bad.sum())} of {bad.size} element(s) (max "
+                    f"|diff| {float(diff.max(initial=0.0)):.3g}); it is {b.dtype}, which must "
+                    f"equal the reference's exactly: no tolerance applies to it")
+                break
             if bad.any():
                 failures[spec.name] = (
                     f"golden case {case}: output {spec.name!r} of the imported graph differs "
@@ -197,11 +210,10 @@ def _rounding_noise(rerun: Callable[[float], Outputs], reference: Outputs,
 
 def _traced(trace: Callable[[float], Traced], reference: Outputs, names: Sequence[str],
             say: Callable[[str], None], timeout: float) -> _Measure:
-    """:class:`_Measure` of ``names``' float outputs from ``trace(timeout)``; nothing
-    measured where there are none, or onnxruntime cannot run the traced model."""
+    """:class:`_Measure` of ``names``' float and integer outputs from ``trace(timeout)``;
+    nothing measured where onnxruntime cannot run the traced model."""
     floats = _floats(names, reference)
-    if not floats:
-        return _Measure({}, None, len(reference))
+    integers = [n for n in names if n not in floats]
     say("measuring onnxruntime's own rounding on the model (graph optimizations off and on, "
         "its roundings to integer steps traced)")
     try:
@@ -209,8 +221,16 @@ def _traced(trace: Callable[[float], Traced], reference: Outputs, names: Sequenc
     except ModelImportError:
         return _Measure({}, None, len(reference))
     noise = {n: _largest_difference(n, traced.on, traced.off) for n in floats}
+    codes = {}
+    for name in integers:
+        parted = [Tolerance(0.0, 0.0).mismatches(a[name], b[name])
+                  for a, b in zip(traced.on, traced.off)]
+        apart = sum(int(bad.sum()) for _, bad in parted)
+        if apart:
+            codes[name] = (max(float(diff.max(initial=0.0)) for diff, _ in parted), apart,
+                           sum(bad.size for _, bad in parted))
     return _Measure({n: v for n, v in noise.items() if 0.0 < v < float("inf")},
-                    list(traced.partings), len(traced.off))
+                    list(traced.partings), len(traced.off), codes)
 
 
 def _floats(names: Sequence[str], reference: Outputs) -> list[str]:
@@ -333,6 +353,11 @@ def _noise_note(output: str, measure: _Measure, reference: Outputs, given_tolera
     """What a refusal adds about onnxruntime's own rounding on the output that failed (and,
     where they were traced, where its runs part at the model's roundings to steps)."""
     noise = measure.noise
+    if output in measure.codes:
+        largest, apart, size = measure.codes[output]
+        return (f"; onnxruntime's own runs of the model with graph optimizations off and on "
+                f"differ on this output too, by up to {largest:g} at {apart:,} of {size:,} "
+                f"elements{measure.over(reference)}")
     if output not in noise:
         return ""
     scale = _beyond_rounding(noise[output], output, reference)

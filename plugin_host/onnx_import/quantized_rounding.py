@@ -151,9 +151,10 @@ def trace(model, onnx_inputs: Mapping[str, str], onnx_outputs: Mapping[str, str]
     return Traced(off, on, found)
 
 
-def explain(model) -> str:
+def explain(model, integer: bool = False) -> str:
     """What the build's refusal of a comparison adds for ``model``: "" unless it rounds to
-    integer steps."""
+    integer steps. ``integer``: the output that failed is an integer one, which no tolerance
+    accepts."""
     counts = rounding_ops(model)
     if not counts:
         return ""
@@ -161,8 +162,11 @@ def explain(model) -> str:
     widens = (f"the default atol widens to it where onnxruntime's own runs part so on the "
               f"{TRACE_CASES} inputs the build traces (more with more --golden-cases), and "
               if code_tensors(model) else "")
+    accepts = ("an integer output, as this one, is held to the reference exactly, so neither "
+               "a widened atol nor --atol can accept it" if integer else
+               f"{widens}--atol can accept it")
     return (f"; the model rounds float values to integer steps ({ops}): where a value lands "
             f"within float32 rounding of half a step, the imported graph and onnxruntime, which "
             f"sum in different orders, can round it to neighbouring steps, and that step grows "
             f"through the layers after it (a difference of the size quantization makes against "
-            f"the float model: {widens}--atol can accept it; an import bug looks the same)")
+            f"the float model: {accepts}; an import bug looks the same)")

@@ -174,7 +174,7 @@ def test_the_evaluation_is_asked_only_for_float_outputs_of_a_model_not_traced():
                 [TensorSpec(n, (2,), str(reference[0][n].dtype), "N") for n in names], got,
                 reference, {n: (1e-4, 1e-5) for n in names}, given_tolerance=False,
                 rerun=lambda timeout: reference, reference_s=0.5,
-                explain_saturation=lambda message: None, explain_refusal=lambda: "",
+                explain_saturation=lambda message: None, explain_refusal=lambda integer: "",
                 say=lambda line: None, tell=lambda line: None, evaluate=evaluate, **kw)
 
     refuse([{"n": np.array([1, 2])}], [{"n": np.array([1, 3])}], ["n"])

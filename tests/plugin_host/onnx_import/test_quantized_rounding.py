@@ -76,6 +76,49 @@ def test_a_quantized_models_refusal_says_a_step_can_round_apart(tmp_path, monkey
         "--golden-cases), and --atol can accept it; an import bug looks the same)")
 
 
+def _codes_out(path):
+    """_quantized_conv's first conv and its QuantizeLinear, whose uint8 codes are the output:
+    onnxruntime's runs with graph optimizations off and on round one or two of them apart on
+    some of 8 inputs (test_trace_finds_where_onnxruntimes_runs_part...)."""
+    from onnx import TensorProto, helper
+
+    full = onnx.load(_quantized_conv(path))
+    nodes = [n for n in full.graph.node if n.op_type != "DequantizeLinear"
+             and n.output[0] != "y"]
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "codes", list(full.graph.input), [
+        helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 64, 32, 32])],
+        [t for t in full.graph.initializer if t.name != "w2"])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("tolerance", [None, (1e-4, 1.0)])
+def test_an_integer_output_is_held_exactly_and_the_refusal_says_how_far_onnxruntime_parts(
+        tmp_path, tolerance):
+    """A full-integer model's codes (TFLite's int8 models end so): the imported graph rounds
+    a few of them a step apart from the reference, as onnxruntime's own runs do, and that is
+    refused whatever the tolerance; the refusal says so, and how far onnxruntime's runs part
+    on that output, not that an atol could accept it."""
+    model = _codes_out(tmp_path / "q.onnx")
+    with pytest.raises(ModelImportError) as info:
+        build_onnx_artifact(model, tmp_path / "q.pha", tolerances=tolerance, golden_cases=8)
+    text = str(info.value)
+    found = re.match(r"golden case \d: output 'y' of the imported graph differs from onnxruntime "
+                     r"in (\d) of 65536 element\(s\) \(max \|diff\| 1\); it is uint8, which must "
+                     r"equal the reference's exactly: no tolerance applies to it; onnxruntime's "
+                     r"own runs of the model with graph optimizations off and on differ on this "
+                     r"output too, by up to 1 at (\d+) of 524,288 elements; the model rounds "
+                     r"float values to integer steps \(1 QuantizeLinear\)", text)
+    assert found and 1 <= int(found[1]) <= 8 and 1 <= int(found[2]) <= 16, text
+    assert text.endswith("(a difference of the size quantization makes against the float "
+                         "model: an integer output, as this one, is held to the reference "
+                         "exactly, so neither a widened atol nor --atol can accept it; an "
+                         "import bug looks the same)")
+
+
 def test_a_model_whose_roundings_are_not_traced_is_told_only_of_atol():
     """com.microsoft's quantized ops keep their codes inside: nothing is traced, so the
     refusal does not speak of a widening."""
@@ -310,7 +353,7 @@ def test_a_traced_model_within_float32_rounding_widens_as_a_float_one():
     table = comparison.held_to_reference(
         [TensorSpec("y", (4,), "float32", "N")], got, reference, {"y": (0.0, 1e-5)},
         given_tolerance=False, rerun=reruns.append, reference_s=0.0,
-        explain_saturation=lambda message: None, explain_refusal=lambda: "", say=print,
+        explain_saturation=lambda message: None, explain_refusal=lambda integer: "", say=print,
         tell=lines.append, trace=lambda timeout: quantized_rounding.Traced(off, on, []))
     assert reruns == [] and table["y"][1] > 2e-5
     assert "model's own float32 rounding there (onnxruntime's runs with graph optimizations " \

@@ -239,7 +239,7 @@ def test_a_saturation_explains_the_refusal_before_anything_is_measured():
             [TensorSpec("y", (2,), "float32", "N")], [{"y": np.ones(2, np.float32)}],
             [{"y": np.zeros(2, np.float32)}], {"y": (1e-4, 1e-5)}, given_tolerance=False,
             rerun=reruns.append, reference_s=0.0, explain_saturation=saturated,
-            explain_refusal=lambda: "", say=print, tell=print)
+            explain_refusal=lambda integer: "", say=print, tell=print)
     assert str(info.value) == "the whole refusal" and reruns == []
     assert given == ["golden case 0: output 'y' of the imported graph differs from onnxruntime "
                      "in 2 of 2 element(s) (max |diff| 1; rtol 0.0001, atol 1e-05); widen "
