@@ -11,13 +11,14 @@ where its two runs differ too, by no more than rounding does, that output's atol
 more, whole steps of a rounding to integers grown through the layers after it: for a model
 with such roundings, onnxruntime's two runs take more inputs than the golden cases and are
 traced (:func:`.quantized_rounding.trace`), and a difference past float32 rounding counts as
-the model's own where their codes first part by one step at a few values. Where that does not
-settle it, the model is evaluated in float64 (:mod:`.float64_evaluation`): an output the
-imported graph computes at least as close to those values as onnxruntime does, onnxruntime
-within float32 rounding of them, has its atol widened to :data:`NOISE_MARGIN` times
-onnxruntime's distance from them. Otherwise the refusal says what was measured, and what else can explain it (onnxruntime's saturating
-integer kernels, :mod:`.saturation`; a quantized model's rounding to steps,
-:mod:`.quantized_rounding`).
+the model's own where their codes first part by one step at a few values. Where that does
+not settle a float model's output, the model is evaluated in float64
+(:mod:`.float64_evaluation`): an output the imported graph computes at least as close to
+those values as onnxruntime does, onnxruntime within float32 rounding of them, has its atol
+widened to :data:`NOISE_MARGIN` times onnxruntime's distance from them. An integer or bool
+output takes no tolerance: it must equal the reference's. Otherwise the refusal says what
+was measured, and what else can explain it (onnxruntime's saturating integer kernels,
+:mod:`.saturation`; a quantized model's rounding to steps, :mod:`.quantized_rounding`).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def held_to_reference(outputs, got: Outputs, reference: Outputs,
     widened = {} if given_tolerance else _widened(table, failures, measure, reference)
     if widened:
         failures = _mismatches(outputs, got, reference, {**table, **widened})
-    exact = Float64Distances({}, {}, "not evaluated")
+    exact = Float64Distances({}, {})
     if failures and evaluate is not None and trace is None:
         exact = _float64_distances(evaluate, got, reference, list(failures), say,
                                    FLOAT64_TIMEOUT_S + SLOWDOWN * reference_s)
@@ -269,7 +270,7 @@ def _float64_distances(evaluate: Callable[[float], Outputs], got: Outputs,
     fails."""
     floats = _floats(names, reference)
     if not floats:
-        return Float64Distances({}, {}, "not evaluated")
+        return Float64Distances({}, {})
     say(f"evaluating the model in float64 with onnx's reference evaluator (at most "
         f"{timeout:.0f} s)")
     try:
@@ -312,7 +313,7 @@ def _float64_note(output: str, exact: Float64Distances, reference: Outputs,
         return (f"; evaluated in float64 by onnx's reference evaluator, the model's values are "
                 f"within {far:.3g} of onnxruntime's and {near:.3g} of the imported graph's on "
                 f"this output{why}")
-    if exact.why and exact.why != "not evaluated":
+    if exact.why:
         return f"; its evaluation in float64 by onnx's reference evaluator failed: {exact.why}"
     return ""
 

@@ -4,10 +4,11 @@ comparison fails.
 The build holds the imported graph to onnxruntime's outputs (:mod:`.comparison`). Both sides
 round in float32, each in its own way, and onnxruntime's way is not always the finer one: its
 InstanceNormalization computes ``x * scale + (bias - mean * scale)``, whose two large terms
-cancel where the mean is large against the spread, so a GroupNorm of one group (timm's
-PoolFormerV2, exported as InstanceNormalization) comes out 15 times further from the exact
-values than the imported graph's two-pass normalization, past the default tolerance, while
-onnxruntime's runs with graph optimizations off and on agree (the same kernel in both).
+cancel where the mean is large against the spread. timm's PoolFormerV2-S12 (a GroupNorm of
+one group, exported as InstanceNormalization; random weights) came out 12 times further
+from the exact values than the imported graph (two-pass normalization), past the default
+tolerance, while onnxruntime's runs with graph optimizations off and on were closer (one
+kernel in both).
 
 So where that measure does not settle a failure, the same model is rewritten to float64
 (:func:`.float_width.widen_to_float64`: every float32 tensor, type and Cast, values exactly)
@@ -52,8 +53,8 @@ Outputs = Sequence[Mapping[str, np.ndarray]]
 class Float64Distances(NamedTuple):
     """How far each float output of onnxruntime's run (``reference``) and of the imported
     graph's (``imported``) is from the model's values in float64 over the golden cases (the
-    largest |difference|; inf where one is a nan or infinity and the other is not), or why
-    there is no such measure (``why``: "" where there is)."""
+    largest |difference|; inf where one is a nan or infinity and the other is not); ``why``
+    the evaluation failed, where it did (else "", also where nothing was evaluated)."""
 
     reference: dict[str, float]
     imported: dict[str, float]
