@@ -109,7 +109,7 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     if "__types__" in request:
         return _value_types(request.pop("__model__").tobytes())
     if int(request.pop("__float64__", 0)):
-        return _cases(_float64_evaluator(request.pop("__model__").tobytes()), request)
+        return _float64_evaluation(request.pop("__model__").tobytes(), request)
     options = ort.SessionOptions()
     if int(request.pop("__optimized__", 0)):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -125,16 +125,11 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
                                        providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors
         return b"E", f"onnxruntime cannot load the model: {_first_line(exc)}".encode()
-    return _cases(("onnxruntime", session.run), request)
+    return _cases("onnxruntime", session.run, request)
 
 
-def _cases(runner: tuple[str, Any] | bytes, request: dict[str, np.ndarray]
-           ) -> tuple[bytes, bytes]:
-    """(status, payload) of the request's cases run by ``runner`` (who, ``run(fetch, feed)``),
-    or b"E" and ``runner`` where that is why it could not be made."""
-    if isinstance(runner, bytes):
-        return b"E", runner
-    who, run = runner
+def _cases(who: str, run: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]:
+    """(status, payload) of the request's cases run by ``run(fetch, feed)`` of ``who``."""
     inputs, fetch = _names(request.pop("__inputs__")), _names(request.pop("__outputs__"))
     out = {}
     for case in range(int(request.pop("__cases__"))):
@@ -149,21 +144,21 @@ def _cases(runner: tuple[str, Any] | bytes, request: dict[str, np.ndarray]
     return b"O", _pack(out)
 
 
-def _float64_evaluator(data: bytes) -> tuple[str, Any] | bytes:
-    """onnx's reference evaluator (numpy, op by op, after the ONNX specification) of the
-    serialized model, or why it cannot be made: :mod:`.float64_evaluation` gives it the model
+def _float64_evaluation(data: bytes, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]:
+    """The request's cases run by onnx's reference evaluator (numpy, op by op, after the ONNX
+    specification) of the serialized model: :mod:`.float64_evaluation` gives it the model
     rewritten to float64, which onnxruntime runs few ops of."""
     who = "onnx's reference evaluator"
     try:
         import onnx
         from onnx.reference import ReferenceEvaluator
     except ImportError:  # pragma: no cover - the onnx extra is part of the test setup
-        return b"the onnx package is missing in the reference process"
+        return b"E", b"the onnx package is missing in the reference process"
     try:
         evaluator = ReferenceEvaluator(onnx.ModelProto.FromString(data))
     except Exception as exc:  # an op it lacks, a malformed model: no common base
-        return f"{who} cannot load the model: {_first_line(exc)}".encode()
-    return who, evaluator.run
+        return b"E", f"{who} cannot load the model: {_first_line(exc)}".encode()
+    return _cases(who, evaluator.run, request)
 
 
 def _convert(data: bytes, target: int) -> tuple[bytes, bytes]:

@@ -236,3 +236,20 @@ def test_the_float64_rewrite_widens_every_float32_exactly(tmp_path):
         branch = x.astype(np.float64) * w if flag else x.astype(np.float64) - w
         exact = branch + np.float64(third) + np.float64(third) + [1.0, 2.0, 3.0]
         np.testing.assert_array_equal(got["y"], exact)  # float64 arithmetic on the same values
+
+
+def test_a_model_the_evaluator_cannot_load_is_a_typed_error_naming_it():
+    """An op outside the ONNX domains (onnxruntime's contrib ops): the evaluator has none."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("FastGelu", ["x"], ["y"], domain="com.microsoft")
+    graph = helper.make_graph([node], "contrib",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(ModelImportError) as info:
+        evaluate_float64(model, {"x": "x"}, {"y": "y"}, [{"x": np.ones(2, np.float32)}],
+                         timeout=60.0)
+    assert str(info.value).startswith("onnx's reference evaluator cannot load the model: ")
+    assert "FastGelu" in str(info.value)
