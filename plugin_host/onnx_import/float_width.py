@@ -304,15 +304,15 @@ def _tensor(t, width: _Width, limits: ReadLimits | None) -> bool:
 
         value = to_array(t, limits, bfloat16=width is _BRAIN)
         with np.errstate(over="ignore"):
-            narrowed = value.astype(_NUMPY[width.target])
-        over = np.isinf(narrowed) & np.isfinite(value)
+            converted = value.astype(_NUMPY[width.target])
+        over = np.isinf(converted) & np.isfinite(value)
         if over.any():
             raise ModelFileError(f"tensor {t.name!r}: {width.name} value "
                                  f"{float(value[over][0])!r} is beyond float32's finite range "
                                  f"(+-{_FLOAT32_MAX:.8g}): {width.rewrite} to float32 it "
                                  f"would be inf")
         doc = t.doc_string
-        t.CopyFrom(numpy_helper.from_array(narrowed, t.name))
+        t.CopyFrom(numpy_helper.from_array(converted, t.name))
         t.doc_string = doc
     return True
 
