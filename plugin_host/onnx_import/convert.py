@@ -483,7 +483,8 @@ class Importer:
         from .fusion import fuse
 
         keep = {self.values[o.name] for o in g.output if o.name in self.values}
-        self.nodes = fuse(self.nodes, self.tensors, self.types, keep, self.fresh_node)
+        self.nodes = fuse(self.nodes, self.tensors, self.types, keep, self.fresh_node,
+                          self.add_constant)
         outputs, onnx_outputs = self._outputs(layouts)
         unknown = [k for k in layouts if k not in onnx_inputs and k not in onnx_outputs]
         if unknown:

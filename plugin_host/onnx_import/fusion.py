@@ -17,6 +17,16 @@ constant.
 GroupNorm: ``reshape(x, (N, G, -1))``, ``instance_norm`` with unit scale and zero shift,
 ``reshape`` back to x's shape, ``mul`` by a ``(C, 1, ...)`` weight, ``add`` a ``(C, 1, ...)``
 bias.
+
+An ``add`` of a constant of zeros onto a conv's output, directly or through ``add`` nodes
+(timm's MobileOne sums its branches onto ``0``): the conv's bias takes the zeros and the ``add``
+goes. Both backends add a conv's bias to its sums, and ``(sums + b) + 0`` is ``sums + (b + 0)``
+bit for bit: ``b + 0`` is ``b`` but where ``b`` is -0.0, whose 0 then does what the ``add`` did
+to a -0.0; a conv without a bias has one of -0.0 (adding -0.0 changes nothing). An ``add`` of two
+values is -0.0 only where both are, so zeros added to one operand give the sum they give added to
+the sum. The onnxruntime backend would keep such an ``add`` (``NoopElimination`` is off there for
+that -0.0), and it splits onnxruntime's blocked layout: MobileOne-S0 ran 1.7 times as long as
+on bare onnxruntime before this.
 """
 
 from __future__ import annotations
@@ -192,6 +202,62 @@ def _linear_bias(g: _Nodes, lin: Node, fresh) -> bool:
     return True
 
 
+def _zero_add(g: _Nodes, add: Node, constant) -> bool:
+    """``add(x, zeros)`` whose ``x`` is a conv's output (or an ``add`` leading to one, each
+    value read by the next node alone): the zeros go into the conv's bias."""
+    if len(add.inputs) != 2:
+        return False
+    zeros = next((t for t in add.inputs if t in g.tensors), None)
+    x = next((t for t in add.inputs if t != zeros), None)
+    value = g.tensors.get(zeros)
+    if value is None or x is None or x in g.tensors or value.dtype.kind != "f" or \
+            not value.size or np.any(value != 0) or g.types[x] != g.types[add.outputs[0]]:
+        return False
+    negative = np.signbit(value)
+    if negative.any() and not negative.all():
+        return False  # +0.0 and -0.0 mixed: no one bias value per channel holds both
+    zero = value.dtype.type(-0.0 if negative.all() else 0.0)
+    conv = _zeros_taker(g, x, add, 16)
+    if conv is None or g.types[conv.inputs[1]].dtype != g.types[x].dtype:
+        return False
+    weight = g.tensors[conv.inputs[1]]
+    channels = weight.shape[1] * conv.attrs["groups"] if conv.op == "conv_transpose" else \
+        weight.shape[0]
+    # no bias adds nothing, as a bias of -0.0 does (x + -0.0 is x, whatever x)
+    bias = g.tensors[conv.inputs[2]] if conv.inputs[2] else np.full(channels, -0.0,
+                                                                   weight.dtype)
+    name = constant(np.add(bias, zero, dtype=weight.dtype),
+                    conv.inputs[2] or f"{conv.name}.bias")
+    biased = Node(conv.name, conv.op, conv.version, (conv.inputs[0], conv.inputs[1], name),
+                  conv.outputs, conv.attrs)
+    producer = g.producer[x]
+    if producer is not conv:
+        g.replace([conv], biased)
+    last = biased if producer is conv else producer  # x's producer now writes the add's output
+    g.replace([producer, add], Node(last.name, last.op, last.version, last.inputs, add.outputs,
+                                    last.attrs))
+    return True
+
+
+def _zeros_taker(g: _Nodes, x: str, reader: Node, depth: int) -> Node | None:
+    """The conv whose bias can take zeros added to ``x``, which only ``reader`` reads."""
+    node = g.producer.get(x)
+    if node is None or depth == 0 or not g.private(x, reader) or len(node.outputs) != 1:
+        return None
+    if node.op in ("conv", "conv_transpose"):
+        if node.inputs[1] in g.tensors and (not node.inputs[2] or node.inputs[2] in g.tensors):
+            return node
+        return None
+    if node.op != "add":
+        return None
+    for operand in node.inputs:
+        if operand not in g.tensors:
+            taker = _zeros_taker(g, operand, node, depth - 1)
+            if taker is not None:
+                return taker
+    return None
+
+
 def _reshaped_constant(g: _Nodes, name: str, array: np.ndarray) -> str:
     """Re-point constant ``name`` at ``array`` (its only reader is being replaced)."""
     from abi import TensorType, dtypes
@@ -202,8 +268,9 @@ def _reshaped_constant(g: _Nodes, name: str, array: np.ndarray) -> str:
 
 
 def fuse(nodes: list[Node], tensors: dict, types: dict, graph_outputs: Iterable[str],
-         fresh) -> list[Node]:
-    """``nodes`` with every recognized chain replaced by its layer op."""
+         fresh, constant) -> list[Node]:
+    """``nodes`` with every recognized chain replaced by its layer op; ``fresh`` names a node,
+    ``constant(array, origin)`` adds a graph constant and returns its name."""
     g = _Nodes(list(nodes), tensors, types, graph_outputs)
     changed = True
     while changed:
@@ -211,7 +278,8 @@ def fuse(nodes: list[Node], tensors: dict, types: dict, graph_outputs: Iterable[
         for node in list(g.nodes):
             if node.op == "split" and _lstm(g, node, fresh) or \
                     node.op == "instance_norm" and _group_norm(g, node, fresh) or \
-                    node.op == "linear" and _linear_bias(g, node, fresh):
+                    node.op == "linear" and _linear_bias(g, node, fresh) or \
+                    node.op == "add" and _zero_add(g, node, constant):
                 g = _Nodes(g.nodes, tensors, types, graph_outputs)
                 changed = True
                 break
