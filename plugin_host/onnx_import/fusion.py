@@ -1,4 +1,5 @@
-"""Glue chains recognized as one layer op, after the walk (on the ABI nodes, not the ONNX ones).
+"""Glue chains recognized as one layer op, and an ``add`` of zeros taken into a conv's bias,
+after the walk (on the ABI nodes, not the ONNX ones).
 
 torch writes ``nn.LSTMCell`` and ``nn.GroupNorm`` as chains of ops the ABI also has as glue
 ops, so the walk maps them one to one and the numbers are already right. Recognizing the chain
@@ -20,13 +21,13 @@ bias.
 
 An ``add`` of a constant of zeros onto a conv's output, directly or through ``add`` nodes
 (timm's MobileOne sums its branches onto ``0``): the conv's bias takes the zeros and the ``add``
-goes. Both backends add a conv's bias to its sums, and ``(sums + b) + 0`` is ``sums + (b + 0)``
+goes. Both backends add a conv's bias into its sums, and ``(sums + b) + 0`` is ``sums + (b + 0)``
 bit for bit: ``b + 0`` is ``b`` but where ``b`` is -0.0, whose 0 then does what the ``add`` did
 to a -0.0; a conv without a bias has one of -0.0 (adding -0.0 changes nothing). An ``add`` of two
-values is -0.0 only where both are, so zeros added to one operand give the sum they give added to
-the sum. The onnxruntime backend would keep such an ``add`` (``NoopElimination`` is off there for
-that -0.0), and it splits onnxruntime's blocked layout: MobileOne-S0 ran 1.7 times as long as
-on bare onnxruntime before this.
+values is -0.0 only where both are, so zeros added to one operand of a sum give what they give
+added to the sum. The onnxruntime backend would keep such an ``add`` (``NoopElimination`` is off
+there for that -0.0), and it splits onnxruntime's blocked layout: MobileOne-S0 ran 1.7 times as
+long as on bare onnxruntime before this.
 """
 
 from __future__ import annotations
@@ -202,6 +203,10 @@ def _linear_bias(g: _Nodes, lin: Node, fresh) -> bool:
     return True
 
 
+#: how many ``add`` nodes deep :func:`_zeros_taker` looks for a conv
+ZEROS_DEPTH = 16
+
+
 def _zero_add(g: _Nodes, add: Node, constant) -> bool:
     """``add(x, zeros)`` whose ``x`` is a conv's output (or an ``add`` leading to one, each
     value read by the next node alone): the zeros go into the conv's bias."""
@@ -217,7 +222,7 @@ def _zero_add(g: _Nodes, add: Node, constant) -> bool:
     if negative.any() and not negative.all():
         return False  # +0.0 and -0.0 mixed: no one bias value per channel holds both
     zero = value.dtype.type(-0.0 if negative.all() else 0.0)
-    conv = _zeros_taker(g, x, add, 16)
+    conv = _zeros_taker(g, x, add, ZEROS_DEPTH)
     if conv is None or g.types[conv.inputs[1]].dtype != g.types[x].dtype:
         return False
     weight = g.tensors[conv.inputs[1]]
