@@ -19,11 +19,12 @@ GroupNorm: ``reshape(x, (N, G, -1))``, ``instance_norm`` with unit scale and zer
 ``reshape`` back to x's shape, ``mul`` by a ``(C, 1, ...)`` weight, ``add`` a ``(C, 1, ...)``
 bias.
 
-An ``add`` of a constant of zeros onto a conv's output, directly or through ``add`` nodes
-(timm's MobileOne sums its branches onto ``0``): the conv's bias takes the zeros and the ``add``
-goes. Both backends add a conv's bias into its sums, and ``(sums + b) + 0`` is ``sums + (b + 0)``
-bit for bit: ``b + 0`` is ``b`` but where ``b`` is -0.0, whose 0 then does what the ``add`` did
-to a -0.0; a conv without a bias has one of -0.0 (adding -0.0 changes nothing). An ``add`` of two
+An ``add`` of a constant of zeros onto a conv's output (or a conv_transpose's, a batchnorm's, a
+linear's), directly or through ``add`` nodes (timm's MobileOne sums its branches onto ``0``):
+the conv's bias takes the zeros and the ``add`` goes. Both backends add such a bias into what the
+op computed, and ``(sums + b) + 0`` is ``sums + (b + 0)`` bit for bit: ``b + 0`` is ``b`` but
+where ``b`` is -0.0, whose 0 then does what the ``add`` did to a -0.0; no bias is a bias of -0.0
+(adding -0.0 changes nothing). An ``add`` of two
 values is -0.0 only where both are, so zeros added to one operand of a sum give what they give
 added to the sum. The onnxruntime backend would keep such an ``add`` (``NoopElimination`` is off
 there for that -0.0), and it splits onnxruntime's blocked layout: MobileOne-S0 ran 1.7 times as
@@ -35,6 +36,8 @@ from __future__ import annotations
 from typing import Iterable
 
 import numpy as np
+
+from abi import TensorType, dtypes
 
 from ..graph import Node
 
@@ -203,13 +206,16 @@ def _linear_bias(g: _Nodes, lin: Node, fresh) -> bool:
     return True
 
 
-#: how many ``add`` nodes deep :func:`_zeros_taker` looks for a conv
+#: how many ``add`` nodes deep :func:`_zeros_taker` looks for a node that takes the zeros
 ZEROS_DEPTH = 16
+#: ops whose input 2 is a bias added to what they computed last, on both backends: op -> the
+#: output axis the bias runs along
+BIASED = {"conv": 1, "conv_transpose": 1, "batchnorm": 1, "linear": -1}
 
 
 def _zero_add(g: _Nodes, add: Node, constant) -> bool:
-    """``add(x, zeros)`` whose ``x`` is a conv's output (or an ``add`` leading to one, each
-    value read by the next node alone): the zeros go into the conv's bias."""
+    """``add(x, zeros)`` whose ``x`` is made by an op of :data:`BIASED` (or by an ``add``
+    leading to one, each value read by the next node alone): the zeros go into its bias."""
     if len(add.inputs) != 2:
         return False
     zeros = next((t for t in add.inputs if t in g.tensors), None)
@@ -221,38 +227,38 @@ def _zero_add(g: _Nodes, add: Node, constant) -> bool:
     negative = np.signbit(value)
     if negative.any() and not negative.all():
         return False  # +0.0 and -0.0 mixed: no one bias value per channel holds both
-    zero = value.dtype.type(-0.0 if negative.all() else 0.0)
-    conv = _zeros_taker(g, x, add, ZEROS_DEPTH)
-    if conv is None or g.types[conv.inputs[1]].dtype != g.types[x].dtype:
+    taker = _zeros_taker(g, x, add, ZEROS_DEPTH)
+    if taker is None:
         return False
-    weight = g.tensors[conv.inputs[1]]
-    channels = weight.shape[1] * conv.attrs["groups"] if conv.op == "conv_transpose" else \
-        weight.shape[0]
+    out = g.types[taker.outputs[0]]
+    channels, dtype = out.shape[BIASED[taker.op]], value.dtype
+    if type(channels) is not int or dtypes.from_numpy(dtype) != out.dtype:
+        return False
+    inputs = tuple(taker.inputs) + (None,) * (3 - len(taker.inputs))
     # no bias adds nothing, as a bias of -0.0 does (x + -0.0 is x, whatever x)
-    bias = g.tensors[conv.inputs[2]] if conv.inputs[2] else np.full(channels, -0.0,
-                                                                   weight.dtype)
-    name = constant(np.add(bias, zero, dtype=weight.dtype),
-                    conv.inputs[2] or f"{conv.name}.bias")
-    biased = Node(conv.name, conv.op, conv.version, (conv.inputs[0], conv.inputs[1], name),
-                  conv.outputs, conv.attrs)
+    bias = g.tensors[inputs[2]] if inputs[2] else np.full(channels, -0.0, dtype)
+    zero = dtype.type(-0.0 if negative.all() else 0.0)
+    name = constant(np.add(bias, zero, dtype=dtype), inputs[2] or f"{taker.name}.bias")
+    biased = Node(taker.name, taker.op, taker.version, inputs[:2] + (name,) + inputs[3:],
+                  taker.outputs, taker.attrs)
     producer = g.producer[x]
-    if producer is not conv:
-        g.replace([conv], biased)
-    last = biased if producer is conv else producer  # x's producer now writes the add's output
+    if producer is not taker:
+        g.replace([taker], biased)
+    last = biased if producer is taker else producer  # x's producer now writes the add's output
     g.replace([producer, add], Node(last.name, last.op, last.version, last.inputs, add.outputs,
                                     last.attrs))
     return True
 
 
 def _zeros_taker(g: _Nodes, x: str, reader: Node, depth: int) -> Node | None:
-    """The conv whose bias can take zeros added to ``x``, which only ``reader`` reads."""
+    """The node of :data:`BIASED` whose bias can take zeros added to ``x``, which only
+    ``reader`` reads."""
     node = g.producer.get(x)
     if node is None or depth == 0 or not g.private(x, reader) or len(node.outputs) != 1:
         return None
-    if node.op in ("conv", "conv_transpose"):
-        if node.inputs[1] in g.tensors and (not node.inputs[2] or node.inputs[2] in g.tensors):
-            return node
-        return None
+    if node.op in BIASED:
+        bias = node.inputs[2] if len(node.inputs) > 2 else None
+        return node if bias is None or bias in g.tensors else None
     if node.op != "add":
         return None
     for operand in node.inputs:
@@ -265,8 +271,6 @@ def _zeros_taker(g: _Nodes, x: str, reader: Node, depth: int) -> Node | None:
 
 def _reshaped_constant(g: _Nodes, name: str, array: np.ndarray) -> str:
     """Re-point constant ``name`` at ``array`` (its only reader is being replaced)."""
-    from abi import TensorType, dtypes
-
     g.tensors[name] = np.require(array, requirements="C")
     g.types[name] = TensorType(array.shape, dtypes.from_numpy(array.dtype))
     return name

@@ -1,8 +1,10 @@
-"""An Add of a constant of zeros onto a conv's output (directly or through Adds) goes into the
-conv's bias at import (fusion.py): the outputs checked on both backends against onnxruntime
-with graph optimizations off (which keeps the Add), the signs of their zeros included, and the
-bias's signs of zero as the fold's rule has them. Where the zeros cannot be moved (mixed signs,
-a value read twice, a graph output, a broadcast that grows the tensor) the Add stays."""
+"""An Add of a constant of zeros onto a conv's output (directly or through Adds; or onto a
+conv_transpose's, a batchnorm's, a linear's) goes into the conv's bias at import (fusion.py):
+the outputs checked on both backends against onnxruntime with graph optimizations off (which
+keeps the Add), the signs of their zeros included, and the bias's signs of zero as the fold's
+rule has them. Where the zeros cannot be moved (mixed signs, a value read twice, a graph output,
+a broadcast that grows the tensor, another producer, a bias computed when the call runs) the
+Add stays."""
 
 from __future__ import annotations
 
@@ -32,11 +34,17 @@ def _model(path, nodes, initializers, outputs=("y",), out_shape=(1, C, 6, 6)):
         nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, C, 6, 6])],
         [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, list(out_shape))
          for o in outputs],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in initializers.items()])
+        [numpy_helper.from_array(_stored(v), k) for k, v in initializers.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, path)
     return path
+
+
+def _stored(value) -> np.ndarray:
+    """Floats as float32, integers as int64."""
+    value = np.asarray(value)
+    return value.astype(np.float32 if value.dtype.kind == "f" else np.int64)
 
 
 def _conv(name, x, w, b=None):
@@ -108,7 +116,7 @@ def test_zeros_through_many_adds_reach_a_conv(tmp_path, signer):
 
 
 @pytest.mark.parametrize("case", ["mixed", "read-twice", "graph-output", "grows", "not-a-conv",
-                                  "nonzero"])
+                                  "nonzero", "run-time-bias"])
 def test_an_add_of_zeros_that_cannot_move_stays(tmp_path, signer, case):
     nodes = [_conv("c", "x", "w"), helper.make_node("Add", ["c", "z"], ["y"])]
     inits = {"w": _weights(1), "z": np.zeros(())}
@@ -125,13 +133,16 @@ def test_an_add_of_zeros_that_cannot_move_stays(tmp_path, signer, case):
         shape = (2, C, 6, 6)
     elif case == "not-a-conv":
         nodes[0] = helper.make_node("Relu", ["x"], ["c"])
+    elif case == "run-time-bias":  # the conv's bias computed when the call runs, from x
+        nodes[:1] = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[0, 2, 3], keepdims=0),
+                     _conv("c", "x", "w", "m")]
     else:
         inits["z"] = np.full((), 1e-30)
     model = _model(tmp_path / "m.onnx", nodes, inits, outputs, shape)
     graph, _ = _built(tmp_path, model, signer, outputs)
     assert "add" in _ops(graph)
     conv = next((n for n in graph.nodes if n.op == "conv"), None)
-    assert conv is None or conv.inputs[2] is None
+    assert conv is None or conv.inputs[2] is None or conv.inputs[2] not in graph.tensors
 
 
 def test_zeros_added_to_a_conv_transpose_go_into_its_bias(tmp_path, signer):
@@ -145,3 +156,44 @@ def test_zeros_added_to_a_conv_transpose_go_into_its_bias(tmp_path, signer):
     bias = graph.tensors[graph.nodes[0].inputs[2]]
     assert bias.shape == (C,) and np.all(bias == 0) and not np.any(np.signbit(bias))
     assert np.all(want["y"][0, [0, 2]] == 0)
+
+
+def test_zeros_added_to_a_batchnorm_go_into_its_bias(tmp_path, signer):
+    """A BatchNormalization on the input (no conv before it to fold into), then ``+ 0``: its
+    shift takes the zeros, -0.0 turned into 0 (a channel of zero scale gives exactly it)."""
+    rng = np.random.default_rng(4)
+    scale, shift = rng.uniform(0.5, 2, C), rng.uniform(-1, 1, C)
+    scale[0], shift[0] = 0.0, -0.0
+    model = _model(tmp_path / "m.onnx", [
+        helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"]),
+        helper.make_node("Add", ["n", "z"], ["y"])],
+        {"s": scale, "b": shift, "m": rng.uniform(-1, 1, C), "v": rng.uniform(0.5, 2, C),
+         "z": np.zeros(())})
+    graph, want = _built(tmp_path, model, signer)
+    assert _ops(graph) == ["batchnorm"]
+    bias = graph.tensors[graph.nodes[0].inputs[2]]
+    assert np.array_equal(bias, shift.astype(np.float32)) and not np.signbit(bias[0])
+    assert np.all(want["y"][0, 0] == 0)
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_zeros_added_to_a_linear_go_into_its_bias(tmp_path, signer, op):
+    """A MatMul by a constant weight over (1, C, 6, 6)'s last axis (a ``linear`` without a bias,
+    which a scalar 0 does not join as a bias of shape (out,)), or a Gemm with a bias of -0.0,
+    then + 0."""
+    w = np.random.default_rng(6).standard_normal((6, 6)).astype(np.float32)
+    w[:, 1] = 0.0
+    if op == "MatMul":
+        nodes, inits, shape = [helper.make_node("MatMul", ["x", "w"], ["l"])], {"w": w}, None
+    else:  # over the input flattened to (C * 6, 6), with a bias of -0.0
+        nodes = [helper.make_node("Flatten", ["x"], ["f"], axis=3),
+                 helper.make_node("Gemm", ["f", "w", "b"], ["l"])]
+        inits, shape = {"w": w, "b": np.full(6, -0.0)}, (C * 6, 6)
+    model = _model(tmp_path / "m.onnx", nodes + [helper.make_node("Add", ["l", "z"], ["y"])],
+                   {**inits, "z": np.zeros(())}, out_shape=shape or (1, C, 6, 6))
+    graph, want = _built(tmp_path, model, signer)
+    assert "add" not in _ops(graph)
+    [linear] = [n for n in graph.nodes if n.op == "linear"]
+    bias = graph.tensors[linear.inputs[2]]
+    assert bias.shape == (6,) and np.all(bias == 0) and not np.any(np.signbit(bias))
+    assert np.all(want["y"][..., 1] == 0)
