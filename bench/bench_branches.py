@@ -2,17 +2,19 @@
 imported artifact on both backends against bare onnxruntime on the exported ONNX file, in one
 run (:mod:`bench.onnx_sides`: each side in its own child process, blocks alternating).
 
-timm's MobileOne sums a block's branches onto ``0`` (``out = scale + identity`` with
-``identity = 0``), which torch exports as an Add of a constant 0 after a Conv (the BatchNorm
-folded into it) or after the Add of two branches. Bare onnxruntime drops those Adds (its no-op
+timm's MobileOne sums a block's branches onto ``0`` where the block has no identity branch
+(``out += identity``, ``identity = 0``) or no scale branch (``out = 0``, then ``out +=`` each
+conv branch), which torch exports as an Add of a constant 0 after a Conv (the BatchNorm folded
+into it) or after the Add of two branches. Bare onnxruntime drops those Adds (its no-op
 elimination); the onnxruntime backend leaves that optimization off (README, "The onnxruntime
 backend"), and an Add left between the convs splits onnxruntime's blocked layout. The import
 folds each such Add into a conv's bias (``plugin_host/onnx_import/fusion.py``), so neither
-backend runs it. The model: MobileOne's blocks as timm writes them (a depthwise 3x3 block with its
-1x1 scale branch, then a pointwise one; four conv branches each, an identity BatchNorm where the
-shape allows), a stem and four stages of 2, 4, 4 and 1 at MobileOne-S0's widths (48 to 1024
-channels), over a 3x160x160 input, random weights, exported by torch's legacy exporter. There is no target: the ratio says what such a model costs through the host;
-``--keep-adds`` builds the artifact with the fold turned off, for the comparison.
+backend runs it. The model: MobileOne's blocks as timm writes them (a depthwise 3x3 block with
+its 1x1 scale branch, then a pointwise one; four conv branches each, an identity BatchNorm
+where the shape allows), a stem and four stages of 2, 4, 4 and 1 at MobileOne-S0's widths (48
+to 1024 channels), over a 3x160x160 input, random weights, exported by torch's legacy exporter.
+There is no target: the ratio says what such a model costs through the host; ``--keep-adds``
+builds the artifact with the fold turned off, for the comparison.
 
     .venv/bin/python bench/bench_branches.py [--runs 200] [--rounds 6] [--keep-adds]
 """

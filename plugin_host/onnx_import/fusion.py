@@ -21,14 +21,14 @@ bias.
 
 An ``add`` of a constant of zeros onto a conv's output (or a conv_transpose's, a batchnorm's, a
 linear's), directly or through ``add`` nodes (timm's MobileOne sums its branches onto ``0``):
-the conv's bias takes the zeros and the ``add`` goes. Both backends add such a bias into what the
+the op's bias takes the zeros and the ``add`` goes. Both backends add such a bias into what the
 op computed, and ``(sums + b) + 0`` is ``sums + (b + 0)`` bit for bit: ``b + 0`` is ``b`` but
 where ``b`` is -0.0, whose 0 then does what the ``add`` did to a -0.0; no bias is a bias of -0.0
-(adding -0.0 changes nothing). An ``add`` of two
-values is -0.0 only where both are, so zeros added to one operand of a sum give what they give
-added to the sum. The onnxruntime backend would keep such an ``add`` (``NoopElimination`` is off
-there for that -0.0), and it splits onnxruntime's blocked layout: MobileOne-S0 ran 1.7 times as
-long as on bare onnxruntime before this.
+(adding -0.0 changes nothing). An ``add`` of two values is -0.0 only where both are, so zeros
+added to one operand of a sum give what they give added to the sum. The onnxruntime backend
+would keep such an ``add`` (``NoopElimination`` is off there for that -0.0), and it splits
+onnxruntime's blocked layout: MobileOne-S0 ran 1.7 times as long as on bare onnxruntime before
+this.
 """
 
 from __future__ import annotations

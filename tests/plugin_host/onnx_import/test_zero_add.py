@@ -20,12 +20,11 @@ helper, numpy_helper = onnx.helper, onnx.numpy_helper
 C = 4
 
 
-def _weights(seed: int, *, dead: int | None = 0) -> np.ndarray:
-    """A (C, C, 3, 3) weight whose channel ``dead`` is all 0: outputs of exactly zero there,
+def _weights(seed: int) -> np.ndarray:
+    """A (C, C, 3, 3) weight whose output channel 0 is all 0: outputs of exactly zero there,
     whose signs the comparisons check."""
     w = np.random.default_rng(seed).standard_normal((C, C, 3, 3)).astype(np.float32)
-    if dead is not None:
-        w[dead] = 0.0
+    w[0] = 0.0
     return w
 
 
@@ -56,8 +55,9 @@ def _input():
 
 
 def _built(tmp_path, model, signer, outputs=("y",)):
-    """The artifact's graph and its outputs on both backends, after checking them bit for bit
-    (signs of zero too) against onnxruntime with graph optimizations off."""
+    """The artifact's graph and onnxruntime's outputs (graph optimizations off), after checking
+    the outputs on both backends against them: every sign equal, zeros' too, values within
+    1e-5."""
     from plugins.onnxruntime_backend import OnnxruntimeBackend
 
     _, loaded = import_and_load(model, tmp_path / "m.pha", signer)
