@@ -25,10 +25,12 @@ the op's bias takes the zeros and the ``add`` goes. Both backends add such a bia
 op computed, and ``(sums + b) + 0`` is ``sums + (b + 0)`` bit for bit: ``b + 0`` is ``b`` but
 where ``b`` is -0.0, whose 0 then does what the ``add`` did to a -0.0; no bias is a bias of -0.0
 (adding -0.0 changes nothing). An ``add`` of two values is -0.0 only where both are, so zeros
-added to one operand of a sum give what they give added to the sum. The onnxruntime backend
-would keep such an ``add`` (``NoopElimination`` is off there for that -0.0), and it splits
-onnxruntime's blocked layout: MobileOne-S0 ran 1.7 times as long as on bare onnxruntime before
-this.
+added to one operand of a sum give what they give added to the sum. A kernel may still sum a
+conv that gained a bias in another order (the numpy backend's GEMM takes the bias as one more
+column), which can move an output by a rounding step, as between any two conv kernels; a conv
+that had a bias keeps its kernel. The onnxruntime backend would keep such an ``add``
+(``NoopElimination`` is off there for that -0.0), and it splits onnxruntime's blocked layout:
+MobileOne-S0 ran 1.7 times as long as on bare onnxruntime before this.
 """
 
 from __future__ import annotations
