@@ -1,5 +1,5 @@
-"""Glue chains recognized as one layer op, and an ``add`` of zeros taken into a conv's bias,
-after the walk (on the ABI nodes, not the ONNX ones).
+"""Glue chains recognized as one layer op, and an ``add`` of zeros taken into a bias, after the
+walk (on the ABI nodes, not the ONNX ones).
 
 torch writes ``nn.LSTMCell`` and ``nn.GroupNorm`` as chains of ops the ABI also has as glue
 ops, so the walk maps them one to one and the numbers are already right. Recognizing the chain
