@@ -100,7 +100,7 @@ _BRAIN = _Width("bfloat16", _BFLOAT16, "upcast", "--upcast-bfloat16", "--upcast-
 _DOUBLE_WIDTH = _Width("float64", _DOUBLE, "downcast", "--downcast-float64",
                        "--downcast-tolerance", True, "float32")
 #: float32 to float64, for the model's evaluation in float64 (:mod:`.float64_evaluation`)
-_SINGLE_WIDTH = _Width("float32", _FLOAT, "widening", "", "", False, "float32", _DOUBLE)
+_SINGLE_WIDTH = _Width("float32", _FLOAT, "widened", "", "", False, "float32", _DOUBLE)
 _NUMPY = {_FLOAT: np.float32, _DOUBLE: np.float64}
 
 
