@@ -45,7 +45,8 @@ import numpy as np
 
 from ..errors import ShapeError
 
-__all__ = ["MODEL_WIDTH", "MODEL_HEIGHT", "IMAGE_DTYPES", "nearest_indices", "nv12_to_yuv6",
+__all__ = ["MODEL_WIDTH", "MODEL_HEIGHT", "IMAGE_DTYPES", "check_nv12", "nearest_indices",
+           "nv12_to_yuv6",
            "stack_frames", "FrameStacker"]
 
 #: The demo model's frame size (luma pixels); its input channels are half of it each way.
@@ -58,6 +59,21 @@ def _check_out(out: np.ndarray, shape: tuple, where: str) -> None:
     if out.shape != shape or out.dtype not in IMAGE_DTYPES:
         raise ShapeError(f"out must be float32 or uint8 {shape}, got {out.dtype} {out.shape}",
                          where=where, expected=shape, got=out.shape)
+
+
+def check_nv12(y: np.ndarray, uv: np.ndarray, where: str) -> tuple[int, int]:
+    """``(H, W)`` of the NV12 planes ``y`` ``(H, W)`` and ``uv`` ``(H/2, W/2, 2)``; ShapeError
+    (naming ``where``) for any other shapes."""
+    if y.ndim != 2 or uv.ndim != 3 or uv.shape[2] != 2:
+        raise ShapeError(f"NV12 planes: expected Y (H, W) and UV (H/2, W/2, 2), got "
+                         f"{y.shape} and {uv.shape}", where=where,
+                         expected="(H, W), (H/2, W/2, 2)", got=(y.shape, uv.shape))
+    h_in, w_in = y.shape
+    if h_in % 2 or w_in % 2 or uv.shape[:2] != (h_in // 2, w_in // 2):
+        raise ShapeError(f"NV12 planes: Y {y.shape} needs an even size and UV "
+                         f"({h_in // 2}, {w_in // 2}, 2), got UV {uv.shape}",
+                         where=where, expected=(h_in // 2, w_in // 2, 2), got=uv.shape)
+    return h_in, w_in
 
 
 @lru_cache(maxsize=64)
@@ -79,15 +95,7 @@ def nv12_to_yuv6(y: np.ndarray, uv: np.ndarray, *, width: int = MODEL_WIDTH,
     plane (any strides, e.g. read-only pool views); ``width`` x ``height`` is the model's
     frame size (even). ``out`` (float32 or uint8) receives the result when given.
     """
-    if y.ndim != 2 or uv.ndim != 3 or uv.shape[2] != 2:
-        raise ShapeError(f"NV12 planes: expected Y (H, W) and UV (H/2, W/2, 2), got "
-                         f"{y.shape} and {uv.shape}", where="nv12_to_yuv6",
-                         expected="(H, W), (H/2, W/2, 2)", got=(y.shape, uv.shape))
-    h_in, w_in = y.shape
-    if h_in % 2 or w_in % 2 or uv.shape[:2] != (h_in // 2, w_in // 2):
-        raise ShapeError(f"NV12 planes: Y {y.shape} needs an even size and UV "
-                         f"({h_in // 2}, {w_in // 2}, 2), got UV {uv.shape}",
-                         where="nv12_to_yuv6", expected=(h_in // 2, w_in // 2, 2), got=uv.shape)
+    h_in, w_in = check_nv12(y, uv, "nv12_to_yuv6")
     if width % 2 or height % 2 or width < 2 or height < 2:
         raise ShapeError(f"model frame size must be even, got {width}x{height}",
                          where="nv12_to_yuv6", expected="even", got=(width, height))

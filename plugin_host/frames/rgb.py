@@ -1,0 +1,234 @@
+"""NV12 frames -> an RGB (or BGR) image input of one frame, for detectors and classifiers.
+
+The daemon's own models take openpilot's two-frame YUV stack (``convert.py``). A model
+exported from torchvision, timm, YOLO and the like takes one colour image instead:
+``(1, 3, H, W)`` (NCHW) or ``(1, H, W, 3)`` (NHWC), float32 or uint8. The policy names such an
+input in its ``[[artifact]]``'s ``image_inputs`` with an :class:`RgbFormat`; this module makes
+it from one NV12 frame:
+
+**Resizing**, as for the YUV stack: nearest-neighbour sampling at pixel centres
+(:func:`~plugin_host.frames.convert.nearest_indices`), the frame stretched to ``W x H`` (no
+letterbox, no crop, no calibration). Each output pixel takes one source pixel's luma and that
+pixel's own chroma sample (NV12 shares one ``U, V`` among each 2 x 2 block of luma pixels), so
+an output pixel is exactly the colour of the source pixel it samples.
+
+**Colour**: ITU-R BT.601 in video range (luma 16..235, chroma 16..240, centred on 128), the
+matrix camera pipelines and OpenCV's ``COLOR_YUV2RGB_NV12`` use. With ``Kr = 0.299``,
+``Kb = 0.114``, ``Kg = 1 - Kr - Kb``::
+
+    R = 255/219 (Y - 16) + 255/224 * 2 (1 - Kr) (V - 128)
+    G = 255/219 (Y - 16) - 255/224 * 2 (Kb (1 - Kb) / Kg) (U - 128)
+                         - 255/224 * 2 (Kr (1 - Kr) / Kg) (V - 128)
+    B = 255/219 (Y - 16) + 255/224 * 2 (1 - Kb) (U - 128)
+
+with a luma below 16 (below black) taken as 16, summed in float32, rounded to the nearest
+integer and clipped to 0..255: the 8-bit samples a decoder gives (a value within a float32
+rounding of a half may round either way). OpenCV computes the same in fixed point: over every
+(Y, U, V) its samples and these are the same or one apart.
+
+**Values**: a uint8 input takes those samples as they are. A float32 input takes
+``(sample * scale - mean[c]) / std[c]`` per channel ``c`` in the input's colour order, in
+float32 (``scale = 1/255`` with ImageNet's mean and std for torchvision's models; ``scale =
+1/255`` alone for YOLO's); the defaults (1, 0, 1) give the samples as floats. A sample has 256
+values, so each channel's 256 results are computed once and looked up.
+
+One frame makes the whole input (no previous frame is kept), so a reset of the recurrent state
+changes nothing here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ShapeError
+from .convert import IMAGE_DTYPES, check_nv12, nearest_indices
+
+__all__ = ["RgbFormat", "RgbImage", "COLORS", "nv12_to_rgb", "rgb_layout", "rgb_input_problem"]
+
+#: The channel orders an image input may take.
+COLORS = ("rgb", "bgr")
+
+# BT.601's luma weights, and the video-range scales of luma (219 levels) and chroma (224)
+_KR, _KB = 0.299, 0.114
+_KG = 1.0 - _KR - _KB
+_Y_SCALE, _C_SCALE = 255.0 / 219.0, 255.0 / 224.0
+
+
+def _table(values: np.ndarray) -> np.ndarray:
+    table = values.astype(np.float32)
+    table.setflags(write=False)
+    return table
+
+
+_LEVELS = np.arange(256, dtype=np.float64)
+#: float32 terms by sample value: luma's, V's in R, U's and V's in G, U's in B
+_LUMA = _table(_Y_SCALE * np.maximum(_LEVELS - 16, 0))  # below black is black
+_R_V = _table(_C_SCALE * 2 * (1 - _KR) * (_LEVELS - 128))
+_G_U = _table(-_C_SCALE * 2 * (_KB * (1 - _KB) / _KG) * (_LEVELS - 128))
+_G_V = _table(-_C_SCALE * 2 * (_KR * (1 - _KR) / _KG) * (_LEVELS - 128))
+_B_U = _table(_C_SCALE * 2 * (1 - _KB) * (_LEVELS - 128))
+
+
+@dataclass(frozen=True)
+class RgbFormat:
+    """How an image input is made from frames: its channel order (``color``: ``"rgb"`` or
+    ``"bgr"``) and, for a float32 input, ``(sample * scale - mean[c]) / std[c]``.
+
+    Built from untrusted values (a policy file, a sandbox message) it refuses anything else
+    with a ``ValueError`` naming the field: an unknown colour, a non-finite number, three
+    means or stds not given as three numbers, a std of 0."""
+
+    color: str = "rgb"
+    scale: float = 1.0
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    def __post_init__(self) -> None:
+        if self.color not in COLORS:
+            raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got "
+                             f"{self.color!r}")
+        object.__setattr__(self, "scale", _number(self.scale, "scale"))
+        for field in ("mean", "std"):
+            value = getattr(self, field)
+            if type(value) not in (tuple, list) or len(value) != 3:
+                raise ValueError(f"{field} must be three numbers (one per channel, in the "
+                                 f"input's colour order), got {value!r}")
+            object.__setattr__(self, field, tuple(_number(v, field) for v in value))
+        if any(v == 0 for v in self.std):
+            raise ValueError(f"std must not be 0, got {list(self.std)}")
+
+    @property
+    def normalizes(self) -> bool:
+        """True when the values are not the samples themselves (a uint8 input cannot)."""
+        return (self.scale, self.mean, self.std) != (1.0, (0.0,) * 3, (1.0,) * 3)
+
+    def to_wire(self) -> dict[str, Any]:
+        """A msgpack-friendly dict (:meth:`from_wire` reads it back)."""
+        return {"color": self.color, "scale": self.scale, "mean": list(self.mean),
+                "std": list(self.std)}
+
+    @classmethod
+    def from_wire(cls, value: Any) -> "RgbFormat":
+        """An :class:`RgbFormat` from :meth:`to_wire`'s dict; ValueError if malformed."""
+        if type(value) is not dict or set(value) != {"color", "scale", "mean", "std"}:
+            raise ValueError("an image format is a dict of color, scale, mean and std")
+        if type(value["color"]) is not str:
+            raise ValueError("color must be a str")
+        return cls(value["color"], value["scale"], value["mean"], value["std"])
+
+    def tables(self) -> np.ndarray:
+        """``(3, 256)`` float32: channel ``c``'s value for each sample, read-only."""
+        levels = np.arange(256, dtype=np.float32)
+        out = np.stack([(levels * np.float32(self.scale) - np.float32(m)) / np.float32(s)
+                        for m, s in zip(self.mean, self.std)])
+        out.setflags(write=False)
+        return out
+
+
+def _number(value: Any, field: str) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise ValueError(f"{field} must be finite numbers, got {value!r}")
+    if abs(value) > 3.4e38:
+        raise ValueError(f"{field} {value!r} does not fit a float32")
+    return float(value)
+
+
+def rgb_layout(shape: tuple, layout: str) -> str | None:
+    """``"NCHW"`` or ``"NHWC"``: where a ``(1, 3, H, W)`` or ``(1, H, W, 3)`` shape keeps its
+    channels (the ABI's ``layout`` decides a ``(1, 3, H, 3)``); None for any other shape."""
+    if len(shape) != 4 or shape[0] != 1 or not all(type(d) is int and d > 0 for d in shape):
+        return None
+    first, last = shape[1] == 3, shape[3] == 3
+    if first and last:
+        return "NHWC" if layout == "NHWC" else "NCHW"
+    return "NCHW" if first else "NHWC" if last else None
+
+
+def rgb_input_problem(spec: Any) -> str | None:
+    """Why ``spec`` cannot be made as a colour image (None when it can)."""
+    shape = tuple(spec.shape)
+    if spec.dtype in {d.name for d in IMAGE_DTYPES} and rgb_layout(shape, spec.layout):
+        return None
+    return (f"input {spec.name!r} is {spec.dtype}{shape}; a colour image is a float32 or "
+            f"uint8 (1, 3, h, w) or (1, h, w, 3) of a fixed size")
+
+
+def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
+                color: str = "rgb", out: np.ndarray | None = None) -> np.ndarray:
+    """``(3, height, width)`` uint8 planes in ``color`` order from one NV12 frame (see the
+    module), in ``out`` (uint8, any strides) when given: ``y`` the ``(H, W)`` luma plane, ``uv``
+    the ``(H/2, W/2, 2)`` chroma plane (any strides, e.g. read-only pool views).
+    ``.transpose(1, 2, 0)`` is the ``(height, width, 3)`` image a decoder gives."""
+    h_in, w_in = check_nv12(y, uv, "nv12_to_rgb")
+    if y.dtype != np.uint8 or uv.dtype != np.uint8:
+        raise ShapeError(f"NV12 planes: expected uint8 samples, got {y.dtype} and {uv.dtype}",
+                         where="nv12_to_rgb", expected="uint8", got=(y.dtype, uv.dtype))
+    if type(width) is not int or type(height) is not int or width < 1 or height < 1:
+        raise ShapeError(f"image size must be positive, got {width}x{height}",
+                         where="nv12_to_rgb", expected="positive", got=(width, height))
+    if color not in COLORS:
+        raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got {color!r}")
+    if out is not None and (out.shape != (3, height, width) or out.dtype != np.uint8):
+        raise ShapeError(f"out must be uint8 (3, {height}, {width}), got {out.dtype} "
+                         f"{out.shape}", where="nv12_to_rgb", expected=(3, height, width),
+                         got=out.shape)
+    rows, cols = nearest_indices(h_in, height), nearest_indices(w_in, width)
+    # gathers one axis at a time (take), and planes rather than interleaved channels: a few
+    # times faster than one fancy index of both axes and strided writes
+    luma = _LUMA.take(y.take(rows, 0).take(cols, 1))
+    chroma = uv.take(rows // 2, 0).take(cols // 2, 1)
+    u, v = np.ascontiguousarray(chroma[..., 0]), np.ascontiguousarray(chroma[..., 1])
+    rgb = np.empty((3, height, width), np.float32)
+    red, blue = (0, 2) if color == "rgb" else (2, 0)
+    np.add(luma, _R_V.take(v), out=rgb[red])
+    np.add(luma, _G_U.take(u), out=rgb[1])
+    rgb[1] += _G_V.take(v)
+    np.add(luma, _B_U.take(u), out=rgb[blue])
+    np.rint(rgb, out=rgb)
+    np.clip(rgb, 0, 255, out=rgb)
+    if out is None:
+        return rgb.astype(np.uint8)
+    np.copyto(out, rgb, casting="unsafe")  # whole numbers in 0..255: exact
+    return out
+
+
+class RgbImage:
+    """Makes one image input ``out`` (float32 or uint8, ``(1, 3, H, W)`` NCHW or
+    ``(1, H, W, 3)`` NHWC as ``layout`` says) from each NV12 frame, in ``fmt``'s colour order
+    and values. The same calls as :class:`~plugin_host.frames.convert.FrameStacker`
+    (``push(y, uv)``, ``reset()``), for the places that make either."""
+
+    def __init__(self, out: np.ndarray, layout: str, fmt: RgbFormat) -> None:
+        if out.dtype not in IMAGE_DTYPES or rgb_layout(out.shape, layout) != layout:
+            raise ShapeError(f"RgbImage: out must be a float32 or uint8 image of layout "
+                             f"{layout}, got {out.dtype} {out.shape}", where="RgbImage",
+                             expected=layout, got=out.shape)
+        if out.dtype == np.uint8 and fmt.normalizes:
+            raise ValueError("a uint8 image takes the samples as they are: scale, mean and "
+                             "std are for float32 inputs")
+        self.out, self.layout, self.format = out, layout, fmt
+        self.height, self.width = out.shape[1:3] if layout == "NHWC" else out.shape[2:4]
+        self._tables = fmt.tables() if out.dtype == np.float32 else None
+
+    def reset(self) -> None:
+        """Nothing to forget: each frame makes the whole image."""
+
+    def push(self, y: np.ndarray, uv: np.ndarray) -> np.ndarray:
+        """The image of this NV12 frame, in ``out`` (returned)."""
+        planes = self.out[0] if self.layout == "NCHW" else self.out[0].transpose(2, 0, 1)
+        if self._tables is None:
+            nv12_to_rgb(y, uv, width=self.width, height=self.height, color=self.format.color,
+                        out=planes)
+            return self.out
+        samples = nv12_to_rgb(y, uv, width=self.width, height=self.height,
+                              color=self.format.color)
+        for c in range(3):
+            if planes[c].flags.c_contiguous:
+                self._tables[c].take(samples[c], out=planes[c])
+            else:
+                planes[c] = self._tables[c].take(samples[c])
+        return self.out

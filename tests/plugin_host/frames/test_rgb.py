@@ -1,0 +1,171 @@
+"""NV12 -> a colour image input (frames/rgb.py): BT.601 video range against torch, the sampling,
+the channel orders and layouts, the values of a float input, and refused formats."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from plugin_host.errors import ShapeError
+from plugin_host.frames.convert import nearest_indices
+from plugin_host.frames.rgb import (RgbFormat, RgbImage, nv12_to_rgb, rgb_input_problem,
+                                    rgb_layout)
+
+
+def torch_bt601(y, u, v):
+    """The module's formula in torch float64, from BT.601's Kr and Kb: (3, ...) exact values."""
+    torch = pytest.importorskip("torch")
+    kr, kb = 0.299, 0.114
+    kg = 1 - kr - kb
+    y, u, v = (torch.from_numpy(np.asarray(a, np.float64)) for a in (y, u, v))
+    luma = (y - 16).clamp(min=0) * 255 / 219
+    cb, cr = (u - 128) * 255 / 224, (v - 128) * 255 / 224
+    return torch.stack([luma + 2 * (1 - kr) * cr,
+                        luma - 2 * kb * (1 - kb) / kg * cb - 2 * kr * (1 - kr) / kg * cr,
+                        luma + 2 * (1 - kb) * cb]).numpy()
+
+
+def assert_rounds_to(got: np.ndarray, exact: np.ndarray) -> None:
+    """``got`` is ``exact`` rounded to the nearest integer and clipped to 0..255; within 1e-4
+    of a half (float32's reach there) it may round either way."""
+    want = np.clip(np.rint(exact), 0, 255)
+    near_half = np.abs(exact - np.floor(exact) - 0.5) < 1e-4
+    diff = got.astype(np.int64) - want.astype(np.int64)
+    assert np.all(diff[~near_half] == 0), np.argwhere((diff != 0) & ~near_half)[:5]
+    assert np.all(np.abs(diff[near_half]) <= 1)
+
+
+def test_every_sample_triple_against_torch():
+    """Every (Y, U, V) of 0..255 (16.7 million) through NV12 frames the size of the image (no
+    resizing): chroma (U, V) = (row, column) of a 256 x 256 grid, each 2 x 2 luma block of one
+    chroma sample walking all 256 luma values over 64 frames."""
+    cu, cv = np.mgrid[0:256, 0:256].astype(np.uint8)
+    uv = np.stack([cu, cv], axis=-1)
+    block = np.arange(4, dtype=np.int64).reshape(2, 2)
+    for base in range(0, 256, 4):
+        y = np.tile((base + block) % 256, (256, 256)).astype(np.uint8)
+        got = nv12_to_rgb(y, uv, width=512, height=512)
+        exact = torch_bt601(y, np.repeat(np.repeat(cu, 2, 0), 2, 1),
+                            np.repeat(np.repeat(cv, 2, 0), 2, 1))
+        assert_rounds_to(got, exact)
+
+
+def test_known_colours():
+    """Video-range black, white and the saturated primaries of BT.601 (the luma and chroma
+    codes a camera gives for them) come out as 8-bit black, white, red, green and blue."""
+    cases = {(16, 128, 128): (0, 0, 0), (235, 128, 128): (255, 255, 255),
+             (81, 90, 240): (255, 0, 0), (145, 54, 34): (0, 255, 0), (41, 240, 110): (0, 0, 255)}
+    for (y0, u0, v0), rgb in cases.items():
+        y = np.full((2, 2), y0, np.uint8)
+        uv = np.array([[[u0, v0]]], np.uint8)
+        got = nv12_to_rgb(y, uv, width=2, height=2)
+        assert np.all(np.abs(got[:, 0, 0].astype(int) - rgb) <= 1), (y0, u0, v0, got[:, 0, 0])
+        bgr = nv12_to_rgb(y, uv, width=2, height=2, color="bgr")
+        np.testing.assert_array_equal(bgr, got[::-1])
+
+
+def test_resizing_samples_one_source_pixel_and_its_own_chroma():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 256, (120, 200), dtype=np.uint8)
+    uv = rng.integers(0, 256, (60, 100, 2), dtype=np.uint8)
+    got = nv12_to_rgb(y, uv, width=64, height=48)
+    rows, cols = nearest_indices(120, 48), nearest_indices(200, 64)
+    full = nv12_to_rgb(y, uv, width=200, height=120)  # the frame's own size: no resizing
+    np.testing.assert_array_equal(got, full[:, rows][:, :, cols])
+    r, c = rows[:, None], cols[None, :]
+    exact = torch_bt601(y[r, c], uv[r // 2, c // 2, 0], uv[r // 2, c // 2, 1])
+    assert_rounds_to(got, exact)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_image_input_in_each_layout_and_type(layout, dtype):
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 256, (96, 160), dtype=np.uint8)
+    uv = rng.integers(0, 256, (48, 80, 2), dtype=np.uint8)
+    shape = (1, 3, 30, 50) if layout == "NCHW" else (1, 30, 50, 3)
+    fmt = (RgbFormat("bgr", 1 / 255, (0.406, 0.456, 0.485), (0.225, 0.224, 0.229))
+           if dtype == np.float32 else RgbFormat("bgr"))
+    out = np.full(shape, 7, dtype)
+    maker = RgbImage(out, layout, fmt)
+    assert maker.push(y, uv) is out
+    planes = nv12_to_rgb(y, uv, width=50, height=30, color="bgr")
+    if dtype == np.float32:  # the float32 arithmetic, element by element
+        f = np.float32
+        planes = np.stack([(planes[c].astype(f) * f(1 / 255) - f(fmt.mean[c])) / f(fmt.std[c])
+                           for c in range(3)])
+    image = out[0] if layout == "NCHW" else out[0].transpose(2, 0, 1)
+    np.testing.assert_array_equal(image, planes)
+    maker.reset()  # nothing kept between frames: the same frame gives the same image
+    before = out.copy()
+    maker.push(y, uv)
+    np.testing.assert_array_equal(out, before)
+
+
+def test_layout_from_shape_and_abi():
+    assert rgb_layout((1, 3, 224, 224), "NCHW") == "NCHW"
+    assert rgb_layout((1, 224, 224, 3), "NCHW") == "NHWC"  # only the last axis can be colour
+    assert rgb_layout((1, 3, 8, 3), "NCHW") == "NCHW"
+    assert rgb_layout((1, 3, 8, 3), "NHWC") == "NHWC"
+    for shape in [(1, 4, 8, 8), (2, 3, 8, 8), (3, 8, 8), (1, 3, "h", 8), (1, 3, 0, 8)]:
+        assert rgb_layout(shape, "NCHW") is None
+
+
+class Spec:
+    def __init__(self, shape, dtype="float32", layout="NCHW"):
+        self.name, self.shape, self.dtype, self.layout = "images", shape, dtype, layout
+
+
+def test_input_problem_names_the_input():
+    assert rgb_input_problem(Spec((1, 3, 64, 64))) is None
+    assert rgb_input_problem(Spec((1, 64, 64, 3), "uint8")) is None
+    for spec in [Spec((1, 3, 64, 64), "float16"), Spec((1, 1, 64, 64)),
+                 Spec((1, 3, "h", "w"))]:
+        problem = rgb_input_problem(spec)
+        assert "'images'" in problem and "(1, 3, h, w) or (1, h, w, 3)" in problem
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"color": "yuv"}, "color must be one of 'rgb', 'bgr'"),
+    ({"scale": math.nan}, "scale must be finite"),
+    ({"scale": "1"}, "scale must be finite"),
+    ({"scale": 1e39}, "does not fit a float32"),
+    ({"mean": (0.5, 0.5)}, "mean must be three numbers"),
+    ({"std": [1, 0, 1]}, "std must not be 0"),
+    ({"std": (1, math.inf, 1)}, "std must be finite"),
+    ({"mean": (True, 0, 0)}, "mean must be finite"),
+])
+def test_bad_formats_are_refused(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        RgbFormat(**kwargs)
+
+
+def test_format_round_trips_and_refuses_malformed_messages():
+    fmt = RgbFormat("bgr", 0.5, [1, 2, 3], (4, 5, 6))
+    assert fmt.mean == (1.0, 2.0, 3.0) and fmt.normalizes
+    assert RgbFormat.from_wire(fmt.to_wire()) == fmt
+    assert not RgbFormat().normalizes
+    for bad in [None, [], {"color": "rgb"}, {**fmt.to_wire(), "extra": 1},
+                {**fmt.to_wire(), "color": 3}, {**fmt.to_wire(), "std": [0, 1, 1]}]:
+        with pytest.raises(ValueError):
+            RgbFormat.from_wire(bad)
+
+
+def test_uint8_input_takes_no_normalization():
+    with pytest.raises(ValueError, match="uint8 image takes the samples as they are"):
+        RgbImage(np.zeros((1, 3, 4, 4), np.uint8), "NCHW", RgbFormat(scale=0.5))
+
+
+def test_bad_planes_and_outputs_are_shape_errors():
+    y, uv = np.zeros((4, 4), np.uint8), np.zeros((2, 2, 2), np.uint8)
+    for args in [(y[:3], uv), (y, uv[:1]), (y.astype(np.float32), uv), (y, uv[..., :1])]:
+        with pytest.raises(ShapeError):
+            nv12_to_rgb(*args, width=2, height=2)
+    with pytest.raises(ShapeError, match="image size must be positive"):
+        nv12_to_rgb(y, uv, width=0, height=2)
+    with pytest.raises(ShapeError, match="out must be uint8"):
+        nv12_to_rgb(y, uv, width=2, height=2, out=np.zeros((3, 2, 2), np.float32))
+    with pytest.raises(ShapeError, match="RgbImage"):
+        RgbImage(np.zeros((1, 3, 4, 4), np.float32), "NHWC", RgbFormat())
