@@ -95,24 +95,26 @@ def _check_files(policy) -> list[PolicyProblem]:
         problem = policy.call_timeout_problem(art.name, manifest["latency_ms"])
         if problem is not None:
             out.append(problem)
-        out += _fixed_input_problems(policy, art, manifest)
+        out += _model_input_problems(policy, art, manifest)
     return out
 
 
-def _fixed_input_problems(policy, art, manifest) -> list[PolicyProblem]:
-    """The daemon's checks of ``art``'s ``fixed_inputs`` against the artifact's inputs, made on
-    its graph description with stand-ins for the weights (nothing of them is read)."""
+def _model_input_problems(policy, art, manifest) -> list[PolicyProblem]:
+    """The daemon's checks of ``art``'s ``fixed_inputs`` and ``image_inputs`` against the
+    artifact's inputs, made on its graph description with stand-ins for the weights (nothing
+    of them is read)."""
     import numpy as np
 
     from abi import dtypes
     from abi.artifact import check_graph_dict
 
+    from ..daemon.feed import colour_image_formats
     from ..daemon.fixed_inputs import fixed_input_values
     from ..errors import PluginHostError
     from ..executor import entry_index_checks
     from ..graph import Graph
 
-    if not art.fixed_inputs:
+    if not art.fixed_inputs and not art.image_inputs:
         return []
     try:
         described = check_graph_dict(manifest["graph"])
@@ -124,9 +126,13 @@ def _fixed_input_problems(policy, art, manifest) -> list[PolicyProblem]:
                               f"{art.file}: the model's description: {exc}")]
     index_inputs = {name: vocab for name, vocab, _ in entry_index_checks(graph)}
     _, problems = fixed_input_values(graph, index_inputs, art.fixed_inputs)
+    _, colour = colour_image_formats(graph, index_inputs, art.image_inputs)
     return [PolicyProblem(policy.path, p.line or art.line,
                           f"artifact[{art.index}].fixed_inputs.{p.name}", p.message)
-            for p in problems]
+            for p in problems] + [
+        PolicyProblem(policy.path, line or art.line, f"artifact[{art.index}].image_inputs."
+                                                     f"{name}", message)
+        for name, line, message in colour]
 
 
 def _check_plugins(policy) -> list[PolicyProblem]:
@@ -167,7 +173,9 @@ def _summary(policy) -> list[str]:
                      + "".join(f"; fixed input {name} = {_value(fixed.value)}"
                                for name, fixed in art.fixed_inputs.items())
                      + "".join(f"; input {name} from camera {camera}"
-                               for name, camera in art.camera_inputs.items()))
+                               for name, camera in art.camera_inputs.items())
+                     + "".join(f"; input {name} a colour image ({_colour(entry.format)})"
+                               for name, entry in art.image_inputs.items()))
     lines.append(f"  trust: {len(policy.trust.keys)} key(s), {len(policy.trust.revoked)} "
                  f"revoked")
     if policy.audited_ops:
@@ -189,6 +197,14 @@ def _summary(policy) -> list[str]:
                  + (f"{policy.cameras.stall_ms:g} ms" if policy.cameras.stall_ms is not None
                     else "1 s or five frame periods") + " without a frame")
     return lines
+
+
+def _colour(fmt) -> str:
+    """An image format as the summary shows it: "rgb", or "rgb, (x * 0.5 - mean) / std"."""
+    if not fmt.normalizes:
+        return fmt.color
+    mean, std = ([float(f"{v:.6g}") for v in values] for values in (fmt.mean, fmt.std))
+    return f"{fmt.color}, (x * {fmt.scale:.6g} - {mean}) / {std}"
 
 
 def _value(array) -> str:

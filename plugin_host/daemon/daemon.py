@@ -314,7 +314,9 @@ class Daemon:
                          worker_pids=[e.pid for e in executors], cpu=ex.cpu,
                          max_skew_ms=self.max_skew_ms,
                          fixed_inputs=list(self.streams[0].feed.values),
-                         camera_inputs=dict(rule.camera_inputs))
+                         camera_inputs=dict(rule.camera_inputs),
+                         image_inputs={name: fmt.color for name, fmt
+                                       in self.streams[0].feed.formats.items() if fmt})
         if self.options.metrics:
             from .metrics import MetricsServer
 
@@ -553,7 +555,7 @@ class Daemon:
             bound = {name: (cam, layouts[cam]) for name, cam in rule.camera_inputs.items()}
         return ModelFeed(ex.graph, ex.index_inputs, None if camera is None else camera.layout,
                          fixed=rule.fixed_inputs, source=self.policy.path, bound=bound,
-                         bound_line=rule.camera_inputs_line)
+                         bound_line=rule.camera_inputs_line, colour=rule.image_inputs)
 
     def _executors(self) -> list[Any]:
         """The streams' executors, each once (one for every stream in a joint run)."""

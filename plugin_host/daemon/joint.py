@@ -13,8 +13,9 @@ is the first camera's stream: the deadline, the resets and the worker's restarts
 The images are made by the host: each frame is converted from the camera's pool (read-only
 views, under the lease) straight into the model's input in the worker's shared input region,
 which the worker reads in place, so the conversion is the only copy of the frame, as when the
-worker makes the one image itself. The previous frame's half is shifted first; the slot's
-generation is checked after the conversion, so a frame overwritten meanwhile is refused,
+worker makes the one image itself. A two-frame stack's previous half is shifted first (a
+colour image of ``image_inputs`` is made of the frame alone); the slot's generation is
+checked after the conversion, so a frame overwritten meanwhile is refused,
 never half-used (the set does not run, and every image starts again from its next frame
 stacked with itself). A reset of the state, for any camera's reason, and new input buffers
 (a worker restart) forget every previous frame too.
@@ -27,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import FrameOverwrittenError, WorkerDiedError
 from ..frames.convert import FrameStacker
+from ..frames.rgb import RgbImage
 from .stats import FrameReport
 from .stream import CameraStream
 
@@ -42,7 +44,7 @@ class JointRun:
         self.streams = list(streams)
         self._emit = emit
         #: image input -> its stacker, bound to the input buffers they were made for
-        self._stackers: dict[str, FrameStacker] = {}
+        self._stackers: dict[str, FrameStacker | RgbImage] = {}
         self._bound_to: Any = None
 
     def run(self, group: dict[str, Any]
@@ -98,15 +100,17 @@ class JointRun:
                    for s, f, (dropped, _) in zip(streams, frames, arrived)]
         return reports, outputs
 
-    def _stackers_for(self, buffers: dict[str, Any]) -> dict[str, FrameStacker]:
+    def _stackers_for(self, buffers: dict[str, Any]) -> dict[str, FrameStacker | RgbImage]:
         """The image stackers writing into ``buffers`` (new ones, forgetting every previous
         frame, when the buffers are new)."""
         if buffers is not self._bound_to:
             self._stackers = {}
-            for name in self.streams[0].feed.images:
-                out = buffers[name]
-                self._stackers[name] = FrameStacker(width=2 * out.shape[3],
-                                                    height=2 * out.shape[2], out=out)
+            feed = self.streams[0].feed
+            for name in feed.images:
+                out, fmt = buffers[name], feed.formats[name]
+                self._stackers[name] = (
+                    FrameStacker(width=2 * out.shape[3], height=2 * out.shape[2], out=out)
+                    if fmt is None else RgbImage(out, feed.layouts[name], fmt))
             self._bound_to = buffers
         return self._stackers
 

@@ -91,7 +91,7 @@ class CameraStream:
             buffers = self.input_buffers()
             if self._attached != (ex, frame.pool_id):  # a new executor or a camera restart
                 ex.attach_pool(self.camera.pool)
-                ex.feed_frames(self.feed.image)
+                ex.feed_frames(self.feed.image, self.feed.formats[self.feed.image])
                 self._attached = (ex, frame.pool_id)
             start = time.perf_counter()
             outputs = ex.run(buffers, frame=frame)  # converted in the worker, then checked

@@ -131,7 +131,8 @@ class RgbFormat:
 
 def _number(value: Any, field: str) -> float:
     if type(value) not in (int, float) or not math.isfinite(value):
-        raise ValueError(f"{field} must be finite numbers, got {value!r}")
+        what = "a finite number" if field == "scale" else "finite numbers"
+        raise ValueError(f"{field} must be {what}, got {value!r}")
     if abs(value) > 3.4e38:
         raise ValueError(f"{field} {value!r} does not fit a float32")
     return float(value)
@@ -148,13 +149,17 @@ def rgb_layout(shape: tuple, layout: str) -> str | None:
     return "NCHW" if first else "NHWC" if last else None
 
 
-def rgb_input_problem(spec: Any) -> str | None:
-    """Why ``spec`` cannot be made as a colour image (None when it can)."""
+def rgb_input_problem(spec: Any, fmt: RgbFormat | None = None) -> str | None:
+    """Why ``spec`` cannot be made as a colour image (in ``fmt``, when given: a uint8 input
+    cannot be normalized); None when it can."""
     shape = tuple(spec.shape)
-    if spec.dtype in {d.name for d in IMAGE_DTYPES} and rgb_layout(shape, spec.layout):
-        return None
-    return (f"input {spec.name!r} is {spec.dtype}{shape}; a colour image is a float32 or "
-            f"uint8 (1, 3, h, w) or (1, h, w, 3) of a fixed size")
+    if spec.dtype not in {d.name for d in IMAGE_DTYPES} or not rgb_layout(shape, spec.layout):
+        return (f"input {spec.name!r} is {spec.dtype}{shape}; a colour image is a float32 or "
+                f"uint8 (1, 3, h, w) or (1, h, w, 3) of a fixed size")
+    if fmt is not None and spec.dtype == "uint8" and fmt.normalizes:
+        return (f"input {spec.name!r} is uint8: it takes the samples as they are (scale, mean "
+                f"and std are for float32 inputs)")
+    return None
 
 
 def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,

@@ -16,7 +16,8 @@ comments; README "Policy files" describes it)::
     [[artifact]]   name, file = PATH, backend, min_version = "X.Y.Z", acceptance_required,
                    acceptance = PATH (the acceptance record; default FILE.accept-BACKEND),
                    fixed_inputs = {INPUT = NUMBER | BOOL | [...], ...},
-                   camera_inputs = {INPUT = CAMERA, ...}
+                   camera_inputs = {INPUT = CAMERA, ...},
+                   image_inputs = {INPUT = "rgb" | "bgr" | {color, scale, mean, std}, ...}
     [[plugin]]     name, kind, capabilities = [...], deny = [...], kernels = [OP, ...],
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
@@ -49,6 +50,7 @@ from abi.errors import ArtifactFormatError
 
 from ..errors import PolicyError, PolicyProblem
 from ..files import open_regular
+from ..frames.rgb import RgbFormat
 from . import model as m
 from .locate import Locator, format_key
 
@@ -334,7 +336,7 @@ class _Reader:
     def artifact(self, i: int, t: dict) -> m.ArtifactRule | None:
         key = ("artifact", i)
         self.table(key, t, ("name", "file", "backend", "min_version", "acceptance_required",
-                            "acceptance", "fixed_inputs", "camera_inputs"),
+                            "acceptance", "fixed_inputs", "camera_inputs", "image_inputs"),
                    required=("name", "file", "backend"))
         name = self.get(t, key + ("name",), str, check=_name_check("artifact name"))
         file = self.path_value(t, key + ("file",))
@@ -351,9 +353,22 @@ class _Reader:
         record = self.path_value(t, key + ("acceptance",)) if "acceptance" in t else None
         fixed = self.fixed_inputs(t, key + ("fixed_inputs",))
         cameras = self.camera_inputs(t, key + ("camera_inputs",))
+        images = self.image_inputs(t, key + ("image_inputs",))
         for both in set(fixed) & set(cameras):
             self.problem(key + ("fixed_inputs", both), f"input {both!r} is also in "
                                                       f"camera_inputs: it has one source")
+        for both in set(fixed) & set(images):
+            self.problem(key + ("image_inputs", both), f"input {both!r} is also in "
+                                                      f"fixed_inputs: it has one source")
+        if cameras:
+            for name in set(images) - set(cameras):
+                self.problem(key + ("image_inputs", name),
+                             f"input {name!r} is not in camera_inputs, which names the camera "
+                             f"of every image input of this [[artifact]]")
+        elif len(images) > 1:
+            self.problem(key + ("image_inputs",), f"names {len(images)} inputs, but a model "
+                                                  f"without camera_inputs takes one image: name "
+                                                  f"each one's camera in camera_inputs")
         if name is None or file is None or backend is None:
             return None
         return m.ArtifactRule(name=name, file=file, backend=backend, min_version=min_version,
@@ -361,7 +376,40 @@ class _Reader:
                               else True, line=self.line(key), index=i, acceptance=record,
                               fixed_inputs=fixed, camera_inputs=cameras,
                               camera_inputs_line=self.line(key + ("camera_inputs",))
-                              if "camera_inputs" in t else 0)
+                              if "camera_inputs" in t else 0, image_inputs=images)
+
+    def image_inputs(self, t: dict, key: tuple) -> Any:
+        """``image_inputs``: a table of image input name = its colour image's format, a colour
+        order (``"rgb"`` or ``"bgr"``) or a table of ``color``, ``scale``, ``mean`` and
+        ``std`` (:class:`~plugin_host.frames.RgbFormat`); each with the line it is on."""
+        raw = t.get(key[-1], {})
+        if not isinstance(raw, dict):
+            self.problem(key, f"must be a table of input name = \"rgb\", \"bgr\" or a table "
+                              f"of color, scale, mean and std, got {_type(raw)}")
+            return MappingProxyType({})
+        out: dict[str, m.ImageInput] = {}
+        for name, value in raw.items():
+            if not name.strip():
+                self.problem(key, "an input name must not be empty")
+                continue
+            where = key + (name,)
+            if isinstance(value, str):
+                value = {"color": value}
+            if not isinstance(value, dict):
+                self.problem(where, f"must be \"rgb\", \"bgr\" or a table of color, scale, "
+                                    f"mean and std, got {_type(value)}")
+                continue
+            fields = ("color", "scale", "mean", "std")
+            if any(k not in fields for k in self.table(where, value, fields)):
+                continue  # the unknown keys are the problems
+            try:
+                fmt = RgbFormat(**value)
+            except (TypeError, ValueError) as exc:
+                field = next((f for f in fields if str(exc).startswith(f)), None)
+                self.problem(where + ((field,) if field in value else ()), str(exc))
+                continue
+            out[name] = m.ImageInput(fmt, self.line(where))
+        return MappingProxyType(out)
 
     def camera_inputs(self, t: dict, key: tuple) -> Any:
         """``camera_inputs``: a table of image input name = camera name, each camera once."""

@@ -27,13 +27,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..frames.rgb import RgbFormat
+
 __all__ = [
     "FORMAT", "KINDS", "SANDBOXED_KINDS", "HOST_KINDS", "CAPABILITIES", "SANDBOX_FORBIDDEN",
     "PROTECTIONS", "ROLES", "CAN_INTERFACES", "PANDA_PROVIDERS", "SAFETY_MODES",
     "DEFAULT_SAFETY_MODES", "AuditSettings", "TrustKey", "TrustPolicy", "FixedInput",
-    "ArtifactRule", "PluginRule", "AuditedOp", "SandboxRequirements", "Limits", "DenyRules",
-    "CanSettings", "PandaSettings", "CameraSettings", "DEFAULT_MAX_SKEW_MS", "Decision",
-    "Policy", "expand_path", "freeze_table",
+    "ImageInput", "ArtifactRule", "PluginRule", "AuditedOp", "SandboxRequirements", "Limits",
+    "DenyRules", "CanSettings", "PandaSettings", "CameraSettings", "DEFAULT_MAX_SKEW_MS",
+    "Decision", "Policy", "expand_path", "freeze_table",
 ]
 
 #: The policy file format this host reads (the top-level ``format`` key).
@@ -144,6 +146,16 @@ class FixedInput:
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    """One value of an ``[[artifact]]``'s ``image_inputs``: an input the daemon makes as a
+    colour image of each frame, in this format (checked against the input when the artifact
+    loads)."""
+
+    format: RgbFormat
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class ArtifactRule:
     """One ``[[artifact]]``: an artifact the host may load, and on what terms."""
 
@@ -162,6 +174,9 @@ class ArtifactRule:
     #: order; empty: the model's one image input, run on each camera of ``[cameras] use``
     camera_inputs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     camera_inputs_line: int = 0
+    #: ``image_inputs``: image input name -> the colour image made of it (the others that
+    #: frames make are two-frame YUV stacks)
+    image_inputs: Mapping[str, ImageInput] = field(default_factory=lambda: MappingProxyType({}))
 
     def acceptance_record(self, backend: str | None = None, file: Any = None) -> Path:
         """Where the acceptance record for ``backend`` (default: the rule's) of the artifact

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import FrameError, FrameFormatError, SandboxError
 from ..frames.frame import Frame
+from ..frames.rgb import RgbFormat, rgb_input_problem
 from . import ipc, remote
 from .process import Worker, exited
 
@@ -133,15 +134,18 @@ class CameraFrames:
         return (frame.slot, frame.generation, frame.frame_id, frame.timestamp_sof,
                 frame.timestamp_eof)
 
-    def feed_frames(self, input_name: str | None) -> None:
+    def feed_frames(self, input_name: str | None, image: RgbFormat | None = None) -> None:
         """Make the graph input ``input_name`` in the worker from the frame given to
         :meth:`run` (``None``: stop).
 
-        The input must be a ``(1, 12, h, w)`` float32 or uint8 two-frame YUV stack of a
-        ``2w x 2h`` model frame; the worker converts each NV12 frame from its read-only
-        mapping of the attached pool (the only copy of the frame), keeps the previous frame's
-        half for the next call (forgotten on every state reset) and refuses a frame whose slot
-        was refilled while it was read (``FrameOverwrittenError``). See ``frame_feed.py``.
+        Without ``image`` the input must be a ``(1, 12, h, w)`` float32 or uint8 two-frame YUV
+        stack of a ``2w x 2h`` model frame; with ``image`` (an
+        :class:`~plugin_host.frames.RgbFormat`) a float32 or uint8 colour image ``(1, 3, h,
+        w)`` or ``(1, h, w, 3)`` (``plugin_host/frames/rgb.py``). The worker converts each NV12
+        frame from its read-only mapping of the attached pool (the only copy of the frame),
+        keeps the previous frame's half of a stack for the next call (forgotten on every state
+        reset) and refuses a frame whose slot was refilled while it was read
+        (``FrameOverwrittenError``). See ``frame_feed.py``.
         """
         from .frame_feed import image_input_problem
 
@@ -151,7 +155,11 @@ class CameraFrames:
                 if spec is None or input_name in self._state_specs:
                     raise SandboxError(f"model {self.graph.name!r} has no input "
                                        f"{input_name!r} to make from frames")
-                problem = image_input_problem(spec)
+                if image is not None and not isinstance(image, RgbFormat):
+                    raise SandboxError(f"image must be an RgbFormat or None, got "
+                                       f"{type(image).__name__}")
+                problem = (image_input_problem(spec) if image is None
+                           else rgb_input_problem(spec, image))
                 if problem:
                     raise SandboxError(f"model {self.graph.name!r}: {problem}")
                 zeros = np.zeros(tuple(spec.shape), spec.dtype)
@@ -160,11 +168,14 @@ class CameraFrames:
             else:
                 self._frame_placeholder = {}
             self._frame_input = input_name
+            self._frame_image = image if input_name is not None else None
             self._checked_key = self._fast = None
             self._send_feed(self._live_worker())
 
     def _send_feed(self, worker: Worker) -> None:
         worker.feed = None
-        self._request(worker, {"op": "feed", "input": self._frame_input}, "feed",
+        image = self._frame_image
+        self._request(worker, {"op": "feed", "input": self._frame_input,
+                               "image": None if image is None else image.to_wire()}, "feed",
                       during="feed_frames")
         worker.feed = self._frame_input

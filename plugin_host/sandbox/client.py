@@ -237,6 +237,8 @@ class SandboxedExecutor(CameraFrames, WorkerSupervisor, RecurrentState):
         #: for the host-side checks
         self._frame_input: str | None = None
         self._frame_placeholder: dict[str, np.ndarray] = {}
+        #: how it is made: None for the two-frame YUV stack, else its colour image's format
+        self._frame_image: Any = None
         static = all(type(d) is int for spec in graph.outputs for d in spec.shape)
         self._static_out_bytes = self._output_bytes({}) if static else 0
         self.call_timeout = (limits.call_timeout if limits.call_timeout is not None

@@ -2,7 +2,9 @@
 
 The daemon's models take one ``(1, 12, h, w)`` float32 or uint8 input: two stacked YUV420
 frames of a ``2w x 2h`` model frame, previous then current
-(:func:`plugin_host.frames.nv12_to_yuv6`).
+(:func:`plugin_host.frames.nv12_to_yuv6`); or, given an :class:`~plugin_host.frames.RgbFormat`,
+one colour image ``(1, 3, h, w)`` or ``(1, h, w, 3)`` of the current frame
+(:mod:`plugin_host.frames.rgb`).
 With :meth:`SandboxedExecutor.feed_frames`, that input is made here, in the worker, straight
 from the camera pool it maps read-only: the host sends only the frame's slot, generation, id
 and timestamps, the worker converts the planes where they lie into a buffer of its own (the
@@ -11,7 +13,7 @@ conversion is the only copy of the frame), checks the slot's generation *after* 
 
 The previous frame's half is kept here between calls; a reset of the recurrent state (any
 reason: the daemon's contract, a worker restart, an explicit reset) forgets it, so the next
-frame is stacked with itself.
+frame is stacked with itself. A colour image keeps nothing between frames.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..errors import FrameError, FrameFormatError, SandboxProtocolError
 from ..frames.convert import IMAGE_DTYPES, nv12_to_yuv6
 from ..frames.frame import Frame
 from ..frames.pool import PoolReader
+from ..frames.rgb import RgbFormat, RgbImage, rgb_input_problem, rgb_layout
 
 __all__ = ["FrameFeed", "image_input_problem", "frame_of"]
 
@@ -64,10 +67,11 @@ def frame_of(pool: PoolReader | None, fields: Any) -> Frame:
 
 
 class FrameFeed:
-    """The two-frame stack of one image input, filled from pool frames."""
+    """One image input filled from pool frames: the two-frame YUV stack, or with ``image`` (an
+    :class:`RgbFormat`) a colour image."""
 
-    def __init__(self, spec: Any) -> None:
-        problem = image_input_problem(spec)
+    def __init__(self, spec: Any, image: RgbFormat | None = None) -> None:
+        problem = image_input_problem(spec) if image is None else rgb_input_problem(spec, image)
         if problem:
             raise SandboxProtocolError(problem)
         self.name = spec.name
@@ -80,6 +84,11 @@ class FrameFeed:
             view.flags.writeable = False  # what the kernels get
         self._current = 0
         self._have_previous = False
+        #: with ``image``: the colour image's maker of each stack
+        self._rgb: list[RgbImage] | None = None
+        if image is not None:
+            layout = rgb_layout(tuple(spec.shape), spec.layout)
+            self._rgb = [RgbImage(a, layout, image) for a in self._stacks]
 
     def reset(self) -> None:
         """Forget the previous frame: the next one is stacked with itself."""
@@ -92,6 +101,11 @@ class FrameFeed:
             raise FrameFormatError(f"{frame}: frames feed NV12 only")
         planes = pool.planes(frame)
         nxt = 1 - self._current
+        if self._rgb is not None:
+            self._rgb[nxt].push(planes["Y"], planes["UV"])
+            pool.check(frame)
+            self._current = nxt
+            return self._views[nxt]
         img = self._stacks[nxt][0]
         nv12_to_yuv6(planes["Y"], planes["UV"], width=self.width, height=self.height,
                      out=img[6:])

@@ -57,6 +57,7 @@ from abi import dtypes
 
 from ..errors import FrameError, PluginError, SandboxProtocolError
 from ..frames.pool import PoolReader, map_pool
+from ..frames.rgb import RgbFormat
 from . import audit, confine, ipc, landlock, remote, seccomp, sources
 from .frame_feed import FrameFeed, frame_of
 from ..artifacts.pinned import load_pinned
@@ -498,7 +499,8 @@ class Worker:
                 "crc": crc}
 
     def _set_feed(self, message: dict[str, Any]) -> dict[str, Any]:
-        """``input``: the graph input to make from frames (None: stop doing so)."""
+        """``input``: the graph input to make from frames (None: stop doing so); ``image``:
+        None for the two-frame YUV stack, else an ``RgbFormat.to_wire()`` dict."""
         name = message.get("input")
         if name is None:
             self.frame_feed = None
@@ -508,7 +510,13 @@ class Worker:
         spec = next((s for s in self.executor.graph.inputs if s.name == name), None)
         if spec is None or name in self.executor.graph.state:
             raise SandboxProtocolError(f"no feed input {name[:60]!r} in the graph")
-        self.frame_feed = FrameFeed(spec)
+        image = message.get("image")
+        if image is not None:
+            try:
+                image = RgbFormat.from_wire(image)
+            except ValueError as exc:
+                raise SandboxProtocolError(f"'image': {exc}") from None
+        self.frame_feed = FrameFeed(spec, image)
         return {"op": "feed", "ok": True, "input": name}
 
     def _inputs(self, specs: Any) -> dict[str, np.ndarray]:

@@ -53,6 +53,18 @@ def build_signed(graph, path: Path, state: Path, version: str = "1.0.0") -> None
     sign_artifact(path, load_private_key(state / "demo" / "signing.key"))
 
 
+def own_artifact(demo_state, tmp_path_factory, graph, name: str) -> tuple[Path, Path, Path]:
+    """(the demo policy copy, a copy of the demo state of its own, ``graph`` built into
+    ``NAME.pha`` beside it and signed with the demo key)."""
+    policy, state = demo_state
+    folder = tmp_path_factory.mktemp(name)
+    mine = folder / "state"
+    shutil.copytree(state, mine)
+    artifact = folder / f"{name}.pha"
+    build_signed(graph, artifact, mine)
+    return policy, mine, artifact
+
+
 def point_at(text: str, name: str, artifact: Path, extra: str) -> str:
     """The demo policy's ``text`` with its [[artifact]] renamed ``name``, read from
     ``artifact``, no acceptance record required, and ``extra`` as its last lines."""

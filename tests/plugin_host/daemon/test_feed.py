@@ -43,9 +43,9 @@ def test_an_image_of_run_time_size_is_refused_with_the_way_to_fix_it():
         ModelFeed(_graph((1, 12, "h", "w"), "uint8"), {}, NV12)
     assert str(info.value) == (
         "model 'm': the daemon cannot make these inputs from a camera: img uint8(1, 12, 'h', "
-        "'w') (it feeds one float32 or uint8 (1, 12, h, w) two-frame YUV stack of a fixed size "
-        "and Embedding indices; dims 'h', 'w' are known only at run time: fix them when "
-        "building, e.g. build --onnx ... --dim h=SIZE)")
+        "'w') (it feeds one float32 or uint8 (1, 12, h, w) two-frame YUV stack of a fixed size, "
+        "or one colour image of image_inputs, and Embedding indices; dims 'h', 'w' are known "
+        "only at run time: fix them when building, e.g. build --onnx ... --dim h=SIZE)")
 
 
 def test_another_input_or_camera_format_is_refused_naming_it():
@@ -174,3 +174,53 @@ def test_a_second_image_input_is_refused_naming_camera_inputs():
         "big_img would need a camera's frames too: name the camera of every image input in the "
         "policy's camera_inputs of this [[artifact]]; any other input needs a value in the "
         "policy's fixed_inputs of this [[artifact]])")
+
+
+# --- image_inputs: colour images -------------------------------------------------------------
+
+
+def _colour_graph():
+    b = GraphBuilder("det")
+    for name, shape, layout in [("rgb", (1, 3, 8, 16), "NCHW"), ("hwc", (1, 8, 16, 3), "NHWC"),
+                                ("square", (1, 3, 8, 3), "NHWC")]:
+        x = b.input(name, shape, "float32", layout)
+        b.output(b.op("identity", x, name=f"{name}_i"), f"{name}_o", layout)
+    desire = b.input("desire", (1, 1), "int64", "ANY")
+    b.output(b.op("cast", desire, name="d", dtype="float32"), "d_o", "ANY")
+    return b.build()
+
+
+def _colour(name, fmt=None, line=9):
+    from plugin_host.frames import RgbFormat
+    from plugin_host.policy.model import ImageInput
+
+    return {name: ImageInput(fmt or RgbFormat(), line)}
+
+
+def test_a_colour_image_is_made_in_its_layout():
+    g = _colour_graph()
+    fixed = {"hwc": _fixed(0.0), "square": _fixed(0.0)}
+    feed = ModelFeed(g, {"desire": 8}, NV12, fixed=fixed, colour=_colour("rgb"))
+    assert feed.image == "rgb" and feed.indices == ("desire",)
+    assert feed.formats == {"rgb": _colour("rgb")["rgb"].format}
+    assert feed.layouts == {"rgb": "NCHW"}
+    for name, layout in [("hwc", "NHWC"), ("square", "NHWC")]:  # the ABI's layout decides
+        others = {n: _fixed(0.0) for n in ("rgb", "hwc", "square") if n != name}
+        feed = ModelFeed(g, {"desire": 8}, NV12, fixed=others, colour=_colour(name))
+        assert feed.image == name and feed.layouts == {name: layout}
+
+
+def test_a_colour_image_the_model_cannot_take_is_refused_naming_the_line():
+    g = _colour_graph()
+    fixed = {"hwc": _fixed(0.0), "square": _fixed(0.0)}
+    with pytest.raises(PluginHostError, match=r"^p.toml:9: image_inputs.desire: input "
+                                              r"'desire' indexes an Embedding$"):
+        ModelFeed(g, {"desire": 8}, NV12, fixed=fixed, source="p.toml",
+                  colour=_colour("desire"))
+    with pytest.raises(PluginHostError, match=r"these inputs from a camera: rgb float32\(1, 3, "
+                                              r"8, 16\) .*rgb is a colour image: give its "
+                                              r"colour order"):
+        ModelFeed(g, {"desire": 8}, NV12, fixed=fixed)
+    with pytest.raises(PluginHostError, match="needs an NV12 camera"):
+        ModelFeed(g, {"desire": 8}, FrameLayout.create("RGB", 64, 32), fixed=fixed,
+                  colour=_colour("rgb"))

@@ -13,8 +13,8 @@ import pytest
 
 from plugin_host.errors import PluginHostError
 
-from .conftest import (build_signed, events, point_at, quiet_daemon, replace_while_running,
-                       running)
+from .conftest import (build_signed, events, own_artifact, point_at, quiet_daemon,
+                       replace_while_running, running)
 
 EMBEDDING = np.arange(32, dtype=np.float32).reshape(8, 4) / 8
 
@@ -38,13 +38,7 @@ def _graph(tc_width: int):
 @pytest.fixture(scope="module")
 def driving(demo_state, tmp_path_factory) -> tuple[Path, Path, Path]:
     """(demo policy copy, state with the demo key, the signed 'driving' artifact)."""
-    policy, state = demo_state
-    folder = tmp_path_factory.mktemp("fixed")
-    mine = folder / "state"
-    shutil.copytree(state, mine)
-    artifact = folder / "driving.pha"
-    build_signed(_graph(2), artifact, mine)
-    return policy, mine, artifact
+    return own_artifact(demo_state, tmp_path_factory, _graph(2), "driving")
 
 
 def _policy(driving, fixed: str) -> Path:

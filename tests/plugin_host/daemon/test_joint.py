@@ -15,8 +15,8 @@ from plugin_host.frames.convert import nv12_to_yuv6
 from plugin_host.policy import load_policy
 from plugins.cameras.synthetic import synthetic_pattern
 
-from .conftest import (build_signed, events, multi_camera_policy, point_at, quiet_daemon,
-                       replace_while_running, running, wait_until)
+from .conftest import (build_signed, events, multi_camera_policy, own_artifact, point_at,
+                       quiet_daemon, replace_while_running, running, wait_until)
 
 CAMERAS = [{"name": "road"}, {"name": "wide", "width": 256, "height": 128}]
 
@@ -36,13 +36,7 @@ def _graph():
 @pytest.fixture(scope="module")
 def vision(demo_state, tmp_path_factory) -> tuple[Path, Path, Path]:
     """(demo policy copy, state with the demo key, the signed 'vision' artifact)."""
-    policy, state = demo_state
-    folder = tmp_path_factory.mktemp("joint")
-    mine = folder / "state"
-    shutil.copytree(state, mine)
-    artifact = folder / "vision.pha"
-    build_signed(_graph(), artifact, mine)
-    return policy, mine, artifact
+    return own_artifact(demo_state, tmp_path_factory, _graph(), "vision")
 
 
 def _policy(vision, inputs: str, *, use: list[str] | None = None, name: str) -> Path:

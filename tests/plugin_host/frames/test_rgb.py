@@ -125,12 +125,17 @@ def test_input_problem_names_the_input():
                  Spec((1, 3, "h", "w"))]:
         problem = rgb_input_problem(spec)
         assert "'images'" in problem and "(1, 3, h, w) or (1, h, w, 3)" in problem
+    assert rgb_input_problem(Spec((1, 3, 64, 64), "uint8"), RgbFormat("bgr")) is None
+    assert rgb_input_problem(Spec((1, 3, 64, 64)), RgbFormat(scale=0.5)) is None
+    assert rgb_input_problem(Spec((1, 3, 64, 64), "uint8"), RgbFormat(scale=0.5)) == (
+        "input 'images' is uint8: it takes the samples as they are (scale, mean and std are "
+        "for float32 inputs)")
 
 
 @pytest.mark.parametrize("kwargs, words", [
     ({"color": "yuv"}, "color must be one of 'rgb', 'bgr'"),
-    ({"scale": math.nan}, "scale must be finite"),
-    ({"scale": "1"}, "scale must be finite"),
+    ({"scale": math.nan}, "scale must be a finite number"),
+    ({"scale": "1"}, "scale must be a finite number"),
     ({"scale": 1e39}, "does not fit a float32"),
     ({"mean": (0.5, 0.5)}, "mean must be three numbers"),
     ({"std": [1, 0, 1]}, "std must not be 0"),

@@ -22,7 +22,7 @@ def test_shipped_policies_pass(name, capsys, tmp_path):
     assert out.out.startswith(f"{REPO / 'policies' / name}: ok") and out.err == ""
 
 
-def test_the_summary_shows_fixed_inputs(capsys, tmp_path):
+def test_the_summary_shows_fixed_and_image_inputs(capsys, tmp_path):
     assert main(["policy", "check", str(REPO / "policies" / "device.example.toml")]) == 0
     assert ("acceptance required; fixed input traffic_convention = [1.0, 0.0]\n"
             in capsys.readouterr().out)
@@ -35,12 +35,24 @@ def test_the_summary_shows_fixed_inputs(capsys, tmp_path):
     assert main(["policy", "check", str(policy), "--state-dir", str(tmp_path)]) == 0
     assert ("acceptance required; fixed input flags = [true, false]; fixed input big = an "
             "array of shape (2, 5)\n" in capsys.readouterr().out)
+    policy.write_text((REPO / "policies" / "demo.toml").read_text().replace(
+        "# fixed_inputs = { speed = 0.0 }",
+        'image_inputs = { img = { color = "bgr", scale = 0.00392156862745098, mean = [0.5, 0.25, '
+        '0], std = [2, 2, 2] } }'))
+    assert main(["policy", "check", str(policy), "--state-dir", str(tmp_path)]) == 0
+    assert ("acceptance required; input img a colour image (bgr, (x * 0.00392157 - [0.5, 0.25, "
+            "0.0]) / [2.0, 2.0, 2.0])\n" in capsys.readouterr().out)
+
+
+def _demo_artifact(state: Path) -> None:
+    """The demo key pair and artifact in ``state``/demo, where the demo policy reads them."""
+    write_keypair(state / "demo")
+    assert main(["build", "--demo", "--out", str(state / "demo" / "demo.pha"),
+                 "--latency-ms", "40"]) == 0
 
 
 def test_check_files_checks_fixed_inputs_against_the_artifact(capsys, tmp_path):
-    write_keypair(tmp_path / "demo")
-    assert main(["build", "--demo", "--out", str(tmp_path / "demo" / "demo.pha"),
-                 "--latency-ms", "40"]) == 0
+    _demo_artifact(tmp_path)
     text = (REPO / "policies" / "demo.toml").read_text()
     policy = tmp_path / "demo.toml"
     fixed = "[artifact.fixed_inputs]\ndesire = 9\nh = 0.0\nspeed = 1.5\n"
@@ -62,6 +74,26 @@ def test_check_files_checks_fixed_inputs_against_the_artifact(capsys, tmp_path):
     policy.write_text(text.replace("\n# --- plugins:", "\nfixed_inputs = { desire = 7 }\n"
                                    "# --- plugins:"))
     assert main(args) == 0
+
+
+def test_check_files_checks_image_inputs_against_the_artifact(capsys, tmp_path):
+    _demo_artifact(tmp_path)
+    text = (REPO / "policies" / "demo.toml").read_text()
+    policy = tmp_path / "demo.toml"
+    args = ["policy", "check", str(policy), "--state-dir", str(tmp_path), "--check-files"]
+    for name, message in [
+            ("img", "input 'img' is float32(1, 12, 128, 256); a colour image is a float32 or "
+                    "uint8 (1, 3, h, w) or (1, h, w, 3) of a fixed size"),
+            ("desire", "input 'desire' indexes an Embedding"),
+            ("h", "is the recurrent state, which the executor carries")]:
+        policy.write_text(text.replace("\n# --- plugins:", f'\nimage_inputs = {{ {name} = '
+                                       f'"rgb" }}\n# --- plugins:'))
+        line = policy.read_text().splitlines().index(f'image_inputs = {{ {name} = "rgb" }}') + 1
+        capsys.readouterr()
+        assert main(args) == 1
+        assert capsys.readouterr().err.splitlines() == [
+            f"{policy}:{line}: artifact[0].image_inputs.{name}: {message}"]
+        assert main(args[:-1]) == 0  # without --check-files, only the form is checked
 
 
 def test_installed_command_passes_on_the_demo_policy():

@@ -1,5 +1,6 @@
-"""``fixed_inputs`` and ``camera_inputs`` of an ``[[artifact]]``: values for model inputs no
-camera makes, and the camera of each image input. Here the form is checked (what fits the
+"""``fixed_inputs``, ``camera_inputs`` and ``image_inputs`` of an ``[[artifact]]``: values for
+model inputs no camera makes, the camera of each image input, and which images are colour
+images. Here the form is checked (what fits the
 model is the artifact's: ``tests/plugin_host/daemon/test_feed.py``, ``test_joint.py``)."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import PolicyError
+from plugin_host.frames import RgbFormat
 from plugin_host.policy import parse_policy
 
 BASE = '''\
@@ -134,3 +136,58 @@ def test_cameras_use_must_list_the_cameras_of_camera_inputs():
     assert key == "cameras.use" and message == (
         "lists road, but artifact 'driving' runs on the frames of road, wide together (its "
         "camera_inputs): list the same cameras, or leave use out")
+
+
+# --- image_inputs ----------------------------------------------------------------------------
+
+
+def test_image_inputs_load_as_formats_with_their_lines():
+    rule = _load(BASE + 'image_inputs = { images = "bgr" }\n').artifact("driving")
+    assert rule.image_inputs["images"].format == RgbFormat("bgr")
+    assert rule.image_inputs["images"].line == 11
+    text = BASE + ("[artifact.image_inputs.images]\ncolor = \"rgb\"\nscale = 0.5\n"
+                   "mean = [1, 2, 3.5]\nstd = [0.25, 0.5, 2]\n")
+    entry = _load(text).artifact("driving").image_inputs["images"]
+    assert entry.format == RgbFormat("rgb", 0.5, (1.0, 2.0, 3.5), (0.25, 0.5, 2.0))
+    assert entry.line == 11
+    assert _load(BASE).artifact("driving").image_inputs == {}
+    two = _load(BASE + 'camera_inputs = { a = "road", b = "wide" }\n'
+                       'image_inputs = { a = "rgb", b = { std = [2, 2, 2] } }\n')
+    assert list(two.artifact("driving").image_inputs) == ["a", "b"]
+
+
+@pytest.mark.parametrize("value, key, fragment", [
+    ('"yuv"', "artifact[0].image_inputs.images.color",
+     "color must be one of 'rgb', 'bgr', got 'yuv'"),
+    ("3", "artifact[0].image_inputs.images",
+     'must be "rgb", "bgr" or a table of color, scale, mean and std, got an integer'),
+    ('{ scale = "1/255" }', "artifact[0].image_inputs.images.scale",
+     "scale must be a finite number, got '1/255'"),
+    ("{ scale = inf }", "artifact[0].image_inputs.images.scale", "must be a finite number"),
+    ("{ mean = [0.5, 0.5] }", "artifact[0].image_inputs.images.mean",
+     "mean must be three numbers"),
+    ("{ mean = [0.5, true, 0.5] }", "artifact[0].image_inputs.images.mean",
+     "mean must be finite numbers, got True"),
+    ("{ std = [1, 0, 1] }", "artifact[0].image_inputs.images.std", "std must not be 0"),
+    ("{ std = [1, nan, 1] }", "artifact[0].image_inputs.images.std", "finite numbers"),
+    ('{ colour = "rgb" }', "artifact[0].image_inputs.images.colour",
+     "unknown key 'colour' (allowed here: color, scale, mean, std)"),
+])
+def test_image_inputs_that_are_malformed_are_refused(value, key, fragment):
+    line, got, message = _refused(f"image_inputs = {{ images = {value} }}\n")
+    assert (line, got) == (11, key) and fragment in message
+
+
+@pytest.mark.parametrize("extra, key, fragment", [
+    ("image_inputs = 1\n", "artifact[0].image_inputs", "must be a table of input name"),
+    ('image_inputs = { "" = "rgb" }\n', "artifact[0].image_inputs", "must not be empty"),
+    ('image_inputs = { a = "rgb", b = "rgb" }\n', "artifact[0].image_inputs",
+     "names 2 inputs, but a model without camera_inputs takes one image"),
+    ('camera_inputs = { a = "road" }\nimage_inputs = { b = "rgb" }\n',
+     "artifact[0].image_inputs.b", "input 'b' is not in camera_inputs"),
+    ('fixed_inputs = { a = 1 }\nimage_inputs = { a = "rgb" }\n', "artifact[0].image_inputs.a",
+     "input 'a' is also in fixed_inputs: it has one source"),
+])
+def test_image_inputs_that_cannot_hold_are_refused(extra, key, fragment):
+    _, got, message = _refused(extra)
+    assert got == key and fragment in message

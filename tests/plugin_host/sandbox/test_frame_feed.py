@@ -19,7 +19,7 @@ from plugin_host.artifacts import build_artifact, sign_artifact
 from plugin_host.builder import GraphBuilder
 from plugin_host.errors import (FrameError, FrameOverwrittenError, SandboxError,
                                 WorkerDiedError)
-from plugin_host.frames import FrameLayout, FramePool, nv12_to_yuv6
+from plugin_host.frames import FrameLayout, FramePool, RgbFormat, nv12_to_rgb, nv12_to_yuv6
 from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
 from plugin_host.sandbox.landlock import abi_version
 from plugins.numpy_backend import NumpyBackend
@@ -206,3 +206,113 @@ def test_a_uint8_image_input_gets_the_samples_as_bytes(bytes_artifact, sandbox_t
         now = yuv6(pool, frame)
         np.testing.assert_array_equal(out["echo"], stack(one, now.astype(np.uint8)))
         np.testing.assert_allclose(out["scaled"], stack(one, now) / np.float32(255), rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def colour_artifact(tmp_path_factory, sandbox_key):
+    """A detector's inputs: rgb float32 (1, 3, H, W) and bgr uint8 (1, H, W, 3), echoed; state
+    h (1, 1) += mean(rgb), so a reset is visible."""
+    b = GraphBuilder("colour")
+    rgb = b.input("rgb", (1, 3, H, W), "float32", "NCHW")
+    bgr = b.input("bgr", (1, H, W, 3), "uint8", "NHWC")
+    h = b.state("h", (1, 1), "float32", "NC")
+    b.output(b.op("identity", rgb, name="rgb_echo"), "rgb_echo", "NCHW")
+    b.output(b.op("identity", bgr, name="bgr_echo"), "bgr_echo", "NHWC")
+    m = b.op("reshape", b.op("mean", rgb, name="avg", axes=[1, 2, 3]), name="m2", shape=[1, 1])
+    b.output(b.op("add", h, m, name="acc"), "h_next", "NC", state_of="h")
+    path = tmp_path_factory.mktemp("colour") / "colour.pha"
+    build_artifact(b.build(), path, version="1.0.0", reference_backend=NumpyBackend(),
+                   latency_ms=50.0)
+    sign_artifact(path, sandbox_key)
+    return path
+
+
+def colour(pool: FramePool, frame, color: str = "rgb") -> np.ndarray:
+    """(3, H, W) samples of the frame, by the host-side conversion."""
+    with pool.lease(frame) as lease:
+        planes = lease.planes()
+        return nv12_to_rgb(planes["Y"], planes["UV"], width=W, height=H, color=color)
+
+
+IMAGENET = RgbFormat("rgb", 1 / 255, (0.485, 0.456, 0.406), (0.229, 0.224, 0.229))
+
+
+def normalized(samples: np.ndarray, fmt: RgbFormat) -> np.ndarray:
+    f = np.float32
+    return np.stack([(samples[c].astype(f) * f(fmt.scale) - f(fmt.mean[c])) / f(fmt.std[c])
+                     for c in range(3)])
+
+
+@pytest.fixture
+def cx(colour_artifact, sandbox_trust):
+    with SandboxedExecutor(colour_artifact, trust=sandbox_trust,
+                           limits=SandboxLimits(call_timeout=20)) as executor:
+        yield executor
+
+
+def test_the_worker_makes_a_colour_image_of_each_frame(cx, pool):
+    cx.attach_pool(pool)
+    cx.feed_frames("rgb", IMAGENET)
+    bgr_in = {"bgr": np.zeros((1, H, W, 3), np.uint8)}
+    for i in range(1, 5):  # the first call and then the steady state (binary messages)
+        frame = produce(pool, i, i)
+        out = cx.run(bgr_in, frame=frame)
+        np.testing.assert_array_equal(out["rgb_echo"][0], normalized(colour(pool, frame),
+                                                                     IMAGENET))
+    cx.feed_frames("bgr", RgbFormat("bgr"))  # another input, layout and type
+    frame = produce(pool, 7, 7)
+    out = cx.run({"rgb": np.zeros((1, 3, H, W), np.float32)}, frame=frame)
+    assert out["bgr_echo"].dtype == np.uint8
+    np.testing.assert_array_equal(out["bgr_echo"][0],
+                                  colour(pool, frame, "bgr").transpose(1, 2, 0))
+    assert cx.restarts == 0
+
+
+def test_a_colour_image_survives_an_overwritten_frame_and_a_restart(cx, pool):
+    cx.attach_pool(pool)
+    cx.feed_frames("rgb", RgbFormat())
+    bgr_in = {"bgr": np.zeros((1, H, W, 3), np.uint8)}
+    first = produce(pool, 1, 1)
+    out = cx.run(bgr_in, frame=first)
+    np.testing.assert_array_equal(out["rgb_echo"][0], colour(pool, first))
+    stale = produce(pool, 2, 2)
+    for i in range(3, 3 + pool.buffers):
+        produce(pool, i, i)
+    with pytest.raises(FrameOverwrittenError):
+        cx.run(bgr_in, frame=stale)
+    os.kill(cx.pid, signal.SIGKILL)
+    with pytest.raises(WorkerDiedError):
+        cx.run(bgr_in, frame=produce(pool, 8, 8))
+    frame = produce(pool, 9, 9)
+    out = cx.run(bgr_in, frame=frame)  # re-fed as a colour image, not a stack
+    np.testing.assert_array_equal(out["rgb_echo"][0], colour(pool, frame))
+    assert cx.restarts == 1
+
+
+def test_colour_image_misuse_is_refused_on_the_host(cx, sx):
+    with pytest.raises(SandboxError, match=r"'img' is float32\(1, 12, 8, 16\); a colour image"):
+        sx.feed_frames("img", RgbFormat())
+    with pytest.raises(SandboxError, match="two-frame YUV stack"):
+        cx.feed_frames("rgb")  # no format: a stack, which (1, 3, H, W) is not
+    with pytest.raises(SandboxError, match="'bgr' is uint8: it takes the samples as they are"):
+        cx.feed_frames("bgr", IMAGENET)
+    with pytest.raises(SandboxError, match="must be an RgbFormat"):
+        cx.feed_frames("rgb", {"color": "rgb"})
+
+
+def test_the_worker_refuses_a_malformed_image_format(cx):
+    """A host that sends a bad format (not through feed_frames) gets a protocol error; the
+    worker keeps serving."""
+    worker = cx._live_worker()
+    for bad in [{"color": "cmyk", "scale": 1.0, "mean": [0, 0, 0], "std": [1, 1, 1]},
+                {"color": "rgb"}, [1, 2], {"color": "rgb", "scale": 1.0, "mean": [0, 0, 0],
+                                           "std": [0, 1, 1]}]:
+        with pytest.raises(SandboxError, match="'image'"):
+            cx._request(worker, {"op": "feed", "input": "rgb", "image": bad}, "feed",
+                        during="test")
+    with pytest.raises(SandboxError, match="'bgr' is uint8: it takes the samples as they are"):
+        cx._request(worker, {"op": "feed", "input": "bgr", "image": IMAGENET.to_wire()}, "feed",
+                    during="test")
+    out = cx.run({"rgb": np.ones((1, 3, H, W), np.float32),
+                  "bgr": np.zeros((1, H, W, 3), np.uint8)})
+    assert out["rgb_echo"].min() == 1.0
