@@ -14,10 +14,9 @@ The images are made by the host: each frame is converted from the camera's pool 
 views, under the lease) straight into the model's input in the worker's shared input region,
 which the worker reads in place, so the conversion is the only copy of the frame, as when the
 worker makes the one image itself. A two-frame stack's previous half is shifted first (a
-colour image of ``image_inputs`` is made of the frame alone); the slot's generation is
-checked after the conversion, so a frame overwritten meanwhile is refused,
-never half-used (the set does not run, and every image starts again from its next frame
-stacked with itself). A reset of the state, for any camera's reason, and new input buffers
+colour image of ``image_inputs`` is made of the frame alone); the slot's generation is checked
+after the conversion, so a frame overwritten meanwhile is refused, never half-used (the set
+does not run, and every image starts again from its next frame stacked with itself). A reset of the state, for any camera's reason, and new input buffers
 (a worker restart) forget every previous frame too.
 """
 

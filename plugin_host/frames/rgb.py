@@ -79,8 +79,8 @@ class RgbFormat:
     ``"bgr"``) and, for a float32 input, ``(sample * scale - mean[c]) / std[c]``.
 
     Built from untrusted values (a policy file, a sandbox message) it refuses anything else
-    with a ``ValueError`` naming the field: an unknown colour, a non-finite number, three
-    means or stds not given as three numbers, a std of 0."""
+    with a ``ValueError`` naming the field: an unknown colour, a non-finite number, means
+    or stds not given as three numbers, a scale or a std of 0."""
 
     color: str = "rgb"
     scale: float = 1.0
@@ -92,6 +92,8 @@ class RgbFormat:
             raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got "
                              f"{self.color!r}")
         object.__setattr__(self, "scale", _number(self.scale, "scale"))
+        if self.scale == 0:
+            raise ValueError("scale must not be 0 (every value would be the same)")
         for field in ("mean", "std"):
             value = getattr(self, field)
             if type(value) not in (tuple, list) or len(value) != 3:

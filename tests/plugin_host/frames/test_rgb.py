@@ -139,6 +139,8 @@ def test_input_problem_names_the_input():
     ({"scale": 1e39}, "does not fit a float32"),
     ({"mean": (0.5, 0.5)}, "mean must be three numbers"),
     ({"std": [1, 0, 1]}, "std must not be 0"),
+    ({"scale": 0}, "scale must not be 0"),
+    ({"scale": -0.0}, "scale must not be 0"),
     ({"std": (1, math.inf, 1)}, "std must be finite"),
     ({"mean": (True, 0, 0)}, "mean must be finite"),
 ])
