@@ -7,10 +7,25 @@ input in its ``[[artifact]]``'s ``image_inputs`` with an :class:`RgbFormat`; thi
 it from one NV12 frame:
 
 **Resizing**, as for the YUV stack: nearest-neighbour sampling at pixel centres
-(:func:`~plugin_host.frames.convert.nearest_indices`), the frame stretched to ``W x H`` (no
-letterbox, no crop, no calibration). Each output pixel takes one source pixel's luma and that
-pixel's own chroma sample (NV12 shares one ``U, V`` among each 2 x 2 block of luma pixels), so
-an output pixel is exactly the colour of the source pixel it samples.
+(:func:`~plugin_host.frames.convert.nearest_indices`), no calibration. Each output pixel takes
+one source pixel's luma and that pixel's own chroma sample (NV12 shares one ``U, V`` among each
+2 x 2 block of luma pixels), so an output pixel is exactly the colour of the source pixel it
+samples. ``fit`` says how a frame of another aspect ratio fills the ``W x H`` image
+(:func:`fit_boxes`):
+
+- ``"stretch"`` (the default; the YUV stack's): the whole frame onto the whole image, each
+  axis scaled on its own;
+- ``"letterbox"`` (YOLO's): the whole frame scaled by ``s = min(W / W_in, H / H_in)`` to
+  ``round(W_in s) x round(H_in s)``, centred, the rest of the image the sample ``pad`` (114,
+  YOLO's grey, by default) in every channel;
+- ``"crop"`` (torchvision's resize of the shorter side then centre crop): the centred part of
+  the frame of the image's aspect ratio, ``round(W / s) x round(H / s)`` for
+  ``s = max(W / W_in, H / H_in)``, onto the whole image.
+
+Within its box an image pixel ``(r, c)`` samples source pixel ``(sy + floor((r - oy + 0.5)
+sh / oh), sx + floor((c - ox + 0.5) sw / ow))``: ``(sy, sx, sh, sw)`` the frame's box,
+``(oy, ox, oh, ow)`` the image's. A detector's boxes map back to the frame by the same two
+boxes.
 
 **Colour**: ITU-R BT.601 in video range (luma 16..235, chroma 16..240, centred on 128), the
 matrix camera pipelines and OpenCV's ``COLOR_YUV2RGB_NV12`` use. With ``Kr = 0.299``,
@@ -47,10 +62,15 @@ import numpy as np
 from ..errors import ShapeError
 from .convert import IMAGE_DTYPES, check_nv12, nearest_indices
 
-__all__ = ["RgbFormat", "RgbImage", "COLORS", "nv12_to_rgb", "rgb_layout", "rgb_input_problem"]
+__all__ = ["RgbFormat", "RgbImage", "COLORS", "FITS", "fit_boxes", "nv12_to_rgb",
+           "rgb_layout", "rgb_input_problem"]
 
 #: The channel orders an image input may take.
 COLORS = ("rgb", "bgr")
+#: How a frame fills an image of another aspect ratio (see the module).
+FITS = ("stretch", "letterbox", "crop")
+#: The fields of an :class:`RgbFormat`, as a policy table and a sandbox message hold them.
+FIELDS = ("color", "scale", "mean", "std", "fit", "pad")
 
 # BT.601's luma weights, and the video-range scales of luma (219 levels) and chroma (224)
 _KR, _KB = 0.299, 0.114
@@ -76,21 +96,31 @@ _B_U = _table(_C_SCALE * 2 * (1 - _KB) * (_LEVELS - 128))
 @dataclass(frozen=True)
 class RgbFormat:
     """How an image input is made from frames: its channel order (``color``: ``"rgb"`` or
-    ``"bgr"``) and, for a float32 input, ``(sample * scale - mean[c]) / std[c]``.
+    ``"bgr"``), how a frame fills it (``fit``, with the sample ``pad`` around a letterbox) and,
+    for a float32 input, ``(sample * scale - mean[c]) / std[c]``.
 
     Built from untrusted values (a policy file, a sandbox message) it refuses anything else
-    with a ``ValueError`` naming the field: an unknown colour, a non-finite number, means
-    or stds not given as three numbers, a scale or a std of 0."""
+    with a ``ValueError`` naming the field: an unknown colour or fit, a non-finite number,
+    means or stds not given as three numbers, a scale or a std of 0, a pad that is not an
+    integer of 0..255."""
 
     color: str = "rgb"
     scale: float = 1.0
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    fit: str = "stretch"
+    pad: int = 114
 
     def __post_init__(self) -> None:
         if self.color not in COLORS:
             raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got "
                              f"{self.color!r}")
+        if self.fit not in FITS:
+            raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got "
+                             f"{self.fit!r}")
+        if type(self.pad) is not int or not 0 <= self.pad <= 255:
+            raise ValueError(f"pad must be a sample value, an integer of 0..255, got "
+                             f"{self.pad!r}")
         object.__setattr__(self, "scale", _number(self.scale, "scale"))
         if self.scale == 0:
             raise ValueError("scale must not be 0 (every value would be the same)")
@@ -111,16 +141,16 @@ class RgbFormat:
     def to_wire(self) -> dict[str, Any]:
         """A msgpack-friendly dict (:meth:`from_wire` reads it back)."""
         return {"color": self.color, "scale": self.scale, "mean": list(self.mean),
-                "std": list(self.std)}
+                "std": list(self.std), "fit": self.fit, "pad": self.pad}
 
     @classmethod
     def from_wire(cls, value: Any) -> "RgbFormat":
         """An :class:`RgbFormat` from :meth:`to_wire`'s dict; ValueError if malformed."""
-        if type(value) is not dict or set(value) != {"color", "scale", "mean", "std"}:
-            raise ValueError("an image format is a dict of color, scale, mean and std")
-        if type(value["color"]) is not str:
-            raise ValueError("color must be a str")
-        return cls(value["color"], value["scale"], value["mean"], value["std"])
+        if type(value) is not dict or set(value) != set(FIELDS):
+            raise ValueError(f"an image format is a dict of {', '.join(FIELDS)}")
+        if type(value["color"]) is not str or type(value["fit"]) is not str:
+            raise ValueError("color and fit must be str")
+        return cls(**value)
 
     def tables(self) -> np.ndarray:
         """``(3, 256)`` float32: channel ``c``'s value for each sample, read-only."""
@@ -164,12 +194,33 @@ def rgb_input_problem(spec: Any, fmt: RgbFormat | None = None) -> str | None:
     return None
 
 
+def fit_boxes(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
+              ) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """``((sy, sx, sh, sw), (oy, ox, oh, ow))``: the box of a ``(H_in, W_in)`` frame that
+    fills the box of an ``(H, W)`` image, by ``fit`` (see the module). Sizes are at least 1;
+    halves round to even (Python's ``round``)."""
+    (h_in, w_in), (h, w) = size_in, size_out
+    if fit == "stretch":
+        return (0, 0, h_in, w_in), (0, 0, h, w)
+    if fit == "letterbox":
+        s = min(w / w_in, h / h_in)
+        oh, ow = min(h, max(1, round(h_in * s))), min(w, max(1, round(w_in * s)))
+        return (0, 0, h_in, w_in), ((h - oh) // 2, (w - ow) // 2, oh, ow)
+    if fit == "crop":
+        s = max(w / w_in, h / h_in)
+        sh, sw = min(h_in, max(1, round(h / s))), min(w_in, max(1, round(w / s)))
+        return ((h_in - sh) // 2, (w_in - sw) // 2, sh, sw), (0, 0, h, w)
+    raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got {fit!r}")
+
+
 def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
-                color: str = "rgb", out: np.ndarray | None = None) -> np.ndarray:
-    """``(3, height, width)`` uint8 planes in ``color`` order from one NV12 frame (see the
-    module), in ``out`` (uint8, any strides) when given: ``y`` the ``(H, W)`` luma plane, ``uv``
-    the ``(H/2, W/2, 2)`` chroma plane (any strides, e.g. read-only pool views).
-    ``.transpose(1, 2, 0)`` is the ``(height, width, 3)`` image a decoder gives."""
+                color: str = "rgb", out: np.ndarray | None = None, fit: str = "stretch",
+                pad: int = 114) -> np.ndarray:
+    """``(3, height, width)`` uint8 planes in ``color`` order from one NV12 frame, fitted by
+    ``fit`` (``pad`` around a letterbox; see the module), in ``out`` (uint8, any strides) when
+    given: ``y`` the ``(H, W)`` luma plane, ``uv`` the ``(H/2, W/2, 2)`` chroma plane (any
+    strides, e.g. read-only pool views). ``.transpose(1, 2, 0)`` is the ``(height, width, 3)``
+    image a decoder gives."""
     h_in, w_in = check_nv12(y, uv, "nv12_to_rgb")
     if y.dtype != np.uint8 or uv.dtype != np.uint8:
         raise ShapeError(f"NV12 planes: expected uint8 samples, got {y.dtype} and {uv.dtype}",
@@ -183,13 +234,16 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
         raise ShapeError(f"out must be uint8 (3, {height}, {width}), got {out.dtype} "
                          f"{out.shape}", where="nv12_to_rgb", expected=(3, height, width),
                          got=out.shape)
-    rows, cols = nearest_indices(h_in, height), nearest_indices(w_in, width)
+    if type(pad) is not int or not 0 <= pad <= 255:
+        raise ValueError(f"pad must be an integer of 0..255, got {pad!r}")
+    (sy, sx, sh, sw), (oy, ox, oh, ow) = fit_boxes((h_in, w_in), (height, width), fit)
+    rows, cols = sy + nearest_indices(sh, oh), sx + nearest_indices(sw, ow)
     # gathers one axis at a time (take), and planes rather than interleaved channels: a few
     # times faster than one fancy index of both axes and strided writes
     luma = _LUMA.take(y.take(rows, 0).take(cols, 1))
     chroma = uv.take(rows // 2, 0).take(cols // 2, 1)
     u, v = np.ascontiguousarray(chroma[..., 0]), np.ascontiguousarray(chroma[..., 1])
-    rgb = np.empty((3, height, width), np.float32)
+    rgb = np.empty((3, oh, ow), np.float32)
     red, blue = (0, 2) if color == "rgb" else (2, 0)
     np.add(luma, _R_V.take(v), out=rgb[red])
     np.add(luma, _G_U.take(u), out=rgb[1])
@@ -198,8 +252,13 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
     np.rint(rgb, out=rgb)
     np.clip(rgb, 0, 255, out=rgb)
     if out is None:
-        return rgb.astype(np.uint8)
-    np.copyto(out, rgb, casting="unsafe")  # whole numbers in 0..255: exact
+        out = np.empty((3, height, width), np.uint8)
+    if (oh, ow) != (height, width):  # a letterbox: the pad around the frame
+        out[:, :oy] = pad
+        out[:, oy + oh:] = pad
+        out[:, oy:oy + oh, :ox] = pad
+        out[:, oy:oy + oh, ox + ow:] = pad
+    np.copyto(out[:, oy:oy + oh, ox:ox + ow], rgb, casting="unsafe")  # 0..255: exact
     return out
 
 
@@ -227,12 +286,13 @@ class RgbImage:
     def push(self, y: np.ndarray, uv: np.ndarray) -> np.ndarray:
         """The image of this NV12 frame, in ``out`` (returned)."""
         planes = self.out[0] if self.layout == "NCHW" else self.out[0].transpose(2, 0, 1)
+        fmt = self.format
         if self._tables is None:
-            nv12_to_rgb(y, uv, width=self.width, height=self.height, color=self.format.color,
-                        out=planes)
+            nv12_to_rgb(y, uv, width=self.width, height=self.height, color=fmt.color,
+                        out=planes, fit=fmt.fit, pad=fmt.pad)
             return self.out
-        samples = nv12_to_rgb(y, uv, width=self.width, height=self.height,
-                              color=self.format.color)
+        samples = nv12_to_rgb(y, uv, width=self.width, height=self.height, color=fmt.color,
+                              fit=fmt.fit, pad=fmt.pad)
         for c in range(3):
             if planes[c].flags.c_contiguous:
                 self._tables[c].take(samples[c], out=planes[c])

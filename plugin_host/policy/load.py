@@ -17,7 +17,8 @@ comments; README "Policy files" describes it)::
                    acceptance = PATH (the acceptance record; default FILE.accept-BACKEND),
                    fixed_inputs = {INPUT = NUMBER | BOOL | [...], ...},
                    camera_inputs = {INPUT = CAMERA, ...},
-                   image_inputs = {INPUT = "rgb" | "bgr" | {color, scale, mean, std}, ...}
+                   image_inputs = {INPUT = "rgb" | "bgr" | {color, scale, mean, std, fit,
+                                   pad}, ...}
     [[plugin]]     name, kind, capabilities = [...], deny = [...], kernels = [OP, ...],
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
@@ -50,7 +51,7 @@ from abi.errors import ArtifactFormatError
 
 from ..errors import PolicyError, PolicyProblem
 from ..files import open_regular
-from ..frames.rgb import RgbFormat
+from ..frames.rgb import FIELDS, RgbFormat
 from . import model as m
 from .locate import Locator, format_key
 
@@ -380,12 +381,14 @@ class _Reader:
 
     def image_inputs(self, t: dict, key: tuple) -> Any:
         """``image_inputs``: a table of image input name = its colour image's format, a colour
-        order (``"rgb"`` or ``"bgr"``) or a table of ``color``, ``scale``, ``mean`` and
-        ``std`` (:class:`~plugin_host.frames.RgbFormat`); each with the line it is on."""
+        order (``"rgb"`` or ``"bgr"``) or a table of ``color``, ``scale``, ``mean``, ``std``,
+        ``fit`` and ``pad`` (:class:`~plugin_host.frames.RgbFormat`); each with the line it
+        is on."""
+        fields = ", ".join(FIELDS)
         raw = t.get(key[-1], {})
         if not isinstance(raw, dict):
             self.problem(key, f"must be a table of input name = \"rgb\", \"bgr\" or a table "
-                              f"of color, scale, mean and std, got {_type(raw)}")
+                              f"of {fields}, got {_type(raw)}")
             return MappingProxyType({})
         out: dict[str, m.ImageInput] = {}
         for name, value in raw.items():
@@ -396,16 +399,15 @@ class _Reader:
             if isinstance(value, str):
                 value = {"color": value}
             if not isinstance(value, dict):
-                self.problem(where, f"must be \"rgb\", \"bgr\" or a table of color, scale, "
-                                    f"mean and std, got {_type(value)}")
+                self.problem(where, f"must be \"rgb\", \"bgr\" or a table of {fields}, got "
+                                    f"{_type(value)}")
                 continue
-            fields = ("color", "scale", "mean", "std")
-            if any(k not in fields for k in self.table(where, value, fields)):
+            if any(k not in FIELDS for k in self.table(where, value, FIELDS)):
                 continue  # the unknown keys are the problems
             try:
                 fmt = RgbFormat(**value)
             except (TypeError, ValueError) as exc:
-                field = next((f for f in fields if str(exc).startswith(f)), None)
+                field = next((f for f in FIELDS if str(exc).startswith(f)), None)
                 self.problem(where + ((field,) if field in value else ()), str(exc))
                 continue
             out[name] = m.ImageInput(fmt, self.line(where))

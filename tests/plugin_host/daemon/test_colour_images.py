@@ -1,7 +1,7 @@
 """A model that takes a colour image (a detector's or classifier's ``(1, 3, H, W)`` or
 ``(1, H, W, 3)``) named in the policy's ``image_inputs``: made from each camera frame in its
-colour order, scale, mean and std, alone or beside a two-frame YUV stack of another camera;
-refused at load, naming the input and the policy line, where it cannot be made."""
+colour order, fit, scale, mean and std, alone or beside a two-frame YUV stack of another
+camera; refused at load, naming the input and the policy line, where it cannot be made."""
 
 from __future__ import annotations
 
@@ -68,9 +68,10 @@ def _run(policy: Path, state: Path, frames: int = 4):
     return summary, seen, layouts, events(lines, "loaded")[0]
 
 
-def _colour(layout: FrameLayout, frame_id: int, color: str = "rgb") -> np.ndarray:
+def _colour(layout: FrameLayout, frame_id: int, color: str = "rgb", fit: str = "stretch"
+            ) -> np.ndarray:
     planes = synthetic_pattern(layout, frame_id)
-    return nv12_to_rgb(planes["Y"], planes["UV"], width=W, height=H, color=color)
+    return nv12_to_rgb(planes["Y"], planes["UV"], width=W, height=H, color=color, fit=fit)
 
 
 def _normalized(samples: np.ndarray, fmt: RgbFormat) -> np.ndarray:
@@ -99,14 +100,14 @@ def test_a_colour_image_and_a_yuv_stack_of_two_cameras_in_one_run(detector):
                                width=128, height=64, name="two.toml")
     path.write_text(point_at(path.read_text(), "detector", artifact,
                              'camera_inputs = { img = "road", crop = "wide" }\n'
-                             'image_inputs = { crop = "bgr" }\n'
+                             'image_inputs = { crop = { color = "bgr", fit = "letterbox" } }\n'
                              "fixed_inputs = { images = 0.0 }"))
     summary, seen, layouts, loaded = _run(path, detector[1])
     assert loaded["image_inputs"] == {"crop": "bgr"}
     assert summary["matched_sets"] >= 4 and summary["worker_restarts"] == 0
     for message in seen:
         frames, outputs = message["frames"], message["outputs"]
-        crop = _colour(layouts["wide"], frames["wide"], "bgr").transpose(1, 2, 0)
+        crop = _colour(layouts["wide"], frames["wide"], "bgr", "letterbox").transpose(1, 2, 0)
         np.testing.assert_array_equal(outputs["crop_out"][0], crop)
         road = synthetic_pattern(layouts["road"], frames["road"])
         current = nv12_to_yuv6(road["Y"], road["UV"], width=64, height=32, dtype=np.uint8)

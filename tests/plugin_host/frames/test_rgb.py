@@ -10,8 +10,8 @@ import pytest
 
 from plugin_host.errors import ShapeError
 from plugin_host.frames.convert import nearest_indices
-from plugin_host.frames.rgb import (RgbFormat, RgbImage, nv12_to_rgb, rgb_input_problem,
-                                    rgb_layout)
+from plugin_host.frames.rgb import (RgbFormat, RgbImage, fit_boxes, nv12_to_rgb,
+                                    rgb_input_problem, rgb_layout)
 
 
 def torch_bt601(y, u, v):
@@ -150,12 +150,13 @@ def test_bad_formats_are_refused(kwargs, words):
 
 
 def test_format_round_trips_and_refuses_malformed_messages():
-    fmt = RgbFormat("bgr", 0.5, [1, 2, 3], (4, 5, 6))
+    fmt = RgbFormat("bgr", 0.5, [1, 2, 3], (4, 5, 6), "crop", 0)
     assert fmt.mean == (1.0, 2.0, 3.0) and fmt.normalizes
     assert RgbFormat.from_wire(fmt.to_wire()) == fmt
     assert not RgbFormat().normalizes
     for bad in [None, [], {"color": "rgb"}, {**fmt.to_wire(), "extra": 1},
-                {**fmt.to_wire(), "color": 3}, {**fmt.to_wire(), "std": [0, 1, 1]}]:
+                {**fmt.to_wire(), "color": 3}, {**fmt.to_wire(), "std": [0, 1, 1]},
+                {**fmt.to_wire(), "fit": None}, {**fmt.to_wire(), "pad": 300}]:
         with pytest.raises(ValueError):
             RgbFormat.from_wire(bad)
 
@@ -176,3 +177,91 @@ def test_bad_planes_and_outputs_are_shape_errors():
         nv12_to_rgb(y, uv, width=2, height=2, out=np.zeros((3, 2, 2), np.float32))
     with pytest.raises(ShapeError, match="RgbImage"):
         RgbImage(np.zeros((1, 3, 4, 4), np.float32), "NHWC", RgbFormat())
+
+
+# --- fit: stretch, letterbox, crop -----------------------------------------------------------
+
+
+def torch_nearest(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """torch's nearest-exact resize (the source pixel under each output pixel's centre) of a
+    (3, H, W) uint8 image."""
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(image.astype(np.float32))[None]
+    return torch.nn.functional.interpolate(t, size=size, mode="nearest-exact")[0].numpy()
+
+
+def frame(h: int, w: int, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 256, (h, w), dtype=np.uint8),
+            rng.integers(0, 256, (h // 2, w // 2, 2), dtype=np.uint8))
+
+
+@pytest.mark.parametrize("size_in, size_out", [((120, 200), (48, 64)), ((96, 64), (40, 40)),
+                                               ((64, 64), (30, 50)), ((1208, 1928), (64, 64))])
+def test_each_fit_samples_as_torch_resizes(size_in, size_out):
+    """The image of each fit against torch's nearest-exact resize of the frame converted at
+    its own size: the whole frame (stretch), the whole frame into its box padded with
+    ``pad`` (letterbox), the frame's centred box (crop)."""
+    torch = pytest.importorskip("torch")
+    y, uv = frame(*size_in)
+    full = nv12_to_rgb(y, uv, width=size_in[1], height=size_in[0])
+    h, w = size_out
+    got = nv12_to_rgb(y, uv, width=w, height=h, fit="stretch")
+    np.testing.assert_array_equal(got, torch_nearest(full, size_out))
+
+    got = nv12_to_rgb(y, uv, width=w, height=h, fit="letterbox", pad=7)
+    _, (oy, ox, oh, ow) = fit_boxes(size_in, size_out, "letterbox")
+    box = torch_nearest(full, (oh, ow))
+    padded = torch.nn.functional.pad(torch.from_numpy(box), (ox, w - ow - ox, oy, h - oh - oy),
+                                     value=7.0).numpy()
+    np.testing.assert_array_equal(got, padded)
+
+    got = nv12_to_rgb(y, uv, width=w, height=h, fit="crop")
+    (sy, sx, sh, sw), _ = fit_boxes(size_in, size_out, "crop")
+    np.testing.assert_array_equal(got, torch_nearest(full[:, sy:sy + sh, sx:sx + sw], size_out))
+
+
+@pytest.mark.parametrize("size_in", [(1208, 1928), (480, 640), (64, 64), (100, 30)])
+@pytest.mark.parametrize("size_out", [(640, 640), (224, 224), (384, 640), (7, 3)])
+def test_boxes_keep_the_aspect_ratio_centred(size_in, size_out):
+    (h_in, w_in), (h, w) = size_in, size_out
+    assert fit_boxes(size_in, size_out, "stretch") == ((0, 0, h_in, w_in), (0, 0, h, w))
+    src, (oy, ox, oh, ow) = fit_boxes(size_in, size_out, "letterbox")
+    assert src == (0, 0, h_in, w_in)
+    assert (oh == h or ow == w) and 1 <= oh <= h and 1 <= ow <= w  # touches two edges
+    assert abs(oh * w_in - ow * h_in) <= max(h_in, w_in)  # the frame's ratio, to a pixel
+    assert oy == (h - oh) // 2 and ox == (w - ow) // 2
+    (sy, sx, sh, sw), dst = fit_boxes(size_in, size_out, "crop")
+    assert dst == (0, 0, h, w)
+    assert (sh == h_in or sw == w_in) and 1 <= sh <= h_in and 1 <= sw <= w_in
+    assert abs(sh * w - sw * h) <= max(h, w)  # the image's ratio, to a source pixel
+    assert sy == (h_in - sh) // 2 and sx == (w_in - sw) // 2
+
+
+def test_a_letterboxed_float_image_pads_with_the_normalized_pad():
+    y, uv = frame(64, 128)
+    fmt = RgbFormat("rgb", 1 / 255, (0.5, 0.25, 0.0), (2.0, 4.0, 1.0), "letterbox", 114)
+    out = np.zeros((1, 3, 32, 32), np.float32)
+    RgbImage(out, "NCHW", fmt).push(y, uv)
+    _, (oy, ox, oh, ow) = fit_boxes((64, 128), (32, 32), "letterbox")
+    assert (oy, ox, oh, ow) == (8, 0, 16, 32)  # a 2:1 frame in a square: a band across
+    f = np.float32
+    for c in range(3):
+        pad = (f(114) * f(1 / 255) - f(fmt.mean[c])) / f(fmt.std[c])
+        assert np.all(out[0, c, :oy] == pad) and np.all(out[0, c, oy + oh:] == pad)
+    samples = nv12_to_rgb(y, uv, width=32, height=32, fit="letterbox")
+    np.testing.assert_array_equal(out[0], np.stack([
+        (samples[c].astype(f) * f(1 / 255) - f(fmt.mean[c])) / f(fmt.std[c]) for c in range(3)]))
+
+
+def test_bad_fits_and_pads_are_refused():
+    y, uv = frame(8, 8)
+    with pytest.raises(ValueError, match="fit must be one of"):
+        nv12_to_rgb(y, uv, width=4, height=4, fit="zoom")
+    with pytest.raises(ValueError, match="pad must be an integer of 0..255"):
+        nv12_to_rgb(y, uv, width=4, height=4, fit="letterbox", pad=-1)
+    with pytest.raises(ValueError, match="fit must be one of 'stretch', 'letterbox', 'crop'"):
+        RgbFormat(fit="fill")
+    for pad in (256, -1, 1.0, True):
+        with pytest.raises(ValueError, match="pad must be a sample value"):
+            RgbFormat(pad=pad)

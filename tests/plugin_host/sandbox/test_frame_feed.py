@@ -227,11 +227,11 @@ def colour_artifact(tmp_path_factory, sandbox_key):
     return path
 
 
-def colour(pool: FramePool, frame, color: str = "rgb") -> np.ndarray:
+def colour(pool: FramePool, frame, color: str = "rgb", fit: str = "stretch") -> np.ndarray:
     """(3, H, W) samples of the frame, by the host-side conversion."""
     with pool.lease(frame) as lease:
         planes = lease.planes()
-        return nv12_to_rgb(planes["Y"], planes["UV"], width=W, height=H, color=color)
+        return nv12_to_rgb(planes["Y"], planes["UV"], width=W, height=H, color=color, fit=fit)
 
 
 IMAGENET = RgbFormat("rgb", 1 / 255, (0.485, 0.456, 0.406), (0.229, 0.224, 0.229))
@@ -259,12 +259,12 @@ def test_the_worker_makes_a_colour_image_of_each_frame(cx, pool):
         out = cx.run(bgr_in, frame=frame)
         np.testing.assert_array_equal(out["rgb_echo"][0], normalized(colour(pool, frame),
                                                                      IMAGENET))
-    cx.feed_frames("bgr", RgbFormat("bgr"))  # another input, layout and type
+    cx.feed_frames("bgr", RgbFormat("bgr", fit="crop"))  # another input, layout, type, fit
     frame = produce(pool, 7, 7)
     out = cx.run({"rgb": np.zeros((1, 3, H, W), np.float32)}, frame=frame)
     assert out["bgr_echo"].dtype == np.uint8
     np.testing.assert_array_equal(out["bgr_echo"][0],
-                                  colour(pool, frame, "bgr").transpose(1, 2, 0))
+                                  colour(pool, frame, "bgr", "crop").transpose(1, 2, 0))
     assert cx.restarts == 0
 
 
