@@ -38,8 +38,9 @@ matrix camera pipelines and OpenCV's ``COLOR_YUV2RGB_NV12`` use. With ``Kr = 0.2
 
 with a luma below 16 (below black) taken as 16, summed in float32, rounded to the nearest
 integer and clipped to 0..255: the 8-bit samples a decoder gives (a value within a float32
-rounding of a half may round either way). OpenCV computes the same in fixed point: over every
-(Y, U, V) its samples and these are the same or one apart.
+rounding of a half may round either way; R and B are looked up, by their two samples, from
+those sums made once). OpenCV computes the same in fixed point: over every (Y, U, V) its
+samples and these are the same or one apart.
 
 **Values**: a uint8 input takes those samples as they are. A float32 input takes
 ``(sample * scale - mean[c]) / std[c]`` per channel ``c`` in the input's colour order, in
@@ -91,6 +92,19 @@ _R_V = _table(_C_SCALE * 2 * (1 - _KR) * (_LEVELS - 128))
 _G_U = _table(-_C_SCALE * 2 * (_KB * (1 - _KB) / _KG) * (_LEVELS - 128))
 _G_V = _table(-_C_SCALE * 2 * (_KR * (1 - _KR) / _KG) * (_LEVELS - 128))
 _B_U = _table(_C_SCALE * 2 * (1 - _KB) * (_LEVELS - 128))
+
+
+def _samples(terms: np.ndarray) -> np.ndarray:
+    out = np.clip(np.rint(terms), 0, 255).astype(np.uint8).ravel()
+    out.setflags(write=False)
+    return out
+
+
+#: R and B depend on two samples each: their 8-bit values by ``Y * 256 + V`` and
+#: ``Y * 256 + U``, 64 KiB each, from the same float32 sums as G's (bit for bit what summing
+#: per pixel gives, at one gather per pixel)
+_R_BY_YV = _samples(_LUMA[:, None] + _R_V[None, :])
+_B_BY_YU = _samples(_LUMA[:, None] + _B_U[None, :])
 
 
 @dataclass(frozen=True)
@@ -240,17 +254,23 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
     rows, cols = sy + nearest_indices(sh, oh), sx + nearest_indices(sw, ow)
     # gathers one axis at a time (take), and planes rather than interleaved channels: a few
     # times faster than one fancy index of both axes and strided writes
-    luma = _LUMA.take(y.take(rows, 0).take(cols, 1))
-    chroma = uv.take(rows // 2, 0).take(cols // 2, 1)
-    u, v = np.ascontiguousarray(chroma[..., 0]), np.ascontiguousarray(chroma[..., 1])
-    rgb = np.empty((3, oh, ow), np.float32)
+    luma = y.take(rows, 0).take(cols, 1)
+    # each chroma pair read as one little-endian 16-bit word: U its low byte, V its high one
+    chroma = uv.take(rows // 2, 0).take(cols // 2, 1).view("<u2")[..., 0]
+    u, v = chroma & 0xFF, chroma >> 8
+    high = luma.astype(np.uint16) << 8
+    rgb = np.empty((3, oh, ow), np.uint8)
     red, blue = (0, 2) if color == "rgb" else (2, 0)
-    np.add(luma, _R_V.take(v), out=rgb[red])
-    np.add(luma, _G_U.take(u), out=rgb[1])
-    rgb[1] += _G_V.take(v)
-    np.add(luma, _B_U.take(u), out=rgb[blue])
-    np.rint(rgb, out=rgb)
-    np.clip(rgb, 0, 255, out=rgb)
+    _R_BY_YV.take(high | v, out=rgb[red], mode="clip")  # (every index is in range)
+    _B_BY_YU.take(high | u, out=rgb[blue], mode="clip")
+    green = _LUMA.take(luma)
+    green += _G_U.take(u)
+    green += _G_V.take(v)
+    np.rint(green, out=green)
+    np.clip(green, 0, 255, out=green)
+    rgb[1] = green  # whole numbers in 0..255: exact
+    if out is None and (oh, ow) == (height, width):
+        return rgb
     if out is None:
         out = np.empty((3, height, width), np.uint8)
     if (oh, ow) != (height, width):  # a letterbox: the pad around the frame
@@ -258,7 +278,7 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
         out[:, oy + oh:] = pad
         out[:, oy:oy + oh, :ox] = pad
         out[:, oy:oy + oh, ox + ow:] = pad
-    np.copyto(out[:, oy:oy + oh, ox:ox + ow], rgb, casting="unsafe")  # 0..255: exact
+    out[:, oy:oy + oh, ox:ox + ow] = rgb
     return out
 
 
