@@ -18,11 +18,12 @@ The daemon feeds models whose inputs it can make from one NV12 camera:
 - the recurrent state, which the executor carries.
 
 Anything else is refused at load with the input's name, shape and dtype, and so is a camera
-that does not deliver NV12. The image is made in the sandbox worker, from the camera's pool
-mapped read-only there (``SandboxedExecutor.feed_frames``, ``plugin_host/sandbox/
-frame_feed.py``), so the only copy of the frame is the conversion itself; the index inputs and
-fixed values are written once into the executor's shared input buffers
-(:meth:`ModelFeed.prepare`), which the worker reads in place on every call.
+that does not deliver NV12 (or, for a colour image, NV12 or RGB). The image is made in the
+sandbox worker, from the camera's pool mapped read-only there
+(``SandboxedExecutor.feed_frames``, ``plugin_host/sandbox/frame_feed.py``), so the only copy
+of the frame is the conversion itself; the index inputs and fixed values are written once into
+the executor's shared input buffers (:meth:`ModelFeed.prepare`), which the worker reads in
+place on every call.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 from abi import dtypes
 
 from ..errors import PluginHostError
-from ..frames.rgb import RgbFormat, rgb_input_problem, rgb_layout
+from ..frames.rgb import SOURCE_FORMATS, RgbFormat, rgb_input_problem, rgb_layout
 from ..sandbox.frame_feed import image_input_problem
 from .fixed_inputs import fixed_input_values
 
@@ -122,9 +123,10 @@ class ModelFeed:
                                   f"from a camera: {what} (it feeds {feeds} and Embedding "
                                   f"indices{hint}{second}{paint}{give})")
         if not bound:
-            if layout.format != "NV12":
-                raise PluginHostError(f"the daemon needs an NV12 camera for model "
-                                      f"{graph.name!r}, got {layout.format} "
+            if layout.format not in _sources(self.formats.get(image.name)):
+                raise PluginHostError(f"the daemon needs an "
+                                      f"{' or '.join(_sources(self.formats.get(image.name)))} "
+                                      f"camera for model {graph.name!r}, got {layout.format} "
                                       f"({layout.describe()})")
             self.images = {image.name: None}
             self.formats.setdefault(image.name, None)
@@ -157,6 +159,11 @@ class ModelFeed:
             buffers[name][...] = 0
         for name, value in self.values.items():
             buffers[name][...] = value
+
+
+def _sources(fmt: RgbFormat | None) -> tuple[str, ...]:
+    """The camera formats an image is made from: a colour image's, else a YUV stack's."""
+    return SOURCE_FORMATS if fmt is not None else ("NV12",)
 
 
 def colour_image_formats(graph: Any, index_inputs: Mapping[str, int],
@@ -203,9 +210,11 @@ def _bound_images(graph: Any, bound: Mapping[str, tuple[str, Any]], where: str,
         problem = None if name in formats else image_input_problem(spec)
         if problem:
             raise PluginHostError(f"{where}: camera_inputs.{name}: {problem}")
-        if layout.format != "NV12":
+        sources = _sources(formats.get(name))
+        if layout.format not in sources:
+            what = "a colour image is" if name in formats else "images are"
             raise PluginHostError(f"{where}: camera_inputs.{name}: camera {camera!r} delivers "
-                                  f"{layout.format} ({layout.describe()}); images are made "
-                                  f"from NV12 frames")
+                                  f"{layout.format} ({layout.describe()}); {what} made "
+                                  f"from {' or '.join(sources)} frames")
         images[name] = camera
     return images

@@ -69,7 +69,7 @@ class JointRun:
             for stream, lease in zip(streams, leases):
                 planes = lease.planes()
                 name = next(n for n, camera in inputs.items() if camera == stream.name)
-                stackers[name].push(planes["Y"], planes["UV"])
+                stackers[name].push_planes(planes, lease.frame.layout.format)
                 lease.check()  # after reading: the bytes converted are the frame announced
             for lease in leases:  # the images are made: the frames can go back
                 _release(lease)

@@ -40,6 +40,7 @@ on either side.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -155,6 +156,14 @@ class FrameStacker:
 
     def reset(self) -> None:
         self._have_previous = False
+
+    def push_planes(self, planes: Any, format: str) -> np.ndarray:
+        """:meth:`push` of an NV12 frame's planes (``Y``, ``UV``); ShapeError for any other
+        format (the same call as :meth:`~plugin_host.frames.RgbImage.push_planes`)."""
+        if format != "NV12":
+            raise ShapeError(f"a YUV stack is made from NV12 frames, got {format}",
+                             where="FrameStacker", expected="NV12", got=format)
+        return self.push(planes["Y"], planes["UV"])
 
     def push(self, y: np.ndarray, uv: np.ndarray) -> np.ndarray:
         img = self._img

@@ -1,10 +1,11 @@
-"""NV12 frames -> an RGB (or BGR) image input of one frame, for detectors and classifiers.
+"""Camera frames -> an RGB (or BGR) image input of one frame, for detectors and classifiers.
 
 The daemon's own models take openpilot's two-frame YUV stack (``convert.py``). A model
 exported from torchvision, timm, YOLO and the like takes one colour image instead:
 ``(1, 3, H, W)`` (NCHW) or ``(1, H, W, 3)`` (NHWC), float32 or uint8. The policy names such an
 input in its ``[[artifact]]``'s ``image_inputs`` with an :class:`RgbFormat`; this module makes
-it from one NV12 frame:
+it from one NV12 frame (converted as below) or RGB frame (its samples as they are:
+:func:`frame_to_rgb`):
 
 **Resizing**, as for the YUV stack: nearest-neighbour sampling at pixel centres
 (:func:`~plugin_host.frames.convert.nearest_indices`), no calibration. Each output pixel takes
@@ -63,8 +64,8 @@ import numpy as np
 from ..errors import ShapeError
 from .convert import IMAGE_DTYPES, check_nv12, nearest_indices
 
-__all__ = ["RgbFormat", "RgbImage", "COLORS", "FITS", "fit_boxes", "nv12_to_rgb",
-           "rgb_layout", "rgb_input_problem"]
+__all__ = ["RgbFormat", "RgbImage", "COLORS", "FITS", "SOURCE_FORMATS", "fit_boxes",
+           "frame_to_rgb", "nv12_to_rgb", "rgb_to_rgb", "rgb_layout", "rgb_input_problem"]
 
 #: The channel orders an image input may take.
 COLORS = ("rgb", "bgr")
@@ -72,6 +73,8 @@ COLORS = ("rgb", "bgr")
 FITS = ("stretch", "letterbox", "crop")
 #: The fields of an :class:`RgbFormat`, as a policy table and a sandbox message hold them.
 FIELDS = ("color", "scale", "mean", "std", "fit", "pad")
+#: The frame formats a colour image is made from.
+SOURCE_FORMATS = ("NV12", "RGB")
 
 # BT.601's luma weights, and the video-range scales of luma (219 levels) and chroma (224)
 _KR, _KB = 0.299, 0.114
@@ -227,6 +230,46 @@ def fit_boxes(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
     raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got {fit!r}")
 
 
+def _check_size(width: Any, height: Any, color: str, pad: Any, out: np.ndarray | None,
+                where: str) -> None:
+    if type(width) is not int or type(height) is not int or width < 1 or height < 1:
+        raise ShapeError(f"image size must be positive, got {width}x{height}",
+                         where=where, expected="positive", got=(width, height))
+    if color not in COLORS:
+        raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got {color!r}")
+    if type(pad) is not int or not 0 <= pad <= 255:
+        raise ValueError(f"pad must be an integer of 0..255, got {pad!r}")
+    if out is not None and (out.shape != (3, height, width) or out.dtype != np.uint8):
+        raise ShapeError(f"out must be uint8 (3, {height}, {width}), got {out.dtype} "
+                         f"{out.shape}", where=where, expected=(3, height, width),
+                         got=out.shape)
+
+
+def _sampled(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
+             ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int]]:
+    """(source rows, source columns, the image's box) of ``fit``."""
+    (sy, sx, sh, sw), box = fit_boxes(size_in, size_out, fit)
+    return sy + nearest_indices(sh, box[2]), sx + nearest_indices(sw, box[3]), box
+
+
+def _placed(rgb: np.ndarray, box: tuple[int, int, int, int], size: tuple[int, int], pad: int,
+            out: np.ndarray | None) -> np.ndarray:
+    """``rgb`` (3, oh, ow) in its box of a (3, H, W) image (``out`` when given), the sample
+    ``pad`` around it."""
+    oy, ox, oh, ow = box
+    if out is None and (oh, ow) == size:
+        return rgb
+    if out is None:
+        out = np.empty((3,) + size, np.uint8)
+    if (oh, ow) != size:  # a letterbox: the pad around the frame
+        out[:, :oy] = pad
+        out[:, oy + oh:] = pad
+        out[:, oy:oy + oh, :ox] = pad
+        out[:, oy:oy + oh, ox + ow:] = pad
+    out[:, oy:oy + oh, ox:ox + ow] = rgb
+    return out
+
+
 def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
                 color: str = "rgb", out: np.ndarray | None = None, fit: str = "stretch",
                 pad: int = 114) -> np.ndarray:
@@ -239,19 +282,8 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
     if y.dtype != np.uint8 or uv.dtype != np.uint8:
         raise ShapeError(f"NV12 planes: expected uint8 samples, got {y.dtype} and {uv.dtype}",
                          where="nv12_to_rgb", expected="uint8", got=(y.dtype, uv.dtype))
-    if type(width) is not int or type(height) is not int or width < 1 or height < 1:
-        raise ShapeError(f"image size must be positive, got {width}x{height}",
-                         where="nv12_to_rgb", expected="positive", got=(width, height))
-    if color not in COLORS:
-        raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got {color!r}")
-    if out is not None and (out.shape != (3, height, width) or out.dtype != np.uint8):
-        raise ShapeError(f"out must be uint8 (3, {height}, {width}), got {out.dtype} "
-                         f"{out.shape}", where="nv12_to_rgb", expected=(3, height, width),
-                         got=out.shape)
-    if type(pad) is not int or not 0 <= pad <= 255:
-        raise ValueError(f"pad must be an integer of 0..255, got {pad!r}")
-    (sy, sx, sh, sw), (oy, ox, oh, ow) = fit_boxes((h_in, w_in), (height, width), fit)
-    rows, cols = sy + nearest_indices(sh, oh), sx + nearest_indices(sw, ow)
+    _check_size(width, height, color, pad, out, "nv12_to_rgb")
+    rows, cols, box = _sampled((h_in, w_in), (height, width), fit)
     # gathers one axis at a time (take), and planes rather than interleaved channels: a few
     # times faster than one fancy index of both axes and strided writes
     luma = y.take(rows, 0).take(cols, 1)
@@ -259,7 +291,7 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
     chroma = uv.take(rows // 2, 0).take(cols // 2, 1).view("<u2")[..., 0]
     u, v = chroma & 0xFF, chroma >> 8
     high = luma.astype(np.uint16) << 8
-    rgb = np.empty((3, oh, ow), np.uint8)
+    rgb = np.empty((3,) + luma.shape, np.uint8)
     red, blue = (0, 2) if color == "rgb" else (2, 0)
     _R_BY_YV.take(high | v, out=rgb[red], mode="clip")  # (every index is in range)
     _B_BY_YU.take(high | u, out=rgb[blue], mode="clip")
@@ -269,24 +301,44 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
     np.rint(green, out=green)
     np.clip(green, 0, 255, out=green)
     rgb[1] = green  # whole numbers in 0..255: exact
-    if out is None and (oh, ow) == (height, width):
-        return rgb
-    if out is None:
-        out = np.empty((3, height, width), np.uint8)
-    if (oh, ow) != (height, width):  # a letterbox: the pad around the frame
-        out[:, :oy] = pad
-        out[:, oy + oh:] = pad
-        out[:, oy:oy + oh, :ox] = pad
-        out[:, oy:oy + oh, ox + ow:] = pad
-    out[:, oy:oy + oh, ox:ox + ow] = rgb
-    return out
+    return _placed(rgb, box, (height, width), pad, out)
+
+
+def rgb_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb",
+               out: np.ndarray | None = None, fit: str = "stretch", pad: int = 114
+               ) -> np.ndarray:
+    """``(3, height, width)`` uint8 planes in ``color`` order from one RGB frame's ``(H, W, 3)``
+    plane (any strides), its samples as they are, sampled and fitted as :func:`nv12_to_rgb`
+    does."""
+    if plane.ndim != 3 or plane.shape[2] != 3 or plane.dtype != np.uint8 \
+            or not all(plane.shape):
+        raise ShapeError(f"RGB plane: expected uint8 (H, W, 3), got {plane.dtype} "
+                         f"{plane.shape}", where="rgb_to_rgb", expected="(H, W, 3)",
+                         got=plane.shape)
+    _check_size(width, height, color, pad, out, "rgb_to_rgb")
+    rows, cols, box = _sampled(plane.shape[:2], (height, width), fit)
+    picked = plane.take(rows, 0).take(cols, 1).transpose(2, 0, 1)
+    rgb = np.ascontiguousarray(picked if color == "rgb" else picked[::-1])
+    return _placed(rgb, box, (height, width), pad, out)
+
+
+def frame_to_rgb(planes: Any, format: str, **kwargs: Any) -> np.ndarray:
+    """:func:`nv12_to_rgb` of an NV12 frame's planes (``Y``, ``UV``), :func:`rgb_to_rgb` of an
+    RGB frame's (``RGB``), with the same keywords; a ValueError for any other format."""
+    if format == "NV12":
+        return nv12_to_rgb(planes["Y"], planes["UV"], **kwargs)
+    if format == "RGB":
+        return rgb_to_rgb(planes["RGB"], **kwargs)
+    raise ValueError(f"a colour image is made from {' or '.join(SOURCE_FORMATS)} frames, got "
+                     f"{format}")
 
 
 class RgbImage:
     """Makes one image input ``out`` (float32 or uint8, ``(1, 3, H, W)`` NCHW or
-    ``(1, H, W, 3)`` NHWC as ``layout`` says) from each NV12 frame, in ``fmt``'s colour order
-    and values. The same calls as :class:`~plugin_host.frames.convert.FrameStacker`
-    (``push(y, uv)``, ``reset()``), for the places that make either."""
+    ``(1, H, W, 3)`` NHWC as ``layout`` says) from each frame (NV12 or RGB), in ``fmt``'s
+    colour order, fit and values. The same calls as
+    :class:`~plugin_host.frames.convert.FrameStacker` (``push(y, uv)``, ``push_planes(planes,
+    format)``, ``reset()``), for the places that make either."""
 
     def __init__(self, out: np.ndarray, layout: str, fmt: RgbFormat) -> None:
         if out.dtype not in IMAGE_DTYPES or rgb_layout(out.shape, layout) != layout:
@@ -305,17 +357,21 @@ class RgbImage:
 
     def push(self, y: np.ndarray, uv: np.ndarray) -> np.ndarray:
         """The image of this NV12 frame, in ``out`` (returned)."""
-        planes = self.out[0] if self.layout == "NCHW" else self.out[0].transpose(2, 0, 1)
+        return self.push_planes({"Y": y, "UV": uv}, "NV12")
+
+    def push_planes(self, planes: Any, format: str) -> np.ndarray:
+        """The image of a frame of ``format`` (NV12 or RGB) given its planes, in ``out``."""
+        image = self.out[0] if self.layout == "NCHW" else self.out[0].transpose(2, 0, 1)
         fmt = self.format
+        options = dict(width=self.width, height=self.height, color=fmt.color, fit=fmt.fit,
+                       pad=fmt.pad)
         if self._tables is None:
-            nv12_to_rgb(y, uv, width=self.width, height=self.height, color=fmt.color,
-                        out=planes, fit=fmt.fit, pad=fmt.pad)
+            frame_to_rgb(planes, format, out=image, **options)
             return self.out
-        samples = nv12_to_rgb(y, uv, width=self.width, height=self.height, color=fmt.color,
-                              fit=fmt.fit, pad=fmt.pad)
+        samples = frame_to_rgb(planes, format, **options)
         for c in range(3):
-            if planes[c].flags.c_contiguous:
-                self._tables[c].take(samples[c], out=planes[c])
+            if image[c].flags.c_contiguous:
+                self._tables[c].take(samples[c], out=image[c])
             else:
-                planes[c] = self._tables[c].take(samples[c])
+                image[c] = self._tables[c].take(samples[c])
         return self.out

@@ -3,7 +3,7 @@
 The daemon's models take one ``(1, 12, h, w)`` float32 or uint8 input: two stacked YUV420
 frames of a ``2w x 2h`` model frame, previous then current
 (:func:`plugin_host.frames.nv12_to_yuv6`); or, given an :class:`~plugin_host.frames.RgbFormat`,
-one colour image ``(1, 3, h, w)`` or ``(1, h, w, 3)`` of the current frame
+one colour image ``(1, 3, h, w)`` or ``(1, h, w, 3)`` of the current frame, NV12 or RGB
 (:mod:`plugin_host.frames.rgb`).
 With :meth:`SandboxedExecutor.feed_frames`, that input is made here, in the worker, straight
 from the camera pool it maps read-only: the host sends only the frame's slot, generation, id
@@ -26,7 +26,7 @@ from ..errors import FrameError, FrameFormatError, SandboxProtocolError
 from ..frames.convert import IMAGE_DTYPES, nv12_to_yuv6
 from ..frames.frame import Frame
 from ..frames.pool import PoolReader
-from ..frames.rgb import RgbFormat, RgbImage, rgb_input_problem, rgb_layout
+from ..frames.rgb import SOURCE_FORMATS, RgbFormat, RgbImage, rgb_input_problem, rgb_layout
 
 __all__ = ["FrameFeed", "image_input_problem", "frame_of"]
 
@@ -97,12 +97,14 @@ class FrameFeed:
     def fill(self, pool: PoolReader, frame: Frame) -> np.ndarray:
         """The stack ``[previous, frame]`` (read-only); FrameOverwrittenError if the frame's
         slot was refilled while it was read (the feed then stays as it was)."""
-        if frame.layout.format != "NV12":
-            raise FrameFormatError(f"{frame}: frames feed NV12 only")
+        fmt = frame.layout.format
+        if fmt not in (SOURCE_FORMATS if self._rgb is not None else ("NV12",)):
+            raise FrameFormatError(f"{frame}: a {'colour image' if self._rgb else 'YUV stack'} "
+                                   f"is not made from {fmt} frames")
         planes = pool.planes(frame)
         nxt = 1 - self._current
         if self._rgb is not None:
-            self._rgb[nxt].push(planes["Y"], planes["UV"])
+            self._rgb[nxt].push_planes(planes, fmt)
             pool.check(frame)
             self._current = nxt
             return self._views[nxt]

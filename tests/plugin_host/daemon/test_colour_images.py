@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import PluginHostError, PolicyError
-from plugin_host.frames import FrameLayout, RgbFormat, nv12_to_rgb
+from plugin_host.frames import FrameLayout, RgbFormat
+from plugin_host.frames.rgb import frame_to_rgb
 from plugin_host.frames.convert import nv12_to_yuv6
 from plugins.cameras.synthetic import synthetic_pattern
 
@@ -44,12 +45,13 @@ def detector(demo_state, tmp_path_factory) -> tuple[Path, Path, Path]:
     return own_artifact(demo_state, tmp_path_factory, _graph(), "detector")
 
 
-def _one_camera(detector, extra: str, name: str) -> Path:
-    """The demo policy pointed at the detector, a 128 x 64 camera, ``extra`` in its
-    [[artifact]]."""
+def _one_camera(detector, extra: str, name: str, format: str = "NV12") -> Path:
+    """The demo policy pointed at the detector, a 128 x 64 camera of ``format``, ``extra`` in
+    its [[artifact]]."""
     policy, _, artifact = detector
     text = point_at(policy.read_text(), "detector", artifact, extra)
     text = text.replace("width = 1928", "width = 128").replace("height = 1208", "height = 64")
+    text = text.replace('format = "NV12"', f'format = "{format}"')
     out = artifact.parent / name
     out.write_text(text)
     return out
@@ -70,8 +72,8 @@ def _run(policy: Path, state: Path, frames: int = 4):
 
 def _colour(layout: FrameLayout, frame_id: int, color: str = "rgb", fit: str = "stretch"
             ) -> np.ndarray:
-    planes = synthetic_pattern(layout, frame_id)
-    return nv12_to_rgb(planes["Y"], planes["UV"], width=W, height=H, color=color, fit=fit)
+    return frame_to_rgb(synthetic_pattern(layout, frame_id), layout.format, width=W, height=H,
+                        color=color, fit=fit)
 
 
 def _normalized(samples: np.ndarray, fmt: RgbFormat) -> np.ndarray:
@@ -91,6 +93,26 @@ def test_a_colour_image_of_each_frame_reaches_the_model(detector):
         want = _normalized(_colour(layout, message["frame_id"]), IMAGENET_FORMAT)
         np.testing.assert_array_equal(message["outputs"]["images_out"][0], want)
     assert len({m["outputs"]["images_out"].tobytes() for m in seen}) > 1  # frames differ
+
+
+def test_an_rgb_camera_makes_a_colour_image_and_a_gray_one_is_refused(detector):
+    policy = _one_camera(detector, 'image_inputs = { crop = { color = "bgr", fit = "crop" } }\n'
+                                   "fixed_inputs = { images = 0.0, img = 0 }", "rgb.toml", "RGB")
+    summary, seen, layouts, _ = _run(policy, detector[1])
+    layout = next(iter(layouts.values()))
+    assert layout.format == "RGB" and summary["frames_run"] >= 4
+    for message in seen:
+        want = _colour(layout, message["frame_id"], "bgr", "crop").transpose(1, 2, 0)
+        np.testing.assert_array_equal(message["outputs"]["crop_out"][0], want)
+    policy = _one_camera(detector, 'image_inputs = { crop = "rgb" }\n'
+                                   "fixed_inputs = { images = 0.0, img = 0 }", "gray.toml", "GRAY")
+    daemon, _ = quiet_daemon(policy, detector[1], frames=1)
+    try:
+        with pytest.raises(PluginHostError, match="the daemon needs an NV12 or RGB camera for "
+                                                  "model 'detector', got GRAY"):
+            daemon.load()
+    finally:
+        daemon.close()
 
 
 def test_a_colour_image_and_a_yuv_stack_of_two_cameras_in_one_run(detector):

@@ -181,3 +181,12 @@ def test_other_output_dtypes_are_refused(dtype):
         stack_frames(np.zeros((6, 1, 2)), np.zeros((6, 1, 2)), out=np.empty((1, 12, 1, 2), dtype))
     with pytest.raises(ShapeError, match="out must be float32 or uint8"):
         FrameStacker(width=4, height=2, dtype=dtype)
+
+
+def test_a_stack_is_made_of_nv12_frames_only():
+    y, uv = small_frame()
+    stacker = FrameStacker(width=4, height=2)
+    np.testing.assert_array_equal(stacker.push_planes({"Y": y, "UV": uv}, "NV12")[0, 6:],
+                                  nv12_to_yuv6(y, uv, width=4, height=2))
+    with pytest.raises(ShapeError, match="a YUV stack is made from NV12 frames, got RGB"):
+        stacker.push_planes({"RGB": np.zeros((4, 8, 3), np.uint8)}, "RGB")

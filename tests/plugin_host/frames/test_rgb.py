@@ -1,5 +1,6 @@
-"""NV12 -> a colour image input (frames/rgb.py): BT.601 video range against torch, the sampling,
-the channel orders and layouts, the values of a float input, and refused formats."""
+"""Camera frames -> a colour image input (frames/rgb.py): BT.601 video range against torch, the
+sampling and fits against torch's resize, RGB frames, the channel orders and layouts, the values
+of a float input, and refused formats."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 
 from plugin_host.errors import ShapeError
 from plugin_host.frames.convert import nearest_indices
-from plugin_host.frames.rgb import (RgbFormat, RgbImage, fit_boxes, nv12_to_rgb,
-                                    rgb_input_problem, rgb_layout)
+from plugin_host.frames.rgb import (RgbFormat, RgbImage, fit_boxes, frame_to_rgb, nv12_to_rgb,
+                                    rgb_input_problem, rgb_layout, rgb_to_rgb)
 
 
 def torch_bt601(y, u, v):
@@ -265,3 +266,35 @@ def test_bad_fits_and_pads_are_refused():
     for pad in (256, -1, 1.0, True):
         with pytest.raises(ValueError, match="pad must be a sample value"):
             RgbFormat(pad=pad)
+
+
+# --- RGB frames ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fit", ["stretch", "letterbox", "crop"])
+def test_an_rgb_frame_gives_its_own_samples_as_torch_resizes(fit):
+    rng = np.random.default_rng(4)
+    plane = rng.integers(0, 256, (90, 160, 3), dtype=np.uint8)
+    full = np.ascontiguousarray(plane.transpose(2, 0, 1))
+    got = rgb_to_rgb(plane, width=48, height=48, fit=fit, pad=3)
+    (sy, sx, sh, sw), (oy, ox, oh, ow) = fit_boxes((90, 160), (48, 48), fit)
+    want = np.full((3, 48, 48), 3.0, np.float32)
+    want[:, oy:oy + oh, ox:ox + ow] = torch_nearest(full[:, sy:sy + sh, sx:sx + sw], (oh, ow))
+    np.testing.assert_array_equal(got, want)
+    bgr = frame_to_rgb({"RGB": plane}, "RGB", width=48, height=48, color="bgr", fit=fit, pad=3)
+    np.testing.assert_array_equal(bgr, got[::-1])
+
+
+def test_frames_of_each_format_make_an_image_and_others_are_refused():
+    y, uv = frame(40, 64)
+    np.testing.assert_array_equal(frame_to_rgb({"Y": y, "UV": uv}, "NV12", width=16, height=8),
+                                  nv12_to_rgb(y, uv, width=16, height=8))
+    out = np.zeros((1, 8, 16, 3), np.uint8)
+    plane = np.arange(40 * 64 * 3, dtype=np.int64).reshape(40, 64, 3).astype(np.uint8)
+    RgbImage(out, "NHWC", RgbFormat()).push_planes({"RGB": plane}, "RGB")
+    np.testing.assert_array_equal(out[0], rgb_to_rgb(plane, width=16, height=8).transpose(1, 2, 0))
+    with pytest.raises(ValueError, match="made from NV12 or RGB frames, got GRAY"):
+        frame_to_rgb({"Y": y}, "GRAY", width=16, height=8)
+    for bad in [plane[..., :2], plane.astype(np.float32), plane[0], plane[:0]]:
+        with pytest.raises(ShapeError, match="RGB plane"):
+            rgb_to_rgb(bad, width=4, height=4)

@@ -17,9 +17,10 @@ import pytest
 
 from plugin_host.artifacts import build_artifact, sign_artifact
 from plugin_host.builder import GraphBuilder
-from plugin_host.errors import (FrameError, FrameOverwrittenError, SandboxError,
-                                WorkerDiedError)
+from plugin_host.errors import (FrameError, FrameFormatError, FrameOverwrittenError,
+                                SandboxError, WorkerDiedError)
 from plugin_host.frames import FrameLayout, FramePool, RgbFormat, nv12_to_rgb, nv12_to_yuv6
+from plugin_host.frames.rgb import rgb_to_rgb
 from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
 from plugin_host.sandbox.landlock import abi_version
 from plugins.numpy_backend import NumpyBackend
@@ -316,3 +317,22 @@ def test_the_worker_refuses_a_malformed_image_format(cx):
     out = cx.run({"rgb": np.ones((1, 3, H, W), np.float32),
                   "bgr": np.zeros((1, H, W, 3), np.uint8)})
     assert out["rgb_echo"].min() == 1.0
+
+
+def test_a_colour_image_is_made_from_an_rgb_camera_and_a_stack_is_not(cx, sx):
+    rgb_pool = FramePool(FrameLayout.create("RGB", 64, 40), 3, camera="road")
+    try:
+        cx.attach_pool(rgb_pool)
+        cx.feed_frames("rgb", RgbFormat("bgr", fit="letterbox"))
+        frame = produce(rgb_pool, 1, 1)
+        out = cx.run({"bgr": np.zeros((1, H, W, 3), np.uint8)}, frame=frame)
+        with rgb_pool.lease(frame) as lease:
+            want = rgb_to_rgb(lease.planes()["RGB"], width=W, height=H, color="bgr",
+                              fit="letterbox")
+        np.testing.assert_array_equal(out["rgb_echo"][0], want)
+        sx.attach_pool(rgb_pool)
+        sx.feed_frames("img")
+        with pytest.raises(FrameFormatError, match="a YUV stack is not made from RGB frames"):
+            sx.run(GAIN, frame=produce(rgb_pool, 2, 2))
+    finally:
+        rgb_pool.close()
