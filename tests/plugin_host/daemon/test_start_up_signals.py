@@ -174,17 +174,23 @@ def test_sighup_before_the_daemon_exists_is_passed_on_as_a_swap_check(demo_state
 def test_sighup_during_start_up_does_not_end_it_and_checks_the_artifact_once_frames_run(
         first_use):
     policy, state = first_use
+    log = state.parent / "events.jsonl"
     with running_cli("run", "--policy", str(policy), "--state-dir", str(state),
-                     "--swap-poll", "0") as proc:
+                     "--swap-poll", "0", "--log", str(log)) as proc:
         lines = [proc.stdout.readline()]
         assert lines[0].startswith("first use: created the demo signing key"), lines
         proc.send_signal(signal.SIGHUP)  # while it builds, signs and accepts the artifact
         while not lines[-1].startswith("running artifact"):
             lines.append(proc.stdout.readline())
             assert lines[-1], "".join(lines)  # end of output: it stopped
-        time.sleep(1.0)
+        # the check runs once frames run; on a loaded machine it may take a while
+        deadline = time.monotonic() + 60
+        while '"event":"swap_unchanged"' not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err[-2000:]
-    assert '"event":"swap_check","why":"SIGHUP"' in err
-    assert '"event":"swap_unchanged"' in err and "stopped by SIGTERM" in out
+    events = log.read_text()
+    assert proc.returncode == 0, (err[-2000:], events[-2000:])
+    assert '"event":"swap_check","why":"SIGHUP"' in events
+    assert '"event":"swap_unchanged"' in events and "stopped by SIGTERM" in out
