@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from plugin_host.errors import PluginHostError, PolicyError
-from plugin_host.frames import FrameLayout, RgbFormat
-from plugin_host.frames.rgb import frame_to_rgb
+from plugin_host.frames import FrameLayout, RgbFormat, frame_to_rgb
 from plugin_host.frames.convert import nv12_to_yuv6
 from plugins.cameras.synthetic import synthetic_pattern
 

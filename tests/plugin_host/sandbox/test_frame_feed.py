@@ -19,8 +19,8 @@ from plugin_host.artifacts import build_artifact, sign_artifact
 from plugin_host.builder import GraphBuilder
 from plugin_host.errors import (FrameError, FrameFormatError, FrameOverwrittenError,
                                 SandboxError, WorkerDiedError)
-from plugin_host.frames import FrameLayout, FramePool, RgbFormat, nv12_to_rgb, nv12_to_yuv6
-from plugin_host.frames.rgb import rgb_to_rgb
+from plugin_host.frames import (FrameLayout, FramePool, RgbFormat, nv12_to_rgb, nv12_to_yuv6,
+                                rgb_to_rgb)
 from plugin_host.sandbox import SandboxedExecutor, SandboxLimits
 from plugin_host.sandbox.landlock import abi_version
 from plugins.numpy_backend import NumpyBackend
