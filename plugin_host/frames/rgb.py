@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -245,11 +246,18 @@ def _check_size(width: Any, height: Any, color: str, pad: Any, out: np.ndarray |
                          got=out.shape)
 
 
+@lru_cache(maxsize=64)
 def _sampled(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
-             ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int]]:
-    """(source rows, source columns, the image's box) of ``fit``."""
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                        tuple[int, int, int, int]]:
+    """(source rows, source columns, their chroma rows and columns, the image's box) of
+    ``fit``, read-only: made once per camera and image size, not per frame."""
     (sy, sx, sh, sw), box = fit_boxes(size_in, size_out, fit)
-    return sy + nearest_indices(sh, box[2]), sx + nearest_indices(sw, box[3]), box
+    rows, cols = sy + nearest_indices(sh, box[2]), sx + nearest_indices(sw, box[3])
+    out = rows, cols, rows // 2, cols // 2
+    for array in out:
+        array.setflags(write=False)
+    return out + (box,)
 
 
 def _placed(rgb: np.ndarray, box: tuple[int, int, int, int], size: tuple[int, int], pad: int,
@@ -283,12 +291,12 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
         raise ShapeError(f"NV12 planes: expected uint8 samples, got {y.dtype} and {uv.dtype}",
                          where="nv12_to_rgb", expected="uint8", got=(y.dtype, uv.dtype))
     _check_size(width, height, color, pad, out, "nv12_to_rgb")
-    rows, cols, box = _sampled((h_in, w_in), (height, width), fit)
+    rows, cols, chroma_rows, chroma_cols, box = _sampled((h_in, w_in), (height, width), fit)
     # gathers one axis at a time (take), and planes rather than interleaved channels: a few
     # times faster than one fancy index of both axes and strided writes
     luma = y.take(rows, 0).take(cols, 1)
     # each chroma pair read as one little-endian 16-bit word: U its low byte, V its high one
-    chroma = uv.take(rows // 2, 0).take(cols // 2, 1).view("<u2")[..., 0]
+    chroma = uv.take(chroma_rows, 0).take(chroma_cols, 1).view("<u2")[..., 0]
     u, v = chroma & 0xFF, chroma >> 8
     high = luma.astype(np.uint16) << 8
     rgb = np.empty((3,) + luma.shape, np.uint8)
@@ -316,7 +324,7 @@ def rgb_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb"
                          f"{plane.shape}", where="rgb_to_rgb", expected="(H, W, 3)",
                          got=plane.shape)
     _check_size(width, height, color, pad, out, "rgb_to_rgb")
-    rows, cols, box = _sampled(plane.shape[:2], (height, width), fit)
+    rows, cols, _, _, box = _sampled(plane.shape[:2], (height, width), fit)
     picked = plane.take(rows, 0).take(cols, 1).transpose(2, 0, 1)
     rgb = np.ascontiguousarray(picked if color == "rgb" else picked[::-1])
     return _placed(rgb, box, (height, width), pad, out)
