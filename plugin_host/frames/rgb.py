@@ -7,7 +7,7 @@ input in its ``[[artifact]]``'s ``image_inputs`` with an :class:`RgbFormat`; thi
 it from one NV12 frame (converted as below) or RGB frame (its samples as they are:
 :func:`frame_to_rgb`):
 
-**Resizing**, as for the YUV stack: nearest-neighbour sampling at pixel centres
+**Resizing**, by default as for the YUV stack: nearest-neighbour sampling at pixel centres
 (:func:`~plugin_host.frames.convert.nearest_indices`), no calibration. Each output pixel takes
 one source pixel's luma and that pixel's own chroma sample (NV12 shares one ``U, V`` among each
 2 x 2 block of luma pixels), so an output pixel is exactly the colour of the source pixel it
@@ -27,6 +27,24 @@ Within its box an image pixel ``(r, c)`` samples source pixel ``(sy + floor((r -
 sh / oh), sx + floor((c - ox + 0.5) sw / ow))``: ``(sy, sx, sh, sw)`` the frame's box,
 ``(oy, ox, oh, ow)`` the image's. A detector's boxes map back to the frame by the same two
 boxes.
+
+``resize`` may instead ask for the frame's box converted to 8-bit samples (below) and then
+resampled as the model's training pipeline did, each channel on its own, separably (along the
+rows, then down the columns), in float32, rounded to samples again:
+
+- ``"bilinear"`` (OpenCV's ``INTER_LINEAR``, which YOLO's letterbox uses; torch's
+  ``interpolate(mode="bilinear", align_corners=False)``): output ``i`` of an axis weighs the
+  two source samples around ``x = (i + 0.5) in / out - 0.5`` (``x`` held at 0 below the first,
+  the last sample repeated past the end) by their distance;
+- ``"bilinear-antialias"`` (PIL's bilinear filter, torchvision's ``Resize`` with
+  ``antialias=True``, torch's ``antialias=True``): shrinking by ``s = in / out``, output
+  ``i`` weighs every source sample whose centre lies within ``s`` of ``(i + 0.5) s`` by a
+  triangle of half-width ``s``, normalized, so each output averages its whole footprint
+  rather than two samples of it; growing, it is ``"bilinear"``.
+
+Both read only the source pixels their weights reach, a strip of rows at a time, weighing each
+strip as it is converted; the weights are made once per camera and image size, as blocks of a
+few small matrix products.
 
 **Colour**: ITU-R BT.601 in video range (luma 16..235, chroma 16..240, centred on 128), the
 matrix camera pipelines and OpenCV's ``COLOR_YUV2RGB_NV12`` use. With ``Kr = 0.299``,
@@ -65,15 +83,17 @@ import numpy as np
 from ..errors import ShapeError
 from .convert import IMAGE_DTYPES, check_nv12, nearest_indices
 
-__all__ = ["RgbFormat", "RgbImage", "COLORS", "FITS", "SOURCE_FORMATS", "fit_boxes",
+__all__ = ["RgbFormat", "RgbImage", "COLORS", "FITS", "RESIZES", "SOURCE_FORMATS", "fit_boxes",
            "frame_to_rgb", "nv12_to_rgb", "rgb_to_rgb", "rgb_layout", "rgb_input_problem"]
 
 #: The channel orders an image input may take.
 COLORS = ("rgb", "bgr")
 #: How a frame fills an image of another aspect ratio (see the module).
 FITS = ("stretch", "letterbox", "crop")
+#: How a frame is resampled to the image's size (see the module).
+RESIZES = ("nearest", "bilinear", "bilinear-antialias")
 #: The fields of an :class:`RgbFormat`, as a policy table and a sandbox message hold them.
-FIELDS = ("color", "scale", "mean", "std", "fit", "pad")
+FIELDS = ("color", "scale", "mean", "std", "fit", "pad", "resize")
 #: The frame formats a colour image is made from.
 SOURCE_FORMATS = ("NV12", "RGB")
 
@@ -114,13 +134,14 @@ _B_BY_YU = _samples(_LUMA[:, None] + _B_U[None, :])
 @dataclass(frozen=True)
 class RgbFormat:
     """How an image input is made from frames: its channel order (``color``: ``"rgb"`` or
-    ``"bgr"``), how a frame fills it (``fit``, with the sample ``pad`` around a letterbox) and,
-    for a float32 input, ``(sample * scale - mean[c]) / std[c]``.
+    ``"bgr"``), how a frame fills it (``fit``, with the sample ``pad`` around a letterbox),
+    how it is resampled (``resize``) and, for a float32 input,
+    ``(sample * scale - mean[c]) / std[c]``.
 
     Built from untrusted values (a policy file, a sandbox message) it refuses anything else
-    with a ``ValueError`` naming the field: an unknown colour or fit, a non-finite number,
-    means or stds not given as three numbers, a scale or a std of 0, a pad that is not an
-    integer of 0..255."""
+    with a ``ValueError`` naming the field: an unknown colour, fit or resize, a non-finite
+    number, means or stds not given as three numbers, a scale or a std of 0, a pad that is not
+    an integer of 0..255."""
 
     color: str = "rgb"
     scale: float = 1.0
@@ -128,6 +149,7 @@ class RgbFormat:
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     fit: str = "stretch"
     pad: int = 114
+    resize: str = "nearest"
 
     def __post_init__(self) -> None:
         if self.color not in COLORS:
@@ -136,6 +158,9 @@ class RgbFormat:
         if self.fit not in FITS:
             raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got "
                              f"{self.fit!r}")
+        if self.resize not in RESIZES:
+            raise ValueError(f"resize must be one of {', '.join(map(repr, RESIZES))}, got "
+                             f"{self.resize!r}")
         if type(self.pad) is not int or not 0 <= self.pad <= 255:
             raise ValueError(f"pad must be a sample value, an integer of 0..255, got "
                              f"{self.pad!r}")
@@ -159,15 +184,16 @@ class RgbFormat:
     def to_wire(self) -> dict[str, Any]:
         """A msgpack-friendly dict (:meth:`from_wire` reads it back)."""
         return {"color": self.color, "scale": self.scale, "mean": list(self.mean),
-                "std": list(self.std), "fit": self.fit, "pad": self.pad}
+                "std": list(self.std), "fit": self.fit, "pad": self.pad,
+                "resize": self.resize}
 
     @classmethod
     def from_wire(cls, value: Any) -> "RgbFormat":
         """An :class:`RgbFormat` from :meth:`to_wire`'s dict; ValueError if malformed."""
         if type(value) is not dict or set(value) != set(FIELDS):
             raise ValueError(f"an image format is a dict of {', '.join(FIELDS)}")
-        if type(value["color"]) is not str or type(value["fit"]) is not str:
-            raise ValueError("color and fit must be str")
+        if any(type(value[k]) is not str for k in ("color", "fit", "resize")):
+            raise ValueError("color, fit and resize must be str")
         return cls(**value)
 
     def tables(self) -> np.ndarray:
@@ -231,8 +257,8 @@ def fit_boxes(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
     raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got {fit!r}")
 
 
-def _check_size(width: Any, height: Any, color: str, pad: Any, out: np.ndarray | None,
-                where: str) -> None:
+def _check_size(width: Any, height: Any, color: str, pad: Any, resize: Any,
+                out: np.ndarray | None, where: str) -> None:
     if type(width) is not int or type(height) is not int or width < 1 or height < 1:
         raise ShapeError(f"image size must be positive, got {width}x{height}",
                          where=where, expected="positive", got=(width, height))
@@ -240,24 +266,117 @@ def _check_size(width: Any, height: Any, color: str, pad: Any, out: np.ndarray |
         raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got {color!r}")
     if type(pad) is not int or not 0 <= pad <= 255:
         raise ValueError(f"pad must be an integer of 0..255, got {pad!r}")
+    if resize not in RESIZES:
+        raise ValueError(f"resize must be one of {', '.join(map(repr, RESIZES))}, got "
+                         f"{resize!r}")
     if out is not None and (out.shape != (3, height, width) or out.dtype != np.uint8):
         raise ShapeError(f"out must be uint8 (3, {height}, {width}), got {out.dtype} "
                          f"{out.shape}", where=where, expected=(3, height, width),
                          got=out.shape)
 
 
+def _linear_taps(size_in: int, size_out: int, antialias: bool
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, weights)``, each ``(size_out, k)``: the source samples each output sample
+    sums and their weights (float64, summing to 1). Output ``i``'s centre falls on source
+    coordinate ``x = (i + 0.5) * size_in / size_out``. Bilinear: the two samples around
+    ``x - 0.5`` (held at 0 below the first, the last sample repeated past the end).
+    Antialiased, when shrinking by ``s = size_in / size_out > 1``: the triangle of half-width
+    ``s`` centred on ``x`` over the samples' centres, normalized (PIL's filter, and torch's
+    ``antialias=True``); growing, it is bilinear."""
+    scale = size_in / size_out
+    centre = (np.arange(size_out, dtype=np.float64) + 0.5) * scale
+    if not antialias:
+        src = np.maximum(centre - 0.5, 0.0)
+        first = np.minimum(np.floor(src).astype(np.int64), size_in - 1)
+        frac = src - first
+        return (np.stack([first, np.minimum(first + 1, size_in - 1)], 1),
+                np.stack([1 - frac, frac], 1))
+    half = max(scale, 1.0)
+    lo = np.maximum(np.trunc(centre - half + 0.5).astype(np.int64), 0)
+    hi = np.minimum(np.trunc(centre + half + 0.5).astype(np.int64), size_in)
+    indices = lo[:, None] + np.arange(int((hi - lo).max()))[None, :]
+    weights = np.maximum(0.0, 1 - np.abs((indices - centre[:, None] + 0.5) / half))
+    weights[indices >= hi[:, None]] = 0
+    weights /= weights.sum(1, keepdims=True)
+    return np.minimum(indices, size_in - 1), weights
+
+
+#: Output samples per block of a resample's weight matrices (see :func:`_axis`)
+_BLOCK = 16
+#: Rows of a frame converted at a time
+_STRIP = 32
+
+
+def _axis(start: int, size_in: int, size_out: int, resize: str
+          ) -> tuple[np.ndarray, tuple | None]:
+    """One axis of a resample: the source samples read (from ``start``, in order, each once)
+    and, unless nearest, the weights as blocks ``(first, end, lo, hi, matrix)``: outputs
+    ``first:end`` are the read samples ``lo:hi`` times the float32 ``(hi - lo, end - first)``
+    matrix. The taps of a block of outputs lie close together, so a few small matrix products
+    do what one per tap would, several times faster."""
+    if resize == "nearest":
+        return start + nearest_indices(size_in, size_out), None
+    indices, weights = _linear_taps(size_in, size_out, resize == "bilinear-antialias")
+    read = np.unique(indices)
+    positions = np.searchsorted(read, indices)
+    blocks = []
+    for first in range(0, size_out, _BLOCK):
+        end = min(size_out, first + _BLOCK)
+        taps = positions[first:end]
+        lo, hi = int(taps.min()), int(taps.max()) + 1
+        matrix = np.zeros((hi - lo, end - first))
+        np.add.at(matrix, (taps - lo, np.arange(end - first)[:, None]), weights[first:end])
+        matrix = matrix.astype(np.float32)
+        matrix.setflags(write=False)
+        blocks.append((first, end, lo, hi, matrix))
+    return start + read, tuple(blocks)
+
+
 @lru_cache(maxsize=64)
-def _sampled(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
+def _sampled(size_in: tuple[int, int], size_out: tuple[int, int], fit: str, resize: str
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                        tuple[int, int, int, int]]:
-    """(source rows, source columns, their chroma rows and columns, the image's box) of
-    ``fit``, read-only: made once per camera and image size, not per frame."""
+                        tuple[int, int, int, int], Any, Any]:
+    """(source rows, source columns, their chroma rows and columns, the image's box, the rows'
+    weight blocks, the columns') of ``fit`` and ``resize``, read-only: made once per camera
+    and image size, not per frame. Nearest reads one source pixel per image pixel (no
+    weights)."""
     (sy, sx, sh, sw), box = fit_boxes(size_in, size_out, fit)
-    rows, cols = sy + nearest_indices(sh, box[2]), sx + nearest_indices(sw, box[3])
+    rows, row_blocks = _axis(sy, sh, box[2], resize)
+    cols, col_blocks = _axis(sx, sw, box[3], resize)
     out = rows, cols, rows // 2, cols // 2
     for array in out:
         array.setflags(write=False)
-    return out + (box,)
+    return out + (box, row_blocks, col_blocks)
+
+
+def _made(read: Any, n_rows: int, n_cols: int, row_blocks: Any, col_blocks: Any
+          ) -> np.ndarray:
+    """``(3, oh, ow)`` uint8: the samples that ``read(strip, out)`` writes into ``out`` (a
+    ``(3, rows, n_cols)`` uint8 buffer) for each strip of the ``n_rows`` read rows, weighted
+    along each strip's rows as it is read (while it is in the cache), then down the columns,
+    in float32, rounded; as read for nearest (no weights)."""
+    if row_blocks is None:
+        samples = np.empty((3, n_rows, n_cols), np.uint8)
+        for first in range(0, n_rows, _STRIP):
+            read(slice(first, first + _STRIP), samples[:, first:first + _STRIP])
+        return samples
+    across = np.empty((3, n_rows, col_blocks[-1][1]), np.float32)
+    buffer = np.empty((3, min(n_rows, _STRIP), n_cols), np.uint8)
+    for first in range(0, n_rows, _STRIP):
+        strip = slice(first, first + _STRIP)
+        samples = buffer[:, :len(range(n_rows)[strip])]
+        read(strip, samples)
+        values = samples.astype(np.float32)
+        for start, end, lo, hi, matrix in col_blocks:
+            np.matmul(values[:, :, lo:hi], matrix, out=across[:, strip, start:end])
+    down = np.empty((3, row_blocks[-1][1], across.shape[2]), np.float32)
+    for start, end, lo, hi, matrix in row_blocks:
+        np.matmul(matrix.T, across[:, lo:hi], out=down[:, start:end])
+    # weights of 0..1 summing to 1: within 0..255 already (to float32's rounding, far from a
+    # half)
+    np.rint(down, out=down)
+    return down.astype(np.uint8)
 
 
 def _placed(rgb: np.ndarray, box: tuple[int, int, int, int], size: tuple[int, int], pad: int,
@@ -280,53 +399,65 @@ def _placed(rgb: np.ndarray, box: tuple[int, int, int, int], size: tuple[int, in
 
 def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
                 color: str = "rgb", out: np.ndarray | None = None, fit: str = "stretch",
-                pad: int = 114) -> np.ndarray:
+                pad: int = 114, resize: str = "nearest") -> np.ndarray:
     """``(3, height, width)`` uint8 planes in ``color`` order from one NV12 frame, fitted by
-    ``fit`` (``pad`` around a letterbox; see the module), in ``out`` (uint8, any strides) when
-    given: ``y`` the ``(H, W)`` luma plane, ``uv`` the ``(H/2, W/2, 2)`` chroma plane (any
-    strides, e.g. read-only pool views). ``.transpose(1, 2, 0)`` is the ``(height, width, 3)``
-    image a decoder gives."""
+    ``fit`` (``pad`` around a letterbox) and resampled by ``resize`` (see the module), in
+    ``out`` (uint8, any strides) when given: ``y`` the ``(H, W)`` luma plane, ``uv`` the
+    ``(H/2, W/2, 2)`` chroma plane (any strides, e.g. read-only pool views).
+    ``.transpose(1, 2, 0)`` is the ``(height, width, 3)`` image a decoder gives."""
     h_in, w_in = check_nv12(y, uv, "nv12_to_rgb")
     if y.dtype != np.uint8 or uv.dtype != np.uint8:
         raise ShapeError(f"NV12 planes: expected uint8 samples, got {y.dtype} and {uv.dtype}",
                          where="nv12_to_rgb", expected="uint8", got=(y.dtype, uv.dtype))
-    _check_size(width, height, color, pad, out, "nv12_to_rgb")
-    rows, cols, chroma_rows, chroma_cols, box = _sampled((h_in, w_in), (height, width), fit)
-    # gathers one axis at a time (take), and planes rather than interleaved channels: a few
-    # times faster than one fancy index of both axes and strided writes
-    luma = y.take(rows, 0).take(cols, 1)
-    # each chroma pair read as one little-endian 16-bit word: U its low byte, V its high one
-    chroma = uv.take(chroma_rows, 0).take(chroma_cols, 1).view("<u2")[..., 0]
-    u, v = chroma & 0xFF, chroma >> 8
-    high = luma.astype(np.uint16) << 8
-    rgb = np.empty((3,) + luma.shape, np.uint8)
+    _check_size(width, height, color, pad, resize, out, "nv12_to_rgb")
+    rows, cols, chroma_rows, chroma_cols, box, row_blocks, col_blocks = _sampled(
+        (h_in, w_in), (height, width), fit, resize)
     red, blue = (0, 2) if color == "rgb" else (2, 0)
-    _R_BY_YV.take(high | v, out=rgb[red], mode="clip")  # (every index is in range)
-    _B_BY_YU.take(high | u, out=rgb[blue], mode="clip")
-    green = _LUMA.take(luma)
-    green += _G_U.take(u)
-    green += _G_V.take(v)
-    np.rint(green, out=green)
-    np.clip(green, 0, 255, out=green)
-    rgb[1] = green  # whole numbers in 0..255: exact
+
+    def read(strip: slice, rgb: np.ndarray) -> None:
+        # gathers one axis at a time (take), and planes rather than interleaved channels: a
+        # few times faster than one fancy index of both axes; a strip of rows at a time keeps
+        # the temporaries in the cache (twice as fast on a whole frame as one pass)
+        luma = y.take(rows[strip], 0).take(cols, 1)
+        # each chroma pair read as one little-endian 16-bit word: U its low byte, V its high
+        chroma = uv.take(chroma_rows[strip], 0).take(chroma_cols, 1).view("<u2")[..., 0]
+        u, v = chroma & 0xFF, chroma >> 8
+        high = luma.astype(np.uint16) << 8
+        _R_BY_YV.take(high | v, out=rgb[red], mode="clip")  # (every index is in range)
+        _B_BY_YU.take(high | u, out=rgb[blue], mode="clip")
+        green = _LUMA.take(luma)
+        green += _G_U.take(u)
+        green += _G_V.take(v)
+        np.rint(green, out=green)
+        np.clip(green, 0, 255, out=green)
+        rgb[1] = green  # whole numbers in 0..255: exact
+
+    rgb = _made(read, len(rows), len(cols), row_blocks, col_blocks)
     return _placed(rgb, box, (height, width), pad, out)
 
 
 def rgb_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb",
-               out: np.ndarray | None = None, fit: str = "stretch", pad: int = 114
-               ) -> np.ndarray:
+               out: np.ndarray | None = None, fit: str = "stretch", pad: int = 114,
+               resize: str = "nearest") -> np.ndarray:
     """``(3, height, width)`` uint8 planes in ``color`` order from one RGB frame's ``(H, W, 3)``
-    plane (any strides), its samples as they are, sampled and fitted as :func:`nv12_to_rgb`
+    plane (any strides), its samples as they are, fitted and resampled as :func:`nv12_to_rgb`
     does."""
     if plane.ndim != 3 or plane.shape[2] != 3 or plane.dtype != np.uint8 \
             or not all(plane.shape):
         raise ShapeError(f"RGB plane: expected uint8 (H, W, 3), got {plane.dtype} "
                          f"{plane.shape}", where="rgb_to_rgb", expected="(H, W, 3)",
                          got=plane.shape)
-    _check_size(width, height, color, pad, out, "rgb_to_rgb")
-    rows, cols, _, _, box = _sampled(plane.shape[:2], (height, width), fit)
-    picked = plane.take(rows, 0).take(cols, 1).transpose(2, 0, 1)
-    rgb = np.ascontiguousarray(picked if color == "rgb" else picked[::-1])
+    _check_size(width, height, color, pad, resize, out, "rgb_to_rgb")
+    rows, cols, _, _, box, row_blocks, col_blocks = _sampled(plane.shape[:2], (height, width),
+                                                             fit, resize)
+    channels = (0, 1, 2) if color == "rgb" else (2, 1, 0)
+
+    def read(strip: slice, rgb: np.ndarray) -> None:
+        picked = plane.take(rows[strip], 0).take(cols, 1)
+        for c, channel in enumerate(channels):
+            rgb[c] = picked[:, :, channel]
+
+    rgb = _made(read, len(rows), len(cols), row_blocks, col_blocks)
     return _placed(rgb, box, (height, width), pad, out)
 
 
@@ -372,7 +503,7 @@ class RgbImage:
         image = self.out[0] if self.layout == "NCHW" else self.out[0].transpose(2, 0, 1)
         fmt = self.format
         options = dict(width=self.width, height=self.height, color=fmt.color, fit=fmt.fit,
-                       pad=fmt.pad)
+                       pad=fmt.pad, resize=fmt.resize)
         if self._tables is None:
             frame_to_rgb(planes, format, out=image, **options)
             return self.out

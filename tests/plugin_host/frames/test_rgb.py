@@ -28,11 +28,11 @@ def torch_bt601(y, u, v):
                         luma + 2 * (1 - kb) * cb]).numpy()
 
 
-def assert_rounds_to(got: np.ndarray, exact: np.ndarray) -> None:
-    """``got`` is ``exact`` rounded to the nearest integer and clipped to 0..255; within 1e-4
-    of a half (float32's reach there) it may round either way."""
+def assert_rounds_to(got: np.ndarray, exact: np.ndarray, near: float = 1e-4) -> None:
+    """``got`` is ``exact`` rounded to the nearest integer and clipped to 0..255; within
+    ``near`` of a half (float32's reach there) it may round either way."""
     want = np.clip(np.rint(exact), 0, 255)
-    near_half = np.abs(exact - np.floor(exact) - 0.5) < 1e-4
+    near_half = np.abs(exact - np.floor(exact) - 0.5) < near
     diff = got.astype(np.int64) - want.astype(np.int64)
     assert np.all(diff[~near_half] == 0), np.argwhere((diff != 0) & ~near_half)[:5]
     assert np.all(np.abs(diff[near_half]) <= 1)
@@ -151,13 +151,14 @@ def test_bad_formats_are_refused(kwargs, words):
 
 
 def test_format_round_trips_and_refuses_malformed_messages():
-    fmt = RgbFormat("bgr", 0.5, [1, 2, 3], (4, 5, 6), "crop", 0)
+    fmt = RgbFormat("bgr", 0.5, [1, 2, 3], (4, 5, 6), "crop", 0, "bilinear")
     assert fmt.mean == (1.0, 2.0, 3.0) and fmt.normalizes
     assert RgbFormat.from_wire(fmt.to_wire()) == fmt
     assert not RgbFormat().normalizes
     for bad in [None, [], {"color": "rgb"}, {**fmt.to_wire(), "extra": 1},
                 {**fmt.to_wire(), "color": 3}, {**fmt.to_wire(), "std": [0, 1, 1]},
-                {**fmt.to_wire(), "fit": None}, {**fmt.to_wire(), "pad": 300}]:
+                {**fmt.to_wire(), "fit": None}, {**fmt.to_wire(), "pad": 300},
+                {**fmt.to_wire(), "resize": "cubic"}, {**fmt.to_wire(), "resize": 1}]:
         with pytest.raises(ValueError):
             RgbFormat.from_wire(bad)
 
@@ -266,6 +267,95 @@ def test_bad_fits_and_pads_are_refused():
     for pad in (256, -1, 1.0, True):
         with pytest.raises(ValueError, match="pad must be a sample value"):
             RgbFormat(pad=pad)
+
+
+# --- resize: nearest, bilinear, bilinear-antialias -------------------------------------------
+
+
+def torch_resized(image: np.ndarray, size: tuple[int, int], resize: str) -> np.ndarray:
+    """torch's float64 resize of a (3, H, W) uint8 image, unrounded: ``interpolate`` with
+    mode="bilinear" (align_corners=False) and ``antialias`` as ``resize`` says. An image
+    one pixel wide and more tall is resized transposed: torch 2.13's antialiased resize to
+    such a size gives every row the first row's value (over all sizes up to 8 x 8, only
+    then)."""
+    torch = pytest.importorskip("torch")
+    if size[1] == 1 and size[0] > 1:
+        return torch_resized(image.transpose(0, 2, 1), size[::-1], resize).transpose(0, 2, 1)
+    t = torch.from_numpy(image.astype(np.float64))[None]
+    return torch.nn.functional.interpolate(t, size=size, mode="bilinear", align_corners=False,
+                                           antialias=resize == "bilinear-antialias")[0].numpy()
+
+
+@pytest.mark.parametrize("resize", ["bilinear", "bilinear-antialias"])
+@pytest.mark.parametrize("fit", ["stretch", "letterbox", "crop"])
+@pytest.mark.parametrize("size_in, size_out", [((120, 200), (48, 64)), ((64, 96), (100, 90)),
+                                               ((1208, 1928), (224, 224)), ((6, 10), (4, 3)),
+                                               ((2, 2), (5, 1))])
+def test_each_resize_of_each_fit_against_torch(size_in, size_out, fit, resize):
+    """A bilinear image is the frame converted at its own size, its box resized by torch's
+    bilinear interpolate (antialiased or not) in float64, rounded to samples, placed in the
+    image's box (the pad around a letterbox); float32 sums may round a value within 1e-3 of a
+    half either way. Shrinking 1928 to 224 the antialiased filter sums 18 source pixels."""
+    y, uv = frame(*size_in)
+    full = nv12_to_rgb(y, uv, width=size_in[1], height=size_in[0])
+    (h, w), pad = size_out, 9
+    got = nv12_to_rgb(y, uv, width=w, height=h, fit=fit, pad=pad, resize=resize)
+    (sy, sx, sh, sw), (oy, ox, oh, ow) = fit_boxes(size_in, size_out, fit)
+    want = np.full((3, h, w), float(pad))
+    want[:, oy:oy + oh, ox:ox + ow] = torch_resized(full[:, sy:sy + sh, sx:sx + sw], (oh, ow),
+                                                    resize)
+    assert_rounds_to(got, want, near=1e-3)
+    plane = np.ascontiguousarray(full.transpose(1, 2, 0))  # the same samples from an RGB frame
+    bgr = rgb_to_rgb(plane, width=w, height=h, color="bgr", fit=fit, pad=pad, resize=resize)
+    np.testing.assert_array_equal(bgr, got[::-1])
+
+
+def test_resizes_differ_where_they_should():
+    """Growing, the antialiased filter is bilinear; shrinking by 4 it averages a wider window
+    than bilinear's two pixels; nearest takes one pixel."""
+    y, uv = frame(64, 64)
+    images = {r: nv12_to_rgb(y, uv, width=16, height=16, resize=r)
+              for r in ("nearest", "bilinear", "bilinear-antialias")}
+    assert len({a.tobytes() for a in images.values()}) == 3
+    grow = [nv12_to_rgb(y, uv, width=100, height=90, resize=r)
+            for r in ("bilinear", "bilinear-antialias")]
+    np.testing.assert_array_equal(*grow)
+    # the antialiased image is smoother: a random frame's neighbours differ less
+    rough = {r: np.abs(np.diff(a.astype(int), axis=2)).mean() for r, a in images.items()}
+    assert rough["bilinear-antialias"] < 0.5 * rough["bilinear"] < rough["nearest"]
+
+
+@pytest.mark.parametrize("resize", ["bilinear", "bilinear-antialias"])
+def test_a_uniform_frame_stays_uniform(resize):
+    """Weights sum to 1: white stays 255 (no wrap past it), black 0, grey its level."""
+    for level, want in [(235, 255), (16, 0), (126, 128)]:
+        y, uv = np.full((1208, 1928), level, np.uint8), np.full((604, 964, 2), 128, np.uint8)
+        for fit in ("stretch", "crop"):
+            got = nv12_to_rgb(y, uv, width=224, height=224, fit=fit, resize=resize)
+            assert np.all(got == want), (level, fit, np.unique(got))
+
+
+def test_a_float_image_of_each_resize_takes_the_rounded_samples():
+    y, uv = frame(120, 160)
+    fmt = RgbFormat("bgr", 1 / 255, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), "crop",
+                    resize="bilinear-antialias")
+    out = np.zeros((1, 24, 24, 3), np.float32)
+    RgbImage(out, "NHWC", fmt).push(y, uv)
+    samples = nv12_to_rgb(y, uv, width=24, height=24, color="bgr", fit="crop",
+                          resize="bilinear-antialias")
+    np.testing.assert_array_equal(out[0].transpose(2, 0, 1), np.stack(
+        [fmt.tables()[c][samples[c]] for c in range(3)]))
+
+
+def test_bad_resizes_are_refused():
+    y, uv = frame(8, 8)
+    with pytest.raises(ValueError, match="resize must be one of 'nearest', 'bilinear', "
+                                         "'bilinear-antialias', got 'bicubic'"):
+        nv12_to_rgb(y, uv, width=4, height=4, resize="bicubic")
+    with pytest.raises(ValueError, match="resize must be one of"):
+        rgb_to_rgb(np.zeros((4, 4, 3), np.uint8), width=2, height=2, resize=None)
+    with pytest.raises(ValueError, match="resize must be one of"):
+        RgbFormat(resize="area")
 
 
 # --- RGB frames ------------------------------------------------------------------------------
