@@ -200,11 +200,13 @@ def _summary(policy) -> list[str]:
 
 
 def _colour(fmt) -> str:
-    """An image format as the summary shows it: "rgb", "rgb, letterbox (pad 114)", "rgb,
-    (x * 0.5 - mean) / std"."""
+    """An image format as the summary shows it: "rgb", "rgb, letterbox (pad 114), bilinear",
+    "rgb, (x * 0.5 - mean) / std"."""
     parts = [fmt.color]
     if fmt.fit != "stretch":
         parts.append(fmt.fit + (f" (pad {fmt.pad})" if fmt.fit == "letterbox" else ""))
+    if fmt.resize != "nearest":
+        parts.append(fmt.resize)
     if fmt.normalizes:
         mean, std = ([float(f"{v:.6g}") for v in values] for values in (fmt.mean, fmt.std))
         parts.append(f"(x * {fmt.scale:.6g} - {mean}) / {std}")

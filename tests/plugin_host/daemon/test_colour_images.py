@@ -69,10 +69,10 @@ def _run(policy: Path, state: Path, frames: int = 4):
     return summary, seen, layouts, events(lines, "loaded")[0]
 
 
-def _colour(layout: FrameLayout, frame_id: int, color: str = "rgb", fit: str = "stretch"
-            ) -> np.ndarray:
+def _colour(layout: FrameLayout, frame_id: int, color: str = "rgb", fit: str = "stretch",
+            resize: str = "nearest") -> np.ndarray:
     return frame_to_rgb(synthetic_pattern(layout, frame_id), layout.format, width=W, height=H,
-                        color=color, fit=fit)
+                        color=color, fit=fit, resize=resize)
 
 
 def _normalized(samples: np.ndarray, fmt: RgbFormat) -> np.ndarray:
@@ -95,13 +95,14 @@ def test_a_colour_image_of_each_frame_reaches_the_model(detector):
 
 
 def test_an_rgb_camera_makes_a_colour_image_and_a_gray_one_is_refused(detector):
-    policy = _one_camera(detector, 'image_inputs = { crop = { color = "bgr", fit = "crop" } }\n'
+    policy = _one_camera(detector, 'image_inputs = { crop = { color = "bgr", fit = "crop", '
+                                   'resize = "bilinear" } }\n'
                                    "fixed_inputs = { images = 0.0, img = 0 }", "rgb.toml", "RGB")
     summary, seen, layouts, _ = _run(policy, detector[1])
     layout = next(iter(layouts.values()))
     assert layout.format == "RGB" and summary["frames_run"] >= 4
     for message in seen:
-        want = _colour(layout, message["frame_id"], "bgr", "crop").transpose(1, 2, 0)
+        want = _colour(layout, message["frame_id"], "bgr", "crop", "bilinear").transpose(1, 2, 0)
         np.testing.assert_array_equal(message["outputs"]["crop_out"][0], want)
     policy = _one_camera(detector, 'image_inputs = { crop = "rgb" }\n'
                                    "fixed_inputs = { images = 0.0, img = 0 }", "gray.toml", "GRAY")
@@ -121,14 +122,16 @@ def test_a_colour_image_and_a_yuv_stack_of_two_cameras_in_one_run(detector):
                                width=128, height=64, name="two.toml")
     path.write_text(point_at(path.read_text(), "detector", artifact,
                              'camera_inputs = { img = "road", crop = "wide" }\n'
-                             'image_inputs = { crop = { color = "bgr", fit = "letterbox" } }\n'
+                             'image_inputs = { crop = { color = "bgr", fit = "letterbox", '
+                             'resize = "bilinear-antialias" } }\n'
                              "fixed_inputs = { images = 0.0 }"))
     summary, seen, layouts, loaded = _run(path, detector[1])
     assert loaded["image_inputs"] == {"crop": "bgr"}
     assert summary["matched_sets"] >= 4 and summary["worker_restarts"] == 0
     for message in seen:
         frames, outputs = message["frames"], message["outputs"]
-        crop = _colour(layouts["wide"], frames["wide"], "bgr", "letterbox").transpose(1, 2, 0)
+        crop = _colour(layouts["wide"], frames["wide"], "bgr", "letterbox",
+                       "bilinear-antialias").transpose(1, 2, 0)
         np.testing.assert_array_equal(outputs["crop_out"][0], crop)
         road = synthetic_pattern(layouts["road"], frames["road"])
         current = nv12_to_yuv6(road["Y"], road["UV"], width=64, height=32, dtype=np.uint8)

@@ -38,10 +38,10 @@ def test_the_summary_shows_fixed_and_image_inputs(capsys, tmp_path):
     policy.write_text((REPO / "policies" / "demo.toml").read_text().replace(
         "# fixed_inputs = { speed = 0.0 }",
         'image_inputs = { img = { color = "bgr", scale = 0.00392156862745098, mean = [0.5, 0.25, '
-        '0], std = [2, 2, 2], fit = "letterbox" } }'))
+        '0], std = [2, 2, 2], fit = "letterbox", resize = "bilinear" } }'))
     assert main(["policy", "check", str(policy), "--state-dir", str(tmp_path)]) == 0
     assert ("acceptance required; input img a colour image (bgr, letterbox (pad 114), "
-            "(x * 0.00392157 - [0.5, 0.25, 0.0]) / [2.0, 2.0, 2.0])\n" in capsys.readouterr().out)
+            "bilinear, (x * 0.00392157 - [0.5, 0.25, 0.0]) / [2.0, 2.0, 2.0])\n" in capsys.readouterr().out)
 
 
 def _demo_artifact(state: Path) -> None:

@@ -146,10 +146,11 @@ def test_image_inputs_load_as_formats_with_their_lines():
     assert rule.image_inputs["images"].format == RgbFormat("bgr")
     assert rule.image_inputs["images"].line == 11
     text = BASE + ("[artifact.image_inputs.images]\ncolor = \"rgb\"\nscale = 0.5\n"
-                   "mean = [1, 2, 3.5]\nstd = [0.25, 0.5, 2]\nfit = \"letterbox\"\npad = 0\n")
+                   "mean = [1, 2, 3.5]\nstd = [0.25, 0.5, 2]\nfit = \"letterbox\"\npad = 0\n"
+                   "resize = \"bilinear-antialias\"\n")
     entry = _load(text).artifact("driving").image_inputs["images"]
     assert entry.format == RgbFormat("rgb", 0.5, (1.0, 2.0, 3.5), (0.25, 0.5, 2.0),
-                                     "letterbox", 0)
+                                     "letterbox", 0, "bilinear-antialias")
     assert entry.line == 11
     assert _load(BASE).artifact("driving").image_inputs == {}
     two = _load(BASE + 'camera_inputs = { a = "road", b = "wide" }\n'
@@ -161,7 +162,8 @@ def test_image_inputs_load_as_formats_with_their_lines():
     ('"yuv"', "artifact[0].image_inputs.images.color",
      "color must be one of 'rgb', 'bgr', got 'yuv'"),
     ("3", "artifact[0].image_inputs.images",
-     'must be "rgb", "bgr" or a table of color, scale, mean, std, fit, pad, got an integer'),
+     'must be "rgb", "bgr" or a table of color, scale, mean, std, fit, pad, resize, got an '
+     'integer'),
     ('{ scale = "1/255" }', "artifact[0].image_inputs.images.scale",
      "scale must be a finite number, got '1/255'"),
     ("{ scale = inf }", "artifact[0].image_inputs.images.scale", "must be a finite number"),
@@ -172,12 +174,16 @@ def test_image_inputs_load_as_formats_with_their_lines():
     ("{ std = [1, 0, 1] }", "artifact[0].image_inputs.images.std", "std must not be 0"),
     ("{ std = [1, nan, 1] }", "artifact[0].image_inputs.images.std", "finite numbers"),
     ('{ colour = "rgb" }', "artifact[0].image_inputs.images.colour",
-     "unknown key 'colour' (allowed here: color, scale, mean, std, fit, pad)"),
+     "unknown key 'colour' (allowed here: color, scale, mean, std, fit, pad, resize)"),
     ('{ fit = "pad" }', "artifact[0].image_inputs.images.fit",
      "fit must be one of 'stretch', 'letterbox', 'crop', got 'pad'"),
     ("{ pad = 256 }", "artifact[0].image_inputs.images.pad",
      "pad must be a sample value, an integer of 0..255, got 256"),
     ("{ pad = 1.5 }", "artifact[0].image_inputs.images.pad", "an integer of 0..255, got 1.5"),
+    ('{ resize = "bicubic" }', "artifact[0].image_inputs.images.resize",
+     "resize must be one of 'nearest', 'bilinear', 'bilinear-antialias', got 'bicubic'"),
+    ("{ resize = 1 }", "artifact[0].image_inputs.images.resize",
+     "resize must be one of 'nearest', 'bilinear', 'bilinear-antialias', got 1"),
 ])
 def test_image_inputs_that_are_malformed_are_refused(value, key, fragment):
     line, got, message = _refused(f"image_inputs = {{ images = {value} }}\n")
