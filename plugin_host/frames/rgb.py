@@ -257,13 +257,15 @@ def fit_boxes(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
     raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got {fit!r}")
 
 
-def _check_size(width: Any, height: Any, color: str, pad: Any, resize: Any,
+def _check_size(width: Any, height: Any, color: str, fit: Any, pad: Any, resize: Any,
                 out: np.ndarray | None, where: str) -> None:
     if type(width) is not int or type(height) is not int or width < 1 or height < 1:
         raise ShapeError(f"image size must be positive, got {width}x{height}",
                          where=where, expected="positive", got=(width, height))
     if color not in COLORS:
         raise ValueError(f"color must be one of {', '.join(map(repr, COLORS))}, got {color!r}")
+    if fit not in FITS:  # (before the cached sampling, which takes only what it can hash)
+        raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got {fit!r}")
     if type(pad) is not int or not 0 <= pad <= 255:
         raise ValueError(f"pad must be an integer of 0..255, got {pad!r}")
     if resize not in RESIZES:
@@ -365,7 +367,7 @@ def _made(read: Any, n_rows: int, n_cols: int, row_blocks: Any, col_blocks: Any
     buffer = np.empty((3, min(n_rows, _STRIP), n_cols), np.uint8)
     for first in range(0, n_rows, _STRIP):
         strip = slice(first, first + _STRIP)
-        samples = buffer[:, :len(range(n_rows)[strip])]
+        samples = buffer[:, :min(_STRIP, n_rows - first)]
         read(strip, samples)
         values = samples.astype(np.float32)
         for start, end, lo, hi, matrix in col_blocks:
@@ -373,8 +375,8 @@ def _made(read: Any, n_rows: int, n_cols: int, row_blocks: Any, col_blocks: Any
     down = np.empty((3, row_blocks[-1][1], across.shape[2]), np.float32)
     for start, end, lo, hi, matrix in row_blocks:
         np.matmul(matrix.T, across[:, lo:hi], out=down[:, start:end])
-    # weights of 0..1 summing to 1: within 0..255 already (to float32's rounding, far from a
-    # half)
+    # weights of 0..1 summing to 1 keep each sum within 0..255 (float32's rounding may pass
+    # 255 by far less than a half): no clip needed
     np.rint(down, out=down)
     return down.astype(np.uint8)
 
@@ -409,7 +411,7 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
     if y.dtype != np.uint8 or uv.dtype != np.uint8:
         raise ShapeError(f"NV12 planes: expected uint8 samples, got {y.dtype} and {uv.dtype}",
                          where="nv12_to_rgb", expected="uint8", got=(y.dtype, uv.dtype))
-    _check_size(width, height, color, pad, resize, out, "nv12_to_rgb")
+    _check_size(width, height, color, fit, pad, resize, out, "nv12_to_rgb")
     rows, cols, chroma_rows, chroma_cols, box, row_blocks, col_blocks = _sampled(
         (h_in, w_in), (height, width), fit, resize)
     red, blue = (0, 2) if color == "rgb" else (2, 0)
@@ -447,7 +449,7 @@ def rgb_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb"
         raise ShapeError(f"RGB plane: expected uint8 (H, W, 3), got {plane.dtype} "
                          f"{plane.shape}", where="rgb_to_rgb", expected="(H, W, 3)",
                          got=plane.shape)
-    _check_size(width, height, color, pad, resize, out, "rgb_to_rgb")
+    _check_size(width, height, color, fit, pad, resize, out, "rgb_to_rgb")
     rows, cols, _, _, box, row_blocks, col_blocks = _sampled(plane.shape[:2], (height, width),
                                                              fit, resize)
     channels = (0, 1, 2) if color == "rgb" else (2, 1, 0)

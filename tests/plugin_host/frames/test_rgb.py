@@ -258,8 +258,9 @@ def test_a_letterboxed_float_image_pads_with_the_normalized_pad():
 
 def test_bad_fits_and_pads_are_refused():
     y, uv = frame(8, 8)
-    with pytest.raises(ValueError, match="fit must be one of"):
-        nv12_to_rgb(y, uv, width=4, height=4, fit="zoom")
+    for fit in ("zoom", ["crop"]):  # (a list, unhashable, is refused the same way)
+        with pytest.raises(ValueError, match="fit must be one of"):
+            nv12_to_rgb(y, uv, width=4, height=4, fit=fit)
     with pytest.raises(ValueError, match="pad must be an integer of 0..255"):
         nv12_to_rgb(y, uv, width=4, height=4, fit="letterbox", pad=-1)
     with pytest.raises(ValueError, match="fit must be one of 'stretch', 'letterbox', 'crop'"):
@@ -352,8 +353,9 @@ def test_bad_resizes_are_refused():
     with pytest.raises(ValueError, match="resize must be one of 'nearest', 'bilinear', "
                                          "'bilinear-antialias', got 'bicubic'"):
         nv12_to_rgb(y, uv, width=4, height=4, resize="bicubic")
-    with pytest.raises(ValueError, match="resize must be one of"):
-        rgb_to_rgb(np.zeros((4, 4, 3), np.uint8), width=2, height=2, resize=None)
+    for resize in (None, ["bilinear"]):
+        with pytest.raises(ValueError, match="resize must be one of"):
+            rgb_to_rgb(np.zeros((4, 4, 3), np.uint8), width=2, height=2, resize=resize)
     with pytest.raises(ValueError, match="resize must be one of"):
         RgbFormat(resize="area")
 
