@@ -320,8 +320,10 @@ def _axis(start: int, size_in: int, size_out: int, resize: str
     if resize == "nearest":
         return start + nearest_indices(size_in, size_out), None
     indices, weights = _linear_taps(size_in, size_out, resize == "bilinear-antialias")
-    read = np.unique(indices)
-    positions = np.searchsorted(read, indices)
+    # (not np.unique, which imports numpy.ma on first use: the confined worker cannot)
+    used = np.bincount(indices.ravel(), minlength=size_in) > 0
+    read = np.flatnonzero(used)
+    positions = (np.cumsum(used) - 1)[indices]
     blocks = []
     for first in range(0, size_out, _BLOCK):
         end = min(size_out, first + _BLOCK)

@@ -8,9 +8,13 @@ the one the host-side reference conversion builds from the same planes.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -340,3 +344,34 @@ def test_a_colour_image_is_made_from_an_rgb_camera_and_a_stack_is_not(cx, sx):
             sx.run(GAIN, frame=produce(rgb_pool, 2, 2))
     finally:
         rgb_pool.close()
+
+
+def test_a_colour_image_of_each_resize_imports_nothing_in_the_worker():
+    """The confined worker cannot import what it has not imported before confinement (its
+    uid cannot read a virtual environment under a 0700 folder, as a fresh checkout in a
+    ``mktemp -d`` folder is): making a colour image of each resize, fit and frame format, in
+    a process holding what the worker imports first, imports no module. (np.unique's first
+    use imports numpy.ma: a fresh checkout's worker failed on it.)"""
+    code = """if True:
+        import json, sys
+        import numpy as np
+        from plugin_host.sandbox import worker  # what the worker imports before confining
+        from plugin_host.sandbox.config import DEFAULT_PRELOAD
+        for name in DEFAULT_PRELOAD:
+            __import__(name)
+        from plugin_host.frames import RgbFormat, RgbImage
+        before = set(sys.modules)
+        y, uv = np.zeros((48, 64), np.uint8), np.zeros((24, 32, 2), np.uint8)
+        planes = {"NV12": {"Y": y, "UV": uv}, "RGB": {"RGB": np.zeros((48, 64, 3), np.uint8)}}
+        for resize in ("nearest", "bilinear", "bilinear-antialias"):
+            for fit in ("stretch", "letterbox", "crop"):
+                for format, frame in planes.items():
+                    out = np.zeros((1, 3, 20, 30), np.float32)
+                    RgbImage(out, "NCHW", RgbFormat(scale=0.5, fit=fit, resize=resize)
+                             ).push_planes(frame, format)
+        print(json.dumps(sorted(set(sys.modules) - before)))
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=str(Path(__file__).resolve().parents[3]))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
