@@ -201,10 +201,13 @@ def _summary(policy) -> list[str]:
 
 def _colour(fmt) -> str:
     """An image format as the summary shows it: "rgb", "rgb, letterbox (pad 114), bilinear",
-    "rgb, (x * 0.5 - mean) / std"."""
+    "rgb, crop (fraction 0.875)", "rgb, (x * 0.5 - mean) / std"."""
     parts = [fmt.color]
-    if fmt.fit != "stretch":
-        parts.append(fmt.fit + (f" (pad {fmt.pad})" if fmt.fit == "letterbox" else ""))
+    if fmt.fit == "letterbox":
+        parts.append(f"letterbox (pad {fmt.pad})")
+    elif fmt.fit == "crop":
+        parts.append("crop" + (f" (fraction {fmt.crop_fraction:g})" if fmt.crop_fraction != 1
+                               else ""))
     if fmt.resize != "nearest":
         parts.append(fmt.resize)
     if fmt.normalizes:

@@ -20,8 +20,10 @@ samples. ``fit`` says how a frame of another aspect ratio fills the ``W x H`` im
   ``round(W_in s) x round(H_in s)``, centred, the rest of the image the sample ``pad`` (114,
   YOLO's grey, by default) in every channel;
 - ``"crop"`` (torchvision's resize of the shorter side then centre crop): the centred part of
-  the frame of the image's aspect ratio, ``round(W / s) x round(H / s)`` for
-  ``s = max(W / W_in, H / H_in)``, onto the whole image.
+  the frame of the image's aspect ratio, ``round(f W / s) x round(f H / s)`` for
+  ``s = max(W / W_in, H / H_in)``, onto the whole image; ``f``, ``crop_fraction`` (1 by
+  default), the share of that box kept on each side: 0.875 is ImageNet's evaluation (resize
+  the shorter side to 256, crop 224) and timm's ``crop_pct``.
 
 Within its box an image pixel ``(r, c)`` samples source pixel ``(sy + floor((r - oy + 0.5)
 sh / oh), sx + floor((c - ox + 0.5) sw / ow))``: ``(sy, sx, sh, sw)`` the frame's box,
@@ -93,7 +95,7 @@ FITS = ("stretch", "letterbox", "crop")
 #: How a frame is resampled to the image's size (see the module).
 RESIZES = ("nearest", "bilinear", "bilinear-antialias")
 #: The fields of an :class:`RgbFormat`, as a policy table and a sandbox message hold them.
-FIELDS = ("color", "scale", "mean", "std", "fit", "pad", "resize")
+FIELDS = ("color", "scale", "mean", "std", "fit", "pad", "resize", "crop_fraction")
 #: The frame formats a colour image is made from.
 SOURCE_FORMATS = ("NV12", "RGB")
 
@@ -134,14 +136,14 @@ _B_BY_YU = _samples(_LUMA[:, None] + _B_U[None, :])
 @dataclass(frozen=True)
 class RgbFormat:
     """How an image input is made from frames: its channel order (``color``: ``"rgb"`` or
-    ``"bgr"``), how a frame fills it (``fit``, with the sample ``pad`` around a letterbox),
-    how it is resampled (``resize``) and, for a float32 input,
+    ``"bgr"``), how a frame fills it (``fit``, with the sample ``pad`` around a letterbox or
+    the ``crop_fraction`` of a crop), how it is resampled (``resize``) and, for a float32 input,
     ``(sample * scale - mean[c]) / std[c]``.
 
     Built from untrusted values (a policy file, a sandbox message) it refuses anything else
     with a ``ValueError`` naming the field: an unknown colour, fit or resize, a non-finite
     number, means or stds not given as three numbers, a scale or a std of 0, a pad that is not
-    an integer of 0..255."""
+    an integer of 0..255, a crop fraction outside (0, 1] or given without ``fit = "crop"``."""
 
     color: str = "rgb"
     scale: float = 1.0
@@ -150,6 +152,7 @@ class RgbFormat:
     fit: str = "stretch"
     pad: int = 114
     resize: str = "nearest"
+    crop_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if self.color not in COLORS:
@@ -175,6 +178,7 @@ class RgbFormat:
             object.__setattr__(self, field, tuple(_number(v, field) for v in value))
         if any(v == 0 for v in self.std):
             raise ValueError(f"std must not be 0, got {list(self.std)}")
+        object.__setattr__(self, "crop_fraction", _fraction(self.crop_fraction, self.fit))
 
     @property
     def normalizes(self) -> bool:
@@ -185,7 +189,7 @@ class RgbFormat:
         """A msgpack-friendly dict (:meth:`from_wire` reads it back)."""
         return {"color": self.color, "scale": self.scale, "mean": list(self.mean),
                 "std": list(self.std), "fit": self.fit, "pad": self.pad,
-                "resize": self.resize}
+                "resize": self.resize, "crop_fraction": self.crop_fraction}
 
     @classmethod
     def from_wire(cls, value: Any) -> "RgbFormat":
@@ -214,6 +218,16 @@ def _number(value: Any, field: str) -> float:
     return float(value)
 
 
+def _fraction(value: Any, fit: Any) -> float:
+    """A crop fraction checked: a number in (0, 1], other than 1 only for ``fit = "crop"``."""
+    if type(value) not in (int, float) or not 0 < value <= 1:
+        raise ValueError(f"crop_fraction must be a number in (0, 1], the share of the crop "
+                         f"kept on each side, got {value!r}")
+    if value != 1 and fit != "crop":
+        raise ValueError(f"crop_fraction is for fit = \"crop\", got fit {fit!r}")
+    return float(value)
+
+
 def rgb_layout(shape: tuple, layout: str) -> str | None:
     """``"NCHW"`` or ``"NHWC"``: where a ``(1, 3, H, W)`` or ``(1, H, W, 3)`` shape keeps its
     channels (the ABI's ``layout`` decides a ``(1, 3, H, 3)``); None for any other shape."""
@@ -238,11 +252,13 @@ def rgb_input_problem(spec: Any, fmt: RgbFormat | None = None) -> str | None:
     return None
 
 
-def fit_boxes(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
+def fit_boxes(size_in: tuple[int, int], size_out: tuple[int, int], fit: str,
+              crop_fraction: float = 1.0
               ) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
     """``((sy, sx, sh, sw), (oy, ox, oh, ow))``: the box of a ``(H_in, W_in)`` frame that
-    fills the box of an ``(H, W)`` image, by ``fit`` (see the module). Sizes are at least 1;
-    halves round to even (Python's ``round``)."""
+    fills the box of an ``(H, W)`` image, by ``fit`` (and ``crop_fraction`` for a crop; see
+    the module). Sizes are at least 1; halves round to even (Python's ``round``)."""
+    crop_fraction = _fraction(crop_fraction, fit)
     (h_in, w_in), (h, w) = size_in, size_out
     if fit == "stretch":
         return (0, 0, h_in, w_in), (0, 0, h, w)
@@ -251,7 +267,7 @@ def fit_boxes(size_in: tuple[int, int], size_out: tuple[int, int], fit: str
         oh, ow = min(h, max(1, round(h_in * s))), min(w, max(1, round(w_in * s)))
         return (0, 0, h_in, w_in), ((h - oh) // 2, (w - ow) // 2, oh, ow)
     if fit == "crop":
-        s = max(w / w_in, h / h_in)
+        s = max(w / w_in, h / h_in) / crop_fraction
         sh, sw = min(h_in, max(1, round(h / s))), min(w_in, max(1, round(w / s)))
         return ((h_in - sh) // 2, (w_in - sw) // 2, sh, sw), (0, 0, h, w)
     raise ValueError(f"fit must be one of {', '.join(map(repr, FITS))}, got {fit!r}")
@@ -338,14 +354,14 @@ def _axis(start: int, size_in: int, size_out: int, resize: str
 
 
 @lru_cache(maxsize=64)
-def _sampled(size_in: tuple[int, int], size_out: tuple[int, int], fit: str, resize: str
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+def _sampled(size_in: tuple[int, int], size_out: tuple[int, int], fit: str, resize: str,
+             crop_fraction: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                         tuple[int, int, int, int], Any, Any]:
     """(source rows, source columns, their chroma rows and columns, the image's box, the rows'
     weight blocks, the columns') of ``fit`` and ``resize``, read-only: made once per camera
     and image size, not per frame. Nearest reads one source pixel per image pixel (no
     weights)."""
-    (sy, sx, sh, sw), box = fit_boxes(size_in, size_out, fit)
+    (sy, sx, sh, sw), box = fit_boxes(size_in, size_out, fit, crop_fraction)
     rows, row_blocks = _axis(sy, sh, box[2], resize)
     cols, col_blocks = _axis(sx, sw, box[3], resize)
     out = rows, cols, rows // 2, cols // 2
@@ -403,9 +419,11 @@ def _placed(rgb: np.ndarray, box: tuple[int, int, int, int], size: tuple[int, in
 
 def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
                 color: str = "rgb", out: np.ndarray | None = None, fit: str = "stretch",
-                pad: int = 114, resize: str = "nearest") -> np.ndarray:
+                pad: int = 114, resize: str = "nearest", crop_fraction: float = 1.0
+                ) -> np.ndarray:
     """``(3, height, width)`` uint8 planes in ``color`` order from one NV12 frame, fitted by
-    ``fit`` (``pad`` around a letterbox) and resampled by ``resize`` (see the module), in
+    ``fit`` (``pad`` around a letterbox, ``crop_fraction`` of a crop) and resampled by
+    ``resize`` (see the module), in
     ``out`` (uint8, any strides) when given: ``y`` the ``(H, W)`` luma plane, ``uv`` the
     ``(H/2, W/2, 2)`` chroma plane (any strides, e.g. read-only pool views).
     ``.transpose(1, 2, 0)`` is the ``(height, width, 3)`` image a decoder gives."""
@@ -415,7 +433,7 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
                          where="nv12_to_rgb", expected="uint8", got=(y.dtype, uv.dtype))
     _check_size(width, height, color, fit, pad, resize, out, "nv12_to_rgb")
     rows, cols, chroma_rows, chroma_cols, box, row_blocks, col_blocks = _sampled(
-        (h_in, w_in), (height, width), fit, resize)
+        (h_in, w_in), (height, width), fit, resize, _fraction(crop_fraction, fit))
     red, blue = (0, 2) if color == "rgb" else (2, 0)
 
     def read(strip: slice, rgb: np.ndarray) -> None:
@@ -442,7 +460,7 @@ def nv12_to_rgb(y: np.ndarray, uv: np.ndarray, *, width: int, height: int,
 
 def rgb_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb",
                out: np.ndarray | None = None, fit: str = "stretch", pad: int = 114,
-               resize: str = "nearest") -> np.ndarray:
+               resize: str = "nearest", crop_fraction: float = 1.0) -> np.ndarray:
     """``(3, height, width)`` uint8 planes in ``color`` order from one RGB frame's ``(H, W, 3)``
     plane (any strides), its samples as they are, fitted and resampled as :func:`nv12_to_rgb`
     does."""
@@ -452,8 +470,8 @@ def rgb_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb"
                          f"{plane.shape}", where="rgb_to_rgb", expected="(H, W, 3)",
                          got=plane.shape)
     _check_size(width, height, color, fit, pad, resize, out, "rgb_to_rgb")
-    rows, cols, _, _, box, row_blocks, col_blocks = _sampled(plane.shape[:2], (height, width),
-                                                             fit, resize)
+    rows, cols, _, _, box, row_blocks, col_blocks = _sampled(
+        plane.shape[:2], (height, width), fit, resize, _fraction(crop_fraction, fit))
     channels = (0, 1, 2) if color == "rgb" else (2, 1, 0)
 
     def read(strip: slice, rgb: np.ndarray) -> None:
@@ -507,7 +525,7 @@ class RgbImage:
         image = self.out[0] if self.layout == "NCHW" else self.out[0].transpose(2, 0, 1)
         fmt = self.format
         options = dict(width=self.width, height=self.height, color=fmt.color, fit=fmt.fit,
-                       pad=fmt.pad, resize=fmt.resize)
+                       pad=fmt.pad, resize=fmt.resize, crop_fraction=fmt.crop_fraction)
         if self._tables is None:
             frame_to_rgb(planes, format, out=image, **options)
             return self.out

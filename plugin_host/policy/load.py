@@ -18,7 +18,7 @@ comments; README "Policy files" describes it)::
                    fixed_inputs = {INPUT = NUMBER | BOOL | [...], ...},
                    camera_inputs = {INPUT = CAMERA, ...},
                    image_inputs = {INPUT = "rgb" | "bgr" | {color, scale, mean, std, fit,
-                                   pad, resize}, ...}
+                                   pad, resize, crop_fraction}, ...}
     [[plugin]]     name, kind, capabilities = [...], deny = [...], kernels = [OP, ...],
                    config = {...}
     [[audited_op]] op, version, audit = STR, backends = [...]
@@ -382,8 +382,8 @@ class _Reader:
     def image_inputs(self, t: dict, key: tuple) -> Any:
         """``image_inputs``: a table of image input name = its colour image's format, a colour
         order (``"rgb"`` or ``"bgr"``) or a table of ``color``, ``scale``, ``mean``, ``std``,
-        ``fit``, ``pad`` and ``resize`` (:class:`~plugin_host.frames.RgbFormat`); each with
-        the line it is on."""
+        ``fit``, ``pad``, ``resize`` and ``crop_fraction``
+        (:class:`~plugin_host.frames.RgbFormat`); each with the line it is on."""
         fields = ", ".join(FIELDS)
         raw = t.get(key[-1], {})
         if not isinstance(raw, dict):

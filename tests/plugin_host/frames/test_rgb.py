@@ -151,14 +151,15 @@ def test_bad_formats_are_refused(kwargs, words):
 
 
 def test_format_round_trips_and_refuses_malformed_messages():
-    fmt = RgbFormat("bgr", 0.5, [1, 2, 3], (4, 5, 6), "crop", 0, "bilinear")
+    fmt = RgbFormat("bgr", 0.5, [1, 2, 3], (4, 5, 6), "crop", 0, "bilinear", 0.875)
     assert fmt.mean == (1.0, 2.0, 3.0) and fmt.normalizes
     assert RgbFormat.from_wire(fmt.to_wire()) == fmt
     assert not RgbFormat().normalizes
     for bad in [None, [], {"color": "rgb"}, {**fmt.to_wire(), "extra": 1},
                 {**fmt.to_wire(), "color": 3}, {**fmt.to_wire(), "std": [0, 1, 1]},
                 {**fmt.to_wire(), "fit": None}, {**fmt.to_wire(), "pad": 300},
-                {**fmt.to_wire(), "resize": "cubic"}, {**fmt.to_wire(), "resize": 1}]:
+                {**fmt.to_wire(), "resize": "cubic"}, {**fmt.to_wire(), "resize": 1},
+                {**fmt.to_wire(), "crop_fraction": 0}, {**fmt.to_wire(), "fit": "stretch"}]:
         with pytest.raises(ValueError):
             RgbFormat.from_wire(bad)
 
@@ -238,6 +239,63 @@ def test_boxes_keep_the_aspect_ratio_centred(size_in, size_out):
     assert (sh == h_in or sw == w_in) and 1 <= sh <= h_in and 1 <= sw <= w_in
     assert abs(sh * w - sw * h) <= max(h, w)  # the image's ratio, to a source pixel
     assert sy == (h_in - sh) // 2 and sx == (w_in - sw) // 2
+
+
+@pytest.mark.parametrize("size_in", [(1208, 1928), (480, 640), (100, 30)])
+@pytest.mark.parametrize("size_out, fraction", [((224, 224), 0.875), ((224, 224), 0.95),
+                                                ((384, 640), 0.9), ((7, 3), 0.5)])
+def test_a_crop_fraction_keeps_the_centre_of_the_crop_as_torchvision_does(size_in, size_out,
+                                                                           fraction):
+    """A crop of fraction f is the centred f share of the whole crop's box, on each side, to a
+    pixel. For a square image of side S, torchvision's ``Resize(R)`` then ``CenterCrop(S)``
+    takes S / R of the frame's shorter side, R an integer: the fraction S / R gives that box
+    to a pixel (R = round(S / f) for f, to within R's rounding)."""
+    (sy, sx, sh, sw), dst = fit_boxes(size_in, size_out, "crop", fraction)
+    (_, _, full_h, full_w), _ = fit_boxes(size_in, size_out, "crop")
+    assert dst == (0, 0) + size_out
+    assert abs(sh - fraction * full_h) <= 1 and abs(sw - fraction * full_w) <= 1
+    assert sy == (size_in[0] - sh) // 2 and sx == (size_in[1] - sw) // 2
+    if size_out[0] == size_out[1]:
+        resized = round(size_out[0] / fraction)
+        (_, _, sh, sw), _ = fit_boxes(size_in, size_out, "crop", size_out[0] / resized)
+        side = size_out[0] * min(size_in) / resized
+        assert abs(sh - side) <= 1 and abs(sw - side) <= 1
+
+
+@pytest.mark.parametrize("resize", ["nearest", "bilinear", "bilinear-antialias"])
+def test_a_crop_fraction_resizes_its_box_against_torch(resize):
+    y, uv = frame(1208, 1928)
+    full = nv12_to_rgb(y, uv, width=1928, height=1208)
+    got = nv12_to_rgb(y, uv, width=224, height=224, fit="crop", resize=resize,
+                      crop_fraction=0.875)
+    (sy, sx, sh, sw), _ = fit_boxes((1208, 1928), (224, 224), "crop", 0.875)
+    assert (sh, sw) == (1057, 1057)  # 224 * 1208 / 256
+    box = full[:, sy:sy + sh, sx:sx + sw]
+    if resize == "nearest":
+        np.testing.assert_array_equal(got, torch_nearest(box, (224, 224)))
+    else:
+        assert_rounds_to(got, torch_resized(box, (224, 224), resize), near=1e-3)
+    plane = np.ascontiguousarray(full.transpose(1, 2, 0))  # the same samples, an RGB frame
+    np.testing.assert_array_equal(rgb_to_rgb(plane, width=224, height=224, fit="crop",
+                                             resize=resize, crop_fraction=0.875), got)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"crop_fraction": 0}, "crop_fraction must be a number in \\(0, 1\\]"),
+    ({"crop_fraction": 1.5}, "crop_fraction must be a number in"),
+    ({"crop_fraction": math.nan}, "crop_fraction must be a number in"),
+    ({"crop_fraction": True}, "crop_fraction must be a number in"),
+    ({"crop_fraction": "0.9"}, "crop_fraction must be a number in"),
+    ({"crop_fraction": 0.9, "fit": "letterbox"}, 'crop_fraction is for fit = "crop", got fit '
+                                                 "'letterbox'"),
+])
+def test_bad_crop_fractions_are_refused(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        RgbFormat(**kwargs)
+    y, uv = frame(8, 8)
+    with pytest.raises(ValueError, match=words):
+        nv12_to_rgb(y, uv, width=4, height=4, **{"fit": "crop", **kwargs})
+    assert RgbFormat(fit="letterbox", crop_fraction=1).crop_fraction == 1.0
 
 
 def test_a_letterboxed_float_image_pads_with_the_normalized_pad():

@@ -153,6 +153,8 @@ def test_image_inputs_load_as_formats_with_their_lines():
                                      "letterbox", 0, "bilinear-antialias")
     assert entry.line == 11
     assert _load(BASE).artifact("driving").image_inputs == {}
+    text = BASE + 'image_inputs = { images = { fit = "crop", crop_fraction = 0.875 } }\n'
+    assert _load(text).artifact("driving").image_inputs["images"].format.crop_fraction == 0.875
     two = _load(BASE + 'camera_inputs = { a = "road", b = "wide" }\n'
                        'image_inputs = { a = "rgb", b = { std = [2, 2, 2] } }\n')
     assert list(two.artifact("driving").image_inputs) == ["a", "b"]
@@ -162,8 +164,8 @@ def test_image_inputs_load_as_formats_with_their_lines():
     ('"yuv"', "artifact[0].image_inputs.images.color",
      "color must be one of 'rgb', 'bgr', got 'yuv'"),
     ("3", "artifact[0].image_inputs.images",
-     'must be "rgb", "bgr" or a table of color, scale, mean, std, fit, pad, resize, got an '
-     'integer'),
+     'must be "rgb", "bgr" or a table of color, scale, mean, std, fit, pad, resize, '
+     'crop_fraction, got an integer'),
     ('{ scale = "1/255" }', "artifact[0].image_inputs.images.scale",
      "scale must be a finite number, got '1/255'"),
     ("{ scale = inf }", "artifact[0].image_inputs.images.scale", "must be a finite number"),
@@ -174,7 +176,8 @@ def test_image_inputs_load_as_formats_with_their_lines():
     ("{ std = [1, 0, 1] }", "artifact[0].image_inputs.images.std", "std must not be 0"),
     ("{ std = [1, nan, 1] }", "artifact[0].image_inputs.images.std", "finite numbers"),
     ('{ colour = "rgb" }', "artifact[0].image_inputs.images.colour",
-     "unknown key 'colour' (allowed here: color, scale, mean, std, fit, pad, resize)"),
+     "unknown key 'colour' (allowed here: color, scale, mean, std, fit, pad, resize, "
+     "crop_fraction)"),
     ('{ fit = "pad" }', "artifact[0].image_inputs.images.fit",
      "fit must be one of 'stretch', 'letterbox', 'crop', got 'pad'"),
     ("{ pad = 256 }", "artifact[0].image_inputs.images.pad",
@@ -184,6 +187,11 @@ def test_image_inputs_load_as_formats_with_their_lines():
      "resize must be one of 'nearest', 'bilinear', 'bilinear-antialias', got 'bicubic'"),
     ("{ resize = 1 }", "artifact[0].image_inputs.images.resize",
      "resize must be one of 'nearest', 'bilinear', 'bilinear-antialias', got 1"),
+    ('{ fit = "crop", crop_fraction = 1.25 }', "artifact[0].image_inputs.images.crop_fraction",
+     "crop_fraction must be a number in (0, 1], the share of the crop kept on each side, got "
+     "1.25"),
+    ("{ crop_fraction = 0.875 }", "artifact[0].image_inputs.images.crop_fraction",
+     'crop_fraction is for fit = "crop", got fit \'stretch\''),
 ])
 def test_image_inputs_that_are_malformed_are_refused(value, key, fragment):
     line, got, message = _refused(f"image_inputs = {{ images = {value} }}\n")

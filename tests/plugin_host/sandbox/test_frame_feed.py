@@ -233,12 +233,12 @@ def colour_artifact(tmp_path_factory, sandbox_key):
 
 
 def colour(pool: FramePool, frame, color: str = "rgb", fit: str = "stretch",
-           resize: str = "nearest") -> np.ndarray:
+           resize: str = "nearest", crop_fraction: float = 1.0) -> np.ndarray:
     """(3, H, W) samples of the frame, by the host-side conversion."""
     with pool.lease(frame) as lease:
         planes = lease.planes()
         return nv12_to_rgb(planes["Y"], planes["UV"], width=W, height=H, color=color, fit=fit,
-                           resize=resize)
+                           resize=resize, crop_fraction=crop_fraction)
 
 
 IMAGENET = RgbFormat("rgb", 1 / 255, (0.485, 0.456, 0.406), (0.229, 0.224, 0.229))
@@ -266,14 +266,17 @@ def test_the_worker_makes_a_colour_image_of_each_frame(cx, pool):
         out = cx.run(bgr_in, frame=frame)
         np.testing.assert_array_equal(out["rgb_echo"][0], normalized(colour(pool, frame),
                                                                      IMAGENET))
-    # another input, layout, type, fit and resize
-    cx.feed_frames("bgr", RgbFormat("bgr", fit="crop", resize="bilinear-antialias"))
+    # another input, layout, type, fit, crop fraction and resize
+    cx.feed_frames("bgr", RgbFormat("bgr", fit="crop", resize="bilinear-antialias",
+                                    crop_fraction=0.875))
     frame = produce(pool, 7, 7)
     out = cx.run({"rgb": np.zeros((1, 3, H, W), np.float32)}, frame=frame)
     assert out["bgr_echo"].dtype == np.uint8
-    want = colour(pool, frame, "bgr", "crop", "bilinear-antialias")
+    want = colour(pool, frame, "bgr", "crop", "bilinear-antialias", 0.875)
     np.testing.assert_array_equal(out["bgr_echo"][0], want.transpose(1, 2, 0))
-    assert not np.array_equal(want, colour(pool, frame, "bgr", "crop"))
+    for other in (colour(pool, frame, "bgr", "crop"),
+                  colour(pool, frame, "bgr", "crop", "bilinear-antialias")):
+        assert not np.array_equal(want, other)
     assert cx.restarts == 0
 
 
