@@ -18,7 +18,7 @@ The daemon feeds models whose inputs it can make from one NV12 camera:
 - the recurrent state, which the executor carries.
 
 Anything else is refused at load with the input's name, shape and dtype, and so is a camera
-that does not deliver NV12 (or, for a colour image, NV12 or RGB). The image is made in the
+that does not deliver NV12 (or, for a colour image, NV12, RGB or GRAY). The image is made in the
 sandbox worker, from the camera's pool mapped read-only there
 (``SandboxedExecutor.feed_frames``, ``plugin_host/sandbox/frame_feed.py``), so the only copy
 of the frame is the conversion itself; the index inputs and fixed values are written once into

@@ -4,8 +4,9 @@ The daemon's own models take openpilot's two-frame YUV stack (``convert.py``). A
 exported from torchvision, timm, YOLO and the like takes one colour image instead:
 ``(1, 3, H, W)`` (NCHW) or ``(1, H, W, 3)`` (NHWC), float32 or uint8. The policy names such an
 input in its ``[[artifact]]``'s ``image_inputs`` with an :class:`RgbFormat`; this module makes
-it from one NV12 frame (converted as below) or RGB frame (its samples as they are:
-:func:`frame_to_rgb`):
+it from one NV12 frame (converted as below), RGB frame (its samples as they are) or GRAY frame
+(its one sample in every channel, as OpenCV's ``COLOR_GRAY2RGB`` and PIL's ``convert("RGB")``
+make a colour image of a monochrome one, e.g. an infrared driver camera's): :func:`frame_to_rgb`.
 
 **Resizing**, by default as for the YUV stack: nearest-neighbour sampling at pixel centres
 (:func:`~plugin_host.frames.convert.nearest_indices`), no calibration. Each output pixel takes
@@ -86,7 +87,8 @@ from ..errors import ShapeError
 from .convert import IMAGE_DTYPES, check_nv12, nearest_indices
 
 __all__ = ["RgbFormat", "RgbImage", "COLORS", "FITS", "RESIZES", "SOURCE_FORMATS", "fit_boxes",
-           "frame_to_rgb", "nv12_to_rgb", "rgb_to_rgb", "rgb_layout", "rgb_input_problem"]
+           "frame_to_rgb", "nv12_to_rgb", "rgb_to_rgb", "gray_to_rgb", "rgb_layout",
+           "rgb_input_problem"]
 
 #: The channel orders an image input may take.
 COLORS = ("rgb", "bgr")
@@ -97,7 +99,7 @@ RESIZES = ("nearest", "bilinear", "bilinear-antialias")
 #: The fields of an :class:`RgbFormat`, as a policy table and a sandbox message hold them.
 FIELDS = ("color", "scale", "mean", "std", "fit", "pad", "resize", "crop_fraction")
 #: The frame formats a colour image is made from.
-SOURCE_FORMATS = ("NV12", "RGB")
+SOURCE_FORMATS = ("NV12", "RGB", "GRAY")
 
 # BT.601's luma weights, and the video-range scales of luma (219 levels) and chroma (224)
 _KR, _KB = 0.299, 0.114
@@ -483,20 +485,43 @@ def rgb_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb"
     return _placed(rgb, box, (height, width), pad, out)
 
 
+def gray_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb",
+                out: np.ndarray | None = None, fit: str = "stretch", pad: int = 114,
+                resize: str = "nearest", crop_fraction: float = 1.0) -> np.ndarray:
+    """``(3, height, width)`` uint8 planes, each the samples of one GRAY frame's ``(H, W)``
+    plane (any strides), fitted and resampled as :func:`nv12_to_rgb` does (the channels are
+    equal, so ``color`` changes nothing)."""
+    if plane.ndim != 2 or plane.dtype != np.uint8 or not all(plane.shape):
+        raise ShapeError(f"GRAY plane: expected uint8 (H, W), got {plane.dtype} {plane.shape}",
+                         where="gray_to_rgb", expected="(H, W)", got=plane.shape)
+    _check_size(width, height, color, fit, pad, resize, out, "gray_to_rgb")
+    rows, cols, _, _, box, row_blocks, col_blocks = _sampled(
+        plane.shape, (height, width), fit, resize, _fraction(crop_fraction, fit))
+
+    def read(strip: slice, rgb: np.ndarray) -> None:
+        rgb[:] = plane.take(rows[strip], 0).take(cols, 1)
+
+    rgb = _made(read, len(rows), len(cols), row_blocks, col_blocks)
+    return _placed(rgb, box, (height, width), pad, out)
+
+
 def frame_to_rgb(planes: Any, format: str, **kwargs: Any) -> np.ndarray:
     """:func:`nv12_to_rgb` of an NV12 frame's planes (``Y``, ``UV``), :func:`rgb_to_rgb` of an
-    RGB frame's (``RGB``), with the same keywords; a ValueError for any other format."""
+    RGB frame's (``RGB``), :func:`gray_to_rgb` of a GRAY frame's (``Y``), with the same
+    keywords; a ValueError for any other format."""
     if format == "NV12":
         return nv12_to_rgb(planes["Y"], planes["UV"], **kwargs)
     if format == "RGB":
         return rgb_to_rgb(planes["RGB"], **kwargs)
-    raise ValueError(f"a colour image is made from {' or '.join(SOURCE_FORMATS)} frames, got "
+    if format == "GRAY":
+        return gray_to_rgb(planes["Y"], **kwargs)
+    raise ValueError(f"a colour image is made from {', '.join(SOURCE_FORMATS)} frames, got "
                      f"{format}")
 
 
 class RgbImage:
     """Makes one image input ``out`` (float32 or uint8, ``(1, 3, H, W)`` NCHW or
-    ``(1, H, W, 3)`` NHWC as ``layout`` says) from each frame (NV12 or RGB), in ``fmt``'s
+    ``(1, H, W, 3)`` NHWC as ``layout`` says) from each frame (NV12, RGB or GRAY), in ``fmt``'s
     colour order, fit and values. The same calls as
     :class:`~plugin_host.frames.convert.FrameStacker` (``push(y, uv)``, ``push_planes(planes,
     format)``, ``reset()``), for the places that make either."""
@@ -521,7 +546,8 @@ class RgbImage:
         return self.push_planes({"Y": y, "UV": uv}, "NV12")
 
     def push_planes(self, planes: Any, format: str) -> np.ndarray:
-        """The image of a frame of ``format`` (NV12 or RGB) given its planes, in ``out``."""
+        """The image of a frame of ``format`` (NV12, RGB or GRAY) given its planes, in
+        ``out``."""
         image = self.out[0] if self.layout == "NCHW" else self.out[0].transpose(2, 0, 1)
         fmt = self.format
         options = dict(width=self.width, height=self.height, color=fmt.color, fit=fmt.fit,

@@ -3,7 +3,7 @@
 The daemon's models take one ``(1, 12, h, w)`` float32 or uint8 input: two stacked YUV420
 frames of a ``2w x 2h`` model frame, previous then current
 (:func:`plugin_host.frames.nv12_to_yuv6`); or, given an :class:`~plugin_host.frames.RgbFormat`,
-one colour image ``(1, 3, h, w)`` or ``(1, h, w, 3)`` of the current frame, NV12 or RGB
+one colour image ``(1, 3, h, w)`` or ``(1, h, w, 3)`` of the current frame, NV12, RGB or GRAY
 (:mod:`plugin_host.frames.rgb`).
 With :meth:`SandboxedExecutor.feed_frames`, that input is made here, in the worker, straight
 from the camera pool it maps read-only: the host sends only the frame's slot, generation, id

@@ -94,25 +94,30 @@ def test_a_colour_image_of_each_frame_reaches_the_model(detector):
     assert len({m["outputs"]["images_out"].tobytes() for m in seen}) > 1  # frames differ
 
 
-def test_an_rgb_camera_makes_a_colour_image_and_a_gray_one_is_refused(detector):
-    policy = _one_camera(detector, 'image_inputs = { crop = { color = "bgr", fit = "crop", '
-                                   'resize = "bilinear" } }\n'
-                                   "fixed_inputs = { images = 0.0, img = 0 }", "rgb.toml", "RGB")
+@pytest.mark.parametrize("format, extra", [
+    ("RGB", 'color = "bgr", fit = "crop", resize = "bilinear"'),
+    ("GRAY", 'fit = "crop", crop_fraction = 0.875, resize = "bilinear-antialias"'),
+])
+def test_rgb_and_gray_cameras_make_a_colour_image(detector, format, extra):
+    policy = _one_camera(detector, f"image_inputs = {{ crop = {{ {extra} }} }}\n"
+                                   "fixed_inputs = { images = 0.0, img = 0 }",
+                         f"{format.lower()}.toml", format)
     summary, seen, layouts, _ = _run(policy, detector[1])
     layout = next(iter(layouts.values()))
-    assert layout.format == "RGB" and summary["frames_run"] >= 4
+    assert layout.format == format and summary["frames_run"] >= 4
+    fmt = _policy_format(extra)
     for message in seen:
-        want = _colour(layout, message["frame_id"], "bgr", "crop", "bilinear").transpose(1, 2, 0)
-        np.testing.assert_array_equal(message["outputs"]["crop_out"][0], want)
-    policy = _one_camera(detector, 'image_inputs = { crop = "rgb" }\n'
-                                   "fixed_inputs = { images = 0.0, img = 0 }", "gray.toml", "GRAY")
-    daemon, _ = quiet_daemon(policy, detector[1], frames=1)
-    try:
-        with pytest.raises(PluginHostError, match="the daemon needs an NV12 or RGB camera for "
-                                                  "model 'detector', got GRAY"):
-            daemon.load()
-    finally:
-        daemon.close()
+        want = frame_to_rgb(synthetic_pattern(layout, message["frame_id"]), layout.format,
+                            width=W, height=H, color=fmt.color, fit=fmt.fit, resize=fmt.resize,
+                            crop_fraction=fmt.crop_fraction)
+        np.testing.assert_array_equal(message["outputs"]["crop_out"][0], want.transpose(1, 2, 0))
+
+
+def _policy_format(fields: str) -> RgbFormat:
+    """The format a policy's inline table of ``fields`` describes."""
+    import tomllib
+
+    return RgbFormat(**tomllib.loads(f"t = {{ {fields} }}")["t"])
 
 
 def test_a_colour_image_and_a_yuv_stack_of_two_cameras_in_one_run(detector):

@@ -11,8 +11,8 @@ import pytest
 
 from plugin_host.errors import ShapeError
 from plugin_host.frames.convert import nearest_indices
-from plugin_host.frames.rgb import (RgbFormat, RgbImage, fit_boxes, frame_to_rgb, nv12_to_rgb,
-                                    rgb_input_problem, rgb_layout, rgb_to_rgb)
+from plugin_host.frames.rgb import (RgbFormat, RgbImage, fit_boxes, frame_to_rgb, gray_to_rgb,
+                                    nv12_to_rgb, rgb_input_problem, rgb_layout, rgb_to_rgb)
 
 
 def torch_bt601(y, u, v):
@@ -443,8 +443,37 @@ def test_frames_of_each_format_make_an_image_and_others_are_refused():
     plane = np.arange(40 * 64 * 3, dtype=np.int64).reshape(40, 64, 3).astype(np.uint8)
     RgbImage(out, "NHWC", RgbFormat()).push_planes({"RGB": plane}, "RGB")
     np.testing.assert_array_equal(out[0], rgb_to_rgb(plane, width=16, height=8).transpose(1, 2, 0))
-    with pytest.raises(ValueError, match="made from NV12 or RGB frames, got GRAY"):
-        frame_to_rgb({"Y": y}, "GRAY", width=16, height=8)
+    with pytest.raises(ValueError, match="made from NV12, RGB, GRAY frames, got YUYV"):
+        frame_to_rgb({"Y": y}, "YUYV", width=16, height=8)
     for bad in [plane[..., :2], plane.astype(np.float32), plane[0], plane[:0]]:
         with pytest.raises(ShapeError, match="RGB plane"):
             rgb_to_rgb(bad, width=4, height=4)
+    for bad in [plane, y.astype(np.float32), y[0], y[:0]]:
+        with pytest.raises(ShapeError, match="GRAY plane"):
+            gray_to_rgb(bad, width=4, height=4)
+
+
+@pytest.mark.parametrize("resize", ["nearest", "bilinear", "bilinear-antialias"])
+@pytest.mark.parametrize("fit", ["stretch", "letterbox", "crop"])
+def test_a_gray_frame_gives_its_samples_in_every_channel(fit, resize):
+    """A GRAY frame's image is its plane resized, in each of the three channels (OpenCV's
+    COLOR_GRAY2RGB before the resize): against the same plane given as an RGB frame of three
+    equal channels, and for nearest against torch."""
+    rng = np.random.default_rng(6)
+    gray = rng.integers(0, 256, (90, 160), dtype=np.uint8)
+    kwargs = dict(width=48, height=40, fit=fit, pad=3, resize=resize,
+                  crop_fraction=0.9 if fit == "crop" else 1.0)
+    got = frame_to_rgb({"Y": gray}, "GRAY", color="bgr", **kwargs)
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[1], got[2])
+    np.testing.assert_array_equal(got, rgb_to_rgb(np.repeat(gray[:, :, None], 3, 2), **kwargs))
+    if resize == "nearest":
+        (sy, sx, sh, sw), (oy, ox, oh, ow) = fit_boxes((90, 160), (40, 48), fit,
+                                                       kwargs["crop_fraction"])
+        box = np.repeat(gray[None, sy:sy + sh, sx:sx + sw], 3, 0)
+        np.testing.assert_array_equal(got[:, oy:oy + oh, ox:ox + ow],
+                                      torch_nearest(box, (oh, ow)))
+    out = np.zeros((1, 3, 40, 48), np.float32)
+    fmt = RgbFormat(scale=1 / 255, mean=(0.5, 0.25, 0.0), fit=fit, pad=3, resize=resize,
+                    crop_fraction=kwargs["crop_fraction"])
+    RgbImage(out, "NCHW", fmt).push_planes({"Y": gray}, "GRAY")
+    np.testing.assert_array_equal(out[0], np.stack([fmt.tables()[c][got[c]] for c in range(3)]))

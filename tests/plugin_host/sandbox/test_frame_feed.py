@@ -365,7 +365,8 @@ def test_a_colour_image_of_each_resize_imports_nothing_in_the_worker():
         from plugin_host.frames import RgbFormat, RgbImage
         before = set(sys.modules)
         y, uv = np.zeros((48, 64), np.uint8), np.zeros((24, 32, 2), np.uint8)
-        planes = {"NV12": {"Y": y, "UV": uv}, "RGB": {"RGB": np.zeros((48, 64, 3), np.uint8)}}
+        planes = {"NV12": {"Y": y, "UV": uv}, "RGB": {"RGB": np.zeros((48, 64, 3), np.uint8)},
+                  "GRAY": {"Y": y}}
         for resize in ("nearest", "bilinear", "bilinear-antialias"):
             for fit in ("stretch", "letterbox", "crop"):
                 for format, frame in planes.items():
