@@ -372,19 +372,19 @@ def _sampled(size_in: tuple[int, int], size_out: tuple[int, int], fit: str, resi
     return out + (box, row_blocks, col_blocks)
 
 
-def _made(read: Any, n_rows: int, n_cols: int, row_blocks: Any, col_blocks: Any
-          ) -> np.ndarray:
-    """``(3, oh, ow)`` uint8: the samples that ``read(strip, out)`` writes into ``out`` (a
-    ``(3, rows, n_cols)`` uint8 buffer) for each strip of the ``n_rows`` read rows, weighted
-    along each strip's rows as it is read (while it is in the cache), then down the columns,
-    in float32, rounded; as read for nearest (no weights)."""
+def _made(read: Any, n_rows: int, n_cols: int, row_blocks: Any, col_blocks: Any,
+          channels: int = 3) -> np.ndarray:
+    """``(channels, oh, ow)`` uint8: the samples that ``read(strip, out)`` writes into ``out``
+    (a ``(channels, rows, n_cols)`` uint8 buffer) for each strip of the ``n_rows`` read rows,
+    weighted along each strip's rows as it is read (while it is in the cache), then down the
+    columns, in float32, rounded; as read for nearest (no weights)."""
     if row_blocks is None:
-        samples = np.empty((3, n_rows, n_cols), np.uint8)
+        samples = np.empty((channels, n_rows, n_cols), np.uint8)
         for first in range(0, n_rows, _STRIP):
             read(slice(first, first + _STRIP), samples[:, first:first + _STRIP])
         return samples
-    across = np.empty((3, n_rows, col_blocks[-1][1]), np.float32)
-    buffer = np.empty((3, min(n_rows, _STRIP), n_cols), np.uint8)
+    across = np.empty((channels, n_rows, col_blocks[-1][1]), np.float32)
+    buffer = np.empty((channels, min(n_rows, _STRIP), n_cols), np.uint8)
     for first in range(0, n_rows, _STRIP):
         strip = slice(first, first + _STRIP)
         samples = buffer[:, :min(_STRIP, n_rows - first)]
@@ -392,7 +392,7 @@ def _made(read: Any, n_rows: int, n_cols: int, row_blocks: Any, col_blocks: Any
         values = samples.astype(np.float32)
         for start, end, lo, hi, matrix in col_blocks:
             np.matmul(values[:, :, lo:hi], matrix, out=across[:, strip, start:end])
-    down = np.empty((3, row_blocks[-1][1], across.shape[2]), np.float32)
+    down = np.empty((channels, row_blocks[-1][1], across.shape[2]), np.float32)
     for start, end, lo, hi, matrix in row_blocks:
         np.matmul(matrix.T, across[:, lo:hi], out=down[:, start:end])
     # weights of 0..1 summing to 1 keep each sum within 0..255 (float32's rounding may pass
@@ -498,11 +498,15 @@ def gray_to_rgb(plane: np.ndarray, *, width: int, height: int, color: str = "rgb
     rows, cols, _, _, box, row_blocks, col_blocks = _sampled(
         plane.shape, (height, width), fit, resize, _fraction(crop_fraction, fit))
 
-    def read(strip: slice, rgb: np.ndarray) -> None:
-        rgb[:] = plane.take(rows[strip], 0).take(cols, 1)
+    def read(strip: slice, gray: np.ndarray) -> None:
+        gray[0] = plane.take(rows[strip], 0).take(cols, 1)
 
-    rgb = _made(read, len(rows), len(cols), row_blocks, col_blocks)
-    return _placed(rgb, box, (height, width), pad, out)
+    # one channel resampled, then written to all three
+    gray = _made(read, len(rows), len(cols), row_blocks, col_blocks, channels=1)
+    if out is None and box[2:] == (height, width):
+        return np.repeat(gray, 3, 0)
+    return _placed(np.broadcast_to(gray, (3,) + gray.shape[1:]), box, (height, width), pad,
+                   out)
 
 
 def frame_to_rgb(planes: Any, format: str, **kwargs: Any) -> np.ndarray:

@@ -141,11 +141,11 @@ class CameraFrames:
         Without ``image`` the input must be a ``(1, 12, h, w)`` float32 or uint8 two-frame YUV
         stack of a ``2w x 2h`` model frame; with ``image`` (an
         :class:`~plugin_host.frames.RgbFormat`) a float32 or uint8 colour image ``(1, 3, h,
-        w)`` or ``(1, h, w, 3)`` (``plugin_host/frames/rgb.py``; from NV12, RGB or GRAY frames). The
-        worker converts each frame from its read-only mapping of the attached pool (the only
-        copy of the frame), keeps the previous frame's half of a stack for the next call
-        (forgotten on every state reset) and refuses a frame whose slot was refilled while it
-        was read (``FrameOverwrittenError``). See ``frame_feed.py``.
+        w)`` or ``(1, h, w, 3)`` (``plugin_host/frames/rgb.py``; from NV12, RGB or GRAY
+        frames). The worker converts each frame from its read-only mapping of the attached pool
+        (the only copy of the frame), keeps the previous frame's half of a stack for the next
+        call (forgotten on every state reset) and refuses a frame whose slot was refilled while
+        it was read (``FrameOverwrittenError``). See ``frame_feed.py``.
         """
         from .frame_feed import image_input_problem
 
