@@ -16,8 +16,9 @@ which the worker reads in place, so the conversion is the only copy of the frame
 worker makes the one image itself. A two-frame stack's previous half is shifted first (a
 colour image of ``image_inputs`` is made of the frame alone); the slot's generation is checked
 after the conversion, so a frame overwritten meanwhile is refused, never half-used (the set
-does not run, and every image starts again from its next frame stacked with itself). A reset of the state, for any camera's reason, and new input buffers
-(a worker restart) forget every previous frame too.
+does not run, and every image starts again from its next frame stacked with itself). A reset
+of the state, for any camera's reason, and new input buffers (a worker restart) forget every
+previous frame too.
 """
 
 from __future__ import annotations

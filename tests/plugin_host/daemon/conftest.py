@@ -91,6 +91,23 @@ def quiet_daemon(policy: Path, state: Path, **options):
     return daemon, sink.lines
 
 
+def run_collecting(daemon, loaded=None) -> tuple[dict, list[dict], dict]:
+    """Load ``daemon``, call ``loaded(daemon)`` (checks on the loaded daemon) if given, run it
+    to its end collecting every model message, close it (also when a check fails); returns
+    ``(summary, the messages' data, each camera's layout by name)``."""
+    daemon.load()
+    try:
+        if loaded is not None:
+            loaded(daemon)
+        seen: list[dict] = []
+        daemon.plugins.broker.topics["model"].connect(lambda m: seen.append(m.data))
+        layouts = {c.name: c.layout for c in daemon.cameras}
+        summary = daemon.run()
+    finally:
+        daemon.close()
+    return summary, seen, layouts
+
+
 def events(lines: list[str], kind: str) -> list[dict]:
     """The events of ``kind`` among the daemon's event ``lines``."""
     return [json.loads(line) for line in lines if f'"event":"{kind}"' in line]

@@ -15,7 +15,8 @@ from plugin_host.frames import FrameLayout, RgbFormat, frame_to_rgb
 from plugin_host.frames.convert import nv12_to_yuv6
 from plugins.cameras.synthetic import synthetic_pattern
 
-from .conftest import events, multi_camera_policy, own_artifact, point_at, quiet_daemon
+from .conftest import (events, multi_camera_policy, own_artifact, point_at, quiet_daemon,
+                       run_collecting)
 
 H, W = 24, 40
 IMAGENET = ('{ color = "rgb", scale = 0.00392156862745098, mean = [0.485, 0.456, 0.406], '
@@ -58,14 +59,7 @@ def _one_camera(detector, extra: str, name: str, format: str = "NV12") -> Path:
 
 def _run(policy: Path, state: Path, frames: int = 4):
     daemon, lines = quiet_daemon(policy, state, frames=frames)
-    daemon.load()
-    try:
-        seen = []
-        daemon.plugins.broker.topics["model"].connect(lambda m: seen.append(m.data))
-        layouts = {c.name: c.layout for c in daemon.cameras}
-        summary = daemon.run()
-    finally:
-        daemon.close()
+    summary, seen, layouts = run_collecting(daemon)
     return summary, seen, layouts, events(lines, "loaded")[0]
 
 

@@ -14,7 +14,7 @@ import pytest
 from plugin_host.errors import PluginHostError
 
 from .conftest import (build_signed, events, own_artifact, point_at, quiet_daemon,
-                       replace_while_running, running)
+                       replace_while_running, run_collecting, running)
 
 EMBEDDING = np.arange(32, dtype=np.float32).reshape(8, 4) / 8
 
@@ -59,15 +59,9 @@ def _daemon(policy: Path, state: Path, **options):
 def test_fixed_values_reach_the_model_on_every_frame(driving):
     policy = _policy(driving, "fixed_inputs = { traffic_convention = [1.0, 0.5], desire = 3 }")
     daemon, lines = _daemon(policy, driving[1])
-    daemon.load()
-    try:
-        seen = []
-        daemon.plugins.broker.topics["model"].connect(lambda m: seen.append(m.data["outputs"]))
-        summary = daemon.run()
-    finally:
-        daemon.close()
+    summary, seen, _ = run_collecting(daemon)
     assert summary["frames_run"] >= 4 and len(seen) == summary["frames_run"]
-    for outputs in seen:
+    for outputs in (m["outputs"] for m in seen):
         assert outputs["tc"].tolist() == [[1.0, 0.5]]
         assert np.array_equal(outputs["emb"], EMBEDDING[3:4])
         assert outputs["pixels"].max() > 0  # the image still comes from the camera

@@ -16,7 +16,8 @@ from plugin_host.policy import load_policy
 from plugins.cameras.synthetic import synthetic_pattern
 
 from .conftest import (build_signed, events, multi_camera_policy, own_artifact, point_at,
-                       quiet_daemon, replace_while_running, running, wait_until)
+                       quiet_daemon, replace_while_running, run_collecting, running,
+                       wait_until)
 
 CAMERAS = [{"name": "road"}, {"name": "wide", "width": 256, "height": 128}]
 
@@ -63,16 +64,12 @@ def _current(layout, frame_id: int) -> np.ndarray:
 def test_each_image_is_made_from_its_own_cameras_frame_in_one_worker(vision):
     policy = _policy(vision, '{ img = "road", big_img = "wide" }', name="joint.toml")
     daemon, lines = _daemon(policy, vision[1])
-    daemon.load()
-    try:
+
+    def one_worker(daemon):
         assert [s.name for s in daemon.streams] == ["road", "wide"]
         assert daemon.streams[0].executor is daemon.streams[1].executor  # one worker
-        seen = []
-        daemon.plugins.broker.topics["model"].connect(lambda m: seen.append(m.data))
-        layouts = {c.name: c.layout for c in daemon.cameras}
-        summary = daemon.run()
-    finally:
-        daemon.close()
+
+    summary, seen, layouts = run_collecting(daemon, one_worker)
     assert summary["cameras"]["road"]["frames_run"] >= 5
     assert summary["cameras"]["wide"]["frames_run"] == summary["cameras"]["road"]["frames_run"]
     assert len(seen) == summary["matched_sets"] == summary["cameras"]["road"]["frames_run"]

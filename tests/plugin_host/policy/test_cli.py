@@ -41,7 +41,8 @@ def test_the_summary_shows_fixed_and_image_inputs(capsys, tmp_path):
         '0], std = [2, 2, 2], fit = "letterbox", resize = "bilinear" } }'))
     assert main(["policy", "check", str(policy), "--state-dir", str(tmp_path)]) == 0
     assert ("acceptance required; input img a colour image (bgr, letterbox (pad 114), "
-            "bilinear, (x * 0.00392157 - [0.5, 0.25, 0.0]) / [2.0, 2.0, 2.0])\n" in capsys.readouterr().out)
+            "bilinear, (x * 0.00392157 - [0.5, 0.25, 0.0]) / [2.0, 2.0, 2.0])\n"
+            in capsys.readouterr().out)
     policy.write_text((REPO / "policies" / "demo.toml").read_text().replace(
         "# fixed_inputs = { speed = 0.0 }",
         'image_inputs = { img = { fit = "crop", crop_fraction = 0.875 } }'))
