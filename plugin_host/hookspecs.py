@@ -116,8 +116,11 @@ def plugin_host_add_sinks(config):
 
     ``config`` is the plugin's own configuration (as in :func:`plugin_host_configure`). A sink
     is a callable ``sink(message)`` taking a :class:`plugin_host.topics.Message` from the
-    ``model`` topic (``message.data`` maps output names to arrays; ``message.seq``,
-    ``message.time_ns``, ``message.publisher``). It is called synchronously; an exception is
+    ``model`` topic (``message.seq``, ``message.time_ns``, ``message.publisher``;
+    ``message.data`` is a dict: ``outputs`` maps output names to arrays, beside the frame's
+    ``camera``, ``frame_id`` and timestamps, the frame's report, and ``image_geometry``, each
+    colour image input's :class:`~plugin_host.frames.geometry.ImageGeometry`, to map a
+    detector's boxes back to the frame). It is called synchronously; an exception is
     counted and logged and does not stop delivery to other sinks. A control plugin's sink
     publishes commands through its ``control.publish`` capability.
 

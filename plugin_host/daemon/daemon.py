@@ -696,6 +696,8 @@ class Daemon:
                     "camera": frame.camera, "set_id": set_id,
                     "timestamp_sof": frame.timestamp_sof,
                     "timestamp_eof": frame.timestamp_eof, "outputs": outputs,
+                    "image_geometry": stream.feed.geometry({None: (frame.width,
+                                                                   frame.height)}),
                     **report.to_dict()})
                 if self.options.log_frames:
                     self.events.emit("frame", camera=stream.name, set_id=set_id,
@@ -716,7 +718,9 @@ class Daemon:
             "camera": first.camera, "set_id": set_id,
             "frames": {f.camera: f.frame_id for f in frames},
             "timestamp_sof": first.timestamp_sof, "timestamp_eof": first.timestamp_eof,
-            "outputs": outputs, **reports[0].to_dict()})
+            "outputs": outputs, "image_geometry": self.streams[0].feed.geometry(
+                {f.camera: (f.width, f.height) for f in frames}),
+            **reports[0].to_dict()})
         if self.options.log_frames:
             for stream, report in zip(self.streams, reports):
                 self.events.emit("frame", camera=stream.name, set_id=set_id,

@@ -24,6 +24,10 @@ sandbox worker, from the camera's pool mapped read-only there
 of the frame is the conversion itself; the index inputs and fixed values are written once into
 the executor's shared input buffers (:meth:`ModelFeed.prepare`), which the worker reads in
 place on every call.
+
+Each colour image's place in its camera's frame (the boxes of its fit:
+:class:`~plugin_host.frames.geometry.ImageGeometry`) is :meth:`ModelFeed.geometry`, which the
+daemon puts in every model message, so that a sink maps a detector's boxes back to the frame.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 from abi import dtypes
 
 from ..errors import PluginHostError
+from ..frames.geometry import ImageGeometry
 from ..frames.rgb import SOURCE_FORMATS, RgbFormat, rgb_input_problem, rgb_layout
 from ..sandbox.frame_feed import image_input_problem
 from .fixed_inputs import fixed_input_values
@@ -75,6 +80,11 @@ class ModelFeed:
         self.layouts: dict[str, str] = {
             s.name: str(rgb_layout(tuple(s.shape), s.layout)) for s in graph.inputs
             if s.name in self.formats}
+        #: colour image input -> its (width, height)
+        self.image_sizes: dict[str, tuple[int, int]] = {
+            s.name: (s.shape[3], s.shape[2]) if self.layouts[s.name] == "NCHW"
+            else (s.shape[2], s.shape[1]) for s in graph.inputs if s.name in self.layouts}
+        self._geometry: dict[tuple, dict[str, ImageGeometry]] = {}
         #: image input -> the camera whose frames make it (None: the stream's one camera)
         self.images: dict[str, str | None] = {}
         if bound:
@@ -151,6 +161,20 @@ class ModelFeed:
         """The inputs written into the shared input buffers: the indices, the fixed values
         and, with ``camera_inputs``, the images."""
         return self.indices + tuple(self.values) + (tuple(self.images) if self.joint else ())
+
+    def geometry(self, frame_sizes: Mapping[str | None, tuple[int, int]]
+                 ) -> dict[str, ImageGeometry]:
+        """Each colour image input's place in the frame it is made from: ``frame_sizes`` maps
+        the camera of each input (as :attr:`images` names it; None: the stream's one camera)
+        to its frame's ``(width, height)``. Made once per frame sizes; a new dict each call."""
+        key = tuple(sorted(frame_sizes.items(), key=lambda item: str(item[0])))
+        made = self._geometry.get(key)
+        if made is None:
+            made = self._geometry[key] = {
+                name: ImageGeometry.of(frame_sizes[self.images[name]], self.image_sizes[name],
+                                       fmt.fit, fmt.crop_fraction)
+                for name, fmt in self.formats.items() if fmt is not None}
+        return dict(made)
 
     def prepare(self, buffers: Mapping[str, np.ndarray]) -> None:
         """New buffers (after ``input_buffers(names=self.buffered)``): index inputs zeroed,

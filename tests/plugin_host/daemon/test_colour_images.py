@@ -13,6 +13,7 @@ import pytest
 from plugin_host.errors import PluginHostError, PolicyError
 from plugin_host.frames import FrameLayout, RgbFormat, frame_to_rgb
 from plugin_host.frames.convert import nv12_to_yuv6
+from plugin_host.frames.geometry import ImageGeometry
 from plugins.cameras.synthetic import synthetic_pattern
 
 from .conftest import (events, multi_camera_policy, own_artifact, point_at, quiet_daemon,
@@ -85,6 +86,8 @@ def test_a_colour_image_of_each_frame_reaches_the_model(detector):
     for message in seen:
         want = _normalized(_colour(layout, message["frame_id"]), IMAGENET_FORMAT)
         np.testing.assert_array_equal(message["outputs"]["images_out"][0], want)
+        # where the image lies in the frame: the whole 128 x 64 frame onto the 40 x 24 image
+        assert message["image_geometry"] == {"images": ImageGeometry.of((128, 64), (W, H))}
     assert len({m["outputs"]["images_out"].tobytes() for m in seen}) > 1  # frames differ
 
 
@@ -105,6 +108,9 @@ def test_rgb_and_gray_cameras_make_a_colour_image(detector, format, extra):
                             width=W, height=H, color=fmt.color, fit=fmt.fit, resize=fmt.resize,
                             crop_fraction=fmt.crop_fraction)
         np.testing.assert_array_equal(message["outputs"]["crop_out"][0], want.transpose(1, 2, 0))
+        # the NHWC input's (width, height), the crop's box
+        assert message["image_geometry"] == {"crop": ImageGeometry.of(
+            (128, 64), (W, H), fmt.fit, fmt.crop_fraction)}
 
 
 def _policy_format(fields: str) -> RgbFormat:
@@ -132,6 +138,9 @@ def test_a_colour_image_and_a_yuv_stack_of_two_cameras_in_one_run(detector):
         crop = _colour(layouts["wide"], frames["wide"], "bgr", "letterbox",
                        "bilinear-antialias").transpose(1, 2, 0)
         np.testing.assert_array_equal(outputs["crop_out"][0], crop)
+        # the colour image's geometry, in its own camera's frame; none for the YUV stack
+        assert message["image_geometry"] == {"crop": ImageGeometry.of((256, 128), (W, H),
+                                                                      "letterbox")}
         road = synthetic_pattern(layouts["road"], frames["road"])
         current = nv12_to_yuv6(road["Y"], road["UV"], width=64, height=32, dtype=np.uint8)
         np.testing.assert_array_equal(outputs["img_out"][0, 6:], current)

@@ -65,6 +65,7 @@ def test_fixed_values_reach_the_model_on_every_frame(driving):
         assert outputs["tc"].tolist() == [[1.0, 0.5]]
         assert np.array_equal(outputs["emb"], EMBEDDING[3:4])
         assert outputs["pixels"].max() > 0  # the image still comes from the camera
+    assert all(m["image_geometry"] == {} for m in seen)  # a YUV stack: no colour image
     assert any('"fixed_inputs":["traffic_convention","desire"]' in line for line in lines)
 
 

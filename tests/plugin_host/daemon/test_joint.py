@@ -78,6 +78,7 @@ def test_each_image_is_made_from_its_own_cameras_frame_in_one_worker(vision):
     for message in seen:
         frames, outputs = message["frames"], message["outputs"]
         assert set(frames) == {"road", "wide"} and message["camera"] == "road"
+        assert message["image_geometry"] == {}  # YUV stacks only
         road = _current(layouts["road"], frames["road"])
         wide = _current(layouts["wide"], frames["wide"])
         assert not np.array_equal(road, wide)  # the two cameras' frames differ here
