@@ -18,7 +18,11 @@ format with uint8 and with int8 weights (``quantize_linear`` and float32 convs, 
 quantize and dequantize one QuantizeLinear and one DequantizeLinear on the onnxruntime backend;
 bare onnxruntime fuses QDQ into its integer convs, so the outputs may differ by a rounding step)
 and in the QOperator format (``qlinear_conv``: onnxruntime's QLinearConv, bit for bit) with
-uint8 and with int8 weights (the int8 one built only where the MLP's int8 one is). Bare
+uint8 and with int8 weights (the int8 one built only where the MLP's int8 one is); the two QDQ
+ones also built with ``--onnxruntime-optimized`` (``cnn_qdq_optimized``,
+``cnn_qdq_int8_optimized``: the graph onnxruntime's extended optimizations make of the file,
+its QLinearConvs imported as ``qlinear_conv``, so what bare onnxruntime runs, bit for bit;
+bare onnxruntime still runs the file as quantized). Bare
 onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
 quantized model costs through the host, and the outputs' agreement is printed beside them.
 
@@ -142,6 +146,13 @@ MODELS = {
     "cnn_qdq_int8": Model(_statically_quantized(_conv_tower, "QDQ", "QInt8"),
                           (1, 12, 128, 256), 4,
                           "quantize_static, QDQ, uint8 activations, int8 weights"),
+    "cnn_qdq_optimized": Model(_statically_quantized(_conv_tower, "QDQ"), (1, 12, 128, 256), 4,
+                               "quantize_static, QDQ, uint8, built --onnxruntime-optimized",
+                               {"onnxruntime_optimized": True}),
+    "cnn_qdq_int8_optimized": Model(
+        _statically_quantized(_conv_tower, "QDQ", "QInt8"), (1, 12, 128, 256), 4,
+        "quantize_static, QDQ, uint8 activations, int8 weights, built --onnxruntime-optimized",
+        {"onnxruntime_optimized": True}),
     "cnn_qoperator": Model(_statically_quantized(_conv_tower, "QOperator"), (1, 12, 128, 256), 4,
                            "quantize_static, QOperator, uint8"),
     "cnn_qoperator_int8": Model(_statically_quantized(_conv_tower, "QOperator", "QInt8"),

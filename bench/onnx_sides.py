@@ -23,7 +23,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -36,12 +36,14 @@ SIDES = ("bare", "onnxruntime", "numpy")
 class Model(NamedTuple):
     """``export(net_input, onnx_path)`` writes the model's ONNX file for an input of
     ``shape`` (float32, drawn from a fixed seed); ``runs_divisor``: a long call's share of
-    the runs; ``label``: what the report says the model is."""
+    the runs; ``label``: what the report says the model is; ``build``: options of
+    ``build_onnx_artifact`` (e.g. ``{"onnxruntime_optimized": True}``)."""
 
     export: Callable[[np.ndarray, Path], None]
     shape: tuple
     runs_divisor: int
     label: str
+    build: Mapping[str, Any] | None = None
 
 
 def inputs(model: Model) -> dict[str, np.ndarray]:
@@ -66,7 +68,7 @@ def _artifact(name: str, model: Model, directory: Path) -> tuple[str, str]:
     with quiet():
         model.export(inputs(model)["x"], path)
     out = directory / f"{name}.pha"
-    build_onnx_artifact(path, out, latency_ms=100.0)
+    build_onnx_artifact(path, out, latency_ms=100.0, **(model.build or {}))
     key = generate_key()
     sign_artifact(out, key)
     return str(out), str(write_keypair(directory, key, name=name)[1])

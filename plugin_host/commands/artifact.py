@@ -123,6 +123,13 @@ def register(verbs) -> None:
                         "cannot run the bfloat16 model (most of its ops have no bfloat16 "
                         "kernel), the deviation is measured on its emulation: each op in "
                         "float32, its result rounded to bfloat16")
+    p.add_argument("--onnxruntime-optimized", action="store_true",
+                   help="with --onnx: import what onnxruntime's graph optimizations (extended "
+                        "level) make of the model, as an optimized session runs it: a QDQ "
+                        "model's convs and matmuls as integer QLinearConv and QLinearMatMul "
+                        "(onnxruntime's speed, its roundings; by default the import keeps "
+                        "the file's float fake quantization), activations fused; the golden "
+                        "outputs come from the rewritten model")
     p.add_argument("--upcast-tolerance", default=None, metavar="RTOL,ATOL",
                    help="with --upcast-float16 or --upcast-bfloat16: the largest deviation "
                         "from the float16 or bfloat16 model accepted (default: 1e-2,1e-2 "
@@ -356,11 +363,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.state or args.layout or args.dim or args.golden_dim or args.golden_range \
             or args.input_value or args.allow_external_data or args.upcast_float16 \
             or args.upcast_bfloat16 or args.upcast_tolerance is not None \
-            or args.downcast_float64 or args.downcast_tolerance is not None:
+            or args.downcast_float64 or args.downcast_tolerance is not None \
+            or args.onnxruntime_optimized:
         raise UsageError("--state, --layout, --dim, --golden-dim, --golden-range, "
                          "--input-value, --allow-external-data, --upcast-float16, "
-                         "--upcast-bfloat16, --upcast-tolerance, --downcast-float64 and "
-                         "--downcast-tolerance go with --onnx")
+                         "--upcast-bfloat16, --upcast-tolerance, --downcast-float64, "
+                         "--downcast-tolerance and --onnxruntime-optimized go with --onnx")
     pm = _plugin_manager()
     builders = model_builders(pm)
     if "demo" not in builders:

@@ -12,6 +12,7 @@ said in the build's summary (:mod:`.comparison`).
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import time
@@ -46,7 +47,7 @@ from .float64_evaluation import evaluate_float64
 from .quantized_rounding import TRACE_CASES, code_tensors
 from .quantized_rounding import explain as explain_quantized_rounding
 from .quantized_rounding import trace as trace_roundings
-from .reference import REFERENCE, run_reference
+from .reference import REFERENCE, run_optimizer, run_reference
 from .saturation import explain as explain_saturation
 from .upgrade import upgrade_model
 
@@ -66,7 +67,8 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
                 upcast_float16: bool = False, downcast_float64: bool = False,
                 dims: Mapping[str, int] | None = None,
                 input_values: Mapping[str, Any] | None = None,
-                upcast_bfloat16: bool = False) -> ImportedModel:
+                upcast_bfloat16: bool = False,
+                onnxruntime_optimized: bool = False) -> ImportedModel:
     """Read and import ``path``: the Graph, its ABI names' ONNX names and the checked proto.
 
     ``state`` maps recurrent-state inputs to the outputs that feed them (``{"h": "h_next"}``);
@@ -82,7 +84,11 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     else when float64 is left in the imported graph (float64 constants that fold into float32
     values, as torch's legacy exporter writes without constant folding, import as before).
     With ``downcast_float64`` it is rewritten to float32 (:mod:`.float_width`), values rounded
-    (after the upcasts; ``float64_model`` keeps the model before the downcast). The model's own
+    (after the upcasts; ``float64_model`` keeps the model before the downcast). With
+    ``onnxruntime_optimized`` the model (after those rewrites) is replaced by what
+    onnxruntime's extended graph optimizations make of it (:func:`onnxruntime_optimized_model`),
+    checked again like a file: the artifact and its reference then compute what an optimized
+    onnxruntime session computes (a QDQ model's integer kernels). The model's own
     functions are then inlined (:mod:`.local_functions`), and a model of opset 1 to 12
     upgraded to 13 (:mod:`.upgrade`); ``.original`` is the model before both, which the
     reference runs.
@@ -110,6 +116,9 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     if double is not None and downcast_float64:
         float64_model, model = model, _rewritten(downcast_float64_model, model, path,
                                                  "downcast", limits)
+    optimized_from = None
+    if onnxruntime_optimized:
+        optimized_from, model = model, onnxruntime_optimized_model(model, path, limits)
     inlined, calls = inline_local_functions(model, where=str(path), limits=limits)
     upgraded = upgrade_model(inlined, where=str(path), limits=limits)
     try:
@@ -121,6 +130,8 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
             raise
         raise hinted from None
     imported.notes[:0] = describe(input_values or {}, model)
+    if optimized_from is not None:
+        imported.notes.insert(0, _optimized_note(optimized_from, model))
     if calls:
         imported.notes.append(f"{calls} call(s) of the model's own functions inlined; "
                               f"onnxruntime runs them as given")
@@ -134,6 +145,33 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     imported.float16_model, imported.float64_model = float16_model, float64_model
     imported.bfloat16_model = bfloat16_model
     return imported
+
+
+def onnxruntime_optimized_model(model, path, limits: ReadLimits):
+    """``model`` as onnxruntime's graph optimizations at the extended level rewrite it (what a
+    session saves to ``optimized_model_filepath``: constants folded, Conv and activations
+    fused into com.microsoft's FusedConv, a QDQ model's DequantizeLinear, Conv or MatMul and
+    QuantizeLinear groups into QLinearConv and QLinearMatMul, ...), made in the reference
+    process and checked again like a file."""
+    try:
+        rewritten = run_optimizer(model.SerializeToString(), max_bytes=limits.max_file_bytes)
+    except ModelImportError as exc:
+        raise ModelImportError(f"{path}: {exc}") from None
+    return parse_model(rewritten, where=f"{path} as onnxruntime optimizes it", limits=limits)
+
+
+def _optimized_note(before, after) -> str:
+    """The summary's line on the optimized graph: nodes before and after, the op types it
+    gained."""
+    def ops(model) -> collections.Counter:
+        return collections.Counter(n.op_type if n.domain in ("", "ai.onnx") else
+                                   f"{n.domain}.{n.op_type}" for n in model.graph.node)
+
+    old, new = ops(before), ops(after)
+    gained = ", ".join(f"{op} x{count}" for op, count in sorted((new - old).items()))
+    return (f"imported as onnxruntime's extended graph optimizations rewrite it: "
+            f"{sum(old.values())} nodes to {sum(new.values())}"
+            f"{'; new: ' + gained if gained else ''}; the reference runs the rewritten model")
 
 
 def _rewritten(rewrite: Callable, model, path, how: str, limits: ReadLimits):
@@ -188,7 +226,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                         golden_dims: Mapping[str, Sequence[int]] | None = None,
                         golden_ranges: Mapping[str, Sequence[float]] | None = None,
                         report: Callable[[str], None] | None = None,
-                        upcast_bfloat16: bool = False) -> Manifest:
+                        upcast_bfloat16: bool = False,
+                        onnxruntime_optimized: bool = False) -> Manifest:
     """Convert the ONNX model at ``path`` into an unsigned artifact at ``out``.
 
     Golden outputs are computed with onnxruntime on the model as given (also when its opset
@@ -217,6 +256,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     on the same inputs; its largest deviation per output goes to ``report`` (and progress),
     and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
     When onnxruntime cannot run the float16 model, ``report`` is told so instead.
+    ``onnxruntime_optimized`` imports what onnxruntime's extended graph optimizations make
+    of the model (see :func:`import_onnx`); the golden outputs are then the rewritten model's.
     ``upcast_bfloat16`` does the same for a bfloat16 model; where onnxruntime cannot run it,
     its emulation runs (:func:`.bfloat16_runs.emulated`). ``upcast_tolerance`` None: each
     type's own,
@@ -248,7 +289,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
                            allow_external_data=allow_external_data, limits=limits,
                            upcast_float16=upcast_float16, downcast_float64=downcast_float64,
                            dims=dims, input_values=input_values,
-                           upcast_bfloat16=upcast_bfloat16)
+                           upcast_bfloat16=upcast_bfloat16,
+                           onnxruntime_optimized=onnxruntime_optimized)
     graph = imported.graph
     if reference_backend is None:
         from ..plugins import get_backend, get_plugin_manager

@@ -8,8 +8,9 @@ The same child evaluates a model rewritten to float64 with onnx's reference eval
 a failed comparison asks how far the reference's float32 run is from exact values
 (:mod:`.float64_evaluation`), and upgrades models of older opsets with onnx's version converter
 (:meth:`ReferenceProcess.convert`) and infers a model's value types with onnx's type inference
-and onnxruntime's schemas of its own ops (:meth:`ReferenceProcess.value_types`): native code
-run on the same hostile input.
+and onnxruntime's schemas of its own ops (:meth:`ReferenceProcess.value_types`), and rewrites
+a model as onnxruntime's extended graph optimizations do, for a build that asks to import that
+(:meth:`ReferenceProcess.optimize`): native code run on the same hostile input.
 
 The model is hostile input and onnxruntime is native code: some malformed models that pass
 every check before it crash it (a segmentation fault) or keep it busy for ever. So it runs in
@@ -46,7 +47,8 @@ from ..errors import ModelImportError, UsageError
 from ..stop_signals import POLL_S, check_stop
 
 __all__ = ["REFERENCE", "TIMEOUT_S", "CONVERT_TIMEOUT_S", "ConversionRefused",
-           "ReferenceProcess", "run_reference", "run_converter", "infer_value_types"]
+           "ReferenceProcess", "run_reference", "run_converter", "run_optimizer",
+           "infer_value_types"]
 
 #: The name stored in the artifact as the golden reference.
 REFERENCE = "onnxruntime"
@@ -108,6 +110,8 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
         return _convert(request.pop("__model__").tobytes(), int(request.pop("__convert__")))
     if "__types__" in request:
         return _value_types(request.pop("__model__").tobytes())
+    if "__optimize__" in request:
+        return _optimize(ort, request.pop("__model__").tobytes())
     if int(request.pop("__float64__", 0)):
         return _float64_evaluation(request.pop("__model__").tobytes(), request)
     options = ort.SessionOptions()
@@ -126,6 +130,38 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     except Exception as exc:  # onnxruntime raises its own untyped errors
         return b"E", f"onnxruntime cannot load the model: {_first_line(exc)}".encode()
     return _cases("onnxruntime", session.run, request)
+
+
+def _optimize(ort: Any, data: bytes) -> tuple[bytes, bytes]:
+    """The serialized model as onnxruntime's graph optimizations at the extended level rewrite
+    it (what ``SessionOptions.optimized_model_filepath`` saves). The child writes no file: the
+    model is saved into a pipe, which a thread drains while the session is made."""
+    read, write = os.pipe()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            chunk = os.read(read, 1 << 20)
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = f"/proc/self/fd/{write}"
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    try:
+        ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        return b"E", f"onnxruntime cannot optimize the model: {_first_line(exc)}".encode()
+    finally:
+        os.close(write)
+        reader.join()
+        os.close(read)
+    return b"O", b"".join(chunks)
 
 
 def _cases(who: str, run: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]:
@@ -423,13 +459,18 @@ class ReferenceProcess:
         converter refuses the model."""
         job = _Job("the ONNX version converter", "the opset upgrade",
                    "the reference process", max_bytes)
-        request = {"__model__": np.frombuffer(model_bytes, np.uint8),
-                   "__convert__": np.array(target)}
-        status, payload = self._ask(_pack(request), CONVERT_TIMEOUT_S if timeout is None
-                                    else timeout, job)
-        if status == b"E":
-            raise ConversionRefused(payload.decode("utf-8", "replace"))
-        return payload
+        return self._on_model(model_bytes, "__convert__", target,
+                              CONVERT_TIMEOUT_S if timeout is None else timeout, job,
+                              ConversionRefused)
+
+    def optimize(self, model_bytes: bytes, *, max_bytes: int,
+                 timeout: float = CONVERT_TIMEOUT_S) -> bytes:
+        """The serialized model as onnxruntime's extended graph optimizations rewrite it (see
+        :func:`_optimize`): an answer past ``max_bytes`` is refused; ModelImportError when
+        onnxruntime cannot load the model."""
+        job = _Job("onnxruntime", "the graph optimization", "the reference process",
+                   max_bytes)
+        return self._on_model(model_bytes, "__optimize__", 1, timeout, job)
 
     def value_types(self, model_bytes: bytes, *, timeout: float = CONVERT_TIMEOUT_S
                     ) -> dict[str, int]:
@@ -437,10 +478,7 @@ class ReferenceProcess:
         onnx's type inference (see :func:`_value_types`); ModelImportError when it fails."""
         job = _Job("onnx's type inference", "the type inference", "the reference process",
                    _MAX_TYPES_ANSWER)
-        status, payload = self._ask(_pack({"__model__": np.frombuffer(model_bytes, np.uint8),
-                                           "__types__": np.array(1)}), timeout, job)
-        if status == b"E":
-            raise ModelImportError(payload.decode("utf-8", "replace"))
+        payload = self._on_model(model_bytes, "__types__", 1, timeout, job)
         try:
             types = json.loads(payload.decode())
         except ValueError:
@@ -449,6 +487,16 @@ class ReferenceProcess:
             raise ModelImportError("the reference process answered nonsense to the type "
                                    "inference")
         return types
+
+    def _on_model(self, model_bytes: bytes, key: str, value: int, timeout: float, job: _Job,
+                  refused: type[Exception] = ModelImportError) -> bytes:
+        """The answer to one request about a serialized model (``key``: which, ``value`` its
+        argument); the child's refusal raised as ``refused``."""
+        status, payload = self._ask(_pack({"__model__": np.frombuffer(model_bytes, np.uint8),
+                                           key: np.array(value)}), timeout, job)
+        if status == b"E":
+            raise refused(payload.decode("utf-8", "replace"))
+        return payload
 
     def _ask(self, data: bytes, timeout: float, job: _Job) -> tuple[bytes, bytes]:
         """(status, payload) of one request, starting a child when there is none."""
@@ -551,6 +599,12 @@ def infer_value_types(model) -> dict[str, int]:
     """Value name -> ONNX element type of ``model``'s values (its subgraphs' too) by onnx's
     type inference, in the reference process (see :meth:`ReferenceProcess.value_types`)."""
     return _PROCESS.value_types(model.SerializeToString())
+
+
+def run_optimizer(model_bytes: bytes, *, max_bytes: int) -> bytes:
+    """The serialized model as onnxruntime's extended graph optimizations rewrite it, in the
+    reference process (see :meth:`ReferenceProcess.optimize`)."""
+    return _PROCESS.optimize(model_bytes, max_bytes=max_bytes)
 
 
 def run_converter(model_bytes: bytes, target: int, *, max_bytes: int,

@@ -414,7 +414,8 @@ def test_cli_bad_downcast_options_are_usage_errors(double_model, tmp_path, capsy
 @pytest.mark.parametrize("flag", [["--downcast-float64"], ["--downcast-tolerance", "1,1"]])
 def test_cli_downcast_options_go_with_onnx(tmp_path, capsys, flag):
     code, _, err = _run(capsys, "build", "--demo", "--out", tmp_path / "d.pha", *flag)
-    assert code == 1 and "--downcast-float64 and --downcast-tolerance go with --onnx" in err
+    assert code == 1 and ("--downcast-float64, --downcast-tolerance and "
+                          "--onnxruntime-optimized go with --onnx") in err
     assert not (tmp_path / "d.pha").exists()
 
 

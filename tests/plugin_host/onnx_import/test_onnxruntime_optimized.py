@@ -1,0 +1,140 @@
+"""``build --onnx --onnxruntime-optimized``: the graph onnxruntime's extended graph
+optimizations make of a model, imported in its place. A QDQ model (``quantize_static``'s
+default format) then runs as onnxruntime's optimized session runs it, its convs and Gemm as
+integer QLinearConv and QGemm: bit for bit the outputs of bare onnxruntime on the original file,
+on both backends, where the default import keeps the file's float fake quantization. A float
+model's fusions (FusedConv) import as well; a model onnxruntime cannot load, or a rewritten
+model past the file cap, is refused naming why; the option goes with --onnx."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.cli import main
+from plugin_host.errors import ModelImportError
+from plugin_host.executor import Executor
+from plugin_host.onnx_import import build_onnx_artifact, import_onnx
+from plugin_host.onnx_import.reference import run_optimizer
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend
+
+from .conftest import (check_on_both_backends, export, import_and_load, onnx,
+                       onnxruntime_outputs, torch)
+from .test_quantized import _Batches
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+_Q = quantization.QuantType
+_SHAPE = (2, 3, 12, 12)
+
+
+class _Net(torch.nn.Module):
+    """Two convs with ReLU (the second strided), a flatten and a Linear: a Gemm."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = torch.nn.Linear(16 * 6 * 6, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.c2(torch.relu(self.c1(x))))
+        return self.fc(torch.flatten(y, 1))
+
+
+def _qdq_model(tmp_path, weights, per_channel: bool, reduce_range: bool):
+    torch.manual_seed(5)
+    float_model = export(_Net(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx",
+                         dynamo=False, input_names=["x"], output_names=["y"])
+    path = tmp_path / "qdq.onnx"
+    quantization.quantize_static(str(float_model), str(path), _Batches("x", _SHAPE),
+                                 quant_format=quantization.QuantFormat.QDQ,
+                                 per_channel=per_channel, weight_type=weights,
+                                 activation_type=_Q.QUInt8, reduce_range=reduce_range)
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv", "Gemm"} <= {
+        n.op_type for n in onnx.load(str(path)).graph.node}
+    return path
+
+
+def _feeds() -> list[dict]:
+    rng = np.random.default_rng(9)
+    return [{"x": (rng.standard_normal(_SHAPE) * s).astype(np.float32)} for s in (1, 3, 0.2)]
+
+
+# uint8 weights, and int8 ones of 7 bits: sums onnxruntime's u8 x s8 kernel never saturates
+@pytest.mark.parametrize("weights, per_channel, reduce_range", [
+    pytest.param(_Q.QUInt8, False, False, id="per-tensor-u8"),
+    pytest.param(_Q.QInt8, True, True, id="per-channel-s8-reduce-range")])
+def test_a_qdq_model_runs_as_onnxruntimes_optimized_session_runs_it(
+        tmp_path, signer, weights, per_channel, reduce_range):
+    path = _qdq_model(tmp_path, weights, per_channel, reduce_range)
+    plain = {n.op for n in import_onnx(path).graph.nodes}
+    assert "conv" in plain and "qlinear_conv" not in plain  # by default: fake quantization
+    said: list[str] = []
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer, onnxruntime_optimized=True,
+                                report=said.append)
+    ops = {n.op for n in loaded.graph.nodes}
+    assert {"qlinear_conv", "integer_linear"} <= ops and not ops & {"conv", "linear"}
+    assert any("onnxruntime's extended graph optimizations" in line and "QLinearConv x2"
+               in line and "com.microsoft.QGemm x1" in line for line in said), said
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(loaded.graph, backend)
+        for feed in _feeds():
+            got = executor.run(dict(feed))["y"]
+            # bare onnxruntime, all optimizations on, on the file as quantized
+            np.testing.assert_array_equal(got, onnxruntime_outputs(path, feed)["y"])
+
+
+def test_a_float_models_fusions_import(tmp_path, signer):
+    torch.manual_seed(6)
+    path = export(_Net(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx", dynamo=False,
+                  input_names=["x"], output_names=["y"])
+    said: list[str] = []
+    _, loaded = import_and_load(path, tmp_path / "f.pha", signer, onnxruntime_optimized=True,
+                                report=said.append)
+    assert any("com.microsoft.FusedConv x2" in line for line in said), said
+    assert {"conv", "relu"} <= {n.op for n in loaded.graph.nodes}
+    check_on_both_backends(path, loaded, _feeds())
+
+
+def _mixed_add(path):
+    """An Add of a float32 input and an int64 constant: ONNX's checker passes it, onnxruntime's
+    type checks refuse to load it."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    one = onnx.numpy_helper.from_array(np.ones((1, 3), np.int64), "one")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "one"], ["y"], name="add")], "g",
+                              [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, [1, 3])], [one])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_model_onnxruntime_cannot_load_is_refused_naming_why(tmp_path):
+    path = _mixed_add(tmp_path / "bad.onnx")
+    with pytest.raises(ModelImportError, match=r"onnxruntime cannot optimize the model: .*"
+                                               r"add"):
+        build_onnx_artifact(path, tmp_path / "bad.pha", onnxruntime_optimized=True)
+    assert not (tmp_path / "bad.pha").exists()
+
+
+def test_a_rewritten_model_past_the_cap_is_refused(tmp_path):
+    path = export(_Net(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx", dynamo=False,
+                  input_names=["x"], output_names=["y"])
+    with pytest.raises(ModelImportError, match=r"onnxruntime answered \d+ bytes, past the cap "
+                                               r"of 1000"):
+        run_optimizer(path.read_bytes(), max_bytes=1000)
+    # the process answers the next request
+    assert len(run_optimizer(path.read_bytes(), max_bytes=1 << 30)) > 1000
+
+
+def test_the_cli_option(tmp_path, capsys):
+    path = _qdq_model(tmp_path, _Q.QUInt8, False, False)
+    code = main(["build", "--onnx", str(path), "--onnxruntime-optimized", "--out",
+                 str(tmp_path / "q.pha")])
+    out, err = capsys.readouterr()
+    assert code == 0 and "qlinear_conv" in out, (out, err)
+    assert "onnxruntime's extended graph optimizations rewrite it" in out + err
+    code = main(["build", "--demo", "--onnxruntime-optimized", "--out", str(tmp_path / "d.pha")])
+    _, err = capsys.readouterr()
+    assert code == 1 and "--onnxruntime-optimized go with --onnx" in err
+    assert not (tmp_path / "d.pha").exists()
