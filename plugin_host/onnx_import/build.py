@@ -169,9 +169,24 @@ def _optimized_note(before, after) -> str:
 
     old, new = ops(before), ops(after)
     gained = ", ".join(f"{op} x{count}" for op, count in sorted((new - old).items()))
+    emulated = sorted(op for op in new - old if op in EMULATED_QLINEAR_OPS)
+    warning = (f"; {', '.join(emulated)} import as exact emulations of several ops each "
+               f"(lookup tables, integer arithmetic), which can run slower than a build "
+               f"without --onnxruntime-optimized: compare the two builds' latency"
+               if emulated else "")
     return (f"imported as onnxruntime's extended graph optimizations rewrite it: "
             f"{sum(old.values())} nodes to {sum(new.values())}"
-            f"{'; new: ' + gained if gained else ''}; the reference runs the rewritten model")
+            f"{'; new: ' + gained if gained else ''}; the reference runs the rewritten model"
+            f"{warning}")
+
+
+#: What onnxruntime's optimizer makes of a QDQ model's elementwise groups, which the import
+#: writes as exact emulations (:mod:`.qoperator`), not as one kernel each
+EMULATED_QLINEAR_OPS = frozenset(
+    f"com.microsoft.{op}" for op in ("QLinearAdd", "QLinearMul", "QLinearSigmoid",
+                                      "QLinearLeakyRelu", "QLinearConcat", "QLinearWhere",
+                                      "QLinearAveragePool", "QLinearGlobalAveragePool",
+                                      "QLinearSoftmax"))
 
 
 def _rewritten(rewrite: Callable, model, path, how: str, limits: ReadLimits):

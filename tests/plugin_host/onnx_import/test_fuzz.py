@@ -49,7 +49,9 @@ tokens over a run-time batch with TFIDF weights, then a Gemm) and ``functions`` 
 own functions: nested calls, attribute references and a default, an If in a body, an omitted
 input; their bodies and signatures are mutated too). Every
 mutant is built with ``upcast_float16=True`` and ``upcast_bfloat16=True``, so float16 or
-bfloat16 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32.
+bfloat16 anywhere (the seed's, or a mutated element type) goes through the rewrite to float32,
+and one in four (by a checksum of its id) with ``onnxruntime_optimized=True``, so that hostile
+models meet onnxruntime's graph optimizer in the reference process too.
 Two kinds of mutants:
 
 - byte-level, of the serialized file: bit flips, byte overwrites, truncation, random
@@ -87,6 +89,7 @@ import sys
 import time
 import traceback
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -902,7 +905,8 @@ def child(config_path: str) -> None:
         try:
             build_onnx_artifact(path, out, backends=("numpy", "onnxruntime"),
                                 allow_external_data=options.get("allow_external", False),
-                                upcast_float16=True, upcast_bfloat16=True)
+                                upcast_float16=True, upcast_bfloat16=True,
+                                onnxruntime_optimized=zlib.crc32(mid.encode()) % 4 == 0)
             _check_built(out, key, trust)
             record.update(outcome="built")
         except PluginHostError as exc:

@@ -42,16 +42,19 @@ class _Net(torch.nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
-def _qdq_model(tmp_path, weights, per_channel: bool, reduce_range: bool):
-    torch.manual_seed(5)
-    float_model = export(_Net(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx",
+def _qdq_model(tmp_path, weights=_Q.QUInt8, per_channel: bool = False,
+               reduce_range: bool = False, net=_Net, seed: int = 5):
+    """``net()`` (seeded) exported, then quantized by quantize_static in the QDQ format
+    (uint8 activations)."""
+    torch.manual_seed(seed)
+    float_model = export(net(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx",
                          dynamo=False, input_names=["x"], output_names=["y"])
     path = tmp_path / "qdq.onnx"
     quantization.quantize_static(str(float_model), str(path), _Batches("x", _SHAPE),
                                  quant_format=quantization.QuantFormat.QDQ,
                                  per_channel=per_channel, weight_type=weights,
                                  activation_type=_Q.QUInt8, reduce_range=reduce_range)
-    assert {"QuantizeLinear", "DequantizeLinear", "Conv", "Gemm"} <= {
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= {
         n.op_type for n in onnx.load(str(path)).graph.node}
     return path
 
@@ -68,6 +71,7 @@ def _feeds() -> list[dict]:
 def test_a_qdq_model_runs_as_onnxruntimes_optimized_session_runs_it(
         tmp_path, signer, weights, per_channel, reduce_range):
     path = _qdq_model(tmp_path, weights, per_channel, reduce_range)
+    assert "Gemm" in {n.op_type for n in onnx.load(str(path)).graph.node}
     plain = {n.op for n in import_onnx(path).graph.nodes}
     assert "conv" in plain and "qlinear_conv" not in plain  # by default: fake quantization
     said: list[str] = []
@@ -77,12 +81,44 @@ def test_a_qdq_model_runs_as_onnxruntimes_optimized_session_runs_it(
     assert {"qlinear_conv", "integer_linear"} <= ops and not ops & {"conv", "linear"}
     assert any("onnxruntime's extended graph optimizations" in line and "QLinearConv x2"
                in line and "com.microsoft.QGemm x1" in line for line in said), said
+    assert not any("emulations" in line for line in said)  # QLinearConv and QGemm: kernels
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         executor = Executor(loaded.graph, backend)
         for feed in _feeds():
             got = executor.run(dict(feed))["y"]
             # bare onnxruntime, all optimizations on, on the file as quantized
             np.testing.assert_array_equal(got, onnxruntime_outputs(path, feed)["y"])
+
+
+class _Silu(torch.nn.Module):
+    """A conv, a SiLU (x * sigmoid(x), YOLO's activation), a conv and a residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = self.c1(x)
+        y = y * torch.sigmoid(y)
+        return self.c2(y) + y
+
+
+def test_elementwise_groups_import_exactly_and_the_summary_says_they_are_emulated(
+        tmp_path, signer):
+    path = _qdq_model(tmp_path, net=_Silu, seed=8)
+    said: list[str] = []
+    _, loaded = import_and_load(path, tmp_path / "q.pha", signer, onnxruntime_optimized=True,
+                                report=said.append)
+    note = next(line for line in said if "extended graph optimizations" in line)
+    for op in ("QLinearSigmoid", "QLinearMul", "QLinearAdd"):
+        assert f"com.microsoft.{op} x1" in note, note
+    assert "import as exact emulations of several ops each" in note
+    assert "com.microsoft.QLinearMul" in note.split("emulations")[0].rsplit("model; ", 1)[1]
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(loaded.graph, backend)
+        for feed in _feeds():
+            np.testing.assert_array_equal(executor.run(dict(feed))["y"],
+                                          onnxruntime_outputs(path, feed)["y"])
 
 
 def test_a_float_models_fusions_import(tmp_path, signer):
@@ -128,7 +164,7 @@ def test_a_rewritten_model_past_the_cap_is_refused(tmp_path):
 
 
 def test_the_cli_option(tmp_path, capsys):
-    path = _qdq_model(tmp_path, _Q.QUInt8, False, False)
+    path = _qdq_model(tmp_path)
     code = main(["build", "--onnx", str(path), "--onnxruntime-optimized", "--out",
                  str(tmp_path / "q.pha")])
     out, err = capsys.readouterr()
