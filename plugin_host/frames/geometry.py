@@ -128,7 +128,7 @@ def _clip(values: np.ndarray, kind: str, size: tuple[int, int]) -> None:
     """``values`` (float64, ``kind``) held to ``[0, width] x [0, height]``, in place: a
     point's and a corner box's coordinates each; a size box as its corners, then back."""
     limit = np.array(size, np.float64)
-    pairs = values.reshape(values.shape[:-1] + (-1, 2))
+    pairs = values.reshape(values.shape[:-1] + (values.shape[-1] // 2, 2))
     if kind in ("xy", "xyxy"):
         np.clip(pairs, 0, limit, out=pairs)
         return

@@ -139,6 +139,17 @@ def test_clip_to_the_image_and_shapes_kept():
     assert geometry.to_frame([32, 32], "xy").shape == (2,)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_boxes_map_to_no_boxes(kind):
+    """A detector that found nothing: an empty array of the kind's width, clipped or not."""
+    geometry = ImageGeometry.of((1928, 1208), (320, 320), "letterbox")
+    width = 2 if kind == "xy" else 4
+    for shape in [(0, width), (3, 0, width)]:
+        for clip in (False, True):
+            assert geometry.to_frame(np.zeros(shape), kind, clip=clip).shape == shape
+            assert geometry.to_image(np.zeros(shape), kind, clip=clip).shape == shape
+
+
 def test_the_callers_array_is_not_written_and_ints_are_taken():
     geometry = ImageGeometry.of((1928, 1208), (320, 320), "letterbox")
     for dtype in (np.int64, np.float64, np.float32):
