@@ -271,8 +271,6 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     on the same inputs; its largest deviation per output goes to ``report`` (and progress),
     and one beyond ``upcast_tolerance`` (rtol, atol) is a ModelImportError naming the output.
     When onnxruntime cannot run the float16 model, ``report`` is told so instead.
-    ``onnxruntime_optimized`` imports what onnxruntime's extended graph optimizations make
-    of the model (see :func:`import_onnx`); the golden outputs are then the rewritten model's.
     ``upcast_bfloat16`` does the same for a bfloat16 model; where onnxruntime cannot run it,
     its emulation runs (:func:`.bfloat16_runs.emulated`). ``upcast_tolerance`` None: each
     type's own,
@@ -282,6 +280,8 @@ def build_onnx_artifact(path: str | os.PathLike, out: str | os.PathLike, *,
     rounded), measured against ``downcast_tolerance``; with both, the float16 original (which
     has the float64 too) is compared with the float32 model, and the float64 model that the
     upcast gives is compared with it again for the downcast alone.
+    ``onnxruntime_optimized`` imports what onnxruntime's extended graph optimizations make
+    of the model (see :func:`import_onnx`); the golden outputs are then the rewritten model's.
     ``report`` (and progress) is also told of each input ``input_values`` fixes (see
     :func:`import_onnx`), of a graph output declared with another shape than it computes,
     when the model's opset was upgraded, and of each input dim beyond the first that stays
