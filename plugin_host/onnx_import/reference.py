@@ -111,7 +111,8 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     if "__types__" in request:
         return _value_types(request.pop("__model__").tobytes())
     if "__optimize__" in request:
-        return _optimize(ort, request.pop("__model__").tobytes())
+        return _optimize(ort, request.pop("__model__").tobytes(),
+                         int(request.pop("__optimize__")))
     if int(request.pop("__float64__", 0)):
         return _float64_evaluation(request.pop("__model__").tobytes(), request)
     options = ort.SessionOptions()
@@ -132,19 +133,26 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     return _cases("onnxruntime", session.run, request)
 
 
-def _optimize(ort: Any, data: bytes) -> tuple[bytes, bytes]:
+def _optimize(ort: Any, data: bytes, max_bytes: int) -> tuple[bytes, bytes]:
     """The serialized model as onnxruntime's graph optimizations at the extended level rewrite
-    it (what ``SessionOptions.optimized_model_filepath`` saves). The child writes no file: the
-    model is saved into a pipe, which a thread drains while the session is made."""
+    it (what ``SessionOptions.optimized_model_filepath`` saves), refused past ``max_bytes``.
+    The child writes no file: the model is saved into a pipe, which a thread drains while the
+    session is made (past the cap it reads on and keeps nothing, so the writer never waits)."""
     read, write = os.pipe()
     chunks: list[bytes] = []
+    size = 0
 
     def drain() -> None:
+        nonlocal size
         while True:
             chunk = os.read(read, 1 << 20)
             if not chunk:
                 return
-            chunks.append(chunk)
+            size += len(chunk)
+            if size <= max_bytes:
+                chunks.append(chunk)
+            else:
+                chunks.clear()
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
@@ -161,6 +169,9 @@ def _optimize(ort: Any, data: bytes) -> tuple[bytes, bytes]:
         os.close(write)
         reader.join()
         os.close(read)
+    if size > max_bytes:
+        return b"E", (f"onnxruntime's rewrite of the model is {size} bytes, past the cap of "
+                      f"{max_bytes}").encode()
     return b"O", b"".join(chunks)
 
 
@@ -470,7 +481,7 @@ class ReferenceProcess:
         onnxruntime cannot load the model."""
         job = _Job("onnxruntime", "the graph optimization", "the reference process",
                    max_bytes)
-        return self._on_model(model_bytes, "__optimize__", 1, timeout, job)
+        return self._on_model(model_bytes, "__optimize__", max_bytes, timeout, job)
 
     def value_types(self, model_bytes: bytes, *, timeout: float = CONVERT_TIMEOUT_S
                     ) -> dict[str, int]:
