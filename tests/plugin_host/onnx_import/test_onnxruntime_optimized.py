@@ -21,7 +21,7 @@ from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (check_on_both_backends, export, import_and_load, onnx,
                        onnxruntime_outputs, torch)
-from .test_quantized import _Batches
+from .test_quantized import statically_quantized
 
 quantization = pytest.importorskip("onnxruntime.quantization")
 _Q = quantization.QuantType
@@ -46,14 +46,10 @@ def _qdq_model(tmp_path, weights=_Q.QUInt8, per_channel: bool = False,
                reduce_range: bool = False, net=_Net, seed: int = 5):
     """``net()`` (seeded) exported, then quantized by quantize_static in the QDQ format
     (uint8 activations)."""
-    torch.manual_seed(seed)
-    float_model = export(net(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx",
-                         dynamo=False, input_names=["x"], output_names=["y"])
-    path = tmp_path / "qdq.onnx"
-    quantization.quantize_static(str(float_model), str(path), _Batches("x", _SHAPE),
-                                 quant_format=quantization.QuantFormat.QDQ,
-                                 per_channel=per_channel, weight_type=weights,
-                                 activation_type=_Q.QUInt8, reduce_range=reduce_range)
+    path = statically_quantized(tmp_path, net, _SHAPE, "qdq.onnx", seed=seed,
+                                quant_format=quantization.QuantFormat.QDQ,
+                                per_channel=per_channel, weight_type=weights,
+                                activation_type=_Q.QUInt8, reduce_range=reduce_range)
     assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= {
         n.op_type for n in onnx.load(str(path)).graph.node}
     return path

@@ -24,10 +24,10 @@ from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
-from .conftest import (assert_refused, check_on_both_backends, export, import_and_load, onnx,
+from .conftest import (assert_refused, check_on_both_backends, import_and_load, onnx,
                        onnxruntime_outputs, torch)
 from .test_quantize_dynamic import _onnxruntime_saturates
-from .test_quantized import _Batches, _check, _save, _vi
+from .test_quantized import _check, _save, _vi, statically_quantized
 
 quantization = pytest.importorskip("onnxruntime.quantization")
 helper, TP, numpy_helper = onnx.helper, onnx.TensorProto, onnx.numpy_helper
@@ -115,15 +115,11 @@ def _feeds() -> list[dict]:
 @pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
 def test_a_qoperator_cnn_matches_onnxruntime_bit_for_bit(dynamo, per_channel, weights,
                                                          reduce_range, tmp_path, signer):
-    torch.manual_seed(3)
-    float_model = export(_CNN(), [torch.randn(*_SHAPE)], tmp_path / "float.onnx",
-                         dynamo=dynamo, input_names=["x"], output_names=["y"])
-    path = tmp_path / "qop.onnx"
-    quantization.quantize_static(str(float_model), str(path), _Batches("x", _SHAPE),
-                                 quant_format=quantization.QuantFormat.QOperator,
-                                 per_channel=per_channel, weight_type=weights,
-                                 activation_type=_Q.QUInt8, reduce_range=reduce_range,
-                                 op_types_to_quantize=["Conv", "MatMul"])
+    path = statically_quantized(tmp_path, _CNN, _SHAPE, "qop.onnx", dynamo=dynamo,
+                                quant_format=quantization.QuantFormat.QOperator,
+                                per_channel=per_channel, weight_type=weights,
+                                activation_type=_Q.QUInt8, reduce_range=reduce_range,
+                                op_types_to_quantize=["Conv", "MatMul"])
     model = onnx.load(str(path))
     assert {"QLinearConv", "QLinearMatMul"} <= {n.op_type for n in model.graph.node}
     int8 = {t.name for t in model.graph.initializer if t.data_type == TP.INT8}

@@ -102,6 +102,19 @@ class _Batches(quantization.CalibrationDataReader):
         return next(self.batches, None)
 
 
+def statically_quantized(tmp_path, make, shape: tuple, name: str, *, dynamo: bool = False,
+                         seed: int = 3, **options):
+    """``make()`` (built after seeding torch with ``seed``) exported for an input "x" of
+    ``shape``, then quantized by onnxruntime's quantize_static (calibrated on :class:`_Batches`;
+    ``options`` its keywords) to ``tmp_path / name``: that path."""
+    torch.manual_seed(seed)
+    float_model = export(make(), [torch.randn(*shape)], tmp_path / "float.onnx",
+                         dynamo=dynamo, input_names=["x"], output_names=["y"])
+    path = tmp_path / name
+    quantization.quantize_static(str(float_model), str(path), _Batches("x", shape), **options)
+    return path
+
+
 _MODELS = {"mlp": (_MLP, (4, 12)), "convnet": (_ConvNet, (2, 3, 8, 8)),
            "conv-bn": (lambda: _ConvNet(bn=True), (2, 3, 8, 8))}
 _Q = quantization.QuantType
@@ -113,14 +126,10 @@ _CONFIGS = [pytest.param(False, _Q.QInt8, _Q.QInt8, id="per-tensor-s8s8"),
 
 def _quantized(tmp_path, model: str, dynamo: bool, per_channel: bool, activations, weights):
     make, shape = _MODELS[model]
-    torch.manual_seed(3)
-    float_model = export(make(), [torch.randn(*shape)], tmp_path / "float.onnx",
-                         dynamo=dynamo, input_names=["x"], output_names=["y"])
-    path = tmp_path / "quantized.onnx"
-    quantization.quantize_static(str(float_model), str(path), _Batches("x", shape),
-                                 quant_format=quantization.QuantFormat.QDQ,
-                                 per_channel=per_channel, activation_type=activations,
-                                 weight_type=weights)
+    path = statically_quantized(tmp_path, make, shape, "quantized.onnx", dynamo=dynamo,
+                                quant_format=quantization.QuantFormat.QDQ,
+                                per_channel=per_channel, activation_type=activations,
+                                weight_type=weights)
     return path, shape
 
 
