@@ -40,7 +40,8 @@ from abi import dtypes
 
 from ..errors import PluginHostError
 from ..frames.geometry import ImageGeometry
-from ..frames.rgb import SOURCE_FORMATS, RgbFormat, rgb_input_problem, rgb_layout
+from ..frames.rgb import (SOURCE_FORMATS, RgbFormat, rgb_input_problem, rgb_layout,
+                          rgb_size)
 from ..sandbox.frame_feed import image_input_problem
 from .fixed_inputs import fixed_input_values
 
@@ -82,8 +83,8 @@ class ModelFeed:
             if s.name in self.formats}
         #: colour image input -> its (width, height)
         self.image_sizes: dict[str, tuple[int, int]] = {
-            s.name: (s.shape[3], s.shape[2]) if self.layouts[s.name] == "NCHW"
-            else (s.shape[2], s.shape[1]) for s in graph.inputs if s.name in self.layouts}
+            s.name: rgb_size(tuple(s.shape), self.layouts[s.name]) for s in graph.inputs
+            if s.name in self.layouts}
         self._geometry: dict[tuple, dict[str, ImageGeometry]] = {}
         #: image input -> the camera whose frames make it (None: the stream's one camera)
         self.images: dict[str, str | None] = {}

@@ -87,7 +87,7 @@ from ..errors import ShapeError
 from .convert import IMAGE_DTYPES, check_nv12, nearest_indices
 
 __all__ = ["RgbFormat", "RgbImage", "COLORS", "FITS", "RESIZES", "SOURCE_FORMATS", "fit_boxes",
-           "frame_to_rgb", "nv12_to_rgb", "rgb_to_rgb", "gray_to_rgb", "rgb_layout",
+           "frame_to_rgb", "nv12_to_rgb", "rgb_to_rgb", "gray_to_rgb", "rgb_layout", "rgb_size",
            "rgb_input_problem"]
 
 #: The channel orders an image input may take.
@@ -239,6 +239,12 @@ def rgb_layout(shape: tuple, layout: str) -> str | None:
     if first and last:
         return "NHWC" if layout == "NHWC" else "NCHW"
     return "NCHW" if first else "NHWC" if last else None
+
+
+def rgb_size(shape: tuple, layout: str) -> tuple[int, int]:
+    """``(width, height)`` of a colour image of ``shape`` in ``layout`` (``"NCHW"`` or
+    ``"NHWC"``, as :func:`rgb_layout` gives it)."""
+    return (shape[2], shape[1]) if layout == "NHWC" else (shape[3], shape[2])
 
 
 def rgb_input_problem(spec: Any, fmt: RgbFormat | None = None) -> str | None:
@@ -539,7 +545,7 @@ class RgbImage:
             raise ValueError("a uint8 image takes the samples as they are: scale, mean and "
                              "std are for float32 inputs")
         self.out, self.layout, self.format = out, layout, fmt
-        self.height, self.width = out.shape[1:3] if layout == "NHWC" else out.shape[2:4]
+        self.width, self.height = rgb_size(out.shape, layout)
         self._tables = fmt.tables() if out.dtype == np.float32 else None
 
     def reset(self) -> None:
