@@ -280,6 +280,54 @@ def _quantize_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [x]
 
 
+def _codes_and_parameters(n: str, codes: list, parameters: list) -> None:
+    """The qlinear element-wise ops' inputs: ``codes`` [(name, type)] uint8 or int8, all of one
+    dtype; ``parameters`` [(name, type, dtype)] each of shape (), a scale float32, a zero point
+    of the codes' dtype."""
+    first = codes[0][1]
+    if first.dtype not in ("uint8", "int8"):
+        raise DTypeError(f"{n}: {codes[0][0]} must be uint8 or int8, got {first.dtype}",
+                         where=n, expected="uint8 or int8", got=first.dtype)
+    need_same_dtype(n, codes + [(name, t) for name, t, kind in parameters if kind == "codes"])
+    for name, t, kind in parameters:
+        if kind == "scale" and t.dtype != "float32":
+            raise DTypeError(f"{n}: {name} must be float32, got {t.dtype}", where=n,
+                             expected="float32", got=t.dtype)
+        need_shape(n, name, t, ())
+
+
+def _qlinear_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x, x_scale, x_zp, y_scale, y_zp = inputs
+    _codes_and_parameters(op.name, [("x", x)], [
+        ("x_scale", x_scale, "scale"), ("x_zero_point", x_zp, "codes"),
+        ("y_scale", y_scale, "scale"), ("y_zero_point", y_zp, "codes")])
+    return [x]
+
+
+def _qlinear_mul(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = inputs
+    _codes_and_parameters(op.name, [("a", a), ("b", b)], [
+        ("a_scale", a_scale, "scale"), ("a_zero_point", a_zp, "codes"),
+        ("b_scale", b_scale, "scale"), ("b_zero_point", b_zp, "codes"),
+        ("y_scale", y_scale, "scale"), ("y_zero_point", y_zp, "codes")])
+    return [TensorType(_broadcast_shapes(op.name, a.shape, b.shape), a.dtype)]
+
+
+def _qlinear_concat(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    n = op.name
+    if len(inputs) < 5 or (len(inputs) - 2) % 3:
+        raise ContractError(f"{n}: {len(inputs)} inputs: takes y_scale, y_zero_point, then one "
+                            f"or more (x, x_scale, x_zero_point)", where=n)
+    parts = [(f"inputs[{i}]", inputs[i]) for i in range(2, len(inputs), 3)]
+    parameters = [("inputs[0] (y_scale)", inputs[0], "scale"),
+                  ("inputs[1] (y_zero_point)", inputs[1], "codes")]
+    for i in range(3, len(inputs), 3):
+        parameters += [(f"inputs[{i}] (its scale)", inputs[i], "scale"),
+                       (f"inputs[{i + 1}] (its zero point)", inputs[i + 1], "codes")]
+    _codes_and_parameters(n, parts, parameters)
+    return [_joined(n, parts, attrs)]
+
+
 def _integer_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, w, x_zp, w_zp = inputs
     n = op.name
@@ -320,20 +368,24 @@ def _topk(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
 
 
 def _concat(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
-    n = op.name
-    first = inputs[0]
-    r = need_rank(n, "inputs[0]", first, at_least=1)
+    return [_joined(op.name, [(f"inputs[{i}]", t) for i, t in enumerate(inputs)], attrs)]
+
+
+def _joined(n: str, parts: list, attrs: dict) -> TensorType:
+    """The concatenation of ``parts`` [(name, type)] along ``attrs["axis"]``."""
+    (first_name, first), *rest = parts
+    r = need_rank(n, first_name, first, at_least=1)
     axis = need_axis(n, attrs["axis"], r)
-    need_same_dtype(n, [(f"inputs[{i}]", t) for i, t in enumerate(inputs)])
-    for i, t in enumerate(inputs[1:], 1):
+    need_same_dtype(n, parts)
+    for name, t in rest:
         if len(t.shape) != r or any(dims.known_different(a, b) for j, (a, b)
                                     in enumerate(zip(t.shape, first.shape)) if j != axis):
-            raise ShapeError(f"{n}: inputs[{i}] shape {fmt(t.shape)} must match inputs[0] shape "
+            raise ShapeError(f"{n}: {name} shape {fmt(t.shape)} must match {first_name} shape "
                              f"{fmt(first.shape)} on every axis but {axis}", where=n,
                              expected=first.shape, got=t.shape)
     shape = list(first.shape)
-    shape[axis] = dims.total(t.shape[axis] for t in inputs)
-    return [TensorType(tuple(shape), first.dtype)]
+    shape[axis] = dims.total(t.shape[axis] for _, t in parts)
+    return TensorType(tuple(shape), first.dtype)
 
 
 def _reshape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -659,6 +711,8 @@ Element-wise a {symbol} b with numpy broadcasting; a and b share one dtype ({dty
 is the output's.""")
 
 
+_QLINEAR_UNARY = ("x", "x_scale", "x_zero_point", "y_scale", "y_zero_point")
+
 OPS: tuple[OpDef, ...] = (
     _unary("identity", _same, "Returns x unchanged (any dtype)."),
     _unary("relu", _numeric_unary, "max(x, 0), element-wise; x numeric (not bool)."),
@@ -935,6 +989,40 @@ inf), zero_point 0 where absent. y (x's shape) holds the codes as float32 intege
 scale and zero_point broadcast to x's shape without changing it (one value per tensor, or
 e.g. (C, 1, 1) per channel of (N, C, H, W)); zero_point of the scale's shape, holding an
 integer (added as it is)."""),
+    OpDef("qlinear_sigmoid", 1, _QLINEAR_UNARY, ("y",), {}, _qlinear_unary, doc="""\
+Quantized logistic (com.microsoft QLinearSigmoid, as onnxruntime's CPU kernel computes it; what
+onnxruntime's graph optimizer makes of a QDQ model's DequantizeLinear, Sigmoid and
+QuantizeLinear): each code through a table of the 256 codes, built as MLAS builds it: the code
+dequantized in float32, x_scale * float32(code - x_zero_point), MLAS's logistic (its rational
+approximation on [-18, 18] with fused multiply-adds, within about 1e-7 of the exact one:
+abi.mlas.logistic), then quantized: the float32 quotient by y_scale clamped to y's codes less
+y_zero_point (nan to the low end), rounded half to even, plus y_zero_point. x uint8 or int8
+(any shape), each zero point of x's dtype; scales float32; every scale and zero point of shape
+(). y: x's shape and dtype."""),
+    OpDef("qlinear_leaky_relu", 1, _QLINEAR_UNARY, ("y",), {"alpha": AttrSpec("float", 0.01)},
+          _qlinear_unary, doc="""\
+Quantized leaky ReLU (com.microsoft QLinearLeakyRelu, as onnxruntime's CPU kernel computes
+it): each code through a table of the 256 codes built as qlinear_sigmoid's, with v >= 0 ? v :
+float32(alpha * v) in place of the logistic. Inputs, shapes and dtypes as qlinear_sigmoid's."""),
+    OpDef("qlinear_mul", 1, ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
+                             "y_scale", "y_zero_point"), ("y",), {}, _qlinear_mul, doc="""\
+Quantized product (com.microsoft QLinearMul, as onnxruntime's CPU kernel computes it): with
+the float32 ratio (a_scale * b_scale) / y_scale computed in that order, y = clamp(round(
+float32(float32(p * ratio) + y_zero_point)), lo, hi), p = (a - a_zero_point) * (b -
+b_zero_point) exact, rounding half to even, [lo, hi] y's range. a and b uint8 or int8, one
+dtype, broadcasting as numpy; every zero point of theirs, every scale float32, each of shape
+(). y: the broadcast shape, a's dtype. Where |p * ratio| + |y_zero_point| can reach 2**31
+onnxruntime's conversion to int32 gives the type's minimum instead: the onnxruntime backend
+refuses such constant scales (and scales that come when the call runs), naming the node."""),
+    OpDef("qlinear_concat", 1, ("inputs*",), ("y",), {"axis": _AXIS}, _qlinear_concat,
+          doc="""\
+Quantized concatenation (com.microsoft QLinearConcat, as onnxruntime's CPU kernel computes it):
+inputs are y_scale, y_zero_point, then one or more (x, x_scale, x_zero_point); each x is
+requantized to y's scale and zero point (as it is where both equal its own, else through a
+table of the 256 codes built as MLAS builds it: dequantized in float32, x_scale *
+float32(code - x_zero_point), then quantized as qlinear_sigmoid's), and the results are
+concatenated along axis as concat's. Every x uint8 or int8, one dtype, every zero point of it,
+every scale float32, each scale and zero point of shape (). y: concat's shape, the xs' dtype."""),
     OpDef("integer_linear", 1, ("x", "weight", "x_zero_point?", "weight_zero_point?"), ("y",),
           {}, _integer_linear, doc="""\
 linear of 8-bit integers (ONNX MatMulInteger with the weight in linear's layout, the product of

@@ -20,7 +20,7 @@ normalizations; LRN, LpNormalization, MeanVarianceNormalization), :mod:`.activat
 (Softsign, ThresholdedRelu, Shrink, Hardmax),
 :mod:`.quantize` (QDQ models as float32 fake quantization), :mod:`.dynamic` (quantize_dynamic's
 integer ops), :mod:`.qlinear` (QLinearConv, QLinearMatMul), :mod:`.qoperator` (com.microsoft's
-QLinearAdd, QGemm and the other QOperator-format ops, with :mod:`.mlas`: onnxruntime's
+QLinearAdd, QGemm and the other QOperator-format ops, with :mod:`abi.mlas`: onnxruntime's
 arithmetic for their constants), :mod:`.qsoftmax` (com.microsoft's QLinearSoftmax),
 :mod:`.matmul_to_float` (com.microsoft's DynamicQuantizeMatMul and MatMulIntegerToFloat,
 which onnxruntime's optimizer writes for quantize_dynamic's MatMuls), :mod:`.quantized_lstm`

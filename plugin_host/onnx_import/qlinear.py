@@ -210,11 +210,7 @@ def _qlinear_conv(imp, node, attrs):
 
 def _one_op(imp, node, attrs, weight: np.ndarray, w_zp: np.ndarray | None,
             bias: np.ndarray | None, y_zp: np.ndarray) -> None:
-    """The QLinearConv as one ``qlinear_conv`` (module doc). Where only ops that read codes
-    take its own, they are cast to float32 for those that read them so, and a next
-    ``qlinear_conv`` takes them as they are (the cast then unread, left out of the graph)."""
-    from .quantize import integer_readers_only  # .quantize imports .ops, which imports this
-
+    """The QLinearConv as one ``qlinear_conv`` (module doc), bound by :func:`integer_op`."""
     out = node.output[0]
     x, x_zp = _integer_input(imp, node, "X")
     if x_zp is None:  # absent or 0
@@ -229,14 +225,23 @@ def _one_op(imp, node, attrs, weight: np.ndarray, w_zp: np.ndarray | None,
               imp.add_constant(y_zp, f"{out}.y_zero_point"),
               None if bias is None else imp.add_constant(bias, f"{out}.bias")]
     conv = conv_attrs(imp, node, attrs, weight.shape)
-    dtype = dtypes.from_numpy(y_zp.dtype)
+    integer_op(imp, node, "qlinear_conv", inputs, conv, dtypes.from_numpy(y_zp.dtype))
+
+
+def integer_op(imp, node, op: str, inputs: list, attrs: dict, dtype: str) -> None:
+    """The node's output as ``op`` of ``inputs``, codes of ``dtype``. Where only ops that read
+    codes take them, they are cast to float32 for those that read them so, and one that takes
+    them in their dtype takes the op's output (the cast then unread, left out of the graph)."""
+    from .quantize import integer_readers_only  # .quantize imports .ops, which imports this
+
+    out = node.output[0]
     if integer_readers_only(imp, out):
-        y = imp.step("qlinear_conv", inputs, "qlinear_conv", conv)
+        y = imp.step(op, inputs, op, attrs)
         imp.emit("cast", [y], [out], {"dtype": "float32"}, suffix="/float32")
         imp.fake_quantized[out] = dtype
         imp.integer_codes[(out, dtype)] = y  # a reader of these codes in their dtype takes y
     else:
-        imp.emit("qlinear_conv", inputs, [out], conv)
+        imp.emit(op, inputs, [out], attrs)
 
 
 @maps("QLinearMatMul")

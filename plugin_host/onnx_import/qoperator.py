@@ -9,10 +9,14 @@ Registered in :data:`.ops.MAPPERS` on import under ``com.microsoft.<op>``
 The arithmetic is onnxruntime 1.32's x86-64 CPU kernels', read in its source and checked
 against it over random scales, zero points, shapes and every input code:
 
-- **Lookup tables** (QLinearSigmoid, QLinearLeakyRelu, QLinearConcat's and QLinearWhere's
-  inputs of another scale or zero point): onnxruntime maps each of the 256 codes through a
-  table built once (:mod:`.mlas`); the import builds the same table and looks the codes up
-  (``embedding`` of a ``(256, 1)`` constant, so each index is checked when the call runs).
+- **QLinearSigmoid, QLinearLeakyRelu, QLinearMul, QLinearConcat**: one op each,
+  ``qlinear_sigmoid``, ``qlinear_leaky_relu``, ``qlinear_mul``, ``qlinear_concat``, whose
+  meaning is onnxruntime's kernel's (the op table's docs; :mod:`abi.mlas`), on the codes in
+  their 8-bit dtype; the onnxruntime backend runs them as those kernels.
+- **Lookup tables** (QLinearWhere's inputs of another scale or zero point): onnxruntime maps
+  each of the 256 codes through a table built once (:mod:`abi.mlas`); the import builds the
+  same table and looks the codes up (``embedding`` of a ``(256, 1)`` constant, so each index
+  is checked when the call runs).
 - **QLinearAdd**: ``r_a = a_scale / c_scale`` and ``r_b = b_scale / c_scale`` in float32, the
   zero points folded into one float32 constant ``fixed = c_zp - fma(r_a, a_zp, r_b * b_zp)``,
   then per element ``fma(a, r_a, fma(b, r_b, fixed))`` on the raw codes (fused: one rounding
@@ -24,8 +28,6 @@ against it over random scales, zero points, shapes and every input code:
   run-time dims decide which operand the loop reads per span (a mask ``(t, t)`` beside scores
   ``(b, h, t, t)``: at t = 1 only), both orders are computed and a ``where`` takes the one
   the call's dims give.
-- **QLinearMul**: ``(a - a_zp) * (b - b_zp)`` (exact), times the float32
-  ``(a_scale * b_scale) / c_scale``, plus ``c_zp``, rounded half to even and saturated.
 - **QLinearGlobalAveragePool** (and a QLinearAveragePool whose window is the whole unpadded
   input, which onnxruntime runs the same way): the codes' exact sum less ``x_zp`` times the
   count, times the float32 ``x_scale / (y_scale * count)``, rounded, plus ``y_zp``; over
@@ -55,21 +57,19 @@ import math
 
 import numpy as np
 
-from abi import dtypes
+from abi import dtypes, mlas
 from abi.ops import dims as dim_math
 
 from ..errors import ModelFileError
-from . import mlas
-from .dynamic import INT32_MAX, _as_float, _reach, _shifted_weight, matmul_sum
+from .dynamic import (INT32_MAX, _as_float, _as_integer, _reach, _shifted_weight,
+                      matmul_sum)
 from .ops import _only, maps
-from .qlinear import _requantize, _scalar_input, _scale, _with_bias
+from .qlinear import _requantize, _scalar_input, _scale, _with_bias, integer_op
 from .fold import FAR
 from .run_time_sizes import size_tensor
 
 _MS = "com.microsoft."
 _INTEGERS = ("int8", "uint8")
-#: the float32 -> int32 conversion's range: onnxruntime gives the minimum beyond it
-_INT32_LIMIT = 2.0 ** 31
 #: QLinearAveragePool's windows the import writes tap by tap, at most
 MAX_TAPS = 64
 
@@ -88,15 +88,16 @@ def _zero_point(imp, node, i: int, what: str, dtype: str) -> int:
     return int(zp.reshape(-1)[0])
 
 
-def _codes(imp, node, i: int, what: str) -> tuple[str, str]:
-    """Input ``i``, 8-bit codes, as float32 (held so already, or cast) and their dtype."""
+def _codes(imp, node, i: int, what: str, *, integer: bool = False) -> tuple[str, str]:
+    """Input ``i``, 8-bit codes, as float32 (held so already, or cast), or with ``integer`` as
+    their dtype (:func:`.dynamic._as_integer`), and their dtype."""
     name = node.input[i] if len(node.input) > i else ""
     if not name:
         raise ModelFileError(f"{what} is missing", node=imp.node_name, op=node.op_type)
     dtype = imp.fake_quantized.get(name) or imp.type_of(name).dtype
     if dtype not in _INTEGERS:
         raise imp.unsupported(f"{what} of dtype {dtype}: only int8 and uint8 are supported")
-    return _as_float(imp, name), dtype
+    return (_as_integer(imp, name, dtype) if integer else _as_float(imp, name)), dtype
 
 
 def bind_codes(imp, node, y: str, dtype: str) -> None:
@@ -120,7 +121,7 @@ def _saturated(imp, v: str, dtype: str, name: str = "saturate") -> str:
 
 
 def _check_reach(imp, what: str, reach: float) -> None:
-    if not reach < _INT32_LIMIT:
+    if not reach < mlas.INT32_LIMIT:
         raise imp.unsupported(f"{what} reaches {reach:.4g} in magnitude, beyond int32: "
                               f"onnxruntime's conversion of it gives the type's minimum")
 
@@ -130,7 +131,7 @@ def _check_reach(imp, what: str, reach: float) -> None:
 
 def _lookup(imp, x: str, dtype: str, table: np.ndarray, name: str) -> str:
     """The codes ``x`` (float32) mapped through ``table`` (the output code of each input code,
-    :func:`.mlas.codes` order)."""
+    :func:`abi.mlas.codes` order)."""
     position = x
     if dtype == "int8":
         shift = imp.add_constant(np.array(128.0, np.float32), f"{imp.node_name}.{name}_shift")
@@ -148,34 +149,40 @@ def lookup_at(imp, position: str, table: np.ndarray, name: str) -> str:
     return imp.step("sum", [y], name, {"axes": [-1], "keepdim": False})
 
 
-def _unary_table(imp, node, fn) -> None:
-    x, dtype = _codes(imp, node, 0, "X")
-    table = mlas.lookup_table(fn, dtype, _scale(imp, node, 1, "X_scale"),
-                              _zero_point(imp, node, 2, "X_zero_point", dtype),
-                              _scale(imp, node, 3, "Y_scale"),
-                              _zero_point(imp, node, 4, "Y_zero_point", dtype))
-    bind_codes(imp, node, _lookup(imp, x, dtype, table, "table"), dtype)
+def _unary_op(imp, node, op: str, attrs: dict) -> None:
+    """``op`` (``qlinear_sigmoid``, ``qlinear_leaky_relu``: onnxruntime's own kernels, a table
+    of :func:`abi.mlas.lookup_table`) of X's codes in their dtype, its scales and zero points
+    constants."""
+    x, dtype = _codes(imp, node, 0, "X", integer=True)
+    out = node.output[0]
+    parameters = [
+        imp.add_constant(np.array(_scale(imp, node, 1, "X_scale"), np.float32), f"{out}.x_scale"),
+        imp.add_constant(np.array(_zero_point(imp, node, 2, "X_zero_point", dtype), dtype),
+                         f"{out}.x_zero_point"),
+        imp.add_constant(np.array(_scale(imp, node, 3, "Y_scale"), np.float32), f"{out}.y_scale"),
+        imp.add_constant(np.array(_zero_point(imp, node, 4, "Y_zero_point", dtype), dtype),
+                         f"{out}.y_zero_point")]
+    integer_op(imp, node, op, [x, *parameters], attrs, dtype)
 
 
 @maps(_MS + "QLinearSigmoid")
 def _qlinear_sigmoid(imp, node, attrs):
-    """A table of MLAS's logistic (:func:`.mlas.logistic`), as onnxruntime's."""
+    """One ``qlinear_sigmoid``: a table of MLAS's logistic (:func:`abi.mlas.logistic`)."""
     _only(imp, attrs, {})
-    _unary_table(imp, node, mlas.logistic)
+    _unary_op(imp, node, "qlinear_sigmoid", {})
 
 
 @maps(_MS + "QLinearLeakyRelu")
 def _qlinear_leaky_relu(imp, node, attrs):
-    """A table of ``x >= 0 ? x : alpha * x`` (float32), as onnxruntime's."""
+    """One ``qlinear_leaky_relu``: a table of ``x >= 0 ? x : alpha * x`` (float32)."""
     _only(imp, attrs, {"alpha": ...})
-    alpha = np.float32(attrs.get("alpha", 0.01))
-    _unary_table(imp, node, lambda v: np.where(v >= 0, v, (alpha * v).astype(np.float32)))
+    _unary_op(imp, node, "qlinear_leaky_relu", {"alpha": float(attrs.get("alpha", 0.01))})
 
 
 @maps(_MS + "QLinearConcat")
 def _qlinear_concat(imp, node, attrs):
-    """Each input requantized to Y's scale and zero point by a table (as it is where both are
-    Y's), then ``concat``."""
+    """One ``qlinear_concat`` (onnxruntime's own kernel: each input requantized to Y's scale
+    and zero point by a table where either differs, then concatenated)."""
     _only(imp, attrs, {"axis": ...})
     if "axis" not in attrs:
         raise ModelFileError("attribute axis is missing", node=imp.node_name, op=node.op_type)
@@ -183,22 +190,25 @@ def _qlinear_concat(imp, node, attrs):
         raise ModelFileError(f"{len(node.input)} inputs: QLinearConcat takes Y_scale, "
                              f"Y_zero_point and one or more (X, X_scale, X_zero_point)",
                              node=imp.node_name, op=node.op_type)
+    out = node.output[0]
     y_scale = _scale(imp, node, 0, "Y_scale")
-    parts, dtype = [], None
+    inputs, dtype = [], None
     for k, i in enumerate(range(2, len(node.input), 3)):
-        x, x_dtype = _codes(imp, node, i, f"input {k}")
+        x, x_dtype = _codes(imp, node, i, f"input {k}", integer=True)
         if dtype is None:
             dtype = x_dtype
-            y_zp = _zero_point(imp, node, 1, "Y_zero_point", dtype)
+            inputs += [imp.add_constant(np.array(y_scale, np.float32), f"{out}.y_scale"),
+                       imp.add_constant(np.array(_zero_point(imp, node, 1, "Y_zero_point",
+                                                             dtype), dtype),
+                                        f"{out}.y_zero_point")]
         elif x_dtype != dtype:
             raise ModelFileError(f"input {k} of dtype {x_dtype} differs from input 0's {dtype}",
                                  node=imp.node_name, op=node.op_type)
         x_scale = _scale(imp, node, i + 1, f"input {k}'s scale")
         x_zp = _zero_point(imp, node, i + 2, f"input {k}'s zero point", dtype)
-        parts.append(_requantized(imp, x, dtype, (x_scale, x_zp), (y_scale, y_zp),
-                                  f"input{k}"))
-    [y] = imp.emit("concat", parts, [None], {"axis": attrs["axis"]}, suffix="/concat")
-    bind_codes(imp, node, y, dtype)
+        inputs += [x, imp.add_constant(np.array(x_scale, np.float32), f"{out}.x{k}_scale"),
+                   imp.add_constant(np.array(x_zp, dtype), f"{out}.x{k}_zero_point")]
+    integer_op(imp, node, "qlinear_concat", inputs, {"axis": attrs["axis"]}, dtype)
 
 
 def _requantized(imp, x: str, dtype: str, given: tuple, wanted: tuple, name: str) -> str:
@@ -235,10 +245,11 @@ def _qlinear_where(imp, node, attrs):
 # --- QLinearAdd and QLinearMul ---------------------------------------------------------------
 
 
-def _binary(imp, node) -> tuple:
-    """(a, b codes, dtype, a/b/c scales, a/b/c zero points) of QLinearAdd / QLinearMul."""
-    a, dtype = _codes(imp, node, 0, "A")
-    b, b_dtype = _codes(imp, node, 3, "B")
+def _binary(imp, node, *, integer: bool = False) -> tuple:
+    """(a, b codes, dtype, a/b/c scales, a/b/c zero points) of QLinearAdd / QLinearMul; the
+    codes as :func:`_codes` gives them."""
+    a, dtype = _codes(imp, node, 0, "A", integer=integer)
+    b, b_dtype = _codes(imp, node, 3, "B", integer=integer)
     if b_dtype != dtype:
         raise ModelFileError(f"B of dtype {b_dtype} differs from A's {dtype}",
                              node=imp.node_name, op=node.op_type)
@@ -385,28 +396,21 @@ def _common_grid(imp, values, top: int) -> tuple[list[int], np.ndarray]:
 
 @maps(_MS + "QLinearMul")
 def _qlinear_mul(imp, node, attrs):
-    """``(a - a_zp) * (b - b_zp) * ratio + c_zp`` in float32 (module doc)."""
+    """One ``qlinear_mul`` (onnxruntime's own kernel): ``(a - a_zp) * (b - b_zp) * ratio +
+    c_zp`` in float32, rounded and saturated."""
     _only(imp, attrs, {})
-    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node)
-    f = np.float32
-    with np.errstate(over="ignore", under="ignore"):  # an infinite ratio is refused below
-        ratio = f(f(sa * sb) / sc)
-    info = np.iinfo(dtypes.to_numpy(dtype))
-    tops = [max(abs(int(info.min) - z), abs(int(info.max) - z)) for z in (za, zb)]
-    _check_reach(imp, "the product", tops[0] * tops[1] * float(ratio) + abs(zc))
+    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node, integer=True)
+    ratio = mlas.mul_ratio(sa, sb, sc)  # an infinite one is refused here
+    _check_reach(imp, "the product", mlas.mul_reach(dtype, za, zb, ratio, zc))
+    out = node.output[0]
 
-    def shifted(t, zp, name):
-        if not zp:
-            return t
-        z = imp.add_constant(np.array(zp, np.float32), f"{imp.node_name}.{name}_zero_point")
-        return imp.step("sub", [t, z], f"{name}_shifted")
+    def const(value, dt, name):
+        return imp.add_constant(np.array(value, dt), f"{out}.{name}")
 
-    p = imp.step("mul", [shifted(a, za, "a"), shifted(b, zb, "b")], "product")
-    v = imp.step("mul", [p, imp.add_constant(np.array(ratio, np.float32),
-                                             f"{imp.node_name}.ratio")], "scaled")
-    v = imp.step("add", [v, imp.add_constant(np.array(zc, np.float32),
-                                             f"{imp.node_name}.c_zero_point")], "shifted")
-    bind_codes(imp, node, _saturated(imp, v, dtype), dtype)
+    integer_op(imp, node, "qlinear_mul", [
+        a, const(sa, np.float32, "a_scale"), const(za, dtype, "a_zero_point"),
+        b, const(sb, np.float32, "b_scale"), const(zb, dtype, "b_zero_point"),
+        const(sc, np.float32, "c_scale"), const(zc, dtype, "c_zero_point")], {}, dtype)
 
 
 # --- average pools ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from abi import TensorType, get_op, infer_shapes
 from abi.errors import BackendError
 from plugin_host.hooks import hookimpl
 
-from . import glue, layers
+from . import glue, layers, qlinear
 
 _Factory = Callable[..., Callable[..., Any]]
 
@@ -71,6 +71,7 @@ FACTORIES["resize"] = layers.resize
 FACTORIES["gather"] = layers.gather  # prepared: its constant indices are checked at load
 FACTORIES["gather_elements"] = layers.gather_elements  # its index errors name the node
 FACTORIES["scatter_elements"] = layers.scatter_elements  # prepared for constant indices
+FACTORIES.update(qlinear.FACTORIES)
 
 DTYPES = frozenset({"float32", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
                     "uint64", "bool"})

@@ -14,7 +14,7 @@ clipped into range for the Gather (so onnxruntime never wraps a negative index o
 own), and are also returned as an extra output that the backend checks after the run with
 :func:`abi.check_indices`, refusing the call exactly as the numpy backend's kernel does.
 
-The converters are ``layers.py`` and ``glue.py``, writing into an ``emitter.Emitter``; a
+The converters are ``layers.py``, ``glue.py`` and ``qlinear.py``, writing into an ``emitter.Emitter``; a
 chain of ops that one onnxruntime kernel computes with the same numbers is found first and
 written as that kernel (``fusion.py``).
 """
@@ -30,13 +30,14 @@ from onnx import helper
 from abi import TensorType
 from abi.errors import BackendError
 
-from . import fusion, glue, layers, widen
+from . import fusion, glue, layers, qlinear, widen
 from .emitter import MS, OPSET, Checks, Converter, Emitter, onnx_dtype
 
 __all__ = ["CONVERTERS", "OPSET", "to_onnx"]
 
 #: op name (version 1) -> converter(emitter, node, input names, output names, attrs)
-CONVERTERS: dict[str, Converter] = {**layers.CONVERTERS, **glue.CONVERTERS}
+CONVERTERS: dict[str, Converter] = {**layers.CONVERTERS, **glue.CONVERTERS,
+                                     **qlinear.CONVERTERS}
 
 
 # --- the model ---------------------------------------------------------------------------------

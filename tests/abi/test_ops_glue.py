@@ -53,6 +53,19 @@ def z(*shape, dtype=np.float32):
     return np.zeros(shape, dtype)
 
 
+def _Q(dtype):
+    """A scale of 1 and a zero point of 0 of ``dtype``: one (scale, zero point) pair."""
+    return [np.ones((), np.float32), np.zeros((), dtype)]
+
+
+def _onnxruntime(op_type: str, codes_at: tuple, **attrs):
+    """onnxruntime's com.microsoft ``op_type`` of the inputs (the codes at ``codes_at``)."""
+    from tests.numpy_backend.test_qlinear import onnxruntime_run
+
+    return lambda *arrays: onnxruntime_run(op_type, [f"i{k}" for k in range(len(arrays))],
+                                           list(arrays), attrs, codes_at)
+
+
 # (op, numpy inputs, attrs, numpy/torch reference producing the output(s))
 GOOD = [
     ("identity", [z(2, 3, dtype=np.bool_)], {}, lambda a: a),
@@ -147,6 +160,17 @@ GOOD = [
     ("topk", [z(2, 5, 3)], {"k": 2, "axis": 1},
      lambda a: tuple(torch.topk(torch.from_numpy(a), 2, dim=1))),
     ("dynamic_quantize", [z(2, 5, 3)], {}, lambda a: _torch_dynamic_quantize(a)),
+    ("qlinear_sigmoid", [z(2, 3, dtype=np.uint8), *_Q(np.uint8), *_Q(np.uint8)], {},
+     _onnxruntime("QLinearSigmoid", (0,))),
+    ("qlinear_leaky_relu", [z(4, dtype=np.int8), *_Q(np.int8), *_Q(np.int8)], {"alpha": 0.2},
+     _onnxruntime("QLinearLeakyRelu", (0,), alpha=0.2)),
+    ("qlinear_mul", [z(2, 1, 3, dtype=np.uint8), *_Q(np.uint8), z(4, 1, dtype=np.uint8),
+                     *_Q(np.uint8), *_Q(np.uint8)], {}, _onnxruntime("QLinearMul", (0, 3))),
+    ("qlinear_mul", [z(dtype=np.int8), *_Q(np.int8), z(3, dtype=np.int8), *_Q(np.int8),
+                     *_Q(np.int8)], {}, _onnxruntime("QLinearMul", (0, 3))),
+    ("qlinear_concat", [*_Q(np.uint8), z(2, 3, dtype=np.uint8), *_Q(np.uint8),
+                        z(2, 1, dtype=np.uint8), *_Q(np.uint8)], {"axis": -1},
+     _onnxruntime("QLinearConcat", (2, 5), axis=-1)),
     ("integer_linear", [z(2, 5, 3, dtype=np.uint8), z(4, 3, dtype=np.int8)], {},
      _torch_integer_linear),
     ("integer_linear", [z(3, dtype=np.int8), z(4, 3, dtype=np.uint8), z(dtype=np.int8),
@@ -506,6 +530,33 @@ REFUSALS = [
     ("det", [T(("n", "m"), f32)], {}, ShapeError, "det: x must be square matrices"),
     ("det", [T((3,), f32)], {}, ShapeError, "det: x must have rank >= 2"),
     ("det", [T((3, 3), i64)], {}, DTypeError, "det: x must be a float tensor"),
+    ("qlinear_sigmoid", [T((2,), f32), *[T((), f32)] * 4], {}, DTypeError,
+     "qlinear_sigmoid: x must be uint8 or int8, got float32"),
+    ("qlinear_sigmoid", [T((2,), "uint8"), T((), f32), T((), "int8"), T((), f32),
+                         T((), "uint8")], {}, DTypeError, "x_zero_point"),
+    ("qlinear_sigmoid", [T((2,), "int8"), T((), f32), T((), "int8"), T((), f32),
+                         T((), "uint8")], {}, DTypeError, "y_zero_point"),
+    ("qlinear_leaky_relu", [T((2,), "uint8"), T((), "float16"), T((), "uint8"), T((), f32),
+                            T((), "uint8")], {}, DTypeError, "x_scale must be float32"),
+    ("qlinear_leaky_relu", [T((2,), "uint8"), T((), f32), T((), "uint8"), T((), f32),
+                            T((1,), "uint8")], {}, ShapeError, "y_zero_point"),
+    ("qlinear_mul", [T((2, 3), "int8"), T((), f32), T((), "int8"), T((3,), "uint8"), T((), f32),
+                     T((), "uint8"), T((), f32), T((), "int8")], {}, DTypeError, "b"),
+    ("qlinear_mul", [T((2, 3), "int8"), T((), f32), T((), "int8"), T((3,), "int8"),
+                     T((3,), f32), T((), "int8"), T((), f32), T((), "int8")], {}, ShapeError,
+     "b_scale"),
+    ("qlinear_mul", [T((2, 3), "int8"), T((), f32), T((), "int8"), T((4,), "int8"), T((), f32),
+                     T((), "int8"), T((), f32), T((), "int8")], {}, ShapeError, "broadcast"),
+    ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((), f32)],
+     {"axis": 0}, ContractError, "qlinear_concat: 4 inputs: takes y_scale, y_zero_point"),
+    ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((), f32),
+                        T((), "uint8"), T((2, 3), "int8"), T((), f32), T((), "int8")],
+     {"axis": 0}, DTypeError, "inputs[5]"),
+    ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((), f32),
+                        T((), "uint8"), T((2, 4), "uint8"), T((), f32), T((), "uint8")],
+     {"axis": 0}, ShapeError, "inputs[5] shape (2, 4) must match inputs[2] shape (2, 3)"),
+    ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((2,), f32),
+                        T((), "uint8")], {"axis": 0}, ShapeError, "inputs[3] (its scale)"),
     ("integer_linear", [T((2, 3), f32), T((4, 3), "int8")], {}, DTypeError,
      "integer_linear: x must be uint8 or int8, got float32"),
     ("integer_linear", [T((2, 3), "uint8"), T((4, 3), "int32")], {}, DTypeError,

@@ -1459,12 +1459,13 @@ def test_bitcast_reads_the_bits_as_torch_s_view(have, want):
 
 
 def unoptimized_session(graph):
-    """An onnxruntime CPU session of ``graph`` (opset 21), its graph optimizations off: the
-    reference kernels as they are."""
+    """An onnxruntime CPU session of ``graph`` (opset 21, com.microsoft's 1), its graph
+    optimizations off: the reference kernels as they are."""
     ort = pytest.importorskip("onnxruntime")
     from onnx import helper
 
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 10
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -109,7 +109,10 @@ def test_elementwise_groups_import_exactly_and_the_summary_says_they_are_emulate
     for op in ("QLinearSigmoid", "QLinearMul", "QLinearAdd"):
         assert f"com.microsoft.{op} x1" in note, note
     assert "import as exact emulations of several ops each" in note
-    assert "com.microsoft.QLinearMul" in note.split("emulations")[0].rsplit("model; ", 1)[1]
+    named = note.split("emulations")[0].rsplit("model; ", 1)[1]
+    assert "com.microsoft.QLinearAdd" in named and "QLinearMul" not in named  # one op each
+    assert {"qlinear_sigmoid", "qlinear_mul"} <= {n.op for n in loaded.graph.nodes}
+    assert "embedding" not in {n.op for n in loaded.graph.nodes}
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         executor = Executor(loaded.graph, backend)
         for feed in _feeds():

@@ -1,6 +1,9 @@
-"""onnxruntime's CPU arithmetic for its quantized contrib ops (MLAS), reproduced in numpy where
-the importer computes a constant from it: the 256-entry lookup tables of QLinearSigmoid,
-QLinearLeakyRelu and QLinearConcat, and the folded zero-point constant of QLinearAdd.
+"""onnxruntime's CPU arithmetic for its quantized contrib ops (MLAS), reproduced in numpy: the
+256-entry lookup tables of QLinearSigmoid, QLinearLeakyRelu and QLinearConcat, QLinearMul's
+ratio of scales and the reach of its products, and the folded zero-point constant of
+QLinearAdd. The ONNX importer computes constants from it, and the numpy backend the op table's
+``qlinear_sigmoid``, ``qlinear_leaky_relu`` and ``qlinear_mul``, so both have onnxruntime's
+numbers.
 
 onnxruntime 1.32's x86-64 kernels (AVX2 with FMA3) were read and then compared with onnxruntime
 over every code of every table and random scales; each function's doc gives its order of
@@ -89,3 +92,25 @@ def lookup_table(fn, dtype: str, x_scale, x_zero_point: int, y_scale,
     float32, quantized."""
     y = np.asarray(fn(dequantized(dtype, x_scale, x_zero_point)), _F32)
     return quantized(y, dtype, y_scale, y_zero_point)
+
+
+#: float32 -> int32 conversions past this magnitude give the type's minimum in onnxruntime's
+#: quantized kernels
+INT32_LIMIT = 2.0 ** 31
+
+
+def mul_ratio(a_scale, b_scale, y_scale) -> np.float32:
+    """QLinearMul's float32 ``(a_scale * b_scale) / y_scale``, in that order."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        return _F32(_F32(_F32(a_scale) * _F32(b_scale)) / _F32(y_scale))
+
+
+def mul_reach(dtype: str, a_zero_point: int, b_zero_point: int, ratio,
+              y_zero_point: int) -> float:
+    """The largest magnitude QLinearMul's float32 ``p * ratio + y_zero_point`` can take over
+    every pair of ``dtype`` codes: onnxruntime converts it to int32 before saturating, so at
+    :data:`INT32_LIMIT` or more its answer is the type's minimum."""
+    info = np.iinfo(dtype)
+    tops = [max(abs(int(info.min) - z), abs(int(info.max) - z))
+            for z in (a_zero_point, b_zero_point)]
+    return tops[0] * tops[1] * abs(float(ratio)) + abs(y_zero_point)

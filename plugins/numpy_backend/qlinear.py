@@ -1,0 +1,100 @@
+"""The ABI's quantized element-wise ops on numpy, with onnxruntime's numbers: ``qlinear_sigmoid``
+and ``qlinear_leaky_relu`` look each code up in the 256-entry table MLAS builds
+(:func:`abi.mlas.lookup_table`; built once where the scales and zero points are constants),
+``qlinear_mul`` is the exact product of the codes less their zero points, times the float32
+ratio of the scales, plus the output's zero point, rounded and clamped, and ``qlinear_concat``
+requantizes each input by such a table where its scale or zero point differs from the
+output's (the ops' docs)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from abi import dtypes, mlas
+
+from .layers import _binder, broadcasting
+
+F32 = np.float32
+
+
+def _table(fn, x_dtype: np.dtype, x_scale, x_zero_point, y_scale, y_zero_point) -> np.ndarray:
+    """The output code of every input code, in :func:`abi.mlas.codes` order, as x's dtype."""
+    dtype = dtypes.from_numpy(x_dtype)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        table = mlas.lookup_table(fn, dtype, F32(x_scale), int(x_zero_point), F32(y_scale),
+                                  int(y_zero_point))
+    return table.astype(x_dtype)
+
+
+def _looked_up(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    position = x.astype(np.intp)
+    if x.dtype == np.int8:
+        position += 128
+    return table[position]
+
+
+def _unary(fn) -> Callable:
+    """The factory of a table op whose table is ``fn(attrs)``'s of the dequantized codes."""
+    def factory(attrs, consts, types, where):
+        f = fn(attrs)
+        if all(c is not None for c in consts[1:]):
+            table = _table(f, np.dtype(dtypes.to_numpy(types[0].dtype)), *consts[1:])
+            return _binder(lambda x, *_: _looked_up(x, table), consts, types, {})
+
+        def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point):
+            return _looked_up(x, _table(f, x.dtype, x_scale, x_zero_point, y_scale,
+                                        y_zero_point))
+        return _binder(kernel, consts, types, {})
+    return factory
+
+
+def _leaky_relu(attrs):
+    alpha = F32(attrs["alpha"])
+    return lambda v: np.where(v >= 0, v, (alpha * v).astype(F32))
+
+
+qlinear_sigmoid = _unary(lambda attrs: mlas.logistic)
+qlinear_leaky_relu = _unary(_leaky_relu)
+
+
+def _mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+    info = np.iinfo(a.dtype)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ratio = mlas.mul_ratio(a_scale, b_scale, y_scale)
+        p = (a.astype(F32) - F32(a_zero_point)) * (b.astype(F32) - F32(b_zero_point))
+        v = (p * ratio).astype(F32) + F32(y_zero_point)
+        return np.clip(np.rint(v), info.min, info.max).astype(a.dtype)
+
+
+def _requantization(x_dtype, x_scale, x_zero_point, y_scale, y_zero_point):
+    """A table from x's codes to y's (None: the same scale and zero point, the codes as they
+    are, as onnxruntime copies them)."""
+    if F32(x_scale) == F32(y_scale) and int(x_zero_point) == int(y_zero_point):
+        return None
+    return _table(lambda v: v, x_dtype, x_scale, x_zero_point, y_scale, y_zero_point)
+
+
+def qlinear_concat(attrs, consts, types, where):
+    """Each x requantized to y's parameters (:func:`_requantization`; made once where they are
+    constants), then concatenated."""
+    axis, count = attrs["axis"], len(types)
+    x_dtype = np.dtype(dtypes.to_numpy(types[2].dtype))
+    known = {i: _requantization(x_dtype, *consts[i + 1:i + 3], *consts[:2])
+             for i in range(2, count, 3)
+             if all(c is not None for c in (*consts[:2], *consts[i + 1:i + 3]))}
+
+    def kernel(*args):
+        parts = []
+        for i in range(2, count, 3):
+            table = known[i] if i in known else _requantization(
+                args[i].dtype, *args[i + 1:i + 3], *args[:2])
+            parts.append(args[i] if table is None else _looked_up(args[i], table))
+        return np.concatenate(parts, axis=axis)
+    return _binder(kernel, consts, types, {})
+
+
+#: op name -> factory(attrs, consts, types, where), as :data:`plugins.numpy_backend.FACTORIES`
+FACTORIES = {"qlinear_sigmoid": qlinear_sigmoid, "qlinear_leaky_relu": qlinear_leaky_relu,
+             "qlinear_mul": broadcasting(_mul), "qlinear_concat": qlinear_concat}

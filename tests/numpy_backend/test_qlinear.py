@@ -1,0 +1,143 @@
+"""qlinear_sigmoid, qlinear_leaky_relu, qlinear_mul and qlinear_concat on the numpy backend:
+onnxruntime's com.microsoft QLinearSigmoid, QLinearLeakyRelu, QLinearMul and QLinearConcat (its
+CPU kernels, graph optimizations off) bit for bit, over every code, random scales and zero points, broadcasting
+shapes, with the parameters constant or given when the call runs (the ops' rules:
+tests/abi/test_ops_glue.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from plugin_host.builder import GraphBuilder
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+
+from .test_glue import unoptimized_session
+from .test_qlinear_conv import codes
+
+MS = "com.microsoft"
+UNARY = {"qlinear_sigmoid": ("QLinearSigmoid", {}),
+         "qlinear_leaky_relu": ("QLinearLeakyRelu", {"alpha": 0.1}),
+         "qlinear_leaky_relu_default": ("QLinearLeakyRelu", {})}
+UNARY_NAMES = ["x", "x_scale", "x_zero_point", "y_scale", "y_zero_point"]
+MUL_NAMES = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
+             "y_zero_point"]
+
+
+def parameters(rng, dtype: str, count: int) -> list:
+    """``count`` (scale, zero point) pairs: scales from 2**-12 to 2**2, zero points anywhere
+    in the codes' range."""
+    out = []
+    for _ in range(count):
+        out += [np.float32(2.0 ** rng.uniform(-12, 2)), codes(rng, dtype, ())]
+    return out
+
+
+def graph_of(op: str, names: list, values: list, attrs: dict, codes_at, constant: bool):
+    """One node of ``op``, the codes (inputs ``codes_at``) given when the call runs, the scales
+    and zero points constants (or inputs too when not ``constant``); and its feed."""
+    b = GraphBuilder(op)
+    feed, ins = {}, []
+    for i, (name, value) in enumerate(zip(names, values)):
+        value = np.asarray(value)
+        if i in codes_at or not constant:
+            ins.append(b.input(name, value.shape, str(value.dtype), "ANY"))
+            feed[name] = value
+        else:
+            ins.append(b.constant(name, value))
+    b.output(b.op(op, *ins, name="node", **attrs), "y", "ANY")
+    return b.build(), feed
+
+
+def numpy_run(op, names, values, attrs, codes_at, constant=True) -> np.ndarray:
+    graph, feed = graph_of(op, names, values, attrs, codes_at, constant)
+    return Executor(graph, NumpyBackend()).run(feed)["y"]
+
+
+def onnxruntime_run(op_type: str, names: list, values: list, attrs: dict,
+                    codes_at) -> np.ndarray:
+    """onnxruntime's com.microsoft ``op_type`` of the same inputs (codes as inputs)."""
+    inputs = [helper.make_tensor_value_info(names[i], helper.np_dtype_to_tensor_dtype(
+        values[i].dtype), values[i].shape) for i in codes_at]
+    inits = [numpy_helper.from_array(np.asarray(v), n)
+             for i, (n, v) in enumerate(zip(names, values)) if i not in codes_at]
+    node = helper.make_node(op_type, names, ["y"], domain=MS, **attrs)
+    graph = helper.make_graph([node], "q", inputs, [helper.make_tensor_value_info(
+        "y", helper.np_dtype_to_tensor_dtype(values[codes_at[0]].dtype), None)], inits)
+    return unoptimized_session(graph).run(None, {names[i]: values[i] for i in codes_at})[0]
+
+
+@pytest.mark.parametrize("case", sorted(UNARY))
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+def test_tables_are_onnxruntimes_over_every_code(case, dtype, constant):
+    op_type, attrs = UNARY[case]
+    op = case.removesuffix("_default")
+    rng = np.random.default_rng(sum(map(ord, case + dtype)))
+    info = np.iinfo(dtype)
+    x = np.arange(info.min, info.max + 1).astype(dtype).reshape(4, 8, 8)
+    for _ in range(12):
+        values = [x, *parameters(rng, dtype, 2)]
+        got = numpy_run(op, UNARY_NAMES, values, attrs, (0,), constant)
+        want = onnxruntime_run(op_type, UNARY_NAMES, values, attrs, (0,))
+        assert got.dtype == want.dtype == x.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (3, 1)), ((1, 5), (4, 1)), ((), (3, 2)),
+          ((2, 1, 3), ()), ((6,), (2, 1, 6))]
+
+
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_mul_is_onnxruntimes(shapes, dtype):
+    rng = np.random.default_rng(len(str(shapes)) + len(dtype))
+    for k in range(30):
+        a, b = (codes(rng, dtype, s) for s in shapes)
+        (sa, za, sb, zb, sc, zc) = parameters(rng, dtype, 3)
+        sc = np.float32(sa * sb * 2.0 ** rng.uniform(4, 14))  # products of codes into range
+        values = [a, sa, za, b, sb, zb, sc, zc]
+        got = numpy_run("qlinear_mul", MUL_NAMES, values, {}, (0, 3), constant=k % 2 == 0)
+        want = onnxruntime_run("QLinearMul", MUL_NAMES, values, {}, (0, 3))
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_mul_saturates_and_rounds_halves_to_even():
+    a = np.array([0, 1, 2, 3, 5, 255, 255], np.uint8)
+    b = np.array([0, 1, 1, 1, 1, 255, 0], np.uint8)
+    half = [np.float32(0.5), np.uint8(0)]
+    got = numpy_run("qlinear_mul", MUL_NAMES, [a, *half, b, np.float32(1), np.uint8(0),
+                                              np.float32(1), np.uint8(0)], {}, (0, 3))
+    # 0, 0.5, 1, 1.5, 2.5 round half to even; 255 * 255 * 0.5 saturates at 255
+    np.testing.assert_array_equal(got, [0, 0, 1, 2, 2, 255, 0])
+
+
+def concat_case(rng, dtype: str, same: tuple = (1,)):
+    """A qlinear_concat of three inputs along axis 1 (inputs[0] (y_scale), [1], then triples),
+    those at ``same`` of y's own scale and zero point: (names, values, codes_at)."""
+    y = parameters(rng, dtype, 1)
+    names, values, at = ["ys", "yz"], list(y), []
+    info = np.iinfo(dtype)
+    for k, width in enumerate((3, 1, 5)):
+        x = np.arange(info.min, info.max + 1).astype(dtype)[rng.permutation(256)]
+        x = np.resize(x, (2, width, 4, 8)).astype(dtype)
+        at.append(len(values))
+        names += [f"x{k}", f"s{k}", f"z{k}"]
+        values += [x, *(y if k in same else parameters(rng, dtype, 1))]
+    return names, values, tuple(at)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+def test_concat_is_onnxruntimes(dtype, constant):
+    rng = np.random.default_rng(11 + len(dtype))
+    for same in ((1,), (), (0, 2)):
+        for _ in range(4):
+            names, values, at = concat_case(rng, dtype, same)
+            got = numpy_run("qlinear_concat", names, values, {"axis": 1}, at, constant)
+            want = onnxruntime_run("QLinearConcat", names, values, {"axis": 1}, at)
+            assert got.shape == want.shape == (2, 9, 4, 8) and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
