@@ -15,7 +15,9 @@ from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend, convert
 from tests.numpy_backend.test_glue import (integer_codes, integer_linear_graph,
                                            quantize_linear_feeds, torch_integer_linear)
-from tests.numpy_backend.test_qlinear_conv import random_conv
+from tests.numpy_backend.test_qlinear import (MUL_NAMES, UNARY_NAMES, concat_case, graph_of,
+                                              parameters)
+from tests.numpy_backend.test_qlinear_conv import codes, random_conv
 
 RNG = np.random.default_rng(0)
 
@@ -31,6 +33,21 @@ def onnx_model(graph):
 def model_ops(graph) -> set[str]:
     """The op types of ``graph``'s onnxruntime model (its top-level nodes)."""
     return {n.op_type for n in onnx_model(graph).graph.node}
+
+
+def qlinear_case(op: str, **attrs):
+    """One qlinear element-wise op of random codes and constant parameters, and its feed."""
+    rng = np.random.default_rng(len(op))
+    if op == "qlinear_concat":
+        names, values, at = concat_case(rng, "int8", ())
+        return graph_of(op, names, values, {"axis": 1}, at, True)
+    if op in ("qlinear_sigmoid", "qlinear_leaky_relu"):
+        return graph_of(op, UNARY_NAMES, [codes(rng, "uint8", (2, 3, 4)),
+                                          *parameters(rng, "uint8", 2)], attrs, (0,), True)
+    sa, za, sb, zb, _, zc = parameters(rng, "uint8", 3)
+    return graph_of(op, MUL_NAMES, [codes(rng, "uint8", (2, 3, 4)), sa, za,
+                                    codes(rng, "uint8", (3, 1)), sb, zb,
+                                    np.float32(sa * sb * 64), zc], {}, (0, 3), True)
 
 
 def f32(*shape, scale=1.0):
@@ -536,6 +553,10 @@ CASES = {
                                             np.array(-700, np.float32), dtype="int16"),
     "qlinear_conv": lambda: random_conv(np.random.default_rng(3), "uint8", "int8",
                                         per_channel=True, bias=True).graph(),
+    "qlinear_sigmoid": lambda: qlinear_case("qlinear_sigmoid"),
+    "qlinear_leaky_relu": lambda: qlinear_case("qlinear_leaky_relu", alpha=0.2),
+    "qlinear_mul": lambda: qlinear_case("qlinear_mul"),
+    "qlinear_concat": lambda: qlinear_case("qlinear_concat"),
     "quantized_lstm": lambda: quantized_lstm(),
     "quantized_lstm_reverse_lengths_y": lambda: quantized_lstm(True, True, True),
     "integer_linear": lambda: single(
