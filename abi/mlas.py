@@ -1,9 +1,9 @@
 """onnxruntime's CPU arithmetic for its quantized contrib ops (MLAS), reproduced in numpy: the
 256-entry lookup tables of QLinearSigmoid, QLinearLeakyRelu and QLinearConcat, QLinearMul's
 ratio of scales and the reach of its products, and the folded zero-point constant of
-QLinearAdd. The ONNX importer computes constants from it, and the numpy backend the op table's
-``qlinear_sigmoid``, ``qlinear_leaky_relu`` and ``qlinear_mul``, so both have onnxruntime's
-numbers.
+QLinearAdd, QLinearAdd's operand order, and QLinearSoftmax's table. The ONNX importer computes
+constants from it, and the numpy backend the op table's ``qlinear_*`` ops, so both have
+onnxruntime's numbers.
 
 onnxruntime 1.32's x86-64 kernels (AVX2 with FMA3) were read and then compared with onnxruntime
 over every code of every table and random scales; each function's doc gives its order of
@@ -11,6 +11,10 @@ float32 operations. ``fma`` is a fused multiply-add: one rounding of the exact `
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
+import math
 
 import numpy as np
 
@@ -114,3 +118,78 @@ def mul_reach(dtype: str, a_zero_point: int, b_zero_point: int, ratio,
     tops = [max(abs(int(info.min) - z), abs(int(info.max) - z))
             for z in (a_zero_point, b_zero_point)]
     return tops[0] * tops[1] * abs(float(ratio)) + abs(y_zero_point)
+
+
+def add_parameters(a_scale, a_zero_point: int, b_scale, b_zero_point: int, y_scale,
+                   y_zero_point: int) -> tuple[np.float32, np.float32, np.float32]:
+    """QLinearAdd's float32 ``r_a = a_scale / y_scale``, ``r_b = b_scale / y_scale`` and the
+    folded zero points ``fixed = y_zero_point - fma(r_a, a_zero_point, r_b * b_zero_point)``;
+    the sum is then ``fma(a, r_a, fma(b, r_b, fixed))`` on the codes, with ``a`` the operand
+    of :func:`add_order`."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        r_a, r_b = _F32(_F32(a_scale) / _F32(y_scale)), _F32(_F32(b_scale) / _F32(y_scale))
+        fixed = _F32(_F32(y_zero_point) - fma(r_a, _F32(a_zero_point),
+                                               _F32(r_b * _F32(b_zero_point))))
+    return r_a, r_b, fixed
+
+
+def add_reach(dtype: str, r_a, r_b, fixed) -> float:
+    """The largest magnitude QLinearAdd's sum can take over every pair of ``dtype`` codes (at
+    :data:`INT32_LIMIT` or more onnxruntime's conversion gives the type's minimum)."""
+    top = 128 if dtype == "int8" else 255
+    return top * (abs(float(r_a)) + abs(float(r_b))) + abs(float(fixed))
+
+
+def add_order(a_shape, b_shape) -> bool:
+    """Whether QLinearAdd's operands swap roles for inputs of these shapes: onnxruntime's
+    broadcasting loop reads one of them as one value per span (looking at the dims both have,
+    from the end, at the first that is not 1 on both, else the first of them: input 0 if its
+    dim there is 1, else input 1 if its is; with a 0-d input, at the other's last dim), and
+    where that is ``a`` its kernel streams ``b`` as the inner fused step's operand."""
+    a, b = list(a_shape), list(b_shape)
+    if not a or not b:
+        return not a or a[-1] <= 1
+    common = min(len(a), len(b))
+    for k in range(1, common + 1):
+        da, db = a[-k], b[-k]
+        if max(da, db) <= 1 and k < common:
+            continue
+        return da <= 1
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def c_logf():
+    """The C library's ``logf`` (float32 in and out) from the process's own symbols (no file
+    is opened: the sandbox worker finds it too), or None where there is none."""
+    try:
+        fn = ctypes.CDLL(None).logf
+    except (OSError, AttributeError, TypeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+    return fn
+
+
+def logf(value: np.float32) -> float:
+    """``logf(value)`` as onnxruntime's QLinearSoftmax computes it: the C library's; without
+    one, the correctly rounded float32 logarithm (glibc's for counts below 60,594)."""
+    fn = c_logf()
+    return float(fn(float(value))) if fn is not None else float(_F32(math.log(float(value))))
+
+
+@functools.lru_cache(maxsize=64)
+def softmax_table(x_scale: float, count: int) -> np.ndarray:
+    """QLinearSoftmax's 256 float32 exponentials for ``count`` values a softmax, position
+    ``i`` holding ``exp((i - 255 + shift) * x_scale)`` computed in double, ``shift = max(0,
+    logf(FLT_MAX / count) - 5) / x_scale``: ``i = 255`` the largest code's. Read-only."""
+    scale = float(_F32(x_scale))
+    shift = max(0.0, logf(_F32(np.finfo(_F32).max) / _F32(count)) - 5.0) / scale
+    table = np.array([math.exp((i - 255.0 + shift) * scale) for i in range(256)], _F32)
+    table.flags.writeable = False
+    return table
+
+
+def softmax_ratio(y_scale) -> float:
+    """QLinearSoftmax's ``floor(1 / y_scale)``, the quotient in float32."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return float(np.floor(_F32(1) / _F32(y_scale)))

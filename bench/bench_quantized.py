@@ -22,7 +22,10 @@ uint8 and with int8 weights (the int8 one built only where the MLP's int8 one is
 ones also built with ``--onnxruntime-optimized`` (``cnn_qdq_optimized``,
 ``cnn_qdq_int8_optimized``: the graph onnxruntime's extended optimizations make of the file,
 its QLinearConvs imported as ``qlinear_conv``, so what bare onnxruntime runs, bit for bit;
-bare onnxruntime still runs the file as quantized). Bare
+bare onnxruntime still runs the file as quantized); and a small detector of YOLOv8's parts
+over a 256x256 image (``detector_qdq_optimized``: QDQ, int8 weights of 7 bits per channel,
+built so: its SiLUs, residual add, concats and softmax onnxruntime's QLinearSigmoid,
+QLinearMul, QLinearAdd, QLinearConcat and QLinearSoftmax, the ABI's ``qlinear_*`` ops). Bare
 onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
 quantized model costs through the host, and the outputs' agreement is printed beside them.
 
@@ -66,10 +69,11 @@ def _quantized(net_of: Callable, dynamo: bool = False, weights: str = "QUInt8") 
 
 
 def _statically_quantized(net_of: Callable, quant_format: str,
-                          weights: str = "QUInt8") -> Callable:
+                          weights: str = "QUInt8", **options) -> Callable:
     """``export`` of :class:`Model`: torch's ``net_of()`` exported, then quantized by
     ``quantize_static`` in ``quant_format`` (uint8 activations, ``weights`` as the
-    quantizer's QuantType names them), calibrated on four random inputs of x's shape."""
+    quantizer's QuantType names them, ``options`` its others), calibrated on four random
+    inputs of x's shape."""
     def export(x: np.ndarray, path: Path) -> None:
         from onnxruntime import quantization
 
@@ -86,7 +90,7 @@ def _statically_quantized(net_of: Callable, quant_format: str,
             float_path, str(path), Batches(),
             quant_format=getattr(quantization.QuantFormat, quant_format),
             activation_type=quantization.QuantType.QUInt8,
-            weight_type=getattr(quantization.QuantType, weights))
+            weight_type=getattr(quantization.QuantType, weights), **options)
     return export
 
 
@@ -99,6 +103,39 @@ def _conv_tower():
     for a, b in zip(chans, chans[1:]):
         layers += [torch.nn.Conv2d(a, b, 3, 2, 1), torch.nn.ReLU()]
     return torch.nn.Sequential(*layers, torch.nn.Conv2d(256, 32, 1))
+
+
+def _detector():
+    """A small one-stage detector of YOLOv8's parts: conv and SiLU blocks, a split, a residual
+    add and a concat (C2f), three max pools concatenated (SPPF), a 2x upsampling concatenated
+    with an earlier map, and a box head's softmax over 16 bins (DFL)."""
+    import torch
+
+    def block(a, b, stride=1):
+        return torch.nn.Sequential(torch.nn.Conv2d(a, b, 3, stride, 1), torch.nn.SiLU())
+
+    class Detector(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.down = block(3, 32, 2), block(32, 64, 2)
+            self.inner, self.join = block(32, 32), block(96, 64)
+            self.deep, self.pool = block(64, 64, 2), torch.nn.MaxPool2d(5, 1, 2)
+            self.spp, self.neck = block(256, 64), block(128, 64)
+            self.head = torch.nn.Conv2d(64, 64, 1)
+
+        def forward(self, x):
+            y = self.down(self.stem(x))
+            a, b = y.chunk(2, 1)
+            y = self.join(torch.cat([a, b, b + self.inner(b)], 1))
+            p1 = self.pool(z := self.deep(y))
+            p2 = self.pool(p1)
+            z = self.spp(torch.cat([z, p1, p2, self.pool(p2)], 1))
+            y = self.neck(torch.cat([torch.nn.functional.interpolate(z, scale_factor=2.0), y],
+                                    1))
+            boxes = self.head(y).flatten(2).view(1, 4, 16, -1)
+            return boxes.transpose(1, 2).softmax(1)
+
+    return Detector()
 
 
 def _mlp():
@@ -153,6 +190,10 @@ MODELS = {
         _statically_quantized(_conv_tower, "QDQ", "QInt8"), (1, 12, 128, 256), 4,
         "quantize_static, QDQ, uint8 activations, int8 weights, built --onnxruntime-optimized",
         {"onnxruntime_optimized": True}),
+    "detector_qdq_optimized": Model(
+        _statically_quantized(_detector, "QDQ", "QInt8", per_channel=True, reduce_range=True),
+        (1, 3, 256, 256), 4, "quantize_static, QDQ, uint8 activations, int8 weights of 7 bits, "
+        "built --onnxruntime-optimized", {"onnxruntime_optimized": True}),
     "cnn_qoperator": Model(_statically_quantized(_conv_tower, "QOperator"), (1, 12, 128, 256), 4,
                            "quantize_static, QOperator, uint8"),
     "cnn_qoperator_int8": Model(_statically_quantized(_conv_tower, "QOperator", "QInt8"),

@@ -304,7 +304,7 @@ def _qlinear_unary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     return [x]
 
 
-def _qlinear_mul(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+def _qlinear_binary(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = inputs
     _codes_and_parameters(op.name, [("a", a), ("b", b)], [
         ("a_scale", a_scale, "scale"), ("a_zero_point", a_zp, "codes"),
@@ -326,6 +326,15 @@ def _qlinear_concat(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
                        (f"inputs[{i + 1}] (its zero point)", inputs[i + 1], "codes")]
     _codes_and_parameters(n, parts, parameters)
     return [_joined(n, parts, attrs)]
+
+
+def _qlinear_softmax(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    _qlinear_unary(op, inputs, attrs)
+    need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
+    need_values(n, x.shape)
+    return [x]
 
 
 def _integer_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -1005,7 +1014,8 @@ Quantized leaky ReLU (com.microsoft QLinearLeakyRelu, as onnxruntime's CPU kerne
 it): each code through a table of the 256 codes built as qlinear_sigmoid's, with v >= 0 ? v :
 float32(alpha * v) in place of the logistic. Inputs, shapes and dtypes as qlinear_sigmoid's."""),
     OpDef("qlinear_mul", 1, ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
-                             "y_scale", "y_zero_point"), ("y",), {}, _qlinear_mul, doc="""\
+                             "y_scale", "y_zero_point"), ("y",), {}, _qlinear_binary,
+          doc="""\
 Quantized product (com.microsoft QLinearMul, as onnxruntime's CPU kernel computes it): with
 the float32 ratio (a_scale * b_scale) / y_scale computed in that order, y = clamp(round(
 float32(float32(p * ratio) + y_zero_point)), lo, hi), p = (a - a_zero_point) * (b -
@@ -1014,6 +1024,37 @@ dtype, broadcasting as numpy; every zero point of theirs, every scale float32, e
 (). y: the broadcast shape, a's dtype. Where |p * ratio| + |y_zero_point| can reach 2**31
 onnxruntime's conversion to int32 gives the type's minimum instead: the onnxruntime backend
 refuses such constant scales (and scales that come when the call runs), naming the node."""),
+    OpDef("qlinear_add", 1, ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
+                             "y_scale", "y_zero_point"), ("y",), {}, _qlinear_binary,
+          doc="""\
+Quantized sum (com.microsoft QLinearAdd, as onnxruntime's CPU kernel computes it, with fused
+multiply-adds): with the float32 r_a = a_scale / y_scale, r_b = b_scale / y_scale and fixed =
+float32(y_zero_point) - fma(r_a, a_zero_point, float32(r_b * b_zero_point)), y = clamp(round(
+fma(a, r_a, fma(b, r_b, fixed))), lo, hi) on the codes, each fma rounded once to float32,
+rounding half to even, [lo, hi] y's range. Where onnxruntime's broadcasting loop reads a as one
+value per span, a and b (with their scales and zero points) swap roles: looking at the dims both
+have, from the end, at the first that is not 1 on both (else the first of them), a's dim there
+is 1; with a 0-d input, the other's last dim (a 0-d a, or a b of 0 dims beside an a whose last
+dim is 1). The shapes are the call's. a and b uint8 or int8, one dtype, broadcasting as numpy;
+every zero point of theirs, every scale float32, each of shape (). y: the broadcast shape, a's
+dtype. Where top * (|r_a| + |r_b|) + |fixed| (top 128 for int8, 255 for uint8) can reach 2**31,
+onnxruntime's conversion gives the type's minimum instead: the onnxruntime backend refuses
+such constant scales (and scales that come when the call runs), naming the node."""),
+    OpDef("qlinear_softmax", 1, _QLINEAR_UNARY, ("y",), {
+        "axis": AttrSpec("int", -1),
+        "trailing": AttrSpec("bool", False),
+    }, _qlinear_softmax, doc="""\
+Quantized softmax (com.microsoft QLinearSoftmax, as onnxruntime's CPU kernel computes it) over
+axis, or with trailing over every axis from axis on as one (ONNX Softmax before opset 13): with
+D the count of values one softmax takes, a table T of 256 float32 values, T[i] =
+exp((i - 255 + shift) * x_scale) computed in double, shift = max(0, logf(FLT_MAX / D) - 5) /
+x_scale with the C library's float32 logf (abi.mlas.softmax_table); each code x looks up e =
+T[255 - (m - x)], m the largest code of its softmax (x_zero_point cancels); s is the float32
+sum of its e one by one in order (row-major); y = clamp(nearbyint(double(e) * R / double(s)) +
+y_zero_point, lo, hi) with R = floor(1 / y_scale) (the quotient in float32), the product and
+quotient in double, rounding half to even, [lo, hi] y's range. x uint8 or int8 and not empty,
+each zero point of its dtype, scales float32, every scale and zero point of shape (). y: x's
+shape and dtype."""),
     OpDef("qlinear_concat", 1, ("inputs*",), ("y",), {"axis": _AXIS}, _qlinear_concat,
           doc="""\
 Quantized concatenation (com.microsoft QLinearConcat, as onnxruntime's CPU kernel computes it):

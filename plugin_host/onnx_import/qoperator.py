@@ -9,25 +9,16 @@ Registered in :data:`.ops.MAPPERS` on import under ``com.microsoft.<op>``
 The arithmetic is onnxruntime 1.32's x86-64 CPU kernels', read in its source and checked
 against it over random scales, zero points, shapes and every input code:
 
-- **QLinearSigmoid, QLinearLeakyRelu, QLinearMul, QLinearConcat**: one op each,
-  ``qlinear_sigmoid``, ``qlinear_leaky_relu``, ``qlinear_mul``, ``qlinear_concat``, whose
-  meaning is onnxruntime's kernel's (the op table's docs; :mod:`abi.mlas`), on the codes in
-  their 8-bit dtype; the onnxruntime backend runs them as those kernels.
+- **QLinearSigmoid, QLinearLeakyRelu, QLinearMul, QLinearAdd, QLinearConcat**: one op each,
+  ``qlinear_sigmoid``, ``qlinear_leaky_relu``, ``qlinear_mul``, ``qlinear_add``,
+  ``qlinear_concat``, whose meaning is onnxruntime's kernel's (the op table's docs;
+  :mod:`abi.mlas`: QLinearAdd's two fused multiply-adds in the order its broadcasting loop
+  takes the operands for the call's shapes), on the codes in their 8-bit dtype; the
+  onnxruntime backend runs them as those kernels.
 - **Lookup tables** (QLinearWhere's inputs of another scale or zero point): onnxruntime maps
   each of the 256 codes through a table built once (:mod:`abi.mlas`); the import builds the
   same table and looks the codes up (``embedding`` of a ``(256, 1)`` constant, so each index
   is checked when the call runs).
-- **QLinearAdd**: ``r_a = a_scale / c_scale`` and ``r_b = b_scale / c_scale`` in float32, the
-  zero points folded into one float32 constant ``fixed = c_zp - fma(r_a, a_zp, r_b * b_zp)``,
-  then per element ``fma(a, r_a, fma(b, r_b, fixed))`` on the raw codes (fused: one rounding
-  each), rounded half to even and saturated. Where ``a`` is the operand onnxruntime's
-  broadcasting loop reads as one value per span the two swap roles. The backends compute in
-  float32 without fused steps, so the import writes the ratios and the constant as integers on
-  one power-of-two grid: each step's exact value is then an int64 ``mul`` and ``add``, and its
-  one rounding the ``cast`` to float32 (exact scaling by the grid's unit aside). Where
-  run-time dims decide which operand the loop reads per span (a mask ``(t, t)`` beside scores
-  ``(b, h, t, t)``: at t = 1 only), both orders are computed and a ``where`` takes the one
-  the call's dims give.
 - **QLinearGlobalAveragePool** (and a QLinearAveragePool whose window is the whole unpadded
   input, which onnxruntime runs the same way): the codes' exact sum less ``x_zp`` times the
   count, times the float32 ``x_scale / (y_scale * count)``, rounded, plus ``y_zp``; over
@@ -267,131 +258,29 @@ def _binary(imp, node, *, integer: bool = False) -> tuple:
     return a, b, dtype, scales, zps
 
 
-#: run-time dims whose sizes (1 or less, 2 or more) may decide QLinearAdd's operand order, at
-#: most (one order per combination is checked at import)
-MAX_ORDER_DIMS = 4
-
-
-def _a_per_span(imp, node) -> bool | str:
-    """Whether A is what onnxruntime's broadcasting loop reads as one value per span, where
-    its kernel then streams B (:func:`_scalar_side`): a bool, or where run-time dims decide
-    it (a causal mask ``(t, t)`` added to scores ``(b, h, t, t)`` is one value per span at
-    t = 1 only), a bool tensor of shape (1,) computed when the call runs from whether each
-    such dim is at most 1."""
-    shapes = [list(imp.type_of(node.input[i]).shape) for i in (0, 3)]
-    names = sorted({d for s in shapes for d in s if type(d) is not int})
-    if not names:
-        return _scalar_side(*shapes) == 0
-    if len(names) > MAX_ORDER_DIMS:
-        raise imp.unsupported(f"inputs of shapes {shapes[0]} and {shapes[1]}: which one "
-                              f"onnxruntime broadcasts per span depends on more than "
-                              f"{MAX_ORDER_DIMS} run-time dims")
-    swapped = []  # the combinations of (dim at most 1) under which A is one value per span
-    for small in itertools.product((False, True), repeat=len(names)):
-        size = {n: 1 if s else 2 for n, s in zip(names, small)}
-        if _scalar_side(*[[size.get(d, d) for d in sh] for sh in shapes]) == 0:
-            swapped.append(small)
-    if len(swapped) in (0, 2 ** len(names)):
-        return bool(swapped)
-    at_most_one = [imp.step("less", [size_tensor(imp, n, f".order{k}"), imp.index_constant(
-        [2], f"order{k}_two")], f"order{k}_small") for k, n in enumerate(names)]
-    terms = []
-    for j, small in enumerate(swapped):
-        term = None
-        for k, is_small in enumerate(small):
-            v = at_most_one[k] if is_small else imp.step("not", [at_most_one[k]],
-                                                         f"order{j}_{k}_large")
-            term = v if term is None else imp.step("and", [term, v], f"order{j}_{k}")
-        terms.append(term)
-    a_per_span = terms[0]
-    for j, term in enumerate(terms[1:], 1):
-        a_per_span = imp.step("or", [a_per_span, term], f"order_any{j}")
-    return a_per_span
-
-
-def _scalar_side(a: list, b: list) -> int | None:
-    """0 or 1: the input onnxruntime's broadcaster reads as one value per span (None:
-    neither). It looks at the dims both inputs have, from the end, at the first that is not 1
-    on both (else the first of them): input 0 if its dim there is 1, else input 1 if its is.
-    With a 0-d input it looks at the other's last dim."""
-    if not a or not b:
-        return 0 if not a or a[-1] <= 1 else 1
-    common = min(len(a), len(b))
-    for k in range(1, common + 1):
-        da, db = a[-k], b[-k]
-        if max(da, db) <= 1 and k < common:
-            continue
-        return 0 if da <= 1 else 1 if db <= 1 else None
-    return None
-
-
 @maps(_MS + "QLinearAdd")
 def _qlinear_add(imp, node, attrs):
-    """``fma(a, r_a, fma(b, r_b, fixed))`` computed exactly in int64 (module doc)."""
+    """One ``qlinear_add`` (onnxruntime's own kernel: two fused multiply-adds on the codes, in
+    the order its broadcasting loop takes them for the call's shapes)."""
     _only(imp, attrs, {})
-    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node)
-    a_per_span = _a_per_span(imp, node)
-    if type(a_per_span) is bool:
-        if a_per_span:  # onnxruntime's kernel streams b then
-            a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
-        acc = _fused_sum(imp, a, b, (sa, sb, sc), (za, zb, zc), dtype, "")
-    else:  # both orders, the one onnxruntime takes chosen when the call runs
-        plain = _fused_sum(imp, a, b, (sa, sb, sc), (za, zb, zc), dtype, "")
-        streamed = _fused_sum(imp, b, a, (sb, sa, sc), (zb, za, zc), dtype, "swapped_")
-        acc = imp.step("where", [a_per_span, streamed, plain], "in_onnxruntimes_order")
-    bind_codes(imp, node, _saturated(imp, acc, dtype), dtype)
+    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node, integer=True)
+    # an infinite ratio is refused here; the order of the operands does not change the reach
+    _check_reach(imp, "the sum", mlas.add_reach(dtype, *mlas.add_parameters(sa, za, sb, zb,
+                                                                            sc, zc)))
+    _binary_op(imp, node, "qlinear_add", a, b, dtype, (sa, sb, sc), (za, zb, zc))
 
 
-def _fused_sum(imp, a: str, b: str, scales: tuple, zps: tuple, dtype: str, tag: str) -> str:
-    """``fma(a, r_a, fma(b, r_b, fixed))`` on the codes, each fused step rounded once to
-    float32 (module doc); step names begin with ``tag``."""
-    sa, sb, sc = scales
-    za, zb, zc = zps
-    f = np.float32
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # refused below
-        r_a, r_b = f(sa / sc), f(sb / sc)
-        fixed = f(f(zc) - mlas.fma(r_a, f(za), f(r_b * f(zb))))
-    top = 128 if dtype == "int8" else 255
-    _check_reach(imp, "the sum", top * (float(r_a) + float(r_b)) + abs(float(fixed)))
-    (k_a, k_b, k_fixed), unit = _common_grid(imp, (r_a, r_b, fixed), top)
+def _binary_op(imp, node, op: str, a: str, b: str, dtype: str, scales, zps) -> None:
+    out = node.output[0]
 
-    def const(value, name):
-        return imp.add_constant(np.array(value, np.int64), f"{imp.node_name}.{tag}{name}")
+    def const(value, dt, name):
+        return imp.add_constant(np.array(value, dt), f"{out}.{name}")
 
-    def step(op, ins, name, attrs=None):
-        return imp.step(op, ins, tag + name, attrs)
-
-    a64, b64 = (step("cast", [t], f"{w}_int64", {"dtype": "int64"})
-                for t, w in ((a, "a"), (b, "b")))
-    inner = step("add", [step("mul", [b64, const(k_b, "b_ratio")], "b_scaled"),
-                         const(k_fixed, "fixed")], "b_exact")
-    # the float32 rounding of the exact value (on the grid): the inner fused step's result
-    inner = step("cast", [step("cast", [inner], "b_fused", {"dtype": "float32"})],
-                 "b_fused_int64", {"dtype": "int64"})
-    acc = step("add", [step("mul", [a64, const(k_a, "a_ratio")], "a_scaled"), inner],
-               "a_exact")
-    acc = step("cast", [acc], "a_fused", {"dtype": "float32"})
-    return step("mul", [acc, imp.add_constant(unit, f"{imp.node_name}.{tag}unit")], "sum")
-
-
-def _common_grid(imp, values, top: int) -> tuple[list[int], np.ndarray]:
-    """``values`` (float32) as integers on one grid ``unit`` (a power of two, float32): each
-    value is its integer times ``unit``. The fused steps' exact values are then int64 sums
-    (``top`` codes times each ratio, plus the constant), whose float32 rounding is
-    ``int64 -> float32`` then ``* unit``, both exact but for that one rounding."""
-    parts = []
-    for v in values:
-        mantissa, exponent = np.frexp(np.float64(v))
-        parts.append((int(mantissa * 2 ** 24), int(exponent) - 24))
-    low = min(q for m, q in parts if m) if any(m for m, _ in parts) else 0
-    ints = [m << (q - low) if m else 0 for m, q in parts]
-    reach = top * (abs(ints[0]) + abs(ints[1])) + abs(ints[2])
-    if reach >= 2 ** 62 or not -126 <= low <= 127:
-        raise imp.unsupported(f"the ratios of the scales ({float(values[0])!r}, "
-                              f"{float(values[1])!r}) and the folded zero points "
-                              f"({float(values[2])!r}) lie too far apart to compute "
-                              f"onnxruntime's fused steps exactly in int64")
-    return ints, np.array(np.ldexp(np.float32(1), low), np.float32)
+    (sa, sb, sc), (za, zb, zc) = scales, zps
+    integer_op(imp, node, op, [
+        a, const(sa, np.float32, "a_scale"), const(za, dtype, "a_zero_point"),
+        b, const(sb, np.float32, "b_scale"), const(zb, dtype, "b_zero_point"),
+        const(sc, np.float32, "c_scale"), const(zc, dtype, "c_zero_point")], {}, dtype)
 
 
 @maps(_MS + "QLinearMul")
@@ -402,15 +291,7 @@ def _qlinear_mul(imp, node, attrs):
     a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node, integer=True)
     ratio = mlas.mul_ratio(sa, sb, sc)  # an infinite one is refused here
     _check_reach(imp, "the product", mlas.mul_reach(dtype, za, zb, ratio, zc))
-    out = node.output[0]
-
-    def const(value, dt, name):
-        return imp.add_constant(np.array(value, dt), f"{out}.{name}")
-
-    integer_op(imp, node, "qlinear_mul", [
-        a, const(sa, np.float32, "a_scale"), const(za, dtype, "a_zero_point"),
-        b, const(sb, np.float32, "b_scale"), const(zb, dtype, "b_zero_point"),
-        const(sc, np.float32, "c_scale"), const(zc, dtype, "c_zero_point")], {}, dtype)
+    _binary_op(imp, node, "qlinear_mul", a, b, dtype, (sa, sb, sc), (za, zb, zc))
 
 
 # --- average pools ---------------------------------------------------------------------------

@@ -2,9 +2,12 @@
 and ``qlinear_leaky_relu`` look each code up in the 256-entry table MLAS builds
 (:func:`abi.mlas.lookup_table`; built once where the scales and zero points are constants),
 ``qlinear_mul`` is the exact product of the codes less their zero points, times the float32
-ratio of the scales, plus the output's zero point, rounded and clamped, and ``qlinear_concat``
-requantizes each input by such a table where its scale or zero point differs from the
-output's (the ops' docs)."""
+ratio of the scales, plus the output's zero point, rounded and clamped, ``qlinear_add`` the
+two fused multiply-adds of MLAS (:func:`abi.mlas.fma`) in the order its broadcasting loop
+takes the operands (:func:`abi.mlas.add_order`), ``qlinear_concat`` requantizes each input
+by such a table where its scale or zero point differs from the output's, and
+``qlinear_softmax`` looks the codes up in its table of exponentials
+(:func:`abi.mlas.softmax_table`) and divides in double (the ops' docs)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from abi import dtypes, mlas
+from abi.quantization import need_values
 
 from .layers import _binder, broadcasting
 
@@ -95,6 +99,49 @@ def qlinear_concat(attrs, consts, types, where):
     return _binder(kernel, consts, types, {})
 
 
+def _add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+    if mlas.add_order(a.shape, b.shape):  # onnxruntime's kernel streams b past each a
+        a, a_scale, a_zero_point, b, b_scale, b_zero_point = (
+            b, b_scale, b_zero_point, a, a_scale, a_zero_point)
+    r_a, r_b, fixed = mlas.add_parameters(a_scale, int(a_zero_point), b_scale,
+                                          int(b_zero_point), y_scale, int(y_zero_point))
+    info = np.iinfo(a.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = mlas.fma(a.astype(F32), r_a, mlas.fma(b.astype(F32), r_b, fixed))
+        return np.clip(np.rint(total), info.min, info.max).astype(a.dtype)
+
+
+def qlinear_softmax(attrs, consts, types, where):
+    """The table of each call's count of values per softmax (:func:`abi.mlas.softmax_table`,
+    kept for the last 64 (scale, count) pairs), the float32 running sum, the last step in
+    double."""
+    axis, trailing = attrs["axis"], attrs["trailing"]
+
+    def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point):
+        need_values("qlinear_softmax", x.shape)  # a run-time dim bound to 0
+        first = axis % x.ndim
+        axes = tuple(range(first, x.ndim)) if trailing else (first,)
+        rows = np.moveaxis(x, first, -1) if not trailing else x
+        rows = rows.reshape(rows.shape[:len(rows.shape) - len(axes)] + (-1,))
+        table = mlas.softmax_table(float(F32(x_scale)), rows.shape[-1])
+        codes = rows.astype(np.int64)
+        e = table[255 - (codes.max(axis=-1, keepdims=True) - codes)]
+        total = np.cumsum(e, axis=-1, dtype=F32)[..., -1:]
+        info = np.iinfo(x.dtype)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            v = np.rint(e.astype(np.float64) * mlas.softmax_ratio(y_scale)
+                        / total.astype(np.float64)) + int(y_zero_point)
+            y = np.clip(v, info.min, info.max).astype(x.dtype)
+        if trailing:
+            return y.reshape(x.shape)
+        moved = np.moveaxis(x, first, -1).shape
+        return np.moveaxis(y.reshape(moved), -1, first)
+    return _binder(kernel, consts, types, {})
+
+
 #: op name -> factory(attrs, consts, types, where), as :data:`plugins.numpy_backend.FACTORIES`
 FACTORIES = {"qlinear_sigmoid": qlinear_sigmoid, "qlinear_leaky_relu": qlinear_leaky_relu,
-             "qlinear_mul": broadcasting(_mul), "qlinear_concat": qlinear_concat}
+             "qlinear_mul": broadcasting(_mul), "qlinear_add": broadcasting(_add),
+             "qlinear_concat": qlinear_concat, "qlinear_softmax": qlinear_softmax}
+
+mlas.c_logf()  # found now, before the sandbox worker confines itself (the softmax's tables)

@@ -1,8 +1,9 @@
 """The quantized element-wise ops as onnxruntime's com.microsoft kernels, which compute them
 with the numbers the ops define (their docs in ``abi/ops/glue.py``): ``qlinear_sigmoid`` and
 ``qlinear_leaky_relu`` as QLinearSigmoid and QLinearLeakyRelu (a table of the 256 codes, built
-once where the scales and zero points are constants), ``qlinear_mul`` as QLinearMul,
-``qlinear_concat`` as QLinearConcat."""
+once where the scales and zero points are constants), ``qlinear_mul`` and ``qlinear_add`` as
+QLinearMul and QLinearAdd, ``qlinear_concat`` as QLinearConcat, ``qlinear_softmax`` as
+QLinearSoftmax."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from abi import mlas
 from abi.errors import BackendError
 
 from .emitter import MS, Converter
+from .glue import values_needed
 
 
 def _unary(op_type: str) -> Converter:
@@ -19,26 +21,34 @@ def _unary(op_type: str) -> Converter:
     return convert
 
 
-def qlinear_mul(e, node, ins, outs, a):
-    """QLinearMul, its scales and zero points constants whose products stay within int32
-    (past it onnxruntime's conversion gives the type's minimum, not the op's saturated
+def _reach(op: str, dtype: str, sa, za: int, sb, zb: int, sy, zy: int) -> float:
+    """The largest magnitude the op's float32 result can take before onnxruntime converts it
+    to int32 (:mod:`abi.mlas`)."""
+    if op == "qlinear_mul":
+        return mlas.mul_reach(dtype, za, zb, mlas.mul_ratio(sa, sb, sy), zy)
+    return mlas.add_reach(dtype, *mlas.add_parameters(sa, za, sb, zb, sy, zy))
+
+
+def _binary(op_type: str) -> Converter:
+    """QLinearAdd or QLinearMul, its scales and zero points constants whose results stay within
+    int32 (past it onnxruntime's conversion gives the type's minimum, not the op's saturated
     codes): anything else is refused naming the node."""
-    a_, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = ins
-    values = [e.array(v) for v in (a_scale, a_zp, b_scale, b_zp, y_scale, y_zp)]
-    if any(v is None for v in values):
-        raise BackendError(f"onnxruntime backend: node {node.name!r}: qlinear_mul with scales "
-                           f"or zero points computed when the call runs: onnxruntime's "
-                           f"QLinearMul is used only where its products are known to stay "
-                           f"within int32", node=node.name)
-    sa, za, sb, zb, sy, zy = values
-    ratio = mlas.mul_ratio(sa, sb, sy)
-    reach = mlas.mul_reach(e.types[a_].dtype, int(za), int(zb), ratio, int(zy))
-    if not reach < mlas.INT32_LIMIT:
-        raise BackendError(f"onnxruntime backend: node {node.name!r}: qlinear_mul whose "
-                           f"scaled products reach {reach:.4g} in magnitude, beyond int32: "
-                           f"onnxruntime's QLinearMul converts them to the type's minimum",
-                           node=node.name)
-    e.op("QLinearMul", ins, outs, domain=MS)
+    def convert(e, node, ins, outs, a):
+        values = [e.array(v) for v in ins[1:3] + ins[4:]]
+        if any(v is None for v in values):
+            raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} with scales "
+                               f"or zero points computed when the call runs: onnxruntime's "
+                               f"{op_type} is used only where its results are known to stay "
+                               f"within int32", node=node.name)
+        sa, za, sb, zb, sy, zy = values
+        reach = _reach(node.op, e.types[ins[0]].dtype, sa, int(za), sb, int(zb), sy, int(zy))
+        if not reach < mlas.INT32_LIMIT:
+            raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} whose "
+                               f"results reach {reach:.4g} in magnitude, beyond int32: "
+                               f"onnxruntime's {op_type} converts them to the type's minimum",
+                               node=node.name)
+        e.op(op_type, ins, outs, domain=MS)
+    return convert
 
 
 def qlinear_concat(e, node, ins, outs, a):
@@ -51,9 +61,20 @@ def qlinear_concat(e, node, ins, outs, a):
     e.op("QLinearConcat", ins, outs, domain=MS, axis=a["axis"])
 
 
+def qlinear_softmax(e, node, ins, outs, a):
+    """QLinearSoftmax (its ``opset`` 12 normalizing over the trailing axes as one, 13 over
+    axis alone); an x that is empty when the call runs is refused after the run, by the op's
+    rule."""
+    values_needed(e, node, ins[0])
+    e.op("QLinearSoftmax", ins, outs, domain=MS, axis=a["axis"],
+         opset=12 if a["trailing"] else 13)
+
+
 CONVERTERS: dict[str, Converter] = {
+    "qlinear_softmax": qlinear_softmax,
     "qlinear_concat": qlinear_concat,
     "qlinear_sigmoid": _unary("QLinearSigmoid"),
     "qlinear_leaky_relu": _unary("QLinearLeakyRelu"),
-    "qlinear_mul": qlinear_mul,
+    "qlinear_mul": _binary("QLinearMul"),
+    "qlinear_add": _binary("QLinearAdd"),
 }

@@ -1,8 +1,9 @@
-"""qlinear_sigmoid, qlinear_leaky_relu, qlinear_mul and qlinear_concat on the numpy backend:
-onnxruntime's com.microsoft QLinearSigmoid, QLinearLeakyRelu, QLinearMul and QLinearConcat (its
-CPU kernels, graph optimizations off) bit for bit, over every code, random scales and zero points, broadcasting
-shapes, with the parameters constant or given when the call runs (the ops' rules:
-tests/abi/test_ops_glue.py)."""
+"""The qlinear element-wise ops on the numpy backend (qlinear_sigmoid, qlinear_leaky_relu,
+qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax): onnxruntime's com.microsoft
+QLinearSigmoid, QLinearLeakyRelu, QLinearMul, QLinearAdd, QLinearConcat and QLinearSoftmax
+(its CPU kernels, graph optimizations off) bit for bit, over every code, random scales and
+zero points, broadcasting shapes, softmax axes, with the parameters constant or given when the
+call runs (the ops' rules: tests/abi/test_ops_glue.py)."""
 
 from __future__ import annotations
 
@@ -90,17 +91,32 @@ SHAPES = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (3, 1)), ((1, 5), (4, 1)), ((), (3
           ((2, 1, 3), ()), ((6,), (2, 1, 6))]
 
 
+BINARY = {"qlinear_mul": "QLinearMul", "qlinear_add": "QLinearAdd"}
+
+
+def binary_values(rng, op: str, dtype: str, shapes) -> list:
+    """Codes of ``shapes`` and random parameters, y's scale such that most results land in
+    the codes' range."""
+    a, b = (codes(rng, dtype, s) for s in shapes)
+    sa, za, sb, zb, sc, zc = parameters(rng, dtype, 3)
+    if op == "qlinear_mul":
+        sc = np.float32(sa * sb * 2.0 ** rng.uniform(4, 14))
+    else:
+        sc = np.float32(max(sa, sb) * 2.0 ** rng.uniform(-2, 2))
+    return [a, sa, za, b, sb, zb, sc, zc]
+
+
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
-def test_mul_is_onnxruntimes(shapes, dtype):
-    rng = np.random.default_rng(len(str(shapes)) + len(dtype))
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_binary_ops_are_onnxruntimes(op, shapes, dtype):
+    """Broadcasting either way, 0-d operands, and shapes under which onnxruntime's add takes
+    its operands the other way round."""
+    rng = np.random.default_rng(len(str(shapes)) + len(dtype) + len(op))
     for k in range(30):
-        a, b = (codes(rng, dtype, s) for s in shapes)
-        (sa, za, sb, zb, sc, zc) = parameters(rng, dtype, 3)
-        sc = np.float32(sa * sb * 2.0 ** rng.uniform(4, 14))  # products of codes into range
-        values = [a, sa, za, b, sb, zb, sc, zc]
-        got = numpy_run("qlinear_mul", MUL_NAMES, values, {}, (0, 3), constant=k % 2 == 0)
-        want = onnxruntime_run("QLinearMul", MUL_NAMES, values, {}, (0, 3))
+        values = binary_values(rng, op, dtype, shapes)
+        got = numpy_run(op, MUL_NAMES, values, {}, (0, 3), constant=k % 2 == 0)
+        want = onnxruntime_run(BINARY[op], MUL_NAMES, values, {}, (0, 3))
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
 
@@ -141,3 +157,33 @@ def test_concat_is_onnxruntimes(dtype, constant):
             want = onnxruntime_run("QLinearConcat", names, values, {"axis": 1}, at)
             assert got.shape == want.shape == (2, 9, 4, 8) and got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
+
+
+#: (x shape, axis, trailing): one axis, a middle one, the trailing ones as one (onnxruntime's
+#: opset 12 mode), a 1-D x, a softmax of one value, hundreds of values
+SOFTMAXES = [((2, 3, 5), -1, False), ((2, 3, 5), 1, False), ((2, 3, 5), 1, True), ((7,), 0, False),
+             ((2, 1, 7), 1, False), ((2, 1, 7), 0, True), ((3, 300), -1, False)]
+
+
+def softmax_values(rng, dtype: str, shape) -> list:
+    info = np.iinfo(dtype)
+    y_zp = np.array(info.min if rng.random() < 0.5 else 0, dtype)
+    y_scale = np.float32(1 / 256 if rng.random() < 0.5 else 10.0 ** rng.uniform(-4, -1))
+    return [codes(rng, dtype, shape), np.float32(10.0 ** rng.uniform(-3, 0)),
+            codes(rng, dtype, ()), y_scale, y_zp]
+
+
+@pytest.mark.parametrize("case", SOFTMAXES, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+def test_softmax_is_onnxruntimes(case, dtype, constant):
+    shape, axis, trailing = case
+    rng = np.random.default_rng(len(str(case)) + len(dtype))
+    for _ in range(6):
+        values = softmax_values(rng, dtype, shape)
+        got = numpy_run("qlinear_softmax", UNARY_NAMES, values,
+                        {"axis": axis, "trailing": trailing}, (0,), constant)
+        want = onnxruntime_run("QLinearSoftmax", UNARY_NAMES, values,
+                               {"axis": axis, "opset": 12 if trailing else 13}, (0,))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

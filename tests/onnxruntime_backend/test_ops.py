@@ -41,7 +41,7 @@ def qlinear_case(op: str, **attrs):
     if op == "qlinear_concat":
         names, values, at = concat_case(rng, "int8", ())
         return graph_of(op, names, values, {"axis": 1}, at, True)
-    if op in ("qlinear_sigmoid", "qlinear_leaky_relu"):
+    if op in ("qlinear_sigmoid", "qlinear_leaky_relu", "qlinear_softmax"):
         return graph_of(op, UNARY_NAMES, [codes(rng, "uint8", (2, 3, 4)),
                                           *parameters(rng, "uint8", 2)], attrs, (0,), True)
     sa, za, sb, zb, _, zc = parameters(rng, "uint8", 3)
@@ -556,7 +556,9 @@ CASES = {
     "qlinear_sigmoid": lambda: qlinear_case("qlinear_sigmoid"),
     "qlinear_leaky_relu": lambda: qlinear_case("qlinear_leaky_relu", alpha=0.2),
     "qlinear_mul": lambda: qlinear_case("qlinear_mul"),
+    "qlinear_add": lambda: qlinear_case("qlinear_add"),
     "qlinear_concat": lambda: qlinear_case("qlinear_concat"),
+    "qlinear_softmax": lambda: qlinear_case("qlinear_softmax", axis=1, trailing=True),
     "quantized_lstm": lambda: quantized_lstm(),
     "quantized_lstm_reverse_lengths_y": lambda: quantized_lstm(True, True, True),
     "integer_linear": lambda: single(

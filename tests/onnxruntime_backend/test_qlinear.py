@@ -1,19 +1,23 @@
-"""qlinear_sigmoid, qlinear_leaky_relu, qlinear_mul and qlinear_concat on the onnxruntime backend:
-onnxruntime's com.microsoft kernels, their outputs the numpy backend's bit for bit (itself onnxruntime's
+"""The qlinear element-wise ops on the onnxruntime backend (qlinear_sigmoid,
+qlinear_leaky_relu, qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax): onnxruntime's
+com.microsoft kernels, their outputs the numpy backend's bit for bit (itself onnxruntime's
 reference numbers, tests/numpy_backend/test_qlinear.py), and refusals naming the node where
-QLinearMul would not give the op's codes or QLinearConcat cannot take the parameters."""
+QLinearMul or QLinearAdd would not give the op's codes or QLinearConcat cannot take the
+parameters, or where a softmax has no values."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from abi.errors import BackendError
+from abi.errors import BackendError, ShapeError
+from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
-from tests.numpy_backend.test_qlinear import (MUL_NAMES, SHAPES, UNARY, UNARY_NAMES,
-                                              concat_case, graph_of, numpy_run, parameters)
-from tests.numpy_backend.test_qlinear_conv import codes
+from tests.numpy_backend.test_qlinear import (BINARY, MUL_NAMES, SHAPES, SOFTMAXES, UNARY,
+                                              UNARY_NAMES, binary_values, concat_case, graph_of,
+                                              numpy_run, parameters, softmax_values)
 
 from .test_ops import model_ops
 
@@ -43,21 +47,19 @@ def test_tables_give_the_numpy_backend_bits(case, dtype, constant):
 
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
-def test_mul_gives_the_numpy_backend_bits(shapes, dtype):
-    rng = np.random.default_rng(7 + len(str(shapes)))
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_binary_ops_give_the_numpy_backend_bits(op, shapes, dtype):
+    rng = np.random.default_rng(7 + len(str(shapes)) + len(op))
     for _ in range(10):
-        a, b = (codes(rng, dtype, s) for s in shapes)
-        sa, za, sb, zb, sc, zc = parameters(rng, dtype, 3)
-        sc = np.float32(sa * sb * 2.0 ** rng.uniform(4, 14))
-        values = [a, sa, za, b, sb, zb, sc, zc]
-        graph, got = _onnxruntime_run("qlinear_mul", MUL_NAMES, values, {}, (0, 3))
-        assert model_ops(graph) == {"QLinearMul"}
-        want = numpy_run("qlinear_mul", MUL_NAMES, values, {}, (0, 3))
+        values = binary_values(rng, op, dtype, shapes)
+        graph, got = _onnxruntime_run(op, MUL_NAMES, values, {}, (0, 3))
+        assert model_ops(graph) == {BINARY[op]}
+        want = numpy_run(op, MUL_NAMES, values, {}, (0, 3))
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
 
 
-def test_mul_past_int32_or_of_run_time_scales_is_refused_naming_the_node():
+def test_results_past_int32_or_run_time_scales_are_refused_naming_the_node():
     a = np.zeros((2, 3), np.uint8)
     zero = np.uint8(0)
     huge = [a, np.float32(1.0), zero, a, np.float32(1.0), zero, np.float32(1e-5), zero]
@@ -67,6 +69,9 @@ def test_mul_past_int32_or_of_run_time_scales_is_refused_naming_the_node():
     _onnxruntime_run("qlinear_mul", MUL_NAMES, fine, {}, (0, 3))  # within int32: runs
     with pytest.raises(BackendError, match="'node'.*computed when the call runs"):
         _onnxruntime_run("qlinear_mul", MUL_NAMES, fine, {}, (0, 3), constant=False)
+    sum_past = [a, np.float32(1.0), zero, a, np.float32(1.0), zero, np.float32(1e-7), zero]
+    with pytest.raises(BackendError, match="'node'.*qlinear_add whose results reach 5.1e\\+09"):
+        _onnxruntime_run("qlinear_add", MUL_NAMES, sum_past, {}, (0, 3))
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
@@ -85,3 +90,34 @@ def test_concat_of_run_time_parameters_is_refused_naming_the_node():
     names, values, at = concat_case(np.random.default_rng(2), "uint8")
     with pytest.raises(BackendError, match="'node'.*computed when the call runs"):
         _onnxruntime_run("qlinear_concat", names, values, {"axis": 1}, at, constant=False)
+
+
+@pytest.mark.parametrize("case", SOFTMAXES, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+def test_softmax_gives_the_numpy_backend_bits(case, dtype, constant):
+    shape, axis, trailing = case
+    rng = np.random.default_rng(3 + len(str(case)))
+    attrs = {"axis": axis, "trailing": trailing}
+    for _ in range(4):
+        values = softmax_values(rng, dtype, shape)
+        graph, got = _onnxruntime_run("qlinear_softmax", UNARY_NAMES, values, attrs, (0,),
+                                      constant)
+        assert model_ops(graph) == {"QLinearSoftmax"}
+        want = numpy_run("qlinear_softmax", UNARY_NAMES, values, attrs, (0,), constant)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_softmax_of_no_values_at_run_time_is_refused_on_both_backends():
+    b = GraphBuilder("softmax")
+    x = b.input("x", ("N", 4), "uint8", "ANY")
+    parameters_ = [b.constant(name, np.asarray(value)) for name, value in (
+        ("xs", np.float32(0.1)), ("xz", np.uint8(0)), ("ys", np.float32(1 / 256)),
+        ("yz", np.uint8(0)))]
+    b.output(b.op("qlinear_softmax", x, *parameters_, name="node", axis=-1), "y", "ANY")
+    graph = b.build()
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(graph, backend)
+        with pytest.raises(ShapeError, match=r"qlinear_softmax: x of shape \(0, 4\) is empty"):
+            executor.run({"x": np.zeros((0, 4), np.uint8)})
+        assert executor.run({"x": np.full((1, 4), 9, np.uint8)})["y"].tolist() == [[64] * 4]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from plugin_host.artifacts import TrustStore, build_artifact, generate_key, sign_artifact
+from plugin_host.builder import GraphBuilder
 from plugin_host.cli import main
 from plugin_host.executor import Executor
 from plugin_host.sandbox import SandboxedExecutor
@@ -25,13 +26,13 @@ def _state_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
 
 
-def signed(graph, path: Path) -> TrustStore:
-    """``graph`` built at ``path`` for the onnxruntime backend (the numpy backend's golden
-    vectors) and signed with a new key; a trust store holding that key."""
+def signed(graph, path: Path, backends=("onnxruntime",)) -> TrustStore:
+    """``graph`` built at ``path`` for ``backends`` (the numpy backend's golden vectors) and
+    signed with a new key; a trust store holding that key."""
     key = generate_key()
     trust = TrustStore()
     trust.add_key(key.public_key())
-    build_artifact(graph, path, version="1.0.0", backends=["onnxruntime"],
+    build_artifact(graph, path, version="1.0.0", backends=list(backends),
                    reference_backend=NumpyBackend(), latency_ms=50.0, golden_cases=1)
     sign_artifact(path, key)
     return trust
@@ -62,6 +63,41 @@ def test_sandboxed_executor_on_onnxruntime(signed_demo):
         np.testing.assert_allclose(ex.run(first)["plan"], local.run(first)["plan"], rtol=RTOL,
                                    atol=ATOL)
         # onnxruntime loads confined but before the audit tripwire: no false alarm
+        assert list(ex.audit_events) == []
+
+
+def _quantized_ops_graph():
+    """The qlinear element-wise ops on uint8 codes (2, K), K known when the call runs: the
+    softmax's table is built then, in the worker."""
+    b = GraphBuilder("quantized_ops")
+    xq, sq, mq, aq, yq = ([b.constant(f"{name}.scale", np.float32(scale)),
+                           b.constant(f"{name}.zero_point", np.uint8(zero_point))]
+                          for name, scale, zero_point in (("x", 0.05, 120), ("s", 1 / 256, 0),
+                                                          ("m", 0.03, 90), ("a", 0.07, 100),
+                                                          ("y", 1 / 256, 0)))
+    x = b.input("x", (2, "K"), "uint8", "ANY")
+    s = b.op("qlinear_sigmoid", x, *xq, *sq, name="sigmoid")
+    m = b.op("qlinear_mul", x, *xq, s, *sq, *mq, name="mul")
+    a = b.op("qlinear_add", m, *mq, x, *xq, *aq, name="add")
+    c = b.op("qlinear_concat", *aq, a, *aq, x, *xq, name="concat", axis=0)
+    b.output(b.op("qlinear_softmax", c, *aq, *yq, name="softmax", axis=-1), "y", "ANY")
+    return b.build()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
+def test_the_quantized_ops_run_in_the_confined_worker(backend, tmp_path):
+    """Their numpy kernels (MLAS's tables, the C library's logf for the softmax's, found
+    without opening a file) and onnxruntime's com.microsoft kernels, confined: the outputs of
+    the in-process executor, no audit event."""
+    graph = _quantized_ops_graph()
+    trust = signed(graph, tmp_path / "q.pha", backends=(backend,))
+    local = Executor(graph, NumpyBackend())
+    rng = np.random.default_rng(4)
+    with SandboxedExecutor(tmp_path / "q.pha", trust=trust, backend=backend,
+                           backend_plugins=(f"{backend}_backend",)) as ex:
+        for k in (5, 300):
+            feed = {"x": rng.integers(0, 256, (2, k)).astype(np.uint8)}
+            np.testing.assert_array_equal(ex.run(feed)["y"], local.run(feed)["y"])
         assert list(ex.audit_events) == []
 
 

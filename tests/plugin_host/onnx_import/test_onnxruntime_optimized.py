@@ -87,7 +87,8 @@ def test_a_qdq_model_runs_as_onnxruntimes_optimized_session_runs_it(
 
 
 class _Silu(torch.nn.Module):
-    """A conv, a SiLU (x * sigmoid(x), YOLO's activation), a conv and a residual add."""
+    """A conv, a SiLU (x * sigmoid(x), YOLO's activation), a conv, a residual add and a
+    concat with a pooled copy (YOLO's SPPF and neck)."""
 
     def __init__(self):
         super().__init__()
@@ -96,28 +97,51 @@ class _Silu(torch.nn.Module):
     def forward(self, x):
         y = self.c1(x)
         y = y * torch.sigmoid(y)
-        return self.c2(y) + y
+        y = self.c2(y) + y
+        return torch.cat([y, torch.nn.functional.max_pool2d(y, 3, 1, 1) * 0.5], dim=1)
 
 
-def test_elementwise_groups_import_exactly_and_the_summary_says_they_are_emulated(
-        tmp_path, signer):
-    path = _qdq_model(tmp_path, net=_Silu, seed=8)
+class _Pooled(torch.nn.Module):
+    """A conv and a global average pool (a classifier's head)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.adaptive_avg_pool2d(torch.relu(self.c1(x)), 1)
+
+
+def _optimized_and_checked(tmp_path, signer, net, seed: int):
+    """``net`` quantized (QDQ), built with the option and loaded: the summary's line on the
+    rewrite and the graph, its outputs checked equal to bare onnxruntime's on both backends."""
+    path = _qdq_model(tmp_path, net=net, seed=seed)
     said: list[str] = []
     _, loaded = import_and_load(path, tmp_path / "q.pha", signer, onnxruntime_optimized=True,
                                 report=said.append)
-    note = next(line for line in said if "extended graph optimizations" in line)
-    for op in ("QLinearSigmoid", "QLinearMul", "QLinearAdd"):
-        assert f"com.microsoft.{op} x1" in note, note
-    assert "import as exact emulations of several ops each" in note
-    named = note.split("emulations")[0].rsplit("model; ", 1)[1]
-    assert "com.microsoft.QLinearAdd" in named and "QLinearMul" not in named  # one op each
-    assert {"qlinear_sigmoid", "qlinear_mul"} <= {n.op for n in loaded.graph.nodes}
-    assert "embedding" not in {n.op for n in loaded.graph.nodes}
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         executor = Executor(loaded.graph, backend)
         for feed in _feeds():
             np.testing.assert_array_equal(executor.run(dict(feed))["y"],
                                           onnxruntime_outputs(path, feed)["y"])
+    return next(line for line in said if "extended graph optimizations" in line), loaded.graph
+
+
+def test_elementwise_groups_import_as_onnxruntimes_kernels(tmp_path, signer):
+    note, graph = _optimized_and_checked(tmp_path, signer, _Silu, 8)
+    for op in ("QLinearSigmoid", "QLinearMul", "QLinearAdd", "QLinearConcat"):
+        assert f"com.microsoft.{op} x" in note, note
+    assert "emulations" not in note  # each one op, which the onnxruntime backend runs as is
+    ops = {n.op for n in graph.nodes}
+    assert {"qlinear_sigmoid", "qlinear_mul", "qlinear_add", "qlinear_concat"} <= ops
+    assert "embedding" not in ops
+
+
+def test_the_summary_names_the_groups_imported_as_emulations(tmp_path, signer):
+    note, _ = _optimized_and_checked(tmp_path, signer, _Pooled, 4)
+    assert "com.microsoft.QLinearGlobalAveragePool" in note.split("emulations")[0].rsplit(
+        "model; ", 1)[1], note
+    assert "import as exact emulations of several ops each" in note
 
 
 def test_a_float_models_fusions_import(tmp_path, signer):

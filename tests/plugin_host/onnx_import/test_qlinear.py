@@ -507,10 +507,10 @@ def test_a_grouped_conv_beyond_float32s_exact_sums_is_refused(tmp_path):
                    "group=2 with sums beyond the 2**24 float32 holds exactly")
 
 
-def test_codes_that_only_com_microsoft_ops_read_stay_float32(tmp_path):
-    """QLinearConv's codes read only by com.microsoft's QLinearAdd (as both its inputs) are
-    not cast to uint8 between the two (:mod:`.qoperator`); the chain matches onnxruntime bit
-    for bit."""
+def test_codes_that_only_com_microsoft_ops_read_go_to_them_as_they_are(tmp_path):
+    """QLinearConv's codes read only by com.microsoft's QLinearAdd (as both its inputs) go
+    from one op to the other in their dtype, with no cast (:mod:`.qoperator`); the chain
+    matches onnxruntime bit for bit."""
     model = onnx.load(str(_conv(tmp_path)))
     model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     model.graph.node.append(helper.make_node("QLinearAdd", ["y", "ys", "yz", "y", "ys", "yz",
@@ -519,6 +519,6 @@ def test_codes_that_only_com_microsoft_ops_read_stay_float32(tmp_path):
     model.graph.output[0].CopyFrom(_vi("y2", TP.UINT8, (1, 2, 4, 4)))
     onnx.save(model, tmp_path / "extra.onnx")
     graph = import_onnx(tmp_path / "extra.onnx").graph
-    to_codes = [n for n in graph.nodes if n.op == "cast" and n.attrs["dtype"] == "uint8"]
-    assert [n.outputs[0] for n in to_codes] == [graph.outputs[0].name]
+    assert [n.op for n in graph.nodes] == ["qlinear_conv", "qlinear_add"]
+    assert graph.nodes[1].inputs[0] == graph.nodes[1].inputs[3] == graph.nodes[0].outputs[0]
     _exact_on_both_backends(graph, tmp_path / "extra.onnx", _int_feeds("uint8", (1, 3, 4, 4)))

@@ -163,26 +163,30 @@ def test_add_takes_the_operands_in_onnxruntimes_order(scales, zps, a, tmp_path):
 @pytest.mark.parametrize("scales, zps, a", _SWAPPED[:2])
 def test_add_takes_the_order_run_time_dims_give(scales, zps, a, tmp_path):
     """A causal mask ``(t, t)`` added to scores ``(b, 2, t, t)``: onnxruntime's broadcasting
-    loop streams the scores past one mask value at t = 1 only, so the import computes both
-    orders and takes the one the call's t gives; each bit for bit with onnxruntime on both
-    backends, under scales where the order moves an output."""
+    loop streams the scores past one mask value at t = 1 only, so ``qlinear_add`` takes the
+    order the call's t gives; each bit for bit with onnxruntime on both backends, under scales
+    where the order moves an output."""
     path = _binary_model(tmp_path, "QLinearAdd", "uint8", ("t", "t"), ("b", 2, "t", "t"),
                          [np.float32(v) for v in scales], [np.uint8(z) for z in zps],
                          out=("b", 2, "t", "t"))
     graph = _exact(path, [{"a": np.array([[a]], np.uint8),
                            "b": np.arange(256).astype(np.uint8).reshape(128, 2, 1, 1)},
                           {"a": _codes("uint8", (3, 3)), "b": _codes("uint8", (2, 2, 3, 3))}])
-    assert "where" in {n.op for n in graph.nodes}
+    assert [n.op for n in graph.nodes] == ["qlinear_add"]
 
 
-def test_an_add_whose_order_more_than_four_run_time_dims_decide_is_refused(tmp_path):
+@pytest.mark.parametrize("scales, zps, a", _SWAPPED[2:])
+def test_an_add_whose_order_five_run_time_dims_decide_matches_onnxruntime(scales, zps, a,
+                                                                          tmp_path):
     dims = ("p", "q", "r", "s", "u")
     path = _binary_model(tmp_path, "QLinearAdd", "uint8", dims, dims[::-1],
-                         [_scale() for _ in range(3)], [_zp("uint8") for _ in range(3)],
+                         [np.float32(v) for v in scales], [np.uint8(z) for z in zps],
                          out=[None] * 5)
-    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAdd)",
-                   "which one onnxruntime broadcasts per span depends on more than 4 run-time "
-                   "dims")
+    codes = np.arange(256).astype(np.uint8)
+    _exact(path, [{"a": np.full((1, 1, 1, 1, 1), a, np.uint8),
+                   "b": codes.reshape(1, 1, 1, 1, 256)[..., :1]},
+                  {"a": codes[:4].reshape(1, 2, 1, 2, 1), "b": codes[4:8].reshape(1, 2, 1, 2, 1)},
+                  {"a": _codes("uint8", (3, 1, 2, 1, 3)), "b": _codes("uint8", (3, 1, 2, 1, 3))}])
 
 
 #: scales and zero points (a, b, c) under which rounding each fused step once (onnxruntime's
