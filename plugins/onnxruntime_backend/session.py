@@ -6,7 +6,8 @@ Session options (:func:`session_options`):
   sandbox worker, the worker's), ``inter_op_num_threads`` = 1, sequential execution: the graph
   is a chain, so parallelism is inside each op;
 * every graph optimization on (constant folding, Conv+BatchNorm+ReLU and MatMul+Add fusion,
-  weight pre-packing), done once at load, but two (:data:`DISABLED`);
+  weight pre-packing), done once at load, but two (:data:`DISABLED`; the NHWC transformer
+  only where the model needs it off: :func:`disabled_optimizers`);
 * the intra-op threads do not spin-wait between calls (``session.intra_op.allow_spinning`` 0):
   a spinning pool keeps the worker's threads busy after each call and steals the core the
   host needs for cameras and IPC (README, "The onnxruntime backend", has the measurement);
@@ -38,9 +39,11 @@ from abi.errors import BackendError, PluginHostError
 from .emitter import Checks
 
 #: Graph optimizations left off. The NHWC transformer moves a chain of QLinearConvs (the
-#: ``qlinear_conv`` op) to channels-last and pushes the transposes through the ops around it;
-#: through a Resize with ``axes`` (every ``resize`` converter writes one) onnxruntime 1.32
-#: permutes its two scales with the four-entry permutation, and the run fails. Without it the
+#: ``qlinear_conv`` op) and the quantized ops between them to channels-last and pushes the
+#: transposes through the ops around it; through a Resize with ``axes`` (the ``resize``
+#: converter writes one for sizes that are not whole multiples of the input's) onnxruntime 1.32
+#: permutes its two scales with the four-entry permutation, and the session is refused: it is
+#: left off only for a model that holds one (:func:`disabled_optimizers`). Without it the
 #: QLinearConvs transpose each their own input (some 15 % of a conv tower's time). The no-op
 #: elimination drops an Add of a constant 0 between two nodes, which turns -0.0 into 0 (the
 #: ABI's add, numpy's), so a -0.0 stayed where the numpy backend gives 0. And the QDQ
@@ -126,6 +129,24 @@ def _our_node(model: onnx.ModelProto, message: str) -> str | None:
     return None
 
 
+def disabled_optimizers(model: onnx.ModelProto) -> list[str]:
+    """:data:`DISABLED`, less the NHWC transformer where no Resize of ``model`` (its subgraphs
+    too) has ``axes``."""
+    def resize_with_axes(graph) -> bool:
+        for node in graph.node:
+            if node.op_type == "Resize" and any(a.name == "axes" for a in node.attribute):
+                return True
+            for a in node.attribute:
+                if any(resize_with_axes(g) for g in (*([a.g] if a.HasField("g") else []),
+                                                     *a.graphs)):
+                    return True
+        return False
+
+    if resize_with_axes(model.graph):
+        return list(DISABLED)
+    return [name for name in DISABLED if name != "NhwcTransformer"]
+
+
 def create_session(model: onnx.ModelProto, *, where: str,
                    spinning: bool | None = None):
     """A CPU InferenceSession for ``model``; a BackendError naming the node if refused."""
@@ -135,7 +156,7 @@ def create_session(model: onnx.ModelProto, *, where: str,
     try:
         return ort.InferenceSession(model.SerializeToString(), options,
                                     providers=["CPUExecutionProvider"],
-                                    disabled_optimizers=DISABLED)
+                                    disabled_optimizers=disabled_optimizers(model))
     except Exception as exc:  # onnxruntime's own exception types (Fail, InvalidGraph, ...)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         node = _our_node(model, str(exc))

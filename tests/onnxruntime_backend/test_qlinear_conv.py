@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from abi.errors import BackendError
+from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
-from plugins.onnxruntime_backend import OnnxruntimeBackend, layers
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend, layers, session
 from tests.numpy_backend.test_qlinear_conv import PAIRS, Conv, codes, random_conv
 
 from .test_ops import model_ops, onnx_model
@@ -103,3 +105,44 @@ def test_the_probe_reads_a_saturated_sum_as_not_exact(monkeypatch):
     finally:
         layers.u8s8_exact.cache_clear()
     assert np.round(np.float32(-130560) / 1024) + 200 == 72  # the exact sum's code
+
+
+def _through_a_resize(resize: dict):
+    """qlinear_conv, its codes resized (nearest, as float32), another qlinear_conv: the graph
+    and a feed."""
+    rng = np.random.default_rng(12)
+    b = GraphBuilder("chain")
+
+    def conv(x, cin, name):
+        def c(what, value):
+            return b.constant(f"{name}.{what}", np.asarray(value))
+        return b.op("qlinear_conv", x, c("xs", np.float32(0.05)), c("xz", np.uint8(128)),
+                    c("w", rng.integers(-60, 60, (8, cin, 3, 3)).astype(np.int8)),
+                    c("ws", np.float32(0.01)), c("wz", np.int8(0)), c("ys", np.float32(0.1)),
+                    c("yz", np.uint8(128)), name=name, stride=[1, 1],
+                    padding=[[1, 1], [1, 1]], dilation=[1, 1], groups=1)
+
+    y = b.op("cast", conv(b.input("x", (1, 4, 8, 8), "uint8", "ANY"), 4, "c1"), name="f",
+             dtype="float32")
+    y = b.op("cast", b.op("resize", y, name="r", mode="nearest", **resize), name="u",
+             dtype="uint8")
+    b.output(conv(y, 8, "c2"), "y", "ANY")
+    return b.build(), {"x": rng.integers(0, 256, (1, 4, 8, 8)).astype(np.uint8)}
+
+
+@pytest.mark.parametrize("resize, nhwc", [({"size": [16, 16], "scales": [2.0, 2.0]}, True),
+                                          ({"size": [13, 11]}, False)], ids=["2x", "sizes"])
+def test_the_nhwc_transformer_runs_but_where_a_resize_has_axes(resize, nhwc):
+    """onnxruntime's NHWC transformer keeps a chain of QLinearConvs channels-last; through a
+    Resize with axes (sizes that are not whole multiples) its session is refused, so it is
+    left off there; both chains give the numpy backend's bits."""
+    graph, feed = _through_a_resize(resize)
+    model = onnx_model(graph)
+    assert ("NhwcTransformer" not in session.disabled_optimizers(model)) == nhwc
+    got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))["y"]
+    np.testing.assert_array_equal(got, Executor(graph, NumpyBackend()).run(dict(feed))["y"])
+    if not nhwc:  # what the transformer would do to it
+        with pytest.raises(BackendError, match="'r'.*onnxruntime refused the model"):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(session, "disabled_optimizers", lambda m: ["NoopElimination"])
+                Executor(graph, OnnxruntimeBackend()).run(dict(feed))
