@@ -120,9 +120,8 @@ def qlinear_softmax(attrs, consts, types, where):
     def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point):
         need_values("qlinear_softmax", x.shape)  # a run-time dim bound to 0
         first = axis % x.ndim
-        axes = tuple(range(first, x.ndim)) if trailing else (first,)
-        rows = np.moveaxis(x, first, -1) if not trailing else x
-        rows = rows.reshape(rows.shape[:len(rows.shape) - len(axes)] + (-1,))
+        # one row per softmax: the trailing axes from axis on, or axis moved last
+        rows = x.reshape(x.shape[:first] + (-1,)) if trailing else np.moveaxis(x, first, -1)
         table = mlas.softmax_table(float(F32(x_scale)), rows.shape[-1])
         codes = rows.astype(np.int64)
         e = table[255 - (codes.max(axis=-1, keepdims=True) - codes)]

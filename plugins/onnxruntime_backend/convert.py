@@ -14,9 +14,9 @@ clipped into range for the Gather (so onnxruntime never wraps a negative index o
 own), and are also returned as an extra output that the backend checks after the run with
 :func:`abi.check_indices`, refusing the call exactly as the numpy backend's kernel does.
 
-The converters are ``layers.py``, ``glue.py`` and ``qlinear.py``, writing into an ``emitter.Emitter``; a
-chain of ops that one onnxruntime kernel computes with the same numbers is found first and
-written as that kernel (``fusion.py``).
+The converters are ``layers.py``, ``glue.py`` and ``qlinear.py``, writing into an
+``emitter.Emitter``; a chain of ops that one onnxruntime kernel computes with the same numbers
+is found first and written as that kernel (``fusion.py``).
 """
 
 from __future__ import annotations
