@@ -126,8 +126,10 @@ def register(verbs) -> None:
     p.add_argument("--onnxruntime-optimized", action="store_true",
                    help="with --onnx: import what onnxruntime's graph optimizations (extended "
                         "level) make of the model, as an optimized session runs it: a QDQ "
-                        "model's convs and matmuls as integer QLinearConv and QLinearMatMul "
-                        "(onnxruntime's speed, its roundings; by default the import keeps "
+                        "model's convs and matmuls as integer QLinearConv and QLinearMatMul, "
+                        "its sigmoids, products, sums, concats and softmaxes as com.microsoft's "
+                        "QLinearSigmoid, QLinearMul, ... (onnxruntime's speed, its roundings; "
+                        "by default the import keeps "
                         "the file's float fake quantization), activations fused; the golden "
                         "outputs come from the rewritten model")
     p.add_argument("--upcast-tolerance", default=None, metavar="RTOL,ATOL",
