@@ -140,20 +140,29 @@ def lookup_at(imp, position: str, table: np.ndarray, name: str) -> str:
     return imp.step("sum", [y], name, {"axes": [-1], "keepdim": False})
 
 
+def _pair(imp, node, scale, zero_point: int, dtype: str, name: str) -> list[str]:
+    """A scale (float32) and zero point (of the codes' ``dtype``) as constants of the op the
+    node imports as, ``<output>.<name>_scale`` and ``<output>.<name>_zero_point``."""
+    out = node.output[0]
+    return [imp.add_constant(np.array(scale, np.float32), f"{out}.{name}_scale"),
+            imp.add_constant(np.array(zero_point, dtype), f"{out}.{name}_zero_point")]
+
+
+def unary_parameters(imp, node, dtype: str) -> list[str]:
+    """X's and Y's scales and zero points (inputs 1 to 4 of QLinearSigmoid, QLinearLeakyRelu,
+    QLinearSoftmax), checked, as constants (:func:`_pair`)."""
+    return (_pair(imp, node, _scale(imp, node, 1, "X_scale"),
+                  _zero_point(imp, node, 2, "X_zero_point", dtype), dtype, "x")
+            + _pair(imp, node, _scale(imp, node, 3, "Y_scale"),
+                    _zero_point(imp, node, 4, "Y_zero_point", dtype), dtype, "y"))
+
+
 def _unary_op(imp, node, op: str, attrs: dict) -> None:
     """``op`` (``qlinear_sigmoid``, ``qlinear_leaky_relu``: onnxruntime's own kernels, a table
     of :func:`abi.mlas.lookup_table`) of X's codes in their dtype, its scales and zero points
     constants."""
     x, dtype = _codes(imp, node, 0, "X", integer=True)
-    out = node.output[0]
-    parameters = [
-        imp.add_constant(np.array(_scale(imp, node, 1, "X_scale"), np.float32), f"{out}.x_scale"),
-        imp.add_constant(np.array(_zero_point(imp, node, 2, "X_zero_point", dtype), dtype),
-                         f"{out}.x_zero_point"),
-        imp.add_constant(np.array(_scale(imp, node, 3, "Y_scale"), np.float32), f"{out}.y_scale"),
-        imp.add_constant(np.array(_zero_point(imp, node, 4, "Y_zero_point", dtype), dtype),
-                         f"{out}.y_zero_point")]
-    integer_op(imp, node, op, [x, *parameters], attrs, dtype)
+    integer_op(imp, node, op, [x, *unary_parameters(imp, node, dtype)], attrs, dtype)
 
 
 @maps(_MS + "QLinearSigmoid")
@@ -181,24 +190,20 @@ def _qlinear_concat(imp, node, attrs):
         raise ModelFileError(f"{len(node.input)} inputs: QLinearConcat takes Y_scale, "
                              f"Y_zero_point and one or more (X, X_scale, X_zero_point)",
                              node=imp.node_name, op=node.op_type)
-    out = node.output[0]
     y_scale = _scale(imp, node, 0, "Y_scale")
     inputs, dtype = [], None
     for k, i in enumerate(range(2, len(node.input), 3)):
         x, x_dtype = _codes(imp, node, i, f"input {k}", integer=True)
         if dtype is None:
             dtype = x_dtype
-            inputs += [imp.add_constant(np.array(y_scale, np.float32), f"{out}.y_scale"),
-                       imp.add_constant(np.array(_zero_point(imp, node, 1, "Y_zero_point",
-                                                             dtype), dtype),
-                                        f"{out}.y_zero_point")]
+            inputs += _pair(imp, node, y_scale, _zero_point(imp, node, 1, "Y_zero_point", dtype),
+                            dtype, "y")
         elif x_dtype != dtype:
             raise ModelFileError(f"input {k} of dtype {x_dtype} differs from input 0's {dtype}",
                                  node=imp.node_name, op=node.op_type)
         x_scale = _scale(imp, node, i + 1, f"input {k}'s scale")
         x_zp = _zero_point(imp, node, i + 2, f"input {k}'s zero point", dtype)
-        inputs += [x, imp.add_constant(np.array(x_scale, np.float32), f"{out}.x{k}_scale"),
-                   imp.add_constant(np.array(x_zp, dtype), f"{out}.x{k}_zero_point")]
+        inputs += [x, *_pair(imp, node, x_scale, x_zp, dtype, f"x{k}")]
     integer_op(imp, node, "qlinear_concat", inputs, {"axis": attrs["axis"]}, dtype)
 
 
@@ -236,11 +241,11 @@ def _qlinear_where(imp, node, attrs):
 # --- QLinearAdd and QLinearMul ---------------------------------------------------------------
 
 
-def _binary(imp, node, *, integer: bool = False) -> tuple:
-    """(a, b codes, dtype, a/b/c scales, a/b/c zero points) of QLinearAdd / QLinearMul; the
-    codes as :func:`_codes` gives them."""
-    a, dtype = _codes(imp, node, 0, "A", integer=integer)
-    b, b_dtype = _codes(imp, node, 3, "B", integer=integer)
+def _binary(imp, node) -> tuple:
+    """(a, b codes in their dtype, dtype, a/b/c scales, a/b/c zero points) of QLinearAdd /
+    QLinearMul."""
+    a, dtype = _codes(imp, node, 0, "A", integer=True)
+    b, b_dtype = _codes(imp, node, 3, "B", integer=True)
     if b_dtype != dtype:
         raise ModelFileError(f"B of dtype {b_dtype} differs from A's {dtype}",
                              node=imp.node_name, op=node.op_type)
@@ -263,7 +268,7 @@ def _qlinear_add(imp, node, attrs):
     """One ``qlinear_add`` (onnxruntime's own kernel: two fused multiply-adds on the codes, in
     the order its broadcasting loop takes them for the call's shapes)."""
     _only(imp, attrs, {})
-    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node, integer=True)
+    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node)
     # an infinite ratio is refused here; the order of the operands does not change the reach
     _check_reach(imp, "the sum", mlas.add_reach(dtype, *mlas.add_parameters(sa, za, sb, zb,
                                                                             sc, zc)))
@@ -271,16 +276,10 @@ def _qlinear_add(imp, node, attrs):
 
 
 def _binary_op(imp, node, op: str, a: str, b: str, dtype: str, scales, zps) -> None:
-    out = node.output[0]
-
-    def const(value, dt, name):
-        return imp.add_constant(np.array(value, dt), f"{out}.{name}")
-
     (sa, sb, sc), (za, zb, zc) = scales, zps
-    integer_op(imp, node, op, [
-        a, const(sa, np.float32, "a_scale"), const(za, dtype, "a_zero_point"),
-        b, const(sb, np.float32, "b_scale"), const(zb, dtype, "b_zero_point"),
-        const(sc, np.float32, "c_scale"), const(zc, dtype, "c_zero_point")], {}, dtype)
+    integer_op(imp, node, op, [a, *_pair(imp, node, sa, za, dtype, "a"),
+                               b, *_pair(imp, node, sb, zb, dtype, "b"),
+                               *_pair(imp, node, sc, zc, dtype, "c")], {}, dtype)
 
 
 @maps(_MS + "QLinearMul")
@@ -288,7 +287,7 @@ def _qlinear_mul(imp, node, attrs):
     """One ``qlinear_mul`` (onnxruntime's own kernel): ``(a - a_zp) * (b - b_zp) * ratio +
     c_zp`` in float32, rounded and saturated."""
     _only(imp, attrs, {})
-    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node, integer=True)
+    a, b, dtype, (sa, sb, sc), (za, zb, zc) = _binary(imp, node)
     ratio = mlas.mul_ratio(sa, sb, sc)  # an infinite one is refused here
     _check_reach(imp, "the product", mlas.mul_reach(dtype, za, zb, ratio, zc))
     _binary_op(imp, node, "qlinear_mul", a, b, dtype, (sa, sb, sc), (za, zb, zc))

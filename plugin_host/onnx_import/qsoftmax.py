@@ -12,12 +12,10 @@ length): the table is then built for it then.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import ModelFileError
 from .ops import _only, maps
-from .qlinear import _scale, integer_op
-from .qoperator import _MS, _codes, _zero_point
+from .qlinear import integer_op
+from .qoperator import _MS, _codes, unary_parameters
 
 
 @maps(_MS + "QLinearSoftmax")
@@ -39,12 +37,5 @@ def _qlinear_softmax(imp, node, attrs):
                              node=imp.node_name, op=node.op_type)
     if any(type(d) is int and d < 1 for d in shape):
         raise imp.unsupported(f"X of shape {shape}: no values to normalize")
-    out = node.output[0]
-    inputs = [x]
-    for i, what, kind in ((1, "X_scale", "scale"), (2, "X_zero_point", "zero point"),
-                          (3, "Y_scale", "scale"), (4, "Y_zero_point", "zero point")):
-        value = (np.array(_scale(imp, node, i, what), np.float32) if kind == "scale" else
-                 np.array(_zero_point(imp, node, i, what, dtype), dtype))
-        inputs.append(imp.add_constant(value, f"{out}.{what.lower()}"))
-    integer_op(imp, node, "qlinear_softmax", inputs,
+    integer_op(imp, node, "qlinear_softmax", [x, *unary_parameters(imp, node, dtype)],
                {"axis": axis % rank, "trailing": opset < 13}, dtype)
