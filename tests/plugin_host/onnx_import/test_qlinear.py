@@ -4,7 +4,8 @@ linear) quantized per tensor and per channel with uint8 and int8 weights, built 
 bit for bit on the numpy and onnxruntime backends; hand-made nodes with strides, pads,
 dilations, groups, depthwise, per-channel scales, biases, int8 and uint8, ties, sums beyond
 float32's exact integers; and what is refused, naming the node (run-time scales or weights,
-zero points of another dtype, scales that are not positive and finite, sums beyond int32).
+zero points of another dtype, scales that are not positive and finite); sums with the bias
+beyond int32 wrap, as onnxruntime's.
 
 Where onnxruntime's u8 x s8 kernel saturates (x86-64 without VNNI) the reference of a model of
 uint8 activations and int8 weights is not its exact sums, so its build's comparison fails; the
@@ -483,11 +484,35 @@ def test_a_combined_scale_beyond_float32_is_refused(tmp_path):
                    "x_scale * w_scale / y_scale overflows float32")
 
 
-def test_a_sum_with_the_bias_beyond_int32_is_refused(tmp_path):
-    model = _conv(tmp_path, w_zp=np.uint8(0), bias=np.array([2 ** 31 - 100, 0], np.int32))
-    # 255 * 3 from the weights (all 1) beside 2**31 - 100
-    assert_refused(model, UnsupportedModelError, _WHERE,
-                   "its sums with the bias reach 2147484313 in magnitude, beyond int32")
+@pytest.mark.parametrize("sign", [1, -1], ids=["up", "down"])
+@pytest.mark.parametrize("zero_points", ["one", "per-channel"])
+@pytest.mark.parametrize("conv", sorted(_CONVS))
+@pytest.mark.parametrize("x_dtype, w_dtype, w_range", _DTYPES)
+def test_a_sum_with_the_bias_beyond_int32_wraps_as_onnxruntime(x_dtype, w_dtype, w_range, conv,
+                                                               zero_points, sign, tmp_path):
+    """A bias within a few thousand of 2**31 (a detector head's, by its tiny scale): the sums
+    with it wrap, as onnxruntime's int32 accumulation does, through the one qlinear_conv
+    (one zero point) and through the sum of ops (zero points per channel), bit for bit on
+    both backends. Unwrapped, every code would lie on the bias's side of y's zero point (the
+    bias times the scale is 10 to 110 codes); one on the other side shows a sum wrapped."""
+    group, c_in, c_out, attrs, spatial = _CONVS[conv]
+    w = _ints(w_dtype, (c_out, c_in // group, 3, 3), *w_range)
+    w_scale = (RNG.random(c_out) * 0.01 + 1e-3).astype(np.float32)
+    middle = 0 if w_dtype == "int8" else 128
+    w_zp = np.full(c_out, middle, w_dtype) if zero_points == "one" else \
+        _ints(w_dtype, c_out, middle - 4, middle + 4)
+    bias = (sign * (2 ** 31 - RNG.integers(1, 3000, c_out))).astype(np.int32)
+    y_scale = float(0.0173 * w_scale.max() / 5e-8)
+    model = _qlinear(tmp_path, "QLinearConv", (2, c_in, 7, 6), (2, c_out) + spatial, x_dtype,
+                     w, w_scale, w_zp, x_scale=0.0173, y_scale=y_scale, bias=bias,
+                     group=group, kernel_shape=[3, 3], **attrs)
+    graph = import_onnx(model).graph
+    assert ("qlinear_conv" in {n.op for n in graph.nodes}) == (zero_points == "one")
+    feeds = _int_feeds(x_dtype, (2, c_in, 7, 6))
+    _exact_on_both_backends(graph, model, feeds)
+    y_zp = np.iinfo(x_dtype).max // 2  # _qlinear's
+    assert any((sign * (onnxruntime_outputs(model, f, optimized=False)["y"].astype(int) - y_zp)
+                < 0).any() for f in feeds)
 
 
 def test_a_bias_of_another_dtype_or_shape_is_refused(tmp_path):

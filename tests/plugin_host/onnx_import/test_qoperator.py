@@ -747,6 +747,27 @@ def test_a_qgemm_with_trans_a_matches_onnxruntime_bit_for_bit(a_dtype, b_dtype, 
                graph=graph)
 
 
+@pytest.mark.parametrize("sign", [1, -1], ids=["up", "down"])
+@pytest.mark.parametrize("output", ["quantized", "float"])
+@pytest.mark.parametrize("a_dtype, b_dtype, b_range", _GEMM_DTYPES,
+                         ids=["u8u8", "u8s8", "s8s8"])
+def test_a_qgemm_sum_with_c_beyond_int32_wraps_as_onnxruntime(a_dtype, b_dtype, b_range,
+                                                              output, sign, tmp_path):
+    """C within a few thousand of 2**31: the sums with it wrap, as onnxruntime's int32
+    accumulation does, bit for bit on both backends; the float output shows it (a sum of
+    the other sign than C's)."""
+    n, k = 6, 10
+    b = RNG.integers(*b_range, size=(k, n), endpoint=True).astype(b_dtype)
+    c = (sign * (2 ** 31 - RNG.integers(1, 3000, n))).astype(np.int32)
+    b_zp = np.array(0 if b_dtype == "int8" else 7, b_dtype)
+    path = _qgemm_model(tmp_path, a_dtype, b, _scale(), b_zp, c=c, y=output == "quantized")
+    feeds = [{"a": _every_code(a_dtype, (3, k))}, {"a": _codes(a_dtype, (3, k))}]
+    _exact(path, feeds)
+    if output == "float":
+        assert any((sign * onnxruntime_outputs(path, f, optimized=False)["y"] < 0).any()
+                   for f in feeds)
+
+
 @pytest.mark.parametrize("c_shape", [(5,), (1, 5)])
 def test_a_qgemm_of_an_empty_batch_imports(c_shape, tmp_path):
     """A static batch of 0 (a fuzz mutant): C's bound is checked over no rows."""
