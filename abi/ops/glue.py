@@ -1187,7 +1187,8 @@ spatial axis (implicit -inf), each less than kernel_size (as ONNX; torch takes a
 of it). Output length floor((L + before + after - dilation*(k-1) - 1)/stride) + 1, or with
 ceil_mode rounded up unless the last window would start in the trailing padding. A dilated
 window whose taps all fall in the padding has no max and is refused (ShapeError; torch gives
--inf, onnxruntime the float's lowest value), by the graph's sizes or the call's."""),
+-inf, onnxruntime the float's lowest value), by the graph's sizes or the call's. x float, or
+uint8 or int8 (a quantized model's codes; the padding their type's lowest value); y x's dtype."""),
     OpDef("max_pool_with_indices", 1, ("x",), ("y", "indices"), _MAX_POOL,
           pool_indices_shape, doc="""\
 max_pool's y, and where each maximum was taken (torch's return_indices): an int64 tensor of y's

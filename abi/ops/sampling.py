@@ -26,7 +26,8 @@ def pool_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
     r = need_rank(n, "x", x, one_of=(3, 4, 5))
-    need_float(n, "x", x)
+    if not (n == "max_pool" and x.dtype in ("uint8", "int8")):  # max_pool of 8-bit codes
+        need_float(n, "x", x)
     spatial = r - 2
     need_attr_len(n, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
                   f"x shape {fmt(x.shape)} has {spatial} spatial axes and")

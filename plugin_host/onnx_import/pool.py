@@ -190,13 +190,12 @@ def _pool(imp, node, attrs):
 
 def _max_pool_codes(imp, node, dtype: str, attrs: dict) -> None:
     """MaxPool of 8-bit integers (quantize_static's QOperator format leaves it between its
-    quantized ops): ``max_pool`` of them as float32, which holds them exactly, bound as such
-    where only ops that read codes take them, else cast back."""
-    from .dynamic import _as_float
-    from .qoperator import bind_codes
+    quantized ops): ``max_pool`` of the codes in their dtype, as onnxruntime's MaxPool takes
+    them (:func:`.qlinear.integer_op`)."""
+    from .dynamic import _as_integer
+    from .qlinear import integer_op
 
-    bind_codes(imp, node, imp.step("max_pool", [_as_float(imp, node.input[0])], "max_pool",
-                                   attrs), dtype)
+    integer_op(imp, node, "max_pool", [_as_integer(imp, node.input[0], dtype)], attrs, dtype)
 
 
 def _pool_indices(imp, node, attrs: dict, column_major: bool) -> None:

@@ -349,6 +349,9 @@ def test_symbolic_dims():
         T(("N", 8, "(H-1)//2+1", 8), f32)]
     assert infer("max_pool_with_indices", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32), T(("N", 8, "(H-1)//2+1", 8), i64)]
+    for codes in ("uint8", "int8"):  # a quantized model's codes, in their dtype
+        assert infer("max_pool", [T(("N", 8, "H", 16), codes)], pool) == [
+            T(("N", 8, "(H-1)//2+1", 8), codes)]
     pool3d = {"kernel_size": [2, 2, 2], "stride": [2, 2, 2], "padding": [[0, 0]] * 3}
     assert infer("avg_pool", [T(("N", 8, "D", 6, 16), f32)], pool3d) == [
         T(("N", 8, "(D-2)//2+1", 3, 8), f32)]
@@ -886,6 +889,12 @@ REFUSALS = [
      {"padding_mode": "constant"}, OpError, "attribute 'padding_mode' must be one of"),
     ("max_pool", [T((1, 2, 3, 4, 5, 6), f32)], POOL, ShapeError,
      "max_pool: x must have rank 3, 4 or 5, got rank 6"),
+    ("max_pool", [T((1, 2, 9), "int32")], POOL, DTypeError,
+     "max_pool: x must be a float tensor (float16, float32, float64), got int32"),
+    ("max_pool_with_indices", [T((1, 2, 9), "uint8")], POOL, DTypeError,
+     "max_pool_with_indices: x must be a float tensor (float16, float32, float64), got uint8"),
+    ("avg_pool", [T((1, 2, 9), "uint8")], APOOL, DTypeError,
+     "avg_pool: x must be a float tensor (float16, float32, float64), got uint8"),
     ("avg_pool", [T((1, 2, 3, 4, 5, 6), f32)], APOOL, ShapeError,
      "avg_pool: x must have rank 3, 4 or 5, got rank 6"),
     ("max_pool", [T((1, 2, 5, 5, 5), f32)], {**POOL, "kernel_size": [3, 3]}, ContractError,

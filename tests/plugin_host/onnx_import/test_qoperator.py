@@ -588,7 +588,10 @@ def test_max_pool_of_codes_matches_onnxruntime(dtype, tmp_path):
                             pads=[1, 1, 1, 1], strides=[2, 2])
     path = _model(tmp_path / "m.onnx", [node], [_vi("x", dtype, (2, 3, 7, 7))],
                   [_vi("y", dtype, None, 4)], [])
-    _exact(path, [{"x": _every_code(dtype, (2, 3, 7, 7))}])
+    graph = _exact(path, [{"x": _every_code(dtype, (2, 3, 7, 7))}])
+    # the codes in their dtype, as onnxruntime's MaxPool takes them: no cast either side
+    assert [(n.op, graph.types[n.inputs[0]].dtype) for n in graph.nodes] == [
+        ("max_pool", dtype)]
 
 
 #: nearest Resizes of codes: (scales, sizes, coordinate_transformation_mode, nearest_mode)
