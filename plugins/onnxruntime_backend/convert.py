@@ -50,7 +50,8 @@ def _elem_types(e: Emitter, graph_inputs: list, graph_outputs: list) -> dict[str
     known = graph_inputs + [helper.make_tensor_value_info(n, t.data_type, t.dims)
                             for n, t in e.initializers.items()]
     model = helper.make_model(helper.make_graph(e.nodes, "types", known, graph_outputs),
-                              opset_imports=[helper.make_opsetid("", OPSET)])
+                              opset_imports=[helper.make_opsetid("", OPSET),
+                                             helper.make_opsetid(MS, 1)])
     try:
         graph = onnx.shape_inference.infer_shapes(model).graph
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):

@@ -121,3 +121,25 @@ def test_a_softmax_of_no_values_at_run_time_is_refused_on_both_backends():
         with pytest.raises(ShapeError, match=r"qlinear_softmax: x of shape \(0, 4\) is empty"):
             executor.run({"x": np.zeros((0, 4), np.uint8)})
         assert executor.run({"x": np.full((1, 4), 9, np.uint8)})["y"].tolist() == [[64] * 4]
+
+
+def test_types_are_inferred_through_com_microsoft_ops_for_widening():
+    """A graph holding a com.microsoft op and an op onnxruntime has no kernel for in its
+    dtype (a sum of int8, widened to int32): the types are inferred with that domain known,
+    so the sum is widened and the model loads (ONNX's inference failed on the unknown domain
+    and nothing was widened: onnxruntime refused the model)."""
+    b = GraphBuilder("mixed")
+    x = b.input("x", (2, 6), "uint8", "ANY")
+    parameters_ = [b.constant(name, np.asarray(value)) for name, value in (
+        ("xs", np.float32(0.1)), ("xz", np.uint8(3)), ("ys", np.float32(1 / 256)),
+        ("yz", np.uint8(0)))]
+    b.output(b.op("qlinear_sigmoid", x, *parameters_, name="sigmoid"), "y", "ANY")
+    i = b.input("i", (2, 6), "int8", "ANY")
+    b.output(b.op("sum", i, name="sum", axes=[1]), "s", "ANY")
+    graph = b.build()
+    feed = {"x": np.arange(12, dtype=np.uint8).reshape(2, 6),
+            "i": np.arange(-6, 6, dtype=np.int8).reshape(2, 6)}
+    want = Executor(graph, NumpyBackend()).run(dict(feed))
+    got = Executor(graph, OnnxruntimeBackend()).run(dict(feed))
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
