@@ -1,9 +1,9 @@
 """onnxruntime's CPU arithmetic for its quantized contrib ops (MLAS), reproduced in numpy: the
 256-entry lookup tables of QLinearSigmoid, QLinearLeakyRelu and QLinearConcat, QLinearMul's
 ratio of scales and the reach of its products, and the folded zero-point constant of
-QLinearAdd, QLinearAdd's operand order, and QLinearSoftmax's table. The ONNX importer computes
-constants from it, and the numpy backend the op table's ``qlinear_*`` ops, so both have
-onnxruntime's numbers.
+QLinearAdd, QLinearAdd's operand order, QLinearSoftmax's table, and QLinearGlobalAveragePool's
+scale and the counts its kernel takes. The ONNX importer computes constants from it, and the
+numpy backend the op table's ``qlinear_*`` ops, so both have onnxruntime's numbers.
 
 onnxruntime 1.32's x86-64 kernels (AVX2 with FMA3) were read and then compared with onnxruntime
 over every code of every table and random scales; each function's doc gives its order of
@@ -17,6 +17,9 @@ import functools
 import math
 
 import numpy as np
+
+from abi.errors import DomainError, ShapeError
+from abi.ops.rules import fmt
 
 _F32 = np.float32
 
@@ -193,3 +196,70 @@ def softmax_ratio(y_scale) -> float:
     """QLinearSoftmax's ``floor(1 / y_scale)``, the quotient in float32."""
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         return float(np.floor(_F32(1) / _F32(y_scale)))
+
+
+#: QLinearGlobalAveragePool's windows hold fewer values than this (onnxruntime refuses more)
+GLOBAL_AVERAGE_COUNTS = 2 ** 24
+#: the range [low, high) QLinearGlobalAveragePool's scale must fall in (onnxruntime refuses
+#: another: the output would not depend on the input)
+GLOBAL_AVERAGE_SCALES = (2.0 ** -32, 256.0)
+
+
+def global_average_axes(rank: int, channels_last: bool) -> tuple[int, ...]:
+    """The axes QLinearGlobalAveragePool pools over x of ``rank``: every one but N and C."""
+    return tuple(range(1, rank - 1)) if channels_last else tuple(range(2, rank))
+
+
+def global_average_count(op: str, shape, channels_last: bool) -> int:
+    """The count of values each window of a global pool over x of ``shape`` (sizes) holds: a
+    ShapeError where it is 0 (no average) or :data:`GLOBAL_AVERAGE_COUNTS` or more."""
+    axes = global_average_axes(len(shape), channels_last)
+    count = math.prod(shape[a] for a in axes)
+    if not 0 < count < GLOBAL_AVERAGE_COUNTS:
+        pooled = tuple(shape[a] for a in axes)
+        raise ShapeError(f"{op}: x of shape {fmt(tuple(shape))} pools {count} values a window "
+                         f"(dims {fmt(pooled)}): onnxruntime's kernel takes 1 to "
+                         f"{GLOBAL_AVERAGE_COUNTS - 1}", where=op,
+                         expected=f"1 to {GLOBAL_AVERAGE_COUNTS - 1} values",
+                         got=tuple(shape))
+    return count
+
+
+def global_average_scale(x_scale, y_scale, count: int) -> np.float32:
+    """QLinearGlobalAveragePool's float32 ``x_scale / (y_scale * count)``."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        return _F32(_F32(x_scale) / _F32(_F32(y_scale) * _F32(count)))
+
+
+def global_average_checked(op: str, x_scale, y_scale, count: int) -> np.float32:
+    """:func:`global_average_scale`, a DomainError where it falls outside
+    :data:`GLOBAL_AVERAGE_SCALES` (onnxruntime's kernel refuses the call there)."""
+    scale = global_average_scale(x_scale, y_scale, count)
+    low, high = GLOBAL_AVERAGE_SCALES
+    if not low <= float(scale) < high:
+        raise DomainError(f"{op}: x_scale / (y_scale * count) = {float(scale)!r} for "
+                          f"windows of {count} values (x_scale {float(_F32(x_scale))!r}, y_scale "
+                          f"{float(_F32(y_scale))!r}) is outside [2**-32, 256), where "
+                          f"onnxruntime's kernel refuses it", where=op)
+    return scale
+
+
+def global_average_counts(x_scale, y_scale) -> tuple[int, int]:
+    """The counts from 1 to :data:`GLOBAL_AVERAGE_COUNTS` - 1 whose scale
+    (:func:`global_average_scale`, falling as the count grows) is in range: ``(first,
+    last)``, first > last where there is none."""
+    low, high = GLOBAL_AVERAGE_SCALES
+    top = GLOBAL_AVERAGE_COUNTS - 1
+
+    def first(fits) -> int:  # the least count in [1, top + 1] where fits holds from then on
+        lo, hi = 1, top + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+    start = first(lambda c: float(global_average_scale(x_scale, y_scale, c)) < high)
+    end = first(lambda c: not float(global_average_scale(x_scale, y_scale, c)) >= low) - 1
+    return start, end

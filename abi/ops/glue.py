@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from abi import dtypes
+from abi import dtypes, mlas
 from abi.errors import ContractError, DTypeError, ShapeError
 from abi.indices import check_indices
 from abi.ops import dims
@@ -335,6 +335,17 @@ def _qlinear_softmax(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     need_axis(n, attrs["axis"], need_rank(n, "x", x, at_least=1))
     need_values(n, x.shape)
     return [x]
+
+
+def _qlinear_global_average_pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    _qlinear_unary(op, inputs, attrs)
+    rank = need_rank(n, "x", x, at_least=3)
+    axes = mlas.global_average_axes(rank, attrs["channels_last"])
+    if all(type(x.shape[a]) is int for a in axes):
+        mlas.global_average_count(n, x.shape, attrs["channels_last"])
+    return [TensorType(tuple(1 if a in axes else d for a, d in enumerate(x.shape)), x.dtype)]
 
 
 def _integer_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -1055,6 +1066,20 @@ y_zero_point, lo, hi) with R = floor(1 / y_scale) (the quotient in float32), the
 quotient in double, rounding half to even, [lo, hi] y's range. x uint8 or int8 and not empty,
 each zero point of its dtype, scales float32, every scale and zero point of shape (). y: x's
 shape and dtype."""),
+    OpDef("qlinear_global_average_pool", 1, _QLINEAR_UNARY, ("y",), {
+        "channels_last": AttrSpec("bool", False),
+    }, _qlinear_global_average_pool, doc="""\
+Quantized global average pool (com.microsoft QLinearGlobalAveragePool, as onnxruntime's CPU
+kernel computes it) over every axis of x but N and C: x (N, C, *spatial), or with
+channels_last (N, *spatial, C). With count the values each window holds and the float32
+scale = x_scale / (y_scale * float32(count)) computed in that order, y = clamp(round(float32(
+s) * scale) + y_zero_point, lo, hi), s = the window's sum of x less x_zero_point * count, in
+int32 (wrapping as onnxruntime's accumulator wraps), rounding half to even, [lo, hi] y's range.
+count must be 1 to 2**24 - 1 (ShapeError: onnxruntime refuses more, and an empty window has no
+average) and scale in [2**-32, 256) (DomainError, when the call runs: onnxruntime refuses the
+call), by the graph's sizes or the call's. x uint8 or int8, each zero point of its dtype,
+scales float32, every scale and zero point of shape (). y: x's shape with the pooled dims 1,
+x's dtype."""),
     OpDef("qlinear_concat", 1, ("inputs*",), ("y",), {"axis": _AXIS}, _qlinear_concat,
           doc="""\
 Quantized concatenation (com.microsoft QLinearConcat, as onnxruntime's CPU kernel computes it):

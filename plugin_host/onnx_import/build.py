@@ -182,11 +182,11 @@ def _optimized_note(before, after) -> str:
 
 #: What onnxruntime's optimizer makes of a QDQ model's elementwise groups, which the import
 #: writes as exact emulations (:mod:`.qoperator`), not as one kernel each (QLinearSigmoid,
-#: QLinearLeakyRelu, QLinearMul, QLinearAdd, QLinearConcat and QLinearSoftmax are one op each,
-#: which the onnxruntime backend runs as onnxruntime's kernel)
+#: QLinearLeakyRelu, QLinearMul, QLinearAdd, QLinearConcat, QLinearSoftmax and
+#: QLinearGlobalAveragePool are one op each, which the onnxruntime backend runs as
+#: onnxruntime's kernel)
 EMULATED_QLINEAR_OPS = frozenset(
-    f"com.microsoft.{op}" for op in ("QLinearWhere", "QLinearAveragePool",
-                                      "QLinearGlobalAveragePool"))
+    f"com.microsoft.{op}" for op in ("QLinearWhere", "QLinearAveragePool"))
 
 
 def _rewritten(rewrite: Callable, model, path, how: str, limits: ReadLimits):

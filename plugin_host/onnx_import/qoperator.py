@@ -20,10 +20,9 @@ against it over random scales, zero points, shapes and every input code:
   same table and looks the codes up (``embedding`` of a ``(256, 1)`` constant, so each index
   is checked when the call runs).
 - **QLinearGlobalAveragePool** (and a QLinearAveragePool whose window is the whole unpadded
-  input, which onnxruntime runs the same way): the codes' exact sum less ``x_zp`` times the
-  count, times the float32 ``x_scale / (y_scale * count)``, rounded, plus ``y_zp``; over
-  pooled dims known when the call runs, the sum in int32 as onnxruntime accumulates it and
-  the scale computed in float32 from the count read then.
+  input, which onnxruntime runs the same way): one ``qlinear_global_average_pool``, the
+  codes' sum less ``x_zp`` times the count in int32, times the float32 ``x_scale / (y_scale
+  * count)``, rounded, plus ``y_zp``, which the onnxruntime backend runs as that kernel.
 - **QLinearAveragePool**: onnxruntime dequantizes each code (a table), sums each window's taps
   one by one in float32 in row-major order, divides by the count, by ``y_scale``, adds
   ``y_zp`` and rounds; the import writes the same taps as one strided ``slice`` each, summed
@@ -50,7 +49,7 @@ import math
 import numpy as np
 
 from abi import dtypes, mlas
-from abi.ops import dims as dim_math
+from abi.errors import DomainError, ShapeError
 
 from ..errors import ModelFileError
 from .dynamic import _as_float, _as_integer, matmul_sum
@@ -296,9 +295,10 @@ def _qlinear_mul(imp, node, attrs):
 # --- average pools ---------------------------------------------------------------------------
 
 
-def _pool_codes(imp, node, attrs) -> tuple:
-    """(x codes, dtype, x scale/zp, y scale/zp, channels_last, x's shape)."""
-    x, dtype = _codes(imp, node, 0, "X")
+def _pool_codes(imp, node, attrs, *, integer: bool = False) -> tuple:
+    """(x codes (float32, or with ``integer`` their dtype), dtype, x scale/zp, y scale/zp,
+    channels_last, x's shape)."""
+    x, dtype = _codes(imp, node, 0, "X", integer=integer)
     shape = list(imp.type_of(node.input[0]).shape)
     if len(shape) < 3:
         raise ModelFileError(f"X of shape {shape}: needs (N, C, spatial...)",
@@ -313,14 +313,22 @@ def _pool_codes(imp, node, attrs) -> tuple:
 
 
 def _global_average(imp, node, x: str, dtype: str, x_scale, x_zp: int, y_scale, y_zp: int,
-                    axes: list[int], shape: list) -> None:
-    """MlasQLinearGlobalAveragePool: exact sums, one float32 scale (module doc)."""
-    sizes = [shape[a] for a in axes]
-    if any(type(d) is not int for d in sizes):
-        v = _run_time_average(imp, x, x_scale, x_zp, y_scale, axes, sizes)
-    else:
-        v = _static_average(imp, x, x_scale, x_zp, y_scale, axes, math.prod(sizes))
-    bind_codes(imp, node, _global_codes(imp, v, y_zp, dtype), dtype)
+                    channels_last: bool, shape: list) -> None:
+    """One ``qlinear_global_average_pool`` (onnxruntime's own kernel: exact sums, one float32
+    scale) of X's codes ``x`` in their dtype; over pooled dims known at import, a count or a scale
+    onnxruntime refuses is refused here, naming the node (over dims known when the call runs,
+    the op refuses the call)."""
+    axes = mlas.global_average_axes(len(shape), channels_last)
+    if all(type(shape[a]) is int for a in axes):
+        try:
+            count = mlas.global_average_count(node.op_type, shape, channels_last)
+            mlas.global_average_checked(node.op_type, x_scale, y_scale, count)
+        except (ShapeError, DomainError) as exc:
+            raise imp.unsupported(str(exc).removeprefix(f"{node.op_type}: ")) from None
+    integer_op(imp, node, "qlinear_global_average_pool",
+               [x, *_pair(imp, node, x_scale, x_zp, dtype, "x"),
+                *_pair(imp, node, y_scale, y_zp, dtype, "y")],
+               {"channels_last": bool(channels_last)}, dtype)
 
 
 def _global_codes(imp, v: str, y_zp: int, dtype: str) -> str:
@@ -354,42 +362,6 @@ def _static_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
     return imp.step("round", [v], "round")
 
 
-def _run_time_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
-                      sizes: list) -> str:
-    """The rounded average over pooled dims known when the call runs (a classifier's global
-    pool under a run-time image size), as onnxruntime computes it there: the codes summed in
-    int32 less ``x_zp`` times the count (int32, wrapping as its accumulator does), converted
-    to float32, times ``x_scale / (y_scale * count)`` computed in float32 from the count
-    read when the call runs. A scale outside [2**-32, 256), which onnxruntime's kernel
-    refuses (an empty window's among them), is an IndexRangeError naming the node."""
-    count = size_tensor(imp, dim_math.product(sizes), ".count")
-    codes = imp.step("cast", [x], "int32", {"dtype": "int32"})
-    total = imp.step("sum", [codes], "sum", {"axes": axes, "keepdim": True})
-    if x_zp:
-        bias = imp.step("mul", [imp.step("cast", [count], "count_int32", {"dtype": "int32"}),
-                                imp.add_constant(np.array(x_zp, np.int32),
-                                                 f"{imp.node_name}.x_zero_point")], "bias")
-        total = imp.step("sub", [total, bias], "centered")
-    total = imp.step("cast", [total], "float", {"dtype": "float32"})
-    f = np.float32
-    counted = imp.step("mul", [imp.add_constant(np.array([y_scale], f),
-                                                f"{imp.node_name}.y_scale"),
-                               imp.step("cast", [count], "count_float", {"dtype": "float32"})],
-                       "y_scale_count")
-    scale = imp.step("div", [imp.add_constant(np.array([x_scale], f),
-                                              f"{imp.node_name}.x_scale"), counted], "scale")
-    in_range = imp.step("and", [
-        imp.step("greater_equal", [scale, imp.add_constant(np.array([2.0 ** -32], f),
-                                                           f"{imp.node_name}.least")],
-                 "scale_least"),
-        imp.step("less", [scale, imp.add_constant(np.array([256.0], f),
-                                                  f"{imp.node_name}.most")], "scale_most")],
-        "scale_in_range")
-    scale = refused_where(imp, scale, imp.step("not", [in_range], "scale_outside"),
-                          "scale_checked")
-    return imp.step("round", [imp.step("mul", [total, scale], "scaled")], "round")
-
-
 def refused_where(imp, value: str, failing: str, name: str) -> str:
     """``value`` (float32) as it is, but an IndexRangeError naming the node when the call
     runs where the bool ``failing`` (shape (1,)) holds: a ``gather_elements`` (step
@@ -405,9 +377,8 @@ def refused_where(imp, value: str, failing: str, name: str) -> str:
 def _qlinear_global_average_pool(imp, node, attrs):
     """Over every spatial axis (module doc)."""
     _only(imp, attrs, {"channels_last": ...})
-    x, dtype, xs, xz, ys, yz, last, shape = _pool_codes(imp, node, attrs)
-    axes = list(range(1, len(shape) - 1)) if last else list(range(2, len(shape)))
-    _global_average(imp, node, x, dtype, xs, xz, ys, yz, axes, shape)
+    x, dtype, xs, xz, ys, yz, last, shape = _pool_codes(imp, node, attrs, integer=True)
+    _global_average(imp, node, x, dtype, xs, xz, ys, yz, last, shape)
 
 
 @maps(_MS + "QLinearAveragePool")
@@ -433,7 +404,8 @@ def _qlinear_average_pool(imp, node, attrs):
                               f"known only when the call runs (at stride 1 they do not)")
     pads = _average_pads(imp, node, attrs, sizes, kernel, strides)
     if kernel == sizes and not any(pads):
-        return _global_average(imp, node, x, dtype, xs, xz, ys, yz, axes, shape)
+        return _global_average(imp, node, _as_integer(imp, node.input[0], dtype), dtype, xs,
+                               xz, ys, yz, last, shape)
     taps = math.prod(kernel)
     if taps > MAX_TAPS:
         raise imp.unsupported(f"a window of {taps} taps: onnxruntime sums them one by one in "

@@ -7,7 +7,8 @@ two fused multiply-adds of MLAS (:func:`abi.mlas.fma`) in the order its broadcas
 takes the operands (:func:`abi.mlas.add_order`), ``qlinear_concat`` requantizes each input
 by such a table where its scale or zero point differs from the output's, and
 ``qlinear_softmax`` looks the codes up in its table of exponentials
-(:func:`abi.mlas.softmax_table`) and divides in double (the ops' docs)."""
+(:func:`abi.mlas.softmax_table`) and divides in double, ``qlinear_global_average_pool`` scales
+each window's exact sum once (the ops' docs)."""
 
 from __future__ import annotations
 
@@ -138,9 +139,30 @@ def qlinear_softmax(attrs, consts, types, where):
     return _binder(kernel, consts, types, {})
 
 
+def qlinear_global_average_pool(attrs, consts, types, where):
+    """Each window's codes summed exactly, less x_zero_point times the count, wrapped to int32
+    as onnxruntime's accumulator, times the float32 scale (the count's and the scale's checks
+    those of the op: :func:`abi.mlas.global_average_count`,
+    :func:`abi.mlas.global_average_checked`)."""
+    last = attrs["channels_last"]
+
+    def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point):
+        count = mlas.global_average_count("qlinear_global_average_pool", x.shape, last)
+        scale = mlas.global_average_checked("qlinear_global_average_pool", x_scale, y_scale,
+                                            count)
+        axes = mlas.global_average_axes(x.ndim, last)
+        total = x.sum(axis=axes, keepdims=True, dtype=np.int64) - int(x_zero_point) * count
+        total = (total + 2 ** 31) % 2 ** 32 - 2 ** 31  # int32's wrap
+        info = np.iinfo(x.dtype)
+        v = np.rint(total.astype(F32) * scale) + int(y_zero_point)
+        return np.clip(v, info.min, info.max).astype(x.dtype)
+    return _binder(kernel, consts, types, {})
+
+
 #: op name -> factory(attrs, consts, types, where), as :data:`plugins.numpy_backend.FACTORIES`
 FACTORIES = {"qlinear_sigmoid": qlinear_sigmoid, "qlinear_leaky_relu": qlinear_leaky_relu,
              "qlinear_mul": broadcasting(_mul), "qlinear_add": broadcasting(_add),
-             "qlinear_concat": qlinear_concat, "qlinear_softmax": qlinear_softmax}
+             "qlinear_concat": qlinear_concat, "qlinear_softmax": qlinear_softmax,
+             "qlinear_global_average_pool": qlinear_global_average_pool}
 
 mlas.c_logf()  # found now, before the sandbox worker confines itself (the softmax's tables)

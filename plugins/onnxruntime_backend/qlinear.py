@@ -3,9 +3,15 @@ with the numbers the ops define (their docs in ``abi/ops/glue.py``): ``qlinear_s
 ``qlinear_leaky_relu`` as QLinearSigmoid and QLinearLeakyRelu (a table of the 256 codes, built
 once where the scales and zero points are constants), ``qlinear_mul`` and ``qlinear_add`` as
 QLinearMul and QLinearAdd, ``qlinear_concat`` as QLinearConcat, ``qlinear_softmax`` as
-QLinearSoftmax."""
+QLinearSoftmax, ``qlinear_global_average_pool`` as QLinearGlobalAveragePool."""
 
 from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import onnx
 
 from abi import mlas
 from abi.errors import BackendError
@@ -70,6 +76,52 @@ def qlinear_softmax(e, node, ins, outs, a):
          opset=12 if a["trailing"] else 13)
 
 
+def _constants(e, node, ins, op_type: str) -> list:
+    """The node's scales and zero points (inputs from 1 on), refused naming it where one is
+    computed when the call runs."""
+    values = [e.array(v) for v in ins[1:]]
+    if any(v is None for v in values):
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} with scales "
+                           f"or zero points computed when the call runs: onnxruntime's "
+                           f"{op_type} is used with constants", node=node.name)
+    return values
+
+
+def _global_average_checked(x_scale, y_scale, channels_last: bool, shape: tuple) -> None:
+    count = mlas.global_average_count("qlinear_global_average_pool", shape, channels_last)
+    mlas.global_average_checked("qlinear_global_average_pool", x_scale, y_scale, count)
+
+
+def qlinear_global_average_pool(e, node, ins, outs, a):
+    """QLinearGlobalAveragePool, its scales and zero points constants. A count of 0 or 2**24
+    or more, which its kernel refuses, is the op's ShapeError (the executor asks the op's rule
+    of the call's sizes when onnxruntime refuses a call). Where the scale is outside
+    onnxruntime's range at a count the input can hold (not for usual scales: x_scale / y_scale
+    in [2**-8, 256)), the kernel gets ``y_scale * count`` for x_scale at those counts, which
+    it takes, and the op's DomainError is raised after the run from x's shape."""
+    x_scale, _, y_scale, _ = _constants(e, node, ins, "QLinearGlobalAveragePool")
+    last = bool(a["channels_last"])
+    shape = e.types[ins[0]].shape
+    axes = mlas.global_average_axes(len(shape), last)
+    sizes = [shape[k] for k in axes]
+    first, final = mlas.global_average_counts(x_scale, y_scale)
+    if all(type(d) is int for d in sizes):
+        fits = first <= math.prod(sizes) <= final
+    else:
+        fits = (first, final) == (1, mlas.GLOBAL_AVERAGE_COUNTS - 1)
+    if not fits:
+        [dims] = e.op("Shape", ins[:1])
+        [count] = e.op("ReduceProd", e.op("Gather", [dims, e.const(list(axes), np.int64)]),
+                       keepdims=0)
+        inside = e.op("And", e.op("GreaterOrEqual", [count, e.const(first, np.int64)])
+                      + e.op("LessOrEqual", [count, e.const(final, np.int64)]))
+        taken = e.op("Mul", [ins[3]] + e.op("Cast", [count], to=onnx.TensorProto.FLOAT))
+        ins = [ins[0], *e.op("Where", inside + [ins[1]] + taken), *ins[2:]]
+        e.checks.shapes.append((dims, functools.partial(
+            _global_average_checked, x_scale, y_scale, last), node.name))
+    e.op("QLinearGlobalAveragePool", ins, outs, domain=MS, channels_last=int(last))
+
+
 CONVERTERS: dict[str, Converter] = {
     "qlinear_softmax": qlinear_softmax,
     "qlinear_concat": qlinear_concat,
@@ -77,4 +129,5 @@ CONVERTERS: dict[str, Converter] = {
     "qlinear_leaky_relu": _unary("QLinearLeakyRelu"),
     "qlinear_mul": _binary("QLinearMul"),
     "qlinear_add": _binary("QLinearAdd"),
+    "qlinear_global_average_pool": qlinear_global_average_pool,
 }

@@ -173,6 +173,11 @@ GOOD = [
     ("qlinear_softmax", [z(2, 3, 4, dtype=np.int8), *_Q(np.int8), *_Q(np.int8)],
      {"axis": 1, "trailing": True},
      _onnxruntime("QLinearSoftmax", (0,), axis=1, opset=12)),
+    ("qlinear_global_average_pool", [z(2, 3, 4, 5, dtype=np.uint8), *_Q(np.uint8),
+                                     *_Q(np.uint8)], {},
+     _onnxruntime("QLinearGlobalAveragePool", (0,))),
+    ("qlinear_global_average_pool", [z(2, 4, 5, 3, dtype=np.int8), *_Q(np.int8), *_Q(np.int8)],
+     {"channels_last": True}, _onnxruntime("QLinearGlobalAveragePool", (0,), channels_last=1)),
     ("qlinear_concat", [*_Q(np.uint8), z(2, 3, dtype=np.uint8), *_Q(np.uint8),
                         z(2, 1, dtype=np.uint8), *_Q(np.uint8)], {"axis": -1},
      _onnxruntime("QLinearConcat", (2, 5), axis=-1)),
@@ -347,6 +352,11 @@ def test_symbolic_dims():
             "dilation": [1, 1]}
     assert infer("max_pool", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32)]
+    codes = [T((), f32), T((), "uint8"), T((), f32), T((), "uint8")]
+    assert infer("qlinear_global_average_pool", [T(("N", 8, "H", "W"), "uint8"), *codes],
+                 {}) == [T(("N", 8, 1, 1), "uint8")]
+    assert infer("qlinear_global_average_pool", [T(("N", "H", "W", 8), "uint8"), *codes],
+                 {"channels_last": True}) == [T(("N", 1, 1, 8), "uint8")]
     assert infer("max_pool_with_indices", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32), T(("N", 8, "(H-1)//2+1", 8), i64)]
     for codes in ("uint8", "int8"):  # a quantized model's codes, in their dtype
@@ -564,6 +574,21 @@ REFUSALS = [
                          T((), "uint8")], {}, ShapeError, "is empty"),
     ("qlinear_softmax", [T((2, 3), "float32"), *[T((), f32)] * 4], {}, DTypeError,
      "x must be uint8 or int8"),
+    ("qlinear_global_average_pool", [T((2, 3), "uint8"), T((), f32), T((), "uint8"),
+                                     T((), f32), T((), "uint8")], {}, ShapeError,
+     "x must have rank >= 3, got rank 2"),
+    ("qlinear_global_average_pool", [T((2, 3, 0, 5), "uint8"), T((), f32), T((), "uint8"),
+                                     T((), f32), T((), "uint8")], {}, ShapeError,
+     "qlinear_global_average_pool: x of shape (2, 3, 0, 5) pools 0 values a window (dims "
+     "(0, 5)): onnxruntime's kernel takes 1 to 16777215"),
+    ("qlinear_global_average_pool", [T((1, 4096, 4096, 2), "int8"), T((), f32), T((), "int8"),
+                                     T((), f32), T((), "int8")], {"channels_last": True},
+     ShapeError, "pools 16777216 values a window"),
+    ("qlinear_global_average_pool", [T((2, 3, 4), "int8"), T((), f32), T((), "uint8"),
+                                     T((), f32), T((), "int8")], {}, DTypeError,
+     "x_zero_point"),
+    ("qlinear_global_average_pool", [T((2, 3, 4), "int8"), T((1,), f32), T((), "int8"),
+                                     T((), f32), T((), "int8")], {}, ShapeError, "x_scale"),
     ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((), f32)],
      {"axis": 0}, ContractError, "qlinear_concat: 4 inputs: takes y_scale, y_zero_point"),
     ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((), f32),

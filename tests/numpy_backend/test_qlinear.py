@@ -1,9 +1,10 @@
 """The qlinear element-wise ops on the numpy backend (qlinear_sigmoid, qlinear_leaky_relu,
-qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax): onnxruntime's com.microsoft
-QLinearSigmoid, QLinearLeakyRelu, QLinearMul, QLinearAdd, QLinearConcat and QLinearSoftmax
-(its CPU kernels, graph optimizations off) bit for bit, over every code, random scales and
-zero points, broadcasting shapes, softmax axes, with the parameters constant or given when the
-call runs (the ops' rules: tests/abi/test_ops_glue.py)."""
+qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax, qlinear_global_average_pool):
+onnxruntime's com.microsoft QLinearSigmoid, QLinearLeakyRelu, QLinearMul, QLinearAdd,
+QLinearConcat, QLinearSoftmax and QLinearGlobalAveragePool (its CPU kernels, graph
+optimizations off) bit for bit, over every code, random scales and zero points, broadcasting
+shapes, softmax axes, pooled layouts and a sum past int32, with the parameters constant or
+given when the call runs (the ops' rules: tests/abi/test_ops_glue.py)."""
 
 from __future__ import annotations
 
@@ -187,3 +188,72 @@ def test_softmax_is_onnxruntimes(case, dtype, constant):
                                {"axis": axis, "opset": 12 if trailing else 13}, (0,))
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+#: (x shape, channels_last): 2-D NCHW and NHWC, 1-D, 3-D, a window of one value
+GLOBAL_POOLS = [((2, 3, 5, 7), False), ((2, 5, 7, 3), True), ((2, 3, 9), False),
+                ((1, 2, 3, 4, 5), False), ((3, 4, 1, 1), False), ((1, 1, 6, 4), True)]
+
+
+def global_pool_values(rng, dtype: str, shape) -> list:
+    """Codes of ``shape`` and random parameters whose scale onnxruntime takes: x_scale over
+    y_scale within [1/64, 64)."""
+    x_scale = np.float32(10.0 ** rng.uniform(-3, 0))
+    y_scale = np.float32(x_scale * 2.0 ** rng.uniform(-6, 6))
+    return [codes(rng, dtype, shape), x_scale, codes(rng, dtype, ()), y_scale,
+            codes(rng, dtype, ())]
+
+
+@pytest.mark.parametrize("case", GLOBAL_POOLS, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+def test_global_average_pool_is_onnxruntimes(case, dtype, constant):
+    shape, last = case
+    rng = np.random.default_rng(len(str(case)) + len(dtype))
+    for _ in range(8):
+        values = global_pool_values(rng, dtype, shape)
+        got = numpy_run("qlinear_global_average_pool", UNARY_NAMES, values,
+                        {"channels_last": last}, (0,), constant)
+        want = onnxruntime_run("QLinearGlobalAveragePool", UNARY_NAMES, values,
+                               {"channels_last": int(last)}, (0,))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def wrapping_global_pool(dtype: str) -> list:
+    """A window of 2**24 - 1 codes (the most onnxruntime's kernel takes) whose sum less the
+    zero point passes int32 in channel 0 (all the type's highest code, zero point its lowest):
+    onnxruntime's int32 accumulator wraps it to a negative sum, so y is the lowest code where
+    the exact sum would give the highest; channel 1 random codes."""
+    info = np.iinfo(dtype)
+    x = np.empty((1, 2, 4095, 4097), dtype)
+    x[0, 0] = info.max
+    x[0, 1] = np.random.default_rng(5).integers(info.min, info.max, (4095, 4097),
+                                                endpoint=True)
+    return [x, np.float32(1.0), np.array(info.min, dtype), np.float32(2.0 ** -22),
+            np.array(0, dtype)]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_global_average_pool_wraps_its_sum_as_onnxruntime(dtype):
+    values = wrapping_global_pool(dtype)
+    got = numpy_run("qlinear_global_average_pool", UNARY_NAMES, values, {}, (0,))
+    want = onnxruntime_run("QLinearGlobalAveragePool", UNARY_NAMES, values, {}, (0,))
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 0, 0, 0] == np.iinfo(dtype).min
+
+
+def test_global_average_pool_divides_by_y_scale_times_the_count():
+    """The scale is x_scale / (y_scale * count), not (x_scale / y_scale) / count: with these
+    scales (found by a search) and a window summing to 4,073 the two differ in the last bit,
+    which moves the output by one; onnxruntime's is the first."""
+    x = np.full((1, 1, 7, 7), 83, np.uint8)
+    x.reshape(-1)[:6] = 84  # 49 * 83 + 6
+    values = [x, np.float32(0.63406026), np.array(0, np.uint8), np.float32(1.3342948),
+              np.array(0, np.uint8)]
+    got = numpy_run("qlinear_global_average_pool", UNARY_NAMES, values, {}, (0,))
+    want = onnxruntime_run("QLinearGlobalAveragePool", UNARY_NAMES, values, {}, (0,))
+    np.testing.assert_array_equal(got, want)
+    f = np.float32
+    other = np.rint(f(4073) * f(f(values[1] / values[3]) / f(49)))
+    assert other != got.item()

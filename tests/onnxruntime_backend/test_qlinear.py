@@ -1,23 +1,26 @@
 """The qlinear element-wise ops on the onnxruntime backend (qlinear_sigmoid,
-qlinear_leaky_relu, qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax): onnxruntime's
-com.microsoft kernels, their outputs the numpy backend's bit for bit (itself onnxruntime's
-reference numbers, tests/numpy_backend/test_qlinear.py), and refusals naming the node where
-QLinearMul or QLinearAdd would not give the op's codes or QLinearConcat cannot take the
-parameters, or where a softmax has no values."""
+qlinear_leaky_relu, qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax,
+qlinear_global_average_pool): onnxruntime's com.microsoft kernels, their outputs the numpy
+backend's bit for bit (itself onnxruntime's reference numbers,
+tests/numpy_backend/test_qlinear.py), and refusals naming the node where QLinearMul or
+QLinearAdd would not give the op's codes or QLinearConcat or QLinearGlobalAveragePool cannot
+take the parameters, where a softmax has no values, or a global pool's scale or count is one
+onnxruntime's kernel refuses."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from abi.errors import BackendError, ShapeError
+from abi.errors import BackendError, DomainError, ShapeError
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
-from tests.numpy_backend.test_qlinear import (BINARY, MUL_NAMES, SHAPES, SOFTMAXES, UNARY,
-                                              UNARY_NAMES, binary_values, concat_case, graph_of,
-                                              numpy_run, parameters, softmax_values)
+from tests.numpy_backend.test_qlinear import (BINARY, GLOBAL_POOLS, MUL_NAMES, SHAPES, SOFTMAXES,
+                                              UNARY, UNARY_NAMES, binary_values, concat_case,
+                                              global_pool_values, graph_of, numpy_run,
+                                              parameters, softmax_values, wrapping_global_pool)
 
 from .test_ops import model_ops
 
@@ -121,6 +124,77 @@ def test_a_softmax_of_no_values_at_run_time_is_refused_on_both_backends():
         with pytest.raises(ShapeError, match=r"qlinear_softmax: x of shape \(0, 4\) is empty"):
             executor.run({"x": np.zeros((0, 4), np.uint8)})
         assert executor.run({"x": np.full((1, 4), 9, np.uint8)})["y"].tolist() == [[64] * 4]
+
+
+@pytest.mark.parametrize("case", GLOBAL_POOLS, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_global_average_pool_gives_the_numpy_backend_bits(case, dtype):
+    shape, last = case
+    rng = np.random.default_rng(11 + len(str(case)))
+    for _ in range(6):
+        values = global_pool_values(rng, dtype, shape)
+        graph, got = _onnxruntime_run("qlinear_global_average_pool", UNARY_NAMES, values,
+                                      {"channels_last": last}, (0,))
+        assert model_ops(graph) == {"QLinearGlobalAveragePool"}
+        want = numpy_run("qlinear_global_average_pool", UNARY_NAMES, values,
+                         {"channels_last": last}, (0,))
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_global_average_pool_wraps_its_sum_as_the_numpy_backend(dtype):
+    values = wrapping_global_pool(dtype)
+    _, got = _onnxruntime_run("qlinear_global_average_pool", UNARY_NAMES, values, {}, (0,))
+    np.testing.assert_array_equal(got, numpy_run("qlinear_global_average_pool", UNARY_NAMES,
+                                                 values, {}, (0,)))
+
+
+def _global_pool(shape, x_scale: float, y_scale: float):
+    b = GraphBuilder("pool")
+    x = b.input("x", shape, "uint8", "ANY")
+    parameters_ = [b.constant(name, np.asarray(value)) for name, value in (
+        ("xs", np.float32(x_scale)), ("xz", np.uint8(10)), ("ys", np.float32(y_scale)),
+        ("yz", np.uint8(3)))]
+    b.output(b.op("qlinear_global_average_pool", x, *parameters_, name="node"), "y", "ANY")
+    return b.build()
+
+
+@pytest.mark.parametrize("x_scale, y_scale, refused, taken", [
+    (3.0, 0.01, (1, 1), (2, 2)),  # 300 at a window of 1, 75 at 4
+    (2.0 ** -10, 1.0, (2048, 2049), (2048, 2048))])  # below 2**-32 past 2**22 values
+def test_a_global_pool_scale_out_of_range_at_the_calls_count_is_refused_on_both_backends(
+        x_scale, y_scale, refused, taken):
+    """Where the scale leaves onnxruntime's range at some counts the pooled dims can take, the
+    onnxruntime backend gives the kernel a scale it takes at those counts and refuses the call
+    after the run, as the numpy backend does, with the op's DomainError naming the node; at
+    other counts both run, bit for bit; an empty window is a ShapeError on both."""
+    graph = _global_pool(("N", 2, "h", "w"), x_scale, y_scale)
+    assert "Where" in model_ops(graph)  # the guard
+    rng = np.random.default_rng(2)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(graph, backend)
+        for shape, error, says in (((1, 2, *refused), DomainError, "outside"),
+                                   ((1, 2, 0, 3), ShapeError, "pools 0 values")):
+            with pytest.raises(error, match=says) as caught:
+                executor.run({"x": np.zeros(shape, np.uint8)})
+            assert caught.value.context["node"] == "node"
+        x = rng.integers(0, 256, (3, 2, *taken)).astype(np.uint8)
+        np.testing.assert_array_equal(executor.run({"x": x})["y"], Executor(
+            graph, NumpyBackend()).run({"x": x})["y"])
+    assert "Where" not in model_ops(_global_pool(("N", 2, "h", "w"), 0.5, 0.25))  # usual
+    static = _global_pool((1, 2, 1, 1), 3.0, 0.01)  # known to be refused: every call is
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(DomainError, match="= 300.0 for windows of 1 values"):
+            Executor(static, backend).run({"x": np.zeros((1, 2, 1, 1), np.uint8)})
+
+
+def test_a_global_pool_of_run_time_scales_is_refused_naming_the_node():
+    values = global_pool_values(np.random.default_rng(4), "uint8", (1, 2, 3, 3))
+    graph, _ = graph_of("qlinear_global_average_pool", UNARY_NAMES, values, {}, (0,), False)
+    with pytest.raises(BackendError, match="node 'node': qlinear_global_average_pool with "
+                                           "scales or zero points computed when the call "
+                                           "runs"):
+        Executor(graph, OnnxruntimeBackend())
 
 
 def test_types_are_inferred_through_com_microsoft_ops_for_widening():

@@ -68,7 +68,7 @@ def test_sandboxed_executor_on_onnxruntime(signed_demo):
 
 def _quantized_ops_graph():
     """The qlinear element-wise ops on uint8 codes (2, K), K known when the call runs: the
-    softmax's table is built then, in the worker."""
+    softmax's table is built then, in the worker; a global pool over K."""
     b = GraphBuilder("quantized_ops")
     xq, sq, mq, aq, yq = ([b.constant(f"{name}.scale", np.float32(scale)),
                            b.constant(f"{name}.zero_point", np.uint8(zero_point))]
@@ -81,6 +81,8 @@ def _quantized_ops_graph():
     a = b.op("qlinear_add", m, *mq, x, *xq, *aq, name="add")
     c = b.op("qlinear_concat", *aq, a, *aq, x, *xq, name="concat", axis=0)
     b.output(b.op("qlinear_softmax", c, *aq, *yq, name="softmax", axis=-1), "y", "ANY")
+    rows = b.op("unflatten", c, name="rows", axis=0, sizes=[1, 4])
+    b.output(b.op("qlinear_global_average_pool", rows, *aq, *yq, name="pool"), "p", "ANY")
     return b.build()
 
 
@@ -97,7 +99,9 @@ def test_the_quantized_ops_run_in_the_confined_worker(backend, tmp_path):
                            backend_plugins=(f"{backend}_backend",)) as ex:
         for k in (5, 300):
             feed = {"x": rng.integers(0, 256, (2, k)).astype(np.uint8)}
-            np.testing.assert_array_equal(ex.run(feed)["y"], local.run(feed)["y"])
+            got, want = ex.run(feed), local.run(feed)
+            for name in ("y", "p"):
+                np.testing.assert_array_equal(got[name], want[name])
         assert list(ex.audit_events) == []
 
 

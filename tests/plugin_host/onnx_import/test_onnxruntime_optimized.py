@@ -102,14 +102,15 @@ class _Silu(torch.nn.Module):
 
 
 class _Pooled(torch.nn.Module):
-    """A conv and a global average pool (a classifier's head)."""
+    """A conv, a 2 x 2 average pool and a global one (a classifier's head)."""
 
     def __init__(self):
         super().__init__()
         self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
 
     def forward(self, x):
-        return torch.nn.functional.adaptive_avg_pool2d(torch.relu(self.c1(x)), 1)
+        y = torch.nn.functional.avg_pool2d(torch.relu(self.c1(x)), 2)
+        return torch.nn.functional.adaptive_avg_pool2d(y, 1)
 
 
 def _optimized_and_checked(tmp_path, signer, net, seed: int):
@@ -138,10 +139,15 @@ def test_elementwise_groups_import_as_onnxruntimes_kernels(tmp_path, signer):
 
 
 def test_the_summary_names_the_groups_imported_as_emulations(tmp_path, signer):
-    note, _ = _optimized_and_checked(tmp_path, signer, _Pooled, 4)
-    assert "com.microsoft.QLinearGlobalAveragePool" in note.split("emulations")[0].rsplit(
-        "model; ", 1)[1], note
+    """QLinearAveragePool is one (its windows tap by tap); QLinearGlobalAveragePool is one
+    ``qlinear_global_average_pool``, onnxruntime's kernel."""
+    note, graph = _optimized_and_checked(tmp_path, signer, _Pooled, 4)
+    emulated = note.split("emulations")[0].rsplit("model; ", 1)[1]
+    assert "com.microsoft.QLinearAveragePool" in emulated, note
+    assert "com.microsoft.QLinearGlobalAveragePool x1" in note, note
+    assert "QLinearGlobalAveragePool" not in emulated, note
     assert "import as exact emulations of several ops each" in note
+    assert "qlinear_global_average_pool" in {node.op for node in graph.nodes}
 
 
 def test_a_float_models_fusions_import(tmp_path, signer):

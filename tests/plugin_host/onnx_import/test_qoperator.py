@@ -13,8 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from abi.errors import DomainError, ShapeError
 from plugin_host.errors import ModelFileError, UnsupportedModelError
+from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
+from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends, export,
@@ -375,19 +378,36 @@ def test_global_average_pool_over_run_time_dims_matches_onnxruntime(dtype, chann
 def test_a_run_time_average_scale_out_of_onnxruntimes_range_is_refused_when_the_call_runs(
         tmp_path):
     """x_scale / (y_scale * count) must lie in [2**-32, 256), or onnxruntime's kernel refuses
-    the call: over run-time dims the count is known then, so a window of 1 (scale 300) and an
-    empty one are refused there, naming the node, on both backends, and a window of 4 (75)
-    runs bit for bit."""
-
+    the call: over run-time dims the count is known then, so a window of 1 (scale 300) is
+    refused there with a DomainError, an empty one with a ShapeError, each naming the node,
+    on both backends, and a window of 4 (75) runs bit for bit."""
     path = _unary_model(tmp_path, "QLinearGlobalAveragePool", "uint8", (1, 2, "h", "w"),
                         np.float32(3.0), np.uint8(10), np.float32(0.01), np.uint8(3))
     graph = _exact(path, [{"x": _codes("uint8", (1, 2, 2, 2))}])
-    for h, w in ((1, 1), (0, 3)):
+    assert [node.op for node in graph.nodes] == ["qlinear_global_average_pool"]
+    for (h, w), error, says in (((1, 1), DomainError, r"= 300\.0 for windows of 1 values"),
+                                ((0, 3), ShapeError, r"pools 0 values a window")):
         feed = {"x": _codes("uint8", (1, 2, h, w))}
         with pytest.raises(Exception, match="QLinearGlobalAveragePool parameter out of "
                                             "computation range"):
             onnxruntime_outputs(path, feed, optimized=False)
-        index_refused_on_both_backends(graph, feed, r"node 'n/scale_checked'")
+        for backend in (NumpyBackend(), OnnxruntimeBackend()):
+            with pytest.raises(error, match=says) as caught:
+                Executor(graph, backend).run(dict(feed))
+            assert caught.value.context["node"] == "n"
+
+
+def test_a_static_average_scale_or_count_onnxruntime_refuses_is_refused_at_import(tmp_path):
+    """Over pooled dims known at import, what onnxruntime's kernel refuses (the reference
+    cannot run) is refused naming the node: a scale of 300, a window of 2**24 values."""
+    path = _unary_model(tmp_path, "QLinearGlobalAveragePool", "uint8", (1, 2, 1, 1),
+                        np.float32(3.0), np.uint8(10), np.float32(0.01), np.uint8(3))
+    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearGlobalAveragePool)",
+                   "x_scale / (y_scale * count) = 300.0 for windows of 1 values")
+    path = _unary_model(tmp_path, "QLinearGlobalAveragePool", "uint8", (1, 1, 4096, 4096),
+                        np.float32(1.0), np.uint8(0), np.float32(1.0), np.uint8(0))
+    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearGlobalAveragePool)",
+                   "pools 16777216 values a window")
 
 
 _POOLS = {
