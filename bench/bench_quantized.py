@@ -25,8 +25,11 @@ its QLinearConvs imported as ``qlinear_conv``, so what bare onnxruntime runs, bi
 bare onnxruntime still runs the file as quantized); and a small detector of YOLOv8's parts
 over a 256x256 image (``detector_qdq_optimized``: QDQ, int8 weights of 7 bits per channel,
 built so: its SiLUs, residual add, concats and softmax onnxruntime's QLinearSigmoid,
-QLinearMul, QLinearAdd, QLinearConcat and QLinearSoftmax, the ABI's ``qlinear_*`` ops). Bare
-onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
+QLinearMul, QLinearAdd, QLinearConcat and QLinearSoftmax, the ABI's ``qlinear_*`` ops); and a
+small classifier of MobileNetV3's and EfficientNet's parts over a 224x224 image in the
+QOperator format (``classifier_qoperator``: its max pool of codes, depthwise convs, SiLUs,
+squeeze-and-excitation gates' global pools, residual adds and head: onnxruntime's kernels).
+Bare onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
 quantized model costs through the host, and the outputs' agreement is printed beside them.
 
     .venv/bin/python bench/bench_quantized.py [--runs 200] [--rounds 6] [--models mlp ...]
@@ -138,6 +141,41 @@ def _detector():
     return Detector()
 
 
+def _se_classifier():
+    """A small classifier of MobileNetV3's and EfficientNet's parts: a strided stem conv, a max
+    pool, blocks of a depthwise conv with squeeze-and-excitation (a global average pool, two
+    1x1 convs, SiLU, a sigmoid gate) and a residual add, a global pool and a Linear."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.depthwise = torch.nn.Conv2d(c, c, 3, 1, 1, groups=c)
+            self.squeeze = torch.nn.Conv2d(c, c // 4, 1)
+            self.excite = torch.nn.Conv2d(c // 4, c, 1)
+            self.project = torch.nn.Conv2d(c, c, 1)
+
+        def forward(self, x):
+            y = torch.nn.functional.silu(self.depthwise(x))
+            gate = torch.nn.functional.adaptive_avg_pool2d(y, 1)
+            gate = torch.sigmoid(self.excite(torch.nn.functional.silu(self.squeeze(gate))))
+            return x + self.project(y * gate)
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 32, 3, 2, 1)
+            self.blocks = torch.nn.Sequential(Block(32), Block(32), Block(32))
+            self.head = torch.nn.Linear(32, 10)
+
+        def forward(self, x):
+            y = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+            y = torch.nn.functional.adaptive_avg_pool2d(self.blocks(y), 1)
+            return self.head(torch.flatten(y, 1))
+
+    return Classifier()
+
+
 def _mlp():
     import torch
 
@@ -199,6 +237,8 @@ MODELS = {
     "cnn_qoperator_int8": Model(_statically_quantized(_conv_tower, "QOperator", "QInt8"),
                                 (1, 12, 128, 256), 4,
                                 "quantize_static, QOperator, uint8 activations, int8 weights"),
+    "classifier_qoperator": Model(_statically_quantized(_se_classifier, "QOperator"),
+                                  (1, 3, 224, 224), 4, "quantize_static, QOperator, uint8"),
 }
 
 if __name__ == "__main__":
