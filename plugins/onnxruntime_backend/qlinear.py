@@ -27,6 +27,17 @@ def _unary(op_type: str) -> Converter:
     return convert
 
 
+def _constants(e, node, names: list, why: str) -> list:
+    """The values of the node's scales and zero points ``names``, refused naming the node where
+    one is computed when the call runs (``why``: what onnxruntime's kernel needs)."""
+    values = [e.array(v) for v in names]
+    if any(v is None for v in values):
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} with scales "
+                           f"or zero points computed when the call runs: onnxruntime's {why}",
+                           node=node.name)
+    return values
+
+
 def _reach(op: str, dtype: str, sa, za: int, sb, zb: int, sy, zy: int) -> float:
     """The largest magnitude the op's float32 result can take before onnxruntime converts it
     to int32 (:mod:`abi.mlas`)."""
@@ -40,13 +51,9 @@ def _binary(op_type: str) -> Converter:
     int32 (past it onnxruntime's conversion gives the type's minimum, not the op's saturated
     codes): anything else is refused naming the node."""
     def convert(e, node, ins, outs, a):
-        values = [e.array(v) for v in ins[1:3] + ins[4:]]
-        if any(v is None for v in values):
-            raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} with scales "
-                               f"or zero points computed when the call runs: onnxruntime's "
-                               f"{op_type} is used only where its results are known to stay "
-                               f"within int32", node=node.name)
-        sa, za, sb, zb, sy, zy = values
+        sa, za, sb, zb, sy, zy = _constants(e, node, ins[1:3] + ins[4:], f"{op_type} is used "
+                                            f"only where its results are known to stay within "
+                                            f"int32")
         reach = _reach(node.op, e.types[ins[0]].dtype, sa, int(za), sb, int(zb), sy, int(zy))
         if not reach < mlas.INT32_LIMIT:
             raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} whose "
@@ -60,10 +67,8 @@ def _binary(op_type: str) -> Converter:
 def qlinear_concat(e, node, ins, outs, a):
     """QLinearConcat, whose kernel builds its tables when the session is made: scales and zero
     points computed when the call runs are refused naming the node."""
-    if any(e.array(v) is None for k, v in enumerate(ins) if k < 2 or (k - 2) % 3):
-        raise BackendError(f"onnxruntime backend: node {node.name!r}: qlinear_concat with "
-                           f"scales or zero points computed when the call runs: onnxruntime's "
-                           f"QLinearConcat takes constants", node=node.name)
+    _constants(e, node, [v for k, v in enumerate(ins) if k < 2 or (k - 2) % 3],
+               "QLinearConcat takes constants")
     e.op("QLinearConcat", ins, outs, domain=MS, axis=a["axis"])
 
 
@@ -74,17 +79,6 @@ def qlinear_softmax(e, node, ins, outs, a):
     values_needed(e, node, ins[0])
     e.op("QLinearSoftmax", ins, outs, domain=MS, axis=a["axis"],
          opset=12 if a["trailing"] else 13)
-
-
-def _constants(e, node, ins, op_type: str) -> list:
-    """The node's scales and zero points (inputs from 1 on), refused naming it where one is
-    computed when the call runs."""
-    values = [e.array(v) for v in ins[1:]]
-    if any(v is None for v in values):
-        raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} with scales "
-                           f"or zero points computed when the call runs: onnxruntime's "
-                           f"{op_type} is used with constants", node=node.name)
-    return values
 
 
 def _global_average_checked(x_scale, y_scale, channels_last: bool, shape: tuple) -> None:
@@ -99,7 +93,8 @@ def qlinear_global_average_pool(e, node, ins, outs, a):
     onnxruntime's range at a count the input can hold (not for usual scales: x_scale / y_scale
     in [2**-8, 256)), the kernel gets ``y_scale * count`` for x_scale at those counts, which
     it takes, and the op's DomainError is raised after the run from x's shape."""
-    x_scale, _, y_scale, _ = _constants(e, node, ins, "QLinearGlobalAveragePool")
+    x_scale, _, y_scale, _ = _constants(e, node, ins[1:], "QLinearGlobalAveragePool takes "
+                                        "constants")
     last = bool(a["channels_last"])
     shape = e.types[ins[0]].shape
     axes = mlas.global_average_axes(len(shape), last)

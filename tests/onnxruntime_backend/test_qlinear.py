@@ -191,7 +191,7 @@ def test_a_global_pool_scale_out_of_range_at_the_calls_count_is_refused_on_both_
 def test_a_global_pool_of_run_time_scales_is_refused_naming_the_node():
     values = global_pool_values(np.random.default_rng(4), "uint8", (1, 2, 3, 3))
     graph, _ = graph_of("qlinear_global_average_pool", UNARY_NAMES, values, {}, (0,), False)
-    with pytest.raises(BackendError, match="node 'node': qlinear_global_average_pool with "
+    with pytest.raises(BackendError, match="node .node.: qlinear_global_average_pool with "
                                            "scales or zero points computed when the call "
                                            "runs"):
         Executor(graph, OnnxruntimeBackend())
