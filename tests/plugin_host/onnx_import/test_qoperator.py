@@ -432,7 +432,11 @@ def test_average_pool_matches_onnxruntime(dtype, case, tmp_path):
     for _ in range(3):
         path = _unary_model(tmp_path, "QLinearAveragePool", dtype, shape, _scale(),
                             _zp(dtype), _scale(), _zp(dtype), **attrs)
-        _exact(path, [{"x": _codes(dtype, shape)}, {"x": _every_code(dtype, shape)}])
+        graph = _exact(path, [{"x": _codes(dtype, shape)}, {"x": _every_code(dtype, shape)}])
+    # a window over the whole unpadded input: onnxruntime's global pool, one op of the codes
+    whole = [(n.op, graph.types[n.inputs[0]].dtype) for n in graph.nodes] == [
+        ("qlinear_global_average_pool", dtype)]
+    assert whole == (case == "whole-input")
 
 
 #: run-time spatial dims (the symbolic shape, and the shapes fed: the first the smallest the
