@@ -1152,7 +1152,8 @@ of the axis, a sort (torch.sort over a symbolic dim)."""),
         "like_axes": AttrSpec("ints", None, check=each_at_least(-1), added=True),
     }, resize_shape, doc="""\
 ONNX Resize (torch's interpolate / Upsample) of the 1, 2 or 3 spatial axes of x (N, C, L), (N, C,
-H, W) or (N, C, D, H, W), float, to size (one length per spatial axis, each >= 1, or -1 with
+H, W) or (N, C, D, H, W), float (or with mode nearest uint8 or int8, a quantized model's codes,
+copied as they are), to size (one length per spatial axis, each >= 1, or -1 with
 scales: floor(in * s) when the call runs, the only size a symbolic spatial axis takes with scales;
 its dim is (in*k)//2**m for the float32 scale k / 2**m, and a symbolic axis takes only a scale
 whose float32 floor(in * s), onnxruntime's, is that exact floor for every in below 65536); the

@@ -144,7 +144,8 @@ def resize_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x, like = inputs
     n = op.name
     r = need_rank(n, "x", x, one_of=(3, 4, 5))
-    need_float(n, "x", x)
+    if not (attrs["mode"] == "nearest" and x.dtype in ("uint8", "int8")):  # it copies codes
+        need_float(n, "x", x)
     given = sizes_from_like(n, like, attrs["like_axes"], list(attrs["size"]))
     if given is not None and (attrs["scales"] is not None or attrs["antialias"]):
         raise ContractError(f"{n}: sizes read from like come without "

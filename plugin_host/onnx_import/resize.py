@@ -2,8 +2,8 @@
 op cannot say it (tf_crop_and_resize's region of interest and extrapolation; a
 keep_aspect_ratio_policy size that is not floor(in * scale)) as constant gathers and weights
 along each resized axis (:func:`_resize_by_axes`). 8-bit codes (the QOperator format's Resize)
-resize nearest as ``resize``, bilinear as onnxruntime's kernel computes them
-(:func:`_bilinear_codes`). Registered in :data:`.ops.MAPPERS` on import.
+resize nearest as ``resize`` of the codes in their dtype, bilinear as onnxruntime's kernel
+computes them (:func:`_bilinear_codes`). Registered in :data:`.ops.MAPPERS` on import.
 """
 from __future__ import annotations
 
@@ -363,7 +363,8 @@ def _resize(imp, node, attrs):
         _resize_by_axes(imp, node, attrs, shape, size, scales,
                         _resize_roi(imp, node, shape, axes) if crop else None)
         return
-    from .dynamic import _as_float  # they import .ops, which imports this
+    from .dynamic import _as_float, _as_integer  # they import .ops, which imports this
+    from .qlinear import integer_op
     from .qoperator import bind_codes
 
     if codes and mode == "linear":
@@ -371,7 +372,7 @@ def _resize(imp, node, attrs):
                                               coordinate), codes)
         return
 
-    inputs, like = [_as_float(imp, x) if codes else imp.tensor(x)], {}
+    inputs, like = [_as_integer(imp, x, codes) if codes else imp.tensor(x)], {}
     if not all(type(d) is int for d in size):  # run-time sizes: read from a tensor's shape
         if antialias:
             raise imp.unsupported(f"attribute antialias=1 to sizes {size}: the sizes must be "
@@ -391,10 +392,10 @@ def _resize(imp, node, attrs):
                               f"float32 (onnxruntime's Resize has no {imp.type_of(x).dtype})")
     if antialias and list(size) == list(shape[2:]):  # onnxruntime copies x, as resize does
         antialias = exclude = 0
-    [y] = imp.emit("resize", inputs, [None if codes else node.output[0]],
-                   {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
-                    "nearest_mode": nearest, "cubic_coeff_a": coeff,
-                    "exclude_outside": bool(exclude), "antialias": bool(antialias), **like},
-                   suffix="/codes" if codes else "")
-    if codes:  # nearest copies values: the 8-bit integers, held exactly in float32
-        bind_codes(imp, node, y, codes)
+    attrs = {"size": size, "scales": scales, "mode": mode, "coordinate_mode": coordinate,
+             "nearest_mode": nearest, "cubic_coeff_a": coeff, "exclude_outside": bool(exclude),
+             "antialias": bool(antialias), **like}
+    if codes:  # nearest copies values: the 8-bit codes in their dtype, as onnxruntime's Resize
+        integer_op(imp, node, "resize", inputs, attrs, codes)
+    else:
+        imp.emit("resize", inputs, [node.output[0]], attrs)

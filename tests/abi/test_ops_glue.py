@@ -369,6 +369,10 @@ def test_symbolic_dims():
     assert infer("resize", [T(("N", 3, 4, 5), f32)], {"size": [8, 10], "scales": [2.0, 2.0]}
                  ) == [T(("N", 3, 8, 10), f32)]
     assert infer("resize", [T(("N", 3, "L"), f32)], {"size": [7]}) == [T(("N", 3, 7), f32)]
+    for codes in ("uint8", "int8"):  # nearest copies a quantized model's codes as they are
+        assert infer("resize", [T(("N", 3, 4, 5), codes)], {"size": [8, 10], "scales": [2.0, 2.0],
+                                                           "mode": "nearest"}) == [
+            T(("N", 3, 8, 10), codes)]
     # -1 with scales: floor(in * scale) when the call runs, exact: (in*k)//2**m
     assert infer("resize", [T(("N", 3, "H", "W", 5), f32)],
                  {"size": [-1, -1, 7], "scales": [2.0, 0.375, 1.5]}) == [
@@ -914,6 +918,10 @@ REFUSALS = [
      {"padding_mode": "constant"}, OpError, "attribute 'padding_mode' must be one of"),
     ("max_pool", [T((1, 2, 3, 4, 5, 6), f32)], POOL, ShapeError,
      "max_pool: x must have rank 3, 4 or 5, got rank 6"),
+    ("resize", [T((1, 2, 9), "uint8")], {"size": [18], "mode": "linear"}, DTypeError,
+     "resize: x must be a float tensor (float16, float32, float64), got uint8"),
+    ("resize", [T((1, 2, 9), "int32")], {"size": [18], "mode": "nearest"}, DTypeError,
+     "resize: x must be a float tensor (float16, float32, float64), got int32"),
     ("max_pool", [T((1, 2, 9), "int32")], POOL, DTypeError,
      "max_pool: x must be a float tensor (float16, float32, float64), got int32"),
     ("max_pool_with_indices", [T((1, 2, 9), "uint8")], POOL, DTypeError,

@@ -134,6 +134,9 @@ CASES = {
     "max_pool": lambda d: unary("max_pool", d, x_shape=(2, 3, 7, 7), kernel_size=[3, 3],
                                 stride=[2, 2], padding=[[1, 1], [1, 1]], dilation=[1, 1])
     if d == "int8" else None,  # a quantized model's codes
+    "resize_nearest": lambda d: unary("resize", d, x_shape=(1, 2, 3, 4), size=[6, 8],
+                                      scales=[2.0, 2.0], mode="nearest")
+    if d == "int8" else None,  # a quantized model's codes
     "pad_constant": lambda d: unary("pad", d, pads=[[1, 0], [2, 1]], value=5.0),
     "pad_reflect": lambda d: unary("pad", d, pads=[[1, 2], [3, 1]], mode="reflect"),
     "pad_edge": lambda d: unary("pad", d, pads=[[0, 2], [1, 1]], mode="edge"),
@@ -223,7 +226,7 @@ def test_the_cases_cover_every_integer_op():
                   "pow", "div",
                   "floor", "ceil", "round", "mean", "sin", "cos", "log_softmax", "tan", "atan",
                   "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "isnan", "isinf",
-                  "max_pool_with_indices", "avg_pool", "resize", "grid_sample", "det",
+                  "max_pool_with_indices", "avg_pool", "grid_sample", "det",
                   "dynamic_quantize", "quantize_linear", "not", "and", "or"}
     covered = set()
     for case in CASES:

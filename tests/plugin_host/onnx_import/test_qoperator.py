@@ -628,8 +628,9 @@ _NEAREST = [([1, 1, 2, 2], None, "asymmetric", "floor"),
 @pytest.mark.parametrize("case", _NEAREST, ids=lambda c: c[2])
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 def test_a_nearest_resize_of_codes_matches_onnxruntime(dtype, case, tmp_path):
-    """quantize_static's QOperator format resizes the codes themselves: as the graph's output
-    (cast back) and read by a QLinearSigmoid (held in float32)."""
+    """quantize_static's QOperator format resizes the codes themselves: one ``resize`` of the
+    codes in their dtype (as onnxruntime's Resize takes them), the graph's output and read by
+    a QLinearSigmoid, no cast between."""
     scales, sizes, coordinate, nearest = case
     inits = [_param("sizes", np.array(sizes, np.int64)) if sizes else
              _param("scales", np.array(scales, np.float32)), _param("s", 0.05),
@@ -642,7 +643,9 @@ def test_a_nearest_resize_of_codes_matches_onnxruntime(dtype, case, tmp_path):
                               domain=_MS)]
     path = _model(tmp_path / "m.onnx", nodes, [_vi("x", dtype, (2, 3, 6, 7))],
                   [_vi("y", dtype, None, 4), _vi("g", dtype, None, 4)], inits)
-    _exact(path, [{"x": _every_code(dtype, (2, 3, 6, 7))}])
+    graph = _exact(path, [{"x": _every_code(dtype, (2, 3, 6, 7))}])
+    assert [(n.op, graph.types[n.inputs[0]].dtype) for n in graph.nodes] == [
+        ("resize", dtype), ("qlinear_sigmoid", dtype)]
 
 
 def _resize_model(path, dtype: str, mode: str, scales=None, *, shape=(1, 2, 5, 7),
