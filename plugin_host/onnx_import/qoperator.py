@@ -25,7 +25,8 @@ against it over random scales, zero points, shapes and every input code:
   * count)``, rounded, plus ``y_zp``, which the onnxruntime backend runs as that kernel.
 - **QLinearAveragePool**: onnxruntime dequantizes each code (a table), sums each window's taps
   one by one in float32 in row-major order, divides by the count, by ``y_scale``, adds
-  ``y_zp`` and rounds; the import writes the same taps as one strided ``slice`` each, summed
+  ``y_zp`` and rounds; the import dequantizes as the table holds the values (``sub``, ``mul``:
+  :func:`_dequantized`) and writes the same taps as one strided ``slice`` each, summed
   in that order (at most :data:`MAX_TAPS` taps); over spatial dims known when the call runs,
   in floor mode with explicit pads, each tap to as many positions before the end as the
   kernel has after it (:func:`_run_time_average_pool`).
@@ -137,6 +138,17 @@ def lookup_at(imp, position: str, table: np.ndarray, name: str) -> str:
                               f"{imp.node_name}.{name}_table")
     y = imp.step("embedding", [index, weight], f"{name}_lookup")
     return imp.step("sum", [y], name, {"axes": [-1], "keepdim": False})
+
+
+def _dequantized(imp, x: str, scale, zero_point: int) -> str:
+    """The codes ``x`` (float32) dequantized as MLAS's table holds them (:func:`abi.mlas.
+    dequantized`: the difference exact, one float32 rounding), in two element-wise ops rather
+    than a lookup."""
+    if zero_point:
+        x = imp.step("sub", [x, imp.add_constant(np.array(zero_point, np.float32),
+                                                 f"{imp.node_name}.x_zero_point")], "centered")
+    return imp.step("mul", [x, imp.add_constant(np.array(scale, np.float32),
+                                                f"{imp.node_name}.x_scale")], "dequantized")
 
 
 def _pair(imp, node, scale, zero_point: int, dtype: str, name: str) -> list[str]:
@@ -422,7 +434,7 @@ def _qlinear_average_pool(imp, node, attrs):
     table = mlas.dequantized(dtype, xs, xz)
     _check_reach(imp, "the average over y_scale",
                  float(np.abs(table).max()) / float(ys) + abs(yz))
-    xf = _lookup(imp, x, dtype, table, "dequantized")
+    xf = _dequantized(imp, x, xs, xz)
     # zeros after the input, to the last window's end: adding 0.0 leaves a float32 sum as it is
     after = [max(0, (o - 1) * s + k - p - n) for o, s, k, p, n in
              zip(outs, strides, kernel, pads[:spatial], sizes)]
@@ -538,7 +550,7 @@ def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
             total = cut if total is None else imp.step("add", [total, cut], f"sum_{label}")
         return total
 
-    total = tap_sum(_lookup(imp, x, dtype, table, "dequantized"), "x")
+    total = tap_sum(_dequantized(imp, x, xs, xz), "x")
     if attrs.get("count_include_pad", 0) or not (any(pads) or any(extra)):
         counts = imp.add_constant(np.array([math.prod(kernel)], np.float32),
                                   f"{imp.node_name}.counts")
