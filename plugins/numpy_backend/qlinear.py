@@ -64,13 +64,17 @@ qlinear_sigmoid = _unary(lambda attrs: mlas.logistic)
 qlinear_leaky_relu = _unary(_leaky_relu)
 
 
+def _saturated(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``v`` rounded half to even and clamped to ``dtype``'s codes, as ``dtype``."""
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(v), info.min, info.max).astype(dtype)
+
+
 def _mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-    info = np.iinfo(a.dtype)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         ratio = mlas.mul_ratio(a_scale, b_scale, y_scale)
         p = (a.astype(F32) - F32(a_zero_point)) * (b.astype(F32) - F32(b_zero_point))
-        v = (p * ratio).astype(F32) + F32(y_zero_point)
-        return np.clip(np.rint(v), info.min, info.max).astype(a.dtype)
+        return _saturated((p * ratio).astype(F32) + F32(y_zero_point), a.dtype)
 
 
 def _requantization(x_dtype, x_scale, x_zero_point, y_scale, y_zero_point):
@@ -106,10 +110,9 @@ def _add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_poi
             b, b_scale, b_zero_point, a, a_scale, a_zero_point)
     r_a, r_b, fixed = mlas.add_parameters(a_scale, int(a_zero_point), b_scale,
                                           int(b_zero_point), y_scale, int(y_zero_point))
-    info = np.iinfo(a.dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        total = mlas.fma(a.astype(F32), r_a, mlas.fma(b.astype(F32), r_b, fixed))
-        return np.clip(np.rint(total), info.min, info.max).astype(a.dtype)
+        return _saturated(mlas.fma(a.astype(F32), r_a, mlas.fma(b.astype(F32), r_b, fixed)),
+                          a.dtype)
 
 
 def qlinear_softmax(attrs, consts, types, where):
@@ -127,11 +130,9 @@ def qlinear_softmax(attrs, consts, types, where):
         codes = rows.astype(np.int64)
         e = table[255 - (codes.max(axis=-1, keepdims=True) - codes)]
         total = np.cumsum(e, axis=-1, dtype=F32)[..., -1:]
-        info = np.iinfo(x.dtype)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            v = np.rint(e.astype(np.float64) * mlas.softmax_ratio(y_scale)
-                        / total.astype(np.float64)) + int(y_zero_point)
-            y = np.clip(v, info.min, info.max).astype(x.dtype)
+            y = _saturated(np.rint(e.astype(np.float64) * mlas.softmax_ratio(y_scale)
+                                   / total.astype(np.float64)) + int(y_zero_point), x.dtype)
         if trailing:
             return y.reshape(x.shape)
         moved = np.moveaxis(x, first, -1).shape
@@ -153,9 +154,7 @@ def qlinear_global_average_pool(attrs, consts, types, where):
         axes = mlas.global_average_axes(x.ndim, last)
         total = x.sum(axis=axes, keepdims=True, dtype=np.int64) - int(x_zero_point) * count
         total = (total + 2 ** 31) % 2 ** 32 - 2 ** 31  # int32's wrap
-        info = np.iinfo(x.dtype)
-        v = np.rint(total.astype(F32) * scale) + int(y_zero_point)
-        return np.clip(v, info.min, info.max).astype(x.dtype)
+        return _saturated(np.rint(total.astype(F32) * scale) + int(y_zero_point), x.dtype)
     return _binder(kernel, consts, types, {})
 
 
