@@ -343,35 +343,26 @@ def _global_average(imp, node, x: str, dtype: str, x_scale, x_zp: int, y_scale, 
                {"channels_last": bool(channels_last)}, dtype)
 
 
-def _global_codes(imp, v: str, y_zp: int, dtype: str) -> str:
-    """The global pool's rounded average ``v`` plus y_zp, saturated: its codes (float32)."""
-    if y_zp:
-        v = imp.step("add", [v, imp.add_constant(np.array(y_zp, np.float32),
+def _whole_window_codes(imp, x: str, scales: tuple, axes: list[int], count: int,
+                        dtype: str) -> str:
+    """The global pool's codes (float32) of a window of ``count`` codes ``x`` (float32), at
+    most :data:`MAX_TAPS` and its scale in range (the caller's checks): their sum in float32,
+    exact, less x_zp times the count, times the constant scale, rounded, plus y_zp,
+    saturated."""
+    xs, xz, ys, yz = scales
+    total = imp.step("sum", [x], "sum", {"axes": axes, "keepdim": True})
+    if xz:
+        offset = imp.add_constant(np.array(xz * count, np.float32),
+                                  f"{imp.node_name}.zero_point_sum")
+        total = imp.step("sub", [total, offset], "centered")
+    scale = imp.add_constant(np.array(mlas.global_average_scale(xs, ys, count), np.float32),
+                             f"{imp.node_name}.scale")
+    v = imp.step("round", [imp.step("mul", [total, scale], "scaled")], "round")
+    if yz:
+        v = imp.step("add", [v, imp.add_constant(np.array(yz, np.float32),
                                                  f"{imp.node_name}.y_zero_point")], "shifted")
     info = np.iinfo(dtypes.to_numpy(dtype))
     return imp.step("clip", [v], "saturate", {"min": float(info.min), "max": float(info.max)})
-
-
-def _static_average(imp, x: str, x_scale, x_zp: int, y_scale, axes: list[int],
-                    count: int) -> str:
-    """The rounded average of a window of ``count`` codes known at import: their sum in
-    float32, exact below 2**24, and the scale a constant."""
-    f = np.float32
-    scale = f(f(x_scale) / f(f(y_scale) * f(count)))
-    if not (2.0 ** -32 <= float(scale) < 256.0):
-        raise imp.unsupported(f"x_scale / (y_scale * {count}) = {float(scale)!r} is outside "
-                              f"[2**-32, 256), which onnxruntime's kernel refuses")
-    if count * 256 > 2 ** 24:
-        raise imp.unsupported(f"a window of {count} values: their sum can pass the 2**24 "
-                              f"float32 holds exactly")
-    total = imp.step("sum", [x], "sum", {"axes": axes, "keepdim": True})
-    if x_zp:
-        offset = imp.add_constant(np.array(x_zp * count, np.float32),
-                                  f"{imp.node_name}.zero_point_sum")
-        total = imp.step("sub", [total, offset], "centered")
-    v = imp.step("mul", [total, imp.add_constant(np.array(scale, np.float32),
-                                                 f"{imp.node_name}.scale")], "scaled")
-    return imp.step("round", [v], "round")
 
 
 def refused_where(imp, value: str, failing: str, name: str) -> str:
@@ -489,12 +480,11 @@ def _global_when_whole(imp, x: str, scales: tuple, axes: list[int], sizes: list,
         same = imp.step("equal", [counted[d], imp.index_constant([k], f"kernel{d}")],
                         f"whole{d}")
         whole = same if whole is None else imp.step("and", [whole, same], f"whole_to{d}")
-    xs, xz, ys, yz = scales
     count = math.prod(kernel)
-    f = np.float32
-    if not 2.0 ** -32 <= float(f(f(xs) / f(f(ys) * f(count)))) < 256.0:
+    low, high = mlas.GLOBAL_AVERAGE_SCALES
+    if not low <= float(mlas.global_average_scale(scales[0], scales[2], count)) < high:
         return refused_where(imp, windows, whole, "global_scale_checked")
-    codes = _global_codes(imp, _static_average(imp, x, xs, xz, ys, axes, count), yz, dtype)
+    codes = _whole_window_codes(imp, x, scales, axes, count, dtype)
     return imp.step("where", [whole, codes, windows], "global_or_windows")
 
 
