@@ -43,6 +43,11 @@ CONVERTERS: dict[str, Converter] = {**layers.CONVERTERS, **glue.CONVERTERS,
 # --- the model ---------------------------------------------------------------------------------
 
 
+def _opsets() -> list:
+    """The converted model's opset imports: ONNX's at :data:`OPSET` and com.microsoft's."""
+    return [helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)]
+
+
 def _elem_types(e: Emitter, graph_inputs: list, graph_outputs: list) -> dict[str, int]:
     """The ONNX element type of every tensor of ``e``'s nodes, by ONNX type inference over
     them with the initializers as inputs (their bytes are not copied); empty if inference
@@ -50,8 +55,7 @@ def _elem_types(e: Emitter, graph_inputs: list, graph_outputs: list) -> dict[str
     known = graph_inputs + [helper.make_tensor_value_info(n, t.data_type, t.dims)
                             for n, t in e.initializers.items()]
     model = helper.make_model(helper.make_graph(e.nodes, "types", known, graph_outputs),
-                              opset_imports=[helper.make_opsetid("", OPSET),
-                                             helper.make_opsetid(MS, 1)])
+                              opset_imports=_opsets())
     try:
         graph = onnx.shape_inference.infer_shapes(model).graph
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
@@ -107,8 +111,7 @@ def to_onnx(name: str, *, inputs: Sequence[tuple[str, TensorType]],
     nodes = widen.widen(e.nodes, _elem_types(e, graph_inputs, graph_outputs), OPSET)
     graph = helper.make_graph(nodes, name, graph_inputs, graph_outputs,
                               initializer=list(e.initializers.values()))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
-                                                    helper.make_opsetid(MS, 1)],
+    model = helper.make_model(graph, opset_imports=_opsets(),
                               producer_name="plugin-host")
     model.ir_version = min(model.ir_version, 10)
     return model, e.checks

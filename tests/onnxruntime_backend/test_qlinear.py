@@ -111,12 +111,18 @@ def test_softmax_gives_the_numpy_backend_bits(case, dtype, constant):
         np.testing.assert_array_equal(got, want)
 
 
+def _uint8_parameters(b, x_scale: float, x_zero_point: int, y_scale: float,
+                      y_zero_point: int) -> list[str]:
+    """x's and y's scales and uint8 zero points as constants of the graph ``b`` builds."""
+    return [b.constant(name, np.asarray(value)) for name, value in (
+        ("xs", np.float32(x_scale)), ("xz", np.uint8(x_zero_point)),
+        ("ys", np.float32(y_scale)), ("yz", np.uint8(y_zero_point)))]
+
+
 def test_a_softmax_of_no_values_at_run_time_is_refused_on_both_backends():
     b = GraphBuilder("softmax")
     x = b.input("x", ("N", 4), "uint8", "ANY")
-    parameters_ = [b.constant(name, np.asarray(value)) for name, value in (
-        ("xs", np.float32(0.1)), ("xz", np.uint8(0)), ("ys", np.float32(1 / 256)),
-        ("yz", np.uint8(0)))]
+    parameters_ = _uint8_parameters(b, 0.1, 0, 1 / 256, 0)
     b.output(b.op("qlinear_softmax", x, *parameters_, name="node", axis=-1), "y", "ANY")
     graph = b.build()
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
@@ -152,9 +158,7 @@ def test_global_average_pool_wraps_its_sum_as_the_numpy_backend(dtype):
 def _global_pool(shape, x_scale: float, y_scale: float):
     b = GraphBuilder("pool")
     x = b.input("x", shape, "uint8", "ANY")
-    parameters_ = [b.constant(name, np.asarray(value)) for name, value in (
-        ("xs", np.float32(x_scale)), ("xz", np.uint8(10)), ("ys", np.float32(y_scale)),
-        ("yz", np.uint8(3)))]
+    parameters_ = _uint8_parameters(b, x_scale, 10, y_scale, 3)
     b.output(b.op("qlinear_global_average_pool", x, *parameters_, name="node"), "y", "ANY")
     return b.build()
 
@@ -204,9 +208,7 @@ def test_types_are_inferred_through_com_microsoft_ops_for_widening():
     and nothing was widened: onnxruntime refused the model)."""
     b = GraphBuilder("mixed")
     x = b.input("x", (2, 6), "uint8", "ANY")
-    parameters_ = [b.constant(name, np.asarray(value)) for name, value in (
-        ("xs", np.float32(0.1)), ("xz", np.uint8(3)), ("ys", np.float32(1 / 256)),
-        ("yz", np.uint8(0)))]
+    parameters_ = _uint8_parameters(b, 0.1, 3, 1 / 256, 0)
     b.output(b.op("qlinear_sigmoid", x, *parameters_, name="sigmoid"), "y", "ANY")
     i = b.input("i", (2, 6), "int8", "ANY")
     b.output(b.op("sum", i, name="sum", axes=[1]), "s", "ANY")
