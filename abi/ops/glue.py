@@ -732,6 +732,8 @@ is the output's.""")
 
 
 _QLINEAR_UNARY = ("x", "x_scale", "x_zero_point", "y_scale", "y_zero_point")
+_QLINEAR_BINARY = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
+                   "y_zero_point")
 
 OPS: tuple[OpDef, ...] = (
     _unary("identity", _same, "Returns x unchanged (any dtype)."),
@@ -1024,8 +1026,7 @@ y_zero_point (nan to the low end), rounded half to even, plus y_zero_point. x ui
 Quantized leaky ReLU (com.microsoft QLinearLeakyRelu, as onnxruntime's CPU kernel computes
 it): each code through a table of the 256 codes built as qlinear_sigmoid's, with v >= 0 ? v :
 float32(alpha * v) in place of the logistic. Inputs, shapes and dtypes as qlinear_sigmoid's."""),
-    OpDef("qlinear_mul", 1, ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
-                             "y_scale", "y_zero_point"), ("y",), {}, _qlinear_binary,
+    OpDef("qlinear_mul", 1, _QLINEAR_BINARY, ("y",), {}, _qlinear_binary,
           doc="""\
 Quantized product (com.microsoft QLinearMul, as onnxruntime's CPU kernel computes it): with
 the float32 ratio (a_scale * b_scale) / y_scale computed in that order, y = clamp(round(
@@ -1035,8 +1036,7 @@ dtype, broadcasting as numpy; every zero point of theirs, every scale float32, e
 (). y: the broadcast shape, a's dtype. Where |p * ratio| + |y_zero_point| can reach 2**31
 onnxruntime's conversion to int32 gives the type's minimum instead: the onnxruntime backend
 refuses such constant scales (and scales that come when the call runs), naming the node."""),
-    OpDef("qlinear_add", 1, ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
-                             "y_scale", "y_zero_point"), ("y",), {}, _qlinear_binary,
+    OpDef("qlinear_add", 1, _QLINEAR_BINARY, ("y",), {}, _qlinear_binary,
           doc="""\
 Quantized sum (com.microsoft QLinearAdd, as onnxruntime's CPU kernel computes it, with fused
 multiply-adds): with the float32 r_a = a_scale / y_scale, r_b = b_scale / y_scale and fixed =
