@@ -1,8 +1,9 @@
 """onnxruntime's CPU arithmetic for its quantized contrib ops (MLAS), reproduced in numpy: the
 256-entry lookup tables of QLinearSigmoid, QLinearLeakyRelu and QLinearConcat, QLinearMul's
 ratio of scales and the reach of its products, and the folded zero-point constant of
-QLinearAdd, QLinearAdd's operand order, QLinearSoftmax's table, and QLinearGlobalAveragePool's
-scale and the counts its kernel takes. The ONNX importer computes constants from it, and the
+QLinearAdd, QLinearAdd's operand order, QLinearSoftmax's table, QLinearGlobalAveragePool's
+scale and the counts its kernel takes, and QLinearAveragePool's divisors and switch to the
+global pool's path. The ONNX importer computes constants from it, and the
 numpy backend the op table's ``qlinear_*`` ops, so both have onnxruntime's numbers.
 
 onnxruntime 1.32's x86-64 kernels (AVX2 with FMA3) were read and then compared with onnxruntime
@@ -263,3 +264,25 @@ def global_average_counts(x_scale, y_scale) -> tuple[int, int]:
     start = first(lambda c: float(global_average_scale(x_scale, y_scale, c)) < high)
     end = first(lambda c: not float(global_average_scale(x_scale, y_scale, c)) >= low) - 1
     return start, end
+
+
+def average_pool_whole(sizes, kernel, padding) -> bool:
+    """Whether QLinearAveragePool's window over spatial dims ``sizes`` is the whole unpadded
+    input (``kernel`` equal to them, each ``padding`` pair zeros), where onnxruntime's kernel
+    takes the global pool's path instead of its windows' (:func:`global_average_scale`)."""
+    return list(sizes) == list(kernel) and not any(p for pair in padding for p in pair)
+
+
+def average_pool_divisors(sizes, kernel, stride, padding, outs, count_include_pad: bool
+                          ) -> np.ndarray:
+    """QLinearAveragePool's divisor of each window (float32, of shape ``outs``): the kernel's
+    size with ``count_include_pad`` (ceil mode's windows past the padding too), else the taps
+    on the input; ``padding`` one (before, after) pair per spatial axis."""
+    if count_include_pad:
+        return np.full(outs, _F32(math.prod(kernel)), _F32)
+    divisors = np.ones(outs, np.int64)
+    for d, (n, k, s, (before, _)) in enumerate(zip(sizes, kernel, stride, padding)):
+        start = np.arange(outs[d]) * s - before
+        inside = np.minimum(start + k, n) - np.maximum(start, 0)
+        divisors = divisors * inside.reshape([-1 if e == d else 1 for e in range(len(outs))])
+    return divisors.astype(_F32)

@@ -6,6 +6,8 @@ starts/ends, which is also Python's slicing); axes may be negative wherever an a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from abi import dtypes, mlas
@@ -15,7 +17,8 @@ from abi.ops import dims
 from abi.ops.rules import (fmt, need_attr_len, need_axis, need_dim, need_float, need_int,
                            need_numeric, need_rank, need_same_dtype, need_shape,
                            sizes_from_like)
-from abi.ops.sampling import grid_sample_shape, pool_indices_shape, pool_shape, resize_shape
+from abi.ops.sampling import (grid_sample_shape, pool_indices_shape, pool_shape, pool_windows,
+                              resize_shape)
 from abi.ops.table import (AttrSpec, OpDef, all_of, between, each_at_least,
                             non_empty)
 from abi.quantization import CODE_RANGES, need_values
@@ -346,6 +349,23 @@ def _qlinear_global_average_pool(op: OpDef, inputs: list, attrs: dict) -> list[T
     if all(type(x.shape[a]) is int for a in axes):
         mlas.global_average_count(n, x.shape, attrs["channels_last"])
     return [TensorType(tuple(1 if a in axes else d for a, d in enumerate(x.shape)), x.dtype)]
+
+
+def _qlinear_average_pool(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
+    x = inputs[0]
+    n = op.name
+    _qlinear_unary(op, inputs, attrs)
+    rank = need_rank(n, "x", x, one_of=(3, 4, 5))
+    last = attrs["channels_last"]
+    axes = mlas.global_average_axes(rank, last)
+    if math.prod(attrs["kernel_size"]) >= mlas.GLOBAL_AVERAGE_COUNTS:
+        raise ContractError(f"{n}: kernel_size {list(attrs['kernel_size'])} holds "
+                            f"{math.prod(attrs['kernel_size'])} taps: onnxruntime's kernel "
+                            f"takes fewer than {mlas.GLOBAL_AVERAGE_COUNTS}", op=n,
+                            attribute="kernel_size")
+    out = iter(pool_windows(n, x.shape, attrs, last))
+    return [TensorType(tuple(next(out) if a in axes else d for a, d in enumerate(x.shape)),
+                       x.dtype)]
 
 
 def _integer_linear(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
@@ -1080,6 +1100,27 @@ average) and scale in [2**-32, 256) (DomainError, when the call runs: onnxruntim
 call), by the graph's sizes or the call's. x uint8 or int8, each zero point of its dtype,
 scales float32, every scale and zero point of shape (). y: x's shape with the pooled dims 1,
 x's dtype."""),
+    OpDef("qlinear_average_pool", 1, _QLINEAR_UNARY, ("y",), {
+        "kernel_size": AttrSpec("ints", check=_POSITIVE_INTS),
+        "stride": AttrSpec("ints", check=_POSITIVE_INTS),
+        "padding": AttrSpec("pads"),
+        "ceil_mode": AttrSpec("bool", False),
+        "count_include_pad": AttrSpec("bool", False),
+        "channels_last": AttrSpec("bool", False),
+    }, _qlinear_average_pool, doc="""\
+Quantized average pool (com.microsoft QLinearAveragePool, as onnxruntime's CPU kernel computes
+it) over 1, 2 or 3 spatial axes of x (N, C, *spatial), or with channels_last (N, *spatial,
+C); windows, padding and output lengths as max_pool's (no dilation). Each code is dequantized
+as x_scale * float32(x - x_zero_point) in float32 (MLAS's table), each window's values summed
+in float32 one tap after another in row-major order of the kernel (a tap on the padding adds
+0), then y = clamp(round(float32(float32(s / d) / y_scale) + y_zero_point), lo, hi), each step
+in float32, rounding half to even, [lo, hi] y's range, d the window's divisor: the kernel's
+size with count_include_pad, else its taps on the input. Where the window is the whole input
+(the spatial dims equal kernel_size) and nothing pads it, by the graph's sizes or the call's,
+y is qlinear_global_average_pool's instead, as onnxruntime's kernel switches to it (its
+DomainError too). kernel_size must hold fewer than 2**24 taps. x uint8 or int8, each zero point
+of its dtype, scales float32, every scale and zero point of shape (). y: x's shape with the
+pooled lengths, x's dtype."""),
     OpDef("qlinear_concat", 1, ("inputs*",), ("y",), {"axis": _AXIS}, _qlinear_concat,
           doc="""\
 Quantized concatenation (com.microsoft QLinearConcat, as onnxruntime's CPU kernel computes it):

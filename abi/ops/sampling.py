@@ -17,40 +17,49 @@ from abi.ops.rules import (fmt, need_attr_len, need_dim, need_float, need_rank,
 from abi.ops.table import OpDef
 from abi.spec import TensorType
 
-__all__ = ["pool_shape", "pool_indices_shape", "pool_sizes", "resize_shape", "grid_sample_shape",
-           "scaled_size", "scale_fraction", "first_inexact_length", "scaled_dim",
-           "resolved_sizes", "EXACT_SCALED_BELOW", "MAX_ANTIALIAS_WEIGHTS"]
+__all__ = ["pool_shape", "pool_indices_shape", "pool_sizes", "pool_windows", "resize_shape",
+           "grid_sample_shape", "scaled_size", "scale_fraction", "first_inexact_length",
+           "scaled_dim", "resolved_sizes", "EXACT_SCALED_BELOW", "MAX_ANTIALIAS_WEIGHTS"]
 
 
 def pool_shape(op: OpDef, inputs: list, attrs: dict) -> list[TensorType]:
     x = inputs[0]
     n = op.name
-    r = need_rank(n, "x", x, one_of=(3, 4, 5))
+    need_rank(n, "x", x, one_of=(3, 4, 5))
     if not (n == "max_pool" and x.dtype in ("uint8", "int8")):  # max_pool of 8-bit codes
         need_float(n, "x", x)
-    spatial = r - 2
-    need_attr_len(n, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
-                  f"x shape {fmt(x.shape)} has {spatial} spatial axes and")
-    for i, (k, (pb, pa)) in enumerate(zip(attrs["kernel_size"], attrs["padding"])):
-        if max(pb, pa) >= k:
-            raise ContractError(f"{n}: padding {[pb, pa]} on spatial axis {i} must be "
-                                f"less than the kernel size {k} (<= {k - 1})", op=n,
-                                attribute="padding")
-    out = pool_sizes(n, x.shape, attrs)
+    out = pool_windows(n, x.shape, attrs)
     return [TensorType((*x.shape[:2], *out), x.dtype)]
 
 
-def pool_sizes(name: str, shape: tuple, attrs: dict) -> list:
-    """A pool's output sizes over the spatial axes of an input of ``shape`` (N, C, spatial...):
-    :func:`dims.pool_out` of each, a ShapeError where a known size leaves no window, or, for
+def pool_windows(name: str, shape: tuple, attrs: dict, channels_last: bool = False) -> list:
+    """:func:`pool_sizes` of x of ``shape`` (N, C, spatial...; with ``channels_last`` (N,
+    spatial..., C)) once the window's attributes are checked against it: one entry per spatial
+    axis each, every padding less than its kernel (as ONNX and onnxruntime; torch takes at
+    most half of it)."""
+    spatial = len(shape) - 2
+    need_attr_len(name, attrs, ("kernel_size", "stride", "padding", "dilation"), spatial,
+                  f"x shape {fmt(shape)} has {spatial} spatial axes and")
+    for i, (k, (pb, pa)) in enumerate(zip(attrs["kernel_size"], attrs["padding"])):
+        if max(pb, pa) >= k:
+            raise ContractError(f"{name}: padding {[pb, pa]} on spatial axis {i} must be "
+                                f"less than the kernel size {k} (<= {k - 1})", op=name,
+                                attribute="padding")
+    return pool_sizes(name, shape, attrs, channels_last)
+
+
+def pool_sizes(name: str, shape: tuple, attrs: dict, channels_last: bool = False) -> list:
+    """A pool's output sizes over the spatial axes of an input of ``shape`` (N, C, spatial...;
+    with ``channels_last`` (N, spatial..., C)): :func:`dims.pool_out` of each, a ShapeError where a known size leaves no window, or, for
     the max pools (``name`` max_pool or max_pool_with_indices), a dilated window of padding
     alone. The shape rule asks it of the sizes the graph knows; a backend asks it again of the
     sizes a call gives, where the graph's were known only then."""
     kernel, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
     dilation = attrs.get("dilation") or (1,) * len(kernel)
     out = []
+    first = 1 if channels_last else 2
     for i, (k, s, (pb, pa), d) in enumerate(zip(kernel, stride, padding, dilation)):
-        size = shape[2 + i]
+        size = shape[first + i]
         o = dims.pool_out(size, k, s, pb, pa, d, attrs["ceil_mode"])
         if type(o) is int and o < 1:
             raise ShapeError(f"{name}: spatial axis {i} of x shape {fmt(shape)} is {size} (+ "

@@ -8,15 +8,18 @@ takes the operands (:func:`abi.mlas.add_order`), ``qlinear_concat`` requantizes 
 by such a table where its scale or zero point differs from the output's, and
 ``qlinear_softmax`` looks the codes up in its table of exponentials
 (:func:`abi.mlas.softmax_table`) and divides in double, ``qlinear_global_average_pool`` scales
-each window's exact sum once (the ops' docs)."""
+each window's exact sum once, ``qlinear_average_pool`` sums each window's dequantized codes in
+float32 tap by tap (the ops' docs)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 import numpy as np
 
 from abi import dtypes, mlas
+from abi.ops.sampling import pool_windows
 from abi.quantization import need_values
 
 from .layers import _binder, broadcasting
@@ -140,21 +143,61 @@ def qlinear_softmax(attrs, consts, types, where):
     return _binder(kernel, consts, types, {})
 
 
-def qlinear_global_average_pool(attrs, consts, types, where):
+def _global_average(op: str, x, x_scale, x_zero_point, y_scale, y_zero_point,
+                    last: bool) -> np.ndarray:
     """Each window's codes summed exactly, less x_zero_point times the count, wrapped to int32
     as onnxruntime's accumulator, times the float32 scale (the count's and the scale's checks
-    those of the op: :func:`abi.mlas.global_average_count`,
+    those of the op ``op``: :func:`abi.mlas.global_average_count`,
     :func:`abi.mlas.global_average_checked`)."""
-    last = attrs["channels_last"]
+    count = mlas.global_average_count(op, x.shape, last)
+    scale = mlas.global_average_checked(op, x_scale, y_scale, count)
+    axes = mlas.global_average_axes(x.ndim, last)
+    total = x.sum(axis=axes, keepdims=True, dtype=np.int64) - int(x_zero_point) * count
+    total = (total + 2 ** 31) % 2 ** 32 - 2 ** 31  # int32's wrap
+    return _saturated(np.rint(total.astype(F32) * scale) + int(y_zero_point), x.dtype)
+
+
+def qlinear_global_average_pool(attrs, consts, types, where):
+    """:func:`_global_average` over every spatial axis."""
+    def kernel(x, *parameters):
+        return _global_average("qlinear_global_average_pool", x, *parameters,
+                               attrs["channels_last"])
+    return _binder(kernel, consts, types, {})
+
+
+def qlinear_average_pool(attrs, consts, types, where):
+    """The codes dequantized as MLAS's table holds them, each window's taps summed one by one
+    in float32 over a zero-padded copy (one strided view a tap), divided by the windows'
+    divisors (:func:`abi.mlas.average_pool_divisors`), by y_scale, plus y_zero_point, rounded
+    and saturated; a window over the whole unpadded input :func:`_global_average`, as
+    onnxruntime's kernel. The output lengths are the op's rule's of the call's sizes
+    (:func:`abi.ops.sampling.pool_windows`: a ShapeError where none is left)."""
+    op = "qlinear_average_pool"
+    kernel_size, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
+    last, include = attrs["channels_last"], attrs["count_include_pad"]
 
     def kernel(x, x_scale, x_zero_point, y_scale, y_zero_point):
-        count = mlas.global_average_count("qlinear_global_average_pool", x.shape, last)
-        scale = mlas.global_average_checked("qlinear_global_average_pool", x_scale, y_scale,
-                                            count)
         axes = mlas.global_average_axes(x.ndim, last)
-        total = x.sum(axis=axes, keepdims=True, dtype=np.int64) - int(x_zero_point) * count
-        total = (total + 2 ** 31) % 2 ** 32 - 2 ** 31  # int32's wrap
-        return _saturated(np.rint(total.astype(F32) * scale) + int(y_zero_point), x.dtype)
+        sizes = [x.shape[a] for a in axes]
+        if mlas.average_pool_whole(sizes, kernel_size, padding):
+            return _global_average(op, x, x_scale, x_zero_point, y_scale, y_zero_point, last)
+        outs = pool_windows(op, x.shape, attrs, last)
+        values = (F32(x_scale) * (x.astype(F32) - F32(x_zero_point))).astype(F32)
+        widths = [(0, 0)] * x.ndim
+        for a, n, o, k, s, (before, _) in zip(axes, sizes, outs, kernel_size, stride, padding):
+            widths[a] = (before, max(0, (o - 1) * s + k - before - n))  # to the last window
+        values = np.pad(values, widths)
+        total = None
+        for tap in itertools.product(*[range(k) for k in kernel_size]):
+            view = [slice(None)] * x.ndim
+            for a, t, o, s in zip(axes, tap, outs, stride):
+                view[a] = slice(t, t + (o - 1) * s + 1, s)
+            total = values[tuple(view)] if total is None else total + values[tuple(view)]
+        divisors = mlas.average_pool_divisors(sizes, kernel_size, stride, padding, outs, include)
+        divisors = np.expand_dims(divisors, (x.ndim - 1, 0) if last else (0, 1))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            v = (total / divisors / F32(y_scale) + F32(int(y_zero_point))).astype(F32)
+        return _saturated(v, x.dtype)
     return _binder(kernel, consts, types, {})
 
 
@@ -162,6 +205,7 @@ def qlinear_global_average_pool(attrs, consts, types, where):
 FACTORIES = {"qlinear_sigmoid": qlinear_sigmoid, "qlinear_leaky_relu": qlinear_leaky_relu,
              "qlinear_mul": broadcasting(_mul), "qlinear_add": broadcasting(_add),
              "qlinear_concat": qlinear_concat, "qlinear_softmax": qlinear_softmax,
-             "qlinear_global_average_pool": qlinear_global_average_pool}
+             "qlinear_global_average_pool": qlinear_global_average_pool,
+             "qlinear_average_pool": qlinear_average_pool}
 
 mlas.c_logf()  # found now, before the sandbox worker confines itself (the softmax's tables)

@@ -3,7 +3,8 @@ with the numbers the ops define (their docs in ``abi/ops/glue.py``): ``qlinear_s
 ``qlinear_leaky_relu`` as QLinearSigmoid and QLinearLeakyRelu (a table of the 256 codes, built
 once where the scales and zero points are constants), ``qlinear_mul`` and ``qlinear_add`` as
 QLinearMul and QLinearAdd, ``qlinear_concat`` as QLinearConcat, ``qlinear_softmax`` as
-QLinearSoftmax, ``qlinear_global_average_pool`` as QLinearGlobalAveragePool."""
+QLinearSoftmax, ``qlinear_global_average_pool`` as QLinearGlobalAveragePool,
+``qlinear_average_pool`` as QLinearAveragePool."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import onnx
 
 from abi import mlas
 from abi.errors import BackendError
+from abi.ops.sampling import pool_sizes
 
 from .emitter import MS, Converter
 from .glue import values_needed
@@ -117,6 +119,58 @@ def qlinear_global_average_pool(e, node, ins, outs, a):
     e.op("QLinearGlobalAveragePool", ins, outs, domain=MS, channels_last=int(last))
 
 
+def _whole_window_checked(x_scale, y_scale, axes: tuple, kernel: list, shape: tuple) -> None:
+    if [shape[k] for k in axes] == list(kernel):
+        mlas.global_average_checked("qlinear_average_pool", x_scale, y_scale, math.prod(kernel))
+
+
+def qlinear_average_pool(e, node, ins, outs, a):
+    """QLinearAveragePool, its scales and zero points constants whose averages stay within
+    int32 (past it onnxruntime's conversion gives the type's minimum, not the op's saturated
+    codes: refused naming the node). Where the window can be the whole unpadded input and the
+    global pool's scale is outside onnxruntime's range at its count (not for usual scales),
+    the kernel gets ``y_scale * count`` for x_scale at such calls, which it takes, and the
+    op's DomainError is raised after the run from x's shape. Over spatial dims known when the
+    call runs, the op's rule is asked of the call's sizes after the run: where no window fits
+    it refuses the call, as the numpy backend does, where onnxruntime's kernel gives an empty
+    output or refuses it."""
+    x_scale, x_zp, y_scale, y_zp = _constants(e, node, ins[1:], "QLinearAveragePool is used "
+                                              "only where its constants are known")
+    dtype = e.types[ins[0]].dtype
+    reach = float(np.abs(mlas.dequantized(dtype, x_scale, int(x_zp))).max()) / float(
+        np.float32(y_scale)) + abs(int(y_zp))
+    if not reach < mlas.INT32_LIMIT:
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} whose "
+                           f"averages reach {reach:.4g} in magnitude over y_scale, beyond "
+                           f"int32: onnxruntime's QLinearAveragePool converts them to the "
+                           f"type's minimum", node=node.name)
+    last, kernel, padding = bool(a["channels_last"]), list(a["kernel_size"]), a["padding"]
+    axes = mlas.global_average_axes(len(e.types[ins[0]].shape), last)
+    sizes = [e.types[ins[0]].shape[k] for k in axes]
+    count = math.prod(kernel)
+    low, high = mlas.GLOBAL_AVERAGE_SCALES
+    dims = None
+    if any(type(n) is not int for n in sizes):
+        [dims] = e.op("Shape", ins[:1])
+        e.checks.shapes.append((dims, functools.partial(pool_sizes, node.op, attrs=a,
+                                                        channels_last=last), node.name))
+    if not any(type(n) is int and n != k for n, k in zip(sizes, kernel)) and not any(
+            p for pair in padding for p in pair) and not low <= float(
+            mlas.global_average_scale(x_scale, y_scale, count)) < high:
+        [dims] = [dims] if dims else e.op("Shape", ins[:1])
+        [spatial] = e.op("Gather", [dims, e.const(list(axes), np.int64)])
+        [whole] = e.op("Equal", e.op("ReduceSum", e.op("Abs", e.op("Sub", [
+            spatial, e.const(kernel, np.int64)])), keepdims=0) + [e.const(0, np.int64)])
+        taken = e.op("Mul", [ins[3], e.const(np.float32(count), np.float32)])
+        ins = [ins[0], *e.op("Where", [whole] + taken + [ins[1]]), *ins[2:]]
+        e.checks.shapes.append((dims, functools.partial(
+            _whole_window_checked, x_scale, y_scale, axes, kernel), node.name))
+    e.op("QLinearAveragePool", ins, outs, domain=MS, kernel_shape=kernel,
+         strides=list(a["stride"]), pads=[p[0] for p in padding] + [p[1] for p in padding],
+         ceil_mode=int(a["ceil_mode"]), count_include_pad=int(a["count_include_pad"]),
+         channels_last=int(last))
+
+
 CONVERTERS: dict[str, Converter] = {
     "qlinear_softmax": qlinear_softmax,
     "qlinear_concat": qlinear_concat,
@@ -125,4 +179,5 @@ CONVERTERS: dict[str, Converter] = {
     "qlinear_mul": _binary("QLinearMul"),
     "qlinear_add": _binary("QLinearAdd"),
     "qlinear_global_average_pool": qlinear_global_average_pool,
+    "qlinear_average_pool": qlinear_average_pool,
 }

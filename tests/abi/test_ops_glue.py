@@ -58,6 +58,11 @@ def _Q(dtype):
     return [np.ones((), np.float32), np.zeros((), dtype)]
 
 
+def _QT(dtype: str) -> list:
+    """The types of one (scale, zero point) pair of ``dtype``'s codes."""
+    return [T((), f32), T((), dtype)]
+
+
 def _onnxruntime(op_type: str, codes_at: tuple, **attrs):
     """onnxruntime's com.microsoft ``op_type`` of the inputs (the codes at ``codes_at``)."""
     from tests.numpy_backend.test_qlinear import onnxruntime_run
@@ -178,6 +183,15 @@ GOOD = [
      _onnxruntime("QLinearGlobalAveragePool", (0,))),
     ("qlinear_global_average_pool", [z(2, 4, 5, 3, dtype=np.int8), *_Q(np.int8), *_Q(np.int8)],
      {"channels_last": True}, _onnxruntime("QLinearGlobalAveragePool", (0,), channels_last=1)),
+    ("qlinear_average_pool", [z(2, 3, 7, 6, dtype=np.uint8), *_Q(np.uint8), *_Q(np.uint8)],
+     {"kernel_size": [3, 2], "stride": [2, 2], "padding": [[1, 1], [0, 1]], "ceil_mode": True},
+     _onnxruntime("QLinearAveragePool", (0,), kernel_shape=[3, 2], strides=[2, 2],
+                  pads=[1, 0, 1, 1], ceil_mode=1)),
+    ("qlinear_average_pool", [z(2, 5, 4, 3, dtype=np.int8), *_Q(np.int8), *_Q(np.int8)],
+     {"kernel_size": [2, 2], "stride": [1, 2], "padding": [[1, 0], [1, 1]],
+      "count_include_pad": True, "channels_last": True},
+     _onnxruntime("QLinearAveragePool", (0,), kernel_shape=[2, 2], strides=[1, 2],
+                  pads=[1, 1, 0, 1], count_include_pad=1, channels_last=1)),
     ("qlinear_concat", [*_Q(np.uint8), z(2, 3, dtype=np.uint8), *_Q(np.uint8),
                         z(2, 1, dtype=np.uint8), *_Q(np.uint8)], {"axis": -1},
      _onnxruntime("QLinearConcat", (2, 5), axis=-1)),
@@ -357,6 +371,11 @@ def test_symbolic_dims():
                  {}) == [T(("N", 8, 1, 1), "uint8")]
     assert infer("qlinear_global_average_pool", [T(("N", "H", "W", 8), "uint8"), *codes],
                  {"channels_last": True}) == [T(("N", 1, 1, 8), "uint8")]
+    average = {"kernel_size": [3, 3], "stride": [2, 2], "padding": [[1, 1], [1, 1]]}
+    assert infer("qlinear_average_pool", [T(("N", 8, "H", 16), "uint8"), *codes],
+                 average) == [T(("N", 8, "(H-1)//2+1", 8), "uint8")]
+    assert infer("qlinear_average_pool", [T(("N", "H", 16, 8), "uint8"), *codes],
+                 {**average, "channels_last": True}) == [T(("N", "(H-1)//2+1", 8, 8), "uint8")]
     assert infer("max_pool_with_indices", [T(("N", 8, "H", 16), f32)], pool) == [
         T(("N", 8, "(H-1)//2+1", 8), f32), T(("N", 8, "(H-1)//2+1", 8), i64)]
     for codes in ("uint8", "int8"):  # a quantized model's codes, in their dtype
@@ -593,6 +612,32 @@ REFUSALS = [
      "x_zero_point"),
     ("qlinear_global_average_pool", [T((2, 3, 4), "int8"), T((1,), f32), T((), "int8"),
                                      T((), f32), T((), "int8")], {}, ShapeError, "x_scale"),
+    ("qlinear_average_pool", [T((2, 3, 5, 5, 5, 5), "uint8"), *_QT("uint8"), *_QT("uint8")],
+     {"kernel_size": [2] * 4, "stride": [1] * 4, "padding": [[0, 0]] * 4}, ShapeError,
+     "x must have rank 3, 4 or 5"),
+    ("qlinear_average_pool", [T((2, 3, 4, 4), "uint8"), *_QT("uint8"), *_QT("uint8")],
+     {"kernel_size": [2], "stride": [1], "padding": [[0, 0]]}, ContractError,
+     "attribute 'kernel_size' has 1 entries but x shape (2, 3, 4, 4) has 2 spatial axes"),
+    ("qlinear_average_pool", [T((2, 3, 4, 4), "uint8"), *_QT("uint8"), *_QT("uint8")],
+     {"kernel_size": [2, 2], "stride": [1, 1], "padding": [[0, 2], [0, 0]]}, ContractError,
+     "padding [0, 2] on spatial axis 0 must be less than the kernel size 2"),
+    ("qlinear_average_pool", [T((2, 3, 1, 4), "uint8"), *_QT("uint8"), *_QT("uint8")],
+     {"kernel_size": [3, 2], "stride": [1, 1], "padding": [[1, 0], [0, 0]]}, ShapeError,
+     "spatial axis 0 of x shape (2, 3, 1, 4) is 1 (+ padding 1+0), smaller than the window"),
+    ("qlinear_average_pool", [T((2, 4, 1, 3), "int8"), *_QT("int8"), *_QT("int8")],
+     {"kernel_size": [2, 2], "stride": [1, 1], "padding": [[0, 0], [0, 0]],
+      "channels_last": True}, ShapeError, "spatial axis 1 of x shape (2, 4, 1, 3) is 1"),
+    ("qlinear_average_pool", [T((1, 1, 8, 8), "uint8"), *_QT("uint8"), *_QT("uint8")],
+     {"kernel_size": [4096, 4096], "stride": [1, 1], "padding": [[0, 0], [0, 0]]},
+     ContractError, "kernel_size [4096, 4096] holds 16777216 taps: onnxruntime's kernel takes "
+     "fewer than 16777216"),
+    ("qlinear_average_pool", [T((2, 3, 4, 4), f32), *[T((), f32)] * 4],
+     {"kernel_size": [2, 2], "stride": [1, 1], "padding": [[0, 0], [0, 0]]}, DTypeError,
+     "x must be uint8 or int8"),
+    ("qlinear_average_pool", [T((2, 3, 4, 4), "int8"), *_QT("int8"), T((), f32),
+                              T((), "uint8")],
+     {"kernel_size": [2, 2], "stride": [1, 1], "padding": [[0, 0], [0, 0]]}, DTypeError,
+     "y_zero_point"),
     ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((), f32)],
      {"axis": 0}, ContractError, "qlinear_concat: 4 inputs: takes y_scale, y_zero_point"),
     ("qlinear_concat", [T((), f32), T((), "uint8"), T((2, 3), "uint8"), T((), f32),

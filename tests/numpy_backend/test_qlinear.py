@@ -1,10 +1,11 @@
 """The qlinear element-wise ops on the numpy backend (qlinear_sigmoid, qlinear_leaky_relu,
-qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax, qlinear_global_average_pool):
-onnxruntime's com.microsoft QLinearSigmoid, QLinearLeakyRelu, QLinearMul, QLinearAdd,
-QLinearConcat, QLinearSoftmax and QLinearGlobalAveragePool (its CPU kernels, graph
-optimizations off) bit for bit, over every code, random scales and zero points, broadcasting
-shapes, softmax axes, pooled layouts and a sum past int32, with the parameters constant or
-given when the call runs (the ops' rules: tests/abi/test_ops_glue.py)."""
+qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax, qlinear_global_average_pool,
+qlinear_average_pool): onnxruntime's com.microsoft QLinearSigmoid, QLinearLeakyRelu,
+QLinearMul, QLinearAdd, QLinearConcat, QLinearSoftmax, QLinearGlobalAveragePool and
+QLinearAveragePool (its CPU kernels, graph optimizations off) bit for bit, over every code,
+random scales and zero points, broadcasting shapes, softmax axes, pooled layouts, windows and
+a sum past int32, with the parameters constant or given when the call runs (the ops' rules:
+tests/abi/test_ops_glue.py)."""
 
 from __future__ import annotations
 
@@ -257,3 +258,67 @@ def test_global_average_pool_divides_by_y_scale_times_the_count():
     f = np.float32
     other = np.rint(f(4073) * f(f(values[1] / values[3]) / f(49)))
     assert other != got.item()
+
+
+#: average pools: x's shape, then kernel, stride, padding, ceil_mode, count_include_pad,
+#: channels_last
+AVERAGE_POOLS = [
+    ((1, 2, 7, 6), [3, 3], [1, 1], [[1, 1], [1, 1]], False, False, False),
+    ((1, 2, 7, 6), [3, 3], [1, 1], [[1, 2], [0, 1]], False, True, False),
+    ((2, 2, 7, 7), [2, 3], [2, 2], [[0, 0], [0, 0]], True, False, False),
+    ((1, 2, 9, 8), [3, 3], [2, 2], [[1, 1], [1, 1]], True, True, False),
+    ((1, 2, 1, 1), [2, 2], [2, 2], [[0, 0], [0, 0]], True, False, False),  # past the input
+    ((1, 2, 8, 3), [2, 2], [3, 2], [[0, 0], [0, 0]], True, False, False),  # stride > kernel
+    ((1, 3, 9, 9), [3, 3], [3, 3], [[0, 2], [0, 2]], True, False, False),  # a window dropped
+    ((2, 3, 9), [4], [3], [[1, 2]], False, False, False),
+    ((1, 2, 4, 5, 4), [2, 2, 2], [1, 2, 2], [[0, 0]] * 3, False, False, False),
+    ((2, 6, 6, 3), [3, 3], [2, 2], [[1, 1], [1, 0]], True, False, True),
+    ((1, 1, 20, 20), [9, 9], [1, 1], [[0, 0], [0, 0]], False, False, False),
+    ((2, 3, 4, 5), [4, 5], [1, 1], [[0, 0], [0, 0]], False, False, False),  # the whole input
+    ((2, 4, 5, 3), [4, 5], [2, 2], [[0, 0], [0, 0]], True, False, True),
+]
+
+
+def average_pool(case) -> tuple:
+    """x's shape, the op's attributes and onnxruntime's of an :data:`AVERAGE_POOLS` case."""
+    shape, kernel, stride, padding, ceil, include, last = case
+    attrs = {"kernel_size": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil,
+             "count_include_pad": include, "channels_last": last}
+    ours = {"kernel_shape": kernel, "strides": stride, "pads": [p[0] for p in padding]
+            + [p[1] for p in padding], "ceil_mode": int(ceil),
+            "count_include_pad": int(include), "channels_last": int(last)}
+    return shape, attrs, ours
+
+
+@pytest.mark.parametrize("case", AVERAGE_POOLS, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("constant", [True, False], ids=["constant", "run_time"])
+def test_average_pool_is_onnxruntimes(case, dtype, constant):
+    shape, attrs, theirs = average_pool(case)
+    rng = np.random.default_rng(len(str(case)) + len(dtype))
+    for _ in range(6):
+        values = global_pool_values(rng, dtype, shape)
+        got = numpy_run("qlinear_average_pool", UNARY_NAMES, values, attrs, (0,), constant)
+        want = onnxruntime_run("QLinearAveragePool", UNARY_NAMES, values, theirs, (0,))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_an_average_pool_over_the_whole_input_rounds_as_the_global_pool():
+    """Over the whole unpadded input onnxruntime's kernel takes the global pool's path, whose
+    one scale rounds otherwise than the windows' sum over the count over y_scale (scales found
+    by a search where 16 of 128 outputs move): the op does, where it is whole and only
+    there."""
+    x = np.random.default_rng(12).integers(0, 256, (64, 2, 2, 2)).astype(np.uint8)
+    values = [x, np.float32(0.0024305838), np.array(127, np.uint8), np.float32(0.0048611676),
+              np.array(151, np.uint8)]
+    attrs = {"kernel_size": [2, 2], "stride": [2, 2], "padding": [[0, 0], [0, 0]]}
+    got = numpy_run("qlinear_average_pool", UNARY_NAMES, values, attrs, (0,))
+    np.testing.assert_array_equal(got, onnxruntime_run(
+        "QLinearAveragePool", UNARY_NAMES, values, {"kernel_shape": [2, 2], "strides": [2, 2]},
+        (0,)))
+    np.testing.assert_array_equal(got, numpy_run("qlinear_global_average_pool", UNARY_NAMES,
+                                                 values, {}, (0,)))
+    padded = numpy_run("qlinear_average_pool", UNARY_NAMES, values,
+                       {**attrs, "padding": [[0, 1], [0, 1]]}, (0,))
+    assert (padded != got).sum() == 16  # the windows' path: the same windows, other rounding

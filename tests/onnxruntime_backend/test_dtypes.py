@@ -236,7 +236,7 @@ def test_the_cases_cover_every_integer_op():
     # cast: test_casts_...; the ops of 8-bit codes only: their own tests (test_qlinear*.py)
     codes_only = {"integer_linear", "qlinear_conv", "qlinear_sigmoid", "qlinear_leaky_relu",
                   "qlinear_mul", "qlinear_add", "qlinear_concat", "qlinear_softmax",
-                  "qlinear_global_average_pool"}
+                  "qlinear_global_average_pool", "qlinear_average_pool"}
     assert covered | float_only | {"cast"} | codes_only == set(convert.CONVERTERS)
 
 

@@ -42,7 +42,7 @@ def qlinear_case(op: str, **attrs):
         names, values, at = concat_case(rng, "int8", ())
         return graph_of(op, names, values, {"axis": 1}, at, True)
     if op in ("qlinear_sigmoid", "qlinear_leaky_relu", "qlinear_softmax",
-              "qlinear_global_average_pool"):
+              "qlinear_global_average_pool", "qlinear_average_pool"):
         return graph_of(op, UNARY_NAMES, [codes(rng, "uint8", (2, 3, 4)),
                                           *parameters(rng, "uint8", 2)], attrs, (0,), True)
     sa, za, sb, zb, _, zc = parameters(rng, "uint8", 3)
@@ -561,6 +561,8 @@ CASES = {
     "qlinear_concat": lambda: qlinear_case("qlinear_concat"),
     "qlinear_softmax": lambda: qlinear_case("qlinear_softmax", axis=1, trailing=True),
     "qlinear_global_average_pool": lambda: qlinear_case("qlinear_global_average_pool"),
+    "qlinear_average_pool": lambda: qlinear_case("qlinear_average_pool", kernel_size=[2],
+                                                 stride=[1], padding=[[1, 0]]),
     "quantized_lstm": lambda: quantized_lstm(),
     "quantized_lstm_reverse_lengths_y": lambda: quantized_lstm(True, True, True),
     "integer_linear": lambda: single(

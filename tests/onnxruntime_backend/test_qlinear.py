@@ -1,11 +1,11 @@
 """The qlinear element-wise ops on the onnxruntime backend (qlinear_sigmoid,
 qlinear_leaky_relu, qlinear_mul, qlinear_add, qlinear_concat, qlinear_softmax,
-qlinear_global_average_pool): onnxruntime's com.microsoft kernels, their outputs the numpy
-backend's bit for bit (itself onnxruntime's reference numbers,
-tests/numpy_backend/test_qlinear.py), and refusals naming the node where QLinearMul or
-QLinearAdd would not give the op's codes or QLinearConcat or QLinearGlobalAveragePool cannot
-take the parameters, where a softmax has no values, or a global pool's scale or count is one
-onnxruntime's kernel refuses."""
+qlinear_global_average_pool, qlinear_average_pool): onnxruntime's com.microsoft kernels, their
+outputs the numpy backend's bit for bit (itself onnxruntime's reference numbers,
+tests/numpy_backend/test_qlinear.py), and refusals naming the node where QLinearMul,
+QLinearAdd or QLinearAveragePool would not give the op's codes or QLinearConcat or a pool
+cannot take the parameters, where a softmax has no values, a pool's window none, or a global
+pool's scale or count is one onnxruntime's kernel refuses."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
-from tests.numpy_backend.test_qlinear import (BINARY, GLOBAL_POOLS, MUL_NAMES, SHAPES, SOFTMAXES,
-                                              UNARY, UNARY_NAMES, binary_values, concat_case,
+from tests.numpy_backend.test_qlinear import (AVERAGE_POOLS, BINARY, GLOBAL_POOLS, MUL_NAMES,
+                                              SHAPES, SOFTMAXES, UNARY, UNARY_NAMES,
+                                              average_pool, binary_values, concat_case,
                                               global_pool_values, graph_of, numpy_run,
                                               parameters, softmax_values, wrapping_global_pool)
 
@@ -198,6 +199,77 @@ def test_a_global_pool_of_run_time_scales_is_refused_naming_the_node():
     with pytest.raises(BackendError, match="node .node.: qlinear_global_average_pool with "
                                            "scales or zero points computed when the call "
                                            "runs"):
+        Executor(graph, OnnxruntimeBackend())
+
+
+@pytest.mark.parametrize("case", AVERAGE_POOLS, ids=str)
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_average_pool_gives_the_numpy_backend_bits(case, dtype):
+    shape, attrs, _ = average_pool(case)
+    rng = np.random.default_rng(13 + len(str(case)))
+    for _ in range(6):
+        values = global_pool_values(rng, dtype, shape)
+        graph, got = _onnxruntime_run("qlinear_average_pool", UNARY_NAMES, values, attrs,
+                                      (0,))
+        assert model_ops(graph) == {"QLinearAveragePool"}
+        want = numpy_run("qlinear_average_pool", UNARY_NAMES, values, attrs, (0,))
+        np.testing.assert_array_equal(got, want)
+
+
+def _average_pool(shape, x_scale: float, y_scale: float, **attrs):
+    b = GraphBuilder("pool")
+    x = b.input("x", shape, "uint8", "ANY")
+    parameters_ = _uint8_parameters(b, x_scale, 10, y_scale, 3)
+    y = b.op("qlinear_average_pool", x, *parameters_, name="node", **{
+        "kernel_size": [2, 2], "stride": [2, 2], "padding": [[0, 0], [0, 0]], **attrs})
+    if not all(type(d) is int for d in shape):  # named dims for the ABI: the codes' sums
+        y = b.op("sum", b.op("cast", y, name="wide", dtype="int64"), name="total", axes=[2, 3])
+    b.output(y, "y", "ANY")
+    return b.build()
+
+
+def test_an_average_pool_whose_whole_window_scale_is_out_of_range_is_refused_on_both():
+    """x_scale / (y_scale * 4) = 300 is outside the global pool's range, which onnxruntime's
+    kernel takes where the window is the whole input: the onnxruntime backend gives the kernel
+    a scale it takes at such calls and refuses them after the run, as the numpy backend does,
+    with the op's DomainError naming the node; at other sizes both run, bit for bit."""
+    graph = _average_pool(("N", 2, "h", "w"), 3.0, 0.0025)
+    assert "Where" in model_ops(graph)  # the guard
+    x = np.random.default_rng(3).integers(0, 256, (2, 2, 6, 4)).astype(np.uint8)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        executor = Executor(graph, backend)
+        with pytest.raises(DomainError, match="= 300.0 for windows of 4 values") as caught:
+            executor.run({"x": np.zeros((1, 2, 2, 2), np.uint8)})
+        assert caught.value.context["node"] == "node"
+        np.testing.assert_array_equal(executor.run({"x": x})["y"], Executor(
+            graph, NumpyBackend()).run({"x": x})["y"])
+    for usual in (_average_pool(("N", 2, "h", "w"), 0.5, 0.25),  # in range
+                  _average_pool(("N", 2, "h", 3), 3.0, 0.0025),  # never whole
+                  _average_pool(("N", 2, "h", "w"), 3.0, 0.0025, padding=[[0, 1], [0, 0]])):
+        assert "Where" not in model_ops(usual)
+
+
+def test_an_average_pool_of_a_call_leaving_no_window_is_refused_on_both_backends():
+    """An input shorter than the kernel: onnxruntime's kernel refuses the call; both backends
+    raise the op's ShapeError naming the node."""
+    graph = _average_pool(("N", 2, "h", "w"), 0.5, 0.25, kernel_size=[3, 3])
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(ShapeError, match="spatial axis 0 of x shape .1, 2, 2, 5. is 2") \
+                as caught:
+            Executor(graph, backend).run({"x": np.zeros((1, 2, 2, 5), np.uint8)})
+        assert caught.value.context["node"] == "node"
+
+
+def test_an_average_pool_whose_averages_pass_int32_is_refused_naming_the_node():
+    """Past int32 onnxruntime's conversion gives the type's minimum where the op saturates."""
+    with pytest.raises(BackendError, match="node 'node': qlinear_average_pool whose averages "
+                                           "reach 2.45e\\+11 in magnitude"):
+        Executor(_average_pool(("N", 2, 4, 4), 1.0, 1e-9), OnnxruntimeBackend())
+    values = global_pool_values(np.random.default_rng(4), "uint8", (1, 2, 4, 4))
+    graph, _ = graph_of("qlinear_average_pool", UNARY_NAMES, values, {
+        "kernel_size": [2, 2], "stride": [2, 2], "padding": [[0, 0], [0, 0]]}, (0,), False)
+    with pytest.raises(BackendError, match="node .node.: qlinear_average_pool with scales or "
+                                           "zero points computed when the call runs"):
         Executor(graph, OnnxruntimeBackend())
 
 

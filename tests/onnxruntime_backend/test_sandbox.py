@@ -68,7 +68,8 @@ def test_sandboxed_executor_on_onnxruntime(signed_demo):
 
 def _quantized_ops_graph():
     """The qlinear element-wise ops on uint8 codes (2, K), K known when the call runs: the
-    softmax's table is built then, in the worker; a global pool over K."""
+    softmax's table is built then, in the worker; a global pool over K, and over windows of
+    K."""
     b = GraphBuilder("quantized_ops")
     xq, sq, mq, aq, yq = ([b.constant(f"{name}.scale", np.float32(scale)),
                            b.constant(f"{name}.zero_point", np.uint8(zero_point))]
@@ -83,6 +84,10 @@ def _quantized_ops_graph():
     b.output(b.op("qlinear_softmax", c, *aq, *yq, name="softmax", axis=-1), "y", "ANY")
     rows = b.op("unflatten", c, name="rows", axis=0, sizes=[1, 4])
     b.output(b.op("qlinear_global_average_pool", rows, *aq, *yq, name="pool"), "p", "ANY")
+    windows = b.op("qlinear_average_pool", rows, *aq, *yq, name="windows", kernel_size=[3],
+                   stride=[3], padding=[[1, 1]], ceil_mode=True)
+    b.output(b.op("qlinear_global_average_pool", windows, *yq, *aq, name="windows_pool"), "w",
+             "ANY")
     return b.build()
 
 
@@ -100,7 +105,7 @@ def test_the_quantized_ops_run_in_the_confined_worker(backend, tmp_path):
         for k in (5, 300):
             feed = {"x": rng.integers(0, 256, (2, k)).astype(np.uint8)}
             got, want = ex.run(feed), local.run(feed)
-            for name in ("y", "p"):
+            for name in ("y", "p", "w"):
                 np.testing.assert_array_equal(got[name], want[name])
         assert list(ex.audit_events) == []
 
