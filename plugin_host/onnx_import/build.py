@@ -182,11 +182,10 @@ def _optimized_note(before, after) -> str:
 
 #: What onnxruntime's optimizer makes of a QDQ model's elementwise groups, which the import
 #: writes as exact emulations (:mod:`.qoperator`), not as one kernel each (QLinearSigmoid,
-#: QLinearLeakyRelu, QLinearMul, QLinearAdd, QLinearConcat, QLinearSoftmax and
-#: QLinearGlobalAveragePool are one op each, which the onnxruntime backend runs as
-#: onnxruntime's kernel)
-EMULATED_QLINEAR_OPS = frozenset(
-    f"com.microsoft.{op}" for op in ("QLinearWhere", "QLinearAveragePool"))
+#: QLinearLeakyRelu, QLinearMul, QLinearAdd, QLinearConcat, QLinearSoftmax,
+#: QLinearGlobalAveragePool and QLinearAveragePool are one op each, which the onnxruntime
+#: backend runs as onnxruntime's kernel)
+EMULATED_QLINEAR_OPS = frozenset({"com.microsoft.QLinearWhere"})
 
 
 def _rewritten(rewrite: Callable, model, path, how: str, limits: ReadLimits):

@@ -20,16 +20,15 @@ against it over random scales, zero points, shapes and every input code:
   same table and looks the codes up (``embedding`` of a ``(256, 1)`` constant, so each index
   is checked when the call runs).
 - **QLinearGlobalAveragePool** (and a QLinearAveragePool whose window is the whole unpadded
-  input, which onnxruntime runs the same way): one ``qlinear_global_average_pool``, the
-  codes' sum less ``x_zp`` times the count in int32, times the float32 ``x_scale / (y_scale
-  * count)``, rounded, plus ``y_zp``, which the onnxruntime backend runs as that kernel.
-- **QLinearAveragePool**: onnxruntime dequantizes each code (a table), sums each window's taps
-  one by one in float32 in row-major order, divides by the count, by ``y_scale``, adds
-  ``y_zp`` and rounds; the import dequantizes as the table holds the values (``sub``, ``mul``:
-  :func:`_dequantized`) and writes the same taps as one strided ``slice`` each, summed
-  in that order (at most :data:`MAX_TAPS` taps); over spatial dims known when the call runs,
-  in floor mode with explicit pads, each tap to as many positions before the end as the
-  kernel has after it (:func:`_run_time_average_pool`).
+  static input, which onnxruntime runs the same way): one ``qlinear_global_average_pool``,
+  the codes' sum less ``x_zp`` times the count in int32, times the float32 ``x_scale /
+  (y_scale * count)``, rounded, plus ``y_zp``, which the onnxruntime backend runs as that
+  kernel.
+- **QLinearAveragePool**: one ``qlinear_average_pool``: each code dequantized as MLAS's table
+  holds it, each window's taps summed one by one in float32 in row-major order, divided by
+  the window's divisor, by ``y_scale``, plus ``y_zp``, rounded; over spatial dims known when
+  the call runs too (SAME's pads only at stride 1, where they do not depend on the size),
+  the op switching to the global pool's path where the call's input is the window.
 - **QGemm**: QLinearMatMul's exact sum plus the int32 bias C (wrapping past int32 as
   onnxruntime's accumulation does), times the float32 ``(alpha * a_scale) * b_scale`` (per
   column of B, or one), divided by ``y_scale`` and requantized when there is one, else the
@@ -44,25 +43,19 @@ take them (:func:`.quantize.integer_readers_only`), else cast to the codes' dtyp
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 
 from abi import dtypes, mlas
+from abi.ops import dims
 from abi.errors import DomainError, ShapeError
 
 from ..errors import ModelFileError
 from .dynamic import _as_float, _as_integer, matmul_sum
 from .ops import _only, maps
 from .qlinear import _requantize, _scalar_input, _scale, _with_bias, integer_op
-from .fold import FAR
-from .run_time_sizes import size_tensor
 
 _MS = "com.microsoft."
 _INTEGERS = ("int8", "uint8")
-#: QLinearAveragePool's windows the import writes tap by tap, at most
-MAX_TAPS = 64
 
 
 def _zero_point(imp, node, i: int, what: str, dtype: str) -> int:
@@ -138,17 +131,6 @@ def lookup_at(imp, position: str, table: np.ndarray, name: str) -> str:
                               f"{imp.node_name}.{name}_table")
     y = imp.step("embedding", [index, weight], f"{name}_lookup")
     return imp.step("sum", [y], name, {"axes": [-1], "keepdim": False})
-
-
-def _dequantized(imp, x: str, scale, zero_point: int) -> str:
-    """The codes ``x`` (float32) dequantized as MLAS's table holds them (:func:`abi.mlas.
-    dequantized`: the difference exact, one float32 rounding), in two element-wise ops rather
-    than a lookup."""
-    if zero_point:
-        x = imp.step("sub", [x, imp.add_constant(np.array(zero_point, np.float32),
-                                                 f"{imp.node_name}.x_zero_point")], "centered")
-    return imp.step("mul", [x, imp.add_constant(np.array(scale, np.float32),
-                                                f"{imp.node_name}.x_scale")], "dequantized")
 
 
 def _pair(imp, node, scale, zero_point: int, dtype: str, name: str) -> list[str]:
@@ -307,10 +289,9 @@ def _qlinear_mul(imp, node, attrs):
 # --- average pools ---------------------------------------------------------------------------
 
 
-def _pool_codes(imp, node, attrs, *, integer: bool = False) -> tuple:
-    """(x codes (float32, or with ``integer`` their dtype), dtype, x scale/zp, y scale/zp,
-    channels_last, x's shape)."""
-    x, dtype = _codes(imp, node, 0, "X", integer=integer)
+def _pool_codes(imp, node, attrs) -> tuple:
+    """(x codes in their dtype, dtype, x scale/zp, y scale/zp, channels_last, x's shape)."""
+    x, dtype = _codes(imp, node, 0, "X", integer=True)
     shape = list(imp.type_of(node.input[0]).shape)
     if len(shape) < 3:
         raise ModelFileError(f"X of shape {shape}: needs (N, C, spatial...)",
@@ -343,51 +324,18 @@ def _global_average(imp, node, x: str, dtype: str, x_scale, x_zp: int, y_scale, 
                {"channels_last": bool(channels_last)}, dtype)
 
 
-def _whole_window_codes(imp, x: str, scales: tuple, axes: list[int], count: int,
-                        dtype: str) -> str:
-    """The global pool's codes (float32) of a window of ``count`` codes ``x`` (float32), at
-    most :data:`MAX_TAPS` and its scale in range (the caller's checks): their sum in float32,
-    exact, less x_zp times the count, times the constant scale, rounded, plus y_zp,
-    saturated."""
-    xs, xz, ys, yz = scales
-    total = imp.step("sum", [x], "sum", {"axes": axes, "keepdim": True})
-    if xz:
-        offset = imp.add_constant(np.array(xz * count, np.float32),
-                                  f"{imp.node_name}.zero_point_sum")
-        total = imp.step("sub", [total, offset], "centered")
-    scale = imp.add_constant(np.array(mlas.global_average_scale(xs, ys, count), np.float32),
-                             f"{imp.node_name}.scale")
-    v = imp.step("round", [imp.step("mul", [total, scale], "scaled")], "round")
-    if yz:
-        v = imp.step("add", [v, imp.add_constant(np.array(yz, np.float32),
-                                                 f"{imp.node_name}.y_zero_point")], "shifted")
-    info = np.iinfo(dtypes.to_numpy(dtype))
-    return imp.step("clip", [v], "saturate", {"min": float(info.min), "max": float(info.max)})
-
-
-def refused_where(imp, value: str, failing: str, name: str) -> str:
-    """``value`` (float32) as it is, but an IndexRangeError naming the node when the call
-    runs where the bool ``failing`` (shape (1,)) holds: a ``gather_elements`` (step
-    ``name``) of one entry, 0, at index 1 there, its result added to ``value``."""
-    index = imp.step("cast", [failing], f"{name}_index", {"dtype": "int64"})
-    zero = imp.step("gather_elements", [imp.add_constant(np.zeros(1, np.float32),
-                                                         f"{imp.node_name}.{name}_entry"),
-                                        index], name, {"axis": 0})
-    return imp.step("add", [value, zero], f"{name}_value")
-
-
 @maps(_MS + "QLinearGlobalAveragePool")
 def _qlinear_global_average_pool(imp, node, attrs):
     """Over every spatial axis (module doc)."""
     _only(imp, attrs, {"channels_last": ...})
-    x, dtype, xs, xz, ys, yz, last, shape = _pool_codes(imp, node, attrs, integer=True)
+    x, dtype, xs, xz, ys, yz, last, shape = _pool_codes(imp, node, attrs)
     _global_average(imp, node, x, dtype, xs, xz, ys, yz, last, shape)
 
 
 @maps(_MS + "QLinearAveragePool")
 def _qlinear_average_pool(imp, node, attrs):
-    """onnxruntime's float32 window sums, tap by tap (module doc); a window over the whole
-    unpadded input is the global pool's integer path, as in onnxruntime."""
+    """One ``qlinear_average_pool`` of the codes (module doc); a window over the whole unpadded
+    static input the global pool, as in onnxruntime."""
     _only(imp, attrs, {"auto_pad": ..., "kernel_shape": ..., "strides": ..., "pads": ...,
                        "ceil_mode": ..., "count_include_pad": ..., "channels_last": ...})
     x, dtype, xs, xz, ys, yz, last, shape = _pool_codes(imp, node, attrs)
@@ -396,176 +344,29 @@ def _qlinear_average_pool(imp, node, attrs):
     if len(kernel) != spatial:
         raise ModelFileError(f"kernel_shape {kernel}: X {shape} has {spatial} spatial axes",
                              node=imp.node_name, op=node.op_type)
-    axes = list(range(1, spatial + 1)) if last else list(range(2, spatial + 2))
-    sizes = [shape[a] for a in axes]
+    sizes = [shape[a] for a in mlas.global_average_axes(len(shape), last)]
     strides = list(attrs.get("strides", [1] * spatial))
-    run_time = any(type(d) is not int for d in sizes)
-    if run_time and attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER") and any(
+    if attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER") and any(
             s != 1 for n, s in zip(sizes, strides) if type(n) is not int):
         raise imp.unsupported(f"auto_pad={attrs['auto_pad']} with strides {strides} over "
                               f"spatial dims {sizes} of X {shape}: its pads depend on sizes "
                               f"known only when the call runs (at stride 1 they do not)")
     pads = _average_pads(imp, node, attrs, sizes, kernel, strides)
-    if kernel == sizes and not any(pads):
-        return _global_average(imp, node, _as_integer(imp, node.input[0], dtype), dtype, xs,
-                               xz, ys, yz, last, shape)
-    taps = math.prod(kernel)
-    if taps > MAX_TAPS:
-        raise imp.unsupported(f"a window of {taps} taps: onnxruntime sums them one by one in "
-                              f"float32, which the import reproduces up to {MAX_TAPS} taps")
+    padding = [[b, e] for b, e in zip(pads[:spatial], pads[spatial:])]
+    if mlas.average_pool_whole(sizes, kernel, padding):
+        return _global_average(imp, node, x, dtype, xs, xz, ys, yz, last, shape)
     ceil = bool(attrs.get("ceil_mode", 0))
-    if run_time:
-        return _run_time_average_pool(imp, node, attrs, x, dtype, (xs, xz, ys, yz), axes,
-                                      sizes, kernel, strides, pads, ceil)
-    outs = [_pooled_size(n, k, s, pads[d], pads[d + spatial], ceil)
-            for d, (n, k, s) in enumerate(zip(sizes, kernel, strides))]
-    if any(o < 1 for o in outs):
+    if any(type(n) is int and dims.pool_out(n, k, s, b, e, 1, ceil) < 1
+           for n, k, s, (b, e) in zip(sizes, kernel, strides, padding)):
         raise ModelFileError(f"kernel_shape {kernel} with pads {pads} over spatial dims "
                              f"{sizes} leaves no output", node=imp.node_name, op=node.op_type)
-    table = mlas.dequantized(dtype, xs, xz)
     _check_reach(imp, "the average over y_scale",
-                 float(np.abs(table).max()) / float(ys) + abs(yz))
-    xf = _dequantized(imp, x, xs, xz)
-    # zeros after the input, to the last window's end: adding 0.0 leaves a float32 sum as it is
-    after = [max(0, (o - 1) * s + k - p - n) for o, s, k, p, n in
-             zip(outs, strides, kernel, pads[:spatial], sizes)]
-    rank = len(shape)
-    padding = [[0, 0]] * rank
-    for d, a in enumerate(axes):
-        padding[a] = [pads[d], after[d]]
-    if any(p != [0, 0] for p in padding):
-        xf = imp.step("pad", [xf], "padded", {"pads": padding, "mode": "constant",
-                                               "value": 0.0})
-    total = None
-    for tap in itertools.product(*[range(k) for k in kernel]):
-        starts = list(tap)
-        ends = [t + (o - 1) * s + 1 for t, o, s in zip(tap, outs, strides)]
-        name = "tap" + "_".join(map(str, tap))
-        v = imp.step("slice", [xf], name, {"starts": starts, "ends": ends, "axes": axes,
-                                           "steps": strides})
-        total = v if total is None else imp.step("add", [total, v], f"sum_{name}")
-    counts = _window_counts(sizes, kernel, strides, pads, outs,
-                            bool(attrs.get("count_include_pad", 0)))
-    counts = counts.reshape([outs[axes.index(a)] if a in axes else 1 for a in range(rank)])
-    bind_codes(imp, node, _requantized_average(
-        imp, total, imp.add_constant(counts, f"{imp.node_name}.counts"), ys, yz, dtype), dtype)
-
-
-def _requantized_average(imp, total: str, counts: str, ys, yz: int, dtype: str) -> str:
-    """Each window's float32 sum over its count, over y_scale, plus y_zp, saturated: the
-    node's codes (float32)."""
-    avg = imp.step("div", [total, counts], "average")
-    v = imp.step("div", [avg, imp.add_constant(np.array(ys, np.float32),
-                                               f"{imp.node_name}.y_scale")], "scaled")
-    v = imp.step("add", [v, imp.add_constant(np.array(yz, np.float32),
-                                             f"{imp.node_name}.y_zero_point")], "shifted")
-    return _saturated(imp, v, dtype)
-
-
-def _global_when_whole(imp, x: str, scales: tuple, axes: list[int], sizes: list,
-                       counted: dict, kernel: list[int], windows: str, dtype: str) -> str:
-    """onnxruntime's kernel decides when the call runs to take the global pool's integer path
-    (its exact sum, one float32 scale: another rounding) wherever the input's spatial dims
-    equal the kernel and nothing pads it: ``windows`` (the tap-by-tap codes) there replaced
-    by the global pool's, or where that path's scale is out of its range (onnxruntime
-    refuses the call) an IndexRangeError naming the node. A static dim other than its
-    kernel's never takes it: ``windows`` as they are. ``counted``: each run-time dim's size
-    tensor, by spatial axis."""
-    whole = None
-    for d, (n, k) in enumerate(zip(sizes, kernel)):
-        if type(n) is int:
-            if n != k:
-                return windows
-            continue
-        same = imp.step("equal", [counted[d], imp.index_constant([k], f"kernel{d}")],
-                        f"whole{d}")
-        whole = same if whole is None else imp.step("and", [whole, same], f"whole_to{d}")
-    count = math.prod(kernel)
-    low, high = mlas.GLOBAL_AVERAGE_SCALES
-    if not low <= float(mlas.global_average_scale(scales[0], scales[2], count)) < high:
-        return refused_where(imp, windows, whole, "global_scale_checked")
-    codes = _whole_window_codes(imp, x, scales, axes, count, dtype)
-    return imp.step("where", [whole, codes, windows], "global_or_windows")
-
-
-def _run_time_average_pool(imp, node, attrs, x: str, dtype: str, scales: tuple,
-                           axes: list[int], sizes: list, kernel: list[int], strides: list[int],
-                           pads: list[int], ceil: bool) -> None:
-    """QLinearAveragePool over spatial dims known when the call runs (a pool inside a
-    quantized convnet under a run-time image size), explicit pads or SAME at stride 1:
-    onnxruntime's tap-by-tap float32 sums as over static dims, each tap a strided ``slice``
-    of the padded input from the tap to as many positions before the end as the kernel has
-    after it, so every tap is ``(n + pads - k) // s + 1`` long when the call runs. In ceil
-    mode the input takes ``s - 1`` more zeros at the end, so each tap is
-    ``ceil((n + pads - k) / s) + 1`` long: onnxruntime's size wherever no last window can
-    start past the input and its head padding, which holds at every size when ``s <= k -
-    pad_end`` (otherwise refused, naming the node, for a run-time dim). Each window's count:
-    the kernel's size with count_include_pad (or no pads, floor mode), else the taps inside
-    the input, summed the same way over a mask of ones. A padded dim shorter than the kernel
-    (where onnxruntime's windows reach past the input, or it refuses the call) is an
-    IndexRangeError naming the node when the call runs."""
-    xs, xz, ys, yz = scales
-    spatial, rank = len(axes), len(imp.type_of(node.input[0]).shape)
-    extra = [s - 1 if ceil else 0 for s in strides]
-    for d, (n, k, s) in enumerate(zip(sizes, kernel, strides)):
-        head, tail = pads[d], pads[d + spatial]
-        if not ceil or s <= k - tail:
-            continue
-        if type(n) is not int:
-            raise imp.unsupported(f"ceil_mode=1 with kernel_shape {kernel}, strides {strides} "
-                                  f"and pads {pads} over spatial dims {sizes}: whether the "
-                                  f"last window starts past the input depends on sizes known "
-                                  f"only when the call runs (it cannot where each stride is at "
-                                  f"most the kernel less its end pad)")
-        if n + head + tail >= k and _pooled_size(n, k, s, head, tail, True) != \
-                (n + head + tail + s - 1 - k) // s + 1:
-            extra[d] = 0  # onnxruntime drops the window past the input: floor mode's size
-    table = mlas.dequantized(dtype, xs, xz)
-    _check_reach(imp, "the average over y_scale",
-                 float(np.abs(table).max()) / float(ys) + abs(yz))
-    padding = [[0, 0]] * rank
-    for d, a in enumerate(axes):
-        padding[a] = [pads[d], pads[d + spatial] + extra[d]]
-
-    def tap_sum(v: str, name: str) -> str:
-        if any(pads) or any(extra):
-            v = imp.step("pad", [v], f"{name}_padded", {"pads": padding, "mode": "constant",
-                                                        "value": 0.0})
-        total = None
-        for tap in itertools.product(*[range(k) for k in kernel]):
-            ends = [t - (k - 1) if t < k - 1 else FAR for t, k in zip(tap, kernel)]
-            label = f"{name}_tap" + "_".join(map(str, tap))
-            cut = imp.step("slice", [v], label, {"starts": list(tap), "ends": ends,
-                                                 "axes": axes, "steps": strides})
-            total = cut if total is None else imp.step("add", [total, cut], f"sum_{label}")
-        return total
-
-    total = tap_sum(_dequantized(imp, x, xs, xz), "x")
-    if attrs.get("count_include_pad", 0) or not (any(pads) or any(extra)):
-        counts = imp.add_constant(np.array([math.prod(kernel)], np.float32),
-                                  f"{imp.node_name}.counts")
-    else:  # the taps inside the input: the same sums over ones (of the first channel)
-        channel = 1 if axes[0] == 2 else rank - 1
-        first = imp.step("slice", [x], "first_channel", {"starts": [0], "ends": [1],
-                                                         "axes": [channel], "steps": [1]})
-        counts = tap_sum(_lookup(imp, first, dtype, np.ones(256, np.float32), "ones"), "ones")
-    # a padded dim shorter than the kernel is refused when the call runs
-    counted = {d: size_tensor(imp, n, f".size{d}") for d, n in enumerate(sizes)
-               if type(n) is not int}
-    for d, n in enumerate(sizes):
-        if type(n) is int:
-            if n + pads[d] + pads[d + spatial] + extra[d] < kernel[d]:
-                raise ModelFileError(f"kernel_shape {kernel} with pads {pads} over spatial "
-                                     f"dims {sizes} leaves no output", node=imp.node_name,
-                                     op=node.op_type)
-            continue
-        short = imp.step("less", [counted[d], imp.index_constant(
-            [kernel[d] - pads[d] - pads[d + spatial] - extra[d]], f"least{d}")], f"short{d}")
-        counts = refused_where(imp, counts, short, f"long_enough{d}")
-    v = _requantized_average(imp, total, counts, ys, yz, dtype)
-    if not any(pads):
-        v = _global_when_whole(imp, x, scales, axes, sizes, counted, kernel, v, dtype)
-    bind_codes(imp, node, v, dtype)
+                 float(np.abs(mlas.dequantized(dtype, xs, xz)).max()) / float(ys) + abs(yz))
+    integer_op(imp, node, "qlinear_average_pool",
+               [x, *_pair(imp, node, xs, xz, dtype, "x"), *_pair(imp, node, ys, yz, dtype, "y")],
+               {"kernel_size": kernel, "stride": strides, "padding": padding, "ceil_mode": ceil,
+                "count_include_pad": bool(attrs.get("count_include_pad", 0)),
+                "channels_last": bool(last)}, dtype)
 
 
 def _average_pads(imp, node, attrs, sizes, kernel, strides) -> list[int]:
@@ -594,31 +395,6 @@ def _average_pads(imp, node, attrs, sizes, kernel, strides) -> list[int]:
         raise ModelFileError(f"pads {pads} must each be smaller than the kernel {kernel}",
                              node=imp.node_name, op=node.op_type)
     return pads
-
-
-def _pooled_size(n: int, k: int, s: int, head: int, tail: int, ceil: bool) -> int:
-    """onnxruntime's output size: ``(n + pads - k) / s + 1`` in float32, truncated (ceil_mode:
-    rounded up, less a last window starting past the input and its head padding)."""
-    f = np.float32
-    v = f(f(f(n + head + tail - k) / f(s)) + f(1))
-    if not ceil:
-        return int(np.trunc(v))
-    out = int(np.ceil(v))
-    return out - 1 if (out - 1) * s >= n + head else out
-
-
-def _window_counts(sizes, kernel, strides, pads, outs, include_pad: bool) -> np.ndarray:
-    """Each output's divisor (float32): the kernel's size with count_include_pad, else the
-    taps inside the input."""
-    spatial = len(sizes)
-    if include_pad:
-        return np.full(outs, np.float32(math.prod(kernel)), np.float32)
-    counts = np.ones(outs, np.int64)
-    for d in range(spatial):
-        start = np.arange(outs[d]) * strides[d] - pads[d]
-        inside = np.minimum(start + kernel[d], sizes[d]) - np.maximum(start, 0)
-        counts = counts * inside.reshape([-1 if e == d else 1 for e in range(spatial)])
-    return counts.astype(np.float32)
 
 
 # --- QGemm -------------------------------------------------------------------------------------

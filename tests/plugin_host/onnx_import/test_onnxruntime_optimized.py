@@ -15,6 +15,7 @@ from plugin_host.cli import main
 from plugin_host.errors import ModelImportError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
+from plugin_host.onnx_import.build import _optimized_note
 from plugin_host.onnx_import.reference import run_optimizer
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
@@ -138,16 +139,32 @@ def test_elementwise_groups_import_as_onnxruntimes_kernels(tmp_path, signer):
     assert "embedding" not in ops
 
 
-def test_the_summary_names_the_groups_imported_as_emulations(tmp_path, signer):
-    """QLinearAveragePool is one (its windows tap by tap); QLinearGlobalAveragePool is one
-    ``qlinear_global_average_pool``, onnxruntime's kernel."""
+def test_average_pools_import_as_onnxruntimes_kernels(tmp_path, signer):
+    """QLinearAveragePool and QLinearGlobalAveragePool are one op each,
+    ``qlinear_average_pool`` and ``qlinear_global_average_pool``: onnxruntime's kernels."""
     note, graph = _optimized_and_checked(tmp_path, signer, _Pooled, 4)
-    emulated = note.split("emulations")[0].rsplit("model; ", 1)[1]
-    assert "com.microsoft.QLinearAveragePool" in emulated, note
-    assert "com.microsoft.QLinearGlobalAveragePool x1" in note, note
-    assert "QLinearGlobalAveragePool" not in emulated, note
-    assert "import as exact emulations of several ops each" in note
-    assert "qlinear_global_average_pool" in {node.op for node in graph.nodes}
+    for op in ("QLinearAveragePool", "QLinearGlobalAveragePool"):
+        assert f"com.microsoft.{op} x1" in note, note
+    assert "emulations" not in note
+    assert {"qlinear_average_pool", "qlinear_global_average_pool"} <= {
+        node.op for node in graph.nodes}
+
+
+def test_the_summary_names_the_groups_imported_as_emulations():
+    """QLinearWhere imports as several ops (its lookup tables): the summary says so, naming
+    it, and the kernels it gained besides."""
+    def model(*ops):
+        nodes = [onnx.helper.make_node(op, [], [f"o{k}"], domain=domain)
+                 for k, (domain, op) in enumerate(ops)]
+        return onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [], []))
+    before = model(("", "DequantizeLinear"), ("", "Where"), ("", "QuantizeLinear"))
+    after = model(("com.microsoft", "QLinearWhere"), ("com.microsoft", "QLinearAveragePool"))
+    note = _optimized_note(before, after)
+    assert note.endswith("the reference runs the rewritten model; com.microsoft.QLinearWhere "
+                         "import as exact emulations of several ops each (lookup tables, "
+                         "integer arithmetic), which can run slower than a build without "
+                         "--onnxruntime-optimized: compare the two builds' latency"), note
+    assert "new: com.microsoft.QLinearAveragePool x1, com.microsoft.QLinearWhere x1;" in note
 
 
 def test_a_float_models_fusions_import(tmp_path, signer):

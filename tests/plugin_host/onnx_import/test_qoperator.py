@@ -21,8 +21,7 @@ from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
 
 from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends, export,
-                       export_dynamic, import_and_load, index_refused_on_both_backends, onnx,
-                       onnxruntime_outputs, torch)
+                       export_dynamic, import_and_load, onnx, onnxruntime_outputs, torch)
 from .test_quantized import _Batches
 
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -420,6 +419,7 @@ _POOLS = {
     "1d": ((2, 3, 9), {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}),
     "3d": ((1, 2, 4, 5, 4), {"kernel_shape": [2, 2, 2], "strides": [1, 2, 2]}),
     "whole-input": ((2, 3, 4, 5), {"kernel_shape": [4, 5]}),
+    "9x9": ((1, 2, 20, 20), {"kernel_shape": [9, 9], "pads": [4, 0, 4, 3]}),
     "channels-last": ((2, 6, 6, 3), {"kernel_shape": [3, 3], "strides": [2, 2],
                                      "channels_last": 1}),
 }
@@ -433,10 +433,9 @@ def test_average_pool_matches_onnxruntime(dtype, case, tmp_path):
         path = _unary_model(tmp_path, "QLinearAveragePool", dtype, shape, _scale(),
                             _zp(dtype), _scale(), _zp(dtype), **attrs)
         graph = _exact(path, [{"x": _codes(dtype, shape)}, {"x": _every_code(dtype, shape)}])
-    # a window over the whole unpadded input: onnxruntime's global pool, one op of the codes
-    whole = [(n.op, graph.types[n.inputs[0]].dtype) for n in graph.nodes] == [
-        ("qlinear_global_average_pool", dtype)]
-    assert whole == (case == "whole-input")
+    # one op of the codes; a window over the whole unpadded input onnxruntime's global pool
+    op = "qlinear_global_average_pool" if case == "whole-input" else "qlinear_average_pool"
+    assert [(n.op, graph.types[n.inputs[0]].dtype) for n in graph.nodes] == [(op, dtype)]
 
 
 #: run-time spatial dims (the symbolic shape, and the shapes fed: the first the smallest the
@@ -474,15 +473,25 @@ _RUN_TIME_POOLS = {
     "same-lower-stride-1-one-static": (("N", 2, "h", 6), [(1, 2, 1, 6), (2, 2, 5, 6)],
                                        {"kernel_shape": [2, 3], "strides": [1, 2],
                                         "auto_pad": "SAME_LOWER"}),
+    # a last window starting past the input at some sizes (8: ceil gives 4 starts, the last
+    # at 9) and not at others (7, 9, 10)
+    "ceil-mode-stride-past-kernel": (("N", 3, "h", "w"), [(1, 3, 1, 2), (1, 3, 7, 8),
+                                                          (2, 3, 8, 9), (1, 3, 10, 5)],
+                                     {"kernel_shape": [2, 2], "strides": [3, 2],
+                                      "ceil_mode": 1}),
+    "ceil-mode-end-pad": (("N", 3, "h", "w"), [(1, 3, 1, 2), (1, 3, 5, 6), (2, 3, 8, 7)],
+                          {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 2, 0],
+                           "ceil_mode": 1}),
+    "9x9": (("N", 2, "h", "w"), [(1, 2, 9, 9), (1, 2, 20, 13)], {"kernel_shape": [9, 9]}),
 }
 
 
 @pytest.mark.parametrize("case", list(_RUN_TIME_POOLS))
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
 def test_average_pool_over_run_time_dims_matches_onnxruntime(dtype, case, tmp_path):
-    """Spatial dims known when the call runs: each tap a strided slice to as many positions
-    before the end as the kernel has after it, the counts of padded windows summed over ones,
-    bit for bit with onnxruntime from the smallest size the kernel takes up."""
+    """Spatial dims known when the call runs: one qlinear_average_pool, whose windows and
+    divisors come from the call's sizes, bit for bit with onnxruntime from the smallest size
+    the kernel takes up."""
     shape, fed, attrs = _RUN_TIME_POOLS[case]
     for _ in range(3):
         path = _unary_model(tmp_path, "QLinearAveragePool", dtype, shape, _scale(),
@@ -492,10 +501,10 @@ def test_average_pool_over_run_time_dims_matches_onnxruntime(dtype, case, tmp_pa
 
 
 def test_average_pool_over_run_time_dims_matches_over_random_configurations(tmp_path):
-    """Kernels, strides and pads of 1 or 2 spatial axes drawn at random, floor and ceil mode
-    (where each stride is at most the kernel less its end pad), with and without
-    count_include_pad: bit for bit with onnxruntime from the shortest size each takes (the
-    scales within the global path's range, which the shortest size may take)."""
+    """Kernels, strides and pads of 1 or 2 spatial axes drawn at random, floor and ceil mode,
+    with and without count_include_pad: bit for bit with onnxruntime from the shortest size
+    each takes (the scales within the global path's range, which the shortest size may
+    take)."""
     rng = np.random.default_rng(5)
     tried = 0
     while tried < 16:
@@ -505,8 +514,7 @@ def test_average_pool_over_run_time_dims_matches_over_random_configurations(tmp_
         pads = [int(rng.integers(0, k)) for k in kernel + kernel]
         ceil = int(rng.integers(0, 2))
         ends = pads[spatial:]
-        if kernel == [1] * spatial or ceil and any(
-                s > k - e for s, k, e in zip(strides, kernel, ends)):
+        if kernel == [1] * spatial:
             continue
         tried += 1
         dtype = ("uint8", "int8")[int(rng.integers(0, 2))]
@@ -521,6 +529,15 @@ def test_average_pool_over_run_time_dims_matches_over_random_configurations(tmp_
                  for k, s, b, e in zip(kernel, strides, pads, ends)]
         fed = [least] + [[n + int(rng.integers(1, 8)) for n in least] for _ in range(2)]
         _exact(path, [{"x": _codes(dtype, (1, 2, *f))} for f in fed])
+
+
+def _refused_on_both_backends(graph, feed: dict, error: type, says: str) -> None:
+    """A call refused with ``error`` (its message matching ``says``) naming the node 'n', on
+    the numpy and the onnxruntime backend."""
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        with pytest.raises(error, match=says) as caught:
+            Executor(graph, backend).run(dict(feed))
+        assert caught.value.context["node"] == "n"
 
 
 def test_a_run_time_input_as_large_as_the_kernel_takes_the_global_paths_rounding(tmp_path):
@@ -538,8 +555,9 @@ def test_a_run_time_input_as_large_as_the_kernel_takes_the_global_paths_rounding
 def test_a_run_time_whole_input_beyond_the_global_paths_scale_is_refused_when_it_runs(
         tmp_path):
     """x_scale / (y_scale * 4) = 256, outside the global path's range: onnxruntime refuses
-    the call where the input is as large as the 2 x 2 kernel, and so do both backends, naming
-    the node; at other sizes the windows' path runs, bit for bit."""
+    the call where the input is as large as the 2 x 2 kernel, and so do both backends, with
+    the op's DomainError naming the node; at other sizes the windows' path runs, bit for
+    bit."""
     path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", ("N", 2, "h", "w"),
                         np.float32(1.0), np.uint8(0), np.float32(1 / 1024), np.uint8(0),
                         kernel_shape=[2, 2], strides=[2, 2])
@@ -547,40 +565,33 @@ def test_a_run_time_whole_input_beyond_the_global_paths_scale_is_refused_when_it
     whole = {"x": _codes("uint8", (1, 2, 2, 2))}
     with pytest.raises(Exception, match="out of computation range"):
         onnxruntime_outputs(path, whole, optimized=False)
-    index_refused_on_both_backends(graph, whole, r"node 'n/global_scale_checked'")
+    _refused_on_both_backends(graph, whole, DomainError, "= 256.0 for windows of 4 values")
 
 
 @pytest.mark.parametrize("case", ["2x2-stride-2", "3x3-padded", "1d", "ceil-mode-resnet-d"])
 def test_a_run_time_dim_shorter_than_the_kernel_is_refused_when_the_call_runs(case,
                                                                               tmp_path):
     """Shorter than the kernel with its pads, onnxruntime refuses the call (a negative output
-    size) or reads windows past the input (x of 1 row, 2 x 2 by 2: one output row): refused
-    naming the node on both backends."""
+    size) or gives an empty output: both backends refuse it with the op's ShapeError naming
+    the node."""
     shape, fed, attrs = _RUN_TIME_POOLS[case]
     path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", shape, _scale(),
                         _zp("uint8"), _scale(), _zp("uint8"), **attrs)
     graph = _exact(path, [{"x": _codes("uint8", fed[0])}])
     short = tuple(d - 1 if k >= len(shape) - len(attrs["kernel_shape"]) else d
                   for k, d in enumerate(fed[0]))
-    index_refused_on_both_backends(graph, {"x": _codes("uint8", short)},
-                                   r"node 'n/long_enough\d'")
+    _refused_on_both_backends(graph, {"x": _codes("uint8", short)}, ShapeError,
+                              r"qlinear_average_pool: spatial axis \d of x shape .* smaller "
+                              r"than the window")
 
 
-@pytest.mark.parametrize("attrs, says", [
-    ({"kernel_shape": [2, 2], "strides": [3, 2], "ceil_mode": 1}, "ceil_mode=1 with "
-     "kernel_shape [2, 2], strides [3, 2]"),
-    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 2, 0], "ceil_mode": 1},
-     "whether the last window starts past the input depends on sizes"),
-    ({"kernel_shape": [3, 2], "strides": [2, 1], "auto_pad": "SAME_UPPER"},
-     "auto_pad=SAME_UPPER with strides [2, 1] over spatial dims")],
-    ids=["ceil-mode-stride-past-kernel", "ceil-mode-end-pad", "same-upper-stride-2"])
-def test_average_pools_whose_windows_depend_on_run_time_dims_are_refused(attrs, says,
-                                                                        tmp_path):
-    """In ceil mode a last window may start past the input at some sizes only (a stride
-    past the kernel less its end pad); SAME's pads depend on the size at a stride past 1."""
+def test_an_average_pool_whose_pads_depend_on_run_time_dims_is_refused(tmp_path):
+    """SAME's pads depend on the size at a stride past 1; the op's pads are constants."""
     path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", ("N", 3, "h", "w"),
-                        _scale(), _zp("uint8"), _scale(), _zp("uint8"), **attrs)
-    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAveragePool)", says)
+                        _scale(), _zp("uint8"), _scale(), _zp("uint8"), kernel_shape=[3, 2],
+                        strides=[2, 1], auto_pad="SAME_UPPER")
+    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAveragePool)",
+                   "auto_pad=SAME_UPPER with strides [2, 1] over spatial dims")
 
 
 def test_a_static_dim_shorter_than_the_kernel_beside_run_time_ones_is_refused(tmp_path):
@@ -1032,13 +1043,6 @@ def test_scales_whose_sum_passes_int32_are_refused(tmp_path):
                          [1e30, 1.0, 1e-10], [np.uint8(0)] * 3)
     assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAdd)",
                    "beyond int32: onnxruntime's conversion of it gives the type's minimum")
-
-
-def test_an_average_window_of_too_many_taps_is_refused(tmp_path):
-    path = _unary_model(tmp_path, "QLinearAveragePool", "uint8", (1, 1, 20, 20), 0.5,
-                        np.uint8(0), 0.5, np.uint8(0), kernel_shape=[9, 9])
-    assert_refused(path, UnsupportedModelError, "node 'n' (QLinearAveragePool)",
-                   "a window of 81 taps")
 
 
 def test_a_contrib_op_needs_the_contrib_opset_1(tmp_path):
