@@ -186,7 +186,8 @@ def qlinear_average_pool(attrs, consts, types, where):
         widths = [(0, 0)] * x.ndim
         for a, n, o, k, s, (before, _) in zip(axes, sizes, outs, kernel_size, stride, padding):
             widths[a] = (before, max(0, (o - 1) * s + k - before - n))  # to the last window
-        values = np.pad(values, widths)
+        if any(w != (0, 0) for w in widths):
+            values = np.pad(values, widths)
         total = None
         for tap in itertools.product(*[range(k) for k in kernel_size]):
             view = [slice(None)] * x.ndim
