@@ -28,7 +28,9 @@ built so: its SiLUs, residual add, concats and softmax onnxruntime's QLinearSigm
 QLinearMul, QLinearAdd, QLinearConcat and QLinearSoftmax, the ABI's ``qlinear_*`` ops); and a
 small classifier of MobileNetV3's and EfficientNet's parts over a 224x224 image in the
 QOperator format (``classifier_qoperator``: its max pool of codes, depthwise convs, SiLUs,
-squeeze-and-excitation gates' global pools, residual adds and head: onnxruntime's kernels).
+squeeze-and-excitation gates' global pools, residual adds and head: onnxruntime's kernels),
+and one of DenseNet's parts (``densenet_qoperator``: concatenated dense layers, transitions'
+2x2 average pools of codes, onnxruntime's QLinearAveragePool).
 Bare onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
 quantized model costs through the host, and the outputs' agreement is printed beside them.
 
@@ -176,6 +178,39 @@ def _se_classifier():
     return Classifier()
 
 
+def _dense_classifier():
+    """A small classifier of DenseNet's parts: a strided stem conv, dense layers (a 3x3 conv
+    and ReLU concatenated to their input) and transitions of a 1x1 conv and a 2x2 average
+    pool, a global pool and a Linear."""
+    import torch
+
+    class Dense(torch.nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(c, 12, 3, 1, 1)
+
+        def forward(self, x):
+            return torch.cat([x, torch.relu(self.conv(x))], 1)
+
+    def transition():
+        return torch.nn.Sequential(torch.nn.Conv2d(48, 24, 1), torch.nn.ReLU(),
+                                   torch.nn.AvgPool2d(2))
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 24, 3, 2, 1)
+            self.blocks = torch.nn.Sequential(Dense(24), Dense(36), transition(),
+                                              Dense(24), Dense(36), transition())
+            self.head = torch.nn.Linear(24, 10)
+
+        def forward(self, x):
+            y = self.blocks(torch.relu(self.stem(x)))
+            return self.head(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+    return Classifier()
+
+
 def _mlp():
     import torch
 
@@ -239,6 +274,8 @@ MODELS = {
                                 "quantize_static, QOperator, uint8 activations, int8 weights"),
     "classifier_qoperator": Model(_statically_quantized(_se_classifier, "QOperator"),
                                   (1, 3, 224, 224), 4, "quantize_static, QOperator, uint8"),
+    "densenet_qoperator": Model(_statically_quantized(_dense_classifier, "QOperator"),
+                                (1, 3, 224, 224), 4, "quantize_static, QOperator, uint8"),
 }
 
 if __name__ == "__main__":
