@@ -322,3 +322,43 @@ def test_an_average_pool_over_the_whole_input_rounds_as_the_global_pool():
     padded = numpy_run("qlinear_average_pool", UNARY_NAMES, values,
                        {**attrs, "padding": [[0, 1], [0, 1]]}, (0,))
     assert (padded != got).sum() == 16  # the windows' path: the same windows, other rounding
+
+
+#: (x_scale, x_zp, y_scale, y_zp) under which a 3x3 window summed in another order than
+#: onnxruntime's, or divided by the count times y_scale, changes outputs of
+#: :func:`sum_order_codes` (found by searching random scales)
+SUM_ORDER = [(0.06875735, 150, 0.0080891, 201), (0.0034982816, 123, 0.077221125, 67)]
+
+
+def sum_order_codes() -> np.ndarray:
+    return (np.arange(64 * 64) * 37 % 256).astype(np.uint8).reshape(1, 1, 64, 64)
+
+
+def test_average_pool_sums_and_divides_in_onnxruntimes_order():
+    """A 3x3 window padded by 1: the taps in row-major order, the sum over its divisor and
+    then over y_scale, as onnxruntime; the other orders (computed here) move outputs."""
+    x = sum_order_codes()
+    attrs = {"kernel_size": [3, 3], "stride": [1, 1], "padding": [[1, 1], [1, 1]]}
+    moved = []
+    for x_scale, x_zp, y_scale, y_zp in SUM_ORDER:
+        values = [x, np.float32(x_scale), np.array(x_zp, np.uint8), np.float32(y_scale),
+                  np.array(y_zp, np.uint8)]
+        got = numpy_run("qlinear_average_pool", UNARY_NAMES, values, attrs, (0,))
+        np.testing.assert_array_equal(got, onnxruntime_run(
+            "QLinearAveragePool", UNARY_NAMES, values, {"kernel_shape": [3, 3],
+                                                         "pads": [1, 1, 1, 1]}, (0,)))
+        v = np.pad(np.float32(x_scale) * (x.astype(np.float32) - np.float32(x_zp)),
+                   [(0, 0), (0, 0), (1, 1), (1, 1)])
+        taps = [v[:, :, i:i + 64, j:j + 64] for i in range(3) for j in range(3)]
+        edge = np.full(64, 3, np.float32)
+        edge[[0, -1]] = 2
+        divisors = edge[:, None] * edge[None, :]
+        backwards = taps[-1]
+        for tap in taps[-2::-1]:
+            backwards = backwards + tap
+        forwards = sum(taps[1:], taps[0])
+        for total, divide in ((backwards, lambda t: t / divisors / np.float32(y_scale)),
+                              (forwards, lambda t: t / (divisors * np.float32(y_scale)))):
+            other = np.clip(np.rint(divide(total) + np.float32(y_zp)), 0, 255)
+            moved.append(int((other != got).sum()))
+    assert moved[:2] == [129, 20] and moved[2] > 0, moved
