@@ -273,6 +273,15 @@ def average_pool_whole(sizes, kernel, padding) -> bool:
     return list(sizes) == list(kernel) and not any(p for pair in padding for p in pair)
 
 
+def average_reach(dtype: str, x_scale, x_zero_point: int, y_scale, y_zero_point: int) -> float:
+    """The largest magnitude QLinearAveragePool's average over ``y_scale`` plus its zero point
+    can take (an average is at most its largest dequantized code): onnxruntime converts it to
+    int32 before saturating, so at :data:`INT32_LIMIT` or more its answer is the type's
+    minimum."""
+    top = float(np.abs(dequantized(dtype, x_scale, x_zero_point)).max())
+    return top / float(_F32(y_scale)) + abs(y_zero_point)
+
+
 def average_pool_divisors(sizes, kernel, stride, padding, outs, count_include_pad: bool
                           ) -> np.ndarray:
     """QLinearAveragePool's divisor of each window (float32, of shape ``outs``): the kernel's

@@ -50,10 +50,11 @@ def pool_windows(name: str, shape: tuple, attrs: dict, channels_last: bool = Fal
 
 def pool_sizes(name: str, shape: tuple, attrs: dict, channels_last: bool = False) -> list:
     """A pool's output sizes over the spatial axes of an input of ``shape`` (N, C, spatial...;
-    with ``channels_last`` (N, spatial..., C)): :func:`dims.pool_out` of each, a ShapeError where a known size leaves no window, or, for
-    the max pools (``name`` max_pool or max_pool_with_indices), a dilated window of padding
-    alone. The shape rule asks it of the sizes the graph knows; a backend asks it again of the
-    sizes a call gives, where the graph's were known only then."""
+    with ``channels_last`` (N, spatial..., C)): :func:`dims.pool_out` of each, a ShapeError
+    where a known size leaves no window, or, for the max pools (``name`` max_pool or
+    max_pool_with_indices), a dilated window of padding alone. The shape rule asks it of the
+    sizes the graph knows; a backend asks it again of the sizes a call gives, where the
+    graph's were known only then."""
     kernel, stride, padding = attrs["kernel_size"], attrs["stride"], attrs["padding"]
     dilation = attrs.get("dilation") or (1,) * len(kernel)
     out = []

@@ -360,8 +360,7 @@ def _qlinear_average_pool(imp, node, attrs):
            for n, k, s, (b, e) in zip(sizes, kernel, strides, padding)):
         raise ModelFileError(f"kernel_shape {kernel} with pads {pads} over spatial dims "
                              f"{sizes} leaves no output", node=imp.node_name, op=node.op_type)
-    _check_reach(imp, "the average over y_scale",
-                 float(np.abs(mlas.dequantized(dtype, xs, xz)).max()) / float(ys) + abs(yz))
+    _check_reach(imp, "the average over y_scale", mlas.average_reach(dtype, xs, xz, ys, yz))
     integer_op(imp, node, "qlinear_average_pool",
                [x, *_pair(imp, node, xs, xz, dtype, "x"), *_pair(imp, node, ys, yz, dtype, "y")],
                {"kernel_size": kernel, "stride": strides, "padding": padding, "ceil_mode": ceil,

@@ -18,7 +18,7 @@ from abi import mlas
 from abi.errors import BackendError
 from abi.ops.sampling import pool_sizes
 
-from .emitter import MS, Converter
+from .emitter import MS, Converter, onnx_pads
 from .glue import values_needed
 
 
@@ -136,9 +136,7 @@ def qlinear_average_pool(e, node, ins, outs, a):
     output or refuses it."""
     x_scale, x_zp, y_scale, y_zp = _constants(e, node, ins[1:], "QLinearAveragePool is used "
                                               "only where its constants are known")
-    dtype = e.types[ins[0]].dtype
-    reach = float(np.abs(mlas.dequantized(dtype, x_scale, int(x_zp))).max()) / float(
-        np.float32(y_scale)) + abs(int(y_zp))
+    reach = mlas.average_reach(e.types[ins[0]].dtype, x_scale, int(x_zp), y_scale, int(y_zp))
     if not reach < mlas.INT32_LIMIT:
         raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} whose "
                            f"averages reach {reach:.4g} in magnitude over y_scale, beyond "
@@ -166,7 +164,7 @@ def qlinear_average_pool(e, node, ins, outs, a):
         e.checks.shapes.append((dims, functools.partial(
             _whole_window_checked, x_scale, y_scale, axes, kernel), node.name))
     e.op("QLinearAveragePool", ins, outs, domain=MS, kernel_shape=kernel,
-         strides=list(a["stride"]), pads=[p[0] for p in padding] + [p[1] for p in padding],
+         strides=list(a["stride"]), pads=onnx_pads(padding),
          ceil_mode=int(a["ceil_mode"]), count_include_pad=int(a["count_include_pad"]),
          channels_last=int(last))
 
