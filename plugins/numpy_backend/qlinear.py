@@ -165,11 +165,28 @@ def qlinear_global_average_pool(attrs, consts, types, where):
     return _binder(kernel, consts, types, {})
 
 
+def _average_steps(n: int, o: int, k: int, s: int, b: int) -> list[tuple[slice, slice]]:
+    """One spatial axis of an average pool's sums, as (windows, x) slice pairs to add in turn:
+    a tap at a time (the windows whose tap lands on x, x at those positions) or, where x is
+    shorter than the taps that reach it, an element of x at a time (each window holding it).
+    Either way each window takes its values in tap order, since a window's tap and the element
+    it lands on grow together: only the taps on x (a tap on the padding adds 0, which changes
+    no sum), in as few steps as the shorter of the kernel and x."""
+    taps = range(max(0, b - (o - 1) * s), min(k, b + n))  # those that reach x for some window
+    if len(taps) <= n:
+        steps = [(max(0, -(-(b - t) // s)), min(o, (n - 1 + b - t) // s + 1), t) for t in taps]
+        return [(slice(first, end), slice(first * s + t - b, (end - 1) * s + t - b + 1, s))
+                for first, end, t in steps if first < end]
+    steps = [(max(0, -(-(i + b - k + 1) // s)), min(o, (i + b) // s + 1), i) for i in range(n)]
+    return [(slice(first, end), slice(i, i + 1)) for first, end, i in steps if first < end]
+
+
 def qlinear_average_pool(attrs, consts, types, where):
-    """The codes dequantized as MLAS's table holds them, each window's taps summed one by one
-    in float32 over a zero-padded copy (one strided view a tap), divided by the windows'
-    divisors (:func:`abi.mlas.average_pool_divisors`), by y_scale, plus y_zero_point, rounded
-    and saturated; a window over the whole unpadded input :func:`_global_average`, as
+    """The codes dequantized as MLAS's table holds them, each window's values on x added one
+    by one in float32 in row-major order of its taps to zeros (:func:`_average_steps`: nothing
+    padded is allocated), then divided by the windows' divisors
+    (:func:`abi.mlas.average_pool_divisors`), by y_scale, plus y_zero_point, rounded and
+    saturated; a window over the whole unpadded input :func:`_global_average`, as
     onnxruntime's kernel. The output lengths are the op's rule's of the call's sizes
     (:func:`abi.ops.sampling.pool_windows`: a ShapeError where none is left)."""
     op = "qlinear_average_pool"
@@ -183,17 +200,17 @@ def qlinear_average_pool(attrs, consts, types, where):
             return _global_average(op, x, x_scale, x_zero_point, y_scale, y_zero_point, last)
         outs = pool_windows(op, x.shape, attrs, last)
         values = (F32(x_scale) * (x.astype(F32) - F32(x_zero_point))).astype(F32)
-        widths = [(0, 0)] * x.ndim
-        for a, n, o, k, s, (before, _) in zip(axes, sizes, outs, kernel_size, stride, padding):
-            widths[a] = (before, max(0, (o - 1) * s + k - before - n))  # to the last window
-        if any(w != (0, 0) for w in widths):
-            values = np.pad(values, widths)
-        total = None
-        for tap in itertools.product(*[range(k) for k in kernel_size]):
-            view = [slice(None)] * x.ndim
-            for a, t, o, s in zip(axes, tap, outs, stride):
-                view[a] = slice(t, t + (o - 1) * s + 1, s)
-            total = values[tuple(view)] if total is None else total + values[tuple(view)]
+        shape = list(x.shape)
+        for a, o in zip(axes, outs):
+            shape[a] = o
+        total = np.zeros(shape, F32)
+        for step in itertools.product(*[
+                _average_steps(n, o, k, s, b) for n, o, k, s, (b, _) in
+                zip(sizes, outs, kernel_size, stride, padding)]):
+            into, read = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+            for a, (windows, taken) in zip(axes, step):
+                into[a], read[a] = windows, taken
+            total[tuple(into)] += values[tuple(read)]
         divisors = mlas.average_pool_divisors(sizes, kernel_size, stride, padding, outs, include)
         divisors = np.expand_dims(divisors, (x.ndim - 1, 0) if last else (0, 1))
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

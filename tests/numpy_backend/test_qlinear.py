@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 from plugin_host.builder import GraphBuilder
 from plugin_host.executor import Executor
 from plugins.numpy_backend import NumpyBackend
+from plugins.numpy_backend.qlinear import _average_steps
 
 from .test_glue import unoptimized_session
 from .test_qlinear_conv import codes
@@ -276,6 +277,10 @@ AVERAGE_POOLS = [
     ((1, 1, 20, 20), [9, 9], [1, 1], [[0, 0], [0, 0]], False, False, False),
     ((2, 3, 4, 5), [4, 5], [1, 1], [[0, 0], [0, 0]], False, False, False),  # the whole input
     ((2, 4, 5, 3), [4, 5], [2, 2], [[0, 0], [0, 0]], True, False, True),
+    # x shorter than the taps that reach it: summed an element of x at a time
+    ((1, 2, 3, 4), [5, 6], [1, 2], [[4, 2], [3, 5]], False, False, False),
+    ((1, 2, 9, 2), [3, 5], [2, 1], [[1, 1], [4, 4]], True, True, False),
+    ((2, 2, 3, 3), [4, 5], [1, 3], [[3, 1], [2, 4]], True, False, True),
 ]
 
 
@@ -362,3 +367,20 @@ def test_average_pool_sums_and_divides_in_onnxruntimes_order():
             other = np.clip(np.rint(divide(total) + np.float32(y_zp)), 0, 255)
             moved.append(int((other != got).sum()))
     assert moved[:2] == [129, 20] and moved[2] > 0, moved
+
+
+def test_an_average_window_far_larger_than_x_is_summed_an_element_of_x_at_a_time():
+    """A 300 x 200 window, padded almost as much, over a 2 x 3 input: six steps of the sums
+    rather than the 60,000 taps (the kernel's cost follows x, as onnxruntime's does, and
+    nothing padded is allocated), bit for bit onnxruntime's."""
+    assert [len(_average_steps(n, o, k, 1, b)) for n, o, k, b in (
+        (2, 252, 300, 299), (3, 3, 200, 99))] == [2, 3]
+    assert len(_average_steps(56, 28, 2, 2, 0)) == 2  # a usual pool: a tap at a time
+    rng = np.random.default_rng(8)
+    values = global_pool_values(rng, "uint8", (1, 3, 2, 3))
+    attrs = {"kernel_size": [300, 200], "stride": [1, 1], "padding": [[299, 250], [99, 100]]}
+    got = numpy_run("qlinear_average_pool", UNARY_NAMES, values, attrs, (0,))
+    want = onnxruntime_run("QLinearAveragePool", UNARY_NAMES, values, {
+        "kernel_shape": [300, 200], "pads": [299, 99, 250, 100]}, (0,))
+    assert got.shape == (1, 3, 252, 3)
+    np.testing.assert_array_equal(got, want)
