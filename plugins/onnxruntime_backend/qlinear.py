@@ -132,8 +132,8 @@ def qlinear_average_pool(e, node, ins, outs, a):
     the kernel gets ``y_scale * count`` for x_scale at such calls, which it takes, and the
     op's DomainError is raised after the run from x's shape. Over spatial dims known when the
     call runs, the op's rule is asked of the call's sizes after the run: where no window fits
-    it refuses the call, as the numpy backend does, where onnxruntime's kernel gives an empty
-    output or refuses it."""
+    it refuses the call, as the numpy backend does, where onnxruntime's kernel computes windows
+    reaching past the input, gives an empty output or refuses it."""
     x_scale, x_zp, y_scale, y_zp = _constants(e, node, ins[1:], "QLinearAveragePool is used "
                                               "only where its constants are known")
     reach = mlas.average_reach(e.types[ins[0]].dtype, x_scale, int(x_zp), y_scale, int(y_zp))

@@ -250,8 +250,9 @@ def test_an_average_pool_whose_whole_window_scale_is_out_of_range_is_refused_on_
 
 
 def test_an_average_pool_of_a_call_leaving_no_window_is_refused_on_both_backends():
-    """An input shorter than the kernel: onnxruntime's kernel refuses the call; both backends
-    raise the op's ShapeError naming the node."""
+    """An input shorter than the kernel (2 rows, 3 x 3 by 2): onnxruntime's kernel computes a
+    row of windows reaching past the input (its length (2 - 3) / 2 + 1 truncated toward 0);
+    both backends raise the op's ShapeError naming the node."""
     graph = _average_pool(("N", 2, "h", "w"), 0.5, 0.25, kernel_size=[3, 3])
     for backend in (NumpyBackend(), OnnxruntimeBackend()):
         with pytest.raises(ShapeError, match="spatial axis 0 of x shape .1, 2, 2, 5. is 2") \
