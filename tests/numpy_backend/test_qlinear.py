@@ -384,3 +384,36 @@ def test_an_average_window_far_larger_than_x_is_summed_an_element_of_x_at_a_time
         "kernel_shape": [300, 200], "pads": [299, 99, 250, 100]}, (0,))
     assert got.shape == (1, 3, 252, 3)
     np.testing.assert_array_equal(got, want)
+
+
+def random_window(rng, spatial: int, largest: int) -> tuple[list, list, list]:
+    """A kernel (each length up to ``largest``), strides (up to 4) and [before, after] pads
+    (each less than its kernel) of ``spatial`` axes, drawn from ``rng``."""
+    kernel = [int(k) for k in rng.integers(1, largest + 1, spatial)]
+    stride = [int(s) for s in rng.integers(1, 5, spatial)]
+    return kernel, stride, [[int(rng.integers(0, k)), int(rng.integers(0, k))] for k in kernel]
+
+
+def test_average_pool_is_onnxruntimes_over_random_windows():
+    """Kernels, strides and pads of 1 to 3 spatial axes drawn at random (kernels up to 9,
+    often longer than x, pads up to the kernel less one), floor and ceil mode, with and
+    without count_include_pad, both layouts and dtypes: bit for bit onnxruntime's kernel
+    wherever a window fits."""
+    rng = np.random.default_rng(21)
+    tried = 0
+    while tried < 40:
+        spatial = int(rng.integers(1, 4))
+        kernel, stride, padding = random_window(rng, spatial, 9)
+        sizes = [int(n) for n in rng.integers(1, 12 if spatial < 3 else 6, spatial)]
+        ceil, include, last = (bool(v) for v in rng.integers(0, 2, 3))
+        dtype = ("uint8", "int8")[int(rng.integers(0, 2))]
+        if any(n + b + e < k for n, k, (b, e) in zip(sizes, kernel, padding)):
+            continue
+        tried += 1
+        shape = (2, *sizes, 3) if last else (2, 3, *sizes)
+        _, attrs, theirs = average_pool((shape, kernel, stride, padding, ceil, include, last))
+        values = global_pool_values(rng, dtype, shape)
+        got = numpy_run("qlinear_average_pool", UNARY_NAMES, values, attrs, (0,))
+        want = onnxruntime_run("QLinearAveragePool", UNARY_NAMES, values, theirs, (0,))
+        assert got.shape == want.shape, (shape, attrs)
+        np.testing.assert_array_equal(got, want, err_msg=str((shape, attrs)))

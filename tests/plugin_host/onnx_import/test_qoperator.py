@@ -19,7 +19,7 @@ from plugin_host.executor import Executor
 from plugin_host.onnx_import import import_onnx
 from plugins.numpy_backend import NumpyBackend
 from plugins.onnxruntime_backend import OnnxruntimeBackend
-from tests.numpy_backend.test_qlinear import SUM_ORDER, sum_order_codes
+from tests.numpy_backend.test_qlinear import SUM_ORDER, random_window, sum_order_codes
 
 from .conftest import (assert_refused, check_against_onnxruntime, check_on_both_backends, export,
                        export_dynamic, import_and_load, onnx, onnxruntime_outputs, torch)
@@ -510,9 +510,8 @@ def test_average_pool_over_run_time_dims_matches_over_random_configurations(tmp_
     tried = 0
     while tried < 16:
         spatial = int(rng.integers(1, 3))
-        kernel = [int(k) for k in rng.integers(1, 5, spatial)]
-        strides = [int(s) for s in rng.integers(1, 5, spatial)]
-        pads = [int(rng.integers(0, k)) for k in kernel + kernel]
+        kernel, strides, padding = random_window(rng, spatial, 4)
+        pads = [p[0] for p in padding] + [p[1] for p in padding]
         ceil = int(rng.integers(0, 2))
         ends = pads[spatial:]
         if kernel == [1] * spatial:
