@@ -30,7 +30,8 @@ small classifier of MobileNetV3's and EfficientNet's parts over a 224x224 image 
 QOperator format (``classifier_qoperator``: its max pool of codes, depthwise convs, SiLUs,
 squeeze-and-excitation gates' global pools, residual adds and head: onnxruntime's kernels),
 and one of DenseNet's parts (``densenet_qoperator``: concatenated dense layers, transitions'
-2x2 average pools of codes, onnxruntime's QLinearAveragePool).
+2x2 average pools of codes, onnxruntime's QLinearAveragePool; ``densenet_qdq_optimized``: the
+same in the QDQ format built so, onnxruntime's optimizer writing those pools).
 Bare onnxruntime runs with its own fusions. There is no target for these: the ratios say what a
 quantized model costs through the host, and the outputs' agreement is printed beside them.
 
@@ -276,6 +277,10 @@ MODELS = {
                                   (1, 3, 224, 224), 4, "quantize_static, QOperator, uint8"),
     "densenet_qoperator": Model(_statically_quantized(_dense_classifier, "QOperator"),
                                 (1, 3, 224, 224), 4, "quantize_static, QOperator, uint8"),
+    "densenet_qdq_optimized": Model(_statically_quantized(_dense_classifier, "QDQ"),
+                                    (1, 3, 224, 224), 4,
+                                    "quantize_static, QDQ, uint8, built --onnxruntime-optimized",
+                                    {"onnxruntime_optimized": True}),
 }
 
 if __name__ == "__main__":
