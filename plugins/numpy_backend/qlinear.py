@@ -4,7 +4,8 @@ and ``qlinear_leaky_relu`` look each code up in the 256-entry table MLAS builds
 ``qlinear_mul`` is the exact product of the codes less their zero points, times the float32
 ratio of the scales, plus the output's zero point, rounded and clamped, ``qlinear_add`` the
 two fused multiply-adds of MLAS (:func:`abi.mlas.fma`) in the order its broadcasting loop
-takes the operands (:func:`abi.mlas.add_order`), ``qlinear_concat`` requantizes each input
+takes the operands (:func:`abi.mlas.add_order`), computed once for every pair of codes and
+looked up, ``qlinear_concat`` requantizes each input
 by such a table where its scale or zero point differs from the output's, and
 ``qlinear_softmax`` looks the codes up in its table of exponentials
 (:func:`abi.mlas.softmax_table`) and divides in double, ``qlinear_global_average_pool`` scales
