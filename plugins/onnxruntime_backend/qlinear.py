@@ -48,6 +48,25 @@ def _reach(op: str, dtype: str, sa, za: int, sb, zb: int, sy, zy: int) -> float:
     return mlas.add_reach(dtype, *mlas.add_parameters(sa, za, sb, zb, sy, zy))
 
 
+def _within_int32(node, op_type: str, what: str, over: str, reach: float) -> None:
+    """Refused naming the node where the op's float32 ``what`` (``over`` a scale) can reach
+    ``reach`` in magnitude, past int32: onnxruntime's ``op_type`` then converts them to the
+    type's minimum, not the op's saturated codes."""
+    if not reach < mlas.INT32_LIMIT:
+        raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} whose {what} "
+                           f"reach {reach:.4g} in magnitude{over}, beyond int32: onnxruntime's "
+                           f"{op_type} converts them to the type's minimum", node=node.name)
+
+
+def _x_scale_taken(e, ins: list, kept: list, count: list) -> list:
+    """``ins`` with x_scale (``ins[1]``) replaced by ``y_scale * count`` (``ins[3]``, a float32
+    tensor) where the bool ``kept`` does not hold: a scale onnxruntime's global-pool path
+    takes, at calls whose own scale it would refuse (the op's DomainError is raised after the
+    run instead)."""
+    taken = e.op("Mul", [ins[3]] + count)
+    return [ins[0], *e.op("Where", kept + [ins[1]] + taken), *ins[2:]]
+
+
 def _binary(op_type: str) -> Converter:
     """QLinearAdd or QLinearMul, its scales and zero points constants whose results stay within
     int32 (past it onnxruntime's conversion gives the type's minimum, not the op's saturated
@@ -56,12 +75,8 @@ def _binary(op_type: str) -> Converter:
         sa, za, sb, zb, sy, zy = _constants(e, node, ins[1:3] + ins[4:], f"{op_type} is used "
                                             f"only where its results are known to stay within "
                                             f"int32")
-        reach = _reach(node.op, e.types[ins[0]].dtype, sa, int(za), sb, int(zb), sy, int(zy))
-        if not reach < mlas.INT32_LIMIT:
-            raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} whose "
-                               f"results reach {reach:.4g} in magnitude, beyond int32: "
-                               f"onnxruntime's {op_type} converts them to the type's minimum",
-                               node=node.name)
+        _within_int32(node, op_type, "results", "", _reach(
+            node.op, e.types[ins[0]].dtype, sa, int(za), sb, int(zb), sy, int(zy)))
         e.op(op_type, ins, outs, domain=MS)
     return convert
 
@@ -112,8 +127,7 @@ def qlinear_global_average_pool(e, node, ins, outs, a):
                        keepdims=0)
         inside = e.op("And", e.op("GreaterOrEqual", [count, e.const(first, np.int64)])
                       + e.op("LessOrEqual", [count, e.const(final, np.int64)]))
-        taken = e.op("Mul", [ins[3]] + e.op("Cast", [count], to=onnx.TensorProto.FLOAT))
-        ins = [ins[0], *e.op("Where", inside + [ins[1]] + taken), *ins[2:]]
+        ins = _x_scale_taken(e, ins, inside, e.op("Cast", [count], to=onnx.TensorProto.FLOAT))
         e.checks.shapes.append((dims, functools.partial(
             _global_average_checked, x_scale, y_scale, last), node.name))
     e.op("QLinearGlobalAveragePool", ins, outs, domain=MS, channels_last=int(last))
@@ -136,12 +150,8 @@ def qlinear_average_pool(e, node, ins, outs, a):
     reaching past the input, gives an empty output or refuses it."""
     x_scale, x_zp, y_scale, y_zp = _constants(e, node, ins[1:], "QLinearAveragePool is used "
                                               "only where its constants are known")
-    reach = mlas.average_reach(e.types[ins[0]].dtype, x_scale, int(x_zp), y_scale, int(y_zp))
-    if not reach < mlas.INT32_LIMIT:
-        raise BackendError(f"onnxruntime backend: node {node.name!r}: {node.op} whose "
-                           f"averages reach {reach:.4g} in magnitude over y_scale, beyond "
-                           f"int32: onnxruntime's QLinearAveragePool converts them to the "
-                           f"type's minimum", node=node.name)
+    _within_int32(node, "QLinearAveragePool", "averages", " over y_scale", mlas.average_reach(
+        e.types[ins[0]].dtype, x_scale, int(x_zp), y_scale, int(y_zp)))
     last, kernel, padding = bool(a["channels_last"]), list(a["kernel_size"]), a["padding"]
     axes = mlas.global_average_axes(len(e.types[ins[0]].shape), last)
     sizes = [e.types[ins[0]].shape[k] for k in axes]
@@ -157,10 +167,9 @@ def qlinear_average_pool(e, node, ins, outs, a):
             mlas.global_average_scale(x_scale, y_scale, count)) < high:
         [dims] = [dims] if dims else e.op("Shape", ins[:1])
         [spatial] = e.op("Gather", [dims, e.const(list(axes), np.int64)])
-        [whole] = e.op("Equal", e.op("ReduceSum", e.op("Abs", e.op("Sub", [
+        parted = e.op("Greater", e.op("ReduceSum", e.op("Abs", e.op("Sub", [
             spatial, e.const(kernel, np.int64)])), keepdims=0) + [e.const(0, np.int64)])
-        taken = e.op("Mul", [ins[3], e.const(np.float32(count), np.float32)])
-        ins = [ins[0], *e.op("Where", [whole] + taken + [ins[1]]), *ins[2:]]
+        ins = _x_scale_taken(e, ins, parted, [e.const(np.float32(count), np.float32)])
         e.checks.shapes.append((dims, functools.partial(
             _whole_window_checked, x_scale, y_scale, axes, kernel), node.name))
     e.op("QLinearAveragePool", ins, outs, domain=MS, kernel_shape=kernel,
