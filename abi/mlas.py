@@ -232,12 +232,17 @@ def global_average_scale(x_scale, y_scale, count: int) -> np.float32:
         return _F32(_F32(x_scale) / _F32(_F32(y_scale) * _F32(count)))
 
 
+def global_average_fits(scale) -> bool:
+    """Whether a :func:`global_average_scale` falls in :data:`GLOBAL_AVERAGE_SCALES`."""
+    low, high = GLOBAL_AVERAGE_SCALES
+    return low <= float(scale) < high
+
+
 def global_average_checked(op: str, x_scale, y_scale, count: int) -> np.float32:
     """:func:`global_average_scale`, a DomainError where it falls outside
     :data:`GLOBAL_AVERAGE_SCALES` (onnxruntime's kernel refuses the call there)."""
     scale = global_average_scale(x_scale, y_scale, count)
-    low, high = GLOBAL_AVERAGE_SCALES
-    if not low <= float(scale) < high:
+    if not global_average_fits(scale):
         raise DomainError(f"{op}: x_scale / (y_scale * count) = {float(scale)!r} for "
                           f"windows of {count} values (x_scale {float(_F32(x_scale))!r}, y_scale "
                           f"{float(_F32(y_scale))!r}) is outside [2**-32, 256), where "

@@ -156,15 +156,14 @@ def qlinear_average_pool(e, node, ins, outs, a):
     axes = mlas.global_average_axes(len(e.types[ins[0]].shape), last)
     sizes = [e.types[ins[0]].shape[k] for k in axes]
     count = math.prod(kernel)
-    low, high = mlas.GLOBAL_AVERAGE_SCALES
     dims = None
     if any(type(n) is not int for n in sizes):
         [dims] = e.op("Shape", ins[:1])
         e.checks.shapes.append((dims, functools.partial(pool_sizes, node.op, attrs=a,
                                                         channels_last=last), node.name))
     if not any(type(n) is int and n != k for n, k in zip(sizes, kernel)) and not any(
-            p for pair in padding for p in pair) and not low <= float(
-            mlas.global_average_scale(x_scale, y_scale, count)) < high:
+            p for pair in padding for p in pair) and not mlas.global_average_fits(
+            mlas.global_average_scale(x_scale, y_scale, count)):
         [dims] = [dims] if dims else e.op("Shape", ins[:1])
         [spatial] = e.op("Gather", [dims, e.const(list(axes), np.int64)])
         parted = e.op("Greater", e.op("ReduceSum", e.op("Abs", e.op("Sub", [
