@@ -145,7 +145,7 @@ def _lstm(g: _Nodes, split: Node, fresh) -> bool:
     return True
 
 
-def _group_norm(g: _Nodes, norm: Node, fresh) -> bool:
+def _group_norm(g: _Nodes, norm: Node, fresh, constant) -> bool:
     first = g.made_by(norm.inputs[0], "reshape")
     if first is None or not g.private(norm.inputs[0], norm):
         return False
@@ -178,10 +178,8 @@ def _group_norm(g: _Nodes, norm: Node, fresh) -> bool:
         return False
     chain = [first, norm, back, mul, add]
     name = w[: -len(".weight")] if w.endswith(".weight") else f"{norm.name}.group_norm"
-    if not g.private(w, mul) or not g.private(b, add):
-        return False
-    weight = _reshaped_constant(g, w, wv.reshape(channels))
-    bias = _reshaped_constant(g, b, bv.reshape(channels))
+    weight = _channels_constant(g, w, wv.reshape(channels), mul, constant)
+    bias = _channels_constant(g, b, bv.reshape(channels), add, constant)
     g.replace(chain, Node(fresh(name), "group_norm", 1, (x, weight, bias), add.outputs,
                           {"num_groups": groups, "eps": norm.attrs["eps"]}))
     return True
@@ -271,11 +269,16 @@ def _zeros_taker(g: _Nodes, x: str, reader: Node, depth: int) -> Node | None:
     return None
 
 
-def _reshaped_constant(g: _Nodes, name: str, array: np.ndarray) -> str:
-    """Re-point constant ``name`` at ``array`` (its only reader is being replaced)."""
-    g.tensors[name] = np.require(array, requirements="C")
-    g.types[name] = TensorType(array.shape, dtypes.from_numpy(array.dtype))
-    return name
+def _channels_constant(g: _Nodes, name: str, array: np.ndarray, reader: Node,
+                       constant) -> str:
+    """Constant ``name``, read by ``reader`` (which is being replaced), as ``array``: re-pointed
+    where ``reader`` reads it alone, else a new constant of ``array`` (the exporter writes a
+    single tensor for weights that are equal, a GroupNorm's ones and zeros as initialized)."""
+    if g.private(name, reader):
+        g.tensors[name] = np.require(array, requirements="C")
+        g.types[name] = TensorType(array.shape, dtypes.from_numpy(array.dtype))
+        return name
+    return constant(array, name)
 
 
 def fuse(nodes: list[Node], tensors: dict, types: dict, graph_outputs: Iterable[str],
@@ -288,7 +291,7 @@ def fuse(nodes: list[Node], tensors: dict, types: dict, graph_outputs: Iterable[
         changed = False
         for node in list(g.nodes):
             if node.op == "split" and _lstm(g, node, fresh) or \
-                    node.op == "instance_norm" and _group_norm(g, node, fresh) or \
+                    node.op == "instance_norm" and _group_norm(g, node, fresh, constant) or \
                     node.op == "linear" and _linear_bias(g, node, fresh) or \
                     node.op == "add" and _zero_add(g, node, constant):
                 g = _Nodes(g.nodes, tensors, types, graph_outputs)

@@ -318,6 +318,25 @@ def test_fused_lstm_cell_keeps_the_layer_names(tmp_path, signer):
                            "cell.bias_hh")
 
 
+
+def test_group_norms_reading_one_exported_weight_are_each_one_group_norm(tmp_path, signer):
+    """The legacy exporter writes equal initializers as one tensor (the others Identity nodes of
+    it): GroupNorms as initialized (weights of ones, biases of zeros) read the same two; each
+    is still one group_norm."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.GroupNorm(2, 4), nn.Conv2d(4, 4, 1), nn.GroupNorm(2, 4),
+                           nn.Conv2d(4, 4, 1), nn.GroupNorm(1, 4))
+    x = np.random.default_rng(0).standard_normal((1, 4, 5, 5)).astype(np.float32)
+    model = export(module, [torch.from_numpy(x)], tmp_path / "g.onnx", dynamo=False,
+                   input_names=["x"], output_names=["y"])
+    g = onnx.load(model).graph
+    weights = [t.name for t in g.initializer if t.name.startswith("onnx::Mul")]
+    assert len(weights) == 1  # the three GroupNorms' weights: one tensor (and Identity nodes)
+    _, loaded = import_and_load(model, tmp_path / "g.pha", signer)
+    ops = [n.op for n in loaded.graph.nodes]
+    assert ops == ["group_norm", "conv", "group_norm", "conv", "group_norm"], ops
+    check_on_both_backends(model, loaded, [{"x": x}, {"x": x * 100 + 3}])
+
 class _SameConv1d(nn.Module):
     """A temporal conv with padding="same", which the legacy exporter writes as auto_pad."""
 
