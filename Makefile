@@ -37,7 +37,7 @@ test: $(STAMP_TEST)
 # both backends vs bare onnxruntime, float32 conv nets with max pools, channel maxima or an
 # argmax the same way, a camera frame's colour image input vs torch's resize.
 BENCHES := bench_model bench_verify bench_load_rss bench_sandbox bench_frame_handoff bench_onnxruntime \
-	bench_cameras bench_quantized bench_recurrent bench_extremes bench_colour_images
+	bench_cameras bench_quantized bench_recurrent bench_extremes bench_norms bench_colour_images
 
 bench: $(STAMP_TEST)
 	@set -e; for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py; done

@@ -1,0 +1,123 @@
+"""group_norm and instance_norm on the onnxruntime backend are onnxruntime's
+LayerNormalization over each group's (or channel's) row: within float32 rounding of torch's
+values in float64 where a long row's mean is large against its spread (where ReduceMean's
+sums lost the digits), over sizes the call gives and empty ones, and, for one group, with its
+weight and bias inside the op (no Mul or Add after it) up to ``FOLDED_ROW_LIMIT``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin_host.builder import GraphBuilder
+from plugin_host.executor import Executor
+from plugins.numpy_backend import NumpyBackend
+from plugins.onnxruntime_backend import OnnxruntimeBackend, layers
+from tests.onnxruntime_backend.test_ops import model_ops
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(11)
+
+
+def norm_graph(op: str, shape, channels: int, *, weight=True, bias=True, **attrs):
+    b = GraphBuilder(op)
+    x = b.input("x", shape, "float32", "ANY")
+    w = b.constant("w", RNG.uniform(0.5, 1.5, channels).astype(np.float32)) if weight else None
+    s = b.constant("b", RNG.standard_normal(channels).astype(np.float32)) if bias else None
+    b.output(b.op(op, x, w, s, name="norm", eps=1e-5, **attrs), "y", "ANY")
+    return b.build()
+
+
+def torch_float64(graph, x: np.ndarray) -> np.ndarray:
+    """What torch computes for the graph's one norm, in float64."""
+    node = graph.nodes[0]
+    w, b = (None if t is None else torch.from_numpy(graph.tensors[t].astype(np.float64))
+            for t in node.inputs[1:3])
+    v = torch.from_numpy(x.astype(np.float64))
+    if node.op == "group_norm":
+        y = torch.nn.functional.group_norm(v, node.attrs["num_groups"], w, b, eps=1e-5)
+    else:
+        y = torch.nn.functional.instance_norm(v, weight=w, bias=b, eps=1e-5)
+    return y.numpy()
+
+
+def both(graph, x: np.ndarray) -> list[np.ndarray]:
+    return [Executor(graph, backend).run({"x": x})["y"]
+            for backend in (NumpyBackend(), OnnxruntimeBackend())]
+
+
+@pytest.mark.parametrize("op, shape, attrs", [
+    ("group_norm", (1, 4, 224, 224), {"num_groups": 1}),
+    ("group_norm", (1, 8, 224, 224), {"num_groups": 2}),
+    ("instance_norm", (1, 2, 448, 448), {}),
+], ids=["one_group", "two_groups", "instance"])
+def test_long_rows_of_a_large_mean_keep_their_digits(op, shape, attrs):
+    """Rows of 200,704 values of spread 1 about a mean of 1,000: onnxruntime's ReduceMean,
+    Sub, Mul and ReduceMean (the conversion before LayerNormalization) came 1.5e-03 from the
+    values; LayerNormalization and the numpy backend 3e-05 (a float32 mean of 1,000 is itself
+    within 3e-05 of the mean)."""
+    x = (1e3 + RNG.standard_normal(shape)).astype(np.float32)
+    graph = norm_graph(op, shape, shape[1], **attrs)
+    want = torch_float64(graph, x)
+    for got in both(graph, x):
+        assert np.abs(got - want).max() < 1e-4
+
+
+@pytest.mark.parametrize("op, attrs", [("group_norm", {"num_groups": 1}),
+                                       ("group_norm", {"num_groups": 3}),
+                                       ("instance_norm", {})])
+def test_sizes_the_call_gives_and_empty_ones(op, attrs):
+    graph = norm_graph(op, ("N", 6, "H", "W"), 6, **attrs)
+    runs = [Executor(graph, backend) for backend in (NumpyBackend(), OnnxruntimeBackend())]
+    for size in [(2, 6, 5, 7), (1, 6, 0, 3), (0, 6, 4, 4), (1, 6, 1, 1), (3, 6, 9, 2)]:
+        x = (3 + RNG.standard_normal(size)).astype(np.float32)
+        numpy_y, onnxruntime_y = (run.run({"x": x})["y"] for run in runs)
+        assert onnxruntime_y.shape == numpy_y.shape == size
+        np.testing.assert_allclose(onnxruntime_y, numpy_y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, attrs", [("group_norm", {"num_groups": 1}),
+                                       ("group_norm", {"num_groups": 2}),
+                                       ("instance_norm", {})])
+@pytest.mark.parametrize("shape, size", [(("N", 4, 3, 3), (0, 4, 3, 3)),
+                                         ((2, 4, 0, 3), (2, 4, 0, 3))],
+                         ids=["batch_of_0", "fixed_plane_of_0"])
+def test_empty_fixed_sizes(op, attrs, shape, size):
+    """A batch of 0 over fixed (C, H, W) (the conversion before LayerNormalization gave
+    onnxruntime's refusal), and a plane of no values in the graph (which LayerNormalization
+    refuses as a row: there is nothing to normalize)."""
+    graph = norm_graph(op, shape, 4, **attrs)
+    x = np.zeros(size, np.float32)
+    assert [y.shape for y in both(graph, x)] == [size, size]
+
+
+@pytest.mark.parametrize("weight, bias", [(True, True), (True, False), (False, True),
+                                          (False, False)])
+def test_one_group_takes_its_weight_and_bias_into_the_op(weight, bias, monkeypatch):
+    monkeypatch.setattr(layers, "FOLDED_ROW_LIMIT", 4 * 5 * 6)  # the row's length: at most
+    graph = norm_graph("group_norm", (2, 4, 5, 6), 4, weight=weight, bias=bias, num_groups=1)
+    ops = model_ops(graph)
+    assert "LayerNormalization" in ops and not ops & {"Mul", "Add", "ReduceMean"}, ops
+    x = RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    numpy_y, onnxruntime_y = both(graph, x)
+    np.testing.assert_allclose(onnxruntime_y, numpy_y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["two_groups", "instance", "past_the_limit", "run_time_dims"])
+def test_otherwise_the_weight_and_bias_follow_the_op(case, monkeypatch):
+    op, attrs, shape = "group_norm", {"num_groups": 1}, (2, 4, 5, 6)
+    if case == "two_groups":
+        attrs = {"num_groups": 2}
+    elif case == "instance":
+        op, attrs = "instance_norm", {}
+    elif case == "past_the_limit":
+        monkeypatch.setattr(layers, "FOLDED_ROW_LIMIT", 4 * 5 * 6 - 1)
+    else:
+        shape = (2, 4, "H", 6)
+    graph = norm_graph(op, shape, 4, **attrs)
+    ops = model_ops(graph)
+    assert {"LayerNormalization", "Mul", "Add"} <= ops and "ReduceMean" not in ops, ops
+    x = RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    numpy_y, onnxruntime_y = both(graph, x)
+    np.testing.assert_allclose(onnxruntime_y, numpy_y, rtol=1e-5, atol=1e-5)
