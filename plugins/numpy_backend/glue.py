@@ -644,6 +644,27 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     return y.astype(x.dtype, copy=False), np.take_along_axis(index, pick, axis=-1)[..., 0]
 
 
+def _window_sums(win, kernel, out):
+    """Each window's taps of the view ``win`` (:func:`_windows`) summed one after another in
+    window order, onnxruntime's AveragePool's order (its outputs bit for bit, where numpy's
+    sum over the view's window axes, in an order of its own, differed in up to 4 in 10): an
+    add over the whole output per tap (also 9 times faster than that sum on a 3x3 pool of
+    (1, 64, 56, 56)), or where the taps outnumber a plane's outputs (a window far larger
+    than its stride), a running sum along each window's taps, an output at a time."""
+    nsp = len(kernel)
+    if math.prod(kernel) <= math.prod(out):
+        taps = itertools.product(*(range(k) for k in kernel))
+        total = np.array(win[(..., *next(taps))])
+        for tap in taps:
+            total += win[(..., *tap)]
+        return total
+    total = np.empty(win.shape[:2 + nsp], win.dtype)
+    for at in itertools.product(*(range(n) for n in out)):
+        values = win[(slice(None), slice(None), *at)].reshape(win.shape[:2] + (-1,))
+        total[(slice(None), slice(None), *at)] = np.cumsum(values, axis=-1)[..., -1]
+    return total
+
+
 def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, dilation=None):
     """The mean of each window's taps, dilation apart (None: 1 on every axis), as onnxruntime:
     the divisor counts the taps on real elements, or with count_include_pad those on the
@@ -657,7 +678,7 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, d
     xp = np.pad(x, width)
     axes = tuple(range(-nsp, 0))
     with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: nan, as IEEE and torch
-        total = _windows(xp, kernel_size, stride, dilation, out).sum(axis=axes)
+        total = _window_sums(_windows(xp, kernel_size, stride, dilation, out), kernel_size, out)
     # divisor: real elements, plus explicit padding when count_include_pad (never the ceil extra)
     mask = np.zeros((1, 1) + xp.shape[2:], dtype=x.dtype)
     inner = tuple(slice(pb, pb + n) for (pb, _), n in zip(padding, x.shape[2:]))
@@ -666,7 +687,8 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, d
     mask[(0, 0) + inner] = 1
     count = _windows(mask, kernel_size, stride, dilation, out).sum(axis=axes)
     # a window with no tap counted sums only padding zeros: 0 / 1
-    return (total / np.maximum(count, 1)).astype(x.dtype, copy=False)
+    total /= np.maximum(count, 1)
+    return total
 
 
 # --- resize ------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@ through the builder and executor: against a torch reference (torch has no dilate
 pool: ``F.unfold`` with dilation over the padded input, and a mean over each window) on 1, 2
 and 3 spatial axes, and against onnxruntime's AveragePool, which decides what a window counts:
 taps on the explicit padding with count_include_pad, never those past it that ceil_mode adds,
-and 0 for a window whose taps all miss the input."""
+and 0 for a window whose taps all miss the input; bit for bit, as each window's taps are added
+one after another in window order, as its kernel adds them (with or without dilation)."""
 
 from __future__ import annotations
 
@@ -205,7 +206,8 @@ def test_a_nan_the_dilated_taps_step_over_is_not_read():
 
 def test_random_dilated_configurations_match_onnxruntime():
     """Seeded random 1-D, 2-D and 3-D configurations (at least 150 valid), every padding,
-    stride and dilation up to 3 and both flags, windows that miss the input included."""
+    stride and dilation up to 3 and both flags, windows that miss the input included: bit for
+    bit."""
     rng = np.random.default_rng(43)
     checked = 0
     for _ in range(300):
@@ -222,7 +224,28 @@ def test_random_dilated_configurations_match_onnxruntime():
         x = rng.standard_normal((2, 2, *size)).astype(np.float32)
         args = (kernel, stride, padding, dilation, ceil, include)
         y = run_avg_pool(x, **_attrs(*args))
-        np.testing.assert_allclose(y, onnxruntime_avg_pool(x, *args), rtol=1e-5, atol=1e-6,
-                                   err_msg=str(args))
+        np.testing.assert_array_equal(y, onnxruntime_avg_pool(x, *args), err_msg=str(args))
         checked += 1
     assert checked >= 150, checked
+
+
+@pytest.mark.parametrize("shape, kernel, stride, padding, dilation, ceil_mode, include", [
+    ((2, 8, 56, 56), [3, 3], [1, 1], [[1, 1], [1, 1]], [1, 1], False, False),
+    ((1, 16, 28, 28), [2, 2], [2, 2], [[0, 0], [0, 0]], [1, 1], False, True),
+    ((1, 16, 29, 30), [5, 4], [2, 3], [[2, 1], [1, 2]], [1, 1], True, False),
+    ((1, 4, 40), [9], [1], [[4, 4]], [1], False, True),
+    ((1, 4, 9, 10, 11), [3, 2, 3], [1, 2, 2], [[1, 1], [0, 1], [1, 0]], [1, 1, 1], True, False),
+    ((1, 2, 11, 11), [3, 3], [1, 1], [[2, 2], [2, 2]], [2, 2], True, True),
+    ((1, 8, 14, 14), [7, 7], [7, 7], [[0, 0], [0, 0]], [1, 1], False, False),
+    ((2, 3, 20, 18), [20, 18], [1, 1], [[0, 0], [0, 0]], [1, 1], False, False),
+    ((1, 3, 12, 12), [9, 9], [2, 3], [[4, 1], [2, 3]], [1, 1], True, True),
+], ids=["3x3", "2x2_by_2", "ceil", "1d", "3d", "dilated", "7x7_by_7", "whole", "wide_pads"])
+def test_each_window_is_summed_in_onnxruntime_s_order(shape, kernel, stride, padding, dilation,
+                                                      ceil_mode, include):
+    """Values over six decades, so that the order of a window's sums shows: onnxruntime's
+    AveragePool bit for bit, the taps added one after another in window order, where a pool
+    has more outputs than taps (an add per tap) and fewer (a running sum per window, the last
+    three cases)."""
+    x = (RNG.standard_normal(shape) * 10.0 ** RNG.uniform(-3, 3, shape)).astype(np.float32)
+    args = (kernel, stride, padding, dilation, ceil_mode, include)
+    np.testing.assert_array_equal(run_avg_pool(x, **_attrs(*args)), onnxruntime_avg_pool(x, *args))
