@@ -607,15 +607,8 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
     width = [(0, 0), (0, 0)] + [(pb, pa + e) for (pb, pa), e in zip(padding, extra)]
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     xp = np.pad(x, width, mode="constant", constant_values=fill)
-    win = _windows(xp, kernel_size, stride, dilation, out)
-    # one np.maximum over the whole output per kernel tap, in window order (a nan wins, from
-    # either side): a max over the view's window axes runs a small loop per output element,
-    # ten to seventy times slower on the pools of bench/bench_extremes.py
-    taps = itertools.product(*(range(k) for k in kernel_size))
-    y = np.array(win[(..., *next(taps))])
-    for tap in taps:
-        np.maximum(y, win[(..., *tap)], out=y)
-    return y
+    return _window_taps(np.maximum, _windows(xp, kernel_size, stride, dilation, out),
+                        kernel_size, out)
 
 
 def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mode):
@@ -644,25 +637,29 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     return y.astype(x.dtype, copy=False), np.take_along_axis(index, pick, axis=-1)[..., 0]
 
 
-def _window_sums(win, kernel, out):
-    """Each window's taps of the view ``win`` (:func:`_windows`) summed one after another in
-    window order, onnxruntime's AveragePool's order (its outputs bit for bit, where numpy's
-    sum over the view's window axes, in an order of its own, differed in up to 4 in 10): an
-    add over the whole output per tap (also 9 times faster than that sum on a 3x3 pool of
-    (1, 64, 56, 56)), or where the taps outnumber a plane's outputs (a window far larger
-    than its stride), a running sum along each window's taps, an output at a time."""
+def _window_taps(ufunc, win, kernel, out):
+    """Each window's taps of the view ``win`` (:func:`_windows`) taken one after another in
+    window order by ``ufunc`` (np.maximum: a nan wins, from either side; np.add: onnxruntime's
+    AveragePool's order, its outputs bit for bit). Done as one ``ufunc`` over the whole output
+    per tap (a reduction over the view's window axes runs a
+    small loop per output element, in an order of its own: ten to seventy times slower on the
+    max pools of bench/bench_extremes.py, 9 times on a 3x3 average pool of (1, 64, 56, 56),
+    whose sums differed from onnxruntime's in up to 4 in 10), or where the taps outnumber a
+    plane's outputs (a window far larger than its stride, where a step per tap would be a
+    Python step per tap: 16 million for a 4000x4000 window) as ``ufunc``'s running
+    accumulation along each window, an output at a time."""
     nsp = len(kernel)
     if math.prod(kernel) <= math.prod(out):
         taps = itertools.product(*(range(k) for k in kernel))
-        total = np.array(win[(..., *next(taps))])
+        y = np.array(win[(..., *next(taps))])
         for tap in taps:
-            total += win[(..., *tap)]
-        return total
-    total = np.empty(win.shape[:2 + nsp], win.dtype)
+            ufunc(y, win[(..., *tap)], out=y)
+        return y
+    y = np.empty(win.shape[:2 + nsp], win.dtype)
     for at in itertools.product(*(range(n) for n in out)):
         values = win[(slice(None), slice(None), *at)].reshape(win.shape[:2] + (-1,))
-        total[(slice(None), slice(None), *at)] = np.cumsum(values, axis=-1)[..., -1]
-    return total
+        y[(slice(None), slice(None), *at)] = ufunc.accumulate(values, axis=-1)[..., -1]
+    return y
 
 
 def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, dilation=None):
@@ -678,7 +675,8 @@ def avg_pool(x, *, kernel_size, stride, padding, count_include_pad, ceil_mode, d
     xp = np.pad(x, width)
     axes = tuple(range(-nsp, 0))
     with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf: nan, as IEEE and torch
-        total = _window_sums(_windows(xp, kernel_size, stride, dilation, out), kernel_size, out)
+        total = _window_taps(np.add, _windows(xp, kernel_size, stride, dilation, out),
+                             kernel_size, out)
     # divisor: real elements, plus explicit padding when count_include_pad (never the ceil extra)
     mask = np.zeros((1, 1) + xp.shape[2:], dtype=x.dtype)
     inner = tuple(slice(pb, pb + n) for (pb, _), n in zip(padding, x.shape[2:]))

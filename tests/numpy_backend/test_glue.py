@@ -754,6 +754,23 @@ def test_max_pool_matches_torch(p, dh, dw, special):
     np.testing.assert_array_equal(y, ref.numpy())
 
 
+@pytest.mark.parametrize("special", range(4))
+@pytest.mark.parametrize("shape, kernel, stride, padding, dilation", [
+    ((1, 37, 9, 9), [7, 6], [3, 4], [1, 2], [1, 1]),
+    ((1, 37, 11, 10), [3, 4], [4, 3], [1, 2], [3, 2]),
+    ((2, 3, 300, 200), [300, 200], [1, 1], [0, 0], [1, 1]),
+], ids=["7x6", "dilated", "whole"])
+def test_max_pool_with_more_taps_than_outputs_matches_torch(shape, kernel, stride, padding,
+                                                           dilation, special):
+    """Windows whose taps outnumber the plane's outputs, which the backend takes window by
+    window (60,000 taps for the whole 300x200 input, one output): values as torch's."""
+    x = pool_input(shape, special)
+    (y,) = run_op("max_pool", [x], layout="NCHW", kernel_size=kernel, stride=stride,
+                  padding=[[p, p] for p in padding], dilation=dilation, ceil_mode=False)
+    ref = TF.max_pool2d(t(x), kernel, stride, padding, dilation)
+    np.testing.assert_array_equal(y, ref.numpy())
+
+
 @settings(max_examples=40, deadline=None)
 @given(pool_params, st.integers(1, 2), st.integers(1, 2), st.integers(0, 3))
 def test_max_pool_with_indices_matches_torch(p, dh, dw, special):
