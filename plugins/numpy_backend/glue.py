@@ -71,14 +71,33 @@ def _erf(v):
     return poly
 
 
+#: Values a float64 step of erf or GELU takes at a time: its arrays stay in the CPU's cache
+#: (a GELU of (1, 256, 56, 56) 6.2 ms in runs of 2**16, 11.3 ms over the whole tensor at once)
+_RUN = 1 << 16
+
+
+def _in_runs(x, f):
+    """``f`` of ``x``'s values (flat, float64 results) run by run, as an array of ``x``'s
+    dtype and shape (the values as ``astype`` rounds them)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    y = np.empty(flat.shape, x.dtype)
+    for i in range(0, flat.size, _RUN):
+        y[i:i + _RUN] = f(flat[i:i + _RUN])
+    return y.reshape(x.shape)
+
+
+def _gelu_erf(v):
+    y = _erf(v / np.sqrt(2))  # float64: numpy's scalar is
+    y += 1
+    y *= 0.5 * v
+    return y
+
+
 def gelu(x, *, approximate):
     if approximate == "tanh":
         inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x * x * x)
         return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype, copy=False)
-    y = _erf(x / np.sqrt(2))  # float64: numpy's scalar is
-    y += 1
-    y *= 0.5 * x
-    return y.astype(x.dtype, copy=False)
+    return _in_runs(x, _gelu_erf)
 
 
 def elu(x, *, alpha):
@@ -116,7 +135,7 @@ def softplus(x):
 
 @_ieee
 def erf(x):
-    return _erf(x.astype(np.float64)).astype(x.dtype, copy=False)
+    return _in_runs(x, lambda v: _erf(v.astype(np.float64)))
 
 
 exp = _ieee(np.exp)
