@@ -180,7 +180,18 @@ def layer_norm2d(e, node, ins, outs, a):
 
 
 def rms_norm(e, node, ins, outs, a):
+    """``x / sqrt(mean(x * x) + eps) * weight`` over the last axis: ONNX's RMSNormalization
+    (opset 23), one kernel where ReduceMean of a Mul, Add, Sqrt, Reciprocal and two Muls were
+    six (55 us against 123 on (1, 256, 768), the same distance from the values in float64).
+    Where the last axis is the call's (it may be 0, a row the kernel refuses) or 0, those six,
+    whose ReduceMean gives nan over nothing (and the output holds no value)."""
     x, weight = (ins + [None] * 2)[:2]
+    d = e.types[x].shape[-1]
+    if isinstance(d, int) and d > 0:
+        scale = weight if weight is not None else e.derived(f"ones({d})", [],
+                                                            lambda: np.ones(d))
+        e.op("RMSNormalization", [x, scale], outs, axis=-1, epsilon=a["eps"])
+        return
     ms = e.op("ReduceMean", [e.op("Mul", [x, x])[0], e.const([-1], np.int64)], keepdims=1)[0]
     inv = e.op("Reciprocal", [e.op("Sqrt", [e.op("Add", [ms, e.const(a["eps"])])[0]])[0]])[0]
     y = e.op("Mul", [x, inv])[0]

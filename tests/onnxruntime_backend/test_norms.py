@@ -2,7 +2,8 @@
 LayerNormalization over each group's (or channel's) row: within float32 rounding of torch's
 values in float64 where a long row's mean is large against its spread (where ReduceMean's
 sums lost the digits), over sizes the call gives and empty ones, and, for one group, with its
-weight and bias inside the op (no Mul or Add after it) up to ``FOLDED_ROW_LIMIT``."""
+weight and bias inside the op (no Mul or Add after it) up to ``FOLDED_ROW_LIMIT``. rms_norm is
+ONNX's RMSNormalization where its last axis is fixed."""
 
 from __future__ import annotations
 
@@ -121,3 +122,40 @@ def test_otherwise_the_weight_and_bias_follow_the_op(case, monkeypatch):
     x = RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)
     numpy_y, onnxruntime_y = both(graph, x)
     np.testing.assert_allclose(onnxruntime_y, numpy_y, rtol=1e-5, atol=1e-5)
+
+
+def rms_graph(shape, *, weight: bool):
+    b = GraphBuilder("rms_norm")
+    x = b.input("x", shape, "float32", "ANY")
+    w = b.constant("w", RNG.uniform(0.5, 1.5, shape[-1]).astype(np.float32)) if weight else None
+    b.output(b.op("rms_norm", x, w, name="norm", eps=1e-6), "y", "ANY")
+    return b.build()
+
+
+@pytest.mark.parametrize("weight", [True, False])
+def test_rms_norm_is_one_kernel(weight):
+    """ONNX's RMSNormalization (opset 23), within float32 rounding of torch's values in
+    float64, as the numpy backend."""
+    graph = rms_graph((2, 7, 48), weight=weight)
+    assert model_ops(graph) == {"RMSNormalization"}
+    x = (3 * RNG.standard_normal((2, 7, 48))).astype(np.float32)
+    w = None if not weight else torch.from_numpy(graph.tensors["w"].astype(np.float64))
+    want = torch.nn.functional.rms_norm(torch.from_numpy(x.astype(np.float64)), (48,), w,
+                                        eps=1e-6).numpy()
+    for got in both(graph, x):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape, sizes", [((2, "T", "D"), [(2, 3, 5), (2, 4, 0), (2, 0, 6)]),
+                                         ((2, 3, 0), [(2, 3, 0)])], ids=["call_s", "of_0"])
+def test_rms_norm_over_a_last_axis_the_call_gives_or_of_0(shape, sizes):
+    """The kernel refuses a row of no values, which a last axis the call gives may be: there
+    the six ops of its formula, whose mean over nothing is nan, over an output of no value."""
+    graph = rms_graph(shape, weight=False)
+    assert "RMSNormalization" not in model_ops(graph)
+    runs = [Executor(graph, backend) for backend in (NumpyBackend(), OnnxruntimeBackend())]
+    for size in sizes:
+        x = RNG.standard_normal(size).astype(np.float32)
+        numpy_y, onnxruntime_y = (run.run({"x": x})["y"] for run in runs)
+        assert onnxruntime_y.shape == numpy_y.shape == size
+        np.testing.assert_allclose(onnxruntime_y, numpy_y, rtol=1e-6, atol=1e-6)
