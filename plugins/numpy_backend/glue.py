@@ -632,7 +632,11 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, ceil_mode):
 
 def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mode):
     """max_pool and the flat index of each maximum in its (n, c) plane, as torch: the first
-    maximum in window order among the real (unpadded) elements, or the window's last nan."""
+    maximum in window order among the real (unpadded) elements, or the window's last nan.
+
+    Tap by tap over the whole output, as max_pool (the windows' values were copied out, a
+    copy of the taps times the outputs: 25 times the input for a 5x5 window by 1), or where
+    the taps outnumber a plane's outputs, window by window (:func:`_window_pick`)."""
     nsp = len(kernel_size)
     out, kernel_size, extra = _pool_geometry("max_pool_with_indices", x.shape, kernel_size,
                                              stride, padding, dilation, ceil_mode)
@@ -640,11 +644,38 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     xp = np.pad(x, width, mode="constant", constant_values=-np.inf)
     where = np.arange(int(np.prod(x.shape[2:])), dtype=np.int64).reshape((1, 1) + x.shape[2:])
     where = np.pad(where, width, mode="constant", constant_values=-1)  # -1: padding
-    window = (int(np.prod(kernel_size)),)  # each window flat, in window order
     values = _windows(xp, kernel_size, stride, dilation, out)
-    values = values.reshape(values.shape[:2 + nsp] + window)
     index = _windows(where, kernel_size, stride, dilation, out)
-    index = np.broadcast_to(index.reshape(index.shape[:2 + nsp] + window), values.shape)
+    if math.prod(kernel_size) > math.prod(out):
+        y = np.empty(values.shape[:2 + nsp], x.dtype)
+        at = np.empty(values.shape[:2 + nsp], np.int64)
+        for o in itertools.product(*(range(n) for n in out)):
+            here = (slice(None), slice(None), *o)
+            y[here], at[here] = _window_pick(values[here].reshape(values.shape[:2] + (-1,)),
+                                             index[here].reshape(index.shape[:2] + (-1,)))
+        return y, at
+    shape = values.shape[:2 + nsp]
+    best = np.full(shape, -np.inf, x.dtype)
+    at = np.full(shape, -1, np.int64)
+    last_nan = np.full(shape, -1, np.int64)
+    seen = np.zeros(shape, bool)  # a real value that is not nan taken
+    for tap in itertools.product(*(range(k) for k in kernel_size)):
+        v, i = values[(..., *tap)], index[(..., *tap)]
+        nan = np.isnan(v)  # the padding is -inf: a nan is real
+        np.copyto(last_nan, i, where=nan)
+        take = (i >= 0) & ~nan & ((v > best) | ~seen)  # strictly greater: the first maximum
+        np.copyto(best, v, where=take)
+        np.copyto(at, i, where=take)
+        seen |= take
+    has_nan = last_nan >= 0
+    best[has_nan] = np.nan
+    return best, np.where(has_nan, last_nan, at)
+
+
+def _window_pick(values, index):
+    """:func:`max_pool_with_indices` of windows laid out flat along the last axis of
+    ``values`` (N, C, T) and ``index`` (1, 1, T): each window's value and index."""
+    index = np.broadcast_to(index, values.shape)
     real = index >= 0
     nan = np.isnan(values)
     best = np.where(real, values, -np.inf)
@@ -652,8 +683,8 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     first = np.argmax(real & (best == top), axis=-1)
     last_nan = values.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
     pick = np.where(nan.any(axis=-1), last_nan, first)[..., None]
-    y = np.take_along_axis(values, pick, axis=-1)[..., 0]
-    return y.astype(x.dtype, copy=False), np.take_along_axis(index, pick, axis=-1)[..., 0]
+    return (np.take_along_axis(values, pick, axis=-1)[..., 0],
+            np.take_along_axis(index, pick, axis=-1)[..., 0])
 
 
 def _window_taps(ufunc, win, kernel, out):

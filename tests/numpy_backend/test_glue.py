@@ -763,12 +763,17 @@ def test_max_pool_matches_torch(p, dh, dw, special):
 def test_max_pool_with_more_taps_than_outputs_matches_torch(shape, kernel, stride, padding,
                                                            dilation, special):
     """Windows whose taps outnumber the plane's outputs, which the backend takes window by
-    window (60,000 taps for the whole 300x200 input, one output): values as torch's."""
+    window (60,000 taps for the whole 300x200 input, one output): values, and with
+    max_pool_with_indices indices, as torch's."""
     x = pool_input(shape, special)
-    (y,) = run_op("max_pool", [x], layout="NCHW", kernel_size=kernel, stride=stride,
-                  padding=[[p, p] for p in padding], dilation=dilation, ceil_mode=False)
-    ref = TF.max_pool2d(t(x), kernel, stride, padding, dilation)
+    attrs = dict(layout="NCHW", kernel_size=kernel, stride=stride,
+                 padding=[[p, p] for p in padding], dilation=dilation, ceil_mode=False)
+    (y,) = run_op("max_pool", [x], **attrs)
+    ref, ref_i = TF.max_pool2d(t(x), kernel, stride, padding, dilation, return_indices=True)
     np.testing.assert_array_equal(y, ref.numpy())
+    (y, i) = run_op("max_pool_with_indices", [x], **attrs)
+    np.testing.assert_array_equal(y, ref.numpy())
+    np.testing.assert_array_equal(i, ref_i.numpy())
 
 
 @settings(max_examples=40, deadline=None)
