@@ -41,7 +41,7 @@ def _affine(e: Emitter, y: str, weight: str | None, bias: str | None, rank: int,
 
 
 def _normalized_rows(e: Emitter, x: str, rows: int, eps: float, scale: str | None = None,
-                     shift: str | None = None) -> str:
+                     shift: str | None = None, shape: Sequence | None = None) -> str:
     """``x`` (N, C, ...) as ``rows`` rows per sample (0: one per channel), each normalized,
     ``(v - mean) / sqrt(var + eps)`` (biased variance), times ``scale`` plus ``shift`` (each a
     row's length, or None: ones, nothing), back in ``x``'s shape: onnxruntime's
@@ -53,8 +53,9 @@ def _normalized_rows(e: Emitter, x: str, rows: int, eps: float, scale: str | Non
 
     LayerNormalization refuses rows of no values, so an ``x`` of none is ``x`` itself (as the
     numpy backend gives it): where a dim is 0 in the graph; over dims the call gives, the rows
-    are at least 1 long (x of no value is then 0 rows of 1)."""
-    dims = e.types[x].shape[1 if rows else 2:]
+    are at least 1 long (x of no value is then 0 rows of 1). ``shape``: ``x``'s, where the
+    graph does not know it (a tensor made here)."""
+    dims = list(shape or e.types[x].shape)[1 if rows else 2:]
     if 0 in dims:
         return x
     if all(isinstance(d, int) for d in dims):
@@ -134,13 +135,17 @@ def batchnorm(e, node, ins, outs, a):
             bias = bias or e.const(np.zeros(channels))
         e.op("BatchNormalization", [x, weight, bias, mean, var], outs, epsilon=a["eps"])
         return
-    # inference with the batch's own statistics (biased variance), as the numpy kernel
-    axes = e.const([0] + list(range(2, rank)), np.int64)
-    m = e.op("ReduceMean", [x, axes], keepdims=1)[0]
-    d = e.op("Sub", [x, m])[0]
-    v = e.op("ReduceMean", [e.op("Mul", [d, d])[0], axes], keepdims=1)[0]
-    std = e.op("Sqrt", [e.op("Add", [v, e.const(a["eps"])])[0]])[0]
-    y = e.op("Mul", [d, e.op("Reciprocal", [std])[0]])[0]
+    # inference with the batch's own statistics (biased variance), as the numpy kernel: each
+    # channel's values over the batch and the planes a row (the channels first where the
+    # batch is not 1), normalized as a group_norm's
+    shape = e.types[x].shape
+    if shape[0] == 1:
+        y = _normalized_rows(e, x, 0, a["eps"])
+    else:
+        perm = [1, 0] + list(range(2, rank))  # its own inverse
+        first = e.op("Transpose", [x], perm=perm)[0]
+        y = _normalized_rows(e, first, 1, a["eps"], shape=[shape[i] for i in perm])
+        y = e.op("Transpose", [y], perm=perm)[0]
     _affine(e, y, weight, bias, rank, outs[0])
 
 
