@@ -691,13 +691,13 @@ def _window_taps(ufunc, win, kernel, out):
     """Each window's taps of the view ``win`` (:func:`_windows`) taken one after another in
     window order by ``ufunc`` (np.maximum: a nan wins, from either side; np.add: onnxruntime's
     AveragePool's order, its outputs bit for bit). Done as one ``ufunc`` over the whole output
-    per tap (a reduction over the view's window axes runs a
-    small loop per output element, in an order of its own: ten to seventy times slower on the
-    max pools of bench/bench_extremes.py, 9 times on a 3x3 average pool of (1, 64, 56, 56),
-    whose sums differed from onnxruntime's in up to 4 in 10), or where the taps outnumber a
-    plane's outputs (a window far larger than its stride, where a step per tap would be a
-    Python step per tap: 16 million for a 4000x4000 window) as ``ufunc``'s running
-    accumulation along each window, an output at a time."""
+    per tap (a reduction over the view's window axes runs a small loop per output element, in
+    an order of its own: ten to seventy times slower on the max pools of
+    bench/bench_extremes.py, 9 times on a 3x3 average pool of (1, 64, 56, 56), whose sums
+    differed from onnxruntime's in up to 4 in 10), or where the taps outnumber a plane's
+    outputs (a window far larger than its stride, where a step per tap would be a Python step
+    per tap: 16 million for a 4000x4000 window) as ``ufunc``'s running accumulation along
+    each window, an output at a time."""
     nsp = len(kernel)
     if math.prod(kernel) <= math.prod(out):
         taps = itertools.product(*(range(k) for k in kernel))
