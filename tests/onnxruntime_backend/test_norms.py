@@ -2,8 +2,9 @@
 LayerNormalization over each group's (or channel's) row: within float32 rounding of torch's
 values in float64 where a long row's mean is large against its spread (where ReduceMean's
 sums lost the digits), over sizes the call gives and empty ones, and, for one group, with its
-weight and bias inside the op (no Mul or Add after it) up to ``FOLDED_ROW_LIMIT``. rms_norm is
-ONNX's RMSNormalization where its last axis is fixed."""
+weight and bias inside the op (no Mul or Add after it) up to ``FOLDED_ROW_LIMIT``. A batchnorm
+by the batch's own statistics is such rows too (each channel's values over the batch), and
+rms_norm ONNX's RMSNormalization where its last axis is fixed."""
 
 from __future__ import annotations
 
