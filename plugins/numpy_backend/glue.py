@@ -646,13 +646,14 @@ def max_pool_with_indices(x, *, kernel_size, stride, padding, dilation, ceil_mod
     where = np.pad(where, width, mode="constant", constant_values=-1)  # -1: padding
     values = _windows(xp, kernel_size, stride, dilation, out)
     index = _windows(where, kernel_size, stride, dilation, out)
-    if math.prod(kernel_size) > math.prod(out):
+    taps = math.prod(kernel_size)
+    if taps > math.prod(out):
         y = np.empty(values.shape[:2 + nsp], x.dtype)
         at = np.empty(values.shape[:2 + nsp], np.int64)
         for o in itertools.product(*(range(n) for n in out)):
             here = (slice(None), slice(None), *o)
-            y[here], at[here] = _window_pick(values[here].reshape(values.shape[:2] + (-1,)),
-                                             index[here].reshape(index.shape[:2] + (-1,)))
+            y[here], at[here] = _window_pick(values[here].reshape(values.shape[:2] + (taps,)),
+                                             index[here].reshape(1, 1, taps))
         return y, at
     shape = values.shape[:2 + nsp]
     best = np.full(shape, -np.inf, x.dtype)
@@ -698,16 +699,16 @@ def _window_taps(ufunc, win, kernel, out):
     outputs (a window far larger than its stride, where a step per tap would be a Python step
     per tap: 16 million for a 4000x4000 window) as ``ufunc``'s running accumulation along
     each window, an output at a time."""
-    nsp = len(kernel)
-    if math.prod(kernel) <= math.prod(out):
-        taps = itertools.product(*(range(k) for k in kernel))
-        y = np.array(win[(..., *next(taps))])
-        for tap in taps:
+    nsp, taps = len(kernel), math.prod(kernel)
+    if taps <= math.prod(out):
+        each = itertools.product(*(range(k) for k in kernel))
+        y = np.array(win[(..., *next(each))])
+        for tap in each:
             ufunc(y, win[(..., *tap)], out=y)
         return y
     y = np.empty(win.shape[:2 + nsp], win.dtype)
-    for at in itertools.product(*(range(n) for n in out)):
-        values = win[(slice(None), slice(None), *at)].reshape(win.shape[:2] + (-1,))
+    for at in itertools.product(*(range(n) for n in out)):  # the taps' count, not -1: N may be 0
+        values = win[(slice(None), slice(None), *at)].reshape(win.shape[:2] + (taps,))
         y[(slice(None), slice(None), *at)] = ufunc.accumulate(values, axis=-1)[..., -1]
     return y
 

@@ -1705,3 +1705,20 @@ def test_integer_linear_wraps_as_int32(constant):
     np.testing.assert_array_equal(y, torch_integer_linear(x, w, None,
                                                           np.array([0, 1, 255], np.uint8)))
     assert y[0, 0] == np.int64(255 * 255 * k).astype(np.int32) < 0 < y[1, 0]
+
+
+@pytest.mark.parametrize("op", ["max_pool", "max_pool_with_indices", "avg_pool"])
+@pytest.mark.parametrize("size", [(0, 3, 9, 9), (2, 0, 9, 9)], ids=["batch_of_0", "channels_0"])
+@pytest.mark.parametrize("kernel, stride", [([2, 2], [2, 2]), ([7, 6], [3, 4])],
+                         ids=["taps_first", "windows_first"])
+def test_pools_of_no_value(op, size, kernel, stride):
+    """A batch or channels of 0, both ways a pool takes its taps (a reshape of no value to
+    (N, C, -1) is ambiguous, which the ONNX fuzz's widened batch of 0 met): outputs of no
+    value, of torch's planes (torch refuses channels of 0)."""
+    x = np.zeros(size, np.float32)
+    attrs = dict(layout="NCHW", kernel_size=kernel, stride=stride, padding=[[1, 1], [1, 1]],
+                 ceil_mode=False)
+    attrs.update(count_include_pad=False) if op == "avg_pool" else attrs.update(dilation=[1, 1])
+    got = run_op(op, [x], **attrs)
+    plane = TF.max_pool2d(torch.zeros((1, 1) + size[2:]), kernel, stride, 1).shape[2:]
+    assert [y.shape for y in got] == [size[:2] + tuple(plane)] * len(got)
