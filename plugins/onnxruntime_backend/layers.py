@@ -30,6 +30,13 @@ def _per_channel(e: Emitter, name: str, rank: int) -> str:
     return e.op("Reshape", [name, e.const(shape, np.int64)])[0]
 
 
+def _ones(e: Emitter, shape) -> str:
+    """A float32 constant of ones of ``shape`` (a length or a tuple), one per model for each
+    shape: a normalization's scale where it has none."""
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (int(shape),)
+    return e.derived(f"ones{shape}", [], lambda: np.ones(shape))
+
+
 def _affine(e: Emitter, y: str, weight: str | None, bias: str | None, rank: int,
             out: str) -> None:
     """``y * weight + bias`` per channel (axis 1) into ``out``."""
@@ -62,7 +69,7 @@ def _normalized_rows(e: Emitter, x: str, rows: int, eps: float, scale: str | Non
         length = int(np.prod(dims, dtype=np.int64)) // (rows or 1)
         grouped = e.op("Reshape", [x, e.const([-1, length], np.int64)])[0]
         if scale is None:
-            scale = e.derived(f"ones({length})", [], lambda: np.ones(length))
+            scale = _ones(e, length)
     else:
         [length] = e.op("ReduceProd", e.op("Shape", [x], start=1 if rows else 2), keepdims=1)
         if rows:
@@ -99,8 +106,8 @@ def _one_group_affine(e: Emitter, x: str, weight: str | None, bias: str | None
     channels, plane = dims[0], int(np.prod(dims[1:], dtype=np.int64))
     if channels * plane > FOLDED_ROW_LIMIT:
         return None
-    scale = e.derived(f"group_norm.scale({channels}, {plane})", [weight],
-                      lambda: np.repeat(np.ones(channels) if w is None else w, plane))
+    scale = _ones(e, channels * plane) if w is None else e.derived(
+        f"group_norm.scale({plane})", [weight], lambda: np.repeat(w, plane))
     shift = None if b is None else e.derived(f"group_norm.shift({plane})", [bias],
                                              lambda: np.repeat(b, plane))
     return scale, shift
@@ -131,7 +138,7 @@ def batchnorm(e, node, ins, outs, a):
                 raise BackendError(f"onnxruntime backend: node {node.name!r}: batchnorm without "
                                    f"affine parameters needs a fixed channel count",
                                    node=node.name)
-            weight = weight or e.const(np.ones(channels))
+            weight = weight or _ones(e, channels)
             bias = bias or e.const(np.zeros(channels))
         e.op("BatchNormalization", [x, weight, bias, mean, var], outs, epsilon=a["eps"])
         return
@@ -167,7 +174,7 @@ def instance_norm(e, node, ins, outs, a):
 
 def _layer_norm_onnx(e, x, weight, bias, normalized, eps, out):
     if weight is None:
-        weight = e.const(np.ones(normalized))
+        weight = _ones(e, normalized)
     e.op("LayerNormalization", [x, weight, bias], [out], axis=-len(normalized), epsilon=eps)
 
 
@@ -193,8 +200,7 @@ def rms_norm(e, node, ins, outs, a):
     x, weight = (ins + [None] * 2)[:2]
     d = e.types[x].shape[-1]
     if isinstance(d, int) and d > 0:
-        scale = weight if weight is not None else e.derived(f"ones({d})", [],
-                                                            lambda: np.ones(d))
+        scale = weight if weight is not None else _ones(e, d)
         e.op("RMSNormalization", [x, scale], outs, axis=-1, epsilon=a["eps"])
         return
     ms = e.op("ReduceMean", [e.op("Mul", [x, x])[0], e.const([-1], np.int64)], keepdims=1)[0]
