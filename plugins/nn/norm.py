@@ -85,9 +85,11 @@ def batchnorm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
     ``running_mean`` / ``running_var``; otherwise with the batch's own mean and biased
     variance. ``training=True`` also refuses (DomainError) an input with one value per
     channel, as torch does; untracked inference on such an input returns the well-defined
-    result ``bias`` (``x - mean == 0``), where torch refuses too. ``num_batches_tracked`` and ``momentum`` are accepted so the op's
-    positional tensors and attrs map one to one, and ignored: updating state is
-    :class:`BatchNorm`'s job, and this kernel never writes any argument.
+    result ``bias`` (``x - mean == 0``), where torch refuses too, and on an input of no values
+    an output of none (torch's and onnxruntime's answer), whose statistics it never needs.
+    ``num_batches_tracked`` and ``momentum`` are accepted so the op's positional tensors and
+    attrs map one to one, and ignored: updating state is :class:`BatchNorm`'s job, and this
+    kernel never writes any argument.
     With running statistics, like torch's CPU inference kernel, ``y = x * a + b`` with
     ``a = weight / sqrt(var + eps)`` and ``b = bias - mean * a``; with batch statistics
     ``y = (x - mean) * a + bias``.
@@ -102,6 +104,8 @@ def batchnorm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
     if training:
         _check_batch_domain(x, where)
     if training or not track_running_stats:
+        if x.size == 0 and not training:
+            return np.empty(x.shape, np.float32)  # nothing to normalize, as torch answers
         mean, var = batch_stats(x, where)
         return _bn_apply(x, weight, bias, mean, var, eps, centered=True)
     if running_mean is None or running_var is None:

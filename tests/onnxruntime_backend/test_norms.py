@@ -197,3 +197,14 @@ def test_batch_statistics_over_sizes_the_call_gives():
         x = (5 + RNG.standard_normal(size)).astype(np.float32)
         numpy_y, onnxruntime_y = (run.run({"x": x})["y"] for run in runs)
         np.testing.assert_allclose(onnxruntime_y, numpy_y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [(0, 3, 5, 4), (2, 3, 0, 4)], ids=["batch_of_0", "plane_of_0"])
+def test_batch_statistics_of_no_values(size):
+    """An input of no values gives an output of none on both backends, as torch's
+    batch_norm(training=True) gives it (the numpy backend refused it: statistics of nothing)."""
+    graph = batch_stats_graph(("N", 3, "H", 4))
+    x = np.zeros(size, np.float32)
+    want = torch.nn.functional.batch_norm(torch.from_numpy(x), None, None, training=True)
+    for backend in (NumpyBackend(), OnnxruntimeBackend()):
+        assert Executor(graph, backend).run({"x": x})["y"].shape == tuple(want.shape) == size
