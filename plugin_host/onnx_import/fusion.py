@@ -19,6 +19,15 @@ GroupNorm: ``reshape(x, (N, G, -1))``, ``instance_norm`` with unit scale and zer
 ``reshape`` back to x's shape, ``mul`` by a ``(C, 1, ...)`` weight, ``add`` a ``(C, 1, ...)``
 bias.
 
+GELU (torch's ``nn.GELU`` before opset 20, under either exporter, and the
+``x * 0.5 * (1 + erf(x / sqrt(2)))`` of many transformers' code): ``div`` of x by sqrt(2) (or
+``mul`` by its reciprocal), ``erf``, ``add`` of 1, and x and 0.5 multiplied in, in any of the
+three orders the exporters write; the constants float32's values exactly. onnxruntime's graph
+optimizer makes such a chain its Gelu kernel (from the basic level on: a bare session at its
+defaults), which the onnxruntime backend runs for ``gelu``, so the two give the same bits; the
+build's reference, its optimizations off, runs the five ops, a rounding step from the kernel in
+places. The numpy backend's ``gelu`` is one pass in float64 where the chain took five.
+
 An ``add`` of a constant of zeros onto a conv's output (or a conv_transpose's, a batchnorm's, a
 linear's), directly or through ``add`` nodes (timm's MobileOne sums its branches onto ``0``):
 the op's bias takes the zeros and the ``add`` goes. Both backends add such a bias into what the
@@ -35,6 +44,7 @@ MobileOne-S0 ran 1.7 times as long as on bare onnxruntime before this.
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import numpy as np
@@ -206,6 +216,63 @@ def _linear_bias(g: _Nodes, lin: Node, fresh) -> bool:
     return True
 
 
+def _is(g: _Nodes, tensor: str | None, value: float) -> bool:
+    """``tensor`` is a constant of one float32 value equal to ``value`` rounded to float32."""
+    v = g.tensors.get(tensor) if tensor else None
+    return v is not None and v.size == 1 and v.dtype == np.float32 and \
+        v.reshape(()) == np.float32(value)
+
+
+def _other(node: Node, tensor: str) -> str | None:
+    """The input of the two-input ``node`` that is not ``tensor`` (None if neither is)."""
+    if len(node.inputs) != 2 or tensor not in node.inputs:
+        return None
+    return node.inputs[1] if node.inputs[0] == tensor else node.inputs[0]
+
+
+def _only_reader(g: _Nodes, tensor: str, op: str) -> Node | None:
+    """The one node reading ``tensor``, if it is an ``op`` and the tensor is private to it."""
+    readers = g.readers.get(tensor, [])
+    if len(readers) == 1 and readers[0].op == op and g.private(tensor, readers[0]):
+        return readers[0]
+    return None
+
+
+def _gelu(g: _Nodes, erf: Node, fresh) -> bool:
+    """``0.5 * x * (1 + erf(x / sqrt(2)))`` as the exporters write it: one ``gelu``."""
+    scaled = erf.inputs[0]
+    first = g.producer.get(scaled)
+    if first is None or not g.private(scaled, erf) or first.op not in ("div", "mul"):
+        return False
+    if first.op == "div":
+        x = first.inputs[0] if _is(g, first.inputs[1], math.sqrt(2)) else None
+    else:
+        x = next((_other(first, c) for c in first.inputs if _is(g, c, 1 / math.sqrt(2))), None)
+    add = _only_reader(g, erf.outputs[0], "add")
+    if x is None or add is None or not _is(g, _other(add, erf.outputs[0]), 1.0):
+        return False
+    times = _only_reader(g, add.outputs[0], "mul")
+    factor = _other(times, add.outputs[0]) if times else None
+    if factor == x or _is(g, factor, 0.5):  # (x * a) * 0.5 or (a * 0.5) * x
+        last = _only_reader(g, times.outputs[0], "mul")
+        rest = _other(last, times.outputs[0]) if last else None
+        if rest is None or not (_is(g, rest, 0.5) if factor == x else rest == x):
+            return False
+        chain = [first, erf, add, times, last]
+    else:  # (x * 0.5) * a
+        half = g.producer.get(factor) if factor else None
+        if half is None or half.op != "mul" or not g.private(factor, times) or \
+                not _is(g, _other(half, x), 0.5):
+            return False
+        chain = [half, first, erf, add, times]
+    y = chain[-1].outputs[0]
+    if g.types[y] != g.types[x]:  # a constant of more dims broadcasts x up
+        return False
+    g.replace(chain, Node(fresh(f"{erf.name}.gelu"), "gelu", 1, (x,), (y,),
+                          {"approximate": "none"}))
+    return True
+
+
 #: how many ``add`` nodes deep :func:`_zeros_taker` looks for a node that takes the zeros
 ZEROS_DEPTH = 16
 #: ops whose input 2 is a bias added to what they computed last, on both backends: op -> the
@@ -292,6 +359,7 @@ def fuse(nodes: list[Node], tensors: dict, types: dict, graph_outputs: Iterable[
         for node in list(g.nodes):
             if node.op == "split" and _lstm(g, node, fresh) or \
                     node.op == "instance_norm" and _group_norm(g, node, fresh, constant) or \
+                    node.op == "erf" and _gelu(g, node, fresh) or \
                     node.op == "linear" and _linear_bias(g, node, fresh) or \
                     node.op == "add" and _zero_add(g, node, constant):
                 g = _Nodes(g.nodes, tensors, types, graph_outputs)

@@ -16,8 +16,8 @@ Two Slices of one axis at a bound computed when the call runs, concatenated the 
 (``Concat(x[m:], x[:m])``: torch's dynamo exporter writes ``torch.roll`` along a run-time dim
 so), become one gather along the axis (:func:`rolled_slices`).
 
-Decompositions made of ops that do have glue ops (torch's LSTMCell and GroupNorm) are mapped one
-to one during the walk and recognized afterwards, in :mod:`.fusion`.
+Decompositions made of ops that do have glue ops (torch's LSTMCell, GroupNorm and GELU before
+opset 20) are mapped one to one during the walk and recognized afterwards, in :mod:`.fusion`.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ EXPORTERS = [
 def export(module, args, path: Path, *, dynamo: bool, fold: bool = True, optimize: bool = True,
            input_names=None, output_names=None, opset: int | None = None) -> Path:
     """``module`` (eval mode) exported to ``path`` with torch's legacy or dynamo exporter
-    (``opset``: the legacy exporter's opset_version, else its default)."""
+    (``opset``: the exporter's opset_version, else its default)."""
     module.eval()
     names = {"input_names": input_names, "output_names": output_names}
     with warnings.catch_warnings():
@@ -42,7 +42,8 @@ def export(module, args, path: Path, *, dynamo: bool, fold: bool = True, optimiz
         logging.getLogger("torch.onnx").setLevel(logging.ERROR)
         if dynamo:
             program = torch.onnx.export(module, tuple(args), dynamo=True, optimize=optimize,
-                                        do_constant_folding=fold, verbose=False, **names)
+                                        do_constant_folding=fold, verbose=False, **names,
+                                        **({"opset_version": opset} if opset else {}))
             onnx.save(program.model_proto, path)
         else:
             buffer = io.BytesIO()
