@@ -460,19 +460,29 @@ def _reason(exc: BaseException) -> str:
     return exc.strerror or type(exc).__name__ if isinstance(exc, OSError) else str(exc)
 
 
+#: string fields that name an op (a node's op type and domain, an opset's or function's
+#: domain): the import's messages print them as they are, so they must print as one line
+_OP_TEXT = ("op_type", "domain")
+
+
 def _check_text(message, where: str, path: str = "model") -> None:
-    """ModelFileError naming the field when a string field is not valid UTF-8: protobuf hands
-    such a field over as bytes, which no name or attribute check downstream expects."""
+    """ModelFileError naming the field when a string field is not valid UTF-8 (protobuf hands
+    such a field over as bytes, which no name or attribute check downstream expects), or when
+    an op type or domain holds a character that does not print (a line break would split the
+    message naming the op)."""
     from google.protobuf.descriptor import FieldDescriptor
 
     for field, value in message.ListFields():
         at = f"{path}.{field.name}"
         if field.type == FieldDescriptor.TYPE_STRING:
             for i, v in enumerate([value] if isinstance(value, (str, bytes)) else value):
+                index = "" if isinstance(value, (str, bytes)) else f"[{i}]"
                 if not isinstance(v, str):
-                    index = "" if isinstance(value, (str, bytes)) else f"[{i}]"
                     raise ModelFileError(f"{where}: {at}{index} is not valid UTF-8 "
                                          f"({bytes(v)[:40]!r})")
+                if field.name in _OP_TEXT and not v.isprintable():
+                    raise ModelFileError(f"{where}: {at}{index} {v[:40]!r} holds a character "
+                                         f"that does not print")
         elif field.message_type is not None:
             single = hasattr(value, "ListFields")
             for i, v in enumerate([value] if single else value):

@@ -103,6 +103,23 @@ def test_a_string_field_that_is_not_utf8_is_named(tmp_path, field, where):
         import_onnx(path)
 
 
+@pytest.mark.parametrize("op_type, domain, where", [
+    ("Re\nlu", "", r"model.graph.node\[0\].op_type 'Re\\nlu'"),
+    ("Relu", "com.\tmicrosoft", r"model.graph.node\[0\].domain 'com.\\tmicrosoft'"),
+], ids=["op-type", "domain"])
+def test_an_op_type_or_domain_that_does_not_print_is_named(tmp_path, op_type, domain, where):
+    """The messages naming a node print its op type as it is: a line break there would split
+    them (the fuzz met a byte of an op type overwritten by one)."""
+    model = _relu()
+    model.graph.node[0].op_type, model.graph.node[0].domain = op_type, domain
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ModelFileError, match=where + " holds a character that does not print"
+                       ) as raised:
+        import_onnx(path)
+    assert "\n" not in str(raised.value)
+
+
 def test_a_checker_message_keeps_the_node_it_names(tmp_path):
     model = _model([helper.make_node("Relu", ["a"], ["y"], name="late"),
                     helper.make_node("Relu", ["x"], ["a"], name="early")], [_vi("x")],
