@@ -47,7 +47,7 @@ from .float64_evaluation import evaluate_float64
 from .quantized_rounding import TRACE_CASES, code_tensors
 from .quantized_rounding import explain as explain_quantized_rounding
 from .quantized_rounding import trace as trace_roundings
-from .reference import REFERENCE, run_optimizer, run_reference
+from .reference import REFERENCE, RewriteTooLarge, run_optimizer, run_reference
 from .saturation import explain as explain_saturation
 from .upgrade import upgrade_model
 
@@ -147,14 +147,30 @@ def import_onnx(path: str | os.PathLike, *, name: str | None = None,
     return imported
 
 
+#: The optimized model may be at most this many times the model's size plus OPTIMIZED_SLACK:
+#: onnxruntime's constant folding writes out whatever the model computes from constants (a
+#: 40 KB file expanding a constant to 14 million rows answered 170 MB, which the build then
+#: read, upgraded and folded again for seconds before refusing it)
+OPTIMIZED_GROWTH = 8
+OPTIMIZED_SLACK = 64 << 20
+
+
 def onnxruntime_optimized_model(model, path, limits: ReadLimits):
     """``model`` as onnxruntime's graph optimizations at the extended level rewrite it (what a
     session saves to ``optimized_model_filepath``: constants folded, Conv and activations
     fused into com.microsoft's FusedConv, a QDQ model's DequantizeLinear, Conv or MatMul and
     QuantizeLinear groups into QLinearConv and QLinearMatMul, ...), made in the reference
     process and checked again like a file."""
+    data = model.SerializeToString()
+    cap = min(limits.max_file_bytes, OPTIMIZED_GROWTH * len(data) + OPTIMIZED_SLACK)
     try:
-        rewritten = run_optimizer(model.SerializeToString(), max_bytes=limits.max_file_bytes)
+        rewritten = run_optimizer(data, max_bytes=cap)
+    except RewriteTooLarge as exc:
+        raise ModelImportError(f"{path}: onnxruntime's optimizer makes the model larger than "
+                               f"{OPTIMIZED_GROWTH} times its size plus "
+                               f"{OPTIMIZED_SLACK >> 20} MiB ({exc}): its constant folding "
+                               f"writes out large tensors the model computes from constants; "
+                               f"build without --onnxruntime-optimized") from None
     except ModelImportError as exc:
         raise ModelImportError(f"{path}: {exc}") from None
     return parse_model(rewritten, where=f"{path} as onnxruntime optimizes it", limits=limits)

@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import ModelImportError, UsageError
 from ..stop_signals import POLL_S, check_stop
 
-__all__ = ["REFERENCE", "TIMEOUT_S", "CONVERT_TIMEOUT_S", "ConversionRefused",
+__all__ = ["REFERENCE", "TIMEOUT_S", "CONVERT_TIMEOUT_S", "RewriteTooLarge", "ConversionRefused",
            "ReferenceProcess", "run_reference", "run_converter", "run_optimizer",
            "infer_value_types"]
 
@@ -133,6 +133,10 @@ def _answer_one(ort: Any, request: dict[str, np.ndarray]) -> tuple[bytes, bytes]
     return _cases("onnxruntime", session.run, request)
 
 
+#: how the child's refusal of an optimized model past its cap begins
+_REWRITE_TOO_LARGE = "onnxruntime's rewrite of the model is"
+
+
 def _optimize(ort: Any, data: bytes, max_bytes: int) -> tuple[bytes, bytes]:
     """The serialized model as onnxruntime's graph optimizations at the extended level rewrite
     it (what ``SessionOptions.optimized_model_filepath`` saves), refused past ``max_bytes``.
@@ -170,8 +174,7 @@ def _optimize(ort: Any, data: bytes, max_bytes: int) -> tuple[bytes, bytes]:
         reader.join()
         os.close(read)
     if size > max_bytes:
-        return b"E", (f"onnxruntime's rewrite of the model is {size} bytes, past the cap of "
-                      f"{max_bytes}").encode()
+        return b"E", f"{_REWRITE_TOO_LARGE} {size} bytes, past the cap of {max_bytes}".encode()
     return b"O", b"".join(chunks)
 
 
@@ -389,6 +392,10 @@ class ConversionRefused(Exception):
     """The version converter refused the model; the text is its reason, one line."""
 
 
+class RewriteTooLarge(ModelImportError):
+    """onnxruntime's optimized model is past the cap the request gave."""
+
+
 class _Job(NamedTuple):
     """Who does a request's work and what it is called in messages."""
 
@@ -477,11 +484,16 @@ class ReferenceProcess:
     def optimize(self, model_bytes: bytes, *, max_bytes: int,
                  timeout: float = CONVERT_TIMEOUT_S) -> bytes:
         """The serialized model as onnxruntime's extended graph optimizations rewrite it (see
-        :func:`_optimize`): an answer past ``max_bytes`` is refused; ModelImportError when
+        :func:`_optimize`): RewriteTooLarge past ``max_bytes``; ModelImportError when
         onnxruntime cannot load the model."""
         job = _Job("onnxruntime", "the graph optimization", "the reference process",
                    max_bytes)
-        return self._on_model(model_bytes, "__optimize__", max_bytes, timeout, job)
+        try:
+            return self._on_model(model_bytes, "__optimize__", max_bytes, timeout, job)
+        except ModelImportError as exc:
+            if str(exc).startswith(_REWRITE_TOO_LARGE):
+                raise RewriteTooLarge(str(exc)) from None
+            raise
 
     def value_types(self, model_bytes: bytes, *, timeout: float = CONVERT_TIMEOUT_S
                     ) -> dict[str, int]:

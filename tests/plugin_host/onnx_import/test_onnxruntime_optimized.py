@@ -15,6 +15,7 @@ from plugin_host.cli import main
 from plugin_host.errors import ModelImportError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
+from plugin_host.onnx_import import build as build_module
 from plugin_host.onnx_import.build import _optimized_note
 from plugin_host.onnx_import.reference import run_optimizer
 from plugins.numpy_backend import NumpyBackend
@@ -207,6 +208,34 @@ def test_a_rewritten_model_past_the_cap_is_refused(tmp_path):
         run_optimizer(path.read_bytes(), max_bytes=1000)
     # the process answers the next request
     assert len(run_optimizer(path.read_bytes(), max_bytes=1 << 30)) > 1000
+
+
+def test_a_model_its_constant_folding_blows_up_is_refused_early(tmp_path, monkeypatch):
+    """A small file whose constant, expanded, onnxruntime's folding writes out whole (a fuzzed
+    file of 40 KB answered 170 MB, read, upgraded and folded again for 7.6 s before its
+    refusal): past OPTIMIZED_GROWTH times the model's size plus OPTIMIZED_SLACK, refused naming
+    the option; the same model builds without it."""
+    from onnx import TensorProto, helper
+
+    monkeypatch.setattr(build_module, "OPTIMIZED_SLACK", 1 << 20)
+    nodes = [helper.make_node("Constant", [], ["c"], value=helper.make_tensor(
+                 "c", TensorProto.FLOAT, [1, 1], [0.5])),
+             helper.make_node("Constant", [], ["shape"], value=helper.make_tensor(
+                 "shape", TensorProto.INT64, [2], [1 << 9, 1 << 10])),
+             helper.make_node("Expand", ["c", "shape"], ["big"]),
+             helper.make_node("Add", ["x", "big"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 1 << 10])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1 << 9, 1 << 10])])
+    path = tmp_path / "expand.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert path.stat().st_size < 1000  # 2 MiB once folded
+    with pytest.raises(ModelImportError, match=r"onnxruntime's optimizer makes the model larger "
+                       r"than 8 times its size plus 1 MiB \(onnxruntime's rewrite of the model "
+                       r"is \d+ bytes, past the cap of \d+\): .* build without "
+                       r"--onnxruntime-optimized"):
+        build_onnx_artifact(path, tmp_path / "e.pha", onnxruntime_optimized=True)
+    build_onnx_artifact(path, tmp_path / "e.pha")
 
 
 def test_the_cli_option(tmp_path, capsys):
