@@ -134,7 +134,8 @@ _SAMPLES = {
     "bin": [b"", b"\0" * 64], "array": [[], [1], ["x"], [[]]], "map": [{}, {"a": 1}],
 }
 # replacements that are valid for these paths (the test wants only invalid mutants)
-_VALID_ALTERNATIVES = {("expires",): {"int"}, ("state_contract", "reset", "frame_gap_ms"): {"nil"}}
+_VALID_ALTERNATIVES = {("expires",): {"int", "nil"},  # nil: no expiry
+                       ("state_contract", "reset", "frame_gap_ms"): {"nil"}}
 
 
 def _family(value: Any) -> str:
