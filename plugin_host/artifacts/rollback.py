@@ -26,6 +26,7 @@ from typing import Any, Iterator
 from abi.artifact import atomic_write, parse_version
 
 from ..errors import ArtifactFormatError, RollbackError, StateFileError
+from ..files import open_regular
 
 __all__ = ["RollbackStore", "default_state_dir", "STATE_FILE"]
 
@@ -114,7 +115,7 @@ class RollbackStore:
 
     def _read(self) -> dict[str, dict[str, str]]:
         try:
-            with open(self.path, "rb") as f:
+            with open_regular(self.path) as f:  # a FIFO put there is refused, not waited on
                 data = f.read(_MAX_STATE_BYTES + 1)
         except FileNotFoundError:
             return {}

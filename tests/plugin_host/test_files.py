@@ -13,7 +13,8 @@ import signal
 import pytest
 
 from plugin_host.errors import (AcceptanceRecordError, AuditLogError, KeyFileError,
-                                ModelFileError, PolicyError, ReplayFormatError, UsageError)
+                                ModelFileError, PolicyError, ReplayFormatError, StateFileError,
+                                UsageError)
 from plugin_host.files import NotARegularFile, open_regular, open_regular_append
 
 
@@ -75,6 +76,7 @@ def test_open_regular_append_creates_appends_and_refuses_the_rest(tmp_path, fifo
 def test_every_reader_of_a_named_file_refuses_a_fifo_at_once(tmp_path, fifo):
     from plugin_host.artifacts import load_private_key, load_public_key
     from plugin_host.artifacts.acceptance_record import read_record
+    from plugin_host.artifacts.rollback import STATE_FILE, RollbackStore
     from plugin_host.audit import AuditLog
     from plugin_host.commands.artifact import _read_npz
     from plugin_host.frames import ReplayReader
@@ -90,8 +92,10 @@ def test_every_reader_of_a_named_file_refuses_a_fifo_at_once(tmp_path, fifo):
         (lambda: _read_npz(str(fifo)), UsageError),
         (lambda: ReplayReader(fifo), ReplayFormatError),
         (lambda: read_model(fifo), ModelFileError),
+        (lambda: RollbackStore(fifo.parent).check("a", "1.0.0", "0" * 64), StateFileError),
     ]
     os.chmod(fifo, 0o600)  # a private key must not be readable by others
+    os.link(fifo, fifo.parent / STATE_FILE)  # the rollback state, in the state directory
     for call, error in refusals:
         with no_hang(), pytest.raises(error, match="not a regular file"):
             call()
