@@ -182,7 +182,11 @@ class SandboxedExecutor(CameraFrames, WorkerSupervisor, RecurrentState):
         self._next_id = 0
         self.path = os.fspath(artifact_path)
 
-        self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:  # not blocking: a FIFO at the path is refused below, not waited on
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ArtifactError(f"cannot open artifact {self.path}: {exc.strerror}",
+                                path=self.path) from None
         try:
             if not stat.S_ISREG(os.fstat(self._fd).st_mode):
                 raise ArtifactFormatError("not a regular file", where="file", path=self.path)

@@ -12,9 +12,9 @@ import signal
 
 import pytest
 
-from plugin_host.errors import (AcceptanceRecordError, AuditLogError, KeyFileError,
-                                ModelFileError, PolicyError, ReplayFormatError, StateFileError,
-                                UsageError)
+from plugin_host.errors import (AcceptanceRecordError, ArtifactError, ArtifactFormatError,
+                                AuditLogError, KeyFileError, ModelFileError, PolicyError,
+                                ReplayFormatError, StateFileError, UsageError)
 from plugin_host.files import NotARegularFile, open_regular, open_regular_append
 
 
@@ -74,7 +74,8 @@ def test_open_regular_append_creates_appends_and_refuses_the_rest(tmp_path, fifo
 
 
 def test_every_reader_of_a_named_file_refuses_a_fifo_at_once(tmp_path, fifo):
-    from plugin_host.artifacts import load_private_key, load_public_key
+    from plugin_host.artifacts import (TrustStore, load_private_key, load_public_key,
+                                       load_verified)
     from plugin_host.artifacts.acceptance_record import read_record
     from plugin_host.artifacts.rollback import STATE_FILE, RollbackStore
     from plugin_host.audit import AuditLog
@@ -82,6 +83,7 @@ def test_every_reader_of_a_named_file_refuses_a_fifo_at_once(tmp_path, fifo):
     from plugin_host.frames import ReplayReader
     from plugin_host.onnx_import.reader import read_model
     from plugin_host.policy import load_policy
+    from plugin_host.sandbox import SandboxedExecutor
 
     refusals = [
         (lambda: load_policy(fifo), PolicyError),
@@ -93,9 +95,21 @@ def test_every_reader_of_a_named_file_refuses_a_fifo_at_once(tmp_path, fifo):
         (lambda: ReplayReader(fifo), ReplayFormatError),
         (lambda: read_model(fifo), ModelFileError),
         (lambda: RollbackStore(fifo.parent).check("a", "1.0.0", "0" * 64), StateFileError),
+        (lambda: load_verified(fifo, trust=TrustStore(), rollback=None, backends={"numpy"}),
+         ArtifactFormatError),
+        (lambda: SandboxedExecutor(fifo, trust=TrustStore(), backend="numpy"),
+         ArtifactFormatError),
     ]
     os.chmod(fifo, 0o600)  # a private key must not be readable by others
     os.link(fifo, fifo.parent / STATE_FILE)  # the rollback state, in the state directory
     for call, error in refusals:
         with no_hang(), pytest.raises(error, match="not a regular file"):
             call()
+
+
+def test_a_sandboxed_executor_of_a_missing_artifact_is_a_typed_error(tmp_path):
+    from plugin_host.artifacts import TrustStore
+    from plugin_host.sandbox import SandboxedExecutor
+
+    with pytest.raises(ArtifactError, match=r"cannot open artifact .*missing.pha: No such file"):
+        SandboxedExecutor(tmp_path / "missing.pha", trust=TrustStore(), backend="numpy")
