@@ -27,7 +27,7 @@ from abi.errors import PluginHostError
 from ..errors import ModelFileError, UnsupportedModelError
 from ..graph import Graph, Node
 from . import symbolic
-from .fold import FOLDERS, fold, int_vector
+from .fold import FOLDERS, OverCap, fold, int_vector
 from .names import DIM_NAME, dim_name, is_run_time, sanitized, unnamed_dim
 from .reader import (DEFAULT_READ_LIMITS, FOUR_BIT, ONNX_DTYPES, OPSETS, ReadLimits,
                      default_opset, element_type, op_key, to_array)
@@ -44,6 +44,12 @@ DEFAULT_LAYOUTS = {0: "SCALAR", 1: "N", 2: "NC", 3: "NCL", 4: "NCHW", 5: "NCDHW"
 _SAME_VALUES = frozenset({"Identity", "Transpose", "Cast", "CastLike", "Reshape", "Unsqueeze",
                           "Squeeze", "Flatten"})
 _FLOAT = 1  # ONNX TensorProto.FLOAT
+#: Elements folding may make per element of the model's own constants (initializers and
+#: Constant nodes), beyond the cap on one tensor: the folded values of a model (a weight cast,
+#: transposed and reshaped is three) are bounded by what the file holds, so a small file cannot
+#: make gigabytes of them (the ONNX fuzz met a 40 KB one expanding two constants to 2**27
+#: values each, 6 s and gigabytes before the third fold's refusal)
+FOLDED_PER_CONSTANT = 4
 
 
 @dataclass
@@ -157,6 +163,9 @@ class Importer:
         self.limits = limits
         self.opset = default_opset(model) or 0
         self.consts: dict[str, np.ndarray] = {}    # ONNX name -> value known at import
+        # elements folding may still make: the cap on one tensor, and FOLDED_PER_CONSTANT per
+        # element of the model's own constants (run() and _constant() add those)
+        self.fold_allowance = limits.max_tensor_elements
         self.four_bit: set[str] = set()            # 4-bit initializers, read as 8-bit here
         self.sym: dict[str, np.ndarray] = {}       # shape values holding run-time dims
         self.sym_float: dict[str, np.ndarray] = {}  # such a value cast to float -> the value
@@ -448,6 +457,7 @@ class Importer:
             if self._dequantized_only(t):
                 self.four_bit.add(t.name)
             self.set_const(t.name, to_array(t, self.limits, four_bit=t.name in self.four_bit))
+            self.fold_allowance += FOLDED_PER_CONSTANT * self.consts[t.name].size
         specs, onnx_inputs = [], {}
         for vi in g.input:
             if vi.name in self.consts:
@@ -569,11 +579,19 @@ class Importer:
             return
         if op in FOLDERS and ins and all(t == "" or t in self.consts for t in ins):
             values = [self.consts[t] if t else None for t in ins]
+            cap = min(self.limits.max_tensor_elements, self.fold_allowance)
             try:
-                results = fold(op, values, attrs, outputs=len(node.output),
-                               cap=self.limits.max_tensor_elements, opset=self.opset)
+                results = fold(op, values, attrs, outputs=len(node.output), cap=cap,
+                               opset=self.opset)
+            except OverCap as exc:
+                spent = "" if cap == self.limits.max_tensor_elements else (
+                    f" (what is left of the elements folding may make in all: the tensor cap "
+                    f"{self.limits.max_tensor_elements} and {FOLDED_PER_CONSTANT} per element "
+                    f"of the model's own constants)")
+                raise ModelFileError(exc.message + spent, node=self.node_name, op=op) from None
             except (ModelFileError, UnsupportedModelError) as exc:
                 raise type(exc)(exc.message, node=self.node_name, op=op) from None
+            self.fold_allowance -= sum(r.size for r in results)
             origin = self.origin.get(ins[0]) if op in _SAME_VALUES else None
             for o, r in zip(node.output, results):
                 if o:
@@ -780,6 +798,7 @@ class Importer:
         else:
             raise self.unsupported(f"Constant with attributes {sorted(attrs)} is not supported")
         self.set_const(node.output[0], value)
+        self.fold_allowance += FOLDED_PER_CONSTANT * value.size
 
     def _spec(self, vi, abi_name: str, layouts: Mapping[str, str], what: str,
               ttype: TensorType | None = None) -> TensorSpec:

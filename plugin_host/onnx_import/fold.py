@@ -21,16 +21,20 @@ from abi.ops import dims as dim_math
 from ..errors import ModelFileError, UnsupportedModelError
 from .reader import ONNX_DTYPES, element_type
 
-__all__ = ["FOLDERS", "fold", "register", "onnx_slice", "int_vector", "one_value", "axis_in",
-           "flatten_axis"]
+__all__ = ["FOLDERS", "OverCap", "fold", "register", "onnx_slice", "int_vector", "one_value",
+           "axis_in", "flatten_axis"]
 
 Arrays = Sequence["np.ndarray | None"]
 Folder = Callable[[Arrays, dict, int], list]
 
 
+class OverCap(ModelFileError):
+    """A value a fold would make has more elements than the cap the fold was given."""
+
+
 def _need(n: int, cap: int, what: str) -> None:
     if n > cap:
-        raise ModelFileError(f"{what} would have {n} elements, above the cap of {cap}")
+        raise OverCap(f"{what} would have {n} elements, above the cap of {cap}")
 
 
 def int_vector(value: Any, what: str, *, scalar_ok: bool = False) -> list[int]:
@@ -208,7 +212,14 @@ def _gather(ins: Arrays, a: dict, cap: int) -> list:
     if indices.size and not (-data.shape[axis] <= indices.min() and
                              indices.max() < data.shape[axis]):
         raise ModelFileError(f"indices outside [-{data.shape[axis]}, {data.shape[axis]})")
+    _need(math.prod(data.shape[:axis]) * indices.size * math.prod(data.shape[axis + 1:]), cap,
+          "Gather")
     return [np.take(data, indices, axis=axis)]
+
+
+def _concat(ins: Arrays, a: dict, cap: int) -> list:
+    _need(sum(x.size for x in ins), cap, "Concat")
+    return [np.concatenate(ins, axis=axis_in(a["axis"], ins[0].ndim))]
 
 
 def _no_integer_zero(op: str, y: np.ndarray) -> None:
@@ -368,7 +379,7 @@ FOLDERS: dict[str, Folder] = {
     "Flatten": lambda ins, a, cap: [ins[0].reshape(
         math.prod(ins[0].shape[:flatten_axis(a.get("axis", 1), ins[0].ndim)]), -1)],
     "Transpose": lambda ins, a, cap: [np.transpose(ins[0], _perm(a.get("perm"), ins[0].ndim))],
-    "Concat": lambda ins, a, cap: [np.concatenate(ins, axis=axis_in(a["axis"], ins[0].ndim))],
+    "Concat": _concat,
     "Gather": _gather,
     "Slice": _slice,
     "Split": _split,

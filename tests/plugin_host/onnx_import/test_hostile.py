@@ -15,6 +15,7 @@ import pytest
 from plugin_host.errors import ModelFileError, UnsupportedModelError
 from plugin_host.executor import Executor
 from plugin_host.onnx_import import build_onnx_artifact, import_onnx
+from plugin_host.onnx_import.reader import ReadLimits
 from plugins.numpy_backend import NumpyBackend
 
 from .conftest import onnx
@@ -139,6 +140,70 @@ def test_a_graph_input_past_the_tensor_cap_is_refused_before_inputs_are_drawn(tm
     with pytest.raises(ModelFileError, match=r"graph input 'x' of shape \(1, 1099511627776\) "
                                              r"would have 1099511627776 elements, above the cap"):
         import_onnx(path)
+
+
+@pytest.mark.parametrize("op", ["Concat", "Gather"])
+def test_a_folded_value_past_the_cap_is_refused_before_it_is_made(tmp_path, op):
+    """A Concat or Gather of constants whose result passes the tensor cap is refused from the
+    sizes, before the result is made (the ONNX fuzz met a Concat of two expanded constants of
+    2**27 values each, made in 6 s and then refused as "a folded value")."""
+    data = onnx.numpy_helper.from_array(np.zeros((5, 2), np.float32), "data")
+    second = onnx.numpy_helper.from_array(np.arange(6, dtype=np.int64) % 5, "second")
+    nodes = [helper.make_node(op, ["data", "second" if op == "Gather" else "data"], ["c"],
+                              name="grow", axis=0),
+             helper.make_node("Add", ["x", "c"], ["y"])]
+    path = _save(tmp_path / "m.onnx", _model(nodes, [_vi("x", shape=(1, 2))],
+                                             [_vi("y", shape=None)], [data, second]))
+    made = 20 if op == "Concat" else 12  # (5, 2) twice; six of its rows
+    with pytest.raises(ModelFileError, match=rf"node 'grow' \({op}\): {op} would have {made} "
+                                             rf"elements, above the cap of 10"):
+        import_onnx(path, limits=ReadLimits(max_tensor_elements=10))
+
+
+def _expanded(tmp_path, rows: list[int], weight: int = 0, constant_node: bool = False):
+    """x plus the sums of a constant expanded to each of ``rows`` rows, and of a weight of
+    ``weight`` values cast, transposed and reshaped (the sums at run time, the rest folded)."""
+    inits = [onnx.numpy_helper.from_array(np.zeros((1, 1), np.float32), "c")]
+    nodes, last = [], "x"
+    for i, n in enumerate(rows):
+        inits.append(onnx.numpy_helper.from_array(np.array([n, 1], np.int64), f"s{i}"))
+        nodes += [helper.make_node("Expand", ["c", f"s{i}"], [f"c{i}"], name=f"e{i}"),
+                  helper.make_node("ReduceSum", [f"c{i}"], [f"r{i}"], keepdims=0),
+                  helper.make_node("Add", [last, f"r{i}"], [f"x{i}"])]
+        last = f"x{i}"
+    if weight:
+        w = onnx.numpy_helper.from_array(np.ones((weight, 1), np.float64), "w")
+        if constant_node:
+            nodes.append(helper.make_node("Constant", [], ["w"], value=w))
+        else:
+            inits.append(w)
+        nodes += [helper.make_node("Cast", ["w"], ["w32"], to=TP.FLOAT),
+                  helper.make_node("Transpose", ["w32"], ["wt"]),
+                  helper.make_node("Reshape", ["wt", "flat"], ["wf"]),
+                  helper.make_node("ReduceSum", ["wf"], ["rw"], keepdims=0),
+                  helper.make_node("Add", [last, "rw"], ["xw"])]
+        inits.append(onnx.numpy_helper.from_array(np.array([-1], np.int64), "flat"))
+        last = "xw"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    return _save(tmp_path / "m.onnx", _model(nodes, [_vi("x", shape=(1,))],
+                                             [_vi("y", shape=(1,))], inits))
+
+
+def test_what_folding_makes_in_all_is_bounded_by_the_models_own_constants(tmp_path):
+    """Folded values may hold the tensor cap's elements in all, and four per element of the
+    model's constants: each Expand within the cap, the third past what is left."""
+    limits = ReadLimits(max_tensor_elements=100)
+    path = _expanded(tmp_path, [60, 30, 60])
+    with pytest.raises(ModelFileError, match=r"node 'e2' \(Expand\): Expand would have 60 "
+                                             r"elements, above the cap of \d+ \(what is left of "
+                                             r"the elements folding may make in all: the tensor "
+                                             r"cap 100 and 4 per element of the model's own"):
+        import_onnx(path, limits=limits)
+    import_onnx(_expanded(tmp_path, [60, 30]), limits=limits)
+    # a weight of the cap's size cast, transposed and reshaped: three folds of it, within
+    for constant_node in (False, True):
+        import_onnx(_expanded(tmp_path, [], weight=100, constant_node=constant_node),
+                    limits=limits)
 
 
 def test_a_computed_value_past_the_tensor_cap_is_refused_at_its_node(tmp_path):
