@@ -105,13 +105,12 @@ class VerifiedArtifact:
         _, want = self.golden_cases()[case]
         for name, expected in want.items():
             tol = self.manifest.tolerances[name]
-            actual = np.asarray(outputs[name])
-            diff, bad = tol.mismatches(actual, expected)
-            if bad.any():
+            worst, bad = tol.compare(np.asarray(outputs[name]), expected)
+            if bad:
                 raise GoldenMismatchError(
                     f"golden case {case}: output {name!r} {where} differs from the reference in "
-                    f"{int(bad.sum())} of {bad.size} element(s) (max |diff| "
-                    f"{float(diff.max(initial=0.0)):.3g}; rtol {tol.rtol:g}, atol {tol.atol:g})",
+                    f"{bad} of {expected.size} element(s) (max |diff| "
+                    f"{worst:.3g}; rtol {tol.rtol:g}, atol {tol.atol:g})",
                     path=self.path, case=case, output=name)
 
 

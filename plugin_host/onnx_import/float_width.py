@@ -395,9 +395,9 @@ def _compare(width: _Width, original, onnx_inputs: Mapping[str, str],
             if g.shape != w.shape:
                 raise ModelImportError(f"output {name!r}: the {width.name} model gives shape "
                                        f"{g.shape}, the float32 {width.rewrite} {w.shape}")
-            diff, outside = Tolerance(rtol, atol).mismatches(g, w)
-            worst = max(worst, float(diff.max(initial=0.0)))
-            bad, size = bad + int(outside.sum()), size + outside.size
+            most, outside = Tolerance(rtol, atol).compare(g, w)
+            worst = max(worst, most)
+            bad, size = bad + outside, size + w.size
         if bad:
             raise ModelImportError(f"output {name!r}: the float32 {width.rewrite} differs from "
                                    f"the {width.name} model run by onnxruntime in {bad} of "
