@@ -78,6 +78,13 @@ class _Nodes:
         return tensor not in self.keep and {id(n) for n in self.readers.get(tensor, [])} <= \
             {id(u) for u in users}
 
+    def only_reader(self, tensor: str, op: str) -> Node | None:
+        """The one node reading ``tensor``, if it is an ``op`` and ``tensor`` is private to it."""
+        readers = self.readers.get(tensor, [])
+        if len(readers) == 1 and readers[0].op == op and self.private(tensor, readers[0]):
+            return readers[0]
+        return None
+
     def replace(self, chain: list[Node], fused: Node) -> None:
         """Put ``fused`` where the last node of ``chain`` was and drop the chain."""
         gone = {id(n) for n in chain}
@@ -104,10 +111,10 @@ def _lstm(g: _Nodes, split: Node, fresh) -> bool:
         return False
     acts = []
     for t, op in zip(gates, ("sigmoid", "sigmoid", "tanh", "sigmoid")):
-        users = g.readers.get(t, [])
-        if len(users) != 1 or users[0].op != op or not g.private(t, users[0]):
+        act = g.only_reader(t, op)
+        if act is None:
             return False
-        acts.append(users[0])
+        acts.append(act)
     i, f, gg, o = (a.outputs[0] for a in acts)
     mul_f = next((n for n in g.readers.get(f, []) if n.op == "mul"), None)
     mul_i = next((n for n in g.readers.get(i, []) if n.op == "mul" and gg in n.inputs), None)
@@ -167,19 +174,13 @@ def _group_norm(g: _Nodes, norm: Node, fresh, constant) -> bool:
     scale, shift = (g.tensors.get(t) if t else None for t in norm.inputs[1:3])
     if scale is None or shift is None or not (np.all(scale == 1) and np.all(shift == 0)):
         return False
-    back = g.readers.get(norm.outputs[0], [])
-    if len(back) != 1 or back[0].op != "reshape" or g.types[back[0].outputs[0]].shape != shape \
-            or not g.private(norm.outputs[0], back[0]):
+    back = g.only_reader(norm.outputs[0], "reshape")
+    if back is None or g.types[back.outputs[0]].shape != shape:
         return False
-    back = back[0]
-    mul = g.readers.get(back.outputs[0], [])
-    if len(mul) != 1 or mul[0].op != "mul" or not g.private(back.outputs[0], mul[0]):
+    mul = g.only_reader(back.outputs[0], "mul")
+    add = mul and g.only_reader(mul.outputs[0], "add")
+    if add is None:
         return False
-    mul = mul[0]
-    add = g.readers.get(mul.outputs[0], [])
-    if len(add) != 1 or add[0].op != "add" or not g.private(mul.outputs[0], add[0]):
-        return False
-    add = add[0]
     per_channel = (channels,) + (1,) * (len(shape) - 2)
     w = next((t for t in mul.inputs if t != back.outputs[0]), None)
     b = next((t for t in add.inputs if t != mul.outputs[0]), None)
@@ -201,10 +202,9 @@ def _linear_bias(g: _Nodes, lin: Node, fresh) -> bool:
     if lin.inputs[2] is not None:
         return False
     y = lin.outputs[0]
-    users = g.readers.get(y, [])
-    if len(users) != 1 or users[0].op != "add" or not g.private(y, users[0]):
+    add = g.only_reader(y, "add")
+    if add is None:
         return False
-    add = users[0]
     bias = next((t for t in add.inputs if t != y), None)
     value = g.tensors.get(bias)
     w = g.tensors.get(lin.inputs[1])
@@ -230,14 +230,6 @@ def _other(node: Node, tensor: str) -> str | None:
     return node.inputs[1] if node.inputs[0] == tensor else node.inputs[0]
 
 
-def _only_reader(g: _Nodes, tensor: str, op: str) -> Node | None:
-    """The one node reading ``tensor``, if it is an ``op`` and the tensor is private to it."""
-    readers = g.readers.get(tensor, [])
-    if len(readers) == 1 and readers[0].op == op and g.private(tensor, readers[0]):
-        return readers[0]
-    return None
-
-
 def _gelu(g: _Nodes, erf: Node, fresh) -> bool:
     """``0.5 * x * (1 + erf(x / sqrt(2)))`` as the exporters write it: one ``gelu``."""
     scaled = erf.inputs[0]
@@ -248,13 +240,13 @@ def _gelu(g: _Nodes, erf: Node, fresh) -> bool:
         x = first.inputs[0] if _is(g, first.inputs[1], math.sqrt(2)) else None
     else:
         x = next((_other(first, c) for c in first.inputs if _is(g, c, 1 / math.sqrt(2))), None)
-    add = _only_reader(g, erf.outputs[0], "add")
+    add = g.only_reader(erf.outputs[0], "add")
     if x is None or add is None or not _is(g, _other(add, erf.outputs[0]), 1.0):
         return False
-    times = _only_reader(g, add.outputs[0], "mul")
+    times = g.only_reader(add.outputs[0], "mul")
     factor = _other(times, add.outputs[0]) if times else None
     if factor == x or _is(g, factor, 0.5):  # (x * a) * 0.5 or (a * 0.5) * x
-        last = _only_reader(g, times.outputs[0], "mul")
+        last = g.only_reader(times.outputs[0], "mul")
         rest = _other(last, times.outputs[0]) if last else None
         if rest is None or not (_is(g, rest, 0.5) if factor == x else rest == x):
             return False
